@@ -1,0 +1,1 @@
+"""Streamlit pages (thin) and the one UI helper module, ``pages.ui``."""

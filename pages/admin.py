@@ -1,0 +1,135 @@
+"""Admin: users, roles and clearance (audited), and the audit log."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import streamlit as st
+
+from pages import ui
+from review import auditlog, users
+from review.errors import InputError, PermissionDenied, StaleWriteError
+from review.identity import ROLE_HELP, Permission, Role
+
+engine = ui.engine()
+actor = ui.actor()
+
+st.title("Admin")
+if not actor.can(Permission.manage_users):
+    st.error("Only administrators can manage users.")
+    st.stop()
+
+flash = st.session_state.pop("admin_flash", None)
+if flash:
+    st.success(flash)
+
+tab_users, tab_audit = st.tabs(["Users and roles", "Audit log"])
+role_names = [r.value for r in Role]
+role_help = "\n".join(f"- **{r.value}**: {h}" for r, h in ROLE_HELP.items())
+
+with tab_users:
+    people = users.list_users(engine)
+    st.dataframe(
+        pd.DataFrame(
+            [
+                {
+                    "name": u.name,
+                    "email": u.email,
+                    "roles": ", ".join(u.roles),
+                    "clearance": u.clearance,
+                    "active": u.active,
+                    "version": u.version,
+                }
+                for u in people
+            ]
+        ),
+        hide_index=True,
+        width="stretch",
+    )
+    left, right = st.columns(2)
+    with left, st.form("admin_add_user", clear_on_submit=True):
+        st.subheader("Add a user")
+        email = st.text_input("Email")
+        name = st.text_input("Name")
+        roles = st.multiselect("Roles", role_names, help=role_help)
+        clearance = st.checkbox("Clearance for restricted content")
+        add = st.form_submit_button("Add user", type="primary")
+    if add:
+        try:
+            u = users.add_user(engine, actor, email, name, roles, clearance)
+        except (InputError, PermissionDenied) as exc:
+            left.error(str(exc))
+        else:
+            st.session_state["admin_flash"] = f"Added {u.email}."
+            st.rerun()
+    with right:
+        st.subheader("Change roles")
+        if people:
+            by_id = {u.id: u for u in people}
+            pick = st.selectbox(
+                "User", list(by_id), format_func=lambda i: by_id[i].email, key="admin_pick"
+            )
+            target = by_id[pick]
+            # remember the version the form was opened on, so a concurrent change is refused
+            opened = st.session_state.setdefault(f"admin_opened_{pick}", target.version)
+            with st.form(f"admin_edit_{pick}"):
+                new_name = st.text_input("Name", target.name)
+                new_roles = st.multiselect(
+                    "Roles", role_names, default=list(target.roles), help=role_help
+                )
+                new_clear = st.checkbox("Clearance for restricted content", target.clearance)
+                new_active = st.checkbox("Active", target.active)
+                save = st.form_submit_button("Save")
+            if save:
+                try:
+                    users.update_user(
+                        engine,
+                        actor,
+                        pick,
+                        int(opened),
+                        name=new_name,
+                        roles=new_roles,
+                        clearance=new_clear,
+                        active=new_active,
+                    )
+                except (InputError, PermissionDenied, StaleWriteError) as exc:
+                    st.error(str(exc))
+                    if isinstance(exc, StaleWriteError):
+                        st.session_state.pop(f"admin_opened_{pick}", None)
+                else:
+                    st.session_state.pop(f"admin_opened_{pick}", None)
+                    st.session_state["admin_flash"] = f"Saved {target.email}."
+                    st.rerun()
+
+with tab_audit:
+    ents = auditlog.entities(engine)
+    entity = st.selectbox(
+        "Entity", ["", *ents], format_func=lambda v: v or "(all)", key="admin_audit_entity"
+    )
+    total = auditlog.count_entries(engine, entity or None)
+    page = ui.paginate(total, "admin_audit")
+    rows = auditlog.entries(engine, entity or None, page=page)
+    if not rows:
+        st.info("No changes recorded yet.")
+    else:
+        st.dataframe(
+            pd.DataFrame(
+                [
+                    {
+                        "when": r.at,
+                        "who": r.actor,
+                        "action": r.action,
+                        "entity": r.entity,
+                        "id": r.entity_id,
+                        "before": json.dumps(r.before, ensure_ascii=False)[:500]
+                        if r.before
+                        else "",
+                        "after": json.dumps(r.after, ensure_ascii=False)[:500] if r.after else "",
+                    }
+                    for r in rows
+                ]
+            ),
+            hide_index=True,
+            width="stretch",
+        )

@@ -1,0 +1,270 @@
+"""Corpus: search and filter documents, view one as text and tables, import, add a version."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from pages import ui
+from review import corpus
+from review.docformat import DocumentIn, parse_blocks
+from review.errors import InputError, PermissionDenied, StaleWriteError
+from review.identity import Permission
+
+engine = ui.engine()
+actor = ui.actor()
+tax = ui.tax()
+MAX_UPLOAD_BYTES = 20 * 1024 * 1024
+
+
+def show_document(doc_pk: int) -> None:
+    try:
+        doc = corpus.get_document(engine, actor, doc_pk)
+    except (InputError, PermissionDenied) as exc:
+        st.error(str(exc))
+        return
+    st.subheader(f"Document `{doc.ref}`")
+    ui.text(doc.title, label="Title")
+    if not doc.is_current:
+        st.warning("This is not the current version of this document.")
+    meta = pd.DataFrame(
+        [
+            ("id", doc.doc_key),
+            ("version", str(doc.version)),
+            ("effective date", str(doc.effective_date or "—")),
+            ("superseded by", doc.superseded_by or "—"),
+            ("authority", doc.authority),
+            ("owner", doc.owner),
+            ("access scope", doc.access_scope),
+            ("jurisdiction", doc.jurisdiction),
+            ("added", f"{doc.created_at:%Y-%m-%d %H:%M} by {doc.created_by or '—'}"),
+        ],
+        columns=["field", "value"],
+    )
+    left, right = st.columns([3, 1])
+    with right:
+        st.caption("Metadata")
+        st.dataframe(meta, hide_index=True, width="stretch")
+        st.caption("Versions")
+        hist = corpus.version_history(engine, actor, doc.doc_key)
+        st.dataframe(
+            pd.DataFrame(
+                [
+                    {
+                        "version": h.version,
+                        "effective": h.effective_date,
+                        "current": h.is_current,
+                        "open": f"?doc={h.id}",
+                    }
+                    for h in hist
+                ]
+            ),
+            hide_index=True,
+            width="stretch",
+            column_config={"open": st.column_config.LinkColumn("open", display_text="open")},
+        )
+    with left:
+        tab_struct, tab_raw = st.tabs(["Structured", "Raw text"])
+        with tab_struct:
+            for block in parse_blocks(doc.body):
+                if block.kind == "heading":
+                    st.text(("#" * block.level) + " " + block.text)
+                elif block.kind == "table":
+                    header, *rows = block.rows
+                    cols = [h or f"col {i + 1}" for i, h in enumerate(header)]
+                    cols = [
+                        c if cols.count(c) == 1 else f"{c} ({i + 1})" for i, c in enumerate(cols)
+                    ]
+                    st.dataframe(pd.DataFrame(rows, columns=cols), hide_index=True, width="stretch")
+                elif block.kind == "footnote":
+                    st.text(f"[^{block.rows[0][0]}] {block.text}")
+                else:
+                    st.text(block.text)
+        with tab_raw:
+            st.code(doc.body, language=None, wrap_lines=True)
+    if actor.can(Permission.edit_corpus):
+        with st.expander("Add a new version (the current one is kept)"):
+            new_version_form(doc)
+
+
+def new_version_form(doc: corpus.DocumentView) -> None:
+    latest = corpus.find_document(engine, actor, doc.doc_key)
+    if latest is None:
+        return
+    if latest.id != doc.id:
+        st.info(f"Editing starts from the current version {latest.version}.")
+    with st.form(f"newver_{doc.doc_key}"):
+        title = st.text_input("Title", latest.title)
+        eff = st.date_input("Effective date", latest.effective_date)
+        c1, c2, c3 = st.columns(3)
+        scopes = list(tax.access_scopes)
+        scope = c1.selectbox("Access scope", scopes, index=scopes.index(latest.access_scope))
+        auths = list(tax.authorities)
+        authority = c2.selectbox(
+            "Authority",
+            auths,
+            index=auths.index(latest.authority) if latest.authority in auths else 0,
+        )
+        jurs = list(tax.jurisdictions)
+        jurisdiction = c3.selectbox(
+            "Jurisdiction",
+            jurs,
+            index=jurs.index(latest.jurisdiction) if latest.jurisdiction in jurs else 0,
+        )
+        owner = st.text_input("Owner", latest.owner)
+        body = st.text_area(
+            "Body (Markdown-shaped text: headings, tables, footnotes)", latest.body, height=300
+        )
+        submitted = st.form_submit_button("Save as new version", type="primary")
+    if submitted:
+        try:
+            new = DocumentIn(
+                doc_id=latest.doc_key,
+                version=latest.version + 1,
+                title=title,
+                effective_date=eff,
+                authority=authority,
+                owner=owner,
+                access_scope=scope,
+                jurisdiction=jurisdiction,
+                body=body,
+            )
+            saved = corpus.add_version(engine, actor, latest.doc_key, latest.version, new)
+        except (InputError, PermissionDenied, StaleWriteError) as exc:
+            st.error(str(exc))
+        except ValueError as exc:
+            st.error(f"Invalid input: {exc}")
+        else:
+            st.success(f"Saved {saved.ref}. The previous version is kept in the history.")
+            st.query_params["doc"] = str(saved.id)
+            st.rerun()
+
+
+def import_panel() -> None:
+    with st.expander("Import documents"):
+        st.caption(
+            "Markdown or text files with YAML front matter (doc_id, version, title, "
+            "effective_date, superseded_by, authority, owner, access_scope, "
+            "jurisdiction), or a JSONL file with the same fields plus body. All files "
+            "land together, or nothing is written."
+        )
+        with st.form("doc_import", clear_on_submit=True):
+            files = st.file_uploader(
+                "Files", type=["md", "markdown", "txt", "jsonl"], accept_multiple_files=True
+            )
+            go = st.form_submit_button("Import")
+        if go:
+            if not files:
+                st.error("Choose at least one file.")
+                return
+            try:
+                docs = []
+                for f in files:
+                    raw = f.getvalue()
+                    if len(raw) > MAX_UPLOAD_BYTES:
+                        raise InputError(f"{f.name}: larger than {MAX_UPLOAD_BYTES // 2**20} MiB")
+                    try:
+                        text = raw.decode("utf-8")
+                    except UnicodeDecodeError:
+                        raise InputError(f"{f.name}: line 1: the file is not UTF-8 text") from None
+                    docs.extend(corpus.parse_upload(f.name, text, tax))
+                report = corpus.import_documents(
+                    engine,
+                    actor,
+                    docs,
+                    len(files),
+                    source="upload: " + ", ".join(f.name for f in files),
+                )
+            except (InputError, PermissionDenied) as exc:
+                st.error(f"Nothing was imported. {exc}")
+            else:
+                st.success(report.summary())
+
+
+st.title("Corpus")
+doc_param = ui.query_int("doc")
+if doc_param is not None:
+    if st.button("← All documents"):
+        del st.query_params["doc"]
+        st.rerun()
+    show_document(doc_param)
+    st.stop()
+
+if actor.can(Permission.edit_corpus):
+    import_panel()
+
+facets = corpus.facet_values(engine)
+with st.container(border=True):
+    c0, c1, c2, c3, c4 = st.columns([3, 1, 1, 1, 1])
+    text = c0.text_input("Search title, id or text", key="corpus_q")
+    authority = c1.selectbox(
+        "Authority",
+        ["", *facets["authority"]],
+        key="corpus_auth",
+        format_func=ui.fmt_option(tax.authorities),
+    )
+    scope = c2.selectbox(
+        "Access",
+        ["", *facets["access_scope"]],
+        key="corpus_scope",
+        format_func=ui.fmt_option(tax.access_scopes),
+    )
+    jur = c3.selectbox(
+        "Jurisdiction",
+        ["", *facets["jurisdiction"]],
+        key="corpus_jur",
+        format_func=ui.fmt_option(tax.jurisdictions),
+    )
+    all_versions = c4.toggle("All versions", key="corpus_allv")
+
+flt = corpus.DocFilter(
+    text=text,
+    authority=authority or None,
+    access_scope=scope or None,
+    jurisdiction=jur or None,
+    current_only=not all_versions,
+)
+total = corpus.count_documents(engine, actor, flt)
+page = ui.paginate(total, "corpus")
+rows = corpus.search_documents(engine, actor, flt, page=page)
+if not rows:
+    if total == 0 and not any([text, authority, scope, jur]):
+        st.info(
+            "The corpus is empty. Import Markdown/JSONL documents above, or run "
+            "`workbench import-docs PATH`."
+        )
+    else:
+        st.info("No document matches these filters.")
+else:
+    df = pd.DataFrame(
+        [
+            {
+                "open": f"?doc={r.id}",
+                "document": r.ref,
+                "title": r.title,
+                "effective": r.effective_date,
+                "authority": r.authority,
+                "access": r.access_scope,
+                "jurisdiction": r.jurisdiction,
+                "owner": r.owner,
+                "current": r.is_current,
+            }
+            for r in rows
+        ]
+    )
+    event = st.dataframe(
+        df,
+        hide_index=True,
+        width="stretch",
+        on_select="rerun",
+        selection_mode="single-row",
+        key="corpus_table",
+        column_config={"open": st.column_config.LinkColumn("open", display_text="open")},
+    )
+    picked = event.selection.rows if event is not None else []
+    if picked:
+        st.query_params["doc"] = str(rows[picked[0]].id)
+        st.rerun()
+    st.caption("Select a row to open the document.")
+if not actor.clearance:
+    st.caption("Restricted documents are hidden: they are shown only to users with clearance.")

@@ -1,0 +1,92 @@
+"""The one UI helper module: engine and taxonomy caches, the signed-in user, small widgets.
+
+Untrusted text (document bodies, questions, claims, titles) goes through :func:`text` or
+dataframes, never markdown or HTML.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import streamlit as st
+from sqlalchemy import Engine
+
+from review.identity import Actor
+from review.taxonomy import Taxonomy, taxonomy
+from storage.db import database_url, get_engine, migrate
+
+ACTOR_KEY = "wb_actor"
+
+
+@st.cache_resource(show_spinner="Preparing the database…")
+def _engine_for(url: str) -> Engine:
+    engine = get_engine(url)
+    migrate(engine)
+    return engine
+
+
+def engine() -> Engine:
+    """The shared engine for the configured URL, migrated to head once per process."""
+    return _engine_for(database_url())
+
+
+def tax() -> Taxonomy:
+    return taxonomy()
+
+
+def actor() -> Actor:
+    """The signed-in user (set by app.py before any page runs)."""
+    value = st.session_state.get(ACTOR_KEY)
+    if not isinstance(value, Actor):
+        st.error("No user is signed in.")
+        st.stop()
+    return value
+
+
+def text(value: str, *, label: str | None = None) -> None:
+    """Show untrusted text verbatim (never rendered as markdown or HTML)."""
+    if label:
+        st.caption(label)
+    st.text(value)
+
+
+def paginate(total: int, key: str, page_size: int = 25) -> int:
+    """A page picker; returns the 1-based page number (server-side pagination)."""
+    pages = max(1, math.ceil(total / page_size))
+    state_key = f"{key}_page"
+    st.session_state.setdefault(state_key, 1)
+    if st.session_state[state_key] > pages:
+        st.session_state[state_key] = pages
+    cols = st.columns([1, 3])
+    with cols[0]:
+        page = int(st.number_input("Page", min_value=1, max_value=pages, step=1, key=state_key))
+    with cols[1]:
+        first = 0 if total == 0 else (page - 1) * page_size + 1
+        last = min(total, page * page_size)
+        st.caption(f"Showing {first}–{last} of {total} · page {page} of {pages}")
+    return page
+
+
+def options_with_any(values: list[str], labels: dict[str, Any] | None = None) -> list[str]:
+    return ["", *values]
+
+
+def fmt_option(labels: dict[str, Any]) -> Any:
+    def f(v: str) -> str:
+        if v == "":
+            return "(any)"
+        term = labels.get(v)
+        return getattr(term, "label", v) if term is not None else v
+
+    return f
+
+
+def query_int(name: str) -> int | None:
+    raw = st.query_params.get(name)
+    if raw is None:
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        return None

@@ -1,0 +1,89 @@
+"""One fixtures builder for the demo data and the tests.
+
+The demo company is Brightwave Software (fictional). Its documents live in
+``review/demo/docs`` as Markdown with front matter and its cases in ``review/demo/cases.jsonl``;
+both are loaded through the same importers a user would use, so the demo exercises them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from sqlalchemy import Engine, func, select
+
+from review import cases, corpus
+from review.identity import SYSTEM, Actor
+from review.taxonomy import Taxonomy
+from storage.db import read_session, run_write
+from storage.models import Case, Document, User
+
+DEMO_DIR = Path(__file__).resolve().parent / "demo"
+DEMO_DOCS = DEMO_DIR / "docs"
+DEMO_CASES = DEMO_DIR / "cases.jsonl"
+
+DEMO_ACTOR: Actor = replace(SYSTEM, email="demo-data", name="Demo data")
+
+
+@dataclass(frozen=True)
+class DemoUser:
+    email: str
+    name: str
+    roles: tuple[str, ...]
+    clearance: bool
+
+
+DEMO_USERS = (
+    DemoUser("ada.admin@brightwave.example", "Ada Okafor", ("admin",), True),
+    DemoUser("ines.duarte@brightwave.example", "Inés Duarte", ("annotator",), False),
+    DemoUser("tom.becker@brightwave.example", "Tom Becker", ("annotator",), False),
+    DemoUser("ravi.menon@brightwave.example", "Ravi Menon", ("reviewer", "annotator"), True),
+    DemoUser("paula.kim@brightwave.example", "Paula Kim", ("product_owner",), False),
+    DemoUser("chen.li@brightwave.example", "Chen Li", ("compliance",), True),
+)
+
+
+@dataclass(frozen=True)
+class DemoReport:
+    users: int
+    documents: int
+    cases: int
+
+
+def is_empty(engine: Engine) -> bool:
+    with read_session(engine) as s:
+        return not any(
+            s.scalar(select(func.count()).select_from(m)) for m in (User, Document, Case)
+        )
+
+
+def build_demo(engine: Engine, tax: Taxonomy) -> DemoReport:
+    """Load the demo users, documents and cases. Idempotent: existing rows are kept."""
+
+    def add_users(s: object) -> int:
+        from sqlalchemy.orm import Session
+
+        assert isinstance(s, Session)
+        n = 0
+        for u in DEMO_USERS:
+            if s.scalar(select(User.id).where(User.email == u.email)) is None:
+                s.add(
+                    User(
+                        email=u.email,
+                        name=u.name,
+                        roles=list(u.roles),
+                        clearance=u.clearance,
+                        active=True,
+                        updated_by=DEMO_ACTOR.email,
+                    )
+                )
+                n += 1
+        return n
+
+    users = run_write(engine, add_users)
+    docs, files = corpus.read_files([DEMO_DOCS], tax)
+    doc_report = corpus.import_documents(engine, DEMO_ACTOR, docs, files, source="demo data")
+    with DEMO_CASES.open(encoding="utf-8") as fh:
+        items = list(cases.iter_cases_jsonl(fh, str(DEMO_CASES.name), tax))
+    case_report = cases.import_cases(engine, DEMO_ACTOR, items, DEMO_CASES.name)
+    return DemoReport(users, doc_report.added, case_report.added)

@@ -1,0 +1,1 @@
+"""Storage layer: SQLAlchemy models, engine factory, units of work and Alembic migrations."""

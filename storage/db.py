@@ -1,0 +1,163 @@
+"""Engine factory, units of work and schema migration.
+
+SQLite is the default (a file under ``data/``); ``WORKBENCH_DATABASE_URL`` points at any
+SQLAlchemy URL, e.g. ``postgresql+psycopg://user@host/db`` for a team.
+
+On SQLite every connection gets WAL, foreign keys and a busy timeout, and write transactions
+start with ``BEGIN IMMEDIATE`` so that a read-then-write cannot lose an update or fail at once
+with "database is locked".
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session, sessionmaker
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_URL = f"sqlite:///{ROOT / 'data' / 'workbench.db'}"
+BUSY_TIMEOUT_MS = 15000
+
+T = TypeVar("T")
+
+_engines: dict[str, Engine] = {}
+_lock = threading.Lock()
+
+
+def database_url() -> str:
+    """The configured database URL (``WORKBENCH_DATABASE_URL``) or the default SQLite file."""
+    return os.environ.get("WORKBENCH_DATABASE_URL") or DEFAULT_URL
+
+
+def _configure_sqlite(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: sqlite3.Connection, _record: Any) -> None:
+        # Let SQLAlchemy (not pysqlite) decide when a transaction begins.
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        if conn.get_execution_options().get("workbench_write"):
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+        else:
+            conn.exec_driver_sql("BEGIN")
+
+
+def make_engine(url: str | None = None) -> Engine:
+    """Create a new engine for ``url`` (no caching); SQLite gets its pragmas and BEGIN mode."""
+    url = url or database_url()
+    if url.startswith("sqlite"):
+        path = url.split("///", 1)[-1]
+        if path and path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(
+            url,
+            connect_args={"timeout": BUSY_TIMEOUT_MS / 1000, "check_same_thread": False},
+        )
+        _configure_sqlite(engine)
+    else:
+        engine = create_engine(url, pool_pre_ping=True)
+    return engine
+
+
+def get_engine(url: str | None = None) -> Engine:
+    """One shared engine per URL for the process."""
+    url = url or database_url()
+    with _lock:
+        engine = _engines.get(url)
+        if engine is None:
+            engine = make_engine(url)
+            _engines[url] = engine
+        return engine
+
+
+def dispose_engines() -> None:
+    with _lock:
+        for engine in _engines.values():
+            engine.dispose()
+        _engines.clear()
+
+
+def is_sqlite(engine: Engine) -> bool:
+    return engine.dialect.name == "sqlite"
+
+
+@contextmanager
+def read_session(engine: Engine) -> Iterator[Session]:
+    """A read-only unit of work (deferred transaction, rolled back at the end)."""
+    with Session(engine, expire_on_commit=False) as session:
+        try:
+            yield session
+        finally:
+            session.rollback()
+
+
+@contextmanager
+def write_session(engine: Engine) -> Iterator[Session]:
+    """A write unit of work: BEGIN IMMEDIATE on SQLite; commit on success, roll back on error."""
+    bound = engine.execution_options(workbench_write=True)
+    factory = sessionmaker(bind=bound, expire_on_commit=False)
+    with factory() as session, session.begin():
+        yield session
+
+
+def _is_locked(exc: OperationalError) -> bool:
+    text = str(exc.orig).lower() if exc.orig is not None else str(exc).lower()
+    return (
+        "database is locked" in text
+        or "database is busy" in text
+        or "deadlock detected" in text
+        or "could not serialize" in text
+    )
+
+
+def run_write(engine: Engine, work: Callable[[Session], T], attempts: int = 6) -> T:
+    """Run ``work`` in a write unit of work, retrying with backoff when the database is busy.
+
+    Busy errors are retried (the whole unit of work is re-run, so ``work`` must be idempotent
+    up to its own reads); any other error propagates at once.
+    """
+    delay = 0.05
+    for attempt in range(1, attempts + 1):
+        try:
+            with write_session(engine) as session:
+                return work(session)
+        except OperationalError as exc:
+            if not _is_locked(exc) or attempt == attempts:
+                raise
+            time.sleep(delay + random.random() * delay)
+            delay *= 2
+    raise AssertionError("unreachable")
+
+
+def migrate(engine: Engine) -> None:
+    """Bring the schema to the newest Alembic revision (``upgrade head``)."""
+    from alembic import command
+
+    command.upgrade(alembic_config(engine), "head")
+
+
+def alembic_config(engine: Engine) -> Any:
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
+    cfg.attributes["engine"] = engine
+    return cfg

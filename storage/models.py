@@ -1,0 +1,219 @@
+"""Typed SQLAlchemy 2 models.
+
+Rows that people edit carry ``version`` (optimistic concurrency) and ``updated_by``; history
+tables (labels, verdicts, sign-offs, audit log) are append-only.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, ClassVar
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    Date,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+)
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+class UTCDateTime(TypeDecorator[dt.datetime]):
+    """Timestamps stored as UTC and always returned timezone-aware (SQLite drops the zone)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: dt.datetime | None, dialect: Dialect) -> dt.datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=dt.UTC)
+        return value.astimezone(dt.UTC)
+
+    def process_result_value(
+        self, value: dt.datetime | None, dialect: Dialect
+    ) -> dt.datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=dt.UTC)
+        return value.astimezone(dt.UTC)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map: ClassVar[dict[Any, Any]] = {
+        dt.datetime: UTCDateTime(),
+        dict[str, Any]: JSON,
+        list[Any]: JSON,
+    }
+
+
+class User(Base):
+    __tablename__ = "users"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    email: Mapped[str] = mapped_column(String(320), unique=True)
+    name: Mapped[str] = mapped_column(String(200))
+    roles: Mapped[list[Any]] = mapped_column(default=list)
+    clearance: Mapped[bool] = mapped_column(Boolean, default=False)
+    active: Mapped[bool] = mapped_column(Boolean, default=True)
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    updated_by: Mapped[str | None] = mapped_column(String(320))
+
+
+class Document(Base):
+    """One version of a document. Versions of the same document share ``doc_key``."""
+
+    __tablename__ = "documents"
+    __table_args__ = (
+        UniqueConstraint("doc_key", "version"),
+        Index("ix_documents_current", "is_current", "doc_key"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    doc_key: Mapped[str] = mapped_column(String(120), index=True)
+    version: Mapped[int] = mapped_column(Integer)
+    title: Mapped[str] = mapped_column(String(500), index=True)
+    body: Mapped[str] = mapped_column(Text)
+    effective_date: Mapped[dt.date | None] = mapped_column(Date)
+    superseded_by: Mapped[str | None] = mapped_column(String(140))
+    authority: Mapped[str] = mapped_column(String(40), index=True)
+    owner: Mapped[str] = mapped_column(String(200))
+    access_scope: Mapped[str] = mapped_column(String(40), index=True)
+    jurisdiction: Mapped[str] = mapped_column(String(40), index=True)
+    is_current: Mapped[bool] = mapped_column(Boolean, default=True)
+    source: Mapped[str | None] = mapped_column(String(500))
+    sha256: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    created_by: Mapped[str | None] = mapped_column(String(320))
+
+
+class CaseFamily(Base):
+    __tablename__ = "case_families"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    key: Mapped[str] = mapped_column(String(120), unique=True)
+    title: Mapped[str] = mapped_column(String(500))
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    created_by: Mapped[str | None] = mapped_column(String(320))
+
+
+class Case(Base):
+    __tablename__ = "cases"
+    __table_args__ = (Index("ix_cases_filter", "status", "expected_decision", "category", "split"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    key: Mapped[str] = mapped_column(String(120), unique=True)
+    question: Mapped[str] = mapped_column(Text)
+    identity_name: Mapped[str] = mapped_column(String(200))
+    identity_scopes: Mapped[list[Any]] = mapped_column(default=list)
+    expected_decision: Mapped[str] = mapped_column(String(40))
+    reason_codes: Mapped[list[Any]] = mapped_column(default=list)
+    category: Mapped[str] = mapped_column(String(60))
+    split: Mapped[str] = mapped_column(String(20))
+    status: Mapped[str] = mapped_column(String(20), default="draft")
+    family_id: Mapped[int | None] = mapped_column(
+        ForeignKey("case_families.id", ondelete="SET NULL"), index=True
+    )
+    evidence_state: Mapped[str | None] = mapped_column(String(40))
+    notes: Mapped[str] = mapped_column(Text, default="")
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    created_by: Mapped[str | None] = mapped_column(String(320))
+    updated_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    updated_by: Mapped[str | None] = mapped_column(String(320))
+
+    family: Mapped[CaseFamily | None] = relationship()
+    claims: Mapped[list[CaseClaim]] = relationship(
+        order_by="CaseClaim.position", cascade="all, delete-orphan"
+    )
+    documents: Mapped[list[CaseDocument]] = relationship(
+        order_by="CaseDocument.position", cascade="all, delete-orphan"
+    )
+    slices: Mapped[list[CaseSlice]] = relationship(cascade="all, delete-orphan")
+
+
+class CaseClaim(Base):
+    __tablename__ = "case_claims"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    case_id: Mapped[int] = mapped_column(ForeignKey("cases.id", ondelete="CASCADE"), index=True)
+    position: Mapped[int] = mapped_column(Integer)
+    text: Mapped[str] = mapped_column(Text)
+
+
+class CaseDocument(Base):
+    __tablename__ = "case_documents"
+    __table_args__ = (UniqueConstraint("case_id", "document_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    case_id: Mapped[int] = mapped_column(ForeignKey("cases.id", ondelete="CASCADE"), index=True)
+    document_id: Mapped[int] = mapped_column(
+        ForeignKey("documents.id", ondelete="RESTRICT"), index=True
+    )
+    position: Mapped[int] = mapped_column(Integer)
+    visibility: Mapped[str] = mapped_column(String(20))
+    role: Mapped[str] = mapped_column(String(20))
+
+    document: Mapped[Document] = relationship()
+
+
+class CaseSlice(Base):
+    __tablename__ = "case_slices"
+    __table_args__ = (Index("ix_case_slices_slice", "slice", "case_id"),)
+
+    case_id: Mapped[int] = mapped_column(
+        ForeignKey("cases.id", ondelete="CASCADE"), primary_key=True
+    )
+    slice: Mapped[str] = mapped_column(String(60), primary_key=True)
+
+
+class AuditLog(Base):
+    """Every change: who, when, what entity, before and after. Append-only."""
+
+    __tablename__ = "audit_log"
+    __table_args__ = (Index("ix_audit_log_entity", "entity", "entity_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    at: Mapped[dt.datetime] = mapped_column(default=utcnow, index=True)
+    actor: Mapped[str] = mapped_column(String(320))
+    action: Mapped[str] = mapped_column(String(40))
+    entity: Mapped[str] = mapped_column(String(60))
+    entity_id: Mapped[str] = mapped_column(String(120))
+    before: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    after: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+
+
+class Counter(Base):
+    """A named counter; used by the concurrency self-check and for sequence-like keys."""
+
+    __tablename__ = "counters"
+
+    name: Mapped[str] = mapped_column(String(120), primary_key=True)
+    value: Mapped[int] = mapped_column(Integer, default=0)
+    version: Mapped[int] = mapped_column(Integer, default=1)
