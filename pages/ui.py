@@ -12,18 +12,16 @@ from typing import Any
 import streamlit as st
 from sqlalchemy import Engine
 
+from review.database import database_url, open_database
 from review.identity import Actor
 from review.taxonomy import Taxonomy, taxonomy
-from storage.db import database_url, get_engine, migrate
 
 ACTOR_KEY = "wb_actor"
 
 
 @st.cache_resource(show_spinner="Preparing the database…")
 def _engine_for(url: str) -> Engine:
-    engine = get_engine(url)
-    migrate(engine)
-    return engine
+    return open_database(url)
 
 
 def engine() -> Engine:

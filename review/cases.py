@@ -196,7 +196,7 @@ def _next_key(s: Session) -> str:
             return key
 
 
-def _family_id(s: Session, key: str | None, actor: Actor, title: str) -> int | None:
+def _family(s: Session, key: str | None, actor: Actor, title: str) -> CaseFamily | None:
     if not key:
         return None
     fam = s.scalar(select(CaseFamily).where(CaseFamily.key == key))
@@ -205,26 +205,32 @@ def _family_id(s: Session, key: str | None, actor: Actor, title: str) -> int | N
         s.add(fam)
         s.flush()
         changes.record(s, actor.email, "create", "case_family", fam.id, None, changes.snapshot(fam))
-    return fam.id
+    return fam
 
 
-def _resolve_docs(s: Session, c: CaseIn, where: str) -> list[tuple[CaseDocIn, int]]:
+def _resolve_docs(s: Session, c: CaseIn, where: str) -> list[tuple[CaseDocIn, Document]]:
     out = []
     for i, d in enumerate(c.documents):
-        doc_pk = s.scalar(
-            select(Document.id).where(Document.doc_key == d.doc_id, Document.version == d.version)
+        doc = s.scalar(
+            select(Document).where(Document.doc_key == d.doc_id, Document.version == d.version)
         )
-        if doc_pk is None:
+        if doc is None:
             raise InputError(
                 f"{where}field documents.{i}: document {d.doc_id}@{d.version} is not in the "
                 "corpus; import it first"
             )
-        out.append((d, doc_pk))
+        out.append((d, doc))
     return out
 
 
 def _apply(s: Session, row: Case, c: CaseIn, actor: Actor, where: str) -> None:
     docs = _resolve_docs(s, c, where)
+    if row.id is not None:
+        # delete the old children first so unique (case, document) pairs can be re-added
+        row.claims.clear()
+        row.documents.clear()
+        row.slices.clear()
+        s.flush()
     row.question = c.question
     row.identity_name = c.identity.name
     row.identity_scopes = list(c.identity.scopes)
@@ -233,13 +239,13 @@ def _apply(s: Session, row: Case, c: CaseIn, actor: Actor, where: str) -> None:
     row.category = c.category
     row.split = c.split
     row.status = c.status
-    row.family_id = _family_id(s, c.family, actor, c.question)
+    row.family = _family(s, c.family, actor, c.question)
     row.evidence_state = c.evidence_state
     row.notes = c.notes
     row.claims = [CaseClaim(position=i, text=t) for i, t in enumerate(c.required_claims)]
     row.documents = [
-        CaseDocument(position=i, document_id=pk, visibility=d.visibility, role=d.role)
-        for i, (d, pk) in enumerate(docs)
+        CaseDocument(position=i, document=doc, visibility=d.visibility, role=d.role)
+        for i, (d, doc) in enumerate(docs)
     ]
     row.slices = [CaseSlice(slice=sl) for sl in dict.fromkeys(c.slices)]
 

@@ -7,6 +7,7 @@ entries are refused with the file, the key and the problem.
 
 from __future__ import annotations
 
+import os
 import re
 from functools import lru_cache
 from pathlib import Path
@@ -17,7 +18,12 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from review.yamlstrict import load_model
 
 ROOT = Path(__file__).resolve().parent.parent
-TAXONOMY_PATH = ROOT / "policies" / "taxonomy.yaml"
+
+
+def policies_dir() -> Path:
+    """Where the policy files live: ``WORKBENCH_POLICIES_DIR`` or the project's policies/."""
+    return Path(os.environ.get("WORKBENCH_POLICIES_DIR") or ROOT / "policies")
+
 
 CORE_DECISIONS = ("answer", "abstain", "clarify", "partial", "escalate")
 KEY_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
@@ -95,9 +101,9 @@ class Taxonomy(_Strict):
         return term.definition if term else ""
 
 
-def load_taxonomy(path: Path = TAXONOMY_PATH) -> Taxonomy:
+def load_taxonomy(path: Path | None = None) -> Taxonomy:
     """Load and validate a taxonomy file (raises PolicyFileError naming file and key)."""
-    return load_model(Taxonomy, path)
+    return load_model(Taxonomy, path or policies_dir() / "taxonomy.yaml")
 
 
 @lru_cache(maxsize=4)
@@ -105,6 +111,11 @@ def _cached(path: str, mtime: float) -> Taxonomy:
     return load_taxonomy(Path(path))
 
 
-def taxonomy(path: Path = TAXONOMY_PATH) -> Taxonomy:
+def taxonomy(path: Path | None = None) -> Taxonomy:
     """The taxonomy in force, reloaded when the file changes."""
-    return _cached(str(path), path.stat().st_mtime)
+    path = path or policies_dir() / "taxonomy.yaml"
+    try:
+        mtime = path.stat().st_mtime
+    except OSError:
+        return load_taxonomy(path)  # raises PolicyFileError naming the file
+    return _cached(str(path), mtime)

@@ -125,7 +125,7 @@ def update_user(
         if u is None:
             raise InputError(f"user {user_id} does not exist")
         _, clean_name, parsed = _check(u.email, name, roles)
-        if u.id == actor.id and ("admin" not in parsed or not active):
+        if u.email == actor.email and ("admin" not in parsed or not active):
             raise InputError("you cannot remove your own admin role or deactivate yourself")
         fresh = changes.versioned_update(
             s,

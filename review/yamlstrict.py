@@ -37,6 +37,11 @@ class _StrictLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+# Dates stay strings here: the schema parses them, so an impossible date ("2025-13-45") is a
+# field error naming the key instead of a crash inside the YAML library.
+_StrictLoader.add_constructor("tag:yaml.org,2002:timestamp", yaml.SafeLoader.construct_yaml_str)
+
+
 def load_yaml_text(text: str, source: str) -> Any:
     """Parse YAML text strictly; errors name ``source`` and the line."""
     try:
@@ -46,6 +51,8 @@ def load_yaml_text(text: str, source: str) -> Any:
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"
         raise PolicyFileError(f"{source}: {where}: {exc.problem or exc}") from None
     except yaml.YAMLError as exc:
+        raise PolicyFileError(f"{source}: not valid YAML: {exc}") from None
+    except (ValueError, TypeError, RecursionError) as exc:
         raise PolicyFileError(f"{source}: not valid YAML: {exc}") from None
 
 
@@ -72,7 +79,7 @@ def validate(model: type[M], data: Any, source: str) -> M:
     if not isinstance(data, dict):
         raise PolicyFileError(f"{source}: (top level): expected a mapping of keys to values")
     try:
-        return model.model_validate(data, strict=False)
+        return model.model_validate(data)
     except ValidationError as exc:
         raise PolicyFileError(format_validation_error(source, exc)) from None
 

@@ -101,12 +101,9 @@ def is_sqlite(engine: Engine) -> bool:
 
 @contextmanager
 def read_session(engine: Engine) -> Iterator[Session]:
-    """A read-only unit of work (deferred transaction, rolled back at the end)."""
+    """A read-only unit of work (deferred transaction, released when the block ends)."""
     with Session(engine, expire_on_commit=False) as session:
-        try:
-            yield session
-        finally:
-            session.rollback()
+        yield session
 
 
 @contextmanager

@@ -1,0 +1,145 @@
+"""Shared fixtures: temp-file SQLite databases, a throwaway PostgreSQL, the demo data."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine, create_engine, text
+
+from review import fixtures
+from review.identity import Actor, Role
+from review.taxonomy import Taxonomy, load_taxonomy
+from storage.db import dispose_engines, make_engine, migrate
+from tests.pgserver import PgServer
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def tax() -> Taxonomy:
+    return load_taxonomy(ROOT / "policies" / "taxonomy.yaml")
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'wb.db'}"
+
+
+@pytest.fixture
+def engine(sqlite_url: str) -> Iterator[Engine]:
+    eng = make_engine(sqlite_url)
+    migrate(eng)
+    yield eng
+    eng.dispose()
+
+
+@pytest.fixture(scope="session")
+def demo_template(tmp_path_factory: pytest.TempPathFactory, tax: Taxonomy) -> Path:
+    """The demo database built once; tests get a copy."""
+    path = tmp_path_factory.mktemp("demo") / "demo.db"
+    eng = make_engine(f"sqlite:///{path}")
+    migrate(eng)
+    fixtures.build_demo(eng, tax)
+    with eng.connect() as c:
+        c.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    eng.dispose()
+    return path
+
+
+@pytest.fixture
+def demo_url(tmp_path: Path, demo_template: Path) -> str:
+    target = tmp_path / "demo.db"
+    shutil.copy(demo_template, target)
+    return f"sqlite:///{target}"
+
+
+@pytest.fixture
+def demo_engine(demo_url: str) -> Iterator[Engine]:
+    eng = make_engine(demo_url)
+    yield eng
+    eng.dispose()
+
+
+@pytest.fixture(autouse=True)
+def _no_cached_engines() -> Iterator[None]:
+    yield
+    dispose_engines()
+
+
+# --- PostgreSQL ----------------------------------------------------------------------
+
+_pg_counter = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[str]:
+    if os.environ.get("WORKBENCH_SKIP_POSTGRES"):
+        pytest.skip("WORKBENCH_SKIP_POSTGRES is set")
+    try:
+        server = PgServer()
+    except FileNotFoundError as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"PostgreSQL is required in CI: {exc}")
+        pytest.skip(f"PostgreSQL tests skipped: {exc} (apt-get install postgresql)")
+    try:
+        url = server.start()
+    except Exception as exc:
+        server.stop()
+        pytest.fail(f"could not start a throwaway PostgreSQL: {exc}")
+    yield url
+    server.stop()
+
+
+@pytest.fixture
+def pg_url(pg_server: str) -> str:
+    name = f"wb_test_{os.getpid()}_{next(_pg_counter)}"
+    admin = create_engine(pg_server, isolation_level="AUTOCOMMIT")
+    with admin.connect() as c:
+        c.execute(text(f'CREATE DATABASE "{name}"'))
+    admin.dispose()
+    return pg_server.rsplit("/", 1)[0] + f"/{name}"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def any_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'any.db'}"
+    return str(request.getfixturevalue("pg_url"))
+
+
+@pytest.fixture
+def any_engine(any_url: str) -> Iterator[Engine]:
+    eng = make_engine(any_url)
+    migrate(eng)
+    yield eng
+    eng.dispose()
+
+
+# --- actors ----------------------------------------------------------------------------
+
+
+def make_actor(
+    role: str, email: str | None = None, clearance: bool = False, uid: int = 99
+) -> Actor:
+    return Actor(
+        id=uid,
+        email=email or f"{role}@test.example",
+        name=role.title(),
+        roles=frozenset({Role(role)}),
+        clearance=clearance,
+    )
+
+
+@pytest.fixture
+def admin() -> Actor:
+    return make_actor("admin", clearance=True, uid=1)
+
+
+@pytest.fixture
+def annotator() -> Actor:
+    return make_actor("annotator", uid=2)

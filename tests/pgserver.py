@@ -1,0 +1,80 @@
+"""A throwaway PostgreSQL cluster from Debian's binaries (initdb in a temp dir, a free port)."""
+
+from __future__ import annotations
+
+import glob
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+from pathlib import Path
+
+
+def find_bin(name: str) -> str | None:
+    found = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
+    if found:
+        return found[-1]
+    return shutil.which(name)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class PgServer:
+    def __init__(self) -> None:
+        initdb = find_bin("initdb")
+        pg_ctl = find_bin("pg_ctl")
+        if not initdb or not pg_ctl:
+            raise FileNotFoundError("PostgreSQL binaries (initdb, pg_ctl) are not installed")
+        self.initdb, self.pg_ctl = initdb, pg_ctl
+        self.dir = Path(tempfile.mkdtemp(prefix="wb-pg-"))
+        self.port = _free_port()
+        self.user: str | None = None
+        if os.geteuid() == 0:  # initdb refuses to run as root: use the postgres account
+            try:
+                pwd.getpwnam("postgres")
+            except KeyError as exc:
+                raise FileNotFoundError("running as root and no 'postgres' user") from exc
+            self.user = "postgres"
+            shutil.chown(self.dir, user="postgres")
+            self.dir.chmod(0o700)
+
+    def _run(self, *args: str) -> None:
+        cmd = list(args)
+        if self.user:
+            cmd = ["runuser", "-u", self.user, "--", *cmd]
+        subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=120)
+
+    def start(self) -> str:
+        data = self.dir / "data"
+        self._run(
+            self.initdb,
+            "-D",
+            str(data),
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            "--no-sync",
+        )
+        opts = (
+            f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 "
+            "-c fsync=off -c max_connections=60"
+        )
+        self._run(
+            self.pg_ctl, "-D", str(data), "-o", opts, "-l", str(self.dir / "log"), "-w", "start"
+        )
+        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
+
+    def stop(self) -> None:
+        try:
+            self._run(self.pg_ctl, "-D", str(self.dir / "data"), "-m", "immediate", "stop")
+        except subprocess.CalledProcessError:
+            pass
+        shutil.rmtree(self.dir, ignore_errors=True)
