@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import pwd
@@ -73,8 +74,6 @@ class PgServer:
         return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
 
     def stop(self) -> None:
-        try:
+        with contextlib.suppress(subprocess.CalledProcessError):
             self._run(self.pg_ctl, "-D", str(self.dir / "data"), "-m", "immediate", "stop")
-        except subprocess.CalledProcessError:
-            pass
         shutil.rmtree(self.dir, ignore_errors=True)

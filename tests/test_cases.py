@@ -174,7 +174,7 @@ def test_edit_is_version_checked_and_audited(seeded: Engine, tax: Taxonomy, admi
     tom = make_actor("annotator", "tom@example.org")
     edit = cases.CaseIn.model_validate(case(notes="Ines was here"))
     assert cases.update_case(seeded, ines, cid, 1, edit, tax) == 2
-    with pytest.raises(StaleWriteError, match="ines@example.org"):
+    with pytest.raises(StaleWriteError, match=r"ines@example\.org"):
         cases.update_case(seeded, tom, cid, 1, cases.CaseIn.model_validate(case(notes="Tom")), tax)
     after = cases.get_case(seeded, case_id=cid)
     assert after is not None and after.notes == "Ines was here" and after.updated_by == ines.email

@@ -44,7 +44,7 @@ def test_shipped_taxonomy_has_the_domain_vocabulary(tax: Taxonomy) -> None:
 def test_duplicate_key_is_refused_with_its_line(tmp_path: Path) -> None:
     text = GOOD.replace(
         "  abstain:\n",
-        "  answer:\n    label: Again\n    definition: Dup entry here.\n    answers: true\n  abstain:\n",
+        "  answer:\n    label: Again\n    definition: Dup entry.\n    answers: true\n  abstain:\n",
         1,
     )
     with pytest.raises(PolicyFileError) as info:
