@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 from yaml.constructor import ConstructorError
-from yaml.nodes import MappingNode, Node
+from yaml.nodes import MappingNode, Node, ScalarNode
 
 from review.errors import PolicyFileError
 
@@ -39,7 +39,12 @@ class _StrictLoader(yaml.SafeLoader):
 
 # Dates stay strings here: the schema parses them, so an impossible date ("2025-13-45") is a
 # field error naming the key instead of a crash inside the YAML library.
-_StrictLoader.add_constructor("tag:yaml.org,2002:timestamp", yaml.SafeLoader.construct_yaml_str)
+def _timestamp_as_text(loader: _StrictLoader, node: Node) -> str:
+    assert isinstance(node, ScalarNode)
+    return str(loader.construct_scalar(node))
+
+
+_StrictLoader.add_constructor("tag:yaml.org,2002:timestamp", _timestamp_as_text)
 
 
 def load_yaml_text(text: str, source: str) -> Any:
