@@ -9,6 +9,8 @@ from review import users
 from review.errors import InputError, PolicyFileError
 from review.identity import Role
 
+USER_KEY = "wb_user_id"
+
 st.set_page_config(page_title="Abstention Workbench", page_icon="🛑", layout="wide")
 
 
@@ -44,23 +46,35 @@ def _who_local(engine) -> None:  # type: ignore[no-untyped-def]
     people = users.list_users(engine, include_inactive=False)
     if not people:
         _bootstrap_admin(engine)
-    ids = [u.id for u in people]
     by_id = {u.id: u for u in people}
-    st.session_state.setdefault("wb_user_id", ids[0])
-    if st.session_state["wb_user_id"] not in by_id:
-        st.session_state["wb_user_id"] = ids[0]
+    labels = {u.id: f"{u.name} · {', '.join(u.roles)}" for u in people}
+    if len(set(labels.values())) < len(labels):
+        labels = {u.id: f"{labels[u.id]} ({u.email})" for u in people}
+    by_label = {v: k for k, v in labels.items()}
+    # The chosen user lives in a plain session key: Streamlit drops the state of widgets in
+    # the entrypoint when a pages/ folder exists, so the widget only reports changes.
+    current = st.session_state.get(USER_KEY)
+    if current not in by_id:
+        current = people[0].id
+        st.session_state[USER_KEY] = current
+
+    def _changed() -> None:
+        st.session_state[USER_KEY] = by_label[st.session_state["wb_user_pick"]]
+
+    options = list(labels.values())
     with st.sidebar:
         st.selectbox(
             "Acting as",
-            ids,
-            key="wb_user_id",
-            format_func=lambda i: f"{by_id[i].name} · {', '.join(by_id[i].roles)}",
+            options,
+            index=options.index(labels[current]),
+            key="wb_user_pick",
+            on_change=_changed,
         )
         st.caption(
             "Local mode: anyone with access to this app can pick any user. For a "
             "trusted single-team setup only; configure login in .streamlit/secrets.toml."
         )
-    st.session_state[ui.ACTOR_KEY] = users.to_actor(by_id[st.session_state["wb_user_id"]])
+    st.session_state[ui.ACTOR_KEY] = users.to_actor(by_id[st.session_state[USER_KEY]])
 
 
 def _who_oidc(engine) -> None:  # type: ignore[no-untyped-def]

@@ -1,0 +1,302 @@
+"""AppTest over every registered page (demo data and empty database) and every form."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine
+from streamlit.testing.v1 import AppTest
+
+from pages.ui import ACTOR_KEY
+from review import cases, corpus, users
+from review.identity import SYSTEM
+from storage.db import make_engine, migrate
+from tests.test_corpus import GOOD
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = ["pages/overview.py", "pages/corpus.py", "pages/cases.py", "pages/admin.py"]
+TIMEOUT = 60
+
+
+def app(
+    url: str, monkeypatch: pytest.MonkeyPatch, user: str | None = None, **query: str
+) -> AppTest:
+    """An AppTest of the router, signed in (local mode) as ``user`` from the first run.
+
+    The sidebar picker stores its choice under ``wb_user_id``; the browser journey clicks it.
+    """
+    monkeypatch.setenv("WORKBENCH_DATABASE_URL", url)
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    if user is not None:
+        eng = make_engine(url)
+        row = users.get_by_email(eng, user)
+        eng.dispose()
+        assert row is not None
+        at.session_state["wb_user_id"] = row.id
+    for k, v in query.items():
+        at.query_params[k] = v
+    return at
+
+
+def no_exception(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+
+
+ADA = "ada.admin@brightwave.example"
+INES = "ines.duarte@brightwave.example"
+PAULA = "paula.kim@brightwave.example"
+
+
+@pytest.fixture
+def empty_url(tmp_path: Path) -> str:
+    """A database with one admin and nothing else."""
+    url = f"sqlite:///{tmp_path / 'empty.db'}"
+    eng = make_engine(url)
+    migrate(eng)
+    users.add_user(eng, SYSTEM, "solo@example.org", "Solo Admin", ["admin", "annotator"], True)
+    eng.dispose()
+    return url
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_renders_with_demo_data(
+    page: str, demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = app(demo_url, monkeypatch, ADA).run()
+    at.switch_page(page).run()
+    no_exception(at)
+    assert at.title[0].value in {"Overview", "Corpus", "Cases", "Admin"}
+    assert not at.error
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_renders_on_an_empty_database(
+    page: str, empty_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = app(empty_url, monkeypatch).run()
+    at.switch_page(page).run()
+    no_exception(at)
+    assert not at.error
+
+
+def test_overview_shows_counts_and_links_for_my_role(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = app(demo_url, monkeypatch, INES).run()
+    no_exception(at)
+    metrics = {m.label: m.value for m in at.metric}
+    assert int(metrics["Documents (current)"]) >= 25
+    assert int(metrics["Cases"]) >= 60
+    assert metrics["Expect no answer"].endswith("%")
+
+
+def test_empty_database_offers_first_admin_then_signs_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"sqlite:///{tmp_path / 'boot.db'}"
+    at = app(url, monkeypatch).run()
+    no_exception(at)
+    assert "no users yet" in at.info[0].value
+    at.text_input[0].input("not-an-email")
+    at.text_input[1].input("Ada")
+    at.button[0].click().run()
+    assert "not a valid address" in at.error[0].value
+    at.text_input[0].input("ada@example.org")
+    at.button[0].click().run()
+    no_exception(at)
+    assert at.title[0].value == "Overview"
+
+
+def test_admin_page_is_only_registered_for_admins(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = app(demo_url, monkeypatch, INES).run()
+    no_exception(at)
+    assert at.session_state[ACTOR_KEY].email == INES
+    with pytest.raises(ValueError, match="Could not find a navigation page"):
+        at.switch_page("pages/admin.py")
+
+
+def test_admin_adds_a_user_and_refuses_a_bad_one(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = app(demo_url, monkeypatch, ADA).run()
+    at.switch_page("pages/admin.py").run()
+    form = at.get("form")
+    assert form
+    at.text_input(key=None) if False else None
+    inputs = [t for t in at.text_input if t.label in ("Email", "Name")]
+    inputs[0].input("new.person@brightwave.example")
+    inputs[1].input("New Person")
+    ms = next(m for m in at.multiselect if m.label == "Roles")
+    ms.set_value(["reviewer"])
+    next(b for b in at.button if b.label == "Add user").click().run()
+    no_exception(at)
+    assert users.get_by_email(demo_engine, "new.person@brightwave.example") is not None
+    inputs = [t for t in at.text_input if t.label in ("Email", "Name")]
+    inputs[0].input(ADA)
+    inputs[1].input("Dup")
+    next(m for m in at.multiselect if m.label == "Roles").set_value(["reviewer"])
+    next(b for b in at.button if b.label == "Add user").click().run()
+    assert any("already exists" in e.value for e in at.error)
+
+
+def test_admin_role_change_is_refused_when_someone_saved_first(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = app(demo_url, monkeypatch, ADA).run()
+    at.switch_page("pages/admin.py").run()
+    tom = users.get_by_email(demo_engine, "tom.becker@brightwave.example")
+    assert tom is not None
+    at.selectbox(key="admin_pick").set_value(tom.id).run()
+    # another admin saves first
+    users.update_user(
+        demo_engine,
+        SYSTEM,
+        tom.id,
+        tom.version,
+        name="Tom B.",
+        roles=["annotator"],
+        clearance=False,
+        active=True,
+    )
+    next(b for b in at.button if b.label == "Save").click().run()
+    no_exception(at)
+    assert any("was changed by" in e.value for e in at.error)
+
+
+def test_corpus_search_open_and_new_version(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = app(demo_url, monkeypatch, INES).run()
+    at.switch_page("pages/corpus.py").run()
+    assert at.dataframe
+    at.text_input(key="corpus_q").input("refund").run()
+    no_exception(at)
+    rows = corpus.search_documents(demo_engine, SYSTEM, corpus.DocFilter(text="refund"))
+    assert rows
+    target = rows[0]
+    at2 = app(demo_url, monkeypatch, INES, doc=str(target.id)).run()
+    at2.switch_page("pages/corpus.py").run()
+    no_exception(at2)
+    assert any(target.ref in s.value for s in at2.subheader)
+    body_texts = " ".join(t.value for t in at2.text)
+    doc = corpus.get_document(demo_engine, SYSTEM, target.id)
+    assert doc.title in body_texts
+    # error path: empty title
+    title_input = next(t for t in at2.text_input if t.label == "Title")
+    title_input.input("")
+    next(b for b in at2.button if b.label == "Save as new version").click().run()
+    assert at2.error
+    # success path: change the title
+    title_input = next(t for t in at2.text_input if t.label == "Title")
+    title_input.input(doc.title + " (revised)")
+    next(b for b in at2.button if b.label == "Save as new version").click().run()
+    no_exception(at2)
+    hist = corpus.version_history(demo_engine, SYSTEM, doc.doc_key)
+    assert hist[0].title == doc.title + " (revised)" and len(hist) >= 2
+
+
+def test_corpus_upload_lands_whole_or_reports_the_line(
+    empty_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = app(empty_url, monkeypatch).run()
+    at.switch_page("pages/corpus.py").run()
+    bad = GOOD.replace("POL-REFUND", "OTHER").replace("jurisdiction: EU", "jurisdiction: Mars")
+    at.file_uploader[0].set_value(
+        [("a.md", GOOD.encode(), "text/markdown"), ("b.md", bad.encode(), "text/markdown")]
+    )
+    next(b for b in at.button if b.label == "Import").click().run()
+    no_exception(at)
+    assert any(
+        "Nothing was imported" in e.value and "b.md: line 10: field jurisdiction" in e.value
+        for e in at.error
+    )
+    eng = make_engine(empty_url)
+    assert corpus.count_documents(eng, SYSTEM, corpus.DocFilter()) == 0
+    at.file_uploader[0].set_value([("a.md", GOOD.encode(), "text/markdown")])
+    next(b for b in at.button if b.label == "Import").click().run()
+    assert any("1 document version(s) added" in s.value for s in at.success)
+    assert corpus.count_documents(eng, SYSTEM, corpus.DocFilter()) == 1
+    eng.dispose()
+
+
+def test_cases_filter_open_create_and_edit(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = app(demo_url, monkeypatch, INES).run()
+    at.switch_page("pages/cases.py").run()
+    no_exception(at)
+    at.selectbox(key="cases_decision").set_value("escalate").run()
+    no_exception(at)
+    shown = next(d.value for d in at.dataframe if "expected" in d.value.columns)
+    assert set(shown["expected"]) == {"escalate"}
+    # create: error path (question too short), then success
+    before = cases.count_cases(demo_engine, cases.CaseFilter())
+    q = next(t for t in at.text_area if t.label == "Question")
+    q.input("?")
+    next(b for b in at.button if b.label == "Create case").click().run()
+    assert any("question" in e.value for e in at.error)
+    q = next(t for t in at.text_area if t.label == "Question")
+    q.input("Does the Team plan include SSO?")
+    next(b for b in at.button if b.label == "Create case").click().run()
+    no_exception(at)
+    assert cases.count_cases(demo_engine, cases.CaseFilter()) == before + 1
+
+
+def test_case_deep_link_edit_and_stale_edit(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = cases.list_cases(demo_engine, cases.CaseFilter(status="ready"), page_size=1)[0]
+    at = app(demo_url, monkeypatch, INES, case=str(first.id)).run()
+    at.switch_page("pages/cases.py").run()
+    no_exception(at)
+    assert any(first.key in s.value for s in at.subheader)
+    assert any(first.question == t.value for t in at.text)
+    next(b for b in at.button if b.label == "Edit this case").click().run()
+    notes = next(t for t in at.text_area if t.label == "Notes for labelers")
+    notes.input("Checked by Inés.")
+    next(b for b in at.button if b.label == "Save changes").click().run()
+    no_exception(at)
+    view = cases.get_case(demo_engine, case_id=first.id)
+    assert view is not None and view.notes == "Checked by Inés." and view.version == 2
+    # open the editor again; Tom saves meanwhile; Inés's save is refused naming Tom
+    next(b for b in at.button if b.label == "Edit this case").click().run()
+    tom = users.get_by_email(demo_engine, "tom.becker@brightwave.example")
+    assert tom is not None
+    cases.update_case(
+        demo_engine,
+        users.to_actor(tom),
+        first.id,
+        2,
+        cases.CaseIn.model_validate({**view.record, "notes": "Tom's note"}),
+        __import__("review.taxonomy", fromlist=["x"]).taxonomy(),
+    )
+    notes = next(t for t in at.text_area if t.label == "Notes for labelers")
+    notes.input("Inés again")
+    next(b for b in at.button if b.label == "Save changes").click().run()
+    assert any("tom.becker@brightwave.example" in e.value for e in at.error)
+    final = cases.get_case(demo_engine, case_id=first.id)
+    assert final is not None and final.notes == "Tom's note"
+
+
+def test_product_owner_cannot_edit_cases(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = cases.list_cases(demo_engine, cases.CaseFilter(), page_size=1)[0]
+    at = app(demo_url, monkeypatch, PAULA, case=str(first.id)).run()
+    at.switch_page("pages/cases.py").run()
+    no_exception(at)
+    assert not [b for b in at.button if b.label == "Edit this case"]
+
+
+def test_invalid_taxonomy_stops_the_app_with_the_reason(
+    tmp_path: Path, empty_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "taxonomy.yaml").write_text("version: 1\nversion: 2\n", encoding="utf-8")
+    monkeypatch.setenv("WORKBENCH_POLICIES_DIR", str(tmp_path))
+    at = app(empty_url, monkeypatch).run()
+    no_exception(at)
+    assert "taxonomy file is invalid" in at.error[0].value
+    assert "duplicate key 'version'" in at.code[0].value
