@@ -1,17 +1,26 @@
-"""Abstention Workbench: the router (page config, migrate-on-start, identity, navigation)."""
+"""Abstention Workbench: the router (page config, migrate-on-start, identity, navigation).
+
+Every run ends in ``st.navigation``: when nobody may see the workbench yet (no users, not
+signed in, invalid policy file) the navigation holds a single gate page. Never stopping
+before it matters: a run without ``st.navigation`` makes Streamlit fall back to serving the
+files in pages/ directly, without this router's identity check.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import streamlit as st
+from sqlalchemy import Engine
 
 from pages import ui
 from review import users
 from review.errors import InputError, PolicyFileError
-from review.identity import Role
+from review.identity import Actor, Role
 
 USER_KEY = "wb_user_id"
 
-st.set_page_config(page_title="Abstention Workbench", page_icon="🛑", layout="wide")
+st.set_page_config(page_title="Abstention Workbench", page_icon=":material/block:", layout="wide")
 
 
 def _auth_configured() -> bool:
@@ -21,8 +30,17 @@ def _auth_configured() -> bool:
         return False
 
 
-def _bootstrap_admin(engine) -> None:  # type: ignore[no-untyped-def]
-    st.title("Abstention Workbench")
+def _gate(title: str, body: Callable[[], None]) -> None:
+    """Show one page instead of the workbench (still through st.navigation)."""
+
+    def page() -> None:
+        st.title("Abstention Workbench")
+        body()
+
+    st.navigation([st.Page(page, title=title, url_path="welcome", default=True)]).run()
+
+
+def _bootstrap_form(engine: Engine) -> None:
     st.info(
         "The database has no users yet. Create the first administrator account; "
         "that person can then add the team on the Admin page. "
@@ -39,13 +57,13 @@ def _bootstrap_admin(engine) -> None:  # type: ignore[no-untyped-def]
             st.error(str(exc))
         else:
             st.rerun()
-    st.stop()
 
 
-def _who_local(engine) -> None:  # type: ignore[no-untyped-def]
+def _who_local(engine: Engine) -> Actor | None:
     people = users.list_users(engine, include_inactive=False)
     if not people:
-        _bootstrap_admin(engine)
+        _gate("Set up", lambda: _bootstrap_form(engine))
+        return None
     by_id = {u.id: u for u in people}
     labels = {u.id: f"{u.name} · {', '.join(u.roles)}" for u in people}
     if len(set(labels.values())) < len(labels):
@@ -74,58 +92,82 @@ def _who_local(engine) -> None:  # type: ignore[no-untyped-def]
             "Local mode: anyone with access to this app can pick any user. For a "
             "trusted single-team setup only; configure login in .streamlit/secrets.toml."
         )
-    st.session_state[ui.ACTOR_KEY] = users.to_actor(by_id[st.session_state[USER_KEY]])
+    return users.to_actor(by_id[st.session_state[USER_KEY]])
 
 
-def _who_oidc(engine) -> None:  # type: ignore[no-untyped-def]
+def _who_oidc(engine: Engine) -> Actor | None:
     if not st.user.is_logged_in:
-        st.title("Abstention Workbench")
-        st.write("Sign in with your organisation account to continue.")
-        if st.button("Sign in"):
-            st.login()
-        st.stop()
+
+        def login() -> None:
+            st.write("Sign in with your organisation account to continue.")
+            if st.button("Sign in", type="primary"):
+                st.login()
+
+        _gate("Sign in", login)
+        return None
     email = str(st.user.get("email") or "")
     row = users.get_by_email(engine, email)
     if row is None or not row.active:
-        st.title("Abstention Workbench")
-        st.error(
-            "Your account is not registered in this workbench (or is deactivated). "
-            "Ask an administrator to add your email with a role."
-        )
-        st.text(email)
-        if st.button("Sign out"):
-            st.logout()
-        st.stop()
+
+        def unknown() -> None:
+            st.error(
+                "Your account is not registered in this workbench (or is deactivated). "
+                "Ask an administrator to add your email with a role."
+            )
+            st.text(email)
+            if st.button("Sign out"):
+                st.logout()
+
+        _gate("Not registered", unknown)
+        return None
     with st.sidebar:
         st.caption("Signed in as")
         st.text(f"{row.name} · {', '.join(row.roles)}")
         if st.button("Sign out"):
             st.logout()
-    st.session_state[ui.ACTOR_KEY] = users.to_actor(row)
+    return users.to_actor(row)
 
 
 def main() -> None:
     try:
         ui.tax()
     except PolicyFileError as exc:
-        st.error("The workbench cannot start: the taxonomy file is invalid.")
-        st.code(str(exc), language=None)
-        st.stop()
+        message = str(exc)
+
+        def broken() -> None:
+            st.error("The workbench cannot start: the taxonomy file is invalid.")
+            st.code(message, language=None)
+
+        _gate("Cannot start", broken)
+        return
     engine = ui.engine()
-    if _auth_configured():
-        _who_oidc(engine)
-    else:
-        _who_local(engine)
-    actor = ui.actor()
+    actor = _who_oidc(engine) if _auth_configured() else _who_local(engine)
+    if actor is None:
+        st.session_state.pop(ui.ACTOR_KEY, None)
+        return
+    st.session_state[ui.ACTOR_KEY] = actor
     pages = [
         st.Page(
-            "pages/overview.py", title="Overview", icon="🏠", url_path="overview", default=True
+            "pages/overview.py",
+            title="Overview",
+            icon=":material/home:",
+            url_path="overview",
+            default=True,
         ),
-        st.Page("pages/corpus.py", title="Corpus", icon="📄", url_path="corpus"),
-        st.Page("pages/cases.py", title="Cases", icon="🧪", url_path="cases"),
+        st.Page(
+            "pages/corpus.py", title="Corpus", icon=":material/description:", url_path="corpus"
+        ),
+        st.Page("pages/cases.py", title="Cases", icon=":material/science:", url_path="cases"),
     ]
     if Role.admin in actor.roles:
-        pages.append(st.Page("pages/admin.py", title="Admin", icon="🔑", url_path="admin"))
+        pages.append(
+            st.Page(
+                "pages/admin.py",
+                title="Admin",
+                icon=":material/admin_panel_settings:",
+                url_path="admin",
+            )
+        )
     st.navigation(pages).run()
 
 

@@ -422,6 +422,7 @@ else:
         df,
         hide_index=True,
         width="stretch",
+        height=ui.table_height(len(df)),
         on_select="rerun",
         selection_mode="single-row",
         key="cases_table",

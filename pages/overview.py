@@ -40,7 +40,7 @@ for item in ov.attention:
         st.page_link(
             f"pages/{item.page}.py",
             label=f"Open {item.page.title()}",
-            icon="➡️",
+            icon=":material/arrow_forward:",
             query_params=item.params or None,
         )
 

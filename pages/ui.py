@@ -88,3 +88,8 @@ def query_int(name: str) -> int | None:
         return int(raw)
     except ValueError:
         return None
+
+
+def table_height(rows: int, max_rows: int = 25) -> int:
+    """Height (px) that shows ``rows`` rows of a dataframe without an inner scrollbar."""
+    return 38 + 35 * max(1, min(rows, max_rows))
