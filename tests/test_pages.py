@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -300,3 +301,42 @@ def test_invalid_taxonomy_stops_the_app_with_the_reason(
     no_exception(at)
     assert "taxonomy file is invalid" in at.error[0].value
     assert "duplicate key 'version'" in at.code[0].value
+
+
+def test_cases_upload_lands_whole_or_reports_the_line(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = app(demo_url, monkeypatch, INES).run()
+    at.switch_page("pages/cases.py").run()
+    good = cases.get_case(demo_engine, key="CASE-001")
+    assert good is not None
+    record = {**good.record, "key": "CASE-NEW-1"}
+    bad = {**good.record, "key": "CASE-NEW-2", "split": "holdout"}
+    payload = (json.dumps(record) + "\n" + json.dumps(bad) + "\n").encode()
+    before = cases.count_cases(demo_engine, cases.CaseFilter())
+    at.file_uploader[0].set_value([("new.jsonl", payload, "application/jsonl")])
+    next(b for b in at.button if b.label == "Import cases").click().run()
+    no_exception(at)
+    assert any("new.jsonl: line 2: field split" in e.value for e in at.error)
+    assert cases.count_cases(demo_engine, cases.CaseFilter()) == before
+    at.file_uploader[0].set_value([("new.jsonl", payload.splitlines()[0], "application/jsonl")])
+    next(b for b in at.button if b.label == "Import cases").click().run()
+    assert any("1 case(s) added" in s.value for s in at.success)
+    assert cases.count_cases(demo_engine, cases.CaseFilter()) == before + 1
+
+
+def test_admin_changes_roles(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = app(demo_url, monkeypatch, ADA).run()
+    at.switch_page("pages/admin.py").run()
+    tom = users.get_by_email(demo_engine, "tom.becker@brightwave.example")
+    assert tom is not None
+    at.selectbox(key="admin_pick").set_value(tom.id).run()
+    roles = [m for m in at.multiselect if m.label == "Roles"][-1]
+    roles.set_value(["annotator", "reviewer"])
+    next(b for b in at.button if b.label == "Save").click().run()
+    no_exception(at)
+    after = users.get_by_email(demo_engine, tom.email)
+    assert after is not None and after.roles == ("annotator", "reviewer")
+    assert any("Saved" in s.value for s in at.success)
