@@ -217,3 +217,155 @@ class Counter(Base):
     name: Mapped[str] = mapped_column(String(120), primary_key=True)
     value: Mapped[int] = mapped_column(Integer, default=0)
     version: Mapped[int] = mapped_column(Integer, default=1)
+
+
+# --- labeling (append-only history) ----------------------------------------------------
+
+
+class Label(Base):
+    """One annotator's label of a case. Append-only: an edit is a new row pointing at the
+    row it replaces; the current label of (case, annotator) is the newest row."""
+
+    __tablename__ = "labels"
+    __table_args__ = (Index("ix_labels_case_annotator", "case_id", "annotator", "id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    case_id: Mapped[int] = mapped_column(ForeignKey("cases.id", ondelete="CASCADE"))
+    annotator: Mapped[str] = mapped_column(String(320), index=True)
+    decision: Mapped[str] = mapped_column(String(40))
+    reason_codes: Mapped[list[Any]] = mapped_column(default=list)
+    category: Mapped[str | None] = mapped_column(String(60))
+    rationale: Mapped[str] = mapped_column(Text, default="")
+    claim_verdicts: Mapped[list[Any]] = mapped_column(default=list)
+    replaces_id: Mapped[int | None] = mapped_column(ForeignKey("labels.id", ondelete="SET NULL"))
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+
+class Reservation(Base):
+    """A case opened for labeling is held for one annotator until ``expires_at``."""
+
+    __tablename__ = "reservations"
+    __table_args__ = (UniqueConstraint("case_id", "annotator"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    case_id: Mapped[int] = mapped_column(ForeignKey("cases.id", ondelete="CASCADE"))
+    annotator: Mapped[str] = mapped_column(String(320))
+    expires_at: Mapped[dt.datetime] = mapped_column(index=True)
+
+
+class Adjudication(Base):
+    """The gold label set by an adjudicator. Append-only; the newest row per case is gold."""
+
+    __tablename__ = "adjudications"
+    __table_args__ = (Index("ix_adjudications_case", "case_id", "id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    case_id: Mapped[int] = mapped_column(ForeignKey("cases.id", ondelete="CASCADE"))
+    adjudicator: Mapped[str] = mapped_column(String(320))
+    decision: Mapped[str] = mapped_column(String(40))
+    reason_codes: Mapped[list[Any]] = mapped_column(default=list)
+    note: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+
+class Setting(Base):
+    """Small workbench settings people change (label overlap, reservation minutes, ...)."""
+
+    __tablename__ = "settings"
+
+    key: Mapped[str] = mapped_column(String(120), primary_key=True)
+    value: Mapped[dict[str, Any]] = mapped_column(JSON)
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    updated_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    updated_by: Mapped[str | None] = mapped_column(String(320))
+
+
+# --- policies and sign-off (append-only, hash-chained) ----------------------------------
+
+
+class PolicyVersion(Base):
+    """One version of a signed policy file (no-answer thresholds or refusal wording)."""
+
+    __tablename__ = "policy_versions"
+    __table_args__ = (UniqueConstraint("kind", "number"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    kind: Mapped[str] = mapped_column(String(40))
+    number: Mapped[int] = mapped_column(Integer)
+    yaml_text: Mapped[str] = mapped_column(Text)
+    sha256: Mapped[str] = mapped_column(String(64))
+    parent_id: Mapped[int | None] = mapped_column(ForeignKey("policy_versions.id"))
+    author: Mapped[str] = mapped_column(String(320))
+    rationale: Mapped[str] = mapped_column(Text, default="")
+    tuned_on_split: Mapped[str | None] = mapped_column(String(20))
+    override_note: Mapped[str | None] = mapped_column(Text)
+    snapshot: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+
+class SignOff(Base):
+    """A signature on a policy version. Append-only and hash-chained across all rows."""
+
+    __tablename__ = "signoffs"
+    __table_args__ = (Index("ix_signoffs_policy", "policy_version_id", "id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    policy_version_id: Mapped[int] = mapped_column(ForeignKey("policy_versions.id"))
+    signer: Mapped[str] = mapped_column(String(320))
+    role: Mapped[str] = mapped_column(String(40))
+    meaning: Mapped[str] = mapped_column(String(20))
+    note: Mapped[str] = mapped_column(Text, default="")
+    at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    policy_sha256: Mapped[str] = mapped_column(String(64))
+    data_fingerprint: Mapped[str] = mapped_column(String(64))
+    metrics_snapshot: Mapped[dict[str, Any]] = mapped_column(JSON)
+    prev_hash: Mapped[str] = mapped_column(String(64))
+    row_hash: Mapped[str] = mapped_column(String(64), unique=True)
+
+
+class SplitLock(Base):
+    """Cases whose split a threshold sign-off relied on: their split is frozen."""
+
+    __tablename__ = "split_locks"
+
+    case_id: Mapped[int] = mapped_column(
+        ForeignKey("cases.id", ondelete="CASCADE"), primary_key=True
+    )
+    signoff_id: Mapped[int] = mapped_column(ForeignKey("signoffs.id"))
+
+
+# --- evaluation runs ---------------------------------------------------------------------
+
+
+class EvalRun(Base):
+    __tablename__ = "eval_runs"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    system_version: Mapped[str] = mapped_column(String(200))
+    source: Mapped[str] = mapped_column(String(40))
+    config: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    notes: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    created_by: Mapped[str] = mapped_column(String(320))
+
+
+class EvalOutput(Base):
+    __tablename__ = "eval_outputs"
+    __table_args__ = (
+        UniqueConstraint("run_id", "case_id", "repeat"),
+        Index("ix_eval_outputs_case", "case_id", "run_id"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("eval_runs.id", ondelete="CASCADE"))
+    case_id: Mapped[int] = mapped_column(ForeignKey("cases.id", ondelete="CASCADE"))
+    repeat: Mapped[int] = mapped_column(Integer, default=0)
+    decision: Mapped[str | None] = mapped_column(String(40))
+    reason_code: Mapped[str | None] = mapped_column(String(60))
+    score: Mapped[float | None] = mapped_column()
+    ranking_mode: Mapped[str | None] = mapped_column(String(40))
+    text: Mapped[str] = mapped_column(Text, default="")
+    cited_doc_ids: Mapped[list[Any]] = mapped_column(default=list)
+    infra_error: Mapped[str | None] = mapped_column(Text)
+    versions: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
