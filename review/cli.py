@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import getpass
+import importlib
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import click
 from sqlalchemy import Engine
 
-from review import cases, corpus, fixtures, users
+from review import cases, corpus, evalruns, fixtures, users
 from review.errors import InputError, PermissionDenied, PolicyFileError
 from review.identity import SYSTEM, Actor
 from review.taxonomy import load_taxonomy
@@ -67,7 +68,7 @@ def seed_demo(if_empty: bool) -> None:
         return
     click.echo(
         f"demo loaded: {report.users} users, {report.documents} document versions, "
-        f"{report.cases} cases"
+        f"{report.cases} cases, {report.runs} evaluation runs"
     )
 
 
@@ -144,6 +145,91 @@ def add_user_cmd(email: str, name: str, roles: tuple[str, ...], clearance: bool)
     click.echo(
         f"user {u.email} added with roles {', '.join(u.roles)}"
         + (" and clearance" if u.clearance else "")
+    )
+
+
+@main.command("import-run")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--name", required=True, help="A unique name for the run.")
+@click.option("--system-version", default="unspecified", help="What was evaluated.")
+def import_run_cmd(file: Path, name: str, system_version: str) -> None:
+    """Import an evaluation run's outputs (JSONL: case, decision, score, text, cited_ids,
+    repeat, versions, error). All or nothing."""
+    engine = _engine()
+    try:
+        with file.open(encoding="utf-8") as fh:
+            items = list(evalruns.iter_outputs(fh, str(file), load_taxonomy()))
+        run_id = evalruns.import_run(engine, _cli_actor(), name, system_version, items, str(file))
+    except (InputError, PermissionDenied, PolicyFileError, UnicodeDecodeError) as exc:
+        _fail(exc)
+        return
+    click.echo(f"run {name!r} imported (id {run_id}) with {len(items)} output(s)")
+
+
+def _load_pipeline(spec: str) -> evalruns.Pipeline:
+    module, _, func = spec.partition(":")
+    if not module or not func:
+        raise click.BadParameter("use module:function, e.g. review.refpipeline:reference")
+    try:
+        fn = getattr(importlib.import_module(module), func)
+    except (ImportError, AttributeError) as exc:
+        raise click.BadParameter(f"cannot load {spec}: {exc}") from None
+    if not callable(fn):
+        raise click.BadParameter(f"{spec} is not callable")
+    return fn  # type: ignore[no-any-return]
+
+
+@main.command("evaluate")
+@click.option(
+    "--pipeline",
+    "spec",
+    required=True,
+    help="module:function taking (question, documents, identity).",
+)
+@click.option("--repeats", default=1, show_default=True, type=click.IntRange(1, 100))
+@click.option("--name", default=None, help="Run name (default: pipeline and time).")
+@click.option("--system-version", default=None, help="Default: the pipeline spec.")
+@click.option("--timeout", default=30.0, show_default=True, help="Seconds per call.")
+def evaluate_cmd(
+    spec: str, repeats: int, name: str | None, system_version: str | None, timeout: float
+) -> None:
+    """Run a pipeline on every ready case and store the outputs as a run.
+
+    A call that raises, times out or returns a malformed response is recorded per case as an
+    infrastructure failure, never as an answer.
+    """
+    import datetime as dt
+
+    fn = _load_pipeline(spec)
+    engine = _engine()
+    tax = load_taxonomy()
+    name = name or f"{spec} {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M:%S}"
+    with click.progressbar(length=0, label="evaluating", show_pos=True) as bar:
+
+        def tick(n: int) -> None:
+            bar.update(1)
+
+        try:
+            run_id = evalruns.execute(
+                engine,
+                _cli_actor(),
+                fn,
+                tax,
+                name=name,
+                system_version=system_version or spec,
+                repeats=repeats,
+                timeout_s=timeout,
+                config={"pipeline": spec},
+                progress=tick,
+            )
+        except (InputError, PermissionDenied) as exc:
+            _fail(exc)
+            return
+    runs = {r.id: r for r in evalruns.list_runs(engine)}
+    r = runs[run_id]
+    click.echo(
+        f"run {r.name!r} (id {run_id}): {r.outputs} output(s) on {r.cases} case(s), "
+        f"{r.infra_failures} infrastructure failure(s)"
     )
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from sqlalchemy import Engine, func, select
 
-from review import cases, corpus
+from review import cases, corpus, evalruns, refpipeline
 from review.identity import SYSTEM, Actor
 from review.taxonomy import Taxonomy
 from storage.db import read_session, run_write
@@ -43,11 +43,18 @@ DEMO_USERS = (
 )
 
 
+DEMO_RUNS: tuple[tuple[str, str, evalruns.Pipeline], ...] = (
+    ("naive-v0 (June)", "rag-naive-2025.06", refpipeline.naive),
+    ("reference-v1 (July)", "rag-reference-2025.07", refpipeline.reference),
+)
+
+
 @dataclass(frozen=True)
 class DemoReport:
     users: int
     documents: int
     cases: int
+    runs: int = 0
 
 
 def is_empty(engine: Engine) -> bool:
@@ -86,4 +93,18 @@ def build_demo(engine: Engine, tax: Taxonomy) -> DemoReport:
     with DEMO_CASES.open(encoding="utf-8") as fh:
         items = list(cases.iter_cases_jsonl(fh, str(DEMO_CASES.name), tax))
     case_report = cases.import_cases(engine, DEMO_ACTOR, items, DEMO_CASES.name)
-    return DemoReport(users, doc_report.added, case_report.added)
+    runs = 0
+    existing = {r.name for r in evalruns.list_runs(engine)}
+    for name, version, fn in DEMO_RUNS:
+        if name not in existing:
+            evalruns.execute(
+                engine,
+                DEMO_ACTOR,
+                fn,
+                tax,
+                name=name,
+                system_version=version,
+                config={"pipeline": f"review.refpipeline:{fn.__name__}"},
+            )
+            runs += 1
+    return DemoReport(users, doc_report.added, case_report.added, runs)

@@ -34,15 +34,31 @@ class Permission(StrEnum):
     propose_policy = "propose_policy"
     approve_policy = "approve_policy"
     import_traces = "import_traces"
+    run_evaluations = "run_evaluations"
     manage_users = "manage_users"
 
 
 GRANTS: dict[Role, frozenset[Permission]] = {
-    Role.annotator: frozenset({Permission.edit_corpus, Permission.edit_cases, Permission.label}),
-    Role.reviewer: frozenset(
-        {Permission.edit_cases, Permission.audit, Permission.adjudicate, Permission.import_traces}
+    Role.annotator: frozenset(
+        {
+            Permission.edit_corpus,
+            Permission.edit_cases,
+            Permission.label,
+            Permission.run_evaluations,
+        }
     ),
-    Role.product_owner: frozenset({Permission.propose_policy, Permission.approve_policy}),
+    Role.reviewer: frozenset(
+        {
+            Permission.edit_cases,
+            Permission.audit,
+            Permission.adjudicate,
+            Permission.import_traces,
+            Permission.run_evaluations,
+        }
+    ),
+    Role.product_owner: frozenset(
+        {Permission.propose_policy, Permission.approve_policy, Permission.run_evaluations}
+    ),
     Role.compliance: frozenset({Permission.propose_policy, Permission.approve_policy}),
     Role.admin: frozenset(
         {
@@ -50,6 +66,7 @@ GRANTS: dict[Role, frozenset[Permission]] = {
             Permission.edit_corpus,
             Permission.edit_cases,
             Permission.import_traces,
+            Permission.run_evaluations,
         }
     ),
 }
@@ -63,6 +80,7 @@ ACTION_TEXT = {
     Permission.propose_policy: "propose policy changes",
     Permission.approve_policy: "approve policy changes",
     Permission.import_traces: "import production traces",
+    Permission.run_evaluations: "import or run evaluations",
     Permission.manage_users: "manage users and roles",
 }
 

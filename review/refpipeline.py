@@ -1,0 +1,145 @@
+"""A small deterministic retrieval-and-gate pipeline over the demo corpus (no model needed).
+
+Two configurations ship so every evaluation view has real data:
+
+- ``reference``: scores each passage (paragraph, list item or table row) of the documents the
+  identity may see by the share of the question's content words it contains, prefers the
+  current version on ties, escalates restricted topics, and abstains below a support
+  threshold of 0.35.
+- ``naive``: the same retrieval with a threshold of 0.2 and no preference for the current
+  version, so it answers on weak or stale evidence (the known way it is worse).
+
+Both follow the pipeline contract of ``workbench evaluate``: they take the question, the
+visible documents and the identity, and return decision, text, citations and score.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from review.docformat import parse_blocks
+from review.evalruns import PipelineDocument
+
+_WORD = re.compile(r"[a-z0-9]+(?:[.,][0-9]+)?")
+_STOP_TEXT = """a an the and or of to in on for with by at from is are was were be been do does did
+we i you our your my me us can could would should will shall may might must what which who
+whom when where why how much many any some this that these those it its as if than then there
+their they them after before about into over under up out not no yes have has had get got ask
+asking brightwave workspace please tell know need"""
+STOPWORDS = frozenset(_STOP_TEXT.split())
+RESTRICTED_TOPICS = (
+    "lawsuit",
+    "litigation",
+    "legal advice",
+    "sue ",
+    "subpoena",
+    "court",
+    "dispute",
+    "home address",
+    "phone number of",
+    "salary",
+    "medical",
+)
+
+
+def content_words(text: str) -> set[str]:
+    return {w for w in _WORD.findall(text.lower()) if w not in STOPWORDS and len(w) > 1}
+
+
+@dataclass(frozen=True)
+class Passage:
+    doc: PipelineDocument
+    text: str
+
+
+def passages(docs: Sequence[PipelineDocument]) -> list[Passage]:
+    out: list[Passage] = []
+    for d in docs:
+        for b in parse_blocks(d.body):
+            if b.kind == "table":
+                header = b.rows[0]
+                for row in b.rows[1:]:
+                    out.append(
+                        Passage(
+                            d, "; ".join(f"{h}: {c}" for h, c in zip(header, row, strict=False))
+                        )
+                    )
+            elif b.kind in ("paragraph", "list", "footnote"):
+                for part in b.text.split("\n") if b.kind == "list" else [b.text]:
+                    if part.strip():
+                        out.append(Passage(d, part.strip()))
+    return out
+
+
+def _answer(
+    question: str,
+    documents: Sequence[PipelineDocument],
+    identity: dict[str, Any],
+    threshold: float,
+    prefer_current: bool,
+) -> dict[str, Any]:
+    q = question.lower()
+    if any(t in q for t in RESTRICTED_TOPICS):
+        return {
+            "decision": "escalate",
+            "reason_code": "restricted_topic",
+            "score": None,
+            "text": "This needs a person: I have passed your question to the Legal team.",
+            "citations": [],
+            "ranking_mode": "vector",
+        }
+    words = content_words(question)
+    cands = passages(documents)
+    if not cands or not words:
+        return {
+            "decision": "abstain",
+            "reason_code": "no_answer_bearing_evidence",
+            "score": 0.0,
+            "ranking_mode": "vector",
+            "citations": [],
+            "text": "The sources available to you do not establish an answer. Could you "
+            "share the document or contract this is about?",
+        }
+
+    def key(p: Passage) -> tuple[float, str]:
+        cover = len(words & content_words(p.text)) / len(words)
+        date = str(p.doc.effective_date or "") if prefer_current else ""
+        return (cover, date)
+
+    best = max(cands, key=key)
+    score = round(key(best)[0], 4)
+    if score < threshold:
+        return {
+            "decision": "abstain",
+            "reason_code": "support_below_threshold",
+            "score": score,
+            "ranking_mode": "vector",
+            "citations": [],
+            "text": "The sources I can use mention this topic but do not answer it. "
+            "Which plan, contract or region is this about?",
+        }
+    return {
+        "decision": "answer",
+        "reason_code": None,
+        "score": score,
+        "ranking_mode": "vector",
+        "citations": [f"{best.doc.doc_id}@{best.doc.version}"],
+        "text": best.text,
+    }
+
+
+def reference(
+    question: str, documents: Sequence[PipelineDocument], identity: dict[str, Any]
+) -> dict[str, Any]:
+    """The reference configuration (threshold 0.35, current versions preferred)."""
+    return _answer(question, documents, identity, threshold=0.35, prefer_current=True)
+
+
+def naive(
+    question: str, documents: Sequence[PipelineDocument], identity: dict[str, Any]
+) -> dict[str, Any]:
+    """A worse configuration: threshold 0.2 and no preference for the current version."""
+    return _answer(question, documents, identity, threshold=0.2, prefer_current=False)
