@@ -31,6 +31,7 @@ from storage.models import (
     CaseSlice,
     Counter,
     Document,
+    SplitLock,
     utcnow,
 )
 
@@ -368,6 +369,11 @@ def update_case(
         if row.version != expected_version:
             raise changes.stale_error("case", row.key, expected_version, row)
         before = to_record(row)
+        if c.split != row.split and s.get(SplitLock, row.id) is not None:
+            raise InputError(
+                f"the split of {row.key} is frozen: a threshold sign-off relied on it being in "
+                f"{row.split!r}. Create a new case instead of moving this one."
+            )
         _apply(s, row, c.model_copy(update={"key": row.key}), actor, "")
         after = to_record(row)
         if before == after:
