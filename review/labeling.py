@@ -1,0 +1,575 @@
+"""The labeling queue: blind, overlapping labels with reservations, history and adjudication.
+
+- Each ready case needs ``overlap`` independent labels (a setting, default 2).
+- Opening a case reserves it to the annotator for ``reservation_minutes``; expired
+  reservations return the slot to the queue.
+- Labels are append-only: an edit is a new row that names the row it replaces; the current
+  label of (case, annotator) is the newest. An edit based on an older row is refused.
+- Blind: an annotator sees other labels on a case only after submitting their own.
+- Cases whose current labels disagree go to adjudication; the newest adjudication is gold.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+from sqlalchemy import Engine, delete, exists, func, select
+from sqlalchemy.orm import Session
+
+from review.errors import InputError, PermissionDenied, StaleWriteError
+from review.identity import Actor, Permission, require
+from review.taxonomy import Taxonomy
+from storage import changes
+from storage.db import read_session, run_write
+from storage.models import (
+    Adjudication,
+    Case,
+    CaseClaim,
+    CaseSlice,
+    Label,
+    Reservation,
+    Setting,
+    utcnow,
+)
+
+SETTINGS_KEY = "labeling"
+DEFAULTS: dict[str, Any] = {"overlap": 2, "reservation_minutes": 30}
+CLAIM_VERDICTS = ("supported", "unsupported", "contradicted")
+
+
+@dataclass(frozen=True)
+class LabelSettings:
+    overlap: int
+    reservation_minutes: int
+    version: int
+
+
+def get_settings(engine: Engine) -> LabelSettings:
+    with read_session(engine) as s:
+        row = s.get(Setting, SETTINGS_KEY)
+        value = {**DEFAULTS, **(row.value if row else {})}
+        return LabelSettings(
+            int(value["overlap"]), int(value["reservation_minutes"]), row.version if row else 0
+        )
+
+
+def set_settings(
+    engine: Engine, actor: Actor, overlap: int, reservation_minutes: int, expected_version: int
+) -> LabelSettings:
+    require(actor, Permission.manage_users)
+    if not 1 <= overlap <= 10:
+        raise InputError("overlap must be between 1 and 10 labels per case")
+    if not 1 <= reservation_minutes <= 24 * 60:
+        raise InputError("a reservation lasts between 1 minute and 24 hours")
+
+    def work(s: Session) -> LabelSettings:
+        row = s.get(Setting, SETTINGS_KEY, with_for_update=True)
+        current = row.version if row else 0
+        if current != expected_version:
+            raise StaleWriteError(
+                f"the labeling settings were changed by {row.updated_by if row else '?'} "
+                "since you opened them; nothing was saved, reload and try again"
+            )
+        before = dict(row.value) if row else None
+        value = {"overlap": overlap, "reservation_minutes": reservation_minutes}
+        if row is None:
+            row = Setting(key=SETTINGS_KEY, value=value, version=1, updated_by=actor.email)
+            s.add(row)
+        else:
+            row.value = value
+            row.version += 1
+            row.updated_at = utcnow()
+            row.updated_by = actor.email
+        s.flush()
+        changes.record(s, actor.email, "update", "setting", SETTINGS_KEY, before, value)
+        return LabelSettings(overlap, reservation_minutes, row.version)
+
+    return run_write(engine, work)
+
+
+# ---------------------------------------------------------------------------------------
+# The queue
+
+
+def _current_label_ids() -> Any:
+    return (
+        select(func.max(Label.id).label("id"))
+        .group_by(Label.case_id, Label.annotator)
+        .scalar_subquery()
+    )
+
+
+def next_case(
+    engine: Engine, actor: Actor, *, exclude: Iterable[int] = (), now: dt.datetime | None = None
+) -> int | None:
+    """Reserve and return the next ready case that still needs my label (None when done).
+
+    A case I already hold a live reservation on comes first; otherwise the oldest case whose
+    labels plus other people's live reservations are below the overlap.
+    """
+    require(actor, Permission.label)
+    cfg = get_settings(engine)
+    skip = sorted(set(exclude))
+
+    def work(s: Session) -> int | None:
+        t = now or utcnow()
+        mine_held = s.scalar(
+            select(Reservation.case_id)
+            .join(Case, Case.id == Reservation.case_id)
+            .where(
+                Reservation.annotator == actor.email,
+                Reservation.expires_at > t,
+                Case.status == "ready",
+                Reservation.case_id.not_in(skip),
+                ~exists().where(
+                    Label.case_id == Reservation.case_id, Label.annotator == actor.email
+                ),
+            )
+            .order_by(Reservation.case_id)
+            .limit(1)
+        )
+        if mine_held is not None:
+            _reserve(s, actor, mine_held, t, cfg)
+            return int(mine_held)
+        n_labels = (
+            select(func.count(func.distinct(Label.annotator)))
+            .where(Label.case_id == Case.id)
+            .correlate(Case)
+            .scalar_subquery()
+        )
+        n_held = (
+            select(func.count(Reservation.id))
+            .where(
+                Reservation.case_id == Case.id,
+                Reservation.annotator != actor.email,
+                Reservation.expires_at > t,
+            )
+            .correlate(Case)
+            .scalar_subquery()
+        )
+        case_id = s.scalar(
+            select(Case.id)
+            .where(
+                Case.status == "ready",
+                Case.id.not_in(skip),
+                ~exists().where(Label.case_id == Case.id, Label.annotator == actor.email),
+                n_labels + n_held < cfg.overlap,
+            )
+            .order_by(Case.id)
+            .limit(1)
+            .with_for_update(skip_locked=True)
+        )
+        if case_id is None:
+            return None
+        _reserve(s, actor, case_id, t, cfg)
+        return int(case_id)
+
+    return run_write(engine, work)
+
+
+def _reserve(s: Session, actor: Actor, case_id: int, t: dt.datetime, cfg: LabelSettings) -> None:
+    until = t + dt.timedelta(minutes=cfg.reservation_minutes)
+    row = s.scalar(
+        select(Reservation).where(
+            Reservation.case_id == case_id, Reservation.annotator == actor.email
+        )
+    )
+    if row is None:
+        s.add(Reservation(case_id=case_id, annotator=actor.email, expires_at=until))
+    else:
+        row.expires_at = until
+    s.flush()
+
+
+def reserve(engine: Engine, actor: Actor, case_id: int) -> dt.datetime:
+    """Hold a specific case (opened through a deep link) for me; returns the expiry."""
+    require(actor, Permission.label)
+    cfg = get_settings(engine)
+
+    def work(s: Session) -> dt.datetime:
+        if s.get(Case, case_id) is None:
+            raise InputError(f"case {case_id} does not exist")
+        t = utcnow()
+        _reserve(s, actor, case_id, t, cfg)
+        return t + dt.timedelta(minutes=cfg.reservation_minutes)
+
+    return run_write(engine, work)
+
+
+def release(engine: Engine, actor: Actor, case_id: int) -> None:
+    """Give a reserved case back to the queue (skip)."""
+    run_write(
+        engine,
+        lambda s: s.execute(
+            delete(Reservation).where(
+                Reservation.case_id == case_id, Reservation.annotator == actor.email
+            )
+        ),
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# Labels
+
+
+@dataclass(frozen=True)
+class LabelView:
+    id: int
+    case_id: int
+    annotator: str
+    decision: str
+    reason_codes: tuple[str, ...]
+    category: str | None
+    rationale: str
+    claim_verdicts: tuple[dict[str, Any], ...]
+    replaces_id: int | None
+    created_at: dt.datetime
+
+
+def _view(r: Label) -> LabelView:
+    return LabelView(
+        r.id,
+        r.case_id,
+        r.annotator,
+        r.decision,
+        tuple(r.reason_codes),
+        r.category,
+        r.rationale,
+        tuple(r.claim_verdicts),
+        r.replaces_id,
+        r.created_at,
+    )
+
+
+@dataclass(frozen=True)
+class LabelIn:
+    decision: str
+    reason_codes: tuple[str, ...] = ()
+    category: str | None = None
+    rationale: str = ""
+    claim_verdicts: tuple[dict[str, Any], ...] = field(default_factory=tuple)
+
+    def check(self, tax: Taxonomy, n_claims: int) -> None:
+        if self.decision not in tax.decisions:
+            raise InputError(
+                f"decision {self.decision!r} is not one of: {', '.join(tax.decisions)}"
+            )
+        bad = [c for c in self.reason_codes if c not in tax.reason_codes]
+        if bad:
+            raise InputError(f"reason code {bad[0]!r} is not in the taxonomy")
+        if len(set(self.reason_codes)) != len(self.reason_codes):
+            raise InputError("a reason code is listed twice")
+        if not tax.decisions[self.decision].answers and not self.reason_codes:
+            raise InputError(f"say why: {self.decision!r} needs at least one reason code")
+        if self.category is not None and self.category not in tax.categories:
+            raise InputError(f"category {self.category!r} is not in the taxonomy")
+        for v in self.claim_verdicts:
+            idx = v.get("claim")
+            if not isinstance(idx, int) or not 0 <= idx < n_claims:
+                raise InputError(f"claim verdict for unknown claim {idx!r}")
+            if v.get("verdict") not in CLAIM_VERDICTS:
+                raise InputError(
+                    f"claim {idx + 1}: verdict must be one of {', '.join(CLAIM_VERDICTS)}"
+                )
+
+
+def my_label(engine: Engine, actor: Actor, case_id: int) -> LabelView | None:
+    with read_session(engine) as s:
+        row = s.scalar(
+            select(Label)
+            .where(Label.case_id == case_id, Label.annotator == actor.email)
+            .order_by(Label.id.desc())
+            .limit(1)
+        )
+        return _view(row) if row else None
+
+
+def submit(
+    engine: Engine,
+    actor: Actor,
+    case_id: int,
+    label: LabelIn,
+    based_on: int | None,
+    tax: Taxonomy,
+) -> LabelView:
+    """Append my label for a case. ``based_on`` is the id of my label I started editing from
+    (None for a first label); if my label changed since (another tab), nothing is saved."""
+    require(actor, Permission.label)
+
+    def work(s: Session) -> LabelView:
+        case = s.get(Case, case_id)
+        if case is None:
+            raise InputError(f"case {case_id} does not exist")
+        n_claims = int(
+            s.scalar(select(func.count(CaseClaim.id)).where(CaseClaim.case_id == case_id)) or 0
+        )
+        label.check(tax, n_claims)
+        latest = s.scalar(
+            select(Label)
+            .where(Label.case_id == case_id, Label.annotator == actor.email)
+            .order_by(Label.id.desc())
+            .limit(1)
+            .with_for_update()
+        )
+        latest_id = latest.id if latest else None
+        if latest_id != based_on:
+            when = f" at {latest.created_at:%Y-%m-%d %H:%M UTC}" if latest else ""
+            raise StaleWriteError(
+                f"your label on {case.key} was changed{when} (in another tab or session) "
+                "after you opened it; nothing was saved. Reload to see it, then edit again."
+            )
+        row = Label(
+            case_id=case_id,
+            annotator=actor.email,
+            decision=label.decision,
+            reason_codes=list(label.reason_codes),
+            category=label.category,
+            rationale=label.rationale.strip(),
+            claim_verdicts=[dict(v) for v in label.claim_verdicts],
+            replaces_id=latest_id,
+            created_at=utcnow(),
+        )
+        s.add(row)
+        s.flush()
+        s.execute(
+            delete(Reservation).where(
+                Reservation.case_id == case_id, Reservation.annotator == actor.email
+            )
+        )
+        changes.record(
+            s,
+            actor.email,
+            "label",
+            "case",
+            case.key,
+            changes.snapshot(latest) if latest else None,
+            changes.snapshot(row),
+        )
+        return _view(row)
+
+    return run_write(engine, work)
+
+
+def visible_labels(engine: Engine, actor: Actor, case_id: int) -> list[LabelView] | None:
+    """Everyone's current labels on a case, or None while I have not labeled it (blind).
+    Adjudicators always see them."""
+    if not actor.can(Permission.adjudicate) and my_label(engine, actor, case_id) is None:
+        return None
+    return current_labels(engine, case_id)
+
+
+def current_labels(engine: Engine, case_id: int) -> list[LabelView]:
+    with read_session(engine) as s:
+        rows = s.scalars(
+            select(Label)
+            .where(Label.case_id == case_id, Label.id.in_(_current_label_ids()))
+            .order_by(Label.annotator)
+        )
+        return [_view(r) for r in rows]
+
+
+def history(engine: Engine, case_id: int) -> list[LabelView]:
+    with read_session(engine) as s:
+        return [
+            _view(r)
+            for r in s.scalars(select(Label).where(Label.case_id == case_id).order_by(Label.id))
+        ]
+
+
+@dataclass(frozen=True)
+class Progress:
+    mine: int
+    ready_cases: int
+    complete_cases: int  # cases with at least `overlap` labels
+    labels: int
+    overlap: int
+    held_by_me: int
+
+
+def progress(engine: Engine, actor: Actor) -> Progress:
+    cfg = get_settings(engine)
+    with read_session(engine) as s:
+        ready = int(s.scalar(select(func.count(Case.id)).where(Case.status == "ready")) or 0)
+        per_case = (
+            select(Label.case_id, func.count(func.distinct(Label.annotator)).label("n"))
+            .join(Case, Case.id == Label.case_id)
+            .where(Case.status == "ready")
+            .group_by(Label.case_id)
+            .subquery()
+        )
+        complete = int(
+            s.scalar(select(func.count()).select_from(per_case).where(per_case.c.n >= cfg.overlap))
+            or 0
+        )
+        labels = int(s.scalar(select(func.sum(per_case.c.n))) or 0)
+        mine = int(
+            s.scalar(
+                select(func.count(func.distinct(Label.case_id)))
+                .join(Case, Case.id == Label.case_id)
+                .where(Label.annotator == actor.email, Case.status == "ready")
+            )
+            or 0
+        )
+        held = int(
+            s.scalar(
+                select(func.count(Reservation.id)).where(
+                    Reservation.annotator == actor.email, Reservation.expires_at > utcnow()
+                )
+            )
+            or 0
+        )
+    return Progress(mine, ready, complete, labels, cfg.overlap, held)
+
+
+def labels_frame(engine: Engine) -> pd.DataFrame:
+    """Current labels (latest per case and annotator) with the case's slices and category,
+    for the agreement statistics. One row per (case, annotator)."""
+    with read_session(engine) as s:
+        rows = s.execute(
+            select(
+                Label.case_id,
+                Case.key,
+                Case.category.label("case_category"),
+                Label.annotator,
+                Label.decision,
+                Label.reason_codes,
+            )
+            .join(Case, Case.id == Label.case_id)
+            .where(Label.id.in_(_current_label_ids()))
+        ).all()
+        slices: dict[int, list[str]] = {}
+        ids = sorted({r.case_id for r in rows})
+        for start in range(0, len(ids), 900):
+            chunk = ids[start : start + 900]
+            for cid, sl in s.execute(
+                select(CaseSlice.case_id, CaseSlice.slice).where(CaseSlice.case_id.in_(chunk))
+            ):
+                slices.setdefault(cid, []).append(sl)
+    df = pd.DataFrame(
+        [r._asdict() for r in rows],
+        columns=["case_id", "key", "case_category", "annotator", "decision", "reason_codes"],
+    )
+    df["slices"] = [tuple(sorted(slices.get(c, []))) for c in df["case_id"]]
+    return df
+
+
+# ---------------------------------------------------------------------------------------
+# Adjudication
+
+
+@dataclass(frozen=True)
+class GoldView:
+    id: int
+    case_id: int
+    adjudicator: str
+    decision: str
+    reason_codes: tuple[str, ...]
+    note: str
+    created_at: dt.datetime
+
+
+def disagreements(engine: Engine, limit: int = 200) -> list[tuple[int, str, int]]:
+    """Cases (id, key, number of labels) whose current labels disagree on the decision or
+    the reason codes and that have no adjudication newer than their newest label."""
+    df = labels_frame(engine)
+    if df.empty:
+        return []
+    df["reasons"] = [tuple(sorted(r or [])) for r in df["reason_codes"]]
+    grouped = df.groupby("case_id").agg(
+        key=("key", "first"),
+        n=("annotator", "count"),
+        decisions=("decision", "nunique"),
+        reasons=("reasons", "nunique"),
+    )
+    split = grouped[(grouped["n"] >= 2) & ((grouped["decisions"] > 1) | (grouped["reasons"] > 1))]
+    if split.empty:
+        return []
+    ids = [int(i) for i in split.index]
+    with read_session(engine) as s:
+        last_label = dict(
+            s.execute(
+                select(Label.case_id, func.max(Label.created_at))
+                .where(Label.case_id.in_(ids))
+                .group_by(Label.case_id)
+            ).all()
+        )
+        last_gold = dict(
+            s.execute(
+                select(Adjudication.case_id, func.max(Adjudication.created_at))
+                .where(Adjudication.case_id.in_(ids))
+                .group_by(Adjudication.case_id)
+            ).all()
+        )
+    out = []
+    for cid in ids:
+        g = last_gold.get(cid)
+        if g is None or g < last_label[cid]:
+            out.append((cid, str(split.loc[cid, "key"]), int(split.loc[cid, "n"])))
+    return out[:limit]
+
+
+def adjudicate(
+    engine: Engine,
+    actor: Actor,
+    case_id: int,
+    decision: str,
+    reason_codes: Iterable[str],
+    note: str,
+    tax: Taxonomy,
+) -> GoldView:
+    """Set the gold label of a case (appended; earlier gold labels stay in the history)."""
+    require(actor, Permission.adjudicate)
+    reasons = tuple(reason_codes)
+    LabelIn(decision, reasons).check(tax, 0)
+    if not note.strip():
+        raise InputError("say why: the adjudication note is required")
+
+    def work(s: Session) -> GoldView:
+        case = s.get(Case, case_id)
+        if case is None:
+            raise InputError(f"case {case_id} does not exist")
+        row = Adjudication(
+            case_id=case_id,
+            adjudicator=actor.email,
+            decision=decision,
+            reason_codes=list(reasons),
+            note=note.strip(),
+            created_at=utcnow(),
+        )
+        s.add(row)
+        s.flush()
+        changes.record(s, actor.email, "adjudicate", "case", case.key, None, changes.snapshot(row))
+        return GoldView(
+            row.id, case_id, row.adjudicator, decision, reasons, row.note, row.created_at
+        )
+
+    return run_write(engine, work)
+
+
+def gold_history(engine: Engine, case_id: int) -> list[GoldView]:
+    with read_session(engine) as s:
+        return [
+            GoldView(
+                r.id,
+                r.case_id,
+                r.adjudicator,
+                r.decision,
+                tuple(r.reason_codes),
+                r.note,
+                r.created_at,
+            )
+            for r in s.scalars(
+                select(Adjudication)
+                .where(Adjudication.case_id == case_id)
+                .order_by(Adjudication.id)
+            )
+        ]
+
+
+def ensure_can_view_forbidden(actor: Actor) -> None:
+    if not actor.clearance:
+        raise PermissionDenied("forbidden documents are shown only to users with clearance")

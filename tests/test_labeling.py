@@ -1,0 +1,162 @@
+"""Labeling: overlap, blind rule, reservations and their expiry, concurrency, stale edits."""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+
+import pytest
+from sqlalchemy import Engine
+
+from review import labeling
+from review.errors import InputError, PermissionDenied, StaleWriteError
+from review.identity import Actor
+from review.taxonomy import Taxonomy
+from storage.models import utcnow
+from tests.conftest import make_actor
+
+INES = make_actor("annotator", "ines@example.org")
+TOM = make_actor("annotator", "tom@example.org")
+SAM = make_actor("annotator", "sam@example.org")
+RAVI = make_actor("reviewer", "ravi@example.org")
+ABSTAIN = labeling.LabelIn("abstain", ("no_answer_bearing_evidence",))
+ANSWER = labeling.LabelIn("answer")
+
+
+def test_overlap_limits_how_many_annotators_get_a_case(demo_engine: Engine, tax: Taxonomy) -> None:
+    a = labeling.next_case(demo_engine, INES)
+    b = labeling.next_case(demo_engine, TOM)
+    c = labeling.next_case(demo_engine, SAM)
+    assert a is not None and a == b  # overlap 2: two annotators share the first case
+    assert c is not None and c != a  # the third gets the next one
+    # asking again returns the case I already hold, not a new one
+    assert labeling.next_case(demo_engine, INES) == a
+    labeling.submit(demo_engine, INES, a, ANSWER, None, tax)
+    assert labeling.next_case(demo_engine, INES) not in (a, None)
+
+
+def test_expired_reservations_return_to_the_queue(demo_engine: Engine) -> None:
+    first = labeling.next_case(demo_engine, INES)
+    labeling.next_case(demo_engine, TOM)
+    assert labeling.next_case(demo_engine, SAM) != first
+    later = utcnow() + dt.timedelta(minutes=31)
+    assert labeling.next_case(demo_engine, SAM, now=later, exclude=[]) == first
+
+
+def test_skip_gives_the_case_back(demo_engine: Engine) -> None:
+    first = labeling.next_case(demo_engine, INES)
+    assert first is not None
+    labeling.release(demo_engine, INES, first)
+    assert labeling.next_case(demo_engine, INES, exclude=[first]) != first
+
+
+def test_blind_until_i_submit(demo_engine: Engine, tax: Taxonomy) -> None:
+    case = labeling.next_case(demo_engine, INES)
+    assert case is not None
+    labeling.submit(demo_engine, TOM, case, ABSTAIN, None, tax)
+    assert labeling.visible_labels(demo_engine, INES, case) is None
+    assert labeling.visible_labels(demo_engine, RAVI, case) is not None  # adjudicator
+    labeling.submit(demo_engine, INES, case, ANSWER, None, tax)
+    seen = labeling.visible_labels(demo_engine, INES, case)
+    assert seen is not None and {v.annotator for v in seen} == {INES.email, TOM.email}
+
+
+def test_edits_are_appended_and_stale_edits_refused(demo_engine: Engine, tax: Taxonomy) -> None:
+    case = labeling.next_case(demo_engine, INES)
+    assert case is not None
+    first = labeling.submit(demo_engine, INES, case, ANSWER, None, tax)
+    second = labeling.submit(demo_engine, INES, case, ABSTAIN, first.id, tax)
+    assert second.replaces_id == first.id
+    with pytest.raises(StaleWriteError, match="nothing was saved"):
+        labeling.submit(demo_engine, INES, case, ANSWER, first.id, tax)  # other tab
+    with pytest.raises(StaleWriteError):
+        labeling.submit(demo_engine, INES, case, ANSWER, None, tax)
+    hist = labeling.history(demo_engine, case)
+    assert [h.decision for h in hist] == ["answer", "abstain"]
+    mine = labeling.my_label(demo_engine, INES, case)
+    assert mine is not None and mine.decision == "abstain"
+
+
+def test_label_validation(demo_engine: Engine, tax: Taxonomy) -> None:
+    case = labeling.next_case(demo_engine, INES)
+    assert case is not None
+    with pytest.raises(InputError, match="needs at least one reason code"):
+        labeling.submit(demo_engine, INES, case, labeling.LabelIn("abstain"), None, tax)
+    with pytest.raises(InputError, match="not one of"):
+        labeling.submit(demo_engine, INES, case, labeling.LabelIn("refuse"), None, tax)
+    with pytest.raises(InputError, match="unknown claim"):
+        labeling.submit(demo_engine, INES, case, labeling.LabelIn(
+            "answer", claim_verdicts=({"claim": 7, "verdict": "supported"},)), None, tax)
+    with pytest.raises(PermissionDenied):
+        labeling.submit(demo_engine, make_actor("compliance"), case, ANSWER, None, tax)
+
+
+def test_simultaneous_submissions_by_different_annotators_both_land(
+    demo_engine: Engine, tax: Taxonomy
+) -> None:
+    case = labeling.next_case(demo_engine, INES)
+    assert case is not None
+    people = [make_actor("annotator", f"a{i}@example.org") for i in range(6)]
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(len(people))
+
+    def go(who: Actor) -> None:
+        barrier.wait()
+        try:
+            labeling.submit(demo_engine, who, case, ANSWER, None, tax)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=go, args=(p,)) for p in people]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len(labeling.current_labels(demo_engine, case)) == len(people)
+
+
+def test_disagreements_go_to_adjudication_and_gold_is_kept(
+    demo_engine: Engine, tax: Taxonomy
+) -> None:
+    case = labeling.next_case(demo_engine, INES)
+    assert case is not None
+    labeling.submit(demo_engine, INES, case, ANSWER, None, tax)
+    labeling.submit(demo_engine, TOM, case, ABSTAIN, None, tax)
+    queue = labeling.disagreements(demo_engine)
+    assert case in [c for c, _, _ in queue]
+    with pytest.raises(PermissionDenied):
+        labeling.adjudicate(demo_engine, INES, case, "answer", [], "mine", tax)
+    with pytest.raises(InputError, match="note is required"):
+        labeling.adjudicate(demo_engine, RAVI, case, "answer", [], " ", tax)
+    labeling.adjudicate(demo_engine, RAVI, case, "abstain", ["no_answer_bearing_evidence"],
+                        "Clause 2.1 was removed in this variant.", tax)
+    assert case not in [c for c, _, _ in labeling.disagreements(demo_engine)]
+    labeling.adjudicate(demo_engine, RAVI, case, "abstain",
+                        ["no_answer_bearing_evidence", "required_claim_not_covered"],
+                        "Added the claim code.", tax)
+    gold = labeling.gold_history(demo_engine, case)
+    assert len(gold) == 2 and gold[-1].reason_codes[-1] == "required_claim_not_covered"
+
+
+def test_progress_counts(demo_engine: Engine, tax: Taxonomy) -> None:
+    before = labeling.progress(demo_engine, INES)
+    case = labeling.next_case(demo_engine, INES)
+    assert case is not None
+    assert labeling.progress(demo_engine, INES).held_by_me == 1
+    labeling.submit(demo_engine, INES, case, ANSWER, None, tax)
+    labeling.submit(demo_engine, TOM, case, ANSWER, None, tax)
+    after = labeling.progress(demo_engine, INES)
+    assert after.mine == before.mine + 1
+    assert after.complete_cases == before.complete_cases + 1
+    assert after.held_by_me == 0
+
+
+def test_settings_are_version_checked(demo_engine: Engine, admin: Actor) -> None:
+    cfg = labeling.get_settings(demo_engine)
+    labeling.set_settings(demo_engine, admin, 3, 10, cfg.version)
+    assert labeling.get_settings(demo_engine).overlap == 3
+    with pytest.raises(StaleWriteError):
+        labeling.set_settings(demo_engine, admin, 2, 10, cfg.version)
+    with pytest.raises(InputError):
+        labeling.set_settings(demo_engine, admin, 0, 10, cfg.version + 1)
