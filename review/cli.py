@@ -68,7 +68,7 @@ def seed_demo(if_empty: bool) -> None:
         return
     click.echo(
         f"demo loaded: {report.users} users, {report.documents} document versions, "
-        f"{report.cases} cases, {report.runs} evaluation runs"
+        f"{report.cases} cases, {report.runs} evaluation runs, {report.labels} labels"
     )
 
 

@@ -12,11 +12,11 @@ from pathlib import Path
 
 from sqlalchemy import Engine, func, select
 
-from review import cases, corpus, evalruns, refpipeline
-from review.identity import SYSTEM, Actor
+from review import cases, corpus, evalruns, labeling, refpipeline
+from review.identity import SYSTEM, Actor, Role
 from review.taxonomy import Taxonomy
 from storage.db import read_session, run_write
-from storage.models import Case, Document, User
+from storage.models import Case, Document, Label, User
 
 DEMO_DIR = Path(__file__).resolve().parent / "demo"
 DEMO_DOCS = DEMO_DIR / "docs"
@@ -55,6 +55,7 @@ class DemoReport:
     documents: int
     cases: int
     runs: int = 0
+    labels: int = 0
 
 
 def is_empty(engine: Engine) -> bool:
@@ -107,4 +108,100 @@ def build_demo(engine: Engine, tax: Taxonomy) -> DemoReport:
                 config={"pipeline": f"review.refpipeline:{fn.__name__}"},
             )
             runs += 1
-    return DemoReport(users, doc_report.added, case_report.added, runs)
+    labels = build_demo_labels(engine, tax)
+    return DemoReport(users, doc_report.added, case_report.added, runs, labels)
+
+
+# Deterministic, realistic partial disagreement: Tom confuses abstain with clarify or partial
+# on some compound and ambiguous cases and drops a second reason code now and then; Ravi
+# labels a third of the cases and mostly agrees with the expected decision.
+_TOM_SWAP = {
+    "abstain": "clarify",
+    "clarify": "abstain",
+    "partial": "abstain",
+    "escalate": "abstain",
+    "answer": "partial",
+}
+DEMO_LABELED_CASES = 70
+
+
+def build_demo_labels(engine: Engine, tax: Taxonomy) -> int:
+    """Labels by the demo annotators on the first ready cases, plus a few adjudications."""
+    with read_session(engine) as s:
+        if s.scalar(select(func.count()).select_from(Label)):
+            return 0
+        rows = s.execute(
+            select(Case.id, Case.key, Case.expected_decision, Case.reason_codes, Case.category)
+            .where(Case.status == "ready")
+            .order_by(Case.id)
+            .limit(DEMO_LABELED_CASES)
+        ).all()
+    people = {u.email: u for u in DEMO_USERS}
+    actors = {
+        email: replace(
+            DEMO_ACTOR,
+            email=email,
+            name=people[email].name,
+            roles=frozenset(Role(r) for r in people[email].roles),
+            clearance=people[email].clearance,
+        )
+        for email in people
+    }
+    ines, tom, ravi = (
+        actors["ines.duarte@brightwave.example"],
+        actors["tom.becker@brightwave.example"],
+        actors["ravi.menon@brightwave.example"],
+    )
+    n = 0
+    disagreements: list[tuple[int, str, tuple[str, ...]]] = []
+    for i, r in enumerate(rows):
+        reasons = tuple(r.reason_codes)
+        gold = labeling.LabelIn(
+            r.expected_decision,
+            reasons,
+            r.category,
+            "Matches the evidence as the identity sees it.",
+        )
+        labeling.submit(engine, ines, r.id, gold, None, tax)
+        tom_label = gold
+        if i % 7 == 3:
+            swapped = _TOM_SWAP[r.expected_decision]
+            tom_reasons = reasons or ("required_claim_not_covered",)
+            if tax.decisions[swapped].answers and swapped == "answer":
+                tom_reasons = ()
+            tom_label = labeling.LabelIn(
+                swapped, tom_reasons, r.category, "I read the question differently."
+            )
+            disagreements.append((r.id, r.expected_decision, reasons))
+        elif i % 11 == 5 and len(reasons) > 1:
+            tom_label = labeling.LabelIn(
+                r.expected_decision, reasons[:1], r.category, "One reason is enough here."
+            )
+        labeling.submit(engine, tom, r.id, tom_label, None, tax)
+        n += 2
+        if i % 3 == 0:
+            ravi_label = (
+                gold
+                if i % 9
+                else labeling.LabelIn(
+                    _TOM_SWAP[r.expected_decision],
+                    reasons or ("support_below_threshold",)
+                    if not tax.decisions[_TOM_SWAP[r.expected_decision]].answers
+                    else (),
+                    r.category,
+                    "Borderline: the passage is close but not decisive.",
+                )
+            )
+            labeling.submit(engine, ravi, r.id, ravi_label, None, tax)
+            n += 1
+    for case_id, decision, reasons in disagreements[:3]:
+        labeling.adjudicate(
+            engine,
+            ravi,
+            case_id,
+            decision,
+            reasons,
+            "The decisive clause settles it; the expected decision stands.",
+            tax,
+        )
+    return n
