@@ -9,6 +9,7 @@ files in pages/ directly, without this router's identity check.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import streamlit as st
 from sqlalchemy import Engine
@@ -146,21 +147,32 @@ def main() -> None:
         st.session_state.pop(ui.ACTOR_KEY, None)
         return
     st.session_state[ui.ACTOR_KEY] = actor
-    pages = [
-        st.Page(
-            "pages/overview.py",
-            title="Overview",
-            icon=":material/home:",
-            url_path="overview",
-            default=True,
-        ),
-        st.Page(
-            "pages/corpus.py", title="Corpus", icon=":material/description:", url_path="corpus"
-        ),
-        st.Page("pages/cases.py", title="Cases", icon=":material/science:", url_path="cases"),
-    ]
+    pages: dict[str, list[Any]] = {
+        "Workbench": [
+            st.Page(
+                "pages/overview.py",
+                title="Overview",
+                icon=":material/home:",
+                url_path="overview",
+                default=True,
+            ),
+            st.Page(
+                "pages/corpus.py", title="Corpus", icon=":material/description:", url_path="corpus"
+            ),
+            st.Page("pages/cases.py", title="Cases", icon=":material/science:", url_path="cases"),
+        ],
+        "Labels": [
+            st.Page("pages/labeling.py", title="Label", icon=":material/label:", url_path="label"),
+            st.Page(
+                "pages/adjudication.py",
+                title="Adjudicate",
+                icon=":material/gavel:",
+                url_path="adjudicate",
+            ),
+        ],
+    }
     if Role.admin in actor.roles:
-        pages.append(
+        pages["Workbench"].append(
             st.Page(
                 "pages/admin.py",
                 title="Admin",

@@ -16,7 +16,14 @@ from storage.db import make_engine, migrate
 from tests.test_corpus import GOOD
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGES = ["pages/overview.py", "pages/corpus.py", "pages/cases.py", "pages/admin.py"]
+PAGES = [
+    "pages/overview.py",
+    "pages/corpus.py",
+    "pages/cases.py",
+    "pages/labeling.py",
+    "pages/adjudication.py",
+    "pages/admin.py",
+]
 TIMEOUT = 60
 
 
@@ -67,7 +74,7 @@ def test_every_page_renders_with_demo_data(
     at = app(demo_url, monkeypatch, ADA).run()
     at.switch_page(page).run()
     no_exception(at)
-    assert at.title[0].value in {"Overview", "Corpus", "Cases", "Admin"}
+    assert at.title[0].value in {"Overview", "Corpus", "Cases", "Admin", "Label", "Adjudicate"}
     assert not at.error
 
 
@@ -340,3 +347,69 @@ def test_admin_changes_roles(
     after = users.get_by_email(demo_engine, tom.email)
     assert after is not None and after.roles == ("annotator", "reviewer")
     assert any("Saved" in s.value for s in at.success)
+
+
+TOM = "tom.becker@brightwave.example"
+RAVI = "ravi.menon@brightwave.example"
+
+
+def test_label_page_next_case_blind_submit_and_errors(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from review import labeling
+
+    at = app(demo_url, monkeypatch, PAULA).run()
+    at.switch_page("pages/labeling.py").run()
+    assert "for annotators" in at.info[0].value
+    at = app(demo_url, monkeypatch, INES).run()
+    at.switch_page("pages/labeling.py").run()
+    no_exception(at)
+    next(b for b in at.button if b.label.startswith("Start labeling")).click().run()
+    no_exception(at)
+    case_key = next(s.value for s in at.subheader if s.value.startswith("Case"))
+    key = case_key.split("`")[1]
+    view = cases.get_case(demo_engine, key=key)
+    assert view is not None
+    assert (
+        labeling.my_label(
+            demo_engine, users.to_actor(users.get_by_email(demo_engine, INES)), view.id
+        )
+        is None
+    )  # type: ignore[arg-type]
+    assert any("Blind labeling" in c.value for c in at.caption)
+    # error path: abstain without a reason code
+    next(b for b in at.button if b.label.startswith("Abstain")).click().run()
+    next(b for b in at.button if b.label.startswith("Submit label")).click().run()
+    assert any("needs at least one reason code" in e.value for e in at.error)
+    # success path
+    next(m for m in at.multiselect if m.label.startswith("Why the evidence")).set_value(
+        ["no_answer_bearing_evidence"]
+    )
+    next(b for b in at.button if b.label.startswith("Submit label")).click().run()
+    no_exception(at)
+    assert any("Saved your label" in s.value for s in at.success)
+    ines = users.get_by_email(demo_engine, INES)
+    assert ines is not None
+    mine = labeling.my_label(demo_engine, users.to_actor(ines), view.id)
+    assert mine is not None and mine.decision == "abstain"
+    assert any("All current labels" in c.value for c in at.caption)
+
+
+def test_adjudication_page_sets_gold(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from review import labeling
+
+    queue = labeling.disagreements(demo_engine)
+    assert queue, "the demo has disagreements to adjudicate"
+    at = app(demo_url, monkeypatch, RAVI).run()
+    at.switch_page("pages/adjudication.py").run()
+    no_exception(at)
+    assert any(queue[0][1] in s.value for s in at.subheader)
+    next(b for b in at.button if b.label == "Set gold label").click().run()
+    assert any("note is required" in e.value for e in at.error)
+    next(t for t in at.text_area if t.label.startswith("Note")).input("Decisive clause present.")
+    next(b for b in at.button if b.label == "Set gold label").click().run()
+    no_exception(at)
+    assert len(labeling.gold_history(demo_engine, queue[0][0])) >= 1
+    assert queue[0][0] not in [c for c, _, _ in labeling.disagreements(demo_engine)]

@@ -1,0 +1,117 @@
+"""Adjudicate: cases whose labels disagree; see every label side by side and set the gold."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from pages import ui
+from review import cases, labeling
+from review.errors import InputError, PermissionDenied
+from review.identity import Permission
+
+engine = ui.engine()
+actor = ui.actor()
+tax = ui.tax()
+
+st.title("Adjudicate")
+if not actor.can(Permission.adjudicate):
+    st.info("Adjudication is for reviewers. Your roles do not include it.")
+    st.stop()
+
+queue = labeling.disagreements(engine)
+st.caption(f"{len(queue)} case(s) whose current labels disagree and have no newer gold label.")
+picked = ui.query_int("case")
+if picked is None and queue:
+    picked = queue[0][0]
+if queue:
+    keys = {cid: f"{key} ({n} labels)" for cid, key, n in queue}
+    options = list(keys)
+    if picked not in keys:
+        options = [picked, *options] if picked is not None else options
+    choice = st.selectbox(
+        "Case",
+        options,
+        index=options.index(picked) if picked in options else 0,
+        format_func=lambda c: keys.get(c, f"case {c}"),
+        key="adj_pick",
+    )
+    picked = choice
+if picked is None:
+    st.success("No disagreements to adjudicate.")
+    st.stop()
+
+view = cases.get_case(engine, case_id=picked)
+if view is None:
+    st.error(f"Case {picked} does not exist.")
+    st.stop()
+st.subheader(f"Case `{view.key}`")
+ui.text(view.question, label="Question")
+st.caption(
+    f"Expected decision on the case: {view.expected_decision} · reasons: "
+    f"{', '.join(view.reason_codes) or '—'} · documents: "
+    f"{', '.join(f'{d.ref} ({d.visibility}, {d.role})' for d in view.documents) or '—'}"
+)
+
+current = labeling.current_labels(engine, view.id)
+st.caption("Labels side by side")
+if current:
+    cols = st.columns(len(current))
+    for col, lab in zip(cols, current, strict=True):
+        with col.container(border=True):
+            st.text(lab.annotator)
+            st.metric("decision", tax.decisions[lab.decision].label)
+            st.text("reasons: " + (", ".join(lab.reason_codes) or "—"))
+            st.caption("rationale")
+            st.text(lab.rationale or "—")
+else:
+    st.info("No labels on this case yet.")
+
+gold = labeling.gold_history(engine, view.id)
+with st.form(f"adj_form_{view.id}"):
+    decisions = list(tax.decisions)
+    default = gold[-1].decision if gold else view.expected_decision
+    decision = st.selectbox(
+        "Gold decision",
+        decisions,
+        index=decisions.index(default),
+        format_func=lambda k: tax.decisions[k].label,
+    )
+    reasons = st.multiselect(
+        "Gold reason codes",
+        list(tax.reason_codes),
+        default=list(gold[-1].reason_codes if gold else view.reason_codes),
+        format_func=lambda k: tax.reason_codes[k].label,
+    )
+    note = st.text_area("Note (why this is the gold label)")
+    ok = st.form_submit_button("Set gold label", type="primary")
+if ok:
+    try:
+        labeling.adjudicate(engine, actor, view.id, decision, reasons, note, tax)
+    except (InputError, PermissionDenied) as exc:
+        st.error(str(exc))
+    else:
+        st.session_state["adj_flash"] = f"Gold label set on {view.key}."
+        st.query_params.pop("case", None)
+        st.rerun()
+flash = st.session_state.pop("adj_flash", None)
+if flash:
+    st.success(flash)
+if gold:
+    st.caption("Gold label history (newest last; the newest is what metrics use)")
+    st.dataframe(
+        pd.DataFrame(
+            [
+                {
+                    "when": g.created_at,
+                    "by": g.adjudicator,
+                    "decision": g.decision,
+                    "reasons": ", ".join(g.reason_codes),
+                    "note": g.note,
+                }
+                for g in gold
+            ]
+        ),
+        hide_index=True,
+        width="stretch",
+    )
