@@ -73,9 +73,13 @@ def _who_local(engine: Engine) -> Actor | None:
     # The chosen user lives in a plain session key: Streamlit drops the state of widgets in
     # the entrypoint when a pages/ folder exists, so the widget only reports changes.
     current = st.session_state.get(USER_KEY)
+    wanted = st.query_params.get("as", "")
+    if current is None and wanted.isdigit() and int(wanted) in by_id:
+        current = int(wanted)  # a deep link made in local mode names who opened it
     if current not in by_id:
         current = people[0].id
-        st.session_state[USER_KEY] = current
+    st.session_state[USER_KEY] = current
+    st.session_state[ui.LOCAL_AS_KEY] = current
 
     def _changed() -> None:
         st.session_state[USER_KEY] = by_label[st.session_state["wb_user_pick"]]
@@ -93,7 +97,9 @@ def _who_local(engine: Engine) -> Actor | None:
             "Local mode: anyone with access to this app can pick any user. For a "
             "trusted single-team setup only; configure login in .streamlit/secrets.toml."
         )
-    return users.to_actor(by_id[st.session_state[USER_KEY]])
+    chosen = st.session_state[USER_KEY]
+    st.query_params["as"] = str(chosen)
+    return users.to_actor(by_id[chosen])
 
 
 def _who_oidc(engine: Engine) -> Actor | None:

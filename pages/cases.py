@@ -206,7 +206,7 @@ def show_case(case_id: int) -> None:
                 pd.DataFrame(
                     [
                         {
-                            "open": f"/corpus?doc={d.document_id}",
+                            "open": ui.link("corpus", doc=d.document_id),
                             "document": d.ref,
                             "title": d.title
                             if (d.access_scope != "restricted" or actor.clearance)
@@ -257,7 +257,7 @@ def show_case(case_id: int) -> None:
             pd.DataFrame(
                 [
                     {
-                        "open": f"?case={r.id}",
+                        "open": ui.link("cases", case=r.id),
                         "case": r.key,
                         "evidence state": r.evidence_state,
                         "expected": r.expected_decision,
@@ -403,7 +403,7 @@ else:
     df = pd.DataFrame(
         [
             {
-                "open": f"?case={r.id}",
+                "open": ui.link("cases", case=r.id),
                 "case": r.key,
                 "question": r.question,
                 "expected": r.expected_decision,

@@ -54,7 +54,7 @@ def show_document(doc_pk: int) -> None:
                         "version": h.version,
                         "effective": h.effective_date,
                         "current": h.is_current,
-                        "open": f"?doc={h.id}",
+                        "open": ui.link("corpus", doc=h.id),
                     }
                     for h in hist
                 ]
@@ -239,7 +239,7 @@ else:
     df = pd.DataFrame(
         [
             {
-                "open": f"?doc={r.id}",
+                "open": ui.link("corpus", doc=r.id),
                 "document": r.ref,
                 "title": r.title,
                 "effective": r.effective_date,

@@ -17,6 +17,7 @@ from review.identity import Actor
 from review.taxonomy import Taxonomy, taxonomy
 
 ACTOR_KEY = "wb_actor"
+LOCAL_AS_KEY = "wb_local_as"
 
 
 @st.cache_resource(show_spinner="Preparing the database…")
@@ -93,3 +94,14 @@ def query_int(name: str) -> int | None:
 def table_height(rows: int, max_rows: int = 25) -> int:
     """Height (px) that shows ``rows`` rows of a dataframe without an inner scrollbar."""
     return 38 + 35 * max(1, min(rows, max_rows))
+
+
+def link(path: str = "", **params: object) -> str:
+    """A link to a page of the app; in local mode it carries who is acting (``as``), so a
+    link opened in a new tab keeps the same user."""
+    query = {k: str(v) for k, v in params.items()}
+    who = st.session_state.get(LOCAL_AS_KEY)
+    if who is not None:
+        query["as"] = str(who)
+    qs = "&".join(f"{k}={v}" for k, v in query.items())
+    return f"{('/' + path) if path else ''}?{qs}" if qs else f"/{path}"
