@@ -176,6 +176,9 @@ def main() -> None:
                 url_path="adjudicate",
             ),
         ],
+        "Decide": [
+            st.Page("pages/runs.py", title="Runs", icon=":material/play_circle:", url_path="runs"),
+        ],
     }
     if Role.admin in actor.roles:
         pages["Workbench"].append(

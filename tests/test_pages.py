@@ -22,9 +22,11 @@ PAGES = [
     "pages/cases.py",
     "pages/labeling.py",
     "pages/adjudication.py",
+    "pages/runs.py",
     "pages/admin.py",
 ]
 TIMEOUT = 60
+TITLES = {"Overview", "Corpus", "Cases", "Admin", "Label", "Adjudicate", "Evaluation runs"}
 
 
 def app(
@@ -74,7 +76,7 @@ def test_every_page_renders_with_demo_data(
     at = app(demo_url, monkeypatch, ADA).run()
     at.switch_page(page).run()
     no_exception(at)
-    assert at.title[0].value in {"Overview", "Corpus", "Cases", "Admin", "Label", "Adjudicate"}
+    assert at.title[0].value in TITLES
     assert not at.error
 
 
@@ -413,3 +415,28 @@ def test_adjudication_page_sets_gold(
     no_exception(at)
     assert len(labeling.gold_history(demo_engine, queue[0][0])) >= 1
     assert queue[0][0] not in [c for c, _, _ in labeling.disagreements(demo_engine)]
+
+
+def test_runs_page_metrics_import_and_compare(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = app(demo_url, monkeypatch, INES).run()
+    at.switch_page("pages/runs.py").run()
+    no_exception(at)
+    metrics = next(d.value for d in at.dataframe if "metric" in d.value.columns)
+    assert "Abstention recall" in set(metrics["metric"])
+    assert any("Metamorphic" in s.value for s in at.subheader)
+    # import: error path names the line, nothing written; then a good file lands
+    bad = b'{"case": "CASE-001", "decision": "answer"}\n{"case": "CASE-002", "decision": "x"}\n'
+    at.file_uploader[0].set_value([("run.jsonl", bad, "application/jsonl")])
+    next(t for t in at.text_input if t.label == "Run name").input("imported one")
+    next(b for b in at.button if b.label == "Import run").click().run()
+    assert any("run.jsonl: line 2: field decision" in e.value for e in at.error)
+    good = b'{"case": "CASE-001", "decision": "answer", "score": 0.9}\n'
+    at.file_uploader[0].set_value([("run.jsonl", good, "application/jsonl")])
+    next(t for t in at.text_input if t.label == "Run name").input("imported one")
+    next(b for b in at.button if b.label == "Import run").click().run()
+    no_exception(at)
+    assert any("imported" in s.value for s in at.success)
+    # the compare tab computed deltas with intervals
+    assert any("delta" in d.value.columns for d in at.dataframe)

@@ -1,0 +1,242 @@
+"""Runs: evaluation runs on the labeled cases, their metrics, metamorphic checks, comparison."""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from pages import ui
+from review import evalruns, refpipeline, runmetrics
+from review.errors import InputError, PermissionDenied
+from review.identity import Permission
+
+engine = ui.engine()
+actor = ui.actor()
+tax = ui.tax()
+BUNDLED = {"Reference pipeline": refpipeline.reference, "Naive pipeline (worse)": refpipeline.naive}
+
+st.title("Evaluation runs")
+runs = evalruns.list_runs(engine)
+
+if actor.can(Permission.run_evaluations):
+    with st.expander("Import a run or run a bundled pipeline"):
+        with st.form("runs_import", clear_on_submit=True):
+            up = st.file_uploader(
+                "Outputs JSONL (case, decision, score, text, cited_ids, repeat, versions, error)",
+                type=["jsonl"],
+            )
+            c1, c2 = st.columns(2)
+            name = c1.text_input("Run name")
+            version = c2.text_input("System version")
+            go = st.form_submit_button("Import run")
+        if go:
+            try:
+                if up is None:
+                    raise InputError("choose a file")
+                text = up.getvalue().decode("utf-8")
+                items = list(evalruns.iter_outputs(text.splitlines(), up.name, tax))
+                evalruns.import_run(engine, actor, name, version, items, up.name)
+            except UnicodeDecodeError:
+                st.error(f"Nothing was imported. {up.name if up else ''}: not UTF-8 text.")
+            except (InputError, PermissionDenied) as exc:
+                st.error(f"Nothing was imported. {exc}")
+            else:
+                st.session_state["runs_flash"] = f"Run {name!r} imported."
+                st.rerun()
+        with st.form("runs_execute"):
+            c1, c2, c3 = st.columns([2, 2, 1])
+            which = c1.selectbox("Pipeline", list(BUNDLED))
+            run_name = c2.text_input("Run name", key="runs_exec_name")
+            repeats = c3.number_input("Repeats", 1, 10, 1)
+            ex = st.form_submit_button("Run on every ready case")
+        if ex:
+            try:
+                with st.spinner("Running…"):
+                    evalruns.execute(
+                        engine,
+                        actor,
+                        BUNDLED[which],
+                        tax,
+                        name=run_name,
+                        system_version=which,
+                        repeats=int(repeats),
+                        config={"pipeline": which},
+                    )
+            except (InputError, PermissionDenied) as exc:
+                st.error(str(exc))
+            else:
+                st.session_state["runs_flash"] = f"Run {run_name!r} stored."
+                st.rerun()
+flash = st.session_state.pop("runs_flash", None)
+if flash:
+    st.success(flash)
+
+if not runs:
+    st.info(
+        "No evaluation runs yet. Import a run's outputs, run a bundled pipeline above, or "
+        "use `workbench evaluate --pipeline module:function`."
+    )
+    st.stop()
+
+st.dataframe(
+    pd.DataFrame(
+        [
+            {
+                "run": r.name,
+                "system version": r.system_version,
+                "source": r.source,
+                "outputs": r.outputs,
+                "cases": r.cases,
+                "infrastructure failures": r.infra_failures,
+                "created": r.created_at,
+                "by": r.created_by,
+            }
+            for r in runs
+        ]
+    ),
+    hide_index=True,
+    width="stretch",
+    height=ui.table_height(len(runs), 8),
+)
+
+tab_one, tab_cmp = st.tabs(["One run", "Compare two runs"])
+by_name = {r.name: r for r in runs}
+with tab_one:
+    pick = st.selectbox("Run", list(by_name), key="runs_pick")
+    run = by_name[pick]
+    df = evalruns.outputs_frame(engine, run.id, tax)
+    if run.infra_failures:
+        st.warning(
+            f"{run.infra_failures} infrastructure failure(s): counted apart, never "
+            "as answers, and excluded from every rate."
+        )
+    summary = runmetrics.summary_table(df)
+    c1, c2 = st.columns([3, 2])
+    with c1:
+        st.subheader("Metrics")
+        st.dataframe(
+            summary,
+            hide_index=True,
+            width="stretch",
+            column_config={
+                c: st.column_config.NumberColumn(c, format="%.3f") for c in ("value", "low", "high")
+            },
+        )
+        st.caption(
+            "Rates with 95% Wilson intervals; k of n cases. Infrastructure failures are "
+            "excluded. The CRAG score counts +1 per acceptable answer, 0 per refusal "
+            "and -1 per unacceptable answer."
+        )
+    with c2:
+        rates = summary[summary["metric"] != "CRAG score"].dropna(subset=["value"])
+        base = alt.Chart(rates).encode(y=alt.Y("metric:N", title=None, sort=None))
+        st.altair_chart(
+            base.mark_rule().encode(
+                x=alt.X("low:Q", scale=alt.Scale(domain=[0, 1]), title="rate (95% interval)"),
+                x2="high:Q",
+            )
+            + base.mark_point(filled=True, size=60).encode(
+                x="value:Q", tooltip=["metric", "value", "k", "n"]
+            ),
+            width="stretch",
+        )
+    st.subheader("By group")
+    group = st.segmented_control(
+        "Group by",
+        ["split", "category", "slices", "evidence_state"],
+        default="split",
+        key="runs_group",
+    )
+    table = runmetrics.by_group(df, group or "split")
+    st.dataframe(table, hide_index=True, width="stretch")
+    st.subheader("Expected vs observed decision")
+    conf = runmetrics.confusion(df, list(tax.decisions))
+    long = conf.reset_index().melt(id_vars="gold", var_name="observed", value_name="cases")
+    st.altair_chart(
+        alt.Chart(long)
+        .mark_rect()
+        .encode(
+            x=alt.X("observed:N", sort=None),
+            y=alt.Y("gold:N", sort=None, title="expected"),
+            color=alt.Color("cases:Q", scale=alt.Scale(scheme="blues")),
+            tooltip=["gold", "observed", "cases"],
+        )
+        + alt.Chart(long)
+        .mark_text()
+        .encode(x=alt.X("observed:N", sort=None), y=alt.Y("gold:N", sort=None), text="cases:Q"),
+        width="stretch",
+    )
+    st.subheader("Metamorphic checks over counterfactual families")
+    meta = runmetrics.metamorphic_checks(df)
+    if meta.empty:
+        st.info("This run has no outputs on family variants.")
+    else:
+        st.dataframe(
+            meta,
+            hide_index=True,
+            width="stretch",
+            column_config={
+                "pass_rate": st.column_config.ProgressColumn(
+                    "pass rate", min_value=0.0, max_value=1.0, format="percent"
+                )
+            },
+        )
+        st.caption(
+            "Pass rate is over every repeat (never the best run); 'varying' counts "
+            "variants whose decision changed between repeats."
+        )
+    with st.expander("Outputs (text shown verbatim)"):
+        st.dataframe(
+            df[
+                [
+                    "key",
+                    "repeat",
+                    "gold",
+                    "decision",
+                    "score",
+                    "reason_code",
+                    "cited_doc_ids",
+                    "infra_error",
+                    "text",
+                ]
+            ],
+            hide_index=True,
+            width="stretch",
+        )
+
+with tab_cmp:
+    if len(runs) < 2:
+        st.info("Two runs are needed to compare.")
+    else:
+        names = list(by_name)
+        c1, c2 = st.columns(2)
+        a = c1.selectbox("Run A (before)", names, index=1, key="runs_a")
+        b = c2.selectbox("Run B (after)", names, index=0, key="runs_b")
+        da = evalruns.outputs_frame(engine, by_name[a].id, tax)
+        db = evalruns.outputs_frame(engine, by_name[b].id, tax)
+        boot = runmetrics.paired_bootstrap(da, db)
+        st.dataframe(
+            boot,
+            hide_index=True,
+            width="stretch",
+            column_config={
+                c: st.column_config.NumberColumn(c, format="%.3f")
+                for c in ("A", "B", "delta", "low", "high")
+            },
+        )
+        st.caption(
+            "Deltas are B − A over the cases both runs scored, with 95% paired "
+            "bootstrap intervals (cases resampled with replacement, 1,000 times)."
+        )
+        flips = runmetrics.decision_flips(da, db)
+        st.subheader(f"Decision flips ({len(flips)})")
+        if flips.empty:
+            st.info("No case changed its decision.")
+        else:
+            counts = flips["effect"].value_counts()
+            st.caption(
+                ", ".join(f"{k}: {v}" for k, v in counts.items())
+                + " (fixed = B matches the gold decision where A did not)"
+            )
+            st.dataframe(flips, hide_index=True, width="stretch")
