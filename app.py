@@ -178,6 +178,12 @@ def main() -> None:
         ],
         "Decide": [
             st.Page("pages/runs.py", title="Runs", icon=":material/play_circle:", url_path="runs"),
+            st.Page(
+                "pages/thresholds.py",
+                title="Thresholds",
+                icon=":material/tune:",
+                url_path="thresholds",
+            ),
         ],
     }
     if Role.admin in actor.roles:

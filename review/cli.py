@@ -233,5 +233,93 @@ def evaluate_cmd(
     )
 
 
+@main.command("gate")
+@click.option(
+    "--policy",
+    "policy_file",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="The no-answer policy YAML whose targets must hold.",
+)
+@click.option(
+    "--run",
+    "run_file",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Run outputs JSONL (as for import-run); joined to the gold labels here.",
+)
+@click.option(
+    "--split",
+    default="test",
+    show_default=True,
+    type=click.Choice(["test", "validation", "train", "all"]),
+)
+def gate_cmd(policy_file: Path, run_file: Path, split: str) -> None:
+    """Release gate for CI: print every target (both sides and slices); exit 1 if any fails.
+
+    The run is scored against the gold labels in the database without being stored.
+    """
+    import pandas as pd
+
+    from review import thresholds
+    from review.policy import load_policy
+
+    engine = _engine()
+    tax = load_taxonomy()
+    try:
+        policy = load_policy(policy_file)
+        with run_file.open(encoding="utf-8") as fh:
+            items = list(evalruns.iter_outputs(fh, str(run_file), tax))
+        frame = evalruns.score_outputs(engine, items, str(run_file), tax)
+        rows = thresholds.release_gate(policy, frame, split)
+    except (InputError, PolicyFileError, UnicodeDecodeError) as exc:
+        _fail(exc)
+        return
+    table = pd.DataFrame(
+        [
+            {
+                "target": r.target,
+                "scope": r.scope,
+                "rule": r.rule,
+                "value": "n/a" if r.value != r.value else f"{r.value:.3f}",
+                "result": "PASS" if r.passed else "FAIL",
+            }
+            for r in rows
+        ]
+    )
+    click.echo(table.to_string(index=False))
+    failed = sum(not r.passed for r in rows)
+    click.echo(f"\n{len(rows) - failed} target(s) met, {failed} failed")
+    sys.exit(1 if failed else 0)
+
+
+@main.command("verify-signoffs")
+def verify_signoffs_cmd() -> None:
+    """Check the hash chain of every sign-off; exit 1 if a row was altered or deleted."""
+    from review import signoff
+
+    problems = signoff.verify_chain(_engine())
+    if problems:
+        for p in problems:
+            click.echo(f"TAMPERED: {p}")
+        sys.exit(1)
+    click.echo("sign-off chain intact")
+
+
+@main.command("export-policy")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+def export_policy_cmd(file: Path) -> None:
+    """Write the approved no-answer policy with approved_on and its change record."""
+    from review import thresholds
+
+    try:
+        text = thresholds.export_approved(_engine())
+    except InputError as exc:
+        _fail(exc)
+        return
+    file.write_text(text, encoding="utf-8")
+    click.echo(f"approved policy written to {file}")
+
+
 if __name__ == "__main__":
     main()

@@ -258,6 +258,61 @@ def gold_subquery() -> Any:
     )
 
 
+def score_outputs(
+    engine: Engine, items: Sequence[tuple[int, OutputIn]], source: str, tax: Taxonomy
+) -> pd.DataFrame:
+    """Outputs read from a file, joined to their cases and gold labels without storing them
+    (for the CI release gate). Same columns as :func:`outputs_frame`."""
+    gold = gold_subquery()
+    keys = sorted({it.case for _, it in items})
+    with read_session(engine) as s:
+        rows = {
+            r.key: r
+            for r in s.execute(
+                select(
+                    Case.id,
+                    Case.key,
+                    Case.split,
+                    func.coalesce(gold.c.gold_decision, Case.expected_decision).label("gold"),
+                )
+                .outerjoin(gold, gold.c.case_id == Case.id)
+                .where(Case.key.in_(keys))
+            )
+        }
+        slices: dict[int, list[str]] = {}
+        ids = [r.id for r in rows.values()]
+        for cid, sl in s.execute(
+            select(CaseSlice.case_id, CaseSlice.slice).where(CaseSlice.case_id.in_(ids))
+        ):
+            slices.setdefault(cid, []).append(sl)
+    answering = tax.answering_decisions()
+    out = []
+    for line, it in items:
+        case = rows.get(it.case)
+        if case is None:
+            raise InputError(
+                f"{source}: line {line}: field case: {it.case!r} is not a case in the workbench"
+            )
+        out.append(
+            {
+                "case_id": case.id,
+                "key": case.key,
+                "split": case.split,
+                "gold": case.gold,
+                "decision": it.decision,
+                "score": it.score,
+                "infra": it.error is not None,
+                "answerable": case.gold in answering,
+                "answered": it.error is None and it.decision in answering,
+                "slices": tuple(sorted(slices.get(case.id, []))),
+                "repeat": it.repeat,
+            }
+        )
+    df = pd.DataFrame(out)
+    df["acceptable"] = df["answerable"]
+    return df
+
+
 def outputs_frame(engine: Engine, run_id: int, tax: Taxonomy) -> pd.DataFrame:
     """One row per output joined to its case and gold label (adjudication, else the case's
     expected decision), with ``answerable`` (gold decision answers) and ``answered``."""

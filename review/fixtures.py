@@ -12,7 +12,7 @@ from pathlib import Path
 
 from sqlalchemy import Engine, func, select
 
-from review import cases, corpus, evalruns, labeling, refpipeline
+from review import cases, corpus, evalruns, labeling, refpipeline, signoff, thresholds
 from review.identity import SYSTEM, Actor, Role
 from review.taxonomy import Taxonomy
 from storage.db import read_session, run_write
@@ -39,6 +39,7 @@ DEMO_USERS = (
     DemoUser("tom.becker@brightwave.example", "Tom Becker", ("annotator",), False),
     DemoUser("ravi.menon@brightwave.example", "Ravi Menon", ("reviewer", "annotator"), True),
     DemoUser("paula.kim@brightwave.example", "Paula Kim", ("product_owner",), False),
+    DemoUser("omar.haddad@brightwave.example", "Omar Haddad", ("product_owner",), False),
     DemoUser("chen.li@brightwave.example", "Chen Li", ("compliance",), True),
 )
 
@@ -56,6 +57,7 @@ class DemoReport:
     cases: int
     runs: int = 0
     labels: int = 0
+    policies: int = 0
 
 
 def is_empty(engine: Engine) -> bool:
@@ -109,7 +111,114 @@ def build_demo(engine: Engine, tax: Taxonomy) -> DemoReport:
             )
             runs += 1
     labels = build_demo_labels(engine, tax)
-    return DemoReport(users, doc_report.added, case_report.added, runs, labels)
+    policies = build_demo_policies(engine, tax)
+    return DemoReport(users, doc_report.added, case_report.added, runs, labels, policies)
+
+
+def _demo_actor(email: str) -> Actor:
+    u = next(x for x in DEMO_USERS if x.email == email)
+    return replace(
+        DEMO_ACTOR,
+        email=u.email,
+        name=u.name,
+        roles=frozenset(Role(r) for r in u.roles),
+        clearance=u.clearance,
+    )
+
+
+def build_demo_policies(engine: Engine, tax: Taxonomy) -> int:
+    """Policy history: version 1 (vector 0.50/0.60) and version 2 (the shipped file) signed by
+    a product owner and compliance, and a pending proposal to raise the vector thresholds."""
+    import re
+
+    from review.policy import default_policy_path, parse_policy, replace_thresholds
+
+    if signoff.versions(engine, thresholds.KIND):
+        return 0
+    paula = _demo_actor("paula.kim@brightwave.example")
+    omar = _demo_actor("omar.haddad@brightwave.example")
+    chen = _demo_actor("chen.li@brightwave.example")
+    shipped = default_policy_path().read_text(encoding="utf-8")
+    older = replace_thresholds(shipped, "vector", refuse_below=0.50, caveat_below=0.60)
+    older = re.sub(r"(?m)^version: 3$", "version: 2", older)
+    older = re.sub(r"(?ms)^  - version: 3\n.*?(?=^\S|\Z)", "", older)
+    run = next((r for r in evalruns.list_runs(engine) if r.name.startswith("reference")), None)
+    snap: dict[str, object] = {}
+    fingerprint = ""
+    case_ids: list[int] = []
+    if run is not None:
+        policy = parse_policy(shipped, "policy")
+        frame = thresholds.outcomes(engine, run.id, tax, policy, "vector")
+        a = thresholds.analyse(frame, policy, "vector", 0.50, 0.55)
+        snap, fingerprint, case_ids = a.snapshot(), a.fingerprint, a.case_ids
+    v1 = signoff.propose(
+        engine,
+        omar,
+        thresholds.KIND,
+        older,
+        "First policy for the vector index, from the launch golden set.",
+        tuned_on_split="validation",
+        snapshot=snap,
+    )
+    signoff.sign(
+        engine,
+        paula,
+        v1,
+        "approve",
+        note="Both sides within target on validation.",
+        data_fingerprint=fingerprint,
+        metrics_snapshot=snap,
+        lock_case_ids=case_ids,
+    )
+    signoff.sign(
+        engine,
+        chen,
+        v1,
+        "approve",
+        note="Refusal wording reviewed separately.",
+        data_fingerprint=fingerprint,
+        metrics_snapshot=snap,
+        lock_case_ids=case_ids,
+    )
+    v2 = signoff.propose(
+        engine,
+        paula,
+        thresholds.KIND,
+        shipped,
+        "Monthly review found unsupported answers on plan questions; raise the "
+        "vector refuse threshold to 0.55 and the caveat to 0.65.",
+        tuned_on_split="validation",
+        snapshot=snap,
+    )
+    signoff.sign(
+        engine,
+        omar,
+        v2,
+        "approve",
+        data_fingerprint=fingerprint,
+        metrics_snapshot=snap,
+        lock_case_ids=case_ids,
+    )
+    signoff.sign(
+        engine,
+        chen,
+        v2,
+        "approve",
+        data_fingerprint=fingerprint,
+        metrics_snapshot=snap,
+        lock_case_ids=case_ids,
+    )
+    thresholds.propose_thresholds(
+        engine,
+        paula,
+        "vector",
+        0.60,
+        0.68,
+        "Validation sweep: refusing below 0.60 fixes more unsupported answers than it adds "
+        "false refusals at the agreed 5:1 cost.",
+        tuned_on_split="validation",
+    )
+    return 3
 
 
 # Deterministic, realistic partial disagreement: Tom confuses abstain with clarify or partial

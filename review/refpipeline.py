@@ -3,11 +3,11 @@
 Two configurations ship so every evaluation view has real data:
 
 - ``reference``: scores each passage (paragraph, list item or table row) of the documents the
-  identity may see by the share of the question's content words it contains, prefers the
-  current version on ties, escalates restricted topics, and abstains below a support
-  threshold of 0.35.
-- ``naive``: the same retrieval with a threshold of 0.2 and no preference for the current
-  version, so it answers on weak or stale evidence (the known way it is worse).
+  identity may see by the share of the question's content words it contains, reported on a
+  cosine-like scale (0.33 + 0.67 x share, as the policy's vector mode expects), prefers the
+  current version on ties, escalates restricted topics, and abstains below 0.55.
+- ``naive``: the same retrieval refusing only below 0.46 and with no preference for the
+  current version, so it answers on weak or stale evidence (the known way it is worse).
 
 Both follow the pipeline contract of ``workbench evaluate``: they take the question, the
 visible documents and the identity, and return decision, text, citations and score.
@@ -43,6 +43,9 @@ RESTRICTED_TOPICS = (
     "salary",
     "medical",
 )
+
+
+COSINE_FLOOR = 0.33
 
 
 def content_words(text: str) -> set[str]:
@@ -110,7 +113,8 @@ def _answer(
         return (cover, date)
 
     best = max(cands, key=key)
-    score = round(key(best)[0], 4)
+    # report on a cosine-like scale (about 0.33 to 1), like the vector mode the policy knows
+    score = round(COSINE_FLOOR + (1 - COSINE_FLOOR) * key(best)[0], 4)
     if score < threshold:
         return {
             "decision": "abstain",
@@ -134,12 +138,12 @@ def _answer(
 def reference(
     question: str, documents: Sequence[PipelineDocument], identity: dict[str, Any]
 ) -> dict[str, Any]:
-    """The reference configuration (threshold 0.35, current versions preferred)."""
-    return _answer(question, documents, identity, threshold=0.35, prefer_current=True)
+    """The reference configuration (refuse below 0.55, current versions preferred)."""
+    return _answer(question, documents, identity, threshold=0.55, prefer_current=True)
 
 
 def naive(
     question: str, documents: Sequence[PipelineDocument], identity: dict[str, Any]
 ) -> dict[str, Any]:
-    """A worse configuration: threshold 0.2 and no preference for the current version."""
-    return _answer(question, documents, identity, threshold=0.2, prefer_current=False)
+    """A worse configuration: refuse below 0.46, no preference for the current version."""
+    return _answer(question, documents, identity, threshold=0.46, prefer_current=False)

@@ -90,6 +90,13 @@ def test_demo_forbidden_documents_match_identity_scopes(demo_engine: Engine) -> 
 
 def test_building_the_demo_twice_adds_nothing(demo_engine: Engine, tax: Taxonomy) -> None:
     again = fixtures.build_demo(demo_engine, tax)
-    assert (again.users, again.documents, again.cases, again.runs, again.labels) == (0,) * 5
+    assert (
+        again.users,
+        again.documents,
+        again.cases,
+        again.runs,
+        again.labels,
+        again.policies,
+    ) == (0,) * 6
     assert not fixtures.is_empty(demo_engine)
     assert corpus.count_documents(demo_engine, SYSTEM, corpus.DocFilter()) >= 25

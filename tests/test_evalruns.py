@@ -18,9 +18,14 @@ from tests.conftest import make_actor
 
 
 def out(**over: Any) -> str:
-    base: dict[str, Any] = {"case": "CASE-001", "decision": "answer", "score": 0.7,
-                            "text": "14 days.", "cited_ids": ["POL-REFUND-MONTHLY@2"],
-                            "repeat": 0}
+    base: dict[str, Any] = {
+        "case": "CASE-001",
+        "decision": "answer",
+        "score": 0.7,
+        "text": "14 days.",
+        "cited_ids": ["POL-REFUND-MONTHLY@2"],
+        "repeat": 0,
+    }
     base.update(over)
     return json.dumps(base)
 
@@ -45,8 +50,11 @@ def test_malformed_outputs_are_refused(tax: Taxonomy, line: str, expected: str) 
 
 
 def test_numbers_as_strings_and_errors_are_accepted(tax: Taxonomy) -> None:
-    items = list(evalruns.iter_outputs(
-        [out(score="0.25"), out(repeat=1, decision=None, error="timeout")], "r", tax))
+    items = list(
+        evalruns.iter_outputs(
+            [out(score="0.25"), out(repeat=1, decision=None, error="timeout")], "r", tax
+        )
+    )
     assert items[0][1].score == 0.25 and items[1][1].error == "timeout"
 
 
@@ -85,8 +93,9 @@ def test_infrastructure_failures_are_recorded_apart(
             time.sleep(0.5)
         return refpipeline.reference(question, docs, identity)
 
-    run_id = evalruns.execute(demo_engine, annotator, flaky, tax, name="flaky",
-                              system_version="t", timeout_s=0.2)
+    run_id = evalruns.execute(
+        demo_engine, annotator, flaky, tax, name="flaky", system_version="t", timeout_s=0.2
+    )
     df = evalruns.outputs_frame(demo_engine, run_id, tax)
     errors = df.loc[df["infra"], "infra_error"]
     assert errors.str.contains("raised RuntimeError: index unavailable").any()
@@ -99,8 +108,15 @@ def test_infrastructure_failures_are_recorded_apart(
 def test_repeats_and_reference_pipeline_behaviour(
     demo_engine: Engine, tax: Taxonomy, annotator: Actor
 ) -> None:
-    run_id = evalruns.execute(demo_engine, annotator, refpipeline.reference, tax,
-                              name="ref x2", system_version="ref", repeats=2)
+    run_id = evalruns.execute(
+        demo_engine,
+        annotator,
+        refpipeline.reference,
+        tax,
+        name="ref x2",
+        system_version="ref",
+        repeats=2,
+    )
     df = evalruns.outputs_frame(demo_engine, run_id, tax)
     assert set(df["repeat"]) == {0, 1}
     # deterministic: both repeats agree
@@ -108,11 +124,14 @@ def test_repeats_and_reference_pipeline_behaviour(
     assert (pivot[0] == pivot[1]).all()
     assert not df["infra"].any()
     # the naive configuration answers more unanswerable cases than the reference
-    naive_id = evalruns.execute(demo_engine, annotator, refpipeline.naive, tax,
-                                name="naive", system_version="naive")
+    naive_id = evalruns.execute(
+        demo_engine, annotator, refpipeline.naive, tax, name="naive", system_version="naive"
+    )
     nf = evalruns.outputs_frame(demo_engine, naive_id, tax)
     ref1 = df[df["repeat"] == 0]
-    assert (nf["answered"] & ~nf["answerable"]).sum() > (ref1["answered"] & ~ref1["answerable"]).sum()
+    assert (nf["answered"] & ~nf["answerable"]).sum() > (
+        ref1["answered"] & ~ref1["answerable"]
+    ).sum()
 
 
 def test_escalates_restricted_topics_and_abstains_without_evidence() -> None:

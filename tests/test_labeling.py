@@ -85,8 +85,14 @@ def test_label_validation(demo_engine: Engine, tax: Taxonomy) -> None:
     with pytest.raises(InputError, match="not one of"):
         labeling.submit(demo_engine, INES, case, labeling.LabelIn("refuse"), None, tax)
     with pytest.raises(InputError, match="unknown claim"):
-        labeling.submit(demo_engine, INES, case, labeling.LabelIn(
-            "answer", claim_verdicts=({"claim": 7, "verdict": "supported"},)), None, tax)
+        labeling.submit(
+            demo_engine,
+            INES,
+            case,
+            labeling.LabelIn("answer", claim_verdicts=({"claim": 7, "verdict": "supported"},)),
+            None,
+            tax,
+        )
     with pytest.raises(PermissionDenied):
         labeling.submit(demo_engine, make_actor("compliance"), case, ANSWER, None, tax)
 
@@ -129,12 +135,25 @@ def test_disagreements_go_to_adjudication_and_gold_is_kept(
         labeling.adjudicate(demo_engine, INES, case, "answer", [], "mine", tax)
     with pytest.raises(InputError, match="note is required"):
         labeling.adjudicate(demo_engine, RAVI, case, "answer", [], " ", tax)
-    labeling.adjudicate(demo_engine, RAVI, case, "abstain", ["no_answer_bearing_evidence"],
-                        "Clause 2.1 was removed in this variant.", tax)
+    labeling.adjudicate(
+        demo_engine,
+        RAVI,
+        case,
+        "abstain",
+        ["no_answer_bearing_evidence"],
+        "Clause 2.1 was removed in this variant.",
+        tax,
+    )
     assert case not in [c for c, _, _ in labeling.disagreements(demo_engine)]
-    labeling.adjudicate(demo_engine, RAVI, case, "abstain",
-                        ["no_answer_bearing_evidence", "required_claim_not_covered"],
-                        "Added the claim code.", tax)
+    labeling.adjudicate(
+        demo_engine,
+        RAVI,
+        case,
+        "abstain",
+        ["no_answer_bearing_evidence", "required_claim_not_covered"],
+        "Added the claim code.",
+        tax,
+    )
     gold = labeling.gold_history(demo_engine, case)
     assert len(gold) == 2 and gold[-1].reason_codes[-1] == "required_claim_not_covered"
 

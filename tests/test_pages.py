@@ -23,10 +23,20 @@ PAGES = [
     "pages/labeling.py",
     "pages/adjudication.py",
     "pages/runs.py",
+    "pages/thresholds.py",
     "pages/admin.py",
 ]
 TIMEOUT = 60
-TITLES = {"Overview", "Corpus", "Cases", "Admin", "Label", "Adjudicate", "Evaluation runs"}
+TITLES = {
+    "Overview",
+    "Corpus",
+    "Cases",
+    "Admin",
+    "Label",
+    "Adjudicate",
+    "Evaluation runs",
+    "Thresholds",
+}
 
 
 def app(
@@ -440,3 +450,58 @@ def test_runs_page_metrics_import_and_compare(
     assert any("imported" in s.value for s in at.success)
     # the compare tab computed deltas with intervals
     assert any("delta" in d.value.columns for d in at.dataframe)
+
+
+OMAR = "omar.haddad@brightwave.example"
+CHEN = "chen.li@brightwave.example"
+
+
+def test_thresholds_propose_then_two_other_people_approve(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from review import signoff, thresholds
+
+    # the demo's pending proposal: its author cannot sign it
+    pending = [v for v in signoff.versions(demo_engine, thresholds.KIND) if v.status == "pending"]
+    for v in pending:  # clear the demo proposal so this test drives a fresh one
+        signoff.sign(
+            demo_engine,
+            users.to_actor(users.get_by_email(demo_engine, CHEN)),  # type: ignore[arg-type]
+            v.id,
+            "reject",
+            note="superseded by the test's proposal",
+        )
+    at = app(demo_url, monkeypatch, OMAR).run()
+    at.switch_page("pages/thresholds.py").run()
+    no_exception(at)
+    assert any("What the change buys" in s.value for s in at.subheader)
+    at.slider(key="thr_proposed_vector").set_value(0.6).run()
+    no_exception(at)
+    # error path: no rationale
+    next(b for b in at.button if b.label == "Propose for sign-off").click().run()
+    assert any("rationale" in e.value for e in at.error)
+    next(t for t in at.text_area if t.label.startswith("Rationale")).input(
+        "Raise the vector refuse threshold: fewer unsupported answers on validation."
+    )
+    next(b for b in at.button if b.label == "Propose for sign-off").click().run()
+    no_exception(at)
+    assert any("Proposed as version" in s.value for s in at.success)
+    newest = signoff.versions(demo_engine, thresholds.KIND)[0]
+    assert newest.status == "pending" and newest.author == OMAR
+    assert "refuse_below: 0.6" in newest.yaml_text
+    # the author sees that someone else must sign
+    at = app(demo_url, monkeypatch, OMAR).run()
+    at.switch_page("pages/thresholds.py").run()
+    assert any("someone else must sign" in i.value for i in at.info)
+    # a product owner and compliance approve
+    for who in (PAULA, CHEN):
+        at = app(demo_url, monkeypatch, who).run()
+        at.switch_page("pages/thresholds.py").run()
+        no_exception(at)
+        next(b for b in at.button if b.label == "Approve").click().run()
+        no_exception(at)
+    done = signoff.get_version(demo_engine, newest.id)
+    assert done.status == "approved"
+    assert {s.role for s in done.signatures} == {"product_owner", "compliance"}
+    assert all(s.data_fingerprint and s.metrics_snapshot for s in done.signatures)
+    assert signoff.verify_chain(demo_engine) == []

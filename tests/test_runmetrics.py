@@ -15,31 +15,42 @@ def frame(rows: list[tuple[str, str, str | None, bool, str | None, list[str]]]) 
     answering = {"answer", "partial"}
     out = []
     for key, gold, decision, infra, reason, cited in rows:
-        out.append({
-            "key": key, "gold": gold, "decision": None if infra else decision,
-            "infra": infra, "reason_code": reason, "cited_doc_ids": cited,
-            "gold_reasons": ["no_answer_bearing_evidence"] if gold not in answering else [],
-            "answerable": gold in answering,
-            "answered": (decision in answering) and not infra,
-            "acceptable": gold in answering, "citations_valid": all(c.startswith("OK")
-                                                                    for c in cited),
-            "split": "test", "category": "x", "slices": ("entity_collision",),
-            "evidence_state": None, "repeat": 0,
-        })
+        out.append(
+            {
+                "key": key,
+                "gold": gold,
+                "decision": None if infra else decision,
+                "infra": infra,
+                "reason_code": reason,
+                "cited_doc_ids": cited,
+                "gold_reasons": ["no_answer_bearing_evidence"] if gold not in answering else [],
+                "answerable": gold in answering,
+                "answered": (decision in answering) and not infra,
+                "acceptable": gold in answering,
+                "citations_valid": all(c.startswith("OK") for c in cited),
+                "split": "test",
+                "category": "x",
+                "slices": ("entity_collision",),
+                "evidence_state": None,
+                "repeat": 0,
+            }
+        )
     return pd.DataFrame(out)
 
 
 # 8 cases: 4 answerable (gold answer), 4 unanswerable (gold abstain), 1 infra failure.
-HAND = frame([
-    ("A1", "answer", "answer", False, None, ["OK-1"]),        # correct answer
-    ("A2", "answer", "answer", False, None, ["BAD-9"]),       # correct, invalid citation
-    ("A3", "answer", "abstain", False, "no_answer_bearing_evidence", []),  # false refusal
-    ("A4", "answer", None, True, None, []),                   # infrastructure failure
-    ("U1", "abstain", "abstain", False, "no_answer_bearing_evidence", []),  # right code
-    ("U2", "abstain", "abstain", False, "evidence_stale", []),             # wrong code
-    ("U3", "abstain", "answer", False, None, ["OK-2"]),       # unsupported answer
-    ("U4", "abstain", "clarify", False, None, []),            # refusal without code
-])
+HAND = frame(
+    [
+        ("A1", "answer", "answer", False, None, ["OK-1"]),  # correct answer
+        ("A2", "answer", "answer", False, None, ["BAD-9"]),  # correct, invalid citation
+        ("A3", "answer", "abstain", False, "no_answer_bearing_evidence", []),  # false refusal
+        ("A4", "answer", None, True, None, []),  # infrastructure failure
+        ("U1", "abstain", "abstain", False, "no_answer_bearing_evidence", []),  # right code
+        ("U2", "abstain", "abstain", False, "evidence_stale", []),  # wrong code
+        ("U3", "abstain", "answer", False, None, ["OK-2"]),  # unsupported answer
+        ("U4", "abstain", "clarify", False, None, []),  # refusal without code
+    ]
+)
 
 
 def test_hand_worked_metrics() -> None:
@@ -59,7 +70,7 @@ def test_hand_worked_metrics() -> None:
     # CRAG: +1 +1 0 (A3) | 0 0 -1 0 -> 1 / 7
     assert m["crag_score"].value == pytest.approx(1 / 7)
     lo, hi = m["abstention_recall"].lo, m["abstention_recall"].hi
-    assert lo < 0.75 < hi and 0 <= lo and hi <= 1
+    assert lo < 0.75 < hi and lo >= 0 and hi <= 1
 
 
 def test_groups_and_confusion() -> None:
@@ -93,21 +104,43 @@ def _family(decisions: dict[str, list[str]]) -> pd.DataFrame:
     rows = []
     for state, ds in decisions.items():
         for rep, d in enumerate(ds):
-            rows.append({"key": f"F-{state}", "evidence_state": state, "decision": d,
-                         "gold": "answer" if state in ("present", "conflicted") else "abstain",
-                         "infra": False, "repeat": rep})
+            rows.append(
+                {
+                    "key": f"F-{state}",
+                    "evidence_state": state,
+                    "decision": d,
+                    "gold": "answer" if state in ("present", "conflicted") else "abstain",
+                    "infra": False,
+                    "repeat": rep,
+                }
+            )
     return pd.DataFrame(rows)
 
 
 def test_metamorphic_checks_pass_for_a_good_pipeline_and_fail_for_a_bad_one() -> None:
-    good = runmetrics.metamorphic_checks(_family({
-        "present": ["answer"] * 3, "removed": ["abstain"] * 3, "forbidden": ["abstain"] * 3,
-        "partial": ["clarify"] * 3, "conflicted": ["answer"] * 3}))
+    good = runmetrics.metamorphic_checks(
+        _family(
+            {
+                "present": ["answer"] * 3,
+                "removed": ["abstain"] * 3,
+                "forbidden": ["abstain"] * 3,
+                "partial": ["clarify"] * 3,
+                "conflicted": ["answer"] * 3,
+            }
+        )
+    )
     assert (good["pass_rate"] == 1.0).all() and (good["varying"] == 0).all()
-    bad = runmetrics.metamorphic_checks(_family({
-        "present": ["answer", "abstain", "answer"], "removed": ["answer"] * 3,
-        "forbidden": ["answer"] * 3, "partial": ["answer"] * 3,
-        "conflicted": ["abstain"] * 3})).set_index("check")
+    bad = runmetrics.metamorphic_checks(
+        _family(
+            {
+                "present": ["answer", "abstain", "answer"],
+                "removed": ["answer"] * 3,
+                "forbidden": ["answer"] * 3,
+                "partial": ["answer"] * 3,
+                "conflicted": ["abstain"] * 3,
+            }
+        )
+    ).set_index("check")
     assert bad.loc["Decisive evidence removed -> abstain or clarify", "pass_rate"] == 0.0
     present = bad.loc["Authoritative passage present -> answer"]
     assert math.isclose(present["pass_rate"], 2 / 3) and present["varying"] == 1

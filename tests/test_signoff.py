@@ -22,11 +22,15 @@ def _validate(t: str, source: str) -> object:
     return data
 
 
-signoff.register_kind(signoff.Kind(
-    KIND, "test policy", _validate,
-    canonical=lambda t: yaml.safe_dump(yaml.safe_load(t), sort_keys=True),
-    required_roles=lambda t, parent: frozenset({Role.product_owner, Role.compliance}),
-))
+signoff.register_kind(
+    signoff.Kind(
+        KIND,
+        "test policy",
+        _validate,
+        canonical=lambda t: yaml.safe_dump(yaml.safe_load(t), sort_keys=True),
+        required_roles=lambda t, parent: frozenset({Role.product_owner, Role.compliance}),
+    )
+)
 
 PO = make_actor("product_owner", "paula@example.org")
 PO2 = make_actor("product_owner", "pat@example.org")
@@ -41,8 +45,7 @@ def test_propose_then_both_roles_approve(any_engine: Engine) -> None:
         signoff.sign(any_engine, PO, vid, "approve")
     signoff.sign(any_engine, PO2, vid, "approve", metrics_snapshot={"risk": float("nan")})
     with pytest.raises(InputError, match="already on version"):
-        signoff.sign(any_engine, make_actor("product_owner", "third@example.org"), vid,
-                     "approve")
+        signoff.sign(any_engine, make_actor("product_owner", "third@example.org"), vid, "approve")
     assert signoff.get_version(any_engine, vid).status == "pending"
     signoff.sign(any_engine, COMP, vid, "approve", data_fingerprint="abc")
     v = signoff.get_version(any_engine, vid)
@@ -51,8 +54,9 @@ def test_propose_then_both_roles_approve(any_engine: Engine) -> None:
     assert v.signatures[0].metrics_snapshot == {"risk": None}
     assert signoff.verify_chain(any_engine) == []
     with pytest.raises(InputError, match="already approved"):
-        signoff.sign(any_engine, make_actor("compliance", "c2@example.org"), vid, "reject",
-                     note="late")
+        signoff.sign(
+            any_engine, make_actor("compliance", "c2@example.org"), vid, "reject", note="late"
+        )
     with pytest.raises(InputError, match="nothing changed"):
         signoff.propose(any_engine, PO2, KIND, "refuse_below:   0.5  # same\n", "again")
 
@@ -77,8 +81,15 @@ def test_test_split_tuning_needs_an_override_note(engine: Engine) -> None:
     vid = signoff.propose(engine, PO, KIND, "a: 2\n", "tuned", tuned_on_split="test")
     with pytest.raises(InputError, match="tuned on the test split"):
         signoff.sign(engine, COMP, vid, "approve")
-    vid2 = signoff.propose(engine, PO, KIND, "a: 3\n", "tuned", tuned_on_split="test",
-                           override_note="Regulator deadline; validation set too small.")
+    vid2 = signoff.propose(
+        engine,
+        PO,
+        KIND,
+        "a: 3\n",
+        "tuned",
+        tuned_on_split="test",
+        override_note="Regulator deadline; validation set too small.",
+    )
     signoff.sign(engine, COMP, vid2, "approve")
     assert signoff.get_version(engine, vid2).override_note is not None
 
@@ -112,14 +123,17 @@ def _three_signatures(engine: Engine) -> None:
     ("sql", "expected"),
     [
         ("update signoffs set note = 'edited' where id = 2", "sign-off 2: its content was altered"),
-        ("update signoffs set meaning = 'approve', role = 'compliance' where id = 1",
-         "sign-off 1: its content was altered"),
+        (
+            "update signoffs set meaning = 'approve', role = 'compliance' where id = 1",
+            "sign-off 1: its content was altered",
+        ),
         ("delete from signoffs where id = 2", "sign-off 3: does not follow"),
         ("delete from signoffs where id = 3", "rows were deleted or added"),
     ],
 )
-def test_verify_detects_altered_and_deleted_rows(any_engine: Engine, sql: str,
-                                                 expected: str) -> None:
+def test_verify_detects_altered_and_deleted_rows(
+    any_engine: Engine, sql: str, expected: str
+) -> None:
     _three_signatures(any_engine)
     with any_engine.begin() as c:
         c.execute(text(sql))

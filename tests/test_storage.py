@@ -188,10 +188,13 @@ def test_a_database_from_the_first_migration_upgrades_with_its_data(any_url: str
     cfg = alembic_config(eng)
     command.upgrade(cfg, "0001")
     with eng.begin() as c:
-        c.execute(text(
-            "insert into users (email, name, roles, clearance, active, version, created_at, "
-            "updated_at) values ('old@example.org', 'Old', '[\"admin\"]', true, true, 1, "
-            "'2025-01-01 00:00:00+00:00', '2025-01-01 00:00:00+00:00')"))
+        c.execute(
+            text(
+                "insert into users (email, name, roles, clearance, active, version, created_at, "
+                "updated_at) values ('old@example.org', 'Old', '[\"admin\"]', true, true, 1, "
+                "'2025-01-01 00:00:00+00:00', '2025-01-01 00:00:00+00:00')"
+            )
+        )
     command.upgrade(cfg, "head")
     with read_session(eng) as s:
         row = s.scalars(select(User)).one()

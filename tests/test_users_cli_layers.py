@@ -121,14 +121,25 @@ def test_cli_commands_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     r = run(main, ["export-cases", str(out)])
     assert r.exit_code == 0 and "1 case(s) exported" in r.output
     assert json.loads(out.read_text()) == case
-    r = run(main, ["evaluate", "--pipeline", "review.refpipeline:reference", "--name", "r1",
-                   "--repeats", "2"])
+    r = run(
+        main,
+        [
+            "evaluate",
+            "--pipeline",
+            "review.refpipeline:reference",
+            "--name",
+            "r1",
+            "--repeats",
+            "2",
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert "2 output(s) on 1 case(s), 0 infrastructure failure(s)" in r.output
     r = run(main, ["evaluate", "--pipeline", "review.nope:missing"])
     assert r.exit_code == 2 and "cannot load review.nope:missing" in r.output
     (tmp_path / "run.jsonl").write_text(
-        json.dumps({"case": "C1", "decision": "abstain", "score": 0.1}) + "\n", encoding="utf-8")
+        json.dumps({"case": "C1", "decision": "abstain", "score": 0.1}) + "\n", encoding="utf-8"
+    )
     r = run(main, ["import-run", str(tmp_path / "run.jsonl"), "--name", "imported"])
     assert r.exit_code == 0 and "imported (id 2) with 1 output(s)" in r.output
     r = run(main, ["import-run", str(tmp_path / "run.jsonl"), "--name", "imported"])

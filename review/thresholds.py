@@ -1,0 +1,365 @@
+"""Thresholds: calibrate the no-answer policy on outcomes, propose a change, sign it off.
+
+Outcomes come from evaluation runs on labeled cases (gold = adjudication, else the case's
+expected decision). Thresholds are chosen on the validation split and reported on the test
+split; a proposal tuned on the test split carries a flag that blocks approval without an
+override note.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import difflib
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import yaml
+from sqlalchemy import Engine
+
+from review import evalruns, signoff
+from review.charts import downsample
+from review.errors import InputError
+from review.gate import confidence, policy_threshold
+from review.identity import Actor, Role
+from review.policy import (
+    NoAnswerPolicy,
+    default_policy_path,
+    parse_policy,
+    record_change,
+    replace_thresholds,
+)
+from review.selective import (
+    aurc,
+    evaluate_targets,
+    metrics_by_slice,
+    operating_point,
+    risk_coverage,
+    sweep,
+)
+from review.taxonomy import Taxonomy
+
+KIND = "no_answer_policy"
+POLICY_ROLES = frozenset({Role.product_owner, Role.compliance})
+
+
+def _canonical(text: str) -> str:
+    """What a signature covers: the policy's meaning, without the approval date (the exported
+    copy gets approved_on filled in after signing)."""
+    policy = parse_policy(text, "policy")
+    data = policy.model_dump(mode="json")
+    data["approved_on"] = None
+    return yaml.safe_dump(data, sort_keys=True, allow_unicode=True, default_flow_style=False)
+
+
+signoff.register_kind(
+    signoff.Kind(
+        KIND,
+        "no-answer policy",
+        lambda text, source: parse_policy(text, source),
+        _canonical,
+        lambda text, parent: POLICY_ROLES,
+    )
+)
+
+
+@dataclass(frozen=True)
+class PolicyInForce:
+    policy: NoAnswerPolicy
+    text: str
+    version: signoff.VersionView | None  # None: the shipped file, not yet signed here
+
+
+def in_force(engine: Engine) -> PolicyInForce:
+    v = signoff.current_approved(engine, KIND)
+    if v is not None:
+        return PolicyInForce(
+            parse_policy(v.yaml_text, f"approved version {v.number}"), v.yaml_text, v
+        )
+    text = default_policy_path().read_text(encoding="utf-8")
+    return PolicyInForce(parse_policy(text, str(default_policy_path())), text, None)
+
+
+def outcomes(
+    engine: Engine, run_id: int, tax: Taxonomy, policy: NoAnswerPolicy, mode: str | None = None
+) -> pd.DataFrame:
+    """Scored outputs of a run as calibration outcomes: one row per case and repeat with
+    ``score`` (a confidence: higher answers), ``answerable``, ``acceptable``, ``split``,
+    ``slice`` (list) and the observed decision. Infrastructure failures and outputs without
+    a score (escalations decided before scoring) are left out."""
+    df = evalruns.outputs_frame(engine, run_id, tax)
+    if df.empty:
+        return df
+    df = df[~df["infra"] & df["score"].notna()].copy()
+    if mode is not None:
+        df = df[df["ranking_mode"].fillna(mode) == mode]
+    if df.empty:
+        return df
+    known = df["ranking_mode"].dropna()
+    used_mode = mode or (str(known.iloc[0]) if not known.empty else "vector")
+    df["raw_score"] = df["score"].astype(float)
+    df["score"] = confidence(policy, used_mode, df["raw_score"].to_numpy())
+    df["slice"] = [list(s) for s in df["slices"]]
+    df["mode"] = used_mode
+    return df.reset_index(drop=True)
+
+
+def modes_of_run(engine: Engine, run_id: int, tax: Taxonomy) -> list[str]:
+    df = evalruns.outputs_frame(engine, run_id, tax)
+    return sorted({str(m) for m in df["ranking_mode"].dropna()}) or ["vector"]
+
+
+def data_fingerprint(frame: pd.DataFrame) -> str:
+    """sha256 over the labeled data a figure was computed on (case, repeat, split, gold,
+    score), so a signature records exactly which outcomes it saw."""
+    if frame.empty:
+        return hashlib.sha256(b"").hexdigest()
+    cols = frame[["key", "repeat", "split", "gold", "raw_score"]].sort_values(["key", "repeat"])
+    payload = cols.to_csv(index=False, float_format="%.6g")
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def confidence_of(policy: NoAnswerPolicy, mode: str, raw: float | None) -> float:
+    """A raw threshold as the 'answer when confidence >= t' threshold of the sweep."""
+    if raw is None:
+        return float("-inf")
+    th = policy.thresholds_for(mode)
+    t = raw if th.higher_is_better else -raw
+    if th.inclusive:
+        # equal scores are refused: the smallest confidence strictly above t answers
+        return float(np.nextafter(t, np.inf))
+    return float(t)
+
+
+@dataclass(frozen=True)
+class Analysis:
+    mode: str
+    tuned_on: str
+    report_on: str
+    curve: pd.DataFrame
+    sweep: pd.DataFrame
+    aurc: float
+    points: dict[str, float]  # name -> confidence threshold
+    ops: pd.DataFrame  # operating points (current, proposed) x (tuning split, report split)
+    targets: pd.DataFrame  # proposed policy targets on the report split
+    flips: pd.DataFrame
+    n_tuning: int
+    n_report: int
+    fingerprint: str
+    case_ids: list[int]
+
+    def snapshot(self) -> dict[str, Any]:
+        """What a signer saw: operating points, targets, the sweep and the chart data."""
+        keep = [v for v in self.points.values() if np.isfinite(v)]
+        small = downsample(self.sweep, "threshold", max_points=120, keep=keep)
+        return {
+            "mode": self.mode,
+            "tuned_on": self.tuned_on,
+            "report_on": self.report_on,
+            "aurc": self.aurc,
+            "points": self.points,
+            "n_tuning": self.n_tuning,
+            "n_report": self.n_report,
+            "operating_points": self.ops.to_dict(orient="records"),
+            "targets": self.targets.to_dict(orient="records"),
+            "sweep": small.replace([np.inf, -np.inf], None).to_dict(orient="records"),
+            "flips": len(self.flips),
+        }
+
+
+def analyse(
+    frame: pd.DataFrame,
+    policy: NoAnswerPolicy,
+    mode: str,
+    current_raw: float | None,
+    proposed_raw: float | None,
+    tuned_on: str = "validation",
+    report_on: str = "test",
+) -> Analysis:
+    """Risk-coverage on the tuning split; current and proposed operating points on both
+    splits; the proposed policy's targets on the report split; decisions that flip."""
+    if frame.empty:
+        raise InputError("no scored outcomes in this run")
+    tune = frame[frame["split"] == tuned_on] if tuned_on != "all" else frame
+    report = frame[frame["split"] == report_on] if report_on != "all" else frame
+    if tune.empty:
+        raise InputError(f"the run has no scored outcomes on the {tuned_on} split")
+    costs = policy.costs
+    cur_t = confidence_of(policy, mode, current_raw)
+    new_t = confidence_of(policy, mode, proposed_raw)
+    curve = risk_coverage(tune["score"], tune["acceptable"])
+    rows = []
+    for name, t in (("current", cur_t), ("proposed", new_t)):
+        for split_name, part in ((tuned_on, tune), (report_on, report)):
+            if part.empty:
+                continue
+            op = operating_point(part, t, costs)
+            rows.append(
+                {
+                    "policy": name,
+                    "split": split_name,
+                    "threshold (raw)": current_raw if name == "current" else proposed_raw,
+                    **op,
+                }
+            )
+    ops = pd.DataFrame(rows)
+    target_rows: list[dict[str, Any]] = []
+    if not report.empty:
+        overall = operating_point(report, new_t, costs)
+        by_slice = metrics_by_slice(report, new_t, costs)
+        for r in evaluate_targets(policy, overall, by_slice):
+            target_rows.append(
+                {
+                    "target": r.name,
+                    "scope": r.scope,
+                    "metric": r.metric,
+                    "rule": f"{r.comparison} {r.bound:g}",
+                    "value": r.value,
+                    "passed": r.passed,
+                }
+            )
+    answered_before = frame["score"].to_numpy() >= cur_t
+    answered_after = frame["score"].to_numpy() >= new_t
+    flipped = answered_before != answered_after
+    flips = frame.loc[flipped, ["key", "repeat", "split", "gold", "raw_score"]].copy()
+    flips["before"] = np.where(answered_before[flipped], "answer", "refuse")
+    flips["after"] = np.where(answered_after[flipped], "answer", "refuse")
+    acceptable = frame["acceptable"].to_numpy()[flipped]
+    flips["effect"] = np.where(
+        flips["after"] == "answer",
+        np.where(acceptable, "fixes a false refusal", "breaks: unsupported answer"),
+        np.where(acceptable, "breaks: false refusal", "fixes an unsupported answer"),
+    )
+    used = (
+        frame[frame["split"].isin({tuned_on, report_on})]
+        if "all" not in (tuned_on, report_on)
+        else frame
+    )
+    return Analysis(
+        mode,
+        tuned_on,
+        report_on,
+        curve,
+        sweep(tune, costs),
+        aurc(curve),
+        {"current": cur_t, "proposed": new_t},
+        ops,
+        pd.DataFrame(target_rows),
+        flips,
+        len(tune),
+        len(report),
+        data_fingerprint(used),
+        sorted({int(c) for c in used["case_id"]}),
+    )
+
+
+def raw_threshold(policy: NoAnswerPolicy, mode: str, confidence_t: float) -> float:
+    return policy_threshold(policy, mode, confidence_t)
+
+
+def propose_thresholds(
+    engine: Engine,
+    actor: Actor,
+    mode: str,
+    refuse_below: float | None,
+    caveat_below: float | None,
+    rationale: str,
+    *,
+    tuned_on_split: str,
+    override_note: str | None = None,
+    snapshot: dict[str, Any] | None = None,
+) -> int:
+    """Write the proposal as the next policy version (YAML diffable against the one in
+    force) and store it for sign-off."""
+    base = in_force(engine)
+    text = replace_thresholds(base.text, mode, refuse_below=refuse_below, caveat_below=caveat_below)
+    summary = re.sub(r"\s+", " ", rationale.strip())[:200]
+    if not summary:
+        raise InputError("say why: a rationale is required for every change")
+    text = record_change(text, author=actor.email, summary=summary, on=dt.date.today())
+    return signoff.propose(
+        engine,
+        actor,
+        KIND,
+        text,
+        rationale,
+        tuned_on_split=tuned_on_split,
+        override_note=override_note,
+        snapshot=snapshot,
+    )
+
+
+def diff(old: str, new: str, old_name: str = "in force", new_name: str = "proposed") -> str:
+    return "".join(
+        difflib.unified_diff(
+            old.splitlines(keepends=True), new.splitlines(keepends=True), old_name, new_name
+        )
+    )
+
+
+def export_approved(engine: Engine) -> str:
+    """The approved policy as YAML with approved_on filled in from its signatures."""
+    v = signoff.current_approved(engine, KIND)
+    if v is None or v.approved_on is None:
+        raise InputError("no approved policy version in this workbench yet")
+    day = v.approved_on.date().isoformat()
+    text = v.yaml_text
+    if re.search(r"(?m)^approved_on:.*$", text):
+        return re.sub(r"(?m)^approved_on:.*$", f"approved_on: {day}", text, count=1)
+    return text.rstrip("\n") + f"\napproved_on: {day}\n"
+
+
+# ---------------------------------------------------------------------------------------
+# The release gate (CLI `workbench gate`)
+
+
+@dataclass(frozen=True)
+class GateRow:
+    target: str
+    scope: str
+    rule: str
+    value: float
+    passed: bool
+
+
+def observed_metrics(frame: pd.DataFrame) -> dict[str, float]:
+    """Rates of the decisions a run actually made (not a threshold sweep)."""
+    n = len(frame)
+    answerable = frame["answerable"].astype(bool)
+    answered = frame["answered"].astype(bool)
+    acceptable = frame["acceptable"].astype(bool)
+    n_ans = int(answerable.sum())
+    n_un = n - n_ans
+
+    def rate(k: int, d: int) -> float:
+        return k / d if d else float("nan")
+
+    return {
+        "answer_rate_answerable": rate(int((answered & answerable).sum()), n_ans),
+        "false_refusal_rate": rate(int((~answered & answerable).sum()), n_ans),
+        "abstention_recall": rate(int((~answered & ~answerable).sum()), n_un),
+        "unsupported_answer_rate": rate(int((answered & ~acceptable).sum()), n),
+        "coverage": rate(int(answered.sum()), n),
+        "selective_risk": rate(int((answered & ~acceptable).sum()), int(answered.sum())),
+    }
+
+
+def release_gate(policy: NoAnswerPolicy, frame: pd.DataFrame, split: str = "test") -> list[GateRow]:
+    """Every target of the policy (both sides, and the slice gates) on a run's decisions.
+    Infrastructure failures count as refusals here: a build that cannot answer fails."""
+    part = frame if split == "all" else frame[frame["split"] == split]
+    if part.empty:
+        raise InputError(f"the run has no outputs on the {split} split")
+    part = part.assign(answered=part["answered"] & ~part["infra"])
+    overall = observed_metrics(part)
+    exploded = part.assign(slice=[list(s) for s in part["slices"]]).explode("slice")
+    by_slice = {
+        str(k): observed_metrics(g) for k, g in exploded.dropna(subset=["slice"]).groupby("slice")
+    }
+    return [
+        GateRow(r.name, r.scope, f"{r.metric} {r.comparison} {r.bound:g}", r.value, r.passed)
+        for r in evaluate_targets(policy, overall, by_slice)
+    ]

@@ -1,0 +1,157 @@
+"""Thresholds service and the CI commands: gate exit codes, tamper detection, export."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+from sqlalchemy import Engine, text
+
+from review import evalruns, signoff, thresholds
+from review.cli import main
+from review.errors import InputError
+from review.taxonomy import Taxonomy
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _write_run(path: Path, rows: list[dict[str, object]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def keys(demo_engine: Engine, tax: Taxonomy) -> list[str]:
+    run = evalruns.list_runs(demo_engine)[0]
+    return list(evalruns.outputs_frame(demo_engine, run.id, tax)["key"])
+
+
+def _lenient_policy(tmp_path: Path) -> Path:
+    data = yaml.safe_load((ROOT / "policies" / "no-answer-policy.yaml").read_text())
+    data["targets"]["slice_gates"] = {}
+    p = tmp_path / "policy.yaml"
+    p.write_text(yaml.safe_dump(data), encoding="utf-8")
+    return p
+
+
+def test_gate_passes_a_perfect_run_and_fails_answer_all_and_refuse_all(
+    demo_url: str,
+    demo_engine: Engine,
+    tax: Taxonomy,
+    keys: list[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from review import cases
+
+    monkeypatch.setenv("WORKBENCH_DATABASE_URL", demo_url)
+    policy = _lenient_policy(tmp_path)
+    perfect = []
+    for k in keys:
+        c = cases.get_case(demo_engine, key=k)
+        assert c is not None
+        perfect.append({"case": k, "decision": c.expected_decision, "score": 0.9})
+    run = CliRunner().invoke
+    r = run(
+        main,
+        ["gate", "--policy", str(policy), "--run", str(_write_run(tmp_path / "p.jsonl", perfect))],
+    )
+    assert r.exit_code == 0, r.output
+    assert "4 target(s) met, 0 failed" in r.output
+    for name, decision in (("answer_all", "answer"), ("refuse_all", "abstain")):
+        rows = [{"case": k, "decision": decision, "score": 0.5} for k in keys]
+        r = run(
+            main,
+            [
+                "gate",
+                "--policy",
+                str(policy),
+                "--run",
+                str(_write_run(tmp_path / f"{name}.jsonl", rows)),
+            ],
+        )
+        assert r.exit_code == 1, (name, r.output)
+        assert "FAIL" in r.output
+    r = run(
+        main,
+        [
+            "gate",
+            "--policy",
+            str(policy),
+            "--run",
+            str(_write_run(tmp_path / "bad.jsonl", [{"case": "NOPE", "decision": "answer"}])),
+        ],
+    )
+    assert r.exit_code == 1 and "'NOPE' is not a case" in r.output
+
+
+def test_verify_signoffs_and_export(
+    demo_url: str, demo_engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WORKBENCH_DATABASE_URL", demo_url)
+    run = CliRunner().invoke
+    r = run(main, ["verify-signoffs"])
+    assert r.exit_code == 0 and "intact" in r.output
+    out = tmp_path / "approved.yaml"
+    r = run(main, ["export-policy", str(out)])
+    assert r.exit_code == 0
+    exported = yaml.safe_load(out.read_text())
+    assert exported["approved_on"] is not None
+    assert exported["change_record"][-1]["version"] == exported["version"]
+    with demo_engine.begin() as c:
+        c.execute(text("update signoffs set meaning = 'approve', note = 'forged' where id = 1"))
+    r = run(main, ["verify-signoffs"])
+    assert r.exit_code == 1 and "TAMPERED: sign-off 1: its content was altered" in r.output
+
+
+def test_analysis_points_flips_and_split_discipline(demo_engine: Engine, tax: Taxonomy) -> None:
+    pif = thresholds.in_force(demo_engine)
+    assert pif.version is not None and pif.version.status == "approved"
+    run = next(r for r in evalruns.list_runs(demo_engine) if r.name.startswith("reference"))
+    frame = thresholds.outcomes(demo_engine, run.id, tax, pif.policy, "vector")
+    same = thresholds.analyse(frame, pif.policy, "vector", 0.55, 0.55)
+    assert same.flips.empty
+    stricter = thresholds.analyse(frame, pif.policy, "vector", 0.55, 0.70)
+    assert not stricter.flips.empty and set(stricter.flips["after"]) == {"refuse"}
+    ops = stricter.ops.set_index(["policy", "split"])
+    assert (
+        ops.loc[("proposed", "validation"), "coverage"]
+        <= ops.loc[("current", "validation"), "coverage"]
+    )
+    assert set(stricter.ops["split"]) == {"validation", "test"}
+    snap = stricter.snapshot()
+    json.dumps(snap)  # storable
+    assert snap["tuned_on"] == "validation" and snap["report_on"] == "test"
+    with pytest.raises(InputError, match="no scored outcomes on the holdout split"):
+        thresholds.analyse(frame, pif.policy, "vector", 0.55, 0.6, tuned_on="holdout")
+
+
+def test_proposal_diff_and_export_of_the_new_version(demo_engine: Engine) -> None:
+    from tests.conftest import make_actor
+
+    omar = make_actor("product_owner", "omar.haddad@brightwave.example")
+    paula = make_actor("product_owner", "paula.kim@brightwave.example")
+    chen = make_actor("compliance", "chen.li@brightwave.example")
+    for v in signoff.versions(demo_engine, thresholds.KIND):
+        if v.status == "pending":
+            signoff.sign(demo_engine, chen, v.id, "reject", note="clearing the demo proposal")
+    vid = thresholds.propose_thresholds(
+        demo_engine,
+        omar,
+        "vector",
+        0.62,
+        0.7,
+        "Fewer unsupported answers.",
+        tuned_on_split="validation",
+    )
+    v = signoff.get_version(demo_engine, vid)
+    d = thresholds.diff(thresholds.in_force(demo_engine).text, v.yaml_text)
+    assert "-    refuse_below: 0.55" in d and "+    refuse_below: 0.62" in d
+    assert "+    author: omar.haddad@brightwave.example" in d
+    signoff.sign(demo_engine, paula, vid, "approve")
+    signoff.sign(demo_engine, chen, vid, "approve")
+    assert thresholds.in_force(demo_engine).policy.thresholds_for("vector").refuse_below == 0.62
+    assert "approved_on: 20" in thresholds.export_approved(demo_engine)
