@@ -369,3 +369,238 @@ class EvalOutput(Base):
     cited_doc_ids: Mapped[list[Any]] = mapped_column(default=list)
     infra_error: Mapped[str | None] = mapped_column(Text)
     versions: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+
+# --- production traces -------------------------------------------------------------------
+
+
+class TraceImport(Base):
+    __tablename__ = "trace_imports"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    source: Mapped[str] = mapped_column(String(500))
+    format: Mapped[str] = mapped_column(String(40))
+    status: Mapped[str] = mapped_column(String(20), default="running")
+    added: Mapped[int] = mapped_column(Integer, default=0)
+    skipped: Mapped[int] = mapped_column(Integer, default=0)
+    rejected: Mapped[int] = mapped_column(Integer, default=0)
+    redactions: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    rejects_file: Mapped[str | None] = mapped_column(String(500))
+    message: Mapped[str] = mapped_column(Text, default="")
+    actor: Mapped[str] = mapped_column(String(320))
+    started_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    finished_at: Mapped[dt.datetime | None] = mapped_column()
+
+
+class Trace(Base):
+    """One production request, in the canonical trace schema (see review.traceformats)."""
+
+    __tablename__ = "traces"
+    __table_args__ = (
+        Index("ix_traces_at_decision", "at", "decision"),
+        Index("ix_traces_decision_reason", "decision", "reason_code"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    trace_id: Mapped[str] = mapped_column(String(200), unique=True)
+    at: Mapped[dt.datetime] = mapped_column(index=True)
+    query: Mapped[str] = mapped_column(Text, default="")
+    rewritten_query: Mapped[str | None] = mapped_column(Text)
+    user_role: Mapped[str | None] = mapped_column(String(120))
+    identity_scopes: Mapped[list[Any]] = mapped_column(default=list)
+    context_sent: Mapped[str] = mapped_column(Text, default="")
+    ranking_mode: Mapped[str | None] = mapped_column(String(40))
+    hits_after_filter: Mapped[int | None] = mapped_column(Integer)
+    top_score: Mapped[float | None] = mapped_column()
+    answerable: Mapped[bool | None] = mapped_column(Boolean)
+    ambiguous: Mapped[bool | None] = mapped_column(Boolean)
+    ungrounded: Mapped[bool | None] = mapped_column(Boolean)
+    decision: Mapped[str | None] = mapped_column(String(40))
+    reason_code: Mapped[str | None] = mapped_column(String(60))
+    answer_text: Mapped[str] = mapped_column(Text, default="")
+    citations: Mapped[list[Any]] = mapped_column(default=list)
+    feedback: Mapped[str | None] = mapped_column(String(60), index=True)
+    versions: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    attributes: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    policy_version: Mapped[str | None] = mapped_column(String(200), index=True)
+    model_version: Mapped[str | None] = mapped_column(String(200))
+    language: Mapped[str | None] = mapped_column(String(20))
+    customer_tier: Mapped[str | None] = mapped_column(String(60))
+    document_type: Mapped[str | None] = mapped_column(String(60))
+    restricted: Mapped[bool] = mapped_column(Boolean, default=False, index=True)
+    redactions: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    import_id: Mapped[int | None] = mapped_column(
+        ForeignKey("trace_imports.id", ondelete="SET NULL"), index=True
+    )
+    imported_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+
+class TraceChunk(Base):
+    __tablename__ = "trace_chunks"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    trace_pk: Mapped[int] = mapped_column(ForeignKey("traces.id", ondelete="CASCADE"), index=True)
+    chunk_id: Mapped[str] = mapped_column(String(300))
+    doc_id: Mapped[str | None] = mapped_column(String(120), index=True)
+    doc_version: Mapped[int | None] = mapped_column(Integer)
+    rank: Mapped[int | None] = mapped_column(Integer)
+    score: Mapped[float | None] = mapped_column()
+    text: Mapped[str] = mapped_column(Text, default="")
+    filtered: Mapped[bool] = mapped_column(Boolean, default=False)
+    effective_date: Mapped[dt.date | None] = mapped_column(Date)
+
+
+# --- audit sampling and verdicts ---------------------------------------------------------
+
+
+class SamplingPlan(Base):
+    __tablename__ = "sampling_plans"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    population_filter: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    strata: Mapped[list[Any]] = mapped_column(default=list)
+    allocation: Mapped[str] = mapped_column(String(20))
+    explicit_sizes: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    total: Mapped[int] = mapped_column(Integer)
+    seed: Mapped[int] = mapped_column(Integer)
+    population: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    fingerprint: Mapped[str] = mapped_column(String(100))
+    overlap: Mapped[int] = mapped_column(Integer, default=1)
+    status: Mapped[str] = mapped_column(String(20), default="open")
+    created_by: Mapped[str] = mapped_column(String(320))
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+
+class AuditItem(Base):
+    __tablename__ = "audit_items"
+    __table_args__ = (UniqueConstraint("plan_id", "trace_pk"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    plan_id: Mapped[int] = mapped_column(
+        ForeignKey("sampling_plans.id", ondelete="CASCADE"), index=True
+    )
+    trace_pk: Mapped[int] = mapped_column(ForeignKey("traces.id", ondelete="CASCADE"), index=True)
+    stratum: Mapped[str] = mapped_column(String(300))
+    position: Mapped[int] = mapped_column(Integer)
+    reserved_by: Mapped[str | None] = mapped_column(String(320))
+    reserved_until: Mapped[dt.datetime | None] = mapped_column()
+
+
+class AuditVerdict(Base):
+    """A reviewer's verdict on an audit item. Append-only; the newest per reviewer counts."""
+
+    __tablename__ = "audit_verdicts"
+    __table_args__ = (Index("ix_audit_verdicts_item_reviewer", "item_id", "reviewer", "id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    item_id: Mapped[int] = mapped_column(ForeignKey("audit_items.id", ondelete="CASCADE"))
+    reviewer: Mapped[str] = mapped_column(String(320))
+    verdict: Mapped[str] = mapped_column(String(40))
+    stages: Mapped[list[Any]] = mapped_column(default=list)
+    notes: Mapped[str] = mapped_column(Text, default="")
+    claims: Mapped[list[Any]] = mapped_column(default=list)
+    replaces_id: Mapped[int | None] = mapped_column(
+        ForeignKey("audit_verdicts.id", ondelete="SET NULL")
+    )
+    promoted_case_id: Mapped[int | None] = mapped_column(
+        ForeignKey("cases.id", ondelete="SET NULL")
+    )
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+
+# --- case builder provenance -------------------------------------------------------------
+
+
+class CaseEdit(Base):
+    """A recorded controlled edit: which operator made which derived document or case."""
+
+    __tablename__ = "case_edits"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    case_id: Mapped[int | None] = mapped_column(
+        ForeignKey("cases.id", ondelete="CASCADE"), index=True
+    )
+    document_id: Mapped[int | None] = mapped_column(
+        ForeignKey("documents.id", ondelete="SET NULL"), index=True
+    )
+    operator: Mapped[str] = mapped_column(String(60))
+    params: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    source_doc_key: Mapped[str] = mapped_column(String(120))
+    source_version: Mapped[int] = mapped_column(Integer)
+    span_start: Mapped[int] = mapped_column(Integer)
+    span_end: Mapped[int] = mapped_column(Integer)
+    before: Mapped[str] = mapped_column(Text)
+    after: Mapped[str] = mapped_column(Text)
+    record: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    author: Mapped[str] = mapped_column(String(320))
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+
+class CaseSuggestion(Base):
+    """An operator's suggested label, kept apart from labels until an expert confirms it."""
+
+    __tablename__ = "case_suggestions"
+
+    case_id: Mapped[int] = mapped_column(
+        ForeignKey("cases.id", ondelete="CASCADE"), primary_key=True
+    )
+    decision: Mapped[str] = mapped_column(String(40))
+    reason_codes: Mapped[list[Any]] = mapped_column(default=list)
+    source: Mapped[str] = mapped_column(String(120))
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    confirmed_by: Mapped[str | None] = mapped_column(String(320))
+    confirmed_at: Mapped[dt.datetime | None] = mapped_column()
+
+
+# --- monthly review ----------------------------------------------------------------------
+
+
+class ReviewSession(Base):
+    __tablename__ = "review_sessions"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    month: Mapped[str] = mapped_column(String(7), unique=True)
+    status: Mapped[str] = mapped_column(String(20), default="open")
+    attendees: Mapped[list[Any]] = mapped_column(default=list)
+    validation: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    summary: Mapped[str] = mapped_column(Text, default="")
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    created_by: Mapped[str] = mapped_column(String(320))
+    updated_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    updated_by: Mapped[str | None] = mapped_column(String(320))
+    closed_at: Mapped[dt.datetime | None] = mapped_column()
+    closed_by: Mapped[str | None] = mapped_column(String(320))
+
+
+class ReviewFinding(Base):
+    __tablename__ = "review_findings"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    session_id: Mapped[int] = mapped_column(
+        ForeignKey("review_sessions.id", ondelete="CASCADE"), index=True
+    )
+    text: Mapped[str] = mapped_column(Text)
+    severity: Mapped[str] = mapped_column(String(20))
+    links: Mapped[list[Any]] = mapped_column(default=list)
+    carried_from_id: Mapped[int | None] = mapped_column(
+        ForeignKey("review_findings.id", ondelete="SET NULL")
+    )
+    created_by: Mapped[str] = mapped_column(String(320))
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+
+class ReviewAction(Base):
+    __tablename__ = "review_actions"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    session_id: Mapped[int] = mapped_column(
+        ForeignKey("review_sessions.id", ondelete="CASCADE"), index=True
+    )
+    text: Mapped[str] = mapped_column(Text)
+    owner_role: Mapped[str] = mapped_column(String(40))
+    due_date: Mapped[dt.date | None] = mapped_column(Date)
+    status: Mapped[str] = mapped_column(String(20), default="open")
+    created_by: Mapped[str] = mapped_column(String(320))
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
