@@ -170,6 +170,12 @@ def main() -> None:
         "Labels": [
             st.Page("pages/labeling.py", title="Label", icon=":material/label:", url_path="label"),
             st.Page(
+                "pages/agreement.py",
+                title="Agreement",
+                icon=":material/handshake:",
+                url_path="agreement",
+            ),
+            st.Page(
                 "pages/adjudication.py",
                 title="Adjudicate",
                 icon=":material/gavel:",

@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from pages import ui
-from review import cases
+from review import cases, splits
 from review.errors import InputError, PermissionDenied, StaleWriteError
 from review.identity import Permission
 
@@ -389,6 +389,57 @@ if can_edit:
                 st.query_params["case"] = str(new_id)
                 st.session_state["cases_flash"] = "Case created."
                 st.rerun()
+
+if can_edit:
+    with st.expander("Assign train / validation / test splits"):
+        last = splits.last_assignment(engine)
+        st.caption(
+            "Stratified by expected decision and slice, reproducible from the seed. Cases whose "
+            "split a threshold sign-off relied on never move."
+            + (
+                f" Last assignment: seed {last['seed']} by {last['by']} at {last['at'][:16]}, "
+                f"{last['moved']} case(s) moved."
+                if last
+                else ""
+            )
+        )
+        c1, c2 = st.columns(2)
+        seed = int(
+            c1.number_input(
+                "Seed",
+                min_value=0,
+                value=int(last["seed"]) if last else 7,
+                step=1,
+                key="cases_split_seed",
+            )
+        )
+        keep = c2.toggle(
+            "Keep every case where it is (only place new cases)", value=True, key="cases_split_keep"
+        )
+        try:
+            sp = splits.plan(engine, seed, keep_existing=keep)
+        except InputError as exc:
+            st.info(str(exc))
+        else:
+            st.dataframe(sp.counts, width="stretch")
+            st.caption(
+                f"{len(sp.moves)} case(s) would change split; "
+                f"{int(sp.cases['locked'].sum())} locked case(s) stay put."
+            )
+            if len(sp.moves):
+                st.dataframe(
+                    sp.moves,
+                    hide_index=True,
+                    width="stretch",
+                    height=ui.table_height(len(sp.moves), 10),
+                )
+            if st.button("Apply this assignment", disabled=sp.moves.empty):
+                try:
+                    n = splits.apply(engine, actor, seed, keep_existing=keep)
+                except (InputError, PermissionDenied) as exc:
+                    st.error(str(exc))
+                else:
+                    st.success(f"{n} case(s) moved; seed {seed} recorded.")
 
 total = cases.count_cases(engine, flt)
 page = ui.paginate(total, "cases")

@@ -22,6 +22,7 @@ PAGES = [
     "pages/cases.py",
     "pages/labeling.py",
     "pages/adjudication.py",
+    "pages/agreement.py",
     "pages/runs.py",
     "pages/thresholds.py",
     "pages/admin.py",
@@ -29,6 +30,7 @@ PAGES = [
 TIMEOUT = 60
 TITLES = {
     "Overview",
+    "Agreement",
     "Corpus",
     "Cases",
     "Admin",
@@ -505,3 +507,23 @@ def test_thresholds_propose_then_two_other_people_approve(
     assert {s.role for s in done.signatures} == {"product_owner", "compliance"}
     assert all(s.data_fingerprint and s.metrics_snapshot for s in done.signatures)
     assert signoff.verify_chain(demo_engine) == []
+
+
+def test_agreement_page_matches_the_statistics_and_filters(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from review import agreement, labeling
+
+    at = app(demo_url, monkeypatch, RAVI).run()
+    at.switch_page("pages/agreement.py").run()
+    no_exception(at)
+    shown = at.dataframe[0].value
+    expected = agreement.agreement_table(labeling.labels_frame(demo_engine), "decision",
+                                         item="case_id", value="decision")
+    alpha_shown = shown[shown["scope"] == "all"]["krippendorff_alpha"].iloc[0]
+    alpha_expected = expected[expected["scope"] == "all"]["krippendorff_alpha"].iloc[0]
+    assert alpha_shown == pytest.approx(alpha_expected)
+    assert 0 < alpha_expected < 1  # realistic partial disagreement in the demo
+    at.selectbox(key="agr_slice").set_value("temporal_mismatch").run()
+    no_exception(at)
+    assert any("case(s)" in c.value for c in at.caption)
