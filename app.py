@@ -156,36 +156,45 @@ def main() -> None:
     pages: dict[str, list[Any]] = {
         "Workbench": [
             st.Page(
-                "pages/overview.py",
+                "pages/overview_page.py",
                 title="Overview",
                 icon=":material/home:",
                 url_path="overview",
                 default=True,
             ),
             st.Page(
-                "pages/corpus.py", title="Corpus", icon=":material/description:", url_path="corpus"
+                "pages/corpus_page.py",
+                title="Corpus",
+                icon=":material/description:",
+                url_path="corpus",
             ),
-            st.Page("pages/cases.py", title="Cases", icon=":material/science:", url_path="cases"),
+            st.Page(
+                "pages/cases_page.py", title="Cases", icon=":material/science:", url_path="cases"
+            ),
         ],
         "Labels": [
-            st.Page("pages/labeling.py", title="Label", icon=":material/label:", url_path="label"),
             st.Page(
-                "pages/agreement.py",
+                "pages/labeling_page.py", title="Label", icon=":material/label:", url_path="label"
+            ),
+            st.Page(
+                "pages/agreement_page.py",
                 title="Agreement",
                 icon=":material/handshake:",
                 url_path="agreement",
             ),
             st.Page(
-                "pages/adjudication.py",
+                "pages/adjudication_page.py",
                 title="Adjudicate",
                 icon=":material/gavel:",
                 url_path="adjudicate",
             ),
         ],
         "Decide": [
-            st.Page("pages/runs.py", title="Runs", icon=":material/play_circle:", url_path="runs"),
             st.Page(
-                "pages/thresholds.py",
+                "pages/runs_page.py", title="Runs", icon=":material/play_circle:", url_path="runs"
+            ),
+            st.Page(
+                "pages/thresholds_page.py",
                 title="Thresholds",
                 icon=":material/tune:",
                 url_path="thresholds",
@@ -195,7 +204,7 @@ def main() -> None:
     if Role.admin in actor.roles:
         pages["Workbench"].append(
             st.Page(
-                "pages/admin.py",
+                "pages/admin_page.py",
                 title="Admin",
                 icon=":material/admin_panel_settings:",
                 url_path="admin",

@@ -17,15 +17,15 @@ from tests.test_corpus import GOOD
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [
-    "pages/overview.py",
-    "pages/corpus.py",
-    "pages/cases.py",
-    "pages/labeling.py",
-    "pages/adjudication.py",
-    "pages/agreement.py",
-    "pages/runs.py",
-    "pages/thresholds.py",
-    "pages/admin.py",
+    "pages/overview_page.py",
+    "pages/corpus_page.py",
+    "pages/cases_page.py",
+    "pages/labeling_page.py",
+    "pages/adjudication_page.py",
+    "pages/agreement_page.py",
+    "pages/runs_page.py",
+    "pages/thresholds_page.py",
+    "pages/admin_page.py",
 ]
 TIMEOUT = 60
 TITLES = {
@@ -137,14 +137,14 @@ def test_admin_page_is_only_registered_for_admins(
     no_exception(at)
     assert at.session_state[ACTOR_KEY].email == INES
     with pytest.raises(ValueError, match="Could not find a navigation page"):
-        at.switch_page("pages/admin.py")
+        at.switch_page("pages/admin_page.py")
 
 
 def test_admin_adds_a_user_and_refuses_a_bad_one(
     demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     at = app(demo_url, monkeypatch, ADA).run()
-    at.switch_page("pages/admin.py").run()
+    at.switch_page("pages/admin_page.py").run()
     form = at.get("form")
     assert form
     at.text_input(key=None) if False else None
@@ -168,7 +168,7 @@ def test_admin_role_change_is_refused_when_someone_saved_first(
     demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     at = app(demo_url, monkeypatch, ADA).run()
-    at.switch_page("pages/admin.py").run()
+    at.switch_page("pages/admin_page.py").run()
     tom = users.get_by_email(demo_engine, "tom.becker@brightwave.example")
     assert tom is not None
     at.selectbox(key="admin_pick").set_value(tom.id).run()
@@ -192,7 +192,7 @@ def test_corpus_search_open_and_new_version(
     demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     at = app(demo_url, monkeypatch, INES).run()
-    at.switch_page("pages/corpus.py").run()
+    at.switch_page("pages/corpus_page.py").run()
     assert at.dataframe
     at.text_input(key="corpus_q").input("refund").run()
     no_exception(at)
@@ -200,7 +200,7 @@ def test_corpus_search_open_and_new_version(
     assert rows
     target = rows[0]
     at2 = app(demo_url, monkeypatch, INES, doc=str(target.id)).run()
-    at2.switch_page("pages/corpus.py").run()
+    at2.switch_page("pages/corpus_page.py").run()
     no_exception(at2)
     assert any(target.ref in s.value for s in at2.subheader)
     body_texts = " ".join(t.value for t in at2.text)
@@ -224,7 +224,7 @@ def test_corpus_upload_lands_whole_or_reports_the_line(
     empty_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     at = app(empty_url, monkeypatch).run()
-    at.switch_page("pages/corpus.py").run()
+    at.switch_page("pages/corpus_page.py").run()
     bad = GOOD.replace("POL-REFUND", "OTHER").replace("jurisdiction: EU", "jurisdiction: Mars")
     at.file_uploader[0].set_value(
         [("a.md", GOOD.encode(), "text/markdown"), ("b.md", bad.encode(), "text/markdown")]
@@ -248,7 +248,7 @@ def test_cases_filter_open_create_and_edit(
     demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     at = app(demo_url, monkeypatch, INES).run()
-    at.switch_page("pages/cases.py").run()
+    at.switch_page("pages/cases_page.py").run()
     no_exception(at)
     at.selectbox(key="cases_decision").set_value("escalate").run()
     no_exception(at)
@@ -272,7 +272,7 @@ def test_case_deep_link_edit_and_stale_edit(
 ) -> None:
     first = cases.list_cases(demo_engine, cases.CaseFilter(status="ready"), page_size=1)[0]
     at = app(demo_url, monkeypatch, INES, case=str(first.id)).run()
-    at.switch_page("pages/cases.py").run()
+    at.switch_page("pages/cases_page.py").run()
     no_exception(at)
     assert any(first.key in s.value for s in at.subheader)
     assert any(first.question == t.value for t in at.text)
@@ -308,7 +308,7 @@ def test_product_owner_cannot_edit_cases(
 ) -> None:
     first = cases.list_cases(demo_engine, cases.CaseFilter(), page_size=1)[0]
     at = app(demo_url, monkeypatch, PAULA, case=str(first.id)).run()
-    at.switch_page("pages/cases.py").run()
+    at.switch_page("pages/cases_page.py").run()
     no_exception(at)
     assert not [b for b in at.button if b.label == "Edit this case"]
 
@@ -328,7 +328,7 @@ def test_cases_upload_lands_whole_or_reports_the_line(
     demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     at = app(demo_url, monkeypatch, INES).run()
-    at.switch_page("pages/cases.py").run()
+    at.switch_page("pages/cases_page.py").run()
     good = cases.get_case(demo_engine, key="CASE-001")
     assert good is not None
     record = {**good.record, "key": "CASE-NEW-1"}
@@ -350,7 +350,7 @@ def test_admin_changes_roles(
     demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     at = app(demo_url, monkeypatch, ADA).run()
-    at.switch_page("pages/admin.py").run()
+    at.switch_page("pages/admin_page.py").run()
     tom = users.get_by_email(demo_engine, "tom.becker@brightwave.example")
     assert tom is not None
     at.selectbox(key="admin_pick").set_value(tom.id).run()
@@ -373,10 +373,10 @@ def test_label_page_next_case_blind_submit_and_errors(
     from review import labeling
 
     at = app(demo_url, monkeypatch, PAULA).run()
-    at.switch_page("pages/labeling.py").run()
+    at.switch_page("pages/labeling_page.py").run()
     assert "for annotators" in at.info[0].value
     at = app(demo_url, monkeypatch, INES).run()
-    at.switch_page("pages/labeling.py").run()
+    at.switch_page("pages/labeling_page.py").run()
     no_exception(at)
     next(b for b in at.button if b.label.startswith("Start labeling")).click().run()
     no_exception(at)
@@ -417,7 +417,7 @@ def test_adjudication_page_sets_gold(
     queue = labeling.disagreements(demo_engine)
     assert queue, "the demo has disagreements to adjudicate"
     at = app(demo_url, monkeypatch, RAVI).run()
-    at.switch_page("pages/adjudication.py").run()
+    at.switch_page("pages/adjudication_page.py").run()
     no_exception(at)
     assert any(queue[0][1] in s.value for s in at.subheader)
     next(b for b in at.button if b.label == "Set gold label").click().run()
@@ -433,7 +433,7 @@ def test_runs_page_metrics_import_and_compare(
     demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     at = app(demo_url, monkeypatch, INES).run()
-    at.switch_page("pages/runs.py").run()
+    at.switch_page("pages/runs_page.py").run()
     no_exception(at)
     metrics = next(d.value for d in at.dataframe if "metric" in d.value.columns)
     assert "Abstention recall" in set(metrics["metric"])
@@ -474,7 +474,7 @@ def test_thresholds_propose_then_two_other_people_approve(
             note="superseded by the test's proposal",
         )
     at = app(demo_url, monkeypatch, OMAR).run()
-    at.switch_page("pages/thresholds.py").run()
+    at.switch_page("pages/thresholds_page.py").run()
     no_exception(at)
     assert any("What the change buys" in s.value for s in at.subheader)
     at.slider(key="thr_proposed_vector").set_value(0.6).run()
@@ -493,12 +493,12 @@ def test_thresholds_propose_then_two_other_people_approve(
     assert "refuse_below: 0.6" in newest.yaml_text
     # the author sees that someone else must sign
     at = app(demo_url, monkeypatch, OMAR).run()
-    at.switch_page("pages/thresholds.py").run()
+    at.switch_page("pages/thresholds_page.py").run()
     assert any("someone else must sign" in i.value for i in at.info)
     # a product owner and compliance approve
     for who in (PAULA, CHEN):
         at = app(demo_url, monkeypatch, who).run()
-        at.switch_page("pages/thresholds.py").run()
+        at.switch_page("pages/thresholds_page.py").run()
         no_exception(at)
         next(b for b in at.button if b.label == "Approve").click().run()
         no_exception(at)
@@ -515,11 +515,12 @@ def test_agreement_page_matches_the_statistics_and_filters(
     from review import agreement, labeling
 
     at = app(demo_url, monkeypatch, RAVI).run()
-    at.switch_page("pages/agreement.py").run()
+    at.switch_page("pages/agreement_page.py").run()
     no_exception(at)
     shown = at.dataframe[0].value
-    expected = agreement.agreement_table(labeling.labels_frame(demo_engine), "decision",
-                                         item="case_id", value="decision")
+    expected = agreement.agreement_table(
+        labeling.labels_frame(demo_engine), "decision", item="case_id", value="decision"
+    )
     alpha_shown = shown[shown["scope"] == "all"]["krippendorff_alpha"].iloc[0]
     alpha_expected = expected[expected["scope"] == "all"]["krippendorff_alpha"].iloc[0]
     assert alpha_shown == pytest.approx(alpha_expected)

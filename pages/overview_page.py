@@ -38,7 +38,7 @@ for item in ov.attention:
     with st.container(border=True):
         st.write(item.text)
         st.page_link(
-            f"pages/{item.page}.py",
+            f"pages/{item.page}_page.py",
             label=f"Open {item.page.title()}",
             icon=":material/arrow_forward:",
             query_params=item.params or None,
