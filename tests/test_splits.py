@@ -42,8 +42,10 @@ def test_locked_cases_never_move_and_the_seed_is_recorded(demo_engine: Engine) -
     assert n == len(p.moves) > 0
     rec = splits.last_assignment(demo_engine)
     assert rec is not None and rec["seed"] == 99 and rec["by"] == INES.email
-    after = {r.id: r.split for r in cases.list_cases(demo_engine, cases.CaseFilter(status="ready"),
-                                                     page_size=500)}
+    after = {
+        r.id: r.split
+        for r in cases.list_cases(demo_engine, cases.CaseFilter(status="ready"), page_size=500)
+    }
     for m in p.moves.itertuples():
         assert after[m.case_id] == m.proposed
     with pytest.raises(PermissionDenied):
