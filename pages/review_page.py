@@ -1,0 +1,253 @@
+"""Monthly review: the month's signals, audit and decisions; findings, actions; the report."""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import zipfile
+
+import pandas as pd
+import streamlit as st
+
+from pages import ui
+from review import evalruns, reviews, users, wordingservice
+from review.errors import InputError, PermissionDenied, StaleWriteError
+from review.identity import Role
+
+engine = ui.engine()
+actor = ui.actor()
+tax = ui.tax()
+can_write = any(r in actor.roles for r in reviews.REVIEW_ROLES)
+
+st.title("Monthly review")
+sessions = reviews.list_sessions(engine)
+months = [s.month for s in sessions]
+today = dt.date.today()
+this_month = f"{today.year:04d}-{today.month:02d}"
+c1, c2 = st.columns([2, 1])
+picked = c1.selectbox(
+    "Review",
+    months,
+    index=0 if months else None,
+    key="rev_month",
+    format_func=lambda m: f"{m} · {next(s.status for s in sessions if s.month == m)}",
+    placeholder="No reviews yet",
+)
+if can_write:
+    with c2.form("rev_open"):
+        new_month = st.text_input("Open the review of month (YYYY-MM)", this_month)
+        if st.form_submit_button("Open review"):
+            try:
+                reviews.open_session(engine, actor, new_month.strip())
+            except (InputError, PermissionDenied) as exc:
+                st.error(str(exc))
+            else:
+                st.session_state["rev_month"] = new_month.strip()
+                st.rerun()
+if picked is None:
+    st.info(
+        "No monthly review yet. Open one for a month to gather its alerts, audits, "
+        "release gate and policy changes in one record."
+    )
+    st.stop()
+
+view = reviews.get_session(engine, picked)
+assert view is not None
+ctx = reviews.month_context(engine, tax, picked)
+if view.closed:
+    st.info(f"Closed by {view.closed_by} on {view.closed_at:%Y-%m-%d %H:%M}: read-only.")
+writable = can_write and not view.closed
+
+tab_month, tab_record, tab_validate, tab_report = st.tabs(
+    ["The month", "Findings and actions", "Validation check", "Report"]
+)
+
+with tab_month:
+    sections = {title: df for title, df in reviews.report_sections(view, ctx)}
+    month_titles = [t for t in sections if t.startswith("Release gate")]
+    month_titles += [t for t, _ in ctx.extra_sections] + ["Policy and wording changes"]
+    for title in month_titles:
+        st.subheader(title)
+        df = sections[title]
+        if df.empty:
+            st.caption("(none)")
+        else:
+            st.dataframe(df, hide_index=True, width="stretch")
+    for title, chart in ctx.charts:
+        st.subheader(title)
+        st.altair_chart(chart, width="stretch")
+
+with tab_record:
+    people = users.list_users(engine, include_inactive=False)
+    emails = [u.email for u in people]
+    if writable:
+        with st.form(f"rev_people_{view.id}"):
+            attendees = st.multiselect(
+                "Attendees", emails, default=[a for a in view.attendees if a in emails]
+            )
+            summary = st.text_area("Summary", view.summary)
+            if st.form_submit_button("Save attendees and summary"):
+                try:
+                    reviews.update_session(
+                        engine, actor, view.id, view.version, attendees=attendees, summary=summary
+                    )
+                except (InputError, StaleWriteError, PermissionDenied) as exc:
+                    st.error(str(exc))
+                else:
+                    st.rerun()
+    else:
+        st.caption("Attendees: " + (", ".join(view.attendees) or "—"))
+        ui.text(view.summary or "—", label="Summary")
+    st.subheader("Findings")
+    if view.findings:
+        st.dataframe(
+            pd.DataFrame(
+                [
+                    {
+                        "id": f.id,
+                        "severity": f.severity,
+                        "finding": f.text,
+                        "links": ", ".join(f"{x['kind']}:{x['ref']}" for x in f.links),
+                        "carried from": f.carried_from_id or "",
+                        "by": f.created_by,
+                    }
+                    for f in view.findings
+                ]
+            ),
+            hide_index=True,
+            width="stretch",
+        )
+        if can_write:
+            c1, c2 = st.columns([2, 1])
+            fid = c1.selectbox(
+                "Carry a finding into the next month",
+                [f.id for f in view.findings],
+                key="rev_carry",
+            )
+            if c2.button("Carry into next month"):
+                try:
+                    reviews.carry_finding(engine, actor, int(fid))
+                except (InputError, PermissionDenied) as exc:
+                    st.error(str(exc))
+                else:
+                    st.success(f"Carried into {reviews.next_month(view.month)}.")
+    else:
+        st.caption("(no findings yet)")
+    if writable:
+        with st.form(f"rev_finding_{view.id}", clear_on_submit=True):
+            text = st.text_area("Finding")
+            sev = st.selectbox("Severity", reviews.SEVERITIES, index=1)
+            links = st.text_area(
+                "Links, one per line as kind:reference (kinds: "
+                + ", ".join(reviews.LINK_KINDS)
+                + "), e.g. case:CASE-005"
+            )
+            if st.form_submit_button("Add finding"):
+                parsed = []
+                for line in links.splitlines():
+                    if line.strip():
+                        kind, _, ref = line.partition(":")
+                        parsed.append({"kind": kind.strip(), "ref": ref.strip()})
+                try:
+                    reviews.add_finding(engine, actor, view.id, text, sev, parsed)
+                except (InputError, PermissionDenied) as exc:
+                    st.error(str(exc))
+                else:
+                    st.rerun()
+    st.subheader("Actions")
+    if view.actions:
+        st.dataframe(
+            pd.DataFrame(
+                [
+                    {
+                        "action": a.text,
+                        "owner role": a.owner_role,
+                        "due": a.due_date,
+                        "status": a.status,
+                    }
+                    for a in view.actions
+                ]
+            ),
+            hide_index=True,
+            width="stretch",
+        )
+    else:
+        st.caption("(no actions yet)")
+    if writable:
+        with st.form(f"rev_action_{view.id}", clear_on_submit=True):
+            text = st.text_input("Action")
+            c1, c2 = st.columns(2)
+            role = c1.selectbox("Owner role", [r.value for r in Role])
+            due = c2.date_input("Due date", today + dt.timedelta(days=30))
+            if st.form_submit_button("Add action"):
+                try:
+                    reviews.add_action(engine, actor, view.id, text, role, due)
+                except (InputError, PermissionDenied) as exc:
+                    st.error(str(exc))
+                else:
+                    st.rerun()
+
+with tab_validate:
+    st.caption(
+        "The policy's dry-run rules on chosen cases: the share of answerable cases "
+        "answered (with or without caveat) and of unanswerable cases given their "
+        "expected behaviour, against the policy's targets; whether every refusal "
+        "carries a reason and uses approved wording. The result is stored with the "
+        "review."
+    )
+    if view.validation:
+        st.dataframe(
+            pd.DataFrame([{"check": k, "value": str(v)} for k, v in view.validation.items()]),
+            hide_index=True,
+            width="stretch",
+        )
+    runs = evalruns.list_runs(engine)
+    if writable and runs:
+        with st.form(f"rev_validate_{view.id}"):
+            c1, c2 = st.columns(2)
+            run_name = c1.selectbox("Run", [r.name for r in runs])
+            split = c2.selectbox("Cases", ["validation", "test", "train", "all"])
+            go = st.form_submit_button("Run and store the validation check")
+        if go:
+            run = next(r for r in runs if r.name == run_name)
+            wif = wordingservice.in_force(engine)
+            templates = [m.text for k, m in wif.wording.messages.items() if k != "C1"]
+            try:
+                result = reviews.run_validation(engine, tax, run.id, split, templates)
+                reviews.store_validation(engine, actor, view.id, result)
+            except (InputError, PermissionDenied) as exc:
+                st.error(str(exc))
+            else:
+                st.rerun()
+    if writable:
+        st.divider()
+        if st.button("Close this review (it becomes read-only)", type="primary"):
+            try:
+                reviews.close_session(engine, actor, view.id, view.version)
+            except (InputError, StaleWriteError, PermissionDenied) as exc:
+                st.error(str(exc))
+            else:
+                st.rerun()
+
+with tab_report:
+    html_text = reviews.export_html(view, ctx)
+    st.download_button(
+        "Download the report (self-contained HTML)",
+        html_text,
+        file_name=f"monthly-review-{view.month}.html",
+        mime="text/html",
+    )
+    md, images = reviews.export_markdown(view, ctx)
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr(f"monthly-review-{view.month}.md", md)
+        for name, data in images.items():
+            z.writestr(name, data)
+    st.download_button(
+        "Download Markdown with PNG charts (zip)",
+        buf.getvalue(),
+        file_name=f"monthly-review-{view.month}.zip",
+        mime="application/zip",
+    )
+    st.caption("Both files come from the same data; the HTML opens without any network access.")
+    st.code(md, language=None)
