@@ -171,6 +171,12 @@ def main() -> None:
             st.Page(
                 "pages/cases_page.py", title="Cases", icon=":material/science:", url_path="cases"
             ),
+            st.Page(
+                "pages/builder_page.py",
+                title="Case builder",
+                icon=":material/construction:",
+                url_path="builder",
+            ),
         ],
         "Labels": [
             st.Page(
@@ -198,6 +204,12 @@ def main() -> None:
                 title="Thresholds",
                 icon=":material/tune:",
                 url_path="thresholds",
+            ),
+            st.Page(
+                "pages/wording_page.py",
+                title="Wording",
+                icon=":material/speaker_notes:",
+                url_path="wording",
             ),
         ],
     }

@@ -29,6 +29,9 @@ actor = ui.actor()
 DRAFT = "wd_draft"  # message key -> {"text": ..., "description": ...}
 BASE = "wd_base"  # id of the version the draft started from (None: the shipped file)
 PAGE_SIZE = 25
+CARET_WIDTH = 72  # characters per line of the caret view
+DIFF_LEGEND = "Word diff: [-removed-] {+added+}"
+ASK_BEFORE = 20_000  # unchecked refusal texts above which the production check waits for a click
 
 st.title("Wording")
 try:
@@ -77,7 +80,7 @@ def show_findings(text: str, findings: list[Finding], what: str) -> None:
         st.success(f"Lint: no findings in the {what}.")
         return
     st.warning(f"Lint: {len(findings)} finding(s) in the {what}.")
-    st.code(wsvc.caret_lines(text, findings), language=None)
+    st.code(wsvc.caret_lines(text, findings, width=CARET_WIDTH), language=None)
     st.dataframe(
         wsvc.findings_frame(text, findings),
         hide_index=True,
@@ -268,7 +271,8 @@ def sign_tab() -> None:
     for v in pend:
         r = wsvc.review_version(engine, v.id, terms, reveal_restricted=actor.clearance)
         with st.container(border=True):
-            st.subheader(f"Version {v.number} · proposed by {v.author}")
+            st.subheader(f"Version {v.number}")
+            st.caption(f"Proposed by {v.author} on {v.created_at:%Y-%m-%d %H:%M} UTC")
             ui.text(v.rationale, label="Rationale")
             st.caption(
                 f"Compared with {r.parent_label}. {r.compliance_reason} Still needed: "
@@ -277,6 +281,7 @@ def sign_tab() -> None:
             )
             if r.stale_parent:
                 st.error(r.stale_parent)
+            st.caption(DIFF_LEGEND)
             for c in r.changes:
                 if c.status == "unchanged":
                     continue
@@ -285,7 +290,7 @@ def sign_tab() -> None:
                     + (f" ({', '.join(c.fields)})" if c.fields else "")
                     + (" · compliance signs this key" if c.needs_compliance else "")
                 )
-                st.code(c.diff or "(empty)", language=None)
+                st.code(c.diff or "(empty)", language=None, wrap_lines=True)
                 if c.new_text:
                     try:
                         ui.text(preview(c.new_text), label="Preview with example values")
@@ -305,7 +310,10 @@ def sign_tab() -> None:
                 for key, fs in r.findings.items():
                     if fs:
                         st.caption(f"{key}")
-                        st.code(wsvc.caret_lines(r.wording.messages[key].text, fs), language=None)
+                        st.code(
+                            wsvc.caret_lines(r.wording.messages[key].text, fs, width=CARET_WIDTH),
+                            language=None,
+                        )
                         st.dataframe(
                             wsvc.findings_frame(r.wording.messages[key].text, fs),
                             hide_index=True,
@@ -401,9 +409,11 @@ def compare_tab() -> None:
     if not changed and not wsvc.setting_changes(old, new):
         st.info("The two wordings say the same thing.")
     st.dataframe(wsvc.compare_frame(changes), hide_index=True, width="stretch")
+    if changed:
+        st.caption(DIFF_LEGEND)
     for c in changed:
         st.caption(f"{c.key} · {c.status}" + (f" ({', '.join(c.fields)})" if c.fields else ""))
-        st.code(c.diff or "(empty)", language=None)
+        st.code(c.diff or "(empty)", language=None, wrap_lines=True)
     settings = wsvc.setting_changes(old, new, reveal_restricted=actor.clearance)
     if settings:
         st.dataframe(
@@ -483,6 +493,17 @@ with tab_hist:
 
 # ---------------------------------------------------------------------------------------
 def production_tab() -> None:
+    todo = wsvc.unchecked_count(engine)
+    if todo > ASK_BEFORE and not st.session_state.get("wd_prod_go"):
+        st.info(
+            f"{todo:,} refusal texts have not been checked with the wording in force yet. The "
+            "first check lints them all (a few thousand a second); later checks only look at "
+            "traces imported since."
+        )
+        if st.button("Check them now", key="wd_prod_run"):
+            st.session_state["wd_prod_go"] = True
+            st.rerun()
+        return
     s = wsvc.production_counts(engine, actor)
     if s.checked == 0 and s.hidden_restricted == 0:
         st.info(
@@ -535,7 +556,7 @@ def production_tab() -> None:
     by_id = {r.trace_id: r for r in result.rows}
     pick = st.selectbox("Open a trace of this page", list(by_id), key="wd_prod_trace")
     row = by_id[pick]
-    st.caption(
+    st.text(  # the trace id comes from the imported file: text, not markdown
         f"{row.trace_id} · {row.at:%Y-%m-%d %H:%M} UTC · decision {row.decision or '—'}"
         + (f" ({row.reason_code})" if row.reason_code else "")
         + (f" · checked as {row.key}" if row.key else "")

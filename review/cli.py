@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 from sqlalchemy import Engine
 
-from review import cases, corpus, evalruns, fixtures, users
+from review import cases, corpus, evalruns, exchange, fixtures, users
 from review.errors import InputError, PermissionDenied, PolicyFileError
 from review.identity import SYSTEM, Actor
 from review.taxonomy import load_taxonomy
@@ -68,7 +68,8 @@ def seed_demo(if_empty: bool) -> None:
         return
     click.echo(
         f"demo loaded: {report.users} users, {report.documents} document versions, "
-        f"{report.cases} cases, {report.runs} evaluation runs, {report.labels} labels"
+        f"{report.cases} cases, {report.runs} evaluation runs, {report.labels} labels, "
+        f"{report.variants} case-builder variants"
     )
 
 
@@ -109,18 +110,28 @@ def import_cases_cmd(file: Path) -> None:
 @main.command("export-cases")
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--status", default=None, help="Only cases with this status (draft, ready, ...).")
-def export_cases_cmd(file: Path, status: str | None) -> None:
-    """Export cases as canonical JSONL ('-' for standard output)."""
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(exchange.FORMATS),
+    default="canonical",
+    show_default=True,
+    help="canonical JSONL (exact round trip), ragas (single-turn samples, JSONL) or "
+    "deepeval (goldens, JSON).",
+)
+def export_cases_cmd(file: Path, status: str | None, fmt: str) -> None:
+    """Export cases as canonical JSONL, a Ragas dataset or DeepEval goldens ('-' for stdout)."""
     engine = _engine()
     flt = cases.CaseFilter(status=status)
+    tax = load_taxonomy()
     if str(file) == "-":
-        n = cases.export_cases(engine, sys.stdout, flt)
+        report = exchange.export(engine, sys.stdout, fmt, tax, flt)
     else:
         tmp = file.with_suffix(file.suffix + ".partial")
         with tmp.open("w", encoding="utf-8") as fh:
-            n = cases.export_cases(engine, fh, flt)
+            report = exchange.export(engine, fh, fmt, tax, flt)
         tmp.replace(file)
-    click.echo(f"{n} case(s) exported", err=str(file) == "-")
+    click.echo(report.summary(), err=str(file) == "-")
 
 
 @main.command("add-user")
@@ -319,6 +330,58 @@ def export_policy_cmd(file: Path) -> None:
         return
     file.write_text(text, encoding="utf-8")
     click.echo(f"approved policy written to {file}")
+
+
+@main.command("lint-wording")
+@click.argument(
+    "file", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path)
+)
+def lint_wording_cmd(file: Path | None) -> None:
+    """Validate a refusal wording file and lint every message (default: the wording in force).
+
+    Restricted titles and document ids come from the corpus. Exits 1 on any finding."""
+    from review import wordingservice
+    from review.wording import parse_wording
+
+    engine = _engine()
+    try:
+        if file is None:
+            ws = wordingservice.in_force(engine).wording
+        else:
+            ws = parse_wording(file.read_text(encoding="utf-8"), str(file))
+    except (InputError, PolicyFileError) as exc:
+        _fail(exc)
+        return
+    lines = wordingservice.lint_report(ws, wordingservice.corpus_terms(engine))
+    for line in lines:
+        click.echo(line)
+    click.echo(f"{len(ws.messages)} message(s), {len(lines)} lint finding(s)")
+    sys.exit(1 if lines else 0)
+
+
+@main.command("wording-check")
+@click.option("--rule", default=None, help="Only traces that trip this wording rule.")
+@click.option("--limit", default=20, show_default=True, help="Offending traces to list.")
+def wording_check_cmd(rule: str | None, limit: int) -> None:
+    """Lint the refusal texts of imported traces with the wording in force.
+
+    Prints counts per rule and the newest offending traces (ids and rules, never the text)."""
+    from review import wordingservice
+
+    engine = _engine()
+    try:
+        page = wordingservice.production_findings(engine, _cli_actor(), 1, limit, rule=rule)
+    except InputError as exc:
+        _fail(exc)
+        return
+    s = page.summary
+    click.echo(f"{s.checked} refusal text(s) checked, {s.offending} with findings")
+    for name, n in s.per_rule.items():
+        click.echo(f"  {name}: {n}")
+    for row in page.rows:
+        click.echo(
+            f"{row.trace_id}\t{row.at:%Y-%m-%d %H:%M}\t{row.decision}\t{', '.join(row.rules)}"
+        )
 
 
 if __name__ == "__main__":

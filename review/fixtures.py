@@ -12,7 +12,17 @@ from pathlib import Path
 
 from sqlalchemy import Engine, func, select
 
-from review import cases, corpus, evalruns, labeling, refpipeline, signoff, thresholds
+from review import (
+    builder,
+    cases,
+    corpus,
+    evalruns,
+    labeling,
+    refpipeline,
+    signoff,
+    thresholds,
+    wordingservice,
+)
 from review.identity import SYSTEM, Actor, Role
 from review.taxonomy import Taxonomy
 from storage.db import read_session, run_write
@@ -58,6 +68,7 @@ class DemoReport:
     runs: int = 0
     labels: int = 0
     policies: int = 0
+    variants: int = 0
 
 
 def is_empty(engine: Engine) -> bool:
@@ -67,7 +78,7 @@ def is_empty(engine: Engine) -> bool:
         )
 
 
-def build_demo(engine: Engine, tax: Taxonomy) -> DemoReport:
+def build_demo(engine: Engine, tax: Taxonomy, *, variants: bool = True) -> DemoReport:
     """Load the demo users, documents and cases. Idempotent: existing rows are kept."""
 
     def add_users(s: object) -> int:
@@ -112,7 +123,9 @@ def build_demo(engine: Engine, tax: Taxonomy) -> DemoReport:
             runs += 1
     labels = build_demo_labels(engine, tax)
     policies = build_demo_policies(engine, tax)
-    return DemoReport(users, doc_report.added, case_report.added, runs, labels, policies)
+    made = builder.build_demo_variants(engine, tax) if variants else 0
+    wordingservice.build_demo_wording(engine, tax)
+    return DemoReport(users, doc_report.added, case_report.added, runs, labels, policies, made)
 
 
 def _demo_actor(email: str) -> Actor:

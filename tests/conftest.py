@@ -51,6 +51,25 @@ def demo_template(tmp_path_factory: pytest.TempPathFactory, tax: Taxonomy) -> Pa
     return path
 
 
+@pytest.fixture(scope="session")
+def demo_base_template(tmp_path_factory: pytest.TempPathFactory, tax: Taxonomy) -> Path:
+    """The demo without the case-builder variants (for tests that build their own)."""
+    path = tmp_path_factory.mktemp("demo_base") / "demo.db"
+    eng = make_engine(f"sqlite:///{path}")
+    migrate(eng)
+    fixtures.build_demo(eng, tax, variants=False)
+    with eng.connect() as c:
+        c.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    eng.dispose()
+    return path
+
+
+def copy_db(template: Path, tmp_path: Path) -> str:
+    target = tmp_path / "demo.db"
+    shutil.copy(template, target)
+    return f"sqlite:///{target}"
+
+
 @pytest.fixture
 def demo_url(tmp_path: Path, demo_template: Path) -> str:
     target = tmp_path / "demo.db"

@@ -23,14 +23,17 @@ PAGES = [
     "pages/labeling_page.py",
     "pages/adjudication_page.py",
     "pages/agreement_page.py",
+    "pages/builder_page.py",
     "pages/runs_page.py",
     "pages/thresholds_page.py",
+    "pages/wording_page.py",
     "pages/admin_page.py",
 ]
 TIMEOUT = 60
 TITLES = {
     "Overview",
     "Agreement",
+    "Case builder",
     "Corpus",
     "Cases",
     "Admin",
@@ -38,6 +41,7 @@ TITLES = {
     "Adjudicate",
     "Evaluation runs",
     "Thresholds",
+    "Wording",
 }
 
 

@@ -15,69 +15,122 @@ from review.taxonomy import Taxonomy
 from tests.conftest import make_actor
 
 RAVI = make_actor("reviewer", "ravi.menon@brightwave.example")
-TEMPLATES = ["The documents available to you do not establish this. Could you share {missing_item}?",
-             "I have passed this to {role}."]
+TEMPLATES = [
+    "The documents available to you do not establish this. Could you share {missing_item}?",
+    "I have passed this to {role}.",
+]
 
 
 def frame(rows: list[tuple[str, str, str | None, str | None, str, bool]]) -> pd.DataFrame:
     answering = {"answer", "partial"}
-    return pd.DataFrame([{
-        "key": k, "gold": g, "decision": d, "reason_code": r, "text": t, "infra": infra,
-        "answerable": g in answering} for k, g, d, r, t, infra in rows])
+    return pd.DataFrame(
+        [
+            {
+                "key": k,
+                "gold": g,
+                "decision": d,
+                "reason_code": r,
+                "text": t,
+                "infra": infra,
+                "answerable": g in answering,
+            }
+            for k, g, d, r, t, infra in rows
+        ]
+    )
 
 
 def test_validation_check_hand_counted() -> None:
-    f = frame([
-        ("A1", "answer", "answer", None, "14 days.", False),
-        ("A2", "answer", "answer", None, "30 days.", False),
-        ("A3", "answer", "abstain", "support_below_threshold",
-         "The documents available to you do not establish this. Could you share the contract?",
-         False),
-        ("A4", "partial", "partial", None, "Part one.", False),
-        ("U1", "abstain", "abstain", "no_answer_bearing_evidence",
-         "The documents available to you do not establish this. Could you share the plan?",
-         False),
-        ("U2", "abstain", "abstain", None, "There is no such refund.", False),
-        ("U3", "escalate", "escalate", "restricted_topic", "I have passed this to the Legal team.",
-         False),
-        ("U4", "clarify", "answer", None, "Probably yes.", False),
-        ("U5", "abstain", None, None, "", True),
-    ])
-    r = reviews.validation_check(f, {"min_answer_rate_answerable": 0.9,
-                                     "min_abstention_recall": 0.9}, TEMPLATES,
-                                 {"answer", "partial"})
-    assert (r["answerable"], r["answered"]) == (4, 3)          # A1 A2 A4 of A1..A4
+    f = frame(
+        [
+            ("A1", "answer", "answer", None, "14 days.", False),
+            ("A2", "answer", "answer", None, "30 days.", False),
+            (
+                "A3",
+                "answer",
+                "abstain",
+                "support_below_threshold",
+                "The documents available to you do not establish this. "
+                "Could you share the contract?",
+                False,
+            ),
+            ("A4", "partial", "partial", None, "Part one.", False),
+            (
+                "U1",
+                "abstain",
+                "abstain",
+                "no_answer_bearing_evidence",
+                "The documents available to you do not establish this. Could you share the plan?",
+                False,
+            ),
+            ("U2", "abstain", "abstain", None, "There is no such refund.", False),
+            (
+                "U3",
+                "escalate",
+                "escalate",
+                "restricted_topic",
+                "I have passed this to the Legal team.",
+                False,
+            ),
+            ("U4", "clarify", "answer", None, "Probably yes.", False),
+            ("U5", "abstain", None, None, "", True),
+        ]
+    )
+    r = reviews.validation_check(
+        f,
+        {"min_answer_rate_answerable": 0.9, "min_abstention_recall": 0.9},
+        TEMPLATES,
+        {"answer", "partial"},
+    )
+    assert (r["answerable"], r["answered"]) == (4, 3)  # A1 A2 A4 of A1..A4
     # U1..U4 ran (U5 is an infrastructure failure); U1 U2 U3 behaved, U4 answered
     assert (r["unanswerable"], r["expected_behaviour"]) == (4, 3)
     assert r["answer_rate"] == pytest.approx(0.75)
-    assert r["refusals"] == 4                                   # A3 U1 U2 U3
-    assert r["refusals_without_reason"] == 1                    # U2
+    assert r["refusals"] == 4  # A3 U1 U2 U3
+    assert r["refusals_without_reason"] == 1  # U2
     assert r["refusals_off_wording"] == 1 and r["off_wording_cases"] == ["U2"]
     assert r["infrastructure_failures"] == 1 and r["passed"] is False
 
 
-def test_session_lifecycle_read_only_after_close_and_carry(demo_engine: Engine,
-                                                           tax: Taxonomy) -> None:
+def test_session_lifecycle_read_only_after_close_and_carry(
+    demo_engine: Engine, tax: Taxonomy
+) -> None:
     with pytest.raises(PermissionDenied):
         reviews.open_session(demo_engine, make_actor("annotator"), "2031-01")
     s = reviews.open_session(demo_engine, RAVI, "2031-01")
     with pytest.raises(InputError, match="already exists"):
         reviews.open_session(demo_engine, RAVI, "2031-01")
-    fid = reviews.add_finding(demo_engine, RAVI, s.id, "False refusals on SLA questions.",
-                              "high", [{"kind": "case", "ref": "CASE-005"}])
-    reviews.add_action(demo_engine, RAVI, s.id, "Lower the reranker refuse band.",
-                       "product_owner", dt.date(2031, 2, 15))
+    fid = reviews.add_finding(
+        demo_engine,
+        RAVI,
+        s.id,
+        "False refusals on SLA questions.",
+        "high",
+        [{"kind": "case", "ref": "CASE-005"}],
+    )
+    reviews.add_action(
+        demo_engine,
+        RAVI,
+        s.id,
+        "Lower the reranker refuse band.",
+        "product_owner",
+        dt.date(2031, 2, 15),
+    )
     s = reviews.get_session(demo_engine, "2031-01")
     assert s is not None and len(s.findings) == 1 and len(s.actions) == 1
-    s = reviews.update_session(demo_engine, RAVI, s.id, s.version,
-                               attendees=[RAVI.email, "chen.li@brightwave.example"],
-                               summary="Two alerts; one finding.")
+    s = reviews.update_session(
+        demo_engine,
+        RAVI,
+        s.id,
+        s.version,
+        attendees=[RAVI.email, "chen.li@brightwave.example"],
+        summary="Two alerts; one finding.",
+    )
     with pytest.raises(StaleWriteError):
-        reviews.update_session(demo_engine, RAVI, s.id, s.version - 1, attendees=[],
-                               summary="stale")
+        reviews.update_session(
+            demo_engine, RAVI, s.id, s.version - 1, attendees=[], summary="stale"
+        )
     with pytest.raises(InputError, match="not a user"):
-        reviews.update_session(demo_engine, RAVI, s.id, s.version, attendees=["x@y.z"],
-                               summary="")
+        reviews.update_session(demo_engine, RAVI, s.id, s.version, attendees=["x@y.z"], summary="")
     with pytest.raises(InputError, match="validation check before closing"):
         reviews.close_session(demo_engine, RAVI, s.id, s.version)
     run = evalruns.list_runs(demo_engine)[0]
@@ -96,16 +149,23 @@ def test_session_lifecycle_read_only_after_close_and_carry(demo_engine: Engine,
     assert nxt.findings[0].carried_from_id == fid
 
 
-def test_export_has_every_section_and_no_network_references(demo_engine: Engine,
-                                                            tax: Taxonomy) -> None:
+def test_export_has_every_section_and_no_network_references(
+    demo_engine: Engine, tax: Taxonomy
+) -> None:
     s = reviews.open_session(demo_engine, RAVI, "2031-03")
     reviews.add_finding(demo_engine, RAVI, s.id, "<script>alert(1)</script> in a refusal", "low")
     view = reviews.get_session(demo_engine, "2031-03")
     assert view is not None
     ctx = reviews.month_context(demo_engine, tax, "2031-03")
     html_text = reviews.export_html(view, ctx)
-    for section in ("Attendees", "Release gate", "Policy and wording changes",
-                    "Validation check", "Findings", "Actions"):
+    for section in (
+        "Attendees",
+        "Release gate",
+        "Policy and wording changes",
+        "Validation check",
+        "Findings",
+        "Actions",
+    ):
         assert section in html_text
     assert "<script>alert(1)</script>" not in html_text  # escaped
     assert not re.search(r"(src|href)\s*=\s*['\"]?https?:", html_text)

@@ -44,6 +44,10 @@ def flash() -> None:
         st.success(msg)
 
 
+def with_reasons(decision: str | None, reasons: tuple[str, ...]) -> str:
+    return f"{decision} ({', '.join(reasons)})" if reasons else str(decision)
+
+
 def decision_label(key: str | None) -> str:
     if key is None:
         return "—"
@@ -116,8 +120,8 @@ def read_params(readers: dict[str, Any]) -> dict[str, ParamValue]:
 def show_preview(pv: builder.Preview, doc_ref: str) -> None:
     sug = pv.suggestion
     st.caption(
-        "Changes are marked [-removed-] and {+added+}; the text is escaped first, so marks "
-        "already in a document show as [\\- or {\\+."
+        "Changes are marked `[-removed-]` and `{+added+}`; the text is escaped first, so "
+        "marks already in a document show as `[\\-` or `{\\+`."
     )
     left, right = st.columns(2)
     with left:
@@ -129,8 +133,8 @@ def show_preview(pv: builder.Preview, doc_ref: str) -> None:
     frame = pd.DataFrame(
         [
             {
-                "line before": r.line_before,
-                "line after": r.line_after,
+                "line before": "" if r.line_before is None else str(r.line_before),
+                "line after": "" if r.line_after is None else str(r.line_after),
                 "change": r.change,
                 "before": r.before,
                 "after": r.after,
@@ -235,7 +239,7 @@ def edit_tab(view: cases.CaseView, docs: list[builder.CaseDocText]) -> None:
         sp = spans[int(choice)]
         start, end, sel_text = sp.start, sp.end, sp.text
     st.caption("Selected span (verbatim)")
-    st.code(sel_text if sel_text else "(a position between blocks)", language=None)
+    st.code(sel_text if sel_text else "(a position between blocks)", language=None, wrap_lines=True)
     try:
         defaults = op.example_params(body, span_at(body, start, end)).to_dict()
     except InputError:
@@ -506,10 +510,10 @@ def family_view(key: str) -> None:
                 "status": v.status,
                 "expected": "awaiting confirmation"
                 if pending
-                else f"{v.expected_decision} {list(v.reason_codes) or ''}".strip(),
+                else with_reasons(v.expected_decision, v.reason_codes),
                 "suggested": "—"
                 if not v.has_suggestion
-                else f"{v.suggested_decision} {list(v.suggested_reasons) or ''}".strip(),
+                else with_reasons(v.suggested_decision, v.suggested_reasons),
                 "confirmed": "—"
                 if not v.has_suggestion
                 else (f"by {v.confirmed_by}" if v.confirmed_by else "no"),
@@ -531,11 +535,16 @@ def family_view(key: str) -> None:
         },
         key="bld_family_table",
     )
-    failed = [c for c in fam.checks if not c.passed]
     st.markdown("**Consistency checks**")
-    if failed:
-        st.error(f"{len(failed)} of {len(fam.checks)} checks fail.")
-    else:
+    if fam.failed:
+        st.error(f"{len(fam.failed)} of {len(fam.checks)} checks fail.")
+    if fam.unverified:
+        st.warning(
+            f"{len(fam.unverified)} check(s) cannot be verified: no decisive passage is "
+            "recorded. Mark it on the evidence-present case (Decisive passage tab) or check "
+            "against a passage below."
+        )
+    if not fam.failed and not fam.unverified:
         st.success(f"All {len(fam.checks)} checks pass.")
     st.dataframe(
         pd.DataFrame(
@@ -546,7 +555,7 @@ def family_view(key: str) -> None:
                     "variant": c.variant or "(family)",
                     "detail": c.detail,
                 }
-                for c in fam.checks
+                for c in sorted(fam.checks, key=lambda c: c.passed)
             ]
         ),
         hide_index=True,

@@ -1,0 +1,124 @@
+"""Browser journey: build a variant in the Case builder and see it in its family.
+
+Runs the page through the one-page router (tests/apps/one_page.py) with Debian's chromium, so
+it works whether or not the page is registered in app.py yet.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.test_browser import CHROMIUM_ARGS, _free_port, wait_idle
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def builder_server(demo_url: str, tmp_path: Path) -> Iterator[str]:
+    port = _free_port()
+    env = dict(
+        os.environ,
+        WORKBENCH_DATABASE_URL=demo_url,
+        WB_TEST_PAGE=str(ROOT / "pages" / "builder_page.py"),
+        WB_TEST_USER="ines.duarte@brightwave.example",
+        STREAMLIT_BROWSER_GATHER_USAGE_STATS="false",
+    )
+    log_path = tmp_path / "streamlit.log"
+    log = log_path.open("w")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            str(ROOT / "tests" / "apps" / "one_page.py"),
+            "--server.headless",
+            "true",
+            "--server.port",
+            str(port),
+            "--server.fileWatcherType",
+            "none",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 90
+    while True:
+        try:
+            with urllib.request.urlopen(base + "/_stcore/health", timeout=2) as r:
+                if r.read().strip() == b"ok":
+                    break
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            log.close()
+            pytest.fail(f"streamlit did not start: {log_path.read_text()}")
+        time.sleep(0.3)
+    yield base
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    log.close()
+
+
+def test_build_a_variant_and_see_it_in_its_family(builder_server: str, demo_url: str) -> None:
+    chromium = shutil.which("chromium")
+    if not chromium:
+        if os.environ.get("CI"):
+            pytest.fail("Debian's chromium is required in CI (apt-get install chromium)")
+        pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    from review import cases
+    from storage.db import make_engine
+
+    eng = make_engine(demo_url)
+    base = cases.get_case(eng, key="CASE-001")
+    assert base is not None
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        pg = browser.new_page(viewport={"width": 1400, "height": 1100})
+        errors: list[str] = []
+        pg.on("pageerror", lambda e: errors.append(str(e)))
+        pg.goto(f"{builder_server}/?case={base.id}")
+        wait_idle(pg)
+        assert pg.get_by_role("heading", name="Base case CASE-001").is_visible()
+        pg.get_by_role("combobox", name="Operator").click()
+        pg.get_by_role("option", name="change_unit", exact=True).click()
+        wait_idle(pg)
+        pg.get_by_role("combobox", name="to unit").click()
+        pg.get_by_role("option", name="weeks", exact=True).click()
+        pg.get_by_role("button", name="Preview the edit").click()
+        wait_idle(pg)
+        assert pg.get_by_text("{+weeks+}").first.is_visible()
+        pg.get_by_role("button", name="Save as a variant of FAM-REFUND-WINDOW").click()
+        wait_idle(pg)
+        assert pg.get_by_text("Saved CASE-001-CF-1 (draft, suggested abstain)").is_visible()
+        assert pg.get_by_role("heading", name="Family FAM-REFUND-WINDOW").is_visible()
+        assert pg.get_by_text("CASE-001-CF-1 · removed · draft").is_visible()
+        assert "family=FAM-REFUND-WINDOW" in pg.url
+        assert not pg.locator("[data-testid='stException']").count()
+        assert errors == []
+        browser.close()
+    view = cases.get_case(eng, key="CASE-001-CF-1")
+    eng.dispose()
+    assert view is not None and view.family == "FAM-REFUND-WINDOW"
