@@ -211,6 +211,12 @@ def main() -> None:
                 icon=":material/speaker_notes:",
                 url_path="wording",
             ),
+            st.Page(
+                "pages/review_page.py",
+                title="Monthly review",
+                icon=":material/event_note:",
+                url_path="review",
+            ),
         ],
     }
     if Role.admin in actor.roles:

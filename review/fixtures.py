@@ -19,6 +19,7 @@ from review import (
     evalruns,
     labeling,
     refpipeline,
+    reviews,
     signoff,
     thresholds,
     wordingservice,
@@ -125,6 +126,7 @@ def build_demo(engine: Engine, tax: Taxonomy, *, variants: bool = True) -> DemoR
     policies = build_demo_policies(engine, tax)
     made = builder.build_demo_variants(engine, tax) if variants else 0
     wordingservice.build_demo_wording(engine, tax)
+    reviews.build_demo_reviews(engine, tax)
     return DemoReport(users, doc_report.added, case_report.added, runs, labels, policies, made)
 
 

@@ -27,6 +27,7 @@ PAGES = [
     "pages/runs_page.py",
     "pages/thresholds_page.py",
     "pages/wording_page.py",
+    "pages/review_page.py",
     "pages/admin_page.py",
 ]
 TIMEOUT = 60
@@ -42,6 +43,7 @@ TITLES = {
     "Evaluation runs",
     "Thresholds",
     "Wording",
+    "Monthly review",
 }
 
 
@@ -532,3 +534,34 @@ def test_agreement_page_matches_the_statistics_and_filters(
     at.selectbox(key="agr_slice").set_value("temporal_mismatch").run()
     no_exception(at)
     assert any("case(s)" in c.value for c in at.caption)
+
+
+def test_monthly_review_record_validate_close_and_export(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from review import reviews
+
+    sessions = reviews.list_sessions(demo_engine)
+    assert [s.status for s in sessions] == ["open", "closed", "closed"]
+    current = sessions[0]
+    at = app(demo_url, monkeypatch, RAVI).run()
+    at.switch_page("pages/review_page.py").run()
+    no_exception(at)
+    # error path: a finding without text
+    next(b for b in at.button if b.label == "Add finding").click().run()
+    assert any("needs text" in e.value for e in at.error)
+    next(t for t in at.text_area if t.label == "Finding").input("Caveat rate above average.")
+    next(t for t in at.text_area if t.label.startswith("Links")).input("case:CASE-001")
+    next(b for b in at.button if b.label == "Add finding").click().run()
+    no_exception(at)
+    after = reviews.get_session(demo_engine, current.month)
+    assert after is not None and len(after.findings) == len(current.findings) + 1
+    next(b for b in at.button if b.label == "Run and store the validation check").click().run()
+    no_exception(at)
+    next(b for b in at.button if b.label.startswith("Close this review")).click().run()
+    no_exception(at)
+    closed = reviews.get_session(demo_engine, current.month)
+    assert closed is not None and closed.closed and closed.validation is not None
+    assert any("read-only" in i.value for i in at.info)
+    assert not [b for b in at.button if b.label == "Add finding"]
+    assert any(b.label.startswith("Download the report") for b in at.get("download_button"))
