@@ -238,3 +238,38 @@ def test_threshold_proposal_to_approval(page, demo_url: str) -> None:  # type: i
     assert signoff.verify_chain(eng) == []
     eng.dispose()
     assert pg.errors == []  # type: ignore[attr-defined]
+
+
+def test_the_monthly_report_opens_without_any_network_request(
+    demo_engine,
+    tax,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
+) -> None:
+    from review import reviews
+
+    chromium = shutil.which("chromium")
+    if not chromium:
+        if os.environ.get("CI"):
+            pytest.fail("Debian's chromium is required in CI (apt-get install chromium)")
+        pytest.skip("Debian's chromium is not installed")
+    view = reviews.list_sessions(demo_engine)[1]  # a closed month
+    html_file = tmp_path / "report.html"
+    html_file.write_text(
+        reviews.export_html(view, reviews.month_context(demo_engine, tax, view.month)),
+        encoding="utf-8",
+    )
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        pg = browser.new_page()
+        requests: list[str] = []
+        pg.on("request", lambda r: requests.append(r.url))
+        pg.goto(html_file.as_uri())
+        pg.wait_for_load_state("load")
+        assert pg.locator("h1").inner_text() == f"Monthly review {view.month}"
+        for section in ("Attendees", "Validation check", "Findings", "Actions"):
+            assert pg.get_by_role("heading", name=section).count() == 1
+        assert pg.locator("svg").count() >= 1  # charts are inline SVG
+        browser.close()
+    assert requests == [html_file.as_uri()]
