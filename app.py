@@ -212,6 +212,9 @@ def main() -> None:
                 url_path="wording",
             ),
             st.Page(
+                "pages/audit_page.py", title="Audit", icon=":material/fact_check:", url_path="audit"
+            ),
+            st.Page(
                 "pages/review_page.py",
                 title="Monthly review",
                 icon=":material/event_note:",

@@ -384,5 +384,25 @@ def wording_check_cmd(rule: str | None, limit: int) -> None:
         )
 
 
+@main.command("export-audit")
+@click.argument("plan_id", type=int)
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--format", "fmt", type=click.Choice(["jsonl", "csv"]), default="jsonl", show_default=True
+)
+def export_audit_cmd(plan_id: int, file: Path, fmt: str) -> None:
+    """Export an audit batch (plan, sample, verdicts) as JSONL or CSV."""
+    from review import audits
+
+    try:
+        with file.open("w", encoding="utf-8", newline="") as out:
+            writer = audits.export_jsonl if fmt == "jsonl" else audits.export_csv
+            n = writer(_engine(), _cli_actor(), plan_id, out)
+    except InputError as exc:
+        _fail(exc)
+        return
+    click.echo(f"{n} record(s) written to {file}")
+
+
 if __name__ == "__main__":
     main()

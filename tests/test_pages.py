@@ -28,6 +28,7 @@ PAGES = [
     "pages/thresholds_page.py",
     "pages/wording_page.py",
     "pages/review_page.py",
+    "pages/audit_page.py",
     "pages/admin_page.py",
 ]
 TIMEOUT = 60
@@ -44,6 +45,7 @@ TITLES = {
     "Thresholds",
     "Wording",
     "Monthly review",
+    "Audit",
 }
 
 

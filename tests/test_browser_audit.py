@@ -1,0 +1,145 @@
+"""Browser journey: a reviewer creates a sampling plan, draws it, and records a verdict.
+
+Runs the Audit page through the one-page router (tests/apps/one_page.py) with Debian's
+chromium, so it works whether or not the page is registered in app.py yet.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select
+
+from storage.db import make_engine, read_session
+from storage.models import AuditItem, AuditVerdict
+from tests.auditdata import realistic_traces
+from tests.test_browser import CHROMIUM_ARGS, _free_port, wait_idle
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def audit_server(demo_url: str, tmp_path: Path) -> Iterator[str]:
+    eng = make_engine(demo_url)
+    realistic_traces(eng)
+    eng.dispose()
+    port = _free_port()
+    env = dict(
+        os.environ,
+        WORKBENCH_DATABASE_URL=demo_url,
+        WB_TEST_PAGE=str(ROOT / "pages" / "audit_page.py"),
+        WB_TEST_USER="ravi.menon@brightwave.example",
+        STREAMLIT_BROWSER_GATHER_USAGE_STATS="false",
+    )
+    log_path = tmp_path / "streamlit.log"
+    log = log_path.open("w")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            str(ROOT / "tests" / "apps" / "one_page.py"),
+            "--server.headless",
+            "true",
+            "--server.port",
+            str(port),
+            "--server.fileWatcherType",
+            "none",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 90
+    while True:
+        try:
+            with urllib.request.urlopen(base + "/_stcore/health", timeout=2) as r:
+                if r.read().strip() == b"ok":
+                    break
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            log.close()
+            pytest.fail(f"streamlit did not start: {log_path.read_text()}")
+        time.sleep(0.3)
+    yield base
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    log.close()
+
+
+def test_draw_a_sample_and_record_a_verdict(audit_server: str, demo_url: str) -> None:
+    chromium = shutil.which("chromium")
+    if not chromium:
+        if os.environ.get("CI"):
+            pytest.fail("Debian's chromium is required in CI (apt-get install chromium)")
+        pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        pg = browser.new_page(viewport={"width": 1400, "height": 1600})
+        errors: list[str] = []
+        pg.on("pageerror", lambda e: errors.append(str(e)))
+        pg.goto(audit_server)
+        wait_idle(pg)
+        assert pg.get_by_role("heading", name="Audit").is_visible()
+        if not pg.get_by_label("Plan name").is_visible():  # open by default without plans
+            pg.get_by_text("New sampling plan").click()
+        pg.get_by_label("Plan name").fill("Browser journey")
+        pg.get_by_label("Sample size").fill("6")
+        pg.get_by_role("button", name="Create plan").click()
+        wait_idle(pg)
+        assert pg.get_by_text("Plan 'Browser journey' created").is_visible()
+        pg.get_by_role("button", name="Draw the sample").click()
+        wait_idle(pg)
+        assert pg.get_by_text("Drew 6 traces").is_visible()
+
+        pg.get_by_role("tab", name="My queue").click()
+        pg.get_by_role("button", name="Next trace").click()
+        wait_idle(pg)
+        assert pg.get_by_role("heading", name="Your verdict").is_visible()
+        pg.get_by_text("False refusal (I expected an answer)").click()
+        wait_idle(pg)
+        claims = pg.get_by_label("Review the answer claim by claim")
+        if claims.is_checked():
+            claims.uncheck(force=True)
+            wait_idle(pg)
+        stage = pg.locator("[data-testid='stMultiSelect']").filter(has_text="Where it failed")
+        stage.locator("input").click()
+        pg.keyboard.type("policy too strict")
+        pg.keyboard.press("Enter")
+        pg.keyboard.press("Escape")
+        wait_idle(pg)
+        pg.get_by_role("button", name="Save verdict").click()
+        wait_idle(pg)
+        assert pg.get_by_text("Saved your verdict").is_visible()
+        assert errors == []
+        browser.close()
+
+    eng = make_engine(demo_url)
+    with read_session(eng) as s:
+        items = s.scalar(select(func.count(AuditItem.id)))
+        verdicts = s.scalars(select(AuditVerdict.verdict)).all()
+    eng.dispose()
+    assert items == 6
+    assert verdicts == ["false_refusal"]
