@@ -195,6 +195,20 @@ def main() -> None:
                 url_path="adjudicate",
             ),
         ],
+        "Production": [
+            st.Page(
+                "pages/traces_page.py",
+                title="Traces",
+                icon=":material/receipt_long:",
+                url_path="traces",
+            ),
+            st.Page(
+                "pages/monitoring_page.py",
+                title="Monitoring",
+                icon=":material/monitoring:",
+                url_path="monitoring",
+            ),
+        ],
         "Decide": [
             st.Page(
                 "pages/runs_page.py", title="Runs", icon=":material/play_circle:", url_path="runs"

@@ -20,7 +20,6 @@ actor = ui.actor()
 tax = ui.tax()
 P = "monitoring_"
 ALL = "(all traffic)"
-SEVERITY = {"critical": "🔴 critical", "warning": "🟠 warning"}
 
 
 @st.cache_data(ttl=600, show_spinner="Aggregating the weekly signals…")
@@ -63,8 +62,7 @@ def alerts_table(result: monitoring.MonitorResult) -> None:
             [
                 {
                     "week of": a.week.isoformat(),
-                    "severity": SEVERITY.get(a.severity, a.severity),
-                    "signal": monitoring.SIGNALS.get(a.signal, "Decisions without a reason"),
+                    "severity": a.severity,
                     "what happened": a.message,
                     "traces": ui.link("traces", **a.params()),
                 }
@@ -174,6 +172,7 @@ chosen = st.multiselect(
 )
 if chosen:
     st.altair_chart(monitoring.signals_chart(result.weeks, result.alerts, chosen), width="stretch")
+st.caption("Counts per week: negative feedback, ungrounded traces, decisions without a reason")
 st.altair_chart(monitoring.counts_chart(result.weeks), width="stretch")
 st.dataframe(
     weekly_table(result.weeks),

@@ -62,13 +62,15 @@ def show_trace(pk: int) -> None:
     dec = tax.decisions.get(view.decision or "")
     c1, c2, c3, c4 = st.columns(4)
     c1.metric("Decision", dec.label if dec else (view.decision or "not logged"))
-    c2.metric("Reason code", view.reason_code or "—")
-    c3.metric("Top score", "—" if view.top_score is None else f"{view.top_score:.3f}")
-    c4.metric(
-        "Hits after filtering", "—" if view.hits_after_filter is None else view.hits_after_filter
-    )
+    c2.metric("Top score", "—" if view.top_score is None else f"{view.top_score:.3f}")
+    hits = view.hits_after_filter
+    c3.metric("Hits after filtering", "—" if hits is None else hits)
+    c4.metric("Chunks retrieved", len(view.chunks) + view.hidden_chunks)
+    st.caption("Reason code")
     if view.reason_code:
-        st.caption(tax.definition("reason_codes", view.reason_code))
+        st.text(f"{view.reason_code}: {tax.definition('reason_codes', view.reason_code)}")
+    else:
+        st.text("(none logged)")
     if view.caveat:
         st.info("Answered with a caveat (reason support_below_threshold).")
     if view.missing_reason:
@@ -300,6 +302,8 @@ def retention_panel() -> None:
         return
     with st.expander("Retention"):
         r = traces.get_retention(engine)
+        # the version the form was opened at: a save after someone else's is refused
+        opened = int(st.session_state.setdefault(f"{P}retention_version", r.version))
         if r.days is None:
             st.caption("No retention rule is set: traces are kept until someone purges them.")
         else:
@@ -318,10 +322,12 @@ def retention_panel() -> None:
             save = st.form_submit_button("Save retention rule")
         if save:
             try:
-                traces.set_retention(engine, actor, int(days) or None, r.version)
+                traces.set_retention(engine, actor, int(days) or None, opened)
             except (InputError, PermissionDenied, StaleWriteError) as exc:
                 st.error(str(exc))
+                st.session_state[f"{P}retention_version"] = r.version  # now showing theirs
             else:
+                st.session_state.pop(f"{P}retention_version", None)
                 st.session_state[f"{P}flash"] = "Retention rule saved."
                 st.rerun()
         if r.days is not None:
@@ -519,6 +525,7 @@ def trace_list() -> None:
                 {
                     "open": ui.link("traces", trace=r.id),
                     "time (UTC)": r.at.strftime("%Y-%m-%d %H:%M"),
+                    "question": r.query,
                     "decision": r.decision or "(not logged)",
                     "reason": r.reason_code or "",
                     "top score": r.top_score,
@@ -527,7 +534,6 @@ def trace_list() -> None:
                     "feedback": r.feedback or "",
                     "policy": r.policy_version,
                     "restricted": r.restricted,
-                    "question": r.query,
                 }
                 for r in rows
             ]
@@ -538,6 +544,7 @@ def trace_list() -> None:
         column_config={
             "open": st.column_config.LinkColumn("open", display_text="open"),
             "top score": st.column_config.NumberColumn(format="%.3f"),
+            "question": st.column_config.TextColumn(width="large"),
         },
     )
     if not actor.clearance:

@@ -69,7 +69,7 @@ def seed_demo(if_empty: bool) -> None:
     click.echo(
         f"demo loaded: {report.users} users, {report.documents} document versions, "
         f"{report.cases} cases, {report.runs} evaluation runs, {report.labels} labels, "
-        f"{report.variants} case-builder variants"
+        f"{report.variants} case-builder variants, {report.traces} production traces"
     )
 
 
@@ -402,6 +402,16 @@ def export_audit_cmd(plan_id: int, file: Path, fmt: str) -> None:
         _fail(exc)
         return
     click.echo(f"{n} record(s) written to {file}")
+
+
+def _register_trace_commands() -> None:
+    from review import tracecli
+
+    main.add_command(tracecli.import_traces_cmd)
+    main.add_command(tracecli.purge_cmd)
+
+
+_register_trace_commands()
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from pathlib import Path
 from sqlalchemy import Engine, func, select
 
 from review import (
+    audits,
     builder,
     cases,
     corpus,
@@ -22,6 +23,7 @@ from review import (
     reviews,
     signoff,
     thresholds,
+    traces,
     wordingservice,
 )
 from review.identity import SYSTEM, Actor, Role
@@ -70,6 +72,7 @@ class DemoReport:
     labels: int = 0
     policies: int = 0
     variants: int = 0
+    traces: int = 0
 
 
 def is_empty(engine: Engine) -> bool:
@@ -79,7 +82,9 @@ def is_empty(engine: Engine) -> bool:
         )
 
 
-def build_demo(engine: Engine, tax: Taxonomy, *, variants: bool = True) -> DemoReport:
+def build_demo(
+    engine: Engine, tax: Taxonomy, *, variants: bool = True, with_traces: bool = True
+) -> DemoReport:
     """Load the demo users, documents and cases. Idempotent: existing rows are kept."""
 
     def add_users(s: object) -> int:
@@ -125,9 +130,13 @@ def build_demo(engine: Engine, tax: Taxonomy, *, variants: bool = True) -> DemoR
     labels = build_demo_labels(engine, tax)
     policies = build_demo_policies(engine, tax)
     made = builder.build_demo_variants(engine, tax) if variants else 0
+    n_traces = traces.build_demo_traces(engine, tax) if with_traces else 0
     wordingservice.build_demo_wording(engine, tax)
+    audits.build_demo_audits(engine, tax)
     reviews.build_demo_reviews(engine, tax)
-    return DemoReport(users, doc_report.added, case_report.added, runs, labels, policies, made)
+    return DemoReport(
+        users, doc_report.added, case_report.added, runs, labels, policies, made, n_traces
+    )
 
 
 def _demo_actor(email: str) -> Actor:

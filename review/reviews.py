@@ -779,3 +779,67 @@ def build_demo_reviews(engine: Engine, tax: Taxonomy, today: dt.date | None = No
             text, sev, links = findings[2]
             add_finding(engine, ravi, s.id, text, sev, links)
     return len(months)
+
+
+def _monitoring_hook(
+    engine: Engine, tax: Taxonomy, month: str, first: dt.date, last: dt.date
+) -> tuple[list[tuple[str, pd.DataFrame]], list[tuple[str, alt.TopLevelMixin]]]:
+    from review import monitoring
+
+    try:
+        policy = monitoring.load_monitoring_policy()
+        result = monitoring.monitor(
+            engine, tax, policy, weeks=(last - first).days // 7 + 2, end=last
+        )
+    except InputError:
+        return [], []
+    alerts = [a for a in result.alerts if first - dt.timedelta(days=6) <= a.week <= last]
+    table = pd.DataFrame(
+        [
+            {
+                "week": a.week,
+                "rule": a.rule,
+                "severity": a.severity,
+                "value": round(a.value, 3),
+                "message": a.message,
+            }
+            for a in alerts
+        ]
+    )
+    charts_: list[tuple[str, alt.TopLevelMixin]] = []
+    if not result.weeks.empty:
+        charts_.append(
+            (
+                f"Weekly signals up to {last:%Y-%m-%d}",
+                monitoring.signals_chart(result.weeks, alerts),
+            )
+        )
+    return [("Monitoring alerts of the month", table)], charts_
+
+
+def _audit_hook(
+    engine: Engine, tax: Taxonomy, month: str, first: dt.date, last: dt.date
+) -> tuple[list[tuple[str, pd.DataFrame]], list[tuple[str, alt.TopLevelMixin]]]:
+    from review import audits
+
+    rows = []
+    for plan in audits.list_plans(engine):
+        if not (first <= plan.created_at.date() <= last) and plan.status == "closed":
+            continue
+        try:
+            est = audits.estimates(engine, plan.id)
+        except InputError:
+            continue
+        for r in est.rates.head(4).to_dict(orient="records"):
+            rows.append(
+                {
+                    "batch": plan.name,
+                    "status": plan.status,
+                    "audited": f"{est.audited}/{est.sampled}",
+                    **r,
+                }
+            )
+    return [("Audit batches and weighted estimates", pd.DataFrame(rows))], []
+
+
+CONTEXT_HOOKS.extend([_monitoring_hook, _audit_hook])

@@ -17,7 +17,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import copy_db
 from tests.test_browser import CHROMIUM_ARGS, _free_port, wait_idle
+
+
+@pytest.fixture
+def demo_url(tmp_path: Path, demo_base_template: Path) -> str:
+    """This journey builds its own variant: start from the demo without the demo variants."""
+    return copy_db(demo_base_template, tmp_path)
+
 
 pytestmark = pytest.mark.browser
 

@@ -29,6 +29,8 @@ PAGES = [
     "pages/wording_page.py",
     "pages/review_page.py",
     "pages/audit_page.py",
+    "pages/traces_page.py",
+    "pages/monitoring_page.py",
     "pages/admin_page.py",
 ]
 TIMEOUT = 60
@@ -46,6 +48,8 @@ TITLES = {
     "Wording",
     "Monthly review",
     "Audit",
+    "Traces",
+    "Monitoring",
 }
 
 

@@ -47,3 +47,12 @@ def test_every_page_is_in_the_readme() -> None:
 def test_the_two_commands_come_first() -> None:
     head = README[:400]
     assert "make run" in head and "make test" in head
+
+
+def test_readme_trace_example_is_a_valid_canonical_trace() -> None:
+    import json
+
+    from review.traceformats import trace_from_dict
+
+    trace = trace_from_dict(json.loads(_block("json", "### Production traces")), "README")
+    assert trace.trace_id and trace.chunks

@@ -1,0 +1,111 @@
+"""Shared helpers for the trace tests: small hand-made traces and the demo database with traces.
+
+Import the fixtures into a test module with ``from tests.tracefixtures import ...``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine
+
+from review import traces
+from review.identity import SYSTEM
+from review.taxonomy import Taxonomy
+from review.traceformats import Chunk, Citation, Trace, trace_to_dict
+from storage.db import make_engine
+
+UTC = dt.UTC
+
+
+def make_trace(
+    trace_id: str,
+    at: dt.datetime | str = "2025-06-02T10:00:00Z",
+    *,
+    query: str = "How many days do we have to ask for a refund?",
+    decision: str | None = "answer",
+    reason: str | None = None,
+    chunks: Iterable[Chunk] = (),
+    **kw: Any,
+) -> Trace:
+    when = dt.datetime.fromisoformat(at) if isinstance(at, str) else at
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return Trace(
+        trace_id=trace_id,
+        time=when.astimezone(UTC),
+        query=query,
+        decision=decision,
+        reason_code=reason,
+        chunks=tuple(chunks),
+        **kw,
+    )
+
+
+def chunk(cid: str, doc: str = "POL-REFUND-MONTHLY", rank: int = 1, **kw: Any) -> Chunk:
+    return Chunk(
+        chunk_id=cid,
+        doc_id=doc,
+        doc_version=kw.pop("doc_version", 2),
+        rank=rank,
+        score=kw.pop("score", 0.8),
+        text=kw.pop("text", f"text of {cid}"),
+        **kw,
+    )
+
+
+def canonical_lines(items: Iterable[Trace]) -> list[str]:
+    return [json.dumps(trace_to_dict(t)) for t in items]
+
+
+def write_jsonl(path: Path, lines: Iterable[str | bytes]) -> Path:
+    with path.open("wb") as fh:
+        for line in lines:
+            fh.write(line if isinstance(line, bytes) else line.encode("utf-8"))
+            fh.write(b"\n")
+    return path
+
+
+def import_traces(engine: Engine, items: list[Trace], **kw: Any) -> traces.ImportReport:
+    return traces.import_items(engine, SYSTEM, items, source="test", **kw)
+
+
+def cited(claim: str, *ids: str) -> Citation:
+    return Citation(claim, tuple(ids))
+
+
+# --- the demo database with demo traces, built once per session -------------------------
+
+
+@pytest.fixture(scope="session")
+def trace_demo_template(
+    demo_template: Path, tmp_path_factory: pytest.TempPathFactory, tax: Taxonomy
+) -> Path:
+    path = tmp_path_factory.mktemp("tracedemo") / "demo.db"
+    shutil.copy(demo_template, path)
+    eng = make_engine(f"sqlite:///{path}")
+    traces.build_demo_traces(eng, tax)
+    with eng.connect() as c:
+        c.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    eng.dispose()
+    return path
+
+
+@pytest.fixture
+def trace_demo_url(tmp_path: Path, trace_demo_template: Path) -> str:
+    target = tmp_path / "tracedemo.db"
+    shutil.copy(trace_demo_template, target)
+    return f"sqlite:///{target}"
+
+
+@pytest.fixture
+def trace_demo_engine(trace_demo_url: str) -> Iterable[Engine]:
+    eng = make_engine(trace_demo_url)
+    yield eng
+    eng.dispose()
