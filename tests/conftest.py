@@ -57,7 +57,21 @@ def demo_base_template(tmp_path_factory: pytest.TempPathFactory, tax: Taxonomy) 
     path = tmp_path_factory.mktemp("demo_base") / "demo.db"
     eng = make_engine(f"sqlite:///{path}")
     migrate(eng)
-    fixtures.build_demo(eng, tax, variants=False)
+    fixtures.build_demo(eng, tax, variants=False, with_traces=False)
+    with eng.connect() as c:
+        c.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    eng.dispose()
+    return path
+
+
+@pytest.fixture(scope="session")
+def demo_notraces_template(tmp_path_factory: pytest.TempPathFactory, tax: Taxonomy) -> Path:
+    """The demo without production traces (and so without audits), for tests that add their
+    own traces and count them."""
+    path = tmp_path_factory.mktemp("demo_notraces") / "demo.db"
+    eng = make_engine(f"sqlite:///{path}")
+    migrate(eng)
+    fixtures.build_demo(eng, tax, with_traces=False)
     with eng.connect() as c:
         c.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
     eng.dispose()

@@ -11,6 +11,7 @@ import json
 import math
 import threading
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -35,6 +36,15 @@ from tests.auditdata import (
     sql_bulk_traces,
 )
 from tests.conftest import make_actor
+
+
+@pytest.fixture
+def demo_url(tmp_path: Path, demo_notraces_template: Path) -> str:
+    """These tests add and count their own traces: start from the demo without traces."""
+    from tests.conftest import copy_db
+
+    return copy_db(demo_notraces_template, tmp_path)
+
 
 REVIEWER = make_actor("reviewer", "rev@test.example", clearance=True, uid=11)
 REVIEWER2 = make_actor("reviewer", "rev2@test.example", clearance=True, uid=12)

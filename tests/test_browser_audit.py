@@ -23,6 +23,15 @@ from storage.models import AuditItem, AuditVerdict
 from tests.auditdata import realistic_traces
 from tests.test_browser import CHROMIUM_ARGS, _free_port, wait_idle
 
+
+@pytest.fixture
+def demo_url(tmp_path: Path, demo_notraces_template: Path) -> str:
+    """These tests add and count their own traces: start from the demo without traces."""
+    from tests.conftest import copy_db
+
+    return copy_db(demo_notraces_template, tmp_path)
+
+
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parent.parent
