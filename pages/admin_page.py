@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from pages import ui
-from review import auditlog, users
+from review import auditlog, labeling, users
 from review.errors import InputError, PermissionDenied, StaleWriteError
 from review.identity import ROLE_HELP, Permission, Role
 
@@ -24,7 +24,7 @@ flash = st.session_state.pop("admin_flash", None)
 if flash:
     st.success(flash)
 
-tab_users, tab_audit = st.tabs(["Users and roles", "Audit log"])
+tab_users, tab_settings, tab_audit = st.tabs(["Users and roles", "Labeling", "Audit log"])
 role_names = [r.value for r in Role]
 role_help = "\n".join(f"- **{r.value}**: {h}" for r, h in ROLE_HELP.items())
 
@@ -101,6 +101,31 @@ with tab_users:
                     st.session_state.pop(f"admin_opened_{pick}", None)
                     st.session_state["admin_flash"] = f"Saved {target.email}."
                     st.rerun()
+
+with tab_settings:
+    cfg = labeling.get_settings(engine)
+    st.session_state.setdefault("admin_label_opened", cfg.version)
+    with st.form("admin_labeling"):
+        overlap = st.number_input("Independent labels per case (overlap)", 1, 10, cfg.overlap)
+        minutes = st.number_input(
+            "Reservation of an opened case (minutes)", 1, 24 * 60, cfg.reservation_minutes
+        )
+        save_cfg = st.form_submit_button("Save labeling settings")
+    if save_cfg:
+        try:
+            labeling.set_settings(
+                engine,
+                actor,
+                int(overlap),
+                int(minutes),
+                int(st.session_state["admin_label_opened"]),
+            )
+        except (InputError, PermissionDenied, StaleWriteError) as exc:
+            st.error(str(exc))
+        else:
+            st.session_state.pop("admin_label_opened", None)
+            st.session_state["admin_flash"] = "Labeling settings saved."
+            st.rerun()
 
 with tab_audit:
     ents = auditlog.entities(engine)

@@ -36,6 +36,9 @@ DEMO_DOCS = DEMO_DIR / "docs"
 DEMO_CASES = DEMO_DIR / "cases.jsonl"
 
 DEMO_ACTOR: Actor = replace(SYSTEM, email="demo-data", name="Demo data")
+# Twelve weeks of production traffic for the demo; the test suite builds a smaller sample
+# (the same generator) to stay fast.
+DEMO_TRACES = 20_000
 
 
 @dataclass(frozen=True)
@@ -83,7 +86,12 @@ def is_empty(engine: Engine) -> bool:
 
 
 def build_demo(
-    engine: Engine, tax: Taxonomy, *, variants: bool = True, with_traces: bool = True
+    engine: Engine,
+    tax: Taxonomy,
+    *,
+    variants: bool = True,
+    with_traces: bool = True,
+    trace_count: int | None = DEMO_TRACES,
 ) -> DemoReport:
     """Load the demo users, documents and cases. Idempotent: existing rows are kept."""
 
@@ -130,7 +138,7 @@ def build_demo(
     labels = build_demo_labels(engine, tax)
     policies = build_demo_policies(engine, tax)
     made = builder.build_demo_variants(engine, tax) if variants else 0
-    n_traces = traces.build_demo_traces(engine, tax) if with_traces else 0
+    n_traces = traces.build_demo_traces(engine, tax, trace_count) if with_traces else 0
     wordingservice.build_demo_wording(engine, tax)
     audits.build_demo_audits(engine, tax)
     reviews.build_demo_reviews(engine, tax)

@@ -399,6 +399,16 @@ class Trace(Base):
     __table_args__ = (
         Index("ix_traces_at_decision", "at", "decision"),
         Index("ix_traces_decision_reason", "decision", "reason_code"),
+        Index("ix_traces_restricted_at", "restricted", "at"),
+        Index(
+            "ix_traces_signals",
+            "at",
+            "decision",
+            "reason_code",
+            "hits_after_filter",
+            "ungrounded",
+            "feedback",
+        ),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)

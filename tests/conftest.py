@@ -18,6 +18,7 @@ from storage.db import dispose_engines, make_engine, migrate
 from tests.pgserver import PgServer
 
 ROOT = Path(__file__).resolve().parent.parent
+TEST_TRACES = 2_400  # the demo's trace generator at test size (seed-demo makes 20,000)
 
 
 @pytest.fixture(scope="session")
@@ -44,7 +45,7 @@ def demo_template(tmp_path_factory: pytest.TempPathFactory, tax: Taxonomy) -> Pa
     path = tmp_path_factory.mktemp("demo") / "demo.db"
     eng = make_engine(f"sqlite:///{path}")
     migrate(eng)
-    fixtures.build_demo(eng, tax)
+    fixtures.build_demo(eng, tax, trace_count=TEST_TRACES)
     with eng.connect() as c:
         c.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
     eng.dispose()

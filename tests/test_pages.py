@@ -571,3 +571,16 @@ def test_monthly_review_record_validate_close_and_export(
     assert any("read-only" in i.value for i in at.info)
     assert not [b for b in at.button if b.label == "Add finding"]
     assert any(b.label.startswith("Download the report") for b in at.get("download_button"))
+
+
+def test_admin_changes_the_label_overlap(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from review import labeling
+
+    at = app(demo_url, monkeypatch, ADA).run()
+    at.switch_page("pages/admin_page.py").run()
+    next(n for n in at.number_input if n.label.startswith("Independent labels")).set_value(3)
+    next(b for b in at.button if b.label == "Save labeling settings").click().run()
+    no_exception(at)
+    assert labeling.get_settings(demo_engine).overlap == 3
