@@ -14,6 +14,7 @@ from pages import ui
 from review import charts, evalruns, signoff, thresholds
 from review.errors import InputError, PermissionDenied, PolicyFileError
 from review.identity import Permission, Role
+from review.policy import replace_thresholds
 from review.selective import sweep_by_slice
 
 engine = ui.engine()
@@ -74,27 +75,44 @@ def calibrate() -> None:
     if not runs:
         st.info("Calibration needs outcomes: import or run an evaluation on the Runs page.")
         return
+    audited = "Audited production traces"
     by_name = {r.name: r for r in runs}
     c1, c2, c3 = st.columns([2, 1, 1])
-    run_name = c1.selectbox("Outcomes from run", list(by_name), key="thr_run")
-    run = by_name[run_name]
-    modes = thresholds.modes_of_run(engine, run.id, tax)
-    mode = c2.selectbox("Ranking mode", modes, key="thr_mode")
-    splits = ["validation", "train", "test"]
-    tuned_on = c3.selectbox(
-        "Tune on split",
-        splits,
-        key="thr_split",
-        help="Choose thresholds on validation; the sign-off view reports the test split.",
+    run_name = c1.selectbox(
+        "Outcomes from",
+        [*by_name, audited],
+        key="thr_run",
+        help="Evaluation runs on labeled cases, or audited traces joined to their verdicts.",
     )
-    if tuned_on == "test":
-        st.error(
-            "Tuning on the test split: the proposal will be flagged and cannot be "
-            "approved without an override note that stays on the record."
+    if run_name == audited:
+        modes = sorted(
+            (m for m in policy.ranking_modes if m != "hybrid"), key=lambda m: (m != "vector", m)
         )
-    frame = thresholds.outcomes(engine, run.id, tax, policy, mode)
+        mode = c2.selectbox("Ranking mode", modes, key="thr_mode_audit")
+        tuned_on = "audit"
+        c3.caption("Audited traces form one sample: tuned and reported on it.")
+        frame = thresholds.audited_trace_outcomes(engine, policy, mode)
+        report_split = "audit"
+    else:
+        run = by_name[run_name]
+        modes = thresholds.modes_of_run(engine, run.id, tax)
+        mode = c2.selectbox("Ranking mode", modes, key="thr_mode")
+        splits = ["validation", "train", "test"]
+        tuned_on = c3.selectbox(
+            "Tune on split",
+            splits,
+            key="thr_split",
+            help="Choose thresholds on validation; the sign-off view reports the test split.",
+        )
+        if tuned_on == "test":
+            st.error(
+                "Tuning on the test split: the proposal will be flagged and cannot be "
+                "approved without an override note that stays on the record."
+            )
+        frame = thresholds.outcomes(engine, run.id, tax, policy, mode)
+        report_split = "test" if tuned_on != "test" else "validation"
     if frame.empty:
-        st.info("This run has no scored outcomes in this ranking mode.")
+        st.info("No scored outcomes here in this ranking mode.")
         return
     th = policy.thresholds_for(mode)
     lo, hi = float(frame["raw_score"].min()), float(frame["raw_score"].max())
@@ -116,7 +134,7 @@ def calibrate() -> None:
             current,
             proposed,
             tuned_on=tuned_on,
-            report_on="test" if tuned_on != "test" else "validation",
+            report_on=report_split,
         )
     except InputError as exc:
         st.error(str(exc))
@@ -184,6 +202,30 @@ def calibrate() -> None:
     else:
         st.caption(", ".join(f"{k}: {v}" for k, v in a.flips["effect"].value_counts().items()))
         st.dataframe(a.flips, hide_index=True, width="stretch")
+    st.subheader("Replay on production traces")
+    st.caption(
+        "Both policies applied to the logged signals of every imported trace: which "
+        "decisions flip, by customer tier, with the audit verdicts of flipped "
+        "traces (what the change fixes and what it breaks)."
+    )
+    if st.button("Replay the proposed threshold on the traces", key="thr_replay"):
+        try:
+            proposed_text = replace_thresholds(pif.text, mode, refuse_below=float(proposed))
+            replay = thresholds.replay_traces(
+                engine, actor, policy, thresholds.parse_policy(proposed_text, "proposal")
+            )
+        except (InputError, PermissionDenied, PolicyFileError) as exc:
+            st.error(str(exc))
+        else:
+            st.caption(
+                f"{replay.traces} trace(s) replayed, {replay.skipped} without the "
+                "signals the gate needs."
+            )
+            if replay.flips.empty:
+                st.info("No trace changes its decision.")
+            else:
+                st.dataframe(replay.flips, hide_index=True, width="stretch")
+                st.dataframe(replay.examples, hide_index=True, width="stretch")
     with st.expander("Sweep table and per-slice curves"):
         st.dataframe(a.sweep.replace([np.inf], np.nan), hide_index=True, width="stretch")
         try:

@@ -193,7 +193,9 @@ def analyse(
     curve = risk_coverage(tune["score"], tune["acceptable"])
     rows = []
     for name, t in (("current", cur_t), ("proposed", new_t)):
-        for split_name, part in ((tuned_on, tune), (report_on, report)):
+        parts = ((tuned_on, tune), (report_on, report)) if report_on != tuned_on else (
+            (tuned_on, tune),)
+        for split_name, part in parts:
             if part.empty:
                 continue
             op = operating_point(part, t, costs)
@@ -363,3 +365,201 @@ def release_gate(policy: NoAnswerPolicy, frame: pd.DataFrame, split: str = "test
         GateRow(r.name, r.scope, f"{r.metric} {r.comparison} {r.bound:g}", r.value, r.passed)
         for r in evaluate_targets(policy, overall, by_slice)
     ]
+
+
+# ---------------------------------------------------------------------------------------
+# Replay on production traces
+
+
+@dataclass(frozen=True)
+class Replay:
+    traces: int
+    skipped: int  # traces whose ranking mode the policy does not know, or without hits
+    flips: pd.DataFrame  # before, after, slice, traces
+    examples: pd.DataFrame  # a sample of flipped traces with their audit verdicts
+
+
+def replay_traces(
+    engine: Engine,
+    actor: Actor,
+    current: NoAnswerPolicy,
+    proposed: NoAnswerPolicy,
+    *,
+    batch: int = 100_000,
+    examples: int = 200,
+) -> Replay:
+    """Apply both policies to the logged signals of every trace (in batches, vectorised) and
+    count the decisions that flip, by slice (customer tier), with the audit verdicts of
+    flipped traces where they exist. Restricted traces are counted but only listed for users
+    with clearance."""
+    from sqlalchemy import select
+
+    from review import traces as traces_service
+    from review.gate import decide_frame
+    from storage.db import read_session
+    from storage.models import AuditItem, AuditVerdict, Trace
+
+    traces_service.require_view(actor)
+    modes = set(current.ranking_modes) & set(proposed.ranking_modes)
+    counts: dict[tuple[str, str, str], int] = {}
+    sample: list[dict[str, Any]] = []
+    total = skipped = 0
+    last = 0
+    cols = [
+        Trace.id,
+        Trace.trace_id,
+        Trace.ranking_mode,
+        Trace.hits_after_filter,
+        Trace.top_score,
+        Trace.answerable,
+        Trace.ambiguous,
+        Trace.ungrounded,
+        Trace.customer_tier,
+        Trace.restricted,
+        Trace.at,
+    ]
+    while True:
+        with read_session(engine) as s:
+            rows = s.execute(
+                select(*cols).where(Trace.id > last).order_by(Trace.id).limit(batch)
+            ).all()
+        if not rows:
+            break
+        last = int(str(rows[-1][0]))
+        df = pd.DataFrame(rows, columns=[c.key for c in cols])
+        total += len(df)
+        ok = df["ranking_mode"].isin(modes) & df["hits_after_filter"].notna()
+        skipped += int((~ok).sum())
+        df = df[ok]
+        if df.empty:
+            continue
+        before = decide_frame(current, df)
+        after = decide_frame(proposed, df)
+        b = before["decision"].astype(str) + np.where(before["caveat"], " (caveat)", "")
+        a = after["decision"].astype(str) + np.where(after["caveat"], " (caveat)", "")
+        changed = b != a
+        if not changed.any():
+            continue
+        flipped = df[changed].assign(
+            before=b[changed], after=a[changed], rule=after.loc[changed, "rule"].astype(str)
+        )
+        tier = flipped["customer_tier"].fillna("(none)")
+        for (bb, aa, tt), n in (
+            flipped.groupby([flipped["before"], flipped["after"], tier]).size().items()
+        ):
+            counts[(str(bb), str(aa), str(tt))] = counts.get((str(bb), str(aa), str(tt)), 0) + int(
+                n
+            )
+        if len(sample) < examples:
+            visible = flipped if actor.clearance else flipped[~flipped["restricted"]]
+            sample.extend(visible.head(examples - len(sample)).to_dict(orient="records"))
+    flips = pd.DataFrame(
+        [
+            {"before": k[0], "after": k[1], "slice": k[2], "traces": v}
+            for k, v in sorted(counts.items())
+        ],
+        columns=["before", "after", "slice", "traces"],
+    )
+    ex = pd.DataFrame(sample)
+    if not ex.empty:
+        ids = [int(i) for i in ex["id"]]
+        with read_session(engine) as s:
+            latest = dict(
+                s.execute(
+                    select(AuditItem.trace_pk, AuditVerdict.verdict)
+                    .join(AuditVerdict, AuditVerdict.item_id == AuditItem.id)
+                    .where(AuditItem.trace_pk.in_(ids))
+                    .order_by(AuditVerdict.id)
+                ).all()
+            )
+        ex["audit verdict"] = [latest.get(int(i), "") for i in ex["id"]]
+        ex = ex[
+            [
+                "trace_id",
+                "at",
+                "customer_tier",
+                "ranking_mode",
+                "top_score",
+                "hits_after_filter",
+                "before",
+                "after",
+                "rule",
+                "audit verdict",
+            ]
+        ]
+    return Replay(total, skipped, flips, ex)
+
+
+# Verdicts that say an answer was the right outcome (a gold answer exists), and those where
+# answering was acceptable.
+_ANSWER_EXPECTED = {
+    "false_refusal",
+    "supported_answer",
+    "unsupported_answer",
+    "partially_supported",
+}
+_ANSWER_ACCEPTABLE = {"false_refusal", "supported_answer"}
+
+
+def audited_trace_outcomes(
+    engine: Engine, policy: NoAnswerPolicy, mode: str, plan_ids: list[int] | None = None
+) -> pd.DataFrame:
+    """Outcomes from audited production traces: the trace's top score (as a confidence) joined
+    to its audit verdict (the majority of its reviewers). ``answerable``: the verdict says an
+    answer was called for; ``acceptable``: answering it was (or would have been) acceptable.
+    Split is "audit"; the slice is the customer tier."""
+    from review import audits
+
+    plans = plan_ids if plan_ids is not None else [p.id for p in audits.list_plans(engine)]
+    frames = []
+    for pid in plans:
+        items = audits.item_outcomes(engine, pid)
+        if not items.empty:
+            frames.append(items[items["outcome"].notna()])
+    if not frames:
+        return pd.DataFrame()
+    items = pd.concat(frames, ignore_index=True).drop_duplicates("trace_id")
+    from sqlalchemy import select
+
+    from storage.db import read_session
+    from storage.models import Trace
+
+    with read_session(engine) as s:
+        rows = dict(
+            (r.trace_id, r)
+            for r in s.execute(
+                select(
+                    Trace.id,
+                    Trace.trace_id,
+                    Trace.top_score,
+                    Trace.ranking_mode,
+                    Trace.customer_tier,
+                    Trace.decision,
+                ).where(Trace.trace_id.in_(list(items["trace_id"])))
+            )
+        )
+    out = []
+    for t_id, verdict in zip(items["trace_id"], items["outcome"], strict=True):
+        r = rows.get(t_id)
+        if r is None or r.top_score is None or (r.ranking_mode or mode) != mode:
+            continue
+        out.append(
+            {
+                "key": t_id,
+                "case_id": -int(r.id),
+                "repeat": 0,
+                "split": "audit",
+                "gold": verdict,
+                "raw_score": float(r.top_score),
+                "answerable": verdict in _ANSWER_EXPECTED,
+                "acceptable": verdict in _ANSWER_ACCEPTABLE,
+                "slice": [r.customer_tier] if r.customer_tier else [],
+                "mode": mode,
+                "decision": r.decision,
+            }
+        )
+    df = pd.DataFrame(out)
+    if df.empty:
+        return df
+    df["score"] = confidence(policy, mode, df["raw_score"].to_numpy())
+    return df

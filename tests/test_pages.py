@@ -584,3 +584,16 @@ def test_admin_changes_the_label_overlap(
     next(b for b in at.button if b.label == "Save labeling settings").click().run()
     no_exception(at)
     assert labeling.get_settings(demo_engine).overlap == 3
+
+
+def test_thresholds_calibrate_on_audited_traces_and_replay(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = app(demo_url, monkeypatch, CHEN).run()
+    at.switch_page("pages/thresholds_page.py").run()
+    at.selectbox(key="thr_run").set_value("Audited production traces").run()
+    no_exception(at)
+    assert any("What the change buys" in s.value for s in at.subheader)
+    next(b for b in at.button if b.label.startswith("Replay the proposed")).click().run()
+    no_exception(at)
+    assert any("trace(s) replayed" in c.value for c in at.caption)

@@ -155,3 +155,22 @@ def test_proposal_diff_and_export_of_the_new_version(demo_engine: Engine) -> Non
     signoff.sign(demo_engine, chen, vid, "approve")
     assert thresholds.in_force(demo_engine).policy.thresholds_for("vector").refuse_below == 0.62
     assert "approved_on: 20" in thresholds.export_approved(demo_engine)
+
+
+def test_replay_on_traces_counts_flips_by_slice(demo_engine: Engine) -> None:
+    from review.policy import parse_policy, replace_thresholds
+    from tests.conftest import make_actor
+
+    pif = thresholds.in_force(demo_engine)
+    same = thresholds.replay_traces(demo_engine, make_actor("reviewer", clearance=True),
+                                    pif.policy, pif.policy)
+    assert same.traces > 0 and same.flips.empty
+    stricter = parse_policy(replace_thresholds(pif.text, "vector", refuse_below=0.7,
+                                               caveat_below=0.75), "p")
+    r = thresholds.replay_traces(demo_engine, make_actor("reviewer", clearance=True),
+                                 pif.policy, stricter)
+    assert not r.flips.empty and set(r.flips["after"]) <= {"abstain", "answer (caveat)"}
+    assert int(r.flips["traces"].sum()) <= r.traces
+    assert {"trace_id", "before", "after", "audit verdict"} <= set(r.examples.columns)
+    with pytest.raises(Exception, match="traces"):
+        thresholds.replay_traces(demo_engine, make_actor("annotator"), pif.policy, stricter)
