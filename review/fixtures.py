@@ -139,6 +139,8 @@ def build_demo(
     policies = build_demo_policies(engine, tax)
     made = builder.build_demo_variants(engine, tax) if variants else 0
     n_traces = traces.build_demo_traces(engine, tax, trace_count) if with_traces else 0
+    if n_traces:
+        _demo_wording_traces(engine)
     wordingservice.build_demo_wording(engine, tax)
     audits.build_demo_audits(engine, tax)
     reviews.build_demo_reviews(engine, tax)
@@ -346,3 +348,54 @@ def build_demo_labels(engine: Engine, tax: Taxonomy) -> int:
             tax,
         )
     return n
+
+
+EXTRA_DEMO_TRACES = 2  # added by _demo_wording_traces on top of the generated ones
+
+
+def _demo_wording_traces(engine: Engine) -> int:
+    """Two more production refusals, so the demo trips every wording rule: one blames the
+    user, one escalation names a person instead of a role."""
+    import datetime as dt
+
+    from review.traceformats import Trace
+
+    when = dt.datetime.now(dt.UTC).replace(hour=10, minute=0, second=0, microsecond=0)
+    texts = [
+        (
+            "bw-demo-wording-blame",
+            40,
+            "can i get a refund",
+            "abstain",
+            "ambiguous_question",
+            "Your question is unclear and you did not provide the plan, so I cannot answer it.",
+        ),
+        (
+            "bw-demo-wording-person",
+            39,
+            "Can we terminate our contract after the acquisition?",
+            "escalate",
+            "restricted_topic",
+            "This needs a human. Please ask Maria Jensen in Legal to review your contract.",
+        ),
+    ]
+    items = [
+        Trace(
+            trace_id=tid,
+            time=when - dt.timedelta(days=days),
+            query=q,
+            decision=d,
+            reason_code=r,
+            answer_text=a,
+            ranking_mode="vector",
+            hits_after_filter=1,
+            top_score=0.41,
+            user_role="customer_admin",
+            identity_scopes=("public",),
+            versions={"model": "m-2025-06", "policy": "no-answer-policy@3"},
+            attributes={"language": "en", "customer_tier": "team"},
+        )
+        for tid, days, q, d, r, a in texts
+    ]
+    report = traces.import_items(engine, DEMO_ACTOR, items, source="demo data")
+    return int(report.added)

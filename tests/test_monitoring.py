@@ -14,6 +14,7 @@ from sqlalchemy import Engine
 
 from review import monitoring, tracedemo
 from review.errors import InputError, PolicyFileError
+from review.fixtures import EXTRA_DEMO_TRACES
 from review.taxonomy import Taxonomy
 from tests.tracefixtures import (
     import_traces,
@@ -262,7 +263,7 @@ def test_alerts_fire_on_the_demo_drift(
 ) -> None:
     result = monitoring.monitor(trace_demo_engine, tax, policy, weeks=12)
     assert len(result.weeks) == 12
-    assert int(result.weeks["traces"].sum()) == tracedemo.DEMO_TRACES
+    assert int(result.weeks["traces"].sum()) == tracedemo.DEMO_TRACES + EXTRA_DEMO_TRACES
 
     def week_no(a: monitoring.Alert) -> int:
         return (a.week - result.start).days // 7 + 1

@@ -13,6 +13,7 @@ from sqlalchemy import Engine, select
 from streamlit.testing.v1 import AppTest
 
 from review import tracedemo, traces
+from review.fixtures import EXTRA_DEMO_TRACES
 from review.identity import SYSTEM
 from storage.db import make_engine
 from storage.models import Trace as TraceRow
@@ -77,16 +78,20 @@ def test_list_renders_with_demo_traces(
     no_exception(at)
     assert at.title[0].value == "Traces" and not at.error
     assert len(listing(at)) == 25
-    assert f"of {tracedemo.DEMO_TRACES}" in " ".join(c.value for c in at.caption)
+    assert f"of {tracedemo.DEMO_TRACES + EXTRA_DEMO_TRACES}" in " ".join(
+        c.value for c in at.caption
+    )
     # without clearance the restricted traces are left out of the count
     at = page_app(trace_demo_url, monkeypatch, TRACES, PAULA).run()
     no_exception(at)
-    hidden = tracedemo.DEMO_TRACES - traces.count_traces(
-        trace_demo_engine, _paula(trace_demo_engine), traces.TraceFilter()
+    hidden = (
+        tracedemo.DEMO_TRACES
+        + EXTRA_DEMO_TRACES
+        - traces.count_traces(trace_demo_engine, _paula(trace_demo_engine), traces.TraceFilter())
     )
     assert hidden > 0
     captions = " ".join(c.value for c in at.caption)
-    assert f"of {tracedemo.DEMO_TRACES - hidden}" in captions
+    assert f"of {tracedemo.DEMO_TRACES + EXTRA_DEMO_TRACES - hidden}" in captions
     assert "Restricted traces are left out" in captions
     assert not listing(at)["restricted"].any()
     assert "Import traces" not in [b.label for b in at.button]  # product owners do not import

@@ -162,13 +162,16 @@ def test_replay_on_traces_counts_flips_by_slice(demo_engine: Engine) -> None:
     from tests.conftest import make_actor
 
     pif = thresholds.in_force(demo_engine)
-    same = thresholds.replay_traces(demo_engine, make_actor("reviewer", clearance=True),
-                                    pif.policy, pif.policy)
+    same = thresholds.replay_traces(
+        demo_engine, make_actor("reviewer", clearance=True), pif.policy, pif.policy
+    )
     assert same.traces > 0 and same.flips.empty
-    stricter = parse_policy(replace_thresholds(pif.text, "vector", refuse_below=0.7,
-                                               caveat_below=0.75), "p")
-    r = thresholds.replay_traces(demo_engine, make_actor("reviewer", clearance=True),
-                                 pif.policy, stricter)
+    stricter = parse_policy(
+        replace_thresholds(pif.text, "vector", refuse_below=0.7, caveat_below=0.75), "p"
+    )
+    r = thresholds.replay_traces(
+        demo_engine, make_actor("reviewer", clearance=True), pif.policy, stricter
+    )
     assert not r.flips.empty and set(r.flips["after"]) <= {"abstain", "answer (caveat)"}
     assert int(r.flips["traces"].sum()) <= r.traces
     assert {"trace_id", "before", "after", "audit verdict"} <= set(r.examples.columns)
