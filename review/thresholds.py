@@ -193,8 +193,11 @@ def analyse(
     curve = risk_coverage(tune["score"], tune["acceptable"])
     rows = []
     for name, t in (("current", cur_t), ("proposed", new_t)):
-        parts = ((tuned_on, tune), (report_on, report)) if report_on != tuned_on else (
-            (tuned_on, tune),)
+        parts = (
+            ((tuned_on, tune), (report_on, report))
+            if report_on != tuned_on
+            else ((tuned_on, tune),)
+        )
         for split_name, part in parts:
             if part.empty:
                 continue
