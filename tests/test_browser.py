@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -34,20 +35,20 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture
-def server(demo_url: str, tmp_path: Path) -> Iterator[str]:
+@contextlib.contextmanager
+def streamlit_server(script: Path, tmp_path: Path, **env_vars: str) -> Iterator[str]:
+    """Run ``streamlit run script`` on a free port with extra environment; yield its URL."""
     port = _free_port()
-    env = dict(
-        os.environ, WORKBENCH_DATABASE_URL=demo_url, STREAMLIT_BROWSER_GATHER_USAGE_STATS="false"
-    )
-    log = (tmp_path / "streamlit.log").open("w")
+    env = dict(os.environ, STREAMLIT_BROWSER_GATHER_USAGE_STATS="false", **env_vars)
+    log_path = tmp_path / f"streamlit-{port}.log"
+    log = log_path.open("w")
     proc = subprocess.Popen(
         [
             sys.executable,
             "-m",
             "streamlit",
             "run",
-            str(ROOT / "app.py"),
+            str(script),
             "--server.headless",
             "true",
             "--server.port",
@@ -63,26 +64,32 @@ def server(demo_url: str, tmp_path: Path) -> Iterator[str]:
     )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 90
-    while True:
-        try:
-            with urllib.request.urlopen(base + "/_stcore/health", timeout=2) as r:
-                if r.read().strip() == b"ok":
-                    break
-        except OSError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            log.close()
-            pytest.fail(f"streamlit did not start: {(tmp_path / 'streamlit.log').read_text()}")
-        time.sleep(0.3)
-    yield base
-    proc.terminate()
     try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    log.close()
+        while True:
+            try:
+                with urllib.request.urlopen(base + "/_stcore/health", timeout=2) as r:
+                    if r.read().strip() == b"ok":
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"streamlit did not start: {log_path.read_text()}")
+            time.sleep(0.3)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+@pytest.fixture
+def server(demo_url: str, tmp_path: Path) -> Iterator[str]:
+    with streamlit_server(ROOT / "app.py", tmp_path, WORKBENCH_DATABASE_URL=demo_url) as base:
+        yield base
 
 
 @pytest.fixture

@@ -8,10 +8,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,7 +17,7 @@ from sqlalchemy import func, select
 from storage.db import make_engine, read_session
 from storage.models import AuditItem, AuditVerdict
 from tests.auditdata import realistic_traces
-from tests.test_browser import CHROMIUM_ARGS, _free_port, wait_idle
+from tests.test_browser import CHROMIUM_ARGS, streamlit_server, wait_idle
 
 
 @pytest.fixture
@@ -42,58 +38,14 @@ def audit_server(demo_url: str, tmp_path: Path) -> Iterator[str]:
     eng = make_engine(demo_url)
     realistic_traces(eng)
     eng.dispose()
-    port = _free_port()
-    env = dict(
-        os.environ,
+    with streamlit_server(
+        ROOT / "tests" / "apps" / "one_page.py",
+        tmp_path,
         WORKBENCH_DATABASE_URL=demo_url,
         WB_TEST_PAGE=str(ROOT / "pages" / "audit_page.py"),
         WB_TEST_USER="ravi.menon@brightwave.example",
-        STREAMLIT_BROWSER_GATHER_USAGE_STATS="false",
-    )
-    log_path = tmp_path / "streamlit.log"
-    log = log_path.open("w")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            str(ROOT / "tests" / "apps" / "one_page.py"),
-            "--server.headless",
-            "true",
-            "--server.port",
-            str(port),
-            "--server.fileWatcherType",
-            "none",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
-    while True:
-        try:
-            with urllib.request.urlopen(base + "/_stcore/health", timeout=2) as r:
-                if r.read().strip() == b"ok":
-                    break
-        except OSError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            log.close()
-            pytest.fail(f"streamlit did not start: {log_path.read_text()}")
-        time.sleep(0.3)
-    yield base
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    log.close()
+    ) as base:
+        yield base
 
 
 def test_draw_a_sample_and_record_a_verdict(audit_server: str, demo_url: str) -> None:
