@@ -1,0 +1,1505 @@
+"""The scale benchmark: every page and the heavy services on a team-sized database.
+
+    .venv/bin/python benchmarks/scale.py [--traces 1000000] [--cases 50000] [--labels 200000]
+                                         [--out benchmarks/out] [--url URL] [--workdir DIR]
+
+1. Builds a database (a SQLite file in a temporary folder, or ``--url`` for PostgreSQL, which
+   must be an empty database): the Brightwave demo (users, corpus, cases, labels, runs,
+   policies, demo traces, audits, reviews) through ``review.fixtures.build_demo``, then bulk
+   inserts of N production traces with 5 chunks each, the cases (claims, documents, slices,
+   families) and the labels (with revisions and adjudications), in batches of one
+   transaction each. Values come from the taxonomy and the demo documents' real passages.
+2. Renders the default view of every page registered in app.py with AppTest through the real
+   router, one child process per page (so its memory is its own): first view (cold data
+   caches, warm imports and engine) and a rerun, with the peak resident memory during the
+   page and the Python heap peak (tracemalloc) of another cold open.
+3. Times the trace import (``review.traces.import_file`` of a canonical JSONL file into the
+   large database, beside the plain sqlite3 floor on an empty one), the audit sampling
+   (``count_population``, ``create_plan`` and ``draw_plan`` of 400 traces from all traces)
+   and the risk-coverage sweep over 1,000,000 outcomes (``review.selective``) beside
+   scikit-learn's ``precision_recall_curve`` on the same data; and the Thresholds page's
+   replay of a proposal over the logged signals of every trace (``replay_traces``).
+4. Prints one Markdown table with the machine and sizes, and writes it to
+   ``OUT/scale.md`` (and the raw figures to ``OUT/scale.json``), with the slowest SQL
+   statements of every page that takes more than a second.
+
+Figures are printed, never asserted. ``--workdir DIR --keep`` keeps the built database, and
+a later run with the same ``--workdir`` and sizes reuses it (skipping the build).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import datetime as dt
+import json
+import os
+import platform
+import random
+import resource
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import IO, Any, cast
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from sqlalchemy import Engine, Table, func, insert, select, text  # noqa: E402
+
+from review.taxonomy import Taxonomy, load_taxonomy  # noqa: E402
+from storage.db import make_engine, migrate  # noqa: E402
+from storage.models import (  # noqa: E402
+    Adjudication,
+    Case,
+    CaseClaim,
+    CaseDocument,
+    CaseFamily,
+    CaseSlice,
+    Document,
+    Label,
+    Trace,
+    TraceChunk,
+    TraceImport,
+    User,
+)
+
+ADMIN = "ada.admin@brightwave.example"
+REVIEWER = "ravi.menon@brightwave.example"
+DEMO_ANNOTATORS = (
+    "ines.duarte@brightwave.example",
+    "tom.becker@brightwave.example",
+    "ravi.menon@brightwave.example",
+)
+EXTRA_ANNOTATORS = 9  # a team of twelve annotators
+DOCS_DIR = ROOT / "review" / "demo" / "docs"
+CASES_FILE = ROOT / "review" / "demo" / "cases.jsonl"
+BATCH_TRACES = 10_000  # traces per transaction of the bulk load (50,000 rows with chunks)
+BATCH_ROWS = 20_000  # rows per transaction for cases and labels
+SQLITE_TS = "%Y-%m-%d %H:%M:%S.%f"
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def rss_mib() -> float:
+    """Peak resident memory of this process so far (ru_maxrss is KiB on Linux)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+# ---------------------------------------------------------------------------------------
+# Bulk writer: driver executemany on SQLite, SQLAlchemy core insert() elsewhere
+
+
+def _converter(col: Any) -> Callable[[Any], Any] | None:
+    from sqlalchemy import JSON, Boolean, Date
+
+    from storage.models import UTCDateTime
+
+    t = col.type
+    if isinstance(t, JSON):
+        return lambda v: None if v is None else json.dumps(v)
+    if isinstance(t, UTCDateTime):
+        return lambda v: None if v is None else v.astimezone(dt.UTC).strftime(SQLITE_TS)
+    if isinstance(t, Date):
+        return lambda v: None if v is None else v.isoformat()
+    if isinstance(t, Boolean):
+        return lambda v: None if v is None else int(bool(v))
+    return None
+
+
+class BulkWriter:
+    """Insert many rows of one table per call; one transaction per call."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.sqlite = engine.dialect.name == "sqlite"
+        self._plans: dict[str, tuple[str, list[str], list[Callable[[Any], Any] | None]]] = {}
+
+    def _plan(
+        self, table: Table, columns: Sequence[str]
+    ) -> tuple[str, list[str], list[Callable[[Any], Any] | None]]:
+        key = f"{table.name}:{','.join(columns)}"
+        if key not in self._plans:
+            sql = (
+                f"INSERT INTO {table.name} ({', '.join(columns)}) "
+                f"VALUES ({', '.join('?' * len(columns))})"
+            )
+            self._plans[key] = (sql, list(columns), [_converter(table.c[c]) for c in columns])
+        return self._plans[key]
+
+    def write(self, parts: Sequence[tuple[Table, list[dict[str, Any]]]]) -> None:
+        """Insert every (table, rows) pair in order, in one transaction."""
+        with self.engine.begin() as conn:
+            for table, rows in parts:
+                if not rows:
+                    continue
+                if self.sqlite:
+                    sql, cols, convs = self._plan(table, list(rows[0]))
+                    params = [
+                        tuple(
+                            r[c] if f is None else f(r[c]) for c, f in zip(cols, convs, strict=True)
+                        )
+                        for r in rows
+                    ]
+                    conn.exec_driver_sql(sql, params)
+                else:
+                    conn.execute(insert(table), rows)
+
+    def fix_sequences(self, tables: Sequence[Table]) -> None:
+        """After explicit ids on PostgreSQL, move each id sequence past the largest id."""
+        if self.engine.dialect.name != "postgresql":
+            return
+        with self.engine.begin() as conn:
+            for table in tables:
+                conn.execute(
+                    text(
+                        f"SELECT setval(pg_get_serial_sequence('{table.name}', 'id'), "
+                        f"(SELECT COALESCE(MAX(id), 1) FROM {table.name}))"
+                    )
+                )
+
+
+def _table(model: Any) -> Table:
+    t = model.__table__
+    assert isinstance(t, Table)
+    return t
+
+
+def _next_id(engine: Engine, model: Any) -> int:
+    with engine.connect() as conn:
+        return int(conn.scalar(select(func.coalesce(func.max(model.id), 0))) or 0) + 1
+
+
+# ---------------------------------------------------------------------------------------
+# Realistic values
+
+
+@dataclasses.dataclass(frozen=True)
+class Passage:
+    chunk_id: str
+    doc_id: str
+    version: int
+    text: str
+    effective_date: dt.date | None
+    restricted: bool
+
+
+def load_passages(tax: Taxonomy) -> list[Passage]:
+    """Paragraphs of the demo documents (the chunks production retrieval would return)."""
+    from review.docformat import parse_markdown
+
+    out: list[Passage] = []
+    for path in sorted(DOCS_DIR.glob("*.md")):
+        doc = parse_markdown(path.read_text(encoding="utf-8"), path.name, tax)
+        for i, para in enumerate(p.strip() for p in doc.body.split("\n\n")):
+            if para and not para.startswith("#"):
+                out.append(
+                    Passage(
+                        f"{doc.doc_id}@{doc.version}#p{i}",
+                        doc.doc_id,
+                        doc.version,
+                        para[:1500],
+                        doc.effective_date,
+                        doc.access_scope == "restricted",
+                    )
+                )
+    return out
+
+
+def demo_questions() -> list[str]:
+    with CASES_FILE.open(encoding="utf-8") as fh:
+        return [json.loads(line)["question"] for line in fh if line.strip()]
+
+
+def _weighted(rng: random.Random, items: Sequence[tuple[Any, float]]) -> Any:
+    return rng.choices([i for i, _ in items], weights=[w for _, w in items])[0]
+
+
+TRACE_OUTCOMES: tuple[tuple[str, float], ...] = (
+    ("answer", 0.58),
+    ("caveat", 0.07),
+    ("abstain", 0.19),
+    ("clarify", 0.07),
+    ("partial", 0.03),
+    ("escalate", 0.05),
+    ("empty", 0.01),
+)
+ABSTAIN_REASONS: tuple[tuple[str, float], ...] = (
+    ("no_answer_bearing_evidence", 0.4),
+    ("required_claim_not_covered", 0.15),
+    ("support_below_threshold", 0.2),
+    ("evidence_stale", 0.07),
+    ("source_not_allowed", 0.1),
+    ("conflicting_evidence", 0.08),
+)
+LANGUAGES = (("en", 0.7), ("de", 0.12), ("fr", 0.1), ("es", 0.08))
+TIERS = (("starter", 0.25), ("team", 0.35), ("business", 0.25), ("enterprise", 0.15))
+DOC_TYPES = ("policy", "contract", "guide", "price_list", "faq")
+REFUSALS = {
+    "abstain": (
+        "The sources I can access do not establish this. If you tell me the contract name or "
+        "the date you mean, I can look again."
+    ),
+    "clarify": "Do you mean the monthly or the annual plan? The answer differs between them.",
+    "partial": (
+        "Part of this is covered: refunds of monthly charges are possible within 14 days. The "
+        "allowed sources do not establish how long the payment provider takes."
+    ),
+    "escalate": "This needs a person: I have passed your question to the account team.",
+    "empty": "I found nothing in the sources you can access that answers this.",
+}
+
+
+class TraceMaker:
+    """Synthetic production traces, spread evenly over ``weeks`` weeks ending now."""
+
+    def __init__(self, tax: Taxonomy, n: int, weeks: int, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.n = n
+        passages = load_passages(tax)
+        self.open = [p for p in passages if not p.restricted]
+        self.closed = [p for p in passages if p.restricted]
+        self.questions = demo_questions()
+        self.end = dt.datetime.now(dt.UTC).replace(microsecond=0)
+        self.start = self.end - dt.timedelta(weeks=weeks)
+        self.span = (self.end - self.start).total_seconds()
+        self.now = dt.datetime.now(dt.UTC)
+
+    def rows(
+        self, first_pk: int, lo: int, hi: int, import_id: int
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        rng = self.rng
+        traces: list[dict[str, Any]] = []
+        chunks: list[dict[str, Any]] = []
+        for i in range(lo, hi):
+            pk = first_pk + i
+            frac = i / max(1, self.n)
+            at = self.start + dt.timedelta(seconds=self.span * frac + rng.random() * 30)
+            kind = _weighted(rng, TRACE_OUTCOMES)
+            restricted = rng.random() < 0.005
+            mode = "vector" if rng.random() < 0.67 else "semantic_reranker"
+            hi_band = kind in ("answer", "partial")
+            if mode == "vector":
+                top = rng.uniform(0.66, 0.95) if hi_band else rng.uniform(0.34, 0.7)
+                if kind == "caveat":
+                    top = rng.uniform(0.6, 0.66)
+            else:
+                top = rng.uniform(2.2, 3.9) if hi_band else rng.uniform(0.2, 2.4)
+                if kind == "caveat":
+                    top = rng.uniform(1.9, 2.2)
+            top = round(top, 4)
+            pool = self.closed if restricted else self.open
+            picked = rng.sample(pool, 5) if len(pool) >= 5 else [rng.choice(pool) for _ in "12345"]
+            filtered_last = not restricted and rng.random() < 0.1
+            for k, p in enumerate(picked):
+                filtered = k == 4 and filtered_last
+                src = rng.choice(self.closed) if filtered and self.closed else p
+                chunks.append(
+                    {
+                        "trace_pk": pk,
+                        "chunk_id": src.chunk_id,
+                        "doc_id": src.doc_id,
+                        "doc_version": src.version,
+                        "rank": k + 1,
+                        "score": round(top * (1 - 0.04 * k), 4),
+                        "text": src.text,
+                        "filtered": filtered,
+                        "effective_date": src.effective_date,
+                    }
+                )
+            sent = [c for c in chunks[-5:] if not c["filtered"]][:3]
+            context = "\n\n".join(f"[{c['chunk_id']}] {c['text']}" for c in sent)
+            hits = 0 if kind == "empty" else len([c for c in chunks[-5:] if not c["filtered"]])
+            decision = {"caveat": "answer", "empty": "abstain"}.get(kind, kind)
+            reason: str | None = {
+                "answer": None,
+                "caveat": "support_below_threshold",
+                "clarify": "ambiguous_question",
+                "partial": "required_claim_not_covered",
+                "escalate": "restricted_topic",
+                "empty": "no_answer_bearing_evidence",
+            }.get(kind)
+            if kind == "abstain":
+                reason = _weighted(rng, ABSTAIN_REASONS)
+            if decision != "answer" and rng.random() < 0.002:
+                reason = None  # refusals logged without a reason (a monitoring alert)
+            answered = decision in ("answer", "partial")
+            r = rng.random()
+            if answered:
+                feedback = "positive" if r < 0.06 else "answer_wrong" if r < 0.075 else None
+            else:
+                feedback = "expected_answer" if r < 0.05 else None
+            q = self.questions[rng.randrange(len(self.questions))]
+            answer = (
+                "You can ask for a refund of a monthly charge within 14 days of the charge date."
+                if answered
+                else REFUSALS[kind]
+            )
+            traces.append(
+                {
+                    "id": pk,
+                    "trace_id": f"scale-{i:08d}",
+                    "at": at,
+                    "query": q,
+                    "rewritten_query": " ".join(q.lower().split()[:8]),
+                    "user_role": "legal_counsel" if restricted else "customer_admin",
+                    "identity_scopes": ["public", "restricted"] if restricted else ["public"],
+                    "context_sent": context,
+                    "ranking_mode": mode,
+                    "hits_after_filter": hits,
+                    "top_score": top if hits else None,
+                    "answerable": kind not in ("abstain", "empty", "escalate"),
+                    "ambiguous": kind == "clarify",
+                    "ungrounded": rng.random() < 0.02,
+                    "decision": decision,
+                    "reason_code": reason,
+                    "answer_text": answer,
+                    "citations": (
+                        [{"claim": answer, "chunk_ids": [sent[0]["chunk_id"]]}]
+                        if answered and sent
+                        else []
+                    ),
+                    "feedback": feedback,
+                    "versions": {
+                        "model": "gpt-4.1-mini-2025-04-14",
+                        "embedding": "text-embedding-3-large",
+                        "reranker": "bge-reranker-v2-m3" if mode != "vector" else "none",
+                        "prompt": "support-answer@12" if frac < 0.4 else "support-answer@13",
+                        "index": "kb-2025-q2" if frac < 0.7 else "kb-2025-q3-rechunked",
+                        "policy": "no-answer-policy@2" if frac < 0.35 else "no-answer-policy@3",
+                    },
+                    "attributes": {
+                        "language": _weighted(rng, LANGUAGES),
+                        "customer_tier": _weighted(rng, TIERS),
+                        "document_type": DOC_TYPES[rng.randrange(len(DOC_TYPES))],
+                    },
+                    "policy_version": "no-answer-policy@2" if frac < 0.35 else "no-answer-policy@3",
+                    "model_version": "gpt-4.1-mini-2025-04-14",
+                    "language": None,  # filled below from the attributes
+                    "customer_tier": None,
+                    "document_type": None,
+                    "restricted": restricted,
+                    "redactions": {},
+                    "import_id": import_id,
+                    "imported_at": self.now,
+                }
+            )
+            row = traces[-1]
+            for key in ("language", "customer_tier", "document_type"):
+                row[key] = row["attributes"][key]
+        return traces, chunks
+
+
+def load_traces(engine: Engine, tax: Taxonomy, n: int, weeks: int, seed: int) -> None:
+    if n <= 0:
+        return
+    w = BulkWriter(engine)
+    with engine.begin() as conn:
+        import_id = int(
+            conn.execute(
+                insert(TraceImport).returning(TraceImport.id),
+                {
+                    "source": "benchmark bulk load (benchmarks/scale.py)",
+                    "format": "canonical",
+                    "status": "done",
+                    "added": n,
+                    "actor": ADMIN,
+                    "message": f"{n} synthetic traces",
+                    "finished_at": dt.datetime.now(dt.UTC),
+                },
+            ).scalar_one()
+        )
+    maker = TraceMaker(tax, n, weeks, seed)
+    first = _next_id(engine, Trace)
+    t0 = time.perf_counter()
+    for lo in range(0, n, BATCH_TRACES):
+        hi = min(n, lo + BATCH_TRACES)
+        traces, chunks = maker.rows(first, lo, hi, import_id)
+        w.write([(_table(Trace), traces), (_table(TraceChunk), chunks)])
+        if (hi // BATCH_TRACES) % 10 == 0 or hi == n:
+            rate = hi / (time.perf_counter() - t0)
+            log(f"  traces {hi:,}/{n:,} ({rate:,.0f}/s)")
+    w.fix_sequences([_table(Trace)])
+
+
+def load_cases_and_labels(
+    engine: Engine, tax: Taxonomy, n_cases: int, n_labels: int, seed: int
+) -> None:
+    """Cases with claims, documents, slices and families; labels by a team of annotators
+    (about one label row in ten revises the annotator's earlier label); adjudications on a
+    third of the disagreements."""
+    rng = random.Random(seed + 1)
+    w = BulkWriter(engine)
+    now = dt.datetime.now(dt.UTC)
+    annotators = [
+        *DEMO_ANNOTATORS,
+        *(f"annotator{k:02d}@brightwave.example" for k in range(1, EXTRA_ANNOTATORS + 1)),
+    ]
+    with engine.connect() as conn:
+        known = set(conn.scalars(select(User.email)))
+        docs = [
+            (int(r[0]), str(r[1])) for r in conn.execute(select(Document.id, Document.access_scope))
+        ]
+    w.write(
+        [
+            (
+                _table(User),
+                [
+                    {
+                        "email": e,
+                        "name": f"Annotator {e[9:11]}",
+                        "roles": ["annotator"],
+                        "clearance": False,
+                        "active": True,
+                        "version": 1,
+                        "created_at": now,
+                        "updated_at": now,
+                        "updated_by": ADMIN,
+                    }
+                    for e in annotators
+                    if e not in known
+                ],
+            )
+        ]
+    )
+    if n_cases <= 0 or not docs:
+        return
+    questions = demo_questions()
+    decisions = list(tax.decisions)
+    cats = list(tax.categories)
+    reasons = list(tax.reason_codes)
+    slices = list(tax.slices)
+    splits = list(tax.splits)
+    states = list(tax.evidence_states)
+    roles = list(tax.document_roles)
+    first_case = _next_id(engine, Case)
+    first_family = _next_id(engine, CaseFamily)
+    first_label = _next_id(engine, Label)
+    per_case, extra = divmod(max(0, n_labels), n_cases)
+    label_id = first_label
+    for lo in range(0, n_cases, BATCH_ROWS // 4):
+        hi = min(n_cases, lo + BATCH_ROWS // 4)
+        fam_rows: list[dict[str, Any]] = []
+        case_rows: list[dict[str, Any]] = []
+        claim_rows: list[dict[str, Any]] = []
+        doc_rows: list[dict[str, Any]] = []
+        slice_rows: list[dict[str, Any]] = []
+        label_rows: list[dict[str, Any]] = []
+        adj_rows: list[dict[str, Any]] = []
+        for i in range(lo, hi):
+            cid = first_case + i
+            if i % 10 == 0:
+                fam_rows.append(
+                    {
+                        "id": first_family + i // 10,
+                        "key": f"SFAM-{i // 10:06d}",
+                        "title": f"Family {i // 10}: {questions[i % len(questions)][:80]}",
+                        "created_at": now,
+                        "created_by": ADMIN,
+                    }
+                )
+            cat = cats[rng.randrange(len(cats))]
+            decision = tax.categories[cat].default_decision
+            if rng.random() < 0.1:
+                decision = decisions[rng.randrange(len(decisions))]
+            answers = tax.decisions[decision].answers
+            codes = (
+                ([] if cat != "false_premise" else ["false_premise"])
+                if answers
+                else rng.sample([r for r in reasons if r != "false_premise"], rng.choice((1, 1, 2)))
+            )
+            status = "ready" if rng.random() < 0.85 else rng.choice(("draft", "retired"))
+            case_rows.append(
+                {
+                    "id": cid,
+                    "key": f"SC-{i + 1:06d}",
+                    "question": f"{questions[rng.randrange(len(questions))]} (variant {i + 1})",
+                    "identity_name": rng.choice(("customer-team-eu", "customer-enterprise-us")),
+                    "identity_scopes": ["public"],
+                    "expected_decision": decision,
+                    "reason_codes": codes,
+                    "category": cat,
+                    "split": splits[rng.randrange(len(splits))],
+                    "status": status,
+                    "family_id": first_family + i // 10,
+                    "evidence_state": states[rng.randrange(len(states))],
+                    "notes": "Synthetic case of the scale benchmark.",
+                    "version": 1,
+                    "created_at": now,
+                    "created_by": ADMIN,
+                    "updated_at": now,
+                    "updated_by": ADMIN,
+                }
+            )
+            n_claims = rng.choice((1, 1, 2, 3))
+            for pos in range(n_claims):
+                claim_rows.append(
+                    {
+                        "case_id": cid,
+                        "position": pos,
+                        "text": f"Required claim {pos + 1} of case {i + 1}.",
+                    }
+                )
+            for pos, (doc_id, scope) in enumerate(rng.sample(docs, min(len(docs), 3))):
+                doc_rows.append(
+                    {
+                        "case_id": cid,
+                        "document_id": doc_id,
+                        "position": pos,
+                        "visibility": "forbidden" if scope == "restricted" else "visible",
+                        "role": roles[rng.randrange(len(roles))],
+                    }
+                )
+            for sl in rng.sample(slices, rng.choice((0, 1, 1, 2))):
+                slice_rows.append({"case_id": cid, "slice": sl})
+            # labels of this case
+            k = per_case + (1 if i < extra else 0)
+            if k <= 0:
+                continue
+            who = rng.sample(annotators, min(len(annotators), k))
+            given: dict[str, int] = {}
+            seen: set[str] = set()
+            for j in range(k):
+                revise = j > 0 and j == k - 1 and rng.random() < 0.1
+                person = who[0] if revise else who[j % len(who)]
+                if rng.random() < 0.8:
+                    d, rc = decision, codes
+                else:
+                    d = decisions[rng.randrange(len(decisions))]
+                    rc = [] if tax.decisions[d].answers else [reasons[rng.randrange(len(reasons))]]
+                seen.add(d)
+                label_rows.append(
+                    {
+                        "id": label_id,
+                        "case_id": cid,
+                        "annotator": person,
+                        "decision": d,
+                        "reason_codes": rc,
+                        "category": cat,
+                        "rationale": "Clause checked against the visible documents.",
+                        "claim_verdicts": [
+                            {"claim": c, "verdict": "supported" if d == "answer" else "unsupported"}
+                            for c in range(n_claims)
+                        ],
+                        "replaces_id": given.get(person),
+                        "created_at": now - dt.timedelta(minutes=k - j),
+                    }
+                )
+                given[person] = label_id
+                label_id += 1
+            if len(seen) > 1 and rng.random() < 0.33:
+                adj_rows.append(
+                    {
+                        "case_id": cid,
+                        "adjudicator": REVIEWER,
+                        "decision": decision,
+                        "reason_codes": codes,
+                        "note": "Adjudicated in the weekly calibration session.",
+                        "created_at": now,
+                    }
+                )
+        w.write(
+            [
+                (_table(CaseFamily), fam_rows),
+                (_table(Case), case_rows),
+                (_table(CaseClaim), claim_rows),
+                (_table(CaseDocument), doc_rows),
+                (_table(CaseSlice), slice_rows),
+                (_table(Label), label_rows),
+                (_table(Adjudication), adj_rows),
+            ]
+        )
+        log(f"  cases {hi:,}/{n_cases:,}, labels {label_id - first_label:,}")
+    w.fix_sequences([_table(CaseFamily), _table(Case), _table(Label)])
+
+
+def build(url: str, args: argparse.Namespace, tax: Taxonomy) -> dict[str, float]:
+    from review import fixtures
+
+    out: dict[str, float] = {}
+    engine = make_engine(url)
+    migrate(engine)
+    t0 = time.perf_counter()
+    report = fixtures.build_demo(engine, tax)
+    out["build_demo_s"] = time.perf_counter() - t0
+    out["demo_traces"] = float(report.traces)
+    log(f"demo built in {out['build_demo_s']:.1f}s")
+    t0 = time.perf_counter()
+    load_traces(engine, tax, args.traces, args.weeks, args.seed)
+    out["load_traces_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    load_cases_and_labels(engine, tax, args.cases, args.labels, args.seed)
+    out["load_cases_labels_s"] = time.perf_counter() - t0
+    if engine.dialect.name == "sqlite":
+        with engine.connect() as conn:
+            conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    engine.dispose()
+    return out
+
+
+def sizes(url: str) -> dict[str, int]:
+    engine = make_engine(url)
+    out: dict[str, int] = {}
+    with engine.connect() as conn:
+        for name in (
+            "traces",
+            "trace_chunks",
+            "cases",
+            "labels",
+            "adjudications",
+            "documents",
+            "users",
+            "audit_log",
+        ):
+            out[name] = int(conn.scalar(text(f"SELECT COUNT(*) FROM {name}")) or 0)
+    engine.dispose()
+    if url.startswith("sqlite:///"):
+        path = Path(url.split("///", 1)[1])
+        out["db_bytes"] = path.stat().st_size if path.exists() else 0
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# Children: one process per measurement
+
+
+def registered_pages() -> list[tuple[str, str, str]]:
+    """(page file, title, url_path) of every st.Page registered in app.py, in source order."""
+    tree = ast.parse((ROOT / "app.py").read_text(encoding="utf-8"))
+    found: list[tuple[int, str, str, str]] = []
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "Page"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            path = node.args[0].value
+            kw = {
+                k.arg: str(k.value.value)
+                for k in node.keywords
+                if k.arg and isinstance(k.value, ast.Constant)
+            }
+            title = kw.get("title", path)
+            url_path = kw.get("url_path", Path(path).stem)
+            found.append((node.lineno, path, title, url_path))
+    return [(path, title, url_path) for _, path, title, url_path in sorted(found)]
+
+
+def _status_kib(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def reset_peak() -> float:
+    """Reset the kernel's peak-RSS mark (Linux clear_refs 5); returns current RSS in MiB."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        return _status_kib("VmRSS") / 1024
+    except OSError:
+        return rss_mib()
+
+
+def peak_since_reset() -> float:
+    try:
+        return _status_kib("VmHWM") / 1024
+    except OSError:
+        return rss_mib()
+
+
+class SqlTimer:
+    """Time every SQL statement run while active (any engine of the process), by statement
+    text. On SQLite ``execute`` returns at the first row, so an aggregation is timed whole
+    and a streamed result only until its first row."""
+
+    def __init__(self) -> None:
+        self.stats: dict[str, list[float]] = {}
+
+    def _before(self, conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        conn.info.setdefault("wb_bench_t0", []).append(time.perf_counter())
+
+    def _after(self, conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        starts = conn.info.get("wb_bench_t0") or [time.perf_counter()]
+        took = time.perf_counter() - starts.pop()
+        entry = self.stats.setdefault(" ".join(statement.split()), [0.0, 0.0])
+        entry[0] += took
+        entry[1] += 1
+
+    def __enter__(self) -> SqlTimer:
+        from sqlalchemy import event
+
+        event.listen(Engine, "before_cursor_execute", self._before)
+        event.listen(Engine, "after_cursor_execute", self._after)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        from sqlalchemy import event
+
+        event.remove(Engine, "before_cursor_execute", self._before)
+        event.remove(Engine, "after_cursor_execute", self._after)
+
+    def total(self) -> float:
+        return sum(v[0] for v in self.stats.values())
+
+    def count(self) -> int:
+        return int(sum(v[1] for v in self.stats.values()))
+
+    def top(self, n: int) -> list[dict[str, Any]]:
+        real = [kv for kv in self.stats.items() if not kv[0].startswith(("BEGIN", "COMMIT"))]
+        ranked = sorted(real, key=lambda kv: -kv[1][0])[:n]
+        return [{"s": v[0], "n": int(v[1]), "sql": k[:600]} for k, v in ranked]
+
+
+def child_page(url: str, page: str, user: str, timeout: float) -> dict[str, Any]:
+    """Render one page's default view with AppTest through the real router (app.py), signed
+    in as ``user`` in local mode. A first run (the default page) warms imports, the engine and
+    the router; then the data caches are cleared and the page is opened (timed), run again
+    (timed, caches warm), and opened once more cold under tracemalloc."""
+    import importlib
+    import pkgutil
+    import tracemalloc
+
+    os.environ["WORKBENCH_DATABASE_URL"] = url
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    import review
+    from review import users
+
+    for mod in pkgutil.iter_modules(review.__path__):
+        importlib.import_module(f"review.{mod.name}")
+    engine = make_engine(url)
+    row = users.get_by_email(engine, user)
+    engine.dispose()
+    if row is None:
+        raise SystemExit(f"unknown user {user}")
+
+    def session() -> AppTest:
+        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=timeout)
+        at.session_state["wb_user_id"] = row.id
+        at.run()  # the default page: warms imports, engine, router
+        return at
+
+    at = session()
+    st.cache_data.clear()
+    sql = SqlTimer()
+    base = reset_peak()
+    t0 = time.perf_counter()
+    with sql:
+        at.switch_page(page).run()
+    first = time.perf_counter() - t0
+    peak = peak_since_reset()
+    problems = [str(e.value)[:300] for e in at.exception] + [
+        f"st.error: {e.value}"[:300] for e in at.error
+    ]
+    title = at.title[0].value if len(at.title) else ""
+    t0 = time.perf_counter()
+    at.run()
+    rerun = time.perf_counter() - t0
+    # the Python-heap peak of a cold open (numpy and pandas buffers included), traced apart
+    # because tracing slows the page down
+    at = session()
+    st.cache_data.clear()
+    tracemalloc.start()
+    at.switch_page(page).run()
+    _cur, py_peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return {
+        "first_s": first,
+        "rerun_s": rerun,
+        "rss_base_mib": base,
+        "rss_peak_mib": peak,
+        "rss_growth_mib": peak - base,
+        "py_peak_mib": py_peak / 2**20,
+        "title": title,
+        "problems": problems,
+        "sql_s": sql.total(),
+        "sql_n": sql.count(),
+        "sql_top": sql.top(3),
+    }
+
+
+def child_import(url: str, n: int, workdir: str) -> dict[str, Any]:
+    from review import tracedemo, traces, users
+    from review.taxonomy import load_taxonomy
+
+    engine = make_engine(url)
+    tax = load_taxonomy()
+    folder = Path(workdir)
+    data = folder / "import.jsonl"
+    stamp = f"{time.time_ns():x}"
+
+    class Renamed:
+        """Gives the generated trace ids a per-run prefix: a reused database imports them."""
+
+        def __init__(self, fh: IO[str]) -> None:
+            self.fh = fh
+
+        def write(self, line: str) -> int:
+            return self.fh.write(line.replace('"trace_id":"bench-', f'"trace_id":"b{stamp}-', 1))
+
+    t0 = time.perf_counter()
+    with data.open("w", encoding="utf-8") as fh:
+        tracedemo.write_synthetic(cast(IO[str], Renamed(fh)), n, 5, seed=11)
+    gen = time.perf_counter() - t0
+    row = users.get_by_email(engine, ADMIN)
+    assert row is not None
+    actor = users.to_actor(row)
+    base = reset_peak()
+    t0 = time.perf_counter()
+    report = traces.import_file(engine, actor, data, "canonical", tax=tax)
+    secs = time.perf_counter() - t0
+    peak = peak_since_reset()
+    out: dict[str, Any] = {
+        "generate_s": gen,
+        "import_s": secs,
+        "added": report.added,
+        "rate": report.added / secs if secs else 0.0,
+        "rss_peak_mib": peak,
+        "rss_growth_mib": peak - base,
+        "file_mib": data.stat().st_size / 2**20,
+    }
+    # importing the same file again adds nothing (the duplicate check at this size)
+    t0 = time.perf_counter()
+    again = traces.import_file(engine, actor, data, "canonical", tax=tax)
+    out["reimport_s"] = time.perf_counter() - t0
+    out["reimport_added"] = again.added
+    engine.dispose()
+    if url.startswith("sqlite"):
+        floor = folder / "floor.db"
+        t0 = time.perf_counter()
+        rows = tracedemo.sqlite_floor(floor, data)
+        out["floor_s"] = time.perf_counter() - t0
+        out["floor_rate"] = rows / out["floor_s"]
+        for p in folder.glob("floor.db*"):
+            p.unlink()
+    data.unlink()
+    return out
+
+
+def child_sampling(url: str, total: int) -> dict[str, Any]:
+    from review import audits, users
+
+    engine = make_engine(url)
+    row = users.get_by_email(engine, REVIEWER)
+    assert row is not None
+    actor = users.to_actor(row)
+    flt = audits.PopulationFilter()
+    out: dict[str, Any] = {}
+    base = reset_peak()
+    t0 = time.perf_counter()
+    counts = audits.count_population(engine, flt, ("decision",))
+    out["count_decision_s"] = time.perf_counter() - t0
+    out["population"] = sum(c.count for c in counts)
+    out["strata"] = len(counts)
+    t0 = time.perf_counter()
+    counts2 = audits.count_population(engine, flt, ("decision", "attr.customer_tier"))
+    out["count_decision_tier_s"] = time.perf_counter() - t0
+    out["strata2"] = len(counts2)
+    spec = audits.PlanSpec(
+        name=f"Scale benchmark {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M:%S.%f}",
+        filter=flt,
+        strata=("decision",),
+        allocation="proportional",
+        total=total,
+        seed=424242,
+    )
+    t0 = time.perf_counter()
+    plan_id = audits.create_plan(engine, actor, spec)
+    out["create_plan_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    drawn = audits.draw_plan(engine, actor, plan_id)
+    out["draw_s"] = time.perf_counter() - t0
+    out["drawn"] = drawn.items
+    t0 = time.perf_counter()
+    out["verified"] = audits.verify_sample(engine, plan_id)
+    out["verify_s"] = time.perf_counter() - t0
+    peak = peak_since_reset()
+    out["rss_peak_mib"] = peak
+    out["rss_growth_mib"] = peak - base
+    engine.dispose()
+    return out
+
+
+def child_replay(url: str) -> dict[str, Any]:
+    """The Thresholds page's replay (behind a button): the in-force policy and a proposal
+    0.05 stricter on vector scores applied to the logged signals of every trace."""
+    from review import thresholds, users
+    from review.policy import parse_policy, replace_thresholds
+
+    engine = make_engine(url)
+    row = users.get_by_email(engine, REVIEWER)
+    assert row is not None
+    actor = users.to_actor(row)
+    pif = thresholds.in_force(engine)
+    current = pif.policy.thresholds_for("vector").refuse_below or 0.5
+    proposed = parse_policy(
+        replace_thresholds(pif.text, "vector", refuse_below=round(current + 0.05, 3)), "proposal"
+    )
+    base = reset_peak()
+    t0 = time.perf_counter()
+    replay = thresholds.replay_traces(engine, actor, pif.policy, proposed)
+    secs = time.perf_counter() - t0
+    peak = peak_since_reset()
+    flipped = int(replay.flips["traces"].sum()) if "traces" in replay.flips else len(replay.flips)
+    engine.dispose()
+    return {
+        "replay_s": secs,
+        "traces": replay.traces,
+        "skipped": replay.skipped,
+        "flipped": flipped,
+        "rss_peak_mib": peak,
+        "rss_growth_mib": peak - base,
+    }
+
+
+def child_sweep(n: int, seed: int) -> dict[str, Any]:
+    import tracemalloc
+
+    import numpy as np
+    import pandas as pd
+    from sklearn.metrics import precision_recall_curve
+
+    from review import selective
+    from review.policy import Costs
+
+    rng = np.random.default_rng(seed)
+    answerable = rng.random(n) < 0.6
+    # acceptable answers score higher on average; a few answerable items are still wrong
+    acceptable = answerable & (rng.random(n) < 0.9)
+    score = np.clip(rng.normal(np.where(acceptable, 0.72, 0.5), 0.12), 0.0, 1.0)
+    out: dict[str, Any] = {"n": n}
+    frame = pd.DataFrame({"score": score, "answerable": answerable, "acceptable": acceptable})
+
+    def mark(key: str, base: float) -> None:
+        peak = peak_since_reset()
+        out[f"rss_peak_{key}_mib"] = peak
+        out[f"rss_growth_{key}_mib"] = peak - base
+
+    base = reset_peak()
+    t0 = time.perf_counter()
+    curve = selective.risk_coverage(score, acceptable)
+    out["risk_coverage_s"] = time.perf_counter() - t0
+    mark("rc", base)
+    out["points"] = len(curve)
+    t0 = time.perf_counter()
+    out["aurc"] = selective.aurc(curve)
+    out["aurc_s"] = time.perf_counter() - t0
+    base = reset_peak()
+    t0 = time.perf_counter()
+    sw = selective.sweep(frame, Costs(false_refusal=1.0, unsupported_answer=5.0))
+    out["sweep_s"] = time.perf_counter() - t0
+    mark("sweep", base)
+    out["sweep_points"] = len(sw)
+    del sw
+    base = reset_peak()
+    t0 = time.perf_counter()
+    precision, _recall, thresholds = precision_recall_curve(acceptable, score)
+    out["sklearn_s"] = time.perf_counter() - t0
+    mark("sk", base)
+    out["sklearn_points"] = len(thresholds)
+    # the same operating points: selective risk = 1 - precision at every distinct score
+    ours = curve.iloc[1:].set_index("threshold")["selective_risk"]
+    theirs = pd.Series(1.0 - precision[:-1], index=thresholds)
+    common = ours.index.intersection(theirs.index)
+    # Python-heap peaks (numpy buffers included), measured apart from the timings
+    costs = Costs(false_refusal=1.0, unsupported_answer=5.0)
+    steps: list[tuple[str, Callable[[], object]]] = [
+        ("rc", lambda: selective.risk_coverage(score, acceptable)),
+        ("sweep", lambda: selective.sweep(frame, costs)),
+        ("sk", lambda: precision_recall_curve(acceptable, score)),
+    ]
+    for key, fn in steps:
+        tracemalloc.start()
+        fn()
+        out[f"py_peak_{key}_mib"] = tracemalloc.get_traced_memory()[1] / 2**20
+        tracemalloc.stop()
+    out["common_points"] = len(common)
+    out["max_abs_diff"] = float(np.max(np.abs(ours.loc[common].to_numpy() - theirs.loc[common])))
+    return out
+
+
+def run_child(argv: list[str], timeout: float) -> dict[str, Any]:
+    """Run this script as a child (``--child ...``); its last stdout line is JSON."""
+    cmd = [sys.executable, str(Path(__file__).resolve()), *argv]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout:.0f}s"}
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        return {"error": f"exit {proc.returncode}: {' | '.join(tail)}"[:500]}
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result
+
+
+# ---------------------------------------------------------------------------------------
+# Report
+
+
+def code_version() -> str:
+    """The commit measured (read-only git), and whether the working tree had changes."""
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.splitlines()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + (f" with uncommitted changes in {len(dirty)} file(s)" if dirty else "")
+
+
+def machine() -> dict[str, str]:
+    cpu = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = ""
+    try:
+        kib = int(Path("/proc/meminfo").read_text().split()[1])
+        mem = f"{kib / 2**20:.0f} GiB"
+    except (OSError, ValueError, IndexError):
+        pass
+    return {
+        "cpus": str(os.cpu_count()),
+        "cpu": cpu or platform.processor() or platform.machine(),
+        "memory": mem,
+        "python": platform.python_version(),
+        "sqlite": sqlite3.sqlite_version,
+        "os": f"{platform.system()} {platform.release()}",
+        "code": code_version(),
+    }
+
+
+def _s(v: Any) -> str:
+    return f"{v:,.2f} s" if isinstance(v, (int, float)) else "n/a"
+
+
+def _mib(v: Any) -> str:
+    return f"{v:,.0f}" if isinstance(v, (int, float)) else "n/a"
+
+
+def _cell(v: object) -> str:
+    return str(v).replace("|", "/").replace("\n", " ")
+
+
+def _mem(r: dict[str, Any], key: str = "") -> str:
+    peak, growth = r.get(f"rss_peak{key}_mib"), r.get(f"rss_growth{key}_mib")
+    if peak is None:
+        return ""
+    return f"{_mib(peak)} (+{_mib(growth)})"
+
+
+def render(
+    args: argparse.Namespace,
+    url: str,
+    mach: dict[str, str],
+    size: dict[str, int],
+    build_figs: dict[str, float],
+    pages: list[tuple[str, str, str, dict[str, Any]]],
+    imp: dict[str, Any],
+    samp: dict[str, Any],
+    rep: dict[str, Any],
+    sw: dict[str, Any],
+) -> str:
+    dialect = "SQLite" if url.startswith("sqlite") else url.split(":", 1)[0]
+    db_file = f"; database file {size['db_bytes'] / 2**30:.2f} GiB" if size.get("db_bytes") else ""
+    lines = [
+        "# Scale benchmark",
+        "",
+        f"Machine: {mach['cpus']} CPUs ({mach['cpu']}), {mach['memory']} RAM, {mach['os']}; "
+        f"Python {mach['python']}, SQLite {mach['sqlite']}; database: {dialect}; code: "
+        f"{mach['code']}.",
+        "",
+        f"Sizes: {size.get('traces', 0):,} traces, {size.get('trace_chunks', 0):,} trace "
+        f"chunks, {size.get('cases', 0):,} cases, {size.get('labels', 0):,} labels, "
+        f"{size.get('adjudications', 0):,} adjudications, {size.get('documents', 0):,} "
+        f"document versions, {size.get('users', 0):,} users{db_file}. Requested: --traces "
+        f"{args.traces:,} --cases {args.cases:,} --labels {args.labels:,}, traces spread over "
+        f"{args.weeks} weeks; the Brightwave demo data is loaded first.",
+        "",
+        "Pages: the default view of every page registered in app.py, opened with AppTest "
+        "through the real router in a child process each (signed in as the user named in the "
+        "notes), after a first run of the default page has warmed imports, the engine and "
+        "the router. *Time* is that open with st.cache_data cleared; *Rerun* the next run of "
+        "the same session (caches warm). *Peak RSS* is the child's resident-set high-water "
+        "mark during the step (the kernel mark is reset before it) and its growth over the "
+        "resident set at the start; *Py peak* is the largest Python heap (tracemalloc, numpy "
+        "and pandas buffers included) of another cold open of the page. Wall-clock, one run "
+        "each, on a shared machine; printed, never asserted.",
+        "",
+        "| Area | What | Time | Rerun / other | Peak RSS MiB (growth) | Py peak MiB | Notes |",
+        "|---|---|---:|---:|---:|---:|---|",
+    ]
+
+    def row(*cells: object) -> None:
+        padded = [*cells, *([""] * (7 - len(cells)))]
+        lines.append("| " + " | ".join(_cell(c) for c in padded) + " |")
+
+    if build_figs:
+        rate = args.traces / build_figs["load_traces_s"] if build_figs.get("load_traces_s") else 0
+        row(
+            "Build",
+            f"demo data (fixtures.build_demo, {int(build_figs.get('demo_traces', 0)):,} "
+            "traces through the importer)",
+            _s(build_figs.get("build_demo_s")),
+            "",
+            "",
+            "",
+            "users, corpus, cases, labels, runs, policies, audits, reviews",
+        )
+        row(
+            "Build",
+            f"bulk insert of {args.traces:,} traces x 5 chunks",
+            _s(build_figs.get("load_traces_s")),
+            f"{rate:,.0f} traces/s",
+            "",
+            "",
+            f"{BATCH_TRACES:,} traces (with chunks) per transaction",
+        )
+        row(
+            "Build",
+            f"bulk insert of {args.cases:,} cases and {args.labels:,} labels",
+            _s(build_figs.get("load_cases_labels_s")),
+            "",
+            "",
+            "",
+            "with claims, documents, slices, families, adjudications",
+        )
+    for _path, title, user, r in pages:
+        who = user.split("@", 1)[0]
+        if "error" in r:
+            row("Page", title, "failed", "", "", "", r["error"])
+            continue
+        slow = " (> 1 s)" if r["first_s"] > 1.0 else ""
+        sql_note = f"SQL {r['sql_s']:,.2f} s in {r['sql_n']} statements" if "sql_s" in r else ""
+        notes = "; ".join(x for x in [f"as {who}", sql_note, *r["problems"]] if x)
+        row(
+            "Page",
+            f"{title}{slow}",
+            _s(r["first_s"]),
+            _s(r["rerun_s"]),
+            _mem(r),
+            _mib(r.get("py_peak_mib")),
+            notes,
+        )
+    if "error" in imp:
+        row("Import", "trace import", "failed", "", "", "", imp["error"])
+    elif imp:
+        row(
+            "Import",
+            f"import_file of {imp['added']:,} canonical traces ({imp['file_mib']:.0f} MiB "
+            "JSONL) into the large database",
+            _s(imp["import_s"]),
+            f"{imp['rate']:,.0f} traces/s",
+            _mem(imp),
+            "",
+            "redaction on; parsed, checked and spooled, then written in batches",
+        )
+        row(
+            "Import",
+            "the same file again",
+            _s(imp["reimport_s"]),
+            f"{imp['reimport_added']:,} added",
+            "",
+            "",
+            "every trace id already stored",
+        )
+        if "floor_s" in imp:
+            row(
+                "Import",
+                "floor: plain sqlite3 executemany of the same file into an empty database",
+                _s(imp["floor_s"]),
+                f"{imp['floor_rate']:,.0f} traces/s",
+                "",
+                "",
+                "no validation, redaction or duplicate check",
+            )
+    if "error" in samp:
+        row("Audit sampling", "sampling", "failed", "", "", "", samp["error"])
+    elif samp:
+        row(
+            "Audit sampling",
+            "count_population, strata = decision",
+            _s(samp["count_decision_s"]),
+            f"{samp['strata']} strata",
+            "",
+            "",
+            f"population {samp['population']:,} traces (all)",
+        )
+        row(
+            "Audit sampling",
+            "count_population, strata = decision x attr.customer_tier",
+            _s(samp["count_decision_tier_s"]),
+            f"{samp['strata2']} strata",
+            "",
+            "",
+            "stratum from a JSON attribute",
+        )
+        row(
+            "Audit sampling",
+            "create_plan (counts again, stores the fingerprint)",
+            _s(samp["create_plan_s"]),
+        )
+        row(
+            "Audit sampling",
+            f"draw_plan: {samp['drawn']} traces from all traces",
+            _s(samp["draw_s"]),
+            "",
+            _mem(samp),
+            "",
+            "proportional allocation by decision, seeded rank in SQL",
+        )
+        row(
+            "Audit sampling",
+            "verify_sample (draw again and compare)",
+            _s(samp["verify_s"]),
+            f"same sample: {samp['verified']}",
+        )
+    if "error" in rep:
+        row("Thresholds", "replay_traces", "failed", "", "", "", rep["error"])
+    elif rep:
+        row(
+            "Thresholds",
+            "replay_traces: in-force policy vs vector refuse_below + 0.05 on every trace",
+            _s(rep["replay_s"]),
+            f"{rep['traces']:,} traces",
+            _mem(rep),
+            "",
+            f"{rep['flipped']:,} decisions flip; {rep['skipped']:,} skipped (no signals); "
+            "the Thresholds page runs it on a button",
+        )
+    if "error" in sw:
+        row("Risk-coverage", "sweep", "failed", "", "", "", sw["error"])
+    elif sw:
+        row(
+            "Risk-coverage",
+            f"selective.risk_coverage, {sw['n']:,} outcomes",
+            _s(sw["risk_coverage_s"]),
+            f"{sw['points']:,} points",
+            _mem(sw, "_rc"),
+            _mib(sw.get("py_peak_rc_mib")),
+            f"AURC {sw['aurc']:.4f} in {_s(sw['aurc_s'])}",
+        )
+        row(
+            "Risk-coverage",
+            "selective.sweep (every metric, Wilson intervals, expected cost)",
+            _s(sw["sweep_s"]),
+            f"{sw['sweep_points']:,} points",
+            _mem(sw, "_sweep"),
+            _mib(sw.get("py_peak_sweep_mib")),
+        )
+        row(
+            "Risk-coverage",
+            "scikit-learn precision_recall_curve, same data",
+            _s(sw["sklearn_s"]),
+            f"{sw['sklearn_points']:,} points",
+            _mem(sw, "_sk"),
+            _mib(sw.get("py_peak_sk_mib")),
+            f"selective risk = 1 - precision at all {sw['common_points']:,} shared "
+            f"thresholds, max difference {sw['max_abs_diff']:.1e}",
+        )
+    slow_pages = [(t, r) for _p, t, _u, r in pages if r.get("first_s", 0) > 1.0 and "sql_top" in r]
+    if slow_pages:
+        lines += [
+            "",
+            "Slowest SQL statements of the pages over 1 s (time until the first row, summed "
+            "over repeats, during the timed first view):",
+            "",
+        ]
+        for title, r in slow_pages:
+            for q in r["sql_top"]:
+                text_ = q["sql"] if len(q["sql"]) <= 400 else q["sql"][:400] + " …"
+                lines.append(f"- {title}: {q['s']:,.2f} s ({q['n']}x) `{text_}`")
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(
+        description="Scale benchmark of the Abstention Workbench (prints figures).",
+    )
+    ap.add_argument("--traces", type=int, default=1_000_000)
+    ap.add_argument("--cases", type=int, default=50_000)
+    ap.add_argument("--labels", type=int, default=200_000)
+    ap.add_argument("--weeks", type=int, default=12, help="weeks the traces are spread over")
+    ap.add_argument("--import-traces", type=int, default=50_000, help="traces to import")
+    ap.add_argument("--sample", type=int, default=400, help="audit sample size")
+    ap.add_argument("--outcomes", type=int, default=1_000_000, help="risk-coverage outcomes")
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "out"))
+    ap.add_argument("--url", default=None, help="an empty database (default: SQLite in --workdir)")
+    ap.add_argument("--workdir", default=None, help="folder for the database (default: temp)")
+    ap.add_argument("--keep", action="store_true", help="keep the workdir and its database")
+    ap.add_argument("--pages", default="", help="only pages whose file contains one of these")
+    ap.add_argument("--skip", default="", help="comma list of: pages,import,sampling,replay,sweep")
+    ap.add_argument("--page-timeout", type=float, default=900.0)
+    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--page", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--user", default=None, help=argparse.SUPPRESS)
+    return ap.parse_args(argv)
+
+
+def child_main(args: argparse.Namespace) -> None:
+    if args.child == "page":
+        result = child_page(args.url, args.page, args.user, args.page_timeout)
+    elif args.child == "import":
+        result = child_import(args.url, args.import_traces, args.workdir)
+    elif args.child == "sampling":
+        result = child_sampling(args.url, args.sample)
+    elif args.child == "replay":
+        result = child_replay(args.url)
+    elif args.child == "sweep":
+        result = child_sweep(args.outcomes, args.seed)
+    else:
+        raise SystemExit(f"unknown child {args.child!r}")
+    print(json.dumps(result, default=str))
+
+
+def _marker(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "traces": args.traces,
+        "cases": args.cases,
+        "labels": args.labels,
+        "weeks": args.weeks,
+        "seed": args.seed,
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    if args.child:
+        child_main(args)
+        return
+    skip = {s.strip() for s in args.skip.split(",") if s.strip()}
+    made_tmp = args.workdir is None
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="wb-scale-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    url = args.url or f"sqlite:///{workdir / 'scale.db'}"
+    tax = load_taxonomy()
+    marker = workdir / "built.json"
+    build_figs: dict[str, float] = {}
+    try:
+        if (
+            args.url is None
+            and marker.exists()
+            and json.loads(marker.read_text()).get("sizes") == _marker(args)
+        ):
+            build_figs = json.loads(marker.read_text()).get("build", {})
+            log(f"reusing the database in {workdir}")
+        else:
+            if args.url is None:
+                for p in workdir.glob("scale.db*"):
+                    p.unlink()
+            log(f"building {url} ...")
+            build_figs = build(url, args, tax)
+            marker.write_text(json.dumps({"sizes": _marker(args), "build": build_figs}))
+        size = sizes(url)
+        log(f"sizes: {size}")
+        common = ["--url", url, "--seed", str(args.seed), "--page-timeout", str(args.page_timeout)]
+
+        pages: list[tuple[str, str, str, dict[str, Any]]] = []
+        wanted = [p.strip() for p in args.pages.split(",") if p.strip()]
+        if "pages" not in skip:
+            for path, title, _url in registered_pages():
+                if wanted and not any(w in path for w in wanted):
+                    continue
+                user = ADMIN if "admin" in path else REVIEWER
+                log(f"page {title} ({path}) as {user} ...")
+                r = run_child(
+                    ["--child", "page", "--page", path, "--user", user, *common],
+                    args.page_timeout * 2 + 120,
+                )
+                pages.append((path, title, user, r))
+                log(f"  {json.dumps(r)}")
+        imp: dict[str, Any] = {}
+        if "import" not in skip and args.import_traces > 0:
+            log(f"import of {args.import_traces:,} traces ...")
+            imp = run_child(
+                [
+                    "--child",
+                    "import",
+                    "--import-traces",
+                    str(args.import_traces),
+                    "--workdir",
+                    str(workdir),
+                    *common,
+                ],
+                7200,
+            )
+            log(f"  {json.dumps(imp)}")
+        samp: dict[str, Any] = {}
+        if "sampling" not in skip:
+            log("audit sampling ...")
+            samp = run_child(["--child", "sampling", "--sample", str(args.sample), *common], 3600)
+            log(f"  {json.dumps(samp)}")
+        rep: dict[str, Any] = {}
+        if "replay" not in skip:
+            log("threshold replay over every trace ...")
+            rep = run_child(["--child", "replay", *common], 3600)
+            log(f"  {json.dumps(rep)}")
+        sw: dict[str, Any] = {}
+        if "sweep" not in skip:
+            log(f"risk-coverage over {args.outcomes:,} outcomes ...")
+            sw = run_child(["--child", "sweep", "--outcomes", str(args.outcomes), *common], 3600)
+            log(f"  {json.dumps(sw)}")
+        final_size = sizes(url)
+        table = render(args, url, machine(), size, build_figs, pages, imp, samp, rep, sw)
+        if final_size.get("traces", 0) != size.get("traces", 0):
+            table += (
+                f"\nAfter the import and the audit draw the database holds "
+                f"{final_size['traces']:,} traces (sampling ran over all of them).\n"
+            )
+        print(table)
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "scale.md").write_text(table, encoding="utf-8")
+        raw = {
+            "machine": machine(),
+            "sizes": size,
+            "build": build_figs,
+            "pages": [{"page": p, "title": t, "user": u, **r} for p, t, u, r in pages],
+            "import": imp,
+            "sampling": samp,
+            "replay": rep,
+            "sweep": sw,
+        }
+        (out / "scale.json").write_text(json.dumps(raw, indent=2, default=str), encoding="utf-8")
+        log(f"written: {out / 'scale.md'}")
+    finally:
+        if made_tmp and not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+        elif made_tmp:
+            log(f"kept: {workdir}")
+
+
+if __name__ == "__main__":
+    main()
