@@ -1405,6 +1405,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     workdir.mkdir(parents=True, exist_ok=True)
     url = args.url or f"sqlite:///{workdir / 'scale.db'}"
     tax = load_taxonomy()
+    mach = machine()  # the code measured is the code at the start
     marker = workdir / "built.json"
     build_figs: dict[str, float] = {}
     try:
@@ -1472,7 +1473,10 @@ def main(argv: Sequence[str] | None = None) -> None:
             sw = run_child(["--child", "sweep", "--outcomes", str(args.outcomes), *common], 3600)
             log(f"  {json.dumps(sw)}")
         final_size = sizes(url)
-        table = render(args, url, machine(), size, build_figs, pages, imp, samp, rep, sw)
+        table = render(args, url, mach, size, build_figs, pages, imp, samp, rep, sw)
+        code_now = code_version()
+        if code_now != mach["code"]:
+            table += f"\nThe checkout changed during the run (now {code_now}).\n"
         if final_size.get("traces", 0) != size.get("traces", 0):
             table += (
                 f"\nAfter the import and the audit draw the database holds "
@@ -1483,7 +1487,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         out.mkdir(parents=True, exist_ok=True)
         (out / "scale.md").write_text(table, encoding="utf-8")
         raw = {
-            "machine": machine(),
+            "machine": mach,
             "sizes": size,
             "build": build_figs,
             "pages": [{"page": p, "title": t, "user": u, **r} for p, t, u, r in pages],

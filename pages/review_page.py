@@ -108,7 +108,7 @@ with tab_record:
                         "severity": f.severity,
                         "finding": f.text,
                         "links": ", ".join(f"{x['kind']}:{x['ref']}" for x in f.links),
-                        "carried from": f.carried_from_id or "",
+                        "carried from": f.carried_from_id,
                         "by": f.created_by,
                     }
                     for f in view.findings

@@ -52,14 +52,16 @@ def chart_downloads(chart: alt.Chart, data: pd.DataFrame, name: str) -> None:
         key=f"thr_csv_{name}",
     )
     for col, fmt, mime in ((c2, "svg", "image/svg+xml"), (c3, "png", "image/png")):
-        buf = io.BytesIO()
-        try:
+
+        def render(fmt: str = fmt) -> bytes:
+            # made only when someone clicks: rendering every chart on every run is slow
+            buf = io.BytesIO()
             chart.save(buf, format=fmt)
-        except Exception:  # vl-convert not installed: the CSV and the chart menu remain
-            continue
+            return buf.getvalue()
+
         col.download_button(
             fmt.upper(),
-            buf.getvalue(),
+            render,
             file_name=f"{name}.{fmt}",
             mime=mime,
             key=f"thr_{fmt}_{name}",

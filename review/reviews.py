@@ -616,7 +616,7 @@ def report_sections(view: SessionView, ctx: MonthContext) -> list[tuple[str, pd.
                         "severity": f.severity,
                         "finding": f.text,
                         "links": ", ".join(f"{x['kind']}:{x['ref']}" for x in f.links),
-                        "carried from": f.carried_from_id or "",
+                        "carried from": f.carried_from_id,
                     }
                     for f in view.findings
                 ]
