@@ -317,6 +317,42 @@ def verify_signoffs_cmd() -> None:
     click.echo("sign-off chain intact")
 
 
+@main.command("backup")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+def backup_cmd(file: Path) -> None:
+    """Copy the whole database to FILE (SQLite online backup, or pg_dump for PostgreSQL).
+
+    Safe while the app is running; FILE is replaced only once the copy is complete."""
+    from review import backup
+
+    try:
+        report = backup.backup(database_url(), file)
+    except InputError as exc:
+        _fail(exc)
+        return
+    click.echo(report.summary())
+
+
+@main.command("restore")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--force", is_flag=True, help="Replace a database that already holds data.")
+def restore_cmd(file: Path, force: bool) -> None:
+    """Replace the database with a backup made by `workbench backup`.
+
+    Refuses a file that is not a workbench backup, and a database that holds data unless
+    --force. Upgrades the schema afterwards and verifies the sign-off chain."""
+    from review import backup
+
+    try:
+        report = backup.restore(database_url(), file, force=force)
+    except InputError as exc:
+        _fail(exc)
+        return
+    click.echo(report.summary())
+    if report.chain_problems:
+        sys.exit(1)
+
+
 @main.command("export-policy")
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 def export_policy_cmd(file: Path) -> None:
@@ -409,6 +445,7 @@ def _register_trace_commands() -> None:
 
     main.add_command(tracecli.import_traces_cmd)
     main.add_command(tracecli.purge_cmd)
+    main.add_command(tracecli.rebuild_rollup_cmd)
 
 
 _register_trace_commands()

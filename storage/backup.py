@@ -1,0 +1,267 @@
+"""Whole-database copies: SQLite's online backup API, PostgreSQL's pg_dump and pg_restore.
+
+These are the mechanics only (files, processes, connection strings); ``review.backup`` checks
+that a file is a workbench backup, refuses to overwrite data and reports to the user.
+
+- SQLite: ``sqlite3.Connection.backup`` copies the database in one step inside one read
+  transaction, so it is consistent while the app keeps writing (WAL readers do not block
+  writers). The copy is a single self-contained file (journal mode DELETE, no ``-wal``).
+  Restoring runs the same API the other way, as one write transaction on the target.
+- PostgreSQL: ``pg_dump --format=custom`` and ``pg_restore --clean --if-exists
+  --single-transaction`` (all or nothing). The password goes through ``PGPASSWORD``, never
+  the command line.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import shutil
+import sqlite3
+import subprocess
+from pathlib import Path
+
+from sqlalchemy import Engine, inspect, select, table
+from sqlalchemy.engine import make_url
+
+from storage.db import BUSY_TIMEOUT_MS
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+PGDUMP_MAGIC = b"PGDMP"
+VERSION_TABLE = "alembic_version"
+
+
+class BackupToolError(RuntimeError):
+    """pg_dump/pg_restore is missing or failed; the message carries its own error text."""
+
+
+def backend(url: str) -> str:
+    """``sqlite``, ``postgresql`` or the URL's other backend name."""
+    return make_url(url).get_backend_name()
+
+
+def sqlite_path(url: str) -> Path:
+    """The database file of a SQLite URL (``:memory:`` has none)."""
+    database = make_url(url).database
+    if not database or database == ":memory:":
+        raise ValueError("an in-memory SQLite database has no file to back up or restore")
+    return Path(database)
+
+
+def file_kind(path: Path) -> str | None:
+    """``sqlite`` or ``pgdump`` from the file's first bytes, None for anything else."""
+    with path.open("rb") as fh:
+        head = fh.read(len(SQLITE_MAGIC))
+    if head.startswith(SQLITE_MAGIC):
+        return "sqlite"
+    if head.startswith(PGDUMP_MAGIC):
+        return "pgdump"
+    return None
+
+
+def _connect(path: Path, readonly: bool = False) -> sqlite3.Connection:
+    if readonly:
+        return sqlite3.connect(
+            f"file:{path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None
+        )
+    return sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+
+
+def sqlite_backup(source: Path, dest: Path) -> None:
+    """Copy a live SQLite database to ``dest`` (replaced atomically; checked before)."""
+    tmp = dest.with_name(dest.name + ".partial")
+    tmp.unlink(missing_ok=True)
+    src = _connect(source)
+    try:
+        out = _connect(tmp)
+        try:
+            src.backup(out)  # pages=-1: the whole database in one step, one snapshot
+            out.execute("PRAGMA journal_mode=DELETE")
+            check = out.execute("PRAGMA quick_check").fetchone()
+            if check is None or check[0] != "ok":
+                raise sqlite3.DatabaseError(f"the copy fails SQLite's quick_check: {check}")
+        finally:
+            out.close()
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    finally:
+        src.close()
+    tmp.replace(dest)
+
+
+def sqlite_restore(backup: Path, target: Path) -> None:
+    """Replace the whole content of ``target`` (created when missing) with ``backup``.
+
+    One write transaction on the target: other connections see the old or the new database,
+    never a mix; in WAL mode the target stays in WAL mode."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    src = _connect(backup, readonly=True)
+    try:
+        dst = _connect(target)
+        try:
+            src.backup(dst)
+        finally:
+            dst.close()
+    finally:
+        src.close()
+
+
+def sqlite_file_info(path: Path) -> tuple[str | None, set[str]]:
+    """(schema revision or None, table names) of a SQLite file, opened read-only."""
+    con = _connect(path, readonly=True)
+    try:
+        tables = {
+            str(r[0]) for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        }
+        revision = None
+        if VERSION_TABLE in tables:
+            row = con.execute(f"SELECT version_num FROM {VERSION_TABLE}").fetchone()
+            revision = str(row[0]) if row else None
+        return revision, tables
+    finally:
+        con.close()
+
+
+# --- PostgreSQL ------------------------------------------------------------------------------
+
+
+def pg_tool(name: str) -> str:
+    """Path of ``pg_dump``/``pg_restore``: ``WORKBENCH_PG_BIN``, else the newest Debian
+    cluster binaries (a newer client reads older servers), else ``PATH``."""
+    configured = os.environ.get("WORKBENCH_PG_BIN")
+    if configured:
+        candidate = Path(configured) / name
+        if candidate.exists():
+            return str(candidate)
+    found = sorted(
+        glob.glob(f"/usr/lib/postgresql/*/bin/{name}"),
+        key=lambda p: [int(x) for x in re.findall(r"\d+", p.split("/")[4])] or [0],
+    )
+    if found:
+        return found[-1]
+    which = shutil.which(name)
+    if which:
+        return which
+    raise BackupToolError(
+        f"{name} is not installed (apt-get install postgresql-client, or set "
+        "WORKBENCH_PG_BIN to the folder that holds it)"
+    )
+
+
+def pg_connection(url: str) -> tuple[str, dict[str, str]]:
+    """A libpq connection string for ``--dbname`` and the environment (password) to run with."""
+    u = make_url(url)
+    parts: dict[str, str] = {}
+    if u.host:
+        parts["host"] = u.host
+    if u.port:
+        parts["port"] = str(u.port)
+    if u.username:
+        parts["user"] = u.username
+    if u.database:
+        parts["dbname"] = u.database
+    for key, value in u.query.items():
+        parts[key] = value if isinstance(value, str) else value[-1]
+
+    def quote(v: str) -> str:
+        return "'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+    conninfo = " ".join(f"{k}={quote(v)}" for k, v in parts.items())
+    env = dict(os.environ)
+    if u.password is not None:
+        env["PGPASSWORD"] = str(u.password)
+    return conninfo, env
+
+
+def _run(cmd: list[str], env: dict[str, str] | None = None) -> str:
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    if done.returncode != 0:
+        tool = Path(cmd[0]).name
+        detail = (done.stderr or done.stdout).strip().splitlines()
+        raise BackupToolError(f"{tool} failed: {' / '.join(detail[-5:]) or 'no output'}")
+    return done.stdout
+
+
+def pg_backup(url: str, dest: Path) -> None:
+    """``pg_dump --format=custom`` of the database to ``dest`` (replaced atomically)."""
+    conninfo, env = pg_connection(url)
+    tmp = dest.with_name(dest.name + ".partial")
+    tmp.unlink(missing_ok=True)
+    try:
+        _run([pg_tool("pg_dump"), "--format=custom", f"--file={tmp}", f"--dbname={conninfo}"], env)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    tmp.replace(dest)
+
+
+def pg_restore(url: str, backup: Path) -> None:
+    """Restore a custom-format archive into the database in one transaction (objects the
+    archive holds are dropped first; owners and grants are those of the restoring user)."""
+    conninfo, env = pg_connection(url)
+    _run(
+        [
+            pg_tool("pg_restore"),
+            "--clean",
+            "--if-exists",
+            "--no-owner",
+            "--no-privileges",
+            "--single-transaction",
+            "--exit-on-error",
+            f"--dbname={conninfo}",
+            str(backup),
+        ],
+        env,
+    )
+
+
+def pg_archive_info(path: Path) -> tuple[str | None, set[str]]:
+    """(schema revision or None, table names) of a pg_dump custom-format archive."""
+    listing = _run([pg_tool("pg_restore"), "--list", str(path)])
+    tables = set()
+    for line in listing.splitlines():
+        m = re.match(r"^\d+;\s+\S+\s+\S+\s+TABLE\s+(\S+)\s+(\S+)\s", line)
+        if m:
+            tables.add(m.group(2))
+    revision = None
+    if VERSION_TABLE in tables:
+        data = _run(
+            [
+                pg_tool("pg_restore"),
+                "--data-only",
+                f"--table={VERSION_TABLE}",
+                "--file=-",
+                str(path),
+            ]
+        )
+        m = re.search(r"^COPY \S*alembic_version .*?FROM stdin;\n(.*?)^\\\.$", data, re.M | re.S)
+        if m:
+            rows = [r for r in m.group(1).splitlines() if r.strip()]
+            revision = rows[0].split("\t")[0] if rows else None
+    return revision, tables
+
+
+# --- both --------------------------------------------------------------------------------------
+
+
+def tables_with_rows(engine: Engine) -> list[str]:
+    """Tables (except the schema version) that hold at least one row."""
+    names = [n for n in inspect(engine).get_table_names() if n != VERSION_TABLE]
+    out = []
+    with engine.connect() as conn:
+        for name in sorted(names):
+            if conn.execute(select(1).select_from(table(name)).limit(1)).first() is not None:
+                out.append(name)
+    return out
+
+
+def known_revisions() -> tuple[str, set[str]]:
+    """(head revision, every revision) of the workbench's migrations."""
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory(str(Path(__file__).parent / "migrations"))
+    head = script.get_current_head()
+    assert head is not None
+    return head, {rev.revision for rev in script.walk_revisions()}
