@@ -12,8 +12,9 @@ Signals (per week, Monday to Sunday UTC; every rate is a share of all traces of 
 * **decisions with no logged reason**: no decision, or a decision other than answer without a
   reason code (a count; it should be zero).
 
-Everything is computed in SQL (one ``GROUP BY`` week, optionally restricted to one segment or
-grouped by a segment), never by loading traces. Alert thresholds come from
+Everything is read from the daily rollup (``trace_rollup``, kept in step with the traces by
+the import and the purge, see review.rollup): a few hundred rows per year and segment, summed
+into weeks, never by loading traces. Alert thresholds come from
 ``policies/monitoring.yaml`` (:class:`MonitoringPolicy`); :func:`evaluate_alerts` is a pure
 function over the weekly frame:
 
@@ -38,20 +39,20 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 import altair as alt
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy import ColumnElement, Engine, case, func, select
+from sqlalchemy import Engine, func, select
 
+from review import rollup
 from review.errors import InputError
 from review.taxonomy import Taxonomy, policies_dir
-from review.traceformats import NEGATIVE_FEEDBACK
-from review.traces import caveat_condition, missing_reason_condition
 from review.yamlstrict import load_model, load_yaml_text, validate
 from storage.db import read_session
 from storage.models import Trace as TraceRow
+from storage.models import TraceRollup
 
 __all__ = [
     "COUNT_COLUMNS",
@@ -168,19 +169,7 @@ RATE_COLUMNS: Final[dict[str, str]] = {
 COUNT_COLUMNS: Final[tuple[str, ...]] = ("traces", *RATE_COLUMNS)
 
 #: Segments: trace columns, or ``version.<name>`` for one entry of ``versions``.
-DIMENSIONS: Final[dict[str, str]] = {
-    "version.index": "Index version",
-    "policy_version": "Policy version",
-    "model_version": "Model version",
-    "version.prompt": "Prompt version",
-    "version.embedding": "Embedding model",
-    "version.reranker": "Reranker",
-    "ranking_mode": "Ranking mode",
-    "language": "Language",
-    "customer_tier": "Customer tier",
-    "document_type": "Document type",
-    "user_role": "User role",
-}
+DIMENSIONS: Final[dict[str, str]] = rollup.DIMENSIONS
 
 
 def week_start(d: dt.date | dt.datetime) -> dt.date:
@@ -190,53 +179,48 @@ def week_start(d: dt.date | dt.datetime) -> dt.date:
     return d - dt.timedelta(days=d.weekday())
 
 
-def _week_key(engine: Engine) -> ColumnElement[Any]:
-    if engine.dialect.name == "sqlite":
-        # 'weekday 0' moves to the next Sunday (or stays on one); 6 days back is its Monday
-        return func.date(TraceRow.at, "weekday 0", "-6 days")
-    if engine.dialect.name == "postgresql":
-        return func.to_char(
-            func.date_trunc("week", func.timezone("UTC", TraceRow.at)), "YYYY-MM-DD"
-        )
-    raise InputError(f"monitoring does not support the {engine.dialect.name} database yet")
-
-
-def _dimension(dim: str) -> ColumnElement[Any]:
+def _check_dimension(dim: str) -> None:
     if dim not in DIMENSIONS:
         raise InputError(f"unknown segment {dim!r} (one of {', '.join(DIMENSIONS)})")
-    if dim.startswith("version."):
-        expr: ColumnElement[Any] = TraceRow.versions[dim.split(".", 1)[1]].as_string()
-        return expr
-    col: ColumnElement[Any] = getattr(TraceRow, dim)
-    return col
-
-
-def _sum(cond: ColumnElement[bool]) -> ColumnElement[Any]:
-    return func.coalesce(func.sum(case((cond, 1), else_=0)), 0)
 
 
 def no_answer_decisions(tax: Taxonomy) -> tuple[str, ...]:
     return tuple(k for k, d in tax.decisions.items() if not d.answers)
 
 
-def _aggregates(tax: Taxonomy) -> list[ColumnElement[Any]]:
-    return [
-        func.count().label("traces"),
-        _sum(TraceRow.decision.in_(no_answer_decisions(tax))).label("no_answer"),
-        _sum(caveat_condition()).label("caveat"),
-        _sum(TraceRow.decision == "clarify").label("clarify"),
-        _sum(TraceRow.decision == "escalate").label("escalate"),
-        _sum(TraceRow.hits_after_filter == 0).label("empty_retrieval"),
-        _sum(TraceRow.ungrounded.is_(True)).label("ungrounded"),
-        _sum(TraceRow.feedback.in_(sorted(NEGATIVE_FEEDBACK))).label("negative_feedback"),
-        _sum(missing_reason_condition()).label("missing_reason"),
-    ]
+_STORED = ("traces", *rollup.FLAGS)
 
 
-def _bounds(start: dt.date, end: dt.date) -> list[ColumnElement[bool]]:
-    lo = dt.datetime(start.year, start.month, start.day, tzinfo=dt.UTC)
-    hi = dt.datetime(end.year, end.month, end.day, tzinfo=dt.UTC)
-    return [TraceRow.at >= lo, TraceRow.at < hi]
+def _rollup_frame(
+    engine: Engine,
+    tax: Taxonomy,
+    dim: str,
+    start: dt.date,
+    end: dt.date,
+    values: Sequence[str] | None = None,
+) -> pd.DataFrame:
+    """Daily rollup rows of one segment (``""`` for all traces) between ``start`` and
+    ``end`` (exclusive), summed per week and value: week, value and COUNT_COLUMNS."""
+    r = TraceRollup
+    cols = [getattr(r, c) for c in _STORED]
+    stmt = select(r.day, r.value, r.decision, *cols).where(
+        r.dim == dim, r.day >= start, r.day < end
+    )
+    if values is not None:
+        stmt = stmt.where(r.value.in_(list(values)))
+    with read_session(engine) as s:
+        frame = pd.DataFrame(s.execute(stmt).all(), columns=["day", "value", "decision", *_STORED])
+    columns = ["week", "value", *COUNT_COLUMNS]
+    if frame.empty:
+        return pd.DataFrame(columns=columns)
+    day = pd.to_datetime(frame["day"])
+    frame["week"] = (day - pd.to_timedelta(day.dt.day_of_week, unit="D")).dt.date
+    decision = frame["decision"]
+    frame["no_answer"] = frame["traces"].where(decision.isin(no_answer_decisions(tax)), 0)
+    frame["clarify"] = frame["traces"].where(decision == "clarify", 0)
+    frame["escalate"] = frame["traces"].where(decision == "escalate", 0)
+    out = frame.groupby(["week", "value"], as_index=False)[list(COUNT_COLUMNS)].sum()
+    return out[columns]
 
 
 def _add_rates(frame: pd.DataFrame) -> pd.DataFrame:
@@ -267,21 +251,19 @@ def weekly_signals(
     """One row per week from ``start`` (a Monday) up to ``end`` (exclusive), weeks without
     traces included (rates NaN): week, the counts of COUNT_COLUMNS and their rates."""
     start, end = week_start(start), week_start(end)
-    key = _week_key(engine).label("week")
-    conds = _bounds(start, end)
     if segment is not None:
-        conds.append(_dimension(segment[0]) == segment[1])
-    stmt = select(key, *_aggregates(tax)).where(*conds).group_by(key)
-    with read_session(engine) as s:
-        rows = {str(r[0]): r[1:] for r in s.execute(stmt)}
+        _check_dimension(segment[0])
+        got = _rollup_frame(engine, tax, segment[0], start, end, [segment[1]])
+    else:
+        got = _rollup_frame(engine, tax, rollup.ALL, start, end)
+    counts = got[list(COUNT_COLUMNS)].itertuples(index=False)
+    rows = {w: tuple(row) for w, row in zip(got["week"], counts, strict=True)}
     weeks: list[dt.date] = []
     w = start
     while w < end:
         weeks.append(w)
         w += dt.timedelta(weeks=1)
-    data = [
-        [w, *(int(v) for v in rows.get(w.isoformat(), (0,) * len(COUNT_COLUMNS)))] for w in weeks
-    ]
+    data = [[w, *(int(v) for v in rows.get(w, (0,) * len(COUNT_COLUMNS)))] for w in weeks]
     frame = pd.DataFrame(data, columns=["week", *COUNT_COLUMNS])
     return _add_rates(frame)
 
@@ -290,12 +272,14 @@ def segment_values(
     engine: Engine, dim: str, start: dt.date, end: dt.date, limit: int = 20
 ) -> list[tuple[str, int]]:
     """The most common values of a segment between ``start`` and ``end``, with counts."""
-    col = _dimension(dim)
+    _check_dimension(dim)
+    r = TraceRollup
+    total = func.sum(r.traces)
     stmt = (
-        select(col, func.count())
-        .where(*_bounds(start, end), col.is_not(None))
-        .group_by(col)
-        .order_by(func.count().desc())
+        select(r.value, total)
+        .where(r.dim == dim, r.day >= start, r.day < end)
+        .group_by(r.value)
+        .order_by(total.desc(), r.value)
         .limit(limit)
     )
     with read_session(engine) as s:
@@ -319,20 +303,9 @@ def weekly_by_segment(
     columns = ["week", "segment", *COUNT_COLUMNS]
     if not keep:
         return _add_rates(pd.DataFrame(columns=columns))
-    col = _dimension(dim)
-    key = _week_key(engine).label("week")
-    stmt = (
-        select(key, col.label("segment"), *_aggregates(tax))
-        .where(*_bounds(start, stop), col.in_(keep))
-        .group_by(key, col)
-        .order_by(key)
-    )
-    with read_session(engine) as s:
-        data = [
-            [dt.date.fromisoformat(str(r[0])), str(r[1]), *(int(v) for v in r[2:])]
-            for r in s.execute(stmt)
-        ]
-    return _add_rates(pd.DataFrame(data, columns=columns))
+    got = _rollup_frame(engine, tax, dim, start, stop, keep)
+    got = got.rename(columns={"value": "segment"}).sort_values(["week", "segment"])
+    return _add_rates(got.reset_index(drop=True)[columns])
 
 
 def _end_week(engine: Engine, end: dt.date | None) -> dt.date:

@@ -172,3 +172,17 @@ def purge_cmd(days: int | None) -> None:
         _fail(exc)
         return
     click.echo(report.summary())
+
+
+@click.command("rebuild-rollup")
+def rebuild_rollup_cmd() -> None:
+    """Recompute the daily monitoring rollup from the traces.
+
+    Imports and purges keep it in step; run this after writing traces into the database by
+    other means (a bulk SQL load, a restore of a partial dump).
+    """
+    from review import rollup
+
+    engine = _engine()
+    n = rollup.rebuild(engine)
+    click.echo(f"rollup rebuilt from {n} traces")

@@ -86,6 +86,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
+from review import rollup
 from review.errors import InputError, PermissionDenied, StaleWriteError
 from review.identity import Actor, Permission, Role, require
 from review.redaction import RedactionPolicy, load_redaction_policy, redact
@@ -154,7 +155,7 @@ __all__ = [
 BATCH_SIZE = 500
 MAX_LINE_BYTES = 64 * 2**20  # a longer line is refused without being held in memory
 MAX_PROBLEMS = 20  # rejected lines listed in the report (all are in the rejects file)
-CAVEAT_REASON = "support_below_threshold"
+CAVEAT_REASON = rollup.CAVEAT_REASON
 RETENTION_KEY = "retention"
 MAX_RETENTION_DAYS = 10 * 366
 
@@ -713,6 +714,7 @@ def _write_batch(
         chunk_rows: list[dict[str, Any]] = []
         added_counts: dict[str, int] = {}
         restricted_n = 0
+        rollup.add_rows(s, (p[0] for p in fresh if p[0]["trace_id"] in pks))
         for row, chunks, counts in fresh:
             pk = pks.get(row["trace_id"])
             if pk is None:  # inserted meanwhile by a concurrent import
@@ -1446,6 +1448,7 @@ def purge_older_than(
             s.scalars(select(TraceRow.id).where(TraceRow.at < cutoff, ~in_audit).limit(batch))
         )
         if ids:
+            rollup.subtract_ids(s, ids)
             s.execute(delete(TraceChunk).where(TraceChunk.trace_pk.in_(ids)))
             s.execute(delete(TraceRow).where(TraceRow.id.in_(ids)))
         return len(ids)

@@ -371,6 +371,26 @@ class EvalOutput(Base):
     versions: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
 
 
+class EvalPerturbedOutput(Base):
+    """The pipeline's answer to a perturbed copy of a case's input (a metamorphic check),
+    linked to the output it is compared with: same run, case and repeat. ``perturbation``
+    records exactly what changed (the new document order, or the added distractor's text)."""
+
+    __tablename__ = "eval_perturbed_outputs"
+    __table_args__ = (UniqueConstraint("output_id", "kind"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    output_id: Mapped[int] = mapped_column(ForeignKey("eval_outputs.id", ondelete="CASCADE"))
+    kind: Mapped[str] = mapped_column(String(40))
+    perturbation: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    decision: Mapped[str | None] = mapped_column(String(40))
+    reason_code: Mapped[str | None] = mapped_column(String(60))
+    score: Mapped[float | None] = mapped_column()
+    text: Mapped[str] = mapped_column(Text, default="")
+    cited_doc_ids: Mapped[list[Any]] = mapped_column(default=list)
+    infra_error: Mapped[str | None] = mapped_column(Text)
+
+
 # --- production traces -------------------------------------------------------------------
 
 
@@ -443,6 +463,26 @@ class Trace(Base):
         ForeignKey("trace_imports.id", ondelete="SET NULL"), index=True
     )
     imported_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+
+class TraceRollup(Base):
+    """Daily counts of the weekly monitoring signals, kept in step with ``traces`` by the
+    import and the purge (review.rollup). One row per (segment, UTC day, decision): ``dim``
+    and ``value`` are empty for all traces, else a segment (``language``, ``version.index``,
+    ...) and one of its values; ``decision`` is empty for traces without one."""
+
+    __tablename__ = "trace_rollup"
+
+    dim: Mapped[str] = mapped_column(String(40), primary_key=True)
+    value: Mapped[str] = mapped_column(String(200), primary_key=True)
+    day: Mapped[dt.date] = mapped_column(Date, primary_key=True)
+    decision: Mapped[str] = mapped_column(String(40), primary_key=True)
+    traces: Mapped[int] = mapped_column(Integer, default=0)
+    caveat: Mapped[int] = mapped_column(Integer, default=0)
+    empty_retrieval: Mapped[int] = mapped_column(Integer, default=0)
+    ungrounded: Mapped[int] = mapped_column(Integer, default=0)
+    negative_feedback: Mapped[int] = mapped_column(Integer, default=0)
+    missing_reason: Mapped[int] = mapped_column(Integer, default=0)
 
 
 class TraceChunk(Base):
