@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import Engine, delete, exists, func, select
-from sqlalchemy.orm import Session
+from sqlalchemy import Engine, Text, cast, delete, distinct, exists, func, or_, select
+from sqlalchemy.orm import Session, aliased
 
 from review.errors import InputError, PermissionDenied, StaleWriteError
 from review.identity import Actor, Permission, require
@@ -472,43 +472,82 @@ class GoldView:
     created_at: dt.datetime
 
 
-def disagreements(engine: Engine, limit: int = 200) -> list[tuple[int, str, int]]:
-    """Cases (id, key, number of labels) whose current labels disagree on the decision or
-    the reason codes and that have no adjudication newer than their newest label."""
-    df = labels_frame(engine)
-    if df.empty:
-        return []
-    df["reasons"] = [tuple(sorted(r or [])) for r in df["reason_codes"]]
-    grouped = df.groupby("case_id").agg(
-        key=("key", "first"),
-        n=("annotator", "count"),
-        decisions=("decision", "nunique"),
-        reasons=("reasons", "nunique"),
+def _disagreement_candidates() -> Any:
+    """SQL: cases with two or more current labels that differ in decision or in the stored
+    reason-code list, and no adjudication at or after their newest label; columns case_id,
+    key, n (current labels), decisions (distinct decisions). Lists that hold the same codes
+    in another order also count here; ``disagreements`` checks those."""
+    newer = aliased(Label)
+    cur = (
+        select(
+            Label.case_id,
+            Label.decision,
+            cast(Label.reason_codes, Text).label("rc"),
+            Label.created_at,
+        )
+        .where(
+            ~exists().where(
+                newer.case_id == Label.case_id,
+                newer.annotator == Label.annotator,
+                newer.id > Label.id,
+            )
+        )
+        .subquery("cur")
     )
-    split = grouped[(grouped["n"] >= 2) & ((grouped["decisions"] > 1) | (grouped["reasons"] > 1))]
-    if split.empty:
-        return []
-    ids = [int(i) for i in split.index]
+    decisions = func.count(distinct(cur.c.decision))
+    grouped = (
+        select(
+            cur.c.case_id,
+            func.count().label("n"),
+            decisions.label("decisions"),
+            func.max(cur.c.created_at).label("last"),
+        )
+        .group_by(cur.c.case_id)
+        .having(func.count() >= 2, or_(decisions > 1, func.count(distinct(cur.c.rc)) > 1))
+        .subquery("grouped")
+    )
+    settled = exists().where(
+        Adjudication.case_id == grouped.c.case_id, Adjudication.created_at >= grouped.c.last
+    )
+    return (
+        select(grouped.c.case_id, Case.key, grouped.c.n, grouped.c.decisions)
+        .join(Case, Case.id == grouped.c.case_id)
+        .where(~settled)
+    )
+
+
+def disagreements(engine: Engine, limit: int = 200) -> list[tuple[int, str, int]]:
+    """Cases (id, key, number of current labels), by id, whose current labels disagree on the
+    decision or the set of reason codes and that have no adjudication newer than their
+    newest label; at most ``limit``. Found in SQL a page at a time (never every label)."""
+    base = _disagreement_candidates().subquery("cand")
+    out: list[tuple[int, str, int]] = []
+    after = 0
+    page = max(limit, 100)
     with read_session(engine) as s:
-        last_label = dict(
-            s.execute(
-                select(Label.case_id, func.max(Label.created_at))
-                .where(Label.case_id.in_(ids))
-                .group_by(Label.case_id)
+        while len(out) < limit:
+            rows = s.execute(
+                select(base).where(base.c.case_id > after).order_by(base.c.case_id).limit(page)
             ).all()
-        )
-        last_gold = dict(
-            s.execute(
-                select(Adjudication.case_id, func.max(Adjudication.created_at))
-                .where(Adjudication.case_id.in_(ids))
-                .group_by(Adjudication.case_id)
-            ).all()
-        )
-    out = []
-    for cid in ids:
-        g = last_gold.get(cid)
-        if g is None or g < last_label[cid]:
-            out.append((cid, str(split.loc[cid, "key"]), int(split.loc[cid, "n"])))
+            if not rows:
+                break
+            after = int(rows[-1].case_id)
+            # same decision everywhere: a real disagreement only if the code sets differ
+            check = [int(r.case_id) for r in rows if int(r.decisions) <= 1]
+            sets: dict[int, set[tuple[str, ...]]] = {}
+            if check:
+                for cid, codes in s.execute(
+                    select(Label.case_id, Label.reason_codes).where(
+                        Label.case_id.in_(check), Label.id.in_(_current_label_ids())
+                    )
+                ):
+                    sets.setdefault(int(cid), set()).add(tuple(sorted(codes or [])))
+            for r in rows:
+                cid = int(r.case_id)
+                if int(r.decisions) > 1 or len(sets.get(cid, ())) > 1:
+                    out.append((cid, str(r.key), int(r.n)))
+            if len(rows) < page:
+                break
     return out[:limit]
 
 

@@ -179,3 +179,89 @@ def test_settings_are_version_checked(demo_engine: Engine, admin: Actor) -> None
         labeling.set_settings(demo_engine, admin, 2, 10, cfg.version)
     with pytest.raises(InputError):
         labeling.set_settings(demo_engine, admin, 0, 10, cfg.version + 1)
+
+
+def _reference_disagreements(engine: Engine) -> list[tuple[int, str, int]]:
+    """The rule computed the plain way, from every current label in pandas."""
+    from sqlalchemy import func, select
+
+    from storage.db import read_session
+    from storage.models import Adjudication, Label
+
+    df = labeling.labels_frame(engine)
+    df["reasons"] = [tuple(sorted(r or [])) for r in df["reason_codes"]]
+    g = df.groupby("case_id").agg(
+        key=("key", "first"),
+        n=("annotator", "count"),
+        d=("decision", "nunique"),
+        r=("reasons", "nunique"),
+    )
+    split = g[(g["n"] >= 2) & ((g["d"] > 1) | (g["r"] > 1))]
+    with read_session(engine) as s:
+        last = dict(
+            s.execute(
+                select(Label.case_id, func.max(Label.created_at)).group_by(Label.case_id)
+            ).all()
+        )
+        gold = dict(
+            s.execute(
+                select(Adjudication.case_id, func.max(Adjudication.created_at)).group_by(
+                    Adjudication.case_id
+                )
+            ).all()
+        )
+    return [
+        (int(c), str(split.loc[c, "key"]), int(split.loc[c, "n"]))
+        for c in split.index
+        if gold.get(c) is None or gold[c] < last[c]
+    ]
+
+
+def test_disagreements_in_sql_match_the_rule_on_every_label(
+    demo_engine: Engine, tax: Taxonomy
+) -> None:
+    codes = [c for c in tax.reason_codes][:2]
+    made = []
+    for _ in range(4):
+        case = labeling.next_case(demo_engine, INES, exclude=made)
+        assert case is not None and case not in made
+        made.append(case)
+    same_order, other_order, other_set, revised = made
+    # the same codes in another order: agreement, not a disagreement
+    labeling.submit(
+        demo_engine, INES, same_order, labeling.LabelIn("abstain", (codes[0], codes[1])), None, tax
+    )
+    labeling.submit(
+        demo_engine, TOM, same_order, labeling.LabelIn("abstain", (codes[1], codes[0])), None, tax
+    )
+    # same decision, different code sets: a disagreement
+    labeling.submit(
+        demo_engine, INES, other_set, labeling.LabelIn("abstain", (codes[0],)), None, tax
+    )
+    labeling.submit(
+        demo_engine, TOM, other_set, labeling.LabelIn("abstain", (codes[0], codes[1])), None, tax
+    )
+    # different decisions
+    labeling.submit(demo_engine, INES, other_order, ANSWER, None, tax)
+    labeling.submit(demo_engine, TOM, other_order, ABSTAIN, None, tax)
+    # disagree, then Tom revises his label to agree: only the current label counts
+    labeling.submit(demo_engine, INES, revised, ANSWER, None, tax)
+    first = labeling.submit(demo_engine, TOM, revised, ABSTAIN, None, tax)
+    labeling.submit(demo_engine, TOM, revised, ANSWER, first.id, tax)
+
+    got = labeling.disagreements(demo_engine, limit=10_000)
+    listed = [c for c, _, _ in got]
+    assert same_order not in listed and revised not in listed
+    assert other_set in listed and other_order in listed
+    assert got == _reference_disagreements(demo_engine)
+    assert labeling.disagreements(demo_engine, limit=3) == got[:3]
+    # gold settles a case until a newer label arrives
+    labeling.adjudicate(demo_engine, RAVI, other_set, "abstain", [codes[0]], "codes agreed", tax)
+    assert other_set not in [c for c, _, _ in labeling.disagreements(demo_engine, limit=10_000)]
+    labeling.submit(
+        demo_engine, SAM, other_set, labeling.LabelIn("abstain", (codes[1],)), None, tax
+    )
+    assert other_set in [c for c, _, _ in labeling.disagreements(demo_engine, limit=10_000)]
+    assert labeling.disagreements(demo_engine, limit=10_000) == _reference_disagreements(
+        demo_engine
+    )
