@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import Engine, Text, cast, delete, distinct, exists, func, or_, select
+from sqlalchemy import Engine, Text, cast, delete, distinct, exists, func, or_, select, update
 from sqlalchemy.orm import Session, aliased
 
 from review.errors import InputError, PermissionDenied, StaleWriteError
@@ -110,78 +110,119 @@ def next_case(
 
     A case I already hold a live reservation on comes first; otherwise the oldest case whose
     labels plus other people's live reservations are below the overlap.
+
+    The case row is locked before it is reserved and the conditions are checked again after
+    the lock, so on PostgreSQL (where the search reads a snapshot) a label or reservation
+    saved meanwhile by someone else, or by me in another tab, is never overtaken.
     """
     require(actor, Permission.label)
     cfg = get_settings(engine)
-    skip = sorted(set(exclude))
+    skip = set(exclude)
 
     def work(s: Session) -> int | None:
         t = now or utcnow()
-        mine_held = s.scalar(
-            select(Reservation.case_id)
-            .join(Case, Case.id == Reservation.case_id)
-            .where(
-                Reservation.annotator == actor.email,
-                Reservation.expires_at > t,
-                Case.status == "ready",
-                Reservation.case_id.not_in(skip),
-                ~exists().where(
-                    Label.case_id == Reservation.case_id, Label.annotator == actor.email
-                ),
+        tried = set(skip)
+        while True:
+            mine_held = s.scalar(
+                select(Reservation.case_id)
+                .join(Case, Case.id == Reservation.case_id)
+                .where(
+                    Reservation.annotator == actor.email,
+                    Reservation.expires_at > t,
+                    Case.status == "ready",
+                    Reservation.case_id.not_in(sorted(tried)),
+                    ~exists().where(
+                        Label.case_id == Reservation.case_id, Label.annotator == actor.email
+                    ),
+                )
+                .order_by(Reservation.case_id)
+                .limit(1)
             )
-            .order_by(Reservation.case_id)
-            .limit(1)
-        )
-        if mine_held is not None:
-            _reserve(s, actor, mine_held, t, cfg)
-            return int(mine_held)
-        n_labels = (
-            select(func.count(func.distinct(Label.annotator)))
-            .where(Label.case_id == Case.id)
-            .correlate(Case)
-            .scalar_subquery()
-        )
-        n_held = (
-            select(func.count(Reservation.id))
-            .where(
-                Reservation.case_id == Case.id,
-                Reservation.annotator != actor.email,
-                Reservation.expires_at > t,
-            )
-            .correlate(Case)
-            .scalar_subquery()
-        )
-        case_id = s.scalar(
-            select(Case.id)
-            .where(
-                Case.status == "ready",
-                Case.id.not_in(skip),
-                ~exists().where(Label.case_id == Case.id, Label.annotator == actor.email),
-                n_labels + n_held < cfg.overlap,
-            )
-            .order_by(Case.id)
-            .limit(1)
-            .with_for_update(skip_locked=True)
-        )
-        if case_id is None:
-            return None
-        _reserve(s, actor, case_id, t, cfg)
-        return int(case_id)
+            if mine_held is not None:
+                case_id = int(mine_held)
+                _lock_case(s, case_id)
+            else:
+                found = s.scalar(
+                    _open_cases(actor, t, cfg.overlap)
+                    .where(Case.id.not_in(sorted(tried)))
+                    .order_by(Case.id)
+                    .limit(1)
+                    .with_for_update(skip_locked=True)
+                )
+                if found is None:
+                    return None
+                case_id = int(found)
+            # re-read under the case lock: every label and reservation of this case is
+            # written under the same lock, so this answer cannot change until we commit
+            if (
+                s.scalar(
+                    _open_cases(actor, t, cfg.overlap, held_by_me_counts=True).where(
+                        Case.id == case_id
+                    )
+                )
+                is None
+            ):
+                tried.add(case_id)
+                continue
+            _reserve(s, actor, case_id, t, cfg)
+            return case_id
 
     return run_write(engine, work)
 
 
+def _open_cases(actor: Actor, t: dt.datetime, overlap: int, held_by_me_counts: bool = False) -> Any:
+    """Ready cases I have not labeled whose labels plus other people's live reservations are
+    below the overlap (or, with ``held_by_me_counts``, that I hold a live reservation on)."""
+    n_labels = (
+        select(func.count(func.distinct(Label.annotator)))
+        .where(Label.case_id == Case.id)
+        .correlate(Case)
+        .scalar_subquery()
+    )
+    n_held = (
+        select(func.count(Reservation.id))
+        .where(
+            Reservation.case_id == Case.id,
+            Reservation.annotator != actor.email,
+            Reservation.expires_at > t,
+        )
+        .correlate(Case)
+        .scalar_subquery()
+    )
+    room = n_labels + n_held < overlap
+    if held_by_me_counts:
+        room = or_(
+            room,
+            exists().where(
+                Reservation.case_id == Case.id,
+                Reservation.annotator == actor.email,
+                Reservation.expires_at > t,
+            ),
+        )
+    return select(Case.id).where(
+        Case.status == "ready",
+        ~exists().where(Label.case_id == Case.id, Label.annotator == actor.email),
+        room,
+    )
+
+
+def _lock_case(s: Session, case_id: int) -> Case | None:
+    """Lock the case row (PostgreSQL; SQLite's BEGIN IMMEDIATE already serialises writers).
+    Labels and reservations of a case are written only under this lock."""
+    return s.get(Case, case_id, with_for_update=True, populate_existing=True)
+
+
 def _reserve(s: Session, actor: Actor, case_id: int, t: dt.datetime, cfg: LabelSettings) -> None:
     until = t + dt.timedelta(minutes=cfg.reservation_minutes)
-    row = s.scalar(
-        select(Reservation).where(
-            Reservation.case_id == case_id, Reservation.annotator == actor.email
-        )
+    mine = (Reservation.case_id == case_id, Reservation.annotator == actor.email)
+    done = s.execute(
+        update(Reservation)
+        .where(*mine)
+        .values(expires_at=until)
+        .execution_options(synchronize_session=False)
     )
-    if row is None:
+    if done.rowcount == 0:  # type: ignore[attr-defined]
         s.add(Reservation(case_id=case_id, annotator=actor.email, expires_at=until))
-    else:
-        row.expires_at = until
     s.flush()
 
 
@@ -191,7 +232,7 @@ def reserve(engine: Engine, actor: Actor, case_id: int) -> dt.datetime:
     cfg = get_settings(engine)
 
     def work(s: Session) -> dt.datetime:
-        if s.get(Case, case_id) is None:
+        if _lock_case(s, case_id) is None:
             raise InputError(f"case {case_id} does not exist")
         t = utcnow()
         _reserve(s, actor, case_id, t, cfg)
@@ -202,14 +243,16 @@ def reserve(engine: Engine, actor: Actor, case_id: int) -> dt.datetime:
 
 def release(engine: Engine, actor: Actor, case_id: int) -> None:
     """Give a reserved case back to the queue (skip)."""
-    run_write(
-        engine,
-        lambda s: s.execute(
+
+    def work(s: Session) -> None:
+        _lock_case(s, case_id)
+        s.execute(
             delete(Reservation).where(
                 Reservation.case_id == case_id, Reservation.annotator == actor.email
             )
-        ),
-    )
+        )
+
+    run_write(engine, work)
 
 
 # ---------------------------------------------------------------------------------------
@@ -301,7 +344,9 @@ def submit(
     require(actor, Permission.label)
 
     def work(s: Session) -> LabelView:
-        case = s.get(Case, case_id)
+        # the case lock makes two saves of the same label (two tabs) take turns, so the
+        # second one sees the first and is refused below instead of forking the history
+        case = _lock_case(s, case_id)
         if case is None:
             raise InputError(f"case {case_id} does not exist")
         n_claims = int(
