@@ -49,7 +49,7 @@ class IdentityIn(_Strict):
 
 class CaseDocIn(_Strict):
     doc_id: str
-    version: int = Field(ge=1)
+    version: int = Field(ge=1, le=2**31 - 1)  # the database's integer columns hold no more
     visibility: str
     role: str
 
@@ -177,6 +177,12 @@ def iter_cases_jsonl(
             data = json.loads(line)
         except json.JSONDecodeError as exc:
             raise InputError(f"{source}: line {n}: not valid JSON ({exc.msg})") from None
+        except RecursionError:
+            raise InputError(f"{source}: line {n}: not valid JSON (nested too deeply)") from None
+        except ValueError:  # an integer of more digits than Python converts
+            raise InputError(
+                f"{source}: line {n}: not valid JSON (a number too long to read)"
+            ) from None
         yield n, validate_case(data, source, n, tax)
 
 

@@ -31,7 +31,7 @@ class DocumentIn(BaseModel):
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
     doc_id: str
-    version: int = Field(ge=1)
+    version: int = Field(ge=1, le=2**31 - 1)  # the database's integer columns hold no more
     title: str = Field(min_length=1, max_length=500)
     effective_date: dt.date | None = None
     superseded_by: str | None = None
@@ -162,6 +162,12 @@ def iter_jsonl(lines: Iterable[str], source: str, tax: Taxonomy) -> Iterator[Doc
             data = json.loads(line)
         except json.JSONDecodeError as exc:
             raise InputError(f"{source}: line {n}: not valid JSON ({exc.msg})") from None
+        except RecursionError:
+            raise InputError(f"{source}: line {n}: not valid JSON (nested too deeply)") from None
+        except ValueError:  # an integer of more digits than Python converts
+            raise InputError(
+                f"{source}: line {n}: not valid JSON (a number too long to read)"
+            ) from None
         if not isinstance(data, dict):
             raise InputError(f"{source}: line {n}: expected a JSON object")
         yield _build(data, source, n, tax)

@@ -48,7 +48,7 @@ class OutputIn(BaseModel):
     score: float | None = None
     text: str = ""
     cited_ids: list[str] = Field(default_factory=list)
-    repeat: int = Field(default=0, ge=0)
+    repeat: int = Field(default=0, ge=0, le=2**31 - 1)  # what the database's integer holds
     reason_code: str | None = None
     ranking_mode: str | None = None
     versions: dict[str, str] = Field(default_factory=dict)
@@ -78,6 +78,12 @@ def iter_outputs(
             data = json.loads(line)
         except json.JSONDecodeError as exc:
             raise InputError(f"{source}: line {n}: not valid JSON ({exc.msg})") from None
+        except RecursionError:
+            raise InputError(f"{source}: line {n}: not valid JSON (nested too deeply)") from None
+        except ValueError:  # an integer of more digits than Python converts
+            raise InputError(
+                f"{source}: line {n}: not valid JSON (a number too long to read)"
+            ) from None
         if not isinstance(data, dict):
             raise InputError(f"{source}: line {n}: expected a JSON object")
         try:
@@ -476,7 +482,7 @@ def check_response(resp: Any, tax: Taxonomy) -> OutputIn | str:
     if not isinstance(resp, Mapping):
         return f"malformed response: expected a mapping, got {type(resp).__name__}"
     decision = resp.get("decision")
-    if decision not in tax.decisions:
+    if not isinstance(decision, str) or decision not in tax.decisions:
         return f"malformed response: decision {decision!r} is not one of {', '.join(tax.decisions)}"
     text = resp.get("text", "")
     cites = resp.get("citations", [])
@@ -488,16 +494,23 @@ def check_response(resp: Any, tax: Taxonomy) -> OutputIn | str:
     if score is not None and (isinstance(score, bool) or not isinstance(score, int | float)):
         return "malformed response: score must be a number or null"
     reason = resp.get("reason_code")
-    if reason is not None and reason not in tax.reason_codes:
+    if reason is not None and (not isinstance(reason, str) or reason not in tax.reason_codes):
         return f"malformed response: reason_code {reason!r} is not in the taxonomy"
+    mode = resp.get("ranking_mode")
+    if mode is not None and not isinstance(mode, str):
+        return "malformed response: ranking_mode must be text or null"
+    try:
+        value = None if score is None else float(score)
+    except OverflowError:
+        return "malformed response: score is too large to be a number"
     return OutputIn(
         case="-",
         decision=str(decision),
-        score=None if score is None else float(score),
+        score=value,
         text=text,
         cited_ids=list(cites),
         reason_code=reason,
-        ranking_mode=resp.get("ranking_mode"),
+        ranking_mode=mode,
     )
 
 

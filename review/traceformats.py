@@ -362,11 +362,14 @@ def _ident(v: object, f: str) -> str:
     return _req_text(v, f, 200).strip()
 
 
+_INT_MAX = 2**31 - 1  # the largest whole number the database's integer columns hold
 _INT_RE = re.compile(r"^\s*[+-]?\d+\s*$")
 _FLOAT_RE = re.compile(r"^\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*$")
 
 
-def _opt_int(v: object, f: str, minimum: int | None = None) -> int | None:
+def _opt_int(
+    v: object, f: str, minimum: int | None = None, maximum: int | None = None
+) -> int | None:
     if _absent(v):
         return None
     out: int
@@ -375,11 +378,16 @@ def _opt_int(v: object, f: str, minimum: int | None = None) -> int | None:
     if isinstance(v, int):
         out = v
     elif (isinstance(v, float) and v.is_integer()) or (isinstance(v, str) and _INT_RE.match(v)):
-        out = int(v)
+        try:
+            out = int(v)
+        except ValueError:  # more digits than Python converts
+            raise _Bad(f, "expected a whole number, got a number too long to read") from None
     else:
         raise _Bad(f, f"expected a whole number, got {_describe(v)}")
     if minimum is not None and out < minimum:
         raise _Bad(f, f"must be at least {minimum}, got {out}")
+    if maximum is not None and out > maximum:
+        raise _Bad(f, f"must be at most {maximum}, got a larger number")
     return out
 
 
@@ -390,7 +398,10 @@ def _opt_float(v: object, f: str) -> float | None:
     if isinstance(v, bool):
         raise _Bad(f, f"expected a number, got {_describe(v)}")
     if isinstance(v, int | float) or (isinstance(v, str) and _FLOAT_RE.match(v)):
-        out = float(v)
+        try:
+            out = float(v)
+        except OverflowError:
+            raise _Bad(f, "expected a finite number, got a number too large") from None
     else:
         raise _Bad(f, f"expected a number, got {_describe(v)}")
     if not math.isfinite(out):
@@ -453,6 +464,10 @@ def _json_text(v: object, f: str) -> Any:
             return json.loads(v)
         except json.JSONDecodeError as exc:
             raise _Bad(f, f"not valid JSON ({exc.msg})") from None
+        except RecursionError:
+            raise _Bad(f, "not valid JSON (nested too deeply)") from None
+        except ValueError:  # an integer of more digits than Python converts
+            raise _Bad(f, "not valid JSON (a number too long to read)") from None
     return v
 
 
@@ -586,8 +601,8 @@ def _chunk(values: Mapping[str, Any], where: str, labels: Mapping[str, str] | No
         return Chunk(
             chunk_id=_ident(get("chunk_id"), "chunk_id"),
             doc_id=None if _absent(doc) else _ident(doc, "doc_id"),
-            doc_version=_opt_int(get("doc_version"), "doc_version", minimum=1),
-            rank=_opt_int(get("rank"), "rank", minimum=1),
+            doc_version=_opt_int(get("doc_version"), "doc_version", minimum=1, maximum=_INT_MAX),
+            rank=_opt_int(get("rank"), "rank", minimum=1, maximum=_INT_MAX),
             score=_opt_float(get("score"), "score"),
             text=_text(get("text"), "text"),
             filtered=bool(_opt_bool(get("filtered"), "filtered")),
@@ -666,7 +681,7 @@ def _scalar_fields(vocab: TraceVocabulary) -> dict[str, _Conv]:
         "identity_scopes": _str_list,
         "context_sent": _text,
         "ranking_mode": lambda v, f: None if _absent(v) else _ident(v, f).lower(),
-        "hits_after_filter": lambda v, f: _opt_int(v, f, minimum=0),
+        "hits_after_filter": lambda v, f: _opt_int(v, f, minimum=0, maximum=_INT_MAX),
         "top_score": _opt_float,
         "answerable": _opt_bool,
         "ambiguous": _opt_bool,
@@ -791,6 +806,8 @@ def _json_object(text: str) -> dict[str, Any]:
         raise _Bad(None, f"not valid JSON ({exc.msg} at column {exc.colno})") from None
     except RecursionError:
         raise _Bad(None, "not valid JSON (nested too deeply)") from None
+    except ValueError:  # an integer of more digits than Python converts
+        raise _Bad(None, "not valid JSON (a number too long to read)") from None
     if not isinstance(data, dict):
         raise _Bad(None, f"expected a JSON object, got {_describe(data)}")
     return data
@@ -1235,7 +1252,7 @@ def _io_text(value: object, keys: tuple[str, ...], role: str | None = None) -> s
         if stripped[:1] in "{[" and stripped:
             try:
                 return _io_text(json.loads(stripped), keys, role)
-            except json.JSONDecodeError:
+            except (ValueError, RecursionError):  # not JSON after all: the text itself
                 return value if value.strip() else None
         return value if stripped else None
     if isinstance(value, dict):
@@ -1735,7 +1752,7 @@ def detect_format(first_line: str, filename: str = "") -> str:
         return "csv"
     try:
         data = json.loads(text)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):
         raise InputError(f"{filename or 'file'}: line 1: neither JSON lines nor CSV") from None
     if isinstance(data, dict):
         if "resourceSpans" in data:
