@@ -56,7 +56,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session
 
-from review import cases
+from review import cases, rollup
 from review.claims import CitationReport, citation_validity, split_claims
 from review.errors import InputError, PermissionDenied, StaleWriteError
 from review.identity import SYSTEM, Actor, Permission, Role, require
@@ -82,6 +82,7 @@ from storage.models import (
     SamplingPlan,
     Trace,
     TraceChunk,
+    TraceRollup,
     utcnow,
 )
 
@@ -965,11 +966,36 @@ def get_plan(engine: Engine, plan_id: int) -> PlanView | None:
 
 
 def dimension_values(engine: Engine, dim: str, limit: int = 100) -> list[str]:
-    """Distinct values of a stratum dimension (``NONE`` for missing), for filter pickers."""
+    """Distinct values of a stratum dimension (``NONE`` for missing), for filter pickers.
+
+    Segments the monitoring rollup keeps (and the decision) are read from it, not from a
+    scan of every trace."""
     col = _column(dim)
     with read_session(engine) as s:
-        values = s.scalars(select(col).distinct().order_by(col).limit(limit)).all()
-    return [NONE if v is None else str(v) for v in values]
+        if dim == "decision" or dim in rollup.DIMENSIONS:
+            return _rollup_values(s, dim, limit)
+        found = s.scalars(select(col).distinct().order_by(col).limit(limit + 1)).all()
+    values = [str(v) for v in found if v is not None]
+    if len(values) < len(found):  # missing values first, on every database
+        values.insert(0, NONE)
+    return values[:limit]
+
+
+def _rollup_values(s: Session, dim: str, limit: int) -> list[str]:
+    r = TraceRollup
+    every = r.dim == rollup.ALL
+    if dim == "decision":
+        found = s.scalars(select(r.decision).where(every).distinct()).all()
+        values = sorted(NONE if v == "" else v for v in found)
+    else:
+        values = sorted(s.scalars(select(r.value).where(r.dim == dim).distinct()).all())
+        total = s.scalar(select(func.coalesce(func.sum(r.traces), 0)).where(every)) or 0
+        covered = s.scalar(select(func.coalesce(func.sum(r.traces), 0)).where(r.dim == dim)) or 0
+        if int(covered) < int(total):
+            values = [NONE, *values]
+    if NONE in values:  # missing values first, as the database sorts NULL first
+        values = [NONE, *(v for v in values if v != NONE)]
+    return values[:limit]
 
 
 # --- sample listing -------------------------------------------------------------------------
@@ -1174,6 +1200,7 @@ def reserve_item(
 
 def release_item(engine: Engine, actor: Actor, item_id: int) -> None:
     """Give an item I hold back to the queue (skip)."""
+    require(actor, Permission.audit)
     run_write(
         engine,
         lambda s: s.execute(

@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import Engine, insert
 from sqlalchemy.orm import Session
 
+from review import rollup
 from storage.db import run_write
 from storage.models import Trace, TraceChunk
 
@@ -55,6 +56,7 @@ def bulk_traces(
 
         def work(s: Session, rows: Sequence[dict[str, Any]] = rows) -> None:
             s.execute(insert(Trace), rows)
+            rollup.add_rows(s, rows)  # as the import keeps it
 
         run_write(engine, work)
 
@@ -92,6 +94,7 @@ def add_trace(
         )
         s.add(row)
         s.flush()
+        rollup.add_rows(s, [{c.key: getattr(row, c.key) for c in Trace.__table__.columns}])
         for i, c in enumerate(chunks, start=1):
             s.add(
                 TraceChunk(
@@ -273,3 +276,4 @@ def sql_bulk_traces(engine: Engine, n: int, strata: int = 5) -> None:
     """
     with engine.begin() as conn:
         conn.exec_driver_sql(sql)
+    rollup.rebuild(engine)

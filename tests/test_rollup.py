@@ -216,3 +216,19 @@ def test_rebuild_rollup_command(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) 
     assert "50 traces" in result.output
     assert rollup.stored_total(eng) == 50
     eng.dispose()
+
+
+def test_audit_filter_values_from_the_rollup_equal_the_distinct_trace_values(
+    any_engine: Engine,
+) -> None:
+    from review import audits
+
+    import_traces(any_engine, varied_traces(200, seed=2))
+    for dim in audits.DIMENSIONS:
+        col = audits._column(dim)
+        with read_session(any_engine) as s:
+            found = s.scalars(select(col).distinct()).all()
+        expected = sorted(str(v) for v in found if v is not None)
+        if None in found:
+            expected = [audits.NONE, *expected]
+        assert audits.dimension_values(any_engine, dim) == expected, dim
