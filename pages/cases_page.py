@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from pages import ui
-from review import cases, splits
+from review import cases, splits, uploads
 from review.errors import InputError, PermissionDenied, StaleWriteError
 from review.identity import Permission
 
@@ -16,7 +16,6 @@ engine = ui.engine()
 actor = ui.actor()
 tax = ui.tax()
 can_edit = actor.can(Permission.edit_cases)
-MAX_UPLOAD_BYTES = 20 * 1024 * 1024
 
 
 def case_form(key: str, start: dict[str, object], submit_label: str) -> cases.CaseIn | None:
@@ -279,23 +278,18 @@ def import_export_panel() -> None:
     with st.expander("Import and export (canonical JSONL)"):
         if can_edit:
             with st.form("cases_import", clear_on_submit=True):
-                up = st.file_uploader("Cases JSONL", type=["jsonl"])
+                up = st.file_uploader(
+                    "Cases JSONL", type=["jsonl"], max_upload_size=uploads.widget_limit_mb()
+                )
                 go = st.form_submit_button("Import cases")
             if go:
                 if up is None:
                     st.error("Choose a file.")
                 else:
                     try:
-                        raw = up.getvalue()
-                        if len(raw) > MAX_UPLOAD_BYTES:
-                            raise InputError(
-                                f"{up.name}: larger than {MAX_UPLOAD_BYTES // 2**20} MiB"
-                            )
-                        text = raw.decode("utf-8", errors="strict")
+                        text = uploads.read_text(up.name, up.getvalue())
                         items = list(cases.iter_cases_jsonl(text.splitlines(), up.name, tax))
                         report = cases.import_cases(engine, actor, items, up.name)
-                    except UnicodeDecodeError:
-                        st.error(f"Nothing was imported. {up.name}: not UTF-8 text.")
                     except (InputError, PermissionDenied) as exc:
                         st.error(f"Nothing was imported. {exc}")
                     else:

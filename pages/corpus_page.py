@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from pages import ui
-from review import corpus
+from review import corpus, uploads
 from review.docformat import DocumentIn, parse_blocks
 from review.errors import InputError, PermissionDenied, StaleWriteError
 from review.identity import Permission
@@ -14,7 +14,6 @@ from review.identity import Permission
 engine = ui.engine()
 actor = ui.actor()
 tax = ui.tax()
-MAX_UPLOAD_BYTES = 20 * 1024 * 1024
 
 
 def show_document(doc_pk: int) -> None:
@@ -150,7 +149,10 @@ def import_panel() -> None:
         )
         with st.form("doc_import", clear_on_submit=True):
             files = st.file_uploader(
-                "Files", type=["md", "markdown", "txt", "jsonl"], accept_multiple_files=True
+                "Files",
+                type=["md", "markdown", "txt", "jsonl"],
+                accept_multiple_files=True,
+                max_upload_size=uploads.widget_limit_mb(),
             )
             go = st.form_submit_button("Import")
         if go:
@@ -160,13 +162,7 @@ def import_panel() -> None:
             try:
                 docs = []
                 for f in files:
-                    raw = f.getvalue()
-                    if len(raw) > MAX_UPLOAD_BYTES:
-                        raise InputError(f"{f.name}: larger than {MAX_UPLOAD_BYTES // 2**20} MiB")
-                    try:
-                        text = raw.decode("utf-8")
-                    except UnicodeDecodeError:
-                        raise InputError(f"{f.name}: line 1: the file is not UTF-8 text") from None
+                    text = uploads.read_text(f.name, f.getvalue())
                     docs.extend(corpus.parse_upload(f.name, text, tax))
                 report = corpus.import_documents(
                     engine,

@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from pages import ui
-from review import evalruns, refpipeline, runmetrics
+from review import evalruns, refpipeline, runmetrics, uploads
 from review.errors import InputError, PermissionDenied
 from review.identity import Permission
 
@@ -25,6 +25,7 @@ if actor.can(Permission.run_evaluations):
             up = st.file_uploader(
                 "Outputs JSONL (case, decision, score, text, cited_ids, repeat, versions, error)",
                 type=["jsonl"],
+                max_upload_size=uploads.widget_limit_mb(),
             )
             c1, c2 = st.columns(2)
             name = c1.text_input("Run name")
@@ -34,11 +35,9 @@ if actor.can(Permission.run_evaluations):
             try:
                 if up is None:
                     raise InputError("choose a file")
-                text = up.getvalue().decode("utf-8")
+                text = uploads.read_text(up.name, up.getvalue())
                 items = list(evalruns.iter_outputs(text.splitlines(), up.name, tax))
                 evalruns.import_run(engine, actor, name, version, items, up.name)
-            except UnicodeDecodeError:
-                st.error(f"Nothing was imported. {up.name if up else ''}: not UTF-8 text.")
             except (InputError, PermissionDenied) as exc:
                 st.error(f"Nothing was imported. {exc}")
             else:

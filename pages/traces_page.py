@@ -15,7 +15,7 @@ import pandas as pd
 import streamlit as st
 
 from pages import ui
-from review import traces
+from review import traces, uploads
 from review.errors import InputError, PermissionDenied, PolicyFileError, StaleWriteError
 from review.identity import Permission
 from review.traceformats import FEEDBACK_VALUES, FORMATS
@@ -23,7 +23,6 @@ from review.traceformats import FEEDBACK_VALUES, FORMATS
 engine = ui.engine()
 actor = ui.actor()
 tax = ui.tax()
-MAX_UPLOAD_BYTES = 20 * 2**20
 NEGATIVE = "(any negative)"
 P = "traces_"  # session-state prefix
 
@@ -190,7 +189,11 @@ def import_panel() -> None:
             "imported and the rejected lines can be downloaded. Re-importing adds nothing."
         )
         with st.form("traces_import", clear_on_submit=True):
-            up = st.file_uploader("Trace file", type=["jsonl", "ndjson", "json", "csv", "txt"])
+            up = st.file_uploader(
+                "Trace file",
+                type=["jsonl", "ndjson", "json", "csv", "txt"],
+                max_upload_size=uploads.widget_limit_mb(),
+            )
             c1, c2, c3 = st.columns(3)
             fmt = c1.selectbox("Format", ["auto", *FORMATS], format_func=lambda f: f"{f}")
             skip_bad = c2.checkbox("Skip bad lines (and report them)")
@@ -250,8 +253,10 @@ def run_import(up: Any, fmt: str, skip_bad: bool, redact: bool) -> None:
         st.error("Choose a file to import.")
         return
     data = up.getvalue()
-    if len(data) > MAX_UPLOAD_BYTES:
-        st.error(f"Nothing was imported: the file is larger than {MAX_UPLOAD_BYTES // 2**20} MiB.")
+    try:
+        uploads.check_upload(up.name, len(data))
+    except InputError as exc:
+        st.error(str(exc))
         st.caption("Use the command line for large files: workbench import-traces FILE")
         return
     bar = st.progress(0.0, text="Checking the file…")
