@@ -50,7 +50,8 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 import yaml
-from sqlalchemy import Engine, and_, case, func, or_, select
+from sqlalchemy import Engine, case, func, select
+from sqlalchemy import text as sql_text
 
 from review import signoff
 from review.errors import InputError, PermissionDenied, StaleWriteError
@@ -70,7 +71,7 @@ from review.wording import (
     wording_path,
 )
 from storage.db import read_session
-from storage.models import Document, Trace
+from storage.models import REFUSAL_TEXTS_WHERE, Document, Trace
 
 __all__ = [
     "KIND",
@@ -943,18 +944,12 @@ def message_key_for(decision: str | None) -> str | None:
 
 
 def _candidates() -> Any:
-    """Traces whose final text is a refusal, follow-up, escalation, partial or caveat."""
-    return and_(
-        Trace.answer_text != "",
-        or_(
-            and_(Trace.decision.is_not(None), Trace.decision != "answer"),
-            and_(
-                Trace.decision == "answer",
-                Trace.reason_code.is_not(None),
-                Trace.reason_code != "false_premise",
-            ),
-        ),
-    )
+    """Traces whose final text is a refusal, follow-up, escalation, partial or caveat.
+
+    The same condition, with the same inline constants, defines the partial index
+    ``ix_traces_refusal_texts`` (storage.models), so the database counts candidates from that
+    small index instead of reading every trace; a bound parameter would hide it."""
+    return sql_text(REFUSAL_TEXTS_WHERE)
 
 
 @dataclass(frozen=True)

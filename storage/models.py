@@ -22,6 +22,7 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
@@ -412,6 +413,15 @@ class TraceImport(Base):
     finished_at: Mapped[dt.datetime | None] = mapped_column()
 
 
+#: Traces whose final text is a refusal, follow-up, escalation, partial or caveat: the rows
+#: the wording check lints (review.wordingservice), kept in a small partial index. Queries
+#: must use this exact text (inline constants) for the database to use the index.
+REFUSAL_TEXTS_WHERE = (
+    "answer_text != '' AND ((decision IS NOT NULL AND decision != 'answer') OR "
+    "(decision = 'answer' AND reason_code IS NOT NULL AND reason_code != 'false_premise'))"
+)
+
+
 class Trace(Base):
     """One production request, in the canonical trace schema (see review.traceformats)."""
 
@@ -420,6 +430,13 @@ class Trace(Base):
         Index("ix_traces_at_decision", "at", "decision"),
         Index("ix_traces_decision_reason", "decision", "reason_code"),
         Index("ix_traces_restricted_at", "restricted", "at"),
+        Index(
+            "ix_traces_refusal_texts",
+            "id",
+            "restricted",
+            sqlite_where=text(REFUSAL_TEXTS_WHERE),
+            postgresql_where=text(REFUSAL_TEXTS_WHERE),
+        ),
         Index(
             "ix_traces_signals",
             "at",

@@ -676,3 +676,48 @@ def test_lint_report_has_one_line_per_finding() -> None:
         "R1 unlisted_contact",
     ]
     assert ws.lint_report(load_wording()) == []
+
+
+def test_the_refusal_texts_are_counted_from_their_partial_index(any_engine: Engine) -> None:
+    """The candidates' count runs on every Wording page view: it must come from the small
+    partial index, not a read of every trace (2.5 s at a million traces), and still count
+    exactly the refusal, follow-up, escalation, partial and caveat texts."""
+    from tests.auditdata import add_trace
+
+    add_trace(
+        any_engine,
+        "refuse",
+        decision="abstain",
+        reason_code="no_answer_bearing_evidence",
+        answer_text="I can't answer that.",
+    )
+    add_trace(
+        any_engine,
+        "caveat",
+        decision="answer",
+        reason_code="support_below_threshold",
+        answer_text="Probably 14 days.",
+        restricted=True,
+    )
+    add_trace(any_engine, "plain", decision="answer", answer_text="14 days.")
+    add_trace(
+        any_engine,
+        "premise",
+        decision="answer",
+        reason_code="false_premise",
+        answer_text="No such plan.",
+    )
+    add_trace(
+        any_engine, "empty", decision="clarify", reason_code="ambiguous_question", answer_text=""
+    )
+    add_trace(any_engine, "undecided", decision=None, answer_text="text")
+    count, restricted, _ = ws._population(any_engine)
+    assert (count, restricted) == (2, 1)
+    if any_engine.dialect.name == "sqlite":
+        from sqlalchemy import func, select
+
+        stmt = select(func.count(Trace.id)).where(ws._candidates())
+        sql = str(stmt.compile(any_engine, compile_kwargs={"literal_binds": True}))
+        with any_engine.connect() as c:
+            plan = " ".join(str(r) for r in c.exec_driver_sql("EXPLAIN QUERY PLAN " + sql))
+        assert "ix_traces_refusal_texts" in plan, plan
