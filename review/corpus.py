@@ -82,6 +82,27 @@ def can_see(actor: Actor, access_scope: str) -> bool:
     return access_scope != "restricted" or actor.clearance
 
 
+def _require_clearance_for(s: Session, actor: Actor, keys: Iterable[str]) -> None:
+    """Adding a version to a document that has a restricted version needs clearance: without
+    it the author could neither see what they replace nor read back what they wrote."""
+    if actor.clearance:
+        return
+    wanted = sorted(set(keys))
+    if not wanted:
+        return
+    hidden = s.scalars(
+        select(Document.doc_key)
+        .where(Document.doc_key.in_(wanted), Document.access_scope == "restricted")
+        .distinct()
+        .order_by(Document.doc_key)
+    ).all()
+    if hidden:
+        raise PermissionDenied(
+            f"{hidden[0]} is restricted: only users with clearance may add versions of it; "
+            "nothing was written"
+        )
+
+
 # ---------------------------------------------------------------------------------------
 # Reading files (pure: no database)
 
@@ -158,6 +179,7 @@ def import_documents(
     check_batch(docs)
 
     def work(s: Session) -> ImportReport:
+        _require_clearance_for(s, actor, (d.doc_id for d in docs))
         added = unchanged = 0
         keys = []
         for d in docs:
@@ -218,6 +240,7 @@ def add_version(
     require(actor, Permission.edit_corpus)
 
     def work(s: Session) -> DocumentView:
+        _require_clearance_for(s, actor, [doc_key])
         latest = s.scalar(
             select(Document)
             .where(Document.doc_key == doc_key)

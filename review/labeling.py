@@ -243,6 +243,7 @@ def reserve(engine: Engine, actor: Actor, case_id: int) -> dt.datetime:
 
 def release(engine: Engine, actor: Actor, case_id: int) -> None:
     """Give a reserved case back to the queue (skip)."""
+    require(actor, Permission.label)
 
     def work(s: Session) -> None:
         _lock_case(s, case_id)

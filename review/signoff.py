@@ -338,7 +338,7 @@ def sign(
         if row is None:
             raise InputError(f"policy version {version_id} does not exist")
         view = _views(s, [row])[0]
-        if row.author == actor.email:
+        if row.author.strip().casefold() == actor.email.strip().casefold():
             raise PermissionDenied(
                 "the author of a change can never approve or reject it: another person must sign"
             )

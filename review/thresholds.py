@@ -24,7 +24,7 @@ from review import evalruns, signoff
 from review.charts import downsample
 from review.errors import InputError
 from review.gate import confidence, policy_threshold
-from review.identity import Actor, Role
+from review.identity import Actor, Permission, Role, require
 from review.policy import (
     NoAnswerPolicy,
     default_policy_path,
@@ -279,6 +279,7 @@ def propose_thresholds(
 ) -> int:
     """Write the proposal as the next policy version (YAML diffable against the one in
     force) and store it for sign-off."""
+    require(actor, Permission.propose_policy)
     base = in_force(engine)
     text = replace_thresholds(base.text, mode, refuse_below=refuse_below, caveat_below=caveat_below)
     summary = re.sub(r"\s+", " ", rationale.strip())[:200]

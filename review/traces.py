@@ -790,6 +790,7 @@ def import_file(
 
     With ``skip_bad`` and no ``rejects_path`` the rejects go to ``FILE.rejects.jsonl``.
     """
+    require(actor, Permission.import_traces)  # before the file is looked at
     if not path.is_file():
         raise InputError(f"{path}: no such file")
     with path.open("rb") as fh:
@@ -830,6 +831,7 @@ def import_bytes(
     progress: ProgressFn | None = None,
 ) -> ImportReport:
     """Import an uploaded file held in memory (same rules as :func:`import_file`)."""
+    require(actor, Permission.import_traces)  # before the upload is read
     resolved = _resolve_format(fmt, _first_line(io.BytesIO(data)), name)
     vocab = TraceVocabulary.from_taxonomy(tax) if tax is not None else TraceVocabulary()
 
@@ -1487,6 +1489,7 @@ def apply_retention(
     engine: Engine, actor: Actor, *, now: dt.datetime | None = None
 ) -> PurgeReport | None:
     """Purge by the retention setting; None when no retention is set."""
+    require(actor, Permission.manage_users)
     r = get_retention(engine)
     if r.days is None:
         return None

@@ -1,0 +1,672 @@
+"""Access (issue 11): every write path checks role and clearance.
+
+* The write services are found from the source, not listed by hand: every public function of
+  ``review/`` that reaches a write transaction (``run_write``/``write_session``, directly or
+  through the functions it calls). Each one that takes an :class:`Actor` must have a row in
+  :data:`ALLOWED` below (the roles the domain allows) and a call in :data:`CALLS`; each one
+  that does not must be in :data:`NO_ACTOR` with the reason. A new unguarded write path makes
+  :func:`test_every_write_service_is_in_the_table` fail.
+* Each write service is then called as every role (and as a user with no role left): an
+  allowed role gets past the checks (the call succeeds or is refused for a reason about the
+  data, never PermissionDenied); any other role gets PermissionDenied and the database is
+  untouched: no INSERT, UPDATE or DELETE is even sent, the row counts and the audit log stay.
+* Clearance: the writes that touch restricted documents or traces, or store unredacted
+  traces, are refused without clearance.
+* The author of a policy or wording change can never sign it, whatever roles they hold.
+* No page shows restricted text to a user without clearance.
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, event, func, inspect, select
+
+from review import (
+    audits,
+    builder,
+    cases,
+    corpus,
+    evalruns,
+    labeling,
+    reviews,
+    signoff,
+    splits,
+    thresholds,
+    traces,
+    users,
+    wordingservice,
+)
+from review.docformat import DocumentIn, parse_markdown
+from review.errors import InputError, PermissionDenied, StaleWriteError
+from review.identity import Actor, Role
+from review.taxonomy import Taxonomy
+from review.traceformats import iter_canonical_jsonl
+from review.wording import wording_path
+from storage.db import make_engine, read_session, write_session
+from storage.models import AuditItem, AuditLog, Case, Trace
+
+ROOT = Path(__file__).resolve().parent.parent
+A, RV, PO, CO, AD = Role.annotator, Role.reviewer, Role.product_owner, Role.compliance, Role.admin
+
+# ---------------------------------------------------------------------------------------
+# Who may do what, from the domain (DESIGN.md "Core entities" and "Identity", DOMAIN.md, the
+# README's page table): annotators build and label cases; reviewers audit production traces,
+# adjudicate and import traces; product owners and compliance propose and sign policy and
+# wording; admins manage users, settings and retention. Cases are built by annotators,
+# reviewers and admins; the corpus by annotators and admins; evaluations are run by everyone
+# who reads their results except compliance.
+
+CASE_EDITORS = frozenset({A, RV, AD})
+CORPUS_EDITORS = frozenset({A, AD})
+AUDITORS = frozenset({RV})
+POLICY = frozenset({PO, CO})
+MONTHLY_REVIEW = frozenset({RV, PO, CO, AD})
+EVALUATORS = frozenset({A, RV, PO, AD})
+TRACE_IMPORTERS = frozenset({RV, AD})
+ADMINS = frozenset({AD})
+LABELERS = frozenset({A})
+
+ALLOWED: dict[str, frozenset[Role]] = {
+    "audits.close_plan": AUDITORS,
+    "audits.create_plan": AUDITORS,
+    "audits.draw_plan": AUDITORS,
+    "audits.next_item": AUDITORS,
+    "audits.promote_to_case": AUDITORS & CASE_EDITORS,
+    "audits.recount_plan": AUDITORS,
+    "audits.release_item": AUDITORS,
+    "audits.reserve_item": AUDITORS,
+    "audits.submit_verdict": AUDITORS,
+    "builder.build_variant": CASE_EDITORS,
+    "builder.confirm_suggestion": CASE_EDITORS,
+    "builder.mark_passage": CASE_EDITORS,
+    "builder.save_edit": CORPUS_EDITORS,
+    "builder.set_required_claims": CASE_EDITORS,
+    "cases.create_case": CASE_EDITORS,
+    "cases.import_cases": CASE_EDITORS,
+    "cases.update_case": CASE_EDITORS,
+    "corpus.add_version": CORPUS_EDITORS,
+    "corpus.import_documents": CORPUS_EDITORS,
+    "evalruns.execute": EVALUATORS,
+    "evalruns.import_run": EVALUATORS,
+    "labeling.adjudicate": frozenset({RV}),
+    "labeling.next_case": LABELERS,
+    "labeling.release": LABELERS,
+    "labeling.reserve": LABELERS,
+    "labeling.set_settings": ADMINS,
+    "labeling.submit": LABELERS,
+    "reviews.add_action": MONTHLY_REVIEW,
+    "reviews.add_finding": MONTHLY_REVIEW,
+    "reviews.carry_finding": MONTHLY_REVIEW,
+    "reviews.close_session": MONTHLY_REVIEW,
+    "reviews.open_session": MONTHLY_REVIEW,
+    "reviews.store_validation": MONTHLY_REVIEW,
+    "reviews.update_session": MONTHLY_REVIEW,
+    "signoff.propose": POLICY,
+    "signoff.sign": POLICY,
+    "splits.apply": CASE_EDITORS,
+    "thresholds.propose_thresholds": POLICY,
+    "traces.apply_retention": ADMINS,
+    "traces.import_bytes": TRACE_IMPORTERS,
+    "traces.import_file": TRACE_IMPORTERS,
+    "traces.import_items": TRACE_IMPORTERS,
+    "traces.purge_older_than": ADMINS,
+    "traces.set_retention": ADMINS,
+    "users.add_user": ADMINS,
+    "users.update_user": ADMINS,
+    "wordingservice.propose_edits": POLICY,
+    "wordingservice.propose_wording": POLICY,
+    "wordingservice.sign_wording": POLICY,
+}
+
+# Writes that take no Actor, and why that is safe.
+NO_ACTOR: dict[str, str] = {
+    "users.bootstrap_admin": "creates the first admin, refused once any user exists",
+    "fixtures.build_demo": "the demo builder (command line and tests), acting as SYSTEM",
+    "fixtures.build_demo_labels": "part of the demo builder",
+    "fixtures.build_demo_policies": "part of the demo builder",
+    "audits.build_demo_audits": "part of the demo builder",
+    "builder.build_demo_variants": "part of the demo builder",
+    "reviews.build_demo_reviews": "part of the demo builder",
+    "wordingservice.build_demo_wording": "part of the demo builder",
+    "tracedemo.build_demo_traces": "part of the demo builder",
+    "traces.build_demo_traces": "part of the demo builder",
+    "tracedemo.sqlite_floor": "benchmark baseline on a scratch SQLite file",
+    "traces.run_benchmark": "benchmark on its own database",
+    "cli.seed_demo": "command line: the operator of the machine, acting as the CLI admin",
+    "cli.import_docs": "command line, acting as the CLI admin",
+    "cli.import_cases_cmd": "command line, acting as the CLI admin",
+    "cli.add_user_cmd": "command line, acting as the CLI admin",
+    "cli.import_run_cmd": "command line, acting as the CLI admin",
+    "cli.evaluate_cmd": "command line, acting as the CLI admin",
+    "tracecli.import_traces_cmd": "command line, acting as the CLI admin",
+    "tracecli.purge_cmd": "command line, acting as the CLI admin",
+    "tracecli.rebuild_rollup_cmd": "command line, acting as the CLI admin",
+    "rollup.rebuild": "recomputes the monitoring rollup from the stored traces (derived data)",
+}
+
+# ---------------------------------------------------------------------------------------
+# Finding the write services in the source
+
+WRITE_PRIMITIVES = {"run_write", "write_session"}
+
+
+def _module_functions(tree: ast.Module) -> dict[str, ast.FunctionDef]:
+    out: dict[str, ast.FunctionDef] = {}
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            out[node.name] = node
+        elif isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef):
+                    out[f"{node.name}.{item.name}"] = item
+    return out
+
+
+def write_services(package: Path = ROOT / "review") -> dict[str, bool]:
+    """Every public function of review/ that reaches a write transaction -> whether it takes
+    an Actor. Calls are followed through same-module names, ``from review.x import f`` and
+    ``from review import x`` (at module level or inside functions)."""
+    funcs: dict[str, tuple[str, ast.FunctionDef]] = {}
+    names: dict[str, dict[str, str]] = {}  # module -> local name -> "module.function"
+    modules: dict[str, dict[str, str]] = {}  # module -> local name -> review module
+    for path in sorted(package.glob("*.py")):
+        mod = path.stem
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        names[mod], modules[mod] = {}, {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module == "review":
+                for a in node.names:
+                    modules[mod][a.asname or a.name] = a.name
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("review."):
+                for a in node.names:
+                    names[mod][a.asname or a.name] = f"{node.module.split('.')[1]}.{a.name}"  # type: ignore[union-attr]
+        for qual, fn in _module_functions(tree).items():
+            funcs[f"{mod}.{qual}"] = (mod, fn)
+
+    calls: dict[str, set[str]] = {}
+    writes: set[str] = set()
+    for qual, (mod, fn) in funcs.items():
+        out: set[str] = set()
+        for n in ast.walk(fn):
+            if isinstance(n, ast.Name):
+                if n.id in WRITE_PRIMITIVES:
+                    writes.add(qual)
+                elif f"{mod}.{n.id}" in funcs:
+                    out.add(f"{mod}.{n.id}")
+                elif n.id in names[mod]:
+                    out.add(names[mod][n.id])
+            elif isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name):
+                if n.attr in WRITE_PRIMITIVES or (n.value.id, n.attr) == ("sqlite3", "connect"):
+                    writes.add(qual)
+                elif n.value.id in modules[mod]:
+                    out.add(f"{modules[mod][n.value.id]}.{n.attr}")
+        calls[qual] = out
+    changed = True
+    while changed:
+        changed = False
+        for qual, out in calls.items():
+            if qual not in writes and out & writes:
+                writes.add(qual)
+                changed = True
+
+    def public(qual: str) -> bool:
+        return not any(part.startswith("_") for part in qual.split(".")[1:])
+
+    def takes_actor(fn: ast.FunctionDef) -> bool:
+        args = [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]
+        return any(a.annotation is not None and "Actor" in ast.unparse(a.annotation) for a in args)
+
+    return {q: takes_actor(funcs[q][1]) for q in sorted(writes) if public(q)}
+
+
+def test_every_write_service_is_in_the_table() -> None:
+    found = write_services()
+    with_actor = {q for q, has in found.items() if has}
+    without = {q for q, has in found.items() if not has}
+    assert with_actor - set(ALLOWED) == set(), "new write services: add them to ALLOWED and CALLS"
+    assert set(ALLOWED) - with_actor == set(), "ALLOWED names functions that no longer write"
+    assert without - set(NO_ACTOR) == set(), "writes without an Actor: give them one"
+    assert set(NO_ACTOR) - without == set()
+    assert set(CALLS) == set(ALLOWED)
+
+
+def test_the_enumeration_sees_a_new_write_path(tmp_path: Path) -> None:
+    """The finder is not vacuous: through a private helper, another module (imported either
+    way, also inside a function) or a class, a public function that writes is reported."""
+    (tmp_path / "store.py").write_text(
+        "from storage.db import run_write\n"
+        "def _helper(engine):\n    run_write(engine, lambda s: None)\n"
+        "def sneaky(engine, actor: Actor):\n    _helper(engine)\n"
+        "def reader(engine, actor: Actor):\n    return 1\n"
+    )
+    (tmp_path / "other.py").write_text(
+        "from review.store import sneaky\n"
+        "def unguarded(engine):\n    sneaky(engine, None)\n"
+        "def lazy(engine):\n    from review import store\n    store.sneaky(engine, None)\n"
+        "class Thing:\n    def save(self, engine):\n        unguarded(engine)\n"
+    )
+    assert write_services(tmp_path) == {
+        "other.Thing.save": False,
+        "other.lazy": False,
+        "other.unguarded": False,
+        "store.sneaky": True,
+    }
+
+
+# ---------------------------------------------------------------------------------------
+# Calling every write service as every role
+
+
+@dataclass
+class Ctx:
+    engine: Engine
+    tax: Taxonomy
+    tmp: Path
+    ids: dict[str, Any] = field(default_factory=dict)
+    counter: Iterator[int] = field(default_factory=lambda: itertools.count(1))
+
+    def n(self) -> int:
+        return next(self.counter)
+
+
+def actor(role: Role | None, clearance: bool = True) -> Actor:
+    name = role.value if role else "nobody"
+    return Actor(
+        id=9000 + (list(Role).index(role) if role else 99),
+        email=f"{name}@access.example",
+        name=f"Access {name}",
+        roles=frozenset({role}) if role else frozenset(),
+        clearance=clearance,
+    )
+
+
+def _case_in(ctx: Ctx, key: str | None = None) -> cases.CaseIn:
+    line = (ROOT / "review" / "demo" / "cases.jsonl").read_text(encoding="utf-8").splitlines()[0]
+    data = {**json.loads(line), "key": key or f"ACCESS-{ctx.n()}", "family": None}
+    data["evidence_state"] = None
+    return cases.validate_case(data, "access", 1, ctx.tax)
+
+
+def _doc_in(ctx: Ctx, doc_id: str, version: int, scope: str = "public") -> DocumentIn:
+    text = (
+        f"---\ndoc_id: {doc_id}\nversion: {version}\ntitle: Access test {ctx.n()}\n"
+        "effective_date: 2025-03-01\nauthority: policy\nowner: Billing Operations\n"
+        f"access_scope: {scope}\njurisdiction: EU\n---\n# Access\n\nA body {ctx.n()}.\n"
+    )
+    return parse_markdown(text, "access.md", ctx.tax)
+
+
+SAMPLE_TRACES = ROOT / "tests" / "data" / "traces" / "canonical.jsonl"
+
+
+def _traces(ctx: Ctx) -> list[Any]:
+    items = list(iter_canonical_jsonl(SAMPLE_TRACES.read_text().splitlines(), "x"))
+    n = ctx.n()
+    return [replace(i.trace, trace_id=f"{i.trace.trace_id}-acc{n}") for i in items]  # type: ignore[union-attr]
+
+
+def _policy_text(ctx: Ctx) -> str:
+    base = thresholds.in_force(ctx.engine).text
+    return base + f"\n# access test {ctx.n()}\n"
+
+
+def _wording_text(ctx: Ctx) -> str:
+    return wordingservice.in_force(ctx.engine).text or wording_path().read_text(encoding="utf-8")
+
+
+CALLS: dict[str, Callable[[Ctx, Actor], object]] = {
+    "audits.close_plan": lambda c, a: audits.close_plan(c.engine, a, c.ids["open_plan"]),
+    "audits.create_plan": lambda c, a: audits.create_plan(
+        c.engine, a, audits.PlanSpec(name=f"access {c.n()}", total=3, seed=c.n())
+    ),
+    "audits.draw_plan": lambda c, a: audits.draw_plan(c.engine, a, c.ids["planned_plan"]),
+    "audits.next_item": lambda c, a: audits.next_item(c.engine, a, c.ids["open_plan"]),
+    "audits.promote_to_case": lambda c, a: audits.promote_to_case(
+        c.engine, a, c.ids["item"], c.tax
+    ),
+    "audits.recount_plan": lambda c, a: audits.recount_plan(c.engine, a, c.ids["planned_plan"]),
+    "audits.release_item": lambda c, a: audits.release_item(c.engine, a, c.ids["item"]),
+    "audits.reserve_item": lambda c, a: audits.reserve_item(c.engine, a, c.ids["item"]),
+    "audits.submit_verdict": lambda c, a: audits.submit_verdict(
+        c.engine, a, c.ids["item"], audits.VerdictIn("correct_refusal"), None
+    ),
+    "builder.build_variant": lambda c, a: builder.build_variant(
+        c.engine, a, c.tax, c.ids["present_case"], builder.VariantSpec(kind="removed")
+    ),
+    "builder.confirm_suggestion": lambda c, a: builder.confirm_suggestion(
+        c.engine, a, c.ids["variant_case"], "abstain", ["no_answer_bearing_evidence"]
+    ),
+    "builder.mark_passage": lambda c, a: builder.mark_passage(
+        c.engine, a, c.ids["present_case"], "14 days"
+    ),
+    "builder.save_edit": lambda c, a: builder.save_edit(
+        c.engine, a, c.tax, "POL-REFUND-MONTHLY@2", "no_such_operator", 0, 5, {}
+    ),
+    "builder.set_required_claims": lambda c, a: builder.set_required_claims(
+        c.engine, a, c.tax, c.ids["present_case"], 1, ["A claim."]
+    ),
+    "cases.create_case": lambda c, a: cases.create_case(c.engine, a, _case_in(c), c.tax),
+    "cases.import_cases": lambda c, a: cases.import_cases(
+        c.engine, a, [(1, _case_in(c))], "access.jsonl"
+    ),
+    "cases.update_case": lambda c, a: cases.update_case(
+        c.engine, a, c.ids["present_case"], 1, _case_in(c, "CASE-001"), c.tax
+    ),
+    "corpus.add_version": lambda c, a: corpus.add_version(
+        c.engine, a, "POL-REFUND-MONTHLY", 2, _doc_in(c, "POL-REFUND-MONTHLY", 3)
+    ),
+    "corpus.import_documents": lambda c, a: corpus.import_documents(
+        c.engine, a, [_doc_in(c, f"ACCESS-DOC-{c.n()}", 1)]
+    ),
+    "evalruns.execute": lambda c, a: evalruns.execute(
+        c.engine, a, lambda inp: {}, c.tax, name=f"access {c.n()}", system_version="x", repeats=0
+    ),
+    "evalruns.import_run": lambda c, a: evalruns.import_run(
+        c.engine,
+        a,
+        f"access {c.n()}",
+        "x",
+        [(1, evalruns.OutputIn(case="CASE-001", decision="answer", score=0.5))],
+        "access.jsonl",
+    ),
+    "labeling.adjudicate": lambda c, a: labeling.adjudicate(
+        c.engine, a, c.ids["present_case"], "answer", [], "access note", c.tax
+    ),
+    "labeling.next_case": lambda c, a: labeling.next_case(c.engine, a),
+    "labeling.release": lambda c, a: labeling.release(c.engine, a, c.ids["present_case"]),
+    "labeling.reserve": lambda c, a: labeling.reserve(c.engine, a, c.ids["present_case"]),
+    "labeling.set_settings": lambda c, a: labeling.set_settings(
+        c.engine, a, 2, 30, labeling.get_settings(c.engine).version
+    ),
+    "labeling.submit": lambda c, a: labeling.submit(
+        c.engine, a, c.ids["present_case"], labeling.LabelIn("answer"), None, c.tax
+    ),
+    "reviews.add_action": lambda c, a: reviews.add_action(
+        c.engine, a, c.ids["session"], "Do it", "reviewer", None
+    ),
+    "reviews.add_finding": lambda c, a: reviews.add_finding(
+        c.engine, a, c.ids["session"], "Found it", "low"
+    ),
+    "reviews.carry_finding": lambda c, a: reviews.carry_finding(c.engine, a, c.ids["finding"]),
+    "reviews.close_session": lambda c, a: reviews.close_session(
+        c.engine, a, c.ids["session"], c.ids["session_version"]
+    ),
+    "reviews.open_session": lambda c, a: reviews.open_session(c.engine, a, f"{2100 + c.n()}-01"),
+    "reviews.store_validation": lambda c, a: reviews.store_validation(
+        c.engine, a, c.ids["session"], {"checked": 0}
+    ),
+    "reviews.update_session": lambda c, a: reviews.update_session(
+        c.engine, a, c.ids["session"], c.ids["session_version"], attendees=["x"], summary="s"
+    ),
+    "signoff.propose": lambda c, a: signoff.propose(
+        c.engine, a, thresholds.KIND, _policy_text(c), "access test"
+    ),
+    "signoff.sign": lambda c, a: signoff.sign(
+        c.engine, a, c.ids["pending_policy"], "reject", note="access test"
+    ),
+    "splits.apply": lambda c, a: splits.apply(c.engine, a, seed=c.n()),
+    "thresholds.propose_thresholds": lambda c, a: thresholds.propose_thresholds(
+        c.engine, a, "vector", 0.3, 0.5, "access test", tuned_on_split="validation"
+    ),
+    "traces.apply_retention": lambda c, a: traces.apply_retention(c.engine, a),
+    "traces.import_bytes": lambda c, a: traces.import_bytes(
+        c.engine,
+        a,
+        "\n".join(json.dumps(traces_to_dict(t)) for t in _traces(c)).encode(),
+        "access.jsonl",
+    ),
+    "traces.import_file": lambda c, a: traces.import_file(c.engine, a, SAMPLE_TRACES),
+    "traces.import_items": lambda c, a: traces.import_items(
+        c.engine, a, _traces(c), source="access"
+    ),
+    "traces.purge_older_than": lambda c, a: traces.purge_older_than(c.engine, a, 36500),
+    "traces.set_retention": lambda c, a: traces.set_retention(
+        c.engine, a, None, traces.get_retention(c.engine).version
+    ),
+    "users.add_user": lambda c, a: users.add_user(
+        c.engine, a, f"new{c.n()}@access.example", "New", ["annotator"]
+    ),
+    "users.update_user": lambda c, a: users.update_user(
+        c.engine,
+        a,
+        c.ids["tom"].id,
+        c.ids["tom"].version,
+        name="Tom B.",
+        roles=["annotator"],
+        clearance=False,
+        active=True,
+    ),
+    "wordingservice.propose_edits": lambda c, a: wordingservice.propose_edits(
+        c.engine, a, {"R1": wordingservice.MessageDraft(f"Sorry, I can't help ({c.n()}).")}, "t"
+    ),
+    "wordingservice.propose_wording": lambda c, a: wordingservice.propose_wording(
+        c.engine, a, _wording_text(c), "access test"
+    ),
+    "wordingservice.sign_wording": lambda c, a: wordingservice.sign_wording(
+        c.engine, a, c.ids["pending_wording"], "reject", note="access test"
+    ),
+}
+
+
+def traces_to_dict(t: Any) -> dict[str, Any]:
+    from review.traceformats import trace_to_dict
+
+    return trace_to_dict(t)
+
+
+class Writes:
+    """Every INSERT, UPDATE, DELETE or REPLACE the engine sends."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.statements: list[str] = []
+        event.listen(engine, "before_cursor_execute", self._seen)
+
+    def _seen(self, conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        head = statement.lstrip().split(None, 1)[0].upper() if statement.strip() else ""
+        if head in {"INSERT", "UPDATE", "DELETE", "REPLACE"}:
+            self.statements.append(statement)
+
+
+def state(engine: Engine) -> dict[str, int]:
+    """Row count of every table and the newest audit log entry."""
+    out: dict[str, int] = {}
+    tables = inspect(engine).get_table_names()
+    with read_session(engine) as s:
+        for t in tables:
+            out[t] = int(s.scalar(select(func.count()).select_from(inspect_table(engine, t))) or 0)
+        out["audit_log.max_id"] = int(s.scalar(select(func.max(AuditLog.id))) or 0)
+    return out
+
+
+def inspect_table(engine: Engine, name: str) -> Any:
+    from sqlalchemy import table
+
+    return table(name)
+
+
+@pytest.fixture
+def ctx(demo_url: str, tmp_path: Path, tax: Taxonomy) -> Iterator[Ctx]:
+    eng = make_engine(demo_url)
+    c = Ctx(eng, tax, tmp_path)
+    reviewer = actor(RV)
+    with read_session(eng) as s:
+        c.ids["present_case"] = s.scalar(select(Case.id).where(Case.key == "CASE-001"))
+        c.ids["variant_case"] = s.scalar(select(Case.id).where(Case.key == "CASE-001-CF-1"))
+        restricted = s.scalar(select(Trace.id).where(Trace.restricted.is_(True)).limit(1))
+    plans = audits.list_plans(eng)
+    c.ids["open_plan"] = next(p.id for p in plans if p.status == "open")
+    c.ids["planned_plan"] = audits.create_plan(
+        eng, reviewer, audits.PlanSpec(name="access planned", total=3, seed=7)
+    )
+    c.ids["item"] = audits.list_items(eng, c.ids["open_plan"])[0].id
+    with write_session(eng) as s:  # a restricted trace in the open plan, for the clearance test
+        s.add(AuditItem(plan_id=c.ids["open_plan"], trace_pk=restricted, stratum="x", position=999))
+    with read_session(eng) as s:
+        c.ids["restricted_item"] = s.scalar(
+            select(AuditItem.id).where(AuditItem.trace_pk == restricted)
+        )
+    session = next(v for v in reviews.list_sessions(eng) if v.status == "open")
+    c.ids["session"], c.ids["session_version"] = session.id, session.version
+    c.ids["finding"] = reviews.add_finding(eng, reviewer, session.id, "to carry", "low")
+    pending = [v for v in signoff.versions(eng, thresholds.KIND) if v.status == "pending"]
+    c.ids["pending_policy"] = pending[0].id
+    pending_w = [v for v in signoff.versions(eng, wordingservice.KIND) if v.status == "pending"]
+    c.ids["pending_wording"] = pending_w[0].id
+    c.ids["tom"] = users.get_by_email(eng, "tom.becker@brightwave.example")
+    yield c
+    eng.dispose()
+
+
+CLEAR_REFUSALS = (InputError, StaleWriteError)
+
+
+@pytest.mark.parametrize("name", sorted(ALLOWED))
+def test_each_write_service_allows_exactly_its_roles(name: str, ctx: Ctx) -> None:
+    call = CALLS[name]
+    writes = Writes(ctx.engine)
+    # the denied first: their refusal must not depend on what an allowed call changed
+    for role in [None, *sorted(set(Role) - ALLOWED[name])]:
+        before = state(ctx.engine)
+        writes.statements.clear()
+        with pytest.raises(PermissionDenied):
+            call(ctx, actor(role))
+        assert writes.statements == [], f"{name} as {role}: wrote before refusing"
+        assert state(ctx.engine) == before, f"{name} as {role}: the database changed"
+    for role in sorted(ALLOWED[name]):
+        try:
+            call(ctx, actor(role))
+        except PermissionDenied as exc:  # pragma: no cover - the failure message
+            pytest.fail(f"{name} refused {role.value}: {exc}")
+        except CLEAR_REFUSALS:
+            pass  # refused for a reason about the data: the role check was passed
+
+
+# ---------------------------------------------------------------------------------------
+# Clearance
+
+
+def _denied_without_clearance(ctx: Ctx, call: Callable[[Actor], object], role: Role) -> None:
+    writes = Writes(ctx.engine)
+    before = state(ctx.engine)
+    with pytest.raises(PermissionDenied, match=r"restricted|clearance"):
+        call(actor(role, clearance=False))
+    assert writes.statements == []
+    assert state(ctx.engine) == before
+
+
+def test_restricted_documents_are_written_only_with_clearance(ctx: Ctx) -> None:
+    c = ctx
+    restricted = "MEMO-PRICING-2026"
+    _denied_without_clearance(
+        c, lambda a: corpus.add_version(c.engine, a, restricted, 1, _doc_in(c, restricted, 2)), A
+    )
+    _denied_without_clearance(
+        c, lambda a: corpus.import_documents(c.engine, a, [_doc_in(c, restricted, 5)]), A
+    )
+    _denied_without_clearance(
+        c,
+        lambda a: builder.save_edit(
+            c.engine, a, c.tax, f"{restricted}@1", "replace_tier", 0, 5, {}
+        ),
+        A,
+    )
+    # with clearance the same writes go through
+    v = corpus.add_version(c.engine, actor(A), restricted, 1, _doc_in(c, restricted, 2))
+    assert v.version == 2
+    # a public document stays open to annotators without clearance
+    corpus.add_version(
+        c.engine,
+        actor(A, clearance=False),
+        "POL-REFUND-MONTHLY",
+        2,
+        _doc_in(c, "POL-REFUND-MONTHLY", 3),
+    )
+
+
+def test_restricted_traces_are_audited_and_promoted_only_with_clearance(ctx: Ctx) -> None:
+    c = ctx
+    item = c.ids["restricted_item"]
+    _denied_without_clearance(c, lambda a: audits.reserve_item(c.engine, a, item), RV)
+    _denied_without_clearance(
+        c,
+        lambda a: audits.submit_verdict(
+            c.engine, a, item, audits.VerdictIn("correct_refusal"), None
+        ),
+        RV,
+    )
+    _denied_without_clearance(c, lambda a: audits.promote_to_case(c.engine, a, item, c.tax), RV)
+    audits.reserve_item(c.engine, actor(RV), item)
+
+
+def test_unredacted_traces_are_imported_only_with_clearance(ctx: Ctx) -> None:
+    c = ctx
+    _denied_without_clearance(
+        c, lambda a: traces.import_items(c.engine, a, _traces(c), source="x", redact=False), RV
+    )
+    report = traces.import_items(c.engine, actor(RV), _traces(c), source="x", redact=False)
+    assert report.added > 0
+
+
+# ---------------------------------------------------------------------------------------
+# The author of a change never signs it
+
+
+BOTH = Actor(
+    id=9100,
+    email="both.roles@access.example",
+    name="Both Roles",
+    roles=frozenset({PO, CO}),
+    clearance=True,
+)
+
+
+def _author_cannot_sign(ctx: Ctx, version_id: int, sign: Callable[..., object]) -> None:
+    for role in (PO, CO):
+        for meaning, note in (("approve", "fine by me"), ("reject", "no")):
+            writes = Writes(ctx.engine)
+            before = state(ctx.engine)
+            with pytest.raises(PermissionDenied, match="author"):
+                sign(ctx.engine, BOTH, version_id, meaning, role=role, note=note)
+            assert writes.statements == []
+            assert state(ctx.engine) == before
+    assert signoff.get_version(ctx.engine, version_id).status == "pending"
+
+
+def test_the_author_of_a_threshold_change_never_signs_it(ctx: Ctx) -> None:
+    vid = thresholds.propose_thresholds(
+        ctx.engine, BOTH, "vector", 0.31, 0.52, "author test", tuned_on_split="validation"
+    )
+    _author_cannot_sign(ctx, vid, signoff.sign)
+    signoff.sign(ctx.engine, actor(PO), vid, "approve")  # someone else may
+
+
+def test_the_author_of_a_wording_change_never_signs_it(ctx: Ctx) -> None:
+    vid = wordingservice.propose_edits(
+        ctx.engine, BOTH, {"R1": wordingservice.MessageDraft("I can't answer that here.")}, "t"
+    )
+    _author_cannot_sign(ctx, vid, wordingservice.sign_wording)
+
+
+def test_the_demo_authors_cannot_sign_their_pending_changes(ctx: Ctx) -> None:
+    for vid, sign in (
+        (ctx.ids["pending_policy"], signoff.sign),
+        (ctx.ids["pending_wording"], wordingservice.sign_wording),
+    ):
+        v = signoff.get_version(ctx.engine, vid)
+        row = users.get_by_email(ctx.engine, v.author)
+        assert row is not None
+        author = users.to_actor(row)
+        with pytest.raises(PermissionDenied, match="author"):
+            sign(ctx.engine, author, vid, "approve", note="mine")
+        # the author's address in another case is still the author
+        shouting = replace(author, email=author.email.upper())
+        with pytest.raises(PermissionDenied):
+            sign(ctx.engine, shouting, vid, "approve", note="mine")
