@@ -14,8 +14,32 @@ actor = ui.actor()
 tax = ui.tax()
 
 st.title("Agreement")
-labels = labeling.labels_frame(engine)
-if labels.empty:
+
+
+@st.cache_data(show_spinner="Computing agreement ...", max_entries=16)
+def _report(
+    url: str, stamp: tuple[int, int], slice_: str, category: str, group_by: str
+) -> agreement.AgreementReport | None:
+    """Cached on the labels' stamp: a new label recomputes; widget changes reuse it."""
+    return agreement.agreement_report(
+        _labels(url, stamp),
+        list(tax.decisions),
+        list(tax.reason_codes),
+        slice_=slice_,
+        category=category,
+        group_by=group_by,
+    )
+
+
+@st.cache_resource(show_spinner=False, max_entries=1)
+def _labels(url: str, stamp: tuple[int, int]) -> pd.DataFrame:
+    """The current labels, shared read-only by the sessions (no copy per rerun)."""
+    return labeling.labels_frame(engine)
+
+
+stamp = labeling.labels_stamp(engine)
+url = engine.url.render_as_string(hide_password=True)
+if stamp[0] == 0:
     st.info(
         "No labels yet: agreement appears once at least two annotators label the same "
         "cases on the Label page."
@@ -29,17 +53,15 @@ slice_ = c1.selectbox(
 category = c2.selectbox(
     "Category", ["", *tax.categories], format_func=ui.fmt_option(tax.categories), key="agr_category"
 )
-if slice_:
-    labels = labels[[slice_ in s for s in labels["slices"]]]
-if category:
-    labels = labels[labels["case_category"] == category]
-if labels.empty:
+group_by = st.segmented_control("Group by", ["slice", "category"], default="slice", key="agr_group")
+report = _report(url, stamp, slice_ or "", category or "", group_by or "slice")
+if report is None:
     st.info("No labels in this group.")
     st.stop()
 
 st.caption(
-    f"{labels['case_id'].nunique()} case(s), {labels['annotator'].nunique()} "
-    f"annotator(s), {len(labels)} current label(s). Kappa per pair, Krippendorff's alpha "
+    f"{report.cases} case(s), {report.annotators} "
+    f"annotator(s), {report.labels} current label(s). Kappa per pair, Krippendorff's alpha "
     "(nominal) across everyone; raw agreement beside each, with the items behind it. "
     "A statistic is undefined (blank, with the reason) when one rater is constant or "
     "nothing is shared."
@@ -53,12 +75,9 @@ cols = {
 }
 
 st.subheader("Expected decision")
-dec = agreement.agreement_table(labels, "decision", item="case_id", value="decision")
-st.dataframe(dec, hide_index=True, width="stretch", column_config=cols)
+st.dataframe(report.decision, hide_index=True, width="stretch", column_config=cols)
 
-pairs = agreement.confusion_pairs(
-    labels, list(tax.decisions), mirror=True, item="case_id", value="decision"
-)
+pairs = report.decision_pairs
 if not pairs.empty:
     st.caption("Decision pairs given by two annotators on the same case")
     st.altair_chart(
@@ -81,38 +100,15 @@ if not pairs.empty:
     )
 
 st.subheader("Reason codes (each present or absent)")
-reasons = labels.explode("reason_codes").rename(columns={"reason_codes": "reason_code"})
-rc = agreement.reason_code_tables(reasons, codes=list(tax.reason_codes), item="case_id")
+rc = report.reasons
 overall = rc[rc["scope"] == "all"].drop(columns=["annotator_a", "annotator_b"])
 st.dataframe(overall, hide_index=True, width="stretch", column_config=cols)
 with st.expander("Per annotator pair, per reason code"):
     st.dataframe(rc[rc["scope"] == "pair"], hide_index=True, width="stretch", column_config=cols)
 
-st.subheader("By group")
-group_by = st.segmented_control("Group by", ["slice", "category"], default="slice", key="agr_group")
-rows = []
-if group_by == "category":
-    groups = labels.groupby("case_category")
-else:
-    groups = labels.explode("slices").dropna(subset=["slices"]).groupby("slices")
-for name, g in groups:
-    t = agreement.agreement_table(g, "decision", item="case_id", value="decision")
-    allrow = t[t["scope"] == "all"]
-    if allrow.empty:
-        continue
-    r = allrow.iloc[0]
-    rows.append(
-        {
-            "group": name,
-            "items": r["n_items"],
-            "annotators": r["n_annotators"],
-            "raw agreement": r["raw_agreement"],
-            "alpha": r["krippendorff_alpha"],
-            "note": r["note"],
-        }
-    )
+st.subheader(f"By {group_by or 'slice'}")
 st.dataframe(
-    pd.DataFrame(rows),
+    report.groups,
     hide_index=True,
     width="stretch",
     column_config={

@@ -37,6 +37,8 @@ from review.errors import InputError
 
 __all__ = [
     "TABLE_COLUMNS",
+    "AgreementReport",
+    "agreement_report",
     "agreement_table",
     "cohen_kappa",
     "confusion_pairs",
@@ -109,7 +111,8 @@ def _prepare(
     ann_codes, annotators = _factorize(rows[annotator])
     val_codes, values = _factorize(rows[value])
     key = item_codes * max(len(annotators), 1) + ann_codes
-    if len(np.unique(key)) != len(key):
+    ordered = np.sort(key)
+    if len(ordered) > 1 and bool((ordered[1:] == ordered[:-1]).any()):
         dup = rows.duplicated(subset=[item, annotator], keep=False)
         first = rows.loc[dup, [item, annotator]].drop_duplicates().head(3)
         pairs = "; ".join(f"item {i!r} by {a!r}" for i, a in first.itertuples(index=False))
@@ -316,7 +319,7 @@ def agreement_table(
     )
 
 
-def reason_code_presence(
+def _presence(
     df_reasons: pd.DataFrame,
     labeled: pd.DataFrame | None = None,
     codes: Sequence[str] | None = None,
@@ -324,16 +327,9 @@ def reason_code_presence(
     item: str = "item",
     annotator: str = "annotator",
     reason_code: str = "reason_code",
-) -> pd.DataFrame:
-    """Turn reason-code labels into present/absent per (code, item, annotator).
-
-    ``df_reasons`` has one row per code an annotator gave an item; a row whose code is empty
-    (None) records that the annotator labelled the item with no code at all. ``labeled``
-    (columns item, annotator), when given, is the full list of submitted labels, so a label
-    with no reason-code row still counts as "absent" for every code. ``codes`` is the list to
-    report (for instance the taxonomy's reason codes, so unused codes still appear); a code
-    outside it is refused. Returns columns ``code, item, annotator, value`` (bool).
-    """
+) -> tuple[pd.DataFrame, list[Any], npt.NDArray[np.bool_]]:
+    """The submitted (item, annotator) pairs, the codes, and a pairs x codes presence
+    matrix; arguments and checks as in ``reason_code_presence``."""
     for name, frame, cols in (
         ("reason codes", df_reasons, (item, annotator, reason_code)),
         ("labelled items", labeled, (item, annotator)),
@@ -371,6 +367,30 @@ def reason_code_presence(
         rows = located["_pair"].to_numpy(np.int64)
         cols = located[reason_code].map(code_index).to_numpy(np.int64)
         matrix[rows, cols] = True
+    return pairs, code_list, matrix
+
+
+def reason_code_presence(
+    df_reasons: pd.DataFrame,
+    labeled: pd.DataFrame | None = None,
+    codes: Sequence[str] | None = None,
+    *,
+    item: str = "item",
+    annotator: str = "annotator",
+    reason_code: str = "reason_code",
+) -> pd.DataFrame:
+    """Turn reason-code labels into present/absent per (code, item, annotator).
+
+    ``df_reasons`` has one row per code an annotator gave an item; a row whose code is empty
+    (None) records that the annotator labelled the item with no code at all. ``labeled``
+    (columns item, annotator), when given, is the full list of submitted labels, so a label
+    with no reason-code row still counts as "absent" for every code. ``codes`` is the list to
+    report (for instance the taxonomy's reason codes, so unused codes still appear); a code
+    outside it is refused. Returns columns ``code, item, annotator, value`` (bool).
+    """
+    pairs, code_list, matrix = _presence(
+        df_reasons, labeled, codes, item=item, annotator=annotator, reason_code=reason_code
+    )
     n_pairs, n_codes = matrix.shape
     return pd.DataFrame(
         {
@@ -393,12 +413,18 @@ def reason_code_tables(
 ) -> pd.DataFrame:
     """``agreement_table`` for every reason code treated as present/absent, stacked; the
     ``field`` column holds the code. Arguments as in ``reason_code_presence``."""
-    presence = reason_code_presence(
+    pairs, code_list, matrix = _presence(
         df_reasons, labeled, codes, item=item, annotator=annotator, reason_code=reason_code
     )
     frames = [
-        agreement_table(group, str(code), item=item, annotator=annotator, value="value")
-        for code, group in presence.groupby("code", sort=False)
+        agreement_table(
+            pd.DataFrame({item: pairs[item], annotator: pairs[annotator], "value": matrix[:, j]}),
+            str(code),
+            item=item,
+            annotator=annotator,
+            value="value",
+        )
+        for j, code in enumerate(code_list)
     ]
     if not frames:
         return pd.DataFrame(columns=TABLE_COLUMNS)
@@ -480,3 +506,81 @@ def disagreements(
     np.minimum.at(lo, c.item, c.value)
     np.maximum.at(hi, c.item, c.value)
     return [c.items[int(i)] for i in np.flatnonzero((hi >= 0) & (lo != hi))]
+
+
+# --- the Agreement page's tables ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AgreementReport:
+    """Everything the Agreement page shows for one slice/category filter."""
+
+    cases: int
+    annotators: int
+    labels: int
+    decision: pd.DataFrame  # agreement_table of the expected decision
+    decision_pairs: pd.DataFrame  # confusion_pairs (mirrored)
+    reasons: pd.DataFrame  # reason_code_tables
+    groups: pd.DataFrame  # one row per slice or category: items, annotators, raw, alpha, note
+
+
+def _filtered(labels: pd.DataFrame, slice_: str, category: str) -> pd.DataFrame:
+    if slice_:
+        labels = labels[[slice_ in s for s in labels["slices"]]]
+    if category:
+        labels = labels[labels["case_category"] == category]
+    return labels
+
+
+def agreement_report(
+    labels: pd.DataFrame,
+    decisions: Sequence[str],
+    reason_codes: Sequence[str],
+    *,
+    slice_: str = "",
+    category: str = "",
+    group_by: str = "slice",
+) -> AgreementReport | None:
+    """The page's statistics over current labels (``review.labeling.labels_frame``), within
+    a slice and/or category; None when no label is left."""
+    labels = _filtered(labels, slice_, category)
+    if labels.empty:
+        return None
+    dec = agreement_table(labels, "decision", item="case_id", value="decision")
+    pairs = confusion_pairs(labels, list(decisions), mirror=True, item="case_id", value="decision")
+    exploded = labels.explode("reason_codes").rename(columns={"reason_codes": "reason_code"})
+    exploded["reason_code"] = exploded["reason_code"].astype(object)
+    rc = reason_code_tables(exploded, codes=list(reason_codes), item="case_id")
+    if group_by == "category":
+        grouped = labels.groupby("case_category", observed=True)
+    else:
+        grouped = labels.explode("slices").dropna(subset=["slices"]).groupby("slices")
+    rows = []
+    for name, g in grouped:
+        t = agreement_table(g, "decision", item="case_id", value="decision")
+        allrow = t[t["scope"] == "all"]
+        if allrow.empty:
+            continue
+        r = allrow.iloc[0]
+        rows.append(
+            {
+                "group": name,
+                "items": r["n_items"],
+                "annotators": r["n_annotators"],
+                "raw agreement": r["raw_agreement"],
+                "alpha": r["krippendorff_alpha"],
+                "note": r["note"],
+            }
+        )
+    groups = pd.DataFrame(
+        rows, columns=["group", "items", "annotators", "raw agreement", "alpha", "note"]
+    )
+    return AgreementReport(
+        cases=int(labels["case_id"].nunique()),
+        annotators=int(labels["annotator"].nunique()),
+        labels=len(labels),
+        decision=dec,
+        decision_pairs=pairs,
+        reasons=rc,
+        groups=groups,
+    )

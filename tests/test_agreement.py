@@ -431,3 +431,51 @@ def test_reason_codes_from_one_row_per_label_with_a_list_of_codes(tax: Taxonomy)
     assert pair.loc["evidence_stale", "raw_agreement"] == 1.0
     assert pair.loc["false_premise", "raw_agreement"] == 0.5  # ann T F, bob F F
     assert (pair["n_items"] == 2).all()
+
+
+def test_agreement_report_filters_and_groups_like_the_table_it_is_built_from() -> None:
+    from review.agreement import agreement_report
+
+    labels = pd.DataFrame(
+        {
+            "case_id": [1, 1, 2, 2, 3, 3, 4, 4],
+            "annotator": ["a", "b"] * 4,
+            "decision": [
+                "answer",
+                "answer",
+                "abstain",
+                "answer",
+                "abstain",
+                "abstain",
+                "clarify",
+                "abstain",
+            ],
+            "reason_codes": [(), (), ("x",), (), ("x", "y"), ("x",), ("y",), ("y",)],
+            "case_category": ["in", "in", "in", "in", "near", "near", "near", "near"],
+            "slices": [("s1",), ("s1",), ("s1", "s2"), ("s1", "s2"), ("s2",), ("s2",), (), ()],
+        }
+    )
+    report = agreement_report(labels, ["answer", "abstain", "clarify"], ["x", "y"])
+    assert report is not None
+    assert (report.cases, report.annotators, report.labels) == (4, 2, 8)
+    whole = report.decision[report.decision["scope"] == "all"].iloc[0]
+    assert whole["raw_agreement"] == pytest.approx(0.5)  # cases 1 and 3 agree
+    assert set(report.reasons["field"]) == {"x", "y"}
+    x = report.reasons[(report.reasons["field"] == "x") & (report.reasons["scope"] == "all")].iloc[
+        0
+    ]
+    assert x["raw_agreement"] == pytest.approx(0.75)  # x: case 2 differs (present/absent)
+    by_slice = report.groups.set_index("group")
+    assert list(by_slice.index) == ["s1", "s2"]
+    assert by_slice.loc["s1", "raw agreement"] == pytest.approx(0.5)  # cases 1, 2
+    assert by_slice.loc["s2", "raw agreement"] == pytest.approx(0.5)  # cases 2, 3
+    by_cat = agreement_report(
+        labels, ["answer", "abstain", "clarify"], ["x", "y"], group_by="category"
+    )
+    assert by_cat is not None
+    assert list(by_cat.groups["group"]) == ["in", "near"]
+    only = agreement_report(
+        labels, ["answer", "abstain", "clarify"], ["x", "y"], slice_="s2", category="near"
+    )
+    assert only is not None and (only.cases, only.labels) == (1, 2)
+    assert agreement_report(labels, ["answer"], ["x", "y"], slice_="nowhere") is None
