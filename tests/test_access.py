@@ -51,7 +51,8 @@ from review.taxonomy import Taxonomy
 from review.traceformats import iter_canonical_jsonl
 from review.wording import wording_path
 from storage.db import make_engine, read_session, write_session
-from storage.models import AuditItem, AuditLog, Case, Trace
+from storage.models import AuditItem, AuditLog, Case, CaseDocument, CaseFamily, Document, Trace
+from tests.test_pages import app
 
 ROOT = Path(__file__).resolve().parent.parent
 A, RV, PO, CO, AD = Role.annotator, Role.reviewer, Role.product_owner, Role.compliance, Role.admin
@@ -670,3 +671,121 @@ def test_the_demo_authors_cannot_sign_their_pending_changes(ctx: Ctx) -> None:
         shouting = replace(author, email=author.email.upper())
         with pytest.raises(PermissionDenied):
             sign(ctx.engine, shouting, vid, "approve", note="mine")
+
+
+# ---------------------------------------------------------------------------------------
+# Restricted text never reaches a page for a user without clearance
+
+INES = "ines.duarte@brightwave.example"  # annotator, no clearance
+PAULA = "paula.kim@brightwave.example"  # product owner, no clearance
+ADA = "ada.admin@brightwave.example"  # admin, clearance
+PAGES = sorted(p.name for p in (ROOT / "pages").glob("*_page.py"))
+# distinctive sentences of the demo's restricted documents and restricted traces
+RESTRICTED_TEXT = [
+    "filed a claim in the High Court of Ireland",
+    "Ingrid Solberg",
+    "non-binding offer from a strategic acquirer",
+    "approved by the pricing committee on 14 May 2025",
+    "Incident commander paged within 15 minutes",
+    "Legal Operations sends a hold notice",
+    "settlement authority of up to 150,000 EUR",
+]
+
+
+def everything(at: Any) -> str:
+    """All an AppTest run shows: every element's content (tables as CSV, charts' data and
+    the rest as their protobuf text), main area and sidebar."""
+    from google.protobuf import text_format
+
+    parts: list[str] = []
+
+    def walk(node: Any) -> None:
+        if getattr(node, "type", "") == "arrow_data_frame":
+            parts.append(node.value.to_csv())
+        elif getattr(node, "proto", None) is not None:
+            parts.append(text_format.MessageToString(node.proto, as_utf8=True))
+        for child in getattr(node, "children", {}).values():
+            walk(child)
+
+    walk(at._tree)
+    return "\n".join(parts)
+
+
+@pytest.fixture
+def restricted_links(ctx: Ctx) -> list[tuple[str, dict[str, str]]]:
+    """Deep links to every view that shows a restricted document, case document or trace."""
+    eng = ctx.engine
+    with read_session(eng) as s:
+        docs = s.scalars(select(Document.id).where(Document.access_scope == "restricted")).all()
+        case_ids = s.scalars(
+            select(CaseDocument.case_id)
+            .join(Document, Document.id == CaseDocument.document_id)
+            .where(Document.access_scope == "restricted")
+            .distinct()
+        ).all()
+        families = s.scalars(
+            select(CaseFamily.key)
+            .join(Case, Case.family_id == CaseFamily.id)
+            .where(Case.id.in_(case_ids))
+            .distinct()
+        ).all()
+        restricted_traces = s.scalars(
+            select(Trace.id).where(Trace.restricted.is_(True)).limit(3)
+        ).all()
+    links: list[tuple[str, dict[str, str]]] = []
+    links += [("corpus_page.py", {"doc": str(d)}) for d in docs]
+    for cid in case_ids[:4]:
+        for page in (
+            "cases_page.py",
+            "labeling_page.py",
+            "adjudication_page.py",
+            "builder_page.py",
+        ):
+            links.append((page, {"case": str(cid)}))
+    links += [("builder_page.py", {"family": f}) for f in families[:2]]
+    links += [("traces_page.py", {"trace": str(t)}) for t in restricted_traces]
+    links.append(("audit_page.py", {"item": str(ctx.ids["restricted_item"])}))
+    return links
+
+
+def _shows(url: str, monkeypatch: pytest.MonkeyPatch, page: str, user: str, **q: str) -> str:
+    """Open ``page`` through the app's router as ``user`` (deep link query ``q``)."""
+    at = app(url, monkeypatch, user).run()
+    try:
+        at.switch_page(f"pages/{page}")
+    except ValueError:  # not registered for this user's roles: not reachable at all
+        return ""
+    for k, v in q.items():
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception, (page, q, [e.value for e in at.exception])
+    return everything(at)
+
+
+def test_the_search_for_restricted_text_finds_it_with_clearance(
+    ctx: Ctx, demo_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with read_session(ctx.engine) as s:
+        memo = s.scalar(select(Document.id).where(Document.doc_key == "MEMO-PRICING-2026"))
+    shown = _shows(demo_url, monkeypatch, "corpus_page.py", ADA, doc=str(memo))
+    assert "approved by the pricing committee on 14 May 2025" in shown
+
+
+@pytest.mark.parametrize("user", [INES, PAULA])
+def test_no_page_shows_restricted_text_without_clearance(
+    user: str,
+    ctx: Ctx,
+    demo_url: str,
+    restricted_links: list[tuple[str, dict[str, str]]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    views = [(page, {}) for page in PAGES] + restricted_links
+    leaks = []
+    reached = set()
+    for page, query in views:
+        shown = _shows(demo_url, monkeypatch, page, user, **query)
+        if shown:
+            reached.add(page)
+        leaks += [(page, query, s) for s in RESTRICTED_TEXT if s in shown]
+    assert leaks == []
+    assert reached == set(PAGES) - {"admin_page.py"}  # every page this user may open was read
