@@ -21,7 +21,7 @@ from sqlalchemy import Engine, delete, func, select, update
 from review import audits, cases
 from review.audits import ClaimDraft, PlanSpec, PopulationFilter, VerdictIn
 from review.errors import InputError, PermissionDenied, StaleWriteError
-from review.identity import Actor
+from review.identity import SYSTEM, Actor
 from review.sampling import draw_sample, weighted_estimate, wilson_interval
 from review.taxonomy import Taxonomy
 from storage.db import read_session, run_write
@@ -717,3 +717,32 @@ def test_rank_order_mixes_strata_in_the_queue(engine: Engine) -> None:
     assert set(strata[:8]) == {"abstain", "answer"}
     assert audits.count_items(engine, pid) == 20
     assert np.diff([r.position for r in audits.list_items(engine, pid, 1, 20)]).min() == 1
+
+
+def test_the_draw_skips_the_recount_only_while_no_trace_was_added_or_deleted(
+    engine: Engine,
+) -> None:
+    from review import traces as trace_service
+    from tests.tracefixtures import make_trace
+
+    two_strata(engine, 10, 20)
+    pid = plan(engine, strata=("decision",), total=6)
+
+    # the newest trace is deleted and one imported in its place: SQLite hands the new row
+    # the same id, so rows and highest id match the count; the import still shows
+    def drop_newest(s: object) -> None:
+        from sqlalchemy.orm import Session
+
+        assert isinstance(s, Session)
+        s.execute(delete(Trace).where(Trace.id == s.scalar(select(func.max(Trace.id)))))
+
+    run_write(engine, drop_newest)
+    trace_service.import_items(
+        engine, SYSTEM, [make_trace("replacement", decision="clarify")], source="test"
+    )
+    check = audits.check_population(engine, pid)
+    assert check.changed and "clarify: 0 → 1" in check.message()
+    with pytest.raises(audits.PopulationChanged):
+        audits.draw_plan(engine, REVIEWER, pid)
+    audits.recount_plan(engine, REVIEWER, pid)
+    assert audits.draw_plan(engine, REVIEWER, pid).items == 6
