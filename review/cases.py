@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session, selectinload
 from review.errors import InputError
 from review.identity import Actor, Permission, require
 from review.taxonomy import Taxonomy
+from review.textcheck import NUL_PROBLEM, nul_field
 from storage import changes
 from storage.db import read_session, run_write
 from storage.models import (
@@ -154,6 +155,9 @@ def _first_pydantic(exc: ValidationError) -> tuple[str, str]:
 def validate_case(data: Any, source: str, line: int, tax: Taxonomy) -> CaseIn:
     if not isinstance(data, dict):
         raise InputError(f"{source}: line {line}: expected a JSON object")
+    nul = nul_field(data)
+    if nul is not None:
+        raise InputError(f"{source}: line {line}: field {nul}: {NUL_PROBLEM}")
     try:
         case = CaseIn.model_validate(data)
     except ValidationError as exc:

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from review.errors import InputError
 from review.taxonomy import Taxonomy
+from review.textcheck import NUL_PROBLEM, nul_field
 from review.yamlstrict import load_yaml_text
 
 DOC_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,119}$")
@@ -93,6 +94,9 @@ def _pydantic_problem(exc: ValidationError) -> tuple[str, str]:
 
 
 def _build(data: dict[str, Any], source: str, line: int, tax: Taxonomy) -> DocumentIn:
+    nul = nul_field(data)
+    if nul is not None:
+        raise InputError(f"{source}: line {line}: field {nul}: {NUL_PROBLEM}")
     try:
         doc = DocumentIn.model_validate(data)
     except ValidationError as exc:

@@ -27,6 +27,7 @@ from sqlalchemy.orm import Session
 from review.errors import InputError
 from review.identity import Actor, Permission, require
 from review.taxonomy import Taxonomy
+from review.textcheck import NUL_PROBLEM, nul_field
 from storage import changes
 from storage.db import read_session, run_write
 from storage.models import (
@@ -86,6 +87,9 @@ def iter_outputs(
             ) from None
         if not isinstance(data, dict):
             raise InputError(f"{source}: line {n}: expected a JSON object")
+        nul = nul_field(data)
+        if nul is not None:
+            raise InputError(f"{source}: line {n}: field {nul}: {NUL_PROBLEM}")
         try:
             item = OutputIn.model_validate(data)
         except ValidationError as exc:

@@ -160,6 +160,7 @@ from typing import IO, Any, TypeAlias
 
 from review.errors import InputError
 from review.taxonomy import CORE_DECISIONS, Taxonomy
+from review.textcheck import NUL_PROBLEM, nul_field
 
 __all__ = [
     "DEFAULT_REASON_CODES",
@@ -337,6 +338,8 @@ def _opt_text(v: object, f: str) -> str | None:
         raise _Bad(f, f"expected text, got {_describe(v)}")
     if len(v) > MAX_TEXT:
         raise _Bad(f, f"longer than {MAX_TEXT:,} characters")
+    if "\x00" in v:
+        raise _Bad(f, NUL_PROBLEM)
     return None if not v or v.isspace() else v
 
 
@@ -541,11 +544,15 @@ def _versions(v: object, f: str) -> dict[str, str]:
         if isinstance(val, bool) or not isinstance(val, str | int | float):
             at = f if key == "v" else f"{f}.{key}"
             raise _Bad(at, f"expected a version as text, got {_describe(val)}")
+        if nul_field(val) is not None or "\x00" in str(key):
+            raise _Bad(f"{f}.{key}", NUL_PROBLEM)
         out[str(key)] = str(val)
     return out
 
 
 def _attr_value(val: object, f: str) -> AttrValue:
+    if isinstance(val, str) and "\x00" in val:
+        raise _Bad(f, NUL_PROBLEM)
     if isinstance(val, str | bool | int):
         return val
     if isinstance(val, float):
@@ -560,6 +567,8 @@ def _attributes(v: object, f: str) -> dict[str, AttrValue]:
         return {}
     if not isinstance(v, dict):
         raise _Bad(f, f"expected an object of flat facts, got {_describe(v)}")
+    if any("\x00" in str(k) for k in v):
+        raise _Bad(f, NUL_PROBLEM)
     return {str(k): _attr_value(val, f"{f}.{k}") for k, val in v.items() if val is not None}
 
 

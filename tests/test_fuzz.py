@@ -701,3 +701,26 @@ def test_document_and_run_numbers_beyond_what_is_stored_are_refused() -> None:
 )
 def test_malformed_pipeline_responses_are_problems_not_crashes(response: dict[str, Any]) -> None:
     assert str(evalruns.check_response(response, TAX)).startswith("malformed response")
+
+
+def _nul_lines() -> list[tuple[Callable[[str], None], str, str]]:
+    doc = {**_doc_record(), "body": "text\x00more"}
+    case = json.loads(SAMPLE_LINES["cases"][0])
+    case["question"] = "why\x00"
+    return [
+        (_parse_traces, _canonical_line(query="a\x00b"), "field query"),
+        (_parse_traces, _canonical_line(attributes={"language": "e\x00n"}), "attributes.language"),
+        (_parse_traces, _canonical_line(versions={"model": "m\x00"}), "versions.model"),
+        (_parse_docs, json.dumps(doc), "field body"),
+        (_parse_cases, json.dumps(case), "field question"),
+        (_parse_run, json.dumps({"case": "C", "decision": "answer", "text": "\x00"}), "field text"),
+    ]
+
+
+@pytest.mark.parametrize(("parse", "line", "where"), _nul_lines())
+def test_nul_characters_are_refused_with_line_and_field(
+    parse: Callable[[str], None], line: str, where: str
+) -> None:
+    """PostgreSQL's text type cannot hold NUL: refused on import on every database."""
+    with pytest.raises(InputError, match=rf"line 1: .*{where}.*NUL character"):
+        parse(line)
