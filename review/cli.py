@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 from sqlalchemy import Engine
 
-from review import cases, corpus, evalruns, exchange, fixtures, users
+from review import cases, corpus, evalruns, exchange, fixtures, runmetrics, users
 from review.errors import InputError, PermissionDenied, PolicyFileError
 from review.identity import SYSTEM, Actor
 from review.taxonomy import load_taxonomy
@@ -201,13 +201,26 @@ def _load_pipeline(spec: str) -> evalruns.Pipeline:
 @click.option("--name", default=None, help="Run name (default: pipeline and time).")
 @click.option("--system-version", default=None, help="Default: the pipeline spec.")
 @click.option("--timeout", default=30.0, show_default=True, help="Seconds per call.")
+@click.option(
+    "--perturbations/--no-perturbations",
+    default=True,
+    show_default=True,
+    help="Also re-run each case with its irrelevant documents reordered and with a "
+    "high-overlap distractor added (the metamorphic checks that need a re-run).",
+)
 def evaluate_cmd(
-    spec: str, repeats: int, name: str | None, system_version: str | None, timeout: float
+    spec: str,
+    repeats: int,
+    name: str | None,
+    system_version: str | None,
+    timeout: float,
+    perturbations: bool,
 ) -> None:
     """Run a pipeline on every ready case and store the outputs as a run.
 
     A call that raises, times out or returns a malformed response is recorded per case as an
-    infrastructure failure, never as an answer.
+    infrastructure failure, never as an answer. Prints the pass rate of every metamorphic
+    check over all repeats (never the best run).
     """
     import datetime as dt
 
@@ -232,6 +245,7 @@ def evaluate_cmd(
                 timeout_s=timeout,
                 config={"pipeline": spec},
                 progress=tick,
+                perturb=perturbations,
             )
         except (InputError, PermissionDenied) as exc:
             _fail(exc)
@@ -242,6 +256,13 @@ def evaluate_cmd(
         f"run {r.name!r} (id {run_id}): {r.outputs} output(s) on {r.cases} case(s), "
         f"{r.infra_failures} infrastructure failure(s)"
     )
+    checks = runmetrics.metamorphic_checks(
+        evalruns.outputs_frame(engine, run_id, tax), evalruns.perturbed_frame(engine, run_id, tax)
+    )
+    for c in checks.itertuples(index=False):
+        click.echo(
+            f"  {c.check}: {c.passed}/{c.runs} passed, {c.varying} case(s) varying between repeats"
+        )
 
 
 @main.command("gate")

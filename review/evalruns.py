@@ -8,6 +8,11 @@ Run outputs JSONL (one object per line)::
 
 ``error`` (optional) marks an infrastructure failure (the pipeline raised, timed out or
 answered malformed); such rows are counted apart and never as answers.
+
+A pipeline executed here also answers perturbed copies of every case's input, for the
+metamorphic checks that need a re-run (see :func:`perturbations`): the visible documents that
+are not decisive reordered, and a high-overlap distractor with no answer added. Each perturbed
+answer is stored linked to the output of the same case and repeat.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
 from review.errors import InputError
+from review.families import restricted_text_in
 from review.identity import Actor, Permission, require
 from review.taxonomy import Taxonomy
 from review.textcheck import NUL_PROBLEM, nul_field
@@ -34,9 +40,11 @@ from storage.models import (
     Adjudication,
     Case,
     CaseDocument,
+    CaseFamily,
     CaseSlice,
     Document,
     EvalOutput,
+    EvalPerturbedOutput,
     EvalRun,
 )
 
@@ -144,9 +152,14 @@ def import_run(
     run_source: str = "import",
     config: Mapping[str, Any] | None = None,
     notes: str = "",
+    perturbed: Sequence[PerturbedIn] = (),
+    created_at: dt.datetime | None = None,
 ) -> int:
     """Store a run and its outputs in one transaction; an unknown case or a duplicate
-    (case, repeat) is refused with its line and nothing is written."""
+    (case, repeat) is refused with its line and nothing is written.
+
+    ``perturbed`` answers (from :func:`execute`) are stored linked to the output of the same
+    case and repeat. ``created_at`` dates a run made earlier (the demo's history)."""
     require(actor, Permission.run_evaluations)
     name = name.strip()
     if not name:
@@ -167,9 +180,11 @@ def import_run(
             notes=notes,
             created_by=actor.email,
         )
+        if created_at is not None:
+            run.created_at = created_at
         s.add(run)
         s.flush()
-        seen: set[tuple[str, int]] = set()
+        seen: dict[tuple[str, int], EvalOutput] = {}
         rows = []
         for line, it in items:
             if it.case not in ids:
@@ -180,23 +195,47 @@ def import_run(
                 raise InputError(
                     f"{source}: line {line}: case {it.case} repeat {it.repeat} appears twice"
                 )
-            seen.add((it.case, it.repeat))
-            rows.append(
-                EvalOutput(
-                    run_id=run.id,
-                    case_id=ids[it.case],
-                    repeat=it.repeat,
-                    decision=None if it.error else it.decision,
-                    reason_code=it.reason_code,
-                    score=it.score,
-                    ranking_mode=it.ranking_mode,
-                    text=it.text,
-                    cited_doc_ids=list(it.cited_ids),
-                    infra_error=it.error,
-                    versions=dict(it.versions),
-                )
+            row = EvalOutput(
+                run_id=run.id,
+                case_id=ids[it.case],
+                repeat=it.repeat,
+                decision=None if it.error else it.decision,
+                reason_code=it.reason_code,
+                score=it.score,
+                ranking_mode=it.ranking_mode,
+                text=it.text,
+                cited_doc_ids=list(it.cited_ids),
+                infra_error=it.error,
+                versions=dict(it.versions),
             )
+            seen[(it.case, it.repeat)] = row
+            rows.append(row)
         s.add_all(rows)
+        if perturbed:
+            s.flush()
+            extra = []
+            for p in perturbed:
+                base = seen.get((p.case, p.repeat))
+                if base is None:
+                    raise InputError(
+                        f"a perturbed output names case {p.case} repeat {p.repeat}, "
+                        "which has no output in the run"
+                    )
+                o = p.output
+                extra.append(
+                    EvalPerturbedOutput(
+                        output_id=base.id,
+                        kind=p.kind,
+                        perturbation=dict(p.perturbation),
+                        decision=None if o.error else o.decision,
+                        reason_code=o.reason_code,
+                        score=o.score,
+                        text=o.text,
+                        cited_doc_ids=list(o.cited_ids),
+                        infra_error=o.error,
+                    )
+                )
+            s.add_all(extra)
         changes.record(
             s,
             actor.email,
@@ -208,6 +247,7 @@ def import_run(
                 "name": name,
                 "system_version": system_version,
                 "outputs": len(rows),
+                "perturbed_outputs": len(perturbed),
                 "source": source,
             },
         )
@@ -325,7 +365,11 @@ def score_outputs(
 
 def outputs_frame(engine: Engine, run_id: int, tax: Taxonomy) -> pd.DataFrame:
     """One row per output joined to its case and gold label (adjudication, else the case's
-    expected decision), with ``answerable`` (gold decision answers) and ``answered``."""
+    expected decision), with ``answerable`` (gold decision answers) and ``answered``.
+
+    ``family`` is the case's question family; ``leaked`` marks an output that cites a
+    document forbidden to the case's identity or repeats restricted text from one;
+    ``cites_superseded`` one that cites a document the case marks as superseded."""
     gold = gold_subquery()
     with read_session(engine) as s:
         rows = s.execute(
@@ -335,6 +379,7 @@ def outputs_frame(engine: Engine, run_id: int, tax: Taxonomy) -> pd.DataFrame:
                 Case.split,
                 Case.category,
                 Case.family_id,
+                CaseFamily.key.label("family"),
                 Case.evidence_state,
                 func.coalesce(gold.c.gold_decision, Case.expected_decision).label("gold"),
                 Case.reason_codes.label("case_reasons"),
@@ -349,6 +394,7 @@ def outputs_frame(engine: Engine, run_id: int, tax: Taxonomy) -> pd.DataFrame:
                 EvalOutput.text,
             )
             .join(Case, Case.id == EvalOutput.case_id)
+            .outerjoin(CaseFamily, CaseFamily.id == Case.family_id)
             .outerjoin(gold, gold.c.case_id == Case.id)
             .where(EvalOutput.run_id == run_id)
             .order_by(EvalOutput.case_id, EvalOutput.repeat)
@@ -360,12 +406,34 @@ def outputs_frame(engine: Engine, run_id: int, tax: Taxonomy) -> pd.DataFrame:
         ):
             slices.setdefault(cid, []).append(sl)
         visible: dict[int, set[str]] = {}
-        for cid, key, ver in s.execute(
-            select(CaseDocument.case_id, Document.doc_key, Document.version)
+        forbidden: dict[int, set[str]] = {}
+        superseded: dict[int, set[str]] = {}
+        for cid, key, ver, vis, role in s.execute(
+            select(
+                CaseDocument.case_id,
+                Document.doc_key,
+                Document.version,
+                CaseDocument.visibility,
+                CaseDocument.role,
+            )
             .join(Document, Document.id == CaseDocument.document_id)
-            .where(CaseDocument.case_id.in_(ids), CaseDocument.visibility == "visible")
+            .where(CaseDocument.case_id.in_(ids))
         ):
-            visible.setdefault(cid, set()).update({f"{key}@{ver}", key})
+            if vis == "visible":
+                visible.setdefault(cid, set()).update({f"{key}@{ver}", key})
+                if role == "superseded":
+                    superseded.setdefault(cid, set()).add(f"{key}@{ver}")
+            else:
+                forbidden.setdefault(cid, set()).update({f"{key}@{ver}", key})
+        # bodies only for the cases that hide a document (to look for restricted text)
+        bodies: dict[int, tuple[list[str], list[str]]] = {}
+        for cid, vis, body in s.execute(
+            select(CaseDocument.case_id, CaseDocument.visibility, Document.body)
+            .join(Document, Document.id == CaseDocument.document_id)
+            .where(CaseDocument.case_id.in_(sorted(forbidden)))
+        ):
+            shown, hidden = bodies.setdefault(cid, ([], []))
+            (shown if vis == "visible" else hidden).append(body)
     answering = tax.answering_decisions()
     df = pd.DataFrame([r._asdict() for r in rows])
     if df.empty:
@@ -385,6 +453,10 @@ def outputs_frame(engine: Engine, run_id: int, tax: Taxonomy) -> pd.DataFrame:
                 "slices",
                 "citations_valid",
                 "repeat",
+                "family",
+                "evidence_state",
+                "leaked",
+                "cites_superseded",
             ]
         )
     df["gold_reasons"] = [
@@ -401,6 +473,127 @@ def outputs_frame(engine: Engine, run_id: int, tax: Taxonomy) -> pd.DataFrame:
         all(c in visible.get(cid, set()) for c in cited)
         for cid, cited in zip(df["case_id"], df["cited_doc_ids"], strict=True)
     ]
+
+    def leaked(cid: int, cited: list[str] | None, text: str | None) -> bool:
+        if cid not in forbidden:
+            return False
+        if any(c in forbidden[cid] for c in cited or []):
+            return True
+        shown, hidden = bodies.get(cid, ([], []))
+        return restricted_text_in(text or "", hidden, shown)
+
+    df["leaked"] = [
+        leaked(cid, cited, text)
+        for cid, cited, text in zip(df["case_id"], df["cited_doc_ids"], df["text"], strict=True)
+    ]
+    df["cites_superseded"] = [
+        any(c in superseded.get(cid, set()) for c in (cited or []))
+        for cid, cited in zip(df["case_id"], df["cited_doc_ids"], strict=True)
+    ]
+    return df
+
+
+PERTURBED_COLUMNS = [
+    "key",
+    "family",
+    "evidence_state",
+    "gold",
+    "repeat",
+    "kind",
+    "base_decision",
+    "base_infra",
+    "base_answered",
+    "base_cited",
+    "decision",
+    "infra",
+    "infra_error",
+    "answered",
+    "reason_code",
+    "score",
+    "cited_doc_ids",
+    "text",
+    "perturbation",
+]
+
+
+def perturbed_frame(engine: Engine, run_id: int, tax: Taxonomy) -> pd.DataFrame:
+    """One row per perturbed answer of the run, beside the output it is compared with (same
+    case and repeat): ``base_*`` columns are that output's, the rest the perturbed answer's."""
+    gold = gold_subquery()
+    with read_session(engine) as s:
+        rows = s.execute(
+            select(
+                Case.key,
+                CaseFamily.key.label("family"),
+                Case.evidence_state,
+                func.coalesce(gold.c.gold_decision, Case.expected_decision).label("gold"),
+                EvalOutput.repeat,
+                EvalPerturbedOutput.kind,
+                EvalOutput.decision.label("base_decision"),
+                EvalOutput.infra_error.label("base_error"),
+                EvalOutput.cited_doc_ids.label("base_cited"),
+                EvalPerturbedOutput.decision,
+                EvalPerturbedOutput.infra_error,
+                EvalPerturbedOutput.reason_code,
+                EvalPerturbedOutput.score,
+                EvalPerturbedOutput.cited_doc_ids,
+                EvalPerturbedOutput.text,
+                EvalPerturbedOutput.perturbation,
+            )
+            .join(EvalOutput, EvalOutput.id == EvalPerturbedOutput.output_id)
+            .join(Case, Case.id == EvalOutput.case_id)
+            .outerjoin(CaseFamily, CaseFamily.id == Case.family_id)
+            .outerjoin(gold, gold.c.case_id == Case.id)
+            .where(EvalOutput.run_id == run_id)
+            .order_by(EvalOutput.case_id, EvalOutput.repeat, EvalPerturbedOutput.kind)
+        ).all()
+    if not rows:
+        return pd.DataFrame(columns=PERTURBED_COLUMNS)
+    answering = tax.answering_decisions()
+    df = pd.DataFrame([r._asdict() for r in rows])
+    df["base_infra"] = df.pop("base_error").notna()
+    df["infra"] = df["infra_error"].notna()
+    df["base_answered"] = df["base_decision"].isin(answering) & ~df["base_infra"]
+    df["answered"] = df["decision"].isin(answering) & ~df["infra"]
+    return df[PERTURBED_COLUMNS]
+
+
+def family_history(
+    engine: Engine, tax: Taxonomy, run_ids: Sequence[int] | None = None
+) -> pd.DataFrame:
+    """Every output on a case of a question family, over all runs (or ``run_ids``), in the
+    runs' chronological order: the input of :func:`review.runmetrics.family_drift`."""
+    gold = gold_subquery()
+    q = (
+        select(
+            EvalRun.id.label("run_id"),
+            EvalRun.name.label("run"),
+            EvalRun.created_at,
+            CaseFamily.key.label("family"),
+            Case.key,
+            EvalOutput.repeat,
+            func.coalesce(gold.c.gold_decision, Case.expected_decision).label("gold"),
+            EvalOutput.decision,
+            EvalOutput.infra_error,
+        )
+        .join(EvalRun, EvalRun.id == EvalOutput.run_id)
+        .join(Case, Case.id == EvalOutput.case_id)
+        .join(CaseFamily, CaseFamily.id == Case.family_id)
+        .outerjoin(gold, gold.c.case_id == Case.id)
+        .order_by(EvalRun.created_at, EvalRun.id, Case.key, EvalOutput.repeat)
+    )
+    if run_ids is not None:
+        q = q.where(EvalRun.id.in_(list(run_ids)))
+    with read_session(engine) as s:
+        rows = s.execute(q).all()
+    cols = ["run_id", "run", "created_at", "family", "key", "repeat", "gold", "decision"]
+    if not rows:
+        return pd.DataFrame(columns=[*cols, "infra", "answerable", "answered"])
+    answering = tax.answering_decisions()
+    df = pd.DataFrame([r._asdict() for r in rows])
+    df["infra"] = df.pop("infra_error").notna()
+    df["answerable"] = df["gold"].isin(answering)
+    df["answered"] = df["decision"].isin(answering) & ~df["infra"]
     return df
 
 
@@ -427,6 +620,8 @@ class PipelineInput:
     documents: tuple[PipelineDocument, ...]
     identity: dict[str, Any]
     forbidden: tuple[PipelineDocument, ...] = field(default=())
+    # the case's role of each visible document (decisive, distractor, context, ...), in order
+    roles: tuple[str, ...] = field(default=())
 
 
 Pipeline = Callable[[str, Sequence[PipelineDocument], dict[str, Any]], Mapping[str, Any]]
@@ -447,9 +642,9 @@ def pipeline_inputs(engine: Engine, status: str = "ready") -> Iterator[PipelineI
             if not batch:
                 return
             ids = [b.id for b in batch]
-            docs: dict[int, list[tuple[str, PipelineDocument]]] = {}
-            for cid, vis, d in s.execute(
-                select(CaseDocument.case_id, CaseDocument.visibility, Document)
+            docs: dict[int, list[tuple[str, str, PipelineDocument]]] = {}
+            for cid, vis, role, d in s.execute(
+                select(CaseDocument.case_id, CaseDocument.visibility, CaseDocument.role, Document)
                 .join(Document, Document.id == CaseDocument.document_id)
                 .where(CaseDocument.case_id.in_(ids))
                 .order_by(CaseDocument.case_id, CaseDocument.position)
@@ -457,6 +652,7 @@ def pipeline_inputs(engine: Engine, status: str = "ready") -> Iterator[PipelineI
                 docs.setdefault(cid, []).append(
                     (
                         vis,
+                        role,
                         PipelineDocument(
                             d.doc_key,
                             d.version,
@@ -474,11 +670,117 @@ def pipeline_inputs(engine: Engine, status: str = "ready") -> Iterator[PipelineI
             yield PipelineInput(
                 b.key,
                 b.question,
-                tuple(d for v, d in mine if v == "visible"),
+                tuple(d for v, _r, d in mine if v == "visible"),
                 {"name": b.identity_name, "scopes": list(b.identity_scopes)},
-                tuple(d for v, d in mine if v != "visible"),
+                tuple(d for v, _r, d in mine if v != "visible"),
+                tuple(r for v, r, _d in mine if v == "visible"),
             )
         last = batch[-1].id
+
+
+# ---------------------------------------------------------------------------------------
+# Metamorphic perturbations: the same case, re-run on a changed input
+
+PERTURBATION_KINDS = ("reorder", "distractor")
+
+
+@dataclass(frozen=True)
+class Perturbation:
+    """A perturbed copy of a case's visible documents and what was changed (JSON-able)."""
+
+    kind: str
+    documents: tuple[PipelineDocument, ...]
+    detail: dict[str, Any]
+
+
+def doc_ref(d: PipelineDocument) -> str:
+    return f"{d.doc_id}@{d.version}"
+
+
+def reorder_irrelevant(inp: PipelineInput) -> Perturbation | None:
+    """The visible documents that are not decisive, in reverse order and moved ahead of the
+    decisive ones (or after them, when that alone changes nothing). None when no order of
+    the irrelevant documents differs from the original (one document, or only decisive)."""
+    docs = inp.documents
+    roles = inp.roles if len(inp.roles) == len(docs) else ("",) * len(docs)
+    decisive = tuple(d for d, r in zip(docs, roles, strict=True) if r == "decisive")
+    others = tuple(d for d, r in zip(docs, roles, strict=True) if r != "decisive")
+    was = [doc_ref(d) for d in docs]
+    for order in (others[::-1] + decisive, decisive + others[::-1]):
+        if [doc_ref(d) for d in order] != was:
+            return Perturbation(
+                "reorder",
+                order,
+                {"order": [doc_ref(d) for d in order], "was": was},
+            )
+    return None
+
+
+def distractor_document(
+    question: str, source: PipelineDocument | None, taken: Iterable[str] = ()
+) -> PipelineDocument:
+    """A document with high lexical overlap with the question and no answer, built only from
+    the source document's title and the question (every sentence of the source is dropped):
+    it repeats every query word and states nothing. Deterministic."""
+    q = " ".join(question.split())
+    if not q.endswith("?"):
+        q = q.rstrip(".!") + "?"
+    base = source.doc_id if source is not None else "CASE"
+    used = set(taken)
+    doc_id = f"{base}-OPEN-QUESTIONS"
+    n = 2
+    while doc_id in used:
+        doc_id = f"{base}-OPEN-QUESTIONS-{n}"
+        n += 1
+    title = f"{source.title}: open questions" if source is not None else "Open questions"
+    body = f"# {title}\n\nA reader asked: {q}\n\nNothing further is recorded here yet.\n"
+    return PipelineDocument(
+        doc_id,
+        1,
+        title,
+        body,
+        source.effective_date if source is not None else None,
+        source.authority if source is not None else "note",
+        source.jurisdiction if source is not None else "global",
+        source.access_scope if source is not None else "public",
+    )
+
+
+def add_distractor(inp: PipelineInput) -> Perturbation:
+    """The case's visible documents with a high-overlap distractor first. Its title comes
+    from the first visible decisive document (else the first visible one)."""
+    docs = inp.documents
+    roles = inp.roles if len(inp.roles) == len(docs) else ("",) * len(docs)
+    decisive = [d for d, r in zip(docs, roles, strict=True) if r == "decisive"]
+    source = decisive[0] if decisive else (docs[0] if docs else None)
+    added = distractor_document(inp.question, source, (d.doc_id for d in docs))
+    return Perturbation(
+        "distractor",
+        (added, *docs),
+        {
+            "added": doc_ref(added),
+            "source": doc_ref(source) if source is not None else None,
+            "title": added.title,
+            "body": added.body,
+        },
+    )
+
+
+def perturbations(inp: PipelineInput) -> list[Perturbation]:
+    """Every perturbation that applies to the case (the reorder needs two documents)."""
+    out = [reorder_irrelevant(inp), add_distractor(inp)]
+    return [p for p in out if p is not None]
+
+
+@dataclass(frozen=True)
+class PerturbedIn:
+    """A pipeline's answer to a perturbed input, for case ``case`` and repeat ``repeat``."""
+
+    case: str
+    repeat: int
+    kind: str
+    perturbation: dict[str, Any]
+    output: OutputIn
 
 
 def check_response(resp: Any, tax: Taxonomy) -> OutputIn | str:
@@ -518,6 +820,42 @@ def check_response(resp: Any, tax: Taxonomy) -> OutputIn | str:
     )
 
 
+class _Caller:
+    """Calls the pipeline in a worker thread with a timeout; a call that raises, times out or
+    answers malformed comes back as the problem's text."""
+
+    def __init__(self, pipeline: Pipeline, tax: Taxonomy, timeout_s: float) -> None:
+        self.pipeline = pipeline
+        self.tax = tax
+        self.timeout_s = timeout_s
+        self.pool = cf.ThreadPoolExecutor(max_workers=1)
+
+    def __call__(
+        self, question: str, documents: Sequence[PipelineDocument], identity: dict[str, Any]
+    ) -> OutputIn | str:
+        fut = self.pool.submit(self.pipeline, question, documents, identity)
+        try:
+            resp = fut.result(timeout=self.timeout_s)
+        except cf.TimeoutError:
+            self.pool.shutdown(wait=False, cancel_futures=True)
+            self.pool = cf.ThreadPoolExecutor(max_workers=1)
+            return f"timed out after {self.timeout_s:g}s"
+        except Exception as exc:  # the pipeline's own failure, recorded per case
+            return f"raised {type(exc).__name__}: {exc}"
+        return check_response(resp, self.tax)
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _output(got: OutputIn | str, case: str, repeat: int, system_version: str) -> OutputIn:
+    if isinstance(got, str):
+        return OutputIn(case=case, repeat=repeat, error=got)
+    return got.model_copy(
+        update={"case": case, "repeat": repeat, "versions": {"pipeline": system_version}}
+    )
+
+
 def execute(
     engine: Engine,
     actor: Actor,
@@ -530,71 +868,56 @@ def execute(
     timeout_s: float = 30.0,
     config: Mapping[str, Any] | None = None,
     progress: Callable[[int], None] | None = None,
+    perturb: bool = True,
+    created_at: dt.datetime | None = None,
 ) -> int:
     """Run ``pipeline`` on every ready case ``repeats`` times and store the run.
 
     A call that raises, exceeds ``timeout_s`` or returns a malformed response is stored as an
-    infrastructure failure for that case and repeat, never as an answer.
+    infrastructure failure for that case and repeat, never as an answer. With ``perturb``
+    (the default) every repeat also answers each of the case's :func:`perturbations`.
     """
     require(actor, Permission.run_evaluations)
     if repeats < 1:
         raise InputError("repeats must be at least 1")
     items: list[tuple[int, OutputIn]] = []
-    pool = cf.ThreadPoolExecutor(max_workers=1)
+    perturbed: list[PerturbedIn] = []
+    call = _Caller(pipeline, tax, timeout_s)
     n = 0
     try:
         for inp in pipeline_inputs(engine):
+            changed = perturbations(inp) if perturb else []
             for rep in range(repeats):
                 n += 1
-                fut = pool.submit(pipeline, inp.question, inp.documents, inp.identity)
-                try:
-                    resp = fut.result(timeout=timeout_s)
-                except cf.TimeoutError:
-                    pool.shutdown(wait=False, cancel_futures=True)
-                    pool = cf.ThreadPoolExecutor(max_workers=1)
-                    items.append(
-                        (
-                            n,
-                            OutputIn(
-                                case=inp.case_key,
-                                repeat=rep,
-                                error=f"timed out after {timeout_s:g}s",
-                            ),
-                        )
-                    )
-                    continue
-                except Exception as exc:  # the pipeline's own failure, recorded per case
-                    items.append(
-                        (
-                            n,
-                            OutputIn(
-                                case=inp.case_key,
-                                repeat=rep,
-                                error=f"raised {type(exc).__name__}: {exc}",
-                            ),
-                        )
-                    )
-                    continue
-                checked = check_response(resp, tax)
-                if isinstance(checked, str):
-                    items.append((n, OutputIn(case=inp.case_key, repeat=rep, error=checked)))
-                else:
-                    items.append(
-                        (
-                            n,
-                            checked.model_copy(
-                                update={
-                                    "case": inp.case_key,
-                                    "repeat": rep,
-                                    "versions": {"pipeline": system_version},
-                                }
-                            ),
+                got = call(inp.question, inp.documents, inp.identity)
+                items.append((n, _output(got, inp.case_key, rep, system_version)))
+                for p in changed:
+                    pg = call(inp.question, p.documents, inp.identity)
+                    perturbed.append(
+                        PerturbedIn(
+                            inp.case_key,
+                            rep,
+                            p.kind,
+                            p.detail,
+                            _output(pg, inp.case_key, rep, system_version),
                         )
                     )
                 if progress:
                     progress(n)
     finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+        call.close()
+    cfg = dict(config or {})
+    cfg.setdefault("repeats", repeats)
+    cfg.setdefault("perturbations", list(PERTURBATION_KINDS) if perturb else [])
     return import_run(
-        engine, actor, name, system_version, items, "pipeline", run_source="pipeline", config=config
+        engine,
+        actor,
+        name,
+        system_version,
+        items,
+        "pipeline",
+        run_source="pipeline",
+        config=cfg,
+        perturbed=perturbed,
+        created_at=created_at,
     )

@@ -47,6 +47,7 @@ __all__ = [
     "derive_removed",
     "family_checks",
     "present_variant",
+    "restricted_text_in",
 ]
 
 DocRef = tuple[str, int]
@@ -822,6 +823,21 @@ def _leaks(passages: Sequence[str], visible: Sequence[tuple[str, str]]) -> list[
                     shown = frag if len(frag) <= 60 else frag[:57] + "..."
                     found.append(f"{shown!r} is visible in {ref}")
     return sorted(set(found))
+
+
+def restricted_text_in(text: str, restricted: Sequence[str], allowed: Sequence[str] = ()) -> bool:
+    """Whether ``text`` (a pipeline's answer) repeats a restricted passage or one of its
+    sentences or clauses of six words or more, ignoring any that an ``allowed`` (visible)
+    document also contains. The same fragments as :func:`family_checks` uses for leaks."""
+    if not text.strip() or not restricted:
+        return False
+    said = _norm(text)
+    shown = [_norm(b) for b in allowed]
+    for body in restricted:
+        for frag in _fragments(body):
+            if frag in said and not any(frag in b for b in shown):
+                return True
+    return False
 
 
 def family_checks(

@@ -7,6 +7,8 @@ both are loaded through the same importers a user would use, so the demo exercis
 
 from __future__ import annotations
 
+import datetime as dt
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -60,9 +62,44 @@ DEMO_USERS = (
 )
 
 
-DEMO_RUNS: tuple[tuple[str, str, evalruns.Pipeline], ...] = (
-    ("naive-v0 (June)", "rag-naive-2025.06", refpipeline.naive),
-    ("reference-v1 (July)", "rag-reference-2025.07", refpipeline.reference),
+@dataclass(frozen=True)
+class DemoRun:
+    name: str
+    version: str
+    spec: str  # module:function, as `workbench evaluate --pipeline` takes it
+    pipeline: Callable[[], evalruns.Pipeline]  # a fresh one per build (seeded sampling)
+    repeats: int
+    at: dt.datetime
+
+
+# Three months of the same pipeline family, oldest first (the drift view reads them in this
+# order): a sampling prototype run three times per case, the naive configuration, and the
+# reference. The newest run stays the reference (the thresholds and reviews read it).
+DEMO_RUNS: tuple[DemoRun, ...] = (
+    DemoRun(
+        "sampled-v0 (May)",
+        "rag-sampled-2025.05",
+        "review.refpipeline:sampled",
+        lambda: refpipeline.Sampled(seed=2025),
+        3,
+        dt.datetime(2025, 5, 20, 9, 0, tzinfo=dt.UTC),
+    ),
+    DemoRun(
+        "naive-v0 (June)",
+        "rag-naive-2025.06",
+        "review.refpipeline:naive",
+        lambda: refpipeline.naive,
+        1,
+        dt.datetime(2025, 6, 17, 9, 0, tzinfo=dt.UTC),
+    ),
+    DemoRun(
+        "reference-v1 (July)",
+        "rag-reference-2025.07",
+        "review.refpipeline:reference",
+        lambda: refpipeline.reference,
+        1,
+        dt.datetime(2025, 7, 15, 9, 0, tzinfo=dt.UTC),
+    ),
 )
 
 
@@ -123,16 +160,18 @@ def build_demo(
     case_report = cases.import_cases(engine, DEMO_ACTOR, items, DEMO_CASES.name)
     runs = 0
     existing = {r.name for r in evalruns.list_runs(engine)}
-    for name, version, fn in DEMO_RUNS:
-        if name not in existing:
+    for run in DEMO_RUNS:
+        if run.name not in existing:
             evalruns.execute(
                 engine,
                 DEMO_ACTOR,
-                fn,
+                run.pipeline(),
                 tax,
-                name=name,
-                system_version=version,
-                config={"pipeline": f"review.refpipeline:{fn.__name__}"},
+                name=run.name,
+                system_version=run.version,
+                repeats=run.repeats,
+                config={"pipeline": run.spec},
+                created_at=run.at,
             )
             runs += 1
     labels = build_demo_labels(engine, tax)

@@ -5,16 +5,23 @@ Two configurations ship so every evaluation view has real data:
 - ``reference``: scores each passage (paragraph, list item or table row) of the documents the
   identity may see by the share of the question's content words it contains, reported on a
   cosine-like scale (0.33 + 0.67 x share, as the policy's vector mode expects), prefers the
-  current version on ties, escalates restricted topics, and abstains below 0.55.
-- ``naive``: the same retrieval refusing only below 0.46 and with no preference for the
-  current version, so it answers on weak or stale evidence (the known way it is worse).
+  current version on ties, never takes a passage that ends in a question as evidence (a
+  restated question answers nothing), escalates restricted topics, and abstains below 0.55.
+- ``naive``: the same retrieval refusing only below 0.46, with no preference for the current
+  version and taking any passage as evidence, so it answers on weak or stale evidence and
+  from a distractor that merely repeats the question (the known ways it is worse: it fails
+  the high-overlap distractor check and cites superseded versions).
+- ``sampled`` (:class:`Sampled`): the reference with a sampling step, its score moved by a
+  seeded random amount on every call, so repeated runs disagree near the threshold (for the
+  pass rate and decision variance over repeats).
 
-Both follow the pipeline contract of ``workbench evaluate``: they take the question, the
+All follow the pipeline contract of ``workbench evaluate``: they take the question, the
 visible documents and the identity, and return decision, text, citations and score.
 """
 
 from __future__ import annotations
 
+import random
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -77,12 +84,19 @@ def passages(docs: Sequence[PipelineDocument]) -> list[Passage]:
     return out
 
 
+def restates_a_question(text: str) -> bool:
+    """A passage that ends in a question mark (a question kept without its answer)."""
+    return text.replace("*", "").replace("_", "").rstrip().endswith("?")
+
+
 def _answer(
     question: str,
     documents: Sequence[PipelineDocument],
     identity: dict[str, Any],
     threshold: float,
     prefer_current: bool,
+    skip_questions: bool = False,
+    noise: float = 0.0,
 ) -> dict[str, Any]:
     q = question.lower()
     if any(t in q for t in RESTRICTED_TOPICS):
@@ -96,6 +110,8 @@ def _answer(
         }
     words = content_words(question)
     cands = passages(documents)
+    if skip_questions:
+        cands = [p for p in cands if not restates_a_question(p.text)]
     if not cands or not words:
         return {
             "decision": "abstain",
@@ -114,7 +130,8 @@ def _answer(
 
     best = max(cands, key=key)
     # report on a cosine-like scale (about 0.33 to 1), like the vector mode the policy knows
-    score = round(COSINE_FLOOR + (1 - COSINE_FLOOR) * key(best)[0], 4)
+    score = round(COSINE_FLOOR + (1 - COSINE_FLOOR) * key(best)[0] + noise, 4)
+    score = min(1.0, max(COSINE_FLOOR, score))
     if score < threshold:
         return {
             "decision": "abstain",
@@ -138,12 +155,43 @@ def _answer(
 def reference(
     question: str, documents: Sequence[PipelineDocument], identity: dict[str, Any]
 ) -> dict[str, Any]:
-    """The reference configuration (refuse below 0.55, current versions preferred)."""
-    return _answer(question, documents, identity, threshold=0.55, prefer_current=True)
+    """The reference configuration (refuse below 0.55, current versions preferred, restated
+    questions are not evidence)."""
+    return _answer(
+        question, documents, identity, threshold=0.55, prefer_current=True, skip_questions=True
+    )
 
 
 def naive(
     question: str, documents: Sequence[PipelineDocument], identity: dict[str, Any]
 ) -> dict[str, Any]:
-    """A worse configuration: refuse below 0.46, no preference for the current version."""
+    """A worse configuration: refuse below 0.46, no preference for the current version, and
+    a passage that only repeats the question counts as evidence."""
     return _answer(question, documents, identity, threshold=0.46, prefer_current=False)
+
+
+class Sampled:
+    """The reference configuration with a sampling step: every call moves the score by a
+    seeded random amount in [-jitter, +jitter], so repeats near the threshold disagree the
+    way a sampling generator does. Deterministic for a given seed and order of calls."""
+
+    def __init__(self, seed: int = 2025, jitter: float = 0.08) -> None:
+        self._rng = random.Random(seed)
+        self.jitter = jitter
+        self.__name__ = "sampled"
+
+    def __call__(
+        self, question: str, documents: Sequence[PipelineDocument], identity: dict[str, Any]
+    ) -> dict[str, Any]:
+        return _answer(
+            question,
+            documents,
+            identity,
+            threshold=0.55,
+            prefer_current=True,
+            skip_questions=True,
+            noise=self._rng.uniform(-self.jitter, self.jitter),
+        )
+
+
+sampled = Sampled()

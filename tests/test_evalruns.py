@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import re
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -10,8 +12,9 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
-from review import evalruns, refpipeline
+from review import evalruns, refpipeline, runmetrics
 from review.errors import InputError, PermissionDenied
+from review.fixtures import DEMO_RUNS
 from review.identity import Actor
 from review.taxonomy import Taxonomy
 from tests.conftest import make_actor
@@ -139,3 +142,250 @@ def test_escalates_restricted_topics_and_abstains_without_evidence() -> None:
     assert r["decision"] == "escalate"
     r = refpipeline.reference("How long is the refund window?", [], {})
     assert r["decision"] == "abstain" and r["reason_code"] == "no_answer_bearing_evidence"
+
+
+# ---------------------------------------------------------------------------------------
+# Metamorphic perturbations
+
+
+def doc(doc_id: str, body: str = "Refunds are possible within 14 days of the charge.") -> Any:
+    return evalruns.PipelineDocument(
+        doc_id, 1, f"{doc_id} title", body, None, "policy", "global", "public"
+    )
+
+
+def test_reorder_moves_only_the_irrelevant_documents() -> None:
+    a, b, c, d = doc("A"), doc("B"), doc("C"), doc("D")
+    inp = evalruns.PipelineInput(
+        "K", "How long?", (a, b, c, d), {}, roles=("decisive", "distractor", "context", "partial")
+    )
+    p = evalruns.reorder_irrelevant(inp)
+    assert p is not None and [x.doc_id for x in p.documents] == ["D", "C", "B", "A"]
+    assert p.detail == {"order": ["D@1", "C@1", "B@1", "A@1"], "was": ["A@1", "B@1", "C@1", "D@1"]}
+    # one irrelevant document already first: it moves after the decisive one instead
+    two = evalruns.PipelineInput("K", "q?", (b, a), {}, roles=("distractor", "decisive"))
+    p2 = evalruns.reorder_irrelevant(two)
+    assert p2 is not None and [x.doc_id for x in p2.documents] == ["A", "B"]
+    # nothing to reorder
+    assert (
+        evalruns.reorder_irrelevant(evalruns.PipelineInput("K", "q", (a,), {}, roles=("decisive",)))
+        is None
+    )
+    assert evalruns.reorder_irrelevant(evalruns.PipelineInput("K", "q", (), {})) is None
+
+
+def test_distractor_repeats_the_question_and_keeps_no_sentence_of_its_source() -> None:
+    src = doc(
+        "POL-REFUND",
+        "# Refunds\n\n2.1 A customer may ask for a refund within 14 days of the charge date.\n",
+    )
+    other = doc("POL-REFUND-OPEN-QUESTIONS")  # the natural id is taken: a suffix is added
+    inp = evalruns.PipelineInput(
+        "K",
+        "We pay monthly. How many days do we have to ask for a refund",
+        (other, src),
+        {},
+        roles=("distractor", "decisive"),
+    )
+    p = evalruns.add_distractor(inp)
+    added = p.documents[0]
+    assert p.documents[1:] == (other, src)
+    assert added.doc_id == "POL-REFUND-OPEN-QUESTIONS-2" and added.title.startswith(src.title)
+    assert p.detail["added"] == "POL-REFUND-OPEN-QUESTIONS-2@1"
+    assert p.detail["source"] == "POL-REFUND@1" and p.detail["body"] == added.body
+    # every query word is in it, nothing of the source's text, and it ends in a question
+    assert refpipeline.content_words(inp.question) <= refpipeline.content_words(added.body)
+    assert "14 days" not in added.body and "charge date" not in added.body
+    assert "How many days do we have to ask for a refund?" in added.body
+    assert evalruns.add_distractor(inp) == p  # deterministic
+    empty = evalruns.add_distractor(evalruns.PipelineInput("K", "Why?", (), {}))
+    assert empty.detail["source"] is None and empty.documents[0].doc_id == "CASE-OPEN-QUESTIONS"
+
+
+def _checks(engine: Engine, run_id: int, tax: Taxonomy) -> Any:
+    df = evalruns.outputs_frame(engine, run_id, tax)
+    pf = evalruns.perturbed_frame(engine, run_id, tax)
+    return runmetrics.metamorphic_checks(df, pf).set_index("check"), pf
+
+
+REORDER = runmetrics.PERTURBATION_CHECKS["reorder"]
+DISTRACTOR = runmetrics.PERTURBATION_CHECKS["distractor"]
+
+
+def test_perturbed_reruns_are_stored_linked_and_judged(
+    demo_engine: Engine, tax: Taxonomy, annotator: Actor
+) -> None:
+    ref_id = evalruns.execute(
+        demo_engine, annotator, refpipeline.reference, tax, name="ref", system_version="r"
+    )
+    ref, pf = _checks(demo_engine, ref_id, tax)
+    df = evalruns.outputs_frame(demo_engine, ref_id, tax)
+    # one distractor re-run per output, a reorder where the case has two visible documents
+    assert (pf["kind"] == "distractor").sum() == len(df)
+    assert 0 < (pf["kind"] == "reorder").sum() < len(df)
+    base = df.set_index("key")["decision"]
+    assert (pf["base_decision"] == base.loc[pf["key"]].to_numpy()).all()  # linked
+    # the reference passes both; the naive configuration fails the distractor check in its
+    # known way: it takes the restated question as evidence and cites the distractor
+    assert ref.loc[REORDER, "pass_rate"] == 1.0 and ref.loc[DISTRACTOR, "pass_rate"] == 1.0
+    naive_id = evalruns.execute(
+        demo_engine, annotator, refpipeline.naive, tax, name="naive", system_version="n"
+    )
+    naive, npf = _checks(demo_engine, naive_id, tax)
+    assert naive.loc[DISTRACTOR, "pass_rate"] < 0.1
+    judged = runmetrics.judge_perturbed(npf)
+    assert (
+        judged.loc[~judged["passed"].astype(bool), "why"].eq("answers citing the distractor").all()
+    )
+    # and cites superseded versions, so the current rules do not hold
+    current = runmetrics.METAMORPHIC["conflicted"][0]
+    assert naive.loc[current, "pass_rate"] < ref.loc[current, "pass_rate"]
+    stale = runmetrics.family_outcomes(evalruns.outputs_frame(demo_engine, naive_id, tax))
+    assert stale["why"].eq("cites a superseded version").any()
+    # without perturbations there are none
+    plain = evalruns.execute(
+        demo_engine,
+        annotator,
+        refpipeline.reference,
+        tax,
+        name="p",
+        system_version="r",
+        perturb=False,
+    )
+    assert evalruns.perturbed_frame(demo_engine, plain, tax).empty
+
+
+def test_a_pipeline_that_reads_only_its_first_document_fails_the_reorder_check(
+    demo_engine: Engine, tax: Taxonomy, annotator: Actor
+) -> None:
+    def first_only(question: str, docs: Sequence[Any], identity: dict[str, Any]) -> Any:
+        return refpipeline.reference(question, list(docs)[:1], identity)
+
+    run_id = evalruns.execute(
+        demo_engine, annotator, first_only, tax, name="first", system_version="f"
+    )
+    table, pf = _checks(demo_engine, run_id, tax)
+    assert table.loc[REORDER, "pass_rate"] < 1.0
+    judged = runmetrics.judge_perturbed(pf)
+    assert judged["why"].str.startswith("decision changed:").any()
+
+
+def test_a_pipeline_that_ignores_permissions_fails_the_forbidden_check(
+    demo_engine: Engine, tax: Taxonomy, annotator: Actor
+) -> None:
+    def case_of(question: str, docs: Sequence[Any]) -> tuple[str, tuple[str, ...]]:
+        return question, tuple(evalruns.doc_ref(d) for d in docs)
+
+    hidden = {
+        case_of(i.question, i.documents): i.forbidden for i in evalruns.pipeline_inputs(demo_engine)
+    }
+
+    def leaky(question: str, docs: Sequence[Any], identity: dict[str, Any]) -> Any:
+        # deliberately broken: retrieves from the documents the identity may not see
+        extra = hidden.get(case_of(question, docs), ())
+        return refpipeline.reference(question, [*docs, *extra], identity)
+
+    run_id = evalruns.execute(
+        demo_engine, annotator, leaky, tax, name="leaky", system_version="l", perturb=False
+    )
+    df = evalruns.outputs_frame(demo_engine, run_id, tax)
+    out = runmetrics.family_outcomes(df)
+    forbidden = out[out["evidence_state"] == "forbidden"]
+    assert forbidden["why"].str.contains("restricted text").any()
+    assert df.loc[df["evidence_state"] == "forbidden", "leaked"].any()
+
+    def leaky_uncited(question: str, docs: Sequence[Any], identity: dict[str, Any]) -> Any:
+        return {**leaky(question, docs, identity), "citations": []}  # quotes, cites nothing
+
+    quiet = evalruns.execute(
+        demo_engine, annotator, leaky_uncited, tax, name="quiet", system_version="q", perturb=False
+    )
+    qf = evalruns.outputs_frame(demo_engine, quiet, tax)
+    assert qf.loc[qf["evidence_state"] == "forbidden", "leaked"].any()  # found by its text
+    ref_id = evalruns.execute(
+        demo_engine,
+        annotator,
+        refpipeline.reference,
+        tax,
+        name="ref",
+        system_version="r",
+        perturb=False,
+    )
+    assert not evalruns.outputs_frame(demo_engine, ref_id, tax)["leaked"].any()
+
+
+def test_repeats_report_every_run_never_the_best(
+    demo_engine: Engine, tax: Taxonomy, annotator: Actor
+) -> None:
+    calls = {"n": 0}
+
+    def alternating(question: str, docs: Sequence[Any], identity: dict[str, Any]) -> Any:
+        # even calls: the reference; odd calls: answers everything without evidence
+        calls["n"] += 1
+        if calls["n"] % 2:
+            return refpipeline.reference(question, docs, identity)
+        return {"decision": "answer", "text": "Yes.", "citations": [], "score": 0.9}
+
+    run_id = evalruns.execute(
+        demo_engine,
+        annotator,
+        alternating,
+        tax,
+        name="alt",
+        system_version="a",
+        repeats=2,
+        perturb=False,
+    )
+    df = evalruns.outputs_frame(demo_engine, run_id, tax)
+    table = runmetrics.metamorphic_checks(df).set_index("check")
+    removed = table.loc[runmetrics.METAMORPHIC["removed"][0]]
+    first = runmetrics.family_outcomes(df[df["repeat"] == 0])
+    best = first[first["evidence_state"] == "removed"]["passed"].mean()
+    assert removed["runs"] == 2 * removed["cases"]
+    assert removed["pass_rate"] == pytest.approx(best / 2)  # the second repeat never passes
+    assert removed["varying"] > 0
+
+
+def test_family_history_reads_runs_oldest_first(
+    demo_engine: Engine, tax: Taxonomy, annotator: Actor
+) -> None:
+    old = evalruns.execute(
+        demo_engine,
+        annotator,
+        refpipeline.naive,
+        tax,
+        name="backfilled (January)",
+        system_version="n",
+        perturb=False,
+        created_at=dt.datetime(2025, 1, 10, tzinfo=dt.UTC),
+    )
+    drift = runmetrics.family_drift(evalruns.family_history(demo_engine, tax))
+    order = drift.drop_duplicates("run")["run"].tolist()
+    assert order[0] == "backfilled (January)"  # the newest id, the oldest date
+    assert order[1:] == [r.name for r in sorted(DEMO_RUNS, key=lambda r: r.at)]
+    assert drift.loc[drift["order"] == 1, "flips"].isna().all()
+    # the naive run again in June: same decisions, no flips
+    june = drift[(drift["run"] == "naive-v0 (June)")]
+    assert june["compared"].gt(0).all()
+    only = evalruns.family_history(demo_engine, tax, run_ids=[old])
+    assert set(only["run"]) == {"backfilled (January)"} and only["family"].notna().all()
+
+
+def test_evaluate_command_prints_every_check_and_can_skip_perturbations(
+    demo_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+
+    from review.cli import main
+
+    monkeypatch.setenv("WORKBENCH_DATABASE_URL", demo_url)
+    args = ["evaluate", "--pipeline", "review.refpipeline:naive", "--name"]
+    r = CliRunner().invoke(main, [*args, "cli naive"])
+    assert r.exit_code == 0, r.output
+    line = next(x for x in r.output.splitlines() if DISTRACTOR in x)
+    m = re.search(r": (\d+)/(\d+) passed", line)
+    assert m is not None and int(m.group(1)) < int(m.group(2)) / 10  # the known failure
+    assert REORDER in r.output and runmetrics.METAMORPHIC["removed"][0] in r.output
+    r = CliRunner().invoke(main, [*args, "cli plain", "--no-perturbations"])
+    assert r.exit_code == 0, r.output
+    assert DISTRACTOR not in r.output and runmetrics.METAMORPHIC["removed"][0] in r.output

@@ -141,6 +141,190 @@ def test_metamorphic_checks_pass_for_a_good_pipeline_and_fail_for_a_bad_one() ->
             }
         )
     ).set_index("check")
-    assert bad.loc["Decisive evidence removed -> abstain or clarify", "pass_rate"] == 0.0
-    present = bad.loc["Authoritative passage present -> answer"]
+    assert bad.loc[runmetrics.METAMORPHIC["removed"][0], "pass_rate"] == 0.0
+    present = bad.loc[runmetrics.METAMORPHIC["present"][0]]
     assert math.isclose(present["pass_rate"], 2 / 3) and present["varying"] == 1
+    # variance: the most frequent decision holds 2 of 3 repeats
+    assert math.isclose(present["decision_variance"], 1 / 3)
+
+
+def test_family_checks_look_past_the_decision() -> None:
+    """Restricted text in an abstention, a superseded citation in a right answer and an
+    invisible citation in an answer each fail their check."""
+    df = _family(
+        {"forbidden": ["abstain"] * 2, "conflicted": ["answer"] * 2, "present": ["answer"]}
+    )
+    df["leaked"] = [True, False, False, False, False]
+    df["cites_superseded"] = [False, False, True, False, False]
+    df["citations_valid"] = [True, True, True, True, False]
+    out = runmetrics.family_outcomes(df)
+    assert list(out["passed"]) == [False, True, False, True, False]
+    assert list(out["why"]) == [
+        "restricted text or a forbidden document in the answer",
+        "",
+        "cites a superseded version",
+        "",
+        "cites a document the identity cannot see",
+    ]
+    table = runmetrics.metamorphic_checks(df).set_index("check")
+    assert table.loc[runmetrics.METAMORPHIC["forbidden"][0], "pass_rate"] == 0.5
+    assert table.loc[runmetrics.METAMORPHIC["conflicted"][0], "passed"] == 1
+
+
+def _perturbed(
+    rows: list[tuple[str, int, str, str | None, str | None, list[str], str]],
+) -> pd.DataFrame:
+    """(key, repeat, kind, decision before, decision after (None: infra), cited, text)."""
+    answering = {"answer", "partial"}
+    out = []
+    for key, rep, kind, before, after, cited, text in rows:
+        out.append(
+            {
+                "key": key,
+                "repeat": rep,
+                "kind": kind,
+                "base_decision": before,
+                "base_infra": before is None,
+                "base_answered": before in answering,
+                "decision": after,
+                "infra": after is None,
+                "answered": after in answering,
+                "cited_doc_ids": cited,
+                "text": text,
+                "perturbation": {
+                    "added": "D-OPEN-QUESTIONS@1",
+                    "body": "# D: open questions\n\nA reader asked: How long?\n\nNothing "
+                    "further is recorded here yet.\n",
+                }
+                if kind == "distractor"
+                else {"order": ["B@1", "A@1"], "was": ["A@1", "B@1"]},
+            }
+        )
+    return pd.DataFrame(out)
+
+
+PERTURBED = _perturbed(
+    [
+        ("C1", 0, "reorder", "answer", "answer", ["D@1"], "14 days."),  # same decision
+        ("C1", 1, "reorder", "answer", "abstain", [], ""),  # changed
+        ("C2", 0, "reorder", "abstain", None, [], ""),  # infrastructure failure
+        ("C1", 0, "distractor", "answer", "answer", ["D@1"], "14 days."),  # same evidence
+        ("C1", 1, "distractor", "answer", "answer", ["D-OPEN-QUESTIONS@1"], "x"),  # cites it
+        ("C2", 0, "distractor", "abstain", "answer", ["E@1"], "30 days."),  # new answer
+        ("C3", 0, "distractor", "answer", "answer", [], "A reader asked: How long?"),  # text
+        ("C3", 1, "distractor", "answer", "abstain", [], ""),  # no claim at all
+    ]
+)
+
+
+def test_perturbation_checks_against_hand_worked_outcomes() -> None:
+    judged = runmetrics.judge_perturbed(PERTURBED)
+    assert list(judged["why"]) == [
+        "",
+        "decision changed: answer -> abstain",
+        "infrastructure failure",
+        "",
+        "answers citing the distractor",
+        "answers where the original input got abstain",
+        "answers with the distractor's text",
+        "",
+    ]
+    assert judged["passed"].isna().sum() == 1
+    table = runmetrics.metamorphic_checks(HAND.iloc[:0], PERTURBED).set_index("check")
+    reorder = table.loc[runmetrics.PERTURBATION_CHECKS["reorder"]]
+    # C1 twice (1 passed); C2's pair is an infrastructure failure, counted apart
+    assert (reorder["cases"], reorder["runs"], reorder["passed"]) == (1, 2, 1)
+    assert reorder["pass_rate"] == 0.5 and reorder["infrastructure failures"] == 1
+    # C1 answered then abstained on the reordered input: varying, variance 1 - 1/2
+    assert reorder["varying"] == 1 and reorder["decision_variance"] == 0.5
+    distractor = table.loc[runmetrics.PERTURBATION_CHECKS["distractor"]]
+    assert (distractor["cases"], distractor["runs"], distractor["passed"]) == (3, 5, 2)
+    assert distractor["pass_rate"] == pytest.approx(2 / 5)
+    # C3 answered then abstained (variance 1/2); C1 and C2 kept theirs: mean 1/6
+    assert distractor["varying"] == 1
+    assert distractor["decision_variance"] == pytest.approx(1 / 6)
+    assert set(table["kind"]) == {"perturbation"}
+
+
+def _history(
+    rows: list[tuple[int, str, str, str, int, str, str | None]],
+) -> pd.DataFrame:
+    """(run id, created, family, case, repeat, gold, decision (None: infra))."""
+    answering = {"answer", "partial"}
+    out = []
+    for rid, created, fam, key, rep, gold, decision in rows:
+        out.append(
+            {
+                "run_id": rid,
+                "run": f"R{rid}",
+                "created_at": pd.Timestamp(created, tz="UTC"),
+                "family": fam,
+                "key": key,
+                "repeat": rep,
+                "gold": gold,
+                "decision": decision,
+                "infra": decision is None,
+                "answerable": gold in answering,
+                "answered": decision in answering,
+            }
+        )
+    return pd.DataFrame(out)
+
+
+# R1 is the oldest; R2 and R3 share a time (the id breaks the tie). F1 is answerable, F2 and
+# G1 are not. R2 runs twice per case, and its first G1 call is an infrastructure failure.
+HISTORY = _history(
+    [
+        (2, "2025-02-01", "F", "F1", 0, "answer", "answer"),
+        (2, "2025-02-01", "F", "F1", 1, "answer", "abstain"),
+        (2, "2025-02-01", "F", "F2", 0, "abstain", "abstain"),
+        (2, "2025-02-01", "F", "F2", 1, "abstain", "abstain"),
+        (2, "2025-02-01", "G", "G1", 0, "abstain", None),
+        (2, "2025-02-01", "G", "G1", 1, "abstain", "abstain"),
+        (1, "2025-01-01", "F", "F1", 0, "answer", "answer"),
+        (1, "2025-01-01", "F", "F2", 0, "abstain", "answer"),
+        (1, "2025-01-01", "G", "G1", 0, "abstain", "abstain"),
+        (3, "2025-02-01", "F", "F1", 0, "answer", "abstain"),
+        (3, "2025-02-01", "F", "F2", 0, "abstain", "abstain"),
+    ]
+)
+
+
+def test_family_drift_against_a_hand_worked_example() -> None:
+    d = runmetrics.family_drift(HISTORY)
+    got = {
+        (r.run, r.family): (
+            r.order,
+            r.cases,
+            r.decision_accuracy,
+            r.accuracy_n,
+            r.abstention_recall,
+            r.recall_n,
+            None if math.isnan(r.flips) else int(r.flips),
+            r.compared,
+        )
+        for r in d.itertuples()
+    }
+    assert got == {
+        # R1: F1 right, F2 answered though unanswerable; G1 right
+        ("R1", "F"): (1, 2, 1 / 2, 2, 0.0, 1, None, 0),
+        ("R1", "G"): (1, 1, 1.0, 1, 1.0, 1, None, 0),
+        # R2: 3 of 4 outputs right (F1's second repeat abstained); F2 refused twice; against
+        # R1's decisions F2 flipped (answer -> abstain), F1's first repeat did not
+        ("R2", "F"): (2, 2, 3 / 4, 4, 1.0, 2, 1, 2),
+        # R2: the infrastructure failure is left out of the rates but is a flip of its own
+        ("R2", "G"): (2, 1, 1.0, 1, 1.0, 1, 1, 1),
+        # R3: F1 now abstains (wrong, a flip from R2's first repeat), F2 still refused
+        ("R3", "F"): (3, 2, 1 / 2, 2, 1.0, 1, 1, 2),
+    }
+    assert list(d["run"]) == ["R1", "R1", "R2", "R2", "R3"]
+
+
+def test_drift_chart_puts_runs_oldest_first() -> None:
+    d = runmetrics.family_drift(HISTORY)
+    for metric in runmetrics.DRIFT_METRICS:
+        spec = runmetrics.drift_chart(d, metric).to_dict()
+        x = spec["layer"][0]["encoding"]["x"]
+        assert x["sort"] == ["R1", "R2", "R3"] and x["field"] == "run"
+        assert spec["layer"][0]["encoding"]["color"]["field"] == "family"
+    assert runmetrics.family_drift(HISTORY.iloc[:0]).empty
