@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import altair as alt
 import pandas as pd
 import streamlit as st
@@ -14,7 +16,11 @@ from review.identity import Permission
 engine = ui.engine()
 actor = ui.actor()
 tax = ui.tax()
-BUNDLED = {"Reference pipeline": refpipeline.reference, "Naive pipeline (worse)": refpipeline.naive}
+BUNDLED: dict[str, Callable[[], evalruns.Pipeline]] = {
+    "Reference pipeline": lambda: refpipeline.reference,
+    "Naive pipeline (worse)": lambda: refpipeline.naive,
+    "Sampled reference (varies between repeats)": lambda: refpipeline.Sampled(),
+}
 
 st.title("Evaluation runs")
 runs = evalruns.list_runs(engine)
@@ -48,6 +54,11 @@ if actor.can(Permission.run_evaluations):
             which = c1.selectbox("Pipeline", list(BUNDLED))
             run_name = c2.text_input("Run name", key="runs_exec_name")
             repeats = c3.number_input("Repeats", 1, 10, 1)
+            perturb = st.checkbox(
+                "Also re-run each case perturbed (irrelevant documents reordered, a "
+                "high-overlap distractor added) for the metamorphic checks",
+                value=True,
+            )
             ex = st.form_submit_button("Run on every ready case")
         if ex:
             try:
@@ -55,12 +66,13 @@ if actor.can(Permission.run_evaluations):
                     evalruns.execute(
                         engine,
                         actor,
-                        BUNDLED[which],
+                        BUNDLED[which](),
                         tax,
                         name=run_name,
                         system_version=which,
                         repeats=int(repeats),
                         config={"pipeline": which},
+                        perturb=perturb,
                     )
             except (InputError, PermissionDenied) as exc:
                 st.error(str(exc))
@@ -99,7 +111,7 @@ st.dataframe(
     height=ui.table_height(len(runs), 8),
 )
 
-tab_one, tab_cmp = st.tabs(["One run", "Compare two runs"])
+tab_one, tab_cmp, tab_drift = st.tabs(["One run", "Compare two runs", "Drift by family"])
 by_name = {r.name: r for r in runs}
 with tab_one:
     pick = st.selectbox("Run", list(by_name), key="runs_pick")
@@ -143,9 +155,10 @@ with tab_one:
     st.subheader("By group")
     group = st.segmented_control(
         "Group by",
-        ["split", "category", "slices", "evidence_state"],
+        ["split", "category", "slices", "family", "evidence_state"],
         default="split",
         key="runs_group",
+        help="family: the counterfactual question family; evidence_state: its variant.",
     )
     table = runmetrics.by_group(df, group or "split")
     st.dataframe(table, hide_index=True, width="stretch")
@@ -166,10 +179,11 @@ with tab_one:
         .encode(x=alt.X("observed:N", sort=None), y=alt.Y("gold:N", sort=None), text="cases:Q"),
         width="stretch",
     )
-    st.subheader("Metamorphic checks over counterfactual families")
-    meta = runmetrics.metamorphic_checks(df)
+    st.subheader("Metamorphic checks")
+    perturbed = runmetrics.judge_perturbed(evalruns.perturbed_frame(engine, run.id, tax))
+    meta = runmetrics.metamorphic_checks(df, perturbed)
     if meta.empty:
-        st.info("This run has no outputs on family variants.")
+        st.info("This run has no outputs on family variants and no perturbed re-runs.")
     else:
         st.dataframe(
             meta,
@@ -178,13 +192,69 @@ with tab_one:
             column_config={
                 "pass_rate": st.column_config.ProgressColumn(
                     "pass rate", min_value=0.0, max_value=1.0, format="percent"
-                )
+                ),
+                "decision_variance": st.column_config.NumberColumn(
+                    "decision variance", format="%.3f"
+                ),
             },
         )
         st.caption(
-            "Pass rate is over every repeat (never the best run); 'varying' counts "
-            "variants whose decision changed between repeats."
+            "Family checks read the outputs on counterfactual variants; perturbation checks "
+            "re-run each case with its irrelevant documents reordered, or with a distractor "
+            "that repeats the question and answers nothing. Pass rate is over every case and "
+            "repeat (never the best run); 'varying' counts cases whose decision changed "
+            "between repeats, and decision variance is 1 minus the share of a case's most "
+            "frequent decision, averaged over cases."
         )
+    if perturbed.empty:
+        st.caption(
+            "No perturbed re-runs: imported runs and runs made without perturbations have "
+            "only the family checks."
+        )
+    else:
+        failing = perturbed[perturbed["passed"].eq(False)]
+        with st.expander(
+            f"Perturbed answers ({len(perturbed)}, {len(failing)} failing; text shown verbatim)"
+        ):
+            only = st.toggle("Failing only", value=True, key="runs_pert_failing")
+            shown = failing if only else perturbed
+            st.dataframe(
+                shown[
+                    [
+                        "key",
+                        "repeat",
+                        "kind",
+                        "base_decision",
+                        "decision",
+                        "passed",
+                        "why",
+                        "cited_doc_ids",
+                        "text",
+                    ]
+                ].rename(columns={"base_decision": "decision before", "decision": "after"}),
+                hide_index=True,
+                width="stretch",
+            )
+            cases_ = sorted(set(perturbed["key"]))
+            pick_case = st.selectbox("Show what was changed for case", cases_, key="runs_pert_case")
+            for kind, detail in (
+                perturbed.loc[perturbed["key"] == pick_case, ["kind", "perturbation"]]
+                .drop_duplicates("kind")
+                .itertuples(index=False)
+            ):
+                if kind == "reorder":
+                    ui.text(
+                        "\n".join(detail.get("was", [])),
+                        label="Visible documents in the case's order",
+                    )
+                    ui.text(
+                        "\n".join(detail.get("order", [])), label="Reordered (irrelevant moved)"
+                    )
+                else:
+                    ui.text(
+                        str(detail.get("body", "")),
+                        label=f"Distractor added first: {detail.get('added', '')}",
+                    )
     with st.expander("Outputs (text shown verbatim)"):
         st.dataframe(
             df[
@@ -239,3 +309,48 @@ with tab_cmp:
                 + " (fixed = B matches the gold decision where A did not)"
             )
             st.dataframe(flips, hide_index=True, width="stretch")
+
+with tab_drift:
+    st.subheader("Drift by question family")
+    history = evalruns.family_history(engine, tax)
+    drift = runmetrics.family_drift(history)
+    if drift.empty:
+        st.info("No run has outputs on cases of a question family yet.")
+    else:
+        metric = st.segmented_control(
+            "Metric",
+            list(runmetrics.DRIFT_METRICS),
+            format_func=runmetrics.DRIFT_METRICS.__getitem__,
+            default="decision_accuracy",
+            key="runs_drift_metric",
+        )
+        metric = metric or "decision_accuracy"
+        families = sorted(drift["family"].unique())
+        chosen = st.multiselect(
+            "Question families",
+            families,
+            default=[],
+            placeholder="All question families",
+            key="runs_drift_families",
+        )
+        view = drift[drift["family"].isin(chosen or families)]
+        st.altair_chart(runmetrics.drift_chart(view, metric), width="stretch")
+        order = view.sort_values("order").drop_duplicates("run")["run"].tolist()
+        table = view.pivot(index="family", columns="run", values=metric)[order]
+        st.dataframe(
+            table.reset_index(),
+            hide_index=True,
+            width="stretch",
+            height=ui.table_height(len(table), 20),
+            column_config={
+                r: st.column_config.NumberColumn(r, format="%.3f" if metric != "flips" else "%d")
+                for r in order
+            },
+        )
+        st.caption(
+            "Runs oldest first (left to right). Decision accuracy and abstention recall "
+            "count every repeat; flips count the family's cases whose first-repeat "
+            "decision differs from the run before (blank for the first run)."
+        )
+        with st.expander("Every run and family, with counts"):
+            st.dataframe(view, hide_index=True, width="stretch")
