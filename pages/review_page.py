@@ -230,22 +230,27 @@ with tab_validate:
                 st.rerun()
 
 with tab_report:
-    html_text = reviews.export_html(view, ctx)
+
+    def report_zip() -> bytes:
+        """The Markdown with its PNG charts, rendered when the zip is downloaded."""
+        text, images = reviews.export_markdown(view, ctx)
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+            z.writestr(f"monthly-review-{view.month}.md", text)
+            for name, data in images.items():
+                z.writestr(name, data)
+        return buf.getvalue()
+
     st.download_button(
         "Download the report (self-contained HTML)",
-        html_text,
+        lambda: reviews.export_html(view, ctx),
         file_name=f"monthly-review-{view.month}.html",
         mime="text/html",
     )
-    md, images = reviews.export_markdown(view, ctx)
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
-        z.writestr(f"monthly-review-{view.month}.md", md)
-        for name, data in images.items():
-            z.writestr(name, data)
+    md, _ = reviews.export_markdown(view, ctx, render_images=False)
     st.download_button(
         "Download Markdown with PNG charts (zip)",
-        buf.getvalue(),
+        report_zip,
         file_name=f"monthly-review-{view.month}.zip",
         mime="application/zip",
     )

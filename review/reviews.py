@@ -672,8 +672,12 @@ def export_html(view: SessionView, ctx: MonthContext) -> str:
     return "\n".join(parts)
 
 
-def export_markdown(view: SessionView, ctx: MonthContext) -> tuple[str, dict[str, bytes]]:
-    """Markdown text and its PNG charts (file name -> bytes), from the same data."""
+def export_markdown(
+    view: SessionView, ctx: MonthContext, *, render_images: bool = True
+) -> tuple[str, dict[str, bytes]]:
+    """Markdown text and its PNG charts (file name -> bytes), from the same data. With
+    ``render_images=False`` the text (which names the images) comes without them: rendering
+    the PNGs is most of the cost, paid only when the zip is downloaded."""
     lines = [
         f"# Monthly review {view.month}",
         "",
@@ -690,7 +694,8 @@ def export_markdown(view: SessionView, ctx: MonthContext) -> tuple[str, dict[str
     images: dict[str, bytes] = {}
     for i, (title, chart) in enumerate(ctx.charts, 1):
         name = f"chart-{i}.png"
-        images[name] = _png(chart)
+        if render_images:
+            images[name] = _png(chart)
         lines += [f"## {title}", "", f"![{title}]({name})", ""]
     return "\n".join(lines), images
 

@@ -174,6 +174,9 @@ def test_export_has_every_section_and_no_network_references(
         assert section in md
     for name in images:
         assert f"]({name})" in md and images[name][:8] == b"\x89PNG\r\n\x1a\n"
+    # the page shows the text without paying for the PNGs; the zip gets the same text
+    text_only, none = reviews.export_markdown(view, ctx, render_images=False)
+    assert text_only == md and none == {} and images
 
 
 def test_month_validation() -> None:
