@@ -206,10 +206,27 @@ def raw_agreement(
 
 
 def _pair_frame(c: _Coded) -> pd.DataFrame:
-    """One row per (item, annotator a, annotator b) with a < b, and the two value codes."""
-    left = pd.DataFrame({"u": c.item, "a": c.annotator, "v": c.value})
-    joined = left.merge(left, on="u", suffixes=("_a", "_b"))
-    return joined.loc[joined["a_a"] < joined["a_b"]].reset_index(drop=True)
+    """One row per (item, annotator a, annotator b) with a < b, and the two value codes.
+
+    A self-join without pandas' merge: with the labels sorted by item, the labels d places
+    apart on the same item are the pairs at distance d; d runs up to the largest item."""
+    order = np.argsort(c.item, kind="stable")
+    u, a, v = c.item[order], c.annotator[order], c.value[order]
+    firsts: list[IntArray] = []
+    seconds: list[IntArray] = []
+    d = 1
+    while d < len(u):
+        at = np.flatnonzero(u[d:] == u[:-d])
+        if not len(at):  # no item has more than d labels
+            break
+        firsts.append(at)
+        seconds.append(at + d)
+        d += 1
+    x = np.concatenate(firsts) if firsts else np.empty(0, np.int64)
+    y = np.concatenate(seconds) if seconds else np.empty(0, np.int64)
+    swap = a[x] > a[y]
+    x, y = np.where(swap, y, x), np.where(swap, x, y)
+    return pd.DataFrame({"u": u[x], "a_a": a[x], "v_a": v[x], "a_b": a[y], "v_b": v[y]})
 
 
 def _pairwise(c: _Coded) -> pd.DataFrame:
