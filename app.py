@@ -21,7 +21,9 @@ from review.identity import Actor, Role
 
 USER_KEY = "wb_user_id"
 
-st.set_page_config(page_title="Abstention Workbench", page_icon=":material/block:", layout="wide")
+# An emoji favicon is drawn in the browser; a Material icon here would be fetched from Google's
+# font CDN on every page load (the workbench makes no request beyond its own server).
+st.set_page_config(page_title="Abstention Workbench", page_icon="🚫", layout="wide")
 
 
 def _auth_configured() -> bool:

@@ -58,12 +58,15 @@ def forget_counts() -> None:
 
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
+# GFM turns bare web addresses into links after escapes are read; a word joiner (invisible)
+# inside "://" and "www." keeps them text
+_AUTOLINK = re.compile(r"(?i)(?<=[a-z]):(?=//)|(?<=www)(?=\.)")
 
 
 def md(value: object) -> str:
     """Untrusted text (trace ids, stratum values, plan names, messages quoting them) made
     inert for the markdown that captions, alerts and headers render."""
-    return _MD_SPECIAL.sub(r"\\\1", str(value))
+    return _MD_SPECIAL.sub(r"\\\1", _AUTOLINK.sub(lambda m: m.group(0) + "\u2060", str(value)))
 
 
 def pct(v: Any) -> str:

@@ -466,7 +466,7 @@ def builder_view(case_id: int) -> None:
     st.caption(
         f"Expected {decision_label(view.expected_decision)} · evidence state "
         f"{view.evidence_state or '—'} · family {view.family or '—'} · identity "
-        f"{view.identity_name} ({', '.join(view.identity_scopes)})"
+        f"{ui.inert(view.identity_name)} ({', '.join(view.identity_scopes)})"
     )
     if view.evidence_state not in (None, "present") or view.expected_decision != "answer":
         st.warning(

@@ -197,8 +197,8 @@ def show_case(case_id: int) -> None:
         else:
             st.text("(none)")
         st.caption(
-            f"Documents available to retrieval for identity “{view.identity_name}” "
-            f"(may see: {', '.join(view.identity_scopes) or 'nothing'})"
+            f"Documents available to retrieval for identity “{ui.inert(view.identity_name)}” "
+            f"(may see: {ui.inert(', '.join(view.identity_scopes)) or 'nothing'})"
         )
         if view.documents:
             st.dataframe(

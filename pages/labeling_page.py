@@ -85,8 +85,8 @@ if view.required_claims:
         st.text(f"{i}. {claim}")
 
 st.caption(
-    f"Evidence exactly as the identity “{view.identity_name}” gets it "
-    f"(may see: {', '.join(view.identity_scopes) or 'nothing'})"
+    f"Evidence exactly as the identity “{ui.inert(view.identity_name)}” gets it "
+    f"(may see: {ui.inert(', '.join(view.identity_scopes)) or 'nothing'})"
 )
 if not view.documents:
     st.info("Retrieval returns nothing for this identity (empty retrieval).")

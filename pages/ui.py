@@ -1,12 +1,14 @@
 """The one UI helper module: engine and taxonomy caches, the signed-in user, small widgets.
 
 Untrusted text (document bodies, questions, claims, titles) goes through :func:`text` or
-dataframes, never markdown or HTML.
+dataframes, never markdown or HTML; where a short untrusted value must sit inside a caption,
+header or message (which render markdown), it goes through :func:`inert` first.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import streamlit as st
@@ -81,14 +83,31 @@ def fmt_option(labels: dict[str, Any]) -> Any:
     return f
 
 
+_ID_MAX = 2**31 - 1  # the database's integer ids hold no more
+
+
+def inert(value: object) -> str:
+    """Untrusted text made inert for the markdown that captions, headers and messages render:
+    an inline code span (fenced by more backticks than the text holds), so no image is
+    fetched, no link, autolink or HTML is made, and the characters show as typed."""
+    text = " ".join(str(value).split())
+    if not text:
+        return ""
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    return f"{fence} {text} {fence}"
+
+
 def query_int(name: str) -> int | None:
+    """A whole-number query parameter (an id); None when absent, not a number or out of the
+    range an id can have."""
     raw = st.query_params.get(name)
     if raw is None:
         return None
     try:
-        return int(raw)
+        value = int(raw)
     except ValueError:
         return None
+    return value if 0 <= value <= _ID_MAX else None
 
 
 def table_height(rows: int, max_rows: int = 25) -> int:
