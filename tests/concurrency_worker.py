@@ -155,6 +155,7 @@ def _work(
                 if held is not None:
                     labeling.release(engine, actor, held)
                     skip_cases.add(held)
+                    out(op="skip", target=held)
     except Exception as exc:  # the test fails on any of these
         out(error=type(exc).__name__, message=str(exc), trace=traceback.format_exc())
         return 3

@@ -218,7 +218,14 @@ def test_eight_processes_label_and_audit_the_same_sets_without_losing_anything(
     assert verdict_log == Counter((str(item), i) for i, item, _, _ in verdicts)
     # no case the queue handed out got more annotators than the overlap, no item more
     # reviewers than its plan's
-    assert per_case == [] and per_item == []
+    # ... except a case one tab skipped while the person's other tab still had it open: that
+    # tab's submit is kept (refusing it would lose the label), so the case may end with one
+    # label more than the overlap; the queue itself never hands such a case out again
+    skipped = {r["target"] for r in records if r.get("op") == "skip"}
+    assert [c for c, _ in per_case if c not in skipped] == [] and per_item == [], (
+        per_case,
+        per_item,
+    )
     assert stale_reservations == 0
     print(
         f"\n{any_engine.dialect.name}: {len(saved_labels)} labels, {len(saved_verdicts)} "
