@@ -32,6 +32,7 @@ from review import (
     claims,
     corpus,
     docformat,
+    edits,
     evalruns,
     monitoring,
     policy,
@@ -724,3 +725,46 @@ def test_nul_characters_are_refused_with_line_and_field(
     """PostgreSQL's text type cannot hold NUL: refused on import on every database."""
     with pytest.raises(InputError, match=rf"line 1: .*{where}.*NUL character"):
         parse(line)
+
+
+# ---------------------------------------------------------------------------------------
+# Case builder: an operator's parameters and span come from the expert's form
+
+
+@pytest.mark.parametrize("operator", sorted(edits.OPERATORS))
+@settings(FUZZ, max_examples=max(EXAMPLES // 3, 20))
+@given(data=st.data())
+def test_edit_operators_only_raise_input_errors(operator: str, data: st.DataObject) -> None:
+    body = data.draw(st.sampled_from([_front_matter(GOOD)[1], "x", ""]) | hostile_text)
+    spots = [
+        (i, i + len(w))
+        for w in ("14", "14 days", "5 GB", "Monthly", "EU", "Annual", ", except when more")
+        if (i := body.find(w)) >= 0
+    ]
+    start, end = data.draw(
+        st.tuples(st.integers(-3, len(body) + 3), st.integers(-3, len(body) + 3))
+        | (st.sampled_from(spots) if spots else st.nothing())
+    )
+    fields = edits.OPERATORS[operator].param_fields()
+    names = [f.name for f in fields]
+    samples = {"int": 2027, "bool": True, "str": "2027"}
+    valid = {
+        f.name: f.choices[0] if f.choices else samples.get(f.type.split(" ")[0], "x")
+        for f in fields
+        if f.required or f.choices
+    }
+    params = data.draw(
+        st.dictionaries(
+            (st.sampled_from(names) if names else st.nothing()) | st.text(max_size=8),
+            values,
+            max_size=4,
+        )
+        | st.just(valid)
+        | st.builds(lambda d: mutate(d.draw, valid, ["x"])[0], st.data())
+    )
+
+    def go() -> None:
+        span = edits.span_at(body, start, end, "position" if start == end else "selection")
+        edits.edit_document(body, operator, span, params, doc_id="POL-REFUND", version=2)
+
+    only_clear_errors(go)
