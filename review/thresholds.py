@@ -400,7 +400,7 @@ def replay_traces(
 
     from review import traces as traces_service
     from review.gate import decide_frame
-    from storage.db import read_session
+    from storage.db import plain_rows, read_session
     from storage.models import AuditItem, AuditVerdict, Trace
 
     traces_service.require_view(actor)
@@ -411,7 +411,6 @@ def replay_traces(
     last = 0
     cols = [
         Trace.id,
-        Trace.trace_id,
         Trace.ranking_mode,
         Trace.hits_after_filter,
         Trace.top_score,
@@ -420,17 +419,17 @@ def replay_traces(
         Trace.ungrounded,
         Trace.customer_tier,
         Trace.restricted,
-        Trace.at,
     ]
     while True:
-        with read_session(engine) as s:
-            rows = s.execute(
-                select(*cols).where(Trace.id > last).order_by(Trace.id).limit(batch)
-            ).all()
+        with read_session(engine) as s:  # driver rows: a million Row objects cost seconds
+            rows = plain_rows(
+                s, select(*cols).where(Trace.id > last).order_by(Trace.id).limit(batch)
+            )
         if not rows:
             break
-        last = int(str(rows[-1][0]))
-        df = pd.DataFrame(rows, columns=[c.key for c in cols])
+        last = int(rows[-1][0])
+        df = pd.DataFrame.from_records(rows, columns=[c.key for c in cols])
+        df["restricted"] = df["restricted"].astype(bool)
         total += len(df)
         ok = df["ranking_mode"].isin(modes) & df["hits_after_filter"].notna()
         skipped += int((~ok).sum())
@@ -468,6 +467,12 @@ def replay_traces(
     if not ex.empty:
         ids = [int(i) for i in ex["id"]]
         with read_session(engine) as s:
+            found = s.execute(
+                select(Trace.id, Trace.trace_id, Trace.at).where(Trace.id.in_(ids))
+            ).all()
+            named = {int(r[0]): (r[1], r[2]) for r in found}
+            ex["trace_id"] = [named[i][0] for i in ids]
+            ex["at"] = [named[i][1] for i in ids]
             latest = dict(
                 s.execute(
                     select(AuditItem.trace_pk, AuditVerdict.verdict)

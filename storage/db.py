@@ -144,6 +144,24 @@ def run_write(engine: Engine, work: Callable[[Session], T], attempts: int = 6) -
     raise AssertionError("unreachable")
 
 
+def plain_rows(session: Session, stmt: Any) -> list[tuple[Any, ...]]:
+    """Rows of a SELECT as the driver returns them (plain tuples), bypassing SQLAlchemy's
+    per-row processing: for reads of hundreds of thousands of rows, where building Row
+    objects and converting types costs more than the query. Values come raw: SQLite gives
+    booleans as 0/1, timestamps and JSON as text."""
+    conn = session.connection()
+    compiled = stmt.compile(conn, compile_kwargs={"render_postcompile": True})
+    params = compiled.construct_params()
+    positional = getattr(compiled, "positiontup", None)
+    args: Any = tuple(params[k] for k in positional) if positional else params
+    cursor = conn.connection.cursor()
+    try:
+        cursor.execute(str(compiled), args)
+        return list(cursor.fetchall())
+    finally:
+        cursor.close()
+
+
 def migrate(engine: Engine) -> None:
     """Bring the schema to the newest Alembic revision (``upgrade head``)."""
     from alembic import command

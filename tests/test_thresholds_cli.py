@@ -175,5 +175,22 @@ def test_replay_on_traces_counts_flips_by_slice(demo_engine: Engine) -> None:
     assert not r.flips.empty and set(r.flips["after"]) <= {"abstain", "answer (caveat)"}
     assert int(r.flips["traces"].sum()) <= r.traces
     assert {"trace_id", "before", "after", "audit verdict"} <= set(r.examples.columns)
+    # restricted traces are counted for everyone but listed only for users with clearance
+    from sqlalchemy import select
+
+    from storage.db import read_session
+    from storage.models import Trace
+
+    with read_session(demo_engine) as s:
+        restricted = set(s.scalars(select(Trace.trace_id).where(Trace.restricted.is_(True))))
+    big = thresholds.replay_traces(
+        demo_engine, make_actor("reviewer", clearance=True), pif.policy, stricter, examples=10**6
+    )
+    assert restricted & set(big.examples["trace_id"]), "the demo has restricted flips"
+    plain = thresholds.replay_traces(
+        demo_engine, make_actor("reviewer"), pif.policy, stricter, examples=10**6
+    )
+    assert not restricted & set(plain.examples["trace_id"])
+    assert plain.flips.equals(big.flips)
     with pytest.raises(Exception, match="traces"):
         thresholds.replay_traces(demo_engine, make_actor("annotator"), pif.policy, stricter)
