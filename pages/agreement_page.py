@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import altair as alt
-import pandas as pd
 import streamlit as st
 
 from pages import ui
@@ -20,21 +19,16 @@ st.title("Agreement")
 def _report(
     url: str, stamp: tuple[int, int], slice_: str, category: str, group_by: str
 ) -> agreement.AgreementReport | None:
-    """Cached on the labels' stamp: a new label recomputes; widget changes reuse it."""
-    return agreement.agreement_report(
-        _labels(url, stamp),
+    """Computed in the database from aggregates (never every label in memory); cached on the
+    labels' stamp and the filters: a new label recomputes, widget changes reuse it."""
+    return agreement.agreement_report_sql(
+        engine,
         list(tax.decisions),
         list(tax.reason_codes),
         slice_=slice_,
         category=category,
         group_by=group_by,
     )
-
-
-@st.cache_resource(show_spinner=False, max_entries=1)
-def _labels(url: str, stamp: tuple[int, int]) -> pd.DataFrame:
-    """The current labels, shared read-only by the sessions (no copy per rerun)."""
-    return labeling.labels_frame(engine)
 
 
 stamp = labeling.labels_stamp(engine)
