@@ -26,7 +26,7 @@ from review.errors import InputError, PermissionDenied, StaleWriteError
 from review.identity import Actor, Permission, require
 from review.taxonomy import Taxonomy
 from storage import changes
-from storage.db import read_session, run_write
+from storage.db import plain_rows, read_session, run_write
 from storage.models import (
     Adjudication,
     Case,
@@ -518,9 +518,8 @@ def labels_frame(engine: Engine) -> pd.DataFrame:
         .order_by(CaseSlice.case_id, CaseSlice.slice)
     )
     with read_session(engine) as s:
-        conn = s.connection()
-        rows = _driver_rows(conn, stmt)
-        slice_rows = _driver_rows(conn, slices_stmt)
+        rows = plain_rows(s, stmt)
+        slice_rows = plain_rows(s, slices_stmt)
     columns = ["case_id", "key", "case_category", "annotator", "decision", "reason_codes"]
     if not rows:
         return pd.DataFrame(columns=[*columns, "slices"])
@@ -546,19 +545,6 @@ def _parse_lists(texts: Iterable[str | None]) -> list[tuple[str, ...]]:
             got = seen[t] = tuple(json.loads(t)) if t else ()
         out.append(got)
     return out
-
-
-def _driver_rows(conn: Any, stmt: Any) -> list[tuple[Any, ...]]:
-    compiled = stmt.compile(conn)
-    params = compiled.construct_params()
-    positional = getattr(compiled, "positiontup", None)
-    args: Any = tuple(params[k] for k in positional) if positional else params
-    cursor = conn.connection.cursor()  # the DBAPI cursor: plain tuples, no Row objects
-    try:
-        cursor.execute(str(compiled), args)
-        return list(cursor.fetchall())
-    finally:
-        cursor.close()
 
 
 # ---------------------------------------------------------------------------------------
