@@ -304,21 +304,6 @@ def agreement_table(
     c = _prepare(df, item, annotator, value)
     stats = _unit_stats(c)
     pw = _pairwise(c)
-    pair_rows = pd.DataFrame(
-        {
-            "field": field_name,
-            "scope": "pair",
-            "annotator_a": [c.annotators[int(i)] for i in pw["a"]],
-            "annotator_b": [c.annotators[int(i)] for i in pw["b"]],
-            "n_items": pw["n"].astype(np.int64),
-            "n_annotators": 2,
-            "raw_agreement": pw["raw"].astype(float),
-            "cohen_kappa": pw["kappa"].astype(float),
-            "krippendorff_alpha": np.nan,
-            "note": pw["note"].astype(object),
-        },
-        columns=TABLE_COLUMNS,
-    )
     alpha, raw = _alpha(stats), _raw(stats)
     n_pairable = int(np.count_nonzero(stats.m >= 2))
     if n_pairable == 0:
@@ -328,24 +313,53 @@ def agreement_table(
         note = f"alpha undefined: every label is {only!r} (no variation)"
     else:
         note = ""
-    overall = pd.DataFrame(
+    return _assemble(
+        field_name,
+        {
+            "annotator_a": [c.annotators[int(i)] for i in pw["a"]],
+            "annotator_b": [c.annotators[int(i)] for i in pw["b"]],
+            "n_items": pw["n"].astype(np.int64),
+            "raw_agreement": pw["raw"].astype(float),
+            "cohen_kappa": pw["kappa"].astype(float),
+            "note": pw["note"].astype(object),
+        },
+        {
+            "n_items": n_pairable,
+            "n_annotators": len(c.annotators),
+            "raw_agreement": np.nan if raw is None else raw,
+            "krippendorff_alpha": np.nan if alpha is None else alpha,
+            "note": note,
+        },
+    )
+
+
+def _assemble(field_name: str, pairs: dict[str, Any], overall: dict[str, Any]) -> pd.DataFrame:
+    """The ``agreement_table`` frame: the pair rows (columns given in ``pairs``), then the
+    one overall row (values in ``overall``), with the table's types."""
+    pair_rows = pd.DataFrame(
+        {
+            "field": field_name,
+            "scope": "pair",
+            "n_annotators": 2,
+            "krippendorff_alpha": np.nan,
+            **pairs,
+        },
+        columns=TABLE_COLUMNS,
+    )
+    whole = pd.DataFrame(
         [
             {
                 "field": field_name,
                 "scope": "all",
                 "annotator_a": None,
                 "annotator_b": None,
-                "n_items": n_pairable,
-                "n_annotators": len(c.annotators),
-                "raw_agreement": np.nan if raw is None else raw,
                 "cohen_kappa": np.nan,
-                "krippendorff_alpha": np.nan if alpha is None else alpha,
-                "note": note,
+                **overall,
             }
         ],
         columns=TABLE_COLUMNS,
     )
-    frames = [f for f in (pair_rows, overall) if not f.empty]
+    frames = [f for f in (pair_rows, whole) if not f.empty]
     out = pd.concat(frames, ignore_index=True)
     return out.astype(
         {
@@ -722,49 +736,24 @@ def _table_frame(
             kappas.append(np.nan)
             only = _argmax(p.rows)
             notes.append(f"kappa undefined: both gave only {only!r} (no variation)")
-    pair_rows = pd.DataFrame(
+    n_pairable, raw, alpha, note = _overall_values(overall)
+    return _assemble(
+        field_name,
         {
-            "field": field_name,
-            "scope": "pair",
             "annotator_a": [a for a, _ in keys],
             "annotator_b": [b for _, b in keys],
             "n_items": np.array(ns, dtype=np.int64),
-            "n_annotators": 2,
             "raw_agreement": np.array(raws, dtype=float),
             "cohen_kappa": np.array(kappas, dtype=float),
-            "krippendorff_alpha": np.nan,
             "note": pd.Series(notes, dtype=object),
         },
-        columns=TABLE_COLUMNS,
-    )
-    n_pairable, raw, alpha, note = _overall_values(overall)
-    whole = pd.DataFrame(
-        [
-            {
-                "field": field_name,
-                "scope": "all",
-                "annotator_a": None,
-                "annotator_b": None,
-                "n_items": n_pairable,
-                "n_annotators": overall.annotators,
-                "raw_agreement": np.nan if raw is None else raw,
-                "cohen_kappa": np.nan,
-                "krippendorff_alpha": np.nan if alpha is None else alpha,
-                "note": note,
-            }
-        ],
-        columns=TABLE_COLUMNS,
-    )
-    frames = [f for f in (pair_rows, whole) if not f.empty]
-    out = pd.concat(frames, ignore_index=True)
-    return out.astype(
         {
-            "n_items": np.int64,
-            "n_annotators": np.int64,
-            "raw_agreement": float,
-            "cohen_kappa": float,
-            "krippendorff_alpha": float,
-        }
+            "n_items": n_pairable,
+            "n_annotators": overall.annotators,
+            "raw_agreement": np.nan if raw is None else raw,
+            "krippendorff_alpha": np.nan if alpha is None else alpha,
+            "note": note,
+        },
     )
 
 

@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session, selectinload
 from review.errors import InputError
 from review.identity import Actor, Permission, require
 from review.taxonomy import Taxonomy
-from review.textcheck import NUL_PROBLEM, nul_field
+from review.textcheck import NUL_PROBLEM, load_json_line, nul_field
 from storage import changes
 from storage.db import read_session, run_write
 from storage.models import (
@@ -177,16 +177,7 @@ def iter_cases_jsonl(
         line = raw.strip()
         if not line:
             continue
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{source}: line {n}: not valid JSON ({exc.msg})") from None
-        except RecursionError:
-            raise InputError(f"{source}: line {n}: not valid JSON (nested too deeply)") from None
-        except ValueError:  # an integer of more digits than Python converts
-            raise InputError(
-                f"{source}: line {n}: not valid JSON (a number too long to read)"
-            ) from None
+        data = load_json_line(line, f"{source}: line {n}")
         yield n, validate_case(data, source, n, tax)
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import json
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -18,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from review.errors import InputError
 from review.taxonomy import Taxonomy
-from review.textcheck import NUL_PROBLEM, nul_field
+from review.textcheck import NUL_PROBLEM, load_json_line, nul_field
 from review.yamlstrict import load_yaml_text
 
 DOC_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,119}$")
@@ -162,16 +161,7 @@ def iter_jsonl(lines: Iterable[str], source: str, tax: Taxonomy) -> Iterator[Doc
         line = raw.strip()
         if not line:
             continue
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{source}: line {n}: not valid JSON ({exc.msg})") from None
-        except RecursionError:
-            raise InputError(f"{source}: line {n}: not valid JSON (nested too deeply)") from None
-        except ValueError:  # an integer of more digits than Python converts
-            raise InputError(
-                f"{source}: line {n}: not valid JSON (a number too long to read)"
-            ) from None
+        data = load_json_line(line, f"{source}: line {n}")
         if not isinstance(data, dict):
             raise InputError(f"{source}: line {n}: expected a JSON object")
         yield _build(data, source, n, tax)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import datetime as dt
-import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,7 +32,7 @@ from review.errors import InputError
 from review.families import restricted_text_in
 from review.identity import Actor, Permission, require
 from review.taxonomy import Taxonomy
-from review.textcheck import NUL_PROBLEM, nul_field
+from review.textcheck import NUL_PROBLEM, load_json_line, nul_field
 from storage import changes
 from storage.db import read_session, run_write
 from storage.models import (
@@ -83,16 +82,7 @@ def iter_outputs(
         line = raw.strip()
         if not line:
             continue
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{source}: line {n}: not valid JSON ({exc.msg})") from None
-        except RecursionError:
-            raise InputError(f"{source}: line {n}: not valid JSON (nested too deeply)") from None
-        except ValueError:  # an integer of more digits than Python converts
-            raise InputError(
-                f"{source}: line {n}: not valid JSON (a number too long to read)"
-            ) from None
+        data = load_json_line(line, f"{source}: line {n}")
         if not isinstance(data, dict):
             raise InputError(f"{source}: line {n}: expected a JSON object")
         nul = nul_field(data)
