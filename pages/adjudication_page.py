@@ -19,8 +19,10 @@ if not actor.can(Permission.adjudicate):
     st.info("Adjudication is for reviewers. Your roles do not include it.")
     st.stop()
 
-queue = labeling.disagreements(engine)
-st.caption(f"{len(queue)} case(s) whose current labels disagree and have no newer gold label.")
+LIMIT = 200
+queue = labeling.disagreements(engine, limit=LIMIT)
+shown = f"The first {LIMIT} cases" if len(queue) >= LIMIT else f"{len(queue)} case(s)"
+st.caption(f"{shown} whose current labels disagree and have no newer gold label.")
 picked = ui.query_int("case")
 if picked is None and queue:
     picked = queue[0][0]
