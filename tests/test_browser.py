@@ -228,7 +228,7 @@ def test_threshold_proposal_to_approval(page, demo_url: str) -> None:  # type: i
     pg.get_by_label("caveat_below").fill("0.7")
     pg.get_by_role("button", name="Propose for sign-off").click()
     wait_idle(pg)
-    assert pg.get_by_text("Proposed as version").is_visible()
+    pg.get_by_text("Proposed as version").wait_for(state="visible", timeout=30_000)
     eng = make_engine(demo_url)
     newest = signoff.versions(eng, thresholds.KIND)[0]
     assert newest.author == "omar.haddad@brightwave.example" and newest.status == "pending"
@@ -239,7 +239,10 @@ def test_threshold_proposal_to_approval(page, demo_url: str) -> None:  # type: i
         wait_idle(pg)
         pg.get_by_role("button", name="Approve").first.click()
         wait_idle(pg)
-        assert pg.get_by_text(f"Version {newest.number} approved").is_visible()
+        # the message appears when the rerun after the click ends (slow on a loaded machine)
+        pg.get_by_text(f"Version {newest.number} approved").wait_for(
+            state="visible", timeout=30_000
+        )
     done = signoff.get_version(eng, newest.id)
     assert done.status == "approved"
     assert signoff.verify_chain(eng) == []
