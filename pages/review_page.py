@@ -55,7 +55,12 @@ view = reviews.get_session(engine, picked)
 assert view is not None
 ctx = reviews.month_context(engine, tax, picked)
 if view.closed:
-    st.info(f"Closed by {view.closed_by} on {view.closed_at:%Y-%m-%d %H:%M}: read-only.")
+    kept = (
+        " The month's tables and charts are shown as they were when it was closed."
+        if ctx.frozen_tables is not None
+        else ""
+    )
+    st.info(f"Closed by {view.closed_by} on {view.closed_at:%Y-%m-%d %H:%M}: read-only.{kept}")
 writable = can_write and not view.closed
 
 tab_month, tab_record, tab_validate, tab_report = st.tabs(
@@ -223,7 +228,7 @@ with tab_validate:
         st.divider()
         if st.button("Close this review (it becomes read-only)", type="primary"):
             try:
-                reviews.close_session(engine, actor, view.id, view.version)
+                reviews.close_session(engine, actor, view.id, view.version, tax)
             except (InputError, StaleWriteError, PermissionDenied) as exc:
                 st.error(str(exc))
             else:

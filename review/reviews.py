@@ -15,6 +15,7 @@ import calendar
 import datetime as dt
 import html
 import io
+import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -29,7 +30,7 @@ from review import evalruns, signoff, thresholds
 from review.charts import risk_coverage_chart
 from review.errors import InputError, PermissionDenied, StaleWriteError
 from review.identity import Actor, Role
-from review.taxonomy import Taxonomy
+from review.taxonomy import Taxonomy, load_taxonomy
 from storage import changes
 from storage.db import read_session, run_write
 from storage.models import ReviewAction, ReviewFinding, ReviewSession, User, utcnow
@@ -326,9 +327,22 @@ def store_validation(engine: Engine, actor: Actor, session_id: int, result: dict
     run_write(engine, work)
 
 
-def close_session(engine: Engine, actor: Actor, session_id: int, expected_version: int) -> None:
-    """Close the review: from now on it is read-only. Audited."""
+def close_session(
+    engine: Engine,
+    actor: Actor,
+    session_id: int,
+    expected_version: int,
+    tax: Taxonomy | None = None,
+) -> None:
+    """Close the review: from now on it is read-only, and the month's tables and charts are
+    kept as they are now (a later run, audit batch, policy change or purge does not change
+    the record). Audited."""
     _require_reviewer(actor)
+    with read_session(engine) as rs:
+        month = rs.scalar(select(ReviewSession.month).where(ReviewSession.id == session_id))
+    if month is None:
+        raise InputError(f"review {session_id} does not exist")
+    record = freeze_context(live_context(engine, tax or load_taxonomy(), month))
 
     def work(s: Session) -> None:
         row = _open_row(s, session_id)
@@ -342,6 +356,7 @@ def close_session(engine: Engine, actor: Actor, session_id: int, expected_versio
         row.status = "closed"
         row.closed_at = utcnow()
         row.closed_by = actor.email
+        row.record = record
         row.version += 1
         row.updated_at = row.closed_at
         row.updated_by = actor.email
@@ -463,6 +478,10 @@ class MonthContext:
     policy_changes: list[signoff.VersionView]
     extra_sections: list[tuple[str, pd.DataFrame]]
     charts: list[tuple[str, alt.TopLevelMixin]]
+    #: a closed review's month as it was when closed: its tables (gate, extra sections,
+    #: policy changes, in report order) replace the live ones; None for a live context
+    frozen_tables: list[tuple[str, pd.DataFrame]] | None = None
+    frozen_at: str | None = None
 
 
 ContextHook = Callable[
@@ -473,8 +492,21 @@ CONTEXT_HOOKS: list[ContextHook] = []
 
 
 def month_context(engine: Engine, tax: Taxonomy, month: str) -> MonthContext:
+    """What the review of ``month`` shows: for a closed review the record frozen when it
+    was closed; otherwise gathered now (the newest run created by the month's end, the
+    policy and wording changes of the month and those pending, the hooks' sections)."""
+    with read_session(engine) as s:
+        record = s.scalar(select(ReviewSession.record).where(ReviewSession.month == month))
+    if record:
+        return thaw_context(month, record)
+    return live_context(engine, tax, month)
+
+
+def live_context(engine: Engine, tax: Taxonomy, month: str) -> MonthContext:
+    """The month's context gathered from the data as it is now."""
     first, last = month_bounds(month)
-    runs = evalruns.list_runs(engine)
+    end = dt.datetime.combine(last + dt.timedelta(days=1), dt.time(), tzinfo=dt.UTC)
+    runs = [r for r in evalruns.list_runs(engine) if r.created_at < end]
     gate: list[thresholds.GateRow] = []
     gate_run = None
     if runs:
@@ -567,41 +599,7 @@ def report_sections(view: SessionView, ctx: MonthContext) -> list[tuple[str, pd.
     val = view.validation or {}
     return [
         ("Attendees", pd.DataFrame({"attendee": list(view.attendees)})),
-        (
-            "Release gate of the latest run"
-            + (f" ({ctx.gate_run}, test split)" if ctx.gate_run else ""),
-            pd.DataFrame(
-                [
-                    {
-                        "target": g.target,
-                        "scope": g.scope,
-                        "rule": g.rule,
-                        "value": None if g.value != g.value else round(g.value, 3),
-                        "result": "pass" if g.passed else "FAIL",
-                    }
-                    for g in ctx.gate
-                ]
-            ),
-        ),
-        *ctx.extra_sections,
-        (
-            "Policy and wording changes",
-            pd.DataFrame(
-                [
-                    {
-                        "kind": v.kind,
-                        "version": v.number,
-                        "status": v.status,
-                        "author": v.author,
-                        "rationale": v.rationale,
-                        "signatures": "; ".join(
-                            f"{s.role} {s.meaning} by {s.signer}" for s in v.signatures
-                        ),
-                    }
-                    for v in ctx.policy_changes
-                ]
-            ),
-        ),
+        *context_tables(ctx),
         (
             "Validation check",
             pd.DataFrame(
@@ -637,6 +635,97 @@ def report_sections(view: SessionView, ctx: MonthContext) -> list[tuple[str, pd.
             ),
         ),
     ]
+
+
+def context_tables(ctx: MonthContext) -> list[tuple[str, pd.DataFrame]]:
+    """The month's tables: release gate, the hooks' sections, policy and wording changes."""
+    if ctx.frozen_tables is not None:
+        return list(ctx.frozen_tables)
+    return [
+        (
+            "Release gate of the latest run"
+            + (f" ({ctx.gate_run}, test split)" if ctx.gate_run else ""),
+            pd.DataFrame(
+                [
+                    {
+                        "target": g.target,
+                        "scope": g.scope,
+                        "rule": g.rule,
+                        "value": None if g.value != g.value else round(g.value, 3),
+                        "result": "pass" if g.passed else "FAIL",
+                    }
+                    for g in ctx.gate
+                ]
+            ),
+        ),
+        *ctx.extra_sections,
+        (
+            "Policy and wording changes",
+            pd.DataFrame(
+                [
+                    {
+                        "kind": v.kind,
+                        "version": v.number,
+                        "status": v.status,
+                        "author": v.author,
+                        "rationale": v.rationale,
+                        "signatures": "; ".join(
+                            f"{s.role} {s.meaning} by {s.signer}" for s in v.signatures
+                        ),
+                    }
+                    for v in ctx.policy_changes
+                ]
+            ),
+        ),
+    ]
+
+
+def _table_json(df: pd.DataFrame) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(df.to_json(orient="split", date_format="iso", index=False))
+    return {"columns": data.get("columns", []), "data": data.get("data", [])}
+
+
+def freeze_context(ctx: MonthContext) -> dict[str, Any]:
+    """A closed review's record: the month's tables and charts as JSON (charts as their
+    Vega-Lite specs with the data inline), so the review reads the same for good."""
+    return {
+        "frozen_at": utcnow().isoformat(),
+        "gate_run": ctx.gate_run,
+        "tables": [{"title": t, **_table_json(df)} for t, df in context_tables(ctx)],
+        "extra_titles": [t for t, _ in ctx.extra_sections],
+        "charts": [{"title": t, "spec": chart.to_dict()} for t, chart in ctx.charts],
+    }
+
+
+def _chart_from_spec(spec: dict[str, Any]) -> alt.TopLevelMixin:
+    for key, cls in (
+        ("layer", alt.LayerChart),
+        ("hconcat", alt.HConcatChart),
+        ("vconcat", alt.VConcatChart),
+        ("concat", alt.ConcatChart),
+    ):
+        if key in spec:
+            return cls.from_dict(spec, validate=False)
+    return alt.Chart.from_dict(spec, validate=False)
+
+
+def thaw_context(month: str, record: dict[str, Any]) -> MonthContext:
+    """The MonthContext of a frozen record (see ``freeze_context``)."""
+    tables = [
+        (str(t["title"]), pd.DataFrame(t.get("data", []), columns=t.get("columns", [])))
+        for t in record.get("tables", [])
+    ]
+    extra = set(record.get("extra_titles", []))
+    return MonthContext(
+        month=month,
+        gate=[],
+        gate_run=record.get("gate_run"),
+        policy_changes=[],
+        extra_sections=[(t, df) for t, df in tables if t in extra],
+        charts=[(str(c["title"]), _chart_from_spec(c["spec"])) for c in record.get("charts", [])],
+        frozen_tables=tables,
+        frozen_at=record.get("frozen_at"),
+    )
 
 
 def export_html(view: SessionView, ctx: MonthContext) -> str:
@@ -779,7 +868,7 @@ def build_demo_reviews(engine: Engine, tax: Taxonomy, today: dt.date | None = No
                 store_validation(engine, ravi, s.id, result)
             view = get_session(engine, month)
             assert view is not None
-            close_session(engine, ravi, s.id, view.version)
+            close_session(engine, ravi, s.id, view.version, tax)
         else:
             text, sev, links = findings[2]
             add_finding(engine, ravi, s.id, text, sev, links)

@@ -639,6 +639,8 @@ class ReviewSession(Base):
     updated_by: Mapped[str | None] = mapped_column(String(320))
     closed_at: Mapped[dt.datetime | None] = mapped_column()
     closed_by: Mapped[str | None] = mapped_column(String(320))
+    #: the month as it was reviewed, frozen at closing (tables and charts; see review.reviews)
+    record: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
 
 class ReviewFinding(Base):

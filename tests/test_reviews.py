@@ -183,3 +183,49 @@ def test_month_validation() -> None:
     assert reviews.next_month("2025-12") == "2026-01"
     with pytest.raises(InputError):
         reviews.month_bounds("2025-13")
+
+
+def test_a_closed_review_keeps_the_month_as_it_was_when_closed(
+    demo_engine: Engine, tax: Taxonomy
+) -> None:
+    from sqlalchemy import select
+
+    from review import audits
+    from review.audits import PlanSpec
+    from storage.db import read_session
+    from storage.models import AuditLog
+
+    closed = [v for v in reviews.list_sessions(demo_engine) if v.closed]
+    opened = [v for v in reviews.list_sessions(demo_engine) if not v.closed]
+    assert closed and opened, "the demo has closed reviews and an open one"
+    view, live_view = closed[0], opened[0]
+    ctx = reviews.month_context(demo_engine, tax, view.month)
+    assert ctx.frozen_tables is not None and ctx.frozen_at
+    html_before = reviews.export_html(view, ctx)
+    md_before, _ = reviews.export_markdown(view, ctx, render_images=False)
+    assert [t for t, _ in ctx.charts], "the frozen record keeps the charts"
+
+    # the world moves on: a new audit batch in progress (every live month lists open batches)
+    audits.create_plan(
+        demo_engine,
+        make_actor("reviewer", "chen.li@brightwave.example"),
+        PlanSpec(name="After the close", strata=("decision",), total=6, seed=3),
+    )
+    live_now = reviews.live_context(demo_engine, tax, view.month)
+    live_audit = dict(reviews.context_tables(live_now))["Audit batches and weighted estimates"]
+    assert "After the close" in set(live_audit["batch"])  # the live month would change...
+    again = reviews.month_context(demo_engine, tax, view.month)
+    assert reviews.export_html(view, again) == html_before  # ...the closed record does not
+    assert reviews.export_markdown(view, again, render_images=False)[0] == md_before
+    assert "After the close" not in html_before
+    # an open review is live
+    open_ctx = reviews.month_context(demo_engine, tax, live_view.month)
+    assert open_ctx.frozen_tables is None
+    open_audit = dict(reviews.context_tables(open_ctx))["Audit batches and weighted estimates"]
+    assert "After the close" in set(open_audit["batch"])
+    # closing is in the audit log
+    with read_session(demo_engine) as s:
+        logged = s.scalars(
+            select(AuditLog).where(AuditLog.action == "close", AuditLog.entity == "review_session")
+        ).all()
+    assert {a.entity_id for a in logged} >= {v.month for v in closed}
