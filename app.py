@@ -57,7 +57,7 @@ def _bootstrap_form(engine: Engine) -> None:
         try:
             users.bootstrap_admin(engine, email, name)
         except InputError as exc:
-            st.error(str(exc))
+            st.error(ui.plain(exc))
         else:
             st.rerun()
 

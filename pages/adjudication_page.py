@@ -91,7 +91,7 @@ if ok:
     try:
         labeling.adjudicate(engine, actor, view.id, decision, reasons, note, tax)
     except (InputError, PermissionDenied) as exc:
-        st.error(str(exc))
+        st.error(ui.plain(exc))
     else:
         st.session_state["adj_flash"] = f"Gold label set on {view.key}."
         st.query_params.pop("case", None)

@@ -94,7 +94,7 @@ with tab_users:
                         active=new_active,
                     )
                 except (InputError, PermissionDenied, StaleWriteError) as exc:
-                    st.error(str(exc))
+                    st.error(ui.plain(exc))
                     if isinstance(exc, StaleWriteError):
                         st.session_state.pop(f"admin_opened_{pick}", None)
                 else:
@@ -121,7 +121,7 @@ with tab_settings:
                 int(st.session_state["admin_label_opened"]),
             )
         except (InputError, PermissionDenied, StaleWriteError) as exc:
-            st.error(str(exc))
+            st.error(ui.plain(exc))
         else:
             st.session_state.pop("admin_label_opened", None)
             st.session_state["admin_flash"] = "Labeling settings saved."

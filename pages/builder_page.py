@@ -254,7 +254,7 @@ def edit_tab(view: cases.CaseView, docs: list[builder.CaseDocText]) -> None:
             pv = builder.preview(body, op_name, start, end, params, doc_ref=doc.ref)
         except InputError as exc:
             st.session_state.pop("bld_preview", None)
-            st.error(f"Nothing changed. {exc}")
+            st.error("Nothing changed. " + ui.plain(exc))
         else:
             st.session_state["bld_preview"] = {
                 "case": view.id,
@@ -296,7 +296,7 @@ def edit_tab(view: cases.CaseView, docs: list[builder.CaseDocText]) -> None:
         try:
             saved = builder.build_variant(engine, actor, tax, view.id, spec)
         except ERRORS as exc:
-            st.error(f"Nothing was saved. {exc}")
+            st.error("Nothing was saved. " + ui.plain(exc))
         else:
             st.session_state.pop("bld_preview", None)
             st.session_state["bld_flash"] = (
@@ -318,7 +318,7 @@ def edit_tab(view: cases.CaseView, docs: list[builder.CaseDocText]) -> None:
                 as_new_version=as_version,
             )
         except ERRORS as exc:
-            st.error(f"Nothing was saved. {exc}")
+            st.error("Nothing was saved. " + ui.plain(exc))
         else:
             st.session_state.pop("bld_preview", None)
             extra = f" and {', '.join(doc_saved.extra_refs)}" if doc_saved.extra_refs else ""
@@ -422,7 +422,7 @@ def family_tab(view: cases.CaseView, docs: list[builder.CaseDocText]) -> None:
         )
         saved = builder.build_variant(engine, actor, tax, view.id, spec)
     except ERRORS as exc:
-        st.error(f"Nothing was saved. {exc}")
+        st.error("Nothing was saved. " + ui.plain(exc))
         return
     st.session_state["bld_flash"] = (
         f"Saved {saved.key} ({saved.evidence_state}, suggested {saved.suggested_decision}). "
@@ -448,7 +448,7 @@ def passage_tab(view: cases.CaseView) -> None:
         try:
             ref = builder.mark_passage(engine, actor, view.id, passage)
         except ERRORS as exc:
-            st.error(f"Nothing was saved. {exc}")
+            st.error("Nothing was saved. " + ui.plain(exc))
         else:
             st.success(f"Marked the decisive passage in {ref}.")
 
@@ -633,7 +633,7 @@ def family_view(key: str) -> None:
                     make_ready=make_ready,
                 )
             except ERRORS as exc:
-                st.error(f"Nothing was saved. {exc}")
+                st.error("Nothing was saved. " + ui.plain(exc))
             else:
                 st.session_state["bld_flash"] = (
                     f"{target.key}: {'changed' if res.changed else 'confirmed'} as "
@@ -667,7 +667,7 @@ def family_view(key: str) -> None:
                             engine, actor, tax, v.case_id, v.version, text.splitlines()
                         )
                     except ERRORS as exc:
-                        st.error(f"Nothing was saved. {exc}")
+                        st.error("Nothing was saved. " + ui.plain(exc))
                     else:
                         st.session_state["bld_flash"] = f"Saved the required claims of {v.key}."
                         st.rerun()

@@ -20,7 +20,7 @@ def show_document(doc_pk: int) -> None:
     try:
         doc = corpus.get_document(engine, actor, doc_pk)
     except (InputError, PermissionDenied) as exc:
-        st.error(str(exc))
+        st.error(ui.plain(exc))
         return
     st.subheader(f"Document `{doc.ref}`")
     ui.text(doc.title, label="Title")
@@ -130,9 +130,9 @@ def new_version_form(doc: corpus.DocumentView) -> None:
             )
             saved = corpus.add_version(engine, actor, latest.doc_key, latest.version, new)
         except (InputError, PermissionDenied, StaleWriteError) as exc:
-            st.error(str(exc))
+            st.error(ui.plain(exc))
         except ValueError as exc:
-            st.error(f"Invalid input: {exc}")
+            st.error("Invalid input: " + ui.plain(exc))
         else:
             st.success(f"Saved {saved.ref}. The previous version is kept in the history.")
             st.query_params["doc"] = str(saved.id)
@@ -172,7 +172,7 @@ def import_panel() -> None:
                     source="upload: " + ", ".join(f.name for f in files),
                 )
             except (InputError, PermissionDenied) as exc:
-                st.error(f"Nothing was imported. {exc}")
+                st.error("Nothing was imported. " + ui.plain(exc))
             else:
                 st.success(report.summary())
 

@@ -40,7 +40,7 @@ if deep is not None and st.session_state["lab_case"] != deep:
         labeling.reserve(engine, actor, deep)
         st.session_state["lab_case"] = deep
     except InputError as exc:
-        st.error(str(exc))
+        st.error(ui.plain(exc))
 
 
 def load_next() -> None:
@@ -216,7 +216,7 @@ if submit and decision is not None:
             tax,
         )
     except (InputError, PermissionDenied, StaleWriteError) as exc:
-        st.error(str(exc))
+        st.error(ui.plain(exc))
     else:
         st.session_state["lab_flash"] = f"Saved your label on {view.key}."
         st.rerun()

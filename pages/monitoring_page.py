@@ -118,7 +118,7 @@ if dim != ALL:
 try:
     result = _monitor(url, stamp, policy, weeks, segment)
 except InputError as exc:
-    st.error(str(exc))
+    st.error(ui.plain(exc))
     st.stop()
 
 last = result.end - dt.timedelta(days=1)

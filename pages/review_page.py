@@ -40,7 +40,7 @@ if can_write:
             try:
                 reviews.open_session(engine, actor, new_month.strip())
             except (InputError, PermissionDenied) as exc:
-                st.error(str(exc))
+                st.error(ui.plain(exc))
             else:
                 st.session_state["rev_month"] = new_month.strip()
                 st.rerun()
@@ -97,7 +97,7 @@ with tab_record:
                         engine, actor, view.id, view.version, attendees=attendees, summary=summary
                     )
                 except (InputError, StaleWriteError, PermissionDenied) as exc:
-                    st.error(str(exc))
+                    st.error(ui.plain(exc))
                 else:
                     st.rerun()
     else:
@@ -133,7 +133,7 @@ with tab_record:
                 try:
                     reviews.carry_finding(engine, actor, int(fid))
                 except (InputError, PermissionDenied) as exc:
-                    st.error(str(exc))
+                    st.error(ui.plain(exc))
                 else:
                     st.success(f"Carried into {reviews.next_month(view.month)}.")
     else:
@@ -156,7 +156,7 @@ with tab_record:
                 try:
                     reviews.add_finding(engine, actor, view.id, text, sev, parsed)
                 except (InputError, PermissionDenied) as exc:
-                    st.error(str(exc))
+                    st.error(ui.plain(exc))
                 else:
                     st.rerun()
     st.subheader("Actions")
@@ -188,7 +188,7 @@ with tab_record:
                 try:
                     reviews.add_action(engine, actor, view.id, text, role, due)
                 except (InputError, PermissionDenied) as exc:
-                    st.error(str(exc))
+                    st.error(ui.plain(exc))
                 else:
                     st.rerun()
 
@@ -221,7 +221,7 @@ with tab_validate:
                 result = reviews.run_validation(engine, tax, run.id, split, templates)
                 reviews.store_validation(engine, actor, view.id, result)
             except (InputError, PermissionDenied) as exc:
-                st.error(str(exc))
+                st.error(ui.plain(exc))
             else:
                 st.rerun()
     if writable:
@@ -230,7 +230,7 @@ with tab_validate:
             try:
                 reviews.close_session(engine, actor, view.id, view.version, tax)
             except (InputError, StaleWriteError, PermissionDenied) as exc:
-                st.error(str(exc))
+                st.error(ui.plain(exc))
             else:
                 st.rerun()
 

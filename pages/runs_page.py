@@ -45,7 +45,7 @@ if actor.can(Permission.run_evaluations):
                 items = list(evalruns.iter_outputs(text.splitlines(), up.name, tax))
                 evalruns.import_run(engine, actor, name, version, items, up.name)
             except (InputError, PermissionDenied) as exc:
-                st.error(f"Nothing was imported. {exc}")
+                st.error("Nothing was imported. " + ui.plain(exc))
             else:
                 st.session_state["runs_flash"] = f"Run {name!r} imported."
                 st.rerun()
@@ -75,7 +75,7 @@ if actor.can(Permission.run_evaluations):
                         perturb=perturb,
                     )
             except (InputError, PermissionDenied) as exc:
-                st.error(str(exc))
+                st.error(ui.plain(exc))
             else:
                 st.session_state["runs_flash"] = f"Run {run_name!r} stored."
                 st.rerun()

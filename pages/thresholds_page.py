@@ -139,7 +139,7 @@ def calibrate() -> None:
             report_on=report_split,
         )
     except InputError as exc:
-        st.error(str(exc))
+        st.error(ui.plain(exc))
         return
     st.caption(
         f"{a.n_tuning} outcome(s) on {a.tuned_on}, {a.n_report} on {a.report_on} · "
@@ -217,7 +217,7 @@ def calibrate() -> None:
                 engine, actor, policy, thresholds.parse_policy(proposed_text, "proposal")
             )
         except (InputError, PermissionDenied, PolicyFileError) as exc:
-            st.error(str(exc))
+            st.error(ui.plain(exc))
         else:
             st.caption(
                 f"{replay.traces} trace(s) replayed, {replay.skipped} without the "
@@ -236,7 +236,7 @@ def calibrate() -> None:
             st.altair_chart(sm)
             chart_downloads(sm, by_slice, "slices")
         except InputError as exc:
-            st.info(str(exc))
+            st.info(ui.plain(exc))
     if actor.can(Permission.propose_policy):
         st.subheader("Propose this change")
         with st.form("thr_propose"):
@@ -270,7 +270,7 @@ def calibrate() -> None:
                     snapshot=a.snapshot(),
                 )
             except (InputError, PermissionDenied, PolicyFileError) as exc:
-                st.error(str(exc))
+                st.error(ui.plain(exc))
             else:
                 st.success(
                     f"Proposed as version {signoff.get_version(engine, vid).number}."
@@ -330,7 +330,7 @@ with tab_sign:
                         proposed_policy.thresholds_for(mode).refuse_below,
                     )
                     st.caption(
-                        f"Reported on the test split of run {run.name!r} "
+                        f"Reported on the test split of run {ui.plain(repr(run.name))} "
                         f"({a.n_report} outcomes) · mode {mode}"
                     )
                     test_ops = a.ops[a.ops["split"] == "test"]
@@ -370,7 +370,7 @@ with tab_sign:
                             lock_case_ids=ids,
                         )
                     except (InputError, PermissionDenied) as exc:
-                        st.error(str(exc))
+                        st.error(ui.plain(exc))
                     else:
                         st.session_state["thr_flash"] = (
                             f"Version {v.number} {'approved' if approve else 'rejected'} as {role}."

@@ -49,7 +49,7 @@ def show_trace(pk: int) -> None:
     try:
         view = traces.get_trace(engine, actor, pk=pk)
     except PermissionDenied as exc:
-        st.error(str(exc))
+        st.error(ui.plain(exc))
         return
     if view is None:
         st.error(f"Trace {pk} does not exist (it may have been purged by the retention rule).")
@@ -256,7 +256,7 @@ def run_import(up: Any, fmt: str, skip_bad: bool, redact: bool) -> None:
     try:
         uploads.check_upload(up.name, len(data))
     except InputError as exc:
-        st.error(str(exc))
+        st.error(ui.plain(exc))
         st.caption("Use the command line for large files: workbench import-traces FILE")
         return
     bar = st.progress(0.0, text="Checking the file…")
@@ -289,7 +289,7 @@ def run_import(up: Any, fmt: str, skip_bad: bool, redact: bool) -> None:
             return
         except PermissionDenied as exc:
             bar.empty()
-            st.error(str(exc))
+            st.error(ui.plain(exc))
             return
         bar.progress(1.0, text="Done")
         saved = rejects.read_bytes() if rejects is not None and rejects.exists() else b""
@@ -329,7 +329,7 @@ def retention_panel() -> None:
             try:
                 traces.set_retention(engine, actor, int(days) or None, opened)
             except (InputError, PermissionDenied, StaleWriteError) as exc:
-                st.error(str(exc))
+                st.error(ui.plain(exc))
                 st.session_state[f"{P}retention_version"] = r.version  # now showing theirs
             else:
                 st.session_state.pop(f"{P}retention_version", None)
@@ -345,7 +345,7 @@ def retention_panel() -> None:
                 try:
                     result = traces.apply_retention(engine, actor)
                 except (InputError, PermissionDenied) as exc:
-                    st.error(str(exc))
+                    st.error(ui.plain(exc))
                 else:
                     if result is not None:
                         st.session_state[f"{P}flash"] = result.summary()

@@ -97,6 +97,20 @@ def inert(value: object) -> str:
     return f"{fence} {text} {fence}"
 
 
+_LINKISH = re.compile(r"([\\\[\]<])")
+# GFM turns bare web addresses into links after escapes are read; a word joiner (invisible)
+# inside "://" and "www." keeps them text
+_AUTOLINK = re.compile(r"(?i)(?<=[a-z]):(?=//)|(?<=www)(?=\.)")
+
+
+def plain(value: object) -> str:
+    """Text safe inside markdown (st.error, st.info, captions): backslashes, brackets and
+    "<" escaped and web addresses broken, so a message quoting an uploaded value or a
+    document (an error naming the bad field, a refused span) makes no image, link or
+    autolink, and reads as written otherwise (Streamlit never renders raw HTML here)."""
+    return _LINKISH.sub(r"\\\1", _AUTOLINK.sub(lambda m: m.group(0) + "\u2060", str(value)))
+
+
 def query_int(name: str) -> int | None:
     """A whole-number query parameter (an id); None when absent, not a number or out of the
     range an id can have."""

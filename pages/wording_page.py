@@ -180,7 +180,7 @@ def edit_tab() -> None:
     try:
         rendered = preview(text, values) if text.strip() else None
     except InputError as exc:
-        st.error(str(exc))
+        st.error(ui.plain(exc))
         rendered = None
     if rendered is not None:
         ui.text(rendered, label="Preview: what the customer reads")
@@ -248,7 +248,7 @@ def edit_tab() -> None:
                 engine, actor, edits, rationale, based_on=st.session_state.get(BASE)
             )
         except (InputError, PermissionDenied, PolicyFileError, StaleWriteError) as exc:
-            st.error(str(exc))
+            st.error(ui.plain(exc))
         else:
             v = signoff.get_version(engine, vid)
             clear_draft()
@@ -295,7 +295,7 @@ def sign_tab() -> None:
                     try:
                         ui.text(preview(c.new_text), label="Preview with example values")
                     except InputError as exc:
-                        st.error(str(exc))
+                        st.error(ui.plain(exc))
             if r.settings:
                 st.dataframe(
                     pd.DataFrame(r.settings, columns=["setting", "change"]),
@@ -351,7 +351,7 @@ def sign_tab() -> None:
                             note=note,
                         )
                     except (InputError, PermissionDenied) as exc:
-                        st.error(str(exc))
+                        st.error(ui.plain(exc))
                     else:
                         st.session_state["wd_flash"] = (
                             f"Version {v.number} {'approved' if approve else 'rejected'} as {role}."
@@ -402,7 +402,7 @@ def compare_tab() -> None:
         old, old_text = wsvc.wording_of(engine, a)
         new, new_text = wsvc.wording_of(engine, b)
     except (InputError, PolicyFileError) as exc:
-        st.error(str(exc))
+        st.error(ui.plain(exc))
         return
     changes = wsvc.compare(old, new)
     changed = [c for c in changes if c.status != "unchanged"]
