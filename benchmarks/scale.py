@@ -13,8 +13,10 @@
    router, one child process per page (so its memory is its own): first view (cold data
    caches, warm imports and engine) and a rerun, with the peak resident memory during the
    page and the Python heap peak (tracemalloc) of another cold open.
-3. Times the trace import (``review.traces.import_file`` of a canonical JSONL file into the
-   large database, beside the plain sqlite3 floor on an empty one), the audit sampling
+3. Times the trace import (``review.traces.import_file`` of a generated canonical JSONL file
+   of ``--import-traces`` traces, default 1,000,000 with 5 chunks each, into the large
+   database, and again to show the duplicate check, beside the plain sqlite3 floor of the
+   same rows into an empty database in one transaction), the audit sampling
    (``count_population``, ``create_plan`` and ``draw_plan`` of 400 traces from all traces)
    and the risk-coverage sweep over 1,000,000 outcomes (``review.selective``) beside
    scikit-learn's ``precision_recall_curve`` on the same data; and the Thresholds page's
@@ -1357,7 +1359,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--cases", type=int, default=50_000)
     ap.add_argument("--labels", type=int, default=200_000)
     ap.add_argument("--weeks", type=int, default=12, help="weeks the traces are spread over")
-    ap.add_argument("--import-traces", type=int, default=50_000, help="traces to import")
+    ap.add_argument(
+        "--import-traces",
+        type=int,
+        default=1_000_000,
+        help="traces (5 chunks each) to generate and import through the importer",
+    )
     ap.add_argument("--sample", type=int, default=400, help="audit sample size")
     ap.add_argument("--outcomes", type=int, default=1_000_000, help="risk-coverage outcomes")
     ap.add_argument("--seed", type=int, default=7)
