@@ -397,6 +397,9 @@ if can_edit:
                 else ""
             )
         )
+        split_flash = st.session_state.pop("cases_split_flash", None)
+        if split_flash:
+            st.success(split_flash)
         c1, c2 = st.columns(2)
         seed = int(
             c1.number_input(
@@ -410,30 +413,59 @@ if can_edit:
         keep = c2.toggle(
             "Keep every case where it is (only place new cases)", value=True, key="cases_split_keep"
         )
-        try:
-            sp = splits.plan(engine, seed, keep_existing=keep)
-        except InputError as exc:
-            st.info(str(exc))
+        # The preview reads every ready case and its slices: computed only when asked for
+        # (issue 11), kept for these inputs until they change or the assignment is applied.
+        if st.button("Preview the split", key="cases_split_preview_btn"):
+            try:
+                sp = splits.plan(engine, seed, keep_existing=keep)
+            except InputError as exc:
+                st.session_state.pop("cases_split_preview", None)
+                st.info(str(exc))
+            else:
+                st.session_state["cases_split_preview"] = {
+                    "seed": seed,
+                    "keep": keep,
+                    "counts": sp.counts,
+                    "moves": sp.moves,
+                    "locked": int(sp.cases["locked"].sum()),
+                }
+        preview = st.session_state.get("cases_split_preview")
+        if preview is not None and (preview["seed"], preview["keep"]) != (seed, keep):
+            st.session_state.pop("cases_split_preview", None)
+            preview = None
+        if preview is None:
+            st.caption("Preview the split to see what an assignment with this seed would do.")
         else:
-            st.dataframe(sp.counts, width="stretch")
+            moves = preview["moves"]
+            st.dataframe(preview["counts"], width="stretch")
             st.caption(
-                f"{len(sp.moves)} case(s) would change split; "
-                f"{int(sp.cases['locked'].sum())} locked case(s) stay put."
+                f"{len(moves)} case(s) would change split; "
+                f"{preview['locked']} locked case(s) stay put."
             )
-            if len(sp.moves):
+            if len(moves):
                 st.dataframe(
-                    sp.moves,
+                    moves,
                     hide_index=True,
                     width="stretch",
-                    height=ui.table_height(len(sp.moves), 10),
+                    height=ui.table_height(len(moves), 10),
                 )
-            if st.button("Apply this assignment", disabled=sp.moves.empty):
+            if st.button("Apply this assignment", disabled=moves.empty):
                 try:
                     n = splits.apply(engine, actor, seed, keep_existing=keep)
                 except (InputError, PermissionDenied) as exc:
                     st.error(str(exc))
                 else:
-                    st.success(f"{n} case(s) moved; seed {seed} recorded.")
+                    st.session_state.pop("cases_split_preview", None)
+                    st.session_state["cases_split_flash"] = (
+                        f"{n} case(s) moved; seed {seed} recorded."
+                        + (
+                            f" The cases changed after the preview, which showed {len(moves)} "
+                            "move(s)."
+                            if n != len(moves)
+                            else ""
+                        )
+                    )
+                    st.rerun()
 
 total = cases.count_cases(engine, flt)
 page = ui.paginate(total, "cases")

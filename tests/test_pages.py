@@ -279,6 +279,68 @@ def test_cases_filter_open_create_and_edit(
     assert cases.count_cases(demo_engine, cases.CaseFilter()) == before + 1
 
 
+def test_cases_split_preview_is_computed_only_on_demand(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 11: the default view never reads every case for the split preview."""
+    from review import splits
+
+    real_plan = splits.plan
+    calls: list[tuple[int, bool]] = []
+
+    def refuse(*args: object, **kwargs: object) -> splits.SplitPlan:
+        raise AssertionError("splits.plan ran without the preview being asked for")
+
+    def counted(engine: Engine, seed: int, *args: object, **kwargs: object) -> splits.SplitPlan:
+        calls.append((seed, bool(kwargs.get("keep_existing", True))))
+        return real_plan(engine, seed, *args, **kwargs)  # type: ignore[arg-type]
+
+    def would_change(at: AppTest) -> list[str]:
+        return [c.value for c in at.caption if "would change split" in c.value]
+
+    monkeypatch.setattr(splits, "plan", refuse)
+    at = app(demo_url, monkeypatch, INES).run()
+    at.switch_page("pages/cases_page.py").run()
+    no_exception(at)
+    assert not would_change(at)
+    assert not [b for b in at.button if b.label == "Apply this assignment"]
+    at.selectbox(key="cases_decision").set_value("escalate").run()
+    no_exception(at)
+
+    monkeypatch.setattr(splits, "plan", counted)
+    at.toggle(key="cases_split_keep").set_value(False).run()
+    no_exception(at)
+    assert calls == [] and not would_change(at)
+    seed = int(at.number_input(key="cases_split_seed").value)
+    at.button(key="cases_split_preview_btn").click().run()
+    no_exception(at)
+    expected = real_plan(demo_engine, seed, keep_existing=False)
+    assert calls == [(seed, False)]
+    assert would_change(at) == [
+        f"{len(expected.moves)} case(s) would change split; "
+        f"{int(expected.cases['locked'].sum())} locked case(s) stay put."
+    ]
+    assert any(d.value.equals(expected.counts) for d in at.dataframe)
+    # the stored preview stays on reruns without computing again
+    at.selectbox(key="cases_decision").set_value("").run()
+    assert calls == [(seed, False)] and would_change(at)
+    assert len(expected.moves), "the demo needs moves for the apply step"
+    next(b for b in at.button if b.label == "Apply this assignment").click().run()
+    no_exception(at)
+    assert any(
+        s.value == f"{len(expected.moves)} case(s) moved; seed {seed} recorded." for s in at.success
+    )
+    assert not would_change(at)  # applied: the preview is gone until asked for again
+    last = splits.last_assignment(demo_engine)
+    assert last is not None and int(last["seed"]) == seed
+    # a changed seed drops a preview made for another seed
+    at.button(key="cases_split_preview_btn").click().run()
+    assert would_change(at)
+    at.number_input(key="cases_split_seed").set_value(seed + 1).run()
+    no_exception(at)
+    assert not would_change(at)
+
+
 def test_case_deep_link_edit_and_stale_edit(
     demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
