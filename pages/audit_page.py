@@ -144,9 +144,22 @@ with tab_plans:
                 f_lang = c1.multiselect("Languages", values("language"))
                 f_tier = c2.multiselect("Customer tiers", values("customer_tier"))
                 f_doc = c3.multiselect("Document types", values("document_type"))
-                c1, c2 = st.columns(2)
+                c1, c2, c3 = st.columns(3)
                 f_policy = c1.multiselect("Policy versions", values("policy_version"))
                 f_model = c2.multiselect("Model versions", values("model_version"))
+                f_index = c3.multiselect(
+                    "Index versions", values("version.index"), key="aud_f_index"
+                )
+                c1, c2, c3 = st.columns(3)
+                f_prompt = c1.multiselect(
+                    "Prompt versions", values("version.prompt"), key="aud_f_prompt"
+                )
+                f_embedding = c2.multiselect(
+                    "Embedding models", values("version.embedding"), key="aud_f_embedding"
+                )
+                f_reranker = c3.multiselect(
+                    "Rerankers", values("version.reranker"), key="aud_f_reranker"
+                )
                 f_attr = st.text_input(
                     "Trace attribute filter (key=value1,value2)",
                     help="For example region=EU,UK. One attribute.",
@@ -207,6 +220,10 @@ with tab_plans:
                         document_types=tuple(f_doc),
                         policy_versions=tuple(f_policy),
                         model_versions=tuple(f_model),
+                        index_versions=tuple(f_index),
+                        prompt_versions=tuple(f_prompt),
+                        embedding_versions=tuple(f_embedding),
+                        reranker_versions=tuple(f_reranker),
                         attributes=attributes,
                         include_restricted=include_restricted,
                     )

@@ -206,13 +206,25 @@ DIMENSIONS: dict[str, str] = {
     "model_version": "Model version",
     "ranking_mode": "Ranking mode",
     "user_role": "User role",
+    # entries of the traces' ``versions`` JSON (the monitoring rollup keeps these segments)
+    "version.index": "Index version",
+    "version.prompt": "Prompt version",
+    "version.embedding": "Embedding model",
+    "version.reranker": "Reranker",
 }
+_VERSION_PREFIX = "version."
 _ATTR_RE = re.compile(r"^attr\.([A-Za-z0-9_][A-Za-z0-9_.-]{0,59})$")
 
 
 def _column(dim: str) -> ColumnElement[Any]:
-    """The SQL expression of a stratum dimension (a trace column or ``attr.<key>``)."""
+    """The SQL expression of a stratum dimension (a trace column, ``version.<key>`` for an
+    entry of the ``versions`` JSON, or ``attr.<key>``)."""
     if dim in DIMENSIONS:
+        if dim.startswith(_VERSION_PREFIX):
+            version: ColumnElement[Any] = Trace.versions[
+                dim.removeprefix(_VERSION_PREFIX)
+            ].as_string()
+            return version
         col: ColumnElement[Any] = getattr(Trace, dim)
         return col
     m = _ATTR_RE.match(dim)
@@ -240,7 +252,8 @@ def _stratum_expr(strata: Sequence[str]) -> ColumnElement[str]:
 
 # --- the population filter ------------------------------------------------------------------
 
-#: PopulationFilter field -> trace column it filters
+#: PopulationFilter field -> the dimension (trace column or ``version.<key>``) it filters.
+#: A field absent from a stored filter's JSON means "any" (filters stored before it existed).
 _FILTER_COLUMNS: tuple[tuple[str, str], ...] = (
     ("decisions", "decision"),
     ("reason_codes", "reason_code"),
@@ -250,6 +263,10 @@ _FILTER_COLUMNS: tuple[tuple[str, str], ...] = (
     ("document_types", "document_type"),
     ("policy_versions", "policy_version"),
     ("model_versions", "model_version"),
+    ("index_versions", "version.index"),
+    ("prompt_versions", "version.prompt"),
+    ("embedding_versions", "version.embedding"),
+    ("reranker_versions", "version.reranker"),
 )
 
 
@@ -268,6 +285,10 @@ class PopulationFilter:
     document_types: tuple[str, ...] = ()
     policy_versions: tuple[str, ...] = ()
     model_versions: tuple[str, ...] = ()
+    index_versions: tuple[str, ...] = ()
+    prompt_versions: tuple[str, ...] = ()
+    embedding_versions: tuple[str, ...] = ()
+    reranker_versions: tuple[str, ...] = ()
     attributes: tuple[tuple[str, tuple[str, ...]], ...] = ()
     include_restricted: bool = True
 
@@ -288,10 +309,10 @@ class PopulationFilter:
             conds.append(Trace.at >= _day_start(self.date_from))
         if self.date_to:
             conds.append(Trace.at < _day_start(self.date_to + dt.timedelta(days=1)))
-        for attr, col_name in _FILTER_COLUMNS:
+        for attr, dim in _FILTER_COLUMNS:
             values: tuple[str, ...] = getattr(self, attr)
             if values:
-                conds.append(_in_values(getattr(Trace, col_name), values))
+                conds.append(_in_values(_column(dim), values))
         for key, values in self.attributes:
             if values:
                 conds.append(_in_values(Trace.attributes[key].as_string(), values))

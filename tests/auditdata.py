@@ -30,6 +30,7 @@ def bulk_traces(
     decide: Callable[[int], str | None] = lambda i: DECISIONS[i % len(DECISIONS)],
     feedback: Callable[[int], str | None] = lambda i: None,
     restricted: Callable[[int], bool] = lambda i: False,
+    versions: Callable[[int], dict[str, str]] = lambda i: {},
     start: dt.datetime = START,
     prefix: str = "t",
     batch: int = 20_000,
@@ -47,7 +48,7 @@ def bulk_traces(
                 "restricted": restricted(i),
                 "identity_scopes": ["public"],
                 "citations": [],
-                "versions": {},
+                "versions": versions(i),
                 "attributes": {},
                 "redactions": {},
             }

@@ -271,6 +271,99 @@ def test_plans_and_draws_agree_on_sqlite_and_postgresql(any_engine: Engine) -> N
     assert audits.estimates(any_engine, pid).audited == 1
 
 
+def forty_versioned(engine: Engine) -> None:
+    """Traces 0..39: index idx-1 when i % 4 is 0 or 1, idx-2 when 2, no index entry when 3;
+    prompt p-a before trace 25, p-b from it."""
+
+    def versions(i: int) -> dict[str, str]:
+        out = {"model": "m1", "prompt": "p-a" if i < 25 else "p-b"}
+        if i % 4 != 3:
+            out["index"] = "idx-1" if i % 4 < 2 else "idx-2"
+        return out
+
+    bulk_traces(engine, 40, versions=versions)
+
+
+def test_stratify_and_filter_by_index_and_prompt_version(any_engine: Engine) -> None:
+    forty_versioned(any_engine)
+
+    def counts(flt: PopulationFilter, strata: tuple[str, ...]) -> dict[str, int]:
+        return {c.stratum: c.count for c in audits.count_population(any_engine, flt, strata)}
+
+    every = PopulationFilter()
+    assert counts(every, ("version.index",)) == {"(none)": 10, "idx-1": 20, "idx-2": 10}
+    # idx-1 and p-a: 0,1,4,5,8,9,12,13,16,17,20,21,24; idx-1 and p-b: 25,28,29,32,33,36,37
+    idx1 = PopulationFilter(index_versions=("idx-1",))
+    assert counts(idx1, ("version.prompt",)) == {"p-a": 13, "p-b": 7}
+    assert counts(every, ("version.index", "version.prompt")) == {
+        "(none) · p-a": 6,  # 3, 7, 11, 15, 19, 23
+        "(none) · p-b": 4,  # 27, 31, 35, 39
+        "idx-1 · p-a": 13,
+        "idx-1 · p-b": 7,
+        "idx-2 · p-a": 6,  # 2, 6, 10, 14, 18, 22
+        "idx-2 · p-b": 4,  # 26, 30, 34, 38
+    }
+    assert counts(PopulationFilter(index_versions=("idx-2", audits.NONE)), ("version.index",)) == {
+        "(none)": 10,
+        "idx-2": 10,
+    }
+    both = PopulationFilter(index_versions=("idx-2",), prompt_versions=("p-b",))
+    assert counts(both, ()) == {"all": 4}
+    assert counts(PopulationFilter(embedding_versions=("e1",)), ()) == {}
+    assert counts(PopulationFilter(reranker_versions=(audits.NONE,)), ()) == {"all": 40}
+    assert "index versions: idx-1" in idx1.describe()
+    # the filter pickers read the rollup and agree with the traces
+    assert audits.dimension_values(any_engine, "version.index") == ["(none)", "idx-1", "idx-2"]
+    assert audits.dimension_values(any_engine, "version.prompt") == ["p-a", "p-b"]
+    assert audits.dimension_values(any_engine, "version.reranker") == ["(none)"]
+
+    # a plan stores the version filter, draws only idx-1 traces, the same ones every time
+    spec = dict(filter=idx1, strata=("version.prompt",), total=10, seed=5)
+    first, second = plan(any_engine, "first", **spec), plan(any_engine, "second", **spec)
+    with read_session(any_engine) as s:
+        row = s.get(SamplingPlan, first)
+        assert row is not None and row.population_filter == {"index_versions": ["idx-1"]}
+    view = audits.get_plan(any_engine, first)
+    assert view is not None and view.spec.filter == idx1
+    assert {c.stratum: c.count for c in view.population} == {"p-a": 13, "p-b": 7}
+    for pid in (first, second):
+        audits.draw_plan(any_engine, REVIEWER, pid)
+    a, b = drawn_ids(any_engine, first), drawn_ids(any_engine, second)
+    assert a == b and len(a) == 10 == len(set(a))
+    assert audits.verify_sample(any_engine, first) is True
+    with read_session(any_engine) as s:
+        rows = s.execute(select(Trace.id, Trace.versions).order_by(Trace.id)).all()
+    pop = [(i, v) for i, v in rows if v.get("index") == "idx-1"]
+    expected = draw_sample(5, [i for i, _v in pop], [v["prompt"] for _i, v in pop], view.allocation)
+    assert sorted(expected.tolist()) == sorted(a)
+
+
+def test_a_filter_stored_before_the_version_filters_reads_as_any_version(
+    any_engine: Engine,
+) -> None:
+    forty_versioned(any_engine)
+    old = {"decisions": ["answer", "abstain"], "include_restricted": False}
+    flt = PopulationFilter.from_json(old)
+    assert flt == PopulationFilter(decisions=("answer", "abstain"), include_restricted=False)
+    assert flt.index_versions == flt.prompt_versions == flt.reranker_versions == ()
+    assert flt.to_json() == old  # filters without a version filter are stored as before
+    # a plan row written before: its population reads the same, and it draws
+    pid = plan(any_engine, "old", filter=flt, strata=("decision",), total=4, seed=3)
+
+    def rewrite(s: object) -> None:
+        from sqlalchemy.orm import Session
+
+        assert isinstance(s, Session)
+        s.execute(update(SamplingPlan).where(SamplingPlan.id == pid).values(population_filter=old))
+
+    run_write(any_engine, rewrite)
+    assert audits.check_population(any_engine, pid).changed is False
+    view = audits.get_plan(any_engine, pid)
+    assert view is not None
+    assert {c.stratum: c.count for c in view.population} == {"abstain": 8, "answer": 8}
+    assert audits.draw_plan(any_engine, REVIEWER, pid).items == 4
+
+
 # --- queue, reservations, concurrency ------------------------------------------------------
 
 

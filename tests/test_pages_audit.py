@@ -153,6 +153,25 @@ def test_create_count_and_draw_a_plan(audit_url: str, monkeypatch: pytest.Monkey
     assert any("'lots' is not a whole number" in e for e in errors(at))
 
 
+def test_plan_form_filters_and_stratifies_by_index_version(
+    audit_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    eng = make_engine(audit_url)
+    for i in range(5):  # 3 on idx-new (2 with prompt p-2), 2 on idx-old
+        add_trace(eng, f"v-{i}", versions={"index": "idx-new" if i < 3 else "idx-old",
+                                           "prompt": "p-2" if i < 2 else "p-1"})  # fmt: skip
+    eng.dispose()
+    at = run(audit_url, monkeypatch)
+    assert {"idx-new", "idx-old"} <= set(at.multiselect(key="aud_f_index").options)
+    at.multiselect(key="aud_f_index").set_value(["idx-new"])
+    at.multiselect(key="aud_strata").set_value(["version.prompt"])
+    button(at, "Count the population").click().run()
+    no_exception(at)
+    assert any("3 traces in 2 strata (index versions: idx-new)" in c for c in shown(at.caption))
+    table = next(d.value for d in at.dataframe if list(d.value.columns) == ["stratum", "traces"])
+    assert dict(zip(table["stratum"], table["traces"], strict=True)) == {"p-1": 1, "p-2": 2}
+
+
 def test_a_changed_population_is_shown_on_the_plan(
     audit_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
