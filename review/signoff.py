@@ -5,23 +5,28 @@ author, a rationale and what it was tuned on). Approvers sign it: each signature
 signer, role, meaning (approve or reject), time, the sha256 of the exact policy text, the
 metrics snapshot the signer saw and a fingerprint of the labeled data. Signatures are
 append-only and hash-chained across the whole table, so ``verify_chain`` detects an altered,
-inserted or deleted row. The author of a change can never approve it.
+inserted or deleted row; it also re-hashes the stored text of every version, so a version
+edited after it was proposed or signed is reported, and ``in_force_version`` refuses to serve
+an approved version whose text no longer matches what was signed. The author of a change can
+never approve it, and the required approvals come from different people.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import importlib
 import json
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
-from review.errors import InputError, PermissionDenied
+from review.errors import InputError, PermissionDenied, PolicyFileError
 from review.identity import Actor, Permission, Role, require
 from storage import changes
 from storage.db import read_session, run_write
@@ -30,6 +35,14 @@ from storage.models import PolicyVersion, Setting, SignOff, SplitLock, utcnow
 GENESIS = "0" * 64
 CHAIN_KEY = "signoff_chain"
 APPROVER_ROLES = (Role.product_owner, Role.compliance)
+# Modules that register the kinds the workbench ships; loaded before the stored texts are
+# checked, so `workbench verify-signoffs` knows every kind without importing them itself.
+BUILTIN_KIND_MODULES = ("review.thresholds", "review.wordingservice")
+
+
+class TamperedPolicyError(PolicyFileError):
+    """A stored policy version's text no longer matches the sha256 that was proposed and
+    signed: it was edited in the database. Nothing is served from it."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +72,56 @@ def kind(name: str) -> Kind:
 
 def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@lru_cache(maxsize=128)
+def _canonical_digest(kind_name: str, text: str) -> str:
+    """sha256 of a text's canonical form (what a signature covers); raises when the text no
+    longer reads as a file of its kind."""
+    return sha256_text(kind(kind_name).canonical(text))
+
+
+def _text_problems(
+    kind_name: str, yaml_text: str, sha256: str, signed: Iterable[tuple[int, str]]
+) -> list[str]:
+    """Why a stored version's text is not what was proposed and signed (empty when it is).
+
+    ``signed`` holds (sign-off id, policy_sha256) of its signatures: the sha256 each signer
+    signed, which the hash chain protects. Only the canonical form is covered, so an edit
+    that leaves the meaning unchanged (a comment, the layout) is not a change here either."""
+    sigs = list(signed)
+    problems: list[str] = []
+    other = sorted({digest for _, digest in sigs if digest != sha256})
+    if other:
+        ids = ", ".join(str(i) for i, digest in sigs if digest != sha256)
+        problems.append(
+            f"its sha256 column ({sha256[:12]}…) is not the sha256 sign-off {ids} signed "
+            f"({', '.join(d[:12] + '…' for d in other)}): the version was rewritten after signing"
+        )
+    try:
+        digest = _canonical_digest(kind_name, yaml_text)
+    except InputError as exc:
+        problems.append(f"its stored text no longer reads as a valid policy file ({exc})")
+        return problems
+    except Exception as exc:  # a canonical form that cannot be computed is not the signed one
+        problems.append(f"its stored text cannot be hashed any more ({type(exc).__name__})")
+        return problems
+    if digest != sha256:
+        what = (
+            "the sha256 its signatures recorded"
+            if sigs
+            else "the sha256 recorded when it was proposed"
+        )
+        problems.append(
+            f"its stored text no longer hashes to {what} ({sha256[:12]}…, now "
+            f"{digest[:12]}…): the text was edited in the database"
+        )
+    return problems
+
+
+def _load_builtin_kinds() -> None:
+    for name in BUILTIN_KIND_MODULES:
+        importlib.import_module(name)
 
 
 @dataclass(frozen=True)
@@ -189,11 +252,47 @@ def get_version(engine: Engine, version_id: int) -> VersionView:
 
 
 def current_approved(engine: Engine, kind_name: str) -> VersionView | None:
-    """The policy in force: the most recently approved version."""
+    """The most recently approved version, as recorded (its text is not checked here: use
+    :func:`in_force_version` for the policy to serve)."""
     approved = [v for v in versions(engine, kind_name) if v.status == "approved"]
     if not approved:
         return None
     return max(approved, key=lambda v: (v.approved_on or v.created_at, v.number))
+
+
+def text_problems(v: VersionView) -> list[str]:
+    """Why a version's stored text is not the text that was proposed and signed (empty when
+    it is): the text no longer hashes to its sha256, or the sha256 column differs from what
+    its signatures signed."""
+    return _text_problems(
+        v.kind, v.yaml_text, v.sha256, ((sg.id, sg.policy_sha256) for sg in v.signatures)
+    )
+
+
+def in_force_version(engine: Engine, kind_name: str) -> VersionView | None:
+    """The policy in force: the most recently approved version, or None when nothing of this
+    kind has been approved yet.
+
+    Raises :class:`TamperedPolicyError`, naming the version, when that version's stored text
+    no longer matches the sha256 its signatures recorded (it was edited in the database after
+    signing). It does not fall back to an older approved version: that version was
+    superseded by a signed decision, and serving it silently would put a policy in force
+    that nobody approved to be in force now, while the record says otherwise. Nothing is
+    served until the database is restored from a backup (or the text is put back), and
+    ``workbench verify-signoffs`` reports the version.
+    """
+    v = current_approved(engine, kind_name)
+    if v is None:
+        return None
+    problems = text_problems(v)
+    if problems:
+        raise TamperedPolicyError(
+            f"approved {kind(kind_name).title} version {v.number} (policy version {v.id}) "
+            f"was altered after it was signed: {'; '.join(problems)}. It is not served, and "
+            "no older version is put in force in its place. Run `workbench verify-signoffs` "
+            "and restore the database from a backup taken before the change."
+        )
+    return v
 
 
 def propose(
@@ -316,8 +415,12 @@ def sign(
     """Append a signature (approve or reject) to a pending version.
 
     Refused: the author signing their own change; a role the signer does not hold or that
-    is not an approver role; a second signature by the same role; a version that is no
-    longer pending; approving a proposal tuned on the test split without an override note.
+    is not an approver role; a second signature by the same role; a second approval by the
+    same person in another role (the required approvals come from different people: a user
+    holding both roles gives one of them; a rejection after their own approval is still
+    allowed, it can only stop a change); a version that is no longer pending; a version whose
+    stored text no longer matches its sha256; approving a proposal tuned on the test split
+    without an override note.
     """
     require(actor, Permission.approve_policy)
     if meaning not in ("approve", "reject"):
@@ -348,6 +451,20 @@ def sign(
             raise InputError(f"this change does not need a {role.value} signature")
         if any(sg.role == role.value for sg in view.signatures):
             raise InputError(f"the {role.value} signature is already on version {row.number}")
+        if meaning == "approve":
+            me = actor.email.strip().casefold()
+            for given in view.signatures:
+                if given.meaning == "approve" and given.signer.strip().casefold() == me:
+                    raise PermissionDenied(
+                        f"{actor.email} already approved version {row.number} as {given.role}: "
+                        "the required approvals must come from different people, so another "
+                        f"person holding the {role.value} role must sign"
+                    )
+        problems = text_problems(view)
+        if problems:
+            raise TamperedPolicyError(
+                f"version {row.number} cannot be signed: {'; '.join(problems)}"
+            )
         if meaning == "approve" and row.tuned_on_split == "test" and not row.override_note:
             raise InputError(
                 "this proposal was tuned on the test split; it cannot be approved without "
@@ -406,8 +523,18 @@ def sign(
 
 def verify_chain(engine: Engine) -> list[str]:
     """Problems in the sign-off chain (empty when intact): altered rows, rows deleted or
-    inserted in the middle, and rows deleted from the end (checked against the chain head)."""
+    inserted in the middle, and rows deleted from the end (checked against the chain head);
+    then every policy version whose stored text no longer hashes to the sha256 it was proposed
+    with, or whose sha256 is not the one its signatures signed (a text edited, or text and
+    sha256 rewritten together, in the database).
+
+    Not covered: ``split_locks``. A signature does not hash them (it records the labeled
+    data it saw through ``data_fingerprint``; the locks only keep those cases' splits as they
+    were), and deleting a case removes its lock, so a missing lock cannot be told from a
+    legitimate one here."""
+    _load_builtin_kinds()
     problems: list[str] = []
+    signed: dict[int, list[tuple[int, str]]] = {}
     prev = GENESIS
     count = 0
     with read_session(engine) as s:
@@ -422,7 +549,17 @@ def verify_chain(engine: Engine) -> list[str]:
             if expected != sg.row_hash:
                 problems.append(f"sign-off {sg.id}: its content was altered after signing")
             prev = sg.row_hash
+            signed.setdefault(sg.policy_version_id, []).append((sg.id, sg.policy_sha256))
         head = s.get(Setting, CHAIN_KEY)
+        stored = s.execute(
+            select(
+                PolicyVersion.id,
+                PolicyVersion.kind,
+                PolicyVersion.number,
+                PolicyVersion.yaml_text,
+                PolicyVersion.sha256,
+            ).order_by(PolicyVersion.id)
+        ).all()
     if head is None:
         if count:
             problems.append("the chain head record is missing")
@@ -434,6 +571,16 @@ def verify_chain(engine: Engine) -> list[str]:
             )
         elif str(head.value["head"]) != prev:
             problems.append("the last signature does not match the chain head")
+    for vid, kind_name, number, yaml_text, sha256 in stored:
+        if kind_name not in _KINDS:
+            problems.append(
+                f"policy version {vid}: its kind {kind_name!r} is unknown here, so its text "
+                "cannot be checked"
+            )
+            continue
+        label = f"policy version {vid} ({_KINDS[kind_name].title} version {number})"
+        for p in _text_problems(kind_name, yaml_text, sha256, signed.get(vid, [])):
+            problems.append(f"{label}: {p}")
     return problems
 
 

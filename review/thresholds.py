@@ -74,7 +74,13 @@ class PolicyInForce:
 
 
 def in_force(engine: Engine) -> PolicyInForce:
-    v = signoff.current_approved(engine, KIND)
+    """The most recently approved policy version, else the shipped file.
+
+    An approved version whose stored text was edited after signing is refused
+    (:class:`review.signoff.TamperedPolicyError`, naming the version): nothing is served, and
+    no older approved version takes its place (see :func:`review.signoff.in_force_version`).
+    """
+    v = signoff.in_force_version(engine, KIND)
     if v is not None:
         return PolicyInForce(
             parse_policy(v.yaml_text, f"approved version {v.number}"), v.yaml_text, v
@@ -307,8 +313,9 @@ def diff(old: str, new: str, old_name: str = "in force", new_name: str = "propos
 
 
 def export_approved(engine: Engine) -> str:
-    """The approved policy as YAML with approved_on filled in from its signatures."""
-    v = signoff.current_approved(engine, KIND)
+    """The approved policy as YAML with approved_on filled in from its signatures. Refused
+    (TamperedPolicyError) when its stored text was edited after signing."""
+    v = signoff.in_force_version(engine, KIND)
     if v is None or v.approved_on is None:
         raise InputError("no approved policy version in this workbench yet")
     day = v.approved_on.date().isoformat()

@@ -227,8 +227,13 @@ def _shipped_text() -> str:
 
 
 def in_force(engine: Engine) -> WordingInForce:
-    """The most recently approved wording version, else the shipped file."""
-    v = signoff.current_approved(engine, KIND)
+    """The most recently approved wording version, else the shipped file.
+
+    An approved version whose stored text was edited after signing is refused
+    (:class:`review.signoff.TamperedPolicyError`, naming the version): nothing is served, and
+    no older approved version takes its place (see :func:`review.signoff.in_force_version`).
+    """
+    v = signoff.in_force_version(engine, KIND)
     if v is not None:
         return WordingInForce(
             parse_wording(v.yaml_text, f"approved wording version {v.number}"), v.yaml_text, v

@@ -12,7 +12,8 @@
   untouched: no INSERT, UPDATE or DELETE is even sent, the row counts and the audit log stay.
 * Clearance: the writes that touch restricted documents or traces, or store unredacted
   traces, are refused without clearance.
-* The author of a policy or wording change can never sign it, whatever roles they hold.
+* The author of a policy or wording change can never sign it, whatever roles they hold, and
+  a user holding both approver roles gives only one of the required approvals.
 * No page shows restricted text to a user without clearance.
 """
 
@@ -671,6 +672,42 @@ def test_the_demo_authors_cannot_sign_their_pending_changes(ctx: Ctx) -> None:
         shouting = replace(author, email=author.email.upper())
         with pytest.raises(PermissionDenied):
             sign(ctx.engine, shouting, vid, "approve", note="mine")
+
+
+def _one_person_one_approval(ctx: Ctx, version_id: int, sign: Callable[..., object]) -> None:
+    """BOTH (not the author) approves as product owner; approving again as compliance is
+    refused before anything is written; another person completes the four eyes."""
+    sign(ctx.engine, BOTH, version_id, "approve", role=PO, note="fine by me")
+    writes = Writes(ctx.engine)
+    before = state(ctx.engine)
+    with pytest.raises(PermissionDenied, match="different people"):
+        sign(ctx.engine, BOTH, version_id, "approve", role=CO, note="and again")
+    assert writes.statements == []
+    assert state(ctx.engine) == before
+    v = signoff.get_version(ctx.engine, version_id)
+    assert v.status == "pending" and v.missing_roles == ["compliance"]
+    sign(ctx.engine, actor(CO), version_id, "approve", note="second pair of eyes")
+    assert signoff.get_version(ctx.engine, version_id).status == "approved"
+
+
+def test_a_user_holding_both_roles_gives_one_threshold_approval(ctx: Ctx) -> None:
+    vid = thresholds.propose_thresholds(
+        ctx.engine, actor(PO), "vector", 0.32, 0.53, "distinct", tuned_on_split="validation"
+    )
+    _one_person_one_approval(ctx, vid, signoff.sign)
+
+
+def test_a_user_holding_both_roles_gives_one_wording_approval(ctx: Ctx) -> None:
+    r3 = (
+        "I prepared an answer, but I could not back every part of it with the documents "
+        "available to you, so I have held it back. Please raise a support ticket and {role} "
+        "will look at your question."
+    )
+    vid = wordingservice.propose_edits(
+        ctx.engine, actor(PO), {"R3": wordingservice.MessageDraft(r3)}, "R3 needs compliance"
+    )
+    assert signoff.get_version(ctx.engine, vid).missing_roles == ["compliance", "product_owner"]
+    _one_person_one_approval(ctx, vid, wordingservice.sign_wording)
 
 
 # ---------------------------------------------------------------------------------------
