@@ -153,7 +153,7 @@ def case_form(key: str, start: dict[str, object], submit_label: str) -> cases.Ca
     try:
         return cases.validate_case(data, "form", 1, tax)
     except InputError as exc:
-        st.error(str(exc).removeprefix("form: line 1: "))
+        st.error(ui.plain(str(exc).removeprefix("form: line 1: ")))
         return None
 
 
@@ -178,7 +178,7 @@ def show_case(case_id: int) -> None:
             try:
                 new_version = cases.update_case(engine, actor, view.id, opened_version, result, tax)
             except (InputError, PermissionDenied, StaleWriteError) as exc:
-                st.error(str(exc))
+                st.error(ui.plain(exc))
             else:
                 st.session_state[edit_key] = None
                 st.session_state["cases_flash"] = f"Saved {view.key} (version {new_version})."
@@ -291,7 +291,7 @@ def import_export_panel() -> None:
                         items = list(cases.iter_cases_jsonl(text.splitlines(), up.name, tax))
                         report = cases.import_cases(engine, actor, items, up.name)
                     except (InputError, PermissionDenied) as exc:
-                        st.error(f"Nothing was imported. {exc}")
+                        st.error("Nothing was imported. " + ui.plain(exc))
                     else:
                         st.success(report.summary())
         if st.button("Prepare export of the filtered cases"):
@@ -378,7 +378,7 @@ if can_edit:
             try:
                 new_id = cases.create_case(engine, actor, new, tax)
             except (InputError, PermissionDenied) as exc:
-                st.error(str(exc))
+                st.error(ui.plain(exc))
             else:
                 st.query_params["case"] = str(new_id)
                 st.session_state["cases_flash"] = "Case created."
@@ -420,7 +420,7 @@ if can_edit:
                 sp = splits.plan(engine, seed, keep_existing=keep)
             except InputError as exc:
                 st.session_state.pop("cases_split_preview", None)
-                st.info(str(exc))
+                st.info(ui.plain(exc))
             else:
                 st.session_state["cases_split_preview"] = {
                     "seed": seed,
@@ -453,7 +453,7 @@ if can_edit:
                 try:
                     n = splits.apply(engine, actor, seed, keep_existing=keep)
                 except (InputError, PermissionDenied) as exc:
-                    st.error(str(exc))
+                    st.error(ui.plain(exc))
                 else:
                     st.session_state.pop("cases_split_preview", None)
                     st.session_state["cases_split_flash"] = (
