@@ -229,14 +229,44 @@ def _reserve(s: Session, actor: Actor, case_id: int, t: dt.datetime, cfg: LabelS
 
 
 def reserve(engine: Engine, actor: Actor, case_id: int) -> dt.datetime:
-    """Hold a specific case (opened through a deep link) for me; returns the expiry."""
+    """Hold a specific case (opened through a deep link) for me; returns the expiry.
+
+    A case I labeled already opens for editing my label (nothing is held). Otherwise the
+    queue's rules hold: refused while someone else holds the case (no double work), and
+    when it already has the labels the overlap asks for."""
     require(actor, Permission.label)
     cfg = get_settings(engine)
 
     def work(s: Session) -> dt.datetime:
-        if _lock_case(s, case_id) is None:
+        case = _lock_case(s, case_id)
+        if case is None:
             raise InputError(f"case {case_id} does not exist")
         t = utcnow()
+        labeled = select(func.count(func.distinct(Label.annotator))).where(Label.case_id == case_id)
+        mine = s.scalar(
+            select(func.count()).where(Label.case_id == case_id, Label.annotator == actor.email)
+        )
+        if mine:
+            return t
+        held = s.execute(
+            select(Reservation.annotator, Reservation.expires_at)
+            .where(
+                Reservation.case_id == case_id,
+                Reservation.annotator != actor.email,
+                Reservation.expires_at > t,
+            )
+            .limit(1)
+        ).first()
+        if held is not None:
+            raise InputError(
+                f"{held.annotator} is labeling this case (held until "
+                f"{held.expires_at:%H:%M} UTC); it returns to the queue if they skip it"
+            )
+        if int(s.scalar(labeled) or 0) >= cfg.overlap:
+            raise InputError(
+                f"this case already has the {cfg.overlap} labels it needs; take the next "
+                "case from your queue"
+            )
         _reserve(s, actor, case_id, t, cfg)
         return t + dt.timedelta(minutes=cfg.reservation_minutes)
 

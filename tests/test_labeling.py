@@ -265,3 +265,22 @@ def test_disagreements_in_sql_match_the_rule_on_every_label(
     assert labeling.disagreements(demo_engine, limit=10_000) == _reference_disagreements(
         demo_engine
     )
+
+
+def test_a_deep_link_follows_the_queue_rules(demo_engine: Engine, tax: Taxonomy) -> None:
+    """Opening a case by its link holds it like the queue does: not while someone else
+    holds it, not once it has its labels; my own labeled case opens to edit my label."""
+    case = labeling.next_case(demo_engine, INES)  # Ines holds it now
+    assert case is not None
+    with pytest.raises(InputError, match=r"ines@example\.org is labeling this case"):
+        labeling.reserve(demo_engine, TOM, case)
+    labeling.submit(demo_engine, INES, case, ANSWER, None, tax)
+    labeling.reserve(demo_engine, TOM, case)  # free again after Ines saved
+    labeling.submit(demo_engine, TOM, case, ABSTAIN, None, tax)
+    overlap = labeling.get_settings(demo_engine).overlap
+    assert overlap == 2
+    with pytest.raises(InputError, match="already has the 2 labels it needs"):
+        labeling.reserve(demo_engine, SAM, case)
+    labeling.reserve(demo_engine, INES, case)  # my own label: opens for editing
+    with pytest.raises(InputError, match="does not exist"):
+        labeling.reserve(demo_engine, SAM, 10**9)
