@@ -55,6 +55,13 @@ st.caption(
     f"{', '.join(f'{d.ref} ({d.visibility}, {d.role})' for d in view.documents) or '—'}"
 )
 
+if labeling.still_blind(engine, actor, view.id):
+    st.info(
+        "You may still label this case, so its labels stay hidden from you (blind "
+        "labeling). Label it first, or adjudicate it once it has the labels it needs."
+    )
+    st.link_button("Label this case", ui.link("label", case=view.id))
+    st.stop()
 current = labeling.current_labels(engine, view.id)
 st.caption("Labels side by side")
 if current:

@@ -432,9 +432,25 @@ def submit(
     return run_write(engine, work)
 
 
+def still_blind(engine: Engine, actor: Actor, case_id: int) -> bool:
+    """Whether I may still label this case blind: I can label, have not, and it has fewer
+    labels than the overlap asks. Then nobody's labels are shown to me, adjudicator or not
+    (a reviewer who is also an annotator must not see the others before labeling)."""
+    if not actor.can(Permission.label) or my_label(engine, actor, case_id) is not None:
+        return False
+    overlap = get_settings(engine).overlap
+    with read_session(engine) as s:
+        n = s.scalar(
+            select(func.count(func.distinct(Label.annotator))).where(Label.case_id == case_id)
+        )
+    return int(n or 0) < overlap
+
+
 def visible_labels(engine: Engine, actor: Actor, case_id: int) -> list[LabelView] | None:
-    """Everyone's current labels on a case, or None while I have not labeled it (blind).
-    Adjudicators always see them."""
+    """Everyone's current labels on a case, or None while they are hidden from me: I have
+    not labeled it and am not an adjudicator, or I may still label it blind."""
+    if still_blind(engine, actor, case_id):
+        return None
     if not actor.can(Permission.adjudicate) and my_label(engine, actor, case_id) is None:
         return None
     return current_labels(engine, case_id)
@@ -682,6 +698,11 @@ def adjudicate(
 ) -> GoldView:
     """Set the gold label of a case (appended; earlier gold labels stay in the history)."""
     require(actor, Permission.adjudicate)
+    if still_blind(engine, actor, case_id):
+        raise PermissionDenied(
+            "you may still label this case blind: label it first, or adjudicate it once it "
+            "has the labels it needs"
+        )
     reasons = tuple(reason_codes)
     LabelIn(decision, reasons).check(tax, 0)
     if not note.strip():

@@ -284,3 +284,45 @@ def test_a_deep_link_follows_the_queue_rules(demo_engine: Engine, tax: Taxonomy)
     labeling.reserve(demo_engine, INES, case)  # my own label: opens for editing
     with pytest.raises(InputError, match="does not exist"):
         labeling.reserve(demo_engine, SAM, 10**9)
+
+
+def test_an_adjudicator_who_may_still_label_a_case_does_not_see_its_labels(
+    demo_engine: Engine, tax: Taxonomy
+) -> None:
+    """Blind labeling holds for a reviewer who is also an annotator: with overlap 3, a case
+    with two disagreeing labels is in the adjudication queue, but to someone who may still
+    give the third label its labels stay hidden and adjudicating it is refused."""
+    from review.identity import Role
+
+    admin = make_actor("admin")
+    cfg = labeling.get_settings(demo_engine)
+    labeling.set_settings(demo_engine, admin, 3, cfg.reservation_minutes, cfg.version)
+    both = make_actor("reviewer", "both@example.org")
+    both = type(both)(**{**both.__dict__, "roles": frozenset({Role.reviewer, Role.annotator})})
+    from sqlalchemy import exists, select
+
+    from storage.db import read_session
+    from storage.models import Case, Label
+
+    with read_session(demo_engine) as s:  # a ready case nobody has labeled yet
+        case = s.scalar(
+            select(Case.id)
+            .where(Case.status == "ready", ~exists().where(Label.case_id == Case.id))
+            .order_by(Case.id)
+            .limit(1)
+        )
+    assert case is not None
+    labeling.submit(demo_engine, INES, case, ANSWER, None, tax)
+    labeling.submit(demo_engine, TOM, case, ABSTAIN, None, tax)
+    assert case in [c for c, _, _ in labeling.disagreements(demo_engine, limit=10_000)]
+    assert labeling.still_blind(demo_engine, both, case)
+    assert labeling.visible_labels(demo_engine, both, case) is None
+    with pytest.raises(PermissionDenied, match="label it first"):
+        labeling.adjudicate(demo_engine, both, case, "answer", [], "looks answerable", tax)
+    # a reviewer who does not label sees them and may adjudicate
+    assert labeling.visible_labels(demo_engine, RAVI, case) is not None
+    # once the blind annotator has labeled, the labels show
+    labeling.submit(demo_engine, both, case, ANSWER, None, tax)
+    assert not labeling.still_blind(demo_engine, both, case)
+    assert labeling.visible_labels(demo_engine, both, case) is not None
+    labeling.adjudicate(demo_engine, both, case, "answer", [], "two of three answer", tax)
