@@ -25,8 +25,8 @@ from typing import Any
 
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-from sqlalchemy import Engine, func, select
-from sqlalchemy.orm import Session
+from sqlalchemy import Engine, Text, cast, distinct, exists, func, select, union_all
+from sqlalchemy.orm import Session, aliased
 
 from review.errors import InputError
 from review.families import restricted_text_in
@@ -45,6 +45,7 @@ from storage.models import (
     EvalOutput,
     EvalPerturbedOutput,
     EvalRun,
+    Label,
 )
 
 
@@ -281,21 +282,57 @@ def list_runs(engine: Engine) -> list[RunRow]:
 
 
 def gold_subquery() -> Any:
-    """Latest adjudication per case (the gold label when one exists)."""
+    """The agreed (gold) label per case, where one exists: the latest adjudication; for a
+    case never adjudicated, the label its annotators agree on (two or more current labels,
+    the same decision and the same reason codes). Cases without either fall back to the
+    author's expected decision where this is used."""
     latest = (
         select(Adjudication.case_id, func.max(Adjudication.id).label("adj_id"))
         .group_by(Adjudication.case_id)
         .subquery()
     )
-    return (
+    adjudicated = select(
+        latest.c.case_id,
+        Adjudication.decision.label("gold_decision"),
+        Adjudication.reason_codes.label("gold_reasons"),
+    ).join(Adjudication, Adjudication.id == latest.c.adj_id)
+    newer = aliased(Label)
+    current = (
         select(
-            latest.c.case_id,
-            Adjudication.decision.label("gold_decision"),
-            Adjudication.reason_codes.label("gold_reasons"),
+            Label.case_id,
+            Label.id,
+            Label.decision,
+            cast(Label.reason_codes, Text).label("rc"),
         )
-        .join(Adjudication, Adjudication.id == latest.c.adj_id)
-        .subquery()
+        .where(
+            ~exists().where(
+                newer.case_id == Label.case_id,
+                newer.annotator == Label.annotator,
+                newer.id > Label.id,
+            )
+        )
+        .subquery("current_labels")
     )
+    unanimous = (
+        select(current.c.case_id, func.max(current.c.id).label("label_id"))
+        .group_by(current.c.case_id)
+        .having(
+            func.count() >= 2,
+            func.count(distinct(current.c.decision)) == 1,
+            func.count(distinct(current.c.rc)) == 1,
+        )
+        .subquery("unanimous")
+    )
+    agreed = (
+        select(
+            unanimous.c.case_id,
+            Label.decision.label("gold_decision"),
+            Label.reason_codes.label("gold_reasons"),
+        )
+        .join(Label, Label.id == unanimous.c.label_id)
+        .where(~exists().where(Adjudication.case_id == unanimous.c.case_id))
+    )
+    return union_all(adjudicated, agreed).subquery("gold")
 
 
 def score_outputs(

@@ -389,3 +389,45 @@ def test_evaluate_command_prints_every_check_and_can_skip_perturbations(
     r = CliRunner().invoke(main, [*args, "cli plain", "--no-perturbations"])
     assert r.exit_code == 0, r.output
     assert DISTRACTOR not in r.output and runmetrics.METAMORPHIC["removed"][0] in r.output
+
+
+def test_metrics_use_the_agreed_label_then_the_adjudication(
+    demo_engine: Engine, tax: Taxonomy
+) -> None:
+    """Gold is the adjudication when there is one; otherwise the label the annotators agree
+    on (two or more, same decision and codes); otherwise the author's expected decision."""
+    from sqlalchemy import exists, select
+
+    from review import labeling
+    from storage.db import read_session
+    from storage.models import Case, Label
+
+    run = evalruns.list_runs(demo_engine)[0]
+    frame = evalruns.outputs_frame(demo_engine, run.id, tax)
+    with read_session(demo_engine) as s:
+        unlabeled = set(s.scalars(select(Case.id).where(~exists().where(Label.case_id == Case.id))))
+    row = frame[frame["case_id"].isin(unlabeled) & (frame["gold"] != "escalate")].iloc[0]
+    case, expected = int(row["case_id"]), str(row["gold"])
+
+    def gold() -> tuple[str, list[str]]:
+        f = evalruns.outputs_frame(demo_engine, run.id, tax)
+        r = f[f["case_id"] == case].iloc[0]
+        return str(r["gold"]), list(r["gold_reasons"])
+
+    a, b = make_actor("annotator", "a@example.org"), make_actor("annotator", "b@example.org")
+    esc = labeling.LabelIn("escalate", ("restricted_topic",))
+    first = labeling.submit(demo_engine, a, case, esc, None, tax)
+    assert gold()[0] == expected  # one label is not an agreement
+    labeling.submit(
+        demo_engine, b, case, labeling.LabelIn("abstain", ("restricted_topic",)), None, tax
+    )
+    assert gold()[0] == expected  # two labels that disagree: still the author's
+    labeling.submit(demo_engine, b, case, esc, labeling.my_label(demo_engine, b, case).id, tax)  # type: ignore[union-attr]
+    assert gold() == ("escalate", ["restricted_topic"])  # agreed
+    labeling.submit(demo_engine, a, case, labeling.LabelIn("answer"), first.id, tax)
+    assert gold()[0] == expected  # no longer agreed
+    reviewer = make_actor("reviewer", "r@example.org")
+    labeling.adjudicate(
+        demo_engine, reviewer, case, "clarify", ["ambiguous_question"], "asks two things", tax
+    )
+    assert gold() == ("clarify", ["ambiguous_question"])  # the adjudication wins
