@@ -92,7 +92,10 @@ def calibrate() -> None:
         )
         mode = c2.selectbox("Ranking mode", modes, key="thr_mode_audit")
         tuned_on = "audit"
-        c3.caption("Audited traces form one sample: tuned and reported on it.")
+        c3.caption(
+            "Audited traces form one sample: tuned and reported on it, so a proposal is "
+            "flagged and needs an override note to be approved."
+        )
         frame = thresholds.audited_trace_outcomes(engine, policy, mode)
         report_split = "audit"
     else:
@@ -250,9 +253,10 @@ def calibrate() -> None:
             rationale = st.text_area("Rationale (goes into the change record)")
             override = (
                 st.text_area(
-                    "Override note (required to approve a proposal tuned on the test split)"
+                    "Override note (required to approve a proposal tuned on the data it is "
+                    "reported on)"
                 )
-                if tuned_on == "test"
+                if signoff.needs_override(tuned_on)
                 else ""
             )
             go = st.form_submit_button("Propose for sign-off", type="primary")
@@ -293,9 +297,9 @@ with tab_sign:
         with st.container(border=True):
             st.subheader(f"Version {v.number} · proposed by {v.author}")
             ui.text(v.rationale, label="Rationale")
-            if v.tuned_on_split == "test":
+            if signoff.needs_override(v.tuned_on_split):
                 st.error(
-                    "Tuned on the test split."
+                    f"Tuned on the {v.tuned_on_split} data it is reported on."
                     + (
                         " Override note on the record:"
                         if v.override_note

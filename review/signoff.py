@@ -295,6 +295,16 @@ def in_force_version(engine: Engine, kind_name: str) -> VersionView | None:
     return v
 
 
+#: Splits a proposal is also reported on: tuned there, its figures are not on unseen data
+#: (the test split; audited traces, which form one sample). Approval needs an override note.
+REPORTED_ON = frozenset({"test", "audit"})
+
+
+def needs_override(tuned_on_split: str | None) -> bool:
+    """Whether a proposal tuned on this split needs an override note to be approved."""
+    return tuned_on_split in REPORTED_ON
+
+
 def propose(
     engine: Engine,
     actor: Actor,
@@ -313,9 +323,6 @@ def propose(
     k.validate(yaml_text, f"proposed {k.title}")
     if not rationale.strip():
         raise InputError("say why: a rationale is required for every change")
-    if tuned_on_split == "test" and not (override_note or "").strip():
-        # allowed to propose, but it will carry the flag; approval needs the override note
-        pass
     digest = sha256_text(k.canonical(yaml_text))
     current = current_approved(engine, kind_name)
     if current is not None and current.sha256 == digest:
@@ -465,10 +472,11 @@ def sign(
             raise TamperedPolicyError(
                 f"version {row.number} cannot be signed: {'; '.join(problems)}"
             )
-        if meaning == "approve" and row.tuned_on_split == "test" and not row.override_note:
+        if meaning == "approve" and needs_override(row.tuned_on_split) and not row.override_note:
             raise InputError(
-                "this proposal was tuned on the test split; it cannot be approved without "
-                "an override note on the record (propose it again with one)"
+                f"this proposal was tuned on the {row.tuned_on_split} data it is reported on; "
+                "it cannot be approved without an override note on the record (propose it "
+                "again with one)"
             )
         head = s.get(Setting, CHAIN_KEY, with_for_update=True)
         if head is None:

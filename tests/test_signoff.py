@@ -85,8 +85,13 @@ def test_roles_and_rejection(engine: Engine) -> None:
 
 def test_test_split_tuning_needs_an_override_note(engine: Engine) -> None:
     vid = signoff.propose(engine, PO, KIND, "a: 2\n", "tuned", tuned_on_split="test")
-    with pytest.raises(InputError, match="tuned on the test split"):
+    with pytest.raises(InputError, match="tuned on the test data it is reported on"):
         signoff.sign(engine, COMP, vid, "approve")
+    # audited traces form one sample, tuned and reported on: flagged the same way
+    audit = signoff.propose(engine, PO, KIND, "a: 4\n", "from audits", tuned_on_split="audit")
+    with pytest.raises(InputError, match="tuned on the audit data it is reported on"):
+        signoff.sign(engine, COMP, audit, "approve")
+    assert signoff.needs_override("audit") and not signoff.needs_override("validation")
     vid2 = signoff.propose(
         engine,
         PO,
