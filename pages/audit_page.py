@@ -13,7 +13,7 @@ import pandas as pd
 import streamlit as st
 
 from pages import ui
-from review import audits
+from review import audits, wordingservice
 from review.errors import InputError, PermissionDenied, StaleWriteError
 from review.identity import Permission
 
@@ -599,6 +599,28 @@ with tab_queue:
                     st.rerun()
             else:
                 show_item(view)
+                wording = wordingservice.trace_findings(engine, actor, view.trace_pk)
+                if wording.findings:
+                    with st.container(border=True):
+                        st.markdown("**Refusal wording check** (the wording in force)")
+                        st.caption(
+                            "The final text breaks these wording rules; if they hold, the "
+                            "verdict is a wording violation."
+                        )
+                        st.dataframe(
+                            pd.DataFrame(
+                                [
+                                    {
+                                        "rule": f.rule,
+                                        "excerpt": f.excerpt,
+                                        "why": f.explanation,
+                                    }
+                                    for f in wording.findings
+                                ]
+                            ),
+                            hide_index=True,
+                            width="stretch",
+                        )
                 mine = audits.my_verdict(engine, actor, view.id)
                 st.divider()
                 st.subheader("Your verdict" + (" (edit)" if mine else ""))

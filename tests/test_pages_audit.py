@@ -11,6 +11,7 @@ from streamlit.testing.v1 import AppTest
 
 from review import audits, users
 from review.audits import PlanSpec, PopulationFilter
+from review.errors import PermissionDenied
 from review.identity import SYSTEM
 from review.taxonomy import Taxonomy
 from storage.db import make_engine, migrate, read_session
@@ -349,3 +350,46 @@ def test_export_offers_both_files(audit_url: str, monkeypatch: pytest.MonkeyPatc
     with read_session(eng) as s:
         assert s.scalar(select(func.count(SamplingPlan.id))) == 2
     eng.dispose()
+
+
+def test_the_verdict_form_shows_the_wording_findings_of_a_refusal(
+    audit_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The production wording check feeds the audit's wording-violation verdict: a sampled
+    refusal that breaks a wording rule shows the rule beside the verdict form."""
+    from review import wordingservice
+    from storage.models import AuditItem
+
+    eng = make_engine(audit_url)
+    ravi = users.to_actor(users.get_by_email(eng, RAVI))  # type: ignore[arg-type]
+    with read_session(eng) as s:
+        items = s.execute(select(AuditItem.id, AuditItem.plan_id, AuditItem.trace_pk)).all()
+    found = None
+    for item_id, plan_id, trace_pk in items:
+        try:
+            hit = wordingservice.trace_findings(eng, ravi, trace_pk)
+        except PermissionDenied:
+            continue
+        if hit.findings:
+            found = (item_id, plan_id, hit)
+            break
+    if found is None:  # the demo sample holds no such refusal: sample one that does
+        pk = add_trace(
+            eng, "wording-1", decision="abstain", reason_code="no_answer_bearing_evidence",
+            answer_text="That policy does not exist. Call Maria Lopez on 555-0100.",
+        )  # fmt: skip
+        pid = audits.create_plan(
+            eng, REVIEWER, PlanSpec(name="wording", total=1, seed=1, filter=PopulationFilter())
+        )
+        audits.draw_plan(eng, REVIEWER, pid)
+        with read_session(eng) as s:
+            item_id = s.scalar(select(AuditItem.id).where(AuditItem.plan_id == pid))
+        found = (item_id, pid, wordingservice.trace_findings(eng, ravi, pk))
+    item_id, plan_id, hit = found
+    assert hit.findings
+    at = run(audit_url, monkeypatch, plan=str(plan_id), item=str(item_id))
+    no_exception(at)
+    shown = " ".join(str(m.value) for m in at.markdown)
+    assert "Refusal wording check" in shown
+    table = next(d.value for d in at.dataframe if "rule" in d.value.columns)
+    assert set(table["rule"]) == {f.rule for f in hit.findings}
