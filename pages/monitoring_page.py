@@ -1,18 +1,21 @@
 """Monitoring: the weekly signals of production traces, alerts, and segments.
 
-Everything here is an SQL aggregation (review.monitoring); alert thresholds come from
-policies/monitoring.yaml. Each alert links to the traces behind it on the Traces page.
+The signals are read from the daily rollup (review.monitoring, review.rollup); alert
+thresholds come from policies/monitoring.yaml. Each alert links to the traces behind it on
+the Traces page. Refusals that break a wording rule come from the production wording check
+(review.wordingservice) once it has run.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 
+import altair as alt
 import pandas as pd
 import streamlit as st
 
 from pages import ui
-from review import monitoring, traces
+from review import monitoring, traces, wordingservice
 from review.errors import InputError, PolicyFileError
 
 engine = ui.engine()
@@ -183,6 +186,40 @@ st.dataframe(
         for label in monitoring.SIGNALS.values()
     },
 )
+
+st.subheader("Refusal wording in production")
+violations = wordingservice.weekly_violations(engine, actor, result.start, result.end)
+if violations is None:
+    st.info(
+        f"The production wording check has {wordingservice.unchecked_count(engine):,} refusal "
+        "text(s) to look at. Run it on the Wording page (Production check); the weekly count "
+        "of refusals that break a wording rule then shows here."
+    )
+    st.link_button("Open the production check", ui.link("wording"))
+else:
+    st.caption(
+        f"Refusals that break a wording rule (the wording in force), per week: "
+        f"{int(violations['offending'].sum()):,} in these weeks. The traces are listed on the "
+        "Wording page (Production check)."
+    )
+    long = violations.melt(
+        id_vars=["week"],
+        value_vars=list(wordingservice.RULE_BITS),
+        var_name="rule",
+        value_name="traces",
+    )
+    st.altair_chart(
+        alt.Chart(long[long["traces"] > 0])
+        .mark_bar()
+        .encode(
+            x=alt.X("yearmonthdate(week):T", title="Week (Monday)"),
+            y=alt.Y("traces:Q", title="Refusals breaking the rule"),
+            color=alt.Color("rule:N", title="Rule"),
+            tooltip=["week:T", "rule:N", "traces:Q"],
+        ),
+        width="stretch",
+    )
+    st.dataframe(violations, hide_index=True, width="stretch")
 
 st.subheader("Compare segments")
 c0, c1 = st.columns(2)

@@ -114,6 +114,7 @@ __all__ = [
     "trace_findings",
     "unchecked_count",
     "versions",
+    "weekly_violations",
     "word_diff",
     "wording_of",
     "yaml_diff",
@@ -1205,6 +1206,35 @@ def production_counts(engine: Engine, actor: Actor) -> ProductionSummary:
     see; restricted traces count only for users with clearance)."""
     scan, ctx = _scan(engine)
     return _summary(scan, ctx, actor)
+
+
+def weekly_violations(
+    engine: Engine, actor: Actor, start: dt.date, end: dt.date
+) -> pd.DataFrame | None:
+    """Refusal texts that break a wording rule, per week (Monday, UTC) from ``start`` up to
+    ``end`` (exclusive), with a column per rule: from the production check's scan, and only
+    when that scan is up to date (None otherwise: it is run from the Wording page, since a
+    first scan of a large trace table takes a while). Restricted traces count only for users
+    with clearance."""
+    if unchecked_count(engine) > 0:
+        return None
+    scan, _ctx = _scan(engine)
+    vis = _visible(scan, actor)
+    at = scan.at[vis]
+    masks = scan.masks[vis]
+    day = (at // 86_400).astype(np.int64)  # days since 1970-01-01, a Thursday
+    monday = day - (day + 3) % 7
+    lo = (dt.date(start.year, start.month, start.day) - dt.date(1970, 1, 1)).days
+    hi = (dt.date(end.year, end.month, end.day) - dt.date(1970, 1, 1)).days
+    keep = (monday >= lo) & (monday < hi)
+    weeks = [start + dt.timedelta(weeks=i) for i in range(max(0, (hi - lo + 6) // 7))]
+    frame = pd.DataFrame({"week": weeks})
+    index = (monday[keep] - lo) // 7
+    frame["offending"] = np.bincount(index, minlength=len(weeks))[: len(weeks)]
+    for rule, bit in RULE_BITS.items():
+        hits = index[(masks[keep] & bit) != 0]
+        frame[rule] = np.bincount(hits, minlength=len(weeks))[: len(weeks)]
+    return frame
 
 
 def _sensitive_spans(ctx: _LintContext, text: str) -> list[tuple[int, int]]:

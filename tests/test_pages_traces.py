@@ -380,3 +380,26 @@ def test_monitoring_empty_database_annotator_and_bad_policy(
     no_exception(at)
     assert any("monitoring policy file is invalid" in e.value for e in at.error)
     assert any("alerts.no_answer_move.max_change_points" in c.value for c in at.code)
+
+
+def test_monitoring_shows_wording_violations_once_the_production_check_ran(
+    trace_demo_url: str,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from review import users, wordingservice
+
+    wordingservice.clear_production_cache()
+    at = page_app(trace_demo_url, monkeypatch, MONITORING, PAULA).run()
+    no_exception(at)
+    assert any("production wording check has" in i.value for i in at.info)
+    eng = make_engine(trace_demo_url)
+    paula = users.to_actor(users.get_by_email(eng, PAULA))  # type: ignore[arg-type]
+    summary = wordingservice.production_counts(eng, paula)
+    assert summary.offending > 0
+    at = page_app(trace_demo_url, monkeypatch, MONITORING, PAULA).run()
+    no_exception(at)
+    weekly = next(d.value for d in at.dataframe if "offending" in d.value.columns)
+    assert int(weekly["offending"].sum()) > 0
+    assert int(weekly["offending"].sum()) <= summary.offending
+    assert any("break a wording rule" in c.value for c in at.caption)
+    wordingservice.clear_production_cache()

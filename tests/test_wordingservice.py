@@ -721,3 +721,25 @@ def test_the_refusal_texts_are_counted_from_their_partial_index(any_engine: Engi
         with any_engine.connect() as c:
             plan = " ".join(str(r) for r in c.exec_driver_sql("EXPLAIN QUERY PLAN " + sql))
         assert "ix_traces_refusal_texts" in plan, plan
+
+
+def test_weekly_violations_come_from_an_up_to_date_scan_only(prod: Engine) -> None:
+    from review.monitoring import week_start
+
+    monday = week_start(T0)
+    start, end = monday - dt.timedelta(weeks=2), monday + dt.timedelta(weeks=2)
+    assert ws.weekly_violations(prod, ADA, start, end) is None  # not scanned yet
+    s = ws.production_counts(prod, ADA)
+    frame = ws.weekly_violations(prod, ADA, start, end)
+    assert frame is not None and list(frame["week"]) == [
+        start + dt.timedelta(weeks=i) for i in range(4)
+    ]
+    row = frame[frame["week"] == monday].iloc[0]
+    assert int(row["offending"]) == s.offending == 9  # all the traces are in T0's week
+    assert {r: int(row[r]) for r in s.per_rule} == s.per_rule
+    assert int(frame["offending"].sum()) == 9
+    # without clearance the restricted trace is not counted
+    assert int(ws.weekly_violations(prod, RAVI, start, end)["offending"].sum()) == 8  # type: ignore[index]
+    # a window that ends before T0's week counts nothing
+    early = ws.weekly_violations(prod, ADA, start, monday)
+    assert early is not None and int(early["offending"].sum()) == 0
