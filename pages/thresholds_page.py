@@ -231,7 +231,14 @@ def calibrate() -> None:
             else:
                 st.dataframe(replay.flips, hide_index=True, width="stretch")
                 st.dataframe(replay.examples, hide_index=True, width="stretch")
-    with st.expander("Sweep table and per-slice curves"):
+    with st.expander("Sweep and per-slice curves"):
+        st.caption(
+            f"Both failure sides against the threshold ({a.tuned_on}): coverage, false-refusal "
+            "and unsupported-answer rates, abstention recall; current and proposed marked"
+        )
+        sc = charts.sweep_chart(a.sweep, a.points)
+        st.altair_chart(sc, width="stretch")
+        chart_downloads(sc, a.sweep, "sweep")
         st.dataframe(a.sweep.replace([np.inf], np.nan), hide_index=True, width="stretch")
         try:
             by_slice = sweep_by_slice(frame[frame["split"] == a.tuned_on], policy.costs)

@@ -551,6 +551,10 @@ def test_thresholds_propose_then_two_other_people_approve(
     at.switch_page("pages/thresholds_page.py").run()
     no_exception(at)
     assert any("What the change buys" in s.value for s in at.subheader)
+    # every chart downloadable with its data: risk-coverage, expected cost, sweep, slices
+    keys = {b.key for b in at.get("download_button")}
+    for name in ("risk_coverage", "expected_cost", "sweep", "slices"):
+        assert {f"thr_csv_{name}", f"thr_svg_{name}", f"thr_png_{name}"} <= keys, name
     at.slider(key="thr_proposed_vector").set_value(0.6).run()
     no_exception(at)
     # error path: no rationale
