@@ -36,7 +36,7 @@ if not ov.attention:
     st.success("Nothing needs your attention right now.")
 for item in ov.attention:
     with st.container(border=True):
-        st.write(item.text)
+        st.markdown(ui.plain(item.text))
         st.page_link(
             f"pages/{item.page}_page.py",
             label=f"Open {item.page.title()}",

@@ -172,6 +172,16 @@ def next_case(
     return run_write(engine, work)
 
 
+def queue_size(engine: Engine, actor: Actor) -> int:
+    """How many ready cases my queue still holds (not labeled by me, below the overlap
+    counting other people's live reservations, or held by me)."""
+    cfg = get_settings(engine)
+    t = utcnow()
+    with read_session(engine) as s:
+        ids = _open_cases(actor, t, cfg.overlap, held_by_me_counts=True).subquery()
+        return int(s.scalar(select(func.count()).select_from(ids)) or 0)
+
+
 def _open_cases(actor: Actor, t: dt.datetime, overlap: int, held_by_me_counts: bool = False) -> Any:
     """Ready cases I have not labeled whose labels plus other people's live reservations are
     below the overlap (or, with ``held_by_me_counts``, that I hold a live reservation on)."""

@@ -18,7 +18,7 @@ MIN_CASES_PER_SLICE = 3
 @dataclass(frozen=True)
 class Attention:
     text: str
-    page: str  # url path of the page that resolves it
+    page: str  # the page that resolves it (pages/<page>_page.py)
     params: dict[str, str] = field(default_factory=dict)
 
 
@@ -127,6 +127,7 @@ def build_overview(engine: Engine, actor: Actor, tax: Taxonomy) -> Overview:
                 )
         if total == 0:
             attention.append(Attention("No cases yet: create one or import a JSONL file.", "cases"))
+    attention.extend(_work_waiting(engine, actor))
     if actor.can(Permission.manage_users) and users < 2:
         attention.append(
             Attention(
@@ -149,3 +150,54 @@ def build_overview(engine: Engine, actor: Actor, tax: Taxonomy) -> Overview:
         users,
         attention,
     )
+
+
+def _work_waiting(engine: Engine, actor: Actor) -> list[Attention]:
+    """What waits for this person: cases to label, disagreements to adjudicate, open audit
+    batches, policy and wording changes to sign."""
+    from review import audits, labeling, signoff, thresholds, wordingservice
+
+    out: list[Attention] = []
+    if actor.can(Permission.label):
+        n = labeling.queue_size(engine, actor)
+        if n:
+            out.append(Attention(f"{n} ready case(s) still need your label.", "labeling"))
+    if actor.can(Permission.adjudicate):
+        split = labeling.disagreements(engine, limit=101)
+        if split:
+            shown = "More than 100" if len(split) > 100 else str(len(split))
+            text = f"{shown} case(s) whose labels disagree wait for adjudication."
+            out.append(Attention(text, "adjudication"))
+    if actor.can(Permission.audit):
+        for plan in audits.list_plans(engine):
+            if plan.status == "open":
+                out.append(
+                    Attention(
+                        f"Audit batch '{plan.name}' is open: {plan.complete} of {plan.items} "
+                        "trace(s) have their verdicts.",
+                        "audit",
+                        {"plan": str(plan.id)},
+                    )
+                )
+    if actor.can(Permission.approve_policy):
+        me = actor.email.strip().lower()
+        for kind, title, page in (
+            (thresholds.KIND, "Threshold", "thresholds"),
+            (wordingservice.KIND, "Refusal wording", "wording"),
+        ):
+            for v in signoff.versions(engine, kind):
+                signed = {sg.signer.strip().lower() for sg in v.signatures}
+                mine = {r.value for r in actor.roles} & set(v.missing_roles)
+                if (
+                    v.status == "pending"
+                    and mine
+                    and v.author.strip().lower() != me
+                    and me not in signed
+                ):
+                    out.append(
+                        Attention(
+                            f"{title} change version {v.number} by {v.author} waits for sign-off.",
+                            page,
+                        )
+                    )
+    return out

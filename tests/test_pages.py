@@ -663,3 +663,48 @@ def test_thresholds_calibrate_on_audited_traces_and_replay(
     next(b for b in at.button if b.label.startswith("Replay the proposed")).click().run()
     no_exception(at)
     assert any("trace(s) replayed" in c.value for c in at.caption)
+
+
+def test_overview_lists_the_work_waiting_for_each_role(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from review import audits, labeling, overview, signoff, thresholds, wordingservice
+    from review.taxonomy import load_taxonomy
+
+    tax = load_taxonomy()
+
+    def waiting(email: str) -> list[overview.Attention]:
+        who = users.to_actor(users.get_by_email(demo_engine, email))  # type: ignore[arg-type]
+        return overview.build_overview(demo_engine, who, tax).attention
+
+    ines = users.to_actor(users.get_by_email(demo_engine, INES))  # type: ignore[arg-type]
+    queue = labeling.queue_size(demo_engine, ines)
+    assert queue > 0
+    label_items = [a for a in waiting(INES) if a.page == "labeling"]
+    assert [a.text for a in label_items] == [f"{queue} ready case(s) still need your label."]
+    ravi_pages = {a.page for a in waiting(RAVI)}
+    assert "adjudication" in ravi_pages and "audit" in ravi_pages  # demo: disagreements, open batch
+    open_batches = [p for p in audits.list_plans(demo_engine) if p.status == "open"]
+    assert sum(a.page == "audit" for a in waiting(RAVI)) == len(open_batches)
+    # pending changes wait for the approvers who are not their authors
+    for kind, page in ((thresholds.KIND, "thresholds"), (wordingservice.KIND, "wording")):
+        pending = [v for v in signoff.versions(demo_engine, kind) if v.status == "pending"]
+        assert pending, kind
+        for v in pending:
+            assert not any(
+                a.page == page and f"version {v.number} " in a.text for a in waiting(v.author)
+            )
+            # listed for exactly the other approvers holding a role the version still needs
+            for email in (OMAR, PAULA, CHEN):
+                who = users.to_actor(users.get_by_email(demo_engine, email))  # type: ignore[arg-type]
+                needed = {r.value for r in who.roles} & set(v.missing_roles)
+                expect = bool(needed) and email != v.author
+                listed = any(
+                    a.page == page and f"version {v.number} " in a.text for a in waiting(email)
+                )
+                assert listed == expect, (kind, v.number, email)
+    assert not [a for a in waiting(INES) if a.page in ("thresholds", "wording", "audit")]
+    # the page shows them with a link to each page
+    at = app(demo_url, monkeypatch, RAVI).run()
+    no_exception(at)
+    assert any("wait for adjudication" in m.value for m in at.markdown)
