@@ -230,6 +230,17 @@ def calibrate() -> None:
                 st.info("No trace changes its decision.")
             else:
                 st.dataframe(replay.flips, hide_index=True, width="stretch")
+                if replay.audited.empty:
+                    st.caption("None of the flipped traces has been audited.")
+                else:
+                    effect = replay.audited.groupby("effect")["traces"].sum()
+                    st.caption(
+                        "Audited traces among the flips, by their verdict: "
+                        f"{int(effect.get('fixes', 0))} fixed, "
+                        f"{int(effect.get('breaks', 0))} broken, "
+                        f"{int(effect.get('neutral', 0))} neutral"
+                    )
+                    st.dataframe(replay.audited, hide_index=True, width="stretch")
                 st.dataframe(replay.examples, hide_index=True, width="stretch")
     with st.expander("Sweep and per-slice curves"):
         st.caption(

@@ -388,6 +388,31 @@ class Replay:
     skipped: int  # traces whose ranking mode the policy does not know, or without hits
     flips: pd.DataFrame  # before, after, slice, traces
     examples: pd.DataFrame  # a sample of flipped traces with their audit verdicts
+    #: every flipped trace that was audited, counted by its verdict and what the change does
+    #: to it: verdict, before, after, effect ("fixes", "breaks" or "neutral"), traces
+    audited: pd.DataFrame
+
+
+#: Audit verdicts that say answering was right, and those that say it was wrong.
+_ANSWER_RIGHT = frozenset({"supported_answer", "false_refusal"})
+_ANSWER_WRONG = frozenset(
+    {"unsupported_answer", "partially_supported", "restricted_leak", "correct_refusal"}
+)
+
+
+def flip_effect(verdict: str, before: str, after: str) -> str:
+    """What a flip does to an audited trace: "fixes" when it moves towards what the verdict
+    says was right (answer or not), "breaks" when it moves away, else "neutral" (a wording
+    verdict, or a flip that keeps answering or keeps refusing, such as a caveat added)."""
+    answers_before = before.split(" (")[0] in {"answer", "partial"}
+    answers_after = after.split(" (")[0] in {"answer", "partial"}
+    if answers_before == answers_after:
+        return "neutral"
+    if verdict in _ANSWER_RIGHT:
+        return "fixes" if answers_after else "breaks"
+    if verdict in _ANSWER_WRONG:
+        return "breaks" if answers_after else "fixes"
+    return "neutral"
 
 
 def replay_traces(
@@ -412,6 +437,15 @@ def replay_traces(
 
     traces_service.require_view(actor)
     modes = set(current.ranking_modes) & set(proposed.ranking_modes)
+    with read_session(engine) as s:  # audited traces are few: their latest verdict each
+        verdict_of = dict(
+            s.execute(
+                select(AuditItem.trace_pk, AuditVerdict.verdict)
+                .join(AuditVerdict, AuditVerdict.item_id == AuditItem.id)
+                .order_by(AuditVerdict.id)
+            ).all()
+        )
+    audited_counts: dict[tuple[str, str, str], int] = {}
     counts: dict[tuple[str, str, str], int] = {}
     sample: list[dict[str, Any]] = []
     total = skipped = 0
@@ -460,6 +494,11 @@ def replay_traces(
             counts[(str(bb), str(aa), str(tt))] = counts.get((str(bb), str(aa), str(tt)), 0) + int(
                 n
             )
+        if verdict_of:
+            hit = flipped[flipped["id"].isin(list(verdict_of))]
+            for pk, bb, aa in zip(hit["id"], hit["before"], hit["after"], strict=True):
+                key = (str(verdict_of[int(pk)]), str(bb), str(aa))
+                audited_counts[key] = audited_counts.get(key, 0) + 1
         if len(sample) < examples:
             visible = flipped if actor.clearance else flipped[~flipped["restricted"]]
             sample.extend(visible.head(examples - len(sample)).to_dict(orient="records"))
@@ -503,7 +542,20 @@ def replay_traces(
                 "audit verdict",
             ]
         ]
-    return Replay(total, skipped, flips, ex)
+    audited = pd.DataFrame(
+        [
+            {
+                "verdict": v,
+                "before": b,
+                "after": a,
+                "effect": flip_effect(v, b, a),
+                "traces": n,
+            }
+            for (v, b, a), n in sorted(audited_counts.items())
+        ],
+        columns=["verdict", "before", "after", "effect", "traces"],
+    )
+    return Replay(total, skipped, flips, ex, audited)
 
 
 # Verdicts that say an answer was the right outcome (a gold answer exists), and those where

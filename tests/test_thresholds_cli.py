@@ -194,3 +194,20 @@ def test_replay_on_traces_counts_flips_by_slice(demo_engine: Engine) -> None:
     assert plain.flips.equals(big.flips)
     with pytest.raises(Exception, match="traces"):
         thresholds.replay_traces(demo_engine, make_actor("annotator"), pif.policy, stricter)
+    # every audited flip is counted with what the change does to it
+    judged = big.examples[big.examples["audit verdict"] != ""]
+    assert int(big.audited["traces"].sum()) == len(judged) > 0
+    for row in big.audited.itertuples(index=False):
+        assert row.effect == thresholds.flip_effect(row.verdict, row.before, row.after)
+
+
+def test_flip_effect_by_verdict() -> None:
+    fx = thresholds.flip_effect
+    assert fx("false_refusal", "abstain", "answer") == "fixes"
+    assert fx("false_refusal", "answer", "abstain") == "breaks"
+    assert fx("supported_answer", "answer (caveat)", "escalate") == "breaks"
+    assert fx("unsupported_answer", "answer", "abstain") == "fixes"
+    assert fx("correct_refusal", "clarify", "answer (caveat)") == "breaks"
+    assert fx("correct_refusal", "answer", "abstain") == "fixes"
+    assert fx("supported_answer", "answer", "answer (caveat)") == "neutral"
+    assert fx("wording_violation", "answer", "abstain") == "neutral"
