@@ -445,6 +445,23 @@ with tab_hist:
             or "(identical)",
             language="diff",
         )
+        in_force_number = pif.version.number if pif.version is not None else None
+        earlier = [
+            v.number for v in allv if v.approved_on is not None and v.number != in_force_number
+        ]
+        if actor.can(Permission.propose_policy) and earlier:
+            with st.form("thr_rollback"):
+                st.markdown("**Roll back** to an earlier approved version (signed again)")
+                back = st.selectbox("Version to go back to", earlier, key="thr_rollback_to")
+                why = st.text_area("Why (goes into the change record)", key="thr_rollback_why")
+                if st.form_submit_button("Propose the rollback"):
+                    try:
+                        rid = thresholds.propose_rollback(engine, actor, int(back), why)
+                    except (InputError, PermissionDenied, PolicyFileError) as exc:
+                        st.error(ui.plain(exc))
+                    else:
+                        n = signoff.get_version(engine, rid).number
+                        st.success(f"Proposed as version {n}: it waits for sign-off.")
         problems = signoff.verify_chain(engine)
         (st.error if problems else st.success)(
             "Sign-off chain: "

@@ -304,6 +304,36 @@ def propose_thresholds(
     )
 
 
+def propose_rollback(engine: Engine, actor: Actor, number: int, rationale: str) -> int:
+    """Propose going back to an earlier approved version: a new version whose policy (every
+    threshold, target, topic and cost) equals version ``number``'s, numbered after the one in
+    force with a change-record entry saying so, signed again like any change."""
+    require(actor, Permission.propose_policy)
+    summary = re.sub(r"\s+", " ", rationale.strip())[:160]
+    if not summary:
+        raise InputError("say why: a rationale is required for every change")
+    old = next((v for v in signoff.versions(engine, KIND) if v.number == number), None)
+    if old is None or old.approved_on is None:
+        raise InputError(f"version {number} is not an approved version of the policy")
+    base = in_force(engine)
+    if base.version is not None and base.version.number == number:
+        raise InputError(f"version {number} is the policy in force: nothing to roll back")
+    data = yaml.safe_load(old.yaml_text)
+    current = yaml.safe_load(base.text)
+    if not isinstance(data, dict) or not isinstance(current, dict):
+        raise InputError("a stored policy version is not a YAML mapping")
+    data["version"] = current.get("version", data.get("version"))
+    data["change_record"] = list(current.get("change_record") or [])
+    text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=False)
+    text = record_change(
+        text,
+        author=actor.email,
+        summary=f"rollback to version {number}: {summary}",
+        on=dt.date.today(),
+    )
+    return signoff.propose(engine, actor, KIND, text, f"Rollback to version {number}: {rationale}")
+
+
 def diff(old: str, new: str, old_name: str = "in force", new_name: str = "proposed") -> str:
     return "".join(
         difflib.unified_diff(

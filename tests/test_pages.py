@@ -708,3 +708,29 @@ def test_overview_lists_the_work_waiting_for_each_role(
     at = app(demo_url, monkeypatch, RAVI).run()
     no_exception(at)
     assert any("wait for adjudication" in m.value for m in at.markdown)
+
+
+def test_thresholds_history_proposes_a_rollback(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from review import signoff, thresholds
+
+    approved = [
+        v for v in signoff.versions(demo_engine, thresholds.KIND) if v.approved_on is not None
+    ]
+    in_force = thresholds.in_force(demo_engine).version
+    assert in_force is not None and len(approved) >= 2, "the demo has a policy history"
+    at = app(demo_url, monkeypatch, OMAR).run()
+    at.switch_page("pages/thresholds_page.py").run()
+    no_exception(at)
+    choices = at.selectbox(key="thr_rollback_to").options
+    assert str(in_force.number) not in choices and choices
+    submit = next(b for b in at.button if b.label == "Propose the rollback")
+    submit.click().run()
+    assert any("rationale" in e.value for e in at.error)  # error path: no reason given
+    at.text_area(key="thr_rollback_why").input("Back to the thresholds before the change.")
+    next(b for b in at.button if b.label == "Propose the rollback").click().run()
+    no_exception(at)
+    assert any("waits for sign-off" in s.value for s in at.success)
+    newest = signoff.versions(demo_engine, thresholds.KIND)[0]
+    assert newest.status == "pending" and newest.author == OMAR

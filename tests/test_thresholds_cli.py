@@ -211,3 +211,52 @@ def test_flip_effect_by_verdict() -> None:
     assert fx("correct_refusal", "answer", "abstain") == "fixes"
     assert fx("supported_answer", "answer", "answer (caveat)") == "neutral"
     assert fx("wording_violation", "answer", "abstain") == "neutral"
+
+
+def test_rollback_to_an_earlier_approved_version_is_a_new_version_signed_again(
+    demo_engine: Engine,
+) -> None:
+    from review.errors import PermissionDenied
+    from tests.conftest import make_actor
+
+    omar = make_actor("product_owner", "omar.haddad@brightwave.example")
+    paula = make_actor("product_owner", "paula.kim@brightwave.example")
+    chen = make_actor("compliance", "chen.li@brightwave.example")
+    for v in signoff.versions(demo_engine, thresholds.KIND):
+        if v.status == "pending":
+            signoff.sign(demo_engine, chen, v.id, "reject", note="clearing the demo proposal")
+    first = thresholds.in_force(demo_engine)
+    assert first.version is not None
+    # a change is approved; then the team goes back to the version before it
+    vid = thresholds.propose_thresholds(
+        demo_engine, omar, "vector", 0.66, 0.72, "Stricter.", tuned_on_split="validation"
+    )
+    signoff.sign(demo_engine, paula, vid, "approve")
+    signoff.sign(demo_engine, chen, vid, "approve")
+    assert thresholds.in_force(demo_engine).policy.thresholds_for("vector").refuse_below == 0.66
+    back = first.version.number
+    with pytest.raises(PermissionDenied):
+        thresholds.propose_rollback(demo_engine, make_actor("annotator"), back, "undo")
+    with pytest.raises(InputError, match="rationale"):
+        thresholds.propose_rollback(demo_engine, paula, back, " ")
+    with pytest.raises(InputError, match="not an approved version"):
+        thresholds.propose_rollback(demo_engine, paula, 999, "undo")
+    now = signoff.get_version(demo_engine, vid).number
+    with pytest.raises(InputError, match="is the policy in force"):
+        thresholds.propose_rollback(demo_engine, paula, now, "undo")
+    rid = thresholds.propose_rollback(demo_engine, paula, back, "Too many false refusals.")
+    r = signoff.get_version(demo_engine, rid)
+    assert r.status == "pending" and r.number == now + 1 and r.author == paula.email
+    rolled = thresholds.parse_policy(r.yaml_text, "rollback")
+    old = first.policy
+    assert rolled.ranking_modes == old.ranking_modes
+    for mode in old.ranking_modes:
+        assert rolled.thresholds_for(mode) == old.thresholds_for(mode), mode
+    assert rolled.version == thresholds.in_force(demo_engine).policy.version + 1
+    assert "rollback to version" in rolled.change_record[-1].summary
+    signoff.sign(demo_engine, omar, rid, "approve")
+    signoff.sign(demo_engine, chen, rid, "approve")
+    assert thresholds.in_force(demo_engine).policy.thresholds_for("vector") == old.thresholds_for(
+        "vector"
+    )
+    assert signoff.verify_chain(demo_engine) == []
