@@ -114,6 +114,7 @@ ALLOWED: dict[str, frozenset[Role]] = {
     "signoff.propose": POLICY,
     "signoff.sign": POLICY,
     "splits.apply": CASE_EDITORS,
+    "thresholds.propose_rollback": POLICY,
     "thresholds.propose_thresholds": POLICY,
     "traces.apply_retention": ADMINS,
     "traces.import_bytes": TRACE_IMPORTERS,
@@ -415,6 +416,9 @@ CALLS: dict[str, Callable[[Ctx, Actor], object]] = {
         c.engine, a, c.ids["pending_policy"], "reject", note="access test"
     ),
     "splits.apply": lambda c, a: splits.apply(c.engine, a, seed=c.n()),
+    "thresholds.propose_rollback": lambda c, a: thresholds.propose_rollback(
+        c.engine, a, 1, "access test"
+    ),
     "thresholds.propose_thresholds": lambda c, a: thresholds.propose_thresholds(
         c.engine, a, "vector", 0.3, 0.5, "access test", tuned_on_split="validation"
     ),
