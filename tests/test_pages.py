@@ -734,3 +734,66 @@ def test_thresholds_history_proposes_a_rollback(
     assert any("waits for sign-off" in s.value for s in at.success)
     newest = signoff.versions(demo_engine, thresholds.KIND)[0]
     assert newest.status == "pending" and newest.author == OMAR
+
+
+class _FakeUser(dict):  # type: ignore[type-arg]
+    """Stands in for st.user: what the identity provider says about the visitor."""
+
+    @property
+    def is_logged_in(self) -> bool:
+        return bool(self.get("email"))
+
+
+@pytest.mark.parametrize(
+    ("email", "shown"),
+    [
+        (None, "Sign in with your organisation account"),
+        ("stranger@example.org", "not registered in this workbench"),
+        ("ines.duarte@brightwave.example", "Overview"),
+    ],
+)
+def test_sign_in_with_an_identity_provider_maps_the_email_to_a_user(
+    demo_url: str, monkeypatch: pytest.MonkeyPatch, email: str | None, shown: str
+) -> None:
+    """With [auth] configured, who you are is the provider's email: unknown (or
+    deactivated) emails get no page, a registered one works as that user."""
+    import streamlit
+
+    monkeypatch.setattr(streamlit, "user", _FakeUser(email=email) if email else _FakeUser())
+    at = app(demo_url, monkeypatch)
+    at.secrets["auth"] = {"redirect_uri": "http://localhost:8501/oauth2callback"}
+    at.run()
+    no_exception(at)
+    texts = (
+        [m.value for m in at.markdown] + [e.value for e in at.error] + [t.value for t in at.title]
+    )
+    assert any(shown in t for t in texts), texts
+    if email == "ines.duarte@brightwave.example":
+        assert any("Inés Duarte" in t.value for t in at.sidebar.text)
+        assert not at.sidebar.selectbox  # no local user picker when sign-in is on
+
+
+def test_a_deactivated_account_cannot_sign_in(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import streamlit
+
+    admin = users.to_actor(users.get_by_email(demo_engine, ADA))  # type: ignore[arg-type]
+    tom = users.get_by_email(demo_engine, "tom.becker@brightwave.example")
+    assert tom is not None
+    users.update_user(
+        demo_engine,
+        admin,
+        tom.id,
+        tom.version,
+        name=tom.name,
+        roles=list(tom.roles),
+        clearance=tom.clearance,
+        active=False,
+    )
+    monkeypatch.setattr(streamlit, "user", _FakeUser(email="tom.becker@brightwave.example"))
+    at = app(demo_url, monkeypatch)
+    at.secrets["auth"] = {"redirect_uri": "http://localhost:8501/oauth2callback"}
+    at.run()
+    no_exception(at)
+    assert any("not registered in this workbench (or is deactivated)" in e.value for e in at.error)
