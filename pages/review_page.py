@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import re
 import zipfile
 
 import pandas as pd
@@ -209,16 +210,36 @@ with tab_validate:
     runs = evalruns.list_runs(engine)
     if writable and runs:
         with st.form(f"rev_validate_{view.id}"):
-            c1, c2 = st.columns(2)
+            c1, c2, c3 = st.columns(3)
             run_name = c1.selectbox("Run", [r.name for r in runs])
             split = c2.selectbox("Cases", ["validation", "test", "train", "all"])
+            NONE = "(none)"
+            calibration = c3.selectbox(
+                "Author's calibration run (counts within one case)",
+                [NONE, *(r.name for r in runs)],
+            )
+            chosen = st.text_area(
+                "Or the chosen cases: their keys, separated by spaces, commas or lines "
+                "(for example 30 answerable and 10 unanswerable)",
+                key=f"rev_validate_keys_{view.id}",
+            )
             go = st.form_submit_button("Run and store the validation check")
         if go:
             run = next(r for r in runs if r.name == run_name)
+            base = next((r.id for r in runs if r.name == calibration), None)
+            keys = [k for k in re.split(r"[\s,;]+", chosen) if k]
             wif = wordingservice.in_force(engine)
             templates = [m.text for k, m in wif.wording.messages.items() if k != "C1"]
             try:
-                result = reviews.run_validation(engine, tax, run.id, split, templates)
+                result = reviews.run_validation(
+                    engine,
+                    tax,
+                    run.id,
+                    split,
+                    templates,
+                    case_keys=keys or None,
+                    calibration_run_id=base,
+                )
                 reviews.store_validation(engine, actor, view.id, result)
             except (InputError, PermissionDenied) as exc:
                 st.error(ui.plain(exc))

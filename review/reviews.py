@@ -446,13 +446,40 @@ def validation_check(
     return result
 
 
-def run_validation(
-    engine: Engine, tax: Taxonomy, run_id: int, split: str, refusal_templates: Sequence[str]
-) -> dict[str, Any]:
+def _validation_frame(
+    engine: Engine, tax: Taxonomy, run_id: int, split: str, case_keys: Sequence[str] | None
+) -> pd.DataFrame:
     frame = evalruns.outputs_frame(engine, run_id, tax)
-    if split != "all":
+    if case_keys:
+        wanted = {k.strip() for k in case_keys if k.strip()}
+        unknown = sorted(wanted - set(frame["key"]))
+        if unknown:
+            raise InputError(
+                f"not in the run: {', '.join(unknown[:10])}"
+                + (f" and {len(unknown) - 10} more" if len(unknown) > 10 else "")
+            )
+        frame = frame[frame["key"].isin(wanted)]
+    elif split != "all":
         frame = frame[frame["split"] == split]
-    frame = frame[frame["repeat"] == frame["repeat"].min()] if not frame.empty else frame
+    return frame[frame["repeat"] == frame["repeat"].min()] if not frame.empty else frame
+
+
+def run_validation(
+    engine: Engine,
+    tax: Taxonomy,
+    run_id: int,
+    split: str,
+    refusal_templates: Sequence[str],
+    *,
+    case_keys: Sequence[str] | None = None,
+    calibration_run_id: int | None = None,
+    tolerance: int = 1,
+) -> dict[str, Any]:
+    """The dry run of the policy in force on the chosen cases (``case_keys``; else a split
+    of the run): the checks of ``validation_check``, and, with ``calibration_run_id`` (the
+    author's calibration run), whether each count (answerable answered, unanswerable given
+    their expected behaviour) is within ``tolerance`` case(s) of that run's on the same cases."""
+    frame = _validation_frame(engine, tax, run_id, split, case_keys)
     if frame.empty:
         raise InputError(f"the run has no outputs on the {split} split")
     policy = thresholds.in_force(engine).policy
@@ -460,9 +487,39 @@ def run_validation(
         "min_answer_rate_answerable": policy.targets.min_answer_rate_answerable,
         "min_abstention_recall": policy.targets.min_abstention_recall,
     }
-    result = validation_check(frame, targets, refusal_templates, tax.answering_decisions())
-    run = next(r for r in evalruns.list_runs(engine) if r.id == run_id)
-    result.update({"run": run.name, "split": split, "at": utcnow().isoformat()})
+    answering = tax.answering_decisions()
+    result = validation_check(frame, targets, refusal_templates, answering)
+    runs = {r.id: r for r in evalruns.list_runs(engine)}
+    result.update(
+        {
+            "run": runs[run_id].name,
+            "split": "chosen cases" if case_keys else split,
+            "cases": len(frame),
+            "at": utcnow().isoformat(),
+        }
+    )
+    if calibration_run_id is not None:
+        if calibration_run_id not in runs:
+            raise InputError(f"run {calibration_run_id} does not exist")
+        keys = list(frame["key"])
+        base = _validation_frame(engine, tax, calibration_run_id, "all", keys)
+        ref = validation_check(base, targets, refusal_templates, answering)
+        within = (
+            abs(result["answered"] - ref["answered"]) <= tolerance
+            and abs(result["expected_behaviour"] - ref["expected_behaviour"]) <= tolerance
+            and result["answerable"] == ref["answerable"]
+            and result["unanswerable"] == ref["unanswerable"]
+        )
+        result.update(
+            {
+                "calibration_run": runs[calibration_run_id].name,
+                "calibration_answered": ref["answered"],
+                "calibration_expected_behaviour": ref["expected_behaviour"],
+                "count_tolerance": tolerance,
+                "within_tolerance": bool(within),
+            }
+        )
+        result["passed"] = bool(result["passed"] and within)
     return result
 
 

@@ -229,3 +229,39 @@ def test_a_closed_review_keeps_the_month_as_it_was_when_closed(
             select(AuditLog).where(AuditLog.action == "close", AuditLog.entity == "review_session")
         ).all()
     assert {a.entity_id for a in logged} >= {v.month for v in closed}
+
+
+def test_validation_on_chosen_cases_against_the_authors_calibration_run(
+    demo_engine: Engine, tax: Taxonomy
+) -> None:
+    runs = evalruns.list_runs(demo_engine)
+    assert len(runs) >= 2
+    ref, other = runs[0], runs[1]
+    frame = evalruns.outputs_frame(demo_engine, ref.id, tax)
+    first = frame[frame["repeat"] == frame["repeat"].min()]
+    keys = list(first[first["answerable"]]["key"][:6]) + list(
+        first[~first["answerable"]]["key"][:4]
+    )
+    a = reviews.run_validation(demo_engine, tax, ref.id, "all", TEMPLATES, case_keys=keys)
+    assert a["cases"] == 10 and a["split"] == "chosen cases"
+    assert a["answerable"] == 6 and a["unanswerable"] == 4
+    with pytest.raises(InputError, match="not in the run: NOPE-1"):
+        reviews.run_validation(demo_engine, tax, ref.id, "all", TEMPLATES, case_keys=["NOPE-1"])
+    same = reviews.run_validation(
+        demo_engine, tax, ref.id, "all", TEMPLATES, case_keys=keys, calibration_run_id=ref.id
+    )
+    assert same["within_tolerance"] and same["calibration_answered"] == a["answered"]
+    b = reviews.run_validation(demo_engine, tax, other.id, "all", TEMPLATES, case_keys=keys)
+    vs = reviews.run_validation(
+        demo_engine, tax, other.id, "all", TEMPLATES, case_keys=keys, calibration_run_id=ref.id
+    )
+    close = (
+        abs(b["answered"] - a["answered"]) <= 1
+        and abs(b["expected_behaviour"] - a["expected_behaviour"]) <= 1
+    )
+    assert vs["within_tolerance"] is close
+    assert vs["passed"] == (b["passed"] and close)
+    assert (vs["calibration_answered"], vs["calibration_expected_behaviour"]) == (
+        a["answered"],
+        a["expected_behaviour"],
+    )
