@@ -206,8 +206,12 @@ def sweep_chart(
     rules = _threshold_rules(points)
     layers = [lines] if rules is None else [lines, rules.encode(color=alt.value("#555555"))]
     if rules is not None:
+        at: dict[float, list[str]] = {}  # points on the same threshold share one label
+        for k, v in points.items():
+            if math.isfinite(v):
+                at.setdefault(float(v), []).append(k)
         labels = pd.DataFrame(
-            [{"point": k, "threshold": v} for k, v in points.items() if math.isfinite(v)]
+            [{"point": " = ".join(names), "threshold": v} for v, names in at.items()]
         )
         layers.append(
             alt.Chart(labels)

@@ -471,6 +471,10 @@ def test_cost_and_sweep_charts_mark_the_thresholds() -> None:
     }
     cost = charts.cost_chart(table).to_dict()
     assert cost["layer"][0]["encoding"]["y"]["field"] == "expected_cost"
+    # two points on the same threshold share one label instead of overprinting
+    same = charts.sweep_chart(table, {"current": 0.55, "proposed": 0.55}).to_dict()
+    labels = {r["point"] for d in _datasets(same) for r in d if "point" in r}
+    assert "current = proposed" in labels
 
 
 def test_slice_small_multiples_has_one_panel_per_slice() -> None:
