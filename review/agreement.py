@@ -43,7 +43,6 @@ from sqlalchemy import (
     case,
     cast,
     distinct,
-    exists,
     func,
     literal,
     null,
@@ -53,6 +52,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import aliased
 
 from review.errors import InputError
+from review.labeling import current_label_filter
 from storage.db import read_session
 from storage.models import Case, CaseSlice, Label
 
@@ -782,16 +782,6 @@ def _in_scope(stmt: Any, slice_: str, category: str) -> Any:
     return stmt
 
 
-def _is_current() -> Any:
-    """Label rows that are the current label of their (case, annotator): no newer row."""
-    newer = aliased(Label)
-    return ~exists().where(
-        newer.case_id == Label.case_id,
-        newer.annotator == Label.annotator,
-        newer.id > Label.id,
-    )
-
-
 def _position(dialect: str, column: Any, ordered: Sequence[str]) -> Any:
     """SQL: the index of ``column``'s value in ``ordered`` (sorted in Python's order; the value
     must be one of them), by bisection: a CASE tree of depth log2(len). Strings compare by
@@ -887,7 +877,7 @@ def _unknown_codes(conn: Any, rc: Any, codes: list[str], slice_: str, category: 
     current = odd(
         conn.scalars(
             _in_scope(select(rc).distinct(), slice_, category).where(
-                _is_current(), rc.in_(sorted(suspects))
+                current_label_filter(), rc.in_(sorted(suspects))
             )
         )
     )
@@ -935,7 +925,7 @@ def agreement_report_sql(
                 *[func.sum(_one(Label.decision == d)).label(f"d{j}") for j, d in enumerate(cats)],
                 *[func.sum(_one(p)).label(f"p{k}") for k, p in enumerate(present)],
             )
-            .where(_is_current())
+            .where(current_label_filter())
             .group_by(Label.case_id),
             slice_,
             category,
@@ -976,7 +966,7 @@ def agreement_report_sql(
         if sum(int(r[2 + j] or 0) for r in units for j in range(n_cats)) != n_labels:
             used = conn.scalars(
                 _in_scope(select(Label.decision).distinct(), slice_, category).where(
-                    _is_current(), Label.decision.not_in(cats)
+                    current_label_filter(), Label.decision.not_in(cats)
                 )
             )
             raise InputError(
@@ -1003,7 +993,7 @@ def agreement_report_sql(
                 _position(dialect, Label.annotator, annotators).label("who"),
                 _position(dialect, Label.decision, decision_order).label("value"),
                 *[col.label(f"k{i}") for i, col in enumerate(packing.columns(present))],
-            ).where(_is_current()),
+            ).where(current_label_filter()),
             slice_,
             category,
         ).cte("cur")

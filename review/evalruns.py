@@ -26,11 +26,12 @@ from typing import Any
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from sqlalchemy import Engine, Text, cast, distinct, exists, func, select, union_all
-from sqlalchemy.orm import Session, aliased
+from sqlalchemy.orm import Session
 
 from review.errors import InputError
 from review.families import restricted_text_in
 from review.identity import Actor, Permission, require
+from review.labeling import current_label_filter
 from review.taxonomy import Taxonomy
 from review.textcheck import NUL_PROBLEM, load_json_line, nul_field
 from storage import changes
@@ -296,7 +297,6 @@ def gold_subquery() -> Any:
         Adjudication.decision.label("gold_decision"),
         Adjudication.reason_codes.label("gold_reasons"),
     ).join(Adjudication, Adjudication.id == latest.c.adj_id)
-    newer = aliased(Label)
     current = (
         select(
             Label.case_id,
@@ -304,13 +304,7 @@ def gold_subquery() -> Any:
             Label.decision,
             cast(Label.reason_codes, Text).label("rc"),
         )
-        .where(
-            ~exists().where(
-                newer.case_id == Label.case_id,
-                newer.annotator == Label.annotator,
-                newer.id > Label.id,
-            )
-        )
+        .where(current_label_filter())
         .subquery("current_labels")
     )
     unanimous = (

@@ -529,7 +529,7 @@ def progress(engine: Engine, actor: Actor) -> Progress:
     return Progress(mine, ready, complete, labels, cfg.overlap, held)
 
 
-def _current_label_filter() -> Any:
+def current_label_filter() -> Any:
     """Label rows that are the current label of their (case, annotator): no newer row."""
     newer = aliased(Label)
     return ~exists().where(
@@ -565,7 +565,7 @@ def labels_frame(engine: Engine) -> pd.DataFrame:
             cast(Label.reason_codes, Text),
         )
         .join(Case, Case.id == Label.case_id)
-        .where(_current_label_filter())
+        .where(current_label_filter())
         .order_by(Label.case_id, Label.annotator)
     )
     slices_stmt = (
@@ -623,7 +623,6 @@ def _disagreement_candidates() -> Any:
     reason-code list, and no adjudication at or after their newest label; columns case_id,
     key, n (current labels), decisions (distinct decisions). Lists that hold the same codes
     in another order also count here; ``disagreements`` checks those."""
-    newer = aliased(Label)
     cur = (
         select(
             Label.case_id,
@@ -631,13 +630,7 @@ def _disagreement_candidates() -> Any:
             cast(Label.reason_codes, Text).label("rc"),
             Label.created_at,
         )
-        .where(
-            ~exists().where(
-                newer.case_id == Label.case_id,
-                newer.annotator == Label.annotator,
-                newer.id > Label.id,
-            )
-        )
+        .where(current_label_filter())
         .subquery("cur")
     )
     decisions = func.count(distinct(cur.c.decision))
