@@ -162,21 +162,7 @@ with tab_record:
                     st.rerun()
     st.subheader("Actions")
     if view.actions:
-        st.dataframe(
-            pd.DataFrame(
-                [
-                    {
-                        "action": a.text,
-                        "owner role": a.owner_role,
-                        "due": a.due_date,
-                        "status": a.status,
-                    }
-                    for a in view.actions
-                ]
-            ),
-            hide_index=True,
-            width="stretch",
-        )
+        st.dataframe(sections["Actions"], hide_index=True, width="stretch")
     else:
         st.caption("(no actions yet)")
     if writable:
