@@ -633,6 +633,20 @@ class PipelineDocument:
     jurisdiction: str
     access_scope: str
 
+    @classmethod
+    def of(cls, d: Document) -> PipelineDocument:
+        """What a pipeline gets of a stored document version."""
+        return cls(
+            d.doc_key,
+            d.version,
+            d.title,
+            d.body,
+            d.effective_date,
+            d.authority,
+            d.jurisdiction,
+            d.access_scope,
+        )
+
 
 @dataclass(frozen=True)
 class PipelineInput:
@@ -674,16 +688,7 @@ def pipeline_inputs(engine: Engine, status: str = "ready") -> Iterator[PipelineI
                     (
                         vis,
                         role,
-                        PipelineDocument(
-                            d.doc_key,
-                            d.version,
-                            d.title,
-                            d.body,
-                            d.effective_date,
-                            d.authority,
-                            d.jurisdiction,
-                            d.access_scope,
-                        ),
+                        PipelineDocument.of(d),
                     )
                 )
         for b in batch:

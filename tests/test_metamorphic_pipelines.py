@@ -94,16 +94,7 @@ class Oracle:
 
 
 def _pdoc(d: Document) -> PipelineDocument:
-    return PipelineDocument(
-        d.doc_key,
-        d.version,
-        d.title,
-        d.body,
-        d.effective_date,
-        d.authority,
-        d.jurisdiction,
-        d.access_scope,
-    )
+    return PipelineDocument.of(d)
 
 
 def build_oracle(engine: Engine) -> Oracle:
