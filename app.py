@@ -15,9 +15,9 @@ import streamlit as st
 from sqlalchemy import Engine
 
 from pages import ui
-from review import users
-from review.errors import InputError, PolicyFileError
-from review.identity import Actor, Role
+from review.admin import users
+from review.core.errors import InputError, PolicyFileError
+from review.core.identity import Actor, Role
 
 USER_KEY = "wb_user_id"
 

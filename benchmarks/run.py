@@ -24,10 +24,11 @@ sys.path.insert(0, str(ROOT))
 
 from sqlalchemy import insert  # noqa: E402
 
-from review import cases, corpus  # noqa: E402
-from review.identity import SYSTEM  # noqa: E402
-from review.overview import build_overview  # noqa: E402
-from review.taxonomy import load_taxonomy  # noqa: E402
+from review.cases import cases  # noqa: E402
+from review.core.identity import SYSTEM  # noqa: E402
+from review.core.taxonomy import load_taxonomy  # noqa: E402
+from review.corpus import corpus  # noqa: E402
+from review.monthly.overview import build_overview  # noqa: E402
 from storage.db import make_engine, migrate, write_session  # noqa: E402
 from storage.models import Case, CaseDocument, CaseSlice, Document, utcnow  # noqa: E402
 

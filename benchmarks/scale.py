@@ -5,7 +5,7 @@
 
 1. Builds a database (a SQLite file in a temporary folder, or ``--url`` for PostgreSQL, which
    must be an empty database): the Brightwave demo (users, corpus, cases, labels, runs,
-   policies, demo traces, audits, reviews) through ``review.fixtures.build_demo``, then bulk
+   policies, demo traces, audits, reviews) through ``review.demo.fixtures.build_demo``, then bulk
    inserts of N production traces with 5 chunks each, the cases (claims, documents, slices,
    families) and the labels (with revisions and adjudications), in batches of one
    transaction each. Values come from the taxonomy and the demo documents' real passages.
@@ -13,12 +13,12 @@
    router, one child process per page (so its memory is its own): first view (cold data
    caches, warm imports and engine) and a rerun, with the peak resident memory during the
    page and the Python heap peak (tracemalloc) of another cold open.
-3. Times the trace import (``review.traces.import_file`` of a generated canonical JSONL file
+3. Times the trace import (``review.traces.traces.import_file`` of a generated canonical JSONL file
    of ``--import-traces`` traces, default 1,000,000 with 5 chunks each, into the large
    database, and again to show the duplicate check, beside the plain sqlite3 floor of the
    same rows into an empty database in one transaction), the audit sampling
    (``count_population``, ``create_plan`` and ``draw_plan`` of 400 traces from all traces)
-   and the risk-coverage sweep over 1,000,000 outcomes (``review.selective``) beside
+   and the risk-coverage sweep over 1,000,000 outcomes (``review.policy.selective``) beside
    scikit-learn's ``precision_recall_curve`` on the same data; and the Thresholds page's
    replay of a proposal over the logged signals of every trace (``replay_traces``).
 4. Prints one Markdown table with the machine and sizes, and writes it to
@@ -56,7 +56,7 @@ if str(ROOT) not in sys.path:
 
 from sqlalchemy import Engine, Table, func, insert, select, text  # noqa: E402
 
-from review.taxonomy import Taxonomy, load_taxonomy  # noqa: E402
+from review.core.taxonomy import Taxonomy, load_taxonomy  # noqa: E402
 from storage.db import make_engine, migrate  # noqa: E402
 from storage.models import (  # noqa: E402
     Adjudication,
@@ -197,7 +197,7 @@ class Passage:
 
 def load_passages(tax: Taxonomy) -> list[Passage]:
     """Paragraphs of the demo documents (the chunks production retrieval would return)."""
-    from review.docformat import parse_markdown
+    from review.corpus.docformat import parse_markdown
 
     out: list[Passage] = []
     for path in sorted(DOCS_DIR.glob("*.md")):
@@ -432,7 +432,7 @@ def load_traces(engine: Engine, tax: Taxonomy, n: int, weeks: int, seed: int) ->
             log(f"  traces {hi:,}/{n:,} ({rate:,.0f}/s)")
     w.fix_sequences([_table(Trace)])
     # a bulk load bypasses the import, so the monitoring rollup is recomputed once at the end
-    from review import rollup
+    from review.traces import rollup
 
     t0 = time.perf_counter()
     counted = rollup.rebuild(engine)
@@ -631,7 +631,7 @@ def load_cases_and_labels(
 
 
 def build(url: str, args: argparse.Namespace, tax: Taxonomy) -> dict[str, float]:
-    from review import fixtures
+    from review.demo import fixtures
 
     out: dict[str, float] = {}
     engine = make_engine(url)
@@ -785,10 +785,10 @@ def child_page(url: str, page: str, user: str, timeout: float) -> dict[str, Any]
     from streamlit.testing.v1 import AppTest
 
     import review
-    from review import users
+    from review.admin import users
 
-    for mod in pkgutil.iter_modules(review.__path__):
-        importlib.import_module(f"review.{mod.name}")
+    for mod in pkgutil.walk_packages(review.__path__, "review."):
+        importlib.import_module(mod.name)
     engine = make_engine(url)
     row = users.get_by_email(engine, user)
     engine.dispose()
@@ -841,8 +841,10 @@ def child_page(url: str, page: str, user: str, timeout: float) -> dict[str, Any]
 
 
 def child_import(url: str, n: int, workdir: str) -> dict[str, Any]:
-    from review import tracedemo, traces, users
-    from review.taxonomy import load_taxonomy
+    from review.admin import users
+    from review.core.taxonomy import load_taxonomy
+    from review.demo import tracedemo
+    from review.traces import traces
 
     engine = make_engine(url)
     tax = load_taxonomy()
@@ -899,7 +901,8 @@ def child_import(url: str, n: int, workdir: str) -> dict[str, Any]:
 
 
 def child_sampling(url: str, total: int) -> dict[str, Any]:
-    from review import audits, users
+    from review.admin import users
+    from review.audits import audits
 
     engine = make_engine(url)
     row = users.get_by_email(engine, REVIEWER)
@@ -945,8 +948,9 @@ def child_sampling(url: str, total: int) -> dict[str, Any]:
 def child_replay(url: str) -> dict[str, Any]:
     """The Thresholds page's replay (behind a button): the in-force policy and a proposal
     0.05 stricter on vector scores applied to the logged signals of every trace."""
-    from review import thresholds, users
-    from review.policy import parse_policy, replace_thresholds
+    from review.admin import users
+    from review.policy.policy import parse_policy, replace_thresholds
+    from review.thresholds import thresholds
 
     engine = make_engine(url)
     row = users.get_by_email(engine, REVIEWER)
@@ -981,8 +985,8 @@ def child_sweep(n: int, seed: int) -> dict[str, Any]:
     import pandas as pd
     from sklearn.metrics import precision_recall_curve
 
-    from review import selective
-    from review.policy import Costs
+    from review.policy import selective
+    from review.policy.policy import Costs
 
     rng = np.random.default_rng(seed)
     answerable = rng.random(n) < 0.6

@@ -6,9 +6,10 @@ import pandas as pd
 import streamlit as st
 
 from pages import ui
-from review import cases, labeling
-from review.errors import InputError, PermissionDenied
-from review.identity import Permission
+from review.cases import cases
+from review.core.errors import InputError, PermissionDenied
+from review.core.identity import Permission
+from review.labels import labeling
 
 engine = ui.engine()
 actor = ui.actor()

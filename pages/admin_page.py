@@ -8,9 +8,10 @@ import pandas as pd
 import streamlit as st
 
 from pages import ui
-from review import auditlog, labeling, users
-from review.errors import InputError, PermissionDenied, StaleWriteError
-from review.identity import ROLE_HELP, Permission, Role
+from review.admin import changelog, users
+from review.core.errors import InputError, PermissionDenied, StaleWriteError
+from review.core.identity import ROLE_HELP, Permission, Role
+from review.labels import labeling
 
 engine = ui.engine()
 actor = ui.actor()
@@ -128,13 +129,13 @@ with tab_settings:
             st.rerun()
 
 with tab_audit:
-    ents = auditlog.entities(engine)
+    ents = changelog.entities(engine)
     entity = st.selectbox(
         "Entity", ["", *ents], format_func=lambda v: v or "(all)", key="admin_audit_entity"
     )
-    total = auditlog.count_entries(engine, entity or None)
+    total = changelog.count_entries(engine, entity or None)
     page = ui.paginate(total, "admin_audit")
-    rows = auditlog.entries(engine, entity or None, page=page)
+    rows = changelog.entries(engine, entity or None, page=page)
     if not rows:
         st.info("No changes recorded yet.")
     else:

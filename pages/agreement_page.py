@@ -6,7 +6,7 @@ import altair as alt
 import streamlit as st
 
 from pages import ui
-from review import agreement, labeling
+from review.labels import agreement, labeling
 
 engine = ui.engine()
 actor = ui.actor()

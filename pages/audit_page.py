@@ -13,9 +13,10 @@ import pandas as pd
 import streamlit as st
 
 from pages import ui
-from review import audits, wordingservice
-from review.errors import InputError, PermissionDenied, StaleWriteError
-from review.identity import Permission
+from review.audits import audits
+from review.core.errors import InputError, PermissionDenied, StaleWriteError
+from review.core.identity import Permission
+from review.wording import wordingservice
 
 engine = ui.engine()
 actor = ui.actor()

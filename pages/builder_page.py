@@ -13,10 +13,11 @@ import pandas as pd
 import streamlit as st
 
 from pages import ui
-from review import builder, cases
-from review.edits import OPERATORS, ParamField, ParamValue, find_span, span_at
-from review.errors import InputError, PermissionDenied, StaleWriteError
-from review.identity import Permission
+from review.builder import builder
+from review.builder.edits import OPERATORS, ParamField, ParamValue, find_span, span_at
+from review.cases import cases
+from review.core.errors import InputError, PermissionDenied, StaleWriteError
+from review.core.identity import Permission
 
 engine = ui.engine()
 actor = ui.actor()

@@ -8,9 +8,10 @@ import pandas as pd
 import streamlit as st
 
 from pages import ui
-from review import cases, splits, uploads
-from review.errors import InputError, PermissionDenied, StaleWriteError
-from review.identity import Permission
+from review.cases import cases, splits
+from review.core import uploads
+from review.core.errors import InputError, PermissionDenied, StaleWriteError
+from review.core.identity import Permission
 
 engine = ui.engine()
 actor = ui.actor()

@@ -6,10 +6,11 @@ import pandas as pd
 import streamlit as st
 
 from pages import ui
-from review import corpus, uploads
-from review.docformat import DocumentIn, parse_blocks
-from review.errors import InputError, PermissionDenied, StaleWriteError
-from review.identity import Permission
+from review.core import uploads
+from review.core.errors import InputError, PermissionDenied, StaleWriteError
+from review.core.identity import Permission
+from review.corpus import corpus
+from review.corpus.docformat import DocumentIn, parse_blocks
 
 engine = ui.engine()
 actor = ui.actor()

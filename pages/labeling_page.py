@@ -6,9 +6,11 @@ import pandas as pd
 import streamlit as st
 
 from pages import ui
-from review import cases, corpus, labeling
-from review.errors import InputError, PermissionDenied, StaleWriteError
-from review.identity import Permission
+from review.cases import cases
+from review.core.errors import InputError, PermissionDenied, StaleWriteError
+from review.core.identity import Permission
+from review.corpus import corpus
+from review.labels import labeling
 
 engine = ui.engine()
 actor = ui.actor()

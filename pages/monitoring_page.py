@@ -1,9 +1,9 @@
 """Monitoring: the weekly signals of production traces, alerts, and segments.
 
-The signals are read from the daily rollup (review.monitoring, review.rollup); alert
+The signals are read from the daily rollup (review.traces.monitoring, review.traces.rollup); alert
 thresholds come from policies/monitoring.yaml. Each alert links to the traces behind it on
 the Traces page. Refusals that break a wording rule come from the production wording check
-(review.wordingservice) once it has run.
+(review.wording.wordingservice) once it has run.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ import pandas as pd
 import streamlit as st
 
 from pages import ui
-from review import monitoring, traces, wordingservice
-from review.errors import InputError, PolicyFileError
+from review.core.errors import InputError, PolicyFileError
+from review.traces import monitoring, traces
+from review.wording import wordingservice
 
 engine = ui.engine()
 actor = ui.actor()

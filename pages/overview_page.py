@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from pages import ui
-from review.overview import build_overview
+from review.monthly.overview import build_overview
 
 actor = ui.actor()
 tax = ui.tax()

@@ -11,9 +11,12 @@ import pandas as pd
 import streamlit as st
 
 from pages import ui
-from review import evalruns, reviews, users, wordingservice
-from review.errors import InputError, PermissionDenied, StaleWriteError
-from review.identity import Role
+from review.admin import users
+from review.core.errors import InputError, PermissionDenied, StaleWriteError
+from review.core.identity import Role
+from review.evaluation import evalruns
+from review.monthly import reviews
+from review.wording import wordingservice
 
 engine = ui.engine()
 actor = ui.actor()

@@ -9,9 +9,10 @@ import pandas as pd
 import streamlit as st
 
 from pages import ui
-from review import evalruns, refpipeline, runmetrics, uploads
-from review.errors import InputError, PermissionDenied
-from review.identity import Permission
+from review.core import uploads
+from review.core.errors import InputError, PermissionDenied
+from review.core.identity import Permission
+from review.evaluation import evalruns, refpipeline, runmetrics
 
 engine = ui.engine()
 actor = ui.actor()

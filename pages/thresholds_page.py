@@ -11,11 +11,14 @@ import pandas as pd
 import streamlit as st
 
 from pages import ui
-from review import charts, evalruns, signoff, thresholds
-from review.errors import InputError, PermissionDenied, PolicyFileError
-from review.identity import Permission, Role
-from review.policy import replace_thresholds
-from review.selective import sweep_by_slice
+from review.charts import charts
+from review.core.errors import InputError, PermissionDenied, PolicyFileError
+from review.core.identity import Permission, Role
+from review.evaluation import evalruns
+from review.policy import signoff
+from review.policy.policy import replace_thresholds
+from review.policy.selective import sweep_by_slice
+from review.thresholds import thresholds
 
 engine = ui.engine()
 actor = ui.actor()

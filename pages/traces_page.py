@@ -15,10 +15,11 @@ import pandas as pd
 import streamlit as st
 
 from pages import ui
-from review import traces, uploads
-from review.errors import InputError, PermissionDenied, PolicyFileError, StaleWriteError
-from review.identity import Permission
-from review.traceformats import FEEDBACK_VALUES, FORMATS
+from review.core import uploads
+from review.core.errors import InputError, PermissionDenied, PolicyFileError, StaleWriteError
+from review.core.identity import Permission
+from review.traces import traces
+from review.traces.traceformats import FEEDBACK_VALUES, FORMATS
 
 engine = ui.engine()
 actor = ui.actor()

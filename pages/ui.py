@@ -14,9 +14,9 @@ from typing import Any
 import streamlit as st
 from sqlalchemy import Engine
 
-from review.database import database_url, open_database
-from review.identity import Actor
-from review.taxonomy import Taxonomy, taxonomy
+from review.core.database import database_url, open_database
+from review.core.identity import Actor
+from review.core.taxonomy import Taxonomy, taxonomy
 
 ACTOR_KEY = "wb_actor"
 LOCAL_AS_KEY = "wb_local_as"

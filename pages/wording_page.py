@@ -7,11 +7,11 @@ import pandas as pd
 import streamlit as st
 
 from pages import ui
-from review import signoff
-from review import wordingservice as wsvc
-from review.errors import InputError, PermissionDenied, PolicyFileError, StaleWriteError
-from review.identity import Permission, Role
-from review.wording import (
+from review.core.errors import InputError, PermissionDenied, PolicyFileError, StaleWriteError
+from review.core.identity import Permission, Role
+from review.policy import signoff
+from review.wording import wordingservice as wsvc
+from review.wording.wording import (
     EXAMPLE_VALUES,
     MESSAGE_KEY_RE,
     REQUIRED_KEY_MEANING,

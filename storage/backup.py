@@ -1,6 +1,6 @@
 """Whole-database copies: SQLite's online backup API, PostgreSQL's pg_dump and pg_restore.
 
-These are the mechanics only (files, processes, connection strings); ``review.backup`` checks
+These are the mechanics only (files, processes, connection strings); ``review.admin.backup`` checks
 that a file is a workbench backup, refuses to overwrite data and reports to the user.
 
 - SQLite: ``sqlite3.Connection.backup`` copies the database in one step inside one read

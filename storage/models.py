@@ -414,7 +414,7 @@ class TraceImport(Base):
 
 
 #: Traces whose final text is a refusal, follow-up, escalation, partial or caveat: the rows
-#: the wording check lints (review.wordingservice), kept in a small partial index. Queries
+#: the wording check lints (review.wording.wordingservice), kept in a small partial index. Queries
 #: must use this exact text (inline constants) for the database to use the index.
 REFUSAL_TEXTS_WHERE = (
     "answer_text != '' AND ((decision IS NOT NULL AND decision != 'answer') OR "
@@ -423,7 +423,7 @@ REFUSAL_TEXTS_WHERE = (
 
 
 class Trace(Base):
-    """One production request, in the canonical trace schema (see review.traceformats)."""
+    """One production request, in the canonical trace schema (see review.traces.traceformats)."""
 
     __tablename__ = "traces"
     __table_args__ = (
@@ -484,7 +484,7 @@ class Trace(Base):
 
 class TraceRollup(Base):
     """Daily counts of the weekly monitoring signals, kept in step with ``traces`` by the
-    import and the purge (review.rollup). One row per (segment, UTC day, decision): ``dim``
+    import and the purge (review.traces.rollup). One row per (segment, UTC day, decision): ``dim``
     and ``value`` are empty for all traces, else a segment (``language``, ``version.index``,
     ...) and one of its values; ``decision`` is empty for traces without one."""
 
@@ -639,7 +639,8 @@ class ReviewSession(Base):
     updated_by: Mapped[str | None] = mapped_column(String(320))
     closed_at: Mapped[dt.datetime | None] = mapped_column()
     closed_by: Mapped[str | None] = mapped_column(String(320))
-    #: the month as it was reviewed, frozen at closing (tables and charts; see review.reviews)
+    #: the month as it was reviewed, frozen at closing (tables and charts; see
+    #: review.monthly.reviews)
     record: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
 

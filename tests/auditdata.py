@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import Engine, insert
 from sqlalchemy.orm import Session
 
-from review import rollup
+from review.traces import rollup
 from storage.db import run_write
 from storage.models import Trace, TraceChunk
 

@@ -24,10 +24,11 @@ from typing import Any, TextIO
 
 from sqlalchemy import Engine
 
-from review import audits, labeling
-from review.errors import InputError, StaleWriteError
-from review.identity import Actor, Role
-from review.taxonomy import Taxonomy, load_taxonomy
+from review.audits import audits
+from review.core.errors import InputError, StaleWriteError
+from review.core.identity import Actor, Role
+from review.core.taxonomy import Taxonomy, load_taxonomy
+from review.labels import labeling
 from storage.db import make_engine
 
 LABELS = (

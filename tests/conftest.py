@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, create_engine, text
 
-from review import fixtures
-from review.identity import Actor, Role
-from review.taxonomy import Taxonomy, load_taxonomy
+from review.core.identity import Actor, Role
+from review.core.taxonomy import Taxonomy, load_taxonomy
+from review.demo import fixtures
 from storage.db import dispose_engines, make_engine, migrate
 from tests.pgserver import PgServer
 

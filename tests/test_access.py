@@ -30,27 +30,24 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, event, func, inspect, select
 
-from review import (
-    audits,
-    builder,
-    cases,
-    corpus,
-    evalruns,
-    labeling,
-    reviews,
-    signoff,
-    splits,
-    thresholds,
-    traces,
-    users,
-    wordingservice,
-)
-from review.docformat import DocumentIn, parse_markdown
-from review.errors import InputError, PermissionDenied, StaleWriteError
-from review.identity import Actor, Role
-from review.taxonomy import Taxonomy
-from review.traceformats import iter_canonical_jsonl
-from review.wording import wording_path
+from review.admin import users
+from review.audits import audits
+from review.builder import builder
+from review.cases import cases, splits
+from review.core.errors import InputError, PermissionDenied, StaleWriteError
+from review.core.identity import Actor, Role
+from review.core.taxonomy import Taxonomy
+from review.corpus import corpus
+from review.corpus.docformat import DocumentIn, parse_markdown
+from review.evaluation import evalruns
+from review.labels import labeling
+from review.monthly import reviews
+from review.policy import signoff
+from review.thresholds import thresholds
+from review.traces import traces
+from review.traces.traceformats import iter_canonical_jsonl
+from review.wording import wordingservice
+from review.wording.wording import wording_path
 from storage.db import make_engine, read_session, write_session
 from storage.models import AuditItem, AuditLog, Case, CaseDocument, CaseFamily, Document, Trace
 from tests.test_pages import app
@@ -77,82 +74,82 @@ ADMINS = frozenset({AD})
 LABELERS = frozenset({A})
 
 ALLOWED: dict[str, frozenset[Role]] = {
-    "audits.close_plan": AUDITORS,
-    "audits.create_plan": AUDITORS,
-    "audits.draw_plan": AUDITORS,
-    "audits.next_item": AUDITORS,
-    "audits.promote_to_case": AUDITORS & CASE_EDITORS,
-    "audits.recount_plan": AUDITORS,
-    "audits.release_item": AUDITORS,
-    "audits.reserve_item": AUDITORS,
-    "audits.submit_verdict": AUDITORS,
-    "builder.build_variant": CASE_EDITORS,
-    "builder.confirm_suggestion": CASE_EDITORS,
-    "builder.mark_passage": CASE_EDITORS,
-    "builder.save_edit": CORPUS_EDITORS,
-    "builder.set_required_claims": CASE_EDITORS,
-    "cases.create_case": CASE_EDITORS,
-    "cases.import_cases": CASE_EDITORS,
-    "cases.update_case": CASE_EDITORS,
-    "corpus.add_version": CORPUS_EDITORS,
-    "corpus.import_documents": CORPUS_EDITORS,
-    "evalruns.execute": EVALUATORS,
-    "evalruns.import_run": EVALUATORS,
-    "labeling.adjudicate": frozenset({RV}),
-    "labeling.next_case": LABELERS,
-    "labeling.release": LABELERS,
-    "labeling.reserve": LABELERS,
-    "labeling.set_settings": ADMINS,
-    "labeling.submit": LABELERS,
-    "reviews.add_action": MONTHLY_REVIEW,
-    "reviews.add_finding": MONTHLY_REVIEW,
-    "reviews.carry_finding": MONTHLY_REVIEW,
-    "reviews.close_session": MONTHLY_REVIEW,
-    "reviews.open_session": MONTHLY_REVIEW,
-    "reviews.store_validation": MONTHLY_REVIEW,
-    "reviews.update_session": MONTHLY_REVIEW,
-    "signoff.propose": POLICY,
-    "signoff.sign": POLICY,
-    "splits.apply": CASE_EDITORS,
-    "thresholds.propose_rollback": POLICY,
-    "thresholds.propose_thresholds": POLICY,
-    "traces.apply_retention": ADMINS,
-    "traces.import_bytes": TRACE_IMPORTERS,
-    "traces.import_file": TRACE_IMPORTERS,
-    "traces.import_items": TRACE_IMPORTERS,
-    "traces.purge_older_than": ADMINS,
-    "traces.set_retention": ADMINS,
-    "users.add_user": ADMINS,
-    "users.update_user": ADMINS,
-    "wordingservice.propose_edits": POLICY,
-    "wordingservice.propose_wording": POLICY,
-    "wordingservice.sign_wording": POLICY,
+    "audits.audits.close_plan": AUDITORS,
+    "audits.audits.create_plan": AUDITORS,
+    "audits.audits.draw_plan": AUDITORS,
+    "audits.audits.next_item": AUDITORS,
+    "audits.audits.promote_to_case": AUDITORS & CASE_EDITORS,
+    "audits.audits.recount_plan": AUDITORS,
+    "audits.audits.release_item": AUDITORS,
+    "audits.audits.reserve_item": AUDITORS,
+    "audits.audits.submit_verdict": AUDITORS,
+    "builder.builder.build_variant": CASE_EDITORS,
+    "builder.builder.confirm_suggestion": CASE_EDITORS,
+    "builder.builder.mark_passage": CASE_EDITORS,
+    "builder.builder.save_edit": CORPUS_EDITORS,
+    "builder.builder.set_required_claims": CASE_EDITORS,
+    "cases.cases.create_case": CASE_EDITORS,
+    "cases.cases.import_cases": CASE_EDITORS,
+    "cases.cases.update_case": CASE_EDITORS,
+    "corpus.corpus.add_version": CORPUS_EDITORS,
+    "corpus.corpus.import_documents": CORPUS_EDITORS,
+    "evaluation.evalruns.execute": EVALUATORS,
+    "evaluation.evalruns.import_run": EVALUATORS,
+    "labels.labeling.adjudicate": frozenset({RV}),
+    "labels.labeling.next_case": LABELERS,
+    "labels.labeling.release": LABELERS,
+    "labels.labeling.reserve": LABELERS,
+    "labels.labeling.set_settings": ADMINS,
+    "labels.labeling.submit": LABELERS,
+    "monthly.reviews.add_action": MONTHLY_REVIEW,
+    "monthly.reviews.add_finding": MONTHLY_REVIEW,
+    "monthly.reviews.carry_finding": MONTHLY_REVIEW,
+    "monthly.reviews.close_session": MONTHLY_REVIEW,
+    "monthly.reviews.open_session": MONTHLY_REVIEW,
+    "monthly.reviews.store_validation": MONTHLY_REVIEW,
+    "monthly.reviews.update_session": MONTHLY_REVIEW,
+    "policy.signoff.propose": POLICY,
+    "policy.signoff.sign": POLICY,
+    "cases.splits.apply": CASE_EDITORS,
+    "thresholds.thresholds.propose_rollback": POLICY,
+    "thresholds.thresholds.propose_thresholds": POLICY,
+    "traces.traces.apply_retention": ADMINS,
+    "traces.traces.import_bytes": TRACE_IMPORTERS,
+    "traces.traces.import_file": TRACE_IMPORTERS,
+    "traces.traces.import_items": TRACE_IMPORTERS,
+    "traces.traces.purge_older_than": ADMINS,
+    "traces.traces.set_retention": ADMINS,
+    "admin.users.add_user": ADMINS,
+    "admin.users.update_user": ADMINS,
+    "wording.wordingservice.propose_edits": POLICY,
+    "wording.wordingservice.propose_wording": POLICY,
+    "wording.wordingservice.sign_wording": POLICY,
 }
 
 # Writes that take no Actor, and why that is safe.
 NO_ACTOR: dict[str, str] = {
-    "users.bootstrap_admin": "creates the first admin, refused once any user exists",
-    "fixtures.build_demo": "the demo builder (command line and tests), acting as SYSTEM",
-    "fixtures.build_demo_labels": "part of the demo builder",
-    "fixtures.build_demo_policies": "part of the demo builder",
-    "audits.build_demo_audits": "part of the demo builder",
-    "builder.build_demo_variants": "part of the demo builder",
-    "reviews.build_demo_reviews": "part of the demo builder",
-    "wordingservice.build_demo_wording": "part of the demo builder",
-    "tracedemo.build_demo_traces": "part of the demo builder",
-    "traces.build_demo_traces": "part of the demo builder",
-    "tracedemo.sqlite_floor": "benchmark baseline on a scratch SQLite file",
-    "traces.run_benchmark": "benchmark on its own database",
-    "cli.seed_demo": "command line: the operator of the machine, acting as the CLI admin",
-    "cli.import_docs": "command line, acting as the CLI admin",
-    "cli.import_cases_cmd": "command line, acting as the CLI admin",
-    "cli.add_user_cmd": "command line, acting as the CLI admin",
-    "cli.import_run_cmd": "command line, acting as the CLI admin",
-    "cli.evaluate_cmd": "command line, acting as the CLI admin",
-    "tracecli.import_traces_cmd": "command line, acting as the CLI admin",
-    "tracecli.purge_cmd": "command line, acting as the CLI admin",
-    "tracecli.rebuild_rollup_cmd": "command line, acting as the CLI admin",
-    "rollup.rebuild": "recomputes the monitoring rollup from the stored traces (derived data)",
+    "admin.users.bootstrap_admin": "creates the first admin, refused once any user exists",
+    "demo.fixtures.build_demo": "the demo builder (command line and tests), acting as SYSTEM",
+    "demo.fixtures.build_demo_labels": "part of the demo builder",
+    "demo.fixtures.build_demo_policies": "part of the demo builder",
+    "audits.audits.build_demo_audits": "part of the demo builder",
+    "builder.builder.build_demo_variants": "part of the demo builder",
+    "monthly.reviews.build_demo_reviews": "part of the demo builder",
+    "wording.wordingservice.build_demo_wording": "part of the demo builder",
+    "demo.tracedemo.build_demo_traces": "part of the demo builder",
+    "traces.traces.build_demo_traces": "part of the demo builder",
+    "demo.tracedemo.sqlite_floor": "benchmark baseline on a scratch SQLite file",
+    "traces.traces.run_benchmark": "benchmark on its own database",
+    "cli.main.seed_demo": "command line: the operator of the machine, acting as the CLI admin",
+    "cli.main.import_docs": "command line, acting as the CLI admin",
+    "cli.main.import_cases_cmd": "command line, acting as the CLI admin",
+    "cli.main.add_user_cmd": "command line, acting as the CLI admin",
+    "cli.main.import_run_cmd": "command line, acting as the CLI admin",
+    "cli.main.evaluate_cmd": "command line, acting as the CLI admin",
+    "cli.tracecli.import_traces_cmd": "command line, acting as the CLI admin",
+    "cli.tracecli.purge_cmd": "command line, acting as the CLI admin",
+    "cli.tracecli.rebuild_rollup_cmd": "command line, acting as the CLI admin",
+    "traces.rollup.rebuild": "recomputes the monitoring rollup from stored traces (derived data)",
 }
 
 # ---------------------------------------------------------------------------------------
@@ -175,22 +172,34 @@ def _module_functions(tree: ast.Module) -> dict[str, ast.FunctionDef]:
 
 def write_services(package: Path = ROOT / "review") -> dict[str, bool]:
     """Every public function of review/ that reaches a write transaction -> whether it takes
-    an Actor. Calls are followed through same-module names, ``from review.x import f`` and
-    ``from review import x`` (at module level or inside functions)."""
+    an Actor, keyed by its module's dotted path under review/ (``audits.audits.draw_plan``).
+    Calls are followed through same-module names, ``from review.x.y import f`` and ``from
+    review.x import y`` (at module level or inside functions)."""
     funcs: dict[str, tuple[str, ast.FunctionDef]] = {}
     names: dict[str, dict[str, str]] = {}  # module -> local name -> "module.function"
     modules: dict[str, dict[str, str]] = {}  # module -> local name -> review module
-    for path in sorted(package.glob("*.py")):
-        mod = path.stem
+
+    def rel(path: Path) -> str:
+        return ".".join(path.relative_to(package).with_suffix("").parts)
+
+    paths = sorted(p for p in package.rglob("*.py") if p.name != "__init__.py")
+    known = {rel(p) for p in paths}
+    for path in paths:
+        mod = rel(path)
         tree = ast.parse(path.read_text(encoding="utf-8"))
         names[mod], modules[mod] = {}, {}
         for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and node.module == "review":
-                for a in node.names:
-                    modules[mod][a.asname or a.name] = a.name
-            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("review."):
-                for a in node.names:
-                    names[mod][a.asname or a.name] = f"{node.module.split('.')[1]}.{a.name}"  # type: ignore[union-attr]
+            if not isinstance(node, ast.ImportFrom) or node.level:
+                continue
+            if node.module != "review" and not (node.module or "").startswith("review."):
+                continue
+            base = (node.module or "").removeprefix("review").removeprefix(".")
+            for a in node.names:
+                target = f"{base}.{a.name}" if base else a.name
+                if target in known:
+                    modules[mod][a.asname or a.name] = target
+                elif base:
+                    names[mod][a.asname or a.name] = target
         for qual, fn in _module_functions(tree).items():
             funcs[f"{mod}.{qual}"] = (mod, fn)
 
@@ -326,53 +335,55 @@ def _wording_text(ctx: Ctx) -> str:
 
 
 CALLS: dict[str, Callable[[Ctx, Actor], object]] = {
-    "audits.close_plan": lambda c, a: audits.close_plan(c.engine, a, c.ids["open_plan"]),
-    "audits.create_plan": lambda c, a: audits.create_plan(
+    "audits.audits.close_plan": lambda c, a: audits.close_plan(c.engine, a, c.ids["open_plan"]),
+    "audits.audits.create_plan": lambda c, a: audits.create_plan(
         c.engine, a, audits.PlanSpec(name=f"access {c.n()}", total=3, seed=c.n())
     ),
-    "audits.draw_plan": lambda c, a: audits.draw_plan(c.engine, a, c.ids["planned_plan"]),
-    "audits.next_item": lambda c, a: audits.next_item(c.engine, a, c.ids["open_plan"]),
-    "audits.promote_to_case": lambda c, a: audits.promote_to_case(
+    "audits.audits.draw_plan": lambda c, a: audits.draw_plan(c.engine, a, c.ids["planned_plan"]),
+    "audits.audits.next_item": lambda c, a: audits.next_item(c.engine, a, c.ids["open_plan"]),
+    "audits.audits.promote_to_case": lambda c, a: audits.promote_to_case(
         c.engine, a, c.ids["item"], c.tax
     ),
-    "audits.recount_plan": lambda c, a: audits.recount_plan(c.engine, a, c.ids["planned_plan"]),
-    "audits.release_item": lambda c, a: audits.release_item(c.engine, a, c.ids["item"]),
-    "audits.reserve_item": lambda c, a: audits.reserve_item(c.engine, a, c.ids["item"]),
-    "audits.submit_verdict": lambda c, a: audits.submit_verdict(
+    "audits.audits.recount_plan": lambda c, a: audits.recount_plan(
+        c.engine, a, c.ids["planned_plan"]
+    ),
+    "audits.audits.release_item": lambda c, a: audits.release_item(c.engine, a, c.ids["item"]),
+    "audits.audits.reserve_item": lambda c, a: audits.reserve_item(c.engine, a, c.ids["item"]),
+    "audits.audits.submit_verdict": lambda c, a: audits.submit_verdict(
         c.engine, a, c.ids["item"], audits.VerdictIn("correct_refusal"), None
     ),
-    "builder.build_variant": lambda c, a: builder.build_variant(
+    "builder.builder.build_variant": lambda c, a: builder.build_variant(
         c.engine, a, c.tax, c.ids["present_case"], builder.VariantSpec(kind="removed")
     ),
-    "builder.confirm_suggestion": lambda c, a: builder.confirm_suggestion(
+    "builder.builder.confirm_suggestion": lambda c, a: builder.confirm_suggestion(
         c.engine, a, c.ids["variant_case"], "abstain", ["no_answer_bearing_evidence"]
     ),
-    "builder.mark_passage": lambda c, a: builder.mark_passage(
+    "builder.builder.mark_passage": lambda c, a: builder.mark_passage(
         c.engine, a, c.ids["present_case"], "14 days"
     ),
-    "builder.save_edit": lambda c, a: builder.save_edit(
+    "builder.builder.save_edit": lambda c, a: builder.save_edit(
         c.engine, a, c.tax, "POL-REFUND-MONTHLY@2", "no_such_operator", 0, 5, {}
     ),
-    "builder.set_required_claims": lambda c, a: builder.set_required_claims(
+    "builder.builder.set_required_claims": lambda c, a: builder.set_required_claims(
         c.engine, a, c.tax, c.ids["present_case"], 1, ["A claim."]
     ),
-    "cases.create_case": lambda c, a: cases.create_case(c.engine, a, _case_in(c), c.tax),
-    "cases.import_cases": lambda c, a: cases.import_cases(
+    "cases.cases.create_case": lambda c, a: cases.create_case(c.engine, a, _case_in(c), c.tax),
+    "cases.cases.import_cases": lambda c, a: cases.import_cases(
         c.engine, a, [(1, _case_in(c))], "access.jsonl"
     ),
-    "cases.update_case": lambda c, a: cases.update_case(
+    "cases.cases.update_case": lambda c, a: cases.update_case(
         c.engine, a, c.ids["present_case"], 1, _case_in(c, "CASE-001"), c.tax
     ),
-    "corpus.add_version": lambda c, a: corpus.add_version(
+    "corpus.corpus.add_version": lambda c, a: corpus.add_version(
         c.engine, a, "POL-REFUND-MONTHLY", 2, _doc_in(c, "POL-REFUND-MONTHLY", 3)
     ),
-    "corpus.import_documents": lambda c, a: corpus.import_documents(
+    "corpus.corpus.import_documents": lambda c, a: corpus.import_documents(
         c.engine, a, [_doc_in(c, f"ACCESS-DOC-{c.n()}", 1)]
     ),
-    "evalruns.execute": lambda c, a: evalruns.execute(
+    "evaluation.evalruns.execute": lambda c, a: evalruns.execute(
         c.engine, a, lambda inp: {}, c.tax, name=f"access {c.n()}", system_version="x", repeats=0
     ),
-    "evalruns.import_run": lambda c, a: evalruns.import_run(
+    "evaluation.evalruns.import_run": lambda c, a: evalruns.import_run(
         c.engine,
         a,
         f"access {c.n()}",
@@ -380,67 +391,71 @@ CALLS: dict[str, Callable[[Ctx, Actor], object]] = {
         [(1, evalruns.OutputIn(case="CASE-001", decision="answer", score=0.5))],
         "access.jsonl",
     ),
-    "labeling.adjudicate": lambda c, a: labeling.adjudicate(
+    "labels.labeling.adjudicate": lambda c, a: labeling.adjudicate(
         c.engine, a, c.ids["present_case"], "answer", [], "access note", c.tax
     ),
-    "labeling.next_case": lambda c, a: labeling.next_case(c.engine, a),
-    "labeling.release": lambda c, a: labeling.release(c.engine, a, c.ids["present_case"]),
-    "labeling.reserve": lambda c, a: labeling.reserve(c.engine, a, c.ids["present_case"]),
-    "labeling.set_settings": lambda c, a: labeling.set_settings(
+    "labels.labeling.next_case": lambda c, a: labeling.next_case(c.engine, a),
+    "labels.labeling.release": lambda c, a: labeling.release(c.engine, a, c.ids["present_case"]),
+    "labels.labeling.reserve": lambda c, a: labeling.reserve(c.engine, a, c.ids["present_case"]),
+    "labels.labeling.set_settings": lambda c, a: labeling.set_settings(
         c.engine, a, 2, 30, labeling.get_settings(c.engine).version
     ),
-    "labeling.submit": lambda c, a: labeling.submit(
+    "labels.labeling.submit": lambda c, a: labeling.submit(
         c.engine, a, c.ids["present_case"], labeling.LabelIn("answer"), None, c.tax
     ),
-    "reviews.add_action": lambda c, a: reviews.add_action(
+    "monthly.reviews.add_action": lambda c, a: reviews.add_action(
         c.engine, a, c.ids["session"], "Do it", "reviewer", None
     ),
-    "reviews.add_finding": lambda c, a: reviews.add_finding(
+    "monthly.reviews.add_finding": lambda c, a: reviews.add_finding(
         c.engine, a, c.ids["session"], "Found it", "low"
     ),
-    "reviews.carry_finding": lambda c, a: reviews.carry_finding(c.engine, a, c.ids["finding"]),
-    "reviews.close_session": lambda c, a: reviews.close_session(
+    "monthly.reviews.carry_finding": lambda c, a: reviews.carry_finding(
+        c.engine, a, c.ids["finding"]
+    ),
+    "monthly.reviews.close_session": lambda c, a: reviews.close_session(
         c.engine, a, c.ids["session"], c.ids["session_version"]
     ),
-    "reviews.open_session": lambda c, a: reviews.open_session(c.engine, a, f"{2100 + c.n()}-01"),
-    "reviews.store_validation": lambda c, a: reviews.store_validation(
+    "monthly.reviews.open_session": lambda c, a: reviews.open_session(
+        c.engine, a, f"{2100 + c.n()}-01"
+    ),
+    "monthly.reviews.store_validation": lambda c, a: reviews.store_validation(
         c.engine, a, c.ids["session"], {"checked": 0}
     ),
-    "reviews.update_session": lambda c, a: reviews.update_session(
+    "monthly.reviews.update_session": lambda c, a: reviews.update_session(
         c.engine, a, c.ids["session"], c.ids["session_version"], attendees=["x"], summary="s"
     ),
-    "signoff.propose": lambda c, a: signoff.propose(
+    "policy.signoff.propose": lambda c, a: signoff.propose(
         c.engine, a, thresholds.KIND, _policy_text(c), "access test"
     ),
-    "signoff.sign": lambda c, a: signoff.sign(
+    "policy.signoff.sign": lambda c, a: signoff.sign(
         c.engine, a, c.ids["pending_policy"], "reject", note="access test"
     ),
-    "splits.apply": lambda c, a: splits.apply(c.engine, a, seed=c.n()),
-    "thresholds.propose_rollback": lambda c, a: thresholds.propose_rollback(
+    "cases.splits.apply": lambda c, a: splits.apply(c.engine, a, seed=c.n()),
+    "thresholds.thresholds.propose_rollback": lambda c, a: thresholds.propose_rollback(
         c.engine, a, 1, "access test"
     ),
-    "thresholds.propose_thresholds": lambda c, a: thresholds.propose_thresholds(
+    "thresholds.thresholds.propose_thresholds": lambda c, a: thresholds.propose_thresholds(
         c.engine, a, "vector", 0.3, 0.5, "access test", tuned_on_split="validation"
     ),
-    "traces.apply_retention": lambda c, a: traces.apply_retention(c.engine, a),
-    "traces.import_bytes": lambda c, a: traces.import_bytes(
+    "traces.traces.apply_retention": lambda c, a: traces.apply_retention(c.engine, a),
+    "traces.traces.import_bytes": lambda c, a: traces.import_bytes(
         c.engine,
         a,
         "\n".join(json.dumps(traces_to_dict(t)) for t in _traces(c)).encode(),
         "access.jsonl",
     ),
-    "traces.import_file": lambda c, a: traces.import_file(c.engine, a, SAMPLE_TRACES),
-    "traces.import_items": lambda c, a: traces.import_items(
+    "traces.traces.import_file": lambda c, a: traces.import_file(c.engine, a, SAMPLE_TRACES),
+    "traces.traces.import_items": lambda c, a: traces.import_items(
         c.engine, a, _traces(c), source="access"
     ),
-    "traces.purge_older_than": lambda c, a: traces.purge_older_than(c.engine, a, 36500),
-    "traces.set_retention": lambda c, a: traces.set_retention(
+    "traces.traces.purge_older_than": lambda c, a: traces.purge_older_than(c.engine, a, 36500),
+    "traces.traces.set_retention": lambda c, a: traces.set_retention(
         c.engine, a, None, traces.get_retention(c.engine).version
     ),
-    "users.add_user": lambda c, a: users.add_user(
+    "admin.users.add_user": lambda c, a: users.add_user(
         c.engine, a, f"new{c.n()}@access.example", "New", ["annotator"]
     ),
-    "users.update_user": lambda c, a: users.update_user(
+    "admin.users.update_user": lambda c, a: users.update_user(
         c.engine,
         a,
         c.ids["tom"].id,
@@ -450,20 +465,20 @@ CALLS: dict[str, Callable[[Ctx, Actor], object]] = {
         clearance=False,
         active=True,
     ),
-    "wordingservice.propose_edits": lambda c, a: wordingservice.propose_edits(
+    "wording.wordingservice.propose_edits": lambda c, a: wordingservice.propose_edits(
         c.engine, a, {"R1": wordingservice.MessageDraft(f"Sorry, I can't help ({c.n()}).")}, "t"
     ),
-    "wordingservice.propose_wording": lambda c, a: wordingservice.propose_wording(
+    "wording.wordingservice.propose_wording": lambda c, a: wordingservice.propose_wording(
         c.engine, a, _wording_text(c), "access test"
     ),
-    "wordingservice.sign_wording": lambda c, a: wordingservice.sign_wording(
+    "wording.wordingservice.sign_wording": lambda c, a: wordingservice.sign_wording(
         c.engine, a, c.ids["pending_wording"], "reject", note="access test"
     ),
 }
 
 
 def traces_to_dict(t: Any) -> dict[str, Any]:
-    from review.traceformats import trace_to_dict
+    from review.traces.traceformats import trace_to_dict
 
     return trace_to_dict(t)
 

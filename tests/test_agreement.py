@@ -15,7 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.metrics import cohen_kappa_score
 
-from review.agreement import (
+from review.core.errors import InputError
+from review.core.taxonomy import Taxonomy
+from review.labels.agreement import (
     TABLE_COLUMNS,
     agreement_table,
     cohen_kappa,
@@ -26,8 +28,6 @@ from review.agreement import (
     reason_code_presence,
     reason_code_tables,
 )
-from review.errors import InputError
-from review.taxonomy import Taxonomy
 
 
 def long(columns: dict[str, list[Any]]) -> pd.DataFrame:
@@ -434,7 +434,7 @@ def test_reason_codes_from_one_row_per_label_with_a_list_of_codes(tax: Taxonomy)
 
 
 def test_agreement_report_filters_and_groups_like_the_table_it_is_built_from() -> None:
-    from review.agreement import agreement_report
+    from review.labels.agreement import agreement_report
 
     labels = pd.DataFrame(
         {

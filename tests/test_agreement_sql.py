@@ -15,10 +15,10 @@ import pytest
 from sqlalchemy import Engine, create_engine, event, select, text
 from sqlalchemy.engine import cursor as sa_cursor
 
-from review import labeling
-from review.agreement import AgreementReport, agreement_report, agreement_report_sql
-from review.errors import InputError
-from review.taxonomy import Taxonomy
+from review.core.errors import InputError
+from review.core.taxonomy import Taxonomy
+from review.labels import labeling
+from review.labels.agreement import AgreementReport, agreement_report, agreement_report_sql
 from storage.db import make_engine, migrate, run_write
 from storage.models import Case, CaseSlice, Label
 from tests.conftest import make_actor

@@ -18,12 +18,13 @@ import pandas as pd
 import pytest
 from sqlalchemy import Engine, delete, func, select, update
 
-from review import audits, cases
-from review.audits import ClaimDraft, PlanSpec, PopulationFilter, VerdictIn
-from review.errors import InputError, PermissionDenied, StaleWriteError
-from review.identity import SYSTEM, Actor
-from review.sampling import draw_sample, weighted_estimate, wilson_interval
-from review.taxonomy import Taxonomy
+from review.audits import audits
+from review.audits.audits import ClaimDraft, PlanSpec, PopulationFilter, VerdictIn
+from review.cases import cases
+from review.core.errors import InputError, PermissionDenied, StaleWriteError
+from review.core.identity import SYSTEM, Actor
+from review.core.sampling import draw_sample, weighted_estimate, wilson_interval
+from review.core.taxonomy import Taxonomy
 from storage.db import read_session, run_write
 from storage.models import AuditItem, AuditVerdict, Case, SamplingPlan, Trace
 from tests.auditdata import (
@@ -178,7 +179,7 @@ def test_same_plan_on_same_data_draws_the_same_sample_in_sql(engine: Engine) -> 
     assert audits.preview_sample(engine, first) == [
         (tid, st) for tid, st in audits.preview_sample(engine, second)
     ]
-    # the SQL draw is the draw that review.sampling computes in memory
+    # the SQL draw is the draw that review.core.sampling computes in memory
     with read_session(engine) as s:
         rows = s.execute(select(Trace.id, Trace.decision, Trace.feedback)).all()
     ids = [r[0] for r in rows]
@@ -815,7 +816,7 @@ def test_rank_order_mixes_strata_in_the_queue(engine: Engine) -> None:
 def test_the_draw_skips_the_recount_only_while_no_trace_was_added_or_deleted(
     engine: Engine,
 ) -> None:
-    from review import traces as trace_service
+    from review.traces import traces as trace_service
     from tests.tracefixtures import make_trace
 
     two_strata(engine, 10, 20)

@@ -13,10 +13,13 @@ import pytest
 from click.testing import CliRunner, Result
 from sqlalchemy import Engine, MetaData, create_engine, select, text
 
-from review import backup, fixtures, labeling, signoff
-from review.cli import main
-from review.errors import InputError, StaleWriteError
-from review.taxonomy import Taxonomy
+from review.admin import backup
+from review.cli.main import main
+from review.core.errors import InputError, StaleWriteError
+from review.core.taxonomy import Taxonomy
+from review.demo import fixtures
+from review.labels import labeling
+from review.policy import signoff
 from storage.backup import known_revisions
 from storage.db import make_engine, migrate, read_session
 from storage.models import AuditLog, Case, Label, SignOff

@@ -163,7 +163,7 @@ def test_open_the_app_switch_user_and_open_a_case(page) -> None:  # type: ignore
 
 
 def _user_id(demo_url: str, email: str) -> int:
-    from review import users
+    from review.admin import users
     from storage.db import make_engine
 
     eng = make_engine(demo_url)
@@ -174,7 +174,8 @@ def _user_id(demo_url: str, email: str) -> int:
 
 
 def test_label_a_case_with_keyboard_shortcuts(page, demo_url: str) -> None:  # type: ignore[no-untyped-def]
-    from review import cases, labeling
+    from review.cases import cases
+    from review.labels import labeling
     from storage.db import make_engine
 
     pg = page
@@ -199,7 +200,7 @@ def test_label_a_case_with_keyboard_shortcuts(page, demo_url: str) -> None:  # t
     pg.keyboard.press("Control+Enter")
     wait_idle(pg)
     assert pg.get_by_text("Saved your label on CASE-080").is_visible()
-    from review.identity import Actor, Role
+    from review.core.identity import Actor, Role
 
     me = Actor(
         id=ines,
@@ -215,7 +216,8 @@ def test_label_a_case_with_keyboard_shortcuts(page, demo_url: str) -> None:  # t
 
 
 def test_threshold_proposal_to_approval(page, demo_url: str) -> None:  # type: ignore[no-untyped-def]
-    from review import signoff, thresholds
+    from review.policy import signoff
+    from review.thresholds import thresholds
     from storage.db import make_engine
 
     pg = page
@@ -255,7 +257,7 @@ def test_the_monthly_report_opens_without_any_network_request(
     tax,
     tmp_path: Path,  # type: ignore[no-untyped-def]
 ) -> None:
-    from review import reviews
+    from review.monthly import reviews
 
     chromium = shutil.which("chromium")
     if not chromium:

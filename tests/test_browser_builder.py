@@ -48,7 +48,7 @@ def test_build_a_variant_and_see_it_in_its_family(builder_server: str, demo_url:
         pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
     from playwright.sync_api import sync_playwright
 
-    from review import cases
+    from review.cases import cases
     from storage.db import make_engine
 
     eng = make_engine(demo_url)

@@ -22,12 +22,15 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
-from review import audits, cases, corpus, traces
-from review.docformat import parse_markdown
-from review.errors import InputError
-from review.identity import SYSTEM, Actor, Role
-from review.taxonomy import Taxonomy
-from review.traceformats import Chunk, Citation, Trace
+from review.audits import audits
+from review.cases import cases
+from review.core.errors import InputError
+from review.core.identity import SYSTEM, Actor, Role
+from review.core.taxonomy import Taxonomy
+from review.corpus import corpus
+from review.corpus.docformat import parse_markdown
+from review.traces import traces
+from review.traces.traceformats import Chunk, Citation, Trace
 from storage.db import make_engine
 from tests.conftest import copy_db
 from tests.test_browser import CHROMIUM_ARGS, streamlit_server, wait_idle
@@ -72,7 +75,7 @@ class Hostile:
 
 
 def _actor(engine: Engine, email: str) -> Actor:
-    from review import users
+    from review.admin import users
 
     row = users.get_by_email(engine, email)
     assert row is not None

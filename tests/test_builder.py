@@ -10,12 +10,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Engine, func, select, update
 
-from review import builder, cases, corpus
-from review.builder import VariantSpec
-from review.edits import OPERATORS
-from review.errors import InputError, PermissionDenied, StaleWriteError
-from review.identity import Actor, Role
-from review.taxonomy import Taxonomy
+from review.builder import builder
+from review.builder.builder import VariantSpec
+from review.builder.edits import OPERATORS
+from review.cases import cases
+from review.core.errors import InputError, PermissionDenied, StaleWriteError
+from review.core.identity import Actor, Role
+from review.core.taxonomy import Taxonomy
+from review.corpus import corpus
 from storage.db import read_session, run_write
 from storage.models import (
     AuditLog,

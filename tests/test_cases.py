@@ -9,11 +9,12 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
-from review import cases, corpus
-from review.docformat import parse_markdown
-from review.errors import InputError, PermissionDenied, StaleWriteError
-from review.identity import Actor
-from review.taxonomy import Taxonomy
+from review.cases import cases
+from review.core.errors import InputError, PermissionDenied, StaleWriteError
+from review.core.identity import Actor
+from review.core.taxonomy import Taxonomy
+from review.corpus import corpus
+from review.corpus.docformat import parse_markdown
 from storage.db import make_engine, migrate
 from tests.conftest import make_actor
 from tests.test_corpus import GOOD

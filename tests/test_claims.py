@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from review.claims import (
+from review.audits.claims import (
     VERDICTS,
     Claim,
     citation_validity,
@@ -14,7 +14,7 @@ from review.claims import (
     extract_citations,
     split_claims,
 )
-from review.errors import InputError
+from review.core.errors import InputError
 
 
 def texts(answer: str) -> list[str]:

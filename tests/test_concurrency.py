@@ -23,11 +23,13 @@ import pytest
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
-from review import audits, fixtures, labeling
-from review.audits import PlanSpec
-from review.errors import StaleWriteError
-from review.identity import Actor
-from review.taxonomy import Taxonomy
+from review.audits import audits
+from review.audits.audits import PlanSpec
+from review.core.errors import StaleWriteError
+from review.core.identity import Actor
+from review.core.taxonomy import Taxonomy
+from review.demo import fixtures
+from review.labels import labeling
 from storage.db import read_session, run_write
 from storage.models import AuditItem, AuditLog, AuditVerdict, Case, Label, Reservation
 from tests.conftest import make_actor

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, func, select
 
-from review import corpus
-from review.docformat import iter_jsonl, parse_blocks, parse_markdown
-from review.errors import InputError, PermissionDenied, StaleWriteError
-from review.identity import Actor
-from review.taxonomy import Taxonomy
+from review.core.errors import InputError, PermissionDenied, StaleWriteError
+from review.core.identity import Actor
+from review.core.taxonomy import Taxonomy
+from review.corpus import corpus
+from review.corpus.docformat import iter_jsonl, parse_blocks, parse_markdown
 from storage.db import read_session
 from storage.models import AuditLog, Document
 from tests.conftest import make_actor

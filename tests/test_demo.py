@@ -6,10 +6,13 @@ import re
 
 from sqlalchemy import Engine, func, select
 
-from review import cases, corpus, fixtures, users
-from review.docformat import outline
-from review.identity import SYSTEM
-from review.taxonomy import Taxonomy
+from review.admin import users
+from review.cases import cases
+from review.core.identity import SYSTEM
+from review.core.taxonomy import Taxonomy
+from review.corpus import corpus
+from review.corpus.docformat import outline
+from review.demo import fixtures
 from storage.db import read_session
 from storage.models import Case, CaseFamily, CaseSlice, Document
 

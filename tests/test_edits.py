@@ -10,8 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from review.docformat import parse_blocks, parse_markdown
-from review.edits import (
+from review.builder.edits import (
     INSTRUCTION_EXAMPLES,
     JURISDICTIONS,
     OPERATORS,
@@ -36,8 +35,9 @@ from review.edits import (
     replay_result,
     span_at,
 )
-from review.errors import InputError
-from review.taxonomy import Taxonomy, load_taxonomy
+from review.core.errors import InputError
+from review.core.taxonomy import Taxonomy, load_taxonomy
+from review.corpus.docformat import parse_blocks, parse_markdown
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS_DIR = ROOT / "review" / "demo" / "docs"

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
-from review import evalruns, refpipeline, runmetrics
-from review.errors import InputError, PermissionDenied
-from review.fixtures import DEMO_RUNS
-from review.identity import Actor
-from review.taxonomy import Taxonomy
+from review.core.errors import InputError, PermissionDenied
+from review.core.identity import Actor
+from review.core.taxonomy import Taxonomy
+from review.demo.fixtures import DEMO_RUNS
+from review.evaluation import evalruns, refpipeline, runmetrics
 from tests.conftest import make_actor
 
 
@@ -376,10 +376,10 @@ def test_evaluate_command_prints_every_check_and_can_skip_perturbations(
 ) -> None:
     from click.testing import CliRunner
 
-    from review.cli import main
+    from review.cli.main import main
 
     monkeypatch.setenv("WORKBENCH_DATABASE_URL", demo_url)
-    args = ["evaluate", "--pipeline", "review.refpipeline:naive", "--name"]
+    args = ["evaluate", "--pipeline", "review.evaluation.refpipeline:naive", "--name"]
     r = CliRunner().invoke(main, [*args, "cli naive"])
     assert r.exit_code == 0, r.output
     line = next(x for x in r.output.splitlines() if DISTRACTOR in x)
@@ -398,7 +398,7 @@ def test_metrics_use_the_agreed_label_then_the_adjudication(
     on (two or more, same decision and codes); otherwise the author's expected decision."""
     from sqlalchemy import exists, select
 
-    from review import labeling
+    from review.labels import labeling
     from storage.db import read_session
     from storage.models import Case, Label
 

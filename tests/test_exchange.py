@@ -10,10 +10,12 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine
 
-from review import builder, cases, corpus, exchange
-from review.errors import InputError
-from review.identity import SYSTEM
-from review.taxonomy import Taxonomy
+from review.builder import builder
+from review.cases import cases, exchange
+from review.core.errors import InputError
+from review.core.identity import SYSTEM
+from review.core.taxonomy import Taxonomy
+from review.corpus import corpus
 from storage.db import make_engine, migrate
 from tests.conftest import copy_db, make_actor
 

@@ -9,11 +9,8 @@ from typing import Any
 
 import pytest
 
-from review.cases import validate_case
-from review.docformat import DocumentIn, parse_blocks, parse_markdown
-from review.edits import Span, SwapYearParams, find_span, replay
-from review.errors import InputError
-from review.families import (
+from review.builder.edits import Span, SwapYearParams, find_span, replay
+from review.builder.families import (
     Check,
     Variant,
     derive_conflicted,
@@ -24,7 +21,10 @@ from review.families import (
     family_checks,
     present_variant,
 )
-from review.taxonomy import Taxonomy, load_taxonomy
+from review.cases.cases import validate_case
+from review.core.errors import InputError
+from review.core.taxonomy import Taxonomy, load_taxonomy
+from review.corpus.docformat import DocumentIn, parse_blocks, parse_markdown
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "review" / "demo"

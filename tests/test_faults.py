@@ -22,8 +22,10 @@ import pytest
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
-from review import labeling, signoff, thresholds
-from review.taxonomy import Taxonomy
+from review.core.taxonomy import Taxonomy
+from review.labels import labeling
+from review.policy import signoff
+from review.thresholds import thresholds
 from storage.db import read_session, run_write
 from storage.models import AuditLog, Case, Label, Reservation, Setting, SignOff, SplitLock
 from tests.conftest import make_actor
@@ -42,8 +44,10 @@ from sqlalchemy.orm import Session
 
 args = json.loads(sys.argv[1])
 sys.path.insert(0, args["root"])
-from review import labeling, signoff, thresholds
-from review.taxonomy import load_taxonomy
+from review.core.taxonomy import load_taxonomy
+from review.labels import labeling
+from review.policy import signoff
+from review.thresholds import thresholds
 from storage.db import make_engine
 from storage.models import Label, SignOff
 from tests.conftest import make_actor

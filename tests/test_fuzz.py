@@ -3,7 +3,7 @@
 Arbitrary text and bytes, and structured mutations of a valid sample (a dropped key, a value
 of the wrong type, huge numbers, NaN and infinities, deep nesting, odd unicode, control
 characters, truncated or spliced text) may only end in the project's validation error
-(:class:`review.errors.InputError`, of which :class:`PolicyFileError` is a kind) with a message
+(:class:`review.core.errors.InputError`, of which :class:`PolicyFileError` is a kind) with a message
 that says where: never another exception.
 """
 
@@ -26,24 +26,17 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Engine
 
-from review import (
-    audits,
-    cases,
-    claims,
-    corpus,
-    docformat,
-    edits,
-    evalruns,
-    monitoring,
-    policy,
-    redaction,
-    traceformats,
-    traces,
-    wording,
-)
-from review.errors import InputError, PolicyFileError
-from review.identity import SYSTEM
-from review.taxonomy import Taxonomy, load_taxonomy
+from review.audits import audits, claims
+from review.builder import edits
+from review.cases import cases
+from review.core.errors import InputError, PolicyFileError
+from review.core.identity import SYSTEM
+from review.core.taxonomy import Taxonomy, load_taxonomy
+from review.corpus import corpus, docformat
+from review.evaluation import evalruns
+from review.policy import policy
+from review.traces import monitoring, redaction, traceformats, traces
+from review.wording import wording
 from storage.db import make_engine, migrate
 from tests.conftest import copy_db
 from tests.test_corpus import GOOD

@@ -8,10 +8,10 @@ import threading
 import pytest
 from sqlalchemy import Engine
 
-from review import labeling
-from review.errors import InputError, PermissionDenied, StaleWriteError
-from review.identity import Actor
-from review.taxonomy import Taxonomy
+from review.core.errors import InputError, PermissionDenied, StaleWriteError
+from review.core.identity import Actor
+from review.core.taxonomy import Taxonomy
+from review.labels import labeling
 from storage.models import utcnow
 from tests.conftest import make_actor
 
@@ -292,7 +292,7 @@ def test_an_adjudicator_who_may_still_label_a_case_does_not_see_its_labels(
     """Blind labeling holds for a reviewer who is also an annotator: with overlap 3, a case
     with two disagreeing labels is in the adjudication queue, but to someone who may still
     give the third label its labels stay hidden and adjudicating it is refused."""
-    from review.identity import Role
+    from review.core.identity import Role
 
     admin = make_actor("admin")
     cfg = labeling.get_settings(demo_engine)

@@ -1,7 +1,8 @@
 """Every metamorphic check, end to end on the demo: it passes on a pipeline that is correct by
 construction and fails on pipelines built to fail it (issue 9, item 7).
 
-The pipelines run through the real execution path (:func:`review.evalruns.execute`, with the
+The pipelines run through the real execution path
+(:func:`review.evaluation.evalruns.execute`, with the
 reorder and distractor re-runs) on a copy of the demo database, and the checks are computed
 the way the Runs page computes them (``outputs_frame`` + ``judge_perturbed(perturbed_frame)``
 into ``metamorphic_checks``).
@@ -41,10 +42,10 @@ import pandas as pd
 import pytest
 from sqlalchemy import Engine, select
 
-from review import evalruns, refpipeline, runmetrics
-from review.evalruns import PipelineDocument, doc_ref
-from review.identity import Actor
-from review.taxonomy import Taxonomy
+from review.core.identity import Actor
+from review.core.taxonomy import Taxonomy
+from review.evaluation import evalruns, refpipeline, runmetrics
+from review.evaluation.evalruns import PipelineDocument, doc_ref
 from storage.db import read_session
 from storage.models import Case, CaseClaim, CaseDocument, Document
 

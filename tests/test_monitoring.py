@@ -12,10 +12,11 @@ import pandas as pd
 import pytest
 from sqlalchemy import Engine
 
-from review import monitoring, tracedemo
-from review.errors import InputError, PolicyFileError
-from review.fixtures import EXTRA_DEMO_TRACES
-from review.taxonomy import Taxonomy
+from review.core.errors import InputError, PolicyFileError
+from review.core.taxonomy import Taxonomy
+from review.demo import tracedemo
+from review.demo.fixtures import EXTRA_DEMO_TRACES
+from review.traces import monitoring
 from tests.tracefixtures import (
     import_traces,
     make_trace,

@@ -10,8 +10,10 @@ from sqlalchemy import Engine
 from streamlit.testing.v1 import AppTest
 
 from pages.ui import ACTOR_KEY
-from review import cases, corpus, users
-from review.identity import SYSTEM
+from review.admin import users
+from review.cases import cases
+from review.core.identity import SYSTEM
+from review.corpus import corpus
 from storage.db import make_engine, migrate
 from tests.test_corpus import GOOD
 
@@ -283,7 +285,7 @@ def test_cases_split_preview_is_computed_only_on_demand(
     demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Issue 11: the default view never reads every case for the split preview."""
-    from review import splits
+    from review.cases import splits
 
     real_plan = splits.plan
     calls: list[tuple[int, bool]] = []
@@ -367,7 +369,7 @@ def test_case_deep_link_edit_and_stale_edit(
         first.id,
         2,
         cases.CaseIn.model_validate({**view.record, "notes": "Tom's note"}),
-        __import__("review.taxonomy", fromlist=["x"]).taxonomy(),
+        __import__("review.core.taxonomy", fromlist=["x"]).taxonomy(),
     )
     notes = next(t for t in at.text_area if t.label == "Notes for labelers")
     notes.input("Inés again")
@@ -444,7 +446,7 @@ RAVI = "ravi.menon@brightwave.example"
 def test_label_page_next_case_blind_submit_and_errors(
     demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from review import labeling
+    from review.labels import labeling
 
     at = app(demo_url, monkeypatch, PAULA).run()
     at.switch_page("pages/labeling_page.py").run()
@@ -486,7 +488,7 @@ def test_label_page_next_case_blind_submit_and_errors(
 def test_adjudication_page_sets_gold(
     demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from review import labeling
+    from review.labels import labeling
 
     queue = labeling.disagreements(demo_engine)
     assert queue, "the demo has disagreements to adjudicate"
@@ -535,7 +537,8 @@ CHEN = "chen.li@brightwave.example"
 def test_thresholds_propose_then_two_other_people_approve(
     demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from review import signoff, thresholds
+    from review.policy import signoff
+    from review.thresholds import thresholds
 
     # the demo's pending proposal: its author cannot sign it
     pending = [v for v in signoff.versions(demo_engine, thresholds.KIND) if v.status == "pending"]
@@ -590,7 +593,7 @@ def test_thresholds_propose_then_two_other_people_approve(
 def test_agreement_page_matches_the_statistics_and_filters(
     demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from review import agreement, labeling
+    from review.labels import agreement, labeling
 
     at = app(demo_url, monkeypatch, RAVI).run()
     at.switch_page("pages/agreement_page.py").run()
@@ -611,7 +614,7 @@ def test_agreement_page_matches_the_statistics_and_filters(
 def test_monthly_review_record_validate_close_and_export(
     demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from review import reviews
+    from review.monthly import reviews
 
     sessions = reviews.list_sessions(demo_engine)
     assert [s.status for s in sessions] == ["open", "closed", "closed"]
@@ -642,7 +645,7 @@ def test_monthly_review_record_validate_close_and_export(
 def test_admin_changes_the_label_overlap(
     demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from review import labeling
+    from review.labels import labeling
 
     at = app(demo_url, monkeypatch, ADA).run()
     at.switch_page("pages/admin_page.py").run()
@@ -668,8 +671,13 @@ def test_thresholds_calibrate_on_audited_traces_and_replay(
 def test_overview_lists_the_work_waiting_for_each_role(
     demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from review import audits, labeling, overview, signoff, thresholds, wordingservice
-    from review.taxonomy import load_taxonomy
+    from review.audits import audits
+    from review.core.taxonomy import load_taxonomy
+    from review.labels import labeling
+    from review.monthly import overview
+    from review.policy import signoff
+    from review.thresholds import thresholds
+    from review.wording import wordingservice
 
     tax = load_taxonomy()
 
@@ -713,7 +721,8 @@ def test_overview_lists_the_work_waiting_for_each_role(
 def test_thresholds_history_proposes_a_rollback(
     demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from review import signoff, thresholds
+    from review.policy import signoff
+    from review.thresholds import thresholds
 
     approved = [
         v for v in signoff.versions(demo_engine, thresholds.KIND) if v.approved_on is not None

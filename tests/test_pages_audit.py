@@ -9,11 +9,12 @@ import pytest
 from sqlalchemy import func, select
 from streamlit.testing.v1 import AppTest
 
-from review import audits, users
-from review.audits import PlanSpec, PopulationFilter
-from review.errors import PermissionDenied
-from review.identity import SYSTEM
-from review.taxonomy import Taxonomy
+from review.admin import users
+from review.audits import audits
+from review.audits.audits import PlanSpec, PopulationFilter
+from review.core.errors import PermissionDenied
+from review.core.identity import SYSTEM
+from review.core.taxonomy import Taxonomy
 from storage.db import make_engine, migrate, read_session
 from storage.models import AuditVerdict, Case, SamplingPlan
 from tests.auditdata import CONTRACT, PLANS, REFUND, add_trace, realistic_traces
@@ -357,7 +358,7 @@ def test_the_verdict_form_shows_the_wording_findings_of_a_refusal(
 ) -> None:
     """The production wording check feeds the audit's wording-violation verdict: a sampled
     refusal that breaks a wording rule shows the rule beside the verdict form."""
-    from review import wordingservice
+    from review.wording import wordingservice
     from storage.models import AuditItem
 
     eng = make_engine(audit_url)

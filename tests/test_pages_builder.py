@@ -10,10 +10,13 @@ import pytest
 from sqlalchemy import Engine, select
 from streamlit.testing.v1 import AppTest
 
-from review import builder, cases, corpus, users
-from review.docformat import parse_markdown
-from review.identity import SYSTEM
-from review.taxonomy import Taxonomy
+from review.admin import users
+from review.builder import builder
+from review.cases import cases
+from review.core.identity import SYSTEM
+from review.core.taxonomy import Taxonomy
+from review.corpus import corpus
+from review.corpus.docformat import parse_markdown
 from storage.db import make_engine, migrate, read_session
 from storage.models import Case, CaseSuggestion
 from tests.conftest import copy_db

@@ -11,8 +11,8 @@ import pytest
 from sqlalchemy import Engine
 from streamlit.testing.v1 import AppTest
 
-from review import runmetrics
-from review.fixtures import DEMO_RUNS
+from review.demo.fixtures import DEMO_RUNS
+from review.evaluation import runmetrics
 from tests.test_pages import INES, app, no_exception
 
 RUNS = "pages/runs_page.py"

@@ -12,9 +12,10 @@ import pytest
 from sqlalchemy import Engine, select
 from streamlit.testing.v1 import AppTest
 
-from review import tracedemo, traces
-from review.fixtures import EXTRA_DEMO_TRACES
-from review.identity import SYSTEM
+from review.core.identity import SYSTEM
+from review.demo import tracedemo
+from review.demo.fixtures import EXTRA_DEMO_TRACES
+from review.traces import traces
 from storage.db import make_engine
 from storage.models import Trace as TraceRow
 from storage.models import TraceChunk
@@ -98,7 +99,7 @@ def test_list_renders_with_demo_traces(
 
 
 def _paula(engine: Engine):  # type: ignore[no-untyped-def]
-    from review import users
+    from review.admin import users
 
     row = users.get_by_email(engine, PAULA)
     assert row is not None
@@ -344,8 +345,8 @@ def test_monitoring_link_opens_the_traces_behind_the_alert(
     trace_demo_engine: Engine,  # noqa: F811
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from review import monitoring
-    from review.taxonomy import load_taxonomy
+    from review.core.taxonomy import load_taxonomy
+    from review.traces import monitoring
 
     result = monitoring.monitor(
         trace_demo_engine, load_taxonomy(), monitoring.load_monitoring_policy(), weeks=12
@@ -386,7 +387,8 @@ def test_monitoring_shows_wording_violations_once_the_production_check_ran(
     trace_demo_url: str,  # noqa: F811
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from review import users, wordingservice
+    from review.admin import users
+    from review.wording import wordingservice
 
     wordingservice.clear_production_cache()
     at = page_app(trace_demo_url, monkeypatch, MONITORING, PAULA).run()

@@ -13,10 +13,11 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 from streamlit.testing.v1 import AppTest
 
-from review import signoff, users
-from review import wordingservice as wsvc
-from review.identity import SYSTEM, Actor
-from review.taxonomy import Taxonomy
+from review.admin import users
+from review.core.identity import SYSTEM, Actor
+from review.core.taxonomy import Taxonomy
+from review.policy import signoff
+from review.wording import wordingservice as wsvc
 from storage.db import make_engine, migrate, run_write
 from storage.models import Trace
 from tests.pagetest import page_app

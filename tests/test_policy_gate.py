@@ -21,8 +21,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from review.errors import InputError, PolicyFileError
-from review.gate import (
+from review.core.errors import InputError, PolicyFileError
+from review.policy.gate import (
     GateResult,
     Signals,
     confidence,
@@ -31,7 +31,7 @@ from review.gate import (
     decide_frame,
     policy_threshold,
 )
-from review.policy import (
+from review.policy.policy import (
     GATE_RULES,
     KEEP,
     NoAnswerPolicy,

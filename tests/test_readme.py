@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from review import cases
-from review.cli import main
-from review.docformat import parse_markdown
-from review.taxonomy import Taxonomy
+from review.cases import cases
+from review.cli.main import main
+from review.core.taxonomy import Taxonomy
+from review.corpus.docformat import parse_markdown
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -52,14 +52,14 @@ def test_the_two_commands_come_first() -> None:
 def test_readme_trace_example_is_a_valid_canonical_trace() -> None:
     import json
 
-    from review.traceformats import trace_from_dict
+    from review.traces.traceformats import trace_from_dict
 
     trace = trace_from_dict(json.loads(_block("json", "### Production traces")), "README")
     assert trace.trace_id and trace.chunks
 
 
 def test_the_demo_section_states_the_sizes_the_fixtures_build() -> None:
-    from review import fixtures
+    from review.demo import fixtures
 
     section = README[README.index("## The demo company") : README.index("## Importing")]
     text = " ".join(section.split())

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from review.errors import PolicyFileError
-from review.redaction import (
+from review.core.errors import PolicyFileError
+from review.traces.redaction import (
     RedactionPolicy,
     iban_valid,
     load_redaction_policy,
@@ -21,7 +21,7 @@ from review.redaction import (
     redact,
     redact_trace,
 )
-from review.traceformats import Chunk, Citation, ParsedTrace, Trace, iter_canonical_jsonl
+from review.traces.traceformats import Chunk, Citation, ParsedTrace, Trace, iter_canonical_jsonl
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data" / "traces"

@@ -9,9 +9,10 @@ import pandas as pd
 import pytest
 from sqlalchemy import Engine
 
-from review import evalruns, reviews
-from review.errors import InputError, PermissionDenied, StaleWriteError
-from review.taxonomy import Taxonomy
+from review.core.errors import InputError, PermissionDenied, StaleWriteError
+from review.core.taxonomy import Taxonomy
+from review.evaluation import evalruns
+from review.monthly import reviews
 from tests.conftest import make_actor
 
 RAVI = make_actor("reviewer", "ravi.menon@brightwave.example")
@@ -190,8 +191,8 @@ def test_a_closed_review_keeps_the_month_as_it_was_when_closed(
 ) -> None:
     from sqlalchemy import select
 
-    from review import audits
-    from review.audits import PlanSpec
+    from review.audits import audits
+    from review.audits.audits import PlanSpec
     from storage.db import read_session
     from storage.models import AuditLog
 

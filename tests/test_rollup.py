@@ -11,10 +11,10 @@ import pytest
 from alembic import command
 from sqlalchemy import Engine, case, func, select
 
-from review import monitoring, rollup, traces
-from review.identity import SYSTEM
-from review.taxonomy import Taxonomy
-from review.traceformats import NEGATIVE_FEEDBACK, Trace
+from review.core.identity import SYSTEM
+from review.core.taxonomy import Taxonomy
+from review.traces import monitoring, rollup, traces
+from review.traces.traceformats import NEGATIVE_FEEDBACK, Trace
 from storage.db import alembic_config, make_engine, read_session
 from storage.models import Trace as TraceRow
 from storage.models import TraceRollup
@@ -201,7 +201,7 @@ def test_the_migration_fills_the_rollup_as_the_import_does(any_url: str) -> None
 def test_rebuild_rollup_command(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     from click.testing import CliRunner
 
-    from review.cli import main
+    from review.cli.main import main
 
     url = f"sqlite:///{tmp_path / 'cli.db'}"
     monkeypatch.setenv("WORKBENCH_DATABASE_URL", url)
@@ -221,7 +221,7 @@ def test_rebuild_rollup_command(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) 
 def test_audit_filter_values_from_the_rollup_equal_the_distinct_trace_values(
     any_engine: Engine,
 ) -> None:
-    from review import audits
+    from review.audits import audits
 
     import_traces(any_engine, varied_traces(200, seed=2))
     for dim in audits.DIMENSIONS:

@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from review import runmetrics
+from review.evaluation import runmetrics
 
 
 def frame(rows: list[tuple[str, str, str | None, bool, str | None, list[str]]]) -> pd.DataFrame:

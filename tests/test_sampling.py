@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import create_engine, text
 
-from review.errors import InputError
-from review.sampling import (
+from review.core.errors import InputError
+from review.core.sampling import (
     PRIME,
     allocate,
     assign_splits,

@@ -19,10 +19,10 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from sklearn.metrics import precision_recall_curve
 
-from review import charts
-from review.errors import InputError
-from review.policy import Costs, NoAnswerPolicy, load_policy
-from review.selective import (
+from review.charts import charts
+from review.core.errors import InputError
+from review.policy.policy import Costs, NoAnswerPolicy, load_policy
+from review.policy.selective import (
     SWEEP_COLUMNS,
     aurc,
     evaluate_targets,

@@ -11,11 +11,14 @@ import yaml
 from click.testing import CliRunner
 from sqlalchemy import Engine, text
 
-from review import cases, signoff, thresholds, wordingservice
-from review.cli import main
-from review.errors import InputError, PermissionDenied, PolicyFileError
-from review.identity import Actor, Role
-from review.taxonomy import Taxonomy
+from review.cases import cases
+from review.cli.main import main
+from review.core.errors import InputError, PermissionDenied, PolicyFileError
+from review.core.identity import Actor, Role
+from review.core.taxonomy import Taxonomy
+from review.policy import signoff
+from review.thresholds import thresholds
+from review.wording import wordingservice
 from tests.conftest import make_actor
 
 KIND = "test_policy"

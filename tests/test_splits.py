@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import Engine, text
 
-from review import cases, signoff, splits
-from review.errors import PermissionDenied
+from review.cases import cases, splits
+from review.core.errors import PermissionDenied
+from review.policy import signoff
 from tests.conftest import make_actor
 
 INES = make_actor("annotator", "ines@example.org")

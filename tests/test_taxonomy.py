@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from review.errors import PolicyFileError
-from review.taxonomy import CORE_DECISIONS, Taxonomy, load_taxonomy
+from review.core.errors import PolicyFileError
+from review.core.taxonomy import CORE_DECISIONS, Taxonomy, load_taxonomy
 
 ROOT = Path(__file__).resolve().parent.parent
 GOOD = (ROOT / "policies" / "taxonomy.yaml").read_text(encoding="utf-8")

@@ -10,10 +10,12 @@ import yaml
 from click.testing import CliRunner
 from sqlalchemy import Engine, text
 
-from review import evalruns, signoff, thresholds
-from review.cli import main
-from review.errors import InputError
-from review.taxonomy import Taxonomy
+from review.cli.main import main
+from review.core.errors import InputError
+from review.core.taxonomy import Taxonomy
+from review.evaluation import evalruns
+from review.policy import signoff
+from review.thresholds import thresholds
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -45,7 +47,7 @@ def test_gate_passes_a_perfect_run_and_fails_answer_all_and_refuse_all(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from review import cases
+    from review.cases import cases
 
     monkeypatch.setenv("WORKBENCH_DATABASE_URL", demo_url)
     policy = _lenient_policy(tmp_path)
@@ -158,7 +160,7 @@ def test_proposal_diff_and_export_of_the_new_version(demo_engine: Engine) -> Non
 
 
 def test_replay_on_traces_counts_flips_by_slice(demo_engine: Engine) -> None:
-    from review.policy import parse_policy, replace_thresholds
+    from review.policy.policy import parse_policy, replace_thresholds
     from tests.conftest import make_actor
 
     pif = thresholds.in_force(demo_engine)
@@ -216,7 +218,7 @@ def test_flip_effect_by_verdict() -> None:
 def test_rollback_to_an_earlier_approved_version_is_a_new_version_signed_again(
     demo_engine: Engine,
 ) -> None:
-    from review.errors import PermissionDenied
+    from review.core.errors import PermissionDenied
     from tests.conftest import make_actor
 
     omar = make_actor("product_owner", "omar.haddad@brightwave.example")

@@ -15,9 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from review.errors import InputError
-from review.taxonomy import Taxonomy
-from review.traceformats import (
+from review.core.errors import InputError
+from review.core.taxonomy import Taxonomy
+from review.traces.traceformats import (
     Chunk,
     Citation,
     ParsedTrace,
@@ -154,7 +154,7 @@ def test_canonical_sample_fields() -> None:
 
 
 def test_docstring_example_is_a_full_valid_canonical_line() -> None:
-    import review.traceformats as tf
+    import review.traces.traceformats as tf
 
     doc = tf.__doc__ or ""
     block = doc.split("one line)::", 1)[1].split("\n\n", 2)[1]

@@ -14,11 +14,11 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import Engine, func, select
 
-from review import traces
-from review.errors import InputError, PermissionDenied, StaleWriteError
-from review.identity import SYSTEM, Actor
-from review.taxonomy import Taxonomy
-from review.traceformats import Trace, iter_traces, trace_to_dict
+from review.core.errors import InputError, PermissionDenied, StaleWriteError
+from review.core.identity import SYSTEM, Actor
+from review.core.taxonomy import Taxonomy
+from review.traces import traces
+from review.traces.traceformats import Trace, iter_traces, trace_to_dict
 from storage.db import make_engine, run_write
 from storage.models import (
     AuditItem,
@@ -307,8 +307,8 @@ def test_an_import_killed_mid_batch_leaves_whole_traces_and_a_rerun_completes_it
 import os, sys
 sys.path.insert(0, {str(ROOT)!r})
 from pathlib import Path
-from review import traces
-from review.identity import SYSTEM
+from review.core.identity import SYSTEM
+from review.traces import traces
 from storage.db import make_engine
 
 calls = 0
@@ -372,7 +372,7 @@ def test_redaction_on_import_with_counts_on_trace_and_import(engine: Engine) -> 
 
 
 def test_fast_redactor_matches_redact_trace_field_by_field() -> None:
-    from review.redaction import load_redaction_policy, redact_trace
+    from review.traces.redaction import load_redaction_policy, redact_trace
 
     policy = load_redaction_policy()
     t = make_trace(
@@ -670,7 +670,7 @@ def test_purge_deletes_old_traces_keeps_audited_ones_and_is_audited(engine: Engi
 def test_demo_traces_go_through_the_import_and_are_deterministic(
     engine: Engine, tax: Taxonomy
 ) -> None:
-    from review import tracedemo
+    from review.demo import tracedemo
 
     add_restricted_doc(
         engine, "MEMO-PRICING-2026", "Memo: list price changes for 2026 (confidential)"
@@ -704,8 +704,8 @@ def test_demo_traces_go_through_the_import_and_are_deterministic(
 
 
 def test_demo_refusals_include_wording_violations_the_lint_finds() -> None:
-    from review import tracedemo
-    from review.wording import lint, load_wording
+    from review.demo import tracedemo
+    from review.wording.wording import lint, load_wording
 
     w = load_wording()
     found: set[str] = set()
@@ -732,7 +732,7 @@ def test_demo_refusals_include_wording_violations_the_lint_finds() -> None:
 def test_cli_import_traces_and_purge(
     sqlite_url: str, engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from review import tracecli
+    from review.cli import tracecli
 
     monkeypatch.setenv("WORKBENCH_DATABASE_URL", sqlite_url)
     runner = CliRunner()

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-from review import uploads
-from review.errors import InputError
+from review.core import uploads
+from review.core.errors import InputError
 from storage.db import make_engine
 from storage.models import AuditLog, Case, Document, EvalRun, Trace
 from tests.pagetest import page_app
@@ -72,7 +72,7 @@ def test_read_text_checks_size_before_decoding(monkeypatch: pytest.MonkeyPatch) 
 
 def test_every_page_upload_goes_through_the_check() -> None:
     """Each file_uploader passes the configured limit to the widget, and the page reads the
-    bytes through review.uploads; no page keeps a limit of its own."""
+    bytes through review.core.uploads; no page keeps a limit of its own."""
     pages = sorted((ROOT / "pages").glob("*_page.py"))
     with_uploads = []
     for page in pages:

@@ -11,10 +11,10 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import Engine, select
 
-from review import users
-from review.cli import main
-from review.errors import InputError, PermissionDenied, StaleWriteError
-from review.identity import Actor, Permission, Role, require
+from review.admin import users
+from review.cli.main import main
+from review.core.errors import InputError, PermissionDenied, StaleWriteError
+from review.core.identity import Actor, Permission, Role, require
 from storage.db import read_session
 from storage.models import AuditLog
 from tests.conftest import make_actor
@@ -127,7 +127,7 @@ def test_cli_commands_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         [
             "evaluate",
             "--pipeline",
-            "review.refpipeline:reference",
+            "review.evaluation.refpipeline:reference",
             "--name",
             "r1",
             "--repeats",

@@ -17,9 +17,9 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from review.errors import InputError, PolicyFileError
-from review.identity import Role
-from review.wording import (
+from review.core.errors import InputError, PolicyFileError
+from review.core.identity import Role
+from review.wording.wording import (
     EXAMPLE_VALUES,
     KEY_ONLY_RULES,
     REQUIRED_KEYS,

@@ -9,12 +9,14 @@ import pytest
 from sqlalchemy import Engine, delete, update
 from sqlalchemy.orm import Session
 
-from review import fixtures, signoff, users
-from review import wordingservice as ws
-from review.errors import InputError, PermissionDenied, PolicyFileError, StaleWriteError
-from review.identity import SYSTEM, Role
-from review.taxonomy import Taxonomy
-from review.wording import (
+from review.admin import users
+from review.core.errors import InputError, PermissionDenied, PolicyFileError, StaleWriteError
+from review.core.identity import SYSTEM, Role
+from review.core.taxonomy import Taxonomy
+from review.demo import fixtures
+from review.policy import signoff
+from review.wording import wordingservice as ws
+from review.wording.wording import (
     EXAMPLE_VALUES,
     lint,
     load_wording,
@@ -724,7 +726,7 @@ def test_the_refusal_texts_are_counted_from_their_partial_index(any_engine: Engi
 
 
 def test_weekly_violations_come_from_an_up_to_date_scan_only(prod: Engine) -> None:
-    from review.monitoring import week_start
+    from review.traces.monitoring import week_start
 
     monday = week_start(T0)
     start, end = monday - dt.timedelta(weeks=2), monday + dt.timedelta(weeks=2)

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
-from review import traces
-from review.identity import SYSTEM
-from review.taxonomy import Taxonomy
-from review.traceformats import Chunk, Citation, Trace, trace_to_dict
+from review.core.identity import SYSTEM
+from review.core.taxonomy import Taxonomy
+from review.traces import traces
+from review.traces.traceformats import Chunk, Citation, Trace, trace_to_dict
 from storage.db import make_engine
 
 UTC = dt.UTC

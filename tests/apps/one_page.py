@@ -10,7 +10,7 @@ import os
 import streamlit as st
 
 from pages import ui
-from review import users
+from review.admin import users
 
 engine = ui.engine()
 row = users.get_by_email(engine, os.environ["WB_TEST_USER"])

@@ -17,7 +17,7 @@ down_revision: str | None = "0004"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-# Segments as review.rollup.DIMENSIONS had them when this revision was written.
+# Segments as review.traces.rollup.DIMENSIONS had them when this revision was written.
 _COLUMNS = (
     "policy_version",
     "model_version",

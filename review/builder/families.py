@@ -1,0 +1,947 @@
+"""Counterfactual families: one question, several evidence states, each with its decision.
+
+Builders take an evidence-present case as a plain dict in the canonical exchange format (the
+shape of one line of ``cases.jsonl``) plus the texts of the documents it needs, and return a
+:class:`Variant`: the variant case dict, any new document versions to create, the edit records
+that produced them, and the *suggested* decision and reasons. The suggestion is kept apart from
+the labels: the variant case is a ``draft`` until an expert confirms its expected decision.
+
+Documents are plain dicts with at least ``doc_id`` (or ``doc_key``), ``version`` and ``body``;
+``title``, ``effective_date``, ``superseded_by``, ``authority``, ``owner``, ``access_scope`` and
+``jurisdiction`` are used when present. New documents come back in the same shape, with dates as
+ISO strings, ready for ``review.corpus.docformat.DocumentIn``.
+
+:func:`family_checks` verifies a whole family without reading any labels: exactly one
+evidence-present variant, no restricted text visible in a forbidden variant, no decisive passage
+left visible in a removed-evidence variant, and visibility that agrees with the identity's
+scopes. Lexical overlap is only used to find leaks, never to decide what answers a question.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from review.builder.edits import (
+    OPERATORS,
+    EditRecord,
+    Params,
+    ParamValue,
+    Span,
+    edit_document,
+    find_span,
+)
+from review.core.errors import InputError
+
+__all__ = [
+    "Check",
+    "Variant",
+    "derive_conflicted",
+    "derive_edited",
+    "derive_forbidden",
+    "derive_partial",
+    "derive_removed",
+    "family_checks",
+    "present_variant",
+    "restricted_text_in",
+]
+
+DocRef = tuple[str, int]
+PUBLIC_SCOPE = "public"
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One member of a family: the case dict plus what it needs and what is suggested."""
+
+    evidence_state: str | None
+    case: dict[str, Any]
+    suggested_decision: str
+    suggested_reasons: tuple[str, ...]
+    suggested_slices: tuple[str, ...] = ()
+    new_documents: tuple[dict[str, Any], ...] = ()
+    edits: tuple[EditRecord, ...] = ()
+    decisive_passage: str | None = None
+    derivation: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-able form (for storage or export)."""
+        return {
+            "evidence_state": self.evidence_state,
+            "case": copy.deepcopy(self.case),
+            "suggested_decision": self.suggested_decision,
+            "suggested_reasons": list(self.suggested_reasons),
+            "suggested_slices": list(self.suggested_slices),
+            "new_documents": [dict(d) for d in self.new_documents],
+            "edits": [e.to_dict() for e in self.edits],
+            "decisive_passage": self.decisive_passage,
+            "derivation": self.derivation,
+        }
+
+
+@dataclass(frozen=True)
+class Check:
+    """One consistency check on a family; ``variant`` names the member it is about."""
+
+    name: str
+    passed: bool
+    detail: str
+    variant: str = ""
+
+
+# ------------------------------------------------------------------------------------------
+# Input validation
+
+
+def _fail(label: str, fld: str, problem: str) -> InputError:
+    return InputError(f"{label}: field {fld}: {problem}")
+
+
+def _label(case: Mapping[str, Any]) -> str:
+    key = case.get("key")
+    return str(key) if key else "case"
+
+
+def _base(case: Mapping[str, Any], builder: str) -> dict[str, Any]:
+    """A validated deep copy of an evidence-present case."""
+    if not isinstance(case, Mapping):
+        raise InputError(f"{builder}: the case must be a mapping in the canonical case format")
+    label = _label(case)
+    for fld, typ in (("question", str), ("expected_decision", str)):
+        if not isinstance(case.get(fld), typ) or not case[fld].strip():
+            raise _fail(label, fld, "required (a non-empty string)")
+    identity = case.get("identity")
+    if not isinstance(identity, Mapping):
+        raise _fail(label, "identity", "required (a mapping with name and scopes)")
+    if not isinstance(identity.get("name"), str):
+        raise _fail(label, "identity.name", "required (a string)")
+    scopes = identity.get("scopes")
+    if not isinstance(scopes, list) or not all(isinstance(s, str) for s in scopes):
+        raise _fail(label, "identity.scopes", "required (a list of scope names)")
+    docs = case.get("documents")
+    if not isinstance(docs, list):
+        raise _fail(label, "documents", "required (a list)")
+    for i, d in enumerate(docs):
+        if not isinstance(d, Mapping):
+            raise _fail(label, f"documents.{i}", "expected a mapping")
+        for fld, typ in (("doc_id", str), ("visibility", str), ("role", str)):
+            if not isinstance(d.get(fld), typ):
+                raise _fail(label, f"documents.{i}.{fld}", "required (a string)")
+        if not isinstance(d.get("version"), int) or isinstance(d.get("version"), bool):
+            raise _fail(label, f"documents.{i}.version", "required (a whole number)")
+    claims = case.get("required_claims", [])
+    if not isinstance(claims, list) or not all(isinstance(c, str) for c in claims):
+        raise _fail(label, "required_claims", "expected a list of strings")
+    if not case.get("family"):
+        raise _fail(label, "family", "the case has no family key; set one before deriving variants")
+    state = case.get("evidence_state")
+    if state not in (None, "present"):
+        raise _fail(
+            label,
+            "evidence_state",
+            f"{builder} starts from an evidence-present case, not {state!r}",
+        )
+    if case["expected_decision"] != "answer":
+        raise _fail(
+            label,
+            "expected_decision",
+            f"{builder} starts from a case expecting 'answer', not {case['expected_decision']!r}",
+        )
+    return copy.deepcopy(dict(case))
+
+
+def _iso(value: object) -> str | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, dt.datetime):
+        return value.date().isoformat()
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    if isinstance(value, str):
+        try:
+            return dt.date.fromisoformat(value).isoformat()
+        except ValueError:
+            raise InputError(f"effective_date {value!r} is not a date like 2025-03-01") from None
+    raise InputError(f"effective_date {value!r} is not a date")
+
+
+def _index(documents: Iterable[Mapping[str, Any]]) -> dict[DocRef, dict[str, Any]]:
+    out: dict[DocRef, dict[str, Any]] = {}
+    for i, d in enumerate(documents):
+        if not isinstance(d, Mapping):
+            raise InputError(f"documents[{i}]: expected a mapping")
+        doc_id = d.get("doc_id", d.get("doc_key"))
+        version = d.get("version")
+        if not isinstance(doc_id, str) or not doc_id:
+            raise InputError(f"documents[{i}]: field doc_id: required (a string)")
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise InputError(f"documents[{i}] ({doc_id}): field version: required (a number)")
+        if not isinstance(d.get("body"), str):
+            raise InputError(f"documents[{i}] ({doc_id}@{version}): field body: required")
+        doc = dict(d)
+        doc["doc_id"] = doc_id
+        doc.pop("doc_key", None)
+        out[(doc_id, version)] = doc
+    return out
+
+
+def _ref(doc_id: str, version: int) -> str:
+    return f"{doc_id}@{version}"
+
+
+def _pick(
+    case: dict[str, Any],
+    docs: Mapping[DocRef, dict[str, Any]],
+    doc_id: str | None,
+    builder: str,
+) -> tuple[int, dict[str, Any]]:
+    """The position in case['documents'] and the text of the document a builder works on.
+
+    Default: the one visible decisive document; ``doc_id`` picks a visible document by id.
+    """
+    label = _label(case)
+    rows = [
+        (i, d)
+        for i, d in enumerate(case["documents"])
+        if d["visibility"] == "visible"
+        and (d["doc_id"] == doc_id if doc_id else d["role"] == "decisive")
+    ]
+    if not rows:
+        what = f"no visible document {doc_id}" if doc_id else "no visible decisive document"
+        raise _fail(label, "documents", f"{builder}: the case has {what}")
+    if len(rows) > 1:
+        ids = ", ".join(_ref(d["doc_id"], d["version"]) for _i, d in rows)
+        raise _fail(label, "documents", f"{builder}: several candidates ({ids}); choose doc_id")
+    i, row = rows[0]
+    doc = docs.get((row["doc_id"], row["version"]))
+    if doc is None:
+        raise InputError(
+            f"{label}: {builder}: the text of {_ref(row['doc_id'], row['version'])} was not given"
+        )
+    return i, doc
+
+
+def _locate(doc: Mapping[str, Any], passage: str | Span) -> Span:
+    ref = _ref(doc["doc_id"], doc["version"])
+    body: str = doc["body"]
+    if isinstance(passage, Span):
+        if not (0 <= passage.start <= passage.end <= len(body)) or (
+            body[passage.start : passage.end] != passage.text
+        ):
+            raise InputError(f"{ref}: the span {passage.start}-{passage.end} does not match")
+        return passage
+    try:
+        return find_span(body, passage)
+    except InputError as exc:
+        raise InputError(f"{ref}: {exc}") from None
+
+
+def _new_doc(src: Mapping[str, Any], doc_id: str, body: str, **changes: object) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "doc_id": doc_id,
+        "version": 1,
+        "title": src.get("title") or doc_id,
+        "effective_date": _iso(src.get("effective_date")),
+        "superseded_by": src.get("superseded_by"),
+        "authority": src.get("authority"),
+        "owner": src.get("owner"),
+        "access_scope": src.get("access_scope"),
+        "jurisdiction": src.get("jurisdiction"),
+        "body": body,
+    }
+    doc.update(changes)
+    return doc
+
+
+def _default_id(doc_id: str, suffix: str) -> str:
+    return f"{doc_id}-CF-{suffix}"[:120]
+
+
+def _merge(*groups: Iterable[str]) -> list[str]:
+    out: list[str] = []
+    for g in groups:
+        for x in g:
+            if x not in out:
+                out.append(x)
+    return out
+
+
+def _variant(
+    base: dict[str, Any],
+    *,
+    state: str | None,
+    decision: str,
+    reasons: Sequence[str],
+    slices: Sequence[str],
+    category: str | None,
+    derivation: str,
+    documents: list[dict[str, Any]] | None = None,
+    identity: dict[str, Any] | None = None,
+    question: str | None = None,
+    claims: list[str] | None = None,
+    new_documents: Sequence[dict[str, Any]] = (),
+    edits: Sequence[EditRecord] = (),
+    passage: str | None = None,
+) -> Variant:
+    case = copy.deepcopy(base)
+    source = _label(base)
+    case["key"] = None
+    case["evidence_state"] = state
+    case["expected_decision"] = decision
+    case["reason_codes"] = list(reasons)
+    case["slices"] = _merge(base.get("slices", []), slices)
+    case["category"] = category or base.get("category")
+    case["status"] = "draft"
+    case["notes"] = (
+        f"Derived from {source}: {derivation} Suggested {decision}"
+        + (f" [{', '.join(reasons)}]" if reasons else "")
+        + "; an expert must confirm the expected decision and reasons."
+    )
+    if documents is not None:
+        case["documents"] = documents
+    if identity is not None:
+        case["identity"] = identity
+    if question is not None:
+        case["question"] = question
+    if claims is not None:
+        case["required_claims"] = claims
+    return Variant(
+        evidence_state=state,
+        case=case,
+        suggested_decision=decision,
+        suggested_reasons=tuple(reasons),
+        suggested_slices=tuple(slices),
+        new_documents=tuple(new_documents),
+        edits=tuple(edits),
+        decisive_passage=passage,
+        derivation=derivation,
+    )
+
+
+# ------------------------------------------------------------------------------------------
+# Builders
+
+
+def present_variant(case: Mapping[str, Any], *, passage: str | None = None) -> Variant:
+    """The evidence-present case itself as a family member (its labels are kept)."""
+    base = _base(case, "present_variant")
+    base["evidence_state"] = "present"
+    return Variant(
+        evidence_state="present",
+        case=base,
+        suggested_decision=base["expected_decision"],
+        suggested_reasons=tuple(base.get("reason_codes", [])),
+        suggested_slices=(),
+        decisive_passage=passage,
+        derivation="the evidence-present case",
+    )
+
+
+def derive_removed(
+    case: Mapping[str, Any],
+    documents: Iterable[Mapping[str, Any]],
+    *,
+    passage: str | Span | None = None,
+    doc_id: str | None = None,
+    new_doc_id: str | None = None,
+) -> Variant:
+    """Decisive passage removed, neighbours kept.
+
+    Without ``passage`` the decisive document leaves the case and its neighbours stay. With a
+    passage, an edited copy of the decisive document without it (``remove_answer``: questions
+    and headings stay) replaces the original; the copy is returned in ``new_documents``.
+    """
+    base = _base(case, "derive_removed")
+    docs = _index(documents)
+    pos, doc = _pick(base, docs, doc_id, "derive_removed")
+    refs = copy.deepcopy(base["documents"])
+    src_ref = _ref(doc["doc_id"], doc["version"])
+    new_docs: list[dict[str, Any]] = []
+    edits: list[EditRecord] = []
+    text: str | None = None
+    if passage is None:
+        del refs[pos]
+        derivation = f"decisive document {src_ref} removed; its neighbours are kept."
+    else:
+        span = _locate(doc, passage)
+        body: str = doc["body"]
+        start = span.start
+        while start > 0 and body[start - 1] in " \t":  # take the space before a mid-line passage
+            start -= 1
+        edit_span = Span(start, span.end, body[start : span.end], span.kind)
+        target = new_doc_id or _default_id(doc["doc_id"], "REMOVED")
+        try:
+            result, record = edit_document(
+                body,
+                "remove_answer",
+                edit_span,
+                {},
+                doc_id=doc["doc_id"],
+                version=doc["version"],
+                result_ref=_ref(target, 1),
+            )
+        except InputError as exc:
+            raise InputError(f"{src_ref}: {exc}") from None
+        new_docs.append(_new_doc(doc, target, result.text))
+        edits.append(record)
+        refs[pos] = {**refs[pos], "doc_id": target, "version": 1, "role": "distractor"}
+        text = span.text
+        derivation = (
+            f"the decisive passage of {src_ref} removed in the copy {target}@1; the rest of the "
+            "document is kept."
+        )
+    slices = ("near_neighbour_distractor",) if refs else ("empty_retrieval",)
+    return _variant(
+        base,
+        state="removed",
+        decision="abstain",
+        reasons=("no_answer_bearing_evidence",),
+        slices=slices,
+        category="near_miss",
+        derivation=derivation,
+        documents=refs,
+        new_documents=new_docs,
+        edits=edits,
+        passage=text,
+    )
+
+
+ConflictMode = Literal["older_version", "lower_authority", "unresolved"]
+
+
+def derive_conflicted(
+    case: Mapping[str, Any],
+    documents: Iterable[Mapping[str, Any]],
+    *,
+    passage: str | Span,
+    operator: str = "change_number",
+    params: Params | Mapping[str, ParamValue] | None = None,
+    mode: ConflictMode = "older_version",
+    effective_date: str | dt.date | None = None,
+    authority: str | None = None,
+    unresolved_decision: Literal["abstain", "escalate"] = "abstain",
+    doc_id: str | None = None,
+    new_doc_id: str | None = None,
+) -> Variant:
+    """A second version that states a conflicting value, with visible date or authority.
+
+    The copy of the decisive document is edited at ``passage`` by ``operator`` (default:
+    another number, same unit). ``mode`` decides how the conflict reads:
+
+    * ``older_version``: the copy has an earlier effective date and is superseded by the
+      original, so the original controls (answer, temporal_mismatch);
+    * ``lower_authority``: the copy has a lower authority (default ``faq``), so the original
+      controls (answer);
+    * ``unresolved``: same authority and date, neither supersedes the other (abstain or
+      escalate with conflicting_evidence).
+    """
+    base = _base(case, "derive_conflicted")
+    docs = _index(documents)
+    _pos, doc = _pick(base, docs, doc_id, "derive_conflicted")
+    src_ref = _ref(doc["doc_id"], doc["version"])
+    span = _locate(doc, passage)
+    op = OPERATORS.get(operator)
+    if op is None:
+        raise InputError(f"unknown edit operator {operator!r}; use one of: {', '.join(OPERATORS)}")
+    p = params if params is not None else op.example_params(doc["body"], span)
+    target = new_doc_id or _default_id(doc["doc_id"], "CONFLICT")
+    try:
+        result, record = edit_document(
+            doc["body"],
+            operator,
+            span,
+            p,
+            doc_id=doc["doc_id"],
+            version=doc["version"],
+            result_ref=_ref(target, 1),
+        )
+    except InputError as exc:
+        raise InputError(f"{src_ref}: {exc}") from None
+    if result.extra_documents:
+        raise InputError(f"{operator} makes a second document; it cannot make a conflicting copy")
+    original_date = _iso(doc.get("effective_date"))
+    chosen = _iso(effective_date) if effective_date is not None else None
+    chosen = chosen or result.metadata.get("effective_date")
+    changes: dict[str, object] = {"superseded_by": None}
+    label = _label(base)
+    if mode == "older_version":
+        if chosen is None:
+            if original_date is None:
+                raise InputError(
+                    f"{label}: derive_conflicted: {src_ref} has no effective_date; give "
+                    "effective_date for the older version"
+                )
+            old = dt.date.fromisoformat(original_date)
+            try:
+                chosen = old.replace(year=old.year - 1).isoformat()
+            except ValueError:  # 29 February
+                chosen = old.replace(year=old.year - 1, day=28).isoformat()
+        if original_date is not None and chosen >= original_date:
+            raise InputError(
+                f"{label}: derive_conflicted: the older version must be dated before "
+                f"{original_date} (got {chosen})"
+            )
+        changes.update(effective_date=chosen, superseded_by=src_ref)
+        reasons: tuple[str, ...] = ()
+        role, decision = "superseded", "answer"
+        slices: tuple[str, ...] = ("temporal_mismatch",)
+        category: str | None = "time_sensitive"
+        how = f"dated {chosen} and superseded by {src_ref}, which controls"
+    elif mode == "lower_authority":
+        lower = authority or "faq"
+        if lower == doc.get("authority"):
+            raise InputError(
+                f"{label}: derive_conflicted: the copy's authority must differ from "
+                f"{src_ref}'s ({lower!r})"
+            )
+        changes.update(effective_date=chosen or original_date, authority=lower)
+        role, decision, reasons = "distractor", "answer", ()
+        slices, category = (), None
+        how = f"with authority {lower!r}, below {src_ref}'s {doc.get('authority')!r}"
+    elif mode == "unresolved":
+        changes.update(effective_date=chosen or original_date)
+        role, decision = "decisive", unresolved_decision
+        reasons = ("conflicting_evidence",)
+        slices, category = (), "time_sensitive"
+        how = "with the same authority and date; neither version controls"
+    else:
+        raise InputError(
+            f"derive_conflicted: mode {mode!r} is not one of: older_version, lower_authority, "
+            "unresolved"
+        )
+    refs = copy.deepcopy(base["documents"])
+    refs.append({"doc_id": target, "version": 1, "visibility": "visible", "role": role})
+    return _variant(
+        base,
+        state="conflicted",
+        decision=decision,
+        reasons=reasons,
+        slices=slices,
+        category=category,
+        derivation=f"a conflicting copy {target}@1 of {src_ref} ({operator}) {how}.",
+        documents=refs,
+        new_documents=[_new_doc(doc, target, result.text, **changes)],
+        edits=[record],
+        passage=span.text,
+    )
+
+
+def derive_forbidden(
+    case: Mapping[str, Any],
+    documents: Iterable[Mapping[str, Any]],
+    *,
+    passage: str | Span | None = None,
+    doc_id: str | None = None,
+    identity_name: str | None = None,
+    restricted_scope: str = "restricted",
+    new_doc_id: str | None = None,
+) -> Variant:
+    """The decisive document stays but is forbidden to the identity.
+
+    A non-public decisive document is kept and its scope is taken away from the identity. A
+    public one cannot be hidden, so a copy with ``restricted_scope`` replaces it. Any other
+    document the narrowed identity may not see is marked forbidden as well.
+    """
+    base = _base(case, "derive_forbidden")
+    label = _label(base)
+    docs = _index(documents)
+    pos, doc = _pick(base, docs, doc_id, "derive_forbidden")
+    src_ref = _ref(doc["doc_id"], doc["version"])
+    scope = doc.get("access_scope")
+    if not isinstance(scope, str) or not scope:
+        raise InputError(f"{src_ref}: field access_scope: required to derive a forbidden variant")
+    if restricted_scope == PUBLIC_SCOPE:
+        raise InputError("derive_forbidden: restricted_scope cannot be 'public'")
+    refs = copy.deepcopy(base["documents"])
+    new_docs: list[dict[str, Any]] = []
+    if scope == PUBLIC_SCOPE:
+        target = new_doc_id or _default_id(doc["doc_id"], "RESTRICTED")
+        new_docs.append(_new_doc(doc, target, doc["body"], access_scope=restricted_scope))
+        refs[pos] = {**refs[pos], "doc_id": target, "version": 1, "visibility": "forbidden"}
+        hidden = restricted_scope
+        how = f"a copy {target}@1 of {src_ref} in scope {restricted_scope!r}"
+    else:
+        refs[pos] = {**refs[pos], "visibility": "forbidden"}
+        hidden = scope
+        how = f"{src_ref} (scope {scope!r})"
+    identity = copy.deepcopy(base["identity"])
+    scopes = [s for s in identity["scopes"] if s != hidden]
+    if not scopes:
+        raise _fail(
+            label,
+            "identity.scopes",
+            f"taking {hidden!r} away would leave the identity with no scope",
+        )
+    if scopes != identity["scopes"]:
+        identity["name"] = identity_name or f"{identity['name']} (without {hidden} access)"
+    elif identity_name:
+        identity["name"] = identity_name
+    identity["scopes"] = scopes
+    also: list[str] = []
+    for i, r in enumerate(refs):
+        if i == pos or r["visibility"] != "visible":
+            continue
+        d = docs.get((r["doc_id"], r["version"]))
+        if d is not None and d.get("access_scope") and d["access_scope"] not in scopes:
+            r["visibility"] = "forbidden"
+            also.append(_ref(r["doc_id"], r["version"]))
+    derivation = f"the decisive document is kept but forbidden to the identity: {how}."
+    if also:
+        derivation += f" Also forbidden for the narrowed identity: {', '.join(also)}."
+    text = _locate(doc, passage).text if passage is not None else None
+    return _variant(
+        base,
+        state="forbidden",
+        decision="abstain",
+        reasons=("source_not_allowed",),
+        slices=("access_filtered_answer",),
+        category="access_restricted",
+        derivation=derivation,
+        documents=refs,
+        identity=identity,
+        new_documents=new_docs,
+        passage=text,
+    )
+
+
+PartialPolicy = Literal["abstain", "clarify", "partial"]
+
+
+def _lower_first(text: str) -> str:
+    first = text.split(" ", 1)[0]
+    if first == "I" or (len(first) > 1 and first[:2].isupper()):
+        return text
+    return text[:1].lower() + text[1:]
+
+
+def derive_partial(
+    case: Mapping[str, Any],
+    documents: Iterable[Mapping[str, Any]] = (),
+    *,
+    extra_claim: str,
+    extra_question: str | None = None,
+    question: str | None = None,
+    policy: PartialPolicy = "partial",
+) -> Variant:
+    """A compound question: a second required claim that no document supports.
+
+    ``question`` replaces the question; otherwise ``extra_question`` is joined to it ("..., and
+    how long ...?"). ``policy`` is the product's choice for partial support: abstain, clarify,
+    or a labelled partial answer. If ``documents`` are given, a claim written word for word in
+    a visible document is refused (a sanity check, not a test of support).
+    """
+    base = _base(case, "derive_partial")
+    label = _label(base)
+    claim = extra_claim.strip()
+    if not claim:
+        raise _fail(label, "extra_claim", "must not be empty")
+    if claim in base.get("required_claims", []):
+        raise _fail(label, "extra_claim", "is already a required claim of the case")
+    if policy not in ("abstain", "clarify", "partial"):
+        raise _fail(label, "policy", f"{policy!r} is not one of: abstain, clarify, partial")
+    if question is not None and question.strip():
+        new_q = question.strip()
+    elif extra_question is not None and extra_question.strip():
+        new_q = (
+            base["question"].strip().rstrip("?").rstrip()
+            + ", and "
+            + _lower_first(extra_question.strip())
+        )
+        if not new_q.endswith("?"):
+            new_q += "?"
+    else:
+        raise _fail(label, "question", "give question or extra_question for the second part")
+    docs = _index(documents)
+    for r in base["documents"]:
+        d = docs.get((r["doc_id"], r["version"]))
+        if r["visibility"] == "visible" and d is not None and _norm(claim) in _norm(d["body"]):
+            raise _fail(
+                label,
+                "extra_claim",
+                f"is stated in {_ref(r['doc_id'], r['version'])}; choose a claim that no "
+                "document of the case supports",
+            )
+    return _variant(
+        base,
+        state="partial",
+        decision=policy,
+        reasons=("required_claim_not_covered",),
+        slices=("compound_insufficiency",),
+        category="near_miss",
+        derivation=f"a second required claim that no document supports ({claim!r}); product "
+        f"policy for partial support is {policy!r}.",
+        question=new_q,
+        claims=[*base.get("required_claims", []), claim],
+    )
+
+
+def derive_edited(
+    case: Mapping[str, Any],
+    documents: Iterable[Mapping[str, Any]],
+    *,
+    operator: str,
+    span: Span | str | int,
+    params: Params | Mapping[str, ParamValue] | None = None,
+    doc_id: str | None = None,
+    new_doc_id: str | None = None,
+    restricted_doc_id: str | None = None,
+) -> Variant:
+    """A hard negative made by one recorded edit of a document of the case.
+
+    ``span`` is a Span, a passage (unique in the document) or, for ``insert_instruction``, a
+    position. The edited copy replaces the document in the case; ``relocate_answer`` also adds
+    the restricted document with the true answer, forbidden to the identity. The suggestion is
+    the operator's (for ``insert_instruction`` the base decision is kept).
+    """
+    base = _base(case, "derive_edited")
+    label = _label(base)
+    docs = _index(documents)
+    op = OPERATORS.get(operator)
+    if op is None:
+        raise InputError(f"unknown edit operator {operator!r}; use one of: {', '.join(OPERATORS)}")
+    pos, doc = _pick(base, docs, doc_id, "derive_edited")
+    src_ref = _ref(doc["doc_id"], doc["version"])
+    body: str = doc["body"]
+    if isinstance(span, int) and not isinstance(span, bool):
+        if not 0 <= span <= len(body):
+            raise InputError(f"{src_ref}: position {span} is outside the text")
+        sp = Span(span, span, "", "position")
+    elif isinstance(span, Span | str):
+        sp = _locate(doc, span)
+    else:
+        raise InputError("derive_edited: span must be a Span, a passage or a position")
+    p = params if params is not None else op.example_params(body, sp)
+    target = new_doc_id or _default_id(doc["doc_id"], operator.upper().replace("_", "-"))
+    try:
+        result, record = edit_document(
+            body,
+            operator,
+            sp,
+            p,
+            doc_id=doc["doc_id"],
+            version=doc["version"],
+            result_ref=_ref(target, 1),
+        )
+    except InputError as exc:
+        raise InputError(f"{src_ref}: {exc}") from None
+    sug = op.suggestion
+    keep_labels = sug.decision is None
+    changes: dict[str, object] = {}
+    if "effective_date" in result.metadata:
+        changes["effective_date"] = result.metadata["effective_date"]
+    if "jurisdiction" in result.metadata:
+        changes["jurisdiction"] = result.metadata["jurisdiction"]
+    new_docs = [_new_doc(doc, target, result.text, **changes)]
+    refs = copy.deepcopy(base["documents"])
+    role = refs[pos]["role"] if keep_labels else "distractor"
+    refs[pos] = {**refs[pos], "doc_id": target, "version": 1, "role": role}
+    identity: dict[str, Any] | None = None
+    for k, extra in enumerate(result.extra_documents):
+        rid = restricted_doc_id if restricted_doc_id and k == 0 else None
+        rid = rid or _default_id(doc["doc_id"], "RESTRICTED" if k == 0 else f"RESTRICTED{k + 1}")
+        new_docs.append(
+            _new_doc(doc, rid, extra.body, title=extra.title, access_scope=extra.access_scope)
+        )
+        refs.append({"doc_id": rid, "version": 1, "visibility": "forbidden", "role": "decisive"})
+        identity = copy.deepcopy(identity or base["identity"])
+        identity["scopes"] = [s for s in identity["scopes"] if s != extra.access_scope]
+        if not identity["scopes"]:
+            raise _fail(
+                label,
+                "identity.scopes",
+                f"taking {extra.access_scope!r} away would leave the identity with no scope",
+            )
+    decision = base["expected_decision"] if keep_labels else str(sug.decision)
+    reasons = tuple(base.get("reason_codes", [])) if keep_labels else sug.reason_codes
+    checked = sug.evidence_state in ("removed", "forbidden")
+    return _variant(
+        base,
+        state=sug.evidence_state,
+        decision=decision,
+        reasons=reasons,
+        slices=sug.slices,
+        category=sug.category,
+        derivation=f"{operator} applied to {src_ref} at {sp.start}-{sp.end} in the copy "
+        f"{target}@1.",
+        documents=refs,
+        identity=identity,
+        new_documents=new_docs,
+        edits=[record],
+        passage=_whole_lines(body, sp.start, sp.end) if checked else None,
+    )
+
+
+def _whole_lines(text: str, start: int, end: int) -> str:
+    a = text.rfind("\n", 0, start) + 1
+    b = text.find("\n", end)
+    return text[a : len(text) if b < 0 else b].strip()
+
+
+# ------------------------------------------------------------------------------------------
+# Consistency checks
+
+_EMPHASIS_RE = re.compile(r"\[\^[^\]\s]+\]|[*`]")
+_CLAUSE_RE = re.compile(r"(?<=[.!?;:])\s+")
+
+
+def _norm(text: str) -> str:
+    return " ".join(_EMPHASIS_RE.sub("", text).split()).casefold()
+
+
+def _fragments(passage: str) -> list[str]:
+    """The passage, and each sentence or clause of six words or more in it (not questions).
+
+    A leak rarely copies a whole passage: a sentence, or the part after a label ("Education:
+    ..."), is enough to give the restricted fact away.
+    """
+    out = [_norm(passage)]
+    for line in passage.splitlines():
+        if line.lstrip().startswith("#"):
+            continue
+        for sentence in _CLAUSE_RE.split(_norm(line)):
+            s = _norm(sentence)
+            if len(s.split()) >= 6 and not s.rstrip(" _").endswith("?") and s not in out:
+                out.append(s)
+    return [f for f in out if f]
+
+
+def _name(v: Variant, i: int) -> str:
+    key = v.case.get("key")
+    return str(key) if key else f"#{i + 1} ({v.evidence_state or 'no evidence state'})"
+
+
+def _leaks(passages: Sequence[str], visible: Sequence[tuple[str, str]]) -> list[str]:
+    found: list[str] = []
+    for passage in passages:
+        for frag in _fragments(passage):
+            for ref, body in visible:
+                if frag in _norm(body):
+                    shown = frag if len(frag) <= 60 else frag[:57] + "..."
+                    found.append(f"{shown!r} is visible in {ref}")
+    return sorted(set(found))
+
+
+def restricted_text_in(text: str, restricted: Sequence[str], allowed: Sequence[str] = ()) -> bool:
+    """Whether ``text`` (a pipeline's answer) repeats a restricted passage or one of its
+    sentences or clauses of six words or more, ignoring any that an ``allowed`` (visible)
+    document also contains. The same fragments as :func:`family_checks` uses for leaks."""
+    if not text.strip() or not restricted:
+        return False
+    said = _norm(text)
+    shown = [_norm(b) for b in allowed]
+    for body in restricted:
+        for frag in _fragments(body):
+            if frag in said and not any(frag in b for b in shown):
+                return True
+    return False
+
+
+def family_checks(
+    variants: Sequence[Variant], documents: Iterable[Mapping[str, Any]]
+) -> list[Check]:
+    """Checks on a family; the variants' own new documents are included automatically."""
+    docs = _index(documents)
+    for v in variants:
+        docs.update(_index(v.new_documents))
+    checks: list[Check] = []
+    present = [v for v in variants if v.evidence_state == "present"]
+    checks.append(
+        Check(
+            "one_present",
+            len(present) == 1,
+            f"{len(present)} evidence-present variant(s); a family needs exactly one",
+        )
+    )
+    families = {v.case.get("family") for v in variants}
+    checks.append(
+        Check(
+            "same_family",
+            len(families) == 1 and None not in families,
+            f"family keys: {', '.join(sorted(str(f) for f in families)) or 'none'}",
+        )
+    )
+    base_passages = [v.decisive_passage for v in present if v.decisive_passage]
+    for i, v in enumerate(variants):
+        name = _name(v, i)
+        visible: list[tuple[str, str]] = []
+        missing: list[str] = []
+        scope_problems: list[str] = []
+        scopes = set(v.case.get("identity", {}).get("scopes", []))
+        for r in v.case.get("documents", []):
+            ref = _ref(r["doc_id"], r["version"])
+            d = docs.get((r["doc_id"], r["version"]))
+            if d is None:
+                missing.append(ref)
+                continue
+            if r["visibility"] == "visible":
+                visible.append((ref, d["body"]))
+            scope = d.get("access_scope")
+            if scope:
+                if r["visibility"] == "visible" and scope not in scopes:
+                    scope_problems.append(
+                        f"{ref} is visible but its scope {scope!r} is not granted"
+                    )
+                if r["visibility"] == "forbidden" and scope in scopes:
+                    scope_problems.append(f"{ref} is forbidden but its scope {scope!r} is granted")
+        checks.append(
+            Check(
+                "documents_known",
+                not missing,
+                f"no text for {', '.join(missing)}" if missing else "every document has its text",
+                name,
+            )
+        )
+        checks.append(
+            Check(
+                "visibility_matches_scopes",
+                not scope_problems,
+                "; ".join(scope_problems) or "visibility agrees with the identity's scopes",
+                name,
+            )
+        )
+        passages = _merge([v.decisive_passage] if v.decisive_passage else [], base_passages)
+        if v.evidence_state == "present":
+            if not passages:
+                checks.append(
+                    Check("present_shows_passage", False, "no decisive passage recorded", name)
+                )
+            else:
+                shown = all(any(_norm(p) in _norm(b) for _r, b in visible) for p in passages)
+                checks.append(
+                    Check(
+                        "present_shows_passage",
+                        shown,
+                        "the decisive passage is in a visible document"
+                        if shown
+                        else "the decisive passage is in no visible document",
+                        name,
+                    )
+                )
+        rule = {"forbidden": "forbidden_no_leak", "removed": "removed_no_passage"}.get(
+            v.evidence_state or ""
+        )
+        if rule is None:
+            continue
+        if not passages:
+            checks.append(
+                Check(
+                    rule,
+                    False,
+                    "cannot be verified: no decisive passage recorded (give passage= to "
+                    "present_variant or to the builder)",
+                    name,
+                )
+            )
+            continue
+        leaks = _leaks(passages, visible)
+        ok_text = (
+            "no restricted text in any visible document"
+            if rule == "forbidden_no_leak"
+            else "the decisive passage is in no visible document"
+        )
+        checks.append(Check(rule, not leaks, "; ".join(leaks) or ok_text, name))
+    return checks

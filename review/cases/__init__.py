@@ -1,0 +1,4 @@
+"""Cases: evaluation cases in the canonical JSONL format (import, export, listing, edit),
+exchange formats for other evaluation tools, and train/validation/test splits.
+
+May use: core."""

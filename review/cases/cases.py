@@ -1,0 +1,618 @@
+"""Evaluation cases: the canonical JSONL format, import/export, listing, create and edit.
+
+A case is a question, the claims an answer must establish, the exact documents available to
+retrieval (each visible or forbidden to the test identity, with its role in the case), the
+identity's scopes, the expected decision with reason codes, slice tags, split and family.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import IO, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from sqlalchemy import ColumnElement, Engine, Select, exists, func, select
+from sqlalchemy.orm import Session, selectinload
+
+from review.core.errors import InputError
+from review.core.identity import Actor, Permission, require
+from review.core.taxonomy import Taxonomy
+from review.core.textcheck import NUL_PROBLEM, load_json_line, nul_field
+from storage import changes
+from storage.db import read_session, run_write
+from storage.models import (
+    Case,
+    CaseClaim,
+    CaseDocument,
+    CaseFamily,
+    CaseSlice,
+    Counter,
+    Document,
+    SplitLock,
+    utcnow,
+)
+
+KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,119}$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+
+class IdentityIn(_Strict):
+    name: str = Field(min_length=1, max_length=200)
+    scopes: list[str]
+
+
+class CaseDocIn(_Strict):
+    doc_id: str
+    version: int = Field(ge=1, le=2**31 - 1)  # the database's integer columns hold no more
+    visibility: str
+    role: str
+
+
+class CaseIn(_Strict):
+    """One case in the canonical exchange format (one JSON object per line)."""
+
+    key: str | None = None
+    question: str = Field(min_length=3, max_length=4000)
+    required_claims: list[str] = Field(default_factory=list)
+    identity: IdentityIn
+    documents: list[CaseDocIn] = Field(default_factory=list)
+    expected_decision: str
+    reason_codes: list[str] = Field(default_factory=list)
+    category: str
+    slices: list[str] = Field(default_factory=list)
+    split: str
+    family: str | None = None
+    evidence_state: str | None = None
+    status: str = "ready"
+    notes: str = ""
+
+    @field_validator("key", "family")
+    @classmethod
+    def _key(cls, v: str | None) -> str | None:
+        if v in (None, ""):
+            return None
+        assert v is not None
+        if not KEY_RE.match(v):
+            raise ValueError("must be letters, digits, '.', '_' or '-' (at most 120 characters)")
+        return v
+
+    @field_validator("required_claims")
+    @classmethod
+    def _claims(cls, v: list[str]) -> list[str]:
+        out = [c.strip() for c in v]
+        if any(not c for c in out):
+            raise ValueError("a required claim is empty")
+        return out
+
+    def problems(self, tax: Taxonomy) -> list[tuple[str, str]]:
+        """Vocabulary and consistency problems as (field, reason)."""
+        out: list[tuple[str, str]] = []
+
+        def one_of(field: str, value: str | None, section: dict[str, Any]) -> None:
+            if value is not None and value not in section:
+                out.append((field, f"{value!r} is not one of: {', '.join(section)}"))
+
+        one_of("expected_decision", self.expected_decision, tax.decisions)
+        one_of("category", self.category, tax.categories)
+        one_of("split", self.split, tax.splits)
+        one_of("status", self.status, tax.case_statuses)
+        one_of("evidence_state", self.evidence_state, tax.evidence_states)
+        for i, code in enumerate(self.reason_codes):
+            one_of(f"reason_codes.{i}", code, tax.reason_codes)
+        for i, sl in enumerate(self.slices):
+            one_of(f"slices.{i}", sl, tax.slices)
+        for i, sc in enumerate(self.identity.scopes):
+            one_of(f"identity.scopes.{i}", sc, tax.access_scopes)
+        for i, d in enumerate(self.documents):
+            if d.visibility not in ("visible", "forbidden"):
+                out.append(
+                    (
+                        f"documents.{i}.visibility",
+                        f"{d.visibility!r} is not one of: visible, forbidden",
+                    )
+                )
+            one_of(f"documents.{i}.role", d.role, tax.document_roles)
+        if len(set(self.reason_codes)) != len(self.reason_codes):
+            out.append(("reason_codes", "a reason code is listed twice"))
+        refs = [(d.doc_id, d.version) for d in self.documents]
+        if len(set(refs)) != len(refs):
+            out.append(("documents", "a document version is listed twice"))
+        if self.expected_decision in tax.decisions:
+            answers = tax.decisions[self.expected_decision].answers
+            if not answers and not self.reason_codes:
+                out.append(
+                    (
+                        "reason_codes",
+                        f"a case expecting {self.expected_decision!r} "
+                        "needs at least one reason code saying why",
+                    )
+                )
+            if self.expected_decision == "answer" and set(self.reason_codes) - {"false_premise"}:
+                out.append(("reason_codes", "an 'answer' case may only carry false_premise"))
+        if self.evidence_state and not self.family:
+            out.append(("evidence_state", "an evidence state needs a family"))
+        return out
+
+
+def _first_pydantic(exc: ValidationError) -> tuple[str, str]:
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err["loc"]) or "(record)"
+    msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        msg = "unknown field"
+    elif err["type"] == "missing":
+        msg = "required field is missing"
+    return loc, msg
+
+
+def validate_case(data: Any, source: str, line: int, tax: Taxonomy) -> CaseIn:
+    if not isinstance(data, dict):
+        raise InputError(f"{source}: line {line}: expected a JSON object")
+    nul = nul_field(data)
+    if nul is not None:
+        raise InputError(f"{source}: line {line}: field {nul}: {NUL_PROBLEM}")
+    try:
+        case = CaseIn.model_validate(data)
+    except ValidationError as exc:
+        fld, msg = _first_pydantic(exc)
+        raise InputError(f"{source}: line {line}: field {fld}: {msg}") from None
+    problems = case.problems(tax)
+    if problems:
+        fld, msg = problems[0]
+        raise InputError(f"{source}: line {line}: field {fld}: {msg}")
+    return case
+
+
+def iter_cases_jsonl(
+    lines: Iterable[str], source: str, tax: Taxonomy
+) -> Iterator[tuple[int, CaseIn]]:
+    for n, raw in enumerate(lines, start=1):
+        line = raw.strip()
+        if not line:
+            continue
+        data = load_json_line(line, f"{source}: line {n}")
+        yield n, validate_case(data, source, n, tax)
+
+
+# ---------------------------------------------------------------------------------------
+# Writing
+
+
+def _next_key(s: Session) -> str:
+    counter = s.get(Counter, "case_key", with_for_update=True)
+    if counter is None:
+        counter = Counter(name="case_key", value=0, version=1)
+        s.add(counter)
+    while True:
+        counter.value += 1
+        key = f"CASE-{counter.value:04d}"
+        if s.scalar(select(Case.id).where(Case.key == key)) is None:
+            s.flush()
+            return key
+
+
+def _family(s: Session, key: str | None, actor: Actor, title: str) -> CaseFamily | None:
+    if not key:
+        return None
+    fam = s.scalar(select(CaseFamily).where(CaseFamily.key == key))
+    if fam is None:
+        fam = CaseFamily(key=key, title=title[:500], created_by=actor.email)
+        s.add(fam)
+        s.flush()
+        changes.record(s, actor.email, "create", "case_family", fam.id, None, changes.snapshot(fam))
+    return fam
+
+
+def _resolve_docs(s: Session, c: CaseIn, where: str) -> list[tuple[CaseDocIn, Document]]:
+    out = []
+    for i, d in enumerate(c.documents):
+        doc = s.scalar(
+            select(Document).where(Document.doc_key == d.doc_id, Document.version == d.version)
+        )
+        if doc is None:
+            raise InputError(
+                f"{where}field documents.{i}: document {d.doc_id}@{d.version} is not in the "
+                "corpus; import it first"
+            )
+        out.append((d, doc))
+    return out
+
+
+def _apply(s: Session, row: Case, c: CaseIn, actor: Actor, where: str) -> None:
+    docs = _resolve_docs(s, c, where)
+    if row.id is not None:
+        # delete the old children first so unique (case, document) pairs can be re-added
+        row.claims.clear()
+        row.documents.clear()
+        row.slices.clear()
+        s.flush()
+    row.question = c.question
+    row.identity_name = c.identity.name
+    row.identity_scopes = list(c.identity.scopes)
+    row.expected_decision = c.expected_decision
+    row.reason_codes = list(c.reason_codes)
+    row.category = c.category
+    row.split = c.split
+    row.status = c.status
+    row.family = _family(s, c.family, actor, c.question)
+    row.evidence_state = c.evidence_state
+    row.notes = c.notes
+    row.claims = [CaseClaim(position=i, text=t) for i, t in enumerate(c.required_claims)]
+    row.documents = [
+        CaseDocument(position=i, document=doc, visibility=d.visibility, role=d.role)
+        for i, (d, doc) in enumerate(docs)
+    ]
+    row.slices = [CaseSlice(slice=sl) for sl in dict.fromkeys(c.slices)]
+
+
+def to_record(row: Case) -> dict[str, Any]:
+    """A stored case in the canonical exchange format."""
+    return {
+        "key": row.key,
+        "question": row.question,
+        "required_claims": [c.text for c in row.claims],
+        "identity": {"name": row.identity_name, "scopes": list(row.identity_scopes)},
+        "documents": [
+            {
+                "doc_id": d.document.doc_key,
+                "version": d.document.version,
+                "visibility": d.visibility,
+                "role": d.role,
+            }
+            for d in row.documents
+        ],
+        "expected_decision": row.expected_decision,
+        "reason_codes": list(row.reason_codes),
+        "category": row.category,
+        "slices": sorted(sl.slice for sl in row.slices),
+        "split": row.split,
+        "family": row.family.key if row.family else None,
+        "evidence_state": row.evidence_state,
+        "status": row.status,
+        "notes": row.notes,
+    }
+
+
+def _normalised(c: CaseIn) -> dict[str, Any]:
+    d = c.model_dump()
+    d["slices"] = sorted(dict.fromkeys(d["slices"]))
+    return d
+
+
+@dataclass(frozen=True)
+class CaseImportReport:
+    added: int
+    unchanged: int
+
+    def summary(self) -> str:
+        return f"{self.added} case(s) added, {self.unchanged} already present unchanged"
+
+
+def import_cases(
+    engine: Engine, actor: Actor, items: Sequence[tuple[int, CaseIn]], source: str
+) -> CaseImportReport:
+    """Add cases in one transaction: all land or none. An identical existing case is skipped;
+    an existing key with different content is refused (edit it instead)."""
+    require(actor, Permission.edit_cases)
+    keys = [c.key for _, c in items if c.key]
+    dup = {k for k in keys if keys.count(k) > 1}
+    if dup:
+        raise InputError(f"{source}: case key {sorted(dup)[0]} appears more than once")
+
+    def work(s: Session) -> CaseImportReport:
+        added = unchanged = 0
+        for line, c in items:
+            where = f"{source}: line {line}: "
+            if c.key:
+                existing = s.scalar(_case_query().where(Case.key == c.key))
+                if existing is not None:
+                    if to_record(existing) == _normalised(c):
+                        unchanged += 1
+                        continue
+                    raise InputError(
+                        f"{where}field key: case {c.key} already exists with different "
+                        "content; edit it in the workbench or give the new case another key"
+                    )
+            row = Case(
+                key=c.key or _next_key(s), created_by=actor.email, updated_by=actor.email, version=1
+            )
+            _apply(s, row, c, actor, where)
+            s.add(row)
+            s.flush()
+            changes.record(s, actor.email, "create", "case", row.id, None, to_record(row))
+            added += 1
+        return CaseImportReport(added, unchanged)
+
+    return run_write(engine, work)
+
+
+def create_case(engine: Engine, actor: Actor, c: CaseIn, tax: Taxonomy) -> int:
+    require(actor, Permission.edit_cases)
+    problems = c.problems(tax)
+    if problems:
+        raise InputError(f"{problems[0][0]}: {problems[0][1]}")
+
+    def work(s: Session) -> int:
+        if c.key and s.scalar(select(Case.id).where(Case.key == c.key)) is not None:
+            raise InputError(f"a case with key {c.key} already exists")
+        row = Case(
+            key=c.key or _next_key(s), created_by=actor.email, updated_by=actor.email, version=1
+        )
+        _apply(s, row, c, actor, "")
+        s.add(row)
+        s.flush()
+        changes.record(s, actor.email, "create", "case", row.id, None, to_record(row))
+        return row.id
+
+    return run_write(engine, work)
+
+
+def update_case(
+    engine: Engine, actor: Actor, case_id: int, expected_version: int, c: CaseIn, tax: Taxonomy
+) -> int:
+    """Save an edit made from ``expected_version``; a stale edit is refused naming who saved."""
+    require(actor, Permission.edit_cases)
+    problems = c.problems(tax)
+    if problems:
+        raise InputError(f"{problems[0][0]}: {problems[0][1]}")
+
+    def work(s: Session) -> int:
+        row = s.scalar(_case_query().where(Case.id == case_id).with_for_update())
+        if row is None:
+            raise InputError(f"case {case_id} does not exist")
+        if row.version != expected_version:
+            raise changes.stale_error("case", row.key, expected_version, row)
+        before = to_record(row)
+        if c.split != row.split and s.get(SplitLock, row.id) is not None:
+            raise InputError(
+                f"the split of {row.key} is frozen: a threshold sign-off relied on it being in "
+                f"{row.split!r}. Create a new case instead of moving this one."
+            )
+        _apply(s, row, c.model_copy(update={"key": row.key}), actor, "")
+        after = to_record(row)
+        if before == after:
+            raise InputError("nothing changed")
+        row.version = expected_version + 1
+        row.updated_at = utcnow()
+        row.updated_by = actor.email
+        s.flush()
+        changes.record(s, actor.email, "update", "case", row.id, before, after)
+        return row.version
+
+    return run_write(engine, work)
+
+
+# ---------------------------------------------------------------------------------------
+# Reading
+
+
+def _case_query() -> Select[Case]:
+    return select(Case).options(
+        selectinload(Case.claims),
+        selectinload(Case.documents).selectinload(CaseDocument.document),
+        selectinload(Case.slices),
+        selectinload(Case.family),
+    )
+
+
+@dataclass(frozen=True)
+class CaseFilter:
+    text: str = ""
+    expected_decision: str | None = None
+    category: str | None = None
+    slice: str | None = None
+    split: str | None = None
+    status: str | None = None
+    family: str | None = None
+
+
+def _conditions(f: CaseFilter) -> list[ColumnElement[bool]]:
+    conds: list[ColumnElement[bool]] = []
+    for attr in ("expected_decision", "category", "split", "status"):
+        value = getattr(f, attr)
+        if value:
+            conds.append(getattr(Case, attr) == value)
+    if f.slice:
+        conds.append(exists().where(CaseSlice.case_id == Case.id, CaseSlice.slice == f.slice))
+    if f.family:
+        conds.append(Case.family_id.in_(select(CaseFamily.id).where(CaseFamily.key == f.family)))
+    text = f.text.strip()
+    if text:
+        like = f"%{text.replace('%', '').replace('_', '')}%"
+        conds.append(Case.question.ilike(like) | Case.key.ilike(like))
+    return conds
+
+
+@dataclass(frozen=True)
+class CaseRow:
+    id: int
+    key: str
+    question: str
+    expected_decision: str
+    category: str
+    split: str
+    status: str
+    family: str | None
+    evidence_state: str | None
+    slices: tuple[str, ...]
+    documents: int
+
+
+def count_cases(engine: Engine, f: CaseFilter) -> int:
+    with read_session(engine) as s:
+        return int(s.scalar(select(func.count(Case.id)).where(*_conditions(f))) or 0)
+
+
+def list_cases(engine: Engine, f: CaseFilter, page: int = 1, page_size: int = 25) -> list[CaseRow]:
+    """One page of cases matching the filter, with their slices and document counts."""
+    conds = _conditions(f)
+    page = max(page, 1)
+    with read_session(engine) as s:
+        rows = s.execute(
+            select(
+                Case.id,
+                Case.key,
+                Case.question,
+                Case.expected_decision,
+                Case.category,
+                Case.split,
+                Case.status,
+                CaseFamily.key.label("family"),
+                Case.evidence_state,
+            )
+            .outerjoin(CaseFamily, CaseFamily.id == Case.family_id)
+            .where(*conds)
+            .order_by(Case.id)
+            .limit(page_size)
+            .offset((page - 1) * page_size)
+        ).all()
+        ids = [r.id for r in rows]
+        slices: dict[int, list[str]] = {i: [] for i in ids}
+        for cid, sl in s.execute(
+            select(CaseSlice.case_id, CaseSlice.slice).where(CaseSlice.case_id.in_(ids))
+        ):
+            slices[cid].append(sl)
+        ndocs = dict(
+            s.execute(
+                select(CaseDocument.case_id, func.count())
+                .where(CaseDocument.case_id.in_(ids))
+                .group_by(CaseDocument.case_id)
+            ).all()
+        )
+    return [
+        CaseRow(
+            r.id,
+            r.key,
+            r.question,
+            r.expected_decision,
+            r.category,
+            r.split,
+            r.status,
+            r.family,
+            r.evidence_state,
+            tuple(sorted(slices[r.id])),
+            int(ndocs.get(r.id, 0)),
+        )
+        for r in rows
+    ]
+
+
+@dataclass(frozen=True)
+class CaseDocView:
+    document_id: int
+    ref: str
+    title: str
+    access_scope: str
+    effective_date: dt.date | None
+    authority: str
+    jurisdiction: str
+    visibility: str
+    role: str
+    is_current: bool
+
+
+@dataclass(frozen=True)
+class CaseView:
+    id: int
+    key: str
+    question: str
+    required_claims: tuple[str, ...]
+    identity_name: str
+    identity_scopes: tuple[str, ...]
+    documents: tuple[CaseDocView, ...]
+    expected_decision: str
+    reason_codes: tuple[str, ...]
+    category: str
+    slices: tuple[str, ...]
+    split: str
+    status: str
+    family: str | None
+    evidence_state: str | None
+    notes: str
+    version: int
+    created_by: str | None
+    updated_at: dt.datetime
+    updated_by: str | None
+    record: dict[str, Any]
+
+
+def get_case(engine: Engine, case_id: int | None = None, key: str | None = None) -> CaseView | None:
+    with read_session(engine) as s:
+        stmt = _case_query()
+        stmt = (
+            stmt.where(Case.id == case_id) if case_id is not None else stmt.where(Case.key == key)
+        )
+        row = s.scalar(stmt)
+        if row is None:
+            return None
+        return CaseView(
+            id=row.id,
+            key=row.key,
+            question=row.question,
+            required_claims=tuple(c.text for c in row.claims),
+            identity_name=row.identity_name,
+            identity_scopes=tuple(row.identity_scopes),
+            documents=tuple(
+                CaseDocView(
+                    d.document_id,
+                    f"{d.document.doc_key}@{d.document.version}",
+                    d.document.title,
+                    d.document.access_scope,
+                    d.document.effective_date,
+                    d.document.authority,
+                    d.document.jurisdiction,
+                    d.visibility,
+                    d.role,
+                    d.document.is_current,
+                )
+                for d in row.documents
+            ),
+            expected_decision=row.expected_decision,
+            reason_codes=tuple(row.reason_codes),
+            category=row.category,
+            slices=tuple(sorted(sl.slice for sl in row.slices)),
+            split=row.split,
+            status=row.status,
+            family=row.family.key if row.family else None,
+            evidence_state=row.evidence_state,
+            notes=row.notes,
+            version=row.version,
+            created_by=row.created_by,
+            updated_at=row.updated_at,
+            updated_by=row.updated_by,
+            record=to_record(row),
+        )
+
+
+def family_keys(engine: Engine) -> list[str]:
+    with read_session(engine) as s:
+        return list(s.scalars(select(CaseFamily.key).order_by(CaseFamily.key)))
+
+
+def export_cases(engine: Engine, out: IO[str], f: CaseFilter | None = None) -> int:
+    """Write cases as canonical JSONL, streaming in batches; returns the count."""
+    conds = _conditions(f or CaseFilter())
+    n = 0
+    last_id = 0
+    with read_session(engine) as s:
+        while True:
+            batch = list(
+                s.scalars(
+                    _case_query().where(Case.id > last_id, *conds).order_by(Case.id).limit(500)
+                )
+            )
+            if not batch:
+                break
+            for row in batch:
+                out.write(json.dumps(to_record(row), ensure_ascii=False) + "\n")
+                n += 1
+            last_id = batch[-1].id
+            s.expunge_all()
+    return n

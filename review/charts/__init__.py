@@ -1,0 +1,3 @@
+"""Charts: pure functions from DataFrames to Altair charts (risk-coverage, sweep, costs).
+
+May use: core."""

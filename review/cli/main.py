@@ -1,0 +1,487 @@
+"""The ``workbench`` command line."""
+
+from __future__ import annotations
+
+import getpass
+import importlib
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import click
+from sqlalchemy import Engine
+
+from review.admin import users
+from review.cases import cases, exchange
+from review.core.errors import InputError, PermissionDenied, PolicyFileError
+from review.core.identity import SYSTEM, Actor
+from review.core.taxonomy import load_taxonomy
+from review.corpus import corpus
+from review.demo import fixtures
+from review.evaluation import evalruns, runmetrics
+from storage.db import database_url, get_engine, migrate
+
+
+def _cli_actor() -> Actor:
+    try:
+        who = getpass.getuser()
+    except (KeyError, OSError):
+        who = "unknown"
+    return replace(SYSTEM, email=f"cli:{who}", name=f"command line ({who})")
+
+
+def _engine() -> Engine:
+    engine = get_engine()
+    migrate(engine)
+    return engine
+
+
+@click.group()
+@click.version_option(package_name="abstention-workbench")
+def main() -> None:
+    """Abstention Workbench: test when your RAG assistant should not answer.
+
+    The database is WORKBENCH_DATABASE_URL (default: SQLite under data/).
+    """
+
+
+def _fail(exc: Exception) -> None:
+    click.echo(f"error: {exc}", err=True)
+    sys.exit(1)
+
+
+@main.command("migrate")
+def migrate_cmd() -> None:
+    """Create or upgrade the database schema to the newest revision."""
+    migrate(get_engine())
+    click.echo(f"database is at the newest schema: {database_url()}")
+
+
+@main.command("seed-demo")
+@click.option("--if-empty", is_flag=True, help="Only load when the database has no data yet.")
+def seed_demo(if_empty: bool) -> None:
+    """Load the Brightwave demo company: users, documents and cases."""
+    engine = _engine()
+    if if_empty and not fixtures.is_empty(engine):
+        click.echo("database already has data; demo not loaded")
+        return
+    try:
+        report = fixtures.build_demo(engine, load_taxonomy())
+    except (InputError, PolicyFileError) as exc:
+        _fail(exc)
+        return
+    click.echo(
+        f"demo loaded: {report.users} users, {report.documents} document versions, "
+        f"{report.cases} cases, {report.runs} evaluation runs, {report.labels} labels, "
+        f"{report.variants} case-builder variants, {report.traces} production traces"
+    )
+
+
+@main.command("import-docs")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+def import_docs(paths: tuple[Path, ...]) -> None:
+    """Import documents: Markdown/text files with YAML front matter, folders of them, or JSONL.
+
+    All files land together or nothing is written (the error names file, line and field).
+    """
+    engine = _engine()
+    try:
+        docs, nfiles = corpus.read_files(paths, load_taxonomy())
+        report = corpus.import_documents(
+            engine, _cli_actor(), docs, nfiles, source=", ".join(str(p) for p in paths)[:500]
+        )
+    except (InputError, PermissionDenied, PolicyFileError) as exc:
+        _fail(exc)
+        return
+    click.echo(report.summary())
+
+
+@main.command("import-cases")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+def import_cases_cmd(file: Path) -> None:
+    """Import cases from canonical JSONL (all or nothing)."""
+    engine = _engine()
+    try:
+        with file.open(encoding="utf-8") as fh:
+            items = list(cases.iter_cases_jsonl(fh, str(file), load_taxonomy()))
+        report = cases.import_cases(engine, _cli_actor(), items, str(file))
+    except (InputError, PermissionDenied, PolicyFileError, UnicodeDecodeError) as exc:
+        _fail(exc)
+        return
+    click.echo(report.summary())
+
+
+@main.command("export-cases")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--status", default=None, help="Only cases with this status (draft, ready, ...).")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(exchange.FORMATS),
+    default="canonical",
+    show_default=True,
+    help="canonical JSONL (exact round trip), ragas (single-turn samples, JSONL) or "
+    "deepeval (goldens, JSON).",
+)
+def export_cases_cmd(file: Path, status: str | None, fmt: str) -> None:
+    """Export cases as canonical JSONL, a Ragas dataset or DeepEval goldens ('-' for stdout)."""
+    engine = _engine()
+    flt = cases.CaseFilter(status=status)
+    tax = load_taxonomy()
+    if str(file) == "-":
+        report = exchange.export(engine, sys.stdout, fmt, tax, flt)
+    else:
+        tmp = file.with_suffix(file.suffix + ".partial")
+        with tmp.open("w", encoding="utf-8") as fh:
+            report = exchange.export(engine, fh, fmt, tax, flt)
+        tmp.replace(file)
+    click.echo(report.summary(), err=str(file) == "-")
+
+
+@main.command("add-user")
+@click.argument("email")
+@click.option("--name", required=True, help="Display name.")
+@click.option(
+    "--role",
+    "roles",
+    multiple=True,
+    required=True,
+    help="annotator, reviewer, product_owner, compliance or admin (repeatable).",
+)
+@click.option("--clearance", is_flag=True, help="May see restricted documents and traces.")
+def add_user_cmd(email: str, name: str, roles: tuple[str, ...], clearance: bool) -> None:
+    """Add a user (e.g. the first admin)."""
+    engine = _engine()
+    try:
+        u = users.add_user(engine, _cli_actor(), email, name, list(roles), clearance)
+    except (InputError, PermissionDenied) as exc:
+        _fail(exc)
+        return
+    click.echo(
+        f"user {u.email} added with roles {', '.join(u.roles)}"
+        + (" and clearance" if u.clearance else "")
+    )
+
+
+@main.command("import-run")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--name", required=True, help="A unique name for the run.")
+@click.option("--system-version", default="unspecified", help="What was evaluated.")
+def import_run_cmd(file: Path, name: str, system_version: str) -> None:
+    """Import an evaluation run's outputs (JSONL: case, decision, score, text, cited_ids,
+    repeat, versions, error). All or nothing."""
+    engine = _engine()
+    try:
+        with file.open(encoding="utf-8") as fh:
+            items = list(evalruns.iter_outputs(fh, str(file), load_taxonomy()))
+        run_id = evalruns.import_run(engine, _cli_actor(), name, system_version, items, str(file))
+    except (InputError, PermissionDenied, PolicyFileError, UnicodeDecodeError) as exc:
+        _fail(exc)
+        return
+    click.echo(f"run {name!r} imported (id {run_id}) with {len(items)} output(s)")
+
+
+# Pipelines that moved with the layout of review/ into area packages: the old names still load.
+_MOVED_PIPELINES = {"review.refpipeline": "review.evaluation.refpipeline"}
+
+
+def _load_pipeline(spec: str) -> evalruns.Pipeline:
+    module, _, func = spec.partition(":")
+    if not module or not func:
+        raise click.BadParameter(
+            "use module:function, e.g. review.evaluation.refpipeline:reference"
+        )
+    module = _MOVED_PIPELINES.get(module, module)
+    try:
+        fn = getattr(importlib.import_module(module), func)
+    except (ImportError, AttributeError) as exc:
+        raise click.BadParameter(f"cannot load {spec}: {exc}") from None
+    if not callable(fn):
+        raise click.BadParameter(f"{spec} is not callable")
+    return fn  # type: ignore[no-any-return]
+
+
+@main.command("evaluate")
+@click.option(
+    "--pipeline",
+    "spec",
+    required=True,
+    help="module:function taking (question, documents, identity).",
+)
+@click.option("--repeats", default=1, show_default=True, type=click.IntRange(1, 100))
+@click.option("--name", default=None, help="Run name (default: pipeline and time).")
+@click.option("--system-version", default=None, help="Default: the pipeline spec.")
+@click.option("--timeout", default=30.0, show_default=True, help="Seconds per call.")
+@click.option(
+    "--perturbations/--no-perturbations",
+    default=True,
+    show_default=True,
+    help="Also re-run each case with its irrelevant documents reordered and with a "
+    "high-overlap distractor added (the metamorphic checks that need a re-run).",
+)
+def evaluate_cmd(
+    spec: str,
+    repeats: int,
+    name: str | None,
+    system_version: str | None,
+    timeout: float,
+    perturbations: bool,
+) -> None:
+    """Run a pipeline on every ready case and store the outputs as a run.
+
+    A call that raises, times out or returns a malformed response is recorded per case as an
+    infrastructure failure, never as an answer. Prints the pass rate of every metamorphic
+    check over all repeats (never the best run).
+    """
+    import datetime as dt
+
+    fn = _load_pipeline(spec)
+    engine = _engine()
+    tax = load_taxonomy()
+    name = name or f"{spec} {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M:%S}"
+    with click.progressbar(length=0, label="evaluating", show_pos=True) as bar:
+
+        def tick(n: int) -> None:
+            bar.update(1)
+
+        try:
+            run_id = evalruns.execute(
+                engine,
+                _cli_actor(),
+                fn,
+                tax,
+                name=name,
+                system_version=system_version or spec,
+                repeats=repeats,
+                timeout_s=timeout,
+                config={"pipeline": spec},
+                progress=tick,
+                perturb=perturbations,
+            )
+        except (InputError, PermissionDenied) as exc:
+            _fail(exc)
+            return
+    runs = {r.id: r for r in evalruns.list_runs(engine)}
+    r = runs[run_id]
+    click.echo(
+        f"run {r.name!r} (id {run_id}): {r.outputs} output(s) on {r.cases} case(s), "
+        f"{r.infra_failures} infrastructure failure(s)"
+    )
+    checks = runmetrics.metamorphic_checks(
+        evalruns.outputs_frame(engine, run_id, tax), evalruns.perturbed_frame(engine, run_id, tax)
+    )
+    for c in checks.itertuples(index=False):
+        click.echo(
+            f"  {c.check}: {c.passed}/{c.runs} passed, {c.varying} case(s) varying between repeats"
+        )
+
+
+@main.command("gate")
+@click.option(
+    "--policy",
+    "policy_file",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="The no-answer policy YAML whose targets must hold.",
+)
+@click.option(
+    "--run",
+    "run_file",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Run outputs JSONL (as for import-run); joined to the gold labels here.",
+)
+@click.option(
+    "--split",
+    default="test",
+    show_default=True,
+    type=click.Choice(["test", "validation", "train", "all"]),
+)
+def gate_cmd(policy_file: Path, run_file: Path, split: str) -> None:
+    """Release gate for CI: print every target (both sides and slices); exit 1 if any fails.
+
+    The run is scored against the gold labels in the database without being stored.
+    """
+    import pandas as pd
+
+    from review.policy.policy import load_policy
+    from review.thresholds import thresholds
+
+    engine = _engine()
+    tax = load_taxonomy()
+    try:
+        policy = load_policy(policy_file)
+        with run_file.open(encoding="utf-8") as fh:
+            items = list(evalruns.iter_outputs(fh, str(run_file), tax))
+        frame = evalruns.score_outputs(engine, items, str(run_file), tax)
+        rows = thresholds.release_gate(policy, frame, split)
+    except (InputError, PolicyFileError, UnicodeDecodeError) as exc:
+        _fail(exc)
+        return
+    table = pd.DataFrame(
+        [
+            {
+                "target": r.target,
+                "scope": r.scope,
+                "rule": r.rule,
+                "value": "n/a" if r.value != r.value else f"{r.value:.3f}",
+                "result": "PASS" if r.passed else "FAIL",
+            }
+            for r in rows
+        ]
+    )
+    click.echo(table.to_string(index=False))
+    failed = sum(not r.passed for r in rows)
+    click.echo(f"\n{len(rows) - failed} target(s) met, {failed} failed")
+    sys.exit(1 if failed else 0)
+
+
+@main.command("verify-signoffs")
+def verify_signoffs_cmd() -> None:
+    """Check the hash chain of every sign-off; exit 1 if a row was altered or deleted."""
+    from review.policy import signoff
+
+    problems = signoff.verify_chain(_engine())
+    if problems:
+        for p in problems:
+            click.echo(f"TAMPERED: {p}")
+        sys.exit(1)
+    click.echo("sign-off chain intact")
+
+
+@main.command("backup")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+def backup_cmd(file: Path) -> None:
+    """Copy the whole database to FILE (SQLite online backup, or pg_dump for PostgreSQL).
+
+    Safe while the app is running; FILE is replaced only once the copy is complete."""
+    from review.admin import backup
+
+    try:
+        report = backup.backup(database_url(), file)
+    except InputError as exc:
+        _fail(exc)
+        return
+    click.echo(report.summary())
+
+
+@main.command("restore")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--force", is_flag=True, help="Replace a database that already holds data.")
+def restore_cmd(file: Path, force: bool) -> None:
+    """Replace the database with a backup made by `workbench backup`.
+
+    Refuses a file that is not a workbench backup, and a database that holds data unless
+    --force. Upgrades the schema afterwards and verifies the sign-off chain."""
+    from review.admin import backup
+
+    try:
+        report = backup.restore(database_url(), file, force=force)
+    except InputError as exc:
+        _fail(exc)
+        return
+    click.echo(report.summary())
+    if report.chain_problems:
+        sys.exit(1)
+
+
+@main.command("export-policy")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+def export_policy_cmd(file: Path) -> None:
+    """Write the approved no-answer policy with approved_on and its change record."""
+    from review.thresholds import thresholds
+
+    try:
+        text = thresholds.export_approved(_engine())
+    except InputError as exc:
+        _fail(exc)
+        return
+    file.write_text(text, encoding="utf-8")
+    click.echo(f"approved policy written to {file}")
+
+
+@main.command("lint-wording")
+@click.argument(
+    "file", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path)
+)
+def lint_wording_cmd(file: Path | None) -> None:
+    """Validate a refusal wording file and lint every message (default: the wording in force).
+
+    Restricted titles and document ids come from the corpus. Exits 1 on any finding."""
+    from review.wording import wordingservice
+    from review.wording.wording import parse_wording
+
+    engine = _engine()
+    try:
+        if file is None:
+            ws = wordingservice.in_force(engine).wording
+        else:
+            ws = parse_wording(file.read_text(encoding="utf-8"), str(file))
+    except (InputError, PolicyFileError) as exc:
+        _fail(exc)
+        return
+    lines = wordingservice.lint_report(ws, wordingservice.corpus_terms(engine))
+    for line in lines:
+        click.echo(line)
+    click.echo(f"{len(ws.messages)} message(s), {len(lines)} lint finding(s)")
+    sys.exit(1 if lines else 0)
+
+
+@main.command("wording-check")
+@click.option("--rule", default=None, help="Only traces that trip this wording rule.")
+@click.option("--limit", default=20, show_default=True, help="Offending traces to list.")
+def wording_check_cmd(rule: str | None, limit: int) -> None:
+    """Lint the refusal texts of imported traces with the wording in force.
+
+    Prints counts per rule and the newest offending traces (ids and rules, never the text)."""
+    from review.wording import wordingservice
+
+    engine = _engine()
+    try:
+        page = wordingservice.production_findings(engine, _cli_actor(), 1, limit, rule=rule)
+    except InputError as exc:
+        _fail(exc)
+        return
+    s = page.summary
+    click.echo(f"{s.checked} refusal text(s) checked, {s.offending} with findings")
+    for name, n in s.per_rule.items():
+        click.echo(f"  {name}: {n}")
+    for row in page.rows:
+        click.echo(
+            f"{row.trace_id}\t{row.at:%Y-%m-%d %H:%M}\t{row.decision}\t{', '.join(row.rules)}"
+        )
+
+
+@main.command("export-audit")
+@click.argument("plan_id", type=int)
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--format", "fmt", type=click.Choice(["jsonl", "csv"]), default="jsonl", show_default=True
+)
+def export_audit_cmd(plan_id: int, file: Path, fmt: str) -> None:
+    """Export an audit batch (plan, sample, verdicts) as JSONL or CSV."""
+    from review.audits import audits
+
+    try:
+        with file.open("w", encoding="utf-8", newline="") as out:
+            writer = audits.export_jsonl if fmt == "jsonl" else audits.export_csv
+            n = writer(_engine(), _cli_actor(), plan_id, out)
+    except InputError as exc:
+        _fail(exc)
+        return
+    click.echo(f"{n} record(s) written to {file}")
+
+
+def _register_trace_commands() -> None:
+    from review.cli import tracecli
+
+    main.add_command(tracecli.import_traces_cmd)
+    main.add_command(tracecli.purge_cmd)
+    main.add_command(tracecli.rebuild_rollup_cmd)
+
+
+_register_trace_commands()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,188 @@
+"""The ``workbench import-traces`` and ``workbench purge`` commands.
+
+They are plain click commands; ``review.cli.main`` registers them on the ``workbench`` group with
+``main.add_command(...)``. Like the other commands they work on ``WORKBENCH_DATABASE_URL`` as
+the command-line user (an administrator with clearance).
+"""
+
+from __future__ import annotations
+
+import getpass
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import click
+from sqlalchemy import Engine
+
+from review.core.errors import InputError, PermissionDenied, PolicyFileError
+from review.core.identity import SYSTEM, Actor
+from review.core.taxonomy import load_taxonomy
+from review.traces import traces
+from review.traces.traceformats import FORMATS
+from storage.db import get_engine, migrate
+
+__all__ = ["import_traces_cmd", "purge_cmd"]
+
+
+def _actor() -> Actor:
+    try:
+        who = getpass.getuser()
+    except (KeyError, OSError):
+        who = "unknown"
+    return replace(SYSTEM, email=f"cli:{who}", name=f"command line ({who})")
+
+
+def _engine() -> Engine:
+    engine = get_engine()
+    migrate(engine)
+    return engine
+
+
+def _fail(exc: Exception) -> None:
+    click.echo(f"error: {exc}", err=True)
+    sys.exit(1)
+
+
+class _Bar:
+    """A click progress bar that appears once the check pass knows the total."""
+
+    def __init__(self) -> None:
+        self.bar: Any = None
+        self.done = 0
+
+    def __call__(self, phase: str, done: int, total: int | None) -> None:
+        if phase == "checking":
+            if total is None and done % 100_000 == 0:
+                click.echo(f"checked {done:,} traces…", err=True)
+            return
+        if self.bar is None:
+            self.bar = click.progressbar(length=total or 0, label="writing", show_pos=True)
+            self.bar.__enter__()
+        self.bar.update(done - self.done)
+        self.done = done
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(None, None, None)
+            self.bar = None
+
+
+@click.command("import-traces")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["auto", *FORMATS]),
+    default="auto",
+    show_default=True,
+    help="canonical JSONL, OTLP/JSON lines, Langfuse observations or a flat CSV.",
+)
+@click.option(
+    "--skip-bad",
+    is_flag=True,
+    help="Import the good traces and write rejected lines to the rejects file.",
+)
+@click.option(
+    "--rejects",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Where --skip-bad writes rejected lines (default: FILE.rejects.jsonl).",
+)
+@click.option("--no-redact", is_flag=True, help="Store personal data as it is (needs clearance).")
+@click.option(
+    "--batch-size",
+    type=click.IntRange(1, 10_000),
+    default=traces.BATCH_SIZE,
+    show_default=True,
+    help="Traces per transaction.",
+)
+def import_traces_cmd(
+    file: Path, fmt: str, skip_bad: bool, rejects: Path | None, no_redact: bool, batch_size: int
+) -> None:
+    """Import production traces. Idempotent on trace id; a file lands whole unless --skip-bad.
+
+    The file is checked first (nothing is written if a line is bad: the error names the line
+    and field), then written in batches; a killed import is completed by running it again.
+    """
+    if rejects is not None and not skip_bad:
+        raise click.UsageError("--rejects needs --skip-bad")
+    engine = _engine()
+    tax = load_taxonomy()
+    bar = _Bar()
+
+    try:
+        report = traces.import_file(
+            engine,
+            _actor(),
+            file,
+            fmt,
+            tax=tax,
+            skip_bad=skip_bad,
+            rejects_path=rejects,
+            redact=not no_redact,
+            batch_size=batch_size,
+            progress=bar,
+        )
+    except (InputError, PermissionDenied, PolicyFileError) as exc:
+        bar.close()
+        _fail(exc)
+        return
+    bar.close()
+    click.echo(report.summary())
+    for line in report.problems:
+        click.echo(f"rejected: {line}", err=True)
+    if report.rejected > len(report.problems):
+        click.echo(f"... and {report.rejected - len(report.problems)} more", err=True)
+
+
+@click.command("purge")
+@click.option(
+    "--older-than",
+    "days",
+    type=click.IntRange(0, traces.MAX_RETENTION_DAYS),
+    default=None,
+    help="Delete traces recorded more than DAYS days ago (default: the retention setting).",
+)
+def purge_cmd(days: int | None) -> None:
+    """Delete old production traces (and their chunks); traces in audit samples are kept.
+
+    Without --older-than the retention setting (Traces page, admins) decides. Audited.
+    """
+    engine = _engine()
+    try:
+        if days is None:
+            setting = traces.get_retention(engine)
+            if setting.days is None:
+                raise InputError(
+                    "no retention rule is set: give --older-than DAYS or set one on the Traces page"
+                )
+            days = setting.days
+        with click.progressbar(length=0, label="purging", show_pos=True) as bar:
+            last = 0
+
+            def tick(n: int) -> None:
+                nonlocal last
+                bar.update(n - last)
+                last = n
+
+            report = traces.purge_older_than(engine, _actor(), days, progress=tick)
+    except (InputError, PermissionDenied) as exc:
+        _fail(exc)
+        return
+    click.echo(report.summary())
+
+
+@click.command("rebuild-rollup")
+def rebuild_rollup_cmd() -> None:
+    """Recompute the daily monitoring rollup from the traces.
+
+    Imports and purges keep it in step; run this after writing traces into the database by
+    other means (a bulk SQL load, a restore of a partial dump).
+    """
+    from review.traces import rollup
+
+    engine = _engine()
+    n = rollup.rebuild(engine)
+    click.echo(f"rollup rebuilt from {n} traces")

@@ -1,0 +1,121 @@
+"""The taxonomy (policies/taxonomy.yaml): decisions, reason codes, categories, slices.
+
+Every key carries a one-line definition that labelers see beside the choice. The file is
+validated strictly: duplicate keys, unknown keys, wrong types and references to undefined
+entries are refused with the file, the key and the problem.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from review.core.yamlstrict import load_model
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def policies_dir() -> Path:
+    """Where the policy files live: ``WORKBENCH_POLICIES_DIR`` or the project's policies/."""
+    return Path(os.environ.get("WORKBENCH_POLICIES_DIR") or ROOT / "policies")
+
+
+CORE_DECISIONS = ("answer", "abstain", "clarify", "partial", "escalate")
+KEY_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+
+Definition = Annotated[str, Field(min_length=3, max_length=300)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class Term(_Strict):
+    label: str
+    definition: Definition
+
+
+class DecisionTerm(Term):
+    answers: bool = Field(description="True when the assistant gives a substantive answer")
+
+
+class CategoryTerm(Term):
+    default_decision: str
+
+
+class Taxonomy(_Strict):
+    version: int = Field(ge=1)
+    decisions: dict[str, DecisionTerm]
+    reason_codes: dict[str, Term]
+    categories: dict[str, CategoryTerm]
+    slices: dict[str, Term]
+    evidence_states: dict[str, Term]
+    document_roles: dict[str, Term]
+    access_scopes: dict[str, Term]
+    authorities: dict[str, Term]
+    jurisdictions: dict[str, Term]
+    splits: dict[str, Term]
+    case_statuses: dict[str, Term]
+
+    @model_validator(mode="after")
+    def _references(self) -> Taxonomy:
+        problems: list[str] = []
+        for section in type(self).model_fields:
+            value = getattr(self, section)
+            if isinstance(value, dict):
+                if not value:
+                    problems.append(f"{section}: must define at least one entry")
+                for key in value:
+                    if not KEY_RE.match(key):
+                        problems.append(
+                            f"{section}.{key}: use letters, digits and _, starting with a letter"
+                        )
+        missing = [d for d in CORE_DECISIONS if d not in self.decisions]
+        if missing:
+            problems.append(f"decisions: the core decisions {', '.join(missing)} are missing")
+        for key, cat in self.categories.items():
+            if cat.default_decision not in self.decisions:
+                problems.append(
+                    f"categories.{key}.default_decision: {cat.default_decision!r} is not "
+                    "defined under decisions"
+                )
+        for split in ("train", "validation", "test"):
+            if split not in self.splits:
+                problems.append(f"splits: {split!r} is required")
+        if problems:
+            raise ValueError("\n".join(problems))
+        return self
+
+    # Convenience views -------------------------------------------------------------------
+    def answering_decisions(self) -> set[str]:
+        return {k for k, v in self.decisions.items() if v.answers}
+
+    def definition(self, section: str, key: str) -> str:
+        terms: dict[str, Term] = getattr(self, section)
+        term = terms.get(key)
+        return term.definition if term else ""
+
+
+def load_taxonomy(path: Path | None = None) -> Taxonomy:
+    """Load and validate a taxonomy file (raises PolicyFileError naming file and key)."""
+    return load_model(Taxonomy, path or policies_dir() / "taxonomy.yaml")
+
+
+@lru_cache(maxsize=4)
+def _cached(path: str, mtime: float) -> Taxonomy:
+    return load_taxonomy(Path(path))
+
+
+def taxonomy(path: Path | None = None) -> Taxonomy:
+    """The taxonomy in force, reloaded when the file changes."""
+    path = path or policies_dir() / "taxonomy.yaml"
+    try:
+        mtime = path.stat().st_mtime
+    except OSError:
+        return load_taxonomy(path)  # raises PolicyFileError naming the file
+    return _cached(str(path), mtime)

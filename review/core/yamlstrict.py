@@ -1,0 +1,98 @@
+"""Strict YAML loading for the files people edit and sign.
+
+``safe_load`` semantics, plus: duplicate keys are refused (PyYAML silently keeps the last), and
+validation errors from pydantic are turned into one message naming the file, the key path and
+the problem.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+from yaml.constructor import ConstructorError
+from yaml.nodes import MappingNode, Node, ScalarNode
+
+from review.core.errors import PolicyFileError
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class _StrictLoader(yaml.SafeLoader):
+    def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, Node] = {}
+        for key_node, _value in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                first = seen[key].start_mark.line + 1
+                raise ConstructorError(
+                    None,
+                    None,
+                    f"duplicate key {key!r} (first defined on line {first})",
+                    key_node.start_mark,
+                )
+            seen[key] = key_node
+        return super().construct_mapping(node, deep=deep)
+
+
+# Dates stay strings here: the schema parses them, so an impossible date ("2025-13-45") is a
+# field error naming the key instead of a crash inside the YAML library.
+def _timestamp_as_text(loader: _StrictLoader, node: Node) -> str:
+    assert isinstance(node, ScalarNode)
+    return str(loader.construct_scalar(node))
+
+
+_StrictLoader.add_constructor("tag:yaml.org,2002:timestamp", _timestamp_as_text)
+
+
+def load_yaml_text(text: str, source: str) -> Any:
+    """Parse YAML text strictly; errors name ``source`` and the line."""
+    try:
+        return yaml.load(text, Loader=_StrictLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"
+        raise PolicyFileError(f"{source}: {where}: {exc.problem or exc}") from None
+    except yaml.YAMLError as exc:
+        raise PolicyFileError(f"{source}: not valid YAML: {exc}") from None
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise PolicyFileError(f"{source}: not valid YAML: {exc}") from None
+
+
+def format_validation_error(source: str, exc: ValidationError) -> str:
+    lines: list[str] = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key (not allowed here)"
+        elif err["type"] == "missing":
+            msg = "required key is missing"
+        elif err["type"] == "value_error":
+            msg = msg.removeprefix("Value error, ")
+        if not err["loc"] and err["type"] == "value_error":
+            # model-level checks already name the key path in each line
+            lines.extend(f"{source}: {line}" for line in msg.splitlines())
+            continue
+        lines.append(f"{source}: {loc}: {msg}")
+    return "\n".join(lines)
+
+
+def validate(model: type[M], data: Any, source: str) -> M:
+    if not isinstance(data, dict):
+        raise PolicyFileError(f"{source}: (top level): expected a mapping of keys to values")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise PolicyFileError(format_validation_error(source, exc)) from None
+
+
+def load_model(model: type[M], path: Path) -> M:
+    """Read ``path`` and validate it against ``model``; every problem names the file."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PolicyFileError(f"{path}: cannot be read: {exc.strerror}") from None
+    return validate(model, load_yaml_text(text, str(path)), str(path))

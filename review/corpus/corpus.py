@@ -1,0 +1,466 @@
+"""Corpus services: import, versions, search with server-side pagination, access checks."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import ColumnElement, Engine, func, or_, select, update
+from sqlalchemy.orm import Session
+
+from review.core.errors import InputError, PermissionDenied
+from review.core.identity import Actor, Permission, require
+from review.core.taxonomy import Taxonomy
+from review.corpus.docformat import DocumentIn, iter_jsonl, parse_markdown
+from storage import changes
+from storage.db import read_session, run_write
+from storage.models import Document
+
+DOC_SUFFIXES = (".md", ".markdown", ".txt", ".jsonl")
+
+
+@dataclass(frozen=True)
+class DocumentView:
+    id: int
+    doc_key: str
+    version: int
+    title: str
+    body: str
+    effective_date: dt.date | None
+    superseded_by: str | None
+    authority: str
+    owner: str
+    access_scope: str
+    jurisdiction: str
+    is_current: bool
+    source: str | None
+    created_at: dt.datetime
+    created_by: str | None
+
+    @property
+    def ref(self) -> str:
+        return f"{self.doc_key}@{self.version}"
+
+
+def _view(d: Document) -> DocumentView:
+    return DocumentView(
+        d.id,
+        d.doc_key,
+        d.version,
+        d.title,
+        d.body,
+        d.effective_date,
+        d.superseded_by,
+        d.authority,
+        d.owner,
+        d.access_scope,
+        d.jurisdiction,
+        d.is_current,
+        d.source,
+        d.created_at,
+        d.created_by,
+    )
+
+
+@dataclass(frozen=True)
+class ImportReport:
+    added: int
+    unchanged: int
+    files: int
+
+    def summary(self) -> str:
+        return (
+            f"{self.added} document version(s) added, {self.unchanged} already present "
+            f"unchanged, from {self.files} file(s)"
+        )
+
+
+def can_see(actor: Actor, access_scope: str) -> bool:
+    """Restricted documents are only for users with clearance."""
+    return access_scope != "restricted" or actor.clearance
+
+
+def _require_clearance_for(s: Session, actor: Actor, keys: Iterable[str]) -> None:
+    """Adding a version to a document that has a restricted version needs clearance: without
+    it the author could neither see what they replace nor read back what they wrote."""
+    if actor.clearance:
+        return
+    wanted = sorted(set(keys))
+    if not wanted:
+        return
+    hidden = s.scalars(
+        select(Document.doc_key)
+        .where(Document.doc_key.in_(wanted), Document.access_scope == "restricted")
+        .distinct()
+        .order_by(Document.doc_key)
+    ).all()
+    if hidden:
+        raise PermissionDenied(
+            f"{hidden[0]} is restricted: only users with clearance may add versions of it; "
+            "nothing was written"
+        )
+
+
+# ---------------------------------------------------------------------------------------
+# Reading files (pure: no database)
+
+
+def read_files(paths: Iterable[Path], tax: Taxonomy) -> tuple[list[DocumentIn], int]:
+    """Parse every file under ``paths`` (files or folders). Any error aborts the whole read."""
+    files: list[Path] = []
+    for p in paths:
+        if p.is_dir():
+            files.extend(sorted(f for f in p.rglob("*") if f.suffix.lower() in DOC_SUFFIXES))
+        elif p.exists():
+            files.append(p)
+        else:
+            raise InputError(f"{p}: no such file or folder")
+    docs: list[DocumentIn] = []
+    for f in files:
+        try:
+            text = f.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise InputError(f"{f}: line 1: the file is not UTF-8 text") from None
+        docs.extend(parse_upload(f.name, text, tax, source=str(f)))
+    return docs, len(files)
+
+
+def parse_upload(
+    name: str, text: str, tax: Taxonomy, source: str | None = None
+) -> list[DocumentIn]:
+    """Parse one uploaded file by its extension."""
+    source = source or name
+    suffix = Path(name).suffix.lower()
+    if suffix == ".jsonl":
+        return list(iter_jsonl(text.splitlines(), source, tax))
+    if suffix in (".md", ".markdown", ".txt"):
+        return [parse_markdown(text, source, tax)]
+    raise InputError(f"{source}: unsupported file type {suffix!r}; use .md, .txt or .jsonl")
+
+
+def check_batch(docs: Sequence[DocumentIn]) -> None:
+    seen: dict[tuple[str, int], int] = {}
+    for i, d in enumerate(docs):
+        key = (d.doc_id, d.version)
+        if key in seen:
+            raise InputError(
+                f"{d.doc_id}@{d.version} appears twice in this import (items {seen[key] + 1} "
+                f"and {i + 1}); each version must be unique"
+            )
+        seen[key] = i
+
+
+# ---------------------------------------------------------------------------------------
+# Writing
+
+
+def _refresh_current(s: Session, keys: Iterable[str]) -> None:
+    for key in set(keys):
+        latest = s.scalar(select(func.max(Document.version)).where(Document.doc_key == key))
+        s.execute(
+            update(Document)
+            .where(Document.doc_key == key)
+            .values(is_current=(Document.version == latest))
+            .execution_options(synchronize_session=False)
+        )
+
+
+def import_documents(
+    engine: Engine, actor: Actor, docs: Sequence[DocumentIn], files: int = 1, source: str = ""
+) -> ImportReport:
+    """Add document versions in one transaction: all land, or none (with the reason).
+
+    Re-importing an identical version is a no-op; the same id and version with different
+    content is refused (add a new version instead).
+    """
+    require(actor, Permission.edit_corpus)
+    check_batch(docs)
+
+    def work(s: Session) -> ImportReport:
+        _require_clearance_for(s, actor, (d.doc_id for d in docs))
+        added = unchanged = 0
+        keys = []
+        for d in docs:
+            existing = s.scalar(
+                select(Document).where(Document.doc_key == d.doc_id, Document.version == d.version)
+            )
+            if existing is not None:
+                if existing.sha256 == d.sha256() and existing.title == d.title:
+                    unchanged += 1
+                    continue
+                raise InputError(
+                    f"{d.doc_id}@{d.version} already exists with different content; "
+                    f"import it as version {d.version + 1} (or higher) to keep both"
+                )
+            row = Document(
+                doc_key=d.doc_id,
+                version=d.version,
+                title=d.title,
+                body=d.body,
+                effective_date=d.effective_date,
+                superseded_by=d.superseded_by,
+                authority=d.authority,
+                owner=d.owner,
+                access_scope=d.access_scope,
+                jurisdiction=d.jurisdiction,
+                is_current=True,
+                source=source or None,
+                sha256=d.sha256(),
+                created_by=actor.email,
+            )
+            s.add(row)
+            s.flush()
+            changes.record(
+                s,
+                actor.email,
+                "create",
+                "document",
+                row.id,
+                None,
+                {**changes.snapshot(row), "body": f"<{len(d.body)} characters>"},
+            )
+            keys.append(d.doc_id)
+            added += 1
+        _refresh_current(s, keys)
+        return ImportReport(added=added, unchanged=unchanged, files=files)
+
+    return run_write(engine, work)
+
+
+def add_version(
+    engine: Engine, actor: Actor, doc_key: str, based_on_version: int, new: DocumentIn
+) -> DocumentView:
+    """Save ``new`` as the next version of ``doc_key``; the old versions are kept.
+
+    ``based_on_version`` is the version the editor started from: if someone added a newer
+    version meanwhile, the write is refused naming who.
+    """
+    require(actor, Permission.edit_corpus)
+
+    def work(s: Session) -> DocumentView:
+        _require_clearance_for(s, actor, [doc_key])
+        latest = s.scalar(
+            select(Document)
+            .where(Document.doc_key == doc_key)
+            .order_by(Document.version.desc())
+            .limit(1)
+        )
+        if latest is None:
+            raise InputError(f"document {doc_key} does not exist")
+        if latest.version != based_on_version:
+            raise changes.StaleWriteError(
+                f"{doc_key} has a newer version {latest.version} added by "
+                f"{latest.created_by or 'another user'} at "
+                f"{latest.created_at:%Y-%m-%d %H:%M UTC}; you edited version "
+                f"{based_on_version}. Nothing was saved: reload and apply your edit again."
+            )
+        if (
+            new.sha256() == latest.sha256
+            and new.title == latest.title
+            and (new.effective_date, new.access_scope, new.authority, new.jurisdiction, new.owner)
+            == (
+                latest.effective_date,
+                latest.access_scope,
+                latest.authority,
+                latest.jurisdiction,
+                latest.owner,
+            )
+        ):
+            raise InputError("nothing changed: the new version would equal the current one")
+        row = Document(
+            doc_key=doc_key,
+            version=latest.version + 1,
+            title=new.title,
+            body=new.body,
+            effective_date=new.effective_date,
+            superseded_by=new.superseded_by,
+            authority=new.authority,
+            owner=new.owner,
+            access_scope=new.access_scope,
+            jurisdiction=new.jurisdiction,
+            is_current=True,
+            source="edited in the workbench",
+            sha256=new.sha256(),
+            created_by=actor.email,
+        )
+        s.add(row)
+        s.flush()
+        if not latest.superseded_by:
+            latest.superseded_by = f"{doc_key}@{row.version}"
+        changes.record(
+            s,
+            actor.email,
+            "create",
+            "document",
+            row.id,
+            {"previous": f"{doc_key}@{latest.version}"},
+            {**changes.snapshot(row), "body": f"<{len(new.body)} characters>"},
+        )
+        _refresh_current(s, [doc_key])
+        s.flush()
+        s.refresh(row)
+        return _view(row)
+
+    return run_write(engine, work)
+
+
+# ---------------------------------------------------------------------------------------
+# Reading
+
+
+@dataclass(frozen=True)
+class DocFilter:
+    text: str = ""
+    authority: str | None = None
+    access_scope: str | None = None
+    jurisdiction: str | None = None
+    current_only: bool = True
+
+
+def _conditions(actor: Actor, f: DocFilter) -> list[ColumnElement[bool]]:
+    conds: list[ColumnElement[bool]] = []
+    if not actor.clearance:
+        conds.append(Document.access_scope != "restricted")
+    if f.current_only:
+        conds.append(Document.is_current.is_(True))
+    if f.authority:
+        conds.append(Document.authority == f.authority)
+    if f.access_scope:
+        conds.append(Document.access_scope == f.access_scope)
+    if f.jurisdiction:
+        conds.append(Document.jurisdiction == f.jurisdiction)
+    text = f.text.strip()
+    if text:
+        like = f"%{text.replace('%', '').replace('_', '')}%"
+        conds.append(
+            or_(Document.title.ilike(like), Document.doc_key.ilike(like), Document.body.ilike(like))
+        )
+    return conds
+
+
+@dataclass(frozen=True)
+class DocRow:
+    id: int
+    ref: str
+    title: str
+    version: int
+    effective_date: dt.date | None
+    authority: str
+    access_scope: str
+    jurisdiction: str
+    owner: str
+    is_current: bool
+
+
+def count_documents(engine: Engine, actor: Actor, f: DocFilter) -> int:
+    with read_session(engine) as s:
+        return int(s.scalar(select(func.count(Document.id)).where(*_conditions(actor, f))) or 0)
+
+
+def search_documents(
+    engine: Engine, actor: Actor, f: DocFilter, page: int = 1, page_size: int = 25
+) -> list[DocRow]:
+    """One page of matching documents (restricted ones only with clearance)."""
+    page = max(page, 1)
+    with read_session(engine) as s:
+        rows = s.execute(
+            select(
+                Document.id,
+                Document.doc_key,
+                Document.version,
+                Document.title,
+                Document.effective_date,
+                Document.authority,
+                Document.access_scope,
+                Document.jurisdiction,
+                Document.owner,
+                Document.is_current,
+            )
+            .where(*_conditions(actor, f))
+            .order_by(Document.doc_key, Document.version.desc())
+            .limit(page_size)
+            .offset((page - 1) * page_size)
+        ).all()
+    return [
+        DocRow(
+            r.id,
+            f"{r.doc_key}@{r.version}",
+            r.title,
+            r.version,
+            r.effective_date,
+            r.authority,
+            r.access_scope,
+            r.jurisdiction,
+            r.owner,
+            r.is_current,
+        )
+        for r in rows
+    ]
+
+
+def get_document(engine: Engine, actor: Actor, doc_id: int) -> DocumentView:
+    with read_session(engine) as s:
+        d = s.get(Document, doc_id)
+        if d is None:
+            raise InputError(f"document {doc_id} does not exist")
+        if not can_see(actor, d.access_scope):
+            raise PermissionDenied(
+                "this document is restricted; it is shown only to users with clearance"
+            )
+        return _view(d)
+
+
+def find_document(engine: Engine, actor: Actor, ref: str) -> DocumentView | None:
+    """Look up ``KEY`` (current version) or ``KEY@VERSION``."""
+    key, _, ver = ref.partition("@")
+    with read_session(engine) as s:
+        stmt = select(Document).where(Document.doc_key == key)
+        stmt = (
+            stmt.where(Document.version == int(ver))
+            if ver.isdigit()
+            else stmt.where(Document.is_current.is_(True))
+        )
+        d = s.scalar(stmt)
+        if d is None or not can_see(actor, d.access_scope):
+            return None
+        return _view(d)
+
+
+def version_history(engine: Engine, actor: Actor, doc_key: str) -> list[DocRow]:
+    with read_session(engine) as s:
+        stmt = select(Document).where(Document.doc_key == doc_key).order_by(Document.version.desc())
+        out = []
+        for d in s.scalars(stmt):
+            if not can_see(actor, d.access_scope):
+                continue
+            out.append(
+                DocRow(
+                    d.id,
+                    f"{d.doc_key}@{d.version}",
+                    d.title,
+                    d.version,
+                    d.effective_date,
+                    d.authority,
+                    d.access_scope,
+                    d.jurisdiction,
+                    d.owner,
+                    d.is_current,
+                )
+            )
+        return out
+
+
+def facet_values(engine: Engine) -> dict[str, list[str]]:
+    """Distinct values for the filters (small: grouped in SQL)."""
+    with read_session(engine) as s:
+        return {
+            col: [
+                v
+                for (v,) in s.execute(
+                    select(getattr(Document, col)).distinct().order_by(getattr(Document, col))
+                )
+            ]
+            for col in ("authority", "access_scope", "jurisdiction")
+        }

@@ -1,0 +1,263 @@
+"""Parsing documents: Markdown/text with YAML front matter, or JSONL; and body structure.
+
+Parsers are pure: they take text and a source name and return validated records, or raise
+InputError naming the source, the line and the field. Nothing here touches the database.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from review.core.errors import InputError
+from review.core.taxonomy import Taxonomy
+from review.core.textcheck import NUL_PROBLEM, load_json_line, nul_field
+from review.core.yamlstrict import load_yaml_text
+
+DOC_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,119}$")
+REF_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,119}(@[0-9]+)?$")
+MAX_BODY_CHARS = 2_000_000
+
+
+class DocumentIn(BaseModel):
+    """One document version as it arrives from a file."""
+
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+    doc_id: str
+    version: int = Field(ge=1, le=2**31 - 1)  # the database's integer columns hold no more
+    title: str = Field(min_length=1, max_length=500)
+    effective_date: dt.date | None = None
+    superseded_by: str | None = None
+    authority: str
+    owner: str = Field(min_length=1, max_length=200)
+    access_scope: str
+    jurisdiction: str
+    body: str = Field(min_length=1, max_length=MAX_BODY_CHARS)
+
+    @field_validator("doc_id")
+    @classmethod
+    def _doc_id(cls, v: str) -> str:
+        if not DOC_ID_RE.match(v):
+            raise ValueError("must be letters, digits, '.', '_' or '-' (at most 120 characters)")
+        return v
+
+    @field_validator("superseded_by")
+    @classmethod
+    def _ref(cls, v: str | None) -> str | None:
+        if v in (None, ""):
+            return None
+        assert v is not None
+        if not REF_RE.match(v):
+            raise ValueError("must be a document id, optionally with @version (e.g. POL-1@2)")
+        return v
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _version(cls, v: Any) -> Any:
+        if isinstance(v, bool) or (isinstance(v, float) and not v.is_integer()):
+            raise ValueError("must be a whole number")
+        return v
+
+    def sha256(self) -> str:
+        return hashlib.sha256(self.body.encode("utf-8")).hexdigest()
+
+    def check_vocabulary(self, tax: Taxonomy) -> list[tuple[str, str]]:
+        problems = []
+        for fname, section in (
+            ("authority", tax.authorities),
+            ("access_scope", tax.access_scopes),
+            ("jurisdiction", tax.jurisdictions),
+        ):
+            value = getattr(self, fname)
+            if value not in section:
+                problems.append((fname, f"{value!r} is not one of: {', '.join(section)}"))
+        return problems
+
+
+def _pydantic_problem(exc: ValidationError) -> tuple[str, str]:
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err["loc"]) or "(record)"
+    msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "extra_forbid" or err["type"] == "extra_forbidden":
+        msg = "unknown field"
+    elif err["type"] == "missing":
+        msg = "required field is missing"
+    return loc, msg
+
+
+def _build(data: dict[str, Any], source: str, line: int, tax: Taxonomy) -> DocumentIn:
+    nul = nul_field(data)
+    if nul is not None:
+        raise InputError(f"{source}: line {line}: field {nul}: {NUL_PROBLEM}")
+    try:
+        doc = DocumentIn.model_validate(data)
+    except ValidationError as exc:
+        fld, msg = _pydantic_problem(exc)
+        raise InputError(f"{source}: line {line}: field {fld}: {msg}") from None
+    problems = doc.check_vocabulary(tax)
+    if problems:
+        fld, msg = problems[0]
+        raise InputError(f"{source}: line {line}: field {fld}: {msg}")
+    return doc
+
+
+def parse_markdown(text: str, source: str, tax: Taxonomy) -> DocumentIn:
+    """A Markdown or text file with a YAML front matter block between ``---`` lines."""
+    if "\x00" in text:
+        raise InputError(f"{source}: line 1: the file is binary, not text")
+    lines = text.splitlines()
+    if not lines or lines[0].strip() != "---":
+        raise InputError(
+            f"{source}: line 1: front matter: the file must start with a '---' line "
+            "followed by YAML metadata (doc_id, version, title, ...) and a closing '---'"
+        )
+    try:
+        end = next(i for i in range(1, len(lines)) if lines[i].strip() in ("---", "..."))
+    except StopIteration:
+        raise InputError(
+            f"{source}: line 1: front matter: no closing '---' line after the metadata"
+        ) from None
+    meta_text = "\n".join(lines[1:end])
+    try:
+        meta = load_yaml_text(meta_text, source)
+    except InputError as exc:
+        # re-base the YAML line number on the file
+        msg = str(exc)
+        m = re.search(r"line (\d+)", msg)
+        if m:
+            msg = msg.replace(f"line {m.group(1)}", f"line {int(m.group(1)) + 1}", 1)
+        raise InputError(msg.replace(f"{source}: ", f"{source}: ", 1)) from None
+    if not isinstance(meta, dict):
+        raise InputError(f"{source}: line 2: front matter: expected key: value pairs")
+    body = "\n".join(lines[end + 1 :]).strip("\n")
+    if "body" in meta:
+        raise InputError(f"{source}: line 2: field body: the body goes after the front matter")
+    data = {**meta, "body": body}
+    for key in ("effective_date",):
+        if isinstance(data.get(key), dt.datetime):
+            data[key] = data[key].date()
+    # report the line of the offending front-matter key when we can
+    try:
+        return _build(data, source, 2, tax)
+    except InputError as exc:
+        m = re.search(r"field ([A-Za-z_]+)", str(exc))
+        if m:
+            for i in range(1, end):
+                if lines[i].split(":", 1)[0].strip() == m.group(1):
+                    raise InputError(str(exc).replace("line 2", f"line {i + 1}", 1)) from None
+        raise
+
+
+def iter_jsonl(lines: Iterable[str], source: str, tax: Taxonomy) -> Iterator[DocumentIn]:
+    """One JSON object per line; blank lines are allowed. Errors name the line and field."""
+    for n, raw in enumerate(lines, start=1):
+        line = raw.strip()
+        if not line:
+            continue
+        data = load_json_line(line, f"{source}: line {n}")
+        if not isinstance(data, dict):
+            raise InputError(f"{source}: line {n}: expected a JSON object")
+        yield _build(data, source, n, tax)
+
+
+# ------------------------------------------------------------------------------------------
+# Body structure: headings, paragraphs, lists, tables, footnotes (for display as text).
+
+
+@dataclass
+class Block:
+    kind: str  # heading | paragraph | list | table | footnote
+    text: str = ""
+    level: int = 0
+    rows: list[list[str]] = field(default_factory=list)
+
+
+_TABLE_SEP = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$")
+_FOOTNOTE = re.compile(r"^\[\^([^\]]+)\]:\s?(.*)$")
+_HEADING = re.compile(r"^(#{1,6})\s+(.*)$")
+_LIST = re.compile(r"^\s*([-*+]|\d+[.)])\s+")
+
+
+def _cells(line: str) -> list[str]:
+    s = line.strip()
+    if s.startswith("|"):
+        s = s[1:]
+    if s.endswith("|"):
+        s = s[:-1]
+    return [c.strip() for c in s.split("|")]
+
+
+def parse_blocks(body: str) -> list[Block]:
+    """Split a Markdown-shaped body into blocks. Text is kept verbatim (never rendered)."""
+    blocks: list[Block] = []
+    lines = body.splitlines()
+    i = 0
+    para: list[str] = []
+
+    def flush() -> None:
+        if para:
+            text = "\n".join(para)
+            kind = (
+                "list" if all(_LIST.match(p) or p.startswith("  ") for p in para) else "paragraph"
+            )
+            blocks.append(Block(kind=kind, text=text))
+            para.clear()
+
+    while i < len(lines):
+        line = lines[i]
+        if not line.strip():
+            flush()
+            i += 1
+            continue
+        h = _HEADING.match(line)
+        if h:
+            flush()
+            blocks.append(Block(kind="heading", text=h.group(2).strip(), level=len(h.group(1))))
+            i += 1
+            continue
+        if "|" in line and i + 1 < len(lines) and _TABLE_SEP.match(lines[i + 1]):
+            flush()
+            header = _cells(line)
+            rows = [header]
+            i += 2
+            while i < len(lines) and "|" in lines[i] and lines[i].strip():
+                cells = _cells(lines[i])
+                cells = (cells + [""] * len(header))[: len(header)]
+                rows.append(cells)
+                i += 1
+            blocks.append(Block(kind="table", rows=rows))
+            continue
+        f = _FOOTNOTE.match(line)
+        if f:
+            flush()
+            text = f.group(2)
+            i += 1
+            while i < len(lines) and lines[i].startswith(("    ", "\t")):
+                text += "\n" + lines[i].strip()
+                i += 1
+            blocks.append(Block(kind="footnote", text=text, rows=[[f.group(1)]]))
+            continue
+        para.append(line)
+        i += 1
+    flush()
+    return blocks
+
+
+def outline(body: str) -> dict[str, int]:
+    """Counts of structural elements, shown beside a document."""
+    counts = {"headings": 0, "tables": 0, "footnotes": 0}
+    for b in parse_blocks(body):
+        if b.kind == "heading":
+            counts["headings"] += 1
+        elif b.kind == "table":
+            counts["tables"] += 1
+        elif b.kind == "footnote":
+            counts["footnotes"] += 1
+    return counts

@@ -1,0 +1,1182 @@
+"""Synthetic production traces: the Brightwave demo, and bulk data for the benchmark.
+
+Demo traces
+-----------
+:func:`build_demo_traces` makes ``n`` (default :data:`DEMO_TRACES`) production requests of the
+Brightwave support assistant over the 12 complete weeks before the current one and imports them
+through :func:`review.traces.traces.import_items`, so the demo exercises the import path (redaction,
+the restricted rule, batches). Everything but the dates is fixed by the seed: the weekly mix of
+outcomes is exact (largest-remainder rounding), so the demo's weekly rates and alerts are the
+same on every build.
+
+What is in it:
+
+* questions like the demo cases (refund windows, SLA credits, data residency, retention, SSO,
+  support hours, prices), out-of-scope and ambiguous questions, restricted topics (a legal
+  dispute, security incidents, personal-data requests) and questions whose answer is only in a
+  restricted memo;
+* chunks cut from the demo documents' real text (``review/demo/docs``), with ranks and scores
+  in two ranking modes: ``vector`` (cosine, about 0.33 to 1) and ``semantic_reranker`` (0 to
+  4), consistent with the thresholds of ``policies/no-answer-policy.yaml``; restricted passages
+  that authorization filtered out (``filtered: true``);
+* decisions with reason codes; caveat answers are decision ``answer`` with reason code
+  ``support_below_threshold`` and the C1 caveat text;
+* refusal texts rendered from ``policies/refusal-wording.yaml``; every 12th refusal instead
+  breaks a wording rule (a universal negative, a leaked score, an invented contact, a claim
+  after the refusal, a restricted document's title), for the wording page to find;
+* feedback (``positive``, ``expected_answer``, ``answer_wrong``);
+* personal data in some questions (e-mail addresses, phone numbers, card numbers, billing
+  account numbers, support PINs) that redaction removes on import;
+* a few restricted traces: the legal team and sales leadership asking, with clearance, about
+  the dispute and the 2026 price memo;
+* a drift event: in week 9 the search index is rebuilt (``versions.index`` changes) and loses
+  passages, so empty retrievals, refusals and "I expected an answer" feedback rise; the
+  no-answer alert and the negative-feedback alert fire in week 9;
+* in week 11, four refusals were logged without a reason code (the "decisions with no logged
+  reason" alert).
+
+Benchmark data
+--------------
+:func:`write_synthetic` writes ``n`` canonical JSONL traces with ``k`` chunks each as fast as
+possible, and :func:`sqlite_floor` inserts the same rows with plain ``sqlite3`` ``executemany``
+in one transaction (the floor the import rate is compared with).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import random
+import sqlite3
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import IO, Any
+
+from sqlalchemy import Engine, func, select
+
+from review.core.identity import SYSTEM, Actor
+from review.core.taxonomy import Taxonomy
+from review.corpus.docformat import parse_markdown
+from review.traces.traceformats import Chunk, Citation, Trace
+from review.wording.wording import WordingSet, load_wording, render
+from storage.db import read_session
+from storage.models import Trace as TraceRow
+
+__all__ = [
+    "DEMO_PREFIX",
+    "DEMO_TRACES",
+    "DRIFT_WEEK",
+    "build_demo_traces",
+    "demo_traces",
+    "demo_weeks",
+    "sqlite_floor",
+    "write_synthetic",
+]
+
+DEMO_TRACES = 2400
+DEMO_PREFIX = "bw-demo-"
+DEMO_SEED = 20250609
+WEEKS = 12
+DRIFT_WEEK = 9  # 1-based: the index rebuild lands in this week
+MISSING_REASON_WEEK = 11
+DOCS_DIR = Path(__file__).resolve().parent / "docs"
+
+DEMO_ACTOR: Actor = dataclasses.replace(SYSTEM, email="demo-data", name="Demo data")
+
+
+# ---------------------------------------------------------------------------------------
+# The demo documents, cut into passages
+
+
+@dataclass(frozen=True)
+class Passage:
+    chunk_id: str
+    doc_id: str
+    version: int
+    text: str
+    effective_date: dt.date | None
+    access_scope: str
+
+
+@lru_cache(maxsize=1)
+def _passages() -> dict[str, list[Passage]]:
+    from review.core.taxonomy import taxonomy
+
+    tax = taxonomy()
+    out: dict[str, list[Passage]] = {}
+    for path in sorted(DOCS_DIR.glob("*.md")):
+        doc = parse_markdown(path.read_text(encoding="utf-8"), path.name, tax)
+        paras = [p.strip() for p in doc.body.split("\n\n")]
+        kept: list[Passage] = []
+        for i, p in enumerate(paras):
+            if not p or p.startswith("#"):
+                continue
+            kept.append(
+                Passage(
+                    f"{doc.doc_id}@{doc.version}#p{i}",
+                    doc.doc_id,
+                    doc.version,
+                    p,
+                    doc.effective_date,
+                    doc.access_scope,
+                )
+            )
+        out[f"{doc.doc_id}@{doc.version}"] = kept
+    return out
+
+
+def _find(ref: str, needle: str) -> Passage:
+    passages = _passages()
+    for p in passages.get(ref, []):
+        if needle in p.text:
+            return p
+    raise LookupError(f"demo passage not found: {ref} {needle!r}")
+
+
+# ---------------------------------------------------------------------------------------
+# What users ask
+
+
+@dataclass(frozen=True)
+class Intent:
+    key: str
+    questions: tuple[str, ...]
+    rewritten: str
+    evidence: tuple[tuple[str, str], ...] = ()  # (doc@version, needle): decisive passages
+    neighbours: tuple[tuple[str, str], ...] = ()  # related passages that do not answer
+    answer: str = ""
+    claims: tuple[tuple[str, int], ...] = ()  # (claim, index into evidence)
+    topic: str = "this"
+    missing: str = "the plan you are on"
+    doc_type: str = "policy"
+    restricted_source: tuple[str, str] | None = None  # filtered by authorization
+    topic_key: str | None = None  # restricted topic of the policy
+
+
+ANSWERABLE: tuple[Intent, ...] = (
+    Intent(
+        "refund_monthly",
+        (
+            "How many days do we have to ask for a refund of a monthly charge?",
+            "Can we still get a refund for last week's charge on our monthly Team plan?",
+            "What is the refund window for monthly subscriptions?",
+            "We were charged for the Business plan on the 3rd, is it too late for a refund?",
+        ),
+        "refund window monthly subscription charge",
+        evidence=(("POL-REFUND-MONTHLY@2", "2.1 A customer may ask"),),
+        neighbours=(("POL-REFUND-ANNUAL@1", "2.1 If a customer cancels"),),
+        answer="You can ask for a refund of a monthly charge within 14 days of the charge date.",
+        claims=(("A monthly charge can be refunded within 14 days of the charge date.", 0),),
+        topic="refunds for monthly plans",
+        missing="the date of the charge",
+    ),
+    Intent(
+        "refund_annual_first_term",
+        (
+            "We started the annual Business plan three weeks ago. Can we cancel and get our "
+            "money back?",
+            "Is there a cooling-off period for annual subscriptions?",
+        ),
+        "annual plan first term cancellation refund",
+        evidence=(
+            ("POL-REFUND-ANNUAL@1", "2.1 If a customer cancels"),
+            ("POL-REFUND-ANNUAL@1", "2.2 The 30-day"),
+        ),
+        neighbours=(("POL-REFUND-MONTHLY@2", "2.1 A customer may ask"),),
+        answer=(
+            "Yes. If you cancel within 30 days of the start date of your first annual term, the "
+            "full annual fee is refunded. The 30 days count from the start date on the first "
+            "invoice."
+        ),
+        claims=(
+            ("Cancelling within 30 days of the first annual term's start refunds the full fee.", 0),
+            ("The 30 days count from the start date on the first invoice.", 1),
+        ),
+        topic="refunds for annual plans",
+        missing="the start date on your first invoice",
+    ),
+    Intent(
+        "sla_uptime",
+        (
+            "What uptime does the Enterprise SLA guarantee?",
+            "What availability do we get on Enterprise?",
+        ),
+        "enterprise SLA uptime commitment",
+        evidence=(("SLA-ENTERPRISE@2", "Brightwave commits that the core services"),),
+        neighbours=(("SLA-ENTERPRISE@1", "availab"),),
+        answer=(
+            "The Enterprise SLA commits to at least 99.95% availability of the core services in "
+            "each calendar month."
+        ),
+        claims=(("Enterprise core services are available at least 99.95% of each month.", 0),),
+        topic="service levels",
+        missing="your order form's SLA version",
+        doc_type="contract",
+    ),
+    Intent(
+        "sla_claim_deadline",
+        (
+            "How long do we have to claim SLA credits after a bad month?",
+            "Is it too late to claim a service credit for the outage in March?",
+        ),
+        "SLA service credit claim deadline",
+        evidence=(("SLA-ENTERPRISE@2", "Claims must be submitted within"),),
+        neighbours=(("SLA-CREDIT-PROCESS@1", "credit"),),
+        answer=(
+            "Credit claims must be submitted within 45 days after the end of the affected month."
+        ),
+        claims=(("SLA credit claims are due within 45 days after the affected month ends.", 0),),
+        topic="service credits",
+        missing="the month of the outage",
+        doc_type="contract",
+    ),
+    Intent(
+        "eu_residency",
+        (
+            "Where is our data stored if we choose the EU region?",
+            "Do backups of EU workspaces ever leave the EU?",
+        ),
+        "EU region data centre locations backups",
+        evidence=(
+            ("DATA-RESIDENCY-EU@1", "Primary data centre"),
+            ("DATA-RESIDENCY-EU@1", "Both locations are inside"),
+        ),
+        neighbours=(("DATA-RESIDENCY-UK@1", "UK"),),
+        answer=(
+            "EU-region data is stored in Frankfurt (primary) and Dublin (secondary and backups), "
+            "and backups of EU-region workspaces never leave the EU."
+        ),
+        claims=(
+            ("The EU region uses Frankfurt as primary and Dublin for secondary and backups.", 0),
+            ("Backups of EU-region workspaces never leave the EU.", 1),
+        ),
+        topic="data residency",
+        missing="the region your workspace is hosted in",
+    ),
+    Intent(
+        "retention_after_end",
+        (
+            "What happens to our content after our subscription ends?",
+            "How long can we still export our files after we cancel?",
+        ),
+        "content retention after subscription ends export window",
+        evidence=(
+            ("DATA-RETENTION@2", "3.1 During the"),
+            ("DATA-RETENTION@2", "3.2 When the export window"),
+        ),
+        neighbours=(("DATA-RETENTION@1", "after"),),
+        answer=(
+            "You get a 30-day read-only export window. After it closes, content is deleted from "
+            "production within 30 further days, and backups are purged within 35 days after that."
+        ),
+        claims=(
+            ("After the subscription ends there is a 30-day read-only export window.", 0),
+            ("Content is deleted from production within 30 days after the window closes.", 1),
+        ),
+        topic="data retention",
+        missing="the date your subscription ended",
+    ),
+    Intent(
+        "sso_team",
+        (
+            "Is single sign-on included in the Team plan?",
+            "Since SSO comes with every plan, how do we switch it on for our Team workspace?",
+        ),
+        "single sign-on Team plan",
+        evidence=(
+            ("SEC-IDENTITY@2", "1.3 Starter and Team"),
+            ("SEC-IDENTITY@2", "1.1 Single sign-on"),
+        ),
+        neighbours=(("SEC-IDENTITY@1", "sign"),),
+        answer=(
+            "Single sign-on is not part of the Team plan: it is included on Business and "
+            "Enterprise only, and the Team SSO add-on is no longer sold."
+        ),
+        claims=(
+            ("Starter and Team workspaces do not include SSO.", 0),
+            ("SSO is included on Business and Enterprise only.", 1),
+        ),
+        topic="single sign-on",
+        missing="the plan you are on",
+    ),
+    Intent(
+        "support_hours_team",
+        (
+            "What are the support hours for Team customers?",
+            "Do Team customers get chat support at night?",
+        ),
+        "support hours Team tier",
+        evidence=(("SUP-HOURS@1", "| Tier | Channels"),),
+        neighbours=(("FAQ-COMMUNITY@1", "24/7 chat"),),
+        answer=(
+            "Team customers get email and chat support Monday to Friday, 08:00-18:00 hub time, "
+            "with a first response target of 1 business day."
+        ),
+        claims=(("Team support runs Monday to Friday, 08:00-18:00 hub time.", 0),),
+        topic="support hours",
+        missing="your billing region",
+        doc_type="guide",
+    ),
+    Intent(
+        "mfa_admins",
+        (
+            "Is MFA mandatory for administrators?",
+            "Do our admins have to use two-factor authentication?",
+        ),
+        "multi-factor authentication administrators mandatory",
+        evidence=(("SEC-IDENTITY@2", "2.1 From 1 February 2025"),),
+        neighbours=(("SEC-IDENTITY@2", "2.3 For other users"),),
+        answer=(
+            "Yes. Since 1 February 2025 multi-factor authentication is mandatory for every "
+            "administrator account on every tier."
+        ),
+        claims=(("MFA is mandatory for every administrator account since 1 February 2025.", 0),),
+        topic="sign-in security",
+        missing="the tier of your workspace",
+    ),
+    Intent(
+        "team_price",
+        (
+            "How much is the Team plan per user on monthly billing?",
+            "What does Team cost per user per month?",
+        ),
+        "Team plan list price per user monthly",
+        evidence=(("PROD-PLANS@2", "| Tier | Monthly billing"),),
+        neighbours=(("PROD-PLANS@1", "Team"),),
+        answer=(
+            "Team costs 14 USD (13 EUR) per user per month on monthly billing, or 12 USD per user "
+            "per month when billed annually."
+        ),
+        claims=(("Team is 14 USD per user per month on monthly billing.", 0),),
+        topic="plan prices",
+        missing="your billing currency",
+        doc_type="price_list",
+    ),
+)
+
+RELATED_ONLY: tuple[Intent, ...] = (
+    Intent(
+        "refund_vat",
+        (
+            "Does a refund of our annual plan include the VAT we paid?",
+            "Will we get the sales tax back as well when the refund is approved?",
+        ),
+        "annual refund VAT included",
+        neighbours=(
+            ("POL-REFUND-ANNUAL@1", "Owners and billing administrators can submit"),
+            ("PROD-PLANS@2", "Euro-area billing addresses"),
+        ),
+        topic="refunds",
+        missing="the invoice the refund is for",
+    ),
+    Intent(
+        "apac_telemetry",
+        (
+            "Is telemetry from our APAC workspace processed in Australia?",
+            "Where does usage telemetry go for Sydney-hosted workspaces?",
+        ),
+        "APAC workspace telemetry processing location",
+        neighbours=(
+            ("DATA-RESIDENCY-EU@1", "4.2 Service telemetry"),
+            ("DATA-RESIDENCY-APAC@1", "APAC"),
+        ),
+        topic="data residency in APAC",
+        missing="the region your workspace is hosted in",
+    ),
+)
+
+OUT_OF_SCOPE: tuple[Intent, ...] = (
+    Intent(
+        "weather",
+        ("What's the weather in Dublin tomorrow?",),
+        "weather Dublin",
+        neighbours=(("SUP-HOURS@1", "Dublin hub"),),
+        topic="the weather",
+        missing="a question about Brightwave Workspace",
+    ),
+    Intent(
+        "competitor",
+        ("Which workspace tool is cheaper than Brightwave?", "Is Brightwave cheaper than Slack?"),
+        "cheaper alternative competitor price",
+        neighbours=(("PROD-PLANS@2", "Starter prices are unchanged"),),
+        topic="other vendors' prices",
+        missing="the Brightwave plan you want to compare",
+    ),
+    Intent(
+        "gmail",
+        ("How do I reset my personal Gmail password?",),
+        "reset Gmail password",
+        neighbours=(("SEC-IDENTITY@2", "Passwords must have"),),
+        topic="other services' accounts",
+        missing="the Brightwave account you mean",
+    ),
+    Intent(
+        "photos",
+        ("Can Brightwave print my holiday photos?",),
+        "print photos",
+        neighbours=(("FAQ-COMMUNITY@1", "phone photos"),),
+        topic="printing",
+        missing="the Brightwave feature you mean",
+        doc_type="faq",
+    ),
+)
+
+AMBIGUOUS: tuple[Intent, ...] = (
+    Intent(
+        "cancel_window",
+        ("How long do we have to cancel?", "Until when can we cancel and get money back?"),
+        "cancellation deadline refund",
+        neighbours=(
+            ("POL-REFUND-MONTHLY@2", "2.1 A customer may ask"),
+            ("POL-REFUND-ANNUAL@1", "2.1 If a customer cancels"),
+        ),
+        topic="cancellation",
+        missing="whether you are billed monthly or annually",
+    ),
+    Intent(
+        "price_generic",
+        ("What's the price?", "How much does it cost?"),
+        "price",
+        neighbours=(("PROD-PLANS@2", "| Tier | Monthly billing"),),
+        topic="prices",
+        missing="the plan and billing currency you mean",
+        doc_type="price_list",
+    ),
+    Intent(
+        "logs_kept",
+        ("How long are logs kept?",),
+        "log retention period",
+        neighbours=(("DATA-RETENTION@2", "| Data type | Retention period"),),
+        topic="log retention",
+        missing="which logs you mean (audit logs or Connect run logs)",
+    ),
+)
+
+RESTRICTED_TOPICS: tuple[Intent, ...] = (
+    Intent(
+        "halvorsen",
+        (
+            "Is Brightwave being sued by Halvorsen Freight?",
+            "What is the status of the Halvorsen outage claim?",
+        ),
+        "Halvorsen Freight claim status",
+        neighbours=(("SLA-ENTERPRISE@2", "Claims must be submitted within"),),
+        topic="a legal matter",
+        restricted_source=("LEGAL-DISPUTE-HALVORSEN@1", "1.1 Halvorsen Freight AS"),
+        topic_key="legal_dispute",
+        doc_type="legal",
+    ),
+    Intent(
+        "breach",
+        (
+            "We think someone broke into our workspace. What should we do?",
+            "Was our data part of a security breach last week?",
+        ),
+        "security incident workspace breach",
+        neighbours=(("SEC-INCIDENT-NOTICE@2", "3.1 Brightwave notifies"),),
+        topic="a security incident",
+        restricted_source=("SEC-IR-RUNBOOK@1", ""),
+        topic_key="security_incident",
+    ),
+    Intent(
+        "gdpr_erasure",
+        (
+            "Please delete all personal data you hold about me under GDPR.",
+            "I want a copy of every piece of personal data Brightwave has on me.",
+        ),
+        "personal data request erasure access",
+        neighbours=(("DATA-RETENTION@2", "After termination, the workspace owner"),),
+        topic="a personal data request",
+        topic_key="personal_data_request",
+    ),
+)
+
+NOT_ALLOWED: tuple[Intent, ...] = (
+    Intent(
+        "price_2026",
+        (
+            "Will Team prices go up next year?",
+            "Is the Starter plan being discontinued?",
+        ),
+        "2026 price increase Team Starter withdrawal",
+        neighbours=(("PROD-PLANS@2", "Starter prices are unchanged"),),
+        topic="future prices",
+        missing="the plan you are on",
+        restricted_source=("MEMO-PRICING-2026@1", "| Tier | Monthly billing, current"),
+        doc_type="price_list",
+    ),
+)
+
+CLEARED: tuple[tuple[Intent, str, tuple[str, ...]], ...] = (
+    (
+        Intent(
+            "halvorsen_internal",
+            ("What settlement authority did the General Counsel approve for Halvorsen?",),
+            "Halvorsen settlement authority",
+            evidence=(("LEGAL-DISPUTE-HALVORSEN@1", "3.1 The General Counsel"),),
+            answer="The General Counsel approved settlement authority of up to 150,000 EUR.",
+            claims=(("Settlement authority of up to 150,000 EUR was approved.", 0),),
+            doc_type="legal",
+        ),
+        "legal_counsel",
+        ("public", "internal", "restricted"),
+    ),
+    (
+        Intent(
+            "pricing_internal",
+            ("What will Team cost per user per month from January 2026?",),
+            "Team price 2026",
+            evidence=(("MEMO-PRICING-2026@1", "| Tier | Monthly billing, current"),),
+            answer=(
+                "From 1 January 2026 Team will cost 16 USD per user per month on monthly billing."
+            ),
+            claims=(("Team monthly billing rises to 16 USD per user from 2026-01-01.", 0),),
+            doc_type="internal_memo",
+        ),
+        "sales_leadership",
+        ("public", "internal", "restricted"),
+    ),
+)
+
+FILLER: tuple[tuple[str, str], ...] = (
+    ("FAQ-PRODUCT@1", ""),
+    ("OPS-MAINTENANCE@1", ""),
+    ("POL-AUP@1", ""),
+    ("SUP-ESCALATION@1", ""),
+    ("PROD-CONNECT@1", ""),
+    ("ANN-RELEASE-2025-Q2@1", ""),
+    ("SUP-GUIDE-REFUNDS@1", ""),
+    ("SLA-TEAM@1", ""),
+)
+
+# Personal data some people type into the assistant (redaction must catch all of it).
+PII_SUFFIXES: tuple[str, ...] = (
+    " My email is {first}.{last}@{company}.example if you need it.",
+    " You can call me back on +44 20 7946 0{n3}.",
+    " Our billing account is BWA-{n8}.",
+    " The card 4111 1111 1111 1111 was charged twice.",
+    " Support PIN: {n5}.",
+    " Reach me at (415) 555-01{n2} after 3pm.",
+)
+FIRST = ("jana", "li", "marco", "aisha", "tomasz", "grace", "olu", "mei")
+LAST = ("novak", "wong", "rossi", "khan", "berg", "okafor", "silva", "tanaka")
+COMPANY = ("acme-logistics", "northwind", "fabrikam", "contoso", "tailspin")
+
+# Wording violations (one per kind) used for every 12th refusal
+VIOLATIONS: tuple[str, ...] = (
+    "There is no refund policy for this situation, so this is not possible.",
+    "I could not answer: my retrieval score was 0.41, below the 0.55 threshold.",
+    "Please write to https://brightwave-refunds.help/claims and they will sort it out for you.",
+    "I cannot confirm this from the documents available to you, but customers usually get 60 days.",
+    "The answer is in the Memo: list price changes for 2026 (confidential), which you cannot open.",
+)
+
+# Outcome mix per week (shares sum to 1): weeks before the drift, and from the drift week on.
+OUTCOMES = (
+    "answer",
+    "caveat",
+    "partial",
+    "ungrounded_answer",
+    "abstain_nothing",
+    "abstain_lost",
+    "abstain_related",
+    "abstain_low",
+    "ungrounded_refused",
+    "clarify",
+    "escalate",
+    "not_allowed",
+)
+BASE_MIX = (0.50, 0.08, 0.03, 0.01, 0.09, 0.00, 0.08, 0.05, 0.02, 0.06, 0.05, 0.03)
+# Share of each outcome that gets negative feedback ("answer_wrong" on answers, "expected_answer"
+# on refusals of answerable questions).
+NEGATIVE_SHARE: dict[str, float] = {
+    "answer": 0.02,
+    "caveat": 0.05,
+    "ungrounded_answer": 0.4,
+    "abstain_low": 0.10,
+    "abstain_lost": 0.38,
+    "ungrounded_refused": 0.15,
+    "abstain_related": 0.08,
+}
+DRIFT_MIX = (0.40, 0.09, 0.02, 0.01, 0.09, 0.08, 0.08, 0.07, 0.03, 0.05, 0.05, 0.03)
+
+
+@dataclass
+class _Week:
+    index: int  # 1-based
+    start: dt.datetime
+    kinds: list[str] = field(default_factory=list)
+
+
+def demo_weeks(today: dt.date | None = None) -> list[dt.datetime]:
+    """Start (Monday 00:00 UTC) of each of the 12 complete weeks before ``today``'s week."""
+    d = today or dt.datetime.now(dt.UTC).date()
+    monday = d - dt.timedelta(days=d.weekday())
+    first = monday - dt.timedelta(weeks=WEEKS)
+    return [
+        dt.datetime(first.year, first.month, first.day, tzinfo=dt.UTC) + dt.timedelta(weeks=i)
+        for i in range(WEEKS)
+    ]
+
+
+def _exact_counts(n: int, shares: Sequence[float]) -> list[int]:
+    raw = [n * s for s in shares]
+    counts = [int(x) for x in raw]
+    order = sorted(range(len(raw)), key=lambda i: raw[i] - counts[i], reverse=True)
+    for i in order[: n - sum(counts)]:
+        counts[i] += 1
+    return counts
+
+
+def _weekly_sizes(n: int) -> list[int]:
+    weights = [1.0 + 0.03 * i for i in range(WEEKS)]  # usage grows slowly
+    return _exact_counts(n, [w / sum(weights) for w in weights])
+
+
+def _score(rng: random.Random, mode: str, band: str) -> float:
+    bands = {
+        "vector": {
+            "high": (0.66, 0.93),
+            "caveat": (0.555, 0.645),
+            "related": (0.60, 0.82),
+            "low": (0.40, 0.545),
+            "none": (0.34, 0.50),
+        },
+        "semantic_reranker": {
+            "high": (2.1, 3.9),
+            "caveat": (1.25, 1.95),
+            "related": (2.0, 3.1),
+            "low": (0.4, 1.15),
+            "none": (0.05, 0.9),
+        },
+    }
+    lo, hi = bands[mode][band]
+    return round(rng.uniform(lo, hi), 3)
+
+
+class _Builder:
+    def __init__(self, seed: int, wording: WordingSet) -> None:
+        self.rng = random.Random(seed)
+        self.wording = wording
+        self.refusals = 0
+
+    # --- pieces ------------------------------------------------------------------------
+
+    def refusal(self, key: str, intent: Intent, role: str = "the Support team") -> str:
+        self.refusals += 1
+        if self.refusals % 12 == 0:
+            return VIOLATIONS[(self.refusals // 12) % len(VIOLATIONS)]
+        values = {
+            "topic": intent.topic,
+            "missing_item": intent.missing,
+            "role": role,
+            "document": "the policy linked below",
+        }
+        message = self.wording.messages[key]
+        return render(message, {k: values[k] for k in message.placeholders})
+
+    def question(self, intent: Intent) -> str:
+        q = self.rng.choice(intent.questions)
+        if self.rng.random() < 0.06:
+            suffix = self.rng.choice(PII_SUFFIXES)
+            q += suffix.format(
+                first=self.rng.choice(FIRST),
+                last=self.rng.choice(LAST),
+                company=self.rng.choice(COMPANY),
+                n2=f"{self.rng.randrange(100):02d}",
+                n3=f"{self.rng.randrange(1000):03d}",
+                n5=f"{self.rng.randrange(10000, 100000)}",
+                n8=f"{self.rng.randrange(10**7, 10**8)}",
+            )
+        return q
+
+    def passages(self, refs: Sequence[tuple[str, str]]) -> list[Passage]:
+        return [_find(ref, needle) for ref, needle in refs]
+
+    def filler(self, k: int) -> list[Passage]:
+        refs = self.rng.sample(FILLER, k)
+        out = []
+        for ref, _ in refs:
+            options = _passages()[ref]
+            out.append(self.rng.choice(options))
+        return out
+
+    def chunks(
+        self,
+        mode: str,
+        top_band: str,
+        decisive: list[Passage],
+        related: list[Passage],
+        filtered: list[Passage],
+        n_filler: int,
+        empty: bool = False,
+    ) -> tuple[list[Chunk], float | None]:
+        """Ranked chunks: filtered ones first (they scored well but were removed), then the
+        decisive passages, related ones and filler, with falling scores."""
+        ordered: list[tuple[Passage, bool]] = [(p, True) for p in filtered]
+        if not empty:
+            ordered += [(p, False) for p in decisive + related + self.filler(n_filler)]
+        seen: set[str] = set()
+        out: list[Chunk] = []
+        score = _score(self.rng, mode, top_band)
+        top_unfiltered: float | None = None
+        step = 0.04 if mode == "vector" else 0.3
+        for p, was_filtered in ordered:
+            if p.chunk_id in seen:
+                continue
+            seen.add(p.chunk_id)
+            s = round(score + (0.05 if was_filtered else 0.0), 3)
+            if not was_filtered and top_unfiltered is None:
+                top_unfiltered = s
+            out.append(
+                Chunk(
+                    chunk_id=p.chunk_id,
+                    doc_id=p.doc_id,
+                    doc_version=p.version,
+                    rank=len(out) + 1,
+                    score=s,
+                    text=p.text,
+                    filtered=was_filtered,
+                    effective_date=p.effective_date,
+                )
+            )
+            if not was_filtered:
+                score = max(0.0, score - self.rng.uniform(step * 0.3, step))
+        return out, top_unfiltered
+
+    # --- one trace ----------------------------------------------------------------------
+
+    def trace(
+        self,
+        i: int,
+        week: _Week,
+        kind: str,
+        drifted: bool,
+        versions: dict[str, str],
+        negative: bool = False,
+    ) -> Trace:
+        rng = self.rng
+        mode = "vector" if rng.random() < 0.65 else "semantic_reranker"
+        at = week.start + dt.timedelta(
+            days=rng.choice((0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 6)),
+            seconds=rng.randrange(6 * 3600, 22 * 3600),
+        )
+        tier = rng.choices(("starter", "team", "business", "enterprise"), (2, 5, 3, 2))[0]
+        language = rng.choices(("en", "de", "fr"), (85, 10, 5))[0]
+        role = rng.choices(("customer_admin", "customer_user", "support_agent"), (5, 3, 2))[0]
+        scopes: tuple[str, ...] = ("public",) if role != "support_agent" else ("public", "internal")
+        answerable: bool | None = True
+        ambiguous: bool | None = False
+        ungrounded: bool | None = False
+        reason: str | None = None
+        feedback: str | None = None
+        citations: tuple[Citation, ...] = ()
+        decisive: list[Passage] = []
+        related: list[Passage] = []
+        filtered: list[Passage] = []
+        band = "high"
+        n_filler = rng.randint(1, 3)
+        empty = False
+        topic_key: str | None = None
+
+        if kind in (
+            "answer",
+            "caveat",
+            "partial",
+            "ungrounded_answer",
+            "abstain_low",
+            "ungrounded_refused",
+            "abstain_lost",
+        ):
+            intent = rng.choice(ANSWERABLE)
+        elif kind == "abstain_related":
+            intent = rng.choice(RELATED_ONLY)
+        elif kind == "abstain_nothing":
+            intent = rng.choice(OUT_OF_SCOPE)
+        elif kind == "clarify":
+            intent = rng.choice(AMBIGUOUS)
+        elif kind == "escalate":
+            intent = rng.choice(RESTRICTED_TOPICS)
+        else:
+            intent = rng.choice(NOT_ALLOWED)
+        decisive = self.passages(intent.evidence)
+        related = self.passages(intent.neighbours)
+        doc_type = intent.doc_type
+
+        if kind == "answer":
+            decision, text = "answer", intent.answer
+            feedback = "answer_wrong" if negative else rng.choices((None, "positive"), (80, 20))[0]
+        elif kind == "caveat":
+            band = "caveat"
+            decision, reason = "answer", "support_below_threshold"
+            text = intent.answer + " " + self.caveat_text()
+            feedback = "answer_wrong" if negative else rng.choices((None, "positive"), (88, 12))[0]
+        elif kind == "partial":
+            decision, reason = "partial", "required_claim_not_covered"
+            first = intent.answer.split(". ")[0].rstrip(".") + "."
+            text = (
+                f"{first} I could not find the rest of what you asked in the documents "
+                "available to you."
+            )
+        elif kind == "ungrounded_answer":
+            decision, ungrounded = "answer", True
+            text = intent.answer.replace("14 days", "30 days").replace("45 days", "60 days")
+            feedback = "answer_wrong" if negative else None
+        elif kind == "abstain_low":
+            band = "low"
+            answerable = None
+            decision, reason = "abstain", "support_below_threshold"
+            text = self.refusal("R2", intent)
+            feedback = "expected_answer" if negative else None
+        elif kind == "abstain_lost":  # the rebuilt index lost the decisive passage
+            band, decisive = "none", []
+            empty = rng.random() < 0.6
+            answerable = False
+            decision, reason = "abstain", "no_answer_bearing_evidence"
+            text = self.refusal("R1", intent)
+            feedback = "expected_answer" if negative else None
+        elif kind == "ungrounded_refused":
+            ungrounded = True
+            decision, reason = "abstain", "required_claim_not_covered"
+            text = self.refusal("R3", intent, role="the Support team")
+            feedback = "expected_answer" if negative else None
+        elif kind == "abstain_related":
+            band, answerable = "related", False
+            decision, reason = "abstain", "required_claim_not_covered"
+            text = self.refusal("R2", intent)
+            feedback = "expected_answer" if negative else None
+        elif kind == "abstain_nothing":
+            band, answerable = "none", False
+            empty = rng.random() < (0.5 if drifted else 0.3)
+            decision, reason = "abstain", "no_answer_bearing_evidence"
+            text = self.refusal("R1", intent)
+        elif kind == "clarify":
+            band, ambiguous = "related", True
+            decision, reason = "clarify", "ambiguous_question"
+            text = self.refusal("F1", intent)
+        elif kind == "escalate":
+            band, answerable = "related", None
+            decision, reason = "escalate", "restricted_topic"
+            topic_key = intent.topic_key
+            role_name = (
+                "the Legal team"
+                if topic_key == "legal_dispute"
+                else (
+                    "the Security team"
+                    if topic_key == "security_incident"
+                    else "the Privacy Operations team"
+                )
+            )
+            text = self.refusal("E1", intent, role=role_name)
+            if intent.restricted_source is not None:
+                ref, needle = intent.restricted_source
+                filtered = [_find(ref, needle)]
+        else:  # not_allowed
+            band, answerable = "low", False
+            decision, reason = "abstain", "source_not_allowed"
+            text = self.refusal("R1", intent)
+            assert intent.restricted_source is not None
+            filtered = [_find(*intent.restricted_source)]
+
+        chunks, top = self.chunks(mode, band, decisive, related, filtered, n_filler, empty)
+        unfiltered = [c for c in chunks if not c.filtered]
+        hits = len(unfiltered)
+        sent = unfiltered[:3]
+        context = "\n\n".join(f"[{c.chunk_id}] {c.text}" for c in sent)
+        if decision in ("answer", "partial") and intent.claims:
+            claims = intent.claims if decision == "answer" else intent.claims[:1]
+            by_passage = {p.chunk_id for p in decisive}
+            citations = tuple(
+                Citation(claim, (decisive[idx].chunk_id,))
+                for claim, idx in claims
+                if idx < len(decisive) and decisive[idx].chunk_id in by_passage
+            )
+        attributes: dict[str, str | int | float | bool] = {
+            "language": language,
+            "customer_tier": tier,
+            "document_type": doc_type,
+            "intent": intent.key,
+        }
+        if topic_key:
+            attributes["topic"] = topic_key
+        return Trace(
+            trace_id=f"{DEMO_PREFIX}{i:06d}",
+            time=at,
+            query=self.question(intent),
+            rewritten_query=intent.rewritten,
+            user_role=role,
+            identity_scopes=scopes,
+            chunks=tuple(chunks),
+            context_sent=context,
+            ranking_mode=mode,
+            hits_after_filter=hits,
+            top_score=top if hits else None,
+            answerable=answerable,
+            ambiguous=ambiguous,
+            ungrounded=ungrounded,
+            decision=decision,
+            reason_code=reason,
+            answer_text=text,
+            citations=citations,
+            feedback=feedback,
+            versions={
+                **versions,
+                "reranker": "bge-reranker-v2-m3" if mode == "semantic_reranker" else "none",
+            },
+            attributes=attributes,
+        )
+
+    def caveat_text(self) -> str:
+        message = self.wording.messages["C1"]
+        return render(message, {"document": "the policy linked below"})
+
+    def cleared(self, i: int, week: _Week, versions: dict[str, str], which: int) -> Trace:
+        intent, role, scopes = CLEARED[which % len(CLEARED)]
+        decisive = self.passages(intent.evidence)
+        mode = "vector"
+        chunks, top = self.chunks(mode, "high", decisive, [], [], 1)
+        sent = [c for c in chunks if not c.filtered][:3]
+        return Trace(
+            trace_id=f"{DEMO_PREFIX}{i:06d}",
+            time=week.start + dt.timedelta(days=self.rng.randrange(5), hours=10),
+            query=intent.questions[0],
+            rewritten_query=intent.rewritten,
+            user_role=role,
+            identity_scopes=scopes,
+            chunks=tuple(chunks),
+            context_sent="\n\n".join(f"[{c.chunk_id}] {c.text}" for c in sent),
+            ranking_mode=mode,
+            hits_after_filter=len(chunks),
+            top_score=top,
+            answerable=True,
+            ambiguous=False,
+            ungrounded=False,
+            decision="answer",
+            answer_text=intent.answer,
+            citations=tuple(Citation(c, (decisive[k].chunk_id,)) for c, k in intent.claims),
+            versions={**versions, "reranker": "none"},
+            attributes={
+                "language": "en",
+                "customer_tier": "internal",
+                "document_type": intent.doc_type,
+                "intent": intent.key,
+            },
+        )
+
+
+def demo_traces(
+    n: int = DEMO_TRACES, seed: int = DEMO_SEED, today: dt.date | None = None
+) -> Iterator[Trace]:
+    """The demo traces in time order of their weeks (deterministic but for the dates)."""
+    if n < WEEKS * 20:
+        raise ValueError(f"the demo needs at least {WEEKS * 20} traces")
+    starts = demo_weeks(today)
+    b = _Builder(seed, load_wording())
+    sizes = _weekly_sizes(n)
+    i = 0
+    missing_left = 4
+    carry: dict[str, float] = {}
+    for w, (start, size) in enumerate(zip(starts, sizes, strict=True), start=1):
+        drifted = w >= DRIFT_WEEK
+        versions = {
+            "model": "gpt-4.1-mini-2025-04-14",
+            "embedding": "text-embedding-3-large",
+            "prompt": "support-answer@12" if w < 6 else "support-answer@13",
+            "index": (
+                f"kb-{starts[0]:%Y-%m-%d}"
+                if not drifted
+                else f"kb-{starts[DRIFT_WEEK - 1]:%Y-%m-%d}-rechunked"
+            ),
+            "policy": "no-answer-policy@2" if w < 5 else "no-answer-policy@3",
+        }
+        week = _Week(w, start)
+        cleared = 1 if w % 3 == 0 else 0
+        counts = _exact_counts(size - cleared, DRIFT_MIX if drifted else BASE_MIX)
+        kinds = [k for k, c in zip(OUTCOMES, counts, strict=True) for _ in range(c)]
+        b.rng.shuffle(kinds)
+        # negative feedback: an exact share of each outcome, the remainder carried over weeks
+        negatives: dict[str, int] = {}
+        for kind, c in zip(OUTCOMES, counts, strict=True):
+            carry[kind] = carry.get(kind, 0.5) + c * NEGATIVE_SHARE.get(kind, 0.0)
+            negatives[kind] = int(carry[kind])
+            carry[kind] -= negatives[kind]
+        for kind in kinds:
+            i += 1
+            negative = negatives[kind] > 0
+            negatives[kind] -= int(negative)
+            t = b.trace(i, week, kind, drifted, versions, negative)
+            if w == MISSING_REASON_WEEK and kind == "abstain_related" and missing_left > 0:
+                missing_left -= 1  # the logging bug of week 11: refusals without a reason
+                t = dataclasses.replace(t, reason_code=None)
+            yield t
+        for _ in range(cleared):
+            i += 1
+            yield b.cleared(i, week, versions, w)
+
+
+def build_demo_traces(engine: Engine, tax: Taxonomy, n: int | None = None) -> int:
+    """Import the demo traces through the import path; 0 when demo traces exist already."""
+    from review.traces import traces
+
+    with read_session(engine) as s:
+        already = s.scalar(
+            select(func.count())
+            .select_from(TraceRow)
+            .where(TraceRow.trace_id.like(f"{DEMO_PREFIX}%"))
+        )
+    if already:
+        return 0
+    size = n or DEMO_TRACES
+    today = dt.datetime.now(dt.UTC).date()
+    report = traces.import_items(
+        engine,
+        DEMO_ACTOR,
+        demo_traces(size, DEMO_SEED, today),
+        source="demo data (Brightwave support assistant)",
+        fmt="canonical",
+    )
+    return report.added
+
+
+# ---------------------------------------------------------------------------------------
+# Benchmark data
+
+
+def write_synthetic(fh: IO[str], n: int, chunks: int = 5, seed: int = 7) -> int:
+    """Write ``n`` canonical JSONL traces with ``chunks`` chunks each (spread over 12 weeks)."""
+    rng = random.Random(seed)
+    starts = demo_weeks()
+    span = WEEKS * 7 * 86400
+    decisions = ("answer", "answer", "answer", "abstain", "abstain", "clarify", "escalate")
+    reasons = {
+        "answer": None,
+        "abstain": "no_answer_bearing_evidence",
+        "clarify": "ambiguous_question",
+        "escalate": "restricted_topic",
+    }
+    text = (
+        "2.1 A customer may ask for a refund of a monthly subscription charge within 14 days "
+        "of the charge date. Refunds go back to the original payment method."
+    )
+    for i in range(n):
+        at = starts[0] + dt.timedelta(seconds=int(span * i / max(1, n)))
+        decision = decisions[rng.randrange(len(decisions))]
+        score = round(rng.uniform(0.34, 0.95), 3)
+        cs = [
+            {
+                "chunk_id": f"DOC-{rng.randrange(500):03d}@1#p{k}",
+                "doc_id": f"DOC-{rng.randrange(500):03d}",
+                "doc_version": 1,
+                "rank": k + 1,
+                "score": round(score - 0.03 * k, 3),
+                "text": text,
+                "filtered": k == chunks - 1 and rng.random() < 0.1,
+                "effective_date": "2025-03-01",
+            }
+            for k in range(chunks)
+        ]
+        rec: dict[str, Any] = {
+            "trace_id": f"bench-{i:08d}",
+            "time": at.isoformat().replace("+00:00", "Z"),
+            "query": f"How many days do we have to ask for a refund? (request {i})",
+            "rewritten_query": "refund window monthly",
+            "user_role": "customer_admin",
+            "identity_scopes": ["public"],
+            "chunks": cs,
+            "context_sent": text,
+            "ranking_mode": "vector" if i % 3 else "semantic_reranker",
+            "hits_after_filter": chunks - sum(1 for c in cs if c["filtered"]),
+            "top_score": score,
+            "answerable": decision == "answer",
+            "ambiguous": decision == "clarify",
+            "ungrounded": rng.random() < 0.03,
+            "decision": decision,
+            "reason_code": reasons[decision],
+            "answer_text": "You can ask within 14 days of the charge date.",
+            "citations": [{"claim": "Refunds within 14 days.", "chunk_ids": [cs[0]["chunk_id"]]}],
+            "feedback": "expected_answer" if rng.random() < 0.03 else None,
+            "versions": {"model": "m-1", "index": f"kb-{i * 12 // max(1, n)}", "policy": "p@3"},
+            "attributes": {"language": "en", "customer_tier": "team", "document_type": "policy"},
+        }
+        fh.write(json.dumps(rec, separators=(",", ":")) + "\n")
+    return n
+
+
+_TRACE_COLS = (
+    "id", "trace_id", "at", "query", "rewritten_query", "user_role", "identity_scopes",
+    "context_sent", "ranking_mode", "hits_after_filter", "top_score", "answerable", "ambiguous",
+    "ungrounded", "decision", "reason_code", "answer_text", "citations", "feedback", "versions",
+    "attributes", "policy_version", "model_version", "language", "customer_tier",
+    "document_type", "restricted", "redactions", "import_id", "imported_at",
+)  # fmt: skip
+_CHUNK_COLS = (
+    "trace_pk", "chunk_id", "doc_id", "doc_version", "rank", "score", "text", "filtered",
+    "effective_date",
+)  # fmt: skip
+
+
+def sqlite_floor(db_path: Path, jsonl: Path, batch: int = 5000) -> int:
+    """Insert the traces of a canonical JSONL file into a fresh database with the workbench
+    schema using plain sqlite3 ``executemany`` in one transaction, without validation,
+    redaction or duplicate checks: the speed floor for the importer. Returns traces written."""
+    from storage.db import make_engine, migrate
+
+    engine = make_engine(f"sqlite:///{db_path}")
+    migrate(engine)
+    engine.dispose()
+    con = sqlite3.connect(db_path, isolation_level=None)
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute("PRAGMA synchronous=NORMAL")
+    tq = (
+        f"INSERT INTO traces ({', '.join(_TRACE_COLS)}) "
+        f"VALUES ({', '.join('?' * len(_TRACE_COLS))})"
+    )
+    cq = (
+        f"INSERT INTO trace_chunks ({', '.join(_CHUNK_COLS)}) "
+        f"VALUES ({', '.join('?' * len(_CHUNK_COLS))})"
+    )
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+    n = 0
+    trows: list[tuple[Any, ...]] = []
+    crows: list[tuple[Any, ...]] = []
+    con.execute("BEGIN")
+    with jsonl.open(encoding="utf-8") as fh:
+        for line in fh:
+            d = json.loads(line)
+            n += 1
+            at = dt.datetime.fromisoformat(d["time"]).strftime("%Y-%m-%d %H:%M:%S.%f")
+            v, a = d.get("versions") or {}, d.get("attributes") or {}
+            trows.append(
+                (
+                    n, d["trace_id"], at, d["query"], d.get("rewritten_query"),
+                    d.get("user_role"), json.dumps(d.get("identity_scopes") or []),
+                    d.get("context_sent") or "", d.get("ranking_mode"),
+                    d.get("hits_after_filter"), d.get("top_score"), d.get("answerable"),
+                    d.get("ambiguous"), d.get("ungrounded"), d.get("decision"),
+                    d.get("reason_code"), d.get("answer_text") or "",
+                    json.dumps(d.get("citations") or []), d.get("feedback"), json.dumps(v),
+                    json.dumps(a), v.get("policy"), v.get("model"), a.get("language"),
+                    a.get("customer_tier"), a.get("document_type"), False, "{}", None, now,
+                )
+            )  # fmt: skip
+            for c in d.get("chunks") or []:
+                crows.append(
+                    (
+                        n, c["chunk_id"], c.get("doc_id"), c.get("doc_version"), c.get("rank"),
+                        c.get("score"), c.get("text") or "", bool(c.get("filtered")),
+                        c.get("effective_date"),
+                    )
+                )  # fmt: skip
+            if len(trows) >= batch:
+                con.executemany(tq, trows)
+                con.executemany(cq, crows)
+                trows, crows = [], []
+    if trows:
+        con.executemany(tq, trows)
+        con.executemany(cq, crows)
+    con.execute("COMMIT")
+    con.close()
+    return n

@@ -1,0 +1,949 @@
+"""Evaluation runs: a pipeline's outputs on the labeled cases, imported or executed here.
+
+Run outputs JSONL (one object per line)::
+
+    {"case": "CASE-001", "decision": "answer", "score": 0.71, "text": "...",
+     "cited_ids": ["POL-REFUND-MONTHLY@2"], "repeat": 0, "reason_code": null,
+     "ranking_mode": "vector", "versions": {"model": "m-2025-06"}, "error": null}
+
+``error`` (optional) marks an infrastructure failure (the pipeline raised, timed out or
+answered malformed); such rows are counted apart and never as answers.
+
+A pipeline executed here also answers perturbed copies of every case's input, for the
+metamorphic checks that need a re-run (see :func:`perturbations`): the visible documents that
+are not decisive reordered, and a high-overlap distractor with no answer added. Each perturbed
+answer is stored linked to the output of the same case and repeat.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import datetime as dt
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from sqlalchemy import Engine, Text, cast, distinct, exists, func, select, union_all
+from sqlalchemy.orm import Session
+
+from review.builder.families import restricted_text_in
+from review.core.errors import InputError
+from review.core.identity import Actor, Permission, require
+from review.core.taxonomy import Taxonomy
+from review.core.textcheck import NUL_PROBLEM, load_json_line, nul_field
+from review.labels.labeling import current_label_filter
+from storage import changes
+from storage.db import read_session, run_write
+from storage.models import (
+    Adjudication,
+    Case,
+    CaseDocument,
+    CaseFamily,
+    CaseSlice,
+    Document,
+    EvalOutput,
+    EvalPerturbedOutput,
+    EvalRun,
+    Label,
+)
+
+
+class OutputIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+    case: str = Field(min_length=1)
+    decision: str | None = None
+    score: float | None = None
+    text: str = ""
+    cited_ids: list[str] = Field(default_factory=list)
+    repeat: int = Field(default=0, ge=0, le=2**31 - 1)  # what the database's integer holds
+    reason_code: str | None = None
+    ranking_mode: str | None = None
+    versions: dict[str, str] = Field(default_factory=dict)
+    error: str | None = None
+
+    @field_validator("score", mode="before")
+    @classmethod
+    def _score(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            try:
+                return float(v)
+            except ValueError:
+                raise ValueError("must be a number") from None
+        if isinstance(v, bool):
+            raise ValueError("must be a number")
+        return v
+
+
+def iter_outputs(
+    lines: Iterable[str], source: str, tax: Taxonomy
+) -> Iterator[tuple[int, OutputIn]]:
+    for n, raw in enumerate(lines, start=1):
+        line = raw.strip()
+        if not line:
+            continue
+        data = load_json_line(line, f"{source}: line {n}")
+        if not isinstance(data, dict):
+            raise InputError(f"{source}: line {n}: expected a JSON object")
+        nul = nul_field(data)
+        if nul is not None:
+            raise InputError(f"{source}: line {n}: field {nul}: {NUL_PROBLEM}")
+        try:
+            item = OutputIn.model_validate(data)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            loc = ".".join(str(p) for p in err["loc"]) or "(record)"
+            msg = err["msg"].removeprefix("Value error, ")
+            if err["type"] == "extra_forbidden":
+                msg = "unknown field"
+            elif err["type"] == "missing":
+                msg = "required field is missing"
+            raise InputError(f"{source}: line {n}: field {loc}: {msg}") from None
+        if item.error is None:
+            if item.decision is None:
+                raise InputError(
+                    f"{source}: line {n}: field decision: required unless error is set"
+                )
+            if item.decision not in tax.decisions:
+                raise InputError(
+                    f"{source}: line {n}: field decision: {item.decision!r} is "
+                    f"not one of: {', '.join(tax.decisions)}"
+                )
+        if item.reason_code is not None and item.reason_code not in tax.reason_codes:
+            raise InputError(
+                f"{source}: line {n}: field reason_code: {item.reason_code!r} is "
+                "not a reason code of the taxonomy"
+            )
+        yield n, item
+
+
+@dataclass(frozen=True)
+class RunRow:
+    id: int
+    name: str
+    system_version: str
+    source: str
+    created_at: dt.datetime
+    created_by: str
+    outputs: int
+    cases: int
+    infra_failures: int
+    notes: str
+
+
+def import_run(
+    engine: Engine,
+    actor: Actor,
+    name: str,
+    system_version: str,
+    items: Sequence[tuple[int, OutputIn]],
+    source: str,
+    *,
+    run_source: str = "import",
+    config: Mapping[str, Any] | None = None,
+    notes: str = "",
+    perturbed: Sequence[PerturbedIn] = (),
+    created_at: dt.datetime | None = None,
+) -> int:
+    """Store a run and its outputs in one transaction; an unknown case or a duplicate
+    (case, repeat) is refused with its line and nothing is written.
+
+    ``perturbed`` answers (from :func:`execute`) are stored linked to the output of the same
+    case and repeat. ``created_at`` dates a run made earlier (the demo's history)."""
+    require(actor, Permission.run_evaluations)
+    name = name.strip()
+    if not name:
+        raise InputError("give the run a name")
+    if not items:
+        raise InputError(f"{source}: no outputs in the file")
+
+    def work(s: Session) -> int:
+        if s.scalar(select(EvalRun.id).where(EvalRun.name == name)) is not None:
+            raise InputError(f"a run named {name!r} already exists; choose another name")
+        keys = {it.case for _, it in items}
+        ids = dict(s.execute(select(Case.key, Case.id).where(Case.key.in_(keys))).all())
+        run = EvalRun(
+            name=name,
+            system_version=system_version.strip() or "unspecified",
+            source=run_source,
+            config=dict(config or {}),
+            notes=notes,
+            created_by=actor.email,
+        )
+        if created_at is not None:
+            run.created_at = created_at
+        s.add(run)
+        s.flush()
+        seen: dict[tuple[str, int], EvalOutput] = {}
+        rows = []
+        for line, it in items:
+            if it.case not in ids:
+                raise InputError(
+                    f"{source}: line {line}: field case: {it.case!r} is not a case in the workbench"
+                )
+            if (it.case, it.repeat) in seen:
+                raise InputError(
+                    f"{source}: line {line}: case {it.case} repeat {it.repeat} appears twice"
+                )
+            row = EvalOutput(
+                run_id=run.id,
+                case_id=ids[it.case],
+                repeat=it.repeat,
+                decision=None if it.error else it.decision,
+                reason_code=it.reason_code,
+                score=it.score,
+                ranking_mode=it.ranking_mode,
+                text=it.text,
+                cited_doc_ids=list(it.cited_ids),
+                infra_error=it.error,
+                versions=dict(it.versions),
+            )
+            seen[(it.case, it.repeat)] = row
+            rows.append(row)
+        s.add_all(rows)
+        if perturbed:
+            s.flush()
+            extra = []
+            for p in perturbed:
+                base = seen.get((p.case, p.repeat))
+                if base is None:
+                    raise InputError(
+                        f"a perturbed output names case {p.case} repeat {p.repeat}, "
+                        "which has no output in the run"
+                    )
+                o = p.output
+                extra.append(
+                    EvalPerturbedOutput(
+                        output_id=base.id,
+                        kind=p.kind,
+                        perturbation=dict(p.perturbation),
+                        decision=None if o.error else o.decision,
+                        reason_code=o.reason_code,
+                        score=o.score,
+                        text=o.text,
+                        cited_doc_ids=list(o.cited_ids),
+                        infra_error=o.error,
+                    )
+                )
+            s.add_all(extra)
+        changes.record(
+            s,
+            actor.email,
+            "create",
+            "eval_run",
+            run.id,
+            None,
+            {
+                "name": name,
+                "system_version": system_version,
+                "outputs": len(rows),
+                "perturbed_outputs": len(perturbed),
+                "source": source,
+            },
+        )
+        return run.id
+
+    return run_write(engine, work)
+
+
+def list_runs(engine: Engine) -> list[RunRow]:
+    with read_session(engine) as s:
+        stats = (
+            select(
+                EvalOutput.run_id,
+                func.count(EvalOutput.id).label("n"),
+                func.count(func.distinct(EvalOutput.case_id)).label("cases"),
+                func.count(EvalOutput.infra_error).label("infra"),
+            )
+            .group_by(EvalOutput.run_id)
+            .subquery()
+        )
+        rows = s.execute(
+            select(EvalRun, stats.c.n, stats.c.cases, stats.c.infra)
+            .outerjoin(stats, stats.c.run_id == EvalRun.id)
+            .order_by(EvalRun.id.desc())
+        ).all()
+        return [
+            RunRow(
+                r.id,
+                r.name,
+                r.system_version,
+                r.source,
+                r.created_at,
+                r.created_by,
+                int(n or 0),
+                int(c or 0),
+                int(i or 0),
+                r.notes,
+            )
+            for r, n, c, i in rows
+        ]
+
+
+def gold_subquery() -> Any:
+    """The agreed (gold) label per case, where one exists: the latest adjudication; for a
+    case never adjudicated, the label its annotators agree on (two or more current labels,
+    the same decision and the same reason codes). Cases without either fall back to the
+    author's expected decision where this is used."""
+    latest = (
+        select(Adjudication.case_id, func.max(Adjudication.id).label("adj_id"))
+        .group_by(Adjudication.case_id)
+        .subquery()
+    )
+    adjudicated = select(
+        latest.c.case_id,
+        Adjudication.decision.label("gold_decision"),
+        Adjudication.reason_codes.label("gold_reasons"),
+    ).join(Adjudication, Adjudication.id == latest.c.adj_id)
+    current = (
+        select(
+            Label.case_id,
+            Label.id,
+            Label.decision,
+            cast(Label.reason_codes, Text).label("rc"),
+        )
+        .where(current_label_filter())
+        .subquery("current_labels")
+    )
+    unanimous = (
+        select(current.c.case_id, func.max(current.c.id).label("label_id"))
+        .group_by(current.c.case_id)
+        .having(
+            func.count() >= 2,
+            func.count(distinct(current.c.decision)) == 1,
+            func.count(distinct(current.c.rc)) == 1,
+        )
+        .subquery("unanimous")
+    )
+    agreed = (
+        select(
+            unanimous.c.case_id,
+            Label.decision.label("gold_decision"),
+            Label.reason_codes.label("gold_reasons"),
+        )
+        .join(Label, Label.id == unanimous.c.label_id)
+        .where(~exists().where(Adjudication.case_id == unanimous.c.case_id))
+    )
+    return union_all(adjudicated, agreed).subquery("gold")
+
+
+def score_outputs(
+    engine: Engine, items: Sequence[tuple[int, OutputIn]], source: str, tax: Taxonomy
+) -> pd.DataFrame:
+    """Outputs read from a file, joined to their cases and gold labels without storing them
+    (for the CI release gate). Same columns as :func:`outputs_frame`."""
+    gold = gold_subquery()
+    keys = sorted({it.case for _, it in items})
+    with read_session(engine) as s:
+        rows = {
+            r.key: r
+            for r in s.execute(
+                select(
+                    Case.id,
+                    Case.key,
+                    Case.split,
+                    func.coalesce(gold.c.gold_decision, Case.expected_decision).label("gold"),
+                )
+                .outerjoin(gold, gold.c.case_id == Case.id)
+                .where(Case.key.in_(keys))
+            )
+        }
+        slices: dict[int, list[str]] = {}
+        ids = [r.id for r in rows.values()]
+        for cid, sl in s.execute(
+            select(CaseSlice.case_id, CaseSlice.slice).where(CaseSlice.case_id.in_(ids))
+        ):
+            slices.setdefault(cid, []).append(sl)
+    answering = tax.answering_decisions()
+    out = []
+    for line, it in items:
+        case = rows.get(it.case)
+        if case is None:
+            raise InputError(
+                f"{source}: line {line}: field case: {it.case!r} is not a case in the workbench"
+            )
+        out.append(
+            {
+                "case_id": case.id,
+                "key": case.key,
+                "split": case.split,
+                "gold": case.gold,
+                "decision": it.decision,
+                "score": it.score,
+                "infra": it.error is not None,
+                "answerable": case.gold in answering,
+                "answered": it.error is None and it.decision in answering,
+                "slices": tuple(sorted(slices.get(case.id, []))),
+                "repeat": it.repeat,
+            }
+        )
+    df = pd.DataFrame(out)
+    df["acceptable"] = df["answerable"]
+    return df
+
+
+def outputs_frame(engine: Engine, run_id: int, tax: Taxonomy) -> pd.DataFrame:
+    """One row per output joined to its case and gold label (adjudication, else the case's
+    expected decision), with ``answerable`` (gold decision answers) and ``answered``.
+
+    ``family`` is the case's question family; ``leaked`` marks an output that cites a
+    document forbidden to the case's identity or repeats restricted text from one;
+    ``cites_superseded`` one that cites a document the case marks as superseded."""
+    gold = gold_subquery()
+    with read_session(engine) as s:
+        rows = s.execute(
+            select(
+                EvalOutput.case_id,
+                Case.key,
+                Case.split,
+                Case.category,
+                Case.family_id,
+                CaseFamily.key.label("family"),
+                Case.evidence_state,
+                func.coalesce(gold.c.gold_decision, Case.expected_decision).label("gold"),
+                Case.reason_codes.label("case_reasons"),
+                gold.c.gold_reasons,
+                EvalOutput.repeat,
+                EvalOutput.decision,
+                EvalOutput.reason_code,
+                EvalOutput.score,
+                EvalOutput.ranking_mode,
+                EvalOutput.cited_doc_ids,
+                EvalOutput.infra_error,
+                EvalOutput.text,
+            )
+            .join(Case, Case.id == EvalOutput.case_id)
+            .outerjoin(CaseFamily, CaseFamily.id == Case.family_id)
+            .outerjoin(gold, gold.c.case_id == Case.id)
+            .where(EvalOutput.run_id == run_id)
+            .order_by(EvalOutput.case_id, EvalOutput.repeat)
+        ).all()
+        ids = sorted({r.case_id for r in rows})
+        slices: dict[int, list[str]] = {}
+        for cid, sl in s.execute(
+            select(CaseSlice.case_id, CaseSlice.slice).where(CaseSlice.case_id.in_(ids))
+        ):
+            slices.setdefault(cid, []).append(sl)
+        visible: dict[int, set[str]] = {}
+        forbidden: dict[int, set[str]] = {}
+        superseded: dict[int, set[str]] = {}
+        for cid, key, ver, vis, role in s.execute(
+            select(
+                CaseDocument.case_id,
+                Document.doc_key,
+                Document.version,
+                CaseDocument.visibility,
+                CaseDocument.role,
+            )
+            .join(Document, Document.id == CaseDocument.document_id)
+            .where(CaseDocument.case_id.in_(ids))
+        ):
+            if vis == "visible":
+                visible.setdefault(cid, set()).update({f"{key}@{ver}", key})
+                if role == "superseded":
+                    superseded.setdefault(cid, set()).add(f"{key}@{ver}")
+            else:
+                forbidden.setdefault(cid, set()).update({f"{key}@{ver}", key})
+        # bodies only for the cases that hide a document (to look for restricted text)
+        bodies: dict[int, tuple[list[str], list[str]]] = {}
+        for cid, vis, body in s.execute(
+            select(CaseDocument.case_id, CaseDocument.visibility, Document.body)
+            .join(Document, Document.id == CaseDocument.document_id)
+            .where(CaseDocument.case_id.in_(sorted(forbidden)))
+        ):
+            shown, hidden = bodies.setdefault(cid, ([], []))
+            (shown if vis == "visible" else hidden).append(body)
+    answering = tax.answering_decisions()
+    df = pd.DataFrame([r._asdict() for r in rows])
+    if df.empty:
+        return pd.DataFrame(
+            columns=[
+                "case_id",
+                "key",
+                "split",
+                "category",
+                "gold",
+                "decision",
+                "score",
+                "answerable",
+                "answered",
+                "infra",
+                "acceptable",
+                "slices",
+                "citations_valid",
+                "repeat",
+                "family",
+                "evidence_state",
+                "leaked",
+                "cites_superseded",
+            ]
+        )
+    df["gold_reasons"] = [
+        g if isinstance(g, list) else c
+        for g, c in zip(df["gold_reasons"], df["case_reasons"], strict=True)
+    ]
+    df["slices"] = [tuple(sorted(slices.get(c, []))) for c in df["case_id"]]
+    df["infra"] = df["infra_error"].notna()
+    df["answerable"] = df["gold"].isin(answering)
+    df["answered"] = df["decision"].isin(answering) & ~df["infra"]
+    # Without claim-level verdicts, answering is acceptable exactly when a gold answer exists.
+    df["acceptable"] = df["answerable"]
+    df["citations_valid"] = [
+        all(c in visible.get(cid, set()) for c in cited)
+        for cid, cited in zip(df["case_id"], df["cited_doc_ids"], strict=True)
+    ]
+
+    def leaked(cid: int, cited: list[str] | None, text: str | None) -> bool:
+        if cid not in forbidden:
+            return False
+        if any(c in forbidden[cid] for c in cited or []):
+            return True
+        shown, hidden = bodies.get(cid, ([], []))
+        return restricted_text_in(text or "", hidden, shown)
+
+    df["leaked"] = [
+        leaked(cid, cited, text)
+        for cid, cited, text in zip(df["case_id"], df["cited_doc_ids"], df["text"], strict=True)
+    ]
+    df["cites_superseded"] = [
+        any(c in superseded.get(cid, set()) for c in (cited or []))
+        for cid, cited in zip(df["case_id"], df["cited_doc_ids"], strict=True)
+    ]
+    return df
+
+
+PERTURBED_COLUMNS = [
+    "key",
+    "family",
+    "evidence_state",
+    "gold",
+    "repeat",
+    "kind",
+    "base_decision",
+    "base_infra",
+    "base_answered",
+    "base_cited",
+    "decision",
+    "infra",
+    "infra_error",
+    "answered",
+    "reason_code",
+    "score",
+    "cited_doc_ids",
+    "text",
+    "perturbation",
+]
+
+
+def perturbed_frame(engine: Engine, run_id: int, tax: Taxonomy) -> pd.DataFrame:
+    """One row per perturbed answer of the run, beside the output it is compared with (same
+    case and repeat): ``base_*`` columns are that output's, the rest the perturbed answer's."""
+    gold = gold_subquery()
+    with read_session(engine) as s:
+        rows = s.execute(
+            select(
+                Case.key,
+                CaseFamily.key.label("family"),
+                Case.evidence_state,
+                func.coalesce(gold.c.gold_decision, Case.expected_decision).label("gold"),
+                EvalOutput.repeat,
+                EvalPerturbedOutput.kind,
+                EvalOutput.decision.label("base_decision"),
+                EvalOutput.infra_error.label("base_error"),
+                EvalOutput.cited_doc_ids.label("base_cited"),
+                EvalPerturbedOutput.decision,
+                EvalPerturbedOutput.infra_error,
+                EvalPerturbedOutput.reason_code,
+                EvalPerturbedOutput.score,
+                EvalPerturbedOutput.cited_doc_ids,
+                EvalPerturbedOutput.text,
+                EvalPerturbedOutput.perturbation,
+            )
+            .join(EvalOutput, EvalOutput.id == EvalPerturbedOutput.output_id)
+            .join(Case, Case.id == EvalOutput.case_id)
+            .outerjoin(CaseFamily, CaseFamily.id == Case.family_id)
+            .outerjoin(gold, gold.c.case_id == Case.id)
+            .where(EvalOutput.run_id == run_id)
+            .order_by(EvalOutput.case_id, EvalOutput.repeat, EvalPerturbedOutput.kind)
+        ).all()
+    if not rows:
+        return pd.DataFrame(columns=PERTURBED_COLUMNS)
+    answering = tax.answering_decisions()
+    df = pd.DataFrame([r._asdict() for r in rows])
+    df["base_infra"] = df.pop("base_error").notna()
+    df["infra"] = df["infra_error"].notna()
+    df["base_answered"] = df["base_decision"].isin(answering) & ~df["base_infra"]
+    df["answered"] = df["decision"].isin(answering) & ~df["infra"]
+    return df[PERTURBED_COLUMNS]
+
+
+def family_history(
+    engine: Engine, tax: Taxonomy, run_ids: Sequence[int] | None = None
+) -> pd.DataFrame:
+    """Every output on a case of a question family, over all runs (or ``run_ids``), in the
+    runs' chronological order: the input of :func:`review.evaluation.runmetrics.family_drift`."""
+    gold = gold_subquery()
+    q = (
+        select(
+            EvalRun.id.label("run_id"),
+            EvalRun.name.label("run"),
+            EvalRun.created_at,
+            CaseFamily.key.label("family"),
+            Case.key,
+            EvalOutput.repeat,
+            func.coalesce(gold.c.gold_decision, Case.expected_decision).label("gold"),
+            EvalOutput.decision,
+            EvalOutput.infra_error,
+        )
+        .join(EvalRun, EvalRun.id == EvalOutput.run_id)
+        .join(Case, Case.id == EvalOutput.case_id)
+        .join(CaseFamily, CaseFamily.id == Case.family_id)
+        .outerjoin(gold, gold.c.case_id == Case.id)
+        .order_by(EvalRun.created_at, EvalRun.id, Case.key, EvalOutput.repeat)
+    )
+    if run_ids is not None:
+        q = q.where(EvalRun.id.in_(list(run_ids)))
+    with read_session(engine) as s:
+        rows = s.execute(q).all()
+    cols = ["run_id", "run", "created_at", "family", "key", "repeat", "gold", "decision"]
+    if not rows:
+        return pd.DataFrame(columns=[*cols, "infra", "answerable", "answered"])
+    answering = tax.answering_decisions()
+    df = pd.DataFrame([r._asdict() for r in rows])
+    df["infra"] = df.pop("infra_error").notna()
+    df["answerable"] = df["gold"].isin(answering)
+    df["answered"] = df["decision"].isin(answering) & ~df["infra"]
+    return df
+
+
+# ---------------------------------------------------------------------------------------
+# Executing a pipeline
+
+
+@dataclass(frozen=True)
+class PipelineDocument:
+    doc_id: str
+    version: int
+    title: str
+    body: str
+    effective_date: dt.date | None
+    authority: str
+    jurisdiction: str
+    access_scope: str
+
+    @classmethod
+    def of(cls, d: Document) -> PipelineDocument:
+        """What a pipeline gets of a stored document version."""
+        return cls(
+            d.doc_key,
+            d.version,
+            d.title,
+            d.body,
+            d.effective_date,
+            d.authority,
+            d.jurisdiction,
+            d.access_scope,
+        )
+
+
+@dataclass(frozen=True)
+class PipelineInput:
+    case_key: str
+    question: str
+    documents: tuple[PipelineDocument, ...]
+    identity: dict[str, Any]
+    forbidden: tuple[PipelineDocument, ...] = field(default=())
+    # the case's role of each visible document (decisive, distractor, context, ...), in order
+    roles: tuple[str, ...] = field(default=())
+
+
+Pipeline = Callable[[str, Sequence[PipelineDocument], dict[str, Any]], Mapping[str, Any]]
+
+
+def pipeline_inputs(engine: Engine, status: str = "ready") -> Iterator[PipelineInput]:
+    """The cases as a pipeline sees them: only the documents visible to the identity (the
+    forbidden ones ride along separately so a deliberately broken pipeline can misuse them)."""
+    last = 0
+    while True:
+        with read_session(engine) as s:
+            batch = s.execute(
+                select(Case.id, Case.key, Case.question, Case.identity_name, Case.identity_scopes)
+                .where(Case.status == status, Case.id > last)
+                .order_by(Case.id)
+                .limit(200)
+            ).all()
+            if not batch:
+                return
+            ids = [b.id for b in batch]
+            docs: dict[int, list[tuple[str, str, PipelineDocument]]] = {}
+            for cid, vis, role, d in s.execute(
+                select(CaseDocument.case_id, CaseDocument.visibility, CaseDocument.role, Document)
+                .join(Document, Document.id == CaseDocument.document_id)
+                .where(CaseDocument.case_id.in_(ids))
+                .order_by(CaseDocument.case_id, CaseDocument.position)
+            ):
+                docs.setdefault(cid, []).append(
+                    (
+                        vis,
+                        role,
+                        PipelineDocument.of(d),
+                    )
+                )
+        for b in batch:
+            mine = docs.get(b.id, [])
+            yield PipelineInput(
+                b.key,
+                b.question,
+                tuple(d for v, _r, d in mine if v == "visible"),
+                {"name": b.identity_name, "scopes": list(b.identity_scopes)},
+                tuple(d for v, _r, d in mine if v != "visible"),
+                tuple(r for v, r, _d in mine if v == "visible"),
+            )
+        last = batch[-1].id
+
+
+# ---------------------------------------------------------------------------------------
+# Metamorphic perturbations: the same case, re-run on a changed input
+
+PERTURBATION_KINDS = ("reorder", "distractor")
+
+
+@dataclass(frozen=True)
+class Perturbation:
+    """A perturbed copy of a case's visible documents and what was changed (JSON-able)."""
+
+    kind: str
+    documents: tuple[PipelineDocument, ...]
+    detail: dict[str, Any]
+
+
+def doc_ref(d: PipelineDocument) -> str:
+    return f"{d.doc_id}@{d.version}"
+
+
+def reorder_irrelevant(inp: PipelineInput) -> Perturbation | None:
+    """The visible documents that are not decisive, in reverse order and moved ahead of the
+    decisive ones (or after them, when that alone changes nothing). None when no order of
+    the irrelevant documents differs from the original (one document, or only decisive)."""
+    docs = inp.documents
+    roles = inp.roles if len(inp.roles) == len(docs) else ("",) * len(docs)
+    decisive = tuple(d for d, r in zip(docs, roles, strict=True) if r == "decisive")
+    others = tuple(d for d, r in zip(docs, roles, strict=True) if r != "decisive")
+    was = [doc_ref(d) for d in docs]
+    for order in (others[::-1] + decisive, decisive + others[::-1]):
+        if [doc_ref(d) for d in order] != was:
+            return Perturbation(
+                "reorder",
+                order,
+                {"order": [doc_ref(d) for d in order], "was": was},
+            )
+    return None
+
+
+def distractor_document(
+    question: str, source: PipelineDocument | None, taken: Iterable[str] = ()
+) -> PipelineDocument:
+    """A document with high lexical overlap with the question and no answer, built only from
+    the source document's title and the question (every sentence of the source is dropped):
+    it repeats every query word and states nothing. Deterministic."""
+    q = " ".join(question.split())
+    if not q.endswith("?"):
+        q = q.rstrip(".!") + "?"
+    base = source.doc_id if source is not None else "CASE"
+    used = set(taken)
+    doc_id = f"{base}-OPEN-QUESTIONS"
+    n = 2
+    while doc_id in used:
+        doc_id = f"{base}-OPEN-QUESTIONS-{n}"
+        n += 1
+    title = f"{source.title}: open questions" if source is not None else "Open questions"
+    body = f"# {title}\n\nA reader asked: {q}\n\nNothing further is recorded here yet.\n"
+    return PipelineDocument(
+        doc_id,
+        1,
+        title,
+        body,
+        source.effective_date if source is not None else None,
+        source.authority if source is not None else "note",
+        source.jurisdiction if source is not None else "global",
+        source.access_scope if source is not None else "public",
+    )
+
+
+def add_distractor(inp: PipelineInput) -> Perturbation:
+    """The case's visible documents with a high-overlap distractor first. Its title comes
+    from the first visible decisive document (else the first visible one)."""
+    docs = inp.documents
+    roles = inp.roles if len(inp.roles) == len(docs) else ("",) * len(docs)
+    decisive = [d for d, r in zip(docs, roles, strict=True) if r == "decisive"]
+    source = decisive[0] if decisive else (docs[0] if docs else None)
+    added = distractor_document(inp.question, source, (d.doc_id for d in docs))
+    return Perturbation(
+        "distractor",
+        (added, *docs),
+        {
+            "added": doc_ref(added),
+            "source": doc_ref(source) if source is not None else None,
+            "title": added.title,
+            "body": added.body,
+        },
+    )
+
+
+def perturbations(inp: PipelineInput) -> list[Perturbation]:
+    """Every perturbation that applies to the case (the reorder needs two documents)."""
+    out = [reorder_irrelevant(inp), add_distractor(inp)]
+    return [p for p in out if p is not None]
+
+
+@dataclass(frozen=True)
+class PerturbedIn:
+    """A pipeline's answer to a perturbed input, for case ``case`` and repeat ``repeat``."""
+
+    case: str
+    repeat: int
+    kind: str
+    perturbation: dict[str, Any]
+    output: OutputIn
+
+
+def check_response(resp: Any, tax: Taxonomy) -> OutputIn | str:
+    """Validate a pipeline's answer; return the problem as text when it is malformed."""
+    if not isinstance(resp, Mapping):
+        return f"malformed response: expected a mapping, got {type(resp).__name__}"
+    decision = resp.get("decision")
+    if not isinstance(decision, str) or decision not in tax.decisions:
+        return f"malformed response: decision {decision!r} is not one of {', '.join(tax.decisions)}"
+    text = resp.get("text", "")
+    cites = resp.get("citations", [])
+    score = resp.get("score")
+    if not isinstance(text, str):
+        return "malformed response: text must be a string"
+    if not isinstance(cites, list | tuple) or not all(isinstance(c, str) for c in cites):
+        return "malformed response: citations must be a list of document ids"
+    if score is not None and (isinstance(score, bool) or not isinstance(score, int | float)):
+        return "malformed response: score must be a number or null"
+    reason = resp.get("reason_code")
+    if reason is not None and (not isinstance(reason, str) or reason not in tax.reason_codes):
+        return f"malformed response: reason_code {reason!r} is not in the taxonomy"
+    mode = resp.get("ranking_mode")
+    if mode is not None and not isinstance(mode, str):
+        return "malformed response: ranking_mode must be text or null"
+    try:
+        value = None if score is None else float(score)
+    except OverflowError:
+        return "malformed response: score is too large to be a number"
+    return OutputIn(
+        case="-",
+        decision=str(decision),
+        score=value,
+        text=text,
+        cited_ids=list(cites),
+        reason_code=reason,
+        ranking_mode=mode,
+    )
+
+
+class _Caller:
+    """Calls the pipeline in a worker thread with a timeout; a call that raises, times out or
+    answers malformed comes back as the problem's text."""
+
+    def __init__(self, pipeline: Pipeline, tax: Taxonomy, timeout_s: float) -> None:
+        self.pipeline = pipeline
+        self.tax = tax
+        self.timeout_s = timeout_s
+        self.pool = cf.ThreadPoolExecutor(max_workers=1)
+
+    def __call__(
+        self, question: str, documents: Sequence[PipelineDocument], identity: dict[str, Any]
+    ) -> OutputIn | str:
+        fut = self.pool.submit(self.pipeline, question, documents, identity)
+        try:
+            resp = fut.result(timeout=self.timeout_s)
+        except cf.TimeoutError:
+            self.pool.shutdown(wait=False, cancel_futures=True)
+            self.pool = cf.ThreadPoolExecutor(max_workers=1)
+            return f"timed out after {self.timeout_s:g}s"
+        except Exception as exc:  # the pipeline's own failure, recorded per case
+            return f"raised {type(exc).__name__}: {exc}"
+        return check_response(resp, self.tax)
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _output(got: OutputIn | str, case: str, repeat: int, system_version: str) -> OutputIn:
+    if isinstance(got, str):
+        return OutputIn(case=case, repeat=repeat, error=got)
+    return got.model_copy(
+        update={"case": case, "repeat": repeat, "versions": {"pipeline": system_version}}
+    )
+
+
+def execute(
+    engine: Engine,
+    actor: Actor,
+    pipeline: Pipeline,
+    tax: Taxonomy,
+    *,
+    name: str,
+    system_version: str,
+    repeats: int = 1,
+    timeout_s: float = 30.0,
+    config: Mapping[str, Any] | None = None,
+    progress: Callable[[int], None] | None = None,
+    perturb: bool = True,
+    created_at: dt.datetime | None = None,
+) -> int:
+    """Run ``pipeline`` on every ready case ``repeats`` times and store the run.
+
+    A call that raises, exceeds ``timeout_s`` or returns a malformed response is stored as an
+    infrastructure failure for that case and repeat, never as an answer. With ``perturb``
+    (the default) every repeat also answers each of the case's :func:`perturbations`.
+    """
+    require(actor, Permission.run_evaluations)
+    if repeats < 1:
+        raise InputError("repeats must be at least 1")
+    items: list[tuple[int, OutputIn]] = []
+    perturbed: list[PerturbedIn] = []
+    call = _Caller(pipeline, tax, timeout_s)
+    n = 0
+    try:
+        for inp in pipeline_inputs(engine):
+            changed = perturbations(inp) if perturb else []
+            for rep in range(repeats):
+                n += 1
+                got = call(inp.question, inp.documents, inp.identity)
+                items.append((n, _output(got, inp.case_key, rep, system_version)))
+                for p in changed:
+                    pg = call(inp.question, p.documents, inp.identity)
+                    perturbed.append(
+                        PerturbedIn(
+                            inp.case_key,
+                            rep,
+                            p.kind,
+                            p.detail,
+                            _output(pg, inp.case_key, rep, system_version),
+                        )
+                    )
+                if progress:
+                    progress(n)
+    finally:
+        call.close()
+    cfg = dict(config or {})
+    cfg.setdefault("repeats", repeats)
+    cfg.setdefault("perturbations", list(PERTURBATION_KINDS) if perturb else [])
+    return import_run(
+        engine,
+        actor,
+        name,
+        system_version,
+        items,
+        "pipeline",
+        run_source="pipeline",
+        config=cfg,
+        perturbed=perturbed,
+        created_at=created_at,
+    )

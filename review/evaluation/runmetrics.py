@@ -1,0 +1,578 @@
+"""Decision metrics of an evaluation run, by group, with Wilson intervals; run comparison.
+
+Input is the frame from :func:`review.evaluation.evalruns.outputs_frame` (one row per case and
+repeat).
+Infrastructure failures are counted apart and excluded from every rate.
+
+Definitions (k / n):
+
+- abstention recall: unanswerable cases (gold decision does not answer) that were not
+  answered / unanswerable cases;
+- false-refusal rate: answerable cases not answered / answerable cases;
+- decision accuracy: decision equal to the gold decision / cases;
+- unsupported-answer rate: answered cases where answering was not acceptable / cases
+  (the same denominator as the threshold sweep, so the release gate and this page agree);
+- reason-code accuracy: refusals of unanswerable cases whose reason code is one of the gold
+  reason codes / such refusals that carry a reason code;
+- citation validity: answers whose every cited id was visible to the case's identity /
+  answers with at least one citation;
+- CRAG score: mean of +1 (acceptable answer), 0 (no answer), -1 (unacceptable answer).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import altair as alt
+import numpy as np
+import pandas as pd
+
+from review.policy.selective import wilson_interval
+
+RATE_METRICS = (
+    "abstention_recall",
+    "false_refusal_rate",
+    "decision_accuracy",
+    "unsupported_answer_rate",
+    "reason_code_accuracy",
+    "citation_validity",
+)
+LABELS = {
+    "abstention_recall": "Abstention recall",
+    "false_refusal_rate": "False-refusal rate",
+    "decision_accuracy": "Decision accuracy",
+    "unsupported_answer_rate": "Unsupported-answer rate",
+    "reason_code_accuracy": "Reason-code accuracy",
+    "citation_validity": "Citation validity",
+    "crag_score": "CRAG score",
+}
+HIGHER_IS_BETTER = {
+    "abstention_recall": True,
+    "false_refusal_rate": False,
+    "decision_accuracy": True,
+    "unsupported_answer_rate": False,
+    "reason_code_accuracy": True,
+    "citation_validity": True,
+    "crag_score": True,
+}
+
+
+def contributions(df: pd.DataFrame) -> pd.DataFrame:
+    """Per-row numerator (k) and denominator (n) of every rate, plus the CRAG points."""
+    ok = ~df["infra"].astype(bool)
+    answerable = df["answerable"].astype(bool) & ok
+    unanswerable = ~df["answerable"].astype(bool) & ok
+    answered = df["answered"].astype(bool) & ok
+    acceptable = df["acceptable"].astype(bool)
+    refused = ok & ~answered
+    has_reason = df["reason_code"].notna()
+    reason_ok = (
+        np.array(
+            [rc in (g or []) for rc, g in zip(df["reason_code"], df["gold_reasons"], strict=True)],
+            dtype=bool,
+        )
+        if len(df)
+        else np.zeros(0, dtype=bool)
+    )
+    cited = (
+        np.array([len(c or []) > 0 for c in df["cited_doc_ids"]], dtype=bool)
+        if len(df)
+        else np.zeros(0, dtype=bool)
+    )
+    out = pd.DataFrame(index=df.index)
+    out["abstention_recall_k"] = unanswerable & refused
+    out["abstention_recall_n"] = unanswerable
+    out["false_refusal_rate_k"] = answerable & refused
+    out["false_refusal_rate_n"] = answerable
+    out["decision_accuracy_k"] = ok & (df["decision"] == df["gold"])
+    out["decision_accuracy_n"] = ok
+    out["unsupported_answer_rate_k"] = answered & ~acceptable
+    out["unsupported_answer_rate_n"] = ok
+    out["reason_code_accuracy_k"] = unanswerable & refused & has_reason & reason_ok
+    out["reason_code_accuracy_n"] = unanswerable & refused & has_reason
+    out["citation_validity_k"] = answered & cited & df["citations_valid"].astype(bool)
+    out["citation_validity_n"] = answered & cited
+    out["crag"] = np.where(answered, np.where(acceptable, 1.0, -1.0), 0.0)
+    out["crag_n"] = ok
+    return out
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    value: float
+    k: int
+    n: int
+    lo: float
+    hi: float
+
+
+def summarize(df: pd.DataFrame) -> dict[str, Metric]:
+    """Every metric over the whole frame."""
+    c = contributions(df)
+    out: dict[str, Metric] = {}
+    for m in RATE_METRICS:
+        k = int(c[f"{m}_k"].sum())
+        n = int(c[f"{m}_n"].sum())
+        lo, hi = wilson_interval(k, n)
+        out[m] = Metric(m, k / n if n else float("nan"), k, n, float(lo), float(hi))
+    n = int(c["crag_n"].sum())
+    out["crag_score"] = Metric(
+        "crag_score",
+        float(c.loc[c["crag_n"], "crag"].mean()) if n else float("nan"),
+        int(c["crag"].sum()),
+        n,
+        float("nan"),
+        float("nan"),
+    )
+    return out
+
+
+def summary_table(df: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for m in summarize(df).values():
+        rows.append(
+            {
+                "metric": LABELS[m.name],
+                "value": m.value,
+                "k": m.k,
+                "n": m.n,
+                "low": m.lo,
+                "high": m.hi,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def by_group(df: pd.DataFrame, column: str) -> pd.DataFrame:
+    """Metrics per value of ``column`` (split, category, evidence_state, or slices: a case
+    with several slices counts in each). Vectorised group sums."""
+    if df.empty:
+        return pd.DataFrame()
+    frame = df
+    if column == "slices":
+        frame = df.explode("slices").dropna(subset=["slices"])
+        if frame.empty:
+            return pd.DataFrame()
+    c = contributions(frame)
+    c["group"] = frame[column].fillna("—").to_numpy()
+    sums = c.groupby("group").sum(numeric_only=True)
+    rows = []
+    for group, r in sums.iterrows():
+        row: dict[str, object] = {column: group, "cases": int(r["crag_n"])}
+        for m in RATE_METRICS:
+            k, n = int(r[f"{m}_k"]), int(r[f"{m}_n"])
+            row[LABELS[m]] = k / n if n else float("nan")
+            row[f"{m} n"] = n
+        row[LABELS["crag_score"]] = r["crag"] / r["crag_n"] if r["crag_n"] else float("nan")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def confusion(df: pd.DataFrame, decisions: list[str]) -> pd.DataFrame:
+    """Counts of (gold, observed) decisions; infrastructure failures as their own column."""
+    observed = df["decision"].where(~df["infra"].astype(bool), "infrastructure failure")
+    table = pd.crosstab(df["gold"], observed)
+    cols = [d for d in decisions if d in table.columns] + [
+        c for c in table.columns if c not in decisions
+    ]
+    rows = [d for d in decisions if d in table.index]
+    return table.reindex(index=rows, columns=cols, fill_value=0)
+
+
+# ---------------------------------------------------------------------------------------
+# Comparing two runs
+
+
+def _per_case(df: pd.DataFrame) -> pd.DataFrame:
+    c = contributions(df)
+    c["key"] = df["key"].to_numpy()
+    return c.groupby("key").sum(numeric_only=True)
+
+
+def paired_bootstrap(
+    a: pd.DataFrame, b: pd.DataFrame, *, resamples: int = 1000, seed: int = 7
+) -> pd.DataFrame:
+    """Metric deltas (B - A) over the cases both runs scored, with 95% paired bootstrap
+    intervals: cases are resampled with replacement and both runs are scored on the same
+    resample. Repeats of a case stay together."""
+    pa, pb = _per_case(a), _per_case(b)
+    keys = pa.index.intersection(pb.index)
+    pa, pb = pa.loc[keys], pb.loc[keys]
+    n = len(keys)
+    rng = np.random.default_rng(seed)
+    rows = []
+    names = [*RATE_METRICS, "crag_score"]
+    if n == 0:
+        return pd.DataFrame(columns=["metric", "A", "B", "delta", "low", "high", "cases"])
+    # resample counts in chunks to bound memory: (chunk x n) integer weights
+    deltas = {m: [] for m in names}  # type: dict[str, list[np.ndarray]]
+    chunk = max(1, min(resamples, 2_000_000 // max(n, 1)))
+    done = 0
+    while done < resamples:
+        size = min(chunk, resamples - done)
+        idx = rng.integers(0, n, size=(size, n))
+        w = np.zeros((size, n))
+        np.add.at(w, (np.repeat(np.arange(size), n), idx.ravel()), 1.0)
+        for m in names:
+            kcol, ncol = (f"{m}_k", f"{m}_n") if m != "crag_score" else ("crag", "crag_n")
+            ka, na = w @ pa[kcol].to_numpy(float), w @ pa[ncol].to_numpy(float)
+            kb, nb = w @ pb[kcol].to_numpy(float), w @ pb[ncol].to_numpy(float)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                deltas[m].append(kb / nb - ka / na)
+        done += size
+    for m in names:
+        kcol, ncol = (f"{m}_k", f"{m}_n") if m != "crag_score" else ("crag", "crag_n")
+        va = pa[kcol].sum() / pa[ncol].sum() if pa[ncol].sum() else float("nan")
+        vb = pb[kcol].sum() / pb[ncol].sum() if pb[ncol].sum() else float("nan")
+        d = np.concatenate(deltas[m])
+        d = d[np.isfinite(d)]
+        lo, hi = np.percentile(d, [2.5, 97.5]) if d.size else (float("nan"), float("nan"))
+        rows.append(
+            {
+                "metric": LABELS[m],
+                "A": va,
+                "B": vb,
+                "delta": vb - va,
+                "low": float(lo),
+                "high": float(hi),
+                "cases": n,
+                "better": "higher" if HIGHER_IS_BETTER[m] else "lower",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def decision_flips(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
+    """Cases whose (first-repeat) decision differs between run A and run B."""
+    fa = a[a["repeat"] == a["repeat"].min()].set_index("key")
+    fb = b[b["repeat"] == b["repeat"].min()].set_index("key")
+    keys = fa.index.intersection(fb.index)
+    da = fa.loc[keys, "decision"].where(~fa.loc[keys, "infra"], "infrastructure failure")
+    db = fb.loc[keys, "decision"].where(~fb.loc[keys, "infra"], "infrastructure failure")
+    changed = da != db
+    out = pd.DataFrame(
+        {
+            "case": keys[changed],
+            "gold": fa.loc[keys[changed], "gold"].to_numpy(),
+            "A": da[changed].to_numpy(),
+            "B": db[changed].to_numpy(),
+        }
+    )
+    if out.empty:
+        return out.assign(effect=pd.Series(dtype=str))
+    out["effect"] = np.where(
+        out["B"] == out["gold"], "fixed", np.where(out["A"] == out["gold"], "broken", "changed")
+    )
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# Metamorphic checks: over counterfactual families, and on perturbed re-runs
+
+METAMORPHIC = {
+    "removed": ("Decisive evidence removed -> abstain or clarify", {"abstain", "clarify"}),
+    "present": ("Authoritative passage present -> supported answer", {"answer"}),
+    "forbidden": (
+        "Answer hidden by permissions -> no answer, restricted text absent",
+        {"abstain", "escalate", "clarify"},
+    ),
+    "partial": ("Partial support -> not a plain answer", {"abstain", "clarify", "partial"}),
+    "conflicted": ("Superseded or conflicting version -> current rules hold", set()),
+}
+PERTURBATION_CHECKS = {
+    "reorder": "Irrelevant documents reordered -> same decision",
+    "distractor": "High-overlap distractor added -> no new unsupported claim",
+}
+CHECK_COLUMNS = [
+    "check",
+    "kind",
+    "cases",
+    "runs",
+    "passed",
+    "pass_rate",
+    "varying",
+    "decision_variance",
+    "infrastructure failures",
+]
+
+
+def _flag(df: pd.DataFrame, column: str) -> pd.Series:
+    """A boolean column, False where the frame does not have it."""
+    if column in df.columns:
+        return df[column].fillna(False).astype(bool)
+    return pd.Series(False, index=df.index)
+
+
+def family_outcomes(df: pd.DataFrame) -> pd.DataFrame:
+    """The outputs on family variants with ``passed`` and ``why`` (infrastructure failures
+    left out). Rules per evidence state:
+
+    - present: answers, and every citation was visible to the identity (a supported answer);
+    - removed: abstains or asks to clarify;
+    - forbidden: does not answer, cites no forbidden document and repeats none of its text;
+    - partial: abstains, asks, or gives a labelled partial answer;
+    - conflicted: the gold decision (the controlling source's rule), citing no superseded
+      version.
+    """
+    fam = df[df["evidence_state"].notna() & ~df["infra"].astype(bool)]
+    leaked = _flag(fam, "leaked")
+    stale = _flag(fam, "cites_superseded")
+    valid = (
+        fam["citations_valid"].astype(bool)
+        if "citations_valid" in fam.columns
+        else pd.Series(True, index=fam.index)
+    )
+    passed, why = [], []
+    for i, (state, decision, gold) in enumerate(
+        zip(fam["evidence_state"], fam["decision"], fam["gold"], strict=True)
+    ):
+        allowed = METAMORPHIC.get(state, ("", set()))[1]
+        problems = []
+        if state == "conflicted":
+            if decision != gold:
+                problems.append(f"decided {decision}, the controlling source says {gold}")
+            if stale.iloc[i]:
+                problems.append("cites a superseded version")
+        elif decision not in allowed:
+            problems.append(f"decided {decision}")
+        if state == "forbidden" and leaked.iloc[i]:
+            problems.append("restricted text or a forbidden document in the answer")
+        if state == "present" and not valid.iloc[i]:
+            problems.append("cites a document the identity cannot see")
+        passed.append(not problems)
+        why.append("; ".join(problems))
+    return fam.assign(passed=passed, why=why)
+
+
+def _norm(text: str) -> str:
+    return " ".join(str(text).replace("*", " ").replace("`", " ").split()).casefold()
+
+
+def _repeats_added_text(text: str, body: str) -> bool:
+    """Whether an answer repeats a line of the added distractor (headings aside), or is
+    itself a piece of one (20 characters or more)."""
+    said = _norm(text)
+    if not said:
+        return False
+    for line in str(body).splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        part = _norm(line)
+        if part in said or (len(said) >= 20 and said in part):
+            return True
+    return False
+
+
+def judge_perturbed(pf: pd.DataFrame) -> pd.DataFrame:
+    """Perturbed answers (from :func:`review.evaluation.evalruns.perturbed_frame`) with
+    ``passed`` and ``why``; pairs where either answer is an infrastructure failure get
+    ``passed`` NaN.
+
+    - reorder: the decision equals the one on the original order (same case and repeat);
+    - distractor: no new unsupported claim, i.e. it fails when it answers citing the added
+      document, repeating its text, or where the original input got no answer (the
+      distractor holds no answer, so an answer it brings is unsupported).
+    """
+    if pf.empty:
+        return pf.assign(passed=pd.Series(dtype=object), why=pd.Series(dtype=str))
+    passed: list[object] = []
+    why: list[str] = []
+    for r in pf.itertuples(index=False):
+        if bool(r.infra) or bool(r.base_infra):
+            passed.append(float("nan"))
+            why.append("infrastructure failure")
+            continue
+        problem = ""
+        if r.kind == "reorder":
+            if r.decision != r.base_decision:
+                problem = f"decision changed: {r.base_decision} -> {r.decision}"
+        elif r.kind == "distractor" and bool(r.answered):
+            detail = r.perturbation if isinstance(r.perturbation, dict) else {}
+            added = str(detail.get("added", ""))
+            cited = list(r.cited_doc_ids or [])
+            if added and (added in cited or added.split("@")[0] in cited):
+                problem = "answers citing the distractor"
+            elif _repeats_added_text(r.text or "", str(detail.get("body", ""))):
+                problem = "answers with the distractor's text"
+            elif not bool(r.base_answered):
+                problem = f"answers where the original input got {r.base_decision}"
+        passed.append(not problem)
+        why.append(problem)
+    return pf.assign(passed=passed, why=why)
+
+
+def _variance(decisions: pd.Series) -> float:
+    """1 - share of the most frequent decision (0 when every repeat agrees)."""
+    counts = decisions.value_counts()
+    return float(1 - counts.iloc[0] / counts.sum()) if counts.sum() else float("nan")
+
+
+def _check_row(check: str, kind: str, g: pd.DataFrame, infra: int) -> dict[str, object]:
+    by_case = g.groupby("key")["decision"]
+    return {
+        "check": check,
+        "kind": kind,
+        "cases": g["key"].nunique(),
+        "runs": len(g),
+        "passed": int(g["passed"].astype(bool).sum()),
+        "pass_rate": float(g["passed"].astype(bool).mean()) if len(g) else float("nan"),
+        "varying": int(by_case.nunique().gt(1).sum()),
+        "decision_variance": float(by_case.agg(_variance).mean()) if len(g) else float("nan"),
+        "infrastructure failures": infra,
+    }
+
+
+def metamorphic_checks(df: pd.DataFrame, perturbed: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per check: pass rate over every case and repeat (never the best run), how
+    many cases changed decision between repeats (``varying``) and the mean decision variance
+    (1 - share of a case's most frequent decision over its repeats). Family checks read the
+    outputs on family variants; perturbation checks the perturbed re-runs, where the
+    decision compared across repeats is the perturbed one. Infrastructure failures are
+    counted apart and left out of the rates."""
+    rows = []
+    fam_all = df[df["evidence_state"].notna()] if "evidence_state" in df.columns else df[:0]
+    fam = family_outcomes(df) if not fam_all.empty else fam_all
+    states = list(fam_all["evidence_state"].unique()) if not fam_all.empty else []
+    ranked = sorted(
+        states, key=lambda st: (list(METAMORPHIC).index(st) if st in METAMORPHIC else 99, str(st))
+    )
+    for state in ranked:
+        g = fam[fam["evidence_state"] == state]
+        infra = int(fam_all.loc[fam_all["evidence_state"] == state, "infra"].astype(bool).sum())
+        label = METAMORPHIC.get(str(state), (str(state), set()))[0]
+        rows.append(_check_row(label, "family variant", g, infra))
+    if perturbed is not None and not perturbed.empty:
+        judged = perturbed if "passed" in perturbed.columns else judge_perturbed(perturbed)
+        for kind, label in PERTURBATION_CHECKS.items():
+            g = judged[judged["kind"] == kind]
+            if g.empty:
+                continue
+            ok = g[g["passed"].notna()]
+            rows.append(_check_row(label, "perturbation", ok, len(g) - len(ok)))
+    return pd.DataFrame(rows, columns=CHECK_COLUMNS)
+
+
+# ---------------------------------------------------------------------------------------
+# Drift: the same question families across runs, oldest first
+
+DRIFT_METRICS = {
+    "decision_accuracy": "Decision accuracy",
+    "abstention_recall": "Abstention recall",
+    "flips": "Flips vs previous run",
+}
+DRIFT_COLUMNS = [
+    "order",
+    "run",
+    "created_at",
+    "family",
+    "cases",
+    "decision_accuracy",
+    "accuracy_n",
+    "abstention_recall",
+    "recall_n",
+    "flips",
+    "compared",
+]
+
+
+def family_drift(hist: pd.DataFrame) -> pd.DataFrame:
+    """Per run (oldest first: created_at, then id) and question family, from
+    :func:`review.evaluation.evalruns.family_history`:
+
+    - decision accuracy: outputs whose decision equals the gold one / outputs (every repeat;
+      infrastructure failures left out);
+    - abstention recall: outputs on unanswerable cases that did not answer / such outputs;
+    - flips: cases whose first-repeat decision differs from the previous run's (an
+      infrastructure failure counts as a decision of its own), of ``compared`` cases that
+      both runs scored; NaN for the first run.
+    """
+    if hist.empty:
+        return pd.DataFrame(columns=DRIFT_COLUMNS)
+    h = hist.copy()
+    runs = (
+        h[["run_id", "run", "created_at"]]
+        .drop_duplicates("run_id")
+        .sort_values(["created_at", "run_id"], kind="stable")
+        .reset_index(drop=True)
+    )
+    order = {rid: i for i, rid in enumerate(runs["run_id"])}
+    ok = ~h["infra"].astype(bool)
+    unanswerable = ok & ~h["answerable"].astype(bool)
+    h["acc_k"] = ok & (h["decision"] == h["gold"])
+    h["acc_n"] = ok
+    h["rec_k"] = unanswerable & ~h["answered"].astype(bool)
+    h["rec_n"] = unanswerable
+    sums = (
+        h.groupby(["run_id", "family"])
+        .agg(
+            cases=("key", "nunique"),
+            acc_k=("acc_k", "sum"),
+            acc_n=("acc_n", "sum"),
+            rec_k=("rec_k", "sum"),
+            rec_n=("rec_n", "sum"),
+        )
+        .reset_index()
+    )
+    first = h[h["repeat"] == h.groupby(["run_id", "key"])["repeat"].transform("min")]
+    first = first.assign(
+        seen=first["decision"].where(~first["infra"].astype(bool), "infrastructure failure")
+    )[["run_id", "family", "key", "seen"]]
+    flips: dict[tuple[int, str], tuple[int | None, int]] = {}
+    for i in range(1, len(runs)):
+        now = first[first["run_id"] == runs["run_id"].iloc[i]]
+        before = first[first["run_id"] == runs["run_id"].iloc[i - 1]]
+        pair = now.merge(before[["key", "seen"]], on="key", suffixes=("", "_before"))
+        for fam, g in pair.groupby("family"):
+            changed: int | None = int((g["seen"] != g["seen_before"]).sum())
+            flips[(int(runs["run_id"].iloc[i]), str(fam))] = (changed, len(g))
+    out = []
+    names = dict(zip(runs["run_id"], runs["run"], strict=True))
+    stamps = dict(zip(runs["run_id"], runs["created_at"], strict=True))
+    for r in sums.itertuples(index=False):
+        rid, fam = int(r.run_id), str(r.family)
+        flipped, compared = flips.get((rid, fam), (None, 0))
+        out.append(
+            {
+                "order": order[rid] + 1,
+                "run": names[rid],
+                "created_at": stamps[rid],
+                "family": fam,
+                "cases": int(r.cases),
+                "decision_accuracy": r.acc_k / r.acc_n if r.acc_n else float("nan"),
+                "accuracy_n": int(r.acc_n),
+                "abstention_recall": r.rec_k / r.rec_n if r.rec_n else float("nan"),
+                "recall_n": int(r.rec_n),
+                "flips": float("nan") if flipped is None else float(flipped),
+                "compared": compared,
+            }
+        )
+    frame = pd.DataFrame(out, columns=DRIFT_COLUMNS)
+    return frame.sort_values(["order", "family"], kind="stable").reset_index(drop=True)
+
+
+def drift_chart(drift: pd.DataFrame, metric: str) -> alt.LayerChart:
+    """One line per question family across runs (oldest first) for ``metric`` (a key of
+    :data:`DRIFT_METRICS`)."""
+    title = DRIFT_METRICS[metric]
+    runs = drift.sort_values("order").drop_duplicates("run")["run"].tolist()
+    data = drift[["order", "run", "family", metric, "cases"]].dropna(subset=[metric])
+    base = alt.Chart(data).encode(
+        x=alt.X("run:N", sort=runs, title="run (oldest first)", axis=alt.Axis(labelAngle=0)),
+        y=alt.Y(
+            f"{metric}:Q",
+            title=title,
+            scale=alt.Scale(domain=[0, 1]) if metric != "flips" else alt.Undefined,
+        ),
+        color=alt.Color(
+            "family:N",
+            title="question family",
+            scale=alt.Scale(scheme="tableau20"),
+            legend=alt.Legend(labelLimit=260, symbolLimit=0),
+        ),
+        tooltip=["run", "family", alt.Tooltip(f"{metric}:Q", format=".3~f"), "cases"],
+    )
+    return alt.LayerChart(
+        layer=[base.mark_line(), base.mark_point(filled=True, size=50)],
+        height=max(300, 34 * data["family"].nunique()),
+    )

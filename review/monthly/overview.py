@@ -1,0 +1,207 @@
+"""The landing page's numbers and the "needs your attention" list, computed in SQL."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sqlalchemy import Engine, func, select
+
+from review.core.identity import Actor, Permission
+from review.core.taxonomy import Taxonomy
+from storage.db import read_session
+from storage.models import Case, CaseFamily, CaseSlice, Document, User
+
+MIN_UNANSWERABLE_SHARE = 0.25
+MIN_CASES_PER_SLICE = 3
+
+
+@dataclass(frozen=True)
+class Attention:
+    text: str
+    page: str  # the page that resolves it (pages/<page>_page.py)
+    params: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Overview:
+    documents_current: int
+    document_versions: int
+    restricted_documents: int
+    cases_total: int
+    cases_by_status: dict[str, int]
+    cases_by_decision: dict[str, int]
+    cases_by_split: dict[str, int]
+    cases_by_slice: dict[str, int]
+    families: int
+    unanswerable_share: float | None
+    users: int
+    attention: list[Attention]
+
+
+def build_overview(engine: Engine, actor: Actor, tax: Taxonomy) -> Overview:
+    with read_session(engine) as s:
+        doc_current = int(
+            s.scalar(select(func.count(Document.id)).where(Document.is_current.is_(True))) or 0
+        )
+        doc_versions = int(s.scalar(select(func.count(Document.id))) or 0)
+        restricted = int(
+            s.scalar(
+                select(func.count(Document.id)).where(
+                    Document.is_current.is_(True), Document.access_scope == "restricted"
+                )
+            )
+            or 0
+        )
+        by_status = {
+            k: int(v)
+            for k, v in s.execute(select(Case.status, func.count()).group_by(Case.status)).all()
+        }
+        ready = Case.status == "ready"
+        by_decision = {
+            k: int(v)
+            for k, v in s.execute(
+                select(Case.expected_decision, func.count())
+                .where(ready)
+                .group_by(Case.expected_decision)
+            ).all()
+        }
+        by_split = {
+            k: int(v)
+            for k, v in s.execute(
+                select(Case.split, func.count()).where(ready).group_by(Case.split)
+            ).all()
+        }
+        by_slice = {
+            k: int(v)
+            for k, v in s.execute(
+                select(CaseSlice.slice, func.count())
+                .join(Case, Case.id == CaseSlice.case_id)
+                .where(ready)
+                .group_by(CaseSlice.slice)
+            ).all()
+        }
+        families = int(s.scalar(select(func.count(CaseFamily.id))) or 0)
+        users = int(s.scalar(select(func.count(User.id)).where(User.active.is_(True))) or 0)
+    total = sum(by_status.values())
+    ready_total = sum(by_decision.values())
+    answering = tax.answering_decisions()
+    unanswerable = sum(v for k, v in by_decision.items() if k not in answering)
+    share = unanswerable / ready_total if ready_total else None
+
+    attention: list[Attention] = []
+    if actor.can(Permission.edit_corpus) and doc_versions == 0:
+        attention.append(
+            Attention(
+                "The corpus is empty: import documents (Markdown with front matter, or JSONL).",
+                "corpus",
+            )
+        )
+    if actor.can(Permission.edit_cases):
+        drafts = by_status.get("draft", 0)
+        if drafts:
+            attention.append(
+                Attention(
+                    f"{drafts} draft case(s) to complete and mark ready.",
+                    "cases",
+                    {"status": "draft"},
+                )
+            )
+        if share is not None and share < MIN_UNANSWERABLE_SHARE:
+            attention.append(
+                Attention(
+                    f"Only {share:.0%} of ready cases expect no answer; a golden set needs at "
+                    f"least {MIN_UNANSWERABLE_SHARE:.0%} or it cannot show false answers.",
+                    "cases",
+                )
+            )
+        for sl in tax.slices:
+            n = by_slice.get(sl, 0)
+            if n < MIN_CASES_PER_SLICE:
+                attention.append(
+                    Attention(
+                        f"Slice '{tax.slices[sl].label}' has {n} ready case(s); aim for at least "
+                        f"{MIN_CASES_PER_SLICE}.",
+                        "cases",
+                        {"slice": sl},
+                    )
+                )
+        if total == 0:
+            attention.append(Attention("No cases yet: create one or import a JSONL file.", "cases"))
+    attention.extend(_work_waiting(engine, actor))
+    if actor.can(Permission.manage_users) and users < 2:
+        attention.append(
+            Attention(
+                "Only one active user: add the team (annotators, reviewers, product owner, "
+                "compliance).",
+                "admin",
+            )
+        )
+    return Overview(
+        doc_current,
+        doc_versions,
+        restricted if actor.clearance else 0,
+        total,
+        by_status,
+        by_decision,
+        by_split,
+        by_slice,
+        families,
+        share,
+        users,
+        attention,
+    )
+
+
+def _work_waiting(engine: Engine, actor: Actor) -> list[Attention]:
+    """What waits for this person: cases to label, disagreements to adjudicate, open audit
+    batches, policy and wording changes to sign."""
+    from review.audits import audits
+    from review.labels import labeling
+    from review.policy import signoff
+    from review.thresholds import thresholds
+    from review.wording import wordingservice
+
+    out: list[Attention] = []
+    if actor.can(Permission.label):
+        n = labeling.queue_size(engine, actor)
+        if n:
+            out.append(Attention(f"{n} ready case(s) still need your label.", "labeling"))
+    if actor.can(Permission.adjudicate):
+        split = labeling.disagreements(engine, limit=101)
+        if split:
+            shown = "More than 100" if len(split) > 100 else str(len(split))
+            text = f"{shown} case(s) whose labels disagree wait for adjudication."
+            out.append(Attention(text, "adjudication"))
+    if actor.can(Permission.audit):
+        for plan in audits.list_plans(engine):
+            if plan.status == "open":
+                out.append(
+                    Attention(
+                        f"Audit batch '{plan.name}' is open: {plan.complete} of {plan.items} "
+                        "trace(s) have their verdicts.",
+                        "audit",
+                        {"plan": str(plan.id)},
+                    )
+                )
+    if actor.can(Permission.approve_policy):
+        me = actor.email.strip().lower()
+        for kind, title, page in (
+            (thresholds.KIND, "Threshold", "thresholds"),
+            (wordingservice.KIND, "Refusal wording", "wording"),
+        ):
+            for v in signoff.versions(engine, kind):
+                signed = {sg.signer.strip().lower() for sg in v.signatures}
+                mine = {r.value for r in actor.roles} & set(v.missing_roles)
+                if (
+                    v.status == "pending"
+                    and mine
+                    and v.author.strip().lower() != me
+                    and me not in signed
+                ):
+                    out.append(
+                        Attention(
+                            f"{title} change version {v.number} by {v.author} waits for sign-off.",
+                            page,
+                        )
+                    )
+    return out

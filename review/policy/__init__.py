@@ -1,0 +1,5 @@
+"""Policy: the no-answer policy file, the decision gate, selective-risk maths (what each
+threshold costs on both failure sides), and policy versions with their hash-chained
+four-eyes sign-off.
+
+May use: core."""

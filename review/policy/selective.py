@@ -1,0 +1,443 @@
+"""Selective prediction: what each answer/refuse threshold would cost, on both failure sides.
+
+Conventions used throughout:
+
+- ``score``: higher means more confident that the assistant should answer. An item is answered
+  at threshold ``t`` when ``score >= t`` (ties are answered or refused together). Scores of a
+  lower-is-better mode are negated first (``review.policy.gate.confidence``).
+- ``acceptable``: answering this item would be acceptable (a supported, correct answer).
+- ``answerable``: a gold answer exists (the expected decision answers). An item that is not
+  answerable can never be acceptable to answer; such input is refused.
+
+Every curve has one row per distinct score, ordered from the strictest threshold to the most
+lenient, plus a first row for "answer nothing" (threshold +inf). All rows come from one stable
+sort and cumulative sums, O(n log n). When nothing is answered the selective risk is undefined
+(NaN), never 0.
+
+Rates and their denominators (the same in the sweep, the operating points and the release gate):
+
+- coverage = answer_rate = answered / all items; refusal_rate = 1 - coverage
+- selective_risk = unacceptable answered / answered (Wilson interval in *_lo / *_hi)
+- answer_rate_answerable = answerable answered / answerable items
+- false_refusal_rate = answerable refused / answerable items
+- abstention_recall = unanswerable refused / unanswerable items
+- unsupported_answer_rate = unacceptable answered / ALL items evaluated. The denominator is
+  every item, not the answered ones (that is selective_risk), so the rate reads as "share of
+  questions that got an unsupported answer" and adds up with the expected cost.
+- expected_cost = (false refusals * cost.false_refusal + unsupported answers *
+  cost.unsupported_answer + correct refusals * cost.correct_refusal + correct answers *
+  cost.correct_answer) / all items. A false refusal is an answerable item refused, a correct
+  refusal an unanswerable item refused, a correct answer an acceptable item answered.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final, Protocol
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from review.core.errors import InputError
+from review.policy.policy import OVERALL_TARGETS, TARGET_METRICS, NoAnswerPolicy
+
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
+IntArray = npt.NDArray[np.int64]
+
+# Bounds are compared with this slack so that 27/30 passes a bound of 0.9.
+TOLERANCE: Final = 1e-9
+
+CURVE_COLUMNS: Final = ("threshold", "answered", "coverage", "errors", "selective_risk")
+SWEEP_COLUMNS: Final = (
+    "threshold",
+    "answered",
+    "coverage",
+    "answer_rate",
+    "refusal_rate",
+    "selective_risk",
+    "selective_risk_lo",
+    "selective_risk_hi",
+    "answer_rate_answerable",
+    "false_refusal_rate",
+    "unsupported_answer_rate",
+    "abstention_recall",
+    "expected_cost",
+    "false_refusals",
+    "unsupported_answers",
+    "correct_refusals",
+    "correct_answers",
+)
+
+
+class CostModel(Protocol):
+    """Anything with the four costs, e.g. ``review.policy.policy.Costs``."""
+
+    @property
+    def false_refusal(self) -> float: ...
+    @property
+    def unsupported_answer(self) -> float: ...
+    @property
+    def correct_refusal(self) -> float: ...
+    @property
+    def correct_answer(self) -> float: ...
+
+
+# Input checks --------------------------------------------------------------------------------
+
+
+def _scores(values: npt.ArrayLike | pd.Series, name: str = "score") -> FloatArray:
+    try:
+        arr = np.asarray(
+            pd.to_numeric(pd.Series(np.asarray(values).ravel())).to_numpy(
+                dtype=np.float64, na_value=np.nan
+            ),
+            dtype=np.float64,
+        )
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{name}: expected numbers ({exc})") from None
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        first = int(bad.argmax())
+        raise InputError(
+            f"{name}: {int(bad.sum())} value(s) are missing or not finite (first at position "
+            f"{first}); every item needs a score"
+        )
+    return arr
+
+
+def _booleans(values: npt.ArrayLike | pd.Series, name: str) -> BoolArray:
+    series = values if isinstance(values, pd.Series) else pd.Series(np.asarray(values).ravel())
+    try:
+        b = series.astype("boolean")
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{name}: expected true/false values ({exc})") from None
+    missing = b.isna()
+    if bool(missing.any()):
+        raise InputError(f"{name}: {int(missing.sum())} item(s) have no true/false value")
+    return np.asarray(b.to_numpy(dtype=bool), dtype=np.bool_)
+
+
+def _pair(score: npt.ArrayLike, acceptable: npt.ArrayLike) -> tuple[FloatArray, BoolArray]:
+    s = _scores(score)
+    ok = _booleans(acceptable, "acceptable")
+    if len(s) != len(ok):
+        raise InputError(f"score has {len(s)} items but acceptable has {len(ok)}")
+    if len(s) == 0:
+        raise InputError("no items to analyse")
+    return s, ok
+
+
+def _group_ends(sorted_desc: FloatArray) -> IntArray:
+    """Index of the last item of each run of equal scores in a descending array."""
+    change = np.flatnonzero(sorted_desc[1:] != sorted_desc[:-1])
+    return np.append(change, len(sorted_desc) - 1).astype(np.int64)
+
+
+def _ratio(num: FloatArray, den: FloatArray | float) -> FloatArray:
+    num = np.asarray(num, dtype=np.float64)
+    den_arr = np.broadcast_to(np.asarray(den, dtype=np.float64), num.shape)
+    out = np.full(num.shape, np.nan)
+    np.divide(num, den_arr, out=out, where=den_arr > 0)
+    return out
+
+
+# Risk-coverage -------------------------------------------------------------------------------
+
+
+def risk_coverage(score: npt.ArrayLike, acceptable: npt.ArrayLike) -> pd.DataFrame:
+    """One row per distinct score (plus "answer nothing"): threshold, answered, coverage, errors,
+    selective_risk. Rows go from threshold +inf (coverage 0, risk NaN) to the lowest score
+    (coverage 1)."""
+    s, ok = _pair(score, acceptable)
+    order = np.argsort(-s, kind="stable")
+    s_sorted = s[order]
+    ends = _group_ends(s_sorted)
+    answered = np.concatenate([[0], ends + 1])
+    errors = np.concatenate([[0], np.cumsum(~ok[order])[ends]])
+    return pd.DataFrame(
+        {
+            "threshold": np.concatenate([[np.inf], s_sorted[ends]]),
+            "answered": answered,
+            "coverage": answered / len(s),
+            "errors": errors,
+            "selective_risk": _ratio(errors.astype(np.float64), answered.astype(np.float64)),
+        }
+    )
+
+
+def aurc(curve: pd.DataFrame) -> float:
+    """Area under the risk-coverage curve, right-endpoint step rule.
+
+    AURC = sum over points with a defined risk of (coverage - previous coverage) * risk, the
+    points taken in order of coverage, starting from coverage 0. Each tie group's risk covers
+    the coverage its items add, and the undefined "answer nothing" point adds no area. With no
+    tied scores this is the usual mean of the selective risk after each of the n items. Give
+    it the full curve: a downsampled one only approximates the area.
+    """
+    for col in ("coverage", "selective_risk"):
+        if col not in curve.columns:
+            raise InputError(f"risk-coverage curve: missing column {col!r}")
+    if curve.empty:
+        return float("nan")
+    c = curve["coverage"].to_numpy(dtype=np.float64)
+    r = curve["selective_risk"].to_numpy(dtype=np.float64)
+    order = np.argsort(c, kind="stable")
+    c, r = c[order], r[order]
+    widths = np.diff(c, prepend=0.0)
+    defined = ~np.isnan(r)
+    return float(np.sum(widths[defined] * r[defined]))
+
+
+def wilson_interval(
+    k: npt.ArrayLike, n: npt.ArrayLike, z: float = 1.96
+) -> tuple[FloatArray, FloatArray]:
+    """Wilson score interval for k successes in n trials, element-wise; n = 0 gives NaN."""
+    if not (z > 0 and math.isfinite(z)):
+        raise InputError(f"z must be a positive number, got {z!r}")
+    k_arr = np.asarray(k, dtype=np.float64)
+    n_arr = np.asarray(n, dtype=np.float64)
+    k_arr, n_arr = np.broadcast_arrays(k_arr, n_arr)
+    if np.isnan(k_arr).any() or np.isnan(n_arr).any():
+        raise InputError("wilson_interval: counts must not be missing")
+    if (n_arr < 0).any() or (k_arr < 0).any() or (k_arr > n_arr).any():
+        raise InputError("wilson_interval: need 0 <= k <= n")
+    z2 = z * z
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = k_arr / n_arr
+        denom = 1.0 + z2 / n_arr
+        centre = (p + z2 / (2.0 * n_arr)) / denom
+        half = z * np.sqrt(p * (1.0 - p) / n_arr + z2 / (4.0 * n_arr * n_arr)) / denom
+    empty = n_arr == 0
+    lo = np.where(empty, np.nan, np.where(k_arr == 0, 0.0, np.clip(centre - half, 0.0, 1.0)))
+    hi = np.where(empty, np.nan, np.where(k_arr == n_arr, 1.0, np.clip(centre + half, 0.0, 1.0)))
+    return lo.astype(np.float64), hi.astype(np.float64)
+
+
+# Sweep and operating points --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Outcomes:
+    score: FloatArray
+    answerable: BoolArray
+    acceptable: BoolArray
+
+
+def _outcomes(frame: pd.DataFrame) -> _Outcomes:
+    missing = [c for c in ("score", "answerable", "acceptable") if c not in frame.columns]
+    if missing:
+        raise InputError(f"outcomes: missing column(s) {', '.join(missing)}")
+    if frame.empty:
+        raise InputError("outcomes: no items to analyse")
+    score = _scores(frame["score"], "outcomes.score")
+    answerable = _booleans(frame["answerable"], "outcomes.answerable")
+    acceptable = _booleans(frame["acceptable"], "outcomes.acceptable")
+    contradiction = acceptable & ~answerable
+    if contradiction.any():
+        first = frame.index[int(contradiction.argmax())]
+        raise InputError(
+            f"outcomes: {int(contradiction.sum())} item(s) are marked acceptable to answer but "
+            f"not answerable (first: row {first!r}); an item without a gold answer cannot be "
+            "acceptable to answer"
+        )
+    return _Outcomes(score, answerable, acceptable)
+
+
+def _metrics(
+    n: int,
+    n_answerable: int,
+    answered: IntArray,
+    correct_answers: IntArray,
+    answered_answerable: IntArray,
+    costs: CostModel,
+) -> dict[str, npt.NDArray[np.float64]]:
+    """All rates from the counts; arrays so one code path serves sweeps and single points."""
+    n_unanswerable = n - n_answerable
+    answered_f = answered.astype(np.float64)
+    unsupported = np.asarray(answered_f - correct_answers, dtype=np.float64)
+    false_refusals = np.asarray(n_answerable - answered_answerable, dtype=np.float64)
+    correct_refusals = np.asarray(
+        n_unanswerable - (answered_f - answered_answerable), dtype=np.float64
+    )
+    lo, hi = wilson_interval(unsupported, answered_f)
+    coverage = np.asarray(answered_f / n, dtype=np.float64)
+    cost = (
+        np.asarray(
+            false_refusals * costs.false_refusal
+            + unsupported * costs.unsupported_answer
+            + correct_refusals * costs.correct_refusal
+            + correct_answers * costs.correct_answer
+        )
+        / n
+    )
+    return {
+        "answered": answered_f,
+        "coverage": coverage,
+        "answer_rate": coverage,
+        "refusal_rate": 1.0 - coverage,
+        "selective_risk": _ratio(unsupported, answered_f),
+        "selective_risk_lo": lo,
+        "selective_risk_hi": hi,
+        "answer_rate_answerable": _ratio(answered_answerable.astype(np.float64), n_answerable),
+        "false_refusal_rate": _ratio(false_refusals, n_answerable),
+        "unsupported_answer_rate": unsupported / n,
+        "abstention_recall": _ratio(correct_refusals, n_unanswerable),
+        "expected_cost": cost,
+        "false_refusals": false_refusals,
+        "unsupported_answers": unsupported,
+        "correct_refusals": correct_refusals,
+        "correct_answers": correct_answers.astype(np.float64),
+    }
+
+
+def sweep(outcomes: pd.DataFrame, costs: CostModel) -> pd.DataFrame:
+    """Every distinct threshold (plus "answer nothing") with the metrics listed in the module
+    docstring; columns SWEEP_COLUMNS, rows from threshold +inf down to the lowest score."""
+    o = _outcomes(outcomes)
+    n = len(o.score)
+    order = np.argsort(-o.score, kind="stable")
+    s_sorted = o.score[order]
+    ends = _group_ends(s_sorted)
+
+    def at_ends(flags: BoolArray) -> IntArray:
+        return np.concatenate([[0], np.cumsum(flags[order], dtype=np.int64)[ends]])
+
+    answered = np.concatenate([[0], ends + 1]).astype(np.int64)
+    metrics = _metrics(
+        n,
+        int(o.answerable.sum()),
+        answered,
+        at_ends(o.acceptable),
+        at_ends(o.answerable),
+        costs,
+    )
+    frame = pd.DataFrame({"threshold": np.concatenate([[np.inf], s_sorted[ends]]), **metrics})
+    int_cols = ["answered", "false_refusals", "unsupported_answers", "correct_refusals"]
+    frame[[*int_cols, "correct_answers"]] = frame[[*int_cols, "correct_answers"]].astype(np.int64)
+    return frame[list(SWEEP_COLUMNS)]
+
+
+def operating_point(outcomes: pd.DataFrame, threshold: float, costs: CostModel) -> dict[str, float]:
+    """The sweep's metrics at one threshold (answered: score >= threshold), plus counts.
+
+    ``threshold=inf`` answers nothing, ``-inf`` answers everything.
+    """
+    if threshold is None or math.isnan(threshold):
+        raise InputError("operating point: the threshold must be a number (use inf to refuse all)")
+    o = _outcomes(outcomes)
+    n = len(o.score)
+    answered_mask = o.score >= threshold
+    metrics = _metrics(
+        n,
+        int(o.answerable.sum()),
+        np.asarray([answered_mask.sum()], dtype=np.int64),
+        np.asarray([(answered_mask & o.acceptable).sum()], dtype=np.int64),
+        np.asarray([(answered_mask & o.answerable).sum()], dtype=np.int64),
+        costs,
+    )
+    point: dict[str, float] = {"threshold": float(threshold), "n": float(n)}
+    point["n_answerable"] = float(o.answerable.sum())
+    point["n_unanswerable"] = float(n - o.answerable.sum())
+    point.update({k: float(v[0]) for k, v in metrics.items()})
+    return point
+
+
+def _slice_rows(outcomes: pd.DataFrame) -> pd.DataFrame:
+    """One row per (item, slice): lists of slices are expanded, rows with no slice dropped."""
+    if "slice" not in outcomes.columns:
+        raise InputError("outcomes: a 'slice' column is needed for per-slice results")
+    rows = outcomes.explode("slice")
+    return rows[rows["slice"].notna()]
+
+
+def sweep_by_slice(outcomes: pd.DataFrame, costs: CostModel) -> pd.DataFrame:
+    """:func:`sweep` per slice, stacked with a leading ``slice`` column.
+
+    ``slice`` holds one slice key per row, a list of keys (an item in several slices), or
+    nothing; items count in every slice they carry.
+    """
+    rows = _slice_rows(outcomes)
+    parts = [
+        sweep(group, costs).assign(slice=str(key))
+        for key, group in rows.groupby("slice", sort=True)
+    ]
+    if not parts:
+        return pd.DataFrame(columns=["slice", *SWEEP_COLUMNS])
+    out = pd.concat(parts, ignore_index=True)
+    return out[["slice", *SWEEP_COLUMNS]]
+
+
+def metrics_by_slice(
+    outcomes: pd.DataFrame, threshold: float, costs: CostModel
+) -> dict[str, dict[str, float]]:
+    """:func:`operating_point` per slice key (see :func:`sweep_by_slice` for the column)."""
+    rows = _slice_rows(outcomes)
+    return {
+        str(key): operating_point(group, threshold, costs)
+        for key, group in rows.groupby("slice", sort=True)
+    }
+
+
+# Release gate --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TargetResult:
+    name: str  # target key, e.g. "min_abstention_recall"
+    scope: str  # "overall" or "slice:<slice key>"
+    bound: float
+    value: float  # NaN when it cannot be measured (no items of the needed kind): fails
+    passed: bool
+
+    @property
+    def metric(self) -> str:
+        return TARGET_METRICS[self.name][0]
+
+    @property
+    def comparison(self) -> str:
+        return ">=" if TARGET_METRICS[self.name][1] == "min" else "<="
+
+
+def _check(
+    name: str, scope: str, bound: float, metrics: Mapping[str, float] | None
+) -> TargetResult:
+    metric, kind = TARGET_METRICS[name]
+    if metrics is None:
+        value = float("nan")
+    else:
+        if metric not in metrics:
+            raise InputError(f"metrics for {scope}: missing {metric!r} (needed by {name})")
+        value = float(metrics[metric])
+    if math.isnan(value):
+        passed = False
+    elif kind == "min":
+        passed = value >= bound - TOLERANCE
+    else:
+        passed = value <= bound + TOLERANCE
+    return TargetResult(name, scope, float(bound), value, passed)
+
+
+def evaluate_targets(
+    policy: NoAnswerPolicy,
+    metrics_overall: Mapping[str, float],
+    metrics_by_slice: Mapping[str, Mapping[str, float]],
+) -> list[TargetResult]:
+    """Check an operating point against the policy's release targets.
+
+    The four overall targets always apply, so answering everything (abstention recall 0) and
+    refusing everything (answer rate 0) both fail: the policy file refuses bounds that would let
+    either pass. A metric that cannot be measured (NaN, or a gated slice with no items) fails.
+    """
+    results = [
+        _check(name, "overall", getattr(policy.targets, name), metrics_overall)
+        for name in OVERALL_TARGETS
+    ]
+    for key, gates in policy.targets.slice_gates.items():
+        slice_metrics = metrics_by_slice.get(key)
+        for name, bound in gates.items():
+            results.append(_check(name, f"slice:{key}", bound, slice_metrics))
+    return results

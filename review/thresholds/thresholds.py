@@ -1,0 +1,664 @@
+"""Thresholds: calibrate the no-answer policy on outcomes, propose a change, sign it off.
+
+Outcomes come from evaluation runs on labeled cases (gold = adjudication, else the case's
+expected decision). Thresholds are chosen on the validation split and reported on the test
+split; a proposal tuned on the test split carries a flag that blocks approval without an
+override note.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import difflib
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import yaml
+from sqlalchemy import Engine
+
+from review.charts.charts import downsample
+from review.core.errors import InputError
+from review.core.identity import Actor, Permission, Role, require
+from review.core.taxonomy import Taxonomy
+from review.evaluation import evalruns
+from review.policy import signoff
+from review.policy.gate import confidence, policy_threshold
+from review.policy.policy import (
+    NoAnswerPolicy,
+    default_policy_path,
+    parse_policy,
+    record_change,
+    replace_thresholds,
+)
+from review.policy.selective import (
+    aurc,
+    evaluate_targets,
+    metrics_by_slice,
+    operating_point,
+    risk_coverage,
+    sweep,
+)
+
+KIND = "no_answer_policy"
+POLICY_ROLES = frozenset({Role.product_owner, Role.compliance})
+
+
+def _canonical(text: str) -> str:
+    """What a signature covers: the policy's meaning, without the approval date (the exported
+    copy gets approved_on filled in after signing)."""
+    policy = parse_policy(text, "policy")
+    data = policy.model_dump(mode="json")
+    data["approved_on"] = None
+    return yaml.safe_dump(data, sort_keys=True, allow_unicode=True, default_flow_style=False)
+
+
+signoff.register_kind(
+    signoff.Kind(
+        KIND,
+        "no-answer policy",
+        lambda text, source: parse_policy(text, source),
+        _canonical,
+        lambda text, parent: POLICY_ROLES,
+    )
+)
+
+
+@dataclass(frozen=True)
+class PolicyInForce:
+    policy: NoAnswerPolicy
+    text: str
+    version: signoff.VersionView | None  # None: the shipped file, not yet signed here
+
+
+def in_force(engine: Engine) -> PolicyInForce:
+    """The most recently approved policy version, else the shipped file.
+
+    An approved version whose stored text was edited after signing is refused
+    (:class:`review.policy.signoff.TamperedPolicyError`, naming the version): nothing is served, and
+    no older approved version takes its place (see :func:`review.policy.signoff.in_force_version`).
+    """
+    v = signoff.in_force_version(engine, KIND)
+    if v is not None:
+        return PolicyInForce(
+            parse_policy(v.yaml_text, f"approved version {v.number}"), v.yaml_text, v
+        )
+    text = default_policy_path().read_text(encoding="utf-8")
+    return PolicyInForce(parse_policy(text, str(default_policy_path())), text, None)
+
+
+def outcomes(
+    engine: Engine, run_id: int, tax: Taxonomy, policy: NoAnswerPolicy, mode: str | None = None
+) -> pd.DataFrame:
+    """Scored outputs of a run as calibration outcomes: one row per case and repeat with
+    ``score`` (a confidence: higher answers), ``answerable``, ``acceptable``, ``split``,
+    ``slice`` (list) and the observed decision. Infrastructure failures and outputs without
+    a score (escalations decided before scoring) are left out."""
+    df = evalruns.outputs_frame(engine, run_id, tax)
+    if df.empty:
+        return df
+    df = df[~df["infra"] & df["score"].notna()].copy()
+    if mode is not None:
+        df = df[df["ranking_mode"].fillna(mode) == mode]
+    if df.empty:
+        return df
+    known = df["ranking_mode"].dropna()
+    used_mode = mode or (str(known.iloc[0]) if not known.empty else "vector")
+    df["raw_score"] = df["score"].astype(float)
+    df["score"] = confidence(policy, used_mode, df["raw_score"].to_numpy())
+    df["slice"] = [list(s) for s in df["slices"]]
+    df["mode"] = used_mode
+    return df.reset_index(drop=True)
+
+
+def modes_of_run(engine: Engine, run_id: int, tax: Taxonomy) -> list[str]:
+    df = evalruns.outputs_frame(engine, run_id, tax)
+    return sorted({str(m) for m in df["ranking_mode"].dropna()}) or ["vector"]
+
+
+def data_fingerprint(frame: pd.DataFrame) -> str:
+    """sha256 over the labeled data a figure was computed on (case, repeat, split, gold,
+    score), so a signature records exactly which outcomes it saw."""
+    if frame.empty:
+        return hashlib.sha256(b"").hexdigest()
+    cols = frame[["key", "repeat", "split", "gold", "raw_score"]].sort_values(["key", "repeat"])
+    payload = cols.to_csv(index=False, float_format="%.6g")
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def confidence_of(policy: NoAnswerPolicy, mode: str, raw: float | None) -> float:
+    """A raw threshold as the 'answer when confidence >= t' threshold of the sweep."""
+    if raw is None:
+        return float("-inf")
+    th = policy.thresholds_for(mode)
+    t = raw if th.higher_is_better else -raw
+    if th.inclusive:
+        # equal scores are refused: the smallest confidence strictly above t answers
+        return float(np.nextafter(t, np.inf))
+    return float(t)
+
+
+@dataclass(frozen=True)
+class Analysis:
+    mode: str
+    tuned_on: str
+    report_on: str
+    curve: pd.DataFrame
+    sweep: pd.DataFrame
+    aurc: float
+    points: dict[str, float]  # name -> confidence threshold
+    ops: pd.DataFrame  # operating points (current, proposed) x (tuning split, report split)
+    targets: pd.DataFrame  # proposed policy targets on the report split
+    flips: pd.DataFrame
+    n_tuning: int
+    n_report: int
+    fingerprint: str
+    case_ids: list[int]
+
+    def snapshot(self) -> dict[str, Any]:
+        """What a signer saw: operating points, targets, the sweep and the chart data."""
+        keep = [v for v in self.points.values() if np.isfinite(v)]
+        small = downsample(self.sweep, "threshold", max_points=120, keep=keep)
+        return {
+            "mode": self.mode,
+            "tuned_on": self.tuned_on,
+            "report_on": self.report_on,
+            "aurc": self.aurc,
+            "points": self.points,
+            "n_tuning": self.n_tuning,
+            "n_report": self.n_report,
+            "operating_points": self.ops.to_dict(orient="records"),
+            "targets": self.targets.to_dict(orient="records"),
+            "sweep": small.replace([np.inf, -np.inf], None).to_dict(orient="records"),
+            "flips": len(self.flips),
+        }
+
+
+def analyse(
+    frame: pd.DataFrame,
+    policy: NoAnswerPolicy,
+    mode: str,
+    current_raw: float | None,
+    proposed_raw: float | None,
+    tuned_on: str = "validation",
+    report_on: str = "test",
+) -> Analysis:
+    """Risk-coverage on the tuning split; current and proposed operating points on both
+    splits; the proposed policy's targets on the report split; decisions that flip."""
+    if frame.empty:
+        raise InputError("no scored outcomes in this run")
+    tune = frame[frame["split"] == tuned_on] if tuned_on != "all" else frame
+    report = frame[frame["split"] == report_on] if report_on != "all" else frame
+    if tune.empty:
+        raise InputError(f"the run has no scored outcomes on the {tuned_on} split")
+    costs = policy.costs
+    cur_t = confidence_of(policy, mode, current_raw)
+    new_t = confidence_of(policy, mode, proposed_raw)
+    curve = risk_coverage(tune["score"], tune["acceptable"])
+    rows = []
+    for name, t in (("current", cur_t), ("proposed", new_t)):
+        parts = (
+            ((tuned_on, tune), (report_on, report))
+            if report_on != tuned_on
+            else ((tuned_on, tune),)
+        )
+        for split_name, part in parts:
+            if part.empty:
+                continue
+            op = operating_point(part, t, costs)
+            rows.append(
+                {
+                    "policy": name,
+                    "split": split_name,
+                    "threshold (raw)": current_raw if name == "current" else proposed_raw,
+                    **op,
+                }
+            )
+    ops = pd.DataFrame(rows)
+    target_rows: list[dict[str, Any]] = []
+    if not report.empty:
+        overall = operating_point(report, new_t, costs)
+        by_slice = metrics_by_slice(report, new_t, costs)
+        for r in evaluate_targets(policy, overall, by_slice):
+            target_rows.append(
+                {
+                    "target": r.name,
+                    "scope": r.scope,
+                    "metric": r.metric,
+                    "rule": f"{r.comparison} {r.bound:g}",
+                    "value": r.value,
+                    "passed": r.passed,
+                }
+            )
+    answered_before = frame["score"].to_numpy() >= cur_t
+    answered_after = frame["score"].to_numpy() >= new_t
+    flipped = answered_before != answered_after
+    flips = frame.loc[flipped, ["key", "repeat", "split", "gold", "raw_score"]].copy()
+    flips["before"] = np.where(answered_before[flipped], "answer", "refuse")
+    flips["after"] = np.where(answered_after[flipped], "answer", "refuse")
+    acceptable = frame["acceptable"].to_numpy()[flipped]
+    flips["effect"] = np.where(
+        flips["after"] == "answer",
+        np.where(acceptable, "fixes a false refusal", "breaks: unsupported answer"),
+        np.where(acceptable, "breaks: false refusal", "fixes an unsupported answer"),
+    )
+    used = (
+        frame[frame["split"].isin({tuned_on, report_on})]
+        if "all" not in (tuned_on, report_on)
+        else frame
+    )
+    return Analysis(
+        mode,
+        tuned_on,
+        report_on,
+        curve,
+        sweep(tune, costs),
+        aurc(curve),
+        {"current": cur_t, "proposed": new_t},
+        ops,
+        pd.DataFrame(target_rows),
+        flips,
+        len(tune),
+        len(report),
+        data_fingerprint(used),
+        sorted({int(c) for c in used["case_id"]}),
+    )
+
+
+def raw_threshold(policy: NoAnswerPolicy, mode: str, confidence_t: float) -> float:
+    return policy_threshold(policy, mode, confidence_t)
+
+
+def propose_thresholds(
+    engine: Engine,
+    actor: Actor,
+    mode: str,
+    refuse_below: float | None,
+    caveat_below: float | None,
+    rationale: str,
+    *,
+    tuned_on_split: str,
+    override_note: str | None = None,
+    snapshot: dict[str, Any] | None = None,
+) -> int:
+    """Write the proposal as the next policy version (YAML diffable against the one in
+    force) and store it for sign-off."""
+    require(actor, Permission.propose_policy)
+    base = in_force(engine)
+    text = replace_thresholds(base.text, mode, refuse_below=refuse_below, caveat_below=caveat_below)
+    summary = re.sub(r"\s+", " ", rationale.strip())[:200]
+    if not summary:
+        raise InputError("say why: a rationale is required for every change")
+    text = record_change(text, author=actor.email, summary=summary, on=dt.date.today())
+    return signoff.propose(
+        engine,
+        actor,
+        KIND,
+        text,
+        rationale,
+        tuned_on_split=tuned_on_split,
+        override_note=override_note,
+        snapshot=snapshot,
+    )
+
+
+def propose_rollback(engine: Engine, actor: Actor, number: int, rationale: str) -> int:
+    """Propose going back to an earlier approved version: a new version whose policy (every
+    threshold, target, topic and cost) equals version ``number``'s, numbered after the one in
+    force with a change-record entry saying so, signed again like any change."""
+    require(actor, Permission.propose_policy)
+    summary = re.sub(r"\s+", " ", rationale.strip())[:160]
+    if not summary:
+        raise InputError("say why: a rationale is required for every change")
+    old = next((v for v in signoff.versions(engine, KIND) if v.number == number), None)
+    if old is None or old.approved_on is None:
+        raise InputError(f"version {number} is not an approved version of the policy")
+    base = in_force(engine)
+    if base.version is not None and base.version.number == number:
+        raise InputError(f"version {number} is the policy in force: nothing to roll back")
+    data = yaml.safe_load(old.yaml_text)
+    current = yaml.safe_load(base.text)
+    if not isinstance(data, dict) or not isinstance(current, dict):
+        raise InputError("a stored policy version is not a YAML mapping")
+    data["version"] = current.get("version", data.get("version"))
+    data["change_record"] = list(current.get("change_record") or [])
+    text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=False)
+    text = record_change(
+        text,
+        author=actor.email,
+        summary=f"rollback to version {number}: {summary}",
+        on=dt.date.today(),
+    )
+    return signoff.propose(engine, actor, KIND, text, f"Rollback to version {number}: {rationale}")
+
+
+def diff(old: str, new: str, old_name: str = "in force", new_name: str = "proposed") -> str:
+    return "".join(
+        difflib.unified_diff(
+            old.splitlines(keepends=True), new.splitlines(keepends=True), old_name, new_name
+        )
+    )
+
+
+def export_approved(engine: Engine) -> str:
+    """The approved policy as YAML with approved_on filled in from its signatures. Refused
+    (TamperedPolicyError) when its stored text was edited after signing."""
+    v = signoff.in_force_version(engine, KIND)
+    if v is None or v.approved_on is None:
+        raise InputError("no approved policy version in this workbench yet")
+    day = v.approved_on.date().isoformat()
+    text = v.yaml_text
+    if re.search(r"(?m)^approved_on:.*$", text):
+        return re.sub(r"(?m)^approved_on:.*$", f"approved_on: {day}", text, count=1)
+    return text.rstrip("\n") + f"\napproved_on: {day}\n"
+
+
+# ---------------------------------------------------------------------------------------
+# The release gate (CLI `workbench gate`)
+
+
+@dataclass(frozen=True)
+class GateRow:
+    target: str
+    scope: str
+    rule: str
+    value: float
+    passed: bool
+
+
+def observed_metrics(frame: pd.DataFrame) -> dict[str, float]:
+    """Rates of the decisions a run actually made (not a threshold sweep)."""
+    n = len(frame)
+    answerable = frame["answerable"].astype(bool)
+    answered = frame["answered"].astype(bool)
+    acceptable = frame["acceptable"].astype(bool)
+    n_ans = int(answerable.sum())
+    n_un = n - n_ans
+
+    def rate(k: int, d: int) -> float:
+        return k / d if d else float("nan")
+
+    return {
+        "answer_rate_answerable": rate(int((answered & answerable).sum()), n_ans),
+        "false_refusal_rate": rate(int((~answered & answerable).sum()), n_ans),
+        "abstention_recall": rate(int((~answered & ~answerable).sum()), n_un),
+        "unsupported_answer_rate": rate(int((answered & ~acceptable).sum()), n),
+        "coverage": rate(int(answered.sum()), n),
+        "selective_risk": rate(int((answered & ~acceptable).sum()), int(answered.sum())),
+    }
+
+
+def release_gate(policy: NoAnswerPolicy, frame: pd.DataFrame, split: str = "test") -> list[GateRow]:
+    """Every target of the policy (both sides, and the slice gates) on a run's decisions.
+    Infrastructure failures count as refusals here: a build that cannot answer fails."""
+    part = frame if split == "all" else frame[frame["split"] == split]
+    if part.empty:
+        raise InputError(f"the run has no outputs on the {split} split")
+    part = part.assign(answered=part["answered"] & ~part["infra"])
+    overall = observed_metrics(part)
+    exploded = part.assign(slice=[list(s) for s in part["slices"]]).explode("slice")
+    by_slice = {
+        str(k): observed_metrics(g) for k, g in exploded.dropna(subset=["slice"]).groupby("slice")
+    }
+    return [
+        GateRow(r.name, r.scope, f"{r.metric} {r.comparison} {r.bound:g}", r.value, r.passed)
+        for r in evaluate_targets(policy, overall, by_slice)
+    ]
+
+
+# ---------------------------------------------------------------------------------------
+# Replay on production traces
+
+
+@dataclass(frozen=True)
+class Replay:
+    traces: int
+    skipped: int  # traces whose ranking mode the policy does not know, or without hits
+    flips: pd.DataFrame  # before, after, slice, traces
+    examples: pd.DataFrame  # a sample of flipped traces with their audit verdicts
+    #: every flipped trace that was audited, counted by its verdict and what the change does
+    #: to it: verdict, before, after, effect ("fixes", "breaks" or "neutral"), traces
+    audited: pd.DataFrame
+
+
+#: Audit verdicts that say answering was right, and those that say it was wrong.
+_ANSWER_RIGHT = frozenset({"supported_answer", "false_refusal"})
+_ANSWER_WRONG = frozenset(
+    {"unsupported_answer", "partially_supported", "restricted_leak", "correct_refusal"}
+)
+
+
+def flip_effect(verdict: str, before: str, after: str) -> str:
+    """What a flip does to an audited trace: "fixes" when it moves towards what the verdict
+    says was right (answer or not), "breaks" when it moves away, else "neutral" (a wording
+    verdict, or a flip that keeps answering or keeps refusing, such as a caveat added)."""
+    answers_before = before.split(" (")[0] in {"answer", "partial"}
+    answers_after = after.split(" (")[0] in {"answer", "partial"}
+    if answers_before == answers_after:
+        return "neutral"
+    if verdict in _ANSWER_RIGHT:
+        return "fixes" if answers_after else "breaks"
+    if verdict in _ANSWER_WRONG:
+        return "breaks" if answers_after else "fixes"
+    return "neutral"
+
+
+def replay_traces(
+    engine: Engine,
+    actor: Actor,
+    current: NoAnswerPolicy,
+    proposed: NoAnswerPolicy,
+    *,
+    batch: int = 100_000,
+    examples: int = 200,
+) -> Replay:
+    """Apply both policies to the logged signals of every trace (in batches, vectorised) and
+    count the decisions that flip, by slice (customer tier), with the audit verdicts of
+    flipped traces where they exist. Restricted traces are counted but only listed for users
+    with clearance."""
+    from sqlalchemy import select
+
+    from review.policy.gate import decide_frame
+    from review.traces import traces as traces_service
+    from storage.db import plain_rows, read_session
+    from storage.models import AuditItem, AuditVerdict, Trace
+
+    traces_service.require_view(actor)
+    modes = set(current.ranking_modes) & set(proposed.ranking_modes)
+    with read_session(engine) as s:  # audited traces are few: their latest verdict each
+        verdict_of = dict(
+            s.execute(
+                select(AuditItem.trace_pk, AuditVerdict.verdict)
+                .join(AuditVerdict, AuditVerdict.item_id == AuditItem.id)
+                .order_by(AuditVerdict.id)
+            ).all()
+        )
+    audited_counts: dict[tuple[str, str, str], int] = {}
+    counts: dict[tuple[str, str, str], int] = {}
+    sample: list[dict[str, Any]] = []
+    total = skipped = 0
+    last = 0
+    cols = [
+        Trace.id,
+        Trace.ranking_mode,
+        Trace.hits_after_filter,
+        Trace.top_score,
+        Trace.answerable,
+        Trace.ambiguous,
+        Trace.ungrounded,
+        Trace.customer_tier,
+        Trace.restricted,
+    ]
+    while True:
+        with read_session(engine) as s:  # driver rows: a million Row objects cost seconds
+            rows = plain_rows(
+                s, select(*cols).where(Trace.id > last).order_by(Trace.id).limit(batch)
+            )
+        if not rows:
+            break
+        last = int(rows[-1][0])
+        df = pd.DataFrame.from_records(rows, columns=[c.key for c in cols])
+        df["restricted"] = df["restricted"].astype(bool)
+        total += len(df)
+        ok = df["ranking_mode"].isin(modes) & df["hits_after_filter"].notna()
+        skipped += int((~ok).sum())
+        df = df[ok]
+        if df.empty:
+            continue
+        before = decide_frame(current, df)
+        after = decide_frame(proposed, df)
+        b = before["decision"].astype(str) + np.where(before["caveat"], " (caveat)", "")
+        a = after["decision"].astype(str) + np.where(after["caveat"], " (caveat)", "")
+        changed = b != a
+        if not changed.any():
+            continue
+        flipped = df[changed].assign(
+            before=b[changed], after=a[changed], rule=after.loc[changed, "rule"].astype(str)
+        )
+        tier = flipped["customer_tier"].fillna("(none)")
+        for (bb, aa, tt), n in (
+            flipped.groupby([flipped["before"], flipped["after"], tier]).size().items()
+        ):
+            counts[(str(bb), str(aa), str(tt))] = counts.get((str(bb), str(aa), str(tt)), 0) + int(
+                n
+            )
+        if verdict_of:
+            hit = flipped[flipped["id"].isin(list(verdict_of))]
+            for pk, bb, aa in zip(hit["id"], hit["before"], hit["after"], strict=True):
+                key = (str(verdict_of[int(pk)]), str(bb), str(aa))
+                audited_counts[key] = audited_counts.get(key, 0) + 1
+        if len(sample) < examples:
+            visible = flipped if actor.clearance else flipped[~flipped["restricted"]]
+            sample.extend(visible.head(examples - len(sample)).to_dict(orient="records"))
+    flips = pd.DataFrame(
+        [
+            {"before": k[0], "after": k[1], "slice": k[2], "traces": v}
+            for k, v in sorted(counts.items())
+        ],
+        columns=["before", "after", "slice", "traces"],
+    )
+    ex = pd.DataFrame(sample)
+    if not ex.empty:
+        ids = [int(i) for i in ex["id"]]
+        with read_session(engine) as s:
+            found = s.execute(
+                select(Trace.id, Trace.trace_id, Trace.at).where(Trace.id.in_(ids))
+            ).all()
+            named = {int(r[0]): (r[1], r[2]) for r in found}
+            ex["trace_id"] = [named[i][0] for i in ids]
+            ex["at"] = [named[i][1] for i in ids]
+            latest = dict(
+                s.execute(
+                    select(AuditItem.trace_pk, AuditVerdict.verdict)
+                    .join(AuditVerdict, AuditVerdict.item_id == AuditItem.id)
+                    .where(AuditItem.trace_pk.in_(ids))
+                    .order_by(AuditVerdict.id)
+                ).all()
+            )
+        ex["audit verdict"] = [latest.get(int(i), "") for i in ex["id"]]
+        ex = ex[
+            [
+                "trace_id",
+                "at",
+                "customer_tier",
+                "ranking_mode",
+                "top_score",
+                "hits_after_filter",
+                "before",
+                "after",
+                "rule",
+                "audit verdict",
+            ]
+        ]
+    audited = pd.DataFrame(
+        [
+            {
+                "verdict": v,
+                "before": b,
+                "after": a,
+                "effect": flip_effect(v, b, a),
+                "traces": n,
+            }
+            for (v, b, a), n in sorted(audited_counts.items())
+        ],
+        columns=["verdict", "before", "after", "effect", "traces"],
+    )
+    return Replay(total, skipped, flips, ex, audited)
+
+
+# Verdicts that say an answer was the right outcome (a gold answer exists), and those where
+# answering was acceptable.
+_ANSWER_EXPECTED = {
+    "false_refusal",
+    "supported_answer",
+    "unsupported_answer",
+    "partially_supported",
+}
+_ANSWER_ACCEPTABLE = {"false_refusal", "supported_answer"}
+
+
+def audited_trace_outcomes(
+    engine: Engine, policy: NoAnswerPolicy, mode: str, plan_ids: list[int] | None = None
+) -> pd.DataFrame:
+    """Outcomes from audited production traces: the trace's top score (as a confidence) joined
+    to its audit verdict (the majority of its reviewers). ``answerable``: the verdict says an
+    answer was called for; ``acceptable``: answering it was (or would have been) acceptable.
+    Split is "audit"; the slice is the customer tier."""
+    from review.audits import audits
+
+    plans = plan_ids if plan_ids is not None else [p.id for p in audits.list_plans(engine)]
+    frames = []
+    for pid in plans:
+        items = audits.item_outcomes(engine, pid)
+        if not items.empty:
+            frames.append(items[items["outcome"].notna()])
+    if not frames:
+        return pd.DataFrame()
+    items = pd.concat(frames, ignore_index=True).drop_duplicates("trace_id")
+    from sqlalchemy import select
+
+    from storage.db import read_session
+    from storage.models import Trace
+
+    with read_session(engine) as s:
+        rows = dict(
+            (r.trace_id, r)
+            for r in s.execute(
+                select(
+                    Trace.id,
+                    Trace.trace_id,
+                    Trace.top_score,
+                    Trace.ranking_mode,
+                    Trace.customer_tier,
+                    Trace.decision,
+                ).where(Trace.trace_id.in_(list(items["trace_id"])))
+            )
+        )
+    out = []
+    for t_id, verdict in zip(items["trace_id"], items["outcome"], strict=True):
+        r = rows.get(t_id)
+        if r is None or r.top_score is None or (r.ranking_mode or mode) != mode:
+            continue
+        out.append(
+            {
+                "key": t_id,
+                "case_id": -int(r.id),
+                "repeat": 0,
+                "split": "audit",
+                "gold": verdict,
+                "raw_score": float(r.top_score),
+                "answerable": verdict in _ANSWER_EXPECTED,
+                "acceptable": verdict in _ANSWER_ACCEPTABLE,
+                "slice": [r.customer_tier] if r.customer_tier else [],
+                "mode": mode,
+                "decision": r.decision,
+            }
+        )
+    df = pd.DataFrame(out)
+    if df.empty:
+        return df
+    df["score"] = confidence(policy, mode, df["raw_score"].to_numpy())
+    return df

@@ -1,0 +1,233 @@
+"""The daily rollup of the monitoring signals (table ``trace_rollup``).
+
+Weekly monitoring reads counts per week, per segment and per decision. Computed from the
+traces table at a million traces that takes seconds (segments inside the ``versions`` JSON
+cannot be indexed), so the counts are kept per UTC day in a small table instead, updated in
+the same transaction that writes or deletes the traces:
+
+- ``add_rows`` is called by the trace import with the rows of each batch it inserts;
+- ``subtract_ids`` is called by the purge with the ids it is about to delete;
+- ``rebuild`` recomputes everything from the traces (``workbench rebuild-rollup``), for a
+  database whose traces were written some other way.
+
+Each row counts, for one (segment value, day, decision), the traces and how many of them
+carry each flag in ``FLAGS``. The segment is ``("", "")`` for all traces, else one of
+``DIMENSIONS`` and a value of it (traces without a value for a segment are not counted
+under it). The no-answer count is not stored: which decisions answer is a taxonomy
+setting, so it is summed from the decision column when read.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final
+
+from sqlalchemy import Engine, Table, delete, func, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+from review.traces.traceformats import NEGATIVE_FEEDBACK
+from storage.db import read_session, run_write
+from storage.models import Trace as TraceRow
+from storage.models import TraceRollup
+
+__all__ = [
+    "ALL",
+    "DIMENSIONS",
+    "FLAGS",
+    "add_rows",
+    "aggregate",
+    "rebuild",
+    "stored_total",
+    "subtract_ids",
+]
+
+#: The reason code of an answer given with a caveat (kept equal to review.traces.traces).
+CAVEAT_REASON: Final = "support_below_threshold"
+
+#: Segments: trace columns, or ``version.<name>`` for one entry of ``versions``.
+DIMENSIONS: Final[dict[str, str]] = {
+    "version.index": "Index version",
+    "policy_version": "Policy version",
+    "model_version": "Model version",
+    "version.prompt": "Prompt version",
+    "version.embedding": "Embedding model",
+    "version.reranker": "Reranker",
+    "ranking_mode": "Ranking mode",
+    "language": "Language",
+    "customer_tier": "Customer tier",
+    "document_type": "Document type",
+    "user_role": "User role",
+}
+
+#: The segment of the all-traces rows.
+ALL: Final = ""
+
+#: Counted flags, besides the number of traces.
+FLAGS: Final[tuple[str, ...]] = (
+    "caveat",
+    "empty_retrieval",
+    "ungrounded",
+    "negative_feedback",
+    "missing_reason",
+)
+_COUNTS: Final = ("traces", *FLAGS)
+_VALUE_LEN: Final = 200
+
+#: The trace columns the rollup reads.
+_SOURCE = (
+    TraceRow.id,
+    TraceRow.at,
+    TraceRow.decision,
+    TraceRow.reason_code,
+    TraceRow.hits_after_filter,
+    TraceRow.ungrounded,
+    TraceRow.feedback,
+    TraceRow.versions,
+    TraceRow.policy_version,
+    TraceRow.model_version,
+    TraceRow.ranking_mode,
+    TraceRow.language,
+    TraceRow.customer_tier,
+    TraceRow.document_type,
+    TraceRow.user_role,
+)
+
+Key = tuple[str, str, dt.date, str]
+
+
+def _day(at: dt.datetime) -> dt.date:
+    if at.tzinfo is not None:
+        at = at.astimezone(dt.UTC)
+    return at.date()
+
+
+def _flags(row: Mapping[str, Any]) -> tuple[int, ...]:
+    decision = row.get("decision")
+    reason = row.get("reason_code")
+    return (
+        1,
+        int(decision == "answer" and reason == CAVEAT_REASON),
+        int(row.get("hits_after_filter") == 0),
+        int(row.get("ungrounded") is True),
+        int(row.get("feedback") in NEGATIVE_FEEDBACK),
+        int(decision is None or (decision != "answer" and reason is None)),
+    )
+
+
+def _segment_values(row: Mapping[str, Any]) -> Iterable[tuple[str, str]]:
+    yield ALL, ALL
+    versions = row.get("versions") or {}
+    for dim in DIMENSIONS:
+        if dim.startswith("version."):
+            v = versions.get(dim.split(".", 1)[1]) if isinstance(versions, dict) else None
+        else:
+            v = row.get(dim)
+        if v is not None:
+            yield dim, str(v)[:_VALUE_LEN]
+
+
+def aggregate(rows: Iterable[Mapping[str, Any]]) -> dict[Key, list[int]]:
+    """Rollup counts of trace rows (dicts with the trace columns): key -> counts in the
+    order traces, *FLAGS."""
+    out: dict[Key, list[int]] = {}
+    for row in rows:
+        flags = _flags(row)
+        day = _day(row["at"])
+        decision = row.get("decision") or ""
+        for dim, value in _segment_values(row):
+            key = (dim, value, day, decision)
+            got = out.get(key)
+            if got is None:
+                out[key] = list(flags)
+            else:
+                for i, f in enumerate(flags):
+                    got[i] += f
+    return out
+
+
+def _upsert(s: Session, counts: Mapping[Key, Sequence[int]], sign: int) -> None:
+    if not counts:
+        return
+    params = [
+        {
+            "dim": dim,
+            "value": value,
+            "day": day,
+            "decision": decision,
+            **{c: sign * n for c, n in zip(_COUNTS, ns, strict=True)},
+        }
+        for (dim, value, day, decision), ns in counts.items()
+    ]
+    table: Table = TraceRollup.__table__  # type: ignore[assignment]
+    dialect = s.get_bind().dialect.name
+    if dialect == "postgresql":
+        stmt: Any = postgresql.insert(table)
+    else:
+        stmt = sqlite.insert(table)
+    stmt = stmt.on_conflict_do_update(
+        index_elements=["dim", "value", "day", "decision"],
+        set_={c: getattr(table.c, c) + getattr(stmt.excluded, c) for c in _COUNTS},
+    )
+    s.connection().execute(stmt, params)
+    if sign < 0:
+        s.execute(delete(TraceRollup).where(TraceRollup.traces <= 0))
+
+
+def add_rows(s: Session, rows: Iterable[Mapping[str, Any]]) -> None:
+    """Count newly inserted trace rows (in the caller's transaction)."""
+    _upsert(s, aggregate(rows), +1)
+
+
+def _fetch(s: Session, ids: Sequence[int]) -> list[dict[str, Any]]:
+    return [dict(r._mapping) for r in s.execute(select(*_SOURCE).where(TraceRow.id.in_(ids)))]
+
+
+def subtract_ids(s: Session, ids: Sequence[int]) -> None:
+    """Uncount traces about to be deleted (in the caller's transaction, before the delete)."""
+    if ids:
+        _upsert(s, aggregate(_fetch(s, ids)), -1)
+
+
+def rebuild(engine: Engine, batch: int = 20_000) -> int:
+    """Recompute the rollup from the traces in one transaction; returns the traces counted."""
+
+    def work(s: Session) -> int:
+        s.execute(delete(TraceRollup))
+        total: dict[Key, list[int]] = {}
+        seen = 0
+        last = 0
+        while True:
+            rows = [
+                dict(r._mapping)
+                for r in s.execute(
+                    select(*_SOURCE).where(TraceRow.id > last).order_by(TraceRow.id).limit(batch)
+                )
+            ]
+            if not rows:
+                break
+            last = int(rows[-1]["id"])
+            seen += len(rows)
+            for key, ns in aggregate(rows).items():
+                got = total.get(key)
+                if got is None:
+                    total[key] = ns
+                else:
+                    for i, n in enumerate(ns):
+                        got[i] += n
+        _upsert(s, total, +1)
+        return seen
+
+    return run_write(engine, work)
+
+
+def stored_total(engine: Engine) -> int:
+    """Traces counted in the rollup (equals the traces table when in step)."""
+    with read_session(engine) as s:
+        return int(
+            s.scalar(
+                select(func.coalesce(func.sum(TraceRollup.traces), 0)).where(TraceRollup.dim == ALL)
+            )
+            or 0
+        )
