@@ -841,9 +841,9 @@ def child_page(url: str, page: str, user: str, timeout: float) -> dict[str, Any]
 
 
 def child_import(url: str, n: int, workdir: str) -> dict[str, Any]:
+    from benchmarks import synthetic
     from review.admin import users
     from review.core.taxonomy import load_taxonomy
-    from review.demo import tracedemo
     from review.traces import traces
 
     engine = make_engine(url)
@@ -863,7 +863,7 @@ def child_import(url: str, n: int, workdir: str) -> dict[str, Any]:
 
     t0 = time.perf_counter()
     with data.open("w", encoding="utf-8") as fh:
-        tracedemo.write_synthetic(cast(IO[str], Renamed(fh)), n, 5, seed=11)
+        synthetic.write_synthetic(cast(IO[str], Renamed(fh)), n, 5, seed=11)
     gen = time.perf_counter() - t0
     row = users.get_by_email(engine, ADMIN)
     assert row is not None
@@ -891,7 +891,7 @@ def child_import(url: str, n: int, workdir: str) -> dict[str, Any]:
     if url.startswith("sqlite"):
         floor = folder / "floor.db"
         t0 = time.perf_counter()
-        rows = tracedemo.sqlite_floor(floor, data)
+        rows = synthetic.sqlite_floor(floor, data)
         out["floor_s"] = time.perf_counter() - t0
         out["floor_rate"] = rows / out["floor_s"]
         for p in folder.glob("floor.db*"):

@@ -25,6 +25,7 @@ from review.core.errors import InputError, PermissionDenied, StaleWriteError
 from review.core.identity import SYSTEM, Actor
 from review.core.sampling import draw_sample, weighted_estimate, wilson_interval
 from review.core.taxonomy import Taxonomy
+from review.demo import batches
 from storage.db import read_session, run_write
 from storage.models import AuditItem, AuditVerdict, Case, SamplingPlan, Trace
 from tests.auditdata import (
@@ -777,16 +778,16 @@ def test_export_a_batch_as_jsonl_and_csv(engine: Engine) -> None:
 def test_demo_builder_makes_one_finished_and_one_open_batch(
     engine: Engine, demo_engine: Engine, tax: Taxonomy
 ) -> None:
-    assert audits.build_demo_audits(engine, tax) == 0  # no traces: nothing to audit
+    assert batches.build_demo_audits(engine, tax) == 0  # no traces: nothing to audit
     built = 0
     if not audits.list_plans(demo_engine):  # (once the demo loads traces, it has them)
         realistic_traces(demo_engine)
-        built = audits.build_demo_audits(demo_engine, tax)
+        built = batches.build_demo_audits(demo_engine, tax)
         assert built > 0
-    assert audits.build_demo_audits(demo_engine, tax) == 0  # idempotent
+    assert batches.build_demo_audits(demo_engine, tax) == 0  # idempotent
     plans = {p.name: p for p in audits.list_plans(demo_engine)}
-    done = next(p for name, p in plans.items() if name.startswith(audits.DEMO_COMPLETE))
-    running = plans[audits.DEMO_OPEN]
+    done = next(p for name, p in plans.items() if name.startswith(batches.DEMO_COMPLETE))
+    running = plans[batches.DEMO_OPEN]
     assert done.status == "closed" and done.complete == done.items > 0
     assert running.status == "open" and 0 < running.complete < running.items
     assert built in (0, done.verdicts + running.verdicts)

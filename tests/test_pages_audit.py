@@ -15,6 +15,7 @@ from review.audits.audits import PlanSpec, PopulationFilter
 from review.core.errors import PermissionDenied
 from review.core.identity import SYSTEM
 from review.core.taxonomy import Taxonomy
+from review.demo import batches
 from storage.db import make_engine, migrate, read_session
 from storage.models import AuditVerdict, Case, SamplingPlan
 from tests.auditdata import CONTRACT, PLANS, REFUND, add_trace, realistic_traces
@@ -32,7 +33,7 @@ def audit_url(demo_url: str, tax: Taxonomy) -> str:
     """The demo database with production traces and the two demo audit batches."""
     eng = make_engine(demo_url)
     realistic_traces(eng)
-    audits.build_demo_audits(eng, tax)
+    batches.build_demo_audits(eng, tax)
     eng.dispose()
     return demo_url
 
@@ -63,11 +64,11 @@ def test_renders_with_the_demo_batches(audit_url: str, monkeypatch: pytest.Monke
     assert at.title[0].value == "Audit"
     assert [t.label for t in at.tabs] == ["Plans", "My queue", "Estimates", "Export"]
     batch = at.selectbox(key="aud_plan")
-    assert audits.DEMO_OPEN in batch.format_func(batch.value)  # newest first
+    assert batches.DEMO_OPEN in batch.format_func(batch.value)  # newest first
     assert not at.error
     # the finished batch: estimates with weighted and raw rates side by side
     eng = make_engine(audit_url)
-    done = next(p for p in audits.list_plans(eng) if p.name.startswith(audits.DEMO_COMPLETE))
+    done = next(p for p in audits.list_plans(eng) if p.name.startswith(batches.DEMO_COMPLETE))
     eng.dispose()
     at.selectbox(key="aud_plan").set_value(done.id).run()
     no_exception(at)
@@ -197,7 +198,7 @@ def test_verdict_form_happy_and_error_paths(
     audit_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     eng = make_engine(audit_url)
-    open_plan = next(p for p in audits.list_plans(eng) if p.name == audits.DEMO_OPEN)
+    open_plan = next(p for p in audits.list_plans(eng) if p.name == batches.DEMO_OPEN)
     before = audits.progress(eng, REVIEWER, open_plan.id)
     at = run(audit_url, monkeypatch, plan=str(open_plan.id))
     button(at, "Next trace").click().run()

@@ -16,6 +16,7 @@ from streamlit.testing.v1 import AppTest
 from review.admin import users
 from review.core.identity import SYSTEM, Actor
 from review.core.taxonomy import Taxonomy
+from review.demo import wording_versions
 from review.policy import signoff
 from review.wording import wordingservice as wsvc
 from storage.db import make_engine, migrate, run_write
@@ -45,7 +46,7 @@ def _fresh_scans() -> Iterator[None]:
 def wording_url(demo_url: str, demo_engine: Engine, tax: Taxonomy) -> str:
     """The demo database with the demo wording history (what the lead's builder adds)."""
     if not wsvc.versions(demo_engine):
-        wsvc.build_demo_wording(demo_engine, tax)
+        wording_versions.build_demo_wording(demo_engine, tax)
     return demo_url
 
 

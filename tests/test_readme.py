@@ -59,7 +59,7 @@ def test_readme_trace_example_is_a_valid_canonical_trace() -> None:
 
 
 def test_the_demo_section_states_the_sizes_the_fixtures_build() -> None:
-    from review.demo import fixtures
+    from review.demo import fixtures, people
 
     section = README[README.index("## The demo company") : README.index("## Importing")]
     text = " ".join(section.split())
@@ -70,4 +70,4 @@ def test_the_demo_section_states_the_sizes_the_fixtures_build() -> None:
     assert f"{n_docs} document versions" in text
     n_cases = len(fixtures.DEMO_CASES.read_text(encoding="utf-8").splitlines())
     assert f"{n_cases} cases" in text
-    assert len(fixtures.DEMO_USERS) == 7 and "seven users" in text
+    assert len(people.DEMO_USERS) == 7 and "seven users" in text

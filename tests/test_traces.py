@@ -678,8 +678,8 @@ def test_demo_traces_go_through_the_import_and_are_deterministic(
     add_restricted_doc(
         engine, "LEGAL-DISPUTE-HALVORSEN", "Matter note: Halvorsen Freight AS v Brightwave Software"
     )
-    assert traces.build_demo_traces(engine, tax) == tracedemo.DEMO_TRACES
-    assert traces.build_demo_traces(engine, tax) == 0  # idempotent
+    assert tracedemo.build_demo_traces(engine, tax) == tracedemo.DEMO_TRACES
+    assert tracedemo.build_demo_traces(engine, tax) == 0  # idempotent
     day = dt.date(2025, 6, 18)
     a = [trace_to_dict(t) for t in tracedemo.demo_traces(480, today=day)]
     b = [trace_to_dict(t) for t in tracedemo.demo_traces(480, today=day)]

@@ -13,7 +13,7 @@ from review.admin import users
 from review.core.errors import InputError, PermissionDenied, PolicyFileError, StaleWriteError
 from review.core.identity import SYSTEM, Role
 from review.core.taxonomy import Taxonomy
-from review.demo import fixtures
+from review.demo import people, wording_versions
 from review.policy import signoff
 from review.wording import wordingservice as ws
 from review.wording.wording import (
@@ -614,18 +614,18 @@ def test_no_traces_means_nothing_to_check(engine: Engine) -> None:
 
 
 def test_demo_wording_needs_the_demo_users(engine: Engine, tax: Taxonomy) -> None:
-    assert ws.build_demo_wording(engine, tax) == 0
+    assert wording_versions.build_demo_wording(engine, tax) == 0
     assert ws.versions(engine) == []
 
 
 def test_demo_wording_has_an_approved_set_and_a_pending_r2_change(
     engine: Engine, tax: Taxonomy
 ) -> None:
-    for u in fixtures.DEMO_USERS:
+    for u in people.DEMO_USERS:
         users.add_user(engine, SYSTEM, u.email, u.name, list(u.roles), u.clearance)
     demo_engine = engine
-    assert ws.build_demo_wording(demo_engine, tax) == 2
-    assert ws.build_demo_wording(demo_engine, tax) == 0
+    assert wording_versions.build_demo_wording(demo_engine, tax) == 2
+    assert wording_versions.build_demo_wording(demo_engine, tax) == 0
     current = ws.in_force(demo_engine)
     assert current.version is not None and current.version.number == 1
     assert {(s.signer, s.role) for s in current.version.signatures} == {

@@ -17,6 +17,7 @@ from sqlalchemy import Engine
 
 from review.core.identity import SYSTEM
 from review.core.taxonomy import Taxonomy
+from review.demo import tracedemo
 from review.traces import traces
 from review.traces.traceformats import Chunk, Citation, Trace, trace_to_dict
 from storage.db import make_engine
@@ -90,7 +91,7 @@ def trace_demo_template(
     path = tmp_path_factory.mktemp("tracedemo") / "demo.db"
     shutil.copy(demo_template, path)
     eng = make_engine(f"sqlite:///{path}")
-    traces.build_demo_traces(eng, tax)
+    tracedemo.build_demo_traces(eng, tax)
     with eng.connect() as c:
         c.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
     eng.dispose()

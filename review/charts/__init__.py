@@ -1,3 +1,3 @@
 """Charts: pure functions from DataFrames to Altair charts (risk-coverage, sweep, costs).
 
-May use: core."""
+May use: policy, core."""

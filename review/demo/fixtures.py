@@ -14,19 +14,19 @@ from pathlib import Path
 
 from sqlalchemy import Engine, func, select
 
-from review.audits import audits
-from review.builder import builder
 from review.cases import cases
-from review.core.identity import SYSTEM, Actor, Role
+from review.core.identity import Role
 from review.core.taxonomy import Taxonomy
 from review.corpus import corpus
+from review.demo import months, tracedemo, wording_versions
+from review.demo.batches import build_demo_audits
+from review.demo.people import DEMO_ACTOR, DEMO_USERS, demo_actor
+from review.demo.variants import build_demo_variants
 from review.evaluation import evalruns, refpipeline
 from review.labels import labeling
-from review.monthly import reviews
 from review.policy import signoff
 from review.thresholds import thresholds
 from review.traces import traces
-from review.wording import wordingservice
 from storage.db import read_session, run_write
 from storage.models import Case, Document, Label, User
 
@@ -34,29 +34,9 @@ DEMO_DIR = Path(__file__).resolve().parent
 DEMO_DOCS = DEMO_DIR / "docs"
 DEMO_CASES = DEMO_DIR / "cases.jsonl"
 
-DEMO_ACTOR: Actor = replace(SYSTEM, email="demo-data", name="Demo data")
 # Twelve weeks of production traffic for the demo; the test suite builds a smaller sample
 # (the same generator) to stay fast.
 DEMO_TRACES = 20_000
-
-
-@dataclass(frozen=True)
-class DemoUser:
-    email: str
-    name: str
-    roles: tuple[str, ...]
-    clearance: bool
-
-
-DEMO_USERS = (
-    DemoUser("ada.admin@brightwave.example", "Ada Okafor", ("admin",), True),
-    DemoUser("ines.duarte@brightwave.example", "Inés Duarte", ("annotator",), False),
-    DemoUser("tom.becker@brightwave.example", "Tom Becker", ("annotator",), False),
-    DemoUser("ravi.menon@brightwave.example", "Ravi Menon", ("reviewer", "annotator"), True),
-    DemoUser("paula.kim@brightwave.example", "Paula Kim", ("product_owner",), False),
-    DemoUser("omar.haddad@brightwave.example", "Omar Haddad", ("product_owner",), False),
-    DemoUser("chen.li@brightwave.example", "Chen Li", ("compliance",), True),
-)
 
 
 @dataclass(frozen=True)
@@ -173,26 +153,15 @@ def build_demo(
             runs += 1
     labels = build_demo_labels(engine, tax)
     policies = build_demo_policies(engine, tax)
-    made = builder.build_demo_variants(engine, tax) if variants else 0
-    n_traces = traces.build_demo_traces(engine, tax, trace_count) if with_traces else 0
+    made = build_demo_variants(engine, tax) if variants else 0
+    n_traces = tracedemo.build_demo_traces(engine, tax, trace_count) if with_traces else 0
     if n_traces:
         _demo_wording_traces(engine)
-    wordingservice.build_demo_wording(engine, tax)
-    audits.build_demo_audits(engine, tax)
-    reviews.build_demo_reviews(engine, tax)
+    wording_versions.build_demo_wording(engine, tax)
+    build_demo_audits(engine, tax)
+    months.build_demo_reviews(engine, tax)
     return DemoReport(
         users, doc_report.added, case_report.added, runs, labels, policies, made, n_traces
-    )
-
-
-def _demo_actor(email: str) -> Actor:
-    u = next(x for x in DEMO_USERS if x.email == email)
-    return replace(
-        DEMO_ACTOR,
-        email=u.email,
-        name=u.name,
-        roles=frozenset(Role(r) for r in u.roles),
-        clearance=u.clearance,
     )
 
 
@@ -205,9 +174,9 @@ def build_demo_policies(engine: Engine, tax: Taxonomy) -> int:
 
     if signoff.versions(engine, thresholds.KIND):
         return 0
-    paula = _demo_actor("paula.kim@brightwave.example")
-    omar = _demo_actor("omar.haddad@brightwave.example")
-    chen = _demo_actor("chen.li@brightwave.example")
+    paula = demo_actor("paula.kim@brightwave.example")
+    omar = demo_actor("omar.haddad@brightwave.example")
+    chen = demo_actor("chen.li@brightwave.example")
     shipped = default_policy_path().read_text(encoding="utf-8")
     older = replace_thresholds(shipped, "vector", refuse_below=0.50, caveat_below=0.60)
     older = re.sub(r"(?m)^version: 3$", "version: 2", older)

@@ -1,13 +1,13 @@
-"""Synthetic production traces: the Brightwave demo, and bulk data for the benchmark.
+"""Synthetic production traces: the Brightwave demo (bulk benchmark data is in benchmarks/).
 
 Demo traces
 -----------
 :func:`build_demo_traces` makes ``n`` (default :data:`DEMO_TRACES`) production requests of the
 Brightwave support assistant over the 12 complete weeks before the current one and imports them
-through :func:`review.traces.traces.import_items`, so the demo exercises the import path (redaction,
-the restricted rule, batches). Everything but the dates is fixed by the seed: the weekly mix of
-outcomes is exact (largest-remainder rounding), so the demo's weekly rates and alerts are the
-same on every build.
+through :func:`review.traces.traces.import_items`, so the demo exercises the import path
+(redaction, the restricted rule, batches). Everything but the dates is fixed by the seed: the
+weekly mix of outcomes is exact (largest-remainder rounding), so the demo's weekly rates and
+alerts are the same on every build.
 
 What is in it:
 
@@ -34,32 +34,23 @@ What is in it:
   no-answer alert and the negative-feedback alert fire in week 9;
 * in week 11, four refusals were logged without a reason code (the "decisions with no logged
   reason" alert).
-
-Benchmark data
---------------
-:func:`write_synthetic` writes ``n`` canonical JSONL traces with ``k`` chunks each as fast as
-possible, and :func:`sqlite_floor` inserts the same rows with plain ``sqlite3`` ``executemany``
-in one transaction (the floor the import rate is compared with).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import json
 import random
-import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import IO, Any
 
 from sqlalchemy import Engine, func, select
 
-from review.core.identity import SYSTEM, Actor
 from review.core.taxonomy import Taxonomy
 from review.corpus.docformat import parse_markdown
+from review.demo.people import DEMO_ACTOR
 from review.traces.traceformats import Chunk, Citation, Trace
 from review.wording.wording import WordingSet, load_wording, render
 from storage.db import read_session
@@ -72,8 +63,6 @@ __all__ = [
     "build_demo_traces",
     "demo_traces",
     "demo_weeks",
-    "sqlite_floor",
-    "write_synthetic",
 ]
 
 DEMO_TRACES = 2400
@@ -83,8 +72,6 @@ WEEKS = 12
 DRIFT_WEEK = 9  # 1-based: the index rebuild lands in this week
 MISSING_REASON_WEEK = 11
 DOCS_DIR = Path(__file__).resolve().parent / "docs"
-
-DEMO_ACTOR: Actor = dataclasses.replace(SYSTEM, email="demo-data", name="Demo data")
 
 
 # ---------------------------------------------------------------------------------------
@@ -1039,144 +1026,3 @@ def build_demo_traces(engine: Engine, tax: Taxonomy, n: int | None = None) -> in
         fmt="canonical",
     )
     return report.added
-
-
-# ---------------------------------------------------------------------------------------
-# Benchmark data
-
-
-def write_synthetic(fh: IO[str], n: int, chunks: int = 5, seed: int = 7) -> int:
-    """Write ``n`` canonical JSONL traces with ``chunks`` chunks each (spread over 12 weeks)."""
-    rng = random.Random(seed)
-    starts = demo_weeks()
-    span = WEEKS * 7 * 86400
-    decisions = ("answer", "answer", "answer", "abstain", "abstain", "clarify", "escalate")
-    reasons = {
-        "answer": None,
-        "abstain": "no_answer_bearing_evidence",
-        "clarify": "ambiguous_question",
-        "escalate": "restricted_topic",
-    }
-    text = (
-        "2.1 A customer may ask for a refund of a monthly subscription charge within 14 days "
-        "of the charge date. Refunds go back to the original payment method."
-    )
-    for i in range(n):
-        at = starts[0] + dt.timedelta(seconds=int(span * i / max(1, n)))
-        decision = decisions[rng.randrange(len(decisions))]
-        score = round(rng.uniform(0.34, 0.95), 3)
-        cs = [
-            {
-                "chunk_id": f"DOC-{rng.randrange(500):03d}@1#p{k}",
-                "doc_id": f"DOC-{rng.randrange(500):03d}",
-                "doc_version": 1,
-                "rank": k + 1,
-                "score": round(score - 0.03 * k, 3),
-                "text": text,
-                "filtered": k == chunks - 1 and rng.random() < 0.1,
-                "effective_date": "2025-03-01",
-            }
-            for k in range(chunks)
-        ]
-        rec: dict[str, Any] = {
-            "trace_id": f"bench-{i:08d}",
-            "time": at.isoformat().replace("+00:00", "Z"),
-            "query": f"How many days do we have to ask for a refund? (request {i})",
-            "rewritten_query": "refund window monthly",
-            "user_role": "customer_admin",
-            "identity_scopes": ["public"],
-            "chunks": cs,
-            "context_sent": text,
-            "ranking_mode": "vector" if i % 3 else "semantic_reranker",
-            "hits_after_filter": chunks - sum(1 for c in cs if c["filtered"]),
-            "top_score": score,
-            "answerable": decision == "answer",
-            "ambiguous": decision == "clarify",
-            "ungrounded": rng.random() < 0.03,
-            "decision": decision,
-            "reason_code": reasons[decision],
-            "answer_text": "You can ask within 14 days of the charge date.",
-            "citations": [{"claim": "Refunds within 14 days.", "chunk_ids": [cs[0]["chunk_id"]]}],
-            "feedback": "expected_answer" if rng.random() < 0.03 else None,
-            "versions": {"model": "m-1", "index": f"kb-{i * 12 // max(1, n)}", "policy": "p@3"},
-            "attributes": {"language": "en", "customer_tier": "team", "document_type": "policy"},
-        }
-        fh.write(json.dumps(rec, separators=(",", ":")) + "\n")
-    return n
-
-
-_TRACE_COLS = (
-    "id", "trace_id", "at", "query", "rewritten_query", "user_role", "identity_scopes",
-    "context_sent", "ranking_mode", "hits_after_filter", "top_score", "answerable", "ambiguous",
-    "ungrounded", "decision", "reason_code", "answer_text", "citations", "feedback", "versions",
-    "attributes", "policy_version", "model_version", "language", "customer_tier",
-    "document_type", "restricted", "redactions", "import_id", "imported_at",
-)  # fmt: skip
-_CHUNK_COLS = (
-    "trace_pk", "chunk_id", "doc_id", "doc_version", "rank", "score", "text", "filtered",
-    "effective_date",
-)  # fmt: skip
-
-
-def sqlite_floor(db_path: Path, jsonl: Path, batch: int = 5000) -> int:
-    """Insert the traces of a canonical JSONL file into a fresh database with the workbench
-    schema using plain sqlite3 ``executemany`` in one transaction, without validation,
-    redaction or duplicate checks: the speed floor for the importer. Returns traces written."""
-    from storage.db import make_engine, migrate
-
-    engine = make_engine(f"sqlite:///{db_path}")
-    migrate(engine)
-    engine.dispose()
-    con = sqlite3.connect(db_path, isolation_level=None)
-    con.execute("PRAGMA journal_mode=WAL")
-    con.execute("PRAGMA synchronous=NORMAL")
-    tq = (
-        f"INSERT INTO traces ({', '.join(_TRACE_COLS)}) "
-        f"VALUES ({', '.join('?' * len(_TRACE_COLS))})"
-    )
-    cq = (
-        f"INSERT INTO trace_chunks ({', '.join(_CHUNK_COLS)}) "
-        f"VALUES ({', '.join('?' * len(_CHUNK_COLS))})"
-    )
-    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
-    n = 0
-    trows: list[tuple[Any, ...]] = []
-    crows: list[tuple[Any, ...]] = []
-    con.execute("BEGIN")
-    with jsonl.open(encoding="utf-8") as fh:
-        for line in fh:
-            d = json.loads(line)
-            n += 1
-            at = dt.datetime.fromisoformat(d["time"]).strftime("%Y-%m-%d %H:%M:%S.%f")
-            v, a = d.get("versions") or {}, d.get("attributes") or {}
-            trows.append(
-                (
-                    n, d["trace_id"], at, d["query"], d.get("rewritten_query"),
-                    d.get("user_role"), json.dumps(d.get("identity_scopes") or []),
-                    d.get("context_sent") or "", d.get("ranking_mode"),
-                    d.get("hits_after_filter"), d.get("top_score"), d.get("answerable"),
-                    d.get("ambiguous"), d.get("ungrounded"), d.get("decision"),
-                    d.get("reason_code"), d.get("answer_text") or "",
-                    json.dumps(d.get("citations") or []), d.get("feedback"), json.dumps(v),
-                    json.dumps(a), v.get("policy"), v.get("model"), a.get("language"),
-                    a.get("customer_tier"), a.get("document_type"), False, "{}", None, now,
-                )
-            )  # fmt: skip
-            for c in d.get("chunks") or []:
-                crows.append(
-                    (
-                        n, c["chunk_id"], c.get("doc_id"), c.get("doc_version"), c.get("rank"),
-                        c.get("score"), c.get("text") or "", bool(c.get("filtered")),
-                        c.get("effective_date"),
-                    )
-                )  # fmt: skip
-            if len(trows) >= batch:
-                con.executemany(tq, trows)
-                con.executemany(cq, crows)
-                trows, crows = [], []
-    if trows:
-        con.executemany(tq, trows)
-        con.executemany(cq, crows)
-    con.execute("COMMIT")
-    con.close()
-    return n

@@ -61,9 +61,7 @@ import io
 import json
 import pickle
 import re
-import resource
 import tempfile
-import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -108,7 +106,7 @@ from storage.models import AuditItem, Document, Setting, TraceChunk, TraceImport
 from storage.models import Trace as TraceRow
 
 if TYPE_CHECKING:
-    from review.traces.monitoring import MonitoringPolicy
+    pass
 
 __all__ = [
     "BATCH_SIZE",
@@ -128,7 +126,6 @@ __all__ = [
     "TraceListRow",
     "TraceView",
     "apply_retention",
-    "build_demo_traces",
     "can_view",
     "caveat_condition",
     "count_traces",
@@ -146,7 +143,6 @@ __all__ = [
     "recent_imports",
     "require_view",
     "restricted_corpus",
-    "run_benchmark",
     "set_retention",
     "total_traces",
     "version_keys",
@@ -1494,90 +1490,3 @@ def apply_retention(
     if r.days is None:
         return None
     return purge_older_than(engine, actor, r.days, now=now)
-
-
-# ---------------------------------------------------------------------------------------
-# Demo data and benchmark (implemented in review.demo.tracedemo)
-
-
-def build_demo_traces(engine: Engine, tax: Taxonomy, n: int | None = None) -> int:
-    """The Brightwave demo traces (see :mod:`review.demo.tracedemo`); returns how many were
-    added."""
-    from review.demo import tracedemo
-
-    return tracedemo.build_demo_traces(engine, tax, n)
-
-
-def _peak_rss_mib() -> float:
-    # ru_maxrss is KiB on Linux
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def run_benchmark(
-    url: str | None = None,
-    n: int = 100_000,
-    chunks: int = 5,
-    batch_size: int = BATCH_SIZE,
-    monitoring_policy: MonitoringPolicy | None = None,
-) -> dict[str, float]:
-    """Import ``n`` synthetic traces (``chunks`` chunks each) from a canonical JSONL file and
-    time it beside a floor (the same rows inserted with plain sqlite3 executemany in one
-    transaction); then time the first traces page and the monitoring queries. Prints and
-    returns the figures; never asserts on them. ``url`` defaults to a temp SQLite file."""
-    from review.core.identity import SYSTEM
-    from review.core.taxonomy import load_taxonomy
-    from review.demo import tracedemo
-    from review.traces import monitoring
-    from storage.db import make_engine, migrate
-
-    tax = load_taxonomy()
-    out: dict[str, float] = {"traces": float(n), "chunks_per_trace": float(chunks)}
-    with tempfile.TemporaryDirectory(prefix="wb-bench-") as tmp:
-        folder = Path(tmp)
-        db_url = url or f"sqlite:///{folder / 'bench.db'}"
-        engine = make_engine(db_url)
-        migrate(engine)
-        data = folder / "traces.jsonl"
-        t0 = time.perf_counter()
-        with data.open("w", encoding="utf-8") as fh:
-            tracedemo.write_synthetic(fh, n, chunks)
-        out["generate_s"] = time.perf_counter() - t0
-        rss0 = _peak_rss_mib()
-        t0 = time.perf_counter()
-        report = import_file(engine, SYSTEM, data, "canonical", tax=tax, batch_size=batch_size)
-        secs = time.perf_counter() - t0
-        out["import_s"] = secs
-        out["import_traces_per_s"] = report.added / secs if secs else 0.0
-        out["peak_rss_mib"] = _peak_rss_mib()
-        out["peak_rss_growth_mib"] = out["peak_rss_mib"] - rss0
-
-        floor_db = folder / "floor.db"
-        t0 = time.perf_counter()
-        out["floor_rows"] = float(tracedemo.sqlite_floor(floor_db, data))
-        floor_s = time.perf_counter() - t0
-        out["floor_s"] = floor_s
-        out["floor_traces_per_s"] = n / floor_s if floor_s else 0.0
-
-        viewer = dataclasses.replace(SYSTEM, clearance=False)
-        t0 = time.perf_counter()
-        total = count_traces(engine, viewer, TraceFilter())
-        list_traces(engine, viewer, TraceFilter(), page=1)
-        out["first_page_s"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        list_traces(engine, viewer, TraceFilter(), page=max(1, total // 25))
-        out["last_page_s"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        facet_values(engine)
-        out["facets_s"] = time.perf_counter() - t0
-        pol = monitoring_policy or monitoring.load_monitoring_policy()
-        t0 = time.perf_counter()
-        monitoring.monitor(engine, tax, pol, weeks=12)
-        out["monitoring_s"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        monitoring.weekly_by_segment(engine, tax, "ranking_mode", weeks=12)
-        out["monitoring_segment_s"] = time.perf_counter() - t0
-        engine.dispose()
-    width = max(len(k) for k in out)
-    for k, v in out.items():
-        print(f"{k.ljust(width)}  {v:,.3f}")
-    return out
