@@ -902,25 +902,25 @@ def child_import(url: str, n: int, workdir: str) -> dict[str, Any]:
 
 def child_sampling(url: str, total: int) -> dict[str, Any]:
     from review.admin import users
-    from review.audits import audits
+    from review.audits import plans, population
 
     engine = make_engine(url)
     row = users.get_by_email(engine, REVIEWER)
     assert row is not None
     actor = users.to_actor(row)
-    flt = audits.PopulationFilter()
+    flt = population.PopulationFilter()
     out: dict[str, Any] = {}
     base = reset_peak()
     t0 = time.perf_counter()
-    counts = audits.count_population(engine, flt, ("decision",))
+    counts = plans.count_population(engine, flt, ("decision",))
     out["count_decision_s"] = time.perf_counter() - t0
     out["population"] = sum(c.count for c in counts)
     out["strata"] = len(counts)
     t0 = time.perf_counter()
-    counts2 = audits.count_population(engine, flt, ("decision", "attr.customer_tier"))
+    counts2 = plans.count_population(engine, flt, ("decision", "attr.customer_tier"))
     out["count_decision_tier_s"] = time.perf_counter() - t0
     out["strata2"] = len(counts2)
-    spec = audits.PlanSpec(
+    spec = plans.PlanSpec(
         name=f"Scale benchmark {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M:%S.%f}",
         filter=flt,
         strata=("decision",),
@@ -929,14 +929,14 @@ def child_sampling(url: str, total: int) -> dict[str, Any]:
         seed=424242,
     )
     t0 = time.perf_counter()
-    plan_id = audits.create_plan(engine, actor, spec)
+    plan_id = plans.create_plan(engine, actor, spec)
     out["create_plan_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    drawn = audits.draw_plan(engine, actor, plan_id)
+    drawn = plans.draw_plan(engine, actor, plan_id)
     out["draw_s"] = time.perf_counter() - t0
     out["drawn"] = drawn.items
     t0 = time.perf_counter()
-    out["verified"] = audits.verify_sample(engine, plan_id)
+    out["verified"] = plans.verify_sample(engine, plan_id)
     out["verify_s"] = time.perf_counter() - t0
     peak = peak_since_reset()
     out["rss_peak_mib"] = peak

@@ -13,7 +13,8 @@ import pandas as pd
 import streamlit as st
 
 from pages import ui
-from review.audits import audits
+from review.audits import estimates, export, items, population, promote, queue, verdicts, vocabulary
+from review.audits import plans as audit_plans
 from review.core.errors import InputError, PermissionDenied, StaleWriteError
 from review.core.identity import Permission
 from review.wording import wordingservice
@@ -41,7 +42,7 @@ st.caption(
 
 @st.cache_data(ttl=300, show_spinner=False)
 def _values(url: str, dim: str) -> list[str]:
-    return audits.dimension_values(engine, dim)
+    return audit_plans.dimension_values(engine, dim)
 
 
 def values(dim: str) -> list[str]:
@@ -49,8 +50,8 @@ def values(dim: str) -> list[str]:
 
 
 @st.cache_data(ttl=60, show_spinner="Counting the population…")
-def _population_check(url: str, plan_id: int, status: str) -> audits.PopulationCheck:
-    return audits.check_population(engine, plan_id)
+def _population_check(url: str, plan_id: int, status: str) -> audit_plans.PopulationCheck:
+    return audit_plans.check_population(engine, plan_id)
 
 
 def forget_counts() -> None:
@@ -81,7 +82,7 @@ flash = st.session_state.pop("aud_flash", None)
 if flash:
     top.success(md(flash))
 
-plans = audits.list_plans(engine)
+plans = audit_plans.list_plans(engine)
 by_id = {p.id: p for p in plans}
 
 # deep links: ?item=ID opens an item (and its plan), ?plan=ID selects a plan
@@ -89,13 +90,13 @@ deep_item = ui.query_int("item")
 if deep_item is not None and st.session_state.get("aud_deep_done") != deep_item:
     st.session_state["aud_deep_done"] = deep_item
     try:
-        view = audits.get_item(engine, actor, deep_item)
+        view = items.get_item(engine, actor, deep_item)
         if view is None:
             top.error(f"Audit item {deep_item} does not exist.")
         else:
             st.session_state["aud_plan"] = view.plan_id
             if can_audit and view.plan_status == "open":
-                audits.reserve_item(engine, actor, deep_item)
+                queue.reserve_item(engine, actor, deep_item)
             st.session_state[f"aud_item_{view.plan_id}"] = deep_item
     except (InputError, PermissionDenied) as exc:
         top.error(md(exc))
@@ -138,8 +139,10 @@ with tab_plans:
                 date_from = c1.date_input("From (UTC)", value=None, key="aud_from")
                 date_to = c2.date_input("To, inclusive (UTC)", value=None, key="aud_to")
                 c1, c2, c3 = st.columns(3)
-                f_dec = c1.multiselect("Decisions", [*tax.decisions, audits.NONE], key="aud_f_dec")
-                f_reason = c2.multiselect("Reason codes", [*tax.reason_codes, audits.NONE])
+                f_dec = c1.multiselect(
+                    "Decisions", [*tax.decisions, population.NONE], key="aud_f_dec"
+                )
+                f_reason = c2.multiselect("Reason codes", [*tax.reason_codes, population.NONE])
                 f_feedback = c3.multiselect("User feedback", values("feedback"), key="aud_f_fb")
                 c1, c2, c3 = st.columns(3)
                 f_lang = c1.multiselect("Languages", values("language"))
@@ -173,8 +176,8 @@ with tab_plans:
                 st.caption("Sample")
                 strata = st.multiselect(
                     "Strata",
-                    list(audits.DIMENSIONS),
-                    format_func=lambda d: audits.DIMENSIONS[d],
+                    list(population.DIMENSIONS),
+                    format_func=lambda d: population.DIMENSIONS[d],
                     help="Each combination of values is one stratum.",
                     key="aud_strata",
                 )
@@ -182,11 +185,11 @@ with tab_plans:
                     "Also stratify by trace attributes (comma-separated names)", ""
                 )
                 c1, c2, c3, c4 = st.columns(4)
-                allocation = c1.radio("Allocation", audits.ALLOCATIONS, key="aud_alloc")
+                allocation = c1.radio("Allocation", audit_plans.ALLOCATIONS, key="aud_alloc")
                 total = int(
-                    c2.number_input("Sample size", 1, audits.MAX_TOTAL, 100, key="aud_total")
+                    c2.number_input("Sample size", 1, audit_plans.MAX_TOTAL, 100, key="aud_total")
                 )
-                seed = int(c3.number_input("Seed", 0, audits.MAX_SEED, 0, key="aud_seed"))
+                seed = int(c3.number_input("Seed", 0, audit_plans.MAX_SEED, 0, key="aud_seed"))
                 overlap = int(c4.number_input("Reviewers per trace", 1, 5, 1, key="aud_overlap"))
                 blind = st.checkbox(
                     "Blind review: a reviewer sees other verdicts only after giving theirs",
@@ -210,7 +213,7 @@ with tab_plans:
                         attributes = (
                             (key.strip(), tuple(v.strip() for v in vals.split(",") if v.strip())),
                         )
-                    flt = audits.PopulationFilter(
+                    flt = population.PopulationFilter(
                         date_from=date_from if isinstance(date_from, dt.date) else None,
                         date_to=date_to if isinstance(date_to, dt.date) else None,
                         decisions=tuple(f_dec),
@@ -232,7 +235,7 @@ with tab_plans:
                         f"attr.{a.strip()}" for a in attr_strata.split(",") if a.strip()
                     )
                     if preview:
-                        counts = audits.count_population(engine, flt, dims)
+                        counts = audit_plans.count_population(engine, flt, dims)
                         st.caption(
                             md(
                                 f"{sum(c.count for c in counts)} traces in "
@@ -249,7 +252,7 @@ with tab_plans:
                             height=ui.table_height(len(counts), 12),
                         )
                     else:
-                        spec = audits.PlanSpec(
+                        spec = audit_plans.PlanSpec(
                             name=name,
                             filter=flt,
                             strata=dims,
@@ -257,14 +260,14 @@ with tab_plans:
                             total=total,
                             seed=seed,
                             explicit_sizes=(
-                                audits.parse_explicit_sizes(explicit)
+                                audit_plans.parse_explicit_sizes(explicit)
                                 if allocation == "explicit"
                                 else None
                             ),
                             overlap=overlap,
                             blind=blind,
                         )
-                        new_id = audits.create_plan(engine, actor, spec)
+                        new_id = audit_plans.create_plan(engine, actor, spec)
                         forget_counts()
                         st.session_state["aud_want_plan"] = new_id
                         st.session_state["aud_flash"] = (
@@ -343,7 +346,7 @@ with tab_plans:
             if plan.status == "planned":
                 if c1.button("Draw the sample", type="primary", key="aud_draw"):
                     try:
-                        res = audits.draw_plan(engine, actor, plan.id)
+                        res = audit_plans.draw_plan(engine, actor, plan.id)
                     except (InputError, PermissionDenied) as exc:
                         forget_counts()
                         st.error(md(exc))
@@ -354,7 +357,7 @@ with tab_plans:
                         st.rerun()
                 if c2.button("Recount the population", key="aud_recount"):
                     try:
-                        audits.recount_plan(engine, actor, plan.id)
+                        audit_plans.recount_plan(engine, actor, plan.id)
                     except (InputError, PermissionDenied) as exc:
                         st.error(md(exc))
                     else:
@@ -363,14 +366,14 @@ with tab_plans:
                         st.rerun()
             if plan.status == "open" and c1.button("Close the batch", key="aud_close"):
                 try:
-                    audits.close_plan(engine, actor, plan.id)
+                    audit_plans.close_plan(engine, actor, plan.id)
                 except (InputError, PermissionDenied) as exc:
                     st.error(md(exc))
                 else:
                     st.session_state["aud_flash"] = f"{plan.name!r} is closed."
                     st.rerun()
             if plan.status != "planned" and c3.button("Check reproducibility", key="aud_verify"):
-                same = audits.verify_sample(engine, plan.id)
+                same = audit_plans.verify_sample(engine, plan.id)
                 if same is True:
                     st.success("Drawing this plan again gives exactly the stored sample.")
                 elif same is None:
@@ -378,9 +381,9 @@ with tab_plans:
                 else:
                     st.error("A new draw differs from the stored sample.")
         if plan.status != "planned":
-            n_items = audits.count_items(engine, plan.id)
+            n_items = queue.count_items(engine, plan.id)
             page = ui.paginate(n_items, f"aud_items_{plan.id}", PAGE_SIZE)
-            rows = audits.list_items(engine, plan.id, page, PAGE_SIZE)
+            rows = queue.list_items(engine, plan.id, page, PAGE_SIZE)
             st.dataframe(
                 pd.DataFrame(
                     [
@@ -392,7 +395,7 @@ with tab_plans:
                             "feedback": r.feedback,
                             "restricted": r.restricted,
                             "verdicts": r.reviewers,
-                            "verdict": audits.VERDICTS.get(r.outcome or "", ""),
+                            "verdict": vocabulary.VERDICTS.get(r.outcome or "", ""),
                             "held by": r.reserved_by or "",
                             "open": ui.link("audit", item=r.id),
                         }
@@ -413,11 +416,11 @@ def claims_key(item_id: int) -> str:
     return f"aud_claims_{item_id}"
 
 
-def start_claims(view: audits.ItemView, mine: audits.VerdictView | None) -> None:
+def start_claims(view: items.ItemView, mine: verdicts.VerdictView | None) -> None:
     drafts = (
         mine.claim_drafts
         if mine and mine.claims
-        else audits.propose_claims(view.answer_text, view.citations)
+        else items.propose_claims(view.answer_text, view.citations)
     )
     st.session_state[claims_key(view.id)] = [
         {"uid": next_uid(), "text": d.text, "cited": ", ".join(d.cited), "verdict": d.verdict}
@@ -425,7 +428,7 @@ def start_claims(view: audits.ItemView, mine: audits.VerdictView | None) -> None
     ]
 
 
-def show_item(view: audits.ItemView) -> None:
+def show_item(view: items.ItemView) -> None:
     st.subheader(f"Trace {md(view.trace_id)}")
     st.caption(
         md(
@@ -480,14 +483,14 @@ def show_item(view: audits.ItemView) -> None:
         st.info("Retrieval returned nothing for this request.")
 
 
-def claim_editor(view: audits.ItemView) -> list[audits.ClaimDraft]:
+def claim_editor(view: items.ItemView) -> list[items.ClaimDraft]:
     key = claims_key(view.id)
     rows: list[dict[str, Any]] = st.session_state[key]
     st.caption(
         "Each claim with the chunk ids it cites (comma-separated). The answer passes only if "
         "every claim is supported by a chunk that was in the context."
     )
-    drafts: list[audits.ClaimDraft] = []
+    drafts: list[items.ClaimDraft] = []
     remove: int | None = None
     for n, row in enumerate(rows, start=1):
         uid = row["uid"]
@@ -498,7 +501,7 @@ def claim_editor(view: audits.ItemView) -> list[audits.ClaimDraft]:
         row["cited"] = c2.text_input(
             f"Cites (claim {n})", row["cited"], key=f"aud_cc_{view.id}_{uid}"
         )
-        opts = [NOT_JUDGED, *audits.CLAIM_VERDICTS]
+        opts = [NOT_JUDGED, *vocabulary.CLAIM_VERDICTS]
         chosen = c3.selectbox(
             f"Verdict (claim {n})",
             opts,
@@ -509,7 +512,7 @@ def claim_editor(view: audits.ItemView) -> list[audits.ClaimDraft]:
         if c4.button("✕", key=f"aud_cr_{view.id}_{uid}", help=f"Remove claim {n}"):
             remove = uid
         drafts.append(
-            audits.ClaimDraft(
+            items.ClaimDraft(
                 row["text"],
                 tuple(x.strip() for x in row["cited"].split(",") if x.strip()),
                 row["verdict"],
@@ -526,7 +529,7 @@ def claim_editor(view: audits.ItemView) -> list[audits.ClaimDraft]:
         start_claims(view, None)
         st.rerun()
     if drafts and all(d.text.strip() for d in drafts):
-        report = audits.check_claims(drafts, view.context_ids)
+        report = items.check_claims(drafts, view.context_ids)
         frame = report.to_frame()
         st.dataframe(
             frame, hide_index=True, width="stretch", height=ui.table_height(len(frame), 10)
@@ -549,7 +552,7 @@ with tab_queue:
     elif plan.status == "planned":
         st.info("This plan is not drawn yet: draw the sample on the Plans tab.")
     else:
-        prog = audits.progress(engine, actor, plan.id)
+        prog = queue.progress(engine, actor, plan.id)
         c1, c2, c3 = st.columns(3)
         c1.metric("Judged by me", prog.mine)
         c2.metric(f"Traces with {prog.overlap} verdict(s)", f"{prog.complete} / {prog.items}")
@@ -566,7 +569,7 @@ with tab_queue:
 
         def load_next() -> None:
             assert plan is not None
-            nxt = audits.next_item(engine, actor, plan.id, exclude=st.session_state[skipped_key])
+            nxt = queue.next_item(engine, actor, plan.id, exclude=st.session_state[skipped_key])
             st.session_state[item_key] = nxt
             if nxt is None:
                 st.query_params.pop("item", None)
@@ -587,7 +590,7 @@ with tab_queue:
                 st.success("Every trace of this batch has its verdicts.")
         else:
             try:
-                view = audits.get_item(engine, actor, int(item_id))
+                view = items.get_item(engine, actor, int(item_id))
             except PermissionDenied as exc:
                 st.error(md(exc))
                 view = None
@@ -622,22 +625,22 @@ with tab_queue:
                             hide_index=True,
                             width="stretch",
                         )
-                mine = audits.my_verdict(engine, actor, view.id)
+                mine = verdicts.my_verdict(engine, actor, view.id)
                 st.divider()
                 st.subheader("Your verdict" + (" (edit)" if mine else ""))
-                verdict_opts = list(audits.VERDICTS)
+                verdict_opts = list(vocabulary.VERDICTS)
                 verdict = st.radio(
                     "Verdict",
                     verdict_opts,
                     index=verdict_opts.index(mine.verdict) if mine else None,
-                    format_func=lambda v: audits.VERDICTS[v],
+                    format_func=lambda v: vocabulary.VERDICTS[v],
                     key=f"aud_verdict_{view.id}",
                 )
                 stages = st.multiselect(
                     "Where it failed (stage)",
-                    list(audits.STAGES),
+                    list(vocabulary.STAGES),
                     default=list(mine.stages) if mine else [],
-                    format_func=lambda s: audits.STAGES[s],
+                    format_func=lambda s: vocabulary.STAGES[s],
                     key=f"aud_stages_{view.id}",
                     help="Required for a false refusal, an unsupported or a partially "
                     "supported answer; empty for a correct refusal or a supported answer.",
@@ -656,7 +659,7 @@ with tab_queue:
                     key=f"aud_claimreview_{view.id}",
                     disabled=not has_answer,
                 )
-                drafts: list[audits.ClaimDraft] = []
+                drafts: list[items.ClaimDraft] = []
                 if review_claims and has_answer:
                     if claims_key(view.id) not in st.session_state:
                         start_claims(view, mine)
@@ -669,17 +672,17 @@ with tab_queue:
                     disabled=verdict is None or plan.status != "open",
                 )
                 if b2.button("Skip", key=f"aud_skip_{view.id}"):
-                    audits.release_item(engine, actor, view.id)
+                    queue.release_item(engine, actor, view.id)
                     st.session_state[skipped_key].append(view.id)
                     load_next()
                     st.rerun()
                 if save and verdict is not None:
                     try:
-                        audits.submit_verdict(
+                        verdicts.submit_verdict(
                             engine,
                             actor,
                             view.id,
-                            audits.VerdictIn(str(verdict), tuple(stages), notes, tuple(drafts)),
+                            verdicts.VerdictIn(str(verdict), tuple(stages), notes, tuple(drafts)),
                             mine.id if mine else None,
                         )
                     except (InputError, PermissionDenied, StaleWriteError) as exc:
@@ -693,14 +696,14 @@ with tab_queue:
                     ):
                         load_next()
                         st.rerun()
-                    others = audits.item_verdicts(engine, actor, view.id) or []
+                    others = verdicts.item_verdicts(engine, actor, view.id) or []
                     st.caption("Current verdicts on this trace")
                     st.dataframe(
                         pd.DataFrame(
                             [
                                 {
                                     "reviewer": o.reviewer,
-                                    "verdict": audits.VERDICTS[o.verdict],
+                                    "verdict": vocabulary.VERDICTS[o.verdict],
                                     "stages": ", ".join(o.stages),
                                     "notes": o.notes,
                                     "claims supported": sum(
@@ -735,7 +738,7 @@ with tab_queue:
                             )
                             if st.button("Promote to a case", key=f"aud_promote_{view.id}"):
                                 try:
-                                    cid = audits.promote_to_case(
+                                    cid = promote.promote_to_case(
                                         engine, actor, view.id, tax, split=str(split)
                                     )
                                 except (InputError, PermissionDenied) as exc:
@@ -750,12 +753,12 @@ with tab_queue:
                             pd.DataFrame(
                                 [
                                     {
-                                        "verdict": audits.VERDICTS[h.verdict],
+                                        "verdict": vocabulary.VERDICTS[h.verdict],
                                         "stages": ", ".join(h.stages),
                                         "when": h.created_at,
                                         "replaces": h.replaces_id,
                                     }
-                                    for h in audits.verdict_history(engine, actor, view.id)
+                                    for h in verdicts.verdict_history(engine, actor, view.id)
                                     if h.reviewer == actor.email
                                 ]
                             ),
@@ -772,7 +775,7 @@ with tab_est:
     if plan is None or plan.status == "planned":
         st.info("Estimates appear once a plan is drawn and its traces are audited.")
     else:
-        report = audits.estimates(engine, plan.id)
+        report = estimates.estimates(engine, plan.id)
         c1, c2, c3, c4 = st.columns(4)
         c1.metric("Population", report.population)
         c2.metric("Sampled", report.sampled)
@@ -810,7 +813,7 @@ with tab_est:
             )
             st.subheader("Rates")
             st.dataframe(shown, hide_index=True, width="stretch", height=ui.table_height(7))
-            head = rates[rates["verdict"].isin(audits.HEADLINE)]
+            head = rates[rates["verdict"].isin(vocabulary.HEADLINE)]
             long = pd.concat(
                 [
                     pd.DataFrame(
@@ -844,7 +847,7 @@ with tab_est:
             st.altair_chart(chart, width="stretch")
             st.subheader("By stratum")
             st.dataframe(
-                report.strata.rename(columns=audits.VERDICTS),
+                report.strata.rename(columns=vocabulary.VERDICTS),
                 hide_index=True,
                 width="stretch",
                 height=ui.table_height(len(report.strata), 12),
@@ -854,17 +857,17 @@ with tab_est:
             c1, c2 = st.columns(2)
             dim = c1.selectbox(
                 "Slice by",
-                list(audits.SLICE_DIMS),
-                format_func=lambda d: audits.DIMENSIONS[d],
+                list(estimates.SLICE_DIMS),
+                format_func=lambda d: population.DIMENSIONS[d],
                 key="aud_slice_dim",
             )
             which = c2.selectbox(
                 "Rate of",
-                list(audits.VERDICTS),
-                format_func=lambda v: audits.VERDICTS[v],
+                list(vocabulary.VERDICTS),
+                format_func=lambda v: vocabulary.VERDICTS[v],
                 key="aud_slice_verdict",
             )
-            sl = audits.by_slice(engine, plan.id, str(dim), str(which))
+            sl = estimates.by_slice(engine, plan.id, str(dim), str(which))
             for col in ("sample_rate", "population_rate"):
                 sl[col] = sl[col].map(pct)
             sl["sample 95 %"] = [
@@ -903,8 +906,8 @@ with tab_export:
         stem = "".join(ch if ch.isalnum() else "-" for ch in plan.name).strip("-").lower()
         if st.button("Prepare the export files", key="aud_export"):
             jsonl, csv_buf = io.StringIO(), io.StringIO()
-            audits.export_jsonl(engine, actor, plan.id, jsonl)
-            audits.export_csv(engine, actor, plan.id, csv_buf)
+            export.export_jsonl(engine, actor, plan.id, jsonl)
+            export.export_csv(engine, actor, plan.id, csv_buf)
             st.session_state["aud_export_files"] = (plan.id, jsonl.getvalue(), csv_buf.getvalue())
         files = st.session_state.get("aud_export_files")
         if files and files[0] == plan.id:

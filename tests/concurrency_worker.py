@@ -24,7 +24,7 @@ from typing import Any, TextIO
 
 from sqlalchemy import Engine
 
-from review.audits import audits
+from review.audits import queue, verdicts
 from review.core.errors import InputError, StaleWriteError
 from review.core.identity import Actor, Role
 from review.core.taxonomy import Taxonomy, load_taxonomy
@@ -36,9 +36,9 @@ LABELS = (
     labeling.LabelIn("abstain", ("no_answer_bearing_evidence",)),
 )
 VERDICTS = (
-    audits.VerdictIn("correct_refusal"),
-    audits.VerdictIn("supported_answer"),
-    audits.VerdictIn("false_refusal", stages=("policy_too_strict",)),
+    verdicts.VerdictIn("correct_refusal"),
+    verdicts.VerdictIn("supported_answer"),
+    verdicts.VerdictIn("false_refusal", stages=("policy_too_strict",)),
 )
 
 
@@ -99,7 +99,7 @@ def _work(
 
     def verdict(item_id: int, based_on: int | None, forced: bool) -> None:
         try:
-            row = audits.submit_verdict(engine, actor, item_id, rng.choice(VERDICTS), based_on)
+            row = verdicts.submit_verdict(engine, actor, item_id, rng.choice(VERDICTS), based_on)
         except StaleWriteError:
             out(op="verdict", conflict="forced" if forced else "natural", target=item_id)
             return
@@ -133,20 +133,20 @@ def _work(
                 if len(hist) >= 2:
                     label(case_id, rng.choice(hist[:-1]), True)
             elif step < 0.8:  # the next audit item
-                item_id = audits.next_item(engine, actor, plan_id, exclude=skip_items)
+                item_id = queue.next_item(engine, actor, plan_id, exclude=skip_items)
                 if item_id is None:
                     continue
-                mine_v = audits.my_verdict(engine, actor, item_id)
+                mine_v = verdicts.my_verdict(engine, actor, item_id)
                 verdict(item_id, mine_v.id if mine_v else None, False)
             elif step < 0.95 and judged:  # edit my verdict
                 item_id = rng.choice(judged)
-                mine_v = audits.my_verdict(engine, actor, item_id)
+                mine_v = verdicts.my_verdict(engine, actor, item_id)
                 verdict(item_id, mine_v.id if mine_v else None, False)
             elif judged:  # a stale verdict edit
                 item_id = rng.choice(judged)
                 hist = [
                     v.id
-                    for v in audits.verdict_history(engine, actor, item_id)
+                    for v in verdicts.verdict_history(engine, actor, item_id)
                     if v.reviewer == actor.email
                 ]
                 if len(hist) >= 2:

@@ -31,7 +31,8 @@ import pytest
 from sqlalchemy import Engine, event, func, inspect, select
 
 from review.admin import users
-from review.audits import audits
+from review.audits import plans as audit_plans
+from review.audits import promote, queue, verdicts
 from review.builder import builder
 from review.cases import cases, splits
 from review.core.errors import InputError, PermissionDenied, StaleWriteError
@@ -74,15 +75,15 @@ ADMINS = frozenset({AD})
 LABELERS = frozenset({A})
 
 ALLOWED: dict[str, frozenset[Role]] = {
-    "audits.audits.close_plan": AUDITORS,
-    "audits.audits.create_plan": AUDITORS,
-    "audits.audits.draw_plan": AUDITORS,
-    "audits.audits.next_item": AUDITORS,
-    "audits.audits.promote_to_case": AUDITORS & CASE_EDITORS,
-    "audits.audits.recount_plan": AUDITORS,
-    "audits.audits.release_item": AUDITORS,
-    "audits.audits.reserve_item": AUDITORS,
-    "audits.audits.submit_verdict": AUDITORS,
+    "audits.plans.close_plan": AUDITORS,
+    "audits.plans.create_plan": AUDITORS,
+    "audits.plans.draw_plan": AUDITORS,
+    "audits.queue.next_item": AUDITORS,
+    "audits.promote.promote_to_case": AUDITORS & CASE_EDITORS,
+    "audits.plans.recount_plan": AUDITORS,
+    "audits.queue.release_item": AUDITORS,
+    "audits.queue.reserve_item": AUDITORS,
+    "audits.verdicts.submit_verdict": AUDITORS,
     "builder.builder.build_variant": CASE_EDITORS,
     "builder.builder.confirm_suggestion": CASE_EDITORS,
     "builder.builder.mark_passage": CASE_EDITORS,
@@ -169,7 +170,7 @@ def _module_functions(tree: ast.Module) -> dict[str, ast.FunctionDef]:
 
 def write_services(package: Path = ROOT / "review") -> dict[str, bool]:
     """Every public function of review/ that reaches a write transaction -> whether it takes
-    an Actor, keyed by its module's dotted path under review/ (``audits.audits.draw_plan``).
+    an Actor, keyed by its module's dotted path under review/ (``audits.plans.draw_plan``).
     Calls are followed through same-module names, ``from review.x.y import f`` and ``from
     review.x import y`` (at module level or inside functions)."""
     funcs: dict[str, tuple[str, ast.FunctionDef]] = {}
@@ -332,22 +333,24 @@ def _wording_text(ctx: Ctx) -> str:
 
 
 CALLS: dict[str, Callable[[Ctx, Actor], object]] = {
-    "audits.audits.close_plan": lambda c, a: audits.close_plan(c.engine, a, c.ids["open_plan"]),
-    "audits.audits.create_plan": lambda c, a: audits.create_plan(
-        c.engine, a, audits.PlanSpec(name=f"access {c.n()}", total=3, seed=c.n())
+    "audits.plans.close_plan": lambda c, a: audit_plans.close_plan(c.engine, a, c.ids["open_plan"]),
+    "audits.plans.create_plan": lambda c, a: audit_plans.create_plan(
+        c.engine, a, audit_plans.PlanSpec(name=f"access {c.n()}", total=3, seed=c.n())
     ),
-    "audits.audits.draw_plan": lambda c, a: audits.draw_plan(c.engine, a, c.ids["planned_plan"]),
-    "audits.audits.next_item": lambda c, a: audits.next_item(c.engine, a, c.ids["open_plan"]),
-    "audits.audits.promote_to_case": lambda c, a: audits.promote_to_case(
-        c.engine, a, c.ids["item"], c.tax
-    ),
-    "audits.audits.recount_plan": lambda c, a: audits.recount_plan(
+    "audits.plans.draw_plan": lambda c, a: audit_plans.draw_plan(
         c.engine, a, c.ids["planned_plan"]
     ),
-    "audits.audits.release_item": lambda c, a: audits.release_item(c.engine, a, c.ids["item"]),
-    "audits.audits.reserve_item": lambda c, a: audits.reserve_item(c.engine, a, c.ids["item"]),
-    "audits.audits.submit_verdict": lambda c, a: audits.submit_verdict(
-        c.engine, a, c.ids["item"], audits.VerdictIn("correct_refusal"), None
+    "audits.queue.next_item": lambda c, a: queue.next_item(c.engine, a, c.ids["open_plan"]),
+    "audits.promote.promote_to_case": lambda c, a: promote.promote_to_case(
+        c.engine, a, c.ids["item"], c.tax
+    ),
+    "audits.plans.recount_plan": lambda c, a: audit_plans.recount_plan(
+        c.engine, a, c.ids["planned_plan"]
+    ),
+    "audits.queue.release_item": lambda c, a: queue.release_item(c.engine, a, c.ids["item"]),
+    "audits.queue.reserve_item": lambda c, a: queue.reserve_item(c.engine, a, c.ids["item"]),
+    "audits.verdicts.submit_verdict": lambda c, a: verdicts.submit_verdict(
+        c.engine, a, c.ids["item"], verdicts.VerdictIn("correct_refusal"), None
     ),
     "builder.builder.build_variant": lambda c, a: builder.build_variant(
         c.engine, a, c.tax, c.ids["present_case"], builder.VariantSpec(kind="removed")
@@ -519,12 +522,12 @@ def ctx(demo_url: str, tmp_path: Path, tax: Taxonomy) -> Iterator[Ctx]:
         c.ids["present_case"] = s.scalar(select(Case.id).where(Case.key == "CASE-001"))
         c.ids["variant_case"] = s.scalar(select(Case.id).where(Case.key == "CASE-001-CF-1"))
         restricted = s.scalar(select(Trace.id).where(Trace.restricted.is_(True)).limit(1))
-    plans = audits.list_plans(eng)
+    plans = audit_plans.list_plans(eng)
     c.ids["open_plan"] = next(p.id for p in plans if p.status == "open")
-    c.ids["planned_plan"] = audits.create_plan(
-        eng, reviewer, audits.PlanSpec(name="access planned", total=3, seed=7)
+    c.ids["planned_plan"] = audit_plans.create_plan(
+        eng, reviewer, audit_plans.PlanSpec(name="access planned", total=3, seed=7)
     )
-    c.ids["item"] = audits.list_items(eng, c.ids["open_plan"])[0].id
+    c.ids["item"] = queue.list_items(eng, c.ids["open_plan"])[0].id
     with write_session(eng) as s:  # a restricted trace in the open plan, for the clearance test
         s.add(AuditItem(plan_id=c.ids["open_plan"], trace_pk=restricted, stratum="x", position=999))
     with read_session(eng) as s:
@@ -612,16 +615,16 @@ def test_restricted_documents_are_written_only_with_clearance(ctx: Ctx) -> None:
 def test_restricted_traces_are_audited_and_promoted_only_with_clearance(ctx: Ctx) -> None:
     c = ctx
     item = c.ids["restricted_item"]
-    _denied_without_clearance(c, lambda a: audits.reserve_item(c.engine, a, item), RV)
+    _denied_without_clearance(c, lambda a: queue.reserve_item(c.engine, a, item), RV)
     _denied_without_clearance(
         c,
-        lambda a: audits.submit_verdict(
-            c.engine, a, item, audits.VerdictIn("correct_refusal"), None
+        lambda a: verdicts.submit_verdict(
+            c.engine, a, item, verdicts.VerdictIn("correct_refusal"), None
         ),
         RV,
     )
-    _denied_without_clearance(c, lambda a: audits.promote_to_case(c.engine, a, item, c.tax), RV)
-    audits.reserve_item(c.engine, actor(RV), item)
+    _denied_without_clearance(c, lambda a: promote.promote_to_case(c.engine, a, item, c.tax), RV)
+    queue.reserve_item(c.engine, actor(RV), item)
 
 
 def test_unredacted_traces_are_imported_only_with_clearance(ctx: Ctx) -> None:

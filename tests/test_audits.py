@@ -18,8 +18,13 @@ import pandas as pd
 import pytest
 from sqlalchemy import Engine, delete, func, select, update
 
-from review.audits import audits
-from review.audits.audits import ClaimDraft, PlanSpec, PopulationFilter, VerdictIn
+from review.audits import estimates, export, population, promote, queue, verdicts, vocabulary
+from review.audits import items as audit_items
+from review.audits import plans as audit_plans
+from review.audits.items import ClaimDraft
+from review.audits.plans import PlanSpec
+from review.audits.population import PopulationFilter
+from review.audits.verdicts import VerdictIn
 from review.cases import cases
 from review.core.errors import InputError, PermissionDenied, StaleWriteError
 from review.core.identity import SYSTEM, Actor
@@ -66,7 +71,7 @@ def two_strata(engine: Engine, abstain: int = 100, answer: int = 300) -> None:
 
 def plan(engine: Engine, name: str = "p", **kw: object) -> int:
     spec = PlanSpec(name=name, **kw)  # type: ignore[arg-type]
-    return audits.create_plan(engine, REVIEWER, spec)
+    return audit_plans.create_plan(engine, REVIEWER, spec)
 
 
 def drawn_ids(engine: Engine, plan_id: int) -> list[int]:
@@ -81,10 +86,10 @@ def drawn_ids(engine: Engine, plan_id: int) -> list[int]:
 
 
 def judge(engine: Engine, who: Actor, item_id: int, verdict: str, **kw: object) -> None:
-    stages = ("policy_too_strict",) if verdict in audits.NEEDS_STAGE else ()
-    notes = "see trace" if verdict in audits.NEEDS_NOTE else ""
+    stages = ("policy_too_strict",) if verdict in vocabulary.NEEDS_STAGE else ()
+    notes = "see trace" if verdict in vocabulary.NEEDS_NOTE else ""
     v = VerdictIn(verdict, stages=stages, notes=notes, **kw)  # type: ignore[arg-type]
-    audits.submit_verdict(engine, who, item_id, v, None)
+    verdicts.submit_verdict(engine, who, item_id, v, None)
 
 
 # --- plans, allocation, population -------------------------------------------------------
@@ -93,7 +98,7 @@ def judge(engine: Engine, who: Actor, item_id: int, verdict: str, **kw: object) 
 def test_plan_stores_population_per_stratum_allocation_and_fingerprint(engine: Engine) -> None:
     two_strata(engine)
     pid = plan(engine, strata=("decision",), total=40)
-    view = audits.get_plan(engine, pid)
+    view = audit_plans.get_plan(engine, pid)
     assert view is not None and view.status == "planned"
     assert {c.stratum: c.count for c in view.population} == {"abstain": 100, "answer": 300}
     assert view.allocation == {"abstain": 10, "answer": 30}  # 40 * 100/400 and 40 * 300/400
@@ -102,12 +107,12 @@ def test_plan_stores_population_per_stratum_allocation_and_fingerprint(engine: E
     assert list(frame["weight"]) == [10.0, 10.0]
 
     equal = plan(engine, "eq", strata=("decision",), total=40, allocation="equal")
-    assert audits.get_plan(engine, equal).allocation == {"abstain": 20, "answer": 20}  # type: ignore[union-attr]
+    assert audit_plans.get_plan(engine, equal).allocation == {"abstain": 20, "answer": 20}  # type: ignore[union-attr]
 
-    sizes = audits.parse_explicit_sizes("abstain: 25\n# comment\nanswer: 5\n")
+    sizes = audit_plans.parse_explicit_sizes("abstain: 25\n# comment\nanswer: 5\n")
     ex = plan(engine, "ex", strata=("decision",), total=30, allocation="explicit",
               explicit_sizes=sizes)  # fmt: skip
-    assert audits.get_plan(engine, ex).allocation == {"abstain": 25, "answer": 5}  # type: ignore[union-attr]
+    assert audit_plans.get_plan(engine, ex).allocation == {"abstain": 25, "answer": 5}  # type: ignore[union-attr]
 
 
 def test_plan_input_errors_write_nothing(engine: Engine) -> None:
@@ -127,9 +132,9 @@ def test_plan_input_errors_write_nothing(engine: Engine) -> None:
     with pytest.raises(InputError, match=r"ends .* before it starts"):
         plan(engine, filter=PopulationFilter(dt.date(2025, 7, 1), dt.date(2025, 6, 1)))
     with pytest.raises(InputError, match="line 2: 'x' is not a whole number"):
-        audits.parse_explicit_sizes("a: 1\nb: x")
+        audit_plans.parse_explicit_sizes("a: 1\nb: x")
     with pytest.raises(PermissionDenied):
-        audits.create_plan(engine, ANNOTATOR, PlanSpec(name="nope"))
+        audit_plans.create_plan(engine, ANNOTATOR, PlanSpec(name="nope"))
     plan(engine, "same")
     with pytest.raises(InputError, match="already exists"):
         plan(engine, "same")
@@ -144,15 +149,15 @@ def test_population_filter_dates_values_missing_values_and_attributes(engine: En
     add_trace(engine, "b", at=day + dt.timedelta(minutes=2), decision="abstain", language="de")
     add_trace(engine, "c", at=day - dt.timedelta(days=30), decision=None, restricted=True)
     flt = PopulationFilter(date_from=dt.date(2025, 6, 10), date_to=dt.date(2025, 6, 10))
-    assert sum(c.count for c in audits.count_population(engine, flt, ())) == 1  # 'a' only
-    flt = PopulationFilter(decisions=("answer", audits.NONE))
-    counts = audits.count_population(engine, flt, ("decision",))
+    assert sum(c.count for c in audit_plans.count_population(engine, flt, ())) == 1  # 'a' only
+    flt = PopulationFilter(decisions=("answer", population.NONE))
+    counts = audit_plans.count_population(engine, flt, ("decision",))
     assert {c.stratum: c.count for c in counts} == {"(none)": 1, "answer": 1}
     flt = PopulationFilter(attributes=(("region", ("EU",)),))
-    assert [c.count for c in audits.count_population(engine, flt, ("attr.region",))] == [1]
+    assert [c.count for c in audit_plans.count_population(engine, flt, ("attr.region",))] == [1]
     flt = PopulationFilter(include_restricted=False)
-    assert sum(c.count for c in audits.count_population(engine, flt, ())) == 2
-    strata = audits.count_population(engine, PopulationFilter(), ("decision", "feedback"))
+    assert sum(c.count for c in audit_plans.count_population(engine, flt, ())) == 2
+    strata = audit_plans.count_population(engine, PopulationFilter(), ("decision", "feedback"))
     assert [c.stratum for c in strata] == [
         "(none) · (none)",
         "abstain · (none)",
@@ -162,7 +167,7 @@ def test_population_filter_dates_values_missing_values_and_attributes(engine: En
         PopulationFilter(dt.date(2025, 6, 1), decisions=("answer",)).to_json()
     )
     assert back == PopulationFilter(dt.date(2025, 6, 1), decisions=("answer",))
-    assert audits.dimension_values(engine, "decision") == ["(none)", "abstain", "answer"]
+    assert audit_plans.dimension_values(engine, "decision") == ["(none)", "abstain", "answer"]
 
 
 def test_same_plan_on_same_data_draws_the_same_sample_in_sql(engine: Engine) -> None:
@@ -171,41 +176,41 @@ def test_same_plan_on_same_data_draws_the_same_sample_in_sql(engine: Engine) -> 
     first, second = plan(engine, "first", **spec), plan(engine, "second", **spec)
     other_seed = plan(engine, "third", **{**spec, "seed": 43})
     for pid in (first, second, other_seed):
-        audits.draw_plan(engine, REVIEWER, pid)
+        audit_plans.draw_plan(engine, REVIEWER, pid)
     a, b, c = (drawn_ids(engine, p) for p in (first, second, other_seed))
     assert a == b  # same plan, same data: the same traces in the same queue order
     assert len(a) == 120 == len(set(a))  # no trace twice
     assert set(a) != set(c)
-    assert audits.verify_sample(engine, first) is True
-    assert audits.preview_sample(engine, first) == [
-        (tid, st) for tid, st in audits.preview_sample(engine, second)
+    assert audit_plans.verify_sample(engine, first) is True
+    assert audit_plans.preview_sample(engine, first) == [
+        (tid, st) for tid, st in audit_plans.preview_sample(engine, second)
     ]
     # the SQL draw is the draw that review.core.sampling computes in memory
     with read_session(engine) as s:
         rows = s.execute(select(Trace.id, Trace.decision, Trace.feedback)).all()
     ids = [r[0] for r in rows]
     strata = [f"{r[1]} · {r[2] or '(none)'}" for r in rows]
-    view = audits.get_plan(engine, first)
+    view = audit_plans.get_plan(engine, first)
     assert view is not None
     expected = draw_sample(42, ids, strata, view.allocation)
     assert sorted(expected.tolist()) == sorted(a)
     with pytest.raises(InputError, match="already drawn"):
-        audits.draw_plan(engine, REVIEWER, first)
+        audit_plans.draw_plan(engine, REVIEWER, first)
 
 
 def test_a_changed_population_is_detected_and_explained(engine: Engine) -> None:
     two_strata(engine, 10, 20)
     pid = plan(engine, strata=("decision",), total=6)
-    assert audits.check_population(engine, pid).changed is False
+    assert audit_plans.check_population(engine, pid).changed is False
 
     add_trace(engine, "late-1", decision="abstain")
-    check = audits.check_population(engine, pid)
+    check = audit_plans.check_population(engine, pid)
     assert check.changed and (check.stored_total, check.current_total) == (30, 31)
     assert "abstain: 10 → 11 (+1 traces)" in check.message()
-    with pytest.raises(audits.PopulationChanged, match=r"30 → 31 traces"):
-        audits.draw_plan(engine, REVIEWER, pid)
-    assert audits.recount_plan(engine, REVIEWER, pid).changed is True
-    assert audits.check_population(engine, pid).changed is False
+    with pytest.raises(audit_plans.PopulationChanged, match=r"30 → 31 traces"):
+        audit_plans.draw_plan(engine, REVIEWER, pid)
+    assert audit_plans.recount_plan(engine, REVIEWER, pid).changed is True
+    assert audit_plans.check_population(engine, pid).changed is False
 
     # a trace that moves to another stratum, and one replaced by another of the same stratum
     def move(s: object) -> None:
@@ -218,25 +223,25 @@ def test_a_changed_population_is_detected_and_explained(engine: Engine) -> None:
 
     run_write(engine, move)
     add_trace(engine, "late-2", decision="abstain")
-    text = audits.check_population(engine, pid).message()
+    text = audit_plans.check_population(engine, pid).message()
     assert "abstain: 11 → 11 (same count, different traces)" in text
     assert "answer: 20 → 19 (-1 traces)" in text
     assert "escalate: 0 → 1 (new stratum, +1)" in text
-    audits.recount_plan(engine, REVIEWER, pid)
-    audits.draw_plan(engine, REVIEWER, pid)
+    audit_plans.recount_plan(engine, REVIEWER, pid)
+    audit_plans.draw_plan(engine, REVIEWER, pid)
     add_trace(engine, "after-draw", decision="answer")
-    assert audits.check_population(engine, pid).changed
-    assert audits.verify_sample(engine, pid) is None  # a different draw is expected now
+    assert audit_plans.check_population(engine, pid).changed
+    assert audit_plans.verify_sample(engine, pid) is None  # a different draw is expected now
     with pytest.raises(InputError, match="already drawn"):
-        audits.recount_plan(engine, REVIEWER, pid)
+        audit_plans.recount_plan(engine, REVIEWER, pid)
 
 
 def test_sql_draw_of_400_from_200000_traces(engine: Engine) -> None:
     sql_bulk_traces(engine, 200_000)
     pid = plan(engine, "big", strata=("decision", "feedback"), total=400, seed=2025)
-    view = audits.get_plan(engine, pid)
+    view = audit_plans.get_plan(engine, pid)
     assert view is not None and view.population_total == 200_000
-    result = audits.draw_plan(engine, REVIEWER, pid)
+    result = audit_plans.draw_plan(engine, REVIEWER, pid)
     ids = drawn_ids(engine, pid)
     assert result.items == 400 == len(set(ids))
     assert result.by_stratum == {k: v for k, v in view.allocation.items() if v}
@@ -250,7 +255,7 @@ def test_sql_draw_of_400_from_200000_traces(engine: Engine) -> None:
     with read_session(engine) as s:
         row = s.get(SamplingPlan, pid)
         assert row is not None
-        full = s.execute(audits._draw_query(row, view.allocation, None)).all()
+        full = s.execute(audit_plans._draw_query(row, view.allocation, None)).all()
     assert sorted(r[0] for r in full) == sorted(ids)
 
 
@@ -258,19 +263,19 @@ def test_plans_and_draws_agree_on_sqlite_and_postgresql(any_engine: Engine) -> N
     bulk_traces(any_engine, 300, feedback=lambda i: "negative" if i % 4 == 0 else None)
     add_trace(any_engine, "attr", decision="answer", attributes={"region": "EU"})
     pid = plan(any_engine, strata=("decision", "attr.region"), total=25, seed=9)
-    audits.draw_plan(any_engine, REVIEWER, pid)
+    audit_plans.draw_plan(any_engine, REVIEWER, pid)
     ids = drawn_ids(any_engine, pid)
     with read_session(any_engine) as s:
         rows = s.execute(select(Trace.id, Trace.decision, Trace.attributes)).all()
     strata = [f"{d} · {(a or {}).get('region') or '(none)'}" for _i, d, a in rows]
-    view = audits.get_plan(any_engine, pid)
+    view = audit_plans.get_plan(any_engine, pid)
     assert view is not None
     expected = draw_sample(9, [r[0] for r in rows], strata, view.allocation)
     assert sorted(expected.tolist()) == sorted(ids)
-    item = audits.next_item(any_engine, REVIEWER, pid)
+    item = queue.next_item(any_engine, REVIEWER, pid)
     assert item is not None
     judge(any_engine, REVIEWER, item, "correct_refusal")
-    assert audits.estimates(any_engine, pid).audited == 1
+    assert estimates.estimates(any_engine, pid).audited == 1
 
 
 def forty_versioned(engine: Engine) -> None:
@@ -290,7 +295,7 @@ def test_stratify_and_filter_by_index_and_prompt_version(any_engine: Engine) -> 
     forty_versioned(any_engine)
 
     def counts(flt: PopulationFilter, strata: tuple[str, ...]) -> dict[str, int]:
-        return {c.stratum: c.count for c in audits.count_population(any_engine, flt, strata)}
+        return {c.stratum: c.count for c in audit_plans.count_population(any_engine, flt, strata)}
 
     every = PopulationFilter()
     assert counts(every, ("version.index",)) == {"(none)": 10, "idx-1": 20, "idx-2": 10}
@@ -305,19 +310,21 @@ def test_stratify_and_filter_by_index_and_prompt_version(any_engine: Engine) -> 
         "idx-2 · p-a": 6,  # 2, 6, 10, 14, 18, 22
         "idx-2 · p-b": 4,  # 26, 30, 34, 38
     }
-    assert counts(PopulationFilter(index_versions=("idx-2", audits.NONE)), ("version.index",)) == {
+    assert counts(
+        PopulationFilter(index_versions=("idx-2", population.NONE)), ("version.index",)
+    ) == {
         "(none)": 10,
         "idx-2": 10,
     }
     both = PopulationFilter(index_versions=("idx-2",), prompt_versions=("p-b",))
     assert counts(both, ()) == {"all": 4}
     assert counts(PopulationFilter(embedding_versions=("e1",)), ()) == {}
-    assert counts(PopulationFilter(reranker_versions=(audits.NONE,)), ()) == {"all": 40}
+    assert counts(PopulationFilter(reranker_versions=(population.NONE,)), ()) == {"all": 40}
     assert "index versions: idx-1" in idx1.describe()
     # the filter pickers read the rollup and agree with the traces
-    assert audits.dimension_values(any_engine, "version.index") == ["(none)", "idx-1", "idx-2"]
-    assert audits.dimension_values(any_engine, "version.prompt") == ["p-a", "p-b"]
-    assert audits.dimension_values(any_engine, "version.reranker") == ["(none)"]
+    assert audit_plans.dimension_values(any_engine, "version.index") == ["(none)", "idx-1", "idx-2"]
+    assert audit_plans.dimension_values(any_engine, "version.prompt") == ["p-a", "p-b"]
+    assert audit_plans.dimension_values(any_engine, "version.reranker") == ["(none)"]
 
     # a plan stores the version filter, draws only idx-1 traces, the same ones every time
     spec = dict(filter=idx1, strata=("version.prompt",), total=10, seed=5)
@@ -325,14 +332,14 @@ def test_stratify_and_filter_by_index_and_prompt_version(any_engine: Engine) -> 
     with read_session(any_engine) as s:
         row = s.get(SamplingPlan, first)
         assert row is not None and row.population_filter == {"index_versions": ["idx-1"]}
-    view = audits.get_plan(any_engine, first)
+    view = audit_plans.get_plan(any_engine, first)
     assert view is not None and view.spec.filter == idx1
     assert {c.stratum: c.count for c in view.population} == {"p-a": 13, "p-b": 7}
     for pid in (first, second):
-        audits.draw_plan(any_engine, REVIEWER, pid)
+        audit_plans.draw_plan(any_engine, REVIEWER, pid)
     a, b = drawn_ids(any_engine, first), drawn_ids(any_engine, second)
     assert a == b and len(a) == 10 == len(set(a))
-    assert audits.verify_sample(any_engine, first) is True
+    assert audit_plans.verify_sample(any_engine, first) is True
     with read_session(any_engine) as s:
         rows = s.execute(select(Trace.id, Trace.versions).order_by(Trace.id)).all()
     pop = [(i, v) for i, v in rows if v.get("index") == "idx-1"]
@@ -359,11 +366,11 @@ def test_a_filter_stored_before_the_version_filters_reads_as_any_version(
         s.execute(update(SamplingPlan).where(SamplingPlan.id == pid).values(population_filter=old))
 
     run_write(any_engine, rewrite)
-    assert audits.check_population(any_engine, pid).changed is False
-    view = audits.get_plan(any_engine, pid)
+    assert audit_plans.check_population(any_engine, pid).changed is False
+    view = audit_plans.get_plan(any_engine, pid)
     assert view is not None
     assert {c.stratum: c.count for c in view.population} == {"abstain": 8, "answer": 8}
-    assert audits.draw_plan(any_engine, REVIEWER, pid).items == 4
+    assert audit_plans.draw_plan(any_engine, REVIEWER, pid).items == 4
 
 
 # --- queue, reservations, concurrency ------------------------------------------------------
@@ -372,24 +379,24 @@ def test_a_filter_stored_before_the_version_filters_reads_as_any_version(
 def test_queue_respects_overlap_reservations_and_their_expiry(engine: Engine) -> None:
     two_strata(engine, 5, 5)
     pid = plan(engine, total=3, overlap=2)
-    audits.draw_plan(engine, REVIEWER, pid)
+    audit_plans.draw_plan(engine, REVIEWER, pid)
     t0 = dt.datetime(2030, 1, 1, tzinfo=dt.UTC)
-    a = audits.next_item(engine, REVIEWER, pid, now=t0)
-    b = audits.next_item(engine, REVIEWER2, pid, now=t0)
+    a = queue.next_item(engine, REVIEWER, pid, now=t0)
+    b = queue.next_item(engine, REVIEWER2, pid, now=t0)
     assert a is not None and b is not None and a != b  # a held item is not handed out
-    assert audits.next_item(engine, REVIEWER, pid, now=t0) == a  # mine comes back to me
+    assert queue.next_item(engine, REVIEWER, pid, now=t0) == a  # mine comes back to me
     # after the reservation expires the slot returns to the queue
-    later = t0 + dt.timedelta(minutes=audits.RESERVATION_MINUTES + 1)
+    later = t0 + dt.timedelta(minutes=audit_plans.RESERVATION_MINUTES + 1)
     third = make_actor("reviewer", "rev4@test.example", clearance=True)
-    assert audits.next_item(engine, third, pid, now=later) == a
+    assert queue.next_item(engine, third, pid, now=later) == a
     judge(engine, REVIEWER, a, "correct_refusal")
     judge(engine, third, a, "false_refusal")
     with pytest.raises(InputError, match="already has its 2 verdict"):
         judge(engine, REVIEWER2, a, "correct_refusal")
-    prog = audits.progress(engine, REVIEWER, pid)
+    prog = queue.progress(engine, REVIEWER, pid)
     assert (prog.items, prog.complete, prog.verdicts, prog.mine) == (3, 1, 2, 1)
-    audits.release_item(engine, REVIEWER2, b)
-    assert audits.next_item(engine, REVIEWER2, pid, exclude=[b]) not in (a, b)
+    queue.release_item(engine, REVIEWER2, b)
+    assert queue.next_item(engine, REVIEWER2, pid, exclude=[b]) not in (a, b)
 
 
 def test_two_reviewers_at_once_get_different_items_and_both_verdicts_land(
@@ -397,7 +404,7 @@ def test_two_reviewers_at_once_get_different_items_and_both_verdicts_land(
 ) -> None:
     two_strata(engine, 20, 20)
     pid = plan(engine, total=8)
-    audits.draw_plan(engine, REVIEWER, pid)
+    audit_plans.draw_plan(engine, REVIEWER, pid)
     people = [make_actor("reviewer", f"r{i}@test.example", clearance=True) for i in range(4)]
     got: dict[str, int | None] = {}
     errors: list[BaseException] = []
@@ -406,7 +413,7 @@ def test_two_reviewers_at_once_get_different_items_and_both_verdicts_land(
     def go(who: Actor) -> None:
         barrier.wait()
         try:
-            item = audits.next_item(engine, who, pid)
+            item = queue.next_item(engine, who, pid)
             got[who.email] = item
             assert item is not None
             judge(engine, who, item, "correct_refusal")
@@ -420,26 +427,26 @@ def test_two_reviewers_at_once_get_different_items_and_both_verdicts_land(
         t.join()
     assert errors == []
     assert len(set(got.values())) == len(people)  # nobody got someone else's item
-    assert audits.progress(engine, REVIEWER, pid).verdicts == len(people)
+    assert queue.progress(engine, REVIEWER, pid).verdicts == len(people)
 
 
 def test_verdicts_are_append_only_and_a_stale_edit_is_refused(engine: Engine) -> None:
     two_strata(engine, 3, 3)
     pid = plan(engine, total=2)
-    audits.draw_plan(engine, REVIEWER, pid)
-    item = audits.next_item(engine, REVIEWER, pid)
+    audit_plans.draw_plan(engine, REVIEWER, pid)
+    item = queue.next_item(engine, REVIEWER, pid)
     assert item is not None
-    first = audits.submit_verdict(engine, REVIEWER, item, VerdictIn("correct_refusal"), None)
+    first = verdicts.submit_verdict(engine, REVIEWER, item, VerdictIn("correct_refusal"), None)
     with pytest.raises(StaleWriteError, match=r"changed .* after you opened it"):
-        audits.submit_verdict(engine, REVIEWER, item, VerdictIn("correct_refusal"), None)
+        verdicts.submit_verdict(engine, REVIEWER, item, VerdictIn("correct_refusal"), None)
     edit = VerdictIn("false_refusal", ("retrieval_missed",), "the FAQ answers it")
-    second = audits.submit_verdict(engine, REVIEWER, item, edit, first.id)
+    second = verdicts.submit_verdict(engine, REVIEWER, item, edit, first.id)
     assert second.replaces_id == first.id
     with pytest.raises(StaleWriteError):
-        audits.submit_verdict(engine, REVIEWER, item, VerdictIn("correct_refusal"), first.id)
-    history = audits.verdict_history(engine, REVIEWER, item)
+        verdicts.submit_verdict(engine, REVIEWER, item, VerdictIn("correct_refusal"), first.id)
+    history = verdicts.verdict_history(engine, REVIEWER, item)
     assert [h.verdict for h in history] == ["correct_refusal", "false_refusal"]
-    mine = audits.my_verdict(engine, REVIEWER, item)
+    mine = verdicts.my_verdict(engine, REVIEWER, item)
     assert mine is not None and mine.verdict == "false_refusal"
 
 
@@ -448,15 +455,15 @@ def test_blind_review_hides_other_verdicts_until_mine_is_in(engine: Engine) -> N
     blind = plan(engine, "blind", total=1, overlap=2)
     open_ = plan(engine, "open", total=1, overlap=2, blind=False)
     for pid in (blind, open_):
-        audits.draw_plan(engine, REVIEWER, pid)
-        item = audits.next_item(engine, REVIEWER, pid)
+        audit_plans.draw_plan(engine, REVIEWER, pid)
+        item = queue.next_item(engine, REVIEWER, pid)
         assert item is not None
         judge(engine, REVIEWER, item, "correct_refusal")
-        seen = audits.item_verdicts(engine, REVIEWER2, item)
+        seen = verdicts.item_verdicts(engine, REVIEWER2, item)
         assert (seen is None) == (pid == blind)
-        assert len(audits.verdict_history(engine, REVIEWER2, item)) == (0 if pid == blind else 1)
+        assert len(verdicts.verdict_history(engine, REVIEWER2, item)) == (0 if pid == blind else 1)
         judge(engine, REVIEWER2, item, "correct_refusal")
-        assert len(audits.item_verdicts(engine, REVIEWER2, item) or []) == 2
+        assert len(verdicts.item_verdicts(engine, REVIEWER2, item) or []) == 2
 
 
 def test_restricted_traces_only_reach_reviewers_with_clearance(engine: Engine) -> None:
@@ -464,36 +471,36 @@ def test_restricted_traces_only_reach_reviewers_with_clearance(engine: Engine) -
               answer_text="It settled for a confidential sum.")  # fmt: skip
     add_trace(engine, "open", chunks=[REFUND, CONTRACT])
     pid = plan(engine, total=2)
-    audits.draw_plan(engine, REVIEWER, pid)
+    audit_plans.draw_plan(engine, REVIEWER, pid)
     with read_session(engine) as s:
         by_trace = dict(
             s.execute(
                 select(Trace.trace_id, AuditItem.id).join(AuditItem, AuditItem.trace_pk == Trace.id)
             ).all()
         )
-    assert audits.next_item(engine, UNCLEARED, pid) == by_trace["open"]
+    assert queue.next_item(engine, UNCLEARED, pid) == by_trace["open"]
     judge(engine, UNCLEARED, by_trace["open"], "correct_refusal")
-    assert audits.next_item(engine, UNCLEARED, pid) is None
-    assert audits.progress(engine, UNCLEARED, pid).waiting_for_clearance == 1
+    assert queue.next_item(engine, UNCLEARED, pid) is None
+    assert queue.progress(engine, UNCLEARED, pid).waiting_for_clearance == 1
     with pytest.raises(PermissionDenied, match="restricted"):
-        audits.get_item(engine, UNCLEARED, by_trace["secret"])
+        audit_items.get_item(engine, UNCLEARED, by_trace["secret"])
     with pytest.raises(PermissionDenied):
-        audits.reserve_item(engine, UNCLEARED, by_trace["secret"])
+        queue.reserve_item(engine, UNCLEARED, by_trace["secret"])
     with pytest.raises(PermissionDenied):
         judge(engine, UNCLEARED, by_trace["secret"], "correct_refusal")
     # chunks removed by authorization: their text only with clearance
-    view = audits.get_item(engine, UNCLEARED, by_trace["open"])
+    view = audit_items.get_item(engine, UNCLEARED, by_trace["open"])
     assert view is not None
     hidden = [c for c in view.chunks if c.filtered]
     assert hidden and hidden[0].hidden and CONTRACT["text"] not in hidden[0].text
     assert view.context_ids == (REFUND["chunk_id"],)
-    cleared = audits.get_item(engine, REVIEWER, by_trace["open"])
+    cleared = audit_items.get_item(engine, REVIEWER, by_trace["open"])
     assert cleared is not None and CONTRACT["text"] in [c.text for c in cleared.chunks]
     out = io.StringIO()
-    audits.export_jsonl(engine, UNCLEARED, pid, out)
-    assert "Halvorsen" not in out.getvalue() and audits.RESTRICTED_TEXT in out.getvalue()
+    export.export_jsonl(engine, UNCLEARED, pid, out)
+    assert "Halvorsen" not in out.getvalue() and vocabulary.RESTRICTED_TEXT in out.getvalue()
     out = io.StringIO()
-    audits.export_jsonl(engine, REVIEWER, pid, out)
+    export.export_jsonl(engine, REVIEWER, pid, out)
     assert "Halvorsen" in out.getvalue()
 
 
@@ -510,7 +517,7 @@ CITATIONS = [
 
 
 def test_claims_are_proposed_with_their_citations() -> None:
-    claims = audits.propose_claims(ANSWER, CITATIONS)
+    claims = audit_items.propose_claims(ANSWER, CITATIONS)
     assert [c.text for c in claims] == [
         f"Monthly charges can be refunded within 14 days [{REFUND['chunk_id']}].",
         "The Team plan has 20 seats.",
@@ -521,10 +528,10 @@ def test_claims_are_proposed_with_their_citations() -> None:
         (PLANS["chunk_id"],),  # by shared words: team, plan, seats
         (CONTRACT["chunk_id"],),
     ]
-    assert audits.propose_claims("Yes.", [{"claim": "x", "chunk_ids": ["c1"]}]) == [
+    assert audit_items.propose_claims("Yes.", [{"claim": "x", "chunk_ids": ["c1"]}]) == [
         ClaimDraft("Yes.", ("c1",))
     ]
-    assert audits.propose_claims("") == []
+    assert audit_items.propose_claims("") == []
 
 
 def test_an_answer_passes_only_if_every_claim_is_supported_by_its_context(
@@ -533,47 +540,47 @@ def test_an_answer_passes_only_if_every_claim_is_supported_by_its_context(
     add_trace(engine, "ans", answer_text=ANSWER, citations=CITATIONS,
               chunks=[REFUND, PLANS, CONTRACT])  # fmt: skip
     pid = plan(engine, total=1)
-    audits.draw_plan(engine, REVIEWER, pid)
-    item = audits.next_item(engine, REVIEWER, pid)
+    audit_plans.draw_plan(engine, REVIEWER, pid)
+    item = queue.next_item(engine, REVIEWER, pid)
     assert item is not None
-    view = audits.get_item(engine, REVIEWER, item)
+    view = audit_items.get_item(engine, REVIEWER, item)
     assert view is not None
-    claims = audits.propose_claims(view.answer_text, view.citations)
+    claims = audit_items.propose_claims(view.answer_text, view.citations)
     all_ok = [ClaimDraft(c.text, c.cited, "supported") for c in claims]
-    report = audits.check_claims(all_ok, view.context_ids)
+    report = audit_items.check_claims(all_ok, view.context_ids)
     # the third claim cites a chunk that authorization filtered out: not in the context
     assert report.answer_passes is False
     assert report.invalid_ids == (CONTRACT["chunk_id"],)
     with pytest.raises(InputError, match=r"claim 3 .*not in the context"):
-        audits.submit_verdict(
+        verdicts.submit_verdict(
             engine, REVIEWER, item, VerdictIn("supported_answer", claims=tuple(all_ok)), None
         )
     contradicted = [*all_ok[:2], ClaimDraft(claims[2].text, (), "contradicted")]
     with pytest.raises(InputError, match=r"claim 3 .*contradicted"):
-        audits.submit_verdict(
+        verdicts.submit_verdict(
             engine, REVIEWER, item, VerdictIn("supported_answer", claims=tuple(contradicted)),
             None,
         )  # fmt: skip
     with pytest.raises(InputError, match="say where it failed"):
-        audits.submit_verdict(engine, REVIEWER, item, VerdictIn("partially_supported"), None)
+        verdicts.submit_verdict(engine, REVIEWER, item, VerdictIn("partially_supported"), None)
     with pytest.raises(InputError, match="has no failing stage"):
-        audits.submit_verdict(
+        verdicts.submit_verdict(
             engine, REVIEWER, item, VerdictIn("supported_answer", ("retrieval_missed",)), None
         )
     with pytest.raises(InputError, match="needs a note"):
-        audits.submit_verdict(engine, REVIEWER, item, VerdictIn("restricted_leak"), None)
+        verdicts.submit_verdict(engine, REVIEWER, item, VerdictIn("restricted_leak"), None)
     with pytest.raises(InputError, match="claim 2 is empty"):
-        audits.submit_verdict(
+        verdicts.submit_verdict(
             engine, REVIEWER, item,
             VerdictIn("supported_answer", claims=(all_ok[0], ClaimDraft("  "))), None,
         )  # fmt: skip
     only_two = tuple(all_ok[:2])  # the reviewer removed the third claim from the list
     with pytest.raises(InputError, match="every claim is supported"):
-        audits.submit_verdict(
+        verdicts.submit_verdict(
             engine, REVIEWER, item,
             VerdictIn("unsupported_answer", ("generator_ignored_signal",), claims=only_two), None,
         )  # fmt: skip
-    saved = audits.submit_verdict(
+    saved = verdicts.submit_verdict(
         engine,
         REVIEWER,
         item,
@@ -592,10 +599,10 @@ def audited_plan(engine: Engine) -> int:
     abstentions, 5 unsupported answers among the answers."""
     two_strata(engine, 100, 300)
     pid = plan(engine, strata=("decision",), total=20, allocation="equal")
-    audits.draw_plan(engine, REVIEWER, pid)
+    audit_plans.draw_plan(engine, REVIEWER, pid)
     seen: Counter[str] = Counter()
-    while (item := audits.next_item(engine, REVIEWER, pid)) is not None:
-        view = audits.get_item(engine, REVIEWER, item)
+    while (item := queue.next_item(engine, REVIEWER, pid)) is not None:
+        view = audit_items.get_item(engine, REVIEWER, item)
         assert view is not None
         seen[view.stratum] += 1
         if view.stratum == "abstain":
@@ -609,10 +616,10 @@ def audited_plan(engine: Engine) -> int:
 
 def test_weighted_rates_and_intervals_match_hand_worked_numbers(engine: Engine) -> None:
     pid = audited_plan(engine)
-    report = audits.estimates(engine, pid)
+    report = estimates.estimates(engine, pid)
     rates = report.rates.set_index("verdict")
     assert (report.population, report.sampled, report.audited) == (400, 20, 20)
-    assert list(report.rates["verdict"][:4]) == list(audits.HEADLINE)
+    assert list(report.rates["verdict"][:4]) == list(vocabulary.HEADLINE)
 
     # false refusals: W_abstain = 100/400 = 0.25, p = 2/10 -> 0.25 * 0.2 = 0.05
     # variance 0.25^2 * 0.2*0.8/10 * (1 - 10/100) = 0.0009 -> se 0.03
@@ -650,7 +657,7 @@ def test_weighted_rates_and_intervals_match_hand_worked_numbers(engine: Engine) 
     ]
 
     # by slice: decision is a slice here too, so each slice is one stratum
-    sl = audits.by_slice(engine, pid, "decision", "unsupported_answer").set_index("slice")
+    sl = estimates.by_slice(engine, pid, "decision", "unsupported_answer").set_index("slice")
     assert sl.loc["answer", "population_rate"] == pytest.approx(0.5)
     assert sl.loc["answer", "estimated_traces_in_slice"] == 300.0
     assert sl.loc["abstain", "count"] == 0
@@ -665,7 +672,7 @@ def test_domain_estimate_against_a_hand_worked_ratio_estimate() -> None:
             "success": [True, False, False, True, True, False],
         }
     )
-    est = audits.domain_estimate(items, {"A": 100, "B": 200})
+    est = estimates.domain_estimate(items, {"A": 100, "B": 200})
     # weights 25 and 100: X = 25*2 + 100*1 = 150, Y = 25*1 + 100*1 = 125, R = 5/6
     assert est.estimate == pytest.approx(5 / 6)
     assert est.estimated_size == pytest.approx(150)
@@ -674,7 +681,7 @@ def test_domain_estimate_against_a_hand_worked_ratio_estimate() -> None:
     assert est.std_error == pytest.approx(math.sqrt(3025 / 6) / 150)
     assert (est.sample, est.successes, est.raw_rate) == (3, 2, pytest.approx(2 / 3))
     # over the whole population it is the stratified estimate
-    whole = audits.domain_estimate(items.assign(in_domain=True), {"A": 100, "B": 200})
+    whole = estimates.domain_estimate(items.assign(in_domain=True), {"A": 100, "B": 200})
     ref = weighted_estimate(
         pd.DataFrame(
             {
@@ -687,18 +694,18 @@ def test_domain_estimate_against_a_hand_worked_ratio_estimate() -> None:
     )
     assert whole.estimate == pytest.approx(ref.estimate)
     assert whole.std_error == pytest.approx(ref.std_error)
-    empty = audits.domain_estimate(items.assign(in_domain=False), {"A": 100, "B": 200})
+    empty = estimates.domain_estimate(items.assign(in_domain=False), {"A": 100, "B": 200})
     assert empty.estimate is None
     with pytest.raises(InputError, match="not in the population"):
-        audits.domain_estimate(items, {"A": 100})
+        estimates.domain_estimate(items, {"A": 100})
 
 
 def test_majority_verdict_counts_and_ties_go_to_the_more_severe() -> None:
-    assert audits._outcome(["correct_refusal", "false_refusal", "correct_refusal"]) == (
+    assert vocabulary.outcome(["correct_refusal", "false_refusal", "correct_refusal"]) == (
         "correct_refusal"
     )
-    assert audits._outcome(["supported_answer", "unsupported_answer"]) == "unsupported_answer"
-    assert audits._outcome([]) is None
+    assert vocabulary.outcome(["supported_answer", "unsupported_answer"]) == "unsupported_answer"
+    assert vocabulary.outcome([]) is None
 
 
 # --- promotion, export, demo ---------------------------------------------------------------
@@ -717,13 +724,13 @@ def test_promote_an_audited_trace_to_a_draft_case(demo_engine: Engine, tax: Taxo
         user_role="customer_admin",
     )
     pid = plan(demo_engine, total=1)
-    audits.draw_plan(demo_engine, REVIEWER, pid)
-    item = audits.next_item(demo_engine, REVIEWER, pid)
+    audit_plans.draw_plan(demo_engine, REVIEWER, pid)
+    item = queue.next_item(demo_engine, REVIEWER, pid)
     assert item is not None
     with pytest.raises(InputError, match="record your verdict"):
-        audits.promote_to_case(demo_engine, REVIEWER, item, tax)
+        promote.promote_to_case(demo_engine, REVIEWER, item, tax)
     judge(demo_engine, REVIEWER, item, "false_refusal")
-    case_id = audits.promote_to_case(demo_engine, REVIEWER, item, tax, split="validation")
+    case_id = promote.promote_to_case(demo_engine, REVIEWER, item, tax, split="validation")
     view = cases.get_case(demo_engine, case_id=case_id)
     assert view is not None
     assert view.status == "draft" and view.expected_decision == "answer"
@@ -734,20 +741,20 @@ def test_promote_an_audited_trace_to_a_draft_case(demo_engine: Engine, tax: Taxo
     }  # GONE@1 is not in the corpus and is left out
     assert "refused-wrongly" in view.notes
     assert "access_filtered_answer" in view.slices
-    mine = audits.my_verdict(demo_engine, REVIEWER, item)
+    mine = verdicts.my_verdict(demo_engine, REVIEWER, item)
     assert mine is not None and mine.promoted_case_id == case_id
-    assert audits.promoted_from(demo_engine, case_id)[0]["trace_id"] == "refused-wrongly"
+    assert promote.promoted_from(demo_engine, case_id)[0]["trace_id"] == "refused-wrongly"
     with pytest.raises(InputError, match="already a case"):
-        audits.promote_to_case(demo_engine, REVIEWER, item, tax)
+        promote.promote_to_case(demo_engine, REVIEWER, item, tax)
     # an edit of the verdict keeps the link
     edit = VerdictIn("false_refusal", ("filter_removed",), "filter")
-    assert audits.submit_verdict(demo_engine, REVIEWER, item, edit, mine.id).promoted_case_id
-    assert audits.suggested_decision("unsupported_answer", "answer", None, tax) == (
+    assert verdicts.submit_verdict(demo_engine, REVIEWER, item, edit, mine.id).promoted_case_id
+    assert promote.suggested_decision("unsupported_answer", "answer", None, tax) == (
         "abstain",
         ("required_claim_not_covered",),
         "near_miss",
     )
-    assert audits.suggested_decision("correct_refusal", "escalate", None, tax) == (
+    assert promote.suggested_decision("correct_refusal", "escalate", None, tax) == (
         "escalate",
         ("restricted_topic",),
         "restricted_topic",
@@ -757,7 +764,7 @@ def test_promote_an_audited_trace_to_a_draft_case(demo_engine: Engine, tax: Taxo
 def test_export_a_batch_as_jsonl_and_csv(engine: Engine) -> None:
     pid = audited_plan(engine)
     out = io.StringIO()
-    assert audits.export_jsonl(engine, REVIEWER, pid, out) == 20
+    assert export.export_jsonl(engine, REVIEWER, pid, out) == 20
     lines = [json.loads(x) for x in out.getvalue().splitlines()]
     head, items = lines[0], lines[1:]
     assert head["record"] == "plan" and head["seed"] == 0 and head["allocation_method"] == "equal"
@@ -768,9 +775,9 @@ def test_export_a_batch_as_jsonl_and_csv(engine: Engine) -> None:
     assert items[0]["verdicts"][0]["reviewer"] == REVIEWER.email
 
     out = io.StringIO()
-    assert audits.export_csv(engine, REVIEWER, pid, out) == 20
+    assert export.export_csv(engine, REVIEWER, pid, out) == 20
     rows = list(csv.DictReader(io.StringIO(out.getvalue())))
-    assert list(rows[0]) == audits.CSV_COLUMNS
+    assert list(rows[0]) == export.CSV_COLUMNS
     assert Counter(r["verdict"] for r in rows)["false_refusal"] == 2
     assert {r["stratum_population"] for r in rows} == {"100", "300"}
 
@@ -780,12 +787,12 @@ def test_demo_builder_makes_one_finished_and_one_open_batch(
 ) -> None:
     assert batches.build_demo_audits(engine, tax) == 0  # no traces: nothing to audit
     built = 0
-    if not audits.list_plans(demo_engine):  # (once the demo loads traces, it has them)
+    if not audit_plans.list_plans(demo_engine):  # (once the demo loads traces, it has them)
         realistic_traces(demo_engine)
         built = batches.build_demo_audits(demo_engine, tax)
         assert built > 0
     assert batches.build_demo_audits(demo_engine, tax) == 0  # idempotent
-    plans = {p.name: p for p in audits.list_plans(demo_engine)}
+    plans = {p.name: p for p in audit_plans.list_plans(demo_engine)}
     done = next(p for name, p in plans.items() if name.startswith(batches.DEMO_COMPLETE))
     running = plans[batches.DEMO_OPEN]
     assert done.status == "closed" and done.complete == done.items > 0
@@ -797,21 +804,21 @@ def test_demo_builder_makes_one_finished_and_one_open_batch(
         )
         drafts = s.scalar(select(func.count(Case.id)).where(Case.notes.like("Promoted from%")))
     assert promoted == drafts == 1
-    assert audits.verify_sample(demo_engine, done.id) is True
+    assert audit_plans.verify_sample(demo_engine, done.id) is True
     with pytest.raises(InputError, match="closed"):
         judge(
-            demo_engine, REVIEWER, audits.list_items(demo_engine, done.id)[0].id, "correct_refusal"
+            demo_engine, REVIEWER, queue.list_items(demo_engine, done.id)[0].id, "correct_refusal"
         )
 
 
 def test_rank_order_mixes_strata_in_the_queue(engine: Engine) -> None:
     two_strata(engine, 50, 50)
     pid = plan(engine, strata=("decision",), total=20)
-    audits.draw_plan(engine, REVIEWER, pid)
-    strata = [r.stratum for r in audits.list_items(engine, pid, 1, 20)]
+    audit_plans.draw_plan(engine, REVIEWER, pid)
+    strata = [r.stratum for r in queue.list_items(engine, pid, 1, 20)]
     assert set(strata[:8]) == {"abstain", "answer"}
-    assert audits.count_items(engine, pid) == 20
-    assert np.diff([r.position for r in audits.list_items(engine, pid, 1, 20)]).min() == 1
+    assert queue.count_items(engine, pid) == 20
+    assert np.diff([r.position for r in queue.list_items(engine, pid, 1, 20)]).min() == 1
 
 
 def test_the_draw_skips_the_recount_only_while_no_trace_was_added_or_deleted(
@@ -835,9 +842,9 @@ def test_the_draw_skips_the_recount_only_while_no_trace_was_added_or_deleted(
     trace_service.import_items(
         engine, SYSTEM, [make_trace("replacement", decision="clarify")], source="test"
     )
-    check = audits.check_population(engine, pid)
+    check = audit_plans.check_population(engine, pid)
     assert check.changed and "clarify: 0 → 1" in check.message()
-    with pytest.raises(audits.PopulationChanged):
-        audits.draw_plan(engine, REVIEWER, pid)
-    audits.recount_plan(engine, REVIEWER, pid)
-    assert audits.draw_plan(engine, REVIEWER, pid).items == 6
+    with pytest.raises(audit_plans.PopulationChanged):
+        audit_plans.draw_plan(engine, REVIEWER, pid)
+    audit_plans.recount_plan(engine, REVIEWER, pid)
+    assert audit_plans.draw_plan(engine, REVIEWER, pid).items == 6

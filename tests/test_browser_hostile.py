@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
-from review.audits import audits
+from review.audits import plans, population, queue
 from review.cases import cases
 from review.core.errors import InputError
 from review.core.identity import SYSTEM, Actor, Role
@@ -150,15 +150,15 @@ def _insert(engine: Engine, tax: Taxonomy) -> tuple[int, int, int, int]:
 
     # an audit plan over that one day draws the hostile trace
     reviewer = Actor(id=0, email="hostile@test.example", name="R", roles=frozenset({Role.reviewer}))
-    spec = audits.PlanSpec(
+    spec = plans.PlanSpec(
         name=f"Hostile {MD_IMG}",
-        filter=audits.PopulationFilter(date_from=TRACE_DAY, date_to=TRACE_DAY),
+        filter=population.PopulationFilter(date_from=TRACE_DAY, date_to=TRACE_DAY),
         total=1,
         seed=1,
     )
-    plan = audits.create_plan(engine, reviewer, spec)
-    audits.draw_plan(engine, reviewer, plan)
-    item = audits.list_items(engine, plan)[0].id
+    plan = plans.create_plan(engine, reviewer, spec)
+    plans.draw_plan(engine, reviewer, plan)
+    item = queue.list_items(engine, plan)[0].id
     return doc.id, case_id, found.id, item
 
 

@@ -23,8 +23,8 @@ import pytest
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
-from review.audits import audits
-from review.audits.audits import PlanSpec
+from review.audits import plans
+from review.audits.plans import PlanSpec
 from review.core.errors import StaleWriteError
 from review.core.identity import Actor
 from review.core.taxonomy import Taxonomy
@@ -43,12 +43,12 @@ PLANNER = make_actor("reviewer", "planner@test.example", clearance=True, uid=40)
 
 def _setup(engine: Engine, tax: Taxonomy) -> int:
     fixtures.build_demo(engine, tax, trace_count=300, variants=False)
-    plan_id = audits.create_plan(
+    plan_id = plans.create_plan(
         engine,
         PLANNER,
         PlanSpec(name="concurrency", strata=("decision",), total=150, overlap=2, seed=7),
     )
-    audits.draw_plan(engine, PLANNER, plan_id)
+    plans.draw_plan(engine, PLANNER, plan_id)
     return plan_id
 
 

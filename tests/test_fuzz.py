@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Engine
 
-from review.audits import audits, claims
+from review.audits import claims, plans
 from review.builder import edits
 from review.cases import cases
 from review.core.errors import InputError, PolicyFileError
@@ -555,7 +555,7 @@ def test_a_pipeline_response_is_either_an_output_or_a_problem(data: st.DataObjec
 @FUZZ
 @given(text=st.one_of(hostile_text, text_mutation("tier=team: 10\nlanguage=de: 5\n# note\n")))
 def test_explicit_stratum_sizes_only_raise_input_errors(text: str) -> None:
-    only_clear_errors(lambda: audits.parse_explicit_sizes(text), needs_line=True)
+    only_clear_errors(lambda: plans.parse_explicit_sizes(text), needs_line=True)
 
 
 @FUZZ

@@ -671,7 +671,7 @@ def test_thresholds_calibrate_on_audited_traces_and_replay(
 def test_overview_lists_the_work_waiting_for_each_role(
     demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from review.audits import audits
+    from review.audits import plans
     from review.core.taxonomy import load_taxonomy
     from review.labels import labeling
     from review.monthly import overview
@@ -692,7 +692,7 @@ def test_overview_lists_the_work_waiting_for_each_role(
     assert [a.text for a in label_items] == [f"{queue} ready case(s) still need your label."]
     ravi_pages = {a.page for a in waiting(RAVI)}
     assert "adjudication" in ravi_pages and "audit" in ravi_pages  # demo: disagreements, open batch
-    open_batches = [p for p in audits.list_plans(demo_engine) if p.status == "open"]
+    open_batches = [p for p in plans.list_plans(demo_engine) if p.status == "open"]
     assert sum(a.page == "audit" for a in waiting(RAVI)) == len(open_batches)
     # pending changes wait for the approvers who are not their authors
     for kind, page in ((thresholds.KIND, "thresholds"), (wordingservice.KIND, "wording")):

@@ -10,8 +10,10 @@ from sqlalchemy import func, select
 from streamlit.testing.v1 import AppTest
 
 from review.admin import users
-from review.audits import audits
-from review.audits.audits import PlanSpec, PopulationFilter
+from review.audits import plans, queue
+from review.audits import verdicts as audit_verdicts
+from review.audits.plans import PlanSpec
+from review.audits.population import PopulationFilter
 from review.core.errors import PermissionDenied
 from review.core.identity import SYSTEM
 from review.core.taxonomy import Taxonomy
@@ -68,7 +70,7 @@ def test_renders_with_the_demo_batches(audit_url: str, monkeypatch: pytest.Monke
     assert not at.error
     # the finished batch: estimates with weighted and raw rates side by side
     eng = make_engine(audit_url)
-    done = next(p for p in audits.list_plans(eng) if p.name.startswith(batches.DEMO_COMPLETE))
+    done = next(p for p in plans.list_plans(eng) if p.name.startswith(batches.DEMO_COMPLETE))
     eng.dispose()
     at.selectbox(key="aud_plan").set_value(done.id).run()
     no_exception(at)
@@ -107,7 +109,7 @@ def test_no_traces_no_plans(no_traces_url: str, monkeypatch: pytest.MonkeyPatch)
     no_exception(at)
     assert any("Nothing was created" in e and "population is empty" in e for e in errors(at))
     eng = make_engine(no_traces_url)
-    assert audits.list_plans(eng) == []
+    assert plans.list_plans(eng) == []
     eng.dispose()
 
 
@@ -118,7 +120,7 @@ def test_renders_on_an_empty_database(empty_url: str, monkeypatch: pytest.Monkey
 
 def test_create_count_and_draw_a_plan(audit_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     eng = make_engine(audit_url)
-    counts = audits.count_population(eng, PopulationFilter(), ("decision",))
+    counts = plans.count_population(eng, PopulationFilter(), ("decision",))
     eng.dispose()
     at = run(audit_url, monkeypatch)
     at.multiselect(key="aud_strata").set_value(["decision"])
@@ -141,7 +143,7 @@ def test_create_count_and_draw_a_plan(audit_url: str, monkeypatch: pytest.Monkey
     at.button(key="aud_draw").click().run()
     no_exception(at)
     assert any("Drew 15 traces" in s for s in shown(at.success))
-    assert audits.count_items(eng, row.id) == 15
+    assert queue.count_items(eng, row.id) == 15
     eng.dispose()
 
     # error path: the same name again writes nothing and says why
@@ -179,8 +181,8 @@ def test_a_changed_population_is_shown_on_the_plan(
     audit_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     eng = make_engine(audit_url)
-    pid = audits.create_plan(eng, REVIEWER, PlanSpec(name="to draw", total=5))
-    n = audits.check_population(eng, pid).current_total
+    pid = plans.create_plan(eng, REVIEWER, PlanSpec(name="to draw", total=5))
+    n = plans.check_population(eng, pid).current_total
     add_trace(eng, "arrived-later")
     eng.dispose()
     at = run(audit_url, monkeypatch, plan=str(pid))
@@ -198,8 +200,8 @@ def test_verdict_form_happy_and_error_paths(
     audit_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     eng = make_engine(audit_url)
-    open_plan = next(p for p in audits.list_plans(eng) if p.name == batches.DEMO_OPEN)
-    before = audits.progress(eng, REVIEWER, open_plan.id)
+    open_plan = next(p for p in plans.list_plans(eng) if p.name == batches.DEMO_OPEN)
+    before = queue.progress(eng, REVIEWER, open_plan.id)
     at = run(audit_url, monkeypatch, plan=str(open_plan.id))
     button(at, "Next trace").click().run()
     no_exception(at)
@@ -218,10 +220,10 @@ def test_verdict_form_happy_and_error_paths(
     at.button(key=f"aud_save_{item}").click().run()
     no_exception(at)
     assert any("Saved your verdict" in s for s in shown(at.success))
-    mine = audits.my_verdict(eng, make_actor("reviewer", RAVI), item)
+    mine = audit_verdicts.my_verdict(eng, make_actor("reviewer", RAVI), item)
     assert mine is not None and mine.verdict == "false_refusal"
     assert mine.stages == ("policy_too_strict",)
-    assert audits.progress(eng, REVIEWER, open_plan.id).verdicts == before.verdicts + 1
+    assert queue.progress(eng, REVIEWER, open_plan.id).verdicts == before.verdicts + 1
     eng.dispose()
     # after saving: the verdicts on the trace and a way on
     assert at.button(key="aud_next")
@@ -245,12 +247,12 @@ def answer_item(url: str) -> int:
         feedback="answer_wrong",
         customer_tier="claims-test",
     )
-    pid = audits.create_plan(
+    pid = plans.create_plan(
         eng,
         REVIEWER,
         PlanSpec(name="claims", filter=PopulationFilter(customer_tiers=("claims-test",)), total=1),
     )
-    audits.draw_plan(eng, REVIEWER, pid)
+    plans.draw_plan(eng, REVIEWER, pid)
     with read_session(eng) as s:
         from storage.models import AuditItem
 
@@ -326,13 +328,13 @@ def test_restricted_item_link_needs_clearance(
     eng = make_engine(audit_url)
     add_trace(eng, "secret-1", restricted=True, customer_tier="secret-test",
               query="What did the Halvorsen settlement pay?")  # fmt: skip
-    pid = audits.create_plan(
+    pid = plans.create_plan(
         eng,
         REVIEWER,
         PlanSpec(name="secret", filter=PopulationFilter(customer_tiers=("secret-test",)), total=1),
     )
-    audits.draw_plan(eng, REVIEWER, pid)
-    item = audits.list_items(eng, pid)[0].id
+    plans.draw_plan(eng, REVIEWER, pid)
+    item = queue.list_items(eng, pid)[0].id
     eng.dispose()
     at = run(audit_url, monkeypatch, INES, item=str(item))
     assert any("restricted" in e for e in errors(at))
@@ -380,10 +382,10 @@ def test_the_verdict_form_shows_the_wording_findings_of_a_refusal(
             eng, "wording-1", decision="abstain", reason_code="no_answer_bearing_evidence",
             answer_text="That policy does not exist. Call Maria Lopez on 555-0100.",
         )  # fmt: skip
-        pid = audits.create_plan(
+        pid = plans.create_plan(
             eng, REVIEWER, PlanSpec(name="wording", total=1, seed=1, filter=PopulationFilter())
         )
-        audits.draw_plan(eng, REVIEWER, pid)
+        plans.draw_plan(eng, REVIEWER, pid)
         with read_session(eng) as s:
             item_id = s.scalar(select(AuditItem.id).where(AuditItem.plan_id == pid))
         found = (item_id, pid, wordingservice.trace_findings(eng, ravi, pk))

@@ -191,8 +191,8 @@ def test_a_closed_review_keeps_the_month_as_it_was_when_closed(
 ) -> None:
     from sqlalchemy import select
 
-    from review.audits import audits
-    from review.audits.audits import PlanSpec
+    from review.audits import plans
+    from review.audits.plans import PlanSpec
     from storage.db import read_session
     from storage.models import AuditLog
 
@@ -207,7 +207,7 @@ def test_a_closed_review_keeps_the_month_as_it_was_when_closed(
     assert [t for t, _ in ctx.charts], "the frozen record keeps the charts"
 
     # the world moves on: a new audit batch in progress (every live month lists open batches)
-    audits.create_plan(
+    plans.create_plan(
         demo_engine,
         make_actor("reviewer", "chen.li@brightwave.example"),
         PlanSpec(name="After the close", strata=("decision",), total=6, seed=3),

@@ -221,14 +221,14 @@ def test_rebuild_rollup_command(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) 
 def test_audit_filter_values_from_the_rollup_equal_the_distinct_trace_values(
     any_engine: Engine,
 ) -> None:
-    from review.audits import audits
+    from review.audits import plans, population
 
     import_traces(any_engine, varied_traces(200, seed=2))
-    for dim in audits.DIMENSIONS:
-        col = audits._column(dim)
+    for dim in population.DIMENSIONS:
+        col = population._column(dim)
         with read_session(any_engine) as s:
             found = s.scalars(select(col).distinct()).all()
         expected = sorted(str(v) for v in found if v is not None)
         if None in found:
-            expected = [audits.NONE, *expected]
-        assert audits.dimension_values(any_engine, dim) == expected, dim
+            expected = [population.NONE, *expected]
+        assert plans.dimension_values(any_engine, dim) == expected, dim

@@ -460,11 +460,11 @@ def wording_check_cmd(rule: str | None, limit: int) -> None:
 )
 def export_audit_cmd(plan_id: int, file: Path, fmt: str) -> None:
     """Export an audit batch (plan, sample, verdicts) as JSONL or CSV."""
-    from review.audits import audits
+    from review.audits import export
 
     try:
         with file.open("w", encoding="utf-8", newline="") as out:
-            writer = audits.export_jsonl if fmt == "jsonl" else audits.export_csv
+            writer = export.export_jsonl if fmt == "jsonl" else export.export_csv
             n = writer(_engine(), _cli_actor(), plan_id, out)
     except InputError as exc:
         _fail(exc)

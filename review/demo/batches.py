@@ -9,22 +9,13 @@ from dataclasses import replace
 
 from sqlalchemy import Engine, func, select
 
-from review.audits.audits import (
-    ItemView,
-    PlanSpec,
-    PopulationFilter,
-    VerdictIn,
-    check_claims,
-    close_plan,
-    create_plan,
-    draw_plan,
-    get_item,
-    item_outcomes,
-    next_item,
-    promote_to_case,
-    propose_claims,
-    submit_verdict,
-)
+from review.audits.estimates import item_outcomes
+from review.audits.items import ItemView, check_claims, get_item, propose_claims
+from review.audits.plans import PlanSpec, close_plan, create_plan, draw_plan
+from review.audits.population import PopulationFilter
+from review.audits.promote import promote_to_case
+from review.audits.queue import next_item
+from review.audits.verdicts import VerdictIn, submit_verdict
 from review.core.errors import InputError
 from review.core.identity import SYSTEM, Role
 from review.core.taxonomy import Taxonomy

@@ -155,7 +155,7 @@ def build_overview(engine: Engine, actor: Actor, tax: Taxonomy) -> Overview:
 def _work_waiting(engine: Engine, actor: Actor) -> list[Attention]:
     """What waits for this person: cases to label, disagreements to adjudicate, open audit
     batches, policy and wording changes to sign."""
-    from review.audits import audits
+    from review.audits import plans
     from review.labels import labeling
     from review.policy import signoff
     from review.thresholds import thresholds
@@ -173,7 +173,7 @@ def _work_waiting(engine: Engine, actor: Actor) -> list[Attention]:
             text = f"{shown} case(s) whose labels disagree wait for adjudication."
             out.append(Attention(text, "adjudication"))
     if actor.can(Permission.audit):
-        for plan in audits.list_plans(engine):
+        for plan in plans.list_plans(engine):
             if plan.status == "open":
                 out.append(
                     Attention(

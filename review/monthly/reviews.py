@@ -899,14 +899,14 @@ def _monitoring_hook(
 def _audit_hook(
     engine: Engine, tax: Taxonomy, month: str, first: dt.date, last: dt.date
 ) -> tuple[list[tuple[str, pd.DataFrame]], list[tuple[str, alt.TopLevelMixin]]]:
-    from review.audits import audits
+    from review.audits import estimates, plans
 
     rows = []
-    for plan in audits.list_plans(engine):
+    for plan in plans.list_plans(engine):
         if not (first <= plan.created_at.date() <= last) and plan.status == "closed":
             continue
         try:
-            est = audits.estimates(engine, plan.id)
+            est = estimates.estimates(engine, plan.id)
         except InputError:
             continue
         for r in est.rates.head(4).to_dict(orient="records"):

@@ -607,12 +607,13 @@ def audited_trace_outcomes(
     to its audit verdict (the majority of its reviewers). ``answerable``: the verdict says an
     answer was called for; ``acceptable``: answering it was (or would have been) acceptable.
     Split is "audit"; the slice is the customer tier."""
-    from review.audits import audits
+    from review.audits import estimates
+    from review.audits import plans as audit_plans
 
-    plans = plan_ids if plan_ids is not None else [p.id for p in audits.list_plans(engine)]
+    plans = plan_ids if plan_ids is not None else [p.id for p in audit_plans.list_plans(engine)]
     frames = []
     for pid in plans:
-        items = audits.item_outcomes(engine, pid)
+        items = estimates.item_outcomes(engine, pid)
         if not items.empty:
             frames.append(items[items["outcome"].notna()])
     if not frames:

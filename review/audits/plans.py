@@ -1,0 +1,744 @@
+"""Sampling plans: reproducible stratified samples of the production traces.
+
+A **sampling plan** names a population (a filter over the traces), the strata (any mix of
+decision, reason code, feedback, customer tier, language, versions or a trace attribute), an
+allocation (proportional, equal or explicit sizes), a total and a seed. Creating the plan
+counts the population per stratum in SQL and stores the counts with a fingerprint
+(``review.core.sampling.population_fingerprint``). Drawing the sample ranks each stratum by the
+seeded key of ``review.core.sampling.sample_rank_sql`` inside the database and keeps the first
+``allocation[stratum]`` rows, so the same plan on the same data always draws the same traces,
+no trace twice. ``check_population`` re-counts and says how the population changed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections import Counter as Tally
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sqlalchemy import ColumnElement, Engine, case, func, insert, literal_column, select
+from sqlalchemy.orm import Session
+
+from review.audits.population import NONE, PopulationFilter, _column, _stratum_expr
+from review.core.errors import InputError
+from review.core.identity import Actor, Permission, require
+from review.core.sampling import (
+    FINGERPRINT_SEED,
+    PRIME,
+    allocate,
+    population_fingerprint,
+    sample_rank,
+    sample_rank_sql,
+)
+from review.traces import rollup
+from storage import changes
+from storage.db import read_session, run_write
+from storage.models import (
+    AuditItem,
+    AuditVerdict,
+    SamplingPlan,
+    Trace,
+    TraceImport,
+    TraceRollup,
+    utcnow,
+)
+
+__all__ = [
+    "ALLOCATIONS",
+    "PlanSpec",
+    "PlanView",
+    "PopulationChanged",
+    "PopulationCheck",
+    "StratumCount",
+    "check_population",
+    "close_plan",
+    "count_population",
+    "create_plan",
+    "dimension_values",
+    "draw_plan",
+    "get_plan",
+    "list_plans",
+    "parse_explicit_sizes",
+    "preview_sample",
+    "recount_plan",
+    "verify_sample",
+]
+
+
+ALLOCATIONS = ("proportional", "equal", "explicit")
+
+
+MAX_TOTAL = 100_000
+
+
+MAX_SEED = 2_147_483_647
+
+
+MAX_STRATA_DIMS = 4
+
+
+# --- plans ----------------------------------------------------------------------------------
+
+RESERVATION_MINUTES = 30
+
+
+@dataclass(frozen=True)
+class PlanSpec:
+    """What a reviewer asks for when creating a plan."""
+
+    name: str
+    filter: PopulationFilter = field(default_factory=PopulationFilter)
+    strata: tuple[str, ...] = ()
+    allocation: str = "proportional"
+    total: int = 100
+    seed: int = 0
+    explicit_sizes: Mapping[str, int] | None = None
+    overlap: int = 1
+    blind: bool = True
+    reservation_minutes: int = RESERVATION_MINUTES
+
+    def check(self) -> None:
+        if not self.name.strip():
+            raise InputError("name the plan (e.g. 'June 2025 monthly review')")
+        if len(self.name.strip()) > 200:
+            raise InputError("the plan name is longer than 200 characters")
+        if len(set(self.strata)) != len(self.strata):
+            raise InputError("strata: a dimension is listed twice")
+        if len(self.strata) > MAX_STRATA_DIMS:
+            raise InputError(f"strata: use at most {MAX_STRATA_DIMS} dimensions")
+        for dim in self.strata:
+            _column(dim)
+        if self.allocation not in ALLOCATIONS:
+            raise InputError(
+                f"allocation {self.allocation!r} is not one of: {', '.join(ALLOCATIONS)}"
+            )
+        if self.allocation == "explicit" and not self.explicit_sizes:
+            raise InputError("explicit allocation: give the sample size of each stratum")
+        if not isinstance(self.total, int) or not 1 <= self.total <= MAX_TOTAL:
+            raise InputError(f"sample size must be a whole number from 1 to {MAX_TOTAL}")
+        if not isinstance(self.seed, int) or not 0 <= self.seed <= MAX_SEED:
+            raise InputError(f"seed must be a whole number from 0 to {MAX_SEED}")
+        if not 1 <= self.overlap <= 5:
+            raise InputError("overlap must be between 1 and 5 reviewers per trace")
+        if not 1 <= self.reservation_minutes <= 24 * 60:
+            raise InputError("a reservation lasts between 1 minute and 24 hours")
+        self.filter.check()
+
+
+def parse_explicit_sizes(text: str) -> dict[str, int]:
+    """Read explicit stratum sizes written one per line as ``stratum: n``."""
+    out: dict[str, int] = {}
+    for n, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if ":" not in line:
+            raise InputError(f"explicit sizes: line {n}: write 'stratum: size'")
+        name, _, size = line.rpartition(":")
+        name = name.strip()
+        try:
+            value = int(size.strip())
+        except ValueError:
+            raise InputError(
+                f"explicit sizes: line {n}: {size.strip()!r} is not a whole number"
+            ) from None
+        if value < 0:
+            raise InputError(f"explicit sizes: line {n}: the size must be >= 0")
+        if name in out:
+            raise InputError(f"explicit sizes: line {n}: stratum {name!r} is listed twice")
+        out[name] = value
+    return out
+
+
+@dataclass(frozen=True)
+class StratumCount:
+    stratum: str
+    count: int
+    min_id: int
+    max_id: int
+    id_sum: int
+    rank_sum: int
+
+    def summary_row(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _population_query(flt: PopulationFilter, strata: Sequence[str]) -> Any:
+    return (
+        select(Trace.id.label("id"), _stratum_expr(strata).label("stratum"))
+        .where(*flt.conditions())
+        .subquery("pop")
+    )
+
+
+def _count(s: Session, flt: PopulationFilter, strata: Sequence[str]) -> list[StratumCount]:
+    pop = _population_query(flt, strata)
+    rank: ColumnElement[int] = literal_column(sample_rank_sql(FINGERPRINT_SEED, "pop.id"))
+    rows = s.execute(
+        select(
+            pop.c.stratum,
+            func.count(),
+            func.min(pop.c.id),
+            func.max(pop.c.id),
+            func.sum(pop.c.id),
+            func.sum(rank),
+        )
+        .group_by(pop.c.stratum)
+        .order_by(pop.c.stratum)
+    ).all()
+    return [
+        StratumCount(str(r[0]), int(r[1]), int(r[2]), int(r[3]), int(r[4]), int(r[5])) for r in rows
+    ]
+
+
+def count_population(
+    engine: Engine, flt: PopulationFilter, strata: Sequence[str]
+) -> list[StratumCount]:
+    """The population per stratum (counted in SQL), to preview a plan before creating it."""
+    for dim in strata:
+        _column(dim)
+    with read_session(engine) as s:
+        return _count(s, flt, strata)
+
+
+def _fingerprint(counts: Sequence[StratumCount]) -> str:
+    return population_fingerprint([c.summary_row() for c in counts])
+
+
+def _allocation(counts: Sequence[StratumCount], spec: PlanSpec) -> dict[str, int]:
+    sizes = {c.stratum: c.count for c in counts}
+    if sum(sizes.values()) == 0:
+        raise InputError("the population is empty: no trace matches the filter")
+    if spec.allocation == "explicit":
+        return allocate(sizes, spec.total, "explicit", dict(spec.explicit_sizes or {}))
+    if spec.allocation == "equal":
+        return allocate(sizes, spec.total, "equal")
+    return allocate(sizes, spec.total, "proportional")
+
+
+def _traces_stamp(s: Session) -> list[int]:
+    """(rows, highest id, newest import) of the traces: cheap aggregates. Traces are never
+    edited, and every import adds an import row (so a reused id still moves the stamp);
+    while the stamp stays the same every population is the one counted before."""
+    n, top = s.execute(select(func.count(), func.coalesce(func.max(Trace.id), 0))).one()
+    newest_import = s.scalar(select(func.coalesce(func.max(TraceImport.id), 0)))
+    return [int(n), int(top), int(newest_import or 0)]
+
+
+def _population_record(
+    counts: Sequence[StratumCount],
+    allocation: Mapping[str, int],
+    spec: PlanSpec,
+    stamp: Sequence[int],
+) -> dict[str, Any]:
+    return {
+        "traces_stamp": list(stamp),
+        "strata": [c.summary_row() for c in counts],
+        "allocation": dict(allocation),
+        "counted_at": utcnow().isoformat(),
+        "options": {"blind": spec.blind, "reservation_minutes": spec.reservation_minutes},
+    }
+
+
+def create_plan(engine: Engine, actor: Actor, spec: PlanSpec) -> int:
+    """Store a plan with its population per stratum, allocation and fingerprint (not drawn
+    yet: ``draw_plan`` draws it)."""
+    require(actor, Permission.audit)
+    spec = replace(spec, name=spec.name.strip())
+    spec.check()
+
+    def work(s: Session) -> int:
+        if s.scalar(select(SamplingPlan.id).where(SamplingPlan.name == spec.name)) is not None:
+            raise InputError(f"a plan named {spec.name!r} already exists; choose another name")
+        counts = _count(s, spec.filter, spec.strata)
+        allocation = _allocation(counts, spec)
+        row = SamplingPlan(
+            name=spec.name,
+            population_filter=spec.filter.to_json(),
+            strata=list(spec.strata),
+            allocation=spec.allocation,
+            explicit_sizes=dict(spec.explicit_sizes or {}),
+            total=spec.total,
+            seed=spec.seed,
+            population=_population_record(counts, allocation, spec, _traces_stamp(s)),
+            fingerprint=_fingerprint(counts),
+            overlap=spec.overlap,
+            status="planned",
+            created_by=actor.email,
+            created_at=utcnow(),
+        )
+        s.add(row)
+        s.flush()
+        changes.record(
+            s, actor.email, "create", "sampling_plan", row.id, None, changes.snapshot(row)
+        )
+        return row.id
+
+    return run_write(engine, work)
+
+
+def _spec_of(plan: SamplingPlan) -> PlanSpec:
+    options = (plan.population or {}).get("options", {})
+    return PlanSpec(
+        name=plan.name,
+        filter=PopulationFilter.from_json(plan.population_filter or {}),
+        strata=tuple(plan.strata),
+        allocation=plan.allocation,
+        total=plan.total,
+        seed=plan.seed,
+        explicit_sizes=dict(plan.explicit_sizes or {}) or None,
+        overlap=plan.overlap,
+        blind=bool(options.get("blind", True)),
+        reservation_minutes=int(options.get("reservation_minutes", RESERVATION_MINUTES)),
+    )
+
+
+def _stored_counts(plan: SamplingPlan) -> list[StratumCount]:
+    return [StratumCount(**r) for r in (plan.population or {}).get("strata", [])]
+
+
+def _stored_allocation(plan: SamplingPlan) -> dict[str, int]:
+    return {str(k): int(v) for k, v in (plan.population or {}).get("allocation", {}).items()}
+
+
+@dataclass(frozen=True)
+class StratumChange:
+    stratum: str
+    before: int
+    after: int
+    how: str
+
+
+@dataclass(frozen=True)
+class PopulationCheck:
+    """A re-count of a plan's population against what was stored."""
+
+    changed: bool
+    stored_fingerprint: str
+    current_fingerprint: str
+    stored_total: int
+    current_total: int
+    strata: tuple[StratumChange, ...]
+
+    def message(self) -> str:
+        if not self.changed:
+            return (
+                f"The population is unchanged ({self.current_total} traces): the same plan "
+                "draws the same sample."
+            )
+        parts = [f"{c.stratum}: {c.before} → {c.after} ({c.how})" for c in self.strata if c.how]
+        return (
+            f"The population changed since it was counted: {self.stored_total} → "
+            f"{self.current_total} traces. " + "; ".join(parts) + "."
+        )
+
+
+def _compare(stored: Sequence[StratumCount], current: Sequence[StratumCount]) -> PopulationCheck:
+    before = {c.stratum: c for c in stored if c.count}
+    after = {c.stratum: c for c in current if c.count}
+    out: list[StratumChange] = []
+    for name in sorted(set(before) | set(after)):
+        b, a = before.get(name), after.get(name)
+        nb, na = (b.count if b else 0), (a.count if a else 0)
+        if b is None:
+            how = f"new stratum, +{na}"
+        elif a is None:
+            how = "stratum gone"
+        elif b == a:
+            how = ""
+        elif nb != na:
+            how = f"{na - nb:+d} traces"
+        else:
+            how = "same count, different traces"
+        out.append(StratumChange(name, nb, na, how))
+    fp_b, fp_a = _fingerprint(stored), _fingerprint(current)
+    return PopulationCheck(
+        fp_b != fp_a,
+        fp_b,
+        fp_a,
+        sum(c.count for c in stored),
+        sum(c.count for c in current),
+        tuple(out),
+    )
+
+
+def _recheck(s: Session, plan: SamplingPlan) -> PopulationCheck:
+    """The plan's population now against the stored counts. When no trace was added or
+    deleted since the count (the traces stamp is unchanged; traces are never edited) the
+    population is the counted one and the million-row count is skipped."""
+    stored = _stored_counts(plan)
+    if (plan.population or {}).get("traces_stamp") == _traces_stamp(s):
+        return _compare(stored, stored)
+    spec = _spec_of(plan)
+    return _compare(stored, _count(s, spec.filter, spec.strata))
+
+
+def check_population(engine: Engine, plan_id: int) -> PopulationCheck:
+    """Count the plan's population again and compare it with the stored counts."""
+    with read_session(engine) as s:
+        return _recheck(s, _plan(s, plan_id))
+
+
+class PopulationChanged(InputError):
+    """The population is no longer the one the plan counted; nothing was drawn."""
+
+
+def recount_plan(engine: Engine, actor: Actor, plan_id: int) -> PopulationCheck:
+    """Count a plan that is not drawn yet again and store the new counts and allocation."""
+    require(actor, Permission.audit)
+
+    def work(s: Session) -> PopulationCheck:
+        plan = _plan(s, plan_id, lock=True)
+        if plan.status != "planned":
+            raise InputError(
+                f"plan {plan.name!r} is already drawn: its counts stay those of the draw"
+            )
+        spec = _spec_of(plan)
+        counts = _count(s, spec.filter, spec.strata)
+        check = _compare(_stored_counts(plan), counts)
+        before = changes.snapshot(plan)
+        plan.population = _population_record(
+            counts, _allocation(counts, spec), spec, _traces_stamp(s)
+        )
+        plan.fingerprint = _fingerprint(counts)
+        s.flush()
+        changes.record(
+            s, actor.email, "recount", "sampling_plan", plan.id, before, changes.snapshot(plan)
+        )
+        return check
+
+    return run_write(engine, work)
+
+
+def _thresholds(allocation: Mapping[str, int], sizes: Mapping[str, int]) -> dict[str, int]:
+    """Per stratum, a rank bound below which the stratum's first n_h ranks almost surely lie:
+    ranks are spread evenly over [0, P), so about N_h * T / P rows fall below T; T is set for
+    n_h + 5 sqrt(n_h) + 20 of them. The draw only sorts those rows (and falls back to a full
+    sort in the unlikely case a stratum has fewer than n_h below its bound)."""
+    out = {}
+    for name, n in allocation.items():
+        size = sizes.get(name, 0)
+        if n <= 0:
+            continue
+        share = (n + 5 * math.sqrt(n) + 20) / size if size else 1.0
+        out[name] = PRIME if share >= 1 else max(1, math.ceil(PRIME * share))
+    return out
+
+
+def _draw_query(
+    plan: SamplingPlan, allocation: Mapping[str, int], bounds: Mapping[str, int] | None
+) -> Any:
+    """In each stratum, the ``allocation[stratum]`` rows with the smallest (rank, id); with
+    ``bounds``, only rows whose rank is below their stratum's bound enter the sort."""
+    wanted = {k: v for k, v in allocation.items() if v > 0}
+    if not wanted:
+        return None
+    spec = _spec_of(plan)
+    keyed = (
+        select(
+            Trace.id.label("id"),
+            _stratum_expr(spec.strata).label("stratum"),
+            literal_column(sample_rank_sql(plan.seed, "traces.id")).label("rk"),
+        )
+        .where(*spec.filter.conditions())
+        .subquery("keyed")
+    )
+    pre = select(keyed.c.id, keyed.c.stratum, keyed.c.rk)
+    if bounds is not None:
+        bound = case(dict(bounds), value=keyed.c.stratum, else_=-1)
+        pre = pre.where(keyed.c.rk < bound)
+    else:
+        pre = pre.where(keyed.c.stratum.in_(list(wanted)))
+    cut = pre.subquery("cut")
+    ranked = select(
+        cut.c.id,
+        cut.c.stratum,
+        func.row_number()
+        .over(partition_by=cut.c.stratum, order_by=(cut.c.rk, cut.c.id))
+        .label("pos"),
+    ).subquery("ranked")
+    limit = case(wanted, value=ranked.c.stratum, else_=0)
+    return select(ranked.c.id, ranked.c.stratum).where(ranked.c.pos <= limit)
+
+
+def _drawn(s: Session, plan: SamplingPlan) -> list[tuple[int, str]]:
+    allocation = _stored_allocation(plan)
+    sizes = {c.stratum: c.count for c in _stored_counts(plan)}
+    query = _draw_query(plan, allocation, _thresholds(allocation, sizes))
+    if query is None:
+        return []
+    rows = [(int(r[0]), str(r[1])) for r in s.execute(query)]
+    got = Tally(st for _t, st in rows)
+    if any(got.get(k, 0) < v for k, v in allocation.items()):
+        rows = [(int(r[0]), str(r[1])) for r in s.execute(_draw_query(plan, allocation, None))]
+    if not rows:
+        return []
+    ids = np.array([r[0] for r in rows], dtype=np.int64)
+    order = np.lexsort((ids, sample_rank(plan.seed, ids)))
+    return [rows[int(i)] for i in order]  # one queue order mixing the strata: by rank, then id
+
+
+def preview_sample(engine: Engine, plan_id: int) -> list[tuple[int, str]]:
+    """(trace pk, stratum) the plan draws from the current data, in queue order (no write)."""
+    with read_session(engine) as s:
+        return _drawn(s, _plan(s, plan_id))
+
+
+@dataclass(frozen=True)
+class DrawResult:
+    items: int
+    by_stratum: dict[str, int]
+
+
+def draw_plan(engine: Engine, actor: Actor, plan_id: int) -> DrawResult:
+    """Draw the sample in SQL and open the plan for review. Refused, with how the population
+    changed, when it is no longer the population the plan counted (recount first)."""
+    require(actor, Permission.audit)
+
+    def work(s: Session) -> DrawResult:
+        plan = _plan(s, plan_id, lock=True)
+        if plan.status != "planned":
+            raise InputError(f"plan {plan.name!r} is already drawn")
+        check = _recheck(s, plan)
+        if check.changed:
+            raise PopulationChanged(
+                check.message() + " Nothing was drawn: recount the plan, look at the new "
+                "allocation, then draw."
+            )
+        drawn = _drawn(s, plan)
+        if not drawn:
+            raise InputError("the allocation selects no trace; nothing was drawn")
+        s.execute(
+            insert(AuditItem),
+            [
+                {"plan_id": plan.id, "trace_pk": tid, "stratum": stratum, "position": i}
+                for i, (tid, stratum) in enumerate(drawn, start=1)
+            ],
+        )
+        before = changes.snapshot(plan)
+        plan.status = "open"
+        s.flush()
+        by_stratum = dict(Tally(st for _t, st in drawn))
+        changes.record(
+            s,
+            actor.email,
+            "draw",
+            "sampling_plan",
+            plan.id,
+            before,
+            {**changes.snapshot(plan), "drawn": len(drawn), "by_stratum": by_stratum},
+        )
+        return DrawResult(len(drawn), by_stratum)
+
+    return run_write(engine, work)
+
+
+def verify_sample(engine: Engine, plan_id: int) -> bool | None:
+    """Whether drawing the plan again from today's data gives exactly the stored sample
+    (None when the population changed, so a different draw is expected, or not drawn)."""
+    with read_session(engine) as s:
+        plan = _plan(s, plan_id)
+        if plan.status == "planned":
+            return None
+        if _recheck(s, plan).changed:
+            return None
+        stored = [
+            (int(r[0]), str(r[1]))
+            for r in s.execute(
+                select(AuditItem.trace_pk, AuditItem.stratum)
+                .where(AuditItem.plan_id == plan_id)
+                .order_by(AuditItem.position)
+            )
+        ]
+        return stored == _drawn(s, plan)
+
+
+def close_plan(engine: Engine, actor: Actor, plan_id: int) -> None:
+    """Mark a plan's audit complete (every item has its verdicts); no verdicts after that."""
+    require(actor, Permission.audit)
+
+    def work(s: Session) -> None:
+        plan = _plan(s, plan_id, lock=True)
+        if plan.status != "open":
+            raise InputError(f"plan {plan.name!r} is {plan.status}, not open for review")
+        need = _items_needing_verdicts(s, plan)
+        if need:
+            raise InputError(
+                f"{need} item(s) of {plan.name!r} still need verdicts; the batch can be "
+                "closed when every sampled trace is audited"
+            )
+        before = changes.snapshot(plan)
+        plan.status = "closed"
+        s.flush()
+        changes.record(
+            s, actor.email, "close", "sampling_plan", plan.id, before, changes.snapshot(plan)
+        )
+
+    run_write(engine, work)
+
+
+def _n_reviewers() -> Any:
+    return (
+        select(func.count(func.distinct(AuditVerdict.reviewer)))
+        .where(AuditVerdict.item_id == AuditItem.id)
+        .correlate(AuditItem)
+        .scalar_subquery()
+    )
+
+
+def _items_needing_verdicts(s: Session, plan: SamplingPlan) -> int:
+    return int(
+        s.scalar(
+            select(func.count(AuditItem.id)).where(
+                AuditItem.plan_id == plan.id, _n_reviewers() < plan.overlap
+            )
+        )
+        or 0
+    )
+
+
+def _plan(s: Session, plan_id: int, lock: bool = False) -> SamplingPlan:
+    plan = s.get(SamplingPlan, plan_id, with_for_update=lock or None)
+    if plan is None:
+        raise InputError(f"sampling plan {plan_id} does not exist")
+    return plan
+
+
+@dataclass(frozen=True)
+class PlanView:
+    id: int
+    name: str
+    status: str
+    spec: PlanSpec
+    population: tuple[StratumCount, ...]
+    allocation: dict[str, int]
+    fingerprint: str
+    counted_at: str
+    created_by: str
+    created_at: dt.datetime
+    items: int
+    complete: int
+    verdicts: int
+
+    @property
+    def population_total(self) -> int:
+        return sum(c.count for c in self.population)
+
+    def strata_frame(self) -> pd.DataFrame:
+        return pd.DataFrame(
+            [
+                {
+                    "stratum": c.stratum,
+                    "population": c.count,
+                    "sample": self.allocation.get(c.stratum, 0),
+                    "weight": (
+                        c.count / self.allocation[c.stratum]
+                        if self.allocation.get(c.stratum)
+                        else None
+                    ),
+                }
+                for c in self.population
+            ],
+            columns=["stratum", "population", "sample", "weight"],
+        )
+
+
+def _plan_stats(s: Session, plan_ids: Sequence[int]) -> dict[int, tuple[int, int, int]]:
+    if not plan_ids:
+        return {}
+    per_item = (
+        select(
+            AuditItem.plan_id,
+            AuditItem.id,
+            func.count(func.distinct(AuditVerdict.reviewer)).label("n"),
+        )
+        .outerjoin(AuditVerdict, AuditVerdict.item_id == AuditItem.id)
+        .where(AuditItem.plan_id.in_(plan_ids))
+        .group_by(AuditItem.plan_id, AuditItem.id)
+        .subquery()
+    )
+    overlap = (
+        select(SamplingPlan.overlap)
+        .where(SamplingPlan.id == per_item.c.plan_id)
+        .correlate(per_item)
+        .scalar_subquery()
+    )
+    rows = s.execute(
+        select(
+            per_item.c.plan_id,
+            func.count(),
+            func.sum(case((per_item.c.n >= overlap, 1), else_=0)),
+            func.sum(per_item.c.n),
+        ).group_by(per_item.c.plan_id)
+    ).all()
+    return {int(r[0]): (int(r[1]), int(r[2] or 0), int(r[3] or 0)) for r in rows}
+
+
+def _plan_view(plan: SamplingPlan, stats: tuple[int, int, int]) -> PlanView:
+    return PlanView(
+        plan.id,
+        plan.name,
+        plan.status,
+        _spec_of(plan),
+        tuple(_stored_counts(plan)),
+        _stored_allocation(plan),
+        plan.fingerprint,
+        str((plan.population or {}).get("counted_at", "")),
+        plan.created_by,
+        plan.created_at,
+        *stats,
+    )
+
+
+def list_plans(engine: Engine) -> list[PlanView]:
+    """Every plan, newest first, with its progress (plans are few; items are counted in SQL)."""
+    with read_session(engine) as s:
+        plans = list(s.scalars(select(SamplingPlan).order_by(SamplingPlan.id.desc())))
+        stats = _plan_stats(s, [p.id for p in plans])
+        return [_plan_view(p, stats.get(p.id, (0, 0, 0))) for p in plans]
+
+
+def get_plan(engine: Engine, plan_id: int) -> PlanView | None:
+    with read_session(engine) as s:
+        plan = s.get(SamplingPlan, plan_id)
+        if plan is None:
+            return None
+        return _plan_view(plan, _plan_stats(s, [plan.id]).get(plan.id, (0, 0, 0)))
+
+
+def dimension_values(engine: Engine, dim: str, limit: int = 100) -> list[str]:
+    """Distinct values of a stratum dimension (``NONE`` for missing), for filter pickers.
+
+    Segments the monitoring rollup keeps (and the decision) are read from it, not from a
+    scan of every trace."""
+    col = _column(dim)
+    with read_session(engine) as s:
+        if dim == "decision" or dim in rollup.DIMENSIONS:
+            return _rollup_values(s, dim, limit)
+        found = s.scalars(select(col).distinct().order_by(col).limit(limit + 1)).all()
+    values = [str(v) for v in found if v is not None]
+    if len(values) < len(found):  # missing values first, on every database
+        values.insert(0, NONE)
+    return values[:limit]
+
+
+def _rollup_values(s: Session, dim: str, limit: int) -> list[str]:
+    r = TraceRollup
+    every = r.dim == rollup.ALL
+    if dim == "decision":
+        found = s.scalars(select(r.decision).where(every).distinct()).all()
+        values = sorted(NONE if v == "" else v for v in found)
+    else:
+        values = sorted(s.scalars(select(r.value).where(r.dim == dim).distinct()).all())
+        total = s.scalar(select(func.coalesce(func.sum(r.traces), 0)).where(every)) or 0
+        covered = s.scalar(select(func.coalesce(func.sum(r.traces), 0)).where(r.dim == dim)) or 0
+        if int(covered) < int(total):
+            values = [NONE, *values]
+    if NONE in values:  # missing values first, as the database sorts NULL first
+        values = [NONE, *(v for v in values if v != NONE)]
+    return values[:limit]
