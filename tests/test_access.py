@@ -134,7 +134,7 @@ NO_ACTOR: dict[str, str] = {
     "demo.fixtures.build_demo_labels": "part of the demo builder",
     "demo.fixtures.build_demo_policies": "part of the demo builder",
     "demo.batches.build_demo_audits": "part of the demo builder",
-    "demo.variants.build_demo_variants": "part of the demo builder",
+    "demo.case_families.build_demo_variants": "part of the demo builder",
     "demo.months.build_demo_reviews": "part of the demo builder",
     "demo.wording_versions.build_demo_wording": "part of the demo builder",
     "demo.tracedemo.build_demo_traces": "part of the demo builder",

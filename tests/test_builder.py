@@ -18,7 +18,7 @@ from review.core.errors import InputError, PermissionDenied, StaleWriteError
 from review.core.identity import Actor, Role
 from review.core.taxonomy import Taxonomy
 from review.corpus import corpus
-from review.demo import variants
+from review.demo import case_families
 from storage.db import read_session, run_write
 from storage.models import (
     AuditLog,
@@ -748,9 +748,9 @@ def test_every_saved_edit_replays_to_its_stored_text(
 def test_demo_variants_use_every_operator_and_pass_every_check(
     demo_engine: Engine, tax: Taxonomy
 ) -> None:
-    made = variants.build_demo_variants(demo_engine, tax)
+    made = case_families.build_demo_variants(demo_engine, tax)
     assert made == 11
-    assert variants.build_demo_variants(demo_engine, tax) == 0  # idempotent
+    assert case_families.build_demo_variants(demo_engine, tax) == 0  # idempotent
     with read_session(demo_engine) as s:
         ops = set(s.scalars(select(CaseEdit.operator)))
         edit_ids = list(s.scalars(select(CaseEdit.id)))

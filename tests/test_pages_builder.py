@@ -17,7 +17,7 @@ from review.core.identity import SYSTEM
 from review.core.taxonomy import Taxonomy
 from review.corpus import corpus
 from review.corpus.docformat import parse_markdown
-from review.demo import variants
+from review.demo import case_families
 from storage.db import make_engine, migrate, read_session
 from storage.models import Case, CaseSuggestion
 from tests.conftest import copy_db
@@ -405,7 +405,7 @@ def test_restricted_documents_need_clearance(
 def test_every_demo_family_renders_with_its_variants_and_passing_checks(
     demo_url: str, demo_engine: Engine, tax: Taxonomy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert variants.build_demo_variants(demo_engine, tax) == 11
+    assert case_families.build_demo_variants(demo_engine, tax) == 11
     for key in cases.family_keys(demo_engine):
         at = open_page(demo_url, monkeypatch, ADA, family=key)
         assert not at.error and not at.warning, key

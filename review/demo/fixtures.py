@@ -20,8 +20,8 @@ from review.core.taxonomy import Taxonomy
 from review.corpus import corpus
 from review.demo import months, tracedemo, wording_versions
 from review.demo.batches import build_demo_audits
+from review.demo.case_families import build_demo_variants
 from review.demo.people import DEMO_ACTOR, DEMO_USERS, demo_actor
-from review.demo.variants import build_demo_variants
 from review.evaluation import evalruns, refpipeline
 from review.labels import labeling
 from review.policy import signoff
