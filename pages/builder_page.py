@@ -13,7 +13,8 @@ import pandas as pd
 import streamlit as st
 
 from pages import ui
-from review.builder import builder
+from review.builder import diffs, documents, replay, suggestions, variants
+from review.builder import family_view as builder_family_view
 from review.builder.edits import OPERATORS, ParamField, ParamValue, find_span, span_at
 from review.cases import cases
 from review.core.errors import InputError, PermissionDenied, StaleWriteError
@@ -118,7 +119,7 @@ def read_params(readers: dict[str, Any]) -> dict[str, ParamValue]:
 # Preview
 
 
-def show_preview(pv: builder.Preview, doc_ref: str) -> None:
+def show_preview(pv: diffs.Preview, doc_ref: str) -> None:
     sug = pv.suggestion
     st.caption(
         "Changes are marked `[-removed-]` and `{+added+}`; the text is escaped first, so "
@@ -198,7 +199,7 @@ def candidate_label(body: str, span: Any) -> str:
     return f"line {line}: {text}"
 
 
-def edit_tab(view: cases.CaseView, docs: list[builder.CaseDocText]) -> None:
+def edit_tab(view: cases.CaseView, docs: list[documents.CaseDocText]) -> None:
     readable = [d for d in docs if d.readable]
     if not readable:
         st.info("You may not read any document of this case (restricted; needs clearance).")
@@ -252,7 +253,7 @@ def edit_tab(view: cases.CaseView, docs: list[builder.CaseDocText]) -> None:
     if go_preview:
         try:
             params = read_params(readers)
-            pv = builder.preview(body, op_name, start, end, params, doc_ref=doc.ref)
+            pv = diffs.preview(body, op_name, start, end, params, doc_ref=doc.ref)
         except InputError as exc:
             st.session_state.pop("bld_preview", None)
             st.error("Nothing changed. " + ui.plain(exc))
@@ -270,7 +271,7 @@ def edit_tab(view: cases.CaseView, docs: list[builder.CaseDocText]) -> None:
         return
     if (state["op"], state["start"], state["end"]) != (op_name, start, end):
         return
-    pv = builder.preview(body, op_name, start, end, state["params"], doc_ref=doc.ref)
+    pv = diffs.preview(body, op_name, start, end, state["params"], doc_ref=doc.ref)
     show_preview(pv, doc.ref)
     if not can_edit:
         st.info("Saving variants needs a role that may edit cases (annotator, reviewer, admin).")
@@ -285,7 +286,7 @@ def edit_tab(view: cases.CaseView, docs: list[builder.CaseDocText]) -> None:
     if c5.button(
         f"Save as a variant of {view.family or 'the family'}", type="primary", key="bld_save"
     ):
-        spec = builder.VariantSpec(
+        spec = variants.VariantSpec(
             "edited",
             doc_ref=doc.ref,
             operator=op_name,
@@ -295,7 +296,7 @@ def edit_tab(view: cases.CaseView, docs: list[builder.CaseDocText]) -> None:
             as_new_version=as_version,
         )
         try:
-            saved = builder.build_variant(engine, actor, tax, view.id, spec)
+            saved = variants.build_variant(engine, actor, tax, view.id, spec)
         except ERRORS as exc:
             st.error("Nothing was saved. " + ui.plain(exc))
         else:
@@ -307,7 +308,7 @@ def edit_tab(view: cases.CaseView, docs: list[builder.CaseDocText]) -> None:
             go(family=view.family or "")
     if can_corpus and c6.button("Save the edited document only", key="bld_save_doc"):
         try:
-            doc_saved = builder.save_edit(
+            doc_saved = documents.save_edit(
                 engine,
                 actor,
                 tax,
@@ -336,7 +337,7 @@ def passage_offsets(body: str, passage: str) -> tuple[int | None, int | None]:
     return span.start, span.end
 
 
-def family_tab(view: cases.CaseView, docs: list[builder.CaseDocText]) -> None:
+def family_tab(view: cases.CaseView, docs: list[documents.CaseDocText]) -> None:
     if not can_edit:
         st.info("Building variants needs a role that may edit cases.")
         return
@@ -408,7 +409,7 @@ def family_tab(view: cases.CaseView, docs: list[builder.CaseDocText]) -> None:
     try:
         start, end = passage_offsets(body, passage) if passage else (None, None)
         params = read_params(readers) if kind == "conflicted" else None
-        spec = builder.VariantSpec(
+        spec = variants.VariantSpec(
             kind,
             doc_ref=decisive.ref if decisive is not None and kind != "partial" else None,
             operator=conflict_op if kind == "conflicted" else None,
@@ -421,7 +422,7 @@ def family_tab(view: cases.CaseView, docs: list[builder.CaseDocText]) -> None:
             question=question,
             policy=policy,
         )
-        saved = builder.build_variant(engine, actor, tax, view.id, spec)
+        saved = variants.build_variant(engine, actor, tax, view.id, spec)
     except ERRORS as exc:
         st.error("Nothing was saved. " + ui.plain(exc))
         return
@@ -447,7 +448,7 @@ def passage_tab(view: cases.CaseView) -> None:
         ok = st.form_submit_button("Mark as decisive")
     if ok:
         try:
-            ref = builder.mark_passage(engine, actor, view.id, passage)
+            ref = suggestions.mark_passage(engine, actor, view.id, passage)
         except ERRORS as exc:
             st.error("Nothing was saved. " + ui.plain(exc))
         else:
@@ -478,7 +479,7 @@ def builder_view(case_id: int) -> None:
     if not view.family:
         st.warning("This case has no family key: edit the case on the Cases page to set one.")
         return
-    docs = builder.case_documents(engine, actor, view.id)
+    docs = documents.case_documents(engine, actor, view.id)
     t1, t2, t3 = st.tabs(["Edit a document", "Evidence-state variant", "Decisive passage"])
     with t1:
         edit_tab(view, docs)
@@ -494,7 +495,7 @@ def builder_view(case_id: int) -> None:
 
 def family_view(key: str) -> None:
     checked_passage = st.session_state.get(f"bld_check_passage_{key}")
-    fam = builder.family_view(engine, actor, key, passage=checked_passage)
+    fam = builder_family_view.family_view(engine, actor, key, passage=checked_passage)
     if fam is None:
         st.error(f"Family {key} does not exist.")
         return
@@ -622,7 +623,7 @@ def family_view(key: str) -> None:
             ok = st.form_submit_button("Confirm", type="primary")
         if ok:
             try:
-                res = builder.confirm_suggestion(
+                res = suggestions.confirm_suggestion(
                     engine,
                     actor,
                     target.case_id,
@@ -664,7 +665,7 @@ def family_view(key: str) -> None:
                     save = st.form_submit_button("Save the claims")
                 if save:
                     try:
-                        builder.set_required_claims(
+                        suggestions.set_required_claims(
                             engine, actor, tax, v.case_id, v.version, text.splitlines()
                         )
                     except ERRORS as exc:
@@ -687,7 +688,7 @@ def family_view(key: str) -> None:
                     c1.code(e.before or "(empty)", language=None, wrap_lines=True)
                     c2.code(e.after or "(empty)", language=None, wrap_lines=True)
                 if st.button("Replay this edit", key=f"bld_replay_{e.id}"):
-                    check = builder.replay_check(engine, e.id)
+                    check = replay.replay_check(engine, e.id)
                     (st.success if check.ok else st.error)(check.detail)
 
 
@@ -701,9 +702,9 @@ def landing() -> None:
         "its variants, checks and suggestions."
     )
     text = st.text_input("Search base cases (question or key)", key="bld_q")
-    total = builder.count_base_cases(engine, text)
+    total = documents.count_base_cases(engine, text)
     page = ui.paginate(total, "bld_base", page_size=25)
-    base = builder.list_base_cases(engine, text, page=page, page_size=25)
+    base = documents.list_base_cases(engine, text, page=page, page_size=25)
     if not base:
         st.info(
             "No evidence-present cases yet. Create a case with a family key, evidence state "
@@ -726,9 +727,9 @@ def landing() -> None:
             go(case=str(base[rows[0]].id))
         st.caption("Select a row to start building from that case.")
     st.markdown("**Families**")
-    nfam = builder.count_families(engine)
+    nfam = builder_family_view.count_families(engine)
     fpage = ui.paginate(nfam, "bld_fam", page_size=25)
-    fams = builder.list_families(engine, page=fpage, page_size=25)
+    fams = builder_family_view.list_families(engine, page=fpage, page_size=25)
     if fams:
         st.dataframe(
             pd.DataFrame(

@@ -33,7 +33,7 @@ from sqlalchemy import Engine, event, func, inspect, select
 from review.admin import users
 from review.audits import plans as audit_plans
 from review.audits import promote, queue, verdicts
-from review.builder import builder
+from review.builder import documents, suggestions, variants
 from review.cases import cases, splits
 from review.core.errors import InputError, PermissionDenied, StaleWriteError
 from review.core.identity import Actor, Role
@@ -84,11 +84,11 @@ ALLOWED: dict[str, frozenset[Role]] = {
     "audits.queue.release_item": AUDITORS,
     "audits.queue.reserve_item": AUDITORS,
     "audits.verdicts.submit_verdict": AUDITORS,
-    "builder.builder.build_variant": CASE_EDITORS,
-    "builder.builder.confirm_suggestion": CASE_EDITORS,
-    "builder.builder.mark_passage": CASE_EDITORS,
-    "builder.builder.save_edit": CORPUS_EDITORS,
-    "builder.builder.set_required_claims": CASE_EDITORS,
+    "builder.variants.build_variant": CASE_EDITORS,
+    "builder.suggestions.confirm_suggestion": CASE_EDITORS,
+    "builder.suggestions.mark_passage": CASE_EDITORS,
+    "builder.documents.save_edit": CORPUS_EDITORS,
+    "builder.suggestions.set_required_claims": CASE_EDITORS,
     "cases.cases.create_case": CASE_EDITORS,
     "cases.cases.import_cases": CASE_EDITORS,
     "cases.cases.update_case": CASE_EDITORS,
@@ -352,19 +352,19 @@ CALLS: dict[str, Callable[[Ctx, Actor], object]] = {
     "audits.verdicts.submit_verdict": lambda c, a: verdicts.submit_verdict(
         c.engine, a, c.ids["item"], verdicts.VerdictIn("correct_refusal"), None
     ),
-    "builder.builder.build_variant": lambda c, a: builder.build_variant(
-        c.engine, a, c.tax, c.ids["present_case"], builder.VariantSpec(kind="removed")
+    "builder.variants.build_variant": lambda c, a: variants.build_variant(
+        c.engine, a, c.tax, c.ids["present_case"], variants.VariantSpec(kind="removed")
     ),
-    "builder.builder.confirm_suggestion": lambda c, a: builder.confirm_suggestion(
+    "builder.suggestions.confirm_suggestion": lambda c, a: suggestions.confirm_suggestion(
         c.engine, a, c.ids["variant_case"], "abstain", ["no_answer_bearing_evidence"]
     ),
-    "builder.builder.mark_passage": lambda c, a: builder.mark_passage(
+    "builder.suggestions.mark_passage": lambda c, a: suggestions.mark_passage(
         c.engine, a, c.ids["present_case"], "14 days"
     ),
-    "builder.builder.save_edit": lambda c, a: builder.save_edit(
+    "builder.documents.save_edit": lambda c, a: documents.save_edit(
         c.engine, a, c.tax, "POL-REFUND-MONTHLY@2", "no_such_operator", 0, 5, {}
     ),
-    "builder.builder.set_required_claims": lambda c, a: builder.set_required_claims(
+    "builder.suggestions.set_required_claims": lambda c, a: suggestions.set_required_claims(
         c.engine, a, c.tax, c.ids["present_case"], 1, ["A claim."]
     ),
     "cases.cases.create_case": lambda c, a: cases.create_case(c.engine, a, _case_in(c), c.tax),
@@ -594,7 +594,7 @@ def test_restricted_documents_are_written_only_with_clearance(ctx: Ctx) -> None:
     )
     _denied_without_clearance(
         c,
-        lambda a: builder.save_edit(
+        lambda a: documents.save_edit(
             c.engine, a, c.tax, f"{restricted}@1", "replace_tier", 0, 5, {}
         ),
         A,

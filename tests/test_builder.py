@@ -10,9 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Engine, func, select, update
 
-from review.builder import builder
-from review.builder.builder import VariantSpec
+from review.builder import diffs, documents, family_view, replay, suggestions, variants
 from review.builder.edits import OPERATORS
+from review.builder.variants import VariantSpec
 from review.cases import cases
 from review.core.errors import InputError, PermissionDenied, StaleWriteError
 from review.core.identity import Actor, Role
@@ -96,20 +96,20 @@ def edited(engine: Engine, ref: str, passage: str, op: str, **params: str) -> Va
 
 
 def test_marks_are_escaped_before_changes_are_highlighted() -> None:
-    before, after = builder.mark_changes(
+    before, after = diffs.mark_changes(
         "Keep [-this-] and {+that+} within 14 days.", "Keep [-this-] and {+that+} within 14 weeks."
     )
     assert before == "Keep [\\-this\\-] and {\\+that\\+} within 14 [-days-]."
     assert after == "Keep [\\-this\\-] and {\\+that\\+} within 14 {+weeks+}."
     # markup stays literal text: nothing is interpreted
-    b2, a2 = builder.mark_changes("<b>x</b> ![i](http://e.invalid/x.png)", "<b>y</b>")
+    b2, a2 = diffs.mark_changes("<b>x</b> ![i](http://e.invalid/x.png)", "<b>y</b>")
     assert "<b>" in b2 and "{+y+}" in a2 and "![i](http://e.invalid/x.png)" in b2
 
 
 def test_diff_rows_show_changed_lines_with_context() -> None:
     before = "# T\n\nline one\nline two 14 days\nline three\n\nend"
     after = "# T\n\nline one\nline two 14 weeks\nline three\n\nend"
-    rows = builder.diff_rows(before, after, context=1)
+    rows = diffs.diff_rows(before, after, context=1)
     assert [(r.line_before, r.line_after, r.change) for r in rows] == [
         (3, 3, "same"),
         (4, 4, "changed"),
@@ -117,11 +117,11 @@ def test_diff_rows_show_changed_lines_with_context() -> None:
     ]
     assert rows[1].before == "line two 14 [-days-]"
     assert rows[1].after == "line two 14 {+weeks+}"
-    removed = builder.diff_rows("a\nb\nc", "a\nc", context=0)
+    removed = diffs.diff_rows("a\nb\nc", "a\nc", context=0)
     assert [(r.line_before, r.line_after, r.change, r.before) for r in removed] == [
         (2, None, "removed", "[-b-]")
     ]
-    left, right = builder.side_by_side(rows)
+    left, right = diffs.side_by_side(rows)
     assert left.splitlines()[1] == "   4 │ line two 14 [-days-]"
     assert right.splitlines()[1] == "   4 │ line two 14 {+weeks+}"
 
@@ -130,15 +130,15 @@ def test_preview_applies_without_saving_and_refuses_a_no_op(demo_engine: Engine)
     text = body(demo_engine, REFUND)
     a = text.index("14 days of the charge date")
     before = counts(demo_engine)
-    pv = builder.preview(text, "change_unit", a, a + 26, {"to_unit": "weeks"}, doc_ref=REFUND)
+    pv = diffs.preview(text, "change_unit", a, a + 26, {"to_unit": "weeks"}, doc_ref=REFUND)
     assert pv.result.after == "14 weeks of the charge date"
     assert pv.record.doc_id == "POL-REFUND-MONTHLY" and pv.record.version == 2
     assert pv.suggestion.decision == "abstain"
     assert [r.change for r in pv.rows].count("changed") == 1
     with pytest.raises(InputError, match="already in 'days'"):
-        builder.preview(text, "change_unit", a, a + 26, {"to_unit": "days"})
+        diffs.preview(text, "change_unit", a, a + 26, {"to_unit": "days"})
     with pytest.raises(InputError, match="unknown edit operator"):
-        builder.preview(text, "shuffle", a, a + 26, {})
+        diffs.preview(text, "shuffle", a, a + 26, {})
     assert counts(demo_engine) == before
 
 
@@ -150,7 +150,7 @@ def test_save_edit_stores_a_copy_with_provenance_that_replays(
     demo_engine: Engine, tax: Taxonomy
 ) -> None:
     a, b = offsets(demo_engine, REFUND, "14 days of the charge date")
-    saved = builder.save_edit(
+    saved = documents.save_edit(
         demo_engine, ANNOTATOR, tax, REFUND, "change_unit", a, b, {"to_unit": "weeks"}
     )
     assert saved.ref == "POL-REFUND-MONTHLY-CF-1@1"
@@ -185,9 +185,9 @@ def test_save_edit_stores_a_copy_with_provenance_that_replays(
         assert row.record["result_ref"] == saved.ref
         logged = {(e.action, e.entity) for e in s.scalars(select(AuditLog))}
     assert {("create", "document"), ("create", "case_edit")} <= logged
-    check = builder.replay_check(demo_engine, saved.edit_id)
+    check = replay.replay_check(demo_engine, saved.edit_id)
     assert check.ok, check.detail
-    again = builder.save_edit(
+    again = documents.save_edit(
         demo_engine, ANNOTATOR, tax, REFUND, "change_unit", a, b, {"to_unit": "months"}
     )
     assert again.ref == "POL-REFUND-MONTHLY-CF-2@1"
@@ -197,7 +197,7 @@ def test_save_edit_as_a_new_version_supersedes_the_source(
     demo_engine: Engine, tax: Taxonomy
 ) -> None:
     a, b = offsets(demo_engine, REFUND, "14 days of the charge date")
-    saved = builder.save_edit(
+    saved = documents.save_edit(
         demo_engine,
         ANNOTATOR,
         tax,
@@ -217,10 +217,10 @@ def test_save_edit_as_a_new_version_supersedes_the_source(
     assert corpus.find_document(demo_engine, ANNOTATOR, REFUND).superseded_by == (  # type: ignore[union-attr]
         "POL-REFUND-MONTHLY@3"
     )
-    assert builder.replay_check(demo_engine, saved.edit_id).ok
+    assert replay.replay_check(demo_engine, saved.edit_id).ok
     before = counts(demo_engine)
     with pytest.raises(InputError, match="has a newer version 3"):
-        builder.save_edit(
+        documents.save_edit(
             demo_engine,
             ANNOTATOR,
             tax,
@@ -238,7 +238,7 @@ def test_relocated_answer_stores_the_restricted_document_too(
     demo_engine: Engine, tax: Taxonomy
 ) -> None:
     a, b = offsets(demo_engine, REFUND, REFUND_SENTENCE)
-    saved = builder.save_edit(demo_engine, EXPERT, tax, REFUND, "relocate_answer", a, b, {})
+    saved = documents.save_edit(demo_engine, EXPERT, tax, REFUND, "relocate_answer", a, b, {})
     assert saved.extra_refs == ("POL-REFUND-MONTHLY-CF-2@1",)
     secret = corpus.find_document(demo_engine, EXPERT, saved.extra_refs[0])
     assert secret is not None and secret.access_scope == "restricted"
@@ -246,7 +246,7 @@ def test_relocated_answer_stores_the_restricted_document_too(
     assert corpus.find_document(demo_engine, ANNOTATOR, saved.extra_refs[0]) is None
     kept = corpus.find_document(demo_engine, EXPERT, saved.ref)
     assert kept is not None and "14 days" not in kept.body
-    assert builder.replay_check(demo_engine, saved.edit_id).ok
+    assert replay.replay_check(demo_engine, saved.edit_id).ok
 
 
 @pytest.mark.parametrize(
@@ -271,33 +271,35 @@ def test_refused_edits_write_nothing(
     a, b = offsets(demo_engine, REFUND, passage)
     before = counts(demo_engine)
     with pytest.raises(InputError, match=message):
-        builder.save_edit(demo_engine, ANNOTATOR, tax, REFUND, op, a, b, params)
+        documents.save_edit(demo_engine, ANNOTATOR, tax, REFUND, op, a, b, params)
     base = case_id(demo_engine, "CASE-001")
     spec = VariantSpec("edited", doc_ref=REFUND, operator=op, start=a, end=b, params=params)  # type: ignore[arg-type]
     with pytest.raises(InputError, match=message):
-        builder.build_variant(demo_engine, ANNOTATOR, tax, base, spec)
+        variants.build_variant(demo_engine, ANNOTATOR, tax, base, spec)
     assert counts(demo_engine) == before
 
 
 def test_edits_check_role_and_clearance(demo_engine: Engine, tax: Taxonomy) -> None:
     before = counts(demo_engine)
     with pytest.raises(PermissionDenied, match="add or change documents"):
-        builder.save_edit(
+        documents.save_edit(
             demo_engine, OWNER, tax, REFUND, "change_unit", 0, 5, {"to_unit": "weeks"}
         )
     memo = "MEMO-PRICING-2026@1"
     with pytest.raises(PermissionDenied, match="restricted"):
-        builder.save_edit(demo_engine, ANNOTATOR, tax, memo, "swap_year", 0, 10, {"to_year": 2027})
+        documents.save_edit(
+            demo_engine, ANNOTATOR, tax, memo, "swap_year", 0, 10, {"to_year": 2027}
+        )
     with pytest.raises(PermissionDenied, match="create or edit cases"):
-        builder.build_variant(
+        variants.build_variant(
             demo_engine, OWNER, tax, case_id(demo_engine, "CASE-001"), VariantSpec("removed")
         )
     with pytest.raises(PermissionDenied, match="restricted"):
-        builder.build_variant(
+        variants.build_variant(
             demo_engine, ANNOTATOR, tax, case_id(demo_engine, "CASE-044"), VariantSpec("removed")
         )
     with pytest.raises(InputError, match="does not exist"):
-        builder.save_edit(demo_engine, ANNOTATOR, tax, "NOPE@1", "change_unit", 0, 1, {})
+        documents.save_edit(demo_engine, ANNOTATOR, tax, "NOPE@1", "change_unit", 0, 1, {})
     assert counts(demo_engine) == before
 
 
@@ -310,7 +312,7 @@ def test_edited_variant_is_a_draft_with_a_suggestion_apart_from_its_label(
 ) -> None:
     base = case_id(demo_engine, "CASE-001")
     spec = edited(demo_engine, REFUND, "14 days of the charge date", "change_unit", to_unit="weeks")
-    saved = builder.build_variant(demo_engine, ANNOTATOR, tax, base, spec)
+    saved = variants.build_variant(demo_engine, ANNOTATOR, tax, base, spec)
     assert saved.key == "CASE-001-CF-1"
     assert saved.documents == ("POL-REFUND-MONTHLY-CF-1@1",)
     view = cases.get_case(demo_engine, case_id=saved.case_id)
@@ -336,8 +338,8 @@ def test_edited_variant_is_a_draft_with_a_suggestion_apart_from_its_label(
         assert sug.confirmed_by is None
         (edit,) = s.scalars(select(CaseEdit).where(CaseEdit.case_id == saved.case_id))
         assert edit.id == saved.edit_ids[0] and edit.document_id is not None
-    assert builder.replay_check(demo_engine, saved.edit_ids[0]).ok
-    fam = builder.family_view(demo_engine, ANNOTATOR, "FAM-REFUND-WINDOW")
+    assert replay.replay_check(demo_engine, saved.edit_ids[0]).ok
+    fam = family_view.family_view(demo_engine, ANNOTATOR, "FAM-REFUND-WINDOW")
     assert fam is not None
     row = next(v for v in fam.variants if v.key == "CASE-001-CF-1")
     assert row.has_suggestion and not row.labeled
@@ -352,14 +354,14 @@ def test_edited_variant_is_a_draft_with_a_suggestion_apart_from_its_label(
 def test_variants_of_every_evidence_state(demo_engine: Engine, tax: Taxonomy) -> None:
     base = case_id(demo_engine, "CASE-001")
     a, b = offsets(demo_engine, REFUND, REFUND_SENTENCE)
-    removed = builder.build_variant(
+    removed = variants.build_variant(
         demo_engine, ANNOTATOR, tax, base, VariantSpec("removed", start=a, end=b)
     )
     assert (removed.evidence_state, removed.suggested_decision) == ("removed", "abstain")
     copy = corpus.find_document(demo_engine, ANNOTATOR, removed.documents[0])
     assert copy is not None and "14 days of the charge date" not in copy.body
     c, d = offsets(demo_engine, REFUND, "14 days of the charge date")
-    conflicted = builder.build_variant(
+    conflicted = variants.build_variant(
         demo_engine,
         ANNOTATOR,
         tax,
@@ -371,7 +373,7 @@ def test_variants_of_every_evidence_state(demo_engine: Engine, tax: Taxonomy) ->
     assert older is not None
     assert older.effective_date.isoformat() == "2024-03-01"  # type: ignore[union-attr]
     assert older.superseded_by == REFUND and "30 days of the charge date" in older.body
-    forbidden = builder.build_variant(
+    forbidden = variants.build_variant(
         demo_engine, EXPERT, tax, base, VariantSpec("forbidden", start=a, end=b)
     )
     assert forbidden.suggested_reasons == ("source_not_allowed",)
@@ -383,7 +385,7 @@ def test_variants_of_every_evidence_state(demo_engine: Engine, tax: Taxonomy) ->
         forbidden.documents[0],
         "forbidden",
     )
-    partial = builder.build_variant(
+    partial = variants.build_variant(
         demo_engine,
         ANNOTATOR,
         tax,
@@ -400,7 +402,7 @@ def test_variants_of_every_evidence_state(demo_engine: Engine, tax: Taxonomy) ->
     assert pview.question.endswith(", and how fast is the money back?")
     assert pview.required_claims[-1] == "Refunds are paid within 3 business days."
     assert partial.suggested_decision == "clarify"
-    fam = builder.family_view(demo_engine, EXPERT, "FAM-REFUND-WINDOW")
+    fam = family_view.family_view(demo_engine, EXPERT, "FAM-REFUND-WINDOW")
     assert fam is not None
     prow = next(v for v in fam.variants if v.case_id == partial.case_id)
     assert [c.status for c in prow.claims] == ["supported", "loses support"]
@@ -418,26 +420,26 @@ def test_variant_as_a_new_version_and_its_refusals(demo_engine: Engine, tax: Tax
     spec = edited(demo_engine, REFUND, "14 days of the charge date", "change_unit", to_unit="weeks")
     from dataclasses import replace
 
-    saved = builder.build_variant(
+    saved = variants.build_variant(
         demo_engine, ANNOTATOR, tax, base, replace(spec, as_new_version=True)
     )
     assert saved.documents == ("POL-REFUND-MONTHLY@3",)
-    assert builder.replay_check(demo_engine, saved.edit_ids[0]).ok
+    assert replay.replay_check(demo_engine, saved.edit_ids[0]).ok
     before = counts(demo_engine)
     with pytest.raises(InputError, match="variants start from an evidence-present case"):
-        builder.build_variant(
+        variants.build_variant(
             demo_engine, ANNOTATOR, tax, case_id(demo_engine, "CASE-002"), VariantSpec("removed")
         )
     with pytest.raises(InputError, match="is not a document of CASE-001"):
-        builder.build_variant(
+        variants.build_variant(
             demo_engine, ANNOTATOR, tax, base, VariantSpec("removed", doc_ref="SLA-TEAM@1")
         )
     with pytest.raises(InputError, match="does not exist"):
-        builder.build_variant(demo_engine, ANNOTATOR, tax, 999_999, VariantSpec("removed"))
+        variants.build_variant(demo_engine, ANNOTATOR, tax, 999_999, VariantSpec("removed"))
     with pytest.raises(InputError, match="extra_claim: must not be empty"):
-        builder.build_variant(demo_engine, ANNOTATOR, tax, base, VariantSpec("partial"))
+        variants.build_variant(demo_engine, ANNOTATOR, tax, base, VariantSpec("partial"))
     with pytest.raises(InputError, match="choose an edit operator"):
-        builder.build_variant(
+        variants.build_variant(
             demo_engine, ANNOTATOR, tax, base, VariantSpec("edited", start=0, end=1)
         )
     assert counts(demo_engine) == before
@@ -450,9 +452,9 @@ def test_variant_as_a_new_version_and_its_refusals(demo_engine: Engine, tax: Tax
 def test_confirming_makes_the_variant_labeled_and_ready(demo_engine: Engine, tax: Taxonomy) -> None:
     base = case_id(demo_engine, "CASE-001")
     spec = edited(demo_engine, REFUND, "14 days of the charge date", "change_unit", to_unit="weeks")
-    saved = builder.build_variant(demo_engine, ANNOTATOR, tax, base, spec)
+    saved = variants.build_variant(demo_engine, ANNOTATOR, tax, base, spec)
     ready_before = cases.count_cases(demo_engine, cases.CaseFilter(status="ready"))
-    res = builder.confirm_suggestion(
+    res = suggestions.confirm_suggestion(
         demo_engine,
         EXPERT,
         saved.case_id,
@@ -467,12 +469,12 @@ def test_confirming_makes_the_variant_labeled_and_ready(demo_engine: Engine, tax
         sug = s.get(CaseSuggestion, saved.case_id)
         assert sug is not None and sug.confirmed_by == EXPERT.email and sug.confirmed_at is not None
         assert (sug.decision, sug.reason_codes) == ("abstain", ["required_claim_not_covered"])
-    fam = builder.family_view(demo_engine, EXPERT, "FAM-REFUND-WINDOW")
+    fam = family_view.family_view(demo_engine, EXPERT, "FAM-REFUND-WINDOW")
     assert fam is not None
     assert next(v for v in fam.variants if v.case_id == saved.case_id).labeled
     before = counts(demo_engine)
     with pytest.raises(InputError, match=r"already confirmed by ravi@test\.example"):
-        builder.confirm_suggestion(
+        suggestions.confirm_suggestion(
             demo_engine, EXPERT, saved.case_id, "abstain", ["required_claim_not_covered"], tax=tax
         )
     assert counts(demo_engine) == before
@@ -481,8 +483,8 @@ def test_confirming_makes_the_variant_labeled_and_ready(demo_engine: Engine, tax
 def test_an_expert_can_change_the_suggestion(demo_engine: Engine, tax: Taxonomy) -> None:
     base = case_id(demo_engine, "CASE-001")
     spec = edited(demo_engine, REFUND, "14 days of the charge date", "change_unit", to_unit="weeks")
-    saved = builder.build_variant(demo_engine, ANNOTATOR, tax, base, spec)
-    res = builder.confirm_suggestion(
+    saved = variants.build_variant(demo_engine, ANNOTATOR, tax, base, spec)
+    res = suggestions.confirm_suggestion(
         demo_engine,
         EXPERT,
         saved.case_id,
@@ -513,33 +515,33 @@ def test_an_expert_can_change_the_suggestion(demo_engine: Engine, tax: Taxonomy)
 def test_confirmation_refusals_write_nothing(demo_engine: Engine, tax: Taxonomy) -> None:
     base = case_id(demo_engine, "CASE-001")
     spec = edited(demo_engine, REFUND, "14 days of the charge date", "change_unit", to_unit="weeks")
-    saved = builder.build_variant(demo_engine, ANNOTATOR, tax, base, spec)
+    saved = variants.build_variant(demo_engine, ANNOTATOR, tax, base, spec)
     before = counts(demo_engine)
     with pytest.raises(InputError, match="needs at least one reason code"):
-        builder.confirm_suggestion(demo_engine, EXPERT, saved.case_id, "abstain", [], tax=tax)
+        suggestions.confirm_suggestion(demo_engine, EXPERT, saved.case_id, "abstain", [], tax=tax)
     with pytest.raises(InputError, match="may only carry false_premise"):
-        builder.confirm_suggestion(
+        suggestions.confirm_suggestion(
             demo_engine, EXPERT, saved.case_id, "answer", ["evidence_stale"], tax=tax
         )
     with pytest.raises(InputError, match="is not one of"):
-        builder.confirm_suggestion(
+        suggestions.confirm_suggestion(
             demo_engine, EXPERT, saved.case_id, "maybe", ["evidence_stale"], tax=tax
         )
     with pytest.raises(PermissionDenied):
-        builder.confirm_suggestion(
+        suggestions.confirm_suggestion(
             demo_engine, OWNER, saved.case_id, "abstain", ["evidence_stale"], tax=tax
         )
     with pytest.raises(InputError, match="has no suggested label"):
-        builder.confirm_suggestion(demo_engine, EXPERT, base, "answer", [], tax=tax)
+        suggestions.confirm_suggestion(demo_engine, EXPERT, base, "answer", [], tax=tax)
     # someone edits the draft meanwhile: the confirmation made from version 1 is refused
     view = cases.get_case(demo_engine, case_id=saved.case_id)
     assert view is not None
-    builder.set_required_claims(
+    suggestions.set_required_claims(
         demo_engine, ANNOTATOR, tax, saved.case_id, 1, [*view.required_claims, "A second claim."]
     )
     middle = counts(demo_engine)
     with pytest.raises(StaleWriteError, match=r"was changed by ines@test\.example"):
-        builder.confirm_suggestion(
+        suggestions.confirm_suggestion(
             demo_engine,
             EXPERT,
             saved.case_id,
@@ -556,7 +558,7 @@ def test_required_claims_editor(demo_engine: Engine, tax: Taxonomy) -> None:
     cid = case_id(demo_engine, "CASE-004")
     view = cases.get_case(demo_engine, case_id=cid)
     assert view is not None
-    new_version = builder.set_required_claims(
+    new_version = suggestions.set_required_claims(
         demo_engine,
         ANNOTATOR,
         tax,
@@ -568,13 +570,13 @@ def test_required_claims_editor(demo_engine: Engine, tax: Taxonomy) -> None:
     assert after is not None and after.version == new_version
     assert after.required_claims == (*view.required_claims, "Third claim.")
     with pytest.raises(StaleWriteError):
-        builder.set_required_claims(demo_engine, ANNOTATOR, tax, cid, view.version, ["x claim"])
+        suggestions.set_required_claims(demo_engine, ANNOTATOR, tax, cid, view.version, ["x claim"])
     with pytest.raises(InputError, match="listed twice"):
-        builder.set_required_claims(
+        suggestions.set_required_claims(
             demo_engine, ANNOTATOR, tax, cid, new_version, ["Same.", "Same."]
         )
     with pytest.raises(InputError, match="nothing changed"):
-        builder.set_required_claims(
+        suggestions.set_required_claims(
             demo_engine, ANNOTATOR, tax, cid, new_version, list(after.required_claims)
         )
 
@@ -584,22 +586,22 @@ def test_required_claims_editor(demo_engine: Engine, tax: Taxonomy) -> None:
 
 
 def test_marked_passage_drives_the_checks(demo_engine: Engine, tax: Taxonomy) -> None:
-    fam = builder.family_view(demo_engine, ANNOTATOR, "FAM-REFUND-WINDOW")
+    fam = family_view.family_view(demo_engine, ANNOTATOR, "FAM-REFUND-WINDOW")
     assert fam is not None and fam.passage is None and fam.passage_source == "none recorded"
     assert any(c.name == "present_shows_passage" and not c.passed for c in fam.checks)
     present = case_id(demo_engine, "CASE-001")
     before = counts(demo_engine)
     with pytest.raises(InputError, match="does not occur"):
-        builder.mark_passage(demo_engine, ANNOTATOR, present, "Refunds are instant.")
+        suggestions.mark_passage(demo_engine, ANNOTATOR, present, "Refunds are instant.")
     with pytest.raises(InputError, match="several times"):
-        builder.mark_passage(demo_engine, ANNOTATOR, present, "Brightwave")
+        suggestions.mark_passage(demo_engine, ANNOTATOR, present, "Brightwave")
     with pytest.raises(InputError, match="not the evidence-present case"):
-        builder.mark_passage(demo_engine, ANNOTATOR, case_id(demo_engine, "CASE-002"), "14")
+        suggestions.mark_passage(demo_engine, ANNOTATOR, case_id(demo_engine, "CASE-002"), "14")
     with pytest.raises(PermissionDenied):
-        builder.mark_passage(demo_engine, OWNER, present, REFUND_SENTENCE)
+        suggestions.mark_passage(demo_engine, OWNER, present, REFUND_SENTENCE)
     assert counts(demo_engine) == before
-    assert builder.mark_passage(demo_engine, ANNOTATOR, present, REFUND_SENTENCE) == REFUND
-    fam = builder.family_view(demo_engine, ANNOTATOR, "FAM-REFUND-WINDOW")
+    assert suggestions.mark_passage(demo_engine, ANNOTATOR, present, REFUND_SENTENCE) == REFUND
+    fam = family_view.family_view(demo_engine, ANNOTATOR, "FAM-REFUND-WINDOW")
     assert fam is not None
     assert fam.passage == REFUND_SENTENCE
     assert fam.passage_source == f"marked as decisive in {REFUND}"
@@ -608,7 +610,7 @@ def test_marked_passage_drives_the_checks(demo_engine: Engine, tax: Taxonomy) ->
     removed = next(c for c in fam.checks if c.name == "removed_no_passage")
     assert removed.variant == "CASE-002" and removed.passed
     # a passage given on the spot is checked without being saved
-    other = builder.family_view(
+    other = family_view.family_view(
         demo_engine, ANNOTATOR, "FAM-REFUND-WINDOW", passage="This policy covers Team and Business"
     )
     assert other is not None and other.passage_source == "given"
@@ -621,8 +623,8 @@ def test_marked_passage_drives_the_checks(demo_engine: Engine, tax: Taxonomy) ->
 def test_leaks_and_restricted_titles_are_hidden_without_clearance(demo_engine: Engine) -> None:
     # a passage of the memo's public neighbour, seen in the removed variant of the family
     passage = "Team storage doubled from 100 GB to 200 GB per user."
-    ines = builder.family_view(demo_engine, ANNOTATOR, "FAM-PRICING-2026", passage=passage)
-    ravi = builder.family_view(demo_engine, EXPERT, "FAM-PRICING-2026", passage=passage)
+    ines = family_view.family_view(demo_engine, ANNOTATOR, "FAM-PRICING-2026", passage=passage)
+    ravi = family_view.family_view(demo_engine, EXPERT, "FAM-PRICING-2026", passage=passage)
     assert ines is not None and ravi is not None
     fails_ines = [c for c in ines.checks if c.name == "removed_no_passage" and not c.passed]
     fails_ravi = [c for c in ravi.checks if c.name == "removed_no_passage" and not c.passed]
@@ -634,26 +636,30 @@ def test_leaks_and_restricted_titles_are_hidden_without_clearance(demo_engine: E
     memo_ravi = [d for v in ravi.variants for d in v.documents if d.ref == "MEMO-PRICING-2026@1"]
     assert {d.title for d in memo_ines} == {"(restricted title hidden)"}
     assert "(restricted title hidden)" not in {d.title for d in memo_ravi}
-    assert builder.family_view(demo_engine, ANNOTATOR, "FAM-NONE") is None
+    assert family_view.family_view(demo_engine, ANNOTATOR, "FAM-NONE") is None
 
 
 def test_family_list_counts_in_sql(demo_engine: Engine, tax: Taxonomy) -> None:
-    assert builder.count_families(demo_engine) == 15
-    rows = builder.list_families(demo_engine, page=1, page_size=5)
+    assert family_view.count_families(demo_engine) == 15
+    rows = family_view.list_families(demo_engine, page=1, page_size=5)
     assert [r.key for r in rows] == sorted(r.key for r in rows) and len(rows) == 5
     refund = next(
-        r for r in builder.list_families(demo_engine, page_size=50) if r.key == "FAM-REFUND-WINDOW"
+        r
+        for r in family_view.list_families(demo_engine, page_size=50)
+        if r.key == "FAM-REFUND-WINDOW"
     )
     assert (refund.variants, refund.unconfirmed) == (4, 0)
     assert refund.states == "conflicted, partial, present, removed"
     spec = edited(demo_engine, REFUND, "14 days of the charge date", "change_unit", to_unit="weeks")
-    builder.build_variant(demo_engine, ANNOTATOR, tax, case_id(demo_engine, "CASE-001"), spec)
+    variants.build_variant(demo_engine, ANNOTATOR, tax, case_id(demo_engine, "CASE-001"), spec)
     refund = next(
-        r for r in builder.list_families(demo_engine, page_size=50) if r.key == "FAM-REFUND-WINDOW"
+        r
+        for r in family_view.list_families(demo_engine, page_size=50)
+        if r.key == "FAM-REFUND-WINDOW"
     )
     assert (refund.variants, refund.unconfirmed) == (5, 1)
-    assert builder.count_base_cases(demo_engine) == 15
-    assert [b.key for b in builder.list_base_cases(demo_engine, "refund")] == ["CASE-001"]
+    assert documents.count_base_cases(demo_engine) == 15
+    assert [b.key for b in documents.list_base_cases(demo_engine, "refund")] == ["CASE-001"]
 
 
 # ------------------------------------------------------------------------------------------
@@ -662,10 +668,10 @@ def test_family_list_counts_in_sql(demo_engine: Engine, tax: Taxonomy) -> None:
 
 def test_replay_notices_a_tampered_copy_or_record(demo_engine: Engine, tax: Taxonomy) -> None:
     a, b = offsets(demo_engine, REFUND, "14 days of the charge date")
-    saved = builder.save_edit(
+    saved = documents.save_edit(
         demo_engine, ANNOTATOR, tax, REFUND, "change_unit", a, b, {"to_unit": "weeks"}
     )
-    assert builder.replay_check(demo_engine, saved.edit_id).ok
+    assert replay.replay_check(demo_engine, saved.edit_id).ok
 
     def tamper_doc(s: object) -> None:
         from sqlalchemy.orm import Session
@@ -676,7 +682,7 @@ def test_replay_notices_a_tampered_copy_or_record(demo_engine: Engine, tax: Taxo
         d.body = d.body.replace("14 weeks", "15 weeks")
 
     run_write(demo_engine, tamper_doc)
-    check = builder.replay_check(demo_engine, saved.edit_id)
+    check = replay.replay_check(demo_engine, saved.edit_id)
     assert not check.ok
     assert check.detail.startswith(
         f"replaying on {REFUND} does not give the text of POL-REFUND-MONTHLY-CF-1@1"
@@ -690,9 +696,9 @@ def test_replay_notices_a_tampered_copy_or_record(demo_engine: Engine, tax: Taxo
         s.execute(update(CaseEdit).where(CaseEdit.id == saved.edit_id).values(span_end=b + 1))
 
     run_write(demo_engine, tamper_record)
-    assert "columns differ" in builder.replay_check(demo_engine, saved.edit_id).detail
+    assert "columns differ" in replay.replay_check(demo_engine, saved.edit_id).detail
     with pytest.raises(InputError, match="does not exist"):
-        builder.replay_check(demo_engine, 999_999)
+        replay.replay_check(demo_engine, 999_999)
 
 
 @pytest.fixture(scope="module")
@@ -736,8 +742,8 @@ def test_every_saved_edit_replays_to_its_stored_text(
         return
     span = data.draw(st.sampled_from(spans))
     params = op.example_params(text, span).to_dict()
-    saved = builder.save_edit(corpus_engine, EXPERT, tax, ref, name, span.start, span.end, params)
-    check = builder.replay_check(corpus_engine, saved.edit_id)
+    saved = documents.save_edit(corpus_engine, EXPERT, tax, ref, name, span.start, span.end, params)
+    check = replay.replay_check(corpus_engine, saved.edit_id)
     assert check.ok, (ref, name, span, check.detail)
 
 
@@ -756,10 +762,10 @@ def test_demo_variants_use_every_operator_and_pass_every_check(
         edit_ids = list(s.scalars(select(CaseEdit.id)))
         sugs = list(s.scalars(select(CaseSuggestion)))
     assert ops == set(OPERATORS)
-    assert all(builder.replay_check(demo_engine, i).ok for i in edit_ids)
+    assert all(replay.replay_check(demo_engine, i).ok for i in edit_ids)
     assert len(sugs) == 11 and sum(g.confirmed_by is not None for g in sugs) == 4
     for key in cases.family_keys(demo_engine):
-        fam = builder.family_view(demo_engine, make_actor("admin", clearance=True), key)
+        fam = family_view.family_view(demo_engine, make_actor("admin", clearance=True), key)
         assert fam is not None
         bad = [c for c in fam.checks if not c.passed]
         assert not bad, (key, bad)
@@ -770,7 +776,9 @@ def test_demo_variants_use_every_operator_and_pass_every_check(
     with read_session(demo_engine) as s:
         sug = s.get(CaseSuggestion, changed.id)
         assert sug is not None and sug.decision == "abstain"
-    assert {r.key for r in builder.list_families(demo_engine, page_size=50) if r.unconfirmed} == {
+    assert {
+        r.key for r in family_view.list_families(demo_engine, page_size=50) if r.unconfirmed
+    } == {
         "FAM-REFUND-WINDOW",
         "FAM-SLA-ENT-UPTIME",
         "FAM-UK-BACKUP",
@@ -798,14 +806,14 @@ def test_variant_and_confirmation_on_any_database(any_engine: Engine, tax: Taxon
     cases.import_cases(any_engine, seed, items, "cases.jsonl")
     base = case_id(any_engine, "CASE-001")
     spec = edited(any_engine, REFUND, REFUND_SENTENCE, "relocate_answer")
-    saved = builder.build_variant(any_engine, EXPERT, tax, base, spec)
+    saved = variants.build_variant(any_engine, EXPERT, tax, base, spec)
     assert saved.documents == ("POL-REFUND-MONTHLY-CF-1@1", "POL-REFUND-MONTHLY-CF-2@1")
-    assert builder.replay_check(any_engine, saved.edit_ids[0]).ok
-    res = builder.confirm_suggestion(
+    assert replay.replay_check(any_engine, saved.edit_ids[0]).ok
+    res = suggestions.confirm_suggestion(
         any_engine, ANNOTATOR, saved.case_id, "abstain", ["source_not_allowed"], tax=tax
     )
     assert res.status == "ready" and not res.changed
-    fam = builder.family_view(any_engine, EXPERT, "FAM-REFUND-WINDOW")
+    fam = family_view.family_view(any_engine, EXPERT, "FAM-REFUND-WINDOW")
     assert fam is not None
     assert fam.passage is not None and "14 days of the charge date" in fam.passage
     assert all(c.passed for c in fam.checks), [c for c in fam.checks if not c.passed]
@@ -814,7 +822,7 @@ def test_variant_and_confirmation_on_any_database(any_engine: Engine, tax: Taxon
 def test_a_key_taken_at_the_same_moment_is_retried_with_a_fresh_one(
     demo_engine: Engine, tax: Taxonomy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = builder._variant_key
+    real = variants._variant_key
     calls: list[str] = []
 
     def racing(s: object, base_key: str) -> str:
@@ -822,16 +830,16 @@ def test_a_key_taken_at_the_same_moment_is_retried_with_a_fresh_one(
         # the first attempt picks a key another writer has just committed
         return "CASE-002" if len(calls) == 1 else real(s, base_key)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(builder, "_variant_key", racing)
+    monkeypatch.setattr(variants, "_variant_key", racing)
     before = counts(demo_engine)
     spec = edited(demo_engine, REFUND, "14 days of the charge date", "change_unit", to_unit="weeks")
-    saved = builder.build_variant(
+    saved = variants.build_variant(
         demo_engine, ANNOTATOR, tax, case_id(demo_engine, "CASE-001"), spec
     )
     assert saved.key == "CASE-001-CF-1" and len(calls) == 2
     after = counts(demo_engine)
     assert after[:4] == (before[0] + 1, before[1] + 1, before[2] + 1, before[3] + 1)
-    monkeypatch.setattr(builder, "_variant_key", lambda s, k: "CASE-002")
+    monkeypatch.setattr(variants, "_variant_key", lambda s, k: "CASE-002")
     with pytest.raises(InputError, match="same id at the same moment"):
-        builder.build_variant(demo_engine, ANNOTATOR, tax, case_id(demo_engine, "CASE-001"), spec)
+        variants.build_variant(demo_engine, ANNOTATOR, tax, case_id(demo_engine, "CASE-001"), spec)
     assert counts(demo_engine) == after

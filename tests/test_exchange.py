@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine
 
-from review.builder import builder
+from review.builder import suggestions, variants
 from review.cases import cases, exchange
 from review.core.errors import InputError
 from review.core.identity import SYSTEM
@@ -173,12 +173,12 @@ def test_unconfirmed_variants_are_left_out_until_an_expert_confirms(
     assert base is not None
     text = body(demo_engine, "POL-REFUND-MONTHLY@2")
     a = text.index("14 days of the charge date")
-    saved = builder.build_variant(
+    saved = variants.build_variant(
         demo_engine,
         ines,
         tax,
         base.id,
-        builder.VariantSpec(
+        variants.VariantSpec(
             "edited", operator="change_unit", start=a, end=a + 26, params={"to_unit": "weeks"}
         ),
     )
@@ -187,7 +187,7 @@ def test_unconfirmed_variants_are_left_out_until_an_expert_confirms(
     assert "left out" in report.summary()
     canonical, creport = export(demo_engine, "canonical", tax)
     assert creport.written == 98 and saved.key in canonical  # the canonical file keeps drafts
-    builder.confirm_suggestion(
+    suggestions.confirm_suggestion(
         demo_engine, ines, saved.case_id, "abstain", ["required_claim_not_covered"], tax=tax
     )
     rows = ragas_rows(demo_engine, tax)

@@ -11,7 +11,7 @@ from sqlalchemy import Engine, select
 from streamlit.testing.v1 import AppTest
 
 from review.admin import users
-from review.builder import builder
+from review.builder import variants
 from review.cases import cases
 from review.core.identity import SYSTEM
 from review.core.taxonomy import Taxonomy
@@ -68,16 +68,16 @@ def codes(at: AppTest) -> list[str]:
     return [c.value for c in at.code]
 
 
-def add_variant(engine: Engine, tax: Taxonomy) -> builder.SavedVariant:
+def add_variant(engine: Engine, tax: Taxonomy) -> variants.SavedVariant:
     who = users.get_by_email(engine, INES)
     assert who is not None
     doc = corpus.find_document(engine, SYSTEM, "POL-REFUND-MONTHLY@2")
     assert doc is not None
     a = doc.body.index("14 days of the charge date")
-    spec = builder.VariantSpec(
+    spec = variants.VariantSpec(
         "edited", operator="change_unit", start=a, end=a + 26, params={"to_unit": "weeks"}
     )
-    return builder.build_variant(engine, users.to_actor(who), tax, cid(engine, "CASE-001"), spec)
+    return variants.build_variant(engine, users.to_actor(who), tax, cid(engine, "CASE-001"), spec)
 
 
 @pytest.fixture

@@ -8,16 +8,14 @@ from typing import Any
 
 from sqlalchemy import Engine, func, select
 
-from review.builder.builder import (
+from review.builder.documents import _get_doc, _parse_ref
+from review.builder.suggestions import confirm_suggestion, mark_passage
+from review.builder.variants import (
     Kind,
     SavedVariant,
     VariantSpec,
-    _get_doc,
-    _parse_ref,
     _whole_line_bounds,
     build_variant,
-    confirm_suggestion,
-    mark_passage,
 )
 from review.core.errors import InputError
 from review.core.identity import Actor

@@ -1,0 +1,200 @@
+"""Marking changes in plain text, never HTML (the page shows it with st.code and dataframes):
+word-level change markers, diff rows, side-by-side text, and the preview of an operator on a
+span."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from review.builder.edits import (
+    OPERATORS,
+    EditRecord,
+    EditResult,
+    Suggestion,
+    edit_document,
+    span_at,
+)
+from review.core.errors import InputError
+
+__all__ = [
+    "MARKERS",
+    "DiffRow",
+    "Preview",
+    "diff_rows",
+    "escape_markers",
+    "mark_changes",
+    "preview",
+    "side_by_side",
+]
+
+
+# ------------------------------------------------------------------------------------------
+# Pure: marking changes in plain text (never HTML: the page shows it with st.code/dataframes)
+
+MARKERS = {"removed": ("[-", "-]"), "added": ("{+", "+}")}
+
+
+_ESCAPES = (("\\", "\\\\"), ("[-", "[\\-"), ("-]", "\\-]"), ("{+", "{\\+"), ("+}", "\\+}"))
+
+
+_TOKEN_RE = re.compile(r"\s+|\w+|[^\w\s]")
+
+
+def escape_markers(text: str) -> str:
+    """Escape the marker sequences (and backslashes) already in ``text``.
+
+    Applied before marking, so that ``[-``/``-]``/``{+``/``+}`` in a document can never be
+    mistaken for a highlighted change.
+    """
+    for old, new in _ESCAPES:
+        text = text.replace(old, new)
+    return text
+
+
+def mark_changes(before: str, after: str) -> tuple[str, str]:
+    """Word-level marks: removed words as ``[-...-]`` in before, added as ``{+...+}`` in after.
+
+    Both texts are escaped first (see :func:`escape_markers`).
+    """
+    a = _TOKEN_RE.findall(before)
+    b = _TOKEN_RE.findall(after)
+    out_a: list[str] = []
+    out_b: list[str] = []
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    (ro, rc), (ao, ac) = MARKERS["removed"], MARKERS["added"]
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        left = escape_markers("".join(a[i1:i2]))
+        right = escape_markers("".join(b[j1:j2]))
+        if tag == "equal":
+            out_a.append(left)
+            out_b.append(right)
+            continue
+        if left:
+            out_a.append(f"{ro}{left}{rc}")
+        if right:
+            out_b.append(f"{ao}{right}{ac}")
+    return "".join(out_a), "".join(out_b)
+
+
+@dataclass(frozen=True)
+class DiffRow:
+    """One line of a line diff; ``before``/``after`` carry escaped word-level marks."""
+
+    line_before: int | None
+    line_after: int | None
+    change: str  # same | changed | removed | added
+    before: str
+    after: str
+
+
+def _changed_window(a: list[str], b: list[str]) -> tuple[int, int, int]:
+    """Common prefix length and the ends of the differing middles of two line lists."""
+    p = 0
+    while p < min(len(a), len(b)) and a[p] == b[p]:
+        p += 1
+    ea, eb = len(a), len(b)
+    while ea > p and eb > p and a[ea - 1] == b[eb - 1]:
+        ea -= 1
+        eb -= 1
+    return p, ea, eb
+
+
+def diff_rows(before_text: str, after_text: str, context: int = 1) -> list[DiffRow]:
+    """The changed lines of two texts, with ``context`` unchanged lines around them.
+
+    Linear in the document size outside the changed region (common prefix and suffix are
+    skipped before the diff), so a small edit of a large document stays cheap.
+    """
+    a = before_text.split("\n")
+    b = after_text.split("\n")
+    p, ea, eb = _changed_window(a, b)
+    rows: list[DiffRow] = []
+    for i in range(max(0, p - context), p):
+        t = escape_markers(a[i])
+        rows.append(DiffRow(i + 1, i + 1, "same", t, t))
+    matcher = difflib.SequenceMatcher(None, a[p:ea], b[p:eb], autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            for k in range(i2 - i1):
+                t = escape_markers(a[p + i1 + k])
+                rows.append(DiffRow(p + i1 + k + 1, p + j1 + k + 1, "same", t, t))
+            continue
+        n = max(i2 - i1, j2 - j1)
+        for k in range(n):
+            ia, jb = i1 + k, j1 + k
+            la = a[p + ia] if ia < i2 else None
+            lb = b[p + jb] if jb < j2 else None
+            if la is not None and lb is not None:
+                ma, mb = mark_changes(la, lb)
+                rows.append(DiffRow(p + ia + 1, p + jb + 1, "changed", ma, mb))
+            elif la is not None:
+                ro, rc = MARKERS["removed"]
+                marked = f"{ro}{escape_markers(la)}{rc}" if la else ""
+                rows.append(DiffRow(p + ia + 1, None, "removed", marked, ""))
+            elif lb is not None:
+                ao, ac = MARKERS["added"]
+                marked = f"{ao}{escape_markers(lb)}{ac}" if lb else ""
+                rows.append(DiffRow(None, p + jb + 1, "added", "", marked))
+    tail = len(a) - ea
+    for k in range(min(context, tail)):
+        t = escape_markers(a[ea + k])
+        rows.append(DiffRow(ea + k + 1, eb + k + 1, "same", t, t))
+    return rows
+
+
+def side_by_side(rows: Sequence[DiffRow]) -> tuple[str, str]:
+    """Two plain-text excerpts (before, after) with line numbers, for st.code blocks."""
+    left: list[str] = []
+    right: list[str] = []
+    last_a: int | None = None
+    for r in rows:
+        if r.line_before is not None and last_a is not None and r.line_before > last_a + 1:
+            left.append("     …")
+            right.append("     …")
+        if r.line_before is not None:
+            last_a = r.line_before
+            left.append(f"{r.line_before:>4} │ {r.before}")
+        if r.line_after is not None:
+            right.append(f"{r.line_after:>4} │ {r.after}")
+    return "\n".join(left), "\n".join(right)
+
+
+@dataclass(frozen=True)
+class Preview:
+    """What an operator does to a span: the result, its record, the diff and the suggestion."""
+
+    result: EditResult
+    record: EditRecord
+    rows: tuple[DiffRow, ...]
+    before_excerpt: str
+    after_excerpt: str
+    suggestion: Suggestion
+    metadata: Mapping[str, str]
+    extra_documents: tuple[tuple[str, str, str], ...]  # (title, access scope, body)
+
+
+def preview(
+    body: str,
+    operator: str,
+    start: int,
+    end: int,
+    params: Mapping[str, object],
+    *,
+    doc_ref: str = "document@1",
+) -> Preview:
+    """Apply ``operator`` to ``body[start:end]`` without saving; InputError when refused."""
+    op = OPERATORS.get(operator)
+    if op is None:
+        raise InputError(f"unknown edit operator {operator!r}; use one of: {', '.join(OPERATORS)}")
+    key, _, ver = doc_ref.partition("@")
+    span = span_at(body, start, end, "position" if start == end else "selection")
+    result, record = edit_document(
+        body, operator, span, params, doc_id=key, version=int(ver) if ver.isdigit() else 1
+    )
+    rows = tuple(diff_rows(body, result.text))
+    left, right = side_by_side(rows)
+    extras = tuple((x.title, x.access_scope, x.body) for x in result.extra_documents)
+    return Preview(result, record, rows, left, right, op.suggestion, result.metadata, extras)

@@ -1,0 +1,414 @@
+"""The documents of the case builder: reading a case's documents and the evidence-present
+base cases, and saving an edit as a new document version with its provenance record."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from sqlalchemy import Engine, func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from review.builder.edits import (
+    EditRecord,
+    edit_document,
+    span_at,
+)
+from review.core.errors import InputError, PermissionDenied
+from review.core.identity import Actor, Permission, require
+from review.core.taxonomy import Taxonomy
+from review.corpus.corpus import can_see
+from review.corpus.docformat import DocumentIn
+from storage import changes
+from storage.db import read_session, run_write
+from storage.models import (
+    Case,
+    CaseDocument,
+    CaseEdit,
+    CaseFamily,
+    Document,
+    utcnow,
+)
+
+__all__ = [
+    "BaseCaseRow",
+    "CaseDocText",
+    "SavedEdit",
+    "case_documents",
+    "count_base_cases",
+    "list_base_cases",
+    "save_edit",
+]
+
+
+RESTRICTED = "restricted"
+
+
+T = TypeVar("T")
+
+
+# ------------------------------------------------------------------------------------------
+# Reading the documents of a case
+
+
+@dataclass(frozen=True)
+class CaseDocText:
+    """A document of a case with its text, or without it when the actor may not see it."""
+
+    document_id: int
+    ref: str
+    doc_key: str
+    version: int
+    title: str
+    body: str | None  # None: restricted and the actor has no clearance
+    visibility: str
+    role: str
+    access_scope: str
+    is_current: bool
+    effective_date: dt.date | None
+
+    @property
+    def readable(self) -> bool:
+        return self.body is not None
+
+
+def case_documents(engine: Engine, actor: Actor, case_id: int) -> list[CaseDocText]:
+    """The documents of a case in order; restricted text only for users with clearance."""
+    with read_session(engine) as s:
+        rows = s.execute(
+            select(CaseDocument, Document)
+            .join(Document, Document.id == CaseDocument.document_id)
+            .where(CaseDocument.case_id == case_id)
+            .order_by(CaseDocument.position)
+        ).all()
+        out: list[CaseDocText] = []
+        for cd, d in rows:
+            seen = can_see(actor, d.access_scope)
+            out.append(
+                CaseDocText(
+                    d.id,
+                    f"{d.doc_key}@{d.version}",
+                    d.doc_key,
+                    d.version,
+                    d.title if seen else "(restricted title hidden)",
+                    d.body if seen else None,
+                    cd.visibility,
+                    cd.role,
+                    d.access_scope,
+                    d.is_current,
+                    d.effective_date,
+                )
+            )
+        return out
+
+
+@dataclass(frozen=True)
+class BaseCaseRow:
+    id: int
+    key: str
+    family: str | None
+    question: str
+
+
+def _base_conditions(text: str) -> list[Any]:
+    conds: list[Any] = [Case.evidence_state == "present", Case.expected_decision == "answer"]
+    t = text.strip().replace("%", "").replace("_", "")
+    if t:
+        conds.append(Case.question.ilike(f"%{t}%") | Case.key.ilike(f"%{t}%"))
+    return conds
+
+
+def count_base_cases(engine: Engine, text: str = "") -> int:
+    with read_session(engine) as s:
+        return int(s.scalar(select(func.count(Case.id)).where(*_base_conditions(text))) or 0)
+
+
+def list_base_cases(
+    engine: Engine, text: str = "", page: int = 1, page_size: int = 50
+) -> list[BaseCaseRow]:
+    """Evidence-present cases expecting an answer: the starting points of variants."""
+    page = max(page, 1)
+    with read_session(engine) as s:
+        rows = s.execute(
+            select(Case.id, Case.key, CaseFamily.key.label("family"), Case.question)
+            .outerjoin(CaseFamily, CaseFamily.id == Case.family_id)
+            .where(*_base_conditions(text))
+            .order_by(Case.id)
+            .limit(page_size)
+            .offset((page - 1) * page_size)
+        ).all()
+    return [BaseCaseRow(r.id, r.key, r.family, r.question) for r in rows]
+
+
+# ------------------------------------------------------------------------------------------
+# Writing: documents and provenance
+
+
+def _doc_dict(d: Document) -> dict[str, Any]:
+    return {
+        "doc_id": d.doc_key,
+        "version": d.version,
+        "title": d.title,
+        "body": d.body,
+        "effective_date": d.effective_date.isoformat() if d.effective_date else None,
+        "superseded_by": d.superseded_by,
+        "authority": d.authority,
+        "owner": d.owner,
+        "access_scope": d.access_scope,
+        "jurisdiction": d.jurisdiction,
+    }
+
+
+def _ref_of(d: Document) -> str:
+    return f"{d.doc_key}@{d.version}"
+
+
+def _get_doc(s: Session, key: str, version: int) -> Document | None:
+    return s.scalar(select(Document).where(Document.doc_key == key, Document.version == version))
+
+
+def _parse_ref(ref: str) -> tuple[str, int]:
+    key, _, ver = ref.strip().partition("@")
+    if not key or not ver.isdigit():
+        raise InputError(f"{ref!r} is not a document reference like POL-REFUND@2")
+    return key, int(ver)
+
+
+def _copy_ids(s: Session, doc_key: str, count: int) -> list[str]:
+    """The next free ``<doc_key>-CF-<n>`` ids."""
+    prefix = f"{doc_key[:100]}-CF-"
+    pattern = re.compile(re.escape(prefix) + r"(\d+)")
+    existing = s.scalars(
+        select(Document.doc_key).where(Document.doc_key.startswith(prefix, autoescape=True))
+    )
+    numbers = [int(m.group(1)) for k in existing if (m := pattern.fullmatch(k))]
+    n = max(numbers, default=0)
+    return [f"{prefix}{n + i}" for i in range(1, count + 1)]
+
+
+def _latest_version(s: Session, key: str) -> int:
+    return int(s.scalar(select(func.max(Document.version)).where(Document.doc_key == key)) or 0)
+
+
+def _insert_document(
+    s: Session, actor: Actor, tax: Taxonomy, data: Mapping[str, Any], source: str
+) -> Document:
+    """Validate and add one new document version (id and version must be free)."""
+    ref = f"{data.get('doc_id')}@{data.get('version')}"
+    try:
+        doc = DocumentIn.model_validate(dict(data))
+    except ValueError as exc:
+        raise InputError(f"{ref}: the derived document is not valid: {exc}") from None
+    problems = doc.check_vocabulary(tax)
+    if problems:
+        raise InputError(f"{ref}: field {problems[0][0]}: {problems[0][1]}")
+    if _get_doc(s, doc.doc_id, doc.version) is not None:
+        raise InputError(f"{ref} already exists; choose another document id")
+    latest = _latest_version(s, doc.doc_id)
+    row = Document(
+        doc_key=doc.doc_id,
+        version=doc.version,
+        title=doc.title,
+        body=doc.body,
+        effective_date=doc.effective_date,
+        superseded_by=doc.superseded_by,
+        authority=doc.authority,
+        owner=doc.owner,
+        access_scope=doc.access_scope,
+        jurisdiction=doc.jurisdiction,
+        is_current=doc.version > latest,
+        source=source[:500],
+        sha256=doc.sha256(),
+        created_by=actor.email,
+    )
+    s.add(row)
+    s.flush()
+    if row.is_current and latest:
+        for old in s.scalars(
+            select(Document).where(Document.doc_key == doc.doc_id, Document.id != row.id)
+        ):
+            old.is_current = False
+            # the newest version supersedes the one before, unless it says the opposite
+            if (
+                old.version == latest
+                and not old.superseded_by
+                and (doc.superseded_by != _ref_of(old))
+            ):
+                old.superseded_by = f"{doc.doc_id}@{doc.version}"
+    changes.record(
+        s,
+        actor.email,
+        "create",
+        "document",
+        row.id,
+        None,
+        {**changes.snapshot(row), "body": f"<{len(doc.body)} characters>"},
+    )
+    return row
+
+
+def _add_edit(
+    s: Session,
+    actor: Actor,
+    record: EditRecord,
+    *,
+    document_id: int | None,
+    case_id: int | None,
+    extra_refs: Sequence[str] = (),
+) -> CaseEdit:
+    stored = record.to_dict()
+    if extra_refs:
+        stored["extra_refs"] = list(extra_refs)
+    row = CaseEdit(
+        case_id=case_id,
+        document_id=document_id,
+        operator=record.operator,
+        params=dict(record.params),
+        source_doc_key=record.doc_id,
+        source_version=record.version,
+        span_start=record.start,
+        span_end=record.end,
+        before=record.before,
+        after=record.after,
+        record=stored,
+        author=actor.email,
+        created_at=utcnow(),
+    )
+    s.add(row)
+    s.flush()
+    changes.record(
+        s,
+        actor.email,
+        "create",
+        "case_edit",
+        row.id,
+        None,
+        {
+            "operator": row.operator,
+            "params": row.params,
+            "source": f"{row.source_doc_key}@{row.source_version}",
+            "span": [row.span_start, row.span_end],
+            "result": record.result_ref,
+            "case_id": case_id,
+        },
+    )
+    return row
+
+
+def _source_for_edit(s: Session, actor: Actor, ref: str) -> Document:
+    key, version = _parse_ref(ref)
+    doc = _get_doc(s, key, version)
+    if doc is None:
+        raise InputError(f"document {ref} does not exist")
+    if not can_see(actor, doc.access_scope):
+        raise PermissionDenied("this document is restricted; only users with clearance may edit it")
+    return doc
+
+
+def _write_new_ids(engine: Engine, work: Callable[[Session], T]) -> T:
+    """Run a write that allocates new keys; a concurrent writer that took the same key first
+    (PostgreSQL, where the allocation is not serialised) makes it re-run with fresh keys."""
+    for attempt in range(3):
+        try:
+            return run_write(engine, work)
+        except IntegrityError:
+            if attempt == 2:
+                raise InputError(
+                    "someone saved a document or case with the same id at the same moment; "
+                    "nothing was saved, try again"
+                ) from None
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+@dataclass(frozen=True)
+class SavedEdit:
+    edit_id: int
+    document_id: int
+    ref: str
+    extra_refs: tuple[str, ...]
+
+
+def save_edit(
+    engine: Engine,
+    actor: Actor,
+    tax: Taxonomy,
+    source_ref: str,
+    operator: str,
+    start: int,
+    end: int,
+    params: Mapping[str, object],
+    *,
+    as_new_version: bool = False,
+    new_doc_id: str | None = None,
+) -> SavedEdit:
+    """Apply an operator to ``source_ref`` and store the result with its provenance row.
+
+    The result is a new document ``<ID>-CF-<n>`` (or ``new_doc_id``), or, with
+    ``as_new_version``, the next version of the source (which must then be its newest
+    version). ``relocate_answer`` also stores its restricted document. Nothing is written when
+    the operator refuses.
+    """
+    require(actor, Permission.edit_corpus)
+
+    def work(s: Session) -> SavedEdit:
+        src = _source_for_edit(s, actor, source_ref)
+        span = span_at(src.body, start, end, "position" if start == end else "selection")
+        ids = _copy_ids(s, src.doc_key, 2)
+        if as_new_version:
+            latest = _latest_version(s, src.doc_key)
+            if latest != src.version:
+                raise InputError(
+                    f"{src.doc_key} has a newer version {latest}; a new version must be made "
+                    f"from {src.doc_key}@{latest}"
+                )
+            target, version = src.doc_key, latest + 1
+        else:
+            target, version = (new_doc_id or ids[0]).strip(), 1
+        ref = f"{target}@{version}"
+        result, record = edit_document(
+            src.body,
+            operator,
+            span,
+            params,
+            doc_id=src.doc_key,
+            version=src.version,
+            result_ref=ref,
+        )
+        base = _doc_dict(src)
+        data = {
+            **base,
+            "doc_id": target,
+            "version": version,
+            "body": result.text,
+            "superseded_by": None,
+        }
+        data.update(result.metadata)
+        row = _insert_document(s, actor, tax, data, f"case builder: {operator} on {_ref_of(src)}")
+        extras: list[str] = []
+        extra_ids = [i for i in ids if i != target] if not as_new_version else ids
+        for k, extra in enumerate(result.extra_documents):
+            eid = extra_ids[k] if k < len(extra_ids) else f"{target}-R{k + 1}"
+            _insert_document(
+                s,
+                actor,
+                tax,
+                {
+                    **base,
+                    "doc_id": eid,
+                    "version": 1,
+                    "title": extra.title,
+                    "body": extra.body,
+                    "access_scope": extra.access_scope,
+                    "superseded_by": None,
+                },
+                f"case builder: {operator} on {_ref_of(src)}",
+            )
+            extras.append(f"{eid}@1")
+        edit = _add_edit(s, actor, record, document_id=row.id, case_id=None, extra_refs=extras)
+        return SavedEdit(edit.id, row.id, ref, tuple(extras))
+
+    return _write_new_ids(engine, work)

@@ -1,0 +1,417 @@
+"""A family at a glance: every variant of a base case with its documents, edits, claims and
+the family's consistency checks."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Engine, func, select
+from sqlalchemy.orm import selectinload
+
+from review.builder.documents import RESTRICTED, _doc_dict, _get_doc, _ref_of
+from review.builder.families import (
+    Check,
+    Variant,
+    family_checks,
+)
+from review.builder.suggestions import PASSAGE_ENTITY
+from review.builder.variants import MAX_FAMILY_VARIANTS, VARIANT_ENTITY
+from review.cases import cases as case_service
+from review.core.identity import Actor
+from review.corpus.corpus import can_see
+from storage.db import read_session
+from storage.models import (
+    AuditLog,
+    Case,
+    CaseDocument,
+    CaseEdit,
+    CaseFamily,
+    CaseSuggestion,
+    Document,
+)
+
+__all__ = [
+    "ClaimMark",
+    "EditRow",
+    "FamilyRow",
+    "FamilyView",
+    "VariantRow",
+    "count_families",
+    "family_view",
+    "list_families",
+]
+
+
+# ------------------------------------------------------------------------------------------
+# Family view
+
+
+@dataclass(frozen=True)
+class FamilyRow:
+    key: str
+    title: str
+    variants: int
+    unconfirmed: int
+    states: str
+
+
+def count_families(engine: Engine) -> int:
+    with read_session(engine) as s:
+        return int(s.scalar(select(func.count(CaseFamily.id))) or 0)
+
+
+def list_families(engine: Engine, page: int = 1, page_size: int = 25) -> list[FamilyRow]:
+    """One page of families with their variant counts (aggregated in SQL)."""
+    page = max(page, 1)
+    with read_session(engine) as s:
+        fams = s.execute(
+            select(CaseFamily.id, CaseFamily.key, CaseFamily.title)
+            .order_by(CaseFamily.key)
+            .limit(page_size)
+            .offset((page - 1) * page_size)
+        ).all()
+        ids = [f.id for f in fams]
+        counts = dict(
+            s.execute(
+                select(Case.family_id, func.count(Case.id))
+                .where(Case.family_id.in_(ids))
+                .group_by(Case.family_id)
+            ).all()
+        )
+        pending = dict(
+            s.execute(
+                select(Case.family_id, func.count(Case.id))
+                .join(CaseSuggestion, CaseSuggestion.case_id == Case.id)
+                .where(Case.family_id.in_(ids), CaseSuggestion.confirmed_by.is_(None))
+                .group_by(Case.family_id)
+            ).all()
+        )
+        states: dict[int, list[str]] = {i: [] for i in ids}
+        for fid, state in s.execute(
+            select(Case.family_id, Case.evidence_state)
+            .where(Case.family_id.in_(ids))
+            .distinct()
+            .order_by(Case.evidence_state)
+        ):
+            if fid is not None:
+                states[fid].append(state or "other")
+    return [
+        FamilyRow(
+            f.key,
+            f.title,
+            int(counts.get(f.id, 0)),
+            int(pending.get(f.id, 0)),
+            ", ".join(states[f.id]),
+        )
+        for f in fams
+    ]
+
+
+@dataclass(frozen=True)
+class ClaimMark:
+    text: str
+    status: str  # supported | loses support | as in the evidence-present case
+
+
+@dataclass(frozen=True)
+class EditRow:
+    id: int
+    operator: str
+    params: dict[str, Any]
+    source: str
+    start: int
+    end: int
+    before: str | None  # None when the source is restricted and the actor has no clearance
+    after: str | None
+    result: str | None
+    author: str
+    created_at: dt.datetime
+
+
+@dataclass(frozen=True)
+class VariantDoc:
+    ref: str
+    document_id: int
+    title: str
+    visibility: str
+    role: str
+    access_scope: str
+
+
+@dataclass(frozen=True)
+class VariantRow:
+    case_id: int
+    key: str
+    version: int
+    evidence_state: str | None
+    status: str
+    question: str
+    expected_decision: str
+    reason_codes: tuple[str, ...]
+    suggested_decision: str | None
+    suggested_reasons: tuple[str, ...]
+    suggestion_source: str | None
+    confirmed_by: str | None
+    confirmed_at: dt.datetime | None
+    identity_name: str
+    identity_scopes: tuple[str, ...]
+    documents: tuple[VariantDoc, ...]
+    claims: tuple[ClaimMark, ...]
+    edits: tuple[EditRow, ...]
+
+    @property
+    def has_suggestion(self) -> bool:
+        return self.suggested_decision is not None
+
+    @property
+    def labeled(self) -> bool:
+        """A variant with a suggestion counts as labeled only once an expert confirmed it."""
+        return self.suggested_decision is None or self.confirmed_by is not None
+
+
+@dataclass(frozen=True)
+class FamilyView:
+    key: str
+    title: str
+    variants: tuple[VariantRow, ...]
+    checks: tuple[Check, ...]
+    passage: str | None  # the decisive passage the checks used (None if hidden or unknown)
+    passage_source: str  # where it came from
+    hidden: bool  # restricted text was withheld from this actor
+
+    @property
+    def unverified(self) -> tuple[Check, ...]:
+        """Failed checks that only lack a decisive passage (nothing was found wrong)."""
+        return tuple(c for c in self.checks if not c.passed and _unverifiable(c))
+
+    @property
+    def failed(self) -> tuple[Check, ...]:
+        """Checks that found something wrong."""
+        return tuple(c for c in self.checks if not c.passed and not _unverifiable(c))
+
+
+def _unverifiable(c: Check) -> bool:
+    return c.detail.startswith("cannot be verified") or c.detail == "no decisive passage recorded"
+
+
+_QUOTED_RE = re.compile(r"(['\"]).*?\1(?= is visible in)")
+
+
+def _claim_marks(state: str | None, claims: Sequence[str], base: Sequence[str]) -> list[ClaimMark]:
+    out: list[ClaimMark] = []
+    for c in claims:
+        if state == "present":
+            status = "supported"
+        elif state in ("removed", "forbidden"):
+            status = "loses support"
+        elif state == "partial":
+            status = "supported" if c in base else "loses support"
+        else:
+            status = "as in the evidence-present case"
+        out.append(ClaimMark(c, status))
+    return out
+
+
+def family_view(
+    engine: Engine, actor: Actor, family_key: str, *, passage: str | None = None
+) -> FamilyView | None:
+    """The variants of a family with their suggestions, documents, claims, edits and checks.
+
+    The checks need the decisive passage: ``passage`` when given, else the one recorded when a
+    variant was built from the evidence-present case. Restricted titles, edit texts and leaked
+    fragments are withheld from users without clearance.
+    """
+    with read_session(engine) as s:
+        fam = s.scalar(select(CaseFamily).where(CaseFamily.key == family_key))
+        if fam is None:
+            return None
+        rows = list(
+            s.scalars(
+                select(Case)
+                .options(
+                    selectinload(Case.claims),
+                    selectinload(Case.documents).selectinload(CaseDocument.document),
+                    selectinload(Case.slices),
+                    selectinload(Case.family),
+                )
+                .where(Case.family_id == fam.id)
+                .order_by(Case.id)
+                .limit(MAX_FAMILY_VARIANTS)
+            )
+        )
+        ids = [r.id for r in rows]
+        sugs = {
+            g.case_id: g
+            for g in s.scalars(select(CaseSuggestion).where(CaseSuggestion.case_id.in_(ids)))
+        }
+        edits: dict[int, list[CaseEdit]] = {i: [] for i in ids}
+        for e in s.scalars(select(CaseEdit).where(CaseEdit.case_id.in_(ids)).order_by(CaseEdit.id)):
+            if e.case_id is not None:
+                edits[e.case_id].append(e)
+        recorded: dict[int, dict[str, Any]] = {}
+        for log in s.scalars(
+            select(AuditLog)
+            .where(
+                AuditLog.entity == VARIANT_ENTITY,
+                AuditLog.action == "derive",
+                AuditLog.entity_id.in_([str(i) for i in ids]),
+            )
+            .order_by(AuditLog.id)
+        ):
+            p = (log.after or {}).get("passage")
+            if isinstance(p, dict):
+                recorded[int(log.entity_id)] = p
+        marked: dict[int, dict[str, Any]] = {}
+        for log in s.scalars(
+            select(AuditLog)
+            .where(
+                AuditLog.entity == PASSAGE_ENTITY,
+                AuditLog.action == "mark",
+                AuditLog.entity_id.in_([str(i) for i in ids]),
+            )
+            .order_by(AuditLog.id)
+        ):
+            if isinstance(log.after, dict):
+                marked[int(log.entity_id)] = log.after  # the newest mark wins
+        docs: dict[tuple[str, int], Document] = {}
+        for r in rows:
+            for cd in r.documents:
+                docs[(cd.document.doc_key, cd.document.version)] = cd.document
+        for p in [*recorded.values(), *marked.values()]:
+            key, _, ver = str(p.get("doc", "")).partition("@")
+            if ver.isdigit() and (key, int(ver)) not in docs:
+                d = _get_doc(s, key, int(ver))
+                if d is not None:
+                    docs[(key, int(ver))] = d
+        restricted_in_family = any(d.access_scope == RESTRICTED for d in docs.values())
+        hide = restricted_in_family and not actor.clearance
+
+        def passage_text(p: Mapping[str, Any]) -> tuple[str, Document] | None:
+            key, _, ver = str(p.get("doc", "")).partition("@")
+            d = docs.get((key, int(ver))) if ver.isdigit() else None
+            start, end = p.get("start"), p.get("end")
+            if d is None or not isinstance(start, int) or not isinstance(end, int):
+                return None
+            text = d.body[start:end].strip()
+            return (text, d) if text else None
+
+        present = [r for r in rows if r.evidence_state == "present"]
+        present_refs = {
+            (cd.document.doc_key, cd.document.version)
+            for r in present
+            for cd in r.documents
+            if cd.visibility == "visible"
+        }
+        base_passage: str | None = None
+        source = "none recorded"
+        base_doc: Document | None = None
+        marks = [marked[r.id] for r in present if r.id in marked]
+        found_mark = passage_text(marks[-1]) if marks else None
+        if passage is not None and passage.strip():
+            base_passage, source = passage.strip(), "given"
+        elif found_mark is not None:
+            base_passage, base_doc = found_mark
+            source = f"marked as decisive in {_ref_of(base_doc)}"
+        else:
+            for cid in ids:
+                p = recorded.get(cid)
+                found = passage_text(p) if p else None
+                if found and (found[1].doc_key, found[1].version) in present_refs:
+                    base_passage, base_doc = found[0], found[1]
+                    source = f"recorded when a variant was built from {_ref_of(found[1])}"
+                    break
+        variants: list[Variant] = []
+        for r in rows:
+            own: str | None = None
+            if r.evidence_state == "present":
+                own = base_passage
+            elif r.id in recorded:
+                found = passage_text(recorded[r.id])
+                own = found[0] if found else None
+            record = case_service.to_record(r)
+            variants.append(
+                Variant(
+                    evidence_state=r.evidence_state,
+                    case=record,
+                    suggested_decision=r.expected_decision,
+                    suggested_reasons=tuple(r.reason_codes),
+                    decisive_passage=own,
+                )
+            )
+        checks = family_checks(variants, [_doc_dict(d) for d in docs.values()])
+        if hide:
+            checks = [
+                dataclasses.replace(c, detail=_QUOTED_RE.sub("(restricted text)", c.detail))
+                for c in checks
+            ]
+        base_claims = [c.text for r in present for c in r.claims]
+        out_rows: list[VariantRow] = []
+        for r in rows:
+            g = sugs.get(r.id)
+            out_rows.append(
+                VariantRow(
+                    case_id=r.id,
+                    key=r.key,
+                    version=r.version,
+                    evidence_state=r.evidence_state,
+                    status=r.status,
+                    question=r.question,
+                    expected_decision=r.expected_decision,
+                    reason_codes=tuple(r.reason_codes),
+                    suggested_decision=g.decision if g else None,
+                    suggested_reasons=tuple(g.reason_codes) if g else (),
+                    suggestion_source=g.source if g else None,
+                    confirmed_by=g.confirmed_by if g else None,
+                    confirmed_at=g.confirmed_at if g else None,
+                    identity_name=r.identity_name,
+                    identity_scopes=tuple(r.identity_scopes),
+                    documents=tuple(
+                        VariantDoc(
+                            _ref_of(cd.document),
+                            cd.document.id,
+                            cd.document.title
+                            if can_see(actor, cd.document.access_scope)
+                            else "(restricted title hidden)",
+                            cd.visibility,
+                            cd.role,
+                            cd.document.access_scope,
+                        )
+                        for cd in r.documents
+                    ),
+                    claims=tuple(
+                        _claim_marks(r.evidence_state, [c.text for c in r.claims], base_claims)
+                    ),
+                    edits=tuple(_edit_row(e, docs, actor) for e in edits[r.id]),
+                )
+            )
+        shown = base_passage
+        if base_passage is not None and hide:
+            shown = None
+        if base_doc is not None and not can_see(actor, base_doc.access_scope):
+            shown = None
+        return FamilyView(fam.key, fam.title, tuple(out_rows), tuple(checks), shown, source, hide)
+
+
+def _edit_row(e: CaseEdit, docs: Mapping[tuple[str, int], Document], actor: Actor) -> EditRow:
+    src = docs.get((e.source_doc_key, e.source_version))
+    visible = src is None or can_see(actor, src.access_scope)
+    if src is None:
+        visible = actor.clearance  # the source is not in the family: show it to clearance only
+    return EditRow(
+        e.id,
+        e.operator,
+        dict(e.params),
+        f"{e.source_doc_key}@{e.source_version}",
+        e.span_start,
+        e.span_end,
+        e.before if visible else None,
+        e.after if visible else None,
+        e.record.get("result_ref") if isinstance(e.record, dict) else None,
+        e.author,
+        e.created_at,
+    )

@@ -1,0 +1,396 @@
+"""Family variants: derive a variant of an evidence-present case (edited, removed,
+conflicted, forbidden, partial) and store its documents, the draft case, the edit records
+and the operator's suggestion in one transaction."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sqlalchemy import Engine, select
+from sqlalchemy.orm import Session, selectinload
+
+from review.builder.documents import (
+    _add_edit,
+    _copy_ids,
+    _doc_dict,
+    _insert_document,
+    _latest_version,
+    _parse_ref,
+    _ref_of,
+    _write_new_ids,
+)
+from review.builder.edits import (
+    ParamValue,
+    Span,
+    span_at,
+)
+from review.builder.families import (
+    Variant,
+    derive_conflicted,
+    derive_edited,
+    derive_forbidden,
+    derive_partial,
+    derive_removed,
+)
+from review.cases import cases as case_service
+from review.cases.cases import validate_case
+from review.core.errors import InputError, PermissionDenied
+from review.core.identity import Actor, Permission, require
+from review.core.taxonomy import Taxonomy
+from review.corpus.corpus import can_see
+from storage import changes
+from storage.models import (
+    Case,
+    CaseDocument,
+    CaseSuggestion,
+    Document,
+    utcnow,
+)
+
+__all__ = ["KINDS", "SavedVariant", "VariantSpec", "build_variant"]
+
+
+VARIANT_ENTITY = "case_variant"
+
+
+MAX_FAMILY_VARIANTS = 200
+
+
+# ------------------------------------------------------------------------------------------
+# Variants
+
+
+KINDS = ("edited", "removed", "conflicted", "forbidden", "partial")
+
+
+Kind = Literal["edited", "removed", "conflicted", "forbidden", "partial"]
+
+
+@dataclass(frozen=True)
+class VariantSpec:
+    """What the expert asked for. Offsets are in the body of ``doc_ref`` (a case document)."""
+
+    kind: Kind
+    doc_ref: str | None = None  # default: the case's visible decisive document
+    operator: str | None = None  # edited (required), conflicted (default change_number)
+    start: int | None = None
+    end: int | None = None
+    params: Mapping[str, ParamValue] | None = None
+    as_new_version: bool = False
+    mode: Literal["older_version", "lower_authority", "unresolved"] = "older_version"
+    unresolved_decision: Literal["abstain", "escalate"] = "abstain"
+    effective_date: str | None = None
+    authority: str | None = None
+    extra_claim: str = ""
+    extra_question: str = ""
+    question: str = ""
+    policy: Literal["abstain", "clarify", "partial"] = "partial"
+
+
+@dataclass(frozen=True)
+class SavedVariant:
+    case_id: int
+    key: str
+    evidence_state: str | None
+    suggested_decision: str
+    suggested_reasons: tuple[str, ...]
+    documents: tuple[str, ...]  # refs of the new documents
+    edit_ids: tuple[int, ...]
+    derivation: str
+
+
+def _whole_line_bounds(text: str, start: int, end: int) -> tuple[int, int]:
+    a = text.rfind("\n", 0, start) + 1
+    b = text.find("\n", end)
+    b = len(text) if b < 0 else b
+    while a < b and text[a].isspace():
+        a += 1
+    while b > a and text[b - 1].isspace():
+        b -= 1
+    return a, b
+
+
+def _strip_bounds(text: str, start: int, end: int) -> tuple[int, int]:
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end
+
+
+def _remap(variant: Variant, old_ref: str, key: str, version: int) -> Variant:
+    """Rename the new document ``old_ref`` to ``key@version`` everywhere in the variant."""
+    new_ref = f"{key}@{version}"
+    old_key, old_ver = _parse_ref(old_ref)
+    case = dict(variant.case)
+    case["documents"] = [
+        {**d, "doc_id": key, "version": version}
+        if (d["doc_id"], d["version"]) == (old_key, old_ver)
+        else d
+        for d in case["documents"]
+    ]
+    docs = tuple(
+        {**d, "doc_id": key, "version": version}
+        if (d["doc_id"], d["version"]) == (old_key, old_ver)
+        else d
+        for d in variant.new_documents
+    )
+    edits = tuple(
+        dataclasses.replace(e, result_ref=new_ref) if e.result_ref == old_ref else e
+        for e in variant.edits
+    )
+    return dataclasses.replace(variant, case=case, new_documents=docs, edits=edits)
+
+
+def _derive(
+    spec: VariantSpec,
+    record: dict[str, Any],
+    docs: list[dict[str, Any]],
+    target: Document | None,
+    ids: list[str],
+) -> tuple[Variant, tuple[int, int] | None]:
+    """The pure derivation, and the offsets of the decisive passage in ``target``'s body."""
+    body = target.body if target is not None else ""
+    key = target.doc_key if target is not None else None
+    span: Span | None = None
+    if spec.start is not None:
+        end = spec.start if spec.end is None else spec.end
+        span = span_at(body, spec.start, end, "position" if spec.start == end else "selection")
+    passage: tuple[int, int] | None = None
+    if spec.kind == "edited":
+        if not spec.operator:
+            raise InputError("choose an edit operator")
+        if span is None:
+            raise InputError(
+                f"{spec.operator}: select a span (or a position) of {key or 'a document'}"
+            )
+        v = derive_edited(
+            record,
+            docs,
+            operator=spec.operator,
+            span=span,
+            params=spec.params,
+            doc_id=key,
+            new_doc_id=ids[0],
+            restricted_doc_id=ids[1],
+        )
+        if v.decisive_passage is not None:
+            passage = _whole_line_bounds(body, span.start, span.end)
+    elif spec.kind == "removed":
+        v = derive_removed(record, docs, passage=span, doc_id=key, new_doc_id=ids[0])
+    elif spec.kind == "conflicted":
+        if span is None:
+            raise InputError("select the passage that the conflicting copy states differently")
+        v = derive_conflicted(
+            record,
+            docs,
+            passage=span,
+            operator=spec.operator or "change_number",
+            params=spec.params,
+            mode=spec.mode,
+            effective_date=spec.effective_date,
+            authority=spec.authority,
+            unresolved_decision=spec.unresolved_decision,
+            doc_id=key,
+            new_doc_id=ids[0],
+        )
+    elif spec.kind == "forbidden":
+        v = derive_forbidden(record, docs, passage=span, doc_id=key, new_doc_id=ids[0])
+    elif spec.kind == "partial":
+        v = derive_partial(
+            record,
+            docs,
+            extra_claim=spec.extra_claim,
+            extra_question=spec.extra_question or None,
+            question=spec.question or None,
+            policy=spec.policy,
+        )
+    else:
+        raise InputError(f"unknown variant kind {spec.kind!r}; use one of: {', '.join(KINDS)}")
+    if passage is None and span is not None and spec.kind in ("removed", "conflicted", "forbidden"):
+        passage = _strip_bounds(body, span.start, span.end)
+    return v, passage
+
+
+def _variant_key(s: Session, base_key: str) -> str:
+    prefix = f"{base_key[:100]}-CF-"
+    pattern = re.compile(re.escape(prefix) + r"(\d+)")
+    keys = s.scalars(select(Case.key).where(Case.key.startswith(prefix, autoescape=True)))
+    n = max((int(m.group(1)) for k in keys if (m := pattern.fullmatch(k))), default=0)
+    return f"{prefix}{n + 1}"
+
+
+def _suggestion_source(spec: VariantSpec, variant: Variant) -> str:
+    if spec.kind == "edited":
+        return f"operator:{spec.operator}"
+    ops = ",".join(e.operator for e in variant.edits)
+    return f"family:{spec.kind}" + (f" ({ops})" if ops else "")
+
+
+def build_variant(
+    engine: Engine, actor: Actor, tax: Taxonomy, base_case_id: int, spec: VariantSpec
+) -> SavedVariant:
+    """Derive a variant of an evidence-present case and save it as a draft in its family.
+
+    One transaction stores the new documents, the draft case (key ``<BASE>-CF-<n>``), one
+    provenance row per edit and the operator's suggestion. The suggestion is not a label: the
+    variant stays a draft until :func:`confirm_suggestion`.
+    """
+    require(actor, Permission.edit_cases)
+
+    def work(s: Session) -> SavedVariant:
+        base = s.scalar(
+            select(Case)
+            .options(
+                selectinload(Case.claims),
+                selectinload(Case.documents).selectinload(CaseDocument.document),
+                selectinload(Case.slices),
+                selectinload(Case.family),
+            )
+            .where(Case.id == base_case_id)
+        )
+        if base is None:
+            raise InputError(f"case {base_case_id} does not exist")
+        if base.evidence_state not in (None, "present") or base.expected_decision != "answer":
+            raise InputError(
+                f"{base.key}: variants start from an evidence-present case expecting 'answer' "
+                f"(this one is {base.evidence_state or 'without evidence state'}, expecting "
+                f"{base.expected_decision!r}); start from the family's evidence-present case"
+            )
+        record = case_service.to_record(base)
+        case_docs = [cd.document for cd in base.documents]
+        target: Document | None = None
+        if spec.doc_ref:
+            key, version = _parse_ref(spec.doc_ref)
+            found = [d for d in case_docs if (d.doc_key, d.version) == (key, version)]
+            if not found:
+                raise InputError(f"{spec.doc_ref} is not a document of {base.key}")
+            target = found[0]
+        else:
+            decisive = [
+                cd.document
+                for cd in base.documents
+                if cd.visibility == "visible" and cd.role == "decisive"
+            ]
+            if decisive:
+                target = decisive[0]
+            elif spec.kind != "partial":
+                raise InputError(f"{base.key} has no visible decisive document; choose one")
+        if target is not None and not can_see(actor, target.access_scope):
+            raise PermissionDenied(
+                "the document to edit is restricted; only users with clearance may build "
+                "variants from it"
+            )
+        docs = [_doc_dict(d) for d in case_docs]
+        ids = _copy_ids(s, target.doc_key, 2) if target is not None else ["", ""]
+        variant, passage = _derive(spec, record, docs, target, ids)
+        if spec.as_new_version:
+            if not variant.new_documents or target is None:
+                raise InputError("this variant makes no new document; nothing to version")
+            latest = _latest_version(s, target.doc_key)
+            if latest != target.version:
+                raise InputError(
+                    f"{target.doc_key} has a newer version {latest}; a new version must be "
+                    f"made from {target.doc_key}@{latest}"
+                )
+            first = variant.new_documents[0]
+            variant = _remap(
+                variant, f"{first['doc_id']}@{first['version']}", target.doc_key, latest + 1
+            )
+        data = dict(variant.case)
+        data["key"] = _variant_key(s, base.key)
+        try:
+            case_in = validate_case(data, "variant", 1, tax)
+        except InputError as exc:
+            raise InputError(str(exc).removeprefix("variant: line 1: ")) from None
+        problems = case_in.problems(tax)
+        if problems:
+            raise InputError(f"{problems[0][0]}: {problems[0][1]}")
+        rows: dict[str, Document] = {}
+        for nd in variant.new_documents:
+            row = _insert_document(
+                s, actor, tax, nd, f"case builder: {spec.kind} variant of {base.key}"
+            )
+            rows[f"{row.doc_key}@{row.version}"] = row
+        case_row = Case(key=case_in.key, created_by=actor.email, updated_by=actor.email, version=1)
+        case_service._apply(s, case_row, case_in, actor, "")
+        s.add(case_row)
+        s.flush()
+        changes.record(
+            s,
+            actor.email,
+            "create",
+            "case",
+            case_row.id,
+            None,
+            case_service.to_record(case_row),
+        )
+        new_refs = list(rows)
+        edit_ids: list[int] = []
+        for rec in variant.edits:
+            doc_row = rows.get(rec.result_ref or "")
+            extras = [r for r in new_refs if r != rec.result_ref] if rec.result_ref else []
+            extras = extras if rec.operator == "relocate_answer" else []
+            edit = _add_edit(
+                s,
+                actor,
+                rec,
+                document_id=doc_row.id if doc_row else None,
+                case_id=case_row.id,
+                extra_refs=extras,
+            )
+            edit_ids.append(edit.id)
+        s.add(
+            CaseSuggestion(
+                case_id=case_row.id,
+                decision=variant.suggested_decision,
+                reason_codes=list(variant.suggested_reasons),
+                source=_suggestion_source(spec, variant)[:120],
+                created_at=utcnow(),
+            )
+        )
+        changes.record(
+            s,
+            actor.email,
+            "derive",
+            VARIANT_ENTITY,
+            case_row.id,
+            None,
+            {
+                "base_case": base.key,
+                "kind": spec.kind,
+                "operator": spec.operator,
+                "params": dict(spec.params or {}),
+                "evidence_state": variant.evidence_state,
+                "suggested_decision": variant.suggested_decision,
+                "suggested_reasons": list(variant.suggested_reasons),
+                "new_documents": new_refs,
+                # offsets only: the text is read from the document, with its access checks
+                "passage": (
+                    {
+                        "doc": _ref_of(target),
+                        "start": passage[0],
+                        "end": passage[1],
+                    }
+                    if passage is not None and target is not None
+                    else None
+                ),
+            },
+        )
+        s.flush()
+        return SavedVariant(
+            case_row.id,
+            case_row.key,
+            variant.evidence_state,
+            variant.suggested_decision,
+            variant.suggested_reasons,
+            tuple(new_refs),
+            tuple(edit_ids),
+            variant.derivation,
+        )
+
+    return _write_new_ids(engine, work)
