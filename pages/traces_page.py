@@ -19,7 +19,8 @@ from review.core import uploads
 from review.core.errors import InputError, PermissionDenied, PolicyFileError, StaleWriteError
 from review.core.identity import Permission
 from review.traces import traces
-from review.traces.traceformats import FEEDBACK_VALUES, FORMATS
+from review.traces.formats import FORMATS
+from review.traces.model import FEEDBACK_VALUES
 
 engine = ui.engine()
 actor = ui.actor()

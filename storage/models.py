@@ -423,7 +423,7 @@ REFUSAL_TEXTS_WHERE = (
 
 
 class Trace(Base):
-    """One production request, in the canonical trace schema (see review.traces.traceformats)."""
+    """One production request, in the canonical trace schema (see review.traces.formats)."""
 
     __tablename__ = "traces"
     __table_args__ = (

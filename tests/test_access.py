@@ -46,7 +46,7 @@ from review.monthly import reviews
 from review.policy import signoff
 from review.thresholds import thresholds
 from review.traces import traces
-from review.traces.traceformats import iter_canonical_jsonl
+from review.traces.canonical import iter_canonical_jsonl
 from review.wording import wordingservice
 from review.wording.wording import wording_path
 from storage.db import make_engine, read_session, write_session
@@ -478,7 +478,7 @@ CALLS: dict[str, Callable[[Ctx, Actor], object]] = {
 
 
 def traces_to_dict(t: Any) -> dict[str, Any]:
-    from review.traces.traceformats import trace_to_dict
+    from review.traces.canonical import trace_to_dict
 
     return trace_to_dict(t)
 

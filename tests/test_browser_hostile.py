@@ -30,7 +30,7 @@ from review.core.taxonomy import Taxonomy
 from review.corpus import corpus
 from review.corpus.docformat import parse_markdown
 from review.traces import traces
-from review.traces.traceformats import Chunk, Citation, Trace
+from review.traces.model import Chunk, Citation, Trace
 from storage.db import make_engine
 from tests.conftest import copy_db
 from tests.test_browser import CHROMIUM_ARGS, streamlit_server, wait_idle

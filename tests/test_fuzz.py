@@ -35,7 +35,7 @@ from review.core.taxonomy import Taxonomy, load_taxonomy
 from review.corpus import corpus, docformat
 from review.evaluation import evalruns
 from review.policy import policy
-from review.traces import monitoring, redaction, traceformats, traces
+from review.traces import formats, monitoring, redaction, traces
 from review.wording import wording
 from storage.db import make_engine, migrate
 from tests.conftest import copy_db
@@ -316,11 +316,11 @@ def test_trace_jsonl_parsers_only_raise_input_errors(fmt: str, data: st.DataObje
     text = data.draw(any_of(jsonl_input(fmt)))
     skip_bad = data.draw(st.booleans())
     only_clear_errors(
-        lambda: consume(traceformats.iter_traces(io.StringIO(text), "fuzz.jsonl", fmt, skip_bad)),
+        lambda: consume(formats.iter_traces(io.StringIO(text), "fuzz.jsonl", fmt, skip_bad)),
         needs_line=True,
     )
     first = next((ln for ln in text.splitlines() if ln.strip()), "")
-    only_clear_errors(lambda: traceformats.detect_format(first, "fuzz.jsonl"))
+    only_clear_errors(lambda: formats.detect_format(first, "fuzz.jsonl"))
 
 
 CSV_ROWS = list(csv.reader(io.StringIO((TRACE_DATA / "flat.csv").read_text(encoding="utf-8"))))
@@ -356,7 +356,7 @@ def test_trace_csv_parser_only_raises_input_errors(data: st.DataObject) -> None:
     text = data.draw(any_of(csv_mutation(), text_mutation(sample)))
     skip_bad = data.draw(st.booleans())
     only_clear_errors(
-        lambda: consume(traceformats.iter_traces(io.StringIO(text), "fuzz.csv", "csv", skip_bad)),
+        lambda: consume(formats.iter_traces(io.StringIO(text), "fuzz.csv", "csv", skip_bad)),
         needs_line=True,
     )
 
@@ -633,7 +633,7 @@ def _canonical_line(**changes: Any) -> str:
 
 
 def _parse_traces(text: str) -> None:
-    consume(traceformats.iter_traces(io.StringIO(text), "t.jsonl", "canonical"))
+    consume(formats.iter_traces(io.StringIO(text), "t.jsonl", "canonical"))
 
 
 def _parse_docs(text: str) -> None:

@@ -12,6 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from review.core.errors import PolicyFileError
+from review.traces.canonical import iter_canonical_jsonl
+from review.traces.model import Chunk, Citation, ParsedTrace, Trace
 from review.traces.redaction import (
     RedactionPolicy,
     iban_valid,
@@ -21,7 +23,6 @@ from review.traces.redaction import (
     redact,
     redact_trace,
 )
-from review.traces.traceformats import Chunk, Citation, ParsedTrace, Trace, iter_canonical_jsonl
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data" / "traces"

@@ -14,7 +14,7 @@ from sqlalchemy import Engine, case, func, select
 from review.core.identity import SYSTEM
 from review.core.taxonomy import Taxonomy
 from review.traces import monitoring, rollup, traces
-from review.traces.traceformats import NEGATIVE_FEEDBACK, Trace
+from review.traces.model import NEGATIVE_FEEDBACK, Trace
 from storage.db import alembic_config, make_engine, read_session
 from storage.models import Trace as TraceRow
 from storage.models import TraceRollup

@@ -17,7 +17,16 @@ from hypothesis import strategies as st
 
 from review.core.errors import InputError
 from review.core.taxonomy import Taxonomy
-from review.traces.traceformats import (
+from review.traces.canonical import (
+    iter_canonical_jsonl,
+    trace_from_dict,
+    trace_to_dict,
+    write_canonical_jsonl,
+)
+from review.traces.flatcsv import iter_csv
+from review.traces.formats import detect_format, iter_traces
+from review.traces.langfuse import iter_langfuse_jsonl
+from review.traces.model import (
     Chunk,
     Citation,
     ParsedTrace,
@@ -25,16 +34,8 @@ from review.traces.traceformats import (
     Trace,
     TraceItem,
     TraceVocabulary,
-    detect_format,
-    iter_canonical_jsonl,
-    iter_csv,
-    iter_langfuse_jsonl,
-    iter_otlp_jsonl,
-    iter_traces,
-    trace_from_dict,
-    trace_to_dict,
-    write_canonical_jsonl,
 )
+from review.traces.otlp import iter_otlp_jsonl
 
 DATA = Path(__file__).resolve().parent / "data" / "traces"
 UTC = dt.UTC
@@ -154,7 +155,7 @@ def test_canonical_sample_fields() -> None:
 
 
 def test_docstring_example_is_a_full_valid_canonical_line() -> None:
-    import review.traces.traceformats as tf
+    import review.traces.formats as tf
 
     doc = tf.__doc__ or ""
     block = doc.split("one line)::", 1)[1].split("\n\n", 2)[1]

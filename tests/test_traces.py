@@ -18,7 +18,9 @@ from review.core.errors import InputError, PermissionDenied, StaleWriteError
 from review.core.identity import SYSTEM, Actor
 from review.core.taxonomy import Taxonomy
 from review.traces import traces
-from review.traces.traceformats import Trace, iter_traces, trace_to_dict
+from review.traces.canonical import trace_to_dict
+from review.traces.formats import iter_traces
+from review.traces.model import Trace
 from storage.db import make_engine, run_write
 from storage.models import (
     AuditItem,

@@ -19,7 +19,8 @@ from review.core.identity import SYSTEM
 from review.core.taxonomy import Taxonomy
 from review.demo import tracedemo
 from review.traces import traces
-from review.traces.traceformats import Chunk, Citation, Trace, trace_to_dict
+from review.traces.canonical import trace_to_dict
+from review.traces.model import Chunk, Citation, Trace
 from storage.db import make_engine
 
 UTC = dt.UTC

@@ -20,7 +20,7 @@ from review.core.errors import InputError, PermissionDenied, PolicyFileError
 from review.core.identity import SYSTEM, Actor
 from review.core.taxonomy import load_taxonomy
 from review.traces import traces
-from review.traces.traceformats import FORMATS
+from review.traces.formats import FORMATS
 from storage.db import get_engine, migrate
 
 __all__ = ["import_traces_cmd", "purge_cmd"]

@@ -363,7 +363,7 @@ def _demo_wording_traces(engine: Engine) -> int:
     user, one escalation names a person instead of a role."""
     import datetime as dt
 
-    from review.traces.traceformats import Trace
+    from review.traces.model import Trace
 
     when = dt.datetime.now(dt.UTC).replace(hour=10, minute=0, second=0, microsecond=0)
     texts = [

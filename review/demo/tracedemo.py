@@ -51,7 +51,7 @@ from sqlalchemy import Engine, func, select
 from review.core.taxonomy import Taxonomy
 from review.corpus.docformat import parse_markdown
 from review.demo.people import DEMO_ACTOR
-from review.traces.traceformats import Chunk, Citation, Trace
+from review.traces.model import Chunk, Citation, Trace
 from review.wording.wording import WordingSet, load_wording, render
 from storage.db import read_session
 from storage.models import Trace as TraceRow

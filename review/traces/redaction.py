@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from review.core.taxonomy import policies_dir
 from review.core.yamlstrict import load_model, load_yaml_text, validate
-from review.traces.traceformats import Trace
+from review.traces.model import Trace
 
 __all__ = [
     "BUILTIN_DETECTORS",

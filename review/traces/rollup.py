@@ -27,7 +27,7 @@ from sqlalchemy import Engine, Table, delete, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from review.traces.traceformats import NEGATIVE_FEEDBACK
+from review.traces.model import NEGATIVE_FEEDBACK
 from storage.db import read_session, run_write
 from storage.models import Trace as TraceRow
 from storage.models import TraceRollup

@@ -3,7 +3,7 @@
 Import
 ------
 :func:`import_file` (a path), :func:`import_bytes` (an upload) and :func:`import_items` (any
-iterable of parsed items or :class:`~review.traces.traceformats.Trace` objects, used by the demo
+iterable of parsed items or :class:`~review.traces.model.Trace` objects, used by the demo
 builder) share one code path. The source is read once, in two phases:
 
 1. **Check.** Every record is parsed and validated, redacted and turned into rows, which are
@@ -88,18 +88,16 @@ from review.core.errors import InputError, PermissionDenied, StaleWriteError
 from review.core.identity import Actor, Permission, Role, require
 from review.core.taxonomy import Taxonomy
 from review.traces import rollup
-from review.traces.redaction import RedactionPolicy, load_redaction_policy, redact
-from review.traces.traceformats import (
-    FORMATS,
+from review.traces.formats import FORMATS, detect_format, iter_traces
+from review.traces.model import (
     NEGATIVE_FEEDBACK,
     ParsedTrace,
     Rejected,
     Trace,
     TraceItem,
     TraceVocabulary,
-    detect_format,
-    iter_traces,
 )
+from review.traces.redaction import RedactionPolicy, load_redaction_policy, redact
 from storage import changes
 from storage.db import read_session, run_write
 from storage.models import AuditItem, Document, Setting, TraceChunk, TraceImport, utcnow

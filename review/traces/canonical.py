@@ -1,0 +1,213 @@
+"""The canonical trace record: a trace to and from a JSON-able dict, canonical JSONL written
+and read line by line with the line and field of any problem."""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import IO, Any
+
+from review.core.errors import InputError
+from review.traces.fields import (
+    _INT_MAX,
+    _absent,
+    _attributes,
+    _Bad,
+    _chunk_list,
+    _citations,
+    _decision,
+    _describe,
+    _ident,
+    _opt_bool,
+    _opt_float,
+    _opt_int,
+    _opt_text,
+    _reason,
+    _req_text,
+    _str_list,
+    _text,
+    _time,
+    _versions,
+)
+from review.traces.model import (
+    _DEFAULT_VOCAB,
+    ParsedTrace,
+    Rejected,
+    Trace,
+    TraceItem,
+    TraceVocabulary,
+)
+
+__all__ = ["iter_canonical_jsonl", "trace_from_dict", "trace_to_dict", "write_canonical_jsonl"]
+
+
+# The canonical record ---------------------------------------------------------------------
+
+_Conv = Callable[[object, str], Any]
+
+
+@functools.lru_cache(maxsize=16)
+def _scalar_fields(vocab: TraceVocabulary) -> dict[str, _Conv]:
+    """Trace fields besides trace_id/time/query/chunks, with their converters."""
+    return {
+        "rewritten_query": _opt_text,
+        "user_role": lambda v, f: None if _absent(v) else _ident(v, f),
+        "identity_scopes": _str_list,
+        "context_sent": _text,
+        "ranking_mode": lambda v, f: None if _absent(v) else _ident(v, f).lower(),
+        "hits_after_filter": lambda v, f: _opt_int(v, f, minimum=0, maximum=_INT_MAX),
+        "top_score": _opt_float,
+        "answerable": _opt_bool,
+        "ambiguous": _opt_bool,
+        "ungrounded": _opt_bool,
+        "decision": _decision(vocab),
+        "reason_code": _reason(vocab),
+        "answer_text": _text,
+        "citations": _citations,
+        "feedback": lambda v, f: None if _absent(v) else _ident(v, f),
+    }
+
+
+_CANONICAL_FIELDS = (
+    "trace_id",
+    "time",
+    "query",
+    *_scalar_fields(_DEFAULT_VOCAB),
+    "chunks",
+    "versions",
+    "attributes",
+)
+
+
+def _trace_from_mapping(d: Mapping[str, Any], vocab: TraceVocabulary) -> Trace:
+    extra = [k for k in d if k not in _CANONICAL_FIELDS]
+    if extra:
+        raise _Bad(str(extra[0]), "unknown field (put extra facts under attributes)")
+    values = {name: conv(d.get(name), name) for name, conv in _scalar_fields(vocab).items()}
+    return Trace(
+        trace_id=_ident(d.get("trace_id"), "trace_id"),
+        time=_time(d.get("time"), "time"),
+        query=_req_text(d.get("query"), "query"),
+        chunks=_chunk_list(d.get("chunks"), "chunks"),
+        versions=_versions(d.get("versions"), "versions"),
+        attributes=_attributes(d.get("attributes"), "attributes"),
+        **values,
+    )
+
+
+def trace_from_dict(
+    data: Mapping[str, Any], source: str = "trace", vocab: TraceVocabulary | None = None
+) -> Trace:
+    """Validate one canonical record (a decoded JSON object); errors name ``source`` and field."""
+    try:
+        return _trace_from_mapping(data, vocab or _DEFAULT_VOCAB)
+    except _Bad as exc:
+        raise InputError(f"{source}: {exc.text()}") from None
+
+
+def _iso(t: dt.datetime) -> str:
+    return t.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
+
+
+def trace_to_dict(trace: Trace) -> dict[str, Any]:
+    """The canonical JSON object for a trace (round-trips through :func:`trace_from_dict`)."""
+    return {
+        "trace_id": trace.trace_id,
+        "time": _iso(trace.time),
+        "query": trace.query,
+        "rewritten_query": trace.rewritten_query,
+        "user_role": trace.user_role,
+        "identity_scopes": list(trace.identity_scopes),
+        "chunks": [
+            {
+                "chunk_id": c.chunk_id,
+                "doc_id": c.doc_id,
+                "doc_version": c.doc_version,
+                "rank": c.rank,
+                "score": c.score,
+                "text": c.text,
+                "filtered": c.filtered,
+                "effective_date": c.effective_date.isoformat() if c.effective_date else None,
+            }
+            for c in trace.chunks
+        ],
+        "context_sent": trace.context_sent,
+        "ranking_mode": trace.ranking_mode,
+        "hits_after_filter": trace.hits_after_filter,
+        "top_score": trace.top_score,
+        "answerable": trace.answerable,
+        "ambiguous": trace.ambiguous,
+        "ungrounded": trace.ungrounded,
+        "decision": trace.decision,
+        "reason_code": trace.reason_code,
+        "answer_text": trace.answer_text,
+        "citations": [{"claim": c.claim, "chunk_ids": list(c.chunk_ids)} for c in trace.citations],
+        "feedback": trace.feedback,
+        "versions": dict(trace.versions),
+        "attributes": dict(trace.attributes),
+    }
+
+
+def write_canonical_jsonl(traces: Iterable[Trace], fh: IO[str]) -> int:
+    """Write traces as canonical JSONL, one per line; returns how many were written."""
+    n = 0
+    for t in traces:
+        fh.write(json.dumps(trace_to_dict(t), ensure_ascii=False, separators=(",", ":")))
+        fh.write("\n")
+        n += 1
+    return n
+
+
+# ---------------------------------------------------------------------------------------
+# Line reading shared by the JSONL formats
+
+
+def _lines(fh: Iterable[str]) -> Iterator[tuple[int, str, str]]:
+    """(line number, raw line without newline, stripped text) for non-blank lines."""
+    for n, raw in enumerate(fh, start=1):
+        line = raw.rstrip("\r\n")
+        if n == 1:
+            line = line.removeprefix("\ufeff")
+        text = line.strip()
+        if text:
+            yield n, line, text
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise _Bad(None, f"not valid JSON ({exc.msg} at column {exc.colno})") from None
+    except RecursionError:
+        raise _Bad(None, "not valid JSON (nested too deeply)") from None
+    except ValueError:  # an integer of more digits than Python converts
+        raise _Bad(None, "not valid JSON (a number too long to read)") from None
+    if not isinstance(data, dict):
+        raise _Bad(None, f"expected a JSON object, got {_describe(data)}")
+    return data
+
+
+def _fail(source: str, line_no: int, reason: str) -> InputError:
+    return InputError(f"{source}: line {line_no}: {reason}")
+
+
+def iter_canonical_jsonl(
+    fh: Iterable[str],
+    source: str,
+    skip_bad: bool = False,
+    *,
+    vocab: TraceVocabulary | None = None,
+) -> Iterator[TraceItem]:
+    """Canonical JSONL, one trace per line (schema in the module docstring)."""
+    voc = vocab or _DEFAULT_VOCAB
+    for n, raw, text in _lines(fh):
+        try:
+            trace = _trace_from_mapping(_json_object(text), voc)
+        except _Bad as exc:
+            if not skip_bad:
+                raise _fail(source, n, exc.text()) from None
+            yield Rejected(n, raw, exc.text())
+            continue
+        yield ParsedTrace(trace, n)

@@ -1,0 +1,403 @@
+"""Field coercion shared by every trace format: each helper takes a value and the field's
+name and refuses what the canonical model cannot hold (with the field named), chunks
+included."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from review.core.textcheck import NUL_PROBLEM, nul_field
+from review.traces.model import MAX_TEXT, AttrValue, Chunk, Citation, TraceVocabulary
+
+# ---------------------------------------------------------------------------------------
+# Field coercion: each helper takes a value and the field's name, and raises _Bad
+
+
+class _Bad(Exception):
+    def __init__(self, fld: str | None, reason: str) -> None:
+        super().__init__(reason)
+        self.fld = fld
+        self.reason = reason
+
+    def text(self) -> str:
+        return f"field {self.fld}: {self.reason}" if self.fld else self.reason
+
+
+def _describe(v: object) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return f"boolean {str(v).lower()}"
+    if isinstance(v, int | float):
+        return f"number {v!r}"
+    if isinstance(v, str):
+        return f"text {v if len(v) <= 40 else v[:37] + '...'!r}"
+    if isinstance(v, list):
+        return "a list"
+    if isinstance(v, dict):
+        return "an object"
+    return type(v).__name__
+
+
+def _absent(v: object) -> bool:
+    return v is None or (isinstance(v, str) and (not v or v.isspace()))
+
+
+def _opt_text(v: object, f: str) -> str | None:
+    if v is None:
+        return None
+    if not isinstance(v, str):
+        raise _Bad(f, f"expected text, got {_describe(v)}")
+    if len(v) > MAX_TEXT:
+        raise _Bad(f, f"longer than {MAX_TEXT:,} characters")
+    if "\x00" in v:
+        raise _Bad(f, NUL_PROBLEM)
+    return None if not v or v.isspace() else v
+
+
+def _text(v: object, f: str) -> str:
+    return _opt_text(v, f) or ""
+
+
+def _req_text(v: object, f: str, max_len: int = MAX_TEXT) -> str:
+    if v is None:
+        raise _Bad(f, "required field is missing")
+    out = _opt_text(v, f)
+    if out is None:
+        raise _Bad(f, "must not be empty")
+    if len(out) > max_len:
+        raise _Bad(f, f"longer than {max_len} characters")
+    return out
+
+
+def _ident(v: object, f: str) -> str:
+    """An identifier: text (or an integer, written as text), stripped, at most 200 chars."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        v = str(v)
+    return _req_text(v, f, 200).strip()
+
+
+_INT_MAX = 2**31 - 1  # the largest whole number the database's integer columns hold
+
+
+_INT_RE = re.compile(r"^\s*[+-]?\d+\s*$")
+
+
+_FLOAT_RE = re.compile(r"^\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*$")
+
+
+def _opt_int(
+    v: object, f: str, minimum: int | None = None, maximum: int | None = None
+) -> int | None:
+    if _absent(v):
+        return None
+    out: int
+    if isinstance(v, bool):
+        raise _Bad(f, f"expected a whole number, got {_describe(v)}")
+    if isinstance(v, int):
+        out = v
+    elif (isinstance(v, float) and v.is_integer()) or (isinstance(v, str) and _INT_RE.match(v)):
+        try:
+            out = int(v)
+        except ValueError:  # more digits than Python converts
+            raise _Bad(f, "expected a whole number, got a number too long to read") from None
+    else:
+        raise _Bad(f, f"expected a whole number, got {_describe(v)}")
+    if minimum is not None and out < minimum:
+        raise _Bad(f, f"must be at least {minimum}, got {out}")
+    if maximum is not None and out > maximum:
+        raise _Bad(f, f"must be at most {maximum}, got a larger number")
+    return out
+
+
+def _opt_float(v: object, f: str) -> float | None:
+    if _absent(v):
+        return None
+    out: float
+    if isinstance(v, bool):
+        raise _Bad(f, f"expected a number, got {_describe(v)}")
+    if isinstance(v, int | float) or (isinstance(v, str) and _FLOAT_RE.match(v)):
+        try:
+            out = float(v)
+        except OverflowError:
+            raise _Bad(f, "expected a finite number, got a number too large") from None
+    else:
+        raise _Bad(f, f"expected a number, got {_describe(v)}")
+    if not math.isfinite(out):
+        raise _Bad(f, f"expected a finite number, got {out}")
+    return out
+
+
+_TRUE = {"true", "yes", "1"}
+
+
+_FALSE = {"false", "no", "0"}
+
+
+def _opt_bool(v: object, f: str) -> bool | None:
+    if _absent(v):
+        return None
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, int) and v in (0, 1):
+        return bool(v)
+    if isinstance(v, str):
+        low = v.strip().lower()
+        if low in _TRUE:
+            return True
+        if low in _FALSE:
+            return False
+    raise _Bad(f, f"expected true or false, got {_describe(v)}")
+
+
+def _opt_date(v: object, f: str) -> dt.date | None:
+    if _absent(v):
+        return None
+    if not isinstance(v, str):
+        raise _Bad(f, f"expected a date (YYYY-MM-DD), got {_describe(v)}")
+    text = v.strip()
+    try:
+        if len(text) == 10:
+            return dt.date.fromisoformat(text)
+        return dt.datetime.fromisoformat(text).date()  # a full timestamp: keep its date
+    except ValueError:
+        raise _Bad(f, f"not a valid date (YYYY-MM-DD): {v!r}") from None
+
+
+def _time(v: object, f: str) -> dt.datetime:
+    if v is None:
+        raise _Bad(f, "required field is missing")
+    if not isinstance(v, str) or not v.strip():
+        raise _Bad(f, f"expected an ISO 8601 time, got {_describe(v)}")
+    try:
+        t = dt.datetime.fromisoformat(v.strip())
+    except ValueError:
+        raise _Bad(f, f"not a valid ISO 8601 time: {v!r}") from None
+    if t.tzinfo is None:
+        return t.replace(tzinfo=dt.UTC)
+    return t.astimezone(dt.UTC)
+
+
+def _json_text(v: object, f: str) -> Any:
+    """Values that exporters write as JSON text (arrays, objects) are decoded here."""
+    if isinstance(v, str) and v.lstrip()[:1] in ("[", "{"):
+        try:
+            return json.loads(v)
+        except json.JSONDecodeError as exc:
+            raise _Bad(f, f"not valid JSON ({exc.msg})") from None
+        except RecursionError:
+            raise _Bad(f, "not valid JSON (nested too deeply)") from None
+        except ValueError:  # an integer of more digits than Python converts
+            raise _Bad(f, "not valid JSON (a number too long to read)") from None
+    return v
+
+
+def _str_list(v: object, f: str) -> tuple[str, ...]:
+    if _absent(v):
+        return ()
+    v = _json_text(v, f)
+    if not isinstance(v, list):
+        raise _Bad(f, f"expected a list of text, got {_describe(v)}")
+    out: list[str] = []
+    for i, item in enumerate(v):
+        out.append(_ident(item, f"{f}.{i}"))
+    return tuple(out)
+
+
+def _decision(vocab: TraceVocabulary) -> Callable[[object, str], str | None]:
+    def conv(v: object, f: str) -> str | None:
+        text = _opt_text(v, f)
+        if text is None:
+            return None
+        key = text.strip().lower()
+        if key not in vocab.decisions:
+            allowed = ", ".join(sorted(vocab.decisions))
+            raise _Bad(f, f"unknown decision {text!r} (allowed: {allowed})")
+        return key
+
+    return conv
+
+
+def _reason(vocab: TraceVocabulary) -> Callable[[object, str], str | None]:
+    def conv(v: object, f: str) -> str | None:
+        text = _opt_text(v, f)
+        if text is None:
+            return None
+        key = text.strip()
+        if key not in vocab.reason_codes:
+            raise _Bad(f, f"unknown reason code {text!r} (see the taxonomy's reason_codes)")
+        return key
+
+    return conv
+
+
+def _citations(v: object, f: str) -> tuple[Citation, ...]:
+    if _absent(v):
+        return ()
+    v = _json_text(v, f)
+    if not isinstance(v, list):
+        raise _Bad(f, f"expected a list of {{claim, chunk_ids}} objects, got {_describe(v)}")
+    out: list[Citation] = []
+    for i, item in enumerate(v):
+        at = f"{f}.{i}"
+        if not isinstance(item, dict):
+            raise _Bad(at, f"expected an object with claim and chunk_ids, got {_describe(item)}")
+        extra = sorted(set(item) - {"claim", "chunk_ids"})
+        if extra:
+            raise _Bad(f"{at}.{extra[0]}", "unknown field (a citation has claim and chunk_ids)")
+        claim = _req_text(item.get("claim"), f"{at}.claim")
+        out.append(Citation(claim, _str_list(item.get("chunk_ids"), f"{at}.chunk_ids")))
+    return tuple(out)
+
+
+def _versions(v: object, f: str) -> dict[str, str]:
+    if _absent(v):
+        return {}
+    if not isinstance(v, dict):
+        raise _Bad(f, f"expected an object of name: version, got {_describe(v)}")
+    out: dict[str, str] = {}
+    for key, val in v.items():
+        if val is None:
+            continue
+        if isinstance(val, bool) or not isinstance(val, str | int | float):
+            at = f if key == "v" else f"{f}.{key}"
+            raise _Bad(at, f"expected a version as text, got {_describe(val)}")
+        if nul_field(val) is not None or "\x00" in str(key):
+            raise _Bad(f"{f}.{key}", NUL_PROBLEM)
+        out[str(key)] = str(val)
+    return out
+
+
+def _attr_value(val: object, f: str) -> AttrValue:
+    if isinstance(val, str) and "\x00" in val:
+        raise _Bad(f, NUL_PROBLEM)
+    if isinstance(val, str | bool | int):
+        return val
+    if isinstance(val, float):
+        if not math.isfinite(val):
+            raise _Bad(f, f"expected a finite number, got {val}")
+        return val
+    raise _Bad(f, f"expected text, a number or a boolean, got {_describe(val)}")
+
+
+def _attributes(v: object, f: str) -> dict[str, AttrValue]:
+    if _absent(v):
+        return {}
+    if not isinstance(v, dict):
+        raise _Bad(f, f"expected an object of flat facts, got {_describe(v)}")
+    if any("\x00" in str(k) for k in v):
+        raise _Bad(f, NUL_PROBLEM)
+    return {str(k): _attr_value(val, f"{f}.{k}") for k, val in v.items() if val is not None}
+
+
+# Chunks ---------------------------------------------------------------------------------
+
+_CHUNK_KEYS = (
+    "chunk_id",
+    "doc_id",
+    "doc_version",
+    "rank",
+    "score",
+    "text",
+    "filtered",
+    "effective_date",
+)
+
+
+# accepted spellings of chunk fields in third-party documents (first found wins)
+_CHUNK_ALIASES: dict[str, tuple[str, ...]] = {
+    "chunk_id": ("chunk_id", "id"),
+    "doc_id": ("doc_id", "document_id"),
+    "doc_version": ("doc_version", "version"),
+    "rank": ("rank",),
+    "score": ("score",),
+    "text": ("text", "content", "page_content"),
+    "filtered": ("filtered",),
+    "effective_date": ("effective_date",),
+}
+
+
+_CHUNK_KEYSET = frozenset(_CHUNK_KEYS)
+
+
+def _chunk(values: Mapping[str, Any], where: str, labels: Mapping[str, str] | None = None) -> Chunk:
+    """A chunk from canonical keys; a bad field is named ``labels[key]`` or ``where.key``.
+
+    Labels are only built when something is wrong: this runs once per chunk of every trace.
+    """
+    get = values.get
+    try:
+        doc = get("doc_id")
+        return Chunk(
+            chunk_id=_ident(get("chunk_id"), "chunk_id"),
+            doc_id=None if _absent(doc) else _ident(doc, "doc_id"),
+            doc_version=_opt_int(get("doc_version"), "doc_version", minimum=1, maximum=_INT_MAX),
+            rank=_opt_int(get("rank"), "rank", minimum=1, maximum=_INT_MAX),
+            score=_opt_float(get("score"), "score"),
+            text=_text(get("text"), "text"),
+            filtered=bool(_opt_bool(get("filtered"), "filtered")),
+            effective_date=_opt_date(get("effective_date"), "effective_date"),
+        )
+    except _Bad as exc:
+        key = exc.fld or ""
+        exc.fld = (labels or {}).get(key) or f"{where}.{key}"
+        raise
+
+
+def _aliased(doc: Mapping[str, Any], where: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """Chunk fields of a third-party document (on it, else in its metadata), with labels."""
+    meta_raw = doc.get("metadata")
+    meta = _json_text(meta_raw, f"{where}.metadata") if meta_raw is not None else {}
+    if not isinstance(meta, dict):
+        raise _Bad(f"{where}.metadata", f"expected an object, got {_describe(meta)}")
+    values: dict[str, Any] = {}
+    labels: dict[str, str] = {"chunk_id": f"{where}.id"}
+    for key, names in _CHUNK_ALIASES.items():
+        for src, label in ((doc, where), (meta, f"{where}.metadata")):
+            hit = next((n for n in names if src.get(n) is not None), None)
+            if hit is not None:
+                values[key] = src[hit]
+                labels[key] = f"{label}.{hit}"
+                break
+    return values, labels
+
+
+def _chunk_list(v: object, f: str) -> tuple[Chunk, ...]:
+    """Canonical chunks (strict keys); rank defaults to the position in the list."""
+    if _absent(v):
+        return ()
+    v = _json_text(v, f)
+    if not isinstance(v, list):
+        raise _Bad(f, f"expected a list of chunk objects, got {_describe(v)}")
+    out: list[Chunk] = []
+    for i, item in enumerate(v):
+        at = f"{f}.{i}"
+        if not isinstance(item, dict):
+            raise _Bad(at, f"expected a chunk object, got {_describe(item)}")
+        extra = item.keys() - _CHUNK_KEYSET
+        if extra:
+            raise _Bad(
+                f"{at}.{sorted(extra)[0]}",
+                f"unknown field (chunk fields: {', '.join(_CHUNK_KEYS)})",
+            )
+        c = _chunk(item, at)
+        out.append(c if c.rank is not None else dataclasses.replace(c, rank=i + 1))
+    _unique_chunks(out, f)
+    return tuple(out)
+
+
+def _unique_chunks(chunks: Iterable[Chunk], f: str) -> None:
+    seen: dict[str, int] = {}
+    for i, c in enumerate(chunks):
+        if c.chunk_id in seen:
+            raise _Bad(
+                f"{f}.{i}.chunk_id",
+                f"chunk id {c.chunk_id!r} appears twice (also item {seen[c.chunk_id]})",
+            )
+        seen[c.chunk_id] = i

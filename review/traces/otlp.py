@@ -1,0 +1,404 @@
+"""OTLP/JSON traces (OpenTelemetry, with the rag.* attributes or OpenInference/GenAI
+conventions) read line by line into canonical traces."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime as dt
+import json
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from review.traces.canonical import _json_object, _lines
+from review.traces.fields import (
+    _CHUNK_ALIASES,
+    _absent,
+    _aliased,
+    _Bad,
+    _chunk,
+    _describe,
+    _json_text,
+    _opt_bool,
+    _opt_float,
+    _opt_int,
+    _opt_text,
+    _unique_chunks,
+)
+from review.traces.model import _DEFAULT_VOCAB, Chunk, TraceItem, TraceVocabulary
+from review.traces.spans import _Grouper, _Node, _rag_attrs
+
+__all__ = ["iter_otlp_jsonl"]
+
+
+# ---------------------------------------------------------------------------------------
+# OTLP/JSON
+
+
+def _otlp_id(v: object, f: str, nbytes: int) -> str:
+    """A trace (16 bytes) or span (8 bytes) id in hex or base64, as lowercase hex."""
+    kind = "trace" if nbytes == 16 else "span"
+    if _absent(v):
+        raise _Bad(f, f"{kind} id is missing")
+    if not isinstance(v, str):
+        raise _Bad(f, f"expected a {kind} id as text, got {_describe(v)}")
+    s = v.strip()
+    if len(s) == 2 * nbytes and re.fullmatch(r"[0-9a-fA-F]+", s):
+        out = s.lower()
+    else:
+        if not re.fullmatch(r"[A-Za-z0-9+/_-]+={0,2}", s):
+            raise _Bad(f, f"{v!r} is neither a {2 * nbytes}-digit hex nor a base64 {kind} id")
+        body = s.rstrip("=").replace("-", "+").replace("_", "/")
+        try:
+            raw = base64.b64decode(body + "=" * (-len(body) % 4), validate=True)
+        except (binascii.Error, ValueError):
+            raise _Bad(f, f"{v!r} is not valid base64") from None
+        if len(raw) != nbytes:
+            raise _Bad(
+                f,
+                f"{v!r} decodes to {len(raw)} bytes; a {kind} id has {nbytes} "
+                f"({2 * nbytes} hex digits)",
+            )
+        out = raw.hex()
+    if set(out) == {"0"}:
+        raise _Bad(f, f"the {kind} id is all zeros (invalid in OTLP)")
+    return out
+
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+def _unix_nano(v: object, f: str) -> dt.datetime:
+    if v is None:
+        raise _Bad(f, "required field is missing")
+    ns = _opt_int(v, f, minimum=1)
+    if ns is None:
+        raise _Bad(f, "must not be empty")
+    try:
+        return _EPOCH + dt.timedelta(seconds=ns // 10**9, microseconds=(ns % 10**9) // 1000)
+    except OverflowError:
+        raise _Bad(f, f"{ns} is out of range") from None
+
+
+def _any_value(v: object, f: str) -> Any:
+    """Decode an OTLP AnyValue into plain Python (lists and dicts for array/kvlist)."""
+    if not isinstance(v, dict):
+        raise _Bad(f, f"expected an OTLP value object, got {_describe(v)}")
+    if not v:
+        return None
+    if "stringValue" in v:
+        s = v["stringValue"]
+        if not isinstance(s, str):
+            raise _Bad(f, f"stringValue must be text, got {_describe(s)}")
+        return s
+    if "boolValue" in v:
+        return _opt_bool(v["boolValue"], f)
+    if "intValue" in v:
+        return _opt_int(v["intValue"], f)
+    if "doubleValue" in v:
+        return _opt_float(v["doubleValue"], f)
+    if "arrayValue" in v:
+        arr = v["arrayValue"] or {}
+        values = arr.get("values", []) if isinstance(arr, dict) else None
+        if not isinstance(values, list):
+            raise _Bad(f, "arrayValue must hold a values list")
+        return [_any_value(x, f"{f}.{i}") for i, x in enumerate(values)]
+    if "kvlistValue" in v:
+        kv = v["kvlistValue"] or {}
+        values = kv.get("values", []) if isinstance(kv, dict) else None
+        if not isinstance(values, list):
+            raise _Bad(f, "kvlistValue must hold a values list")
+        return _attr_list(values, f)
+    if "bytesValue" in v:
+        return v["bytesValue"]
+    raise _Bad(f, f"unknown OTLP value type {sorted(v)[0]!r}")
+
+
+def _attr_list(items: object, owner: str) -> dict[str, Any]:
+    """OTLP ``attributes`` of ``owner`` (a span or resource path) as a plain dict."""
+    if items is None:
+        return {}
+    if not isinstance(items, list):
+        raise _Bad(
+            f"{owner}.attributes",
+            f"expected a list of {{key, value}} attributes, got {_describe(items)}",
+        )
+    out: dict[str, Any] = {}
+    for i, item in enumerate(items):
+        if not isinstance(item, dict) or not isinstance(item.get("key"), str):
+            raise _Bad(f"{owner}.attributes.{i}", "expected {key, value} with a text key")
+        out[item["key"]] = _any_value(item.get("value", {}), f"{owner} attribute {item['key']}")
+    return out
+
+
+@dataclass(slots=True)
+class _RawSpan:
+    line: int
+    where: str
+    trace_id: str
+    span_id: str
+    parent: str | None
+    start: dt.datetime
+    attrs: dict[str, Any]
+
+
+def _otlp_spans(data: Mapping[str, Any], line: int, ids: list[str]) -> list[_RawSpan]:
+    """Structural pass over one export line: its spans, or _Bad.
+
+    ``ids`` collects the trace ids read so far, so that a bad line can poison them.
+    """
+    rs = data.get("resourceSpans")
+    if not isinstance(rs, list):
+        why = "missing" if rs is None else f"expected a list, got {_describe(rs)}"
+        raise _Bad("resourceSpans", f"{why} (not an OTLP/JSON trace export)")
+    spans: list[_RawSpan] = []
+    for i, r in enumerate(rs):
+        if not isinstance(r, dict):
+            raise _Bad(f"resourceSpans.{i}", "expected an object")
+        res = r.get("resource") or {}
+        res_attrs = _attr_list(
+            res.get("attributes") if isinstance(res, dict) else None,
+            f"resourceSpans.{i}.resource",
+        )
+        scopes = r.get("scopeSpans") or []
+        if not isinstance(scopes, list):
+            raise _Bad(f"resourceSpans.{i}.scopeSpans", "expected a list")
+        for j, ss in enumerate(scopes):
+            raw_spans = ss.get("spans") if isinstance(ss, dict) else None
+            if not isinstance(raw_spans, list):
+                raise _Bad(f"resourceSpans.{i}.scopeSpans.{j}.spans", "expected a list")
+            for k, sp in enumerate(raw_spans):
+                where = f"resourceSpans.{i}.scopeSpans.{j}.spans.{k}"
+                if not isinstance(sp, dict):
+                    raise _Bad(where, f"expected a span object, got {_describe(sp)}")
+                tid = _otlp_id(sp.get("traceId"), f"{where}.traceId", 16)
+                ids.append(tid)
+                parent_raw = sp.get("parentSpanId")
+                spans.append(
+                    _RawSpan(
+                        line=line,
+                        where=where,
+                        trace_id=tid,
+                        span_id=_otlp_id(sp.get("spanId"), f"{where}.spanId", 8),
+                        parent=None
+                        if _absent(parent_raw)
+                        else _otlp_id(parent_raw, f"{where}.parentSpanId", 8),
+                        start=_unix_nano(sp.get("startTimeUnixNano"), f"{where}.startTimeUnixNano"),
+                        attrs={
+                            **res_attrs,
+                            **_attr_list(sp.get("attributes"), where),
+                        },
+                    )
+                )
+    return spans
+
+
+_OI_DOC = re.compile(r"^retrieval\.documents\.(\d+)\.document\.(id|score|content|metadata)$")
+
+
+_GENAI_LLM_OPS = {"chat", "text_completion", "generate_content"}
+
+
+def _io_text(value: object, keys: tuple[str, ...], role: str | None = None) -> str | None:
+    """Text out of an input/output value: plain text, an object's key, or a message list."""
+    if isinstance(value, str):
+        stripped = value.strip()
+        if stripped[:1] in "{[" and stripped:
+            try:
+                return _io_text(json.loads(stripped), keys, role)
+            except (ValueError, RecursionError):  # not JSON after all: the text itself
+                return value if value.strip() else None
+        return value if stripped else None
+    if isinstance(value, dict):
+        for k in keys:
+            if isinstance(value.get(k), str) and value[k].strip():
+                return str(value[k])
+        if isinstance(value.get("messages"), list):
+            return _io_text(value["messages"], keys, role)
+        return None
+    if isinstance(value, list) and role is not None:
+        for msg in reversed(value):
+            if isinstance(msg, dict) and msg.get("role") == role:
+                content = msg.get("content")
+                if isinstance(content, str) and content.strip():
+                    return content
+                parts = msg.get("parts")
+                if isinstance(parts, list):
+                    texts = [
+                        str(p["content"])
+                        for p in parts
+                        if isinstance(p, dict)
+                        and p.get("type") == "text"
+                        and isinstance(p.get("content"), str)
+                    ]
+                    if texts:
+                        return "".join(texts)
+    return None
+
+
+_Q_KEYS = ("query", "question", "input", "text")
+
+
+_A_KEYS = ("answer", "output", "text", "content", "response")
+
+
+def _otlp_node(sp: _RawSpan, vocab: TraceVocabulary) -> _Node:
+    a = sp.attrs
+
+    def label(key: str) -> str:
+        return f"{sp.where} attribute {key}"
+
+    kind = str(a.get("openinference.span.kind") or "").upper()
+    op = str(a.get("gen_ai.operation.name") or "").lower()
+    role = "other"
+    if kind == "RETRIEVER" or op == "retrieval" or "gen_ai.retrieval.documents" in a:
+        role = "retrieval"
+    elif kind == "LLM" or op in _GENAI_LLM_OPS:
+        role = "llm"
+    elif kind == "EMBEDDING" or op == "embeddings":
+        role = "embedding"
+    elif kind == "RERANKER":
+        role = "reranker"
+
+    input_text = _opt_text(a.get("input.value"), label("input.value"))
+    output_text = _opt_text(a.get("output.value"), label("output.value"))
+    if input_text and "json" in str(a.get("input.mime_type", "")):
+        input_text = _io_text(input_text, _Q_KEYS, "user")
+    if output_text and "json" in str(a.get("output.mime_type", "")):
+        output_text = _io_text(output_text, _A_KEYS, "assistant")
+    versions: dict[str, str] = {}
+    chunks: list[Chunk] = []
+
+    if role == "retrieval":
+        gq = _opt_text(a.get("gen_ai.retrieval.query.text"), label("gen_ai.retrieval.query.text"))
+        input_text = gq or input_text
+        docs: dict[int, dict[str, tuple[Any, str]]] = {}
+        for key, val in a.items():
+            m = _OI_DOC.match(key)
+            if m:
+                docs.setdefault(int(m.group(1)), {})[m.group(2)] = (val, label(key))
+        for idx in sorted(docs):
+            part = docs[idx]
+            base = label(f"retrieval.documents.{idx}.document")
+            vals: dict[str, Any] = {}
+            labels = {"chunk_id": f"{base}.id", "score": f"{base}.score", "text": f"{base}.content"}
+            for src_key, ckey in (("id", "chunk_id"), ("score", "score"), ("content", "text")):
+                if src_key in part:
+                    vals[ckey] = part[src_key][0]
+            if "metadata" in part:
+                meta_val, meta_f = part["metadata"]
+                meta = _json_text(meta_val, meta_f)
+                if not isinstance(meta, dict):
+                    raise _Bad(meta_f, f"expected an object, got {_describe(meta)}")
+                for ckey, names in _CHUNK_ALIASES.items():
+                    if ckey in ("chunk_id", "text", "score"):
+                        continue
+                    hit = next((n for n in names if meta.get(n) is not None), None)
+                    if hit is not None:
+                        vals[ckey] = meta[hit]
+                        labels[ckey] = f"{meta_f}.{hit}"
+            chunks.append(_chunk(vals, base, labels))
+        if "gen_ai.retrieval.documents" in a:
+            f = label("gen_ai.retrieval.documents")
+            gdocs = _json_text(a["gen_ai.retrieval.documents"], f)
+            if not isinstance(gdocs, list):
+                raise _Bad(f, f"expected a list of documents, got {_describe(gdocs)}")
+            for i, d in enumerate(gdocs):
+                d = _json_text(d, f"{f}.{i}")
+                if not isinstance(d, dict):
+                    raise _Bad(f"{f}.{i}", f"expected a document object, got {_describe(d)}")
+                values, labels = _aliased(d, f"{f}.{i}")
+                chunks.append(_chunk(values, f"{f}.{i}", labels))
+        _unique_chunks(chunks, label("retrieval documents"))
+        if isinstance(a.get("gen_ai.data_source.id"), str):
+            versions["index"] = a["gen_ai.data_source.id"]
+        if isinstance(a.get("gen_ai.request.model"), str):
+            versions["embedding"] = a["gen_ai.request.model"]
+    elif role == "llm":
+        model = a.get("llm.model_name") or a.get("gen_ai.response.model")
+        model = model or a.get("gen_ai.request.model")
+        if isinstance(model, str) and model:
+            versions["model"] = model
+        prompt = a.get("llm.prompt_template.version")
+        if isinstance(prompt, str | int) and not isinstance(prompt, bool):
+            versions["prompt"] = str(prompt)
+        if "gen_ai.output.messages" in a:
+            msgs = _json_text(a["gen_ai.output.messages"], label("gen_ai.output.messages"))
+            output_text = output_text or _io_text(msgs, _A_KEYS, "assistant")
+    elif role == "embedding":
+        model = a.get("embedding.model_name") or a.get("gen_ai.request.model")
+        if isinstance(model, str) and model:
+            versions["embedding"] = model
+    elif role == "reranker" and isinstance(a.get("reranker.model_name"), str):
+        versions["reranker"] = a["reranker.model_name"]
+
+    return _Node(
+        line=sp.line,
+        where=sp.where,
+        parent=sp.parent,
+        start=sp.start,
+        role=role,
+        input_text=input_text,
+        output_text=output_text,
+        chunks=tuple(chunks),
+        versions=versions,
+        rag=_rag_attrs(a, label, vocab),
+    )
+
+
+def iter_otlp_jsonl(
+    fh: Iterable[str],
+    source: str,
+    skip_bad: bool = False,
+    *,
+    vocab: TraceVocabulary | None = None,
+    max_open_traces: int = 20_000,
+    accept_rootless: bool = False,
+) -> Iterator[TraceItem]:
+    """OTLP/JSON export lines (OpenInference or GenAI attributes); one Trace per trace id.
+
+    ``max_open_traces`` bounds memory: more traces waiting for their root raise InputError.
+    ``accept_rootless`` imports traces whose root span never arrived instead of refusing them.
+    """
+    voc = vocab or _DEFAULT_VOCAB
+    g = _Grouper(source, skip_bad, max_open_traces, accept_rootless)
+    for n, raw, text in _lines(fh):
+        ids: list[str] = []
+        try:
+            spans = _otlp_spans(_json_object(text), n, ids)
+        except _Bad as exc:
+            for tid in ids:  # traces with spans in a refused line would be incomplete
+                g.open.pop(tid, None)
+                g.poisoned.add(tid)
+            yield g.reject(n, raw, exc.text())
+            continue
+        roots: list[str] = []
+        dead_roots: list[str] = []
+        for sp in spans:
+            tid = sp.trace_id
+            if tid in g.poisoned:
+                if sp.parent is None:
+                    dead_roots.append(tid)
+                continue
+            try:
+                node = _otlp_node(sp, voc)
+            except _Bad as exc:
+                yield g.poison(tid, n, raw, exc)
+                if sp.parent is None:
+                    dead_roots.append(tid)
+                continue
+            rejected = g.add(tid, node, raw)
+            if rejected is not None:
+                yield rejected
+            elif sp.parent is None:
+                roots.append(tid)
+        # traces close after the whole line: its spans may come in any order
+        for tid in dict.fromkeys(roots):
+            item = g.close(tid, n)
+            if item is not None:
+                yield item
+        for tid in dead_roots:
+            g.bury(tid)
+    yield from g.finish()
