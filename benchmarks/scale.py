@@ -13,8 +13,8 @@
    router, one child process per page (so its memory is its own): first view (cold data
    caches, warm imports and engine) and a rerun, with the peak resident memory during the
    page and the Python heap peak (tracemalloc) of another cold open.
-3. Times the trace import (``review.traces.traces.import_file`` of a generated canonical JSONL file
-   of ``--import-traces`` traces, default 1,000,000 with 5 chunks each, into the large
+3. Times the trace import (``review.traces.importer.import_file`` of a generated canonical
+   JSONL file of ``--import-traces`` traces, default 1,000,000 with 5 chunks each, into the large
    database, and again to show the duplicate check, beside the plain sqlite3 floor of the
    same rows into an empty database in one transaction), the audit sampling
    (``count_population``, ``create_plan`` and ``draw_plan`` of 400 traces from all traces)
@@ -844,7 +844,7 @@ def child_import(url: str, n: int, workdir: str) -> dict[str, Any]:
     from benchmarks import synthetic
     from review.admin import users
     from review.core.taxonomy import load_taxonomy
-    from review.traces import traces
+    from review.traces import importer
 
     engine = make_engine(url)
     tax = load_taxonomy()
@@ -870,7 +870,7 @@ def child_import(url: str, n: int, workdir: str) -> dict[str, Any]:
     actor = users.to_actor(row)
     base = reset_peak()
     t0 = time.perf_counter()
-    report = traces.import_file(engine, actor, data, "canonical", tax=tax)
+    report = importer.import_file(engine, actor, data, "canonical", tax=tax)
     secs = time.perf_counter() - t0
     peak = peak_since_reset()
     out: dict[str, Any] = {
@@ -884,7 +884,7 @@ def child_import(url: str, n: int, workdir: str) -> dict[str, Any]:
     }
     # importing the same file again adds nothing (the duplicate check at this size)
     t0 = time.perf_counter()
-    again = traces.import_file(engine, actor, data, "canonical", tax=tax)
+    again = importer.import_file(engine, actor, data, "canonical", tax=tax)
     out["reimport_s"] = time.perf_counter() - t0
     out["reimport_added"] = again.added
     engine.dispose()

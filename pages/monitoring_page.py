@@ -16,7 +16,7 @@ import streamlit as st
 
 from pages import ui
 from review.core.errors import InputError, PolicyFileError
-from review.traces import monitoring, traces
+from review.traces import browse, monitoring
 from review.wording import wordingservice
 
 engine = ui.engine()
@@ -83,7 +83,7 @@ def alerts_table(result: monitoring.MonitorResult) -> None:
 
 
 st.title("Monitoring")
-if not traces.can_view(actor):
+if not browse.can_view(actor):
     st.info(
         "Monitoring of production traces is for reviewers, product owners, compliance and admins."
     )
@@ -94,11 +94,11 @@ except PolicyFileError as exc:
     st.error("The monitoring policy file is invalid, so no alerts can be computed.")
     st.code(str(exc), language=None)
     st.stop()
-if traces.total_traces(engine) == 0:
+if browse.total_traces(engine) == 0:
     st.info("No production traces yet: import them on the Traces page to see the weekly signals.")
     st.stop()
 
-stamp = traces.data_stamp(engine)
+stamp = browse.data_stamp(engine)
 url = str(engine.url)
 c0, c1, c2 = st.columns([1, 1, 2])
 weeks = int(c0.number_input("Weeks", min_value=2, max_value=104, value=12, step=1, key=f"{P}weeks"))

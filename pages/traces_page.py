@@ -18,7 +18,7 @@ from pages import ui
 from review.core import uploads
 from review.core.errors import InputError, PermissionDenied, PolicyFileError, StaleWriteError
 from review.core.identity import Permission
-from review.traces import traces
+from review.traces import browse, importer, retention
 from review.traces.formats import FORMATS
 from review.traces.model import FEEDBACK_VALUES
 
@@ -31,12 +31,12 @@ P = "traces_"  # session-state prefix
 
 @st.cache_data(ttl=300, show_spinner=False)
 def _facets(url: str, stamp: str) -> dict[str, list[str]]:
-    return traces.facet_values(engine)
+    return browse.facet_values(engine)
 
 
 @st.cache_data(ttl=300, show_spinner=False)
 def _version_keys(url: str, stamp: str) -> dict[str, list[str]]:
-    return traces.version_keys(engine)
+    return browse.version_keys(engine)
 
 
 def _yes(v: object) -> str:
@@ -49,7 +49,7 @@ def _frame(rows: list[tuple[str, object]]) -> pd.DataFrame:
 
 def show_trace(pk: int) -> None:
     try:
-        view = traces.get_trace(engine, actor, pk=pk)
+        view = browse.get_trace(engine, actor, pk=pk)
     except PermissionDenied as exc:
         st.error(ui.plain(exc))
         return
@@ -183,7 +183,7 @@ def show_trace(pk: int) -> None:
 
 
 def import_panel() -> None:
-    with st.expander("Import traces", expanded=traces.total_traces(engine) == 0):
+    with st.expander("Import traces", expanded=browse.total_traces(engine) == 0):
         st.caption(
             "Canonical JSONL, OpenTelemetry OTLP/JSON lines (OpenInference or GenAI attributes), "
             "Langfuse observation exports or a flat CSV. A file lands whole or nothing is "
@@ -221,7 +221,7 @@ def import_panel() -> None:
                     file_name="rejected-lines.jsonl",
                     mime="application/jsonl",
                 )
-        rows = traces.recent_imports(engine, limit=8)
+        rows = importer.recent_imports(engine, limit=8)
         if rows:
             st.caption("Recent imports")
             st.dataframe(
@@ -272,7 +272,7 @@ def run_import(up: Any, fmt: str, skip_bad: bool, redact: bool) -> None:
     with tempfile.TemporaryDirectory(prefix="wb-rejects-") as tmp:
         rejects = Path(tmp) / "rejects.jsonl" if skip_bad else None
         try:
-            report = traces.import_bytes(
+            report = importer.import_bytes(
                 engine,
                 actor,
                 data,
@@ -308,7 +308,7 @@ def retention_panel() -> None:
     if not actor.can(Permission.manage_users):
         return
     with st.expander("Retention"):
-        r = traces.get_retention(engine)
+        r = retention.get_retention(engine)
         # the version the form was opened at: a save after someone else's is refused
         opened = int(st.session_state.setdefault(f"{P}retention_version", r.version))
         if r.days is None:
@@ -322,14 +322,14 @@ def retention_panel() -> None:
             days = st.number_input(
                 "Keep traces for (days; 0 = no rule)",
                 min_value=0,
-                max_value=traces.MAX_RETENTION_DAYS,
+                max_value=retention.MAX_RETENTION_DAYS,
                 value=r.days or 0,
                 step=1,
             )
             save = st.form_submit_button("Save retention rule")
         if save:
             try:
-                traces.set_retention(engine, actor, int(days) or None, opened)
+                retention.set_retention(engine, actor, int(days) or None, opened)
             except (InputError, PermissionDenied, StaleWriteError) as exc:
                 st.error(ui.plain(exc))
                 st.session_state[f"{P}retention_version"] = r.version  # now showing theirs
@@ -345,7 +345,7 @@ def retention_panel() -> None:
             )
             if st.button("Purge now", disabled=not sure):
                 try:
-                    result = traces.apply_retention(engine, actor)
+                    result = retention.apply_retention(engine, actor)
                 except (InputError, PermissionDenied) as exc:
                     st.error(ui.plain(exc))
                 else:
@@ -357,7 +357,7 @@ def retention_panel() -> None:
 
 FILTER_PARAMS = (
     "from", "to", "decision", "reason", "negative", "feedback", "ungrounded", "empty",
-    "missing_reason", "caveat", "vkey", "vval", "q", *traces.COLUMN_FILTERS,
+    "missing_reason", "caveat", "vkey", "vval", "q", *browse.COLUMN_FILTERS,
 )  # fmt: skip
 
 
@@ -400,7 +400,7 @@ def _init_from_query() -> None:
     ):
         if q.get(flag) == "1":
             st.session_state[f"{P}{key}"] = True
-    for name in traces.COLUMN_FILTERS:
+    for name in browse.COLUMN_FILTERS:
         if q.get(name):
             st.session_state[f"{P}{name}"] = q[name]
     if q.get("vkey") and q.get("vval"):
@@ -426,8 +426,8 @@ def _select(label: str, key: str, values: list[str], col: Any) -> str | None:
     return value or None
 
 
-def filters() -> tuple[traces.TraceFilter, str]:
-    stamp = traces.data_stamp(engine)
+def filters() -> tuple[browse.TraceFilter, str]:
+    stamp = browse.data_stamp(engine)
     facets = _facets(str(engine.url), stamp)
     vkeys = _version_keys(str(engine.url), stamp)
     with st.container(border=True):
@@ -436,7 +436,7 @@ def filters() -> tuple[traces.TraceFilter, str]:
         date_from = c1.date_input("From", value=None, key=f"{P}from")
         date_to = c2.date_input("To (inclusive)", value=None, key=f"{P}to")
         sort = c3.selectbox(
-            "Sort", list(traces.SORTS), format_func=traces.SORTS.__getitem__, key=f"{P}sort"
+            "Sort", list(browse.SORTS), format_func=browse.SORTS.__getitem__, key=f"{P}sort"
         )
         c0, c1, c2, c3 = st.columns([2, 1, 1, 1])
         decisions = c0.multiselect(
@@ -484,7 +484,7 @@ def filters() -> tuple[traces.TraceFilter, str]:
             restricted_only = (
                 c4.checkbox("Restricted only", key=f"{P}restricted") if actor.clearance else False
             )
-    flt = traces.TraceFilter(
+    flt = browse.TraceFilter(
         date_from=date_from if isinstance(date_from, dt.date) else None,
         date_to=date_to if isinstance(date_to, dt.date) else None,
         decisions=tuple(decisions),
@@ -517,11 +517,11 @@ def trace_list() -> None:
     if flt.date_from and flt.date_to and flt.date_from > flt.date_to:
         st.error("The “From” date is after the “To” date.")
         return
-    total = traces.count_traces(engine, actor, flt)
+    total = browse.count_traces(engine, actor, flt)
     page = ui.paginate(total, "traces")
-    rows = traces.list_traces(engine, actor, flt, page=page, sort=sort)
+    rows = browse.list_traces(engine, actor, flt, page=page, sort=sort)
     if not rows:
-        if traces.total_traces(engine) == 0:
+        if browse.total_traces(engine) == 0:
             st.info("No production traces yet: import a file above.")
         else:
             st.info("No traces match these filters.")
@@ -559,7 +559,7 @@ def trace_list() -> None:
 
 
 st.title("Traces")
-if not traces.can_view(actor):
+if not browse.can_view(actor):
     st.info(
         "Production traces are shown to reviewers, product owners, compliance and admins. "
         "Ask an administrator for one of those roles if you need to see them."

@@ -45,7 +45,7 @@ from review.labels import labeling
 from review.monthly import reviews
 from review.policy import signoff
 from review.thresholds import thresholds
-from review.traces import traces
+from review.traces import importer, retention
 from review.traces.canonical import iter_canonical_jsonl
 from review.wording import wordingservice
 from review.wording.wording import wording_path
@@ -114,12 +114,12 @@ ALLOWED: dict[str, frozenset[Role]] = {
     "cases.splits.apply": CASE_EDITORS,
     "thresholds.thresholds.propose_rollback": POLICY,
     "thresholds.thresholds.propose_thresholds": POLICY,
-    "traces.traces.apply_retention": ADMINS,
-    "traces.traces.import_bytes": TRACE_IMPORTERS,
-    "traces.traces.import_file": TRACE_IMPORTERS,
-    "traces.traces.import_items": TRACE_IMPORTERS,
-    "traces.traces.purge_older_than": ADMINS,
-    "traces.traces.set_retention": ADMINS,
+    "traces.retention.apply_retention": ADMINS,
+    "traces.importer.import_bytes": TRACE_IMPORTERS,
+    "traces.importer.import_file": TRACE_IMPORTERS,
+    "traces.importer.import_items": TRACE_IMPORTERS,
+    "traces.retention.purge_older_than": ADMINS,
+    "traces.retention.set_retention": ADMINS,
     "admin.users.add_user": ADMINS,
     "admin.users.update_user": ADMINS,
     "wording.wordingservice.propose_edits": POLICY,
@@ -437,20 +437,22 @@ CALLS: dict[str, Callable[[Ctx, Actor], object]] = {
     "thresholds.thresholds.propose_thresholds": lambda c, a: thresholds.propose_thresholds(
         c.engine, a, "vector", 0.3, 0.5, "access test", tuned_on_split="validation"
     ),
-    "traces.traces.apply_retention": lambda c, a: traces.apply_retention(c.engine, a),
-    "traces.traces.import_bytes": lambda c, a: traces.import_bytes(
+    "traces.retention.apply_retention": lambda c, a: retention.apply_retention(c.engine, a),
+    "traces.importer.import_bytes": lambda c, a: importer.import_bytes(
         c.engine,
         a,
         "\n".join(json.dumps(traces_to_dict(t)) for t in _traces(c)).encode(),
         "access.jsonl",
     ),
-    "traces.traces.import_file": lambda c, a: traces.import_file(c.engine, a, SAMPLE_TRACES),
-    "traces.traces.import_items": lambda c, a: traces.import_items(
+    "traces.importer.import_file": lambda c, a: importer.import_file(c.engine, a, SAMPLE_TRACES),
+    "traces.importer.import_items": lambda c, a: importer.import_items(
         c.engine, a, _traces(c), source="access"
     ),
-    "traces.traces.purge_older_than": lambda c, a: traces.purge_older_than(c.engine, a, 36500),
-    "traces.traces.set_retention": lambda c, a: traces.set_retention(
-        c.engine, a, None, traces.get_retention(c.engine).version
+    "traces.retention.purge_older_than": lambda c, a: retention.purge_older_than(
+        c.engine, a, 36500
+    ),
+    "traces.retention.set_retention": lambda c, a: retention.set_retention(
+        c.engine, a, None, retention.get_retention(c.engine).version
     ),
     "admin.users.add_user": lambda c, a: users.add_user(
         c.engine, a, f"new{c.n()}@access.example", "New", ["annotator"]
@@ -630,9 +632,9 @@ def test_restricted_traces_are_audited_and_promoted_only_with_clearance(ctx: Ctx
 def test_unredacted_traces_are_imported_only_with_clearance(ctx: Ctx) -> None:
     c = ctx
     _denied_without_clearance(
-        c, lambda a: traces.import_items(c.engine, a, _traces(c), source="x", redact=False), RV
+        c, lambda a: importer.import_items(c.engine, a, _traces(c), source="x", redact=False), RV
     )
-    report = traces.import_items(c.engine, actor(RV), _traces(c), source="x", redact=False)
+    report = importer.import_items(c.engine, actor(RV), _traces(c), source="x", redact=False)
     assert report.added > 0
 
 

@@ -824,7 +824,7 @@ def test_rank_order_mixes_strata_in_the_queue(engine: Engine) -> None:
 def test_the_draw_skips_the_recount_only_while_no_trace_was_added_or_deleted(
     engine: Engine,
 ) -> None:
-    from review.traces import traces as trace_service
+    from review.traces import importer
     from tests.tracefixtures import make_trace
 
     two_strata(engine, 10, 20)
@@ -839,7 +839,7 @@ def test_the_draw_skips_the_recount_only_while_no_trace_was_added_or_deleted(
         s.execute(delete(Trace).where(Trace.id == s.scalar(select(func.max(Trace.id)))))
 
     run_write(engine, drop_newest)
-    trace_service.import_items(
+    importer.import_items(
         engine, SYSTEM, [make_trace("replacement", decision="clarify")], source="test"
     )
     check = audit_plans.check_population(engine, pid)

@@ -29,7 +29,7 @@ from review.core.identity import SYSTEM, Actor, Role
 from review.core.taxonomy import Taxonomy
 from review.corpus import corpus
 from review.corpus.docformat import parse_markdown
-from review.traces import traces
+from review.traces import browse, importer
 from review.traces.model import Chunk, Citation, Trace
 from storage.db import make_engine
 from tests.conftest import copy_db
@@ -141,11 +141,11 @@ def _insert(engine: Engine, tax: Taxonomy) -> tuple[int, int, int, int]:
         attributes={"language": "en", "customer_tier": f"tier {MD_IMG}"},
     )
     with pytest.raises(InputError, match="NUL character"):
-        traces.import_bytes(
+        importer.import_bytes(
             engine, SYSTEM, b'{"trace_id": "n", "time": "2020-01-01", "query": "a\\u0000"}', "n"
         )
-    traces.import_items(engine, SYSTEM, [trace], source=f"upload {MD_IMG}", redact=False)
-    found = traces.get_trace(engine, SYSTEM, trace_id=TRACE_ID)
+    importer.import_items(engine, SYSTEM, [trace], source=f"upload {MD_IMG}", redact=False)
+    found = browse.get_trace(engine, SYSTEM, trace_id=TRACE_ID)
     assert found is not None
 
     # an audit plan over that one day draws the hostile trace

@@ -35,7 +35,7 @@ from review.core.taxonomy import Taxonomy, load_taxonomy
 from review.corpus import corpus, docformat
 from review.evaluation import evalruns
 from review.policy import policy
-from review.traces import formats, monitoring, redaction, traces
+from review.traces import formats, importer, monitoring, redaction
 from review.wording import wording
 from storage.db import make_engine, migrate
 from tests.conftest import copy_db
@@ -398,7 +398,7 @@ def test_trace_upload_bytes_only_raise_input_errors(
     skip_bad = data.draw(st.booleans())
     with tempfile.TemporaryDirectory() as tmp:
         only_clear_errors(
-            lambda: traces.import_bytes(
+            lambda: importer.import_bytes(
                 trace_engine,
                 SYSTEM,
                 payload,

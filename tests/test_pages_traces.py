@@ -15,7 +15,7 @@ from streamlit.testing.v1 import AppTest
 from review.core.identity import SYSTEM
 from review.demo import tracedemo
 from review.demo.fixtures import EXTRA_DEMO_TRACES
-from review.traces import traces
+from review.traces import browse, retention
 from storage.db import make_engine
 from storage.models import Trace as TraceRow
 from storage.models import TraceChunk
@@ -88,7 +88,7 @@ def test_list_renders_with_demo_traces(
     hidden = (
         tracedemo.DEMO_TRACES
         + EXTRA_DEMO_TRACES
-        - traces.count_traces(trace_demo_engine, _paula(trace_demo_engine), traces.TraceFilter())
+        - browse.count_traces(trace_demo_engine, _paula(trace_demo_engine), browse.TraceFilter())
     )
     assert hidden > 0
     captions = " ".join(c.value for c in at.caption)
@@ -154,7 +154,7 @@ def test_upload_error_path_writes_nothing_and_names_the_line(
     assert any("Nothing was imported" in e.value for e in at.error)
     assert any("bad.jsonl: line 2: field top_score" in c.value for c in at.code)
     eng = make_engine(empty_url)
-    assert traces.total_traces(eng) == 0
+    assert browse.total_traces(eng) == 0
     # skipping bad lines imports the rest and offers the rejected lines
     at.file_uploader[0].set_value([("bad.jsonl", payload, "application/jsonl")])
     next(c for c in at.checkbox if c.label.startswith("Skip bad lines")).check()
@@ -163,7 +163,7 @@ def test_upload_error_path_writes_nothing_and_names_the_line(
     assert any("4 trace(s) added" in t and "1 rejected" in t for t in texts(at))
     assert any("line 2: field top_score" in c.value for c in at.code)
     assert at.get("download_button")
-    assert traces.total_traces(eng) == 4
+    assert browse.total_traces(eng) == 4
     eng.dispose()
 
 
@@ -177,7 +177,7 @@ def test_trace_view_respects_clearance(
     no_exception(at)
     assert any("restricted" in e.value for e in at.error)
     assert not at.dataframe
-    view = traces.get_trace(trace_demo_engine, SYSTEM, pk=pk)
+    view = browse.get_trace(trace_demo_engine, SYSTEM, pk=pk)
     assert view is not None
     assert view.query not in shown(at)
     at = page_app(trace_demo_url, monkeypatch, TRACES, CHEN, trace=str(pk)).run()
@@ -230,7 +230,7 @@ def test_hostile_trace_text_is_shown_as_text(
             )
         ],
     )
-    pk = traces.list_traces(eng, SYSTEM, traces.TraceFilter())[0].id
+    pk = browse.list_traces(eng, SYSTEM, browse.TraceFilter())[0].id
     eng.dispose()
     at = page_app(empty_url, monkeypatch, TRACES, "solo@example.org", trace=str(pk)).run()
     no_exception(at)
@@ -292,9 +292,9 @@ def test_retention_form_and_purge(
     button(at, "Save retention rule").click().run()
     no_exception(at)
     assert any("Retention rule saved" in s.value for s in at.success)
-    assert traces.get_retention(trace_demo_engine).days == 60
+    assert retention.get_retention(trace_demo_engine).days == 60
     # error path: someone else changes the rule while the form is open
-    traces.set_retention(trace_demo_engine, SYSTEM, 45, 1)
+    retention.set_retention(trace_demo_engine, SYSTEM, 45, 1)
     next(n for n in at.number_input if n.label.startswith("Keep traces for")).set_value(30)
     button(at, "Save retention rule").click().run()
     assert any("was changed by system" in e.value for e in at.error)
@@ -303,7 +303,7 @@ def test_retention_form_and_purge(
     button(at, "Purge now").click().run()
     no_exception(at)
     assert any("deleted with their chunks" in s.value for s in at.success)
-    assert traces.total_traces(trace_demo_engine) < tracedemo.DEMO_TRACES
+    assert browse.total_traces(trace_demo_engine) < tracedemo.DEMO_TRACES
     # reviewers do not get the retention form
     at = page_app(trace_demo_url, monkeypatch, TRACES, RAVI).run()
     assert not [b for b in at.button if b.label == "Purge now"]

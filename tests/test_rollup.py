@@ -13,7 +13,7 @@ from sqlalchemy import Engine, case, func, select
 
 from review.core.identity import SYSTEM
 from review.core.taxonomy import Taxonomy
-from review.traces import monitoring, rollup, traces
+from review.traces import browse, monitoring, retention, rollup
 from review.traces.model import NEGATIVE_FEEDBACK, Trace
 from storage.db import alembic_config, make_engine, read_session
 from storage.models import Trace as TraceRow
@@ -79,13 +79,13 @@ def reference_weekly(
     cols = [
         func.count(),
         n(TraceRow.decision.in_(no_answer)),
-        n(traces.caveat_condition()),
+        n(browse.caveat_condition()),
         n(TraceRow.decision == "clarify"),
         n(TraceRow.decision == "escalate"),
         n(TraceRow.hits_after_filter == 0),
         n(TraceRow.ungrounded.is_(True)),
         n(TraceRow.feedback.in_(sorted(NEGATIVE_FEEDBACK))),
-        n(traces.missing_reason_condition()),
+        n(browse.missing_reason_condition()),
     ]
     stmt = select(TraceRow.at, *cols).group_by(TraceRow.at)
     if dim is not None:
@@ -170,11 +170,11 @@ def test_purge_and_rebuild_keep_the_rollup_equal_to_the_traces(
     import_traces(any_engine, varied_traces(300, seed=3))
     assert rollup_rows(any_engine) == incremental
     now = dt.datetime.combine(START + dt.timedelta(days=21), dt.time(), tzinfo=UTC)
-    report = traces.purge_older_than(any_engine, SYSTEM, 0, now=now, batch=37)
+    report = retention.purge_older_than(any_engine, SYSTEM, 0, now=now, batch=37)
     assert report.deleted > 0
     after = rollup_rows(any_engine)
     assert (
-        rollup.stored_total(any_engine) == traces.total_traces(any_engine) == 300 - report.deleted
+        rollup.stored_total(any_engine) == browse.total_traces(any_engine) == 300 - report.deleted
     )
     assert all(day >= now.date() for (_, _, day, _) in after)
     assert all(v[0] > 0 for v in after.values())  # emptied rows are removed, not left at zero

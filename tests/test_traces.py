@@ -17,7 +17,7 @@ from sqlalchemy import Engine, func, select
 from review.core.errors import InputError, PermissionDenied, StaleWriteError
 from review.core.identity import SYSTEM, Actor
 from review.core.taxonomy import Taxonomy
-from review.traces import traces
+from review.traces import browse, importer, retention
 from review.traces.canonical import trace_to_dict
 from review.traces.formats import iter_traces
 from review.traces.model import Trace
@@ -120,7 +120,7 @@ def test_every_sample_format_imports_then_reimport_adds_nothing(
     with path.open(encoding="utf-8", newline="") as fh:
         expected = [i.trace for i in iter_traces(fh, name, fmt) if hasattr(i, "trace")]
     assert expected
-    first = traces.import_file(engine, SYSTEM, path, "auto", tax=tax)
+    first = importer.import_file(engine, SYSTEM, path, "auto", tax=tax)
     assert first.format == fmt
     assert (first.traces, first.added, first.skipped, first.rejected) == (
         len(expected),
@@ -130,10 +130,10 @@ def test_every_sample_format_imports_then_reimport_adds_nothing(
     )
     stored = chunk_counts(engine)
     assert stored == {t.trace_id: len(t.chunks) for t in expected}
-    again = traces.import_file(engine, SYSTEM, path, fmt, tax=tax)
+    again = importer.import_file(engine, SYSTEM, path, fmt, tax=tax)
     assert (again.added, again.skipped) == (0, len(expected))
     assert n_traces(engine) == len(expected)
-    rows = traces.recent_imports(engine)
+    rows = importer.recent_imports(engine)
     assert [r.status for r in rows] == ["done", "done"]
     assert (rows[0].added, rows[0].skipped, rows[1].added) == (0, len(expected), len(expected))
 
@@ -150,12 +150,12 @@ def test_otlp_spans_out_of_order_within_lines_import_the_same(
                 ss["spans"].reverse()
         shuffled.append(json.dumps(d))
     path = write_jsonl(tmp_path / "reversed.jsonl", shuffled)
-    report = traces.import_file(engine, SYSTEM, path, "otlp", tax=tax)
+    report = importer.import_file(engine, SYSTEM, path, "otlp", tax=tax)
     reference = make_engine(f"sqlite:///{tmp_path / 'ref.db'}")
     from storage.db import migrate
 
     migrate(reference)
-    ref = traces.import_file(reference, SYSTEM, SAMPLES / "otlp_openinference.jsonl", "otlp")
+    ref = importer.import_file(reference, SYSTEM, SAMPLES / "otlp_openinference.jsonl", "otlp")
     assert report.added == ref.added > 0
     assert chunk_counts(engine) == chunk_counts(reference)
     reference.dispose()
@@ -168,9 +168,9 @@ def test_duplicate_trace_ids_in_one_file_keep_the_first(engine: Engine, tmp_path
         make_trace("dup-1", query="second version"),
     ]
     path = write_jsonl(tmp_path / "dups.jsonl", canonical_lines(items))
-    report = traces.import_file(engine, SYSTEM, path, "canonical")
+    report = importer.import_file(engine, SYSTEM, path, "canonical")
     assert (report.traces, report.added, report.skipped) == (3, 2, 1)
-    view = traces.get_trace(engine, SYSTEM, trace_id="dup-1")
+    view = browse.get_trace(engine, SYSTEM, trace_id="dup-1")
     assert view is not None and view.query == "first version"
 
 
@@ -204,7 +204,7 @@ def test_a_bad_line_writes_nothing_and_names_line_and_field(
     lines = [*_good(2), bad, *_good(4)[3:]]
     path = write_jsonl(tmp_path / "bad.jsonl", lines)
     with pytest.raises(InputError, match=message.replace("(", r"\(")):
-        traces.import_file(engine, SYSTEM, path, "canonical")
+        importer.import_file(engine, SYSTEM, path, "canonical")
     assert n_traces(engine) == 0
     assert n_imports(engine) == 0
 
@@ -215,7 +215,7 @@ def test_truncated_last_line_is_reported(engine: Engine, tmp_path: Path) -> None
     path = tmp_path / "truncated.jsonl"
     path.write_text("\n".join(lines), encoding="utf-8")  # no final newline, as when cut off
     with pytest.raises(InputError, match="line 3: not valid JSON"):
-        traces.import_file(engine, SYSTEM, path, "canonical")
+        importer.import_file(engine, SYSTEM, path, "canonical")
     assert n_traces(engine) == 0
 
 
@@ -224,10 +224,10 @@ def test_non_utf8_bytes_are_a_line_error_or_a_rejected_line(engine: Engine, tmp_
     lines.insert(1, b'{"trace_id": "latin", "time": "2025-06-02T10:00:00Z", "query": "caf\xe9"}')
     path = write_jsonl(tmp_path / "latin1.jsonl", lines)
     with pytest.raises(InputError, match=r"line 2: not UTF-8 text \(byte 0xe9"):
-        traces.import_file(engine, SYSTEM, path, "canonical")
+        importer.import_file(engine, SYSTEM, path, "canonical")
     assert n_traces(engine) == 0
     rejects = tmp_path / "rejects.jsonl"
-    report = traces.import_file(
+    report = importer.import_file(
         engine, SYSTEM, path, "canonical", skip_bad=True, rejects_path=rejects
     )
     assert (report.added, report.rejected) == (2, 1)
@@ -244,8 +244,8 @@ def test_a_ten_megabyte_line_is_refused_by_field_and_the_rest_imports(
     )
     path = write_jsonl(tmp_path / "huge.jsonl", [_good(1)[0], huge, _good(2)[1]])
     with pytest.raises(InputError, match="line 2: field query: longer than 1,000,000 characters"):
-        traces.import_file(engine, SYSTEM, path, "canonical")
-    report = traces.import_file(engine, SYSTEM, path, "canonical", skip_bad=True)
+        importer.import_file(engine, SYSTEM, path, "canonical")
+    report = importer.import_file(engine, SYSTEM, path, "canonical", skip_bad=True)
     assert (report.added, report.rejected) == (2, 1)
     assert report.rejects_file == str(path) + ".rejects.jsonl"
     assert Path(report.rejects_file).exists()
@@ -257,7 +257,7 @@ def test_skip_bad_reports_counts_and_every_rejected_line(engine: Engine, tmp_pat
     lines[3] = "not json at all"
     path = write_jsonl(tmp_path / "mixed.jsonl", lines)
     rejects = tmp_path / "out" / "rejected.jsonl"
-    report = traces.import_file(
+    report = importer.import_file(
         engine, SYSTEM, path, "canonical", skip_bad=True, rejects_path=rejects
     )
     assert (report.traces, report.added, report.rejected) == (3, 3, 2)
@@ -265,18 +265,18 @@ def test_skip_bad_reports_counts_and_every_rejected_line(engine: Engine, tmp_pat
     assert "line 4: not valid JSON" in report.problems[1]
     rows = [json.loads(x) for x in rejects.read_text(encoding="utf-8").splitlines()]
     assert [(r["line"], r["raw"]) for r in rows] == [(2, lines[1]), (4, lines[3])]
-    last = traces.recent_imports(engine)[0]
+    last = importer.recent_imports(engine)[0]
     assert (last.added, last.rejected, last.status) == (3, 2, "done")
 
 
 def test_unknown_format_and_empty_file(engine: Engine, tmp_path: Path) -> None:
     path = write_jsonl(tmp_path / "a.jsonl", _good(1))
     with pytest.raises(InputError, match="unknown trace format 'xml'"):
-        traces.import_file(engine, SYSTEM, path, "xml")
+        importer.import_file(engine, SYSTEM, path, "xml")
     empty = tmp_path / "empty.jsonl"
     empty.write_text("\n\n", encoding="utf-8")
     with pytest.raises(InputError, match="the file is empty"):
-        traces.import_file(engine, SYSTEM, empty, "auto")
+        importer.import_file(engine, SYSTEM, empty, "auto")
 
 
 # ---------------------------------------------------------------------------------------
@@ -310,11 +310,11 @@ import os, sys
 sys.path.insert(0, {str(ROOT)!r})
 from pathlib import Path
 from review.core.identity import SYSTEM
-from review.traces import traces
+from review.traces import importer
 from storage.db import make_engine
 
 calls = 0
-real = traces._insert_chunks
+real = importer._insert_chunks
 
 def dying(session, rows):
     global calls
@@ -323,8 +323,8 @@ def dying(session, rows):
     if calls == 3:  # the third batch's traces and chunks are written, not committed
         os._exit(9)
 
-traces._insert_chunks = dying
-traces.import_file(make_engine({sqlite_url!r}), SYSTEM, Path({str(path)!r}), "canonical",
+importer._insert_chunks = dying
+importer.import_file(make_engine({sqlite_url!r}), SYSTEM, Path({str(path)!r}), "canonical",
                    batch_size=5)
 """
     done = subprocess.run(
@@ -334,8 +334,8 @@ traces.import_file(make_engine({sqlite_url!r}), SYSTEM, Path({str(path)!r}), "ca
     counts = chunk_counts(engine)
     assert len(counts) == 10  # two committed batches
     assert set(counts.values()) == {3}  # no half-written trace
-    assert traces.recent_imports(engine)[0].status == "running"
-    report = traces.import_file(engine, SYSTEM, path, "canonical", batch_size=5)
+    assert importer.recent_imports(engine)[0].status == "running"
+    report = importer.import_file(engine, SYSTEM, path, "canonical", batch_size=5)
     assert (report.added, report.skipped) == (20, 10)
     counts = chunk_counts(engine)
     assert len(counts) == 30 and set(counts.values()) == {3}
@@ -362,14 +362,14 @@ def test_redaction_on_import_with_counts_on_trace_and_import(engine: Engine) -> 
         "support_pin": 0,
     }
     assert "email" in report.summary() and "3 email" in report.summary()
-    view = traces.get_trace(engine, SYSTEM, trace_id="pii-1")
+    view = browse.get_trace(engine, SYSTEM, trace_id="pii-1")
     assert view is not None
     assert view.query == "I am [email], call [phone] about [billing account]."
     assert view.chunks[0].text == "Card [card] was charged."
     assert view.answer_text == "We will email [email]."
     assert view.citations[0].claim == "Reach [email]"
     assert view.redactions == {"email": 3, "phone": 1, "billing_account": 1, "card": 1}
-    row = traces.recent_imports(engine)[0]
+    row = importer.recent_imports(engine)[0]
     assert row.redactions["email"] == 3
 
 
@@ -386,7 +386,7 @@ def test_fast_redactor_matches_redact_trace_field_by_field() -> None:
         answer_text="nothing here",
         citations=(cited("BWA-00000001 is yours", "c"),),
     )
-    fast = traces._Redactor(policy)
+    fast = importer._Redactor(policy)
     assert fast.trace(t) == (
         redact_trace(t, policy)[0],
         {k: v for k, v in redact_trace(t, policy)[1].items() if v},
@@ -398,15 +398,15 @@ def test_import_without_redaction_needs_clearance(engine: Engine) -> None:
     with pytest.raises(PermissionDenied, match="clearance"):
         import_traces_as(engine, REVIEWER, [t], redact=False)
     import_traces_as(engine, CLEARED_REVIEWER, [t], redact=False)
-    view = traces.get_trace(engine, CLEARED_REVIEWER, trace_id="raw")
+    view = browse.get_trace(engine, CLEARED_REVIEWER, trace_id="raw")
     assert view is not None and view.query == "mail jana@northwind.example"
-    assert traces.recent_imports(engine)[0].redactions == {}
+    assert importer.recent_imports(engine)[0].redactions == {}
 
 
 def import_traces_as(
     engine: Engine, actor: Actor, items: list[Trace], **kw: Any
-) -> traces.ImportReport:
-    return traces.import_items(engine, actor, items, source="t", **kw)
+) -> importer.ImportReport:
+    return importer.import_items(engine, actor, items, source="t", **kw)
 
 
 def test_restricted_rule(engine: Engine) -> None:
@@ -445,11 +445,11 @@ def test_roles_for_import_and_browsing(engine: Engine) -> None:
         import_traces_as(engine, OWNER, [t])
     import_traces_as(engine, REVIEWER, [t])
     with pytest.raises(PermissionDenied, match="may not browse production traces"):
-        traces.count_traces(engine, ANNOTATOR, traces.TraceFilter())
+        browse.count_traces(engine, ANNOTATOR, browse.TraceFilter())
     with pytest.raises(PermissionDenied):
-        traces.get_trace(engine, ANNOTATOR, trace_id="a")
+        browse.get_trace(engine, ANNOTATOR, trace_id="a")
     for who in (REVIEWER, OWNER, make_actor("compliance"), ADMIN):
-        assert traces.count_traces(engine, who, traces.TraceFilter()) == 1
+        assert browse.count_traces(engine, who, browse.TraceFilter()) == 1
 
 
 def test_clearance_hides_restricted_traces_and_filtered_chunks(engine: Engine) -> None:
@@ -470,32 +470,32 @@ def test_clearance_hides_restricted_traces_and_filtered_chunks(engine: Engine) -
         make_trace("secret", attributes={"restricted": True}, query="restricted question"),
     ]
     import_traces(engine, items)
-    assert traces.count_traces(engine, REVIEWER, traces.TraceFilter()) == 1
-    assert [r.trace_id for r in traces.list_traces(engine, REVIEWER, traces.TraceFilter())] == [
+    assert browse.count_traces(engine, REVIEWER, browse.TraceFilter()) == 1
+    assert [r.trace_id for r in browse.list_traces(engine, REVIEWER, browse.TraceFilter())] == [
         "mixed"
     ]
-    assert traces.count_traces(engine, CLEARED_REVIEWER, traces.TraceFilter()) == 2
-    restricted_pk = traces.list_traces(
-        engine, CLEARED_REVIEWER, traces.TraceFilter(restricted_only=True)
+    assert browse.count_traces(engine, CLEARED_REVIEWER, browse.TraceFilter()) == 2
+    restricted_pk = browse.list_traces(
+        engine, CLEARED_REVIEWER, browse.TraceFilter(restricted_only=True)
     )[0].id
     with pytest.raises(PermissionDenied, match="restricted"):
-        traces.get_trace(engine, REVIEWER, pk=restricted_pk)
-    seen = traces.get_trace(engine, CLEARED_REVIEWER, pk=restricted_pk)
+        browse.get_trace(engine, REVIEWER, pk=restricted_pk)
+    seen = browse.get_trace(engine, CLEARED_REVIEWER, pk=restricted_pk)
     assert seen is not None and seen.query == "restricted question"
 
-    plain = traces.get_trace(engine, REVIEWER, trace_id="mixed")
+    plain = browse.get_trace(engine, REVIEWER, trace_id="mixed")
     assert plain is not None
     assert [c.chunk_id for c in plain.chunks] == ["POL@2#p1"] and plain.hidden_chunks == 1
     assert "secret" not in repr(plain) and "LEGAL-HOLD" not in repr(plain)
     assert [c.chunk_ids for c in plain.citations] == [
         ("POL@2#p1",),
-        (traces.HIDDEN_CHUNK,),
+        (browse.HIDDEN_CHUNK,),
         ("nowhere",),
     ]
     assert [c.valid for c in plain.citations] == [True, False, False]
     assert plain.citations[1].problems == ("(filtered chunk) was removed by authorization",)
     assert plain.citations[2].problems == ("nowhere was not retrieved",)
-    full = traces.get_trace(engine, CLEARED_REVIEWER, trace_id="mixed")
+    full = browse.get_trace(engine, CLEARED_REVIEWER, trace_id="mixed")
     assert full is not None and full.hidden_chunks == 0
     assert [(c.chunk_id, c.filtered, c.in_context, c.cited) for c in full.chunks] == [
         ("LEGAL-HOLD@1#p2", True, False, True),
@@ -537,72 +537,72 @@ def eight(engine: Engine) -> Engine:
 @pytest.mark.parametrize(
     ("flt", "expected"),
     [
-        (traces.TraceFilter(), {"t1", "t2", "t3", "t4", "t5", "t6", "t7", "t8"}),
-        (traces.TraceFilter(decisions=("answer",)), {"t1", "t2", "t8"}),
-        (traces.TraceFilter(decisions=("(none)",)), {"t7"}),
-        (traces.TraceFilter(decisions=("abstain", "(none)")), {"t3", "t6", "t7"}),
+        (browse.TraceFilter(), {"t1", "t2", "t3", "t4", "t5", "t6", "t7", "t8"}),
+        (browse.TraceFilter(decisions=("answer",)), {"t1", "t2", "t8"}),
+        (browse.TraceFilter(decisions=("(none)",)), {"t7"}),
+        (browse.TraceFilter(decisions=("abstain", "(none)")), {"t3", "t6", "t7"}),
         (
-            traces.TraceFilter(date_from=dt.date(2025, 6, 3), date_to=dt.date(2025, 6, 8)),
+            browse.TraceFilter(date_from=dt.date(2025, 6, 3), date_to=dt.date(2025, 6, 8)),
             {"t2", "t3", "t4", "t5", "t6"},
         ),
-        (traces.TraceFilter(date_to=dt.date(2025, 6, 7)), {"t1", "t2", "t3", "t4", "t5"}),
-        (traces.TraceFilter(reason_code="no_answer_bearing_evidence"), {"t3"}),
-        (traces.TraceFilter(negative_feedback=True), {"t3", "t6"}),
-        (traces.TraceFilter(feedback="positive"), {"t1"}),
-        (traces.TraceFilter(ranking_mode="semantic_reranker"), {"t3", "t4"}),
-        (traces.TraceFilter(version_key="index", version_value="kb-2"), {"t3"}),
-        (traces.TraceFilter(policy_version="p@1"), {"t1"}),
-        (traces.TraceFilter(language="de"), {"t4"}),
-        (traces.TraceFilter(customer_tier="team"), {"t1"}),
-        (traces.TraceFilter(score_min=0.7), {"t1", "t4"}),
-        (traces.TraceFilter(score_max=1.0), {"t1", "t2", "t6"}),
-        (traces.TraceFilter(text="100%"), {"t5"}),
-        (traces.TraceFilter(text="SURE_THING"), {"t5"}),
-        (traces.TraceFilter(text="t3"), {"t3"}),
-        (traces.TraceFilter(ungrounded=True), {"t6"}),
-        (traces.TraceFilter(empty_retrieval=True), {"t3"}),
-        (traces.TraceFilter(missing_reason=True), {"t5", "t7"}),
-        (traces.TraceFilter(caveat=True), {"t2"}),
-        (traces.TraceFilter(restricted_only=True), {"t8"}),
+        (browse.TraceFilter(date_to=dt.date(2025, 6, 7)), {"t1", "t2", "t3", "t4", "t5"}),
+        (browse.TraceFilter(reason_code="no_answer_bearing_evidence"), {"t3"}),
+        (browse.TraceFilter(negative_feedback=True), {"t3", "t6"}),
+        (browse.TraceFilter(feedback="positive"), {"t1"}),
+        (browse.TraceFilter(ranking_mode="semantic_reranker"), {"t3", "t4"}),
+        (browse.TraceFilter(version_key="index", version_value="kb-2"), {"t3"}),
+        (browse.TraceFilter(policy_version="p@1"), {"t1"}),
+        (browse.TraceFilter(language="de"), {"t4"}),
+        (browse.TraceFilter(customer_tier="team"), {"t1"}),
+        (browse.TraceFilter(score_min=0.7), {"t1", "t4"}),
+        (browse.TraceFilter(score_max=1.0), {"t1", "t2", "t6"}),
+        (browse.TraceFilter(text="100%"), {"t5"}),
+        (browse.TraceFilter(text="SURE_THING"), {"t5"}),
+        (browse.TraceFilter(text="t3"), {"t3"}),
+        (browse.TraceFilter(ungrounded=True), {"t6"}),
+        (browse.TraceFilter(empty_retrieval=True), {"t3"}),
+        (browse.TraceFilter(missing_reason=True), {"t5", "t7"}),
+        (browse.TraceFilter(caveat=True), {"t2"}),
+        (browse.TraceFilter(restricted_only=True), {"t8"}),
     ],
 )
-def test_filters_hand_counted(eight: Engine, flt: traces.TraceFilter, expected: set[str]) -> None:
-    rows = traces.list_traces(eight, CLEARED_REVIEWER, flt, page_size=50)
+def test_filters_hand_counted(eight: Engine, flt: browse.TraceFilter, expected: set[str]) -> None:
+    rows = browse.list_traces(eight, CLEARED_REVIEWER, flt, page_size=50)
     assert {r.trace_id for r in rows} == expected
-    assert traces.count_traces(eight, CLEARED_REVIEWER, flt) == len(expected)
+    assert browse.count_traces(eight, CLEARED_REVIEWER, flt) == len(expected)
     if not flt.restricted_only:  # without clearance the restricted t8 is left out
-        assert traces.count_traces(eight, REVIEWER, flt) == len(expected - {"t8"})
+        assert browse.count_traces(eight, REVIEWER, flt) == len(expected - {"t8"})
 
 
 def test_sorting_and_pagination(eight: Engine) -> None:
-    f = traces.TraceFilter()
+    f = browse.TraceFilter()
     ids = lambda rows: [r.trace_id for r in rows]  # noqa: E731
-    assert ids(traces.list_traces(eight, CLEARED_REVIEWER, f, page_size=3))[:2] == ["t8", "t7"]
-    assert ids(traces.list_traces(eight, CLEARED_REVIEWER, f, sort="oldest", page_size=2)) == [
+    assert ids(browse.list_traces(eight, CLEARED_REVIEWER, f, page_size=3))[:2] == ["t8", "t7"]
+    assert ids(browse.list_traces(eight, CLEARED_REVIEWER, f, sort="oldest", page_size=2)) == [
         "t1",
         "t2",
     ]
-    assert ids(traces.list_traces(eight, CLEARED_REVIEWER, f, sort="score_desc", page_size=2)) == [
+    assert ids(browse.list_traces(eight, CLEARED_REVIEWER, f, sort="score_desc", page_size=2)) == [
         "t4",
         "t1",
     ]
-    assert ids(traces.list_traces(eight, CLEARED_REVIEWER, f, sort="score_asc", page_size=1)) == [
+    assert ids(browse.list_traces(eight, CLEARED_REVIEWER, f, sort="score_asc", page_size=1)) == [
         "t6"
     ]
-    assert len(traces.list_traces(eight, CLEARED_REVIEWER, f, page=3, page_size=3)) == 2
-    assert traces.list_traces(eight, CLEARED_REVIEWER, f, page=4, page_size=3) == []
+    assert len(browse.list_traces(eight, CLEARED_REVIEWER, f, page=3, page_size=3)) == 2
+    assert browse.list_traces(eight, CLEARED_REVIEWER, f, page=4, page_size=3) == []
     with pytest.raises(InputError, match="unknown sort"):
-        traces.list_traces(eight, CLEARED_REVIEWER, f, sort="random")
+        browse.list_traces(eight, CLEARED_REVIEWER, f, sort="random")
 
 
 def test_facets_and_version_keys(eight: Engine) -> None:
-    facets = traces.facet_values(eight)
+    facets = browse.facet_values(eight)
     assert facets["ranking_mode"] == ["semantic_reranker", "vector"]
     assert facets["feedback"] == ["answer_wrong", "expected_answer", "positive"]
-    assert traces.version_keys(eight) == {"index": ["kb-1", "kb-2"], "policy": ["p@1"]}
-    stamp = traces.data_stamp(eight)
+    assert browse.version_keys(eight) == {"index": ["kb-1", "kb-2"], "policy": ["p@1"]}
+    stamp = browse.data_stamp(eight)
     import_traces(eight, [make_trace("t9")])
-    assert traces.data_stamp(eight) != stamp
+    assert browse.data_stamp(eight) != stamp
 
 
 # ---------------------------------------------------------------------------------------
@@ -610,16 +610,16 @@ def test_facets_and_version_keys(eight: Engine) -> None:
 
 
 def test_retention_setting_is_versioned_and_admin_only(engine: Engine) -> None:
-    assert traces.get_retention(engine) == traces.Retention(None, 0, None, None)
+    assert retention.get_retention(engine) == retention.Retention(None, 0, None, None)
     with pytest.raises(PermissionDenied):
-        traces.set_retention(engine, CLEARED_REVIEWER, 30, 0)
+        retention.set_retention(engine, CLEARED_REVIEWER, 30, 0)
     with pytest.raises(InputError, match="between 1 and"):
-        traces.set_retention(engine, ADMIN, 0, 0)
-    r = traces.set_retention(engine, ADMIN, 90, 0)
+        retention.set_retention(engine, ADMIN, 0, 0)
+    r = retention.set_retention(engine, ADMIN, 90, 0)
     assert (r.days, r.version) == (90, 1)
     with pytest.raises(StaleWriteError, match=r"changed by admin@test\.example"):
-        traces.set_retention(engine, ADMIN, 30, 0)
-    assert traces.set_retention(engine, ADMIN, None, 1).days is None
+        retention.set_retention(engine, ADMIN, 30, 0)
+    assert retention.set_retention(engine, ADMIN, None, 1).days is None
     with engine.connect() as c:
         audit = c.execute(
             select(AuditLog.before, AuditLog.after).where(AuditLog.entity_id == "retention")
@@ -634,7 +634,7 @@ def test_purge_deletes_old_traces_keeps_audited_ones_and_is_audited(engine: Engi
         for i in range(5)
     ] + [make_trace("recent", now - dt.timedelta(days=10), chunks=[chunk("c")])]
     import_traces(engine, items)
-    audited = traces.get_trace(engine, SYSTEM, trace_id="old-0")
+    audited = browse.get_trace(engine, SYSTEM, trace_id="old-0")
     assert audited is not None
 
     def plan(s: object) -> None:
@@ -650,9 +650,9 @@ def test_purge_deletes_old_traces_keeps_audited_ones_and_is_audited(engine: Engi
 
     run_write(engine, plan)
     with pytest.raises(PermissionDenied):
-        traces.purge_older_than(engine, CLEARED_REVIEWER, 30, now=now)
-    assert traces.apply_retention(engine, ADMIN, now=now) is None
-    report = traces.purge_older_than(engine, ADMIN, 30, now=now, batch=2)
+        retention.purge_older_than(engine, CLEARED_REVIEWER, 30, now=now)
+    assert retention.apply_retention(engine, ADMIN, now=now) is None
+    report = retention.purge_older_than(engine, ADMIN, 30, now=now, batch=2)
     assert (report.deleted, report.kept_in_audits) == (4, 1)
     assert "4 trace(s) from before 2025-06-01 12:00 UTC deleted" in report.summary()
     assert set(chunk_counts(engine)) == {"old-0", "recent"}
@@ -660,8 +660,8 @@ def test_purge_deletes_old_traces_keeps_audited_ones_and_is_audited(engine: Engi
         assert c.execute(select(func.count()).select_from(TraceChunk)).scalar_one() == 2
         after = c.execute(select(AuditLog.after).where(AuditLog.action == "purge")).scalar_one()
     assert after == {"deleted": 4, "kept_in_audits": 1}
-    traces.set_retention(engine, ADMIN, 5, 0)
-    again = traces.apply_retention(engine, ADMIN, now=now)
+    retention.set_retention(engine, ADMIN, 5, 0)
+    again = retention.apply_retention(engine, ADMIN, now=now)
     assert again is not None and (again.deleted, again.kept_in_audits) == (1, 1)
 
 
@@ -686,7 +686,7 @@ def test_demo_traces_go_through_the_import_and_are_deterministic(
     a = [trace_to_dict(t) for t in tracedemo.demo_traces(480, today=day)]
     b = [trace_to_dict(t) for t in tracedemo.demo_traces(480, today=day)]
     assert a == b
-    row = traces.recent_imports(engine)[0]
+    row = importer.recent_imports(engine)[0]
     assert row.actor == "demo-data" and row.added == tracedemo.DEMO_TRACES
     assert all(row.redactions[k] > 0 for k in ("email", "phone", "card", "billing_account"))
     with engine.connect() as c:
@@ -702,7 +702,7 @@ def test_demo_traces_go_through_the_import_and_are_deterministic(
     assert any("[email]" in q for q in queries) and any("[card]" in q for q in queries)
     assert 5 <= restricted <= 60 and filtered > 50
     assert modes == {"vector", "semantic_reranker"}
-    assert traces.count_traces(engine, ADMIN, traces.TraceFilter(missing_reason=True)) == 4
+    assert browse.count_traces(engine, ADMIN, browse.TraceFilter(missing_reason=True)) == 4
 
 
 def test_demo_refusals_include_wording_violations_the_lint_finds() -> None:
@@ -777,18 +777,18 @@ def test_import_and_browse_on_both_databases(any_engine: Engine) -> None:
     assert import_traces(any_engine, items, batch_size=3).added == 4
     assert import_traces(any_engine, items, batch_size=3).added == 0
     assert (
-        traces.count_traces(
-            any_engine, REVIEWER, traces.TraceFilter(version_key="index", version_value="kb-1")
+        browse.count_traces(
+            any_engine, REVIEWER, browse.TraceFilter(version_key="index", version_value="kb-1")
         )
         == 2
     )
-    assert traces.count_traces(any_engine, REVIEWER, traces.TraceFilter(text="REFUND")) == 4
+    assert browse.count_traces(any_engine, REVIEWER, browse.TraceFilter(text="REFUND")) == 4
     assert set(chunk_counts(any_engine).values()) == {2}
-    report = traces.purge_older_than(
+    report = retention.purge_older_than(
         any_engine, ADMIN, 1, now=dt.datetime(2025, 6, 4, 12, tzinfo=UTC)
     )
     assert report.deleted == 2
 
 
 def test_demo_database_fixture_has_traces(trace_demo_engine: Engine) -> None:  # noqa: F811
-    assert traces.count_traces(trace_demo_engine, ADMIN, traces.TraceFilter()) >= 2000
+    assert browse.count_traces(trace_demo_engine, ADMIN, browse.TraceFilter()) >= 2000

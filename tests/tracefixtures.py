@@ -18,7 +18,7 @@ from sqlalchemy import Engine
 from review.core.identity import SYSTEM
 from review.core.taxonomy import Taxonomy
 from review.demo import tracedemo
-from review.traces import traces
+from review.traces import importer
 from review.traces.canonical import trace_to_dict
 from review.traces.model import Chunk, Citation, Trace
 from storage.db import make_engine
@@ -74,8 +74,8 @@ def write_jsonl(path: Path, lines: Iterable[str | bytes]) -> Path:
     return path
 
 
-def import_traces(engine: Engine, items: list[Trace], **kw: Any) -> traces.ImportReport:
-    return traces.import_items(engine, SYSTEM, items, source="test", **kw)
+def import_traces(engine: Engine, items: list[Trace], **kw: Any) -> importer.ImportReport:
+    return importer.import_items(engine, SYSTEM, items, source="test", **kw)
 
 
 def cited(claim: str, *ids: str) -> Citation:

@@ -19,7 +19,7 @@ from sqlalchemy import Engine
 from review.core.errors import InputError, PermissionDenied, PolicyFileError
 from review.core.identity import SYSTEM, Actor
 from review.core.taxonomy import load_taxonomy
-from review.traces import traces
+from review.traces import importer, retention
 from review.traces.formats import FORMATS
 from storage.db import get_engine, migrate
 
@@ -94,7 +94,7 @@ class _Bar:
 @click.option(
     "--batch-size",
     type=click.IntRange(1, 10_000),
-    default=traces.BATCH_SIZE,
+    default=importer.BATCH_SIZE,
     show_default=True,
     help="Traces per transaction.",
 )
@@ -113,7 +113,7 @@ def import_traces_cmd(
     bar = _Bar()
 
     try:
-        report = traces.import_file(
+        report = importer.import_file(
             engine,
             _actor(),
             file,
@@ -141,7 +141,7 @@ def import_traces_cmd(
 @click.option(
     "--older-than",
     "days",
-    type=click.IntRange(0, traces.MAX_RETENTION_DAYS),
+    type=click.IntRange(0, retention.MAX_RETENTION_DAYS),
     default=None,
     help="Delete traces recorded more than DAYS days ago (default: the retention setting).",
 )
@@ -153,7 +153,7 @@ def purge_cmd(days: int | None) -> None:
     engine = _engine()
     try:
         if days is None:
-            setting = traces.get_retention(engine)
+            setting = retention.get_retention(engine)
             if setting.days is None:
                 raise InputError(
                     "no retention rule is set: give --older-than DAYS or set one on the Traces page"
@@ -167,7 +167,7 @@ def purge_cmd(days: int | None) -> None:
                 bar.update(n - last)
                 last = n
 
-            report = traces.purge_older_than(engine, _actor(), days, progress=tick)
+            report = retention.purge_older_than(engine, _actor(), days, progress=tick)
     except (InputError, PermissionDenied) as exc:
         _fail(exc)
         return

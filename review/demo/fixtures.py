@@ -26,7 +26,7 @@ from review.evaluation import evalruns, refpipeline
 from review.labels import labeling
 from review.policy import signoff
 from review.thresholds import thresholds
-from review.traces import traces
+from review.traces import importer
 from storage.db import read_session, run_write
 from storage.models import Case, Document, Label, User
 
@@ -402,5 +402,5 @@ def _demo_wording_traces(engine: Engine) -> int:
         )
         for tid, days, q, d, r, a in texts
     ]
-    report = traces.import_items(engine, DEMO_ACTOR, items, source="demo data")
+    report = importer.import_items(engine, DEMO_ACTOR, items, source="demo data")
     return int(report.added)

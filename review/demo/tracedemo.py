@@ -4,7 +4,7 @@ Demo traces
 -----------
 :func:`build_demo_traces` makes ``n`` (default :data:`DEMO_TRACES`) production requests of the
 Brightwave support assistant over the 12 complete weeks before the current one and imports them
-through :func:`review.traces.traces.import_items`, so the demo exercises the import path
+through :func:`review.traces.importer.import_items`, so the demo exercises the import path
 (redaction, the restricted rule, batches). Everything but the dates is fixed by the seed: the
 weekly mix of outcomes is exact (largest-remainder rounding), so the demo's weekly rates and
 alerts are the same on every build.
@@ -1006,7 +1006,7 @@ def demo_traces(
 
 def build_demo_traces(engine: Engine, tax: Taxonomy, n: int | None = None) -> int:
     """Import the demo traces through the import path; 0 when demo traces exist already."""
-    from review.traces import traces
+    from review.traces import importer
 
     with read_session(engine) as s:
         already = s.scalar(
@@ -1018,7 +1018,7 @@ def build_demo_traces(engine: Engine, tax: Taxonomy, n: int | None = None) -> in
         return 0
     size = n or DEMO_TRACES
     today = dt.datetime.now(dt.UTC).date()
-    report = traces.import_items(
+    report = importer.import_items(
         engine,
         DEMO_ACTOR,
         demo_traces(size, DEMO_SEED, today),

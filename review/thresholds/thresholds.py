@@ -462,11 +462,11 @@ def replay_traces(
     from sqlalchemy import select
 
     from review.policy.gate import decide_frame
-    from review.traces import traces as traces_service
+    from review.traces import browse
     from storage.db import plain_rows, read_session
     from storage.models import AuditItem, AuditVerdict, Trace
 
-    traces_service.require_view(actor)
+    browse.require_view(actor)
     modes = set(current.ranking_modes) & set(proposed.ranking_modes)
     with read_session(engine) as s:  # audited traces are few: their latest verdict each
         verdict_of = dict(

@@ -4,7 +4,7 @@ Signals (per week, Monday to Sunday UTC; every rate is a share of all traces of 
 
 * **no-answer rate**: decisions that do not answer (the taxonomy's ``answers: false``: abstain,
   clarify and escalate, i.e. refuse + follow-up + escalate);
-* **caveat rate**: answers with reason code ``support_below_threshold`` (see review.traces.traces);
+* **caveat rate**: answers with reason code ``support_below_threshold`` (see review.traces.browse);
 * **clarification** and **escalation** rates (decision clarify / escalate);
 * **empty-retrieval rate**: ``hits_after_filter`` is 0;
 * **ungrounded rate**: the groundedness check said ungrounded (whatever the decision);

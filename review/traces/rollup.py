@@ -43,7 +43,7 @@ __all__ = [
     "subtract_ids",
 ]
 
-#: The reason code of an answer given with a caveat (kept equal to review.traces.traces).
+#: The reason code of an answer given with a caveat (kept equal to review.traces.browse).
 CAVEAT_REASON: Final = "support_below_threshold"
 
 #: Segments: trace columns, or ``version.<name>`` for one entry of ``versions``.

@@ -1,7 +1,4 @@
-"""Production traces: import (idempotent, batched, redacted), browse safely, retention.
-
-Import
-------
+"""Importing production traces: idempotent, batched, redacted.
 :func:`import_file` (a path), :func:`import_bytes` (an upload) and :func:`import_items` (any
 iterable of parsed items or :class:`~review.traces.model.Trace` objects, used by the demo
 builder) share one code path. The source is read once, in two phases:
@@ -26,31 +23,7 @@ redaction totals; the import is written to the audit log.
 
 Redaction (``policies/redaction.yaml``) is applied to every trace before it is stored; the
 counts per detector are stored on the trace and summed on the import row. Importing without
-redaction needs clearance.
-
-A trace is stored as **restricted** (shown only to users with clearance) when its
-``attributes.restricted`` is true, when its identity scopes include ``restricted``, when a
-chunk that was *not* filtered by authorization comes from a document whose access scope in the
-corpus is ``restricted`` (its text then reached the context), or when the answer or the context
-names the title of a restricted document (a leak: the trace itself is now restricted content).
-
-Who may see traces
-------------------
-Browsing traces needs one of the roles reviewer, product_owner, compliance or admin
-(:data:`VIEW_ROLES`); annotators build cases and do not see production data. Restricted
-traces are left out of every list and count for users without clearance and refused when
-opened; chunks that authorization filtered out are hidden from them (only their number is
-shown) and citations of such chunks are masked. Importing needs ``Permission.import_traces``
-(reviewers, admins). Retention (the ``retention`` setting and purging) needs
-``Permission.manage_users`` (admins).
-
-Caveats and missing reasons
----------------------------
-A *caveat answer* is a trace with decision ``answer`` and reason code
-``support_below_threshold`` (the gate's caveat rule: evidence exists but its support is
-thin). A decision *without a logged reason* is a trace with no decision at all, or with any
-decision other than ``answer`` that carries no reason code.
-"""
+redaction needs clearance."""
 
 from __future__ import annotations
 
@@ -68,29 +41,21 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, BinaryIO
 
 from sqlalchemy import (
-    ColumnElement,
     Engine,
-    Select,
     Table,
-    and_,
-    delete,
-    exists,
-    func,
     insert,
-    or_,
     select,
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from review.core.errors import InputError, PermissionDenied, StaleWriteError
-from review.core.identity import Actor, Permission, Role, require
+from review.core.errors import InputError, PermissionDenied
+from review.core.identity import Actor, Permission, require
 from review.core.taxonomy import Taxonomy
 from review.traces import rollup
 from review.traces.formats import FORMATS, detect_format, iter_traces
 from review.traces.model import (
-    NEGATIVE_FEEDBACK,
     ParsedTrace,
     Rejected,
     Trace,
@@ -100,65 +65,36 @@ from review.traces.model import (
 from review.traces.redaction import RedactionPolicy, load_redaction_policy, redact
 from storage import changes
 from storage.db import read_session, run_write
-from storage.models import AuditItem, Document, Setting, TraceChunk, TraceImport, utcnow
 from storage.models import Trace as TraceRow
+from storage.models import TraceChunk, TraceImport, utcnow
 
 if TYPE_CHECKING:
     pass
+from review.traces.restricted import is_restricted, restricted_corpus
 
 __all__ = [
     "BATCH_SIZE",
-    "CAVEAT_REASON",
-    "COLUMN_FILTERS",
-    "HIDDEN_CHUNK",
-    "SORTS",
-    "VIEW_ROLES",
-    "ChunkView",
-    "CitationView",
     "ImportReport",
     "ImportRow",
-    "PurgeReport",
-    "RestrictedCorpus",
-    "Retention",
-    "TraceFilter",
-    "TraceListRow",
-    "TraceView",
-    "apply_retention",
-    "can_view",
-    "caveat_condition",
-    "count_traces",
-    "data_stamp",
-    "facet_values",
-    "get_retention",
-    "get_trace",
     "import_bytes",
     "import_file",
     "import_items",
-    "is_restricted",
-    "list_traces",
-    "missing_reason_condition",
-    "purge_older_than",
     "recent_imports",
-    "require_view",
-    "restricted_corpus",
-    "set_retention",
-    "total_traces",
-    "version_keys",
 ]
 
-BATCH_SIZE = 500
-MAX_LINE_BYTES = 64 * 2**20  # a longer line is refused without being held in memory
-MAX_PROBLEMS = 20  # rejected lines listed in the report (all are in the rejects file)
-CAVEAT_REASON = rollup.CAVEAT_REASON
-RETENTION_KEY = "retention"
-MAX_RETENTION_DAYS = 10 * 366
 
-VIEW_ROLES: frozenset[Role] = frozenset(
-    {Role.reviewer, Role.product_owner, Role.compliance, Role.admin}
-)
+BATCH_SIZE = 500
+
+
+MAX_LINE_BYTES = 64 * 2**20  # a longer line is refused without being held in memory
+
+
+MAX_PROBLEMS = 20  # rejected lines listed in the report (all are in the rejects file)
+
 
 #: (phase, done, total): phase "checking" (total unknown, None) then "writing" (total known).
 ProgressFn = Callable[[str, int, int | None], None]
+
 
 # Column widths of storage.models.Trace/TraceChunk that a parsed value must fit.
 _FITS: tuple[tuple[str, int], ...] = (
@@ -166,29 +102,13 @@ _FITS: tuple[tuple[str, int], ...] = (
     ("ranking_mode", 40),
     ("feedback", 60),
 )
+
+
 _ATTR_COLUMNS: tuple[tuple[str, int], ...] = (
     ("language", 20),
     ("customer_tier", 60),
     ("document_type", 60),
 )
-
-
-# ---------------------------------------------------------------------------------------
-# Access
-
-
-def can_view(actor: Actor) -> bool:
-    """Whether ``actor`` may browse production traces (see the module docs)."""
-    return bool(actor.roles & VIEW_ROLES)
-
-
-def require_view(actor: Actor) -> None:
-    if not can_view(actor):
-        holders = ", ".join(sorted(r.value for r in VIEW_ROLES))
-        raise PermissionDenied(
-            f"{actor.name} ({', '.join(sorted(actor.roles)) or 'no role'}) may not browse "
-            f"production traces; this needs one of the roles: {holders}."
-        )
 
 
 # ---------------------------------------------------------------------------------------
@@ -402,36 +322,6 @@ def _fit_problem(t: Trace) -> str | None:
     return None
 
 
-def _truthy(v: object) -> bool:
-    if isinstance(v, bool):
-        return v
-    if isinstance(v, str):
-        return v.strip().lower() in ("true", "yes", "1")
-    return isinstance(v, int) and v == 1
-
-
-@dataclass(frozen=True)
-class RestrictedCorpus:
-    """Restricted documents of the corpus: their ids and (lower-cased) titles."""
-
-    doc_ids: frozenset[str] = frozenset()
-    titles: tuple[str, ...] = ()
-
-
-def is_restricted(t: Trace, corpus: RestrictedCorpus) -> bool:
-    """The restricted rule of the module docs."""
-    if _truthy(t.attributes.get("restricted")):
-        return True
-    if "restricted" in t.identity_scopes:
-        return True
-    if any(not c.filtered and c.doc_id in corpus.doc_ids for c in t.chunks):
-        return True
-    if corpus.titles:
-        said = f"{t.answer_text}\n{t.context_sent}".lower()
-        return any(title in said for title in corpus.titles)
-    return False
-
-
 def _attr_text(t: Trace, name: str) -> str | None:
     v = t.attributes.get(name)
     return None if v is None else str(v)
@@ -516,6 +406,8 @@ _CHUNK_COLUMNS = (
     "filtered",
     "effective_date",
 )
+
+
 _SQLITE_CHUNK_INSERT = (
     f"INSERT INTO trace_chunks ({', '.join(_CHUNK_COLUMNS)}) "
     f"VALUES ({', '.join('?' * len(_CHUNK_COLUMNS))})"
@@ -547,16 +439,6 @@ def _insert_chunks(s: Session, rows: list[dict[str, Any]]) -> None:
         return
     table: Table = TraceChunk.__table__  # type: ignore[assignment]
     conn.execute(insert(table), rows)
-
-
-def restricted_corpus(engine: Engine) -> RestrictedCorpus:
-    """The restricted documents of the corpus (every version counts)."""
-    with read_session(engine) as s:
-        rows = s.execute(
-            select(Document.doc_key, Document.title).where(Document.access_scope == "restricted")
-        ).all()
-    titles = {r.title.strip().lower() for r in rows if len(r.title.strip()) >= 8}
-    return RestrictedCorpus(frozenset(r.doc_key for r in rows), tuple(sorted(titles)))
 
 
 def _unwrap(item: TraceItem | Trace, index: int) -> tuple[Trace, int] | Rejected:
@@ -880,611 +762,3 @@ def recent_imports(engine: Engine, limit: int = 10) -> list[ImportRow]:
             )
             for r in rows
         ]
-
-
-# ---------------------------------------------------------------------------------------
-# Browsing
-
-SORTS: dict[str, str] = {
-    "newest": "Newest first",
-    "oldest": "Oldest first",
-    "score_desc": "Top score, high to low",
-    "score_asc": "Top score, low to high",
-}
-
-#: Filterable columns (exact match) of the traces table.
-COLUMN_FILTERS = (
-    "ranking_mode",
-    "policy_version",
-    "model_version",
-    "language",
-    "customer_tier",
-    "document_type",
-    "user_role",
-)
-
-
-@dataclass(frozen=True)
-class TraceFilter:
-    """Filters of the traces list. ``date_to`` is inclusive; ``decisions`` empty = any;
-    ``version_key``/``version_value`` match one entry of ``versions`` (e.g. index)."""
-
-    date_from: dt.date | None = None
-    date_to: dt.date | None = None
-    decisions: tuple[str, ...] = ()
-    reason_code: str | None = None
-    feedback: str | None = None
-    negative_feedback: bool = False
-    ranking_mode: str | None = None
-    policy_version: str | None = None
-    model_version: str | None = None
-    language: str | None = None
-    customer_tier: str | None = None
-    document_type: str | None = None
-    user_role: str | None = None
-    version_key: str | None = None
-    version_value: str | None = None
-    score_min: float | None = None
-    score_max: float | None = None
-    text: str = ""
-    ungrounded: bool = False
-    empty_retrieval: bool = False
-    missing_reason: bool = False
-    caveat: bool = False
-    restricted_only: bool = False
-    import_id: int | None = None
-
-
-def _day_start(d: dt.date) -> dt.datetime:
-    return dt.datetime(d.year, d.month, d.day, tzinfo=dt.UTC)
-
-
-def missing_reason_condition() -> ColumnElement[bool]:
-    """No decision, or a decision other than answer without a reason code."""
-    return or_(
-        TraceRow.decision.is_(None),
-        and_(TraceRow.decision != "answer", TraceRow.reason_code.is_(None)),
-    )
-
-
-def caveat_condition() -> ColumnElement[bool]:
-    return and_(TraceRow.decision == "answer", TraceRow.reason_code == CAVEAT_REASON)
-
-
-def _like(text: str) -> str:
-    esc = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{esc}%"
-
-
-def _conditions(
-    actor: Actor, f: TraceFilter, *, for_listing: bool = False
-) -> list[ColumnElement[bool]]:
-    conds: list[ColumnElement[bool]] = []
-    if not actor.clearance:
-        if for_listing:
-            # Wrapped so that SQLite does not pick the restricted index and then sort every
-            # unrestricted trace: restricted traces are rare, so walking the time index
-            # and skipping them is the fast plan for "newest first, 25 per page".
-            conds.append(func.coalesce(TraceRow.restricted, False).is_(False))
-        else:  # a count: the restricted index covers it
-            conds.append(TraceRow.restricted.is_(False))
-    elif f.restricted_only:
-        conds.append(TraceRow.restricted.is_(True))
-    if f.date_from is not None:
-        conds.append(TraceRow.at >= _day_start(f.date_from))
-    if f.date_to is not None:
-        conds.append(TraceRow.at < _day_start(f.date_to + dt.timedelta(days=1)))
-    if f.decisions:
-        named = [d for d in f.decisions if d != "(none)"]
-        parts: list[ColumnElement[bool]] = []
-        if named:
-            parts.append(TraceRow.decision.in_(named))
-        if "(none)" in f.decisions:
-            parts.append(TraceRow.decision.is_(None))
-        conds.append(or_(*parts))
-    if f.reason_code:
-        conds.append(TraceRow.reason_code == f.reason_code)
-    if f.feedback:
-        conds.append(TraceRow.feedback == f.feedback)
-    if f.negative_feedback:
-        conds.append(TraceRow.feedback.in_(sorted(NEGATIVE_FEEDBACK)))
-    for name in COLUMN_FILTERS:
-        value = getattr(f, name)
-        if value:
-            conds.append(getattr(TraceRow, name) == value)
-    if f.version_key and f.version_value:
-        conds.append(TraceRow.versions[f.version_key].as_string() == f.version_value)
-    if f.score_min is not None:
-        conds.append(TraceRow.top_score >= f.score_min)
-    if f.score_max is not None:
-        conds.append(TraceRow.top_score <= f.score_max)
-    text = f.text.strip()
-    if text:
-        like = _like(text)
-        conds.append(
-            or_(
-                TraceRow.trace_id == text,
-                TraceRow.query.ilike(like, escape="\\"),
-                TraceRow.answer_text.ilike(like, escape="\\"),
-            )
-        )
-    if f.ungrounded:
-        conds.append(TraceRow.ungrounded.is_(True))
-    if f.empty_retrieval:
-        conds.append(TraceRow.hits_after_filter == 0)
-    if f.missing_reason:
-        conds.append(missing_reason_condition())
-    if f.caveat:
-        conds.append(caveat_condition())
-    if f.import_id is not None:
-        conds.append(TraceRow.import_id == f.import_id)
-    return conds
-
-
-@dataclass(frozen=True)
-class TraceListRow:
-    id: int
-    trace_id: str
-    at: dt.datetime
-    query: str
-    decision: str | None
-    reason_code: str | None
-    top_score: float | None
-    ranking_mode: str | None
-    hits_after_filter: int | None
-    feedback: str | None
-    policy_version: str | None
-    restricted: bool
-
-
-PREVIEW_CHARS = 200
-
-
-def count_traces(engine: Engine, actor: Actor, f: TraceFilter) -> int:
-    """How many traces match (restricted ones only count for users with clearance)."""
-    require_view(actor)
-    with read_session(engine) as s:
-        stmt = select(func.count()).select_from(TraceRow).where(*_conditions(actor, f))
-        return int(s.scalar(stmt) or 0)
-
-
-def total_traces(engine: Engine) -> int:
-    """All stored traces (a count, no text: for empty-state messages and the overview)."""
-    with read_session(engine) as s:
-        return int(s.scalar(select(func.count()).select_from(TraceRow)) or 0)
-
-
-def data_stamp(engine: Engine) -> str:
-    """Changes whenever traces are added or purged (cheap: index lookups); a cache key."""
-    with read_session(engine) as s:
-        lo, hi = s.execute(select(func.min(TraceRow.id), func.max(TraceRow.id))).one()
-        imports = s.scalar(select(func.max(TraceImport.id)))
-    return f"{lo}-{hi}-{imports}"
-
-
-def _order(sort: str) -> list[Any]:
-    if sort == "oldest":
-        return [TraceRow.at.asc(), TraceRow.id.asc()]
-    if sort == "score_desc":
-        return [TraceRow.top_score.desc().nulls_last(), TraceRow.id.desc()]
-    if sort == "score_asc":
-        return [TraceRow.top_score.asc().nulls_last(), TraceRow.id.asc()]
-    if sort != "newest":
-        raise InputError(f"unknown sort {sort!r} (one of {', '.join(SORTS)})")
-    return [TraceRow.at.desc(), TraceRow.id.desc()]
-
-
-def list_traces(
-    engine: Engine,
-    actor: Actor,
-    f: TraceFilter,
-    page: int = 1,
-    page_size: int = 25,
-    sort: str = "newest",
-) -> list[TraceListRow]:
-    """One page of matching traces (server-side: LIMIT/OFFSET on indexed columns)."""
-    require_view(actor)
-    page = max(1, page)
-    page_size = max(1, min(page_size, 500))
-    stmt: Select[Any] = (
-        select(
-            TraceRow.id,
-            TraceRow.trace_id,
-            TraceRow.at,
-            func.substr(TraceRow.query, 1, PREVIEW_CHARS),
-            TraceRow.decision,
-            TraceRow.reason_code,
-            TraceRow.top_score,
-            TraceRow.ranking_mode,
-            TraceRow.hits_after_filter,
-            TraceRow.feedback,
-            TraceRow.policy_version,
-            TraceRow.restricted,
-        )
-        .where(*_conditions(actor, f, for_listing=True))
-        .order_by(*_order(sort))
-        .limit(page_size)
-        .offset((page - 1) * page_size)
-    )
-    with read_session(engine) as s:
-        out: list[TraceListRow] = []
-        for r in s.execute(stmt):
-            out.append(
-                TraceListRow(
-                    r[0],
-                    r[1],
-                    _aware(r[2]),
-                    r[3] or "",
-                    r[4],
-                    r[5],
-                    r[6],
-                    r[7],
-                    r[8],
-                    r[9],
-                    r[10],
-                    bool(r[11]),
-                )
-            )
-        return out
-
-
-def _aware(v: dt.datetime) -> dt.datetime:
-    return v if v.tzinfo is not None else v.replace(tzinfo=dt.UTC)
-
-
-#: Filterable columns with an index of their own: their values are read from the whole table.
-_INDEXED_FACETS = ("policy_version", "feedback")
-
-
-def facet_values(engine: Engine, limit: int = 200, sample: int = 20_000) -> dict[str, list[str]]:
-    """Values offered in the filter pickers: every value of the indexed columns, and for the
-    others the values of the newest ``sample`` traces (a full scan per column would take
-    seconds at a million traces; an older value can still be reached by a link)."""
-    out: dict[str, list[str]] = {}
-    with read_session(engine) as s:
-        newest = (
-            select(*(getattr(TraceRow, n) for n in COLUMN_FILTERS))
-            .order_by(TraceRow.at.desc())
-            .limit(sample)
-            .subquery()
-        )
-        for name in (*COLUMN_FILTERS, "feedback"):
-            col = getattr(TraceRow, name) if name in _INDEXED_FACETS else newest.c[name]
-            stmt = select(col).where(col.is_not(None)).distinct().order_by(col).limit(limit)
-            out[name] = [str(v) for v in s.scalars(stmt)]
-    return out
-
-
-def version_keys(engine: Engine, sample: int = 1000) -> dict[str, list[str]]:
-    """Component names in ``versions`` and their values, from the newest ``sample`` traces."""
-    keys: dict[str, set[str]] = {}
-    with read_session(engine) as s:
-        for versions in s.scalars(
-            select(TraceRow.versions).order_by(TraceRow.at.desc()).limit(sample)
-        ):
-            for k, v in (versions or {}).items():
-                keys.setdefault(str(k), set()).add(str(v))
-    return {k: sorted(v) for k, v in sorted(keys.items())}
-
-
-@dataclass(frozen=True)
-class ChunkView:
-    chunk_id: str
-    doc_id: str | None
-    doc_version: int | None
-    rank: int | None
-    score: float | None
-    text: str
-    filtered: bool
-    effective_date: dt.date | None
-    in_context: bool | None  # None: the trace logged no context text
-    cited: bool
-
-
-@dataclass(frozen=True)
-class CitationView:
-    claim: str
-    chunk_ids: tuple[str, ...]  # hidden ones shown as "(filtered chunk)"
-    valid: bool  # every cited chunk was retrieved, not filtered, and (if known) in the context
-    problems: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class TraceView:
-    id: int
-    trace_id: str
-    at: dt.datetime
-    query: str
-    rewritten_query: str | None
-    user_role: str | None
-    identity_scopes: tuple[str, ...]
-    context_sent: str
-    ranking_mode: str | None
-    hits_after_filter: int | None
-    top_score: float | None
-    answerable: bool | None
-    ambiguous: bool | None
-    ungrounded: bool | None
-    decision: str | None
-    reason_code: str | None
-    answer_text: str
-    citations: tuple[CitationView, ...]
-    feedback: str | None
-    versions: dict[str, Any]
-    attributes: dict[str, Any]
-    restricted: bool
-    redactions: dict[str, Any]
-    chunks: tuple[ChunkView, ...]
-    hidden_chunks: int  # filtered chunks hidden from a viewer without clearance
-    import_source: str | None
-    imported_at: dt.datetime
-
-    @property
-    def caveat(self) -> bool:
-        return self.decision == "answer" and self.reason_code == CAVEAT_REASON
-
-    @property
-    def missing_reason(self) -> bool:
-        return self.decision is None or (self.decision != "answer" and not self.reason_code)
-
-
-HIDDEN_CHUNK = "(filtered chunk)"
-
-
-def get_trace(
-    engine: Engine, actor: Actor, pk: int | None = None, trace_id: str | None = None
-) -> TraceView | None:
-    """One trace with its chunks, as ``actor`` may see it (None when it does not exist).
-
-    A restricted trace raises PermissionDenied for a user without clearance; filtered chunks
-    are left out for such a user (``hidden_chunks`` counts them) and their ids masked in the
-    citations.
-    """
-    require_view(actor)
-    with read_session(engine) as s:
-        if pk is not None:
-            row = s.get(TraceRow, pk)
-        elif trace_id is not None:
-            row = s.scalar(select(TraceRow).where(TraceRow.trace_id == trace_id))
-        else:
-            raise InputError("give a trace number or a trace id")
-        if row is None:
-            return None
-        if row.restricted and not actor.clearance:
-            raise PermissionDenied(
-                f"Trace {row.id} is restricted: it is shown only to users with clearance."
-            )
-        chunk_rows = list(
-            s.scalars(
-                select(TraceChunk)
-                .where(TraceChunk.trace_pk == row.id)
-                .order_by(TraceChunk.rank.asc().nulls_last(), TraceChunk.id)
-            )
-        )
-        source = None
-        if row.import_id is not None:
-            source = s.scalar(select(TraceImport.source).where(TraceImport.id == row.import_id))
-    context = row.context_sent or ""
-    cited_ids = {cid for c in row.citations or [] for cid in c.get("chunk_ids", [])}
-    visible = [c for c in chunk_rows if actor.clearance or not c.filtered]
-    hidden_ids = {c.chunk_id for c in chunk_rows if c.filtered and not actor.clearance}
-    chunks = tuple(
-        ChunkView(
-            c.chunk_id,
-            c.doc_id,
-            c.doc_version,
-            c.rank,
-            c.score,
-            c.text,
-            c.filtered,
-            c.effective_date,
-            None if not context else (not c.filtered and c.chunk_id in context),
-            c.chunk_id in cited_ids,
-        )
-        for c in visible
-    )
-    by_id = {c.chunk_id: c for c in chunk_rows}
-    citations: list[CitationView] = []
-    for c in row.citations or []:
-        ids = [str(x) for x in c.get("chunk_ids", [])]
-        problems: list[str] = []
-        for cid in ids:
-            shown = HIDDEN_CHUNK if cid in hidden_ids else cid
-            ch = by_id.get(cid)
-            if ch is None:
-                problems.append(f"{shown} was not retrieved")
-            elif ch.filtered:
-                problems.append(f"{shown} was removed by authorization")
-            elif context and cid not in context:
-                problems.append(f"{shown} is not in the context sent")
-        if not ids:
-            problems.append("cites nothing")
-        citations.append(
-            CitationView(
-                str(c.get("claim", "")),
-                tuple(HIDDEN_CHUNK if cid in hidden_ids else cid for cid in ids),
-                not problems,
-                tuple(problems),
-            )
-        )
-    return TraceView(
-        id=row.id,
-        trace_id=row.trace_id,
-        at=_aware(row.at),
-        query=row.query,
-        rewritten_query=row.rewritten_query,
-        user_role=row.user_role,
-        identity_scopes=tuple(row.identity_scopes or ()),
-        context_sent=context,
-        ranking_mode=row.ranking_mode,
-        hits_after_filter=row.hits_after_filter,
-        top_score=row.top_score,
-        answerable=row.answerable,
-        ambiguous=row.ambiguous,
-        ungrounded=row.ungrounded,
-        decision=row.decision,
-        reason_code=row.reason_code,
-        answer_text=row.answer_text,
-        citations=tuple(citations),
-        feedback=row.feedback,
-        versions=dict(row.versions or {}),
-        attributes=dict(row.attributes or {}),
-        restricted=row.restricted,
-        redactions=dict(row.redactions or {}),
-        chunks=chunks,
-        hidden_chunks=len(chunk_rows) - len(visible),
-        import_source=source,
-        imported_at=_aware(row.imported_at),
-    )
-
-
-# ---------------------------------------------------------------------------------------
-# Retention
-
-
-@dataclass(frozen=True)
-class Retention:
-    days: int | None  # None: keep traces until someone purges them
-    version: int  # 0 when never set
-    updated_by: str | None
-    updated_at: dt.datetime | None
-
-
-def get_retention(engine: Engine) -> Retention:
-    with read_session(engine) as s:
-        row = s.get(Setting, RETENTION_KEY)
-        if row is None:
-            return Retention(None, 0, None, None)
-        days = (row.value or {}).get("days")
-        return Retention(
-            int(days) if isinstance(days, int) else None,
-            row.version,
-            row.updated_by,
-            row.updated_at,
-        )
-
-
-def set_retention(
-    engine: Engine, actor: Actor, days: int | None, expected_version: int
-) -> Retention:
-    """Set (or clear, with None) how many days traces are kept. Version-checked, audited."""
-    require(actor, Permission.manage_users)
-    if days is not None and not 1 <= days <= MAX_RETENTION_DAYS:
-        raise InputError(f"retention must be between 1 and {MAX_RETENTION_DAYS} days")
-
-    def work(s: Session) -> Retention:
-        row = s.get(Setting, RETENTION_KEY, with_for_update=True)
-        current = row.version if row else 0
-        if current != expected_version:
-            raise StaleWriteError(
-                f"the retention setting was changed by {row.updated_by if row else '?'} "
-                f"(now version {current}, you opened version {expected_version}); nothing was "
-                "saved: reload and try again"
-            )
-        before = dict(row.value) if row else None
-        value = {"days": days}
-        now = utcnow()
-        if row is None:
-            row = Setting(key=RETENTION_KEY, value=value, version=1, updated_by=actor.email)
-            row.updated_at = now
-            s.add(row)
-        else:
-            row.value = value
-            row.version += 1
-            row.updated_at = now
-            row.updated_by = actor.email
-        s.flush()
-        changes.record(s, actor.email, "update", "setting", RETENTION_KEY, before, value)
-        return Retention(days, row.version, actor.email, now)
-
-    return run_write(engine, work)
-
-
-@dataclass(frozen=True)
-class PurgeReport:
-    cutoff: dt.datetime
-    deleted: int
-    kept_in_audits: int
-
-    def summary(self) -> str:
-        kept = (
-            f"; {self.kept_in_audits} older trace(s) kept because they are in an audit sample"
-            if self.kept_in_audits
-            else ""
-        )
-        return (
-            f"{self.deleted} trace(s) from before {self.cutoff:%Y-%m-%d %H:%M} UTC deleted "
-            f"with their chunks{kept}."
-        )
-
-
-def purge_older_than(
-    engine: Engine,
-    actor: Actor,
-    days: int,
-    *,
-    now: dt.datetime | None = None,
-    batch: int = 2000,
-    progress: Callable[[int], None] | None = None,
-) -> PurgeReport:
-    """Delete traces (and their chunks) recorded more than ``days`` days ago, in batches.
-
-    Traces in an audit sample are kept (deleting them would delete the verdicts); the report
-    counts them. The purge is written to the audit log.
-    """
-    require(actor, Permission.manage_users)
-    if not 0 <= days <= MAX_RETENTION_DAYS:
-        raise InputError(f"days must be between 0 and {MAX_RETENTION_DAYS}")
-    cutoff = (now or utcnow()) - dt.timedelta(days=days)
-    in_audit = exists().where(AuditItem.trace_pk == TraceRow.id)
-    deleted = 0
-
-    def work(s: Session) -> int:
-        ids = list(
-            s.scalars(select(TraceRow.id).where(TraceRow.at < cutoff, ~in_audit).limit(batch))
-        )
-        if ids:
-            rollup.subtract_ids(s, ids)
-            s.execute(delete(TraceChunk).where(TraceChunk.trace_pk.in_(ids)))
-            s.execute(delete(TraceRow).where(TraceRow.id.in_(ids)))
-        return len(ids)
-
-    while True:
-        n = run_write(engine, work)
-        deleted += n
-        if progress is not None and n:
-            progress(deleted)
-        if n < batch:
-            break
-
-    def finish(s: Session) -> int:
-        kept = int(
-            s.scalar(
-                select(func.count()).select_from(TraceRow).where(TraceRow.at < cutoff, in_audit)
-            )
-            or 0
-        )
-        changes.record(
-            s,
-            actor.email,
-            "purge",
-            "traces",
-            f"before {cutoff.isoformat()}",
-            {"older_than_days": days, "cutoff": cutoff.isoformat()},
-            {"deleted": deleted, "kept_in_audits": kept},
-        )
-        return kept
-
-    kept = run_write(engine, finish)
-    return PurgeReport(cutoff, deleted, kept)
-
-
-def apply_retention(
-    engine: Engine, actor: Actor, *, now: dt.datetime | None = None
-) -> PurgeReport | None:
-    """Purge by the retention setting; None when no retention is set."""
-    require(actor, Permission.manage_users)
-    r = get_retention(engine)
-    if r.days is None:
-        return None
-    return purge_older_than(engine, actor, r.days, now=now)

@@ -1,0 +1,197 @@
+"""Retention of production traces: the retention setting and purging what is older, the
+rollup and audit items kept consistent in the same transaction."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from sqlalchemy import (
+    Engine,
+    delete,
+    exists,
+    func,
+    select,
+)
+from sqlalchemy.orm import Session
+
+from review.core.errors import InputError, StaleWriteError
+from review.core.identity import Actor, Permission, require
+from review.traces import rollup
+from storage import changes
+from storage.db import read_session, run_write
+from storage.models import AuditItem, Setting, TraceChunk, utcnow
+from storage.models import Trace as TraceRow
+
+if TYPE_CHECKING:
+    pass
+
+
+__all__ = [
+    "PurgeReport",
+    "Retention",
+    "apply_retention",
+    "get_retention",
+    "purge_older_than",
+    "set_retention",
+]
+
+
+RETENTION_KEY = "retention"
+
+
+MAX_RETENTION_DAYS = 10 * 366
+
+
+# ---------------------------------------------------------------------------------------
+# Retention
+
+
+@dataclass(frozen=True)
+class Retention:
+    days: int | None  # None: keep traces until someone purges them
+    version: int  # 0 when never set
+    updated_by: str | None
+    updated_at: dt.datetime | None
+
+
+def get_retention(engine: Engine) -> Retention:
+    with read_session(engine) as s:
+        row = s.get(Setting, RETENTION_KEY)
+        if row is None:
+            return Retention(None, 0, None, None)
+        days = (row.value or {}).get("days")
+        return Retention(
+            int(days) if isinstance(days, int) else None,
+            row.version,
+            row.updated_by,
+            row.updated_at,
+        )
+
+
+def set_retention(
+    engine: Engine, actor: Actor, days: int | None, expected_version: int
+) -> Retention:
+    """Set (or clear, with None) how many days traces are kept. Version-checked, audited."""
+    require(actor, Permission.manage_users)
+    if days is not None and not 1 <= days <= MAX_RETENTION_DAYS:
+        raise InputError(f"retention must be between 1 and {MAX_RETENTION_DAYS} days")
+
+    def work(s: Session) -> Retention:
+        row = s.get(Setting, RETENTION_KEY, with_for_update=True)
+        current = row.version if row else 0
+        if current != expected_version:
+            raise StaleWriteError(
+                f"the retention setting was changed by {row.updated_by if row else '?'} "
+                f"(now version {current}, you opened version {expected_version}); nothing was "
+                "saved: reload and try again"
+            )
+        before = dict(row.value) if row else None
+        value = {"days": days}
+        now = utcnow()
+        if row is None:
+            row = Setting(key=RETENTION_KEY, value=value, version=1, updated_by=actor.email)
+            row.updated_at = now
+            s.add(row)
+        else:
+            row.value = value
+            row.version += 1
+            row.updated_at = now
+            row.updated_by = actor.email
+        s.flush()
+        changes.record(s, actor.email, "update", "setting", RETENTION_KEY, before, value)
+        return Retention(days, row.version, actor.email, now)
+
+    return run_write(engine, work)
+
+
+@dataclass(frozen=True)
+class PurgeReport:
+    cutoff: dt.datetime
+    deleted: int
+    kept_in_audits: int
+
+    def summary(self) -> str:
+        kept = (
+            f"; {self.kept_in_audits} older trace(s) kept because they are in an audit sample"
+            if self.kept_in_audits
+            else ""
+        )
+        return (
+            f"{self.deleted} trace(s) from before {self.cutoff:%Y-%m-%d %H:%M} UTC deleted "
+            f"with their chunks{kept}."
+        )
+
+
+def purge_older_than(
+    engine: Engine,
+    actor: Actor,
+    days: int,
+    *,
+    now: dt.datetime | None = None,
+    batch: int = 2000,
+    progress: Callable[[int], None] | None = None,
+) -> PurgeReport:
+    """Delete traces (and their chunks) recorded more than ``days`` days ago, in batches.
+
+    Traces in an audit sample are kept (deleting them would delete the verdicts); the report
+    counts them. The purge is written to the audit log.
+    """
+    require(actor, Permission.manage_users)
+    if not 0 <= days <= MAX_RETENTION_DAYS:
+        raise InputError(f"days must be between 0 and {MAX_RETENTION_DAYS}")
+    cutoff = (now or utcnow()) - dt.timedelta(days=days)
+    in_audit = exists().where(AuditItem.trace_pk == TraceRow.id)
+    deleted = 0
+
+    def work(s: Session) -> int:
+        ids = list(
+            s.scalars(select(TraceRow.id).where(TraceRow.at < cutoff, ~in_audit).limit(batch))
+        )
+        if ids:
+            rollup.subtract_ids(s, ids)
+            s.execute(delete(TraceChunk).where(TraceChunk.trace_pk.in_(ids)))
+            s.execute(delete(TraceRow).where(TraceRow.id.in_(ids)))
+        return len(ids)
+
+    while True:
+        n = run_write(engine, work)
+        deleted += n
+        if progress is not None and n:
+            progress(deleted)
+        if n < batch:
+            break
+
+    def finish(s: Session) -> int:
+        kept = int(
+            s.scalar(
+                select(func.count()).select_from(TraceRow).where(TraceRow.at < cutoff, in_audit)
+            )
+            or 0
+        )
+        changes.record(
+            s,
+            actor.email,
+            "purge",
+            "traces",
+            f"before {cutoff.isoformat()}",
+            {"older_than_days": days, "cutoff": cutoff.isoformat()},
+            {"deleted": deleted, "kept_in_audits": kept},
+        )
+        return kept
+
+    kept = run_write(engine, finish)
+    return PurgeReport(cutoff, deleted, kept)
+
+
+def apply_retention(
+    engine: Engine, actor: Actor, *, now: dt.datetime | None = None
+) -> PurgeReport | None:
+    """Purge by the retention setting; None when no retention is set."""
+    require(actor, Permission.manage_users)
+    r = get_retention(engine)
+    if r.days is None:
+        return None
+    return purge_older_than(engine, actor, r.days, now=now)
