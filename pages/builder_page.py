@@ -15,7 +15,8 @@ import streamlit as st
 from pages import ui
 from review.builder import diffs, documents, replay, suggestions, variants
 from review.builder import family_view as builder_family_view
-from review.builder.edits import OPERATORS, ParamField, ParamValue, find_span, span_at
+from review.builder.edits import OPERATORS
+from review.builder.operator import ParamField, ParamValue, find_span, span_at
 from review.cases import cases
 from review.core.errors import InputError, PermissionDenied, StaleWriteError
 from review.core.identity import Permission

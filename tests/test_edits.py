@@ -10,30 +10,24 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from review.builder.edits import (
+from review.builder.edits import OPERATORS, EditRecord, edit_document, replay, replay_result
+from review.builder.operator import EditResult, Params, Span, find_span, span_at
+from review.builder.operators_text import (
     INSTRUCTION_EXAMPLES,
+    DropExceptionParams,
+    InsertInstructionParams,
+    RelocateAnswerParams,
+    RemoveAnswerParams,
+)
+from review.builder.operators_values import (
     JURISDICTIONS,
-    OPERATORS,
     TIERS,
     UNIT_FAMILIES,
     ChangeNumberParams,
     ChangeUnitParams,
-    DropExceptionParams,
-    EditRecord,
-    EditResult,
-    InsertInstructionParams,
     MoveJurisdictionParams,
-    Params,
-    RelocateAnswerParams,
-    RemoveAnswerParams,
     ReplaceTierParams,
-    Span,
     SwapYearParams,
-    edit_document,
-    find_span,
-    replay,
-    replay_result,
-    span_at,
 )
 from review.core.errors import InputError
 from review.core.taxonomy import Taxonomy, load_taxonomy

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from review.builder.edits import Span, SwapYearParams, find_span, replay
+from review.builder.edits import replay
 from review.builder.families import (
     Check,
     Variant,
@@ -21,6 +21,8 @@ from review.builder.families import (
     family_checks,
     present_variant,
 )
+from review.builder.operator import Span, find_span
+from review.builder.operators_values import SwapYearParams
 from review.cases.cases import validate_case
 from review.core.errors import InputError
 from review.core.taxonomy import Taxonomy, load_taxonomy

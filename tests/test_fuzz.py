@@ -28,6 +28,7 @@ from sqlalchemy import Engine
 
 from review.audits import claims, plans
 from review.builder import edits
+from review.builder import operator as builder_operator
 from review.cases import cases
 from review.core.errors import InputError, PolicyFileError
 from review.core.identity import SYSTEM
@@ -757,7 +758,9 @@ def test_edit_operators_only_raise_input_errors(operator: str, data: st.DataObje
     )
 
     def go() -> None:
-        span = edits.span_at(body, start, end, "position" if start == end else "selection")
+        span = builder_operator.span_at(
+            body, start, end, "position" if start == end else "selection"
+        )
         edits.edit_document(body, operator, span, params, doc_id="POL-REFUND", version=2)
 
     only_clear_errors(go)

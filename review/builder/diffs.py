@@ -9,14 +9,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from review.builder.edits import (
-    OPERATORS,
-    EditRecord,
-    EditResult,
-    Suggestion,
-    edit_document,
-    span_at,
-)
+from review.builder.edits import OPERATORS, EditRecord, edit_document
+from review.builder.operator import EditResult, Suggestion, span_at
 from review.core.errors import InputError
 
 __all__ = [

@@ -13,11 +13,8 @@ from sqlalchemy import Engine, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from review.builder.edits import (
-    EditRecord,
-    edit_document,
-    span_at,
-)
+from review.builder.edits import EditRecord, edit_document
+from review.builder.operator import span_at
 from review.core.errors import InputError, PermissionDenied
 from review.core.identity import Actor, Permission, require
 from review.core.taxonomy import Taxonomy

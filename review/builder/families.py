@@ -26,15 +26,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from review.builder.edits import (
-    OPERATORS,
-    EditRecord,
-    Params,
-    ParamValue,
-    Span,
-    edit_document,
-    find_span,
-)
+from review.builder.edits import OPERATORS, EditRecord, edit_document
+from review.builder.operator import Params, ParamValue, Span, find_span
 from review.core.errors import InputError
 
 __all__ = [

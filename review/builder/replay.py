@@ -7,10 +7,7 @@ from dataclasses import dataclass
 from sqlalchemy import Engine
 
 from review.builder.documents import _get_doc, _parse_ref, _ref_of
-from review.builder.edits import (
-    EditRecord,
-    replay_result,
-)
+from review.builder.edits import EditRecord, replay_result
 from review.core.errors import InputError
 from storage.db import read_session
 from storage.models import (

@@ -23,11 +23,6 @@ from review.builder.documents import (
     _ref_of,
     _write_new_ids,
 )
-from review.builder.edits import (
-    ParamValue,
-    Span,
-    span_at,
-)
 from review.builder.families import (
     Variant,
     derive_conflicted,
@@ -36,6 +31,7 @@ from review.builder.families import (
     derive_partial,
     derive_removed,
 )
+from review.builder.operator import ParamValue, Span, span_at
 from review.cases import cases as case_service
 from review.cases.cases import validate_case
 from review.core.errors import InputError, PermissionDenied
