@@ -17,7 +17,7 @@ from review.audits import estimates, export, items, population, promote, queue, 
 from review.audits import plans as audit_plans
 from review.core.errors import InputError, PermissionDenied, StaleWriteError
 from review.core.identity import Permission
-from review.wording import wordingservice
+from review.wording import production
 
 engine = ui.engine()
 actor = ui.actor()
@@ -603,7 +603,7 @@ with tab_queue:
                     st.rerun()
             else:
                 show_item(view)
-                wording = wordingservice.trace_findings(engine, actor, view.trace_pk)
+                wording = production.trace_findings(engine, actor, view.trace_pk)
                 if wording.findings:
                     with st.container(border=True):
                         st.markdown("**Refusal wording check** (the wording in force)")

@@ -3,7 +3,7 @@
 The signals are read from the daily rollup (review.traces.monitoring, review.traces.rollup); alert
 thresholds come from policies/monitoring.yaml. Each alert links to the traces behind it on
 the Traces page. Refusals that break a wording rule come from the production wording check
-(review.wording.wordingservice) once it has run.
+(review.wording.production) once it has run.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import streamlit as st
 from pages import ui
 from review.core.errors import InputError, PolicyFileError
 from review.traces import browse, monitoring
-from review.wording import wordingservice
+from review.wording import production
 
 engine = ui.engine()
 actor = ui.actor()
@@ -189,10 +189,10 @@ st.dataframe(
 )
 
 st.subheader("Refusal wording in production")
-violations = wordingservice.weekly_violations(engine, actor, result.start, result.end)
+violations = production.weekly_violations(engine, actor, result.start, result.end)
 if violations is None:
     st.info(
-        f"The production wording check has {wordingservice.unchecked_count(engine):,} refusal "
+        f"The production wording check has {production.unchecked_count(engine):,} refusal "
         "text(s) to look at. Run it on the Wording page (Production check); the weekly count "
         "of refusals that break a wording rule then shows here."
     )
@@ -205,7 +205,7 @@ else:
     )
     long = violations.melt(
         id_vars=["week"],
-        value_vars=list(wordingservice.RULE_BITS),
+        value_vars=list(production.RULE_BITS),
         var_name="rule",
         value_name="traces",
     )

@@ -16,7 +16,7 @@ from review.core.errors import InputError, PermissionDenied, StaleWriteError
 from review.core.identity import Role
 from review.evaluation import evalruns
 from review.monthly import reviews
-from review.wording import wordingservice
+from review.wording import versions
 
 engine = ui.engine()
 actor = ui.actor()
@@ -217,7 +217,7 @@ with tab_validate:
             run = next(r for r in runs if r.name == run_name)
             base = next((r.id for r in runs if r.name == calibration), None)
             keys = [k for k in re.split(r"[\s,;]+", chosen) if k]
-            wif = wordingservice.in_force(engine)
+            wif = versions.in_force(engine)
             templates = [m.text for k, m in wif.wording.messages.items() if k != "C1"]
             try:
                 result = reviews.run_validation(

@@ -10,7 +10,8 @@ from pages import ui
 from review.core.errors import InputError, PermissionDenied, PolicyFileError, StaleWriteError
 from review.core.identity import Permission, Role
 from review.policy import signoff
-from review.wording import wordingservice as wsvc
+from review.wording import compare, drafts, production, signing, versions
+from review.wording import terms as wording_terms
 from review.wording.wording import (
     EXAMPLE_VALUES,
     MESSAGE_KEY_RE,
@@ -35,12 +36,12 @@ ASK_BEFORE = 20_000  # unchecked refusal texts above which the production check 
 
 st.title("Wording")
 try:
-    current = wsvc.in_force(engine)
+    current = versions.in_force(engine)
 except (PolicyFileError, InputError) as exc:
     st.error("The refusal wording in force cannot be read.")
     st.code(str(exc), language=None)
     st.stop()
-terms = wsvc.corpus_terms(engine)
+terms = wording_terms.corpus_terms(engine)
 if current.version is None:
     st.warning(
         "No refusal wording has been signed in this workbench yet: the shipped file "
@@ -80,9 +81,9 @@ def show_findings(text: str, findings: list[Finding], what: str) -> None:
         st.success(f"Lint: no findings in the {what}.")
         return
     st.warning(f"Lint: {len(findings)} finding(s) in the {what}.")
-    st.code(wsvc.caret_lines(text, findings, width=CARET_WIDTH), language=None)
+    st.code(wording_terms.caret_lines(text, findings, width=CARET_WIDTH), language=None)
     st.dataframe(
-        wsvc.findings_frame(text, findings),
+        wording_terms.findings_frame(text, findings),
         hide_index=True,
         width="stretch",
         height=ui.table_height(len(findings)),
@@ -203,24 +204,24 @@ def edit_tab() -> None:
         st.caption("No edits yet: change a message above. Edits are kept while you switch keys.")
         return
     edits = {
-        k: wsvc.MessageDraft(v["text"], v["description"] if v["description"].strip() else None)
+        k: drafts.MessageDraft(v["text"], v["description"] if v["description"].strip() else None)
         for k, v in draft.items()
     }
     try:
-        draft_text = wsvc.draft_yaml(current.text, edits, source="your draft")
+        draft_text = drafts.draft_yaml(current.text, edits, source="your draft")
     except (InputError, PolicyFileError) as exc:
         st.error("The draft is not valid yet:")
         st.code(str(exc), language=None)
         draft_text = None
     if draft_text is not None:
         new = parse_wording(draft_text)
-        changes = [c for c in wsvc.compare(current.wording, new) if c.status != "unchanged"]
-        lint_counts = wsvc.lint_wording(new, terms)
-        frame = wsvc.compare_frame(changes)
+        changes = [c for c in compare.compare(current.wording, new) if c.status != "unchanged"]
+        lint_counts = wording_terms.lint_wording(new, terms)
+        frame = compare.compare_frame(changes)
         frame["lint findings"] = [len(lint_counts.get(c.key, [])) for c in changes]
         st.dataframe(frame, hide_index=True, width="stretch")
         parent = current.wording if current.version is not None else None
-        st.caption(wsvc.compliance_reason(parent, new))
+        st.caption(versions.compliance_reason(parent, new))
         total = sum(len(v) for v in lint_counts.values())
         if total:
             st.warning(
@@ -244,7 +245,7 @@ def edit_tab() -> None:
         go = st.form_submit_button("Submit for approval", type="primary", key="wd_submit")
     if go:
         try:
-            vid = wsvc.propose_edits(
+            vid = signing.propose_edits(
                 engine, actor, edits, rationale, based_on=st.session_state.get(BASE)
             )
         except (InputError, PermissionDenied, PolicyFileError, StaleWriteError) as exc:
@@ -264,12 +265,12 @@ with tab_edit:
 
 # ---------------------------------------------------------------------------------------
 def sign_tab() -> None:
-    pend = wsvc.pending(engine)
+    pend = versions.pending(engine)
     if not pend:
         st.info("No wording change is waiting for sign-off.")
         return
     for v in pend:
-        r = wsvc.review_version(engine, v.id, terms, reveal_restricted=actor.clearance)
+        r = signing.review_version(engine, v.id, terms, reveal_restricted=actor.clearance)
         with st.container(border=True):
             st.subheader(f"Version {v.number}")
             st.caption(f"Proposed by {v.author} on {v.created_at:%Y-%m-%d %H:%M} UTC")
@@ -311,11 +312,13 @@ def sign_tab() -> None:
                     if fs:
                         st.caption(f"{key}")
                         st.code(
-                            wsvc.caret_lines(r.wording.messages[key].text, fs, width=CARET_WIDTH),
+                            wording_terms.caret_lines(
+                                r.wording.messages[key].text, fs, width=CARET_WIDTH
+                            ),
                             language=None,
                         )
                         st.dataframe(
-                            wsvc.findings_frame(r.wording.messages[key].text, fs),
+                            wording_terms.findings_frame(r.wording.messages[key].text, fs),
                             hide_index=True,
                             width="stretch",
                         )
@@ -342,7 +345,7 @@ def sign_tab() -> None:
                     reject = c2.form_submit_button("Reject", key=f"wd_reject_{v.id}")
                 if approve or reject:
                     try:
-                        wsvc.sign_wording(
+                        signing.sign_wording(
                             engine,
                             actor,
                             v.id,
@@ -379,7 +382,7 @@ def version_label(vid: int | None, views: dict[int, signoff.VersionView]) -> str
 
 
 def compare_tab() -> None:
-    allv = wsvc.versions(engine)
+    allv = versions.versions(engine)
     views = {v.id: v for v in allv}
     options: list[int | None] = [None, *[v.id for v in reversed(allv)]]
     in_force_at = options.index(current.version_id)
@@ -399,22 +402,22 @@ def compare_tab() -> None:
         format_func=lambda x: version_label(x, views),
     )
     try:
-        old, old_text = wsvc.wording_of(engine, a)
-        new, new_text = wsvc.wording_of(engine, b)
+        old, old_text = versions.wording_of(engine, a)
+        new, new_text = versions.wording_of(engine, b)
     except (InputError, PolicyFileError) as exc:
         st.error(ui.plain(exc))
         return
-    changes = wsvc.compare(old, new)
+    changes = compare.compare(old, new)
     changed = [c for c in changes if c.status != "unchanged"]
-    if not changed and not wsvc.setting_changes(old, new):
+    if not changed and not compare.setting_changes(old, new):
         st.info("The two wordings say the same thing.")
-    st.dataframe(wsvc.compare_frame(changes), hide_index=True, width="stretch")
+    st.dataframe(compare.compare_frame(changes), hide_index=True, width="stretch")
     if changed:
         st.caption(DIFF_LEGEND)
     for c in changed:
         st.caption(f"{c.key} · {c.status}" + (f" ({', '.join(c.fields)})" if c.fields else ""))
         st.code(c.diff or "(empty)", language=None, wrap_lines=True)
-    settings = wsvc.setting_changes(old, new, reveal_restricted=actor.clearance)
+    settings = compare.setting_changes(old, new, reveal_restricted=actor.clearance)
     if settings:
         st.dataframe(
             pd.DataFrame(settings, columns=["setting", "change"]), hide_index=True, width="stretch"
@@ -422,7 +425,9 @@ def compare_tab() -> None:
     if actor.clearance:
         with st.expander("Line diff of the YAML files"):
             st.code(
-                wsvc.yaml_diff(old_text, new_text, version_label(a, views), version_label(b, views))
+                compare.yaml_diff(
+                    old_text, new_text, version_label(a, views), version_label(b, views)
+                )
                 or "(identical)",
                 language="diff",
             )
@@ -439,7 +444,7 @@ with tab_cmp:
 
 # ---------------------------------------------------------------------------------------
 def history_tab() -> None:
-    allv = wsvc.versions(engine)
+    allv = versions.versions(engine)
     if not allv:
         st.info("No wording version has been proposed yet.")
         return
@@ -493,7 +498,7 @@ with tab_hist:
 
 # ---------------------------------------------------------------------------------------
 def production_tab() -> None:
-    todo = wsvc.unchecked_count(engine)
+    todo = production.unchecked_count(engine)
     if todo > ASK_BEFORE and not st.session_state.get("wd_prod_go"):
         st.info(
             f"{todo:,} refusal texts have not been checked with the wording in force yet. The "
@@ -504,7 +509,7 @@ def production_tab() -> None:
             st.session_state["wd_prod_go"] = True
             st.rerun()
         return
-    s = wsvc.production_counts(engine, actor)
+    s = production.production_counts(engine, actor)
     if s.checked == 0 and s.hidden_restricted == 0:
         st.info(
             "No refusal texts to check yet: import production traces first. Refusals, "
@@ -544,7 +549,7 @@ def production_tab() -> None:
         st.info("No trace trips this rule.")
         return
     page = ui.paginate(total, "wd_prod", PAGE_SIZE)
-    result = wsvc.production_findings(engine, actor, page, PAGE_SIZE, rule=rule or None)
+    result = production.production_findings(engine, actor, page, PAGE_SIZE, rule=rule or None)
     st.dataframe(
         result.frame(),
         hide_index=True,

@@ -414,7 +414,7 @@ class TraceImport(Base):
 
 
 #: Traces whose final text is a refusal, follow-up, escalation, partial or caveat: the rows
-#: the wording check lints (review.wording.wordingservice), kept in a small partial index. Queries
+#: the wording check lints (review.wording.production), kept in a small partial index. Queries
 #: must use this exact text (inline constants) for the database to use the index.
 REFUSAL_TEXTS_WHERE = (
     "answer_text != '' AND ((decision IS NOT NULL AND decision != 'answer') OR "

@@ -47,7 +47,7 @@ from review.policy import signoff
 from review.thresholds import thresholds
 from review.traces import importer, retention
 from review.traces.canonical import iter_canonical_jsonl
-from review.wording import wordingservice
+from review.wording import drafts, signing, versions
 from review.wording.wording import wording_path
 from storage.db import make_engine, read_session, write_session
 from storage.models import AuditItem, AuditLog, Case, CaseDocument, CaseFamily, Document, Trace
@@ -122,9 +122,9 @@ ALLOWED: dict[str, frozenset[Role]] = {
     "traces.retention.set_retention": ADMINS,
     "admin.users.add_user": ADMINS,
     "admin.users.update_user": ADMINS,
-    "wording.wordingservice.propose_edits": POLICY,
-    "wording.wordingservice.propose_wording": POLICY,
-    "wording.wordingservice.sign_wording": POLICY,
+    "wording.signing.propose_edits": POLICY,
+    "wording.signing.propose_wording": POLICY,
+    "wording.signing.sign_wording": POLICY,
 }
 
 # Writes that take no Actor, and why that is safe.
@@ -329,7 +329,7 @@ def _policy_text(ctx: Ctx) -> str:
 
 
 def _wording_text(ctx: Ctx) -> str:
-    return wordingservice.in_force(ctx.engine).text or wording_path().read_text(encoding="utf-8")
+    return versions.in_force(ctx.engine).text or wording_path().read_text(encoding="utf-8")
 
 
 CALLS: dict[str, Callable[[Ctx, Actor], object]] = {
@@ -467,13 +467,13 @@ CALLS: dict[str, Callable[[Ctx, Actor], object]] = {
         clearance=False,
         active=True,
     ),
-    "wording.wordingservice.propose_edits": lambda c, a: wordingservice.propose_edits(
-        c.engine, a, {"R1": wordingservice.MessageDraft(f"Sorry, I can't help ({c.n()}).")}, "t"
+    "wording.signing.propose_edits": lambda c, a: signing.propose_edits(
+        c.engine, a, {"R1": drafts.MessageDraft(f"Sorry, I can't help ({c.n()}).")}, "t"
     ),
-    "wording.wordingservice.propose_wording": lambda c, a: wordingservice.propose_wording(
+    "wording.signing.propose_wording": lambda c, a: signing.propose_wording(
         c.engine, a, _wording_text(c), "access test"
     ),
-    "wording.wordingservice.sign_wording": lambda c, a: wordingservice.sign_wording(
+    "wording.signing.sign_wording": lambda c, a: signing.sign_wording(
         c.engine, a, c.ids["pending_wording"], "reject", note="access test"
     ),
 }
@@ -541,7 +541,7 @@ def ctx(demo_url: str, tmp_path: Path, tax: Taxonomy) -> Iterator[Ctx]:
     c.ids["finding"] = reviews.add_finding(eng, reviewer, session.id, "to carry", "low")
     pending = [v for v in signoff.versions(eng, thresholds.KIND) if v.status == "pending"]
     c.ids["pending_policy"] = pending[0].id
-    pending_w = [v for v in signoff.versions(eng, wordingservice.KIND) if v.status == "pending"]
+    pending_w = [v for v in signoff.versions(eng, versions.KIND) if v.status == "pending"]
     c.ids["pending_wording"] = pending_w[0].id
     c.ids["tom"] = users.get_by_email(eng, "tom.becker@brightwave.example")
     yield c
@@ -672,16 +672,16 @@ def test_the_author_of_a_threshold_change_never_signs_it(ctx: Ctx) -> None:
 
 
 def test_the_author_of_a_wording_change_never_signs_it(ctx: Ctx) -> None:
-    vid = wordingservice.propose_edits(
-        ctx.engine, BOTH, {"R1": wordingservice.MessageDraft("I can't answer that here.")}, "t"
+    vid = signing.propose_edits(
+        ctx.engine, BOTH, {"R1": drafts.MessageDraft("I can't answer that here.")}, "t"
     )
-    _author_cannot_sign(ctx, vid, wordingservice.sign_wording)
+    _author_cannot_sign(ctx, vid, signing.sign_wording)
 
 
 def test_the_demo_authors_cannot_sign_their_pending_changes(ctx: Ctx) -> None:
     for vid, sign in (
         (ctx.ids["pending_policy"], signoff.sign),
-        (ctx.ids["pending_wording"], wordingservice.sign_wording),
+        (ctx.ids["pending_wording"], signing.sign_wording),
     ):
         v = signoff.get_version(ctx.engine, vid)
         row = users.get_by_email(ctx.engine, v.author)
@@ -724,11 +724,11 @@ def test_a_user_holding_both_roles_gives_one_wording_approval(ctx: Ctx) -> None:
         "available to you, so I have held it back. Please raise a support ticket and {role} "
         "will look at your question."
     )
-    vid = wordingservice.propose_edits(
-        ctx.engine, actor(PO), {"R3": wordingservice.MessageDraft(r3)}, "R3 needs compliance"
+    vid = signing.propose_edits(
+        ctx.engine, actor(PO), {"R3": drafts.MessageDraft(r3)}, "R3 needs compliance"
     )
     assert signoff.get_version(ctx.engine, vid).missing_roles == ["compliance", "product_owner"]
-    _one_person_one_approval(ctx, vid, wordingservice.sign_wording)
+    _one_person_one_approval(ctx, vid, signing.sign_wording)
 
 
 # ---------------------------------------------------------------------------------------

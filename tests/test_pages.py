@@ -677,7 +677,7 @@ def test_overview_lists_the_work_waiting_for_each_role(
     from review.monthly import overview
     from review.policy import signoff
     from review.thresholds import thresholds
-    from review.wording import wordingservice
+    from review.wording import versions
 
     tax = load_taxonomy()
 
@@ -695,7 +695,7 @@ def test_overview_lists_the_work_waiting_for_each_role(
     open_batches = [p for p in plans.list_plans(demo_engine) if p.status == "open"]
     assert sum(a.page == "audit" for a in waiting(RAVI)) == len(open_batches)
     # pending changes wait for the approvers who are not their authors
-    for kind, page in ((thresholds.KIND, "thresholds"), (wordingservice.KIND, "wording")):
+    for kind, page in ((thresholds.KIND, "thresholds"), (versions.KIND, "wording")):
         pending = [v for v in signoff.versions(demo_engine, kind) if v.status == "pending"]
         assert pending, kind
         for v in pending:

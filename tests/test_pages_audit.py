@@ -361,7 +361,7 @@ def test_the_verdict_form_shows_the_wording_findings_of_a_refusal(
 ) -> None:
     """The production wording check feeds the audit's wording-violation verdict: a sampled
     refusal that breaks a wording rule shows the rule beside the verdict form."""
-    from review.wording import wordingservice
+    from review.wording import production
     from storage.models import AuditItem
 
     eng = make_engine(audit_url)
@@ -371,7 +371,7 @@ def test_the_verdict_form_shows_the_wording_findings_of_a_refusal(
     found = None
     for item_id, plan_id, trace_pk in items:
         try:
-            hit = wordingservice.trace_findings(eng, ravi, trace_pk)
+            hit = production.trace_findings(eng, ravi, trace_pk)
         except PermissionDenied:
             continue
         if hit.findings:
@@ -388,7 +388,7 @@ def test_the_verdict_form_shows_the_wording_findings_of_a_refusal(
         plans.draw_plan(eng, REVIEWER, pid)
         with read_session(eng) as s:
             item_id = s.scalar(select(AuditItem.id).where(AuditItem.plan_id == pid))
-        found = (item_id, pid, wordingservice.trace_findings(eng, ravi, pk))
+        found = (item_id, pid, production.trace_findings(eng, ravi, pk))
     item_id, plan_id, hit = found
     assert hit.findings
     at = run(audit_url, monkeypatch, plan=str(plan_id), item=str(item_id))

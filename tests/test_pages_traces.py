@@ -388,15 +388,15 @@ def test_monitoring_shows_wording_violations_once_the_production_check_ran(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from review.admin import users
-    from review.wording import wordingservice
+    from review.wording import production
 
-    wordingservice.clear_production_cache()
+    production.clear_production_cache()
     at = page_app(trace_demo_url, monkeypatch, MONITORING, PAULA).run()
     no_exception(at)
     assert any("production wording check has" in i.value for i in at.info)
     eng = make_engine(trace_demo_url)
     paula = users.to_actor(users.get_by_email(eng, PAULA))  # type: ignore[arg-type]
-    summary = wordingservice.production_counts(eng, paula)
+    summary = production.production_counts(eng, paula)
     assert summary.offending > 0
     at = page_app(trace_demo_url, monkeypatch, MONITORING, PAULA).run()
     no_exception(at)
@@ -404,4 +404,4 @@ def test_monitoring_shows_wording_violations_once_the_production_check_ran(
     assert int(weekly["offending"].sum()) > 0
     assert int(weekly["offending"].sum()) <= summary.offending
     assert any("break a wording rule" in c.value for c in at.caption)
-    wordingservice.clear_production_cache()
+    production.clear_production_cache()

@@ -18,7 +18,7 @@ from review.core.identity import SYSTEM, Actor
 from review.core.taxonomy import Taxonomy
 from review.demo import wording_versions
 from review.policy import signoff
-from review.wording import wordingservice as wsvc
+from review.wording import drafts, production, signing, versions
 from storage.db import make_engine, migrate, run_write
 from storage.models import Trace
 from tests.pagetest import page_app
@@ -37,15 +37,15 @@ NEW_R3 = (
 
 @pytest.fixture(autouse=True)
 def _fresh_scans() -> Iterator[None]:
-    wsvc.clear_production_cache()
+    production.clear_production_cache()
     yield
-    wsvc.clear_production_cache()
+    production.clear_production_cache()
 
 
 @pytest.fixture
 def wording_url(demo_url: str, demo_engine: Engine, tax: Taxonomy) -> str:
     """The demo database with the demo wording history (what the lead's builder adds)."""
-    if not wsvc.versions(demo_engine):
+    if not versions.versions(demo_engine):
         wording_versions.build_demo_wording(demo_engine, tax)
     return demo_url
 
@@ -168,9 +168,9 @@ def test_product_owner_proposes_an_edit(
     assert any(
         "Proposed as version 3. Needs: compliance, product_owner" in s.value for s in at.success
     )
-    newest = wsvc.versions(demo_engine)[0]
+    newest = versions.versions(demo_engine)[0]
     assert newest.number == 3 and newest.author == OMAR
-    assert wsvc.review_version(demo_engine, newest.id).changes[2].new_text == NEW_R3
+    assert signing.review_version(demo_engine, newest.id).changes[2].new_text == NEW_R3
     # the draft is cleared after proposing
     assert not any("Edited in your draft" in c.value for c in at.caption)
 
@@ -184,7 +184,7 @@ def test_proposing_without_a_rationale_is_refused(
     button(at, "wd_submit").click().run()
     no_exception(at)
     assert any("rationale is required" in e.value for e in at.error)
-    assert len(wsvc.versions(demo_engine)) == 2
+    assert len(versions.versions(demo_engine)) == 2
 
 
 def test_a_draft_overtaken_by_an_approval_must_be_rebased(
@@ -194,20 +194,20 @@ def test_a_draft_overtaken_by_an_approval_must_be_rebased(
     at.selectbox(key="wd_key").select("F1").run()
     at.text_area(key="wd_text_F1").input("Which {missing_item} do you mean?").run()
     # meanwhile the pending R2 change is approved, so the draft was started on an old version
-    (r2,) = wsvc.pending(demo_engine)
-    wsvc.sign_wording(demo_engine, actor_of(demo_engine, OMAR), r2.id, "approve")
+    (r2,) = versions.pending(demo_engine)
+    signing.sign_wording(demo_engine, actor_of(demo_engine, OMAR), r2.id, "approve")
     at.run()
     assert any("changed while you were drafting" in w.value for w in at.warning)
     at.text_area(key="wd_rationale").input("Shorter follow-up.")
     button(at, "wd_submit").click().run()
     assert any("the wording in force changed while you were editing" in e.value for e in at.error)
-    assert len(wsvc.versions(demo_engine)) == 2
+    assert len(versions.versions(demo_engine)) == 2
     button(at, "wd_rebase").click().run()
     at.text_area(key="wd_rationale").input("Shorter follow-up.")
     button(at, "wd_submit").click().run()
     no_exception(at)
     assert any("Proposed as version 3" in s.value for s in at.success)
-    v3 = wsvc.review_version(demo_engine, wsvc.versions(demo_engine)[0].id)
+    v3 = signing.review_version(demo_engine, versions.versions(demo_engine)[0].id)
     # the rebased proposal keeps the approved R2 edit and adds the F1 edit
     assert [c.key for c in v3.changes if c.status == "changed"] == ["F1"]
     assert v3.wording.messages["R2"].text.startswith("The documents available to you cover")
@@ -240,10 +240,12 @@ def test_r3_change_is_approved_by_a_product_owner_then_compliance(
     paula = actor_of(demo_engine, PAULA)
     # the demo's pending R2 change is rejected first so this one has the version in force as
     # its parent
-    (r2,) = wsvc.pending(demo_engine)
+    (r2,) = versions.pending(demo_engine)
     omar = actor_of(demo_engine, OMAR)
-    wsvc.sign_wording(demo_engine, omar, r2.id, "reject", note="later")
-    vid = wsvc.propose_edits(demo_engine, paula, {"R3": wsvc.MessageDraft(NEW_R3)}, "plainer R3")
+    signing.sign_wording(demo_engine, omar, r2.id, "reject", note="later")
+    vid = signing.propose_edits(
+        demo_engine, paula, {"R3": drafts.MessageDraft(NEW_R3)}, "plainer R3"
+    )
 
     at = run(wording_url, monkeypatch, PAULA)
     assert any("You proposed this change" in i.value for i in at.info)
@@ -254,21 +256,21 @@ def test_r3_change_is_approved_by_a_product_owner_then_compliance(
     no_exception(at)
     assert any("approved as product_owner" in s.value for s in at.success)
     assert signoff.get_version(demo_engine, vid).missing_roles == ["compliance"]
-    assert wsvc.in_force(demo_engine).version is not None
-    assert wsvc.in_force(demo_engine).wording.messages["R3"].text != NEW_R3
+    assert versions.in_force(demo_engine).version is not None
+    assert versions.in_force(demo_engine).wording.messages["R3"].text != NEW_R3
 
     at = run(wording_url, monkeypatch, CHEN)
     button(at, f"wd_approve_{vid}").click().run()
     no_exception(at)
     assert any("approved as compliance" in s.value for s in at.success)
-    assert wsvc.in_force(demo_engine).wording.messages["R3"].text == NEW_R3
+    assert versions.in_force(demo_engine).wording.messages["R3"].text == NEW_R3
     assert any("In force: version 3" in c.value for c in at.caption)
 
 
 def test_compliance_is_not_asked_for_an_r2_change(
     wording_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (r2,) = wsvc.pending(demo_engine)
+    (r2,) = versions.pending(demo_engine)
     at = run(wording_url, monkeypatch, CHEN)
     assert not [b for b in at.button if b.key == f"wd_approve_{r2.id}"]
     assert any("Your signature is not needed" in c.value for c in at.caption)
@@ -280,12 +282,12 @@ def test_compliance_is_not_asked_for_an_r2_change(
 def test_rejecting_without_a_note_and_approving_lint_findings_without_a_note_fail(
     wording_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (r2,) = wsvc.pending(demo_engine)
+    (r2,) = versions.pending(demo_engine)
     omar = actor_of(demo_engine, OMAR)
-    wsvc.sign_wording(demo_engine, omar, r2.id, "reject", note="later")
+    signing.sign_wording(demo_engine, omar, r2.id, "reject", note="later")
     paula = actor_of(demo_engine, PAULA)
     bad = "There is no such discount. Could you tell me {missing_item}?"
-    vid = wsvc.propose_edits(demo_engine, paula, {"R2": wsvc.MessageDraft(bad)}, "shorter")
+    vid = signing.propose_edits(demo_engine, paula, {"R2": drafts.MessageDraft(bad)}, "shorter")
 
     at = run(wording_url, monkeypatch, OMAR)
     assert any("1 lint finding(s) in this version" in w.value for w in at.warning)

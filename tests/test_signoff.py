@@ -18,7 +18,7 @@ from review.core.identity import Actor, Role
 from review.core.taxonomy import Taxonomy
 from review.policy import signoff
 from review.thresholds import thresholds
-from review.wording import wordingservice
+from review.wording import versions
 from tests.conftest import make_actor
 
 KIND = "test_policy"
@@ -288,7 +288,7 @@ def test_an_edited_superseded_version_is_reported_but_the_policy_in_force_stays(
 
 
 def test_an_edited_approved_wording_is_reported_and_not_served(demo_engine: Engine) -> None:
-    w = wordingservice.in_force(demo_engine).version
+    w = versions.in_force(demo_engine).version
     assert w is not None and w.number == 1
     edited = w.yaml_text.replace("could you tell me", "you must tell me", 1)
     assert edited != w.yaml_text
@@ -299,7 +299,7 @@ def test_an_edited_approved_wording_is_reported_and_not_served(demo_engine: Engi
     ]
     assert len(problems) == 1
     with pytest.raises(signoff.TamperedPolicyError, match="refusal wording version 1"):
-        wordingservice.in_force(demo_engine)
+        versions.in_force(demo_engine)
 
 
 def test_an_edited_pending_version_cannot_be_signed(engine: Engine) -> None:

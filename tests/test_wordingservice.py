@@ -15,7 +15,7 @@ from review.core.identity import SYSTEM, Role
 from review.core.taxonomy import Taxonomy
 from review.demo import people, wording_versions
 from review.policy import signoff
-from review.wording import wordingservice as ws
+from review.wording import compare, drafts, production, signing, terms, versions
 from review.wording.wording import (
     EXAMPLE_VALUES,
     lint,
@@ -47,16 +47,18 @@ NEW_R3 = (
 
 @pytest.fixture(autouse=True)
 def _fresh_scans() -> Iterable[None]:
-    ws.clear_production_cache()
+    production.clear_production_cache()
     yield
-    ws.clear_production_cache()
+    production.clear_production_cache()
 
 
 def approved_v1(engine: Engine) -> int:
     """The shipped file as version 1, signed by a product owner and compliance."""
-    vid = ws.propose_wording(engine, OMAR, ws.in_force(engine).text, "first", based_on=None)
-    ws.sign_wording(engine, PAULA, vid, "approve")
-    ws.sign_wording(engine, CHEN, vid, "approve")
+    vid = signing.propose_wording(
+        engine, OMAR, versions.in_force(engine).text, "first", based_on=None
+    )
+    signing.sign_wording(engine, PAULA, vid, "approve")
+    signing.sign_wording(engine, CHEN, vid, "approve")
     return vid
 
 
@@ -68,11 +70,11 @@ def shipped() -> str:
 
 
 def edited(key: str, text: str) -> str:
-    return ws.draft_yaml(shipped(), {key: ws.MessageDraft(text)})
+    return drafts.draft_yaml(shipped(), {key: drafts.MessageDraft(text)})
 
 
 def test_first_version_needs_product_owner_and_compliance() -> None:
-    assert ws.required_roles(shipped(), None) == {Role.product_owner, Role.compliance}
+    assert versions.required_roles(shipped(), None) == {Role.product_owner, Role.compliance}
 
 
 @pytest.mark.parametrize(
@@ -86,28 +88,29 @@ def test_first_version_needs_product_owner_and_compliance() -> None:
     ],
 )
 def test_compliance_signs_only_when_r3_or_e1_changed(key: str, text: str, compliance: bool) -> None:
-    roles = ws.required_roles(edited(key, text), shipped())
+    roles = versions.required_roles(edited(key, text), shipped())
     expected = {Role.product_owner, Role.compliance} if compliance else {Role.product_owner}
     assert roles == expected
 
 
 def test_a_description_change_to_e1_also_needs_compliance() -> None:
-    new = ws.draft_yaml(
-        shipped(), {"E1": ws.MessageDraft(load_wording().messages["E1"].text, "Route to a team.")}
+    new = drafts.draft_yaml(
+        shipped(),
+        {"E1": drafts.MessageDraft(load_wording().messages["E1"].text, "Route to a team.")},
     )
-    assert Role.compliance in ws.required_roles(new, shipped())
+    assert Role.compliance in versions.required_roles(new, shipped())
 
 
 def test_canonical_ignores_version_number_comments_and_layout() -> None:
     text = shipped()
-    relaid = ws.dump_wording(load_wording().model_copy(update={"version": 7}))
+    relaid = drafts.dump_wording(load_wording().model_copy(update={"version": 7}))
     assert "#" not in relaid
-    assert ws.canonical(relaid) == ws.canonical(text)
-    assert ws.canonical(edited("R2", NEW_R2)) != ws.canonical(text)
+    assert versions.canonical(relaid) == versions.canonical(text)
+    assert versions.canonical(edited("R2", NEW_R2)) != versions.canonical(text)
 
 
 def test_draft_keeps_the_header_round_trips_and_derives_placeholders() -> None:
-    out = ws.draft_yaml(shipped(), {"R2": ws.MessageDraft(NEW_R2)}, version=2)
+    out = drafts.draft_yaml(shipped(), {"R2": drafts.MessageDraft(NEW_R2)}, version=2)
     assert out.startswith("# What the Brightwave assistant says")
     new = parse_wording(out)
     assert new.version == 2
@@ -126,20 +129,26 @@ def test_draft_errors_name_the_key_and_field() -> None:
     with pytest.raises(PolicyFileError, match=r"messages\.R2\.text"):
         edited("R2", "   ")
     with pytest.raises(InputError, match=r"messages\.R9_BILLING\.description"):
-        ws.draft_yaml(shipped(), {"R9_BILLING": ws.MessageDraft("Ask {role}.")})
+        drafts.draft_yaml(shipped(), {"R9_BILLING": drafts.MessageDraft("Ask {role}.")})
     with pytest.raises(PolicyFileError, match="message keys use capital letters"):
-        ws.draft_yaml(shipped(), {"r9": ws.MessageDraft("Ask the team.", "Billing refusals")})
+        drafts.draft_yaml(
+            shipped(), {"r9": drafts.MessageDraft("Ask the team.", "Billing refusals")}
+        )
     with pytest.raises(InputError, match="required message cannot be removed"):
-        ws.draft_yaml(shipped(), {}, remove=["R1"])
+        drafts.draft_yaml(shipped(), {}, remove=["R1"])
 
 
 def test_custom_key_can_be_added_and_removed() -> None:
-    added = ws.draft_yaml(
+    added = drafts.draft_yaml(
         shipped(),
-        {"R2_BILLING": ws.MessageDraft("Please ask {role} about invoices.", "Billing refusals")},
+        {
+            "R2_BILLING": drafts.MessageDraft(
+                "Please ask {role} about invoices.", "Billing refusals"
+            )
+        },
     )
     assert parse_wording(added).messages["R2_BILLING"].placeholders == ["role"]
-    removed = ws.draft_yaml(added, {}, remove=["R2_BILLING"])
+    removed = drafts.draft_yaml(added, {}, remove=["R2_BILLING"])
     assert "R2_BILLING" not in parse_wording(removed).messages
 
 
@@ -147,38 +156,38 @@ def test_custom_key_can_be_added_and_removed() -> None:
 
 
 def test_wording_in_force_is_the_shipped_file_until_a_version_is_approved(engine: Engine) -> None:
-    current = ws.in_force(engine)
+    current = versions.in_force(engine)
     assert current.version is None and current.wording == load_wording()
-    vid = ws.propose_wording(engine, OMAR, current.text, "first", based_on=None)
-    assert ws.in_force(engine).version is None  # pending is not in force
-    ws.sign_wording(engine, PAULA, vid, "approve")
+    vid = signing.propose_wording(engine, OMAR, current.text, "first", based_on=None)
+    assert versions.in_force(engine).version is None  # pending is not in force
+    signing.sign_wording(engine, PAULA, vid, "approve")
     v = signoff.get_version(engine, vid)
     assert v.status == "pending" and v.missing_roles == ["compliance"]
-    ws.sign_wording(engine, CHEN, vid, "approve")
-    assert ws.in_force(engine).version_id == vid
+    signing.sign_wording(engine, CHEN, vid, "approve")
+    assert versions.in_force(engine).version_id == vid
     assert signoff.verify_chain(engine) == []
 
 
 def test_author_can_never_approve_their_own_change(engine: Engine) -> None:
     approved_v1(engine)
-    vid = ws.propose_edits(engine, PAULA, {"R2": ws.MessageDraft(NEW_R2)}, "plainer")
+    vid = signing.propose_edits(engine, PAULA, {"R2": drafts.MessageDraft(NEW_R2)}, "plainer")
     with pytest.raises(PermissionDenied, match="author of a change can never approve"):
-        ws.sign_wording(engine, PAULA, vid, "approve")
+        signing.sign_wording(engine, PAULA, vid, "approve")
     with pytest.raises(PermissionDenied, match="author"):
-        ws.sign_wording(engine, PAULA, vid, "reject", note="changed my mind")
+        signing.sign_wording(engine, PAULA, vid, "reject", note="changed my mind")
 
 
 def test_r2_change_is_approved_by_one_other_product_owner(engine: Engine) -> None:
     approved_v1(engine)
-    vid = ws.propose_edits(engine, PAULA, {"R2": ws.MessageDraft(NEW_R2)}, "plainer R2")
+    vid = signing.propose_edits(engine, PAULA, {"R2": drafts.MessageDraft(NEW_R2)}, "plainer R2")
     v = signoff.get_version(engine, vid)
     assert v.number == 2 and v.status == "pending" and v.missing_roles == ["product_owner"]
     assert v.snapshot is not None and v.snapshot["changed_keys"] == ["R2"]
     assert v.snapshot["needs_compliance"] is False
     with pytest.raises(InputError, match="does not need a compliance signature"):
-        ws.sign_wording(engine, CHEN, vid, "approve")
-    ws.sign_wording(engine, OMAR, vid, "approve")
-    current = ws.in_force(engine)
+        signing.sign_wording(engine, CHEN, vid, "approve")
+    signing.sign_wording(engine, OMAR, vid, "approve")
+    current = versions.in_force(engine)
     assert current.version_id == vid
     assert current.wording.messages["R2"].text == NEW_R2
     assert parse_wording(current.text).version == 2
@@ -186,46 +195,46 @@ def test_r2_change_is_approved_by_one_other_product_owner(engine: Engine) -> Non
 
 def test_r3_change_stays_pending_until_compliance_signs(engine: Engine) -> None:
     approved_v1(engine)
-    vid = ws.propose_edits(engine, PAULA, {"R3": ws.MessageDraft(NEW_R3)}, "softer R3")
-    ws.sign_wording(engine, OMAR, vid, "approve")
+    vid = signing.propose_edits(engine, PAULA, {"R3": drafts.MessageDraft(NEW_R3)}, "softer R3")
+    signing.sign_wording(engine, OMAR, vid, "approve")
     v = signoff.get_version(engine, vid)
     assert v.status == "pending" and v.missing_roles == ["compliance"]
-    assert ws.in_force(engine).wording.messages["R3"].text != NEW_R3
-    ws.sign_wording(engine, CHEN, vid, "approve")
-    assert ws.in_force(engine).wording.messages["R3"].text == NEW_R3
+    assert versions.in_force(engine).wording.messages["R3"].text != NEW_R3
+    signing.sign_wording(engine, CHEN, vid, "approve")
+    assert versions.in_force(engine).wording.messages["R3"].text == NEW_R3
 
 
 def test_a_rejection_needs_a_note_and_ends_the_proposal(engine: Engine) -> None:
     approved_v1(engine)
-    vid = ws.propose_edits(engine, PAULA, {"R2": ws.MessageDraft(NEW_R2)}, "plainer R2")
+    vid = signing.propose_edits(engine, PAULA, {"R2": drafts.MessageDraft(NEW_R2)}, "plainer R2")
     with pytest.raises(InputError, match="rejection needs a note"):
-        ws.sign_wording(engine, OMAR, vid, "reject")
-    ws.sign_wording(engine, OMAR, vid, "reject", note="too casual")
+        signing.sign_wording(engine, OMAR, vid, "reject")
+    signing.sign_wording(engine, OMAR, vid, "reject", note="too casual")
     assert signoff.get_version(engine, vid).status == "rejected"
-    assert ws.pending(engine) == []
+    assert versions.pending(engine) == []
 
 
 def test_only_product_owners_and_compliance_propose(engine: Engine) -> None:
     with pytest.raises(PermissionDenied, match="may not propose policy changes"):
-        ws.propose_edits(engine, INES, {"R2": ws.MessageDraft(NEW_R2)}, "plainer")
-    vid = ws.propose_edits(engine, CHEN, {"R2": ws.MessageDraft(NEW_R2)}, "plainer")
+        signing.propose_edits(engine, INES, {"R2": drafts.MessageDraft(NEW_R2)}, "plainer")
+    vid = signing.propose_edits(engine, CHEN, {"R2": drafts.MessageDraft(NEW_R2)}, "plainer")
     with pytest.raises(PermissionDenied, match="may not approve"):
-        ws.sign_wording(engine, INES, vid, "approve")
+        signing.sign_wording(engine, INES, vid, "approve")
 
 
 def test_a_rationale_is_required_and_an_unchanged_wording_is_refused(engine: Engine) -> None:
     approved_v1(engine)
     with pytest.raises(InputError, match="rationale is required"):
-        ws.propose_edits(engine, PAULA, {"R2": ws.MessageDraft(NEW_R2)}, "  ")
+        signing.propose_edits(engine, PAULA, {"R2": drafts.MessageDraft(NEW_R2)}, "  ")
     text = load_wording().messages["R2"].text
     with pytest.raises(InputError, match="nothing changed"):
-        ws.propose_edits(engine, PAULA, {"R2": ws.MessageDraft(text)}, "same again")
+        signing.propose_edits(engine, PAULA, {"R2": drafts.MessageDraft(text)}, "same again")
 
 
 def test_lint_findings_are_stored_and_approval_needs_a_note(engine: Engine) -> None:
     approved_v1(engine)
     bad = "There is no such discount. Could you tell me {missing_item}?"
-    vid = ws.propose_edits(engine, PAULA, {"R2": ws.MessageDraft(bad)}, "shorter")
+    vid = signing.propose_edits(engine, PAULA, {"R2": drafts.MessageDraft(bad)}, "shorter")
     snap = signoff.get_version(engine, vid).snapshot
     assert snap is not None and snap["lint_total"] == 1
     assert snap["lint"] == {
@@ -239,20 +248,24 @@ def test_lint_findings_are_stored_and_approval_needs_a_note(engine: Engine) -> N
             }
         ]
     }
-    review = ws.review_version(engine, vid)
+    review = signing.review_version(engine, vid)
     assert review.lint_total == 1 and review.findings["R2"][0].rule == "universal_negative"
     with pytest.raises(InputError, match="1 lint finding"):
-        ws.sign_wording(engine, OMAR, vid, "approve")
-    ws.sign_wording(engine, OMAR, vid, "approve", note="Deliberate: the discount was withdrawn.")
+        signing.sign_wording(engine, OMAR, vid, "approve")
+    signing.sign_wording(
+        engine, OMAR, vid, "approve", note="Deliberate: the discount was withdrawn."
+    )
     sig = signoff.get_version(engine, vid).signatures[0]
     assert sig.metrics_snapshot["lint_total"] == 1
-    assert sig.data_fingerprint == ws.corpus_terms(engine).fingerprint()
+    assert sig.data_fingerprint == terms.corpus_terms(engine).fingerprint()
 
 
 def test_restricted_titles_of_the_corpus_are_linted(engine: Engine) -> None:
     add_restricted_doc(engine)
     leak = "The Project Falcon acquisition memo may cover this; please ask {role}."
-    vid = ws.propose_edits(engine, CHEN, {"R3": ws.MessageDraft(leak)}, "point to the memo")
+    vid = signing.propose_edits(
+        engine, CHEN, {"R3": drafts.MessageDraft(leak)}, "point to the memo"
+    )
     snap = signoff.get_version(engine, vid).snapshot
     assert snap is not None
     assert [f["excerpt"] for f in snap["lint"]["R3"]] == ["Project Falcon acquisition memo"]
@@ -261,35 +274,39 @@ def test_restricted_titles_of_the_corpus_are_linted(engine: Engine) -> None:
 def test_proposing_from_a_version_no_longer_in_force_is_refused(engine: Engine) -> None:
     v1 = approved_v1(engine)
     with pytest.raises(StaleWriteError, match="from the shipped file, but version 1 is in"):
-        ws.propose_edits(engine, PAULA, {"R2": ws.MessageDraft(NEW_R2)}, "x", based_on=None)
-    assert ws.pending(engine) == []
-    ws.propose_edits(engine, PAULA, {"R2": ws.MessageDraft(NEW_R2)}, "x", based_on=v1)
-    assert len(ws.pending(engine)) == 1
+        signing.propose_edits(
+            engine, PAULA, {"R2": drafts.MessageDraft(NEW_R2)}, "x", based_on=None
+        )
+    assert versions.pending(engine) == []
+    signing.propose_edits(engine, PAULA, {"R2": drafts.MessageDraft(NEW_R2)}, "x", based_on=v1)
+    assert len(versions.pending(engine)) == 1
 
 
 def test_approving_a_proposal_whose_parent_was_replaced_is_refused(engine: Engine) -> None:
     approved_v1(engine)
-    a = ws.propose_edits(engine, PAULA, {"R2": ws.MessageDraft(NEW_R2)}, "R2")
-    b = ws.propose_edits(engine, OMAR, {"F1": ws.MessageDraft("Which {missing_item}?")}, "F1")
-    ws.sign_wording(engine, OMAR, a, "approve")
-    review = ws.review_version(engine, b)
+    a = signing.propose_edits(engine, PAULA, {"R2": drafts.MessageDraft(NEW_R2)}, "R2")
+    b = signing.propose_edits(
+        engine, OMAR, {"F1": drafts.MessageDraft("Which {missing_item}?")}, "F1"
+    )
+    signing.sign_wording(engine, OMAR, a, "approve")
+    review = signing.review_version(engine, b)
     assert review.stale_parent is not None and "undo" in review.stale_parent
     with pytest.raises(InputError, match="would undo that change"):
-        ws.sign_wording(engine, PAULA, b, "approve")
-    ws.sign_wording(engine, PAULA, b, "reject", note="superseded by version 2")
-    assert ws.in_force(engine).wording.messages["R2"].text == NEW_R2
+        signing.sign_wording(engine, PAULA, b, "approve")
+    signing.sign_wording(engine, PAULA, b, "reject", note="superseded by version 2")
+    assert versions.in_force(engine).wording.messages["R2"].text == NEW_R2
 
 
 def test_review_compares_with_the_parent_and_explains_the_roles(engine: Engine) -> None:
     approved_v1(engine)
-    vid = ws.propose_edits(
+    vid = signing.propose_edits(
         engine,
         PAULA,
-        {"E1": ws.MessageDraft("A person must handle this, so I have passed it to {role}.")},
+        {"E1": drafts.MessageDraft("A person must handle this, so I have passed it to {role}.")},
         "shorter E1",
         allowed_contacts=[*load_wording().allowed_contacts, "the Trust team"],
     )
-    r = ws.review_version(engine, vid)
+    r = signing.review_version(engine, vid)
     assert r.parent_label == "version 1"
     assert [(c.key, c.status) for c in r.changes if c.status != "unchanged"] == [("E1", "changed")]
     assert r.compliance_reason == "Compliance signs too: E1 changed."
@@ -302,37 +319,39 @@ def test_review_compares_with_the_parent_and_explains_the_roles(engine: Engine) 
 def test_compare_lists_every_key_with_its_status() -> None:
     old = load_wording()
     new = parse_wording(
-        ws.draft_yaml(
+        drafts.draft_yaml(
             shipped(),
             {
-                "R2": ws.MessageDraft(NEW_R2),
-                "E1_LEGAL": ws.MessageDraft("I have passed this to {role}.", "Legal escalations"),
+                "R2": drafts.MessageDraft(NEW_R2),
+                "E1_LEGAL": drafts.MessageDraft(
+                    "I have passed this to {role}.", "Legal escalations"
+                ),
             },
         )
     )
-    rows = {c.key: c for c in ws.compare(old, new)}
+    rows = {c.key: c for c in compare.compare(old, new)}
     assert list(rows) == ["R1", "R2", "R3", "C1", "F1", "E1", "E1_LEGAL"]
     assert rows["R2"].status == "changed" and rows["R2"].fields == ("text",)
     assert rows["E1_LEGAL"].status == "added" and rows["E1_LEGAL"].old_text is None
     assert rows["R1"].status == "unchanged"
-    back = {c.key: c.status for c in ws.compare(new, old)}
+    back = {c.key: c.status for c in compare.compare(new, old)}
     assert back["E1_LEGAL"] == "removed"
-    frame = ws.compare_frame(ws.compare(old, new))
+    frame = compare.compare_frame(compare.compare(old, new))
     assert frame.loc[frame["key"] == "R3", "compliance signs"].item() == "yes"
 
 
 def test_word_diff_marks_removed_and_added_words() -> None:
-    assert ws.word_diff("I found documents about refunds.", "I found nothing about refunds.") == (
-        "I found [-documents -]{+nothing +}about refunds."
-    )
-    assert ws.word_diff("same", "same") == "same"
-    assert ws.word_diff("", "new text") == "{+new text+}"
+    assert compare.word_diff(
+        "I found documents about refunds.", "I found nothing about refunds."
+    ) == ("I found [-documents -]{+nothing +}about refunds.")
+    assert compare.word_diff("same", "same") == "same"
+    assert compare.word_diff("", "new text") == "{+new text+}"
 
 
 def test_caret_lines_put_carets_under_each_span() -> None:
     text = "There is no refund. Contact Mr Smith today."
     findings = lint(text, key="E1")
-    out = ws.caret_lines(text, findings, width=20)
+    out = terms.caret_lines(text, findings, width=20)
     assert out.splitlines() == [
         "There is no refund.",
         "^^^^^^^^^^^  universal_negative",
@@ -344,7 +363,7 @@ def test_caret_lines_put_carets_under_each_span() -> None:
 
 def test_findings_frame_has_one_row_per_finding_with_excerpt() -> None:
     text = "There is no refund."
-    frame = ws.findings_frame(text, lint(text))
+    frame = terms.findings_frame(text, lint(text))
     assert frame[["rule", "start", "end", "excerpt"]].values.tolist() == [
         ["universal_negative", 0, 11, "There is no"]
     ]
@@ -475,7 +494,7 @@ def test_each_production_text_trips_exactly_its_rule() -> None:
     for tid, decision, _reason, text, _restricted, rule in PRODUCTION:
         found = lint(
             str(text),
-            key=ws.message_key_for(str(decision)),
+            key=production.message_key_for(str(decision)),
             restricted_titles=["Project Falcon acquisition memo"],
             allowed_contacts=wording.allowed_contacts,
         )
@@ -484,7 +503,7 @@ def test_each_production_text_trips_exactly_its_rule() -> None:
 
 
 def test_production_counts_per_rule_with_clearance(prod: Engine) -> None:
-    s = ws.production_counts(prod, ADA)
+    s = production.production_counts(prod, ADA)
     # candidates: every non-answer with text (t01-t04, t07-t11) plus the caveat answer t05;
     # not the plain answer t06, the false-premise answer t12 or the empty text t13
     assert s.checked == 10
@@ -502,28 +521,28 @@ def test_production_counts_per_rule_with_clearance(prod: Engine) -> None:
 
 
 def test_restricted_traces_are_hidden_without_clearance_and_titles_masked(prod: Engine) -> None:
-    s = ws.production_counts(prod, RAVI)
+    s = production.production_counts(prod, RAVI)
     assert s.checked == 9 and s.offending == 8 and s.hidden_restricted == 1
     assert s.per_rule["leaked_internal"] == 2
-    page = ws.production_findings(prod, RAVI, 1, 50)
+    page = production.production_findings(prod, RAVI, 1, 50)
     assert "t07" not in {r.trace_id for r in page.rows}
     t08 = next(r for r in page.rows if r.trace_id == "t08")
     assert t08.masked and t08.text == "The [restricted] covers this, so I cannot help here."
     assert t08.findings[0].excerpt == "[restricted]"
     assert "Falcon" not in t08.findings[0].explanation
-    full = ws.production_findings(prod, ADA, 1, 50)
+    full = production.production_findings(prod, ADA, 1, 50)
     t08c = next(r for r in full.rows if r.trace_id == "t08")
     assert not t08c.masked and "Project Falcon" in t08c.text
     assert {r.trace_id for r in full.rows} >= {"t07", "t08"}
 
 
 def test_production_findings_are_paginated_newest_first(prod: Engine) -> None:
-    first = ws.production_findings(prod, ADA, 1, 4)
+    first = production.production_findings(prod, ADA, 1, 4)
     assert first.total == 9
     assert [r.trace_id for r in first.rows] == ["t11", "t10", "t09", "t08"]
-    third = ws.production_findings(prod, ADA, 3, 4)
+    third = production.production_findings(prod, ADA, 3, 4)
     assert [r.trace_id for r in third.rows] == ["t01"]
-    assert ws.production_findings(prod, ADA, 4, 4).rows == []
+    assert production.production_findings(prod, ADA, 4, 4).rows == []
     row = first.rows[0]
     assert row.key == "F1" and row.rules == ["blames_user"]
     assert row.findings[0].excerpt == "Your question makes no sense"
@@ -536,77 +555,77 @@ def test_production_findings_are_paginated_newest_first(prod: Engine) -> None:
 
 
 def test_production_findings_filter_by_rule(prod: Engine) -> None:
-    leaked = ws.production_findings(prod, ADA, 1, 10, rule="leaked_internal")
+    leaked = production.production_findings(prod, ADA, 1, 10, rule="leaked_internal")
     assert [r.trace_id for r in leaked.rows] == ["t08", "t07", "t05"]
     assert leaked.total == 3
     with pytest.raises(InputError, match="unknown wording rule"):
-        ws.production_findings(prod, ADA, rule="too_long")
+        production.production_findings(prod, ADA, rule="too_long")
 
 
 def test_new_and_removed_traces_are_picked_up(prod: Engine) -> None:
-    assert ws.production_counts(prod, ADA).offending == 9
+    assert production.production_counts(prod, ADA).offending == 9
     add_traces(
         prod,
         [("t14", "abstain", None, "That document does not exist.", False, None)],
         start=20,
     )
-    s = ws.production_counts(prod, ADA)
+    s = production.production_counts(prod, ADA)
     assert s.checked == 11 and s.per_rule["universal_negative"] == 2
-    assert ws.production_findings(prod, ADA, 1, 1).rows[0].trace_id == "t14"
+    assert production.production_findings(prod, ADA, 1, 1).rows[0].trace_id == "t14"
 
     def drop(s: Session) -> None:
         s.execute(delete(Trace).where(Trace.trace_id == "t01"))
 
     run_write(prod, drop)
-    s = ws.production_counts(prod, ADA)
+    s = production.production_counts(prod, ADA)
     assert s.checked == 10 and s.per_rule["universal_negative"] == 1
 
 
 def test_a_trace_marked_restricted_later_disappears_for_users_without_clearance(
     prod: Engine,
 ) -> None:
-    assert ws.production_counts(prod, RAVI).offending == 8
+    assert production.production_counts(prod, RAVI).offending == 8
 
     def mark(s: Session) -> None:
         s.execute(update(Trace).where(Trace.trace_id == "t09").values(restricted=True))
 
     run_write(prod, mark)
-    s = ws.production_counts(prod, RAVI)
+    s = production.production_counts(prod, RAVI)
     assert s.offending == 7 and s.hidden_restricted == 2
-    ids = {r.trace_id for r in ws.production_findings(prod, RAVI, 1, 50).rows}
+    ids = {r.trace_id for r in production.production_findings(prod, RAVI, 1, 50).rows}
     assert "t09" not in ids
 
 
 def test_the_approved_wording_decides_which_contacts_are_allowed(prod: Engine) -> None:
-    assert ws.production_counts(prod, ADA).per_rule["unlisted_contact"] == 1
-    vid = ws.propose_edits(
+    assert production.production_counts(prod, ADA).per_rule["unlisted_contact"] == 1
+    vid = signing.propose_edits(
         prod,
         PAULA,
         {},
         "help@other.example is our partner desk",
         allowed_contacts=[*load_wording().allowed_contacts, "help@other.example"],
     )
-    ws.sign_wording(prod, OMAR, vid, "approve")
-    ws.sign_wording(prod, CHEN, vid, "approve")
-    s = ws.production_counts(prod, ADA)
+    signing.sign_wording(prod, OMAR, vid, "approve")
+    signing.sign_wording(prod, CHEN, vid, "approve")
+    s = production.production_counts(prod, ADA)
     assert s.per_rule["unlisted_contact"] == 0 and s.wording_version == 1
 
 
 def test_trace_findings_for_one_trace(prod: Engine) -> None:
-    page = ws.production_findings(prod, ADA, 1, 50)
+    page = production.production_findings(prod, ADA, 1, 50)
     pk = {r.trace_id: r.id for r in page.rows}
-    one = ws.trace_findings(prod, RAVI, pk["t03"])
+    one = production.trace_findings(prod, RAVI, pk["t03"])
     assert one.key == "E1" and [f.excerpt for f in one.findings] == ["Maria Lopez"]
     with pytest.raises(PermissionDenied, match="clearance"):
-        ws.trace_findings(prod, RAVI, pk["t07"])
+        production.trace_findings(prod, RAVI, pk["t07"])
     with pytest.raises(InputError, match="does not exist"):
-        ws.trace_findings(prod, ADA, 10_000)
+        production.trace_findings(prod, ADA, 10_000)
 
 
 def test_no_traces_means_nothing_to_check(engine: Engine) -> None:
-    s = ws.production_counts(engine, ADA)
+    s = production.production_counts(engine, ADA)
     assert (s.checked, s.offending, s.hidden_restricted) == (0, 0, 0)
-    page = ws.production_findings(engine, ADA)
+    page = production.production_findings(engine, ADA)
     assert page.total == 0 and page.rows == [] and page.frame().empty
 
 
@@ -615,7 +634,7 @@ def test_no_traces_means_nothing_to_check(engine: Engine) -> None:
 
 def test_demo_wording_needs_the_demo_users(engine: Engine, tax: Taxonomy) -> None:
     assert wording_versions.build_demo_wording(engine, tax) == 0
-    assert ws.versions(engine) == []
+    assert versions.versions(engine) == []
 
 
 def test_demo_wording_has_an_approved_set_and_a_pending_r2_change(
@@ -626,27 +645,27 @@ def test_demo_wording_has_an_approved_set_and_a_pending_r2_change(
     demo_engine = engine
     assert wording_versions.build_demo_wording(demo_engine, tax) == 2
     assert wording_versions.build_demo_wording(demo_engine, tax) == 0
-    current = ws.in_force(demo_engine)
+    current = versions.in_force(demo_engine)
     assert current.version is not None and current.version.number == 1
     assert {(s.signer, s.role) for s in current.version.signatures} == {
         ("paula.kim@brightwave.example", "product_owner"),
         ("chen.li@brightwave.example", "compliance"),
     }
-    (pending,) = ws.pending(demo_engine)
+    (pending,) = versions.pending(demo_engine)
     assert pending.author == "paula.kim@brightwave.example"
     assert pending.missing_roles == ["product_owner"]
-    review = ws.review_version(demo_engine, pending.id)
+    review = signing.review_version(demo_engine, pending.id)
     assert [c.key for c in review.changes if c.status == "changed"] == ["R2"]
     assert review.lint_total == 0
     assert signoff.verify_chain(demo_engine) == []
 
 
 def test_unchecked_count_says_what_the_next_check_must_lint(prod: Engine) -> None:
-    assert ws.unchecked_count(prod) == 10
-    ws.production_counts(prod, ADA)
-    assert ws.unchecked_count(prod) == 0
+    assert production.unchecked_count(prod) == 10
+    production.production_counts(prod, ADA)
+    assert production.unchecked_count(prod) == 0
     add_traces(prod, [("t20", "abstain", None, "No such plan.", False, None)], start=30)
-    assert ws.unchecked_count(prod) == 1
+    assert production.unchecked_count(prod) == 1
 
 
 # --- the stored YAML and the command-line report ---------------------------------------------
@@ -654,11 +673,13 @@ def test_unchecked_count_says_what_the_next_check_must_lint(prod: Engine) -> Non
 
 def test_a_stored_edit_changes_only_its_own_lines(engine: Engine) -> None:
     v1 = approved_v1(engine)
-    vid = ws.propose_edits(engine, PAULA, {"R2": ws.MessageDraft(NEW_R2)}, "plainer", based_on=v1)
+    vid = signing.propose_edits(
+        engine, PAULA, {"R2": drafts.MessageDraft(NEW_R2)}, "plainer", based_on=v1
+    )
     text = signoff.get_version(engine, vid).yaml_text
     changed = [
         line
-        for line in ws.yaml_diff(shipped(), text).splitlines()
+        for line in compare.yaml_diff(shipped(), text).splitlines()
         if line[:1] in "+-" and not line.startswith(("+++", "---"))
     ]
     assert changed[:2] == ["-version: 1", "+version: 2"]
@@ -670,14 +691,16 @@ def test_a_stored_edit_changes_only_its_own_lines(engine: Engine) -> None:
 
 def test_lint_report_has_one_line_per_finding() -> None:
     bad = parse_wording(
-        ws.draft_yaml(shipped(), {"R1": ws.MessageDraft("There is no {topic}. Call Dr Who.")})
+        drafts.draft_yaml(
+            shipped(), {"R1": drafts.MessageDraft("There is no {topic}. Call Dr Who.")}
+        )
     )
-    lines = ws.lint_report(bad)
+    lines = terms.lint_report(bad)
     assert [line.split(" [")[0] for line in lines] == [
         "R1 universal_negative",
         "R1 unlisted_contact",
     ]
-    assert ws.lint_report(load_wording()) == []
+    assert terms.lint_report(load_wording()) == []
 
 
 def test_the_refusal_texts_are_counted_from_their_partial_index(any_engine: Engine) -> None:
@@ -713,12 +736,12 @@ def test_the_refusal_texts_are_counted_from_their_partial_index(any_engine: Engi
         any_engine, "empty", decision="clarify", reason_code="ambiguous_question", answer_text=""
     )
     add_trace(any_engine, "undecided", decision=None, answer_text="text")
-    count, restricted, _ = ws._population(any_engine)
+    count, restricted, _ = production._population(any_engine)
     assert (count, restricted) == (2, 1)
     if any_engine.dialect.name == "sqlite":
         from sqlalchemy import func, select
 
-        stmt = select(func.count(Trace.id)).where(ws._candidates())
+        stmt = select(func.count(Trace.id)).where(production._candidates())
         sql = str(stmt.compile(any_engine, compile_kwargs={"literal_binds": True}))
         with any_engine.connect() as c:
             plan = " ".join(str(r) for r in c.exec_driver_sql("EXPLAIN QUERY PLAN " + sql))
@@ -730,9 +753,9 @@ def test_weekly_violations_come_from_an_up_to_date_scan_only(prod: Engine) -> No
 
     monday = week_start(T0)
     start, end = monday - dt.timedelta(weeks=2), monday + dt.timedelta(weeks=2)
-    assert ws.weekly_violations(prod, ADA, start, end) is None  # not scanned yet
-    s = ws.production_counts(prod, ADA)
-    frame = ws.weekly_violations(prod, ADA, start, end)
+    assert production.weekly_violations(prod, ADA, start, end) is None  # not scanned yet
+    s = production.production_counts(prod, ADA)
+    frame = production.weekly_violations(prod, ADA, start, end)
     assert frame is not None and list(frame["week"]) == [
         start + dt.timedelta(weeks=i) for i in range(4)
     ]
@@ -741,7 +764,7 @@ def test_weekly_violations_come_from_an_up_to_date_scan_only(prod: Engine) -> No
     assert {r: int(row[r]) for r in s.per_rule} == s.per_rule
     assert int(frame["offending"].sum()) == 9
     # without clearance the restricted trace is not counted
-    assert int(ws.weekly_violations(prod, RAVI, start, end)["offending"].sum()) == 8  # type: ignore[index]
+    assert int(production.weekly_violations(prod, RAVI, start, end)["offending"].sum()) == 8  # type: ignore[index]
     # a window that ends before T0's week counts nothing
-    early = ws.weekly_violations(prod, ADA, start, monday)
+    early = production.weekly_violations(prod, ADA, start, monday)
     assert early is not None and int(early["offending"].sum()) == 0

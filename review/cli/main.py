@@ -408,19 +408,19 @@ def lint_wording_cmd(file: Path | None) -> None:
     """Validate a refusal wording file and lint every message (default: the wording in force).
 
     Restricted titles and document ids come from the corpus. Exits 1 on any finding."""
-    from review.wording import wordingservice
+    from review.wording import terms, versions
     from review.wording.wording import parse_wording
 
     engine = _engine()
     try:
         if file is None:
-            ws = wordingservice.in_force(engine).wording
+            ws = versions.in_force(engine).wording
         else:
             ws = parse_wording(file.read_text(encoding="utf-8"), str(file))
     except (InputError, PolicyFileError) as exc:
         _fail(exc)
         return
-    lines = wordingservice.lint_report(ws, wordingservice.corpus_terms(engine))
+    lines = terms.lint_report(ws, terms.corpus_terms(engine))
     for line in lines:
         click.echo(line)
     click.echo(f"{len(ws.messages)} message(s), {len(lines)} lint finding(s)")
@@ -434,11 +434,11 @@ def wording_check_cmd(rule: str | None, limit: int) -> None:
     """Lint the refusal texts of imported traces with the wording in force.
 
     Prints counts per rule and the newest offending traces (ids and rules, never the text)."""
-    from review.wording import wordingservice
+    from review.wording import production
 
     engine = _engine()
     try:
-        page = wordingservice.production_findings(engine, _cli_actor(), 1, limit, rule=rule)
+        page = production.production_findings(engine, _cli_actor(), 1, limit, rule=rule)
     except InputError as exc:
         _fail(exc)
         return

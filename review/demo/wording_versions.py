@@ -7,14 +7,9 @@ from sqlalchemy import Engine
 
 from review.core.identity import Role
 from review.core.taxonomy import Taxonomy
-from review.wording.wordingservice import (
-    MessageDraft,
-    _shipped_text,
-    propose_edits,
-    propose_wording,
-    sign_wording,
-    versions,
-)
+from review.wording.drafts import MessageDraft
+from review.wording.signing import propose_edits, propose_wording, sign_wording
+from review.wording.versions import _shipped_text, versions
 
 __all__ = ["build_demo_wording"]
 

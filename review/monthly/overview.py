@@ -159,7 +159,7 @@ def _work_waiting(engine: Engine, actor: Actor) -> list[Attention]:
     from review.labels import labeling
     from review.policy import signoff
     from review.thresholds import thresholds
-    from review.wording import wordingservice
+    from review.wording import versions
 
     out: list[Attention] = []
     if actor.can(Permission.label):
@@ -187,7 +187,7 @@ def _work_waiting(engine: Engine, actor: Actor) -> list[Attention]:
         me = actor.email.strip().lower()
         for kind, title, page in (
             (thresholds.KIND, "Threshold", "thresholds"),
-            (wordingservice.KIND, "Refusal wording", "wording"),
+            (versions.KIND, "Refusal wording", "wording"),
         ):
             for v in signoff.versions(engine, kind):
                 signed = {sg.signer.strip().lower() for sg in v.signatures}

@@ -854,9 +854,9 @@ def png_data_uri(data: bytes) -> str:
 
 def refusal_templates(engine: Engine) -> list[str]:
     """The approved refusal messages (every non-answer key; C1 is a caveat, not a refusal)."""
-    from review.wording import wordingservice
+    from review.wording import versions
 
-    wif = wordingservice.in_force(engine)
+    wif = versions.in_force(engine)
     return [m.text for k, m in wif.wording.messages.items() if k != "C1"]
 
 

@@ -37,7 +37,7 @@ CHAIN_KEY = "signoff_chain"
 APPROVER_ROLES = (Role.product_owner, Role.compliance)
 # Modules that register the kinds the workbench ships; loaded before the stored texts are
 # checked, so `workbench verify-signoffs` knows every kind without importing them itself.
-BUILTIN_KIND_MODULES = ("review.thresholds.thresholds", "review.wording.wordingservice")
+BUILTIN_KIND_MODULES = ("review.thresholds.thresholds", "review.wording.versions")
 
 
 class TamperedPolicyError(PolicyFileError):
