@@ -12,13 +12,12 @@ from review.core.identity import Permission, Role
 from review.policy import signoff
 from review.wording import compare, drafts, production, signing, versions
 from review.wording import terms as wording_terms
-from review.wording.wording import (
+from review.wording.findings import RULES, Finding
+from review.wording.lint import lint
+from review.wording.messages import (
     EXAMPLE_VALUES,
     MESSAGE_KEY_RE,
     REQUIRED_KEY_MEANING,
-    RULES,
-    Finding,
-    lint,
     parse_wording,
     placeholders_in,
     preview,

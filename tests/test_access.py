@@ -48,7 +48,7 @@ from review.thresholds import thresholds
 from review.traces import importer, retention
 from review.traces.canonical import iter_canonical_jsonl
 from review.wording import drafts, signing, versions
-from review.wording.wording import wording_path
+from review.wording.messages import wording_path
 from storage.db import make_engine, read_session, write_session
 from storage.models import AuditItem, AuditLog, Case, CaseDocument, CaseFamily, Document, Trace
 from tests.test_pages import app

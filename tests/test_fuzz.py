@@ -37,7 +37,7 @@ from review.corpus import corpus, docformat
 from review.evaluation import evalruns
 from review.policy import policy
 from review.traces import formats, importer, monitoring, redaction
-from review.wording import wording
+from review.wording import messages
 from storage.db import make_engine, migrate
 from tests.conftest import copy_db
 from tests.test_corpus import GOOD
@@ -591,7 +591,7 @@ def _redaction(text: str) -> None:
 LOADERS: dict[str, Callable[[str], object]] = {
     "taxonomy.yaml": _load_taxonomy_text,
     "no-answer-policy.yaml": _policy,
-    "refusal-wording.yaml": lambda t: wording.parse_wording(t),
+    "refusal-wording.yaml": lambda t: messages.parse_wording(t),
     "redaction.yaml": _redaction,
     "monitoring.yaml": lambda t: monitoring.parse_monitoring_policy(t),
 }

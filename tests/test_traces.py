@@ -707,7 +707,8 @@ def test_demo_traces_go_through_the_import_and_are_deterministic(
 
 def test_demo_refusals_include_wording_violations_the_lint_finds() -> None:
     from review.demo import tracedemo
-    from review.wording.wording import lint, load_wording
+    from review.wording.lint import lint
+    from review.wording.messages import load_wording
 
     w = load_wording()
     found: set[str] = set()

@@ -19,19 +19,13 @@ from hypothesis import strategies as st
 
 from review.core.errors import InputError, PolicyFileError
 from review.core.identity import Role
-from review.wording.wording import (
+from review.wording.findings import KEY_ONLY_RULES, RULES, Finding, excerpt
+from review.wording.lint import lint, lint_frame, lint_message, lint_set
+from review.wording.messages import (
     EXAMPLE_VALUES,
-    KEY_ONLY_RULES,
     REQUIRED_KEYS,
-    RULES,
-    Finding,
     Message,
     WordingSet,
-    excerpt,
-    lint,
-    lint_frame,
-    lint_message,
-    lint_set,
     load_wording,
     needs_compliance,
     parse_wording,

@@ -16,9 +16,9 @@ from review.core.taxonomy import Taxonomy
 from review.demo import people, wording_versions
 from review.policy import signoff
 from review.wording import compare, drafts, production, signing, terms, versions
-from review.wording.wording import (
+from review.wording.lint import lint
+from review.wording.messages import (
     EXAMPLE_VALUES,
-    lint,
     load_wording,
     parse_wording,
     render,

@@ -409,7 +409,7 @@ def lint_wording_cmd(file: Path | None) -> None:
 
     Restricted titles and document ids come from the corpus. Exits 1 on any finding."""
     from review.wording import terms, versions
-    from review.wording.wording import parse_wording
+    from review.wording.messages import parse_wording
 
     engine = _engine()
     try:

@@ -52,7 +52,7 @@ from review.core.taxonomy import Taxonomy
 from review.corpus.docformat import parse_markdown
 from review.demo.people import DEMO_ACTOR
 from review.traces.model import Chunk, Citation, Trace
-from review.wording.wording import WordingSet, load_wording, render
+from review.wording.messages import WordingSet, load_wording, render
 from storage.db import read_session
 from storage.models import Trace as TraceRow
 

@@ -11,11 +11,8 @@ from typing import Literal
 
 import pandas as pd
 
+from review.wording.messages import WordingSet, needs_compliance
 from review.wording.versions import _key_order
-from review.wording.wording import (
-    WordingSet,
-    needs_compliance,
-)
 
 __all__ = ["MessageChange", "compare", "compare_frame", "setting_changes", "word_diff", "yaml_diff"]
 

@@ -10,13 +10,8 @@ from typing import Any
 import yaml
 
 from review.core.errors import InputError
+from review.wording.messages import REQUIRED_KEYS, WordingSet, parse_wording, placeholders_in
 from review.wording.versions import _key_order
-from review.wording.wording import (
-    REQUIRED_KEYS,
-    WordingSet,
-    parse_wording,
-    placeholders_in,
-)
 
 __all__ = ["MessageDraft", "draft_yaml", "dump_wording", "splice_wording"]
 

@@ -31,14 +31,10 @@ from sqlalchemy import text as sql_text
 from review.core.errors import InputError, PermissionDenied
 from review.core.identity import Actor
 from review.wording.compare import _MASK
+from review.wording.findings import RULES, Finding, excerpt
+from review.wording.lint import lint
 from review.wording.terms import _titles, corpus_terms
 from review.wording.versions import in_force
-from review.wording.wording import (
-    RULES,
-    Finding,
-    excerpt,
-    lint,
-)
 from storage.db import read_session
 from storage.models import REFUSAL_TEXTS_WHERE, Trace
 

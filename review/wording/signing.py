@@ -23,6 +23,8 @@ from review.core.identity import Actor, Permission, Role, require
 from review.policy import signoff
 from review.wording.compare import MessageChange, compare, setting_changes
 from review.wording.drafts import MessageDraft, draft_yaml
+from review.wording.findings import Finding
+from review.wording.messages import WordingSet, parse_wording
 from review.wording.terms import CorpusTerms, corpus_terms, lint_snapshot, lint_wording
 from review.wording.versions import (
     KIND,
@@ -32,11 +34,6 @@ from review.wording.versions import (
     compliance_reason,
     in_force,
     versions,
-)
-from review.wording.wording import (
-    Finding,
-    WordingSet,
-    parse_wording,
 )
 
 __all__ = ["VersionReview", "propose_edits", "propose_wording", "review_version", "sign_wording"]

@@ -13,14 +13,10 @@ import pandas as pd
 from sqlalchemy import Engine, select
 
 from review.core.identity import Role
+from review.wording.findings import Finding, excerpt
+from review.wording.lint import lint_set
+from review.wording.messages import WordingSet, needs_compliance
 from review.wording.versions import changed_keys
-from review.wording.wording import (
-    Finding,
-    WordingSet,
-    excerpt,
-    lint_set,
-    needs_compliance,
-)
 from storage.db import read_session
 from storage.models import Document
 

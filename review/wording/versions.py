@@ -1,8 +1,8 @@
 """Refusal wording as a signed policy kind: its canonical form, who must sign, the wording in
 force and its versions.
 
-The wording file (``policies/refusal-wording.yaml``, validated and linted by
-:mod:`review.wording.wording`) is versioned through the generic sign-off service
+The wording file (``policies/refusal-wording.yaml``, validated by :mod:`review.wording.messages`
+and linted by :mod:`review.wording.lint`) is versioned through the generic sign-off service
 (:mod:`review.policy.signoff`) as kind ``refusal_wording``:
 
 * **Who signs.** A product owner signs every change. Compliance signs as well when R3 (answer
@@ -23,7 +23,7 @@ from sqlalchemy import Engine
 from review.core.errors import InputError
 from review.core.identity import Role
 from review.policy import signoff
-from review.wording.wording import (
+from review.wording.messages import (
     REQUIRED_KEYS,
     WordingSet,
     needs_compliance,

@@ -1,313 +1,26 @@
-"""Refusal wording: the signed message file and the wording lint.
-
-Two halves, both pure (no database, no Streamlit):
-
-* ``policies/refusal-wording.yaml`` holds the customer-facing texts the assistant uses when it
-  does not simply answer: R1 nothing found in what the person can access, R2 sources found but
-  they do not answer, R3 answer blocked as ungrounded, C1 caveat, F1 follow-up question, E1
-  escalation (plus any custom keys). ``load_wording``/``parse_wording`` validate it strictly and
-  ``render`` fills its ``{placeholders}``.
-* ``lint`` checks any text (a template, a rendered message, or the final text of a production
-  trace) against the wording rules and returns findings with character spans and a sentence a
-  product owner can act on. The rules are regular expressions over small vocabularies, tuned on
-  ``tests/data/wording_corpus.yaml`` to give no false alarms on realistic good messages.
-"""
+"""The wording rules as regular expressions over small vocabularies: universal negatives,
+leaked internals, unlisted contacts, claims after a refusal, blaming the user, follow-ups
+without a request, and escalations that name a person."""
 
 from __future__ import annotations
 
 import bisect
 import itertools
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
-from typing import Annotated
 
-import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-
-from review.core.errors import InputError
-from review.core.taxonomy import policies_dir
-from review.core.yamlstrict import load_model, load_yaml_text, validate
-
-__all__ = [
-    "COMPLIANCE_KEYS",
-    "EXAMPLE_VALUES",
-    "KEY_ONLY_RULES",
-    "LINT_COLUMNS",
-    "REQUIRED_KEYS",
-    "REQUIRED_KEY_MEANING",
-    "RULES",
-    "Finding",
-    "Message",
-    "WordingSet",
-    "excerpt",
-    "lint",
-    "lint_frame",
-    "lint_message",
-    "lint_set",
-    "load_wording",
-    "needs_compliance",
-    "parse_wording",
-    "placeholders_in",
-    "preview",
-    "render",
-    "signoff_roles",
-    "wording_path",
-]
-
-# ---------------------------------------------------------------------------------------------
-# The wording file
-# ---------------------------------------------------------------------------------------------
-
-REQUIRED_KEYS: tuple[str, ...] = ("R1", "R2", "R3", "C1", "F1", "E1")
-REQUIRED_KEY_MEANING: Mapping[str, str] = {
-    "R1": "nothing found in what the person can access",
-    "R2": "sources found, but they do not answer",
-    "R3": "answer blocked as ungrounded",
-    "C1": "caveat shown with an answer",
-    "F1": "follow-up question",
-    "E1": "escalation to a role or process",
-}
-COMPLIANCE_KEYS: frozenset[str] = frozenset({"R3", "E1"})
-
-MESSAGE_KEY_RE = re.compile(r"^[A-Z][A-Z0-9_]*$")
-PLACEHOLDER_NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
-PLACEHOLDER_RE = re.compile(r"\{([a-z][a-z0-9_]*)\}")
-LOCALE_RE = re.compile(r"^[a-z]{2,3}(?:-[A-Za-z0-9]{2,8})*$")
-
-#: Values used to preview a message before sign-off (``preview``).
-EXAMPLE_VALUES: Mapping[str, str] = {
-    "missing_item": "the contract name",
-    "role": "the Legal team",
-    "topic": "refunds for annual plans",
-    "document": "your order form",
-    "process": "a support ticket",
-    "plan": "the Team plan",
-    "region": "the EU region",
-    "date": "1 March 2025",
-    "jurisdiction": "Germany",
-    "contact": "the Support team",
-}
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-
-class Message(_Strict):
-    """One customer-facing message: its text, declared placeholders, locale and purpose."""
-
-    text: Annotated[str, Field(min_length=1, max_length=2000)]
-    placeholders: list[str] = Field(default_factory=list)
-    locale: str | None = None
-    description: Annotated[str, Field(min_length=3, max_length=300)]
-
-
-class WordingSet(_Strict):
-    """The refusal wording file (policies/refusal-wording.yaml), validated."""
-
-    version: int = Field(ge=1)
-    locale: str
-    allowed_contacts: list[str]
-    restricted_titles: list[str] = Field(default_factory=list)
-    messages: dict[str, Message]
-
-    @model_validator(mode="after")
-    def _checks(self) -> WordingSet:
-        problems: list[str] = []
-        if not LOCALE_RE.match(self.locale):
-            problems.append(f"locale: {self.locale!r} is not a locale such as 'en-GB'")
-        problems += _list_problems("allowed_contacts", self.allowed_contacts, required=True)
-        problems += _list_problems("restricted_titles", self.restricted_titles, required=False)
-        for key in REQUIRED_KEYS:
-            if key not in self.messages:
-                problems.append(
-                    f"messages.{key}: required message is missing ({REQUIRED_KEY_MEANING[key]})"
-                )
-        for key, msg in self.messages.items():
-            where = f"messages.{key}"
-            if not MESSAGE_KEY_RE.match(key):
-                problems.append(
-                    f"{where}: message keys use capital letters, digits and _, starting with a "
-                    "letter (like R1 or R2_BILLING)"
-                )
-            if msg.locale is not None and not LOCALE_RE.match(msg.locale):
-                problems.append(f"{where}.locale: {msg.locale!r} is not a locale such as 'en-GB'")
-            if not msg.text.strip():
-                problems.append(f"{where}.text: must not be blank")
-            problems += _placeholder_problems(where, msg)
-        if problems:
-            raise ValueError("\n".join(problems))
-        return self
-
-    def message(self, key: str) -> Message:
-        """The message for ``key``; an unknown key is an InputError naming the known ones."""
-        try:
-            return self.messages[key]
-        except KeyError:
-            known = ", ".join(sorted(self.messages))
-            raise InputError(f"unknown message key {key!r} (known: {known})") from None
-
-    def locale_for(self, key: str) -> str:
-        """The message's own locale, or the file's default."""
-        return self.message(key).locale or self.locale
-
-
-def _list_problems(field: str, items: Sequence[str], *, required: bool) -> list[str]:
-    problems: list[str] = []
-    if required and not items:
-        problems.append(f"{field}: list at least one role, team, process, URL or email address")
-    seen: dict[str, int] = {}
-    for i, item in enumerate(items):
-        if not item.strip():
-            problems.append(f"{field}.{i}: must not be blank")
-            continue
-        folded = " ".join(item.split()).casefold()
-        if folded in seen:
-            problems.append(f"{field}.{i}: {item!r} is listed twice (first at {seen[folded]})")
-        seen.setdefault(folded, i)
-    return problems
-
-
-def _placeholder_problems(where: str, msg: Message) -> list[str]:
-    problems: list[str] = []
-    declared: list[str] = []
-    for i, name in enumerate(msg.placeholders):
-        if not PLACEHOLDER_NAME_RE.match(name):
-            problems.append(
-                f"{where}.placeholders.{i}: {name!r} is not a placeholder name (use lower-case "
-                "letters, digits and _, like missing_item)"
-            )
-        elif name in declared:
-            problems.append(f"{where}.placeholders.{i}: {name!r} is declared twice")
-        else:
-            declared.append(name)
-    used = placeholders_in(msg.text)
-    for name in used:
-        if name not in declared:
-            problems.append(
-                f"{where}.text: placeholder {{{name}}} is used but not declared in "
-                f"{where}.placeholders"
-            )
-    for name in declared:
-        if name not in used:
-            problems.append(
-                f"{where}.placeholders: {name!r} is declared but {{{name}}} never appears in "
-                "the text"
-            )
-    stray = PLACEHOLDER_RE.sub("", msg.text)
-    if "{" in stray or "}" in stray:
-        problems.append(
-            f"{where}.text: has a brace that is not part of a placeholder such as "
-            "{missing_item} (names use lower-case letters, digits and _)"
-        )
-    return problems
-
-
-def placeholders_in(text: str) -> list[str]:
-    """Placeholder names used in ``text``, in order of first use."""
-    return list(dict.fromkeys(PLACEHOLDER_RE.findall(text)))
-
-
-def wording_path() -> Path:
-    """Where the wording file in force lives."""
-    return policies_dir() / "refusal-wording.yaml"
-
-
-def parse_wording(text: str, source: str = "refusal-wording.yaml") -> WordingSet:
-    """Validate wording YAML given as text (e.g. an edited draft); errors name ``source``."""
-    return validate(WordingSet, load_yaml_text(text, source), source)
-
-
-def load_wording(path: Path | None = None) -> WordingSet:
-    """Read and validate a wording file (default: the one in force)."""
-    return load_model(WordingSet, path or wording_path())
-
-
-def render(message: Message | str, values: Mapping[str, object]) -> str:
-    """Fill the ``{placeholders}`` of a message (or template text) from ``values``.
-
-    Every placeholder needs a non-blank value, else InputError naming the missing ones; extra
-    values are ignored. Values are inserted literally (a ``{`` inside a value is not expanded).
-    """
-    text = message.text if isinstance(message, Message) else message
-    names = placeholders_in(text)
-    if isinstance(message, Message):
-        names = list(dict.fromkeys([*message.placeholders, *names]))
-    filled: dict[str, str] = {}
-    missing: list[str] = []
-    for name in names:
-        value = values.get(name)
-        rendered = "" if value is None else str(value)
-        if not rendered.strip():
-            missing.append(name)
-        filled[name] = rendered
-    if missing:
-        listed = ", ".join("{" + n + "}" for n in missing)
-        raise InputError(f"a value is needed for {listed} before this message can be shown")
-    return PLACEHOLDER_RE.sub(lambda m: filled[m.group(1)], text)
-
-
-def preview(message: Message | str, values: Mapping[str, object] | None = None) -> str:
-    """Render with ``EXAMPLE_VALUES`` (overridden by ``values``); unknown names show [name]."""
-    text = message.text if isinstance(message, Message) else message
-    merged: dict[str, object] = {n: f"[{n.replace('_', ' ')}]" for n in placeholders_in(text)}
-    merged.update({n: v for n, v in EXAMPLE_VALUES.items() if n in merged})
-    merged.update(values or {})
-    return render(text, merged)
-
-
-def needs_compliance(key: str) -> bool:
-    """True when compliance must sign the message as well as the product owner (R3, E1)."""
-    return key in COMPLIANCE_KEYS
-
-
-def signoff_roles(key: str) -> tuple[str, ...]:
-    """The roles (review.core.identity.Role values) whose sign-off the message needs."""
-    return ("product_owner", "compliance") if needs_compliance(key) else ("product_owner",)
-
-
-# ---------------------------------------------------------------------------------------------
-# The lint
-# ---------------------------------------------------------------------------------------------
-
-#: Stable rule ids -> what the rule protects against (for legends and filters).
-RULES: Mapping[str, str] = {
-    "universal_negative": "Says the answer does not exist instead of 'the sources do not show it'",
-    "leaked_internal": "Shows internal scores, search terms, document ids or restricted titles",
-    "unlisted_contact": "Names an email, phone, URL or person that is not an approved contact",
-    "claim_after_refusal": "Refuses, then gives an unsupported answer anyway",
-    "blames_user": "Blames the person for the question",
-    "followup_without_request": "A follow-up that does not ask for what would help (F1 only)",
-    "escalation_names_person": "An escalation that names a person, not a role or team (E1 only)",
-}
-#: Rules that only run for one message key.
-KEY_ONLY_RULES: Mapping[str, str] = {
-    "followup_without_request": "F1",
-    "escalation_names_person": "E1",
-}
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One wording problem: the rule id, the span ``text[start:end]`` and why it matters."""
-
-    rule: str
-    start: int
-    end: int
-    explanation: str
-
-
-def excerpt(text: str, finding: Finding) -> str:
-    """The flagged part of ``text``."""
-    return text[finding.start : finding.end]
-
+from review.wording.findings import Finding
 
 _I = re.IGNORECASE
+
+
 _X = re.VERBOSE
+
+
 _NEG = r"(?:\s+not|n't|\s*not)"  # "does not", "doesn't", "cannot"
+
 
 # Quotes are folded to ASCII (same length) so one apostrophe handles "don't" and "don’t".
 _FOLD = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"'})
@@ -320,7 +33,11 @@ def _fold(text: str) -> str:
 # -- sentences and clauses --------------------------------------------------------------------
 
 _SENT_END = re.compile(r"[.!?]+[\"')\]]*(?=\s+[\"'(\[{]?[A-Z0-9{])|\n\s*\n|\n(?=\s*[-*•\d])")
+
+
 _ABBREV = re.compile(r"(?:\b(?:mr|mrs|ms|mx|dr|prof|st|no|vs|etc|approx|e\.g|i\.e)\.)$", _I)
+
+
 _CLAUSE_BREAK = re.compile(
     r"[;:()]|\s[-–—]\s|—|,\s+(?=(?:and|but|so|because|although|though|while|or|whereas)\b)",
     _I,
@@ -387,6 +104,8 @@ _UNIVERSAL = re.compile(
     """,
     _I | _X,
 )
+
+
 # Phrases that scope a negative to what the person may see ("... in the documents available
 # to you"), which is exactly the wording the rule asks for.
 _SCOPE = re.compile(
@@ -450,6 +169,8 @@ _INTERNAL = re.compile(
     """,
     _I | _X,
 )
+
+
 # Document ids with a version, such as POL-REFUND@2 (not e-mail addresses).
 _DOC_REF = re.compile(r"(?<![\w.@-])[A-Z][A-Z0-9]*(?:-[A-Z0-9]+)*@v?\d+(?![\w-]|\.\w)")
 
@@ -516,6 +237,8 @@ def _title_patterns(titles: Iterable[str]) -> list[re.Pattern[str]]:
 # -- contacts ---------------------------------------------------------------------------------
 
 _EMAIL = re.compile(r"(?<![\w.+-])[\w.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+")
+
+
 _URL = re.compile(
     r"""\bhttps?://[^\s<>()"']+
       | \bwww\.[^\s<>()"']+
@@ -524,19 +247,32 @@ _URL = re.compile(
         (?:/[^\s<>()"']*)?""",
     _I | _X,
 )
+
+
 _PHONE = re.compile(
     r"(?<![\w+.,/-])(?:\+\d{1,3}[\s.-]?)?(?:\(\d{1,5}\)[\s.-]?)?\d{2,5}(?:[\s.-]\d{2,5}){1,4}"
     r"(?![\w%]|[.,]\d)"
 )
+
+
 _DATE_LIKE = re.compile(r"^\d{4}-\d{1,2}-\d{1,2}$|^\d{1,2}[./-]\d{1,2}[./-]\d{2,4}$")
+
+
 _HONORIFIC = r"(?:Mr|Mrs|Ms|Miss|Mx|Dr|Prof)\.?\s+"
+
+
 _NAME_WORD = r"[A-Z][a-z]+(?:[-'][A-Z][a-z]+)?"
+
+
 _CONTACT_VERB = re.compile(
     r"\b(?i:contact|call|phone|ring|e-?mail|message|ask|ping|write\s+to|reach\s+out\s+to|reach|"
     r"get\s+in\s+touch\s+with|speak\s+(?:to|with)|talk\s+(?:to|with))\s+"
     rf"(?P<name>(?:{_HONORIFIC})?{_NAME_WORD}(?:\s+{_NAME_WORD}){{0,2}})"
 )
+
+
 _TRAILING = ".,;:!?)]}'\""
+
 
 # Words that make a Title-case phrase a team, role, product, document or place, not a person.
 _ORG_WORDS_TEXT = """
@@ -557,7 +293,11 @@ _ORG_WORDS_TEXT = """
     i we you our your the this that these those please thanks thank dear hi hello kind regards
     for if when while as a an and or but so of in on at to from by with about is are
 """
+
+
 _ORG_WORDS = frozenset(_ORG_WORDS_TEXT.split())
+
+
 _COMPANY_SUFFIX = re.compile(
     r"\s+(?:AS|ASA|AB|Ltd|Limited|GmbH|Inc|LLC|LLP|plc|PLC|SA|SAS|BV|AG)\b"
 )
@@ -656,12 +396,18 @@ _REFUSAL = re.compile(
     """,
     _I | _X,
 )
+
+
 _CONTRAST = re.compile(
     r"\b(?:but|however|though|although|that\s+said|even\s+so|nevertheless|still)\b", _I
 )
+
+
 _LEADING_CONTRAST = re.compile(
     r"\W*(?:but|however|that\s+said|even\s+so|still|though|nevertheless)\b", _I
 )
+
+
 _STRONG_HEDGE = re.compile(
     r"""
       \b(?:usually|typically|generally|normally|often|commonly|likely|probably|presumably|
@@ -677,6 +423,8 @@ _STRONG_HEDGE = re.compile(
     """,
     _I | _X,
 )
+
+
 _QUANTITY = re.compile(
     r"""
       \d
@@ -686,12 +434,16 @@ _QUANTITY = re.compile(
     """,
     _I | _X,
 )
+
+
 _DEFINITE = re.compile(
     r"""(?:\b(?:is|are|was|were|will|would|gets?|has|have|had|can|qualif(?:y|ies)|
         receives?|includes?|covers?|appl(?:y|ies)|lasts?|costs?|expires?|renews?|allows?|
         offers?|takes?|needs?|must|should|does|do)\b|'(?:s|re|ll)\b)""",
     _I | _X,
 )
+
+
 # A request for information, a pointer to a role or process, or the assistant offering to act:
 # these are what a refusal should be followed by.
 _REQUEST = re.compile(
@@ -702,6 +454,8 @@ _REQUEST = re.compile(
     """,
     _I | _X,
 )
+
+
 _POINTER = re.compile(
     r"""
       \b(?:the|our|your|a)\s+(?:[\w-]+\s+){0,2}?team\b(?!\s+(?:plan|tier))
@@ -711,6 +465,8 @@ _POINTER = re.compile(
     """,
     _I | _X,
 )
+
+
 _SUBCLAUSE_BREAK = re.compile(r"[,;:]|\s[-–—]\s|—")
 
 
@@ -817,6 +573,8 @@ _BLAME = re.compile(
     """,
     _I | _X,
 )
+
+
 _NOT_ACCUSING = re.compile(r"\b(?:if|unless|in\s+case|whether|when)\s+(?:\w+\s+){0,2}$", _I)
 
 
@@ -839,6 +597,8 @@ _ASK_VERB = (
     r"(?:tell|share|send|provide|confirm|specify|give|clarify|name|attach|include|mention|"
     r"point\s+me\s+to|say|check|choose|pick|select|let\s+me\s+know|add|upload|paste)"
 )
+
+
 # An ask is a request frame ("please ...", "could you ...", "if you can ...") or an imperative
 # at the start of a sentence; "they say different things" is not an ask.
 _ASK = re.compile(
@@ -847,6 +607,8 @@ _ASK = re.compile(
     r"|\blet\s+me\s+know\b|\btell\s+me\b|^\W*" + _ASK_VERB + r"\b",
     _I,
 )
+
+
 _ITEM = re.compile(
     r"\b(?:contract|agreement|name|date|jurisdiction|country|region|document|plan|tier|order|"
     r"invoice|account|workspace|product|version|reference|number|period|year|month|entity|"
@@ -879,12 +641,16 @@ def _followup(ctx: _Ctx) -> Iterator[Finding]:
 # -- escalations naming a person (E1) ---------------------------------------------------------
 
 _PERSON_HONORIFIC = re.compile(rf"\b{_HONORIFIC}{_NAME_WORD}(?:\s+{_NAME_WORD})?")
+
+
 _PERSON_AFTER_VERB = re.compile(
     r"\b(?i:ask|contact|call|e-?mail|message|ping|speak\s+(?:to|with)|talk\s+to|"
     r"reach\s+out\s+to|(?:forwarded|passed|escalated|handed|sent|assigned|given)\s+"
     r"(?:this|it|your\s+\w+)?\s*(?:on\s+|over\s+)?to)\s+"
     rf"(?P<name>{_NAME_WORD})\b"
 )
+
+
 _TITLE_RUN = re.compile(rf"\b{_NAME_WORD}(?:\s+{_NAME_WORD})+\b")
 
 
@@ -970,122 +736,3 @@ class _Ctx:
     norm: str
     sentences: list[tuple[int, int]]
     patterns: _Patterns
-
-
-_RULE_FUNCS = {
-    "universal_negative": _universal,
-    "leaked_internal": _internal,
-    "unlisted_contact": _contacts,
-    "claim_after_refusal": _claims,
-    "blames_user": _blame,
-    "followup_without_request": _followup,
-    "escalation_names_person": _person,
-}
-
-
-def lint(
-    text: str,
-    *,
-    key: str | None = None,
-    restricted_titles: Iterable[str] = (),
-    allowed_contacts: Iterable[str] = (),
-    doc_ids: Iterable[str] = (),
-    rules: Iterable[str] | None = None,
-) -> list[Finding]:
-    """Check one customer-facing text against the wording rules.
-
-    ``key`` is the message key the text is used for: the follow-up rule runs only for F1 and
-    the person rule only for E1. ``restricted_titles`` and ``doc_ids`` must never appear;
-    ``allowed_contacts`` are the only emails, URLs, phone numbers and names a message may give.
-    ``rules`` restricts the check to some rule ids. Findings are sorted by position.
-    """
-    selected = list(RULES) if rules is None else list(rules)
-    unknown = [r for r in selected if r not in RULES]
-    if unknown:
-        raise InputError(
-            f"unknown wording rule(s): {', '.join(unknown)} (known: {', '.join(RULES)})"
-        )
-    patterns = _patterns(
-        tuple(restricted_titles), tuple(allowed_contacts), tuple(str(i) for i in doc_ids)
-    )
-    norm = _fold(text)
-    ctx = _Ctx(text, norm, _sentences(norm), patterns)
-    findings: list[Finding] = []
-    for rule in selected:
-        only_for = KEY_ONLY_RULES.get(rule)
-        if only_for is not None and key != only_for:
-            continue
-        findings.extend(_RULE_FUNCS[rule](ctx))
-    return sorted(set(findings), key=lambda f: (f.start, f.end, f.rule))
-
-
-def lint_message(
-    wording: WordingSet,
-    key: str,
-    *,
-    values: Mapping[str, object] | None = None,
-    restricted_titles: Iterable[str] = (),
-    doc_ids: Iterable[str] = (),
-) -> list[Finding]:
-    """Lint one message of a wording set with its own contact list and restricted titles.
-
-    Without ``values`` the template itself is checked (spans point into ``message.text``);
-    with ``values`` the rendered text is checked (spans point into ``render(...)``).
-    """
-    message = wording.message(key)
-    text = message.text if values is None else render(message, values)
-    return lint(
-        text,
-        key=key,
-        restricted_titles=[*wording.restricted_titles, *restricted_titles],
-        allowed_contacts=wording.allowed_contacts,
-        doc_ids=doc_ids,
-    )
-
-
-def lint_set(
-    wording: WordingSet, *, restricted_titles: Iterable[str] = (), doc_ids: Iterable[str] = ()
-) -> dict[str, list[Finding]]:
-    """Lint every message template of a wording set: key -> findings (empty when clean)."""
-    titles = tuple(restricted_titles)
-    ids = tuple(doc_ids)
-    return {
-        key: lint_message(wording, key, restricted_titles=titles, doc_ids=ids)
-        for key in wording.messages
-    }
-
-
-LINT_COLUMNS = ["row", "rule", "start", "end", "excerpt", "explanation"]
-
-
-def lint_frame(
-    texts: Sequence[str] | pd.Series,
-    *,
-    keys: Sequence[str | None] | pd.Series | None = None,
-    restricted_titles: Iterable[str] = (),
-    allowed_contacts: Iterable[str] = (),
-    doc_ids: Iterable[str] = (),
-) -> pd.DataFrame:
-    """Lint many texts (e.g. final texts of sampled traces): one row per finding.
-
-    ``row`` is the position (or the Series index label) of the text; texts without findings
-    produce no rows. Patterns are compiled once for the whole batch.
-    """
-    series = texts if isinstance(texts, pd.Series) else pd.Series(list(texts), dtype=object)
-    key_list: list[str | None]
-    if keys is None:
-        key_list = [None] * len(series)
-    else:
-        key_list = [None if pd.isna(k) else str(k) for k in list(keys)]
-        if len(key_list) != len(series):
-            raise InputError(f"{len(key_list)} keys given for {len(series)} texts")
-    titles, contacts, ids = tuple(restricted_titles), tuple(allowed_contacts), tuple(doc_ids)
-    rows: list[tuple[object, str, int, int, str, str]] = []
-    for label, text, key in zip(series.index, series.tolist(), key_list, strict=True):
-        if not isinstance(text, str) or not text:
-            continue
-        for f in lint(
-            text, key=key, restricted_titles=titles, allowed_contacts=contacts, doc_ids=ids
-        ):
-            rows.append((label, f.rule, f.start, f.end, excerpt(text, f), f.explanation))
-    return pd.DataFrame(rows, columns=LINT_COLUMNS)
