@@ -6,7 +6,7 @@ import altair as alt
 import streamlit as st
 
 from pages import ui
-from review.labels import agreement, labeling
+from review.labels import agreement, agreement_sql, labeling
 
 engine = ui.engine()
 actor = ui.actor()
@@ -21,7 +21,7 @@ def _report(
 ) -> agreement.AgreementReport | None:
     """Computed in the database from aggregates (never every label in memory); cached on the
     labels' stamp and the filters: a new label recomputes, widget changes reuse it."""
-    return agreement.agreement_report_sql(
+    return agreement_sql.agreement_report_sql(
         engine,
         list(tax.decisions),
         list(tax.reason_codes),

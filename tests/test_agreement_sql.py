@@ -18,7 +18,8 @@ from sqlalchemy.engine import cursor as sa_cursor
 from review.core.errors import InputError
 from review.core.taxonomy import Taxonomy
 from review.labels import labeling
-from review.labels.agreement import AgreementReport, agreement_report, agreement_report_sql
+from review.labels.agreement import AgreementReport, agreement_report
+from review.labels.agreement_sql import agreement_report_sql
 from storage.db import make_engine, migrate, run_write
 from storage.models import Case, CaseSlice, Label
 from tests.conftest import make_actor

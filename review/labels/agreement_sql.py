@@ -1,0 +1,531 @@
+"""The agreement report from SQL aggregates, for any number of labels.
+
+``agreement_report`` needs every current label in memory. ``agreement_report_sql`` gets the
+same numbers from the database in two aggregate statements (and a few small look-ups) whose
+results have a handful of rows however many labels there are:
+
+* the overall rows need, per field, how many items carry m labels, the pairs of equal labels
+  on them, and how often each value occurs on pairable items. Per case (GROUP BY case) the
+  label count and the count of each decision and each reason code, then per m the sums of
+  those counts and of their squares (equal pairs on an item: sum of c(c-1)/2 over values);
+  the same per (group, m) for the slice or category table, in the same statement;
+* the pair rows need, per annotator pair, the confusion counts over the items both
+  labelled: one self-join of the current labels on the case, grouped by the two annotators
+  and the two decisions, with each reason code's "both have it", "a has it" and "b has it"
+  counts summed alongside (packed several codes to an integer);
+* the decision heatmap is the pair counts summed over the annotator pairs.
+
+A reason code is present when the label's JSON list holds the code's JSON string (codes are
+identifiers, stored by json.dumps). Codes outside the list are looked for in the distinct
+code lists and refused as ``agreement_report`` refuses them. Sums over items are exact
+integers; the statistics are then computed as ``agreement_table`` computes them, so they
+agree with it to the last bit or two (the reference adds floats item by item)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sqlalchemy import (
+    BigInteger,
+    Engine,
+    Text,
+    and_,
+    case,
+    cast,
+    distinct,
+    func,
+    literal,
+    null,
+    select,
+    union_all,
+)
+from sqlalchemy.orm import aliased
+
+from review.core.errors import InputError
+from review.labels.agreement import TABLE_COLUMNS, AgreementReport, _assemble
+from review.labels.labeling import current_label_filter
+from storage.db import read_session
+from storage.models import Case, CaseSlice, Label
+
+__all__ = ["agreement_report_sql"]
+
+
+_GROUP_COLUMNS = ["group", "items", "annotators", "raw agreement", "alpha", "note"]
+
+
+@dataclass
+class _Overall:
+    """One field's totals for its ``scope == "all"`` row."""
+
+    items: dict[int, int]  # label count m -> items with m labels
+    same: dict[int, int]  # m -> pairs of equal labels summed over those items
+    counts: dict[Any, int]  # value -> labels with that value on pairable items (sorted values)
+    annotators: int
+
+
+@dataclass
+class _PairCounts:
+    """Confusion counts of one annotator pair over the items both labelled."""
+
+    n: int = 0
+    agree: int = 0
+    rows: dict[Any, int] = field(default_factory=dict)  # annotator a's values
+    cols: dict[Any, int] = field(default_factory=dict)  # annotator b's values
+
+
+def _argmax(counts: dict[Any, int]) -> Any:
+    """The value with the largest count, the first in value order on a tie (as np.argmax)."""
+    best, most = None, -1
+    for value, n in counts.items():
+        if n > most:
+            best, most = value, n
+    return best
+
+
+def _overall_values(o: _Overall) -> tuple[int, float | None, float | None, str]:
+    """Pairable items, raw agreement, alpha and note, as ``_unit_stats``/``_alpha``/``_raw``
+    and ``agreement_table`` give them (sums over items done exactly, then rounded)."""
+    pairable = {m: k for m, k in o.items.items() if m >= 2 and k}
+    n_pairable = sum(pairable.values())
+    if n_pairable == 0:
+        return 0, None, None, "no item has labels from two annotators yet"
+    raw_sum = sum(
+        (Fraction(o.same.get(m, 0), m * (m - 1) // 2) for m in pairable), start=Fraction(0)
+    )
+    raw = float(raw_sum / n_pairable)
+    n = sum(o.counts.values())
+    agree = float(sum((Fraction(2 * o.same.get(m, 0), m - 1) for m in pairable), Fraction(0)))
+    expected_denominator = n * n - sum(c * c for c in o.counts.values())
+    alpha = None
+    if n and expected_denominator:
+        alpha = 1.0 - (n - 1) * (n - agree) / expected_denominator
+    note = ""
+    if alpha is None:
+        note = f"alpha undefined: every label is {_argmax(o.counts)!r} (no variation)"
+    return n_pairable, raw, alpha, note
+
+
+def _table_frame(
+    field_name: str, pairs: dict[tuple[str, str], _PairCounts], overall: _Overall
+) -> pd.DataFrame:
+    """The frame ``agreement_table`` returns, from the counts (pairs in annotator order)."""
+    keys = sorted(pairs)
+    ns, raws, kappas, notes = [], [], [], []
+    for key in keys:
+        p = pairs[key]
+        chance = sum(p.rows.get(v, 0) * p.cols.get(v, 0) for v in p.rows)
+        denominator = p.n * p.n - chance
+        ns.append(p.n)
+        raws.append(p.agree / p.n)
+        if denominator:
+            kappas.append((p.n * p.agree - chance) / denominator)
+            notes.append("")
+        else:
+            kappas.append(np.nan)
+            only = _argmax(p.rows)
+            notes.append(f"kappa undefined: both gave only {only!r} (no variation)")
+    n_pairable, raw, alpha, note = _overall_values(overall)
+    return _assemble(
+        field_name,
+        {
+            "annotator_a": [a for a, _ in keys],
+            "annotator_b": [b for _, b in keys],
+            "n_items": np.array(ns, dtype=np.int64),
+            "raw_agreement": np.array(raws, dtype=float),
+            "cohen_kappa": np.array(kappas, dtype=float),
+            "note": pd.Series(notes, dtype=object),
+        },
+        {
+            "n_items": n_pairable,
+            "n_annotators": overall.annotators,
+            "raw_agreement": np.nan if raw is None else raw,
+            "krippendorff_alpha": np.nan if alpha is None else alpha,
+            "note": note,
+        },
+    )
+
+
+def _one(condition: Any) -> Any:
+    """SQL: 1 where ``condition`` holds, else 0 (to count with SUM)."""
+    return case((condition, 1), else_=0)
+
+
+def _holds(dialect: str, text: Any, needle: str) -> Any:
+    """SQL: ``text`` contains ``needle`` (case-sensitive on both databases)."""
+    if dialect == "sqlite":
+        return func.instr(text, needle) > 0
+    if dialect == "postgresql":
+        return func.strpos(text, needle) > 0
+    return text.contains(needle, autoescape=True)
+
+
+def _in_scope(stmt: Any, slice_: str, category: str) -> Any:
+    """Restrict a statement over ``labels`` to the cases of a slice and/or category."""
+    if slice_:
+        sl = aliased(CaseSlice)
+        stmt = stmt.where(Label.case_id.in_(select(sl.case_id).where(sl.slice == slice_)))
+    if category:
+        cs = aliased(Case)
+        stmt = stmt.where(Label.case_id.in_(select(cs.id).where(cs.category == category)))
+    return stmt
+
+
+def _position(dialect: str, column: Any, ordered: Sequence[str]) -> Any:
+    """SQL: the index of ``column``'s value in ``ordered`` (sorted in Python's order; the value
+    must be one of them), by bisection: a CASE tree of depth log2(len). Strings compare by
+    code point in Python; SQLite's default collation and PostgreSQL's "C" do the same."""
+    if not ordered:
+        return literal(0)
+    compared = column.collate("C") if dialect == "postgresql" else column
+
+    def node(lo: int, hi: int) -> Any:
+        if hi - lo == 1:
+            return literal(lo)
+        mid = (lo + hi) // 2
+        return case((compared < ordered[mid], node(lo, mid)), else_=node(mid, hi))
+
+    return node(0, len(ordered))
+
+
+@dataclass(frozen=True)
+class _Packing:
+    """Several 0/1 flags summed in one integer: flag j of a chunk adds ``2**(width*j)``, so
+    each sum holds every flag's count in its own ``width`` bits (counts stay below
+    ``2**width``: width fits the number of items). Fewer aggregates over the self-join, and
+    ``a & b`` of two packed labels is "both have the flag", flag by flag."""
+
+    width: int
+    chunks: list[list[int]]  # flag indexes packed together
+
+    @staticmethod
+    def for_counts(n_flags: int, most: int) -> _Packing:
+        width = max(1, most.bit_length())
+        per = max(1, 62 // width)  # stays below 2**62: no overflow in SQLite's SUM
+        return _Packing(
+            width, [list(range(i, min(i + per, n_flags))) for i in range(0, n_flags, per)]
+        )
+
+    def columns(self, flags: Sequence[Any]) -> list[Any]:
+        return [
+            sum(
+                (
+                    case((flags[j], literal(1 << (self.width * t), BigInteger)), else_=0)
+                    for t, j in enumerate(chunk)
+                ),
+                start=literal(0, BigInteger),
+            )
+            for chunk in self.chunks
+        ]
+
+    def unpack(self, totals: Sequence[Any]) -> list[int]:
+        """Per flag, its count from the chunks' sums."""
+        out: list[int] = []
+        mask = (1 << self.width) - 1
+        for chunk, total in zip(self.chunks, totals, strict=True):
+            value = int(total or 0)
+            out.extend((value >> (self.width * t)) & mask for t in range(len(chunk)))
+        return out
+
+
+def _decision_overall(
+    rows: Sequence[Any], cats: list[str], values: list[str], annotators: int
+) -> _Overall:
+    """Decision totals from rows ``(m, items, sum of each decision's count per item, sum of
+    the squares of those counts, ...)``, one row per label count m."""
+    items: dict[int, int] = {}
+    same: dict[int, int] = {}
+    counts = dict.fromkeys(values, 0)
+    for r in rows:
+        m, k = int(r[0]), int(r[1])
+        items[m] = k
+        same[m] = (int(r[2 + len(cats)] or 0) - m * k) // 2
+        if m >= 2:
+            for j, d in enumerate(cats):
+                counts[d] += int(r[2 + j] or 0)
+    return _Overall(items, same, counts, annotators)
+
+
+def _unknown_codes(conn: Any, rc: Any, codes: list[str], slice_: str, category: str) -> list[str]:
+    """Reason codes outside ``codes`` in current labels (sorted), read from the distinct
+    code lists (a few dozen texts, not a row per label)."""
+    known = set(codes)
+
+    def odd(texts: Iterable[str | None]) -> dict[str, set[str]]:
+        found = {}
+        for text in texts:
+            extra = {str(x) for x in (json.loads(text) if text else [])} - known
+            if extra:
+                found[str(text)] = extra
+        return found
+
+    # every label first (cheap, no "current" test); only suspects are checked again
+    suspects = odd(conn.scalars(_in_scope(select(rc).distinct(), slice_, category)))
+    if not suspects:
+        return []
+    current = odd(
+        conn.scalars(
+            _in_scope(select(rc).distinct(), slice_, category).where(
+                current_label_filter(), rc.in_(sorted(suspects))
+            )
+        )
+    )
+    return sorted(set().union(*current.values()), key=str) if current else []
+
+
+def agreement_report_sql(
+    engine: Engine,
+    decisions: Sequence[str],
+    reason_codes: Sequence[str],
+    *,
+    slice_: str = "",
+    category: str = "",
+    group_by: str = "slice",
+) -> AgreementReport | None:
+    """``agreement_report`` over the current labels in the database, from SQL aggregates only
+    (no query returns a row per label): the same tables, values, row order and notes; None
+    when no label is left. Decisions or reason codes outside the lists are refused with the
+    same error. Two aggregate statements over the labels and a few small look-ups, in one
+    read transaction (one snapshot)."""
+    cats = list(dict.fromkeys(decisions))
+    codes = list(dict.fromkeys(reason_codes))
+    n_cats, n_codes = len(cats), len(codes)
+    dialect = engine.dialect.name
+    rc = cast(Label.reason_codes, Text)  # NULL: no code (instr and strpos give NULL)
+    present = [_holds(dialect, rc, json.dumps(code)) for code in codes]
+    if group_by == "category":
+        key: Any = Case.category
+        group_join: Any = (Case, Case.id)
+    else:
+        key = CaseSlice.slice
+        group_join = (CaseSlice, CaseSlice.case_id)
+
+    with read_session(engine) as s:
+        # one snapshot for every statement (SQLite's read transaction already is one)
+        options = {"isolation_level": "REPEATABLE READ"} if dialect == "postgresql" else {}
+        conn = s.connection(execution_options=options)
+
+        # 1. per case: label count m and the count of each decision and reason code; then
+        #    summed per m, overall and per group (slice or category)
+        item = _in_scope(
+            select(
+                Label.case_id.label("case_id"),
+                func.count().label("m"),
+                *[func.sum(_one(Label.decision == d)).label(f"d{j}") for j, d in enumerate(cats)],
+                *[func.sum(_one(p)).label(f"p{k}") for k, p in enumerate(present)],
+            )
+            .where(current_label_filter())
+            .group_by(Label.case_id),
+            slice_,
+            category,
+        ).cte("item")
+        c = item.c
+        decision_sums = [
+            *[func.sum(c[f"d{j}"]) for j in range(n_cats)],
+            func.sum(sum((c[f"d{j}"] * c[f"d{j}"] for j in range(n_cats)), literal(0))),
+        ]
+        overall_part = select(
+            literal(0).label("part"),
+            null().label("g"),
+            c.m,
+            func.count(),
+            *decision_sums,
+            *[func.sum(c[f"p{k}"]) for k in range(n_codes)],
+            *[func.sum(c[f"p{k}"] * c[f"p{k}"]) for k in range(n_codes)],
+        ).group_by(c.m)
+        table, on = group_join
+        group_part = (
+            select(
+                literal(1),
+                key,
+                c.m,
+                func.count(),
+                *decision_sums,
+                *[null() for _ in range(2 * n_codes)],
+            )
+            .select_from(item.join(table, on == c.case_id))
+            .group_by(key, c.m)
+        )
+        unit_rows = conn.execute(union_all(overall_part, group_part)).all()
+        units = [r[2:] for r in unit_rows if int(r[0]) == 0]
+        n_cases = sum(int(r[1]) for r in units)
+        n_labels = sum(int(r[0]) * int(r[1]) for r in units)
+        if n_labels == 0:
+            return None
+        if sum(int(r[2 + j] or 0) for r in units for j in range(n_cats)) != n_labels:
+            used = conn.scalars(
+                _in_scope(select(Label.decision).distinct(), slice_, category).where(
+                    current_label_filter(), Label.decision.not_in(cats)
+                )
+            )
+            raise InputError(
+                f"labels: value(s) {', '.join(map(repr, sorted(str(d) for d in used)))} are "
+                f"not among the categories {', '.join(map(repr, cats))}"
+            )
+        unknown = _unknown_codes(conn, rc, codes, slice_, category)
+        if unknown:
+            raise InputError(
+                "reason codes: not in the list of reason codes: "
+                + ", ".join(repr(u) for u in unknown)
+            )
+
+        # 2. annotator pairs on the same case (self-join): per pair of annotators and pair
+        #    of decisions, the number of cases and each reason code's both/a/b counts
+        #    (packed). Annotators and decisions enter as their positions in Python's order:
+        #    small sort keys, and "a < b" as agreement_table orders them.
+        annotators = sorted(str(x) for x in conn.scalars(select(Label.annotator).distinct()))
+        decision_order = sorted(cats)
+        packing = _Packing.for_counts(n_codes, n_cases)
+        cur = _in_scope(
+            select(
+                Label.case_id.label("case_id"),
+                _position(dialect, Label.annotator, annotators).label("who"),
+                _position(dialect, Label.decision, decision_order).label("value"),
+                *[col.label(f"k{i}") for i, col in enumerate(packing.columns(present))],
+            ).where(current_label_filter()),
+            slice_,
+            category,
+        ).cte("cur")
+        a, b = cur.alias("a"), cur.alias("b")
+        n_chunks = len(packing.chunks)
+        pair_rows = conn.execute(
+            select(
+                a.c.who,
+                b.c.who,
+                a.c.value,
+                b.c.value,
+                func.count(),
+                *[func.sum(a.c[f"k{i}"].bitwise_and(b.c[f"k{i}"])) for i in range(n_chunks)],
+                *[func.sum(a.c[f"k{i}"]) for i in range(n_chunks)],
+                *[func.sum(b.c[f"k{i}"]) for i in range(n_chunks)],
+            )
+            .select_from(a.join(b, and_(a.c.case_id == b.c.case_id, a.c.who < b.c.who)))
+            .group_by(a.c.who, b.c.who, a.c.value, b.c.value)
+        ).all()
+
+        # 3. annotators, overall and per group: every (case, annotator) with a label has
+        #    exactly one current label, so these counts need no "current" test
+        n_annotators = int(
+            conn.scalar(_in_scope(select(func.count(distinct(Label.annotator))), slice_, category))
+            or 0
+        )
+        group_annotators = {
+            str(name): int(n)
+            for name, n in conn.execute(
+                _in_scope(
+                    select(key, func.count(distinct(Label.annotator)))
+                    .select_from(Label)
+                    .join(table, on == Label.case_id)
+                    .group_by(key),
+                    slice_,
+                    category,
+                )
+            ).all()
+        }
+
+    values = sorted(cats)  # value order (only a tie, which the notes never meet, uses it)
+    dec_pairs: dict[tuple[str, str], _PairCounts] = {}
+    code_pairs: list[dict[tuple[str, str], _PairCounts]] = [{} for _ in codes]
+    position = {d: i for i, d in enumerate(cats)}
+    grid = np.zeros((n_cats, n_cats), dtype=np.int64)
+    for r in pair_rows:
+        ann_a, ann_b = annotators[int(r[0])], annotators[int(r[1])]
+        val_a, val_b = decision_order[int(r[2])], decision_order[int(r[3])]
+        n = int(r[4])
+        both = packing.unpack(r[5 : 5 + n_chunks])
+        in_a = packing.unpack(r[5 + n_chunks : 5 + 2 * n_chunks])
+        in_b = packing.unpack(r[5 + 2 * n_chunks :])
+        p = dec_pairs.setdefault((ann_a, ann_b), _PairCounts())
+        p.n += n
+        p.agree += n if val_a == val_b else 0
+        p.rows[val_a] = p.rows.get(val_a, 0) + n
+        p.cols[val_b] = p.cols.get(val_b, 0) + n
+        i, j = sorted((position[val_a], position[val_b]))
+        grid[i, j] += n
+        for k in range(n_codes):
+            q = code_pairs[k].setdefault((ann_a, ann_b), _PairCounts())
+            q.n += n
+            q.agree += both[k] + (n - in_a[k] - in_b[k] + both[k])
+            q.rows[False] = q.rows.get(False, 0) + n - in_a[k]
+            q.rows[True] = q.rows.get(True, 0) + in_a[k]
+            q.cols[False] = q.cols.get(False, 0) + n - in_b[k]
+            q.cols[True] = q.cols.get(True, 0) + in_b[k]
+    for pair_counts in (dec_pairs, *code_pairs):
+        for p in pair_counts.values():
+            p.rows = {v: p.rows[v] for v in sorted(p.rows)}  # value order, for _argmax
+    decision = _table_frame(
+        "decision", dec_pairs, _decision_overall(units, cats, values, n_annotators)
+    )
+
+    if n_cats == 0:
+        decision_pairs = pd.DataFrame(
+            {"value_a": [], "value_b": [], "pairs": np.array([], np.int64)}
+        )
+    else:  # confusion_pairs(..., mirror=True): the full grid in category order
+        grid = grid + np.triu(grid, 1).T
+        ia = np.repeat(np.arange(n_cats), n_cats)
+        ib = np.tile(np.arange(n_cats), n_cats)
+        decision_pairs = pd.DataFrame(
+            {
+                "value_a": [cats[i] for i in ia],
+                "value_b": [cats[i] for i in ib],
+                "pairs": grid[ia, ib],
+            }
+        )
+
+    reason_frames = []
+    first = 2 + n_cats + 1  # the reason codes' sums follow the decisions' in each row
+    for k, code in enumerate(codes):
+        items: dict[int, int] = {}
+        same: dict[int, int] = {}
+        counts = {False: 0, True: 0}
+        for u in units:
+            m, n_items = int(u[0]), int(u[1])
+            got = int(u[first + k] or 0)  # labels with the code
+            squares = int(u[first + n_codes + k] or 0)  # sum over cases of (count with it)^2
+            items[m] = n_items
+            # pairs that agree: both with the code, or both without it
+            same[m] = squares - m * got + n_items * m * (m - 1) // 2
+            if m >= 2:
+                counts[True] += got
+                counts[False] += m * n_items - got
+        overall = _Overall(items, same, counts, n_annotators)
+        reason_frames.append(_table_frame(str(code), code_pairs[k], overall))
+    reasons = (
+        pd.concat(reason_frames, ignore_index=True)
+        if reason_frames
+        else pd.DataFrame(columns=TABLE_COLUMNS)
+    )
+
+    by_group: dict[str, list[Any]] = {}
+    for r in unit_rows:
+        if int(r[0]) == 1:
+            by_group.setdefault(str(r[1]), []).append(r[2:])
+    rows = []
+    for name in sorted(by_group):
+        o = _decision_overall(by_group[name], cats, values, group_annotators[name])
+        n_pairable, raw, alpha, note = _overall_values(o)
+        rows.append(
+            {
+                "group": name,
+                "items": n_pairable,
+                "annotators": o.annotators,
+                "raw agreement": np.nan if raw is None else raw,
+                "alpha": np.nan if alpha is None else alpha,
+                "note": note,
+            }
+        )
+    return AgreementReport(
+        cases=n_cases,
+        annotators=n_annotators,
+        labels=n_labels,
+        decision=decision,
+        decision_pairs=decision_pairs,
+        reasons=reasons,
+        groups=pd.DataFrame(rows, columns=_GROUP_COLUMNS),
+    )
