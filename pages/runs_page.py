@@ -12,12 +12,12 @@ from pages import ui
 from review.core import uploads
 from review.core.errors import InputError, PermissionDenied
 from review.core.identity import Permission
-from review.evaluation import evalruns, refpipeline, runmetrics
+from review.evaluation import evalruns, execution, refpipeline, runmetrics
 
 engine = ui.engine()
 actor = ui.actor()
 tax = ui.tax()
-BUNDLED: dict[str, Callable[[], evalruns.Pipeline]] = {
+BUNDLED: dict[str, Callable[[], execution.Pipeline]] = {
     "Reference pipeline": lambda: refpipeline.reference,
     "Naive pipeline (worse)": lambda: refpipeline.naive,
     "Sampled reference (varies between repeats)": lambda: refpipeline.Sampled(),
@@ -64,7 +64,7 @@ if actor.can(Permission.run_evaluations):
         if ex:
             try:
                 with st.spinner("Running…"):
-                    evalruns.execute(
+                    execution.execute(
                         engine,
                         actor,
                         BUNDLED[which](),

@@ -40,7 +40,7 @@ from review.core.identity import Actor, Role
 from review.core.taxonomy import Taxonomy
 from review.corpus import corpus
 from review.corpus.docformat import DocumentIn, parse_markdown
-from review.evaluation import evalruns
+from review.evaluation import evalruns, execution
 from review.labels import labeling
 from review.monthly import reviews
 from review.policy import signoff
@@ -94,7 +94,7 @@ ALLOWED: dict[str, frozenset[Role]] = {
     "cases.cases.update_case": CASE_EDITORS,
     "corpus.corpus.add_version": CORPUS_EDITORS,
     "corpus.corpus.import_documents": CORPUS_EDITORS,
-    "evaluation.evalruns.execute": EVALUATORS,
+    "evaluation.execution.execute": EVALUATORS,
     "evaluation.evalruns.import_run": EVALUATORS,
     "labels.labeling.adjudicate": frozenset({RV}),
     "labels.labeling.next_case": LABELERS,
@@ -380,7 +380,7 @@ CALLS: dict[str, Callable[[Ctx, Actor], object]] = {
     "corpus.corpus.import_documents": lambda c, a: corpus.import_documents(
         c.engine, a, [_doc_in(c, f"ACCESS-DOC-{c.n()}", 1)]
     ),
-    "evaluation.evalruns.execute": lambda c, a: evalruns.execute(
+    "evaluation.execution.execute": lambda c, a: execution.execute(
         c.engine, a, lambda inp: {}, c.tax, name=f"access {c.n()}", system_version="x", repeats=0
     ),
     "evaluation.evalruns.import_run": lambda c, a: evalruns.import_run(

@@ -16,7 +16,7 @@ from review.core.errors import InputError, PermissionDenied
 from review.core.identity import Actor
 from review.core.taxonomy import Taxonomy
 from review.demo.fixtures import DEMO_RUNS
-from review.evaluation import evalruns, refpipeline, runmetrics
+from review.evaluation import evalruns, execution, refpipeline, runmetrics
 from tests.conftest import make_actor
 
 
@@ -96,7 +96,7 @@ def test_infrastructure_failures_are_recorded_apart(
             time.sleep(0.5)
         return refpipeline.reference(question, docs, identity)
 
-    run_id = evalruns.execute(
+    run_id = execution.execute(
         demo_engine, annotator, flaky, tax, name="flaky", system_version="t", timeout_s=0.2
     )
     df = evalruns.outputs_frame(demo_engine, run_id, tax)
@@ -111,7 +111,7 @@ def test_infrastructure_failures_are_recorded_apart(
 def test_repeats_and_reference_pipeline_behaviour(
     demo_engine: Engine, tax: Taxonomy, annotator: Actor
 ) -> None:
-    run_id = evalruns.execute(
+    run_id = execution.execute(
         demo_engine,
         annotator,
         refpipeline.reference,
@@ -127,7 +127,7 @@ def test_repeats_and_reference_pipeline_behaviour(
     assert (pivot[0] == pivot[1]).all()
     assert not df["infra"].any()
     # the naive configuration answers more unanswerable cases than the reference
-    naive_id = evalruns.execute(
+    naive_id = execution.execute(
         demo_engine, annotator, refpipeline.naive, tax, name="naive", system_version="naive"
     )
     nf = evalruns.outputs_frame(demo_engine, naive_id, tax)
@@ -149,29 +149,31 @@ def test_escalates_restricted_topics_and_abstains_without_evidence() -> None:
 
 
 def doc(doc_id: str, body: str = "Refunds are possible within 14 days of the charge.") -> Any:
-    return evalruns.PipelineDocument(
+    return execution.PipelineDocument(
         doc_id, 1, f"{doc_id} title", body, None, "policy", "global", "public"
     )
 
 
 def test_reorder_moves_only_the_irrelevant_documents() -> None:
     a, b, c, d = doc("A"), doc("B"), doc("C"), doc("D")
-    inp = evalruns.PipelineInput(
+    inp = execution.PipelineInput(
         "K", "How long?", (a, b, c, d), {}, roles=("decisive", "distractor", "context", "partial")
     )
-    p = evalruns.reorder_irrelevant(inp)
+    p = execution.reorder_irrelevant(inp)
     assert p is not None and [x.doc_id for x in p.documents] == ["D", "C", "B", "A"]
     assert p.detail == {"order": ["D@1", "C@1", "B@1", "A@1"], "was": ["A@1", "B@1", "C@1", "D@1"]}
     # one irrelevant document already first: it moves after the decisive one instead
-    two = evalruns.PipelineInput("K", "q?", (b, a), {}, roles=("distractor", "decisive"))
-    p2 = evalruns.reorder_irrelevant(two)
+    two = execution.PipelineInput("K", "q?", (b, a), {}, roles=("distractor", "decisive"))
+    p2 = execution.reorder_irrelevant(two)
     assert p2 is not None and [x.doc_id for x in p2.documents] == ["A", "B"]
     # nothing to reorder
     assert (
-        evalruns.reorder_irrelevant(evalruns.PipelineInput("K", "q", (a,), {}, roles=("decisive",)))
+        execution.reorder_irrelevant(
+            execution.PipelineInput("K", "q", (a,), {}, roles=("decisive",))
+        )
         is None
     )
-    assert evalruns.reorder_irrelevant(evalruns.PipelineInput("K", "q", (), {})) is None
+    assert execution.reorder_irrelevant(execution.PipelineInput("K", "q", (), {})) is None
 
 
 def test_distractor_repeats_the_question_and_keeps_no_sentence_of_its_source() -> None:
@@ -180,14 +182,14 @@ def test_distractor_repeats_the_question_and_keeps_no_sentence_of_its_source() -
         "# Refunds\n\n2.1 A customer may ask for a refund within 14 days of the charge date.\n",
     )
     other = doc("POL-REFUND-OPEN-QUESTIONS")  # the natural id is taken: a suffix is added
-    inp = evalruns.PipelineInput(
+    inp = execution.PipelineInput(
         "K",
         "We pay monthly. How many days do we have to ask for a refund",
         (other, src),
         {},
         roles=("distractor", "decisive"),
     )
-    p = evalruns.add_distractor(inp)
+    p = execution.add_distractor(inp)
     added = p.documents[0]
     assert p.documents[1:] == (other, src)
     assert added.doc_id == "POL-REFUND-OPEN-QUESTIONS-2" and added.title.startswith(src.title)
@@ -197,8 +199,8 @@ def test_distractor_repeats_the_question_and_keeps_no_sentence_of_its_source() -
     assert refpipeline.content_words(inp.question) <= refpipeline.content_words(added.body)
     assert "14 days" not in added.body and "charge date" not in added.body
     assert "How many days do we have to ask for a refund?" in added.body
-    assert evalruns.add_distractor(inp) == p  # deterministic
-    empty = evalruns.add_distractor(evalruns.PipelineInput("K", "Why?", (), {}))
+    assert execution.add_distractor(inp) == p  # deterministic
+    empty = execution.add_distractor(execution.PipelineInput("K", "Why?", (), {}))
     assert empty.detail["source"] is None and empty.documents[0].doc_id == "CASE-OPEN-QUESTIONS"
 
 
@@ -215,7 +217,7 @@ DISTRACTOR = runmetrics.PERTURBATION_CHECKS["distractor"]
 def test_perturbed_reruns_are_stored_linked_and_judged(
     demo_engine: Engine, tax: Taxonomy, annotator: Actor
 ) -> None:
-    ref_id = evalruns.execute(
+    ref_id = execution.execute(
         demo_engine, annotator, refpipeline.reference, tax, name="ref", system_version="r"
     )
     ref, pf = _checks(demo_engine, ref_id, tax)
@@ -228,7 +230,7 @@ def test_perturbed_reruns_are_stored_linked_and_judged(
     # the reference passes both; the naive configuration fails the distractor check in its
     # known way: it takes the restated question as evidence and cites the distractor
     assert ref.loc[REORDER, "pass_rate"] == 1.0 and ref.loc[DISTRACTOR, "pass_rate"] == 1.0
-    naive_id = evalruns.execute(
+    naive_id = execution.execute(
         demo_engine, annotator, refpipeline.naive, tax, name="naive", system_version="n"
     )
     naive, npf = _checks(demo_engine, naive_id, tax)
@@ -243,7 +245,7 @@ def test_perturbed_reruns_are_stored_linked_and_judged(
     stale = runmetrics.family_outcomes(evalruns.outputs_frame(demo_engine, naive_id, tax))
     assert stale["why"].eq("cites a superseded version").any()
     # without perturbations there are none
-    plain = evalruns.execute(
+    plain = execution.execute(
         demo_engine,
         annotator,
         refpipeline.reference,
@@ -261,7 +263,7 @@ def test_a_pipeline_that_reads_only_its_first_document_fails_the_reorder_check(
     def first_only(question: str, docs: Sequence[Any], identity: dict[str, Any]) -> Any:
         return refpipeline.reference(question, list(docs)[:1], identity)
 
-    run_id = evalruns.execute(
+    run_id = execution.execute(
         demo_engine, annotator, first_only, tax, name="first", system_version="f"
     )
     table, pf = _checks(demo_engine, run_id, tax)
@@ -274,10 +276,11 @@ def test_a_pipeline_that_ignores_permissions_fails_the_forbidden_check(
     demo_engine: Engine, tax: Taxonomy, annotator: Actor
 ) -> None:
     def case_of(question: str, docs: Sequence[Any]) -> tuple[str, tuple[str, ...]]:
-        return question, tuple(evalruns.doc_ref(d) for d in docs)
+        return question, tuple(execution.doc_ref(d) for d in docs)
 
     hidden = {
-        case_of(i.question, i.documents): i.forbidden for i in evalruns.pipeline_inputs(demo_engine)
+        case_of(i.question, i.documents): i.forbidden
+        for i in execution.pipeline_inputs(demo_engine)
     }
 
     def leaky(question: str, docs: Sequence[Any], identity: dict[str, Any]) -> Any:
@@ -285,7 +288,7 @@ def test_a_pipeline_that_ignores_permissions_fails_the_forbidden_check(
         extra = hidden.get(case_of(question, docs), ())
         return refpipeline.reference(question, [*docs, *extra], identity)
 
-    run_id = evalruns.execute(
+    run_id = execution.execute(
         demo_engine, annotator, leaky, tax, name="leaky", system_version="l", perturb=False
     )
     df = evalruns.outputs_frame(demo_engine, run_id, tax)
@@ -297,12 +300,12 @@ def test_a_pipeline_that_ignores_permissions_fails_the_forbidden_check(
     def leaky_uncited(question: str, docs: Sequence[Any], identity: dict[str, Any]) -> Any:
         return {**leaky(question, docs, identity), "citations": []}  # quotes, cites nothing
 
-    quiet = evalruns.execute(
+    quiet = execution.execute(
         demo_engine, annotator, leaky_uncited, tax, name="quiet", system_version="q", perturb=False
     )
     qf = evalruns.outputs_frame(demo_engine, quiet, tax)
     assert qf.loc[qf["evidence_state"] == "forbidden", "leaked"].any()  # found by its text
-    ref_id = evalruns.execute(
+    ref_id = execution.execute(
         demo_engine,
         annotator,
         refpipeline.reference,
@@ -326,7 +329,7 @@ def test_repeats_report_every_run_never_the_best(
             return refpipeline.reference(question, docs, identity)
         return {"decision": "answer", "text": "Yes.", "citations": [], "score": 0.9}
 
-    run_id = evalruns.execute(
+    run_id = execution.execute(
         demo_engine,
         annotator,
         alternating,
@@ -349,7 +352,7 @@ def test_repeats_report_every_run_never_the_best(
 def test_family_history_reads_runs_oldest_first(
     demo_engine: Engine, tax: Taxonomy, annotator: Actor
 ) -> None:
-    old = evalruns.execute(
+    old = execution.execute(
         demo_engine,
         annotator,
         refpipeline.naive,

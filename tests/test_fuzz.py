@@ -34,7 +34,7 @@ from review.core.errors import InputError, PolicyFileError
 from review.core.identity import SYSTEM
 from review.core.taxonomy import Taxonomy, load_taxonomy
 from review.corpus import corpus, docformat
-from review.evaluation import evalruns
+from review.evaluation import evalruns, execution
 from review.policy import policy
 from review.traces import formats, importer, monitoring, redaction
 from review.wording import messages
@@ -549,7 +549,7 @@ def test_a_pipeline_response_is_either_an_output_or_a_problem(data: st.DataObjec
         "ranking_mode": "cosine",
     }
     obj, _ = mutate(data.draw, sample, ["x"])
-    result = evalruns.check_response(obj, TAX)
+    result = execution.check_response(obj, TAX)
     assert isinstance(result, evalruns.OutputIn | str)
 
 
@@ -695,7 +695,7 @@ def test_document_and_run_numbers_beyond_what_is_stored_are_refused() -> None:
     ],
 )
 def test_malformed_pipeline_responses_are_problems_not_crashes(response: dict[str, Any]) -> None:
-    assert str(evalruns.check_response(response, TAX)).startswith("malformed response")
+    assert str(execution.check_response(response, TAX)).startswith("malformed response")
 
 
 def _nul_lines() -> list[tuple[Callable[[str], None], str, str]]:

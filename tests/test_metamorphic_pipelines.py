@@ -2,7 +2,7 @@
 construction and fails on pipelines built to fail it (issue 9, item 7).
 
 The pipelines run through the real execution path
-(:func:`review.evaluation.evalruns.execute`, with the
+(:func:`review.evaluation.execution.execute`, with the
 reorder and distractor re-runs) on a copy of the demo database, and the checks are computed
 the way the Runs page computes them (``outputs_frame`` + ``judge_perturbed(perturbed_frame)``
 into ``metamorphic_checks``).
@@ -44,8 +44,8 @@ from sqlalchemy import Engine, select
 
 from review.core.identity import Actor
 from review.core.taxonomy import Taxonomy
-from review.evaluation import evalruns, refpipeline, runmetrics
-from review.evaluation.evalruns import PipelineDocument, doc_ref
+from review.evaluation import evalruns, execution, refpipeline, runmetrics
+from review.evaluation.execution import PipelineDocument, doc_ref
 from storage.db import read_session
 from storage.models import Case, CaseClaim, CaseDocument, Document
 
@@ -305,7 +305,7 @@ class Result:
 def run(
     engine: Engine, actor: Actor, tax: Taxonomy, pipeline: Any, name: str, repeats: int = 1
 ) -> Result:
-    run_id = evalruns.execute(
+    run_id = execution.execute(
         engine, actor, pipeline, tax, name=name, system_version=name, repeats=repeats
     )
     df = evalruns.outputs_frame(engine, run_id, tax)

@@ -18,7 +18,7 @@ from review.core.identity import SYSTEM, Actor
 from review.core.taxonomy import load_taxonomy
 from review.corpus import corpus
 from review.demo import fixtures
-from review.evaluation import evalruns, runmetrics
+from review.evaluation import evalruns, execution, runmetrics
 from storage.db import database_url, get_engine, migrate
 
 
@@ -185,7 +185,7 @@ def import_run_cmd(file: Path, name: str, system_version: str) -> None:
 _MOVED_PIPELINES = {"review.refpipeline": "review.evaluation.refpipeline"}
 
 
-def _load_pipeline(spec: str) -> evalruns.Pipeline:
+def _load_pipeline(spec: str) -> execution.Pipeline:
     module, _, func = spec.partition(":")
     if not module or not func:
         raise click.BadParameter(
@@ -245,7 +245,7 @@ def evaluate_cmd(
             bar.update(1)
 
         try:
-            run_id = evalruns.execute(
+            run_id = execution.execute(
                 engine,
                 _cli_actor(),
                 fn,

@@ -22,7 +22,7 @@ from review.demo import months, tracedemo, wording_versions
 from review.demo.batches import build_demo_audits
 from review.demo.case_families import build_demo_variants
 from review.demo.people import DEMO_ACTOR, DEMO_USERS, demo_actor
-from review.evaluation import evalruns, refpipeline
+from review.evaluation import evalruns, execution, refpipeline
 from review.labels import labeling
 from review.policy import signoff
 from review.thresholds import thresholds
@@ -44,7 +44,7 @@ class DemoRun:
     name: str
     version: str
     spec: str  # module:function, as `workbench evaluate --pipeline` takes it
-    pipeline: Callable[[], evalruns.Pipeline]  # a fresh one per build (seeded sampling)
+    pipeline: Callable[[], execution.Pipeline]  # a fresh one per build (seeded sampling)
     repeats: int
     at: dt.datetime
 
@@ -139,7 +139,7 @@ def build_demo(
     existing = {r.name for r in evalruns.list_runs(engine)}
     for run in DEMO_RUNS:
         if run.name not in existing:
-            evalruns.execute(
+            execution.execute(
                 engine,
                 DEMO_ACTOR,
                 run.pipeline(),

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from review.corpus.docformat import parse_blocks
-from review.evaluation.evalruns import PipelineDocument
+from review.evaluation.execution import PipelineDocument
 
 _WORD = re.compile(r"[a-z0-9]+(?:[.,][0-9]+)?")
 _STOP_TEXT = """a an the and or of to in on for with by at from is are was were be been do does did
