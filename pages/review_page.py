@@ -15,7 +15,7 @@ from review.admin import users
 from review.core.errors import InputError, PermissionDenied, StaleWriteError
 from review.core.identity import Role
 from review.evaluation import evalruns
-from review.monthly import reviews
+from review.monthly import records, report, reviews, validation
 from review.wording import versions
 
 engine = ui.engine()
@@ -57,7 +57,7 @@ if picked is None:
 
 view = reviews.get_session(engine, picked)
 assert view is not None
-ctx = reviews.month_context(engine, tax, picked)
+ctx = report.month_context(engine, tax, picked)
 if view.closed:
     kept = (
         " The month's tables and charts are shown as they were when it was closed."
@@ -72,7 +72,7 @@ tab_month, tab_record, tab_validate, tab_report = st.tabs(
 )
 
 with tab_month:
-    sections = {title: df for title, df in reviews.report_sections(view, ctx)}
+    sections = {title: df for title, df in report.report_sections(view, ctx)}
     month_titles = [t for t in sections if t.startswith("Release gate")]
     month_titles += [t for t, _ in ctx.extra_sections] + ["Policy and wording changes"]
     for title in month_titles:
@@ -139,16 +139,16 @@ with tab_record:
                 except (InputError, PermissionDenied) as exc:
                     st.error(ui.plain(exc))
                 else:
-                    st.success(f"Carried into {reviews.next_month(view.month)}.")
+                    st.success(f"Carried into {records.next_month(view.month)}.")
     else:
         st.caption("(no findings yet)")
     if writable:
         with st.form(f"rev_finding_{view.id}", clear_on_submit=True):
             text = st.text_area("Finding")
-            sev = st.selectbox("Severity", reviews.SEVERITIES, index=1)
+            sev = st.selectbox("Severity", records.SEVERITIES, index=1)
             links = st.text_area(
                 "Links, one per line as kind:reference (kinds: "
-                + ", ".join(reviews.LINK_KINDS)
+                + ", ".join(records.LINK_KINDS)
                 + "), e.g. case:CASE-005"
             )
             if st.form_submit_button("Add finding"):
@@ -220,7 +220,7 @@ with tab_validate:
             wif = versions.in_force(engine)
             templates = [m.text for k, m in wif.wording.messages.items() if k != "C1"]
             try:
-                result = reviews.run_validation(
+                result = validation.run_validation(
                     engine,
                     tax,
                     run.id,
@@ -248,7 +248,7 @@ with tab_report:
 
     def report_zip() -> bytes:
         """The Markdown with its PNG charts, rendered when the zip is downloaded."""
-        text, images = reviews.export_markdown(view, ctx)
+        text, images = report.export_markdown(view, ctx)
         buf = io.BytesIO()
         with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
             z.writestr(f"monthly-review-{view.month}.md", text)
@@ -258,11 +258,11 @@ with tab_report:
 
     st.download_button(
         "Download the report (self-contained HTML)",
-        lambda: reviews.export_html(view, ctx),
+        lambda: report.export_html(view, ctx),
         file_name=f"monthly-review-{view.month}.html",
         mime="text/html",
     )
-    md, _ = reviews.export_markdown(view, ctx, render_images=False)
+    md, _ = report.export_markdown(view, ctx, render_images=False)
     st.download_button(
         "Download Markdown with PNG charts (zip)",
         report_zip,

@@ -257,7 +257,7 @@ def test_the_monthly_report_opens_without_any_network_request(
     tax,
     tmp_path: Path,  # type: ignore[no-untyped-def]
 ) -> None:
-    from review.monthly import reviews
+    from review.monthly import report, reviews
 
     chromium = shutil.which("chromium")
     if not chromium:
@@ -267,7 +267,7 @@ def test_the_monthly_report_opens_without_any_network_request(
     view = reviews.list_sessions(demo_engine)[1]  # a closed month
     html_file = tmp_path / "report.html"
     html_file.write_text(
-        reviews.export_html(view, reviews.month_context(demo_engine, tax, view.month)),
+        report.export_html(view, report.month_context(demo_engine, tax, view.month)),
         encoding="utf-8",
     )
     from playwright.sync_api import sync_playwright

@@ -12,7 +12,7 @@ from sqlalchemy import Engine
 from review.core.errors import InputError, PermissionDenied, StaleWriteError
 from review.core.taxonomy import Taxonomy
 from review.evaluation import evalruns
-from review.monthly import reviews
+from review.monthly import records, report, reviews, validation
 from tests.conftest import make_actor
 
 RAVI = make_actor("reviewer", "ravi.menon@brightwave.example")
@@ -76,7 +76,7 @@ def test_validation_check_hand_counted() -> None:
             ("U5", "abstain", None, None, "", True),
         ]
     )
-    r = reviews.validation_check(
+    r = validation.validation_check(
         f,
         {"min_answer_rate_answerable": 0.9, "min_abstention_recall": 0.9},
         TEMPLATES,
@@ -135,7 +135,7 @@ def test_session_lifecycle_read_only_after_close_and_carry(
     with pytest.raises(InputError, match="validation check before closing"):
         reviews.close_session(demo_engine, RAVI, s.id, s.version)
     run = evalruns.list_runs(demo_engine)[0]
-    result = reviews.run_validation(demo_engine, tax, run.id, "validation", TEMPLATES)
+    result = validation.run_validation(demo_engine, tax, run.id, "validation", TEMPLATES)
     reviews.store_validation(demo_engine, RAVI, s.id, result)
     s = reviews.get_session(demo_engine, "2031-01")
     assert s is not None and s.validation is not None and s.validation["run"] == run.name
@@ -157,8 +157,8 @@ def test_export_has_every_section_and_no_network_references(
     reviews.add_finding(demo_engine, RAVI, s.id, "<script>alert(1)</script> in a refusal", "low")
     view = reviews.get_session(demo_engine, "2031-03")
     assert view is not None
-    ctx = reviews.month_context(demo_engine, tax, "2031-03")
-    html_text = reviews.export_html(view, ctx)
+    ctx = report.month_context(demo_engine, tax, "2031-03")
+    html_text = report.export_html(view, ctx)
     for section in (
         "Attendees",
         "Release gate",
@@ -170,20 +170,20 @@ def test_export_has_every_section_and_no_network_references(
         assert section in html_text
     assert "<script>alert(1)</script>" not in html_text  # escaped
     assert not re.search(r"(src|href)\s*=\s*['\"]?https?:", html_text)
-    md, images = reviews.export_markdown(view, ctx)
+    md, images = report.export_markdown(view, ctx)
     for section in ("## Attendees", "## Findings", "## Actions", "## Validation check"):
         assert section in md
     for name in images:
         assert f"]({name})" in md and images[name][:8] == b"\x89PNG\r\n\x1a\n"
     # the page shows the text without paying for the PNGs; the zip gets the same text
-    text_only, none = reviews.export_markdown(view, ctx, render_images=False)
+    text_only, none = report.export_markdown(view, ctx, render_images=False)
     assert text_only == md and none == {} and images
 
 
 def test_month_validation() -> None:
-    assert reviews.next_month("2025-12") == "2026-01"
+    assert records.next_month("2025-12") == "2026-01"
     with pytest.raises(InputError):
-        reviews.month_bounds("2025-13")
+        records.month_bounds("2025-13")
 
 
 def test_a_closed_review_keeps_the_month_as_it_was_when_closed(
@@ -200,10 +200,10 @@ def test_a_closed_review_keeps_the_month_as_it_was_when_closed(
     opened = [v for v in reviews.list_sessions(demo_engine) if not v.closed]
     assert closed and opened, "the demo has closed reviews and an open one"
     view, live_view = closed[0], opened[0]
-    ctx = reviews.month_context(demo_engine, tax, view.month)
+    ctx = report.month_context(demo_engine, tax, view.month)
     assert ctx.frozen_tables is not None and ctx.frozen_at
-    html_before = reviews.export_html(view, ctx)
-    md_before, _ = reviews.export_markdown(view, ctx, render_images=False)
+    html_before = report.export_html(view, ctx)
+    md_before, _ = report.export_markdown(view, ctx, render_images=False)
     assert [t for t, _ in ctx.charts], "the frozen record keeps the charts"
 
     # the world moves on: a new audit batch in progress (every live month lists open batches)
@@ -212,17 +212,17 @@ def test_a_closed_review_keeps_the_month_as_it_was_when_closed(
         make_actor("reviewer", "chen.li@brightwave.example"),
         PlanSpec(name="After the close", strata=("decision",), total=6, seed=3),
     )
-    live_now = reviews.live_context(demo_engine, tax, view.month)
-    live_audit = dict(reviews.context_tables(live_now))["Audit batches and weighted estimates"]
+    live_now = report.live_context(demo_engine, tax, view.month)
+    live_audit = dict(report.context_tables(live_now))["Audit batches and weighted estimates"]
     assert "After the close" in set(live_audit["batch"])  # the live month would change...
-    again = reviews.month_context(demo_engine, tax, view.month)
-    assert reviews.export_html(view, again) == html_before  # ...the closed record does not
-    assert reviews.export_markdown(view, again, render_images=False)[0] == md_before
+    again = report.month_context(demo_engine, tax, view.month)
+    assert report.export_html(view, again) == html_before  # ...the closed record does not
+    assert report.export_markdown(view, again, render_images=False)[0] == md_before
     assert "After the close" not in html_before
     # an open review is live
-    open_ctx = reviews.month_context(demo_engine, tax, live_view.month)
+    open_ctx = report.month_context(demo_engine, tax, live_view.month)
     assert open_ctx.frozen_tables is None
-    open_audit = dict(reviews.context_tables(open_ctx))["Audit batches and weighted estimates"]
+    open_audit = dict(report.context_tables(open_ctx))["Audit batches and weighted estimates"]
     assert "After the close" in set(open_audit["batch"])
     # closing is in the audit log
     with read_session(demo_engine) as s:
@@ -243,17 +243,17 @@ def test_validation_on_chosen_cases_against_the_authors_calibration_run(
     keys = list(first[first["answerable"]]["key"][:6]) + list(
         first[~first["answerable"]]["key"][:4]
     )
-    a = reviews.run_validation(demo_engine, tax, ref.id, "all", TEMPLATES, case_keys=keys)
+    a = validation.run_validation(demo_engine, tax, ref.id, "all", TEMPLATES, case_keys=keys)
     assert a["cases"] == 10 and a["split"] == "chosen cases"
     assert a["answerable"] == 6 and a["unanswerable"] == 4
     with pytest.raises(InputError, match="not in the run: NOPE-1"):
-        reviews.run_validation(demo_engine, tax, ref.id, "all", TEMPLATES, case_keys=["NOPE-1"])
-    same = reviews.run_validation(
+        validation.run_validation(demo_engine, tax, ref.id, "all", TEMPLATES, case_keys=["NOPE-1"])
+    same = validation.run_validation(
         demo_engine, tax, ref.id, "all", TEMPLATES, case_keys=keys, calibration_run_id=ref.id
     )
     assert same["within_tolerance"] and same["calibration_answered"] == a["answered"]
-    b = reviews.run_validation(demo_engine, tax, other.id, "all", TEMPLATES, case_keys=keys)
-    vs = reviews.run_validation(
+    b = validation.run_validation(demo_engine, tax, other.id, "all", TEMPLATES, case_keys=keys)
+    vs = validation.run_validation(
         demo_engine, tax, other.id, "all", TEMPLATES, case_keys=keys, calibration_run_id=ref.id
     )
     close = (

@@ -17,11 +17,10 @@ from review.monthly.reviews import (
     get_session,
     list_sessions,
     open_session,
-    refusal_templates,
-    run_validation,
     store_validation,
     update_session,
 )
+from review.monthly.validation import refusal_templates, run_validation
 
 
 def build_demo_reviews(engine: Engine, tax: Taxonomy, today: dt.date | None = None) -> int:
