@@ -59,15 +59,15 @@ def test_readme_trace_example_is_a_valid_canonical_trace() -> None:
 
 
 def test_the_demo_section_states_the_sizes_the_fixtures_build() -> None:
-    from review.demo import fixtures, people
+    from review.demo import files, fixtures, people
 
     section = README[README.index("## The demo company") : README.index("## Importing")]
     text = " ".join(section.split())
     traces = fixtures.DEMO_TRACES + fixtures.EXTRA_DEMO_TRACES
     assert f"{traces:,} production traces" in text
     assert f"({fixtures.DEMO_TRACES:,} generated" in text
-    n_docs = len(list(fixtures.DEMO_DOCS.glob("*.md")))
+    n_docs = len(list(files.DEMO_DOCS.glob("*.md")))
     assert f"{n_docs} document versions" in text
-    n_cases = len(fixtures.DEMO_CASES.read_text(encoding="utf-8").splitlines())
+    n_cases = len(files.DEMO_CASES.read_text(encoding="utf-8").splitlines())
     assert f"{n_cases} cases" in text
     assert len(people.DEMO_USERS) == 7 and "seven users" in text

@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 from sqlalchemy import Engine, func, select
 
@@ -21,6 +20,7 @@ from review.corpus import corpus
 from review.demo import months, tracedemo, wording_versions
 from review.demo.batches import build_demo_audits
 from review.demo.case_families import build_demo_variants
+from review.demo.files import DEMO_CASES, DEMO_DOCS
 from review.demo.people import DEMO_ACTOR, DEMO_USERS, demo_actor
 from review.evaluation import evalruns, execution, refpipeline
 from review.labels import labeling
@@ -29,10 +29,6 @@ from review.thresholds import thresholds
 from review.traces import importer
 from storage.db import read_session, run_write
 from storage.models import Case, Document, Label, User
-
-DEMO_DIR = Path(__file__).resolve().parent
-DEMO_DOCS = DEMO_DIR / "docs"
-DEMO_CASES = DEMO_DIR / "cases.jsonl"
 
 # Twelve weeks of production traffic for the demo; the test suite builds a smaller sample
 # (the same generator) to stay fast.
