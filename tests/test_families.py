@@ -18,9 +18,9 @@ from review.builder.families import (
     derive_forbidden,
     derive_partial,
     derive_removed,
-    family_checks,
     present_variant,
 )
+from review.builder.family_checks import family_checks
 from review.builder.operator import Span, find_span
 from review.builder.operators_values import SwapYearParams
 from review.cases.cases import validate_case

@@ -14,11 +14,8 @@ from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import selectinload
 
 from review.builder.documents import RESTRICTED, _doc_dict, _get_doc, _ref_of
-from review.builder.families import (
-    Check,
-    Variant,
-    family_checks,
-)
+from review.builder.families import Check, Variant
+from review.builder.family_checks import family_checks
 from review.builder.suggestions import PASSAGE_ENTITY
 from review.builder.variants import MAX_FAMILY_VARIANTS, VARIANT_ENTITY
 from review.cases import cases as case_service

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from sqlalchemy import Engine, Text, cast, distinct, exists, func, select, union_all
 from sqlalchemy.orm import Session
 
-from review.builder.families import restricted_text_in
+from review.builder.family_checks import restricted_text_in
 from review.core.errors import InputError
 from review.core.identity import Actor, Permission, require
 from review.core.taxonomy import Taxonomy

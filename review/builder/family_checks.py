@@ -1,0 +1,174 @@
+"""Consistency checks over a family's variants: the decisive passage present only where the
+evidence state says so, nothing restricted visible, claims covered as the state requires."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from review.builder.families import Check, Variant, _index, _merge, _norm, _ref
+
+__all__ = ["family_checks", "restricted_text_in"]
+
+
+# ------------------------------------------------------------------------------------------
+# Consistency checks
+
+
+_CLAUSE_RE = re.compile(r"(?<=[.!?;:])\s+")
+
+
+def _fragments(passage: str) -> list[str]:
+    """The passage, and each sentence or clause of six words or more in it (not questions).
+
+    A leak rarely copies a whole passage: a sentence, or the part after a label ("Education:
+    ..."), is enough to give the restricted fact away.
+    """
+    out = [_norm(passage)]
+    for line in passage.splitlines():
+        if line.lstrip().startswith("#"):
+            continue
+        for sentence in _CLAUSE_RE.split(_norm(line)):
+            s = _norm(sentence)
+            if len(s.split()) >= 6 and not s.rstrip(" _").endswith("?") and s not in out:
+                out.append(s)
+    return [f for f in out if f]
+
+
+def _name(v: Variant, i: int) -> str:
+    key = v.case.get("key")
+    return str(key) if key else f"#{i + 1} ({v.evidence_state or 'no evidence state'})"
+
+
+def _leaks(passages: Sequence[str], visible: Sequence[tuple[str, str]]) -> list[str]:
+    found: list[str] = []
+    for passage in passages:
+        for frag in _fragments(passage):
+            for ref, body in visible:
+                if frag in _norm(body):
+                    shown = frag if len(frag) <= 60 else frag[:57] + "..."
+                    found.append(f"{shown!r} is visible in {ref}")
+    return sorted(set(found))
+
+
+def restricted_text_in(text: str, restricted: Sequence[str], allowed: Sequence[str] = ()) -> bool:
+    """Whether ``text`` (a pipeline's answer) repeats a restricted passage or one of its
+    sentences or clauses of six words or more, ignoring any that an ``allowed`` (visible)
+    document also contains. The same fragments as :func:`family_checks` uses for leaks."""
+    if not text.strip() or not restricted:
+        return False
+    said = _norm(text)
+    shown = [_norm(b) for b in allowed]
+    for body in restricted:
+        for frag in _fragments(body):
+            if frag in said and not any(frag in b for b in shown):
+                return True
+    return False
+
+
+def family_checks(
+    variants: Sequence[Variant], documents: Iterable[Mapping[str, Any]]
+) -> list[Check]:
+    """Checks on a family; the variants' own new documents are included automatically."""
+    docs = _index(documents)
+    for v in variants:
+        docs.update(_index(v.new_documents))
+    checks: list[Check] = []
+    present = [v for v in variants if v.evidence_state == "present"]
+    checks.append(
+        Check(
+            "one_present",
+            len(present) == 1,
+            f"{len(present)} evidence-present variant(s); a family needs exactly one",
+        )
+    )
+    families = {v.case.get("family") for v in variants}
+    checks.append(
+        Check(
+            "same_family",
+            len(families) == 1 and None not in families,
+            f"family keys: {', '.join(sorted(str(f) for f in families)) or 'none'}",
+        )
+    )
+    base_passages = [v.decisive_passage for v in present if v.decisive_passage]
+    for i, v in enumerate(variants):
+        name = _name(v, i)
+        visible: list[tuple[str, str]] = []
+        missing: list[str] = []
+        scope_problems: list[str] = []
+        scopes = set(v.case.get("identity", {}).get("scopes", []))
+        for r in v.case.get("documents", []):
+            ref = _ref(r["doc_id"], r["version"])
+            d = docs.get((r["doc_id"], r["version"]))
+            if d is None:
+                missing.append(ref)
+                continue
+            if r["visibility"] == "visible":
+                visible.append((ref, d["body"]))
+            scope = d.get("access_scope")
+            if scope:
+                if r["visibility"] == "visible" and scope not in scopes:
+                    scope_problems.append(
+                        f"{ref} is visible but its scope {scope!r} is not granted"
+                    )
+                if r["visibility"] == "forbidden" and scope in scopes:
+                    scope_problems.append(f"{ref} is forbidden but its scope {scope!r} is granted")
+        checks.append(
+            Check(
+                "documents_known",
+                not missing,
+                f"no text for {', '.join(missing)}" if missing else "every document has its text",
+                name,
+            )
+        )
+        checks.append(
+            Check(
+                "visibility_matches_scopes",
+                not scope_problems,
+                "; ".join(scope_problems) or "visibility agrees with the identity's scopes",
+                name,
+            )
+        )
+        passages = _merge([v.decisive_passage] if v.decisive_passage else [], base_passages)
+        if v.evidence_state == "present":
+            if not passages:
+                checks.append(
+                    Check("present_shows_passage", False, "no decisive passage recorded", name)
+                )
+            else:
+                shown = all(any(_norm(p) in _norm(b) for _r, b in visible) for p in passages)
+                checks.append(
+                    Check(
+                        "present_shows_passage",
+                        shown,
+                        "the decisive passage is in a visible document"
+                        if shown
+                        else "the decisive passage is in no visible document",
+                        name,
+                    )
+                )
+        rule = {"forbidden": "forbidden_no_leak", "removed": "removed_no_passage"}.get(
+            v.evidence_state or ""
+        )
+        if rule is None:
+            continue
+        if not passages:
+            checks.append(
+                Check(
+                    rule,
+                    False,
+                    "cannot be verified: no decisive passage recorded (give passage= to "
+                    "present_variant or to the builder)",
+                    name,
+                )
+            )
+            continue
+        leaks = _leaks(passages, visible)
+        ok_text = (
+            "no restricted text in any visible document"
+            if rule == "forbidden_no_leak"
+            else "the decisive passage is in no visible document"
+        )
+        checks.append(Check(rule, not leaks, "; ".join(leaks) or ok_text, name))
+    return checks
