@@ -1,0 +1,160 @@
+"""The layout keeps its rules (issue 19): each area of review/ imports only the areas its
+``__init__`` docstring names, there is no import cycle, no module grows past the size limit
+without saying why, and app.py reaches the database only through review/. The layers and the
+order of the areas are import-linter contracts in pyproject.toml, run by ``make lint``."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+import grimp
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+REVIEW = ROOT / "review"
+AREAS = sorted(p.name for p in REVIEW.iterdir() if (p / "__init__.py").exists())
+MAX_LINES = 800
+LONG_MARK = "# Long module:"
+
+
+@pytest.fixture(scope="module")
+def graph() -> grimp.ImportGraph:
+    return grimp.build_graph("review", "storage", cache_dir=None)
+
+
+def declared_uses(area: str) -> set[str]:
+    """The areas named on the "May use:" line of the area's docstring ("every area" and
+    "every area except X" are spelled out)."""
+    doc = ast.get_docstring(ast.parse((REVIEW / area / "__init__.py").read_text())) or ""
+    m = re.search(r"May use: ([^.]+)\.", doc)
+    assert m, f"review/{area}/__init__.py: no 'May use:' line"
+    text = " ".join(m.group(1).split())
+    if text.startswith("every area"):
+        excluded = set(re.findall(r"\w+", text.removeprefix("every area").replace("except", "")))
+        return set(AREAS) - excluded - {area}
+    return {u.strip() for u in text.split(",")} - {"storage"}
+
+
+def area_imports(graph: grimp.ImportGraph, area: str) -> dict[str, list[str]]:
+    """Other areas imported by modules of ``area`` -> one example import for each."""
+    found: dict[str, list[str]] = {}
+    for mod in [*sorted(graph.find_children(f"review.{area}")), f"review.{area}"]:
+        for imp in sorted(graph.find_modules_directly_imported_by(mod)):
+            parts = imp.split(".")
+            if parts[0] == "review" and len(parts) > 1 and parts[1] != area:
+                found.setdefault(parts[1], []).append(f"{mod} -> {imp}")
+    return found
+
+
+def test_every_area_says_what_it_owns_and_what_it_may_use() -> None:
+    assert {"core", "demo", "cli"} <= set(AREAS)
+    for area in AREAS:
+        doc = ast.get_docstring(ast.parse((REVIEW / area / "__init__.py").read_text()))
+        assert doc and len(doc.split()) >= 8, f"review/{area}: say what the area owns"
+        assert declared_uses(area) <= set(AREAS), f"review/{area}: names an unknown area"
+    assert not [p.name for p in REVIEW.glob("*.py") if p.name != "__init__.py"], (
+        "every module of review/ belongs to an area package"
+    )
+
+
+@pytest.mark.parametrize("area", AREAS)
+def test_an_area_imports_only_the_areas_it_declares(graph: grimp.ImportGraph, area: str) -> None:
+    undeclared = {
+        other: examples[:2]
+        for other, examples in area_imports(graph, area).items()
+        if other not in declared_uses(area)
+    }
+    assert undeclared == {}
+
+
+def test_the_declarations_are_checked_not_decorative(graph: grimp.ImportGraph) -> None:
+    """The check sees real imports: the areas that use others are found using them."""
+    assert set(area_imports(graph, "audits")) == {"cases", "core", "traces"}
+    assert area_imports(graph, "core") == {}
+
+
+def _cycles(graph: grimp.ImportGraph, modules: Iterable[str]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan's algorithm, iterative so
+    the interpreter's recursion limit, which other tests rely on, stays as it is)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def successors(v: str) -> list[str]:
+        return sorted(w for w in graph.find_modules_directly_imported_by(v) if w in graph.modules)
+
+    for root in sorted(modules):
+        if root in index:
+            continue
+        work: list[tuple[str, list[str]]] = [(root, successors(root))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            v, todo = work[-1]
+            if todo:
+                w = todo.pop()
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, successors(w)))
+                elif w in on_stack:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    found.append(sorted(comp))
+    return found
+
+
+def test_there_is_no_import_cycle(graph: grimp.ImportGraph) -> None:
+    assert _cycles(graph, graph.modules) == []
+
+
+def test_the_cycle_finder_finds_a_cycle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pkg = tmp_path / "cyc"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("def f():\n    from cyc import b\n")
+    (pkg / "b.py").write_text("from cyc import a\n")
+    (pkg / "c.py").write_text("from cyc import a\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert _cycles(grimp.build_graph("cyc", cache_dir=None), ["cyc.a", "cyc.b", "cyc.c"]) == [
+        ["cyc.a", "cyc.b"]
+    ]
+
+
+def test_a_long_module_says_why_at_its_top() -> None:
+    unexplained = []
+    for path in sorted(REVIEW.rglob("*.py")):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        if len(lines) > MAX_LINES and not any(ln.startswith(LONG_MARK) for ln in lines[:60]):
+            unexplained.append(f"{path.relative_to(ROOT)} ({len(lines)} lines)")
+    assert unexplained == []
+
+
+def test_app_reaches_the_database_only_through_review() -> None:
+    tree = ast.parse((ROOT / "app.py").read_text(encoding="utf-8"))
+    modules = {
+        (n.module or "") if isinstance(n, ast.ImportFrom) else a.name
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Import | ast.ImportFrom)
+        for a in (n.names if isinstance(n, ast.Import) else [n])  # type: ignore[attr-defined]
+    }
+    assert not [m for m in modules if m.split(".")[0] == "storage"]
