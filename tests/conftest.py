@@ -5,19 +5,21 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine, create_engine, text
 
-from review.core.identity import Actor, Role
+from review.admin import users
+from review.core.identity import SYSTEM, Actor
 from review.core.taxonomy import Taxonomy, load_taxonomy
-from review.demo import fixtures
+from review.demo import fixtures, tracedemo
 from storage.db import dispose_engines, make_engine, migrate
-from tests.pgserver import PgServer
+from tests.helpers.actors import make_actor
+from tests.helpers.paths import ROOT
+from tests.helpers.pgserver import PgServer
 
-ROOT = Path(__file__).resolve().parent.parent
 TEST_TRACES = 2_400  # the demo's trace generator at test size (seed-demo makes 20,000)
 
 
@@ -77,12 +79,6 @@ def demo_notraces_template(tmp_path_factory: pytest.TempPathFactory, tax: Taxono
         c.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
     eng.dispose()
     return path
-
-
-def copy_db(template: Path, tmp_path: Path) -> str:
-    target = tmp_path / "demo.db"
-    shutil.copy(template, target)
-    return f"sqlite:///{target}"
 
 
 @pytest.fixture
@@ -157,18 +153,6 @@ def any_engine(any_url: str) -> Iterator[Engine]:
 # --- actors ----------------------------------------------------------------------------
 
 
-def make_actor(
-    role: str, email: str | None = None, clearance: bool = False, uid: int = 99
-) -> Actor:
-    return Actor(
-        id=uid,
-        email=email or f"{role}@test.example",
-        name=role.title(),
-        roles=frozenset({Role(role)}),
-        clearance=clearance,
-    )
-
-
 @pytest.fixture
 def admin() -> Actor:
     return make_actor("admin", clearance=True, uid=1)
@@ -177,3 +161,42 @@ def admin() -> Actor:
 @pytest.fixture
 def annotator() -> Actor:
     return make_actor("annotator", uid=2)
+
+
+@pytest.fixture
+def empty_url(tmp_path: Path) -> str:
+    """A database with one admin and nothing else."""
+    url = f"sqlite:///{tmp_path / 'empty.db'}"
+    eng = make_engine(url)
+    migrate(eng)
+    users.add_user(eng, SYSTEM, "solo@example.org", "Solo Admin", ["admin", "annotator"], True)
+    eng.dispose()
+    return url
+
+
+@pytest.fixture(scope="session")
+def trace_demo_template(
+    demo_template: Path, tmp_path_factory: pytest.TempPathFactory, tax: Taxonomy
+) -> Path:
+    path = tmp_path_factory.mktemp("tracedemo") / "demo.db"
+    shutil.copy(demo_template, path)
+    eng = make_engine(f"sqlite:///{path}")
+    tracedemo.build_demo_traces(eng, tax)
+    with eng.connect() as c:
+        c.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    eng.dispose()
+    return path
+
+
+@pytest.fixture
+def trace_demo_url(tmp_path: Path, trace_demo_template: Path) -> str:
+    target = tmp_path / "tracedemo.db"
+    shutil.copy(trace_demo_template, target)
+    return f"sqlite:///{target}"
+
+
+@pytest.fixture
+def trace_demo_engine(trace_demo_url: str) -> Iterable[Engine]:
+    eng = make_engine(trace_demo_url)
+    yield eng
+    eng.dispose()

@@ -51,9 +51,9 @@ from review.wording import drafts, signing, versions
 from review.wording.messages import wording_path
 from storage.db import make_engine, read_session, write_session
 from storage.models import AuditItem, AuditLog, Case, CaseDocument, CaseFamily, Document, Trace
-from tests.test_pages import app
+from tests.helpers.pages import app
+from tests.helpers.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 A, RV, PO, CO, AD = Role.annotator, Role.reviewer, Role.product_owner, Role.compliance, Role.admin
 
 # ---------------------------------------------------------------------------------------

@@ -13,7 +13,8 @@ from pathlib import Path
 import grimp
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.helpers.paths import ROOT
+
 REVIEW = ROOT / "review"
 AREAS = sorted(p.name for p in REVIEW.iterdir() if (p / "__init__.py").exists())
 MAX_LINES = 800

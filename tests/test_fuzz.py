@@ -39,10 +39,10 @@ from review.policy import policy
 from review.traces import formats, importer, monitoring, redaction
 from review.wording import messages
 from storage.db import make_engine, migrate
-from tests.conftest import copy_db
-from tests.test_corpus import GOOD
+from tests.helpers.corpus import GOOD
+from tests.helpers.databases import copy_db
+from tests.helpers.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 POLICIES = ROOT / "policies"
 TRACE_DATA = ROOT / "tests" / "data" / "traces"
 TAX = load_taxonomy(POLICIES / "taxonomy.yaml")

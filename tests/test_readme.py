@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from review.cases import cases
 from review.cli.main import main
 from review.core.taxonomy import Taxonomy
 from review.corpus.docformat import parse_markdown
+from tests.helpers.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 

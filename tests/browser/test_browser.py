@@ -1,0 +1,205 @@
+"""Main journeys in a real browser: Playwright driving Debian's chromium against `streamlit run`."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.browser import CHROMIUM_ARGS, streamlit_server, wait_idle
+from tests.helpers.paths import ROOT
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture
+def server(demo_url: str, tmp_path: Path) -> Iterator[str]:
+    with streamlit_server(ROOT / "app.py", tmp_path, WORKBENCH_DATABASE_URL=demo_url) as base:
+        yield base
+
+
+@pytest.fixture
+def page(server: str, request: pytest.FixtureRequest) -> Iterator[object]:
+    chromium = shutil.which("chromium")
+    if not chromium:
+        if os.environ.get("CI"):
+            pytest.fail("Debian's chromium is required in CI (apt-get install chromium)")
+        pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        pg = browser.new_page(viewport={"width": 1400, "height": 1000})
+        errors: list[str] = []
+        pg.on("pageerror", lambda e: errors.append(str(e)))
+        pg.base = server  # type: ignore[attr-defined]
+        pg.errors = errors  # type: ignore[attr-defined]
+        if request.node.get_closest_marker("cold") is None:
+            pg.goto(server)  # let the router run once (see the first-request test)
+            wait_idle(pg)
+        yield pg
+        browser.close()
+
+
+@pytest.mark.cold
+def test_the_first_request_to_a_deep_link_goes_through_the_router(page) -> None:  # type: ignore[no-untyped-def]
+    """Streamlit serves pages/ files directly until the router has run once in the process;
+    page files are named *_page.py so no URL of the app can reach them that way."""
+    pg = page
+    pg.goto(pg.base + "/cases?case=1")
+    wait_idle(pg)
+    if pg.get_by_text("Page not found").count():  # first request of a fresh server only
+        pg.keyboard.press("Escape")
+    assert pg.locator("h3", has_text="Case CASE-001").is_visible()
+    assert not pg.get_by_text("No user is signed in").count()
+    assert pg.get_by_text("Acting as").is_visible()
+
+
+def test_open_the_app_switch_user_and_open_a_case(page) -> None:  # type: ignore[no-untyped-def]
+    pg = page
+    pg.goto(pg.base)
+    wait_idle(pg)
+    assert pg.get_by_role("heading", name="Overview").is_visible()
+    # switch user in the sidebar (local mode)
+    pg.locator("[data-testid='stSidebar'] [data-testid='stSelectbox']").click()
+    pg.get_by_role("option", name="Inés Duarte · annotator").click()
+    wait_idle(pg)
+    assert pg.get_by_text("Signed in as Inés Duarte (annotator)").is_visible()
+    # go to the cases page and open the first case through its deep link
+    pg.locator("[data-testid='stSidebarNav'] a", has_text="Cases").click()
+    wait_idle(pg)
+    assert pg.get_by_role("heading", name="Cases").is_visible()
+    pg.goto(pg.base + "/cases?case=1")
+    wait_idle(pg)
+    assert pg.locator("h3", has_text="Case CASE-001").is_visible()
+    assert pg.get_by_text("Required claims").is_visible()
+    assert not pg.locator("[data-testid='stException']").count()
+    assert pg.errors == []  # type: ignore[attr-defined]
+
+
+def _user_id(demo_url: str, email: str) -> int:
+    from review.admin import users
+    from storage.db import make_engine
+
+    eng = make_engine(demo_url)
+    row = users.get_by_email(eng, email)
+    eng.dispose()
+    assert row is not None
+    return row.id
+
+
+def test_label_a_case_with_keyboard_shortcuts(page, demo_url: str) -> None:  # type: ignore[no-untyped-def]
+    from review.cases import cases
+    from review.labels import labeling
+    from storage.db import make_engine
+
+    pg = page
+    eng = make_engine(demo_url)
+    target = cases.get_case(eng, key="CASE-080")
+    assert target is not None
+    ines = _user_id(demo_url, "ines.duarte@brightwave.example")
+    pg.goto(f"{pg.base}/label?case={target.id}&as={ines}")
+    wait_idle(pg)
+    assert pg.locator("h3", has_text="Case CASE-080").is_visible()
+    assert not pg.get_by_text("Page not found").count()
+    pg.locator("h1").first.click()
+    pg.keyboard.press("2")  # Abstain
+    wait_idle(pg)
+    assert pg.get_by_text("Decision: Abstain").is_visible()
+    pg.get_by_role("combobox", name="Why the evidence is insufficient (reason codes)").click()
+    pg.keyboard.type("No answer-bearing")
+    pg.keyboard.press("Enter")
+    pg.keyboard.press("Escape")
+    wait_idle(pg)
+    pg.locator("h1").first.click()
+    pg.keyboard.press("Control+Enter")
+    wait_idle(pg)
+    assert pg.get_by_text("Saved your label on CASE-080").is_visible()
+    from review.core.identity import Actor, Role
+
+    me = Actor(
+        id=ines,
+        email="ines.duarte@brightwave.example",
+        name="Inés",
+        roles=frozenset({Role.annotator}),
+    )
+    mine = labeling.my_label(eng, me, target.id)
+    assert mine is not None and mine.decision == "abstain"
+    assert mine.reason_codes == ("no_answer_bearing_evidence",)
+    eng.dispose()
+    assert pg.errors == []  # type: ignore[attr-defined]
+
+
+def test_threshold_proposal_to_approval(page, demo_url: str) -> None:  # type: ignore[no-untyped-def]
+    from review.policy import signoff
+    from review.thresholds import thresholds
+    from storage.db import make_engine
+
+    pg = page
+    omar = _user_id(demo_url, "omar.haddad@brightwave.example")
+    pg.goto(f"{pg.base}/thresholds?as={omar}")
+    wait_idle(pg)
+    pg.get_by_label("Rationale (goes into the change record)").fill(
+        "Browser journey: keep the current thresholds but re-sign them with a new rationale."
+    )
+    pg.get_by_label("caveat_below").fill("0.7")
+    pg.get_by_role("button", name="Propose for sign-off").click()
+    wait_idle(pg)
+    pg.get_by_text("Proposed as version").wait_for(state="visible", timeout=30_000)
+    eng = make_engine(demo_url)
+    newest = signoff.versions(eng, thresholds.KIND)[0]
+    assert newest.author == "omar.haddad@brightwave.example" and newest.status == "pending"
+    for email in ("paula.kim@brightwave.example", "chen.li@brightwave.example"):
+        pg.goto(f"{pg.base}/thresholds?as={_user_id(demo_url, email)}")
+        wait_idle(pg)
+        pg.get_by_role("tab", name="Sign-off").click()
+        wait_idle(pg)
+        pg.get_by_role("button", name="Approve").first.click()
+        wait_idle(pg)
+        # the message appears when the rerun after the click ends (slow on a loaded machine)
+        pg.get_by_text(f"Version {newest.number} approved").wait_for(
+            state="visible", timeout=30_000
+        )
+    done = signoff.get_version(eng, newest.id)
+    assert done.status == "approved"
+    assert signoff.verify_chain(eng) == []
+    eng.dispose()
+    assert pg.errors == []  # type: ignore[attr-defined]
+
+
+def test_the_monthly_report_opens_without_any_network_request(
+    demo_engine,
+    tax,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
+) -> None:
+    from review.monthly import report, reviews
+
+    chromium = shutil.which("chromium")
+    if not chromium:
+        if os.environ.get("CI"):
+            pytest.fail("Debian's chromium is required in CI (apt-get install chromium)")
+        pytest.skip("Debian's chromium is not installed")
+    view = reviews.list_sessions(demo_engine)[1]  # a closed month
+    html_file = tmp_path / "report.html"
+    html_file.write_text(
+        report.export_html(view, report.month_context(demo_engine, tax, view.month)),
+        encoding="utf-8",
+    )
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        pg = browser.new_page()
+        requests: list[str] = []
+        pg.on("request", lambda r: requests.append(r.url))
+        pg.goto(html_file.as_uri())
+        pg.wait_for_load_state("load")
+        assert pg.locator("h1").inner_text() == f"Monthly review {view.month}"
+        for section in ("Attendees", "Validation check", "Findings", "Actions"):
+            assert pg.get_by_role("heading", name=section).count() == 1
+        assert pg.locator("svg").count() >= 1  # charts are inline SVG
+        browser.close()
+    assert requests == [html_file.as_uri()]

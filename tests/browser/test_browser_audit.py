@@ -1,0 +1,105 @@
+"""Browser journey: a reviewer creates a sampling plan, draws it, and records a verdict.
+
+Runs the Audit page through the one-page router (tests/apps/one_page.py) with Debian's
+chromium, so it works whether or not the page is registered in app.py yet.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select
+
+from storage.db import make_engine, read_session
+from storage.models import AuditItem, AuditVerdict
+from tests.helpers.audits import realistic_traces
+from tests.helpers.browser import CHROMIUM_ARGS, streamlit_server, wait_idle
+from tests.helpers.paths import ROOT
+
+
+@pytest.fixture
+def demo_url(tmp_path: Path, demo_notraces_template: Path) -> str:
+    """These tests add and count their own traces: start from the demo without traces."""
+    from tests.helpers.databases import copy_db
+
+    return copy_db(demo_notraces_template, tmp_path)
+
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture
+def audit_server(demo_url: str, tmp_path: Path) -> Iterator[str]:
+    eng = make_engine(demo_url)
+    realistic_traces(eng)
+    eng.dispose()
+    with streamlit_server(
+        ROOT / "tests" / "apps" / "one_page.py",
+        tmp_path,
+        WORKBENCH_DATABASE_URL=demo_url,
+        WB_TEST_PAGE=str(ROOT / "pages" / "audit_page.py"),
+        WB_TEST_USER="ravi.menon@brightwave.example",
+    ) as base:
+        yield base
+
+
+def test_draw_a_sample_and_record_a_verdict(audit_server: str, demo_url: str) -> None:
+    chromium = shutil.which("chromium")
+    if not chromium:
+        if os.environ.get("CI"):
+            pytest.fail("Debian's chromium is required in CI (apt-get install chromium)")
+        pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        pg = browser.new_page(viewport={"width": 1400, "height": 1600})
+        errors: list[str] = []
+        pg.on("pageerror", lambda e: errors.append(str(e)))
+        pg.goto(audit_server)
+        wait_idle(pg)
+        assert pg.get_by_role("heading", name="Audit").is_visible()
+        if not pg.get_by_label("Plan name").is_visible():  # open by default without plans
+            pg.get_by_text("New sampling plan").click()
+        pg.get_by_label("Plan name").fill("Browser journey")
+        pg.get_by_label("Sample size").fill("6")
+        pg.get_by_role("button", name="Create plan").click()
+        wait_idle(pg)
+        assert pg.get_by_text("Plan 'Browser journey' created").is_visible()
+        pg.get_by_role("button", name="Draw the sample").click()
+        wait_idle(pg)
+        assert pg.get_by_text("Drew 6 traces").is_visible()
+
+        pg.get_by_role("tab", name="My queue").click()
+        pg.get_by_role("button", name="Next trace").click()
+        wait_idle(pg)
+        assert pg.get_by_role("heading", name="Your verdict").is_visible()
+        pg.get_by_text("False refusal (I expected an answer)").click()
+        wait_idle(pg)
+        claims = pg.get_by_label("Review the answer claim by claim")
+        if claims.is_checked():
+            claims.uncheck(force=True)
+            wait_idle(pg)
+        stage = pg.locator("[data-testid='stMultiSelect']").filter(has_text="Where it failed")
+        stage.locator("input").click()
+        pg.keyboard.type("policy too strict")
+        pg.keyboard.press("Enter")
+        pg.keyboard.press("Escape")
+        wait_idle(pg)
+        pg.get_by_role("button", name="Save verdict").click()
+        wait_idle(pg)
+        assert pg.get_by_text("Saved your verdict").is_visible()
+        assert errors == []
+        browser.close()
+
+    eng = make_engine(demo_url)
+    with read_session(eng) as s:
+        items = s.scalar(select(func.count(AuditItem.id)))
+        verdicts = s.scalars(select(AuditVerdict.verdict)).all()
+    eng.dispose()
+    assert items == 6
+    assert verdicts == ["false_refusal"]

@@ -1,0 +1,169 @@
+"""One OS process of the concurrency test (tests/storage/test_concurrency.py): a person labeling
+and auditing through the real services until a deadline, logging every outcome as JSON lines.
+
+Run as ``python -m tests.helpers.concurrency_worker URL PLAN_ID EMAIL SEED SECONDS LOG GO_FILE``.
+Two processes share each e-mail (the same person in two tabs), so edits race each other.
+
+Each outcome line is one of:
+  {"op": "label"|"verdict", "id": .., "target": .., "based_on": .., "edit": bool}  a success
+  {"op": ..., "conflict": "natural"|"forced", "target": ..}                       StaleWriteError
+  {"op": ..., "refused": message}                                                 InputError
+  {"op": ..., "forced_stale_saved": id}        a submit based on an old version that landed
+  {"error": type, "message": ..}                                                  anything else
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any, TextIO
+
+from sqlalchemy import Engine
+
+from review.audits import queue, verdicts
+from review.core.errors import InputError, StaleWriteError
+from review.core.identity import Actor, Role
+from review.core.taxonomy import Taxonomy, load_taxonomy
+from review.labels import labeling
+from storage.db import make_engine
+
+LABELS = (
+    labeling.LabelIn("answer"),
+    labeling.LabelIn("abstain", ("no_answer_bearing_evidence",)),
+)
+VERDICTS = (
+    verdicts.VerdictIn("correct_refusal"),
+    verdicts.VerdictIn("supported_answer"),
+    verdicts.VerdictIn("false_refusal", stages=("policy_too_strict",)),
+)
+
+
+def main(argv: list[str]) -> int:
+    url, plan_id, email, seed, seconds, log_path, go_file = argv
+    rng = random.Random(int(seed))
+    actor = Actor(
+        id=1000 + int(seed),
+        email=email,
+        name=email,
+        roles=frozenset({Role.annotator, Role.reviewer}),
+        clearance=True,
+    )
+    tax = load_taxonomy()
+    engine = make_engine(url)
+    engine.connect().close()  # connect before the start signal
+    with Path(log_path).open("a", encoding="utf-8") as log:
+        return _work(engine, actor, tax, rng, int(plan_id), float(seconds), log, log_path, go_file)
+
+
+def _work(
+    engine: Engine,
+    actor: Actor,
+    tax: Taxonomy,
+    rng: random.Random,
+    plan_id: int,
+    seconds: float,
+    log: TextIO,
+    log_path: str,
+    go_file: str,
+) -> int:
+    def out(**rec: Any) -> None:
+        log.write(json.dumps(rec) + "\n")
+
+    Path(log_path + ".ready").touch()
+    while not Path(go_file).exists():
+        time.sleep(0.01)
+    deadline = time.monotonic() + seconds
+    labeled: list[int] = []
+    judged: list[int] = []
+    skip_cases: set[int] = set()
+    skip_items: set[int] = set()
+
+    def label(case_id: int, based_on: int | None, forced: bool) -> None:
+        try:
+            row = labeling.submit(engine, actor, case_id, rng.choice(LABELS), based_on, tax)
+        except StaleWriteError:
+            out(op="label", conflict="forced" if forced else "natural", target=case_id)
+            return
+        except InputError as exc:
+            out(op="label", refused=str(exc), target=case_id)
+            return
+        if forced:
+            out(op="label", forced_stale_saved=row.id, target=case_id)
+        out(op="label", id=row.id, target=case_id, based_on=based_on, edit=based_on is not None)
+        if case_id not in labeled:
+            labeled.append(case_id)
+
+    def verdict(item_id: int, based_on: int | None, forced: bool) -> None:
+        try:
+            row = verdicts.submit_verdict(engine, actor, item_id, rng.choice(VERDICTS), based_on)
+        except StaleWriteError:
+            out(op="verdict", conflict="forced" if forced else "natural", target=item_id)
+            return
+        except InputError as exc:
+            out(op="verdict", refused=str(exc), target=item_id)
+            return
+        if forced:
+            out(op="verdict", forced_stale_saved=row.id, target=item_id)
+        out(op="verdict", id=row.id, target=item_id, based_on=based_on, edit=based_on is not None)
+        if item_id not in judged:
+            judged.append(item_id)
+
+    try:
+        while time.monotonic() < deadline:
+            step = rng.random()
+            if step < 0.3:  # take the next case from the queue and label it
+                case_id = labeling.next_case(engine, actor, exclude=skip_cases)
+                if case_id is None:
+                    continue
+                mine = labeling.my_label(engine, actor, case_id)
+                label(case_id, mine.id if mine else None, False)
+            elif step < 0.45 and labeled:  # edit my label (my other tab may edit it too)
+                case_id = rng.choice(labeled)
+                mine = labeling.my_label(engine, actor, case_id)
+                label(case_id, mine.id if mine else None, False)
+            elif step < 0.5 and labeled:  # an edit from a tab opened before my last save
+                case_id = rng.choice(labeled)
+                hist = [
+                    h.id for h in labeling.history(engine, case_id) if h.annotator == actor.email
+                ]
+                if len(hist) >= 2:
+                    label(case_id, rng.choice(hist[:-1]), True)
+            elif step < 0.8:  # the next audit item
+                item_id = queue.next_item(engine, actor, plan_id, exclude=skip_items)
+                if item_id is None:
+                    continue
+                mine_v = verdicts.my_verdict(engine, actor, item_id)
+                verdict(item_id, mine_v.id if mine_v else None, False)
+            elif step < 0.95 and judged:  # edit my verdict
+                item_id = rng.choice(judged)
+                mine_v = verdicts.my_verdict(engine, actor, item_id)
+                verdict(item_id, mine_v.id if mine_v else None, False)
+            elif judged:  # a stale verdict edit
+                item_id = rng.choice(judged)
+                hist = [
+                    v.id
+                    for v in verdicts.verdict_history(engine, actor, item_id)
+                    if v.reviewer == actor.email
+                ]
+                if len(hist) >= 2:
+                    verdict(item_id, rng.choice(hist[:-1]), True)
+            if rng.random() < 0.02:  # skip a case now and then (gives it back to the queue)
+                held = labeling.next_case(engine, actor, exclude=skip_cases)
+                if held is not None:
+                    labeling.release(engine, actor, held)
+                    skip_cases.add(held)
+                    out(op="skip", target=held)
+    except Exception as exc:  # the test fails on any of these
+        out(error=type(exc).__name__, message=str(exc), trace=traceback.format_exc())
+        return 3
+    finally:
+        engine.dispose()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,60 @@
+"""AppTest of the router (app.py) or of a single page through tests/apps/one_page.py, signed in
+as a given user, and the demo users the page tests act as."""
+
+from __future__ import annotations
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from review.admin import users
+from storage.db import make_engine
+from tests.helpers.paths import ROOT
+
+
+def page_app(
+    url: str, monkeypatch: pytest.MonkeyPatch, page: str, user: str, **query: str
+) -> AppTest:
+    """``page`` is relative to the project root, e.g. "pages/traces.py"."""
+    monkeypatch.setenv("WORKBENCH_DATABASE_URL", url)
+    monkeypatch.setenv("WB_TEST_PAGE", str(ROOT / page))
+    monkeypatch.setenv("WB_TEST_USER", user)
+    at = AppTest.from_file(str(ROOT / "tests" / "apps" / "one_page.py"), default_timeout=90)
+    for k, v in query.items():
+        at.query_params[k] = v
+    return at
+
+
+TIMEOUT = 60
+
+
+def app(
+    url: str, monkeypatch: pytest.MonkeyPatch, user: str | None = None, **query: str
+) -> AppTest:
+    """An AppTest of the router, signed in (local mode) as ``user`` from the first run.
+
+    The sidebar picker stores its choice under ``wb_user_id``; the browser journey clicks it.
+    """
+    monkeypatch.setenv("WORKBENCH_DATABASE_URL", url)
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    if user is not None:
+        eng = make_engine(url)
+        row = users.get_by_email(eng, user)
+        eng.dispose()
+        assert row is not None
+        at.session_state["wb_user_id"] = row.id
+    for k, v in query.items():
+        at.query_params[k] = v
+    return at
+
+
+def no_exception(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+
+
+ADA = "ada.admin@brightwave.example"
+
+
+INES = "ines.duarte@brightwave.example"
+
+
+PAULA = "paula.kim@brightwave.example"

@@ -1,0 +1,268 @@
+"""Monthly review: validation check (hand-counted), read-only after closing, carry, export."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+
+import pandas as pd
+import pytest
+from sqlalchemy import Engine
+
+from review.core.errors import InputError, PermissionDenied, StaleWriteError
+from review.core.taxonomy import Taxonomy
+from review.evaluation import evalruns
+from review.monthly import records, report, reviews, validation
+from tests.helpers.actors import make_actor
+
+RAVI = make_actor("reviewer", "ravi.menon@brightwave.example")
+TEMPLATES = [
+    "The documents available to you do not establish this. Could you share {missing_item}?",
+    "I have passed this to {role}.",
+]
+
+
+def frame(rows: list[tuple[str, str, str | None, str | None, str, bool]]) -> pd.DataFrame:
+    answering = {"answer", "partial"}
+    return pd.DataFrame(
+        [
+            {
+                "key": k,
+                "gold": g,
+                "decision": d,
+                "reason_code": r,
+                "text": t,
+                "infra": infra,
+                "answerable": g in answering,
+            }
+            for k, g, d, r, t, infra in rows
+        ]
+    )
+
+
+def test_validation_check_hand_counted() -> None:
+    f = frame(
+        [
+            ("A1", "answer", "answer", None, "14 days.", False),
+            ("A2", "answer", "answer", None, "30 days.", False),
+            (
+                "A3",
+                "answer",
+                "abstain",
+                "support_below_threshold",
+                "The documents available to you do not establish this. "
+                "Could you share the contract?",
+                False,
+            ),
+            ("A4", "partial", "partial", None, "Part one.", False),
+            (
+                "U1",
+                "abstain",
+                "abstain",
+                "no_answer_bearing_evidence",
+                "The documents available to you do not establish this. Could you share the plan?",
+                False,
+            ),
+            ("U2", "abstain", "abstain", None, "There is no such refund.", False),
+            (
+                "U3",
+                "escalate",
+                "escalate",
+                "restricted_topic",
+                "I have passed this to the Legal team.",
+                False,
+            ),
+            ("U4", "clarify", "answer", None, "Probably yes.", False),
+            ("U5", "abstain", None, None, "", True),
+        ]
+    )
+    r = validation.validation_check(
+        f,
+        {"min_answer_rate_answerable": 0.9, "min_abstention_recall": 0.9},
+        TEMPLATES,
+        {"answer", "partial"},
+    )
+    assert (r["answerable"], r["answered"]) == (4, 3)  # A1 A2 A4 of A1..A4
+    # U1..U4 ran (U5 is an infrastructure failure); U1 U2 U3 behaved, U4 answered
+    assert (r["unanswerable"], r["expected_behaviour"]) == (4, 3)
+    assert r["answer_rate"] == pytest.approx(0.75)
+    assert r["refusals"] == 4  # A3 U1 U2 U3
+    assert r["refusals_without_reason"] == 1  # U2
+    assert r["refusals_off_wording"] == 1 and r["off_wording_cases"] == ["U2"]
+    assert r["infrastructure_failures"] == 1 and r["passed"] is False
+
+
+def test_session_lifecycle_read_only_after_close_and_carry(
+    demo_engine: Engine, tax: Taxonomy
+) -> None:
+    with pytest.raises(PermissionDenied):
+        reviews.open_session(demo_engine, make_actor("annotator"), "2031-01")
+    s = reviews.open_session(demo_engine, RAVI, "2031-01")
+    with pytest.raises(InputError, match="already exists"):
+        reviews.open_session(demo_engine, RAVI, "2031-01")
+    fid = reviews.add_finding(
+        demo_engine,
+        RAVI,
+        s.id,
+        "False refusals on SLA questions.",
+        "high",
+        [{"kind": "case", "ref": "CASE-005"}],
+    )
+    reviews.add_action(
+        demo_engine,
+        RAVI,
+        s.id,
+        "Lower the reranker refuse band.",
+        "product_owner",
+        dt.date(2031, 2, 15),
+    )
+    s = reviews.get_session(demo_engine, "2031-01")
+    assert s is not None and len(s.findings) == 1 and len(s.actions) == 1
+    s = reviews.update_session(
+        demo_engine,
+        RAVI,
+        s.id,
+        s.version,
+        attendees=[RAVI.email, "chen.li@brightwave.example"],
+        summary="Two alerts; one finding.",
+    )
+    with pytest.raises(StaleWriteError):
+        reviews.update_session(
+            demo_engine, RAVI, s.id, s.version - 1, attendees=[], summary="stale"
+        )
+    with pytest.raises(InputError, match="not a user"):
+        reviews.update_session(demo_engine, RAVI, s.id, s.version, attendees=["x@y.z"], summary="")
+    with pytest.raises(InputError, match="validation check before closing"):
+        reviews.close_session(demo_engine, RAVI, s.id, s.version)
+    run = evalruns.list_runs(demo_engine)[0]
+    result = validation.run_validation(demo_engine, tax, run.id, "validation", TEMPLATES)
+    reviews.store_validation(demo_engine, RAVI, s.id, result)
+    s = reviews.get_session(demo_engine, "2031-01")
+    assert s is not None and s.validation is not None and s.validation["run"] == run.name
+    reviews.close_session(demo_engine, RAVI, s.id, s.version)
+    with pytest.raises(InputError, match="closed and read-only"):
+        reviews.add_finding(demo_engine, RAVI, s.id, "late", "low")
+    with pytest.raises(InputError, match="closed and read-only"):
+        reviews.store_validation(demo_engine, RAVI, s.id, {})
+    new_id = reviews.carry_finding(demo_engine, RAVI, fid)
+    nxt = reviews.get_session(demo_engine, "2031-02")
+    assert nxt is not None and nxt.findings[0].id == new_id
+    assert nxt.findings[0].carried_from_id == fid
+
+
+def test_export_has_every_section_and_no_network_references(
+    demo_engine: Engine, tax: Taxonomy
+) -> None:
+    s = reviews.open_session(demo_engine, RAVI, "2031-03")
+    reviews.add_finding(demo_engine, RAVI, s.id, "<script>alert(1)</script> in a refusal", "low")
+    view = reviews.get_session(demo_engine, "2031-03")
+    assert view is not None
+    ctx = report.month_context(demo_engine, tax, "2031-03")
+    html_text = report.export_html(view, ctx)
+    for section in (
+        "Attendees",
+        "Release gate",
+        "Policy and wording changes",
+        "Validation check",
+        "Findings",
+        "Actions",
+    ):
+        assert section in html_text
+    assert "<script>alert(1)</script>" not in html_text  # escaped
+    assert not re.search(r"(src|href)\s*=\s*['\"]?https?:", html_text)
+    md, images = report.export_markdown(view, ctx)
+    for section in ("## Attendees", "## Findings", "## Actions", "## Validation check"):
+        assert section in md
+    for name in images:
+        assert f"]({name})" in md and images[name][:8] == b"\x89PNG\r\n\x1a\n"
+    # the page shows the text without paying for the PNGs; the zip gets the same text
+    text_only, none = report.export_markdown(view, ctx, render_images=False)
+    assert text_only == md and none == {} and images
+
+
+def test_month_validation() -> None:
+    assert records.next_month("2025-12") == "2026-01"
+    with pytest.raises(InputError):
+        records.month_bounds("2025-13")
+
+
+def test_a_closed_review_keeps_the_month_as_it_was_when_closed(
+    demo_engine: Engine, tax: Taxonomy
+) -> None:
+    from sqlalchemy import select
+
+    from review.audits import plans
+    from review.audits.plans import PlanSpec
+    from storage.db import read_session
+    from storage.models import AuditLog
+
+    closed = [v for v in reviews.list_sessions(demo_engine) if v.closed]
+    opened = [v for v in reviews.list_sessions(demo_engine) if not v.closed]
+    assert closed and opened, "the demo has closed reviews and an open one"
+    view, live_view = closed[0], opened[0]
+    ctx = report.month_context(demo_engine, tax, view.month)
+    assert ctx.frozen_tables is not None and ctx.frozen_at
+    html_before = report.export_html(view, ctx)
+    md_before, _ = report.export_markdown(view, ctx, render_images=False)
+    assert [t for t, _ in ctx.charts], "the frozen record keeps the charts"
+
+    # the world moves on: a new audit batch in progress (every live month lists open batches)
+    plans.create_plan(
+        demo_engine,
+        make_actor("reviewer", "chen.li@brightwave.example"),
+        PlanSpec(name="After the close", strata=("decision",), total=6, seed=3),
+    )
+    live_now = report.live_context(demo_engine, tax, view.month)
+    live_audit = dict(report.context_tables(live_now))["Audit batches and weighted estimates"]
+    assert "After the close" in set(live_audit["batch"])  # the live month would change...
+    again = report.month_context(demo_engine, tax, view.month)
+    assert report.export_html(view, again) == html_before  # ...the closed record does not
+    assert report.export_markdown(view, again, render_images=False)[0] == md_before
+    assert "After the close" not in html_before
+    # an open review is live
+    open_ctx = report.month_context(demo_engine, tax, live_view.month)
+    assert open_ctx.frozen_tables is None
+    open_audit = dict(report.context_tables(open_ctx))["Audit batches and weighted estimates"]
+    assert "After the close" in set(open_audit["batch"])
+    # closing is in the audit log
+    with read_session(demo_engine) as s:
+        logged = s.scalars(
+            select(AuditLog).where(AuditLog.action == "close", AuditLog.entity == "review_session")
+        ).all()
+    assert {a.entity_id for a in logged} >= {v.month for v in closed}
+
+
+def test_validation_on_chosen_cases_against_the_authors_calibration_run(
+    demo_engine: Engine, tax: Taxonomy
+) -> None:
+    runs = evalruns.list_runs(demo_engine)
+    assert len(runs) >= 2
+    ref, other = runs[0], runs[1]
+    frame = evalruns.outputs_frame(demo_engine, ref.id, tax)
+    first = frame[frame["repeat"] == frame["repeat"].min()]
+    keys = list(first[first["answerable"]]["key"][:6]) + list(
+        first[~first["answerable"]]["key"][:4]
+    )
+    a = validation.run_validation(demo_engine, tax, ref.id, "all", TEMPLATES, case_keys=keys)
+    assert a["cases"] == 10 and a["split"] == "chosen cases"
+    assert a["answerable"] == 6 and a["unanswerable"] == 4
+    with pytest.raises(InputError, match="not in the run: NOPE-1"):
+        validation.run_validation(demo_engine, tax, ref.id, "all", TEMPLATES, case_keys=["NOPE-1"])
+    same = validation.run_validation(
+        demo_engine, tax, ref.id, "all", TEMPLATES, case_keys=keys, calibration_run_id=ref.id
+    )
+    assert same["within_tolerance"] and same["calibration_answered"] == a["answered"]
+    b = validation.run_validation(demo_engine, tax, other.id, "all", TEMPLATES, case_keys=keys)
+    vs = validation.run_validation(
+        demo_engine, tax, other.id, "all", TEMPLATES, case_keys=keys, calibration_run_id=ref.id
+    )
+    close = (
+        abs(b["answered"] - a["answered"]) <= 1
+        and abs(b["expected_behaviour"] - a["expected_behaviour"]) <= 1
+    )
+    assert vs["within_tolerance"] is close
+    assert vs["passed"] == (b["passed"] and close)
+    assert (vs["calibration_answered"], vs["calibration_expected_behaviour"]) == (
+        a["answered"],
+        a["expected_behaviour"],
+    )

@@ -1,0 +1,767 @@
+"""AppTest over every registered page (demo data and empty database) and every form."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine
+from streamlit.testing.v1 import AppTest
+
+from pages.ui import ACTOR_KEY
+from review.admin import users
+from review.cases import cases
+from review.core.identity import SYSTEM
+from review.corpus import corpus
+from storage.db import make_engine
+from tests.helpers.corpus import GOOD
+from tests.helpers.pages import ADA, INES, PAULA, app, no_exception
+
+PAGES = [
+    "pages/overview_page.py",
+    "pages/corpus_page.py",
+    "pages/cases_page.py",
+    "pages/labeling_page.py",
+    "pages/adjudication_page.py",
+    "pages/agreement_page.py",
+    "pages/builder_page.py",
+    "pages/runs_page.py",
+    "pages/thresholds_page.py",
+    "pages/wording_page.py",
+    "pages/review_page.py",
+    "pages/audit_page.py",
+    "pages/traces_page.py",
+    "pages/monitoring_page.py",
+    "pages/admin_page.py",
+]
+TITLES = {
+    "Overview",
+    "Agreement",
+    "Case builder",
+    "Corpus",
+    "Cases",
+    "Admin",
+    "Label",
+    "Adjudicate",
+    "Evaluation runs",
+    "Thresholds",
+    "Wording",
+    "Monthly review",
+    "Audit",
+    "Traces",
+    "Monitoring",
+}
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_renders_with_demo_data(
+    page: str, demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = app(demo_url, monkeypatch, ADA).run()
+    at.switch_page(page).run()
+    no_exception(at)
+    assert at.title[0].value in TITLES
+    assert not at.error
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_renders_on_an_empty_database(
+    page: str, empty_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = app(empty_url, monkeypatch).run()
+    at.switch_page(page).run()
+    no_exception(at)
+    assert not at.error
+
+
+def test_overview_shows_counts_and_links_for_my_role(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = app(demo_url, monkeypatch, INES).run()
+    no_exception(at)
+    metrics = {m.label: m.value for m in at.metric}
+    assert int(metrics["Documents (current)"]) >= 25
+    assert int(metrics["Cases"]) >= 60
+    assert metrics["Expect no answer"].endswith("%")
+
+
+def test_empty_database_offers_first_admin_then_signs_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"sqlite:///{tmp_path / 'boot.db'}"
+    at = app(url, monkeypatch).run()
+    no_exception(at)
+    assert "no users yet" in at.info[0].value
+    at.text_input[0].input("not-an-email")
+    at.text_input[1].input("Ada")
+    at.button[0].click().run()
+    assert "not a valid address" in at.error[0].value
+    at.text_input[0].input("ada@example.org")
+    at.button[0].click().run()
+    no_exception(at)
+    assert at.title[0].value == "Overview"
+
+
+def test_admin_page_is_only_registered_for_admins(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = app(demo_url, monkeypatch, INES).run()
+    no_exception(at)
+    assert at.session_state[ACTOR_KEY].email == INES
+    with pytest.raises(ValueError, match="Could not find a navigation page"):
+        at.switch_page("pages/admin_page.py")
+
+
+def test_admin_adds_a_user_and_refuses_a_bad_one(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = app(demo_url, monkeypatch, ADA).run()
+    at.switch_page("pages/admin_page.py").run()
+    form = at.get("form")
+    assert form
+    at.text_input(key=None) if False else None
+    inputs = [t for t in at.text_input if t.label in ("Email", "Name")]
+    inputs[0].input("new.person@brightwave.example")
+    inputs[1].input("New Person")
+    ms = next(m for m in at.multiselect if m.label == "Roles")
+    ms.set_value(["reviewer"])
+    next(b for b in at.button if b.label == "Add user").click().run()
+    no_exception(at)
+    assert users.get_by_email(demo_engine, "new.person@brightwave.example") is not None
+    inputs = [t for t in at.text_input if t.label in ("Email", "Name")]
+    inputs[0].input(ADA)
+    inputs[1].input("Dup")
+    next(m for m in at.multiselect if m.label == "Roles").set_value(["reviewer"])
+    next(b for b in at.button if b.label == "Add user").click().run()
+    assert any("already exists" in e.value for e in at.error)
+
+
+def test_admin_role_change_is_refused_when_someone_saved_first(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = app(demo_url, monkeypatch, ADA).run()
+    at.switch_page("pages/admin_page.py").run()
+    tom = users.get_by_email(demo_engine, "tom.becker@brightwave.example")
+    assert tom is not None
+    at.selectbox(key="admin_pick").set_value(tom.id).run()
+    # another admin saves first
+    users.update_user(
+        demo_engine,
+        SYSTEM,
+        tom.id,
+        tom.version,
+        name="Tom B.",
+        roles=["annotator"],
+        clearance=False,
+        active=True,
+    )
+    next(b for b in at.button if b.label == "Save").click().run()
+    no_exception(at)
+    assert any("was changed by" in e.value for e in at.error)
+
+
+def test_corpus_search_open_and_new_version(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = app(demo_url, monkeypatch, INES).run()
+    at.switch_page("pages/corpus_page.py").run()
+    assert at.dataframe
+    at.text_input(key="corpus_q").input("refund").run()
+    no_exception(at)
+    rows = corpus.search_documents(demo_engine, SYSTEM, corpus.DocFilter(text="refund"))
+    assert rows
+    target = rows[0]
+    at2 = app(demo_url, monkeypatch, INES, doc=str(target.id)).run()
+    at2.switch_page("pages/corpus_page.py").run()
+    no_exception(at2)
+    assert any(target.ref in s.value for s in at2.subheader)
+    body_texts = " ".join(t.value for t in at2.text)
+    doc = corpus.get_document(demo_engine, SYSTEM, target.id)
+    assert doc.title in body_texts
+    # error path: empty title
+    title_input = next(t for t in at2.text_input if t.label == "Title")
+    title_input.input("")
+    next(b for b in at2.button if b.label == "Save as new version").click().run()
+    assert at2.error
+    # success path: change the title
+    title_input = next(t for t in at2.text_input if t.label == "Title")
+    title_input.input(doc.title + " (revised)")
+    next(b for b in at2.button if b.label == "Save as new version").click().run()
+    no_exception(at2)
+    hist = corpus.version_history(demo_engine, SYSTEM, doc.doc_key)
+    assert hist[0].title == doc.title + " (revised)" and len(hist) >= 2
+
+
+def test_corpus_upload_lands_whole_or_reports_the_line(
+    empty_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = app(empty_url, monkeypatch).run()
+    at.switch_page("pages/corpus_page.py").run()
+    bad = GOOD.replace("POL-REFUND", "OTHER").replace("jurisdiction: EU", "jurisdiction: Mars")
+    at.file_uploader[0].set_value(
+        [("a.md", GOOD.encode(), "text/markdown"), ("b.md", bad.encode(), "text/markdown")]
+    )
+    next(b for b in at.button if b.label == "Import").click().run()
+    no_exception(at)
+    assert any(
+        "Nothing was imported" in e.value and "b.md: line 10: field jurisdiction" in e.value
+        for e in at.error
+    )
+    eng = make_engine(empty_url)
+    assert corpus.count_documents(eng, SYSTEM, corpus.DocFilter()) == 0
+    at.file_uploader[0].set_value([("a.md", GOOD.encode(), "text/markdown")])
+    next(b for b in at.button if b.label == "Import").click().run()
+    assert any("1 document version(s) added" in s.value for s in at.success)
+    assert corpus.count_documents(eng, SYSTEM, corpus.DocFilter()) == 1
+    eng.dispose()
+
+
+def test_cases_filter_open_create_and_edit(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = app(demo_url, monkeypatch, INES).run()
+    at.switch_page("pages/cases_page.py").run()
+    no_exception(at)
+    at.selectbox(key="cases_decision").set_value("escalate").run()
+    no_exception(at)
+    shown = next(d.value for d in at.dataframe if "expected" in d.value.columns)
+    assert set(shown["expected"]) == {"escalate"}
+    # create: error path (question too short), then success
+    before = cases.count_cases(demo_engine, cases.CaseFilter())
+    q = next(t for t in at.text_area if t.label == "Question")
+    q.input("?")
+    next(b for b in at.button if b.label == "Create case").click().run()
+    assert any("question" in e.value for e in at.error)
+    q = next(t for t in at.text_area if t.label == "Question")
+    q.input("Does the Team plan include SSO?")
+    next(b for b in at.button if b.label == "Create case").click().run()
+    no_exception(at)
+    assert cases.count_cases(demo_engine, cases.CaseFilter()) == before + 1
+
+
+def test_cases_split_preview_is_computed_only_on_demand(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 11: the default view never reads every case for the split preview."""
+    from review.cases import splits
+
+    real_plan = splits.plan
+    calls: list[tuple[int, bool]] = []
+
+    def refuse(*args: object, **kwargs: object) -> splits.SplitPlan:
+        raise AssertionError("splits.plan ran without the preview being asked for")
+
+    def counted(engine: Engine, seed: int, *args: object, **kwargs: object) -> splits.SplitPlan:
+        calls.append((seed, bool(kwargs.get("keep_existing", True))))
+        return real_plan(engine, seed, *args, **kwargs)  # type: ignore[arg-type]
+
+    def would_change(at: AppTest) -> list[str]:
+        return [c.value for c in at.caption if "would change split" in c.value]
+
+    monkeypatch.setattr(splits, "plan", refuse)
+    at = app(demo_url, monkeypatch, INES).run()
+    at.switch_page("pages/cases_page.py").run()
+    no_exception(at)
+    assert not would_change(at)
+    assert not [b for b in at.button if b.label == "Apply this assignment"]
+    at.selectbox(key="cases_decision").set_value("escalate").run()
+    no_exception(at)
+
+    monkeypatch.setattr(splits, "plan", counted)
+    at.toggle(key="cases_split_keep").set_value(False).run()
+    no_exception(at)
+    assert calls == [] and not would_change(at)
+    seed = int(at.number_input(key="cases_split_seed").value)
+    at.button(key="cases_split_preview_btn").click().run()
+    no_exception(at)
+    expected = real_plan(demo_engine, seed, keep_existing=False)
+    assert calls == [(seed, False)]
+    assert would_change(at) == [
+        f"{len(expected.moves)} case(s) would change split; "
+        f"{int(expected.cases['locked'].sum())} locked case(s) stay put."
+    ]
+    assert any(d.value.equals(expected.counts) for d in at.dataframe)
+    # the stored preview stays on reruns without computing again
+    at.selectbox(key="cases_decision").set_value("").run()
+    assert calls == [(seed, False)] and would_change(at)
+    assert len(expected.moves), "the demo needs moves for the apply step"
+    next(b for b in at.button if b.label == "Apply this assignment").click().run()
+    no_exception(at)
+    assert any(
+        s.value == f"{len(expected.moves)} case(s) moved; seed {seed} recorded." for s in at.success
+    )
+    assert not would_change(at)  # applied: the preview is gone until asked for again
+    last = splits.last_assignment(demo_engine)
+    assert last is not None and int(last["seed"]) == seed
+    # a changed seed drops a preview made for another seed
+    at.button(key="cases_split_preview_btn").click().run()
+    assert would_change(at)
+    at.number_input(key="cases_split_seed").set_value(seed + 1).run()
+    no_exception(at)
+    assert not would_change(at)
+
+
+def test_case_deep_link_edit_and_stale_edit(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = cases.list_cases(demo_engine, cases.CaseFilter(status="ready"), page_size=1)[0]
+    at = app(demo_url, monkeypatch, INES, case=str(first.id)).run()
+    at.switch_page("pages/cases_page.py").run()
+    no_exception(at)
+    assert any(first.key in s.value for s in at.subheader)
+    assert any(first.question == t.value for t in at.text)
+    next(b for b in at.button if b.label == "Edit this case").click().run()
+    notes = next(t for t in at.text_area if t.label == "Notes for labelers")
+    notes.input("Checked by Inés.")
+    next(b for b in at.button if b.label == "Save changes").click().run()
+    no_exception(at)
+    view = cases.get_case(demo_engine, case_id=first.id)
+    assert view is not None and view.notes == "Checked by Inés." and view.version == 2
+    # open the editor again; Tom saves meanwhile; Inés's save is refused naming Tom
+    next(b for b in at.button if b.label == "Edit this case").click().run()
+    tom = users.get_by_email(demo_engine, "tom.becker@brightwave.example")
+    assert tom is not None
+    cases.update_case(
+        demo_engine,
+        users.to_actor(tom),
+        first.id,
+        2,
+        cases.CaseIn.model_validate({**view.record, "notes": "Tom's note"}),
+        __import__("review.core.taxonomy", fromlist=["x"]).taxonomy(),
+    )
+    notes = next(t for t in at.text_area if t.label == "Notes for labelers")
+    notes.input("Inés again")
+    next(b for b in at.button if b.label == "Save changes").click().run()
+    assert any("tom.becker@brightwave.example" in e.value for e in at.error)
+    final = cases.get_case(demo_engine, case_id=first.id)
+    assert final is not None and final.notes == "Tom's note"
+
+
+def test_product_owner_cannot_edit_cases(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = cases.list_cases(demo_engine, cases.CaseFilter(), page_size=1)[0]
+    at = app(demo_url, monkeypatch, PAULA, case=str(first.id)).run()
+    at.switch_page("pages/cases_page.py").run()
+    no_exception(at)
+    assert not [b for b in at.button if b.label == "Edit this case"]
+
+
+def test_invalid_taxonomy_stops_the_app_with_the_reason(
+    tmp_path: Path, empty_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "taxonomy.yaml").write_text("version: 1\nversion: 2\n", encoding="utf-8")
+    monkeypatch.setenv("WORKBENCH_POLICIES_DIR", str(tmp_path))
+    at = app(empty_url, monkeypatch).run()
+    no_exception(at)
+    assert "taxonomy file is invalid" in at.error[0].value
+    assert "duplicate key 'version'" in at.code[0].value
+
+
+def test_cases_upload_lands_whole_or_reports_the_line(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = app(demo_url, monkeypatch, INES).run()
+    at.switch_page("pages/cases_page.py").run()
+    good = cases.get_case(demo_engine, key="CASE-001")
+    assert good is not None
+    record = {**good.record, "key": "CASE-NEW-1"}
+    bad = {**good.record, "key": "CASE-NEW-2", "split": "holdout"}
+    payload = (json.dumps(record) + "\n" + json.dumps(bad) + "\n").encode()
+    before = cases.count_cases(demo_engine, cases.CaseFilter())
+    at.file_uploader[0].set_value([("new.jsonl", payload, "application/jsonl")])
+    next(b for b in at.button if b.label == "Import cases").click().run()
+    no_exception(at)
+    assert any("new.jsonl: line 2: field split" in e.value for e in at.error)
+    assert cases.count_cases(demo_engine, cases.CaseFilter()) == before
+    at.file_uploader[0].set_value([("new.jsonl", payload.splitlines()[0], "application/jsonl")])
+    next(b for b in at.button if b.label == "Import cases").click().run()
+    assert any("1 case(s) added" in s.value for s in at.success)
+    assert cases.count_cases(demo_engine, cases.CaseFilter()) == before + 1
+
+
+def test_admin_changes_roles(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = app(demo_url, monkeypatch, ADA).run()
+    at.switch_page("pages/admin_page.py").run()
+    tom = users.get_by_email(demo_engine, "tom.becker@brightwave.example")
+    assert tom is not None
+    at.selectbox(key="admin_pick").set_value(tom.id).run()
+    roles = [m for m in at.multiselect if m.label == "Roles"][-1]
+    roles.set_value(["annotator", "reviewer"])
+    next(b for b in at.button if b.label == "Save").click().run()
+    no_exception(at)
+    after = users.get_by_email(demo_engine, tom.email)
+    assert after is not None and after.roles == ("annotator", "reviewer")
+    assert any("Saved" in s.value for s in at.success)
+
+
+TOM = "tom.becker@brightwave.example"
+RAVI = "ravi.menon@brightwave.example"
+
+
+def test_label_page_next_case_blind_submit_and_errors(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from review.labels import labeling
+
+    at = app(demo_url, monkeypatch, PAULA).run()
+    at.switch_page("pages/labeling_page.py").run()
+    assert "for annotators" in at.info[0].value
+    at = app(demo_url, monkeypatch, INES).run()
+    at.switch_page("pages/labeling_page.py").run()
+    no_exception(at)
+    next(b for b in at.button if b.label.startswith("Start labeling")).click().run()
+    no_exception(at)
+    case_key = next(s.value for s in at.subheader if s.value.startswith("Case"))
+    key = case_key.split("`")[1]
+    view = cases.get_case(demo_engine, key=key)
+    assert view is not None
+    assert (
+        labeling.my_label(
+            demo_engine, users.to_actor(users.get_by_email(demo_engine, INES)), view.id
+        )
+        is None
+    )  # type: ignore[arg-type]
+    assert any("Blind labeling" in c.value for c in at.caption)
+    # error path: abstain without a reason code
+    next(b for b in at.button if b.label.startswith("Abstain")).click().run()
+    next(b for b in at.button if b.label.startswith("Submit label")).click().run()
+    assert any("needs at least one reason code" in e.value for e in at.error)
+    # success path
+    next(m for m in at.multiselect if m.label.startswith("Why the evidence")).set_value(
+        ["no_answer_bearing_evidence"]
+    )
+    next(b for b in at.button if b.label.startswith("Submit label")).click().run()
+    no_exception(at)
+    assert any("Saved your label" in s.value for s in at.success)
+    ines = users.get_by_email(demo_engine, INES)
+    assert ines is not None
+    mine = labeling.my_label(demo_engine, users.to_actor(ines), view.id)
+    assert mine is not None and mine.decision == "abstain"
+    assert any("All current labels" in c.value for c in at.caption)
+
+
+def test_adjudication_page_sets_gold(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from review.labels import labeling
+
+    queue = labeling.disagreements(demo_engine)
+    assert queue, "the demo has disagreements to adjudicate"
+    at = app(demo_url, monkeypatch, RAVI).run()
+    at.switch_page("pages/adjudication_page.py").run()
+    no_exception(at)
+    assert any(queue[0][1] in s.value for s in at.subheader)
+    next(b for b in at.button if b.label == "Set gold label").click().run()
+    assert any("note is required" in e.value for e in at.error)
+    next(t for t in at.text_area if t.label.startswith("Note")).input("Decisive clause present.")
+    next(b for b in at.button if b.label == "Set gold label").click().run()
+    no_exception(at)
+    assert len(labeling.gold_history(demo_engine, queue[0][0])) >= 1
+    assert queue[0][0] not in [c for c, _, _ in labeling.disagreements(demo_engine)]
+
+
+def test_runs_page_metrics_import_and_compare(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = app(demo_url, monkeypatch, INES).run()
+    at.switch_page("pages/runs_page.py").run()
+    no_exception(at)
+    metrics = next(d.value for d in at.dataframe if "metric" in d.value.columns)
+    assert "Abstention recall" in set(metrics["metric"])
+    assert any("Metamorphic" in s.value for s in at.subheader)
+    # import: error path names the line, nothing written; then a good file lands
+    bad = b'{"case": "CASE-001", "decision": "answer"}\n{"case": "CASE-002", "decision": "x"}\n'
+    at.file_uploader[0].set_value([("run.jsonl", bad, "application/jsonl")])
+    next(t for t in at.text_input if t.label == "Run name").input("imported one")
+    next(b for b in at.button if b.label == "Import run").click().run()
+    assert any("run.jsonl: line 2: field decision" in e.value for e in at.error)
+    good = b'{"case": "CASE-001", "decision": "answer", "score": 0.9}\n'
+    at.file_uploader[0].set_value([("run.jsonl", good, "application/jsonl")])
+    next(t for t in at.text_input if t.label == "Run name").input("imported one")
+    next(b for b in at.button if b.label == "Import run").click().run()
+    no_exception(at)
+    assert any("imported" in s.value for s in at.success)
+    # the compare tab computed deltas with intervals
+    assert any("delta" in d.value.columns for d in at.dataframe)
+
+
+OMAR = "omar.haddad@brightwave.example"
+CHEN = "chen.li@brightwave.example"
+
+
+def test_thresholds_propose_then_two_other_people_approve(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from review.policy import signoff
+    from review.thresholds import thresholds
+
+    # the demo's pending proposal: its author cannot sign it
+    pending = [v for v in signoff.versions(demo_engine, thresholds.KIND) if v.status == "pending"]
+    for v in pending:  # clear the demo proposal so this test drives a fresh one
+        signoff.sign(
+            demo_engine,
+            users.to_actor(users.get_by_email(demo_engine, CHEN)),  # type: ignore[arg-type]
+            v.id,
+            "reject",
+            note="superseded by the test's proposal",
+        )
+    at = app(demo_url, monkeypatch, OMAR).run()
+    at.switch_page("pages/thresholds_page.py").run()
+    no_exception(at)
+    assert any("What the change buys" in s.value for s in at.subheader)
+    # every chart downloadable with its data: risk-coverage, expected cost, sweep, slices
+    keys = {b.key for b in at.get("download_button")}
+    for name in ("risk_coverage", "expected_cost", "sweep", "slices"):
+        assert {f"thr_csv_{name}", f"thr_svg_{name}", f"thr_png_{name}"} <= keys, name
+    at.slider(key="thr_proposed_vector").set_value(0.6).run()
+    no_exception(at)
+    # error path: no rationale
+    next(b for b in at.button if b.label == "Propose for sign-off").click().run()
+    assert any("rationale" in e.value for e in at.error)
+    next(t for t in at.text_area if t.label.startswith("Rationale")).input(
+        "Raise the vector refuse threshold: fewer unsupported answers on validation."
+    )
+    next(b for b in at.button if b.label == "Propose for sign-off").click().run()
+    no_exception(at)
+    assert any("Proposed as version" in s.value for s in at.success)
+    newest = signoff.versions(demo_engine, thresholds.KIND)[0]
+    assert newest.status == "pending" and newest.author == OMAR
+    assert "refuse_below: 0.6" in newest.yaml_text
+    # the author sees that someone else must sign
+    at = app(demo_url, monkeypatch, OMAR).run()
+    at.switch_page("pages/thresholds_page.py").run()
+    assert any("someone else must sign" in i.value for i in at.info)
+    # a product owner and compliance approve
+    for who in (PAULA, CHEN):
+        at = app(demo_url, monkeypatch, who).run()
+        at.switch_page("pages/thresholds_page.py").run()
+        no_exception(at)
+        next(b for b in at.button if b.label == "Approve").click().run()
+        no_exception(at)
+    done = signoff.get_version(demo_engine, newest.id)
+    assert done.status == "approved"
+    assert {s.role for s in done.signatures} == {"product_owner", "compliance"}
+    assert all(s.data_fingerprint and s.metrics_snapshot for s in done.signatures)
+    assert signoff.verify_chain(demo_engine) == []
+
+
+def test_agreement_page_matches_the_statistics_and_filters(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from review.labels import agreement, labeling
+
+    at = app(demo_url, monkeypatch, RAVI).run()
+    at.switch_page("pages/agreement_page.py").run()
+    no_exception(at)
+    shown = at.dataframe[0].value
+    expected = agreement.agreement_table(
+        labeling.labels_frame(demo_engine), "decision", item="case_id", value="decision"
+    )
+    alpha_shown = shown[shown["scope"] == "all"]["krippendorff_alpha"].iloc[0]
+    alpha_expected = expected[expected["scope"] == "all"]["krippendorff_alpha"].iloc[0]
+    assert alpha_shown == pytest.approx(alpha_expected)
+    assert 0 < alpha_expected < 1  # realistic partial disagreement in the demo
+    at.selectbox(key="agr_slice").set_value("temporal_mismatch").run()
+    no_exception(at)
+    assert any("case(s)" in c.value for c in at.caption)
+
+
+def test_monthly_review_record_validate_close_and_export(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from review.monthly import reviews
+
+    sessions = reviews.list_sessions(demo_engine)
+    assert [s.status for s in sessions] == ["open", "closed", "closed"]
+    current = sessions[0]
+    at = app(demo_url, monkeypatch, RAVI).run()
+    at.switch_page("pages/review_page.py").run()
+    no_exception(at)
+    # error path: a finding without text
+    next(b for b in at.button if b.label == "Add finding").click().run()
+    assert any("needs text" in e.value for e in at.error)
+    next(t for t in at.text_area if t.label == "Finding").input("Caveat rate above average.")
+    next(t for t in at.text_area if t.label.startswith("Links")).input("case:CASE-001")
+    next(b for b in at.button if b.label == "Add finding").click().run()
+    no_exception(at)
+    after = reviews.get_session(demo_engine, current.month)
+    assert after is not None and len(after.findings) == len(current.findings) + 1
+    next(b for b in at.button if b.label == "Run and store the validation check").click().run()
+    no_exception(at)
+    next(b for b in at.button if b.label.startswith("Close this review")).click().run()
+    no_exception(at)
+    closed = reviews.get_session(demo_engine, current.month)
+    assert closed is not None and closed.closed and closed.validation is not None
+    assert any("read-only" in i.value for i in at.info)
+    assert not [b for b in at.button if b.label == "Add finding"]
+    assert any(b.label.startswith("Download the report") for b in at.get("download_button"))
+
+
+def test_admin_changes_the_label_overlap(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from review.labels import labeling
+
+    at = app(demo_url, monkeypatch, ADA).run()
+    at.switch_page("pages/admin_page.py").run()
+    next(n for n in at.number_input if n.label.startswith("Independent labels")).set_value(3)
+    next(b for b in at.button if b.label == "Save labeling settings").click().run()
+    no_exception(at)
+    assert labeling.get_settings(demo_engine).overlap == 3
+
+
+def test_thresholds_calibrate_on_audited_traces_and_replay(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = app(demo_url, monkeypatch, CHEN).run()
+    at.switch_page("pages/thresholds_page.py").run()
+    at.selectbox(key="thr_run").set_value("Audited production traces").run()
+    no_exception(at)
+    assert any("What the change buys" in s.value for s in at.subheader)
+    next(b for b in at.button if b.label.startswith("Replay the proposed")).click().run()
+    no_exception(at)
+    assert any("trace(s) replayed" in c.value for c in at.caption)
+
+
+def test_overview_lists_the_work_waiting_for_each_role(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from review.audits import plans
+    from review.core.taxonomy import load_taxonomy
+    from review.labels import labeling
+    from review.monthly import overview
+    from review.policy import signoff
+    from review.thresholds import thresholds
+    from review.wording import versions
+
+    tax = load_taxonomy()
+
+    def waiting(email: str) -> list[overview.Attention]:
+        who = users.to_actor(users.get_by_email(demo_engine, email))  # type: ignore[arg-type]
+        return overview.build_overview(demo_engine, who, tax).attention
+
+    ines = users.to_actor(users.get_by_email(demo_engine, INES))  # type: ignore[arg-type]
+    queue = labeling.queue_size(demo_engine, ines)
+    assert queue > 0
+    label_items = [a for a in waiting(INES) if a.page == "labeling"]
+    assert [a.text for a in label_items] == [f"{queue} ready case(s) still need your label."]
+    ravi_pages = {a.page for a in waiting(RAVI)}
+    assert "adjudication" in ravi_pages and "audit" in ravi_pages  # demo: disagreements, open batch
+    open_batches = [p for p in plans.list_plans(demo_engine) if p.status == "open"]
+    assert sum(a.page == "audit" for a in waiting(RAVI)) == len(open_batches)
+    # pending changes wait for the approvers who are not their authors
+    for kind, page in ((thresholds.KIND, "thresholds"), (versions.KIND, "wording")):
+        pending = [v for v in signoff.versions(demo_engine, kind) if v.status == "pending"]
+        assert pending, kind
+        for v in pending:
+            assert not any(
+                a.page == page and f"version {v.number} " in a.text for a in waiting(v.author)
+            )
+            # listed for exactly the other approvers holding a role the version still needs
+            for email in (OMAR, PAULA, CHEN):
+                who = users.to_actor(users.get_by_email(demo_engine, email))  # type: ignore[arg-type]
+                needed = {r.value for r in who.roles} & set(v.missing_roles)
+                expect = bool(needed) and email != v.author
+                listed = any(
+                    a.page == page and f"version {v.number} " in a.text for a in waiting(email)
+                )
+                assert listed == expect, (kind, v.number, email)
+    assert not [a for a in waiting(INES) if a.page in ("thresholds", "wording", "audit")]
+    # the page shows them with a link to each page
+    at = app(demo_url, monkeypatch, RAVI).run()
+    no_exception(at)
+    assert any("wait for adjudication" in m.value for m in at.markdown)
+
+
+def test_thresholds_history_proposes_a_rollback(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from review.policy import signoff
+    from review.thresholds import thresholds
+
+    approved = [
+        v for v in signoff.versions(demo_engine, thresholds.KIND) if v.approved_on is not None
+    ]
+    in_force = thresholds.in_force(demo_engine).version
+    assert in_force is not None and len(approved) >= 2, "the demo has a policy history"
+    at = app(demo_url, monkeypatch, OMAR).run()
+    at.switch_page("pages/thresholds_page.py").run()
+    no_exception(at)
+    choices = at.selectbox(key="thr_rollback_to").options
+    assert str(in_force.number) not in choices and choices
+    submit = next(b for b in at.button if b.label == "Propose the rollback")
+    submit.click().run()
+    assert any("rationale" in e.value for e in at.error)  # error path: no reason given
+    at.text_area(key="thr_rollback_why").input("Back to the thresholds before the change.")
+    next(b for b in at.button if b.label == "Propose the rollback").click().run()
+    no_exception(at)
+    assert any("waits for sign-off" in s.value for s in at.success)
+    newest = signoff.versions(demo_engine, thresholds.KIND)[0]
+    assert newest.status == "pending" and newest.author == OMAR
+
+
+class _FakeUser(dict):  # type: ignore[type-arg]
+    """Stands in for st.user: what the identity provider says about the visitor."""
+
+    @property
+    def is_logged_in(self) -> bool:
+        return bool(self.get("email"))
+
+
+@pytest.mark.parametrize(
+    ("email", "shown"),
+    [
+        (None, "Sign in with your organisation account"),
+        ("stranger@example.org", "not registered in this workbench"),
+        ("ines.duarte@brightwave.example", "Overview"),
+    ],
+)
+def test_sign_in_with_an_identity_provider_maps_the_email_to_a_user(
+    demo_url: str, monkeypatch: pytest.MonkeyPatch, email: str | None, shown: str
+) -> None:
+    """With [auth] configured, who you are is the provider's email: unknown (or
+    deactivated) emails get no page, a registered one works as that user."""
+    import streamlit
+
+    monkeypatch.setattr(streamlit, "user", _FakeUser(email=email) if email else _FakeUser())
+    at = app(demo_url, monkeypatch)
+    at.secrets["auth"] = {"redirect_uri": "http://localhost:8501/oauth2callback"}
+    at.run()
+    no_exception(at)
+    texts = (
+        [m.value for m in at.markdown] + [e.value for e in at.error] + [t.value for t in at.title]
+    )
+    assert any(shown in t for t in texts), texts
+    if email == "ines.duarte@brightwave.example":
+        assert any("Inés Duarte" in t.value for t in at.sidebar.text)
+        assert not at.sidebar.selectbox  # no local user picker when sign-in is on
+
+
+def test_a_deactivated_account_cannot_sign_in(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import streamlit
+
+    admin = users.to_actor(users.get_by_email(demo_engine, ADA))  # type: ignore[arg-type]
+    tom = users.get_by_email(demo_engine, "tom.becker@brightwave.example")
+    assert tom is not None
+    users.update_user(
+        demo_engine,
+        admin,
+        tom.id,
+        tom.version,
+        name=tom.name,
+        roles=list(tom.roles),
+        clearance=tom.clearance,
+        active=False,
+    )
+    monkeypatch.setattr(streamlit, "user", _FakeUser(email="tom.becker@brightwave.example"))
+    at = app(demo_url, monkeypatch)
+    at.secrets["auth"] = {"redirect_uri": "http://localhost:8501/oauth2callback"}
+    at.run()
+    no_exception(at)
+    assert any("not registered in this workbench (or is deactivated)" in e.value for e in at.error)

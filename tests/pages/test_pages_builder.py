@@ -1,0 +1,415 @@
+"""AppTest of the Case builder page: landing, builder view, family view, every form's happy and
+error path, roles, clearance, and escaped diffs. Runs the page through the one-page router
+(tests/pagetest.py) so it works before and after the page is registered in app.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine, select
+from streamlit.testing.v1 import AppTest
+
+from review.admin import users
+from review.builder import variants
+from review.cases import cases
+from review.core.identity import SYSTEM
+from review.core.taxonomy import Taxonomy
+from review.corpus import corpus
+from review.corpus.docformat import parse_markdown
+from review.demo import case_families
+from storage.db import make_engine, migrate, read_session
+from storage.models import Case, CaseSuggestion
+from tests.helpers.databases import copy_db
+from tests.helpers.pages import ADA, INES, PAULA, no_exception, page_app
+
+
+@pytest.fixture
+def demo_url(tmp_path: Path, demo_base_template: Path) -> str:
+    """These tests build their own variants: start from the demo without them."""
+    return copy_db(demo_base_template, tmp_path)
+
+
+PAGE = "pages/builder_page.py"
+RAVI = "ravi.menon@brightwave.example"
+FAMILY = "FAM-REFUND-WINDOW"
+
+
+def open_page(url: str, monkeypatch: pytest.MonkeyPatch, user: str, **query: str) -> AppTest:
+    at = page_app(url, monkeypatch, PAGE, user, **query).run()
+    no_exception(at)
+    assert at.title[0].value == "Case builder"
+    return at
+
+
+def cid(engine: Engine, key: str) -> int:
+    with read_session(engine) as s:
+        found = s.scalar(select(Case.id).where(Case.key == key))
+    assert found is not None
+    return int(found)
+
+
+def by_label(widgets: object, label: str) -> object:
+    for w in widgets:  # type: ignore[attr-defined]
+        if w.label == label or w.label.startswith(label):
+            return w
+    raise AssertionError(f"no widget labelled {label!r}")
+
+
+def click(at: AppTest, label: str) -> AppTest:
+    button = next(b for b in at.button if b.label.startswith(label))
+    button.click().run()
+    no_exception(at)
+    return at
+
+
+def codes(at: AppTest) -> list[str]:
+    return [c.value for c in at.code]
+
+
+def add_variant(engine: Engine, tax: Taxonomy) -> variants.SavedVariant:
+    who = users.get_by_email(engine, INES)
+    assert who is not None
+    doc = corpus.find_document(engine, SYSTEM, "POL-REFUND-MONTHLY@2")
+    assert doc is not None
+    a = doc.body.index("14 days of the charge date")
+    spec = variants.VariantSpec(
+        "edited", operator="change_unit", start=a, end=a + 26, params={"to_unit": "weeks"}
+    )
+    return variants.build_variant(engine, users.to_actor(who), tax, cid(engine, "CASE-001"), spec)
+
+
+@pytest.fixture
+def blank_url(tmp_path: Path) -> str:
+    """One admin/annotator with clearance and nothing else."""
+    url = f"sqlite:///{tmp_path / 'blank.db'}"
+    eng = make_engine(url)
+    migrate(eng)
+    users.add_user(eng, SYSTEM, "solo@example.org", "Solo", ["admin", "annotator"], True)
+    eng.dispose()
+    return url
+
+
+# ------------------------------------------------------------------------------------------
+# Rendering
+
+
+def test_landing_lists_base_cases_and_families(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = open_page(demo_url, monkeypatch, ADA)
+    assert not at.error
+    base, fams = at.dataframe[0].value, at.dataframe[1].value
+    assert list(base["case"])[:2] == ["CASE-001", "CASE-005"] and len(base) == 15
+    assert FAMILY in list(fams["family"]) and len(fams) == 15
+
+
+def test_landing_on_an_empty_database(blank_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = open_page(blank_url, monkeypatch, "solo@example.org")
+    assert not at.error
+    assert any("No evidence-present cases yet" in i.value for i in at.info)
+    assert any(c.value == "No families yet." for c in at.caption)
+
+
+@pytest.mark.parametrize("query", [{"case": "1"}, {"family": FAMILY}, {"case": "2"}])
+def test_views_render_with_demo_data(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch, query: dict[str, str]
+) -> None:
+    at = open_page(demo_url, monkeypatch, ADA, **query)
+    assert not at.error
+    if query.get("case") == "2":  # not an evidence-present case: pointed at its family
+        assert any("evidence-present case of a family" in w.value for w in at.warning)
+
+
+def test_unknown_case_or_family_is_an_error(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = open_page(demo_url, monkeypatch, ADA, case="9999")
+    assert at.error[0].value == "Case 9999 does not exist."
+    at = open_page(demo_url, monkeypatch, ADA, family="FAM-NOPE")
+    assert at.error[0].value == "Family FAM-NOPE does not exist."
+
+
+# ------------------------------------------------------------------------------------------
+# Edit a document: preview and save
+
+
+def test_preview_marks_the_change_and_saves_a_variant(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = open_page(demo_url, monkeypatch, INES, case=str(cid(demo_engine, "CASE-001")))
+    by_label(at.selectbox, "Operator").set_value("change_unit").run()  # type: ignore[attr-defined]
+    spans = by_label(at.selectbox, "Candidate spans")
+    assert spans.label == "Candidate spans (5 found by change_unit)"  # type: ignore[attr-defined]
+    by_label(at.selectbox, "to unit").set_value("weeks")  # type: ignore[attr-defined]
+    click(at, "Preview the edit")
+    assert not at.error
+    before, after = codes(at)[1], codes(at)[2]
+    assert "within **14 [-days-] of the charge date**" in before
+    assert "within **14 {+weeks+} of the charge date**" in after
+    diff = at.dataframe[0].value
+    assert list(diff["change"]) == ["same", "changed", "same"]
+    click(at, "Save as a variant of FAM-REFUND-WINDOW")
+    assert at.query_params["family"] == FAMILY
+    assert "Saved CASE-001-CF-1 (draft, suggested abstain)" in at.success[0].value
+    view = cases.get_case(demo_engine, key="CASE-001-CF-1")
+    assert view is not None and view.status == "draft"
+    assert view.documents[0].ref == "POL-REFUND-MONTHLY-CF-1@1"
+
+
+def test_preview_refusal_is_shown_and_nothing_is_saved(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    drafts = cases.count_cases(demo_engine, cases.CaseFilter(status="draft"))
+    at = open_page(demo_url, monkeypatch, INES, case=str(cid(demo_engine, "CASE-001")))
+    by_label(at.selectbox, "Operator").set_value("change_unit").run()  # type: ignore[attr-defined]
+    by_label(at.selectbox, "to unit").set_value("days")  # type: ignore[attr-defined]
+    click(at, "Preview the edit")
+    assert "Nothing changed." in at.error[0].value
+    assert "already in 'days'" in at.error[0].value
+    assert not [b for b in at.button if b.label.startswith("Save as a variant")]
+    assert cases.count_cases(demo_engine, cases.CaseFilter(status="draft")) == drafts
+
+
+def test_save_the_edited_document_only(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = open_page(demo_url, monkeypatch, INES, case=str(cid(demo_engine, "CASE-001")))
+    by_label(at.selectbox, "Operator").set_value("swap_year").run()  # type: ignore[attr-defined]
+    by_label(at.text_input, "to year").input("2023")  # type: ignore[attr-defined]
+    click(at, "Preview the edit")
+    assert not at.error
+    click(at, "Save the edited document only")
+    assert at.success[0].value.startswith("Saved POL-REFUND-MONTHLY-CF-1@1 with provenance")
+    doc = corpus.find_document(demo_engine, SYSTEM, "POL-REFUND-MONTHLY-CF-1@1")
+    assert doc is not None and "1 March 2023" in doc.body
+
+
+def test_typed_parameters_are_checked_in_the_form(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = open_page(demo_url, monkeypatch, INES, case=str(cid(demo_engine, "CASE-001")))
+    by_label(at.selectbox, "Operator").set_value("swap_year").run()  # type: ignore[attr-defined]
+    by_label(at.text_input, "to year").input("next year")  # type: ignore[attr-defined]
+    click(at, "Preview the edit")
+    assert "parameter to_year: 'next year' is not a whole number" in at.error[0].value
+
+
+def test_diff_text_is_escaped_and_never_rendered(
+    blank_url: str, tax: Taxonomy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    eng = make_engine(blank_url)
+    doc = parse_markdown(
+        "---\ndoc_id: EVIL\nversion: 1\ntitle: Tricky\nauthority: faq\nowner: Ops\n"
+        "access_scope: public\njurisdiction: global\n---\n# Tricky\n\n"
+        "The Team tier [-keeps-] {+this+} <script>alert(1)</script> "
+        "![x](http://example.invalid/x.png) for 30 days.\n",
+        "evil.md",
+        tax,
+    )
+    corpus.import_documents(eng, SYSTEM, [doc])
+    item = cases.validate_case(
+        {
+            "key": "T-1",
+            "question": "How long does the Team tier keep it?",
+            "required_claims": ["Team keeps it for 30 days."],
+            "identity": {"name": "customer", "scopes": ["public"]},
+            "documents": [
+                {"doc_id": "EVIL", "version": 1, "visibility": "visible", "role": "decisive"}
+            ],
+            "expected_decision": "answer",
+            "category": "in_scope",
+            "split": "train",
+            "family": "FAM-T",
+            "evidence_state": "present",
+        },
+        "t",
+        1,
+        tax,
+    )
+    case_id = cases.create_case(eng, SYSTEM, item, tax)
+    eng.dispose()
+    at = open_page(blank_url, monkeypatch, "solo@example.org", case=str(case_id))
+    by_label(at.selectbox, "Operator").set_value("change_unit").run()  # type: ignore[attr-defined]
+    by_label(at.selectbox, "to unit").set_value("weeks")  # type: ignore[attr-defined]
+    click(at, "Preview the edit")
+    before = codes(at)[1]
+    assert "[\\-keeps\\-] {\\+this\\+} <script>alert(1)</script>" in before
+    assert "30 [-days-]" in before
+    rendered = " ".join(m.value for m in at.markdown)
+    assert "<script>" not in rendered and "example.invalid" not in rendered
+
+
+# ------------------------------------------------------------------------------------------
+# Evidence-state variants and the decisive passage
+
+
+def test_partial_variant_form(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = open_page(demo_url, monkeypatch, INES, case=str(cid(demo_engine, "CASE-001")))
+    at.radio[0].set_value("partial").run()
+    click(at, "Build and save the variant")
+    assert "extra_claim: must not be empty" in at.error[0].value
+    by_label(at.text_input, "New required claim").input(  # type: ignore[attr-defined]
+        "Refunds arrive within 3 business days."
+    )
+    by_label(at.text_input, "Second part of the question").input(  # type: ignore[attr-defined]
+        "how soon does the money arrive"
+    )
+    click(at, "Build and save the variant")
+    assert at.query_params["family"] == FAMILY
+    assert "Saved CASE-001-CF-1 (partial, suggested partial)" in at.success[0].value
+    detail = next(e for e in at.expander if e.label.startswith("CASE-001-CF-1"))
+    claims = detail.dataframe[0].value
+    assert list(claims["support"]) == ["supported", "loses support"]
+
+
+def test_removed_variant_needs_an_exact_passage(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = open_page(demo_url, monkeypatch, INES, case=str(cid(demo_engine, "CASE-001")))
+    area = by_label(at.text_area, "Decisive passage (copy it exactly")
+    area.input("A customer may ask for a refund whenever they like.")  # type: ignore[attr-defined]
+    click(at, "Build and save the variant")
+    assert "does not occur in the document" in at.error[0].value
+    area = by_label(at.text_area, "Decisive passage (copy it exactly")
+    area.input("within **14 days of the charge date**")  # type: ignore[attr-defined]
+    click(at, "Build and save the variant")
+    assert "Saved CASE-001-CF-1 (removed, suggested abstain)" in at.success[0].value
+
+
+def test_mark_the_decisive_passage(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = open_page(demo_url, monkeypatch, INES, case=str(cid(demo_engine, "CASE-001")))
+    by_label(at.text_area, "Decisive passage (exact text").input("Not in any document.")  # type: ignore[attr-defined]
+    click(at, "Mark as decisive")
+    assert "does not occur in any visible document" in at.error[0].value
+    by_label(at.text_area, "Decisive passage (exact text").input(  # type: ignore[attr-defined]
+        "within **14 days of the charge date**"
+    )
+    click(at, "Mark as decisive")
+    assert at.success[0].value == "Marked the decisive passage in POL-REFUND-MONTHLY@2."
+    fam = open_page(demo_url, monkeypatch, INES, family=FAMILY)
+    assert any(c.value == "within **14 days of the charge date**" for c in fam.code)
+    assert any("All" in s.value and "checks pass" in s.value for s in fam.success)
+
+
+# ------------------------------------------------------------------------------------------
+# Family view: checks, confirmation, claims, replay
+
+
+def test_family_view_confirms_a_suggestion(
+    demo_url: str, demo_engine: Engine, tax: Taxonomy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    saved = add_variant(demo_engine, tax)
+    at = open_page(demo_url, monkeypatch, RAVI, family=FAMILY)
+    table = at.dataframe[0].value
+    row = table[table["case"] == saved.key].iloc[0]
+    assert row["expected"] == "awaiting confirmation"
+    assert row["suggested"] == "abstain (required_claim_not_covered)"
+    assert row["confirmed"] == "no"
+    assert "POL-REFUND-MONTHLY-CF-1@1 (visible, distractor, public)" in row["documents"]
+    # error path: a refusal without a reason
+    by_label(at.multiselect, "Reason codes").set_value([])  # type: ignore[attr-defined]
+    click(at, "Confirm")
+    assert "needs at least one reason code" in at.error[0].value
+    by_label(at.multiselect, "Reason codes").set_value(  # type: ignore[attr-defined]
+        ["required_claim_not_covered"]
+    )
+    click(at, "Confirm")
+    assert at.success[0].value == f"{saved.key}: confirmed as Abstain; status ready."
+    with read_session(demo_engine) as s:
+        sug = s.get(CaseSuggestion, saved.case_id)
+        assert sug is not None and sug.confirmed_by == RAVI
+    table = at.dataframe[0].value
+    row = table[table["case"] == saved.key].iloc[0]
+    assert row["confirmed"] == f"by {RAVI}"
+    assert row["expected"] == "abstain (required_claim_not_covered)"
+
+
+def test_family_view_claims_editor_and_replay(
+    demo_url: str, demo_engine: Engine, tax: Taxonomy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    saved = add_variant(demo_engine, tax)
+    at = open_page(demo_url, monkeypatch, INES, family=FAMILY)
+    detail = next(e for e in at.expander if e.label.startswith(saved.key))
+    detail.text_area[0].input("Same claim.\nSame claim.")
+    detail.button[0].click().run()
+    no_exception(at)
+    assert "listed twice" in at.error[0].value
+    detail = next(e for e in at.expander if e.label.startswith(saved.key))
+    detail.text_area[0].input("First claim.\nSecond claim.")
+    detail.button[0].click().run()
+    no_exception(at)
+    assert at.success[0].value == f"Saved the required claims of {saved.key}."
+    view = cases.get_case(demo_engine, case_id=saved.case_id)
+    assert view is not None and view.required_claims == ("First claim.", "Second claim.")
+    replay = next(b for b in at.button if b.label == "Replay this edit")
+    replay.click().run()
+    no_exception(at)
+    assert any("gives exactly POL-REFUND-MONTHLY-CF-1@1" in s.value for s in at.success)
+
+
+def test_checks_against_another_passage(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = open_page(demo_url, monkeypatch, INES, family=FAMILY)
+    by_label(at.text_area, "Check against another passage").input(  # type: ignore[attr-defined]
+        "This policy covers Team and Business"
+    )
+    click(at, "Run the checks with this passage")
+    assert any("checks fail" in e.value for e in at.error)
+    checks = at.dataframe[1].value
+    failing = checks[checks["result"] == "FAIL"]
+    assert "CASE-002" in list(failing["variant"])
+    click(at, "Use the recorded passage")
+    assert any(c.value == "Decisive passage used by the checks: none recorded" for c in at.caption)
+
+
+# ------------------------------------------------------------------------------------------
+# Roles and clearance
+
+
+def test_product_owner_sees_but_cannot_build_or_confirm(
+    demo_url: str, demo_engine: Engine, tax: Taxonomy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    add_variant(demo_engine, tax)
+    at = open_page(demo_url, monkeypatch, PAULA, case=str(cid(demo_engine, "CASE-001")))
+    assert any("Building variants needs a role" in i.value for i in at.info)
+    assert not [b for b in at.button if b.label.startswith(("Build", "Mark"))]
+    fam = open_page(demo_url, monkeypatch, PAULA, family=FAMILY)
+    assert any("Confirming labels needs a role" in i.value for i in fam.info)
+    assert not [b for b in fam.button if b.label in ("Confirm", "Save the claims")]
+
+
+def test_restricted_documents_need_clearance(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    memo_case = str(cid(demo_engine, "CASE-044"))
+    at = open_page(demo_url, monkeypatch, INES, case=memo_case)
+    options = by_label(at.selectbox, "Document to edit").options  # type: ignore[attr-defined]
+    assert options == ["PROD-PLANS@2 · visible, context"]  # the memo is not offered
+    assert all("list price changes for 2026" not in c.value for c in at.code)
+    assert any("no visible decisive document you may read" in i.value for i in at.info)
+    fam = open_page(demo_url, monkeypatch, INES, family="FAM-PRICING-2026")
+    docs = " ".join(fam.dataframe[0].value["documents"])
+    assert "MEMO-PRICING-2026@1" in docs  # the reference, never the text or title
+    cleared = open_page(demo_url, monkeypatch, RAVI, case=memo_case)
+    options = by_label(cleared.selectbox, "Document to edit").options  # type: ignore[attr-defined]
+    assert options[0] == "MEMO-PRICING-2026@1 · visible, decisive"
+
+
+def test_every_demo_family_renders_with_its_variants_and_passing_checks(
+    demo_url: str, demo_engine: Engine, tax: Taxonomy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert case_families.build_demo_variants(demo_engine, tax) == 11
+    for key in cases.family_keys(demo_engine):
+        at = open_page(demo_url, monkeypatch, ADA, family=key)
+        assert not at.error and not at.warning, key
+        assert any(s.value.endswith("checks pass.") for s in at.success), key
+    at = open_page(demo_url, monkeypatch, ADA)
+    fams = at.dataframe[1].value
+    pending = dict(zip(fams["family"], fams["awaiting confirmation"], strict=True))
+    assert pending["FAM-REFUND-WINDOW"] == 1 and pending["FAM-EDU-DISCOUNT"] == 0

@@ -1,0 +1,335 @@
+"""Monitoring: weekly signals in SQL against hand-counted traces, the alert rules against
+hand-worked numbers, the demo drift, charts, the policy file."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from typing import Any
+
+import pandas as pd
+import pytest
+from sqlalchemy import Engine
+
+from review.core.errors import InputError, PolicyFileError
+from review.core.taxonomy import Taxonomy
+from review.demo import tracedemo
+from review.demo.fixtures import EXTRA_DEMO_TRACES
+from review.traces import monitoring
+from tests.helpers.paths import ROOT
+from tests.helpers.traces import import_traces, make_trace
+
+W1 = dt.date(2025, 6, 2)  # a Monday
+WEEK = dt.timedelta(weeks=1)
+
+
+@pytest.fixture
+def policy() -> monitoring.MonitoringPolicy:
+    return monitoring.load_monitoring_policy(ROOT / "policies" / "monitoring.yaml")
+
+
+# ---------------------------------------------------------------------------------------
+# The policy file
+
+
+def test_shipped_policy_has_the_domain_thresholds(policy: monitoring.MonitoringPolicy) -> None:
+    a = policy.alerts
+    assert a.no_answer_move.max_change_points == 5
+    assert (a.caveat_above_average.points_above, a.caveat_above_average.baseline_weeks) == (5, 4)
+    for rise in (a.ungrounded_rise, a.negative_feedback_rise):
+        assert (rise.baseline_weeks, rise.warn_ratio, rise.critical_ratio) == (2, 1.5, 2.0)
+    assert a.missing_reason.max_count == 0
+    assert policy.history_weeks() == 4
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            "max_change_points: 5",
+            "alerts.no_answer_move.max_change_points: Input should be greater",
+        ),
+        (
+            "baseline_weeks: 4",
+            "alerts.caveat_above_average.baseline_weeks: Input should be a valid",
+        ),
+        ("min_traces_per_week: 50", "min_traces_per_week: required key is missing"),
+    ],
+)
+def test_invalid_policy_names_the_key(change: str, message: str) -> None:
+    text = (ROOT / "policies" / "monitoring.yaml").read_text(encoding="utf-8")
+    broken = {
+        "max_change_points: 5": "max_change_points: -1",
+        "baseline_weeks: 4": "baseline_weeks: four",
+        "min_traces_per_week: 50": "",
+    }[change]
+    with pytest.raises(PolicyFileError, match=message):
+        monitoring.parse_monitoring_policy(text.replace(change, broken, 1))
+    with pytest.raises(PolicyFileError, match="unknown key"):
+        monitoring.parse_monitoring_policy(text.replace("alerts:", "alerts:\n  typo: 1", 1))
+
+
+# ---------------------------------------------------------------------------------------
+# Weekly signals in SQL (hand-counted)
+
+
+@pytest.fixture
+def counted(engine: Engine) -> Engine:
+    t = "2025-06-0{}T10:00:00Z".format
+    items = [
+        make_trace("a1", t(2), hits_after_filter=3, feedback="positive", ranking_mode="vector"),
+        make_trace("a2", t(3), hits_after_filter=2, ranking_mode="vector"),
+        make_trace("a3", t(3), ungrounded=True, feedback="answer_wrong", ranking_mode="vector"),
+        make_trace("a4", t(4), reason="support_below_threshold"),
+        make_trace("a5", t(4), decision="abstain", reason="no_answer_bearing_evidence",
+                   hits_after_filter=0),
+        make_trace("a6", t(5), decision="abstain", hits_after_filter=0,
+                   feedback="expected_answer"),
+        make_trace("a7", t(6), decision="clarify", reason="ambiguous_question"),
+        make_trace("a8", t(7), decision="escalate", reason="restricted_topic"),
+        make_trace("a9", "2025-06-08T23:59:59Z", decision="partial",
+                   reason="required_claim_not_covered"),
+        make_trace("a10", "2025-06-09T01:00:00+02:00", decision=None),  # Sunday 23:00 UTC
+        make_trace("c1", "2025-06-16T00:00:00Z", ranking_mode="vector"),
+        make_trace("c2", "2025-06-17T10:00:00Z"),
+        make_trace("c3", "2025-06-18T10:00:00Z", decision="abstain",
+                   reason="no_answer_bearing_evidence", ranking_mode="vector"),
+        make_trace("c4", "2025-06-22T23:59:59Z", decision="escalate", reason="restricted_topic"),
+        make_trace("later", "2025-06-23T00:00:00Z"),  # the week after the window
+    ]  # fmt: skip
+    import_traces(engine, items)
+    return engine
+
+
+def test_weekly_signals_hand_counted(counted: Engine, tax: Taxonomy) -> None:
+    f = monitoring.weekly_signals(counted, tax, dt.date(2025, 6, 4), dt.date(2025, 6, 23))
+    assert list(f["week"]) == [W1, W1 + WEEK, W1 + 2 * WEEK]
+    first = f.iloc[0]
+    assert {c: int(first[c]) for c in monitoring.COUNT_COLUMNS} == {
+        "traces": 10,
+        "no_answer": 4,  # abstain x2, clarify, escalate (partial answers)
+        "caveat": 1,
+        "clarify": 1,
+        "escalate": 1,
+        "empty_retrieval": 2,
+        "ungrounded": 1,
+        "negative_feedback": 2,  # answer_wrong, expected_answer (positive is not)
+        "missing_reason": 2,  # an abstain without a reason, a trace without a decision
+    }
+    assert (first["no_answer_rate"], first["caveat_rate"], first["missing_reason_rate"]) == (
+        0.4,
+        0.1,
+        0.2,
+    )
+    empty = f.iloc[1]
+    assert int(empty["traces"]) == 0 and math.isnan(empty["no_answer_rate"])
+    third = f.iloc[2]
+    assert (int(third["traces"]), third["no_answer_rate"], third["escalation_rate"]) == (
+        4,
+        0.5,
+        0.25,
+    )
+    seg = monitoring.weekly_signals(
+        counted, tax, W1, W1 + 3 * WEEK, segment=("ranking_mode", "vector")
+    )
+    assert list(seg["traces"]) == [3, 0, 2]
+    assert list(seg["negative_feedback"]) == [1, 0, 0]
+
+
+def test_segments_and_latest_week(counted: Engine, tax: Taxonomy) -> None:
+    assert monitoring.latest_week(counted) == W1 + 3 * WEEK
+    assert monitoring.segment_values(counted, "ranking_mode", W1, W1 + 3 * WEEK) == [("vector", 5)]
+    by = monitoring.weekly_by_segment(counted, tax, "ranking_mode", weeks=4, end=W1 + 2 * WEEK)
+    assert [(r.week, r.segment, r.traces) for r in by.itertuples()] == [
+        (W1, "vector", 3),
+        (W1 + 2 * WEEK, "vector", 2),
+    ]
+    with pytest.raises(InputError, match="unknown segment"):
+        monitoring.segment_values(counted, "colour", W1, W1 + WEEK)
+
+
+def test_empty_database(engine: Engine, tax: Taxonomy, policy: monitoring.MonitoringPolicy) -> None:
+    assert monitoring.latest_week(engine) is None
+    result = monitoring.monitor(engine, tax, policy, weeks=4)
+    assert len(result.weeks) == 4 and result.alerts == []
+    assert int(result.weeks["traces"].sum()) == 0
+    assert monitoring.weekly_by_segment(engine, tax, "version.index").empty
+
+
+# ---------------------------------------------------------------------------------------
+# Alert rules (hand-worked)
+
+
+def frame(traces: list[int], **counts: list[int]) -> pd.DataFrame:
+    n = len(traces)
+    data: dict[str, Any] = {"week": [W1 + i * WEEK for i in range(n)], "traces": traces}
+    for col in monitoring.RATE_COLUMNS:
+        data[col] = counts.get(col, [0] * n)
+    f = pd.DataFrame(data)
+    for col, rate in monitoring.RATE_COLUMNS.items():
+        f[rate] = f[col] / f["traces"]
+    return f
+
+
+def found(alerts: list[monitoring.Alert], rule: str) -> list[tuple[int, str]]:
+    return [((a.week - W1).days // 7 + 1, a.severity) for a in alerts if a.rule == rule]
+
+
+def test_no_answer_moves_more_than_five_points(policy: monitoring.MonitoringPolicy) -> None:
+    f = frame([100] * 6, no_answer=[30, 36, 36, 41, 30, 35])
+    alerts = monitoring.evaluate_alerts(f, policy)
+    # +6 warns; +5 is not "more than 5"; -11 is twice the threshold: critical
+    assert found(alerts, "no_answer_move") == [(2, "warning"), (5, "critical")]
+    a = next(x for x in alerts if x.rule == "no_answer_move")
+    assert a.params() == {
+        "from": "2025-06-09",
+        "to": "2025-06-15",
+        "decision": "abstain,clarify,escalate",
+    }
+    assert "+6.0 points from 30.0%" in a.message
+
+
+def test_small_weeks_raise_no_rate_alert(policy: monitoring.MonitoringPolicy) -> None:
+    f = frame([100, 49, 100, 100], no_answer=[30, 45, 30, 30])
+    assert monitoring.evaluate_alerts(f, policy) == []
+
+
+def test_caveat_five_points_above_its_four_week_average(
+    policy: monitoring.MonitoringPolicy,
+) -> None:
+    f = frame([100] * 6, caveat=[8, 8, 10, 10, 14, 13])
+    # week 5: average of 8, 8, 10, 10 is 9, and 14 is 5 points above; week 6: 13 vs 10.5
+    alerts = monitoring.evaluate_alerts(f, policy)
+    assert found(alerts, "caveat_above_average") == [(5, "warning")]
+    assert alerts[0].baseline == pytest.approx(0.09)
+    assert alerts[0].params()["caveat"] == "1"
+
+
+def test_ungrounded_rises_by_half_or_doubles(policy: monitoring.MonitoringPolicy) -> None:
+    f = frame([200] * 6, ungrounded=[4, 4, 6, 8, 3, 12])
+    # rates 2%, 2%, 3%, 4%, 1.5%, 6%: week 2 has only 4 events (< 5); week 3 is 1.5x 2%;
+    # week 4 is 1.6x 2.5%; week 5 has 3 events; week 6 is 2.18x 2.75%
+    alerts = monitoring.evaluate_alerts(f, policy)
+    assert found(alerts, "ungrounded_rise") == [(3, "warning"), (4, "warning"), (6, "critical")]
+
+
+def test_negative_feedback_from_a_zero_baseline_and_segment_links(
+    policy: monitoring.MonitoringPolicy,
+) -> None:
+    f = frame([100] * 3, negative_feedback=[0, 0, 5])
+    alerts = monitoring.evaluate_alerts(f, policy, segment=("version.index", "kb-2"))
+    assert found(alerts, "negative_feedback_rise") == [(3, "critical")]
+    assert "from zero" in alerts[0].message
+    assert alerts[0].params() == {
+        "from": "2025-06-16",
+        "to": "2025-06-22",
+        "negative": "1",
+        "vkey": "index",
+        "vval": "kb-2",
+    }
+
+
+def test_any_decision_without_a_reason_alerts_even_in_a_small_week(
+    policy: monitoring.MonitoringPolicy,
+) -> None:
+    f = frame([10, 10, 10], missing_reason=[0, 1, 0])
+    alerts = monitoring.evaluate_alerts(f, policy)
+    assert found(alerts, "missing_reason") == [(2, "critical")]
+    assert alerts[0].params()["missing_reason"] == "1"
+
+
+def test_disabled_rules_stay_quiet(policy: monitoring.MonitoringPolicy) -> None:
+    text = (ROOT / "policies" / "monitoring.yaml").read_text(encoding="utf-8")
+    quiet = monitoring.parse_monitoring_policy(text.replace("enabled: true", "enabled: false"))
+    f = frame([100] * 3, no_answer=[10, 40, 10], missing_reason=[1, 1, 1])
+    assert monitoring.evaluate_alerts(f, quiet) == []
+    assert monitoring.evaluate_alerts(f, policy)
+
+
+# ---------------------------------------------------------------------------------------
+# The demo drift
+
+
+def test_alerts_fire_on_the_demo_drift(
+    trace_demo_engine: Engine,
+    tax: Taxonomy,
+    policy: monitoring.MonitoringPolicy,
+) -> None:
+    result = monitoring.monitor(trace_demo_engine, tax, policy, weeks=12)
+    assert len(result.weeks) == 12
+    assert int(result.weeks["traces"].sum()) == tracedemo.DEMO_TRACES + EXTRA_DEMO_TRACES
+
+    def week_no(a: monitoring.Alert) -> int:
+        return (a.week - result.start).days // 7 + 1
+
+    fired = {(week_no(a), a.rule) for a in result.alerts}
+    assert fired == {
+        (tracedemo.DRIFT_WEEK, "no_answer_move"),
+        (tracedemo.DRIFT_WEEK, "negative_feedback_rise"),
+        (tracedemo.MISSING_REASON_WEEK, "missing_reason"),
+    }
+    rates = list(result.weeks["no_answer_rate"])
+    jump = rates[tracedemo.DRIFT_WEEK - 1] - rates[tracedemo.DRIFT_WEEK - 2]
+    assert jump > 0.08
+    by_index = monitoring.weekly_by_segment(trace_demo_engine, tax, "version.index", weeks=12)
+    assert by_index["segment"].nunique() == 2
+    after = by_index[by_index["week"] >= result.start + (tracedemo.DRIFT_WEEK - 1) * WEEK]
+    assert after["segment"].str.endswith("-rechunked").all()
+    drift_week = result.start + (tracedemo.DRIFT_WEEK - 1) * WEEK
+    in_drift = monitoring.alerts_between(
+        trace_demo_engine,
+        tax,
+        policy,
+        drift_week + dt.timedelta(days=2),
+        drift_week + dt.timedelta(days=3),
+    )
+    assert {a.rule for a in in_drift} == {"no_answer_move", "negative_feedback_rise"}
+    with pytest.raises(InputError, match="ends before it starts"):
+        monitoring.alerts_between(trace_demo_engine, tax, policy, drift_week, W1)
+    segmented = monitoring.monitor(
+        trace_demo_engine, tax, policy, weeks=12, segment=("ranking_mode", "vector")
+    )
+    assert 0 < int(segmented.weeks["traces"].sum()) < tracedemo.DEMO_TRACES
+    assert all(dict(a.filters)["ranking_mode"] == "vector" for a in segmented.alerts)
+
+
+# ---------------------------------------------------------------------------------------
+# Charts
+
+
+def test_charts_build_from_the_frames(policy: monitoring.MonitoringPolicy) -> None:
+    f = frame([100] * 6, no_answer=[30, 36, 36, 41, 30, 35], negative_feedback=[1, 2, 3, 4, 5, 9])
+    alerts = monitoring.evaluate_alerts(f, policy)
+    spec = monitoring.signals_chart(f, alerts).to_dict()
+    assert len(spec["layer"]) == 2
+    rings = spec["datasets"][spec["layer"][1]["data"]["name"]]
+    assert len(rings) == len([a for a in alerts if a.rule != "missing_reason"])
+    counts = monitoring.counts_chart(f).to_dict()
+    assert len(counts["datasets"][counts["data"]["name"]]) == 3 * len(f)
+    seg = f.assign(segment="kb-1")
+    assert monitoring.segment_chart(seg, "caveat_rate").to_dict()["mark"]["type"] == "line"
+    with pytest.raises(InputError, match="unknown signal"):
+        monitoring.segment_chart(seg, "traces")
+
+
+# ---------------------------------------------------------------------------------------
+# SQLite and PostgreSQL
+
+
+@pytest.mark.postgres
+def test_week_buckets_on_both_databases(any_engine: Engine, tax: Taxonomy) -> None:
+    items = [
+        make_trace("m1", "2025-06-02T00:00:00Z"),
+        make_trace("m2", "2025-06-09T01:00:00+02:00", decision="abstain", reason="false_premise"),
+        make_trace("m3", "2025-06-09T00:00:00Z", decision="clarify"),
+        make_trace("m4", "2025-06-15T23:59:59Z", versions={"index": "kb-2"}),
+    ]
+    import_traces(any_engine, items)
+    f = monitoring.weekly_signals(any_engine, tax, W1, W1 + 2 * WEEK)
+    assert list(f["traces"]) == [2, 2]
+    assert list(f["no_answer"]) == [1, 1]
+    assert list(f["missing_reason"]) == [0, 1]
+    seg = monitoring.weekly_signals(
+        any_engine, tax, W1, W1 + 2 * WEEK, segment=("version.index", "kb-2")
+    )
+    assert list(seg["traces"]) == [0, 1]
