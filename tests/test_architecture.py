@@ -159,3 +159,23 @@ def test_app_reaches_the_database_only_through_review() -> None:
         for a in (n.names if isinstance(n, ast.Import) else [n])  # type: ignore[attr-defined]
     }
     assert not [m for m in modules if m.split(".")[0] == "storage"]
+
+
+def test_no_test_module_imports_another() -> None:
+    """Shared helpers live in tests/helpers and fixtures in conftest.py; a test module that
+    imports another test module (or conftest) would run its tests twice or hide a helper."""
+    offenders = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                last = node.module.split(".")[-1]
+                if node.module.startswith("tests.") and (
+                    last.startswith("test_") or last == "conftest"
+                ):
+                    offenders.append(f"{path.relative_to(ROOT)}: {node.module}")
+    assert offenders == []
+
+
+def test_tests_mirror_the_areas() -> None:
+    folders = {p.name for p in (ROOT / "tests").iterdir() if (p / "__init__.py").exists()}
+    assert set(AREAS) <= folders, "every area has its tests folder"
