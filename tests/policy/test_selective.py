@@ -1,4 +1,4 @@
-"""Risk-coverage analysis, threshold sweeps, release gates and their charts.
+"""Risk-coverage analysis, threshold sweeps and release gates (their charts: tests/charts).
 
 Selective risk is checked against scikit-learn's precision-recall curve and brute force on data
 full of ties, against a hand-worked six-item example, and Wilson intervals against published
