@@ -16,7 +16,7 @@ from sqlalchemy import Engine
 
 from pages import ui
 from review.admin import users
-from review.core.errors import InputError, PolicyFileError
+from review.core.errors import WorkbenchError
 from review.core.identity import Actor, Role
 
 USER_KEY = "wb_user_id"
@@ -54,11 +54,8 @@ def _bootstrap_form(engine: Engine) -> None:
         name = st.text_input("Name")
         ok = st.form_submit_button("Create administrator")
     if ok:
-        try:
+        with ui.reported():
             users.bootstrap_admin(engine, email, name)
-        except InputError as exc:
-            st.error(ui.plain(exc))
-        else:
             st.rerun()
 
 
@@ -140,7 +137,7 @@ def _who_oidc(engine: Engine) -> Actor | None:
 def main() -> None:
     try:
         ui.tax()
-    except PolicyFileError as exc:
+    except WorkbenchError as exc:
         message = str(exc)
 
         def broken() -> None:

@@ -7,7 +7,6 @@ import streamlit as st
 
 from pages import ui
 from review.cases import cases
-from review.core.errors import InputError, PermissionDenied
 from review.core.identity import Permission
 from review.labels import labeling
 
@@ -96,11 +95,8 @@ with st.form(f"adj_form_{view.id}"):
     note = st.text_area("Note (why this is the gold label)")
     ok = st.form_submit_button("Set gold label", type="primary")
 if ok:
-    try:
+    with ui.reported():
         labeling.adjudicate(engine, actor, view.id, decision, reasons, note, tax)
-    except (InputError, PermissionDenied) as exc:
-        st.error(ui.plain(exc))
-    else:
         st.session_state["adj_flash"] = f"Gold label set on {view.key}."
         st.query_params.pop("case", None)
         st.rerun()

@@ -9,7 +9,7 @@ import streamlit as st
 
 from pages import ui
 from review.admin import changelog, users
-from review.core.errors import InputError, PermissionDenied, StaleWriteError
+from review.core.errors import StaleWriteError, WorkbenchError
 from review.core.identity import ROLE_HELP, Permission, Role
 from review.labels import labeling
 
@@ -57,11 +57,8 @@ with tab_users:
         clearance = st.checkbox("Clearance for restricted content")
         add = st.form_submit_button("Add user", type="primary")
     if add:
-        try:
+        with ui.reported(where=left):
             u = users.add_user(engine, actor, email, name, roles, clearance)
-        except (InputError, PermissionDenied) as exc:
-            left.error(str(exc))
-        else:
             st.session_state["admin_flash"] = f"Added {u.email}."
             st.rerun()
     with right:
@@ -94,7 +91,7 @@ with tab_users:
                         clearance=new_clear,
                         active=new_active,
                     )
-                except (InputError, PermissionDenied, StaleWriteError) as exc:
+                except WorkbenchError as exc:
                     st.error(ui.plain(exc))
                     if isinstance(exc, StaleWriteError):
                         st.session_state.pop(f"admin_opened_{pick}", None)
@@ -113,7 +110,7 @@ with tab_settings:
         )
         save_cfg = st.form_submit_button("Save labeling settings")
     if save_cfg:
-        try:
+        with ui.reported():
             labeling.set_settings(
                 engine,
                 actor,
@@ -121,9 +118,6 @@ with tab_settings:
                 int(minutes),
                 int(st.session_state["admin_label_opened"]),
             )
-        except (InputError, PermissionDenied, StaleWriteError) as exc:
-            st.error(ui.plain(exc))
-        else:
             st.session_state.pop("admin_label_opened", None)
             st.session_state["admin_flash"] = "Labeling settings saved."
             st.rerun()

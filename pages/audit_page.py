@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 import io
-import re
 from typing import Any
 
 import altair as alt
@@ -15,7 +14,7 @@ import streamlit as st
 from pages import ui
 from review.audits import estimates, export, items, population, promote, queue, verdicts, vocabulary
 from review.audits import plans as audit_plans
-from review.core.errors import InputError, PermissionDenied, StaleWriteError
+from review.core.errors import InputError, WorkbenchError
 from review.core.identity import Permission
 from review.wording import production
 
@@ -59,18 +58,6 @@ def forget_counts() -> None:
     _values.clear()
 
 
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
-# GFM turns bare web addresses into links after escapes are read; a word joiner (invisible)
-# inside "://" and "www." keeps them text
-_AUTOLINK = re.compile(r"(?i)(?<=[a-z]):(?=//)|(?<=www)(?=\.)")
-
-
-def md(value: object) -> str:
-    """Untrusted text (trace ids, stratum values, plan names, messages quoting them) made
-    inert for the markdown that captions, alerts and headers render."""
-    return _MD_SPECIAL.sub(r"\\\1", _AUTOLINK.sub(lambda m: m.group(0) + "\u2060", str(value)))
-
-
 def pct(v: Any) -> str:
     return "—" if v is None or pd.isna(v) else f"{100 * float(v):.1f} %"
 
@@ -80,7 +67,7 @@ def pct(v: Any) -> str:
 top = st.container()
 flash = st.session_state.pop("aud_flash", None)
 if flash:
-    top.success(md(flash))
+    top.success(ui.plain(flash))
 
 plans = audit_plans.list_plans(engine)
 by_id = {p.id: p for p in plans}
@@ -89,7 +76,7 @@ by_id = {p.id: p for p in plans}
 deep_item = ui.query_int("item")
 if deep_item is not None and st.session_state.get("aud_deep_done") != deep_item:
     st.session_state["aud_deep_done"] = deep_item
-    try:
+    with ui.reported(where=top):
         view = items.get_item(engine, actor, deep_item)
         if view is None:
             top.error(f"Audit item {deep_item} does not exist.")
@@ -98,8 +85,6 @@ if deep_item is not None and st.session_state.get("aud_deep_done") != deep_item:
             if can_audit and view.plan_status == "open":
                 queue.reserve_item(engine, actor, deep_item)
             st.session_state[f"aud_item_{view.plan_id}"] = deep_item
-    except (InputError, PermissionDenied) as exc:
-        top.error(md(exc))
 deep_plan = ui.query_int("plan")
 if deep_plan in by_id and "aud_plan" not in st.session_state:
     st.session_state["aud_plan"] = deep_plan
@@ -204,7 +189,7 @@ with tab_plans:
                 preview = b1.form_submit_button("Count the population")
                 create = b2.form_submit_button("Create plan", type="primary")
             if preview or create:
-                try:
+                with ui.reported("Nothing was created. "):
                     attributes: tuple[tuple[str, tuple[str, ...]], ...] = ()
                     if f_attr.strip():
                         key, sep, vals = f_attr.partition("=")
@@ -237,7 +222,7 @@ with tab_plans:
                     if preview:
                         counts = audit_plans.count_population(engine, flt, dims)
                         st.caption(
-                            md(
+                            ui.plain(
                                 f"{sum(c.count for c in counts)} traces in "
                                 f"{len(counts)} strata ({flt.describe()})"
                             )
@@ -275,8 +260,6 @@ with tab_plans:
                             "then draw the sample."
                         )
                         st.rerun()
-                except (InputError, PermissionDenied) as exc:
-                    st.error(md(f"Nothing was created. {exc}"))
     else:
         st.info("Plans are created and drawn by reviewers; you can read them and the estimates.")
 
@@ -311,7 +294,7 @@ with tab_plans:
             height=ui.table_height(len(plans), 8),
         )
     if plan is not None:
-        st.subheader(md(plan.name))
+        st.subheader(ui.plain(plan.name))
         st.caption(
             f"{plan.status} · {plan.spec.allocation} allocation of {plan.spec.total} · seed "
             f"{plan.spec.seed} · {plan.spec.overlap} reviewer(s) per trace · "
@@ -332,7 +315,7 @@ with tab_plans:
         check = _population_check(str(engine.url), plan.id, plan.status)
         if check.changed:
             st.warning(
-                md(check.message())
+                ui.plain(check.message())
                 + (
                     " Recount before drawing."
                     if plan.status == "planned"
@@ -340,36 +323,30 @@ with tab_plans:
                 )
             )
         else:
-            st.caption(md(check.message()))
+            st.caption(ui.plain(check.message()))
         if can_audit:
             c1, c2, c3 = st.columns(3)
             if plan.status == "planned":
                 if c1.button("Draw the sample", type="primary", key="aud_draw"):
                     try:
                         res = audit_plans.draw_plan(engine, actor, plan.id)
-                    except (InputError, PermissionDenied) as exc:
+                    except WorkbenchError as exc:
                         forget_counts()
-                        st.error(md(exc))
+                        st.error(ui.plain(exc))
                     else:
                         st.session_state["aud_flash"] = (
                             f"Drew {res.items} traces into {plan.name!r}; the queue is open."
                         )
                         st.rerun()
                 if c2.button("Recount the population", key="aud_recount"):
-                    try:
+                    with ui.reported():
                         audit_plans.recount_plan(engine, actor, plan.id)
-                    except (InputError, PermissionDenied) as exc:
-                        st.error(md(exc))
-                    else:
                         forget_counts()
                         st.session_state["aud_flash"] = "Population counted again."
                         st.rerun()
             if plan.status == "open" and c1.button("Close the batch", key="aud_close"):
-                try:
+                with ui.reported():
                     audit_plans.close_plan(engine, actor, plan.id)
-                except (InputError, PermissionDenied) as exc:
-                    st.error(md(exc))
-                else:
                     st.session_state["aud_flash"] = f"{plan.name!r} is closed."
                     st.rerun()
             if plan.status != "planned" and c3.button("Check reproducibility", key="aud_verify"):
@@ -429,9 +406,9 @@ def start_claims(view: items.ItemView, mine: verdicts.VerdictView | None) -> Non
 
 
 def show_item(view: items.ItemView) -> None:
-    st.subheader(f"Trace {md(view.trace_id)}")
+    st.subheader(f"Trace {ui.plain(view.trace_id)}")
     st.caption(
-        md(
+        ui.plain(
             f"item {view.position} of {plan.items if plan else '?'} · stratum {view.stratum} · "
             f"{view.at:%Y-%m-%d %H:%M} UTC · decision {view.decision or '—'}"
             f"{' (' + view.reason_code + ')' if view.reason_code else ''} · feedback "
@@ -578,7 +555,7 @@ with tab_queue:
 
         item_id = st.session_state.get(item_key)
         if plan.status != "open":
-            st.info(f"This batch is {md(plan.status)}: no more verdicts are taken.")
+            st.info(f"This batch is {ui.plain(plan.status)}: no more verdicts are taken.")
         if item_id is None:
             if plan.status == "open" and st.button("Next trace", type="primary", key="aud_next0"):
                 load_next()
@@ -591,8 +568,8 @@ with tab_queue:
         else:
             try:
                 view = items.get_item(engine, actor, int(item_id))
-            except PermissionDenied as exc:
-                st.error(md(exc))
+            except WorkbenchError as exc:
+                st.error(ui.plain(exc))
                 view = None
             if view is not None and view.plan_id != plan.id:
                 view = None
@@ -677,7 +654,7 @@ with tab_queue:
                     load_next()
                     st.rerun()
                 if save and verdict is not None:
-                    try:
+                    with ui.reported("Nothing was saved. "):
                         verdicts.submit_verdict(
                             engine,
                             actor,
@@ -685,9 +662,6 @@ with tab_queue:
                             verdicts.VerdictIn(str(verdict), tuple(stages), notes, tuple(drafts)),
                             mine.id if mine else None,
                         )
-                    except (InputError, PermissionDenied, StaleWriteError) as exc:
-                        st.error(md(f"Nothing was saved. {exc}"))
-                    else:
                         st.session_state["aud_flash"] = f"Saved your verdict on {view.trace_id}."
                         st.rerun()
                 if mine is not None:
@@ -737,13 +711,10 @@ with tab_queue:
                                 "Split", list(tax.splits), index=1, key=f"aud_split_{view.id}"
                             )
                             if st.button("Promote to a case", key=f"aud_promote_{view.id}"):
-                                try:
+                                with ui.reported():
                                     cid = promote.promote_to_case(
                                         engine, actor, view.id, tax, split=str(split)
                                     )
-                                except (InputError, PermissionDenied) as exc:
-                                    st.error(md(exc))
-                                else:
                                     st.session_state["aud_flash"] = (
                                         f"Draft case {cid} created from {view.trace_id}."
                                     )

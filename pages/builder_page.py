@@ -18,7 +18,7 @@ from review.builder import family_view as builder_family_view
 from review.builder.edits import OPERATORS
 from review.builder.operator import ParamField, ParamValue, find_span, span_at
 from review.cases import cases
-from review.core.errors import InputError, PermissionDenied, StaleWriteError
+from review.core.errors import InputError, PermissionDenied, StaleWriteError, WorkbenchError
 from review.core.identity import Permission
 
 engine = ui.engine()
@@ -255,7 +255,7 @@ def edit_tab(view: cases.CaseView, docs: list[documents.CaseDocText]) -> None:
         try:
             params = read_params(readers)
             pv = diffs.preview(body, op_name, start, end, params, doc_ref=doc.ref)
-        except InputError as exc:
+        except WorkbenchError as exc:
             st.session_state.pop("bld_preview", None)
             st.error("Nothing changed. " + ui.plain(exc))
         else:
@@ -469,7 +469,7 @@ def builder_view(case_id: int) -> None:
     st.caption(
         f"Expected {decision_label(view.expected_decision)} · evidence state "
         f"{view.evidence_state or '—'} · family {view.family or '—'} · identity "
-        f"{ui.inert(view.identity_name)} ({', '.join(view.identity_scopes)})"
+        f"{ui.plain(view.identity_name)} ({', '.join(view.identity_scopes)})"
     )
     if view.evidence_state not in (None, "present") or view.expected_decision != "answer":
         st.warning(

@@ -10,7 +10,7 @@ import streamlit as st
 from pages import ui
 from review.cases import cases, splits
 from review.core import uploads
-from review.core.errors import InputError, PermissionDenied, StaleWriteError
+from review.core.errors import WorkbenchError
 from review.core.identity import Permission
 
 engine = ui.engine()
@@ -153,7 +153,7 @@ def case_form(key: str, start: dict[str, object], submit_label: str) -> cases.Ca
     }
     try:
         return cases.validate_case(data, "form", 1, tax)
-    except InputError as exc:
+    except WorkbenchError as exc:
         st.error(ui.plain(str(exc).removeprefix("form: line 1: ")))
         return None
 
@@ -176,11 +176,8 @@ def show_case(case_id: int) -> None:
             st.session_state[edit_key] = None
             st.rerun()
         if result is not None:
-            try:
+            with ui.reported():
                 new_version = cases.update_case(engine, actor, view.id, opened_version, result, tax)
-            except (InputError, PermissionDenied, StaleWriteError) as exc:
-                st.error(ui.plain(exc))
-            else:
                 st.session_state[edit_key] = None
                 st.session_state["cases_flash"] = f"Saved {view.key} (version {new_version})."
                 st.rerun()
@@ -198,8 +195,8 @@ def show_case(case_id: int) -> None:
         else:
             st.text("(none)")
         st.caption(
-            f"Documents available to retrieval for identity “{ui.inert(view.identity_name)}” "
-            f"(may see: {ui.inert(', '.join(view.identity_scopes)) or 'nothing'})"
+            f"Documents available to retrieval for identity “{ui.plain(view.identity_name)}” "
+            f"(may see: {ui.plain(', '.join(view.identity_scopes)) or 'nothing'})"
         )
         if view.documents:
             st.dataframe(
@@ -287,13 +284,10 @@ def import_export_panel() -> None:
                 if up is None:
                     st.error("Choose a file.")
                 else:
-                    try:
+                    with ui.reported("Nothing was imported. "):
                         text = uploads.read_text(up.name, up.getvalue())
                         items = list(cases.iter_cases_jsonl(text.splitlines(), up.name, tax))
                         report = cases.import_cases(engine, actor, items, up.name)
-                    except (InputError, PermissionDenied) as exc:
-                        st.error("Nothing was imported. " + ui.plain(exc))
-                    else:
                         st.success(report.summary())
         if st.button("Prepare export of the filtered cases"):
             buf = io.StringIO()
@@ -376,11 +370,8 @@ if can_edit:
     with st.expander("New case"):
         new = case_form("case_new_form", {"status": "draft"}, "Create case")
         if new is not None:
-            try:
+            with ui.reported():
                 new_id = cases.create_case(engine, actor, new, tax)
-            except (InputError, PermissionDenied) as exc:
-                st.error(ui.plain(exc))
-            else:
                 st.query_params["case"] = str(new_id)
                 st.session_state["cases_flash"] = "Case created."
                 st.rerun()
@@ -419,7 +410,7 @@ if can_edit:
         if st.button("Preview the split", key="cases_split_preview_btn"):
             try:
                 sp = splits.plan(engine, seed, keep_existing=keep)
-            except InputError as exc:
+            except WorkbenchError as exc:
                 st.session_state.pop("cases_split_preview", None)
                 st.info(ui.plain(exc))
             else:
@@ -451,11 +442,8 @@ if can_edit:
                     height=ui.table_height(len(moves), 10),
                 )
             if st.button("Apply this assignment", disabled=moves.empty):
-                try:
+                with ui.reported():
                     n = splits.apply(engine, actor, seed, keep_existing=keep)
-                except (InputError, PermissionDenied) as exc:
-                    st.error(ui.plain(exc))
-                else:
                     st.session_state.pop("cases_split_preview", None)
                     st.session_state["cases_split_flash"] = (
                         f"{n} case(s) moved; seed {seed} recorded."

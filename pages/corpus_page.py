@@ -7,7 +7,7 @@ import streamlit as st
 
 from pages import ui
 from review.core import uploads
-from review.core.errors import InputError, PermissionDenied, StaleWriteError
+from review.core.errors import WorkbenchError
 from review.core.identity import Permission
 from review.corpus import corpus
 from review.corpus.docformat import DocumentIn, parse_blocks
@@ -20,7 +20,7 @@ tax = ui.tax()
 def show_document(doc_pk: int) -> None:
     try:
         doc = corpus.get_document(engine, actor, doc_pk)
-    except (InputError, PermissionDenied) as exc:
+    except WorkbenchError as exc:
         st.error(ui.plain(exc))
         return
     st.subheader(f"Document `{doc.ref}`")
@@ -130,7 +130,7 @@ def new_version_form(doc: corpus.DocumentView) -> None:
                 body=body,
             )
             saved = corpus.add_version(engine, actor, latest.doc_key, latest.version, new)
-        except (InputError, PermissionDenied, StaleWriteError) as exc:
+        except WorkbenchError as exc:
             st.error(ui.plain(exc))
         except ValueError as exc:
             st.error("Invalid input: " + ui.plain(exc))
@@ -160,7 +160,7 @@ def import_panel() -> None:
             if not files:
                 st.error("Choose at least one file.")
                 return
-            try:
+            with ui.reported("Nothing was imported. "):
                 docs = []
                 for f in files:
                     text = uploads.read_text(f.name, f.getvalue())
@@ -172,9 +172,6 @@ def import_panel() -> None:
                     len(files),
                     source="upload: " + ", ".join(f.name for f in files),
                 )
-            except (InputError, PermissionDenied) as exc:
-                st.error("Nothing was imported. " + ui.plain(exc))
-            else:
                 st.success(report.summary())
 
 

@@ -7,7 +7,6 @@ import streamlit as st
 
 from pages import ui
 from review.cases import cases
-from review.core.errors import InputError, PermissionDenied, StaleWriteError
 from review.core.identity import Permission
 from review.corpus import corpus
 from review.labels import labeling
@@ -38,11 +37,9 @@ c3.metric("Labels in all", prog.labels, help=f"Each case needs {prog.overlap} in
 
 deep = ui.query_int("case")
 if deep is not None and st.session_state["lab_case"] != deep:
-    try:
+    with ui.reported():
         labeling.reserve(engine, actor, deep)
         st.session_state["lab_case"] = deep
-    except InputError as exc:
-        st.error(ui.plain(exc))
 
 
 def load_next() -> None:
@@ -87,8 +84,8 @@ if view.required_claims:
         st.text(f"{i}. {claim}")
 
 st.caption(
-    f"Evidence exactly as the identity “{ui.inert(view.identity_name)}” gets it "
-    f"(may see: {ui.inert(', '.join(view.identity_scopes)) or 'nothing'})"
+    f"Evidence exactly as the identity “{ui.plain(view.identity_name)}” gets it "
+    f"(may see: {ui.plain(', '.join(view.identity_scopes)) or 'nothing'})"
 )
 if not view.documents:
     st.info("Retrieval returns nothing for this identity (empty retrieval).")
@@ -208,7 +205,7 @@ if skip:
     load_next()
     st.rerun()
 if submit and decision is not None:
-    try:
+    with ui.reported():
         saved = labeling.submit(
             engine,
             actor,
@@ -217,9 +214,6 @@ if submit and decision is not None:
             mine.id if mine else None,
             tax,
         )
-    except (InputError, PermissionDenied, StaleWriteError) as exc:
-        st.error(ui.plain(exc))
-    else:
         st.session_state["lab_flash"] = f"Saved your label on {view.key}."
         st.rerun()
 

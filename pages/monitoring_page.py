@@ -15,7 +15,7 @@ import pandas as pd
 import streamlit as st
 
 from pages import ui
-from review.core.errors import InputError, PolicyFileError
+from review.core.errors import WorkbenchError
 from review.traces import browse, monitoring
 from review.wording import production
 
@@ -90,7 +90,7 @@ if not browse.can_view(actor):
     st.stop()
 try:
     policy = monitoring.load_monitoring_policy()
-except PolicyFileError as exc:
+except WorkbenchError as exc:
     st.error("The monitoring policy file is invalid, so no alerts can be computed.")
     st.code(str(exc), language=None)
     st.stop()
@@ -121,7 +121,7 @@ if dim != ALL:
 
 try:
     result = _monitor(url, stamp, policy, weeks, segment)
-except InputError as exc:
+except WorkbenchError as exc:
     st.error(ui.plain(exc))
     st.stop()
 

@@ -12,7 +12,6 @@ import streamlit as st
 
 from pages import ui
 from review.admin import users
-from review.core.errors import InputError, PermissionDenied, StaleWriteError
 from review.core.identity import Role
 from review.evaluation import evalruns
 from review.monthly import records, report, reviews, validation
@@ -41,11 +40,8 @@ if can_write:
     with c2.form("rev_open"):
         new_month = st.text_input("Open the review of month (YYYY-MM)", this_month)
         if st.form_submit_button("Open review"):
-            try:
+            with ui.reported():
                 reviews.open_session(engine, actor, new_month.strip())
-            except (InputError, PermissionDenied) as exc:
-                st.error(ui.plain(exc))
-            else:
                 st.session_state["rev_month"] = new_month.strip()
                 st.rerun()
 if picked is None:
@@ -96,13 +92,10 @@ with tab_record:
             )
             summary = st.text_area("Summary", view.summary)
             if st.form_submit_button("Save attendees and summary"):
-                try:
+                with ui.reported():
                     reviews.update_session(
                         engine, actor, view.id, view.version, attendees=attendees, summary=summary
                     )
-                except (InputError, StaleWriteError, PermissionDenied) as exc:
-                    st.error(ui.plain(exc))
-                else:
                     st.rerun()
     else:
         st.caption("Attendees: " + (", ".join(view.attendees) or "—"))
@@ -134,11 +127,8 @@ with tab_record:
                 key="rev_carry",
             )
             if c2.button("Carry into next month"):
-                try:
+                with ui.reported():
                     reviews.carry_finding(engine, actor, int(fid))
-                except (InputError, PermissionDenied) as exc:
-                    st.error(ui.plain(exc))
-                else:
                     st.success(f"Carried into {records.next_month(view.month)}.")
     else:
         st.caption("(no findings yet)")
@@ -157,11 +147,8 @@ with tab_record:
                     if line.strip():
                         kind, _, ref = line.partition(":")
                         parsed.append({"kind": kind.strip(), "ref": ref.strip()})
-                try:
+                with ui.reported():
                     reviews.add_finding(engine, actor, view.id, text, sev, parsed)
-                except (InputError, PermissionDenied) as exc:
-                    st.error(ui.plain(exc))
-                else:
                     st.rerun()
     st.subheader("Actions")
     if view.actions:
@@ -175,11 +162,8 @@ with tab_record:
             role = c1.selectbox("Owner role", [r.value for r in Role])
             due = c2.date_input("Due date", today + dt.timedelta(days=30))
             if st.form_submit_button("Add action"):
-                try:
+                with ui.reported():
                     reviews.add_action(engine, actor, view.id, text, role, due)
-                except (InputError, PermissionDenied) as exc:
-                    st.error(ui.plain(exc))
-                else:
                     st.rerun()
 
 with tab_validate:
@@ -219,7 +203,7 @@ with tab_validate:
             keys = [k for k in re.split(r"[\s,;]+", chosen) if k]
             wif = versions.in_force(engine)
             templates = [m.text for k, m in wif.wording.messages.items() if k != "C1"]
-            try:
+            with ui.reported():
                 result = validation.run_validation(
                     engine,
                     tax,
@@ -230,18 +214,12 @@ with tab_validate:
                     calibration_run_id=base,
                 )
                 reviews.store_validation(engine, actor, view.id, result)
-            except (InputError, PermissionDenied) as exc:
-                st.error(ui.plain(exc))
-            else:
                 st.rerun()
     if writable:
         st.divider()
         if st.button("Close this review (it becomes read-only)", type="primary"):
-            try:
+            with ui.reported():
                 reviews.close_session(engine, actor, view.id, view.version, tax)
-            except (InputError, StaleWriteError, PermissionDenied) as exc:
-                st.error(ui.plain(exc))
-            else:
                 st.rerun()
 
 with tab_report:

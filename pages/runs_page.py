@@ -10,7 +10,7 @@ import streamlit as st
 
 from pages import ui
 from review.core import uploads
-from review.core.errors import InputError, PermissionDenied
+from review.core.errors import InputError
 from review.core.identity import Permission
 from review.evaluation import evalruns, execution, refpipeline, runmetrics
 
@@ -39,15 +39,12 @@ if actor.can(Permission.run_evaluations):
             version = c2.text_input("System version")
             go = st.form_submit_button("Import run")
         if go:
-            try:
+            with ui.reported("Nothing was imported. "):
                 if up is None:
                     raise InputError("choose a file")
                 text = uploads.read_text(up.name, up.getvalue())
                 items = list(evalruns.iter_outputs(text.splitlines(), up.name, tax))
                 evalruns.import_run(engine, actor, name, version, items, up.name)
-            except (InputError, PermissionDenied) as exc:
-                st.error("Nothing was imported. " + ui.plain(exc))
-            else:
                 st.session_state["runs_flash"] = f"Run {name!r} imported."
                 st.rerun()
         with st.form("runs_execute"):
@@ -62,7 +59,7 @@ if actor.can(Permission.run_evaluations):
             )
             ex = st.form_submit_button("Run on every ready case")
         if ex:
-            try:
+            with ui.reported():
                 with st.spinner("Running…"):
                     execution.execute(
                         engine,
@@ -75,9 +72,6 @@ if actor.can(Permission.run_evaluations):
                         config={"pipeline": which},
                         perturb=perturb,
                     )
-            except (InputError, PermissionDenied) as exc:
-                st.error(ui.plain(exc))
-            else:
                 st.session_state["runs_flash"] = f"Run {run_name!r} stored."
                 st.rerun()
 flash = st.session_state.pop("runs_flash", None)

@@ -12,7 +12,7 @@ import streamlit as st
 
 from pages import ui
 from review.charts import charts
-from review.core.errors import InputError, PermissionDenied, PolicyFileError
+from review.core.errors import InputError, WorkbenchError
 from review.core.identity import Permission, Role
 from review.evaluation import evalruns
 from review.policy import signoff
@@ -27,7 +27,7 @@ tax = ui.tax()
 st.title("Thresholds")
 try:
     pif = thresholds.in_force(engine)
-except PolicyFileError as exc:
+except WorkbenchError as exc:
     st.error("The policy in force cannot be read.")
     st.code(str(exc), language=None)
     st.stop()
@@ -144,7 +144,7 @@ def calibrate() -> None:
             tuned_on=tuned_on,
             report_on=report_split,
         )
-    except InputError as exc:
+    except WorkbenchError as exc:
         st.error(ui.plain(exc))
         return
     st.caption(
@@ -217,14 +217,11 @@ def calibrate() -> None:
         "traces (what the change fixes and what it breaks)."
     )
     if st.button("Replay the proposed threshold on the traces", key="thr_replay"):
-        try:
+        with ui.reported():
             proposed_text = replace_thresholds(pif.text, mode, refuse_below=float(proposed))
             replay = thresholds.replay_traces(
                 engine, actor, policy, thresholds.parse_policy(proposed_text, "proposal")
             )
-        except (InputError, PermissionDenied, PolicyFileError) as exc:
-            st.error(ui.plain(exc))
-        else:
             st.caption(
                 f"{replay.traces} trace(s) replayed, {replay.skipped} without the "
                 "signals the gate needs."
@@ -259,7 +256,7 @@ def calibrate() -> None:
             sm = charts.slice_small_multiples(by_slice, a.points)
             st.altair_chart(sm)
             chart_downloads(sm, by_slice, "slices")
-        except InputError as exc:
+        except WorkbenchError as exc:
             st.info(ui.plain(exc))
     if actor.can(Permission.propose_policy):
         st.subheader("Propose this change")
@@ -282,7 +279,7 @@ def calibrate() -> None:
             )
             go = st.form_submit_button("Propose for sign-off", type="primary")
         if go:
-            try:
+            with ui.reported():
                 vid = thresholds.propose_thresholds(
                     engine,
                     actor,
@@ -294,9 +291,6 @@ def calibrate() -> None:
                     override_note=override or None,
                     snapshot=a.snapshot(),
                 )
-            except (InputError, PermissionDenied, PolicyFileError) as exc:
-                st.error(ui.plain(exc))
-            else:
                 st.success(
                     f"Proposed as version {signoff.get_version(engine, vid).number}."
                     " A product owner and compliance, not you, must approve it."
@@ -382,7 +376,7 @@ with tab_sign:
                     approve = c1.form_submit_button("Approve", type="primary")
                     reject = c2.form_submit_button("Reject")
                 if approve or reject:
-                    try:
+                    with ui.reported():
                         signoff.sign(
                             engine,
                             actor,
@@ -394,9 +388,6 @@ with tab_sign:
                             metrics_snapshot=snap,
                             lock_case_ids=ids,
                         )
-                    except (InputError, PermissionDenied) as exc:
-                        st.error(ui.plain(exc))
-                    else:
                         st.session_state["thr_flash"] = (
                             f"Version {v.number} {'approved' if approve else 'rejected'} as {role}."
                         )
@@ -458,11 +449,8 @@ with tab_hist:
                 back = st.selectbox("Version to go back to", earlier, key="thr_rollback_to")
                 why = st.text_area("Why (goes into the change record)", key="thr_rollback_why")
                 if st.form_submit_button("Propose the rollback"):
-                    try:
+                    with ui.reported():
                         rid = thresholds.propose_rollback(engine, actor, int(back), why)
-                    except (InputError, PermissionDenied, PolicyFileError) as exc:
-                        st.error(ui.plain(exc))
-                    else:
                         n = signoff.get_version(engine, rid).number
                         st.success(f"Proposed as version {n}: it waits for sign-off.")
         problems = signoff.verify_chain(engine)

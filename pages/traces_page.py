@@ -16,7 +16,11 @@ import streamlit as st
 
 from pages import ui
 from review.core import uploads
-from review.core.errors import InputError, PermissionDenied, PolicyFileError, StaleWriteError
+from review.core.errors import (
+    InputError,
+    PermissionDenied,
+    WorkbenchError,
+)
 from review.core.identity import Permission
 from review.traces import browse, importer, retention
 from review.traces.formats import FORMATS
@@ -50,7 +54,7 @@ def _frame(rows: list[tuple[str, object]]) -> pd.DataFrame:
 def show_trace(pk: int) -> None:
     try:
         view = browse.get_trace(engine, actor, pk=pk)
-    except PermissionDenied as exc:
+    except WorkbenchError as exc:
         st.error(ui.plain(exc))
         return
     if view is None:
@@ -257,7 +261,7 @@ def run_import(up: Any, fmt: str, skip_bad: bool, redact: bool) -> None:
     data = up.getvalue()
     try:
         uploads.check_upload(up.name, len(data))
-    except InputError as exc:
+    except WorkbenchError as exc:
         st.error(ui.plain(exc))
         st.caption("Use the command line for large files: workbench import-traces FILE")
         return
@@ -284,7 +288,7 @@ def run_import(up: Any, fmt: str, skip_bad: bool, redact: bool) -> None:
                 redact=redact,
                 progress=progress,
             )
-        except (InputError, PolicyFileError) as exc:
+        except InputError as exc:
             bar.empty()
             st.error("Nothing was imported. The file has a problem:")
             st.code(str(exc), language=None)
@@ -330,7 +334,7 @@ def retention_panel() -> None:
         if save:
             try:
                 retention.set_retention(engine, actor, int(days) or None, opened)
-            except (InputError, PermissionDenied, StaleWriteError) as exc:
+            except WorkbenchError as exc:
                 st.error(ui.plain(exc))
                 st.session_state[f"{P}retention_version"] = r.version  # now showing theirs
             else:
@@ -344,11 +348,8 @@ def retention_panel() -> None:
                 key=f"{P}purge_sure",
             )
             if st.button("Purge now", disabled=not sure):
-                try:
+                with ui.reported():
                     result = retention.apply_retention(engine, actor)
-                except (InputError, PermissionDenied) as exc:
-                    st.error(ui.plain(exc))
-                else:
                     if result is not None:
                         st.session_state[f"{P}flash"] = result.summary()
                     _facets.clear()

@@ -1,20 +1,24 @@
 """The one UI helper module: engine and taxonomy caches, the signed-in user, small widgets.
 
 Untrusted text (document bodies, questions, claims, titles) goes through :func:`text` or
-dataframes, never markdown or HTML; where a short untrusted value must sit inside a caption,
-header or message (which render markdown), it goes through :func:`inert` first.
+dataframes, never markdown or HTML; where a short untrusted value must sit inside a title,
+caption, header or message (which render markdown), it goes through :func:`plain` first, the
+one escaper of the pages. Errors meant for the user are shown by :func:`reported`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import streamlit as st
 from sqlalchemy import Engine
 
 from review.core.database import database_url, open_database
+from review.core.errors import WorkbenchError
 from review.core.identity import Actor
 from review.core.taxonomy import Taxonomy, taxonomy
 
@@ -86,29 +90,37 @@ def fmt_option(labels: dict[str, Any]) -> Any:
 _ID_MAX = 2**31 - 1  # the database's integer ids hold no more
 
 
-def inert(value: object) -> str:
-    """Untrusted text made inert for the markdown that captions, headers and messages render:
-    an inline code span (fenced by more backticks than the text holds), so no image is
-    fetched, no link, autolink or HTML is made, and the characters show as typed."""
-    text = " ".join(str(value).split())
-    if not text:
-        return ""
-    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
-    return f"{fence} {text} {fence}"
-
-
-_LINKISH = re.compile(r"([\\\[\]<])")
+# Every character Markdown (with Streamlit's :emoji: and :color[...] directives) gives a
+# meaning to, escaped with a backslash so it shows as typed.
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
 # GFM turns bare web addresses into links after escapes are read; a word joiner (invisible)
 # inside "://" and "www." keeps them text
 _AUTOLINK = re.compile(r"(?i)(?<=[a-z]):(?=//)|(?<=www)(?=\.)")
 
 
 def plain(value: object) -> str:
-    """Text safe inside markdown (st.error, st.info, captions): backslashes, brackets and
-    "<" escaped and web addresses broken, so a message quoting an uploaded value or a
-    document (an error naming the bad field, a refused span) makes no image, link or
-    autolink, and reads as written otherwise (Streamlit never renders raw HTML here)."""
-    return _LINKISH.sub(r"\\\1", _AUTOLINK.sub(lambda m: m.group(0) + "\u2060", str(value)))
+    """The one escaper of the pages: untrusted text (a name, an id, a message quoting an
+    uploaded value or a document) made inert for the Markdown that titles, captions, headers,
+    alerts and messages render. Every Markdown character is escaped and web addresses are
+    broken, so no image is fetched, no link, autolink, emoji or HTML is made, and the text
+    reads exactly as typed."""
+    return _MD_SPECIAL.sub(r"\\\1", _AUTOLINK.sub(lambda m: m.group(0) + "\u2060", str(value)))
+
+
+def show_error(exc: BaseException, prefix: str = "", where: Any = None) -> None:
+    """Show an error meant for the user (its message through :func:`plain`)."""
+    (where or st).error(plain(prefix + str(exc)))
+
+
+@contextlib.contextmanager
+def reported(prefix: str = "", where: Any = None) -> Iterator[None]:
+    """Run the block; a :class:`WorkbenchError` (bad input, a refused permission, a stale
+    write) ends it and is shown as an error, ``prefix`` first ("Nothing was saved. "). The
+    rest of the block (a success message, a rerun) runs only when nothing was raised."""
+    try:
+        yield
+    except WorkbenchError as exc:
+        show_error(exc, prefix, where)
 
 
 def query_int(name: str) -> int | None:

@@ -7,7 +7,9 @@ import pandas as pd
 import streamlit as st
 
 from pages import ui
-from review.core.errors import InputError, PermissionDenied, PolicyFileError, StaleWriteError
+from review.core.errors import (
+    WorkbenchError,
+)
 from review.core.identity import Permission, Role
 from review.policy import signoff
 from review.wording import compare, drafts, production, signing, versions
@@ -36,7 +38,7 @@ ASK_BEFORE = 20_000  # unchecked refusal texts above which the production check 
 st.title("Wording")
 try:
     current = versions.in_force(engine)
-except (PolicyFileError, InputError) as exc:
+except WorkbenchError as exc:
     st.error("The refusal wording in force cannot be read.")
     st.code(str(exc), language=None)
     st.stop()
@@ -179,7 +181,7 @@ def edit_tab() -> None:
     rendered: str | None
     try:
         rendered = preview(text, values) if text.strip() else None
-    except InputError as exc:
+    except WorkbenchError as exc:
         st.error(ui.plain(exc))
         rendered = None
     if rendered is not None:
@@ -208,7 +210,7 @@ def edit_tab() -> None:
     }
     try:
         draft_text = drafts.draft_yaml(current.text, edits, source="your draft")
-    except (InputError, PolicyFileError) as exc:
+    except WorkbenchError as exc:
         st.error("The draft is not valid yet:")
         st.code(str(exc), language=None)
         draft_text = None
@@ -243,13 +245,10 @@ def edit_tab() -> None:
         )
         go = st.form_submit_button("Submit for approval", type="primary", key="wd_submit")
     if go:
-        try:
+        with ui.reported():
             vid = signing.propose_edits(
                 engine, actor, edits, rationale, based_on=st.session_state.get(BASE)
             )
-        except (InputError, PermissionDenied, PolicyFileError, StaleWriteError) as exc:
-            st.error(ui.plain(exc))
-        else:
             v = signoff.get_version(engine, vid)
             clear_draft()
             st.session_state["wd_flash"] = (
@@ -292,10 +291,8 @@ def sign_tab() -> None:
                 )
                 st.code(c.diff or "(empty)", language=None, wrap_lines=True)
                 if c.new_text:
-                    try:
+                    with ui.reported():
                         ui.text(preview(c.new_text), label="Preview with example values")
-                    except InputError as exc:
-                        st.error(ui.plain(exc))
             if r.settings:
                 st.dataframe(
                     pd.DataFrame(r.settings, columns=["setting", "change"]),
@@ -343,7 +340,7 @@ def sign_tab() -> None:
                     )
                     reject = c2.form_submit_button("Reject", key=f"wd_reject_{v.id}")
                 if approve or reject:
-                    try:
+                    with ui.reported():
                         signing.sign_wording(
                             engine,
                             actor,
@@ -352,9 +349,6 @@ def sign_tab() -> None:
                             role=Role(role),
                             note=note,
                         )
-                    except (InputError, PermissionDenied) as exc:
-                        st.error(ui.plain(exc))
-                    else:
                         st.session_state["wd_flash"] = (
                             f"Version {v.number} {'approved' if approve else 'rejected'} as {role}."
                         )
@@ -403,7 +397,7 @@ def compare_tab() -> None:
     try:
         old, old_text = versions.wording_of(engine, a)
         new, new_text = versions.wording_of(engine, b)
-    except (InputError, PolicyFileError) as exc:
+    except WorkbenchError as exc:
         st.error(ui.plain(exc))
         return
     changes = compare.compare(old, new)

@@ -9,10 +9,11 @@ from typing import Any
 from sqlalchemy import inspect, select, update
 from sqlalchemy.orm import DeclarativeBase, Session
 
+from storage.errors import WorkbenchError
 from storage.models import AuditLog, utcnow
 
 
-class StaleWriteError(Exception):
+class StaleWriteError(WorkbenchError):
     """Someone else saved the row after the caller read it; nothing was written."""
 
 

@@ -51,7 +51,7 @@ from review.wording import drafts, signing, versions
 from review.wording.messages import wording_path
 from storage.db import make_engine, read_session, write_session
 from storage.models import AuditItem, AuditLog, Case, CaseDocument, CaseFamily, Document, Trace
-from tests.helpers.pages import app
+from tests.helpers.pages import app, readable
 from tests.helpers.paths import ROOT
 
 A, RV, PO, CO, AD = Role.annotator, Role.reviewer, Role.product_owner, Role.compliance, Role.admin
@@ -752,7 +752,7 @@ RESTRICTED_TEXT = [
 
 def everything(at: Any) -> str:
     """All an AppTest run shows: every element's content (tables as CSV, charts' data and
-    the rest as their protobuf text), main area and sidebar."""
+    the rest as their protobuf text, Markdown also as read), main area and sidebar."""
     from google.protobuf import text_format
 
     parts: list[str] = []
@@ -762,6 +762,9 @@ def everything(at: Any) -> str:
             parts.append(node.value.to_csv())
         elif getattr(node, "proto", None) is not None:
             parts.append(text_format.MessageToString(node.proto, as_utf8=True))
+            value = getattr(node, "value", None) if hasattr(node, "value") else None
+            if isinstance(value, str):  # Markdown as the person reads it (escapes taken out)
+                parts.append(readable(value))
         for child in getattr(node, "children", {}).values():
             walk(child)
 
@@ -816,7 +819,7 @@ def _shows(url: str, monkeypatch: pytest.MonkeyPatch, page: str, user: str, **q:
     for k, v in q.items():
         at.query_params[k] = v
     at.run()
-    assert not at.exception, (page, q, [e.value for e in at.exception])
+    assert not at.exception, (page, q, [readable(e) for e in at.exception])
     return everything(at)
 
 

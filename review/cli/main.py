@@ -2,41 +2,23 @@
 
 from __future__ import annotations
 
-import getpass
 import importlib
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import click
-from sqlalchemy import Engine
 
 from review.admin import users
 from review.cases import cases, exchange
-from review.core.errors import InputError, PermissionDenied, PolicyFileError
-from review.core.identity import SYSTEM, Actor
+from review.cli.common import WorkbenchGroup, cli_actor, open_engine
 from review.core.taxonomy import load_taxonomy
 from review.corpus import corpus
 from review.demo import fixtures
 from review.evaluation import evalruns, execution, runmetrics
-from storage.db import database_url, get_engine, migrate
+from storage.db import database_url
 
 
-def _cli_actor() -> Actor:
-    try:
-        who = getpass.getuser()
-    except (KeyError, OSError):
-        who = "unknown"
-    return replace(SYSTEM, email=f"cli:{who}", name=f"command line ({who})")
-
-
-def _engine() -> Engine:
-    engine = get_engine()
-    migrate(engine)
-    return engine
-
-
-@click.group()
+@click.group(cls=WorkbenchGroup)
 @click.version_option(package_name="abstention-workbench")
 def main() -> None:
     """Abstention Workbench: test when your RAG assistant should not answer.
@@ -45,15 +27,10 @@ def main() -> None:
     """
 
 
-def _fail(exc: Exception) -> None:
-    click.echo(f"error: {exc}", err=True)
-    sys.exit(1)
-
-
 @main.command("migrate")
 def migrate_cmd() -> None:
     """Create or upgrade the database schema to the newest revision."""
-    migrate(get_engine())
+    open_engine()
     click.echo(f"database is at the newest schema: {database_url()}")
 
 
@@ -61,15 +38,11 @@ def migrate_cmd() -> None:
 @click.option("--if-empty", is_flag=True, help="Only load when the database has no data yet.")
 def seed_demo(if_empty: bool) -> None:
     """Load the Brightwave demo company: users, documents and cases."""
-    engine = _engine()
+    engine = open_engine()
     if if_empty and not fixtures.is_empty(engine):
         click.echo("database already has data; demo not loaded")
         return
-    try:
-        report = fixtures.build_demo(engine, load_taxonomy())
-    except (InputError, PolicyFileError) as exc:
-        _fail(exc)
-        return
+    report = fixtures.build_demo(engine, load_taxonomy())
     click.echo(
         f"demo loaded: {report.users} users, {report.documents} document versions, "
         f"{report.cases} cases, {report.runs} evaluation runs, {report.labels} labels, "
@@ -84,15 +57,11 @@ def import_docs(paths: tuple[Path, ...]) -> None:
 
     All files land together or nothing is written (the error names file, line and field).
     """
-    engine = _engine()
-    try:
-        docs, nfiles = corpus.read_files(paths, load_taxonomy())
-        report = corpus.import_documents(
-            engine, _cli_actor(), docs, nfiles, source=", ".join(str(p) for p in paths)[:500]
-        )
-    except (InputError, PermissionDenied, PolicyFileError) as exc:
-        _fail(exc)
-        return
+    engine = open_engine()
+    docs, nfiles = corpus.read_files(paths, load_taxonomy())
+    report = corpus.import_documents(
+        engine, cli_actor(), docs, nfiles, source=", ".join(str(p) for p in paths)[:500]
+    )
     click.echo(report.summary())
 
 
@@ -100,14 +69,10 @@ def import_docs(paths: tuple[Path, ...]) -> None:
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 def import_cases_cmd(file: Path) -> None:
     """Import cases from canonical JSONL (all or nothing)."""
-    engine = _engine()
-    try:
-        with file.open(encoding="utf-8") as fh:
-            items = list(cases.iter_cases_jsonl(fh, str(file), load_taxonomy()))
-        report = cases.import_cases(engine, _cli_actor(), items, str(file))
-    except (InputError, PermissionDenied, PolicyFileError, UnicodeDecodeError) as exc:
-        _fail(exc)
-        return
+    engine = open_engine()
+    with file.open(encoding="utf-8") as fh:
+        items = list(cases.iter_cases_jsonl(fh, str(file), load_taxonomy()))
+    report = cases.import_cases(engine, cli_actor(), items, str(file))
     click.echo(report.summary())
 
 
@@ -125,7 +90,7 @@ def import_cases_cmd(file: Path) -> None:
 )
 def export_cases_cmd(file: Path, status: str | None, fmt: str) -> None:
     """Export cases as canonical JSONL, a Ragas dataset or DeepEval goldens ('-' for stdout)."""
-    engine = _engine()
+    engine = open_engine()
     flt = cases.CaseFilter(status=status)
     tax = load_taxonomy()
     if str(file) == "-":
@@ -151,12 +116,8 @@ def export_cases_cmd(file: Path, status: str | None, fmt: str) -> None:
 @click.option("--clearance", is_flag=True, help="May see restricted documents and traces.")
 def add_user_cmd(email: str, name: str, roles: tuple[str, ...], clearance: bool) -> None:
     """Add a user (e.g. the first admin)."""
-    engine = _engine()
-    try:
-        u = users.add_user(engine, _cli_actor(), email, name, list(roles), clearance)
-    except (InputError, PermissionDenied) as exc:
-        _fail(exc)
-        return
+    engine = open_engine()
+    u = users.add_user(engine, cli_actor(), email, name, list(roles), clearance)
     click.echo(
         f"user {u.email} added with roles {', '.join(u.roles)}"
         + (" and clearance" if u.clearance else "")
@@ -170,14 +131,10 @@ def add_user_cmd(email: str, name: str, roles: tuple[str, ...], clearance: bool)
 def import_run_cmd(file: Path, name: str, system_version: str) -> None:
     """Import an evaluation run's outputs (JSONL: case, decision, score, text, cited_ids,
     repeat, versions, error). All or nothing."""
-    engine = _engine()
-    try:
-        with file.open(encoding="utf-8") as fh:
-            items = list(evalruns.iter_outputs(fh, str(file), load_taxonomy()))
-        run_id = evalruns.import_run(engine, _cli_actor(), name, system_version, items, str(file))
-    except (InputError, PermissionDenied, PolicyFileError, UnicodeDecodeError) as exc:
-        _fail(exc)
-        return
+    engine = open_engine()
+    with file.open(encoding="utf-8") as fh:
+        items = list(evalruns.iter_outputs(fh, str(file), load_taxonomy()))
+    run_id = evalruns.import_run(engine, cli_actor(), name, system_version, items, str(file))
     click.echo(f"run {name!r} imported (id {run_id}) with {len(items)} output(s)")
 
 
@@ -236,7 +193,7 @@ def evaluate_cmd(
     import datetime as dt
 
     fn = _load_pipeline(spec)
-    engine = _engine()
+    engine = open_engine()
     tax = load_taxonomy()
     name = name or f"{spec} {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M:%S}"
     with click.progressbar(length=0, label="evaluating", show_pos=True) as bar:
@@ -244,23 +201,19 @@ def evaluate_cmd(
         def tick(n: int) -> None:
             bar.update(1)
 
-        try:
-            run_id = execution.execute(
-                engine,
-                _cli_actor(),
-                fn,
-                tax,
-                name=name,
-                system_version=system_version or spec,
-                repeats=repeats,
-                timeout_s=timeout,
-                config={"pipeline": spec},
-                progress=tick,
-                perturb=perturbations,
-            )
-        except (InputError, PermissionDenied) as exc:
-            _fail(exc)
-            return
+        run_id = execution.execute(
+            engine,
+            cli_actor(),
+            fn,
+            tax,
+            name=name,
+            system_version=system_version or spec,
+            repeats=repeats,
+            timeout_s=timeout,
+            config={"pipeline": spec},
+            progress=tick,
+            perturb=perturbations,
+        )
     runs = {r.id: r for r in evalruns.list_runs(engine)}
     r = runs[run_id]
     click.echo(
@@ -307,17 +260,13 @@ def gate_cmd(policy_file: Path, run_file: Path, split: str) -> None:
     from review.policy.policy import load_policy
     from review.thresholds import thresholds
 
-    engine = _engine()
+    engine = open_engine()
     tax = load_taxonomy()
-    try:
-        policy = load_policy(policy_file)
-        with run_file.open(encoding="utf-8") as fh:
-            items = list(evalruns.iter_outputs(fh, str(run_file), tax))
-        frame = evalruns.score_outputs(engine, items, str(run_file), tax)
-        rows = thresholds.release_gate(policy, frame, split)
-    except (InputError, PolicyFileError, UnicodeDecodeError) as exc:
-        _fail(exc)
-        return
+    policy = load_policy(policy_file)
+    with run_file.open(encoding="utf-8") as fh:
+        items = list(evalruns.iter_outputs(fh, str(run_file), tax))
+    frame = evalruns.score_outputs(engine, items, str(run_file), tax)
+    rows = thresholds.release_gate(policy, frame, split)
     table = pd.DataFrame(
         [
             {
@@ -341,7 +290,7 @@ def verify_signoffs_cmd() -> None:
     """Check the hash chain of every sign-off; exit 1 if a row was altered or deleted."""
     from review.policy import signoff
 
-    problems = signoff.verify_chain(_engine())
+    problems = signoff.verify_chain(open_engine())
     if problems:
         for p in problems:
             click.echo(f"TAMPERED: {p}")
@@ -357,11 +306,7 @@ def backup_cmd(file: Path) -> None:
     Safe while the app is running; FILE is replaced only once the copy is complete."""
     from review.admin import backup
 
-    try:
-        report = backup.backup(database_url(), file)
-    except InputError as exc:
-        _fail(exc)
-        return
+    report = backup.backup(database_url(), file)
     click.echo(report.summary())
 
 
@@ -375,11 +320,7 @@ def restore_cmd(file: Path, force: bool) -> None:
     --force. Upgrades the schema afterwards and verifies the sign-off chain."""
     from review.admin import backup
 
-    try:
-        report = backup.restore(database_url(), file, force=force)
-    except InputError as exc:
-        _fail(exc)
-        return
+    report = backup.restore(database_url(), file, force=force)
     click.echo(report.summary())
     if report.chain_problems:
         sys.exit(1)
@@ -391,11 +332,7 @@ def export_policy_cmd(file: Path) -> None:
     """Write the approved no-answer policy with approved_on and its change record."""
     from review.thresholds import thresholds
 
-    try:
-        text = thresholds.export_approved(_engine())
-    except InputError as exc:
-        _fail(exc)
-        return
+    text = thresholds.export_approved(open_engine())
     file.write_text(text, encoding="utf-8")
     click.echo(f"approved policy written to {file}")
 
@@ -411,15 +348,11 @@ def lint_wording_cmd(file: Path | None) -> None:
     from review.wording import terms, versions
     from review.wording.messages import parse_wording
 
-    engine = _engine()
-    try:
-        if file is None:
-            ws = versions.in_force(engine).wording
-        else:
-            ws = parse_wording(file.read_text(encoding="utf-8"), str(file))
-    except (InputError, PolicyFileError) as exc:
-        _fail(exc)
-        return
+    engine = open_engine()
+    if file is None:
+        ws = versions.in_force(engine).wording
+    else:
+        ws = parse_wording(file.read_text(encoding="utf-8"), str(file))
     lines = terms.lint_report(ws, terms.corpus_terms(engine))
     for line in lines:
         click.echo(line)
@@ -436,12 +369,8 @@ def wording_check_cmd(rule: str | None, limit: int) -> None:
     Prints counts per rule and the newest offending traces (ids and rules, never the text)."""
     from review.wording import production
 
-    engine = _engine()
-    try:
-        page = production.production_findings(engine, _cli_actor(), 1, limit, rule=rule)
-    except InputError as exc:
-        _fail(exc)
-        return
+    engine = open_engine()
+    page = production.production_findings(engine, cli_actor(), 1, limit, rule=rule)
     s = page.summary
     click.echo(f"{s.checked} refusal text(s) checked, {s.offending} with findings")
     for name, n in s.per_rule.items():
@@ -462,13 +391,9 @@ def export_audit_cmd(plan_id: int, file: Path, fmt: str) -> None:
     """Export an audit batch (plan, sample, verdicts) as JSONL or CSV."""
     from review.audits import export
 
-    try:
-        with file.open("w", encoding="utf-8", newline="") as out:
-            writer = export.export_jsonl if fmt == "jsonl" else export.export_csv
-            n = writer(_engine(), _cli_actor(), plan_id, out)
-    except InputError as exc:
-        _fail(exc)
-        return
+    with file.open("w", encoding="utf-8", newline="") as out:
+        writer = export.export_jsonl if fmt == "jsonl" else export.export_csv
+        n = writer(open_engine(), cli_actor(), plan_id, out)
     click.echo(f"{n} record(s) written to {file}")
 
 

@@ -7,42 +7,18 @@ the command-line user (an administrator with clearance).
 
 from __future__ import annotations
 
-import getpass
-import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import click
-from sqlalchemy import Engine
 
-from review.core.errors import InputError, PermissionDenied, PolicyFileError
-from review.core.identity import SYSTEM, Actor
+from review.cli.common import WorkbenchCommand, cli_actor, open_engine
+from review.core.errors import InputError
 from review.core.taxonomy import load_taxonomy
 from review.traces import importer, retention
 from review.traces.formats import FORMATS
-from storage.db import get_engine, migrate
 
 __all__ = ["import_traces_cmd", "purge_cmd"]
-
-
-def _actor() -> Actor:
-    try:
-        who = getpass.getuser()
-    except (KeyError, OSError):
-        who = "unknown"
-    return replace(SYSTEM, email=f"cli:{who}", name=f"command line ({who})")
-
-
-def _engine() -> Engine:
-    engine = get_engine()
-    migrate(engine)
-    return engine
-
-
-def _fail(exc: Exception) -> None:
-    click.echo(f"error: {exc}", err=True)
-    sys.exit(1)
 
 
 class _Bar:
@@ -69,7 +45,7 @@ class _Bar:
             self.bar = None
 
 
-@click.command("import-traces")
+@click.command("import-traces", cls=WorkbenchCommand)
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option(
     "--format",
@@ -108,14 +84,14 @@ def import_traces_cmd(
     """
     if rejects is not None and not skip_bad:
         raise click.UsageError("--rejects needs --skip-bad")
-    engine = _engine()
+    engine = open_engine()
     tax = load_taxonomy()
     bar = _Bar()
 
     try:
         report = importer.import_file(
             engine,
-            _actor(),
+            cli_actor(),
             file,
             fmt,
             tax=tax,
@@ -125,11 +101,8 @@ def import_traces_cmd(
             batch_size=batch_size,
             progress=bar,
         )
-    except (InputError, PermissionDenied, PolicyFileError) as exc:
+    finally:
         bar.close()
-        _fail(exc)
-        return
-    bar.close()
     click.echo(report.summary())
     for line in report.problems:
         click.echo(f"rejected: {line}", err=True)
@@ -137,7 +110,7 @@ def import_traces_cmd(
         click.echo(f"... and {report.rejected - len(report.problems)} more", err=True)
 
 
-@click.command("purge")
+@click.command("purge", cls=WorkbenchCommand)
 @click.option(
     "--older-than",
     "days",
@@ -150,31 +123,27 @@ def purge_cmd(days: int | None) -> None:
 
     Without --older-than the retention setting (Traces page, admins) decides. Audited.
     """
-    engine = _engine()
-    try:
-        if days is None:
-            setting = retention.get_retention(engine)
-            if setting.days is None:
-                raise InputError(
-                    "no retention rule is set: give --older-than DAYS or set one on the Traces page"
-                )
-            days = setting.days
-        with click.progressbar(length=0, label="purging", show_pos=True) as bar:
-            last = 0
+    engine = open_engine()
+    if days is None:
+        setting = retention.get_retention(engine)
+        if setting.days is None:
+            raise InputError(
+                "no retention rule is set: give --older-than DAYS or set one on the Traces page"
+            )
+        days = setting.days
+    with click.progressbar(length=0, label="purging", show_pos=True) as bar:
+        last = 0
 
-            def tick(n: int) -> None:
-                nonlocal last
-                bar.update(n - last)
-                last = n
+        def tick(n: int) -> None:
+            nonlocal last
+            bar.update(n - last)
+            last = n
 
-            report = retention.purge_older_than(engine, _actor(), days, progress=tick)
-    except (InputError, PermissionDenied) as exc:
-        _fail(exc)
-        return
+        report = retention.purge_older_than(engine, cli_actor(), days, progress=tick)
     click.echo(report.summary())
 
 
-@click.command("rebuild-rollup")
+@click.command("rebuild-rollup", cls=WorkbenchCommand)
 def rebuild_rollup_cmd() -> None:
     """Recompute the daily monitoring rollup from the traces.
 
@@ -183,6 +152,6 @@ def rebuild_rollup_cmd() -> None:
     """
     from review.traces import rollup
 
-    engine = _engine()
+    engine = open_engine()
     n = rollup.rebuild(engine)
     click.echo(f"rollup rebuilt from {n} traces")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -10,6 +12,7 @@ from click.testing import CliRunner
 
 from review.cli.main import main
 from tests.helpers.corpus import GOOD
+from tests.helpers.paths import ROOT
 
 
 def test_cli_commands_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -81,3 +84,30 @@ def test_cli_commands_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert r.exit_code == 1 and "already exists" in r.output
     r = run(main, ["seed-demo", "--if-empty"])
     assert r.exit_code == 0 and "already has data" in r.output
+
+
+def test_every_command_reports_errors_through_one_handler() -> None:
+    """Errors meant for the user are caught once (review.cli.common), not per command."""
+    from review.cli.common import WorkbenchCommand
+
+    assert main.commands and all(isinstance(c, WorkbenchCommand) for c in main.commands.values())
+    for p in (ROOT / "review" / "cli").glob("*.py"):
+        src = p.read_text(encoding="utf-8")
+        assert not re.search(r"except \(?(InputError|PermissionDenied|PolicyFileError)", src), p
+
+
+def test_a_refused_command_says_error_and_exits_1(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b'{"key": "X"}\n\xff\n')
+    runner = CliRunner(env={"WORKBENCH_DATABASE_URL": f"sqlite:///{tmp_path / 'wb.db'}"})
+    out = runner.invoke(main, ["import-cases", str(bad)])
+    assert out.exit_code == 1 and out.output.startswith("error: ") and out.exception
+    out = runner.invoke(main, ["add-user", "not-an-email", "--name", "X", "--role", "admin"])
+    assert out.exit_code == 1 and "error: " in out.output
+
+
+def test_the_workbench_console_script_points_at_the_command_line() -> None:
+    """make run starts with `workbench migrate`: the entry point must name the click group."""
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    module, _, attr = scripts["workbench"].partition(":")
+    assert getattr(__import__(module, fromlist=[attr]), attr) is main

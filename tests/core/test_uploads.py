@@ -13,7 +13,7 @@ from review.core import uploads
 from review.core.errors import InputError
 from storage.db import make_engine
 from storage.models import AuditLog, Case, Document, EvalRun, Trace
-from tests.helpers.pages import no_exception, page_app
+from tests.helpers.pages import no_exception, page_app, readable
 from tests.helpers.paths import ROOT
 
 MB = 2**20
@@ -133,7 +133,7 @@ def test_a_page_refuses_an_upload_above_the_limit_and_writes_nothing(
             t.input("too big")
     next(b for b in at.button if b.label == button).click().run()
     no_exception(at)
-    errors = [e.value for e in at.error]
+    errors = [readable(e) for e in at.error]
     assert any(
         f"{name} is 2,600 bytes, above the upload limit of 0.001 MB (WORKBENCH_MAX_UPLOAD_MB)" in e
         for e in errors

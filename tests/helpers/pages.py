@@ -3,6 +3,8 @@ as a given user, and the demo users the page tests act as."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -58,3 +60,13 @@ INES = "ines.duarte@brightwave.example"
 
 
 PAULA = "paula.kim@brightwave.example"
+
+
+_ESCAPED = re.compile(r"\\([\\`*_{}\[\]()#+\-.!|<>~$:])")
+
+
+def readable(element: object) -> str:
+    """What the person reads in an alert, caption or header: its Markdown with the backslashes
+    and word joiners of the pages' escaper (``ui.plain``) taken out."""
+    value = str(getattr(element, "value", element))
+    return _ESCAPED.sub(r"\1", value).replace("\u2060", "")

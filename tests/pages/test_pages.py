@@ -16,7 +16,7 @@ from review.core.identity import SYSTEM
 from review.corpus import corpus
 from storage.db import make_engine
 from tests.helpers.corpus import GOOD
-from tests.helpers.pages import ADA, INES, PAULA, app, no_exception
+from tests.helpers.pages import ADA, INES, PAULA, app, no_exception, readable
 
 PAGES = [
     "pages/overview_page.py",
@@ -61,7 +61,7 @@ def test_every_page_renders_with_demo_data(
     at = app(demo_url, monkeypatch, ADA).run()
     at.switch_page(page).run()
     no_exception(at)
-    assert at.title[0].value in TITLES
+    assert readable(at.title[0]) in TITLES
     assert not at.error
 
 
@@ -92,15 +92,15 @@ def test_empty_database_offers_first_admin_then_signs_in(
     url = f"sqlite:///{tmp_path / 'boot.db'}"
     at = app(url, monkeypatch).run()
     no_exception(at)
-    assert "no users yet" in at.info[0].value
+    assert "no users yet" in readable(at.info[0])
     at.text_input[0].input("not-an-email")
     at.text_input[1].input("Ada")
     at.button[0].click().run()
-    assert "not a valid address" in at.error[0].value
+    assert "not a valid address" in readable(at.error[0])
     at.text_input[0].input("ada@example.org")
     at.button[0].click().run()
     no_exception(at)
-    assert at.title[0].value == "Overview"
+    assert readable(at.title[0]) == "Overview"
 
 
 def test_admin_page_is_only_registered_for_admins(
@@ -134,7 +134,7 @@ def test_admin_adds_a_user_and_refuses_a_bad_one(
     inputs[1].input("Dup")
     next(m for m in at.multiselect if m.label == "Roles").set_value(["reviewer"])
     next(b for b in at.button if b.label == "Add user").click().run()
-    assert any("already exists" in e.value for e in at.error)
+    assert any("already exists" in readable(e) for e in at.error)
 
 
 def test_admin_role_change_is_refused_when_someone_saved_first(
@@ -158,7 +158,7 @@ def test_admin_role_change_is_refused_when_someone_saved_first(
     )
     next(b for b in at.button if b.label == "Save").click().run()
     no_exception(at)
-    assert any("was changed by" in e.value for e in at.error)
+    assert any("was changed by" in readable(e) for e in at.error)
 
 
 def test_corpus_search_open_and_new_version(
@@ -175,7 +175,7 @@ def test_corpus_search_open_and_new_version(
     at2 = app(demo_url, monkeypatch, INES, doc=str(target.id)).run()
     at2.switch_page("pages/corpus_page.py").run()
     no_exception(at2)
-    assert any(target.ref in s.value for s in at2.subheader)
+    assert any(target.ref in readable(s) for s in at2.subheader)
     body_texts = " ".join(t.value for t in at2.text)
     doc = corpus.get_document(demo_engine, SYSTEM, target.id)
     assert doc.title in body_texts
@@ -205,14 +205,14 @@ def test_corpus_upload_lands_whole_or_reports_the_line(
     next(b for b in at.button if b.label == "Import").click().run()
     no_exception(at)
     assert any(
-        "Nothing was imported" in e.value and "b.md: line 10: field jurisdiction" in e.value
+        "Nothing was imported" in readable(e) and "b.md: line 10: field jurisdiction" in readable(e)
         for e in at.error
     )
     eng = make_engine(empty_url)
     assert corpus.count_documents(eng, SYSTEM, corpus.DocFilter()) == 0
     at.file_uploader[0].set_value([("a.md", GOOD.encode(), "text/markdown")])
     next(b for b in at.button if b.label == "Import").click().run()
-    assert any("1 document version(s) added" in s.value for s in at.success)
+    assert any("1 document version(s) added" in readable(s) for s in at.success)
     assert corpus.count_documents(eng, SYSTEM, corpus.DocFilter()) == 1
     eng.dispose()
 
@@ -232,7 +232,7 @@ def test_cases_filter_open_create_and_edit(
     q = next(t for t in at.text_area if t.label == "Question")
     q.input("?")
     next(b for b in at.button if b.label == "Create case").click().run()
-    assert any("question" in e.value for e in at.error)
+    assert any("question" in readable(e) for e in at.error)
     q = next(t for t in at.text_area if t.label == "Question")
     q.input("Does the Team plan include SSO?")
     next(b for b in at.button if b.label == "Create case").click().run()
@@ -257,7 +257,7 @@ def test_cases_split_preview_is_computed_only_on_demand(
         return real_plan(engine, seed, *args, **kwargs)  # type: ignore[arg-type]
 
     def would_change(at: AppTest) -> list[str]:
-        return [c.value for c in at.caption if "would change split" in c.value]
+        return [readable(c) for c in at.caption if "would change split" in readable(c)]
 
     monkeypatch.setattr(splits, "plan", refuse)
     at = app(demo_url, monkeypatch, INES).run()
@@ -289,7 +289,8 @@ def test_cases_split_preview_is_computed_only_on_demand(
     next(b for b in at.button if b.label == "Apply this assignment").click().run()
     no_exception(at)
     assert any(
-        s.value == f"{len(expected.moves)} case(s) moved; seed {seed} recorded." for s in at.success
+        readable(s) == f"{len(expected.moves)} case(s) moved; seed {seed} recorded."
+        for s in at.success
     )
     assert not would_change(at)  # applied: the preview is gone until asked for again
     last = splits.last_assignment(demo_engine)
@@ -309,7 +310,7 @@ def test_case_deep_link_edit_and_stale_edit(
     at = app(demo_url, monkeypatch, INES, case=str(first.id)).run()
     at.switch_page("pages/cases_page.py").run()
     no_exception(at)
-    assert any(first.key in s.value for s in at.subheader)
+    assert any(first.key in readable(s) for s in at.subheader)
     assert any(first.question == t.value for t in at.text)
     next(b for b in at.button if b.label == "Edit this case").click().run()
     notes = next(t for t in at.text_area if t.label == "Notes for labelers")
@@ -333,7 +334,7 @@ def test_case_deep_link_edit_and_stale_edit(
     notes = next(t for t in at.text_area if t.label == "Notes for labelers")
     notes.input("Inés again")
     next(b for b in at.button if b.label == "Save changes").click().run()
-    assert any("tom.becker@brightwave.example" in e.value for e in at.error)
+    assert any("tom.becker@brightwave.example" in readable(e) for e in at.error)
     final = cases.get_case(demo_engine, case_id=first.id)
     assert final is not None and final.notes == "Tom's note"
 
@@ -355,7 +356,7 @@ def test_invalid_taxonomy_stops_the_app_with_the_reason(
     monkeypatch.setenv("WORKBENCH_POLICIES_DIR", str(tmp_path))
     at = app(empty_url, monkeypatch).run()
     no_exception(at)
-    assert "taxonomy file is invalid" in at.error[0].value
+    assert "taxonomy file is invalid" in readable(at.error[0])
     assert "duplicate key 'version'" in at.code[0].value
 
 
@@ -373,11 +374,11 @@ def test_cases_upload_lands_whole_or_reports_the_line(
     at.file_uploader[0].set_value([("new.jsonl", payload, "application/jsonl")])
     next(b for b in at.button if b.label == "Import cases").click().run()
     no_exception(at)
-    assert any("new.jsonl: line 2: field split" in e.value for e in at.error)
+    assert any("new.jsonl: line 2: field split" in readable(e) for e in at.error)
     assert cases.count_cases(demo_engine, cases.CaseFilter()) == before
     at.file_uploader[0].set_value([("new.jsonl", payload.splitlines()[0], "application/jsonl")])
     next(b for b in at.button if b.label == "Import cases").click().run()
-    assert any("1 case(s) added" in s.value for s in at.success)
+    assert any("1 case(s) added" in readable(s) for s in at.success)
     assert cases.count_cases(demo_engine, cases.CaseFilter()) == before + 1
 
 
@@ -395,7 +396,7 @@ def test_admin_changes_roles(
     no_exception(at)
     after = users.get_by_email(demo_engine, tom.email)
     assert after is not None and after.roles == ("annotator", "reviewer")
-    assert any("Saved" in s.value for s in at.success)
+    assert any("Saved" in readable(s) for s in at.success)
 
 
 TOM = "tom.becker@brightwave.example"
@@ -409,13 +410,13 @@ def test_label_page_next_case_blind_submit_and_errors(
 
     at = app(demo_url, monkeypatch, PAULA).run()
     at.switch_page("pages/labeling_page.py").run()
-    assert "for annotators" in at.info[0].value
+    assert "for annotators" in readable(at.info[0])
     at = app(demo_url, monkeypatch, INES).run()
     at.switch_page("pages/labeling_page.py").run()
     no_exception(at)
     next(b for b in at.button if b.label.startswith("Start labeling")).click().run()
     no_exception(at)
-    case_key = next(s.value for s in at.subheader if s.value.startswith("Case"))
+    case_key = next(readable(s) for s in at.subheader if readable(s).startswith("Case"))
     key = case_key.split("`")[1]
     view = cases.get_case(demo_engine, key=key)
     assert view is not None
@@ -425,23 +426,23 @@ def test_label_page_next_case_blind_submit_and_errors(
         )
         is None
     )  # type: ignore[arg-type]
-    assert any("Blind labeling" in c.value for c in at.caption)
+    assert any("Blind labeling" in readable(c) for c in at.caption)
     # error path: abstain without a reason code
     next(b for b in at.button if b.label.startswith("Abstain")).click().run()
     next(b for b in at.button if b.label.startswith("Submit label")).click().run()
-    assert any("needs at least one reason code" in e.value for e in at.error)
+    assert any("needs at least one reason code" in readable(e) for e in at.error)
     # success path
     next(m for m in at.multiselect if m.label.startswith("Why the evidence")).set_value(
         ["no_answer_bearing_evidence"]
     )
     next(b for b in at.button if b.label.startswith("Submit label")).click().run()
     no_exception(at)
-    assert any("Saved your label" in s.value for s in at.success)
+    assert any("Saved your label" in readable(s) for s in at.success)
     ines = users.get_by_email(demo_engine, INES)
     assert ines is not None
     mine = labeling.my_label(demo_engine, users.to_actor(ines), view.id)
     assert mine is not None and mine.decision == "abstain"
-    assert any("All current labels" in c.value for c in at.caption)
+    assert any("All current labels" in readable(c) for c in at.caption)
 
 
 def test_adjudication_page_sets_gold(
@@ -454,9 +455,9 @@ def test_adjudication_page_sets_gold(
     at = app(demo_url, monkeypatch, RAVI).run()
     at.switch_page("pages/adjudication_page.py").run()
     no_exception(at)
-    assert any(queue[0][1] in s.value for s in at.subheader)
+    assert any(queue[0][1] in readable(s) for s in at.subheader)
     next(b for b in at.button if b.label == "Set gold label").click().run()
-    assert any("note is required" in e.value for e in at.error)
+    assert any("note is required" in readable(e) for e in at.error)
     next(t for t in at.text_area if t.label.startswith("Note")).input("Decisive clause present.")
     next(b for b in at.button if b.label == "Set gold label").click().run()
     no_exception(at)
@@ -472,19 +473,19 @@ def test_runs_page_metrics_import_and_compare(
     no_exception(at)
     metrics = next(d.value for d in at.dataframe if "metric" in d.value.columns)
     assert "Abstention recall" in set(metrics["metric"])
-    assert any("Metamorphic" in s.value for s in at.subheader)
+    assert any("Metamorphic" in readable(s) for s in at.subheader)
     # import: error path names the line, nothing written; then a good file lands
     bad = b'{"case": "CASE-001", "decision": "answer"}\n{"case": "CASE-002", "decision": "x"}\n'
     at.file_uploader[0].set_value([("run.jsonl", bad, "application/jsonl")])
     next(t for t in at.text_input if t.label == "Run name").input("imported one")
     next(b for b in at.button if b.label == "Import run").click().run()
-    assert any("run.jsonl: line 2: field decision" in e.value for e in at.error)
+    assert any("run.jsonl: line 2: field decision" in readable(e) for e in at.error)
     good = b'{"case": "CASE-001", "decision": "answer", "score": 0.9}\n'
     at.file_uploader[0].set_value([("run.jsonl", good, "application/jsonl")])
     next(t for t in at.text_input if t.label == "Run name").input("imported one")
     next(b for b in at.button if b.label == "Import run").click().run()
     no_exception(at)
-    assert any("imported" in s.value for s in at.success)
+    assert any("imported" in readable(s) for s in at.success)
     # the compare tab computed deltas with intervals
     assert any("delta" in d.value.columns for d in at.dataframe)
 
@@ -512,7 +513,7 @@ def test_thresholds_propose_then_two_other_people_approve(
     at = app(demo_url, monkeypatch, OMAR).run()
     at.switch_page("pages/thresholds_page.py").run()
     no_exception(at)
-    assert any("What the change buys" in s.value for s in at.subheader)
+    assert any("What the change buys" in readable(s) for s in at.subheader)
     # every chart downloadable with its data: risk-coverage, expected cost, sweep, slices
     keys = {b.key for b in at.get("download_button")}
     for name in ("risk_coverage", "expected_cost", "sweep", "slices"):
@@ -521,20 +522,20 @@ def test_thresholds_propose_then_two_other_people_approve(
     no_exception(at)
     # error path: no rationale
     next(b for b in at.button if b.label == "Propose for sign-off").click().run()
-    assert any("rationale" in e.value for e in at.error)
+    assert any("rationale" in readable(e) for e in at.error)
     next(t for t in at.text_area if t.label.startswith("Rationale")).input(
         "Raise the vector refuse threshold: fewer unsupported answers on validation."
     )
     next(b for b in at.button if b.label == "Propose for sign-off").click().run()
     no_exception(at)
-    assert any("Proposed as version" in s.value for s in at.success)
+    assert any("Proposed as version" in readable(s) for s in at.success)
     newest = signoff.versions(demo_engine, thresholds.KIND)[0]
     assert newest.status == "pending" and newest.author == OMAR
     assert "refuse_below: 0.6" in newest.yaml_text
     # the author sees that someone else must sign
     at = app(demo_url, monkeypatch, OMAR).run()
     at.switch_page("pages/thresholds_page.py").run()
-    assert any("someone else must sign" in i.value for i in at.info)
+    assert any("someone else must sign" in readable(i) for i in at.info)
     # a product owner and compliance approve
     for who in (PAULA, CHEN):
         at = app(demo_url, monkeypatch, who).run()
@@ -567,7 +568,7 @@ def test_agreement_page_matches_the_statistics_and_filters(
     assert 0 < alpha_expected < 1  # realistic partial disagreement in the demo
     at.selectbox(key="agr_slice").set_value("temporal_mismatch").run()
     no_exception(at)
-    assert any("case(s)" in c.value for c in at.caption)
+    assert any("case(s)" in readable(c) for c in at.caption)
 
 
 def test_monthly_review_record_validate_close_and_export(
@@ -583,7 +584,7 @@ def test_monthly_review_record_validate_close_and_export(
     no_exception(at)
     # error path: a finding without text
     next(b for b in at.button if b.label == "Add finding").click().run()
-    assert any("needs text" in e.value for e in at.error)
+    assert any("needs text" in readable(e) for e in at.error)
     next(t for t in at.text_area if t.label == "Finding").input("Caveat rate above average.")
     next(t for t in at.text_area if t.label.startswith("Links")).input("case:CASE-001")
     next(b for b in at.button if b.label == "Add finding").click().run()
@@ -596,7 +597,7 @@ def test_monthly_review_record_validate_close_and_export(
     no_exception(at)
     closed = reviews.get_session(demo_engine, current.month)
     assert closed is not None and closed.closed and closed.validation is not None
-    assert any("read-only" in i.value for i in at.info)
+    assert any("read-only" in readable(i) for i in at.info)
     assert not [b for b in at.button if b.label == "Add finding"]
     assert any(b.label.startswith("Download the report") for b in at.get("download_button"))
 
@@ -621,10 +622,10 @@ def test_thresholds_calibrate_on_audited_traces_and_replay(
     at.switch_page("pages/thresholds_page.py").run()
     at.selectbox(key="thr_run").set_value("Audited production traces").run()
     no_exception(at)
-    assert any("What the change buys" in s.value for s in at.subheader)
+    assert any("What the change buys" in readable(s) for s in at.subheader)
     next(b for b in at.button if b.label.startswith("Replay the proposed")).click().run()
     no_exception(at)
-    assert any("trace(s) replayed" in c.value for c in at.caption)
+    assert any("trace(s) replayed" in readable(c) for c in at.caption)
 
 
 def test_overview_lists_the_work_waiting_for_each_role(
@@ -674,7 +675,7 @@ def test_overview_lists_the_work_waiting_for_each_role(
     # the page shows them with a link to each page
     at = app(demo_url, monkeypatch, RAVI).run()
     no_exception(at)
-    assert any("wait for adjudication" in m.value for m in at.markdown)
+    assert any("wait for adjudication" in readable(m) for m in at.markdown)
 
 
 def test_thresholds_history_proposes_a_rollback(
@@ -695,11 +696,11 @@ def test_thresholds_history_proposes_a_rollback(
     assert str(in_force.number) not in choices and choices
     submit = next(b for b in at.button if b.label == "Propose the rollback")
     submit.click().run()
-    assert any("rationale" in e.value for e in at.error)  # error path: no reason given
+    assert any("rationale" in readable(e) for e in at.error)  # error path: no reason given
     at.text_area(key="thr_rollback_why").input("Back to the thresholds before the change.")
     next(b for b in at.button if b.label == "Propose the rollback").click().run()
     no_exception(at)
-    assert any("waits for sign-off" in s.value for s in at.success)
+    assert any("waits for sign-off" in readable(s) for s in at.success)
     newest = signoff.versions(demo_engine, thresholds.KIND)[0]
     assert newest.status == "pending" and newest.author == OMAR
 
@@ -733,7 +734,9 @@ def test_sign_in_with_an_identity_provider_maps_the_email_to_a_user(
     at.run()
     no_exception(at)
     texts = (
-        [m.value for m in at.markdown] + [e.value for e in at.error] + [t.value for t in at.title]
+        [readable(m) for m in at.markdown]
+        + [readable(e) for e in at.error]
+        + [readable(t) for t in at.title]
     )
     assert any(shown in t for t in texts), texts
     if email == "ines.duarte@brightwave.example":
@@ -764,4 +767,6 @@ def test_a_deactivated_account_cannot_sign_in(
     at.secrets["auth"] = {"redirect_uri": "http://localhost:8501/oauth2callback"}
     at.run()
     no_exception(at)
-    assert any("not registered in this workbench (or is deactivated)" in e.value for e in at.error)
+    assert any(
+        "not registered in this workbench (or is deactivated)" in readable(e) for e in at.error
+    )

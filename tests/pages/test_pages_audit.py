@@ -22,7 +22,7 @@ from storage.db import make_engine, migrate, read_session
 from storage.models import AuditVerdict, Case, SamplingPlan
 from tests.helpers.actors import REVIEWER, make_actor
 from tests.helpers.audits import CONTRACT, PLANS, REFUND, add_trace, realistic_traces
-from tests.helpers.pages import ADA, INES, no_exception, page_app
+from tests.helpers.pages import ADA, INES, no_exception, page_app, readable
 
 RAVI = "ravi.menon@brightwave.example"
 PAGE = "pages/audit_page.py"
@@ -61,7 +61,7 @@ def errors(at: AppTest) -> list[str]:
 
 def test_renders_with_the_demo_batches(audit_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     at = run(audit_url, monkeypatch)
-    assert at.title[0].value == "Audit"
+    assert readable(at.title[0]) == "Audit"
     assert [t.label for t in at.tabs] == ["Plans", "My queue", "Estimates", "Export"]
     batch = at.selectbox(key="aud_plan")
     assert batches.DEMO_OPEN in batch.format_func(batch.value)  # newest first
@@ -82,7 +82,7 @@ def test_renders_on_the_plain_demo(
     demo_url: str, monkeypatch: pytest.MonkeyPatch, user: str
 ) -> None:
     at = run(demo_url, monkeypatch, user)
-    assert at.title[0].value == "Audit"
+    assert readable(at.title[0]) == "Audit"
     assert bool([b for b in at.button if b.label == "Create plan"]) == (user == RAVI)
 
 
@@ -391,7 +391,7 @@ def test_the_verdict_form_shows_the_wording_findings_of_a_refusal(
     assert hit.findings
     at = run(audit_url, monkeypatch, plan=str(plan_id), item=str(item_id))
     no_exception(at)
-    shown = " ".join(str(m.value) for m in at.markdown)
+    shown = " ".join(str(readable(m)) for m in at.markdown)
     assert "Refusal wording check" in shown
     table = next(d.value for d in at.dataframe if "rule" in d.value.columns)
     assert set(table["rule"]) == {f.rule for f in hit.findings}

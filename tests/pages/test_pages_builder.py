@@ -21,7 +21,7 @@ from review.demo import case_families
 from storage.db import make_engine, migrate, read_session
 from storage.models import Case, CaseSuggestion
 from tests.helpers.databases import copy_db
-from tests.helpers.pages import ADA, INES, PAULA, no_exception, page_app
+from tests.helpers.pages import ADA, INES, PAULA, no_exception, page_app, readable
 
 
 @pytest.fixture
@@ -38,7 +38,7 @@ FAMILY = "FAM-REFUND-WINDOW"
 def open_page(url: str, monkeypatch: pytest.MonkeyPatch, user: str, **query: str) -> AppTest:
     at = page_app(url, monkeypatch, PAGE, user, **query).run()
     no_exception(at)
-    assert at.title[0].value == "Case builder"
+    assert readable(at.title[0]) == "Case builder"
     return at
 
 
@@ -107,8 +107,8 @@ def test_landing_lists_base_cases_and_families(
 def test_landing_on_an_empty_database(blank_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     at = open_page(blank_url, monkeypatch, "solo@example.org")
     assert not at.error
-    assert any("No evidence-present cases yet" in i.value for i in at.info)
-    assert any(c.value == "No families yet." for c in at.caption)
+    assert any("No evidence-present cases yet" in readable(i) for i in at.info)
+    assert any(readable(c) == "No families yet." for c in at.caption)
 
 
 @pytest.mark.parametrize("query", [{"case": "1"}, {"family": FAMILY}, {"case": "2"}])
@@ -118,16 +118,16 @@ def test_views_render_with_demo_data(
     at = open_page(demo_url, monkeypatch, ADA, **query)
     assert not at.error
     if query.get("case") == "2":  # not an evidence-present case: pointed at its family
-        assert any("evidence-present case of a family" in w.value for w in at.warning)
+        assert any("evidence-present case of a family" in readable(w) for w in at.warning)
 
 
 def test_unknown_case_or_family_is_an_error(
     demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     at = open_page(demo_url, monkeypatch, ADA, case="9999")
-    assert at.error[0].value == "Case 9999 does not exist."
+    assert readable(at.error[0]) == "Case 9999 does not exist."
     at = open_page(demo_url, monkeypatch, ADA, family="FAM-NOPE")
-    assert at.error[0].value == "Family FAM-NOPE does not exist."
+    assert readable(at.error[0]) == "Family FAM-NOPE does not exist."
 
 
 # ------------------------------------------------------------------------------------------
@@ -151,7 +151,7 @@ def test_preview_marks_the_change_and_saves_a_variant(
     assert list(diff["change"]) == ["same", "changed", "same"]
     click(at, "Save as a variant of FAM-REFUND-WINDOW")
     assert at.query_params["family"] == FAMILY
-    assert "Saved CASE-001-CF-1 (draft, suggested abstain)" in at.success[0].value
+    assert "Saved CASE-001-CF-1 (draft, suggested abstain)" in readable(at.success[0])
     view = cases.get_case(demo_engine, key="CASE-001-CF-1")
     assert view is not None and view.status == "draft"
     assert view.documents[0].ref == "POL-REFUND-MONTHLY-CF-1@1"
@@ -165,8 +165,8 @@ def test_preview_refusal_is_shown_and_nothing_is_saved(
     by_label(at.selectbox, "Operator").set_value("change_unit").run()  # type: ignore[attr-defined]
     by_label(at.selectbox, "to unit").set_value("days")  # type: ignore[attr-defined]
     click(at, "Preview the edit")
-    assert "Nothing changed." in at.error[0].value
-    assert "already in 'days'" in at.error[0].value
+    assert "Nothing changed." in readable(at.error[0])
+    assert "already in 'days'" in readable(at.error[0])
     assert not [b for b in at.button if b.label.startswith("Save as a variant")]
     assert cases.count_cases(demo_engine, cases.CaseFilter(status="draft")) == drafts
 
@@ -180,7 +180,7 @@ def test_save_the_edited_document_only(
     click(at, "Preview the edit")
     assert not at.error
     click(at, "Save the edited document only")
-    assert at.success[0].value.startswith("Saved POL-REFUND-MONTHLY-CF-1@1 with provenance")
+    assert readable(at.success[0]).startswith("Saved POL-REFUND-MONTHLY-CF-1@1 with provenance")
     doc = corpus.find_document(demo_engine, SYSTEM, "POL-REFUND-MONTHLY-CF-1@1")
     assert doc is not None and "1 March 2023" in doc.body
 
@@ -192,7 +192,7 @@ def test_typed_parameters_are_checked_in_the_form(
     by_label(at.selectbox, "Operator").set_value("swap_year").run()  # type: ignore[attr-defined]
     by_label(at.text_input, "to year").input("next year")  # type: ignore[attr-defined]
     click(at, "Preview the edit")
-    assert "parameter to_year: 'next year' is not a whole number" in at.error[0].value
+    assert "parameter to_year: 'next year' is not a whole number" in readable(at.error[0])
 
 
 def test_diff_text_is_escaped_and_never_rendered(
@@ -236,7 +236,7 @@ def test_diff_text_is_escaped_and_never_rendered(
     before = codes(at)[1]
     assert "[\\-keeps\\-] {\\+this\\+} <script>alert(1)</script>" in before
     assert "30 [-days-]" in before
-    rendered = " ".join(m.value for m in at.markdown)
+    rendered = " ".join(readable(m) for m in at.markdown)
     assert "<script>" not in rendered and "example.invalid" not in rendered
 
 
@@ -250,7 +250,7 @@ def test_partial_variant_form(
     at = open_page(demo_url, monkeypatch, INES, case=str(cid(demo_engine, "CASE-001")))
     at.radio[0].set_value("partial").run()
     click(at, "Build and save the variant")
-    assert "extra_claim: must not be empty" in at.error[0].value
+    assert "extra_claim: must not be empty" in readable(at.error[0])
     by_label(at.text_input, "New required claim").input(  # type: ignore[attr-defined]
         "Refunds arrive within 3 business days."
     )
@@ -259,7 +259,7 @@ def test_partial_variant_form(
     )
     click(at, "Build and save the variant")
     assert at.query_params["family"] == FAMILY
-    assert "Saved CASE-001-CF-1 (partial, suggested partial)" in at.success[0].value
+    assert "Saved CASE-001-CF-1 (partial, suggested partial)" in readable(at.success[0])
     detail = next(e for e in at.expander if e.label.startswith("CASE-001-CF-1"))
     claims = detail.dataframe[0].value
     assert list(claims["support"]) == ["supported", "loses support"]
@@ -272,11 +272,11 @@ def test_removed_variant_needs_an_exact_passage(
     area = by_label(at.text_area, "Decisive passage (copy it exactly")
     area.input("A customer may ask for a refund whenever they like.")  # type: ignore[attr-defined]
     click(at, "Build and save the variant")
-    assert "does not occur in the document" in at.error[0].value
+    assert "does not occur in the document" in readable(at.error[0])
     area = by_label(at.text_area, "Decisive passage (copy it exactly")
     area.input("within **14 days of the charge date**")  # type: ignore[attr-defined]
     click(at, "Build and save the variant")
-    assert "Saved CASE-001-CF-1 (removed, suggested abstain)" in at.success[0].value
+    assert "Saved CASE-001-CF-1 (removed, suggested abstain)" in readable(at.success[0])
 
 
 def test_mark_the_decisive_passage(
@@ -285,15 +285,15 @@ def test_mark_the_decisive_passage(
     at = open_page(demo_url, monkeypatch, INES, case=str(cid(demo_engine, "CASE-001")))
     by_label(at.text_area, "Decisive passage (exact text").input("Not in any document.")  # type: ignore[attr-defined]
     click(at, "Mark as decisive")
-    assert "does not occur in any visible document" in at.error[0].value
+    assert "does not occur in any visible document" in readable(at.error[0])
     by_label(at.text_area, "Decisive passage (exact text").input(  # type: ignore[attr-defined]
         "within **14 days of the charge date**"
     )
     click(at, "Mark as decisive")
-    assert at.success[0].value == "Marked the decisive passage in POL-REFUND-MONTHLY@2."
+    assert readable(at.success[0]) == "Marked the decisive passage in POL-REFUND-MONTHLY@2."
     fam = open_page(demo_url, monkeypatch, INES, family=FAMILY)
     assert any(c.value == "within **14 days of the charge date**" for c in fam.code)
-    assert any("All" in s.value and "checks pass" in s.value for s in fam.success)
+    assert any("All" in readable(s) and "checks pass" in readable(s) for s in fam.success)
 
 
 # ------------------------------------------------------------------------------------------
@@ -314,12 +314,12 @@ def test_family_view_confirms_a_suggestion(
     # error path: a refusal without a reason
     by_label(at.multiselect, "Reason codes").set_value([])  # type: ignore[attr-defined]
     click(at, "Confirm")
-    assert "needs at least one reason code" in at.error[0].value
+    assert "needs at least one reason code" in readable(at.error[0])
     by_label(at.multiselect, "Reason codes").set_value(  # type: ignore[attr-defined]
         ["required_claim_not_covered"]
     )
     click(at, "Confirm")
-    assert at.success[0].value == f"{saved.key}: confirmed as Abstain; status ready."
+    assert readable(at.success[0]) == f"{saved.key}: confirmed as Abstain; status ready."
     with read_session(demo_engine) as s:
         sug = s.get(CaseSuggestion, saved.case_id)
         assert sug is not None and sug.confirmed_by == RAVI
@@ -338,18 +338,18 @@ def test_family_view_claims_editor_and_replay(
     detail.text_area[0].input("Same claim.\nSame claim.")
     detail.button[0].click().run()
     no_exception(at)
-    assert "listed twice" in at.error[0].value
+    assert "listed twice" in readable(at.error[0])
     detail = next(e for e in at.expander if e.label.startswith(saved.key))
     detail.text_area[0].input("First claim.\nSecond claim.")
     detail.button[0].click().run()
     no_exception(at)
-    assert at.success[0].value == f"Saved the required claims of {saved.key}."
+    assert readable(at.success[0]) == f"Saved the required claims of {saved.key}."
     view = cases.get_case(demo_engine, case_id=saved.case_id)
     assert view is not None and view.required_claims == ("First claim.", "Second claim.")
     replay = next(b for b in at.button if b.label == "Replay this edit")
     replay.click().run()
     no_exception(at)
-    assert any("gives exactly POL-REFUND-MONTHLY-CF-1@1" in s.value for s in at.success)
+    assert any("gives exactly POL-REFUND-MONTHLY-CF-1@1" in readable(s) for s in at.success)
 
 
 def test_checks_against_another_passage(
@@ -360,12 +360,14 @@ def test_checks_against_another_passage(
         "This policy covers Team and Business"
     )
     click(at, "Run the checks with this passage")
-    assert any("checks fail" in e.value for e in at.error)
+    assert any("checks fail" in readable(e) for e in at.error)
     checks = at.dataframe[1].value
     failing = checks[checks["result"] == "FAIL"]
     assert "CASE-002" in list(failing["variant"])
     click(at, "Use the recorded passage")
-    assert any(c.value == "Decisive passage used by the checks: none recorded" for c in at.caption)
+    assert any(
+        readable(c) == "Decisive passage used by the checks: none recorded" for c in at.caption
+    )
 
 
 # ------------------------------------------------------------------------------------------
@@ -377,10 +379,10 @@ def test_product_owner_sees_but_cannot_build_or_confirm(
 ) -> None:
     add_variant(demo_engine, tax)
     at = open_page(demo_url, monkeypatch, PAULA, case=str(cid(demo_engine, "CASE-001")))
-    assert any("Building variants needs a role" in i.value for i in at.info)
+    assert any("Building variants needs a role" in readable(i) for i in at.info)
     assert not [b for b in at.button if b.label.startswith(("Build", "Mark"))]
     fam = open_page(demo_url, monkeypatch, PAULA, family=FAMILY)
-    assert any("Confirming labels needs a role" in i.value for i in fam.info)
+    assert any("Confirming labels needs a role" in readable(i) for i in fam.info)
     assert not [b for b in fam.button if b.label in ("Confirm", "Save the claims")]
 
 
@@ -392,7 +394,7 @@ def test_restricted_documents_need_clearance(
     options = by_label(at.selectbox, "Document to edit").options  # type: ignore[attr-defined]
     assert options == ["PROD-PLANS@2 · visible, context"]  # the memo is not offered
     assert all("list price changes for 2026" not in c.value for c in at.code)
-    assert any("no visible decisive document you may read" in i.value for i in at.info)
+    assert any("no visible decisive document you may read" in readable(i) for i in at.info)
     fam = open_page(demo_url, monkeypatch, INES, family="FAM-PRICING-2026")
     docs = " ".join(fam.dataframe[0].value["documents"])
     assert "MEMO-PRICING-2026@1" in docs  # the reference, never the text or title
@@ -408,7 +410,7 @@ def test_every_demo_family_renders_with_its_variants_and_passing_checks(
     for key in cases.family_keys(demo_engine):
         at = open_page(demo_url, monkeypatch, ADA, family=key)
         assert not at.error and not at.warning, key
-        assert any(s.value.endswith("checks pass.") for s in at.success), key
+        assert any(readable(s).endswith("checks pass.") for s in at.success), key
     at = open_page(demo_url, monkeypatch, ADA)
     fams = at.dataframe[1].value
     pending = dict(zip(fams["family"], fams["awaiting confirmation"], strict=True))

@@ -13,7 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 from review.demo.fixtures import DEMO_RUNS
 from review.evaluation import runmetrics
-from tests.helpers.pages import INES, app, no_exception
+from tests.helpers.pages import INES, app, no_exception, readable
 
 RUNS = "pages/runs_page.py"
 DISTRACTOR = runmetrics.PERTURBATION_CHECKS["distractor"]
@@ -59,7 +59,7 @@ def test_metamorphic_checks_pass_for_the_reference_and_fail_for_the_naive_run(
     # what the distractor was, shown verbatim as text (never markdown)
     shown = [t.value for t in at.text]
     assert any(v.startswith("# ") and "A reader asked:" in v for v in shown)
-    assert not any("A reader asked:" in m.value for m in at.markdown)
+    assert not any("A reader asked:" in readable(m) for m in at.markdown)
 
 
 def test_repeats_show_decision_variance(demo_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -88,7 +88,7 @@ def test_drift_view_orders_runs_oldest_first(
 ) -> None:
     at = open_runs(demo_url, monkeypatch)
     assert [t.label for t in at.tabs] == ["One run", "Compare two runs", "Drift by family"]
-    assert any(s.value == "Drift by question family" for s in at.subheader)
+    assert any(readable(s) == "Drift by question family" for s in at.subheader)
     oldest_first = [r.name for r in sorted(DEMO_RUNS, key=lambda r: r.at)]
     pivot = next(
         d.value for d in at.dataframe if list(d.value.columns) == ["family", *oldest_first]
@@ -133,4 +133,4 @@ def test_an_imported_run_has_family_checks_but_no_perturbations(
     assert set(table["kind"]) == {"family variant"}
     removed = table.loc["Decisive evidence removed -> abstain or clarify"]
     assert (removed["runs"], removed["passed"]) == (1, 0)
-    assert any("No perturbed re-runs" in c.value for c in at.caption)
+    assert any("No perturbed re-runs" in readable(c) for c in at.caption)

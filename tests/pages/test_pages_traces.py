@@ -19,7 +19,7 @@ from review.traces import browse, retention
 from storage.db import make_engine
 from storage.models import Trace as TraceRow
 from storage.models import TraceChunk
-from tests.helpers.pages import ADA, INES, PAULA, no_exception, page_app
+from tests.helpers.pages import ADA, INES, PAULA, no_exception, page_app, readable
 from tests.helpers.paths import ROOT
 from tests.helpers.traces import chunk, import_traces, make_trace
 
@@ -36,7 +36,7 @@ def texts(at: AppTest) -> list[str]:
 
 def shown(at: AppTest) -> str:
     """Everything the page shows as text, in tables included."""
-    parts = texts(at) + [c.value for c in at.code] + [c.value for c in at.caption]
+    parts = texts(at) + [c.value for c in at.code] + [readable(c) for c in at.caption]
     parts += [d.value.to_string() for d in at.dataframe]
     return "\n".join(parts)
 
@@ -69,10 +69,10 @@ def test_list_renders_with_demo_traces(
 ) -> None:
     at = page_app(trace_demo_url, monkeypatch, TRACES, RAVI).run()
     no_exception(at)
-    assert at.title[0].value == "Traces" and not at.error
+    assert readable(at.title[0]) == "Traces" and not at.error
     assert len(listing(at)) == 25
     assert f"of {tracedemo.DEMO_TRACES + EXTRA_DEMO_TRACES}" in " ".join(
-        c.value for c in at.caption
+        readable(c) for c in at.caption
     )
     # without clearance the restricted traces are left out of the count
     at = page_app(trace_demo_url, monkeypatch, TRACES, PAULA).run()
@@ -83,7 +83,7 @@ def test_list_renders_with_demo_traces(
         - browse.count_traces(trace_demo_engine, _paula(trace_demo_engine), browse.TraceFilter())
     )
     assert hidden > 0
-    captions = " ".join(c.value for c in at.caption)
+    captions = " ".join(readable(c) for c in at.caption)
     assert f"of {tracedemo.DEMO_TRACES + EXTRA_DEMO_TRACES - hidden}" in captions
     assert "Restricted traces are left out" in captions
     assert not listing(at)["restricted"].any()
@@ -104,7 +104,7 @@ def test_annotators_do_not_see_traces(
 ) -> None:
     at = page_app(trace_demo_url, monkeypatch, TRACES, INES).run()
     no_exception(at)
-    assert "shown to reviewers, product owners, compliance and admins" in at.info[0].value
+    assert "shown to reviewers, product owners, compliance and admins" in readable(at.info[0])
     assert not at.dataframe
 
 
@@ -114,11 +114,11 @@ def test_empty_database_then_upload_happy_path(
 ) -> None:
     at = page_app(empty_url, monkeypatch, TRACES, "solo@example.org").run()
     no_exception(at)
-    assert any("No production traces yet" in i.value for i in at.info)
+    assert any("No production traces yet" in readable(i) for i in at.info)
     at.file_uploader[0].set_value([("canonical.jsonl", SAMPLE, "application/jsonl")])
     button(at, "Import traces").click().run()
     no_exception(at)
-    assert any(s.value == "Import finished." for s in at.success)
+    assert any(readable(s) == "Import finished." for s in at.success)
     assert any("5 trace(s) added" in t for t in texts(at))
     assert len(listing(at)) == 5
     recent = next(d.value for d in at.dataframe if "source" in d.value.columns)
@@ -139,11 +139,11 @@ def test_upload_error_path_writes_nothing_and_names_the_line(
     payload = "\n".join([lines[0], json.dumps(bad), *lines[2:]]).encode()
     at = page_app(empty_url, monkeypatch, TRACES, "solo@example.org").run()
     button(at, "Import traces").click().run()
-    assert any("Choose a file" in e.value for e in at.error)
+    assert any("Choose a file" in readable(e) for e in at.error)
     at.file_uploader[0].set_value([("bad.jsonl", payload, "application/jsonl")])
     button(at, "Import traces").click().run()
     no_exception(at)
-    assert any("Nothing was imported" in e.value for e in at.error)
+    assert any("Nothing was imported" in readable(e) for e in at.error)
     assert any("bad.jsonl: line 2: field top_score" in c.value for c in at.code)
     eng = make_engine(empty_url)
     assert browse.total_traces(eng) == 0
@@ -167,16 +167,16 @@ def test_trace_view_respects_clearance(
     pk = restricted_pk(trace_demo_engine)
     at = page_app(trace_demo_url, monkeypatch, TRACES, PAULA, trace=str(pk)).run()
     no_exception(at)
-    assert any("restricted" in e.value for e in at.error)
+    assert any("restricted" in readable(e) for e in at.error)
     assert not at.dataframe
     view = browse.get_trace(trace_demo_engine, SYSTEM, pk=pk)
     assert view is not None
     assert view.query not in shown(at)
     at = page_app(trace_demo_url, monkeypatch, TRACES, CHEN, trace=str(pk)).run()
     no_exception(at)
-    assert at.subheader[0].value == f"Trace {pk}"
+    assert readable(at.subheader[0]) == f"Trace {pk}"
     assert view.query in texts(at)
-    assert any("Restricted trace" in w.value for w in at.warning)
+    assert any("Restricted trace" in readable(w) for w in at.warning)
 
 
 def test_filtered_chunks_only_with_clearance(
@@ -196,7 +196,7 @@ def test_filtered_chunks_only_with_clearance(
     no_exception(at)
     page = shown(at)
     assert secret not in page and "LEGAL-DISPUTE-HALVORSEN" not in page
-    assert any("removed by the authorization filter are hidden" in c.value for c in at.caption)
+    assert any("removed by the authorization filter are hidden" in readable(c) for c in at.caption)
     at = page_app(trace_demo_url, monkeypatch, TRACES, RAVI, trace=str(pk)).run()
     no_exception(at)
     assert secret in texts(at)
@@ -227,8 +227,8 @@ def test_hostile_trace_text_is_shown_as_text(
     at = page_app(empty_url, monkeypatch, TRACES, "solo@example.org", trace=str(pk)).run()
     no_exception(at)
     assert texts(at).count(hostile) >= 4  # question, final text, context, chunk text
-    rendered = [m.value for m in at.markdown] + [s.value for s in at.subheader]
-    rendered += [e.value for e in at.error] + [i.value for i in at.info]
+    rendered = [readable(m) for m in at.markdown] + [readable(s) for s in at.subheader]
+    rendered += [readable(e) for e in at.error] + [readable(i) for i in at.info]
     assert not any("<script>" in r or "evil.example" in r for r in rendered)
 
 
@@ -247,7 +247,7 @@ def test_deep_links_set_the_filters(
         trace_demo_url, monkeypatch, TRACES, RAVI, negative="1", vkey="index", vval="nope"
     ).run()
     no_exception(at)
-    assert any("No traces match" in i.value for i in at.info)
+    assert any("No traces match" in readable(i) for i in at.info)
     button(at, "Clear filters").click().run()
     no_exception(at)
     assert len(listing(at)) == 25
@@ -262,14 +262,14 @@ def test_filter_widgets(
     no_exception(at)
     assert set(listing(at)["reason"]) == {"ambiguous_question"}
     at.checkbox(key="traces_caveat").check().run()
-    assert any("No traces match" in i.value for i in at.info)
+    assert any("No traces match" in readable(i) for i in at.info)
     at.checkbox(key="traces_caveat").uncheck().run()
     at.text_input(key="traces_q").input("[email]").run()
     no_exception(at)
     assert listing(at)["question"].str.contains(r"\[email\]").all()
     at.date_input(key="traces_from").set_value(tracedemo.demo_weeks()[-1].date()).run()
     at.date_input(key="traces_to").set_value(tracedemo.demo_weeks()[0].date()).run()
-    assert any("after the" in e.value for e in at.error)
+    assert any("after the" in readable(e) for e in at.error)
 
 
 def test_retention_form_and_purge(
@@ -283,18 +283,18 @@ def test_retention_form_and_purge(
     days.set_value(60)
     button(at, "Save retention rule").click().run()
     no_exception(at)
-    assert any("Retention rule saved" in s.value for s in at.success)
+    assert any("Retention rule saved" in readable(s) for s in at.success)
     assert retention.get_retention(trace_demo_engine).days == 60
     # error path: someone else changes the rule while the form is open
     retention.set_retention(trace_demo_engine, SYSTEM, 45, 1)
     next(n for n in at.number_input if n.label.startswith("Keep traces for")).set_value(30)
     button(at, "Save retention rule").click().run()
-    assert any("was changed by system" in e.value for e in at.error)
+    assert any("was changed by system" in readable(e) for e in at.error)
     at = page_app(trace_demo_url, monkeypatch, TRACES, ADA).run()
     at.checkbox(key="traces_purge_sure").check().run()
     button(at, "Purge now").click().run()
     no_exception(at)
-    assert any("deleted with their chunks" in s.value for s in at.success)
+    assert any("deleted with their chunks" in readable(s) for s in at.success)
     assert browse.total_traces(trace_demo_engine) < tracedemo.DEMO_TRACES
     # reviewers do not get the retention form
     at = page_app(trace_demo_url, monkeypatch, TRACES, RAVI).run()
@@ -311,7 +311,7 @@ def test_monitoring_renders_alerts_from_the_demo_drift(
 ) -> None:
     at = page_app(trace_demo_url, monkeypatch, MONITORING, PAULA).run()
     no_exception(at)
-    assert at.title[0].value == "Monitoring" and not at.error
+    assert readable(at.title[0]) == "Monitoring" and not at.error
     alerts = next(d.value for d in at.dataframe if "what happened" in d.value.columns)
     assert len(alerts) == 3
     assert any(m.startswith("No-answer rate") for m in alerts["what happened"])
@@ -357,7 +357,7 @@ def test_monitoring_empty_database_annotator_and_bad_policy(
 ) -> None:
     at = page_app(empty_url, monkeypatch, MONITORING, "solo@example.org").run()
     no_exception(at)
-    assert any("No production traces yet" in i.value for i in at.info)
+    assert any("No production traces yet" in readable(i) for i in at.info)
     at = page_app(trace_demo_url, monkeypatch, MONITORING, INES).run()
     no_exception(at)
     assert at.info and not at.dataframe
@@ -371,7 +371,7 @@ def test_monitoring_empty_database_annotator_and_bad_policy(
     monkeypatch.setenv("WORKBENCH_POLICIES_DIR", str(policies))
     at = page_app(trace_demo_url, monkeypatch, MONITORING, PAULA).run()
     no_exception(at)
-    assert any("monitoring policy file is invalid" in e.value for e in at.error)
+    assert any("monitoring policy file is invalid" in readable(e) for e in at.error)
     assert any("alerts.no_answer_move.max_change_points" in c.value for c in at.code)
 
 
@@ -385,7 +385,7 @@ def test_monitoring_shows_wording_violations_once_the_production_check_ran(
     production.clear_production_cache()
     at = page_app(trace_demo_url, monkeypatch, MONITORING, PAULA).run()
     no_exception(at)
-    assert any("production wording check has" in i.value for i in at.info)
+    assert any("production wording check has" in readable(i) for i in at.info)
     eng = make_engine(trace_demo_url)
     paula = users.to_actor(users.get_by_email(eng, PAULA))  # type: ignore[arg-type]
     summary = production.production_counts(eng, paula)
@@ -395,5 +395,5 @@ def test_monitoring_shows_wording_violations_once_the_production_check_ran(
     weekly = next(d.value for d in at.dataframe if "offending" in d.value.columns)
     assert int(weekly["offending"].sum()) > 0
     assert int(weekly["offending"].sum()) <= summary.offending
-    assert any("break a wording rule" in c.value for c in at.caption)
+    assert any("break a wording rule" in readable(c) for c in at.caption)
     production.clear_production_cache()

@@ -21,7 +21,7 @@ from review.policy import signoff
 from review.wording import drafts, production, signing, versions
 from storage.db import make_engine, migrate, run_write
 from storage.models import Trace
-from tests.helpers.pages import ADA, INES, PAULA, no_exception, page_app
+from tests.helpers.pages import ADA, INES, PAULA, no_exception, page_app, readable
 
 PAGE = "pages/wording_page.py"
 OMAR = "omar.haddad@brightwave.example"
@@ -84,20 +84,22 @@ def actor_of(engine: Engine, email: str) -> Actor:
 
 def test_renders_with_demo_data(wording_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     at = run(wording_url, monkeypatch, ADA)
-    assert at.title[0].value == "Wording"
+    assert readable(at.title[0]) == "Wording"
     assert not at.error
-    assert any("In force: version 1" in c.value for c in at.caption)
+    assert any("In force: version 1" in readable(c) for c in at.caption)
     # the pending R2 change is in the sign-off tab with its word diff
-    assert any(s.value == "Version 2" for s in at.subheader)
-    assert any(c.value.startswith("Proposed by paula.kim@brightwave.example") for c in at.caption)
+    assert any(readable(s) == "Version 2" for s in at.subheader)
+    assert any(
+        readable(c).startswith("Proposed by paula.kim@brightwave.example") for c in at.caption
+    )
     assert any(c.value.startswith("[-I found -]{+The +}documents") for c in at.code)
 
 
 def test_renders_on_an_empty_database(empty_db: str, monkeypatch: pytest.MonkeyPatch) -> None:
     at = run(empty_db, monkeypatch, "solo@example.org")
     assert not at.error
-    assert any("No refusal wording has been signed" in w.value for w in at.warning)
-    infos = " ".join(i.value for i in at.info)
+    assert any("No refusal wording has been signed" in readable(w) for w in at.warning)
+    infos = " ".join(readable(i) for i in at.info)
     assert "No wording change is waiting" in infos
     assert "No wording version has been proposed yet" in infos
     assert "No refusal texts to check yet" in infos
@@ -115,7 +117,7 @@ def test_editing_shows_preview_and_live_lint_with_carets(
         "There is no such discount for {topic}. Could you tell me {missing_item}?"
     ).run()
     no_exception(at)
-    assert any("1 finding(s) in the template" in w.value for w in at.warning)
+    assert any("1 finding(s) in the template" in readable(w) for w in at.warning)
     shown = texts_of(at)
     assert "^^^^^^^^^^^  universal_negative" in shown
     assert (
@@ -126,7 +128,7 @@ def test_editing_shows_preview_and_live_lint_with_carets(
     assert frame["rule"].tolist() == ["universal_negative"]
     assert frame["excerpt"].tolist() == ["There is no"]
     # the draft table names the changed key; an annotator cannot propose
-    assert any("Proposals come from product owners" in i.value for i in at.info)
+    assert any("Proposals come from product owners" in readable(i) for i in at.info)
     # a user-given value changes the preview
     at.text_input(key="wd_val_topic").input("SLA credits").run()
     assert "discount for SLA credits." in texts_of(at)
@@ -136,7 +138,7 @@ def test_a_clean_edit_says_so(wording_url: str, monkeypatch: pytest.MonkeyPatch)
     at = run(wording_url, monkeypatch, INES)
     at.selectbox(key="wd_key").select("F1").run()
     at.text_area(key="wd_text_F1").input("Which {missing_item} do you mean?").run()
-    assert any("no findings in the template" in s.value for s in at.success)
+    assert any("no findings in the template" in readable(s) for s in at.success)
 
 
 def test_an_invalid_draft_is_reported_with_its_key(
@@ -146,7 +148,7 @@ def test_an_invalid_draft_is_reported_with_its_key(
     at.selectbox(key="wd_key").select("R1").run()
     at.text_area(key="wd_text_R1").input("Nothing about {Topic} here.").run()
     no_exception(at)
-    assert any("not valid yet" in e.value for e in at.error)
+    assert any("not valid yet" in readable(e) for e in at.error)
     assert "messages.R1.text: has a brace" in texts_of(at)
 
 
@@ -159,19 +161,19 @@ def test_product_owner_proposes_an_edit(
     at = run(wording_url, monkeypatch, OMAR)
     at.selectbox(key="wd_key").select("R3").run()
     at.text_area(key="wd_text_R3").input(NEW_R3).run()
-    assert any("Compliance signs too: R3 changed." in c.value for c in at.caption)
+    assert any("Compliance signs too: R3 changed." in readable(c) for c in at.caption)
     at.text_area(key="wd_rationale").input("Plainer wording for held-back answers.")
     button(at, "wd_submit").click().run()
     no_exception(at)
     assert not at.error
     assert any(
-        "Proposed as version 3. Needs: compliance, product_owner" in s.value for s in at.success
+        "Proposed as version 3. Needs: compliance, product_owner" in readable(s) for s in at.success
     )
     newest = versions.versions(demo_engine)[0]
     assert newest.number == 3 and newest.author == OMAR
     assert signing.review_version(demo_engine, newest.id).changes[2].new_text == NEW_R3
     # the draft is cleared after proposing
-    assert not any("Edited in your draft" in c.value for c in at.caption)
+    assert not any("Edited in your draft" in readable(c) for c in at.caption)
 
 
 def test_proposing_without_a_rationale_is_refused(
@@ -182,7 +184,7 @@ def test_proposing_without_a_rationale_is_refused(
     at.text_area(key="wd_text_R3").input(NEW_R3).run()
     button(at, "wd_submit").click().run()
     no_exception(at)
-    assert any("rationale is required" in e.value for e in at.error)
+    assert any("rationale is required" in readable(e) for e in at.error)
     assert len(versions.versions(demo_engine)) == 2
 
 
@@ -196,16 +198,18 @@ def test_a_draft_overtaken_by_an_approval_must_be_rebased(
     (r2,) = versions.pending(demo_engine)
     signing.sign_wording(demo_engine, actor_of(demo_engine, OMAR), r2.id, "approve")
     at.run()
-    assert any("changed while you were drafting" in w.value for w in at.warning)
+    assert any("changed while you were drafting" in readable(w) for w in at.warning)
     at.text_area(key="wd_rationale").input("Shorter follow-up.")
     button(at, "wd_submit").click().run()
-    assert any("the wording in force changed while you were editing" in e.value for e in at.error)
+    assert any(
+        "the wording in force changed while you were editing" in readable(e) for e in at.error
+    )
     assert len(versions.versions(demo_engine)) == 2
     button(at, "wd_rebase").click().run()
     at.text_area(key="wd_rationale").input("Shorter follow-up.")
     button(at, "wd_submit").click().run()
     no_exception(at)
-    assert any("Proposed as version 3" in s.value for s in at.success)
+    assert any("Proposed as version 3" in readable(s) for s in at.success)
     v3 = signing.review_version(demo_engine, versions.versions(demo_engine)[0].id)
     # the rebased proposal keeps the approved R2 edit and adds the F1 edit
     assert [c.key for c in v3.changes if c.status == "changed"] == ["F1"]
@@ -218,7 +222,7 @@ def test_custom_key_is_added_to_the_draft(
     at = run(wording_url, monkeypatch, PAULA)
     at.text_input(key="wd_new_key").input("bad key").run()
     button(at, "wd_add").click().run()
-    assert any("Message keys use capital letters" in e.value for e in at.error)
+    assert any("Message keys use capital letters" in readable(e) for e in at.error)
     at.text_input(key="wd_new_key").input("R2_BILLING").run()
     button(at, "wd_add").click().run()
     no_exception(at)
@@ -247,13 +251,13 @@ def test_r3_change_is_approved_by_a_product_owner_then_compliance(
     )
 
     at = run(wording_url, monkeypatch, PAULA)
-    assert any("You proposed this change" in i.value for i in at.info)
+    assert any("You proposed this change" in readable(i) for i in at.info)
     assert not [b for b in at.button if b.key == f"wd_approve_{vid}"]
 
     at = run(wording_url, monkeypatch, OMAR)
     button(at, f"wd_approve_{vid}").click().run()
     no_exception(at)
-    assert any("approved as product_owner" in s.value for s in at.success)
+    assert any("approved as product_owner" in readable(s) for s in at.success)
     assert signoff.get_version(demo_engine, vid).missing_roles == ["compliance"]
     assert versions.in_force(demo_engine).version is not None
     assert versions.in_force(demo_engine).wording.messages["R3"].text != NEW_R3
@@ -261,9 +265,9 @@ def test_r3_change_is_approved_by_a_product_owner_then_compliance(
     at = run(wording_url, monkeypatch, CHEN)
     button(at, f"wd_approve_{vid}").click().run()
     no_exception(at)
-    assert any("approved as compliance" in s.value for s in at.success)
+    assert any("approved as compliance" in readable(s) for s in at.success)
     assert versions.in_force(demo_engine).wording.messages["R3"].text == NEW_R3
-    assert any("In force: version 3" in c.value for c in at.caption)
+    assert any("In force: version 3" in readable(c) for c in at.caption)
 
 
 def test_compliance_is_not_asked_for_an_r2_change(
@@ -272,7 +276,7 @@ def test_compliance_is_not_asked_for_an_r2_change(
     (r2,) = versions.pending(demo_engine)
     at = run(wording_url, monkeypatch, CHEN)
     assert not [b for b in at.button if b.key == f"wd_approve_{r2.id}"]
-    assert any("Your signature is not needed" in c.value for c in at.caption)
+    assert any("Your signature is not needed" in readable(c) for c in at.caption)
     at = run(wording_url, monkeypatch, OMAR)
     button(at, f"wd_approve_{r2.id}").click().run()
     assert signoff.get_version(demo_engine, r2.id).status == "approved"
@@ -289,11 +293,11 @@ def test_rejecting_without_a_note_and_approving_lint_findings_without_a_note_fai
     vid = signing.propose_edits(demo_engine, paula, {"R2": drafts.MessageDraft(bad)}, "shorter")
 
     at = run(wording_url, monkeypatch, OMAR)
-    assert any("1 lint finding(s) in this version" in w.value for w in at.warning)
+    assert any("1 lint finding(s) in this version" in readable(w) for w in at.warning)
     button(at, f"wd_reject_{vid}").click().run()
-    assert any("rejection needs a note" in e.value for e in at.error)
+    assert any("rejection needs a note" in readable(e) for e in at.error)
     button(at, f"wd_approve_{vid}").click().run()
-    assert any("1 lint finding(s); approving it needs a note" in e.value for e in at.error)
+    assert any("1 lint finding(s); approving it needs a note" in readable(e) for e in at.error)
     assert signoff.get_version(demo_engine, vid).status == "pending"
     at.text_area(key=f"wd_note_{vid}").input("The discount was withdrawn; deliberate.")
     button(at, f"wd_approve_{vid}").click().run()
@@ -316,7 +320,7 @@ def test_compare_and_history(wording_url: str, monkeypatch: pytest.MonkeyPatch) 
         "F1": "unchanged",
         "E1": "unchanged",
     }
-    assert any("intact" in s.value for s in at.success)
+    assert any("intact" in readable(s) for s in at.success)
     history = next(df.value for df in at.dataframe if "signatures" in df.value)
     assert history["status"].tolist() == ["pending", "approved"]
     assert history["changed keys"].tolist()[0] == "R2"
@@ -326,7 +330,7 @@ def test_compare_and_history(wording_url: str, monkeypatch: pytest.MonkeyPatch) 
     assert v1 == "version 1 (approved)"
     at.selectbox(key="wd_cmp_b").select(v1).run()
     no_exception(at)
-    assert any("say the same thing" in i.value for i in at.info)
+    assert any("say the same thing" in readable(i) for i in at.info)
 
 
 # --- production check ------------------------------------------------------------------------
@@ -375,7 +379,7 @@ def test_production_check_lists_offending_traces_by_clearance(
     table = next(df.value for df in at.dataframe if "first finding" in df.value)
     assert "wd-late-2" not in table["trace"].tolist()
     assert table["trace"].tolist()[0] == "wd-late-1"
-    assert any("restricted trace(s) are hidden" in c.value for c in at.caption)
+    assert any("restricted trace(s) are hidden" in readable(c) for c in at.caption)
     assert "Legal hold procedure" not in texts_of(at)
     at.selectbox(key="wd_prod_rule").select("universal_negative").run()
     no_exception(at)

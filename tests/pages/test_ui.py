@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from tests.helpers.pages import readable
 from tests.helpers.paths import ROOT
 
 
@@ -30,10 +31,38 @@ def test_messages_that_quote_input_go_through_ui_plain() -> None:
 def test_ui_plain_escapes_markdown_and_breaks_links() -> None:
     from pages.ui import plain
 
-    shown = plain("line 9: field jurisdiction: '![p](http://evil.example/x.png)' <b>x</b> *y*")
-    assert not re.search(r"(?<!\\)[\[\]<]", shown)  # every bracket and "<" escaped
-    assert "http://" not in shown
-    assert "!\\[p\\](http:\u2060//evil.example/x.png)" in shown
-    assert "line 9: field jurisdiction" in shown  # the message reads as written
-    assert plain("www.evil.example") == "www\u2060.evil.example"
-    assert plain("\\[x](y)") == "\\\\\\[x\\](y)"  # an escape in the input stays text
+    raw = "line 9: field jurisdiction: '![p](http://evil.example/x.png)' <b>x</b> *y* :smile:"
+    shown = plain(raw)
+    # every character Markdown gives a meaning to is escaped, the address is broken
+    assert not re.search(r"(?<!\\)[\[\]<>()*!:`_#|~$]", shown.replace("\u2060", ""))
+    assert "http://" not in shown and "\\!\\[p\\]\\(http\\:\u2060//evil\\.example" in shown
+    assert readable(shown) == raw  # and reads exactly as written
+    assert plain("www.evil.example") == "www\u2060\\.evil\\.example"
+    assert plain("\\[x](y)") == "\\\\\\[x\\]\\(y\\)"  # an escape in the input stays text
+    assert readable(plain("\\[x](y)")) == "\\[x](y)"
+
+
+def test_errors_meant_for_the_user_share_one_base_class() -> None:
+    from review.core.errors import (
+        InputError,
+        PermissionDenied,
+        PolicyFileError,
+        StaleWriteError,
+        WorkbenchError,
+    )
+    from review.core.uploads import UploadTooLarge
+
+    for cls in (InputError, PermissionDenied, PolicyFileError, StaleWriteError, UploadTooLarge):
+        assert issubclass(cls, WorkbenchError), cls
+    try:
+        raise StaleWriteError("changed by someone else")
+    except WorkbenchError as exc:  # what pages and the command line catch
+        assert "someone else" in str(exc)
+
+
+def test_pages_catch_workbench_errors_not_lists_of_classes() -> None:
+    """One rule: pages show errors meant for the user through ui.reported / ui.show_error
+    (or catch WorkbenchError), never by listing the classes again."""
+    listed = re.compile(r"except \((?:InputError|PermissionDenied|PolicyFileError|StaleWriteError)")
+    for p in [ROOT / "app.py", *(ROOT / "pages").glob("*.py")]:
+        assert not listed.search(p.read_text(encoding="utf-8")), p.name
