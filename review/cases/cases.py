@@ -14,14 +14,14 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sqlalchemy import ColumnElement, Engine, Select, exists, func, select
 from sqlalchemy.orm import Session, selectinload
 
 from review.core.errors import InputError
 from review.core.identity import Actor, Permission, require
+from review.core.records import JsonProblem, json_lines, parse_json, validate_record
 from review.core.taxonomy import Taxonomy
-from review.core.textcheck import NUL_PROBLEM, load_json_line, nul_field
 from storage import changes
 from storage.db import read_session, run_write
 from storage.models import (
@@ -141,28 +141,8 @@ class CaseIn(_Strict):
         return out
 
 
-def _first_pydantic(exc: ValidationError) -> tuple[str, str]:
-    err = exc.errors()[0]
-    loc = ".".join(str(p) for p in err["loc"]) or "(record)"
-    msg = err["msg"].removeprefix("Value error, ")
-    if err["type"] == "extra_forbidden":
-        msg = "unknown field"
-    elif err["type"] == "missing":
-        msg = "required field is missing"
-    return loc, msg
-
-
 def validate_case(data: Any, source: str, line: int, tax: Taxonomy) -> CaseIn:
-    if not isinstance(data, dict):
-        raise InputError(f"{source}: line {line}: expected a JSON object")
-    nul = nul_field(data)
-    if nul is not None:
-        raise InputError(f"{source}: line {line}: field {nul}: {NUL_PROBLEM}")
-    try:
-        case = CaseIn.model_validate(data)
-    except ValidationError as exc:
-        fld, msg = _first_pydantic(exc)
-        raise InputError(f"{source}: line {line}: field {fld}: {msg}") from None
+    case = validate_record(CaseIn, data, f"{source}: line {line}")
     problems = case.problems(tax)
     if problems:
         fld, msg = problems[0]
@@ -173,11 +153,11 @@ def validate_case(data: Any, source: str, line: int, tax: Taxonomy) -> CaseIn:
 def iter_cases_jsonl(
     lines: Iterable[str], source: str, tax: Taxonomy
 ) -> Iterator[tuple[int, CaseIn]]:
-    for n, raw in enumerate(lines, start=1):
-        line = raw.strip()
-        if not line:
-            continue
-        data = load_json_line(line, f"{source}: line {n}")
+    for n, _raw, text in json_lines(lines):
+        try:
+            data = parse_json(text)
+        except JsonProblem as exc:
+            raise exc.where(f"{source}: line {n}") from None
         yield n, validate_case(data, source, n, tax)
 
 

@@ -25,4 +25,3 @@ class PolicyFileError(InputError):
 
 class PermissionDenied(WorkbenchError, PermissionError):
     """The current user's role or clearance does not allow this action."""
-

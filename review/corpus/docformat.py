@@ -13,11 +13,11 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from review.core.errors import InputError
+from review.core.records import JsonProblem, json_lines, parse_json, validate_record
 from review.core.taxonomy import Taxonomy
-from review.core.textcheck import NUL_PROBLEM, load_json_line, nul_field
 from review.core.yamlstrict import load_yaml_text
 
 DOC_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,119}$")
@@ -81,26 +81,8 @@ class DocumentIn(BaseModel):
         return problems
 
 
-def _pydantic_problem(exc: ValidationError) -> tuple[str, str]:
-    err = exc.errors()[0]
-    loc = ".".join(str(p) for p in err["loc"]) or "(record)"
-    msg = err["msg"].removeprefix("Value error, ")
-    if err["type"] == "extra_forbid" or err["type"] == "extra_forbidden":
-        msg = "unknown field"
-    elif err["type"] == "missing":
-        msg = "required field is missing"
-    return loc, msg
-
-
-def _build(data: dict[str, Any], source: str, line: int, tax: Taxonomy) -> DocumentIn:
-    nul = nul_field(data)
-    if nul is not None:
-        raise InputError(f"{source}: line {line}: field {nul}: {NUL_PROBLEM}")
-    try:
-        doc = DocumentIn.model_validate(data)
-    except ValidationError as exc:
-        fld, msg = _pydantic_problem(exc)
-        raise InputError(f"{source}: line {line}: field {fld}: {msg}") from None
+def _build(data: Any, source: str, line: int, tax: Taxonomy) -> DocumentIn:
+    doc = validate_record(DocumentIn, data, f"{source}: line {line}")
     problems = doc.check_vocabulary(tax)
     if problems:
         fld, msg = problems[0]
@@ -157,13 +139,11 @@ def parse_markdown(text: str, source: str, tax: Taxonomy) -> DocumentIn:
 
 def iter_jsonl(lines: Iterable[str], source: str, tax: Taxonomy) -> Iterator[DocumentIn]:
     """One JSON object per line; blank lines are allowed. Errors name the line and field."""
-    for n, raw in enumerate(lines, start=1):
-        line = raw.strip()
-        if not line:
-            continue
-        data = load_json_line(line, f"{source}: line {n}")
-        if not isinstance(data, dict):
-            raise InputError(f"{source}: line {n}: expected a JSON object")
+    for n, _raw, text in json_lines(lines):
+        try:
+            data = parse_json(text)
+        except JsonProblem as exc:
+            raise exc.where(f"{source}: line {n}") from None
         yield _build(data, source, n, tax)
 
 

@@ -23,15 +23,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sqlalchemy import Engine, Text, cast, distinct, exists, func, select, union_all
 from sqlalchemy.orm import Session
 
 from review.builder.family_checks import restricted_text_in
 from review.core.errors import InputError
 from review.core.identity import Actor, Permission, require
+from review.core.records import json_lines, read_record
 from review.core.taxonomy import Taxonomy
-from review.core.textcheck import NUL_PROBLEM, load_json_line, nul_field
 from review.labels.labeling import current_label_filter
 from storage import changes
 from storage.db import read_session, run_write
@@ -79,27 +79,8 @@ class OutputIn(BaseModel):
 def iter_outputs(
     lines: Iterable[str], source: str, tax: Taxonomy
 ) -> Iterator[tuple[int, OutputIn]]:
-    for n, raw in enumerate(lines, start=1):
-        line = raw.strip()
-        if not line:
-            continue
-        data = load_json_line(line, f"{source}: line {n}")
-        if not isinstance(data, dict):
-            raise InputError(f"{source}: line {n}: expected a JSON object")
-        nul = nul_field(data)
-        if nul is not None:
-            raise InputError(f"{source}: line {n}: field {nul}: {NUL_PROBLEM}")
-        try:
-            item = OutputIn.model_validate(data)
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            loc = ".".join(str(p) for p in err["loc"]) or "(record)"
-            msg = err["msg"].removeprefix("Value error, ")
-            if err["type"] == "extra_forbidden":
-                msg = "unknown field"
-            elif err["type"] == "missing":
-                msg = "required field is missing"
-            raise InputError(f"{source}: line {n}: field {loc}: {msg}") from None
+    for n, _raw, text in json_lines(lines):
+        item = read_record(text, OutputIn, f"{source}: line {n}")
         if item.error is None:
             if item.decision is None:
                 raise InputError(

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import IO, Any
 
 from review.core.errors import InputError
+from review.core.records import JsonProblem, json_lines, json_object, parse_json
 from review.traces.fields import (
     _INT_MAX,
     _absent,
@@ -18,7 +19,6 @@ from review.traces.fields import (
     _chunk_list,
     _citations,
     _decision,
-    _describe,
     _ident,
     _opt_bool,
     _opt_float,
@@ -166,27 +166,14 @@ def write_canonical_jsonl(traces: Iterable[Trace], fh: IO[str]) -> int:
 
 def _lines(fh: Iterable[str]) -> Iterator[tuple[int, str, str]]:
     """(line number, raw line without newline, stripped text) for non-blank lines."""
-    for n, raw in enumerate(fh, start=1):
-        line = raw.rstrip("\r\n")
-        if n == 1:
-            line = line.removeprefix("\ufeff")
-        text = line.strip()
-        if text:
-            yield n, line, text
+    return json_lines(fh)
 
 
 def _json_object(text: str) -> dict[str, Any]:
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise _Bad(None, f"not valid JSON ({exc.msg} at column {exc.colno})") from None
-    except RecursionError:
-        raise _Bad(None, "not valid JSON (nested too deeply)") from None
-    except ValueError:  # an integer of more digits than Python converts
-        raise _Bad(None, "not valid JSON (a number too long to read)") from None
-    if not isinstance(data, dict):
-        raise _Bad(None, f"expected a JSON object, got {_describe(data)}")
-    return data
+        return json_object(parse_json(text))
+    except JsonProblem as exc:
+        raise _Bad(exc.field, exc.reason) from None
 
 
 def _fail(source: str, line_no: int, reason: str) -> InputError:

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import json
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from review.core.records import JsonProblem, describe, parse_json
 from review.core.textcheck import NUL_PROBLEM, nul_field
 from review.traces.model import MAX_TEXT, AttrValue, Chunk, Citation, TraceVocabulary
 
@@ -29,22 +29,6 @@ class _Bad(Exception):
         return f"field {self.fld}: {self.reason}" if self.fld else self.reason
 
 
-def _describe(v: object) -> str:
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return f"boolean {str(v).lower()}"
-    if isinstance(v, int | float):
-        return f"number {v!r}"
-    if isinstance(v, str):
-        return f"text {v if len(v) <= 40 else v[:37] + '...'!r}"
-    if isinstance(v, list):
-        return "a list"
-    if isinstance(v, dict):
-        return "an object"
-    return type(v).__name__
-
-
 def _absent(v: object) -> bool:
     return v is None or (isinstance(v, str) and (not v or v.isspace()))
 
@@ -53,7 +37,7 @@ def _opt_text(v: object, f: str) -> str | None:
     if v is None:
         return None
     if not isinstance(v, str):
-        raise _Bad(f, f"expected text, got {_describe(v)}")
+        raise _Bad(f, f"expected text, got {describe(v)}")
     if len(v) > MAX_TEXT:
         raise _Bad(f, f"longer than {MAX_TEXT:,} characters")
     if "\x00" in v:
@@ -99,7 +83,7 @@ def _opt_int(
         return None
     out: int
     if isinstance(v, bool):
-        raise _Bad(f, f"expected a whole number, got {_describe(v)}")
+        raise _Bad(f, f"expected a whole number, got {describe(v)}")
     if isinstance(v, int):
         out = v
     elif (isinstance(v, float) and v.is_integer()) or (isinstance(v, str) and _INT_RE.match(v)):
@@ -108,7 +92,7 @@ def _opt_int(
         except ValueError:  # more digits than Python converts
             raise _Bad(f, "expected a whole number, got a number too long to read") from None
     else:
-        raise _Bad(f, f"expected a whole number, got {_describe(v)}")
+        raise _Bad(f, f"expected a whole number, got {describe(v)}")
     if minimum is not None and out < minimum:
         raise _Bad(f, f"must be at least {minimum}, got {out}")
     if maximum is not None and out > maximum:
@@ -121,14 +105,14 @@ def _opt_float(v: object, f: str) -> float | None:
         return None
     out: float
     if isinstance(v, bool):
-        raise _Bad(f, f"expected a number, got {_describe(v)}")
+        raise _Bad(f, f"expected a number, got {describe(v)}")
     if isinstance(v, int | float) or (isinstance(v, str) and _FLOAT_RE.match(v)):
         try:
             out = float(v)
         except OverflowError:
             raise _Bad(f, "expected a finite number, got a number too large") from None
     else:
-        raise _Bad(f, f"expected a number, got {_describe(v)}")
+        raise _Bad(f, f"expected a number, got {describe(v)}")
     if not math.isfinite(out):
         raise _Bad(f, f"expected a finite number, got {out}")
     return out
@@ -153,14 +137,14 @@ def _opt_bool(v: object, f: str) -> bool | None:
             return True
         if low in _FALSE:
             return False
-    raise _Bad(f, f"expected true or false, got {_describe(v)}")
+    raise _Bad(f, f"expected true or false, got {describe(v)}")
 
 
 def _opt_date(v: object, f: str) -> dt.date | None:
     if _absent(v):
         return None
     if not isinstance(v, str):
-        raise _Bad(f, f"expected a date (YYYY-MM-DD), got {_describe(v)}")
+        raise _Bad(f, f"expected a date (YYYY-MM-DD), got {describe(v)}")
     text = v.strip()
     try:
         if len(text) == 10:
@@ -174,7 +158,7 @@ def _time(v: object, f: str) -> dt.datetime:
     if v is None:
         raise _Bad(f, "required field is missing")
     if not isinstance(v, str) or not v.strip():
-        raise _Bad(f, f"expected an ISO 8601 time, got {_describe(v)}")
+        raise _Bad(f, f"expected an ISO 8601 time, got {describe(v)}")
     try:
         t = dt.datetime.fromisoformat(v.strip())
     except ValueError:
@@ -188,13 +172,9 @@ def _json_text(v: object, f: str) -> Any:
     """Values that exporters write as JSON text (arrays, objects) are decoded here."""
     if isinstance(v, str) and v.lstrip()[:1] in ("[", "{"):
         try:
-            return json.loads(v)
-        except json.JSONDecodeError as exc:
-            raise _Bad(f, f"not valid JSON ({exc.msg})") from None
-        except RecursionError:
-            raise _Bad(f, "not valid JSON (nested too deeply)") from None
-        except ValueError:  # an integer of more digits than Python converts
-            raise _Bad(f, "not valid JSON (a number too long to read)") from None
+            return parse_json(v)
+        except JsonProblem as exc:
+            raise _Bad(f, exc.reason) from None
     return v
 
 
@@ -203,7 +183,7 @@ def _str_list(v: object, f: str) -> tuple[str, ...]:
         return ()
     v = _json_text(v, f)
     if not isinstance(v, list):
-        raise _Bad(f, f"expected a list of text, got {_describe(v)}")
+        raise _Bad(f, f"expected a list of text, got {describe(v)}")
     out: list[str] = []
     for i, item in enumerate(v):
         out.append(_ident(item, f"{f}.{i}"))
@@ -242,12 +222,12 @@ def _citations(v: object, f: str) -> tuple[Citation, ...]:
         return ()
     v = _json_text(v, f)
     if not isinstance(v, list):
-        raise _Bad(f, f"expected a list of {{claim, chunk_ids}} objects, got {_describe(v)}")
+        raise _Bad(f, f"expected a list of {{claim, chunk_ids}} objects, got {describe(v)}")
     out: list[Citation] = []
     for i, item in enumerate(v):
         at = f"{f}.{i}"
         if not isinstance(item, dict):
-            raise _Bad(at, f"expected an object with claim and chunk_ids, got {_describe(item)}")
+            raise _Bad(at, f"expected an object with claim and chunk_ids, got {describe(item)}")
         extra = sorted(set(item) - {"claim", "chunk_ids"})
         if extra:
             raise _Bad(f"{at}.{extra[0]}", "unknown field (a citation has claim and chunk_ids)")
@@ -260,14 +240,14 @@ def _versions(v: object, f: str) -> dict[str, str]:
     if _absent(v):
         return {}
     if not isinstance(v, dict):
-        raise _Bad(f, f"expected an object of name: version, got {_describe(v)}")
+        raise _Bad(f, f"expected an object of name: version, got {describe(v)}")
     out: dict[str, str] = {}
     for key, val in v.items():
         if val is None:
             continue
         if isinstance(val, bool) or not isinstance(val, str | int | float):
             at = f if key == "v" else f"{f}.{key}"
-            raise _Bad(at, f"expected a version as text, got {_describe(val)}")
+            raise _Bad(at, f"expected a version as text, got {describe(val)}")
         if nul_field(val) is not None or "\x00" in str(key):
             raise _Bad(f"{f}.{key}", NUL_PROBLEM)
         out[str(key)] = str(val)
@@ -283,14 +263,14 @@ def _attr_value(val: object, f: str) -> AttrValue:
         if not math.isfinite(val):
             raise _Bad(f, f"expected a finite number, got {val}")
         return val
-    raise _Bad(f, f"expected text, a number or a boolean, got {_describe(val)}")
+    raise _Bad(f, f"expected text, a number or a boolean, got {describe(val)}")
 
 
 def _attributes(v: object, f: str) -> dict[str, AttrValue]:
     if _absent(v):
         return {}
     if not isinstance(v, dict):
-        raise _Bad(f, f"expected an object of flat facts, got {_describe(v)}")
+        raise _Bad(f, f"expected an object of flat facts, got {describe(v)}")
     if any("\x00" in str(k) for k in v):
         raise _Bad(f, NUL_PROBLEM)
     return {str(k): _attr_value(val, f"{f}.{k}") for k, val in v.items() if val is not None}
@@ -355,7 +335,7 @@ def _aliased(doc: Mapping[str, Any], where: str) -> tuple[dict[str, Any], dict[s
     meta_raw = doc.get("metadata")
     meta = _json_text(meta_raw, f"{where}.metadata") if meta_raw is not None else {}
     if not isinstance(meta, dict):
-        raise _Bad(f"{where}.metadata", f"expected an object, got {_describe(meta)}")
+        raise _Bad(f"{where}.metadata", f"expected an object, got {describe(meta)}")
     values: dict[str, Any] = {}
     labels: dict[str, str] = {"chunk_id": f"{where}.id"}
     for key, names in _CHUNK_ALIASES.items():
@@ -374,12 +354,12 @@ def _chunk_list(v: object, f: str) -> tuple[Chunk, ...]:
         return ()
     v = _json_text(v, f)
     if not isinstance(v, list):
-        raise _Bad(f, f"expected a list of chunk objects, got {_describe(v)}")
+        raise _Bad(f, f"expected a list of chunk objects, got {describe(v)}")
     out: list[Chunk] = []
     for i, item in enumerate(v):
         at = f"{f}.{i}"
         if not isinstance(item, dict):
-            raise _Bad(at, f"expected a chunk object, got {_describe(item)}")
+            raise _Bad(at, f"expected a chunk object, got {describe(item)}")
         extra = item.keys() - _CHUNK_KEYSET
         if extra:
             raise _Bad(

@@ -142,10 +142,10 @@ unique key)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Iterator
 
 from review.core.errors import InputError
+from review.core.records import JsonProblem, parse_json
 from review.traces.canonical import iter_canonical_jsonl
 from review.traces.flatcsv import iter_csv
 from review.traces.langfuse import iter_langfuse_jsonl
@@ -190,8 +190,8 @@ def detect_format(first_line: str, filename: str = "") -> str:
     if filename.lower().endswith(".csv") or (text and not text.startswith("{")):
         return "csv"
     try:
-        data = json.loads(text)
-    except (ValueError, RecursionError):
+        data = parse_json(text)
+    except JsonProblem:
         raise InputError(f"{filename or 'file'}: line 1: neither JSON lines nor CSV") from None
     if isinstance(data, dict):
         if "resourceSpans" in data:

@@ -7,13 +7,13 @@ import heapq
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from review.core.records import describe
 from review.traces.canonical import _json_object, _lines
 from review.traces.fields import (
     _absent,
     _aliased,
     _Bad,
     _chunk,
-    _describe,
     _ident,
     _json_text,
     _opt_text,
@@ -72,7 +72,7 @@ def _langfuse_node(d: Mapping[str, Any], line: int, vocab: TraceVocabulary) -> t
     parent = None if _absent(parent_raw) else _ident(parent_raw, "parentObservationId")
     meta = _json_text(d.get("metadata"), "metadata") if d.get("metadata") is not None else {}
     if not isinstance(meta, dict):
-        raise _Bad("metadata", f"expected an object, got {_describe(meta)}")
+        raise _Bad("metadata", f"expected an object, got {describe(meta)}")
 
     role = "other"
     if otype == "RETRIEVER" or "retriev" in name.lower():
@@ -91,10 +91,10 @@ def _langfuse_node(d: Mapping[str, Any], line: int, vocab: TraceVocabulary) -> t
         if isinstance(docs, dict):
             docs, where = docs.get("documents"), "output.documents"
         if not isinstance(docs, list):
-            raise _Bad(where, f"expected a list of retrieved documents, got {_describe(docs)}")
+            raise _Bad(where, f"expected a list of retrieved documents, got {describe(docs)}")
         for i, doc in enumerate(docs):
             if not isinstance(doc, dict):
-                raise _Bad(f"{where}.{i}", f"expected a document object, got {_describe(doc)}")
+                raise _Bad(f"{where}.{i}", f"expected a document object, got {describe(doc)}")
             values, labels = _aliased(doc, f"{where}.{i}")
             chunks.append(_chunk(values, f"{where}.{i}", labels))
         _unique_chunks(chunks, where)

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from review.core.records import describe
 from review.traces.canonical import _json_object, _lines
 from review.traces.fields import (
     _CHUNK_ALIASES,
@@ -19,7 +20,6 @@ from review.traces.fields import (
     _aliased,
     _Bad,
     _chunk,
-    _describe,
     _json_text,
     _opt_bool,
     _opt_float,
@@ -43,7 +43,7 @@ def _otlp_id(v: object, f: str, nbytes: int) -> str:
     if _absent(v):
         raise _Bad(f, f"{kind} id is missing")
     if not isinstance(v, str):
-        raise _Bad(f, f"expected a {kind} id as text, got {_describe(v)}")
+        raise _Bad(f, f"expected a {kind} id as text, got {describe(v)}")
     s = v.strip()
     if len(s) == 2 * nbytes and re.fullmatch(r"[0-9a-fA-F]+", s):
         out = s.lower()
@@ -85,13 +85,13 @@ def _unix_nano(v: object, f: str) -> dt.datetime:
 def _any_value(v: object, f: str) -> Any:
     """Decode an OTLP AnyValue into plain Python (lists and dicts for array/kvlist)."""
     if not isinstance(v, dict):
-        raise _Bad(f, f"expected an OTLP value object, got {_describe(v)}")
+        raise _Bad(f, f"expected an OTLP value object, got {describe(v)}")
     if not v:
         return None
     if "stringValue" in v:
         s = v["stringValue"]
         if not isinstance(s, str):
-            raise _Bad(f, f"stringValue must be text, got {_describe(s)}")
+            raise _Bad(f, f"stringValue must be text, got {describe(s)}")
         return s
     if "boolValue" in v:
         return _opt_bool(v["boolValue"], f)
@@ -123,7 +123,7 @@ def _attr_list(items: object, owner: str) -> dict[str, Any]:
     if not isinstance(items, list):
         raise _Bad(
             f"{owner}.attributes",
-            f"expected a list of {{key, value}} attributes, got {_describe(items)}",
+            f"expected a list of {{key, value}} attributes, got {describe(items)}",
         )
     out: dict[str, Any] = {}
     for i, item in enumerate(items):
@@ -151,7 +151,7 @@ def _otlp_spans(data: Mapping[str, Any], line: int, ids: list[str]) -> list[_Raw
     """
     rs = data.get("resourceSpans")
     if not isinstance(rs, list):
-        why = "missing" if rs is None else f"expected a list, got {_describe(rs)}"
+        why = "missing" if rs is None else f"expected a list, got {describe(rs)}"
         raise _Bad("resourceSpans", f"{why} (not an OTLP/JSON trace export)")
     spans: list[_RawSpan] = []
     for i, r in enumerate(rs):
@@ -172,7 +172,7 @@ def _otlp_spans(data: Mapping[str, Any], line: int, ids: list[str]) -> list[_Raw
             for k, sp in enumerate(raw_spans):
                 where = f"resourceSpans.{i}.scopeSpans.{j}.spans.{k}"
                 if not isinstance(sp, dict):
-                    raise _Bad(where, f"expected a span object, got {_describe(sp)}")
+                    raise _Bad(where, f"expected a span object, got {describe(sp)}")
                 tid = _otlp_id(sp.get("traceId"), f"{where}.traceId", 16)
                 ids.append(tid)
                 parent_raw = sp.get("parentSpanId")
@@ -291,7 +291,7 @@ def _otlp_node(sp: _RawSpan, vocab: TraceVocabulary) -> _Node:
                 meta_val, meta_f = part["metadata"]
                 meta = _json_text(meta_val, meta_f)
                 if not isinstance(meta, dict):
-                    raise _Bad(meta_f, f"expected an object, got {_describe(meta)}")
+                    raise _Bad(meta_f, f"expected an object, got {describe(meta)}")
                 for ckey, names in _CHUNK_ALIASES.items():
                     if ckey in ("chunk_id", "text", "score"):
                         continue
@@ -304,11 +304,11 @@ def _otlp_node(sp: _RawSpan, vocab: TraceVocabulary) -> _Node:
             f = label("gen_ai.retrieval.documents")
             gdocs = _json_text(a["gen_ai.retrieval.documents"], f)
             if not isinstance(gdocs, list):
-                raise _Bad(f, f"expected a list of documents, got {_describe(gdocs)}")
+                raise _Bad(f, f"expected a list of documents, got {describe(gdocs)}")
             for i, d in enumerate(gdocs):
                 d = _json_text(d, f"{f}.{i}")
                 if not isinstance(d, dict):
-                    raise _Bad(f"{f}.{i}", f"expected a document object, got {_describe(d)}")
+                    raise _Bad(f"{f}.{i}", f"expected a document object, got {describe(d)}")
                 values, labels = _aliased(d, f"{f}.{i}")
                 chunks.append(_chunk(values, f"{f}.{i}", labels))
         _unique_chunks(chunks, label("retrieval documents"))
