@@ -179,3 +179,18 @@ def test_no_test_module_imports_another() -> None:
 def test_tests_mirror_the_areas() -> None:
     folders = {p.name for p in (ROOT / "tests").iterdir() if (p / "__init__.py").exists()}
     assert set(AREAS) <= folders, "every area has its tests folder"
+
+
+def test_one_writer_of_document_versions_and_one_of_cases() -> None:
+    """Every service adds documents through corpus.insert_version and cases through
+    cases.insert_case (the builder, the importers, the forms and promotion alike)."""
+    made: dict[str, list[str]] = {"Document": [], "Case": []}
+    for path in sorted(REVIEW.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in made
+            ):
+                made[node.func.id].append(str(path.relative_to(ROOT)))
+    assert made == {"Document": ["review/corpus/corpus.py"], "Case": ["review/cases/cases.py"]}

@@ -18,7 +18,7 @@ from review.builder.operator import span_at
 from review.core.errors import InputError, PermissionDenied
 from review.core.identity import Actor, Permission, require
 from review.core.taxonomy import Taxonomy
-from review.corpus.corpus import can_see
+from review.corpus.corpus import can_see, insert_version
 from review.corpus.docformat import DocumentIn
 from storage import changes
 from storage.db import read_session, run_write
@@ -205,47 +205,7 @@ def _insert_document(
         raise InputError(f"{ref}: field {problems[0][0]}: {problems[0][1]}")
     if _get_doc(s, doc.doc_id, doc.version) is not None:
         raise InputError(f"{ref} already exists; choose another document id")
-    latest = _latest_version(s, doc.doc_id)
-    row = Document(
-        doc_key=doc.doc_id,
-        version=doc.version,
-        title=doc.title,
-        body=doc.body,
-        effective_date=doc.effective_date,
-        superseded_by=doc.superseded_by,
-        authority=doc.authority,
-        owner=doc.owner,
-        access_scope=doc.access_scope,
-        jurisdiction=doc.jurisdiction,
-        is_current=doc.version > latest,
-        source=source[:500],
-        sha256=doc.sha256(),
-        created_by=actor.email,
-    )
-    s.add(row)
-    s.flush()
-    if row.is_current and latest:
-        for old in s.scalars(
-            select(Document).where(Document.doc_key == doc.doc_id, Document.id != row.id)
-        ):
-            old.is_current = False
-            # the newest version supersedes the one before, unless it says the opposite
-            if (
-                old.version == latest
-                and not old.superseded_by
-                and (doc.superseded_by != _ref_of(old))
-            ):
-                old.superseded_by = f"{doc.doc_id}@{doc.version}"
-    changes.record(
-        s,
-        actor.email,
-        "create",
-        "document",
-        row.id,
-        None,
-        {**changes.snapshot(row), "body": f"<{len(doc.body)} characters>"},
-    )
-    return row
+    return insert_version(s, actor, doc, source=source, link_previous=True)
 
 
 def _add_edit(

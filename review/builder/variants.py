@@ -312,19 +312,7 @@ def build_variant(
                 s, actor, tax, nd, f"case builder: {spec.kind} variant of {base.key}"
             )
             rows[f"{row.doc_key}@{row.version}"] = row
-        case_row = Case(key=case_in.key, created_by=actor.email, updated_by=actor.email, version=1)
-        case_service._apply(s, case_row, case_in, actor, "")
-        s.add(case_row)
-        s.flush()
-        changes.record(
-            s,
-            actor.email,
-            "create",
-            "case",
-            case_row.id,
-            None,
-            case_service.to_record(case_row),
-        )
+        case_row = case_service.insert_case(s, actor, case_in)
         new_refs = list(rows)
         edit_ids: list[int] = []
         for rec in variant.edits:

@@ -275,6 +275,18 @@ class CaseImportReport:
         return f"{self.added} case(s) added, {self.unchanged} already present unchanged"
 
 
+def insert_case(s: Session, actor: Actor, c: CaseIn, where: str = "") -> Case:
+    """The one writer of a new case, inside the caller's transaction: the row (its key, or the
+    next free CASE-NNNN), its documents, claims, slices and family, and the change-log entry.
+    ``where`` prefixes errors (``"file: line 3: "``)."""
+    row = Case(key=c.key or _next_key(s), created_by=actor.email, updated_by=actor.email, version=1)
+    _apply(s, row, c, actor, where)
+    s.add(row)
+    s.flush()
+    changes.record(s, actor.email, "create", "case", row.id, None, to_record(row))
+    return row
+
+
 def import_cases(
     engine: Engine, actor: Actor, items: Sequence[tuple[int, CaseIn]], source: str
 ) -> CaseImportReport:
@@ -300,13 +312,7 @@ def import_cases(
                         f"{where}field key: case {c.key} already exists with different "
                         "content; edit it in the workbench or give the new case another key"
                     )
-            row = Case(
-                key=c.key or _next_key(s), created_by=actor.email, updated_by=actor.email, version=1
-            )
-            _apply(s, row, c, actor, where)
-            s.add(row)
-            s.flush()
-            changes.record(s, actor.email, "create", "case", row.id, None, to_record(row))
+            insert_case(s, actor, c, where)
             added += 1
         return CaseImportReport(added, unchanged)
 
@@ -322,14 +328,7 @@ def create_case(engine: Engine, actor: Actor, c: CaseIn, tax: Taxonomy) -> int:
     def work(s: Session) -> int:
         if c.key and s.scalar(select(Case.id).where(Case.key == c.key)) is not None:
             raise InputError(f"a case with key {c.key} already exists")
-        row = Case(
-            key=c.key or _next_key(s), created_by=actor.email, updated_by=actor.email, version=1
-        )
-        _apply(s, row, c, actor, "")
-        s.add(row)
-        s.flush()
-        changes.record(s, actor.email, "create", "case", row.id, None, to_record(row))
-        return row.id
+        return insert_case(s, actor, c).id
 
     return run_write(engine, work)
 

@@ -6,8 +6,9 @@ import datetime as dt
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from sqlalchemy import ColumnElement, Engine, func, or_, select, update
+from sqlalchemy import ColumnElement, Engine, func, or_, select
 from sqlalchemy.orm import Session
 
 from review.core.errors import InputError, PermissionDenied
@@ -156,15 +157,66 @@ def check_batch(docs: Sequence[DocumentIn]) -> None:
 # Writing
 
 
-def _refresh_current(s: Session, keys: Iterable[str]) -> None:
-    for key in set(keys):
-        latest = s.scalar(select(func.max(Document.version)).where(Document.doc_key == key))
-        s.execute(
-            update(Document)
-            .where(Document.doc_key == key)
-            .values(is_current=(Document.version == latest))
-            .execution_options(synchronize_session=False)
-        )
+def insert_version(
+    s: Session,
+    actor: Actor,
+    doc: DocumentIn,
+    *,
+    source: str,
+    link_previous: bool,
+    before: dict[str, Any] | None = None,
+) -> Document:
+    """The one writer of a document version, inside the caller's transaction: the row (its
+    id and version must be free), which version of the id is current (the newest), the change
+    log entry, and, with ``link_previous``, ``superseded_by`` on the version it replaces
+    (unless that one is already marked, or the new version says it is the older one)."""
+    if s.scalar(
+        select(Document.id).where(Document.doc_key == doc.doc_id, Document.version == doc.version)
+    ):
+        raise InputError(f"{doc.doc_id}@{doc.version} already exists")
+    latest = int(
+        s.scalar(select(func.max(Document.version)).where(Document.doc_key == doc.doc_id)) or 0
+    )
+    row = Document(
+        doc_key=doc.doc_id,
+        version=doc.version,
+        title=doc.title,
+        body=doc.body,
+        effective_date=doc.effective_date,
+        superseded_by=doc.superseded_by,
+        authority=doc.authority,
+        owner=doc.owner,
+        access_scope=doc.access_scope,
+        jurisdiction=doc.jurisdiction,
+        is_current=doc.version > latest,
+        source=(source or None) and source[:500],
+        sha256=doc.sha256(),
+        created_by=actor.email,
+    )
+    s.add(row)
+    s.flush()
+    if row.is_current and latest:
+        for old in s.scalars(
+            select(Document).where(Document.doc_key == doc.doc_id, Document.id != row.id)
+        ):
+            old.is_current = False
+            if (
+                link_previous
+                and old.version == latest
+                and not old.superseded_by
+                and doc.superseded_by != f"{old.doc_key}@{old.version}"
+            ):
+                old.superseded_by = f"{doc.doc_id}@{doc.version}"
+    changes.record(
+        s,
+        actor.email,
+        "create",
+        "document",
+        row.id,
+        before,
+        {**changes.snapshot(row), "body": f"<{len(doc.body)} characters>"},
+    )
+    return row
 
 
 def import_documents(
@@ -181,7 +233,6 @@ def import_documents(
     def work(s: Session) -> ImportReport:
         _require_clearance_for(s, actor, (d.doc_id for d in docs))
         added = unchanged = 0
-        keys = []
         for d in docs:
             existing = s.scalar(
                 select(Document).where(Document.doc_key == d.doc_id, Document.version == d.version)
@@ -194,36 +245,8 @@ def import_documents(
                     f"{d.doc_id}@{d.version} already exists with different content; "
                     f"import it as version {d.version + 1} (or higher) to keep both"
                 )
-            row = Document(
-                doc_key=d.doc_id,
-                version=d.version,
-                title=d.title,
-                body=d.body,
-                effective_date=d.effective_date,
-                superseded_by=d.superseded_by,
-                authority=d.authority,
-                owner=d.owner,
-                access_scope=d.access_scope,
-                jurisdiction=d.jurisdiction,
-                is_current=True,
-                source=source or None,
-                sha256=d.sha256(),
-                created_by=actor.email,
-            )
-            s.add(row)
-            s.flush()
-            changes.record(
-                s,
-                actor.email,
-                "create",
-                "document",
-                row.id,
-                None,
-                {**changes.snapshot(row), "body": f"<{len(d.body)} characters>"},
-            )
-            keys.append(d.doc_id)
+            insert_version(s, actor, d, source=source, link_previous=False)
             added += 1
-        _refresh_current(s, keys)
         return ImportReport(added=added, unchanged=unchanged, files=files)
 
     return run_write(engine, work)
@@ -269,37 +292,14 @@ def add_version(
             )
         ):
             raise InputError("nothing changed: the new version would equal the current one")
-        row = Document(
-            doc_key=doc_key,
-            version=latest.version + 1,
-            title=new.title,
-            body=new.body,
-            effective_date=new.effective_date,
-            superseded_by=new.superseded_by,
-            authority=new.authority,
-            owner=new.owner,
-            access_scope=new.access_scope,
-            jurisdiction=new.jurisdiction,
-            is_current=True,
-            source="edited in the workbench",
-            sha256=new.sha256(),
-            created_by=actor.email,
-        )
-        s.add(row)
-        s.flush()
-        if not latest.superseded_by:
-            latest.superseded_by = f"{doc_key}@{row.version}"
-        changes.record(
+        row = insert_version(
             s,
-            actor.email,
-            "create",
-            "document",
-            row.id,
-            {"previous": f"{doc_key}@{latest.version}"},
-            {**changes.snapshot(row), "body": f"<{len(new.body)} characters>"},
+            actor,
+            new.model_copy(update={"doc_id": doc_key, "version": latest.version + 1}),
+            source="edited in the workbench",
+            link_previous=True,
+            before={"previous": f"{doc_key}@{latest.version}"},
         )
-        _refresh_current(s, [doc_key])
-        s.flush()
         s.refresh(row)
         return _view(row)
 
