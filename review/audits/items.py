@@ -13,9 +13,10 @@ from sqlalchemy import Engine, select
 
 from review.audits.claims import CitationReport, citation_validity, split_claims
 from review.audits.plans import _spec_of
-from review.audits.vocabulary import HIDDEN_CHUNK, can_see
+from review.audits.vocabulary import can_see
 from review.core.errors import PermissionDenied
 from review.core.identity import Actor
+from review.traces.chunks import ChunkView, chunk_view
 from storage.db import read_session
 from storage.models import AuditItem, SamplingPlan, Trace, TraceChunk
 
@@ -23,19 +24,6 @@ __all__ = ["ChunkView", "ClaimDraft", "ItemView", "check_claims", "get_item", "p
 
 
 # --- one item -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ChunkView:
-    chunk_id: str
-    doc_id: str | None
-    doc_version: int | None
-    rank: int | None
-    score: float | None
-    text: str
-    filtered: bool
-    hidden: bool
-    effective_date: dt.date | None
 
 
 @dataclass(frozen=True)
@@ -129,20 +117,7 @@ def get_item(engine: Engine, actor: Actor, item_id: int) -> ItemView | None:
             dict(trace.versions or {}),
             dict(trace.attributes or {}),
             trace.restricted,
-            tuple(
-                ChunkView(
-                    c.chunk_id,
-                    c.doc_id,
-                    c.doc_version,
-                    c.rank,
-                    c.score,
-                    HIDDEN_CHUNK if c.filtered and not actor.clearance else c.text,
-                    c.filtered,
-                    c.filtered and not actor.clearance,
-                    c.effective_date,
-                )
-                for c in chunks
-            ),
+            tuple(chunk_view(c, actor) for c in chunks),
             item.reserved_by,
             item.reserved_until,
         )

@@ -67,9 +67,6 @@ SEVERITY = (
 RESTRICTED_TEXT = "[restricted trace: shown only to users with clearance]"
 
 
-HIDDEN_CHUNK = "[filtered by authorization: text shown only to users with clearance]"
-
-
 def outcome(verdicts: Sequence[str]) -> str | None:
     """The item's verdict: the majority of its reviewers, ties going to the more severe."""
     if not verdicts:

@@ -36,6 +36,7 @@ from sqlalchemy import (
 from review.core.errors import InputError, PermissionDenied
 from review.core.identity import Actor, Role
 from review.traces import rollup
+from review.traces.chunks import HIDDEN_ID, ChunkView, chunk_view
 from review.traces.model import (
     NEGATIVE_FEEDBACK,
 )
@@ -50,10 +51,8 @@ if TYPE_CHECKING:
 __all__ = [
     "CAVEAT_REASON",
     "COLUMN_FILTERS",
-    "HIDDEN_CHUNK",
     "SORTS",
     "VIEW_ROLES",
-    "ChunkView",
     "CitationView",
     "TraceFilter",
     "TraceListRow",
@@ -385,20 +384,6 @@ def version_keys(engine: Engine, sample: int = 1000) -> dict[str, list[str]]:
 
 
 @dataclass(frozen=True)
-class ChunkView:
-    chunk_id: str
-    doc_id: str | None
-    doc_version: int | None
-    rank: int | None
-    score: float | None
-    text: str
-    filtered: bool
-    effective_date: dt.date | None
-    in_context: bool | None  # None: the trace logged no context text
-    cited: bool
-
-
-@dataclass(frozen=True)
 class CitationView:
     claim: str
     chunk_ids: tuple[str, ...]  # hidden ones shown as "(filtered chunk)"
@@ -445,9 +430,6 @@ class TraceView:
         return self.decision is None or (self.decision != "answer" and not self.reason_code)
 
 
-HIDDEN_CHUNK = "(filtered chunk)"
-
-
 def get_trace(
     engine: Engine, actor: Actor, pk: int | None = None, trace_id: str | None = None
 ) -> TraceView | None:
@@ -485,28 +467,14 @@ def get_trace(
     cited_ids = {cid for c in row.citations or [] for cid in c.get("chunk_ids", [])}
     visible = [c for c in chunk_rows if actor.clearance or not c.filtered]
     hidden_ids = {c.chunk_id for c in chunk_rows if c.filtered and not actor.clearance}
-    chunks = tuple(
-        ChunkView(
-            c.chunk_id,
-            c.doc_id,
-            c.doc_version,
-            c.rank,
-            c.score,
-            c.text,
-            c.filtered,
-            c.effective_date,
-            None if not context else (not c.filtered and c.chunk_id in context),
-            c.chunk_id in cited_ids,
-        )
-        for c in visible
-    )
+    chunks = tuple(chunk_view(c, actor, context, cited_ids) for c in visible)
     by_id = {c.chunk_id: c for c in chunk_rows}
     citations: list[CitationView] = []
     for c in row.citations or []:
         ids = [str(x) for x in c.get("chunk_ids", [])]
         problems: list[str] = []
         for cid in ids:
-            shown = HIDDEN_CHUNK if cid in hidden_ids else cid
+            shown = HIDDEN_ID if cid in hidden_ids else cid
             ch = by_id.get(cid)
             if ch is None:
                 problems.append(f"{shown} was not retrieved")
@@ -519,7 +487,7 @@ def get_trace(
         citations.append(
             CitationView(
                 str(c.get("claim", "")),
-                tuple(HIDDEN_CHUNK if cid in hidden_ids else cid for cid in ids),
+                tuple(HIDDEN_ID if cid in hidden_ids else cid for cid in ids),
                 not problems,
                 tuple(problems),
             )

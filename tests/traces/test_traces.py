@@ -17,7 +17,7 @@ from sqlalchemy import Engine, func, select
 from review.core.errors import InputError, PermissionDenied, StaleWriteError
 from review.core.identity import SYSTEM, Actor
 from review.core.taxonomy import Taxonomy
-from review.traces import browse, importer, retention
+from review.traces import browse, chunks, importer, retention
 from review.traces.canonical import trace_to_dict
 from review.traces.formats import iter_traces
 from review.traces.model import Trace
@@ -486,7 +486,7 @@ def test_clearance_hides_restricted_traces_and_filtered_chunks(engine: Engine) -
     assert "secret" not in repr(plain) and "LEGAL-HOLD" not in repr(plain)
     assert [c.chunk_ids for c in plain.citations] == [
         ("POL@2#p1",),
-        (browse.HIDDEN_CHUNK,),
+        (chunks.HIDDEN_ID,),
         ("nowhere",),
     ]
     assert [c.valid for c in plain.citations] == [True, False, False]
