@@ -1,6 +1,7 @@
 """Strict YAML loading for the files people edit and sign.
 
-``safe_load`` semantics, plus: duplicate keys are refused (PyYAML silently keeps the last), and
+``safe_load`` semantics, plus: duplicate keys are refused (PyYAML silently keeps the last),
+aliases are refused (they can make a structure refer to itself or grow exponentially), and
 validation errors from pydantic are turned into one message naming the file, the key path and
 the problem.
 """
@@ -12,6 +13,7 @@ from typing import Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
+from yaml.composer import ComposerError
 from yaml.constructor import ConstructorError
 from yaml.nodes import MappingNode, Node, ScalarNode
 
@@ -21,6 +23,16 @@ M = TypeVar("M", bound=BaseModel)
 
 
 class _StrictLoader(yaml.SafeLoader):
+    def compose_node(self, parent: Node | None, index: int) -> Node | None:
+        # An alias (*name) can make a structure refer to itself or grow exponentially; the
+        # files people write here never need one, so it is refused with its position.
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()  # type: ignore[no-untyped-call]
+            raise ComposerError(
+                None, None, "aliases (*name) are not allowed in this file", event.start_mark
+            )
+        return super().compose_node(parent, index)
+
     def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: dict[Any, Node] = {}
         for key_node, _value in node.value:
