@@ -14,8 +14,10 @@ import streamlit as st
 from pages import ui
 from review.audits import estimates, export, items, population, promote, queue, verdicts, vocabulary
 from review.audits import plans as audit_plans
+from review.core import terms
 from review.core.errors import InputError, WorkbenchError
 from review.core.identity import Permission
+from review.core.terms import PlanStatus
 from review.wording import production
 
 engine = ui.engine()
@@ -82,7 +84,7 @@ if deep_item is not None and st.session_state.get("aud_deep_done") != deep_item:
             top.error(f"Audit item {deep_item} does not exist.")
         else:
             st.session_state["aud_plan"] = view.plan_id
-            if can_audit and view.plan_status == "open":
+            if can_audit and view.plan_status == PlanStatus.open:
                 queue.reserve_item(engine, actor, deep_item)
             st.session_state[f"aud_item_{view.plan_id}"] = deep_item
 deep_plan = ui.query_int("plan")
@@ -318,7 +320,7 @@ with tab_plans:
                 ui.plain(check.message())
                 + (
                     " Recount before drawing."
-                    if plan.status == "planned"
+                    if plan.status == PlanStatus.planned
                     else " The sample and its weights keep the counts of the draw."
                 )
             )
@@ -326,7 +328,7 @@ with tab_plans:
             st.caption(ui.plain(check.message()))
         if can_audit:
             c1, c2, c3 = st.columns(3)
-            if plan.status == "planned":
+            if plan.status == PlanStatus.planned:
                 if c1.button("Draw the sample", type="primary", key="aud_draw"):
                     try:
                         res = audit_plans.draw_plan(engine, actor, plan.id)
@@ -344,12 +346,14 @@ with tab_plans:
                         forget_counts()
                         st.session_state["aud_flash"] = "Population counted again."
                         st.rerun()
-            if plan.status == "open" and c1.button("Close the batch", key="aud_close"):
+            if plan.status == PlanStatus.open and c1.button("Close the batch", key="aud_close"):
                 with ui.reported():
                     audit_plans.close_plan(engine, actor, plan.id)
                     st.session_state["aud_flash"] = f"{plan.name!r} is closed."
                     st.rerun()
-            if plan.status != "planned" and c3.button("Check reproducibility", key="aud_verify"):
+            if plan.status != PlanStatus.planned and c3.button(
+                "Check reproducibility", key="aud_verify"
+            ):
                 same = audit_plans.verify_sample(engine, plan.id)
                 if same is True:
                     st.success("Drawing this plan again gives exactly the stored sample.")
@@ -357,7 +361,7 @@ with tab_plans:
                     st.warning("The population changed, so a new draw would differ.")
                 else:
                     st.error("A new draw differs from the stored sample.")
-        if plan.status != "planned":
+        if plan.status != PlanStatus.planned:
             n_items = queue.count_items(engine, plan.id)
             page = ui.paginate(n_items, f"aud_items_{plan.id}", PAGE_SIZE)
             rows = queue.list_items(engine, plan.id, page, PAGE_SIZE)
@@ -478,7 +482,7 @@ def claim_editor(view: items.ItemView) -> list[items.ClaimDraft]:
         row["cited"] = c2.text_input(
             f"Cites (claim {n})", row["cited"], key=f"aud_cc_{view.id}_{uid}"
         )
-        opts = [NOT_JUDGED, *vocabulary.CLAIM_VERDICTS]
+        opts = [NOT_JUDGED, *terms.CLAIM_VERDICTS]
         chosen = c3.selectbox(
             f"Verdict (claim {n})",
             opts,
@@ -526,7 +530,7 @@ with tab_queue:
         st.info("Auditing is for reviewers. Your roles do not include it.")
     elif plan is None:
         st.info("No audit batch yet: create and draw a plan on the Plans tab.")
-    elif plan.status == "planned":
+    elif plan.status == PlanStatus.planned:
         st.info("This plan is not drawn yet: draw the sample on the Plans tab.")
     else:
         prog = queue.progress(engine, actor, plan.id)
@@ -554,10 +558,12 @@ with tab_queue:
                 st.query_params["item"] = str(nxt)
 
         item_id = st.session_state.get(item_key)
-        if plan.status != "open":
+        if plan.status != PlanStatus.open:
             st.info(f"This batch is {ui.plain(plan.status)}: no more verdicts are taken.")
         if item_id is None:
-            if plan.status == "open" and st.button("Next trace", type="primary", key="aud_next0"):
+            if plan.status == PlanStatus.open and st.button(
+                "Next trace", type="primary", key="aud_next0"
+            ):
                 load_next()
                 st.rerun()
             if st.session_state[skipped_key] and st.button("Bring skipped traces back"):
@@ -646,7 +652,7 @@ with tab_queue:
                     "Save verdict",
                     type="primary",
                     key=f"aud_save_{view.id}",
-                    disabled=verdict is None or plan.status != "open",
+                    disabled=verdict is None or plan.status != PlanStatus.open,
                 )
                 if b2.button("Skip", key=f"aud_skip_{view.id}"):
                     queue.release_item(engine, actor, view.id)
@@ -665,7 +671,7 @@ with tab_queue:
                         st.session_state["aud_flash"] = f"Saved your verdict on {view.trace_id}."
                         st.rerun()
                 if mine is not None:
-                    if plan.status == "open" and st.button(
+                    if plan.status == PlanStatus.open and st.button(
                         "Next trace", type="primary", key="aud_next"
                     ):
                         load_next()
@@ -743,7 +749,7 @@ with tab_queue:
 # Estimates
 
 with tab_est:
-    if plan is None or plan.status == "planned":
+    if plan is None or plan.status == PlanStatus.planned:
         st.info("Estimates appear once a plan is drawn and its traces are audited.")
     else:
         report = estimates.estimates(engine, plan.id)

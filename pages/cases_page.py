@@ -12,6 +12,7 @@ from review.cases import cases, splits
 from review.core import uploads
 from review.core.errors import WorkbenchError
 from review.core.identity import Permission
+from review.core.terms import CaseStatus
 
 engine = ui.engine()
 actor = ui.actor()
@@ -109,7 +110,7 @@ def case_form(key: str, start: dict[str, object], submit_label: str) -> cases.Ca
         )
         statuses = list(tax.case_statuses)
         status = c3.selectbox(
-            "Status", statuses, index=statuses.index(str(start.get("status", "draft")))
+            "Status", statuses, index=statuses.index(str(start.get("status", CaseStatus.draft)))
         )
         notes = st.text_area("Notes for labelers", str(start.get("notes", "")), height=68)
         submitted = st.form_submit_button(submit_label, type="primary")
@@ -368,7 +369,7 @@ import_export_panel()
 
 if can_edit:
     with st.expander("New case"):
-        new = case_form("case_new_form", {"status": "draft"}, "Create case")
+        new = case_form("case_new_form", {"status": CaseStatus.draft}, "Create case")
         if new is not None:
             with ui.reported():
                 new_id = cases.create_case(engine, actor, new, tax)

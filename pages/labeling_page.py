@@ -7,6 +7,7 @@ import streamlit as st
 
 from pages import ui
 from review.cases import cases
+from review.core import terms
 from review.core.identity import Permission
 from review.corpus import corpus
 from review.labels import labeling
@@ -176,7 +177,7 @@ if view.required_claims:
     for i, _claim in enumerate(view.required_claims):
         c1, c2 = st.columns([1, 1])
         prev = previous.get(i, {})
-        opts = ["(not judged)", *labeling.CLAIM_VERDICTS]
+        opts = ["(not judged)", *terms.CLAIM_VERDICTS]
         v = c1.selectbox(
             f"Claim {i + 1}",
             opts,

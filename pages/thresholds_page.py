@@ -14,6 +14,7 @@ from pages import ui
 from review.charts import charts
 from review.core.errors import InputError, WorkbenchError
 from review.core.identity import Permission, Role
+from review.core.terms import VersionStatus
 from review.evaluation import evalruns
 from review.policy import signoff
 from review.policy.policy import replace_thresholds
@@ -305,7 +306,9 @@ with tab_cal:
 
 # ---------------------------------------------------------------------------------------
 with tab_sign:
-    pending = [v for v in signoff.versions(engine, thresholds.KIND) if v.status == "pending"]
+    pending = [
+        v for v in signoff.versions(engine, thresholds.KIND) if v.status == VersionStatus.pending
+    ]
     if not pending:
         st.info("No proposal is waiting for sign-off.")
     for v in pending:

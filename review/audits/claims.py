@@ -28,6 +28,7 @@ from typing import Literal
 import pandas as pd
 
 from review.core.errors import InputError
+from review.core.terms import ClaimVerdict
 
 __all__ = [
     "VERDICTS",
@@ -192,8 +193,7 @@ def claims_with_citations(text: str) -> list[tuple[Claim, list[str]]]:
 
 # --- verdicts ----------------------------------------------------------------------------------
 
-Verdict = Literal["supported", "unsupported", "contradicted", "not_a_claim"]
-VERDICTS: tuple[str, ...] = ("supported", "unsupported", "contradicted", "not_a_claim")
+VERDICTS: tuple[str, ...] = tuple(ClaimVerdict)
 Status = Literal["pass", "fail", "unreviewed", "not_a_claim"]
 
 

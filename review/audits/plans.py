@@ -35,6 +35,7 @@ from review.core.sampling import (
     sample_rank,
     sample_rank_sql,
 )
+from review.core.terms import PlanStatus
 from review.traces import rollup
 from storage import changes
 from storage.db import read_session, run_write
@@ -268,7 +269,7 @@ def create_plan(engine: Engine, actor: Actor, spec: PlanSpec) -> int:
             population=_population_record(counts, allocation, spec, _traces_stamp(s)),
             fingerprint=_fingerprint(counts),
             overlap=spec.overlap,
-            status="planned",
+            status=PlanStatus.planned,
             created_by=actor.email,
             created_at=utcnow(),
         )
@@ -394,7 +395,7 @@ def recount_plan(engine: Engine, actor: Actor, plan_id: int) -> PopulationCheck:
 
     def work(s: Session) -> PopulationCheck:
         plan = _plan(s, plan_id, lock=True)
-        if plan.status != "planned":
+        if plan.status != PlanStatus.planned:
             raise InputError(
                 f"plan {plan.name!r} is already drawn: its counts stay those of the draw"
             )
@@ -502,7 +503,7 @@ def draw_plan(engine: Engine, actor: Actor, plan_id: int) -> DrawResult:
 
     def work(s: Session) -> DrawResult:
         plan = _plan(s, plan_id, lock=True)
-        if plan.status != "planned":
+        if plan.status != PlanStatus.planned:
             raise InputError(f"plan {plan.name!r} is already drawn")
         check = _recheck(s, plan)
         if check.changed:
@@ -521,7 +522,7 @@ def draw_plan(engine: Engine, actor: Actor, plan_id: int) -> DrawResult:
             ],
         )
         before = changes.snapshot(plan)
-        plan.status = "open"
+        plan.status = PlanStatus.open
         s.flush()
         by_stratum = dict(Tally(st for _t, st in drawn))
         changes.record(
@@ -543,7 +544,7 @@ def verify_sample(engine: Engine, plan_id: int) -> bool | None:
     (None when the population changed, so a different draw is expected, or not drawn)."""
     with read_session(engine) as s:
         plan = _plan(s, plan_id)
-        if plan.status == "planned":
+        if plan.status == PlanStatus.planned:
             return None
         if _recheck(s, plan).changed:
             return None
@@ -564,7 +565,7 @@ def close_plan(engine: Engine, actor: Actor, plan_id: int) -> None:
 
     def work(s: Session) -> None:
         plan = _plan(s, plan_id, lock=True)
-        if plan.status != "open":
+        if plan.status != PlanStatus.open:
             raise InputError(f"plan {plan.name!r} is {plan.status}, not open for review")
         need = _items_needing_verdicts(s, plan)
         if need:
@@ -573,7 +574,7 @@ def close_plan(engine: Engine, actor: Actor, plan_id: int) -> None:
                 "closed when every sampled trace is audited"
             )
         before = changes.snapshot(plan)
-        plan.status = "closed"
+        plan.status = PlanStatus.closed
         s.flush()
         changes.record(
             s, actor.email, "close", "sampling_plan", plan.id, before, changes.snapshot(plan)

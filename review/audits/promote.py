@@ -14,6 +14,7 @@ from review.cases import cases
 from review.core.errors import InputError, PermissionDenied
 from review.core.identity import Actor, Permission, require
 from review.core.taxonomy import Taxonomy
+from review.core.terms import CaseStatus
 from storage import changes
 from storage.db import read_session, run_write
 from storage.models import AuditItem, AuditVerdict, Case, Document, SamplingPlan, Trace, TraceChunk
@@ -193,7 +194,7 @@ def promote_to_case(
         category=category,
         slices=slices,
         split=split,
-        status="draft",
+        status=CaseStatus.draft,
         notes=notes,
     )
     case_id = cases.create_case(engine, actor, case_in, tax)

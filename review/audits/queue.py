@@ -21,6 +21,7 @@ from review.audits.verdicts import _current_verdicts
 from review.audits.vocabulary import can_see, outcome
 from review.core.errors import InputError, PermissionDenied
 from review.core.identity import Actor, Permission, require
+from review.core.terms import PlanStatus
 from storage.db import read_session, run_write
 from storage.models import AuditItem, AuditVerdict, Trace, utcnow
 
@@ -131,7 +132,7 @@ def next_item(
     def work(s: Session) -> int | None:
         t = now or utcnow()
         plan = _plan(s, plan_id)
-        if plan.status != "open":
+        if plan.status != PlanStatus.open:
             return None
         spec = _spec_of(plan)
         mine = exists().where(

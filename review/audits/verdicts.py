@@ -22,7 +22,6 @@ from review.audits.claims import CitationReport
 from review.audits.items import ClaimDraft, check_claims
 from review.audits.plans import _plan, _spec_of
 from review.audits.vocabulary import (
-    CLAIM_VERDICTS,
     CORRECT,
     NEEDS_NOTE,
     NEEDS_STAGE,
@@ -32,6 +31,7 @@ from review.audits.vocabulary import (
 )
 from review.core.errors import InputError, PermissionDenied, StaleWriteError
 from review.core.identity import Actor, Permission, require
+from review.core.terms import CLAIM_VERDICTS, PlanStatus
 from storage import changes
 from storage.db import read_session, run_write
 from storage.models import AuditItem, AuditVerdict, Trace, TraceChunk, utcnow
@@ -226,7 +226,7 @@ def submit_verdict(
         if item is None:
             raise InputError(f"audit item {item_id} does not exist")
         plan = _plan(s, item.plan_id)
-        if plan.status != "open":
+        if plan.status != PlanStatus.open:
             raise InputError(f"plan {plan.name!r} is {plan.status}: verdicts are not accepted")
         trace = s.get(Trace, item.trace_pk)
         assert trace is not None

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from review.core.identity import Actor
 
-__all__ = ["CLAIM_VERDICTS", "HEADLINE", "STAGES", "VERDICTS"]
+__all__ = ["HEADLINE", "STAGES", "VERDICTS"]
 
 
 # --- vocabulary -----------------------------------------------------------------------------
@@ -31,9 +31,6 @@ STAGES: dict[str, str] = {
     "generator_ignored_signal": "Generator ignored a low-evidence signal",
     "citation_partial": "Citation covers only part of the prose",
 }
-
-
-CLAIM_VERDICTS = ("supported", "unsupported", "contradicted")
 
 
 #: The rates a monthly review reads first.

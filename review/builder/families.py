@@ -29,6 +29,7 @@ from typing import Any, Literal
 from review.builder.edits import OPERATORS, EditRecord, edit_document
 from review.builder.operator import Params, ParamValue, Span, find_span
 from review.core.errors import InputError
+from review.core.terms import CaseStatus
 
 __all__ = [
     "Check",
@@ -286,7 +287,7 @@ def _variant(
     case["reason_codes"] = list(reasons)
     case["slices"] = _merge(base.get("slices", []), slices)
     case["category"] = category or base.get("category")
-    case["status"] = "draft"
+    case["status"] = CaseStatus.draft
     case["notes"] = (
         f"Derived from {source}: {derivation} Suggested {decision}"
         + (f" [{', '.join(reasons)}]" if reasons else "")

@@ -15,6 +15,7 @@ from review.cases.cases import CaseIn, validate_case
 from review.core.errors import InputError
 from review.core.identity import Actor, Permission, require
 from review.core.taxonomy import Taxonomy
+from review.core.terms import CaseStatus
 from review.corpus.corpus import can_see
 from storage import changes
 from storage.db import run_write
@@ -96,8 +97,8 @@ def confirm_suggestion(
             raise changes.stale_error("case", row.key, expected_version, row)
         before = case_service.to_record(row)
         data = {**before, "expected_decision": decision, "reason_codes": chosen}
-        if make_ready and row.status == "draft":
-            data["status"] = "ready"
+        if make_ready and row.status == CaseStatus.draft:
+            data["status"] = CaseStatus.ready
         case_in = CaseIn.model_validate(data)
         problems = case_in.problems(tax)
         if problems:

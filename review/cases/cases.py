@@ -22,6 +22,7 @@ from review.core.errors import InputError
 from review.core.identity import Actor, Permission, require
 from review.core.records import JsonProblem, json_lines, parse_json, validate_record
 from review.core.taxonomy import Taxonomy
+from review.core.terms import CaseStatus
 from storage import changes
 from storage.db import read_session, run_write
 from storage.models import (
@@ -70,7 +71,7 @@ class CaseIn(_Strict):
     split: str
     family: str | None = None
     evidence_state: str | None = None
-    status: str = "ready"
+    status: str = CaseStatus.ready
     notes: str = ""
 
     @field_validator("key", "family")

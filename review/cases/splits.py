@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 from review.core.errors import InputError
 from review.core.identity import Actor, Permission, require
 from review.core.sampling import assign_splits
+from review.core.terms import CaseStatus
 from storage import changes
 from storage.db import read_session, run_write
 from storage.models import Case, CaseSlice, Setting, SplitLock, utcnow
@@ -39,7 +40,7 @@ def _frame(engine: Engine) -> pd.DataFrame:
     with read_session(engine) as s:
         rows = s.execute(
             select(Case.id, Case.key, Case.expected_decision, Case.split)
-            .where(Case.status == "ready")
+            .where(Case.status == CaseStatus.ready)
             .order_by(Case.id)
         ).all()
         first_slice: dict[int, str] = {}

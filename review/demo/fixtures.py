@@ -16,6 +16,7 @@ from sqlalchemy import Engine, func, select
 from review.cases import cases
 from review.core.identity import Role
 from review.core.taxonomy import Taxonomy
+from review.core.terms import CaseStatus
 from review.corpus import corpus
 from review.demo import months, tracedemo, wording_versions
 from review.demo.batches import build_demo_audits
@@ -276,7 +277,7 @@ def build_demo_labels(engine: Engine, tax: Taxonomy) -> int:
             return 0
         rows = s.execute(
             select(Case.id, Case.key, Case.expected_decision, Case.reason_codes, Case.category)
-            .where(Case.status == "ready")
+            .where(Case.status == CaseStatus.ready)
             .order_by(Case.id)
             .limit(DEMO_LABELED_CASES)
         ).all()

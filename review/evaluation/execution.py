@@ -20,6 +20,7 @@ from sqlalchemy import Engine, select
 from review.core.errors import InputError
 from review.core.identity import Actor, Permission, require
 from review.core.taxonomy import Taxonomy
+from review.core.terms import CaseStatus
 from review.evaluation.evalruns import OutputIn, PerturbedIn, import_run
 from storage.db import read_session
 from storage.models import (
@@ -72,7 +73,7 @@ class PipelineInput:
 Pipeline = Callable[[str, Sequence[PipelineDocument], dict[str, Any]], Mapping[str, Any]]
 
 
-def pipeline_inputs(engine: Engine, status: str = "ready") -> Iterator[PipelineInput]:
+def pipeline_inputs(engine: Engine, status: str = CaseStatus.ready) -> Iterator[PipelineInput]:
     """The cases as a pipeline sees them: only the documents visible to the identity (the
     forbidden ones ride along separately so a deliberately broken pipeline can misuse them)."""
     last = 0

@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session, aliased
 from review.core.errors import InputError, PermissionDenied, StaleWriteError
 from review.core.identity import Actor, Permission, require
 from review.core.taxonomy import Taxonomy
+from review.core.terms import CLAIM_VERDICTS, CaseStatus
 from storage import changes
 from storage.db import plain_rows, read_session, run_write
 from storage.models import (
@@ -40,7 +41,6 @@ from storage.models import (
 
 SETTINGS_KEY = "labeling"
 DEFAULTS: dict[str, Any] = {"overlap": 2, "reservation_minutes": 30}
-CLAIM_VERDICTS = ("supported", "unsupported", "contradicted")
 
 
 @dataclass(frozen=True)
@@ -131,7 +131,7 @@ def next_case(
                 .where(
                     Reservation.annotator == actor.email,
                     Reservation.expires_at > t,
-                    Case.status == "ready",
+                    Case.status == CaseStatus.ready,
                     Reservation.case_id.not_in(sorted(tried)),
                     ~exists().where(
                         Label.case_id == Reservation.case_id, Label.annotator == actor.email
@@ -212,7 +212,7 @@ def _open_cases(actor: Actor, t: dt.datetime, overlap: int, held_by_me_counts: b
             ),
         )
     return select(Case.id).where(
-        Case.status == "ready",
+        Case.status == CaseStatus.ready,
         ~exists().where(Label.case_id == Case.id, Label.annotator == actor.email),
         room,
     )
@@ -497,11 +497,13 @@ class Progress:
 def progress(engine: Engine, actor: Actor) -> Progress:
     cfg = get_settings(engine)
     with read_session(engine) as s:
-        ready = int(s.scalar(select(func.count(Case.id)).where(Case.status == "ready")) or 0)
+        ready = int(
+            s.scalar(select(func.count(Case.id)).where(Case.status == CaseStatus.ready)) or 0
+        )
         per_case = (
             select(Label.case_id, func.count(func.distinct(Label.annotator)).label("n"))
             .join(Case, Case.id == Label.case_id)
-            .where(Case.status == "ready")
+            .where(Case.status == CaseStatus.ready)
             .group_by(Label.case_id)
             .subquery()
         )
@@ -514,7 +516,7 @@ def progress(engine: Engine, actor: Actor) -> Progress:
             s.scalar(
                 select(func.count(func.distinct(Label.case_id)))
                 .join(Case, Case.id == Label.case_id)
-                .where(Label.annotator == actor.email, Case.status == "ready")
+                .where(Label.annotator == actor.email, Case.status == CaseStatus.ready)
             )
             or 0
         )

@@ -8,6 +8,7 @@ from sqlalchemy import Engine, func, select
 
 from review.core.identity import Actor, Permission
 from review.core.taxonomy import Taxonomy
+from review.core.terms import CaseStatus, PlanStatus, VersionStatus
 from storage.db import read_session
 from storage.models import Case, CaseFamily, CaseSlice, Document, User
 
@@ -56,7 +57,7 @@ def build_overview(engine: Engine, actor: Actor, tax: Taxonomy) -> Overview:
             k: int(v)
             for k, v in s.execute(select(Case.status, func.count()).group_by(Case.status)).all()
         }
-        ready = Case.status == "ready"
+        ready = Case.status == CaseStatus.ready
         by_decision = {
             k: int(v)
             for k, v in s.execute(
@@ -97,13 +98,13 @@ def build_overview(engine: Engine, actor: Actor, tax: Taxonomy) -> Overview:
             )
         )
     if actor.can(Permission.edit_cases):
-        drafts = by_status.get("draft", 0)
+        drafts = by_status.get(CaseStatus.draft, 0)
         if drafts:
             attention.append(
                 Attention(
                     f"{drafts} draft case(s) to complete and mark ready.",
                     "cases",
-                    {"status": "draft"},
+                    {"status": CaseStatus.draft},
                 )
             )
         if share is not None and share < MIN_UNANSWERABLE_SHARE:
@@ -174,7 +175,7 @@ def _work_waiting(engine: Engine, actor: Actor) -> list[Attention]:
             out.append(Attention(text, "adjudication"))
     if actor.can(Permission.audit):
         for plan in plans.list_plans(engine):
-            if plan.status == "open":
+            if plan.status == PlanStatus.open:
                 out.append(
                     Attention(
                         f"Audit batch '{plan.name}' is open: {plan.complete} of {plan.items} "
@@ -193,7 +194,7 @@ def _work_waiting(engine: Engine, actor: Actor) -> list[Attention]:
                 signed = {sg.signer.strip().lower() for sg in v.signatures}
                 mine = {r.value for r in actor.roles} & set(v.missing_roles)
                 if (
-                    v.status == "pending"
+                    v.status == VersionStatus.pending
                     and mine
                     and v.author.strip().lower() != me
                     and me not in signed

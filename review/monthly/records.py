@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from review.core.errors import InputError
+from review.core.terms import SessionStatus
 
 MONTH_RE = re.compile(r"^\d{4}-(0[1-9]|1[0-2])$")
 
@@ -71,4 +72,4 @@ class SessionView:
 
     @property
     def closed(self) -> bool:
-        return self.status == "closed"
+        return self.status == SessionStatus.closed

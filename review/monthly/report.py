@@ -20,6 +20,7 @@ from sqlalchemy import Engine, select
 from review.charts.charts import risk_coverage_chart
 from review.core.errors import InputError
 from review.core.taxonomy import Taxonomy
+from review.core.terms import PlanStatus, VersionStatus
 from review.evaluation import evalruns
 from review.monthly.records import SessionView, month_bounds
 from review.policy import signoff
@@ -85,7 +86,7 @@ def live_context(engine: Engine, tax: Taxonomy, month: str) -> MonthContext:
         try:
             for v in signoff.versions(engine, kind_name):
                 touched = [v.created_at.date(), *(sg.at.date() for sg in v.signatures)]
-                if v.status == "pending" or any(first <= d <= last for d in touched):
+                if v.status == VersionStatus.pending or any(first <= d <= last for d in touched):
                     changed.append(v)
         except InputError:
             continue
@@ -399,7 +400,7 @@ def _audit_hook(
 
     rows = []
     for plan in plans.list_plans(engine):
-        if not (first <= plan.created_at.date() <= last) and plan.status == "closed":
+        if not (first <= plan.created_at.date() <= last) and plan.status == PlanStatus.closed:
             continue
         try:
             est = estimates.estimates(engine, plan.id)

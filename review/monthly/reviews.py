@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 from review.core.errors import InputError, PermissionDenied, StaleWriteError
 from review.core.identity import Actor, Role
 from review.core.taxonomy import Taxonomy, load_taxonomy
+from review.core.terms import SessionStatus
 from review.monthly.records import (
     LINK_KINDS,
     SEVERITIES,
@@ -102,7 +103,7 @@ def open_session(engine: Engine, actor: Actor, month: str) -> SessionView:
             raise InputError(f"the review for {month} already exists")
         row = ReviewSession(
             month=month,
-            status="open",
+            status=SessionStatus.open,
             attendees=[actor.email],
             created_by=actor.email,
             updated_by=actor.email,
@@ -121,7 +122,7 @@ def _open_row(s: Session, session_id: int) -> ReviewSession:
     row = s.get(ReviewSession, session_id, with_for_update=True)
     if row is None:
         raise InputError(f"review {session_id} does not exist")
-    if row.status == "closed":
+    if row.status == SessionStatus.closed:
         raise InputError(
             f"the review for {row.month} is closed and read-only "
             f"(closed by {row.closed_by} at {row.closed_at:%Y-%m-%d %H:%M})"
@@ -220,7 +221,7 @@ def add_action(
             text=text.strip(),
             owner_role=owner_role,
             due_date=due_date,
-            status="open",
+            status=SessionStatus.open,
             created_by=actor.email,
         )
         s.add(a)
@@ -296,7 +297,7 @@ def close_session(
             )
         if row.validation is None:
             raise InputError("run and store the validation check before closing the review")
-        row.status = "closed"
+        row.status = SessionStatus.closed
         row.closed_at = utcnow()
         row.closed_by = actor.email
         row.record = record
@@ -309,8 +310,8 @@ def close_session(
             "close",
             "review_session",
             row.month,
-            {"status": "open"},
-            {"status": "closed"},
+            {"status": SessionStatus.open},
+            {"status": SessionStatus.closed},
         )
 
     run_write(engine, work)

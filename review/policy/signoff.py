@@ -28,6 +28,7 @@ from sqlalchemy.orm import Session
 
 from review.core.errors import InputError, PermissionDenied, PolicyFileError
 from review.core.identity import Actor, Permission, Role, require
+from review.core.terms import VersionStatus
 from storage import changes
 from storage.db import read_session, run_write
 from storage.models import PolicyVersion, Setting, SignOff, SplitLock, utcnow
@@ -157,11 +158,11 @@ class VersionView:
     @property
     def status(self) -> str:
         if any(s.meaning == "reject" for s in self.signatures):
-            return "rejected"
+            return VersionStatus.rejected
         approved = {Role(s.role) for s in self.signatures if s.meaning == "approve"}
         if self.required_roles <= approved:
-            return "approved"
-        return "pending"
+            return VersionStatus.approved
+        return VersionStatus.pending
 
     @property
     def missing_roles(self) -> list[str]:
@@ -170,7 +171,7 @@ class VersionView:
 
     @property
     def approved_on(self) -> dt.datetime | None:
-        if self.status != "approved":
+        if self.status != VersionStatus.approved:
             return None
         return max(s.at for s in self.signatures if s.meaning == "approve")
 
@@ -254,7 +255,7 @@ def get_version(engine: Engine, version_id: int) -> VersionView:
 def current_approved(engine: Engine, kind_name: str) -> VersionView | None:
     """The most recently approved version, as recorded (its text is not checked here: use
     :func:`in_force_version` for the policy to serve)."""
-    approved = [v for v in versions(engine, kind_name) if v.status == "approved"]
+    approved = [v for v in versions(engine, kind_name) if v.status == VersionStatus.approved]
     if not approved:
         return None
     return max(approved, key=lambda v: (v.approved_on or v.created_at, v.number))
@@ -452,7 +453,7 @@ def sign(
             raise PermissionDenied(
                 "the author of a change can never approve or reject it: another person must sign"
             )
-        if view.status != "pending":
+        if view.status != VersionStatus.pending:
             raise InputError(f"version {row.number} is already {view.status}")
         if role not in view.required_roles:
             raise InputError(f"this change does not need a {role.value} signature")

@@ -53,6 +53,7 @@ from sqlalchemy.orm import Session
 from review.core.errors import InputError, PermissionDenied
 from review.core.identity import Actor, Permission, require
 from review.core.taxonomy import Taxonomy
+from review.core.terms import ImportStatus
 from review.traces import rollup
 from review.traces.formats import FORMATS, detect_format, iter_traces
 from review.traces.model import (
@@ -538,7 +539,7 @@ def import_items(
             row = TraceImport(
                 source=report.source,
                 format=fmt,
-                status="running",
+                status=ImportStatus.running,
                 rejected=report.rejected,
                 rejects_file=report.rejects_file,
                 actor=actor.email,
@@ -644,7 +645,7 @@ def _close_import(
     try:
         run_write(engine, work)
     except Exception:
-        if status == "done":
+        if status == ImportStatus.done:
             raise  # a failed import re-raises its own error instead
 
 

@@ -20,6 +20,7 @@ from sqlalchemy import Engine
 
 from review.core.errors import InputError, StaleWriteError
 from review.core.identity import Actor, Permission, Role, require
+from review.core.terms import VersionStatus
 from review.policy import signoff
 from review.wording.compare import MessageChange, compare, setting_changes
 from review.wording.drafts import MessageDraft, draft_yaml
@@ -165,7 +166,7 @@ def review_version(
         parent_label = f"version {pv.number}"
     terms = terms or corpus_terms(engine)
     stale: str | None = None
-    if v.status == "pending":
+    if v.status == VersionStatus.pending:
         current = signoff.current_approved(engine, KIND)
         current_id = current.id if current is not None else None
         if current_id != v.parent_id:

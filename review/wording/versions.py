@@ -22,6 +22,7 @@ from sqlalchemy import Engine
 
 from review.core.errors import InputError
 from review.core.identity import Role
+from review.core.terms import VersionStatus
 from review.policy import signoff
 from review.wording.messages import (
     REQUIRED_KEYS,
@@ -174,7 +175,9 @@ def versions(engine: Engine) -> list[signoff.VersionView]:
 
 def pending(engine: Engine) -> list[signoff.VersionView]:
     """Versions waiting for signatures, oldest first."""
-    return sorted((v for v in versions(engine) if v.status == "pending"), key=lambda v: v.number)
+    return sorted(
+        (v for v in versions(engine) if v.status == VersionStatus.pending), key=lambda v: v.number
+    )
 
 
 def wording_of(engine: Engine, version_id: int | None) -> tuple[WordingSet, str]:
