@@ -1,5 +1,6 @@
-"""Reading the shape of a Markdown body for the edit operators: blocks (headings, tables,
-list items, footnote definitions, quotes), sentences and clause numbers, by character offset."""
+"""The shape of a Markdown body as the edit operators need it: the blocks of the one Markdown
+reader (review.corpus.markdown) with list items apart and paragraphs' prose after clause
+numbers and quote markers, sentences, and questions, by character offset."""
 
 from __future__ import annotations
 
@@ -8,30 +9,11 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-# ------------------------------------------------------------------------------------------
-# Reading the shape of a Markdown body (mirrors review.corpus.docformat.parse_blocks)
-
-_HEADING_RE = re.compile(r"#{1,6}\s+")
-
-
-_TABLE_SEP_RE = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$")
-
-
-_FOOTNOTE_DEF_RE = re.compile(r"\[\^[^\]]+\]:\s?")
-
+from review.corpus import markdown
 
 _FOOTNOTE_REF_RE = re.compile(r"\[\^[^\]\s]+\](?!:)")
-
-
-_LIST_RE = re.compile(r"\s*(?:[-*+]|\d+[.)])\s+")
-
-
 _CLAUSE_RE = re.compile(r"\d+(?:\.\d+)+\s+")
-
-
 _QUOTE_RE = re.compile(r">\s?")
-
-
 _SENTENCE_END_RE = re.compile(
     r"[.!?](?:\*{1,2}|_)?(?:\[\^[^\]\s]+\])*(?=\s+[^\sa-z]|\s*$)", re.MULTILINE
 )
@@ -46,82 +28,35 @@ class _Block:
 
 
 def _lines(text: str) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-    pos = 0
-    for line in text.split("\n"):
-        out.append((pos, pos + len(line)))
-        pos += len(line) + 1
-    return out
+    return markdown.lines(text)
 
 
 def _layout(text: str) -> list[_Block]:
-    """Blocks with character offsets: the same shapes parse_blocks sees."""
-    lines = _lines(text)
+    """The blocks of :func:`review.corpus.markdown.scan` as the operators use them: list items
+    one by one, and a paragraph's prose after its clause number or quote marker."""
     blocks: list[_Block] = []
-    i = 0
-    run: list[tuple[int, int]] = []
-
-    def flush() -> None:
-        if not run:
-            return
-        texts = [text[a:b] for a, b in run]
-        if all(_LIST_RE.match(t) or t.startswith("  ") for t in texts):
+    for b in markdown.scan(text):
+        if b.kind == "list":
             item: list[tuple[int, int]] = []
-            for (a, b), t in zip(run, texts, strict=True):
-                if _LIST_RE.match(t) and item:
+            for x, y in b.lines:
+                if markdown.LIST_MARK.match(text[x:y]) and item:
                     blocks.append(_list_item(text, item))
                     item = []
-                item.append((a, b))
+                item.append((x, y))
             if item:
                 blocks.append(_list_item(text, item))
-        else:
-            a, b = run[0][0], run[-1][1]
-            first = text[a : run[0][1]]
+        elif b.kind == "paragraph":
+            first = text[b.start : b.lines[0][1]]
             m = _CLAUSE_RE.match(first) or _QUOTE_RE.match(first)
-            blocks.append(_Block("paragraph", a, b, a + (m.end() if m else 0)))
-        run.clear()
-
-    while i < len(lines):
-        a, b = lines[i]
-        line = text[a:b]
-        if not line.strip():
-            flush()
-            i += 1
-            continue
-        h = _HEADING_RE.match(line)
-        if h and line.startswith("#"):
-            flush()
-            blocks.append(_Block("heading", a, b, a + h.end()))
-            i += 1
-            continue
-        if "|" in line and i + 1 < len(lines) and _TABLE_SEP_RE.match(text[slice(*lines[i + 1])]):
-            flush()
-            j = i + 2
-            while (
-                j < len(lines) and "|" in text[slice(*lines[j])] and text[slice(*lines[j])].strip()
-            ):
-                j += 1
-            blocks.append(_Block("table", a, lines[j - 1][1], a))
-            i = j
-            continue
-        f = _FOOTNOTE_DEF_RE.match(line)
-        if f:
-            flush()
-            j = i + 1
-            while j < len(lines) and text[slice(*lines[j])].startswith(("    ", "\t")):
-                j += 1
-            blocks.append(_Block("footnote", a, lines[j - 1][1], a + f.end()))
-            i = j
-            continue
-        run.append((a, b))
-        i += 1
-    flush()
+            blocks.append(_Block("paragraph", b.start, b.end, b.start + (m.end() if m else 0)))
+        else:
+            blocks.append(_Block(b.kind, b.start, b.end, b.content))
     return blocks
 
 
 def _list_item(text: str, item: list[tuple[int, int]]) -> _Block:
     a = item[0][0]
-    m = _LIST_RE.match(text, a)
+    m = markdown.LIST_MARK.match(text, a)
     return _Block("list_item", a, item[-1][1], m.end() if m else a)
 
 

@@ -19,6 +19,7 @@ from review.core.errors import InputError
 from review.core.records import JsonProblem, json_lines, parse_json, validate_record
 from review.core.taxonomy import Taxonomy
 from review.core.yamlstrict import load_yaml_text
+from review.corpus import markdown
 
 DOC_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,119}$")
 REF_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,119}(@[0-9]+)?$")
@@ -159,12 +160,6 @@ class Block:
     rows: list[list[str]] = field(default_factory=list)
 
 
-_TABLE_SEP = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$")
-_FOOTNOTE = re.compile(r"^\[\^([^\]]+)\]:\s?(.*)$")
-_HEADING = re.compile(r"^(#{1,6})\s+(.*)$")
-_LIST = re.compile(r"^\s*([-*+]|\d+[.)])\s+")
-
-
 def _cells(line: str) -> list[str]:
     s = line.strip()
     if s.startswith("|"):
@@ -175,58 +170,25 @@ def _cells(line: str) -> list[str]:
 
 
 def parse_blocks(body: str) -> list[Block]:
-    """Split a Markdown-shaped body into blocks. Text is kept verbatim (never rendered)."""
+    """The body's blocks (read by :func:`review.corpus.markdown.scan`) with their text kept
+    verbatim for display as text (never rendered)."""
     blocks: list[Block] = []
-    lines = body.splitlines()
-    i = 0
-    para: list[str] = []
-
-    def flush() -> None:
-        if para:
-            text = "\n".join(para)
-            kind = (
-                "list" if all(_LIST.match(p) or p.startswith("  ") for p in para) else "paragraph"
-            )
-            blocks.append(Block(kind=kind, text=text))
-            para.clear()
-
-    while i < len(lines):
-        line = lines[i]
-        if not line.strip():
-            flush()
-            i += 1
-            continue
-        h = _HEADING.match(line)
-        if h:
-            flush()
-            blocks.append(Block(kind="heading", text=h.group(2).strip(), level=len(h.group(1))))
-            i += 1
-            continue
-        if "|" in line and i + 1 < len(lines) and _TABLE_SEP.match(lines[i + 1]):
-            flush()
-            header = _cells(line)
-            rows = [header]
-            i += 2
-            while i < len(lines) and "|" in lines[i] and lines[i].strip():
-                cells = _cells(lines[i])
-                cells = (cells + [""] * len(header))[: len(header)]
-                rows.append(cells)
-                i += 1
+    for b in markdown.scan(body):
+        texts = [body[x:y] for x, y in b.lines]
+        if b.kind == "heading":
+            level = len(body[b.start : b.content].strip())
+            blocks.append(Block(kind="heading", text=body[b.content : b.end].strip(), level=level))
+        elif b.kind == "table":
+            header = _cells(texts[0])
+            rows = [header] + [(_cells(t) + [""] * len(header))[: len(header)] for t in texts[2:]]
             blocks.append(Block(kind="table", rows=rows))
-            continue
-        f = _FOOTNOTE.match(line)
-        if f:
-            flush()
-            text = f.group(2)
-            i += 1
-            while i < len(lines) and lines[i].startswith(("    ", "\t")):
-                text += "\n" + lines[i].strip()
-                i += 1
-            blocks.append(Block(kind="footnote", text=text, rows=[[f.group(1)]]))
-            continue
-        para.append(line)
-        i += 1
-    flush()
+        elif b.kind == "footnote":
+            m = markdown.FOOTNOTE_DEF.match(body, b.start)
+            label = m.group(1) if m else ""
+            text = body[b.content : b.lines[0][1]] + "".join("\n" + t.strip() for t in texts[1:])
+            blocks.append(Block(kind="footnote", text=text, rows=[[label]]))
+        else:
+            blocks.append(Block(kind=b.kind, text="\n".join(texts)))
     return blocks
 
 

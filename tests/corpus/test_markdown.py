@@ -1,0 +1,70 @@
+"""The one Markdown block reader: the corpus view of a body (parse_blocks) and the edit
+operators' layout are both made from corpus.markdown.scan, so they see the same blocks."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from review.builder import layout
+from review.corpus import markdown
+from review.corpus.docformat import parse_blocks
+
+BODY = (
+    "# Refunds\n\n2.1 Monthly plans: 14 days.[^1]\n\n| Plan | Days |\n|---|---|\n"
+    "| Monthly | 14 |\n\n- one\n  more\n- two\n\n[^1]: From the invoice date.\n    Continued.\n"
+)
+FRAGMENTS = [
+    "# H",
+    "## Sub heading ",
+    "| a | b |",
+    "|---|---|",
+    "| 1 | 2 |",
+    "[^1]: note",
+    "    more",
+    "\tmore",
+    "- item",
+    "  cont",
+    "1. one",
+    "2) two",
+    "Para text. Next one? Yes!",
+    "",
+    "   ",
+    "2.1 Clause text",
+    "> quote",
+    "####### seven",
+    "#nospace",
+    "a|b",
+]
+
+
+def test_blocks_with_their_offsets() -> None:
+    blocks = markdown.scan(BODY)
+    assert [b.kind for b in blocks] == ["heading", "paragraph", "table", "list", "footnote"]
+    heading, para, table, lst, note = blocks
+    assert BODY[heading.content : heading.end] == "Refunds"
+    assert BODY[para.start : para.end] == "2.1 Monthly plans: 14 days.[^1]"
+    assert len(table.lines) == 3 and len(lst.lines) == 3 and len(note.lines) == 2
+    assert BODY[note.content : note.lines[0][1]] == "From the invoice date."
+
+
+def test_line_endings_are_commonmark_ones() -> None:
+    crlf = BODY.replace("\n", "\r\n")
+    assert [b.kind for b in markdown.scan(crlf)] == [b.kind for b in markdown.scan(BODY)]
+    assert [vars(b) for b in parse_blocks(crlf)] == [vars(b) for b in parse_blocks(BODY)]
+    assert markdown.lines("a\rb\r\nc\n") == [(0, 1), (2, 3), (5, 6), (7, 7)]
+
+
+@given(st.lists(st.sampled_from(FRAGMENTS), max_size=14))
+def test_the_corpus_view_and_the_operators_see_the_same_blocks(parts: list[str]) -> None:
+    text = "\n".join(parts)
+    scanned = markdown.scan(text)
+    assert [b.kind for b in parse_blocks(text)] == [b.kind for b in scanned]
+    merged: list[tuple[str, int, int]] = []
+    for b in layout._layout(text):
+        kind = "list" if b.kind == "list_item" else b.kind
+        if kind == "list" and merged and merged[-1][0] == "list" and merged[-1][2] + 1 == b.start:
+            merged[-1] = ("list", merged[-1][1], b.end)
+        else:
+            merged.append((kind, b.start, b.end))
+    assert merged == [(b.kind, b.start, b.end) for b in scanned]
