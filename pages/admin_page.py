@@ -2,105 +2,87 @@
 
 from __future__ import annotations
 
-import json
-
-import pandas as pd
 import streamlit as st
+from sqlalchemy import Engine
 
 from pages import ui
 from review.admin import changelog, users
 from review.core.errors import StaleWriteError, WorkbenchError
-from review.core.identity import ROLE_HELP, Permission, Role
+from review.core.identity import ROLE_HELP, Actor, Permission, Role
 from review.labels import labeling
 
-engine = ui.engine()
-actor = ui.actor()
+ROLE_NAMES = [r.value for r in Role]
+ROLE_HELP_TEXT = "\n".join(f"- **{r.value}**: {h}" for r, h in ROLE_HELP.items())
 
-st.title("Admin")
-if not actor.can(Permission.manage_users):
-    st.error("Only administrators can manage users.")
-    st.stop()
 
-flash = st.session_state.pop("admin_flash", None)
-if flash:
-    st.success(flash)
-
-tab_users, tab_settings, tab_audit = st.tabs(["Users and roles", "Labeling", "Audit log"])
-role_names = [r.value for r in Role]
-role_help = "\n".join(f"- **{r.value}**: {h}" for r, h in ROLE_HELP.items())
-
-with tab_users:
-    people = users.list_users(engine)
-    st.dataframe(
-        pd.DataFrame(
-            [
-                {
-                    "name": u.name,
-                    "email": u.email,
-                    "roles": ", ".join(u.roles),
-                    "clearance": u.clearance,
-                    "active": u.active,
-                    "version": u.version,
-                }
-                for u in people
-            ]
-        ),
-        hide_index=True,
-        width="stretch",
-    )
-    left, right = st.columns(2)
-    with left, st.form("admin_add_user", clear_on_submit=True):
+def add_user_form(engine: Engine, actor: Actor) -> None:
+    with st.form("admin_add_user", clear_on_submit=True):
         st.subheader("Add a user")
         email = st.text_input("Email")
         name = st.text_input("Name")
-        roles = st.multiselect("Roles", role_names, help=role_help)
+        roles = st.multiselect("Roles", ROLE_NAMES, help=ROLE_HELP_TEXT)
         clearance = st.checkbox("Clearance for restricted content")
         add = st.form_submit_button("Add user", type="primary")
     if add:
-        with ui.reported(where=left):
+        with ui.reported():
             u = users.add_user(engine, actor, email, name, roles, clearance)
             st.session_state["admin_flash"] = f"Added {u.email}."
             st.rerun()
-    with right:
-        st.subheader("Change roles")
-        if people:
-            by_id = {u.id: u for u in people}
-            pick = st.selectbox(
-                "User", list(by_id), format_func=lambda i: by_id[i].email, key="admin_pick"
-            )
-            target = by_id[pick]
-            # remember the version the form was opened on, so a concurrent change is refused
-            opened = st.session_state.setdefault(f"admin_opened_{pick}", target.version)
-            with st.form(f"admin_edit_{pick}"):
-                new_name = st.text_input("Name", target.name)
-                new_roles = st.multiselect(
-                    "Roles", role_names, default=list(target.roles), help=role_help
-                )
-                new_clear = st.checkbox("Clearance for restricted content", target.clearance)
-                new_active = st.checkbox("Active", target.active)
-                save = st.form_submit_button("Save")
-            if save:
-                try:
-                    users.update_user(
-                        engine,
-                        actor,
-                        pick,
-                        int(opened),
-                        name=new_name,
-                        roles=new_roles,
-                        clearance=new_clear,
-                        active=new_active,
-                    )
-                except WorkbenchError as exc:
-                    st.error(ui.plain(exc))
-                    if isinstance(exc, StaleWriteError):
-                        st.session_state.pop(f"admin_opened_{pick}", None)
-                else:
-                    st.session_state.pop(f"admin_opened_{pick}", None)
-                    st.session_state["admin_flash"] = f"Saved {target.email}."
-                    st.rerun()
 
-with tab_settings:
+
+def change_roles_form(engine: Engine, actor: Actor, people: list[users.UserView]) -> None:
+    st.subheader("Change roles")
+    if not people:
+        return
+    by_id = {u.id: u for u in people}
+    pick: int = st.selectbox(
+        "User", list(by_id), format_func=lambda i: by_id[i].email, key="admin_pick"
+    )
+    target = by_id[pick]
+    # remember the version the form was opened on, so a concurrent change is refused
+    opened = st.session_state.setdefault(f"admin_opened_{pick}", target.version)
+    with st.form(f"admin_edit_{pick}"):
+        new_name = st.text_input("Name", target.name)
+        new_roles = st.multiselect(
+            "Roles", ROLE_NAMES, default=list(target.roles), help=ROLE_HELP_TEXT
+        )
+        new_clear = st.checkbox("Clearance for restricted content", target.clearance)
+        new_active = st.checkbox("Active", target.active)
+        save = st.form_submit_button("Save")
+    if not save:
+        return
+    try:
+        users.update_user(
+            engine,
+            actor,
+            pick,
+            int(opened),
+            name=new_name,
+            roles=new_roles,
+            clearance=new_clear,
+            active=new_active,
+        )
+    except WorkbenchError as exc:
+        ui.show_error(exc)
+        if isinstance(exc, StaleWriteError):
+            st.session_state.pop(f"admin_opened_{pick}", None)
+    else:
+        st.session_state.pop(f"admin_opened_{pick}", None)
+        st.session_state["admin_flash"] = f"Saved {target.email}."
+        st.rerun()
+
+
+def users_tab(engine: Engine, actor: Actor) -> None:
+    people = users.list_users(engine)
+    st.dataframe(users.users_frame(people), hide_index=True, width="stretch")
+    left, right = st.columns(2)
+    with left:
+        add_user_form(engine, actor)
+    with right:
+        change_roles_form(engine, actor, people)
+
+
+def settings_tab(engine: Engine, actor: Actor) -> None:
     cfg = labeling.get_settings(engine)
     st.session_state.setdefault("admin_label_opened", cfg.version)
     with st.form("admin_labeling"):
@@ -122,7 +104,8 @@ with tab_settings:
             st.session_state["admin_flash"] = "Labeling settings saved."
             st.rerun()
 
-with tab_audit:
+
+def audit_log_tab(engine: Engine) -> None:
     ents = changelog.entities(engine)
     entity = st.selectbox(
         "Entity", ["", *ents], format_func=lambda v: v or "(all)", key="admin_audit_entity"
@@ -132,24 +115,28 @@ with tab_audit:
     rows = changelog.entries(engine, entity or None, page=page)
     if not rows:
         st.info("No changes recorded yet.")
-    else:
-        st.dataframe(
-            pd.DataFrame(
-                [
-                    {
-                        "when": r.at,
-                        "who": r.actor,
-                        "action": r.action,
-                        "entity": r.entity,
-                        "id": r.entity_id,
-                        "before": json.dumps(r.before, ensure_ascii=False)[:500]
-                        if r.before
-                        else "",
-                        "after": json.dumps(r.after, ensure_ascii=False)[:500] if r.after else "",
-                    }
-                    for r in rows
-                ]
-            ),
-            hide_index=True,
-            width="stretch",
-        )
+        return
+    st.dataframe(changelog.entries_frame(rows), hide_index=True, width="stretch")
+
+
+def main() -> None:
+    engine = ui.engine()
+    actor = ui.actor()
+    st.title("Admin")
+    if not actor.can(Permission.manage_users):
+        st.error("Only administrators can manage users.")
+        return
+    flash = st.session_state.pop("admin_flash", None)
+    if flash:
+        st.success(flash)
+    tab_users, tab_settings, tab_audit = st.tabs(["Users and roles", "Labeling", "Audit log"])
+    with tab_users:
+        users_tab(engine, actor)
+    with tab_settings:
+        settings_tab(engine, actor)
+    with tab_audit:
+        audit_log_tab(engine)
+
+
+if __name__ == "__main__":
+    main()

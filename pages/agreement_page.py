@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
-import altair as alt
+from typing import Any
+
 import streamlit as st
 
 from pages import ui
+from review.charts.pairs import pairs_heatmap
+from review.core.taxonomy import Taxonomy
 from review.labels import agreement, agreement_sql, labeling
 
-engine = ui.engine()
-actor = ui.actor()
-tax = ui.tax()
-
-st.title("Agreement")
+COLUMNS: dict[str, Any] = {
+    "n_items": st.column_config.NumberColumn("items"),
+    "n_annotators": st.column_config.NumberColumn("annotators"),
+    "raw_agreement": st.column_config.NumberColumn("raw agreement", format="%.3f"),
+    "cohen_kappa": st.column_config.NumberColumn("Cohen's kappa", format="%.3f"),
+    "krippendorff_alpha": st.column_config.NumberColumn("Krippendorff's alpha", format="%.3f"),
+}
 
 
 @st.cache_data(show_spinner="Computing agreement ...", max_entries=16)
@@ -21,8 +26,9 @@ def _report(
 ) -> agreement.AgreementReport | None:
     """Computed in the database from aggregates (never every label in memory); cached on the
     labels' stamp and the filters: a new label recomputes, widget changes reuse it."""
+    tax = ui.tax()
     return agreement_sql.agreement_report_sql(
-        engine,
+        ui.engine(),
         list(tax.decisions),
         list(tax.reason_codes),
         slice_=slice_,
@@ -31,82 +37,78 @@ def _report(
     )
 
 
-stamp = labeling.labels_stamp(engine)
-url = engine.url.render_as_string(hide_password=True)
-if stamp[0] == 0:
-    st.info(
-        "No labels yet: agreement appears once at least two annotators label the same "
-        "cases on the Label page."
+def filters(tax: Taxonomy) -> tuple[str, str, str]:
+    c1, c2 = st.columns(2)
+    slice_ = c1.selectbox(
+        "Slice", ["", *tax.slices], format_func=ui.fmt_option(tax.slices), key="agr_slice"
     )
-    st.stop()
+    category = c2.selectbox(
+        "Category",
+        ["", *tax.categories],
+        format_func=ui.fmt_option(tax.categories),
+        key="agr_category",
+    )
+    group_by = st.segmented_control(
+        "Group by", ["slice", "category"], default="slice", key="agr_group"
+    )
+    return slice_ or "", category or "", group_by or "slice"
 
-c1, c2 = st.columns(2)
-slice_ = c1.selectbox(
-    "Slice", ["", *tax.slices], format_func=ui.fmt_option(tax.slices), key="agr_slice"
-)
-category = c2.selectbox(
-    "Category", ["", *tax.categories], format_func=ui.fmt_option(tax.categories), key="agr_category"
-)
-group_by = st.segmented_control("Group by", ["slice", "category"], default="slice", key="agr_group")
-report = _report(url, stamp, slice_ or "", category or "", group_by or "slice")
-if report is None:
-    st.info("No labels in this group.")
-    st.stop()
 
-st.caption(
-    f"{report.cases} case(s), {report.annotators} "
-    f"annotator(s), {report.labels} current label(s). Kappa per pair, Krippendorff's alpha "
-    "(nominal) across everyone; raw agreement beside each, with the items behind it. "
-    "A statistic is undefined (blank, with the reason) when one rater is constant or "
-    "nothing is shared."
-)
-cols = {
-    "n_items": st.column_config.NumberColumn("items"),
-    "n_annotators": st.column_config.NumberColumn("annotators"),
-    "raw_agreement": st.column_config.NumberColumn("raw agreement", format="%.3f"),
-    "cohen_kappa": st.column_config.NumberColumn("Cohen's kappa", format="%.3f"),
-    "krippendorff_alpha": st.column_config.NumberColumn("Krippendorff's alpha", format="%.3f"),
-}
+def show_report(report: agreement.AgreementReport, tax: Taxonomy, group_by: str) -> None:
+    st.caption(
+        f"{report.cases} case(s), {report.annotators} "
+        f"annotator(s), {report.labels} current label(s). Kappa per pair, Krippendorff's alpha "
+        "(nominal) across everyone; raw agreement beside each, with the items behind it. "
+        "A statistic is undefined (blank, with the reason) when one rater is constant or "
+        "nothing is shared."
+    )
+    st.subheader("Expected decision")
+    st.dataframe(report.decision, hide_index=True, width="stretch", column_config=COLUMNS)
+    if not report.decision_pairs.empty:
+        st.caption("Decision pairs given by two annotators on the same case")
+        st.altair_chart(pairs_heatmap(report.decision_pairs, list(tax.decisions)), width="stretch")
 
-st.subheader("Expected decision")
-st.dataframe(report.decision, hide_index=True, width="stretch", column_config=cols)
-
-pairs = report.decision_pairs
-if not pairs.empty:
-    st.caption("Decision pairs given by two annotators on the same case")
-    st.altair_chart(
-        alt.Chart(pairs)
-        .mark_rect()
-        .encode(
-            x=alt.X("value_a:N", title="annotator A", sort=list(tax.decisions)),
-            y=alt.Y("value_b:N", title="annotator B", sort=list(tax.decisions)),
-            color=alt.Color("pairs:Q", scale=alt.Scale(scheme="oranges")),
-            tooltip=["value_a", "value_b", "pairs"],
+    st.subheader("Reason codes (each present or absent)")
+    rc = report.reasons
+    overall = rc[rc["scope"] == "all"].drop(columns=["annotator_a", "annotator_b"])
+    st.dataframe(overall, hide_index=True, width="stretch", column_config=COLUMNS)
+    with st.expander("Per annotator pair, per reason code"):
+        st.dataframe(
+            rc[rc["scope"] == "pair"], hide_index=True, width="stretch", column_config=COLUMNS
         )
-        + alt.Chart(pairs)
-        .mark_text()
-        .encode(
-            x=alt.X("value_a:N", sort=list(tax.decisions)),
-            y=alt.Y("value_b:N", sort=list(tax.decisions)),
-            text="pairs:Q",
-        ),
+
+    st.subheader(f"By {group_by}")
+    st.dataframe(
+        report.groups,
+        hide_index=True,
         width="stretch",
+        column_config={
+            "raw agreement": st.column_config.NumberColumn(format="%.3f"),
+            "alpha": st.column_config.NumberColumn(format="%.3f"),
+        },
     )
 
-st.subheader("Reason codes (each present or absent)")
-rc = report.reasons
-overall = rc[rc["scope"] == "all"].drop(columns=["annotator_a", "annotator_b"])
-st.dataframe(overall, hide_index=True, width="stretch", column_config=cols)
-with st.expander("Per annotator pair, per reason code"):
-    st.dataframe(rc[rc["scope"] == "pair"], hide_index=True, width="stretch", column_config=cols)
 
-st.subheader(f"By {group_by or 'slice'}")
-st.dataframe(
-    report.groups,
-    hide_index=True,
-    width="stretch",
-    column_config={
-        "raw agreement": st.column_config.NumberColumn(format="%.3f"),
-        "alpha": st.column_config.NumberColumn(format="%.3f"),
-    },
-)
+def main() -> None:
+    engine = ui.engine()
+    ui.actor()
+    tax = ui.tax()
+    st.title("Agreement")
+    stamp = labeling.labels_stamp(engine)
+    if stamp[0] == 0:
+        st.info(
+            "No labels yet: agreement appears once at least two annotators label the same "
+            "cases on the Label page."
+        )
+        return
+    slice_, category, group_by = filters(tax)
+    url = engine.url.render_as_string(hide_password=True)
+    report = _report(url, stamp, slice_, category, group_by)
+    if report is None:
+        st.info("No labels in this group.")
+        return
+    show_report(report, tax, group_by)
+
+
+if __name__ == "__main__":
+    main()

@@ -2,92 +2,71 @@
 
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
+from sqlalchemy import Engine
 
 from pages import ui
 from review.core import uploads
 from review.core.errors import WorkbenchError
-from review.core.identity import Permission
+from review.core.identity import Actor, Permission
+from review.core.taxonomy import Taxonomy
 from review.corpus import corpus
-from review.corpus.docformat import DocumentIn, parse_blocks
+from review.corpus.docformat import DocumentIn, parse_blocks, table_frame
 
-engine = ui.engine()
-actor = ui.actor()
-tax = ui.tax()
+OPEN = {"open": st.column_config.LinkColumn("open", display_text="open")}
 
 
-def show_document(doc_pk: int) -> None:
+def structured_body(body: str) -> None:
+    """The body block by block, as text and tables (never rendered as Markdown)."""
+    for block in parse_blocks(body):
+        if block.kind == "heading":
+            st.text(("#" * block.level) + " " + block.text)
+        elif block.kind == "table":
+            st.dataframe(table_frame(block.rows), hide_index=True, width="stretch")
+        elif block.kind == "footnote":
+            st.text(f"[^{block.rows[0][0]}] {block.text}")
+        else:
+            st.text(block.text)
+
+
+def show_document(engine: Engine, actor: Actor, tax: Taxonomy, doc_pk: int) -> None:
     try:
         doc = corpus.get_document(engine, actor, doc_pk)
     except WorkbenchError as exc:
-        st.error(ui.plain(exc))
+        ui.show_error(exc)
         return
     st.subheader(f"Document `{doc.ref}`")
     ui.text(doc.title, label="Title")
     if not doc.is_current:
         st.warning("This is not the current version of this document.")
-    meta = pd.DataFrame(
-        [
-            ("id", doc.doc_key),
-            ("version", str(doc.version)),
-            ("effective date", str(doc.effective_date or "—")),
-            ("superseded by", doc.superseded_by or "—"),
-            ("authority", doc.authority),
-            ("owner", doc.owner),
-            ("access scope", doc.access_scope),
-            ("jurisdiction", doc.jurisdiction),
-            ("added", f"{doc.created_at:%Y-%m-%d %H:%M} by {doc.created_by or '—'}"),
-        ],
-        columns=["field", "value"],
-    )
     left, right = st.columns([3, 1])
     with right:
         st.caption("Metadata")
-        st.dataframe(meta, hide_index=True, width="stretch")
+        st.dataframe(corpus.metadata_frame(doc), hide_index=True, width="stretch")
         st.caption("Versions")
         hist = corpus.version_history(engine, actor, doc.doc_key)
         st.dataframe(
-            pd.DataFrame(
-                [
-                    {
-                        "version": h.version,
-                        "effective": h.effective_date,
-                        "current": h.is_current,
-                        "open": ui.link("corpus", doc=h.id),
-                    }
-                    for h in hist
-                ]
-            ),
+            corpus.versions_frame(hist, lambda pk: ui.link("corpus", doc=pk)),
             hide_index=True,
             width="stretch",
-            column_config={"open": st.column_config.LinkColumn("open", display_text="open")},
+            column_config=OPEN,
         )
     with left:
         tab_struct, tab_raw = st.tabs(["Structured", "Raw text"])
         with tab_struct:
-            for block in parse_blocks(doc.body):
-                if block.kind == "heading":
-                    st.text(("#" * block.level) + " " + block.text)
-                elif block.kind == "table":
-                    header, *rows = block.rows
-                    cols = [h or f"col {i + 1}" for i, h in enumerate(header)]
-                    cols = [
-                        c if cols.count(c) == 1 else f"{c} ({i + 1})" for i, c in enumerate(cols)
-                    ]
-                    st.dataframe(pd.DataFrame(rows, columns=cols), hide_index=True, width="stretch")
-                elif block.kind == "footnote":
-                    st.text(f"[^{block.rows[0][0]}] {block.text}")
-                else:
-                    st.text(block.text)
+            structured_body(doc.body)
         with tab_raw:
             st.code(doc.body, language=None, wrap_lines=True)
     if actor.can(Permission.edit_corpus):
         with st.expander("Add a new version (the current one is kept)"):
-            new_version_form(doc)
+            new_version_form(engine, actor, tax, doc)
 
 
-def new_version_form(doc: corpus.DocumentView) -> None:
+def _index(options: list[str], value: str) -> int:
+    return options.index(value) if value in options else 0
+
+
+def new_version_form(engine: Engine, actor: Actor, tax: Taxonomy, doc: corpus.DocumentView) -> None:
     latest = corpus.find_document(engine, actor, doc.doc_key)
     if latest is None:
         return
@@ -100,47 +79,40 @@ def new_version_form(doc: corpus.DocumentView) -> None:
         scopes = list(tax.access_scopes)
         scope = c1.selectbox("Access scope", scopes, index=scopes.index(latest.access_scope))
         auths = list(tax.authorities)
-        authority = c2.selectbox(
-            "Authority",
-            auths,
-            index=auths.index(latest.authority) if latest.authority in auths else 0,
-        )
+        authority = c2.selectbox("Authority", auths, index=_index(auths, latest.authority))
         jurs = list(tax.jurisdictions)
-        jurisdiction = c3.selectbox(
-            "Jurisdiction",
-            jurs,
-            index=jurs.index(latest.jurisdiction) if latest.jurisdiction in jurs else 0,
-        )
+        jurisdiction = c3.selectbox("Jurisdiction", jurs, index=_index(jurs, latest.jurisdiction))
         owner = st.text_input("Owner", latest.owner)
         body = st.text_area(
             "Body (Markdown-shaped text: headings, tables, footnotes)", latest.body, height=300
         )
         submitted = st.form_submit_button("Save as new version", type="primary")
-    if submitted:
-        try:
-            new = DocumentIn(
-                doc_id=latest.doc_key,
-                version=latest.version + 1,
-                title=title,
-                effective_date=eff,
-                authority=authority,
-                owner=owner,
-                access_scope=scope,
-                jurisdiction=jurisdiction,
-                body=body,
-            )
-            saved = corpus.add_version(engine, actor, latest.doc_key, latest.version, new)
-        except WorkbenchError as exc:
-            st.error(ui.plain(exc))
-        except ValueError as exc:
-            st.error("Invalid input: " + ui.plain(exc))
-        else:
-            st.success(f"Saved {saved.ref}. The previous version is kept in the history.")
-            st.query_params["doc"] = str(saved.id)
-            st.rerun()
+    if not submitted:
+        return
+    try:
+        new = DocumentIn(
+            doc_id=latest.doc_key,
+            version=latest.version + 1,
+            title=title,
+            effective_date=eff,
+            authority=authority,
+            owner=owner,
+            access_scope=scope,
+            jurisdiction=jurisdiction,
+            body=body,
+        )
+        saved = corpus.add_version(engine, actor, latest.doc_key, latest.version, new)
+    except WorkbenchError as exc:
+        ui.show_error(exc)
+    except ValueError as exc:
+        ui.show_error(exc, "Invalid input: ")
+    else:
+        st.success(f"Saved {saved.ref}. The previous version is kept in the history.")
+        st.query_params["doc"] = str(saved.id)
+        st.rerun()
 
 
-def import_panel() -> None:
+def import_panel(engine: Engine, actor: Actor, tax: Taxonomy) -> None:
     with st.expander("Import documents"):
         st.caption(
             "Markdown or text files with YAML front matter (doc_id, version, title, "
@@ -156,96 +128,74 @@ def import_panel() -> None:
                 max_upload_size=uploads.widget_limit_mb(),
             )
             go = st.form_submit_button("Import")
-        if go:
-            if not files:
-                st.error("Choose at least one file.")
-                return
-            with ui.reported("Nothing was imported. "):
-                docs = []
-                for f in files:
-                    text = uploads.read_text(f.name, f.getvalue())
-                    docs.extend(corpus.parse_upload(f.name, text, tax))
-                report = corpus.import_documents(
-                    engine,
-                    actor,
-                    docs,
-                    len(files),
-                    source="upload: " + ", ".join(f.name for f in files),
-                )
-                st.success(report.summary())
+        if not go:
+            return
+        if not files:
+            st.error("Choose at least one file.")
+            return
+        with ui.reported("Nothing was imported. "):
+            docs = []
+            for f in files:
+                text = uploads.read_text(f.name, f.getvalue())
+                docs.extend(corpus.parse_upload(f.name, text, tax))
+            report = corpus.import_documents(
+                engine,
+                actor,
+                docs,
+                len(files),
+                source="upload: " + ", ".join(f.name for f in files),
+            )
+            st.success(report.summary())
 
 
-st.title("Corpus")
-doc_param = ui.query_int("doc")
-if doc_param is not None:
-    if st.button("← All documents"):
-        del st.query_params["doc"]
-        st.rerun()
-    show_document(doc_param)
-    st.stop()
-
-if actor.can(Permission.edit_corpus):
-    import_panel()
-
-facets = corpus.facet_values(engine)
-with st.container(border=True):
-    c0, c1, c2, c3, c4 = st.columns([3, 1, 1, 1, 1])
-    text = c0.text_input("Search title, id or text", key="corpus_q")
-    authority = c1.selectbox(
-        "Authority",
-        ["", *facets["authority"]],
-        key="corpus_auth",
-        format_func=ui.fmt_option(tax.authorities),
-    )
-    scope = c2.selectbox(
-        "Access",
-        ["", *facets["access_scope"]],
-        key="corpus_scope",
-        format_func=ui.fmt_option(tax.access_scopes),
-    )
-    jur = c3.selectbox(
-        "Jurisdiction",
-        ["", *facets["jurisdiction"]],
-        key="corpus_jur",
-        format_func=ui.fmt_option(tax.jurisdictions),
-    )
-    all_versions = c4.toggle("All versions", key="corpus_allv")
-
-flt = corpus.DocFilter(
-    text=text,
-    authority=authority or None,
-    access_scope=scope or None,
-    jurisdiction=jur or None,
-    current_only=not all_versions,
-)
-total = corpus.count_documents(engine, actor, flt)
-page = ui.paginate(total, "corpus")
-rows = corpus.search_documents(engine, actor, flt, page=page)
-if not rows:
-    if total == 0 and not any([text, authority, scope, jur]):
-        st.info(
-            "The corpus is empty. Import Markdown/JSONL documents above, or run "
-            "`workbench import-docs PATH`."
+def filters(engine: Engine, tax: Taxonomy) -> corpus.DocFilter:
+    facets = corpus.facet_values(engine)
+    with st.container(border=True):
+        c0, c1, c2, c3, c4 = st.columns([3, 1, 1, 1, 1])
+        text = c0.text_input("Search title, id or text", key="corpus_q")
+        authority = c1.selectbox(
+            "Authority",
+            ["", *facets["authority"]],
+            key="corpus_auth",
+            format_func=ui.fmt_option(tax.authorities),
         )
-    else:
-        st.info("No document matches these filters.")
-else:
-    df = pd.DataFrame(
-        [
-            {
-                "open": ui.link("corpus", doc=r.id),
-                "document": r.ref,
-                "title": r.title,
-                "effective": r.effective_date,
-                "authority": r.authority,
-                "access": r.access_scope,
-                "jurisdiction": r.jurisdiction,
-                "owner": r.owner,
-                "current": r.is_current,
-            }
-            for r in rows
-        ]
+        scope = c2.selectbox(
+            "Access",
+            ["", *facets["access_scope"]],
+            key="corpus_scope",
+            format_func=ui.fmt_option(tax.access_scopes),
+        )
+        jur = c3.selectbox(
+            "Jurisdiction",
+            ["", *facets["jurisdiction"]],
+            key="corpus_jur",
+            format_func=ui.fmt_option(tax.jurisdictions),
+        )
+        all_versions = c4.toggle("All versions", key="corpus_allv")
+    return corpus.DocFilter(
+        text=text,
+        authority=authority or None,
+        access_scope=scope or None,
+        jurisdiction=jur or None,
+        current_only=not all_versions,
     )
+
+
+def document_list(engine: Engine, actor: Actor, flt: corpus.DocFilter) -> None:
+    total = corpus.count_documents(engine, actor, flt)
+    page = ui.paginate(total, "corpus")
+    rows = corpus.search_documents(engine, actor, flt, page=page)
+    if not rows:
+        filtered = any([flt.text, flt.authority, flt.access_scope, flt.jurisdiction])
+        if total == 0 and not filtered:
+            st.info(
+                "The corpus is empty. Import Markdown/JSONL documents above, or run "
+                "`workbench import-docs PATH`."
+            )
+        else:
+            st.info("No document matches these filters.")
+        return
+    df = corpus.results_frame(rows, lambda pk: ui.link("corpus", doc=pk))
     event = st.dataframe(
         df,
         hide_index=True,
@@ -254,12 +204,33 @@ else:
         on_select="rerun",
         selection_mode="single-row",
         key="corpus_table",
-        column_config={"open": st.column_config.LinkColumn("open", display_text="open")},
+        column_config=OPEN,
     )
     picked = event.selection.rows if event is not None else []
     if picked:
         st.query_params["doc"] = str(rows[picked[0]].id)
         st.rerun()
     st.caption("Select a row to open the document.")
-if not actor.clearance:
-    st.caption("Restricted documents are hidden: they are shown only to users with clearance.")
+
+
+def main() -> None:
+    engine = ui.engine()
+    actor = ui.actor()
+    tax = ui.tax()
+    st.title("Corpus")
+    doc_param = ui.query_int("doc")
+    if doc_param is not None:
+        if st.button("← All documents"):
+            del st.query_params["doc"]
+            st.rerun()
+        show_document(engine, actor, tax, doc_param)
+        return
+    if actor.can(Permission.edit_corpus):
+        import_panel(engine, actor, tax)
+    document_list(engine, actor, filters(engine, tax))
+    if not actor.clearance:
+        st.caption("Restricted documents are hidden: they are shown only to users with clearance.")
+
+
+if __name__ == "__main__":
+    main()

@@ -2,48 +2,36 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 import streamlit as st
+from sqlalchemy import Engine
 
 from pages import ui
 from review.cases import cases
 from review.core import terms
-from review.core.identity import Permission
+from review.core.identity import Actor, Permission
+from review.core.taxonomy import Taxonomy
 from review.corpus import corpus
 from review.labels import labeling
 
-engine = ui.engine()
-actor = ui.actor()
-tax = ui.tax()
+NOT_JUDGED = "(not judged)"
+NO_DOC = "(none)"
 
-st.title("Label")
-if not actor.can(Permission.label):
-    st.info(
-        "Labeling is for annotators. Your roles do not include it; the Agreement and "
-        "Adjudicate pages show the labels."
+
+def progress_panel(prog: labeling.Progress) -> None:
+    c1, c2, c3 = st.columns(3)
+    c1.metric("Labeled by me", f"{prog.mine} / {prog.ready_cases}")
+    c1.progress(prog.mine / prog.ready_cases if prog.ready_cases else 0.0)
+    c2.metric(f"Cases with {prog.overlap} labels", f"{prog.complete_cases} / {prog.ready_cases}")
+    c2.progress(prog.complete_cases / prog.ready_cases if prog.ready_cases else 0.0)
+    c3.metric(
+        "Labels in all", prog.labels, help=f"Each case needs {prog.overlap} independent labels"
     )
-    st.stop()
-
-st.session_state.setdefault("lab_skipped", [])
-st.session_state.setdefault("lab_case", None)
-DECISION_KEYS = {d: str(i + 1) for i, d in enumerate(tax.decisions)}
-
-prog = labeling.progress(engine, actor)
-c1, c2, c3 = st.columns(3)
-c1.metric("Labeled by me", f"{prog.mine} / {prog.ready_cases}")
-c1.progress(prog.mine / prog.ready_cases if prog.ready_cases else 0.0)
-c2.metric(f"Cases with {prog.overlap} labels", f"{prog.complete_cases} / {prog.ready_cases}")
-c2.progress(prog.complete_cases / prog.ready_cases if prog.ready_cases else 0.0)
-c3.metric("Labels in all", prog.labels, help=f"Each case needs {prog.overlap} independent labels")
-
-deep = ui.query_int("case")
-if deep is not None and st.session_state["lab_case"] != deep:
-    with ui.reported():
-        labeling.reserve(engine, actor, deep)
-        st.session_state["lab_case"] = deep
 
 
-def load_next() -> None:
+def load_next(engine: Engine, actor: Actor) -> None:
     nxt = labeling.next_case(engine, actor, exclude=st.session_state["lab_skipped"])
     st.session_state["lab_case"] = nxt
     st.session_state.pop("lab_decision", None)
@@ -53,10 +41,10 @@ def load_next() -> None:
         st.query_params["case"] = str(nxt)
 
 
-case_id = st.session_state["lab_case"]
-if case_id is None:
+def idle(engine: Engine, actor: Actor, prog: labeling.Progress) -> None:
+    """No case open: start (or go on) labeling, bring skipped cases back."""
     if st.button("Start labeling: next case", type="primary", shortcut="n"):
-        load_next()
+        load_next(engine, actor)
         st.rerun()
     if st.session_state["lab_skipped"]:
         st.caption(f"{len(st.session_state['lab_skipped'])} case(s) skipped this session.")
@@ -65,165 +53,150 @@ if case_id is None:
             st.rerun()
     if prog.mine >= prog.ready_cases and prog.ready_cases:
         st.success("You have labeled every ready case.")
-    st.stop()
 
-view = cases.get_case(engine, case_id=case_id)
-if view is None:
-    st.error(f"Case {case_id} does not exist.")
-    st.stop()
 
-mine = labeling.my_label(engine, actor, view.id)
-st.subheader(f"Case `{view.key}`")
-st.caption(
-    f"Deep link: ?case={view.id} · category suggested by the case: {view.category}"
-    + (f" · family {view.family} ({view.evidence_state})" if view.family else "")
-)
-ui.text(view.question, label="Question")
-if view.required_claims:
-    st.caption("Required claims")
-    for i, claim in enumerate(view.required_claims, 1):
-        st.text(f"{i}. {claim}")
-
-st.caption(
-    f"Evidence exactly as the identity “{ui.plain(view.identity_name)}” gets it "
-    f"(may see: {ui.plain(', '.join(view.identity_scopes)) or 'nothing'})"
-)
-if not view.documents:
-    st.info("Retrieval returns nothing for this identity (empty retrieval).")
-for d in view.documents:
-    forbidden = d.visibility == "forbidden"
-    restricted = d.access_scope == "restricted"
-    title = d.title if (not restricted or actor.clearance) else "(restricted title hidden)"
-    label = f"{'FORBIDDEN to this identity · ' if forbidden else ''}{d.ref} · {d.role}"
-    with st.expander(label, expanded=not forbidden and d.role == "decisive"):
-        st.text(title)
-        if forbidden and not actor.clearance:
-            st.warning(
-                "Forbidden to this identity. Its text is shown only to users with clearance."
-            )
-            continue
-        if restricted and not actor.clearance:
-            st.warning("Restricted document: shown only to users with clearance.")
-            continue
-        doc = corpus.get_document(engine, actor, d.document_id)
-        st.caption(
-            f"effective {doc.effective_date or '—'} · {doc.authority} · "
-            f"{doc.jurisdiction} · {doc.access_scope}"
-            + (" · forbidden: the identity must not get this text" if forbidden else "")
-        )
-        st.code(doc.body, language=None, wrap_lines=True)
-
-st.divider()
-st.subheader("Your label" + (" (edit)" if mine else ""))
-decisions = list(tax.decisions)
-st.session_state.setdefault("lab_decision", mine.decision if mine else None)
-cols = st.columns(len(decisions))
-for col, d in zip(cols, decisions, strict=True):
-    term = tax.decisions[d]
-    chosen = st.session_state["lab_decision"] == d
-    if col.button(
-        f"{term.label} [{DECISION_KEYS[d]}]",
-        key=f"lab_btn_{d}",
-        type="primary" if chosen else "secondary",
-        shortcut=DECISION_KEYS[d],
-        help=term.definition,
-        width="stretch",
-    ):
-        st.session_state["lab_decision"] = d
-        st.rerun()
-decision = st.session_state["lab_decision"]
-st.caption(
-    f"Decision: {tax.decisions[decision].label}" if decision else "Pick a decision (keys 1–5)."
-)
-
-reasons = st.multiselect(
-    "Why the evidence is insufficient (reason codes)",
-    list(tax.reason_codes),
-    default=list(mine.reason_codes) if mine else [],
-    format_func=lambda k: tax.reason_codes[k].label,
-    key=f"lab_reasons_{view.id}",
-    help="\n".join(f"- **{t.label}**: {t.definition}" for t in tax.reason_codes.values()),
-)
-with st.expander("Reason code definitions"):
-    st.dataframe(
-        pd.DataFrame(
-            [{"code": t.label, "definition": t.definition} for t in tax.reason_codes.values()]
-        ),
-        hide_index=True,
-        width="stretch",
+def case_header(view: cases.CaseView) -> None:
+    st.subheader(f"Case `{view.key}`")
+    st.caption(
+        f"Deep link: ?case={view.id} · category suggested by the case: {view.category}"
+        + (f" · family {view.family} ({view.evidence_state})" if view.family else "")
     )
-cats = list(tax.categories)
-category = st.selectbox(
-    "Category",
-    cats,
-    index=cats.index(
-        mine.category
-        if mine and mine.category
-        else view.category
-        if view.category in cats
-        else cats[0]
-    ),
-    format_func=lambda k: tax.categories[k].label,
-    key=f"lab_cat_{view.id}",
-)
-rationale = st.text_area(
-    "Rationale", mine.rationale if mine else "", key=f"lab_why_{view.id}", height=80
-)
-verdicts = []
-if view.required_claims:
+    ui.text(view.question, label="Question")
+    if view.required_claims:
+        st.caption("Required claims")
+        for i, claim in enumerate(view.required_claims, 1):
+            st.text(f"{i}. {claim}")
+
+
+def evidence(engine: Engine, actor: Actor, view: cases.CaseView) -> None:
+    st.caption(
+        f"Evidence exactly as the identity “{ui.plain(view.identity_name)}” gets it "
+        f"(may see: {ui.plain(', '.join(view.identity_scopes)) or 'nothing'})"
+    )
+    if not view.documents:
+        st.info("Retrieval returns nothing for this identity (empty retrieval).")
+    for d in view.documents:
+        forbidden = d.visibility == "forbidden"
+        restricted = d.access_scope == "restricted"
+        title = d.title if (not restricted or actor.clearance) else "(restricted title hidden)"
+        label = f"{'FORBIDDEN to this identity · ' if forbidden else ''}{d.ref} · {d.role}"
+        with st.expander(label, expanded=not forbidden and d.role == "decisive"):
+            st.text(title)
+            if forbidden and not actor.clearance:
+                st.warning(
+                    "Forbidden to this identity. Its text is shown only to users with clearance."
+                )
+                continue
+            if restricted and not actor.clearance:
+                st.warning("Restricted document: shown only to users with clearance.")
+                continue
+            doc = corpus.get_document(engine, actor, d.document_id)
+            st.caption(
+                f"effective {doc.effective_date or '—'} · {doc.authority} · "
+                f"{doc.jurisdiction} · {doc.access_scope}"
+                + (" · forbidden: the identity must not get this text" if forbidden else "")
+            )
+            st.code(doc.body, language=None, wrap_lines=True)
+
+
+def decision_buttons(tax: Taxonomy, mine: labeling.LabelView | None) -> str | None:
+    keys = {d: str(i + 1) for i, d in enumerate(tax.decisions)}
+    decisions = list(tax.decisions)
+    st.session_state.setdefault("lab_decision", mine.decision if mine else None)
+    cols = st.columns(len(decisions))
+    for col, d in zip(cols, decisions, strict=True):
+        term = tax.decisions[d]
+        chosen = st.session_state["lab_decision"] == d
+        if col.button(
+            f"{term.label} [{keys[d]}]",
+            key=f"lab_btn_{d}",
+            type="primary" if chosen else "secondary",
+            shortcut=keys[d],
+            help=term.definition,
+            width="stretch",
+        ):
+            st.session_state["lab_decision"] = d
+            st.rerun()
+    decision: str | None = st.session_state["lab_decision"]
+    st.caption(
+        f"Decision: {tax.decisions[decision].label}" if decision else "Pick a decision (keys 1–5)."
+    )
+    return decision
+
+
+def claim_verdicts(view: cases.CaseView, mine: labeling.LabelView | None) -> list[dict[str, Any]]:
+    verdicts: list[dict[str, Any]] = []
+    if not view.required_claims:
+        return verdicts
     st.caption("Support for each required claim")
-    doc_refs = ["(none)", *[d.ref for d in view.documents]]
+    doc_refs = [NO_DOC, *[d.ref for d in view.documents]]
     previous = {v.get("claim"): v for v in (mine.claim_verdicts if mine else ())}
+    opts = [NOT_JUDGED, *terms.CLAIM_VERDICTS]
     for i, _claim in enumerate(view.required_claims):
         c1, c2 = st.columns([1, 1])
         prev = previous.get(i, {})
-        opts = ["(not judged)", *terms.CLAIM_VERDICTS]
-        v = c1.selectbox(
+        verdict = c1.selectbox(
             f"Claim {i + 1}",
             opts,
-            index=opts.index(prev.get("verdict", "(not judged)")),
+            index=opts.index(prev.get("verdict", NOT_JUDGED)),
             key=f"lab_claim_{view.id}_{i}",
         )
+        prev_doc = prev.get("doc", NO_DOC)
         doc = c2.selectbox(
             f"by document (claim {i + 1})",
             doc_refs,
-            index=doc_refs.index(prev.get("doc", "(none)"))
-            if prev.get("doc", "(none)") in doc_refs
-            else 0,
+            index=doc_refs.index(prev_doc) if prev_doc in doc_refs else 0,
             key=f"lab_claimdoc_{view.id}_{i}",
         )
-        if v != "(not judged)":
-            verdicts.append({"claim": i, "verdict": v, **({"doc": doc} if doc != "(none)" else {})})
+        if verdict != NOT_JUDGED:
+            verdicts.append(
+                {"claim": i, "verdict": verdict, **({"doc": doc} if doc != NO_DOC else {})}
+            )
+    return verdicts
 
-b1, b2, _ = st.columns([1, 1, 3])
-submit = b1.button(
-    "Submit label [Ctrl+Enter]", type="primary", shortcut="ctrl+enter", disabled=decision is None
-)
-skip = b2.button("Skip [S]", shortcut="s")
-if skip:
-    labeling.release(engine, actor, view.id)
-    st.session_state["lab_skipped"].append(view.id)
-    load_next()
-    st.rerun()
-if submit and decision is not None:
-    with ui.reported():
-        saved = labeling.submit(
-            engine,
-            actor,
-            view.id,
-            labeling.LabelIn(decision, tuple(reasons), category, rationale, tuple(verdicts)),
-            mine.id if mine else None,
-            tax,
+
+def label_fields(
+    tax: Taxonomy, view: cases.CaseView, mine: labeling.LabelView | None
+) -> tuple[list[str], str, str]:
+    """Reason codes, category and rationale of the label being written."""
+    reasons = st.multiselect(
+        "Why the evidence is insufficient (reason codes)",
+        list(tax.reason_codes),
+        default=list(mine.reason_codes) if mine else [],
+        format_func=lambda k: tax.reason_codes[k].label,
+        key=f"lab_reasons_{view.id}",
+        help="\n".join(f"- **{t.label}**: {t.definition}" for t in tax.reason_codes.values()),
+    )
+    with st.expander("Reason code definitions"):
+        st.dataframe(
+            pd.DataFrame(
+                [{"code": t.label, "definition": t.definition} for t in tax.reason_codes.values()]
+            ),
+            hide_index=True,
+            width="stretch",
         )
-        st.session_state["lab_flash"] = f"Saved your label on {view.key}."
-        st.rerun()
+    cats = list(tax.categories)
+    if mine and mine.category:
+        start = mine.category
+    else:
+        start = view.category if view.category in cats else cats[0]
+    category: str = st.selectbox(
+        "Category",
+        cats,
+        index=cats.index(start),
+        format_func=lambda k: tax.categories[k].label,
+        key=f"lab_cat_{view.id}",
+    )
+    rationale = st.text_area(
+        "Rationale", mine.rationale if mine else "", key=f"lab_why_{view.id}", height=80
+    )
+    return list(reasons), category, rationale
 
-flash = st.session_state.pop("lab_flash", None)
-if flash:
-    st.success(flash)
-if mine is not None:
+
+def after_labeling(engine: Engine, actor: Actor, view: cases.CaseView) -> None:
+    """Once I have labeled the case: the next case, everyone's labels, my history."""
     if st.button("Next case [N]", shortcut="n", type="primary"):
-        load_next()
+        load_next(engine, actor)
         st.rerun()
     others = labeling.visible_labels(engine, actor, view.id) or []
     st.caption("All current labels on this case (visible because you have labeled it)")
@@ -261,5 +234,81 @@ if mine is not None:
             hide_index=True,
             width="stretch",
         )
-else:
-    st.caption("Blind labeling: other people's labels on this case appear after you submit.")
+
+
+def label_case(engine: Engine, actor: Actor, tax: Taxonomy, view: cases.CaseView) -> None:
+    mine = labeling.my_label(engine, actor, view.id)
+    case_header(view)
+    evidence(engine, actor, view)
+    st.divider()
+    st.subheader("Your label" + (" (edit)" if mine else ""))
+    decision = decision_buttons(tax, mine)
+    reasons, category, rationale = label_fields(tax, view, mine)
+    verdicts = claim_verdicts(view, mine)
+    b1, b2, _ = st.columns([1, 1, 3])
+    submit = b1.button(
+        "Submit label [Ctrl+Enter]",
+        type="primary",
+        shortcut="ctrl+enter",
+        disabled=decision is None,
+    )
+    skip = b2.button("Skip [S]", shortcut="s")
+    if skip:
+        labeling.release(engine, actor, view.id)
+        st.session_state["lab_skipped"].append(view.id)
+        load_next(engine, actor)
+        st.rerun()
+    if submit and decision is not None:
+        with ui.reported():
+            labeling.submit(
+                engine,
+                actor,
+                view.id,
+                labeling.LabelIn(decision, tuple(reasons), category, rationale, tuple(verdicts)),
+                mine.id if mine else None,
+                tax,
+            )
+            st.session_state["lab_flash"] = f"Saved your label on {view.key}."
+            st.rerun()
+    flash = st.session_state.pop("lab_flash", None)
+    if flash:
+        st.success(flash)
+    if mine is not None:
+        after_labeling(engine, actor, view)
+    else:
+        st.caption("Blind labeling: other people's labels on this case appear after you submit.")
+
+
+def main() -> None:
+    engine = ui.engine()
+    actor = ui.actor()
+    tax = ui.tax()
+    st.title("Label")
+    if not actor.can(Permission.label):
+        st.info(
+            "Labeling is for annotators. Your roles do not include it; the Agreement and "
+            "Adjudicate pages show the labels."
+        )
+        return
+    st.session_state.setdefault("lab_skipped", [])
+    st.session_state.setdefault("lab_case", None)
+    prog = labeling.progress(engine, actor)
+    progress_panel(prog)
+    deep = ui.query_int("case")
+    if deep is not None and st.session_state["lab_case"] != deep:
+        with ui.reported():
+            labeling.reserve(engine, actor, deep)
+            st.session_state["lab_case"] = deep
+    case_id = st.session_state["lab_case"]
+    if case_id is None:
+        idle(engine, actor, prog)
+        return
+    view = cases.get_case(engine, case_id=case_id)
+    if view is None:
+        st.error(f"Case {case_id} does not exist.")
+        return
+    label_case(engine, actor, tax, view)
+
+
+if __name__ == "__main__":
+    main()

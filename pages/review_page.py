@@ -3,75 +3,53 @@
 from __future__ import annotations
 
 import datetime as dt
-import io
-import re
-import zipfile
+from typing import cast
 
-import pandas as pd
+import altair as alt
 import streamlit as st
+from sqlalchemy import Engine
 
 from pages import ui
 from review.admin import users
-from review.core.identity import Role
+from review.core.identity import Actor, Role
+from review.core.taxonomy import Taxonomy
 from review.evaluation import evalruns
 from review.monthly import records, report, reviews, validation
-from review.wording import versions
 
-engine = ui.engine()
-actor = ui.actor()
-tax = ui.tax()
-can_write = any(r in actor.roles for r in reviews.REVIEW_ROLES)
+NONE = "(none)"
 
-st.title("Monthly review")
-sessions = reviews.list_sessions(engine)
-months = [s.month for s in sessions]
-today = dt.date.today()
-this_month = f"{today.year:04d}-{today.month:02d}"
-c1, c2 = st.columns([2, 1])
-picked = c1.selectbox(
-    "Review",
-    months,
-    index=0 if months else None,
-    key="rev_month",
-    format_func=lambda m: f"{m} · {next(s.status for s in sessions if s.month == m)}",
-    placeholder="No reviews yet",
-)
-if can_write:
-    with c2.form("rev_open"):
-        new_month = st.text_input("Open the review of month (YYYY-MM)", this_month)
-        if st.form_submit_button("Open review"):
-            with ui.reported():
-                reviews.open_session(engine, actor, new_month.strip())
-                st.session_state["rev_month"] = new_month.strip()
-                st.rerun()
-if picked is None:
-    st.info(
-        "No monthly review yet. Open one for a month to gather its alerts, audits, "
-        "release gate and policy changes in one record."
+
+def pick_month(engine: Engine, actor: Actor, can_write: bool) -> str | None:
+    sessions = reviews.list_sessions(engine)
+    months = [s.month for s in sessions]
+    today = dt.date.today()
+    c1, c2 = st.columns([2, 1])
+    picked: str | None = c1.selectbox(
+        "Review",
+        months,
+        index=0 if months else None,
+        key="rev_month",
+        format_func=lambda m: f"{m} · {next(s.status for s in sessions if s.month == m)}",
+        placeholder="No reviews yet",
     )
-    st.stop()
+    if can_write:
+        with c2.form("rev_open"):
+            new_month = st.text_input(
+                "Open the review of month (YYYY-MM)", f"{today.year:04d}-{today.month:02d}"
+            )
+            if st.form_submit_button("Open review"):
+                with ui.reported():
+                    reviews.open_session(engine, actor, new_month.strip())
+                    st.session_state["rev_month"] = new_month.strip()
+                    st.rerun()
+    return picked
 
-view = reviews.get_session(engine, picked)
-assert view is not None
-ctx = report.month_context(engine, tax, picked)
-if view.closed:
-    kept = (
-        " The month's tables and charts are shown as they were when it was closed."
-        if ctx.frozen_tables is not None
-        else ""
-    )
-    st.info(f"Closed by {view.closed_by} on {view.closed_at:%Y-%m-%d %H:%M}: read-only.{kept}")
-writable = can_write and not view.closed
 
-tab_month, tab_record, tab_validate, tab_report = st.tabs(
-    ["The month", "Findings and actions", "Validation check", "Report"]
-)
-
-with tab_month:
-    sections = {title: df for title, df in report.report_sections(view, ctx)}
-    month_titles = [t for t in sections if t.startswith("Release gate")]
-    month_titles += [t for t, _ in ctx.extra_sections] + ["Policy and wording changes"]
-    for title in month_titles:
+def month_tab(view: records.SessionView, ctx: report.MonthContext) -> None:
+    sections = dict(report.report_sections(view, ctx))
+    titles = [t for t in sections if t.startswith("Release gate")]
+    titles += [t for t, _ in ctx.extra_sections] + ["Policy and wording changes"]
+    for title in titles:
         st.subheader(title)
         df = sections[title]
         if df.empty:
@@ -80,45 +58,36 @@ with tab_month:
             st.dataframe(df, hide_index=True, width="stretch")
     for title, chart in ctx.charts:
         st.subheader(title)
-        st.altair_chart(chart, width="stretch")
+        st.altair_chart(cast(alt.Chart, chart), width="stretch")
 
-with tab_record:
-    people = users.list_users(engine, include_inactive=False)
-    emails = [u.email for u in people]
-    if writable:
-        with st.form(f"rev_people_{view.id}"):
-            attendees = st.multiselect(
-                "Attendees", emails, default=[a for a in view.attendees if a in emails]
-            )
-            summary = st.text_area("Summary", view.summary)
-            if st.form_submit_button("Save attendees and summary"):
-                with ui.reported():
-                    reviews.update_session(
-                        engine, actor, view.id, view.version, attendees=attendees, summary=summary
-                    )
-                    st.rerun()
-    else:
+
+def people_and_summary(
+    engine: Engine, actor: Actor, view: records.SessionView, writable: bool
+) -> None:
+    emails = [u.email for u in users.list_users(engine, include_inactive=False)]
+    if not writable:
         st.caption("Attendees: " + (", ".join(view.attendees) or "—"))
         ui.text(view.summary or "—", label="Summary")
+        return
+    with st.form(f"rev_people_{view.id}"):
+        attendees = st.multiselect(
+            "Attendees", emails, default=[a for a in view.attendees if a in emails]
+        )
+        summary = st.text_area("Summary", view.summary)
+        if st.form_submit_button("Save attendees and summary"):
+            with ui.reported():
+                reviews.update_session(
+                    engine, actor, view.id, view.version, attendees=attendees, summary=summary
+                )
+                st.rerun()
+
+
+def findings(
+    engine: Engine, actor: Actor, view: records.SessionView, can_write: bool, writable: bool
+) -> None:
     st.subheader("Findings")
     if view.findings:
-        st.dataframe(
-            pd.DataFrame(
-                [
-                    {
-                        "id": f.id,
-                        "severity": f.severity,
-                        "finding": f.text,
-                        "links": ", ".join(f"{x['kind']}:{x['ref']}" for x in f.links),
-                        "carried from": f.carried_from_id,
-                        "by": f.created_by,
-                    }
-                    for f in view.findings
-                ]
-            ),
-            hide_index=True,
-            width="stretch",
-        )
+        st.dataframe(report.findings_frame(view), hide_index=True, width="stretch")
         if can_write:
             c1, c2 = st.columns([2, 1])
             fid = c1.selectbox(
@@ -142,17 +111,24 @@ with tab_record:
                 + "), e.g. case:CASE-005"
             )
             if st.form_submit_button("Add finding"):
-                parsed = []
-                for line in links.splitlines():
-                    if line.strip():
-                        kind, _, ref = line.partition(":")
-                        parsed.append({"kind": kind.strip(), "ref": ref.strip()})
                 with ui.reported():
-                    reviews.add_finding(engine, actor, view.id, text, sev, parsed)
+                    reviews.add_finding(
+                        engine, actor, view.id, text, sev, records.parse_links(links)
+                    )
                     st.rerun()
+
+
+def actions(
+    engine: Engine,
+    actor: Actor,
+    view: records.SessionView,
+    ctx: report.MonthContext,
+    writable: bool,
+) -> None:
     st.subheader("Actions")
     if view.actions:
-        st.dataframe(sections["Actions"], hide_index=True, width="stretch")
+        actions_table = dict(report.report_sections(view, ctx))["Actions"]
+        st.dataframe(actions_table, hide_index=True, width="stretch")
     else:
         st.caption("(no actions yet)")
     if writable:
@@ -160,13 +136,16 @@ with tab_record:
             text = st.text_input("Action")
             c1, c2 = st.columns(2)
             role = c1.selectbox("Owner role", [r.value for r in Role])
-            due = c2.date_input("Due date", today + dt.timedelta(days=30))
+            due = c2.date_input("Due date", dt.date.today() + dt.timedelta(days=30))
             if st.form_submit_button("Add action"):
                 with ui.reported():
                     reviews.add_action(engine, actor, view.id, text, role, due)
                     st.rerun()
 
-with tab_validate:
+
+def validation_tab(
+    engine: Engine, actor: Actor, tax: Taxonomy, view: records.SessionView, writable: bool
+) -> None:
     st.caption(
         "The policy's dry-run rules on chosen cases: the share of answerable cases "
         "answered (with or without caveat) and of unanswerable cases given their "
@@ -175,18 +154,13 @@ with tab_validate:
         "review."
     )
     if view.validation:
-        st.dataframe(
-            pd.DataFrame([{"check": k, "value": str(v)} for k, v in view.validation.items()]),
-            hide_index=True,
-            width="stretch",
-        )
+        st.dataframe(report.validation_frame(view), hide_index=True, width="stretch")
     runs = evalruns.list_runs(engine)
     if writable and runs:
         with st.form(f"rev_validate_{view.id}"):
             c1, c2, c3 = st.columns(3)
             run_name = c1.selectbox("Run", [r.name for r in runs])
             split = c2.selectbox("Cases", ["validation", "test", "train", "all"])
-            NONE = "(none)"
             calibration = c3.selectbox(
                 "Author's calibration run (counts within one case)",
                 [NONE, *(r.name for r in runs)],
@@ -200,16 +174,14 @@ with tab_validate:
         if go:
             run = next(r for r in runs if r.name == run_name)
             base = next((r.id for r in runs if r.name == calibration), None)
-            keys = [k for k in re.split(r"[\s,;]+", chosen) if k]
-            wif = versions.in_force(engine)
-            templates = [m.text for k, m in wif.wording.messages.items() if k != "C1"]
+            keys = validation.parse_case_keys(chosen)
             with ui.reported():
                 result = validation.run_validation(
                     engine,
                     tax,
                     run.id,
                     split,
-                    templates,
+                    validation.refusal_templates(engine),
                     case_keys=keys or None,
                     calibration_run_id=base,
                 )
@@ -222,18 +194,8 @@ with tab_validate:
                 reviews.close_session(engine, actor, view.id, view.version, tax)
                 st.rerun()
 
-with tab_report:
 
-    def report_zip() -> bytes:
-        """The Markdown with its PNG charts, rendered when the zip is downloaded."""
-        text, images = report.export_markdown(view, ctx)
-        buf = io.BytesIO()
-        with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
-            z.writestr(f"monthly-review-{view.month}.md", text)
-            for name, data in images.items():
-                z.writestr(name, data)
-        return buf.getvalue()
-
+def report_tab(view: records.SessionView, ctx: report.MonthContext) -> None:
     st.download_button(
         "Download the report (self-contained HTML)",
         lambda: report.export_html(view, ctx),
@@ -243,9 +205,55 @@ with tab_report:
     md, _ = report.export_markdown(view, ctx, render_images=False)
     st.download_button(
         "Download Markdown with PNG charts (zip)",
-        report_zip,
+        lambda: report.markdown_zip(view, ctx),
         file_name=f"monthly-review-{view.month}.zip",
         mime="application/zip",
     )
     st.caption("Both files come from the same data; the HTML opens without any network access.")
     st.code(md, language=None)
+
+
+def main() -> None:
+    engine = ui.engine()
+    actor = ui.actor()
+    tax = ui.tax()
+    can_write = any(r in actor.roles for r in reviews.REVIEW_ROLES)
+    st.title("Monthly review")
+    picked = pick_month(engine, actor, can_write)
+    if picked is None:
+        st.info(
+            "No monthly review yet. Open one for a month to gather its alerts, audits, "
+            "release gate and policy changes in one record."
+        )
+        return
+    view = reviews.get_session(engine, picked)
+    if view is None:
+        st.error(f"There is no review of {picked}.")
+        return
+    ctx = report.month_context(engine, tax, picked)
+    if view.closed:
+        kept = (
+            " The month's tables and charts are shown as they were when it was closed."
+            if ctx.frozen_tables is not None
+            else ""
+        )
+        when = f"{view.closed_at:%Y-%m-%d %H:%M}" if view.closed_at else "?"
+        st.info(f"Closed by {view.closed_by} on {when}: read-only.{kept}")
+    writable = can_write and not view.closed
+    tab_month, tab_record, tab_validate, tab_report = st.tabs(
+        ["The month", "Findings and actions", "Validation check", "Report"]
+    )
+    with tab_month:
+        month_tab(view, ctx)
+    with tab_record:
+        people_and_summary(engine, actor, view, writable)
+        findings(engine, actor, view, can_write, writable)
+        actions(engine, actor, view, ctx, writable)
+    with tab_validate:
+        validation_tab(engine, actor, tax, view, writable)
+    with tab_report:
+        report_tab(view, ctx)
+
+
+if __name__ == "__main__":
+    main()

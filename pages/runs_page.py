@@ -4,111 +4,84 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import altair as alt
-import pandas as pd
 import streamlit as st
+from sqlalchemy import Engine
 
 from pages import ui
+from review.charts.runs import confusion_chart, intervals_chart
 from review.core import uploads
 from review.core.errors import InputError
-from review.core.identity import Permission
+from review.core.identity import Actor, Permission
+from review.core.taxonomy import Taxonomy
 from review.evaluation import evalruns, execution, refpipeline, runmetrics
 
-engine = ui.engine()
-actor = ui.actor()
-tax = ui.tax()
 BUNDLED: dict[str, Callable[[], execution.Pipeline]] = {
     "Reference pipeline": lambda: refpipeline.reference,
     "Naive pipeline (worse)": lambda: refpipeline.naive,
     "Sampled reference (varies between repeats)": lambda: refpipeline.Sampled(),
 }
+PERTURBED_COLUMNS = [
+    "key", "repeat", "kind", "base_decision", "decision", "passed", "why", "cited_doc_ids", "text",
+]  # fmt: skip
+OUTPUT_COLUMNS = [
+    "key", "repeat", "gold", "decision", "score", "reason_code", "cited_doc_ids", "infra_error",
+    "text",
+]  # fmt: skip
 
-st.title("Evaluation runs")
-runs = evalruns.list_runs(engine)
 
-if actor.can(Permission.run_evaluations):
-    with st.expander("Import a run or run a bundled pipeline"):
-        with st.form("runs_import", clear_on_submit=True):
-            up = st.file_uploader(
-                "Outputs JSONL (case, decision, score, text, cited_ids, repeat, versions, error)",
-                type=["jsonl"],
-                max_upload_size=uploads.widget_limit_mb(),
-            )
-            c1, c2 = st.columns(2)
-            name = c1.text_input("Run name")
-            version = c2.text_input("System version")
-            go = st.form_submit_button("Import run")
-        if go:
-            with ui.reported("Nothing was imported. "):
-                if up is None:
-                    raise InputError("choose a file")
-                text = uploads.read_text(up.name, up.getvalue())
-                items = list(evalruns.iter_outputs(text.splitlines(), up.name, tax))
-                evalruns.import_run(engine, actor, name, version, items, up.name)
-                st.session_state["runs_flash"] = f"Run {name!r} imported."
-                st.rerun()
-        with st.form("runs_execute"):
-            c1, c2, c3 = st.columns([2, 2, 1])
-            which = c1.selectbox("Pipeline", list(BUNDLED))
-            run_name = c2.text_input("Run name", key="runs_exec_name")
-            repeats = c3.number_input("Repeats", 1, 10, 1)
-            perturb = st.checkbox(
-                "Also re-run each case perturbed (irrelevant documents reordered, a "
-                "high-overlap distractor added) for the metamorphic checks",
-                value=True,
-            )
-            ex = st.form_submit_button("Run on every ready case")
-        if ex:
-            with ui.reported():
-                with st.spinner("Running…"):
-                    execution.execute(
-                        engine,
-                        actor,
-                        BUNDLED[which](),
-                        tax,
-                        name=run_name,
-                        system_version=which,
-                        repeats=int(repeats),
-                        config={"pipeline": which},
-                        perturb=perturb,
-                    )
-                st.session_state["runs_flash"] = f"Run {run_name!r} stored."
-                st.rerun()
-flash = st.session_state.pop("runs_flash", None)
-if flash:
-    st.success(flash)
+def import_run_form(engine: Engine, actor: Actor, tax: Taxonomy) -> None:
+    with st.form("runs_import", clear_on_submit=True):
+        up = st.file_uploader(
+            "Outputs JSONL (case, decision, score, text, cited_ids, repeat, versions, error)",
+            type=["jsonl"],
+            max_upload_size=uploads.widget_limit_mb(),
+        )
+        c1, c2 = st.columns(2)
+        name = c1.text_input("Run name")
+        version = c2.text_input("System version")
+        go = st.form_submit_button("Import run")
+    if go:
+        with ui.reported("Nothing was imported. "):
+            if up is None:
+                raise InputError("choose a file")
+            text = uploads.read_text(up.name, up.getvalue())
+            items = list(evalruns.iter_outputs(text.splitlines(), up.name, tax))
+            evalruns.import_run(engine, actor, name, version, items, up.name)
+            st.session_state["runs_flash"] = f"Run {name!r} imported."
+            st.rerun()
 
-if not runs:
-    st.info(
-        "No evaluation runs yet. Import a run's outputs, run a bundled pipeline above, or "
-        "use `workbench evaluate --pipeline module:function`."
-    )
-    st.stop()
 
-st.dataframe(
-    pd.DataFrame(
-        [
-            {
-                "run": r.name,
-                "system version": r.system_version,
-                "source": r.source,
-                "outputs": r.outputs,
-                "cases": r.cases,
-                "infrastructure failures": r.infra_failures,
-                "created": r.created_at,
-                "by": r.created_by,
-            }
-            for r in runs
-        ]
-    ),
-    hide_index=True,
-    width="stretch",
-    height=ui.table_height(len(runs), 8),
-)
+def execute_form(engine: Engine, actor: Actor, tax: Taxonomy) -> None:
+    with st.form("runs_execute"):
+        c1, c2, c3 = st.columns([2, 2, 1])
+        which = c1.selectbox("Pipeline", list(BUNDLED))
+        run_name = c2.text_input("Run name", key="runs_exec_name")
+        repeats = c3.number_input("Repeats", 1, 10, 1)
+        perturb = st.checkbox(
+            "Also re-run each case perturbed (irrelevant documents reordered, a "
+            "high-overlap distractor added) for the metamorphic checks",
+            value=True,
+        )
+        ex = st.form_submit_button("Run on every ready case")
+    if ex:
+        with ui.reported():
+            with st.spinner("Running…"):
+                execution.execute(
+                    engine,
+                    actor,
+                    BUNDLED[which](),
+                    tax,
+                    name=run_name,
+                    system_version=which,
+                    repeats=int(repeats),
+                    config={"pipeline": which},
+                    perturb=perturb,
+                )
+            st.session_state["runs_flash"] = f"Run {run_name!r} stored."
+            st.rerun()
 
-tab_one, tab_cmp, tab_drift = st.tabs(["One run", "Compare two runs", "Drift by family"])
-by_name = {r.name: r for r in runs}
-with tab_one:
+
+def one_run(engine: Engine, tax: Taxonomy, by_name: dict[str, evalruns.RunRow]) -> None:
     pick = st.selectbox("Run", list(by_name), key="runs_pick")
     run = by_name[pick]
     df = evalruns.outputs_frame(engine, run.id, tax)
@@ -135,18 +108,7 @@ with tab_one:
             "and -1 per unacceptable answer."
         )
     with c2:
-        rates = summary[summary["metric"] != "CRAG score"].dropna(subset=["value"])
-        base = alt.Chart(rates).encode(y=alt.Y("metric:N", title=None, sort=None))
-        st.altair_chart(
-            base.mark_rule().encode(
-                x=alt.X("low:Q", scale=alt.Scale(domain=[0, 1]), title="rate (95% interval)"),
-                x2="high:Q",
-            )
-            + base.mark_point(filled=True, size=60).encode(
-                x="value:Q", tooltip=["metric", "value", "k", "n"]
-            ),
-            width="stretch",
-        )
+        st.altair_chart(intervals_chart(summary), width="stretch")
     st.subheader("By group")
     group = st.segmented_control(
         "Group by",
@@ -159,21 +121,7 @@ with tab_one:
     st.dataframe(table, hide_index=True, width="stretch")
     st.subheader("Expected vs observed decision")
     conf = runmetrics.confusion(df, list(tax.decisions))
-    long = conf.reset_index().melt(id_vars="gold", var_name="observed", value_name="cases")
-    st.altair_chart(
-        alt.Chart(long)
-        .mark_rect()
-        .encode(
-            x=alt.X("observed:N", sort=None),
-            y=alt.Y("gold:N", sort=None, title="expected"),
-            color=alt.Color("cases:Q", scale=alt.Scale(scheme="blues")),
-            tooltip=["gold", "observed", "cases"],
-        )
-        + alt.Chart(long)
-        .mark_text()
-        .encode(x=alt.X("observed:N", sort=None), y=alt.Y("gold:N", sort=None), text="cases:Q"),
-        width="stretch",
-    )
+    st.altair_chart(confusion_chart(conf), width="stretch")
     st.subheader("Metamorphic checks")
     perturbed = runmetrics.judge_perturbed(evalruns.perturbed_frame(engine, run.id, tax))
     meta = runmetrics.metamorphic_checks(df, perturbed)
@@ -214,19 +162,9 @@ with tab_one:
             only = st.toggle("Failing only", value=True, key="runs_pert_failing")
             shown = failing if only else perturbed
             st.dataframe(
-                shown[
-                    [
-                        "key",
-                        "repeat",
-                        "kind",
-                        "base_decision",
-                        "decision",
-                        "passed",
-                        "why",
-                        "cited_doc_ids",
-                        "text",
-                    ]
-                ].rename(columns={"base_decision": "decision before", "decision": "after"}),
+                shown[PERTURBED_COLUMNS].rename(
+                    columns={"base_decision": "decision before", "decision": "after"}
+                ),
                 hide_index=True,
                 width="stretch",
             )
@@ -252,100 +190,129 @@ with tab_one:
                     )
     with st.expander("Outputs (text shown verbatim)"):
         st.dataframe(
-            df[
-                [
-                    "key",
-                    "repeat",
-                    "gold",
-                    "decision",
-                    "score",
-                    "reason_code",
-                    "cited_doc_ids",
-                    "infra_error",
-                    "text",
-                ]
-            ],
+            df[OUTPUT_COLUMNS],
             hide_index=True,
             width="stretch",
         )
 
-with tab_cmp:
-    if len(runs) < 2:
+
+def compare_runs(engine: Engine, tax: Taxonomy, by_name: dict[str, evalruns.RunRow]) -> None:
+    if len(by_name) < 2:
         st.info("Two runs are needed to compare.")
+        return
+    names = list(by_name)
+    c1, c2 = st.columns(2)
+    a = c1.selectbox("Run A (before)", names, index=1, key="runs_a")
+    b = c2.selectbox("Run B (after)", names, index=0, key="runs_b")
+    da = evalruns.outputs_frame(engine, by_name[a].id, tax)
+    db = evalruns.outputs_frame(engine, by_name[b].id, tax)
+    boot = runmetrics.paired_bootstrap(da, db)
+    st.dataframe(
+        boot,
+        hide_index=True,
+        width="stretch",
+        column_config={
+            c: st.column_config.NumberColumn(c, format="%.3f")
+            for c in ("A", "B", "delta", "low", "high")
+        },
+    )
+    st.caption(
+        "Deltas are B − A over the cases both runs scored, with 95% paired "
+        "bootstrap intervals (cases resampled with replacement, 1,000 times)."
+    )
+    flips = runmetrics.decision_flips(da, db)
+    st.subheader(f"Decision flips ({len(flips)})")
+    if flips.empty:
+        st.info("No case changed its decision.")
     else:
-        names = list(by_name)
-        c1, c2 = st.columns(2)
-        a = c1.selectbox("Run A (before)", names, index=1, key="runs_a")
-        b = c2.selectbox("Run B (after)", names, index=0, key="runs_b")
-        da = evalruns.outputs_frame(engine, by_name[a].id, tax)
-        db = evalruns.outputs_frame(engine, by_name[b].id, tax)
-        boot = runmetrics.paired_bootstrap(da, db)
-        st.dataframe(
-            boot,
-            hide_index=True,
-            width="stretch",
-            column_config={
-                c: st.column_config.NumberColumn(c, format="%.3f")
-                for c in ("A", "B", "delta", "low", "high")
-            },
-        )
+        counts = flips["effect"].value_counts()
         st.caption(
-            "Deltas are B − A over the cases both runs scored, with 95% paired "
-            "bootstrap intervals (cases resampled with replacement, 1,000 times)."
+            ", ".join(f"{k}: {v}" for k, v in counts.items())
+            + " (fixed = B matches the gold decision where A did not)"
         )
-        flips = runmetrics.decision_flips(da, db)
-        st.subheader(f"Decision flips ({len(flips)})")
-        if flips.empty:
-            st.info("No case changed its decision.")
-        else:
-            counts = flips["effect"].value_counts()
-            st.caption(
-                ", ".join(f"{k}: {v}" for k, v in counts.items())
-                + " (fixed = B matches the gold decision where A did not)"
-            )
-            st.dataframe(flips, hide_index=True, width="stretch")
+        st.dataframe(flips, hide_index=True, width="stretch")
 
-with tab_drift:
+
+def drift_by_family(engine: Engine, tax: Taxonomy) -> None:
     st.subheader("Drift by question family")
     history = evalruns.family_history(engine, tax)
     drift = runmetrics.family_drift(history)
     if drift.empty:
         st.info("No run has outputs on cases of a question family yet.")
-    else:
-        metric = st.segmented_control(
-            "Metric",
-            list(runmetrics.DRIFT_METRICS),
-            format_func=runmetrics.DRIFT_METRICS.__getitem__,
-            default="decision_accuracy",
-            key="runs_drift_metric",
+        return
+    metric = st.segmented_control(
+        "Metric",
+        list(runmetrics.DRIFT_METRICS),
+        format_func=runmetrics.DRIFT_METRICS.__getitem__,
+        default="decision_accuracy",
+        key="runs_drift_metric",
+    )
+    metric = metric or "decision_accuracy"
+    families = sorted(drift["family"].unique())
+    chosen = st.multiselect(
+        "Question families",
+        families,
+        default=[],
+        placeholder="All question families",
+        key="runs_drift_families",
+    )
+    view = drift[drift["family"].isin(chosen or families)]
+    st.altair_chart(runmetrics.drift_chart(view, metric), width="stretch")
+    table = runmetrics.drift_table(view, metric)
+    order = [c for c in table.columns if c != "family"]
+    st.dataframe(
+        table,
+        hide_index=True,
+        width="stretch",
+        height=ui.table_height(len(table), 20),
+        column_config={
+            r: st.column_config.NumberColumn(r, format="%.3f" if metric != "flips" else "%d")
+            for r in order
+        },
+    )
+    st.caption(
+        "Runs oldest first (left to right). Decision accuracy and abstention recall "
+        "count every repeat; flips count the family's cases whose first-repeat "
+        "decision differs from the run before (blank for the first run)."
+    )
+    with st.expander("Every run and family, with counts"):
+        st.dataframe(view, hide_index=True, width="stretch")
+
+
+def main() -> None:
+    engine = ui.engine()
+    actor = ui.actor()
+    tax = ui.tax()
+    st.title("Evaluation runs")
+    runs = evalruns.list_runs(engine)
+    if actor.can(Permission.run_evaluations):
+        with st.expander("Import a run or run a bundled pipeline"):
+            import_run_form(engine, actor, tax)
+            execute_form(engine, actor, tax)
+    flash = st.session_state.pop("runs_flash", None)
+    if flash:
+        st.success(flash)
+    if not runs:
+        st.info(
+            "No evaluation runs yet. Import a run's outputs, run a bundled pipeline above, or "
+            "use `workbench evaluate --pipeline module:function`."
         )
-        metric = metric or "decision_accuracy"
-        families = sorted(drift["family"].unique())
-        chosen = st.multiselect(
-            "Question families",
-            families,
-            default=[],
-            placeholder="All question families",
-            key="runs_drift_families",
-        )
-        view = drift[drift["family"].isin(chosen or families)]
-        st.altair_chart(runmetrics.drift_chart(view, metric), width="stretch")
-        order = view.sort_values("order").drop_duplicates("run")["run"].tolist()
-        table = view.pivot(index="family", columns="run", values=metric)[order]
-        st.dataframe(
-            table.reset_index(),
-            hide_index=True,
-            width="stretch",
-            height=ui.table_height(len(table), 20),
-            column_config={
-                r: st.column_config.NumberColumn(r, format="%.3f" if metric != "flips" else "%d")
-                for r in order
-            },
-        )
-        st.caption(
-            "Runs oldest first (left to right). Decision accuracy and abstention recall "
-            "count every repeat; flips count the family's cases whose first-repeat "
-            "decision differs from the run before (blank for the first run)."
-        )
-        with st.expander("Every run and family, with counts"):
-            st.dataframe(view, hide_index=True, width="stretch")
+        return
+    st.dataframe(
+        evalruns.runs_frame(runs),
+        hide_index=True,
+        width="stretch",
+        height=ui.table_height(len(runs), 8),
+    )
+    tab_one, tab_cmp, tab_drift = st.tabs(["One run", "Compare two runs", "Drift by family"])
+    by_name = {r.name: r for r in runs}
+    with tab_one:
+        one_run(engine, tax, by_name)
+    with tab_cmp:
+        compare_runs(engine, tax, by_name)
+    with tab_drift:
+        drift_by_family(engine, tax)
+
+
+if __name__ == "__main__":
+    main()

@@ -70,3 +70,19 @@ def test_the_demo_section_states_the_sizes_the_fixtures_build() -> None:
     n_cases = len(files.DEMO_CASES.read_text(encoding="utf-8").splitlines())
     assert f"{n_cases} cases" in text
     assert len(people.DEMO_USERS) == 7 and "seven users" in text
+
+
+def test_the_architecture_table_matches_the_areas() -> None:
+    """Every area of review/ is a row, and its "May use" column is what its docstring says
+    (which tests/test_architecture.py checks against the imports)."""
+    import ast
+
+    section = README[README.index("## Architecture") : README.index("## Development")]
+    rows = re.findall(r"^\| `(\w+)` \| [^|]+ \| ([^|]+) \|$", section, re.M)
+    review = ROOT / "review"
+    areas = sorted(p.name for p in review.iterdir() if (p / "__init__.py").exists())
+    assert sorted(name for name, _ in rows) == areas
+    for name, uses in rows:
+        doc = ast.get_docstring(ast.parse((review / name / "__init__.py").read_text())) or ""
+        declared = re.search(r"May use: ([^.]+)\.", doc)
+        assert declared and declared.group(1).strip() == uses.strip(), name

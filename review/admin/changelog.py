@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 from dataclasses import dataclass
 from typing import Any
 
+import pandas as pd
 from sqlalchemy import ColumnElement, Engine, func, select
 
 from storage.db import read_session
@@ -53,3 +55,31 @@ def entries(
 def entities(engine: Engine) -> list[str]:
     with read_session(engine) as s:
         return list(s.scalars(select(AuditLog.entity).distinct().order_by(AuditLog.entity)))
+
+
+#: Characters of a before/after snapshot shown in the change-log table.
+SNAPSHOT_CHARS = 500
+
+
+def entries_frame(rows: list[AuditRow]) -> pd.DataFrame:
+    """The change-log table: one row per change, before and after as JSON cut to
+    :data:`SNAPSHOT_CHARS` characters (empty when there is none)."""
+
+    def snap(value: dict[str, Any] | None) -> str:
+        return json.dumps(value, ensure_ascii=False)[:SNAPSHOT_CHARS] if value else ""
+
+    return pd.DataFrame(
+        [
+            {
+                "when": r.at,
+                "who": r.actor,
+                "action": r.action,
+                "entity": r.entity,
+                "id": r.entity_id,
+                "before": snap(r.before),
+                "after": snap(r.after),
+            }
+            for r in rows
+        ],
+        columns=["when", "who", "action", "entity", "id", "before", "after"],
+    )

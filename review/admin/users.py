@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+import pandas as pd
 from sqlalchemy import Engine, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -45,6 +46,24 @@ def list_users(engine: Engine, include_inactive: bool = True) -> list[UserView]:
         if not include_inactive:
             stmt = stmt.where(User.active.is_(True))
         return [_view(u) for u in s.scalars(stmt)]
+
+
+def users_frame(people: list[UserView]) -> pd.DataFrame:
+    """The users table of the Admin page."""
+    return pd.DataFrame(
+        [
+            {
+                "name": u.name,
+                "email": u.email,
+                "roles": ", ".join(u.roles),
+                "clearance": u.clearance,
+                "active": u.active,
+                "version": u.version,
+            }
+            for u in people
+        ],
+        columns=["name", "email", "roles", "clearance", "active", "version"],
+    )
 
 
 def user_count(engine: Engine) -> int:

@@ -1,4 +1,5 @@
-"""Cases: evaluation cases in the canonical JSONL format (import, export, listing, edit),
-exchange formats for other evaluation tools, and train/validation/test splits.
+"""Cases: evaluation cases in the canonical JSONL format (import, export, listing, edit, the one
+writer of a new case), exchange formats for other evaluation tools, and train/validation/test
+splits.
 
 May use: core."""

@@ -1,4 +1,5 @@
-"""Corpus: versioned documents (import, versions, search, access checks) and parsing of
-document bodies (Markdown or text with YAML front matter, JSON lines, block structure).
+"""Corpus: versioned documents (import, versions, search, access checks, the one writer of a
+document version) and their bodies (Markdown or text with YAML front matter, JSON lines, and
+the one Markdown block reader the corpus view and the edit operators share).
 
 May use: core."""

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 from sqlalchemy import ColumnElement, Engine, func, or_, select
 from sqlalchemy.orm import Session
 
@@ -464,3 +465,65 @@ def facet_values(engine: Engine) -> dict[str, list[str]]:
             ]
             for col in ("authority", "access_scope", "jurisdiction")
         }
+
+
+# ---------------------------------------------------------------------------------------
+# Tables of the Corpus page
+
+
+def metadata_frame(doc: DocumentView) -> pd.DataFrame:
+    """A document version's metadata, one field per row."""
+    return pd.DataFrame(
+        [
+            ("id", doc.doc_key),
+            ("version", str(doc.version)),
+            ("effective date", str(doc.effective_date or "—")),
+            ("superseded by", doc.superseded_by or "—"),
+            ("authority", doc.authority),
+            ("owner", doc.owner),
+            ("access scope", doc.access_scope),
+            ("jurisdiction", doc.jurisdiction),
+            ("added", f"{doc.created_at:%Y-%m-%d %H:%M} by {doc.created_by or '—'}"),
+        ],
+        columns=["field", "value"],
+    )
+
+
+def versions_frame(history: list[DocRow], link: Callable[[int], str]) -> pd.DataFrame:
+    """The versions of a document; ``link`` gives the page address of one version."""
+    return pd.DataFrame(
+        [
+            {
+                "version": h.version,
+                "effective": h.effective_date,
+                "current": h.is_current,
+                "open": link(h.id),
+            }
+            for h in history
+        ],
+        columns=["version", "effective", "current", "open"],
+    )
+
+
+def results_frame(rows: list[DocRow], link: Callable[[int], str]) -> pd.DataFrame:
+    """One page of search results; ``link`` gives the page address of a document."""
+    return pd.DataFrame(
+        [
+            {
+                "open": link(r.id),
+                "document": r.ref,
+                "title": r.title,
+                "effective": r.effective_date,
+                "authority": r.authority,
+                "access": r.access_scope,
+                "jurisdiction": r.jurisdiction,
+                "owner": r.owner,
+                "current": r.is_current,
+            }
+            for r in rows
+        ],
+        columns=[
+            "open", "document", "title", "effective", "authority", "access", "jurisdiction",
+            "owner", "current",
+        ],
+    )  # fmt: skip

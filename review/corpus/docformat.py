@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from review.core.errors import InputError
@@ -190,6 +191,15 @@ def parse_blocks(body: str) -> list[Block]:
         else:
             blocks.append(Block(kind=b.kind, text="\n".join(texts)))
     return blocks
+
+
+def table_frame(rows: list[list[str]]) -> pd.DataFrame:
+    """A table block as a frame: the first row is the header; an empty header cell is named
+    ``col N`` and repeated names get their position, so every column can be shown."""
+    header, *body = rows
+    cols = [h or f"col {i + 1}" for i, h in enumerate(header)]
+    cols = [c if cols.count(c) == 1 else f"{c} ({i + 1})" for i, c in enumerate(cols)]
+    return pd.DataFrame(body, columns=cols)
 
 
 def outline(body: str) -> dict[str, int]:

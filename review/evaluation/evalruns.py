@@ -273,6 +273,25 @@ def list_runs(engine: Engine) -> list[RunRow]:
         ]
 
 
+def runs_frame(runs: list[RunRow]) -> pd.DataFrame:
+    """The list of runs as the Runs page shows it."""
+    return pd.DataFrame(
+        [
+            {
+                "run": r.name,
+                "system version": r.system_version,
+                "source": r.source,
+                "outputs": r.outputs,
+                "cases": r.cases,
+                "infrastructure failures": r.infra_failures,
+                "created": r.created_at,
+                "by": r.created_by,
+            }
+            for r in runs
+        ]
+    )
+
+
 def gold_subquery() -> Any:
     """The agreed (gold) label per case, where one exists: the latest adjudication; for a
     case never adjudicated, the label its annotators agree on (two or more current labels,

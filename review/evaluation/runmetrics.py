@@ -576,3 +576,9 @@ def drift_chart(drift: pd.DataFrame, metric: str) -> alt.LayerChart:
         layer=[base.mark_line(), base.mark_point(filled=True, size=50)],
         height=max(300, 34 * data["family"].nunique()),
     )
+
+
+def drift_table(drift: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """One row per question family, one column per run (oldest first) holding ``metric``."""
+    order = drift.sort_values("order").drop_duplicates("run")["run"].tolist()
+    return drift.pivot(index="family", columns="run", values=metric)[order].reset_index()

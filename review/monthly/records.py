@@ -73,3 +73,18 @@ class SessionView:
     @property
     def closed(self) -> bool:
         return self.status == SessionStatus.closed
+
+
+def parse_links(text: str) -> list[dict[str, str]]:
+    """Links of a finding typed one per line as ``kind:reference`` (blank lines skipped; the
+    kinds are checked when the finding is saved)."""
+    out: list[dict[str, str]] = []
+    for line in text.splitlines():
+        if line.strip():
+            kind, _, ref = line.partition(":")
+            out.append({"kind": kind.strip(), "ref": ref.strip()})
+    return out
+
+
+def links_text(links: tuple[dict[str, str], ...]) -> str:
+    return ", ".join(f"{x['kind']}:{x['ref']}" for x in links)

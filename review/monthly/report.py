@@ -9,6 +9,7 @@ import html
 import io
 import json
 import re
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +23,7 @@ from review.core.errors import InputError
 from review.core.taxonomy import Taxonomy
 from review.core.terms import PlanStatus, VersionStatus
 from review.evaluation import evalruns
-from review.monthly.records import SessionView, month_bounds
+from review.monthly.records import SessionView, links_text, month_bounds
 from review.policy import signoff
 from review.thresholds import thresholds
 from storage.db import read_session
@@ -177,7 +178,7 @@ def report_sections(view: SessionView, ctx: MonthContext) -> list[tuple[str, pd.
                     {
                         "severity": f.severity,
                         "finding": f.text,
-                        "links": ", ".join(f"{x['kind']}:{x['ref']}" for x in f.links),
+                        "links": links_text(f.links),
                         "carried from": f.carried_from_id,
                     }
                     for f in view.findings
@@ -351,6 +352,43 @@ def export_markdown(
             images[name] = _png(chart)
         lines += [f"## {title}", "", f"![{title}]({name})", ""]
     return "\n".join(lines), images
+
+
+def findings_frame(view: SessionView) -> pd.DataFrame:
+    """The findings as the review page lists them (with ids and authors, unlike the report)."""
+    return pd.DataFrame(
+        [
+            {
+                "id": f.id,
+                "severity": f.severity,
+                "finding": f.text,
+                "links": links_text(f.links),
+                "carried from": f.carried_from_id,
+                "by": f.created_by,
+            }
+            for f in view.findings
+        ],
+        columns=["id", "severity", "finding", "links", "carried from", "by"],
+    )
+
+
+def validation_frame(view: SessionView) -> pd.DataFrame:
+    """The stored validation result, one check per row, values as text."""
+    return pd.DataFrame(
+        [{"check": k, "value": str(v)} for k, v in (view.validation or {}).items()],
+        columns=["check", "value"],
+    )
+
+
+def markdown_zip(view: SessionView, ctx: MonthContext) -> bytes:
+    """The Markdown report with its PNG charts as one zip (rendered when downloaded)."""
+    text, images = export_markdown(view, ctx)
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr(f"monthly-review-{view.month}.md", text)
+        for name, data in images.items():
+            z.writestr(name, data)
+    return buf.getvalue()
 
 
 def png_data_uri(data: bytes) -> str:

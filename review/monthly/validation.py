@@ -173,3 +173,8 @@ def refusal_templates(engine: Engine) -> list[str]:
 
     wif = versions.in_force(engine)
     return [m.text for k, m in wif.wording.messages.items() if k != "C1"]
+
+
+def parse_case_keys(text: str) -> list[str]:
+    """Case keys typed separated by spaces, commas, semicolons or lines."""
+    return [k for k in re.split(r"[\s,;]+", text) if k]

@@ -266,3 +266,23 @@ def test_validation_on_chosen_cases_against_the_authors_calibration_run(
         a["answered"],
         a["expected_behaviour"],
     )
+
+
+def test_links_and_case_keys_are_read_as_typed() -> None:
+    from review.monthly import records, validation
+
+    assert records.parse_links("case:CASE-005\n\n  trace : bw-1 \nrun") == [
+        {"kind": "case", "ref": "CASE-005"},
+        {"kind": "trace", "ref": "bw-1"},
+        {"kind": "run", "ref": ""},
+    ]
+    assert records.links_text(({"kind": "case", "ref": "C-1"}, {"kind": "run", "ref": "r"})) == (
+        "case:C-1, run:r"
+    )
+    assert validation.parse_case_keys("CASE-1, CASE-2;CASE-3\n CASE-4  ") == [
+        "CASE-1",
+        "CASE-2",
+        "CASE-3",
+        "CASE-4",
+    ]
+    assert validation.parse_case_keys(" \n ") == []
