@@ -71,23 +71,23 @@ def test_read_text_checks_size_before_decoding(monkeypatch: pytest.MonkeyPatch) 
 def test_every_page_upload_goes_through_the_check() -> None:
     """Each file_uploader passes the configured limit to the widget, and the page reads the
     bytes through review.core.uploads; no page keeps a limit of its own."""
-    pages = sorted((ROOT / "pages").glob("*_page.py"))
+    pages = sorted((ROOT / "pages").rglob("*.py"))
     with_uploads = []
     for page in pages:
         src = page.read_text(encoding="utf-8")
         n = src.count("st.file_uploader(")
         if not n:
             continue
-        with_uploads.append(page.name)
+        # the workflow: a page file, or a part of a page in pages/<workflow>/
+        rel = page.relative_to(ROOT / "pages")
+        with_uploads.append(rel.parts[0] if len(rel.parts) > 1 else page.stem.removesuffix("_page"))
         assert src.count("max_upload_size=uploads.widget_limit_mb()") == n, page.name
         checks = src.count("uploads.read_text(") + src.count("uploads.check_upload(")
         assert checks >= n, page.name
         assert not re.search(r"MAX_UPLOAD|maxUploadSize|2\s*\*\*\s*20|1024\s*\*\s*1024", src), (
             page.name
         )
-    assert {"cases_page.py", "corpus_page.py", "runs_page.py", "traces_page.py"} <= set(
-        with_uploads
-    )
+    assert {"cases", "corpus", "runs", "traces"} <= set(with_uploads)
 
 
 # --- the pages -------------------------------------------------------------------------------

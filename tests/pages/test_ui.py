@@ -9,7 +9,7 @@ from tests.helpers.paths import ROOT
 
 
 def test_untrusted_text_is_never_rendered_as_html() -> None:
-    for p in [ROOT / "app.py", *(ROOT / "pages").glob("*.py")]:
+    for p in [ROOT / "app.py", *(ROOT / "pages").rglob("*.py")]:
         src = p.read_text(encoding="utf-8")
         assert "unsafe_allow_html=True" not in src, p
         assert "st.html(" not in src, p
@@ -22,7 +22,7 @@ def test_messages_that_quote_input_go_through_ui_plain() -> None:
     raw = re.compile(
         r"st\.(error|warning|info|success|toast)\((str\((exc|e)\)|f\"[^\"]*\{(exc|e)[!:}])"
     )
-    for p in [ROOT / "app.py", *(ROOT / "pages").glob("*.py")]:
+    for p in [ROOT / "app.py", *(ROOT / "pages").rglob("*.py")]:
         src = p.read_text(encoding="utf-8")
         bad = [m.group(0) for m in raw.finditer(src)]
         assert not bad, f"{p.name}: {bad[:3]}"
@@ -64,5 +64,5 @@ def test_pages_catch_workbench_errors_not_lists_of_classes() -> None:
     """One rule: pages show errors meant for the user through ui.reported / ui.show_error
     (or catch WorkbenchError), never by listing the classes again."""
     listed = re.compile(r"except \((?:InputError|PermissionDenied|PolicyFileError|StaleWriteError)")
-    for p in [ROOT / "app.py", *(ROOT / "pages").glob("*.py")]:
+    for p in [ROOT / "app.py", *(ROOT / "pages").rglob("*.py")]:
         assert not listed.search(p.read_text(encoding="utf-8")), p.name

@@ -1,0 +1,36 @@
+"""Cached look-ups of the Plans tab: the values a filter offers and a plan's population check
+(cached per database URL; cleared when a plan is created, drawn or recounted)."""
+
+from __future__ import annotations
+
+import streamlit as st
+from sqlalchemy import Engine
+
+from review.audits import plans as audit_plans
+
+
+@st.cache_data(ttl=300, show_spinner=False)
+def _values(_engine: Engine, url: str, dim: str) -> list[str]:
+    return audit_plans.dimension_values(_engine, dim)
+
+
+def values(engine: Engine, dim: str) -> list[str]:
+    """The values the traces hold for ``dim`` (a filter's choices)."""
+    return _values(engine, str(engine.url), dim)
+
+
+@st.cache_data(ttl=60, show_spinner="Counting the population…")
+def _population_check(
+    _engine: Engine, url: str, plan_id: int, status: str
+) -> audit_plans.PopulationCheck:
+    return audit_plans.check_population(_engine, plan_id)
+
+
+def population_check(engine: Engine, plan: audit_plans.PlanView) -> audit_plans.PopulationCheck:
+    """The plan's population counted again and compared with the stored counts."""
+    return _population_check(engine, str(engine.url), plan.id, plan.status)
+
+
+def forget_counts() -> None:
+    _population_check.clear()
+    _values.clear()

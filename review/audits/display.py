@@ -1,0 +1,343 @@
+"""How the Audit page shows a batch: the tables (plans, the sample, a trace's signals and chunks,
+verdicts, estimates and slices) as data frames, the one-line summaries and the rules for rates
+and intervals. Plain data in, plain data out: the page only lays them out."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import pandas as pd
+
+from review.audits.claims import CitationReport
+from review.audits.items import ChunkView, ItemView
+from review.audits.plans import PlanView, StratumCount
+from review.audits.population import PopulationFilter
+from review.audits.queue import ItemRow
+from review.audits.verdicts import VerdictView
+from review.audits.vocabulary import HEADLINE, VERDICTS
+from review.core.terms import PlanStatus
+
+__all__ = [
+    "batch_label",
+    "chunks_frame",
+    "claims_summary",
+    "counts_caption",
+    "counts_frame",
+    "export_stem",
+    "findings_frame",
+    "headline_intervals",
+    "history_frame",
+    "item_caption",
+    "items_frame",
+    "pct",
+    "pct_range",
+    "plan_summary",
+    "plans_frame",
+    "population_note",
+    "rates_table",
+    "reproducibility",
+    "signals_frame",
+    "slice_table",
+    "unsampled_share",
+    "verdicts_frame",
+]
+
+
+# --- rates ----------------------------------------------------------------------------------
+
+
+def pct(v: Any) -> str:
+    """A rate as a percentage with one decimal; a dash when there is none."""
+    return "—" if v is None or pd.isna(v) else f"{100 * float(v):.1f} %"
+
+
+def pct_range(lo: Any, hi: Any) -> str:
+    """An interval of rates."""
+    return f"{pct(lo)} – {pct(hi)}"
+
+
+# --- plans ----------------------------------------------------------------------------------
+
+
+def batch_label(plan: PlanView) -> str:
+    """How a batch reads in the batch picker."""
+    return f"{plan.name} · {plan.status} · {plan.complete}/{plan.items} audited"
+
+
+def plans_frame(plans: Sequence[PlanView]) -> pd.DataFrame:
+    """One row per plan: its state, sizes and how it samples."""
+    return pd.DataFrame(
+        [
+            {
+                "plan": p.name,
+                "status": p.status,
+                "population": p.population_total,
+                "sample": sum(p.allocation.values()),
+                "audited": p.complete,
+                "verdicts": p.verdicts,
+                "strata": ", ".join(p.spec.strata) or "none",
+                "allocation": p.spec.allocation,
+                "seed": p.spec.seed,
+                "population filter": p.spec.filter.describe(),
+                "created by": p.created_by,
+                "created": p.created_at,
+            }
+            for p in plans
+        ]
+    )
+
+
+def plan_summary(plan: PlanView) -> str:
+    """One line under a plan's name: how it samples and when its population was counted."""
+    return (
+        f"{plan.status} · {plan.spec.allocation} allocation of {plan.spec.total} · seed "
+        f"{plan.spec.seed} · {plan.spec.overlap} reviewer(s) per trace · "
+        f"{'blind' if plan.spec.blind else 'open'} review · population counted "
+        f"{plan.counted_at[:16].replace('T', ' ')} UTC · fingerprint {plan.fingerprint[:17]}…"
+    )
+
+
+def population_note(status: str) -> str:
+    """What a change of the population means for a plan in ``status`` (after the message)."""
+    if status == PlanStatus.planned:
+        return " Recount before drawing."
+    return " The sample and its weights keep the counts of the draw."
+
+
+def reproducibility(same: bool | None) -> tuple[str, str]:
+    """The outcome of drawing a plan again: ("success" | "warning" | "error", message)."""
+    if same is True:
+        return "success", "Drawing this plan again gives exactly the stored sample."
+    if same is None:
+        return "warning", "The population changed, so a new draw would differ."
+    return "error", "A new draw differs from the stored sample."
+
+
+def counts_frame(counts: Sequence[StratumCount]) -> pd.DataFrame:
+    """The population per stratum, as counted for the form's preview."""
+    return pd.DataFrame(
+        [{"stratum": c.stratum, "traces": c.count} for c in counts],
+        columns=["stratum", "traces"],
+    )
+
+
+def counts_caption(counts: Sequence[StratumCount], flt: PopulationFilter) -> str:
+    """The preview's summary: traces, strata and the filter."""
+    return f"{sum(c.count for c in counts)} traces in {len(counts)} strata ({flt.describe()})"
+
+
+def items_frame(rows: Sequence[ItemRow], link: Callable[[int], str]) -> pd.DataFrame:
+    """The sample in queue order; ``link`` gives the address that opens an item."""
+    return pd.DataFrame(
+        [
+            {
+                "#": r.position,
+                "trace": r.trace_id,
+                "stratum": r.stratum,
+                "decision": r.decision,
+                "feedback": r.feedback,
+                "restricted": r.restricted,
+                "verdicts": r.reviewers,
+                "verdict": VERDICTS.get(r.outcome or "", ""),
+                "held by": r.reserved_by or "",
+                "open": link(r.id),
+            }
+            for r in rows
+        ]
+    )
+
+
+def export_stem(name: str) -> str:
+    """The file name stem of a plan's export: letters and digits kept, the rest dashes."""
+    return "".join(ch if ch.isalnum() else "-" for ch in name).strip("-").lower()
+
+
+# --- one item -------------------------------------------------------------------------------
+
+
+def item_caption(view: ItemView, plan_items: int | None) -> str:
+    """The line under a trace's heading: where it sits in the batch and what happened."""
+    return (
+        f"item {view.position} of {plan_items if plan_items is not None else '?'} · stratum "
+        f"{view.stratum} · {view.at:%Y-%m-%d %H:%M} UTC · decision {view.decision or '—'}"
+        f"{' (' + view.reason_code + ')' if view.reason_code else ''} · feedback "
+        f"{view.feedback or '—'}{' · RESTRICTED' if view.restricted else ''}"
+    )
+
+
+def signals_frame(view: ItemView) -> pd.DataFrame:
+    """The trace's retrieval signals and versions, one per row."""
+    signals = {
+        "ranking mode": view.ranking_mode,
+        "hits after filter": view.hits_after_filter,
+        "top score": view.top_score,
+        "answerable": view.answerable,
+        "ambiguous": view.ambiguous,
+        "ungrounded": view.ungrounded,
+        **{f"version: {k}": v for k, v in view.versions.items()},
+    }
+    return pd.DataFrame(
+        [{"signal": k, "value": "—" if v is None else str(v)} for k, v in signals.items()]
+    )
+
+
+def chunks_frame(chunks: Sequence[ChunkView]) -> pd.DataFrame:
+    """The retrieved chunks in rank order and whether each reached the model."""
+    return pd.DataFrame(
+        [
+            {
+                "rank": c.rank,
+                "chunk": c.chunk_id,
+                "document": f"{c.doc_id}@{c.doc_version}" if c.doc_id else "",
+                "score": c.score,
+                "in context": not c.filtered,
+                "text": c.text,
+            }
+            for c in chunks
+        ]
+    )
+
+
+class Finding(Protocol):
+    """A wording rule a text breaks (what the wording check reports)."""
+
+    @property
+    def rule(self) -> str: ...
+    @property
+    def excerpt(self) -> str: ...
+    @property
+    def explanation(self) -> str: ...
+
+
+def findings_frame(findings: Sequence[Finding]) -> pd.DataFrame:
+    """The wording rules a refusal breaks, with the words that break them."""
+    return pd.DataFrame(
+        [{"rule": f.rule, "excerpt": f.excerpt, "why": f.explanation} for f in findings]
+    )
+
+
+def claims_summary(report: CitationReport) -> str:
+    """The claim review in one line: the answer's result, its citations, claims supported."""
+    answer = {True: "passes", False: "fails", None: "not decided yet"}[report.answer_passes]
+    valid = {True: "yes", False: "no", None: "not yet"}[report.citations_valid]
+    return (
+        f"Answer {answer} · citations valid: {valid} · "
+        f"{report.counts.get('supported', 0)} of {report.counts.get('claims', 0)} "
+        "claims supported"
+    )
+
+
+def verdicts_frame(verdicts: Sequence[VerdictView]) -> pd.DataFrame:
+    """The current verdicts on a trace, one per reviewer."""
+    return pd.DataFrame(
+        [
+            {
+                "reviewer": o.reviewer,
+                "verdict": VERDICTS[o.verdict],
+                "stages": ", ".join(o.stages),
+                "notes": o.notes,
+                "claims supported": sum(c.get("verdict") == "supported" for c in o.claims),
+                "claims": len(o.claims),
+                "when": o.created_at,
+            }
+            for o in verdicts
+        ]
+    )
+
+
+def history_frame(history: Sequence[VerdictView], reviewer: str) -> pd.DataFrame:
+    """``reviewer``'s verdicts on a trace, each with the one it replaced."""
+    return pd.DataFrame(
+        [
+            {
+                "verdict": VERDICTS[h.verdict],
+                "stages": ", ".join(h.stages),
+                "when": h.created_at,
+                "replaces": h.replaces_id,
+            }
+            for h in history
+            if h.reviewer == reviewer
+        ]
+    )
+
+
+# --- estimates ------------------------------------------------------------------------------
+
+
+def unsampled_share(rates: pd.DataFrame) -> float | None:
+    """The share of the population in strata with no audited trace; None when there is none."""
+    if (rates["unsampled_share"] > 0).any():
+        return float(rates["unsampled_share"].iloc[0])
+    return None
+
+
+def rates_table(rates: pd.DataFrame) -> pd.DataFrame:
+    """The rates of ``estimates.estimates`` as read: percentages and 95 % intervals."""
+    return pd.DataFrame(
+        {
+            "verdict": rates["label"],
+            "count": rates["count"],
+            "audited": rates["audited"],
+            "sample rate": rates["sample_rate"].map(pct),
+            "sample 95 % (Wilson)": [
+                pct_range(lo, hi)
+                for lo, hi in zip(rates["sample_lo"], rates["sample_hi"], strict=True)
+            ],
+            "population rate (weighted)": rates["population_rate"].map(pct),
+            "population 95 %": [
+                pct_range(lo, hi)
+                for lo, hi in zip(rates["population_lo"], rates["population_hi"], strict=True)
+            ],
+            "≈ traces": rates["estimated_traces"],
+        }
+    )
+
+
+def headline_intervals(rates: pd.DataFrame) -> pd.DataFrame:
+    """The headline verdicts' rates with their intervals, long: one row per verdict and kind
+    (population weighted, sample raw), columns verdict, kind, rate, lo, hi (for a chart)."""
+    head = rates[rates["verdict"].isin(HEADLINE)]
+    return pd.concat(
+        [
+            pd.DataFrame(
+                {
+                    "verdict": head["label"],
+                    "kind": "population (weighted)",
+                    "rate": head["population_rate"],
+                    "lo": head["population_lo"],
+                    "hi": head["population_hi"],
+                }
+            ),
+            pd.DataFrame(
+                {
+                    "verdict": head["label"],
+                    "kind": "sample (raw)",
+                    "rate": head["sample_rate"],
+                    "lo": head["sample_lo"],
+                    "hi": head["sample_hi"],
+                }
+            ),
+        ]
+    )
+
+
+def slice_table(by_slice: pd.DataFrame) -> pd.DataFrame:
+    """The rates of ``estimates.by_slice`` as read: percentages, the intervals as ranges."""
+    sl = by_slice.copy()
+    for col in ("sample_rate", "population_rate"):
+        sl[col] = sl[col].map(pct)
+    sl["sample 95 %"] = [
+        pct_range(a, b) for a, b in zip(sl.pop("sample_lo"), sl.pop("sample_hi"), strict=True)
+    ]
+    sl["population 95 %"] = [
+        pct_range(a, b)
+        for a, b in zip(sl.pop("population_lo"), sl.pop("population_hi"), strict=True)
+    ]
+    return sl.rename(
+        columns={
+            "sample_rate": "sample rate",
+            "population_rate": "population rate (weighted)",
+            "estimated_traces_in_slice": "≈ traces in slice",
+        }
+    )
