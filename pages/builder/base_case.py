@@ -1,0 +1,73 @@
+"""The base-case view of the Case builder (?case=ID): the case at a glance and its three tabs
+(edit a document, evidence-state variant, decisive passage)."""
+
+from __future__ import annotations
+
+import streamlit as st
+from sqlalchemy import Engine
+
+from pages import ui
+from pages.builder.edit_tab import edit_tab
+from pages.builder.nav import go
+from pages.builder.variant_tab import family_tab
+from review.builder import documents, suggestions, tables
+from review.cases import cases
+from review.core.errors import WorkbenchError
+from review.core.identity import Actor, Permission
+from review.core.taxonomy import Taxonomy
+
+
+def passage_tab(engine: Engine, actor: Actor, view: cases.CaseView) -> None:
+    if view.evidence_state != "present":
+        st.info("The decisive passage is marked on the evidence-present case of a family.")
+        return
+    st.caption(
+        "The family checks compare every variant with this passage: the removed variant must "
+        "no longer show it, the forbidden variant must not leak it."
+    )
+    if not actor.can(Permission.edit_cases):
+        return
+    with st.form(f"bld_mark_{view.id}"):
+        passage = st.text_area("Decisive passage (exact text of a visible document)", height=80)
+        ok = st.form_submit_button("Mark as decisive")
+    if ok:
+        try:
+            ref = suggestions.mark_passage(engine, actor, view.id, passage)
+        except WorkbenchError as exc:
+            st.error("Nothing was saved. " + ui.plain(exc))
+        else:
+            st.success(f"Marked the decisive passage in {ref}.")
+
+
+def builder_view(engine: Engine, actor: Actor, tax: Taxonomy, case_id: int) -> None:
+    view = cases.get_case(engine, case_id=case_id)
+    if view is None:
+        st.error(f"Case {case_id} does not exist.")
+        return
+    c1, c2 = st.columns([3, 1])
+    c1.subheader(f"Base case {view.key}")
+    if view.family and c2.button("Open the family view", key="bld_to_family"):
+        go(family=view.family)
+    ui.text(view.question, label="Question")
+    st.caption(
+        f"Expected {tables.decision_label(tax, view.expected_decision)} · evidence state "
+        f"{view.evidence_state or '—'} · family {view.family or '—'} · identity "
+        f"{ui.plain(view.identity_name)} ({', '.join(view.identity_scopes)})"
+    )
+    if view.evidence_state not in (None, "present") or view.expected_decision != "answer":
+        st.warning(
+            "Variants are derived from the evidence-present case of a family (expected "
+            "decision: answer). Open the family view to find it."
+        )
+        return
+    if not view.family:
+        st.warning("This case has no family key: edit the case on the Cases page to set one.")
+        return
+    docs = documents.case_documents(engine, actor, view.id)
+    t1, t2, t3 = st.tabs(["Edit a document", "Evidence-state variant", "Decisive passage"])
+    with t1:
+        edit_tab(engine, actor, tax, view, docs)
+    with t2:
+        family_tab(engine, actor, tax, view, docs)
+    with t3:
+        passage_tab(engine, actor, view)

@@ -1,0 +1,172 @@
+"""The "Edit a document" tab of a base case: pick a document, an operator and a span, preview
+the edit, then save it as a variant of the family or as an edited document only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+from sqlalchemy import Engine
+
+from pages import ui
+from pages.builder.nav import go, leave_message
+from pages.builder.params import param_widgets
+from pages.builder.preview import show_preview
+from review.builder import diffs, documents, forms, variants
+from review.builder.edits import OPERATORS
+from review.cases import cases
+from review.core.errors import WorkbenchError
+from review.core.identity import Actor, Permission
+from review.core.taxonomy import Taxonomy
+
+PREVIEW_KEY = "bld_preview"
+
+
+def pick_span(
+    view: cases.CaseView, doc: documents.CaseDocText, op_name: str
+) -> tuple[int, int, str] | None:
+    """The span to edit: a candidate of the operator or offsets typed by hand; None (after
+    an error) when the offsets cannot be used."""
+    body = doc.body or ""
+    spans = OPERATORS[op_name].candidates(body)[: forms.MAX_CANDIDATES]
+    choice = st.selectbox(
+        f"Candidate spans ({len(spans)} found by {op_name})",
+        [*range(len(spans)), forms.CUSTOM],
+        format_func=lambda i: (
+            "Custom offsets…" if i == forms.CUSTOM else forms.span_label(body, spans[i])
+        ),
+        key=f"bld_span_{view.id}_{doc.ref}_{op_name}",
+    )
+    if choice == forms.CUSTOM:
+        c3, c4 = st.columns(2)
+        start = int(c3.number_input("Start offset", 0, len(body), 0, key="bld_custom_start"))
+        end = int(c4.number_input("End offset", 0, len(body), 0, key="bld_custom_end"))
+        if end < start:
+            st.error("The end offset must not be before the start offset.")
+            return None
+        return start, end, body[start:end]
+    sp = spans[int(choice)]
+    return sp.start, sp.end, sp.text
+
+
+def edit_tab(
+    engine: Engine,
+    actor: Actor,
+    tax: Taxonomy,
+    view: cases.CaseView,
+    docs: list[documents.CaseDocText],
+) -> None:
+    readable = [d for d in docs if d.readable]
+    if not readable:
+        st.info("You may not read any document of this case (restricted; needs clearance).")
+        return
+    c1, c2 = st.columns([1, 1])
+    doc = c1.selectbox(
+        "Document to edit",
+        readable,
+        index=forms.default_document(readable),
+        format_func=forms.document_label,
+        key=f"bld_doc_{view.id}",
+    )
+    op_name = c2.selectbox("Operator", list(OPERATORS), key=f"bld_op_{view.id}")
+    op = OPERATORS[op_name]
+    st.caption(op.description)
+    body = doc.body or ""
+    picked = pick_span(view, doc, op_name)
+    if picked is None:
+        return
+    start, end, sel_text = picked
+    st.caption("Selected span (verbatim)")
+    st.code(sel_text if sel_text else "(a position between blocks)", language=None, wrap_lines=True)
+    defaults = forms.form_defaults(op_name, body, start, end)
+    form_key = f"bld_params_{view.id}_{doc.ref}_{op_name}_{start}_{end}"
+    fields = op.param_fields()
+    with st.form(form_key):
+        values = param_widgets(fields, defaults, form_key)
+        go_preview = st.form_submit_button("Preview the edit", type="primary")
+    if go_preview:
+        try:
+            params = forms.parse_param_values(fields, values)
+            diffs.preview(body, op_name, start, end, params, doc_ref=doc.ref)
+        except WorkbenchError as exc:
+            st.session_state.pop(PREVIEW_KEY, None)
+            st.error("Nothing changed. " + ui.plain(exc))
+        else:
+            st.session_state[PREVIEW_KEY] = forms.preview_state(
+                view.id, doc.ref, op_name, start, end, params
+            )
+    state = st.session_state.get(PREVIEW_KEY)
+    if state is None or not forms.preview_applies(state, view.id, doc.ref, op_name, start, end):
+        return
+    pv = diffs.preview(body, op_name, start, end, state["params"], doc_ref=doc.ref)
+    show_preview(pv, doc.ref, tax)
+    if not actor.can(Permission.edit_cases):
+        st.info("Saving variants needs a role that may edit cases (annotator, reviewer, admin).")
+        return
+    save_buttons(engine, actor, tax, view, doc, state)
+
+
+def save_buttons(
+    engine: Engine,
+    actor: Actor,
+    tax: Taxonomy,
+    view: cases.CaseView,
+    doc: documents.CaseDocText,
+    state: dict[str, Any],
+) -> None:
+    """Save the previewed edit as a variant of the family, or (for corpus editors) as an
+    edited document only."""
+    as_version = st.checkbox(
+        f"Save the derived document as the next version of {doc.doc_key} instead of a new "
+        f"document {doc.doc_key}-CF-n",
+        key="bld_as_version",
+        help="Only from the newest version. The new version becomes current in the corpus.",
+    )
+    c5, c6 = st.columns(2)
+    if c5.button(
+        f"Save as a variant of {view.family or 'the family'}", type="primary", key="bld_save"
+    ):
+        spec = variants.VariantSpec(
+            "edited",
+            doc_ref=doc.ref,
+            operator=state["op"],
+            start=state["start"],
+            end=state["end"],
+            params=state["params"],
+            as_new_version=as_version,
+        )
+        try:
+            saved = variants.build_variant(engine, actor, tax, view.id, spec)
+        except WorkbenchError as exc:
+            st.error("Nothing was saved. " + ui.plain(exc))
+        else:
+            st.session_state.pop(PREVIEW_KEY, None)
+            leave_message(
+                f"Saved {saved.key} (draft, suggested {saved.suggested_decision}) with "
+                f"{', '.join(saved.documents) or 'no new document'}. Confirm its label here."
+            )
+            go(family=view.family or "")
+    if actor.can(Permission.edit_corpus) and c6.button(
+        "Save the edited document only", key="bld_save_doc"
+    ):
+        try:
+            doc_saved = documents.save_edit(
+                engine,
+                actor,
+                tax,
+                doc.ref,
+                state["op"],
+                state["start"],
+                state["end"],
+                state["params"],
+                as_new_version=as_version,
+            )
+        except WorkbenchError as exc:
+            st.error("Nothing was saved. " + ui.plain(exc))
+        else:
+            st.session_state.pop(PREVIEW_KEY, None)
+            extra = f" and {', '.join(doc_saved.extra_refs)}" if doc_saved.extra_refs else ""
+            leave_message(
+                f"Saved {doc_saved.ref}{extra} with provenance record {doc_saved.edit_id}."
+            )
+            st.rerun()

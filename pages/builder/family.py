@@ -1,0 +1,185 @@
+"""The family view of the Case builder (?family=KEY): the variants, the consistency checks
+(optionally against another passage), confirming suggested labels, and each variant's required
+claims and recorded edits."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+from sqlalchemy import Engine
+
+from pages import ui
+from pages.builder.nav import leave_message
+from review.builder import family_view as builder_family_view
+from review.builder import replay, suggestions, tables
+from review.builder.family_view import FamilyView, VariantRow
+from review.core.errors import WorkbenchError
+from review.core.identity import Actor, Permission
+from review.core.taxonomy import Taxonomy
+
+
+def passage_key(family: str) -> str:
+    """Where the passage to check against (not saved) is kept for the family."""
+    return f"bld_check_passage_{family}"
+
+
+def family_view(engine: Engine, actor: Actor, tax: Taxonomy, key: str) -> None:
+    checked_passage = st.session_state.get(passage_key(key))
+    fam = builder_family_view.family_view(engine, actor, key, passage=checked_passage)
+    if fam is None:
+        st.error(f"Family {ui.plain(key)} does not exist.")
+        return
+    st.subheader(f"Family {fam.key}")
+    ui.text(fam.title, label="Question of the family")
+    rows = tables.variants_table(fam, lambda case_id: ui.link("cases", case=case_id))
+    st.dataframe(
+        pd.DataFrame(rows),
+        hide_index=True,
+        width="stretch",
+        height=ui.table_height(len(rows)),
+        column_config={
+            "open": st.column_config.LinkColumn("open", display_text="open"),
+            "documents": st.column_config.TextColumn("documents", width="large"),
+        },
+        key="bld_family_table",
+    )
+    checks(fam, key)
+    confirm(engine, actor, tax, fam, key)
+    st.markdown("**Variants in detail**")
+    for v in fam.variants:
+        with st.expander(tables.variant_label(v, with_status=True)):
+            variant_detail(engine, actor, tax, v)
+
+
+def checks(fam: FamilyView, key: str) -> None:
+    """The consistency checks and the form to run them against another passage."""
+    st.markdown("**Consistency checks**")
+    for note in tables.check_notes(fam):
+        {"error": st.error, "warning": st.warning, "success": st.success}[note.level](note.text)
+    st.dataframe(
+        tables.checks_table(fam.checks),
+        hide_index=True,
+        width="stretch",
+        height=ui.table_height(len(fam.checks), 12),
+        key="bld_checks_table",
+    )
+    st.caption(f"Decisive passage used by the checks: {fam.passage_source}")
+    if fam.passage is not None:
+        st.code(fam.passage, language=None, wrap_lines=True)
+    elif fam.hidden:
+        st.caption("(restricted text hidden: it is shown only to users with clearance)")
+    with st.form(f"bld_check_form_{key}"):
+        other = st.text_area("Check against another passage (not saved)", height=68)
+        c1, c2 = st.columns(2)
+        run = c1.form_submit_button("Run the checks with this passage")
+        reset = c2.form_submit_button("Use the recorded passage")
+    if run:
+        if other.strip():
+            st.session_state[passage_key(key)] = other.strip()
+        else:
+            st.error("Give a passage to check against.")
+        st.rerun()
+    if reset:
+        st.session_state.pop(passage_key(key), None)
+        st.rerun()
+
+
+def confirm(engine: Engine, actor: Actor, tax: Taxonomy, fam: FamilyView, key: str) -> None:
+    """Confirm (or change) the suggested label of a variant."""
+    pending = tables.pending_variants(fam)
+    st.markdown("**Confirm a suggested label**")
+    if not pending:
+        st.caption("Every suggestion in this family is confirmed.")
+        return
+    if not actor.can(Permission.edit_cases):
+        st.info("Confirming labels needs a role that may edit cases.")
+        return
+    target = st.selectbox(
+        "Variant",
+        pending,
+        format_func=tables.variant_label,
+        key=f"bld_confirm_pick_{key}",
+    )
+    ui.text(target.question, label="Question of the variant")
+    index, start_reasons = tables.confirm_start(target, tax)
+    with st.form(f"bld_confirm_{target.case_id}"):
+        st.caption(
+            f"Suggested by {target.suggestion_source}: "
+            f"{tables.decision_label(tax, target.suggested_decision)} "
+            f"[{', '.join(target.suggested_reasons) or 'no reason'}]"
+        )
+        decision = st.selectbox(
+            "Expected decision",
+            list(tax.decisions),
+            index=index,
+            format_func=lambda k: tables.decision_label(tax, k),
+        )
+        reasons = st.multiselect(
+            "Reason codes (why the evidence is insufficient)",
+            list(tax.reason_codes),
+            default=start_reasons,
+            format_func=lambda k: tax.reason_codes[k].label,
+        )
+        note = st.text_input("Note (why you changed the suggestion, if you did)")
+        make_ready = st.checkbox("Mark the case ready (labeling queue and metrics)", True)
+        ok = st.form_submit_button("Confirm", type="primary")
+    if not ok:
+        return
+    try:
+        res = suggestions.confirm_suggestion(
+            engine,
+            actor,
+            target.case_id,
+            decision,
+            reasons,
+            tax=tax,
+            expected_version=target.version,
+            note=note,
+            make_ready=make_ready,
+        )
+    except WorkbenchError as exc:
+        st.error("Nothing was saved. " + ui.plain(exc))
+    else:
+        leave_message(
+            f"{target.key}: {'changed' if res.changed else 'confirmed'} as "
+            f"{tables.decision_label(tax, decision)}; status {res.status}."
+        )
+        st.rerun()
+
+
+def variant_detail(engine: Engine, actor: Actor, tax: Taxonomy, v: VariantRow) -> None:
+    """A variant's question, required claims (editable) and recorded edits with replay."""
+    ui.text(v.question, label="Question")
+    st.caption("Required claims (for a partial variant: which claims lose support)")
+    st.dataframe(tables.claims_table(v.claims), hide_index=True, width="stretch")
+    if actor.can(Permission.edit_cases):
+        with st.form(f"bld_claims_{v.case_id}"):
+            text = st.text_area(
+                "Required claims, one per line (compound questions have several)",
+                "\n".join(c.text for c in v.claims),
+                height=100,
+            )
+            save = st.form_submit_button("Save the claims")
+        if save:
+            try:
+                suggestions.set_required_claims(
+                    engine, actor, tax, v.case_id, v.version, text.splitlines()
+                )
+            except WorkbenchError as exc:
+                st.error("Nothing was saved. " + ui.plain(exc))
+            else:
+                leave_message(f"Saved the required claims of {v.key}.")
+                st.rerun()
+    if v.edits:
+        st.caption("Recorded edits (provenance)")
+    for e in v.edits:
+        st.text(tables.edit_line(e))
+        if e.before is None:
+            st.caption("(before and after hidden: the source is restricted)")
+        else:
+            c1, c2 = st.columns(2)
+            c1.code(e.before or "(empty)", language=None, wrap_lines=True)
+            c2.code(e.after or "(empty)", language=None, wrap_lines=True)
+        if st.button("Replay this edit", key=f"bld_replay_{e.id}"):
+            check = replay.replay_check(engine, e.id)
+            (st.success if check.ok else st.error)(ui.plain(check.detail))

@@ -1,0 +1,31 @@
+"""Moving between the Case builder's views (query parameters) and the message a save leaves
+for the next run."""
+
+from __future__ import annotations
+
+from typing import NoReturn
+
+import streamlit as st
+
+FLASH_KEY = "bld_flash"
+
+
+def go(**params: str) -> NoReturn:
+    """Switch view by query parameters, keeping the others (such as ``as``)."""
+    for k in ("case", "family"):
+        if k in st.query_params and k not in params:
+            del st.query_params[k]
+    for k, v in params.items():
+        st.query_params[k] = v
+    st.rerun()
+
+
+def leave_message(text: str) -> None:
+    """A success message shown once, at the top of the next run."""
+    st.session_state[FLASH_KEY] = text
+
+
+def flash() -> None:
+    msg = st.session_state.pop(FLASH_KEY, None)
+    if msg:
+        st.success(msg)

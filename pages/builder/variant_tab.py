@@ -1,0 +1,112 @@
+"""The "Evidence-state variant" tab of a base case: build a removed, conflicted, forbidden or
+partial variant of the family from the decisive document."""
+
+from __future__ import annotations
+
+import streamlit as st
+from sqlalchemy import Engine
+
+from pages import ui
+from pages.builder.nav import go, leave_message
+from pages.builder.params import param_widgets
+from review.builder import documents, forms, tables, variants
+from review.builder.edits import OPERATORS
+from review.builder.operator import ParamField
+from review.cases import cases
+from review.core.errors import WorkbenchError
+from review.core.identity import Actor, Permission
+from review.core.taxonomy import Taxonomy
+
+
+def family_tab(
+    engine: Engine,
+    actor: Actor,
+    tax: Taxonomy,
+    view: cases.CaseView,
+    docs: list[documents.CaseDocText],
+) -> None:
+    if not actor.can(Permission.edit_cases):
+        st.info("Building variants needs a role that may edit cases.")
+        return
+    decisive = forms.decisive_document(docs)
+    kind = st.radio(
+        "Evidence state",
+        list(forms.EVIDENCE_KINDS),
+        horizontal=True,
+        format_func=lambda k: tax.evidence_states[k].label,
+        key=f"bld_kind_{view.id}",
+    )
+    st.caption(tax.evidence_states[kind].definition)
+    if kind != "partial" and (decisive is None or not decisive.readable):
+        st.info("This case has no visible decisive document you may read.")
+        return
+    body = decisive.body if decisive is not None and decisive.body is not None else ""
+    conflict_op = "change_number"
+    if kind == "conflicted":
+        usable = forms.conflict_operators()
+        conflict_op = st.selectbox(
+            "Operator for the conflicting copy",
+            usable,
+            index=usable.index("change_number"),
+            key=f"bld_conflict_op_{view.id}",
+        )
+    fields: list[ParamField] = []
+    values: dict[str, object] = {}
+    with st.form(f"bld_family_form_{view.id}_{kind}_{conflict_op}"):
+        passage = ""
+        mode = "older_version"
+        policy = "partial"
+        extra_claim = extra_question = question = ""
+        if kind in ("removed", "conflicted", "forbidden"):
+            passage = st.text_area(
+                forms.passage_label(kind, decisive.ref if decisive else None), height=80
+            )
+        if kind == "conflicted":
+            mode = st.selectbox(
+                "How the conflict reads",
+                list(forms.CONFLICT_MODES),
+                format_func=lambda m: forms.CONFLICT_MODES[m],
+            )
+            fields = OPERATORS[conflict_op].param_fields()
+            values = param_widgets(fields, {}, f"bld_conf_{conflict_op}")
+        if kind == "partial":
+            st.caption("Current required claims")
+            for i, c in enumerate(view.required_claims, 1):
+                st.text(f"{i}. {c}")
+            extra_claim = st.text_input("New required claim that no document supports")
+            extra_question = st.text_input(
+                "Second part of the question (joined to the current question with 'and')"
+            )
+            question = st.text_input("…or the whole new question (replaces the question)")
+            policy = st.selectbox(
+                "Product policy for partial support",
+                list(forms.PARTIAL_POLICIES),
+                format_func=lambda k: tables.decision_label(tax, k),
+            )
+        submitted = st.form_submit_button("Build and save the variant", type="primary")
+    if not submitted:
+        return
+    try:
+        spec = forms.variant_spec(
+            kind,
+            decisive_ref=decisive.ref if decisive is not None else None,
+            body=body,
+            passage=passage,
+            conflict_op=conflict_op,
+            param_fields=fields,
+            param_values=values,
+            mode=mode,
+            extra_claim=extra_claim,
+            extra_question=extra_question,
+            question=question,
+            policy=policy,
+        )
+        saved = variants.build_variant(engine, actor, tax, view.id, spec)
+    except WorkbenchError as exc:
+        st.error("Nothing was saved. " + ui.plain(exc))
+        return
+    leave_message(
+        f"Saved {saved.key} ({saved.evidence_state}, suggested {saved.suggested_decision}). "
+        "Confirm its label in the family view."
+    )
+    go(family=view.family or "")

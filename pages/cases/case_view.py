@@ -1,0 +1,109 @@
+"""One case (?case=ID): its question, claims, documents, labels and family, and its edit
+form (a save is refused when someone saved the case meanwhile)."""
+
+from __future__ import annotations
+
+import streamlit as st
+from sqlalchemy import Engine
+
+from pages import ui
+from pages.cases.case_form import case_form
+from review.cases import cases, display
+from review.core.identity import Actor, Permission
+from review.core.taxonomy import Taxonomy
+
+FLASH_KEY = "cases_flash"
+
+
+def edit_key(case_id: int) -> str:
+    """Where the version an edit started from is kept (None: not editing)."""
+    return f"cases_edit_{case_id}"
+
+
+def edit_case(
+    engine: Engine, actor: Actor, tax: Taxonomy, view: cases.CaseView, opened_version: int
+) -> None:
+    st.info(
+        f"Editing version {opened_version}. If someone saves meanwhile, your save is "
+        "refused and nothing is overwritten."
+    )
+    result = case_form(tax, f"case_edit_form_{view.id}", view.record, "Save changes")
+    if st.button("Cancel editing"):
+        st.session_state[edit_key(view.id)] = None
+        st.rerun()
+    if result is not None:
+        with ui.reported():
+            new_version = cases.update_case(engine, actor, view.id, opened_version, result, tax)
+            st.session_state[edit_key(view.id)] = None
+            st.session_state[FLASH_KEY] = f"Saved {view.key} (version {new_version})."
+            st.rerun()
+
+
+def documents_and_claims(actor: Actor, view: cases.CaseView) -> None:
+    st.caption("Required claims")
+    if view.required_claims:
+        for i, claim in enumerate(view.required_claims, 1):
+            st.text(f"{i}. {claim}")
+    else:
+        st.text("(none)")
+    st.caption(
+        f"Documents available to retrieval for identity “{ui.plain(view.identity_name)}” "
+        f"(may see: {ui.plain(', '.join(view.identity_scopes)) or 'nothing'})"
+    )
+    if view.documents:
+        st.dataframe(
+            display.documents_table(
+                view.documents, actor.clearance, lambda doc_id: ui.link("corpus", doc=doc_id)
+            ),
+            hide_index=True,
+            width="stretch",
+            column_config={"open": st.column_config.LinkColumn("open", display_text="open")},
+        )
+    else:
+        st.text("(no documents: empty retrieval)")
+
+
+def labels(tax: Taxonomy, view: cases.CaseView) -> None:
+    st.metric("Expected decision", display.decision_label(tax, view.expected_decision))
+    st.caption("Reason codes")
+    st.text(display.reason_text(view.reason_codes, tax))
+    st.dataframe(display.details_table(view), hide_index=True, width="stretch")
+    if view.notes:
+        ui.text(view.notes, label="Notes")
+
+
+def family(engine: Engine, view: cases.CaseView) -> None:
+    fam_rows = cases.list_cases(engine, cases.CaseFilter(family=view.family), page_size=50)
+    st.caption(f"Family {view.family}: {len(fam_rows)} variant(s)")
+    st.dataframe(
+        display.family_table(fam_rows, lambda case_id: ui.link("cases", case=case_id)),
+        hide_index=True,
+        width="stretch",
+        column_config={"open": st.column_config.LinkColumn("open", display_text="open")},
+    )
+
+
+def show_case(engine: Engine, actor: Actor, tax: Taxonomy, case_id: int) -> None:
+    view = cases.get_case(engine, case_id=case_id)
+    if view is None:
+        st.error(f"Case {case_id} does not exist.")
+        return
+    st.subheader(f"Case `{view.key}`")
+    opened = st.session_state.get(edit_key(view.id))
+    if opened is not None:
+        edit_case(engine, actor, tax, view, int(opened))
+        return
+    flash = st.session_state.pop(FLASH_KEY, None)
+    if flash:
+        st.success(flash)
+    ui.text(view.question, label="Question")
+    left, right = st.columns([2, 1])
+    with left:
+        documents_and_claims(actor, view)
+    with right:
+        labels(tax, view)
+    if view.family:
+        family(engine, view)
+    if actor.can(Permission.edit_cases) and st.button("Edit this case", type="primary"):
+        st.session_state[edit_key(view.id)] = view.version
+        st.rerun()

@@ -1,0 +1,239 @@
+"""The Case builder's tables and labels as plain data: a diff preview's rows and colours, a
+suggestion, the base cases and families to pick from, a family's variants, checks and claims,
+recorded edits, and which checks and suggestions need attention. The page shows them as
+dataframes and text (never Markdown), with its links passed in."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import pandas as pd
+
+from review.builder.diffs import DiffRow
+from review.builder.documents import BaseCaseRow
+from review.builder.families import Check
+from review.builder.family_view import ClaimMark, EditRow, FamilyRow, FamilyView, VariantRow
+from review.builder.operator import Suggestion
+from review.core.taxonomy import Taxonomy
+
+__all__ = [
+    "CHANGE_COLOURS",
+    "CheckNote",
+    "base_case_table",
+    "change_styles",
+    "check_notes",
+    "checks_table",
+    "claims_table",
+    "confirm_start",
+    "decision_label",
+    "edit_line",
+    "family_list_table",
+    "metadata_table",
+    "pending_variants",
+    "preview_table",
+    "suggestion_table",
+    "variant_label",
+    "variants_table",
+    "with_reasons",
+]
+
+CHANGE_COLOURS = {"changed": "#fff3cd", "removed": "#f8d7da", "added": "#d1e7dd", "same": ""}
+
+
+def decision_label(tax: Taxonomy, key: str | None) -> str:
+    """A decision as people read it: its label, the key when unknown, "—" when none."""
+    if key is None:
+        return "—"
+    term = tax.decisions.get(key)
+    return term.label if term else key
+
+
+def with_reasons(decision: str | None, reasons: Sequence[str]) -> str:
+    return f"{decision} ({', '.join(reasons)})" if reasons else str(decision)
+
+
+# ------------------------------------------------------------------------------------------
+# Preview of an edit
+
+
+def preview_table(rows: Sequence[DiffRow]) -> pd.DataFrame:
+    """The diff rows of a preview, line numbers as text (blank where a side has no line)."""
+    return pd.DataFrame(
+        [
+            {
+                "line before": "" if r.line_before is None else str(r.line_before),
+                "line after": "" if r.line_after is None else str(r.line_after),
+                "change": r.change,
+                "before": r.before,
+                "after": r.after,
+            }
+            for r in rows
+        ]
+    )
+
+
+def change_styles(change: str, cells: int) -> list[str]:
+    """The CSS of each of ``cells`` cells in a diff row of the given change."""
+    return [f"background-color: {CHANGE_COLOURS.get(change, '')}"] * cells
+
+
+def metadata_table(metadata: Mapping[str, str]) -> pd.DataFrame:
+    return pd.DataFrame([{"field": k, "new value": v} for k, v in metadata.items()])
+
+
+def suggestion_table(sug: Suggestion, tax: Taxonomy) -> pd.DataFrame:
+    """What an operator suggests for the variant (an expert confirms it; it is not a label)."""
+    return pd.DataFrame(
+        [
+            (
+                "decision",
+                decision_label(tax, sug.decision) if sug.decision else "keep the base's",
+            ),
+            ("reasons", ", ".join(sug.reason_codes) or "—"),
+            ("slices", ", ".join(sug.slices) or "—"),
+            ("evidence state", sug.evidence_state or "—"),
+            ("why", sug.note),
+        ],
+        columns=["", "suggestion"],
+    )
+
+
+# ------------------------------------------------------------------------------------------
+# Landing: base cases and families
+
+
+def base_case_table(base: Sequence[BaseCaseRow]) -> pd.DataFrame:
+    return pd.DataFrame(
+        [{"case": b.key, "family": b.family or "—", "question": b.question} for b in base]
+    )
+
+
+def family_list_table(fams: Sequence[FamilyRow], link: Callable[[str], str]) -> pd.DataFrame:
+    """One row a family; ``link`` makes the address of its family view from its key."""
+    return pd.DataFrame(
+        [
+            {
+                "open": link(f.key),
+                "family": f.key,
+                "variants": f.variants,
+                "awaiting confirmation": f.unconfirmed,
+                "evidence states": f.states,
+                "question": f.title,
+            }
+            for f in fams
+        ]
+    )
+
+
+# ------------------------------------------------------------------------------------------
+# Family view
+
+
+def pending_variants(fam: FamilyView) -> list[VariantRow]:
+    """Variants whose suggested label no expert has confirmed yet."""
+    return [v for v in fam.variants if v.has_suggestion and v.confirmed_by is None]
+
+
+def variants_table(fam: FamilyView, link: Callable[[int], str]) -> list[dict[str, object]]:
+    """The family's variants as table rows; ``link`` makes a case's address from its id."""
+    rows: list[dict[str, object]] = []
+    for v in fam.variants:
+        pending = v.has_suggestion and v.confirmed_by is None
+        rows.append(
+            {
+                "open": link(v.case_id),
+                "case": v.key,
+                "evidence state": v.evidence_state or "—",
+                "status": v.status,
+                "expected": "awaiting confirmation"
+                if pending
+                else with_reasons(v.expected_decision, v.reason_codes),
+                "suggested": "—"
+                if not v.has_suggestion
+                else with_reasons(v.suggested_decision, v.suggested_reasons),
+                "confirmed": "—"
+                if not v.has_suggestion
+                else (f"by {v.confirmed_by}" if v.confirmed_by else "no"),
+                "documents": "; ".join(
+                    f"{d.ref} ({d.visibility}, {d.role}, {d.access_scope})" for d in v.documents
+                )
+                or "(none: empty retrieval)",
+                "identity may see": ", ".join(v.identity_scopes),
+            }
+        )
+    return rows
+
+
+@dataclass(frozen=True)
+class CheckNote:
+    """A message about the family's checks and how it is shown."""
+
+    level: Literal["error", "warning", "success"]
+    text: str
+
+
+def check_notes(fam: FamilyView) -> list[CheckNote]:
+    """What to say about the checks: how many fail, how many cannot be verified, or that all
+    pass."""
+    notes: list[CheckNote] = []
+    if fam.failed:
+        notes.append(CheckNote("error", f"{len(fam.failed)} of {len(fam.checks)} checks fail."))
+    if fam.unverified:
+        notes.append(
+            CheckNote(
+                "warning",
+                f"{len(fam.unverified)} check(s) cannot be verified: no decisive passage is "
+                "recorded. Mark it on the evidence-present case (Decisive passage tab) or check "
+                "against a passage below.",
+            )
+        )
+    if not fam.failed and not fam.unverified:
+        notes.append(CheckNote("success", f"All {len(fam.checks)} checks pass."))
+    return notes
+
+
+def checks_table(checks: Sequence[Check]) -> pd.DataFrame:
+    """The checks, failing ones first."""
+    return pd.DataFrame(
+        [
+            {
+                "result": "pass" if c.passed else "FAIL",
+                "check": c.name,
+                "variant": c.variant or "(family)",
+                "detail": c.detail,
+            }
+            for c in sorted(checks, key=lambda c: c.passed)
+        ]
+    )
+
+
+def variant_label(v: VariantRow, with_status: bool = False) -> str:
+    """A variant in a picker ("KEY · state") or an expander title ("KEY · state · status")."""
+    label = f"{v.key} · {v.evidence_state or '—'}"
+    return f"{label} · {v.status}" if with_status else label
+
+
+def confirm_start(v: VariantRow, tax: Taxonomy) -> tuple[int, list[str]]:
+    """Where the confirmation form starts: the index of the suggested decision among the
+    taxonomy's decisions (abstain when there is none) and the suggested reasons it knows."""
+    decisions = list(tax.decisions)
+    index = decisions.index(v.suggested_decision or "abstain")
+    return index, [r for r in v.suggested_reasons if r in tax.reason_codes]
+
+
+def claims_table(claims: Sequence[ClaimMark]) -> pd.DataFrame:
+    """Required claims and whether the variant's evidence still supports each."""
+    if not claims:
+        return pd.DataFrame(columns=["claim", "support"])
+    return pd.DataFrame([{"claim": c.text, "support": c.status} for c in claims])
+
+
+def edit_line(e: EditRow) -> str:
+    """One recorded edit (provenance) on one line of plain text."""
+    return (
+        f"#{e.id} {e.operator} on {e.source} at {e.start}-{e.end} → "
+        f"{e.result or '—'} by {e.author}, {e.created_at:%Y-%m-%d %H:%M} UTC; "
+        f"params {e.params}"
+    )

@@ -1,0 +1,203 @@
+"""What the Cases page shows, as plain data: the filter of the list, the tables of cases, of a
+case's documents, details and family, its reason codes and decision as read, and the texts of
+the split assignment (last assignment, preview, result). The page passes its links in."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from review.cases.cases import CaseDocView, CaseFilter, CaseRow, CaseView
+from review.cases.splits import SplitPlan
+from review.core.taxonomy import Taxonomy, Term
+
+__all__ = [
+    "RESTRICTED_TITLE",
+    "case_filter",
+    "case_table",
+    "decision_label",
+    "details_table",
+    "documents_table",
+    "empty_list_message",
+    "family_table",
+    "reason_text",
+    "split_applied_message",
+    "split_note",
+    "split_preview",
+    "split_preview_current",
+    "terms_help",
+]
+
+RESTRICTED_TITLE = "(restricted title hidden)"
+
+
+def case_filter(
+    text: str = "",
+    decision: str = "",
+    category: str = "",
+    slice_: str = "",
+    split: str = "",
+    status: str = "",
+    family: str = "",
+) -> CaseFilter:
+    """The list's filter from the filter widgets ("" is any)."""
+    return CaseFilter(
+        text=text,
+        expected_decision=decision or None,
+        category=category or None,
+        slice=slice_ or None,
+        split=split or None,
+        status=status or None,
+        family=family or None,
+    )
+
+
+def case_table(rows: Sequence[CaseRow], link: Callable[[int], str]) -> pd.DataFrame:
+    """One page of the case list; ``link`` makes a case's address from its id."""
+    return pd.DataFrame(
+        [
+            {
+                "open": link(r.id),
+                "case": r.key,
+                "question": r.question,
+                "expected": r.expected_decision,
+                "category": r.category,
+                "slices": ", ".join(r.slices),
+                "split": r.split,
+                "status": r.status,
+                "family": r.family or "",
+                "evidence": r.evidence_state or "",
+                "docs": r.documents,
+            }
+            for r in rows
+        ]
+    )
+
+
+def empty_list_message(total: int, all_cases: int) -> str:
+    """What an empty list says: nothing matches (there are cases) or there are none yet."""
+    if total == 0 and all_cases:
+        return "No cases match these filters."
+    return "No cases yet: create one above or import a JSONL file."
+
+
+# ------------------------------------------------------------------------------------------
+# One case
+
+
+def decision_label(tax: Taxonomy, key: str) -> str:
+    term = tax.decisions.get(key)
+    return term.label if term else key
+
+
+def terms_help(terms: Mapping[str, Term]) -> str:
+    """The help of a select of taxonomy terms: each term's label and definition as a list."""
+    return "\n".join(f"- **{t.label}**: {t.definition}" for t in terms.values())
+
+
+def reason_text(codes: Sequence[str], tax: Taxonomy) -> str:
+    """Each reason code with its definition, one per line; "(none)" without any."""
+    return "\n".join(f"{c}: {tax.definition('reason_codes', c)}" for c in codes) or "(none)"
+
+
+def documents_table(
+    docs: Sequence[CaseDocView], clearance: bool, link: Callable[[int], str]
+) -> pd.DataFrame:
+    """The case's documents; a restricted document's title only for a user with clearance.
+    ``link`` makes a document's address from its id."""
+    return pd.DataFrame(
+        [
+            {
+                "open": link(d.document_id),
+                "document": d.ref,
+                "title": d.title
+                if (d.access_scope != "restricted" or clearance)
+                else RESTRICTED_TITLE,
+                "visibility": d.visibility,
+                "role": d.role,
+                "access": d.access_scope,
+                "effective": d.effective_date,
+                "current version": d.is_current,
+            }
+            for d in docs
+        ]
+    )
+
+
+def details_table(view: CaseView) -> pd.DataFrame:
+    """The case's labels and bookkeeping as (field, value) rows."""
+    return pd.DataFrame(
+        [
+            ("category", view.category),
+            ("slices", ", ".join(view.slices) or "—"),
+            ("split", view.split),
+            ("status", view.status),
+            ("family", view.family or "—"),
+            ("evidence state", view.evidence_state or "—"),
+            ("version", str(view.version)),
+            ("last change", f"{view.updated_at:%Y-%m-%d %H:%M} by {view.updated_by or '—'}"),
+        ],
+        columns=["field", "value"],
+    )
+
+
+def family_table(rows: Sequence[CaseRow], link: Callable[[int], str]) -> pd.DataFrame:
+    """The variants of the case's family."""
+    return pd.DataFrame(
+        [
+            {
+                "open": link(r.id),
+                "case": r.key,
+                "evidence state": r.evidence_state,
+                "expected": r.expected_decision,
+                "question": r.question,
+            }
+            for r in rows
+        ]
+    )
+
+
+# ------------------------------------------------------------------------------------------
+# Split assignment
+
+
+def split_note(last: Mapping[str, Any] | None) -> str:
+    """How splits are assigned, and the last assignment if there was one."""
+    return (
+        "Stratified by expected decision and slice, reproducible from the seed. Cases whose "
+        "split a threshold sign-off relied on never move."
+        + (
+            f" Last assignment: seed {last['seed']} by {last['by']} at {last['at'][:16]}, "
+            f"{last['moved']} case(s) moved."
+            if last
+            else ""
+        )
+    )
+
+
+def split_preview(sp: SplitPlan, seed: int, keep: bool) -> dict[str, Any]:
+    """What is kept of a previewed assignment until its inputs change or it is applied."""
+    return {
+        "seed": seed,
+        "keep": keep,
+        "counts": sp.counts,
+        "moves": sp.moves,
+        "locked": int(sp.cases["locked"].sum()),
+    }
+
+
+def split_preview_current(preview: Mapping[str, Any] | None, seed: int, keep: bool) -> bool:
+    """Whether a kept preview was made with these inputs."""
+    return preview is not None and (preview["seed"], preview["keep"]) == (seed, keep)
+
+
+def split_applied_message(moved: int, seed: int, previewed: int) -> str:
+    """The result of applying an assignment, noting when it moved other cases than the
+    preview showed (the cases changed meanwhile)."""
+    return f"{moved} case(s) moved; seed {seed} recorded." + (
+        f" The cases changed after the preview, which showed {previewed} move(s)."
+        if moved != previewed
+        else ""
+    )
