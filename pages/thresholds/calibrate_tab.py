@@ -1,0 +1,186 @@
+"""The "Calibrate and propose" tab of the Thresholds page: pick the outcomes (an evaluation
+run and the split to tune on, or the audited production traces) and a ranking mode, slide the
+proposed refuse threshold, and see what it buys and costs: operating points, risk-coverage,
+expected cost, release targets, the decisions that flip, and sweeps per slice. The replay on
+production traces and the proposal form are in pages/thresholds/proposal.py."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+from sqlalchemy import Engine
+
+from pages import ui
+from pages.thresholds.downloads import chart_downloads
+from pages.thresholds.proposal import propose_form, replay_section
+from review.charts import charts
+from review.core.errors import WorkbenchError
+from review.core.identity import Actor
+from review.core.taxonomy import Taxonomy
+from review.evaluation import evalruns
+from review.policy.policy import NoAnswerPolicy
+from review.policy.selective import sweep_by_slice
+from review.thresholds import display, thresholds
+from review.thresholds.thresholds import Analysis, PolicyInForce
+
+
+@dataclass(frozen=True)
+class Outcomes:
+    """The chosen outcomes in one ranking mode, the split to tune on and the one reported."""
+
+    frame: pd.DataFrame
+    mode: str
+    tuned_on: str
+    report_on: str
+
+
+def _outcomes(
+    engine: Engine, tax: Taxonomy, policy: NoAnswerPolicy, runs: list[evalruns.RunRow]
+) -> Outcomes:
+    """The pickers of the outcome source, ranking mode and tuning split."""
+    by_name = {r.name: r for r in runs}
+    c1, c2, c3 = st.columns([2, 1, 1])
+    run_name = c1.selectbox(
+        "Outcomes from",
+        [*by_name, display.AUDITED],
+        key="thr_run",
+        help="Evaluation runs on labeled cases, or audited traces joined to their verdicts.",
+    )
+    if run_name == display.AUDITED:
+        mode = c2.selectbox("Ranking mode", display.audit_modes(policy), key="thr_mode_audit")
+        c3.caption(
+            "Audited traces form one sample: tuned and reported on it, so a proposal is "
+            "flagged and needs an override note to be approved."
+        )
+        return Outcomes(
+            thresholds.audited_trace_outcomes(engine, policy, mode), mode, "audit", "audit"
+        )
+    run = by_name[run_name]
+    mode = c2.selectbox(
+        "Ranking mode", thresholds.modes_of_run(engine, run.id, tax), key="thr_mode"
+    )
+    tuned_on = c3.selectbox(
+        "Tune on split",
+        list(display.SPLITS),
+        key="thr_split",
+        help="Choose thresholds on validation; the sign-off view reports the test split.",
+    )
+    if tuned_on == "test":
+        st.error(
+            "Tuning on the test split: the proposal will be flagged and cannot be "
+            "approved without an override note that stays on the record."
+        )
+    frame = thresholds.outcomes(engine, run.id, tax, policy, mode)
+    return Outcomes(frame, mode, tuned_on, display.report_split_for(tuned_on))
+
+
+def _operating_points(a: Analysis, policy: NoAnswerPolicy) -> None:
+    """The current and proposed operating points, risk-coverage and expected cost."""
+    cols = list(display.OP_COLUMNS)
+    st.subheader("What the change buys and costs")
+    st.dataframe(
+        a.ops[["policy", "split", "threshold (raw)", *cols, "n"]],
+        hide_index=True,
+        width="stretch",
+        column_config={c: st.column_config.NumberColumn(c, format="%.3f") for c in cols},
+    )
+    left, right = st.columns(2)
+    with left:
+        st.caption(f"Risk vs coverage ({a.tuned_on}); undefined where nothing is answered")
+        rc = charts.risk_coverage_chart(a.curve, display.coverage_points(a))
+        st.altair_chart(rc, width="stretch")
+        chart_downloads(rc, a.curve, "risk_coverage")
+    with right:
+        st.caption(
+            f"Expected cost per item vs threshold ({a.tuned_on}); false refusal "
+            f"{policy.costs.false_refusal:g}, unsupported answer "
+            f"{policy.costs.unsupported_answer:g}"
+        )
+        cc = charts.cost_chart(a.sweep, a.points)
+        st.altair_chart(cc, width="stretch")
+        chart_downloads(cc, a.sweep, "expected_cost")
+
+
+def _targets_and_flips(a: Analysis) -> None:
+    st.subheader(f"Release targets of the proposed threshold on {a.report_on}")
+    if a.targets.empty:
+        st.info(f"No outcomes on the {a.report_on} split.")
+    else:
+        passed, verdict = display.targets_verdict(a.targets)
+        (st.success if passed else st.warning)(verdict)
+        st.dataframe(
+            a.targets,
+            hide_index=True,
+            width="stretch",
+            column_config={"value": st.column_config.NumberColumn(format="%.3f")},
+        )
+    st.subheader(f"Decisions that flip ({len(a.flips)})")
+    if a.flips.empty:
+        st.info("No outcome changes between answer and refuse.")
+    else:
+        st.caption(display.flip_counts(a.flips))
+        st.dataframe(a.flips, hide_index=True, width="stretch")
+
+
+def _sweeps(a: Analysis, frame: pd.DataFrame, policy: NoAnswerPolicy) -> None:
+    with st.expander("Sweep and per-slice curves"):
+        st.caption(
+            f"Both failure sides against the threshold ({a.tuned_on}): coverage, false-refusal "
+            "and unsupported-answer rates, abstention recall; current and proposed marked"
+        )
+        sc = charts.sweep_chart(a.sweep, a.points)
+        st.altair_chart(sc, width="stretch")
+        chart_downloads(sc, a.sweep, "sweep")
+        st.dataframe(a.sweep.replace([np.inf], np.nan), hide_index=True, width="stretch")
+        try:
+            by_slice = sweep_by_slice(frame[frame["split"] == a.tuned_on], policy.costs)
+            sm = charts.slice_small_multiples(by_slice, a.points)
+            st.altair_chart(sm)
+            chart_downloads(sm, by_slice, "slices")
+        except WorkbenchError as exc:
+            st.info(ui.plain(exc))
+
+
+def calibrate(engine: Engine, actor: Actor, tax: Taxonomy, pif: PolicyInForce) -> None:
+    policy = pif.policy
+    runs = evalruns.list_runs(engine)
+    if not runs:
+        st.info("Calibration needs outcomes: import or run an evaluation on the Runs page.")
+        return
+    src = _outcomes(engine, tax, policy, runs)
+    if src.frame.empty:
+        st.info("No scored outcomes here in this ranking mode.")
+        return
+    th = policy.thresholds_for(src.mode)
+    current = th.refuse_below
+    bounds = display.slider_range(src.frame, current)
+    proposed = st.slider(
+        f"Proposed refuse_below for {src.mode} (current: {current})",
+        min_value=bounds.min_value,
+        max_value=bounds.max_value,
+        value=bounds.value,
+        step=0.005,
+        key=f"thr_proposed_{src.mode}",
+    )
+    try:
+        a = thresholds.analyse(
+            src.frame,
+            policy,
+            src.mode,
+            current,
+            proposed,
+            tuned_on=src.tuned_on,
+            report_on=src.report_on,
+        )
+    except WorkbenchError as exc:
+        st.error(ui.plain(exc))
+        return
+    st.caption(display.analysis_caption(a))
+    _operating_points(a, policy)
+    _targets_and_flips(a)
+    replay_section(engine, actor, pif, src.mode, proposed)
+    _sweeps(a, src.frame, policy)
+    propose_form(engine, actor, th, src.mode, proposed, a)

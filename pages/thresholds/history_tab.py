@@ -1,0 +1,82 @@
+"""The "History" tab of the Thresholds page: every policy version with its signatures, a diff
+of any two, the rollback form (product owners and compliance), the check of the sign-off
+chain, the approved policy to export, and the metrics each signer saw."""
+
+from __future__ import annotations
+
+import streamlit as st
+from sqlalchemy import Engine
+
+from pages import ui
+from review.core.errors import InputError
+from review.core.identity import Actor, Permission
+from review.policy import signoff
+from review.thresholds import display, thresholds
+from review.thresholds.thresholds import PolicyInForce
+
+
+def _compare(nums: dict[int, signoff.VersionView]) -> None:
+    c1, c2 = st.columns(2)
+    a_num = c1.selectbox(
+        "Compare version", list(nums), index=min(1, len(nums) - 1), key="thr_hist_a"
+    )
+    b_num = c2.selectbox("with version", list(nums), index=0, key="thr_hist_b")
+    st.code(
+        thresholds.diff(
+            nums[a_num].yaml_text, nums[b_num].yaml_text, f"version {a_num}", f"version {b_num}"
+        )
+        or "(identical)",
+        language="diff",
+    )
+
+
+def _rollback(engine: Engine, actor: Actor, earlier: list[int]) -> None:
+    with st.form("thr_rollback"):
+        st.markdown("**Roll back** to an earlier approved version (signed again)")
+        back = st.selectbox("Version to go back to", earlier, key="thr_rollback_to")
+        why = st.text_area("Why (goes into the change record)", key="thr_rollback_why")
+        if st.form_submit_button("Propose the rollback"):
+            with ui.reported():
+                rid = thresholds.propose_rollback(engine, actor, int(back), why)
+                n = signoff.get_version(engine, rid).number
+                st.success(f"Proposed as version {n}: it waits for sign-off.")
+
+
+def _export(engine: Engine) -> None:
+    approved_yaml: str | None
+    try:
+        approved_yaml = thresholds.export_approved(engine)
+    except InputError:  # nothing approved yet: nothing to export
+        approved_yaml = None
+    if approved_yaml:
+        st.download_button(
+            "Export the approved policy (YAML)",
+            approved_yaml,
+            file_name="no-answer-policy.yaml",
+            mime="application/yaml",
+        )
+
+
+def _snapshots(allv: list[signoff.VersionView]) -> None:
+    with st.expander("Metrics snapshot stored with each signature"):
+        for v in allv:
+            for s in v.signatures:
+                st.caption(display.signature_caption(v, s))
+                st.code(display.snapshot_json(s), language="json")
+
+
+def history_tab(engine: Engine, actor: Actor, pif: PolicyInForce) -> None:
+    allv = signoff.versions(engine, thresholds.KIND)
+    if not allv:
+        st.info("No versions yet.")
+        return
+    st.dataframe(display.history_frame(allv), hide_index=True, width="stretch")
+    _compare({v.number: v for v in allv})
+    in_force_number = pif.version.number if pif.version is not None else None
+    earlier = display.rollback_choices(allv, in_force_number)
+    if actor.can(Permission.propose_policy) and earlier:
+        _rollback(engine, actor, earlier)
+    problems = signoff.verify_chain(engine)
+    (st.error if problems else st.success)(display.chain_message(problems))
+    _export(engine)
+    _snapshots(allv)

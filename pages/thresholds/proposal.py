@@ -1,0 +1,89 @@
+"""The end of the "Calibrate and propose" tab: replaying the proposed threshold on the
+production traces (which decisions flip, and what the audited ones say about it) and the
+form that proposes the change for sign-off (product owners and compliance)."""
+
+from __future__ import annotations
+
+import streamlit as st
+from sqlalchemy import Engine
+
+from pages import ui
+from review.core.identity import Actor, Permission
+from review.policy import signoff
+from review.policy.policy import ModeThresholds, parse_policy, replace_thresholds
+from review.thresholds import display, thresholds
+from review.thresholds.thresholds import Analysis, PolicyInForce
+
+
+def replay_section(
+    engine: Engine, actor: Actor, pif: PolicyInForce, mode: str, proposed: float
+) -> None:
+    st.subheader("Replay on production traces")
+    st.caption(
+        "Both policies applied to the logged signals of every imported trace: which "
+        "decisions flip, by customer tier, with the audit verdicts of flipped "
+        "traces (what the change fixes and what it breaks)."
+    )
+    if not st.button("Replay the proposed threshold on the traces", key="thr_replay"):
+        return
+    with ui.reported():
+        proposed_text = replace_thresholds(pif.text, mode, refuse_below=float(proposed))
+        replay = thresholds.replay_traces(
+            engine, actor, pif.policy, parse_policy(proposed_text, "proposal")
+        )
+        st.caption(
+            f"{replay.traces} trace(s) replayed, {replay.skipped} without the "
+            "signals the gate needs."
+        )
+        if replay.flips.empty:
+            st.info("No trace changes its decision.")
+        else:
+            st.dataframe(replay.flips, hide_index=True, width="stretch")
+            if replay.audited.empty:
+                st.caption("None of the flipped traces has been audited.")
+            else:
+                st.caption(display.audited_effects(replay.audited))
+                st.dataframe(replay.audited, hide_index=True, width="stretch")
+            st.dataframe(replay.examples, hide_index=True, width="stretch")
+
+
+def propose_form(
+    engine: Engine, actor: Actor, th: ModeThresholds, mode: str, proposed: float, a: Analysis
+) -> None:
+    if not actor.can(Permission.propose_policy):
+        st.caption("Proposals are made by product owners and compliance.")
+        return
+    st.subheader("Propose this change")
+    with st.form("thr_propose"):
+        caveat = st.number_input(
+            "caveat_below",
+            value=display.caveat_start(th, proposed),
+            step=0.005,
+            format="%.3f",
+        )
+        rationale = st.text_area("Rationale (goes into the change record)")
+        override = (
+            st.text_area(
+                "Override note (required to approve a proposal tuned on the data it is reported on)"
+            )
+            if signoff.needs_override(a.tuned_on)
+            else ""
+        )
+        go = st.form_submit_button("Propose for sign-off", type="primary")
+    if go:
+        with ui.reported():
+            vid = thresholds.propose_thresholds(
+                engine,
+                actor,
+                mode,
+                float(proposed),
+                float(caveat),
+                rationale,
+                tuned_on_split=a.tuned_on,
+                override_note=override or None,
+                snapshot=a.snapshot(),
+            )
+            st.success(
+                f"Proposed as version {signoff.get_version(engine, vid).number}."
+                " A product owner and compliance, not you, must approve it."
+            )

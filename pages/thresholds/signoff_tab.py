@@ -1,0 +1,104 @@
+"""The "Sign-off" tab of the Thresholds page: every pending proposal with its diff against
+the policy in force and its figures on the test split of the reference run, and the form to
+approve or reject it for a product owner or compliance who did not propose it. The figures
+are stored with the signature."""
+
+from __future__ import annotations
+
+import streamlit as st
+from sqlalchemy import Engine
+
+from pages import ui
+from review.core.identity import Actor, Permission, Role
+from review.core.taxonomy import Taxonomy
+from review.core.terms import VersionStatus
+from review.policy import signoff
+from review.policy.policy import parse_policy
+from review.thresholds import display, thresholds
+from review.thresholds.evidence import SignoffEvidence, signoff_evidence
+from review.thresholds.thresholds import PolicyInForce
+
+FLASH = "thr_flash"
+
+
+def _figures(evidence: SignoffEvidence) -> None:
+    """The proposal's operating points and targets on the test split (when there are any)."""
+    a = evidence.analysis
+    if a is None:
+        return
+    st.caption(
+        f"Reported on the test split of run {ui.plain(repr(evidence.run_name))} "
+        f"({a.n_report} outcomes) · mode {evidence.mode}"
+    )
+    test_ops = a.ops[a.ops["split"] == "test"]
+    st.dataframe(test_ops, hide_index=True, width="stretch")
+    if not a.targets.empty:
+        st.dataframe(a.targets, hide_index=True, width="stretch")
+
+
+def _sign_form(
+    engine: Engine, actor: Actor, v: signoff.VersionView, evidence: SignoffEvidence
+) -> None:
+    roles = display.signing_roles(actor, v)
+    with st.form(f"thr_sign_{v.id}"):
+        role = st.selectbox("Sign as", [r.value for r in roles])
+        note = st.text_area("Note (required to reject)")
+        c1, c2 = st.columns(2)
+        approve = c1.form_submit_button("Approve", type="primary")
+        reject = c2.form_submit_button("Reject")
+    if approve or reject:
+        with ui.reported():
+            signoff.sign(
+                engine,
+                actor,
+                v.id,
+                "approve" if approve else "reject",
+                role=Role(role),
+                note=note,
+                data_fingerprint=evidence.fingerprint,
+                metrics_snapshot=evidence.snapshot,
+                lock_case_ids=evidence.case_ids,
+            )
+            st.session_state[FLASH] = (
+                f"Version {v.number} {'approved' if approve else 'rejected'} as {role}."
+            )
+            st.rerun()
+
+
+def _proposal(
+    engine: Engine, actor: Actor, tax: Taxonomy, pif: PolicyInForce, v: signoff.VersionView
+) -> None:
+    with st.container(border=True):
+        st.subheader(f"Version {v.number} · proposed by {v.author}")
+        ui.text(v.rationale, label="Rationale")
+        if signoff.needs_override(v.tuned_on_split):
+            st.error(display.override_message(v))
+            if v.override_note:
+                st.text(v.override_note)
+        st.caption(
+            f"Needs: {', '.join(v.missing_roles) or 'nothing'} · signatures so far: "
+            + display.signatures_text(v)
+        )
+        st.code(thresholds.diff(pif.text, v.yaml_text), language="diff")
+        proposed = parse_policy(v.yaml_text, f"version {v.number}")
+        evidence = signoff_evidence(engine, tax, pif.policy, proposed)
+        _figures(evidence)
+        if actor.email == v.author:
+            st.info("You proposed this change: someone else must sign it.")
+        elif display.signing_roles(actor, v) and actor.can(Permission.approve_policy):
+            _sign_form(engine, actor, v, evidence)
+        else:
+            st.caption("Signatures come from a product owner and compliance.")
+
+
+def sign_tab(engine: Engine, actor: Actor, tax: Taxonomy, pif: PolicyInForce) -> None:
+    pending = [
+        v for v in signoff.versions(engine, thresholds.KIND) if v.status == VersionStatus.pending
+    ]
+    if not pending:
+        st.info("No proposal is waiting for sign-off.")
+    for v in pending:
+        _proposal(engine, actor, tax, pif, v)
+    flash = st.session_state.pop(FLASH, None)
+    if flash:
+        st.success(flash)

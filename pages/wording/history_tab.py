@@ -1,0 +1,35 @@
+"""The "History" tab of the Wording page: every version with its signatures, the check of the
+sign-off chain, and the approved file to download (with clearance: it lists restricted
+titles)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from pages.wording.common import WordingContext
+from review.policy import signoff
+from review.wording import display, versions
+
+
+def history_tab(ctx: WordingContext) -> None:
+    allv = versions.versions(ctx.engine)
+    if not allv:
+        st.info("No wording version has been proposed yet.")
+        return
+    st.dataframe(display.history_frame(allv), hide_index=True, width="stretch")
+    problems = signoff.verify_chain(ctx.engine)
+    (st.error if problems else st.success)(display.chain_message(problems))
+    current = ctx.current
+    if current.version is not None and not ctx.actor.clearance:
+        st.caption(
+            "The approved file lists titles of restricted documents: downloading it needs "
+            "clearance."
+        )
+    elif current.version is not None:
+        st.download_button(
+            f"Download the approved wording (version {current.version.number}, YAML)",
+            current.text,
+            file_name="refusal-wording.yaml",
+            mime="application/yaml",
+            key="wd_download",
+        )

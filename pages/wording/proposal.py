@@ -1,0 +1,71 @@
+"""The "Edit and propose" tab, bottom half: the session's draft as a validated wording file,
+its changed messages with their lint counts, who must sign, and the form that proposes it
+(product owners and compliance)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from pages import ui
+from pages.wording.common import BASE, FLASH, WordingContext, clear_draft
+from review.core.errors import WorkbenchError
+from review.core.identity import Permission
+from review.policy import signoff
+from review.wording import drafts, editing, signing
+
+
+def _summary(ctx: WordingContext, edits: dict[str, drafts.MessageDraft]) -> None:
+    """The draft's changes, or why it is not a valid wording file yet."""
+    try:
+        draft_text = drafts.draft_yaml(ctx.current.text, edits, source="your draft")
+    except WorkbenchError as exc:
+        st.error("The draft is not valid yet:")
+        st.code(str(exc), language=None)
+        return
+    summary = editing.summarize_draft(ctx.current, draft_text, ctx.terms)
+    st.dataframe(summary.changes, hide_index=True, width="stretch")
+    st.caption(summary.compliance_reason)
+    if summary.lint_total:
+        st.warning(
+            f"{summary.lint_total} lint finding(s) in the draft. You may still propose it: the "
+            "findings are stored with the proposal and shown to the approvers, and approving "
+            "needs a note saying why they are acceptable."
+        )
+
+
+def _propose_form(ctx: WordingContext, edits: dict[str, drafts.MessageDraft]) -> None:
+    with st.form("wd_propose"):
+        rationale = st.text_area(
+            "Why this change (goes into the change record)", key="wd_rationale"
+        )
+        go = st.form_submit_button("Submit for approval", type="primary", key="wd_submit")
+    if go:
+        with ui.reported():
+            vid = signing.propose_edits(
+                ctx.engine, ctx.actor, edits, rationale, based_on=st.session_state.get(BASE)
+            )
+            v = signoff.get_version(ctx.engine, vid)
+            clear_draft()
+            st.session_state[FLASH] = (
+                f"Proposed as version {v.number}. Needs: {', '.join(v.missing_roles)} (not you)."
+            )
+            st.rerun()
+
+
+def draft_section(ctx: WordingContext) -> None:
+    st.subheader("Your draft")
+    if not ctx.draft:
+        st.caption("No edits yet: change a message above. Edits are kept while you switch keys.")
+        return
+    edits = editing.draft_edits(ctx.draft)
+    _summary(ctx, edits)
+    if st.button("Discard my draft", key="wd_discard"):
+        clear_draft()
+        st.rerun()
+    if not ctx.actor.can(Permission.propose_policy):
+        st.info(
+            "Proposals come from product owners and compliance; you can still try wording and "
+            "see the lint here."
+        )
+        return
+    _propose_form(ctx, edits)

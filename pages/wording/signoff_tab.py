@@ -1,0 +1,119 @@
+"""The "Sign-off" tab of the Wording page: every pending wording version with its word diffs,
+previews, setting changes and lint findings, and the form to approve or reject it for the
+people whose signature it still needs (never its author)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from pages import ui
+from pages.wording.common import DIFF_LEGEND, FLASH, WordingContext, findings_view
+from review.core.identity import Role
+from review.policy import signoff
+from review.wording import display, signing, versions
+from review.wording.messages import preview
+from review.wording.signing import VersionReview
+
+
+def _changes(r: VersionReview) -> None:
+    """The word diff and example preview of each changed message, the setting changes."""
+    st.caption(DIFF_LEGEND)
+    for c in r.changes:
+        if c.status == "unchanged":
+            continue
+        st.caption(display.change_caption(c, for_signing=True))
+        st.code(c.diff or "(empty)", language=None, wrap_lines=True)
+        if c.new_text:
+            with ui.reported():
+                ui.text(preview(c.new_text), label="Preview with example values")
+    if r.settings:
+        st.dataframe(
+            pd.DataFrame(r.settings, columns=["setting", "change"]),
+            hide_index=True,
+            width="stretch",
+        )
+
+
+def _lint(r: VersionReview) -> None:
+    if not r.lint_total:
+        st.success("Lint: no findings in any message of this version.")
+        return
+    st.warning(
+        f"{r.lint_total} lint finding(s) in this version: approving needs a note "
+        "saying why they are acceptable."
+    )
+    for key, fs in r.findings.items():
+        if fs:
+            st.caption(f"{key}")
+            findings_view(r.wording.messages[key].text, fs)
+
+
+def _sign_form(ctx: WordingContext, v: signoff.VersionView) -> None:
+    roles = display.signing_roles(ctx.actor, v)
+    with st.form(f"wd_sign_{v.id}"):
+        role = st.selectbox("Sign as", [x.value for x in roles], key=f"wd_role_{v.id}")
+        note = st.text_area(
+            "Note (required to reject, and to approve wording with lint findings)",
+            key=f"wd_note_{v.id}",
+        )
+        c1, c2 = st.columns(2)
+        approve = c1.form_submit_button("Approve", type="primary", key=f"wd_approve_{v.id}")
+        reject = c2.form_submit_button("Reject", key=f"wd_reject_{v.id}")
+    if approve or reject:
+        with ui.reported():
+            signing.sign_wording(
+                ctx.engine,
+                ctx.actor,
+                v.id,
+                "approve" if approve else "reject",
+                role=Role(role),
+                note=note,
+            )
+            st.session_state[FLASH] = (
+                f"Version {v.number} {'approved' if approve else 'rejected'} as {role}."
+            )
+            st.rerun()
+
+
+def _signatures(ctx: WordingContext, v: signoff.VersionView) -> None:
+    """The signing form, or why the signed-in person does not sign."""
+    choice = display.sign_choice(ctx.actor, v)
+    if choice == "author":
+        st.info("You proposed this change: someone else must sign it.")
+    elif choice == "sign":
+        _sign_form(ctx, v)
+    elif choice == "not_needed":
+        st.caption(
+            "Your signature is not needed on this version: it needs "
+            f"{', '.join(v.missing_roles) or 'nothing more'}."
+        )
+    else:
+        st.caption("Signatures come from product owners and compliance.")
+
+
+def _version(ctx: WordingContext, v: signoff.VersionView) -> None:
+    r = signing.review_version(ctx.engine, v.id, ctx.terms, reveal_restricted=ctx.actor.clearance)
+    with st.container(border=True):
+        st.subheader(f"Version {v.number}")
+        st.caption(f"Proposed by {v.author} on {v.created_at:%Y-%m-%d %H:%M} UTC")
+        ui.text(v.rationale, label="Rationale")
+        st.caption(
+            f"Compared with {r.parent_label}. {r.compliance_reason} Still needed: "
+            f"{', '.join(v.missing_roles) or 'nothing'} · signatures so far: "
+            + display.signatures_text(v)
+        )
+        if r.stale_parent:
+            st.error(r.stale_parent)
+        _changes(r)
+        _lint(r)
+        _signatures(ctx, v)
+
+
+def sign_tab(ctx: WordingContext) -> None:
+    pend = versions.pending(ctx.engine)
+    if not pend:
+        st.info("No wording change is waiting for sign-off.")
+        return
+    for v in pend:
+        _version(ctx, v)

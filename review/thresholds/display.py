@@ -1,0 +1,244 @@
+"""What the Thresholds page shows, as plain data: where calibration outcomes come from and
+which split is reported, the range of the proposed-threshold slider, the summaries of an
+analysis (operating points, targets, flips, audited replay), who may sign a proposal, and the
+history's tables, rollback choices and stored snapshots."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+import pandas as pd
+
+from review.core.identity import Actor, Role
+from review.policy import signoff
+from review.policy.policy import ModeThresholds, NoAnswerPolicy
+from review.thresholds.thresholds import Analysis
+
+__all__ = [
+    "AUDITED",
+    "OP_COLUMNS",
+    "SNAPSHOT_CHARS",
+    "SNAPSHOT_KEYS",
+    "SPLITS",
+    "SliderRange",
+    "analysis_caption",
+    "audit_modes",
+    "audited_effects",
+    "caveat_start",
+    "chain_message",
+    "coverage_points",
+    "flip_counts",
+    "history_frame",
+    "in_force_caption",
+    "override_message",
+    "report_split_for",
+    "rollback_choices",
+    "signature_caption",
+    "signatures_text",
+    "signing_roles",
+    "slider_range",
+    "snapshot_json",
+    "targets_verdict",
+]
+
+#: The outcome source that is not an evaluation run.
+AUDITED: Final = "Audited production traces"
+
+#: The splits a run's thresholds may be tuned on, in the picker's order.
+SPLITS: Final = ("validation", "train", "test")
+
+#: The operating-point metrics shown for the current and the proposed threshold.
+OP_COLUMNS: Final = (
+    "coverage",
+    "selective_risk",
+    "false_refusal_rate",
+    "unsupported_answer_rate",
+    "abstention_recall",
+    "expected_cost",
+)
+
+#: The parts of a signature's metrics snapshot shown in the history.
+SNAPSHOT_KEYS: Final = (
+    "mode",
+    "tuned_on",
+    "report_on",
+    "aurc",
+    "points",
+    "operating_points",
+    "targets",
+)
+
+#: Characters of a snapshot shown at most.
+SNAPSHOT_CHARS: Final = 3000
+
+
+def in_force_caption(version: signoff.VersionView) -> str:
+    return (
+        f"In force: version {version.number}, approved {version.approved_on:%Y-%m-%d} · "
+        f"sha256 {version.sha256[:12]}…"
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# Calibrate
+
+
+def audit_modes(policy: NoAnswerPolicy) -> list[str]:
+    """The ranking modes audited traces can be calibrated in: every mode of the policy but
+    hybrid (fused scores are not thresholded), vector first, then by name."""
+    return sorted(
+        (m for m in policy.ranking_modes if m != "hybrid"), key=lambda m: (m != "vector", m)
+    )
+
+
+def report_split_for(tuned_on: str) -> str:
+    """The split a proposal is reported on: test, unless it was tuned on test."""
+    return "test" if tuned_on != "test" else "validation"
+
+
+@dataclass(frozen=True)
+class SliderRange:
+    min_value: float
+    max_value: float
+    value: float
+
+
+def slider_range(frame: pd.DataFrame, current: float | None) -> SliderRange:
+    """The proposed-threshold slider: the raw scores of ``frame`` with a margin, wide enough
+    to hold the current threshold, starting at it (at the lowest score when there is none)."""
+    lo, hi = float(frame["raw_score"].min()), float(frame["raw_score"].max())
+    start = float(current) if current is not None else lo
+    return SliderRange(
+        round(min(lo, start) - 0.01, 3), round(max(hi, start) + 0.01, 3), round(start, 3)
+    )
+
+
+def analysis_caption(a: Analysis) -> str:
+    return (
+        f"{a.n_tuning} outcome(s) on {a.tuned_on}, {a.n_report} on {a.report_on} · "
+        f"AURC on {a.tuned_on}: {a.aurc:.3f} · an outcome is acceptable to answer "
+        "when its gold decision answers"
+    )
+
+
+def coverage_points(a: Analysis) -> dict[str, tuple[float, float]]:
+    """(coverage, selective risk) of the current and the proposed threshold on the tuning
+    split: the marked points of the risk-coverage chart."""
+    ops = a.ops.set_index(["policy", "split"])
+    return {
+        name: (
+            float(ops.loc[(name, a.tuned_on), "coverage"]),
+            float(ops.loc[(name, a.tuned_on), "selective_risk"]),
+        )
+        for name in ("current", "proposed")
+    }
+
+
+def targets_verdict(targets: pd.DataFrame) -> tuple[bool, str]:
+    """Whether every release target passes, and the sentence saying so."""
+    failed = int((~targets["passed"]).sum())
+    if failed:
+        return False, f"{failed} of {len(targets)} target(s) fail."
+    return True, "Every target passes."
+
+
+def flip_counts(flips: pd.DataFrame) -> str:
+    """How many flips each effect has ("fixes a false refusal: 3, ..."), most first."""
+    return ", ".join(f"{k}: {v}" for k, v in flips["effect"].value_counts().items())
+
+
+def audited_effects(audited: pd.DataFrame) -> str:
+    """What the replayed change does to the audited traces among the flips."""
+    effect = audited.groupby("effect")["traces"].sum()
+    return (
+        "Audited traces among the flips, by their verdict: "
+        f"{int(effect.get('fixes', 0))} fixed, "
+        f"{int(effect.get('breaks', 0))} broken, "
+        f"{int(effect.get('neutral', 0))} neutral"
+    )
+
+
+def caveat_start(th: ModeThresholds, proposed: float) -> float:
+    """The caveat threshold the proposal form starts with: the current one (or the proposed
+    refuse threshold when there is none), never below the proposed refuse threshold."""
+    default = th.caveat_below if th.caveat_below is not None else proposed
+    return float(max(default, proposed))
+
+
+# ---------------------------------------------------------------------------------------
+# Sign-off and history
+
+
+def override_message(version: signoff.VersionView) -> str:
+    """Why a proposal tuned on the data it is reported on is flagged."""
+    return f"Tuned on the {version.tuned_on_split} data it is reported on." + (
+        " Override note on the record:"
+        if version.override_note
+        else " No override note: it cannot be approved."
+    )
+
+
+def signatures_text(version: signoff.VersionView) -> str:
+    """The signatures so far ("role meaning (signer)", comma separated), or "none"."""
+    return ", ".join(f"{s.role} {s.meaning} ({s.signer})" for s in version.signatures) or "none"
+
+
+def signing_roles(actor: Actor, version: signoff.VersionView) -> list[Role]:
+    """The roles ``actor`` holds that the proposal still needs (product owner first)."""
+    return [
+        r
+        for r in (Role.product_owner, Role.compliance)
+        if r in actor.roles and r.value in version.missing_roles
+    ]
+
+
+def history_frame(versions: Sequence[signoff.VersionView]) -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            {
+                "version": v.number,
+                "status": v.status,
+                "author": v.author,
+                "created": v.created_at,
+                "approved": v.approved_on,
+                "tuned on": v.tuned_on_split or "",
+                "sha256": v.sha256[:16],
+                "signatures": "; ".join(
+                    f"{s.role}: {s.meaning} by {s.signer} at {s.at:%Y-%m-%d %H:%M}"
+                    for s in v.signatures
+                ),
+            }
+            for v in versions
+        ]
+    )
+
+
+def rollback_choices(
+    versions: Sequence[signoff.VersionView], in_force_number: int | None
+) -> list[int]:
+    """Versions a rollback may go back to: every approved one but the one in force."""
+    return [v.number for v in versions if v.approved_on is not None and v.number != in_force_number]
+
+
+def chain_message(problems: Sequence[str]) -> str:
+    """The verdict on the sign-off chain (an error when ``problems`` is not empty)."""
+    return "Sign-off chain: " + (
+        "; ".join(problems) if problems else "intact (every signature hash verifies)"
+    )
+
+
+def signature_caption(version: signoff.VersionView, s: signoff.Signature) -> str:
+    return (
+        f"Version {version.number}, {s.role} {s.meaning} by {s.signer}: "
+        f"data fingerprint {s.data_fingerprint[:16] or '—'}"
+    )
+
+
+def snapshot_json(s: signoff.Signature) -> str:
+    """The main parts of what the signer saw (:data:`SNAPSHOT_KEYS`), as JSON cut to
+    :data:`SNAPSHOT_CHARS` characters."""
+    shown = {k: s.metrics_snapshot.get(k) for k in SNAPSHOT_KEYS}
+    return json.dumps(shown, default=str, indent=1)[:SNAPSHOT_CHARS]

@@ -1,0 +1,216 @@
+"""What the Thresholds page shows, as plain data, and what a signer signs with: the outcome
+source and report split, the slider's range, the summaries of an analysis of the demo run,
+the sign-off evidence of a proposal, and the history's tables, rollback choices and stored
+snapshots."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import Any
+
+import pandas as pd
+import pytest
+from sqlalchemy import Engine
+
+from review.core.identity import Role
+from review.core.taxonomy import Taxonomy
+from review.evaluation import evalruns
+from review.policy import signoff
+from review.policy.policy import ModeThresholds, parse_policy, replace_thresholds
+from review.thresholds import display, evidence, thresholds
+from tests.helpers.actors import make_actor
+
+AT = dt.datetime(2025, 6, 2, 9, 30, tzinfo=dt.UTC)
+PAULA = make_actor("product_owner", "paula@example.org", uid=10)
+CHEN = make_actor("compliance", "chen@example.org", clearance=True, uid=12)
+
+
+def signature(
+    role: str,
+    meaning: str = "approve",
+    fingerprint: str = "",
+    snapshot: dict[str, Any] | None = None,
+) -> signoff.Signature:
+    return signoff.Signature(
+        1, f"{role}@example.org", role, meaning, "", AT, "", fingerprint, snapshot or {}
+    )
+
+
+def version(
+    number: int, *sigs: signoff.Signature, tuned_on: str | None = None, note: str | None = None
+) -> signoff.VersionView:
+    return signoff.VersionView(
+        id=number,
+        kind=thresholds.KIND,
+        number=number,
+        yaml_text="",
+        sha256="fedcba9876543210fedc",
+        parent_id=None,
+        author="omar@example.org",
+        rationale="why",
+        tuned_on_split=tuned_on,
+        override_note=note,
+        snapshot=None,
+        created_at=AT,
+        signatures=sigs,
+        required_roles=frozenset({Role.product_owner, Role.compliance}),
+    )
+
+
+APPROVED = (signature("product_owner"), signature("compliance"))
+
+
+def test_outcome_sources_and_report_splits(engine: Engine) -> None:
+    policy = thresholds.in_force(engine).policy
+    modes = display.audit_modes(policy)
+    assert modes[0] == "vector" and "hybrid" not in modes
+    assert modes[1:] == sorted(modes[1:])
+    assert set(modes) == set(policy.ranking_modes) - {"hybrid"}
+    assert display.report_split_for("validation") == "test"
+    assert display.report_split_for("train") == "test"
+    assert display.report_split_for("test") == "validation"
+
+
+def test_the_slider_holds_the_scores_and_the_current_threshold() -> None:
+    frame = pd.DataFrame({"raw_score": [0.2, 0.55, 0.9]})
+    r = display.slider_range(frame, 0.5)
+    assert (r.min_value, r.max_value, r.value) == (0.19, 0.91, 0.5)
+    r = display.slider_range(frame, 1.5)  # a current threshold above every score
+    assert (r.max_value, r.value) == (1.51, 1.5)
+    r = display.slider_range(frame, None)  # no threshold yet: start at the lowest score
+    assert (r.min_value, r.value) == (0.19, 0.2)
+
+
+def _mode(refuse: float | None, caveat: float | None) -> ModeThresholds:
+    return ModeThresholds("vector", "vector", 1, refuse, caveat, True, True)
+
+
+def test_the_caveat_never_starts_below_the_refuse_threshold() -> None:
+    assert display.caveat_start(_mode(0.5, 0.6), 0.55) == 0.6
+    assert display.caveat_start(_mode(0.5, 0.6), 0.7) == 0.7
+    assert display.caveat_start(_mode(0.5, None), 0.55) == 0.55
+
+
+def test_target_verdicts_flip_counts_and_audited_effects() -> None:
+    assert display.targets_verdict(pd.DataFrame({"passed": [True, True]})) == (
+        True,
+        "Every target passes.",
+    )
+    assert display.targets_verdict(pd.DataFrame({"passed": [True, False, False]})) == (
+        False,
+        "2 of 3 target(s) fail.",
+    )
+    flips = pd.DataFrame({"effect": ["fixes a false refusal", "breaks", "fixes a false refusal"]})
+    assert display.flip_counts(flips) == "fixes a false refusal: 2, breaks: 1"
+    audited = pd.DataFrame({"effect": ["fixes", "breaks", "fixes"], "traces": [2, 1, 3]})
+    assert display.audited_effects(audited) == (
+        "Audited traces among the flips, by their verdict: 5 fixed, 1 broken, 0 neutral"
+    )
+
+
+@pytest.fixture
+def demo_run(demo_engine: Engine) -> evalruns.RunRow:
+    runs = evalruns.list_runs(demo_engine)
+    return next((r for r in runs if r.name.startswith("reference")), runs[0])
+
+
+def test_an_analysis_of_the_demo_run_in_summaries(
+    demo_engine: Engine, demo_run: evalruns.RunRow, tax: Taxonomy
+) -> None:
+    policy = thresholds.in_force(demo_engine).policy
+    frame = thresholds.outcomes(demo_engine, demo_run.id, tax, policy, "vector")
+    current = policy.thresholds_for("vector").refuse_below
+    a = thresholds.analyse(frame, policy, "vector", current, 0.6)
+    caption = display.analysis_caption(a)
+    assert caption.startswith(f"{a.n_tuning} outcome(s) on validation, {a.n_report} on test")
+    assert f"AURC on validation: {a.aurc:.3f}" in caption
+    points = display.coverage_points(a)
+    assert set(points) == {"current", "proposed"}
+    ops = a.ops[a.ops["split"] == "validation"].set_index("policy")
+    assert points["proposed"] == (
+        float(ops.loc["proposed", "coverage"]),
+        float(ops.loc["proposed", "selective_risk"]),
+    )
+    assert set(display.OP_COLUMNS) <= set(a.ops.columns)
+
+
+def test_sign_off_evidence_reports_the_changed_mode_on_the_reference_run(
+    demo_engine: Engine, demo_run: evalruns.RunRow, tax: Taxonomy
+) -> None:
+    pif = thresholds.in_force(demo_engine)
+    same = parse_policy(pif.text, "same")
+    assert evidence.changed_mode(pif.policy, same) == "vector"
+    moved = parse_policy(replace_thresholds(pif.text, "bm25", refuse_below=0.42), "moved")
+    assert evidence.changed_mode(pif.policy, moved) == "bm25"
+    proposed = parse_policy(replace_thresholds(pif.text, "vector", refuse_below=0.6), "p")
+    ev = evidence.signoff_evidence(demo_engine, tax, pif.policy, proposed)
+    assert ev.run_name == demo_run.name and ev.mode == "vector"
+    assert ev.analysis is not None and ev.analysis.report_on == "test"
+    assert ev.snapshot["mode"] == "vector" and ev.fingerprint == ev.analysis.fingerprint
+    assert ev.case_ids and ev.case_ids == sorted(ev.case_ids)
+
+
+def test_sign_off_evidence_without_runs_is_empty(engine: Engine, tax: Taxonomy) -> None:
+    pif = thresholds.in_force(engine)
+    ev = evidence.signoff_evidence(engine, tax, pif.policy, pif.policy)
+    assert ev == evidence.SignoffEvidence()
+    assert (ev.snapshot, ev.fingerprint, ev.case_ids, ev.analysis) == ({}, "", [], None)
+
+
+def test_captions_of_versions_and_signatures() -> None:
+    done = version(4, *APPROVED)
+    assert display.in_force_caption(done) == (
+        "In force: version 4, approved 2025-06-02 · sha256 fedcba987654…"
+    )
+    assert display.signatures_text(version(5)) == "none"
+    assert display.signatures_text(version(5, signature("compliance", "reject"))) == (
+        "compliance reject (compliance@example.org)"
+    )
+    assert display.override_message(version(5, tuned_on="test")) == (
+        "Tuned on the test data it is reported on. No override note: it cannot be approved."
+    )
+    assert display.override_message(version(5, tuned_on="audit", note="ok")).endswith(
+        "reported on. Override note on the record:"
+    )
+
+
+def test_who_may_sign_a_proposal() -> None:
+    half = version(5, signature("product_owner"))
+    assert display.signing_roles(PAULA, half) == []
+    assert display.signing_roles(CHEN, half) == [Role.compliance]
+    assert display.signing_roles(PAULA, version(6)) == [Role.product_owner]
+
+
+def test_history_rollback_choices_and_chain() -> None:
+    allv = [version(3), version(2, *APPROVED, tuned_on="validation"), version(1, *APPROVED)]
+    frame = display.history_frame(allv)
+    assert list(frame["version"]) == [3, 2, 1]
+    assert list(frame["status"]) == ["pending", "approved", "approved"]
+    assert list(frame["tuned on"]) == ["", "validation", ""]
+    assert frame["signatures"].iloc[1] == (
+        "product_owner: approve by product_owner@example.org at 2025-06-02 09:30; "
+        "compliance: approve by compliance@example.org at 2025-06-02 09:30"
+    )
+    assert display.rollback_choices(allv, 2) == [1]
+    assert display.rollback_choices(allv, None) == [2, 1]
+    assert display.chain_message([]).endswith("intact (every signature hash verifies)")
+    assert display.chain_message(["a", "b"]) == "Sign-off chain: a; b"
+
+
+def test_a_stored_snapshot_shows_its_main_parts_cut_to_size() -> None:
+    s = signature(
+        "compliance",
+        fingerprint="0123456789abcdef0123",
+        snapshot={"mode": "vector", "aurc": 0.12, "sweep": [1, 2, 3], "points": {"a": 1}},
+    )
+    v = version(2, s)
+    assert display.signature_caption(v, s) == (
+        "Version 2, compliance approve by compliance@example.org: data fingerprint 0123456789abcdef"
+    )
+    shown = json.loads(display.snapshot_json(s))
+    assert list(shown) == list(display.SNAPSHOT_KEYS)
+    assert shown["mode"] == "vector" and shown["tuned_on"] is None and "sweep" not in shown
+    big = signature("compliance", snapshot={"targets": ["x" * 50] * 200})
+    assert len(display.snapshot_json(big)) == display.SNAPSHOT_CHARS
+    assert display.signature_caption(v, big).endswith("data fingerprint —")
