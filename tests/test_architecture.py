@@ -194,3 +194,39 @@ def test_one_writer_of_document_versions_and_one_of_cases() -> None:
             ):
                 made[node.func.id].append(str(path.relative_to(ROOT)))
     assert made == {"Document": ["review/corpus/corpus.py"], "Case": ["review/cases/cases.py"]}
+
+
+def test_pages_are_functions_with_a_short_main_and_no_module_over_400_lines() -> None:
+    """A page runs nothing at import time (so a test can import it): every statement at module
+    level defines something, and the file ends by calling main() under the __main__ guard."""
+    long_ones = []
+    for path in sorted((ROOT / "pages").rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        if len(text.splitlines()) > 400:
+            long_ones.append(path.name)
+        tree = ast.parse(text)
+        for node in tree.body:
+            definition = isinstance(
+                node,
+                ast.Import
+                | ast.ImportFrom
+                | ast.FunctionDef
+                | ast.ClassDef
+                | ast.Assign
+                | ast.AnnAssign,
+            ) or (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant))
+            guard = isinstance(node, ast.If) and "__main__" in ast.unparse(node.test)
+            assert definition or guard, f"{path.relative_to(ROOT)}:{node.lineno} runs at import"
+            if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
+                calls = [n for n in ast.walk(node.value) if isinstance(n, ast.Call)]
+                names = {ast.unparse(c.func) for c in calls}
+                assert not {n for n in names if n.startswith(("st.", "ui."))} - {
+                    "st.column_config.LinkColumn",
+                    "st.column_config.NumberColumn",
+                    "st.column_config.TextColumn",
+                    "st.column_config.ProgressColumn",
+                }, f"{path.relative_to(ROOT)}:{node.lineno} calls Streamlit at import"
+        if path.name.endswith("_page.py"):
+            last = tree.body[-1]
+            assert isinstance(last, ast.If) and ast.unparse(last.body[0]) == "main()", path.name
+    assert long_ones == []
