@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from review.core.errors import InputError
-from review.policy.selective import wilson_interval
+from review.core.sampling import wilson_bounds
 
 MAX_POINTS: Final = 500
 POINT_COLOURS: Final = ("#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e")
@@ -83,7 +83,7 @@ def risk_coverage_chart(
     data = curve[curve["selective_risk"].notna()].copy()
     if "selective_risk_lo" not in data.columns:
         if {"errors", "answered"} <= set(data.columns):
-            lo, hi = wilson_interval(data["errors"], data["answered"], z)
+            lo, hi = wilson_bounds(data["errors"], data["answered"], z)
         else:
             lo = hi = np.full(len(data), np.nan)
         data["selective_risk_lo"], data["selective_risk_hi"] = lo, hi

@@ -67,6 +67,7 @@ __all__ = [
     "sample_rank",
     "sample_rank_sql",
     "weighted_estimate",
+    "wilson_bounds",
     "wilson_interval",
 ]
 
@@ -385,17 +386,41 @@ def _z(confidence: float) -> float:
     return NormalDist().inv_cdf(0.5 + confidence / 2)
 
 
+def wilson_bounds(
+    k: npt.ArrayLike, n: npt.ArrayLike, z: float = 1.96
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """The Wilson score interval for k successes in n trials, element-wise (the one
+    implementation of the formula); n = 0 gives NaN, k = 0 a lower bound of exactly 0 and
+    k = n an upper bound of exactly 1."""
+    if not (z > 0 and math.isfinite(z)):
+        raise InputError(f"z must be a positive number, got {z!r}")
+    k_arr = np.asarray(k, dtype=np.float64)
+    n_arr = np.asarray(n, dtype=np.float64)
+    k_arr, n_arr = np.broadcast_arrays(k_arr, n_arr)
+    if np.isnan(k_arr).any() or np.isnan(n_arr).any():
+        raise InputError("wilson interval: counts must not be missing")
+    if (n_arr < 0).any() or (k_arr < 0).any() or (k_arr > n_arr).any():
+        raise InputError("wilson interval: need 0 <= k <= n")
+    z2 = z * z
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = k_arr / n_arr
+        denom = 1.0 + z2 / n_arr
+        centre = (p + z2 / (2.0 * n_arr)) / denom
+        half = z * np.sqrt(p * (1.0 - p) / n_arr + z2 / (4.0 * n_arr * n_arr)) / denom
+    empty = n_arr == 0
+    lo = np.where(empty, np.nan, np.where(k_arr == 0, 0.0, np.clip(centre - half, 0.0, 1.0)))
+    hi = np.where(empty, np.nan, np.where(k_arr == n_arr, 1.0, np.clip(centre + half, 0.0, 1.0)))
+    return lo.astype(np.float64), hi.astype(np.float64)
+
+
 def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float] | None:
     """Wilson score interval for ``successes`` out of ``n`` (``None`` when ``n`` is 0)."""
     if not (_is_int(successes) and _is_int(n)) or not 0 <= successes <= n:
         raise InputError(f"rate: need whole numbers with 0 <= successes <= n, got {successes}/{n}")
     if n == 0:
         return None
-    z = _z(confidence)
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return max(0.0, centre - half), min(1.0, centre + half)
+    lo, hi = wilson_bounds(successes, n, _z(confidence))
+    return float(lo), float(hi)
 
 
 @dataclass(frozen=True)

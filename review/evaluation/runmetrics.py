@@ -27,7 +27,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from review.policy.selective import wilson_interval
+from review.core.sampling import wilson_bounds
 
 RATE_METRICS = (
     "abstention_recall",
@@ -114,7 +114,7 @@ def summarize(df: pd.DataFrame) -> dict[str, Metric]:
     for m in RATE_METRICS:
         k = int(c[f"{m}_k"].sum())
         n = int(c[f"{m}_n"].sum())
-        lo, hi = wilson_interval(k, n)
+        lo, hi = wilson_bounds(k, n)
         out[m] = Metric(m, k / n if n else float("nan"), k, n, float(lo), float(hi))
     n = int(c["crag_n"].sum())
     out["crag_score"] = Metric(

@@ -42,6 +42,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from review.core.errors import InputError
+from review.core.sampling import wilson_bounds
 from review.policy.policy import OVERALL_TARGETS, TARGET_METRICS, NoAnswerPolicy
 
 FloatArray = npt.NDArray[np.float64]
@@ -192,31 +193,6 @@ def aurc(curve: pd.DataFrame) -> float:
     return float(np.sum(widths[defined] * r[defined]))
 
 
-def wilson_interval(
-    k: npt.ArrayLike, n: npt.ArrayLike, z: float = 1.96
-) -> tuple[FloatArray, FloatArray]:
-    """Wilson score interval for k successes in n trials, element-wise; n = 0 gives NaN."""
-    if not (z > 0 and math.isfinite(z)):
-        raise InputError(f"z must be a positive number, got {z!r}")
-    k_arr = np.asarray(k, dtype=np.float64)
-    n_arr = np.asarray(n, dtype=np.float64)
-    k_arr, n_arr = np.broadcast_arrays(k_arr, n_arr)
-    if np.isnan(k_arr).any() or np.isnan(n_arr).any():
-        raise InputError("wilson_interval: counts must not be missing")
-    if (n_arr < 0).any() or (k_arr < 0).any() or (k_arr > n_arr).any():
-        raise InputError("wilson_interval: need 0 <= k <= n")
-    z2 = z * z
-    with np.errstate(divide="ignore", invalid="ignore"):
-        p = k_arr / n_arr
-        denom = 1.0 + z2 / n_arr
-        centre = (p + z2 / (2.0 * n_arr)) / denom
-        half = z * np.sqrt(p * (1.0 - p) / n_arr + z2 / (4.0 * n_arr * n_arr)) / denom
-    empty = n_arr == 0
-    lo = np.where(empty, np.nan, np.where(k_arr == 0, 0.0, np.clip(centre - half, 0.0, 1.0)))
-    hi = np.where(empty, np.nan, np.where(k_arr == n_arr, 1.0, np.clip(centre + half, 0.0, 1.0)))
-    return lo.astype(np.float64), hi.astype(np.float64)
-
-
 # Sweep and operating points --------------------------------------------------------------------
 
 
@@ -263,7 +239,7 @@ def _metrics(
     correct_refusals = np.asarray(
         n_unanswerable - (answered_f - answered_answerable), dtype=np.float64
     )
-    lo, hi = wilson_interval(unsupported, answered_f)
+    lo, hi = wilson_bounds(unsupported, answered_f)
     coverage = np.asarray(answered_f / n, dtype=np.float64)
     cost = (
         np.asarray(

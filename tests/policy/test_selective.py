@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from sklearn.metrics import precision_recall_curve
 
 from review.core.errors import InputError
+from review.core.sampling import wilson_bounds
 from review.policy.policy import Costs, NoAnswerPolicy, load_policy
 from review.policy.selective import (
     SWEEP_COLUMNS,
@@ -27,7 +28,6 @@ from review.policy.selective import (
     risk_coverage,
     sweep,
     sweep_by_slice,
-    wilson_interval,
 )
 from tests.helpers.paths import ROOT
 
@@ -211,12 +211,12 @@ def test_aurc_without_ties_is_the_mean_risk_over_items() -> None:
 
 
 def test_wilson_matches_published_values() -> None:
-    lo, hi = wilson_interval([0, 5, 10], [10, 10, 10])
+    lo, hi = wilson_bounds([0, 5, 10], [10, 10, 10])
     assert lo[0] == 0.0 and hi[0] == pytest.approx(0.2775, abs=1e-4)
     assert (lo[1], hi[1]) == (pytest.approx(0.2366, abs=1e-4), pytest.approx(0.7634, abs=1e-4))
     assert lo[2] == pytest.approx(0.7225, abs=1e-4) and hi[2] == 1.0
     # 81 of 263, worked by hand from the score-interval formula: about (0.2553, 0.3662)
-    lo1, hi1 = wilson_interval(81, 263)
+    lo1, hi1 = wilson_bounds(81, 263)
     assert float(lo1) == pytest.approx(0.2553, abs=1e-3)
     assert float(hi1) == pytest.approx(0.3662, abs=1e-3)
 
@@ -224,23 +224,23 @@ def test_wilson_matches_published_values() -> None:
 def test_wilson_is_vectorised_and_undefined_for_no_trials() -> None:
     k = np.array([[0, 1], [2, 0]])
     n = np.array([[0, 4], [9, 3]])
-    lo, hi = wilson_interval(k, n)
+    lo, hi = wilson_bounds(k, n)
     assert lo.shape == (2, 2) and hi.shape == (2, 2)
     assert math.isnan(lo[0, 0]) and math.isnan(hi[0, 0])
     assert np.all(lo[~np.isnan(lo)] <= (k / np.where(n == 0, 1, n))[~np.isnan(lo)])
-    lo99, hi99 = wilson_interval(5, 10, z=2.576)
-    lo95, hi95 = wilson_interval(5, 10)
+    lo99, hi99 = wilson_bounds(5, 10, z=2.576)
+    lo95, hi95 = wilson_bounds(5, 10)
     assert lo99 < lo95 and hi99 > hi95
     with pytest.raises(InputError, match="0 <= k <= n"):
-        wilson_interval(5, 4)
+        wilson_bounds(5, 4)
     with pytest.raises(InputError, match="z must be"):
-        wilson_interval(1, 4, z=0)
+        wilson_bounds(1, 4, z=0)
 
 
 @given(st.integers(0, 500).flatmap(lambda n: st.tuples(st.integers(0, n), st.just(n))))
 def test_wilson_contains_the_observed_rate(kn: tuple[int, int]) -> None:
     k, n = kn
-    lo, hi = wilson_interval(k, n)
+    lo, hi = wilson_bounds(k, n)
     if n == 0:
         assert math.isnan(float(lo)) and math.isnan(float(hi))
     else:
