@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.helpers.browser import CHROMIUM_ARGS, streamlit_server, wait_idle
 from tests.helpers.paths import ROOT
@@ -53,29 +54,29 @@ def test_the_first_request_to_a_deep_link_goes_through_the_router(page) -> None:
     wait_idle(pg)
     if pg.get_by_text("Page not found").count():  # first request of a fresh server only
         pg.keyboard.press("Escape")
-    assert pg.locator("h3", has_text="Case CASE-001").is_visible()
+    expect(pg.locator("h3", has_text="Case CASE-001")).to_be_visible()
     assert not pg.get_by_text("No user is signed in").count()
-    assert pg.get_by_text("Acting as").is_visible()
+    expect(pg.get_by_text("Acting as")).to_be_visible()
 
 
 def test_open_the_app_switch_user_and_open_a_case(page) -> None:  # type: ignore[no-untyped-def]
     pg = page
     pg.goto(pg.base)
     wait_idle(pg)
-    assert pg.get_by_role("heading", name="Overview").is_visible()
+    expect(pg.get_by_role("heading", name="Overview")).to_be_visible()
     # switch user in the sidebar (local mode)
     pg.locator("[data-testid='stSidebar'] [data-testid='stSelectbox']").click()
     pg.get_by_role("option", name="Inés Duarte · annotator").click()
     wait_idle(pg)
-    assert pg.get_by_text("Signed in as Inés Duarte (annotator)").is_visible()
+    expect(pg.get_by_text("Signed in as Inés Duarte (annotator)")).to_be_visible()
     # go to the cases page and open the first case through its deep link
     pg.locator("[data-testid='stSidebarNav'] a", has_text="Cases").click()
     wait_idle(pg)
-    assert pg.get_by_role("heading", name="Cases").is_visible()
+    expect(pg.get_by_role("heading", name="Cases")).to_be_visible()
     pg.goto(pg.base + "/cases?case=1")
     wait_idle(pg)
-    assert pg.locator("h3", has_text="Case CASE-001").is_visible()
-    assert pg.get_by_text("Required claims").is_visible()
+    expect(pg.locator("h3", has_text="Case CASE-001")).to_be_visible()
+    expect(pg.get_by_text("Required claims")).to_be_visible()
     assert not pg.locator("[data-testid='stException']").count()
     assert pg.errors == []  # type: ignore[attr-defined]
 
@@ -103,12 +104,12 @@ def test_label_a_case_with_keyboard_shortcuts(page, demo_url: str) -> None:  # t
     ines = _user_id(demo_url, "ines.duarte@brightwave.example")
     pg.goto(f"{pg.base}/label?case={target.id}&as={ines}")
     wait_idle(pg)
-    assert pg.locator("h3", has_text="Case CASE-080").is_visible()
+    expect(pg.locator("h3", has_text="Case CASE-080")).to_be_visible()
     assert not pg.get_by_text("Page not found").count()
     pg.locator("h1").first.click()
     pg.keyboard.press("2")  # Abstain
     wait_idle(pg)
-    assert pg.get_by_text("Decision: Abstain").is_visible()
+    expect(pg.get_by_text("Decision: Abstain")).to_be_visible()
     pg.get_by_role("combobox", name="Why the evidence is insufficient (reason codes)").click()
     pg.keyboard.type("No answer-bearing")
     pg.keyboard.press("Enter")
@@ -117,7 +118,7 @@ def test_label_a_case_with_keyboard_shortcuts(page, demo_url: str) -> None:  # t
     pg.locator("h1").first.click()
     pg.keyboard.press("Control+Enter")
     wait_idle(pg)
-    assert pg.get_by_text("Saved your label on CASE-080").is_visible()
+    expect(pg.get_by_text("Saved your label on CASE-080")).to_be_visible()
     from review.core.identity import Actor, Role
 
     me = Actor(

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 from sqlalchemy import func, select
 
 from storage.db import make_engine, read_session
@@ -62,22 +63,22 @@ def test_draw_a_sample_and_record_a_verdict(audit_server: str, demo_url: str) ->
         pg.on("pageerror", lambda e: errors.append(str(e)))
         pg.goto(audit_server)
         wait_idle(pg)
-        assert pg.get_by_role("heading", name="Audit").is_visible()
+        expect(pg.get_by_role("heading", name="Audit")).to_be_visible()
         if not pg.get_by_label("Plan name").is_visible():  # open by default without plans
             pg.get_by_text("New sampling plan").click()
         pg.get_by_label("Plan name").fill("Browser journey")
         pg.get_by_label("Sample size").fill("6")
         pg.get_by_role("button", name="Create plan").click()
         wait_idle(pg)
-        assert pg.get_by_text("Plan 'Browser journey' created").is_visible()
+        expect(pg.get_by_text("Plan 'Browser journey' created")).to_be_visible()
         pg.get_by_role("button", name="Draw the sample").click()
         wait_idle(pg)
-        assert pg.get_by_text("Drew 6 traces").is_visible()
+        expect(pg.get_by_text("Drew 6 traces")).to_be_visible()
 
         pg.get_by_role("tab", name="My queue").click()
         pg.get_by_role("button", name="Next trace").click()
         wait_idle(pg)
-        assert pg.get_by_role("heading", name="Your verdict").is_visible()
+        expect(pg.get_by_role("heading", name="Your verdict")).to_be_visible()
         pg.get_by_text("False refusal (I expected an answer)").click()
         wait_idle(pg)
         claims = pg.get_by_label("Review the answer claim by claim")
@@ -92,7 +93,7 @@ def test_draw_a_sample_and_record_a_verdict(audit_server: str, demo_url: str) ->
         wait_idle(pg)
         pg.get_by_role("button", name="Save verdict").click()
         wait_idle(pg)
-        assert pg.get_by_text("Saved your verdict").is_visible()
+        expect(pg.get_by_text("Saved your verdict")).to_be_visible()
         assert errors == []
         browser.close()
 

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.helpers.browser import CHROMIUM_ARGS, streamlit_server, wait_idle
 from tests.helpers.databases import copy_db
@@ -60,7 +61,7 @@ def test_build_a_variant_and_see_it_in_its_family(builder_server: str, demo_url:
         pg.on("pageerror", lambda e: errors.append(str(e)))
         pg.goto(f"{builder_server}/?case={base.id}")
         wait_idle(pg)
-        assert pg.get_by_role("heading", name="Base case CASE-001").is_visible()
+        expect(pg.get_by_role("heading", name="Base case CASE-001")).to_be_visible()
         pg.get_by_role("combobox", name="Operator").click()
         pg.get_by_role("option", name="change_unit", exact=True).click()
         wait_idle(pg)
@@ -68,12 +69,12 @@ def test_build_a_variant_and_see_it_in_its_family(builder_server: str, demo_url:
         pg.get_by_role("option", name="weeks", exact=True).click()
         pg.get_by_role("button", name="Preview the edit").click()
         wait_idle(pg)
-        assert pg.get_by_text("{+weeks+}").first.is_visible()
+        expect(pg.get_by_text("{+weeks+}").first).to_be_visible()
         pg.get_by_role("button", name="Save as a variant of FAM-REFUND-WINDOW").click()
         wait_idle(pg)
-        assert pg.get_by_text("Saved CASE-001-CF-1 (draft, suggested abstain)").is_visible()
-        assert pg.get_by_role("heading", name="Family FAM-REFUND-WINDOW").is_visible()
-        assert pg.get_by_text("CASE-001-CF-1 · removed · draft").is_visible()
+        expect(pg.get_by_text("Saved CASE-001-CF-1 (draft, suggested abstain)")).to_be_visible()
+        expect(pg.get_by_role("heading", name="Family FAM-REFUND-WINDOW")).to_be_visible()
+        expect(pg.get_by_text("CASE-001-CF-1 · removed · draft")).to_be_visible()
         assert "family=FAM-REFUND-WINDOW" in pg.url
         assert not pg.locator("[data-testid='stException']").count()
         assert errors == []
