@@ -6,6 +6,7 @@ import datetime as dt
 from typing import cast
 
 import altair as alt
+import pandas as pd
 import streamlit as st
 from sqlalchemy import Engine
 
@@ -45,8 +46,7 @@ def pick_month(engine: Engine, actor: Actor, can_write: bool) -> str | None:
     return picked
 
 
-def month_tab(view: records.SessionView, ctx: report.MonthContext) -> None:
-    sections = dict(report.report_sections(view, ctx))
+def month_tab(ctx: report.MonthContext, sections: dict[str, pd.DataFrame]) -> None:
     titles = [t for t in sections if t.startswith("Release gate")]
     titles += [t for t, _ in ctx.extra_sections] + ["Policy and wording changes"]
     for title in titles:
@@ -122,13 +122,12 @@ def actions(
     engine: Engine,
     actor: Actor,
     view: records.SessionView,
-    ctx: report.MonthContext,
+    sections: dict[str, pd.DataFrame],
     writable: bool,
 ) -> None:
     st.subheader("Actions")
     if view.actions:
-        actions_table = dict(report.report_sections(view, ctx))["Actions"]
-        st.dataframe(actions_table, hide_index=True, width="stretch")
+        st.dataframe(sections["Actions"], hide_index=True, width="stretch")
     else:
         st.caption("(no actions yet)")
     if writable:
@@ -243,12 +242,13 @@ def main() -> None:
     tab_month, tab_record, tab_validate, tab_report = st.tabs(
         ["The month", "Findings and actions", "Validation check", "Report"]
     )
+    sections = dict(report.report_sections(view, ctx))
     with tab_month:
-        month_tab(view, ctx)
+        month_tab(ctx, sections)
     with tab_record:
         people_and_summary(engine, actor, view, writable)
         findings(engine, actor, view, can_write, writable)
-        actions(engine, actor, view, ctx, writable)
+        actions(engine, actor, view, sections, writable)
     with tab_validate:
         validation_tab(engine, actor, tax, view, writable)
     with tab_report:

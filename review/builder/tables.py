@@ -44,10 +44,7 @@ CHANGE_COLOURS = {"changed": "#fff3cd", "removed": "#f8d7da", "added": "#d1e7dd"
 
 def decision_label(tax: Taxonomy, key: str | None) -> str:
     """A decision as people read it: its label, the key when unknown, "—" when none."""
-    if key is None:
-        return "—"
-    term = tax.decisions.get(key)
-    return term.label if term else key
+    return tax.label("decisions", key)
 
 
 def with_reasons(decision: str | None, reasons: Sequence[str]) -> str:

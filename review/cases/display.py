@@ -88,8 +88,7 @@ def empty_list_message(total: int, all_cases: int) -> str:
 
 
 def decision_label(tax: Taxonomy, key: str) -> str:
-    term = tax.decisions.get(key)
-    return term.label if term else key
+    return tax.label("decisions", key, missing=key)
 
 
 def terms_help(terms: Mapping[str, Term]) -> str:

@@ -95,6 +95,15 @@ class Taxonomy(_Strict):
     def answering_decisions(self) -> set[str]:
         return {k for k, v in self.decisions.items() if v.answers}
 
+    def label(self, section: str, key: str | None, missing: str = "—") -> str:
+        """A key of ``section`` as people read it: its term's label, the key itself when the
+        taxonomy does not know it, ``missing`` when there is none."""
+        if not key:
+            return missing
+        terms: dict[str, Term] = getattr(self, section)
+        term = terms.get(key)
+        return term.label if term else key
+
     def definition(self, section: str, key: str) -> str:
         terms: dict[str, Term] = getattr(self, section)
         term = terms.get(key)

@@ -597,3 +597,12 @@ def locked_case_ids(engine: Engine, case_ids: Iterable[int]) -> set[int]:
     ids = list(case_ids)
     with read_session(engine) as s:
         return set(s.scalars(select(SplitLock.case_id).where(SplitLock.case_id.in_(ids))))
+
+
+def signing_roles(actor: Actor, version: VersionView) -> list[Role]:
+    """The roles ``actor`` holds that ``version`` still needs (product owner first)."""
+    return [
+        role
+        for role in (Role.product_owner, Role.compliance)
+        if role in actor.roles and role.value in version.missing_roles
+    ]

@@ -12,9 +12,9 @@ from typing import Final
 
 import pandas as pd
 
-from review.core.identity import Actor, Role
 from review.policy import signoff
 from review.policy.policy import ModeThresholds, NoAnswerPolicy
+from review.policy.signoff import signing_roles
 from review.thresholds.thresholds import Analysis
 
 __all__ = [
@@ -184,15 +184,6 @@ def override_message(version: signoff.VersionView) -> str:
 def signatures_text(version: signoff.VersionView) -> str:
     """The signatures so far ("role meaning (signer)", comma separated), or "none"."""
     return ", ".join(f"{s.role} {s.meaning} ({s.signer})" for s in version.signatures) or "none"
-
-
-def signing_roles(actor: Actor, version: signoff.VersionView) -> list[Role]:
-    """The roles ``actor`` holds that the proposal still needs (product owner first)."""
-    return [
-        r
-        for r in (Role.product_owner, Role.compliance)
-        if r in actor.roles and r.value in version.missing_roles
-    ]
 
 
 def history_frame(versions: Sequence[signoff.VersionView]) -> pd.DataFrame:

@@ -58,8 +58,7 @@ def score_text(score: float | None) -> str:
 def decision_label(decision: str | None, tax: Taxonomy) -> str:
     """The taxonomy's label of a logged decision; the raw value when the taxonomy does not
     know it, "not logged" when there is none."""
-    term = tax.decisions.get(decision or "")
-    return term.label if term else (decision or "not logged")
+    return tax.label("decisions", decision, missing="not logged")
 
 
 def reason_line(reason_code: str | None, tax: Taxonomy) -> str:

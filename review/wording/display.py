@@ -10,8 +10,9 @@ from typing import Literal
 
 import pandas as pd
 
-from review.core.identity import Actor, Permission, Role
+from review.core.identity import Actor, Permission
 from review.policy import signoff
+from review.policy.signoff import signing_roles
 from review.wording.compare import MessageChange
 from review.wording.editing import key_meaning
 from review.wording.findings import RULES
@@ -73,15 +74,6 @@ def version_label(version_id: int | None, views: Mapping[int, signoff.VersionVie
         return "shipped file (policies/refusal-wording.yaml)"
     v = views[version_id]
     return f"version {v.number} ({v.status})"
-
-
-def signing_roles(actor: Actor, version: signoff.VersionView) -> list[Role]:
-    """The roles ``actor`` holds that the version still needs (product owner first)."""
-    return [
-        role
-        for role in (Role.product_owner, Role.compliance)
-        if role in actor.roles and role.value in version.missing_roles
-    ]
 
 
 def sign_choice(actor: Actor, version: signoff.VersionView) -> SignChoice:
