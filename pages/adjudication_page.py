@@ -73,7 +73,7 @@ def gold_form(
         )
         reasons = st.multiselect(
             "Gold reason codes",
-            list(tax.reason_codes),
+            list(tax.case_reason_codes()),
             default=list(gold[-1].reason_codes if gold else view.reason_codes),
             format_func=lambda k: tax.reason_codes[k].label,
         )

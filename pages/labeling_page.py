@@ -161,16 +161,21 @@ def label_fields(
     """Reason codes, category and rationale of the label being written."""
     reasons = st.multiselect(
         "Why the evidence is insufficient (reason codes)",
-        list(tax.reason_codes),
+        list(tax.case_reason_codes()),
         default=list(mine.reason_codes) if mine else [],
         format_func=lambda k: tax.reason_codes[k].label,
         key=f"lab_reasons_{view.id}",
-        help="\n".join(f"- **{t.label}**: {t.definition}" for t in tax.reason_codes.values()),
+        help="\n".join(
+            f"- **{t.label}**: {t.definition}" for t in tax.case_reason_codes().values()
+        ),
     )
     with st.expander("Reason code definitions"):
         st.dataframe(
             pd.DataFrame(
-                [{"code": t.label, "definition": t.definition} for t in tax.reason_codes.values()]
+                [
+                    {"code": t.label, "definition": t.definition}
+                    for t in tax.case_reason_codes().values()
+                ]
             ),
             hide_index=True,
             width="stretch",

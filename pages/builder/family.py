@@ -116,7 +116,7 @@ def confirm(engine: Engine, actor: Actor, tax: Taxonomy, fam: FamilyView, key: s
         )
         reasons = st.multiselect(
             "Reason codes (why the evidence is insufficient)",
-            list(tax.reason_codes),
+            list(tax.case_reason_codes()),
             default=start_reasons,
             format_func=lambda k: tax.reason_codes[k].label,
         )

@@ -73,10 +73,10 @@ def case_form(
         split = c3.selectbox("Split", splits, index=index(splits, s.split))
         reasons = st.multiselect(
             "Reason codes (why the evidence is insufficient)",
-            list(tax.reason_codes),
+            list(tax.case_reason_codes()),
             default=s.reason_codes,
             format_func=lambda k: tax.reason_codes[k].label,
-            help=display.terms_help(tax.reason_codes),
+            help=display.terms_help(tax.case_reason_codes()),
         )
         slices = st.multiselect(
             "Slices",

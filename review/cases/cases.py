@@ -106,7 +106,7 @@ class CaseIn(_Strict):
         one_of("status", self.status, tax.case_statuses)
         one_of("evidence_state", self.evidence_state, tax.evidence_states)
         for i, code in enumerate(self.reason_codes):
-            one_of(f"reason_codes.{i}", code, tax.reason_codes)
+            one_of(f"reason_codes.{i}", code, tax.case_reason_codes())
         for i, sl in enumerate(self.slices):
             one_of(f"slices.{i}", sl, tax.slices)
         for i, sc in enumerate(self.identity.scopes):

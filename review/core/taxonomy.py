@@ -44,6 +44,14 @@ class DecisionTerm(Term):
     answers: bool = Field(description="True when the assistant gives a substantive answer")
 
 
+class ReasonTerm(Term):
+    labels: bool = Field(
+        default=True,
+        description="False: a code only the gate gives (an infrastructure state, not a "
+        "property of a question), so labelers do not choose it for a case",
+    )
+
+
 class CategoryTerm(Term):
     default_decision: str
 
@@ -51,7 +59,7 @@ class CategoryTerm(Term):
 class Taxonomy(_Strict):
     version: int = Field(ge=1)
     decisions: dict[str, DecisionTerm]
-    reason_codes: dict[str, Term]
+    reason_codes: dict[str, ReasonTerm]
     categories: dict[str, CategoryTerm]
     slices: dict[str, Term]
     evidence_states: dict[str, Term]
@@ -94,6 +102,10 @@ class Taxonomy(_Strict):
     # Convenience views -------------------------------------------------------------------
     def answering_decisions(self) -> set[str]:
         return {k for k, v in self.decisions.items() if v.answers}
+
+    def case_reason_codes(self) -> dict[str, ReasonTerm]:
+        """The reason codes a labeler may give a case (not the gate-only ones)."""
+        return {k: v for k, v in self.reason_codes.items() if v.labels}
 
     def label(self, section: str, key: str | None, missing: str = "—") -> str:
         """A key of ``section`` as people read it: its term's label, the key itself when the

@@ -22,7 +22,10 @@ def write(tmp_path: Path, text: str) -> Path:
 
 def test_shipped_taxonomy_has_the_domain_vocabulary(tax: Taxonomy) -> None:
     assert set(CORE_DECISIONS) <= set(tax.decisions)
-    assert len(tax.reason_codes) == 9
+    assert len(tax.reason_codes) == 10
+    # signal_missing is the gate's own code (an input it did not get), not a case's property
+    assert "signal_missing" in tax.reason_codes
+    assert set(tax.case_reason_codes()) == set(tax.reason_codes) - {"signal_missing"}
     assert {
         "empty_retrieval",
         "near_neighbour_distractor",
