@@ -11,6 +11,17 @@ Reading a threshold: a score "falls below" a threshold when it is on the worse s
 ``score <= threshold`` (``inequality: inclusive``); for ``lower_is_better`` scores (distances)
 it means ``score > threshold`` or ``score >= threshold``.
 
+Every score lies in its mode's documented range (bm25 from 0 with no upper bound, cosine
+similarity from -1 to 1, the semantic reranker from 0 to 4): a threshold outside it is refused,
+and a logged score outside it counts as not logged.
+
+Fail closed: ``missing_signal`` names the non-answer (abstain or escalate) the gate gives when
+a check needs a signal the request did not log, or logged as NaN, infinite or out of range.
+Optional signals the assistant does not produce at all are listed under ``not_produced``: their
+absence does not block (a value that is logged still counts). Without the section every signal
+is required and a missing one abstains. ``evidence_gate``
+holds the thresholds of the evidence gate of note 002 (see :mod:`review.policy.evidence`).
+
 Hybrid (RRF) fused scores are built from ranks, are tiny and shift with the number of fused
 queries, so the file refuses thresholds on them: the hybrid mode may name another mode's score
 with ``threshold_on`` (normally ``semantic_reranker``), whose thresholds then apply.
@@ -57,6 +68,32 @@ GATE_RULES: Final = (
     "low_score_caveat",
     "answer",
 )
+#: What the gate returns, instead of one of GATE_RULES, when a check's input is missing.
+SIGNAL_MISSING: Final = "signal_missing"
+#: The inputs of the threshold gate, in the order the gate needs them.
+SIGNALS: Final = (
+    "topics",
+    "ranking_mode",
+    "hits_after_filter",
+    "top_score",
+    "answerable",
+    "ambiguous",
+    "ungrounded",
+)
+#: Signals an assistant may declare it does not produce (note 004: the ``ambiguous`` flag is
+#: not in the default answer schema, the groundedness check is an option, and a retrieval-only
+#: gate has no ``answerable`` flag); their checks are then off.
+OPTIONAL_SIGNALS: Final = ("answerable", "ambiguous", "ungrounded")
+#: The documented range of each scored mode's scores (None: no upper bound).
+DOCUMENTED_RANGES: Final[dict[str, tuple[float, float | None]]] = {
+    "bm25": (0.0, None),
+    "vector": (-1.0, 1.0),
+    "semantic_reranker": (0.0, 4.0),
+}
+#: Sections added after policies were first signed: left out of the canonical form when a
+#: file does not set them, so the signatures of older versions stay valid.
+LATER_SECTIONS: Final = ("missing_signal", "evidence_gate")
+
 # Rules that stop an answer; a caveat is an answer, so it must come after all of them.
 BLOCKING_RULES: Final = ("no_hits", "low_score_refuse", "not_answerable", "ambiguous", "ungrounded")
 
@@ -82,6 +119,7 @@ Inequality = Literal["strict", "inclusive"]
 Threshold = Annotated[float, Field(allow_inf_nan=False)]
 Rate = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 Text = Annotated[str, Field(min_length=3, max_length=500)]
+NonAnswer = Literal["abstain", "escalate"]
 
 
 class _Strict(BaseModel):
@@ -106,6 +144,36 @@ class ModePolicy(_Strict):
     score_direction: ScoreDirection | None = None
     inequality: Inequality | None = None
     threshold_on: Literal["bm25", "vector", "semantic_reranker"] | None = None
+
+    def range_of(self, mode: str) -> tuple[float, float | None]:
+        """The range the mode's scores are documented to take (None: no upper bound)."""
+        return DOCUMENTED_RANGES.get(mode, (-math.inf, None))
+
+
+class MissingSignalPolicy(_Strict):
+    """What the gate does when a check's input is missing, NaN, infinite or out of range."""
+
+    decision: NonAnswer
+    per_signal: dict[str, NonAnswer] = Field(default_factory=dict)
+    not_produced: list[str] = Field(default_factory=list)
+
+
+class EvidenceGatePolicy(_Strict):
+    """Thresholds of the evidence gate (note 002); every key is required, none has a default
+    in code."""
+
+    min_support: Rate = Field(description="support_score a passage needs to support a claim")
+    required_coverage: Annotated[float, Field(gt=0.0, le=1.0, allow_inf_nan=False)] = Field(
+        description="share of the required claims that must be supported"
+    )
+    max_age_days: int | None = Field(
+        ge=0, description="oldest effective date allowed, in days before as_of (null: no limit)"
+    )
+    superseded: Literal["stale", "current"] = Field(
+        description="stale: a superseded passage never supports an answer"
+    )
+    max_contradictions: int = Field(ge=0, description="unresolved contradictions tolerated")
+    on_missing_signal: NonAnswer
 
 
 class Targets(_Strict):
@@ -147,6 +215,22 @@ class ModeThresholds:
     caveat_below: float | None
     higher_is_better: bool
     inclusive: bool
+    score_min: float = -math.inf
+    score_max: float = math.inf
+
+    def score_problem(self, score: object) -> str | None:
+        """Why ``score`` cannot be compared with this mode's thresholds (None: it can)."""
+        if score is None:
+            return "not logged"
+        if isinstance(score, bool) or not isinstance(score, int | float):
+            return f"not a number ({score!r})"
+        if math.isnan(score):
+            return "NaN"
+        if math.isinf(score):
+            return "infinite"
+        if not self.score_min <= score <= self.score_max:
+            return f"{score:g} is outside the {self.scored_mode} range"
+        return None
 
     def is_below(self, score: float | None, threshold: float | None) -> bool:
         """True when ``score`` is on the worse side of ``threshold`` (missing values: False)."""
@@ -166,6 +250,8 @@ class NoAnswerPolicy(_Strict):
     costs: Costs
     approved_on: dt.date | None = Field(default=None, strict=False)
     change_record: list[ChangeEntry] = Field(min_length=1)
+    missing_signal: MissingSignalPolicy | None = None
+    evidence_gate: EvidenceGatePolicy | None = None
 
     _text_date = field_validator("approved_on", mode="before")(_date_from_text)
 
@@ -190,9 +276,28 @@ class NoAnswerPolicy(_Strict):
             slices = set(taxonomy().slices)
         problems += _target_problems(self.targets, set(slices))
         problems += _record_problems(self.version, self.change_record, self.approved_on)
+        problems += _missing_signal_problems(self.missing_signal)
         if problems:
             raise ValueError("\n".join(problems))
         return self
+
+    def canonical_data(self) -> dict[str, Any]:
+        """The policy as JSON-ready data with defaults filled in: what a signature covers.
+        Sections added later are left out when the file does not set them."""
+        unset = {k for k in LATER_SECTIONS if k not in self.model_fields_set}
+        return self.model_dump(mode="json", exclude=unset)
+
+    def produces(self, signal: str) -> bool:
+        """False for a signal the file says the assistant does not produce (its check is off)."""
+        ms = self.missing_signal
+        return ms is None or signal not in ms.not_produced
+
+    def on_missing(self, signal: str) -> str:
+        """The non-answer the gate gives when ``signal`` is missing (abstain or escalate)."""
+        ms = self.missing_signal
+        if ms is None:
+            return "abstain"
+        return ms.per_signal.get(signal, ms.decision)
 
     def thresholds_for(self, mode: str) -> ModeThresholds:
         """The thresholds for ``mode``; raises InputError for a mode the policy does not define."""
@@ -207,6 +312,7 @@ class NoAnswerPolicy(_Strict):
         if mode == "hybrid":
             scored_mode = entry.threshold_on
             scored = self.ranking_modes[scored_mode] if scored_mode else entry
+        low, high = scored.range_of(scored_mode) if scored_mode else (-math.inf, None)
         return ModeThresholds(
             mode=mode,
             scored_mode=scored_mode,
@@ -215,6 +321,8 @@ class NoAnswerPolicy(_Strict):
             caveat_below=scored.caveat_below if scored_mode else None,
             higher_is_better=scored.score_direction != "lower_is_better",
             inclusive=scored.inequality == "inclusive",
+            score_min=low,
+            score_max=math.inf if high is None else high,
         )
 
 
@@ -257,6 +365,15 @@ def _mode_problems(modes: dict[str, ModePolicy]) -> list[str]:
             continue
         if m.threshold_on is not None:
             problems.append(f"{where}.threshold_on: only the hybrid mode may borrow thresholds")
+        low, high = m.range_of(name)
+        for key in ("refuse_below", "caveat_below"):
+            value = getattr(m, key)
+            if value is not None and not low <= value <= (math.inf if high is None else high):
+                shown = f"{low:g} to {high:g}" if high is not None else f"{low:g} upwards"
+                problems.append(
+                    f"{where}.{key}: {value:g} is outside the range {name} scores take "
+                    f"({shown}); a threshold there would refuse everything or nothing"
+                )
         has_threshold = m.refuse_below is not None or m.caveat_below is not None
         if has_threshold:
             for key in ("score_direction", "inequality"):
@@ -277,6 +394,30 @@ def _mode_problems(modes: dict[str, ModePolicy]) -> list[str]:
                     f"({m.refuse_below:g}): the caveat band lies between refusing and answering "
                     "plainly"
                 )
+    return problems
+
+
+def _missing_signal_problems(ms: MissingSignalPolicy | None) -> list[str]:
+    if ms is None:
+        return []
+    problems: list[str] = []
+    for signal in ms.per_signal:
+        if signal not in SIGNALS:
+            problems.append(
+                f"missing_signal.per_signal.{signal}: unknown signal; use {', '.join(SIGNALS)}"
+            )
+        elif signal in ms.not_produced:
+            problems.append(
+                f"missing_signal.per_signal.{signal}: the signal is listed under not_produced"
+            )
+    for i, signal in enumerate(ms.not_produced):
+        if signal not in OPTIONAL_SIGNALS:
+            problems.append(
+                f"missing_signal.not_produced.{i}: {signal!r} cannot be switched off; only "
+                f"{', '.join(OPTIONAL_SIGNALS)} can"
+            )
+        if ms.not_produced.count(signal) > 1 and ms.not_produced.index(signal) == i:
+            problems.append(f"missing_signal.not_produced.{i}: {signal!r} is listed twice")
     return problems
 
 
@@ -417,7 +558,7 @@ def canonical_text(
     """
     policy = parse_policy(text, source, slices)
     return yaml.safe_dump(
-        policy.model_dump(mode="json"),
+        policy.canonical_data(),
         sort_keys=True,
         allow_unicode=True,
         default_flow_style=False,

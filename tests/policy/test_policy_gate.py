@@ -436,7 +436,20 @@ def test_record_change_bumps_version_appends_record_and_clears_approval() -> Non
 
 # The gate ----------------------------------------------------------------------------------------
 
-S = Signals
+
+def S(
+    mode: str | None,
+    hits: int | float | None,
+    score: float | None = None,
+    answerable: bool | None = None,
+    ambiguous: bool | None = False,
+    ungrounded: bool | None = False,
+    topics: tuple[str, ...] | None = (),
+) -> Signals:
+    """Signals with the flags and topics logged unless a test says otherwise."""
+    return Signals(mode, hits, score, answerable, ambiguous, ungrounded, topics)  # type: ignore[arg-type]
+
+
 GATE_CASES = [
     # restricted topic beats every other signal
     (
@@ -456,9 +469,18 @@ GATE_CASES = [
     (S("vector", 3, 0.9, True, False, False, ("pricing",)), "answer", "answer"),
     # an ungrounded answer is blocked even inside the caveat band
     (S("vector", 3, 0.6, True, False, True), "abstain", "ungrounded"),
-    # missing signals do not fire their checks
-    (S("vector", 1, None, None, None, None), "answer", "answer"),
-    (S("vector", 1, float("nan")), "answer", "answer"),
+    # fail closed: a check whose signal is missing, NaN or out of range does not answer
+    (S("vector", 1, None, None, None, None), "abstain", "signal_missing"),
+    (S("vector", 1, float("nan"), True), "abstain", "signal_missing"),
+    (S("vector", 1, 1.5, True), "abstain", "signal_missing"),  # cosine above 1
+    (S("semantic_reranker", 1, 4.2, True), "abstain", "signal_missing"),
+    (S("vector", 3, 0.9, None), "abstain", "signal_missing"),
+    (S("vector", 3, 0.9, True, None), "abstain", "signal_missing"),
+    (S("vector", 3, 0.9, True, False, None), "abstain", "signal_missing"),
+    (S("vector", 3, 0.9, True, topics=None), "escalate", "signal_missing"),
+    # ... but a check earlier in the order still decides first
+    (S("vector", 0, None, None, None, None), "abstain", "no_hits"),
+    (S("vector", 3, 0.2, None, None, None), "abstain", "low_score_refuse"),
     # hybrid thresholds on the reranker score
     (S("hybrid", 2, 1.0, True), "abstain", "low_score_refuse"),
     (S("hybrid", 2, 1.5, True), "answer", "low_score_caveat"),
@@ -529,11 +551,151 @@ def test_min_hits_zero_never_refuses_for_hits() -> None:
     assert decide(p, S("hybrid", 0, 0.001, True)).rule == "answer"  # fused score ignored
 
 
-def test_gate_refuses_bad_signals(policy: NoAnswerPolicy) -> None:
-    with pytest.raises(InputError, match="'dense' is not defined"):
-        decide(policy, S("dense", 1, 0.9))
-    with pytest.raises(InputError, match="hits_after_filter"):
-        decide(policy, S("vector", -1, 0.9))
+def test_gate_names_the_signals_it_lacked(policy: NoAnswerPolicy) -> None:
+    unknown = decide(policy, S("dense", 1, 0.9, True))
+    assert (unknown.decision, unknown.rule, unknown.missing) == (
+        "abstain",
+        "signal_missing",
+        ("ranking_mode",),
+    )
+    assert "'dense' is not a mode the policy defines" in unknown.detail
+    negative = decide(policy, S("vector", -1, 0.9, True))
+    assert negative.missing == ("hits_after_filter",) and "-1" in negative.detail
+    many = decide(policy, S("vector", 3, float("nan"), None, None, None))
+    assert many.missing == ("top_score", "answerable", "ambiguous", "ungrounded")
+    assert many.detail.startswith("top_score: NaN; answerable: not logged")
+    assert many.reason_code == "signal_missing" and many.message_key == "R1"
+    unclassified = decide(policy, S("vector", 3, 0.9, True, topics=None))
+    assert unclassified.message_key == "E1" and unclassified.missing == ("topics",)
+
+
+def test_signals_the_policy_says_are_not_produced_do_not_block() -> None:
+    data = demo_data()
+    data["missing_signal"]["not_produced"] = ["ambiguous", "ungrounded"]
+    p = from_data(data)
+    assert decide(p, S("vector", 3, 0.9, True, None, None)).rule == "answer"
+    # a value that is logged still counts
+    assert decide(p, S("vector", 3, 0.9, True, None, True)).rule == "ungrounded"
+    assert decide(p, S("vector", 3, 0.9, None, None, None)).rule == "signal_missing"
+
+
+def test_missing_signal_section_is_validated() -> None:
+    for mutate, expected in [
+        (lambda d: d["missing_signal"].update(decision="answer"), "missing_signal.decision"),
+        (lambda d: d["missing_signal"]["per_signal"].update(mood="abstain"), "unknown signal"),
+        (
+            lambda d: d["missing_signal"].update(not_produced=["top_score"]),
+            "'top_score' cannot be switched off",
+        ),
+        (
+            lambda d: d["missing_signal"].update(not_produced=["ungrounded", "ungrounded"]),
+            "listed twice",
+        ),
+    ]:
+        data = demo_data()
+        mutate(data)
+        with pytest.raises(PolicyFileError, match=expected):
+            from_data(data)
+
+
+def test_a_policy_without_the_section_fails_closed_and_keeps_old_hashes() -> None:
+    data = demo_data()
+    del data["missing_signal"], data["evidence_gate"]
+    old = from_data(data)
+    assert decide(old, S("vector", 3, 0.9, True, topics=None)).decision == "abstain"
+    assert decide(old, S("vector", 3, 0.9, True, None)).rule == "signal_missing"
+    assert "missing_signal" not in canonical_text(yaml.safe_dump(data), "p", SLICES)
+    assert "missing_signal" in canonical_text(TEXT, "p", SLICES)
+
+
+@pytest.mark.parametrize(
+    ("mode", "key", "value"),
+    [("vector", "refuse_below", 1.2), ("semantic_reranker", "caveat_below", 4.5)],
+)
+def test_a_threshold_outside_the_modes_range_is_refused(mode: str, key: str, value: float) -> None:
+    data = demo_data()
+    data["ranking_modes"][mode][key] = value
+    if key == "refuse_below":
+        data["ranking_modes"][mode]["caveat_below"] = value
+    with pytest.raises(PolicyFileError, match=f"{mode}.{key}: .* is outside the range"):
+        from_data(data)
+
+
+# Fail closed, exhaustively: every signal missing or broken, alone and in every combination --------
+
+BROKEN: dict[str, list[Any]] = {
+    "topics": [None],
+    "ranking_mode": [None, "dense"],
+    "hits_after_filter": [None, float("nan"), -1, 1.5],
+    "top_score": [None, float("nan"), float("inf"), float("-inf"), 9.0],
+    "answerable": [None],
+    "ambiguous": [None],
+    "ungrounded": [None],
+}
+ANSWERING = {
+    "vector": 0.9,  # answers
+    "semantic_reranker": 1.5,  # answers with a caveat
+    "bm25": 20.0,
+    "hybrid": 3.0,
+}
+
+
+def _broken_rows() -> list[tuple[Signals, tuple[str, ...]]]:
+    import itertools
+
+    rows: list[tuple[Signals, tuple[str, ...]]] = []
+    names = list(BROKEN)
+    for mode, score in ANSWERING.items():
+        base = {
+            "ranking_mode": mode,
+            "hits_after_filter": 3,
+            "top_score": score,
+            "answerable": True,
+            "ambiguous": False,
+            "ungrounded": False,
+            "topics": (),
+        }
+        for k in range(1, len(names) + 1):
+            for subset in itertools.combinations(names, k):
+                variant = k * len(subset) % 4  # walk through each signal's broken values
+                values = dict(base)
+                for i, name in enumerate(subset):
+                    pool = BROKEN[name]
+                    values[name] = pool[(variant + i) % len(pool)]
+                rows.append((Signals(**values), subset))
+    return rows
+
+
+BROKEN_ROWS = _broken_rows()
+
+
+def test_a_missing_or_broken_signal_never_answers(policy: NoAnswerPolicy) -> None:
+    data = demo_data()
+    data["missing_signal"] = {"decision": "escalate", "per_signal": {"top_score": "abstain"}}
+    escalating = from_data(data)
+    assert len(BROKEN_ROWS) == 4 * (2**7 - 1)
+    for p in (policy, escalating):
+        for signals, broken in BROKEN_ROWS:
+            result = decide(p, signals)
+            assert result.decision != "answer", (signals, broken, result)
+            if result.rule == "signal_missing":
+                assert result.missing and result.missing[0] in broken
+                assert result.decision == p.on_missing(result.missing[0])
+        frame = _frame([s for s, _ in BROKEN_ROWS])
+        out = decide_frame(p, frame)
+        assert not (out["decision"] == "answer").any()
+        expected = [decide(p, s) for s, _ in BROKEN_ROWS]
+        assert out["rule"].tolist() == [r.rule for r in expected]
+        assert out["decision"].tolist() == [r.decision for r in expected]
+        assert [None if m != m else m for m in out["missing_signal"].tolist()] == [
+            r.missing[0] if r.missing else None for r in expected
+        ]
+
+
+def test_every_signal_logged_and_good_answers(policy: NoAnswerPolicy) -> None:
+    for mode, score in ANSWERING.items():
+        result = decide(policy, S(mode, 3, score, True))
+        assert result.decision == "answer" and result.rule in ("answer", "low_score_caveat")
 
 
 # Vectorised gate ---------------------------------------------------------------------------------
@@ -548,7 +710,7 @@ def policies(draw: st.DrawFn) -> NoAnswerPolicy:
     for mode in ("bm25", "vector", "semantic_reranker"):
         lower = draw(st.booleans())
         a, b = sorted(
-            draw(st.lists(st.sampled_from([0.3, 0.5, 0.55, 0.65, 1.2]), min_size=2, max_size=2))
+            draw(st.lists(st.sampled_from([0.3, 0.5, 0.55, 0.65, 0.9]), min_size=2, max_size=2))
         )
         refuse, caveat = (b, a) if lower else (a, b)
         data["ranking_modes"][mode] = {
@@ -571,18 +733,26 @@ def policies(draw: st.DrawFn) -> NoAnswerPolicy:
     }
     middle = draw(st.permutations(MIDDLE))
     data["gate_order"] = ["restricted_topic", *middle, "low_score_caveat", "answer"]
+    data["missing_signal"] = {
+        "decision": draw(st.sampled_from(["abstain", "escalate"])),
+        "per_signal": {"topics": draw(st.sampled_from(["abstain", "escalate"]))},
+        "not_produced": draw(
+            st.lists(st.sampled_from(["answerable", "ambiguous", "ungrounded"]), unique=True)
+        ),
+    }
     return from_data(data)
 
 
 signals_strategy = st.builds(
     Signals,
-    ranking_mode=st.sampled_from(["bm25", "vector", "semantic_reranker", "hybrid"]),
-    hits_after_filter=st.integers(0, 3),
+    ranking_mode=st.sampled_from(["bm25", "vector", "semantic_reranker", "hybrid", None, "x"]),
+    hits_after_filter=st.sampled_from([0, 1, 2, 3, None, -1]),
     top_score=st.sampled_from(SCORE_POOL),
     answerable=st.sampled_from([None, True, False]),
     ambiguous=st.sampled_from([None, True, False]),
     ungrounded=st.sampled_from([None, True, False]),
-    topics=st.lists(
+    topics=st.none()
+    | st.lists(
         st.sampled_from(["legal_dispute", "pricing", " refunds", "security_incident,x"]),
         max_size=2,
     ).map(tuple),
@@ -593,12 +763,18 @@ def _frame(rows: list[Signals]) -> pd.DataFrame:
     return pd.DataFrame(
         {
             "ranking_mode": [s.ranking_mode for s in rows],
-            "hits_after_filter": [s.hits_after_filter for s in rows],
+            "hits_after_filter": pd.array(
+                [
+                    np.nan if s.hits_after_filter is None else float(s.hits_after_filter)
+                    for s in rows
+                ],
+                dtype="float64",
+            ),
             "top_score": [np.nan if s.top_score is None else s.top_score for s in rows],
             "answerable": pd.array([s.answerable for s in rows], dtype="boolean"),
             "ambiguous": [s.ambiguous for s in rows],  # object column with None
             "ungrounded": pd.array([s.ungrounded for s in rows], dtype="boolean"),
-            "topics": [list(s.topics) for s in rows],
+            "topics": [None if s.topics is None else list(s.topics) for s in rows],
         },
         index=pd.RangeIndex(100, 100 + len(rows)),
     )
@@ -616,6 +792,9 @@ def test_decide_frame_matches_decide_row_by_row(
     assert out["decision"].tolist() == [r.decision for r in expected]
     assert out["rule"].tolist() == [r.rule for r in expected]
     assert out["caveat"].tolist() == [r.caveat for r in expected]
+    assert [None if m != m else m for m in out["missing_signal"].tolist()] == [
+        r.missing[0] if r.missing else None for r in expected
+    ]
 
 
 def test_topic_keys_are_read_the_same_way_one_by_one(policy: NoAnswerPolicy) -> None:
@@ -633,25 +812,43 @@ def test_decide_frame_accepts_text_topics_and_optional_columns(policy: NoAnswerP
         {
             "ranking_mode": ["vector", "vector", "vector", "hybrid"],
             "hits_after_filter": [2, 2, 0, 1],
+            "top_score": [0.9, 0.9, None, 3.0],
+            "answerable": [True, True, None, True],
+            "ambiguous": [False, False, None, False],
+            "ungrounded": [False, False, None, False],
             "topics": ["pricing, legal_dispute", "pricing", None, []],
         }
     )
     out = decide_frame(policy, frame)
-    assert out["rule"].tolist() == ["restricted_topic", "answer", "no_hits", "answer"]
-    assert out["decision"].tolist() == ["escalate", "answer", "abstain", "answer"]
+    assert out["rule"].tolist() == ["restricted_topic", "answer", "signal_missing", "answer"]
+    assert out["decision"].tolist() == ["escalate", "answer", "escalate", "answer"]
+    assert out["missing_signal"].tolist()[2] == "topics"
+
+
+def test_decide_frame_fails_closed_on_absent_columns_and_unknown_modes(
+    policy: NoAnswerPolicy,
+) -> None:
+    out = decide_frame(policy, pd.DataFrame({"ranking_mode": ["vector"]}))
+    assert out["rule"].tolist() == ["signal_missing"]
+    assert out["missing_signal"].tolist() == ["topics"]
+    full = {"top_score": [0.9, 0.9], "answerable": [True, True], "topics": [[], []]}
+    full |= {"ambiguous": [False, False], "ungrounded": [False, False]}
+    out = decide_frame(
+        policy,
+        pd.DataFrame({"ranking_mode": ["vector", "dense"], "hits_after_filter": [1, 1], **full}),
+    )
+    assert out["decision"].tolist() == ["answer", "abstain"]
+    assert out["missing_signal"].tolist()[1] == "ranking_mode"
+    out = decide_frame(
+        policy,
+        pd.DataFrame(
+            {"ranking_mode": ["vector", "vector"], "hits_after_filter": [None, 2], **full}
+        ),
+    )
+    assert out["missing_signal"].tolist()[0] == "hits_after_filter"
 
 
 def test_decide_frame_refuses_bad_tables(policy: NoAnswerPolicy) -> None:
-    with pytest.raises(InputError, match="missing column"):
-        decide_frame(policy, pd.DataFrame({"ranking_mode": ["vector"]}))
-    with pytest.raises(InputError, match=r"1 row\(s\) name a mode.*'dense'"):
-        decide_frame(
-            policy, pd.DataFrame({"ranking_mode": ["vector", "dense"], "hits_after_filter": [1, 1]})
-        )
-    with pytest.raises(InputError, match="hits_after_filter"):
-        decide_frame(
-            policy, pd.DataFrame({"ranking_mode": ["vector"], "hits_after_filter": [None]})
-        )
     with pytest.raises(InputError, match="'answerable'"):
         decide_frame(
             policy,
@@ -678,6 +875,9 @@ def test_decide_frame_replays_a_million_traces(policy: NoAnswerPolicy) -> None:
             "answerable": rng.random(n) < 0.8,
             "ambiguous": rng.random(n) < 0.05,
             "ungrounded": rng.random(n) < 0.05,
+            "topics": pd.Series([(), ("pricing",), ("legal_dispute",)], dtype=object)
+            .iloc[rng.integers(0, 3, n)]
+            .to_numpy(),
         }
     )
     out = decide_frame(policy, frame)
@@ -694,6 +894,7 @@ def test_decide_frame_replays_a_million_traces(policy: NoAnswerPolicy) -> None:
                 bool(row.answerable),
                 bool(row.ambiguous),
                 bool(row.ungrounded),
+                tuple(row.topics),
             ),
         )
         assert (got["decision"], got["rule"], bool(got["caveat"])) == (
