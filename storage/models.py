@@ -462,6 +462,8 @@ class Trace(Base):
     answerable: Mapped[bool | None] = mapped_column(Boolean)
     ambiguous: Mapped[bool | None] = mapped_column(Boolean)
     ungrounded: Mapped[bool | None] = mapped_column(Boolean)
+    # the question's topic keys from the topic classifier ([]: none; NULL: not classified)
+    topics: Mapped[list[Any] | None] = mapped_column(JSON(none_as_null=True), nullable=True)
     decision: Mapped[str | None] = mapped_column(String(40))
     reason_code: Mapped[str | None] = mapped_column(String(60))
     answer_text: Mapped[str] = mapped_column(Text, default="")

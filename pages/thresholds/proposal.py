@@ -32,8 +32,8 @@ def replay_section(
             engine, actor, pif.policy, parse_policy(proposed_text, "proposal")
         )
         st.caption(
-            f"{replay.traces} trace(s) replayed, {replay.skipped} without the "
-            "signals the gate needs."
+            f"{replay.traces - replay.not_replayable:,} of {replay.traces:,} trace(s) "
+            "replayed. " + thresholds.not_replayable_text(replay)
         )
         if replay.flips.empty:
             st.info("No trace changes its decision.")

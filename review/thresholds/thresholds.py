@@ -12,7 +12,7 @@ import datetime as dt
 import difflib
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -28,6 +28,7 @@ from review.evaluation import evalruns
 from review.policy import signoff
 from review.policy.gate import confidence, policy_threshold
 from review.policy.policy import (
+    SIGNAL_MISSING,
     NoAnswerPolicy,
     default_policy_path,
     parse_policy,
@@ -51,7 +52,7 @@ def _canonical(text: str) -> str:
     """What a signature covers: the policy's meaning, without the approval date (the exported
     copy gets approved_on filled in after signing)."""
     policy = parse_policy(text, "policy")
-    data = policy.model_dump(mode="json")
+    data = policy.canonical_data()
     data["approved_on"] = None
     return yaml.safe_dump(data, sort_keys=True, allow_unicode=True, default_flow_style=False)
 
@@ -416,12 +417,56 @@ def release_gate(policy: NoAnswerPolicy, frame: pd.DataFrame, split: str = "test
 @dataclass(frozen=True)
 class Replay:
     traces: int
-    skipped: int  # traces whose ranking mode the policy does not know, or without hits
+    #: traces a policy cannot decide from what they logged (the gate fails closed on them:
+    #: signal_missing under the policy in force or the proposal); never counted as flips
+    not_replayable: int
     flips: pd.DataFrame  # before, after, slice, traces
     examples: pd.DataFrame  # a sample of flipped traces with their audit verdicts
     #: every flipped trace that was audited, counted by its verdict and what the change does
     #: to it: verdict, before, after, effect ("fixes", "breaks" or "neutral"), traces
     audited: pd.DataFrame
+    #: not-replayable traces by the first signal they lack (signal -> traces)
+    missing_signals: dict[str, int] = field(default_factory=dict)
+
+
+def _topic_lists(column: pd.Series) -> pd.Series:
+    """Topics as read by the driver (JSON text on SQLite, lists on PostgreSQL) as tuples of
+    keys; None stays None (not classified). Each distinct value is decoded once."""
+    import json
+
+    def decoded(value: object) -> tuple[str, ...] | None:
+        if isinstance(value, str):
+            value = json.loads(value)
+        if value is None:
+            return None
+        if not isinstance(value, list):
+            raise InputError(f"traces.topics: expected a list of topic keys, got {value!r}")
+        return tuple(str(v) for v in value)
+
+    def key(v: object) -> str | None:
+        if v is None or (isinstance(v, float) and v != v):
+            return None
+        return v if isinstance(v, str) else json.dumps(v)
+
+    keys = column.map(key)
+    table = {k: decoded(k) for k in pd.unique(keys.dropna())}
+    return pd.Series(
+        [None if k is None or k != k else table[k] for k in keys], index=column.index, dtype=object
+    )
+
+
+def not_replayable_text(replay: Replay) -> str:
+    """One sentence on the traces a replay could not decide, by the signal they lack."""
+    if not replay.not_replayable:
+        return "Every trace logged the signals the gate needs."
+    parts = ", ".join(
+        f"{name} {n:,}" for name, n in sorted(replay.missing_signals.items(), key=lambda x: -x[1])
+    )
+    return (
+        f"{replay.not_replayable:,} not replayable: they did not log a signal the gate needs "
+        f"(first missing: {parts}); the gate would not answer them, and they are not counted "
+        "as flips."
+    )
 
 
 #: Audit verdicts that say answering was right, and those that say it was wrong.
@@ -458,7 +503,9 @@ def replay_traces(
     """Apply both policies to the logged signals of every trace (in batches, vectorised) and
     count the decisions that flip, by slice (customer tier), with the audit verdicts of
     flipped traces where they exist. Restricted traces are counted but only listed for users
-    with clearance."""
+    with clearance. A trace either policy cannot decide from its logged signals (the gate
+    fails closed with signal_missing) is counted as not replayable, by the signal it lacks,
+    and never as a flip."""
     from sqlalchemy import select
 
     from review.policy.gate import decide_frame
@@ -467,7 +514,6 @@ def replay_traces(
     from storage.models import AuditItem, AuditVerdict, Trace
 
     browse.require_view(actor)
-    modes = set(current.ranking_modes) & set(proposed.ranking_modes)
     with read_session(engine) as s:  # audited traces are few: their latest verdict each
         verdict_of = dict(
             s.execute(
@@ -479,7 +525,8 @@ def replay_traces(
     audited_counts: dict[tuple[str, str, str], int] = {}
     counts: dict[tuple[str, str, str], int] = {}
     sample: list[dict[str, Any]] = []
-    total = skipped = 0
+    total = not_replayable = 0
+    missing_signals: dict[str, int] = {}
     last = 0
     cols = [
         Trace.id,
@@ -489,6 +536,7 @@ def replay_traces(
         Trace.answerable,
         Trace.ambiguous,
         Trace.ungrounded,
+        Trace.topics,
         Trace.customer_tier,
         Trace.restricted,
     ]
@@ -502,14 +550,22 @@ def replay_traces(
         last = int(rows[-1][0])
         df = pd.DataFrame.from_records(rows, columns=[c.key for c in cols])
         df["restricted"] = df["restricted"].astype(bool)
+        df["topics"] = _topic_lists(df["topics"])
         total += len(df)
-        ok = df["ranking_mode"].isin(modes) & df["hits_after_filter"].notna()
-        skipped += int((~ok).sum())
-        df = df[ok]
-        if df.empty:
-            continue
         before = decide_frame(current, df)
         after = decide_frame(proposed, df)
+        lacking = (before["rule"] == SIGNAL_MISSING) | (after["rule"] == SIGNAL_MISSING)
+        if lacking.any():
+            not_replayable += int(lacking.sum())
+            first = (
+                before["missing_signal"]
+                .astype(object)
+                .where(before["rule"] == SIGNAL_MISSING, after["missing_signal"].astype(object))
+            )
+            for name, n in first[lacking].value_counts().items():
+                missing_signals[str(name)] = missing_signals.get(str(name), 0) + int(n)
+            keep = ~lacking
+            df, before, after = df[keep], before[keep], after[keep]
         b = before["decision"].astype(str) + np.where(before["caveat"], " (caveat)", "")
         a = after["decision"].astype(str) + np.where(after["caveat"], " (caveat)", "")
         changed = b != a
@@ -586,7 +642,7 @@ def replay_traces(
         ],
         columns=["verdict", "before", "after", "effect", "traces"],
     )
-    return Replay(total, skipped, flips, ex, audited)
+    return Replay(total, not_replayable, flips, ex, audited, missing_signals)
 
 
 # Verdicts that say an answer was the right outcome (a gold answer exists), and those where

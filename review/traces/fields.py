@@ -190,6 +190,24 @@ def _str_list(v: object, f: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+MAX_TOPICS = 50
+
+
+def _opt_topics(v: object, f: str) -> tuple[str, ...] | None:
+    """The question's topic keys from the topic classifier: a list of keys (``[]``: classified,
+    no topic), or text with keys separated by commas; absent or null: not classified."""
+    if _absent(v):
+        return None
+    v = _json_text(v, f)
+    if isinstance(v, str):
+        v = [part for part in re.split(r"[,;]", v) if part.strip()]
+    if not isinstance(v, list):
+        raise _Bad(f, f"expected a list of topic keys, got {describe(v)}")
+    if len(v) > MAX_TOPICS:
+        raise _Bad(f, f"more than {MAX_TOPICS} topics")
+    return tuple(_ident(item, f"{f}.{i}") for i, item in enumerate(v))
+
+
 def _decision(vocab: TraceVocabulary) -> Callable[[object, str], str | None]:
     def conv(v: object, f: str) -> str | None:
         text = _opt_text(v, f)

@@ -26,7 +26,7 @@ A full line (wrapped here; in the file it is one line)::
                  "effective_date": "2025-01-01"}],
      "context_sent": "[POL-REFUND-MONTHLY@2#2.1] 2.1 A customer may ask for a refund ...",
      "ranking_mode": "cosine", "hits_after_filter": 1, "top_score": 0.83,
-     "answerable": true, "ambiguous": false, "ungrounded": false,
+     "answerable": true, "ambiguous": false, "ungrounded": false, "topics": ["refunds"],
      "decision": "answer", "reason_code": null,
      "answer_text": "Yes, if you ask within 14 days of the charge date.",
      "citations": [{"claim": "Monthly charges can be refunded within 14 days of the charge.",
@@ -42,7 +42,10 @@ decision of the taxonomy (answer, abstain, clarify, partial, escalate) and ``rea
 its reason codes. ``chunks[].chunk_id`` is required and unique within the trace; ``rank`` is
 1-based and defaults to the position in the list; ``filtered: true`` marks a chunk that
 authorization removed before the context was built. ``doc_version`` is the integer version of the
-corpus document. ``feedback`` is free text; the conventional values are ``positive``,
+corpus document. ``topics`` holds the topic keys the topic classifier gave the question (a list,
+or text with keys separated by commas); ``[]`` means classified with no topic, and a missing or
+null ``topics`` means not classified: the gate's restricted-topic check then fails closed.
+``feedback`` is free text; the conventional values are ``positive``,
 ``negative``, ``expected_answer`` ("I expected an answer") and ``answer_wrong`` ("this answer is
 wrong"). ``versions`` conventionally holds model, embedding, reranker, prompt, index and policy
 (values are text); ``attributes`` holds flat facts used to slice and stratify (language,
@@ -60,7 +63,8 @@ apply to every span of the resource. Fields are taken, in order of precedence, f
 * the ``rag.*`` namespace, on any span: ``rag.query``, ``rag.rewritten_query``,
   ``rag.user_role``, ``rag.identity_scopes`` (array or JSON text), ``rag.context_sent``,
   ``rag.ranking_mode``, ``rag.hits_after_filter``, ``rag.top_score``, ``rag.answerable``,
-  ``rag.ambiguous``, ``rag.ungrounded``, ``rag.decision``, ``rag.reason_code``,
+  ``rag.ambiguous``, ``rag.ungrounded``, ``rag.topics`` (array or comma-separated text),
+  ``rag.decision``, ``rag.reason_code``,
   ``rag.answer_text``, ``rag.citations`` (JSON ``[{"claim", "chunk_ids"}]``),
   ``rag.filtered_chunk_ids`` (array or JSON text), ``rag.feedback``, ``rag.version.<name>``
   (into ``versions``) and ``rag.attr.<name>`` (into ``attributes``). An unknown ``rag.`` key is

@@ -343,6 +343,7 @@ def _trace_row(t: Trace, restricted: bool, redactions: dict[str, int]) -> dict[s
         "answerable": t.answerable,
         "ambiguous": t.ambiguous,
         "ungrounded": t.ungrounded,
+        "topics": None if t.topics is None else list(t.topics),
         "decision": t.decision,
         "reason_code": t.reason_code,
         "answer_text": t.answer_text,

@@ -96,6 +96,7 @@ class Trace:
     answerable: bool | None = None
     ambiguous: bool | None = None
     ungrounded: bool | None = None
+    topics: tuple[str, ...] | None = None  # topic keys of the question (None: not classified)
     decision: str | None = None
     reason_code: str | None = None
     answer_text: str = ""

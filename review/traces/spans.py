@@ -156,6 +156,7 @@ def _assemble(trace_id: str, nodes: list[_Node]) -> Trace:
         answerable=pick("answerable"),
         ambiguous=pick("ambiguous"),
         ungrounded=pick("ungrounded"),
+        topics=pick("topics"),
         decision=pick("decision"),
         reason_code=pick("reason_code"),
         answer_text=answer,

@@ -167,6 +167,36 @@ def test_replay_on_traces_counts_flips_by_slice(demo_engine: Engine) -> None:
         demo_engine, make_actor("reviewer", clearance=True), pif.policy, pif.policy
     )
     assert same.traces > 0 and same.flips.empty
+    # traces the gate cannot decide from what they logged are not replayable (never a flip):
+    # counted here one by one with the single-request gate
+    from sqlalchemy import select as sql_select
+
+    from review.policy.gate import Signals, decide
+    from storage.db import read_session as session
+    from storage.models import Trace as T
+
+    with session(demo_engine) as s:
+        rows = s.execute(
+            sql_select(
+                T.ranking_mode,
+                T.hits_after_filter,
+                T.top_score,
+                T.answerable,
+                T.ambiguous,
+                T.ungrounded,
+                T.topics,
+            )
+        ).all()
+    lacking: dict[str, int] = {}
+    for r in rows:
+        result = decide(pif.policy, Signals(*r[:6], topics=None if r[6] is None else tuple(r[6])))
+        if result.rule == "signal_missing":
+            lacking[result.missing[0]] = lacking.get(result.missing[0], 0) + 1
+    assert same.not_replayable == sum(lacking.values()) > 0
+    assert same.missing_signals == lacking
+    # the two wording-demo traces were logged without a topic classification
+    assert lacking.get("topics") == 2
+    assert f"{same.not_replayable:,} not replayable" in thresholds.not_replayable_text(same)
     stricter = parse_policy(
         replace_thresholds(pif.text, "vector", refuse_below=0.7, caveat_below=0.75), "p"
     )
