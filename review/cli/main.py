@@ -398,8 +398,9 @@ def export_audit_cmd(plan_id: int, file: Path, fmt: str) -> None:
 
 
 def _register_trace_commands() -> None:
-    from review.cli import tracecli
+    from review.cli import decidecli, tracecli
 
+    main.add_command(decidecli.decide_cmd)
     main.add_command(tracecli.import_traces_cmd)
     main.add_command(tracecli.purge_cmd)
     main.add_command(tracecli.rebuild_rollup_cmd)

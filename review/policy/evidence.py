@@ -1,0 +1,431 @@
+"""The evidence gate of note 002: may an answer leave the system?
+
+Six predicates over the evidence for one question, each evaluated on its own and never blended
+into one number:
+
+- **answer-bearing evidence**: at least one passage supports a required claim;
+- **claim coverage**: the share of required claims some passage supports reaches the policy's
+  ``required_coverage`` (1.0: every required part of the question);
+- **support strength**: every covered claim has a passage whose ``support_score`` reaches
+  ``min_support``;
+- **source policy**: every covered claim has a supporting passage the user and task may use
+  (``allowed``);
+- **freshness**: every covered claim has a current supporting passage: not superseded (when
+  the policy counts superseded versions as stale), in force on ``as_of`` and no older than
+  ``max_age_days``;
+- **agreement**: no more than ``max_contradictions`` unresolved contradictions between
+  answer-bearing passages (a contradiction with a superseded passage is settled by the
+  supersession when superseded versions are stale).
+
+An answer is authorised only when every predicate holds *and* every covered claim has one
+passage that is at once allowed, current and strong enough (two half-good passages do not make
+a good one): a claim whose usable passages run out at one of those filters adds that filter's
+reason code. The state lists every failed predicate's reason code (taxonomy codes
+``no_answer_bearing_evidence``, ``required_claim_not_covered``, ``support_below_threshold``,
+``source_not_allowed``, ``evidence_stale``, ``conflicting_evidence``) in that order.
+
+Fail closed: a signal the gate needs and did not get (no required claims; a supporting
+passage's ``support_score`` missing, NaN, infinite or outside 0..1; its ``allowed``,
+``superseded`` or ``effective_date`` missing; ``as_of`` missing when a date rule needs it) makes
+the state the non-answer the policy names (``on_missing_signal``: abstain or escalate) with
+reason code ``signal_missing`` and the fields named in ``missing_signals``. A malformed input
+(wrong types, unknown fields or ids) is not a state at all: :func:`parse_input` refuses it
+naming the field.
+
+Restricted content: a passage that is not allowed is never listed as support and its text
+never reaches the state's answer.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from review.core.errors import InputError
+from review.core.records import JsonProblem, first_problem, json_object, parse_json
+from review.policy.policy import SIGNAL_MISSING, EvidenceGatePolicy, NoAnswerPolicy
+
+__all__ = [
+    "PREDICATES",
+    "REASON_OF_PREDICATE",
+    "EvidenceInput",
+    "EvidenceState",
+    "decide_evidence",
+    "gate_policy",
+    "parse_input",
+    "read_inputs",
+]
+
+#: The predicates, in the order they are evaluated and their codes are listed.
+PREDICATES: Final = (
+    "answer_bearing_evidence",
+    "claim_coverage",
+    "support_strength",
+    "source_policy",
+    "freshness",
+    "agreement",
+)
+REASON_OF_PREDICATE: Final[dict[str, str]] = {
+    "answer_bearing_evidence": "no_answer_bearing_evidence",
+    "claim_coverage": "required_claim_not_covered",
+    "support_strength": "support_below_threshold",
+    "source_policy": "source_not_allowed",
+    "freshness": "evidence_stale",
+    "agreement": "conflicting_evidence",
+}
+#: What to do next, per reason; the first reason of a state (in this order) sets next_step.
+NEXT_STEP: Final[dict[str, str]] = {
+    SIGNAL_MISSING: "Do not answer: the gate lacked {missing}. Fix the pipeline so it logs "
+    "them, then ask again.",
+    "source_not_allowed": "Tell the user the allowed sources do not answer this, without "
+    "naming or quoting the restricted source; route them to someone with access.",
+    "conflicting_evidence": "Show the conflicting sources ({conflicts}) and ask the source "
+    "owner which one controls, or apply a documented precedence rule.",
+    "evidence_stale": "Ask for a current source: no current passage supports {claims}.",
+    "no_answer_bearing_evidence": "Say the allowed sources do not contain this, and suggest "
+    "widening retrieval or asking the source owner.",
+    "required_claim_not_covered": "Say which part is supported and which is missing "
+    "({missing_claims}); do not let the partial result trigger an action.",
+    "support_below_threshold": "Say the evidence is too weak to answer; check retrieval or "
+    "the verifier for {claims}.",
+}
+
+MAX_CLAIMS: Final = 200
+MAX_PASSAGES: Final = 2_000
+MAX_TEXT: Final = 100_000
+MAX_ID: Final = 200
+MAX_LINE_BYTES: Final = 10 * 1024 * 1024
+
+Id = Annotated[str, Field(min_length=1, max_length=MAX_ID)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class Claim(_Strict):
+    id: Id
+    text: str = Field(default="", max_length=MAX_TEXT)
+
+
+def _date(value: Any) -> Any:
+    if value is None or isinstance(value, dt.date):
+        return value
+    if isinstance(value, str):
+        try:
+            return dt.date.fromisoformat(value)
+        except ValueError:
+            raise ValueError(f"write the date as YYYY-MM-DD (got {value[:40]!r})") from None
+    raise ValueError("write the date as YYYY-MM-DD text")
+
+
+class PassageIn(_Strict):
+    """One retrieved passage; ``support_score`` etc. may be null (not logged)."""
+
+    id: Id
+    source: str = Field(default="", max_length=MAX_ID * 5)
+    text: str = Field(default="", max_length=MAX_TEXT)
+    supports: list[Id] = Field(default_factory=list, max_length=MAX_CLAIMS)
+    support_score: float | None = Field(default=None, allow_inf_nan=True)
+    allowed: bool | None = None
+    effective_date: dt.date | None = Field(default=None, strict=False)
+    superseded: bool | None = None
+
+    _read_date = field_validator("effective_date", mode="before")(_date)
+
+    @field_validator("support_score", mode="before")
+    @classmethod
+    def _number(cls, value: Any) -> Any:
+        if isinstance(value, bool):
+            raise ValueError("expected a number from 0 to 1, or null")
+        if isinstance(value, int):
+            return float(value)
+        return value
+
+
+class EvidenceInput(_Strict):
+    """One line of ``workbench decide``."""
+
+    id: Id
+    question: str = Field(min_length=1, max_length=MAX_TEXT)
+    required_claims: list[Claim] = Field(max_length=MAX_CLAIMS)
+    passages: list[PassageIn] = Field(max_length=MAX_PASSAGES)
+    contradictions: list[list[Id]] = Field(default_factory=list, max_length=MAX_PASSAGES)
+    as_of: dt.date | None = Field(default=None, strict=False)
+    answer: str | None = Field(default=None, max_length=MAX_TEXT)  # the generator's draft
+
+    _read_date = field_validator("as_of", mode="before")(_date)
+
+
+@dataclass(frozen=True)
+class EvidenceState:
+    """The gate's output (note 002), plus which rule decided and how each predicate came out."""
+
+    id: str
+    status: Literal["answer", "abstain", "escalate"]
+    answer: str
+    supporting_passage_ids: list[str]
+    missing_claims: list[str]
+    reason_codes: list[str]
+    next_step: str
+    rule: str  # "all_predicates_hold", a predicate's name, or "signal_missing"
+    predicates: dict[str, str] = field(default_factory=dict)  # name -> pass, fail, not_evaluated
+    missing_signals: list[str] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "status": self.status,
+            "answer": self.answer,
+            "supporting_passage_ids": self.supporting_passage_ids,
+            "missing_claims": self.missing_claims,
+            "reason_codes": self.reason_codes,
+            "next_step": self.next_step,
+            "rule": self.rule,
+            "predicates": self.predicates,
+            "missing_signals": self.missing_signals,
+        }
+
+
+# Reading input ------------------------------------------------------------------------------
+
+
+def _structure_problems(inp: EvidenceInput) -> list[str]:
+    """Ids that repeat or point nowhere (a malformed input, not a missing signal)."""
+    problems: list[str] = []
+    claims = [c.id for c in inp.required_claims]
+    for i, cid in enumerate(claims):
+        if claims.index(cid) != i:
+            problems.append(f"required_claims.{i}.id: {cid!r} is listed twice")
+    passage_ids = [p.id for p in inp.passages]
+    for i, pid in enumerate(passage_ids):
+        if passage_ids.index(pid) != i:
+            problems.append(f"passages.{i}.id: {pid!r} is listed twice")
+    known_claims = set(claims)
+    for i, p in enumerate(inp.passages):
+        for j, cid in enumerate(p.supports):
+            if cid not in known_claims:
+                problems.append(
+                    f"passages.{i}.supports.{j}: {cid!r} is not one of the required_claims"
+                )
+    known = set(passage_ids)
+    for i, pair in enumerate(inp.contradictions):
+        if len(pair) != 2:
+            problems.append(f"contradictions.{i}: expected a pair of passage ids")
+            continue
+        for j, pid in enumerate(pair):
+            if pid not in known:
+                problems.append(f"contradictions.{i}.{j}: {pid!r} is not one of the passages")
+        if pair[0] == pair[1]:
+            problems.append(f"contradictions.{i}: a passage cannot contradict itself")
+    return problems
+
+
+def parse_input(data: Any) -> EvidenceInput:
+    """A decoded JSON value as gate input; InputError naming the first wrong field."""
+    try:
+        record = json_object(data)
+    except JsonProblem as exc:
+        raise InputError(f"field {exc.field}: {exc.reason}" if exc.field else exc.reason) from None
+    try:
+        inp = EvidenceInput.model_validate(record)
+    except ValidationError as exc:
+        fld, msg = first_problem(exc)
+        raise InputError(f"field {fld}: {msg}") from None
+    problems = _structure_problems(inp)
+    if problems:
+        fld, _, msg = problems[0].partition(": ")
+        raise InputError(f"field {fld}: {msg}")
+    return inp
+
+
+def read_inputs(lines: Iterable[str], source: str) -> Iterable[tuple[int, EvidenceInput]]:
+    """(line number, input) for each non-blank line; InputError ``source: line N: field F:``
+    for the first malformed line (nothing after it is read)."""
+    for n, raw in enumerate(lines, start=1):
+        where = f"{source}: line {n}"
+        if len(raw) > MAX_LINE_BYTES:
+            raise InputError(f"{where}: longer than {MAX_LINE_BYTES // (1024 * 1024)} MB")
+        text = (raw.removeprefix("\ufeff") if n == 1 else raw).strip()
+        if not text:
+            continue
+        try:
+            data = parse_json(text)
+        except JsonProblem as exc:
+            raise exc.where(where) from None
+        try:
+            yield n, parse_input(data)
+        except InputError as exc:
+            raise InputError(f"{where}: {exc}") from None
+
+
+# Deciding -----------------------------------------------------------------------------------
+
+
+def gate_policy(policy: NoAnswerPolicy) -> EvidenceGatePolicy:
+    """The policy's ``evidence_gate`` section; InputError when the policy has none (the gate's
+    thresholds come from the signed policy, never from code)."""
+    if policy.evidence_gate is None:
+        raise InputError(
+            f"no-answer policy version {policy.version} has no evidence_gate section: the "
+            "evidence gate's thresholds (min_support, required_coverage, max_age_days, "
+            "superseded, max_contradictions, on_missing_signal) must be set in the policy"
+        )
+    return policy.evidence_gate
+
+
+def _score_problem(score: float | None) -> str | None:
+    if score is None:
+        return "not logged"
+    if math.isnan(score):
+        return "NaN"
+    if math.isinf(score):
+        return "infinite"
+    if not 0.0 <= score <= 1.0:
+        return f"{score:g} is outside 0..1"
+    return None
+
+
+def _missing_signals(inp: EvidenceInput, g: EvidenceGatePolicy) -> dict[str, str]:
+    """Every signal the gate needs and lacks, by field path."""
+    found: dict[str, str] = {}
+    if not inp.required_claims:
+        found["required_claims"] = "empty: the question's required claims were not defined"
+    claims = {c.id for c in inp.required_claims}
+    dated = g.max_age_days is not None
+    for i, p in enumerate(inp.passages):
+        if not claims.intersection(p.supports):
+            continue  # a passage that supports nothing required is not evidence
+        problem = _score_problem(p.support_score)
+        if problem:
+            found[f"passages.{i}.support_score"] = problem
+        if p.allowed is None:
+            found[f"passages.{i}.allowed"] = "not logged"
+        if p.superseded is None and g.superseded == "stale":
+            found[f"passages.{i}.superseded"] = "not logged"
+        if p.effective_date is None and (dated or inp.as_of is not None):
+            found[f"passages.{i}.effective_date"] = "not logged"
+        if inp.as_of is None and dated:
+            found["as_of"] = "not logged (max_age_days needs the date the question is about)"
+    return found
+
+
+def _current(p: PassageIn, inp: EvidenceInput, g: EvidenceGatePolicy) -> bool:
+    if p.superseded and g.superseded == "stale":
+        return False
+    if inp.as_of is not None and p.effective_date is not None:
+        if p.effective_date > inp.as_of:
+            return False  # not yet in force on the date the question is about
+        if g.max_age_days is not None and (inp.as_of - p.effective_date).days > g.max_age_days:
+            return False
+    return True
+
+
+def _extractive_answer(chosen: list[PassageIn]) -> str:
+    return " ".join(f"{p.text.strip()} [{p.id}]" for p in chosen if p.text.strip())
+
+
+def decide_evidence(inp: EvidenceInput, policy: NoAnswerPolicy) -> EvidenceState:
+    """The evidence gate's state for one input (see the module)."""
+    g = gate_policy(policy)
+    missing = _missing_signals(inp, g)
+    claim_ids = [c.id for c in inp.required_claims]
+    if missing:
+        fields = list(missing)
+        return EvidenceState(
+            id=inp.id,
+            status=g.on_missing_signal,
+            answer="",
+            supporting_passage_ids=[],
+            missing_claims=claim_ids,
+            reason_codes=[SIGNAL_MISSING],
+            next_step=NEXT_STEP[SIGNAL_MISSING].format(missing=", ".join(fields)),
+            rule=SIGNAL_MISSING,
+            predicates={p: "not_evaluated" for p in PREDICATES},
+            missing_signals=[f"{k}: {v}" for k, v in missing.items()],
+        )
+
+    wanted = set(claim_ids)
+    bearing = [p for p in inp.passages if wanted.intersection(p.supports)]
+    supporters = {c: [p for p in bearing if c in p.supports] for c in claim_ids}
+    covered = [c for c in claim_ids if supporters[c]]
+    uncovered = [c for c in claim_ids if not supporters[c]]
+
+    def strong(p: PassageIn) -> bool:
+        assert p.support_score is not None
+        return p.support_score >= g.min_support
+
+    weak = [c for c in covered if not any(strong(p) for p in supporters[c])]
+    barred = [c for c in covered if not any(p.allowed for p in supporters[c])]
+    stale = [c for c in covered if not any(_current(p, inp, g) for p in supporters[c])]
+    settled_by = {p.id for p in bearing if not _current(p, inp, g) and p.superseded}
+    bearing_ids = {p.id for p in bearing}
+    conflicts = [
+        pair
+        for pair in inp.contradictions
+        if set(pair) <= bearing_ids and not (set(pair) & settled_by)
+    ]
+    failed = {
+        "answer_bearing_evidence": not bearing,
+        "claim_coverage": len(covered) / len(claim_ids) < g.required_coverage,
+        "support_strength": not covered or bool(weak),
+        "source_policy": bool(barred),
+        "freshness": bool(stale),
+        "agreement": len(conflicts) > g.max_contradictions,
+    }
+    # One passage per claim must pass every filter at once; where the usable passages of a
+    # claim run out, that filter's reason is added even when each predicate held on its own.
+    chosen: dict[str, PassageIn] = {}
+    for c in covered:
+        usable = [p for p in supporters[c] if p.allowed]
+        if not usable:
+            continue
+        fresh = [p for p in usable if _current(p, inp, g)]
+        if not fresh:
+            failed["freshness"] = True
+            continue
+        good = [p for p in fresh if strong(p)]
+        if not good:
+            failed["support_strength"] = True
+            continue
+        chosen[c] = max(good, key=lambda p: (p.support_score or 0.0, p.id))
+    reasons = [REASON_OF_PREDICATE[p] for p in PREDICATES if failed[p]]
+    supporting = sorted({p.id for p in chosen.values()}, key=[p.id for p in inp.passages].index)
+    predicates = {p: "fail" if failed[p] else "pass" for p in PREDICATES}
+    if not reasons:
+        ordered = [p for p in inp.passages if p.id in set(supporting)]
+        return EvidenceState(
+            id=inp.id,
+            status="answer",
+            answer=inp.answer if inp.answer is not None else _extractive_answer(ordered),
+            supporting_passage_ids=supporting,
+            missing_claims=uncovered,
+            reason_codes=[],
+            next_step="Answer from the supporting passages and cite their ids.",
+            rule="all_predicates_hold",
+            predicates=predicates,
+        )
+    first = next(r for r in NEXT_STEP if r in reasons)
+    unsupported = [c for c in claim_ids if c not in chosen]
+    step = NEXT_STEP[first].format(
+        missing="",
+        conflicts=", ".join("/".join(pair) for pair in conflicts),
+        claims=", ".join(stale or weak or unsupported),
+        missing_claims=", ".join(uncovered),
+    )
+    return EvidenceState(
+        id=inp.id,
+        status="abstain",
+        answer="",
+        supporting_passage_ids=supporting,
+        missing_claims=unsupported,
+        reason_codes=reasons,
+        next_step=step,
+        rule=next(p for p in PREDICATES if failed[p]),
+        predicates=predicates,
+    )
