@@ -420,6 +420,7 @@ class TraceView:
     hidden_chunks: int  # filtered chunks hidden from a viewer without clearance
     import_source: str | None
     imported_at: dt.datetime
+    topics: tuple[str, ...] | None = None  # the question's topic keys (None: not classified)
 
     @property
     def caveat(self) -> bool:
@@ -507,6 +508,7 @@ def get_trace(
         answerable=row.answerable,
         ambiguous=row.ambiguous,
         ungrounded=row.ungrounded,
+        topics=None if row.topics is None else tuple(str(t) for t in row.topics),
         decision=row.decision,
         reason_code=row.reason_code,
         answer_text=row.answer_text,

@@ -135,6 +135,10 @@ def signals_frame(view: TraceView) -> pd.DataFrame:
             ("answerable (model)", yes_no(view.answerable)),
             ("ambiguous (model)", yes_no(view.ambiguous)),
             ("ungrounded (groundedness check)", yes_no(view.ungrounded)),
+            (
+                "topics (topic classifier)",
+                None if view.topics is None else ", ".join(view.topics) or "none",
+            ),
             ("feedback", view.feedback),
             ("user role", view.user_role),
             ("identity scopes", ", ".join(view.identity_scopes) or None),

@@ -37,6 +37,7 @@ DEFAULT_REASON_CODES = (
     "ambiguous_question",
     "restricted_topic",
     "false_premise",
+    "signal_missing",
 )
 
 

@@ -109,6 +109,7 @@ def test_signals_versions_and_redactions(mixed: Engine) -> None:
     assert signals["top score"] == "0.41234"
     assert signals["answerable (model)"] == "no"
     assert signals["ambiguous (model)"] == "—"
+    assert signals["topics (topic classifier)"] == "—"  # not classified: the gate fails closed
     assert signals["identity scopes"] == "sales, emea"
     assert signals["feedback"] == "—"
     assert display.value_frame(sorted(view.versions.items())).values.tolist() == [

@@ -388,6 +388,39 @@ def test_canonical_numbers_as_strings_and_defaults() -> None:
     assert t.answer_text == "" and t.citations == () and t.versions == {} and t.feedback is None
 
 
+@pytest.mark.parametrize(
+    ("written", "read"),
+    [
+        (["legal_dispute"], ("legal_dispute",)),
+        ("pricing, legal_dispute", ("pricing", "legal_dispute")),
+        ([], ()),  # classified: no topic
+        ("[]", ()),
+        (None, None),  # not classified: the gate's restricted-topic check fails closed
+        ("  ", None),
+    ],
+)
+def test_canonical_topics_keep_not_classified_apart_from_no_topic(
+    written: Any, read: tuple[str, ...] | None
+) -> None:
+    (item,) = iter_canonical_jsonl(lines(good_record(topics=written)), "f")
+    assert isinstance(item, ParsedTrace) and item.trace.topics == read
+    assert trace_from_dict(trace_to_dict(item.trace)).topics == read
+
+
+def test_bad_topics_are_refused_naming_the_field() -> None:
+    with pytest.raises(InputError, match="field topics: expected a list of topic keys"):
+        list(iter_canonical_jsonl(lines(good_record(topics={"a": 1})), "f"))
+    with pytest.raises(InputError, match="field topics: more than 50 topics"):
+        list(iter_canonical_jsonl(lines(good_record(topics=[f"t{i}" for i in range(51)])), "f"))
+
+
+def test_otlp_rag_topics() -> None:
+    (item,) = otlp(export(root(TA, rag__topics="security_incident")))
+    assert isinstance(item, ParsedTrace) and item.trace.topics == ("security_incident",)
+    (item,) = otlp(export(root(TA)))
+    assert isinstance(item, ParsedTrace) and item.trace.topics is None
+
+
 def test_canonical_skip_bad_yields_rejected_with_line_numbers_and_continues() -> None:
     truncated = json.dumps(good_record(trace_id="t-5"))[:40]
     text = "\n".join(
