@@ -44,10 +44,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from review.core.errors import InputError
-from review.core.records import JsonProblem, first_problem, json_object, parse_json
+from review.core.records import JsonProblem, json_lines, parse_json, validate_record
 from review.policy.policy import SIGNAL_MISSING, EvidenceGatePolicy, NoAnswerPolicy
 
 __all__ = [
@@ -226,42 +226,29 @@ def _structure_problems(inp: EvidenceInput) -> list[str]:
     return problems
 
 
-def parse_input(data: Any) -> EvidenceInput:
-    """A decoded JSON value as gate input; InputError naming the first wrong field."""
-    try:
-        record = json_object(data)
-    except JsonProblem as exc:
-        raise InputError(f"field {exc.field}: {exc.reason}" if exc.field else exc.reason) from None
-    try:
-        inp = EvidenceInput.model_validate(record)
-    except ValidationError as exc:
-        fld, msg = first_problem(exc)
-        raise InputError(f"field {fld}: {msg}") from None
+def parse_input(data: Any, where: str = "input") -> EvidenceInput:
+    """A decoded JSON value as gate input; InputError ``where: field F: ...`` naming the first
+    wrong field."""
+    inp = validate_record(EvidenceInput, data, where)
     problems = _structure_problems(inp)
     if problems:
         fld, _, msg = problems[0].partition(": ")
-        raise InputError(f"field {fld}: {msg}")
+        raise InputError(f"{where}: field {fld}: {msg}")
     return inp
 
 
 def read_inputs(lines: Iterable[str], source: str) -> Iterable[tuple[int, EvidenceInput]]:
     """(line number, input) for each non-blank line; InputError ``source: line N: field F:``
     for the first malformed line (nothing after it is read)."""
-    for n, raw in enumerate(lines, start=1):
+    for n, line, text in json_lines(lines):
         where = f"{source}: line {n}"
-        if len(raw) > MAX_LINE_BYTES:
+        if len(line) > MAX_LINE_BYTES:
             raise InputError(f"{where}: longer than {MAX_LINE_BYTES // (1024 * 1024)} MB")
-        text = (raw.removeprefix("\ufeff") if n == 1 else raw).strip()
-        if not text:
-            continue
         try:
             data = parse_json(text)
         except JsonProblem as exc:
             raise exc.where(where) from None
-        try:
-            yield n, parse_input(data)
-        except InputError as exc:
-            raise InputError(f"{where}: {exc}") from None
+        yield n, parse_input(data, where)
 
 
 # Deciding -----------------------------------------------------------------------------------
