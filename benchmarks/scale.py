@@ -950,6 +950,7 @@ def child_replay(url: str) -> dict[str, Any]:
     0.05 stricter on vector scores applied to the logged signals of every trace."""
     from review.admin import users
     from review.policy.policy import parse_policy, replace_thresholds
+    from review.thresholds import replay as trace_replay
     from review.thresholds import thresholds
 
     engine = make_engine(url)
@@ -963,7 +964,7 @@ def child_replay(url: str) -> dict[str, Any]:
     )
     base = reset_peak()
     t0 = time.perf_counter()
-    replay = thresholds.replay_traces(engine, actor, pif.policy, proposed)
+    replay = trace_replay.replay_traces(engine, actor, pif.policy, proposed)
     secs = time.perf_counter() - t0
     peak = peak_since_reset()
     flipped = int(replay.flips["traces"].sum()) if "traces" in replay.flips else len(replay.flips)

@@ -12,6 +12,7 @@ from review.core.identity import Actor, Permission
 from review.policy import signoff
 from review.policy.policy import ModeThresholds, parse_policy, replace_thresholds
 from review.thresholds import display, thresholds
+from review.thresholds import replay as trace_replay
 from review.thresholds.thresholds import Analysis, PolicyInForce
 
 
@@ -28,12 +29,12 @@ def replay_section(
         return
     with ui.reported():
         proposed_text = replace_thresholds(pif.text, mode, refuse_below=float(proposed))
-        replay = thresholds.replay_traces(
+        replay = trace_replay.replay_traces(
             engine, actor, pif.policy, parse_policy(proposed_text, "proposal")
         )
         st.caption(
             f"{replay.traces - replay.not_replayable:,} of {replay.traces:,} trace(s) "
-            "replayed. " + thresholds.not_replayable_text(replay)
+            "replayed. " + trace_replay.not_replayable_text(replay)
         )
         if replay.flips.empty:
             st.info("No trace changes its decision.")

@@ -15,7 +15,7 @@ from review.core.errors import InputError
 from review.core.taxonomy import Taxonomy
 from review.evaluation import evalruns
 from review.policy import signoff
-from review.thresholds import thresholds
+from review.thresholds import replay, thresholds
 from tests.helpers.paths import ROOT
 
 
@@ -163,7 +163,7 @@ def test_replay_on_traces_counts_flips_by_slice(demo_engine: Engine) -> None:
     from tests.helpers.actors import make_actor
 
     pif = thresholds.in_force(demo_engine)
-    same = thresholds.replay_traces(
+    same = replay.replay_traces(
         demo_engine, make_actor("reviewer", clearance=True), pif.policy, pif.policy
     )
     assert same.traces > 0 and same.flips.empty
@@ -196,11 +196,11 @@ def test_replay_on_traces_counts_flips_by_slice(demo_engine: Engine) -> None:
     assert same.missing_signals == lacking
     # the two wording-demo traces were logged without a topic classification
     assert lacking.get("topics") == 2
-    assert f"{same.not_replayable:,} not replayable" in thresholds.not_replayable_text(same)
+    assert f"{same.not_replayable:,} not replayable" in replay.not_replayable_text(same)
     stricter = parse_policy(
         replace_thresholds(pif.text, "vector", refuse_below=0.7, caveat_below=0.75), "p"
     )
-    r = thresholds.replay_traces(
+    r = replay.replay_traces(
         demo_engine, make_actor("reviewer", clearance=True), pif.policy, stricter
     )
     assert not r.flips.empty and set(r.flips["after"]) <= {"abstain", "answer (caveat)"}
@@ -214,26 +214,26 @@ def test_replay_on_traces_counts_flips_by_slice(demo_engine: Engine) -> None:
 
     with read_session(demo_engine) as s:
         restricted = set(s.scalars(select(Trace.trace_id).where(Trace.restricted.is_(True))))
-    big = thresholds.replay_traces(
+    big = replay.replay_traces(
         demo_engine, make_actor("reviewer", clearance=True), pif.policy, stricter, examples=10**6
     )
     assert restricted & set(big.examples["trace_id"]), "the demo has restricted flips"
-    plain = thresholds.replay_traces(
+    plain = replay.replay_traces(
         demo_engine, make_actor("reviewer"), pif.policy, stricter, examples=10**6
     )
     assert not restricted & set(plain.examples["trace_id"])
     assert plain.flips.equals(big.flips)
     with pytest.raises(Exception, match="traces"):
-        thresholds.replay_traces(demo_engine, make_actor("annotator"), pif.policy, stricter)
+        replay.replay_traces(demo_engine, make_actor("annotator"), pif.policy, stricter)
     # every audited flip is counted with what the change does to it
     judged = big.examples[big.examples["audit verdict"] != ""]
     assert int(big.audited["traces"].sum()) == len(judged) > 0
     for row in big.audited.itertuples(index=False):
-        assert row.effect == thresholds.flip_effect(row.verdict, row.before, row.after)
+        assert row.effect == replay.flip_effect(row.verdict, row.before, row.after)
 
 
 def test_flip_effect_by_verdict() -> None:
-    fx = thresholds.flip_effect
+    fx = replay.flip_effect
     assert fx("false_refusal", "abstain", "answer") == "fixes"
     assert fx("false_refusal", "answer", "abstain") == "breaks"
     assert fx("supported_answer", "answer (caveat)", "escalate") == "breaks"

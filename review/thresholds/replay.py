@@ -1,0 +1,246 @@
+"""Replay on production traces: apply the policy in force and a proposal to the logged
+signals of every trace and count what the change flips, by slice, with audit verdicts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sqlalchemy import Engine
+
+from review.core.errors import InputError
+from review.core.identity import Actor
+from review.policy.policy import SIGNAL_MISSING, NoAnswerPolicy
+
+
+@dataclass(frozen=True)
+class Replay:
+    traces: int
+    #: traces a policy cannot decide from what they logged (the gate fails closed on them:
+    #: signal_missing under the policy in force or the proposal); never counted as flips
+    not_replayable: int
+    flips: pd.DataFrame  # before, after, slice, traces
+    examples: pd.DataFrame  # a sample of flipped traces with their audit verdicts
+    #: every flipped trace that was audited, counted by its verdict and what the change does
+    #: to it: verdict, before, after, effect ("fixes", "breaks" or "neutral"), traces
+    audited: pd.DataFrame
+    #: not-replayable traces by the first signal they lack (signal -> traces)
+    missing_signals: dict[str, int] = field(default_factory=dict)
+
+
+def _topic_lists(column: pd.Series) -> pd.Series:
+    """Topics as read by the driver (JSON text on SQLite, lists on PostgreSQL) as tuples of
+    keys; None stays None (not classified). Each distinct value is decoded once."""
+    import json
+
+    def decoded(value: object) -> tuple[str, ...] | None:
+        if isinstance(value, str):
+            value = json.loads(value)
+        if value is None:
+            return None
+        if not isinstance(value, list):
+            raise InputError(f"traces.topics: expected a list of topic keys, got {value!r}")
+        return tuple(str(v) for v in value)
+
+    def key(v: object) -> str | None:
+        if v is None or (isinstance(v, float) and v != v):
+            return None
+        return v if isinstance(v, str) else json.dumps(v)
+
+    keys = column.map(key)
+    table = {k: decoded(k) for k in pd.unique(keys.dropna())}
+    return pd.Series(
+        [None if k is None or k != k else table[k] for k in keys], index=column.index, dtype=object
+    )
+
+
+def not_replayable_text(replay: Replay) -> str:
+    """One sentence on the traces a replay could not decide, by the signal they lack."""
+    if not replay.not_replayable:
+        return "Every trace logged the signals the gate needs."
+    parts = ", ".join(
+        f"{name} {n:,}" for name, n in sorted(replay.missing_signals.items(), key=lambda x: -x[1])
+    )
+    return (
+        f"{replay.not_replayable:,} not replayable: they did not log a signal the gate needs "
+        f"(first missing: {parts}); the gate would not answer them, and they are not counted "
+        "as flips."
+    )
+
+
+#: Audit verdicts that say answering was right, and those that say it was wrong.
+_ANSWER_RIGHT = frozenset({"supported_answer", "false_refusal"})
+_ANSWER_WRONG = frozenset(
+    {"unsupported_answer", "partially_supported", "restricted_leak", "correct_refusal"}
+)
+
+
+def flip_effect(verdict: str, before: str, after: str) -> str:
+    """What a flip does to an audited trace: "fixes" when it moves towards what the verdict
+    says was right (answer or not), "breaks" when it moves away, else "neutral" (a wording
+    verdict, or a flip that keeps answering or keeps refusing, such as a caveat added)."""
+    answers_before = before.split(" (")[0] in {"answer", "partial"}
+    answers_after = after.split(" (")[0] in {"answer", "partial"}
+    if answers_before == answers_after:
+        return "neutral"
+    if verdict in _ANSWER_RIGHT:
+        return "fixes" if answers_after else "breaks"
+    if verdict in _ANSWER_WRONG:
+        return "breaks" if answers_after else "fixes"
+    return "neutral"
+
+
+def replay_traces(
+    engine: Engine,
+    actor: Actor,
+    current: NoAnswerPolicy,
+    proposed: NoAnswerPolicy,
+    *,
+    batch: int = 100_000,
+    examples: int = 200,
+) -> Replay:
+    """Apply both policies to the logged signals of every trace (in batches, vectorised) and
+    count the decisions that flip, by slice (customer tier), with the audit verdicts of
+    flipped traces where they exist. Restricted traces are counted but only listed for users
+    with clearance. A trace either policy cannot decide from its logged signals (the gate
+    fails closed with signal_missing) is counted as not replayable, by the signal it lacks,
+    and never as a flip."""
+    from sqlalchemy import select
+
+    from review.policy.gate import decide_frame
+    from review.traces import browse
+    from storage.db import plain_rows, read_session
+    from storage.models import AuditItem, AuditVerdict, Trace
+
+    browse.require_view(actor)
+    with read_session(engine) as s:  # audited traces are few: their latest verdict each
+        verdict_of = dict(
+            s.execute(
+                select(AuditItem.trace_pk, AuditVerdict.verdict)
+                .join(AuditVerdict, AuditVerdict.item_id == AuditItem.id)
+                .order_by(AuditVerdict.id)
+            ).all()
+        )
+    audited_counts: dict[tuple[str, str, str], int] = {}
+    counts: dict[tuple[str, str, str], int] = {}
+    sample: list[dict[str, Any]] = []
+    total = not_replayable = 0
+    missing_signals: dict[str, int] = {}
+    last = 0
+    cols = [
+        Trace.id,
+        Trace.ranking_mode,
+        Trace.hits_after_filter,
+        Trace.top_score,
+        Trace.answerable,
+        Trace.ambiguous,
+        Trace.ungrounded,
+        Trace.topics,
+        Trace.customer_tier,
+        Trace.restricted,
+    ]
+    while True:
+        with read_session(engine) as s:  # driver rows: a million Row objects cost seconds
+            rows = plain_rows(
+                s, select(*cols).where(Trace.id > last).order_by(Trace.id).limit(batch)
+            )
+        if not rows:
+            break
+        last = int(rows[-1][0])
+        df = pd.DataFrame.from_records(rows, columns=[c.key for c in cols])
+        df["restricted"] = df["restricted"].astype(bool)
+        df["topics"] = _topic_lists(df["topics"])
+        total += len(df)
+        before = decide_frame(current, df)
+        after = decide_frame(proposed, df)
+        lacking = (before["rule"] == SIGNAL_MISSING) | (after["rule"] == SIGNAL_MISSING)
+        if lacking.any():
+            not_replayable += int(lacking.sum())
+            first = (
+                before["missing_signal"]
+                .astype(object)
+                .where(before["rule"] == SIGNAL_MISSING, after["missing_signal"].astype(object))
+            )
+            for name, n in first[lacking].value_counts().items():
+                missing_signals[str(name)] = missing_signals.get(str(name), 0) + int(n)
+            keep = ~lacking
+            df, before, after = df[keep], before[keep], after[keep]
+        b = before["decision"].astype(str) + np.where(before["caveat"], " (caveat)", "")
+        a = after["decision"].astype(str) + np.where(after["caveat"], " (caveat)", "")
+        changed = b != a
+        if not changed.any():
+            continue
+        flipped = df[changed].assign(
+            before=b[changed], after=a[changed], rule=after.loc[changed, "rule"].astype(str)
+        )
+        tier = flipped["customer_tier"].fillna("(none)")
+        for (bb, aa, tt), n in (
+            flipped.groupby([flipped["before"], flipped["after"], tier]).size().items()
+        ):
+            counts[(str(bb), str(aa), str(tt))] = counts.get((str(bb), str(aa), str(tt)), 0) + int(
+                n
+            )
+        if verdict_of:
+            hit = flipped[flipped["id"].isin(list(verdict_of))]
+            for pk, bb, aa in zip(hit["id"], hit["before"], hit["after"], strict=True):
+                key = (str(verdict_of[int(pk)]), str(bb), str(aa))
+                audited_counts[key] = audited_counts.get(key, 0) + 1
+        if len(sample) < examples:
+            visible = flipped if actor.clearance else flipped[~flipped["restricted"]]
+            sample.extend(visible.head(examples - len(sample)).to_dict(orient="records"))
+    flips = pd.DataFrame(
+        [
+            {"before": k[0], "after": k[1], "slice": k[2], "traces": v}
+            for k, v in sorted(counts.items())
+        ],
+        columns=["before", "after", "slice", "traces"],
+    )
+    ex = pd.DataFrame(sample)
+    if not ex.empty:
+        ids = [int(i) for i in ex["id"]]
+        with read_session(engine) as s:
+            found = s.execute(
+                select(Trace.id, Trace.trace_id, Trace.at).where(Trace.id.in_(ids))
+            ).all()
+            named = {int(r[0]): (r[1], r[2]) for r in found}
+            ex["trace_id"] = [named[i][0] for i in ids]
+            ex["at"] = [named[i][1] for i in ids]
+            latest = dict(
+                s.execute(
+                    select(AuditItem.trace_pk, AuditVerdict.verdict)
+                    .join(AuditVerdict, AuditVerdict.item_id == AuditItem.id)
+                    .where(AuditItem.trace_pk.in_(ids))
+                    .order_by(AuditVerdict.id)
+                ).all()
+            )
+        ex["audit verdict"] = [latest.get(int(i), "") for i in ex["id"]]
+        ex = ex[
+            [
+                "trace_id",
+                "at",
+                "customer_tier",
+                "ranking_mode",
+                "top_score",
+                "hits_after_filter",
+                "before",
+                "after",
+                "rule",
+                "audit verdict",
+            ]
+        ]
+    audited = pd.DataFrame(
+        [
+            {
+                "verdict": v,
+                "before": b,
+                "after": a,
+                "effect": flip_effect(v, b, a),
+                "traces": n,
+            }
+            for (v, b, a), n in sorted(audited_counts.items())
+        ],
+        columns=["verdict", "before", "after", "effect", "traces"],
+    )
+    return Replay(total, not_replayable, flips, ex, audited, missing_signals)
