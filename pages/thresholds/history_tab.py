@@ -1,6 +1,7 @@
 """The "History" tab of the Thresholds page: every policy version with its signatures, a diff
 of any two, the rollback form (product owners and compliance), the check of the sign-off
-chain, the approved policy to export, and the metrics each signer saw."""
+chain, the approved policy to export, the metrics each signer saw, and whether the policy in
+force reproduces the decisions production logged."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from review.core.errors import InputError
 from review.core.identity import Actor, Permission
 from review.policy import signoff
 from review.thresholds import display, thresholds
+from review.thresholds import replay as trace_replay
 from review.thresholds.thresholds import PolicyInForce
+from review.traces import browse
 
 
 def _compare(nums: dict[int, signoff.VersionView]) -> None:
@@ -65,10 +68,34 @@ def _snapshots(allv: list[signoff.VersionView]) -> None:
                 st.code(display.snapshot_json(s), language="json")
 
 
+def _reproduce(engine: Engine, actor: Actor, pif: PolicyInForce) -> None:
+    """Replay the policy in force on the logged signals and compare with what was logged."""
+    st.subheader("Does the policy in force reproduce production?")
+    if not browse.can_view(actor):
+        st.caption("Replaying on production traces is open to those who may read traces.")
+        return
+    st.caption(
+        "The policy in force applied to the logged signals of every imported trace and "
+        "compared with the decision each trace logged. A difference means the assistant did "
+        "not decide as this policy says (another version, or a bug); a trace that did not log "
+        "what the gate needs is counted as not replayable, never as an answer."
+    )
+    if not st.button("Replay the policy in force on the traces", key="thr_reproduce"):
+        return
+    with ui.reported():
+        name = f"Version {pif.version.number}" if pif.version else "The shipped policy"
+        r = trace_replay.reproduce_logged(engine, actor, pif.policy)
+        st.caption(ui.plain(trace_replay.reproduction_text(r, name)))
+        if not r.differing.empty:
+            st.dataframe(r.differing, hide_index=True, width="stretch")
+            st.dataframe(r.examples, hide_index=True, width="stretch")
+
+
 def history_tab(engine: Engine, actor: Actor, pif: PolicyInForce) -> None:
     allv = signoff.versions(engine, thresholds.KIND)
     if not allv:
         st.info("No versions yet.")
+        _reproduce(engine, actor, pif)
         return
     st.dataframe(display.history_frame(allv), hide_index=True, width="stretch")
     _compare({v.number: v for v in allv})
@@ -80,3 +107,4 @@ def history_tab(engine: Engine, actor: Actor, pif: PolicyInForce) -> None:
     (st.error if problems else st.success)(display.chain_message(problems))
     _export(engine)
     _snapshots(allv)
+    _reproduce(engine, actor, pif)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import re
 from dataclasses import replace
 
 from sqlalchemy import Engine, func, select
@@ -36,6 +37,17 @@ DEMO_COMPLETE = "Monthly review: "  # + the month, e.g. "Monthly review: June 20
 DEMO_OPEN = "Feedback follow-up: every month"
 
 
+_FIGURE = re.compile(r"\d+(?:[.,]\d+)?")
+
+
+def _figures_not_sent(view: ItemView) -> set[str]:
+    """Figures the answer states that no passage sent to the assistant contains: what a
+    reviewer checking the answer against its context finds first."""
+    sent = set(view.context_ids)
+    context = " ".join(c.text for c in view.chunks if c.chunk_id in sent)
+    return set(_FIGURE.findall(view.answer_text)) - set(_FIGURE.findall(context))
+
+
 def _demo_verdict(view: ItemView) -> VerdictIn:
     """A plausible verdict for a demo trace, read off its signals and feedback."""
     answered = view.decision in ("answer", "partial")
@@ -43,7 +55,11 @@ def _demo_verdict(view: ItemView) -> VerdictIn:
     if answered:
         claims = propose_claims(view.answer_text, view.citations)
         context = set(view.context_ids)
-        wrong = view.feedback in ("answer_wrong", "negative") or bool(view.ungrounded)
+        wrong = (
+            view.feedback in ("answer_wrong", "negative")
+            or bool(view.ungrounded)
+            or bool(_figures_not_sent(view))
+        )
         if not claims:
             return VerdictIn(
                 "unsupported_answer" if wrong else "supported_answer",

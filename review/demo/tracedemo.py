@@ -87,6 +87,9 @@ DEMO_SEED = 20250609
 WEEKS = 12
 DRIFT_WEEK = 9  # 1-based: the index rebuild lands in this week
 MISSING_REASON_WEEK = 11
+#: What an ungrounded demo answer adds: a figure no passage the assistant was sent contains
+#: (the groundedness check missed it; the demo audits find it).
+UNGROUNDED_CLAIM = "Exceptions can be requested up to 90 days later."
 
 
 # Outcome mix per week (shares sum to 1): weeks before the drift, and from the drift week on.
@@ -336,9 +339,9 @@ class _Builder:
                 f"{first} I could not find the rest of what you asked in the documents "
                 "available to you."
             )
-        elif kind == "ungrounded_answer":
-            decision, ungrounded = "answer", True
-            text = intent.answer.replace("14 days", "30 days").replace("45 days", "60 days")
+        elif kind == "ungrounded_answer":  # the groundedness check missed it: audits find it
+            decision = "answer"
+            text = intent.answer + " " + UNGROUNDED_CLAIM
             feedback = "answer_wrong" if negative else None
         elif kind == "abstain_low":
             band = "low"

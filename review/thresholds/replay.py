@@ -3,6 +3,7 @@ signals of every trace and count what the change flips, by slice, with audit ver
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -92,6 +93,45 @@ def flip_effect(verdict: str, before: str, after: str) -> str:
     return "neutral"
 
 
+_SIGNAL_COLUMNS = (
+    "id",
+    "ranking_mode",
+    "hits_after_filter",
+    "top_score",
+    "answerable",
+    "ambiguous",
+    "ungrounded",
+    "topics",
+    "customer_tier",
+    "restricted",
+)
+
+
+def _signal_frames(engine: Engine, extra: list[str], batch: int) -> Iterator[pd.DataFrame]:
+    """Every trace's logged gate signals (plus ``extra`` trace columns), in batches of
+    ``batch`` rows in id order, as DataFrames ready for :func:`review.policy.gate.decide_frame`
+    (topics decoded, restricted as bool)."""
+    from sqlalchemy import select
+
+    from storage.db import plain_rows, read_session
+    from storage.models import Trace
+
+    cols = [getattr(Trace, name) for name in (*_SIGNAL_COLUMNS, *extra)]
+    last = 0
+    while True:
+        with read_session(engine) as s:  # driver rows: a million Row objects cost seconds
+            rows = plain_rows(
+                s, select(*cols).where(Trace.id > last).order_by(Trace.id).limit(batch)
+            )
+        if not rows:
+            return
+        last = int(rows[-1][0])
+        df = pd.DataFrame.from_records(rows, columns=[c.key for c in cols])
+        df["restricted"] = df["restricted"].astype(bool)
+        df["topics"] = _topic_lists(df["topics"])
+        yield df
+
+
 def replay_traces(
     engine: Engine,
     actor: Actor,
@@ -111,7 +151,7 @@ def replay_traces(
 
     from review.policy.gate import decide_frame
     from review.traces import browse
-    from storage.db import plain_rows, read_session
+    from storage.db import read_session
     from storage.models import AuditItem, AuditVerdict, Trace
 
     browse.require_view(actor)
@@ -128,30 +168,7 @@ def replay_traces(
     sample: list[dict[str, Any]] = []
     total = not_replayable = 0
     missing_signals: dict[str, int] = {}
-    last = 0
-    cols = [
-        Trace.id,
-        Trace.ranking_mode,
-        Trace.hits_after_filter,
-        Trace.top_score,
-        Trace.answerable,
-        Trace.ambiguous,
-        Trace.ungrounded,
-        Trace.topics,
-        Trace.customer_tier,
-        Trace.restricted,
-    ]
-    while True:
-        with read_session(engine) as s:  # driver rows: a million Row objects cost seconds
-            rows = plain_rows(
-                s, select(*cols).where(Trace.id > last).order_by(Trace.id).limit(batch)
-            )
-        if not rows:
-            break
-        last = int(rows[-1][0])
-        df = pd.DataFrame.from_records(rows, columns=[c.key for c in cols])
-        df["restricted"] = df["restricted"].astype(bool)
-        df["topics"] = _topic_lists(df["topics"])
+    for df in _signal_frames(engine, [], batch):
         total += len(df)
         before = decide_frame(current, df)
         after = decide_frame(proposed, df)
@@ -244,3 +261,154 @@ def replay_traces(
         columns=["verdict", "before", "after", "effect", "traces"],
     )
     return Replay(total, not_replayable, flips, ex, audited, missing_signals)
+
+
+# ---------------------------------------------------------------------------------------
+# Does a policy reproduce what production logged?
+
+#: The decisions the threshold gate makes (a logged ``partial`` is an answer the claim check
+#: cut down after generation: see :func:`reproduce_logged`).
+_GATE_DECISIONS = frozenset({"answer", "abstain", "clarify", "escalate"})
+#: A logged answer with this reason code was given with the caveat (as review.traces.rollup).
+_CAVEAT_REASON = "support_below_threshold"
+#: Pseudo-signals a logged decision may lack, beside the gate's own signals.
+NO_LOGGED_DECISION = "decision"
+CLAIM_COVERAGE = "claim_coverage"
+
+
+@dataclass(frozen=True)
+class Reproduction:
+    """How far a policy, replayed on the logged signals, gives the decisions production
+    logged. ``reproduced + len(differing rows) + not_replayable == traces``."""
+
+    traces: int
+    reproduced: int
+    #: logged, replayed, policy (the version the trace logged), traces
+    differing: pd.DataFrame
+    not_replayable: int
+    #: not-replayable traces by what they lack: a gate signal, ``decision`` (nothing logged)
+    #: or ``claim_coverage`` (a logged partial the gate lets through: the claim check that
+    #: cut it down after generation is not logged)
+    missing_signals: dict[str, int] = field(default_factory=dict)
+    examples: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+    @property
+    def differing_traces(self) -> int:
+        return int(self.differing["traces"].sum()) if not self.differing.empty else 0
+
+
+def _logged_label(decision: pd.Series, reason: pd.Series) -> pd.Series:
+    caveat = (decision == "answer") & (reason == _CAVEAT_REASON)
+    return decision.astype(object).where(~caveat, "answer (caveat)")
+
+
+def reproduce_logged(
+    engine: Engine,
+    actor: Actor,
+    policy: NoAnswerPolicy,
+    *,
+    batch: int = 100_000,
+    examples: int = 50,
+) -> Reproduction:
+    """Replay ``policy`` on every trace's logged signals and compare with the decision the
+    trace logged (an answer logged with reason ``support_below_threshold`` is an answer with
+    the caveat). A trace is *not replayable* when the gate fails closed on it (a signal was
+    not logged), when it logged no decision, or when it logged ``partial`` and the gate lets
+    it through to generation (the claim coverage that made it partial is not in the trace).
+    Every other trace either reproduces its logged decision or is counted as differing, by
+    logged decision, replayed decision and the policy version the trace names. Restricted
+    traces are counted; only users with clearance see them among the examples."""
+    from review.policy.gate import decide_frame
+    from review.traces import browse
+
+    browse.require_view(actor)
+    total = reproduced = not_replayable = 0
+    missing: dict[str, int] = {}
+    counts: dict[tuple[str, str, str], int] = {}
+    sample: list[dict[str, Any]] = []
+
+    def lacking(name: str, n: int) -> None:
+        missing[name] = missing.get(name, 0) + n
+
+    for df in _signal_frames(
+        engine, ["trace_id", "decision", "reason_code", "policy_version"], batch
+    ):
+        total += len(df)
+        out = decide_frame(policy, df)
+        replayed = out["decision"].astype(str) + np.where(out["caveat"], " (caveat)", "")
+        logged = _logged_label(df["decision"], df["reason_code"])
+        gate_missing = out["rule"] == SIGNAL_MISSING
+        none_logged = df["decision"].isna() & ~gate_missing
+        partial = (df["decision"] == "partial") & (out["decision"] == "answer") & ~gate_missing
+        for name, n in (
+            out.loc[gate_missing, "missing_signal"].astype(object).value_counts().items()
+        ):
+            lacking(str(name), int(n))
+        if none_logged.any():
+            lacking(NO_LOGGED_DECISION, int(none_logged.sum()))
+        if partial.any():
+            lacking(CLAIM_COVERAGE, int(partial.sum()))
+        skip = gate_missing | none_logged | partial
+        not_replayable += int(skip.sum())
+        same = ~skip & (logged == replayed)
+        reproduced += int(same.sum())
+        diff = ~skip & ~same
+        if not diff.any():
+            continue
+        d = df[diff].assign(logged=logged[diff], replayed=replayed[diff])
+        version = d["policy_version"].fillna("(none)")
+        for (lg, rp, pv), n in d.groupby([d["logged"], d["replayed"], version]).size().items():
+            key = (str(lg), str(rp), str(pv))
+            counts[key] = counts.get(key, 0) + int(n)
+        if len(sample) < examples:
+            visible = d if actor.clearance else d[~d["restricted"]]
+            cols = [
+                "trace_id",
+                "policy_version",
+                "logged",
+                "replayed",
+                "ranking_mode",
+                "top_score",
+                "hits_after_filter",
+            ]
+            sample.extend(visible[cols].head(examples - len(sample)).to_dict(orient="records"))
+    differing = pd.DataFrame(
+        [
+            {"logged": k[0], "replayed": k[1], "policy": k[2], "traces": v}
+            for k, v in sorted(counts.items(), key=lambda kv: -kv[1])
+        ],
+        columns=["logged", "replayed", "policy", "traces"],
+    )
+    return Reproduction(total, reproduced, differing, not_replayable, missing, pd.DataFrame(sample))
+
+
+def reproduction_text(r: Reproduction, policy_name: str) -> str:
+    """One paragraph: how many logged decisions ``policy_name`` reproduces, how many differ,
+    and what the not-replayable traces lack."""
+    if not r.traces:
+        return "No traces are stored: there is nothing to replay."
+    replayable = r.traces - r.not_replayable
+    head = (
+        f"{policy_name} reproduces {r.reproduced:,} of the {replayable:,} logged decision(s) "
+        f"it can replay"
+    )
+    if r.differing_traces:
+        head += f"; {r.differing_traces:,} differ (below)"
+    else:
+        head += "; none differs" if replayable else ""
+    parts = ", ".join(
+        f"{_LACK_WORDS.get(name, name)} {n:,}"
+        for name, n in sorted(r.missing_signals.items(), key=lambda x: -x[1])
+    )
+    tail = (
+        f" {r.not_replayable:,} of {r.traces:,} trace(s) are not replayable ({parts})."
+        if r.not_replayable
+        else f" Every one of the {r.traces:,} trace(s) is replayable."
+    )
+    return head + "." + tail
+
+
+_LACK_WORDS = {
+    NO_LOGGED_DECISION: "no logged decision",
+    CLAIM_COVERAGE: "partial answers whose claim coverage is not logged",
+}
