@@ -21,8 +21,9 @@ from review.core.errors import WorkbenchError
 from review.core.identity import Actor
 from review.core.taxonomy import Taxonomy
 from review.evaluation import evalruns
-from review.policy.policy import NoAnswerPolicy
+from review.policy.policy import ModeThresholds, NoAnswerPolicy
 from review.policy.selective import sweep_by_slice
+from review.thresholds import caveat as caveat_cal
 from review.thresholds import display, thresholds
 from review.thresholds.thresholds import Analysis, PolicyInForce
 
@@ -144,6 +145,51 @@ def _sweeps(a: Analysis, frame: pd.DataFrame, policy: NoAnswerPolicy) -> None:
             st.info(ui.plain(exc))
 
 
+def _caveat_slider(
+    src: Outcomes, th: ModeThresholds, bounds: display.SliderRange, proposed: float
+) -> float:
+    """The proposed caveat_below, kept on the better side of the proposed refuse_below."""
+    lo, hi, start = display.caveat_range(bounds, th, proposed)
+    key = f"thr_caveat_{src.mode}"
+    held = st.session_state.get(key)
+    st.session_state[key] = start if held is None else float(min(max(held, lo), hi))
+    return float(
+        st.slider(
+            f"Proposed caveat_below for {src.mode} (current: {th.caveat_below}): answers "
+            "between the two thresholds carry the caveat (C1)",
+            min_value=lo,
+            max_value=hi,
+            step=0.005,
+            key=key,
+        )
+    )
+
+
+def _caveat_band(
+    src: Outcomes, policy: NoAnswerPolicy, proposed: float, caveat: float
+) -> caveat_cal.CaveatCalibration | None:
+    """Where the caveat falls (note 004 step 4 calibrates both thresholds)."""
+    st.subheader(f"Where the caveat falls ({src.tuned_on})")
+    try:
+        cal = caveat_cal.calibrate_caveat(
+            src.frame, policy, src.mode, proposed, caveat, src.tuned_on
+        )
+    except WorkbenchError as exc:
+        st.info(ui.plain(exc))
+        return None
+    st.caption(caveat_cal.calibration_text(cal))
+    pct = st.column_config.NumberColumn(format="%.3f")
+    st.dataframe(
+        cal.bands,
+        hide_index=True,
+        width="stretch",
+        column_config={"share": pct, "unacceptable rate": pct},
+    )
+    with st.expander("caveat_below against plain-answer, caveat and refusal rates"):
+        st.dataframe(cal.grid, hide_index=True, width="stretch")
+    return cal
+
+
 def calibrate(engine: Engine, actor: Actor, tax: Taxonomy, pif: PolicyInForce) -> None:
     policy = pif.policy
     runs = evalruns.list_runs(engine)
@@ -165,6 +211,7 @@ def calibrate(engine: Engine, actor: Actor, tax: Taxonomy, pif: PolicyInForce) -
         step=0.005,
         key=f"thr_proposed_{src.mode}",
     )
+    caveat = _caveat_slider(src, th, bounds, float(proposed))
     try:
         a = thresholds.analyse(
             src.frame,
@@ -181,6 +228,7 @@ def calibrate(engine: Engine, actor: Actor, tax: Taxonomy, pif: PolicyInForce) -
     st.caption(display.analysis_caption(a))
     _operating_points(a, policy)
     _targets_and_flips(a)
-    replay_section(engine, actor, pif, src.mode, proposed)
+    cal = _caveat_band(src, policy, float(proposed), caveat)
+    replay_section(engine, actor, pif, src.mode, proposed, caveat)
     _sweeps(a, src.frame, policy)
-    propose_form(engine, actor, th, src.mode, proposed, a)
+    propose_form(engine, actor, src.mode, proposed, caveat, a, cal)

@@ -10,14 +10,15 @@ from sqlalchemy import Engine
 from pages import ui
 from review.core.identity import Actor, Permission
 from review.policy import signoff
-from review.policy.policy import ModeThresholds, parse_policy, replace_thresholds
+from review.policy.policy import parse_policy, replace_thresholds
 from review.thresholds import display, thresholds
 from review.thresholds import replay as trace_replay
+from review.thresholds.caveat import CaveatCalibration
 from review.thresholds.thresholds import Analysis, PolicyInForce
 
 
 def replay_section(
-    engine: Engine, actor: Actor, pif: PolicyInForce, mode: str, proposed: float
+    engine: Engine, actor: Actor, pif: PolicyInForce, mode: str, proposed: float, caveat: float
 ) -> None:
     st.subheader("Replay on production traces")
     st.caption(
@@ -25,10 +26,12 @@ def replay_section(
         "decisions flip, by customer tier, with the audit verdicts of flipped "
         "traces (what the change fixes and what it breaks)."
     )
-    if not st.button("Replay the proposed threshold on the traces", key="thr_replay"):
+    if not st.button("Replay the proposed thresholds on the traces", key="thr_replay"):
         return
     with ui.reported():
-        proposed_text = replace_thresholds(pif.text, mode, refuse_below=float(proposed))
+        proposed_text = replace_thresholds(
+            pif.text, mode, refuse_below=float(proposed), caveat_below=float(caveat)
+        )
         replay = trace_replay.replay_traces(
             engine, actor, pif.policy, parse_policy(proposed_text, "proposal")
         )
@@ -49,18 +52,22 @@ def replay_section(
 
 
 def propose_form(
-    engine: Engine, actor: Actor, th: ModeThresholds, mode: str, proposed: float, a: Analysis
+    engine: Engine,
+    actor: Actor,
+    mode: str,
+    proposed: float,
+    caveat: float,
+    a: Analysis,
+    cal: CaveatCalibration | None,
 ) -> None:
     if not actor.can(Permission.propose_policy):
         st.caption("Proposals are made by product owners and compliance.")
         return
     st.subheader("Propose this change")
     with st.form("thr_propose"):
-        caveat = st.number_input(
-            "caveat_below",
-            value=display.caveat_start(th, proposed),
-            step=0.005,
-            format="%.3f",
+        st.markdown(
+            ui.plain(f"{mode}: refuse_below {proposed:g}, caveat_below {caveat:g}")
+            + " (set with the sliders above)"
         )
         rationale = st.text_area("Rationale (goes into the change record)")
         override = (
@@ -73,6 +80,9 @@ def propose_form(
         go = st.form_submit_button("Propose for sign-off", type="primary")
     if go:
         with ui.reported():
+            snapshot = a.snapshot()
+            if cal is not None:
+                snapshot["caveat"] = cal.snapshot()
             vid = thresholds.propose_thresholds(
                 engine,
                 actor,
@@ -82,7 +92,7 @@ def propose_form(
                 rationale,
                 tuned_on_split=a.tuned_on,
                 override_note=override or None,
-                snapshot=a.snapshot(),
+                snapshot=snapshot,
             )
             st.success(
                 f"Proposed as version {signoff.get_version(engine, vid).number}."

@@ -116,6 +116,17 @@ def slider_range(frame: pd.DataFrame, current: float | None) -> SliderRange:
     )
 
 
+def caveat_range(
+    bounds: SliderRange, th: ModeThresholds, proposed: float
+) -> tuple[float, float, float]:
+    """(min, max, start) of the caveat slider: on the better side of the proposed refuse
+    threshold (higher scores when higher is better), starting at the caveat in force."""
+    start = caveat_start(th, proposed)
+    if th.higher_is_better:
+        return proposed, max(bounds.max_value, start), start
+    return min(bounds.min_value, start), proposed, start
+
+
 def analysis_caption(a: Analysis) -> str:
     return (
         f"{a.n_tuning} outcome(s) on {a.tuned_on}, {a.n_report} on {a.report_on} · "
@@ -163,9 +174,10 @@ def audited_effects(audited: pd.DataFrame) -> str:
 
 def caveat_start(th: ModeThresholds, proposed: float) -> float:
     """The caveat threshold the proposal form starts with: the current one (or the proposed
-    refuse threshold when there is none), never below the proposed refuse threshold."""
+    refuse threshold when there is none), never on the worse side of the proposed refuse
+    threshold."""
     default = th.caveat_below if th.caveat_below is not None else proposed
-    return float(max(default, proposed))
+    return float(max(default, proposed) if th.higher_is_better else min(default, proposed))
 
 
 # ---------------------------------------------------------------------------------------

@@ -146,7 +146,6 @@ def test_threshold_proposal_to_approval(page, demo_url: str) -> None:  # type: i
     pg.get_by_label("Rationale (goes into the change record)").fill(
         "Browser journey: keep the current thresholds but re-sign them with a new rationale."
     )
-    pg.get_by_label("caveat_below").fill("0.7")
     pg.get_by_role("button", name="Propose for sign-off").click()
     wait_idle(pg)
     pg.get_by_text("Proposed as version").wait_for(state="visible", timeout=30_000)

@@ -520,6 +520,12 @@ def test_thresholds_propose_then_two_other_people_approve(
         assert {f"thr_csv_{name}", f"thr_svg_{name}", f"thr_png_{name}"} <= keys, name
     at.slider(key="thr_proposed_vector").set_value(0.6).run()
     no_exception(at)
+    # the caveat slider stays on the better side of the refuse threshold
+    assert at.slider(key="thr_caveat_vector").min == 0.6
+    at.slider(key="thr_caveat_vector").set_value(0.7).run()
+    no_exception(at)
+    band = next(readable(c) for c in at.caption if "carry the caveat" in readable(c))
+    assert "gain the caveat" in band
     # error path: no rationale
     next(b for b in at.button if b.label == "Propose for sign-off").click().run()
     assert any("rationale" in readable(e) for e in at.error)
@@ -531,7 +537,9 @@ def test_thresholds_propose_then_two_other_people_approve(
     assert any("Proposed as version" in readable(s) for s in at.success)
     newest = signoff.versions(demo_engine, thresholds.KIND)[0]
     assert newest.status == "pending" and newest.author == OMAR
-    assert "refuse_below: 0.6" in newest.yaml_text
+    assert "refuse_below: 0.6" in newest.yaml_text and "caveat_below: 0.7" in newest.yaml_text
+    stored = newest.snapshot or {}
+    assert stored["caveat"]["caveat_below"] == 0.7 and stored["caveat"]["table"]
     # the author sees that someone else must sign
     at = app(demo_url, monkeypatch, OMAR).run()
     at.switch_page("pages/thresholds_page.py").run()
@@ -628,6 +636,11 @@ def test_thresholds_calibrate_on_audited_traces_and_replay(
     replayed = next(readable(c) for c in at.caption if "trace(s) replayed" in readable(c))
     # the demo's two wording traces were logged without topics: the gate cannot decide them
     assert "2 not replayable" in replayed and "topics 2" in replayed
+    # the policy in force reproduces what production logged (History tab)
+    next(b for b in at.button if b.label.startswith("Replay the policy in force")).click().run()
+    no_exception(at)
+    same = next(readable(c) for c in at.caption if "logged decision(s)" in readable(c))
+    assert "none differs" in same and "not replayable" in same
 
 
 def test_overview_lists_the_work_waiting_for_each_role(
