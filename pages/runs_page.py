@@ -14,6 +14,7 @@ from review.core.errors import InputError
 from review.core.identity import Actor, Permission
 from review.core.taxonomy import Taxonomy
 from review.evaluation import evalruns, execution, refpipeline, runmetrics
+from review.thresholds.thresholds import configured_pipeline
 
 BUNDLED: dict[str, Callable[[], execution.Pipeline]] = {
     "Reference pipeline": lambda: refpipeline.reference,
@@ -66,15 +67,16 @@ def execute_form(engine: Engine, actor: Actor, tax: Taxonomy) -> None:
     if ex:
         with ui.reported():
             with st.spinner("Running…"):
+                pipeline, used = configured_pipeline(engine, BUNDLED[which]())
                 execution.execute(
                     engine,
                     actor,
-                    BUNDLED[which](),
+                    pipeline,
                     tax,
                     name=run_name,
                     system_version=which,
                     repeats=int(repeats),
-                    config={"pipeline": which},
+                    config={"pipeline": which, **used},
                     perturb=perturb,
                 )
             st.session_state["runs_flash"] = f"Run {run_name!r} stored."

@@ -192,8 +192,10 @@ def evaluate_cmd(
     """
     import datetime as dt
 
-    fn = _load_pipeline(spec)
+    from review.thresholds.thresholds import configured_pipeline
+
     engine = open_engine()
+    fn, used = configured_pipeline(engine, _load_pipeline(spec))
     tax = load_taxonomy()
     name = name or f"{spec} {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M:%S}"
     with click.progressbar(length=0, label="evaluating", show_pos=True) as bar:
@@ -210,7 +212,7 @@ def evaluate_cmd(
             system_version=system_version or spec,
             repeats=repeats,
             timeout_s=timeout,
-            config={"pipeline": spec},
+            config={"pipeline": spec, **used},
             progress=tick,
             perturb=perturbations,
         )

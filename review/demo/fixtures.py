@@ -27,6 +27,7 @@ from review.evaluation import evalruns, execution, refpipeline
 from review.labels import labeling
 from review.policy import signoff
 from review.thresholds import thresholds
+from review.thresholds.thresholds import configured_pipeline
 from review.traces import importer
 from storage.db import read_session, run_write
 from storage.models import Case, Document, Label, User
@@ -136,15 +137,16 @@ def build_demo(
     existing = {r.name for r in evalruns.list_runs(engine)}
     for run in DEMO_RUNS:
         if run.name not in existing:
+            pipeline, used = configured_pipeline(engine, run.pipeline())
             execution.execute(
                 engine,
                 DEMO_ACTOR,
-                run.pipeline(),
+                pipeline,
                 tax,
                 name=run.name,
                 system_version=run.version,
                 repeats=run.repeats,
-                config={"pipeline": run.spec},
+                config={"pipeline": run.spec, **used},
                 created_at=run.at,
             )
             runs += 1

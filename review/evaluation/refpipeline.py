@@ -1,34 +1,42 @@
-"""A small deterministic retrieval-and-gate pipeline over the demo corpus (no model needed).
+"""Small deterministic retrieval-then-gate pipelines over the demo corpus (no model needed).
 
-Two configurations ship so every evaluation view has real data:
+Retrieval scores each passage (paragraph, list item or table row) of the documents the
+identity may see by the share of the question's content words it contains, reported on a
+cosine-like scale (0.33 + 0.67 x share, as the policy's vector mode expects). A keyword topic
+classifier (:data:`TOPIC_PHRASES`) names the question's topics. Then the threshold gate of
+:mod:`review.policy.gate` decides with the policy in force: its thresholds, restricted
+topics, gate order and missing-signal rules (note 004: "Load the thresholds from
+configuration, not code"); the pipeline declares the signals it does not produce
+(:data:`NOT_PRODUCED`) instead of guessing them. Every non-answer and caveat is worded with
+the message the gate names (R1, C1, E1, ...) from the wording in force.
 
-- ``reference``: scores each passage (paragraph, list item or table row) of the documents the
-  identity may see by the share of the question's content words it contains, reported on a
-  cosine-like scale (0.33 + 0.67 x share, as the policy's vector mode expects), prefers the
-  current version on ties, never takes a passage that ends in a question as evidence (a
-  restated question answers nothing), escalates restricted topics, and abstains below 0.55.
-- ``naive``: the same retrieval refusing only below 0.46, with no preference for the current
-  version and taking any passage as evidence, so it answers on weak or stale evidence and
-  from a distractor that merely repeats the question (the known ways it is worse: it fails
-  the high-overlap distractor check and cites superseded versions).
-- ``sampled`` (:class:`Sampled`): the reference with a sampling step, its score moved by a
+- ``reference``: the policy's thresholds, prefers the current version on ties, never takes
+  a passage that ends in a question as evidence (a restated question answers nothing).
+- ``naive``: refuses only below 0.46 whatever the policy says, with no preference for the
+  current version and taking any passage as evidence, so it answers on weak or stale evidence
+  and from a distractor that merely repeats the question (it fails the high-overlap
+  distractor check and cites superseded versions).
+- ``sampled`` (:func:`Sampled`): the reference with a sampling step, its score moved by a
   seeded random amount on every call, so repeated runs disagree near the threshold (for the
   pass rate and decision variance over repeats).
 
 All follow the pipeline contract of ``workbench evaluate``: they take the question, the
-visible documents and the identity, and return decision, text, citations and score.
+visible documents and the identity, and return decision, text, citations and score. The
+workbench hands them the policy and wording in force (``configure``) before every run.
 """
 
 from __future__ import annotations
 
 import random
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from review.corpus.docformat import parse_blocks
 from review.evaluation.execution import PipelineDocument
+from review.policy.gate import Signals, decide
+from review.policy.policy import MissingSignalPolicy, NoAnswerPolicy
 
 _WORD = re.compile(r"[a-z0-9]+(?:[.,][0-9]+)?")
 _STOP_TEXT = """a an the and or of to in on for with by at from is are was were be been do does did
@@ -37,19 +45,47 @@ whom when where why how much many any some this that these those it its as if th
 their they them after before about into over under up out not no yes have has had get got ask
 asking brightwave workspace please tell know need"""
 STOPWORDS = frozenset(_STOP_TEXT.split())
-RESTRICTED_TOPICS = (
-    "lawsuit",
-    "litigation",
-    "legal advice",
-    "sue ",
-    "subpoena",
-    "court",
-    "dispute",
-    "home address",
-    "phone number of",
-    "salary",
-    "medical",
-)
+#: The pipeline's topic classifier: a question naming one of these phrases is on that topic.
+#: Which topics go to a person is the policy's ``restricted_topics``, not this table.
+TOPIC_PHRASES: dict[str, tuple[str, ...]] = {
+    "legal_dispute": ("lawsuit", "litigation", "sue ", "subpoena", "court", "dispute"),
+    "legal_advice": ("legal advice",),
+    "personal_data_request": ("home address", "phone number of", "salary", "medical"),
+}
+#: Who a question on a topic is passed to (the E1 message's {role}).
+TOPIC_ROLES: dict[str, str] = {
+    "legal_dispute": "the Legal team",
+    "legal_advice": "the Legal team",
+    "regulatory_advice": "the Legal team",
+    "personal_data_request": "the Privacy Operations team",
+    "security_incident": "the Security team",
+    "mergers_and_acquisitions": "the Legal team",
+}
+#: Gate signals this extractive pipeline does not produce (no model judges answerability or
+#: ambiguity); the gate is told so rather than handed a guess. Its answers are passages quoted
+#: whole, so they are grounded by construction (ungrounded is False).
+NOT_PRODUCED = ("answerable", "ambiguous")
+MISSING_ITEM = "the plan, contract or region this is about"
+RANKING_MODE = "vector"
+
+#: Renders message ``key`` of the approved wording with placeholder values.
+Wording = Callable[[str, Mapping[str, str]], str]
+
+
+def classify_topics(question: str) -> tuple[str, ...]:
+    """The topic keys whose phrases the question contains (lower-cased)."""
+    q = question.lower()
+    return tuple(t for t, phrases in TOPIC_PHRASES.items() if any(p in q for p in phrases))
+
+
+def _as_pipeline_policy(policy: NoAnswerPolicy) -> NoAnswerPolicy:
+    """The policy with this pipeline's unproduced signals declared, so the gate skips their
+    checks instead of failing closed on every question."""
+    ms = policy.missing_signal or MissingSignalPolicy(decision="abstain")
+    declared = sorted({*ms.not_produced, *NOT_PRODUCED})
+    return policy.model_copy(
+        update={"missing_signal": ms.model_copy(update={"not_produced": declared})}
+    )
 
 
 COSINE_FLOOR = 0.33
@@ -89,109 +125,165 @@ def restates_a_question(text: str) -> bool:
     return text.replace("*", "").replace("_", "").rstrip().endswith("?")
 
 
-def _answer(
-    question: str,
-    documents: Sequence[PipelineDocument],
-    identity: dict[str, Any],
-    threshold: float,
-    prefer_current: bool,
-    skip_questions: bool = False,
-    noise: float = 0.0,
-) -> dict[str, Any]:
-    q = question.lower()
-    if any(t in q for t in RESTRICTED_TOPICS):
-        return {
-            "decision": "escalate",
-            "reason_code": "restricted_topic",
-            "score": None,
-            "text": "This needs a person: I have passed your question to the Legal team.",
-            "citations": [],
-            "ranking_mode": "vector",
-        }
-    words = content_words(question)
-    cands = passages(documents)
-    if skip_questions:
-        cands = [p for p in cands if not restates_a_question(p.text)]
-    if not cands or not words:
-        return {
-            "decision": "abstain",
-            "reason_code": "no_answer_bearing_evidence",
-            "score": 0.0,
-            "ranking_mode": "vector",
-            "citations": [],
-            "text": "The sources available to you do not establish an answer. Could you "
-            "share the document or contract this is about?",
-        }
+@dataclass(frozen=True)
+class Configuration:
+    """How a bundled pipeline differs from the reference: the refuse threshold it uses instead
+    of the policy's (the naive one's deliberate misconfiguration), whether it prefers the
+    current version, whether a restated question counts as evidence, and sampling noise."""
 
-    def key(p: Passage) -> tuple[float, str]:
-        cover = len(words & content_words(p.text)) / len(words)
-        date = str(p.doc.effective_date or "") if prefer_current else ""
-        return (cover, date)
-
-    best = max(cands, key=key)
-    # report on a cosine-like scale (about 0.33 to 1), like the vector mode the policy knows
-    score = round(COSINE_FLOOR + (1 - COSINE_FLOOR) * key(best)[0] + noise, 4)
-    score = min(1.0, max(COSINE_FLOOR, score))
-    if score < threshold:
-        return {
-            "decision": "abstain",
-            "reason_code": "support_below_threshold",
-            "score": score,
-            "ranking_mode": "vector",
-            "citations": [],
-            "text": "The sources I can use mention this topic but do not answer it. "
-            "Which plan, contract or region is this about?",
-        }
-    return {
-        "decision": "answer",
-        "reason_code": None,
-        "score": score,
-        "ranking_mode": "vector",
-        "citations": [f"{best.doc.doc_id}@{best.doc.version}"],
-        "text": best.text,
-    }
+    name: str
+    prefer_current: bool = True
+    skip_questions: bool = True
+    refuse_below: float | None = None  # None: the policy's
+    jitter: float = 0.0
+    seed: int = 2025
 
 
-def reference(
-    question: str, documents: Sequence[PipelineDocument], identity: dict[str, Any]
-) -> dict[str, Any]:
-    """The reference configuration (refuse below 0.55, current versions preferred, restated
-    questions are not evidence)."""
-    return _answer(
-        question, documents, identity, threshold=0.55, prefer_current=True, skip_questions=True
-    )
+class GatedPipeline:
+    """A bundled pipeline: deterministic retrieval, then the threshold gate of
+    :mod:`review.policy.gate` with the policy in force (thresholds, restricted topics, gate
+    order, what to do on a missing signal) and the approved wording for every non-answer and
+    caveat. ``configure`` hands it both; the workbench does so before every run (the
+    ``evaluate`` command, the Runs page, the demo). Unconfigured, it reads the shipped policy
+    and wording files."""
 
+    def __init__(
+        self,
+        config: Configuration,
+        policy: NoAnswerPolicy | None = None,
+        wording: Wording | None = None,
+    ) -> None:
+        self.config = config
+        self.__name__ = config.name
+        self._policy = policy
+        self._wording = wording
+        self._rng = random.Random(config.seed)
 
-def naive(
-    question: str, documents: Sequence[PipelineDocument], identity: dict[str, Any]
-) -> dict[str, Any]:
-    """A worse configuration: refuse below 0.46, no preference for the current version, and
-    a passage that only repeats the question counts as evidence."""
-    return _answer(question, documents, identity, threshold=0.46, prefer_current=False)
+    def configure(self, policy: NoAnswerPolicy, wording: Wording) -> GatedPipeline:
+        """A fresh copy of this pipeline deciding with ``policy`` and wording with ``wording``
+        (sampling restarts from the seed)."""
+        return GatedPipeline(self.config, policy, wording)
 
+    def _parts(self) -> tuple[NoAnswerPolicy, Wording]:
+        if self._policy is None or self._wording is None:
+            from review.policy.policy import load_policy
+            from review.wording.messages import load_wording, render
 
-class Sampled:
-    """The reference configuration with a sampling step: every call moves the score by a
-    seeded random amount in [-jitter, +jitter], so repeats near the threshold disagree the
-    way a sampling generator does. Deterministic for a given seed and order of calls."""
-
-    def __init__(self, seed: int = 2025, jitter: float = 0.08) -> None:
-        self._rng = random.Random(seed)
-        self.jitter = jitter
-        self.__name__ = "sampled"
+            ws = load_wording()
+            self._policy = self._policy or load_policy()
+            self._wording = self._wording or (lambda k, v: render(ws.message(k), v))
+        return self._policy, self._wording
 
     def __call__(
         self, question: str, documents: Sequence[PipelineDocument], identity: dict[str, Any]
     ) -> dict[str, Any]:
-        return _answer(
-            question,
-            documents,
-            identity,
-            threshold=0.55,
-            prefer_current=True,
-            skip_questions=True,
-            noise=self._rng.uniform(-self.jitter, self.jitter),
-        )
+        policy, wording = self._parts()
+        c = self.config
+        if c.refuse_below is not None:
+            policy = policy.model_copy(
+                update={
+                    "ranking_modes": {
+                        **policy.ranking_modes,
+                        RANKING_MODE: policy.ranking_modes[RANKING_MODE].model_copy(
+                            update={"refuse_below": c.refuse_below}
+                        ),
+                    }
+                }
+            )
+        noise = self._rng.uniform(-c.jitter, c.jitter) if c.jitter else 0.0
+        return _answer(question, documents, _as_pipeline_policy(policy), wording, c, noise)
+
+
+def _answer(
+    question: str,
+    documents: Sequence[PipelineDocument],
+    policy: NoAnswerPolicy,
+    wording: Wording,
+    c: Configuration,
+    noise: float,
+) -> dict[str, Any]:
+    topics = classify_topics(question)
+    words = content_words(question)
+    cands = passages(documents)
+    if c.skip_questions:
+        cands = [p for p in cands if not restates_a_question(p.text)]
+
+    def key(p: Passage) -> tuple[float, str]:
+        cover = len(words & content_words(p.text)) / len(words) if words else 0.0
+        date = str(p.doc.effective_date or "") if c.prefer_current else ""
+        return (cover, date)
+
+    best = max(cands, key=key) if cands else None
+    score: float | None = None
+    if best is not None:
+        # a cosine-like scale (about 0.33 to 1), like the vector mode the policy knows
+        score = round(COSINE_FLOOR + (1 - COSINE_FLOOR) * key(best)[0] + noise, 4)
+        score = min(1.0, max(COSINE_FLOOR, score))
+    result = decide(
+        policy,
+        Signals(
+            RANKING_MODE,
+            len(cands),
+            score,
+            answerable=None,
+            ambiguous=None,
+            ungrounded=False,
+            topics=topics,
+        ),
+    )
+    out: dict[str, Any] = {
+        "decision": result.decision,
+        "reason_code": result.reason_code,
+        "score": score,
+        "ranking_mode": RANKING_MODE,
+        "citations": [],
+    }
+    if result.decision == "answer" and best is not None:
+        out["citations"] = [f"{best.doc.doc_id}@{best.doc.version}"]
+        out["text"] = best.text
+        if result.caveat:
+            out["text"] += " " + wording("C1", {"document": best.doc.title})
+        return out
+    restricted = [t for t in topics if t in policy.restricted_topics]
+    values = {
+        "topic": _topic_words(question),
+        "missing_item": MISSING_ITEM,
+        "role": TOPIC_ROLES.get(restricted[0], "the Support team")
+        if restricted
+        else ("the Support team"),
+    }
+    out["text"] = wording(result.message_key or "R1", values)
+    return out
+
+
+def _topic_words(question: str) -> str:
+    """What the question is about, in its own words (for {topic}): its first content words."""
+    words = [w for w in _WORD.findall(question.lower()) if w not in STOPWORDS and len(w) > 1]
+    return " ".join(words[:4]) or "this"
+
+
+#: The reference configuration: the policy's thresholds, current versions preferred,
+#: restated questions are not evidence.
+reference = GatedPipeline(Configuration("reference"))
+#: A worse configuration: refuse below 0.46 whatever the policy says, no preference for the
+#: current version, and a passage that only repeats the question counts as evidence.
+naive = GatedPipeline(
+    Configuration("naive", prefer_current=False, skip_questions=False, refuse_below=0.46)
+)
+
+
+def Sampled(seed: int = 2025, jitter: float = 0.08) -> GatedPipeline:
+    """The reference with a sampling step: every call moves the score by a seeded random
+    amount in [-jitter, +jitter], so repeats near the threshold disagree the way a sampling
+    generator does. Deterministic for a given seed and order of calls."""
+    return GatedPipeline(Configuration("sampled", jitter=jitter, seed=seed))
 
 
 sampled = Sampled()
+
+
+def configure_pipeline(pipeline: Any, policy: NoAnswerPolicy, wording: Wording) -> Any:
+    """A pipeline with a ``configure(policy, wording)`` method configured; any other callable
+    unchanged (an outside pipeline brings its own policy)."""
+    setup = getattr(pipeline, "configure", None)
+    return setup(policy, wording) if callable(setup) else pipeline

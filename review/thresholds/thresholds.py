@@ -12,6 +12,7 @@ import datetime as dt
 import difflib
 import hashlib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +32,7 @@ from review.policy.policy import (
     NoAnswerPolicy,
     default_policy_path,
     parse_policy,
+    policy_sha256,
     record_change,
     replace_thresholds,
 )
@@ -88,6 +90,32 @@ def in_force(engine: Engine) -> PolicyInForce:
         )
     text = default_policy_path().read_text(encoding="utf-8")
     return PolicyInForce(parse_policy(text, str(default_policy_path())), text, None)
+
+
+def configured_pipeline(engine: Engine, pipeline: Any) -> tuple[Any, dict[str, str]]:
+    """A bundled pipeline set up to decide with the policy in force and word its non-answers
+    with the wording in force (note 004: thresholds come from configuration, not code), and
+    what it was set up with, for the run's configuration. An outside pipeline (no
+    ``configure`` method) is returned as it is, with nothing recorded."""
+    from review.evaluation.refpipeline import configure_pipeline
+    from review.wording import versions as wording_versions
+    from review.wording.messages import render
+
+    if not callable(getattr(pipeline, "configure", None)):
+        return pipeline, {}
+    pif = in_force(engine)
+    wif = wording_versions.in_force(engine)
+    words = wif.wording
+
+    def wording(key: str, values: Mapping[str, str]) -> str:
+        return render(words.message(key), values)
+
+    used = {
+        "policy": f"version {pif.version.number}" if pif.version else "shipped file",
+        "policy_sha256": policy_sha256(pif.text),
+        "wording": wif.label,
+    }
+    return configure_pipeline(pipeline, pif.policy, wording), used
 
 
 def outcomes(
