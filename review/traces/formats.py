@@ -77,13 +77,16 @@ apply to every span of the resource. Fields are taken, in order of precedence, f
   ``effective_date``, ``filtered`` and ``rank``); an ``LLM`` span gives ``llm.model_name`` (model),
   ``llm.prompt_template.version`` (prompt) and, when the root has none, the answer
   (``output.value``); ``EMBEDDING`` and ``RERANKER`` spans give the embedding and reranker model;
+  a span's ``metadata`` (JSON text) key ``topics`` gives the question's topics when
+  ``rag.topics`` is not set;
 * OpenTelemetry GenAI: a span with ``gen_ai.operation.name`` ``retrieval`` (or any span with
   ``gen_ai.retrieval.documents``) gives ``gen_ai.retrieval.query.text`` (rewritten query),
   ``gen_ai.retrieval.documents`` (JSON text or array of objects ``{id, score, content, doc_id,
   doc_version, effective_date, filtered, rank}``), ``gen_ai.data_source.id`` (index version) and
   ``gen_ai.request.model`` (embedding model); a ``chat``/``text_completion``/``generate_content``
   span gives ``gen_ai.response.model`` or ``gen_ai.request.model`` (model) and the answer from
-  the assistant text parts of ``gen_ai.output.messages``.
+  the assistant text parts of ``gen_ai.output.messages``. The GenAI conventions name no topic
+  attribute: send the topic classifier's keys as ``rag.topics``.
 
 The question falls back to the retrieval query when nothing else carries it. Chunk ids listed in
 ``rag.filtered_chunk_ids`` are marked ``filtered``; ids that retrieval did not report are added

@@ -25,6 +25,7 @@ from review.traces.fields import (
     _opt_float,
     _opt_int,
     _opt_text,
+    _opt_topics,
     _unique_chunks,
 )
 from review.traces.model import _DEFAULT_VOCAB, Chunk, TraceItem, TraceVocabulary
@@ -344,8 +345,25 @@ def _otlp_node(sp: _RawSpan, vocab: TraceVocabulary) -> _Node:
         output_text=output_text,
         chunks=tuple(chunks),
         versions=versions,
-        rag=_rag_attrs(a, label, vocab),
+        rag=_with_metadata_topics(_rag_attrs(a, label, vocab), a, label),
     )
+
+
+def _with_metadata_topics(
+    rag: dict[str, tuple[Any, str]], a: Mapping[str, Any], label: Any
+) -> dict[str, tuple[Any, str]]:
+    """OpenInference keeps free-form span metadata as JSON text in ``metadata``; its
+    ``topics`` key (the topic classifier's keys) counts as ``rag.topics`` when that is not
+    set. The GenAI conventions name no topic attribute: use ``rag.topics`` there."""
+    raw = a.get("metadata")
+    if "topics" in rag or not isinstance(raw, str):
+        return rag
+    meta = _json_text(raw, label("metadata"))
+    if not isinstance(meta, dict) or "topics" not in meta:
+        return rag
+    f = label("metadata") + " key topics"
+    val = _opt_topics(meta["topics"], f)
+    return rag if val is None else {**rag, "topics": (val, f)}
 
 
 def iter_otlp_jsonl(

@@ -71,8 +71,8 @@ def _rag_attrs(
             raise _Bad(
                 f, f"unknown key in the rag namespace (known: {known}, rag.version.*, rag.attr.*)"
             )
-        if val is not None and val != () and val != "":
-            out[name] = (val, f)
+        if val is not None and (val != () or name == "topics") and val != "":
+            out[name] = (val, f)  # topics () is "classified, no topic", not absent
     return out
 
 

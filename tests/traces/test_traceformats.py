@@ -419,6 +419,21 @@ def test_otlp_rag_topics() -> None:
     assert isinstance(item, ParsedTrace) and item.trace.topics == ("security_incident",)
     (item,) = otlp(export(root(TA)))
     assert isinstance(item, ParsedTrace) and item.trace.topics is None
+    # classified with no topic stays apart from not classified
+    (item,) = otlp(export(root(TA, rag__topics="[]")))
+    assert isinstance(item, ParsedTrace) and item.trace.topics == ()
+    # OpenInference span metadata (JSON text) carries the topics when rag.topics is not set
+    meta = json.dumps({"topics": ["legal_dispute"], "user": "u1"})
+    (item,) = otlp(export(root(TA, metadata=meta)))
+    assert isinstance(item, ParsedTrace) and item.trace.topics == ("legal_dispute",)
+    (item,) = otlp(export(root(TA, metadata=json.dumps({"topics": []}))))
+    assert isinstance(item, ParsedTrace) and item.trace.topics == ()
+    both = otlp(export(root(TA, metadata=meta, rag__topics="pricing")))
+    assert isinstance(both[0], ParsedTrace) and both[0].trace.topics == ("pricing",)
+    (item,) = otlp(export(root(TA, metadata=json.dumps({"user": "u1"}))))
+    assert isinstance(item, ParsedTrace) and item.trace.topics is None
+    with pytest.raises(InputError, match="metadata key topics: expected a list of topic keys"):
+        otlp(export(root(TA, metadata=json.dumps({"topics": {"a": 1}}))))
 
 
 def test_canonical_skip_bad_yields_rejected_with_line_numbers_and_continues() -> None:
