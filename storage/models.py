@@ -134,6 +134,8 @@ class Case(Base):
     identity_name: Mapped[str] = mapped_column(String(200))
     identity_scopes: Mapped[list[Any]] = mapped_column(default=list)
     expected_decision: Mapped[str] = mapped_column(String(40))
+    #: the wording key (R1, R2, R3, C1, F1, E1, ...) the case expects its answer to use
+    expected_message: Mapped[str | None] = mapped_column(String(40))
     reason_codes: Mapped[list[Any]] = mapped_column(default=list)
     category: Mapped[str] = mapped_column(String(60))
     split: Mapped[str] = mapped_column(String(20))
@@ -364,6 +366,8 @@ class EvalOutput(Base):
     repeat: Mapped[int] = mapped_column(Integer, default=0)
     decision: Mapped[str | None] = mapped_column(String(40))
     reason_code: Mapped[str | None] = mapped_column(String(60))
+    #: the wording key the output's text used (None: the pipeline did not say)
+    message_key: Mapped[str | None] = mapped_column(String(40))
     score: Mapped[float | None] = mapped_column()
     ranking_mode: Mapped[str | None] = mapped_column(String(40))
     text: Mapped[str] = mapped_column(Text, default="")

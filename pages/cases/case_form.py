@@ -52,25 +52,34 @@ def case_form(
                 ),
             },
         )
-        c1, c2, c3 = st.columns(3)
-        decisions = list(tax.decisions)
-        decision = c1.selectbox(
-            "Expected decision",
-            decisions,
-            index=index(decisions, s.expected_decision),
-            format_func=lambda k: tax.decisions[k].label,
-            help=display.terms_help(tax.decisions),
-        )
+        c1, c2, c3, c4 = st.columns(4)
         categories = list(tax.categories)
-        category = c2.selectbox(
+        category = c1.selectbox(
             "Category",
             categories,
             index=index(categories, s.category),
             format_func=lambda k: tax.categories[k].label,
             help=display.terms_help(tax.categories),
         )
+        decisions = ["", *tax.decisions]
+        decision = c2.selectbox(
+            "Expected decision",
+            decisions,
+            index=index(decisions, s.expected_decision),
+            format_func=lambda k: tax.decisions[k].label if k else "(the category's default)",
+            help=display.category_defaults_help(tax),
+        )
+        messages = case_form_data.message_options(tax)
+        message = c3.selectbox(
+            "Expected wording",
+            messages,
+            index=index(messages, s.expected_message),
+            format_func=lambda k: k or "(suggested)",
+            help="The refusal-wording message the answer should use (R1, R2, R3, C1, F1, "
+            "E1). Suggested: the category's, else the reasons', else the decision's only one.",
+        )
         splits = list(tax.splits)
-        split = c3.selectbox("Split", splits, index=index(splits, s.split))
+        split = c4.selectbox("Split", splits, index=index(splits, s.split))
         reasons = st.multiselect(
             "Reason codes (why the evidence is insufficient)",
             list(tax.case_reason_codes()),
@@ -109,6 +118,7 @@ def case_form(
             identity_scopes=ident_scopes,
             documents=case_form_data.document_rows(docs_df),
             expected_decision=decision,
+            expected_message=message,
             category=category,
             split=split,
             reason_codes=reasons,

@@ -65,6 +65,9 @@ def documents_and_claims(actor: Actor, view: cases.CaseView) -> None:
 
 def labels(tax: Taxonomy, view: cases.CaseView) -> None:
     st.metric("Expected decision", display.decision_label(tax, view.expected_decision))
+    mismatch = display.category_mismatch(view, tax)
+    if mismatch:
+        st.info(ui.plain(mismatch))
     st.caption("Reason codes")
     st.text(display.reason_text(view.reason_codes, tax))
     st.dataframe(display.details_table(view), hide_index=True, width="stretch")

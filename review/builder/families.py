@@ -284,6 +284,8 @@ def _variant(
     case["key"] = None
     case["evidence_state"] = state
     case["expected_decision"] = decision
+    if decision != base.get("expected_decision"):  # the wording key follows the decision
+        case["expected_message"] = None
     case["reason_codes"] = list(reasons)
     case["slices"] = _merge(base.get("slices", []), slices)
     case["category"] = category or base.get("category")

@@ -97,13 +97,16 @@ def confirm_suggestion(
             raise changes.stale_error("case", row.key, expected_version, row)
         before = case_service.to_record(row)
         data = {**before, "expected_decision": decision, "reason_codes": chosen}
+        if decision != row.expected_decision:  # the wording key follows the decision
+            data["expected_message"] = None
         if make_ready and row.status == CaseStatus.draft:
             data["status"] = CaseStatus.ready
-        case_in = CaseIn.model_validate(data)
+        case_in = CaseIn.model_validate(data).with_suggested_message(tax)
         problems = case_in.problems(tax)
         if problems:
             raise InputError(f"{problems[0][0]}: {problems[0][1]}")
         row.expected_decision = decision
+        row.expected_message = case_in.expected_message
         row.reason_codes = chosen
         row.status = case_in.status
         row.version += 1

@@ -65,6 +65,9 @@ class CaseIn(_Strict):
     identity: IdentityIn
     documents: list[CaseDocIn] = Field(default_factory=list)
     expected_decision: str
+    #: the wording key the case expects (R1, R2, R3, C1, F1, E1, ...); absent: the one the
+    #: taxonomy suggests (see :meth:`with_suggested_message`)
+    expected_message: str | None = Field(default=None, max_length=40)
     reason_codes: list[str] = Field(default_factory=list)
     category: str
     slices: list[str] = Field(default_factory=list)
@@ -139,11 +142,61 @@ class CaseIn(_Strict):
                 out.append(("reason_codes", "an 'answer' case may only carry false_premise"))
         if self.evidence_state and not self.family:
             out.append(("evidence_state", "an evidence state needs a family"))
+        out += self._category_problems(tax)
         return out
+
+    def _category_problems(self, tax: Taxonomy) -> list[tuple[str, str]]:
+        """Note 004: a category has one agreed behaviour. Expecting another needs a note, and
+        a case expecting a non-answer names the wording it expects."""
+        out: list[tuple[str, str]] = []
+        cat = tax.categories.get(self.category)
+        term = tax.decisions.get(self.expected_decision)
+        if cat is None or term is None:
+            return out
+        if self.expected_decision != cat.default_decision and not self.notes.strip():
+            out.append(
+                (
+                    "notes",
+                    f"category {self.category!r} expects {cat.default_decision!r} by default; "
+                    f"say in the notes why this case expects {self.expected_decision!r}",
+                )
+            )
+        allowed = term.messages
+        if self.expected_message is not None and self.expected_message not in allowed:
+            listed = ", ".join(allowed) or "none"
+            out.append(
+                (
+                    "expected_message",
+                    f"{self.expected_message!r} is not a message for "
+                    f"{self.expected_decision!r} (one of: {listed})",
+                )
+            )
+        elif (
+            self.expected_message is None
+            and allowed
+            and not term.answers
+            and self.status != CaseStatus.draft
+        ):
+            out.append(
+                (
+                    "expected_message",
+                    f"a case expecting {self.expected_decision!r} names the wording it expects "
+                    f"(one of: {', '.join(allowed)})",
+                )
+            )
+        return out
+
+    def with_suggested_message(self, tax: Taxonomy) -> CaseIn:
+        """The case with the wording key the taxonomy suggests when it names none (its
+        category's default, else its reasons' message, else the decision's only one)."""
+        if self.expected_message is not None:
+            return self
+        key = tax.expected_message(self.expected_decision, self.category, self.reason_codes)
+        return self if key is None else self.model_copy(update={"expected_message": key})
 
 
 def validate_case(data: Any, source: str, line: int, tax: Taxonomy) -> CaseIn:
-    case = validate_record(CaseIn, data, f"{source}: line {line}")
+    case = validate_record(CaseIn, data, f"{source}: line {line}").with_suggested_message(tax)
     problems = case.problems(tax)
     if problems:
         fld, msg = problems[0]
@@ -218,6 +271,7 @@ def _apply(s: Session, row: Case, c: CaseIn, actor: Actor, where: str) -> None:
     row.identity_name = c.identity.name
     row.identity_scopes = list(c.identity.scopes)
     row.expected_decision = c.expected_decision
+    row.expected_message = c.expected_message
     row.reason_codes = list(c.reason_codes)
     row.category = c.category
     row.split = c.split
@@ -250,6 +304,7 @@ def to_record(row: Case) -> dict[str, Any]:
             for d in row.documents
         ],
         "expected_decision": row.expected_decision,
+        "expected_message": row.expected_message,
         "reason_codes": list(row.reason_codes),
         "category": row.category,
         "slices": sorted(sl.slice for sl in row.slices),
@@ -322,6 +377,7 @@ def import_cases(
 
 def create_case(engine: Engine, actor: Actor, c: CaseIn, tax: Taxonomy) -> int:
     require(actor, Permission.edit_cases)
+    c = c.with_suggested_message(tax)
     problems = c.problems(tax)
     if problems:
         raise InputError(f"{problems[0][0]}: {problems[0][1]}")
@@ -339,6 +395,7 @@ def update_case(
 ) -> int:
     """Save an edit made from ``expected_version``; a stale edit is refused naming who saved."""
     require(actor, Permission.edit_cases)
+    c = c.with_suggested_message(tax)
     problems = c.problems(tax)
     if problems:
         raise InputError(f"{problems[0][0]}: {problems[0][1]}")
@@ -508,6 +565,7 @@ class CaseView:
     identity_scopes: tuple[str, ...]
     documents: tuple[CaseDocView, ...]
     expected_decision: str
+    expected_message: str | None
     reason_codes: tuple[str, ...]
     category: str
     slices: tuple[str, ...]
@@ -555,6 +613,7 @@ def get_case(engine: Engine, case_id: int | None = None, key: str | None = None)
                 for d in row.documents
             ),
             expected_decision=row.expected_decision,
+            expected_message=row.expected_message,
             reason_codes=tuple(row.reason_codes),
             category=row.category,
             slices=tuple(sorted(sl.slice for sl in row.slices)),

@@ -17,6 +17,8 @@ __all__ = [
     "RESTRICTED_TITLE",
     "case_filter",
     "case_table",
+    "category_defaults_help",
+    "category_mismatch",
     "decision_label",
     "details_table",
     "documents_table",
@@ -91,6 +93,29 @@ def decision_label(tax: Taxonomy, key: str) -> str:
     return tax.label("decisions", key, missing=key)
 
 
+def category_defaults_help(tax: Taxonomy) -> str:
+    """The help of the expected-decision select: each category's agreed behaviour (note 004)."""
+    lines = [
+        f"- **{c.label}**: {tax.label('decisions', c.default_decision)}"
+        + (f" ({c.default_message})" if c.default_message else "")
+        for c in tax.categories.values()
+    ]
+    return "Each category's default decision; another needs a note saying why.\n" + "\n".join(lines)
+
+
+def category_mismatch(view: CaseView, tax: Taxonomy) -> str | None:
+    """One sentence when the case expects another decision than its category's default
+    (note 004), else None; the case's notes say why."""
+    cat = tax.categories.get(view.category)
+    if cat is None or cat.default_decision == view.expected_decision:
+        return None
+    return (
+        f"Expects {tax.label('decisions', view.expected_decision)!r} where category "
+        f"{cat.label!r} defaults to {tax.label('decisions', cat.default_decision)!r}; "
+        "the notes say why."
+    )
+
+
 def terms_help(terms: Mapping[str, Term]) -> str:
     """The help of a select of taxonomy terms: each term's label and definition as a list."""
     return "\n".join(f"- **{t.label}**: {t.definition}" for t in terms.values())
@@ -130,6 +155,7 @@ def details_table(view: CaseView) -> pd.DataFrame:
     return pd.DataFrame(
         [
             ("category", view.category),
+            ("expected wording", view.expected_message or "—"),
             ("slices", ", ".join(view.slices) or "—"),
             ("split", view.split),
             ("status", view.status),

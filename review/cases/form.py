@@ -23,6 +23,7 @@ __all__ = [
     "documents_frame",
     "form_record",
     "form_start",
+    "message_options",
     "option_index",
     "parse_claims",
     "validate_form",
@@ -43,7 +44,8 @@ class FormStart:
     identity_name: str
     identity_scopes: list[str]
     documents: list[dict[str, object]]
-    expected_decision: str
+    expected_decision: str  # "" for the category's default decision (a new case)
+    expected_message: str  # "" for the wording key the taxonomy suggests
     category: str
     split: str
     reason_codes: list[str]
@@ -61,7 +63,9 @@ def _strings(value: object) -> list[str]:
 def form_start(record: Mapping[str, object]) -> FormStart:
     """The form's starting values from a case record (canonical format) or from the few
     values a new case starts with; what is missing starts empty (the identity as a customer
-    who may see public documents, the decision as answer, the status as draft)."""
+    who may see public documents, the decision as the category's default (note 004: a
+    category has one agreed behaviour), the wording key as the suggested one, the status as
+    draft)."""
     ident = record.get("identity")
     if not isinstance(ident, Mapping) or not ident:
         ident = DEFAULT_IDENTITY
@@ -76,7 +80,8 @@ def form_start(record: Mapping[str, object]) -> FormStart:
         documents=[dict(d) for d in docs if isinstance(d, Mapping)]
         if isinstance(docs, list | tuple)
         else [],
-        expected_decision=str(record.get("expected_decision", "answer")),
+        expected_decision=str(record.get("expected_decision") or ""),
+        expected_message=str(record.get("expected_message") or ""),
         category=str(record.get("category") or ""),
         split=str(record.get("split") or ""),
         reason_codes=_strings(record.get("reason_codes")),
@@ -96,6 +101,14 @@ def option_index(options: Sequence[str], value: str) -> int:
 def documents_frame(documents: Sequence[Mapping[str, object]]) -> pd.DataFrame:
     """The case's documents as the rows of the form's document editor."""
     return pd.DataFrame(list(documents), columns=DOCUMENT_COLUMNS)
+
+
+def message_options(tax: Taxonomy) -> list[str]:
+    """The wording keys the form offers, after "" (the suggested one): every decision's."""
+    keys: list[str] = []
+    for term in tax.decisions.values():
+        keys += [k for k in term.messages if k not in keys]
+    return ["", *keys]
 
 
 def parse_claims(text: str) -> list[str]:
@@ -155,9 +168,10 @@ class FormValues:
     identity_name: str
     identity_scopes: list[str]
     documents: list[dict[str, object]]  # from document_rows
-    expected_decision: str
+    expected_decision: str  # "": the category's default decision
     category: str
     split: str
+    expected_message: str = ""  # "": the suggested wording key
     reason_codes: list[str] = field(default_factory=list)
     slices: list[str] = field(default_factory=list)
     family: str = ""
@@ -175,6 +189,7 @@ def form_record(v: FormValues) -> dict[str, object]:
         "identity": {"name": v.identity_name, "scopes": list(v.identity_scopes)},
         "documents": list(v.documents),
         "expected_decision": v.expected_decision,
+        "expected_message": v.expected_message or None,
         "reason_codes": list(v.reason_codes),
         "category": v.category,
         "slices": list(v.slices),
@@ -188,8 +203,11 @@ def form_record(v: FormValues) -> dict[str, object]:
 
 def validate_form(v: FormValues, tax: Taxonomy) -> CaseIn:
     """The form's case validated like an imported one; InputError says what is wrong (without
-    naming the form as a file and line)."""
+    naming the form as a file and line). An empty decision is the category's default."""
+    record = form_record(v)
+    if not v.expected_decision and v.category in tax.categories:
+        record["expected_decision"] = tax.categories[v.category].default_decision
     try:
-        return validate_case(form_record(v), "form", 1, tax)
+        return validate_case(record, "form", 1, tax)
     except WorkbenchError as exc:
         raise InputError(str(exc).removeprefix(_WHERE)) from None

@@ -40,8 +40,16 @@ class Term(_Strict):
     definition: Definition
 
 
+MessageKey = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_]{0,39}$")]
+
+
 class DecisionTerm(Term):
     answers: bool = Field(description="True when the assistant gives a substantive answer")
+    messages: list[MessageKey] = Field(
+        default_factory=list,
+        description="wording keys a case expecting this decision may name; a case expecting "
+        "a non-answer must name one when the list is not empty",
+    )
 
 
 class ReasonTerm(Term):
@@ -50,10 +58,14 @@ class ReasonTerm(Term):
         description="False: a code only the gate gives (an infrastructure state, not a "
         "property of a question), so labelers do not choose it for a case",
     )
+    message: MessageKey | None = Field(
+        default=None, description="the wording key a case with this reason usually expects"
+    )
 
 
 class CategoryTerm(Term):
     default_decision: str
+    default_message: MessageKey | None = None
 
 
 class Taxonomy(_Strict):
@@ -92,6 +104,13 @@ class Taxonomy(_Strict):
                     f"categories.{key}.default_decision: {cat.default_decision!r} is not "
                     "defined under decisions"
                 )
+            elif cat.default_message is not None and cat.default_message not in (
+                self.decisions[cat.default_decision].messages
+            ):
+                problems.append(
+                    f"categories.{key}.default_message: {cat.default_message!r} is not one of "
+                    f"the messages of {cat.default_decision!r}"
+                )
         for split in ("train", "validation", "test"):
             if split not in self.splits:
                 problems.append(f"splits: {split!r} is required")
@@ -102,6 +121,27 @@ class Taxonomy(_Strict):
     # Convenience views -------------------------------------------------------------------
     def answering_decisions(self) -> set[str]:
         return {k for k, v in self.decisions.items() if v.answers}
+
+    def expected_message(
+        self, decision: str, category: str | None, reason_codes: list[str] | tuple[str, ...]
+    ) -> str | None:
+        """The wording key a case expecting ``decision`` is suggested (note 004): its
+        category's default message when the case expects the category's default decision,
+        else the first of its reasons' messages that the decision allows, else the decision's
+        message when it has only one. None: no suggestion (the author names it)."""
+        term = self.decisions.get(decision)
+        if term is None or not term.messages:
+            return None
+        cat = self.categories.get(category or "")
+        if cat is not None and cat.default_decision == decision and cat.default_message:
+            return cat.default_message
+        for code in reason_codes:
+            reason = self.reason_codes.get(code)
+            if reason is not None and reason.message in term.messages:
+                return reason.message
+        if len(term.messages) == 1 and not term.answers:
+            return term.messages[0]
+        return None
 
     def case_reason_codes(self) -> dict[str, ReasonTerm]:
         """The reason codes a labeler may give a case (not the gate-only ones)."""

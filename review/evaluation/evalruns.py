@@ -4,7 +4,11 @@ Run outputs JSONL (one object per line)::
 
     {"case": "CASE-001", "decision": "answer", "score": 0.71, "text": "...",
      "cited_ids": ["POL-REFUND-MONTHLY@2"], "repeat": 0, "reason_code": null,
-     "ranking_mode": "vector", "versions": {"model": "m-2025-06"}, "error": null}
+     "message_key": null, "ranking_mode": "vector", "versions": {"model": "m-2025-06"},
+     "error": null}
+
+``message_key`` (optional) is the refusal-wording key the text used (R1, R2, R3, C1, F1, E1);
+runs compare it with the wording key each no-answer case expects.
 
 ``error`` (optional) marks an infrastructure failure (the pipeline raised, timed out or
 answered malformed); such rows are counted apart and never as answers.
@@ -59,6 +63,8 @@ class OutputIn(BaseModel):
     cited_ids: list[str] = Field(default_factory=list)
     repeat: int = Field(default=0, ge=0, le=2**31 - 1)  # what the database's integer holds
     reason_code: str | None = None
+    #: the wording key (R1, R2, R3, C1, F1, E1, ...) the text used; None: not said
+    message_key: str | None = Field(default=None, pattern=r"^[A-Za-z][A-Za-z0-9_]{0,39}$")
     ranking_mode: str | None = None
     versions: dict[str, str] = Field(default_factory=dict)
     error: str | None = None
@@ -184,6 +190,7 @@ def import_run(
                 repeat=it.repeat,
                 decision=None if it.error else it.decision,
                 reason_code=it.reason_code,
+                message_key=None if it.error else it.message_key,
                 score=it.score,
                 ranking_mode=it.ranking_mode,
                 text=it.text,
@@ -414,10 +421,13 @@ def outputs_frame(engine: Engine, run_id: int, tax: Taxonomy) -> pd.DataFrame:
                 Case.evidence_state,
                 func.coalesce(gold.c.gold_decision, Case.expected_decision).label("gold"),
                 Case.reason_codes.label("case_reasons"),
+                Case.expected_decision,
+                Case.expected_message,
                 gold.c.gold_reasons,
                 EvalOutput.repeat,
                 EvalOutput.decision,
                 EvalOutput.reason_code,
+                EvalOutput.message_key,
                 EvalOutput.score,
                 EvalOutput.ranking_mode,
                 EvalOutput.cited_doc_ids,
@@ -488,8 +498,14 @@ def outputs_frame(engine: Engine, run_id: int, tax: Taxonomy) -> pd.DataFrame:
                 "evidence_state",
                 "leaked",
                 "cites_superseded",
+                "expected_message",
+                "message_key",
             ]
         )
+    # the case's wording key applies while the gold decision is the one the case expects
+    df["expected_message"] = df["expected_message"].where(
+        df["gold"] == df["expected_decision"], None
+    )
     df["gold_reasons"] = [
         g if isinstance(g, list) else c
         for g, c in zip(df["gold_reasons"], df["case_reasons"], strict=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import datetime as dt
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +29,8 @@ from storage.models import (
     CaseDocument,
     Document,
 )
+
+_MESSAGE_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,39}$")
 
 # ---------------------------------------------------------------------------------------
 # Executing a pipeline
@@ -231,6 +234,9 @@ def check_response(resp: Any, tax: Taxonomy) -> OutputIn | str:
     mode = resp.get("ranking_mode")
     if mode is not None and not isinstance(mode, str):
         return "malformed response: ranking_mode must be text or null"
+    key = resp.get("message_key")
+    if key is not None and (not isinstance(key, str) or not _MESSAGE_KEY.match(key)):
+        return f"malformed response: message_key {key!r} is not a wording key"
     try:
         value = None if score is None else float(score)
     except OverflowError:
@@ -242,6 +248,7 @@ def check_response(resp: Any, tax: Taxonomy) -> OutputIn | str:
         text=text,
         cited_ids=list(cites),
         reason_code=reason,
+        message_key=key,
         ranking_mode=mode,
     )
 

@@ -234,6 +234,7 @@ def _answer(
     out: dict[str, Any] = {
         "decision": result.decision,
         "reason_code": result.reason_code,
+        "message_key": result.message_key,
         "score": score,
         "ranking_mode": RANKING_MODE,
         "citations": [],

@@ -16,6 +16,9 @@ Definitions (k / n):
   reason codes / such refusals that carry a reason code;
 - citation validity: answers whose every cited id was visible to the case's identity /
   answers with at least one citation;
+- wording-key match: outputs that gave the expected non-answer worded with the message the
+  case expects (R1, R2, R3, F1, E1; an output that names no key counts as not matching) /
+  outputs that gave the expected non-answer of a case that names its wording key;
 - CRAG score: mean of +1 (acceptable answer), 0 (no answer), -1 (unacceptable answer).
 """
 
@@ -36,6 +39,7 @@ RATE_METRICS = (
     "unsupported_answer_rate",
     "reason_code_accuracy",
     "citation_validity",
+    "wording_key_match",
 )
 LABELS = {
     "abstention_recall": "Abstention recall",
@@ -44,6 +48,7 @@ LABELS = {
     "unsupported_answer_rate": "Unsupported-answer rate",
     "reason_code_accuracy": "Reason-code accuracy",
     "citation_validity": "Citation validity",
+    "wording_key_match": "Wording-key match",
     "crag_score": "CRAG score",
 }
 HIGHER_IS_BETTER = {
@@ -53,6 +58,7 @@ HIGHER_IS_BETTER = {
     "unsupported_answer_rate": False,
     "reason_code_accuracy": True,
     "citation_validity": True,
+    "wording_key_match": True,
     "crag_score": True,
 }
 
@@ -92,6 +98,13 @@ def contributions(df: pd.DataFrame) -> pd.DataFrame:
     out["reason_code_accuracy_n"] = unanswerable & refused & has_reason
     out["citation_validity_k"] = answered & cited & df["citations_valid"].astype(bool)
     out["citation_validity_n"] = answered & cited
+    expected_key = (
+        df["expected_message"] if "expected_message" in df else pd.Series(None, index=df.index)
+    )
+    used_key = df["message_key"] if "message_key" in df else pd.Series(None, index=df.index)
+    worded = unanswerable & refused & (df["decision"] == df["gold"]) & expected_key.notna()
+    out["wording_key_match_k"] = worded & (used_key == expected_key)
+    out["wording_key_match_n"] = worded
     out["crag"] = np.where(answered, np.where(acceptable, 1.0, -1.0), 0.0)
     out["crag_n"] = ok
     return out

@@ -142,7 +142,11 @@ def test_export_then_import_round_trips_exactly(
     out = io.StringIO()
     assert cases.export_cases(seeded, out) == 2
     exported = [json.loads(x) for x in out.getvalue().splitlines()]
-    expected = [dict(o, slices=sorted(o["slices"])) for o in originals]
+    # the export names the wording key each case expects: B's is the suggested one
+    keys = {"A": None, "B": "R2"}
+    expected = [
+        dict(o, slices=sorted(o["slices"]), expected_message=keys[o["key"]]) for o in originals
+    ]
     assert exported == expected
     # into a fresh database with the same corpus: identical export
     other = make_engine(f"sqlite:///{tmp_path / 'other.db'}")

@@ -48,6 +48,7 @@ VIEW = CaseView(
     identity_scopes=("public",),
     documents=(DOC,),
     expected_decision="abstain",
+    expected_message="R1",
     reason_codes=(),
     category="in_scope",
     slices=(),
@@ -124,6 +125,7 @@ def test_details_labels_and_reasons(tax: Taxonomy) -> None:
     details = dict(display.details_table(VIEW).values.tolist())
     assert details == {
         "category": "in_scope",
+        "expected wording": "R1",
         "slices": "—",
         "split": "test",
         "status": "ready",

@@ -43,7 +43,7 @@ def values(**over: object) -> form.FormValues:
         identity_scopes=["public"],
         documents=[],
         expected_decision="abstain",
-        category="in_scope",
+        category="out_of_scope",
         split="train",
         reason_codes=["no_answer_bearing_evidence"],
     )
@@ -75,12 +75,12 @@ def test_a_stored_case_starts_the_form_with_its_values() -> None:
     )
 
 
-def test_a_new_case_starts_as_a_public_customer_expecting_an_answer() -> None:
+def test_a_new_case_starts_as_a_public_customer_expecting_its_category_default() -> None:
     s = form.form_start({"status": CaseStatus.draft})
     assert s.key is None and s.question == "" and s.claims == ""
     assert (s.identity_name, s.identity_scopes) == ("customer", ["public"])
     assert s.documents == [] and s.reason_codes == [] and s.slices == []
-    assert (s.expected_decision, s.status) == ("answer", "draft")
+    assert (s.expected_decision, s.expected_message, s.status) == ("", "", "draft")
     assert (s.category, s.split, s.family, s.evidence_state, s.notes) == ("", "", "", "", "")
     assert form.form_start({"identity": None, "family": None}).identity_name == "customer"
 
@@ -159,8 +159,9 @@ def test_the_form_record_is_the_canonical_format() -> None:
         "identity": {"name": "customer", "scopes": ["public"]},
         "documents": [{"doc_id": "X"}],
         "expected_decision": "abstain",
+        "expected_message": None,
         "reason_codes": ["no_answer_bearing_evidence"],
-        "category": "in_scope",
+        "category": "out_of_scope",
         "slices": [],
         "split": "train",
         "family": None,

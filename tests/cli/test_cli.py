@@ -43,6 +43,7 @@ def test_cli_commands_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
             {"doc_id": "POL-REFUND", "version": 2, "visibility": "visible", "role": "decisive"}
         ],
         "expected_decision": "answer",
+        "expected_message": None,
         "reason_codes": [],
         "category": "in_scope",
         "slices": [],

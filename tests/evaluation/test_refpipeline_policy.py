@@ -53,6 +53,7 @@ def test_thresholds_come_from_the_policy() -> None:
     assert refused["decision"] == "abstain"
     assert refused["reason_code"] == "support_below_threshold"
     assert refused["text"].startswith("<R1:")  # the message the gate names, from the wording
+    assert refused["message_key"] == "R1" and answered["message_key"] is None
     # between refuse_below and caveat_below: an answer with the caveat naming the document
     band = parse_policy(
         _policy_text(refuse_below=round(score - 0.01, 3), caveat_below=round(score + 0.01, 3)),
@@ -61,6 +62,7 @@ def test_thresholds_come_from_the_policy() -> None:
     cav = refpipeline.reference.configure(band, _keys)(QUESTION, [DOC], {})
     assert cav["decision"] == "answer" and cav["reason_code"] == "support_below_threshold"
     assert cav["text"].endswith("<C1:document=Refunds of monthly plans>")
+    assert cav["message_key"] == "C1"
     # the naive configuration keeps its own (deliberately low) refuse threshold
     naive = refpipeline.naive.configure(strict, _keys)(QUESTION, [DOC], {})
     assert naive["decision"] == "answer"
@@ -72,6 +74,7 @@ def test_restricted_topics_come_from_the_policy() -> None:
     esc = refpipeline.reference.configure(shipped, _keys)(q, [DOC], {})
     assert esc["decision"] == "escalate" and esc["reason_code"] == "restricted_topic"
     assert esc["text"].startswith("<E1:") and "role=the Legal team" in esc["text"]
+    assert esc["message_key"] == "E1"
     lifted = shipped.model_copy(
         update={"restricted_topics": [t for t in shipped.restricted_topics if t != "legal_dispute"]}
     )

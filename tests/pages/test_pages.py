@@ -235,9 +235,20 @@ def test_cases_filter_open_create_and_edit(
     assert any("question" in readable(e) for e in at.error)
     q = next(t for t in at.text_area if t.label == "Question")
     q.input("Does the Team plan include SSO?")
+    # the expected decision starts as the category's default (note 004)
+    # (the list's filters come first: the form's selects are the last of their label)
+    decision = [sb for sb in at.selectbox if sb.label == "Expected decision"][-1]
+    assert decision.value == ""
+    [sb for sb in at.selectbox if sb.label == "Category"][-1].set_value("ambiguous")
+    reasons = next(m for m in at.multiselect if m.label.startswith("Reason codes"))
+    reasons.set_value(["ambiguous_question"])
     next(b for b in at.button if b.label == "Create case").click().run()
     no_exception(at)
     assert cases.count_cases(demo_engine, cases.CaseFilter()) == before + 1
+    made = cases.list_cases(demo_engine, cases.CaseFilter(text="Team plan include SSO"))
+    view = cases.get_case(demo_engine, made[0].id)
+    assert view is not None
+    assert (view.expected_decision, view.expected_message) == ("clarify", "F1")
 
 
 def test_cases_split_preview_is_computed_only_on_demand(
