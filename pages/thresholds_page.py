@@ -10,13 +10,14 @@ from sqlalchemy import Engine
 
 from pages import ui
 from pages.thresholds.calibrate_tab import calibrate
+from pages.thresholds.evidence_tab import evidence_tab
 from pages.thresholds.history_tab import history_tab
 from pages.thresholds.signoff_tab import sign_tab
 from review.core.errors import WorkbenchError
 from review.thresholds import display, thresholds
 from review.thresholds.thresholds import PolicyInForce
 
-TABS = ["Calibrate and propose", "Sign-off", "History"]
+TABS = ["Calibrate and propose", "Sign-off", "History", "Evidence gate"]
 
 
 def _in_force(engine: Engine) -> PolicyInForce | None:
@@ -43,13 +44,15 @@ def main() -> None:
     pif = _in_force(engine)
     if pif is None:
         return
-    tab_cal, tab_sign, tab_hist = st.tabs(TABS)
+    tab_cal, tab_sign, tab_hist, tab_gate = st.tabs(TABS)
     with tab_cal:
         calibrate(engine, actor, tax, pif)
     with tab_sign:
         sign_tab(engine, actor, tax, pif)
     with tab_hist:
         history_tab(engine, actor, pif)
+    with tab_gate:
+        evidence_tab(engine, actor, pif)
 
 
 if __name__ == "__main__":

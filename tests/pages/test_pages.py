@@ -654,6 +654,25 @@ def test_thresholds_calibrate_on_audited_traces_and_replay(
     assert "none differs" in same and "not replayable" in same
 
 
+def test_thresholds_evidence_gate_tab_decides_a_case(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = app(demo_url, monkeypatch, CHEN).run()
+    at.switch_page("pages/thresholds_page.py").run()
+    no_exception(at)
+    assert any("Type a case key" in readable(i) for i in at.info)
+    at.text_input(key="thr_gate_case").input("NOPE").run()
+    assert any("no case with key" in readable(e) for e in at.error)
+    at.text_input(key="thr_gate_case").input("CASE-001").run()
+    no_exception(at)
+    status = next(m for m in at.metric if m.label == "Status")
+    # no support score given yet: the gate fails closed and says which signal it lacked
+    assert status.value != "answer"
+    assert any("signals missing" in readable(c) and "support_score" in readable(c)
+               for c in at.caption)  # fmt: skip
+    assert any(b.label.startswith("Download the input line") for b in at.get("download_button"))
+
+
 def test_overview_lists_the_work_waiting_for_each_role(
     demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -1,0 +1,188 @@
+"""What the evidence gate decides on a case (note 002), with the policy in force.
+
+A case says which documents a question meets and what role each plays; it does not say how
+strongly a retriever or judge scores each passage. So the gate's input is built from the case
+as a *starting point* a reviewer completes: one passage per case document (its id
+``DOC@VERSION``, its title as the source, its body as the text when the viewer may read it),
+``supports`` every required claim for a decisive document and the first one for a partial
+one, ``allowed`` from the document's visibility to the case's identity, ``effective_date``
+from the corpus, ``superseded`` for a superseded role or a version no longer current, and
+``support_score`` left empty: the reviewer fills it in, and until then the gate fails closed
+on it (signal_missing), as it would in production. The state comes from the same
+:func:`review.policy.evidence.decide_evidence` that ``workbench decide`` runs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import Engine
+
+from review.cases import cases
+from review.core.errors import InputError
+from review.core.identity import Actor
+from review.corpus import corpus
+from review.policy.evidence import EvidenceInput, EvidenceState, decide_evidence, parse_input
+from review.policy.policy import NoAnswerPolicy
+
+__all__ = [
+    "HIDDEN",
+    "PASSAGE_COLUMNS",
+    "case_input",
+    "decide_case",
+    "input_from_rows",
+    "parse_pairs",
+    "passage_rows",
+    "state_rows",
+]
+
+HIDDEN = "(restricted text hidden)"
+PASSAGE_COLUMNS = [
+    "id",
+    "source",
+    "supports",
+    "support_score",
+    "allowed",
+    "effective_date",
+    "superseded",
+]
+
+
+def claim_id(i: int) -> str:
+    return f"c{i + 1}"
+
+
+def case_input(
+    engine: Engine, actor: Actor, key: str, as_of: dt.date | None = None
+) -> EvidenceInput:
+    """The evidence gate's input for case ``key``, built as the module says."""
+    view = cases.get_case(engine, key=key.strip())
+    if view is None:
+        raise InputError(f"no case with key {key.strip()!r}")
+    claims = [{"id": claim_id(i), "text": t} for i, t in enumerate(view.required_claims)]
+    passages = []
+    for d in view.documents:
+        readable = corpus.can_see(actor, d.access_scope)
+        supports = (
+            [c["id"] for c in claims]
+            if d.role == "decisive"
+            else ([claims[0]["id"]] if d.role == "partial" and claims else [])
+        )
+        passages.append(
+            {
+                "id": d.ref,
+                "source": d.title if readable else HIDDEN,
+                "text": corpus.get_document(engine, actor, d.document_id).body
+                if readable
+                else HIDDEN,
+                "supports": supports,
+                "support_score": None,
+                "allowed": d.visibility == "visible",
+                "effective_date": d.effective_date,
+                "superseded": d.role == "superseded" or not d.is_current,
+            }
+        )
+    return parse_input(
+        {
+            "id": view.key,
+            "question": view.question,
+            "required_claims": claims,
+            "passages": passages,
+            "contradictions": [],
+            "as_of": as_of,
+        },
+        f"case {view.key}",
+    )
+
+
+def passage_rows(inp: EvidenceInput) -> list[dict[str, Any]]:
+    """The passages as the rows of an editable table (supports as comma-separated ids)."""
+    return [
+        {
+            "id": p.id,
+            "source": p.source,
+            "supports": ", ".join(p.supports),
+            "support_score": p.support_score,
+            "allowed": p.allowed,
+            "effective_date": p.effective_date,
+            "superseded": p.superseded,
+        }
+        for p in inp.passages
+    ]
+
+
+def _cell(value: Any) -> Any:
+    """An edited cell: NaN/NaT/"" (an emptied cell) is None (not given)."""
+    if value is None or value == "":
+        return None
+    try:
+        if value != value:  # NaN, NaT
+            return None
+    except (TypeError, ValueError):
+        return value
+    if isinstance(value, dt.datetime):
+        return value.date()
+    if hasattr(value, "to_pydatetime"):
+        return value.to_pydatetime().date()
+    return value
+
+
+def input_from_rows(
+    inp: EvidenceInput,
+    rows: Sequence[Mapping[str, Any]],
+    contradictions: Sequence[Sequence[str]] = (),
+    as_of: dt.date | None = None,
+) -> EvidenceInput:
+    """``inp`` with its passages' gate fields taken from edited rows (matched by id; the
+    text stays the stored one), validated as strictly as a line of ``workbench decide``."""
+    by_id = {str(r.get("id")): r for r in rows}
+    passages = []
+    for p in inp.passages:
+        r = by_id.get(p.id, {})
+        raw = _cell(r.get("supports"))
+        supports = [s.strip() for s in str(raw or "").split(",") if s.strip()]
+        passages.append(
+            {
+                "id": p.id,
+                "source": p.source,
+                "text": p.text,
+                "supports": supports,
+                "support_score": _cell(r.get("support_score")),
+                "allowed": _cell(r.get("allowed")),
+                "effective_date": _cell(r.get("effective_date")),
+                "superseded": _cell(r.get("superseded")),
+            }
+        )
+    data = inp.model_dump()
+    data.update(
+        passages=passages,
+        contradictions=[list(pair) for pair in contradictions],
+        as_of=as_of,
+    )
+    return parse_input(data, f"case {inp.id}")
+
+
+def parse_pairs(text: str) -> list[list[str]]:
+    """Contradictions typed as ``A | B`` pairs separated by ``;`` or new lines; InputError
+    names a part that is not a pair."""
+    pairs: list[list[str]] = []
+    for part in text.replace("\n", ";").split(";"):
+        if not part.strip():
+            continue
+        ids = [x.strip() for x in part.split("|")]
+        if len(ids) != 2 or not all(ids):
+            raise InputError(f"contradiction {part.strip()!r}: write two passage ids as A | B")
+        pairs.append(ids)
+    return pairs
+
+
+def state_rows(state: EvidenceState) -> list[dict[str, str]]:
+    """Each predicate of note 002 and how it came out, in the gate's order."""
+    return [{"predicate": k, "result": v} for k, v in state.predicates.items()]
+
+
+def decide_case(inp: EvidenceInput, policy: NoAnswerPolicy) -> EvidenceState:
+    """The evidence gate's state for the (completed) input, with ``policy``'s section."""
+    return decide_evidence(inp, policy)

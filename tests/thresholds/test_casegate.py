@@ -1,0 +1,111 @@
+"""What the evidence gate decides on a case: the input built from the case, completed by a
+reviewer, decided by the same code as `workbench decide` with the policy in force."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from sqlalchemy import Engine
+
+from review.core.errors import InputError
+from review.policy.evidence import EvidenceInput, decide_evidence, parse_input
+from review.thresholds import casegate, thresholds
+from tests.helpers.actors import make_actor
+
+PO = make_actor("product_owner")
+CLEARED = make_actor("compliance", clearance=True)
+
+
+def _rows(inp: EvidenceInput, **scores: float) -> list[dict[str, object]]:
+    rows = casegate.passage_rows(inp)
+    for r in rows:
+        if r["id"] in scores:
+            r["support_score"] = scores[str(r["id"])]
+    return rows
+
+
+def test_a_case_becomes_the_gate_input_it_describes(demo_engine: Engine) -> None:
+    inp = casegate.case_input(demo_engine, PO, "CASE-001")
+    assert inp.id == "CASE-001" and [c.id for c in inp.required_claims] == ["c1"]
+    by_id = {p.id: p for p in inp.passages}
+    decisive, distractor = by_id["POL-REFUND-MONTHLY@2"], by_id["POL-REFUND-ANNUAL@1"]
+    assert decisive.supports == ["c1"] and distractor.supports == []
+    assert decisive.allowed is True and decisive.superseded is False
+    assert decisive.effective_date == dt.date(2025, 3, 1)
+    assert decisive.support_score is None  # the reviewer's to give: the gate fails closed
+    assert "14 days" in decisive.text
+    pif = thresholds.in_force(demo_engine)
+    unscored = casegate.decide_case(inp, pif.policy)
+    assert unscored.status != "answer" and unscored.rule == "signal_missing"
+    assert any("support_score" in m for m in unscored.missing_signals)
+
+
+def test_completed_input_decides_like_workbench_decide(demo_engine: Engine) -> None:
+    pif = thresholds.in_force(demo_engine)
+    inp = casegate.case_input(demo_engine, PO, "CASE-001")
+    rows = _rows(inp, **{"POL-REFUND-MONTHLY@2": 0.9, "POL-REFUND-ANNUAL@1": 0.2})
+    done = casegate.input_from_rows(inp, rows, as_of=dt.date(2025, 6, 1))
+    state = casegate.decide_case(done, pif.policy)
+    assert state.status == "answer" and state.supporting_passage_ids == ["POL-REFUND-MONTHLY@2"]
+    # the same line through the parser of `workbench decide` gives the same state
+    again = decide_evidence(parse_input(done.model_dump(mode="json")), pif.policy)
+    assert again.as_json() == state.as_json()
+    # a year and a half later the passage is older than max_age_days: stale
+    late = casegate.input_from_rows(inp, rows, as_of=dt.date(2026, 12, 1))
+    assert "evidence_stale" in casegate.decide_case(late, pif.policy).reason_codes
+    # weak support, or a contradiction, and the gate abstains with every failed predicate
+    weak = casegate.input_from_rows(
+        inp, _rows(inp, **{"POL-REFUND-MONTHLY@2": 0.3}), as_of=dt.date(2025, 6, 1)
+    )
+    assert "support_below_threshold" in casegate.decide_case(weak, pif.policy).reason_codes
+    both = _rows(inp, **{"POL-REFUND-MONTHLY@2": 0.9, "POL-REFUND-ANNUAL@1": 0.9})
+    both[1]["supports"] = "c1"
+    split = casegate.input_from_rows(
+        inp,
+        both,
+        casegate.parse_pairs("POL-REFUND-MONTHLY@2 | POL-REFUND-ANNUAL@1"),
+        as_of=dt.date(2025, 6, 1),
+    )
+    conflicted = casegate.decide_case(split, pif.policy)
+    assert conflicted.status != "answer"
+    assert "conflicting_evidence" in conflicted.reason_codes
+    assert {r["predicate"] for r in casegate.state_rows(conflicted)} == set(conflicted.predicates)
+
+
+def test_a_forbidden_document_is_not_allowed_and_restricted_text_stays_hidden(
+    demo_engine: Engine,
+) -> None:
+    pif = thresholds.in_force(demo_engine)
+    inp = casegate.case_input(demo_engine, PO, "CASE-045")
+    memo = next(p for p in inp.passages if p.id.startswith("MEMO-PRICING-2026"))
+    assert memo.allowed is False
+    assert memo.text == casegate.HIDDEN and memo.source == casegate.HIDDEN
+    cleared = casegate.case_input(demo_engine, CLEARED, "CASE-045")
+    memo_c = next(p for p in cleared.passages if p.id.startswith("MEMO-PRICING-2026"))
+    assert memo_c.text != casegate.HIDDEN and memo_c.source != casegate.HIDDEN
+    rows = _rows(cleared, **{memo_c.id: 0.95})
+    state = casegate.decide_case(
+        casegate.input_from_rows(cleared, rows, as_of=dt.date(2025, 9, 1)), pif.policy
+    )
+    assert state.status != "answer" and "source_not_allowed" in state.reason_codes
+    assert memo_c.id not in state.supporting_passage_ids and memo_c.text not in state.answer
+
+
+def test_bad_input_is_named(demo_engine: Engine) -> None:
+    with pytest.raises(InputError, match="no case with key 'NOPE'"):
+        casegate.case_input(demo_engine, PO, " NOPE ")
+    with pytest.raises(InputError, match="write two passage ids"):
+        casegate.parse_pairs("A | B; C")
+    inp = casegate.case_input(demo_engine, PO, "CASE-001")
+    # a score outside 0..1 is a signal the gate did not get: it fails closed, never answers
+    rows = _rows(inp, **{"POL-REFUND-MONTHLY@2": 1.5, "POL-REFUND-ANNUAL@1": 0.1})
+    out = casegate.decide_case(
+        casegate.input_from_rows(inp, rows, as_of=dt.date(2025, 6, 1)),
+        thresholds.in_force(demo_engine).policy,
+    )
+    assert out.status != "answer" and out.rule == "signal_missing"
+    rows = _rows(inp)
+    rows[0]["supports"] = "c9"
+    with pytest.raises(InputError, match="c9"):
+        casegate.input_from_rows(inp, rows)
