@@ -13,7 +13,7 @@ from sqlalchemy import Engine
 
 from review.core.errors import InputError
 from review.core.identity import Actor
-from review.policy.policy import SIGNAL_MISSING, NoAnswerPolicy
+from review.policy.policy import SIGNAL_MISSING, SIGNALS, NoAnswerPolicy
 
 
 @dataclass(frozen=True)
@@ -93,18 +93,9 @@ def flip_effect(verdict: str, before: str, after: str) -> str:
     return "neutral"
 
 
-_SIGNAL_COLUMNS = (
-    "id",
-    "ranking_mode",
-    "hits_after_filter",
-    "top_score",
-    "answerable",
-    "ambiguous",
-    "ungrounded",
-    "topics",
-    "customer_tier",
-    "restricted",
-)
+#: The trace columns a replay reads: the id, every gate signal, the slice and the flag that
+#: decides who may see a flipped trace.
+_SIGNAL_COLUMNS = ("id", *SIGNALS, "customer_tier", "restricted")
 
 
 def _signal_frames(engine: Engine, extra: list[str], batch: int) -> Iterator[pd.DataFrame]:
