@@ -40,7 +40,10 @@ class Term(_Strict):
     definition: Definition
 
 
-MessageKey = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_]{0,39}$")]
+#: A refusal-wording key (R1, C1, E1, or a custom one): what cases, outputs and the taxonomy
+#: name a message by.
+MESSAGE_KEY_PATTERN = r"^[A-Za-z][A-Za-z0-9_]{0,39}$"
+MessageKey = Annotated[str, Field(pattern=MESSAGE_KEY_PATTERN)]
 
 
 class DecisionTerm(Term):

@@ -35,7 +35,7 @@ from review.builder.family_checks import restricted_text_in
 from review.core.errors import InputError
 from review.core.identity import Actor, Permission, require
 from review.core.records import json_lines, read_record
-from review.core.taxonomy import Taxonomy
+from review.core.taxonomy import MessageKey, Taxonomy
 from review.labels.labeling import current_label_filter
 from storage import changes
 from storage.db import read_session, run_write
@@ -64,7 +64,7 @@ class OutputIn(BaseModel):
     repeat: int = Field(default=0, ge=0, le=2**31 - 1)  # what the database's integer holds
     reason_code: str | None = None
     #: the wording key (R1, R2, R3, C1, F1, E1, ...) the text used; None: not said
-    message_key: str | None = Field(default=None, pattern=r"^[A-Za-z][A-Za-z0-9_]{0,39}$")
+    message_key: MessageKey | None = None
     ranking_mode: str | None = None
     versions: dict[str, str] = Field(default_factory=dict)
     error: str | None = None

@@ -20,7 +20,7 @@ from sqlalchemy import Engine, select
 
 from review.core.errors import InputError
 from review.core.identity import Actor, Permission, require
-from review.core.taxonomy import Taxonomy
+from review.core.taxonomy import MESSAGE_KEY_PATTERN, Taxonomy
 from review.core.terms import CaseStatus
 from review.evaluation.evalruns import OutputIn, PerturbedIn, import_run
 from storage.db import read_session
@@ -30,7 +30,7 @@ from storage.models import (
     Document,
 )
 
-_MESSAGE_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,39}$")
+_MESSAGE_KEY = re.compile(MESSAGE_KEY_PATTERN)
 
 # ---------------------------------------------------------------------------------------
 # Executing a pipeline

@@ -157,6 +157,7 @@ class GatedPipeline:
         self.__name__ = config.name
         self._policy = policy
         self._wording = wording
+        self._effective: NoAnswerPolicy | None = None
         self._rng = random.Random(config.seed)
 
     def configure(self, policy: NoAnswerPolicy, wording: Wording) -> GatedPipeline:
@@ -165,33 +166,35 @@ class GatedPipeline:
         return GatedPipeline(self.config, policy, wording)
 
     def _parts(self) -> tuple[NoAnswerPolicy, Wording]:
-        if self._policy is None or self._wording is None:
+        """The policy this configuration decides with (its own refuse threshold, if any, and
+        its unproduced signals declared) and the wording; built once, on the first call."""
+        if self._effective is None or self._wording is None:
             from review.policy.policy import load_policy
             from review.wording.messages import load_wording, render
 
-            ws = load_wording()
-            self._policy = self._policy or load_policy()
-            self._wording = self._wording or (lambda k, v: render(ws.message(k), v))
-        return self._policy, self._wording
+            if self._wording is None:
+                ws = load_wording()
+                self._wording = lambda k, v: render(ws.message(k), v)
+            self._effective = _as_pipeline_policy(
+                _with_refuse_below(self._policy or load_policy(), self.config.refuse_below)
+            )
+        return self._effective, self._wording
 
     def __call__(
         self, question: str, documents: Sequence[PipelineDocument], identity: dict[str, Any]
     ) -> dict[str, Any]:
         policy, wording = self._parts()
         c = self.config
-        if c.refuse_below is not None:
-            policy = policy.model_copy(
-                update={
-                    "ranking_modes": {
-                        **policy.ranking_modes,
-                        RANKING_MODE: policy.ranking_modes[RANKING_MODE].model_copy(
-                            update={"refuse_below": c.refuse_below}
-                        ),
-                    }
-                }
-            )
         noise = self._rng.uniform(-c.jitter, c.jitter) if c.jitter else 0.0
-        return _answer(question, documents, _as_pipeline_policy(policy), wording, c, noise)
+        return _answer(question, documents, policy, wording, c, noise)
+
+
+def _with_refuse_below(policy: NoAnswerPolicy, refuse_below: float | None) -> NoAnswerPolicy:
+    """``policy`` with the vector refuse threshold replaced (None: unchanged)."""
+    if refuse_below is None:
+        return policy
+    mode = policy.ranking_modes[RANKING_MODE].model_copy(update={"refuse_below": refuse_below})
+    return policy.model_copy(update={"ranking_modes": {**policy.ranking_modes, RANKING_MODE: mode}})
 
 
 def _answer(

@@ -18,6 +18,7 @@ import pandas as pd
 
 from review.core.errors import InputError
 from review.policy.policy import NoAnswerPolicy
+from review.thresholds.thresholds import confidence_of
 
 BANDS = ("refused", "answered with caveat", "answered plainly")
 #: Candidate caveat thresholds shown in the calibration table (at most).
@@ -61,12 +62,6 @@ def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
     ]
 
 
-def _conf(policy: NoAnswerPolicy, mode: str, raw: float | None) -> float:
-    from review.thresholds.thresholds import confidence_of
-
-    return confidence_of(policy, mode, raw)
-
-
 def _rate(num: int, den: int) -> float | None:
     return num / den if den else None
 
@@ -85,8 +80,8 @@ def calibrate_caveat(
     part = frame[frame["split"] == split] if split != "all" else frame
     if part.empty:
         raise InputError(f"no scored outcomes on the {split} split")
-    t_refuse = _conf(policy, mode, refuse_raw)
-    t_caveat = _conf(policy, mode, caveat_raw)
+    t_refuse = confidence_of(policy, mode, refuse_raw)
+    t_caveat = confidence_of(policy, mode, caveat_raw)
     if caveat_raw is not None and t_caveat < t_refuse:
         raise InputError(
             f"caveat_below {caveat_raw:g} lies on the worse side of refuse_below "
@@ -112,7 +107,7 @@ def calibrate_caveat(
             }
         )
     current = policy.thresholds_for(mode).caveat_below
-    t_current = _conf(policy, mode, current)
+    t_current = confidence_of(policy, mode, current)
     answered = ~refused
     had = answered & (score < t_current)
     return CaveatCalibration(
@@ -147,7 +142,7 @@ def _grid(
         values = np.unique(np.quantile(values, np.linspace(0, 1, GRID_POINTS)))
     rows = []
     for v in values:
-        t = _conf(policy, mode, float(v))
+        t = confidence_of(policy, mode, float(v))
         if t < t_refuse:
             continue
         cav = answered & (score < t)
