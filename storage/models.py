@@ -374,6 +374,8 @@ class EvalOutput(Base):
     cited_doc_ids: Mapped[list[Any]] = mapped_column(default=list)
     infra_error: Mapped[str | None] = mapped_column(Text)
     versions: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    #: the gate's inputs as the pipeline logged them (None: not logged); see evalruns.SignalsIn
+    signals: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True), nullable=True)
 
 
 class EvalPerturbedOutput(Base):

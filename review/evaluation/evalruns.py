@@ -10,6 +10,11 @@ Run outputs JSONL (one object per line)::
 ``message_key`` (optional) is the refusal-wording key the text used (R1, R2, R3, C1, F1, E1);
 runs compare it with the wording key each no-answer case expects.
 
+``signals`` (optional) are the gate's inputs the pipeline decided on: ``{"ranking_mode",
+"hits_after_filter", "top_score", "answerable", "ambiguous", "ungrounded", "topics",
+"not_produced"}``, each optional. A dry run of a policy re-decides each output from them; an
+output without them cannot be re-decided and counts as a failure there.
+
 ``error`` (optional) marks an infrastructure failure (the pipeline raised, timed out or
 answered malformed); such rows are counted apart and never as answers.
 
@@ -26,6 +31,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sqlalchemy import Engine, Text, cast, distinct, exists, func, select, union_all
@@ -37,6 +43,7 @@ from review.core.identity import Actor, Permission, require
 from review.core.records import json_lines, read_record
 from review.core.taxonomy import MessageKey, Taxonomy
 from review.labels.labeling import current_label_filter
+from review.policy.policy import OPTIONAL_SIGNALS
 from storage import changes
 from storage.db import read_session, run_write
 from storage.models import (
@@ -51,6 +58,37 @@ from storage.models import (
     EvalRun,
     Label,
 )
+
+
+class SignalsIn(BaseModel):
+    """The gate's inputs for one output, as the pipeline logged them (each optional: None is a
+    signal not logged). ``not_produced`` lists the optional signals the pipeline declares it
+    does not produce (answerable, ambiguous, ungrounded): a re-decision skips their checks, as
+    the policy's ``missing_signal.not_produced`` does. NaN and infinite scores are refused."""
+
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+    ranking_mode: str | None = Field(default=None, max_length=40)
+    hits_after_filter: int | None = Field(default=None, ge=0, le=2**31 - 1)
+    top_score: float | None = Field(default=None, allow_inf_nan=False)
+    answerable: bool | None = None
+    ambiguous: bool | None = None
+    ungrounded: bool | None = None
+    topics: list[str] | None = Field(default=None, max_length=100)
+    not_produced: list[str] = Field(default_factory=list, max_length=len(OPTIONAL_SIGNALS))
+
+    @field_validator("not_produced")
+    @classmethod
+    def _declared(cls, v: list[str]) -> list[str]:
+        unknown = sorted(set(v) - set(OPTIONAL_SIGNALS))
+        if unknown:
+            raise ValueError(
+                f"{', '.join(unknown)}: only {', '.join(OPTIONAL_SIGNALS)} may be declared"
+            )
+        return v
+
+    def stored(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
 
 
 class OutputIn(BaseModel):
@@ -68,6 +106,8 @@ class OutputIn(BaseModel):
     ranking_mode: str | None = None
     versions: dict[str, str] = Field(default_factory=dict)
     error: str | None = None
+    #: the gate's inputs the pipeline decided on (None: not logged)
+    signals: SignalsIn | None = None
 
     @field_validator("score", mode="before")
     @classmethod
@@ -197,6 +237,7 @@ def import_run(
                 cited_doc_ids=list(it.cited_ids),
                 infra_error=it.error,
                 versions=dict(it.versions),
+                signals=None if it.signals is None else it.signals.stored(),
             )
             seen[(it.case, it.repeat)] = row
             rows.append(row)
@@ -346,6 +387,50 @@ def gold_subquery() -> Any:
     return union_all(adjudicated, agreed).subquery("gold")
 
 
+#: Columns of the case and its agreed label, read beside every output.
+def _case_columns(gold: Any) -> tuple[Any, ...]:
+    return (
+        Case.key,
+        Case.split,
+        Case.category,
+        Case.family_id,
+        CaseFamily.key.label("family"),
+        Case.evidence_state,
+        func.coalesce(gold.c.gold_decision, Case.expected_decision).label("gold"),
+        Case.reason_codes.label("case_reasons"),
+        Case.expected_decision,
+        Case.expected_message,
+        gold.c.gold_reasons,
+    )
+
+
+FRAME_COLUMNS = [
+    "case_id",
+    "key",
+    "split",
+    "category",
+    "gold",
+    "decision",
+    "score",
+    "answerable",
+    "answered",
+    "infra",
+    "acceptable",
+    "answer_ok",
+    "slices",
+    "citations_valid",
+    "citations_support",
+    "repeat",
+    "family",
+    "evidence_state",
+    "leaked",
+    "cites_superseded",
+    "expected_message",
+    "message_key",
+    "signals",
+]
+
+
 def score_outputs(
     engine: Engine, items: Sequence[tuple[int, OutputIn]], source: str, tax: Taxonomy
 ) -> pd.DataFrame:
@@ -354,51 +439,38 @@ def score_outputs(
     gold = gold_subquery()
     keys = sorted({it.case for _, it in items})
     with read_session(engine) as s:
-        rows = {
+        cases = {
             r.key: r
             for r in s.execute(
-                select(
-                    Case.id,
-                    Case.key,
-                    Case.split,
-                    func.coalesce(gold.c.gold_decision, Case.expected_decision).label("gold"),
-                )
+                select(Case.id.label("case_id"), *_case_columns(gold))
+                .outerjoin(CaseFamily, CaseFamily.id == Case.family_id)
                 .outerjoin(gold, gold.c.case_id == Case.id)
                 .where(Case.key.in_(keys))
             )
         }
-        slices: dict[int, list[str]] = {}
-        ids = [r.id for r in rows.values()]
-        for cid, sl in s.execute(
-            select(CaseSlice.case_id, CaseSlice.slice).where(CaseSlice.case_id.in_(ids))
-        ):
-            slices.setdefault(cid, []).append(sl)
-    answering = tax.answering_decisions()
-    out = []
-    for line, it in items:
-        case = rows.get(it.case)
-        if case is None:
-            raise InputError(
-                f"{source}: line {line}: field case: {it.case!r} is not a case in the workbench"
+        rows = []
+        for line, it in items:
+            case = cases.get(it.case)
+            if case is None:
+                raise InputError(
+                    f"{source}: line {line}: field case: {it.case!r} is not a case in the workbench"
+                )
+            rows.append(
+                {
+                    **case._asdict(),
+                    "repeat": it.repeat,
+                    "decision": None if it.error else it.decision,
+                    "reason_code": it.reason_code,
+                    "message_key": None if it.error else it.message_key,
+                    "score": it.score,
+                    "ranking_mode": it.ranking_mode,
+                    "cited_doc_ids": list(it.cited_ids),
+                    "infra_error": it.error,
+                    "text": it.text,
+                    "signals": None if it.signals is None else it.signals.stored(),
+                }
             )
-        out.append(
-            {
-                "case_id": case.id,
-                "key": case.key,
-                "split": case.split,
-                "gold": case.gold,
-                "decision": it.decision,
-                "score": it.score,
-                "infra": it.error is not None,
-                "answerable": case.gold in answering,
-                "answered": it.error is None and it.decision in answering,
-                "slices": tuple(sorted(slices.get(case.id, []))),
-                "repeat": it.repeat,
-            }
-        )
-    df = pd.DataFrame(out)
-    df["acceptable"] = df["answerable"]
-    return df
+        return _frame(s, rows, tax)
 
 
 def outputs_frame(engine: Engine, run_id: int, tax: Taxonomy) -> pd.DataFrame:
@@ -407,23 +479,19 @@ def outputs_frame(engine: Engine, run_id: int, tax: Taxonomy) -> pd.DataFrame:
 
     ``family`` is the case's question family; ``leaked`` marks an output that cites a
     document forbidden to the case's identity or repeats restricted text from one;
-    ``cites_superseded`` one that cites a document the case marks as superseded."""
+    ``cites_superseded`` one that cites a document the case marks as superseded;
+    ``citations_support`` an output citing at least one document, every one of them visible to
+    the case (in the context sent) and one of its supporting (decisive or partial) documents;
+    ``answer_ok`` an answer that is acceptable (note 000, CRAG +1): the case calls for this
+    answer (a full answer on a partial case is not), it has text, and it cites one of the
+    case's decisive documents when the case names any. An answer with no text is an
+    infrastructure failure (``infra``)."""
     gold = gold_subquery()
     with read_session(engine) as s:
         rows = s.execute(
             select(
                 EvalOutput.case_id,
-                Case.key,
-                Case.split,
-                Case.category,
-                Case.family_id,
-                CaseFamily.key.label("family"),
-                Case.evidence_state,
-                func.coalesce(gold.c.gold_decision, Case.expected_decision).label("gold"),
-                Case.reason_codes.label("case_reasons"),
-                Case.expected_decision,
-                Case.expected_message,
-                gold.c.gold_reasons,
+                *_case_columns(gold),
                 EvalOutput.repeat,
                 EvalOutput.decision,
                 EvalOutput.reason_code,
@@ -433,6 +501,7 @@ def outputs_frame(engine: Engine, run_id: int, tax: Taxonomy) -> pd.DataFrame:
                 EvalOutput.cited_doc_ids,
                 EvalOutput.infra_error,
                 EvalOutput.text,
+                EvalOutput.signals,
             )
             .join(Case, Case.id == EvalOutput.case_id)
             .outerjoin(CaseFamily, CaseFamily.id == Case.family_id)
@@ -440,68 +509,58 @@ def outputs_frame(engine: Engine, run_id: int, tax: Taxonomy) -> pd.DataFrame:
             .where(EvalOutput.run_id == run_id)
             .order_by(EvalOutput.case_id, EvalOutput.repeat)
         ).all()
-        ids = sorted({r.case_id for r in rows})
-        slices: dict[int, list[str]] = {}
-        for cid, sl in s.execute(
-            select(CaseSlice.case_id, CaseSlice.slice).where(CaseSlice.case_id.in_(ids))
-        ):
-            slices.setdefault(cid, []).append(sl)
-        visible: dict[int, set[str]] = {}
-        forbidden: dict[int, set[str]] = {}
-        superseded: dict[int, set[str]] = {}
-        for cid, key, ver, vis, role in s.execute(
-            select(
-                CaseDocument.case_id,
-                Document.doc_key,
-                Document.version,
-                CaseDocument.visibility,
-                CaseDocument.role,
-            )
-            .join(Document, Document.id == CaseDocument.document_id)
-            .where(CaseDocument.case_id.in_(ids))
-        ):
-            if vis == "visible":
-                visible.setdefault(cid, set()).update({f"{key}@{ver}", key})
-                if role == "superseded":
-                    superseded.setdefault(cid, set()).add(f"{key}@{ver}")
-            else:
-                forbidden.setdefault(cid, set()).update({f"{key}@{ver}", key})
-        # bodies only for the cases that hide a document (to look for restricted text)
-        bodies: dict[int, tuple[list[str], list[str]]] = {}
-        for cid, vis, body in s.execute(
-            select(CaseDocument.case_id, CaseDocument.visibility, Document.body)
-            .join(Document, Document.id == CaseDocument.document_id)
-            .where(CaseDocument.case_id.in_(sorted(forbidden)))
-        ):
-            shown, hidden = bodies.setdefault(cid, ([], []))
-            (shown if vis == "visible" else hidden).append(body)
-    answering = tax.answering_decisions()
-    df = pd.DataFrame([r._asdict() for r in rows])
-    if df.empty:
-        return pd.DataFrame(
-            columns=[
-                "case_id",
-                "key",
-                "split",
-                "category",
-                "gold",
-                "decision",
-                "score",
-                "answerable",
-                "answered",
-                "infra",
-                "acceptable",
-                "slices",
-                "citations_valid",
-                "repeat",
-                "family",
-                "evidence_state",
-                "leaked",
-                "cites_superseded",
-                "expected_message",
-                "message_key",
-            ]
+        return _frame(s, [r._asdict() for r in rows], tax)
+
+
+def _frame(s: Session, rows: list[dict[str, Any]], tax: Taxonomy) -> pd.DataFrame:
+    """The scored frame of ``rows`` (one dict per output with the case columns): the columns
+    described in :func:`outputs_frame`."""
+    ids = sorted({r["case_id"] for r in rows})
+    slices: dict[int, list[str]] = {}
+    for cid, sl in s.execute(
+        select(CaseSlice.case_id, CaseSlice.slice).where(CaseSlice.case_id.in_(ids))
+    ):
+        slices.setdefault(cid, []).append(sl)
+    visible: dict[int, set[str]] = {}
+    forbidden: dict[int, set[str]] = {}
+    superseded: dict[int, set[str]] = {}
+    supporting: dict[int, set[str]] = {}
+    decisive: dict[int, set[str]] = {}
+    for cid, key, ver, vis, role in s.execute(
+        select(
+            CaseDocument.case_id,
+            Document.doc_key,
+            Document.version,
+            CaseDocument.visibility,
+            CaseDocument.role,
         )
+        .join(Document, Document.id == CaseDocument.document_id)
+        .where(CaseDocument.case_id.in_(ids))
+    ):
+        refs = {f"{key}@{ver}", key}
+        if vis == "visible":
+            visible.setdefault(cid, set()).update(refs)
+            if role == "superseded":
+                superseded.setdefault(cid, set()).add(f"{key}@{ver}")
+            if role in ("decisive", "partial"):
+                supporting.setdefault(cid, set()).update(refs)
+            if role == "decisive":
+                decisive.setdefault(cid, set()).update(refs)
+        else:
+            forbidden.setdefault(cid, set()).update(refs)
+    # bodies only for the cases that hide a document (to look for restricted text)
+    bodies: dict[int, tuple[list[str], list[str]]] = {}
+    for cid, vis, body in s.execute(
+        select(CaseDocument.case_id, CaseDocument.visibility, Document.body)
+        .join(Document, Document.id == CaseDocument.document_id)
+        .where(CaseDocument.case_id.in_(sorted(forbidden)))
+    ):
+        shown, hidden = bodies.setdefault(cid, ([], []))
+        (shown if vis == "visible" else hidden).append(body)
+    answering = tax.answering_decisions()
+    df = pd.DataFrame(rows)
+    if df.empty:
+        return pd.DataFrame(columns=FRAME_COLUMNS)
     # the case's wording key applies while the gold decision is the one the case expects
     df["expected_message"] = df["expected_message"].where(
         df["gold"] == df["expected_decision"], None
@@ -511,15 +570,36 @@ def outputs_frame(engine: Engine, run_id: int, tax: Taxonomy) -> pd.DataFrame:
         for g, c in zip(df["gold_reasons"], df["case_reasons"], strict=True)
     ]
     df["slices"] = [tuple(sorted(slices.get(c, []))) for c in df["case_id"]]
-    df["infra"] = df["infra_error"].notna()
+    df["cited_doc_ids"] = [list(c or []) for c in df["cited_doc_ids"]]
+    # an answer with no text is an infrastructure failure, never an answer
+    empty_answer = df["decision"].isin(answering) & (
+        df["text"].fillna("").astype(str).str.strip() == ""
+    )
+    df["infra"] = df["infra_error"].notna() | empty_answer
     df["answerable"] = df["gold"].isin(answering)
     df["answered"] = df["decision"].isin(answering) & ~df["infra"]
-    # Without claim-level verdicts, answering is acceptable exactly when a gold answer exists.
+    # Whether answering the case is acceptable at all (a gold answer exists): the threshold
+    # sweeps rank on this. What a given answer says is judged by answer_ok below.
     df["acceptable"] = df["answerable"]
     df["citations_valid"] = [
         all(c in visible.get(cid, set()) for c in cited)
         for cid, cited in zip(df["case_id"], df["cited_doc_ids"], strict=True)
     ]
+    df["citations_support"] = [
+        bool(cited)
+        and all(c in visible.get(cid, set()) and c in supporting.get(cid, set()) for c in cited)
+        for cid, cited in zip(df["case_id"], df["cited_doc_ids"], strict=True)
+    ]
+    fits = (df["decision"] == df["gold"]) | (
+        (df["decision"] == "partial") & (df["gold"] == "answer")
+    )
+    cites_decisive = [
+        cid not in decisive or any(c in decisive[cid] for c in cited)
+        for cid, cited in zip(df["case_id"], df["cited_doc_ids"], strict=True)
+    ]
+    df["answer_ok"] = (
+        df["answered"] & df["answerable"] & fits & np.array(cites_decisive, dtype=bool)
+    )
 
     def leaked(cid: int, cited: list[str] | None, text: str | None) -> bool:
         if cid not in forbidden:

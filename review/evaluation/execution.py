@@ -16,13 +16,14 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
 from sqlalchemy import Engine, select
 
 from review.core.errors import InputError
 from review.core.identity import Actor, Permission, require
 from review.core.taxonomy import MESSAGE_KEY_PATTERN, Taxonomy
 from review.core.terms import CaseStatus
-from review.evaluation.evalruns import OutputIn, PerturbedIn, import_run
+from review.evaluation.evalruns import OutputIn, PerturbedIn, SignalsIn, import_run
 from storage.db import read_session
 from storage.models import (
     Case,
@@ -224,6 +225,8 @@ def check_response(resp: Any, tax: Taxonomy) -> OutputIn | str:
     score = resp.get("score")
     if not isinstance(text, str):
         return "malformed response: text must be a string"
+    if tax.decisions[decision].answers and not text.strip():
+        return f"malformed response: decision {decision} with no text"
     if not isinstance(cites, list | tuple) or not all(isinstance(c, str) for c in cites):
         return "malformed response: citations must be a list of document ids"
     if score is not None and (isinstance(score, bool) or not isinstance(score, int | float)):
@@ -241,6 +244,17 @@ def check_response(resp: Any, tax: Taxonomy) -> OutputIn | str:
         value = None if score is None else float(score)
     except OverflowError:
         return "malformed response: score is too large to be a number"
+    raw_signals = resp.get("signals")
+    signals: SignalsIn | None = None
+    if raw_signals is not None:
+        if not isinstance(raw_signals, Mapping):
+            return "malformed response: signals must be a mapping or null"
+        try:
+            signals = SignalsIn.model_validate(dict(raw_signals))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            return f"malformed response: signals.{where}: {first['msg']}"
     return OutputIn(
         case="-",
         decision=str(decision),
@@ -250,6 +264,7 @@ def check_response(resp: Any, tax: Taxonomy) -> OutputIn | str:
         reason_code=reason,
         message_key=key,
         ranking_mode=mode,
+        signals=signals,
     )
 
 

@@ -222,18 +222,16 @@ def _answer(
         # a cosine-like scale (about 0.33 to 1), like the vector mode the policy knows
         score = round(COSINE_FLOOR + (1 - COSINE_FLOOR) * key(best)[0] + noise, 4)
         score = min(1.0, max(COSINE_FLOOR, score))
-    result = decide(
-        policy,
-        Signals(
-            RANKING_MODE,
-            len(cands),
-            score,
-            answerable=None,
-            ambiguous=None,
-            ungrounded=False,
-            topics=topics,
-        ),
+    signals = Signals(
+        RANKING_MODE,
+        len(cands),
+        score,
+        answerable=None,
+        ambiguous=None,
+        ungrounded=False,
+        topics=topics,
     )
+    result = decide(policy, signals)
     out: dict[str, Any] = {
         "decision": result.decision,
         "reason_code": result.reason_code,
@@ -241,6 +239,17 @@ def _answer(
         "score": score,
         "ranking_mode": RANKING_MODE,
         "citations": [],
+        # what the gate decided on, logged so that a dry run can re-decide with another policy
+        "signals": {
+            "ranking_mode": signals.ranking_mode,
+            "hits_after_filter": signals.hits_after_filter,
+            "top_score": signals.top_score,
+            "answerable": signals.answerable,
+            "ambiguous": signals.ambiguous,
+            "ungrounded": signals.ungrounded,
+            "topics": list(topics),
+            "not_produced": list(NOT_PRODUCED),
+        },
     }
     if result.decision == "answer" and best is not None:
         out["citations"] = [f"{best.doc.doc_id}@{best.doc.version}"]
