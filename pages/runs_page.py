@@ -14,7 +14,7 @@ from review.core.errors import InputError
 from review.core.identity import Actor, Permission
 from review.core.taxonomy import Taxonomy
 from review.evaluation import evalruns, execution, refpipeline, runmetrics
-from review.thresholds.thresholds import configured_pipeline
+from review.thresholds.thresholds import configured_pipeline, in_force
 
 BUNDLED: dict[str, Callable[[], execution.Pipeline]] = {
     "Reference pipeline": lambda: refpipeline.reference,
@@ -92,7 +92,8 @@ def one_run(engine: Engine, tax: Taxonomy, by_name: dict[str, evalruns.RunRow]) 
             f"{run.infra_failures} infrastructure failure(s): counted apart, never "
             "as answers, and excluded from every rate."
         )
-    summary = runmetrics.summary_table(df)
+    partial = in_force(engine).policy.allows_partial_answers
+    summary = runmetrics.summary_table(df, partial_allowed=partial)
     c1, c2 = st.columns([3, 2])
     with c1:
         st.subheader("Metrics")
@@ -105,9 +106,13 @@ def one_run(engine: Engine, tax: Taxonomy, by_name: dict[str, evalruns.RunRow]) 
             },
         )
         st.caption(
-            "Rates with 95% Wilson intervals; k of n cases. Infrastructure failures are "
-            "excluded. The CRAG score counts +1 per acceptable answer, 0 per refusal "
-            "and -1 per unacceptable answer."
+            "Rates with 95% Wilson intervals; k of n, where n counts what *over* says (the "
+            "denominators of notes 000 and 002). Infrastructure failures are excluded. A "
+            "partial answer to a question expecting an answer counts as a refusal unless "
+            f"the policy allows partial answers (it {'does' if partial else 'does not'}). "
+            "The CRAG score counts +1 per acceptable answer (the case calls for it, it has "
+            "text and cites a decisive document), 0 per non-answer and -1 per other answer. "
+            "README's Metrics section defines each figure."
         )
     with c2:
         st.altair_chart(intervals_chart(summary), width="stretch")
@@ -119,8 +124,17 @@ def one_run(engine: Engine, tax: Taxonomy, by_name: dict[str, evalruns.RunRow]) 
         key="runs_group",
         help="family: the counterfactual question family; evidence_state: its variant.",
     )
-    table = runmetrics.by_group(df, group or "split")
+    table = runmetrics.by_group(df, group or "split", partial_allowed=partial)
     st.dataframe(table, hide_index=True, width="stretch")
+    st.subheader("Recall of each decision state")
+    st.dataframe(
+        runmetrics.state_recall(df, list(tax.decisions)),
+        hide_index=True,
+        width="stretch",
+        column_config={
+            c: st.column_config.NumberColumn(c, format="%.3f") for c in ("recall", "low", "high")
+        },
+    )
     st.subheader("Expected vs observed decision")
     conf = runmetrics.confusion(df, list(tax.decisions))
     st.altair_chart(confusion_chart(conf), width="stretch")
@@ -208,7 +222,9 @@ def compare_runs(engine: Engine, tax: Taxonomy, by_name: dict[str, evalruns.RunR
     b = c2.selectbox("Run B (after)", names, index=0, key="runs_b")
     da = evalruns.outputs_frame(engine, by_name[a].id, tax)
     db = evalruns.outputs_frame(engine, by_name[b].id, tax)
-    boot = runmetrics.paired_bootstrap(da, db)
+    boot = runmetrics.paired_bootstrap(
+        da, db, partial_allowed=in_force(engine).policy.allows_partial_answers
+    )
     st.dataframe(
         boot,
         hide_index=True,

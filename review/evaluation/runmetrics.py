@@ -1,25 +1,36 @@
 """Decision metrics of an evaluation run, by group, with Wilson intervals; run comparison.
 
 Input is the frame from :func:`review.evaluation.evalruns.outputs_frame` (one row per case and
-repeat).
-Infrastructure failures are counted apart and excluded from every rate.
+repeat). Infrastructure failures (the pipeline raised, timed out, answered malformed or gave
+an answer with no text) are counted apart and excluded from every rate.
 
-Definitions (k / n):
+Each figure is named after its definition in the notes (000 ``score_decision``, 002's release
+table); a broader variant has its own name. As k / n, with "gold" the agreed expected decision:
 
-- abstention recall: unanswerable cases (gold decision does not answer) that were not
-  answered / unanswerable cases;
-- false-refusal rate: answerable cases not answered / answerable cases;
-- decision accuracy: decision equal to the gold decision / cases;
-- unsupported-answer rate: answered cases where answering was not acceptable / cases
-  (the same denominator as the threshold sweep, so the release gate and this page agree);
-- reason-code accuracy: refusals of unanswerable cases whose reason code is one of the gold
-  reason codes / such refusals that carry a reason code;
-- citation validity: answers whose every cited id was visible to the case's identity /
-  answers with at least one citation;
+- abstention recall (note 000): gold ``abstain`` and output ``abstain`` / gold ``abstain``;
+- non-answer recall (broader, not the note's): gold a non-answer (abstain, clarify, escalate)
+  and output any non-answer / gold a non-answer;
+- false-refusal rate (note 000): gold ``answer`` and output anything but ``answer`` / gold
+  ``answer``; a ``partial`` output is a refusal unless the policy allows partial answers;
+- decision accuracy (note 000): output equal to gold / cases;
+- unsupported-answer rate (note 002): cases that require abstention (gold anything but
+  ``answer``: no-answer, partial, conflict, stale, unauthorized) given an answer beyond what
+  the evidence holds (any answer where gold is a non-answer, a full ``answer`` where gold is
+  ``partial``) / cases that require abstention;
+- supported-answer rate (note 002): gold ``answer`` cases (complete, allowed, current,
+  consistent) given an acceptable answer (``answer_ok``) / gold ``answer`` cases;
+- reason-code accuracy (note 002): non-answer outputs whose reason code is one of the gold
+  reason codes / all non-answer outputs (a missing code is wrong);
+- citation validity (note 002): answers citing at least one passage, every one in the context
+  sent and among the case's supporting documents / all answers;
 - wording-key match: outputs that gave the expected non-answer worded with the message the
   case expects (R1, R2, R3, F1, E1; an output that names no key counts as not matching) /
   outputs that gave the expected non-answer of a case that names its wording key;
-- CRAG score: mean of +1 (acceptable answer), 0 (no answer), -1 (unacceptable answer).
+- CRAG score: mean of +1 (acceptable answer, ``answer_ok``), 0 (no answer), -1 (any other
+  answer).
+
+A figure whose denominator is empty is undefined (NaN, shown as "undefined" with the reason),
+never 0 or 1. :func:`state_recall` gives the recall of each exact decision state.
 """
 
 from __future__ import annotations
@@ -34,80 +45,137 @@ from review.core.sampling import wilson_bounds
 
 RATE_METRICS = (
     "abstention_recall",
+    "non_answer_recall",
     "false_refusal_rate",
     "decision_accuracy",
     "unsupported_answer_rate",
+    "supported_answer_rate",
     "reason_code_accuracy",
     "citation_validity",
     "wording_key_match",
 )
 LABELS = {
     "abstention_recall": "Abstention recall",
+    "non_answer_recall": "Non-answer recall",
     "false_refusal_rate": "False-refusal rate",
     "decision_accuracy": "Decision accuracy",
     "unsupported_answer_rate": "Unsupported-answer rate",
+    "supported_answer_rate": "Supported-answer rate",
     "reason_code_accuracy": "Reason-code accuracy",
     "citation_validity": "Citation validity",
     "wording_key_match": "Wording-key match",
     "crag_score": "CRAG score",
 }
+#: What the denominator of each figure counts, and why it can be empty.
+DENOMINATORS = {
+    "abstention_recall": "cases expecting abstain",
+    "non_answer_recall": "cases expecting a non-answer (abstain, clarify, escalate)",
+    "false_refusal_rate": "cases expecting answer",
+    "decision_accuracy": "cases",
+    "unsupported_answer_rate": "cases requiring abstention (expecting anything but answer)",
+    "supported_answer_rate": "cases expecting answer",
+    "reason_code_accuracy": "non-answer outputs",
+    "citation_validity": "answers",
+    "wording_key_match": "expected non-answers of cases naming a wording key",
+    "crag_score": "cases",
+}
 HIGHER_IS_BETTER = {
     "abstention_recall": True,
+    "non_answer_recall": True,
     "false_refusal_rate": False,
     "decision_accuracy": True,
     "unsupported_answer_rate": False,
+    "supported_answer_rate": True,
     "reason_code_accuracy": True,
     "citation_validity": True,
     "wording_key_match": True,
     "crag_score": True,
 }
+#: Decisions that answer (the taxonomy's ``answers: true``) in the bundled taxonomy.
+ANSWERING = ("answer", "partial")
 
 
-def contributions(df: pd.DataFrame) -> pd.DataFrame:
-    """Per-row numerator (k) and denominator (n) of every rate, plus the CRAG points."""
+def _column(df: pd.DataFrame, name: str, default: object) -> pd.Series:
+    return df[name] if name in df else pd.Series(default, index=df.index)
+
+
+def contributions(df: pd.DataFrame, *, partial_allowed: bool = False) -> pd.DataFrame:
+    """Per-row numerator (k) and denominator (n) of every rate, plus the CRAG points.
+    ``partial_allowed``: the policy allows partial answers (a ``partial`` output on a case
+    expecting ``answer`` is then not a false refusal)."""
     ok = ~df["infra"].astype(bool)
-    answerable = df["answerable"].astype(bool) & ok
-    unanswerable = ~df["answerable"].astype(bool) & ok
+    gold = df["gold"]
+    decision = df["decision"].where(ok, None)
     answered = df["answered"].astype(bool) & ok
-    acceptable = df["acceptable"].astype(bool)
-    refused = ok & ~answered
-    has_reason = df["reason_code"].notna()
+    non_answer = ok & decision.notna() & ~answered
+    answer_ok = _column(df, "answer_ok", False).astype(bool) & answered
+    gold_answer = ok & (gold == "answer")
+    gold_non_answer = ok & gold.notna() & ~gold.isin(ANSWERING)
+    needs_abstention = ok & gold.notna() & (gold != "answer")
+    beyond = answered & (~gold.isin(ANSWERING) | ((gold == "partial") & (decision == "answer")))
     reason_ok = (
         np.array(
-            [rc in (g or []) for rc, g in zip(df["reason_code"], df["gold_reasons"], strict=True)],
+            [
+                rc is not None and rc == rc and rc in (g or [])
+                for rc, g in zip(df["reason_code"], df["gold_reasons"], strict=True)
+            ],
             dtype=bool,
         )
         if len(df)
         else np.zeros(0, dtype=bool)
     )
-    cited = (
-        np.array([len(c or []) > 0 for c in df["cited_doc_ids"]], dtype=bool)
-        if len(df)
-        else np.zeros(0, dtype=bool)
-    )
+    not_refused = decision == "answer"
+    if partial_allowed:
+        not_refused = not_refused | (decision == "partial")
     out = pd.DataFrame(index=df.index)
-    out["abstention_recall_k"] = unanswerable & refused
-    out["abstention_recall_n"] = unanswerable
-    out["false_refusal_rate_k"] = answerable & refused
-    out["false_refusal_rate_n"] = answerable
-    out["decision_accuracy_k"] = ok & (df["decision"] == df["gold"])
+    out["abstention_recall_k"] = ok & (gold == "abstain") & (decision == "abstain")
+    out["abstention_recall_n"] = ok & (gold == "abstain")
+    out["non_answer_recall_k"] = gold_non_answer & non_answer
+    out["non_answer_recall_n"] = gold_non_answer
+    out["false_refusal_rate_k"] = gold_answer & ~not_refused
+    out["false_refusal_rate_n"] = gold_answer
+    out["decision_accuracy_k"] = ok & (decision == gold)
     out["decision_accuracy_n"] = ok
-    out["unsupported_answer_rate_k"] = answered & ~acceptable
-    out["unsupported_answer_rate_n"] = ok
-    out["reason_code_accuracy_k"] = unanswerable & refused & has_reason & reason_ok
-    out["reason_code_accuracy_n"] = unanswerable & refused & has_reason
-    out["citation_validity_k"] = answered & cited & df["citations_valid"].astype(bool)
-    out["citation_validity_n"] = answered & cited
-    expected_key = (
-        df["expected_message"] if "expected_message" in df else pd.Series(None, index=df.index)
-    )
-    used_key = df["message_key"] if "message_key" in df else pd.Series(None, index=df.index)
-    worded = unanswerable & refused & (df["decision"] == df["gold"]) & expected_key.notna()
+    out["unsupported_answer_rate_k"] = needs_abstention & beyond
+    out["unsupported_answer_rate_n"] = needs_abstention
+    out["supported_answer_rate_k"] = gold_answer & answer_ok
+    out["supported_answer_rate_n"] = gold_answer
+    out["reason_code_accuracy_k"] = non_answer & reason_ok
+    out["reason_code_accuracy_n"] = non_answer
+    out["citation_validity_k"] = answered & _column(df, "citations_support", False).astype(bool)
+    out["citation_validity_n"] = answered
+    expected_key = _column(df, "expected_message", None)
+    used_key = _column(df, "message_key", None)
+    worded = non_answer & (decision == gold) & expected_key.notna()
     out["wording_key_match_k"] = worded & (used_key == expected_key)
     out["wording_key_match_n"] = worded
-    out["crag"] = np.where(answered, np.where(acceptable, 1.0, -1.0), 0.0)
+    out["crag"] = np.where(answered, np.where(answer_ok, 1.0, -1.0), 0.0)
     out["crag_n"] = ok
     return out
+
+
+def state_recall(df: pd.DataFrame, decisions: list[str]) -> pd.DataFrame:
+    """Per expected decision state: the cases expecting it that got exactly it (k of n, with
+    a Wilson interval; an empty state is undefined). Infrastructure failures excluded."""
+    ok = df[~df["infra"].astype(bool)] if len(df) else df
+    rows = []
+    for state in decisions:
+        mine = ok[ok["gold"] == state] if len(ok) else ok
+        n = len(mine)
+        k = int((mine["decision"] == state).sum()) if n else 0
+        lo, hi = wilson_bounds(k, n)
+        rows.append(
+            {
+                "expected": state,
+                "recall": k / n if n else float("nan"),
+                "k": k,
+                "n": n,
+                "low": float(lo),
+                "high": float(hi),
+                "note": "" if n else f"undefined: no case expects {state}",
+            }
+        )
+    return pd.DataFrame(rows)
 
 
 @dataclass(frozen=True)
@@ -120,9 +188,9 @@ class Metric:
     hi: float
 
 
-def summarize(df: pd.DataFrame) -> dict[str, Metric]:
+def summarize(df: pd.DataFrame, *, partial_allowed: bool = False) -> dict[str, Metric]:
     """Every metric over the whole frame."""
-    c = contributions(df)
+    c = contributions(df, partial_allowed=partial_allowed)
     out: dict[str, Metric] = {}
     for m in RATE_METRICS:
         k = int(c[f"{m}_k"].sum())
@@ -141,9 +209,11 @@ def summarize(df: pd.DataFrame) -> dict[str, Metric]:
     return out
 
 
-def summary_table(df: pd.DataFrame) -> pd.DataFrame:
+def summary_table(df: pd.DataFrame, *, partial_allowed: bool = False) -> pd.DataFrame:
+    """One row per figure: value, k, n, interval, what n counts, and why it is undefined when
+    n is 0."""
     rows = []
-    for m in summarize(df).values():
+    for m in summarize(df, partial_allowed=partial_allowed).values():
         rows.append(
             {
                 "metric": LABELS[m.name],
@@ -152,12 +222,14 @@ def summary_table(df: pd.DataFrame) -> pd.DataFrame:
                 "n": m.n,
                 "low": m.lo,
                 "high": m.hi,
+                "over": DENOMINATORS[m.name],
+                "note": "" if m.n else f"undefined: no {DENOMINATORS[m.name]}",
             }
         )
     return pd.DataFrame(rows)
 
 
-def by_group(df: pd.DataFrame, column: str) -> pd.DataFrame:
+def by_group(df: pd.DataFrame, column: str, *, partial_allowed: bool = False) -> pd.DataFrame:
     """Metrics per value of ``column`` (split, category, evidence_state, or slices: a case
     with several slices counts in each). Vectorised group sums."""
     if df.empty:
@@ -167,7 +239,7 @@ def by_group(df: pd.DataFrame, column: str) -> pd.DataFrame:
         frame = df.explode("slices").dropna(subset=["slices"])
         if frame.empty:
             return pd.DataFrame()
-    c = contributions(frame)
+    c = contributions(frame, partial_allowed=partial_allowed)
     c["group"] = frame[column].fillna("—").to_numpy()
     sums = c.groupby("group").sum(numeric_only=True)
     rows = []
@@ -197,19 +269,24 @@ def confusion(df: pd.DataFrame, decisions: list[str]) -> pd.DataFrame:
 # Comparing two runs
 
 
-def _per_case(df: pd.DataFrame) -> pd.DataFrame:
-    c = contributions(df)
+def _per_case(df: pd.DataFrame, partial_allowed: bool = False) -> pd.DataFrame:
+    c = contributions(df, partial_allowed=partial_allowed)
     c["key"] = df["key"].to_numpy()
     return c.groupby("key").sum(numeric_only=True)
 
 
 def paired_bootstrap(
-    a: pd.DataFrame, b: pd.DataFrame, *, resamples: int = 1000, seed: int = 7
+    a: pd.DataFrame,
+    b: pd.DataFrame,
+    *,
+    resamples: int = 1000,
+    seed: int = 7,
+    partial_allowed: bool = False,
 ) -> pd.DataFrame:
     """Metric deltas (B - A) over the cases both runs scored, with 95% paired bootstrap
     intervals: cases are resampled with replacement and both runs are scored on the same
     resample. Repeats of a case stay together."""
-    pa, pb = _per_case(a), _per_case(b)
+    pa, pb = _per_case(a, partial_allowed), _per_case(b, partial_allowed)
     keys = pa.index.intersection(pb.index)
     pa, pb = pa.loc[keys], pb.loc[keys]
     n = len(keys)

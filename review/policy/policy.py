@@ -92,7 +92,7 @@ DOCUMENTED_RANGES: Final[dict[str, tuple[float, float | None]]] = {
 }
 #: Sections added after policies were first signed: left out of the canonical form when a
 #: file does not set them, so the signatures of older versions stay valid.
-LATER_SECTIONS: Final = ("missing_signal", "evidence_gate")
+LATER_SECTIONS: Final = ("missing_signal", "evidence_gate", "partial_answers", "release")
 
 # Rules that stop an answer; a caveat is an answer, so it must come after all of them.
 BLOCKING_RULES: Final = ("no_hits", "low_score_refuse", "not_answerable", "ambiguous", "ungrounded")
@@ -186,6 +186,25 @@ class Targets(_Strict):
     slice_gates: dict[str, dict[str, Rate]] = Field(default_factory=dict)
 
 
+class ReleasePolicy(_Strict):
+    """Bounds of the release-table rows of note 002 that ``targets`` does not name; checked by
+    the release gate overall and on every slice that has a slice gate."""
+
+    min_supported_answer_rate: Rate = Field(
+        default=0.9, description="acceptable answers on cases expecting answer"
+    )
+    min_reason_code_accuracy: Rate = Field(
+        default=0.9, description="non-answers with a right reason code, of all non-answers"
+    )
+    min_citation_validity: Rate = Field(
+        default=1.0, description="answers whose every citation was sent and supports them"
+    )
+    max_boundary_drift: Rate = Field(
+        default=0.05,
+        description="move of the false-refusal or unsupported-answer rate from a baseline run",
+    )
+
+
 class Costs(_Strict):
     """What each outcome costs (any unit, per item); errors must cost something."""
 
@@ -252,6 +271,15 @@ class NoAnswerPolicy(_Strict):
     change_record: list[ChangeEntry] = Field(min_length=1)
     missing_signal: MissingSignalPolicy | None = None
     evidence_gate: EvidenceGatePolicy | None = None
+    #: note 000: "Decide whether partial answers are allowed". Not allowed (the default): a
+    #: partial answer to an answerable question counts as a refusal in the decision metrics.
+    partial_answers: Literal["allowed", "not_allowed"] = "not_allowed"
+    #: the other rows of note 002's release table (defaults when the file does not set them)
+    release: ReleasePolicy = Field(default_factory=ReleasePolicy)
+
+    @property
+    def allows_partial_answers(self) -> bool:
+        return self.partial_answers == "allowed"
 
     _text_date = field_validator("approved_on", mode="before")(_date_from_text)
 

@@ -28,6 +28,12 @@ def frame(rows: list[tuple[str, str, str | None, bool, str | None, list[str]]]) 
                 "answered": (decision in answering) and not infra,
                 "acceptable": gold in answering,
                 "citations_valid": all(c.startswith("OK") for c in cited),
+                "citations_support": bool(cited) and all(c.startswith("OK") for c in cited),
+                # the decisive document of every answerable case here is OK-1
+                "answer_ok": (decision in answering)
+                and not infra
+                and gold in answering
+                and "OK-1" in cited,
                 "split": "test",
                 "category": "x",
                 "slices": ("entity_collision",),
@@ -55,22 +61,56 @@ HAND = frame(
 
 def test_hand_worked_metrics() -> None:
     m = runmetrics.summarize(HAND)
-    # 3 unanswerable refused (U1, U2, U4) of 4
-    assert (m["abstention_recall"].k, m["abstention_recall"].n) == (3, 4)
+    # note 000: exactly abstain on the 4 expected abstains: U1, U2 (U4 clarified)
+    assert (m["abstention_recall"].k, m["abstention_recall"].n) == (2, 4)
+    # the broader figure: any non-answer on them (U1, U2, U4)
+    assert (m["non_answer_recall"].k, m["non_answer_recall"].n) == (3, 4)
     # A3 refused of 3 answerable that ran (A4 is an infrastructure failure)
     assert (m["false_refusal_rate"].k, m["false_refusal_rate"].n) == (1, 3)
     # exact decision: A1, A2, U1, U2 of 7 that ran
     assert (m["decision_accuracy"].k, m["decision_accuracy"].n) == (4, 7)
-    # unsupported: U3 of 7
-    assert (m["unsupported_answer_rate"].k, m["unsupported_answer_rate"].n) == (1, 7)
-    # reason codes among refusals of unanswerable with a code: U1 right, U2 wrong
-    assert (m["reason_code_accuracy"].k, m["reason_code_accuracy"].n) == (1, 2)
-    # citations among answers with citations: A1 ok, A2 bad, U3 ok
+    # note 002: unsupported over the 4 cases requiring abstention: U3
+    assert (m["unsupported_answer_rate"].k, m["unsupported_answer_rate"].n) == (1, 4)
+    # supported answers over the 3 answerable that ran: A1 (A2 misses the decisive document)
+    assert (m["supported_answer_rate"].k, m["supported_answer_rate"].n) == (1, 3)
+    # reason codes over all 4 non-answers (A3, U1, U2, U4): only U1's is right; U4 has none
+    assert (m["reason_code_accuracy"].k, m["reason_code_accuracy"].n) == (1, 4)
+    # citations over all 3 answers: A1 ok, A2 bad, U3 ok
     assert (m["citation_validity"].k, m["citation_validity"].n) == (2, 3)
-    # CRAG: +1 +1 0 (A3) | 0 0 -1 0 -> 1 / 7
-    assert m["crag_score"].value == pytest.approx(1 / 7)
+    # CRAG: A1 +1, A2 -1 (not acceptable), A3 0 | U1 0, U2 0, U3 -1, U4 0 -> -1 / 7
+    assert m["crag_score"].value == pytest.approx(-1 / 7)
     lo, hi = m["abstention_recall"].lo, m["abstention_recall"].hi
-    assert lo < 0.75 < hi and lo >= 0 and hi <= 1
+    assert lo < 0.5 < hi and lo >= 0 and hi <= 1
+
+
+def test_a_partial_answer_is_a_refusal_unless_the_policy_allows_partial_answers() -> None:
+    df = frame(
+        [
+            ("A1", "answer", "partial", False, None, ["OK-1"]),
+            ("A2", "answer", "answer", False, None, ["OK-1"]),
+        ]
+    )
+    strict = runmetrics.summarize(df)["false_refusal_rate"]
+    allowed = runmetrics.summarize(df, partial_allowed=True)["false_refusal_rate"]
+    assert (strict.k, strict.n) == (1, 2)
+    assert (allowed.k, allowed.n) == (0, 2)
+
+
+def test_an_empty_denominator_is_undefined_with_its_reason() -> None:
+    df = frame([("A1", "answer", "answer", False, None, ["OK-1"])])
+    table = runmetrics.summary_table(df).set_index("metric")
+    row = table.loc["Abstention recall"]
+    assert math.isnan(row["value"]) and row["n"] == 0
+    assert row["note"] == "undefined: no cases expecting abstain"
+    assert table.loc["False-refusal rate", "note"] == ""
+
+
+def test_state_recall_counts_each_exact_state() -> None:
+    r = runmetrics.state_recall(HAND, ["answer", "abstain", "clarify"]).set_index("expected")
+    assert (r.loc["answer", "k"], r.loc["answer", "n"]) == (2, 3)
+    assert (r.loc["abstain", "k"], r.loc["abstain", "n"]) == (2, 4)
+    assert r.loc["clarify", "n"] == 0 and math.isnan(r.loc["clarify", "recall"])
+    assert r.loc["clarify", "note"] == "undefined: no case expects clarify"
 
 
 def test_groups_and_confusion() -> None:
@@ -96,7 +136,7 @@ def test_comparison_finds_flips_and_an_improvement() -> None:
     assert list(flips["case"]) == ["U3"] and list(flips["effect"]) == ["fixed"]
     boot = runmetrics.paired_bootstrap(HAND, better, resamples=500).set_index("metric")
     row = boot.loc["Unsupported-answer rate"]
-    assert row["delta"] == pytest.approx(-1 / 7)
+    assert row["delta"] == pytest.approx(-1 / 4)
     assert row["low"] <= row["delta"] <= row["high"]
 
 

@@ -120,8 +120,8 @@ def test_an_imported_run_has_family_checks_but_no_perturbations(
 ) -> None:
     at = open_runs(demo_url, monkeypatch)
     good = (
-        b'{"case": "CASE-001", "decision": "answer", "score": 0.9}\n'
-        b'{"case": "CASE-002", "decision": "answer", "score": 0.9}\n'
+        b'{"case": "CASE-001", "decision": "answer", "score": 0.9, "text": "Yes."}\n'
+        b'{"case": "CASE-002", "decision": "answer", "score": 0.9, "text": "Yes."}\n'
     )
     at.file_uploader[0].set_value([("run.jsonl", good, "application/jsonl")])
     next(t for t in at.text_input if t.label == "Run name").input("imported")
