@@ -247,43 +247,55 @@ def evaluate_cmd(
     help="Run outputs JSONL (as for import-run); joined to the gold labels here.",
 )
 @click.option(
+    "--baseline",
+    "baseline_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="The previous run's outputs JSONL, for note 002's drift row (neither boundary may "
+    "move by more than the policy's release.max_boundary_drift).",
+)
+@click.option(
     "--split",
     default="test",
     show_default=True,
     type=click.Choice(["test", "validation", "train", "all"]),
 )
-def gate_cmd(policy_file: Path, run_file: Path, split: str) -> None:
-    """Release gate for CI: print every target (both sides and slices); exit 1 if any fails.
+def gate_cmd(policy_file: Path, run_file: Path, baseline_file: Path | None, split: str) -> None:
+    """Release gate for CI: every row of note 000's gate and note 002's release table, overall
+    and per gated slice, with the count behind each; exit 1 if any fails, naming it.
 
     The run is scored against the gold labels in the database without being stored.
+    Infrastructure failures count as wrong decisions on both sides.
     """
     import pandas as pd
 
     from review.policy.policy import load_policy
-    from review.thresholds import thresholds
+    from review.thresholds import release
 
     engine = open_engine()
     tax = load_taxonomy()
     policy = load_policy(policy_file)
-    with run_file.open(encoding="utf-8") as fh:
-        items = list(evalruns.iter_outputs(fh, str(run_file), tax))
-    frame = evalruns.score_outputs(engine, items, str(run_file), tax)
-    rows = thresholds.release_gate(policy, frame, split)
-    table = pd.DataFrame(
-        [
-            {
-                "target": r.target,
-                "scope": r.scope,
-                "rule": r.rule,
-                "value": "n/a" if r.value != r.value else f"{r.value:.3f}",
-                "result": "PASS" if r.passed else "FAIL",
-            }
-            for r in rows
-        ]
+
+    def scored(path: Path) -> pd.DataFrame:
+        with path.open(encoding="utf-8") as fh:
+            items = list(evalruns.iter_outputs(fh, str(path), tax))
+        return evalruns.score_outputs(engine, items, str(path), tax)
+
+    frame = scored(run_file)
+    baseline = scored(baseline_file) if baseline_file is not None else None
+    report = release.release_gate(policy, frame, split, baseline=baseline)
+    with pd.option_context("display.width", 250, "display.max_colwidth", 90):
+        click.echo(release.gate_table(report).to_string(index=False))
+    if report.not_measured:
+        click.echo("\nNot measured:")
+        for line in report.not_measured:
+            click.echo(f"  - {line}")
+    failed = report.failed
+    click.echo(
+        f"\n{len(report.rows) - len(failed)} row(s) met, {len(failed)} failed "
+        f"({report.cases} {split} case(s))"
     )
-    click.echo(table.to_string(index=False))
-    failed = sum(not r.passed for r in rows)
-    click.echo(f"\n{len(rows) - failed} target(s) met, {failed} failed")
+    for r in failed:
+        click.echo(f"FAILED: {r.row} [{r.scope}]: {r.why}")
     sys.exit(1 if failed else 0)
 
 

@@ -25,7 +25,7 @@ from review.core.terms import PlanStatus, VersionStatus
 from review.evaluation import evalruns
 from review.monthly.records import SessionView, links_text, month_bounds
 from review.policy import signoff
-from review.thresholds import thresholds
+from review.thresholds import release, thresholds
 from storage.db import read_session
 from storage.models import ReviewSession, utcnow
 
@@ -36,7 +36,7 @@ from storage.models import ReviewSession, utcnow
 @dataclass(frozen=True)
 class MonthContext:
     month: str
-    gate: list[thresholds.GateRow]
+    gate: list[release.GateRow]
     gate_run: str | None
     policy_changes: list[signoff.VersionView]
     extra_sections: list[tuple[str, pd.DataFrame]]
@@ -72,13 +72,13 @@ def live_context(engine: Engine, tax: Taxonomy, month: str) -> MonthContext:
     first, last = month_bounds(month)
     end = dt.datetime.combine(last + dt.timedelta(days=1), dt.time(), tzinfo=dt.UTC)
     runs = [r for r in evalruns.list_runs(engine) if r.created_at < end]
-    gate: list[thresholds.GateRow] = []
+    gate: list[release.GateRow] = []
     gate_run = None
     if runs:
         latest = runs[0]
         frame = evalruns.outputs_frame(engine, latest.id, tax)
         try:
-            gate = thresholds.release_gate(thresholds.in_force(engine).policy, frame, "test")
+            gate = release.release_gate(thresholds.in_force(engine).policy, frame, "test").rows
             gate_run = latest.name
         except InputError:
             gate = []
@@ -210,18 +210,7 @@ def context_tables(ctx: MonthContext) -> list[tuple[str, pd.DataFrame]]:
         (
             "Release gate of the latest run"
             + (f" ({ctx.gate_run}, test split)" if ctx.gate_run else ""),
-            pd.DataFrame(
-                [
-                    {
-                        "target": g.target,
-                        "scope": g.scope,
-                        "rule": g.rule,
-                        "value": None if g.value != g.value else round(g.value, 3),
-                        "result": "pass" if g.passed else "FAIL",
-                    }
-                    for g in ctx.gate
-                ]
-            ),
+            release.gate_table(release.GateReport(ctx.gate)),
         ),
         *ctx.extra_sections,
         (

@@ -384,59 +384,6 @@ def export_approved(engine: Engine) -> str:
     return text.rstrip("\n") + f"\napproved_on: {day}\n"
 
 
-# ---------------------------------------------------------------------------------------
-# The release gate (CLI `workbench gate`)
-
-
-@dataclass(frozen=True)
-class GateRow:
-    target: str
-    scope: str
-    rule: str
-    value: float
-    passed: bool
-
-
-def observed_metrics(frame: pd.DataFrame) -> dict[str, float]:
-    """Rates of the decisions a run actually made (not a threshold sweep)."""
-    n = len(frame)
-    answerable = frame["answerable"].astype(bool)
-    answered = frame["answered"].astype(bool)
-    acceptable = frame["acceptable"].astype(bool)
-    n_ans = int(answerable.sum())
-    n_un = n - n_ans
-
-    def rate(k: int, d: int) -> float:
-        return k / d if d else float("nan")
-
-    return {
-        "answer_rate_answerable": rate(int((answered & answerable).sum()), n_ans),
-        "false_refusal_rate": rate(int((~answered & answerable).sum()), n_ans),
-        "abstention_recall": rate(int((~answered & ~answerable).sum()), n_un),
-        "unsupported_answer_rate": rate(int((answered & ~acceptable).sum()), n),
-        "coverage": rate(int(answered.sum()), n),
-        "selective_risk": rate(int((answered & ~acceptable).sum()), int(answered.sum())),
-    }
-
-
-def release_gate(policy: NoAnswerPolicy, frame: pd.DataFrame, split: str = "test") -> list[GateRow]:
-    """Every target of the policy (both sides, and the slice gates) on a run's decisions.
-    Infrastructure failures count as refusals here: a build that cannot answer fails."""
-    part = frame if split == "all" else frame[frame["split"] == split]
-    if part.empty:
-        raise InputError(f"the run has no outputs on the {split} split")
-    part = part.assign(answered=part["answered"] & ~part["infra"])
-    overall = observed_metrics(part)
-    exploded = part.assign(slice=[list(s) for s in part["slices"]]).explode("slice")
-    by_slice = {
-        str(k): observed_metrics(g) for k, g in exploded.dropna(subset=["slice"]).groupby("slice")
-    }
-    return [
-        GateRow(r.name, r.scope, f"{r.metric} {r.comparison} {r.bound:g}", r.value, r.passed)
-        for r in evaluate_targets(policy, overall, by_slice)
-    ]
-
-
 # Verdicts that say an answer was the right outcome (a gold answer exists), and those where
 # answering was acceptable.
 _ANSWER_EXPECTED = {

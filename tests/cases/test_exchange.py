@@ -99,7 +99,7 @@ def test_field_names_follow_the_documented_schemas() -> None:
 
 def test_ragas_sample_of_an_answer_case(demo_engine: Engine, tax: Taxonomy) -> None:
     rows = ragas_rows(demo_engine, tax)
-    assert len(rows) == 97
+    assert len(rows) == 99
     one = rows["CASE-001"]
     assert set(one) == set(exchange.RAGAS_FIELDS) | set(exchange.RAGAS_SIDE_FIELDS)
     assert one["user_input"] == (
@@ -152,7 +152,7 @@ def test_deepeval_goldens_are_one_json_array_with_lists_kept_whole(
 ) -> None:
     text, report = export(demo_engine, "deepeval", tax)
     goldens = json.loads(text)
-    assert isinstance(goldens, list) and len(goldens) == report.written == 97
+    assert isinstance(goldens, list) and len(goldens) == report.written == 99
     assert all(set(g) == set(exchange.DEEPEVAL_FIELDS) for g in goldens)
     first = goldens[0]
     assert first["input"].startswith("How many days after a monthly charge")
@@ -184,15 +184,15 @@ def test_unconfirmed_variants_are_left_out_until_an_expert_confirms(
         ),
     )
     _, report = export(demo_engine, "deepeval", tax)
-    assert (report.written, report.skipped_unconfirmed) == (97, 1)
+    assert (report.written, report.skipped_unconfirmed) == (99, 1)
     assert "left out" in report.summary()
     canonical, creport = export(demo_engine, "canonical", tax)
-    assert creport.written == 98 and saved.key in canonical  # the canonical file keeps drafts
+    assert creport.written == 100 and saved.key in canonical  # the canonical file keeps drafts
     suggestions.confirm_suggestion(
         demo_engine, ines, saved.case_id, "abstain", ["required_claim_not_covered"], tax=tax
     )
     rows = ragas_rows(demo_engine, tax)
-    assert len(rows) == 98
+    assert len(rows) == 100
     variant = rows[saved.key]
     assert variant["retrieved_context_ids"] == ["POL-REFUND-MONTHLY-CF-1@1", "POL-REFUND-ANNUAL@1"]
     assert "14 weeks of the charge date" in str(variant["retrieved_contexts"])

@@ -30,53 +30,12 @@ def keys(demo_engine: Engine, tax: Taxonomy) -> list[str]:
     return list(evalruns.outputs_frame(demo_engine, run.id, tax)["key"])
 
 
-def _lenient_policy(tmp_path: Path) -> Path:
-    data = yaml.safe_load((ROOT / "policies" / "no-answer-policy.yaml").read_text())
-    data["targets"]["slice_gates"] = {}
-    p = tmp_path / "policy.yaml"
-    p.write_text(yaml.safe_dump(data), encoding="utf-8")
-    return p
-
-
-def test_gate_passes_a_perfect_run_and_fails_answer_all_and_refuse_all(
-    demo_url: str,
-    demo_engine: Engine,
-    tax: Taxonomy,
-    keys: list[str],
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+def test_gate_refuses_a_case_it_does_not_know(
+    demo_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from review.cases import cases
-
     monkeypatch.setenv("WORKBENCH_DATABASE_URL", demo_url)
-    policy = _lenient_policy(tmp_path)
-    perfect = []
-    for k in keys:
-        c = cases.get_case(demo_engine, key=k)
-        assert c is not None
-        perfect.append({"case": k, "decision": c.expected_decision, "score": 0.9})
-    run = CliRunner().invoke
-    r = run(
-        main,
-        ["gate", "--policy", str(policy), "--run", str(_write_run(tmp_path / "p.jsonl", perfect))],
-    )
-    assert r.exit_code == 0, r.output
-    assert "4 target(s) met, 0 failed" in r.output
-    for name, decision in (("answer_all", "answer"), ("refuse_all", "abstain")):
-        rows = [{"case": k, "decision": decision, "score": 0.5} for k in keys]
-        r = run(
-            main,
-            [
-                "gate",
-                "--policy",
-                str(policy),
-                "--run",
-                str(_write_run(tmp_path / f"{name}.jsonl", rows)),
-            ],
-        )
-        assert r.exit_code == 1, (name, r.output)
-        assert "FAIL" in r.output
-    r = run(
+    policy = ROOT / "policies" / "no-answer-policy.yaml"
+    r = CliRunner().invoke(
         main,
         [
             "gate",

@@ -1,0 +1,349 @@
+"""The release gate (CLI ``workbench gate``, the monthly review): every row of note 000's
+release gate and of note 002's release table, overall and on every high-harm slice (the slices
+the policy gates), each with the count behind it.
+
+Rows and their bounds:
+
+- note 000, both sides of the boundary: answer coverage on cases expecting ``answer``
+  (``targets.min_answer_rate_answerable``), false-refusal rate (``max_false_refusal_rate``),
+  abstention recall (``min_abstention_recall``), unsupported-answer rate over the cases that
+  require abstention (``max_unsupported_answer_rate``);
+- note 002's release table: supported-answer rate, reason-code accuracy over all non-answers,
+  citation validity over all answers (``release.*``), and drift against a baseline run when
+  one is given (``release.max_boundary_drift``: neither the false-refusal nor the
+  unsupported-answer rate may move by more);
+- the policy's own slice gates, per slice;
+- when the run logs the gate's signals: the decisions reproduce under the gated policy (the
+  same gate code, :mod:`review.thresholds.redecide`).
+
+Figures are those of :mod:`review.evaluation.runmetrics` (the notes' definitions), except that
+an infrastructure failure counts here as a wrong decision on both sides (a build that cannot
+answer fails the gate; it never passes as a refusal). A row whose denominator is empty fails
+with the reason (a gated slice with no cases fails), never "n/a". On a slice, a row of the
+notes that the policy does not gate there is checked with the overall bound when the slice
+has cases it applies to, and listed as not measured (with the reason) otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from review.core.errors import InputError
+from review.core.sampling import wilson_bounds
+from review.evaluation import runmetrics
+from review.policy.policy import TARGET_METRICS, NoAnswerPolicy
+from review.thresholds import redecide
+
+TOLERANCE = 1e-9
+
+
+@dataclass(frozen=True)
+class GateRow:
+    row: str  # what is checked, in words
+    source: str  # "note 000", "note 002", "policy slice gate", "issue 14: one gate"
+    scope: str  # "overall" or "slice:<key>"
+    rule: str  # e.g. "abstention_recall >= 0.9"
+    value: float  # NaN: undefined (the row fails, ``why`` says why)
+    k: int
+    n: int
+    passed: bool
+    why: str = ""  # why it failed ("3 of 4 below the bound", "undefined: no cases ...")
+
+    @property
+    def counts(self) -> str:
+        return f"{self.k} of {self.n}"
+
+
+@dataclass(frozen=True)
+class GateReport:
+    rows: list[GateRow]
+    #: rows of the notes not measured, and why (a slice without cases of the kind, no baseline)
+    not_measured: list[str] = field(default_factory=list)
+    cases: int = 0
+    split: str = "test"
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.rows) and all(r.passed for r in self.rows)
+
+    @property
+    def failed(self) -> list[GateRow]:
+        return [r for r in self.rows if not r.passed]
+
+
+#: metric -> (words, source, denominator words)
+_ROWS: dict[str, tuple[str, str]] = {
+    "answer_rate_answerable": ("Answer coverage on answerable cases", "note 000"),
+    "false_refusal_rate": ("False-refusal rate", "note 000"),
+    "abstention_recall": ("Abstention recall", "note 000"),
+    "unsupported_answer_rate": ("Unsupported-answer rate", "note 000, note 002"),
+    "supported_answer_rate": ("Supported-answer rate", "note 002"),
+    "reason_code_accuracy": ("Reason-code accuracy", "note 002"),
+    "citation_validity": ("Citation validity", "note 002"),
+    "coverage": ("Coverage", "policy"),
+    "selective_risk": ("Selective risk", "policy"),
+}
+_DENOMINATOR = {
+    **runmetrics.DENOMINATORS,
+    "answer_rate_answerable": runmetrics.DENOMINATORS["false_refusal_rate"],
+    "coverage": "cases",
+    "selective_risk": "answers",
+}
+#: metric -> "min" / "max" for the rows of the notes
+_KIND = {
+    "answer_rate_answerable": "min",
+    "false_refusal_rate": "max",
+    "abstention_recall": "min",
+    "unsupported_answer_rate": "max",
+    "supported_answer_rate": "min",
+    "reason_code_accuracy": "min",
+    "citation_validity": "min",
+}
+
+
+def _failures_count(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame with infrastructure failures kept as outputs that made no decision: wrong
+    on either side (not an answer, not an abstention, no reason code)."""
+    infra = frame["infra"].astype(bool)
+    return frame.assign(
+        infra=False,
+        decision=frame["decision"].where(~infra, None),
+        answered=frame["answered"].astype(bool) & ~infra,
+        answer_ok=frame["answer_ok"].astype(bool) & ~infra,
+    )
+
+
+def gate_counts(frame: pd.DataFrame, partial_allowed: bool) -> dict[str, tuple[int, int]]:
+    """(k, n) of every metric a gate row or a slice gate may name, on ``frame`` (infra
+    failures already folded in by the caller)."""
+    c = runmetrics.contributions(frame, partial_allowed=partial_allowed)
+    out = {
+        m: (int(c[f"{m}_k"].sum()), int(c[f"{m}_n"].sum()))
+        for m in (
+            "false_refusal_rate",
+            "abstention_recall",
+            "unsupported_answer_rate",
+            "supported_answer_rate",
+            "reason_code_accuracy",
+            "citation_validity",
+        )
+    }
+    fr_k, fr_n = out["false_refusal_rate"]
+    out["answer_rate_answerable"] = (fr_n - fr_k, fr_n)
+    answered = frame["answered"].astype(bool)
+    out["coverage"] = (int(answered.sum()), len(frame))
+    out["selective_risk"] = (
+        int((answered & ~frame["answer_ok"].astype(bool)).sum()),
+        int(answered.sum()),
+    )
+    return out
+
+
+def _row(
+    metric: str, kind: str, bound: float, scope: str, source: str, kn: tuple[int, int]
+) -> GateRow:
+    k, n = kn
+    words = _ROWS[metric][0]
+    rule = f"{metric} {'>=' if kind == 'min' else '<='} {bound:g}"
+    if n == 0:
+        where = "" if scope == "overall" else f" in {scope.removeprefix('slice:')}"
+        return GateRow(
+            words,
+            source,
+            scope,
+            rule,
+            math.nan,
+            0,
+            0,
+            False,
+            f"undefined: no {_DENOMINATOR[metric]}{where}",
+        )
+    value = k / n
+    ok = value >= bound - TOLERANCE if kind == "min" else value <= bound + TOLERANCE
+    lo, hi = wilson_bounds(k, n)
+    why = "" if ok else f"{value:.3f} ({k} of {n}; 95% {lo:.2f}-{hi:.2f}) is not {rule}"
+    return GateRow(words, source, scope, rule, value, k, n, ok, why)
+
+
+def _bounds(policy: NoAnswerPolicy) -> dict[str, float]:
+    t, r = policy.targets, policy.release
+    return {
+        "answer_rate_answerable": t.min_answer_rate_answerable,
+        "false_refusal_rate": t.max_false_refusal_rate,
+        "abstention_recall": t.min_abstention_recall,
+        "unsupported_answer_rate": t.max_unsupported_answer_rate,
+        "supported_answer_rate": r.min_supported_answer_rate,
+        "reason_code_accuracy": r.min_reason_code_accuracy,
+        "citation_validity": r.min_citation_validity,
+    }
+
+
+def _drift(
+    policy: NoAnswerPolicy, part: pd.DataFrame, baseline: pd.DataFrame, partial: bool
+) -> GateRow:
+    """Note 002's drift row: on the cases both runs answered, neither boundary (false-refusal
+    and unsupported-answer rate) moves by more than the policy allows."""
+    shared = sorted(set(part["key"]) & set(baseline["key"]))
+    bound = policy.release.max_boundary_drift
+    rule = f"boundary_drift <= {bound:g}"
+    if not shared:
+        return GateRow(
+            "Drift against the baseline run",
+            "note 002",
+            "overall",
+            rule,
+            math.nan,
+            0,
+            0,
+            False,
+            "undefined: the baseline run has none of this run's cases",
+        )
+    a = gate_counts(baseline[baseline["key"].isin(shared)], partial)
+    b = gate_counts(part[part["key"].isin(shared)], partial)
+    moves = []
+    for m in ("false_refusal_rate", "unsupported_answer_rate"):
+        (ka, na), (kb, nb) = a[m], b[m]
+        if na and nb:
+            moves.append((abs(kb / nb - ka / na), m))
+    if not moves:
+        return GateRow(
+            "Drift against the baseline run",
+            "note 002",
+            "overall",
+            rule,
+            math.nan,
+            0,
+            len(shared),
+            False,
+            "undefined: neither boundary has cases in both runs",
+        )
+    move, metric = max(moves)
+    first = part.sort_values("repeat").drop_duplicates("key").set_index("key")["decision"]
+    base = baseline.sort_values("repeat").drop_duplicates("key").set_index("key")["decision"]
+    flipped = int(
+        (first.reindex(shared).astype(object) != base.reindex(shared).astype(object)).sum()
+    )
+    ok = move <= bound + TOLERANCE
+    why = "" if ok else f"{metric} moved by {move:.3f} ({flipped} decision(s) changed)"
+    return GateRow(
+        "Drift against the baseline run",
+        "note 002",
+        "overall",
+        rule,
+        move,
+        flipped,
+        len(shared),
+        ok,
+        why,
+    )
+
+
+def release_gate(
+    policy: NoAnswerPolicy,
+    frame: pd.DataFrame,
+    split: str = "test",
+    *,
+    baseline: pd.DataFrame | None = None,
+) -> GateReport:
+    """Every row (see the module docstring) on a run's outputs (``frame`` as from
+    :func:`review.evaluation.evalruns.outputs_frame` or ``score_outputs``)."""
+    part = frame if split == "all" else frame[frame["split"] == split]
+    if part.empty:
+        raise InputError(f"the run has no outputs on the {split} split")
+    partial = policy.allows_partial_answers
+    scored = _failures_count(part)
+    bounds = _bounds(policy)
+    rows: list[GateRow] = []
+    not_measured: list[str] = []
+    overall = gate_counts(scored, partial)
+    for metric, bound in bounds.items():
+        rows.append(
+            _row(metric, _KIND[metric], bound, "overall", _ROWS[metric][1], overall[metric])
+        )
+    if baseline is not None:
+        base = baseline if split == "all" else baseline[baseline["split"] == split]
+        rows.append(_drift(policy, part, _failures_count(base), partial))
+    else:
+        not_measured.append(
+            "Drift (note 002): no baseline run given (workbench gate --baseline FILE)"
+        )
+    exploded = scored.assign(slice=[list(s) for s in scored["slices"]]).explode("slice")
+    for key, gates in policy.targets.slice_gates.items():
+        scope = f"slice:{key}"
+        mine = exploded[exploded["slice"] == key]
+        if mine.empty:
+            for name, bound in gates.items():
+                metric, kind = TARGET_METRICS[name]
+                rows.append(
+                    GateRow(
+                        _ROWS[metric][0],
+                        "policy slice gate",
+                        scope,
+                        f"{metric} {'>=' if kind == 'min' else '<='} {bound:g}",
+                        math.nan,
+                        0,
+                        0,
+                        False,
+                        f"no {split} cases in slice {key}",
+                    )
+                )
+            continue
+        counts = gate_counts(mine, partial)
+        gated = set()
+        for name, bound in gates.items():
+            metric, kind = TARGET_METRICS[name]
+            gated.add(metric)
+            rows.append(_row(metric, kind, bound, scope, "policy slice gate", counts[metric]))
+        for metric, bound in bounds.items():
+            if metric in gated:
+                continue
+            if counts[metric][1] == 0:
+                not_measured.append(
+                    f"{_ROWS[metric][0]} ({_ROWS[metric][1]}) in slice {key}: "
+                    f"no {_DENOMINATOR[metric]} there"
+                )
+                continue
+            rows.append(_row(metric, _KIND[metric], bound, scope, _ROWS[metric][1], counts[metric]))
+    reproduced = redecide.reproduction_row(policy, part)
+    if reproduced is None:
+        not_measured.append("Decisions reproduce under this policy: the run logs no gate signals")
+    else:
+        k, n, why = reproduced
+        rows.append(
+            GateRow(
+                "Decisions reproduce under this policy",
+                "issue 14: one gate",
+                "overall",
+                "reproduced == outputs",
+                k / n if n else math.nan,
+                k,
+                n,
+                n > 0 and k == n,
+                why,
+            )
+        )
+    return GateReport(rows, not_measured, int(part["key"].nunique()), split)
+
+
+def gate_table(report: GateReport) -> pd.DataFrame:
+    """The report as a table: row, source, scope, rule, value (or "undefined"), k of n,
+    result, why."""
+    return pd.DataFrame(
+        [
+            {
+                "row": r.row,
+                "source": r.source,
+                "scope": r.scope,
+                "rule": r.rule,
+                "value": "undefined" if r.value != r.value else f"{r.value:.3f}",
+                "k of n": r.counts,
+                "result": "PASS" if r.passed else "FAIL",
+                "why": r.why,
+            }
+            for r in report.rows
+        ],
+        columns=["row", "source", "scope", "rule", "value", "k of n", "result", "why"],
+    )

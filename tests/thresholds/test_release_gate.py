@@ -1,0 +1,235 @@
+"""The release gate (issue 15 item 4): both sides of the boundary, note 002's release table,
+per high-harm slice with counts; a run correct by construction over the demo's test split
+passes `workbench gate`, the degenerate runs fail naming the rows; an empty slice fails with
+its reason; infrastructure failures never pass; a run decided with another policy does not
+reproduce."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from sqlalchemy import Engine, select
+
+from review.cli.main import main
+from review.core.taxonomy import Taxonomy
+from review.evaluation import evalruns
+from review.policy.policy import load_policy
+from review.thresholds import release
+from storage.db import read_session
+from storage.models import Case, CaseDocument, Document
+from tests.helpers.paths import ROOT
+
+POLICY = ROOT / "policies" / "no-answer-policy.yaml"
+
+
+def _cases(engine: Engine) -> list[dict[str, Any]]:
+    """Every ready case with its expected decision, first reason, wording key and the
+    visible documents by role."""
+    with read_session(engine) as s:
+        rows = s.execute(
+            select(
+                Case.id,
+                Case.key,
+                Case.expected_decision,
+                Case.reason_codes,
+                Case.expected_message,
+            ).where(Case.status == "ready")
+        ).all()
+        docs: dict[int, list[tuple[str, str]]] = {}
+        for cid, key, ver, role in s.execute(
+            select(CaseDocument.case_id, Document.doc_key, Document.version, CaseDocument.role)
+            .join(Document, Document.id == CaseDocument.document_id)
+            .where(CaseDocument.visibility == "visible")
+        ):
+            docs.setdefault(cid, []).append((f"{key}@{ver}", role))
+    return [
+        {
+            "key": r.key,
+            "decision": r.expected_decision,
+            "reasons": list(r.reason_codes or []),
+            "message": r.expected_message,
+            "docs": docs.get(r.id, []),
+        }
+        for r in rows
+    ]
+
+
+def _correct(c: dict[str, Any]) -> dict[str, Any]:
+    """The output a correct pipeline gives: the expected decision, its first reason and
+    wording key; an answer cites a decisive (or partial) document."""
+    if c["decision"] in ("answer", "partial"):
+        cited = [d for d, role in c["docs"] if role in ("decisive", "partial")][:1]
+        return {"case": c["key"], "decision": c["decision"], "text": "It is.", "cited_ids": cited}
+    return {
+        "case": c["key"],
+        "decision": c["decision"],
+        "text": "I cannot answer that from the documents available to you.",
+        "reason_code": c["reasons"][0],
+        "message_key": c["message"],
+    }
+
+
+def _everything(c: dict[str, Any], decision: str) -> dict[str, Any]:
+    if decision == "answer":
+        cited = [d for d, _ in c["docs"]][:1]
+        return {"case": c["key"], "decision": "answer", "text": "Yes.", "cited_ids": cited}
+    return {"case": c["key"], "decision": decision, "text": "No.", "reason_code": None}
+
+
+def _write(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def _frame(engine: Engine, tax: Taxonomy, rows: list[dict[str, Any]]) -> Any:
+    lines = [json.dumps(r) for r in rows]
+    items = list(evalruns.iter_outputs(lines, "run.jsonl", tax))
+    return evalruns.score_outputs(engine, items, "run.jsonl", tax)
+
+
+def test_the_demo_test_split_has_cases_in_every_gated_slice(
+    demo_engine: Engine, tax: Taxonomy
+) -> None:
+    policy = load_policy(POLICY)
+    frame = _frame(demo_engine, tax, [_correct(c) for c in _cases(demo_engine)])
+    test = frame[frame["split"] == "test"]
+    covered = {s for sl in test["slices"] for s in sl}
+    assert set(policy.targets.slice_gates) <= covered
+
+
+def test_a_correct_run_passes_and_the_degenerate_runs_fail_naming_rows(
+    demo_url: str,
+    demo_engine: Engine,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("WORKBENCH_DATABASE_URL", demo_url)
+    cases = _cases(demo_engine)
+    run = CliRunner().invoke
+    good = _write(tmp_path / "correct.jsonl", [_correct(c) for c in cases])
+    r = run(main, ["gate", "--policy", str(POLICY), "--run", str(good)])
+    assert r.exit_code == 0, r.output
+    assert " 0 failed" in r.output and "FAILED" not in r.output
+    # every overall row of both notes is in the table, with its count
+    for row in (
+        "Answer coverage on answerable cases",
+        "False-refusal rate",
+        "Abstention recall",
+        "Unsupported-answer rate",
+        "Supported-answer rate",
+        "Reason-code accuracy",
+        "Citation validity",
+    ):
+        assert row in r.output
+    assert "slice:adversarial_instruction" in r.output
+    expected_failures = {
+        "answer": "FAILED: Abstention recall [overall]",
+        "abstain": "FAILED: False-refusal rate [overall]",
+        "clarify": "FAILED: Abstention recall [overall]",
+    }
+    for decision, line in expected_failures.items():
+        path = _write(tmp_path / f"{decision}.jsonl", [_everything(c, decision) for c in cases])
+        r = run(main, ["gate", "--policy", str(POLICY), "--run", str(path)])
+        assert r.exit_code == 1, (decision, r.output)
+        assert line in r.output, (decision, r.output)
+    # answering everything fails the unsupported side; refusing everything the answer side
+    path = _write(tmp_path / "answer.jsonl", [_everything(c, "answer") for c in cases])
+    out = run(main, ["gate", "--policy", str(POLICY), "--run", str(path)]).output
+    assert "FAILED: Unsupported-answer rate [slice:access_filtered_answer]" in out
+    path = _write(tmp_path / "abstain.jsonl", [_everything(c, "abstain") for c in cases])
+    out = run(main, ["gate", "--policy", str(POLICY), "--run", str(path)]).output
+    assert "FAILED: Answer coverage on answerable cases [overall]" in out
+
+
+def test_figures_and_counts_of_the_correct_run(demo_engine: Engine, tax: Taxonomy) -> None:
+    policy = load_policy(POLICY)
+    cases = _cases(demo_engine)
+    report = release.release_gate(policy, _frame(demo_engine, tax, [_correct(c) for c in cases]))
+    rows = {(r.row, r.scope): r for r in report.rows}
+    test_keys = {c["key"] for c in cases}
+    frame = _frame(demo_engine, tax, [_correct(c) for c in cases])
+    test = frame[frame["split"] == "test"]
+    assert report.cases == len(test) and test_keys >= set(test["key"])
+    answer_cases = int((test["gold"] == "answer").sum())
+    abstain_cases = int((test["gold"] == "abstain").sum())
+    needs = int((test["gold"] != "answer").sum())
+    fr = rows[("False-refusal rate", "overall")]
+    assert (fr.k, fr.n, fr.value) == (0, answer_cases, 0.0)
+    ar = rows[("Abstention recall", "overall")]
+    assert (ar.k, ar.n) == (abstain_cases, abstain_cases)
+    ua = rows[("Unsupported-answer rate", "overall")]
+    assert (ua.k, ua.n) == (0, needs)
+    rc = rows[("Reason-code accuracy", "overall")]
+    assert rc.n == int((~test["gold"].isin(["answer", "partial"])).sum()) and rc.k == rc.n
+
+
+def test_a_gated_slice_without_cases_fails_with_its_reason(
+    demo_engine: Engine, tax: Taxonomy
+) -> None:
+    policy = load_policy(POLICY)
+    frame = _frame(demo_engine, tax, [_correct(c) for c in _cases(demo_engine)])
+    without = frame[["adversarial_instruction" not in s for s in frame["slices"]]]
+    report = release.release_gate(policy, without)
+    empty = [r for r in report.rows if r.scope == "slice:adversarial_instruction"]
+    assert len(empty) == 1 and not empty[0].passed
+    assert empty[0].why == "no test cases in slice adversarial_instruction"
+    assert empty[0].value != empty[0].value  # undefined, never 0 or 1
+    assert not report.passed
+
+
+def test_infrastructure_failures_fail_both_sides(demo_engine: Engine, tax: Taxonomy) -> None:
+    policy = load_policy(POLICY)
+    rows = []
+    for c in _cases(demo_engine):
+        rows.append({"case": c["key"], "error": "timed out after 30s"})
+    report = release.release_gate(policy, _frame(demo_engine, tax, rows))
+    failed = {(r.row, r.scope) for r in report.failed}
+    assert ("False-refusal rate", "overall") in failed
+    assert ("Abstention recall", "overall") in failed
+    fr = next(r for r in report.rows if (r.row, r.scope) == ("False-refusal rate", "overall"))
+    assert fr.k == fr.n > 0  # every crashed answerable case is a refusal, not left out
+
+
+def test_drift_against_a_baseline_and_reproduction_under_the_policy(
+    demo_engine: Engine, tax: Taxonomy
+) -> None:
+    policy = load_policy(POLICY)
+    cases = _cases(demo_engine)
+    good = _frame(demo_engine, tax, [_correct(c) for c in cases])
+    worse = _frame(demo_engine, tax, [_everything(c, "answer") for c in cases])
+    same = release.release_gate(policy, good, baseline=good)
+    drift = next(r for r in same.rows if r.row == "Drift against the baseline run")
+    assert drift.passed and drift.value == 0.0 and drift.k == 0
+    moved = release.release_gate(policy, worse, baseline=good)
+    drift = next(r for r in moved.rows if r.row == "Drift against the baseline run")
+    assert not drift.passed and "moved by" in drift.why
+    # no signals logged: the reproduction row is listed as not measured
+    assert any("logs no gate signals" in line for line in same.not_measured)
+
+
+def test_a_run_whose_signals_the_policy_decides_otherwise_fails(
+    demo_engine: Engine, tax: Taxonomy
+) -> None:
+    policy = load_policy(POLICY)
+    case = next(c for c in _cases(demo_engine) if c["decision"] == "answer")
+    signals = {
+        "ranking_mode": "vector",
+        "hits_after_filter": 3,
+        "top_score": 0.9,
+        "ungrounded": False,
+        "topics": [],
+        "not_produced": ["answerable", "ambiguous"],
+    }
+    ok = _correct(case) | {"signals": signals}
+    low = _correct(case) | {"signals": signals | {"top_score": 0.40}}
+    nan = _correct(case) | {"signals": signals | {"top_score": None}}
+    for output, reproduced in ((ok, True), (low, False), (nan, False)):
+        report = release.release_gate(policy, _frame(demo_engine, tax, [output]), "all")
+        row = next(r for r in report.rows if r.row == "Decisions reproduce under this policy")
+        assert row.passed is reproduced, (output, row)
+        if not reproduced:
+            assert "decided otherwise" in row.why
