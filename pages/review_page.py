@@ -146,17 +146,22 @@ def validation_tab(
     engine: Engine, actor: Actor, tax: Taxonomy, view: records.SessionView, writable: bool
 ) -> None:
     st.caption(
-        "The policy's dry-run rules on chosen cases: the share of answerable cases "
-        "answered (with or without caveat) and of unanswerable cases given their "
-        "expected behaviour, against the policy's targets; whether every refusal "
-        "carries a reason and uses approved wording. The result is stored with the "
-        "review."
+        "Note 004's dry run, by someone other than the author of the policy version it "
+        "applies: each chosen case is re-decided from the gate signals its output logged, "
+        "with that version, then checked: the share of answerable cases answered (with or "
+        "without caveat) and of unanswerable cases given their expected behaviour, against "
+        "the policy's targets; every refusal carries a reason and uses approved wording. "
+        "Infrastructure failures and outputs that logged no signals count as failures. The "
+        "result is stored with the review, with who ran it and on which version."
     )
     if view.validation:
         st.dataframe(report.validation_frame(view), hide_index=True, width="stretch")
     runs = evalruns.list_runs(engine)
     if writable and runs:
+        choices = validation.validation_choices(engine)
+        labels = [label for _, label in choices]
         with st.form(f"rev_validate_{view.id}"):
+            version_label = st.selectbox("Policy version to dry-run", labels)
             c1, c2, c3 = st.columns(3)
             run_name = c1.selectbox("Run", [r.name for r in runs])
             split = c2.selectbox("Cases", ["validation", "test", "train", "all"])
@@ -173,14 +178,17 @@ def validation_tab(
         if go:
             run = next(r for r in runs if r.name == run_name)
             base = next((r.id for r in runs if r.name == calibration), None)
+            number = choices[labels.index(version_label)][0]
             keys = validation.parse_case_keys(chosen)
             with ui.reported():
                 result = validation.run_validation(
                     engine,
+                    actor,
                     tax,
                     run.id,
                     split,
                     validation.refusal_templates(engine),
+                    policy_version=number,
                     case_keys=keys or None,
                     calibration_run_id=base,
                 )

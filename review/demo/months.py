@@ -84,7 +84,7 @@ def build_demo_reviews(engine: Engine, tax: Taxonomy, today: dt.date | None = No
             )
             carried = fid if i == 1 else None
             if runs:
-                result = run_validation(engine, tax, runs[0].id, "validation", templates)
+                result = run_validation(engine, ravi, tax, runs[0].id, "validation", templates)
                 store_validation(engine, ravi, s.id, result)
             view = get_session(engine, month)
             assert view is not None

@@ -1,20 +1,28 @@
-"""The validation check of a monthly review: the policy's dry-run rules on chosen cases
-(answerable cases answered, unanswerable cases given their expected behaviour, refusals with a
-reason and approved wording), against the policy's targets."""
+"""The validation check of a monthly review: note 004's dry run. A person other than the
+author of the policy version being validated applies it to chosen cases: each case is
+re-decided from the gate signals its output logged, with that version (the gate code of
+:mod:`review.thresholds.redecide`), and checked against the policy's dry-run rules (answerable
+cases answered, unanswerable cases given their expected behaviour, refusals with a reason and
+approved wording) and targets. Infrastructure failures and outputs that logged no signals
+count as failures, never as answers or as refusals."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 from sqlalchemy import Engine
 
-from review.core.errors import InputError
+from review.core.errors import InputError, PermissionDenied
+from review.core.identity import Actor
 from review.core.taxonomy import Taxonomy
 from review.evaluation import evalruns
-from review.thresholds import thresholds
+from review.policy import signoff
+from review.policy.policy import NoAnswerPolicy, parse_policy
+from review.thresholds import redecide, thresholds
 from storage.models import utcnow
 
 # ---------------------------------------------------------------------------------------
@@ -36,45 +44,66 @@ def validation_check(
     refusal_templates: Sequence[str],
     answering: set[str],
 ) -> dict[str, Any]:
-    """On the chosen cases of a run (``frame`` from evalruns.outputs_frame, one repeat):
+    """On the chosen cases of a run (``frame`` from evalruns.outputs_frame, one repeat, with
+    ``decision`` and ``reason_code`` as the policy being validated decided them; a
+    ``redecidable`` column, when present, marks the rows it could decide):
 
     - share of answerable cases answered (answer, with or without caveat) vs the target;
     - share of unanswerable cases given their expected behaviour (observed == gold) vs the
       abstention-recall target;
     - every output carries a decision, and every non-answer a reason code;
-    - every refusal text matches an approved wording message (placeholders filled in).
+    - every refusal text matches an approved wording message (placeholders filled in); a
+      refusal the re-decision changed is worded from the approved message its rule names.
+
+    An infrastructure failure, or an output that could not be re-decided, is in the
+    denominators and counts as neither answered nor behaved: a failure.
     """
-    ok = frame[~frame["infra"].astype(bool)]
+    infra = frame["infra"].astype(bool)
+    undecidable = (
+        ~frame["redecidable"].astype(bool) & ~infra
+        if "redecidable" in frame
+        else pd.Series(False, index=frame.index)
+    )
+    failed = infra | undecidable
+    ok = frame[~failed]
+    answerable_all = frame["answerable"].astype(bool)
     answerable = ok[ok["answerable"].astype(bool)]
     unanswerable = ok[~ok["answerable"].astype(bool)]
+    n_answerable = int(answerable_all.sum())
+    n_unanswerable = int((~answerable_all).sum())
     answered = int(answerable["decision"].isin(answering).sum())
     behaved = int((unanswerable["decision"] == unanswerable["gold"]).sum())
     no_decision = int(ok["decision"].isna().sum())
     refusals = ok[~ok["decision"].isin(answering) & ok["decision"].notna()]
     no_reason = int(refusals["reason_code"].isna().sum())
     patterns = approved_refusal_patterns(refusal_templates)
+    logged = refusals["logged_decision"] if "logged_decision" in refusals else refusals["decision"]
+    kept = refusals[logged == refusals["decision"]]
     off_wording = [
         str(k)
-        for k, t in zip(refusals["key"], refusals["text"], strict=True)
+        for k, t in zip(kept["key"], kept["text"], strict=True)
         if not any(p.match(str(t or "")) for p in patterns)
     ]
-    ans_rate = answered / len(answerable) if len(answerable) else float("nan")
-    beh_rate = behaved / len(unanswerable) if len(unanswerable) else float("nan")
+    ans_rate = answered / n_answerable if n_answerable else float("nan")
+    beh_rate = behaved / n_unanswerable if n_unanswerable else float("nan")
     result = {
-        "answerable": len(answerable),
+        "answerable": n_answerable,
         "answered": answered,
         "answer_rate": ans_rate,
         "answer_rate_target": targets.get("min_answer_rate_answerable"),
-        "unanswerable": len(unanswerable),
+        "unanswerable": n_unanswerable,
         "expected_behaviour": behaved,
         "behaviour_rate": beh_rate,
         "behaviour_target": targets.get("min_abstention_recall"),
         "without_decision": no_decision,
         "refusals": len(refusals),
         "refusals_without_reason": no_reason,
+        "refusals_reworded": len(refusals) - len(kept),
         "refusals_off_wording": len(off_wording),
         "off_wording_cases": off_wording[:50],
-        "infrastructure_failures": int(frame["infra"].astype(bool).sum()),
+        "infrastructure_failures": int(infra.sum()),
+        "not_redecidable": int(undecidable.sum()),
+        "failed_cases": sorted(str(k) for k in frame.loc[failed, "key"])[:50],
     }
     ans_target = float(targets.get("min_answer_rate_answerable") or 0.0)
     beh_target = float(targets.get("min_abstention_recall") or 0.0)
@@ -108,31 +137,104 @@ def _validation_frame(
     return frame[frame["repeat"] == frame["repeat"].min()] if not frame.empty else frame
 
 
+@dataclass(frozen=True)
+class Validated:
+    """The policy version a dry run applies: its number (None: the shipped file, nothing
+    approved yet), author (None for the shipped file) and sha256."""
+
+    policy: NoAnswerPolicy
+    number: int | None
+    author: str | None
+    sha256: str | None
+    status: str
+
+
+def policy_under_validation(engine: Engine, number: int | None = None) -> Validated:
+    """Version ``number`` of the no-answer policy (pending or approved); None: the policy in
+    force."""
+    if number is None:
+        pif = thresholds.in_force(engine)
+        v = pif.version
+        if v is None:
+            return Validated(pif.policy, None, None, None, "shipped file")
+        return Validated(pif.policy, v.number, v.author, v.sha256, "in force")
+    found = next((v for v in signoff.versions(engine, thresholds.KIND) if v.number == number), None)
+    if found is None:
+        raise InputError(f"version {number} is not a version of the no-answer policy")
+    policy = parse_policy(found.yaml_text, f"version {number}")
+    return Validated(policy, found.number, found.author, found.sha256, str(found.status))
+
+
+def validation_choices(engine: Engine) -> list[tuple[int | None, str]]:
+    """The versions a dry run may apply: the policy in force first, then every pending
+    proposal, each with a label naming its author."""
+    pif = thresholds.in_force(engine)
+    first = (
+        (None, f"the policy in force (version {pif.version.number}, by {pif.version.author})")
+        if pif.version is not None
+        else (None, "the policy in force (the shipped file)")
+    )
+    out: list[tuple[int | None, str]] = [first]
+    for v in signoff.versions(engine, thresholds.KIND):
+        if str(v.status) == "pending":
+            out.append((v.number, f"proposal: version {v.number}, by {v.author}"))
+    return out
+
+
+def redecided(policy: NoAnswerPolicy, frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with ``decision`` and ``reason_code`` as ``policy`` decides them from each
+    output's logged signals (the logged ones kept in ``logged_decision``), and
+    ``redecidable``."""
+    again = redecide.redecide(policy, frame)
+    can = again["redecidable"].astype(bool)
+    out = frame.assign(
+        logged_decision=frame["decision"],
+        redecidable=can.to_numpy(),
+        decision=again["decision"].where(can, None).to_numpy(),
+        reason_code=again["reason_code"].where(can, None).to_numpy(),
+    )
+    return out
+
+
 def run_validation(
     engine: Engine,
+    actor: Actor,
     tax: Taxonomy,
     run_id: int,
     split: str,
     refusal_templates: Sequence[str],
     *,
+    policy_version: int | None = None,
     case_keys: Sequence[str] | None = None,
     calibration_run_id: int | None = None,
     tolerance: int = 1,
 ) -> dict[str, Any]:
-    """The dry run of the policy in force on the chosen cases (``case_keys``; else a split
-    of the run): the checks of ``validation_check``, and, with ``calibration_run_id`` (the
-    author's calibration run), whether each count (answerable answered, unanswerable given
-    their expected behaviour) is within ``tolerance`` case(s) of that run's on the same cases."""
+    """The dry run (note 004) of policy version ``policy_version`` (None: the policy in force)
+    on the chosen cases (``case_keys``; else a split of the run): each case re-decided with
+    that version from its logged signals, then the checks of ``validation_check``; with
+    ``calibration_run_id`` (the author's calibration run), whether each count (answerable
+    answered, unanswerable given their expected behaviour) is within ``tolerance`` case(s) of
+    that run's on the same cases, re-decided the same way.
+
+    Note 004: the dry run is done "by someone other than the author": ``actor`` may not be
+    the author of the version it validates (PermissionDenied). The result records who ran it,
+    on which version and when."""
+    target = policy_under_validation(engine, policy_version)
+    if target.author is not None and target.author.lower() == actor.email.lower():
+        raise PermissionDenied(
+            f"{actor.email} wrote version {target.number} of the policy; note 004 asks for a "
+            "dry run by someone other than the author"
+        )
     frame = _validation_frame(engine, tax, run_id, split, case_keys)
     if frame.empty:
         raise InputError(f"the run has no outputs on the {split} split")
-    policy = thresholds.in_force(engine).policy
+    policy = target.policy
     targets = {
         "min_answer_rate_answerable": policy.targets.min_answer_rate_answerable,
         "min_abstention_recall": policy.targets.min_abstention_recall,
     }
     answering = tax.answering_decisions()
-    result = validation_check(frame, targets, refusal_templates, answering)
+    result = validation_check(redecided(policy, frame), targets, refusal_templates, answering)
     runs = {r.id: r for r in evalruns.list_runs(engine)}
     result.update(
         {
@@ -140,13 +242,18 @@ def run_validation(
             "split": "chosen cases" if case_keys else split,
             "cases": len(frame),
             "at": utcnow().isoformat(),
+            "ran_by": actor.email,
+            "policy_version": target.number,
+            "policy_status": target.status,
+            "policy_author": target.author,
+            "policy_sha256": target.sha256,
         }
     )
     if calibration_run_id is not None:
         if calibration_run_id not in runs:
             raise InputError(f"run {calibration_run_id} does not exist")
         keys = list(frame["key"])
-        base = _validation_frame(engine, tax, calibration_run_id, "all", keys)
+        base = redecided(policy, _validation_frame(engine, tax, calibration_run_id, "all", keys))
         ref = validation_check(base, targets, refusal_templates, answering)
         within = (
             abs(result["answered"] - ref["answered"]) <= tolerance

@@ -83,8 +83,9 @@ def test_validation_check_hand_counted() -> None:
         {"answer", "partial"},
     )
     assert (r["answerable"], r["answered"]) == (4, 3)  # A1 A2 A4 of A1..A4
-    # U1..U4 ran (U5 is an infrastructure failure); U1 U2 U3 behaved, U4 answered
-    assert (r["unanswerable"], r["expected_behaviour"]) == (4, 3)
+    # U5 is an infrastructure failure: in the denominator, a failure; U1 U2 U3 behaved
+    assert (r["unanswerable"], r["expected_behaviour"]) == (5, 3)
+    assert r["failed_cases"] == ["U5"]
     assert r["answer_rate"] == pytest.approx(0.75)
     assert r["refusals"] == 4  # A3 U1 U2 U3
     assert r["refusals_without_reason"] == 1  # U2
@@ -135,7 +136,7 @@ def test_session_lifecycle_read_only_after_close_and_carry(
     with pytest.raises(InputError, match="validation check before closing"):
         reviews.close_session(demo_engine, RAVI, s.id, s.version)
     run = evalruns.list_runs(demo_engine)[0]
-    result = validation.run_validation(demo_engine, tax, run.id, "validation", TEMPLATES)
+    result = validation.run_validation(demo_engine, RAVI, tax, run.id, "validation", TEMPLATES)
     reviews.store_validation(demo_engine, RAVI, s.id, result)
     s = reviews.get_session(demo_engine, "2031-01")
     assert s is not None and s.validation is not None and s.validation["run"] == run.name
@@ -243,18 +244,29 @@ def test_validation_on_chosen_cases_against_the_authors_calibration_run(
     keys = list(first[first["answerable"]]["key"][:6]) + list(
         first[~first["answerable"]]["key"][:4]
     )
-    a = validation.run_validation(demo_engine, tax, ref.id, "all", TEMPLATES, case_keys=keys)
+    a = validation.run_validation(demo_engine, RAVI, tax, ref.id, "all", TEMPLATES, case_keys=keys)
     assert a["cases"] == 10 and a["split"] == "chosen cases"
     assert a["answerable"] == 6 and a["unanswerable"] == 4
     with pytest.raises(InputError, match="not in the run: NOPE-1"):
-        validation.run_validation(demo_engine, tax, ref.id, "all", TEMPLATES, case_keys=["NOPE-1"])
+        validation.run_validation(
+            demo_engine, RAVI, tax, ref.id, "all", TEMPLATES, case_keys=["NOPE-1"]
+        )
     same = validation.run_validation(
-        demo_engine, tax, ref.id, "all", TEMPLATES, case_keys=keys, calibration_run_id=ref.id
+        demo_engine, RAVI, tax, ref.id, "all", TEMPLATES, case_keys=keys, calibration_run_id=ref.id
     )
     assert same["within_tolerance"] and same["calibration_answered"] == a["answered"]
-    b = validation.run_validation(demo_engine, tax, other.id, "all", TEMPLATES, case_keys=keys)
+    b = validation.run_validation(
+        demo_engine, RAVI, tax, other.id, "all", TEMPLATES, case_keys=keys
+    )
     vs = validation.run_validation(
-        demo_engine, tax, other.id, "all", TEMPLATES, case_keys=keys, calibration_run_id=ref.id
+        demo_engine,
+        RAVI,
+        tax,
+        other.id,
+        "all",
+        TEMPLATES,
+        case_keys=keys,
+        calibration_run_id=ref.id,
     )
     close = (
         abs(b["answered"] - a["answered"]) <= 1
@@ -286,3 +298,100 @@ def test_links_and_case_keys_are_read_as_typed() -> None:
         "CASE-4",
     ]
     assert validation.parse_case_keys(" \n ") == []
+
+
+def test_the_dry_run_is_refused_to_the_author_of_the_version_it_validates(
+    demo_engine: Engine, tax: Taxonomy
+) -> None:
+    run = evalruns.list_runs(demo_engine)[0]
+    target = validation.policy_under_validation(demo_engine)
+    assert target.author is not None and target.status == "in force"
+    author = make_actor("product_owner", target.author)
+    with pytest.raises(PermissionDenied, match="someone other than the author"):
+        validation.run_validation(demo_engine, author, tax, run.id, "validation", TEMPLATES)
+    result = validation.run_validation(demo_engine, RAVI, tax, run.id, "validation", TEMPLATES)
+    assert result["ran_by"] == RAVI.email
+    assert (result["policy_version"], result["policy_sha256"]) == (target.number, target.sha256)
+
+
+def test_the_dry_run_re_decides_each_case_with_the_policy_it_validates(
+    demo_engine: Engine, tax: Taxonomy
+) -> None:
+    run = next(r for r in evalruns.list_runs(demo_engine) if r.name.startswith("reference"))
+    frame = evalruns.outputs_frame(demo_engine, run.id, tax)
+    frame = frame[frame["repeat"] == 0]
+    policy = validation.policy_under_validation(demo_engine).policy
+    same = validation.redecided(policy, frame)
+    # the run was decided with the policy in force: the re-decision reproduces every output
+    assert same["redecidable"].all()
+    assert (same["decision"] == same["logged_decision"]).all()
+    vector = policy.ranking_modes["vector"].model_copy(
+        update={"refuse_below": 0.99, "caveat_below": 0.995}
+    )
+    strict = policy.model_copy(update={"ranking_modes": {**policy.ranking_modes, "vector": vector}})
+    tighter = validation.redecided(strict, frame)
+    answering = {"answer", "partial"}
+    assert tighter["decision"].isin(answering).sum() < same["decision"].isin(answering).sum()
+    changed = tighter[tighter["decision"] != tighter["logged_decision"]]
+    assert len(changed) and set(changed["reason_code"]) == {"support_below_threshold"}
+    check = validation.validation_check(
+        tighter,
+        {"min_answer_rate_answerable": 0.9, "min_abstention_recall": 0.9},
+        TEMPLATES,
+        answering,
+    )
+    # refusals the re-decision created are worded from the approved message, not checked
+    # against the answer text that was logged
+    assert check["refusals_reworded"] == len(changed[~changed["decision"].isin(answering)])
+
+
+def test_outputs_without_signals_and_crashes_are_failures_not_passes(
+    demo_engine: Engine, tax: Taxonomy
+) -> None:
+    annotator = make_actor("annotator", "ines@test.example")
+    ref = next(r for r in evalruns.list_runs(demo_engine) if r.name.startswith("reference"))
+    frame = evalruns.outputs_frame(demo_engine, ref.id, tax)
+    keys = list(frame.loc[(frame["split"] == "validation") & (frame["repeat"] == 0), "key"])
+    lines = []
+    for i, k in enumerate(keys):
+        if i % 2:
+            lines.append(f'{{"case": "{k}", "error": "timed out after 30s"}}')
+        else:
+            lines.append(f'{{"case": "{k}", "decision": "answer", "text": "Yes."}}')
+    items = list(evalruns.iter_outputs(lines, "bare.jsonl", tax))
+    run_id = evalruns.import_run(demo_engine, annotator, "bare", "x", items, "bare.jsonl")
+    r = validation.run_validation(demo_engine, RAVI, tax, run_id, "validation", TEMPLATES)
+    assert r["infrastructure_failures"] == len(keys) // 2
+    assert r["not_redecidable"] == len(keys) - len(keys) // 2
+    assert r["answerable"] + r["unanswerable"] == len(keys)
+    assert (r["answered"], r["expected_behaviour"]) == (0, 0)
+    assert r["passed"] is False
+
+
+def test_a_pending_proposal_can_be_dry_run_but_not_by_its_author(
+    demo_engine: Engine, tax: Taxonomy
+) -> None:
+    choices = validation.validation_choices(demo_engine)
+    assert choices[0][0] is None and "in force" in choices[0][1]
+    pending = [n for n, label in choices if label.startswith("proposal")]
+    assert pending, choices
+    number = pending[0]
+    target = validation.policy_under_validation(demo_engine, number)
+    assert target.status == "pending" and target.author is not None
+    run = evalruns.list_runs(demo_engine)[0]
+    result = validation.run_validation(
+        demo_engine, RAVI, tax, run.id, "validation", TEMPLATES, policy_version=number
+    )
+    assert (result["policy_version"], result["policy_status"]) == (number, "pending")
+    with pytest.raises(PermissionDenied):
+        validation.run_validation(
+            demo_engine,
+            make_actor("product_owner", target.author),
+            tax,
+            run.id,
+            "validation",
+            TEMPLATES,
+            policy_version=number,
+        )
+    with pytest.raises(InputError, match="not a version"):
+        validation.policy_under_validation(demo_engine, 99)

@@ -491,7 +491,7 @@ def test_runs_page_metrics_import_and_compare(
     next(t for t in at.text_input if t.label == "Run name").input("imported one")
     next(b for b in at.button if b.label == "Import run").click().run()
     assert any("run.jsonl: line 2: field decision" in readable(e) for e in at.error)
-    good = b'{"case": "CASE-001", "decision": "answer", "score": 0.9}\n'
+    good = b'{"case": "CASE-001", "decision": "answer", "score": 0.9, "text": "Yes."}\n'
     at.file_uploader[0].set_value([("run.jsonl", good, "application/jsonl")])
     next(t for t in at.text_input if t.label == "Run name").input("imported one")
     next(b for b in at.button if b.label == "Import run").click().run()
@@ -610,8 +610,22 @@ def test_monthly_review_record_validate_close_and_export(
     no_exception(at)
     after = reviews.get_session(demo_engine, current.month)
     assert after is not None and len(after.findings) == len(current.findings) + 1
+    # the author of the policy in force may not dry-run it (note 004)
+    paula = app(demo_url, monkeypatch, "paula.kim@brightwave.example").run()
+    paula.switch_page("pages/review_page.py").run()
+    next(b for b in paula.button if b.label == "Run and store the validation check").click().run()
+    assert any("someone other than the author" in readable(e) for e in paula.error)
+    stored = reviews.get_session(demo_engine, current.month)
+    assert stored is not None and stored.validation is None
     next(b for b in at.button if b.label == "Run and store the validation check").click().run()
     no_exception(at)
+    stored = reviews.get_session(demo_engine, current.month)
+    assert stored is not None and stored.validation is not None
+    from review.monthly.validation import policy_under_validation
+
+    in_force = policy_under_validation(demo_engine)
+    assert stored.validation["ran_by"] == RAVI
+    assert stored.validation["policy_version"] == in_force.number is not None
     next(b for b in at.button if b.label.startswith("Close this review")).click().run()
     no_exception(at)
     closed = reviews.get_session(demo_engine, current.month)
