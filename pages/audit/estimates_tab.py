@@ -48,6 +48,8 @@ def rates(report: estimates.EstimateReport) -> None:
             f"{display.pct(share)} of the population lies in strata with no audited trace "
             "yet; the weighted rates cover the rest."
         )
+    if report.single_item_strata:
+        st.warning(ui.plain(display.single_item_warning(report.single_item_strata)))
     st.subheader("Rates")
     st.dataframe(
         display.rates_table(report.rates),

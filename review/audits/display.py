@@ -272,6 +272,16 @@ def unsampled_share(rates: pd.DataFrame) -> float | None:
     return None
 
 
+def single_item_warning(strata: tuple[str, ...]) -> str:
+    """What a stratum with one audited trace means for the population intervals."""
+    names = ", ".join(strata[:5]) + (f" and {len(strata) - 5} more" if len(strata) > 5 else "")
+    return (
+        f"{len(strata)} stratum(s) with one audited trace ({names}): one trace cannot "
+        "estimate its stratum's variance, so the largest possible one is used there. "
+        "Audit at least two traces per stratum for intervals that rest on data."
+    )
+
+
 def rates_table(rates: pd.DataFrame) -> pd.DataFrame:
     """The rates of ``estimates.estimates`` as read: percentages and 95 % intervals."""
     return pd.DataFrame(

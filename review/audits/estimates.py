@@ -104,6 +104,9 @@ class EstimateReport:
     audited: int
     disagreements: int
     confidence: float
+    #: strata with one audited trace (of more): their variance is bounded (0.25), not
+    #: estimated, so the population intervals lean on a guess there
+    single_item_strata: tuple[str, ...] = ()
 
 
 RATE_COLUMNS = [
@@ -203,6 +206,11 @@ def estimates(engine: Engine, plan_id: int, confidence: float = 0.95) -> Estimat
         len(audited),
         int(outcomes["disagree"].sum()) if len(outcomes) else 0,
         confidence,
+        tuple(
+            str(r["stratum"])
+            for r in strata_rows
+            if r["audited"] == 1 and int(r["population"]) > 1
+        ),
     )
 
 
@@ -220,6 +228,7 @@ class DomainEstimate:
     raw_rate: float | None
     raw_lo: float | None
     raw_hi: float | None
+    single_item_strata: tuple[str, ...] = ()
 
 
 def domain_estimate(
@@ -231,11 +240,16 @@ def domain_estimate(
     ``success`` (bool, only read where ``in_domain``); ``population``: N_h per stratum.
     With w_h = N_h / n_h, x = in_domain and y = in_domain and success:
     R = sum w_h * sum_h y / sum w_h * sum_h x, and (linearised)
-    Var(R) = sum_h N_h^2 (1 - n_h/N_h) v_h / n_h / X^2 with v_h the variance (divisor n_h, as
-    in ``weighted_estimate``) of e = y - R x in stratum h and X the estimated domain size.
-    When the domain is the whole population this equals ``weighted_estimate``.
+    Var(R) = sum_h N_h^2 (1 - n_h/N_h) v_h / n_h / X^2 with v_h the sample variance (divisor
+    n_h - 1, Cochran, as in ``weighted_estimate``) of e = y - R x in stratum h and X the
+    estimated domain size; a stratum with one audited item gets the bound 0.25 and is listed
+    in ``single_item_strata``. The interval is a Wilson interval on the effective sample size
+    (honest at 0 and n). When the domain is the whole population this equals
+    ``weighted_estimate``.
     """
     from statistics import NormalDist
+
+    from review.core.sampling import ONE_ITEM_VARIANCE, effective_interval
 
     if not 0 < confidence < 1:
         raise InputError(f"confidence must be between 0 and 1, got {confidence!r}")
@@ -267,16 +281,29 @@ def domain_estimate(
         return DomainEstimate(None, None, None, None, 0.0, n_dom, k_dom, raw, None, None)
     ratio = big_y / big_x
     variance = 0.0
-    for pop_h, size_h, xh, yh in groups:
+    single: list[str] = []
+    census = True
+    for name, (pop_h, size_h, xh, yh) in zip(dict.fromkeys(strata), groups, strict=True):
         e = yh - ratio * xh
-        v = float(np.mean(e**2) - np.mean(e) ** 2)
-        variance += pop_h**2 * (1 - size_h / pop_h) * v / size_h
+        fpc = 1 - size_h / pop_h
+        census = census and fpc == 0
+        if size_h > 1:
+            v = float(np.var(e, ddof=1))
+        else:
+            v = ONE_ITEM_VARIANCE
+            if fpc > 0:
+                single.append(str(name))
+        variance += pop_h**2 * fpc * v / size_h
     se = math.sqrt(max(variance, 0.0)) / big_x
     z = NormalDist().inv_cdf(0.5 + confidence / 2)
+    if census:
+        lo, hi = ratio, ratio
+    else:
+        lo, hi = effective_interval(ratio, se**2, n_dom, z)
     return DomainEstimate(
         ratio,
-        max(0.0, ratio - z * se),
-        min(1.0, ratio + z * se),
+        lo,
+        hi,
         se,
         big_x,
         n_dom,
@@ -284,6 +311,7 @@ def domain_estimate(
         raw,
         wil[0] if wil else None,
         wil[1] if wil else None,
+        tuple(single),
     )
 
 

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from review.core.errors import InputError
-from review.core.sampling import wilson_bounds
+from review.core.sampling import Z95, wilson_bounds
 
 MAX_POINTS: Final = 500
 POINT_COLOURS: Final = ("#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e")
@@ -71,7 +71,7 @@ def risk_coverage_chart(
     curve: pd.DataFrame,
     points: Mapping[str, tuple[float, float]] | None = None,
     *,
-    z: float = 1.96,
+    z: float = Z95,
 ) -> alt.LayerChart:
     """Selective risk against coverage, with its Wilson band and named operating points.
 

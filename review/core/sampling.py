@@ -43,7 +43,7 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from statistics import NormalDist
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -386,8 +386,30 @@ def _z(confidence: float) -> float:
     return NormalDist().inv_cdf(0.5 + confidence / 2)
 
 
+#: The exact normal quantile of a two-sided 95% interval (1.959963984540054), used wherever
+#: no other level is asked for; never the rounded 1.96.
+Z95: Final = NormalDist().inv_cdf(0.975)
+#: The largest variance a 0/1 variable can have: what a stratum with one audited item is
+#: given, since one item cannot estimate its own variance (Cochran's s_h^2 needs n_h >= 2).
+ONE_ITEM_VARIANCE: Final = 0.25
+
+
+def effective_interval(
+    estimate: float, variance: float, sample: int, z: float
+) -> tuple[float, float]:
+    """A Wilson interval for a design-based estimate on Kish's effective sample size
+    n_eff = p (1 - p) / variance (the sample a simple random draw would need for the same
+    precision; Korn & Graubard); at p = 0 or 1, where that ratio says nothing, the real
+    sample. Its width matches the normal interval's near the centre and stays honest at 0
+    and n: 0 of 44 gives [0, 0.080], never 0.0-0.0."""
+    p = min(1.0, max(0.0, estimate))
+    n_eff = p * (1 - p) / variance if variance > 0 and 0 < p < 1 else float(sample)
+    lo, hi = wilson_bounds(min(p * n_eff, n_eff), n_eff, z)
+    return float(lo), float(hi)
+
+
 def wilson_bounds(
-    k: npt.ArrayLike, n: npt.ArrayLike, z: float = 1.96
+    k: npt.ArrayLike, n: npt.ArrayLike, z: float = Z95
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """The Wilson score interval for k successes in n trials, element-wise (the one
     implementation of the formula); n = 0 gives NaN, k = 0 a lower bound of exactly 0 and
@@ -440,8 +462,11 @@ class StratifiedEstimate:
 
     ``estimate`` = sum of W_h p_h with W_h = N_h / N over the sampled strata (weights
     renormalised when some stratum has no sample; ``unsampled_share`` says how much of the
-    population that leaves out); ``lo``/``hi`` the normal interval clipped to [0, 1];
-    ``raw`` the plain pooled rate of the sample with its Wilson interval, for comparison.
+    population that leaves out); ``lo``/``hi`` a Wilson interval on the effective sample size
+    (:func:`effective_interval`), a point only when every sampled stratum was audited in
+    full; ``raw`` the plain pooled rate of the sample with its Wilson interval, for
+    comparison; ``single_item_strata`` the strata with one audited item (their variance is
+    bounded, not estimated: flag them).
     """
 
     estimate: float | None
@@ -452,6 +477,7 @@ class StratifiedEstimate:
     sample: int
     unsampled_share: float
     raw: Rate
+    single_item_strata: tuple[str, ...] = ()
 
     def as_tuple(self) -> tuple[float | None, float | None, float | None]:
         return self.estimate, self.lo, self.hi
@@ -464,10 +490,12 @@ def weighted_estimate(strata: pd.DataFrame, confidence: float = 0.95) -> Stratif
     """Stratified estimate of a rate (e.g. the unsupported-answer rate) from per-stratum audit
     counts: columns ``stratum, population`` (N_h), ``sample`` (n_h), ``successes`` (k_h).
 
-    Variance: sum of W_h^2 * p_h (1 - p_h) / n_h * (1 - n_h / N_h) (with the finite-population
-    correction, so a fully audited stratum adds no uncertainty). Note: when every sampled
-    stratum has a rate of exactly 0 or 1 the variance is 0 and the interval collapses to a
-    point; look at the Wilson interval in ``raw`` then.
+    Variance (Cochran): sum of W_h^2 (1 - n_h / N_h) s_h^2 / n_h with s_h^2 = n_h / (n_h - 1)
+    p_h (1 - p_h), the sample variance of the 0/1 outcomes; the finite-population correction
+    makes a fully audited stratum add no uncertainty. A stratum with one audited item (of
+    more) cannot estimate s_h^2: it is given the largest a 0/1 variable has (0.25) and listed
+    in ``single_item_strata``, never taken as zero. The interval is a Wilson interval on the
+    effective sample size, so it keeps its width when every stratum's rate is 0 or 1.
     """
     missing = [c for c in ESTIMATE_COLUMNS if c not in strata.columns]
     if missing:
@@ -510,18 +538,31 @@ def weighted_estimate(strata: pd.DataFrame, confidence: float = 0.95) -> Stratif
     nh, bign = small_n[sampled].astype(float), big_n[sampled].astype(float)
     p = k[sampled] / nh
     estimate = float(np.sum(w * p))
-    variance = float(np.sum(w**2 * p * (1 - p) / nh * (1 - nh / bign)))
+    fpc = 1 - nh / bign
+    with np.errstate(divide="ignore", invalid="ignore"):
+        s2 = np.where(nh > 1, nh / (nh - 1) * p * (1 - p), ONE_ITEM_VARIANCE)
+    variance = float(np.sum(w**2 * fpc * s2 / nh))
+    single = tuple(
+        str(name)
+        for name, n_h, f in zip(strata["stratum"].to_numpy()[sampled], nh, fpc, strict=True)
+        if n_h == 1 and f > 0
+    )
     se = math.sqrt(max(variance, 0.0))
     z = _z(confidence)
+    if bool(np.all(fpc == 0)):  # a census of every sampled stratum: the rate is known
+        lo = hi = estimate
+    else:
+        lo, hi = effective_interval(estimate, variance, total_sample, z)
     return StratifiedEstimate(
         estimate=estimate,
-        lo=max(0.0, estimate - z * se),
-        hi=min(1.0, estimate + z * se),
+        lo=lo,
+        hi=hi,
         std_error=se,
         population=total_pop,
         sample=total_sample,
         unsampled_share=unsampled,
         raw=raw,
+        single_item_strata=single,
     )
 
 

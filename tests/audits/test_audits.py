@@ -28,7 +28,7 @@ from review.audits.verdicts import VerdictIn
 from review.cases import cases
 from review.core.errors import InputError, PermissionDenied, StaleWriteError
 from review.core.identity import SYSTEM, Actor
-from review.core.sampling import draw_sample, weighted_estimate, wilson_interval
+from review.core.sampling import draw_sample, weighted_estimate, wilson_bounds, wilson_interval
 from review.core.taxonomy import Taxonomy
 from review.demo import batches
 from storage.db import read_session, run_write
@@ -621,25 +621,29 @@ def test_weighted_rates_and_intervals_match_hand_worked_numbers(engine: Engine) 
     assert list(report.rates["verdict"][:4]) == list(vocabulary.HEADLINE)
 
     # false refusals: W_abstain = 100/400 = 0.25, p = 2/10 -> 0.25 * 0.2 = 0.05
-    # variance 0.25^2 * 0.2*0.8/10 * (1 - 10/100) = 0.0009 -> se 0.03
+    # Cochran: variance 0.25^2 * (10/9 * 0.2*0.8)/10 * (1 - 10/100) = 0.001
+    # interval: Wilson on the effective sample size 0.05 * 0.95 / 0.001 = 47.5
     fr = rates.loc["false_refusal"]
     assert fr["population_rate"] == pytest.approx(0.05)
-    assert fr["population_hi"] == pytest.approx(0.05 + Z95 * 0.03)
-    assert fr["population_lo"] == 0.0  # 0.05 - 0.0588 clipped at 0
+    lo, hi = wilson_bounds(0.05 * 47.5, 47.5, Z95)
+    assert fr["population_lo"] == pytest.approx(float(lo))
+    assert fr["population_hi"] == pytest.approx(float(hi))
+    assert 0 < fr["population_lo"] < 0.05 < fr["population_hi"]
     assert (fr["count"], fr["audited"], fr["sample_rate"]) == (2, 20, 0.1)  # raw: 2 / 20
     lo, hi = wilson_interval(2, 20)  # type: ignore[misc]
     assert (fr["sample_lo"], fr["sample_hi"]) == (pytest.approx(lo), pytest.approx(hi))
     assert fr["estimated_traces"] == 20.0  # 0.05 * 400
 
     # unsupported answers: W_answer = 0.75, p = 5/10 -> 0.375 (the raw rate says 0.25)
-    # variance 0.75^2 * 0.25/10 * (1 - 10/300) = 0.01359375
+    # variance 0.75^2 * (10/9 * 0.25)/10 * (1 - 10/300) = 0.015104166...
     un = rates.loc["unsupported_answer"]
     assert un["population_rate"] == pytest.approx(0.375)
     assert un["sample_rate"] == 0.25
-    se = math.sqrt(0.01359375)
+    var = 0.75**2 * (10 / 9 * 0.25) / 10 * (1 - 10 / 300)
+    lo, hi = wilson_bounds(0.375 * (0.375 * 0.625 / var), 0.375 * 0.625 / var, Z95)
     assert (un["population_lo"], un["population_hi"]) == (
-        pytest.approx(0.375 - Z95 * se),
-        pytest.approx(0.375 + Z95 * se),
+        pytest.approx(float(lo)),
+        pytest.approx(float(hi)),
     )
     assert rates.loc["correct_refusal", "population_rate"] == pytest.approx(0.25 * 0.8)
     assert rates.loc["restricted_leak", "count"] == 0
@@ -675,9 +679,11 @@ def test_domain_estimate_against_a_hand_worked_ratio_estimate() -> None:
     # weights 25 and 100: X = 25*2 + 100*1 = 150, Y = 25*1 + 100*1 = 125, R = 5/6
     assert est.estimate == pytest.approx(5 / 6)
     assert est.estimated_size == pytest.approx(150)
-    # residuals e = y - R x: A (1/6, -5/6, 0, 0): variance 11/72; B (1/6, 0): 1/144
-    # 100^2 (1 - 4/100) (11/72)/4 + 200^2 (1 - 2/200) (1/144)/2 = 1100/3 + 275/2 = 3025/6
-    assert est.std_error == pytest.approx(math.sqrt(3025 / 6) / 150)
+    # residuals e = y - R x: A (1/6, -5/6, 0, 0): sample variance (n-1) 11/54;
+    # B (1/6, 0): 1/72. 100^2 (1 - 4/100) (11/54)/4 + 200^2 (1 - 2/200) (1/72)/2
+    # = 4400/9 + 275 = 6875/9
+    assert est.std_error == pytest.approx(math.sqrt(6875 / 9) / 150)
+    assert est.single_item_strata == ()
     assert (est.sample, est.successes, est.raw_rate) == (3, 2, pytest.approx(2 / 3))
     # over the whole population it is the stratified estimate
     whole = estimates.domain_estimate(items.assign(in_domain=True), {"A": 100, "B": 200})
@@ -847,3 +853,19 @@ def test_the_draw_skips_the_recount_only_while_no_trace_was_added_or_deleted(
         audit_plans.draw_plan(engine, REVIEWER, pid)
     audit_plans.recount_plan(engine, REVIEWER, pid)
     assert audit_plans.draw_plan(engine, REVIEWER, pid).items == 6
+
+
+def test_domain_estimate_flags_one_item_strata_and_stays_honest_at_zero() -> None:
+    items = pd.DataFrame(
+        {
+            "stratum": ["A"] * 20 + ["B"],
+            "in_domain": [True] * 21,
+            "success": [False] * 20 + [True],
+        }
+    )
+    est = estimates.domain_estimate(items, {"A": 1000, "B": 50})
+    assert est.single_item_strata == ("B",)
+    assert est.lo is not None and est.hi is not None and est.hi - est.lo > 0.01
+    none = estimates.domain_estimate(items.assign(success=False), {"A": 1000, "B": 50})
+    assert none.estimate == 0 and none.lo == 0
+    assert none.hi is not None and none.hi > 0.1  # Wilson's bound for 0 of 21, not 0.0

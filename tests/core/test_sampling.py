@@ -27,6 +27,7 @@ from review.core.sampling import (
     sample_rank,
     sample_rank_sql,
     weighted_estimate,
+    wilson_bounds,
     wilson_interval,
 )
 
@@ -282,18 +283,25 @@ def strata_frame(rows: list[tuple[str, int, int, int]]) -> pd.DataFrame:
 def test_stratified_estimate_hand_worked() -> None:
     # A: N=800, n=40, k=4 (p=0.1, W=0.8); B: N=200, n=20, k=10 (p=0.5, W=0.2)
     # p = 0.8*0.1 + 0.2*0.5 = 0.18
-    # var = 0.64*0.09/40*(1-40/800) + 0.04*0.25/20*(1-20/200) = 0.001368 + 0.00045
+    # Cochran: s_h^2 = n_h/(n_h-1) p_h(1-p_h); var = sum W_h^2 (1 - n_h/N_h) s_h^2 / n_h
+    var = (
+        0.64 * (1 - 40 / 800) * (40 / 39 * 0.09) / 40
+        + 0.04 * (1 - 20 / 200) * (20 / 19 * 0.25) / 20
+    )
     est = weighted_estimate(strata_frame([("A", 800, 40, 4), ("B", 200, 20, 10)]))
     assert est.estimate == pytest.approx(0.18)
-    assert est.std_error == pytest.approx(math.sqrt(0.001818))
-    z = 1.959963984540054
-    assert est.lo == pytest.approx(0.18 - z * math.sqrt(0.001818))
-    assert est.hi == pytest.approx(0.18 + z * math.sqrt(0.001818))
+    assert est.std_error == pytest.approx(math.sqrt(var))
+    # Wilson on the effective sample size p(1-p)/var
+    n_eff = 0.18 * 0.82 / var
+    assert n_eff == pytest.approx(78.65, abs=0.01)
+    lo, hi = wilson_bounds(0.18 * n_eff, n_eff, 1.959963984540054)
+    assert (est.lo, est.hi) == (pytest.approx(float(lo)), pytest.approx(float(hi)))
     assert est.as_tuple() == (est.estimate, est.lo, est.hi)
     # the unweighted rate over-counts the small, error-heavy stratum
     assert est.raw.rate == pytest.approx(14 / 60)
     assert (est.raw.lo, est.raw.hi) == wilson_interval(14, 60)
     assert est.population == 1000 and est.sample == 60 and est.unsampled_share == 0
+    assert est.single_item_strata == ()
 
 
 def test_fully_audited_strata_carry_no_sampling_error() -> None:
@@ -307,9 +315,33 @@ def test_proportional_sample_estimate_equals_the_raw_rate() -> None:
     assert est.estimate == pytest.approx(est.raw.rate)
 
 
-def test_interval_is_clipped_to_zero_and_one() -> None:
+def test_interval_stays_in_zero_one_and_honest_at_zero_and_n() -> None:
     est = weighted_estimate(strata_frame([("A", 1000, 3, 0), ("B", 1000, 3, 1)]))
-    assert est.lo == 0.0 and est.hi is not None and est.hi < 1
+    assert est.lo is not None and est.hi is not None and 0 <= est.lo < est.hi < 1
+    # 0 of 44 audited: not a 0.0-0.0 interval, but [0, Wilson's upper bound for 0 of 44]
+    none = weighted_estimate(strata_frame([("A", 1000, 30, 0), ("B", 500, 14, 0)]))
+    assert none.estimate == 0 and none.lo == 0
+    assert none.hi == pytest.approx(1.959963984540054**2 / (44 + 1.959963984540054**2))
+    every = weighted_estimate(strata_frame([("A", 1000, 30, 30), ("B", 500, 14, 14)]))
+    assert every.hi == 1 and every.lo is not None and every.lo < 0.95
+
+
+def test_a_stratum_with_one_audited_item_is_flagged_and_not_certain() -> None:
+    # the case of the issue: an estimate of 2.7% from one failing item in a small stratum
+    # and clean larger strata used to show a zero-width interval
+    strata = [("A", 3000, 40, 0), ("B", 2000, 30, 0), ("C", 140, 1, 1)]
+    est = weighted_estimate(strata_frame(strata))
+    assert est.estimate == pytest.approx(140 / 5140)
+    assert est.single_item_strata == ("C",)
+    w = 140 / 5140
+    assert est.std_error == pytest.approx(math.sqrt(w**2 * (1 - 1 / 140) * 0.25))
+    assert est.lo is not None and est.hi is not None and est.hi - est.lo > 0.01
+
+
+def test_wilson_defaults_to_the_exact_quantile() -> None:
+    lo, hi = wilson_bounds(3, 10)
+    exact = wilson_interval(3, 10, 0.95)
+    assert exact is not None and (float(lo), float(hi)) == exact
 
 
 def test_unsampled_stratum_is_reported_not_hidden() -> None:

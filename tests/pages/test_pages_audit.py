@@ -10,7 +10,7 @@ from sqlalchemy import func, select
 from streamlit.testing.v1 import AppTest
 
 from review.admin import users
-from review.audits import plans, queue
+from review.audits import estimates, plans, queue
 from review.audits import verdicts as audit_verdicts
 from review.audits.plans import PlanSpec
 from review.audits.population import PopulationFilter
@@ -75,6 +75,13 @@ def test_renders_with_the_demo_batches(audit_url: str, monkeypatch: pytest.Monke
     labels = [df.value for df in at.dataframe]
     assert any("population rate (weighted)" in d.columns for d in labels)
     assert any("sample 95 % (Wilson)" in d.columns for d in labels)
+    # a stratum with one audited trace is named, not taken as certain
+    eng = make_engine(audit_url)
+    single = estimates.estimates(eng, done.id).single_item_strata
+    eng.dispose()
+    warned = [w for w in shown(at.warning) if "with one audited trace" in w]
+    assert bool(warned) == bool(single)
+    assert all(name in warned[0] for name in single[:5])
 
 
 @pytest.mark.parametrize("user", [ADA, INES, RAVI])
