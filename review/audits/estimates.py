@@ -207,9 +207,7 @@ def estimates(engine: Engine, plan_id: int, confidence: float = 0.95) -> Estimat
         int(outcomes["disagree"].sum()) if len(outcomes) else 0,
         confidence,
         tuple(
-            str(r["stratum"])
-            for r in strata_rows
-            if r["audited"] == 1 and int(r["population"]) > 1
+            str(r["stratum"]) for r in strata_rows if r["audited"] == 1 and int(r["population"]) > 1
         ),
     )
 

@@ -405,6 +405,7 @@ def _monitoring_hook(
                 "severity": a.severity,
                 "value": round(a.value, 3),
                 "message": a.message,
+                "action": a.action,
             }
             for a in alerts
         ]

@@ -1,6 +1,6 @@
-"""Weekly monitoring of production traces: the signals of the monthly review, and alerts.
+"""Monitoring of production traces: the signals of note 004's table (section 9), and alerts.
 
-Signals (per week, Monday to Sunday UTC; every rate is a share of all traces of the week):
+Signals (per week, Monday to Sunday UTC, for the charts; every rate is a share of all traces):
 
 * **no-answer rate**: decisions that do not answer (the taxonomy's ``answers: false``: abstain,
   clarify and escalate, i.e. refuse + follow-up + escalate);
@@ -8,28 +8,31 @@ Signals (per week, Monday to Sunday UTC; every rate is a share of all traces of 
 * **clarification** and **escalation** rates (decision clarify / escalate);
 * **empty-retrieval rate**: ``hits_after_filter`` is 0;
 * **ungrounded rate**: the groundedness check said ungrounded (whatever the decision);
-* **negative feedback**: feedback ``negative``, ``expected_answer`` or ``answer_wrong``;
+* **negative feedback**: feedback ``negative``, ``expected_answer`` or ``answer_wrong``; the
+  alert counts it on refusals only (note 004: "negative feedback on refusals");
 * **decisions with no logged reason**: no decision, or a decision other than answer without a
   reason code (a count; it should be zero).
 
 Everything is read from the daily rollup (``trace_rollup``, kept in step with the traces by
-the import and the purge, see review.traces.rollup): a few hundred rows per year and segment, summed
-into weeks, never by loading traces. Alert thresholds come from
-``policies/monitoring.yaml`` (:class:`MonitoringPolicy`); :func:`evaluate_alerts` is a pure
-function over the weekly frame:
+the import and the purge, see review.traces.rollup): a few hundred rows per year and segment,
+never by loading traces. Alert thresholds come from ``policies/monitoring.yaml``
+(:class:`MonitoringPolicy`), as note 004 states them; "more than" and "above" are strict:
 
-* ``no_answer_move``: the no-answer rate moves by more than ``max_change_points`` points from
-  the week before (critical at twice that);
-* ``caveat_above_average``: the caveat rate is ``points_above`` points or more above its
-  average over the previous ``baseline_weeks`` weeks;
-* ``ungrounded_rise`` / ``negative_feedback_rise``: the rate is ``warn_ratio`` (warning) or
-  ``critical_ratio`` (critical) times its average over the previous ``baseline_weeks`` weeks,
-  with at least ``min_events`` events in the week (from a zero baseline: critical);
-* ``missing_reason``: more than ``max_count`` decisions without a logged reason.
+* ``no_answer_move`` (weekly, :func:`evaluate_alerts`): the no-answer rate moves by more than
+  ``max_change_points`` points from the week before (critical at twice that);
+* ``caveat_above_average`` (daily windows, :func:`evaluate_window_alerts`): the caveat rate
+  over ``window_days`` (7) is more than ``points_above`` points above its rate over the
+  ``baseline_days`` (28) before;
+* ``ungrounded_rise``: the ungrounded rate over ``window_days`` (1: 24 hours) is above
+  ``warn_ratio`` (warning) or ``critical_ratio`` (critical) times the ``baseline_days`` (14)
+  before, with at least ``min_events`` events in the window (from a zero baseline: critical);
+* ``negative_feedback_rise``: the same, over 7 days, for negative feedback on refusals as a
+  share of the refusals;
+* ``missing_reason`` (weekly): more than ``max_count`` decisions without a logged reason.
 
-Rate alerts need ``min_traces_per_week`` traces in the week and in each baseline week used;
-baseline weeks with fewer traces are skipped. Each alert carries the filters that list the
-traces behind it on the Traces page.
+Rate alerts need ``min_traces_per_week`` traces (scaled to the window's length) in the window
+and in its baseline. A windowed rule raises at most one alert per week (its worst window). Each
+alert carries the note's action and the filters that list the traces behind it.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from typing import Final
 
 import altair as alt
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from sqlalchemy import Engine, func, select
 
 from review.core.errors import InputError
@@ -65,7 +68,9 @@ __all__ = [
     "MonitoringPolicy",
     "alerts_between",
     "counts_chart",
+    "daily_signals",
     "evaluate_alerts",
+    "evaluate_window_alerts",
     "latest_week",
     "load_monitoring_policy",
     "monitor",
@@ -89,25 +94,37 @@ class _Strict(BaseModel):
 class MoveRule(_Strict):
     enabled: bool = True
     max_change_points: float = Field(gt=0, le=100)
+    action: str = Field(min_length=3, max_length=300)
 
 
 class AboveAverageRule(_Strict):
     enabled: bool = True
     points_above: float = Field(gt=0, le=100)
-    baseline_weeks: int = Field(ge=1, le=26)
+    window_days: int = Field(ge=1, le=28)
+    baseline_days: int = Field(ge=1, le=182)
+    action: str = Field(min_length=3, max_length=300)
 
 
 class RiseRule(_Strict):
     enabled: bool = True
-    baseline_weeks: int = Field(ge=1, le=26)
+    window_days: int = Field(ge=1, le=28)
+    baseline_days: int = Field(ge=1, le=182)
     warn_ratio: float = Field(gt=1, le=100)
     critical_ratio: float = Field(gt=1, le=100)
     min_events: int = Field(ge=1)
+    action: str = Field(min_length=3, max_length=300)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> RiseRule:
+        if self.critical_ratio < self.warn_ratio:
+            raise ValueError("critical_ratio must be at least warn_ratio")
+        return self
 
 
 class MissingRule(_Strict):
     enabled: bool = True
     max_count: int = Field(ge=0)
+    action: str = Field(min_length=3, max_length=300)
 
 
 class AlertRules(_Strict):
@@ -124,14 +141,23 @@ class MonitoringPolicy(_Strict):
     alerts: AlertRules
 
     def history_weeks(self) -> int:
-        """Weeks before the first shown week that the alert baselines need."""
+        """Weeks before the first shown week that the weekly rules need."""
+        return 1
+
+    def history_days(self) -> int:
+        """Days before the first shown day that the windowed rules need."""
         a = self.alerts
         return max(
-            1,
-            a.caveat_above_average.baseline_weeks,
-            a.ungrounded_rise.baseline_weeks,
-            a.negative_feedback_rise.baseline_weeks,
+            r.window_days + r.baseline_days
+            for r in (a.caveat_above_average, a.ungrounded_rise, a.negative_feedback_rise)
         )
+
+    def min_traces(self, days: int) -> int:
+        """Traces a window of ``days`` days needs before its rate can raise an alert."""
+        return max(1, math.ceil(self.min_traces_per_week * days / 7))
+
+    def action(self, rule: str) -> str:
+        return str(getattr(self.alerts, rule).action)
 
 
 def load_monitoring_policy(path: Path | None = None) -> MonitoringPolicy:
@@ -191,7 +217,18 @@ def no_answer_decisions(tax: Taxonomy) -> tuple[str, ...]:
 _STORED = ("traces", *rollup.FLAGS)
 
 
-def _rollup_frame(
+#: Daily counts the windowed alerts read: traces, caveats, ungrounded traces, refusals and
+#: negative feedback on refusals.
+DAILY_COLUMNS: Final[tuple[str, ...]] = (
+    "traces",
+    "caveat",
+    "ungrounded",
+    "no_answer",
+    "negative_on_refusals",
+)
+
+
+def _rollup_days(
     engine: Engine,
     tax: Taxonomy,
     dim: str,
@@ -199,8 +236,9 @@ def _rollup_frame(
     end: dt.date,
     values: Sequence[str] | None = None,
 ) -> pd.DataFrame:
-    """Daily rollup rows of one segment (``""`` for all traces) between ``start`` and
-    ``end`` (exclusive), summed per week and value: week, value and COUNT_COLUMNS."""
+    """Daily rollup rows of one segment (``""`` for all traces) between ``start`` and ``end``
+    (exclusive), summed per day and value: day, value, the stored counts, and no_answer,
+    clarify, escalate and negative_on_refusals (negative feedback on a non-answer)."""
     r = TraceRollup
     cols = [getattr(r, c) for c in _STORED]
     stmt = select(r.day, r.value, r.decision, *cols).where(
@@ -210,17 +248,61 @@ def _rollup_frame(
         stmt = stmt.where(r.value.in_(list(values)))
     with read_session(engine) as s:
         frame = pd.DataFrame(s.execute(stmt).all(), columns=["day", "value", "decision", *_STORED])
-    columns = ["week", "value", *COUNT_COLUMNS]
+    extra = ("no_answer", "clarify", "escalate", "negative_on_refusals")
+    columns = ["day", "value", *_STORED, *extra]
     if frame.empty:
         return pd.DataFrame(columns=columns)
-    day = pd.to_datetime(frame["day"])
-    frame["week"] = (day - pd.to_timedelta(day.dt.day_of_week, unit="D")).dt.date
     decision = frame["decision"]
-    frame["no_answer"] = frame["traces"].where(decision.isin(no_answer_decisions(tax)), 0)
+    refused = decision.isin(no_answer_decisions(tax))
+    frame["no_answer"] = frame["traces"].where(refused, 0)
     frame["clarify"] = frame["traces"].where(decision == "clarify", 0)
     frame["escalate"] = frame["traces"].where(decision == "escalate", 0)
-    out = frame.groupby(["week", "value"], as_index=False)[list(COUNT_COLUMNS)].sum()
+    frame["negative_on_refusals"] = frame["negative_feedback"].where(refused, 0)
+    frame["day"] = pd.to_datetime(frame["day"]).dt.date
+    out = frame.groupby(["day", "value"], as_index=False)[[*_STORED, *extra]].sum()
     return out[columns]
+
+
+def _rollup_frame(
+    engine: Engine,
+    tax: Taxonomy,
+    dim: str,
+    start: dt.date,
+    end: dt.date,
+    values: Sequence[str] | None = None,
+) -> pd.DataFrame:
+    """The daily rollup summed per week and value: week, value and COUNT_COLUMNS."""
+    days = _rollup_days(engine, tax, dim, start, end, values)
+    columns = ["week", "value", *COUNT_COLUMNS]
+    if days.empty:
+        return pd.DataFrame(columns=columns)
+    day = pd.to_datetime(days["day"])
+    days["week"] = (day - pd.to_timedelta(day.dt.day_of_week, unit="D")).dt.date
+    out = days.groupby(["week", "value"], as_index=False)[list(COUNT_COLUMNS)].sum()
+    return out[columns]
+
+
+def daily_signals(
+    engine: Engine,
+    tax: Taxonomy,
+    start: dt.date,
+    end: dt.date,
+    segment: tuple[str, str] | None = None,
+) -> pd.DataFrame:
+    """One row per day from ``start`` up to ``end`` (exclusive), days without traces included
+    (counts 0): day and DAILY_COLUMNS."""
+    if segment is not None:
+        _check_dimension(segment[0])
+        got = _rollup_days(engine, tax, segment[0], start, end, [segment[1]])
+    else:
+        got = _rollup_days(engine, tax, rollup.ALL, start, end)
+    index = pd.Index([start + dt.timedelta(days=i) for i in range((end - start).days)], name="day")
+    if got.empty:
+        frame = pd.DataFrame(0, index=index, columns=list(DAILY_COLUMNS))
+    else:
+        summed = got.groupby("day")[list(DAILY_COLUMNS)].sum()
+        frame = summed.reindex(index, fill_value=0)
+    return frame.astype("int64").reset_index()
 
 
 def _add_rates(frame: pd.DataFrame) -> pd.DataFrame:
@@ -332,9 +414,22 @@ class Alert:
     baseline: float | None
     message: str
     filters: tuple[tuple[str, str], ...]  # Traces page query parameters behind the alert
+    action: str = ""  # what to do (note 004's table, from the policy)
+    first_day: dt.date | None = None  # the window it was measured on (windowed rules)
+    last_day: dt.date | None = None
 
     def params(self) -> dict[str, str]:
         return dict(self.filters)
+
+
+#: The order alerts of one week are listed in.
+RULE_ORDER: Final = (
+    "no_answer_move",
+    "caveat_above_average",
+    "ungrounded_rise",
+    "negative_feedback_rise",
+    "missing_reason",
+)
 
 
 def _eps(x: float) -> float:
@@ -350,7 +445,7 @@ def _rule_filters(rule: str, no_answer: Sequence[str]) -> tuple[tuple[str, str],
         "no_answer_move": (("decision", ",".join(no_answer)),),
         "caveat_above_average": (("caveat", "1"),),
         "ungrounded_rise": (("ungrounded", "1"),),
-        "negative_feedback_rise": (("negative", "1"),),
+        "negative_feedback_rise": (("negative", "1"), ("decision", ",".join(no_answer))),
         "missing_reason": (("missing_reason", "1"),),
     }[rule]
 
@@ -372,11 +467,8 @@ def evaluate_alerts(
     no_answer: Sequence[str] = ("abstain", "clarify", "escalate"),
     segment: tuple[str, str] | None = None,
 ) -> list[Alert]:
-    """Alerts over a weekly frame (as :func:`weekly_signals` returns, sorted by week).
-
-    Pure: every rule of the module docs, evaluated for each week that has the history it
-    needs. Alerts are ordered by week, then rule.
-    """
+    """The weekly rules (``no_answer_move``, ``missing_reason``) over a weekly frame (as
+    :func:`weekly_signals` returns, sorted by week). Pure; ordered by week, then rule."""
     rules = policy.alerts
     min_n = policy.min_traces_per_week
     weeks = list(frame["week"])
@@ -391,12 +483,9 @@ def evaluate_alerts(
         period = (("from", wk.isoformat()), ("to", (wk + dt.timedelta(days=6)).isoformat()))
         out.append(
             Alert(wk, rule, signal, severity, value, base, message,
-                  period + _rule_filters(rule, no_answer) + seg)
+                  period + _rule_filters(rule, no_answer) + seg, policy.action(rule),
+                  wk, wk + dt.timedelta(days=6))
         )  # fmt: skip
-
-    def baseline(i: int, col: str, k: int) -> float | None:
-        prev = [float(rows[j][col]) for j in range(max(0, i - k), i) if n[j] >= min_n]
-        return sum(prev) / len(prev) if prev else None
 
     for i in range(len(rows)):
         row = rows[i]
@@ -412,44 +501,6 @@ def evaluate_alerts(
                     f"No-answer rate {_pct(now)}, {delta:+.1f} points from {_pct(before)} the "
                     f"week before (alert beyond ±{r_move.max_change_points:g} points).",
                 )  # fmt: skip
-        r_cav = rules.caveat_above_average
-        if r_cav.enabled and big_enough:
-            base = baseline(i, "caveat_rate", r_cav.baseline_weeks)
-            now = float(row["caveat_rate"])
-            if base is not None and _eps((now - base) * 100) >= r_cav.points_above:
-                add(
-                    i, "caveat_above_average", "caveat_rate", "warning", now, base,
-                    f"Caveat rate {_pct(now)} is {100 * (now - base):.1f} points above its "
-                    f"{r_cav.baseline_weeks}-week average of {_pct(base)} (alert at "
-                    f"{r_cav.points_above:g} points).",
-                )  # fmt: skip
-        for rule_key, count_col, label in (
-            ("ungrounded_rise", "ungrounded", "Ungrounded rate"),
-            ("negative_feedback_rise", "negative_feedback", "Negative feedback"),
-        ):
-            r: RiseRule = getattr(rules, rule_key)
-            events = int(row[count_col])
-            if not (r.enabled and big_enough and events >= r.min_events):
-                continue
-            rate_col = RATE_COLUMNS[count_col]
-            base = baseline(i, rate_col, r.baseline_weeks)
-            if base is None:
-                continue
-            now = float(row[rate_col])
-            ratio = math.inf if base == 0 else _eps(now / base)
-            if ratio >= r.critical_ratio:
-                severity = "critical"
-            elif ratio >= r.warn_ratio:
-                severity = "warning"
-            else:
-                continue
-            times = "from zero" if base == 0 else f"{ratio:.2f}x"
-            add(
-                i, rule_key, rate_col, severity, now, base,
-                f"{label} {_pct(now)} ({events} traces) is {times} its "
-                f"{r.baseline_weeks}-week baseline of {_pct(base)} (warning at "
-                f"{r.warn_ratio:g}x, critical at {r.critical_ratio:g}x).",
-            )  # fmt: skip
         r_miss = rules.missing_reason
         missing = int(row["missing_reason"])
         if r_miss.enabled and missing > r_miss.max_count:
@@ -459,6 +510,117 @@ def evaluate_alerts(
                 f"{r_miss.max_count}).",
             )  # fmt: skip
     return out
+
+
+_SEVERITY_RANK: Final = {"warning": 1, "critical": 2}
+
+
+def evaluate_window_alerts(
+    daily: pd.DataFrame,
+    policy: MonitoringPolicy,
+    *,
+    no_answer: Sequence[str] = ("abstain", "clarify", "escalate"),
+    segment: tuple[str, str] | None = None,
+) -> list[Alert]:
+    """The windowed rules of note 004 (caveat over 7 days against 4 weeks, ungrounded over 24
+    hours against 14 days, negative feedback on refusals over 7 days against 14 days) on a
+    daily frame (as :func:`daily_signals` returns: consecutive days, DAILY_COLUMNS). Pure.
+    Each window ending on a day with the full window and baseline before it is checked;
+    a rule keeps its worst window per week. Ordered by week, then rule."""
+    rules = policy.alerts
+    days = [d if isinstance(d, dt.date) else pd.Timestamp(d).date() for d in daily["day"]]
+    sums = {c: [0, *pd.Series(daily[c], dtype="int64").cumsum().tolist()] for c in DAILY_COLUMNS}
+    seg = segment_params(segment)
+
+    def total(col: str, a: int, b: int) -> int:
+        return int(sums[col][b] - sums[col][a])
+
+    best: dict[tuple[str, dt.date], Alert] = {}
+
+    def keep(alert: Alert) -> None:
+        key = (alert.rule, alert.week)
+        old = best.get(key)
+        rank = (_SEVERITY_RANK[alert.severity], alert.value)
+        if old is None or rank > (_SEVERITY_RANK[old.severity], old.value):
+            best[key] = alert
+
+    checks: list[tuple[str, AboveAverageRule | RiseRule, str, str, str]] = [
+        ("caveat_above_average", rules.caveat_above_average, "caveat", "traces", "caveat_rate"),
+        ("ungrounded_rise", rules.ungrounded_rise, "ungrounded", "traces", "ungrounded_rate"),
+        (
+            "negative_feedback_rise",
+            rules.negative_feedback_rise,
+            "negative_on_refusals",
+            "no_answer",
+            "negative_feedback_rate",
+        ),
+    ]
+    for rule_key, rule, event_col, base_col, signal in checks:
+        if not rule.enabled:
+            continue
+        w, b = rule.window_days, rule.baseline_days
+        need_w, need_b = policy.min_traces(w), policy.min_traces(b)
+        for end in range(w + b, len(days) + 1):  # the window is days[end - w : end]
+            n_win, n_base = total(base_col, end - w, end), total(base_col, end - w - b, end - w)
+            if n_win < need_w or n_base < need_b:
+                continue
+            events = total(event_col, end - w, end)
+            now = events / n_win
+            base = total(event_col, end - w - b, end - w) / n_base
+            first, last = days[end - w], days[end - 1]
+            span = "24 hours" if w == 1 else f"{w} days"
+            when = (
+                f"on {last.isoformat()}" if w == 1 else f"{first.isoformat()} to {last.isoformat()}"
+            )
+            of = "of refusals " if base_col == "no_answer" else ""
+            if isinstance(rule, AboveAverageRule):
+                above = _eps((now - base) * 100)
+                if not above > rule.points_above:
+                    continue
+                severity = "warning"
+                message = (
+                    f"Caveat rate {_pct(now)} over {span} ({when}) is {above:.1f} points above "
+                    f"its rate of {_pct(base)} over the {b} days before (alert above "
+                    f"{rule.points_above:g} points)."
+                )
+            else:
+                if events < rule.min_events:
+                    continue
+                ratio = math.inf if base == 0 else _eps(now / base)
+                if ratio > rule.critical_ratio:
+                    severity = "critical"
+                elif ratio > rule.warn_ratio:
+                    severity = "warning"
+                else:
+                    continue
+                label = (
+                    "Negative feedback on refusals"
+                    if rule_key == "negative_feedback_rise"
+                    else "Ungrounded rate"
+                )
+                times = "from zero" if base == 0 else f"{ratio:.2f}x"
+                message = (
+                    f"{label} {_pct(now)} {of}over {span} ({when}, {events} traces) is {times} "
+                    f"its rate of {_pct(base)} over the {b} days before (warning above "
+                    f"{rule.warn_ratio:g}x, critical above {rule.critical_ratio:g}x)."
+                )
+            period = (("from", first.isoformat()), ("to", last.isoformat()))
+            keep(
+                Alert(
+                    week_start(last),
+                    rule_key,
+                    signal,
+                    severity,
+                    now,
+                    base,
+                    message,
+                    period + _rule_filters(rule_key, no_answer) + seg,
+                    rule.action,
+                    first,
+                    last,
+                )
+            )
+    return sorted(best.values(), key=lambda a: (a.week, RULE_ORDER.index(a.rule)))
 
 
 @dataclass(frozen=True)
@@ -487,11 +649,18 @@ def monitor(
     start = stop - dt.timedelta(weeks=weeks)
     history = start - dt.timedelta(weeks=policy.history_weeks())
     frame = weekly_signals(engine, tax, history, stop, segment)
-    alerts = [
-        a
-        for a in evaluate_alerts(frame, policy, no_answer=no_answer_decisions(tax), segment=segment)
-        if a.week >= start
+    no_answer = no_answer_decisions(tax)
+    daily = daily_signals(
+        engine, tax, start - dt.timedelta(days=policy.history_days()), stop, segment
+    )
+    found = [
+        *evaluate_alerts(frame, policy, no_answer=no_answer, segment=segment),
+        *evaluate_window_alerts(daily, policy, no_answer=no_answer, segment=segment),
     ]
+    alerts = sorted(
+        (a for a in found if a.week >= start),
+        key=lambda a: (a.week, RULE_ORDER.index(a.rule)),
+    )
     shown = frame[frame["week"] >= start].reset_index(drop=True)
     return MonitorResult(shown, alerts, start, stop, segment)
 

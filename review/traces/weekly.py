@@ -26,36 +26,51 @@ def weekly_table(frame: pd.DataFrame) -> pd.DataFrame:
 def alerts_frame(
     alerts: list[monitoring.Alert], link: Callable[[dict[str, str]], str]
 ) -> pd.DataFrame:
-    """Newest first; ``link`` turns an alert's trace filters into a link to the Traces page."""
+    """Newest first; ``link`` turns an alert's trace filters into a link to the Traces page.
+    Each row says what happened, when (the window measured), and what to do."""
     return pd.DataFrame(
         [
             {
                 "week of": a.week.isoformat(),
+                "measured": (
+                    ""
+                    if a.first_day is None or a.last_day is None
+                    else a.last_day.isoformat()
+                    if a.first_day == a.last_day
+                    else f"{a.first_day.isoformat()} to {a.last_day.isoformat()}"
+                ),
                 "severity": a.severity,
                 "what happened": a.message,
+                "what to do": a.action,
                 "traces": link(a.params()),
             }
             for a in reversed(alerts)
         ],
-        columns=["week of", "severity", "what happened", "traces"],
+        columns=["week of", "measured", "severity", "what happened", "what to do", "traces"],
     )
 
 
 def alert_rules(policy: monitoring.MonitoringPolicy) -> list[str]:
-    """The policy's alert rules in words, one line each."""
+    """The policy's alert rules in words (note 004's table), one line each."""
     a = policy.alerts
+    cav, ung, neg = a.caveat_above_average, a.ungrounded_rise, a.negative_feedback_rise
+
+    def span(days: int) -> str:
+        return "24 hours" if days == 1 else f"{days} days"
+
     return [
-        f"Rate alerts need at least {policy.min_traces_per_week} traces in the week.",
+        f"Rate alerts need at least {policy.min_traces_per_week} traces a week (scaled to the "
+        "window) in the window and in its baseline. 'More than' and 'above' are strict.",
         f"No-answer rate: moves by more than {a.no_answer_move.max_change_points:g} "
         "points week on week.",
-        f"Caveat rate: {a.caveat_above_average.points_above:g} points or more above its "
-        f"{a.caveat_above_average.baseline_weeks}-week average.",
-        f"Ungrounded rate: {a.ungrounded_rise.warn_ratio:g}x (warning) or "
-        f"{a.ungrounded_rise.critical_ratio:g}x (critical) its "
-        f"{a.ungrounded_rise.baseline_weeks}-week baseline.",
-        f"Negative feedback: {a.negative_feedback_rise.warn_ratio:g}x or "
-        f"{a.negative_feedback_rise.critical_ratio:g}x its "
-        f"{a.negative_feedback_rise.baseline_weeks}-week baseline.",
+        f"Caveat rate: over {span(cav.window_days)}, more than {cav.points_above:g} points "
+        f"above its rate over the {cav.baseline_days} days before.",
+        f"Ungrounded rate: over {span(ung.window_days)}, above {ung.warn_ratio:g}x (warning) "
+        f"or {ung.critical_ratio:g}x (critical) its rate over the {ung.baseline_days} days "
+        f"before, with at least {ung.min_events} ungrounded traces.",
+        f"Negative feedback on refusals (share of refusals): over {span(neg.window_days)}, "
+        f"above {neg.warn_ratio:g}x or {neg.critical_ratio:g}x its rate over the "
+        f"{neg.baseline_days} days before, with at least {neg.min_events} such traces.",
         f"Decisions with no logged reason: more than {a.missing_reason.max_count} in a week.",
     ]
 

@@ -52,6 +52,9 @@ def test_alerts_are_listed_newest_first_with_a_link_to_their_traces() -> None:
         [alert(2, "first"), alert(9, "second")], lambda p: "traces?" + p["date_from"]
     )
     assert frame["what happened"].tolist() == ["second moved", "first moved"]
+    assert list(frame.columns) == [
+        "week of", "measured", "severity", "what happened", "what to do", "traces",
+    ]  # fmt: skip
     assert frame["traces"].tolist() == ["traces?2025-06-09", "traces?2025-06-02"]
     assert weekly.alerts_frame([], str).empty
 
