@@ -7,6 +7,7 @@ production traces and the proposal form are in pages/thresholds/proposal.py."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -24,7 +25,7 @@ from review.evaluation import evalruns
 from review.policy.policy import ModeThresholds, NoAnswerPolicy
 from review.policy.selective import sweep_by_slice
 from review.thresholds import caveat as caveat_cal
-from review.thresholds import display, thresholds
+from review.thresholds import display, evidence, thresholds
 from review.thresholds.thresholds import Analysis, PolicyInForce
 
 
@@ -36,6 +37,8 @@ class Outcomes:
     mode: str
     tuned_on: str
     report_on: str
+    #: the calibration source a proposal records (evidence.run_source / audit_source)
+    source: dict[str, Any]
 
 
 def _outcomes(
@@ -56,8 +59,13 @@ def _outcomes(
             "Audited traces form one sample: tuned and reported on it, so a proposal is "
             "flagged and needs an override note to be approved."
         )
+        plan_ids = thresholds.audited_plan_ids(engine)
         return Outcomes(
-            thresholds.audited_trace_outcomes(engine, policy, mode), mode, "audit", "audit"
+            thresholds.audited_trace_outcomes(engine, policy, mode, plan_ids),
+            mode,
+            "audit",
+            "audit",
+            evidence.audit_source(plan_ids, mode),
         )
     run = by_name[run_name]
     mode = c2.selectbox(
@@ -75,7 +83,10 @@ def _outcomes(
             "approved without an override note that stays on the record."
         )
     frame = thresholds.outcomes(engine, run.id, tax, policy, mode)
-    return Outcomes(frame, mode, tuned_on, display.report_split_for(tuned_on))
+    report_on = display.report_split_for(tuned_on)
+    return Outcomes(
+        frame, mode, tuned_on, report_on, evidence.run_source(run, mode, tuned_on, report_on)
+    )
 
 
 def _operating_points(a: Analysis, policy: NoAnswerPolicy) -> None:
@@ -231,4 +242,4 @@ def calibrate(engine: Engine, actor: Actor, tax: Taxonomy, pif: PolicyInForce) -
     cal = _caveat_band(src, policy, float(proposed), caveat)
     replay_section(engine, actor, pif, src.mode, proposed, caveat)
     _sweeps(a, src.frame, policy)
-    propose_form(engine, actor, src.mode, proposed, caveat, a, cal)
+    propose_form(engine, actor, src.mode, proposed, caveat, a, cal, src.source)

@@ -4,6 +4,8 @@ form that proposes the change for sign-off (product owners and compliance)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import streamlit as st
 from sqlalchemy import Engine
 
@@ -59,6 +61,7 @@ def propose_form(
     caveat: float,
     a: Analysis,
     cal: CaveatCalibration | None,
+    source: dict[str, Any],
 ) -> None:
     if not actor.can(Permission.propose_policy):
         st.caption("Proposals are made by product owners and compliance.")
@@ -80,7 +83,8 @@ def propose_form(
         go = st.form_submit_button("Propose for sign-off", type="primary")
     if go:
         with ui.reported():
-            snapshot = a.snapshot()
+            # the figures the author saw, on the source every signer will see them on
+            snapshot = {**a.snapshot(), "source": source, "fingerprint": a.fingerprint}
             if cal is not None:
                 snapshot["caveat"] = cal.snapshot()
             vid = thresholds.propose_thresholds(

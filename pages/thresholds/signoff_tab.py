@@ -1,7 +1,8 @@
 """The "Sign-off" tab of the Thresholds page: every pending proposal with its diff against
-the policy in force and its figures on the test split of the reference run, and the form to
-approve or reject it for a product owner or compliance who did not propose it. The figures
-are stored with the signature."""
+the policy in force and its figures on the calibration source it records (the run and split,
+or the audited batches its author calibrated on), with the figures the author saw beside the
+current ones when that data changed since; and the form to approve or reject it for a product
+owner or compliance who did not propose it. The figures are stored with the signature."""
 
 from __future__ import annotations
 
@@ -22,16 +23,30 @@ FLASH = "thr_flash"
 
 
 def _figures(evidence: SignoffEvidence) -> None:
-    """The proposal's operating points and targets on the test split (when there are any)."""
+    """The proposal's operating points and targets on its calibration source's report split,
+    and the figures the author saw when they differ."""
+    if evidence.note:
+        st.warning(ui.plain(evidence.note))
+    if evidence.source:
+        st.caption(ui.plain(f"Figures on {evidence.source}"))
+    if evidence.data_changed:
+        st.warning(
+            "The data of this source changed after the proposal: the figures its author saw "
+            "are shown first, the current ones below. Both are stored with your signature."
+        )
+    if evidence.proposed_ops is not None:
+        st.caption("When proposed")
+        st.dataframe(evidence.proposed_ops, hide_index=True, width="stretch")
     a = evidence.analysis
     if a is None:
         return
     st.caption(
-        f"Reported on the test split of run {ui.plain(repr(evidence.run_name))} "
-        f"({a.n_report} outcomes) · mode {evidence.mode}"
+        ui.plain(
+            f"{'Now: ' if evidence.data_changed else ''}reported on the {a.report_on} split "
+            f"({a.n_report} outcomes) · mode {evidence.mode}"
+        )
     )
-    test_ops = a.ops[a.ops["split"] == "test"]
-    st.dataframe(test_ops, hide_index=True, width="stretch")
+    st.dataframe(a.ops[a.ops["split"] == a.report_on], hide_index=True, width="stretch")
     if not a.targets.empty:
         st.dataframe(a.targets, hide_index=True, width="stretch")
 
@@ -81,7 +96,7 @@ def _proposal(
         )
         st.code(thresholds.diff(pif.text, v.yaml_text), language="diff")
         proposed = parse_policy(v.yaml_text, f"version {v.number}")
-        evidence = signoff_evidence(engine, tax, pif.policy, proposed)
+        evidence = signoff_evidence(engine, tax, pif.policy, proposed, v.snapshot)
         _figures(evidence)
         if actor.email == v.author:
             st.info("You proposed this change: someone else must sign it.")

@@ -246,6 +246,19 @@ def build_demo_policies(engine: Engine, tax: Taxonomy) -> int:
         metrics_snapshot=snap,
         lock_case_ids=case_ids,
     )
+    proposal: dict[str, object] = {}
+    if run is not None:
+        # the figures Paula saw, on the source every signer will see them on
+        from review.thresholds import evidence
+
+        policy = parse_policy(shipped, "policy")
+        frame = thresholds.outcomes(engine, run.id, tax, policy, "vector")
+        a = thresholds.analyse(frame, policy, "vector", 0.55, 0.60)
+        proposal = {
+            **a.snapshot(),
+            "source": evidence.run_source(run, "vector", "validation", "test"),
+            "fingerprint": a.fingerprint,
+        }
     thresholds.propose_thresholds(
         engine,
         paula,
@@ -255,6 +268,7 @@ def build_demo_policies(engine: Engine, tax: Taxonomy) -> int:
         "Validation sweep: refusing below 0.60 fixes more unsupported answers than it adds "
         "false refusals at the agreed 5:1 cost.",
         tuned_on_split="validation",
+        snapshot=proposal or None,
     )
     return 3
 

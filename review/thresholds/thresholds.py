@@ -395,6 +395,13 @@ _ANSWER_EXPECTED = {
 _ANSWER_ACCEPTABLE = {"false_refusal", "supported_answer"}
 
 
+def audited_plan_ids(engine: Engine) -> list[int]:
+    """The audit batches whose verdicts calibration on audited traces reads (all of them)."""
+    from review.audits import plans as audit_plans
+
+    return sorted(p.id for p in audit_plans.list_plans(engine))
+
+
 def audited_trace_outcomes(
     engine: Engine, policy: NoAnswerPolicy, mode: str, plan_ids: list[int] | None = None
 ) -> pd.DataFrame:

@@ -551,6 +551,8 @@ def test_thresholds_propose_then_two_other_people_approve(
     assert "refuse_below: 0.6" in newest.yaml_text and "caveat_below: 0.7" in newest.yaml_text
     stored = newest.snapshot or {}
     assert stored["caveat"]["caveat_below"] == 0.7 and stored["caveat"]["table"]
+    # the proposal records the source it was calibrated on, with the figures' fingerprint
+    assert stored["source"]["kind"] == "run" and stored["fingerprint"]
     # the author sees that someone else must sign
     at = app(demo_url, monkeypatch, OMAR).run()
     at.switch_page("pages/thresholds_page.py").run()
@@ -566,6 +568,9 @@ def test_thresholds_propose_then_two_other_people_approve(
     assert done.status == "approved"
     assert {s.role for s in done.signatures} == {"product_owner", "compliance"}
     assert all(s.data_fingerprint and s.metrics_snapshot for s in done.signatures)
+    # every signer signed the figures of the proposal's own source, unchanged since
+    assert all(s.metrics_snapshot["source"] == stored["source"] for s in done.signatures)
+    assert all(s.data_fingerprint == stored["fingerprint"] for s in done.signatures)
     assert signoff.verify_chain(demo_engine) == []
 
 

@@ -214,3 +214,69 @@ def test_a_stored_snapshot_shows_its_main_parts_cut_to_size() -> None:
     big = signature("compliance", snapshot={"targets": ["x" * 50] * 200})
     assert len(display.snapshot_json(big)) == display.SNAPSHOT_CHARS
     assert display.signature_caption(v, big).endswith("data fingerprint —")
+
+
+def test_sign_off_evidence_uses_the_proposals_own_calibration_source(
+    demo_engine: Engine, tax: Taxonomy
+) -> None:
+    pif = thresholds.in_force(demo_engine)
+    proposed = parse_policy(replace_thresholds(pif.text, "vector", refuse_below=0.6), "p")
+    runs = evalruns.list_runs(demo_engine)
+    naive = next(r for r in runs if r.name.startswith("naive"))
+    frame = thresholds.outcomes(demo_engine, naive.id, tax, pif.policy, "vector")
+    a = thresholds.analyse(frame, proposed, "vector", 0.55, 0.6, "validation", "test")
+    source = evidence.run_source(naive, "vector", "validation", "test")
+    stored = {**a.snapshot(), "source": source, "fingerprint": a.fingerprint}
+    ev = evidence.signoff_evidence(demo_engine, tax, pif.policy, proposed, stored)
+    # the run the author calibrated on, not the first run named "reference"
+    assert ev.run_name == naive.name and not ev.note and not ev.data_changed
+    assert ev.snapshot["source"] == source and ev.fingerprint == a.fingerprint
+    assert ev.proposed_ops is None
+    assert "naive" in ev.source and "tuned on validation" in ev.source
+    # the data changed since the proposal: the author's figures are kept beside the new ones
+    older = {**stored, "fingerprint": "0" * 64}
+    ev = evidence.signoff_evidence(demo_engine, tax, pif.policy, proposed, older)
+    assert ev.data_changed and ev.proposed_ops is not None
+    assert ev.snapshot["proposed_fingerprint"] == "0" * 64
+    assert ev.snapshot["proposed_operating_points"] == stored["operating_points"]
+    # the run is gone: said, with only the stored figures
+    gone = {**stored, "source": {**source, "run_id": 10**6}}
+    ev = evidence.signoff_evidence(demo_engine, tax, pif.policy, proposed, gone)
+    assert ev.analysis is None and "no longer exists" in ev.note
+    assert ev.proposed_ops is not None
+    # a proposal without a recorded source says so
+    ev = evidence.signoff_evidence(demo_engine, tax, pif.policy, proposed, {"mode": "vector"})
+    assert "does not record its calibration source" in ev.note
+
+
+def test_sign_off_evidence_on_audited_traces(demo_engine: Engine, tax: Taxonomy) -> None:
+    pif = thresholds.in_force(demo_engine)
+    proposed = parse_policy(replace_thresholds(pif.text, "vector", refuse_below=0.6), "p")
+    plan_ids = thresholds.audited_plan_ids(demo_engine)
+    source = evidence.audit_source(plan_ids, "vector")
+    ev = evidence.signoff_evidence(demo_engine, tax, pif.policy, proposed, {"source": source})
+    assert "audited traces" in ev.source
+    if ev.analysis is not None:
+        assert ev.analysis.report_on == "audit" and ev.snapshot["source"]["kind"] == "audit"
+    else:
+        assert "no scored outcomes" in ev.note
+
+
+def test_the_demo_proposal_records_its_calibration_source(
+    demo_engine: Engine, tax: Taxonomy
+) -> None:
+    from review.core.terms import VersionStatus
+    from review.policy import signoff
+
+    pending = [
+        v
+        for v in signoff.versions(demo_engine, thresholds.KIND)
+        if v.status == VersionStatus.pending
+    ]
+    assert pending and pending[0].snapshot is not None
+    source = pending[0].snapshot["source"]
+    assert source["kind"] == "run" and source["run_name"].startswith("reference")
+    pif = thresholds.in_force(demo_engine)
+    proposed = parse_policy(pending[0].yaml_text, "p")
+    ev = evidence.signoff_evidence(demo_engine, tax, pif.policy, proposed, pending[0].snapshot)
+    assert not ev.note and not ev.data_changed and ev.analysis is not None
