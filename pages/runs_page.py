@@ -52,19 +52,43 @@ def import_run_form(engine: Engine, actor: Actor, tax: Taxonomy) -> None:
             st.rerun()
 
 
+ALL = "(all)"
+SUBSET_LABELS = {
+    "split": "Split",
+    "slice": "Slice",
+    "family": "Question family",
+    "category": "Category",
+    "import_batch": "Import batch",
+}
+
+
 def execute_form(engine: Engine, actor: Actor, tax: Taxonomy) -> None:
+    choices = execution.subset_choices(engine)
     with st.form("runs_execute"):
         c1, c2, c3 = st.columns([2, 2, 1])
         which = c1.selectbox("Pipeline", list(BUNDLED))
         run_name = c2.text_input("Run name", key="runs_exec_name")
         repeats = c3.number_input("Repeats", 1, 10, 1)
+        st.caption("On which cases (every ready case unless narrowed; all choices apply)")
+        cols = st.columns(len(SUBSET_LABELS))
+        picked = {
+            field: col.selectbox(label, [ALL, *choices[field]], key=f"runs_subset_{field}")
+            for col, (field, label) in zip(cols, SUBSET_LABELS.items(), strict=True)
+        }
+        keys = st.text_input(
+            "Or these case keys (separated by spaces or commas)", key="runs_subset_keys"
+        )
         perturb = st.checkbox(
             "Also re-run each case perturbed (irrelevant documents reordered, a "
             "high-overlap distractor added) for the metamorphic checks",
             value=True,
         )
-        ex = st.form_submit_button("Run on every ready case")
+        ex = st.form_submit_button("Run on the chosen cases")
     if ex:
+        chosen = {f: (None if v == ALL else v) for f, v in picked.items()}
+        subset = execution.CaseSubset(
+            keys=tuple(k for k in keys.replace(",", " ").split() if k) or None, **chosen
+        )
         with ui.reported():
             with st.spinner("Running…"):
                 pipeline, used = configured_pipeline(engine, BUNDLED[which]())
@@ -78,6 +102,7 @@ def execute_form(engine: Engine, actor: Actor, tax: Taxonomy) -> None:
                     repeats=int(repeats),
                     config={"pipeline": which, **used},
                     perturb=perturb,
+                    subset=subset,
                 )
             st.session_state["runs_flash"] = f"Run {run_name!r} stored."
             st.rerun()

@@ -343,12 +343,31 @@ def insert_case(s: Session, actor: Actor, c: CaseIn, where: str = "") -> Case:
     return row
 
 
+def import_batch_label(source: str, batch: str | None = None) -> str:
+    """The import batch new cases are recorded with: ``batch`` when given, else the file's
+    name and the time (UTC)."""
+    label = " ".join((batch or "").split())
+    if not label:
+        name = source.replace("\\", "/").rsplit("/", 1)[-1] or "import"
+        label = f"{name} {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M}"
+    if len(label) > 200:
+        raise InputError("the import batch label is longer than 200 characters")
+    return label
+
+
 def import_cases(
-    engine: Engine, actor: Actor, items: Sequence[tuple[int, CaseIn]], source: str
+    engine: Engine,
+    actor: Actor,
+    items: Sequence[tuple[int, CaseIn]],
+    source: str,
+    *,
+    batch: str | None = None,
 ) -> CaseImportReport:
     """Add cases in one transaction: all land or none. An identical existing case is skipped;
-    an existing key with different content is refused (edit it instead)."""
+    an existing key with different content is refused (edit it instead). New cases record
+    their import batch (:func:`import_batch_label`), so runs can be made on them alone."""
     require(actor, Permission.edit_cases)
+    label = import_batch_label(source, batch)
     keys = [c.key for _, c in items if c.key]
     dup = {k for k in keys if keys.count(k) > 1}
     if dup:
@@ -368,11 +387,23 @@ def import_cases(
                         f"{where}field key: case {c.key} already exists with different "
                         "content; edit it in the workbench or give the new case another key"
                     )
-            insert_case(s, actor, c, where)
+            insert_case(s, actor, c, where).import_batch = label
             added += 1
         return CaseImportReport(added, unchanged)
 
     return run_write(engine, work)
+
+
+def import_batches(engine: Engine) -> list[tuple[str, int]]:
+    """Every import batch with its number of cases, newest label order."""
+    with read_session(engine) as s:
+        rows = s.execute(
+            select(Case.import_batch, func.count())
+            .where(Case.import_batch.is_not(None))
+            .group_by(Case.import_batch)
+            .order_by(Case.import_batch)
+        ).all()
+    return [(str(b), int(n)) for b, n in rows]
 
 
 def create_case(engine: Engine, actor: Actor, c: CaseIn, tax: Taxonomy) -> int:

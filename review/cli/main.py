@@ -67,13 +67,20 @@ def import_docs(paths: tuple[Path, ...]) -> None:
 
 @main.command("import-cases")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-def import_cases_cmd(file: Path) -> None:
+@click.option(
+    "--batch",
+    default=None,
+    help="A label for this import (default: the file's name and the time); "
+    "`evaluate --batch` runs on its cases alone.",
+)
+def import_cases_cmd(file: Path, batch: str | None) -> None:
     """Import cases from canonical JSONL (all or nothing)."""
     engine = open_engine()
     with file.open(encoding="utf-8") as fh:
         items = list(cases.iter_cases_jsonl(fh, str(file), load_taxonomy()))
-    report = cases.import_cases(engine, cli_actor(), items, str(file))
-    click.echo(report.summary())
+    label = cases.import_batch_label(str(file), batch)
+    report = cases.import_cases(engine, cli_actor(), items, str(file), batch=label)
+    click.echo(f"{report.summary()} (import batch {label!r})")
 
 
 @main.command("export-cases")
@@ -176,6 +183,17 @@ def _load_pipeline(spec: str) -> execution.Pipeline:
     help="Also re-run each case with its irrelevant documents reordered and with a "
     "high-overlap distractor added (the metamorphic checks that need a re-run).",
 )
+@click.option("--family", default=None, help="Only the cases of this question family.")
+@click.option("--slice", "slice_", default=None, help="Only the cases in this slice.")
+@click.option(
+    "--split",
+    default=None,
+    type=click.Choice(["train", "validation", "test"]),
+    help="Only the cases of this split.",
+)
+@click.option("--category", default=None, help="Only the cases of this category.")
+@click.option("--batch", default=None, help="Only the cases of this import batch.")
+@click.option("--cases", "keys", default=None, help="Only these case keys (comma-separated).")
 def evaluate_cmd(
     spec: str,
     repeats: int,
@@ -183,8 +201,15 @@ def evaluate_cmd(
     system_version: str | None,
     timeout: float,
     perturbations: bool,
+    family: str | None,
+    slice_: str | None,
+    split: str | None,
+    category: str | None,
+    batch: str | None,
+    keys: str | None,
 ) -> None:
-    """Run a pipeline on every ready case and store the outputs as a run.
+    """Run a pipeline on every ready case (or a subset: family, slice, split, category,
+    import batch, case keys; all given apply) and store the outputs as a run.
 
     A call that raises, times out or returns a malformed response is recorded per case as an
     infrastructure failure, never as an answer. Prints the pass rate of every metamorphic
@@ -215,6 +240,14 @@ def evaluate_cmd(
             config={"pipeline": spec, **used},
             progress=tick,
             perturb=perturbations,
+            subset=execution.CaseSubset(
+                family=family,
+                slice=slice_,
+                split=split,
+                category=category,
+                import_batch=batch,
+                keys=tuple(k.strip() for k in keys.split(",") if k.strip()) if keys else None,
+            ),
         )
     runs = {r.id: r for r in evalruns.list_runs(engine)}
     r = runs[run_id]

@@ -21,7 +21,7 @@ from review.corpus import corpus
 from review.demo import months, tracedemo, wording_versions
 from review.demo.batches import build_demo_audits
 from review.demo.case_families import build_demo_variants
-from review.demo.files import DEMO_CASES, DEMO_DOCS
+from review.demo.files import DEMO_CASE_BATCH, DEMO_CASES, DEMO_DOCS
 from review.demo.people import DEMO_ACTOR, DEMO_USERS, demo_actor
 from review.evaluation import evalruns, execution, refpipeline
 from review.labels import labeling
@@ -132,7 +132,9 @@ def build_demo(
     doc_report = corpus.import_documents(engine, DEMO_ACTOR, docs, files, source="demo data")
     with DEMO_CASES.open(encoding="utf-8") as fh:
         items = list(cases.iter_cases_jsonl(fh, str(DEMO_CASES.name), tax))
-    case_report = cases.import_cases(engine, DEMO_ACTOR, items, DEMO_CASES.name)
+    case_report = cases.import_cases(
+        engine, DEMO_ACTOR, items, DEMO_CASES.name, batch=DEMO_CASE_BATCH
+    )
     runs = 0
     existing = {r.name for r in evalruns.list_runs(engine)}
     for run in DEMO_RUNS:

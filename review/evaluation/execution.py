@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import Engine, select
+from sqlalchemy import ColumnElement, Engine, func, select
 
 from review.core.errors import InputError
 from review.core.identity import Actor, Permission, require
@@ -28,6 +28,8 @@ from storage.db import read_session
 from storage.models import (
     Case,
     CaseDocument,
+    CaseFamily,
+    CaseSlice,
     Document,
 )
 
@@ -77,15 +79,95 @@ class PipelineInput:
 Pipeline = Callable[[str, Sequence[PipelineDocument], dict[str, Any]], Mapping[str, Any]]
 
 
-def pipeline_inputs(engine: Engine, status: str = CaseStatus.ready) -> Iterator[PipelineInput]:
-    """The cases as a pipeline sees them: only the documents visible to the identity (the
-    forbidden ones ride along separately so a deliberately broken pipeline can misuse them)."""
+@dataclass(frozen=True)
+class CaseSubset:
+    """The cases a run is made on (each field None: no restriction): a question family, a
+    slice, a split, a category, an import batch, or named case keys. All given ones apply."""
+
+    family: str | None = None
+    slice: str | None = None
+    split: str | None = None
+    category: str | None = None
+    import_batch: str | None = None
+    keys: tuple[str, ...] | None = None
+
+    def describe(self) -> dict[str, Any]:
+        """What the run's configuration records (only the restrictions)."""
+        out: dict[str, Any] = {}
+        for name in ("family", "slice", "split", "category", "import_batch"):
+            value = getattr(self, name)
+            if value:
+                out[name] = value
+        if self.keys:
+            out["keys"] = list(self.keys)
+        return out
+
+    def where(self) -> list[ColumnElement[bool]]:
+        conds: list[ColumnElement[bool]] = []
+        if self.family:
+            conds.append(
+                Case.family_id.in_(select(CaseFamily.id).where(CaseFamily.key == self.family))
+            )
+        if self.slice:
+            conds.append(
+                Case.id.in_(select(CaseSlice.case_id).where(CaseSlice.slice == self.slice))
+            )
+        if self.split:
+            conds.append(Case.split == self.split)
+        if self.category:
+            conds.append(Case.category == self.category)
+        if self.import_batch:
+            conds.append(Case.import_batch == self.import_batch)
+        if self.keys:
+            conds.append(Case.key.in_(list(self.keys)))
+        return conds
+
+
+def subset_choices(engine: Engine, status: str = CaseStatus.ready) -> dict[str, list[str]]:
+    """The values each subset field takes among the cases of ``status`` (for pickers)."""
+    with read_session(engine) as s:
+        live = select(Case.id).where(Case.status == status)
+
+        def values(column: Any, *where: ColumnElement[bool]) -> list[str]:
+            stmt = select(column).distinct().where(*where).order_by(column)
+            return [str(v) for (v,) in s.execute(stmt) if v is not None]
+
+        return {
+            "family": values(
+                CaseFamily.key,
+                CaseFamily.id.in_(select(Case.family_id).where(Case.status == status)),
+            ),
+            "slice": values(CaseSlice.slice, CaseSlice.case_id.in_(live)),
+            "split": values(Case.split, Case.status == status),
+            "category": values(Case.category, Case.status == status),
+            "import_batch": values(Case.import_batch, Case.status == status),
+        }
+
+
+def subset_size(engine: Engine, subset: CaseSubset, status: str = CaseStatus.ready) -> int:
+    """How many cases of ``status`` the subset holds."""
+    with read_session(engine) as s:
+        return int(
+            s.scalar(
+                select(func.count()).select_from(Case).where(Case.status == status, *subset.where())
+            )
+            or 0
+        )
+
+
+def pipeline_inputs(
+    engine: Engine, status: str = CaseStatus.ready, subset: CaseSubset | None = None
+) -> Iterator[PipelineInput]:
+    """The cases (of ``subset``, else all) as a pipeline sees them: only the documents visible
+    to the identity (the forbidden ones ride along separately so a deliberately broken pipeline
+    can misuse them)."""
     last = 0
+    conds = (subset or CaseSubset()).where()
     while True:
         with read_session(engine) as s:
             batch = s.execute(
                 select(Case.id, Case.key, Case.question, Case.identity_name, Case.identity_scopes)
-                .where(Case.status == status, Case.id > last)
+                .where(Case.status == status, Case.id > last, *conds)
                 .order_by(Case.id)
                 .limit(200)
             ).all()
@@ -318,8 +400,10 @@ def execute(
     progress: Callable[[int], None] | None = None,
     perturb: bool = True,
     created_at: dt.datetime | None = None,
+    subset: CaseSubset | None = None,
 ) -> int:
-    """Run ``pipeline`` on every ready case ``repeats`` times and store the run.
+    """Run ``pipeline`` on every ready case (of ``subset``, else all) ``repeats`` times and
+    store the run; the run's configuration records the subset. An empty subset is refused.
 
     A call that raises, exceeds ``timeout_s`` or returns a malformed response is stored as an
     infrastructure failure for that case and repeat, never as an answer. With ``perturb``
@@ -328,12 +412,15 @@ def execute(
     require(actor, Permission.run_evaluations)
     if repeats < 1:
         raise InputError("repeats must be at least 1")
+    subset = subset or CaseSubset()
+    if subset.describe() and subset_size(engine, subset) == 0:
+        raise InputError(f"no ready case matches {subset.describe()}: nothing was run")
     items: list[tuple[int, OutputIn]] = []
     perturbed: list[PerturbedIn] = []
     call = _Caller(pipeline, tax, timeout_s)
     n = 0
     try:
-        for inp in pipeline_inputs(engine):
+        for inp in pipeline_inputs(engine, subset=subset):
             changed = perturbations(inp) if perturb else []
             for rep in range(repeats):
                 n += 1
@@ -356,6 +443,8 @@ def execute(
         call.close()
     cfg = dict(config or {})
     cfg.setdefault("repeats", repeats)
+    if subset.describe():
+        cfg["subset"] = subset.describe()
     cfg.setdefault("perturbations", list(PERTURBATION_KINDS) if perturb else [])
     return import_run(
         engine,

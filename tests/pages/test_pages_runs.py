@@ -134,3 +134,21 @@ def test_an_imported_run_has_family_checks_but_no_perturbations(
     removed = table.loc["Decisive evidence removed -> abstain or clarify"]
     assert (removed["runs"], removed["passed"]) == (1, 0)
     assert any("No perturbed re-runs" in readable(c) for c in at.caption)
+
+
+def test_a_bundled_pipeline_runs_on_the_chosen_subset(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from review.core.taxonomy import load_taxonomy
+    from review.evaluation import evalruns, execution
+
+    at = open_runs(demo_url, monkeypatch)
+    at.text_input(key="runs_exec_name").input("reference on test")
+    at.selectbox(key="runs_subset_split").set_value("test")
+    next(c for c in at.checkbox if c.label.startswith("Also re-run")).uncheck()
+    next(b for b in at.button if b.label == "Run on the chosen cases").click().run()
+    no_exception(at)
+    run = next(r for r in evalruns.list_runs(demo_engine) if r.name == "reference on test")
+    keys = set(evalruns.outputs_frame(demo_engine, run.id, load_taxonomy())["key"])
+    expected = execution.subset_size(demo_engine, execution.CaseSubset(split="test"))
+    assert len(keys) == expected == run.cases
