@@ -34,20 +34,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, field_validator
-from sqlalchemy import Engine, Text, cast, distinct, exists, func, select, union_all
+from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
 from review.builder.family_checks import restricted_text_in
+from review.cases.agreed import agreed_subquery as gold_subquery
 from review.core.errors import InputError
 from review.core.identity import Actor, Permission, require
 from review.core.records import json_lines, read_record
 from review.core.taxonomy import MessageKey, Taxonomy
-from review.labels.labeling import current_label_filter
 from review.policy.policy import OPTIONAL_SIGNALS
 from storage import changes
 from storage.db import read_session, run_write
 from storage.models import (
-    Adjudication,
     Case,
     CaseDocument,
     CaseFamily,
@@ -56,7 +55,6 @@ from storage.models import (
     EvalOutput,
     EvalPerturbedOutput,
     EvalRun,
-    Label,
 )
 
 
@@ -338,53 +336,6 @@ def runs_frame(runs: list[RunRow]) -> pd.DataFrame:
             for r in runs
         ]
     )
-
-
-def gold_subquery() -> Any:
-    """The agreed (gold) label per case, where one exists: the latest adjudication; for a
-    case never adjudicated, the label its annotators agree on (two or more current labels,
-    the same decision and the same reason codes). Cases without either fall back to the
-    author's expected decision where this is used."""
-    latest = (
-        select(Adjudication.case_id, func.max(Adjudication.id).label("adj_id"))
-        .group_by(Adjudication.case_id)
-        .subquery()
-    )
-    adjudicated = select(
-        latest.c.case_id,
-        Adjudication.decision.label("gold_decision"),
-        Adjudication.reason_codes.label("gold_reasons"),
-    ).join(Adjudication, Adjudication.id == latest.c.adj_id)
-    current = (
-        select(
-            Label.case_id,
-            Label.id,
-            Label.decision,
-            cast(Label.reason_codes, Text).label("rc"),
-        )
-        .where(current_label_filter())
-        .subquery("current_labels")
-    )
-    unanimous = (
-        select(current.c.case_id, func.max(current.c.id).label("label_id"))
-        .group_by(current.c.case_id)
-        .having(
-            func.count() >= 2,
-            func.count(distinct(current.c.decision)) == 1,
-            func.count(distinct(current.c.rc)) == 1,
-        )
-        .subquery("unanimous")
-    )
-    agreed = (
-        select(
-            unanimous.c.case_id,
-            Label.decision.label("gold_decision"),
-            Label.reason_codes.label("gold_reasons"),
-        )
-        .join(Label, Label.id == unanimous.c.label_id)
-        .where(~exists().where(Adjudication.case_id == unanimous.c.case_id))
-    )
-    return union_all(adjudicated, agreed).subquery("gold")
 
 
 #: Columns of the case and its agreed label, read beside every output.

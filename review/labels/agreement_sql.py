@@ -47,9 +47,9 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import aliased
 
+from review.cases.agreed import current_label_filter
 from review.core.errors import InputError
 from review.labels.agreement import TABLE_COLUMNS, AgreementReport, _assemble
-from review.labels.labeling import current_label_filter
 from storage.db import read_session
 from storage.models import Case, CaseSlice, Label
 

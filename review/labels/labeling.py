@@ -20,8 +20,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from sqlalchemy import Engine, Text, cast, delete, distinct, exists, func, or_, select, update
-from sqlalchemy.orm import Session, aliased
+from sqlalchemy.orm import Session
 
+from review.cases.agreed import current_label_filter
 from review.core.errors import InputError, PermissionDenied, StaleWriteError
 from review.core.identity import Actor, Permission, require
 from review.core.taxonomy import Taxonomy
@@ -529,16 +530,6 @@ def progress(engine: Engine, actor: Actor) -> Progress:
             or 0
         )
     return Progress(mine, ready, complete, labels, cfg.overlap, held)
-
-
-def current_label_filter() -> Any:
-    """Label rows that are the current label of their (case, annotator): no newer row."""
-    newer = aliased(Label)
-    return ~exists().where(
-        newer.case_id == Label.case_id,
-        newer.annotator == Label.annotator,
-        newer.id > Label.id,
-    )
 
 
 def labels_stamp(engine: Engine) -> tuple[int, int]:
