@@ -64,7 +64,14 @@ def documents_and_claims(actor: Actor, view: cases.CaseView) -> None:
 
 
 def labels(tax: Taxonomy, view: cases.CaseView) -> None:
-    st.metric("Expected decision", display.decision_label(tax, view.expected_decision))
+    agreed = display.agreed_text(view, tax)
+    if view.agreed is not None and agreed:
+        st.metric("Agreed decision", display.decision_label(tax, view.agreed.decision))
+        st.success(ui.plain(agreed))
+    st.metric(
+        "Expected decision (author)" if agreed else "Expected decision",
+        display.decision_label(tax, view.expected_decision),
+    )
     mismatch = display.category_mismatch(view, tax)
     if mismatch:
         st.info(ui.plain(mismatch))

@@ -8,14 +8,16 @@ adding a row, never by editing one)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Text, cast, distinct, exists, func, select, union_all
-from sqlalchemy.orm import aliased
+from sqlalchemy import String, Text, cast, distinct, exists, func, literal_column, select, union_all
+from sqlalchemy.orm import Session, aliased
 
 from storage.models import Adjudication, Label
 
-__all__ = ["agreed_subquery", "current_label_filter"]
+__all__ = ["Agreed", "agreed_labels", "agreed_subquery", "current_label_filter"]
 
 
 def current_label_filter() -> Any:
@@ -42,6 +44,7 @@ def agreed_subquery() -> Any:
         latest.c.case_id,
         Adjudication.decision.label("gold_decision"),
         Adjudication.reason_codes.label("gold_reasons"),
+        literal_column("'adjudication'", String).label("agreed_by"),
     ).join(Adjudication, Adjudication.id == latest.c.adj_id)
     current = (
         select(
@@ -68,8 +71,38 @@ def agreed_subquery() -> Any:
             unanimous.c.case_id,
             Label.decision.label("gold_decision"),
             Label.reason_codes.label("gold_reasons"),
+            literal_column("'annotators'", String).label("agreed_by"),
         )
         .join(Label, Label.id == unanimous.c.label_id)
         .where(~exists().where(Adjudication.case_id == unanimous.c.case_id))
     )
     return union_all(adjudicated, agreed).subquery("gold")
+
+
+@dataclass(frozen=True)
+class Agreed:
+    """A case's agreed label and where it comes from ("adjudication" or "annotators")."""
+
+    decision: str
+    reason_codes: tuple[str, ...]
+    by: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {"decision": self.decision, "reason_codes": list(self.reason_codes), "by": self.by}
+
+
+def agreed_labels(s: Session, case_ids: Iterable[int]) -> dict[int, Agreed]:
+    """The agreed label of each of ``case_ids`` that has one."""
+    ids = sorted(set(case_ids))
+    if not ids:
+        return {}
+    gold = agreed_subquery()
+    rows = s.execute(
+        select(gold.c.case_id, gold.c.gold_decision, gold.c.gold_reasons, gold.c.agreed_by).where(
+            gold.c.case_id.in_(ids)
+        )
+    )
+    return {
+        int(cid): Agreed(str(decision), tuple(reasons or ()), str(by))
+        for cid, decision, reasons, by in rows
+    }

@@ -12,12 +12,13 @@ import json
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sqlalchemy import ColumnElement, Engine, Select, exists, func, select
 from sqlalchemy.orm import Session, selectinload
 
+from review.cases.agreed import Agreed, agreed_labels
 from review.core.errors import InputError
 from review.core.identity import Actor, Permission, require
 from review.core.records import JsonProblem, json_lines, parse_json, validate_record
@@ -56,6 +57,12 @@ class CaseDocIn(_Strict):
     role: str
 
 
+class AgreedIn(_Strict):
+    decision: str = Field(max_length=40)
+    reason_codes: list[str] = Field(default_factory=list, max_length=50)
+    by: Literal["adjudication", "annotators"]
+
+
 class CaseIn(_Strict):
     """One case in the canonical exchange format (one JSON object per line)."""
 
@@ -76,6 +83,10 @@ class CaseIn(_Strict):
     evidence_state: str | None = None
     status: str = CaseStatus.ready
     notes: str = ""
+    #: the agreed label at export time (latest adjudication, else unanimous annotators), for
+    #: reading beside the author's expected decision; ignored on import (labels are not
+    #: imported this way)
+    agreed: AgreedIn | None = None
 
     @field_validator("key", "family")
     @classmethod
@@ -317,7 +328,7 @@ def to_record(row: Case) -> dict[str, Any]:
 
 
 def _normalised(c: CaseIn) -> dict[str, Any]:
-    d = c.model_dump()
+    d = c.model_dump(exclude={"agreed"})
     d["slices"] = sorted(dict.fromkeys(d["slices"]))
     return d
 
@@ -511,6 +522,9 @@ class CaseRow:
     evidence_state: str | None
     slices: tuple[str, ...]
     documents: int
+    #: the agreed label's decision (None: no adjudication or agreement yet) and its source
+    agreed_decision: str | None = None
+    agreed_by: str | None = None
 
 
 def count_cases(engine: Engine, f: CaseFilter) -> int:
@@ -554,6 +568,7 @@ def list_cases(engine: Engine, f: CaseFilter, page: int = 1, page_size: int = 25
                 .group_by(CaseDocument.case_id)
             ).all()
         )
+        agreed = agreed_labels(s, ids)
     return [
         CaseRow(
             r.id,
@@ -567,6 +582,8 @@ def list_cases(engine: Engine, f: CaseFilter, page: int = 1, page_size: int = 25
             r.evidence_state,
             tuple(sorted(slices[r.id])),
             int(ndocs.get(r.id, 0)),
+            agreed[r.id].decision if r.id in agreed else None,
+            agreed[r.id].by if r.id in agreed else None,
         )
         for r in rows
     ]
@@ -610,6 +627,8 @@ class CaseView:
     updated_at: dt.datetime
     updated_by: str | None
     record: dict[str, Any]
+    #: the agreed label (None: no adjudication or agreement yet)
+    agreed: Agreed | None = None
 
 
 def get_case(engine: Engine, case_id: int | None = None, key: str | None = None) -> CaseView | None:
@@ -658,6 +677,7 @@ def get_case(engine: Engine, case_id: int | None = None, key: str | None = None)
             updated_at=row.updated_at,
             updated_by=row.updated_by,
             record=to_record(row),
+            agreed=agreed_labels(s, [row.id]).get(row.id),
         )
 
 
@@ -667,7 +687,8 @@ def family_keys(engine: Engine) -> list[str]:
 
 
 def export_cases(engine: Engine, out: IO[str], f: CaseFilter | None = None) -> int:
-    """Write cases as canonical JSONL, streaming in batches; returns the count."""
+    """Write cases as canonical JSONL, streaming in batches; returns the count. A case with
+    an agreed label carries it as ``agreed`` (read-only: ignored on import)."""
     conds = _conditions(f or CaseFilter())
     n = 0
     last_id = 0
@@ -680,8 +701,12 @@ def export_cases(engine: Engine, out: IO[str], f: CaseFilter | None = None) -> i
             )
             if not batch:
                 break
+            agreed = agreed_labels(s, [row.id for row in batch])
             for row in batch:
-                out.write(json.dumps(to_record(row), ensure_ascii=False) + "\n")
+                record = to_record(row)
+                if row.id in agreed:
+                    record["agreed"] = agreed[row.id].as_json()
+                out.write(json.dumps(record, ensure_ascii=False) + "\n")
                 n += 1
             last_id = batch[-1].id
             s.expunge_all()

@@ -64,7 +64,13 @@ def case_table(rows: Sequence[CaseRow], link: Callable[[int], str]) -> pd.DataFr
                 "open": link(r.id),
                 "case": r.key,
                 "question": r.question,
-                "expected": r.expected_decision,
+                "decision": r.agreed_decision or r.expected_decision,
+                "label from": r.agreed_by or "author",
+                "author expected": (
+                    r.expected_decision
+                    if r.agreed_decision and r.agreed_decision != r.expected_decision
+                    else ""
+                ),
                 "category": r.category,
                 "slices": ", ".join(r.slices),
                 "split": r.split,
@@ -101,6 +107,24 @@ def category_defaults_help(tax: Taxonomy) -> str:
         for c in tax.categories.values()
     ]
     return "Each category's default decision; another needs a note saying why.\n" + "\n".join(lines)
+
+
+def agreed_text(view: CaseView, tax: Taxonomy) -> str | None:
+    """The agreed label beside the author's expected one (None: no agreed label yet)."""
+    a = view.agreed
+    if a is None:
+        return None
+    by = "adjudicated" if a.by == "adjudication" else "agreed by its annotators"
+    text = f"Agreed label ({by}): {tax.label('decisions', a.decision)}"
+    if a.reason_codes:
+        text += f" · {', '.join(a.reason_codes)}"
+    if (a.decision, tuple(a.reason_codes)) != (view.expected_decision, view.reason_codes):
+        text += (
+            f". The author expected {tax.label('decisions', view.expected_decision)}"
+            + (f" · {', '.join(view.reason_codes)}" if view.reason_codes else "")
+            + "; runs, metrics and exports score against the agreed label."
+        )
+    return text
 
 
 def category_mismatch(view: CaseView, tax: Taxonomy) -> str | None:

@@ -29,6 +29,7 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import selectinload
 
 from review.cases import cases
+from review.cases.agreed import Agreed, agreed_labels
 from review.core.errors import InputError
 from review.core.taxonomy import Taxonomy
 from storage.db import read_session
@@ -44,12 +45,14 @@ __all__ = [
     "export",
     "ragas_sample",
     "reference_text",
+    "with_agreed",
 ]
 
 Format = Literal["canonical", "ragas", "deepeval"]
 FORMATS: tuple[str, ...] = ("canonical", "ragas", "deepeval")
 RAGAS_FIELDS = ("user_input", "retrieved_contexts", "retrieved_context_ids", "reference")
 RAGAS_SIDE_FIELDS = (
+    "label_source",
     "case_key",
     "expected_decision",
     "reason_codes",
@@ -93,6 +96,36 @@ class ExportReport:
         if self.withheld_contexts:
             parts.append(f"{self.withheld_contexts} restricted context(s) withheld")
         return "; ".join(parts)
+
+
+def with_agreed(record: dict[str, Any], agreed: Agreed | None) -> dict[str, Any]:
+    """The record as other tools should score against: the agreed label's decision and reason
+    codes as ``expected_decision`` and ``reason_codes`` once a case has one, the author's
+    beside them (``author_expected_decision``, ``author_reason_codes``) where they differ;
+    ``label_source`` says which: "adjudication", "annotators" or "author"."""
+    out = dict(record)
+    if agreed is None:
+        out["label_source"] = "author"
+        return out
+    out["label_source"] = agreed.by
+    if (agreed.decision, list(agreed.reason_codes)) != (
+        record["expected_decision"],
+        list(record.get("reason_codes") or []),
+    ):
+        out["author_expected_decision"] = record["expected_decision"]
+        out["author_reason_codes"] = list(record.get("reason_codes") or [])
+    out["expected_decision"] = agreed.decision
+    out["reason_codes"] = list(agreed.reason_codes)
+    return out
+
+
+def _labels(record: dict[str, Any]) -> dict[str, Any]:
+    """The label fields that ride along with a Ragas sample or DeepEval golden."""
+    out: dict[str, Any] = {"label_source": record.get("label_source", "author")}
+    if "author_expected_decision" in record:
+        out["author_expected_decision"] = record["author_expected_decision"]
+        out["author_reason_codes"] = record["author_reason_codes"]
+    return out
 
 
 def reference_text(record: dict[str, Any], tax: Taxonomy) -> str:
@@ -160,6 +193,7 @@ def ragas_sample(
         "family": record.get("family"),
         "evidence_state": record.get("evidence_state"),
         "forbidden_context_ids": forbidden,
+        **_labels(record),
     }
     return sample, withheld
 
@@ -190,6 +224,7 @@ def deepeval_golden(
             "identity": dict(record.get("identity") or {}),
             "context_ids": ids,
             "forbidden_context_ids": forbidden,
+            **_labels(record),
         },
     }
     return golden, withheld
@@ -227,6 +262,7 @@ def _batches(
                     )
                 )
             )
+            agreed = agreed_labels(s, ids)
             out = []
             for r in rows:
                 docs = [
@@ -239,7 +275,9 @@ def _batches(
                     )
                     for cd in r.documents
                 ]
-                out.append((cases.to_record(r), docs, r.id in pending))
+                out.append(
+                    (with_agreed(cases.to_record(r), agreed.get(r.id)), docs, r.id in pending)
+                )
             yield out
             last_id = rows[-1].id
             s.expunge_all()

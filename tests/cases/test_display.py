@@ -85,7 +85,9 @@ def test_the_case_list_table() -> None:
             "open": "/x?id=4",
             "case": "CASE-004",
             "question": "Can I get a refund?",
-            "expected": "abstain",
+            "decision": "abstain",
+            "label from": "author",
+            "author expected": "",
             "category": "in_scope",
             "slices": "numeric, temporal_mismatch",
             "split": "test",
@@ -95,6 +97,21 @@ def test_the_case_list_table() -> None:
             "docs": 2,
         }
     ]
+    # once adjudicated: the agreed decision, the author's beside it where they differ
+    adjudicated = dataclasses.replace(ROW, agreed_decision="clarify", agreed_by="adjudication")
+    row = display.case_table([adjudicated], link).to_dict("records")[0]
+    assert (row["decision"], row["label from"], row["author expected"]) == (
+        "clarify",
+        "adjudication",
+        "abstain",
+    )
+    same = dataclasses.replace(ROW, agreed_decision="abstain", agreed_by="annotators")
+    row = display.case_table([same], link).to_dict("records")[0]
+    assert (row["decision"], row["label from"], row["author expected"]) == (
+        "abstain",
+        "annotators",
+        "",
+    )
 
 
 def test_an_empty_list_says_whether_filters_hide_the_cases() -> None:
