@@ -20,10 +20,13 @@ Rates and their denominators (the same in the sweep, the operating points and th
 - selective_risk = unacceptable answered / answered (Wilson interval in *_lo / *_hi)
 - answer_rate_answerable = answerable answered / answerable items
 - false_refusal_rate = answerable refused / answerable items
-- abstention_recall = unanswerable refused / unanswerable items
-- unsupported_answer_rate = unacceptable answered / ALL items evaluated. The denominator is
-  every item, not the answered ones (that is selective_risk), so the rate reads as "share of
-  questions that got an unsupported answer" and adds up with the expected cost.
+- abstention_recall (note 000) = refused items expecting abstain / items expecting abstain
+  (``expects_abstain``; when the outcomes do not say, every unanswerable item). A threshold
+  refusal is an abstention, so an item expecting clarify or escalate is in neither count.
+- unsupported_answer_rate (note 002) = unanswerable items answered / unanswerable items (the
+  cases that require abstention), not over all items.
+- unacceptable_answer_share = unacceptable answered / ALL items (the share of questions that
+  got an answer that was not acceptable; what the expected cost counts).
 - expected_cost = (false refusals * cost.false_refusal + unsupported answers *
   cost.unsupported_answer + correct refusals * cost.correct_refusal + correct answers *
   cost.correct_answer) / all items. A false refusal is an answerable item refused, a correct
@@ -66,6 +69,7 @@ SWEEP_COLUMNS: Final = (
     "false_refusal_rate",
     "unsupported_answer_rate",
     "abstention_recall",
+    "unacceptable_answer_share",
     "expected_cost",
     "false_refusals",
     "unsupported_answers",
@@ -201,6 +205,7 @@ class _Outcomes:
     score: FloatArray
     answerable: BoolArray
     acceptable: BoolArray
+    expects_abstain: BoolArray
 
 
 def _outcomes(frame: pd.DataFrame) -> _Outcomes:
@@ -220,7 +225,13 @@ def _outcomes(frame: pd.DataFrame) -> _Outcomes:
             f"not answerable (first: row {first!r}); an item without a gold answer cannot be "
             "acceptable to answer"
         )
-    return _Outcomes(score, answerable, acceptable)
+    if "expects_abstain" in frame.columns:
+        expects_abstain = _booleans(frame["expects_abstain"], "outcomes.expects_abstain")
+        if (expects_abstain & answerable).any():
+            raise InputError("outcomes: an item expecting abstain cannot be answerable")
+    else:
+        expects_abstain = ~answerable
+    return _Outcomes(score, answerable, acceptable, expects_abstain)
 
 
 def _metrics(
@@ -230,6 +241,8 @@ def _metrics(
     correct_answers: IntArray,
     answered_answerable: IntArray,
     costs: CostModel,
+    n_abstain: int,
+    answered_abstain: IntArray,
 ) -> dict[str, npt.NDArray[np.float64]]:
     """All rates from the counts; arrays so one code path serves sweeps and single points."""
     n_unanswerable = n - n_answerable
@@ -260,8 +273,13 @@ def _metrics(
         "selective_risk_hi": hi,
         "answer_rate_answerable": _ratio(answered_answerable.astype(np.float64), n_answerable),
         "false_refusal_rate": _ratio(false_refusals, n_answerable),
-        "unsupported_answer_rate": unsupported / n,
-        "abstention_recall": _ratio(correct_refusals, n_unanswerable),
+        "unsupported_answer_rate": _ratio(
+            np.asarray(answered_f - answered_answerable, dtype=np.float64), n_unanswerable
+        ),
+        "abstention_recall": _ratio(
+            np.asarray(n_abstain - answered_abstain, dtype=np.float64), n_abstain
+        ),
+        "unacceptable_answer_share": unsupported / n,
         "expected_cost": cost,
         "false_refusals": false_refusals,
         "unsupported_answers": unsupported,
@@ -290,6 +308,8 @@ def sweep(outcomes: pd.DataFrame, costs: CostModel) -> pd.DataFrame:
         at_ends(o.acceptable),
         at_ends(o.answerable),
         costs,
+        int(o.expects_abstain.sum()),
+        at_ends(o.expects_abstain),
     )
     frame = pd.DataFrame({"threshold": np.concatenate([[np.inf], s_sorted[ends]]), **metrics})
     int_cols = ["answered", "false_refusals", "unsupported_answers", "correct_refusals"]
@@ -314,6 +334,8 @@ def operating_point(outcomes: pd.DataFrame, threshold: float, costs: CostModel) 
         np.asarray([(answered_mask & o.acceptable).sum()], dtype=np.int64),
         np.asarray([(answered_mask & o.answerable).sum()], dtype=np.int64),
         costs,
+        int(o.expects_abstain.sum()),
+        np.asarray([(answered_mask & o.expects_abstain).sum()], dtype=np.int64),
     )
     point: dict[str, float] = {"threshold": float(threshold), "n": float(n)}
     point["n_answerable"] = float(o.answerable.sum())

@@ -122,9 +122,10 @@ def outcomes(
     engine: Engine, run_id: int, tax: Taxonomy, policy: NoAnswerPolicy, mode: str | None = None
 ) -> pd.DataFrame:
     """Scored outputs of a run as calibration outcomes: one row per case and repeat with
-    ``score`` (a confidence: higher answers), ``answerable``, ``acceptable``, ``split``,
-    ``slice`` (list) and the observed decision. Infrastructure failures and outputs without
-    a score (escalations decided before scoring) are left out."""
+    ``score`` (a confidence: higher answers), ``answerable``, ``acceptable``,
+    ``expects_abstain``, ``split``, ``slice`` (list) and the observed decision.
+    Infrastructure failures and outputs without a score (escalations decided before scoring)
+    are left out."""
     df = evalruns.outputs_frame(engine, run_id, tax)
     if df.empty:
         return df
@@ -139,6 +140,9 @@ def outcomes(
     df["score"] = confidence(policy, used_mode, df["raw_score"].to_numpy())
     df["slice"] = [list(s) for s in df["slices"]]
     df["mode"] = used_mode
+    # note 000: abstention recall is over the cases expecting abstain (a threshold refusal is
+    # an abstention; cases expecting clarify or escalate are in neither count)
+    df["expects_abstain"] = df["gold"] == "abstain"
     return df.reset_index(drop=True)
 
 

@@ -81,12 +81,16 @@ def test_hand_worked_sweep_and_costs() -> None:
     assert row["answered"] == 3 and row["false_refusals"] == 1 and row["unsupported_answers"] == 1
     assert row["answer_rate_answerable"] == pytest.approx(3 / 4)
     assert row["false_refusal_rate"] == pytest.approx(1 / 4)
-    assert row["unsupported_answer_rate"] == pytest.approx(1 / 6)
+    # note 002: no unanswerable item is answered at 0.8; the answerable one answered badly
+    # counts in the share of unacceptable answers over all items
+    assert row["unsupported_answer_rate"] == 0.0
+    assert row["unacceptable_answer_share"] == pytest.approx(1 / 6)
     assert row["abstention_recall"] == 1.0
     assert row["refusal_rate"] == pytest.approx(1 / 2)
     assert row["expected_cost"] == pytest.approx((1 * 1 + 1 * 5) / 6)
     everything = table.loc[0.4]
     assert everything["abstention_recall"] == 0.0 and everything["false_refusal_rate"] == 0.0
+    assert everything["unsupported_answer_rate"] == 1.0
     assert everything["expected_cost"] == pytest.approx(3 * 5 / 6)
     nothing = table.loc[math.inf]
     assert nothing["false_refusal_rate"] == 1.0 and nothing["abstention_recall"] == 1.0
@@ -182,7 +186,14 @@ def test_sweep_rows_equal_brute_force_counts(rows: list[tuple[int, bool, bool]])
         ua = int((answered & ~acc).sum())
         assert row["answered"] == answered.sum()
         assert row["false_refusals"] == fr and row["unsupported_answers"] == ua
-        assert row["unsupported_answer_rate"] == pytest.approx(ua / len(s))
+        assert row["unacceptable_answer_share"] == pytest.approx(ua / len(s))
+        # note 002: answers where abstention was required, over those cases
+        if (~ans).any():
+            assert row["unsupported_answer_rate"] == pytest.approx(
+                (answered & ~ans).sum() / (~ans).sum()
+            )
+        else:
+            assert math.isnan(row["unsupported_answer_rate"])
         if ans.any():
             assert row["false_refusal_rate"] == pytest.approx(fr / ans.sum())
         else:
@@ -393,3 +404,17 @@ def test_items_count_in_every_slice_they_carry() -> None:
 
 
 # Charts ------------------------------------------------------------------------------------------
+
+
+def test_abstention_recall_counts_only_items_expecting_abstain() -> None:
+    """Note 000: a threshold refusal is an abstention; an item expecting clarify or escalate
+    is unanswerable but in neither count of abstention recall."""
+    frame = HAND.assign(expects_abstain=[False, True, False, False, False, False])
+    table = sweep(frame, COSTS).set_index("threshold")
+    # only the item at 0.4 expects abstain: recalled until everything is answered
+    assert table.loc[0.6, "abstention_recall"] == 1.0
+    assert table.loc[0.4, "abstention_recall"] == 0.0
+    point = operating_point(frame, 0.5, COSTS)
+    assert point["abstention_recall"] == 1.0
+    with pytest.raises(InputError, match="expecting abstain cannot be answerable"):
+        sweep(HAND.assign(expects_abstain=True), COSTS)
