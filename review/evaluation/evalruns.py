@@ -44,6 +44,7 @@ from review.core.identity import Actor, Permission, require
 from review.core.records import json_lines, read_record
 from review.core.taxonomy import MessageKey, Taxonomy
 from review.policy.policy import OPTIONAL_SIGNALS
+from review.wording.lint import lint
 from storage import changes
 from storage.db import read_session, run_write
 from storage.models import (
@@ -379,6 +380,7 @@ FRAME_COLUMNS = [
     "expected_message",
     "message_key",
     "signals",
+    "claim_after_refusal",
 ]
 
 
@@ -551,6 +553,13 @@ def _frame(s: Session, rows: list[dict[str, Any]], tax: Taxonomy) -> pd.DataFram
     df["answer_ok"] = (
         df["answered"] & df["answerable"] & fits & np.array(cites_decisive, dtype=bool)
     )
+    # note 000: a refusal that still makes a substantive claim ("I cannot confirm this, but
+    # ... 60 days") is an unsupported answer: the wording rule that finds them decides
+    refused = df["decision"].notna() & ~df["decision"].isin(answering) & ~df["infra"]
+    df["claim_after_refusal"] = [
+        bool(r) and bool(lint(str(t or ""), rules=["claim_after_refusal"]))
+        for r, t in zip(refused, df["text"], strict=True)
+    ]
 
     def leaked(cid: int, cited: list[str] | None, text: str | None) -> bool:
         if cid not in forbidden:

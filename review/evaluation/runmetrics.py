@@ -16,7 +16,8 @@ table); a broader variant has its own name. As k / n, with "gold" the agreed exp
 - unsupported-answer rate (note 002): cases that require abstention (gold anything but
   ``answer``: no-answer, partial, conflict, stale, unauthorized) given an answer beyond what
   the evidence holds (any answer where gold is a non-answer, a full ``answer`` where gold is
-  ``partial``) / cases that require abstention;
+  ``partial``, or a refusal that still makes a substantive claim, found by the wording rule
+  ``claim_after_refusal``: note 000) / cases that require abstention;
 - supported-answer rate (note 002): gold ``answer`` cases (complete, allowed, current,
   consistent) given an acceptable answer (``answer_ok``) / gold ``answer`` cases;
 - reason-code accuracy (note 002): non-answer outputs whose reason code is one of the gold
@@ -27,7 +28,7 @@ table); a broader variant has its own name. As k / n, with "gold" the agreed exp
   case expects (R1, R2, R3, F1, E1; an output that names no key counts as not matching) /
   outputs that gave the expected non-answer of a case that names its wording key;
 - CRAG score: mean of +1 (acceptable answer, ``answer_ok``), 0 (no answer), -1 (any other
-  answer).
+  answer, and a refusal that makes a substantive claim).
 
 A figure whose denominator is empty is undefined (NaN, shown as "undefined" with the reason),
 never 0 or 1. :func:`state_recall` gives the recall of each exact decision state.
@@ -112,7 +113,10 @@ def contributions(df: pd.DataFrame, *, partial_allowed: bool = False) -> pd.Data
     gold_answer = ok & (gold == "answer")
     gold_non_answer = ok & gold.notna() & ~gold.isin(ANSWERING)
     needs_abstention = ok & gold.notna() & (gold != "answer")
+    claimed = _column(df, "claim_after_refusal", False).astype(bool) & non_answer
     beyond = answered & (~gold.isin(ANSWERING) | ((gold == "partial") & (decision == "answer")))
+    # note 000: a refusal that still makes a substantive claim is an unsupported answer
+    beyond = beyond | claimed
     reason_ok = (
         np.array(
             [
@@ -149,7 +153,7 @@ def contributions(df: pd.DataFrame, *, partial_allowed: bool = False) -> pd.Data
     worded = non_answer & (decision == gold) & expected_key.notna()
     out["wording_key_match_k"] = worded & (used_key == expected_key)
     out["wording_key_match_n"] = worded
-    out["crag"] = np.where(answered, np.where(answer_ok, 1.0, -1.0), 0.0)
+    out["crag"] = np.where(answered, np.where(answer_ok, 1.0, -1.0), np.where(claimed, -1.0, 0.0))
     out["crag_n"] = ok
     return out
 

@@ -434,3 +434,20 @@ def test_metrics_use_the_agreed_label_then_the_adjudication(
         demo_engine, reviewer, case, "clarify", ["ambiguous_question"], "asks two things", tax
     )
     assert gold() == ("clarify", ["ambiguous_question"])  # the adjudication wins
+
+
+def test_scored_outputs_lint_refusals_for_claims(demo_engine: Engine, tax: Taxonomy) -> None:
+    lines = [
+        '{"case": "CASE-002", "decision": "abstain", "reason_code": "no_answer_bearing_evidence",'
+        ' "text": "I cannot confirm this, but refunds are usually approved within 60 days."}',
+        '{"case": "CASE-035", "decision": "abstain", "reason_code": "no_answer_bearing_evidence",'
+        ' "text": "The documents available to you do not establish this. Could you share the'
+        ' contract?"}',
+        '{"case": "CASE-001", "decision": "answer", "text": ""}',
+    ]
+    items = list(evalruns.iter_outputs(lines, "run.jsonl", tax))
+    df = evalruns.score_outputs(demo_engine, items, "run.jsonl", tax).set_index("key")
+    assert df.loc["CASE-002", "claim_after_refusal"]
+    assert not df.loc["CASE-035", "claim_after_refusal"]
+    # an answer with no text is an infrastructure failure, never an answer
+    assert df.loc["CASE-001", "infra"] and not df.loc["CASE-001", "answered"]

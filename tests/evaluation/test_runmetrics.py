@@ -368,3 +368,19 @@ def test_drift_chart_puts_runs_oldest_first() -> None:
         assert x["sort"] == ["R1", "R2", "R3"] and x["field"] == "run"
         assert spec["layer"][0]["encoding"]["color"]["field"] == "family"
     assert runmetrics.family_drift(HISTORY.iloc[:0]).empty
+
+
+def test_a_refusal_that_still_makes_a_claim_is_an_unsupported_answer() -> None:
+    """Note 000: "I cannot confirm this, but ... 60 days" is linted with the wording rules and
+    counted as an unsupported answer (and -1 in the CRAG score)."""
+    df = frame(
+        [
+            ("U1", "abstain", "abstain", False, "no_answer_bearing_evidence", []),
+            ("U2", "abstain", "abstain", False, "no_answer_bearing_evidence", []),
+        ]
+    ).assign(claim_after_refusal=[True, False])
+    m = runmetrics.summarize(df)
+    assert (m["unsupported_answer_rate"].k, m["unsupported_answer_rate"].n) == (1, 2)
+    assert m["crag_score"].value == pytest.approx(-1 / 2)
+    # the decision itself was right: decision accuracy and abstention recall stand
+    assert m["decision_accuracy"].k == 2 and m["abstention_recall"].k == 2
