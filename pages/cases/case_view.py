@@ -65,13 +65,15 @@ def documents_and_claims(actor: Actor, view: cases.CaseView) -> None:
 
 def labels(tax: Taxonomy, view: cases.CaseView) -> None:
     agreed = display.agreed_text(view, tax)
-    if view.agreed is not None and agreed:
+    if view.agreed is None or not agreed:
+        st.metric("Expected decision", display.decision_label(tax, view.expected_decision))
+    elif view.agreed.decision == view.expected_decision:
+        st.metric("Decision (agreed)", display.decision_label(tax, view.agreed.decision))
+        st.caption(ui.plain(agreed))
+    else:
         st.metric("Agreed decision", display.decision_label(tax, view.agreed.decision))
-        st.success(ui.plain(agreed))
-    st.metric(
-        "Expected decision (author)" if agreed else "Expected decision",
-        display.decision_label(tax, view.expected_decision),
-    )
+        st.warning(ui.plain(agreed))
+        st.metric("Expected decision (author)", display.decision_label(tax, view.expected_decision))
     mismatch = display.category_mismatch(view, tax)
     if mismatch:
         st.info(ui.plain(mismatch))

@@ -40,10 +40,10 @@ def _figures(evidence: SignoffEvidence) -> None:
     a = evidence.analysis
     if a is None:
         return
+    lead = "Now: reported" if evidence.data_changed else "Reported"
     st.caption(
         ui.plain(
-            f"{'Now: ' if evidence.data_changed else ''}reported on the {a.report_on} split "
-            f"({a.n_report} outcomes) · mode {evidence.mode}"
+            f"{lead} on the {a.report_on} split ({a.n_report} outcomes) · mode {evidence.mode}"
         )
     )
     st.dataframe(a.ops[a.ops["split"] == a.report_on], hide_index=True, width="stretch")
