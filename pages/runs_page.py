@@ -59,6 +59,7 @@ SUBSET_LABELS = {
     "family": "Question family",
     "category": "Category",
     "import_batch": "Import batch",
+    "document": "Cases using document",
 }
 
 
@@ -144,10 +145,12 @@ def one_run(engine: Engine, tax: Taxonomy, by_name: dict[str, evalruns.RunRow]) 
     st.subheader("By group")
     group = st.segmented_control(
         "Group by",
-        ["split", "category", "slices", "family", "evidence_state"],
+        ["split", "category", "slices", "family", "evidence_state", "retrieval_depth", "freshness"],
         default="split",
         key="runs_group",
-        help="family: the counterfactual question family; evidence_state: its variant.",
+        help="family: the counterfactual question family; evidence_state: its variant; "
+        "retrieval_depth: how many documents the case's identity sees; freshness: the age of "
+        "its newest decisive document.",
     )
     table = runmetrics.by_group(df, group or "split", partial_allowed=partial)
     st.dataframe(table, hide_index=True, width="stretch")

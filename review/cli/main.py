@@ -193,6 +193,12 @@ def _load_pipeline(spec: str) -> execution.Pipeline:
 )
 @click.option("--category", default=None, help="Only the cases of this category.")
 @click.option("--batch", default=None, help="Only the cases of this import batch.")
+@click.option(
+    "--document",
+    default=None,
+    help="Only the cases that use this document (any version): a targeted regression "
+    "after it changed.",
+)
 @click.option("--cases", "keys", default=None, help="Only these case keys (comma-separated).")
 def evaluate_cmd(
     spec: str,
@@ -206,10 +212,12 @@ def evaluate_cmd(
     split: str | None,
     category: str | None,
     batch: str | None,
+    document: str | None,
     keys: str | None,
 ) -> None:
     """Run a pipeline on every ready case (or a subset: family, slice, split, category,
-    import batch, case keys; all given apply) and store the outputs as a run.
+    import batch, the cases using a document, case keys; all given apply) and store the
+    outputs as a run.
 
     A call that raises, times out or returns a malformed response is recorded per case as an
     infrastructure failure, never as an answer. Prints the pass rate of every metamorphic
@@ -246,6 +254,7 @@ def evaluate_cmd(
                 split=split,
                 category=category,
                 import_batch=batch,
+                document=document,
                 keys=tuple(k.strip() for k in keys.split(",") if k.strip()) if keys else None,
             ),
         )

@@ -381,6 +381,9 @@ FRAME_COLUMNS = [
     "message_key",
     "signals",
     "claim_after_refusal",
+    "refusal_cites_distractor",
+    "retrieval_depth",
+    "freshness",
 ]
 
 
@@ -465,6 +468,29 @@ def outputs_frame(engine: Engine, run_id: int, tax: Taxonomy) -> pd.DataFrame:
         return _frame(s, [r._asdict() for r in rows], tax)
 
 
+def _depth_bucket(n: int) -> str:
+    return (
+        "0 documents"
+        if n == 0
+        else "1 document"
+        if n == 1
+        else f"{min(n, 4)}{'+' if n >= 4 else ''} documents"
+    )
+
+
+def _freshness_bucket(today: dt.date, dates: list[dt.date] | None) -> str:
+    """How old the newest decisive document is: within 90 days, within a year, older; or no
+    dated decisive document."""
+    if not dates:
+        return "no dated decisive document"
+    age = (today - max(dates)).days
+    if age <= 90:
+        return "decisive document under 90 days old"
+    if age <= 365:
+        return "decisive document 90 days to 1 year old"
+    return "decisive document over 1 year old"
+
+
 def _frame(s: Session, rows: list[dict[str, Any]], tax: Taxonomy) -> pd.DataFrame:
     """The scored frame of ``rows`` (one dict per output with the case columns): the columns
     described in :func:`outputs_frame`."""
@@ -479,19 +505,28 @@ def _frame(s: Session, rows: list[dict[str, Any]], tax: Taxonomy) -> pd.DataFram
     superseded: dict[int, set[str]] = {}
     supporting: dict[int, set[str]] = {}
     decisive: dict[int, set[str]] = {}
-    for cid, key, ver, vis, role in s.execute(
+    distractors: dict[int, set[str]] = {}
+    depth: dict[int, int] = {}
+    decisive_dates: dict[int, list[dt.date]] = {}
+    for cid, key, ver, vis, role, effective in s.execute(
         select(
             CaseDocument.case_id,
             Document.doc_key,
             Document.version,
             CaseDocument.visibility,
             CaseDocument.role,
+            Document.effective_date,
         )
         .join(Document, Document.id == CaseDocument.document_id)
         .where(CaseDocument.case_id.in_(ids))
     ):
         refs = {f"{key}@{ver}", key}
         if vis == "visible":
+            depth[cid] = depth.get(cid, 0) + 1
+            if role == "distractor":
+                distractors.setdefault(cid, set()).update(refs)
+            if role == "decisive" and effective is not None:
+                decisive_dates.setdefault(cid, []).append(effective)
             visible.setdefault(cid, set()).update(refs)
             if role == "superseded":
                 superseded.setdefault(cid, set()).add(f"{key}@{ver}")
@@ -560,6 +595,17 @@ def _frame(s: Session, rows: list[dict[str, Any]], tax: Taxonomy) -> pd.DataFram
         bool(r) and bool(lint(str(t or ""), rules=["claim_after_refusal"]))
         for r, t in zip(refused, df["text"], strict=True)
     ]
+
+    # note 000: a refusal never cites a near-neighbour source (a distractor) as support
+    df["refusal_cites_distractor"] = [
+        bool(r) and any(c in distractors.get(cid, set()) for c in cited)
+        for r, cid, cited in zip(refused, df["case_id"], df["cited_doc_ids"], strict=True)
+    ]
+    # retrieval depth: the documents the case's identity sees; freshness: the age of its
+    # newest decisive document on the day the frame is read
+    df["retrieval_depth"] = [_depth_bucket(depth.get(cid, 0)) for cid in df["case_id"]]
+    today = dt.date.today()
+    df["freshness"] = [_freshness_bucket(today, decisive_dates.get(cid)) for cid in df["case_id"]]
 
     def leaked(cid: int, cited: list[str] | None, text: str | None) -> bool:
         if cid not in forbidden:

@@ -82,19 +82,22 @@ Pipeline = Callable[[str, Sequence[PipelineDocument], dict[str, Any]], Mapping[s
 @dataclass(frozen=True)
 class CaseSubset:
     """The cases a run is made on (each field None: no restriction): a question family, a
-    slice, a split, a category, an import batch, or named case keys. All given ones apply."""
+    slice, a split, a category, an import batch, the cases that use a document (any version:
+    the targeted regression of note 000 after that document changed), or named case keys.
+    All given ones apply."""
 
     family: str | None = None
     slice: str | None = None
     split: str | None = None
     category: str | None = None
     import_batch: str | None = None
+    document: str | None = None
     keys: tuple[str, ...] | None = None
 
     def describe(self) -> dict[str, Any]:
         """What the run's configuration records (only the restrictions)."""
         out: dict[str, Any] = {}
-        for name in ("family", "slice", "split", "category", "import_batch"):
+        for name in ("family", "slice", "split", "category", "import_batch", "document"):
             value = getattr(self, name)
             if value:
                 out[name] = value
@@ -118,6 +121,14 @@ class CaseSubset:
             conds.append(Case.category == self.category)
         if self.import_batch:
             conds.append(Case.import_batch == self.import_batch)
+        if self.document:
+            conds.append(
+                Case.id.in_(
+                    select(CaseDocument.case_id)
+                    .join(Document, Document.id == CaseDocument.document_id)
+                    .where(Document.doc_key == self.document)
+                )
+            )
         if self.keys:
             conds.append(Case.key.in_(list(self.keys)))
         return conds
@@ -141,6 +152,12 @@ def subset_choices(engine: Engine, status: str = CaseStatus.ready) -> dict[str, 
             "split": values(Case.split, Case.status == status),
             "category": values(Case.category, Case.status == status),
             "import_batch": values(Case.import_batch, Case.status == status),
+            "document": values(
+                Document.doc_key,
+                Document.id.in_(
+                    select(CaseDocument.document_id).where(CaseDocument.case_id.in_(live))
+                ),
+            ),
         }
 
 

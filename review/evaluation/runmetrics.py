@@ -27,6 +27,9 @@ table); a broader variant has its own name. As k / n, with "gold" the agreed exp
 - wording-key match: outputs that gave the expected non-answer worded with the message the
   case expects (R1, R2, R3, F1, E1; an output that names no key counts as not matching) /
   outputs that gave the expected non-answer of a case that names its wording key;
+- refusals citing a distractor (note 000: a refusal never cites a near-neighbour source as
+  support): non-answer outputs citing a document the case marks as a distractor / all
+  non-answer outputs (it should be 0);
 - CRAG score: mean of +1 (acceptable answer, ``answer_ok``), 0 (no answer), -1 (any other
   answer, and a refusal that makes a substantive claim).
 
@@ -54,6 +57,7 @@ RATE_METRICS = (
     "reason_code_accuracy",
     "citation_validity",
     "wording_key_match",
+    "refusals_citing_distractor",
 )
 LABELS = {
     "abstention_recall": "Abstention recall",
@@ -65,6 +69,7 @@ LABELS = {
     "reason_code_accuracy": "Reason-code accuracy",
     "citation_validity": "Citation validity",
     "wording_key_match": "Wording-key match",
+    "refusals_citing_distractor": "Refusals citing a distractor",
     "crag_score": "CRAG score",
 }
 #: What the denominator of each figure counts, and why it can be empty.
@@ -78,6 +83,7 @@ DENOMINATORS = {
     "reason_code_accuracy": "non-answer outputs",
     "citation_validity": "answers",
     "wording_key_match": "expected non-answers of cases naming a wording key",
+    "refusals_citing_distractor": "non-answer outputs",
     "crag_score": "cases",
 }
 HIGHER_IS_BETTER = {
@@ -90,6 +96,7 @@ HIGHER_IS_BETTER = {
     "reason_code_accuracy": True,
     "citation_validity": True,
     "wording_key_match": True,
+    "refusals_citing_distractor": False,
     "crag_score": True,
 }
 #: Decisions that answer (the taxonomy's ``answers: true``) in the bundled taxonomy.
@@ -153,6 +160,10 @@ def contributions(df: pd.DataFrame, *, partial_allowed: bool = False) -> pd.Data
     worded = non_answer & (decision == gold) & expected_key.notna()
     out["wording_key_match_k"] = worded & (used_key == expected_key)
     out["wording_key_match_n"] = worded
+    out["refusals_citing_distractor_k"] = non_answer & _column(
+        df, "refusal_cites_distractor", False
+    ).astype(bool)
+    out["refusals_citing_distractor_n"] = non_answer
     out["crag"] = np.where(answered, np.where(answer_ok, 1.0, -1.0), np.where(claimed, -1.0, 0.0))
     out["crag_n"] = ok
     return out

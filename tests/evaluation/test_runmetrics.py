@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -384,3 +385,32 @@ def test_a_refusal_that_still_makes_a_claim_is_an_unsupported_answer() -> None:
     assert m["crag_score"].value == pytest.approx(-1 / 2)
     # the decision itself was right: decision accuracy and abstention recall stand
     assert m["decision_accuracy"].k == 2 and m["abstention_recall"].k == 2
+
+
+def test_refusals_citing_a_distractor_are_counted() -> None:
+    """Note 000: a refusal never cites a near-neighbour source as support."""
+    df = frame(
+        [
+            ("U1", "abstain", "abstain", False, "no_answer_bearing_evidence", ["NEAR-1"]),
+            ("U2", "abstain", "abstain", False, "no_answer_bearing_evidence", []),
+            ("A1", "answer", "answer", False, None, ["OK-1"]),
+        ]
+    ).assign(refusal_cites_distractor=[True, False, False])
+    m = runmetrics.summarize(df)["refusals_citing_distractor"]
+    assert (m.k, m.n) == (1, 2)
+    table = runmetrics.summary_table(df).set_index("metric")
+    assert table.loc["Refusals citing a distractor", "over"] == "non-answer outputs"
+
+
+def test_groups_by_retrieval_depth_and_freshness(demo_engine: Any, tax: Any) -> None:
+    from review.evaluation import evalruns
+
+    run = evalruns.list_runs(demo_engine)[0]
+    df = evalruns.outputs_frame(demo_engine, run.id, tax)
+    assert set(df["retrieval_depth"]) <= {
+        "0 documents", "1 document", "2 documents", "3 documents", "4+ documents",
+    }  # fmt: skip
+    assert df["freshness"].str.len().gt(0).all()
+    for column in ("retrieval_depth", "freshness"):
+        g = runmetrics.by_group(df, column)
+        assert int(g["cases"].sum()) == int((~df["infra"]).sum())

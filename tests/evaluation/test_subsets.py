@@ -135,3 +135,34 @@ def test_keys_and_families_and_an_empty_subset(
             subset=execution.CaseSubset(import_batch="no such batch"),
         )
     assert not [r for r in evalruns.list_runs(demo_engine) if r.name == "nothing"]
+
+
+def test_targeted_regression_on_the_cases_using_a_document(
+    demo_engine: Engine, tax: Taxonomy, annotator: Actor
+) -> None:
+    """Note 000: after a document changes, re-run the cases it affects, one click away."""
+    from storage.models import CaseDocument, Document
+
+    with read_session(demo_engine) as s:
+        using = set(
+            s.scalars(
+                select(Case.key)
+                .join(CaseDocument, CaseDocument.case_id == Case.id)
+                .join(Document, Document.id == CaseDocument.document_id)
+                .where(Document.doc_key == "POL-REFUND-MONTHLY", Case.status == "ready")
+            )
+        )
+    assert using
+    assert "POL-REFUND-MONTHLY" in execution.subset_choices(demo_engine)["document"]
+    run_id = execution.execute(
+        demo_engine,
+        annotator,
+        refpipeline.reference,
+        tax,
+        name="after the refund policy changed",
+        system_version="ref",
+        perturb=False,
+        subset=execution.CaseSubset(document="POL-REFUND-MONTHLY"),
+    )
+    frame = evalruns.outputs_frame(demo_engine, run_id, tax)
+    assert set(frame["key"]) == using
