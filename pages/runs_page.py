@@ -13,7 +13,7 @@ from review.core import uploads
 from review.core.errors import InputError
 from review.core.identity import Actor, Permission
 from review.core.taxonomy import Taxonomy
-from review.evaluation import evalruns, execution, refpipeline, runmetrics
+from review.evaluation import evalruns, execution, judges, refpipeline, runmetrics
 from review.thresholds.thresholds import configured_pipeline, in_force
 
 BUNDLED: dict[str, Callable[[], execution.Pipeline]] = {
@@ -109,6 +109,45 @@ def execute_form(engine: Engine, actor: Actor, tax: Taxonomy) -> None:
             st.rerun()
 
 
+def judge_section(engine: Engine, tax: Taxonomy, run: evalruns.RunRow) -> None:
+    """LLM-judge labels of this run and how far each judge agrees with the experts."""
+    st.subheader("LLM judge vs experts")
+    table = judges.agreement(engine, run.id, tax)
+    if table.empty:
+        st.caption(
+            "No judge labels for this run. Import them (JSONL: case, repeat, judge, decision, "
+            "reason_codes, output_acceptable) to see, per field, how far the judge agrees with "
+            "the experts' agreed labels before trusting it with more."
+        )
+    else:
+        st.dataframe(
+            table,
+            hide_index=True,
+            width="stretch",
+            column_config={
+                c: st.column_config.NumberColumn(c, format="%.3f")
+                for c in ("raw", "kappa", "alpha")
+            },
+        )
+    actor = ui.actor()
+    if not actor.can(Permission.run_evaluations):
+        return
+    with st.form(f"runs_judge_{run.id}", clear_on_submit=True):
+        up = st.file_uploader(
+            "Judge labels JSONL", type=["jsonl"], max_upload_size=uploads.widget_limit_mb()
+        )
+        go = st.form_submit_button("Import judge labels")
+    if go:
+        with ui.reported("Nothing was imported. "):
+            if up is None:
+                raise InputError("choose a file")
+            text = uploads.read_text(up.name, up.getvalue())
+            items = list(judges.iter_judge_labels(text.splitlines(), up.name, tax))
+            n = judges.import_judge_labels(engine, actor, run.id, items, up.name)
+            st.session_state["runs_flash"] = f"{n} judge label(s) imported."
+            st.rerun()
+
+
 def one_run(engine: Engine, tax: Taxonomy, by_name: dict[str, evalruns.RunRow]) -> None:
     pick = st.selectbox("Run", list(by_name), key="runs_pick")
     run = by_name[pick]
@@ -163,6 +202,7 @@ def one_run(engine: Engine, tax: Taxonomy, by_name: dict[str, evalruns.RunRow]) 
             c: st.column_config.NumberColumn(c, format="%.3f") for c in ("recall", "low", "high")
         },
     )
+    judge_section(engine, tax, run)
     st.subheader("Expected vs observed decision")
     conf = runmetrics.confusion(df, list(tax.decisions))
     st.altair_chart(confusion_chart(conf), width="stretch")

@@ -400,6 +400,29 @@ class EvalPerturbedOutput(Base):
     infra_error: Mapped[str | None] = mapped_column(Text)
 
 
+class JudgeLabel(Base):
+    """An LLM judge's label of one output of a run: the decision the case called for, its
+    reason codes, and whether the output was acceptable (each optional). Compared with the
+    experts' agreed label of the case."""
+
+    __tablename__ = "judge_labels"
+    __table_args__ = (
+        UniqueConstraint("run_id", "case_id", "repeat", "judge"),
+        Index("ix_judge_labels_run", "run_id", "judge"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("eval_runs.id", ondelete="CASCADE"))
+    case_id: Mapped[int] = mapped_column(ForeignKey("cases.id", ondelete="CASCADE"))
+    repeat: Mapped[int] = mapped_column(Integer)
+    judge: Mapped[str] = mapped_column(String(200))
+    decision: Mapped[str | None] = mapped_column(String(40))
+    reason_codes: Mapped[list[Any]] = mapped_column(default=list)
+    output_acceptable: Mapped[bool | None] = mapped_column(Boolean)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    created_by: Mapped[str] = mapped_column(String(320))
+
+
 # --- production traces -------------------------------------------------------------------
 
 

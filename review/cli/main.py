@@ -145,6 +145,31 @@ def import_run_cmd(file: Path, name: str, system_version: str) -> None:
     click.echo(f"run {name!r} imported (id {run_id}) with {len(items)} output(s)")
 
 
+@main.command("import-judge")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--run", "run_name", required=True, help="The run whose outputs were judged.")
+def import_judge_cmd(file: Path, run_name: str) -> None:
+    """Import LLM-judge labels of a run's outputs (JSONL: case, repeat, judge, decision,
+    reason_codes, output_acceptable) and print the judge's agreement with the experts per
+    field. All or nothing."""
+    import pandas as pd
+
+    from review.evaluation import judges
+
+    engine = open_engine()
+    tax = load_taxonomy()
+    run = next((r for r in evalruns.list_runs(engine) if r.name == run_name), None)
+    if run is None:
+        raise click.BadParameter(f"no run named {run_name!r}", param_hint="--run")
+    with file.open(encoding="utf-8") as fh:
+        items = list(judges.iter_judge_labels(fh, str(file), tax))
+    n = judges.import_judge_labels(engine, cli_actor(), run.id, items, str(file))
+    click.echo(f"{n} judge label(s) stored for run {run_name!r}")
+    table = judges.agreement(engine, run.id, tax)
+    with pd.option_context("display.width", 200, "display.max_colwidth", 60):
+        click.echo(table.to_string(index=False))
+
+
 # Pipelines that moved with the layout of review/ into area packages: the old names still load.
 _MOVED_PIPELINES = {"review.refpipeline": "review.evaluation.refpipeline"}
 

@@ -152,3 +152,24 @@ def test_a_bundled_pipeline_runs_on_the_chosen_subset(
     keys = set(evalruns.outputs_frame(demo_engine, run.id, load_taxonomy())["key"])
     expected = execution.subset_size(demo_engine, execution.CaseSubset(split="test"))
     assert len(keys) == expected == run.cases
+
+
+def test_judge_labels_are_imported_and_compared_on_the_runs_page(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = open_runs(demo_url, monkeypatch)
+    assert any("No judge labels for this run" in readable(c) for c in at.caption)
+    body = (
+        b'{"case": "CASE-001", "judge": "judge-a", "decision": "answer"}\n'
+        b'{"case": "CASE-002", "judge": "judge-a", "decision": "answer"}\n'
+        b'{"case": "CASE-003", "judge": "judge-a", "decision": "abstain",'
+        b' "reason_codes": ["evidence_stale"]}\n'
+    )
+    up = next(u for u in at.file_uploader if u.label == "Judge labels JSONL")
+    up.set_value([("judge.jsonl", body, "application/jsonl")])
+    next(b for b in at.button if b.label == "Import judge labels").click().run()
+    no_exception(at)
+    table = next(d.value for d in at.dataframe if "kappa" in d.value.columns)
+    assert set(table["judge"]) == {"judge-a"}
+    decision = table[table["field"] == "decision the case called for"].iloc[0]
+    assert decision["items"] == 3
