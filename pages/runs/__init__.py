@@ -1,0 +1,1 @@
+"""Parts of the Runs page (pages/runs_page.py): see forms."""

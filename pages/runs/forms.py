@@ -1,0 +1,143 @@
+"""The forms of the Runs page (pages/runs_page.py, the one registered page): importing a
+run's outputs, running a bundled pipeline on the chosen cases, and the LLM-judge labels of a
+run with the judge's agreement with the experts. What is not layout lives in
+review/evaluation (evalruns, execution, judges), where it is unit-tested."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import streamlit as st
+from sqlalchemy import Engine
+
+from pages import ui
+from review.core import uploads
+from review.core.errors import InputError
+from review.core.identity import Actor, Permission
+from review.core.taxonomy import Taxonomy
+from review.evaluation import evalruns, execution, judges, refpipeline
+from review.thresholds.thresholds import configured_pipeline
+
+BUNDLED: dict[str, Callable[[], execution.Pipeline]] = {
+    "Reference pipeline": lambda: refpipeline.reference,
+    "Naive pipeline (worse)": lambda: refpipeline.naive,
+    "Sampled reference (varies between repeats)": lambda: refpipeline.Sampled(),
+}
+
+
+def import_run_form(engine: Engine, actor: Actor, tax: Taxonomy) -> None:
+    with st.form("runs_import", clear_on_submit=True):
+        up = st.file_uploader(
+            "Outputs JSONL (case, decision, score, text, cited_ids, repeat, versions, error)",
+            type=["jsonl"],
+            max_upload_size=uploads.widget_limit_mb(),
+        )
+        c1, c2 = st.columns(2)
+        name = c1.text_input("Run name")
+        version = c2.text_input("System version")
+        go = st.form_submit_button("Import run")
+    if go:
+        with ui.reported("Nothing was imported. "):
+            if up is None:
+                raise InputError("choose a file")
+            text = uploads.read_text(up.name, up.getvalue())
+            items = list(evalruns.iter_outputs(text.splitlines(), up.name, tax))
+            evalruns.import_run(engine, actor, name, version, items, up.name)
+            st.session_state["runs_flash"] = f"Run {name!r} imported."
+            st.rerun()
+
+
+ALL = "(all)"
+SUBSET_LABELS = {
+    "split": "Split",
+    "slice": "Slice",
+    "family": "Question family",
+    "category": "Category",
+    "import_batch": "Import batch",
+    "document": "Cases using document",
+}
+
+
+def execute_form(engine: Engine, actor: Actor, tax: Taxonomy) -> None:
+    choices = execution.subset_choices(engine)
+    with st.form("runs_execute"):
+        c1, c2, c3 = st.columns([2, 2, 1])
+        which = c1.selectbox("Pipeline", list(BUNDLED))
+        run_name = c2.text_input("Run name", key="runs_exec_name")
+        repeats = c3.number_input("Repeats", 1, 10, 1)
+        st.caption("On which cases (every ready case unless narrowed; all choices apply)")
+        cols = st.columns(len(SUBSET_LABELS))
+        picked = {
+            field: col.selectbox(label, [ALL, *choices[field]], key=f"runs_subset_{field}")
+            for col, (field, label) in zip(cols, SUBSET_LABELS.items(), strict=True)
+        }
+        keys = st.text_input(
+            "Or these case keys (separated by spaces or commas)", key="runs_subset_keys"
+        )
+        perturb = st.checkbox(
+            "Also re-run each case perturbed (irrelevant documents reordered, a "
+            "high-overlap distractor added) for the metamorphic checks",
+            value=True,
+        )
+        ex = st.form_submit_button("Run on the chosen cases")
+    if ex:
+        chosen = {f: (None if v == ALL else v) for f, v in picked.items()}
+        subset = execution.CaseSubset(
+            keys=tuple(k for k in keys.replace(",", " ").split() if k) or None, **chosen
+        )
+        with ui.reported():
+            with st.spinner("Running…"):
+                pipeline, used = configured_pipeline(engine, BUNDLED[which]())
+                execution.execute(
+                    engine,
+                    actor,
+                    pipeline,
+                    tax,
+                    name=run_name,
+                    system_version=which,
+                    repeats=int(repeats),
+                    config={"pipeline": which, **used},
+                    perturb=perturb,
+                    subset=subset,
+                )
+            st.session_state["runs_flash"] = f"Run {run_name!r} stored."
+            st.rerun()
+
+
+def judge_section(engine: Engine, tax: Taxonomy, run: evalruns.RunRow) -> None:
+    """LLM-judge labels of this run and how far each judge agrees with the experts."""
+    st.subheader("LLM judge vs experts")
+    table = judges.agreement(engine, run.id, tax)
+    if table.empty:
+        st.caption(
+            "No judge labels for this run. Import them (JSONL: case, repeat, judge, decision, "
+            "reason_codes, output_acceptable) to see, per field, how far the judge agrees with "
+            "the experts' agreed labels before trusting it with more."
+        )
+    else:
+        st.dataframe(
+            table,
+            hide_index=True,
+            width="stretch",
+            column_config={
+                c: st.column_config.NumberColumn(c, format="%.3f")
+                for c in ("raw", "kappa", "alpha")
+            },
+        )
+    actor = ui.actor()
+    if not actor.can(Permission.run_evaluations):
+        return
+    with st.form(f"runs_judge_{run.id}", clear_on_submit=True):
+        up = st.file_uploader(
+            "Judge labels JSONL", type=["jsonl"], max_upload_size=uploads.widget_limit_mb()
+        )
+        go = st.form_submit_button("Import judge labels")
+    if go:
+        with ui.reported("Nothing was imported. "):
+            if up is None:
+                raise InputError("choose a file")
+            text = uploads.read_text(up.name, up.getvalue())
+            items = list(judges.iter_judge_labels(text.splitlines(), up.name, tax))
+            n = judges.import_judge_labels(engine, actor, run.id, items, up.name)
+            st.session_state["runs_flash"] = f"{n} judge label(s) imported."
+            st.rerun()
