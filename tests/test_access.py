@@ -40,7 +40,7 @@ from review.core.identity import Actor, Role
 from review.core.taxonomy import Taxonomy
 from review.corpus import corpus
 from review.corpus.docformat import DocumentIn, parse_markdown
-from review.evaluation import evalruns, execution
+from review.evaluation import evalruns, execution, judges
 from review.labels import labeling
 from review.monthly import reviews
 from review.policy import signoff
@@ -96,6 +96,7 @@ ALLOWED: dict[str, frozenset[Role]] = {
     "corpus.corpus.import_documents": CORPUS_EDITORS,
     "evaluation.execution.execute": EVALUATORS,
     "evaluation.evalruns.import_run": EVALUATORS,
+    "evaluation.judges.import_judge_labels": EVALUATORS,
     "labels.labeling.adjudicate": frozenset({RV}),
     "labels.labeling.next_case": LABELERS,
     "labels.labeling.release": LABELERS,
@@ -143,6 +144,7 @@ NO_ACTOR: dict[str, str] = {
     "cli.main.import_cases_cmd": "command line, acting as the CLI admin",
     "cli.main.add_user_cmd": "command line, acting as the CLI admin",
     "cli.main.import_run_cmd": "command line, acting as the CLI admin",
+    "cli.main.import_judge_cmd": "command line, acting as the CLI admin",
     "cli.main.evaluate_cmd": "command line, acting as the CLI admin",
     "cli.tracecli.import_traces_cmd": "command line, acting as the CLI admin",
     "cli.tracecli.purge_cmd": "command line, acting as the CLI admin",
@@ -390,6 +392,13 @@ CALLS: dict[str, Callable[[Ctx, Actor], object]] = {
         "x",
         [(1, evalruns.OutputIn(case="CASE-001", decision="answer", score=0.5))],
         "access.jsonl",
+    ),
+    "evaluation.judges.import_judge_labels": lambda c, a: judges.import_judge_labels(
+        c.engine,
+        a,
+        evalruns.list_runs(c.engine)[0].id,
+        [(1, judges.JudgeIn(case="CASE-001", judge=f"access {c.n()}", decision="answer"))],
+        "judge.jsonl",
     ),
     "labels.labeling.adjudicate": lambda c, a: labeling.adjudicate(
         c.engine, a, c.ids["present_case"], "answer", [], "access note", c.tax

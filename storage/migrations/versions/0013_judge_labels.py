@@ -25,7 +25,10 @@ def upgrade() -> None:
         "judge_labels",
         sa.Column("id", sa.Integer(), primary_key=True),
         sa.Column(
-            "run_id", sa.Integer(), sa.ForeignKey("eval_runs.id", ondelete="CASCADE"), nullable=False
+            "run_id",
+            sa.Integer(),
+            sa.ForeignKey("eval_runs.id", ondelete="CASCADE"),
+            nullable=False,
         ),
         sa.Column(
             "case_id", sa.Integer(), sa.ForeignKey("cases.id", ondelete="CASCADE"), nullable=False
