@@ -99,8 +99,6 @@ HIGHER_IS_BETTER = {
     "refusals_citing_distractor": False,
     "crag_score": True,
 }
-#: Decisions that answer (the taxonomy's ``answers: true``) in the bundled taxonomy.
-ANSWERING = ("answer", "partial")
 
 
 def _column(df: pd.DataFrame, name: str, default: object) -> pd.Series:
@@ -118,10 +116,12 @@ def contributions(df: pd.DataFrame, *, partial_allowed: bool = False) -> pd.Data
     non_answer = ok & decision.notna() & ~answered
     answer_ok = _column(df, "answer_ok", False).astype(bool) & answered
     gold_answer = ok & (gold == "answer")
-    gold_non_answer = ok & gold.notna() & ~gold.isin(ANSWERING)
+    # ``answerable``: the expected decision answers (the taxonomy's ``answers: true``)
+    expects_answer = df["answerable"].astype(bool)
+    gold_non_answer = ok & gold.notna() & ~expects_answer
     needs_abstention = ok & gold.notna() & (gold != "answer")
     claimed = _column(df, "claim_after_refusal", False).astype(bool) & non_answer
-    beyond = answered & (~gold.isin(ANSWERING) | ((gold == "partial") & (decision == "answer")))
+    beyond = answered & (~expects_answer | ((gold == "partial") & (decision == "answer")))
     # note 000: a refusal that still makes a substantive claim is an unsupported answer
     beyond = beyond | claimed
     reason_ok = (

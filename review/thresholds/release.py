@@ -74,7 +74,7 @@ class GateReport:
         return [r for r in self.rows if not r.passed]
 
 
-#: metric -> (words, source, denominator words)
+#: metric -> (the row in words, the note it comes from)
 _ROWS: dict[str, tuple[str, str]] = {
     "answer_rate_answerable": ("Answer coverage on answerable cases", "note 000"),
     "false_refusal_rate": ("False-refusal rate", "note 000"),
@@ -189,17 +189,15 @@ def _drift(
     shared = sorted(set(part["key"]) & set(baseline["key"]))
     bound = policy.release.max_boundary_drift
     rule = f"boundary_drift <= {bound:g}"
-    if not shared:
+
+    def row(value: float, k: int, n: int, passed: bool, why: str) -> GateRow:
         return GateRow(
-            "Drift against the baseline run",
-            "note 002",
-            "overall",
-            rule,
-            math.nan,
-            0,
-            0,
-            False,
-            "undefined: the baseline run has none of this run's cases",
+            "Drift against the baseline run", "note 002", "overall", rule, value, k, n, passed, why
+        )
+
+    if not shared:
+        return row(
+            math.nan, 0, 0, False, "undefined: the baseline run has none of this run's cases"
         )
     a = gate_counts(baseline[baseline["key"].isin(shared)], partial)
     b = gate_counts(part[part["key"].isin(shared)], partial)
@@ -209,16 +207,8 @@ def _drift(
         if na and nb:
             moves.append((abs(kb / nb - ka / na), m))
     if not moves:
-        return GateRow(
-            "Drift against the baseline run",
-            "note 002",
-            "overall",
-            rule,
-            math.nan,
-            0,
-            len(shared),
-            False,
-            "undefined: neither boundary has cases in both runs",
+        return row(
+            math.nan, 0, len(shared), False, "undefined: neither boundary has cases in both runs"
         )
     move, metric = max(moves)
     first = part.sort_values("repeat").drop_duplicates("key").set_index("key")["decision"]
@@ -228,17 +218,7 @@ def _drift(
     )
     ok = move <= bound + TOLERANCE
     why = "" if ok else f"{metric} moved by {move:.3f} ({flipped} decision(s) changed)"
-    return GateRow(
-        "Drift against the baseline run",
-        "note 002",
-        "overall",
-        rule,
-        move,
-        flipped,
-        len(shared),
-        ok,
-        why,
-    )
+    return row(move, flipped, len(shared), ok, why)
 
 
 def release_gate(
