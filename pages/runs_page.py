@@ -18,7 +18,7 @@ PERTURBED_COLUMNS = [
 ]  # fmt: skip
 OUTPUT_COLUMNS = [
     "key", "repeat", "gold", "decision", "score", "reason_code", "cited_doc_ids", "infra_error",
-    "text",
+    "answer_ok", "contradicts_claim", "text",
 ]  # fmt: skip
 
 

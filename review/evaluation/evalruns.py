@@ -43,12 +43,14 @@ from review.core.errors import InputError
 from review.core.identity import Actor, Permission, require
 from review.core.records import json_lines, read_record
 from review.core.taxonomy import MessageKey, Taxonomy
+from review.evaluation.claimcheck import contradicts
 from review.policy.policy import OPTIONAL_SIGNALS
 from review.wording.lint import lint
 from storage import changes
 from storage.db import read_session, run_write
 from storage.models import (
     Case,
+    CaseClaim,
     CaseDocument,
     CaseFamily,
     CaseSlice,
@@ -382,6 +384,7 @@ FRAME_COLUMNS = [
     "signals",
     "claim_after_refusal",
     "refusal_cites_distractor",
+    "contradicts_claim",
     "retrieval_depth",
     "freshness",
 ]
@@ -441,7 +444,9 @@ def outputs_frame(engine: Engine, run_id: int, tax: Taxonomy) -> pd.DataFrame:
     ``answer_ok`` an answer that is acceptable (note 000, CRAG +1): the case calls for this
     answer (a full answer on a partial case is not), it has text, and it cites one of the
     case's decisive documents when the case names any. An answer with no text is an
-    infrastructure failure (``infra``)."""
+    infrastructure failure (``infra``); ``contradicts_claim`` marks an answer that states a
+    figure a required claim contradicts (review.evaluation.claimcheck), which is not
+    acceptable."""
     gold = gold_subquery()
     with read_session(engine) as s:
         rows = s.execute(
@@ -585,8 +590,25 @@ def _frame(s: Session, rows: list[dict[str, Any]], tax: Taxonomy) -> pd.DataFram
         cid not in decisive or any(c in decisive[cid] for c in cited)
         for cid, cited in zip(df["case_id"], df["cited_doc_ids"], strict=True)
     ]
+    # an answer stating a figure a required claim contradicts (the annual policy's "30 days"
+    # where the claim says "14 days") is not acceptable, whatever it cites
+    claims: dict[int, list[str]] = {}
+    for cid, text in s.execute(
+        select(CaseClaim.case_id, CaseClaim.text)
+        .where(CaseClaim.case_id.in_(ids))
+        .order_by(CaseClaim.case_id, CaseClaim.position)
+    ):
+        claims.setdefault(cid, []).append(text)
+    df["contradicts_claim"] = [
+        bool(a) and contradicts(str(t or ""), claims.get(cid, []))
+        for a, cid, t in zip(df["answered"], df["case_id"], df["text"], strict=True)
+    ]
     df["answer_ok"] = (
-        df["answered"] & df["answerable"] & fits & np.array(cites_decisive, dtype=bool)
+        df["answered"]
+        & df["answerable"]
+        & fits
+        & np.array(cites_decisive, dtype=bool)
+        & ~df["contradicts_claim"].astype(bool)
     )
     # note 000: a refusal that still makes a substantive claim ("I cannot confirm this, but
     # ... 60 days") is an unsupported answer: the wording rule that finds them decides

@@ -30,6 +30,11 @@ table); a broader variant has its own name. As k / n, with "gold" the agreed exp
 - refusals citing a distractor (note 000: a refusal never cites a near-neighbour source as
   support): non-answer outputs citing a document the case marks as a distractor / all
   non-answer outputs (it should be 0);
+- answers contradicting a required claim: answers stating a figure (days, hours, percent,
+  an amount, ...) that no required claim of the case states, where a claim states another
+  value with that unit (review.evaluation.claimcheck; a lower bound on contradictions, as
+  only stated quantities are compared) / all answers. Such an answer is not acceptable
+  (``answer_ok`` is false), so it also lowers the supported-answer rate and scores -1;
 - CRAG score: mean of +1 (acceptable answer, ``answer_ok``), 0 (no answer), -1 (any other
   answer, and a refusal that makes a substantive claim).
 
@@ -58,6 +63,7 @@ RATE_METRICS = (
     "citation_validity",
     "wording_key_match",
     "refusals_citing_distractor",
+    "answers_contradicting_claim",
 )
 LABELS = {
     "abstention_recall": "Abstention recall",
@@ -70,6 +76,7 @@ LABELS = {
     "citation_validity": "Citation validity",
     "wording_key_match": "Wording-key match",
     "refusals_citing_distractor": "Refusals citing a distractor",
+    "answers_contradicting_claim": "Answers contradicting a required claim",
     "crag_score": "CRAG score",
 }
 #: What the denominator of each figure counts, and why it can be empty.
@@ -84,6 +91,7 @@ DENOMINATORS = {
     "citation_validity": "answers",
     "wording_key_match": "expected non-answers of cases naming a wording key",
     "refusals_citing_distractor": "non-answer outputs",
+    "answers_contradicting_claim": "answers",
     "crag_score": "cases",
 }
 HIGHER_IS_BETTER = {
@@ -97,6 +105,7 @@ HIGHER_IS_BETTER = {
     "citation_validity": True,
     "wording_key_match": True,
     "refusals_citing_distractor": False,
+    "answers_contradicting_claim": False,
     "crag_score": True,
 }
 
@@ -164,6 +173,10 @@ def contributions(df: pd.DataFrame, *, partial_allowed: bool = False) -> pd.Data
         df, "refusal_cites_distractor", False
     ).astype(bool)
     out["refusals_citing_distractor_n"] = non_answer
+    out["answers_contradicting_claim_k"] = answered & _column(
+        df, "contradicts_claim", False
+    ).astype(bool)
+    out["answers_contradicting_claim_n"] = answered
     out["crag"] = np.where(answered, np.where(answer_ok, 1.0, -1.0), np.where(claimed, -1.0, 0.0))
     out["crag_n"] = ok
     return out
