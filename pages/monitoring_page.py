@@ -32,7 +32,10 @@ DEFAULT_SIGNALS = [
 ]
 PERCENT_COLUMNS = {
     label: st.column_config.NumberColumn(label, format="%.1f%%")
-    for label in monitoring.SIGNALS.values()
+    for label in (
+        *monitoring.SIGNALS.values(),
+        *(v[0] for v in monitoring.INTERACTION_SIGNALS.values()),
+    )
 }
 
 
@@ -112,6 +115,19 @@ def weekly_signals(result: monitoring.MonitorResult) -> None:
     if chosen:
         st.altair_chart(
             monitoring.signals_chart(result.weeks, result.alerts, chosen), width="stretch"
+        )
+    logged = monitoring.logged_interactions(result.weeks)
+    if logged:
+        st.caption(
+            "User interaction after the response (note 000), each a share of the traces that "
+            "log it: a rise in reformulation or a fall in citation interaction is a reason to "
+            "segment and look at the traces."
+        )
+        st.altair_chart(monitoring.interaction_chart(result.weeks, logged), width="stretch")
+    else:
+        st.caption(
+            "No trace of these weeks logs user reformulation or citation interaction (the "
+            "trace fields `reformulated` and `citation_opened`), so they are not shown."
         )
     st.caption("Counts per week: negative feedback, ungrounded traces, decisions without a reason")
     st.altair_chart(monitoring.counts_chart(result.weeks), width="stretch")

@@ -487,6 +487,24 @@ class _Builder:
         )
 
 
+#: The week the demo assistant's client starts logging what users do after a response (note
+#: 000's reformulation and citation-interaction signals); earlier traces do not log it.
+INTERACTION_WEEK = 4
+#: Chance that the user reformulates right after a response, by decision.
+REFORMULATION_SHARE = {"answer": 0.06, "partial": 0.15, "abstain": 0.3, "clarify": 0.2}
+#: Chance that the user opens a cited source, for a response that cites one.
+CITATION_OPEN_SHARE = 0.35
+
+
+def _interaction(t: Trace, rng: random.Random) -> Trace:
+    """What the user did after the response: reformulated (always logged) and opened a cited
+    source (logged only when something was cited)."""
+    share = REFORMULATION_SHARE.get(t.decision or "", 0.1)
+    reformulated = rng.random() < share
+    opened = (rng.random() < CITATION_OPEN_SHARE) if t.citations else None
+    return dataclasses.replace(t, reformulated=reformulated, citation_opened=opened)
+
+
 def demo_traces(
     n: int = DEMO_TRACES, seed: int = DEMO_SEED, today: dt.date | None = None
 ) -> Iterator[Trace]:
@@ -499,6 +517,8 @@ def demo_traces(
     i = 0
     missing_left = 4
     carry: dict[str, float] = {}
+    # a stream of its own, so the traces themselves stay as they were without it
+    interaction = random.Random(seed + 1_000_003)
     for w, (start, size) in enumerate(zip(starts, sizes, strict=True), start=1):
         drifted = w >= DRIFT_WEEK
         versions = {
@@ -531,10 +551,11 @@ def demo_traces(
             if w == MISSING_REASON_WEEK and kind == "abstain_related" and missing_left > 0:
                 missing_left -= 1  # the logging bug of week 11: refusals without a reason
                 t = dataclasses.replace(t, reason_code=None)
-            yield t
+            yield _interaction(t, interaction) if w >= INTERACTION_WEEK else t
         for _ in range(cleared):
             i += 1
-            yield b.cleared(i, week, versions, w)
+            t = b.cleared(i, week, versions, w)
+            yield _interaction(t, interaction) if w >= INTERACTION_WEEK else t
 
 
 def build_demo_traces(engine: Engine, tax: Taxonomy, n: int | None = None) -> int:

@@ -421,6 +421,8 @@ class TraceView:
     import_source: str | None
     imported_at: dt.datetime
     topics: tuple[str, ...] | None = None  # the question's topic keys (None: not classified)
+    reformulated: bool | None = None  # the user asked again in other words (None: not logged)
+    citation_opened: bool | None = None  # the user opened a cited source (None: not logged)
 
     @property
     def caveat(self) -> bool:
@@ -514,6 +516,8 @@ def get_trace(
         answer_text=row.answer_text,
         citations=tuple(citations),
         feedback=row.feedback,
+        reformulated=row.reformulated,
+        citation_opened=row.citation_opened,
         versions=dict(row.versions or {}),
         attributes=dict(row.attributes or {}),
         restricted=row.restricted,

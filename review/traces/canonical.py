@@ -69,6 +69,8 @@ def _scalar_fields(vocab: TraceVocabulary) -> dict[str, _Conv]:
         "answer_text": _text,
         "citations": _citations,
         "feedback": lambda v, f: None if _absent(v) else _ident(v, f),
+        "reformulated": _opt_bool,
+        "citation_opened": _opt_bool,
     }
 
 
@@ -148,6 +150,8 @@ def trace_to_dict(trace: Trace) -> dict[str, Any]:
         "answer_text": trace.answer_text,
         "citations": [{"claim": c.claim, "chunk_ids": list(c.chunk_ids)} for c in trace.citations],
         "feedback": trace.feedback,
+        "reformulated": trace.reformulated,
+        "citation_opened": trace.citation_opened,
         "versions": dict(trace.versions),
         "attributes": dict(trace.attributes),
     }

@@ -140,6 +140,8 @@ def signals_frame(view: TraceView) -> pd.DataFrame:
                 None if view.topics is None else ", ".join(view.topics) or "none",
             ),
             ("feedback", view.feedback),
+            ("user reformulated right after", yes_no(view.reformulated)),
+            ("user opened a cited source", yes_no(view.citation_opened)),
             ("user role", view.user_role),
             ("identity scopes", ", ".join(view.identity_scopes) or None),
         ]

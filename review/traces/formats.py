@@ -31,7 +31,7 @@ A full line (wrapped here; in the file it is one line)::
      "answer_text": "Yes, if you ask within 14 days of the charge date.",
      "citations": [{"claim": "Monthly charges can be refunded within 14 days of the charge.",
                     "chunk_ids": ["POL-REFUND-MONTHLY@2#2.1"]}],
-     "feedback": "positive",
+     "feedback": "positive", "reformulated": false, "citation_opened": true,
      "versions": {"model": "gpt-4.1-mini-2025-04-14", "embedding": "text-embedding-3-large",
                   "reranker": "none", "prompt": "support-answer@12", "index": "kb-2025-06-01",
                   "policy": "no-answer-policy@7"},
@@ -47,7 +47,11 @@ or text with keys separated by commas); ``[]`` means classified with no topic, a
 null ``topics`` means not classified: the gate's restricted-topic check then fails closed.
 ``feedback`` is free text; the conventional values are ``positive``,
 ``negative``, ``expected_answer`` ("I expected an answer") and ``answer_wrong`` ("this answer is
-wrong"). ``versions`` conventionally holds model, embedding, reranker, prompt, index and policy
+wrong"). ``reformulated`` (the user asked again in other words right after this response) and
+``citation_opened`` (the user opened a source this response cited) are what the user did next,
+note 000's reformulation and citation-interaction signals: true, false, or null when the client
+does not log it (``citation_opened`` is null for a response that cited nothing).
+``versions`` conventionally holds model, embedding, reranker, prompt, index and policy
 (values are text); ``attributes`` holds flat facts used to slice and stratify (language,
 document_type, customer_tier, ...; values are text, numbers or booleans). Numbers may be written
 as strings ("0.83"). Unknown top-level fields are refused, so a misspelt field is not lost
@@ -66,7 +70,8 @@ apply to every span of the resource. Fields are taken, in order of precedence, f
   ``rag.ambiguous``, ``rag.ungrounded``, ``rag.topics`` (array or comma-separated text),
   ``rag.decision``, ``rag.reason_code``,
   ``rag.answer_text``, ``rag.citations`` (JSON ``[{"claim", "chunk_ids"}]``),
-  ``rag.filtered_chunk_ids`` (array or JSON text), ``rag.feedback``, ``rag.version.<name>``
+  ``rag.filtered_chunk_ids`` (array or JSON text), ``rag.feedback``, ``rag.reformulated``,
+  ``rag.citation_opened``, ``rag.version.<name>``
   (into ``versions``) and ``rag.attr.<name>`` (into ``attributes``). An unknown ``rag.`` key is
   refused (a typo would otherwise lose a field), and two spans giving different values for the
   same key are refused;

@@ -349,6 +349,8 @@ def _trace_row(t: Trace, restricted: bool, redactions: dict[str, int]) -> dict[s
         "answer_text": t.answer_text,
         "citations": [{"claim": c.claim, "chunk_ids": list(c.chunk_ids)} for c in t.citations],
         "feedback": t.feedback,
+        "reformulated": t.reformulated,
+        "citation_opened": t.citation_opened,
         "versions": dict(t.versions),
         "attributes": dict(t.attributes),
         "policy_version": t.versions.get("policy"),

@@ -103,6 +103,10 @@ class Trace:
     answer_text: str = ""
     citations: tuple[Citation, ...] = ()
     feedback: str | None = None
+    #: the user asked again in other words right after this response (None: not logged)
+    reformulated: bool | None = None
+    #: the user opened a source cited by this response (None: not logged, or nothing cited)
+    citation_opened: bool | None = None
     versions: dict[str, str] = field(default_factory=dict)
     attributes: dict[str, AttrValue] = field(default_factory=dict)
 

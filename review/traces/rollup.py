@@ -71,6 +71,10 @@ FLAGS: Final[tuple[str, ...]] = (
     "ungrounded",
     "negative_feedback",
     "missing_reason",
+    "reformulation_logged",
+    "reformulated",
+    "citation_logged",
+    "citation_opened",
 )
 _COUNTS: Final = ("traces", *FLAGS)
 _VALUE_LEN: Final = 200
@@ -84,6 +88,8 @@ _SOURCE = (
     TraceRow.hits_after_filter,
     TraceRow.ungrounded,
     TraceRow.feedback,
+    TraceRow.reformulated,
+    TraceRow.citation_opened,
     TraceRow.versions,
     TraceRow.policy_version,
     TraceRow.model_version,
@@ -113,6 +119,10 @@ def _flags(row: Mapping[str, Any]) -> tuple[int, ...]:
         int(row.get("ungrounded") is True),
         int(row.get("feedback") in NEGATIVE_FEEDBACK),
         int(decision is None or (decision != "answer" and reason is None)),
+        int(row.get("reformulated") is not None),
+        int(row.get("reformulated") is True),
+        int(row.get("citation_opened") is not None),
+        int(row.get("citation_opened") is True),
     )
 
 

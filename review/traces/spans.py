@@ -162,6 +162,8 @@ def _assemble(trace_id: str, nodes: list[_Node]) -> Trace:
         answer_text=answer,
         citations=pick("citations") or (),
         feedback=pick("feedback"),
+        reformulated=pick("reformulated"),
+        citation_opened=pick("citation_opened"),
         versions=versions,
         attributes=attributes,
     )

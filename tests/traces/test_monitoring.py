@@ -125,7 +125,14 @@ def test_weekly_signals_hand_counted(counted: Engine, tax: Taxonomy) -> None:
         "ungrounded": 1,
         "negative_feedback": 2,  # answer_wrong, expected_answer (positive is not)
         "missing_reason": 2,  # an abstain without a reason, a trace without a decision
+        # no trace of the fixture logs what the user did next
+        "reformulation_logged": 0,
+        "reformulated": 0,
+        "citation_logged": 0,
+        "citation_opened": 0,
     }
+    assert monitoring.logged_interactions(f) == []
+    assert math.isnan(first["reformulation_rate"])
     assert (first["no_answer_rate"], first["caveat_rate"], first["missing_reason_rate"]) == (
         0.4,
         0.1,
@@ -144,6 +151,55 @@ def test_weekly_signals_hand_counted(counted: Engine, tax: Taxonomy) -> None:
     )
     assert list(seg["traces"]) == [3, 0, 2]
     assert list(seg["negative_feedback"]) == [1, 0, 0]
+
+
+def test_interaction_signals_are_shares_of_the_traces_that_log_them(
+    engine: Engine, tax: Taxonomy
+) -> None:
+    """Note 000's user reformulation and citation interaction: each over the traces that log
+    it (not over all traces), counted in the rollup, and rebuilt the same from the traces."""
+    from review.traces import rollup, weekly
+
+    t = "2025-06-0{}T10:00:00Z".format
+    import_traces(
+        engine,
+        [
+            make_trace("r1", t(2), reformulated=True, citation_opened=False),
+            make_trace("r2", t(3), reformulated=False, citation_opened=True),
+            make_trace("r3", t(3), reformulated=False),  # cited nothing: not logged
+            make_trace("r4", t(4), decision="abstain", reason="no_answer_bearing_evidence",
+                       reformulated=True),
+            make_trace("r5", t(5)),  # logs neither
+            make_trace("r6", "2025-06-10T10:00:00Z"),  # a week that logs neither
+        ],
+    )  # fmt: skip
+
+    def check() -> None:
+        f = monitoring.weekly_signals(engine, tax, W1, W1 + 2 * WEEK)
+        first, second = f.iloc[0], f.iloc[1]
+        counts = {c: int(first[c]) for c in monitoring.INTERACTION_COUNTS}
+        assert counts == {
+            "reformulation_logged": 4,
+            "reformulated": 2,
+            "citation_logged": 2,
+            "citation_opened": 1,
+        }
+        assert first["reformulation_rate"] == 0.5  # 2 of the 4 logging it, not 2 of 5
+        assert first["citation_interaction_rate"] == 0.5
+        assert math.isnan(second["reformulation_rate"])  # undefined, never 0
+        assert monitoring.logged_interactions(f) == [
+            "reformulation_rate",
+            "citation_interaction_rate",
+        ]
+        table = weekly.weekly_table(f)
+        assert table["User reformulation rate (of traces logging it)"].iloc[0] == 50.0
+        spec = monitoring.interaction_chart(f, monitoring.logged_interactions(f)).to_dict()
+        values = next(iter(spec["datasets"].values()))
+        assert len(values) == 2  # the week without logging has no point
+
+    check()
+    rollup.rebuild(engine)
+    check()
 
 
 def test_segments_and_latest_week(counted: Engine, tax: Taxonomy) -> None:

@@ -436,6 +436,23 @@ def test_otlp_rag_topics() -> None:
         otlp(export(root(TA, metadata=json.dumps({"topics": {"a": 1}}))))
 
 
+def test_interaction_after_the_response_in_every_format() -> None:
+    """Note 000's reformulation and citation-interaction signals: true, false or not logged."""
+    (item,) = iter_canonical_jsonl(
+        lines(good_record(reformulated=True, citation_opened="false")), "f"
+    )
+    assert isinstance(item, ParsedTrace)
+    assert (item.trace.reformulated, item.trace.citation_opened) == (True, False)
+    (item,) = iter_canonical_jsonl(lines(good_record()), "f")
+    assert isinstance(item, ParsedTrace)
+    assert (item.trace.reformulated, item.trace.citation_opened) == (None, None)
+    with pytest.raises(InputError, match="field reformulated: expected"):
+        list(iter_canonical_jsonl(lines(good_record(reformulated="maybe")), "f"))
+    (item,) = otlp(export(root(TA, rag__reformulated=True, rag__citation_opened=False)))
+    assert isinstance(item, ParsedTrace)
+    assert (item.trace.reformulated, item.trace.citation_opened) == (True, False)
+
+
 def test_canonical_skip_bad_yields_rejected_with_line_numbers_and_continues() -> None:
     truncated = json.dumps(good_record(trace_id="t-5"))[:40]
     text = "\n".join(
@@ -543,6 +560,8 @@ def trace_strategy(draw: st.DrawFn) -> Trace:
             for _ in range(draw(st.integers(0, 2)))
         ),
         feedback=draw(st.none() | st.sampled_from(["positive", "answer_wrong", "expected_answer"])),
+        reformulated=draw(st.none() | st.booleans()),
+        citation_opened=draw(st.none() | st.booleans()),
         versions=draw(st.dictionaries(ident, ident, max_size=3)),
         attributes=draw(
             st.dictionaries(
