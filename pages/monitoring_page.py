@@ -18,7 +18,7 @@ from pages import ui
 from review.charts.violations import violations_chart
 from review.core.errors import WorkbenchError
 from review.core.identity import Actor
-from review.traces import browse, monitoring, weekly
+from review.traces import browse, interaction, monitoring, weekly
 from review.wording import production
 
 P = "monitoring_"
@@ -34,7 +34,7 @@ PERCENT_COLUMNS = {
     label: st.column_config.NumberColumn(label, format="%.1f%%")
     for label in (
         *monitoring.SIGNALS.values(),
-        *(v[0] for v in monitoring.INTERACTION_SIGNALS.values()),
+        *(v[0] for v in interaction.INTERACTION_SIGNALS.values()),
     )
 }
 
@@ -116,14 +116,14 @@ def weekly_signals(result: monitoring.MonitorResult) -> None:
         st.altair_chart(
             monitoring.signals_chart(result.weeks, result.alerts, chosen), width="stretch"
         )
-    logged = monitoring.logged_interactions(result.weeks)
+    logged = interaction.logged_interactions(result.weeks)
     if logged:
         st.caption(
             "User interaction after the response (note 000), each a share of the traces that "
             "log it: a rise in reformulation or a fall in citation interaction is a reason to "
             "segment and look at the traces."
         )
-        st.altair_chart(monitoring.interaction_chart(result.weeks, logged), width="stretch")
+        st.altair_chart(interaction.interaction_chart(result.weeks, logged), width="stretch")
     else:
         st.caption(
             "No trace of these weeks logs user reformulation or citation interaction (the "

@@ -16,6 +16,10 @@ from review.thresholds.thresholds import in_force
 PERTURBED_COLUMNS = [
     "key", "repeat", "kind", "base_decision", "decision", "passed", "why", "cited_doc_ids", "text",
 ]  # fmt: skip
+GROUPS = [
+    "split", "category", "slices", "family", "evidence_state", "language", "retrieval_depth",
+    "freshness",
+]  # fmt: skip
 OUTPUT_COLUMNS = [
     "key", "repeat", "gold", "decision", "score", "reason_code", "cited_doc_ids", "infra_error",
     "answer_ok", "contradicts_claim", "text",
@@ -58,12 +62,12 @@ def one_run(engine: Engine, tax: Taxonomy, by_name: dict[str, evalruns.RunRow]) 
     st.subheader("By group")
     group = st.segmented_control(
         "Group by",
-        ["split", "category", "slices", "family", "evidence_state", "retrieval_depth", "freshness"],
+        GROUPS,
         default="split",
         key="runs_group",
         help="family: the counterfactual question family; evidence_state: its variant; "
-        "retrieval_depth: how many documents the case's identity sees; freshness: the age of "
-        "its newest decisive document.",
+        "language: the question's language as the case states it; retrieval_depth: how many "
+        "documents the case's identity sees; freshness: the age of its newest decisive document.",
     )
     table = runmetrics.by_group(df, group or "split", partial_allowed=partial)
     st.dataframe(table, hide_index=True, width="stretch")

@@ -144,6 +144,8 @@ class Case(Base):
         ForeignKey("case_families.id", ondelete="SET NULL"), index=True
     )
     evidence_state: Mapped[str | None] = mapped_column(String(40))
+    #: the question's language as a BCP 47 tag (en, de, pt-BR); None: not stated
+    language: Mapped[str | None] = mapped_column(String(35))
     #: the import a case came in with (file and time, or the label given); None: made here
     import_batch: Mapped[str | None] = mapped_column(String(200), index=True)
     notes: Mapped[str] = mapped_column(Text, default="")

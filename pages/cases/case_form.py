@@ -94,8 +94,14 @@ def case_form(
             format_func=lambda k: tax.slices[k].label,
             help=display.terms_help(tax.slices),
         )
-        c1, c2, c3 = st.columns(3)
+        c1, c2, c3, c4 = st.columns(4)
         family = c1.text_input("Family key (optional)", s.family)
+        language = c4.text_input(
+            "Question language (optional)",
+            s.language,
+            max_chars=35,
+            help="A language tag such as en, de or pt-BR: run metrics are shown by language.",
+        )
         states = ["", *tax.evidence_states]
         evidence_state = c2.selectbox(
             "Evidence state",
@@ -127,6 +133,7 @@ def case_form(
             evidence_state=evidence_state,
             status=status,
             notes=notes,
+            language=language,
         )
         return case_form_data.validate_form(values, tax)
     except WorkbenchError as exc:

@@ -39,6 +39,8 @@ from storage.models import (
 )
 
 KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,119}$")
+#: A BCP 47 language tag, simplified: a 2-3 letter language, then up to three subtags
+LANGUAGE_RE = re.compile(r"^[A-Za-z]{2,3}(?:-[A-Za-z0-9]{1,8}){0,3}$")
 
 
 class _Strict(BaseModel):
@@ -81,6 +83,8 @@ class CaseIn(_Strict):
     split: str
     family: str | None = None
     evidence_state: str | None = None
+    #: the question's language, a BCP 47 tag (en, de, pt-BR); None: not stated
+    language: str | None = Field(default=None, max_length=35)
     status: str = CaseStatus.ready
     notes: str = ""
     #: the agreed label at export time (latest adjudication, else unanimous annotators), for
@@ -97,6 +101,17 @@ class CaseIn(_Strict):
         if not KEY_RE.match(v):
             raise ValueError("must be letters, digits, '.', '_' or '-' (at most 120 characters)")
         return v
+
+    @field_validator("language")
+    @classmethod
+    def _language(cls, v: str | None) -> str | None:
+        if v is None or not v.strip():
+            return None
+        tag = v.strip()
+        if not LANGUAGE_RE.match(tag):
+            raise ValueError("must be a language tag such as en, de or pt-BR (BCP 47)")
+        head, *rest = tag.split("-")
+        return "-".join([head.lower(), *rest])
 
     @field_validator("required_claims")
     @classmethod
@@ -289,6 +304,7 @@ def _apply(s: Session, row: Case, c: CaseIn, actor: Actor, where: str) -> None:
     row.status = c.status
     row.family = _family(s, c.family, actor, c.question)
     row.evidence_state = c.evidence_state
+    row.language = c.language
     row.notes = c.notes
     row.claims = [CaseClaim(position=i, text=t) for i, t in enumerate(c.required_claims)]
     row.documents = [
@@ -322,6 +338,7 @@ def to_record(row: Case) -> dict[str, Any]:
         "split": row.split,
         "family": row.family.key if row.family else None,
         "evidence_state": row.evidence_state,
+        "language": row.language,
         "status": row.status,
         "notes": row.notes,
     }

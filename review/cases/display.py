@@ -185,6 +185,7 @@ def details_table(view: CaseView) -> pd.DataFrame:
             ("status", view.status),
             ("family", view.family or "—"),
             ("evidence state", view.evidence_state or "—"),
+            ("question language", view.record.get("language") or "not stated"),
             ("version", str(view.version)),
             ("last change", f"{view.updated_at:%Y-%m-%d %H:%M} by {view.updated_by or '—'}"),
         ],

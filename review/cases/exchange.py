@@ -62,6 +62,7 @@ RAGAS_SIDE_FIELDS = (
     "split",
     "family",
     "evidence_state",
+    "language",
     "forbidden_context_ids",
 )
 DEEPEVAL_FIELDS = ("input", "expected_output", "context", "additional_metadata")
@@ -192,6 +193,7 @@ def ragas_sample(
         "split": record["split"],
         "family": record.get("family"),
         "evidence_state": record.get("evidence_state"),
+        "language": record.get("language"),
         "forbidden_context_ids": forbidden,
         **_labels(record),
     }
@@ -221,6 +223,7 @@ def deepeval_golden(
             "split": record["split"],
             "family": record.get("family"),
             "evidence_state": record.get("evidence_state"),
+            "language": record.get("language"),
             "identity": dict(record.get("identity") or {}),
             "context_ids": ids,
             "forbidden_context_ids": forbidden,

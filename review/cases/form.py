@@ -54,6 +54,7 @@ class FormStart:
     evidence_state: str  # "" for none
     status: str
     notes: str
+    language: str = ""  # "" for not stated
 
 
 def _strings(value: object) -> list[str]:
@@ -90,6 +91,7 @@ def form_start(record: Mapping[str, object]) -> FormStart:
         evidence_state=str(record.get("evidence_state") or ""),
         status=str(record.get("status", CaseStatus.draft)),
         notes=str(record.get("notes", "")),
+        language=str(record.get("language") or ""),
     )
 
 
@@ -178,6 +180,7 @@ class FormValues:
     evidence_state: str = ""
     status: str = CaseStatus.draft
     notes: str = ""
+    language: str = ""  # "": not stated
 
 
 def form_record(v: FormValues) -> dict[str, object]:
@@ -196,6 +199,7 @@ def form_record(v: FormValues) -> dict[str, object]:
         "split": v.split,
         "family": v.family or None,
         "evidence_state": v.evidence_state or None,
+        "language": v.language.strip() or None,
         "status": v.status,
         "notes": v.notes,
     }

@@ -350,6 +350,7 @@ def _case_columns(gold: Any) -> tuple[Any, ...]:
         Case.family_id,
         CaseFamily.key.label("family"),
         Case.evidence_state,
+        Case.language,
         func.coalesce(gold.c.gold_decision, Case.expected_decision).label("gold"),
         Case.reason_codes.label("case_reasons"),
         Case.expected_decision,
@@ -377,6 +378,7 @@ FRAME_COLUMNS = [
     "repeat",
     "family",
     "evidence_state",
+    "language",
     "leaked",
     "cites_superseded",
     "expected_message",
@@ -628,6 +630,8 @@ def _frame(s: Session, rows: list[dict[str, Any]], tax: Taxonomy) -> pd.DataFram
     df["retrieval_depth"] = [_depth_bucket(depth.get(cid, 0)) for cid in df["case_id"]]
     today = dt.date.today()
     df["freshness"] = [_freshness_bucket(today, decisive_dates.get(cid)) for cid in df["case_id"]]
+    # note 000's slice by language: the question's language as the case states it
+    df["language"] = df["language"].where(df["language"].notna(), "language not stated")
 
     def leaked(cid: int, cited: list[str] | None, text: str | None) -> bool:
         if cid not in forbidden:

@@ -12,10 +12,7 @@ Signals (per week, Monday to Sunday UTC, for the charts; every rate is a share o
   alert counts it on refusals only (note 004: "negative feedback on refusals");
 * **decisions with no logged reason**: no decision, or a decision other than answer without a
   reason code (a count; it should be zero);
-* note 000's interaction signals, each a share of the traces that log it (never of all
-  traces), and shown only when some trace does: **user reformulation** (``reformulated``:
-  the user asked again in other words right after the response) and **citation interaction**
-  (``citation_opened``: the user opened a cited source).
+* note 000's user reformulation and citation interaction (review.traces.interaction).
 
 Everything is read from the daily rollup (``trace_rollup``, kept in step with the traces by
 the import and the purge, see review.traces.rollup): a few hundred rows per year and segment,
@@ -57,6 +54,7 @@ from review.core.errors import InputError
 from review.core.taxonomy import Taxonomy, policies_dir
 from review.core.yamlstrict import load_model, load_yaml_text, validate
 from review.traces import rollup
+from review.traces.interaction import INTERACTION_COUNTS, add_interaction_rates
 from storage.db import read_session
 from storage.models import Trace as TraceRow
 from storage.models import TraceRollup
@@ -65,8 +63,6 @@ __all__ = [
     "COUNT_COLUMNS",
     "COUNT_LABELS",
     "DIMENSIONS",
-    "INTERACTION_COUNTS",
-    "INTERACTION_SIGNALS",
     "RATE_COLUMNS",
     "SIGNALS",
     "Alert",
@@ -77,10 +73,8 @@ __all__ = [
     "daily_signals",
     "evaluate_alerts",
     "evaluate_window_alerts",
-    "interaction_chart",
     "latest_week",
     "load_monitoring_policy",
-    "logged_interactions",
     "monitor",
     "parse_monitoring_policy",
     "segment_chart",
@@ -201,27 +195,6 @@ RATE_COLUMNS: Final[dict[str, str]] = {
     "missing_reason": "missing_reason_rate",
 }
 
-#: Note 000's interaction signals, each a share of the traces that log it (not of all
-#: traces): rate column -> (label, count column, denominator column). Shown only for the
-#: weeks and segments whose traces carry the field (``reformulated``, ``citation_opened``).
-INTERACTION_SIGNALS: Final[dict[str, tuple[str, str, str]]] = {
-    "reformulation_rate": (
-        "User reformulation rate (of traces logging it)",
-        "reformulated",
-        "reformulation_logged",
-    ),
-    "citation_interaction_rate": (
-        "Citation interaction rate (of traces logging it)",
-        "citation_opened",
-        "citation_logged",
-    ),
-}
-INTERACTION_COUNTS: Final[tuple[str, ...]] = (
-    "reformulation_logged",
-    "reformulated",
-    "citation_logged",
-    "citation_opened",
-)
 COUNT_COLUMNS: Final[tuple[str, ...]] = ("traces", *RATE_COLUMNS, *INTERACTION_COUNTS)
 
 #: Segments: trace columns, or ``version.<name>`` for one entry of ``versions``.
@@ -339,71 +312,7 @@ def _add_rates(frame: pd.DataFrame) -> pd.DataFrame:
     n = frame["traces"].astype("float64")
     for count, rate in RATE_COLUMNS.items():
         frame[rate] = (frame[count].astype("float64") / n).where(n > 0)
-    for rate, (_, count, logged) in INTERACTION_SIGNALS.items():
-        d = frame[logged].astype("float64")
-        frame[rate] = (frame[count].astype("float64") / d).where(d > 0)
-    return frame
-
-
-def logged_interactions(frame: pd.DataFrame) -> list[str]:
-    """The interaction signals (keys of INTERACTION_SIGNALS) that some trace of the frame
-    logs: the others are not shown, as a rate over no logged trace means nothing."""
-    return [
-        rate
-        for rate, (_, _, logged) in INTERACTION_SIGNALS.items()
-        if logged in frame and int(frame[logged].sum()) > 0
-    ]
-
-
-def interaction_chart(frame: pd.DataFrame, signals: Sequence[str]) -> alt.Chart:
-    """Weekly interaction rates (each over the traces that log it), one line per signal; a
-    week where no trace logs a signal has no point."""
-    f = frame.copy()
-    f["week"] = pd.to_datetime(f["week"])
-    parts = []
-    for rate in signals:
-        label, count, logged = INTERACTION_SIGNALS[rate]
-        part = f[["week", rate, count, logged]].rename(
-            columns={rate: "value", count: "k", logged: "n"}
-        )
-        part["signal"] = label
-        parts.append(part[part["n"] > 0])
-    long = (
-        pd.concat(parts, ignore_index=True)
-        if parts
-        else pd.DataFrame(columns=["week", "value", "k", "n", "signal"])
-    )
-    weeks = f["week"].dropna()
-    domain = [w.isoformat() for w in (weeks.min(), weeks.max())] if len(weeks) else []
-    chart: alt.Chart = (
-        alt.Chart(long)
-        .mark_line(point=True)
-        .encode(
-            x=alt.X(
-                "week:T",
-                title="Week (Monday)",
-                axis=alt.Axis(format="%d %b"),
-                # the weeks shown above, also those whose traces log nothing
-                scale=alt.Scale(domain=domain) if domain else alt.Undefined,
-            ),
-            y=alt.Y("value:Q", title="Rate", axis=alt.Axis(format="%")),
-            color=alt.Color(
-                "signal:N",
-                title=None,
-                sort=[INTERACTION_SIGNALS[r][0] for r in signals],
-                legend=alt.Legend(orient="bottom", labelLimit=400),
-            ),
-            tooltip=[
-                alt.Tooltip("week:T", title="week of", format="%Y-%m-%d"),
-                alt.Tooltip("signal:N"),
-                alt.Tooltip("value:Q", title="rate", format=".1%"),
-                alt.Tooltip("k:Q", title="traces with it"),
-                alt.Tooltip("n:Q", title="traces logging it"),
-            ],
-        )
-        .properties(height=260)
-    )
-    return chart
+    return add_interaction_rates(frame)
 
 
 def latest_week(engine: Engine) -> dt.date | None:

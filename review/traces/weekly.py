@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from review.traces import monitoring
+from review.traces import interaction, monitoring
 
 __all__ = ["alert_rules", "alerts_frame", "segment_totals", "weekly_table"]
 
@@ -20,8 +20,8 @@ def weekly_table(frame: pd.DataFrame) -> pd.DataFrame:
         out[label] = (frame[key] * 100).round(1)
     out["negative feedback (count)"] = frame["negative_feedback"]
     out["no logged reason (count)"] = frame["missing_reason"]
-    for rate in monitoring.logged_interactions(frame):
-        label, _, logged = monitoring.INTERACTION_SIGNALS[rate]
+    for rate in interaction.logged_interactions(frame):
+        label, _, logged = interaction.INTERACTION_SIGNALS[rate]
         out[label] = (frame[rate] * 100).round(1)
         out[f"{label.split(' (')[0].lower()}: traces logging it"] = frame[logged]
     return out
@@ -91,8 +91,8 @@ def segment_totals(seg_frame: pd.DataFrame) -> pd.DataFrame:
     for count, rate in monitoring.RATE_COLUMNS.items():
         if rate in monitoring.SIGNALS:
             table[monitoring.SIGNALS[rate]] = (100 * totals[count] / totals["traces"]).round(1)
-    for rate in monitoring.logged_interactions(totals):
-        label, count, logged = monitoring.INTERACTION_SIGNALS[rate]
+    for rate in interaction.logged_interactions(totals):
+        label, count, logged = interaction.INTERACTION_SIGNALS[rate]
         n = totals[logged].astype("float64")
         table[label] = (100 * totals[count] / n).where(n > 0).round(1)
     return table

@@ -122,6 +122,7 @@ def test_export_then_import_round_trips_exactly(
             slices=["temporal_mismatch", "entity_collision"],
             family="FAM-1",
             evidence_state="present",
+            language="de-CH",
         ),
         case(
             key="B",
@@ -145,9 +146,16 @@ def test_export_then_import_round_trips_exactly(
     # the export names the wording key each case expects: B's is the suggested one
     keys = {"A": None, "B": "R2"}
     expected = [
-        dict(o, slices=sorted(o["slices"]), expected_message=keys[o["key"]]) for o in originals
+        dict(
+            o,
+            slices=sorted(o["slices"]),
+            expected_message=keys[o["key"]],
+            language=o.get("language"),
+        )
+        for o in originals
     ]
     assert exported == expected
+
     # into a fresh database with the same corpus: identical export
     other = make_engine(f"sqlite:///{tmp_path / 'other.db'}")
     migrate(other)
@@ -160,6 +168,21 @@ def test_export_then_import_round_trips_exactly(
     other.dispose()
     # re-importing the same file changes nothing
     assert cases.import_cases(seeded, admin, items, "c.jsonl").unchanged == 2
+
+
+@pytest.mark.parametrize(
+    ("tag", "stored"), [("en", "en"), ("EN", "en"), ("pt-BR", "pt-BR"), (" de ", "de"), ("", None)]
+)
+def test_a_case_states_its_question_language(tag: str, stored: str | None, tax: Taxonomy) -> None:
+    ((_, item),) = cases.iter_cases_jsonl(lines(case(key="L", language=tag)), "c.jsonl", tax)
+    assert item.language == stored
+
+
+@pytest.mark.parametrize("tag", ["english", "e", "en_US", "en-", "<b>en</b>", "x" * 40])
+def test_a_bad_language_tag_is_refused_naming_the_line_and_field(tag: str, tax: Taxonomy) -> None:
+    why = r"(must be a language tag such as en|String should have at most 35 characters)"
+    with pytest.raises(InputError, match=rf"line 1: field language: {why}"):
+        list(cases.iter_cases_jsonl(lines(case(key="L", language=tag)), "c.jsonl", tax))
 
 
 def test_import_refuses_a_changed_case_with_the_same_key(

@@ -148,9 +148,12 @@ def test_details_labels_and_reasons(tax: Taxonomy) -> None:
         "status": "ready",
         "family": "—",
         "evidence state": "—",
+        "question language": "not stated",
         "version": "3",
         "last change": "2026-02-03 04:05 by —",
     }
+    stated = dataclasses.replace(VIEW, record={**VIEW.record, "language": "de"})
+    assert dict(display.details_table(stated).values.tolist())["question language"] == "de"
     assert display.decision_label(tax, "abstain") == tax.decisions["abstain"].label
     assert display.decision_label(tax, "unknown") == "unknown"
     code = next(iter(tax.reason_codes))

@@ -166,9 +166,11 @@ def test_the_form_record_is_the_canonical_format() -> None:
         "split": "train",
         "family": None,
         "evidence_state": None,
+        "language": None,
         "status": "draft",
         "notes": "",
     }
+    assert form.form_record(values(language=" pt-BR "))["language"] == "pt-BR"
 
 
 def test_a_valid_form_gives_a_case(tax: Taxonomy) -> None:

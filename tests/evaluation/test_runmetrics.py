@@ -402,6 +402,19 @@ def test_refusals_citing_a_distractor_are_counted() -> None:
     assert table.loc["Refusals citing a distractor", "over"] == "non-answer outputs"
 
 
+def test_a_case_without_a_language_is_grouped_as_not_stated() -> None:
+    df = frame(
+        [
+            ("A1", "answer", "answer", False, None, ["OK-1"]),
+            ("A2", "answer", "abstain", False, "no_answer_bearing_evidence", []),
+            ("A3", "abstain", "abstain", False, "no_answer_bearing_evidence", []),
+        ]
+    ).assign(language=["de", "de", "language not stated"])
+    g = runmetrics.by_group(df, "language").set_index("language")
+    assert g.loc["de", "False-refusal rate"] == 0.5 and g.loc["de", "false_refusal_rate n"] == 2
+    assert g.loc["language not stated", "cases"] == 1
+
+
 def test_groups_by_retrieval_depth_and_freshness(demo_engine: Any, tax: Any) -> None:
     from review.evaluation import evalruns
 
@@ -411,6 +424,7 @@ def test_groups_by_retrieval_depth_and_freshness(demo_engine: Any, tax: Any) -> 
         "0 documents", "1 document", "2 documents", "3 documents", "4+ documents",
     }  # fmt: skip
     assert df["freshness"].str.len().gt(0).all()
-    for column in ("retrieval_depth", "freshness"):
+    assert set(df["language"]) == {"en"}  # every demo case states its language
+    for column in ("retrieval_depth", "freshness", "language"):
         g = runmetrics.by_group(df, column)
         assert int(g["cases"].sum()) == int((~df["infra"]).sum())

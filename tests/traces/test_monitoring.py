@@ -15,7 +15,7 @@ from review.core.errors import InputError, PolicyFileError
 from review.core.taxonomy import Taxonomy
 from review.demo import tracedemo
 from review.demo.fixtures import EXTRA_DEMO_TRACES
-from review.traces import monitoring
+from review.traces import interaction, monitoring
 from tests.helpers.paths import ROOT
 from tests.helpers.traces import import_traces, make_trace
 
@@ -131,7 +131,7 @@ def test_weekly_signals_hand_counted(counted: Engine, tax: Taxonomy) -> None:
         "citation_logged": 0,
         "citation_opened": 0,
     }
-    assert monitoring.logged_interactions(f) == []
+    assert interaction.logged_interactions(f) == []
     assert math.isnan(first["reformulation_rate"])
     assert (first["no_answer_rate"], first["caveat_rate"], first["missing_reason_rate"]) == (
         0.4,
@@ -177,7 +177,7 @@ def test_interaction_signals_are_shares_of_the_traces_that_log_them(
     def check() -> None:
         f = monitoring.weekly_signals(engine, tax, W1, W1 + 2 * WEEK)
         first, second = f.iloc[0], f.iloc[1]
-        counts = {c: int(first[c]) for c in monitoring.INTERACTION_COUNTS}
+        counts = {c: int(first[c]) for c in interaction.INTERACTION_COUNTS}
         assert counts == {
             "reformulation_logged": 4,
             "reformulated": 2,
@@ -187,13 +187,13 @@ def test_interaction_signals_are_shares_of_the_traces_that_log_them(
         assert first["reformulation_rate"] == 0.5  # 2 of the 4 logging it, not 2 of 5
         assert first["citation_interaction_rate"] == 0.5
         assert math.isnan(second["reformulation_rate"])  # undefined, never 0
-        assert monitoring.logged_interactions(f) == [
+        assert interaction.logged_interactions(f) == [
             "reformulation_rate",
             "citation_interaction_rate",
         ]
         table = weekly.weekly_table(f)
         assert table["User reformulation rate (of traces logging it)"].iloc[0] == 50.0
-        spec = monitoring.interaction_chart(f, monitoring.logged_interactions(f)).to_dict()
+        spec = interaction.interaction_chart(f, interaction.logged_interactions(f)).to_dict()
         values = next(iter(spec["datasets"].values()))
         assert len(values) == 2  # the week without logging has no point
 
