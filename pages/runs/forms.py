@@ -55,6 +55,7 @@ SUBSET_LABELS = {
     "category": "Category",
     "import_batch": "Import batch",
     "document": "Cases using document",
+    "language": "Question language",
 }
 
 
@@ -71,7 +72,12 @@ def execute_form(engine: Engine, actor: Actor, tax: Taxonomy) -> None:
             field: col.selectbox(label, [ALL, *choices[field]], key=f"runs_subset_{field}")
             for col, (field, label) in zip(cols, SUBSET_LABELS.items(), strict=True)
         }
-        keys = st.text_input(
+        k1, k2 = st.columns(2)
+        mentions = k1.text_input(
+            "Cases mentioning (an entity or term, in the question or a required claim)",
+            key="runs_subset_mentions",
+        )
+        keys = k2.text_input(
             "Or these case keys (separated by spaces or commas)", key="runs_subset_keys"
         )
         perturb = st.checkbox(
@@ -83,7 +89,9 @@ def execute_form(engine: Engine, actor: Actor, tax: Taxonomy) -> None:
     if ex:
         chosen = {f: (None if v == ALL else v) for f, v in picked.items()}
         subset = execution.CaseSubset(
-            keys=tuple(k for k in keys.replace(",", " ").split() if k) or None, **chosen
+            keys=tuple(k for k in keys.replace(",", " ").split() if k) or None,
+            mentions=mentions.strip() or None,
+            **chosen,
         )
         with ui.reported():
             with st.spinner("Running…"):

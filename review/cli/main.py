@@ -224,6 +224,13 @@ def _load_pipeline(spec: str) -> execution.Pipeline:
     help="Only the cases that use this document (any version): a targeted regression "
     "after it changed.",
 )
+@click.option("--language", default=None, help="Only the cases in this question language.")
+@click.option(
+    "--mentions",
+    default=None,
+    help="Only the cases whose question or a required claim mentions this text (an entity "
+    "or product that changed; case-insensitive).",
+)
 @click.option("--cases", "keys", default=None, help="Only these case keys (comma-separated).")
 def evaluate_cmd(
     spec: str,
@@ -238,10 +245,13 @@ def evaluate_cmd(
     category: str | None,
     batch: str | None,
     document: str | None,
+    language: str | None,
+    mentions: str | None,
     keys: str | None,
 ) -> None:
     """Run a pipeline on every ready case (or a subset: family, slice, split, category,
-    import batch, the cases using a document, case keys; all given apply) and store the
+    import batch, the cases using a document, question language, the cases mentioning a text,
+    case keys; all given apply) and store the
     outputs as a run.
 
     A call that raises, times out or returns a malformed response is recorded per case as an
@@ -280,6 +290,8 @@ def evaluate_cmd(
                 category=category,
                 import_batch=batch,
                 document=document,
+                language=language,
+                mentions=mentions,
                 keys=tuple(k.strip() for k in keys.split(",") if k.strip()) if keys else None,
             ),
         )

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import ColumnElement, Engine, func, select
+from sqlalchemy import ColumnElement, Engine, func, or_, select
 
 from review.core.errors import InputError
 from review.core.identity import Actor, Permission, require
@@ -27,6 +27,7 @@ from review.evaluation.evalruns import OutputIn, PerturbedIn, SignalsIn, import_
 from storage.db import read_session
 from storage.models import (
     Case,
+    CaseClaim,
     CaseDocument,
     CaseFamily,
     CaseSlice,
@@ -83,8 +84,9 @@ Pipeline = Callable[[str, Sequence[PipelineDocument], dict[str, Any]], Mapping[s
 class CaseSubset:
     """The cases a run is made on (each field None: no restriction): a question family, a
     slice, a split, a category, an import batch, the cases that use a document (any version:
-    the targeted regression of note 000 after that document changed), or named case keys.
-    All given ones apply."""
+    the targeted regression of note 000 after that document changed), a question language,
+    the cases whose question or a required claim mentions a text (an entity or product name
+    that changed: note 000's targeted regression), or named case keys. All given ones apply."""
 
     family: str | None = None
     slice: str | None = None
@@ -92,12 +94,17 @@ class CaseSubset:
     category: str | None = None
     import_batch: str | None = None
     document: str | None = None
+    language: str | None = None
+    mentions: str | None = None
     keys: tuple[str, ...] | None = None
 
     def describe(self) -> dict[str, Any]:
         """What the run's configuration records (only the restrictions)."""
         out: dict[str, Any] = {}
-        for name in ("family", "slice", "split", "category", "import_batch", "document"):
+        for name in (
+            "family", "slice", "split", "category", "import_batch", "document", "language",
+            "mentions",
+        ):  # fmt: skip
             value = getattr(self, name)
             if value:
                 out[name] = value
@@ -129,6 +136,20 @@ class CaseSubset:
                     .where(Document.doc_key == self.document)
                 )
             )
+        if self.language:
+            conds.append(Case.language == self.language)
+        if self.mentions and self.mentions.strip():
+            needle = self.mentions.strip().lower()
+            conds.append(
+                or_(
+                    func.lower(Case.question).contains(needle, autoescape=True),
+                    Case.id.in_(
+                        select(CaseClaim.case_id).where(
+                            func.lower(CaseClaim.text).contains(needle, autoescape=True)
+                        )
+                    ),
+                )
+            )
         if self.keys:
             conds.append(Case.key.in_(list(self.keys)))
         return conds
@@ -152,6 +173,7 @@ def subset_choices(engine: Engine, status: str = CaseStatus.ready) -> dict[str, 
             "split": values(Case.split, Case.status == status),
             "category": values(Case.category, Case.status == status),
             "import_batch": values(Case.import_batch, Case.status == status),
+            "language": values(Case.language, Case.status == status),
             "document": values(
                 Document.doc_key,
                 Document.id.in_(

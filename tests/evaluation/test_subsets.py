@@ -166,3 +166,38 @@ def test_targeted_regression_on_the_cases_using_a_document(
     )
     frame = evalruns.outputs_frame(demo_engine, run_id, tax)
     assert set(frame["key"]) == using
+
+
+def test_targeted_regression_on_the_cases_mentioning_an_entity(
+    demo_engine: Engine, tax: Taxonomy
+) -> None:
+    """Note 000: after an entity (a product, a plan) changes, the cases whose question or a
+    required claim mentions it, case-insensitively; LIKE wildcards in the text are literal."""
+    from storage.models import CaseClaim
+
+    with read_session(demo_engine) as s:
+        ready = list(s.scalars(select(Case).where(Case.status == "ready")))
+        claims: dict[int, list[str]] = {}
+        for cid, text in s.execute(select(CaseClaim.case_id, CaseClaim.text)):
+            claims.setdefault(cid, []).append(text)
+    def mentioning(needle: str) -> set[str]:
+        return {
+            c.key
+            for c in ready
+            if needle in c.question.lower()
+            or any(needle in t.lower() for t in claims.get(c.id, []))
+        }
+
+    expected = mentioning("sla")
+    assert expected
+    sub = execution.CaseSubset(mentions="SLA")
+    assert execution.subset_size(demo_engine, sub) == len(expected)
+    assert sub.describe() == {"mentions": "SLA"}
+    # "%" and "_" are themselves, not wildcards ("99.95%" has one, nothing has "a_b")
+    percent = execution.subset_size(demo_engine, execution.CaseSubset(mentions="%"))
+    assert 0 < percent == len(mentioning("%")) < len(ready)
+    assert execution.subset_size(demo_engine, execution.CaseSubset(mentions="a_b")) == 0
+    both = execution.CaseSubset(mentions="SLA", language="en")
+    assert execution.subset_size(demo_engine, both) == len(expected)
+    assert execution.subset_size(demo_engine, execution.CaseSubset(language="de")) == 0
+    assert execution.subset_choices(demo_engine)["language"] == ["en"]
