@@ -123,15 +123,7 @@ def judge_section(engine: Engine, tax: Taxonomy, run: evalruns.RunRow) -> None:
             "the experts' agreed labels before trusting it with more."
         )
     else:
-        st.dataframe(
-            table,
-            hide_index=True,
-            width="stretch",
-            column_config={
-                c: st.column_config.NumberColumn(c, format="%.3f")
-                for c in ("raw", "kappa", "alpha")
-            },
-        )
+        st.dataframe(judges.display_table(table), hide_index=True, width="stretch")
     actor = ui.actor()
     if not actor.can(Permission.run_evaluations):
         return

@@ -165,7 +165,7 @@ def import_judge_cmd(file: Path, run_name: str) -> None:
         items = list(judges.iter_judge_labels(fh, str(file), tax))
     n = judges.import_judge_labels(engine, cli_actor(), run.id, items, str(file))
     click.echo(f"{n} judge label(s) stored for run {run_name!r}")
-    table = judges.agreement(engine, run.id, tax)
+    table = judges.display_table(judges.agreement(engine, run.id, tax))
     with pd.option_context("display.width", 200, "display.max_colwidth", 60):
         click.echo(table.to_string(index=False))
 

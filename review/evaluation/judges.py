@@ -13,7 +13,9 @@ line and field, and writes nothing; a judge's label of an output it already labe
 Agreement per field, judge against the experts' agreed label (latest adjudication, else
 unanimous annotators, else the author's expected decision): the decision; the primary reason
 code (the first) on cases whose agreed label is a non-answer; whether the output was
-acceptable (the experts' side: the output's decision equals the agreed decision). Each row
+acceptable (the experts' side: the output's decision equals the agreed decision, an answer is
+an acceptable one as the Runs page counts it (``answer_ok``: cites a decisive document,
+contradicts no required claim), and a refusal makes no substantive claim). Each row
 shows the items compared, the raw agreement, Cohen's kappa and Krippendorff's alpha (nominal),
 "undefined" with the reason when a statistic cannot be computed.
 """
@@ -38,7 +40,15 @@ from storage import changes
 from storage.db import read_session, run_write
 from storage.models import Case, EvalOutput, EvalRun, JudgeLabel
 
-__all__ = ["FIELDS", "JudgeIn", "agreement", "import_judge_labels", "iter_judge_labels", "judges"]
+__all__ = [
+    "FIELDS",
+    "JudgeIn",
+    "agreement",
+    "display_table",
+    "import_judge_labels",
+    "iter_judge_labels",
+    "judges",
+]
 
 #: The compared fields, in words.
 FIELDS = {
@@ -169,6 +179,17 @@ def judges(engine: Engine, run_id: int) -> list[str]:
 AGREEMENT_COLUMNS = ["judge", "field", "items", "agree", "raw", "kappa", "alpha", "note"]
 
 
+def display_table(table: pd.DataFrame) -> pd.DataFrame:
+    """The agreement table for reading: raw agreement, kappa and alpha to three decimals,
+    "undefined" where a statistic cannot be computed (the note says why)."""
+    out = table.copy()
+    for column in ("raw", "kappa", "alpha"):
+        out[column] = [
+            "undefined" if v is None or v != v else f"{float(v):.3f}" for v in out[column]
+        ]
+    return out
+
+
 def _row(judge: str, field: str, pairs: list[tuple[Any, Any]]) -> dict[str, Any]:
     n = len(pairs)
     if n == 0:
@@ -223,7 +244,17 @@ def agreement(engine: Engine, run_id: int, tax: Taxonomy) -> pd.DataFrame:
     experts = {
         (int(r.case_id), int(r.repeat)): r
         for r in frame[
-            ["case_id", "repeat", "gold", "gold_reasons", "decision", "infra"]
+            [
+                "case_id",
+                "repeat",
+                "gold",
+                "gold_reasons",
+                "decision",
+                "infra",
+                "answered",
+                "answer_ok",
+                "claim_after_refusal",
+            ]
         ].itertuples(index=False)
     }
     answering = tax.answering_decisions()
@@ -241,8 +272,11 @@ def agreement(engine: Engine, run_id: int, tax: Taxonomy) -> pd.DataFrame:
             if lab.reason_codes and e.gold not in answering and gold_reasons:
                 pairs["primary_reason"].append((lab.reason_codes[0], gold_reasons[0]))
             if lab.output_acceptable is not None and not e.infra:
-                pairs["output_acceptable"].append(
-                    (bool(lab.output_acceptable), bool(e.decision == e.gold))
+                acceptable = (
+                    e.decision == e.gold
+                    and (not e.answered or bool(e.answer_ok))
+                    and not e.claim_after_refusal
                 )
+                pairs["output_acceptable"].append((bool(lab.output_acceptable), acceptable))
         rows.extend(_row(judge, field, pairs[field]) for field in FIELDS)
     return pd.DataFrame(rows, columns=AGREEMENT_COLUMNS)

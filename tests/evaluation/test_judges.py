@@ -65,9 +65,15 @@ def test_agreement_per_field_matches_reference_computations(
     assert row["kappa"] == pytest.approx(cohen_kappa_score(a, b), abs=1e-12)
     assert 0 < row["alpha"] < 1 and row["note"] == ""
     acc = table.loc[judges.FIELDS["output_acceptable"]]
-    decisions = dict(zip(frame["key"], frame["decision"], strict=True))
+    # the experts' side: the right decision, an acceptable answer, a refusal without a claim
+    ok = {
+        r.key: r.decision == r.gold
+        and (not r.answered or bool(r.answer_ok))
+        and not r.claim_after_refusal
+        for r in frame.itertuples(index=False)
+    }
     ja = [j["output_acceptable"] for j in judged]
-    ea = [decisions[j["case"]] == gold[j["case"]] for j in judged]
+    ea = [ok[j["case"]] for j in judged]
     assert acc["items"] == 24
     assert acc["agree"] == sum(x == y for x, y in zip(ja, ea, strict=True))
     assert judges.judges(demo_engine, run.id) == ["judge-a"]
@@ -117,6 +123,9 @@ def test_no_variation_is_undefined_not_perfect(
         judges.agreement(demo_engine, run.id, tax).set_index("field").loc[judges.FIELDS["decision"]]
     )
     assert row["raw"] == 1.0 and row["kappa"] is None and "undefined" in row["note"]
+    shown = judges.display_table(judges.agreement(demo_engine, run.id, tax)).set_index("field")
+    assert shown.loc[judges.FIELDS["decision"], "kappa"] == "undefined"
+    assert shown.loc[judges.FIELDS["decision"], "raw"] == "1.000"
 
 
 def test_the_command_imports_and_prints_the_agreement(
