@@ -54,7 +54,8 @@ def one_run(engine: Engine, tax: Taxonomy, by_name: dict[str, evalruns.RunRow]) 
             "partial answer to a question expecting an answer counts as a refusal unless "
             f"the policy allows partial answers (it {'does' if partial else 'does not'}). "
             "The CRAG score counts +1 per acceptable answer (the case calls for it, it has "
-            "text and cites a decisive document), 0 per non-answer and -1 per other answer. "
+            "text, cites a decisive document and states no figure a required claim "
+            "contradicts), 0 per non-answer and -1 per other answer. "
             "README's Metrics section defines each figure."
         )
     with c2:
