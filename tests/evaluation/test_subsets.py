@@ -180,6 +180,7 @@ def test_targeted_regression_on_the_cases_mentioning_an_entity(
         claims: dict[int, list[str]] = {}
         for cid, text in s.execute(select(CaseClaim.case_id, CaseClaim.text)):
             claims.setdefault(cid, []).append(text)
+
     def mentioning(needle: str) -> set[str]:
         return {
             c.key
