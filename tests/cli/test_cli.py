@@ -50,6 +50,7 @@ def test_cli_commands_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         "split": "test",
         "family": None,
         "evidence_state": None,
+        "language": None,
         "status": "ready",
         "notes": "",
     }
