@@ -91,8 +91,7 @@ def segment_totals(seg_frame: pd.DataFrame) -> pd.DataFrame:
     for count, rate in monitoring.RATE_COLUMNS.items():
         if rate in monitoring.SIGNALS:
             table[monitoring.SIGNALS[rate]] = (100 * totals[count] / totals["traces"]).round(1)
+    rates = interaction.add_interaction_rates(totals.copy())
     for rate in interaction.logged_interactions(totals):
-        label, count, logged = interaction.INTERACTION_SIGNALS[rate]
-        n = totals[logged].astype("float64")
-        table[label] = (100 * totals[count] / n).where(n > 0).round(1)
+        table[interaction.INTERACTION_SIGNALS[rate][0]] = (100 * rates[rate]).round(1)
     return table
