@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# Where the app listens: this machine only, unless opened (`make run ADDRESS=0.0.0.0`).
+ADDRESS ?= 127.0.0.1
 
 .PHONY: run test install lint bench clean
 
@@ -17,7 +19,8 @@ install: $(STAMP)
 run: install
 	$(BIN)/workbench migrate
 	$(BIN)/workbench seed-demo --if-empty
-	$(BIN)/streamlit run app.py --server.port 8501 --server.headless true \
+	$(BIN)/streamlit run app.py --server.address $(ADDRESS) --server.port 8501 \
+		--server.headless true \
 		--browser.gatherUsageStats false
 
 lint: install

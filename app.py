@@ -9,14 +9,15 @@ files in pages/ directly, without this router's identity check.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import streamlit as st
 from sqlalchemy import Engine
 
 from pages import ui
-from review.admin import users
-from review.core.errors import WorkbenchError
+from review.admin import signin, users
+from review.core.errors import PermissionDenied, WorkbenchError
 from review.core.identity import Actor, Role
 
 USER_KEY = "wb_user_id"
@@ -26,6 +27,53 @@ USER_KEY = "wb_user_id"
 st.set_page_config(page_title="Abstention Workbench", page_icon="🚫", layout="wide")
 
 
+@dataclass(frozen=True)
+class PageSpec:
+    section: str
+    file: str
+    title: str
+    icon: str
+    url_path: str
+    admin_only: bool = False
+
+
+PAGES = (
+    PageSpec("Workbench", "overview_page.py", "Overview", "home", "overview"),
+    PageSpec("Workbench", "corpus_page.py", "Corpus", "description", "corpus"),
+    PageSpec("Workbench", "cases_page.py", "Cases", "science", "cases"),
+    PageSpec("Workbench", "builder_page.py", "Case builder", "construction", "builder"),
+    PageSpec("Workbench", "admin_page.py", "Admin", "admin_panel_settings", "admin", True),
+    PageSpec("Labels", "labeling_page.py", "Label", "label", "label"),
+    PageSpec("Labels", "agreement_page.py", "Agreement", "handshake", "agreement"),
+    PageSpec("Labels", "adjudication_page.py", "Adjudicate", "gavel", "adjudicate"),
+    PageSpec("Production", "traces_page.py", "Traces", "receipt_long", "traces"),
+    PageSpec("Production", "monitoring_page.py", "Monitoring", "monitoring", "monitoring"),
+    PageSpec("Decide", "runs_page.py", "Runs", "play_circle", "runs"),
+    PageSpec("Decide", "thresholds_page.py", "Thresholds", "tune", "thresholds"),
+    PageSpec("Decide", "wording_page.py", "Wording", "speaker_notes", "wording"),
+    PageSpec("Decide", "audit_page.py", "Audit", "fact_check", "audit"),
+    PageSpec("Decide", "review_page.py", "Monthly review", "event_note", "review"),
+)
+
+
+def _pages(actor: Actor) -> dict[str, list[Any]]:
+    """The navigation of the workbench for ``actor`` (the Admin page only for admins)."""
+    out: dict[str, list[Any]] = {}
+    for spec in PAGES:
+        if spec.admin_only and Role.admin not in actor.roles:
+            continue
+        out.setdefault(spec.section, []).append(
+            st.Page(
+                f"pages/{spec.file}",
+                title=spec.title,
+                icon=f":material/{spec.icon}:",
+                url_path=spec.url_path,
+                default=spec.url_path == "overview",
+            )
+        )
+    return out
+
+
 def _auth_configured() -> bool:
     try:
         return "auth" in st.secrets
@@ -33,14 +81,28 @@ def _auth_configured() -> bool:
         return False
 
 
+def _workbench_setting(name: str) -> bool:
+    """A yes/no setting of the deployment's ``[workbench]`` secrets section (off if absent)."""
+    try:
+        return bool(st.secrets.get("workbench", {}).get(name, False))
+    except Exception:  # no secrets file at all
+        return False
+
+
 def _gate(title: str, body: Callable[[], None]) -> None:
-    """Show one page instead of the workbench (still through st.navigation)."""
+    """Show one page instead of the workbench (still through st.navigation).
+
+    The gate answers at the address of every page, so a deep link (``/cases?case=7``) keeps
+    its address and query while the person signs in or picks their name; the next run, with
+    someone acting, opens the page the link names."""
 
     def page() -> None:
         st.title("Abstention Workbench")
         body()
 
-    st.navigation([st.Page(page, title=title, url_path="welcome", default=True)]).run()
+    gate = [st.Page(page, title=title, url_path="welcome", default=True)]
+    gate += [st.Page(page, title=title, url_path=spec.url_path) for spec in PAGES]
+    st.navigation(gate, position="hidden").run()
 
 
 def _bootstrap_form(engine: Engine) -> None:
@@ -55,8 +117,46 @@ def _bootstrap_form(engine: Engine) -> None:
         ok = st.form_submit_button("Create administrator")
     if ok:
         with ui.reported():
-            users.bootstrap_admin(engine, email, name)
+            created = users.bootstrap_admin(engine, email, name)
+            st.session_state[USER_KEY] = created.id  # the person who created it acts as it
             st.rerun()
+
+
+_LOCAL_NOTE = (
+    "Local mode: anyone with access to this app can pick any user. For a trusted "
+    "single-team setup only; configure login in .streamlit/secrets.toml."
+)
+
+
+def _labels(people: list[users.UserView]) -> dict[int, str]:
+    labels = {u.id: f"{u.name} · {', '.join(u.roles)}" for u in people}
+    if len(set(labels.values())) < len(labels):
+        labels = {u.id: f"{labels[u.id]} ({u.email})" for u in people}
+    return labels
+
+
+def _picker(labels: dict[int, str], refused: str | None) -> None:
+    """The first page of a local-mode session: who is working (nobody is assumed)."""
+    if refused:
+        st.error(refused)
+    st.subheader("Who is working?")
+    with st.form("wb_pick_user"):
+        chosen = st.selectbox(
+            "Your name",
+            list(labels),
+            index=None,
+            format_func=labels.__getitem__,
+            placeholder="Pick your name",
+        )
+        go = st.form_submit_button("Continue", type="primary")
+    st.caption(_LOCAL_NOTE)
+    if go:
+        if chosen is None:
+            st.error("Pick your name first.")
+            return
+        st.session_state[USER_KEY] = chosen
+        st.query_params["as"] = str(chosen)
+        st.rerun()
 
 
 def _who_local(engine: Engine) -> Actor | None:
@@ -65,18 +165,19 @@ def _who_local(engine: Engine) -> Actor | None:
         _gate("Set up", lambda: _bootstrap_form(engine))
         return None
     by_id = {u.id: u for u in people}
-    labels = {u.id: f"{u.name} · {', '.join(u.roles)}" for u in people}
-    if len(set(labels.values())) < len(labels):
-        labels = {u.id: f"{labels[u.id]} ({u.email})" for u in people}
+    labels = _labels(people)
     by_label = {v: k for k, v in labels.items()}
     # The chosen user lives in a plain session key: Streamlit drops the state of widgets in
     # the entrypoint when a pages/ folder exists, so the widget only reports changes.
-    current = st.session_state.get(USER_KEY)
-    wanted = st.query_params.get("as", "")
-    if current is None and wanted.isdigit() and int(wanted) in by_id:
-        current = int(wanted)  # a deep link made in local mode names who opened it
-    if current not in by_id:
-        current = people[0].id
+    choice = signin.local_choice(
+        st.query_params.get("as"), st.session_state.get(USER_KEY), by_id.keys()
+    )
+    if choice.user_id is None:
+        st.session_state.pop(USER_KEY, None)
+        st.session_state.pop(ui.LOCAL_AS_KEY, None)
+        _gate("Who is working?", lambda: _picker(labels, choice.refused))
+        return None
+    current = choice.user_id
     st.session_state[USER_KEY] = current
     st.session_state[ui.LOCAL_AS_KEY] = current
 
@@ -92,13 +193,20 @@ def _who_local(engine: Engine) -> Actor | None:
             key="wb_user_pick",
             on_change=_changed,
         )
-        st.caption(
-            "Local mode: anyone with access to this app can pick any user. For a "
-            "trusted single-team setup only; configure login in .streamlit/secrets.toml."
-        )
+        st.caption(_LOCAL_NOTE)
     chosen = st.session_state[USER_KEY]
     st.query_params["as"] = str(chosen)
     return users.to_actor(by_id[chosen])
+
+
+def _network_warning() -> None:
+    """Local mode on an address other machines can reach: said on every page."""
+    if signin.network_open(st.get_option("server.address")):
+        st.warning(
+            "This workbench is open to the network in local mode: anyone who can reach this "
+            "address can act as any user, administrators included. Configure login in "
+            ".streamlit/secrets.toml, or start it on 127.0.0.1 (the default of `make run`)."
+        )
 
 
 def _who_oidc(engine: Engine) -> Actor | None:
@@ -111,7 +219,21 @@ def _who_oidc(engine: Engine) -> Actor | None:
 
         _gate("Sign in", login)
         return None
-    email = str(st.user.get("email") or "")
+    try:
+        email = signin.verified_email(
+            st.user,
+            provider_verifies_email=_workbench_setting("provider_verifies_email"),
+        )
+    except PermissionDenied as exc:
+        reason = str(exc)
+
+        def unverified() -> None:
+            st.error(ui.plain(reason))
+            if st.button("Sign out"):
+                st.logout()
+
+        _gate("Not accepted", unverified)
+        return None
     row = users.get_by_email(engine, email)
     if row is None or not row.active:
 
@@ -147,104 +269,15 @@ def main() -> None:
         _gate("Cannot start", broken)
         return
     engine = ui.engine()
-    actor = _who_oidc(engine) if _auth_configured() else _who_local(engine)
+    local = not _auth_configured()
+    if local:
+        _network_warning()
+    actor = _who_local(engine) if local else _who_oidc(engine)
     if actor is None:
         st.session_state.pop(ui.ACTOR_KEY, None)
         return
     st.session_state[ui.ACTOR_KEY] = actor
-    pages: dict[str, list[Any]] = {
-        "Workbench": [
-            st.Page(
-                "pages/overview_page.py",
-                title="Overview",
-                icon=":material/home:",
-                url_path="overview",
-                default=True,
-            ),
-            st.Page(
-                "pages/corpus_page.py",
-                title="Corpus",
-                icon=":material/description:",
-                url_path="corpus",
-            ),
-            st.Page(
-                "pages/cases_page.py", title="Cases", icon=":material/science:", url_path="cases"
-            ),
-            st.Page(
-                "pages/builder_page.py",
-                title="Case builder",
-                icon=":material/construction:",
-                url_path="builder",
-            ),
-        ],
-        "Labels": [
-            st.Page(
-                "pages/labeling_page.py", title="Label", icon=":material/label:", url_path="label"
-            ),
-            st.Page(
-                "pages/agreement_page.py",
-                title="Agreement",
-                icon=":material/handshake:",
-                url_path="agreement",
-            ),
-            st.Page(
-                "pages/adjudication_page.py",
-                title="Adjudicate",
-                icon=":material/gavel:",
-                url_path="adjudicate",
-            ),
-        ],
-        "Production": [
-            st.Page(
-                "pages/traces_page.py",
-                title="Traces",
-                icon=":material/receipt_long:",
-                url_path="traces",
-            ),
-            st.Page(
-                "pages/monitoring_page.py",
-                title="Monitoring",
-                icon=":material/monitoring:",
-                url_path="monitoring",
-            ),
-        ],
-        "Decide": [
-            st.Page(
-                "pages/runs_page.py", title="Runs", icon=":material/play_circle:", url_path="runs"
-            ),
-            st.Page(
-                "pages/thresholds_page.py",
-                title="Thresholds",
-                icon=":material/tune:",
-                url_path="thresholds",
-            ),
-            st.Page(
-                "pages/wording_page.py",
-                title="Wording",
-                icon=":material/speaker_notes:",
-                url_path="wording",
-            ),
-            st.Page(
-                "pages/audit_page.py", title="Audit", icon=":material/fact_check:", url_path="audit"
-            ),
-            st.Page(
-                "pages/review_page.py",
-                title="Monthly review",
-                icon=":material/event_note:",
-                url_path="review",
-            ),
-        ],
-    }
-    if Role.admin in actor.roles:
-        pages["Workbench"].append(
-            st.Page(
-                "pages/admin_page.py",
-                title="Admin",
-                icon=":material/admin_panel_settings:",
-                url_path="admin",
-            )
-        )
-    st.navigation(pages).run()
+    st.navigation(_pages(actor)).run()
 
 
 main()

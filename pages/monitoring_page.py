@@ -141,7 +141,14 @@ def weekly_signals(result: monitoring.MonitorResult) -> None:
 
 def wording_violations(engine: Engine, actor: Actor, result: monitoring.MonitorResult) -> None:
     st.subheader("Refusal wording in production")
-    violations = production.weekly_violations(engine, actor, result.start, result.end)
+    try:
+        violations = production.weekly_violations(engine, actor, result.start, result.end)
+    except WorkbenchError as exc:
+        # a wording version edited in the database (or unreadable): this panel says so, the
+        # rest of the page still shows, as every other page does
+        st.error("The refusal wording in force cannot be read, so refusals are not checked here.")
+        st.code(str(exc), language=None)
+        return
     if violations is None:
         st.info(
             f"The production wording check has {production.unchecked_count(engine):,} refusal "

@@ -12,6 +12,7 @@ from sqlalchemy import Engine
 
 from pages import ui
 from review.admin import users
+from review.core.errors import WorkbenchError
 from review.core.identity import Actor, Role
 from review.core.taxonomy import Taxonomy
 from review.evaluation import evalruns
@@ -157,8 +158,13 @@ def validation_tab(
     if view.validation:
         st.dataframe(report.validation_frame(view), hide_index=True, width="stretch")
     runs = evalruns.list_runs(engine)
+    choices: list[tuple[int | None, str]] = []
     if writable and runs:
-        choices = validation.validation_choices(engine)
+        try:
+            choices = validation.validation_choices(engine)
+        except WorkbenchError as exc:  # the policy in force was edited in the database
+            ui.show_error(exc, "No dry run can be made: ")
+    if choices:
         labels = [label for _, label in choices]
         with st.form(f"rev_validate_{view.id}"):
             version_label = st.selectbox("Policy version to dry-run", labels)

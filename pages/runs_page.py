@@ -8,6 +8,7 @@ from sqlalchemy import Engine
 from pages import ui
 from pages.runs.forms import execute_form, import_run_form, judge_section
 from review.charts.runs import confusion_chart, intervals_chart
+from review.core.errors import WorkbenchError
 from review.core.identity import Permission
 from review.core.taxonomy import Taxonomy
 from review.evaluation import evalruns, runmetrics
@@ -26,6 +27,20 @@ OUTPUT_COLUMNS = [
 ]  # fmt: skip
 
 
+def _partial_allowed(engine: Engine) -> bool:
+    """Whether the policy in force allows partial answers; when it cannot be read (edited in
+    the database), the page says so and counts them as refusals, note 000's definition."""
+    try:
+        return in_force(engine).policy.allows_partial_answers
+    except WorkbenchError as exc:
+        ui.show_error(
+            exc,
+            "The no-answer policy in force cannot be read, so partial answers count as "
+            "refusals in these figures (note 000's definition): ",
+        )
+        return False
+
+
 def one_run(engine: Engine, tax: Taxonomy, by_name: dict[str, evalruns.RunRow]) -> None:
     pick = st.selectbox("Run", list(by_name), key="runs_pick")
     run = by_name[pick]
@@ -35,7 +50,7 @@ def one_run(engine: Engine, tax: Taxonomy, by_name: dict[str, evalruns.RunRow]) 
             f"{run.infra_failures} infrastructure failure(s): counted apart, never "
             "as answers, and excluded from every rate."
         )
-    partial = in_force(engine).policy.allows_partial_answers
+    partial = _partial_allowed(engine)
     summary = runmetrics.summary_table(df, partial_allowed=partial)
     c1, c2 = st.columns([3, 2])
     with c1:
@@ -169,9 +184,7 @@ def compare_runs(engine: Engine, tax: Taxonomy, by_name: dict[str, evalruns.RunR
     b = c2.selectbox("Run B (after)", names, index=0, key="runs_b")
     da = evalruns.outputs_frame(engine, by_name[a].id, tax)
     db = evalruns.outputs_frame(engine, by_name[b].id, tax)
-    boot = runmetrics.paired_bootstrap(
-        da, db, partial_allowed=in_force(engine).policy.allows_partial_answers
-    )
+    boot = runmetrics.paired_bootstrap(da, db, partial_allowed=_partial_allowed(engine))
     st.dataframe(
         boot,
         hide_index=True,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import math
 import re
+import urllib.parse
 from collections.abc import Iterator
 from typing import Any
 
@@ -148,5 +149,8 @@ def link(path: str = "", **params: object) -> str:
     who = st.session_state.get(LOCAL_AS_KEY)
     if who is not None:
         query["as"] = str(who)
-    qs = "&".join(f"{k}={v}" for k, v in query.items())
-    return f"{('/' + path) if path else ''}?{qs}" if qs else f"/{path}"
+    # every value URL-encoded: a value with & = # or a space stays one value of one key (a
+    # comma, which lists several values of one filter, stays readable)
+    qs = urllib.parse.urlencode(query, safe=",", quote_via=urllib.parse.quote)
+    where = urllib.parse.quote(path)
+    return f"{('/' + where) if where else ''}?{qs}" if qs else f"/{where}"

@@ -37,8 +37,8 @@ def test_every_cli_command_is_in_the_readme() -> None:
 
 def test_every_page_is_in_the_readme() -> None:
     app = (ROOT / "app.py").read_text(encoding="utf-8")
-    titles = re.findall(r'st\.Page\(\s*"pages/\w+\.py",\s*title="([^"]+)"', app)
-    assert len(titles) >= 4
+    titles = re.findall(r'PageSpec\(\s*"\w+",\s*"\w+\.py",\s*"([^"]+)"', app)
+    assert len(titles) >= 15
     for title in titles:
         assert f"**{title}**" in README, title
 

@@ -102,9 +102,11 @@ def validate(model: type[M], data: Any, source: str) -> M:
 
 
 def load_model(model: type[M], path: Path) -> M:
-    """Read ``path`` and validate it against ``model``; every problem names the file."""
+    """Read ``path`` and validate it against ``model``; every problem names the file by its
+    name (the messages reach the pages, which never show a server path)."""
+    source = path.name
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise PolicyFileError(f"{path}: cannot be read: {exc.strerror}") from None
-    return validate(model, load_yaml_text(text, str(path)), str(path))
+        raise PolicyFileError(f"{source}: cannot be read: {exc.strerror}") from None
+    return validate(model, load_yaml_text(text, source), source)

@@ -572,8 +572,8 @@ def load_policy(path: Path | None = None, slices: set[str] | None = None) -> NoA
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise PolicyFileError(f"{path}: cannot be read: {exc.strerror}") from None
-    return parse_policy(text, str(path), slices)
+        raise PolicyFileError(f"{path.name}: cannot be read: {exc.strerror}") from None
+    return parse_policy(text, path.name, slices)
 
 
 def canonical_text(

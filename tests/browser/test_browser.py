@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -54,15 +56,42 @@ def test_the_first_request_to_a_deep_link_goes_through_the_router(page) -> None:
     wait_idle(pg)
     if pg.get_by_text("Page not found").count():  # first request of a fresh server only
         pg.keyboard.press("Escape")
+    # a new session acts as nobody: the person picks their name, then the link opens
+    _pick(pg, "Ada Okafor · admin")
     expect(pg.locator("h3", has_text="Case CASE-001")).to_be_visible()
     assert not pg.get_by_text("No user is signed in").count()
     expect(pg.get_by_text("Acting as")).to_be_visible()
+    assert "case=1" in pg.url
+
+
+def _pick(pg, label: str) -> None:  # type: ignore[no-untyped-def]
+    """Choose a name on the user picker a new local-mode session starts on."""
+    expect(pg.get_by_role("heading", name="Who is working?")).to_be_visible()
+    pg.get_by_role("combobox", name="Your name").click()
+    pg.get_by_role("option", name=label).click()
+    pg.get_by_role("button", name="Continue").click()
+    wait_idle(pg)
+
+
+def test_a_link_naming_an_unknown_user_is_refused_not_replaced(page) -> None:  # type: ignore[no-untyped-def]
+    pg = page
+    pg.goto(pg.base + "/cases?case=1&as=999999")
+    wait_idle(pg)
+    expect(pg.get_by_text("The link names user 999999")).to_be_visible()
+    expect(pg.get_by_role("heading", name="Who is working?")).to_be_visible()
+    assert not pg.locator("h3", has_text="Case CASE-001").count()
+    assert not pg.get_by_text("Acting as").count()
+    _pick(pg, "Inés Duarte · annotator")
+    expect(pg.locator("h3", has_text="Case CASE-001")).to_be_visible()
+    expect(pg.get_by_role("combobox", name="Acting as")).to_have_value("Inés Duarte · annotator")
+    assert "as=999999" not in pg.url
 
 
 def test_open_the_app_switch_user_and_open_a_case(page) -> None:  # type: ignore[no-untyped-def]
     pg = page
     pg.goto(pg.base)
     wait_idle(pg)
+    _pick(pg, "Ada Okafor · admin")
     expect(pg.get_by_role("heading", name="Overview")).to_be_visible()
     # switch user in the sidebar (local mode)
     pg.locator("[data-testid='stSidebar'] [data-testid='stSelectbox']").click()
@@ -73,10 +102,13 @@ def test_open_the_app_switch_user_and_open_a_case(page) -> None:  # type: ignore
     pg.locator("[data-testid='stSidebarNav'] a", has_text="Cases").click()
     wait_idle(pg)
     expect(pg.get_by_role("heading", name="Cases")).to_be_visible()
-    pg.goto(pg.base + "/cases?case=1")
+    # the address keeps who is acting, so a link opened from it (a reload, a new tab) does too
+    who = urllib.parse.parse_qs(urllib.parse.urlsplit(pg.url).query)["as"][0]
+    pg.goto(f"{pg.base}/cases?case=1&as={who}")
     wait_idle(pg)
     expect(pg.locator("h3", has_text="Case CASE-001")).to_be_visible()
     expect(pg.get_by_text("Required claims")).to_be_visible()
+    expect(pg.get_by_role("combobox", name="Acting as")).to_have_value("Inés Duarte · annotator")
     assert not pg.locator("[data-testid='stException']").count()
     assert pg.errors == []  # type: ignore[attr-defined]
 
@@ -203,3 +235,32 @@ def test_the_monthly_report_opens_without_any_network_request(
         assert pg.locator("svg").count() >= 1  # charts are inline SVG
         browser.close()
     assert requests == [html_file.as_uri()]
+
+
+def test_an_unexpected_error_shows_no_traceback_or_server_path(tmp_path: Path) -> None:
+    """The shipped config (showErrorDetails = "none"): the browser gets a generic message,
+    the details (type, message, traceback) go to the server's log only."""
+    chromium = shutil.which("chromium")
+    if not chromium:
+        if os.environ.get("CI"):
+            pytest.fail("Debian's chromium is required in CI (apt-get install chromium)")
+        pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with (
+        streamlit_server(ROOT / "tests" / "apps" / "raises.py", tmp_path) as base,
+        sync_playwright() as p,
+    ):
+        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        pg = browser.new_page(viewport={"width": 1400, "height": 1000})
+        pg.goto(base)
+        wait_idle(pg)
+        expect(pg.get_by_role("heading", name="About to fail")).to_be_visible()
+        expect(pg.get_by_text("This app has encountered an error")).to_be_visible()
+        shown = pg.evaluate("() => document.body.innerText")
+        for secret in ("/srv/workbench", "RuntimeError", "Traceback", "raises.py", str(ROOT)):
+            assert secret not in shown, secret
+        browser.close()
+    logged = "".join(f.read_text() for f in tmp_path.glob("streamlit-*.log"))
+    logged = re.sub(r"\x1b\[[0-9;]*m", "", logged)  # the log's colours
+    assert "RuntimeError: cannot open /srv/workbench/secret-dir/workbench.db" in logged

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from sqlalchemy import inspect
 from streamlit.testing.v1 import AppTest
 
 from review.admin import users
@@ -30,20 +31,33 @@ TIMEOUT = 60
 
 
 def app(
-    url: str, monkeypatch: pytest.MonkeyPatch, user: str | None = None, **query: str
+    url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    user: str | None = None,
+    *,
+    pick: bool = True,
+    **query: str,
 ) -> AppTest:
-    """An AppTest of the router, signed in (local mode) as ``user`` from the first run.
+    """An AppTest of the router, signed in (local mode) as ``user`` from the first run; with
+    no ``user``, as the first active user by name, as a person picking on the user picker
+    would (``pick=False`` leaves the session on the picker).
 
-    The sidebar picker stores its choice under ``wb_user_id``; the browser journey clicks it.
+    The picker stores its choice under ``wb_user_id``; the browser journeys click it.
     """
     monkeypatch.setenv("WORKBENCH_DATABASE_URL", url)
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
-    if user is not None:
-        eng = make_engine(url)
-        row = users.get_by_email(eng, user)
+    eng = make_engine(url)
+    try:
+        if user is not None:
+            row = users.get_by_email(eng, user)
+            assert row is not None
+            at.session_state["wb_user_id"] = row.id
+        elif pick and not query.get("as") and inspect(eng).has_table("users"):
+            people = users.list_users(eng, include_inactive=False)
+            if people:
+                at.session_state["wb_user_id"] = people[0].id
+    finally:
         eng.dispose()
-        assert row is not None
-        at.session_state["wb_user_id"] = row.id
     for k, v in query.items():
         at.query_params[k] = v
     return at
@@ -70,3 +84,9 @@ def readable(element: object) -> str:
     and word joiners of the pages' escaper (``ui.plain``) taken out."""
     value = str(getattr(element, "value", element))
     return _ESCAPED.sub(r"\1", value).replace("\u2060", "")
+
+
+def page_files() -> list[str]:
+    """Every page app.py registers ("pages/x_page.py"), read from its PageSpec table."""
+    source = (ROOT / "app.py").read_text(encoding="utf-8")
+    return [f"pages/{f}" for f in re.findall(r'PageSpec\(\s*"\w+",\s*"(\w+\.py)"', source)]

@@ -781,21 +781,30 @@ class _FakeUser(dict):  # type: ignore[type-arg]
 
 
 @pytest.mark.parametrize(
-    ("email", "shown"),
+    ("claims", "shown"),
     [
-        (None, "Sign in with your organisation account"),
-        ("stranger@example.org", "not registered in this workbench"),
-        ("ines.duarte@brightwave.example", "Overview"),
+        ({}, "Sign in with your organisation account"),
+        (
+            {"email": "stranger@example.org", "email_verified": True},
+            "not registered in this workbench",
+        ),
+        ({"email": "ines.duarte@brightwave.example", "email_verified": True}, "Overview"),
+        ({"email": "ines.duarte@brightwave.example", "email_verified": "true"}, "Overview"),
+        (
+            {"email": "ines.duarte@brightwave.example", "email_verified": False},
+            "not verified by the identity provider",
+        ),
+        ({"email": "ines.duarte@brightwave.example"}, "no email_verified claim"),
     ],
 )
 def test_sign_in_with_an_identity_provider_maps_the_email_to_a_user(
-    demo_url: str, monkeypatch: pytest.MonkeyPatch, email: str | None, shown: str
+    demo_url: str, monkeypatch: pytest.MonkeyPatch, claims: dict[str, object], shown: str
 ) -> None:
-    """With [auth] configured, who you are is the provider's email: unknown (or
-    deactivated) emails get no page, a registered one works as that user."""
+    """With [auth] configured, who you are is the provider's verified email: unknown (or
+    deactivated) or unverified emails get no page, a registered one works as that user."""
     import streamlit
 
-    monkeypatch.setattr(streamlit, "user", _FakeUser(email=email) if email else _FakeUser())
+    monkeypatch.setattr(streamlit, "user", _FakeUser(**claims))
     at = app(demo_url, monkeypatch)
     at.secrets["auth"] = {"redirect_uri": "http://localhost:8501/oauth2callback"}
     at.run()
@@ -806,9 +815,39 @@ def test_sign_in_with_an_identity_provider_maps_the_email_to_a_user(
         + [readable(t) for t in at.title]
     )
     assert any(shown in t for t in texts), texts
-    if email == "ines.duarte@brightwave.example":
+    if shown == "Overview":
         assert any("Inés Duarte" in t.value for t in at.sidebar.text)
         assert not at.sidebar.selectbox  # no local user picker when sign-in is on
+    else:
+        assert ACTOR_KEY not in at.session_state
+        assert not at.sidebar.text
+
+
+def test_a_provider_that_never_sends_email_verified_is_trusted_only_when_configured(
+    demo_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import streamlit
+
+    monkeypatch.setattr(streamlit, "user", _FakeUser(email="ines.duarte@brightwave.example"))
+    at = app(demo_url, monkeypatch)
+    at.secrets["auth"] = {"redirect_uri": "http://localhost:8501/oauth2callback"}
+    at.secrets["workbench"] = {"provider_verifies_email": True}
+    at.run()
+    no_exception(at)
+    assert readable(at.title[0]) == "Overview"
+    assert at.session_state[ACTOR_KEY].email == "ines.duarte@brightwave.example"
+    # an explicit "not verified" is refused even then
+    monkeypatch.setattr(
+        streamlit,
+        "user",
+        _FakeUser(email="ines.duarte@brightwave.example", email_verified=False),
+    )
+    at2 = app(demo_url, monkeypatch)
+    at2.secrets["auth"] = {"redirect_uri": "http://localhost:8501/oauth2callback"}
+    at2.secrets["workbench"] = {"provider_verifies_email": True}
+    at2.run()
+    assert any("not verified" in readable(e) for e in at2.error)
+    assert ACTOR_KEY not in at2.session_state
 
 
 def test_a_deactivated_account_cannot_sign_in(
@@ -829,7 +868,9 @@ def test_a_deactivated_account_cannot_sign_in(
         clearance=tom.clearance,
         active=False,
     )
-    monkeypatch.setattr(streamlit, "user", _FakeUser(email="tom.becker@brightwave.example"))
+    monkeypatch.setattr(
+        streamlit, "user", _FakeUser(email="tom.becker@brightwave.example", email_verified=True)
+    )
     at = app(demo_url, monkeypatch)
     at.secrets["auth"] = {"redirect_uri": "http://localhost:8501/oauth2callback"}
     at.run()

@@ -1,0 +1,107 @@
+"""Who is acting: the decisions of the router (app.py), kept here so unit tests reach them.
+
+Local mode (no identity provider) trusts whoever can open the app, so it is made for one
+machine: the server listens on the loopback address unless the deployment opens it, and
+then every page says so. A new session acts as nobody until a person picks their name; a
+link that names a user (``?as=ID``) is honoured only while that user is active, and
+anything else in it is refused, never replaced by some other user.
+
+With an identity provider the email must be one the provider verified (the OIDC
+``email_verified`` claim); a provider that verifies every address but does not send the
+claim is trusted only when the deployment says so.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+
+from review.core.errors import PermissionDenied
+
+
+@dataclass(frozen=True)
+class LocalChoice:
+    """The user a local-mode session acts as, or why it acts as nobody yet."""
+
+    user_id: int | None
+    #: shown above the user picker when the link named a user that cannot act
+    refused: str | None = None
+
+
+def local_choice(
+    requested: str | None, session_user: int | None, active_ids: Collection[int]
+) -> LocalChoice:
+    """Whom a local-mode session acts as.
+
+    ``session_user`` is the user this browser session picked before (kept while that user
+    stays active); ``requested`` is the ``as`` value of the link that opened it. With neither,
+    nobody: the person picks their name first. A link naming an unknown, deactivated or
+    malformed user is refused with the reason."""
+    if session_user is not None and session_user in active_ids:
+        return LocalChoice(session_user)
+    if requested is None or requested == "":
+        if session_user is not None:
+            return LocalChoice(
+                None, "The user this session acted as is no longer active here. Pick who you are."
+            )
+        return LocalChoice(None)
+    if not (requested.isascii() and requested.isdigit()) or len(requested) > 10:
+        return LocalChoice(
+            None, "The link names a user that does not exist here. Pick who you are."
+        )
+    wanted = int(requested)
+    if wanted not in active_ids:
+        return LocalChoice(
+            None,
+            f"The link names user {wanted}, who is not an active user of this workbench "
+            "(unknown or deactivated). Pick who you are.",
+        )
+    return LocalChoice(wanted)
+
+
+_TRUE = ("true", "1", "yes")
+
+
+def verified_email(claims: Mapping[str, object], *, provider_verifies_email: bool = False) -> str:
+    """The signed-in person's email from the provider's claims, refused unless verified.
+
+    ``email_verified`` true (a boolean, or the text "true" some providers send) is accepted;
+    false is always refused; a missing claim is refused unless ``provider_verifies_email``
+    (the deployment's word that its provider only issues verified addresses)."""
+    email = str(claims.get("email") or "").strip()
+    if not email:
+        raise PermissionDenied(
+            "The identity provider did not send an email address, so no workbench user can be "
+            "matched. Ask the administrator to add the 'email' scope."
+        )
+    flag = claims.get("email_verified")
+    if flag is None:
+        if provider_verifies_email:
+            return email
+        raise PermissionDenied(
+            "The identity provider did not say that this email address is verified "
+            "(no email_verified claim), so it is not accepted. If the provider only issues "
+            "verified addresses, the administrator can set provider_verifies_email."
+        )
+    if flag is True or (isinstance(flag, str) and flag.strip().lower() in _TRUE):
+        return email
+    raise PermissionDenied(
+        "This email address is not verified by the identity provider, so it is not accepted. "
+        "Verify it with the provider, then sign in again."
+    )
+
+
+def network_open(address: str | None) -> bool:
+    """Whether a server told to listen on ``address`` can be reached from other machines.
+
+    Unset or empty means every interface (Streamlit's own default), as do 0.0.0.0 and ::."""
+    if address is None or not address.strip():
+        return True
+    host = address.strip().strip("[]")
+    if host.lower() == "localhost":
+        return False
+    try:
+        return not ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return True  # a host name other than localhost resolves to some interface

@@ -1,0 +1,113 @@
+"""The router in local mode (issue 16, item 11): a new session starts on the user picker, a
+link naming a user who cannot act is refused, and an address open to the network is said on
+every page."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy import Engine
+from streamlit import config
+
+from pages.ui import ACTOR_KEY
+from review.admin import users
+from tests.helpers.pages import ADA, INES, app, no_exception, readable
+
+
+def _names(engine: Engine) -> dict[str, int]:
+    return {u.email: u.id for u in users.list_users(engine)}
+
+
+def test_a_new_session_starts_on_the_picker_as_nobody(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = app(demo_url, monkeypatch, pick=False).run()
+    no_exception(at)
+    assert ACTOR_KEY not in at.session_state
+    assert [readable(h) for h in at.subheader] == ["Who is working?"]
+    picker = at.selectbox[0]
+    assert picker.label == "Your name" and picker.value is None
+    assert not at.sidebar.selectbox  # no "Acting as" before a person picked
+    # Continue without a name: said, nobody acts
+    at.button[0].click().run()
+    assert any("Pick your name first" in readable(e) for e in at.error)
+    assert ACTOR_KEY not in at.session_state
+    ines = _names(demo_engine)[INES]
+    at.selectbox[0].set_value(ines)
+    at.button[0].click().run()
+    no_exception(at)
+    assert at.session_state[ACTOR_KEY].email == INES
+    assert readable(at.title[0]) == "Overview"
+    assert at.query_params["as"] == str(ines)
+
+
+@pytest.mark.parametrize("who", ["999999", "abc", "1e3"])
+def test_a_link_naming_an_unknown_user_is_refused(
+    demo_url: str, monkeypatch: pytest.MonkeyPatch, who: str
+) -> None:
+    at = app(demo_url, monkeypatch, pick=False, **{"as": who}).run()
+    no_exception(at)
+    assert ACTOR_KEY not in at.session_state
+    assert any("Pick who you are" in readable(e) for e in at.error)
+    assert [readable(h) for h in at.subheader] == ["Who is working?"]
+
+
+def test_a_link_naming_a_deactivated_user_is_refused(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    admin = users.to_actor(users.get_by_email(demo_engine, ADA))  # type: ignore[arg-type]
+    tom = users.get_by_email(demo_engine, "tom.becker@brightwave.example")
+    assert tom is not None
+    users.update_user(
+        demo_engine,
+        admin,
+        tom.id,
+        tom.version,
+        name=tom.name,
+        roles=list(tom.roles),
+        clearance=tom.clearance,
+        active=False,
+    )
+    at = app(demo_url, monkeypatch, pick=False, **{"as": str(tom.id)}).run()
+    no_exception(at)
+    assert ACTOR_KEY not in at.session_state
+    assert any(f"user {tom.id}, who is not an active user" in readable(e) for e in at.error)
+    # a link naming an active user opens as that user
+    ines = _names(demo_engine)[INES]
+    at2 = app(demo_url, monkeypatch, pick=False, **{"as": str(ines)}).run()
+    assert at2.session_state[ACTOR_KEY].email == INES
+
+
+@pytest.fixture
+def open_address() -> Iterator[None]:
+    before = config.get_option("server.address")
+    config.set_option("server.address", "0.0.0.0")
+    try:
+        yield
+    finally:
+        config.set_option("server.address", before)
+
+
+def _network_warnings(at: object) -> list[str]:
+    return [readable(w) for w in at.warning if "open to the network" in readable(w)]  # type: ignore[attr-defined]
+
+
+def test_local_mode_open_to_the_network_warns_on_every_page(
+    demo_url: str, monkeypatch: pytest.MonkeyPatch, open_address: None
+) -> None:
+    at = app(demo_url, monkeypatch, pick=False).run()
+    assert _network_warnings(at)  # on the picker too
+    at = app(demo_url, monkeypatch, ADA).run()
+    for page in ("pages/overview_page.py", "pages/cases_page.py", "pages/thresholds_page.py"):
+        at.switch_page(page).run()
+        no_exception(at)
+        assert _network_warnings(at), page
+
+
+def test_local_mode_on_the_loopback_address_does_not_warn(
+    demo_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert config.get_option("server.address") == "127.0.0.1"  # the shipped config
+    at = app(demo_url, monkeypatch, ADA).run()
+    assert not _network_warnings(at)
