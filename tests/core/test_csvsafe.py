@@ -225,3 +225,12 @@ def test_the_audit_csv_export_is_safe_to_open(engine: Engine, hostile_batch: int
     for row in rows:
         for cell in row.values():
             assert not cell.startswith(FORMULA) or _is_number(cell), row
+
+
+def test_tables_do_not_offer_an_unneutralised_csv_download() -> None:
+    """st.dataframe's own CSV download writes cells unchanged; the shipped config turns it off
+    so every CSV a user gets comes from a csvsafe writer."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text(encoding="utf-8"))
+    assert config["client"]["disableDataExport"] is True
