@@ -51,7 +51,7 @@ SAFE_CALLS = frozenset({"plain", "len", "int", "round", "float", "sum", "min", "
 # formatting a number as a number, ``{n:d}``) is always the better fix.
 ALLOWED: dict[str, str] = {
     "pages/admin_page.py::ROLE_HELP_TEXT": "Markdown built from the fixed Role enum and the "
-    "ROLE_HELP names of review.core.identity: code, no stored value",
+    "ROLE_HELP constants of review.core.identity: code, no stored value",
     "display.terms_help": "builds a Markdown list; every taxonomy label and definition in it "
     "goes through review.core.escape.markdown_text (tests/cases/test_display.py)",
     "display.category_defaults_help": "builds a Markdown list; every taxonomy value in it "
@@ -86,7 +86,7 @@ def _dotted(node: ast.expr) -> str:
     return ast.unparse(node)
 
 
-def _module_names(tree: ast.Module) -> set[str]:
+def _module_constants(tree: ast.Module) -> set[str]:
     """Module-level names bound once to a literal str, or to a list/tuple of literal strs."""
     names: set[str] = set()
     for stmt in tree.body:
@@ -104,12 +104,12 @@ def _module_names(tree: ast.Module) -> set[str]:
 
 
 class Names:
-    """What the names of one source file are bound to: module names, and every value a
+    """What the names of one source file are bound to: module constants, and every value a
     plain assignment gives a name anywhere in the file (a name is safe when all of them are;
     a name that is also a parameter, a loop variable or unpacked is never safe)."""
 
     def __init__(self, tree: ast.Module) -> None:
-        self.names = _module_names(tree)
+        self.constants = _module_constants(tree)
         self.values: dict[str, list[ast.expr]] = {}
         self.opaque: set[str] = set()
         for node in ast.walk(tree):
@@ -140,7 +140,7 @@ class Names:
         return text in ALLOWED or f"{self.path}::{text}" in ALLOWED
 
     def safe(self, name: str) -> bool:
-        if name in self.names:
+        if name in self.constants:
             return True
         if name in self.opaque or name not in self.values or name in self._checking:
             return False
