@@ -138,7 +138,7 @@ def _labels(people: list[users.UserView]) -> dict[int, str]:
 def _picker(labels: dict[int, str], refused: str | None) -> None:
     """The first page of a local-mode session: who is working (nobody is assumed)."""
     if refused:
-        st.error(refused)
+        st.error(ui.plain(refused))
     st.subheader("Who is working?")
     with st.form("wb_pick_user"):
         chosen = st.selectbox(

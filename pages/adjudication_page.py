@@ -18,7 +18,7 @@ LIMIT = 200
 def pick_case(engine: Engine) -> int | None:
     """The case to adjudicate: the deep link's, else the picker's (first disagreement)."""
     queue = labeling.disagreements(engine, limit=LIMIT)
-    shown = f"The first {LIMIT} cases" if len(queue) >= LIMIT else f"{len(queue)} case(s)"
+    shown = f"The first {LIMIT:d} cases" if len(queue) >= LIMIT else f"{len(queue):d} case(s)"
     st.caption(f"{shown} whose current labels disagree and have no newer gold label.")
     picked = ui.query_int("case")
     if picked is None and queue:
@@ -121,14 +121,14 @@ def main() -> None:
         return
     view = cases.get_case(engine, case_id=picked)
     if view is None:
-        st.error(f"Case {picked} does not exist.")
+        st.error(f"Case {picked:d} does not exist.")
         return
-    st.subheader(f"Case `{view.key}`")
+    st.subheader(f"Case {ui.plain(view.key)}")
     ui.text(view.question, label="Question")
     st.caption(
-        f"Expected decision on the case: {view.expected_decision} · reasons: "
-        f"{', '.join(view.reason_codes) or '—'} · documents: "
-        f"{', '.join(f'{d.ref} ({d.visibility}, {d.role})' for d in view.documents) or '—'}"
+        f"Expected decision on the case: {ui.plain(view.expected_decision)} · reasons: "
+        f"{ui.plain(', '.join(view.reason_codes) or '—')} · documents: "
+        + ui.plain(", ".join(f"{d.ref} ({d.visibility}, {d.role})" for d in view.documents) or "—")
     )
     if labeling.still_blind(engine, actor, view.id):
         st.info(
@@ -142,7 +142,7 @@ def main() -> None:
     gold_form(engine, actor, view, gold, tax)
     flash = st.session_state.pop("adj_flash", None)
     if flash:
-        st.success(flash)
+        st.success(ui.plain(flash))
     if gold:
         gold_history(gold)
 

@@ -128,7 +128,7 @@ def main() -> None:
         return
     flash = st.session_state.pop("admin_flash", None)
     if flash:
-        st.success(flash)
+        st.success(ui.plain(flash))
     tab_users, tab_settings, tab_audit = st.tabs(["Users and roles", "Labeling", "Audit log"])
     with tab_users:
         users_tab(engine, actor)

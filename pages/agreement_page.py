@@ -56,8 +56,8 @@ def filters(tax: Taxonomy) -> tuple[str, str, str]:
 
 def show_report(report: agreement.AgreementReport, tax: Taxonomy, group_by: str) -> None:
     st.caption(
-        f"{report.cases} case(s), {report.annotators} "
-        f"annotator(s), {report.labels} current label(s). Kappa per pair, Krippendorff's alpha "
+        f"{report.cases:d} case(s), {report.annotators:d} "
+        f"annotator(s), {report.labels:d} current label(s). Kappa per pair, Krippendorff's alpha "
         "(nominal) across everyone; raw agreement beside each, with the items behind it. "
         "A statistic is undefined (blank, with the reason) when one rater is constant or "
         "nothing is shared."
@@ -77,7 +77,7 @@ def show_report(report: agreement.AgreementReport, tax: Taxonomy, group_by: str)
             rc[rc["scope"] == "pair"], hide_index=True, width="stretch", column_config=COLUMNS
         )
 
-    st.subheader(f"By {group_by}")
+    st.subheader(f"By {ui.plain(group_by)}")
     st.dataframe(
         report.groups,
         hide_index=True,

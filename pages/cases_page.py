@@ -42,7 +42,7 @@ def import_export_panel(engine: Engine, actor: Actor, tax: Taxonomy, flt: cases.
                         text = uploads.read_text(up.name, up.getvalue())
                         items = list(cases.iter_cases_jsonl(text.splitlines(), up.name, tax))
                         report = cases.import_cases(engine, actor, items, up.name)
-                        st.success(report.summary())
+                        st.success(ui.plain(report.summary()))
         if st.button("Prepare export of the filtered cases"):
             buf = io.StringIO()
             n = cases.export_cases(engine, buf, flt)
@@ -50,7 +50,7 @@ def import_export_panel(engine: Engine, actor: Actor, tax: Taxonomy, flt: cases.
         if st.session_state.get(EXPORT_KEY):
             n, data = st.session_state[EXPORT_KEY]
             st.download_button(
-                f"Download {n} case(s) as JSONL",
+                f"Download {n:d} case(s) as JSONL",
                 data,
                 file_name="cases.jsonl",
                 mime="application/jsonl",

@@ -35,7 +35,7 @@ def show_document(engine: Engine, actor: Actor, tax: Taxonomy, doc_pk: int) -> N
     except WorkbenchError as exc:
         ui.show_error(exc)
         return
-    st.subheader(f"Document `{doc.ref}`")
+    st.subheader(f"Document {ui.plain(doc.ref)}")
     ui.text(doc.title, label="Title")
     if not doc.is_current:
         st.warning("This is not the current version of this document.")
@@ -71,7 +71,7 @@ def new_version_form(engine: Engine, actor: Actor, tax: Taxonomy, doc: corpus.Do
     if latest is None:
         return
     if latest.id != doc.id:
-        st.info(f"Editing starts from the current version {latest.version}.")
+        st.info(f"Editing starts from the current version {latest.version:d}.")
     with st.form(f"newver_{doc.doc_key}"):
         title = st.text_input("Title", latest.title)
         eff = st.date_input("Effective date", latest.effective_date)
@@ -107,7 +107,7 @@ def new_version_form(engine: Engine, actor: Actor, tax: Taxonomy, doc: corpus.Do
     except ValueError as exc:
         ui.show_error(exc, "Invalid input: ")
     else:
-        st.success(f"Saved {saved.ref}. The previous version is kept in the history.")
+        st.success(f"Saved {ui.plain(saved.ref)}. The previous version is kept in the history.")
         st.query_params["doc"] = str(saved.id)
         st.rerun()
 
@@ -145,7 +145,7 @@ def import_panel(engine: Engine, actor: Actor, tax: Taxonomy) -> None:
                 len(files),
                 source="upload: " + ", ".join(f.name for f in files),
             )
-            st.success(report.summary())
+            st.success(ui.plain(report.summary()))
 
 
 def filters(engine: Engine, tax: Taxonomy) -> corpus.DocFilter:

@@ -9,7 +9,7 @@ import streamlit as st
 from sqlalchemy import Engine
 
 from pages import ui
-from review.cases import cases
+from review.cases import cases, display
 from review.core import terms
 from review.core.identity import Actor, Permission
 from review.core.taxonomy import Taxonomy
@@ -24,10 +24,10 @@ def progress_panel(prog: labeling.Progress) -> None:
     c1, c2, c3 = st.columns(3)
     c1.metric("Labeled by me", f"{prog.mine} / {prog.ready_cases}")
     c1.progress(prog.mine / prog.ready_cases if prog.ready_cases else 0.0)
-    c2.metric(f"Cases with {prog.overlap} labels", f"{prog.complete_cases} / {prog.ready_cases}")
+    c2.metric(f"Cases with {prog.overlap:d} labels", f"{prog.complete_cases} / {prog.ready_cases}")
     c2.progress(prog.complete_cases / prog.ready_cases if prog.ready_cases else 0.0)
     c3.metric(
-        "Labels in all", prog.labels, help=f"Each case needs {prog.overlap} independent labels"
+        "Labels in all", prog.labels, help=f"Each case needs {prog.overlap:d} independent labels"
     )
 
 
@@ -56,10 +56,15 @@ def idle(engine: Engine, actor: Actor, prog: labeling.Progress) -> None:
 
 
 def case_header(view: cases.CaseView) -> None:
-    st.subheader(f"Case `{view.key}`")
+    st.subheader(f"Case {ui.plain(view.key)}")
     st.caption(
-        f"Deep link: ?case={view.id} · category suggested by the case: {view.category}"
-        + (f" · family {view.family} ({view.evidence_state})" if view.family else "")
+        f"Deep link: ?case={view.id:d} · category suggested by the case: "
+        + ui.plain(view.category)
+        + (
+            f" · family {ui.plain(view.family)} ({ui.plain(view.evidence_state or '—')})"
+            if view.family
+            else ""
+        )
     )
     ui.text(view.question, label="Question")
     if view.required_claims:
@@ -79,7 +84,10 @@ def evidence(engine: Engine, actor: Actor, view: cases.CaseView) -> None:
         forbidden = d.visibility == "forbidden"
         restricted = d.access_scope == "restricted"
         title = d.title if (not restricted or actor.clearance) else "(restricted title hidden)"
-        label = f"{'FORBIDDEN to this identity · ' if forbidden else ''}{d.ref} · {d.role}"
+        label = (
+            f"{'FORBIDDEN to this identity · ' if forbidden else ''}"
+            f"{ui.plain(d.ref)} · {ui.plain(d.role)}"
+        )
         with st.expander(label, expanded=not forbidden and d.role == "decisive"):
             st.text(title)
             if forbidden and not actor.clearance:
@@ -92,8 +100,10 @@ def evidence(engine: Engine, actor: Actor, view: cases.CaseView) -> None:
                 continue
             doc = corpus.get_document(engine, actor, d.document_id)
             st.caption(
-                f"effective {doc.effective_date or '—'} · {doc.authority} · "
-                f"{doc.jurisdiction} · {doc.access_scope}"
+                ui.plain(
+                    f"effective {doc.effective_date or '—'} · {doc.authority} · "
+                    f"{doc.jurisdiction} · {doc.access_scope}"
+                )
                 + (" · forbidden: the identity must not get this text" if forbidden else "")
             )
             st.code(doc.body, language=None, wrap_lines=True)
@@ -108,18 +118,20 @@ def decision_buttons(tax: Taxonomy, mine: labeling.LabelView | None) -> str | No
         term = tax.decisions[d]
         chosen = st.session_state["lab_decision"] == d
         if col.button(
-            f"{term.label} [{keys[d]}]",
+            f"{ui.plain(term.label)} \\[{ui.plain(keys[d])}\\]",
             key=f"lab_btn_{d}",
             type="primary" if chosen else "secondary",
             shortcut=keys[d],
-            help=term.definition,
+            help=ui.plain(term.definition),
             width="stretch",
         ):
             st.session_state["lab_decision"] = d
             st.rerun()
     decision: str | None = st.session_state["lab_decision"]
     st.caption(
-        f"Decision: {tax.decisions[decision].label}" if decision else "Pick a decision (keys 1–5)."
+        f"Decision: {ui.plain(tax.decisions[decision].label)}"
+        if decision
+        else "Pick a decision (keys 1–5)."
     )
     return decision
 
@@ -136,14 +148,14 @@ def claim_verdicts(view: cases.CaseView, mine: labeling.LabelView | None) -> lis
         c1, c2 = st.columns([1, 1])
         prev = previous.get(i, {})
         verdict = c1.selectbox(
-            f"Claim {i + 1}",
+            f"Claim {i + 1:d}",
             opts,
             index=opts.index(prev.get("verdict", NOT_JUDGED)),
             key=f"lab_claim_{view.id}_{i}",
         )
         prev_doc = prev.get("doc", NO_DOC)
         doc = c2.selectbox(
-            f"by document (claim {i + 1})",
+            f"by document (claim {i + 1:d})",
             doc_refs,
             index=doc_refs.index(prev_doc) if prev_doc in doc_refs else 0,
             key=f"lab_claimdoc_{view.id}_{i}",
@@ -165,9 +177,7 @@ def label_fields(
         default=list(mine.reason_codes) if mine else [],
         format_func=lambda k: tax.reason_codes[k].label,
         key=f"lab_reasons_{view.id}",
-        help="\n".join(
-            f"- **{t.label}**: {t.definition}" for t in tax.case_reason_codes().values()
-        ),
+        help=display.terms_help(tax.case_reason_codes()),
     )
     with st.expander("Reason code definitions"):
         st.dataframe(
@@ -277,7 +287,7 @@ def label_case(engine: Engine, actor: Actor, tax: Taxonomy, view: cases.CaseView
             st.rerun()
     flash = st.session_state.pop("lab_flash", None)
     if flash:
-        st.success(flash)
+        st.success(ui.plain(flash))
     if mine is not None:
         after_labeling(engine, actor, view)
     else:
@@ -310,7 +320,7 @@ def main() -> None:
         return
     view = cases.get_case(engine, case_id=case_id)
     if view is None:
-        st.error(f"Case {case_id} does not exist.")
+        st.error(f"Case {ui.plain(case_id)} does not exist.")
         return
     label_case(engine, actor, tax, view)
 

@@ -227,7 +227,7 @@ def main() -> None:
     st.caption(
         f"Weeks of {result.start:%d %b %Y} to {last:%d %b %Y} (Monday to Sunday, UTC), "
         f"{int(result.weeks['traces'].sum()):,} traces"
-        + (f" with {monitoring.DIMENSIONS[segment[0]].lower()} = " if segment else "")
+        + (f" with {ui.plain(monitoring.DIMENSIONS[segment[0]].lower())} = " if segment else "")
         + "."
     )
     if segment:

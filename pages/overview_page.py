@@ -7,7 +7,6 @@ import pandas as pd
 import streamlit as st
 
 from pages import ui
-from review.core.identity import Actor
 from review.core.taxonomy import Taxonomy
 from review.monthly.overview import Overview, build_overview
 
@@ -15,7 +14,9 @@ from review.monthly.overview import Overview, build_overview
 def counts(ov: Overview) -> None:
     c1, c2, c3, c4 = st.columns(4)
     c1.metric(
-        "Documents (current)", ov.documents_current, help=f"{ov.document_versions} versions in all"
+        "Documents (current)",
+        ov.documents_current,
+        help=f"{ov.document_versions:d} versions in all",
     )
     c2.metric("Cases", ov.cases_total, help="All statuses")
     c3.metric("Counterfactual families", ov.families)
@@ -35,7 +36,7 @@ def attention(ov: Overview) -> None:
             st.markdown(ui.plain(item.text))
             st.page_link(
                 f"pages/{item.page}_page.py",
-                label=f"Open {item.page.title()}",
+                label=f"Open {ui.plain(item.page.title())}",
                 icon=":material/arrow_forward:",
                 query_params=item.params or None,
             )
@@ -79,14 +80,8 @@ def ready_cases(ov: Overview, tax: Taxonomy) -> None:
         st.altair_chart(bar_chart(by_slice, "slice"), width="stretch")
     st.caption(
         "Split of ready cases: "
-        + ", ".join(f"{k} {v}" for k, v in sorted(ov.cases_by_split.items()))
-        + f" · {ov.users} active users"
-    )
-
-
-def signed_in_as(actor: Actor) -> str:
-    return f"Signed in as {actor.name} ({', '.join(sorted(actor.roles))})" + (
-        " · clearance for restricted content" if actor.clearance else ""
+        + ", ".join(f"{ui.plain(k)} {v:d}" for k, v in sorted(ov.cases_by_split.items()))
+        + f" · {ov.users:d} active users"
     )
 
 
@@ -95,7 +90,10 @@ def main() -> None:
     tax = ui.tax()
     ov = build_overview(ui.engine(), actor, tax)
     st.title("Overview")
-    st.caption(signed_in_as(actor))
+    st.caption(
+        f"Signed in as {ui.plain(actor.name)} ({ui.plain(', '.join(sorted(actor.roles)))})"
+        + (" · clearance for restricted content" if actor.clearance else "")
+    )
     counts(ov)
     attention(ov)
     if ov.cases_total:

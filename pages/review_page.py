@@ -51,14 +51,14 @@ def month_tab(ctx: report.MonthContext, sections: dict[str, pd.DataFrame]) -> No
     titles = [t for t in sections if t.startswith("Release gate")]
     titles += [t for t, _ in ctx.extra_sections] + ["Policy and wording changes"]
     for title in titles:
-        st.subheader(title)
+        st.subheader(ui.plain(title))
         df = sections[title]
         if df.empty:
             st.caption("(none)")
         else:
             st.dataframe(df, hide_index=True, width="stretch")
     for title, chart in ctx.charts:
-        st.subheader(title)
+        st.subheader(ui.plain(title))
         st.altair_chart(cast(alt.Chart, chart), width="stretch")
 
 
@@ -67,7 +67,7 @@ def people_and_summary(
 ) -> None:
     emails = [u.email for u in users.list_users(engine, include_inactive=False)]
     if not writable:
-        st.caption("Attendees: " + (", ".join(view.attendees) or "—"))
+        st.caption("Attendees: " + ui.plain(", ".join(view.attendees) or "—"))
         ui.text(view.summary or "—", label="Summary")
         return
     with st.form(f"rev_people_{view.id}"):
@@ -99,7 +99,7 @@ def findings(
             if c2.button("Carry into next month"):
                 with ui.reported():
                     reviews.carry_finding(engine, actor, int(fid))
-                    st.success(f"Carried into {records.next_month(view.month)}.")
+                    st.success(f"Carried into {ui.plain(records.next_month(view.month))}.")
     else:
         st.caption("(no findings yet)")
     if writable:
@@ -108,7 +108,7 @@ def findings(
             sev = st.selectbox("Severity", records.SEVERITIES, index=1)
             links = st.text_area(
                 "Links, one per line as kind:reference (kinds: "
-                + ", ".join(records.LINK_KINDS)
+                + ui.plain(", ".join(records.LINK_KINDS))
                 + "), e.g. case:CASE-005"
             )
             if st.form_submit_button("Add finding"):
@@ -241,7 +241,7 @@ def main() -> None:
         return
     view = reviews.get_session(engine, picked)
     if view is None:
-        st.error(f"There is no review of {picked}.")
+        st.error(f"There is no review of {ui.plain(picked)}.")
         return
     ctx = report.month_context(engine, tax, picked)
     if view.closed:
@@ -251,7 +251,7 @@ def main() -> None:
             else ""
         )
         when = f"{view.closed_at:%Y-%m-%d %H:%M}" if view.closed_at else "?"
-        st.info(f"Closed by {view.closed_by} on {when}: read-only.{kept}")
+        st.info(f"Closed by {ui.plain(view.closed_by)} on {when}: read-only.{kept}")
     writable = can_write and not view.closed
     tab_month, tab_record, tab_validate, tab_report = st.tabs(
         ["The month", "Findings and actions", "Validation check", "Report"]

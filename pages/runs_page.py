@@ -47,7 +47,7 @@ def one_run(engine: Engine, tax: Taxonomy, by_name: dict[str, evalruns.RunRow]) 
     df = evalruns.outputs_frame(engine, run.id, tax)
     if run.infra_failures:
         st.warning(
-            f"{run.infra_failures} infrastructure failure(s): counted apart, never "
+            f"{run.infra_failures:d} infrastructure failure(s): counted apart, never "
             "as answers, and excluded from every rate."
         )
     partial = _partial_allowed(engine)
@@ -164,7 +164,7 @@ def one_run(engine: Engine, tax: Taxonomy, by_name: dict[str, evalruns.RunRow]) 
                 else:
                     ui.text(
                         str(detail.get("body", "")),
-                        label=f"Distractor added first: {detail.get('added', '')}",
+                        label=f"Distractor added first: {ui.plain(detail.get('added', ''))}",
                     )
     with st.expander("Outputs (text shown verbatim)"):
         st.dataframe(
@@ -205,7 +205,7 @@ def compare_runs(engine: Engine, tax: Taxonomy, by_name: dict[str, evalruns.RunR
     else:
         counts = flips["effect"].value_counts()
         st.caption(
-            ", ".join(f"{k}: {v}" for k, v in counts.items())
+            ", ".join(f"{ui.plain(k)}: {v:d}" for k, v in counts.items())
             + " (fixed = B matches the gold decision where A did not)"
         )
         st.dataframe(flips, hide_index=True, width="stretch")
@@ -269,7 +269,7 @@ def main() -> None:
             execute_form(engine, actor, tax)
     flash = st.session_state.pop("runs_flash", None)
     if flash:
-        st.success(flash)
+        st.success(ui.plain(flash))
     if not runs:
         st.info(
             "No evaluation runs yet. Import a run's outputs, run a bundled pipeline above, or "

@@ -34,7 +34,7 @@ def _in_force(engine: Engine) -> PolicyInForce | None:
             "file policies/no-answer-policy.yaml."
         )
     else:
-        st.caption(display.in_force_caption(pif.version))
+        st.caption(ui.plain(display.in_force_caption(pif.version)))
     return pif
 
 

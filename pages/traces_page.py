@@ -98,7 +98,7 @@ def run_import(
     def progress(phase: str, done: int, total: int | None) -> None:
         shown = display.import_progress(phase, done, total)
         if shown is not None:
-            bar.progress(shown[0], text=shown[1])
+            bar.progress(shown[0], text=ui.plain(shown[1]))
 
     with tempfile.TemporaryDirectory(prefix="wb-rejects-") as tmp:
         rejects = Path(tmp) / "rejects.jsonl" if skip_bad else None
@@ -146,7 +146,7 @@ def _list(engine: Engine, actor: Actor, tax: Taxonomy) -> None:
     """The page without ?trace: the last action's message, import, retention, the list."""
     flash = st.session_state.pop(f"{P}flash", None)
     if flash:
-        st.success(flash)
+        st.success(ui.plain(flash))
     if actor.can(Permission.import_traces):
         import_panel(engine, actor, tax)
     retention_panel(engine, actor)

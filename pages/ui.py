@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import re
 import urllib.parse
 from collections.abc import Iterator
 from typing import Any
@@ -20,6 +19,7 @@ from sqlalchemy import Engine
 
 from review.core.database import database_url, open_database
 from review.core.errors import WorkbenchError
+from review.core.escape import markdown_text
 from review.core.identity import Actor
 from review.core.taxonomy import Taxonomy, taxonomy
 
@@ -91,21 +91,16 @@ def fmt_option(labels: dict[str, Any]) -> Any:
 _ID_MAX = 2**31 - 1  # the database's integer ids hold no more
 
 
-# Every character Markdown (with Streamlit's :emoji: and :color[...] directives) gives a
-# meaning to, escaped with a backslash so it shows as typed.
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
-# GFM turns bare web addresses into links after escapes are read; a word joiner (invisible)
-# inside "://" and "www." keeps them text
-_AUTOLINK = re.compile(r"(?i)(?<=[a-z]):(?=//)|(?<=www)(?=\.)")
-
-
 def plain(value: object) -> str:
     """The one escaper of the pages: untrusted text (a name, an id, a message quoting an
     uploaded value or a document) made inert for the Markdown that titles, captions, headers,
-    alerts and messages render. Every Markdown character is escaped and web addresses are
-    broken, so no image is fetched, no link, autolink, emoji or HTML is made, and the text
-    reads exactly as typed."""
-    return _MD_SPECIAL.sub(r"\\\1", _AUTOLINK.sub(lambda m: m.group(0) + "\u2060", str(value)))
+    alerts, messages, widget labels and tooltips render. It is
+    :func:`review.core.escape.markdown_text`, the escaper the Markdown exports use too: every
+    Markdown character is escaped and web and mail addresses are broken, so no image is
+    fetched, no link, autolink, emoji or HTML is made, and the text reads exactly as typed.
+    tests/pages/test_markdown_safety.py fails when a page shows a value in Markdown without
+    it."""
+    return markdown_text(value)
 
 
 def show_error(exc: BaseException, prefix: str = "", where: Any = None) -> None:

@@ -46,10 +46,10 @@ def _context(engine: Engine, actor: Actor, current: WordingInForce) -> WordingCo
             "policies/refusal-wording.yaml is in force."
         )
     else:
-        st.caption(display.in_force_caption(current.version))
+        st.caption(ui.plain(display.in_force_caption(current.version)))
     flash = st.session_state.pop(FLASH, None)
     if flash:
-        st.success(flash)
+        st.success(ui.plain(flash))
     st.session_state.setdefault(DRAFT, {})
     draft: dict[str, dict[str, str]] = st.session_state[DRAFT]
     if not draft:

@@ -45,8 +45,8 @@ def rates(report: estimates.EstimateReport) -> None:
     share = display.unsampled_share(report.rates)
     if share is not None:
         st.warning(
-            f"{display.pct(share)} of the population lies in strata with no audited trace "
-            "yet; the weighted rates cover the rest."
+            f"{ui.plain(display.pct(share))} of the population lies in strata with no audited "
+            "trace yet; the weighted rates cover the rest."
         )
     if report.single_item_strata:
         st.warning(ui.plain(display.single_item_warning(report.single_item_strata)))

@@ -85,19 +85,19 @@ def claim_editor(view: items.ItemView) -> list[items.ClaimDraft]:
         uid = row["uid"]
         c1, c2, c3, c4 = st.columns([6, 3, 2, 1])
         row["text"] = c1.text_area(
-            f"Claim {n}", row["text"], key=f"aud_ct_{view.id}_{uid}", height=68
+            f"Claim {n:d}", row["text"], key=f"aud_ct_{view.id}_{uid}", height=68
         )
         row["cited"] = c2.text_input(
-            f"Cites (claim {n})", row["cited"], key=f"aud_cc_{view.id}_{uid}"
+            f"Cites (claim {n:d})", row["cited"], key=f"aud_cc_{view.id}_{uid}"
         )
         chosen = c3.selectbox(
-            f"Verdict (claim {n})",
+            f"Verdict (claim {n:d})",
             forms.claim_verdict_options(),
             index=forms.claim_verdict_index(row["verdict"]),
             key=f"aud_cv_{view.id}_{uid}",
         )
         row["verdict"] = forms.verdict_of_choice(chosen)
-        if c4.button("✕", key=f"aud_cr_{view.id}_{uid}", help=f"Remove claim {n}"):
+        if c4.button("✕", key=f"aud_cr_{view.id}_{uid}", help=f"Remove claim {n:d}"):
             remove = uid
         drafts.append(forms.draft_of_row(row))
     if remove is not None:
@@ -116,5 +116,5 @@ def claim_editor(view: items.ItemView) -> list[items.ClaimDraft]:
         st.dataframe(
             frame, hide_index=True, width="stretch", height=ui.table_height(len(frame), 10)
         )
-        st.caption(display.claims_summary(report))
+        st.caption(ui.plain(display.claims_summary(report)))
     return drafts

@@ -59,7 +59,7 @@ def plan_details(engine: Engine, plan: audit_plans.PlanView) -> None:
     """The plan's name, how it samples, its strata with their weights, and whether its
     population changed since it was counted."""
     st.subheader(ui.plain(plan.name))
-    st.caption(display.plan_summary(plan))
+    st.caption(ui.plain(display.plan_summary(plan)))
     st.dataframe(
         plan.strata_frame(),
         hide_index=True,
@@ -71,7 +71,7 @@ def plan_details(engine: Engine, plan: audit_plans.PlanView) -> None:
     )
     check = population_check(engine, plan)
     if check.changed:
-        st.warning(ui.plain(check.message()) + display.population_note(plan.status))
+        st.warning(ui.plain(check.message() + display.population_note(plan.status)))
     else:
         st.caption(ui.plain(check.message()))
 
@@ -105,11 +105,11 @@ def plan_actions(engine: Engine, actor: Actor, plan: audit_plans.PlanView) -> No
     if plan.status != PlanStatus.planned and c3.button("Check reproducibility", key="aud_verify"):
         kind, message = display.reproducibility(audit_plans.verify_sample(engine, plan.id))
         if kind == "success":
-            st.success(message)
+            st.success(ui.plain(message))
         elif kind == "warning":
-            st.warning(message)
+            st.warning(ui.plain(message))
         else:
-            st.error(message)
+            st.error(ui.plain(message))
 
 
 def sample_table(engine: Engine, plan: audit_plans.PlanView) -> None:

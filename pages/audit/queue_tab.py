@@ -52,12 +52,13 @@ def queue_of(engine: Engine, actor: Actor, tax: Taxonomy, plan: PlanView) -> Non
     prog = queue.progress(engine, actor, plan.id)
     c1, c2, c3 = st.columns(3)
     c1.metric("Judged by me", prog.mine)
-    c2.metric(f"Traces with {prog.overlap} verdict(s)", f"{prog.complete} / {prog.items}")
+    c2.metric(f"Traces with {prog.overlap:d} verdict(s)", f"{prog.complete} / {prog.items}")
     c2.progress(prog.complete / prog.items if prog.items else 0.0)
     c3.metric("Verdicts in all", prog.verdicts)
     if prog.waiting_for_clearance:
         st.caption(
-            f"{prog.waiting_for_clearance} restricted trace(s) wait for a reviewer with clearance."
+            f"{prog.waiting_for_clearance:d} restricted trace(s) wait for a reviewer with "
+            "clearance."
         )
     st.session_state.setdefault(skipped_key(plan), [])
     item_id = st.session_state.get(item_key(plan))
@@ -200,7 +201,7 @@ def promotion(
     """The case this verdict became, or the button that makes a draft case of it."""
     if mine.promoted_case_id:
         st.markdown(
-            f"Promoted to [case {mine.promoted_case_id}]"
+            f"Promoted to [case {mine.promoted_case_id:d}]"
             f"({ui.link('cases', case=mine.promoted_case_id)})."
         )
     elif not actor.can(Permission.edit_cases):

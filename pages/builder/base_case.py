@@ -36,23 +36,23 @@ def passage_tab(engine: Engine, actor: Actor, view: cases.CaseView) -> None:
         except WorkbenchError as exc:
             st.error("Nothing was saved. " + ui.plain(exc))
         else:
-            st.success(f"Marked the decisive passage in {ref}.")
+            st.success(f"Marked the decisive passage in {ui.plain(ref)}.")
 
 
 def builder_view(engine: Engine, actor: Actor, tax: Taxonomy, case_id: int) -> None:
     view = cases.get_case(engine, case_id=case_id)
     if view is None:
-        st.error(f"Case {case_id} does not exist.")
+        st.error(f"Case {case_id:d} does not exist.")
         return
     c1, c2 = st.columns([3, 1])
-    c1.subheader(f"Base case {view.key}")
+    c1.subheader(f"Base case {ui.plain(view.key)}")
     if view.family and c2.button("Open the family view", key="bld_to_family"):
         go(family=view.family)
     ui.text(view.question, label="Question")
     st.caption(
-        f"Expected {tables.decision_label(tax, view.expected_decision)} · evidence state "
-        f"{view.evidence_state or '—'} · family {view.family or '—'} · identity "
-        f"{ui.plain(view.identity_name)} ({', '.join(view.identity_scopes)})"
+        f"Expected {ui.plain(tables.decision_label(tax, view.expected_decision))} · evidence "
+        f"state {ui.plain(view.evidence_state or '—')} · family {ui.plain(view.family or '—')} "
+        f"· identity {ui.plain(view.identity_name)} ({ui.plain(', '.join(view.identity_scopes))})"
     )
     if view.evidence_state not in (None, "present") or view.expected_decision != "answer":
         st.warning(

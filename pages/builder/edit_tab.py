@@ -30,7 +30,7 @@ def pick_span(
     body = doc.body or ""
     spans = OPERATORS[op_name].candidates(body)[: forms.MAX_CANDIDATES]
     choice = st.selectbox(
-        f"Candidate spans ({len(spans)} found by {op_name})",
+        f"Candidate spans ({len(spans)} found by {ui.plain(op_name)})",
         [*range(len(spans)), forms.CUSTOM],
         format_func=lambda i: (
             "Custom offsets…" if i == forms.CUSTOM else forms.span_label(body, spans[i])
@@ -70,7 +70,7 @@ def edit_tab(
     )
     op_name = c2.selectbox("Operator", list(OPERATORS), key=f"bld_op_{view.id}")
     op = OPERATORS[op_name]
-    st.caption(op.description)
+    st.caption(ui.plain(op.description))
     body = doc.body or ""
     picked = pick_span(view, doc, op_name)
     if picked is None:
@@ -117,14 +117,16 @@ def save_buttons(
     """Save the previewed edit as a variant of the family, or (for corpus editors) as an
     edited document only."""
     as_version = st.checkbox(
-        f"Save the derived document as the next version of {doc.doc_key} instead of a new "
-        f"document {doc.doc_key}-CF-n",
+        f"Save the derived document as the next version of {ui.plain(doc.doc_key)} instead of a "
+        f"new document {ui.plain(doc.doc_key)}-CF-n",
         key="bld_as_version",
         help="Only from the newest version. The new version becomes current in the corpus.",
     )
     c5, c6 = st.columns(2)
     if c5.button(
-        f"Save as a variant of {view.family or 'the family'}", type="primary", key="bld_save"
+        f"Save as a variant of {ui.plain(view.family or 'the family')}",
+        type="primary",
+        key="bld_save",
     ):
         spec = variants.VariantSpec(
             "edited",

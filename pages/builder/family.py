@@ -29,7 +29,7 @@ def family_view(engine: Engine, actor: Actor, tax: Taxonomy, key: str) -> None:
     if fam is None:
         st.error(f"Family {ui.plain(key)} does not exist.")
         return
-    st.subheader(f"Family {fam.key}")
+    st.subheader(f"Family {ui.plain(fam.key)}")
     ui.text(fam.title, label="Question of the family")
     rows = tables.variants_table(fam, lambda case_id: ui.link("cases", case=case_id))
     st.dataframe(
@@ -47,7 +47,7 @@ def family_view(engine: Engine, actor: Actor, tax: Taxonomy, key: str) -> None:
     confirm(engine, actor, tax, fam, key)
     st.markdown("**Variants in detail**")
     for v in fam.variants:
-        with st.expander(tables.variant_label(v, with_status=True)):
+        with st.expander(ui.plain(tables.variant_label(v, with_status=True))):
             variant_detail(engine, actor, tax, v)
 
 
@@ -63,7 +63,7 @@ def checks(fam: FamilyView, key: str) -> None:
         height=ui.table_height(len(fam.checks), 12),
         key="bld_checks_table",
     )
-    st.caption(f"Decisive passage used by the checks: {fam.passage_source}")
+    st.caption(f"Decisive passage used by the checks: {ui.plain(fam.passage_source)}")
     if fam.passage is not None:
         st.code(fam.passage, language=None, wrap_lines=True)
     elif fam.hidden:
@@ -104,9 +104,9 @@ def confirm(engine: Engine, actor: Actor, tax: Taxonomy, fam: FamilyView, key: s
     index, start_reasons = tables.confirm_start(target, tax)
     with st.form(f"bld_confirm_{target.case_id}"):
         st.caption(
-            f"Suggested by {target.suggestion_source}: "
-            f"{tables.decision_label(tax, target.suggested_decision)} "
-            f"[{', '.join(target.suggested_reasons) or 'no reason'}]"
+            f"Suggested by {ui.plain(target.suggestion_source)}: "
+            f"{ui.plain(tables.decision_label(tax, target.suggested_decision))} "
+            f"\\[{ui.plain(', '.join(target.suggested_reasons) or 'no reason')}\\]"
         )
         decision = st.selectbox(
             "Expected decision",

@@ -7,6 +7,8 @@ from typing import NoReturn
 
 import streamlit as st
 
+from pages import ui
+
 FLASH_KEY = "bld_flash"
 
 
@@ -28,4 +30,4 @@ def leave_message(text: str) -> None:
 def flash() -> None:
     msg = st.session_state.pop(FLASH_KEY, None)
     if msg:
-        st.success(msg)
+        st.success(ui.plain(msg))

@@ -17,7 +17,7 @@ def show_preview(pv: diffs.Preview, doc_ref: str, tax: Taxonomy) -> None:
     )
     left, right = st.columns(2)
     with left:
-        st.caption(f"Before: {doc_ref}")
+        st.caption(f"Before: {ui.plain(doc_ref)}")
         st.code(pv.before_excerpt or "(empty)", language=None, wrap_lines=True)
     with right:
         st.caption("After (the derived document)")
@@ -38,7 +38,9 @@ def show_preview(pv: diffs.Preview, doc_ref: str, tax: Taxonomy) -> None:
         st.caption("Metadata of the derived document")
         st.dataframe(tables.metadata_table(pv.metadata), hide_index=True)
     for title, scope, body in pv.extra_documents:
-        st.caption(f"New document in scope {scope!r}, forbidden to the case's identity")
+        st.caption(
+            f"New document in scope {ui.plain(repr(scope))}, forbidden to the case's identity"
+        )
         st.text(title)
         st.code(body, language=None, wrap_lines=True)
     st.caption("Suggested label (an expert confirms it in the family view; it is not a label)")

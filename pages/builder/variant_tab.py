@@ -33,10 +33,10 @@ def family_tab(
         "Evidence state",
         list(forms.EVIDENCE_KINDS),
         horizontal=True,
-        format_func=lambda k: tax.evidence_states[k].label,
+        format_func=lambda k: ui.plain(tax.evidence_states[k].label),
         key=f"bld_kind_{view.id}",
     )
-    st.caption(tax.evidence_states[kind].definition)
+    st.caption(ui.plain(tax.evidence_states[kind].definition))
     if kind != "partial" and (decisive is None or not decisive.readable):
         st.info("This case has no visible decisive document you may read.")
         return
@@ -59,7 +59,7 @@ def family_tab(
         extra_claim = extra_question = question = ""
         if kind in ("removed", "conflicted", "forbidden"):
             passage = st.text_area(
-                forms.passage_label(kind, decisive.ref if decisive else None), height=80
+                ui.plain(forms.passage_label(kind, decisive.ref if decisive else None)), height=80
             )
         if kind == "conflicted":
             mode = st.selectbox(

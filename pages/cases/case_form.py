@@ -112,7 +112,7 @@ def case_form(
         statuses = list(tax.case_statuses)
         status = c3.selectbox("Status", statuses, index=index(statuses, s.status))
         notes = st.text_area("Notes for labelers", s.notes, height=68)
-        submitted = st.form_submit_button(submit_label, type="primary")
+        submitted = st.form_submit_button(ui.plain(submit_label), type="primary")
     if not submitted:
         return None
     try:

@@ -67,7 +67,7 @@ def case_list(engine: Engine, flt: cases.CaseFilter) -> None:
     rows = cases.list_cases(engine, flt, page=page)
     if not rows:
         all_cases = cases.count_cases(engine, cases.CaseFilter()) if total == 0 else 0
-        st.info(display.empty_list_message(total, all_cases))
+        st.info(ui.plain(display.empty_list_message(total, all_cases)))
         return
     df = display.case_table(rows, lambda case_id: ui.link("cases", case=case_id))
     event = st.dataframe(

@@ -24,7 +24,7 @@ def edit_case(
     engine: Engine, actor: Actor, tax: Taxonomy, view: cases.CaseView, opened_version: int
 ) -> None:
     st.info(
-        f"Editing version {opened_version}. If someone saves meanwhile, your save is "
+        f"Editing version {opened_version:d}. If someone saves meanwhile, your save is "
         "refused and nothing is overwritten."
     )
     result = case_form(tax, f"case_edit_form_{view.id}", view.record, "Save changes")
@@ -86,7 +86,7 @@ def labels(tax: Taxonomy, view: cases.CaseView) -> None:
 
 def family(engine: Engine, view: cases.CaseView) -> None:
     fam_rows = cases.list_cases(engine, cases.CaseFilter(family=view.family), page_size=50)
-    st.caption(f"Family {view.family}: {len(fam_rows)} variant(s)")
+    st.caption(f"Family {ui.plain(view.family)}: {len(fam_rows)} variant(s)")
     st.dataframe(
         display.family_table(fam_rows, lambda case_id: ui.link("cases", case=case_id)),
         hide_index=True,
@@ -98,16 +98,16 @@ def family(engine: Engine, view: cases.CaseView) -> None:
 def show_case(engine: Engine, actor: Actor, tax: Taxonomy, case_id: int) -> None:
     view = cases.get_case(engine, case_id=case_id)
     if view is None:
-        st.error(f"Case {case_id} does not exist.")
+        st.error(f"Case {case_id:d} does not exist.")
         return
-    st.subheader(f"Case `{view.key}`")
+    st.subheader(f"Case {ui.plain(view.key)}")
     opened = st.session_state.get(edit_key(view.id))
     if opened is not None:
         edit_case(engine, actor, tax, view, int(opened))
         return
     flash = st.session_state.pop(FLASH_KEY, None)
     if flash:
-        st.success(flash)
+        st.success(ui.plain(flash))
     ui.text(view.question, label="Question")
     left, right = st.columns([2, 1])
     with left:

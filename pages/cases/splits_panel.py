@@ -18,10 +18,10 @@ FLASH_KEY = "cases_split_flash"
 def splits_panel(engine: Engine, actor: Actor) -> None:
     with st.expander("Assign train / validation / test splits"):
         last = splits.last_assignment(engine)
-        st.caption(display.split_note(last))
+        st.caption(ui.plain(display.split_note(last)))
         split_flash = st.session_state.pop(FLASH_KEY, None)
         if split_flash:
-            st.success(split_flash)
+            st.success(ui.plain(split_flash))
         c1, c2 = st.columns(2)
         seed = int(
             c1.number_input(
@@ -55,7 +55,8 @@ def splits_panel(engine: Engine, actor: Actor) -> None:
         moves = preview["moves"]
         st.dataframe(preview["counts"], width="stretch")
         st.caption(
-            f"{len(moves)} case(s) would change split; {preview['locked']} locked case(s) stay put."
+            f"{len(moves)} case(s) would change split; {preview['locked']:d} locked case(s) "
+            "stay put."
         )
         if len(moves):
             st.dataframe(

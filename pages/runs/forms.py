@@ -69,7 +69,9 @@ def execute_form(engine: Engine, actor: Actor, tax: Taxonomy) -> None:
         st.caption("On which cases (every ready case unless narrowed; all choices apply)")
         cols = st.columns(len(SUBSET_LABELS))
         picked = {
-            field: col.selectbox(label, [ALL, *choices[field]], key=f"runs_subset_{field}")
+            field: col.selectbox(
+                ui.plain(label), [ALL, *choices[field]], key=f"runs_subset_{field}"
+            )
             for col, (field, label) in zip(cols, SUBSET_LABELS.items(), strict=True)
         }
         k1, k2 = st.columns(2)

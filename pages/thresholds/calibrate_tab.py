@@ -101,13 +101,15 @@ def _operating_points(a: Analysis, policy: NoAnswerPolicy) -> None:
     )
     left, right = st.columns(2)
     with left:
-        st.caption(f"Risk vs coverage ({a.tuned_on}); undefined where nothing is answered")
+        st.caption(
+            f"Risk vs coverage ({ui.plain(a.tuned_on)}); undefined where nothing is answered"
+        )
         rc = charts.risk_coverage_chart(a.curve, display.coverage_points(a))
         st.altair_chart(rc, width="stretch")
         chart_downloads(rc, a.curve, "risk_coverage")
     with right:
         st.caption(
-            f"Expected cost per item vs threshold ({a.tuned_on}); false refusal "
+            f"Expected cost per item vs threshold ({ui.plain(a.tuned_on)}); false refusal "
             f"{policy.costs.false_refusal:g}, unsupported answer "
             f"{policy.costs.unsupported_answer:g}"
         )
@@ -117,12 +119,12 @@ def _operating_points(a: Analysis, policy: NoAnswerPolicy) -> None:
 
 
 def _targets_and_flips(a: Analysis) -> None:
-    st.subheader(f"Release targets of the proposed threshold on {a.report_on}")
+    st.subheader(f"Release targets of the proposed threshold on {ui.plain(a.report_on)}")
     if a.targets.empty:
-        st.info(f"No outcomes on the {a.report_on} split.")
+        st.info(f"No outcomes on the {ui.plain(a.report_on)} split.")
     else:
         passed, verdict = display.targets_verdict(a.targets)
-        (st.success if passed else st.warning)(verdict)
+        (st.success if passed else st.warning)(ui.plain(verdict))
         st.dataframe(
             a.targets,
             hide_index=True,
@@ -133,15 +135,16 @@ def _targets_and_flips(a: Analysis) -> None:
     if a.flips.empty:
         st.info("No outcome changes between answer and refuse.")
     else:
-        st.caption(display.flip_counts(a.flips))
+        st.caption(ui.plain(display.flip_counts(a.flips)))
         st.dataframe(a.flips, hide_index=True, width="stretch")
 
 
 def _sweeps(a: Analysis, frame: pd.DataFrame, policy: NoAnswerPolicy) -> None:
     with st.expander("Sweep and per-slice curves"):
         st.caption(
-            f"Both failure sides against the threshold ({a.tuned_on}): coverage, false-refusal "
-            "and unsupported-answer rates, abstention recall; current and proposed marked"
+            f"Both failure sides against the threshold ({ui.plain(a.tuned_on)}): coverage, "
+            "false-refusal and unsupported-answer rates, abstention recall; current and "
+            "proposed marked"
         )
         sc = charts.sweep_chart(a.sweep, a.points)
         st.altair_chart(sc, width="stretch")
@@ -166,8 +169,9 @@ def _caveat_slider(
     st.session_state[key] = start if held is None else float(min(max(held, lo), hi))
     return float(
         st.slider(
-            f"Proposed caveat_below for {src.mode} (current: {th.caveat_below}): answers "
-            "between the two thresholds carry the caveat (C1)",
+            f"Proposed caveat_below for {ui.plain(src.mode)} (current: "
+            f"{ui.plain(th.caveat_below)}): answers between"
+            " the two thresholds carry the caveat (C1)",
             min_value=lo,
             max_value=hi,
             step=0.005,
@@ -180,7 +184,7 @@ def _caveat_band(
     src: Outcomes, policy: NoAnswerPolicy, proposed: float, caveat: float
 ) -> caveat_cal.CaveatCalibration | None:
     """Where the caveat falls (note 004 step 4 calibrates both thresholds)."""
-    st.subheader(f"Where the caveat falls ({src.tuned_on})")
+    st.subheader(f"Where the caveat falls ({ui.plain(src.tuned_on)})")
     try:
         cal = caveat_cal.calibrate_caveat(
             src.frame, policy, src.mode, proposed, caveat, src.tuned_on
@@ -188,7 +192,7 @@ def _caveat_band(
     except WorkbenchError as exc:
         st.info(ui.plain(exc))
         return None
-    st.caption(caveat_cal.calibration_text(cal))
+    st.caption(ui.plain(caveat_cal.calibration_text(cal)))
     pct = st.column_config.NumberColumn(format="%.3f")
     st.dataframe(
         cal.bands,
@@ -215,7 +219,7 @@ def calibrate(engine: Engine, actor: Actor, tax: Taxonomy, pif: PolicyInForce) -
     current = th.refuse_below
     bounds = display.slider_range(src.frame, current)
     proposed = st.slider(
-        f"Proposed refuse_below for {src.mode} (current: {current})",
+        f"Proposed refuse_below for {ui.plain(src.mode)} (current: {ui.plain(current)})",
         min_value=bounds.min_value,
         max_value=bounds.max_value,
         value=bounds.value,
@@ -236,7 +240,7 @@ def calibrate(engine: Engine, actor: Actor, tax: Taxonomy, pif: PolicyInForce) -
     except WorkbenchError as exc:
         st.error(ui.plain(exc))
         return
-    st.caption(display.analysis_caption(a))
+    st.caption(ui.plain(display.analysis_caption(a)))
     _operating_points(a, policy)
     _targets_and_flips(a)
     cal = _caveat_band(src, policy, float(proposed), caveat)

@@ -7,6 +7,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
+from pages import ui
 from review.charts.downloads import IMAGE_FORMATS, ImageFormat, chart_image, csv_text
 
 
@@ -27,7 +28,7 @@ def chart_downloads(chart: alt.TopLevelMixin, data: pd.DataFrame, name: str) -> 
             return chart_image(chart, fmt)
 
         col.download_button(
-            fmt.upper(),
+            ui.plain(fmt.upper()),
             render,
             file_name=f"{name}.{fmt}",
             mime=mime,

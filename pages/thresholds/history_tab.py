@@ -42,7 +42,7 @@ def _rollback(engine: Engine, actor: Actor, earlier: list[int]) -> None:
             with ui.reported():
                 rid = thresholds.propose_rollback(engine, actor, int(back), why)
                 n = signoff.get_version(engine, rid).number
-                st.success(f"Proposed as version {n}: it waits for sign-off.")
+                st.success(f"Proposed as version {n:d}: it waits for sign-off.")
 
 
 def _export(engine: Engine) -> None:
@@ -64,7 +64,7 @@ def _snapshots(allv: list[signoff.VersionView]) -> None:
     with st.expander("Metrics snapshot stored with each signature"):
         for v in allv:
             for s in v.signatures:
-                st.caption(display.signature_caption(v, s))
+                st.caption(ui.plain(display.signature_caption(v, s)))
                 st.code(display.snapshot_json(s), language="json")
 
 
@@ -104,7 +104,7 @@ def history_tab(engine: Engine, actor: Actor, pif: PolicyInForce) -> None:
     if actor.can(Permission.propose_policy) and earlier:
         _rollback(engine, actor, earlier)
     problems = signoff.verify_chain(engine)
-    (st.error if problems else st.success)(display.chain_message(problems))
+    (st.error if problems else st.success)(ui.plain(display.chain_message(problems)))
     _export(engine)
     _snapshots(allv)
     _reproduce(engine, actor, pif)

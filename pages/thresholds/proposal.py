@@ -39,7 +39,7 @@ def replay_section(
         )
         st.caption(
             f"{replay.traces - replay.not_replayable:,} of {replay.traces:,} trace(s) "
-            "replayed. " + trace_replay.not_replayable_text(replay)
+            "replayed. " + ui.plain(trace_replay.not_replayable_text(replay))
         )
         if replay.flips.empty:
             st.info("No trace changes its decision.")
@@ -48,7 +48,7 @@ def replay_section(
             if replay.audited.empty:
                 st.caption("None of the flipped traces has been audited.")
             else:
-                st.caption(display.audited_effects(replay.audited))
+                st.caption(ui.plain(display.audited_effects(replay.audited)))
                 st.dataframe(replay.audited, hide_index=True, width="stretch")
             st.dataframe(replay.examples, hide_index=True, width="stretch")
 
@@ -99,6 +99,6 @@ def propose_form(
                 snapshot=snapshot,
             )
             st.success(
-                f"Proposed as version {signoff.get_version(engine, vid).number}."
+                f"Proposed as version {signoff.get_version(engine, vid).number:d}."
                 " A product owner and compliance, not you, must approve it."
             )

@@ -84,15 +84,15 @@ def _proposal(
     engine: Engine, actor: Actor, tax: Taxonomy, pif: PolicyInForce, v: signoff.VersionView
 ) -> None:
     with st.container(border=True):
-        st.subheader(f"Version {v.number} · proposed by {v.author}")
+        st.subheader(f"Version {v.number:d} · proposed by {ui.plain(v.author)}")
         ui.text(v.rationale, label="Rationale")
         if signoff.needs_override(v.tuned_on_split):
-            st.error(display.override_message(v))
+            st.error(ui.plain(display.override_message(v)))
             if v.override_note:
                 st.text(v.override_note)
         st.caption(
-            f"Needs: {', '.join(v.missing_roles) or 'nothing'} · signatures so far: "
-            + display.signatures_text(v)
+            f"Needs: {ui.plain(', '.join(v.missing_roles) or 'nothing')} · signatures so far: "
+            + ui.plain(display.signatures_text(v))
         )
         st.code(thresholds.diff(pif.text, v.yaml_text), language="diff")
         proposed = parse_policy(v.yaml_text, f"version {v.number}")
@@ -116,4 +116,4 @@ def sign_tab(engine: Engine, actor: Actor, tax: Taxonomy, pif: PolicyInForce) ->
         _proposal(engine, actor, tax, pif, v)
     flash = st.session_state.pop(FLASH, None)
     if flash:
-        st.success(flash)
+        st.success(ui.plain(flash))

@@ -16,7 +16,7 @@ from review.traces import display, retention
 
 def _purge(engine: Engine, actor: Actor, days: int) -> None:
     sure = st.checkbox(
-        f"I understand that traces older than {days} day(s) will be deleted "
+        f"I understand that traces older than {days:d} day(s) will be deleted "
         "(traces in audit samples are kept)",
         key=f"{P}purge_sure",
     )
@@ -37,7 +37,7 @@ def retention_panel(engine: Engine, actor: Actor) -> None:
         r = retention.get_retention(engine)
         # the version the form was opened at: a save after someone else's is refused
         opened = int(st.session_state.setdefault(f"{P}retention_version", r.version))
-        st.caption(display.retention_caption(r))
+        st.caption(ui.plain(display.retention_caption(r)))
         with st.form("traces_retention"):
             days = st.number_input(
                 "Keep traces for (days; 0 = no rule)",

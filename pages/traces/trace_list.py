@@ -54,7 +54,9 @@ def clear_button() -> None:
 
 def _select(label: str, key: str, values: list[str], col: Any) -> str | None:
     options = listing.picker_options(values, st.session_state.get(f"{P}{key}"))
-    value = col.selectbox(label, options, key=f"{P}{key}", format_func=lambda v: v or "(any)")
+    value = col.selectbox(
+        ui.plain(label), options, key=f"{P}{key}", format_func=lambda v: v or "(any)"
+    )
     return value or None
 
 

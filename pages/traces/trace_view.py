@@ -16,7 +16,7 @@ from review.traces.browse import TraceView
 
 
 def _header(view: TraceView, tax: Taxonomy) -> None:
-    st.subheader(f"Trace {view.id}")
+    st.subheader(f"Trace {view.id:d}")
     st.text(f"{view.trace_id} · {view.at:%Y-%m-%d %H:%M:%S} UTC")
     if view.restricted:
         st.warning("Restricted trace: you see it because you have clearance. Do not share it.")
@@ -62,14 +62,14 @@ def _chunks(view: TraceView) -> None:
         )
         with st.expander("Chunk texts in full"):
             for c in view.chunks:
-                ui.text(c.text or "(no text logged)", label=display.chunk_label(c))
+                ui.text(c.text or "(no text logged)", label=ui.plain(display.chunk_label(c)))
                 st.caption("chunk id")
                 st.code(c.chunk_id, language=None)
     else:
         st.text(display.no_chunks_text(view))
     note = display.hidden_chunks_note(view)
     if note:
-        st.caption(note)
+        st.caption(ui.plain(note))
     with st.expander("Context sent to the model"):
         st.text(view.context_sent or "(not logged)")
 
@@ -102,7 +102,9 @@ def show_trace(engine: Engine, actor: Actor, tax: Taxonomy, pk: int) -> None:
         st.error(ui.plain(exc))
         return
     if view is None:
-        st.error(f"Trace {pk} does not exist (it may have been purged by the retention rule).")
+        st.error(
+            f"Trace {ui.plain(pk)} does not exist (it may have been purged by the retention rule)."
+        )
         return
     _header(view, tax)
     _texts(view)

@@ -57,7 +57,7 @@ def findings_view(text: str, findings: Sequence[Finding], *, fit: bool = False) 
 def show_findings(text: str, findings: Sequence[Finding], what: str) -> None:
     """The live lint of the ``what`` ("template", "preview"): a verdict, then the findings."""
     if not findings:
-        st.success(f"Lint: no findings in the {what}.")
+        st.success(f"Lint: no findings in the {ui.plain(what)}.")
         return
-    st.warning(f"Lint: {len(findings)} finding(s) in the {what}.")
+    st.warning(f"Lint: {len(findings)} finding(s) in the {ui.plain(what)}.")
     findings_view(text, findings, fit=True)

@@ -47,7 +47,7 @@ def compare_tab(ctx: WordingContext) -> None:
     if changed:
         st.caption(DIFF_LEGEND)
     for c in changed:
-        st.caption(display.change_caption(c))
+        st.caption(ui.plain(display.change_caption(c)))
         st.code(c.diff or "(empty)", language=None, wrap_lines=True)
     settings = compare.setting_changes(old, new, reveal_restricted=ctx.actor.clearance)
     if settings:

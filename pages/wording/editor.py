@@ -18,8 +18,8 @@ def _rebase_warning(ctx: WordingContext) -> None:
     current = ctx.current
     if ctx.draft and st.session_state.get(BASE) != current.version_id:
         st.warning(
-            f"The wording in force changed while you were drafting ({current.label} is in "
-            "force now). Check your edits against it, then rebase the draft to propose it."
+            f"The wording in force changed while you were drafting ({ui.plain(current.label)} is "
+            "in force now). Check your edits against it, then rebase the draft to propose it."
         )
         if st.button("Rebase my draft onto the wording in force", key="wd_rebase"):
             st.session_state[BASE] = current.version_id
@@ -55,7 +55,7 @@ def _pick_key(ctx: WordingContext) -> str:
         format_func=lambda k: f"{k} · {editing.key_meaning(k)}",
     )
     if ctx.draft:
-        st.caption("Edited in your draft: " + ", ".join(ctx.draft))
+        st.caption("Edited in your draft: " + ui.plain(", ".join(ctx.draft)))
     _add_key(ctx, keys)
     return key
 
@@ -89,7 +89,7 @@ def _example_values(text: str) -> dict[str, str]:
         cols = st.columns(min(3, len(names)))
         for i, name in enumerate(names):
             values[name] = cols[i % len(cols)].text_input(
-                "{" + name + "}",
+                ui.plain("{" + name + "}"),
                 value=editing.example_value(name),
                 key=f"wd_val_{name}",
             )

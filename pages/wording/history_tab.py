@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from pages import ui
 from pages.wording.common import WordingContext
 from review.policy import signoff
 from review.wording import display, versions
@@ -18,7 +19,7 @@ def history_tab(ctx: WordingContext) -> None:
         return
     st.dataframe(display.history_frame(allv), hide_index=True, width="stretch")
     problems = signoff.verify_chain(ctx.engine)
-    (st.error if problems else st.success)(display.chain_message(problems))
+    (st.error if problems else st.success)(ui.plain(display.chain_message(problems)))
     current = ctx.current
     if current.version is not None and not ctx.actor.clearance:
         st.caption(
@@ -27,7 +28,7 @@ def history_tab(ctx: WordingContext) -> None:
         )
     elif current.version is not None:
         st.download_button(
-            f"Download the approved wording (version {current.version.number}, YAML)",
+            f"Download the approved wording (version {current.version.number:d}, YAML)",
             current.text,
             file_name="refusal-wording.yaml",
             mime="application/yaml",

@@ -36,7 +36,7 @@ def _counts(s: ProductionSummary) -> None:
     c1.metric("Refusal texts checked", s.checked)
     c2.metric("With findings", s.offending)
     c3.metric("Share", display.production_share(s))
-    st.caption(display.production_caption(s))
+    st.caption(ui.plain(display.production_caption(s)))
     st.dataframe(display.rules_frame(s), hide_index=True, width="stretch")
 
 

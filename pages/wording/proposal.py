@@ -24,10 +24,10 @@ def _summary(ctx: WordingContext, edits: dict[str, drafts.MessageDraft]) -> None
         return
     summary = editing.summarize_draft(ctx.current, draft_text, ctx.terms)
     st.dataframe(summary.changes, hide_index=True, width="stretch")
-    st.caption(summary.compliance_reason)
+    st.caption(ui.plain(summary.compliance_reason))
     if summary.lint_total:
         st.warning(
-            f"{summary.lint_total} lint finding(s) in the draft. You may still propose it: the "
+            f"{summary.lint_total:d} lint finding(s) in the draft. You may still propose it: the "
             "findings are stored with the proposal and shown to the approvers, and approving "
             "needs a note saying why they are acceptable."
         )

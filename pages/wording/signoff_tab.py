@@ -22,7 +22,7 @@ def _changes(r: VersionReview) -> None:
     for c in r.changes:
         if c.status == "unchanged":
             continue
-        st.caption(display.change_caption(c, for_signing=True))
+        st.caption(ui.plain(display.change_caption(c, for_signing=True)))
         st.code(c.diff or "(empty)", language=None, wrap_lines=True)
         if c.new_text:
             with ui.reported():
@@ -40,12 +40,12 @@ def _lint(r: VersionReview) -> None:
         st.success("Lint: no findings in any message of this version.")
         return
     st.warning(
-        f"{r.lint_total} lint finding(s) in this version: approving needs a note "
+        f"{r.lint_total:d} lint finding(s) in this version: approving needs a note "
         "saying why they are acceptable."
     )
     for key, fs in r.findings.items():
         if fs:
-            st.caption(f"{key}")
+            st.caption(ui.plain(key))
             findings_view(r.wording.messages[key].text, fs)
 
 
@@ -86,7 +86,7 @@ def _signatures(ctx: WordingContext, v: signoff.VersionView) -> None:
     elif choice == "not_needed":
         st.caption(
             "Your signature is not needed on this version: it needs "
-            f"{', '.join(v.missing_roles) or 'nothing more'}."
+            f"{ui.plain(', '.join(v.missing_roles) or 'nothing more')}."
         )
     else:
         st.caption("Signatures come from product owners and compliance.")
@@ -95,16 +95,16 @@ def _signatures(ctx: WordingContext, v: signoff.VersionView) -> None:
 def _version(ctx: WordingContext, v: signoff.VersionView) -> None:
     r = signing.review_version(ctx.engine, v.id, ctx.terms, reveal_restricted=ctx.actor.clearance)
     with st.container(border=True):
-        st.subheader(f"Version {v.number}")
-        st.caption(f"Proposed by {v.author} on {v.created_at:%Y-%m-%d %H:%M} UTC")
+        st.subheader(f"Version {v.number:d}")
+        st.caption(f"Proposed by {ui.plain(v.author)} on {v.created_at:%Y-%m-%d %H:%M} UTC")
         ui.text(v.rationale, label="Rationale")
         st.caption(
-            f"Compared with {r.parent_label}. {r.compliance_reason} Still needed: "
-            f"{', '.join(v.missing_roles) or 'nothing'} · signatures so far: "
-            + display.signatures_text(v)
+            f"Compared with {ui.plain(r.parent_label)}. {ui.plain(r.compliance_reason)} Still "
+            f"needed: {ui.plain(', '.join(v.missing_roles) or 'nothing')} · signatures so far: "
+            + ui.plain(display.signatures_text(v))
         )
         if r.stale_parent:
-            st.error(r.stale_parent)
+            st.error(ui.plain(r.stale_parent))
         _changes(r)
         _lint(r)
         _signatures(ctx, v)

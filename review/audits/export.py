@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import json
 from collections.abc import Iterable
 from typing import IO, Any
@@ -12,6 +11,7 @@ from sqlalchemy import Engine, select
 from review.audits.plans import _plan, _stored_allocation, _stored_counts
 from review.audits.verdicts import VerdictView, _current_verdicts
 from review.audits.vocabulary import RESTRICTED_TEXT, can_see, outcome
+from review.core import csvsafe
 from review.core.identity import Actor
 from storage.db import read_session
 from storage.models import AuditItem, SamplingPlan, Trace
@@ -158,7 +158,8 @@ def export_csv(engine: Engine, actor: Actor, plan_id: int, out: IO[str]) -> int:
     with read_session(engine) as s:
         plan = _plan(s, plan_id)
         head = _plan_record(plan)
-    writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    # queries, answers and notes are untrusted: a cell such as =HYPERLINK(...) is neutralised
+    writer = csvsafe.DictWriter(out, fieldnames=CSV_COLUMNS)
     writer.writeheader()
     n = 0
     for data, verdicts in _export_rows(engine, actor, plan_id):

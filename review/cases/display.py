@@ -11,6 +11,7 @@ import pandas as pd
 
 from review.cases.cases import CaseDocView, CaseFilter, CaseRow, CaseView
 from review.cases.splits import SplitPlan
+from review.core.escape import markdown_text
 from review.core.taxonomy import Taxonomy, Term
 
 __all__ = [
@@ -101,9 +102,10 @@ def decision_label(tax: Taxonomy, key: str) -> str:
 
 def category_defaults_help(tax: Taxonomy) -> str:
     """The help of the expected-decision select: each category's agreed behaviour (note 004)."""
+    md = markdown_text  # the taxonomy is edited by people: its text shows as typed
     lines = [
-        f"- **{c.label}**: {tax.label('decisions', c.default_decision)}"
-        + (f" ({c.default_message})" if c.default_message else "")
+        f"- **{md(c.label)}**: {md(tax.label('decisions', c.default_decision))}"
+        + (f" ({md(c.default_message)})" if c.default_message else "")
         for c in tax.categories.values()
     ]
     return "Each category's default decision; another needs a note saying why.\n" + "\n".join(lines)
@@ -141,8 +143,11 @@ def category_mismatch(view: CaseView, tax: Taxonomy) -> str | None:
 
 
 def terms_help(terms: Mapping[str, Term]) -> str:
-    """The help of a select of taxonomy terms: each term's label and definition as a list."""
-    return "\n".join(f"- **{t.label}**: {t.definition}" for t in terms.values())
+    """The help of a select of taxonomy terms: each term's label and definition as a
+    Markdown list, the terms' own text escaped (it shows as typed)."""
+    return "\n".join(
+        f"- **{markdown_text(t.label)}**: {markdown_text(t.definition)}" for t in terms.values()
+    )
 
 
 def reason_text(codes: Sequence[str], tax: Taxonomy) -> str:

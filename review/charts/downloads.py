@@ -11,6 +11,8 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from review.core import csvsafe
+
 __all__ = ["IMAGE_FORMATS", "ImageFormat", "chart_image", "csv_text"]
 
 ImageFormat = Literal["svg", "png"]
@@ -24,8 +26,9 @@ IMAGE_FORMATS: Final[tuple[tuple[ImageFormat, str], ...]] = (
 
 def csv_text(data: pd.DataFrame) -> str:
     """The chart's data as CSV, without the index; +/-inf (the "answer nothing" end of a
-    sweep) become empty cells."""
-    return str(data.replace([np.inf, -np.inf], np.nan).to_csv(index=False))
+    sweep) become empty cells, and text cells (slice names, run names) are neutralised for
+    spreadsheets (review.core.csvsafe) while numbers stay numbers."""
+    return csvsafe.frame_csv(data.replace([np.inf, -np.inf], np.nan), index=False)
 
 
 def chart_image(chart: alt.TopLevelMixin, fmt: ImageFormat) -> bytes:

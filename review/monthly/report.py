@@ -20,6 +20,7 @@ from sqlalchemy import Engine, select
 
 from review.charts.charts import risk_coverage_chart
 from review.core.errors import InputError
+from review.core.escape import markdown_cell, markdown_text
 from review.core.taxonomy import Taxonomy
 from review.core.terms import PlanStatus, VersionStatus
 from review.evaluation import evalruns
@@ -149,13 +150,12 @@ def _table_html(df: pd.DataFrame) -> str:
 def _table_md(df: pd.DataFrame) -> str:
     if df.empty:
         return "_(none)_\n"
-    cols = [str(c) for c in df.columns]
-
-    def cell(v: Any) -> str:
-        return str(v).replace("|", "\\|").replace("\n", " ")
-
+    cols = [markdown_cell(c) for c in df.columns]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in df.itertuples(index=False)]
+    lines += [
+        "| " + " | ".join(markdown_cell(v) for v in row) + " |"
+        for row in df.itertuples(index=False)
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -320,26 +320,35 @@ def export_markdown(
 ) -> tuple[str, dict[str, bytes]]:
     """Markdown text and its PNG charts (file name -> bytes), from the same data. With
     ``render_images=False`` the text (which names the images) comes without them: rendering
-    the PNGs is most of the cost, paid only when the zip is downloaded."""
+    the PNGs is most of the cost, paid only when the zip is downloaded. Every value from the
+    data (names, titles, findings, summary, table cells) goes through the one Markdown
+    escaper, so no name makes a link, an image or HTML in the file."""
+    md = markdown_text
+    closed = (
+        f", closed by {md(view.closed_by or '')} on {view.closed_at:%Y-%m-%d}"
+        if view.closed_at
+        else ""
+    )
     lines = [
-        f"# Monthly review {view.month}",
+        f"# Monthly review {md(view.month)}",
         "",
-        f"Status: {view.status}"
-        + (f", closed by {view.closed_by} on {view.closed_at:%Y-%m-%d}" if view.closed_at else ""),
+        f"Status: {md(view.status)}{closed}",
         "",
         "## Summary",
         "",
-        view.summary or "—",
+        # each line of the summary its own paragraph line, every character shown as typed
+        "  \n".join(md(line) for line in view.summary.splitlines()) if view.summary else "—",
         "",
     ]
     for title, df in report_sections(view, ctx):
-        lines += [f"## {title}", "", _table_md(df)]
+        lines += [f"## {md(title)}", "", _table_md(df)]
     images: dict[str, bytes] = {}
     for i, (title, chart) in enumerate(ctx.charts, 1):
         name = f"chart-{i}.png"
         if render_images:
             images[name] = _png(chart)
-        lines += [f"## {title}", "", f"![{title}]({name})", ""]
+        # the one image of the report is the chart's own file, its title escaped as alt text
+        lines += [f"## {md(title)}", "", f"![{md(title)}]({name})", ""]
     return "\n".join(lines), images
 
 

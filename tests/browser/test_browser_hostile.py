@@ -4,8 +4,9 @@ a 50,000-character line render as inert text. No script runs, the browser asks n
 host but the workbench's own server, and the literal text is on the page.
 
 The hostile records go in through the real services (corpus import, case creation, trace
-import, an audit plan drawn over them); what a service rightly refuses (NUL) is checked to be
-refused with a clear message instead.
+import, an audit plan drawn over them, and (issue 16) the name of the run the Monthly review's
+headers are built from); what a service rightly refuses (NUL) is checked to be refused with a
+clear message instead.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine
+from sqlalchemy import Engine, update
 
 from review.audits import plans, population, queue
 from review.cases import cases
@@ -29,9 +30,12 @@ from review.core.identity import SYSTEM, Actor, Role
 from review.core.taxonomy import Taxonomy
 from review.corpus import corpus
 from review.corpus.docformat import parse_markdown
+from review.evaluation import evalruns
+from review.monthly import records, reviews
 from review.traces import browse, importer
 from review.traces.model import Chunk, Citation, Trace
-from storage.db import make_engine
+from storage.db import make_engine, run_write
+from storage.models import EvalRun
 from tests.helpers.browser import CHROMIUM_ARGS, streamlit_server, wait_idle
 from tests.helpers.databases import copy_db
 from tests.helpers.paths import ROOT
@@ -160,6 +164,22 @@ def _insert(engine: Engine, tax: Taxonomy) -> tuple[int, int, int, int]:
     plan = plans.create_plan(engine, reviewer, spec)
     plans.draw_plan(engine, reviewer, plan)
     item = queue.list_items(engine, plan)[0].id
+
+    # the run the open monthly review reads (the newest by the month's end) gets a hostile
+    # name: the review's subheaders and chart titles are built from it
+    month = reviews.list_sessions(engine)[0].month
+    end = records.month_bounds(month)[1] + dt.timedelta(days=1)
+    run = next(
+        r
+        for r in evalruns.list_runs(engine)
+        if r.created_at < dt.datetime.combine(end, dt.time(), dt.UTC)
+    )
+    run_write(
+        engine,
+        lambda s: s.execute(
+            update(EvalRun).where(EvalRun.id == run.id).values(name=f"run {SCRIPT} {MD_IMG}")
+        ),
+    )
     return doc.id, case_id, found.id, item
 
 
@@ -235,8 +255,11 @@ def _open(pg: Any, path: str) -> None:
 
 
 def _literal_visible(pg: Any, text: str, where: str) -> None:
-    """``text`` is among what the page renders as text (innerText leaves out hidden parts)."""
-    assert pg.evaluate("t => document.body.innerText.includes(t)", text), (
+    """``text`` is among what the page renders as text (innerText leaves out hidden parts;
+    the invisible word joiners ui.plain puts in web addresses are not read)."""
+    assert pg.evaluate(
+        "t => document.body.innerText.replaceAll('\\u2060', '').includes(t)", text
+    ), (
         f"{where}: {text!r} is not shown as text",
         pg.evaluate("() => document.body.innerText.slice(0, 3000)"),
     )
@@ -261,7 +284,7 @@ def test_hostile_content_renders_inert_on_every_page_that_shows_it(
         # pages that list facts of every trace (tiers, versions, feedback) or every case
         ("monitoring", f"/monitoring?{as_ravi}", False),
         ("wording", f"/wording?{as_ravi}", False),
-        ("monthly review", f"/review?{as_ravi}", False),
+        ("monthly review", f"/review?{as_ravi}", True),  # the run's name
         ("agreement", f"/agreement?{as_ravi}", False),
         ("runs", f"/runs?{as_ravi}", False),
     ]

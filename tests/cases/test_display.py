@@ -12,7 +12,8 @@ import pandas as pd
 from review.cases import display
 from review.cases.cases import CaseDocView, CaseFilter, CaseRow, CaseView
 from review.cases.splits import SplitPlan
-from review.core.taxonomy import Taxonomy
+from review.core.escape import markdown_text
+from review.core.taxonomy import Taxonomy, Term
 
 ROW = CaseRow(
     id=4,
@@ -162,7 +163,29 @@ def test_details_labels_and_reasons(tax: Taxonomy) -> None:
     lines = display.terms_help(tax.slices).splitlines()
     assert len(lines) == len(tax.slices)
     first = next(iter(tax.slices.values()))
-    assert lines[0] == f"- **{first.label}**: {first.definition}"
+    assert lines[0] == f"- **{markdown_text(first.label)}**: {markdown_text(first.definition)}"
+
+
+def test_taxonomy_help_shows_hostile_terms_as_typed(tax: Taxonomy) -> None:
+    """The taxonomy is edited by people; its labels and definitions sit in Markdown tooltips
+    (the help of the selects): they are escaped, only the list's own bold marks stay."""
+    hostile = Term(label="**![x](http://evil.example/x.png)**", definition="[go](javascript:x) <b>")
+    (line,) = display.terms_help({"t": hostile}).splitlines()
+    assert line.startswith("- **\\*\\*\\!\\[x\\]\\(http\\:\u2060//evil")
+    assert "](" not in line and "<b>" not in line
+    category = next(iter(tax.categories))
+    hostile_tax = tax.model_copy(
+        update={
+            "categories": {
+                category: tax.categories[category].model_copy(
+                    update={"label": "![c](http://evil.example/c.png)"}
+                )
+            }
+        }
+    )
+    shown = display.category_defaults_help(hostile_tax)
+    assert "\\!\\[c\\]\\(http\\:\u2060//evil\\.example/c\\.png\\)" in shown
+    assert "](" not in shown
 
 
 def test_the_family_table() -> None:

@@ -90,3 +90,45 @@ def page_files() -> list[str]:
     """Every page app.py registers ("pages/x_page.py"), read from its PageSpec table."""
     source = (ROOT / "app.py").read_text(encoding="utf-8")
     return [f"pages/{f}" for f in re.findall(r'PageSpec\(\s*"\w+",\s*"(\w+\.py)"', source)]
+
+
+_MARKDOWN_VALUES = {
+    *("markdown", "caption", "title", "header", "subheader", "latex"),
+    *("info", "warning", "error", "success", "toast"),
+}
+
+
+def markdown_shown(at: AppTest) -> list[str]:
+    """Every text of the page that Streamlit renders as Markdown: the bodies of markdown,
+    captions, titles, headers and alerts, and the labels (and radio options) of every
+    widget, expander, tab, metric and page link."""
+    found: list[str] = []
+
+    def walk(node: object) -> None:
+        for child in getattr(node, "children", {}).values():
+            kind = getattr(child, "type", None)
+            if kind in _MARKDOWN_VALUES and isinstance(getattr(child, "value", None), str):
+                found.append(child.value)
+            label = getattr(child, "label", None)
+            if isinstance(label, str):
+                found.append(label)
+            if kind == "radio":
+                found.extend(str(o) for o in child.options)
+            walk(child)
+
+    walk(at._tree)
+    return found
+
+
+_UNESCAPED = re.compile(r"\\([\\`*_{}\[\]()#+\-.!|<>~$:])")
+
+
+def live_markdown(markdown: str) -> list[str]:
+    """What ``markdown`` would make live: an image or link (``![``, ``](``), HTML (``<``),
+    or an address GFM turns into a link (``http://``, ``www.``, ``name@host.tld``) after
+    reading the escapes. Empty when everything in it shows as text."""
+    bare = re.sub(r"\\.", "_", markdown)  # an escaped character is text
+    live = [m for m in ("![", "](", "<") if m in bare]
+    as_read = _UNESCAPED.sub(r"\1", markdown)  # what the autolink pass sees
+    live += re.findall(r"(?i)\b[a-z][a-z0-9+.-]*://|\bwww\.|[\w.+-]@[\w-]+\.\w", as_read)
+    return live

@@ -431,7 +431,7 @@ def test_label_page_next_case_blind_submit_and_errors(
     next(b for b in at.button if b.label.startswith("Start labeling")).click().run()
     no_exception(at)
     case_key = next(readable(s) for s in at.subheader if readable(s).startswith("Case"))
-    key = case_key.split("`")[1]
+    key = case_key.split(" ", 1)[1]
     view = cases.get_case(demo_engine, key=key)
     assert view is not None
     assert (

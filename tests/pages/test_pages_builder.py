@@ -51,13 +51,13 @@ def cid(engine: Engine, key: str) -> int:
 
 def by_label(widgets: object, label: str) -> object:
     for w in widgets:  # type: ignore[attr-defined]
-        if w.label == label or w.label.startswith(label):
+        if readable(w.label).startswith(label):
             return w
     raise AssertionError(f"no widget labelled {label!r}")
 
 
 def click(at: AppTest, label: str) -> AppTest:
-    button = next(b for b in at.button if b.label.startswith(label))
+    button = next(b for b in at.button if readable(b.label).startswith(label))
     button.click().run()
     no_exception(at)
     return at
@@ -140,7 +140,7 @@ def test_preview_marks_the_change_and_saves_a_variant(
     at = open_page(demo_url, monkeypatch, INES, case=str(cid(demo_engine, "CASE-001")))
     by_label(at.selectbox, "Operator").set_value("change_unit").run()  # type: ignore[attr-defined]
     spans = by_label(at.selectbox, "Candidate spans")
-    assert spans.label == "Candidate spans (5 found by change_unit)"  # type: ignore[attr-defined]
+    assert readable(spans.label) == "Candidate spans (5 found by change_unit)"  # type: ignore[attr-defined]
     by_label(at.selectbox, "to unit").set_value("weeks")  # type: ignore[attr-defined]
     click(at, "Preview the edit")
     assert not at.error
@@ -260,7 +260,7 @@ def test_partial_variant_form(
     click(at, "Build and save the variant")
     assert at.query_params["family"] == FAMILY
     assert "Saved CASE-001-CF-1 (partial, suggested partial)" in readable(at.success[0])
-    detail = next(e for e in at.expander if e.label.startswith("CASE-001-CF-1"))
+    detail = next(e for e in at.expander if readable(e.label).startswith("CASE-001-CF-1"))
     claims = detail.dataframe[0].value
     assert list(claims["support"]) == ["supported", "loses support"]
 
@@ -334,12 +334,12 @@ def test_family_view_claims_editor_and_replay(
 ) -> None:
     saved = add_variant(demo_engine, tax)
     at = open_page(demo_url, monkeypatch, INES, family=FAMILY)
-    detail = next(e for e in at.expander if e.label.startswith(saved.key))
+    detail = next(e for e in at.expander if readable(e.label).startswith(saved.key))
     detail.text_area[0].input("Same claim.\nSame claim.")
     detail.button[0].click().run()
     no_exception(at)
     assert "listed twice" in readable(at.error[0])
-    detail = next(e for e in at.expander if e.label.startswith(saved.key))
+    detail = next(e for e in at.expander if readable(e.label).startswith(saved.key))
     detail.text_area[0].input("First claim.\nSecond claim.")
     detail.button[0].click().run()
     no_exception(at)
