@@ -9,13 +9,14 @@ from pages import ui
 from pages.runs.forms import execute_form, import_run_form, judge_section
 from review.charts.runs import confusion_chart, intervals_chart
 from review.core.errors import WorkbenchError
-from review.core.identity import Permission
+from review.core.identity import Actor, Permission
 from review.core.taxonomy import Taxonomy
-from review.evaluation import evalruns, runmetrics
+from review.evaluation import clearance, evalruns, runmetrics
 from review.thresholds.thresholds import in_force
 
 PERTURBED_COLUMNS = [
-    "key", "repeat", "kind", "base_decision", "decision", "passed", "why", "cited_doc_ids", "text",
+    "key", "repeat", "kind", "base_decision", "decision", "passed", "why", "cited_doc_ids",
+    "restricted", "text",
 ]  # fmt: skip
 GROUPS = [
     "split", "category", "slices", "family", "evidence_state", "language", "retrieval_depth",
@@ -23,7 +24,7 @@ GROUPS = [
 ]  # fmt: skip
 OUTPUT_COLUMNS = [
     "key", "repeat", "gold", "decision", "score", "reason_code", "cited_doc_ids", "infra_error",
-    "answer_ok", "contradicts_claim", "text",
+    "answer_ok", "contradicts_claim", "restricted", "text",
 ]  # fmt: skip
 
 
@@ -41,10 +42,12 @@ def _partial_allowed(engine: Engine) -> bool:
         return False
 
 
-def one_run(engine: Engine, tax: Taxonomy, by_name: dict[str, evalruns.RunRow]) -> None:
+def one_run(
+    engine: Engine, actor: Actor, tax: Taxonomy, by_name: dict[str, evalruns.RunRow]
+) -> None:
     pick = st.selectbox("Run", list(by_name), key="runs_pick")
     run = by_name[pick]
-    df = evalruns.outputs_frame(engine, run.id, tax)
+    df = clearance.for_viewer(engine, actor, evalruns.outputs_frame(engine, run.id, tax))
     if run.infra_failures:
         st.warning(
             f"{run.infra_failures:d} infrastructure failure(s): counted apart, never "
@@ -101,7 +104,11 @@ def one_run(engine: Engine, tax: Taxonomy, by_name: dict[str, evalruns.RunRow]) 
     conf = runmetrics.confusion(df, list(tax.decisions))
     st.altair_chart(confusion_chart(conf), width="stretch")
     st.subheader("Metamorphic checks")
-    perturbed = runmetrics.judge_perturbed(evalruns.perturbed_frame(engine, run.id, tax))
+    perturbed = clearance.for_viewer(
+        engine,
+        actor,
+        runmetrics.judge_perturbed(evalruns.perturbed_frame(engine, run.id, tax)),
+    )
     meta = runmetrics.metamorphic_checks(df, perturbed)
     if meta.empty:
         st.info("This run has no outputs on family variants and no perturbed re-runs.")
@@ -153,7 +160,9 @@ def one_run(engine: Engine, tax: Taxonomy, by_name: dict[str, evalruns.RunRow]) 
                 .drop_duplicates("kind")
                 .itertuples(index=False)
             ):
-                if kind == "reorder":
+                if "withheld" in detail:
+                    st.caption(clearance.WITHHELD)
+                elif kind == "reorder":
                     ui.text(
                         "\n".join(detail.get("was", [])),
                         label="Visible documents in the case's order",
@@ -285,7 +294,7 @@ def main() -> None:
     tab_one, tab_cmp, tab_drift = st.tabs(["One run", "Compare two runs", "Drift by family"])
     by_name = {r.name: r for r in runs}
     with tab_one:
-        one_run(engine, tax, by_name)
+        one_run(engine, actor, tax, by_name)
     with tab_cmp:
         compare_runs(engine, tax, by_name)
     with tab_drift:

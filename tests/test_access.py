@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 import itertools
 import json
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -51,7 +52,7 @@ from review.wording import drafts, signing, versions
 from review.wording.messages import wording_path
 from storage.db import make_engine, read_session, write_session
 from storage.models import AuditItem, AuditLog, Case, CaseDocument, CaseFamily, Document, Trace
-from tests.helpers.pages import app, readable
+from tests.helpers.pages import app, page_files, readable
 from tests.helpers.paths import ROOT
 
 A, RV, PO, CO, AD = Role.annotator, Role.reviewer, Role.product_owner, Role.compliance, Role.admin
@@ -747,7 +748,8 @@ INES = "ines.duarte@brightwave.example"  # annotator, no clearance
 PAULA = "paula.kim@brightwave.example"  # product owner, no clearance
 ADA = "ada.admin@brightwave.example"  # admin, clearance
 PAGES = sorted(p.name for p in (ROOT / "pages").glob("*_page.py"))
-# distinctive sentences of the demo's restricted documents and restricted traces
+# distinctive sentences of the demo's restricted traces (the restricted documents' own passages
+# are read from the corpus: see restricted_passages)
 RESTRICTED_TEXT = [
     "filed a claim in the High Court of Ireland",
     "Ingrid Solberg",
@@ -757,6 +759,47 @@ RESTRICTED_TEXT = [
     "Legal Operations sends a hold notice",
     "settlement authority of up to 150,000 EUR",
 ]
+# every query key a page reads as a deep link, and the restricted targets restricted_links
+# gives it; a page that starts reading a new key fails the enumeration test until a restricted
+# target for it is added here
+DEEP_LINK_KEYS = frozenset({"case", "doc", "trace", "item", "plan", "family"})
+_QUERY_READ = re.compile(r'query_int\(\s*"(\w+)"|query_params(?:\.get\(|\.pop\(|\[)\s*"(\w+)"')
+
+
+def page_sources() -> list[Path]:
+    return sorted((ROOT / "pages").rglob("*.py"))
+
+
+def test_every_deep_link_key_of_the_pages_is_searched() -> None:
+    read = {
+        key
+        for p in page_sources()
+        for m in _QUERY_READ.finditer(p.read_text(encoding="utf-8"))
+        for key in m.groups()
+        if key
+    }
+    assert read, "the pattern no longer finds the pages' deep links"
+    assert read - {"as"} <= DEEP_LINK_KEYS, read - {"as"} - DEEP_LINK_KEYS
+
+
+@pytest.fixture
+def restricted_passages(ctx: Ctx) -> list[str]:
+    """Every sentence (40 characters or more) of the demo's restricted documents that no
+    public document also contains, and the restricted traces' distinctive sentences."""
+    with read_session(ctx.engine) as s:
+        bodies = s.scalars(select(Document.body).where(Document.access_scope == "restricted"))
+        hidden = list(bodies)
+        public = "\n".join(
+            s.scalars(select(Document.body).where(Document.access_scope != "restricted"))
+        )
+    found: set[str] = set()
+    for body in hidden:
+        for sentence in re.split(r"(?<=[.!?])\s+|\n+", body):
+            sentence = sentence.strip(" -*#|>")
+            if len(sentence) >= 40 and sentence not in public:
+                found.add(sentence)
+    assert len(found) >= 20
+    return sorted(found) + RESTRICTED_TEXT
 
 
 def everything(at: Any) -> str:
@@ -815,11 +858,73 @@ def restricted_links(ctx: Ctx) -> list[tuple[str, dict[str, str]]]:
     links += [("builder_page.py", {"family": f}) for f in families[:2]]
     links += [("traces_page.py", {"trace": str(t)}) for t in restricted_traces]
     links.append(("audit_page.py", {"item": str(ctx.ids["restricted_item"])}))
+    links.append(("audit_page.py", {"plan": str(ctx.ids["open_plan"])}))
+    assert {k for _, q in links for k in q} == DEEP_LINK_KEYS
     return links
 
 
-def _shows(url: str, monkeypatch: pytest.MonkeyPatch, page: str, user: str, **q: str) -> str:
-    """Open ``page`` through the app's router as ``user`` (deep link query ``q``)."""
+@pytest.fixture
+def widget_views(ctx: Ctx) -> list[tuple[str, dict[str, object]]]:
+    """Views behind a choice on a page: the Runs page with each run, every perturbed answer
+    shown, and the changes made for a case that quotes a restricted document."""
+    with read_session(ctx.engine) as s:
+        quoting = s.scalars(
+            select(Case.key)
+            .join(CaseDocument, CaseDocument.case_id == Case.id)
+            .join(Document, Document.id == CaseDocument.document_id)
+            .where(Document.access_scope == "restricted")
+            .distinct()
+        ).all()
+    runs = evalruns.list_runs(ctx.engine)
+    assert runs and quoting
+    views: list[tuple[str, dict[str, object]]] = []
+    for run in runs:
+        for key in quoting[:2]:
+            views.append(
+                (
+                    "runs_page.py",
+                    {"runs_pick": run.name, "runs_pert_failing": False, "runs_pert_case": key},
+                )
+            )
+    return views
+
+
+class Downloads:
+    """What every download button of a run offers (its data, as the person would save it)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        import streamlit
+
+        self.seen: list[str] = []
+        original = streamlit.download_button
+
+        def capture(label: str, data: Any, *args: Any, **kwargs: Any) -> Any:
+            payload = data() if callable(data) else data
+            if isinstance(payload, bytes):
+                self.seen.append(payload.decode("utf-8", errors="replace"))
+            elif payload is not None and not hasattr(payload, "read"):
+                self.seen.append(str(payload))
+            return original(label, payload, *args, **kwargs)
+
+        monkeypatch.setattr(streamlit, "download_button", capture)
+
+    def take(self) -> str:
+        out = "\n".join(self.seen)
+        self.seen.clear()
+        return out
+
+
+def _shows(
+    url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    page: str,
+    user: str,
+    widgets: dict[str, object] | None = None,
+    downloads: Downloads | None = None,
+    **q: str,
+) -> str:
+    """Open ``page`` through the app's router as ``user`` (deep link query ``q``, widget
+    choices ``widgets``): all it shows, with what its download buttons offer."""
     at = app(url, monkeypatch, user).run()
     try:
         at.switch_page(f"pages/{page}")
@@ -827,9 +932,11 @@ def _shows(url: str, monkeypatch: pytest.MonkeyPatch, page: str, user: str, **q:
         return ""
     for k, v in q.items():
         at.query_params[k] = v
+    for k, v in (widgets or {}).items():
+        at.session_state[k] = v
     at.run()
     assert not at.exception, (page, q, [readable(e) for e in at.exception])
-    return everything(at)
+    return everything(at) + ("\n" + downloads.take() if downloads else "")
 
 
 def test_the_search_for_restricted_text_finds_it_with_clearance(
@@ -847,15 +954,41 @@ def test_no_page_shows_restricted_text_without_clearance(
     ctx: Ctx,
     demo_url: str,
     restricted_links: list[tuple[str, dict[str, str]]],
+    widget_views: list[tuple[str, dict[str, object]]],
+    restricted_passages: list[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    views = [(page, {}) for page in PAGES] + restricted_links
+    """Every page app.py registers (all its tabs render in AppTest), every deep link key the
+    pages read, the Runs page with each run, and every download button on them: none shows
+    a restricted passage to a user without clearance."""
+    downloads = Downloads(monkeypatch)
+    views: list[tuple[str, dict[str, str], dict[str, object]]] = [
+        (page.removeprefix("pages/"), {}, {}) for page in page_files()
+    ]
+    views += [(page, query, {}) for page, query in restricted_links]
+    views += [(page, {}, widgets) for page, widgets in widget_views]
     leaks = []
     reached = set()
-    for page, query in views:
-        shown = _shows(demo_url, monkeypatch, page, user, **query)
+    for page, query, widgets in views:
+        shown = _shows(demo_url, monkeypatch, page, user, widgets, downloads, **query)
         if shown:
             reached.add(page)
-        leaks += [(page, query, s) for s in RESTRICTED_TEXT if s in shown]
+        leaks += [(page, query, widgets, p) for p in restricted_passages if p in shown]
     assert leaks == []
     assert reached == set(PAGES) - {"admin_page.py"}  # every page this user may open was read
+
+
+def test_with_clearance_the_same_views_show_the_restricted_passages(
+    ctx: Ctx,
+    demo_url: str,
+    widget_views: list[tuple[str, dict[str, object]]],
+    restricted_passages: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The search above can find what it looks for: Ravi (reviewer, clearance) sees
+    restricted passages in the Runs page's outputs."""
+    ravi = "ravi.menon@brightwave.example"
+    shown = "\n".join(
+        _shows(demo_url, monkeypatch, page, ravi, widgets) for page, widgets in widget_views
+    )
+    assert any(p in shown for p in restricted_passages)

@@ -653,6 +653,7 @@ def _frame(s: Session, rows: list[dict[str, Any]], tax: Taxonomy) -> pd.DataFram
 
 
 PERTURBED_COLUMNS = [
+    "case_id",
     "key",
     "family",
     "evidence_state",
@@ -682,6 +683,7 @@ def perturbed_frame(engine: Engine, run_id: int, tax: Taxonomy) -> pd.DataFrame:
     with read_session(engine) as s:
         rows = s.execute(
             select(
+                Case.id.label("case_id"),
                 Case.key,
                 CaseFamily.key.label("family"),
                 Case.evidence_state,

@@ -1,0 +1,125 @@
+"""Which outputs of an evaluation run quote restricted content, derived from the corpus as it
+is now (never a flag frozen when the run was stored), and the same outputs with their text
+withheld from a user without clearance.
+
+An output (or a perturbed re-run of it) is restricted when its case quotes a restricted
+document version, when it cites a document any of whose versions is restricted, or when its
+text names a restricted document's title or repeats one of its passages (the fragments of
+:func:`review.builder.family_checks.restricted_text_in`). A document that becomes restricted
+later makes the outputs quoting it restricted from then on, on every surface that reads them
+through here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+from sqlalchemy import Engine, select
+
+from review.builder.family_checks import restricted_text_in
+from review.core.identity import Actor
+from storage.db import read_session
+from storage.models import CaseDocument, Document
+
+WITHHELD = "(restricted: quotes a restricted document; shown only to users with clearance)"
+#: titles shorter than this are common words ("Memo"), not a sign of a leak
+MIN_TITLE = 8
+
+
+@dataclass(frozen=True)
+class RestrictedContent:
+    """The restricted part of the corpus and the cases that quote it."""
+
+    doc_keys: frozenset[str]
+    titles: tuple[str, ...]
+    bodies: tuple[str, ...]
+    case_ids: frozenset[int]
+
+    def quotes(self, case_id: Any, cited: Iterable[str] | None, text: Any) -> bool:
+        """Whether one output quotes restricted content (the rule of the module docs)."""
+        if case_id in self.case_ids:
+            return True
+        if any(str(d).split("@", 1)[0] in self.doc_keys for d in cited or ()):
+            return True
+        said = text if isinstance(text, str) else ""
+        if not said.strip():
+            return False
+        low = said.lower()
+        if any(t in low for t in self.titles):
+            return True
+        return restricted_text_in(said, self.bodies)
+
+
+def restricted_content(engine: Engine, case_ids: Iterable[int] = ()) -> RestrictedContent:
+    """The restricted documents of the corpus (every version counts) and which of
+    ``case_ids`` quote one of them."""
+    ids = sorted({int(c) for c in case_ids})
+    with read_session(engine) as s:
+        docs = s.execute(
+            select(Document.doc_key, Document.title, Document.body).where(
+                Document.access_scope == "restricted"
+            )
+        ).all()
+        quoting: set[int] = set()
+        for start in range(0, len(ids), 900):
+            quoting.update(
+                s.scalars(
+                    select(CaseDocument.case_id)
+                    .join(Document, Document.id == CaseDocument.document_id)
+                    .where(
+                        Document.access_scope == "restricted",
+                        CaseDocument.case_id.in_(ids[start : start + 900]),
+                    )
+                    .distinct()
+                )
+            )
+    titles = {d.title.strip().lower() for d in docs if len(d.title.strip()) >= MIN_TITLE}
+    return RestrictedContent(
+        frozenset(d.doc_key for d in docs),
+        tuple(sorted(titles)),
+        tuple(d.body for d in docs),
+        frozenset(quoting),
+    )
+
+
+def restricted_mask(content: RestrictedContent, frame: pd.DataFrame) -> pd.Series:
+    """One boolean per row of an outputs frame (``case_id``, ``cited_doc_ids``, ``text``)."""
+    if frame.empty:
+        return pd.Series([], dtype=bool, index=frame.index)
+    cited = frame["cited_doc_ids"] if "cited_doc_ids" in frame else [None] * len(frame)
+    texts = frame["text"] if "text" in frame else [None] * len(frame)
+    flags = [
+        content.quotes(cid, c, t) for cid, c, t in zip(frame["case_id"], cited, texts, strict=True)
+    ]
+    return pd.Series(flags, dtype=bool, index=frame.index)
+
+
+#: the columns of an outputs frame that can carry restricted text
+TEXT_COLUMNS = ("text", "base_text", "perturbation")
+
+
+def for_viewer(engine: Engine, actor: Actor, frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with a ``restricted`` column and, for a user without clearance, the text of
+    its restricted rows (and what a perturbation added) withheld."""
+    if frame.empty:
+        return frame.assign(restricted=pd.Series([], dtype=bool))
+    content = restricted_content(engine, frame["case_id"].unique().tolist())
+    mask = restricted_mask(content, frame)
+    out = frame.assign(restricted=mask)
+    if actor.clearance or not mask.any():
+        return out
+    out = out.copy()
+    for col in TEXT_COLUMNS:
+        if col not in out:
+            continue
+        if col == "perturbation":
+            out[col] = [
+                {"withheld": WITHHELD} if hidden else value
+                for hidden, value in zip(mask, out[col], strict=True)
+            ]
+        else:
+            out[col] = out[col].where(~mask, WITHHELD)
+    return out
