@@ -396,7 +396,7 @@ def _version_fields(
     return out
 
 
-def _row_data(sg: SignOff) -> chain.RowData:
+def row_data(sg: SignOff) -> chain.RowData:
     return chain.RowData(
         sg.id,
         sg.policy_version_id,
@@ -415,11 +415,20 @@ def _row_data(sg: SignOff) -> chain.RowData:
     )
 
 
+def version_fields_of(engine: Engine, version_id: int) -> dict[str, Any]:
+    """The fields of a stored version a format-2 signature covers, as they are now."""
+    with read_session(engine) as s:
+        rows = list(s.scalars(select(PolicyVersion).where(PolicyVersion.id == version_id)))
+        if not rows:
+            raise InputError(f"policy version {version_id} does not exist")
+        return _version_fields(s, rows)[version_id]
+
+
 def _check_chain(engine: Engine, key: bytes | None) -> ChainStatus:
     _load_builtin_kinds()
     with read_session(engine) as s:
         fields = _version_fields(s)
-        rows = [_row_data(sg) for sg in s.scalars(select(SignOff).order_by(SignOff.id))]
+        rows = [row_data(sg) for sg in s.scalars(select(SignOff).order_by(SignOff.id))]
         head = s.get(Setting, CHAIN_KEY)
         value = dict(head.value) if head is not None else None
     return chain.check(rows, fields, value, key)
@@ -811,7 +820,7 @@ def sign(
         s.flush()
         s.refresh(sg)
         fields = _version_fields(s, [row])[row.id]
-        digest = chain.row_hash(prev, chain.payload(_row_data(sg), fields), alg, key)
+        digest = chain.row_hash(prev, chain.payload(row_data(sg), fields), alg, key)
         assert digest is not None  # the key that names ``alg`` is at hand
         sg.row_hash = digest
         count = int(head.value["count"]) + 1
