@@ -407,10 +407,11 @@ def verify_signoffs_cmd(expected_head: str | None) -> None:
         + ("keyed with the signing key" if chain.signing_key() else "no signing key")
         + ")"
     )
-    mismatch = expected_head is not None and expected_head.strip().lower() != head
+    recorded = expected_head.strip().lower() if expected_head is not None else None
+    mismatch = recorded is not None and recorded != head
     if mismatch:
         click.echo(
-            f"HEAD MISMATCH: the recorded head {expected_head.strip()} is not the stored one: "
+            f"HEAD MISMATCH: the recorded head {recorded} is not the stored one: "
             "the chain was rewritten, cut back or extended since it was recorded"
         )
     if problems or mismatch:
