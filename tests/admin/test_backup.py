@@ -385,3 +385,50 @@ def test_the_staged_copy_is_checked_before_it_replaces_the_database(
         backup.restore(sqlite_url, file)
     assert [p.name for p in calls] == ["wb.backup", "wb.db.restoring"]
     assert dump(sqlite_url) == before
+
+
+@pytest.mark.postgres
+def test_a_damaged_pg_dump_is_refused_and_the_live_database_is_unchanged(
+    pg_url: str, request: pytest.FixtureRequest, tmp_path: Path, tax: Taxonomy
+) -> None:
+    eng = make_engine(pg_url)
+    migrate(eng)
+    fixtures.build_demo(eng, tax, with_traces=False, variants=False)
+    eng.dispose()
+    file = tmp_path / "wb.backup"
+    assert cli(pg_url, "backup", str(file)).exit_code == 0
+    data = file.read_bytes()
+    server: str = request.getfixturevalue("pg_server")
+    name = pg_url.rsplit("/", 1)[1] + "_target"  # a second database, with its own data
+    admin = create_engine(server, isolation_level="AUTOCOMMIT")
+    with admin.connect() as c:
+        c.execute(text(f'CREATE DATABASE "{name}"'))
+    admin.dispose()
+    target = server.rsplit("/", 1)[0] + f"/{name}"
+    eng = make_engine(target)
+    migrate(eng)
+    fixtures.build_demo(eng, tax, with_traces=False, variants=False)
+    with eng.begin() as c:
+        c.execute(text("update users set name = 'kept' where id = 1"))
+    eng.dispose()
+    theirs = dump(target)
+
+    # cut short: pg_restore --list cannot read the archive, so nothing is tried
+    cut = tmp_path / "cut.backup"
+    cut.write_bytes(data[: len(data) // 50])
+    refused = cli(target, "restore", "--force", str(cut))
+    assert refused.exit_code == 1, refused.output
+    assert "is not a readable workbench backup: pg_restore failed" in refused.output
+    assert dump(target) == theirs
+
+    # bytes flipped in the middle (the table data): the listing reads, the one-transaction
+    # restore fails on the data and rolls back
+    flipped = bytearray(data)
+    for i in range(len(data) // 2, len(data) // 2 + 64):
+        flipped[i] ^= 0xFF
+    bad = tmp_path / "flipped.backup"
+    bad.write_bytes(bytes(flipped))
+    refused = cli(target, "restore", "--force", str(bad))
+    assert refused.exit_code == 1, refused.output
+    assert "pg_restore failed" in refused.output
+    assert dump(target) == theirs
