@@ -297,7 +297,7 @@ def _verified(v: VersionView, break_at: int | None) -> VersionView:
 
 def in_force_version(engine: Engine, kind_name: str) -> VersionView | None:
     """The policy in force: the latest approved version that is *verified*, or None when
-    nothing of this kind has been approved and the chain is intact (the shipped file applies).
+    nothing of this kind has been approved and the chain verifies (the shipped file applies).
 
     Verified means: every signature that approves it comes before the first sign-off the
     chain check does not verify (:func:`chain_status`: altered, inserted, deleted before it,
@@ -324,8 +324,8 @@ def in_force_version(engine: Engine, kind_name: str) -> VersionView | None:
     best = _latest_approved(candidates)
     if best is not None:
         return best
-    if recorded is None and status.break_at is None:
-        return None
+    if recorded is None and status.intact:
+        return None  # nothing approved yet, and the chain says so
     if recorded is not None and (problems := text_problems(recorded)):
         why = (
             f"approved {title} version {recorded.number} (policy version {recorded.id}) was "
@@ -630,7 +630,8 @@ def propose(
     if not rationale.strip():
         raise InputError("say why: a rationale is required for every change")
     digest = sha256_text(k.canonical(yaml_text))
-    problems = list(chain_status(engine).problems) + text_findings(engine)
+    # checked afresh (not the pages' cached verdict): a write must not rely on a stale check
+    problems = list(_check_chain(engine, chain.signing_key()).problems) + text_findings(engine)
     if problems:
         raise TamperedPolicyError(
             "nothing can be proposed while the sign-off record does not verify: "
@@ -736,7 +737,7 @@ def sign(
     key = chain.signing_key()
     alg = chain.alg_for(key)
     if meaning == "approve":
-        status = chain_status(engine)
+        status = _check_chain(engine, key)  # afresh, as for a proposal
         if status.break_at is not None or not status.intact:
             raise InputError(
                 "the sign-off chain does not verify, so nothing can be approved until it is "

@@ -162,3 +162,31 @@ def test_every_page_that_uses_the_policy_in_force_shows_the_banner(
         f"record says version {current.number - 1})"
     ) in banner, banner
     assert "refusal wording version 1 is served (it verifies)" in banner
+
+
+def test_with_no_verified_policy_left_the_decisions_are_refused_with_the_reason(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first signature of the first policy version edited: nothing after it verifies,
+    so no policy is served and `workbench decide` (which uses the policy in force) refuses,
+    naming why, instead of deciding with an unverified or superseded policy."""
+    from click.testing import CliRunner
+
+    from review.cli.main import main
+    from tests.helpers.paths import ROOT
+
+    first = min(
+        sg.id for v in signoff.versions(demo_engine, thresholds.KIND) for sg in v.signatures
+    )
+    with demo_engine.begin() as c:
+        c.execute(text("update signoffs set note = 'edited' where id = :i"), {"i": first})
+    signoff.clear_chain_cache()
+    with pytest.raises(signoff.TamperedPolicyError, match="none is in force"):
+        thresholds.in_force(demo_engine)
+    fixtures = ROOT / "examples" / "evidence-gate-fixtures.jsonl"
+    monkeypatch.setenv("WORKBENCH_DATABASE_URL", demo_url)
+    result = CliRunner().invoke(main, ["decide", str(fixtures)])
+    assert result.exit_code == 1
+    assert f"sign-off {first}: its content was altered" in result.output
+    assert "No verified no-answer policy version is left to serve" in result.output
+    assert "{" not in result.output  # no decision printed
