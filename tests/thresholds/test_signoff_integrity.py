@@ -29,6 +29,7 @@ def _fresh_checks(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     chain.set_signing_key(None)
     signoff.clear_chain_cache()
     yield
+    chain.set_signing_key(None)  # a page may have passed a key from its secrets
     signoff.clear_chain_cache()
 
 
@@ -190,3 +191,28 @@ def test_with_no_verified_policy_left_the_decisions_are_refused_with_the_reason(
     assert f"sign-off {first}: its content was altered" in result.output
     assert "No verified no-answer policy version is left to serve" in result.output
     assert "{" not in result.output  # no decision printed
+
+
+def test_the_pages_pass_the_signing_key_from_the_secrets_down(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(chain.ENV_KEY, "the deployment's key")
+    pending = next(
+        v for v in signoff.versions(demo_engine, thresholds.KIND) if v.status == "pending"
+    )
+    signer = COMP if pending.author != COMP.email else OMAR
+    signoff.sign(demo_engine, signer, pending.id, "reject", note="keyed row")
+    assert signoff.verify_chain(demo_engine) == []
+    monkeypatch.delenv(chain.ENV_KEY)
+    signoff.clear_chain_cache()
+    # no key anywhere: the keyed row cannot be checked, and the page says so
+    at = page_app(demo_url, monkeypatch, PAGE, PAULA).run()
+    no_exception(at)
+    assert any("cannot be checked without the signing key" in readable(e) for e in at.error)
+    # the key in .streamlit/secrets.toml ([signing] key): the record verifies, no banner
+    signoff.clear_chain_cache()
+    at = page_app(demo_url, monkeypatch, PAGE, PAULA)
+    at.secrets["signing"] = {"key": "the deployment's key"}
+    at.run()
+    no_exception(at)
+    assert not any("does not verify" in readable(e) for e in at.error)
