@@ -282,7 +282,10 @@ def check(
             problems.append("the chain head record is missing")
         return ChainStatus(tuple(problems), break_at, GENESIS, count, tuple(unchecked))
     head = str(head_value.get("head", ""))
-    recorded = int(head_value.get("count", -1))
+    try:
+        recorded = int(head_value.get("count", -1))
+    except (TypeError, ValueError):
+        recorded = -1
     if recorded != count or head != prev:
         if recorded != count:
             problems.append(
@@ -291,12 +294,16 @@ def check(
             )
         else:
             problems.append("the last signature does not match the chain head")
-        # rows after the one the head names were added without it: they are not verified
+        # rows after the one the head names were added without it, and the row where the head
+        # should be when it names none (replaced, hash and all): they are not verified
         at = next((i for i, (_, h) in enumerate(hashes) if h == head), None)
+        suspect: int | None = None
         if at is not None and at + 1 < len(hashes):
-            first_after = hashes[at + 1][0]
-            if break_at is None or first_after < break_at:
-                break_at = first_after
+            suspect = hashes[at + 1][0]
+        elif at is None and 0 < recorded <= count:
+            suspect = hashes[recorded - 1][0]
+        if suspect is not None and (break_at is None or suspect < break_at):
+            break_at = suspect
     if key is not None and checkable_keyed:
         mac = head_value.get("mac")
         if not isinstance(mac, str) or not hmac.compare_digest(mac, head_mac(key, recorded, head)):

@@ -424,13 +424,18 @@ def version_fields_of(engine: Engine, version_id: int) -> dict[str, Any]:
         return _version_fields(s, rows)[version_id]
 
 
+def _head_value(head: Setting) -> dict[str, Any]:
+    """The chain head's record ({} when it is not a mapping: the check then reports it)."""
+    return dict(head.value) if isinstance(head.value, dict) else {}
+
+
 def _check_chain(engine: Engine, key: bytes | None) -> ChainStatus:
     _load_builtin_kinds()
     with read_session(engine) as s:
         fields = _version_fields(s)
         rows = [row_data(sg) for sg in s.scalars(select(SignOff).order_by(SignOff.id))]
         head = s.get(Setting, CHAIN_KEY)
-        value = dict(head.value) if head is not None else None
+        value = _head_value(head) if head is not None else None
     return chain.check(rows, fields, value, key)
 
 
@@ -446,7 +451,7 @@ def chain_status(engine: Engine) -> ChainStatus:
         head = s.get(Setting, CHAIN_KEY)
         n, top = s.execute(select(func.count(SignOff.id), func.max(SignOff.id))).one()
         top_version = s.scalar(select(func.max(PolicyVersion.id)))
-        value = head.value if head is not None else {}
+        value = _head_value(head) if head is not None else {}
     cache_key = (
         engine.url.render_as_string(hide_password=True),
         str(value.get("head")),
@@ -474,7 +479,9 @@ def chain_head(engine: Engine) -> tuple[str, int]:
         head = s.get(Setting, CHAIN_KEY)
         if head is None:
             return GENESIS, 0
-        return str(head.value.get("head", GENESIS)), int(head.value.get("count", 0))
+        value = _head_value(head)
+    count = value.get("count", 0)
+    return str(value.get("head", GENESIS)), count if isinstance(count, int) else -1
 
 
 def with_chain_head(engine: Engine, yaml_text: str) -> str:
@@ -719,7 +726,10 @@ def sign(
     holding both roles gives one of them; a rejection after their own approval is still
     allowed, it can only stop a change); a version that is no longer pending; a version whose
     stored text no longer matches its sha256; approving a proposal tuned on the test split
-    without an override note.
+    without an override note; approving a proposal whose parent is no longer the approved
+    version in force (it would undo what was approved in between: it can only be rejected);
+    approving while the sign-off chain does not verify; any signature when the chain is
+    keyed and this process has no key or another one.
     """
     require(actor, Permission.approve_policy)
     if meaning not in ("approve", "reject"):
@@ -738,7 +748,7 @@ def sign(
     alg = chain.alg_for(key)
     if meaning == "approve":
         status = _check_chain(engine, key)  # afresh, as for a proposal
-        if status.break_at is not None or not status.intact:
+        if not status.intact:
             raise InputError(
                 "the sign-off chain does not verify, so nothing can be approved until it is "
                 f"repaired: {'; '.join(status.problems[:3])}. Run `workbench verify-signoffs`."

@@ -257,6 +257,29 @@ def test_a_forged_rejection_appended_to_the_version_in_force_is_not_believed(
     assert _served(engine) == 2  # the forged row is after the verified head: ignored
 
 
+def test_a_last_row_rewritten_with_a_consistent_hash_is_caught_by_the_head(
+    engine: Engine,
+) -> None:
+    """Without a key anyone can recompute a row's hash; the head then no longer names it."""
+    _, v2 = _two_versions(engine)
+    with read_session(engine) as s:
+        rows = [signoff.row_data(sg) for sg in s.scalars(select(SignOff).order_by(SignOff.id))]
+    last = rows[-1]
+    edited = chain.RowData(**{**last.__dict__, "note": "rewritten"})
+    fields = signoff.version_fields_of(engine, v2)
+    digest = chain.row_hash(last.prev_hash, chain.payload(edited, fields), chain.PLAIN, None)
+    _sql(engine, "update signoffs set note = 'rewritten', row_hash = :h where id = :i",
+         h=digest, i=last.id)  # fmt: skip
+    assert signoff.verify_chain(engine) == ["the last signature does not match the chain head"]
+    assert _served(engine) == 1  # version 2's last approval is the replaced row
+    # a complete rewrite (the head too) is not caught from the database alone: the head
+    # recorded elsewhere is what catches it (`workbench verify-signoffs --head`)
+    _sql(engine, "update settings set value = :v where key = :k",
+         v=json.dumps({"count": len(rows), "head": digest}), k=signoff.CHAIN_KEY)  # fmt: skip
+    assert signoff.verify_chain(engine) == []
+    assert signoff.chain_head(engine)[0] != last.row_hash
+
+
 # ---------------------------------------------------------------------------------------------
 # Old-format rows and no silent downgrade
 
