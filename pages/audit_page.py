@@ -12,7 +12,7 @@ import streamlit as st
 from sqlalchemy import Engine
 from streamlit.delta_generator import DeltaGenerator
 
-from pages import ui
+from pages import integrity, ui
 from pages.audit import estimates_tab, export_tab, plans_tab, queue_tab
 from review.audits import display, items, queue
 from review.audits import plans as audit_plans
@@ -82,6 +82,7 @@ def main() -> None:
     actor = ui.actor()
     tax = ui.tax()
     top = header()
+    integrity.chain_banner(engine)
     plans = audit_plans.list_plans(engine)
     follow_deep_links(engine, actor, plans, top)
     plan = pick_batch(plans)

@@ -14,7 +14,7 @@ import pandas as pd
 import streamlit as st
 from sqlalchemy import Engine
 
-from pages import ui
+from pages import integrity, ui
 from review.charts.violations import violations_chart
 from review.core.errors import WorkbenchError
 from review.core.identity import Actor
@@ -198,6 +198,7 @@ def main() -> None:
     engine = ui.engine()
     actor = ui.actor()
     st.title("Monitoring")
+    integrity.chain_banner(engine)
     if not browse.can_view(actor):
         st.info(
             "Monitoring of production traces is for reviewers, product owners, compliance "

@@ -10,7 +10,7 @@ import pandas as pd
 import streamlit as st
 from sqlalchemy import Engine
 
-from pages import ui
+from pages import integrity, ui
 from review.admin import users
 from review.core.errors import WorkbenchError
 from review.core.identity import Actor, Role
@@ -232,6 +232,7 @@ def main() -> None:
     tax = ui.tax()
     can_write = any(r in actor.roles for r in reviews.REVIEW_ROLES)
     st.title("Monthly review")
+    integrity.chain_banner(engine)
     picked = pick_month(engine, actor, can_write)
     if picked is None:
         st.info(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 from sqlalchemy import Engine
 
-from pages import ui
+from pages import integrity, ui
 from pages.runs.forms import execute_form, import_run_form, judge_section
 from review.charts.runs import confusion_chart, intervals_chart
 from review.core.errors import WorkbenchError
@@ -271,6 +271,7 @@ def main() -> None:
     actor = ui.actor()
     tax = ui.tax()
     st.title("Evaluation runs")
+    integrity.chain_banner(engine)
     runs = evalruns.list_runs(engine)
     if actor.can(Permission.run_evaluations):
         with st.expander("Import a run or run a bundled pipeline"):

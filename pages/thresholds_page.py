@@ -8,7 +8,7 @@ from __future__ import annotations
 import streamlit as st
 from sqlalchemy import Engine
 
-from pages import ui
+from pages import integrity, ui
 from pages.thresholds.calibrate_tab import calibrate
 from pages.thresholds.evidence_tab import evidence_tab
 from pages.thresholds.history_tab import history_tab
@@ -41,6 +41,7 @@ def _in_force(engine: Engine) -> PolicyInForce | None:
 def main() -> None:
     engine, actor, tax = ui.engine(), ui.actor(), ui.tax()
     st.title("Thresholds")
+    integrity.chain_banner(engine)
     pif = _in_force(engine)
     if pif is None:
         return

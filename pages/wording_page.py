@@ -9,7 +9,7 @@ from __future__ import annotations
 import streamlit as st
 from sqlalchemy import Engine
 
-from pages import ui
+from pages import integrity, ui
 from pages.wording.common import BASE, DRAFT, FLASH, WordingContext
 from pages.wording.compare_tab import compare_tab
 from pages.wording.editor import edit_tab
@@ -61,6 +61,7 @@ def _context(engine: Engine, actor: Actor, current: WordingInForce) -> WordingCo
 def main() -> None:
     engine, actor = ui.engine(), ui.actor()
     st.title("Wording")
+    integrity.chain_banner(engine)
     current = _in_force(engine)
     if current is None:
         return

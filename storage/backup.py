@@ -6,9 +6,12 @@ that a file is a workbench backup, refuses to overwrite data and reports to the 
 - SQLite: ``sqlite3.Connection.backup`` copies the database in one step inside one read
   transaction, so it is consistent while the app keeps writing (WAL readers do not block
   writers). The copy is a single self-contained file (journal mode DELETE, no ``-wal``).
-  Restoring runs the same API the other way, as one write transaction on the target.
+  Restoring copies the backup to a staging file, lets the caller check that copy
+  (``PRAGMA integrity_check``, the schema), then runs the same API the other way, as one
+  write transaction on the target.
 - PostgreSQL: ``pg_dump --format=custom`` and ``pg_restore --clean --if-exists
-  --single-transaction`` (all or nothing). The password goes through ``PGPASSWORD``, never
+  --single-transaction`` (all or nothing); the archive is read with ``pg_restore --list``
+  first. The password goes through ``PGPASSWORD``, never
   the command line.
 """
 
@@ -20,6 +23,7 @@ import re
 import shutil
 import sqlite3
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 from sqlalchemy import Engine, inspect, select, table
@@ -91,21 +95,47 @@ def sqlite_backup(source: Path, dest: Path) -> None:
     tmp.replace(dest)
 
 
-def sqlite_restore(backup: Path, target: Path) -> None:
-    """Replace the whole content of ``target`` (created when missing) with ``backup``.
-
-    One write transaction on the target: other connections see the old or the new database,
-    never a mix; in WAL mode the target stays in WAL mode."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    src = _connect(backup, readonly=True)
+def sqlite_integrity(path: Path) -> list[str]:
+    """What SQLite's ``PRAGMA integrity_check`` finds wrong in a database file (empty: ok),
+    opened read-only. A file too damaged to open raises ``sqlite3.DatabaseError``."""
+    con = _connect(path, readonly=True)
     try:
-        dst = _connect(target)
+        rows = [str(r[0]) for r in con.execute("PRAGMA integrity_check(20)")]
+    finally:
+        con.close()
+    return [] if rows == ["ok"] else rows
+
+
+def _copy(source: Path, dest: Path) -> None:
+    src = _connect(source, readonly=True)
+    try:
+        dst = _connect(dest)
         try:
             src.backup(dst)
         finally:
             dst.close()
     finally:
         src.close()
+
+
+def sqlite_restore(backup: Path, target: Path, verify: Callable[[Path], None]) -> None:
+    """Replace the whole content of ``target`` (created when missing) with ``backup``.
+
+    The backup is first copied to a staging file beside the target and ``verify`` runs on that
+    copy (it raises to stop); only then is the target replaced, in one write transaction:
+    other connections see the old or the new database, never a mix, and in WAL mode the
+    target stays in WAL mode. (Not a file rename: a live database has open connections and
+    WAL files that a rename would leave pointing at the old file.) The staging file is
+    removed either way."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staged = target.with_name(target.name + ".restoring")
+    staged.unlink(missing_ok=True)
+    try:
+        _copy(backup, staged)
+        verify(staged)
+        _copy(staged, target)
+    finally:
+        staged.unlink(missing_ok=True)
 
 
 def sqlite_file_info(path: Path) -> tuple[str | None, set[str]]:

@@ -328,6 +328,11 @@ class SignOff(Base):
     metrics_snapshot: Mapped[dict[str, Any]] = mapped_column(JSON)
     prev_hash: Mapped[str] = mapped_column(String(64))
     row_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    # 1: the row hash covers the signature's own fields (rows signed before revision 0016);
+    # 2: also the signed version's kind, number, parent, author, sha256 and required roles
+    chain_format: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
+    # "sha256", or "hmac-sha256:<key id>" for a row hashed with the deployment's signing key
+    hash_alg: Mapped[str] = mapped_column(String(80), default="sha256", server_default="sha256")
 
 
 class SplitLock(Base):

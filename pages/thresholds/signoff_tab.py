@@ -2,7 +2,9 @@
 the policy in force and its figures on the calibration source it records (the run and split,
 or the audited batches its author calibrated on), with the figures the author saw beside the
 current ones when that data changed since; and the form to approve or reject it for a product
-owner or compliance who did not propose it. The figures are stored with the signature."""
+owner or compliance who did not propose it. The figures are stored with the signature. A
+proposal whose parent is no longer the policy in force says why it can no longer be approved
+(it can still be rejected)."""
 
 from __future__ import annotations
 
@@ -86,6 +88,9 @@ def _proposal(
     with st.container(border=True):
         st.subheader(f"Version {v.number:d} · proposed by {ui.plain(v.author)}")
         ui.text(v.rationale, label="Rationale")
+        stale = signoff.stale_parent(engine, v)
+        if stale:
+            st.error(stale)
         if signoff.needs_override(v.tuned_on_split):
             st.error(ui.plain(display.override_message(v)))
             if v.override_note:

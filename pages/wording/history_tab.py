@@ -1,6 +1,6 @@
 """The "History" tab of the Wording page: every version with its signatures, the check of the
 sign-off chain, and the approved file to download (with clearance: it lists restricted
-titles)."""
+titles; only while the sign-off record verifies), the chain head in its first line."""
 
 from __future__ import annotations
 
@@ -26,10 +26,10 @@ def history_tab(ctx: WordingContext) -> None:
             "The approved file lists titles of restricted documents: downloading it needs "
             "clearance."
         )
-    elif current.version is not None:
+    elif current.version is not None and not problems:
         st.download_button(
             f"Download the approved wording (version {current.version.number:d}, YAML)",
-            current.text,
+            signoff.with_chain_head(ctx.engine, current.text),
             file_name="refusal-wording.yaml",
             mime="application/yaml",
             key="wd_download",

@@ -2,10 +2,10 @@
 
 A backup is the database as one file: a SQLite database made with SQLite's online backup
 API (safe while the app is running) or a PostgreSQL ``pg_dump`` custom-format archive. A
-restore refuses a file that is not a workbench backup, a backup of the other kind of
-database, a backup from a newer workbench, and a target that already holds data (unless
-forced); after it the schema is upgraded to this version's newest revision and the sign-off
-chain is verified.
+restore refuses a file that is not a workbench backup, a damaged one (SQLite's
+``integrity_check``, ``pg_restore --list``), a backup of the other kind of database, a backup
+from a newer workbench, and a target that already holds data (unless forced); after it the
+schema is upgraded to this version's newest revision and the sign-off chain is verified.
 """
 
 from __future__ import annotations
@@ -96,12 +96,40 @@ def inspect_file(path: Path) -> tuple[str, str]:
         )
     try:
         if kind == "sqlite":
+            _check_integrity(path, str(path))
             revision, tables = store.sqlite_file_info(path)
         else:
-            revision, tables = store.pg_archive_info(path)
+            revision, tables = store.pg_archive_info(path)  # pg_restore --list reads it
     except (sqlite3.DatabaseError, store.BackupToolError) as exc:
         raise InputError(f"{path} is not a readable workbench backup: {exc}") from None
     return kind, _check_revision(revision, tables, str(path))
+
+
+def _check_integrity(path: Path, source: str) -> None:
+    """Refuse a SQLite file that fails ``PRAGMA integrity_check`` (damaged pages, broken
+    indexes), naming what SQLite found."""
+    try:
+        found = store.sqlite_integrity(path)
+    except sqlite3.DatabaseError as exc:
+        found = [str(exc)]
+    if found:
+        shown = "; ".join(found[:3]) + (f"; and {len(found) - 3} more" if len(found) > 3 else "")
+        raise InputError(
+            f"{source} is damaged: SQLite's integrity_check reports {shown}. Nothing was "
+            "restored; use another backup"
+        )
+
+
+def _check_staged(path: Path) -> None:
+    """The staged copy of a SQLite backup, checked before it replaces the database."""
+    try:
+        _check_integrity(path, "the restored copy")
+        revision, tables = store.sqlite_file_info(path)
+    except sqlite3.DatabaseError as exc:
+        raise InputError(
+            f"the restored copy is not readable ({exc}); nothing was restored"
+        ) from None
+    _check_revision(revision, tables, "the restored copy")
 
 
 def backup(url: str, dest: Path) -> BackupReport:
@@ -132,7 +160,11 @@ def restore(url: str, src: Path, *, force: bool = False) -> RestoreReport:
     """Replace the database at ``url`` with the backup ``src``.
 
     Refused (nothing written) when the file is not a workbench backup, is of the other
-    database kind, or when the target holds data and ``force`` is not set."""
+    database kind, is damaged (SQLite: ``PRAGMA integrity_check`` on the file and again on
+    the staged copy, with its tables and schema revision, before the database is replaced;
+    PostgreSQL: ``pg_restore --list`` must read the archive, and the restore itself is one
+    transaction, so an archive damaged past its table of contents fails and changes
+    nothing), or when the target holds data and ``force`` is not set."""
     name = _backend(url)
     kind, revision = inspect_file(src)
     expected = "sqlite" if name == "sqlite" else "pgdump"
@@ -160,7 +192,7 @@ def restore(url: str, src: Path, *, force: bool = False) -> RestoreReport:
                 "into an empty database, or pass --force to replace everything in it"
             )
         if name == "sqlite":
-            store.sqlite_restore(src, store.sqlite_path(url))
+            store.sqlite_restore(src, store.sqlite_path(url), _check_staged)
         else:
             store.pg_restore(url, src)
     except InputError:

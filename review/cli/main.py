@@ -379,16 +379,47 @@ def gate_cmd(policy_file: Path, run_file: Path, baseline_file: Path | None, spli
 
 
 @main.command("verify-signoffs")
-def verify_signoffs_cmd() -> None:
-    """Check the hash chain of every sign-off; exit 1 if a row was altered or deleted."""
-    from review.policy import signoff
+@click.option(
+    "--head",
+    "expected_head",
+    default=None,
+    metavar="HASH",
+    help="A chain head recorded elsewhere (an exported policy carries it): exit 1 unless the "
+    "stored chain head is the same.",
+)
+def verify_signoffs_cmd(expected_head: str | None) -> None:
+    """Check the hash chain of every sign-off; exit 1 if a row was altered or deleted.
 
-    problems = signoff.verify_chain(open_engine())
-    if problems:
-        for p in problems:
-            click.echo(f"TAMPERED: {p}")
+    Uses the signing key in WORKBENCH_SIGNING_KEY when the deployment has one (keyed rows
+    cannot be checked without it). Without a key the chain detects edits, not a complete
+    rewrite by someone with write access to the database: compare with a head recorded
+    elsewhere (--head) for that."""
+    from review.policy import chain, signoff
+
+    engine = open_engine()
+    problems = signoff.verify_chain(engine)
+    head, count = signoff.chain_head(engine)
+    unchecked = [p for p in problems if "cannot be checked" in p]
+    for p in problems:
+        click.echo(f"{'UNCHECKED' if p in unchecked else 'TAMPERED'}: {p}")
+    click.echo(
+        f"chain head {head} ({count} signature(s); "
+        + ("keyed with the signing key" if chain.signing_key() else "no signing key")
+        + ")"
+    )
+    recorded = expected_head.strip().lower() if expected_head is not None else None
+    mismatch = recorded is not None and recorded != head
+    if mismatch:
+        click.echo(
+            f"HEAD MISMATCH: the recorded head {recorded} is not the stored one: "
+            "the chain was rewritten, cut back or extended since it was recorded"
+        )
+    if problems or mismatch:
         sys.exit(1)
-    click.echo("sign-off chain intact")
+    click.echo(
+        "sign-off chain intact"
+        + (" and its head is the recorded one" if expected_head is not None else "")
+    )
 
 
 @main.command("backup")

@@ -4,11 +4,20 @@ A change is proposed as a new version of a policy file (the full YAML text, its 
 author, a rationale and what it was tuned on). Approvers sign it: each signature stores the
 signer, role, meaning (approve or reject), time, the sha256 of the exact policy text, the
 metrics snapshot the signer saw and a fingerprint of the labeled data. Signatures are
-append-only and hash-chained across the whole table, so ``verify_chain`` detects an altered,
-inserted or deleted row; it also re-hashes the stored text of every version, so a version
-edited after it was proposed or signed is reported, and ``in_force_version`` refuses to serve
-an approved version whose text no longer matches what was signed. The author of a change can
-never approve it, and the required approvals come from different people.
+append-only and hash-chained across the whole table (:mod:`review.policy.chain`: since
+revision 0016 a row also covers the kind, number, parent, author, text digest and required
+roles of the version it signs, and is keyed with HMAC when the deployment has a signing
+key), so ``verify_chain`` detects an altered, inserted or deleted row; it also re-hashes the
+stored text of every version, so a version edited after it was proposed or signed is
+reported.
+
+What is in force is decided on verified facts only: ``in_force_version`` serves the latest
+approved version whose approving signatures all come before the first row the chain check
+does not verify and whose text is intact, and nothing when no such version is left (fail
+closed). While the record does not verify, nothing can be proposed or approved. An approval
+applies only on top of what is in force: a proposal whose parent is no longer the approved
+version cannot be approved (only rejected). The author of a change can never approve it, and
+the required approvals come from different people.
 """
 
 from __future__ import annotations
@@ -16,10 +25,11 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import importlib
-import json
 import math
+import secrets
+import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
@@ -29,11 +39,15 @@ from sqlalchemy.orm import Session
 from review.core.errors import InputError, PermissionDenied, PolicyFileError
 from review.core.identity import Actor, Permission, Role, require
 from review.core.terms import VersionStatus
+from review.policy import chain
+from review.policy.chain import GENESIS, ChainStatus
 from storage import changes
 from storage.db import read_session, run_write
 from storage.models import PolicyVersion, Setting, SignOff, SplitLock, utcnow
 
-GENESIS = "0" * 64
+# Long module: versions, signing and what is put in force share the kinds registry, the text
+# checks and the chain verdict; the row hashing itself lives in review.policy.chain.
+
 CHAIN_KEY = "signoff_chain"
 APPROVER_ROLES = (Role.product_owner, Role.compliance)
 # Modules that register the kinds the workbench ships; loaded before the stored texts are
@@ -252,13 +266,17 @@ def get_version(engine: Engine, version_id: int) -> VersionView:
         return _views(s, [row])[0]
 
 
-def current_approved(engine: Engine, kind_name: str) -> VersionView | None:
-    """The most recently approved version, as recorded (its text is not checked here: use
-    :func:`in_force_version` for the policy to serve)."""
-    approved = [v for v in versions(engine, kind_name) if v.status == VersionStatus.approved]
+def _latest_approved(vs: Iterable[VersionView]) -> VersionView | None:
+    approved = [v for v in vs if v.status == VersionStatus.approved]
     if not approved:
         return None
     return max(approved, key=lambda v: (v.approved_on or v.created_at, v.number))
+
+
+def current_approved(engine: Engine, kind_name: str) -> VersionView | None:
+    """The most recently approved version, as recorded (neither its text nor the chain is
+    checked here: use :func:`in_force_version` for the policy to serve)."""
+    return _latest_approved(versions(engine, kind_name))
 
 
 def text_problems(v: VersionView) -> list[str]:
@@ -270,30 +288,324 @@ def text_problems(v: VersionView) -> list[str]:
     )
 
 
-def in_force_version(engine: Engine, kind_name: str) -> VersionView | None:
-    """The policy in force: the most recently approved version, or None when nothing of this
-    kind has been approved yet.
+def _verified(v: VersionView, break_at: int | None) -> VersionView:
+    """The version as its verified signatures (those before ``break_at``) make it."""
+    if break_at is None:
+        return v
+    return replace(v, signatures=tuple(sg for sg in v.signatures if sg.id < break_at))
 
-    Raises :class:`TamperedPolicyError`, naming the version, when that version's stored text
-    no longer matches the sha256 its signatures recorded (it was edited in the database after
-    signing). It does not fall back to an older approved version: that version was
-    superseded by a signed decision, and serving it silently would put a policy in force
-    that nobody approved to be in force now, while the record says otherwise. Nothing is
-    served until the database is restored from a backup (or the text is put back), and
-    ``workbench verify-signoffs`` reports the version.
+
+def in_force_version(engine: Engine, kind_name: str) -> VersionView | None:
+    """The policy in force: the latest approved version that is *verified*, or None when
+    nothing of this kind has been approved and the chain verifies (the shipped file applies).
+
+    Verified means: every signature that approves it comes before the first sign-off the
+    chain check does not verify (:func:`chain_status`: altered, inserted, deleted before it,
+    downgraded, or keyed and not checkable without the signing key), and its stored text
+    still hashes to what was signed. When the chain and the texts are intact this is the
+    latest approved version as recorded. When they are not, it is the last verified version
+    (the pages say so in a blocking banner, :func:`integrity_banner`): an older decision
+    that was signed, rather than a newer one nobody can show was.
+
+    Raises :class:`TamperedPolicyError`, naming what broke, when there is no verified
+    approved version but one is recorded, or when the chain is broken and nothing of this
+    kind verifies: nothing is served (fail closed), and the decisions that need the policy
+    are refused with that reason.
     """
-    v = current_approved(engine, kind_name)
-    if v is None:
-        return None
-    problems = text_problems(v)
-    if problems:
-        raise TamperedPolicyError(
-            f"approved {kind(kind_name).title} version {v.number} (policy version {v.id}) "
-            f"was altered after it was signed: {'; '.join(problems)}. It is not served, and "
-            "no older version is put in force in its place. Run `workbench verify-signoffs` "
-            "and restore the database from a backup taken before the change."
+    status = chain_status(engine)
+    allv = versions(engine, kind_name)
+    recorded = _latest_approved(allv)
+    title = kind(kind_name).title
+    candidates = [
+        vv
+        for vv in (_verified(v, status.break_at) for v in allv)
+        if vv.status == VersionStatus.approved and not text_problems(vv)
+    ]
+    best = _latest_approved(candidates)
+    if best is not None:
+        return best
+    if recorded is None and status.intact:
+        return None  # nothing approved yet, and the chain says so
+    if recorded is not None and (problems := text_problems(recorded)):
+        why = (
+            f"approved {title} version {recorded.number} (policy version {recorded.id}) was "
+            f"altered after it was signed: {'; '.join(problems)}"
         )
-    return v
+    else:
+        why = f"the sign-off chain does not verify ({'; '.join(status.problems[:3])})"
+    raise TamperedPolicyError(
+        f"{why}. No verified {title} version is left to serve, so none is in force, and no "
+        "older version is put in force in its place. Run `workbench verify-signoffs` and "
+        "restore the database from a backup taken before the change."
+    )
+
+
+# --- checking the chain ---------------------------------------------------------------------
+
+_CACHE_SECONDS = 30.0
+_chain_cache: dict[tuple[object, ...], tuple[float, ChainStatus]] = {}
+
+
+def clear_chain_cache() -> None:
+    """Forget cached chain checks (the next :func:`chain_status` checks afresh)."""
+    _chain_cache.clear()
+
+
+def _version_fields(
+    s: Session, rows: Iterable[PolicyVersion] | None = None
+) -> dict[int, dict[str, Any]]:
+    """The fields a format-2 row covers, for every stored version (or ``rows``)."""
+    stored = (
+        list(rows)
+        if rows is not None
+        else list(
+            s.execute(
+                select(
+                    PolicyVersion.id,
+                    PolicyVersion.kind,
+                    PolicyVersion.number,
+                    PolicyVersion.parent_id,
+                    PolicyVersion.author,
+                    PolicyVersion.sha256,
+                    PolicyVersion.yaml_text,
+                )
+            ).all()
+        )
+    )
+    texts: dict[int, str] = {r.id: r.yaml_text for r in stored}
+    missing = {r.parent_id for r in stored if r.parent_id and r.parent_id not in texts}
+    if missing:
+        texts.update(
+            dict(
+                s.execute(
+                    select(PolicyVersion.id, PolicyVersion.yaml_text).where(
+                        PolicyVersion.id.in_(missing)
+                    )
+                ).all()
+            )
+        )
+    out: dict[int, dict[str, Any]] = {}
+    for r in stored:
+        roles: list[str] | None
+        try:
+            parent_text = texts.get(r.parent_id) if r.parent_id else None
+            roles = [x.value for x in kind(r.kind).required_roles(r.yaml_text, parent_text)]
+        except Exception:  # an unknown kind or unreadable text: never matches a signed row
+            roles = None
+        out[r.id] = chain.version_fields(r.kind, r.number, r.parent_id, r.author, r.sha256, roles)
+    return out
+
+
+def row_data(sg: SignOff) -> chain.RowData:
+    return chain.RowData(
+        sg.id,
+        sg.policy_version_id,
+        sg.signer,
+        sg.role,
+        sg.meaning,
+        sg.note,
+        sg.at,
+        sg.policy_sha256,
+        sg.data_fingerprint,
+        sg.metrics_snapshot,
+        sg.prev_hash,
+        sg.row_hash,
+        sg.chain_format,
+        sg.hash_alg,
+    )
+
+
+def version_fields_of(engine: Engine, version_id: int) -> dict[str, Any]:
+    """The fields of a stored version a format-2 signature covers, as they are now."""
+    with read_session(engine) as s:
+        rows = list(s.scalars(select(PolicyVersion).where(PolicyVersion.id == version_id)))
+        if not rows:
+            raise InputError(f"policy version {version_id} does not exist")
+        return _version_fields(s, rows)[version_id]
+
+
+def _head_value(head: Setting) -> dict[str, Any]:
+    """The chain head's record ({} when it is not a mapping: the check then reports it)."""
+    return dict(head.value) if isinstance(head.value, dict) else {}
+
+
+def _check_chain(engine: Engine, key: bytes | None) -> ChainStatus:
+    _load_builtin_kinds()
+    with read_session(engine) as s:
+        fields = _version_fields(s)
+        rows = [row_data(sg) for sg in s.scalars(select(SignOff).order_by(SignOff.id))]
+        head = s.get(Setting, CHAIN_KEY)
+        value = _head_value(head) if head is not None else None
+    return chain.check(rows, fields, value, key)
+
+
+def chain_status(engine: Engine) -> ChainStatus:
+    """The verdict on the sign-off rows and the chain head, with the deployment's signing key.
+
+    Cached per database for up to 30 seconds, keyed by the chain head, the number of
+    signatures, the highest sign-off and policy version ids and the key: a new signature or
+    version is checked at once; an edit in place of a stored row (which changes none of
+    those) shows within 30 seconds. ``workbench verify-signoffs`` always checks afresh."""
+    key = chain.signing_key()
+    with read_session(engine) as s:
+        head = s.get(Setting, CHAIN_KEY)
+        n, top = s.execute(select(func.count(SignOff.id), func.max(SignOff.id))).one()
+        top_version = s.scalar(select(func.max(PolicyVersion.id)))
+        value = _head_value(head) if head is not None else {}
+    cache_key = (
+        engine.url.render_as_string(hide_password=True),
+        str(value.get("head")),
+        value.get("count"),
+        int(n or 0),
+        top,
+        top_version,
+        chain.alg_for(key),
+    )
+    now = time.monotonic()
+    hit = _chain_cache.get(cache_key)
+    if hit is not None and now - hit[0] < _CACHE_SECONDS:
+        return hit[1]
+    status = _check_chain(engine, key)
+    if len(_chain_cache) > 64:
+        _chain_cache.clear()
+    _chain_cache[cache_key] = (now, status)
+    return status
+
+
+def chain_head(engine: Engine) -> tuple[str, int]:
+    """(the chain head hash, the number of signatures it records): what to record elsewhere
+    and later compare with ``workbench verify-signoffs --head``."""
+    with read_session(engine) as s:
+        head = s.get(Setting, CHAIN_KEY)
+        if head is None:
+            return GENESIS, 0
+        value = _head_value(head)
+    count = value.get("count", 0)
+    return str(value.get("head", GENESIS)), count if isinstance(count, int) else -1
+
+
+def with_chain_head(engine: Engine, yaml_text: str) -> str:
+    """An exported policy file with the chain head in a leading comment (comments are not
+    part of what is signed, so the file still reads and hashes the same)."""
+    head, count = chain_head(engine)
+    return (
+        f"# sign-off chain head: {head} ({count} signature(s)); record it elsewhere and "
+        f"compare later with: workbench verify-signoffs --head {head}\n" + yaml_text
+    )
+
+
+def integrity_banner(engine: Engine) -> str | None:
+    """What the pages show, blocking, when the sign-off record does not verify (None: it
+    does): what is wrong, what is served instead of what is recorded, and what to do."""
+    _load_builtin_kinds()
+    status = chain_status(engine)
+    problems = list(status.problems) + text_findings(engine)
+    if not problems:
+        return None
+    shown = "; ".join(problems[:3]) + (
+        f"; and {len(problems) - 3} more" if len(problems) > 3 else ""
+    )
+    served = []
+    for name in BUILTIN_KINDS:
+        title = kind(name).title
+        recorded = current_approved(engine, name)
+        try:
+            v = in_force_version(engine, name)
+        except TamperedPolicyError:
+            served.append(f"no {title} is served (no verified version): what needs it is refused")
+            continue
+        if v is None:
+            served.append(f"the shipped {title} file applies (nothing approved)")
+        elif recorded is not None and recorded.id != v.id:
+            served.append(
+                f"{title} version {v.number} is served, the last verified one (the record "
+                f"says version {recorded.number})"
+            )
+        else:
+            served.append(f"{title} version {v.number} is served (it verifies)")
+    return (
+        f"The sign-off record does not verify: {shown}. "
+        + "; ".join(served)
+        + ". Nothing can be approved while the chain is broken. Run `workbench "
+        "verify-signoffs` and restore the database from a backup taken before the change."
+    )
+
+
+def text_findings(engine: Engine) -> list[str]:
+    """Every stored version whose text is not what was proposed and signed."""
+    _load_builtin_kinds()
+    with read_session(engine) as s:
+        signed: dict[int, list[tuple[int, str]]] = {}
+        for sid, vid, digest in s.execute(
+            select(SignOff.id, SignOff.policy_version_id, SignOff.policy_sha256).order_by(
+                SignOff.id
+            )
+        ):
+            signed.setdefault(vid, []).append((sid, digest))
+        stored = s.execute(
+            select(
+                PolicyVersion.id,
+                PolicyVersion.kind,
+                PolicyVersion.number,
+                PolicyVersion.yaml_text,
+                PolicyVersion.sha256,
+            ).order_by(PolicyVersion.id)
+        ).all()
+    problems: list[str] = []
+    for vid, kind_name, number, yaml_text, sha256 in stored:
+        if kind_name not in _KINDS:
+            problems.append(
+                f"policy version {vid}: its kind {kind_name!r} is unknown here, so its text "
+                "cannot be checked"
+            )
+            continue
+        label = f"policy version {vid} ({_KINDS[kind_name].title} version {number})"
+        for p in _text_problems(kind_name, yaml_text, sha256, signed.get(vid, [])):
+            problems.append(f"{label}: {p}")
+    return problems
+
+
+def stale_parent(engine: Engine, v: VersionView) -> str | None:
+    """Why a pending version can no longer be approved (None: it can): it was proposed on top
+    of a version that is no longer the one in force (approved as recorded)."""
+    if v.status != VersionStatus.pending:
+        return None
+    current = current_approved(engine, v.kind)
+    parent_number = None
+    if v.parent_id is not None:
+        parent_number = get_version(engine, v.parent_id).number
+    return _stale_message(v, parent_number, current)
+
+
+def _stale_in(s: Session, v: VersionView) -> str | None:
+    """:func:`stale_parent` inside a write transaction."""
+    rows = s.scalars(select(PolicyVersion).where(PolicyVersion.kind == v.kind))
+    allv = _views(s, rows)
+    parent = next((x for x in allv if x.id == v.parent_id), None)
+    return _stale_message(v, parent.number if parent else None, _latest_approved(allv))
+
+
+def _stale_message(
+    v: VersionView, parent_number: int | None, current: VersionView | None
+) -> str | None:
+    current_id = current.id if current is not None else None
+    if v.parent_id == current_id:
+        return None
+    title = kind(v.kind).title
+    base = (
+        f"version {parent_number}"
+        if parent_number is not None
+        else "nothing (no version was in force)"
+    )
+    now = f"version {current.number}" if current is not None else "no approved version"
+    return (
+        f"{title} version {v.number} was proposed on top of {base}, but {now} is in force "
+        f"now: approving version {v.number} would undo what was decided in between. Reject "
+        f"it, and propose the change again on top of the version in force ({now})."
+    )
+
+
+BUILTIN_KINDS = ("no_answer_policy", "refusal_wording")
 
 
 #: Splits a proposal is also reported on: tuned there, its figures are not on unseen data
@@ -325,6 +637,13 @@ def propose(
     if not rationale.strip():
         raise InputError("say why: a rationale is required for every change")
     digest = sha256_text(k.canonical(yaml_text))
+    # checked afresh (not the pages' cached verdict): a write must not rely on a stale check
+    problems = list(_check_chain(engine, chain.signing_key()).problems) + text_findings(engine)
+    if problems:
+        raise TamperedPolicyError(
+            "nothing can be proposed while the sign-off record does not verify: "
+            f"{'; '.join(problems[:3])}. Run `workbench verify-signoffs`."
+        )
     current = current_approved(engine, kind_name)
     if current is not None and current.sha256 == digest:
         raise InputError(f"nothing changed: this equals the approved version {current.number}")
@@ -387,27 +706,6 @@ def json_safe(value: Any) -> Any:
     return value
 
 
-def _row_hash(prev: str, fields: dict[str, Any]) -> str:
-    payload = json.dumps(fields, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256((prev + payload).encode("utf-8")).hexdigest()
-
-
-def _hash_fields(sg: SignOff) -> dict[str, Any]:
-    at = sg.at.astimezone(dt.UTC)
-    return {
-        "id": sg.id,
-        "policy_version_id": sg.policy_version_id,
-        "signer": sg.signer,
-        "role": sg.role,
-        "meaning": sg.meaning,
-        "note": sg.note,
-        "at": at.isoformat(),
-        "policy_sha256": sg.policy_sha256,
-        "data_fingerprint": sg.data_fingerprint,
-        "metrics_snapshot": sg.metrics_snapshot,
-    }
-
-
 def sign(
     engine: Engine,
     actor: Actor,
@@ -428,7 +726,10 @@ def sign(
     holding both roles gives one of them; a rejection after their own approval is still
     allowed, it can only stop a change); a version that is no longer pending; a version whose
     stored text no longer matches its sha256; approving a proposal tuned on the test split
-    without an override note.
+    without an override note; approving a proposal whose parent is no longer the approved
+    version in force (it would undo what was approved in between: it can only be rejected);
+    approving while the sign-off chain does not verify; any signature when the chain is
+    keyed and this process has no key or another one.
     """
     require(actor, Permission.approve_policy)
     if meaning not in ("approve", "reject"):
@@ -443,6 +744,15 @@ def sign(
     if meaning == "reject" and not note.strip():
         raise InputError("say why: a rejection needs a note")
     lock_ids = sorted(set(lock_case_ids))
+    key = chain.signing_key()
+    alg = chain.alg_for(key)
+    if meaning == "approve":
+        status = _check_chain(engine, key)  # afresh, as for a proposal
+        if not status.intact:
+            raise InputError(
+                "the sign-off chain does not verify, so nothing can be approved until it is "
+                f"repaired: {'; '.join(status.problems[:3])}. Run `workbench verify-signoffs`."
+            )
 
     def work(s: Session) -> int:
         row = s.get(PolicyVersion, version_id, with_for_update=True)
@@ -473,6 +783,10 @@ def sign(
             raise TamperedPolicyError(
                 f"version {row.number} cannot be signed: {'; '.join(problems)}"
             )
+        if meaning == "approve":
+            stale = _stale_in(s, view)
+            if stale:
+                raise InputError(stale)
         if meaning == "approve" and needs_override(row.tuned_on_split) and not row.override_note:
             raise InputError(
                 f"this proposal was tuned on the {row.tuned_on_split} data it is reported on; "
@@ -485,6 +799,19 @@ def sign(
             s.add(head)
             s.flush()
         prev = str(head.value["head"])
+        keyed = s.scalar(
+            select(SignOff.hash_alg)
+            .where(SignOff.hash_alg.like(chain.KEYED_PREFIX + "%"))
+            .order_by(SignOff.id.desc())
+            .limit(1)
+        )
+        if keyed is not None and keyed != alg:
+            raise InputError(
+                f"the sign-off chain is hashed with a signing key ({keyed}) and "
+                + ("no signing key is configured" if key is None else f"this one is {alg}")
+                + f": nothing was signed. Configure the same key ({chain.ENV_KEY}, or "
+                "[signing] key in the secrets)."
+            )
         sg = SignOff(
             policy_version_id=row.id,
             signer=actor.email,
@@ -496,13 +823,22 @@ def sign(
             data_fingerprint=data_fingerprint,
             metrics_snapshot=json_safe(metrics_snapshot or {}),
             prev_hash=prev,
-            row_hash="pending",
+            row_hash=f"pending-{secrets.token_hex(16)}",
+            chain_format=chain.CURRENT_FORMAT,
+            hash_alg=alg,
         )
         s.add(sg)
         s.flush()
         s.refresh(sg)
-        sg.row_hash = _row_hash(prev, _hash_fields(sg))
-        head.value = {"count": int(head.value["count"]) + 1, "head": sg.row_hash}
+        fields = _version_fields(s, [row])[row.id]
+        digest = chain.row_hash(prev, chain.payload(row_data(sg), fields), alg, key)
+        assert digest is not None  # the key that names ``alg`` is at hand
+        sg.row_hash = digest
+        count = int(head.value["count"]) + 1
+        value: dict[str, Any] = {"count": count, "head": digest}
+        if key is not None:
+            value["mac"] = chain.head_mac(key, count, digest)
+        head.value = value
         head.version += 1
         head.updated_at = utcnow()
         head.updated_by = actor.email
@@ -531,66 +867,21 @@ def sign(
 
 
 def verify_chain(engine: Engine) -> list[str]:
-    """Problems in the sign-off chain (empty when intact): altered rows, rows deleted or
-    inserted in the middle, and rows deleted from the end (checked against the chain head);
-    then every policy version whose stored text no longer hashes to the sha256 it was proposed
-    with, or whose sha256 is not the one its signatures signed (a text edited, or text and
-    sha256 rewritten together, in the database).
+    """Problems in the sign-off chain (empty when intact), checked afresh with the
+    deployment's signing key: altered rows (their own fields, and for rows signed since
+    revision 0016 the kind, number, parent, author, sha256 and required roles of the version
+    they sign), rows deleted or inserted in the middle, rows deleted from the end (checked
+    against the chain head), rows downgraded to the old format or to no key, keyed rows that
+    cannot be checked without the key; then every policy version whose stored text no longer
+    hashes to the sha256 it was proposed with, or whose sha256 is not the one its signatures
+    signed (a text edited, or text and sha256 rewritten together, in the database).
 
     Not covered: ``split_locks``. A signature does not hash them (it records the labeled
     data it saw through ``data_fingerprint``; the locks only keep those cases' splits as they
     were), and deleting a case removes its lock, so a missing lock cannot be told from a
     legitimate one here."""
-    _load_builtin_kinds()
-    problems: list[str] = []
-    signed: dict[int, list[tuple[int, str]]] = {}
-    prev = GENESIS
-    count = 0
-    with read_session(engine) as s:
-        for sg in s.scalars(select(SignOff).order_by(SignOff.id)).yield_per(1000):
-            count += 1
-            if sg.prev_hash != prev:
-                problems.append(
-                    f"sign-off {sg.id}: does not follow the previous signature (a row before "
-                    "it was deleted or changed)"
-                )
-            expected = _row_hash(sg.prev_hash, _hash_fields(sg))
-            if expected != sg.row_hash:
-                problems.append(f"sign-off {sg.id}: its content was altered after signing")
-            prev = sg.row_hash
-            signed.setdefault(sg.policy_version_id, []).append((sg.id, sg.policy_sha256))
-        head = s.get(Setting, CHAIN_KEY)
-        stored = s.execute(
-            select(
-                PolicyVersion.id,
-                PolicyVersion.kind,
-                PolicyVersion.number,
-                PolicyVersion.yaml_text,
-                PolicyVersion.sha256,
-            ).order_by(PolicyVersion.id)
-        ).all()
-    if head is None:
-        if count:
-            problems.append("the chain head record is missing")
-    else:
-        if int(head.value["count"]) != count:
-            problems.append(
-                f"the chain head records {head.value['count']} signatures but "
-                f"{count} are stored (rows were deleted or added)"
-            )
-        elif str(head.value["head"]) != prev:
-            problems.append("the last signature does not match the chain head")
-    for vid, kind_name, number, yaml_text, sha256 in stored:
-        if kind_name not in _KINDS:
-            problems.append(
-                f"policy version {vid}: its kind {kind_name!r} is unknown here, so its text "
-                "cannot be checked"
-            )
-            continue
-        label = f"policy version {vid} ({_KINDS[kind_name].title} version {number})"
-        for p in _text_problems(kind_name, yaml_text, sha256, signed.get(vid, [])):
-            problems.append(f"{label}: {p}")
-    return problems
+    status = _check_chain(engine, chain.signing_key())
+    return list(status.problems) + text_findings(engine)
 
 
 def locked_case_ids(engine: Engine, case_ids: Iterable[int]) -> set[int]:

@@ -77,11 +77,11 @@ class PolicyInForce:
 
 
 def in_force(engine: Engine) -> PolicyInForce:
-    """The most recently approved policy version, else the shipped file.
+    """The policy in force: the latest verified approved version, else the shipped file.
 
-    An approved version whose stored text was edited after signing is refused
-    (:class:`review.policy.signoff.TamperedPolicyError`, naming the version): nothing is served, and
-    no older approved version takes its place (see :func:`review.policy.signoff.in_force_version`).
+    When the sign-off record does not verify, the last verified version is served, or, when
+    none is left, :class:`review.policy.signoff.TamperedPolicyError` says why nothing is (see
+    :func:`review.policy.signoff.in_force_version`).
     """
     v = signoff.in_force_version(engine, KIND)
     if v is not None:
@@ -376,16 +376,25 @@ def diff(old: str, new: str, old_name: str = "in force", new_name: str = "propos
 
 
 def export_approved(engine: Engine) -> str:
-    """The approved policy as YAML with approved_on filled in from its signatures. Refused
-    (TamperedPolicyError) when its stored text was edited after signing."""
+    """The approved policy as YAML with approved_on filled in from its signatures, and the
+    sign-off chain head in a leading comment (to record elsewhere and compare later with
+    ``workbench verify-signoffs --head``). Refused (TamperedPolicyError) while the sign-off
+    record does not verify: an export is what people record as the truth."""
+    problems = signoff.verify_chain(engine)
+    if problems:
+        raise signoff.TamperedPolicyError(
+            f"the sign-off record does not verify, so nothing is exported: {'; '.join(problems)}"
+        )
     v = signoff.in_force_version(engine, KIND)
     if v is None or v.approved_on is None:
         raise InputError("no approved policy version in this workbench yet")
     day = v.approved_on.date().isoformat()
     text = v.yaml_text
     if re.search(r"(?m)^approved_on:.*$", text):
-        return re.sub(r"(?m)^approved_on:.*$", f"approved_on: {day}", text, count=1)
-    return text.rstrip("\n") + f"\napproved_on: {day}\n"
+        text = re.sub(r"(?m)^approved_on:.*$", f"approved_on: {day}", text, count=1)
+    else:
+        text = text.rstrip("\n") + f"\napproved_on: {day}\n"
+    return signoff.with_chain_head(engine, text)
 
 
 # Verdicts that say an answer was the right outcome (a gold answer exists), and those where

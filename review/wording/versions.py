@@ -153,11 +153,11 @@ def _shipped_text() -> str:
 
 
 def in_force(engine: Engine) -> WordingInForce:
-    """The most recently approved wording version, else the shipped file.
+    """The wording in force: the latest verified approved version, else the shipped file.
 
-    An approved version whose stored text was edited after signing is refused
-    (:class:`review.policy.signoff.TamperedPolicyError`, naming the version): nothing is served, and
-    no older approved version takes its place (see :func:`review.policy.signoff.in_force_version`).
+    When the sign-off record does not verify, the last verified version is served, or, when
+    none is left, :class:`review.policy.signoff.TamperedPolicyError` says why nothing is (see
+    :func:`review.policy.signoff.in_force_version`).
     """
     v = signoff.in_force_version(engine, KIND)
     if v is not None:

@@ -314,3 +314,121 @@ def test_restore_is_refused_onto_the_database_file_itself(sqlite_url: str, engin
     path = sqlite_url.split("///", 1)[1]
     with pytest.raises(InputError, match="is the database itself"):
         backup.restore(sqlite_url, Path(path), force=True)
+
+
+def _damage_the_middle(file: Path) -> None:
+    """Flip bytes in the middle of a valid SQLite file: the header and cell pointers of the
+    b-tree page nearest its middle (so it is damaged data, not unused space)."""
+    data = bytearray(file.read_bytes())
+    page_size = int.from_bytes(data[16:18], "big") or 65536
+    pages = len(data) // page_size
+    middle = pages // 2
+    for n in sorted(range(1, pages), key=lambda p: abs(p - middle)):
+        at = n * page_size
+        if data[at] in (0x02, 0x05, 0x0A, 0x0D):  # a b-tree page
+            for i in range(at + 1, at + 40):
+                data[i] ^= 0xFF
+            file.write_bytes(bytes(data))
+            return
+    raise AssertionError("no b-tree page to damage")
+
+
+def test_a_damaged_sqlite_backup_is_refused_and_the_live_database_is_unchanged(
+    demo_url: str, sqlite_url: str, tmp_path: Path, tax: Taxonomy
+) -> None:
+    file = tmp_path / "wb.backup"
+    assert cli(demo_url, "backup", str(file)).exit_code == 0
+    assert backup.inspect_file(file)[0] == "sqlite"
+    _damage_the_middle(file)
+    # the live database holds its own data and is to be replaced (--force)
+    eng = make_engine(sqlite_url)
+    migrate(eng)
+    fixtures.build_demo(eng, tax, with_traces=False, variants=False)
+    eng.dispose()
+    theirs = dump(sqlite_url)
+    refused = cli(sqlite_url, "restore", "--force", str(file))
+    assert refused.exit_code == 1, refused.output
+    assert "integrity_check" in refused.output and "Nothing was restored" in refused.output
+    assert dump(sqlite_url) == theirs  # nothing written
+    target = Path(sqlite_url.removeprefix("sqlite:///"))
+    assert not target.with_name(target.name + ".restoring").exists()
+    with pytest.raises(InputError, match="integrity_check"):
+        backup.inspect_file(file)
+
+
+def test_the_staged_copy_is_checked_before_it_replaces_the_database(
+    demo_url: str, sqlite_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file that changes between the first check and the copy (or a copy that goes wrong)
+    is caught on the staged copy: the live database is untouched."""
+    from storage import backup as store
+
+    file = tmp_path / "wb.backup"
+    assert cli(demo_url, "backup", str(file)).exit_code == 0
+    eng = make_engine(sqlite_url)
+    migrate(eng)
+    eng.dispose()
+    before = dump(sqlite_url)
+    real = store.sqlite_integrity
+    calls: list[Path] = []
+
+    def damaged_on_the_copy(path: Path) -> list[str]:
+        calls.append(path)
+        return (
+            ["*** in database main *** Page 7: btreeInitPage() returns error code 11"]
+            if (path.name.endswith(".restoring"))
+            else real(path)
+        )
+
+    monkeypatch.setattr(store, "sqlite_integrity", damaged_on_the_copy)
+    with pytest.raises(InputError, match="the restored copy is damaged"):
+        backup.restore(sqlite_url, file)
+    assert [p.name for p in calls] == ["wb.backup", "wb.db.restoring"]
+    assert dump(sqlite_url) == before
+
+
+@pytest.mark.postgres
+def test_a_damaged_pg_dump_is_refused_and_the_live_database_is_unchanged(
+    pg_url: str, request: pytest.FixtureRequest, tmp_path: Path, tax: Taxonomy
+) -> None:
+    eng = make_engine(pg_url)
+    migrate(eng)
+    fixtures.build_demo(eng, tax, with_traces=False, variants=False)
+    eng.dispose()
+    file = tmp_path / "wb.backup"
+    assert cli(pg_url, "backup", str(file)).exit_code == 0
+    data = file.read_bytes()
+    server: str = request.getfixturevalue("pg_server")
+    name = pg_url.rsplit("/", 1)[1] + "_target"  # a second database, with its own data
+    admin = create_engine(server, isolation_level="AUTOCOMMIT")
+    with admin.connect() as c:
+        c.execute(text(f'CREATE DATABASE "{name}"'))
+    admin.dispose()
+    target = server.rsplit("/", 1)[0] + f"/{name}"
+    eng = make_engine(target)
+    migrate(eng)
+    fixtures.build_demo(eng, tax, with_traces=False, variants=False)
+    with eng.begin() as c:
+        c.execute(text("update users set name = 'kept' where id = 1"))
+    eng.dispose()
+    theirs = dump(target)
+
+    # cut short: pg_restore --list cannot read the archive, so nothing is tried
+    cut = tmp_path / "cut.backup"
+    cut.write_bytes(data[: len(data) // 50])
+    refused = cli(target, "restore", "--force", str(cut))
+    assert refused.exit_code == 1, refused.output
+    assert "is not a readable workbench backup: pg_restore failed" in refused.output
+    assert dump(target) == theirs
+
+    # bytes flipped in the middle (the table data): the listing reads, the one-transaction
+    # restore fails on the data and rolls back
+    flipped = bytearray(data)
+    for i in range(len(data) // 2, len(data) // 2 + 64):
+        flipped[i] ^= 0xFF
+    bad = tmp_path / "flipped.backup"
+    bad.write_bytes(bytes(flipped))
+    refused = cli(target, "restore", "--force", str(bad))
+    assert refused.exit_code == 1, refused.output
+    assert "pg_restore failed" in refused.output
+    assert dump(target) == theirs
