@@ -161,7 +161,7 @@ def one_run(
                 .itertuples(index=False)
             ):
                 if "withheld" in detail:
-                    st.caption(clearance.WITHHELD)
+                    st.caption(ui.plain(clearance.WITHHELD))
                 elif kind == "reorder":
                     ui.text(
                         "\n".join(detail.get("was", [])),

@@ -90,7 +90,7 @@ def _proposal(
         ui.text(v.rationale, label="Rationale")
         stale = signoff.stale_parent(engine, v)
         if stale:
-            st.error(stale)
+            st.error(ui.plain(stale))
         if signoff.needs_override(v.tuned_on_split):
             st.error(ui.plain(display.override_message(v)))
             if v.override_note:
