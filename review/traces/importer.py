@@ -34,7 +34,6 @@ redaction needs clearance."""
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import functools
 import hashlib
 import io
@@ -63,6 +62,7 @@ from review.core.taxonomy import Taxonomy
 from review.core.terms import ImportStatus
 from review.traces import rollup
 from review.traces.formats import FORMATS, detect_format, iter_traces
+from review.traces.importlog import RUN_ENTITY, ImportRow, recent_imports, same_work
 from review.traces.model import (
     ParsedTrace,
     Rejected,
@@ -72,7 +72,7 @@ from review.traces.model import (
 )
 from review.traces.redaction import RedactionPolicy, load_redaction_policy, redact
 from storage import changes, runs
-from storage.db import read_session, run_write
+from storage.db import run_write
 from storage.models import Trace as TraceRow
 from storage.models import TraceChunk, TraceImport, utcnow
 
@@ -92,10 +92,6 @@ __all__ = [
 
 
 BATCH_SIZE = 500
-
-
-#: The audit-log entity of a trace import (its id is the ``trace_imports`` row's).
-RUN_ENTITY = "trace_import"
 
 
 MAX_LINE_BYTES = 64 * 2**20  # a longer line is refused without being held in memory
@@ -567,7 +563,7 @@ def import_items(
             s.flush()
             plan = _plan(report, origin or {}, skip_bad, batch_size)
             resumes = [
-                r.entity_id for r in runs.interrupted(s, RUN_ENTITY) if _same_work(r.plan, plan)
+                r.entity_id for r in runs.interrupted(s, RUN_ENTITY) if same_work(r.plan, plan)
             ]
             runs.started(s, actor.email, RUN_ENTITY, row.id, plan, resumes)
             return row.id
@@ -606,14 +602,6 @@ def _plan(
         "redacted": report.redacted,
         "batch_size": batch_size,
     }
-
-
-def _same_work(earlier: dict[str, Any], plan: dict[str, Any]) -> bool:
-    """Whether an earlier import's plan is the same source: the same sha256 when both have
-    one, else the same source name and format."""
-    if earlier.get("sha256") or plan.get("sha256"):
-        return bool(earlier.get("sha256") == plan.get("sha256"))
-    return bool(earlier.get("source") == plan["source"] and earlier.get("format") == plan["format"])
 
 
 def _write_batch(
@@ -795,50 +783,3 @@ def import_bytes(
         progress=progress,
         origin={"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()},
     )
-
-
-@dataclass(frozen=True)
-class ImportRow:
-    id: int
-    source: str
-    format: str
-    status: str
-    added: int
-    skipped: int
-    rejected: int
-    redactions: dict[str, Any]
-    actor: str
-    started_at: dt.datetime
-    finished_at: dt.datetime | None
-    message: str
-
-
-def _status(s: Session, row: TraceImport) -> str:
-    """The import row's status; a ``running`` row whose run the audit log reports as
-    interrupted (its process is gone, or a re-run resumed it) is ``interrupted``."""
-    if row.status != ImportStatus.running:
-        return row.status
-    state = runs.state_of(s, RUN_ENTITY, row.id)
-    return "interrupted" if state is not None and state.status == "interrupted" else row.status
-
-
-def recent_imports(engine: Engine, limit: int = 10) -> list[ImportRow]:
-    with read_session(engine) as s:
-        rows = list(s.scalars(select(TraceImport).order_by(TraceImport.id.desc()).limit(limit)))
-        return [
-            ImportRow(
-                r.id,
-                r.source,
-                r.format,
-                _status(s, r),
-                r.added,
-                r.skipped,
-                r.rejected,
-                dict(r.redactions or {}),
-                r.actor,
-                r.started_at,
-                r.finished_at,
-                r.message,
-            )
-            for r in rows
-        ]
