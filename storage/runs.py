@@ -96,6 +96,8 @@ class RunState:
     def describe(self) -> str:
         """The status in words, with the link to the run that resumed it."""
         text = self.status
+        if self.status == "failed" and self.counts.get("message"):
+            text += f": {self.counts['message']}"
         if self.status == "interrupted":
             text += " (no closing entry"
             if self.progress_entries:
@@ -152,19 +154,23 @@ def _state(session: Session, start: AuditLog, now: dt.datetime) -> RunState:
         .order_by(AuditLog.id.desc())
         .limit(1)
     )
-    later_starts = session.scalars(
-        select(AuditLog)
-        .where(AuditLog.entity == start.entity, AuditLog.action == START, AuditLog.id > start.id)
-        .order_by(AuditLog.id)
-    )
-    resumed_by = next(
-        (
-            s.entity_id
-            for s in later_starts
-            if start.entity_id in ((s.after or {}).get("resumes") or [])
-        ),
-        None,
-    )
+    resumed_by: str | None = None
+    if closing is None:  # only an unfinished run can have been resumed
+        later_starts = session.scalars(
+            select(AuditLog)
+            .where(
+                AuditLog.entity == start.entity, AuditLog.action == START, AuditLog.id > start.id
+            )
+            .order_by(AuditLog.id)
+        )
+        resumed_by = next(
+            (
+                s.entity_id
+                for s in later_starts
+                if start.entity_id in ((s.after or {}).get("resumes") or [])
+            ),
+            None,
+        )
     plan = dict(start.after or {})
     resumes = tuple(str(r) for r in plan.get("resumes") or [])
     last = closing or last_progress or start

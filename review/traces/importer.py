@@ -693,6 +693,8 @@ def _close_import(
             "redactions": row.redactions,
             "redacted": report.redacted,
         }
+        if status != ImportStatus.done:
+            after["message"] = message
         changes.record(s, actor.email, "import", RUN_ENTITY, import_id, None, after)
 
     try:

@@ -102,6 +102,7 @@ def test_a_failing_import_is_closed_as_failed_with_only_committed_batches_counte
     assert entries[-1][1]["status"] == "failed" and entries[-1][1]["added"] == 4
     state = run_of(engine, "trace_import", import_id)
     assert state.status == "failed" and state.counts["added"] == 4
+    assert state.describe() == "failed: disk full"
 
 
 def test_an_import_that_never_closes_is_interrupted_and_a_rerun_resumes_it(
@@ -290,6 +291,7 @@ def test_a_failing_purge_is_closed_as_failed(
     [run_id] = purge_ids(engine)
     state = run_of(engine, "trace_purge", run_id)
     assert state.status == "failed" and state.counts["deleted"] == 2
+    assert state.describe() == "failed: disk full"
 
 
 # ---------------------------------------------------------------------------------------
@@ -336,3 +338,25 @@ def test_the_raw_log_can_leave_out_progress_entries(engine: Engine, tmp_path: Pa
     assert changelog.count_entries(engine, "trace_import", progress=False) == 2
     rows = changelog.entries(engine, "trace_import", progress=False)
     assert [r.action for r in rows] == ["import", "start"]
+
+
+def test_runs_only_ever_append_to_the_audit_log(engine: Engine, tmp_path: Path) -> None:
+    from sqlalchemy import event
+
+    statements: list[str] = []
+
+    def seen(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if "audit_log" in statement:
+            statements.append(statement.split(None, 1)[0].upper())
+
+    event.listen(engine, "before_cursor_execute", seen)
+    try:
+        path = trace_file(tmp_path, 5)
+        importer.import_file(engine, ADMIN, path, "canonical", batch_size=2)
+        importer.import_file(engine, ADMIN, path, "canonical", batch_size=2)
+        retention.purge_older_than(engine, ADMIN, 0, batch=2)
+        changelog.runs_frame(changelog.recent_runs(engine))
+    finally:
+        event.remove(engine, "before_cursor_execute", seen)
+    assert "INSERT" in statements
+    assert set(statements) <= {"INSERT", "SELECT"}
