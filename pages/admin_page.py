@@ -105,14 +105,41 @@ def settings_tab(engine: Engine, actor: Actor) -> None:
             st.rerun()
 
 
+def runs_section(engine: Engine) -> None:
+    total = changelog.count_runs(engine)
+    if not total:
+        return
+    st.subheader("Imports and purges")
+    st.caption(
+        "Each run is logged when it starts, after every committed batch and when it ends. "
+        "A run that never ended is shown as interrupted, with the counts of its last "
+        "committed batch; running it again completes it."
+    )
+    page = ui.paginate(total, "admin_runs", page_size=10)
+    rows = changelog.recent_runs(engine, page=page)
+    interrupted = [r for r in rows if r.status == "interrupted" and r.resumed_by is None]
+    if interrupted:
+        st.warning(
+            f"{len(interrupted)} run(s) on this page were interrupted and not resumed: "
+            "run them again to complete them."
+        )
+    st.dataframe(changelog.runs_frame(rows), hide_index=True, width="stretch")
+
+
 def audit_log_tab(engine: Engine) -> None:
+    runs_section(engine)
+    st.subheader("Change log")
     ents = changelog.entities(engine)
     entity = st.selectbox(
         "Entity", ["", *ents], format_func=lambda v: v or "(all)", key="admin_audit_entity"
     )
-    total = changelog.count_entries(engine, entity or None)
+    progress = st.checkbox(
+        "Show progress entries (one per committed batch of an import or purge)",
+        key="admin_audit_progress",
+    )
+    total = changelog.count_entries(engine, entity or None, progress)
     page = ui.paginate(total, "admin_audit")
-    rows = changelog.entries(engine, entity or None, page=page)
+    rows = changelog.entries(engine, entity or None, page=page, progress=progress)
     if not rows:
         st.info("No changes recorded yet.")
         return

@@ -1,4 +1,6 @@
-"""Reading the audit log (paginated, newest first)."""
+"""Reading the audit log (paginated, newest first), and the runs of imports and purges it
+records (:mod:`storage.runs`): each with its status (running, completed, failed or
+interrupted) and its last counts."""
 
 from __future__ import annotations
 
@@ -10,8 +12,22 @@ from typing import Any
 import pandas as pd
 from sqlalchemy import ColumnElement, Engine, func, select
 
+from storage import runs
 from storage.db import read_session
 from storage.models import AuditLog
+from storage.runs import RunState
+
+__all__ = [
+    "AuditRow",
+    "RunState",
+    "count_entries",
+    "count_runs",
+    "entities",
+    "entries",
+    "entries_frame",
+    "recent_runs",
+    "runs_frame",
+]
 
 
 @dataclass(frozen=True)
@@ -26,22 +42,31 @@ class AuditRow:
     after: dict[str, Any] | None
 
 
-def _conds(entity: str | None) -> list[ColumnElement[bool]]:
-    return [AuditLog.entity == entity] if entity else []
+def _conds(entity: str | None, progress: bool = True) -> list[ColumnElement[bool]]:
+    conds = [AuditLog.entity == entity] if entity else []
+    if not progress:
+        conds.append(AuditLog.action != runs.PROGRESS)
+    return conds
 
 
-def count_entries(engine: Engine, entity: str | None = None) -> int:
+def count_entries(engine: Engine, entity: str | None = None, progress: bool = True) -> int:
     with read_session(engine) as s:
-        return int(s.scalar(select(func.count(AuditLog.id)).where(*_conds(entity))) or 0)
+        return int(s.scalar(select(func.count(AuditLog.id)).where(*_conds(entity, progress))) or 0)
 
 
 def entries(
-    engine: Engine, entity: str | None = None, page: int = 1, page_size: int = 25
+    engine: Engine,
+    entity: str | None = None,
+    page: int = 1,
+    page_size: int = 25,
+    progress: bool = True,
 ) -> list[AuditRow]:
+    """One page of the log, newest first; ``progress=False`` leaves out the progress entries
+    of imports and purges (one per committed batch)."""
     with read_session(engine) as s:
         rows = s.scalars(
             select(AuditLog)
-            .where(*_conds(entity))
+            .where(*_conds(entity, progress))
             .order_by(AuditLog.id.desc())
             .limit(page_size)
             .offset((max(page, 1) - 1) * page_size)
@@ -82,4 +107,50 @@ def entries_frame(rows: list[AuditRow]) -> pd.DataFrame:
             for r in rows
         ],
         columns=["when", "who", "action", "entity", "id", "before", "after"],
+    )
+
+
+def count_runs(engine: Engine) -> int:
+    with read_session(engine) as s:
+        return runs.count(s)
+
+
+def recent_runs(engine: Engine, page: int = 1, page_size: int = 10) -> list[RunState]:
+    """Imports and purges, newest first, with their status derived from the audit log."""
+    with read_session(engine) as s:
+        return runs.recent(s, limit=page_size, offset=(max(page, 1) - 1) * page_size)
+
+
+def _counts_text(counts: dict[str, Any]) -> str:
+    shown = {k: v for k, v in counts.items() if isinstance(v, int) and not isinstance(v, bool)}
+    return ", ".join(f"{k} {v:,}" for k, v in shown.items())
+
+
+def _what(r: RunState) -> str:
+    if r.entity == "trace_purge":
+        return f"older than {r.plan.get('older_than_days')} days (before {r.plan.get('cutoff')})"
+    what = str(r.plan.get("source", ""))
+    if r.plan.get("sha256"):
+        what += f" (sha256 {str(r.plan['sha256'])[:12]}…, {r.plan.get('bytes', 0):,} bytes)"
+    return what
+
+
+def runs_frame(rows: list[RunState]) -> pd.DataFrame:
+    """The runs table: one row per import or purge, its status in words (an interrupted run
+    names the run that resumed it) and its last counts."""
+    return pd.DataFrame(
+        [
+            {
+                "run": f"{r.entity} {r.entity_id}",
+                "status": r.status,
+                "what": _what(r),
+                "counts": _counts_text(r.counts),
+                "details": r.describe(),
+                "who": r.actor,
+                "started": r.started_at,
+                "last entry": r.last_at,
+            }
+            for r in rows
+        ],
+        columns=["run", "status", "what", "counts", "details", "who", "started", "last entry"],
     )

@@ -527,6 +527,7 @@ def _register_trace_commands() -> None:
     main.add_command(decidecli.decide_cmd)
     main.add_command(tracecli.import_traces_cmd)
     main.add_command(tracecli.purge_cmd)
+    main.add_command(tracecli.runs_cmd)
     main.add_command(tracecli.rebuild_rollup_cmd)
 
 

@@ -1,4 +1,4 @@
-"""The ``workbench import-traces`` and ``workbench purge`` commands.
+"""The ``workbench import-traces``, ``workbench purge`` and ``workbench runs`` commands.
 
 They are plain click commands; ``review.cli.main`` registers them on the ``workbench`` group with
 ``main.add_command(...)``. Like the other commands they work on ``WORKBENCH_DATABASE_URL`` as
@@ -18,7 +18,7 @@ from review.core.taxonomy import load_taxonomy
 from review.traces import importer, retention
 from review.traces.formats import FORMATS
 
-__all__ = ["import_traces_cmd", "purge_cmd"]
+__all__ = ["import_traces_cmd", "purge_cmd", "runs_cmd"]
 
 
 class _Bar:
@@ -155,3 +155,41 @@ def rebuild_rollup_cmd() -> None:
     engine = open_engine()
     n = rollup.rebuild(engine)
     click.echo(f"rollup rebuilt from {n} traces")
+
+
+@click.command("runs", cls=WorkbenchCommand)
+@click.option(
+    "--limit",
+    type=click.IntRange(1, 1000),
+    default=20,
+    show_default=True,
+    help="How many of the latest runs to list.",
+)
+def runs_cmd(limit: int) -> None:
+    """List the latest trace imports and purges from the audit log, newest first.
+
+    Each shows its status (running, completed, failed or interrupted) and its last counts; an
+    interrupted run names the run that resumed it. Exits with status 1 when a run was
+    interrupted and nothing has resumed it.
+    """
+    from review.admin import changelog
+
+    engine = open_engine()
+    rows = changelog.recent_runs(engine, page_size=limit)
+    if not rows:
+        click.echo("no imports or purges recorded")
+        return
+    frame = changelog.runs_frame(rows)
+    for rec in frame.to_dict("records"):
+        click.echo(
+            f"{rec['run']}: {rec['details']} - {rec['what']} - {rec['counts'] or 'no counts'}"
+            f" - by {rec['who']}, started {rec['started']:%Y-%m-%d %H:%M} UTC"
+        )
+    open_runs = [r for r in rows if r.status == "interrupted" and r.resumed_by is None]
+    if open_runs:
+        click.echo(
+            f"{len(open_runs)} interrupted run(s) not resumed: run the import or purge again "
+            "to complete it",
+            err=True,
+        )
+        raise SystemExit(1)

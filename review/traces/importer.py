@@ -19,7 +19,13 @@ builder) share one code path. The source is read once, in two phases:
 
 The ``trace_imports`` row is created when the write pass starts (status ``running``), updated
 with the counts of every committed batch, and closed as ``done`` (or ``failed``) with the
-redaction totals; the import is written to the audit log.
+redaction totals. The audit log records the run as it goes (:mod:`storage.runs`): a ``start``
+entry with the plan (source, format, size and sha256 of a file or upload, mode, traces to
+write) in the transaction that creates the import row, a ``progress`` entry with the counts so
+far in the transaction of every batch, and the closing ``import`` entry. A killed import thus
+shows as interrupted with the counts of its last committed batch; re-running it names the
+interrupted import of the same file (same sha256, or same source when there is no file) in its
+start entry's ``resumes``.
 
 Redaction (``policies/redaction.yaml``) is applied to every trace before it is stored; the
 counts per detector are stored on the trace and summed on the import row. Importing without
@@ -28,8 +34,8 @@ redaction needs clearance."""
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import functools
+import hashlib
 import io
 import json
 import pickle
@@ -56,6 +62,7 @@ from review.core.taxonomy import Taxonomy
 from review.core.terms import ImportStatus
 from review.traces import rollup
 from review.traces.formats import FORMATS, detect_format, iter_traces
+from review.traces.importlog import RUN_ENTITY, ImportRow, recent_imports, same_work
 from review.traces.model import (
     ParsedTrace,
     Rejected,
@@ -64,8 +71,8 @@ from review.traces.model import (
     TraceVocabulary,
 )
 from review.traces.redaction import RedactionPolicy, load_redaction_policy, redact
-from storage import changes
-from storage.db import read_session, run_write
+from storage import changes, runs
+from storage.db import run_write
 from storage.models import Trace as TraceRow
 from storage.models import TraceChunk, TraceImport, utcnow
 
@@ -475,9 +482,13 @@ def import_items(
     policy: RedactionPolicy | None = None,
     batch_size: int = BATCH_SIZE,
     progress: ProgressFn | None = None,
+    origin: dict[str, Any] | None = None,
 ) -> ImportReport:
     """Import parsed traces, rejected records (from a parser with ``skip_bad``) or Trace
-    objects (numbered 1, 2, ... in messages), read once, in two phases (module docs)."""
+    objects (numbered 1, 2, ... in messages), read once, in two phases (module docs).
+
+    ``origin`` (``{"bytes": ..., "sha256": ...}`` of a file or upload) goes into the audit
+    log's start entry and identifies the interrupted import a re-run resumes."""
     require(actor, Permission.import_traces)
     if not redact and not actor.clearance:
         raise PermissionDenied(
@@ -550,6 +561,11 @@ def import_items(
             )
             s.add(row)
             s.flush()
+            plan = _plan(report, origin or {}, skip_bad, batch_size)
+            resumes = [
+                r.entity_id for r in runs.interrupted(s, RUN_ENTITY) if same_work(r.plan, plan)
+            ]
+            runs.started(s, actor.email, RUN_ENTITY, row.id, plan, resumes)
             return row.id
 
         import_id = run_write(engine, start)
@@ -561,21 +577,43 @@ def import_items(
                     prepared: list[_Prepared] = pickle.load(spool)
                 except EOFError:
                     break
-                _write_batch(engine, import_id, prepared, report)
+                _write_batch(engine, actor, import_id, prepared, report)
                 if progress is not None:
                     progress("writing", report.added + report.skipped, report.traces)
         except BaseException as exc:
-            _close_import(engine, actor, import_id, report, "failed", str(exc)[:2000])
+            message = str(exc) or f"stopped by {type(exc).__name__}"
+            _close_import(engine, actor, import_id, report, "failed", message[:2000])
             raise
     _close_import(engine, actor, import_id, report, "done", report.summary())
     return report
 
 
+def _plan(
+    report: ImportReport, origin: dict[str, Any], skip_bad: bool, batch_size: int
+) -> dict[str, Any]:
+    """What an import will do, for the audit log's start entry."""
+    return {
+        "source": report.source,
+        "format": report.format,
+        **{k: origin[k] for k in ("bytes", "sha256") if k in origin},
+        "traces": report.traces,
+        "rejected": report.rejected,
+        "skip_bad": skip_bad,
+        "redacted": report.redacted,
+        "batch_size": batch_size,
+    }
+
+
 def _write_batch(
-    engine: Engine, import_id: int, prepared: list[_Prepared], report: ImportReport
+    engine: Engine,
+    actor: Actor,
+    import_id: int,
+    prepared: list[_Prepared],
+    report: ImportReport,
 ) -> None:
-    """One transaction: the batch's new traces with all their chunks, and the import's counts.
-    Trace ids already stored (or repeated in the batch) are skipped."""
+    """One transaction: the batch's new traces with all their chunks, the import's counts and
+    the audit log's progress entry. Trace ids already stored (or repeated in the batch) are
+    skipped."""
     now = utcnow()
     for row, _, _ in prepared:
         row["import_id"] = import_id
@@ -612,6 +650,18 @@ def _write_batch(
                 skipped=TraceImport.skipped + (len(prepared) - len(pks)),
             )
         )
+        runs.progressed(
+            s,
+            actor.email,
+            RUN_ENTITY,
+            import_id,
+            {
+                "added": report.added + len(pks),
+                "skipped": report.skipped + len(prepared) - len(pks),
+                "restricted": report.restricted + restricted_n,
+                "of": report.traces,
+            },
+        )
         return len(pks), restricted_n, added_counts
 
     added, restricted_n, added_counts = run_write(engine, work)
@@ -643,7 +693,9 @@ def _close_import(
             "redactions": row.redactions,
             "redacted": report.redacted,
         }
-        changes.record(s, actor.email, "import", "trace_import", import_id, None, after)
+        if status != ImportStatus.done:
+            after["message"] = message
+        changes.record(s, actor.email, "import", RUN_ENTITY, import_id, None, after)
 
     try:
         run_write(engine, work)
@@ -679,6 +731,9 @@ def import_file(
     vocab = TraceVocabulary.from_taxonomy(tax) if tax is not None else TraceVocabulary()
     if skip_bad and rejects_path is None:
         rejects_path = path.with_name(path.name + ".rejects.jsonl")
+    with path.open("rb") as fh:
+        digest = hashlib.file_digest(fh, "sha256").hexdigest()
+    origin = {"bytes": path.stat().st_size, "sha256": digest}
 
     return import_items(
         engine,
@@ -692,6 +747,7 @@ def import_file(
         policy=policy,
         batch_size=batch_size,
         progress=progress,
+        origin=origin,
     )
 
 
@@ -727,42 +783,5 @@ def import_bytes(
         policy=policy,
         batch_size=batch_size,
         progress=progress,
+        origin={"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()},
     )
-
-
-@dataclass(frozen=True)
-class ImportRow:
-    id: int
-    source: str
-    format: str
-    status: str
-    added: int
-    skipped: int
-    rejected: int
-    redactions: dict[str, Any]
-    actor: str
-    started_at: dt.datetime
-    finished_at: dt.datetime | None
-    message: str
-
-
-def recent_imports(engine: Engine, limit: int = 10) -> list[ImportRow]:
-    with read_session(engine) as s:
-        rows = s.scalars(select(TraceImport).order_by(TraceImport.id.desc()).limit(limit))
-        return [
-            ImportRow(
-                r.id,
-                r.source,
-                r.format,
-                r.status,
-                r.added,
-                r.skipped,
-                r.rejected,
-                dict(r.redactions or {}),
-                r.actor,
-                r.started_at,
-                r.finished_at,
-                r.message,
-            )
-            for r in rows
-        ]

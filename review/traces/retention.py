@@ -3,6 +3,7 @@ rollup and audit items kept consistent in the same transaction."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,9 +21,9 @@ from sqlalchemy.orm import Session
 from review.core.errors import InputError, StaleWriteError
 from review.core.identity import Actor, Permission, require
 from review.traces import rollup
-from storage import changes
+from storage import changes, runs
 from storage.db import read_session, run_write
-from storage.models import AuditItem, Setting, TraceChunk, utcnow
+from storage.models import AuditItem, Counter, Setting, TraceChunk, utcnow
 from storage.models import Trace as TraceRow
 
 if TYPE_CHECKING:
@@ -43,6 +44,10 @@ RETENTION_KEY = "retention"
 
 
 MAX_RETENTION_DAYS = 10 * 366
+
+
+#: The audit-log entity of a purge; its ids are numbered by the ``trace_purge`` counter.
+RUN_ENTITY = "trace_purge"
 
 
 # ---------------------------------------------------------------------------------------
@@ -137,7 +142,10 @@ def purge_older_than(
     """Delete traces (and their chunks) recorded more than ``days`` days ago, in batches.
 
     Traces in an audit sample are kept (deleting them would delete the verdicts); the report
-    counts them. The purge is written to the audit log.
+    counts them. The purge is written to the audit log as it goes (:mod:`storage.runs`): a
+    ``start`` entry with the cutoff, a ``progress`` entry with the count deleted so far in the
+    transaction of every batch, and the closing ``purge`` entry; a killed purge shows as
+    interrupted, and the next purge whose cutoff covers it names it in ``resumes``.
     """
     require(actor, Permission.manage_users)
     if not 0 <= days <= MAX_RETENTION_DAYS:
@@ -145,6 +153,21 @@ def purge_older_than(
     cutoff = (now or utcnow()) - dt.timedelta(days=days)
     in_audit = exists().where(AuditItem.trace_pk == TraceRow.id)
     deleted = 0
+    plan = {"older_than_days": days, "cutoff": cutoff.isoformat()}
+
+    def begin(s: Session) -> str:
+        counter = s.get(Counter, RUN_ENTITY, with_for_update=True)
+        if counter is None:
+            counter = Counter(name=RUN_ENTITY, value=0, version=1)
+            s.add(counter)
+        counter.value += 1
+        counter.version += 1
+        run_id = str(counter.value)
+        resumes = [r.entity_id for r in runs.interrupted(s, RUN_ENTITY) if _covers(plan, r.plan)]
+        runs.started(s, actor.email, RUN_ENTITY, run_id, plan, resumes)
+        return run_id
+
+    run_id = run_write(engine, begin)
 
     def work(s: Session) -> int:
         ids = list(
@@ -154,15 +177,26 @@ def purge_older_than(
             rollup.subtract_ids(s, ids)
             s.execute(delete(TraceChunk).where(TraceChunk.trace_pk.in_(ids)))
             s.execute(delete(TraceRow).where(TraceRow.id.in_(ids)))
+            runs.progressed(s, actor.email, RUN_ENTITY, run_id, {"deleted": deleted + len(ids)})
         return len(ids)
 
-    while True:
-        n = run_write(engine, work)
-        deleted += n
-        if progress is not None and n:
-            progress(deleted)
-        if n < batch:
-            break
+    try:
+        while True:
+            n = run_write(engine, work)
+            deleted += n
+            if progress is not None and n:
+                progress(deleted)
+            if n < batch:
+                break
+    except BaseException as exc:
+        message = (str(exc) or f"stopped by {type(exc).__name__}")[:2000]
+        failed = {"deleted": deleted, "status": "failed", "message": message}
+        with contextlib.suppress(Exception):  # the purge's own error is the one to report
+            run_write(
+                engine,
+                lambda s: changes.record(s, actor.email, "purge", RUN_ENTITY, run_id, plan, failed),
+            )
+        raise
 
     def finish(s: Session) -> int:
         kept = int(
@@ -175,15 +209,26 @@ def purge_older_than(
             s,
             actor.email,
             "purge",
-            "traces",
-            f"before {cutoff.isoformat()}",
-            {"older_than_days": days, "cutoff": cutoff.isoformat()},
+            RUN_ENTITY,
+            run_id,
+            plan,
             {"deleted": deleted, "kept_in_audits": kept},
         )
         return kept
 
     kept = run_write(engine, finish)
     return PurgeReport(cutoff, deleted, kept)
+
+
+def _covers(plan: dict[str, object], earlier: dict[str, object]) -> bool:
+    """Whether a purge with ``plan`` deletes everything an earlier purge set out to delete
+    (its cutoff is the same or later)."""
+    try:
+        mine = dt.datetime.fromisoformat(str(plan["cutoff"]))
+        theirs = dt.datetime.fromisoformat(str(earlier.get("cutoff")))
+    except (KeyError, ValueError):
+        return False
+    return mine >= theirs
 
 
 def apply_retention(

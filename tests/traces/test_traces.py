@@ -331,7 +331,7 @@ importer.import_file(make_engine({sqlite_url!r}), SYSTEM, Path({str(path)!r}), "
     counts = chunk_counts(engine)
     assert len(counts) == 10  # two committed batches
     assert set(counts.values()) == {3}  # no half-written trace
-    assert importer.recent_imports(engine)[0].status == "running"
+    assert importer.recent_imports(engine)[0].status == "interrupted"  # its process is gone
     report = importer.import_file(engine, SYSTEM, path, "canonical", batch_size=5)
     assert (report.added, report.skipped) == (20, 10)
     counts = chunk_counts(engine)
