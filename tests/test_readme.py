@@ -86,3 +86,22 @@ def test_the_architecture_table_matches_the_areas() -> None:
         doc = ast.get_docstring(ast.parse((review / name / "__init__.py").read_text())) or ""
         declared = re.search(r"May use: ([^.]+)\.", doc)
         assert declared and declared.group(1).strip() == uses.strip(), name
+
+
+def test_security_md_names_only_files_commands_and_settings_that_exist() -> None:
+    """SECURITY.md promises defences by name: every file it names exists, every
+    ``workbench`` command it names is a command, and the shipped config holds what it says."""
+    from review.cli.main import main as cli
+
+    text = (ROOT / "SECURITY.md").read_text(encoding="utf-8")
+    paths = set(re.findall(r"`((?:review|tests|pages|storage)/[\w/]+\.py)`", text))
+    assert len(paths) >= 4
+    for path in paths:
+        assert (ROOT / path).is_file(), path
+    commands = set(re.findall(r"`workbench ([a-z][a-z-]+)", text))
+    assert {"verify-signoffs", "runs"} <= commands
+    assert commands <= set(cli.commands), commands - set(cli.commands)
+    config = (ROOT / ".streamlit" / "config.toml").read_text(encoding="utf-8")
+    assert 'showErrorDetails = "none"' in config and 'showErrorDetails = "none"' in text
+    assert 'address = "127.0.0.1"' in config and "`127.0.0.1`" in text
+    assert "disableDataExport = true" in config
