@@ -25,6 +25,9 @@ from review.corpus import markdown
 DOC_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,119}$")
 REF_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,119}(@[0-9]+)?$")
 MAX_BODY_CHARS = 2_000_000
+#: The longest front matter read (a real one is a few hundred characters; the YAML parser is
+#: pure Python, so an unbounded block would hold a core for as long as it is long).
+MAX_FRONT_MATTER_CHARS = 20_000
 
 
 class DocumentIn(BaseModel):
@@ -109,8 +112,13 @@ def parse_markdown(text: str, source: str, tax: Taxonomy) -> DocumentIn:
             f"{source}: line 1: front matter: no closing '---' line after the metadata"
         ) from None
     meta_text = "\n".join(lines[1:end])
+    if len(meta_text) > MAX_FRONT_MATTER_CHARS:
+        raise InputError(
+            f"{source}: line 2: front matter: longer than {MAX_FRONT_MATTER_CHARS:,} characters "
+            f"({len(meta_text):,}); the metadata is a few short keys"
+        )
     try:
-        meta = load_yaml_text(meta_text, source)
+        meta = load_yaml_text(meta_text, source, max_chars=MAX_FRONT_MATTER_CHARS)
     except InputError as exc:
         # re-base the YAML line number on the file
         msg = str(exc)
