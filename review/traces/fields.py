@@ -174,7 +174,7 @@ def _json_text(v: object, f: str) -> Any:
         try:
             return parse_json(v)
         except JsonProblem as exc:
-            raise _Bad(f, exc.reason) from None
+            raise _Bad(f if exc.field is None else f"{f}.{exc.field}", exc.reason) from None
     return v
 
 
