@@ -140,6 +140,24 @@ def _opt_bool(v: object, f: str) -> bool | None:
     raise _Bad(f, f"expected true or false, got {describe(v)}")
 
 
+#: Dates a chunk's document may carry (effective dates): a year-1 or year-9999 date is a
+#: broken export, and date arithmetic on it (a week later, a year earlier) would fail.
+EARLIEST_DATE = dt.date(1900, 1, 1)
+LATEST_DATE = dt.date(2199, 12, 31)
+
+#: The earliest trace time accepted: the assistant's exports start long after it; an earlier
+#: time is a broken clock or a hostile file.
+EARLIEST_TRACE_TIME = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
+
+#: How far past the importing machine's clock a trace time may lie (clock skew between the
+#: hosts that write traces and the one that imports them). A trace time later than that is
+#: refused: it would otherwise become the "latest week" every weekly view is anchored on.
+MAX_FUTURE = dt.timedelta(days=1)
+
+#: The largest UTC offset in use (UTC+14:00; the most negative is UTC-12:00).
+MAX_UTC_OFFSET = dt.timedelta(hours=14)
+
+
 def _opt_date(v: object, f: str) -> dt.date | None:
     if _absent(v):
         return None
@@ -148,10 +166,31 @@ def _opt_date(v: object, f: str) -> dt.date | None:
     text = v.strip()
     try:
         if len(text) == 10:
-            return dt.date.fromisoformat(text)
-        return dt.datetime.fromisoformat(text).date()  # a full timestamp: keep its date
+            day = dt.date.fromisoformat(text)
+        else:
+            day = dt.datetime.fromisoformat(text).date()  # a full timestamp: keep its date
     except ValueError:
         raise _Bad(f, f"not a valid date (YYYY-MM-DD): {v!r}") from None
+    if not EARLIEST_DATE <= day <= LATEST_DATE:
+        raise _Bad(f, f"{day.isoformat()} is outside {EARLIEST_DATE} to {LATEST_DATE}")
+    return day
+
+
+def _offset(hours: dt.timedelta) -> str:
+    sign = "-" if hours < dt.timedelta(0) else "+"
+    minutes = abs(int(hours.total_seconds())) // 60
+    return f"{sign}{minutes // 60:02d}:{minutes % 60:02d}"
+
+
+def _checked_time(t: dt.datetime, f: str, given: object) -> dt.datetime:
+    """``t`` (aware, UTC) if within EARLIEST_TRACE_TIME and the import's clock + MAX_FUTURE."""
+    if t < EARLIEST_TRACE_TIME:
+        raise _Bad(f, f"{given!r} is before {EARLIEST_TRACE_TIME:%Y-%m-%d}")
+    if t > dt.datetime.now(dt.UTC) + MAX_FUTURE:
+        raise _Bad(
+            f, f"{given!r} is in the future (more than {MAX_FUTURE.days} day after this import)"
+        )
+    return t
 
 
 def _time(v: object, f: str) -> dt.datetime:
@@ -161,11 +200,18 @@ def _time(v: object, f: str) -> dt.datetime:
         raise _Bad(f, f"expected an ISO 8601 time, got {describe(v)}")
     try:
         t = dt.datetime.fromisoformat(v.strip())
-    except ValueError:
+    except ValueError as exc:
+        if "offset" in str(exc):  # +24:00 and beyond: Python refuses them itself
+            raise _Bad(f, f"the UTC offset of {v!r} is out of range (at most +-14:00)") from None
         raise _Bad(f, f"not a valid ISO 8601 time: {v!r}") from None
-    if t.tzinfo is None:
-        return t.replace(tzinfo=dt.UTC)
-    return t.astimezone(dt.UTC)
+    off = t.utcoffset()
+    if off is not None and abs(off) > MAX_UTC_OFFSET:
+        raise _Bad(f, f"the UTC offset {_offset(off)} of {v!r} is out of range (at most +-14:00)")
+    try:
+        utc = t.replace(tzinfo=dt.UTC) if t.tzinfo is None else t.astimezone(dt.UTC)
+    except OverflowError:  # year 1 or 9999 shifted past the ends of the calendar
+        utc = (dt.datetime.min if t.year < 2000 else dt.datetime.max).replace(tzinfo=dt.UTC)
+    return _checked_time(utc, f, v)
 
 
 def _json_text(v: object, f: str) -> Any:

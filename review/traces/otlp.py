@@ -19,6 +19,7 @@ from review.traces.fields import (
     _absent,
     _aliased,
     _Bad,
+    _checked_time,
     _chunk,
     _json_text,
     _opt_bool,
@@ -78,9 +79,10 @@ def _unix_nano(v: object, f: str) -> dt.datetime:
     if ns is None:
         raise _Bad(f, "must not be empty")
     try:
-        return _EPOCH + dt.timedelta(seconds=ns // 10**9, microseconds=(ns % 10**9) // 1000)
+        t = _EPOCH + dt.timedelta(seconds=ns // 10**9, microseconds=(ns % 10**9) // 1000)
     except OverflowError:
         raise _Bad(f, f"{ns} is out of range") from None
+    return _checked_time(t, f, ns)
 
 
 def _any_value(v: object, f: str) -> Any:
