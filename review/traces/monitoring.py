@@ -54,6 +54,7 @@ from review.core.errors import InputError
 from review.core.taxonomy import Taxonomy, policies_dir
 from review.core.yamlstrict import load_model, load_yaml_text, validate
 from review.traces import rollup
+from review.traces.fields import EARLIEST_TRACE_TIME
 from review.traces.interaction import INTERACTION_COUNTS, add_interaction_rates
 from storage.db import read_session
 from storage.models import Trace as TraceRow
@@ -316,9 +317,18 @@ def _add_rates(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def latest_week(engine: Engine) -> dt.date | None:
-    """The Monday of the week of the newest trace (None without traces)."""
+    """The Monday of the week of the newest trace up to now (None without one).
+
+    Only times between EARLIEST_TRACE_TIME and now count: the importers refuse others, but a
+    row written straight into the database (year 9999, year 1) must neither move every weekly
+    view to its week nor make the window's arithmetic leave the calendar."""
+    now = dt.datetime.now(dt.UTC)
     with read_session(engine) as s:
-        newest = s.scalar(select(func.max(TraceRow.at)))
+        newest = s.scalar(
+            select(func.max(TraceRow.at)).where(
+                TraceRow.at >= EARLIEST_TRACE_TIME, TraceRow.at <= now
+            )
+        )
     if newest is None:
         return None
     if isinstance(newest, str):  # a raw SQLite value, should the type not be applied
