@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from review.core.errors import InputError
 from review.core.records import JsonProblem, json_lines, parse_json, validate_record
@@ -45,6 +45,18 @@ class DocumentIn(BaseModel):
     access_scope: str
     jurisdiction: str
     body: str = Field(min_length=1, max_length=MAX_BODY_CHARS)
+    # where the record was read (``file: line N``) and the line of each front-matter key, so a
+    # check made later (against the corpus) still names the file, the line and the field
+    _source: str = PrivateAttr(default="")
+    _line: int = PrivateAttr(default=0)
+    _key_lines: dict[str, int] = PrivateAttr(default_factory=dict)
+
+    def where(self, fld: str) -> str:
+        """``file: line N: field F`` for ``fld`` of this record (the version when unknown)."""
+        if not self._source:
+            return f"{self.doc_id}@{self.version}: field {fld}"
+        line = self._key_lines.get(fld, self._line)
+        return f"{self._source}: line {line}: field {fld}"
 
     @field_validator("doc_id")
     @classmethod
@@ -92,6 +104,7 @@ def _build(data: Any, source: str, line: int, tax: Taxonomy) -> DocumentIn:
     if problems:
         fld, msg = problems[0]
         raise InputError(f"{source}: line {line}: field {fld}: {msg}")
+    doc._source, doc._line = source, line
     return doc
 
 
@@ -137,7 +150,7 @@ def parse_markdown(text: str, source: str, tax: Taxonomy) -> DocumentIn:
             data[key] = data[key].date()
     # report the line of the offending front-matter key when we can
     try:
-        return _build(data, source, 2, tax)
+        doc = _build(data, source, 2, tax)
     except InputError as exc:
         m = re.search(r"field ([A-Za-z_]+)", str(exc))
         if m:
@@ -145,6 +158,11 @@ def parse_markdown(text: str, source: str, tax: Taxonomy) -> DocumentIn:
                 if lines[i].split(":", 1)[0].strip() == m.group(1):
                     raise InputError(str(exc).replace("line 2", f"line {i + 1}", 1)) from None
         raise
+    for i in range(1, end):
+        key = lines[i].split(":", 1)[0].strip()
+        if key in meta:
+            doc._key_lines.setdefault(key, i + 1)
+    return doc
 
 
 def iter_jsonl(lines: Iterable[str], source: str, tax: Taxonomy) -> Iterator[DocumentIn]:
