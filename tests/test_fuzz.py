@@ -823,3 +823,55 @@ def test_a_key_given_twice_inside_a_nested_object_or_a_csv_cell_is_refused() -> 
     )
     assert [type(i).__name__ for i in items] == ["Rejected", "ParsedTrace"]
     assert "field language: appears twice" in items[0].reason  # type: ignore[union-attr]
+
+
+# ---------------------------------------------------------------------------------------
+# Sizes: every list and text of a record has a limit, refused with line and field
+
+
+def _big_trace_lines() -> list[tuple[str, str]]:
+    chunk = {"chunk_id": "c", "text": "t"}
+    return [
+        (
+            _canonical_line(chunks=[{**chunk, "chunk_id": f"c{i}"} for i in range(1001)]),
+            "field chunks: more than 1,000 chunks",
+        ),
+        (
+            _canonical_line(citations=[{"claim": "x", "chunk_ids": []}] * 501),
+            "field citations: more than 500 citations",
+        ),
+        (_canonical_line(identity_scopes=["public"] * 201), "field identity_scopes: more than 200"),
+        (
+            _canonical_line(attributes={f"a{i}": 1 for i in range(201)}),
+            "field attributes: more than 200 attributes",
+        ),
+        (_canonical_line(attributes={"a" * 201: 1}), "field attributes: an attribute name is"),
+        (
+            _canonical_line(attributes={"language": "x" * 10_001}),
+            "field attributes.language: longer than 10,000 characters",
+        ),
+        (
+            _canonical_line(versions={"model": "m" * 10_001}),
+            "field versions.model: longer than 10,000",
+        ),
+        (_canonical_line(query="q" * 1_000_001), "field query: longer than 1,000,000"),
+    ]
+
+
+@pytest.mark.parametrize(("line", "message"), _big_trace_lines(), ids=lambda v: str(v)[-30:])
+def test_trace_lists_and_texts_beyond_their_limits_are_refused(line: str, message: str) -> None:
+    with pytest.raises(InputError, match=rf"t\.jsonl: line 1: {message}"):
+        _parse_traces(line)
+    items = list(formats.iter_traces(io.StringIO(line), "t.jsonl", "canonical", True))
+    assert len(items) == 1 and message.split(": ", 1)[1] in items[0].reason  # type: ignore[union-attr]
+
+
+def test_a_megabyte_field_name_is_clipped_in_the_message() -> None:
+    """An unknown key is named in the error, but not at any length."""
+    line = _canonical_line(**{"k" * 1_000_000: 1})
+    with pytest.raises(InputError) as info:
+        _parse_traces(line)
+    assert "unknown field" in str(info.value) and len(str(info.value)) < 400
+    doc = {**_doc_record(), "authority": "a" * 1_000_000}
+    with pytest.raises(InputError, match="line 1: field authority: String should have at most"):
+        _parse_docs(json.dumps(doc))

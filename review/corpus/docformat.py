@@ -39,11 +39,11 @@ class DocumentIn(BaseModel):
     version: int = Field(ge=1, le=2**31 - 1)  # the database's integer columns hold no more
     title: str = Field(min_length=1, max_length=500)
     effective_date: dt.date | None = None
-    superseded_by: str | None = None
-    authority: str
+    superseded_by: str | None = Field(default=None, max_length=140)
+    authority: str = Field(max_length=60)  # vocabulary keys (checked against the taxonomy)
     owner: str = Field(min_length=1, max_length=200)
-    access_scope: str
-    jurisdiction: str
+    access_scope: str = Field(max_length=60)
+    jurisdiction: str = Field(max_length=60)
     body: str = Field(min_length=1, max_length=MAX_BODY_CHARS)
     # where the record was read (``file: line N``) and the line of each front-matter key, so a
     # check made later (against the corpus) still names the file, the line and the field

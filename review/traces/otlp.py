@@ -16,8 +16,11 @@ from review.core.records import describe
 from review.traces.canonical import _json_object, _lines
 from review.traces.fields import (
     _CHUNK_ALIASES,
+    MAX_CHUNKS,
+    MAX_FACTS,
     _absent,
     _aliased,
+    _at_most,
     _Bad,
     _checked_time,
     _chunk,
@@ -70,6 +73,9 @@ def _otlp_id(v: object, f: str, nbytes: int) -> str:
 
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+#: Attributes of one span or resource (a retrieval span carries four per document)
+MAX_SPAN_ATTRIBUTES = 4 * MAX_CHUNKS + MAX_FACTS
 
 
 def _unix_nano(v: object, f: str) -> dt.datetime:
@@ -128,6 +134,7 @@ def _attr_list(items: object, owner: str) -> dict[str, Any]:
             f"{owner}.attributes",
             f"expected a list of {{key, value}} attributes, got {describe(items)}",
         )
+    _at_most(items, MAX_SPAN_ATTRIBUTES, f"{owner}.attributes", "attributes")
     out: dict[str, Any] = {}
     for i, item in enumerate(items):
         if not isinstance(item, dict) or not isinstance(item.get("key"), str):
@@ -282,6 +289,7 @@ def _otlp_node(sp: _RawSpan, vocab: TraceVocabulary) -> _Node:
             m = _OI_DOC.match(key)
             if m:
                 docs.setdefault(int(m.group(1)), {})[m.group(2)] = (val, label(key))
+        _at_most(docs, MAX_CHUNKS, label("retrieval.documents"), "documents")
         for idx in sorted(docs):
             part = docs[idx]
             base = label(f"retrieval.documents.{idx}.document")
@@ -308,6 +316,7 @@ def _otlp_node(sp: _RawSpan, vocab: TraceVocabulary) -> _Node:
             gdocs = _json_text(a["gen_ai.retrieval.documents"], f)
             if not isinstance(gdocs, list):
                 raise _Bad(f, f"expected a list of documents, got {describe(gdocs)}")
+            _at_most(gdocs, MAX_CHUNKS, f, "documents")
             for i, d in enumerate(gdocs):
                 d = _json_text(d, f"{f}.{i}")
                 if not isinstance(d, dict):
