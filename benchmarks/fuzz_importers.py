@@ -33,6 +33,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from review.audits import claims  # noqa: E402
+from review.builder.edits import OPERATORS  # noqa: E402
 from review.cases import cases  # noqa: E402
 from review.core.errors import InputError  # noqa: E402
 from review.core.taxonomy import load_taxonomy  # noqa: E402
@@ -40,7 +42,7 @@ from review.corpus import corpus, docformat  # noqa: E402
 from review.evaluation import evalruns  # noqa: E402
 from review.policy import policy  # noqa: E402
 from review.traces import formats  # noqa: E402
-from review.wording import messages  # noqa: E402
+from review.wording import lint, messages  # noqa: E402
 
 __all__ = ["main", "run"]
 
@@ -79,6 +81,9 @@ IMPORTERS: dict[str, Callable[[str], None]] = {
     "documents .md": lambda t: _consume(corpus.parse_upload("d.md", t, TAX)),
     "documents .jsonl": lambda t: _consume(corpus.parse_upload("d.jsonl", t, TAX)),
     "document body view": lambda t: _consume(docformat.parse_blocks(t)),
+    "case builder candidates": lambda t: _consume(op.candidates(t) for op in OPERATORS.values()),
+    "answer claims (audit)": lambda t: _consume(claims.claims_with_citations(t)),
+    "wording rules (refusals)": lambda t: _consume(lint.lint(t, key="E1")),
     "cases .jsonl": lambda t: _consume(cases.iter_cases_jsonl(t.splitlines(), "c.jsonl", TAX)),
     "run outputs .jsonl": lambda t: _consume(evalruns.iter_outputs(t.splitlines(), "r", TAX)),
     "traces canonical": _traces("canonical"),
@@ -120,9 +125,15 @@ def reference(name: str, size: int) -> str:
     if name == "documents .md":
         head, body = _good_markdown().split("\n---\n", 1)
         return head + "\n---\n" + body * max(1, size // len(body))
-    if name == "document body view":
+    if name in ("document body view", "case builder candidates"):
         body = _good_markdown().split("\n---\n", 1)[1]
         return body * max(1, size // len(body))
+    if name in ("answer claims (audit)", "wording rules (refusals)"):
+        answer = (
+            "I can't confirm that from the documents I can see. Refunds of a monthly charge "
+            "are possible within 14 days [POL-REFUND-MONTHLY@2]; please ask your admin.\n"
+        )
+        return answer * max(1, size // len(answer))
     if name == "traces csv":
         header, *rows = _read(TRACE_DATA / "flat.csv").splitlines(keepends=True)
         one = "".join(rows)
@@ -186,6 +197,24 @@ def hostile(name: str, scale: float) -> dict[str, str]:
             "body: 1 MB single line": _front("", "word " * (n // 5)),
             "body: many table rows": _front("", "| a |\n|---|\n" + "| b |\n" * (n // 6)),
             "no closing front-matter line": "---\n" + "title: x\n" * (n // 9),
+        }
+    if name in ("answer claims (audit)", "wording rules (refusals)"):
+        return {
+            "run of question marks before a letter": "Why" + "?" * n + "a",
+            "many short sentences": "Is it? " * (n // 7),
+            "stop then long spaces": "A." + " " * n + "b",
+            "many citation brackets": "Yes. " + "[a" * (n // 2),
+            "one long word": "x" * n + ". A",
+            "abbreviations": "e.g. " * (n // 5),
+        }
+    if name == "case builder candidates":
+        return {
+            "exception markers in one sentence": "Refunds apply " + "except " * (n // 7),
+            "exception markers, one per paragraph": "A, except B.\n\n" * (n // 14),
+            "space-only line under a pipe row": "| a |\n" + " " * n + "x\n",
+            "numbers with units": "5 GB " * (n // 5),
+            "years": "2025 " * (n // 5),
+            "questions": "Is it? " * (n // 7),
         }
     if name == "document body view":
         return {
