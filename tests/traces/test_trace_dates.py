@@ -7,10 +7,14 @@ from __future__ import annotations
 import datetime as dt
 import io
 import re
+from pathlib import Path
 
 import pytest
+from sqlalchemy import Engine
 
 from review.core.errors import InputError
+from review.core.identity import SYSTEM
+from review.traces import importer
 from review.traces.fields import EARLIEST_TRACE_TIME, MAX_FUTURE
 from review.traces.formats import iter_traces
 from review.traces.model import ParsedTrace, Rejected
@@ -134,3 +138,26 @@ def test_scores_that_are_not_finite_numbers_are_refused(
         _read(fmt, bad)
     items = _read(fmt, bad, skip_bad=True)
     assert sum(isinstance(i, Rejected) for i in items) == 1
+
+
+def test_the_import_sets_out_of_range_traces_aside_under_skip_bad(
+    engine: Engine, tmp_path: Path
+) -> None:
+    """The whole import (as `workbench import-traces --skip-bad` and the Traces page run it):
+    the bad traces go to the rejects file with their line and reason, the rest are stored; without
+    skip-bad nothing is stored."""
+    lines = (DATA / "canonical.jsonl").read_text(encoding="utf-8").splitlines()
+    lines[1] = re.sub(r'"time": "[^"]+"', f'"time": "{_iso(FUTURE)}"', lines[1])
+    lines[3] = re.sub(r'"time": "[^"]+"', '"time": "2025-06-03T09:00:00+15:00"', lines[3])
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"line 2: field time: .* is in the future"):
+        importer.import_file(engine, SYSTEM, path, "canonical")
+    rejects = tmp_path / "rejects.jsonl"
+    report = importer.import_file(
+        engine, SYSTEM, path, "canonical", skip_bad=True, rejects_path=rejects
+    )
+    assert (report.added, report.rejected) == (len(lines) - 2, 2)
+    assert any("line 2: field time" in p for p in report.problems)
+    assert any("line 4: field time: the UTC offset +15:00" in p for p in report.problems)
+    assert len(rejects.read_text(encoding="utf-8").splitlines()) == 2
