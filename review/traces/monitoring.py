@@ -317,18 +317,11 @@ def _add_rates(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def latest_week(engine: Engine) -> dt.date | None:
-    """The Monday of the week of the newest trace up to now (None without one).
-
-    Only times between EARLIEST_TRACE_TIME and now count: the importers refuse others, but a
-    row written straight into the database (year 9999, year 1) must neither move every weekly
-    view to its week nor make the window's arithmetic leave the calendar."""
-    now = dt.datetime.now(dt.UTC)
+    """The Monday of the week of the newest trace from 2000 up to now (None without one): a
+    row written into the database past the importers (year 9999) cannot move the window."""
+    at, now = TraceRow.at, dt.datetime.now(dt.UTC)
     with read_session(engine) as s:
-        newest = s.scalar(
-            select(func.max(TraceRow.at)).where(
-                TraceRow.at >= EARLIEST_TRACE_TIME, TraceRow.at <= now
-            )
-        )
+        newest = s.scalar(select(func.max(at)).where(at >= EARLIEST_TRACE_TIME, at <= now))
     if newest is None:
         return None
     if isinstance(newest, str):  # a raw SQLite value, should the type not be applied
