@@ -6,13 +6,12 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime as dt
-import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from review.core.records import describe
+from review.core.records import JsonProblem, describe, parse_json
 from review.traces.canonical import _json_object, _lines
 from review.traces.fields import (
     _CHUNK_ALIASES,
@@ -217,8 +216,8 @@ def _io_text(value: object, keys: tuple[str, ...], role: str | None = None) -> s
         stripped = value.strip()
         if stripped[:1] in "{[" and stripped:
             try:
-                return _io_text(json.loads(stripped), keys, role)
-            except (ValueError, RecursionError):  # not JSON after all: the text itself
+                return _io_text(parse_json(stripped), keys, role)
+            except JsonProblem:  # not JSON (or a key given twice): the text itself, whole
                 return value if value.strip() else None
         return value if stripped else None
     if isinstance(value, dict):
