@@ -25,6 +25,10 @@ from review.corpus import markdown
 DOC_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,119}$")
 REF_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,119}(@[0-9]+)?$")
 MAX_BODY_CHARS = 2_000_000
+#: Effective dates a document may carry (year 1 or 9999 is a typo, and date arithmetic on it,
+#: such as the case builder's "a year earlier", would leave the calendar)
+EARLIEST_DATE = dt.date(1900, 1, 1)
+LATEST_DATE = dt.date(2199, 12, 31)
 #: The longest front matter read (a real one is a few hundred characters; the YAML parser is
 #: pure Python, so an unbounded block would hold a core for as long as it is long).
 MAX_FRONT_MATTER_CHARS = 20_000
@@ -63,6 +67,13 @@ class DocumentIn(BaseModel):
     def _doc_id(cls, v: str) -> str:
         if not DOC_ID_RE.match(v):
             raise ValueError("must be letters, digits, '.', '_' or '-' (at most 120 characters)")
+        return v
+
+    @field_validator("effective_date")
+    @classmethod
+    def _effective(cls, v: dt.date | None) -> dt.date | None:
+        if v is not None and not EARLIEST_DATE <= v <= LATEST_DATE:
+            raise ValueError(f"must lie between {EARLIEST_DATE} and {LATEST_DATE}")
         return v
 
     @field_validator("superseded_by")

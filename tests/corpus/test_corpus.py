@@ -242,3 +242,11 @@ def test_superseded_by_must_name_a_version_in_the_corpus_or_the_same_import(
     # a later import may name what the corpus holds, with or without the version
     first = parse_markdown(_superseded("POL-REFUND", version=1), "v1.md", tax)
     assert corpus.import_documents(engine, admin, [first]).added == 1
+
+
+@pytest.mark.parametrize("day", ["0001-03-01", "1899-12-31", "2200-01-01", "9999-12-31"])
+def test_an_effective_date_outside_1900_to_2199_is_refused_with_its_line(
+    tax: Taxonomy, day: str
+) -> None:
+    with pytest.raises(InputError, match=r"d\.md: line 5: field effective_date: must lie between"):
+        parse_markdown(GOOD.replace("2025-03-01", day), "d.md", tax)
