@@ -764,3 +764,114 @@ def test_edit_operators_only_raise_input_errors(operator: str, data: st.DataObje
         edits.edit_document(body, operator, span, params, doc_id="POL-REFUND", version=2)
 
     only_clear_errors(go)
+
+
+# ---------------------------------------------------------------------------------------
+# Duplicate keys: json.loads keeps the last value silently; every reader refuses the record
+
+
+def _twice(line: str, key: str) -> str:
+    """``line`` (one JSON object) with ``key`` given a second time at its end."""
+    record = json.loads(line)
+    return line.rstrip()[:-1] + f", {json.dumps(key)}: {json.dumps(record[key])}}}"
+
+
+def _duplicate_key_lines() -> list[tuple[str, Callable[[str], object], str, str]]:
+    def traces(fmt: str) -> Callable[[str], object]:
+        return lambda text: consume(formats.iter_traces(io.StringIO(text), "t.jsonl", fmt))
+
+    return [
+        ("documents", _parse_docs, SAMPLE_LINES["documents"][0], "title"),
+        ("cases", _parse_cases, SAMPLE_LINES["cases"][0], "question"),
+        ("run", _parse_run, SAMPLE_LINES["run"][0], "decision"),
+        ("canonical", traces("canonical"), SAMPLE_LINES["canonical"][0], "query"),
+        ("otlp", traces("otlp"), SAMPLE_LINES["otlp"][0], "resourceSpans"),
+        ("langfuse", traces("langfuse"), SAMPLE_LINES["langfuse"][0], "traceId"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("kind", "parse", "line", "key"), _duplicate_key_lines(), ids=lambda v: str(v)[:10]
+)
+def test_a_key_given_twice_in_one_object_is_refused_with_line_and_field(
+    kind: str, parse: Callable[[str], object], line: str, key: str
+) -> None:
+    if kind != "otlp":  # (the first OTLP line holds child spans only: its trace ends later)
+        parse(line)  # the sample itself is read
+    with pytest.raises(InputError, match=rf"line 2: field {key}: appears twice in one JSON"):
+        parse("\n" + _twice(line, key))
+
+
+def test_a_key_given_twice_inside_a_nested_object_or_a_csv_cell_is_refused() -> None:
+    nested = (
+        _canonical_line().rstrip()[:-1] + ', "attributes": {"language": "en", "language": "de"}}'
+    )
+    with pytest.raises(InputError, match="line 1: field language: appears twice"):
+        _parse_traces(nested)
+    chunks = '[{"chunk_id": "a", "chunk_id": "b"}]'
+    row = io.StringIO()
+    csv.writer(row).writerows(
+        [["trace_id", "time", "query", "chunks"], ["t", "2025-01-01", "q", chunks]]
+    )
+    with pytest.raises(InputError, match=r"line 2: field chunks\.chunk_id: appears twice"):
+        consume(formats.iter_traces(io.StringIO(row.getvalue()), "t.csv", "csv"))
+    # under skip-bad the record is set aside with the same reason and the rest is read
+    items = list(
+        formats.iter_traces(
+            io.StringIO(nested + "\n" + _canonical_line()), "t.jsonl", "canonical", True
+        )
+    )
+    assert [type(i).__name__ for i in items] == ["Rejected", "ParsedTrace"]
+    assert "field language: appears twice" in items[0].reason  # type: ignore[union-attr]
+
+
+# ---------------------------------------------------------------------------------------
+# Sizes: every list and text of a record has a limit, refused with line and field
+
+
+def _big_trace_lines() -> list[tuple[str, str]]:
+    chunk = {"chunk_id": "c", "text": "t"}
+    return [
+        (
+            _canonical_line(chunks=[{**chunk, "chunk_id": f"c{i}"} for i in range(1001)]),
+            "field chunks: more than 1,000 chunks",
+        ),
+        (
+            _canonical_line(citations=[{"claim": "x", "chunk_ids": []}] * 501),
+            "field citations: more than 500 citations",
+        ),
+        (_canonical_line(identity_scopes=["public"] * 201), "field identity_scopes: more than 200"),
+        (
+            _canonical_line(attributes={f"a{i}": 1 for i in range(201)}),
+            "field attributes: more than 200 attributes",
+        ),
+        (_canonical_line(attributes={"a" * 201: 1}), "field attributes: an attribute name is"),
+        (
+            _canonical_line(attributes={"language": "x" * 10_001}),
+            "field attributes.language: longer than 10,000 characters",
+        ),
+        (
+            _canonical_line(versions={"model": "m" * 10_001}),
+            "field versions.model: longer than 10,000",
+        ),
+        (_canonical_line(query="q" * 1_000_001), "field query: longer than 1,000,000"),
+    ]
+
+
+@pytest.mark.parametrize(("line", "message"), _big_trace_lines(), ids=lambda v: str(v)[-30:])
+def test_trace_lists_and_texts_beyond_their_limits_are_refused(line: str, message: str) -> None:
+    with pytest.raises(InputError, match=rf"t\.jsonl: line 1: {message}"):
+        _parse_traces(line)
+    items = list(formats.iter_traces(io.StringIO(line), "t.jsonl", "canonical", True))
+    assert len(items) == 1 and message.split(": ", 1)[1] in items[0].reason  # type: ignore[union-attr]
+
+
+def test_a_megabyte_field_name_is_clipped_in_the_message() -> None:
+    """An unknown key is named in the error, but not at any length."""
+    line = _canonical_line(**{"k" * 1_000_000: 1})
+    with pytest.raises(InputError) as info:
+        _parse_traces(line)
+    assert "unknown field" in str(info.value) and len(str(info.value)) < 400
+    doc = {**_doc_record(), "authority": "a" * 1_000_000}
+    with pytest.raises(InputError, match="line 1: field authority: String should have at most"):
+        _parse_docs(json.dumps(doc))

@@ -71,7 +71,8 @@ _NUMBER_ABBREV = frozenset({
 _DOTTED = re.compile(r"^(?:[A-Za-z]\.)+[A-Za-z]$")  # U.S  e.g  i.e  a.m  N.Y
 _BOUNDARY = re.compile(
     r"""
-    (?P<term>[.!?…]+|[。！？])              # the terminator(s)
+    (?P<term>(?<![.!?…])[.!?…]++|[。！？])  # the terminator(s): a whole run, matched once
+                                            # (a run of n '?' before a letter was n² steps)
     (?P<close>["'”’»)\]*_]*)                # closing quotes, brackets, emphasis
     (?P<cite>(?:[ \t]*\[[^\[\]\n]{1,60}\](?!\())*)   # citation markers after the stop
     (?=\s|$)
@@ -93,17 +94,24 @@ _FENCE = re.compile(r"^[ \t]{0,3}(?:```|~~~)")
 _OPENERS = "([{\"'“‘«*_"
 
 
+_NEXT = re.compile(r"\S")
+_LAST_TOKEN = re.compile(r"\S+\s*$")
+_TOKEN_WINDOW = 200  # characters looked back for the word before a full stop
+
+
 def _is_boundary(block: str, m: re.Match[str]) -> bool:
-    after = block[m.end() :].lstrip()
-    if not after:
+    # look at the next character and the word before without copying the rest of the block
+    # (slices per stop made a long answer of many short sentences quadratic)
+    after = _NEXT.search(block, m.end())
+    if after is None:
         return True
-    nxt = after[0]
+    nxt = after.group()
     if nxt.islower():  # "e.g. the", "approx. ten", "wait... then"
         return False
     if m.group("term") != "." or m.group("close"):
         return True
-    before = block[: m.start()]
-    token = before.rsplit(None, 1)[-1] if before.strip() else ""
+    last = _LAST_TOKEN.search(block, max(0, m.start() - _TOKEN_WINDOW), m.start())
+    token = last.group().rstrip() if last else ""
     token = token.lstrip(_OPENERS)
     low = token.lower()
     if _DOTTED.match(token) or low in _ALWAYS_ABBREV:

@@ -57,17 +57,62 @@ class DropExceptionParams(Params):
     operator: ClassVar[str] = "drop_exception"
 
 
-def _exception_plan(text: str, blocks: list[_Block], pos: int) -> tuple[list[_Op], int, int]:
+#: Exception markers planned per sentence when listing candidates (see DropException.candidates)
+MAX_MARKERS_PER_SENTENCE = 20
+
+
+class _Sentences:
+    """Blocks and their sentences, each computed once, for looking up many positions (a
+    document of many exception markers was quadratic when each recomputed its block's)."""
+
+    def __init__(self, text: str, blocks: list[_Block]) -> None:
+        self.text = text
+        self.blocks = blocks
+        self.starts = [b.start for b in blocks]
+        self._of: dict[int, tuple[list[tuple[int, int]], list[int]]] = {}
+        self._ends: dict[int, int] = {}
+
+    def block(self, pos: int) -> _Block | None:
+        return _block_at(self.blocks, pos, self.starts)
+
+    def body_end(self, start: int, end: int) -> int:
+        got = self._ends.get(start)
+        if got is None:
+            got = self._ends[start] = _body_end(self.text, start, end)
+        return got
+
+    def sentence_at(self, pos: int) -> tuple[int, int]:
+        """(block start, index of the sentence) holding ``pos`` (or nearest before it)."""
+        block = self.block(pos)
+        if block is None:
+            return (-1, 0)
+        _sents, starts = self.of(block)
+        return (block.start, bisect.bisect_right(starts, pos))
+
+    def of(self, block: _Block) -> tuple[list[tuple[int, int]], list[int]]:
+        got = self._of.get(block.start)
+        if got is None:
+            sents = _sentences(self.text, block.content, block.end)
+            got = self._of[block.start] = (sents, [a for a, _b in sents])
+        return got
+
+
+def _exception_plan(
+    text: str, blocks: list[_Block], pos: int, index: _Sentences | None = None
+) -> tuple[list[_Op], int, int]:
     """Ops that remove the exception whose marker starts at ``pos``, and the natural span."""
-    block = _block_at(blocks, pos)
+    index = index or _Sentences(text, blocks)
+    block = index.block(pos)
     assert block is not None
-    sents = _sentences(text, block.content, block.end)
-    k = next(i for i, (a, b) in enumerate(sents) if a <= pos < b)
+    sents, sent_starts = index.of(block)
+    k = bisect.bisect_right(sent_starts, pos) - 1
+    if not (k >= 0 and sents[k][0] <= pos < sents[k][1]):
+        k = next(i for i, (a, b) in enumerate(sents) if a <= pos < b)
     ss, se = sents[k]
     m = _EXCEPTION_RE.match(text, pos)
     assert m is not None
     word = m.group(0).lower()
-    end = _body_end(text, ss, se)
+    end = index.body_end(ss, se)
     lead = text[ss : m.start()].strip("*_ ")
     whole = "apply" in word
     ops: list[_Op] = []
@@ -141,10 +186,13 @@ class DropException(Operator[DropExceptionParams]):
     )
     params_type = DropExceptionParams
 
-    def _markers(self, text: str, blocks: list[_Block], s: int, e: int) -> list[int]:
+    def _markers(
+        self, text: str, blocks: list[_Block], s: int, e: int, index: _Sentences | None = None
+    ) -> list[int]:
         out: list[int] = []
+        starts = index.starts if index else [b.start for b in blocks]
         for m in _EXCEPTION_RE.finditer(text, s, e):
-            b = _block_at(blocks, m.start())
+            b = _block_at(blocks, m.start(), starts)
             prose = b is not None and b.kind in ("paragraph", "list_item", "footnote")
             if prose and b is not None and b.content <= m.start() < b.end:
                 out.append(m.start())
@@ -152,11 +200,19 @@ class DropException(Operator[DropExceptionParams]):
 
     def candidates(self, text: str) -> list[Span]:
         blocks = _layout(text)
+        index = _Sentences(text, blocks)
         ranges: list[tuple[int, int]] = []
         seen_sentences: set[int] = set()
-        for pos in self._markers(text, blocks, 0, len(text)):
+        per_sentence: dict[tuple[int, int], int] = {}
+        for pos in self._markers(text, blocks, 0, len(text), index):
+            # each plan reads its whole sentence: past a few markers in one sentence (none in
+            # a real policy) the rest are left out, so a hostile body stays linear
+            key = index.sentence_at(pos)
+            per_sentence[key] = per_sentence.get(key, 0) + 1
+            if per_sentence[key] > MAX_MARKERS_PER_SENTENCE:
+                continue
             try:
-                _ops, lo, hi = _exception_plan(text, blocks, pos)
+                _ops, lo, hi = _exception_plan(text, blocks, pos, index)
             except InputError:
                 continue
             if lo in seen_sentences:

@@ -12,7 +12,7 @@ import json
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import IO, Any, Literal
+from typing import IO, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sqlalchemy import ColumnElement, Engine, Select, exists, func, select
@@ -43,25 +43,34 @@ KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,119}$")
 LANGUAGE_RE = re.compile(r"^[A-Za-z]{2,3}(?:-[A-Za-z0-9]{1,8}){0,3}$")
 
 
+#: Limits of a case's free texts and lists, refused at import and in the form with the line
+#: and field (the demo's longest: 3 claims of 147 characters, notes of 190 characters)
+MAX_CLAIMS = 30
+MAX_CLAIM_CHARS = 2000
+MAX_NOTES_CHARS = 10_000
+MAX_LIST = 50  # documents, reason codes, slices, scopes
+_Term = Annotated[str, Field(max_length=60)]  # a vocabulary key (checked against the taxonomy)
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
 
 class IdentityIn(_Strict):
     name: str = Field(min_length=1, max_length=200)
-    scopes: list[str]
+    scopes: list[_Term] = Field(max_length=MAX_LIST)
 
 
 class CaseDocIn(_Strict):
-    doc_id: str
+    doc_id: str = Field(max_length=120)
     version: int = Field(ge=1, le=2**31 - 1)  # the database's integer columns hold no more
-    visibility: str
-    role: str
+    visibility: _Term
+    role: _Term
 
 
 class AgreedIn(_Strict):
     decision: str = Field(max_length=40)
-    reason_codes: list[str] = Field(default_factory=list, max_length=50)
+    reason_codes: list[_Term] = Field(default_factory=list, max_length=MAX_LIST)
     by: Literal["adjudication", "annotators"]
 
 
@@ -70,23 +79,25 @@ class CaseIn(_Strict):
 
     key: str | None = None
     question: str = Field(min_length=3, max_length=4000)
-    required_claims: list[str] = Field(default_factory=list)
+    required_claims: list[Annotated[str, Field(max_length=MAX_CLAIM_CHARS)]] = Field(
+        default_factory=list, max_length=MAX_CLAIMS
+    )
     identity: IdentityIn
-    documents: list[CaseDocIn] = Field(default_factory=list)
-    expected_decision: str
+    documents: list[CaseDocIn] = Field(default_factory=list, max_length=MAX_LIST)
+    expected_decision: _Term
     #: the wording key the case expects (R1, R2, R3, C1, F1, E1, ...); absent: the one the
     #: taxonomy suggests (see :meth:`with_suggested_message`)
     expected_message: str | None = Field(default=None, max_length=40)
-    reason_codes: list[str] = Field(default_factory=list)
-    category: str
-    slices: list[str] = Field(default_factory=list)
-    split: str
+    reason_codes: list[_Term] = Field(default_factory=list, max_length=MAX_LIST)
+    category: _Term
+    slices: list[_Term] = Field(default_factory=list, max_length=MAX_LIST)
+    split: _Term
     family: str | None = None
-    evidence_state: str | None = None
+    evidence_state: _Term | None = None
     #: the question's language, a BCP 47 tag (en, de, pt-BR); None: not stated
     language: str | None = Field(default=None, max_length=35)
-    status: str = CaseStatus.ready
-    notes: str = ""
+    status: _Term = CaseStatus.ready
+    notes: str = Field(default="", max_length=MAX_NOTES_CHARS)
     #: the agreed label at export time (latest adjudication, else unanimous annotators), for
     #: reading beside the author's expected decision; ignored on import (labels are not
     #: imported this way)

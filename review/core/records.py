@@ -5,7 +5,9 @@ and line (``file.jsonl: line 3: field decision: ...``):
 
 * :func:`parse_json` decodes one JSON text; a text that is not JSON, is nested deeper than
   Python reads, or holds a number of more digits than Python converts raises
-  :class:`JsonProblem` (``not valid JSON (...)``);
+  :class:`JsonProblem` (``not valid JSON (...)``), and so does an object that gives one key
+  twice (``json.loads`` keeps the last silently, so the two values could mean different
+  things to different readers): ``field KEY: appears twice in one JSON object``;
 * :func:`json_object` also requires an object and text the database can store (no NUL);
 * :func:`validate_record` checks the object against a pydantic model and names the first
   field that is wrong (``unknown field``, ``required field is missing`` or the model's own
@@ -65,10 +67,25 @@ def json_lines(lines: Iterable[str]) -> Iterator[tuple[int, str, str]]:
             yield n, line, text
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise JsonProblem("appears twice in one JSON object", key)
+            seen.add(key)
+    return out
+
+
 def parse_json(text: str, field: str | None = None) -> Any:
     """Decode one JSON text, or raise :class:`JsonProblem` saying why it cannot be read."""
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=_unique_keys)
+    except JsonProblem as exc:
+        if field is not None:
+            exc.field = f"{field}.{exc.field}"
+        raise
     except json.JSONDecodeError as exc:
         raise JsonProblem(f"not valid JSON ({exc.msg} at column {exc.colno})", field) from None
     except RecursionError:

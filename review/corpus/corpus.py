@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -158,6 +158,33 @@ def check_batch(docs: Sequence[DocumentIn]) -> None:
 # Writing
 
 
+def check_superseded_by(
+    s: Session, doc: DocumentIn, batch: Collection[tuple[str, int]] = ()
+) -> None:
+    """``doc.superseded_by`` names a version in the corpus or in ``batch`` (the versions
+    imported with it), never ``doc`` itself; ``ID`` without ``@N`` names any version of ID."""
+    ref = doc.superseded_by
+    if ref is None:
+        return
+    key, _, ver = ref.partition("@")
+    version = int(ver) if ver else None
+    if (key, version) == (doc.doc_id, doc.version):
+        raise InputError(f"{doc.where('superseded_by')}: a version cannot supersede itself")
+    if version is not None:
+        found = (key, version) in batch or s.scalar(
+            select(Document.id).where(Document.doc_key == key, Document.version == version)
+        )
+    else:
+        found = any(k == key for k, _ in batch) or s.scalar(
+            select(Document.id).where(Document.doc_key == key).limit(1)
+        )
+    if not found:
+        raise InputError(
+            f"{doc.where('superseded_by')}: {ref!r} names no document version in the corpus "
+            "or in this import; nothing was written"
+        )
+
+
 def insert_version(
     s: Session,
     actor: Actor,
@@ -166,11 +193,14 @@ def insert_version(
     source: str,
     link_previous: bool,
     before: dict[str, Any] | None = None,
+    batch: Collection[tuple[str, int]] = (),
 ) -> Document:
     """The one writer of a document version, inside the caller's transaction: the row (its
-    id and version must be free), which version of the id is current (the newest), the change
-    log entry, and, with ``link_previous``, ``superseded_by`` on the version it replaces
-    (unless that one is already marked, or the new version says it is the older one)."""
+    id and version must be free, its ``superseded_by`` must name a version in the corpus or
+    in ``batch``), which version of the id is current (the newest), the change log entry, and,
+    with ``link_previous``, ``superseded_by`` on the version it replaces (unless that one is
+    already marked, or the new version says it is the older one)."""
+    check_superseded_by(s, doc, batch)
     if s.scalar(
         select(Document.id).where(Document.doc_key == doc.doc_id, Document.version == doc.version)
     ):
@@ -233,6 +263,9 @@ def import_documents(
 
     def work(s: Session) -> ImportReport:
         _require_clearance_for(s, actor, (d.doc_id for d in docs))
+        batch = {(d.doc_id, d.version) for d in docs}
+        for d in docs:  # every reference is checked before anything is written
+            check_superseded_by(s, d, batch)
         added = unchanged = 0
         for d in docs:
             existing = s.scalar(
@@ -246,7 +279,7 @@ def import_documents(
                     f"{d.doc_id}@{d.version} already exists with different content; "
                     f"import it as version {d.version + 1} (or higher) to keep both"
                 )
-            insert_version(s, actor, d, source=source, link_previous=False)
+            insert_version(s, actor, d, source=source, link_previous=False, batch=batch)
             added += 1
         return ImportReport(added=added, unchanged=unchanged, files=files)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from review.core.errors import InputError
 from review.core.records import JsonProblem, json_lines, parse_json, validate_record
@@ -25,6 +25,13 @@ from review.corpus import markdown
 DOC_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,119}$")
 REF_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,119}(@[0-9]+)?$")
 MAX_BODY_CHARS = 2_000_000
+#: Effective dates a document may carry (year 1 or 9999 is a typo, and date arithmetic on it,
+#: such as the case builder's "a year earlier", would leave the calendar)
+EARLIEST_DATE = dt.date(1900, 1, 1)
+LATEST_DATE = dt.date(2199, 12, 31)
+#: The longest front matter read (a real one is a few hundred characters; the YAML parser is
+#: pure Python, so an unbounded block would hold a core for as long as it is long).
+MAX_FRONT_MATTER_CHARS = 20_000
 
 
 class DocumentIn(BaseModel):
@@ -36,18 +43,37 @@ class DocumentIn(BaseModel):
     version: int = Field(ge=1, le=2**31 - 1)  # the database's integer columns hold no more
     title: str = Field(min_length=1, max_length=500)
     effective_date: dt.date | None = None
-    superseded_by: str | None = None
-    authority: str
+    superseded_by: str | None = Field(default=None, max_length=140)
+    authority: str = Field(max_length=60)  # vocabulary keys (checked against the taxonomy)
     owner: str = Field(min_length=1, max_length=200)
-    access_scope: str
-    jurisdiction: str
+    access_scope: str = Field(max_length=60)
+    jurisdiction: str = Field(max_length=60)
     body: str = Field(min_length=1, max_length=MAX_BODY_CHARS)
+    # where the record was read (``file: line N``) and the line of each front-matter key, so a
+    # check made later (against the corpus) still names the file, the line and the field
+    _source: str = PrivateAttr(default="")
+    _line: int = PrivateAttr(default=0)
+    _key_lines: dict[str, int] = PrivateAttr(default_factory=dict)
+
+    def where(self, fld: str) -> str:
+        """``file: line N: field F`` for ``fld`` of this record (the version when unknown)."""
+        if not self._source:
+            return f"{self.doc_id}@{self.version}: field {fld}"
+        line = self._key_lines.get(fld, self._line)
+        return f"{self._source}: line {line}: field {fld}"
 
     @field_validator("doc_id")
     @classmethod
     def _doc_id(cls, v: str) -> str:
         if not DOC_ID_RE.match(v):
             raise ValueError("must be letters, digits, '.', '_' or '-' (at most 120 characters)")
+        return v
+
+    @field_validator("effective_date")
+    @classmethod
+    def _effective(cls, v: dt.date | None) -> dt.date | None:
+        if v is not None and not EARLIEST_DATE <= v <= LATEST_DATE:
+            raise ValueError(f"must lie between {EARLIEST_DATE} and {LATEST_DATE}")
         return v
 
     @field_validator("superseded_by")
@@ -89,6 +115,7 @@ def _build(data: Any, source: str, line: int, tax: Taxonomy) -> DocumentIn:
     if problems:
         fld, msg = problems[0]
         raise InputError(f"{source}: line {line}: field {fld}: {msg}")
+    doc._source, doc._line = source, line
     return doc
 
 
@@ -109,8 +136,13 @@ def parse_markdown(text: str, source: str, tax: Taxonomy) -> DocumentIn:
             f"{source}: line 1: front matter: no closing '---' line after the metadata"
         ) from None
     meta_text = "\n".join(lines[1:end])
+    if len(meta_text) > MAX_FRONT_MATTER_CHARS:
+        raise InputError(
+            f"{source}: line 2: front matter: longer than {MAX_FRONT_MATTER_CHARS:,} characters "
+            f"({len(meta_text):,}); the metadata is a few short keys"
+        )
     try:
-        meta = load_yaml_text(meta_text, source)
+        meta = load_yaml_text(meta_text, source, max_chars=MAX_FRONT_MATTER_CHARS)
     except InputError as exc:
         # re-base the YAML line number on the file
         msg = str(exc)
@@ -129,7 +161,7 @@ def parse_markdown(text: str, source: str, tax: Taxonomy) -> DocumentIn:
             data[key] = data[key].date()
     # report the line of the offending front-matter key when we can
     try:
-        return _build(data, source, 2, tax)
+        doc = _build(data, source, 2, tax)
     except InputError as exc:
         m = re.search(r"field ([A-Za-z_]+)", str(exc))
         if m:
@@ -137,6 +169,11 @@ def parse_markdown(text: str, source: str, tax: Taxonomy) -> DocumentIn:
                 if lines[i].split(":", 1)[0].strip() == m.group(1):
                     raise InputError(str(exc).replace("line 2", f"line {i + 1}", 1)) from None
         raise
+    for i in range(1, end):
+        key = lines[i].split(":", 1)[0].strip()
+        if key in meta:
+            doc._key_lines.setdefault(key, i + 1)
+    return doc
 
 
 def iter_jsonl(lines: Iterable[str], source: str, tax: Taxonomy) -> Iterator[DocumentIn]:

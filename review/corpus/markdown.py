@@ -19,7 +19,9 @@ __all__ = ["FOOTNOTE_DEF", "HEADING", "LIST_MARK", "TABLE_SEP", "MarkdownBlock",
 
 LINE_END = re.compile(r"\r\n|\r|\n")
 HEADING = re.compile(r"(#{1,6})\s+")
-TABLE_SEP = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$")
+# Each run of spaces can be matched in one way only (a space-only line or a row that ends in
+# spaces is refused in linear time: two adjacent ``\s*`` made it quadratic, minutes at 300 kB)
+TABLE_SEP = re.compile(r"^\s*(?:\|\s*)?:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)*(?:\|\s*)?$")
 FOOTNOTE_DEF = re.compile(r"\[\^([^\]]+)\]:\s?")
 LIST_MARK = re.compile(r"\s*(?:[-*+]|\d+[.)])\s+")
 

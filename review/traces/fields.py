@@ -8,7 +8,7 @@ import dataclasses
 import datetime as dt
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sized
 from typing import Any
 
 from review.core.records import JsonProblem, describe, parse_json
@@ -19,14 +19,42 @@ from review.traces.model import MAX_TEXT, AttrValue, Chunk, Citation, TraceVocab
 # Field coercion: each helper takes a value and the field's name, and raises _Bad
 
 
+#: Size limits of one trace, each refused with the field: a trace is one request, and real
+#: ones hold tens of chunks and a handful of versions and attributes.
+MAX_CHUNKS = 1000
+MAX_CITATIONS = 500
+MAX_ITEMS = 200  # identity scopes, topics' lists, one citation's chunk ids
+MAX_FACTS = 200  # names under versions, names under attributes
+MAX_NAME = 200  # characters of a version or attribute name
+MAX_FACT_TEXT = 10_000  # characters of a version or attribute value
+
+_MAX_FIELD_SHOWN = 120  # characters of a field path in a message
+_MAX_REASON_SHOWN = 1000  # characters of a reason (they quote values from the file)
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 class _Bad(Exception):
+    """A field that cannot be read; the field path and the reason are clipped, so a hostile
+    key or value of a megabyte is not copied into messages and rejects files."""
+
     def __init__(self, fld: str | None, reason: str) -> None:
+        reason = _clip(reason, _MAX_REASON_SHOWN)
         super().__init__(reason)
         self.fld = fld
         self.reason = reason
 
     def text(self) -> str:
-        return f"field {self.fld}: {self.reason}" if self.fld else self.reason
+        if not self.fld:
+            return self.reason
+        return f"field {_clip(self.fld, _MAX_FIELD_SHOWN)}: {self.reason}"
+
+
+def _at_most(items: Sized, limit: int, f: str, what: str) -> None:
+    if len(items) > limit:
+        raise _Bad(f, f"more than {limit:,} {what} ({len(items):,})")
 
 
 def _absent(v: object) -> bool:
@@ -140,6 +168,24 @@ def _opt_bool(v: object, f: str) -> bool | None:
     raise _Bad(f, f"expected true or false, got {describe(v)}")
 
 
+#: Dates a chunk's document may carry (effective dates): a year-1 or year-9999 date is a
+#: broken export, and date arithmetic on it (a week later, a year earlier) would fail.
+EARLIEST_DATE = dt.date(1900, 1, 1)
+LATEST_DATE = dt.date(2199, 12, 31)
+
+#: The earliest trace time accepted: the assistant's exports start long after it; an earlier
+#: time is a broken clock or a hostile file.
+EARLIEST_TRACE_TIME = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
+
+#: How far past the importing machine's clock a trace time may lie (clock skew between the
+#: hosts that write traces and the one that imports them). A trace time later than that is
+#: refused: it would otherwise become the "latest week" every weekly view is anchored on.
+MAX_FUTURE = dt.timedelta(days=1)
+
+#: The largest UTC offset in use (UTC+14:00; the most negative is UTC-12:00).
+MAX_UTC_OFFSET = dt.timedelta(hours=14)
+
+
 def _opt_date(v: object, f: str) -> dt.date | None:
     if _absent(v):
         return None
@@ -148,10 +194,31 @@ def _opt_date(v: object, f: str) -> dt.date | None:
     text = v.strip()
     try:
         if len(text) == 10:
-            return dt.date.fromisoformat(text)
-        return dt.datetime.fromisoformat(text).date()  # a full timestamp: keep its date
+            day = dt.date.fromisoformat(text)
+        else:
+            day = dt.datetime.fromisoformat(text).date()  # a full timestamp: keep its date
     except ValueError:
         raise _Bad(f, f"not a valid date (YYYY-MM-DD): {v!r}") from None
+    if not EARLIEST_DATE <= day <= LATEST_DATE:
+        raise _Bad(f, f"{day.isoformat()} is outside {EARLIEST_DATE} to {LATEST_DATE}")
+    return day
+
+
+def _offset(hours: dt.timedelta) -> str:
+    sign = "-" if hours < dt.timedelta(0) else "+"
+    minutes = abs(int(hours.total_seconds())) // 60
+    return f"{sign}{minutes // 60:02d}:{minutes % 60:02d}"
+
+
+def _checked_time(t: dt.datetime, f: str, given: object) -> dt.datetime:
+    """``t`` (aware, UTC) if within EARLIEST_TRACE_TIME and the import's clock + MAX_FUTURE."""
+    if t < EARLIEST_TRACE_TIME:
+        raise _Bad(f, f"{given!r} is before {EARLIEST_TRACE_TIME:%Y-%m-%d}")
+    if t > dt.datetime.now(dt.UTC) + MAX_FUTURE:
+        raise _Bad(
+            f, f"{given!r} is in the future (more than {MAX_FUTURE.days} day after this import)"
+        )
+    return t
 
 
 def _time(v: object, f: str) -> dt.datetime:
@@ -161,11 +228,18 @@ def _time(v: object, f: str) -> dt.datetime:
         raise _Bad(f, f"expected an ISO 8601 time, got {describe(v)}")
     try:
         t = dt.datetime.fromisoformat(v.strip())
-    except ValueError:
+    except ValueError as exc:
+        if "offset" in str(exc):  # +24:00 and beyond: Python refuses them itself
+            raise _Bad(f, f"the UTC offset of {v!r} is out of range (at most +-14:00)") from None
         raise _Bad(f, f"not a valid ISO 8601 time: {v!r}") from None
-    if t.tzinfo is None:
-        return t.replace(tzinfo=dt.UTC)
-    return t.astimezone(dt.UTC)
+    off = t.utcoffset()
+    if off is not None and abs(off) > MAX_UTC_OFFSET:
+        raise _Bad(f, f"the UTC offset {_offset(off)} of {v!r} is out of range (at most +-14:00)")
+    try:
+        utc = t.replace(tzinfo=dt.UTC) if t.tzinfo is None else t.astimezone(dt.UTC)
+    except OverflowError:  # year 1 or 9999 shifted past the ends of the calendar
+        utc = (dt.datetime.min if t.year < 2000 else dt.datetime.max).replace(tzinfo=dt.UTC)
+    return _checked_time(utc, f, v)
 
 
 def _json_text(v: object, f: str) -> Any:
@@ -174,7 +248,7 @@ def _json_text(v: object, f: str) -> Any:
         try:
             return parse_json(v)
         except JsonProblem as exc:
-            raise _Bad(f, exc.reason) from None
+            raise _Bad(f if exc.field is None else f"{f}.{exc.field}", exc.reason) from None
     return v
 
 
@@ -184,6 +258,7 @@ def _str_list(v: object, f: str) -> tuple[str, ...]:
     v = _json_text(v, f)
     if not isinstance(v, list):
         raise _Bad(f, f"expected a list of text, got {describe(v)}")
+    _at_most(v, MAX_ITEMS, f, "items")
     out: list[str] = []
     for i, item in enumerate(v):
         out.append(_ident(item, f"{f}.{i}"))
@@ -241,6 +316,7 @@ def _citations(v: object, f: str) -> tuple[Citation, ...]:
     v = _json_text(v, f)
     if not isinstance(v, list):
         raise _Bad(f, f"expected a list of {{claim, chunk_ids}} objects, got {describe(v)}")
+    _at_most(v, MAX_CITATIONS, f, "citations")
     out: list[Citation] = []
     for i, item in enumerate(v):
         at = f"{f}.{i}"
@@ -259,8 +335,11 @@ def _versions(v: object, f: str) -> dict[str, str]:
         return {}
     if not isinstance(v, dict):
         raise _Bad(f, f"expected an object of name: version, got {describe(v)}")
+    _at_most(v, MAX_FACTS, f, "versions")
     out: dict[str, str] = {}
     for key, val in v.items():
+        if len(str(key)) > MAX_NAME:
+            raise _Bad(f, f"a version name is longer than {MAX_NAME} characters")
         if val is None:
             continue
         if isinstance(val, bool) or not isinstance(val, str | int | float):
@@ -268,6 +347,8 @@ def _versions(v: object, f: str) -> dict[str, str]:
             raise _Bad(at, f"expected a version as text, got {describe(val)}")
         if nul_field(val) is not None or "\x00" in str(key):
             raise _Bad(f"{f}.{key}", NUL_PROBLEM)
+        if len(str(val)) > MAX_FACT_TEXT:
+            raise _Bad(f"{f}.{key}", f"longer than {MAX_FACT_TEXT:,} characters")
         out[str(key)] = str(val)
     return out
 
@@ -275,6 +356,8 @@ def _versions(v: object, f: str) -> dict[str, str]:
 def _attr_value(val: object, f: str) -> AttrValue:
     if isinstance(val, str) and "\x00" in val:
         raise _Bad(f, NUL_PROBLEM)
+    if isinstance(val, str) and len(val) > MAX_FACT_TEXT:
+        raise _Bad(f, f"longer than {MAX_FACT_TEXT:,} characters")
     if isinstance(val, str | bool | int):
         return val
     if isinstance(val, float):
@@ -291,6 +374,9 @@ def _attributes(v: object, f: str) -> dict[str, AttrValue]:
         raise _Bad(f, f"expected an object of flat facts, got {describe(v)}")
     if any("\x00" in str(k) for k in v):
         raise _Bad(f, NUL_PROBLEM)
+    _at_most(v, MAX_FACTS, f, "attributes")
+    if any(len(str(k)) > MAX_NAME for k in v):
+        raise _Bad(f, f"an attribute name is longer than {MAX_NAME} characters")
     return {str(k): _attr_value(val, f"{f}.{k}") for k, val in v.items() if val is not None}
 
 
@@ -373,6 +459,7 @@ def _chunk_list(v: object, f: str) -> tuple[Chunk, ...]:
     v = _json_text(v, f)
     if not isinstance(v, list):
         raise _Bad(f, f"expected a list of chunk objects, got {describe(v)}")
+    _at_most(v, MAX_CHUNKS, f, "chunks")
     out: list[Chunk] = []
     for i, item in enumerate(v):
         at = f"{f}.{i}"

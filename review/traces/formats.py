@@ -37,7 +37,9 @@ A full line (wrapped here; in the file it is one line)::
                   "policy": "no-answer-policy@7"},
      "attributes": {"language": "en", "document_type": "policy", "customer_tier": "team"}}
 
-Field rules: ``time`` is ISO 8601; a time without an offset is read as UTC. ``decision`` is a
+Field rules: ``time`` is ISO 8601; a time without an offset is read as UTC; an offset beyond
++-14:00, a time before 2000-01-01 (``EARLIEST_TRACE_TIME``) and a time more than one day after
+the import (``MAX_FUTURE``) are refused, in every format. ``decision`` is a
 decision of the taxonomy (answer, abstain, clarify, partial, escalate) and ``reason_code`` one of
 its reason codes. ``chunks[].chunk_id`` is required and unique within the trace; ``rank`` is
 1-based and defaults to the position in the list; ``filtered: true`` marks a chunk that

@@ -10,8 +10,10 @@ from typing import Any
 from review.core.records import describe
 from review.traces.canonical import _json_object, _lines
 from review.traces.fields import (
+    MAX_CHUNKS,
     _absent,
     _aliased,
+    _at_most,
     _Bad,
     _chunk,
     _ident,
@@ -92,6 +94,7 @@ def _langfuse_node(d: Mapping[str, Any], line: int, vocab: TraceVocabulary) -> t
             docs, where = docs.get("documents"), "output.documents"
         if not isinstance(docs, list):
             raise _Bad(where, f"expected a list of retrieved documents, got {describe(docs)}")
+        _at_most(docs, MAX_CHUNKS, where, "documents")
         for i, doc in enumerate(docs):
             if not isinstance(doc, dict):
                 raise _Bad(f"{where}.{i}", f"expected a document object, got {describe(doc)}")

@@ -54,6 +54,7 @@ from review.core.errors import InputError
 from review.core.taxonomy import Taxonomy, policies_dir
 from review.core.yamlstrict import load_model, load_yaml_text, validate
 from review.traces import rollup
+from review.traces.fields import EARLIEST_TRACE_TIME
 from review.traces.interaction import INTERACTION_COUNTS, add_interaction_rates
 from storage.db import read_session
 from storage.models import Trace as TraceRow
@@ -316,9 +317,11 @@ def _add_rates(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def latest_week(engine: Engine) -> dt.date | None:
-    """The Monday of the week of the newest trace (None without traces)."""
+    """The Monday of the week of the newest trace from 2000 up to now (None without one): a
+    row written into the database past the importers (year 9999) cannot move the window."""
+    at, now = TraceRow.at, dt.datetime.now(dt.UTC)
     with read_session(engine) as s:
-        newest = s.scalar(select(func.max(TraceRow.at)))
+        newest = s.scalar(select(func.max(at)).where(at >= EARLIEST_TRACE_TIME, at <= now))
     if newest is None:
         return None
     if isinstance(newest, str):  # a raw SQLite value, should the type not be applied

@@ -6,19 +6,22 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime as dt
-import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from review.core.records import describe
+from review.core.records import JsonProblem, describe, parse_json
 from review.traces.canonical import _json_object, _lines
 from review.traces.fields import (
     _CHUNK_ALIASES,
+    MAX_CHUNKS,
+    MAX_FACTS,
     _absent,
     _aliased,
+    _at_most,
     _Bad,
+    _checked_time,
     _chunk,
     _json_text,
     _opt_bool,
@@ -70,6 +73,9 @@ def _otlp_id(v: object, f: str, nbytes: int) -> str:
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
+#: Attributes of one span or resource (a retrieval span carries four per document)
+MAX_SPAN_ATTRIBUTES = 4 * MAX_CHUNKS + MAX_FACTS
+
 
 def _unix_nano(v: object, f: str) -> dt.datetime:
     if v is None:
@@ -78,9 +84,10 @@ def _unix_nano(v: object, f: str) -> dt.datetime:
     if ns is None:
         raise _Bad(f, "must not be empty")
     try:
-        return _EPOCH + dt.timedelta(seconds=ns // 10**9, microseconds=(ns % 10**9) // 1000)
+        t = _EPOCH + dt.timedelta(seconds=ns // 10**9, microseconds=(ns % 10**9) // 1000)
     except OverflowError:
         raise _Bad(f, f"{ns} is out of range") from None
+    return _checked_time(t, f, ns)
 
 
 def _any_value(v: object, f: str) -> Any:
@@ -126,6 +133,7 @@ def _attr_list(items: object, owner: str) -> dict[str, Any]:
             f"{owner}.attributes",
             f"expected a list of {{key, value}} attributes, got {describe(items)}",
         )
+    _at_most(items, MAX_SPAN_ATTRIBUTES, f"{owner}.attributes", "attributes")
     out: dict[str, Any] = {}
     for i, item in enumerate(items):
         if not isinstance(item, dict) or not isinstance(item.get("key"), str):
@@ -208,8 +216,8 @@ def _io_text(value: object, keys: tuple[str, ...], role: str | None = None) -> s
         stripped = value.strip()
         if stripped[:1] in "{[" and stripped:
             try:
-                return _io_text(json.loads(stripped), keys, role)
-            except (ValueError, RecursionError):  # not JSON after all: the text itself
+                return _io_text(parse_json(stripped), keys, role)
+            except JsonProblem:  # not JSON (or a key given twice): the text itself, whole
                 return value if value.strip() else None
         return value if stripped else None
     if isinstance(value, dict):
@@ -280,6 +288,7 @@ def _otlp_node(sp: _RawSpan, vocab: TraceVocabulary) -> _Node:
             m = _OI_DOC.match(key)
             if m:
                 docs.setdefault(int(m.group(1)), {})[m.group(2)] = (val, label(key))
+        _at_most(docs, MAX_CHUNKS, label("retrieval.documents"), "documents")
         for idx in sorted(docs):
             part = docs[idx]
             base = label(f"retrieval.documents.{idx}.document")
@@ -306,6 +315,7 @@ def _otlp_node(sp: _RawSpan, vocab: TraceVocabulary) -> _Node:
             gdocs = _json_text(a["gen_ai.retrieval.documents"], f)
             if not isinstance(gdocs, list):
                 raise _Bad(f, f"expected a list of documents, got {describe(gdocs)}")
+            _at_most(gdocs, MAX_CHUNKS, f, "documents")
             for i, d in enumerate(gdocs):
                 d = _json_text(d, f"{f}.{i}")
                 if not isinstance(d, dict):

@@ -12,7 +12,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from review.traces.canonical import _Conv, _fail, _scalar_fields
-from review.traces.fields import _attr_value, _Bad, _opt_text, _str_list, _versions
+from review.traces.fields import (
+    MAX_CHUNKS,
+    MAX_FACTS,
+    _at_most,
+    _attr_value,
+    _Bad,
+    _opt_text,
+    _str_list,
+    _versions,
+)
 from review.traces.model import (
     CLOSED_MEMORY,
     AttrValue,
@@ -141,6 +150,10 @@ def _assemble(trace_id: str, nodes: list[_Node]) -> Trace:
         elif name.startswith("attr."):
             attributes[name[5:]] = val
 
+    # the spans' parts are each bounded; so is what they add up to
+    _at_most(chunks, MAX_CHUNKS, "chunks", "chunks in the trace")
+    _at_most(versions, MAX_FACTS, "versions", "versions in the trace")
+    _at_most(attributes, MAX_FACTS, "attributes", "attributes in the trace")
     return Trace(
         trace_id=trace_id,
         time=(root or nodes[0]).start,

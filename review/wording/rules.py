@@ -32,7 +32,11 @@ def _fold(text: str) -> str:
 
 # -- sentences and clauses --------------------------------------------------------------------
 
-_SENT_END = re.compile(r"[.!?]+[\"')\]]*(?=\s+[\"'(\[{]?[A-Z0-9{])|\n\s*\n|\n(?=\s*[-*•\d])")
+# A run of stops is matched once, from its first character (a run of n '?' before a letter was
+# n² steps when every position of it started a new attempt)
+_SENT_END = re.compile(
+    r"(?<![.!?])[.!?]++[\"')\]]*(?=\s+[\"'(\[{]?[A-Z0-9{])|\n\s*\n|\n(?=\s*[-*•\d])"
+)
 
 
 _ABBREV = re.compile(r"(?:\b(?:mr|mrs|ms|mx|dr|prof|st|no|vs|etc|approx|e\.g|i\.e)\.)$", _I)

@@ -315,3 +315,19 @@ def test_malformed_verdicts_are_refused() -> None:
     with pytest.raises(InputError, match="do not exist"):
         citation_validity(pairs, CONTEXT, {5: "supported"})
     assert set(VERDICTS) == {"supported", "unsupported", "contradicted", "not_a_claim"}
+
+
+def test_a_long_run_of_stops_is_read_once() -> None:
+    """A run of '?' before a letter, or of many short sentences, in an imported answer: the
+    sentence boundary pattern reads each run once and the claims come out as before."""
+    assert [c.text for c in split_claims("Why" + "?" * 100_000 + "a")] == [
+        "Why" + "?" * 100_000 + "a"
+    ]
+    many = split_claims("Is it? " * 30_000)
+    assert len(many) == 30_000 and many[-1].text == "Is it?"
+    assert [c.text for c in split_claims("See e.g. the table. Yes!!! No?! Fine.")] == [
+        "See e.g. the table.",
+        "Yes!!!",
+        "No?!",
+        "Fine.",
+    ]

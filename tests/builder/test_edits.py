@@ -821,3 +821,16 @@ def test_any_selection_is_edited_inside_it_or_refused(data: st.DataObject) -> No
     assert result.text[:start] == text[:start]
     assert result.text[len(result.text) - (len(text) - end) :] == text[end:]
     assert structure(result.text) == structure(text)
+
+
+def test_exception_candidates_of_a_body_full_of_markers() -> None:
+    """A hostile body: tens of thousands of exception markers in one sentence or one per
+    paragraph. Each sentence offers its exceptions as before, up to the per-sentence cap."""
+    from review.builder.operators_text import MAX_MARKERS_PER_SENTENCE
+
+    op = OPERATORS["drop_exception"]
+    one_sentence = "Refunds apply except " + "except " * 30_000 + "in May."
+    assert len(op.candidates(one_sentence)) <= MAX_MARKERS_PER_SENTENCE
+    paragraphs = "Refunds apply, except in May.\n\n" * 5_000
+    spans = op.candidates(paragraphs)
+    assert len(spans) == 5_000 and spans[0].text == "Refunds apply, except in May."

@@ -74,6 +74,24 @@ def lines(*items: dict[str, Any]) -> list[str]:
         (case(evidence_state="removed"), "field evidence_state: an evidence state needs a family"),
         (case(required_claims=["ok", "  "]), "field required_claims"),
         (case(key="bad key!"), "field key"),
+        # sizes: every free text and list has a limit
+        (case(required_claims=["c"] * 31), "field required_claims: List should have at most 30"),
+        (case(required_claims=["ok", "x" * 2001]), "field required_claims.1: String should have"),
+        (case(notes="n" * 10_001), "field notes: String should have at most 10000 characters"),
+        (case(expected_decision="a" * 100_000), "field expected_decision: String should have"),
+        (case(slices=["s"] * 51), "field slices: List should have at most 50"),
+        (
+            case(identity={"name": "x", "scopes": ["public"] * 51}),
+            "field identity.scopes: List should have at most 50",
+        ),
+        (
+            case(
+                documents=[
+                    {"doc_id": "D" * 121, "version": 1, "visibility": "visible", "role": "decisive"}
+                ]
+            ),
+            "field documents.0.doc_id: String should have at most 120",
+        ),
     ],
 )
 def test_malformed_cases_are_refused_with_line_and_field(

@@ -34,3 +34,51 @@ def test_a_document_whose_front_matter_refers_to_itself_is_refused(tax: Taxonomy
     bad = GOOD.replace("doc_id: POL-REFUND", "doc_id: &a [*a]")
     with pytest.raises(InputError, match=r"doc\.md: line 2, column 1[0-9]: aliases"):
         corpus.parse_upload("doc.md", bad, tax)
+
+
+def test_nesting_deeper_than_the_limit_is_refused_with_its_position() -> None:
+    from review.core.yamlstrict import MAX_DEPTH
+
+    ok = "a: " + "[" * (MAX_DEPTH - 1) + "]" * (MAX_DEPTH - 1) + "\n"
+    assert load_yaml_text(ok, "f.yaml")["a"] is not None
+    deep = "a: " + "[" * MAX_DEPTH + "]" * MAX_DEPTH + "\n"
+    with pytest.raises(
+        PolicyFileError,
+        match=rf"f.yaml: line 1, column {MAX_DEPTH + 3}: .*"
+        rf"nested more than {MAX_DEPTH} levels deep",
+    ):
+        load_yaml_text(deep, "f.yaml")
+    # flow mappings inside lists (each an implicit key) hit the same limit, not RecursionError
+    with pytest.raises(PolicyFileError, match="nested more than"):
+        load_yaml_text("a: " + "[b: " * 5000 + "]" * 5000, "f.yaml")
+    blocks = "".join(" " * i + f"k{i}:\n" for i in range(30)) + " " * 30 + "v: 1\n"
+    with pytest.raises(PolicyFileError, match=r"line 2[0-9], column .*nested more than"):
+        load_yaml_text(blocks, "f.yaml")
+
+
+@pytest.mark.parametrize("value", ["9" * 5000, ":".join(["1"] * 250) + ".5", "-" + "9" * 5000])
+def test_numbers_python_cannot_hold_are_refused_with_their_line(value: str) -> None:
+    with pytest.raises(PolicyFileError, match=r"f\.yaml: line 2, column 4: a number too large"):
+        load_yaml_text(f"a: 1\nb: {value}\n", "f.yaml")
+
+
+def test_a_yaml_text_longer_than_the_limit_is_refused_before_parsing() -> None:
+    with pytest.raises(PolicyFileError, match=r"f\.yaml: line 1: the YAML text is longer than 10"):
+        load_yaml_text("a: 1\n" * 10, "f.yaml", max_chars=10)
+
+
+@pytest.mark.parametrize(
+    ("meta", "message"),
+    [
+        ("x: " + "[" * 100 + "]" * 100, r"line 11, column 2[0-9]: .*nested more than 20"),
+        ("x: " + ":".join(["1"] * 250) + ".5", r"line 11, column 4: a number too large"),
+        ("title: " + "t" * 30_000, r"line 2: front matter: longer than 20,000 characters"),
+        ("x: &a [1]\ny: [*a, *a, *a, *a, *a, *a, *a, *a, *a]", r"line 12, column 5: aliases"),
+    ],
+)
+def test_hostile_front_matter_is_refused_with_its_line(
+    tax: Taxonomy, meta: str, message: str
+) -> None:
+    text = GOOD.replace("jurisdiction: EU\n", f"jurisdiction: EU\n{meta}\n")
+    with pytest.raises(InputError, match=rf"doc\.md: {message}"):
+        corpus.parse_upload("doc.md", text, tax)

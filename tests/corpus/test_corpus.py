@@ -207,3 +207,46 @@ def test_only_corpus_editors_import(engine: Engine, tax: Taxonomy) -> None:
     with pytest.raises(PermissionDenied, match="may not add or change documents"):
         corpus.import_documents(engine, make_actor("product_owner"), [doc])
     assert _count(engine) == 0
+
+
+def _superseded(ref: str | None, version: int = 2) -> str:
+    value = "null" if ref is None else f'"{ref}"'
+    return GOOD.replace("superseded_by: null", f"superseded_by: {value}").replace(
+        "version: 2", f"version: {version}"
+    )
+
+
+def test_superseded_by_must_name_a_version_in_the_corpus_or_the_same_import(
+    engine: Engine, tax: Taxonomy, admin: Actor
+) -> None:
+    older = parse_markdown(_superseded("POL-REFUND@3"), "old.md", tax)
+    # the version it names is neither in the corpus nor in the import: refused at its line
+    with pytest.raises(
+        InputError,
+        match=r"old\.md: line 6: field superseded_by: 'POL-REFUND@3' names no document version",
+    ):
+        corpus.import_documents(engine, admin, [older])
+    assert _count(engine) == 0
+    record = {**parse_markdown(GOOD, "a.md", tax).model_dump(mode="json"), "superseded_by": "X-1"}
+    (from_jsonl,) = iter_jsonl(["", json.dumps(record)], "d.jsonl", tax)
+    with pytest.raises(InputError, match=r"d\.jsonl: line 2: field superseded_by: 'X-1' names"):
+        corpus.import_documents(engine, admin, [from_jsonl])
+    # a version cannot supersede itself
+    itself = parse_markdown(_superseded("POL-REFUND@2"), "self.md", tax)
+    with pytest.raises(InputError, match="line 6: field superseded_by: a version cannot"):
+        corpus.import_documents(engine, admin, [itself])
+    assert _count(engine) == 0
+    # both versions in one import, the older one first: resolved within the import
+    newer = parse_markdown(_superseded(None, version=3), "new.md", tax)
+    assert corpus.import_documents(engine, admin, [older, newer]).added == 2
+    # a later import may name what the corpus holds, with or without the version
+    first = parse_markdown(_superseded("POL-REFUND", version=1), "v1.md", tax)
+    assert corpus.import_documents(engine, admin, [first]).added == 1
+
+
+@pytest.mark.parametrize("day", ["0001-03-01", "1899-12-31", "2200-01-01", "9999-12-31"])
+def test_an_effective_date_outside_1900_to_2199_is_refused_with_its_line(
+    tax: Taxonomy, day: str
+) -> None:
+    with pytest.raises(InputError, match=r"d\.md: line 5: field effective_date: must lie between"):
+        parse_markdown(GOOD.replace("2025-03-01", day), "d.md", tax)

@@ -68,3 +68,23 @@ def test_the_corpus_view_and_the_operators_see_the_same_blocks(parts: list[str])
         else:
             merged.append((kind, b.start, b.end))
     assert merged == [(b.kind, b.start, b.end) for b in scanned]
+
+
+_OLD_TABLE_SEP = r"^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$"
+SEP_PIECES = ["|", " ", "\t", "-", "--", ":", "x", "|--|", ":--:"]
+
+
+@given(st.lists(st.sampled_from(SEP_PIECES), max_size=10))
+def test_the_table_separator_reads_the_same_rows_as_before(parts: list[str]) -> None:
+    """The separator pattern was rewritten so that each run of spaces matches in one way only
+    (two adjacent ``\\s*`` made a long space-only line quadratic); it accepts the same rows."""
+    import re
+
+    row = "".join(parts)
+    assert bool(markdown.TABLE_SEP.match(row)) == bool(re.match(_OLD_TABLE_SEP, row))
+
+
+def test_a_long_space_only_line_under_a_pipe_row_is_a_paragraph() -> None:
+    body = "| a | b |\n" + " " * 200_000 + "x\n"
+    assert [b.kind for b in markdown.scan(body)] == ["paragraph"]
+    assert parse_blocks("| a |\n|--" + " " * 200_000 + "|\n| 1 |")[0].kind == "table"

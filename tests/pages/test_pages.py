@@ -16,6 +16,7 @@ from review.core.identity import SYSTEM
 from review.corpus import corpus
 from storage.db import make_engine
 from tests.helpers.corpus import GOOD
+from tests.helpers.dates import EXTREME_DAYS, store_extreme_dates
 from tests.helpers.pages import ADA, INES, PAULA, app, no_exception, readable
 
 PAGES = [
@@ -62,6 +63,18 @@ def test_every_page_renders_with_demo_data(
     at.switch_page(page).run()
     no_exception(at)
     assert readable(at.title[0]) in TITLES
+    assert not at.error
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_renders_with_extreme_dates_in_the_database(
+    page: str, demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Year 9999 and year 1 on a trace and a document version, written past the importers."""
+    store_extreme_dates(demo_engine, *EXTREME_DAYS)
+    at = app(demo_url, monkeypatch, ADA).run()
+    at.switch_page(page).run()
+    no_exception(at)
     assert not at.error
 
 

@@ -19,6 +19,7 @@ from review.traces import browse, retention
 from storage.db import make_engine
 from storage.models import Trace as TraceRow
 from storage.models import TraceChunk
+from tests.helpers.dates import store_extreme_dates
 from tests.helpers.pages import ADA, INES, PAULA, no_exception, page_app, readable
 from tests.helpers.paths import ROOT
 from tests.helpers.traces import chunk, import_traces, make_trace
@@ -407,3 +408,30 @@ def test_monitoring_shows_wording_violations_once_the_production_check_ran(
     assert int(weekly["offending"].sum()) <= summary.offending
     assert any("break a wording rule" in readable(c) for c in at.caption)
     production.clear_production_cache()
+
+
+# ---------------------------------------------------------------------------------------
+# Extreme dates written straight into the database (the importers refuse them)
+
+
+@pytest.mark.parametrize("days", [("9999-12-31",), ("0001-01-01",), ("9999-12-31", "0001-01-01")])
+def test_no_stored_date_crashes_monitoring_or_traces_nor_moves_the_window(
+    trace_demo_url: str, monkeypatch: pytest.MonkeyPatch, days: tuple[str, ...]
+) -> None:
+    def weeks(at: AppTest) -> list[object]:
+        table = next(
+            d.value for d in at.dataframe if "negative feedback (count)" in d.value.columns
+        )
+        return list(table.iloc[:, 0])
+
+    before = weeks(page_app(trace_demo_url, monkeypatch, MONITORING, PAULA).run())
+    engine = make_engine(trace_demo_url)
+    store_extreme_dates(engine, *days)
+    engine.dispose()
+    at = page_app(trace_demo_url, monkeypatch, MONITORING, PAULA).run()
+    no_exception(at)
+    assert not at.error
+    assert weeks(at) == before  # the window still ends at the newest real week
+    at = page_app(trace_demo_url, monkeypatch, TRACES, RAVI).run()
+    no_exception(at)
+    assert not at.error

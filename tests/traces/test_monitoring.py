@@ -214,6 +214,16 @@ def test_segments_and_latest_week(counted: Engine, tax: Taxonomy) -> None:
         monitoring.segment_values(counted, "colour", W1, W1 + WEEK)
 
 
+def test_a_future_dated_trace_cannot_move_the_window(counted: Engine) -> None:
+    """The importers refuse times more than a day ahead; one written into the database
+    directly (next month, year 9999) or before 2000 is left out of the newest week."""
+    soon = dt.datetime.now(dt.UTC) + dt.timedelta(days=30)
+    for at in (f"{soon:%Y-%m-%d %H:%M:%S}.000000", "9999-12-31 12:00:00.000000", "0001-01-01"):
+        with counted.begin() as c:
+            c.exec_driver_sql("UPDATE traces SET at = ? WHERE trace_id = 'a1'", (at,))
+        assert monitoring.latest_week(counted) == W1 + 3 * WEEK
+
+
 def test_empty_database(engine: Engine, tax: Taxonomy, policy: monitoring.MonitoringPolicy) -> None:
     assert monitoring.latest_week(engine) is None
     result = monitoring.monitor(engine, tax, policy, weeks=4)

@@ -538,7 +538,7 @@ def trace_strategy(draw: st.DrawFn) -> Trace:
     return Trace(
         trace_id=draw(ident),
         time=draw(
-            st.datetimes(dt.datetime(2000, 1, 1), dt.datetime(2100, 1, 1), timezones=st.just(UTC))
+            st.datetimes(dt.datetime(2000, 1, 1), dt.datetime(2025, 12, 31), timezones=st.just(UTC))
         ),
         query=draw(free_text),
         rewritten_query=draw(st.none() | free_text),

@@ -810,3 +810,12 @@ def test_lint_frame_matches_lint_text_by_text(text: str) -> None:
     assert list(frame[["row", "rule", "start", "end"]].itertuples(index=False, name=None)) == (
         expected
     )
+
+
+def test_a_refusal_text_of_a_long_run_of_stops_is_checked_like_any_other() -> None:
+    """Production refusal texts are imported: a run of '?' before a letter is read once by
+    the sentence splitter (it was n² steps), and the rules still see both sentences."""
+    findings = lint("We cannot help" + "?" * 100_000 + "a. Call +1 415 555 0132.", key="R1")
+    assert [f.rule for f in findings] == [
+        f.rule for f in lint("We cannot help?a. Call +1 415 555 0132.", key="R1")
+    ]
