@@ -676,9 +676,8 @@ def test_purge_deletes_old_traces_keeps_audited_ones_and_is_audited(engine: Engi
 def test_demo_traces_go_through_the_import_and_are_deterministic(
     engine: Engine, tax: Taxonomy
 ) -> None:
-    from review.demo import tracedemo
-
     from review.corpus import corpus
+    from review.demo import tracedemo
     from review.demo.files import DEMO_DOCS
 
     docs, files = corpus.read_files([DEMO_DOCS], tax)
