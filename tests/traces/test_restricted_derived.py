@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from sqlalchemy import Engine, func, select, update
+from sqlalchemy import Engine, func, literal_column, select, update
 
 from review.core.errors import InputError, PermissionDenied
 from review.core.identity import SYSTEM
@@ -328,3 +328,66 @@ def test_the_system_actor_may_mark(engine: Engine) -> None:
     import_traces(engine, [make_trace("sys")])
     restricted.mark_trace(engine, SYSTEM, pk_of(engine, "sys"), "restricted", "by the operator")
     assert not visible(engine, "sys")
+
+
+@pytest.mark.postgres
+def test_an_import_waits_for_a_corpus_change_in_flight_on_postgresql(pg_url: str) -> None:
+    """PostgreSQL reads committed data only: an import batch that read the corpus while a
+    restricted version was being committed would store a stale open flag. The flag writers'
+    lock makes the batch wait and read the corpus after the commit."""
+    import threading
+    import time
+
+    from storage.db import make_engine, migrate, write_session
+
+    engine = make_engine(pg_url)
+    migrate(engine)
+    try:
+        add_document(engine, "POL-PUBLIC")
+        done: list[Any] = []
+        with write_session(engine) as s:  # a corpus change, between its lock and its commit
+            restricted_traces.lock(s, exclusive=True)
+            s.add(
+                Document(
+                    doc_key="POL-PUBLIC",
+                    version=2,
+                    title="Document POL-PUBLIC",
+                    body="now restricted",
+                    authority="policy",
+                    owner="Tests",
+                    access_scope="restricted",
+                    jurisdiction="EU",
+                    sha256="0" * 64,
+                )
+            )
+            s.flush()
+            worker = threading.Thread(
+                target=lambda: done.append(
+                    import_traces(engine, [make_trace("late", chunks=[chunk("p", "POL-PUBLIC")])])
+                )
+            )
+            worker.start()
+            waiting = 0
+            for _ in range(600):  # until the import waits on the lock (at most a minute)
+                with engine.connect() as c:
+                    waiting = c.execute(
+                        select(func.count())
+                        .select_from(text_table("pg_locks"))
+                        .where(literal_column("locktype") == "advisory")
+                        .where(literal_column("granted").is_(False))
+                    ).scalar_one()
+                if waiting:
+                    break
+                time.sleep(0.1)
+            assert waiting == 1 and not done
+        worker.join(timeout=60)
+        assert done and done[0].restricted == 1
+        assert not visible(engine, "late")
+    finally:
+        engine.dispose()
+
+
+def text_table(name: str) -> Any:
+    from sqlalchemy import table
+
+    return table(name)
