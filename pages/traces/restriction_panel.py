@@ -55,7 +55,10 @@ def restriction_panel(engine: Engine, actor: Actor, pk: int) -> None:
             st.text("Documents the corpus has never seen: " + "; ".join(why.unknown))
         with st.form(f"traces_mark_{pk}", clear_on_submit=True):
             choice = st.radio(
-                "Change", options, format_func=lambda m: _CHOICES[m], key=f"traces_mark_pick_{pk}"
+                "Change",
+                options,
+                format_func=lambda m: ui.plain(_CHOICES[m]),
+                key=f"traces_mark_pick_{pk}",
             )
             note = st.text_input("Why (kept in the audit log)", max_chars=restricted.MAX_NOTE)
             save = st.form_submit_button("Save the mark")
