@@ -1,4 +1,5 @@
-"""Admin: users, roles and clearance (audited), and the audit log."""
+"""Admin: users, roles and clearance (audited), the labeling and restricted-trace settings,
+and the audit log."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import streamlit as st
 from sqlalchemy import Engine
 
 from pages import ui
+from pages.traces.restriction_panel import unknown_documents_form
 from review.admin import changelog, users
 from review.core.errors import StaleWriteError, WorkbenchError
 from review.core.identity import ROLE_HELP, Actor, Permission, Role
@@ -156,11 +158,12 @@ def main() -> None:
     flash = st.session_state.pop("admin_flash", None)
     if flash:
         st.success(ui.plain(flash))
-    tab_users, tab_settings, tab_audit = st.tabs(["Users and roles", "Labeling", "Audit log"])
+    tab_users, tab_settings, tab_audit = st.tabs(["Users and roles", "Settings", "Audit log"])
     with tab_users:
         users_tab(engine, actor)
     with tab_settings:
         settings_tab(engine, actor)
+        unknown_documents_form(engine, actor)
     with tab_audit:
         audit_log_tab(engine)
 

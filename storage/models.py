@@ -518,6 +518,9 @@ class Trace(Base):
     customer_tier: Mapped[str | None] = mapped_column(String(60))
     document_type: Mapped[str | None] = mapped_column(String(60))
     restricted: Mapped[bool] = mapped_column(Boolean, default=False, index=True)
+    # a person's mark (review.corpus.restricted_traces): "restricted" (always restricted),
+    # "cleared" (the unknown-document reason lifted), NULL (none)
+    restricted_mark: Mapped[str | None] = mapped_column(String(20))
     redactions: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     import_id: Mapped[int | None] = mapped_column(
         ForeignKey("trace_imports.id", ondelete="SET NULL"), index=True

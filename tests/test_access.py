@@ -46,7 +46,7 @@ from review.labels import labeling
 from review.monthly import reviews
 from review.policy import signoff
 from review.thresholds import thresholds
-from review.traces import importer, retention
+from review.traces import importer, restricted, retention
 from review.traces.canonical import iter_canonical_jsonl
 from review.wording import drafts, signing, versions
 from review.wording.messages import wording_path
@@ -122,6 +122,8 @@ ALLOWED: dict[str, frozenset[Role]] = {
     "traces.importer.import_items": TRACE_IMPORTERS,
     "traces.retention.purge_older_than": ADMINS,
     "traces.retention.set_retention": ADMINS,
+    "traces.restricted.mark_trace": ADMINS,
+    "traces.restricted.set_unknown_documents": ADMINS,
     "admin.users.add_user": ADMINS,
     "admin.users.update_user": ADMINS,
     "wording.signing.propose_edits": POLICY,
@@ -151,6 +153,9 @@ NO_ACTOR: dict[str, str] = {
     "cli.tracecli.purge_cmd": "command line, acting as the CLI admin",
     "cli.tracecli.rebuild_rollup_cmd": "command line, acting as the CLI admin",
     "traces.rollup.rebuild": "recomputes the monitoring rollup from stored traces (derived data)",
+    "cli.tracecli.recompute_restricted_cmd": "command line, acting as the CLI admin",
+    "traces.restricted.recompute_all": "recomputes the restricted flags from the stored traces "
+    "and the corpus with the one rule (derived data; it never changes a person's mark)",
 }
 
 # ---------------------------------------------------------------------------------------
@@ -464,6 +469,12 @@ CALLS: dict[str, Callable[[Ctx, Actor], object]] = {
     "traces.retention.set_retention": lambda c, a: retention.set_retention(
         c.engine, a, None, retention.get_retention(c.engine).version
     ),
+    "traces.restricted.mark_trace": lambda c, a: restricted.mark_trace(
+        c.engine, a, c.ids["open_trace"], "restricted", f"access test {c.n()}"
+    ),
+    "traces.restricted.set_unknown_documents": lambda c, a: restricted.set_unknown_documents(
+        c.engine, a, True, restricted.get_unknown_setting(c.engine).version
+    ),
     "admin.users.add_user": lambda c, a: users.add_user(
         c.engine, a, f"new{c.n()}@access.example", "New", ["annotator"]
     ),
@@ -534,6 +545,7 @@ def ctx(demo_url: str, tmp_path: Path, tax: Taxonomy) -> Iterator[Ctx]:
         c.ids["present_case"] = s.scalar(select(Case.id).where(Case.key == "CASE-001"))
         c.ids["variant_case"] = s.scalar(select(Case.id).where(Case.key == "CASE-001-CF-1"))
         restricted = s.scalar(select(Trace.id).where(Trace.restricted.is_(True)).limit(1))
+        c.ids["open_trace"] = s.scalar(select(Trace.id).where(Trace.restricted.is_(False)).limit(1))
     plans = audit_plans.list_plans(eng)
     c.ids["open_plan"] = next(p.id for p in plans if p.status == "open")
     c.ids["planned_plan"] = audit_plans.create_plan(
@@ -637,6 +649,20 @@ def test_restricted_traces_are_audited_and_promoted_only_with_clearance(ctx: Ctx
     )
     _denied_without_clearance(c, lambda a: promote.promote_to_case(c.engine, a, item, c.tax), RV)
     queue.reserve_item(c.engine, actor(RV), item)
+
+
+def test_traces_are_marked_and_the_unknown_setting_changed_only_with_clearance(
+    ctx: Ctx,
+) -> None:
+    c = ctx
+    pk = c.ids["open_trace"]
+    _denied_without_clearance(
+        c, lambda a: restricted.mark_trace(c.engine, a, pk, "restricted", "why"), AD
+    )
+    _denied_without_clearance(
+        c, lambda a: restricted.set_unknown_documents(c.engine, a, False, 0), AD
+    )
+    restricted.mark_trace(c.engine, actor(AD), pk, "restricted", "why")
 
 
 def test_unredacted_traces_are_imported_only_with_clearance(ctx: Ctx) -> None:

@@ -8,6 +8,7 @@ import streamlit as st
 from sqlalchemy import Engine
 
 from pages import ui
+from pages.traces.restriction_panel import restriction_panel
 from review.core.errors import WorkbenchError
 from review.core.identity import Actor
 from review.core.taxonomy import Taxonomy
@@ -107,6 +108,7 @@ def show_trace(engine: Engine, actor: Actor, tax: Taxonomy, pk: int) -> None:
         )
         return
     _header(view, tax)
+    restriction_panel(engine, actor, pk)
     _texts(view)
     _chunks(view)
     _details(view)

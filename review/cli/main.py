@@ -529,6 +529,7 @@ def _register_trace_commands() -> None:
     main.add_command(tracecli.purge_cmd)
     main.add_command(tracecli.runs_cmd)
     main.add_command(tracecli.rebuild_rollup_cmd)
+    main.add_command(tracecli.recompute_restricted_cmd)
 
 
 _register_trace_commands()

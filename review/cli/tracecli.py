@@ -1,4 +1,5 @@
-"""The ``workbench import-traces``, ``workbench purge`` and ``workbench runs`` commands.
+"""The ``workbench import-traces``, ``purge``, ``rebuild-rollup``, ``runs`` and
+``recompute-restricted`` commands.
 
 They are plain click commands; ``review.cli.main`` registers them on the ``workbench`` group with
 ``main.add_command(...)``. Like the other commands they work on ``WORKBENCH_DATABASE_URL`` as
@@ -15,10 +16,16 @@ import click
 from review.cli.common import WorkbenchCommand, cli_actor, open_engine
 from review.core.errors import InputError
 from review.core.taxonomy import load_taxonomy
-from review.traces import importer, retention
+from review.traces import importer, restricted, retention
 from review.traces.formats import FORMATS
 
-__all__ = ["import_traces_cmd", "purge_cmd", "runs_cmd"]
+__all__ = [
+    "import_traces_cmd",
+    "purge_cmd",
+    "rebuild_rollup_cmd",
+    "recompute_restricted_cmd",
+    "runs_cmd",
+]
 
 
 class _Bar:
@@ -193,3 +200,34 @@ def runs_cmd(limit: int) -> None:
             err=True,
         )
         raise SystemExit(1)
+
+
+@click.command("recompute-restricted", cls=WorkbenchCommand)
+@click.option(
+    "--batch-size",
+    type=click.IntRange(1, 10_000),
+    default=restricted.RECOMPUTE_BATCH,
+    show_default=True,
+    help="Traces per transaction.",
+)
+def recompute_restricted_cmd(batch_size: int) -> None:
+    """Rebuild every trace's restricted flag from the rule and the corpus as they are now.
+
+    Document changes, the unknown-documents setting and marks keep the flags in step; run this
+    once after upgrading a database, after restoring one, or after writing traces or documents
+    into the database by other means.
+    """
+    engine = open_engine()
+    with click.progressbar(length=0, label="checking", show_pos=True) as bar:
+        last = 0
+
+        def tick(n: int) -> None:
+            nonlocal last
+            bar.update(n - last)
+            last = n
+
+        flips = restricted.recompute_all(engine, batch_size, progress=tick)
+    click.echo(
+        f"{flips.checked} traces checked: {flips.restricted} became restricted, "
+        f"{flips.opened} became open"
+    )

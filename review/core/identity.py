@@ -36,6 +36,7 @@ class Permission(StrEnum):
     import_traces = "import_traces"
     run_evaluations = "run_evaluations"
     manage_users = "manage_users"
+    restrict_traces = "restrict_traces"
 
 
 GRANTS: dict[Role, frozenset[Permission]] = {
@@ -63,6 +64,7 @@ GRANTS: dict[Role, frozenset[Permission]] = {
     Role.admin: frozenset(
         {
             Permission.manage_users,
+            Permission.restrict_traces,
             Permission.edit_corpus,
             Permission.edit_cases,
             Permission.import_traces,
@@ -82,6 +84,7 @@ ACTION_TEXT = {
     Permission.import_traces: "import production traces",
     Permission.run_evaluations: "import or run evaluations",
     Permission.manage_users: "manage users and roles",
+    Permission.restrict_traces: "mark traces restricted or clear them",
 }
 
 

@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 from review.core.errors import InputError, PermissionDenied
 from review.core.identity import Actor, Permission, require
 from review.core.taxonomy import Taxonomy
+from review.corpus import restricted_traces
 from review.corpus.docformat import DocumentIn, iter_jsonl, parse_markdown
 from storage import changes
 from storage.db import read_session, run_write
@@ -197,9 +198,11 @@ def insert_version(
 ) -> Document:
     """The one writer of a document version, inside the caller's transaction: the row (its
     id and version must be free, its ``superseded_by`` must name a version in the corpus or
-    in ``batch``), which version of the id is current (the newest), the change log entry, and,
-    with ``link_previous``, ``superseded_by`` on the version it replaces (unless that one is
-    already marked, or the new version says it is the older one)."""
+    in ``batch``), which version of the id is current (the newest), the change log entry, the
+    restricted flags of the traces quoting the document (recomputed before the transaction
+    commits, review.corpus.restricted_traces), and, with ``link_previous``, ``superseded_by`` on
+    the version it replaces (unless that one is already marked, or the new version says it is
+    the older one)."""
     check_superseded_by(s, doc, batch)
     if s.scalar(
         select(Document.id).where(Document.doc_key == doc.doc_id, Document.version == doc.version)
@@ -208,6 +211,8 @@ def insert_version(
     latest = int(
         s.scalar(select(func.max(Document.version)).where(Document.doc_key == doc.doc_id)) or 0
     )
+    # the traces quoting this document follow in this transaction (before it commits)
+    restricted_traces.document_added(s, doc.doc_id, doc.access_scope, doc.title)
     row = Document(
         doc_key=doc.doc_id,
         version=doc.version,

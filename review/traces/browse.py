@@ -35,6 +35,7 @@ from sqlalchemy import (
 
 from review.core.errors import InputError, PermissionDenied
 from review.core.identity import Actor, Role
+from review.corpus.restricted_traces import trace_reasons
 from review.traces import rollup
 from review.traces.chunks import HIDDEN_ID, ChunkView, chunk_view
 from review.traces.model import (
@@ -452,7 +453,9 @@ def get_trace(
             raise InputError("give a trace number or a trace id")
         if row is None:
             return None
-        if row.restricted and not actor.clearance:
+        # the stored flag, and the rule against the corpus as it is now (a flag left stale,
+        # e.g. by a database upgraded without `workbench recompute-restricted`, never opens it)
+        if not actor.clearance and (row.restricted or trace_reasons(s, row.id)):
             raise PermissionDenied(
                 f"Trace {row.id} is restricted: it is shown only to users with clearance."
             )

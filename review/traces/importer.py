@@ -78,7 +78,7 @@ from storage.models import TraceChunk, TraceImport, utcnow
 
 if TYPE_CHECKING:
     pass
-from review.traces.restricted import is_restricted, restricted_corpus
+from review.traces.restricted import flag_rows, lock_flags
 
 __all__ = [
     "BATCH_SIZE",
@@ -499,7 +499,6 @@ def import_items(
         raise InputError("batch_size must be between 1 and 10,000 traces")
     pol = (policy or load_redaction_policy()) if redact else None
     redactor = _Redactor(pol) if pol is not None else None
-    corpus = restricted_corpus(engine)
     report = ImportReport(None, source[:500], fmt, redacted=redact)
     if pol is not None:
         report.redactions = dict.fromkeys(pol.enabled_names(), 0)
@@ -524,7 +523,8 @@ def import_items(
                         counts: dict[str, int] = {}
                         if redactor is not None:
                             t, counts = redactor.trace(t)
-                        row = _trace_row(t, is_restricted(t, corpus), counts)
+                        # the restricted flag is set in the write transaction (_write_batch)
+                        row = _trace_row(t, False, counts)
                         batch.append((row, _chunk_rows(t), counts))
                         if len(batch) >= batch_size:
                             pickle.dump(batch, spool, protocol=pickle.HIGHEST_PROTOCOL)
@@ -628,6 +628,11 @@ def _write_batch(
             if tid not in existing:
                 existing.add(tid)
                 fresh.append(p)
+        # the restricted rule against the corpus as this transaction sees it, so that a
+        # document made restricted meanwhile is never missed (review.corpus.restricted_traces)
+        lock_flags(s, exclusive=False)
+        for p, flag in zip(fresh, flag_rows(s, [(p[0], p[1]) for p in fresh]), strict=True):
+            p[0]["restricted"] = flag
         pks = _insert_traces(s, [p[0] for p in fresh])
         chunk_rows: list[dict[str, Any]] = []
         added_counts: dict[str, int] = {}

@@ -12,6 +12,8 @@ from typing import Any
 from sqlalchemy import Engine
 
 from review.core.identity import SYSTEM
+from review.corpus import corpus
+from review.corpus.docformat import DocumentIn
 from review.traces import importer
 from review.traces.canonical import trace_to_dict
 from review.traces.model import Chunk, Citation, Trace
@@ -69,6 +71,31 @@ def write_jsonl(path: Path, lines: Iterable[str | bytes]) -> Path:
 
 def import_traces(engine: Engine, items: list[Trace], **kw: Any) -> importer.ImportReport:
     return importer.import_items(engine, SYSTEM, items, source="test", **kw)
+
+
+def add_document(
+    engine: Engine,
+    key: str,
+    *,
+    version: int = 1,
+    title: str | None = None,
+    scope: str = "public",
+    body: str = "A passage of the document.",
+) -> None:
+    """Add a document version through the corpus service (so the traces citing it follow).
+    Traces citing a document the corpus has never seen are restricted by default, so tests
+    about something else add the documents their traces cite."""
+    doc = DocumentIn(
+        doc_id=key,
+        version=version,
+        title=title or f"Document {key}",
+        authority="policy",
+        owner="Tests",
+        access_scope=scope,
+        jurisdiction="EU",
+        body=body,
+    )
+    corpus.import_documents(engine, SYSTEM, [doc], source="tests")
 
 
 def cited(claim: str, *ids: str) -> Citation:

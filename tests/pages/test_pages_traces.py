@@ -435,3 +435,52 @@ def test_no_stored_date_crashes_monitoring_or_traces_nor_moves_the_window(
     at = page_app(trace_demo_url, monkeypatch, TRACES, RAVI).run()
     no_exception(at)
     assert not at.error
+
+
+def test_an_admin_marks_a_trace_restricted_on_its_page(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with demo_engine.connect() as c:
+        pk = int(
+            c.execute(
+                select(TraceRow.id).where(TraceRow.restricted.is_(False)).limit(1)
+            ).scalar_one()
+        )
+    # a viewer without clearance opens it and sees no admin controls
+    at = page_app(demo_url, monkeypatch, TRACES, PAULA, trace=str(pk)).run()
+    no_exception(at)
+    assert readable(at.subheader[0]) == f"Trace {pk}" and not at.radio
+    at = page_app(demo_url, monkeypatch, TRACES, ADA, trace=str(pk)).run()
+    no_exception(at)
+    assert "Open: no reason makes this trace restricted." in texts(at)
+    button(at, "Save the mark").click().run()  # no note: refused, nothing saved
+    assert any("say why" in readable(e) for e in at.error)
+    at.text_input[0].input("quotes a customer by name")
+    button(at, "Save the mark").click().run()
+    no_exception(at)
+    assert any("the trace is restricted" in readable(s) for s in at.success)
+    assert any(
+        t.startswith("Restricted because: marked restricted by ada.admin") for t in texts(at)
+    )
+    at = page_app(demo_url, monkeypatch, TRACES, PAULA, trace=str(pk)).run()
+    assert any("restricted" in readable(e) for e in at.error)
+    assert not at.dataframe
+
+
+def test_the_admin_page_turns_the_unknown_documents_setting(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from review.traces import restricted
+
+    import_traces(demo_engine, [make_trace("unseen", chunks=[chunk("u1", doc="NEVER-SEEN")])])
+    assert browse.get_trace(demo_engine, SYSTEM, trace_id="unseen").restricted  # type: ignore[union-attr]
+    at = page_app(demo_url, monkeypatch, "pages/admin_page.py", ADA).run()
+    no_exception(at)
+    box = next(c for c in at.checkbox if c.label.startswith("Traces citing unknown documents"))
+    assert box.value is True
+    box.uncheck()
+    button(at, "Save the setting").click().run()
+    no_exception(at)
+    assert any("1 became open" in readable(s) for s in at.success)
+    assert not restricted.get_unknown_setting(demo_engine).on
+    assert not browse.get_trace(demo_engine, SYSTEM, trace_id="unseen").restricted  # type: ignore[union-attr]

@@ -15,7 +15,7 @@ from review.core.taxonomy import Taxonomy
 from review.traces import browse, display, importer, listing, retention
 from review.traces.browse import COLUMN_FILTERS, TraceFilter, TraceView
 from tests.helpers.actors import make_actor
-from tests.helpers.traces import chunk, cited, import_traces, make_trace
+from tests.helpers.traces import add_document, chunk, cited, import_traces, make_trace
 
 CLEARED = make_actor("reviewer", "cleared@test.example", clearance=True, uid=12)
 UNCLEARED = make_actor("reviewer", "plain@test.example", clearance=False, uid=13)
@@ -23,6 +23,7 @@ UNCLEARED = make_actor("reviewer", "plain@test.example", clearance=False, uid=13
 
 @pytest.fixture
 def mixed(engine: Engine) -> Engine:
+    add_document(engine, "POL")  # a document the corpus has: the trace stays open
     import_traces(
         engine,
         [

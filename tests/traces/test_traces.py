@@ -34,6 +34,7 @@ from storage.models import Trace as TraceRow
 from tests.helpers.actors import make_actor
 from tests.helpers.paths import ROOT
 from tests.helpers.traces import (
+    add_document,
     canonical_lines,
     chunk,
     cited,
@@ -408,8 +409,11 @@ def import_traces_as(
 
 def test_restricted_rule(engine: Engine) -> None:
     add_restricted_doc(engine)
+    add_document(engine, "POL-REFUND-MONTHLY")
     items = [
         make_trace("open", chunks=[chunk("p1", doc="POL-REFUND-MONTHLY")]),
+        make_trace("unknown", chunks=[chunk("u1", doc="NEVER-SEEN")]),
+        make_trace("unknown-filtered", chunks=[chunk("u2", doc="NEVER-SEEN", filtered=True)]),
         make_trace("filtered-only", chunks=[chunk("r1", doc="LEGAL-HOLD", filtered=True)]),
         make_trace("sent", chunks=[chunk("r2", doc="LEGAL-HOLD")]),
         make_trace("scope", identity_scopes=("public", "restricted")),
@@ -417,11 +421,13 @@ def test_restricted_rule(engine: Engine) -> None:
         make_trace("leak", answer_text="See the Legal Hold Procedure for that."),
     ]
     report = import_traces(engine, items)
-    assert report.restricted == 4
+    assert report.restricted == 5
     with engine.connect() as c:
         flags = dict(c.execute(select(TraceRow.trace_id, TraceRow.restricted)).all())
     assert flags == {
         "open": False,
+        "unknown": True,  # a document the corpus has never seen: restricted by default
+        "unknown-filtered": False,  # its text never reached the context
         "filtered-only": False,
         "sent": True,
         "scope": True,
@@ -466,6 +472,7 @@ def test_clearance_hides_restricted_traces_and_filtered_chunks(engine: Engine) -
         ),
         make_trace("secret", attributes={"restricted": True}, query="restricted question"),
     ]
+    add_document(engine, "POL")
     import_traces(engine, items)
     assert browse.count_traces(engine, REVIEWER, browse.TraceFilter()) == 1
     assert [r.trace_id for r in browse.list_traces(engine, REVIEWER, browse.TraceFilter())] == [
@@ -669,14 +676,12 @@ def test_purge_deletes_old_traces_keeps_audited_ones_and_is_audited(engine: Engi
 def test_demo_traces_go_through_the_import_and_are_deterministic(
     engine: Engine, tax: Taxonomy
 ) -> None:
+    from review.corpus import corpus
     from review.demo import tracedemo
+    from review.demo.files import DEMO_DOCS
 
-    add_restricted_doc(
-        engine, "MEMO-PRICING-2026", "Memo: list price changes for 2026 (confidential)"
-    )
-    add_restricted_doc(
-        engine, "LEGAL-DISPUTE-HALVORSEN", "Matter note: Halvorsen Freight AS v Brightwave Software"
-    )
+    docs, files = corpus.read_files([DEMO_DOCS], tax)
+    corpus.import_documents(engine, SYSTEM, docs, files)
     assert tracedemo.build_demo_traces(engine, tax) == tracedemo.DEMO_TRACES
     assert tracedemo.build_demo_traces(engine, tax) == 0  # idempotent
     day = dt.date(2025, 6, 18)
@@ -772,6 +777,7 @@ def test_import_and_browse_on_both_databases(any_engine: Engine) -> None:
                    versions={"index": f"kb-{i % 2}"}, top_score=0.5 + i / 10)
         for i in range(4)
     ]  # fmt: skip
+    add_document(any_engine, "POL-REFUND-MONTHLY")
     assert import_traces(any_engine, items, batch_size=3).added == 4
     assert import_traces(any_engine, items, batch_size=3).added == 0
     assert (
