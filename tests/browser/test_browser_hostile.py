@@ -62,6 +62,8 @@ CONTROL = "bell\x07 escape\x1b[31m red\x1b[0m back\x08 \u202eexe.txt\u202c form\
 LONG = "L" * 49_990 + " END-LONG"
 SHORT_HOSTILE = " ".join([SCRIPT, IMG, SVG, HTML, MD_IMG, MD_LINK, INJECTION, CONTROL])
 HOSTILE = "\n\n".join([SHORT_HOSTILE, LONG])
+# a case's notes hold at most 10,000 characters (longer notes are refused at import)
+HOSTILE_NOTES = "\n\n".join([SHORT_HOSTILE, "L" * 9_000 + " END-LONG"])
 DOC_ID = "HOSTILE-DOC"
 CASE_KEY = "CASE-HOSTILE"
 TRACE_ID = "hostile-trace-1"
@@ -118,7 +120,7 @@ def _insert(engine: Engine, tax: Taxonomy) -> tuple[int, int, int, int]:
         "family": None,
         "evidence_state": None,
         "status": "ready",
-        "notes": HOSTILE,
+        "notes": HOSTILE_NOTES,
     }
     with pytest.raises(InputError, match="NUL character"):
         cases.validate_case({**record, "question": "why\x00?"}, "hostile", 1, tax)
