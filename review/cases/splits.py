@@ -21,6 +21,7 @@ from review.core.terms import CaseStatus
 from storage import changes
 from storage.db import read_session, run_write
 from storage.models import Case, CaseSlice, Setting, SplitLock, utcnow
+from storage.settings import put_setting
 
 SETTINGS_KEY = "splits"
 DEFAULT_FRACTIONS = {"train": 0.4, "validation": 0.3, "test": 0.3}
@@ -119,7 +120,6 @@ def apply(
             row.updated_at = now
             row.updated_by = actor.email
             moved.append(m)
-        setting = s.get(Setting, SETTINGS_KEY, with_for_update=True)
         value = {
             "seed": seed,
             "fractions": p.fractions,
@@ -128,13 +128,7 @@ def apply(
             "by": actor.email,
             "moved": len(moved),
         }
-        if setting is None:
-            s.add(Setting(key=SETTINGS_KEY, value=value, version=1, updated_by=actor.email))
-        else:
-            setting.value = value
-            setting.version += 1
-            setting.updated_at = now
-            setting.updated_by = actor.email
+        put_setting(s, SETTINGS_KEY, value, actor.email)
         changes.record(
             s,
             actor.email,

@@ -39,6 +39,7 @@ from storage.models import (
     Setting,
     utcnow,
 )
+from storage.settings import put_setting
 
 SETTINGS_KEY = "labeling"
 DEFAULTS: dict[str, Any] = {"overlap": 2, "reservation_minutes": 30}
@@ -70,24 +71,15 @@ def set_settings(
         raise InputError("a reservation lasts between 1 minute and 24 hours")
 
     def work(s: Session) -> LabelSettings:
-        row = s.get(Setting, SETTINGS_KEY, with_for_update=True)
-        current = row.version if row else 0
-        if current != expected_version:
-            raise StaleWriteError(
-                f"the labeling settings were changed by {row.updated_by if row else '?'} "
-                "since you opened them; nothing was saved, reload and try again"
-            )
-        before = dict(row.value) if row else None
         value = {"overlap": overlap, "reservation_minutes": reservation_minutes}
-        if row is None:
-            row = Setting(key=SETTINGS_KEY, value=value, version=1, updated_by=actor.email)
-            s.add(row)
-        else:
-            row.value = value
-            row.version += 1
-            row.updated_at = utcnow()
-            row.updated_by = actor.email
-        s.flush()
+        row, before = put_setting(
+            s,
+            SETTINGS_KEY,
+            value,
+            actor.email,
+            expected_version=expected_version,
+            what="the labeling setting",
+        )
         changes.record(s, actor.email, "update", "setting", SETTINGS_KEY, before, value)
         return LabelSettings(overlap, reservation_minutes, row.version)
 

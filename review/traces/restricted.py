@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from review.core.errors import InputError, PermissionDenied, StaleWriteError
+from review.core.errors import InputError, PermissionDenied
 from review.core.identity import Actor, Permission, require
 from review.corpus.restricted_traces import (
     MARK_CLEARED,
@@ -42,8 +42,9 @@ from review.corpus.restricted_traces import lock as lock_flags
 from review.traces.browse import require_view
 from storage import changes
 from storage.db import read_session, run_write
-from storage.models import AuditLog, Setting, utcnow
+from storage.models import AuditLog, Setting
 from storage.models import Trace as TraceRow
+from storage.settings import put_setting
 
 __all__ = [
     "MARKS",
@@ -229,31 +230,19 @@ def set_unknown_documents(
 
     def work(s: Session) -> tuple[UnknownSetting, Flips]:
         lock_flags(s, exclusive=True)
-        row = s.get(Setting, UNKNOWN_KEY, with_for_update=True)
-        current = row.version if row else 0
-        if current != expected_version:
-            raise StaleWriteError(
-                f"the unknown-documents setting was changed by "
-                f"{row.updated_by if row else '?'} (now version {current}, you opened version "
-                f"{expected_version}); nothing was saved: reload and try again"
-            )
-        before = dict(row.value) if row else None
         value = {"on": bool(on)}
-        now = utcnow()
-        if row is None:
-            row = Setting(key=UNKNOWN_KEY, value=value, version=1, updated_by=actor.email)
-            row.updated_at = now
-            s.add(row)
-        else:
-            row.value = value
-            row.version += 1
-            row.updated_at = now
-            row.updated_by = actor.email
-        s.flush()
+        row, before = put_setting(
+            s,
+            UNKNOWN_KEY,
+            value,
+            actor.email,
+            expected_version=expected_version,
+            what="the unknown-documents setting",
+        )
         flips = recompute_unknown(s)
         after = {**value, "traces_restricted": flips.restricted, "traces_opened": flips.opened}
         changes.record(s, actor.email, "update", "setting", UNKNOWN_KEY, before, after)
-        return UnknownSetting(bool(on), row.version, actor.email, now), flips
+        return UnknownSetting(bool(on), row.version, actor.email, row.updated_at), flips
 
     return run_write(engine, work)
 

@@ -18,13 +18,14 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session
 
-from review.core.errors import InputError, StaleWriteError
+from review.core.errors import InputError
 from review.core.identity import Actor, Permission, require
 from review.traces import rollup
 from storage import changes, runs
 from storage.db import read_session, run_write
 from storage.models import AuditItem, Counter, Setting, TraceChunk, utcnow
 from storage.models import Trace as TraceRow
+from storage.settings import put_setting
 
 if TYPE_CHECKING:
     pass
@@ -85,29 +86,17 @@ def set_retention(
         raise InputError(f"retention must be between 1 and {MAX_RETENTION_DAYS} days")
 
     def work(s: Session) -> Retention:
-        row = s.get(Setting, RETENTION_KEY, with_for_update=True)
-        current = row.version if row else 0
-        if current != expected_version:
-            raise StaleWriteError(
-                f"the retention setting was changed by {row.updated_by if row else '?'} "
-                f"(now version {current}, you opened version {expected_version}); nothing was "
-                "saved: reload and try again"
-            )
-        before = dict(row.value) if row else None
         value = {"days": days}
-        now = utcnow()
-        if row is None:
-            row = Setting(key=RETENTION_KEY, value=value, version=1, updated_by=actor.email)
-            row.updated_at = now
-            s.add(row)
-        else:
-            row.value = value
-            row.version += 1
-            row.updated_at = now
-            row.updated_by = actor.email
-        s.flush()
+        row, before = put_setting(
+            s,
+            RETENTION_KEY,
+            value,
+            actor.email,
+            expected_version=expected_version,
+            what="the retention setting",
+        )
         changes.record(s, actor.email, "update", "setting", RETENTION_KEY, before, value)
-        return Retention(days, row.version, actor.email, now)
+        return Retention(days, row.version, actor.email, row.updated_at)
 
     return run_write(engine, work)
 
