@@ -28,7 +28,7 @@ import importlib
 import math
 import secrets
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
@@ -190,6 +190,24 @@ class VersionView:
         return max(s.at for s in self.signatures if s.meaning == "approve")
 
 
+def _texts_with_parents(s: Session, rows: Sequence[Any]) -> dict[int, str]:
+    """The YAML text of each of ``rows`` (versions) and of their parents, by version id (the
+    parents' read in one query when not among ``rows``): what required roles are worked out
+    from."""
+    texts: dict[int, str] = {r.id: r.yaml_text for r in rows}
+    missing = {r.parent_id for r in rows if r.parent_id and r.parent_id not in texts}
+    if missing:
+        texts.update(
+            (vid, text)
+            for vid, text in s.execute(
+                select(PolicyVersion.id, PolicyVersion.yaml_text).where(
+                    PolicyVersion.id.in_(missing)
+                )
+            )
+        )
+    return texts
+
+
 def _views(s: Session, rows: Iterable[PolicyVersion]) -> list[VersionView]:
     rows = list(rows)
     ids = [r.id for r in rows]
@@ -210,18 +228,7 @@ def _views(s: Session, rows: Iterable[PolicyVersion]) -> list[VersionView]:
                 dict(sg.metrics_snapshot),
             )
         )
-    parents = {r.id: r.yaml_text for r in rows}
-    missing = {r.parent_id for r in rows if r.parent_id and r.parent_id not in parents}
-    if missing:
-        parents.update(
-            dict(
-                s.execute(
-                    select(PolicyVersion.id, PolicyVersion.yaml_text).where(
-                        PolicyVersion.id.in_(missing)
-                    )
-                ).all()
-            )
-        )
+    parents = _texts_with_parents(s, rows)
     out = []
     for r in rows:
         k = kind(r.kind)
@@ -372,18 +379,7 @@ def _version_fields(
             ).all()
         )
     )
-    texts: dict[int, str] = {r.id: r.yaml_text for r in stored}
-    missing = {r.parent_id for r in stored if r.parent_id and r.parent_id not in texts}
-    if missing:
-        texts.update(
-            dict(
-                s.execute(
-                    select(PolicyVersion.id, PolicyVersion.yaml_text).where(
-                        PolicyVersion.id.in_(missing)
-                    )
-                ).all()
-            )
-        )
+    texts = _texts_with_parents(s, stored)
     out: dict[int, dict[str, Any]] = {}
     for r in stored:
         roles: list[str] | None
