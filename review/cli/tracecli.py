@@ -8,6 +8,7 @@ the command-line user (an administrator with clearance).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,19 @@ __all__ = [
     "recompute_restricted_cmd",
     "runs_cmd",
 ]
+
+
+def _ticker(bar: Any) -> Callable[[int], None]:
+    """A progress callback that moves ``bar`` to a running count (the services report how
+    many so far, the bar takes steps)."""
+    last = 0
+
+    def tick(n: int) -> None:
+        nonlocal last
+        bar.update(n - last)
+        last = n
+
+    return tick
 
 
 class _Bar:
@@ -139,14 +153,7 @@ def purge_cmd(days: int | None) -> None:
             )
         days = setting.days
     with click.progressbar(length=0, label="purging", show_pos=True) as bar:
-        last = 0
-
-        def tick(n: int) -> None:
-            nonlocal last
-            bar.update(n - last)
-            last = n
-
-        report = retention.purge_older_than(engine, cli_actor(), days, progress=tick)
+        report = retention.purge_older_than(engine, cli_actor(), days, progress=_ticker(bar))
     click.echo(report.summary())
 
 
@@ -219,14 +226,7 @@ def recompute_restricted_cmd(batch_size: int) -> None:
     """
     engine = open_engine()
     with click.progressbar(length=0, label="checking", show_pos=True) as bar:
-        last = 0
-
-        def tick(n: int) -> None:
-            nonlocal last
-            bar.update(n - last)
-            last = n
-
-        flips = restricted.recompute_all(engine, batch_size, progress=tick)
+        flips = restricted.recompute_all(engine, batch_size, progress=_ticker(bar))
     click.echo(
         f"{flips.checked} traces checked: {flips.restricted} became restricted, "
         f"{flips.opened} became open"
