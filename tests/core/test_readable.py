@@ -1,0 +1,80 @@
+"""How values read: taxonomy labels, percentages with intervals, numbers, dates, badges."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+
+import pandas as pd
+import pytest
+
+from review.core import readable
+from review.core.taxonomy import taxonomy
+
+
+def test_taxonomy_keys_read_as_labels_and_unknown_keys_as_words() -> None:
+    tax = taxonomy()
+    key = next(iter(tax.categories))
+    assert readable.term(tax, "categories", key) == tax.categories[key].label
+    assert readable.term(tax, "categories", "not_in_taxonomy") == "Not in taxonomy"
+    assert readable.term(tax, "categories", None) == "—"
+    assert readable.humanize("near_miss") == "Near miss"
+
+
+@pytest.mark.parametrize(
+    ("share", "text"),
+    [
+        (0.14, "14%"),
+        (0.035, "3.5%"),
+        (0.0004, "0.04%"),
+        (0.0, "0%"),
+        (1.0, "100%"),
+        (0.3409090909090909, "34%"),
+        (None, "—"),
+        (math.nan, "—"),
+        (pd.NA, "—"),
+        (math.inf, "—"),
+    ],
+)
+def test_percent(share: object, text: str) -> None:
+    assert readable.percent(share) == text  # type: ignore[arg-type]
+
+
+def test_percent_interval_and_count_rate() -> None:
+    assert readable.percent_interval(0.14, 0.03, 0.51) == "14% (3–51%)"
+    assert readable.percent_interval(0.14, None, 0.51) == "14%"
+    assert readable.percent_interval(math.nan, 0.1, 0.2) == "—"
+    assert readable.count_rate(3, 21) == "14% (3 of 21)"
+    assert readable.count_rate(0, 0).startswith("undefined")
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (12345, "12,345"),
+        (0.3409090909090909, "0.341"),
+        (2.50, "2.5"),
+        (3.0, "3"),
+        (math.nan, "—"),
+        (None, "—"),
+        (True, "yes"),
+        (-0.0001, "0"),
+    ],
+)
+def test_number(value: object, text: str) -> None:
+    assert readable.number(value) == text
+
+
+def test_when() -> None:
+    assert readable.when("2026-11-03T14:05:09.123+00:00") == "2026-11-03 14:05 UTC"
+    assert readable.when("2026-11-03T16:05:00+02:00") == "2026-11-03 14:05 UTC"
+    assert readable.when("2026-11-03") == "2026-11-03"
+    assert readable.when(datetime(2026, 1, 2, 3, 4, tzinfo=UTC), with_time=False) == "2026-01-02"
+    assert readable.when(None) == "—"
+    assert readable.when("soon") == "soon"
+
+
+def test_badge() -> None:
+    assert readable.badge(True) == ":green-badge[pass]"
+    assert readable.badge(False) == ":red-badge[fail]"
+    assert readable.badge(None) == ":gray-badge[undefined]"
