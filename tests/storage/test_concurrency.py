@@ -1,6 +1,7 @@
 """Many people at once (issue 11, item 2): 8 OS processes label and audit the same cases and
-audit items through the real services for WORKBENCH_CONCURRENCY_SECONDS (default 60), on
-SQLite and on PostgreSQL. Four people each work in two processes (two tabs), so their edits
+audit items through the real services for WORKBENCH_CONCURRENCY_SECONDS (default 60; `make
+test` runs them for 15 s to stay within its 10 minutes, `make soak` for 120 s), on SQLite and
+on PostgreSQL. Four people each work in two processes (two tabs), so their edits
 race. Afterwards every label and verdict a process saw saved is in the database exactly once,
 every row in the database was reported by exactly one process, each person's history is one
 unbroken chain (no two saves based on the same version: no lost update), every save has its
