@@ -722,7 +722,15 @@ def derive_edited(
         )
     except InputError as exc:
         raise InputError(f"{src_ref}: {exc}") from None
-    sug = op.suggestion
+    # other visible decisive documents still carry the answer: the edit does not take the
+    # evidence away, so the suggestion keeps the base case's decision (see Suggestion.kept_by)
+    others = [
+        _ref(d["doc_id"], d["version"])
+        for i, d in enumerate(base["documents"])
+        if i != pos and d["visibility"] == "visible" and d["role"] == "decisive"
+    ]
+    demoted = op.suggestion.decision is not None  # the edited copy no longer settles it
+    sug = op.suggestion.kept_by(others)
     keep_labels = sug.decision is None
     changes: dict[str, object] = {}
     if "effective_date" in result.metadata:
@@ -731,7 +739,7 @@ def derive_edited(
         changes["jurisdiction"] = result.metadata["jurisdiction"]
     new_docs = [_new_doc(doc, target, result.text, **changes)]
     refs = copy.deepcopy(base["documents"])
-    role = refs[pos]["role"] if keep_labels else "distractor"
+    role = "distractor" if demoted else refs[pos]["role"]
     refs[pos] = {**refs[pos], "doc_id": target, "version": 1, "role": role}
     identity: dict[str, Any] | None = None
     for k, extra in enumerate(result.extra_documents):
@@ -752,6 +760,9 @@ def derive_edited(
     decision = base["expected_decision"] if keep_labels else str(sug.decision)
     reasons = tuple(base.get("reason_codes", [])) if keep_labels else sug.reason_codes
     checked = sug.evidence_state in ("removed", "forbidden")
+    derivation = f"{op.label} applied to {src_ref} at {sp.start}-{sp.end} in the copy {target}@1."
+    if sug is not op.suggestion:
+        derivation += " " + sug.note
     return _variant(
         base,
         state=sug.evidence_state,
@@ -759,8 +770,7 @@ def derive_edited(
         reasons=reasons,
         slices=sug.slices,
         category=sug.category,
-        derivation=f"{operator} applied to {src_ref} at {sp.start}-{sp.end} in the copy "
-        f"{target}@1.",
+        derivation=derivation,
         documents=refs,
         identity=identity,
         new_documents=new_docs,

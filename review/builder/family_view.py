@@ -54,7 +54,7 @@ class FamilyRow:
     title: str
     variants: int
     unconfirmed: int
-    states: str
+    states: tuple[str | None, ...]  # the evidence states of its cases (None: no state)
 
 
 def count_families(engine: Engine) -> int:
@@ -88,7 +88,7 @@ def list_families(engine: Engine, page: int = 1, page_size: int = 25) -> list[Fa
                 .group_by(Case.family_id)
             ).all()
         )
-        states: dict[int, list[str]] = {i: [] for i in ids}
+        states: dict[int, list[str | None]] = {i: [] for i in ids}
         for fid, state in s.execute(
             select(Case.family_id, Case.evidence_state)
             .where(Case.family_id.in_(ids))
@@ -96,14 +96,14 @@ def list_families(engine: Engine, page: int = 1, page_size: int = 25) -> list[Fa
             .order_by(Case.evidence_state)
         ):
             if fid is not None:
-                states[fid].append(state or "other")
+                states[fid].append(state)
     return [
         FamilyRow(
             f.key,
             f.title,
             int(counts.get(f.id, 0)),
             int(pending.get(f.id, 0)),
-            ", ".join(states[f.id]),
+            tuple(sorted(states[f.id], key=lambda x: (x is None, x or ""))),
         )
         for f in fams
     ]

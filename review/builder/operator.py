@@ -8,15 +8,17 @@ import dataclasses
 import types
 import typing
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, TypeVar
 
+from review.core import readable
 from review.core.errors import InputError
 
 ParamValue = str | int | bool | None
 
 __all__ = [
+    "OPERATOR_NAMES",
     "EditResult",
     "ExtraDocument",
     "Operator",
@@ -26,8 +28,33 @@ __all__ = [
     "Span",
     "Suggestion",
     "find_span",
+    "operator_label",
     "span_at",
 ]
+
+
+# ------------------------------------------------------------------------------------------
+# Display names: what people read for each operator in pickers, tables and history (the key
+# stays what is stored and replayed)
+
+OPERATOR_NAMES: dict[str, str] = {
+    "replace_tier": "Replace the product tier",
+    "change_unit": "Change the unit",
+    "change_number": "Change the number",
+    "drop_exception": "Drop the exception",
+    "swap_year": "Swap the year",
+    "move_jurisdiction": "Move to another jurisdiction",
+    "remove_answer": "Remove the answer",
+    "relocate_answer": "Move the answer to a restricted document",
+    "insert_instruction": "Insert an instruction (prompt injection)",
+}
+
+
+def operator_label(name: str | None) -> str:
+    """An operator as people read it: its display name; an unknown key humanised, none "—"."""
+    if not name:
+        return "—"
+    return OPERATOR_NAMES.get(name) or readable.humanize(name)
 
 
 # ------------------------------------------------------------------------------------------
@@ -89,6 +116,25 @@ class Suggestion:
     category: str | None = None
     evidence_state: str | None = None
     note: str = ""
+
+    def kept_by(self, refs: Sequence[str]) -> Suggestion:
+        """The suggestion when other visible decisive documents (``refs``) still carry the
+        answer: an edit that takes the answer out of one document leaves the evidence in the
+        others, so the base case's decision stays (nothing is claimed gone)."""
+        if not refs or (self.decision is None and self.evidence_state is None):
+            return self
+        names = ", ".join(refs)
+        verb = "carries" if len(refs) == 1 else "carry"
+        return Suggestion(
+            None,
+            (),
+            self.slices,
+            None,
+            None,
+            f"{names} still {verb} the answer (decisive and visible), so the evidence is not "
+            "gone: the base case's decision stays. Edit those documents too for a variant "
+            "without the answer.",
+        )
 
 
 @dataclass(frozen=True)
@@ -183,11 +229,13 @@ def _parse_params(cls: type[P], data: Mapping[str, object]) -> P:
 _Op = tuple[int, int, str]  # replace text[a:b] by the string
 
 
-def _desired_ws(run: str, left: str | None, right: str | None) -> str:
+def _desired_ws(run: str, left: str | None, right: str | None, newlines: int) -> str:
+    """The whitespace to leave where text was removed: ``newlines`` line breaks (at most a
+    blank line), else one space or none before punctuation."""
     if left is None or right is None:
         return ""
     if "\n" in run:
-        return "\n" * min(run.count("\n"), 2) + run[run.rfind("\n") + 1 :]
+        return "\n" * min(newlines, 2) + run[run.rfind("\n") + 1 :]
     if right in ".,;:!?)]" or left in "([":
         return ""
     return " "
@@ -213,7 +261,10 @@ def _tidy(prefix: str, seg: str, suffix: str, j: int) -> str:
     else:
         rest = suffix[len(out_r) :]
         right = rest[0] if rest else None
-    want = _desired_ws(run, left, right)
+    # the breaks on either side of the removed text were one separation, not two: a line
+    # removed from a list or a paragraph leaves one line break, a paragraph one blank line
+    newlines = max((out_l + seg[a:j]).count("\n"), (seg[j:b] + out_r).count("\n"))
+    want = _desired_ws(run, left, right, newlines)
     # Only the part inside the span may change: add what the outside does not already provide.
     if "\n" in want:
         need = max(0, want.count("\n") - out_l.count("\n") - out_r.count("\n"))
@@ -292,6 +343,11 @@ class Operator(ABC, Generic[P]):
     description: ClassVar[str]
     suggestion: ClassVar[Suggestion]
     params_type: type[P]
+
+    @property
+    def label(self) -> str:
+        """The display name people read (OPERATOR_NAMES)."""
+        return operator_label(self.name)
 
     @abstractmethod
     def candidates(self, text: str) -> list[Span]:

@@ -296,7 +296,39 @@ class RemoveAnswer(Operator[RemoveAnswerParams]):
                             text, nxt.start, first_end
                         ):
                             ranges.append((b, nxt.end))
+            if blk.kind in ("paragraph", "list_item"):
+                ranges.extend(self._plain(text, blk))
         return _spans_from(text, ranges, "answer")
+
+    @staticmethod
+    def _plain(text: str, blk: _Block) -> list[tuple[int, int]]:
+        """The answering sentences of a plain paragraph or list item (not questions); a block
+        of one sentence is offered whole, so its clause number or list marker goes with it."""
+        sents = _sentences(text, blk.content, blk.end)
+        if len(sents) == 1 and not _is_question(text[sents[0][0] : sents[0][1]]):
+            sents = [(blk.start, blk.end)]
+        out: list[tuple[int, int]] = []
+        for k, (a, b) in enumerate(sents):
+            if _is_question(text[a:b]):
+                continue
+            # take the space that separates it from what follows (else from what precedes),
+            # so that removing it leaves no gap
+            after, before = b, a
+            while after < len(text) and text[after].isspace():
+                after += 1
+            while before > 0 and text[before - 1] in " \t":
+                before -= 1
+            if k + 1 < len(sents):
+                out.append((a, sents[k + 1][0]))
+            elif len(sents) > 1:
+                out.append((before, b))
+            elif after < len(text):
+                out.append((a, after))
+            else:
+                while before > 0 and text[before - 1].isspace():
+                    before -= 1
+                out.append((before, b))
+        return out
 
     def example_params(self, text: str, span: Span) -> RemoveAnswerParams:
         return RemoveAnswerParams()

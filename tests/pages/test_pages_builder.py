@@ -135,12 +135,16 @@ def test_unknown_case_or_family_is_an_error(
 
 
 def test_preview_marks_the_change_and_saves_a_variant(
-    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+    demo_url: str, demo_engine: Engine, tax: Taxonomy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    earlier = add_variant(demo_engine, tax)  # another variant already awaits confirmation
     at = open_page(demo_url, monkeypatch, INES, case=str(cid(demo_engine, "CASE-001")))
-    by_label(at.selectbox, "Operator").set_value("change_unit").run()  # type: ignore[attr-defined]
+    operator = by_label(at.selectbox, "Operator")
+    assert "Change the unit" in operator.options  # type: ignore[attr-defined]
+    assert "change_unit" not in operator.options  # type: ignore[attr-defined]
+    operator.set_value("change_unit").run()  # type: ignore[attr-defined]
     spans = by_label(at.selectbox, "Candidate spans")
-    assert readable(spans.label) == "Candidate spans (5 found by change_unit)"  # type: ignore[attr-defined]
+    assert readable(spans.label) == "Candidate spans (5 found by Change the unit)"  # type: ignore[attr-defined]
     by_label(at.selectbox, "to unit").set_value("weeks")  # type: ignore[attr-defined]
     click(at, "Preview the edit")
     assert not at.error
@@ -149,12 +153,21 @@ def test_preview_marks_the_change_and_saves_a_variant(
     assert "within **14 {+weeks+} of the charge date**" in after
     diff = at.dataframe[0].value
     assert list(diff["change"]) == ["same", "changed", "same"]
+    assert "Evidence removed" in list(at.dataframe[1].value["suggestion"])
     click(at, "Save as a variant of FAM-REFUND-WINDOW")
     assert at.query_params["family"] == FAMILY
-    assert "Saved CASE-001-CF-1 (draft, suggested abstain)" in readable(at.success[0])
-    view = cases.get_case(demo_engine, key="CASE-001-CF-1")
+    assert "Saved CASE-001-CF-2 (draft; Evidence removed; suggested Abstain)" in readable(
+        at.success[0]
+    )
+    view = cases.get_case(demo_engine, key="CASE-001-CF-2")
     assert view is not None and view.status == "draft"
-    assert view.documents[0].ref == "POL-REFUND-MONTHLY-CF-1@1"
+    assert view.documents[0].ref == "POL-REFUND-MONTHLY-CF-2@1"
+    # the confirmation form opens on the variant just saved, not on the earlier one
+    picker = by_label(at.selectbox, "Variant")
+    assert picker.value == view.id != earlier.case_id  # type: ignore[attr-defined]
+    assert readable(picker.format_func(picker.value)) == "CASE-001-CF-2 · Evidence removed"  # type: ignore[attr-defined]
+    assert any(readable(m) == "**Evidence state:** Evidence removed" for m in at.markdown)
+    assert any("the operator Change the unit" in readable(c) for c in at.caption)
 
 
 def test_preview_refusal_is_shown_and_nothing_is_saved(
@@ -259,7 +272,10 @@ def test_partial_variant_form(
     )
     click(at, "Build and save the variant")
     assert at.query_params["family"] == FAMILY
-    assert "Saved CASE-001-CF-1 (partial, suggested partial)" in readable(at.success[0])
+    assert "Saved CASE-001-CF-1 (draft; Evidence partial; suggested Partial answer)" in readable(
+        at.success[0]
+    )
+    assert any(readable(m) == "**Evidence state:** Evidence partial" for m in at.markdown)
     detail = next(e for e in at.expander if readable(e.label).startswith("CASE-001-CF-1"))
     claims = detail.dataframe[0].value
     assert list(claims["support"]) == ["supported", "loses support"]
@@ -276,7 +292,9 @@ def test_removed_variant_needs_an_exact_passage(
     area = by_label(at.text_area, "Decisive passage (copy it exactly")
     area.input("within **14 days of the charge date**")  # type: ignore[attr-defined]
     click(at, "Build and save the variant")
-    assert "Saved CASE-001-CF-1 (removed, suggested abstain)" in readable(at.success[0])
+    assert "Saved CASE-001-CF-1 (draft; Evidence removed; suggested Abstain)" in readable(
+        at.success[0]
+    )
 
 
 def test_mark_the_decisive_passage(
@@ -308,7 +326,8 @@ def test_family_view_confirms_a_suggestion(
     table = at.dataframe[0].value
     row = table[table["case"] == saved.key].iloc[0]
     assert row["expected"] == "awaiting confirmation"
-    assert row["suggested"] == "abstain (required_claim_not_covered)"
+    assert row["suggested"] == "Abstain (Required claim not covered)"
+    assert row["evidence state"] == "Evidence removed"
     assert row["confirmed"] == "no"
     assert "POL-REFUND-MONTHLY-CF-1@1 (visible, distractor, public)" in row["documents"]
     # error path: a refusal without a reason
@@ -326,7 +345,7 @@ def test_family_view_confirms_a_suggestion(
     table = at.dataframe[0].value
     row = table[table["case"] == saved.key].iloc[0]
     assert row["confirmed"] == f"by {RAVI}"
-    assert row["expected"] == "abstain (required_claim_not_covered)"
+    assert row["expected"] == "Abstain (Required claim not covered)"
 
 
 def test_family_view_claims_editor_and_replay(
