@@ -316,7 +316,7 @@ class RemoveAnswer(Operator[RemoveAnswerParams]):
             after, before = b, a
             while after < len(text) and text[after].isspace():
                 after += 1
-            while before > 0 and text[before - 1] in " \t":
+            while before > blk.content and text[before - 1].isspace():
                 before -= 1
             if k + 1 < len(sents):
                 out.append((a, sents[k + 1][0]))
