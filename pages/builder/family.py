@@ -99,8 +99,8 @@ def confirm(engine: Engine, actor: Actor, tax: Taxonomy, fam: FamilyView, key: s
     focus = take_focus()
     if focus in by_id:  # a variant was just saved: the form opens on it
         st.session_state[pick_key] = focus
-    elif st.session_state.get(pick_key) not in by_id:
-        st.session_state.pop(pick_key, None)
+    elif st.session_state.get(pick_key) not in by_id:  # confirmed meanwhile: the next one
+        st.session_state[pick_key] = pending[0].case_id
     picked = st.selectbox(
         "Variant",
         list(by_id),
