@@ -37,6 +37,20 @@ def family_tab(
         key=f"bld_kind_{view.id}",
     )
     st.caption(ui.plain(tax.evidence_states[kind].definition))
+    several = forms.decisive_documents(docs)
+    if kind != "partial" and len(several) > 1:
+        decisive = st.selectbox(
+            "Decisive document to work on",
+            several,
+            format_func=forms.document_label,
+            key=f"bld_decisive_{view.id}",
+        )
+        others = forms.other_decisive(docs, decisive.ref)
+        st.warning(
+            f"{ui.plain(', '.join(others))} also carries the answer: a variant made from "
+            f"{ui.plain(decisive.ref)} alone keeps the evidence, so its suggestion stays the "
+            "base case's decision and the family check flags it."
+        )
     if kind != "partial" and (decisive is None or not decisive.readable):
         st.info("This case has no visible decisive document you may read.")
         return

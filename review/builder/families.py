@@ -558,7 +558,7 @@ def derive_conflicted(
         reasons=reasons,
         slices=slices,
         category=category,
-        derivation=f"a conflicting copy {target}@1 of {src_ref} ({operator}) {how}.",
+        derivation=f"a conflicting copy {target}@1 of {src_ref} ({op.label}) {how}.",
         documents=refs,
         new_documents=[_new_doc(doc, target, result.text, **changes)],
         edits=[record],

@@ -26,6 +26,7 @@ __all__ = [
     "PartialPolicy",
     "conflict_operators",
     "decisive_document",
+    "decisive_documents",
     "default_document",
     "document_label",
     "form_defaults",
@@ -168,6 +169,11 @@ def default_document(docs: Sequence[CaseDocText]) -> int:
 def decisive_document(docs: Sequence[CaseDocText]) -> CaseDocText | None:
     """The case's visible decisive document (readable or not), if it has one."""
     return next((d for d in docs if _is_decisive(d)), None)
+
+
+def decisive_documents(docs: Sequence[CaseDocText]) -> list[CaseDocText]:
+    """Every visible decisive document of the case (readable or not)."""
+    return [d for d in docs if _is_decisive(d)]
 
 
 def other_decisive(docs: Sequence[CaseDocText], doc_ref: str) -> list[str]:

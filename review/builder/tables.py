@@ -21,6 +21,7 @@ from review.core.taxonomy import Taxonomy
 
 __all__ = [
     "CHANGE_COLOURS",
+    "CHECK_NAMES",
     "CheckNote",
     "base_case_table",
     "change_styles",
@@ -207,6 +208,19 @@ class CheckNote:
     text: str
 
 
+#: The family checks (review.builder.family_checks) as people read them
+CHECK_NAMES = {
+    "one_present": "One evidence-present case",
+    "same_family": "One family key",
+    "documents_known": "Every document has its text",
+    "visibility_matches_scopes": "Visibility agrees with the identity's scopes",
+    "present_shows_passage": "The evidence-present case shows the decisive passage",
+    "removed_no_passage": "No decisive passage left visible",
+    "forbidden_no_leak": "No restricted text visible",
+    "decisive_documents_accounted": "Every decisive document accounted for",
+}
+
+
 def check_notes(fam: FamilyView) -> list[CheckNote]:
     """What to say about the checks: how many fail, how many cannot be verified, or that all
     pass."""
@@ -233,7 +247,7 @@ def checks_table(checks: Sequence[Check]) -> pd.DataFrame:
         [
             {
                 "result": "pass" if c.passed else "FAIL",
-                "check": c.name,
+                "check": CHECK_NAMES.get(c.name) or readable.humanize(c.name),
                 "variant": c.variant or "(family)",
                 "detail": c.detail,
             }

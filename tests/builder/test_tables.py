@@ -173,9 +173,11 @@ def test_check_notes_and_table() -> None:
     assert notes[1].text.startswith("1 check(s) cannot be verified")
     table = tables.checks_table([ok, bad])
     assert table.to_dict("records") == [  # failing first
-        {"result": "FAIL", "check": "no leak", "variant": "(family)", "detail": bad.detail},
-        {"result": "pass", "check": "passage gone", "variant": "CASE-001-V1", "detail": "fine"},
+        {"result": "FAIL", "check": "No leak", "variant": "(family)", "detail": bad.detail},
+        {"result": "pass", "check": "Passage gone", "variant": "CASE-001-V1", "detail": "fine"},
     ]
+    named = tables.checks_table([Check("decisive_documents_accounted", True, "fine", "V")])
+    assert named.iloc[0]["check"] == "Every decisive document accounted for"
 
 
 def test_variant_labels_and_where_confirmation_starts(tax: Taxonomy) -> None:

@@ -434,3 +434,96 @@ def test_every_demo_family_renders_with_its_variants_and_passing_checks(
     fams = at.dataframe[1].value
     pending = dict(zip(fams["family"], fams["awaiting confirmation"], strict=True))
     assert pending["FAM-REFUND-WINDOW"] == 1 and pending["FAM-EDU-DISCOUNT"] == 0
+
+
+# ------------------------------------------------------------------------------------------
+# Two decisive documents: every decisive passage is accounted for
+
+
+def agent_case(engine: Engine, tax: Taxonomy) -> int:
+    """An agent's question that the public refund policy and the internal agent guide both
+    answer (two decisive documents of the demo)."""
+    item = cases.validate_case(
+        {
+            "key": "AGENT-001",
+            "question": "How old can a monthly charge be for an agent to approve its refund?",
+            "required_claims": ["A monthly plan charge can be refunded up to 14 days after it."],
+            "identity": {"name": "support-agent", "scopes": ["public", "internal"]},
+            "documents": [
+                {
+                    "doc_id": "POL-REFUND-MONTHLY",
+                    "version": 2,
+                    "visibility": "visible",
+                    "role": "decisive",
+                },
+                {
+                    "doc_id": "SUP-GUIDE-REFUNDS",
+                    "version": 1,
+                    "visibility": "visible",
+                    "role": "decisive",
+                },
+            ],
+            "expected_decision": "answer",
+            "category": "in_scope",
+            "split": "train",
+            "family": "FAM-AGENT-REFUND",
+            "evidence_state": "present",
+        },
+        "agent",
+        1,
+        tax,
+    )
+    return cases.create_case(engine, SYSTEM, item, tax)
+
+
+def test_an_edit_of_one_of_two_decisive_documents_keeps_the_answer_and_is_flagged(
+    demo_url: str, demo_engine: Engine, tax: Taxonomy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    case_id = agent_case(demo_engine, tax)
+    at = open_page(demo_url, monkeypatch, RAVI, case=str(case_id))
+    by_label(at.selectbox, "Document to edit").set_value(  # type: ignore[attr-defined]
+        next(
+            o
+            for o in by_label(at.selectbox, "Document to edit").options  # type: ignore[attr-defined]
+            if o.startswith("SUP-GUIDE-REFUNDS@1")
+        )
+    )
+    at.run()
+    by_label(at.selectbox, "Operator").set_value("remove_answer").run()  # type: ignore[attr-defined]
+    spans = by_label(at.selectbox, "Candidate spans")
+    # a plain paragraph of the guide (no FAQ, no question heading) offers its sentences
+    pick = next(
+        o
+        for o in spans.options  # type: ignore[attr-defined]
+        if "no more than 14 days old" in o
+    )
+    spans.set_value(spans.options.index(pick)).run()  # type: ignore[attr-defined]
+    click(at, "Preview the edit")
+    assert not at.error
+    suggestion = dict(at.dataframe[1].value.values.tolist())
+    assert suggestion["decision"] == "keep the base's"
+    assert "POL-REFUND-MONTHLY@2 still carries the answer" in suggestion["why"]
+    click(at, "Save as a variant of FAM-AGENT-REFUND")
+    assert "Saved AGENT-001-CF-1 (draft; no evidence state; suggested Answer)" in readable(
+        at.success[0]
+    )
+    assert any("checks fail" in readable(e) for e in at.error)
+    checks = at.dataframe[1].value
+    flagged = checks[checks["check"] == "Every decisive document accounted for"]
+    assert list(flagged["result"]) == ["FAIL"] and list(flagged["variant"]) == ["AGENT-001-CF-1"]
+    assert "POL-REFUND-MONTHLY@2 still carries the answer" in flagged.iloc[0]["detail"]
+
+
+def test_the_evidence_state_form_asks_which_decisive_document_and_warns(
+    demo_url: str, demo_engine: Engine, tax: Taxonomy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    case_id = agent_case(demo_engine, tax)
+    at = open_page(demo_url, monkeypatch, RAVI, case=str(case_id))
+    picker = by_label(at.selectbox, "Decisive document to work on")
+    assert [o.split(" ·")[0] for o in picker.options] == [  # type: ignore[attr-defined]
+        "POL-REFUND-MONTHLY@2",
+        "SUP-GUIDE-REFUNDS@1",
+    ]
+    assert any(
+        readable(w).startswith("SUP-GUIDE-REFUNDS@1 also carries the answer") for w in at.warning
+    )
