@@ -4,6 +4,8 @@ claims and recorded edits."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pandas as pd
 import streamlit as st
 from sqlalchemy import Engine
@@ -48,7 +50,7 @@ def family_view(engine: Engine, actor: Actor, tax: Taxonomy, key: str) -> None:
     st.markdown("**Variants in detail**")
     for v in fam.variants:
         with st.expander(ui.plain(tables.variant_label(v, tax, with_status=True))):
-            variant_detail(engine, actor, tax, v)
+            variant_detail(engine, actor, tax, v, fam.person)
 
 
 def checks(fam: FamilyView, key: str) -> None:
@@ -158,7 +160,9 @@ def confirm(engine: Engine, actor: Actor, tax: Taxonomy, fam: FamilyView, key: s
         st.rerun()
 
 
-def variant_detail(engine: Engine, actor: Actor, tax: Taxonomy, v: VariantRow) -> None:
+def variant_detail(
+    engine: Engine, actor: Actor, tax: Taxonomy, v: VariantRow, person: Callable[[str], str]
+) -> None:
     """A variant's question, required claims (editable) and recorded edits with replay."""
     ui.text(v.question, label="Question")
     st.caption("Required claims (for a partial variant: which claims lose support)")
@@ -184,7 +188,7 @@ def variant_detail(engine: Engine, actor: Actor, tax: Taxonomy, v: VariantRow) -
     if v.edits:
         st.caption("Recorded edits (provenance)")
     for e in v.edits:
-        st.text(tables.edit_line(e))
+        st.text(tables.edit_line(e, person))
         if e.before is None:
             st.caption("(before and after hidden: the source is restricted)")
         else:

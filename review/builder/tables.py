@@ -189,7 +189,7 @@ def variants_table(
                 else with_reasons(tax, v.suggested_decision, v.suggested_reasons),
                 "confirmed": "—"
                 if not v.has_suggestion
-                else (f"by {v.confirmed_by}" if v.confirmed_by else "no"),
+                else (f"by {fam.person(v.confirmed_by)}" if v.confirmed_by else "no"),
                 "documents": "; ".join(
                     f"{d.ref} ({d.visibility}, {d.role}, {d.access_scope})" for d in v.documents
                 )
@@ -280,10 +280,11 @@ def claims_table(claims: Sequence[ClaimMark]) -> pd.DataFrame:
     return pd.DataFrame([{"claim": c.text, "support": c.status} for c in claims])
 
 
-def edit_line(e: EditRow) -> str:
-    """One recorded edit (provenance) on one line of plain text."""
+def edit_line(e: EditRow, person: Callable[[str], str] = str) -> str:
+    """One recorded edit (provenance) on one line of plain text; ``person`` names its author
+    (FamilyView.person)."""
     return (
         f"#{e.id} {operator_label(e.operator)} on {e.source} at {e.start}-{e.end} → "
-        f"{e.result or '—'} by {e.author}, {e.created_at:%Y-%m-%d %H:%M} UTC; "
+        f"{e.result or '—'} by {person(e.author)}, {readable.when(e.created_at)}; "
         f"params {e.params}"
     )

@@ -220,6 +220,9 @@ def test_claims_table_and_edit_line() -> None:
         "#7 Change the unit on POL@2 at 39-46 → — by ines@x, 2026-03-01 09:05 UTC; "
         "params {'to_unit': 'weeks'}"
     )
+    named = family().__class__("FAM", "Q?", (), (), None, "given", False, {"ines@x": "Inés Duarte"})
+    assert "→ — by Inés Duarte, 2026-03-01 09:05 UTC" in tables.edit_line(edit, named.person)
+    assert named.person("nobody@x") == "nobody@x" and named.person(None) == "—"
     assert "→ POL-CF-1@1 by" in tables.edit_line(dataclasses.replace(edit, result="POL-CF-1@1"))
 
 

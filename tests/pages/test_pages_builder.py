@@ -344,7 +344,7 @@ def test_family_view_confirms_a_suggestion(
         assert sug is not None and sug.confirmed_by == RAVI
     table = at.dataframe[0].value
     row = table[table["case"] == saved.key].iloc[0]
-    assert row["confirmed"] == f"by {RAVI}"
+    assert row["confirmed"] == "by Ravi Menon"  # a name, not an e-mail address
     assert row["expected"] == "Abstain (Required claim not covered)"
 
 
