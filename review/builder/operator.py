@@ -166,7 +166,7 @@ class Params:
         """Raise InputError naming the field when a value is not allowed."""
 
     def fail(self, fld: str, problem: str) -> InputError:
-        return InputError(f"{self.operator}: parameter {fld}: {problem}")
+        return InputError(f"{operator_label(self.operator)}: parameter {fld}: {problem}")
 
     def to_dict(self) -> dict[str, ParamValue]:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
@@ -197,7 +197,7 @@ P = TypeVar("P", bound=Params)
 
 
 def _parse_params(cls: type[P], data: Mapping[str, object]) -> P:
-    name = cls.operator
+    name = operator_label(cls.operator)
     if not isinstance(data, Mapping):
         raise InputError(f"{name}: parameters must be a mapping of names to values")
     hints = typing.get_type_hints(cls)
@@ -364,12 +364,12 @@ class Operator(ABC, Generic[P]):
         """Apply the edit inside ``span``; InputError when it cannot or would change nothing."""
         if not isinstance(params, self.params_type):
             raise InputError(
-                f"{self.name}: expected {self.params_type.__name__}, got {type(params).__name__}"
+                f"{self.label}: expected {self.params_type.__name__}, got {type(params).__name__}"
             )
-        _check_span(text, span, self.name)
+        _check_span(text, span, self.label)
         result = self._apply(text, span, params)
         if result.after == result.before and not result.metadata and not result.extra_documents:
-            raise InputError(f"{self.name}: the edit would change nothing in the span")
+            raise InputError(f"{self.label}: the edit would change nothing in the span")
         return result
 
     def apply_dict(self, text: str, span: Span, params: Mapping[str, object]) -> EditResult:
@@ -418,7 +418,9 @@ class Operator(ABC, Generic[P]):
 
     def _missing(self, what: str, span: Span) -> InputError:
         shown = span.text if len(span.text) <= 60 else span.text[:57] + "..."
-        return InputError(f"{self.name}: no {what} in the span {span.start}-{span.end} ({shown!r})")
+        return InputError(
+            f"{self.label}: no {what} in the span {span.start}-{span.end} ({shown!r})"
+        )
 
 
 def _check_span(text: str, span: Span, name: str) -> None:

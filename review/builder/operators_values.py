@@ -88,7 +88,7 @@ class ReplaceTier(Operator[ReplaceTierParams]):
         target = found[0].group(1)
         if target == params.to_tier:
             raise InputError(
-                f"{self.name}: the span already names {target}; replacing it by "
+                f"{self.label}: the span already names {target}; replacing it by "
                 f"{params.to_tier} would change nothing"
             )
         ops = [(m.start(), m.end(), params.to_tier) for m in found if m.group(1) == target]
@@ -226,13 +226,13 @@ class ChangeUnit(Operator[ChangeUnitParams]):
         unit = _CANON[found[0].group("unit")]
         if _FAMILY_OF[unit] != _FAMILY_OF[params.to_unit]:
             raise InputError(
-                f"{self.name}: cannot change {unit!r} ({_FAMILY_OF[unit]}) into "
+                f"{self.label}: cannot change {unit!r} ({_FAMILY_OF[unit]}) into "
                 f"{params.to_unit!r} ({_FAMILY_OF[params.to_unit]}); choose one of: "
                 f"{', '.join(u for u in UNIT_FAMILIES[_FAMILY_OF[unit]] if u != unit)}"
             )
         if unit == params.to_unit:
             raise InputError(
-                f"{self.name}: the quantity is already in {unit!r}; that would change nothing"
+                f"{self.label}: the quantity is already in {unit!r}; that would change nothing"
             )
         ops = [
             (m.start(), m.end(), _render_unit(m.group("num"), m.group("sep"), params.to_unit))
@@ -284,7 +284,7 @@ class ChangeNumber(Operator[ChangeNumberParams]):
         m = found[0]
         if m.group("num") == params.to_number:
             raise InputError(
-                f"{self.name}: the number is already {params.to_number}; that would change nothing"
+                f"{self.label}: the number is already {params.to_number}; that would change nothing"
             )
         sep, unit = m.group("sep"), m.group("unit")
         if sep == "":  # "10GB", "99.95%": keep the symbol as written
@@ -369,7 +369,7 @@ class SwapYear(Operator[SwapYearParams]):
         year = int(found[0].group(1))
         if year == params.to_year:
             raise InputError(
-                f"{self.name}: the span already says {year}; that would change nothing"
+                f"{self.label}: the span already says {year}; that would change nothing"
             )
         ops = [(m.start(), m.end(), str(params.to_year)) for m in found if int(m.group(1)) == year]
         meta: dict[str, str] = {}
@@ -462,7 +462,7 @@ class MoveJurisdiction(Operator[MoveJurisdictionParams]):
         key = _JUR_OF[found[0].group(1)][0]
         if key == params.to_jurisdiction:
             raise InputError(
-                f"{self.name}: the span already names {key}; that would change nothing"
+                f"{self.label}: the span already names {key}; that would change nothing"
             )
         ops = [
             (m.start(), m.end(), JURISDICTIONS[params.to_jurisdiction][_JUR_OF[m.group(1)][1]])
