@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from sqlalchemy import Engine
+
 from review.cases import cases
 from review.cli.main import main
 from review.core.taxonomy import Taxonomy
@@ -68,8 +70,33 @@ def test_the_demo_section_states_the_sizes_the_fixtures_build() -> None:
     n_docs = len(list(files.DEMO_DOCS.glob("*.md")))
     assert f"{n_docs} document versions" in text
     n_cases = len(files.DEMO_CASES.read_text(encoding="utf-8").splitlines())
-    assert f"{n_cases} cases" in text
+    assert f"the {n_cases} imported" in text
     assert len(people.DEMO_USERS) == 7 and "seven users" in text
+
+
+def test_the_demo_figures_are_the_ones_the_overview_shows(
+    demo_engine: Engine, tax: Taxonomy
+) -> None:
+    """README's cases, share expecting no answer and traces are what the app shows on the
+    demo: the Overview's own figures (build_overview), and the trace count seed-demo makes."""
+    import inspect
+
+    from review.core import readable
+    from review.demo import fixtures
+    from review.monthly.overview import build_overview
+
+    section = README[README.index("## The demo company") : README.index("## Importing")]
+    text = " ".join(section.split())
+    ov = build_overview(demo_engine, fixtures.DEMO_ACTOR, tax)
+    assert ov.unanswerable_share is not None
+    ready = ov.cases_by_status["ready"]
+    assert f"{ov.cases_total} cases in {ov.families} counterfactual families" in text
+    share = readable.percent(ov.unanswerable_share)
+    assert f"{share} of the {ready} ready cases expecting no answer" in text
+    # seed-demo calls build_demo with its default trace count; the test demo makes fewer
+    seeded = inspect.signature(fixtures.build_demo).parameters["trace_count"].default
+    assert seeded == fixtures.DEMO_TRACES
+    assert f"{seeded + fixtures.EXTRA_DEMO_TRACES:,} production traces" in text
 
 
 def test_the_architecture_table_matches_the_areas() -> None:

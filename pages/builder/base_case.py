@@ -50,8 +50,9 @@ def builder_view(engine: Engine, actor: Actor, tax: Taxonomy, case_id: int) -> N
         go(family=view.family)
     ui.text(view.question, label="Question")
     st.caption(
-        f"Expected {ui.plain(tables.decision_label(tax, view.expected_decision))} · evidence "
-        f"state {ui.plain(view.evidence_state or '—')} · family {ui.plain(view.family or '—')} "
+        f"Expected {ui.plain(tables.decision_label(tax, view.expected_decision))} · "
+        f"{ui.plain(tables.evidence_state_label(tax, view.evidence_state))} · family "
+        f"{ui.plain(view.family or '—')} "
         f"· identity {ui.plain(view.identity_name)} ({ui.plain(', '.join(view.identity_scopes))})"
     )
     if view.evidence_state not in (None, "present") or view.expected_decision != "answer":

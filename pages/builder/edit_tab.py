@@ -9,11 +9,12 @@ import streamlit as st
 from sqlalchemy import Engine
 
 from pages import ui
-from pages.builder.nav import go, leave_message
+from pages.builder.nav import focus_variant, go, leave_message
 from pages.builder.params import param_widgets
 from pages.builder.preview import show_preview
-from review.builder import diffs, documents, forms, variants
+from review.builder import diffs, documents, forms, tables, variants
 from review.builder.edits import OPERATORS
+from review.builder.operator import operator_label
 from review.cases import cases
 from review.core.errors import WorkbenchError
 from review.core.identity import Actor, Permission
@@ -30,7 +31,7 @@ def pick_span(
     body = doc.body or ""
     spans = OPERATORS[op_name].candidates(body)[: forms.MAX_CANDIDATES]
     choice = st.selectbox(
-        f"Candidate spans ({len(spans)} found by {ui.plain(op_name)})",
+        f"Candidate spans ({len(spans)} found by {ui.plain(operator_label(op_name))})",
         [*range(len(spans)), forms.CUSTOM],
         format_func=lambda i: (
             "Custom offsets…" if i == forms.CUSTOM else forms.span_label(body, spans[i])
@@ -68,10 +69,13 @@ def edit_tab(
         format_func=forms.document_label,
         key=f"bld_doc_{view.id}",
     )
-    op_name = c2.selectbox("Operator", list(OPERATORS), key=f"bld_op_{view.id}")
+    op_name = c2.selectbox(
+        "Operator", list(OPERATORS), format_func=operator_label, key=f"bld_op_{view.id}"
+    )
     op = OPERATORS[op_name]
     st.caption(ui.plain(op.description))
     body = doc.body or ""
+    others = forms.other_decisive(docs, doc.ref)
     picked = pick_span(view, doc, op_name)
     if picked is None:
         return
@@ -87,7 +91,7 @@ def edit_tab(
     if go_preview:
         try:
             params = forms.parse_param_values(fields, values)
-            diffs.preview(body, op_name, start, end, params, doc_ref=doc.ref)
+            diffs.preview(body, op_name, start, end, params, doc_ref=doc.ref, other_decisive=others)
         except WorkbenchError as exc:
             st.session_state.pop(PREVIEW_KEY, None)
             st.error("Nothing changed. " + ui.plain(exc))
@@ -98,7 +102,9 @@ def edit_tab(
     state = st.session_state.get(PREVIEW_KEY)
     if state is None or not forms.preview_applies(state, view.id, doc.ref, op_name, start, end):
         return
-    pv = diffs.preview(body, op_name, start, end, state["params"], doc_ref=doc.ref)
+    pv = diffs.preview(
+        body, op_name, start, end, state["params"], doc_ref=doc.ref, other_decisive=others
+    )
     show_preview(pv, doc.ref, tax)
     if not actor.can(Permission.edit_cases):
         st.info("Saving variants needs a role that may edit cases (annotator, reviewer, admin).")
@@ -144,9 +150,12 @@ def save_buttons(
         else:
             st.session_state.pop(PREVIEW_KEY, None)
             leave_message(
-                f"Saved {saved.key} (draft, suggested {saved.suggested_decision}) with "
-                f"{', '.join(saved.documents) or 'no new document'}. Confirm its label here."
+                f"Saved {saved.key} (draft; "
+                f"{tables.evidence_state_label(tax, saved.evidence_state)}; suggested "
+                f"{tables.decision_label(tax, saved.suggested_decision)}) with "
+                f"{', '.join(saved.documents) or 'no new document'}. Confirm its label below."
             )
+            focus_variant(saved.case_id)
             go(family=view.family or "")
     if actor.can(Permission.edit_corpus) and c6.button(
         "Save the edited document only", key="bld_save_doc"

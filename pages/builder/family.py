@@ -4,12 +4,14 @@ claims and recorded edits."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pandas as pd
 import streamlit as st
 from sqlalchemy import Engine
 
 from pages import ui
-from pages.builder.nav import leave_message
+from pages.builder.nav import leave_message, take_focus
 from review.builder import family_view as builder_family_view
 from review.builder import replay, suggestions, tables
 from review.builder.family_view import FamilyView, VariantRow
@@ -31,7 +33,7 @@ def family_view(engine: Engine, actor: Actor, tax: Taxonomy, key: str) -> None:
         return
     st.subheader(f"Family {ui.plain(fam.key)}")
     ui.text(fam.title, label="Question of the family")
-    rows = tables.variants_table(fam, lambda case_id: ui.link("cases", case=case_id))
+    rows = tables.variants_table(fam, lambda case_id: ui.link("cases", case=case_id), tax)
     st.dataframe(
         pd.DataFrame(rows),
         hide_index=True,
@@ -47,8 +49,8 @@ def family_view(engine: Engine, actor: Actor, tax: Taxonomy, key: str) -> None:
     confirm(engine, actor, tax, fam, key)
     st.markdown("**Variants in detail**")
     for v in fam.variants:
-        with st.expander(ui.plain(tables.variant_label(v, with_status=True))):
-            variant_detail(engine, actor, tax, v)
+        with st.expander(ui.plain(tables.variant_label(v, tax, with_status=True))):
+            variant_detail(engine, actor, tax, v, fam.person)
 
 
 def checks(fam: FamilyView, key: str) -> None:
@@ -94,20 +96,31 @@ def confirm(engine: Engine, actor: Actor, tax: Taxonomy, fam: FamilyView, key: s
     if not actor.can(Permission.edit_cases):
         st.info("Confirming labels needs a role that may edit cases.")
         return
-    target = st.selectbox(
+    by_id = {v.case_id: v for v in pending}
+    pick_key = f"bld_confirm_pick_{key}"
+    focus = take_focus()
+    if focus in by_id:  # a variant was just saved: the form opens on it
+        st.session_state[pick_key] = focus
+    elif st.session_state.get(pick_key) not in by_id:  # confirmed meanwhile: the next one
+        st.session_state[pick_key] = pending[0].case_id
+    picked = st.selectbox(
         "Variant",
-        pending,
-        format_func=tables.variant_label,
-        key=f"bld_confirm_pick_{key}",
+        list(by_id),
+        format_func=lambda cid: tables.variant_label(by_id[cid], tax),
+        key=pick_key,
     )
+    target = by_id[picked]
     ui.text(target.question, label="Question of the variant")
+    st.markdown(
+        f"**Evidence state:** {ui.plain(tables.evidence_state_label(tax, target.evidence_state))}"
+    )
+    if target.evidence_state in tax.evidence_states:
+        st.caption(ui.plain(tax.evidence_states[target.evidence_state].definition))
     index, start_reasons = tables.confirm_start(target, tax)
     with st.form(f"bld_confirm_{target.case_id}"):
-        st.caption(
-            f"Suggested by {ui.plain(target.suggestion_source)}: "
-            f"{ui.plain(tables.decision_label(tax, target.suggested_decision))} "
-            f"\\[{ui.plain(', '.join(target.suggested_reasons) or 'no reason')}\\]"
-        )
+        source = tables.suggestion_source_label(tax, target.suggestion_source)
+        said = tables.with_reasons(tax, target.suggested_decision, target.suggested_reasons)
+        st.caption(f"Suggested by {ui.plain(source)}: {ui.plain(said)}")
         decision = st.selectbox(
             "Expected decision",
             list(tax.decisions),
@@ -147,7 +160,9 @@ def confirm(engine: Engine, actor: Actor, tax: Taxonomy, fam: FamilyView, key: s
         st.rerun()
 
 
-def variant_detail(engine: Engine, actor: Actor, tax: Taxonomy, v: VariantRow) -> None:
+def variant_detail(
+    engine: Engine, actor: Actor, tax: Taxonomy, v: VariantRow, person: Callable[[str], str]
+) -> None:
     """A variant's question, required claims (editable) and recorded edits with replay."""
     ui.text(v.question, label="Question")
     st.caption("Required claims (for a partial variant: which claims lose support)")
@@ -173,7 +188,7 @@ def variant_detail(engine: Engine, actor: Actor, tax: Taxonomy, v: VariantRow) -
     if v.edits:
         st.caption("Recorded edits (provenance)")
     for e in v.edits:
-        st.text(tables.edit_line(e))
+        st.text(tables.edit_line(e, person))
         if e.before is None:
             st.caption("(before and after hidden: the source is restricted)")
         else:

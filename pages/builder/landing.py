@@ -9,6 +9,7 @@ from pages import ui
 from pages.builder.nav import go
 from review.builder import documents, tables
 from review.builder import family_view as builder_family_view
+from review.core.taxonomy import Taxonomy
 
 PAGE_SIZE = 25
 
@@ -39,7 +40,7 @@ def base_cases(engine: Engine) -> None:
     st.caption("Select a row to start building from that case.")
 
 
-def families(engine: Engine) -> None:
+def families(engine: Engine, tax: Taxonomy) -> None:
     st.markdown("**Families**")
     nfam = builder_family_view.count_families(engine)
     fpage = ui.paginate(nfam, "bld_fam", page_size=PAGE_SIZE)
@@ -48,7 +49,7 @@ def families(engine: Engine) -> None:
         st.caption("No families yet.")
         return
     st.dataframe(
-        tables.family_list_table(fams, lambda key: ui.link("builder", family=key)),
+        tables.family_list_table(fams, lambda key: ui.link("builder", family=key), tax),
         hide_index=True,
         width="stretch",
         height=ui.table_height(len(fams)),
@@ -57,10 +58,10 @@ def families(engine: Engine) -> None:
     )
 
 
-def landing(engine: Engine) -> None:
+def landing(engine: Engine, tax: Taxonomy) -> None:
     st.caption(
         "Pick an evidence-present case to derive hard variants from, or open a family to see "
         "its variants, checks and suggestions."
     )
     base_cases(engine)
-    families(engine)
+    families(engine, tax)

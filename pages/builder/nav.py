@@ -10,6 +10,7 @@ import streamlit as st
 from pages import ui
 
 FLASH_KEY = "bld_flash"
+FOCUS_KEY = "bld_focus_variant"
 
 
 def go(**params: str) -> NoReturn:
@@ -25,6 +26,17 @@ def go(**params: str) -> NoReturn:
 def leave_message(text: str) -> None:
     """A success message shown once, at the top of the next run."""
     st.session_state[FLASH_KEY] = text
+
+
+def focus_variant(case_id: int) -> None:
+    """Open the family view's confirmation form on this (just saved) variant."""
+    st.session_state[FOCUS_KEY] = case_id
+
+
+def take_focus() -> int | None:
+    """The variant a save asked the confirmation form to open on, once."""
+    focus = st.session_state.pop(FOCUS_KEY, None)
+    return focus if isinstance(focus, int) else None
 
 
 def flash() -> None:

@@ -7,11 +7,11 @@ import streamlit as st
 from sqlalchemy import Engine
 
 from pages import ui
-from pages.builder.nav import go, leave_message
+from pages.builder.nav import focus_variant, go, leave_message
 from pages.builder.params import param_widgets
 from review.builder import documents, forms, tables, variants
 from review.builder.edits import OPERATORS
-from review.builder.operator import ParamField
+from review.builder.operator import ParamField, operator_label
 from review.cases import cases
 from review.core.errors import WorkbenchError
 from review.core.identity import Actor, Permission
@@ -37,6 +37,20 @@ def family_tab(
         key=f"bld_kind_{view.id}",
     )
     st.caption(ui.plain(tax.evidence_states[kind].definition))
+    several = forms.decisive_documents(docs)
+    if kind != "partial" and len(several) > 1:
+        decisive = st.selectbox(
+            "Decisive document to work on",
+            several,
+            format_func=forms.document_label,
+            key=f"bld_decisive_{view.id}",
+        )
+        others = forms.other_decisive(docs, decisive.ref)
+        st.warning(
+            f"{ui.plain(', '.join(others))} also carries the answer: a variant made from "
+            f"{ui.plain(decisive.ref)} alone keeps the evidence, so its suggestion stays the "
+            "base case's decision and the family check flags it."
+        )
     if kind != "partial" and (decisive is None or not decisive.readable):
         st.info("This case has no visible decisive document you may read.")
         return
@@ -48,6 +62,7 @@ def family_tab(
             "Operator for the conflicting copy",
             usable,
             index=usable.index("change_number"),
+            format_func=operator_label,
             key=f"bld_conflict_op_{view.id}",
         )
     fields: list[ParamField] = []
@@ -106,7 +121,9 @@ def family_tab(
         st.error("Nothing was saved. " + ui.plain(exc))
         return
     leave_message(
-        f"Saved {saved.key} ({saved.evidence_state}, suggested {saved.suggested_decision}). "
-        "Confirm its label in the family view."
+        f"Saved {saved.key} (draft; {tables.evidence_state_label(tax, saved.evidence_state)}; "
+        f"suggested {tables.decision_label(tax, saved.suggested_decision)}). Confirm its "
+        "label below."
     )
+    focus_variant(saved.case_id)
     go(family=view.family or "")

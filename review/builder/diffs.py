@@ -178,8 +178,11 @@ def preview(
     params: Mapping[str, object],
     *,
     doc_ref: str = "document@1",
+    other_decisive: Sequence[str] = (),
 ) -> Preview:
-    """Apply ``operator`` to ``body[start:end]`` without saving; InputError when refused."""
+    """Apply ``operator`` to ``body[start:end]`` without saving; InputError when refused.
+    ``other_decisive``: the case's other visible decisive documents, which still carry the
+    answer whatever the edit does (the suggestion then keeps the base case's decision)."""
     op = OPERATORS.get(operator)
     if op is None:
         raise InputError(f"unknown edit operator {operator!r}; use one of: {', '.join(OPERATORS)}")
@@ -191,4 +194,5 @@ def preview(
     rows = tuple(diff_rows(body, result.text))
     left, right = side_by_side(rows)
     extras = tuple((x.title, x.access_scope, x.body) for x in result.extra_documents)
-    return Preview(result, record, rows, left, right, op.suggestion, result.metadata, extras)
+    suggestion = op.suggestion.kept_by(other_decisive)
+    return Preview(result, record, rows, left, right, suggestion, result.metadata, extras)

@@ -17,6 +17,10 @@ left visible in a removed-evidence variant, and visibility that agrees with the 
 scopes. Lexical overlap is only used to find leaks, never to decide what answers a question.
 """
 
+# Long module: the five builders share one input validation, one variant constructor and one
+# rule for the decisive documents an edit leaves (the evidence is gone only when none still
+# shows the answer); apart, each would need the others' private helpers.
+
 from __future__ import annotations
 
 import copy
@@ -27,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from review.builder.edits import OPERATORS, EditRecord, edit_document
-from review.builder.operator import Params, ParamValue, Span, find_span
+from review.builder.operator import Params, ParamValue, Span, Suggestion, find_span
 from review.core.errors import InputError
 from review.core.terms import CaseStatus
 
@@ -39,6 +43,7 @@ __all__ = [
     "derive_forbidden",
     "derive_partial",
     "derive_removed",
+    "passage_bounds",
     "present_variant",
 ]
 
@@ -262,6 +267,40 @@ def _merge(*groups: Iterable[str]) -> list[str]:
     return out
 
 
+def _still_decisive(refs: Sequence[Mapping[str, Any]], base: Mapping[str, Any]) -> list[str]:
+    """The base case's visible decisive documents that are still visible, unchanged, among
+    a variant's ``refs``: each still carries the answer."""
+    kept = {(d["doc_id"], d["version"]) for d in refs if d["visibility"] == "visible"}
+    return [
+        _ref(d["doc_id"], d["version"])
+        for d in base["documents"]
+        if d["visibility"] == "visible"
+        and d["role"] == "decisive"
+        and (d["doc_id"], d["version"]) in kept
+    ]
+
+
+def _evidence_kept(
+    base: Mapping[str, Any],
+    refs: Sequence[Mapping[str, Any]],
+    decision: str,
+    reasons: tuple[str, ...],
+    derivation: str,
+) -> tuple[str, tuple[str, ...], str]:
+    """The suggested decision, reasons and derivation of a variant that takes the answer away
+    from one decisive document: when another decisive document still shows it, the evidence
+    is not gone and the base case's decision and reasons stay (the family check flags it)."""
+    others = _still_decisive(refs, base)
+    if not others:
+        return decision, reasons, derivation
+    note = Suggestion(decision, reasons).kept_by(others).note
+    return (
+        base["expected_decision"],
+        tuple(base.get("reason_codes", [])),
+        f"{derivation} {note}",
+    )
+
+
 def _variant(
     base: dict[str, Any],
     *,
@@ -389,11 +428,14 @@ def derive_removed(
             "document is kept."
         )
     slices = ("near_neighbour_distractor",) if refs else ("empty_retrieval",)
+    decision, reasons, derivation = _evidence_kept(
+        base, refs, "abstain", ("no_answer_bearing_evidence",), derivation
+    )
     return _variant(
         base,
         state="removed",
-        decision="abstain",
-        reasons=("no_answer_bearing_evidence",),
+        decision=decision,
+        reasons=reasons,
         slices=slices,
         category="near_miss",
         derivation=derivation,
@@ -516,7 +558,7 @@ def derive_conflicted(
         reasons=reasons,
         slices=slices,
         category=category,
-        derivation=f"a conflicting copy {target}@1 of {src_ref} ({operator}) {how}.",
+        derivation=f"a conflicting copy {target}@1 of {src_ref} ({op.label}) {how}.",
         documents=refs,
         new_documents=[_new_doc(doc, target, result.text, **changes)],
         edits=[record],
@@ -587,11 +629,14 @@ def derive_forbidden(
     if also:
         derivation += f" Also forbidden for the narrowed identity: {', '.join(also)}."
     text = _locate(doc, passage).text if passage is not None else None
+    decision, reasons, derivation = _evidence_kept(
+        base, refs, "abstain", ("source_not_allowed",), derivation
+    )
     return _variant(
         base,
         state="forbidden",
-        decision="abstain",
-        reasons=("source_not_allowed",),
+        decision=decision,
+        reasons=reasons,
         slices=("access_filtered_answer",),
         category="access_restricted",
         derivation=derivation,
@@ -722,7 +767,15 @@ def derive_edited(
         )
     except InputError as exc:
         raise InputError(f"{src_ref}: {exc}") from None
-    sug = op.suggestion
+    # other visible decisive documents still carry the answer: the edit does not take the
+    # evidence away, so the suggestion keeps the base case's decision (see Suggestion.kept_by)
+    others = [
+        _ref(d["doc_id"], d["version"])
+        for i, d in enumerate(base["documents"])
+        if i != pos and d["visibility"] == "visible" and d["role"] == "decisive"
+    ]
+    demoted = op.suggestion.decision is not None  # the edited copy no longer settles it
+    sug = op.suggestion.kept_by(others)
     keep_labels = sug.decision is None
     changes: dict[str, object] = {}
     if "effective_date" in result.metadata:
@@ -731,7 +784,7 @@ def derive_edited(
         changes["jurisdiction"] = result.metadata["jurisdiction"]
     new_docs = [_new_doc(doc, target, result.text, **changes)]
     refs = copy.deepcopy(base["documents"])
-    role = refs[pos]["role"] if keep_labels else "distractor"
+    role = "distractor" if demoted else refs[pos]["role"]
     refs[pos] = {**refs[pos], "doc_id": target, "version": 1, "role": role}
     identity: dict[str, Any] | None = None
     for k, extra in enumerate(result.extra_documents):
@@ -752,6 +805,9 @@ def derive_edited(
     decision = base["expected_decision"] if keep_labels else str(sug.decision)
     reasons = tuple(base.get("reason_codes", [])) if keep_labels else sug.reason_codes
     checked = sug.evidence_state in ("removed", "forbidden")
+    derivation = f"{op.label} applied to {src_ref} at {sp.start}-{sp.end} in the copy {target}@1."
+    if sug is not op.suggestion:
+        derivation += " " + sug.note
     return _variant(
         base,
         state=sug.evidence_state,
@@ -759,20 +815,44 @@ def derive_edited(
         reasons=reasons,
         slices=sug.slices,
         category=sug.category,
-        derivation=f"{operator} applied to {src_ref} at {sp.start}-{sp.end} in the copy "
-        f"{target}@1.",
+        derivation=derivation,
         documents=refs,
         identity=identity,
         new_documents=new_docs,
         edits=[record],
-        passage=_whole_lines(body, sp.start, sp.end) if checked else None,
+        passage=_passage_text(body, sp.start, sp.end) if checked else None,
     )
 
 
-def _whole_lines(text: str, start: int, end: int) -> str:
+#: A span of this many words or more is a passage of its own (a sentence, an answer); a
+#: shorter one (a figure, a tier, a year) stands for the lines around it.
+PASSAGE_WORDS = 6
+
+
+def passage_bounds(text: str, start: int, end: int) -> tuple[int, int]:
+    """Where the decisive passage of an edit at ``[start, end)`` is: the span itself (without
+    surrounding space) when it is a sentence or longer, else the whole lines it is on. The
+    family checks look for this passage in the variant's visible documents."""
+    a, b = start, end
+    while a < b and text[a].isspace():
+        a += 1
+    while b > a and text[b - 1].isspace():
+        b -= 1
+    if len(text[a:b].split()) >= PASSAGE_WORDS:
+        return a, b
     a = text.rfind("\n", 0, start) + 1
     b = text.find("\n", end)
-    return text[a : len(text) if b < 0 else b].strip()
+    b = len(text) if b < 0 else b
+    while a < b and text[a].isspace():
+        a += 1
+    while b > a and text[b - 1].isspace():
+        b -= 1
+    return a, b
+
+
+def _passage_text(text: str, start: int, end: int) -> str:
+    a, b = passage_bounds(text, start, end)
+    return text[a:b]
 
 
 _EMPHASIS_RE = re.compile(r"\[\^[^\]\s]+\]|[*`]")

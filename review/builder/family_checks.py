@@ -67,6 +67,52 @@ def restricted_text_in(text: str, restricted: Sequence[str], allowed: Sequence[s
     return False
 
 
+def _visible_decisive(v: Variant) -> list[tuple[str, int]]:
+    return [
+        (r["doc_id"], r["version"])
+        for r in v.case.get("documents", [])
+        if r["visibility"] == "visible" and r["role"] == "decisive"
+    ]
+
+
+def _decisive_refs(present: Sequence[Variant]) -> list[tuple[str, int]]:
+    """The visible decisive documents of the evidence-present case(s), each once."""
+    out: list[tuple[str, int]] = []
+    for v in present:
+        out.extend(r for r in _visible_decisive(v) if r not in out)
+    return out
+
+
+def _decisive_accounted(v: Variant, decisive: Sequence[tuple[str, int]], name: str) -> Check:
+    """A variant that edits away or hides one decisive document of the evidence-present case
+    while another still shows (unchanged) does not take the evidence away: the answer is
+    still there. Flagged so that the expert edits the others too or expects an answer."""
+    visible = {
+        (r["doc_id"], r["version"])
+        for r in v.case.get("documents", [])
+        if r["visibility"] == "visible"
+    }
+    kept = [d for d in decisive if d in visible]
+    lost = [d for d in decisive if d not in visible]
+    replaced = [d for d in _visible_decisive(v) if d not in decisive]
+    if lost and kept and not replaced:
+        gone = ", ".join(_ref(*d) for d in lost)
+        still = ", ".join(_ref(*d) for d in kept)
+        return Check(
+            "decisive_documents_accounted",
+            False,
+            f"{gone} is edited or hidden here but {still} still carries the answer (decisive "
+            f"and visible): the evidence is not gone. Expect an answer, or edit {still} too",
+            name,
+        )
+    return Check(
+        "decisive_documents_accounted",
+        True,
+        "every decisive document of the evidence-present case is accounted for",
+        name,
+    )
+
+
 def family_checks(
     variants: Sequence[Variant], documents: Iterable[Mapping[str, Any]]
 ) -> list[Check]:
@@ -92,8 +138,11 @@ def family_checks(
         )
     )
     base_passages = [v.decisive_passage for v in present if v.decisive_passage]
+    decisive = _decisive_refs(present)
     for i, v in enumerate(variants):
         name = _name(v, i)
+        if len(decisive) > 1 and v.evidence_state != "present":
+            checks.append(_decisive_accounted(v, decisive, name))
         visible: list[tuple[str, str]] = []
         missing: list[str] = []
         scope_problems: list[str] = []

@@ -30,6 +30,7 @@ from storage.models import (
     CaseFamily,
     CaseSuggestion,
     Document,
+    User,
 )
 
 __all__ = [
@@ -54,7 +55,7 @@ class FamilyRow:
     title: str
     variants: int
     unconfirmed: int
-    states: str
+    states: tuple[str | None, ...]  # the evidence states of its cases (None: no state)
 
 
 def count_families(engine: Engine) -> int:
@@ -88,7 +89,7 @@ def list_families(engine: Engine, page: int = 1, page_size: int = 25) -> list[Fa
                 .group_by(Case.family_id)
             ).all()
         )
-        states: dict[int, list[str]] = {i: [] for i in ids}
+        states: dict[int, list[str | None]] = {i: [] for i in ids}
         for fid, state in s.execute(
             select(Case.family_id, Case.evidence_state)
             .where(Case.family_id.in_(ids))
@@ -96,14 +97,14 @@ def list_families(engine: Engine, page: int = 1, page_size: int = 25) -> list[Fa
             .order_by(Case.evidence_state)
         ):
             if fid is not None:
-                states[fid].append(state or "other")
+                states[fid].append(state)
     return [
         FamilyRow(
             f.key,
             f.title,
             int(counts.get(f.id, 0)),
             int(pending.get(f.id, 0)),
-            ", ".join(states[f.id]),
+            tuple(sorted(states[f.id], key=lambda x: (x is None, x or ""))),
         )
         for f in fams
     ]
@@ -180,6 +181,13 @@ class FamilyView:
     passage: str | None  # the decisive passage the checks used (None if hidden or unknown)
     passage_source: str  # where it came from
     hidden: bool  # restricted text was withheld from this actor
+    people: Mapping[str, str] = dataclasses.field(default_factory=dict)  # e-mail -> name
+
+    def person(self, email: str | None) -> str:
+        """Who someone is, as people read it: their name, else the e-mail address."""
+        if not email:
+            return "—"
+        return self.people.get(email) or email
 
     @property
     def unverified(self) -> tuple[Check, ...]:
@@ -341,6 +349,14 @@ def family_view(
                 )
             )
         checks = family_checks(variants, [_doc_dict(d) for d in docs.values()])
+        emails = {g.confirmed_by for g in sugs.values() if g.confirmed_by}
+        emails |= {e.author for es in edits.values() for e in es}
+        people = {
+            email: name
+            for email, name in s.execute(
+                select(User.email, User.name).where(User.email.in_(emails))
+            )
+        }
         if hide:
             checks = [
                 dataclasses.replace(c, detail=_QUOTED_RE.sub("(restricted text)", c.detail))
@@ -391,7 +407,9 @@ def family_view(
             shown = None
         if base_doc is not None and not can_see(actor, base_doc.access_scope):
             shown = None
-        return FamilyView(fam.key, fam.title, tuple(out_rows), tuple(checks), shown, source, hide)
+        return FamilyView(
+            fam.key, fam.title, tuple(out_rows), tuple(checks), shown, source, hide, people
+        )
 
 
 def _edit_row(e: CaseEdit, docs: Mapping[tuple[str, int], Document], actor: Actor) -> EditRow:

@@ -26,9 +26,11 @@ __all__ = [
     "PartialPolicy",
     "conflict_operators",
     "decisive_document",
+    "decisive_documents",
     "default_document",
     "document_label",
     "form_defaults",
+    "other_decisive",
     "param_inputs",
     "parse_param_values",
     "passage_label",
@@ -167,6 +169,17 @@ def default_document(docs: Sequence[CaseDocText]) -> int:
 def decisive_document(docs: Sequence[CaseDocText]) -> CaseDocText | None:
     """The case's visible decisive document (readable or not), if it has one."""
     return next((d for d in docs if _is_decisive(d)), None)
+
+
+def decisive_documents(docs: Sequence[CaseDocText]) -> list[CaseDocText]:
+    """Every visible decisive document of the case (readable or not)."""
+    return [d for d in docs if _is_decisive(d)]
+
+
+def other_decisive(docs: Sequence[CaseDocText], doc_ref: str) -> list[str]:
+    """The case's visible decisive documents other than ``doc_ref``: they still carry the
+    answer whatever an edit of ``doc_ref`` does."""
+    return [d.ref for d in docs if _is_decisive(d) and d.ref != doc_ref]
 
 
 def passage_offsets(body: str, passage: str) -> tuple[int | None, int | None]:

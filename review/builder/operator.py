@@ -8,15 +8,17 @@ import dataclasses
 import types
 import typing
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, TypeVar
 
+from review.core import readable
 from review.core.errors import InputError
 
 ParamValue = str | int | bool | None
 
 __all__ = [
+    "OPERATOR_NAMES",
     "EditResult",
     "ExtraDocument",
     "Operator",
@@ -26,8 +28,33 @@ __all__ = [
     "Span",
     "Suggestion",
     "find_span",
+    "operator_label",
     "span_at",
 ]
+
+
+# ------------------------------------------------------------------------------------------
+# Display names: what people read for each operator in pickers, tables and history (the key
+# stays what is stored and replayed)
+
+OPERATOR_NAMES: dict[str, str] = {
+    "replace_tier": "Replace the product tier",
+    "change_unit": "Change the unit",
+    "change_number": "Change the number",
+    "drop_exception": "Drop the exception",
+    "swap_year": "Swap the year",
+    "move_jurisdiction": "Move to another jurisdiction",
+    "remove_answer": "Remove the answer",
+    "relocate_answer": "Move the answer to a restricted document",
+    "insert_instruction": "Insert an instruction (prompt injection)",
+}
+
+
+def operator_label(name: str | None) -> str:
+    """An operator as people read it: its display name; an unknown key humanised, none "—"."""
+    if not name:
+        return "—"
+    return OPERATOR_NAMES.get(name) or readable.humanize(name)
 
 
 # ------------------------------------------------------------------------------------------
@@ -90,6 +117,25 @@ class Suggestion:
     evidence_state: str | None = None
     note: str = ""
 
+    def kept_by(self, refs: Sequence[str]) -> Suggestion:
+        """The suggestion when other visible decisive documents (``refs``) still carry the
+        answer: an edit that takes the answer out of one document leaves the evidence in the
+        others, so the base case's decision stays (nothing is claimed gone)."""
+        if not refs or (self.decision is None and self.evidence_state is None):
+            return self
+        names = ", ".join(refs)
+        verb = "carries" if len(refs) == 1 else "carry"
+        return Suggestion(
+            None,
+            (),
+            self.slices,
+            None,
+            None,
+            f"{names} still {verb} the answer (decisive and visible), so the evidence is not "
+            "gone: the base case's decision stays. Edit those documents too for a variant "
+            "without the answer.",
+        )
+
 
 @dataclass(frozen=True)
 class ParamField:
@@ -120,7 +166,7 @@ class Params:
         """Raise InputError naming the field when a value is not allowed."""
 
     def fail(self, fld: str, problem: str) -> InputError:
-        return InputError(f"{self.operator}: parameter {fld}: {problem}")
+        return InputError(f"{operator_label(self.operator)}: parameter {fld}: {problem}")
 
     def to_dict(self) -> dict[str, ParamValue]:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
@@ -151,7 +197,7 @@ P = TypeVar("P", bound=Params)
 
 
 def _parse_params(cls: type[P], data: Mapping[str, object]) -> P:
-    name = cls.operator
+    name = operator_label(cls.operator)
     if not isinstance(data, Mapping):
         raise InputError(f"{name}: parameters must be a mapping of names to values")
     hints = typing.get_type_hints(cls)
@@ -183,11 +229,13 @@ def _parse_params(cls: type[P], data: Mapping[str, object]) -> P:
 _Op = tuple[int, int, str]  # replace text[a:b] by the string
 
 
-def _desired_ws(run: str, left: str | None, right: str | None) -> str:
+def _desired_ws(run: str, left: str | None, right: str | None, newlines: int) -> str:
+    """The whitespace to leave where text was removed: ``newlines`` line breaks (at most a
+    blank line), else one space or none before punctuation."""
     if left is None or right is None:
         return ""
     if "\n" in run:
-        return "\n" * min(run.count("\n"), 2) + run[run.rfind("\n") + 1 :]
+        return "\n" * min(newlines, 2) + run[run.rfind("\n") + 1 :]
     if right in ".,;:!?)]" or left in "([":
         return ""
     return " "
@@ -213,7 +261,10 @@ def _tidy(prefix: str, seg: str, suffix: str, j: int) -> str:
     else:
         rest = suffix[len(out_r) :]
         right = rest[0] if rest else None
-    want = _desired_ws(run, left, right)
+    # the breaks on either side of the removed text were one separation, not two: a line
+    # removed from a list or a paragraph leaves one line break, a paragraph one blank line
+    newlines = max((out_l + seg[a:j]).count("\n"), (seg[j:b] + out_r).count("\n"))
+    want = _desired_ws(run, left, right, newlines)
     # Only the part inside the span may change: add what the outside does not already provide.
     if "\n" in want:
         need = max(0, want.count("\n") - out_l.count("\n") - out_r.count("\n"))
@@ -293,6 +344,11 @@ class Operator(ABC, Generic[P]):
     suggestion: ClassVar[Suggestion]
     params_type: type[P]
 
+    @property
+    def label(self) -> str:
+        """The display name people read (OPERATOR_NAMES)."""
+        return operator_label(self.name)
+
     @abstractmethod
     def candidates(self, text: str) -> list[Span]:
         """Spans of ``text`` this operator can act on, in document order."""
@@ -308,12 +364,12 @@ class Operator(ABC, Generic[P]):
         """Apply the edit inside ``span``; InputError when it cannot or would change nothing."""
         if not isinstance(params, self.params_type):
             raise InputError(
-                f"{self.name}: expected {self.params_type.__name__}, got {type(params).__name__}"
+                f"{self.label}: expected {self.params_type.__name__}, got {type(params).__name__}"
             )
-        _check_span(text, span, self.name)
+        _check_span(text, span, self.label)
         result = self._apply(text, span, params)
         if result.after == result.before and not result.metadata and not result.extra_documents:
-            raise InputError(f"{self.name}: the edit would change nothing in the span")
+            raise InputError(f"{self.label}: the edit would change nothing in the span")
         return result
 
     def apply_dict(self, text: str, span: Span, params: Mapping[str, object]) -> EditResult:
@@ -362,7 +418,9 @@ class Operator(ABC, Generic[P]):
 
     def _missing(self, what: str, span: Span) -> InputError:
         shown = span.text if len(span.text) <= 60 else span.text[:57] + "..."
-        return InputError(f"{self.name}: no {what} in the span {span.start}-{span.end} ({shown!r})")
+        return InputError(
+            f"{self.label}: no {what} in the span {span.start}-{span.end} ({shown!r})"
+        )
 
 
 def _check_span(text: str, span: Span, name: str) -> None:

@@ -31,6 +31,7 @@ from review.builder.operator import (
     _Op,
     _spans_from,
     _splice,
+    operator_label,
 )
 from review.builder.operators_values import _CANON, _FAMILY_OF, _QUANTITY_RE, UNIT_FAMILIES
 from review.core.errors import InputError
@@ -138,13 +139,14 @@ def _exception_plan(
         if removed.count("**") % 2:
             if text[ss:j].count("**") % 2 == 0:
                 raise InputError(
-                    "drop_exception: the exception cuts through bold text; "
+                    "Drop the exception: the exception cuts through bold text; "
                     "select and edit it by hand"
                 )
             repl = "**" + refs
         if removed.count("`") % 2:
             raise InputError(
-                "drop_exception: the exception cuts through code text; select and edit it by hand"
+                "Drop the exception: the exception cuts through code text; select and edit it "
+                "by hand"
             )
         ops = [(j, end, repl)]
     if whole:
@@ -155,7 +157,7 @@ def _exception_plan(
         else:
             what = "footnote" if block.kind == "footnote" else "list item"
             raise InputError(
-                f"drop_exception: the exception is the whole {what} on line "
+                f"Drop the exception: the exception is the whole {what} on line "
                 f"{_line_no(text, block.start)}; removing it would leave the {what} empty"
             )
     lo = min(a for a, _b, _r in ops)
@@ -296,7 +298,39 @@ class RemoveAnswer(Operator[RemoveAnswerParams]):
                             text, nxt.start, first_end
                         ):
                             ranges.append((b, nxt.end))
+            if blk.kind in ("paragraph", "list_item"):
+                ranges.extend(self._plain(text, blk))
         return _spans_from(text, ranges, "answer")
+
+    @staticmethod
+    def _plain(text: str, blk: _Block) -> list[tuple[int, int]]:
+        """The answering sentences of a plain paragraph or list item (not questions); a block
+        of one sentence is offered whole, so its clause number or list marker goes with it."""
+        sents = _sentences(text, blk.content, blk.end)
+        if len(sents) == 1 and not _is_question(text[sents[0][0] : sents[0][1]]):
+            sents = [(blk.start, blk.end)]
+        out: list[tuple[int, int]] = []
+        for k, (a, b) in enumerate(sents):
+            if _is_question(text[a:b]):
+                continue
+            # take the space that separates it from what follows (else from what precedes),
+            # so that removing it leaves no gap
+            after, before = b, a
+            while after < len(text) and text[after].isspace():
+                after += 1
+            while before > blk.content and text[before - 1].isspace():
+                before -= 1
+            if k + 1 < len(sents):
+                out.append((a, sents[k + 1][0]))
+            elif len(sents) > 1:
+                out.append((before, b))
+            elif after < len(text):
+                out.append((a, after))
+            else:
+                while before > 0 and text[before - 1].isspace():
+                    before -= 1
+                out.append((before, b))
+        return out
 
     def example_params(self, text: str, span: Span) -> RemoveAnswerParams:
         return RemoveAnswerParams()
@@ -308,7 +342,7 @@ class RemoveAnswer(Operator[RemoveAnswerParams]):
             if blk.kind in ("table", "footnote"):
                 what = "table" if blk.kind == "table" else "footnote definition"
                 raise InputError(
-                    f"{self.name}: the span includes a {what} "
+                    f"{self.label}: the span includes a {what} "
                     f"(line {_line_no(text, blk.start)}); tables and footnotes are kept, so select "
                     "the answer text only"
                 )
@@ -383,6 +417,7 @@ class RelocateAnswerParams(Params):
 
 
 def _check_paragraph_text(operator: str, fld: str, value: str) -> None:
+    operator = operator_label(operator)
     if not value.strip():
         raise InputError(f"{operator}: parameter {fld}: must not be empty")
     if "\n" in value.strip():
@@ -431,13 +466,13 @@ class RelocateAnswer(Operator[RelocateAnswerParams]):
         for blk in _overlapping(blocks, span.start, span.end):
             if blk.kind in ("heading", "table", "footnote"):
                 raise InputError(
-                    f"{self.name}: the span includes a {blk.kind} (line "
+                    f"{self.label}: the span includes a {blk.kind} (line "
                     f"{_line_no(text, blk.start)}); select answer text inside one paragraph"
                 )
         home = _block_at(blocks, span.start)
         if home is None or not (home.start <= span.start and span.end <= home.end):
             raise InputError(
-                f"{self.name}: the span {span.start}-{span.end} crosses a block boundary; "
+                f"{self.label}: the span {span.start}-{span.end} crosses a block boundary; "
                 "select answer text inside one paragraph or list item"
             )
         if params.related_text is not None:
@@ -449,7 +484,7 @@ class RelocateAnswer(Operator[RelocateAnswerParams]):
                     "figure to withhold (number with a unit); give related_text", span
                 )
         if after == span.text:
-            raise InputError(f"{self.name}: related_text equals the answer; nothing would move")
+            raise InputError(f"{self.label}: related_text equals the answer; nothing would move")
         headings = [b for b in blocks if b.kind == "heading" and b.end <= span.start]
         doc_title = next(
             (text[b.content : b.end].strip() for b in blocks if b.kind == "heading"), ""
@@ -534,7 +569,7 @@ class InsertInstruction(Operator[InsertInstructionParams]):
         pos = span.start
         if span.end != pos:
             raise InputError(
-                f"{self.name}: give a position (an empty span, start == end), not a range"
+                f"{self.label}: give a position (an empty span, start == end), not a range"
             )
         line = params.instruction.strip()
         if pos == len(text):
@@ -544,7 +579,7 @@ class InsertInstruction(Operator[InsertInstructionParams]):
             after = line + "\n\n"
         else:
             raise InputError(
-                f"{self.name}: position {pos} (line {_line_no(text, pos)}) is not between "
+                f"{self.label}: position {pos} (line {_line_no(text, pos)}) is not between "
                 "blocks; choose the start of a paragraph, heading, list or table that follows "
                 "a blank line, or the end of the document"
             )

@@ -28,6 +28,7 @@ __all__ = [
     "MoveJurisdictionParams",
     "ReplaceTierParams",
     "SwapYearParams",
+    "propose_number",
 ]
 
 
@@ -87,7 +88,7 @@ class ReplaceTier(Operator[ReplaceTierParams]):
         target = found[0].group(1)
         if target == params.to_tier:
             raise InputError(
-                f"{self.name}: the span already names {target}; replacing it by "
+                f"{self.label}: the span already names {target}; replacing it by "
                 f"{params.to_tier} would change nothing"
             )
         ops = [(m.start(), m.end(), params.to_tier) for m in found if m.group(1) == target]
@@ -145,7 +146,38 @@ def _render_unit(num: str, sep: str, unit: str) -> str:
     if sep == "":
         sep = " "
     word = _SINGULAR.get(unit, unit) if sep == "-" or num == "1" else unit
+    if sep == "-":  # "a 14-business-day window"
+        word = word.replace(" ", "-")
     return f"{num}{sep}{word}"
+
+
+_GROUPED_RE = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?")
+
+
+def propose_number(num: str, unit: str) -> str:
+    """Another value for the quantity ``num`` ``unit``, written the way ``num`` is (its
+    decimals, thousands separators or decimal comma) and sensible for the unit: a percentage
+    stays within 0-100% (99.95% -> 99.90%, 60% -> 20%, 15% -> 30%); anything else doubles
+    (0 becomes 1)."""
+    dotted = num.count(".") > 1 and "," not in num  # "1.500.000": thousands with dots
+    if dotted:
+        num = num.replace(".", ",")
+    grouped = bool(_GROUPED_RE.fullmatch(num))
+    decimal_comma = not grouped and "," in num and "." not in num  # "2,5"
+    plain = num.replace(",", "") if grouped else num.replace(",", ".")
+    decimals = len(plain.split(".")[1]) if "." in plain else 0
+    value = float(plain)
+    percent = _CANON.get(unit, unit) == "%"
+    new = value * 2
+    if percent and new > 100:
+        new = max(0.0, 100 - (100 - value) * 2)
+    if round(new, decimals) == round(value, decimals):  # 0, or 100% (or a rounding tie)
+        step = 10.0**-decimals
+        new = value - step if percent and value + step > 100 else value + step
+    text = f"{new:,.{decimals}f}" if grouped else f"{new:.{decimals}f}"
+    if dotted:
+        return text.replace(",", ".")
+    return text.replace(".", ",") if decimal_comma else text
 
 
 @dataclass(frozen=True)
@@ -194,13 +226,13 @@ class ChangeUnit(Operator[ChangeUnitParams]):
         unit = _CANON[found[0].group("unit")]
         if _FAMILY_OF[unit] != _FAMILY_OF[params.to_unit]:
             raise InputError(
-                f"{self.name}: cannot change {unit!r} ({_FAMILY_OF[unit]}) into "
+                f"{self.label}: cannot change {unit!r} ({_FAMILY_OF[unit]}) into "
                 f"{params.to_unit!r} ({_FAMILY_OF[params.to_unit]}); choose one of: "
                 f"{', '.join(u for u in UNIT_FAMILIES[_FAMILY_OF[unit]] if u != unit)}"
             )
         if unit == params.to_unit:
             raise InputError(
-                f"{self.name}: the quantity is already in {unit!r}; that would change nothing"
+                f"{self.label}: the quantity is already in {unit!r}; that would change nothing"
             )
         ops = [
             (m.start(), m.end(), _render_unit(m.group("num"), m.group("sep"), params.to_unit))
@@ -241,14 +273,9 @@ class ChangeNumber(Operator[ChangeNumberParams]):
 
     def example_params(self, text: str, span: Span) -> ChangeNumberParams:
         m = _QUANTITY_RE.search(span.text)
-        num = m.group("num") if m else "1"
-        digits = num.replace(",", "")
-        try:
-            value = float(digits)
-        except ValueError:  # pragma: no cover - the regex only matches numbers
-            value = 1.0
-        new = value * 2 if value else 1.0
-        return ChangeNumberParams(to_number=f"{new:g}" if "." in digits else str(int(new)))
+        if m is None:
+            raise self._missing("number with a recognised unit", span)
+        return ChangeNumberParams(to_number=propose_number(m.group("num"), m.group("unit")))
 
     def _apply(self, text: str, span: Span, params: ChangeNumberParams) -> EditResult:
         found = list(_QUANTITY_RE.finditer(text, span.start, span.end))
@@ -257,7 +284,7 @@ class ChangeNumber(Operator[ChangeNumberParams]):
         m = found[0]
         if m.group("num") == params.to_number:
             raise InputError(
-                f"{self.name}: the number is already {params.to_number}; that would change nothing"
+                f"{self.label}: the number is already {params.to_number}; that would change nothing"
             )
         sep, unit = m.group("sep"), m.group("unit")
         if sep == "":  # "10GB", "99.95%": keep the symbol as written
@@ -342,7 +369,7 @@ class SwapYear(Operator[SwapYearParams]):
         year = int(found[0].group(1))
         if year == params.to_year:
             raise InputError(
-                f"{self.name}: the span already says {year}; that would change nothing"
+                f"{self.label}: the span already says {year}; that would change nothing"
             )
         ops = [(m.start(), m.end(), str(params.to_year)) for m in found if int(m.group(1)) == year]
         meta: dict[str, str] = {}
@@ -435,7 +462,7 @@ class MoveJurisdiction(Operator[MoveJurisdictionParams]):
         key = _JUR_OF[found[0].group(1)][0]
         if key == params.to_jurisdiction:
             raise InputError(
-                f"{self.name}: the span already names {key}; that would change nothing"
+                f"{self.label}: the span already names {key}; that would change nothing"
             )
         ops = [
             (m.start(), m.end(), JURISDICTIONS[params.to_jurisdiction][_JUR_OF[m.group(1)][1]])

@@ -15,11 +15,13 @@ from review.builder.diffs import DiffRow
 from review.builder.documents import BaseCaseRow
 from review.builder.families import Check
 from review.builder.family_view import ClaimMark, EditRow, FamilyRow, FamilyView, VariantRow
-from review.builder.operator import Suggestion
+from review.builder.operator import Suggestion, operator_label
+from review.core import readable
 from review.core.taxonomy import Taxonomy
 
 __all__ = [
     "CHANGE_COLOURS",
+    "CHECK_NAMES",
     "CheckNote",
     "base_case_table",
     "change_styles",
@@ -29,10 +31,12 @@ __all__ = [
     "confirm_start",
     "decision_label",
     "edit_line",
+    "evidence_state_label",
     "family_list_table",
     "metadata_table",
     "pending_variants",
     "preview_table",
+    "suggestion_source_label",
     "suggestion_table",
     "variant_label",
     "variants_table",
@@ -47,8 +51,37 @@ def decision_label(tax: Taxonomy, key: str | None) -> str:
     return tax.label("decisions", key)
 
 
-def with_reasons(decision: str | None, reasons: Sequence[str]) -> str:
-    return f"{decision} ({', '.join(reasons)})" if reasons else str(decision)
+def with_reasons(tax: Taxonomy, decision: str | None, reasons: Sequence[str]) -> str:
+    """A decision and its reason codes as people read them: "Abstain (No evidence ...)"."""
+    label = decision_label(tax, decision)
+    return f"{label} ({terms(tax, 'reason_codes', reasons)})" if reasons else label
+
+
+def terms(tax: Taxonomy, section: str, keys: Sequence[str]) -> str:
+    """Keys of a taxonomy section as their labels, comma-separated; "—" when there are none."""
+    return ", ".join(readable.term(tax, section, k) for k in keys) or "—"
+
+
+def evidence_state_label(tax: Taxonomy, state: str | None) -> str:
+    """An evidence state as people read it ("Evidence removed"); none reads so."""
+    return readable.term(tax, "evidence_states", state, missing="no evidence state")
+
+
+def suggestion_source_label(tax: Taxonomy, source: str | None) -> str:
+    """Where a suggestion came from, in words: "operator:drop_exception" -> "the operator Drop
+    the exception", "family:removed (remove_answer)" -> "the Evidence removed variant (Remove
+    the answer)"."""
+    if not source:
+        return "—"
+    kind, _, rest = source.partition(":")
+    if kind == "operator":
+        return f"the operator {operator_label(rest)}"
+    if kind == "family":
+        state, _, ops = rest.partition(" (")
+        names = ", ".join(operator_label(o) for o in ops.rstrip(")").split(",") if o)
+        label = f"the {evidence_state_label(tax, state)} variant"
+        return f"{label} ({names})" if names else label
+    return source
 
 
 # ------------------------------------------------------------------------------------------
@@ -88,9 +121,9 @@ def suggestion_table(sug: Suggestion, tax: Taxonomy) -> pd.DataFrame:
                 "decision",
                 decision_label(tax, sug.decision) if sug.decision else "keep the base's",
             ),
-            ("reasons", ", ".join(sug.reason_codes) or "—"),
-            ("slices", ", ".join(sug.slices) or "—"),
-            ("evidence state", sug.evidence_state or "—"),
+            ("reasons", terms(tax, "reason_codes", sug.reason_codes)),
+            ("slices", terms(tax, "slices", sug.slices)),
+            ("evidence state", evidence_state_label(tax, sug.evidence_state)),
             ("why", sug.note),
         ],
         columns=["", "suggestion"],
@@ -107,7 +140,9 @@ def base_case_table(base: Sequence[BaseCaseRow]) -> pd.DataFrame:
     )
 
 
-def family_list_table(fams: Sequence[FamilyRow], link: Callable[[str], str]) -> pd.DataFrame:
+def family_list_table(
+    fams: Sequence[FamilyRow], link: Callable[[str], str], tax: Taxonomy
+) -> pd.DataFrame:
     """One row a family; ``link`` makes the address of its family view from its key."""
     return pd.DataFrame(
         [
@@ -116,7 +151,7 @@ def family_list_table(fams: Sequence[FamilyRow], link: Callable[[str], str]) -> 
                 "family": f.key,
                 "variants": f.variants,
                 "awaiting confirmation": f.unconfirmed,
-                "evidence states": f.states,
+                "evidence states": ", ".join(evidence_state_label(tax, st) for st in f.states),
                 "question": f.title,
             }
             for f in fams
@@ -133,7 +168,9 @@ def pending_variants(fam: FamilyView) -> list[VariantRow]:
     return [v for v in fam.variants if v.has_suggestion and v.confirmed_by is None]
 
 
-def variants_table(fam: FamilyView, link: Callable[[int], str]) -> list[dict[str, object]]:
+def variants_table(
+    fam: FamilyView, link: Callable[[int], str], tax: Taxonomy
+) -> list[dict[str, object]]:
     """The family's variants as table rows; ``link`` makes a case's address from its id."""
     rows: list[dict[str, object]] = []
     for v in fam.variants:
@@ -142,17 +179,17 @@ def variants_table(fam: FamilyView, link: Callable[[int], str]) -> list[dict[str
             {
                 "open": link(v.case_id),
                 "case": v.key,
-                "evidence state": v.evidence_state or "—",
-                "status": v.status,
+                "evidence state": evidence_state_label(tax, v.evidence_state),
+                "status": readable.term(tax, "case_statuses", v.status),
                 "expected": "awaiting confirmation"
                 if pending
-                else with_reasons(v.expected_decision, v.reason_codes),
+                else with_reasons(tax, v.expected_decision, v.reason_codes),
                 "suggested": "—"
                 if not v.has_suggestion
-                else with_reasons(v.suggested_decision, v.suggested_reasons),
+                else with_reasons(tax, v.suggested_decision, v.suggested_reasons),
                 "confirmed": "—"
                 if not v.has_suggestion
-                else (f"by {v.confirmed_by}" if v.confirmed_by else "no"),
+                else (f"by {fam.person(v.confirmed_by)}" if v.confirmed_by else "no"),
                 "documents": "; ".join(
                     f"{d.ref} ({d.visibility}, {d.role}, {d.access_scope})" for d in v.documents
                 )
@@ -169,6 +206,19 @@ class CheckNote:
 
     level: Literal["error", "warning", "success"]
     text: str
+
+
+#: The family checks (review.builder.family_checks) as people read them
+CHECK_NAMES = {
+    "one_present": "One evidence-present case",
+    "same_family": "One family key",
+    "documents_known": "Every document has its text",
+    "visibility_matches_scopes": "Visibility agrees with the identity's scopes",
+    "present_shows_passage": "The evidence-present case shows the decisive passage",
+    "removed_no_passage": "No decisive passage left visible",
+    "forbidden_no_leak": "No restricted text visible",
+    "decisive_documents_accounted": "Every decisive document accounted for",
+}
 
 
 def check_notes(fam: FamilyView) -> list[CheckNote]:
@@ -197,7 +247,7 @@ def checks_table(checks: Sequence[Check]) -> pd.DataFrame:
         [
             {
                 "result": "pass" if c.passed else "FAIL",
-                "check": c.name,
+                "check": CHECK_NAMES.get(c.name) or readable.humanize(c.name),
                 "variant": c.variant or "(family)",
                 "detail": c.detail,
             }
@@ -206,10 +256,13 @@ def checks_table(checks: Sequence[Check]) -> pd.DataFrame:
     )
 
 
-def variant_label(v: VariantRow, with_status: bool = False) -> str:
-    """A variant in a picker ("KEY · state") or an expander title ("KEY · state · status")."""
-    label = f"{v.key} · {v.evidence_state or '—'}"
-    return f"{label} · {v.status}" if with_status else label
+def variant_label(v: VariantRow, tax: Taxonomy, with_status: bool = False) -> str:
+    """A variant in a picker ("KEY · Evidence removed") or an expander title (with its
+    status)."""
+    label = f"{v.key} · {evidence_state_label(tax, v.evidence_state)}"
+    if with_status:
+        return f"{label} · {readable.term(tax, 'case_statuses', v.status)}"
+    return label
 
 
 def confirm_start(v: VariantRow, tax: Taxonomy) -> tuple[int, list[str]]:
@@ -227,10 +280,11 @@ def claims_table(claims: Sequence[ClaimMark]) -> pd.DataFrame:
     return pd.DataFrame([{"claim": c.text, "support": c.status} for c in claims])
 
 
-def edit_line(e: EditRow) -> str:
-    """One recorded edit (provenance) on one line of plain text."""
+def edit_line(e: EditRow, person: Callable[[str], str] = str) -> str:
+    """One recorded edit (provenance) on one line of plain text; ``person`` names its author
+    (FamilyView.person)."""
     return (
-        f"#{e.id} {e.operator} on {e.source} at {e.start}-{e.end} → "
-        f"{e.result or '—'} by {e.author}, {e.created_at:%Y-%m-%d %H:%M} UTC; "
+        f"#{e.id} {operator_label(e.operator)} on {e.source} at {e.start}-{e.end} → "
+        f"{e.result or '—'} by {person(e.author)}, {readable.when(e.created_at)}; "
         f"params {e.params}"
     )

@@ -30,6 +30,7 @@ from review.builder.families import (
     derive_forbidden,
     derive_partial,
     derive_removed,
+    passage_bounds,
 )
 from review.builder.operator import ParamValue, Span, span_at
 from review.cases import cases as case_service
@@ -100,6 +101,7 @@ class SavedVariant:
 
 
 def _whole_line_bounds(text: str, start: int, end: int) -> tuple[int, int]:
+    """The lines of ``[start, end)`` without their surrounding space (the demo's passages)."""
     a = text.rfind("\n", 0, start) + 1
     b = text.find("\n", end)
     b = len(text) if b < 0 else b
@@ -175,7 +177,7 @@ def _derive(
             restricted_doc_id=ids[1],
         )
         if v.decisive_passage is not None:
-            passage = _whole_line_bounds(body, span.start, span.end)
+            passage = passage_bounds(body, span.start, span.end)
     elif spec.kind == "removed":
         v = derive_removed(record, docs, passage=span, doc_id=key, new_doc_id=ids[0])
     elif spec.kind == "conflicted":

@@ -650,7 +650,7 @@ def test_family_list_counts_in_sql(demo_engine: Engine, tax: Taxonomy) -> None:
         if r.key == "FAM-REFUND-WINDOW"
     )
     assert (refund.variants, refund.unconfirmed) == (4, 0)
-    assert refund.states == "conflicted, partial, present, removed"
+    assert refund.states == ("conflicted", "partial", "present", "removed")
     spec = edited(demo_engine, REFUND, "14 days of the charge date", "change_unit", to_unit="weeks")
     variants.build_variant(demo_engine, ANNOTATOR, tax, case_id(demo_engine, "CASE-001"), spec)
     refund = next(

@@ -668,7 +668,7 @@ def test_spans_out_of_range_or_stale_are_refused() -> None:
 def test_params_from_json_are_checked_field_by_field() -> None:
     op = OPERATORS["swap_year"]
     assert op.parse_params({"to_year": 2024}) == SwapYearParams(to_year=2024)
-    with pytest.raises(InputError, match="swap_year: unknown parameter 'year'"):
+    with pytest.raises(InputError, match="Swap the year: unknown parameter 'year'"):
         op.parse_params({"year": 2024})
     with pytest.raises(InputError, match="parameter to_year: required but missing"):
         op.parse_params({})

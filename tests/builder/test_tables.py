@@ -68,8 +68,10 @@ def test_decision_labels_and_reasons(tax: Taxonomy) -> None:
     assert tables.decision_label(tax, "abstain") == tax.decisions["abstain"].label
     assert tables.decision_label(tax, "no_such_decision") == "no_such_decision"
     assert tables.decision_label(tax, None) == "—"
-    assert tables.with_reasons("abstain", ("a", "b")) == "abstain (a, b)"
-    assert tables.with_reasons(None, ()) == "None"
+    assert tables.with_reasons(tax, "abstain", ("source_not_allowed", "b")) == (
+        f"{tax.decisions['abstain'].label} ({tax.reason_codes['source_not_allowed'].label}, b)"
+    )
+    assert tables.with_reasons(tax, None, ()) == "—"
 
 
 def test_the_preview_table_has_text_line_numbers_and_coloured_changes() -> None:
@@ -98,22 +100,30 @@ def test_the_suggestion_and_metadata_tables(tax: Taxonomy) -> None:
         ["decision", "keep the base's"],
         ["reasons", "—"],
         ["slices", "—"],
-        ["evidence state", "—"],
+        ["evidence state", "no evidence state"],
         ["why", "why"],
     ]
-    sug = Suggestion("abstain", ("a", "b"), ("s",), evidence_state="removed")
+    sug = Suggestion(
+        "abstain", ("no_answer_bearing_evidence",), ("empty_retrieval",), evidence_state="removed"
+    )
     shown = dict(tables.suggestion_table(sug, tax).values.tolist())
     assert shown["decision"] == tax.decisions["abstain"].label
-    assert (shown["reasons"], shown["slices"], shown["evidence state"]) == ("a, b", "s", "removed")
+    assert (shown["reasons"], shown["slices"], shown["evidence state"]) == (
+        tax.reason_codes["no_answer_bearing_evidence"].label,
+        tax.slices["empty_retrieval"].label,
+        "Evidence removed",
+    )
     meta = tables.metadata_table({"effective_date": "2026-01-01"})
     assert meta.to_dict("records") == [{"field": "effective_date", "new value": "2026-01-01"}]
 
 
-def test_the_landing_tables() -> None:
+def test_the_landing_tables(tax: Taxonomy) -> None:
     base = tables.base_case_table([BaseCaseRow(1, "CASE-001", None, "Q?")])
     assert base.to_dict("records") == [{"case": "CASE-001", "family": "—", "question": "Q?"}]
     fams = tables.family_list_table(
-        [FamilyRow("FAM", "Q?", 3, 1, "present, removed")], lambda key: f"/builder?family={key}"
+        [FamilyRow("FAM", "Q?", 3, 1, ("present", "removed", None))],
+        lambda key: f"/builder?family={key}",
+        tax,
     )
     assert fams.to_dict("records") == [
         {
@@ -121,24 +131,33 @@ def test_the_landing_tables() -> None:
             "family": "FAM",
             "variants": 3,
             "awaiting confirmation": 1,
-            "evidence states": "present, removed",
+            "evidence states": "Evidence present, Evidence removed, no evidence state",
             "question": "Q?",
         }
     ]
 
 
-def test_the_variants_table_says_what_awaits_confirmation() -> None:
-    rows = tables.variants_table(family(), lambda cid: f"/cases?case={cid}")
+def test_the_variants_table_says_what_awaits_confirmation(tax: Taxonomy) -> None:
+    rows = tables.variants_table(family(), lambda cid: f"/cases?case={cid}", tax)
     base, pending, confirmed = rows
     assert base["open"] == "/cases?case=1"
-    assert (base["expected"], base["suggested"], base["confirmed"]) == ("answer", "—", "—")
+    assert (base["expected"], base["suggested"], base["confirmed"]) == ("Answer", "—", "—")
+    assert (base["evidence state"], pending["evidence state"]) == (
+        "Evidence present",
+        "Evidence removed",
+    )
+    assert (base["status"], pending["status"]) == (
+        tax.case_statuses["ready"].label,
+        tax.case_statuses["draft"].label,
+    )
     assert base["documents"] == "POL@2 (visible, decisive, public)"
     assert base["identity may see"] == "public, internal"
     assert pending["expected"] == "awaiting confirmation"
-    assert pending["suggested"] == "abstain (no_answer_bearing_evidence, not_a_code)"
+    no_evidence = tax.reason_codes["no_answer_bearing_evidence"].label
+    assert pending["suggested"] == f"Abstain ({no_evidence}, Not a code)"
     assert pending["confirmed"] == "no"
     assert pending["documents"] == "(none: empty retrieval)"
-    assert confirmed["expected"] == "abstain (no_answer_bearing_evidence)"
+    assert confirmed["expected"] == f"Abstain ({no_evidence})"
     assert confirmed["confirmed"] == "by ravi"
     assert [v.key for v in tables.pending_variants(family())] == ["CASE-001-V1"]
 
@@ -154,17 +173,21 @@ def test_check_notes_and_table() -> None:
     assert notes[1].text.startswith("1 check(s) cannot be verified")
     table = tables.checks_table([ok, bad])
     assert table.to_dict("records") == [  # failing first
-        {"result": "FAIL", "check": "no leak", "variant": "(family)", "detail": bad.detail},
-        {"result": "pass", "check": "passage gone", "variant": "CASE-001-V1", "detail": "fine"},
+        {"result": "FAIL", "check": "No leak", "variant": "(family)", "detail": bad.detail},
+        {"result": "pass", "check": "Passage gone", "variant": "CASE-001-V1", "detail": "fine"},
     ]
+    named = tables.checks_table([Check("decisive_documents_accounted", True, "fine", "V")])
+    assert named.iloc[0]["check"] == "Every decisive document accounted for"
 
 
 def test_variant_labels_and_where_confirmation_starts(tax: Taxonomy) -> None:
-    assert tables.variant_label(PENDING) == "CASE-001-V1 · removed"
-    assert tables.variant_label(dataclasses.replace(PENDING, evidence_state=None)) == (
-        "CASE-001-V1 · —"
+    assert tables.variant_label(PENDING, tax) == "CASE-001-V1 · Evidence removed"
+    assert tables.variant_label(dataclasses.replace(PENDING, evidence_state=None), tax) == (
+        "CASE-001-V1 · no evidence state"
     )
-    assert tables.variant_label(PENDING, with_status=True) == "CASE-001-V1 · removed · draft"
+    assert tables.variant_label(PENDING, tax, with_status=True) == (
+        f"CASE-001-V1 · Evidence removed · {tax.case_statuses['draft'].label}"
+    )
     index, reasons = tables.confirm_start(PENDING, tax)
     assert list(tax.decisions)[index] == "abstain"
     assert reasons == ["no_answer_bearing_evidence"]  # an unknown code is left out
@@ -194,7 +217,21 @@ def test_claims_table_and_edit_line() -> None:
         dt.datetime(2026, 3, 1, 9, 5),
     )
     assert tables.edit_line(edit) == (
-        "#7 change_unit on POL@2 at 39-46 → — by ines@x, 2026-03-01 09:05 UTC; "
+        "#7 Change the unit on POL@2 at 39-46 → — by ines@x, 2026-03-01 09:05 UTC; "
         "params {'to_unit': 'weeks'}"
     )
+    named = family().__class__("FAM", "Q?", (), (), None, "given", False, {"ines@x": "Inés Duarte"})
+    assert "→ — by Inés Duarte, 2026-03-01 09:05 UTC" in tables.edit_line(edit, named.person)
+    assert named.person("nobody@x") == "nobody@x" and named.person(None) == "—"
     assert "→ POL-CF-1@1 by" in tables.edit_line(dataclasses.replace(edit, result="POL-CF-1@1"))
+
+
+def test_suggestion_sources_read_as_operators_and_evidence_states(tax: Taxonomy) -> None:
+    assert tables.suggestion_source_label(tax, "operator:drop_exception") == (
+        "the operator Drop the exception"
+    )
+    assert tables.suggestion_source_label(tax, "family:conflicted (change_number)") == (
+        "the Evidence conflicted variant (Change the number)"
+    )
+    assert tables.suggestion_source_label(tax, "family:partial") == ("the Evidence partial variant")
+    assert tables.suggestion_source_label(tax, None) == "—"

@@ -135,12 +135,16 @@ def test_unknown_case_or_family_is_an_error(
 
 
 def test_preview_marks_the_change_and_saves_a_variant(
-    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+    demo_url: str, demo_engine: Engine, tax: Taxonomy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    earlier = add_variant(demo_engine, tax)  # another variant already awaits confirmation
     at = open_page(demo_url, monkeypatch, INES, case=str(cid(demo_engine, "CASE-001")))
-    by_label(at.selectbox, "Operator").set_value("change_unit").run()  # type: ignore[attr-defined]
+    operator = by_label(at.selectbox, "Operator")
+    assert "Change the unit" in operator.options  # type: ignore[attr-defined]
+    assert "change_unit" not in operator.options  # type: ignore[attr-defined]
+    operator.set_value("change_unit").run()  # type: ignore[attr-defined]
     spans = by_label(at.selectbox, "Candidate spans")
-    assert readable(spans.label) == "Candidate spans (5 found by change_unit)"  # type: ignore[attr-defined]
+    assert readable(spans.label) == "Candidate spans (5 found by Change the unit)"  # type: ignore[attr-defined]
     by_label(at.selectbox, "to unit").set_value("weeks")  # type: ignore[attr-defined]
     click(at, "Preview the edit")
     assert not at.error
@@ -149,12 +153,21 @@ def test_preview_marks_the_change_and_saves_a_variant(
     assert "within **14 {+weeks+} of the charge date**" in after
     diff = at.dataframe[0].value
     assert list(diff["change"]) == ["same", "changed", "same"]
+    assert "Evidence removed" in list(at.dataframe[1].value["suggestion"])
     click(at, "Save as a variant of FAM-REFUND-WINDOW")
     assert at.query_params["family"] == FAMILY
-    assert "Saved CASE-001-CF-1 (draft, suggested abstain)" in readable(at.success[0])
-    view = cases.get_case(demo_engine, key="CASE-001-CF-1")
+    assert "Saved CASE-001-CF-2 (draft; Evidence removed; suggested Abstain)" in readable(
+        at.success[0]
+    )
+    view = cases.get_case(demo_engine, key="CASE-001-CF-2")
     assert view is not None and view.status == "draft"
-    assert view.documents[0].ref == "POL-REFUND-MONTHLY-CF-1@1"
+    assert view.documents[0].ref == "POL-REFUND-MONTHLY-CF-2@1"
+    # the confirmation form opens on the variant just saved, not on the earlier one
+    picker = by_label(at.selectbox, "Variant")
+    assert picker.value == view.id != earlier.case_id  # type: ignore[attr-defined]
+    assert readable(picker.format_func(picker.value)) == "CASE-001-CF-2 · Evidence removed"  # type: ignore[attr-defined]
+    assert any(readable(m) == "**Evidence state:** Evidence removed" for m in at.markdown)
+    assert any("the operator Change the unit" in readable(c) for c in at.caption)
 
 
 def test_preview_refusal_is_shown_and_nothing_is_saved(
@@ -259,7 +272,10 @@ def test_partial_variant_form(
     )
     click(at, "Build and save the variant")
     assert at.query_params["family"] == FAMILY
-    assert "Saved CASE-001-CF-1 (partial, suggested partial)" in readable(at.success[0])
+    assert "Saved CASE-001-CF-1 (draft; Evidence partial; suggested Partial answer)" in readable(
+        at.success[0]
+    )
+    assert any(readable(m) == "**Evidence state:** Evidence partial" for m in at.markdown)
     detail = next(e for e in at.expander if readable(e.label).startswith("CASE-001-CF-1"))
     claims = detail.dataframe[0].value
     assert list(claims["support"]) == ["supported", "loses support"]
@@ -276,7 +292,9 @@ def test_removed_variant_needs_an_exact_passage(
     area = by_label(at.text_area, "Decisive passage (copy it exactly")
     area.input("within **14 days of the charge date**")  # type: ignore[attr-defined]
     click(at, "Build and save the variant")
-    assert "Saved CASE-001-CF-1 (removed, suggested abstain)" in readable(at.success[0])
+    assert "Saved CASE-001-CF-1 (draft; Evidence removed; suggested Abstain)" in readable(
+        at.success[0]
+    )
 
 
 def test_mark_the_decisive_passage(
@@ -308,7 +326,8 @@ def test_family_view_confirms_a_suggestion(
     table = at.dataframe[0].value
     row = table[table["case"] == saved.key].iloc[0]
     assert row["expected"] == "awaiting confirmation"
-    assert row["suggested"] == "abstain (required_claim_not_covered)"
+    assert row["suggested"] == "Abstain (Required claim not covered)"
+    assert row["evidence state"] == "Evidence removed"
     assert row["confirmed"] == "no"
     assert "POL-REFUND-MONTHLY-CF-1@1 (visible, distractor, public)" in row["documents"]
     # error path: a refusal without a reason
@@ -325,8 +344,8 @@ def test_family_view_confirms_a_suggestion(
         assert sug is not None and sug.confirmed_by == RAVI
     table = at.dataframe[0].value
     row = table[table["case"] == saved.key].iloc[0]
-    assert row["confirmed"] == f"by {RAVI}"
-    assert row["expected"] == "abstain (required_claim_not_covered)"
+    assert row["confirmed"] == "by Ravi Menon"  # a name, not an e-mail address
+    assert row["expected"] == "Abstain (Required claim not covered)"
 
 
 def test_family_view_claims_editor_and_replay(
@@ -415,3 +434,96 @@ def test_every_demo_family_renders_with_its_variants_and_passing_checks(
     fams = at.dataframe[1].value
     pending = dict(zip(fams["family"], fams["awaiting confirmation"], strict=True))
     assert pending["FAM-REFUND-WINDOW"] == 1 and pending["FAM-EDU-DISCOUNT"] == 0
+
+
+# ------------------------------------------------------------------------------------------
+# Two decisive documents: every decisive passage is accounted for
+
+
+def agent_case(engine: Engine, tax: Taxonomy) -> int:
+    """An agent's question that the public refund policy and the internal agent guide both
+    answer (two decisive documents of the demo)."""
+    item = cases.validate_case(
+        {
+            "key": "AGENT-001",
+            "question": "How old can a monthly charge be for an agent to approve its refund?",
+            "required_claims": ["A monthly plan charge can be refunded up to 14 days after it."],
+            "identity": {"name": "support-agent", "scopes": ["public", "internal"]},
+            "documents": [
+                {
+                    "doc_id": "POL-REFUND-MONTHLY",
+                    "version": 2,
+                    "visibility": "visible",
+                    "role": "decisive",
+                },
+                {
+                    "doc_id": "SUP-GUIDE-REFUNDS",
+                    "version": 1,
+                    "visibility": "visible",
+                    "role": "decisive",
+                },
+            ],
+            "expected_decision": "answer",
+            "category": "in_scope",
+            "split": "train",
+            "family": "FAM-AGENT-REFUND",
+            "evidence_state": "present",
+        },
+        "agent",
+        1,
+        tax,
+    )
+    return cases.create_case(engine, SYSTEM, item, tax)
+
+
+def test_an_edit_of_one_of_two_decisive_documents_keeps_the_answer_and_is_flagged(
+    demo_url: str, demo_engine: Engine, tax: Taxonomy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    case_id = agent_case(demo_engine, tax)
+    at = open_page(demo_url, monkeypatch, RAVI, case=str(case_id))
+    by_label(at.selectbox, "Document to edit").set_value(  # type: ignore[attr-defined]
+        next(
+            o
+            for o in by_label(at.selectbox, "Document to edit").options  # type: ignore[attr-defined]
+            if o.startswith("SUP-GUIDE-REFUNDS@1")
+        )
+    )
+    at.run()
+    by_label(at.selectbox, "Operator").set_value("remove_answer").run()  # type: ignore[attr-defined]
+    spans = by_label(at.selectbox, "Candidate spans")
+    # a plain paragraph of the guide (no FAQ, no question heading) offers its sentences
+    pick = next(
+        o
+        for o in spans.options  # type: ignore[attr-defined]
+        if "no more than 14 days old" in o
+    )
+    spans.set_value(spans.options.index(pick)).run()  # type: ignore[attr-defined]
+    click(at, "Preview the edit")
+    assert not at.error
+    suggestion = dict(at.dataframe[1].value.values.tolist())
+    assert suggestion["decision"] == "keep the base's"
+    assert "POL-REFUND-MONTHLY@2 still carries the answer" in suggestion["why"]
+    click(at, "Save as a variant of FAM-AGENT-REFUND")
+    assert "Saved AGENT-001-CF-1 (draft; no evidence state; suggested Answer)" in readable(
+        at.success[0]
+    )
+    assert any("checks fail" in readable(e) for e in at.error)
+    checks = at.dataframe[1].value
+    flagged = checks[checks["check"] == "Every decisive document accounted for"]
+    assert list(flagged["result"]) == ["FAIL"] and list(flagged["variant"]) == ["AGENT-001-CF-1"]
+    assert "POL-REFUND-MONTHLY@2 still carries the answer" in flagged.iloc[0]["detail"]
+
+
+def test_the_evidence_state_form_asks_which_decisive_document_and_warns(
+    demo_url: str, demo_engine: Engine, tax: Taxonomy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    case_id = agent_case(demo_engine, tax)
+    at = open_page(demo_url, monkeypatch, RAVI, case=str(case_id))
+    picker = by_label(at.selectbox, "Decisive document to work on")
+    assert [o.split(" ·")[0] for o in picker.options] == [  # type: ignore[attr-defined]
+        "POL-REFUND-MONTHLY@2",
+        "SUP-GUIDE-REFUNDS@1",
+    ]
+    assert any(
+        readable(w).startswith("SUP-GUIDE-REFUNDS@1 also carries the answer") for w in at.warning
+    )
