@@ -76,3 +76,33 @@ def test_a_deep_link_on_a_cold_server_opens_the_page_without_page_not_found(
     expect(page.get_by_text("Page not found")).not_to_be_visible()
     expect(page.get_by_role("combobox", name="Acting as")).to_have_value("Inés Duarte · annotator")
     assert f"case={case}" in page.url
+
+
+def test_the_sidebar_lists_the_persons_work_first_and_always_shows_the_page_they_are_on(
+    page: Page, server: str, demo_url: str
+) -> None:
+    ines = _user_id(demo_url, "ines.duarte@brightwave.example")
+    # the last page of the table, which is not an annotator's work
+    page.goto(f"{server}/review?as={ines}")
+    wait_idle(page)
+    expect(page.get_by_role("heading", name="Monthly review", exact=True)).to_be_visible()
+    links = page.locator("[data-testid='stSidebarNav'] [data-testid='stSidebarNavLink']")
+    expect(links.nth(0)).to_have_accessible_name("Overview")
+    expect(links.nth(1)).to_have_accessible_name("Label")
+    current = page.locator("[data-testid='stSidebarNav'] a[aria-current='page']")
+    expect(current).to_have_accessible_name("Monthly review")
+    expect(current).to_be_visible()
+    expect(page.get_by_test_id("stSidebarNavViewButton")).not_to_be_visible()  # never "View more"
+    # a page an annotator cannot use is not listed; its link says who uses it
+    expect(links.filter(has_text="Traces")).to_have_count(0)
+    page.goto(f"{server}/traces?as={ines}")
+    wait_idle(page)
+    expect(page.get_by_text("Production traces are shown to reviewers")).to_be_visible()
+    expect(page.get_by_text("Page not found")).not_to_be_visible()
+    # a reviewer's own work comes first for them
+    ravi = _user_id(demo_url, "ravi.menon@brightwave.example")
+    page.goto(f"{server}/overview?as={ravi}")
+    wait_idle(page)
+    expect(page.get_by_role("heading", name="Overview")).to_be_visible()
+    expect(links).to_contain_text(["Overview", "Label", "Adjudicate", "Audit", "Monthly review"])
+    expect(links.nth(2)).to_have_accessible_name("Adjudicate")
