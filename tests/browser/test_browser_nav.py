@@ -5,6 +5,7 @@ does, through serve.py) and opens it straight at the address under test."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,7 @@ from review.admin import users
 from review.cases import cases
 from storage.db import make_engine
 from tests.helpers.browser import CHROMIUM_ARGS, streamlit_server, wait_idle
+from tests.helpers.pages import page_table
 from tests.helpers.paths import ROOT
 
 pytestmark = pytest.mark.browser
@@ -106,3 +108,70 @@ def test_the_sidebar_lists_the_persons_work_first_and_always_shows_the_page_they
     expect(page.get_by_role("heading", name="Overview")).to_be_visible()
     expect(links).to_contain_text(["Overview", "Label", "Adjudicate", "Audit", "Monthly review"])
     expect(links.nth(2)).to_have_accessible_name("Adjudicate")
+
+
+#: What a page says to someone whose roles do not include it.
+_TURNED_AWAY = re.compile(r"is for |do not include|Only administrators|are shown to reviewers")
+
+
+def test_every_readme_link_opens_its_page_for_the_user_it_names(
+    page: Page, server: str, demo_url: str
+) -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    links = re.findall(r"\[([^\]]+)\]\((http://localhost:8501/(\w+)\?as=(\d+))\)", readme)
+    assert len(links) >= 5
+    titles = {spec.url_path: spec.title for spec in page_table()}
+    for text, url, path, who in links:
+        name = " ".join(text.split()[:2])  # the link's text starts with the person's name
+        eng = make_engine(demo_url)
+        try:
+            row = next(u for u in users.list_users(eng) if u.name == name)
+        finally:
+            eng.dispose()
+        assert row.id == int(who), (url, row.id)
+        page.goto(url.replace("http://localhost:8501", server))
+        wait_idle(page)
+        expect(page.get_by_role("heading", name=titles[path], exact=True)).to_be_visible()
+        expect(page.get_by_text("Page not found")).not_to_be_visible()
+        expect(page.get_by_role("combobox", name="Acting as")).to_have_value(
+            re.compile("^" + re.escape(name))
+        )
+        expect(page.get_by_text(_TURNED_AWAY)).to_have_count(0)
+        expect(page.locator("[data-testid='stException']")).to_have_count(0)
+
+
+@pytest.fixture
+def small_limit_server(demo_url: str, tmp_path: Path) -> Iterator[str]:
+    with streamlit_server(
+        ROOT / "app.py",
+        tmp_path,
+        WORKBENCH_DATABASE_URL=demo_url,
+        WORKBENCH_MAX_UPLOAD_MB="0.01",  # 10,485 bytes
+    ) as base:
+        yield base
+
+
+def test_an_upload_over_the_limit_names_its_size_the_limit_and_the_command(
+    page: Page, small_limit_server: str, demo_url: str
+) -> None:
+    ines = _user_id(demo_url, "ines.duarte@brightwave.example")
+    page.goto(f"{small_limit_server}/cases?as={ines}")
+    wait_idle(page)
+    page.get_by_text("Import and export (canonical JSONL)").click()
+    expect(
+        page.get_by_text("Up to 0.01 MB per file here; for a larger file use the command line: ")
+    ).to_be_visible()
+    payload = b'{"key": "x"}' + b" " * 29_987 + b"\n"  # 30,000 bytes
+    page.locator("input[type='file']").set_input_files(
+        files=[{"name": "cases.jsonl", "mimeType": "application/jsonl", "buffer": payload}]
+    )
+    expect(page.get_by_text("cases.jsonl", exact=True)).to_be_visible()  # the widget took it
+    page.get_by_role("button", name="Import cases").click()
+    wait_idle(page)
+    expect(
+        page.get_by_text(
+            "cases.jsonl is 30,000 bytes, above the upload limit of 0.01 MB "
+            "(WORKBENCH_MAX_UPLOAD_MB); nothing was imported. Import it with the command line, "
+            "which has no limit: workbench import-cases cases.jsonl"
+        )
+    ).to_be_visible()
