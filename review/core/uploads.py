@@ -78,9 +78,10 @@ def command(kind: str, name: str = "FILE") -> str:
 
 
 def limit_note(kind: str) -> str:
-    """The line under an upload widget: the limit and the command for larger files."""
+    """The line under an upload widget: the limit and the command for larger files (the
+    widget itself shows the transport cap, which is not the limit)."""
     try:
-        limit = f"Up to {max_upload_mb():g} MB per file here"
+        limit = f"The workbench takes up to {max_upload_mb():g} MB per file here"
     except InputError as exc:
         limit = str(exc)
     return f"{limit}; for a larger file use the command line: {command(kind)}"

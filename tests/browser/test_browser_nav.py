@@ -159,7 +159,10 @@ def test_an_upload_over_the_limit_names_its_size_the_limit_and_the_command(
     wait_idle(page)
     page.get_by_text("Import and export (canonical JSONL)").click()
     expect(
-        page.get_by_text("Up to 0.01 MB per file here; for a larger file use the command line: ")
+        page.get_by_text(
+            "The workbench takes up to 0.01 MB per file here; for a larger file use the command "
+            "line: workbench import-cases FILE"
+        )
     ).to_be_visible()
     payload = b'{"key": "x"}' + b" " * 29_987 + b"\n"  # 30,000 bytes
     page.locator("input[type='file']").set_input_files(
@@ -175,3 +178,53 @@ def test_an_upload_over_the_limit_names_its_size_the_limit_and_the_command(
             "which has no limit: workbench import-cases cases.jsonl"
         )
     ).to_be_visible()
+
+
+def _download(page: Page, button: str) -> bytes:
+    with page.expect_download(timeout=60000) as info:
+        page.get_by_role("button", name=button).click()
+    path = info.value.path()
+    return Path(path).read_bytes()
+
+
+def test_an_import_shows_progress_and_two_downloads_in_a_row_both_work(
+    page: Page, server: str, demo_url: str
+) -> None:
+    import json
+
+    ada = _user_id(demo_url, "ada.admin@brightwave.example")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = readme.index("### Production traces")
+    block = re.compile(r"```json\n(.*?)\n```", re.S).search(readme, start)
+    assert block is not None
+    example = json.loads(block.group(1))
+    good = dict(example, trace_id="nav-download-1")
+    bad = dict(example, trace_id="nav-download-2", chunks="not a list")
+    payload = (json.dumps(good) + "\n" + json.dumps(bad) + "\n").encode()
+    page.goto(f"{server}/traces?as={ada}")
+    wait_idle(page)
+    if not page.get_by_text("Skip bad lines (and report them)").is_visible():
+        page.get_by_text("Import traces", exact=True).first.click()
+    page.locator("input[type='file']").set_input_files(
+        files=[{"name": "two.jsonl", "mimeType": "application/jsonl", "buffer": payload}]
+    )
+    page.get_by_text("Skip bad lines (and report them)").click()
+    page.get_by_role("button", name="Import traces").click()
+    wait_idle(page)
+    # the importer's progress callback drives a bar that ends on "Done"
+    expect(page.get_by_test_id("stProgress")).to_contain_text("Done")
+    expect(page.get_by_text("Import finished.")).to_be_visible()
+    button = "Download the rejected lines (JSONL)"
+    first = _download(page, button)
+    wait_idle(page)
+    second = _download(page, button)
+    assert first == second and b"nav-download-2" in first
+    # the monthly report's two files one after the other (each made when clicked)
+    page.goto(f"{server}/review?as={ada}")
+    wait_idle(page)
+    page.get_by_role("tab", name="Report").click()
+    html = _download(page, "Download the report (self-contained HTML)")
+    archive = _download(page, "Download Markdown with PNG charts (zip)")
+    assert html.startswith(b"<!") and archive.startswith(b"PK")
+    again = _download(page, "Download the report (self-contained HTML)")
+    assert again == html

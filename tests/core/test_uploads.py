@@ -114,7 +114,7 @@ def test_the_message_names_the_size_the_limit_and_the_command(
         "workbench import-traces 'my traces.jsonl'"
     )
     assert uploads.limit_note("cases") == (
-        "Up to 20 MB per file here; for a larger file use the command line: "
+        "The workbench takes up to 20 MB per file here; for a larger file use the command line: "
         "workbench import-cases FILE"
     )
 
