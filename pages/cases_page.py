@@ -36,7 +36,10 @@ def import_export_panel(engine: Engine, actor: Actor, tax: Taxonomy, flt: cases.
                 if up is None:
                     st.error("Choose a file.")
                 else:
-                    with ui.reported("Nothing was imported. "):
+                    with (
+                        ui.reported("Nothing was imported. "),
+                        st.spinner(ui.plain(f"Importing {up.name} ({up.size:,} bytes)…")),
+                    ):
                         text = uploads.read_text(up.name, up.getvalue(), "cases")
                         items = list(cases.iter_cases_jsonl(text.splitlines(), up.name, tax))
                         report = cases.import_cases(engine, actor, items, up.name)

@@ -133,7 +133,11 @@ def import_panel(engine: Engine, actor: Actor, tax: Taxonomy) -> None:
         if not files:
             st.error("Choose at least one file.")
             return
-        with ui.reported("Nothing was imported. "):
+        total = sum(f.size for f in files)
+        with (
+            ui.reported("Nothing was imported. "),
+            st.spinner(f"Importing {len(files):d} file(s) ({total:,} bytes)…"),
+        ):
             docs = []
             for f in files:
                 text = uploads.read_text(f.name, f.getvalue(), "documents")
