@@ -13,6 +13,8 @@ from typing import Any
 
 import streamlit as st
 from sqlalchemy import Engine
+from streamlit.runtime.scriptrunner import get_script_run_ctx
+from streamlit.util import calc_hash
 
 from pages import ui
 from review.admin import navigation, signin, users
@@ -102,11 +104,24 @@ def _page(spec: PageSpec, *, hidden: bool = False) -> Any:
     )
 
 
+def _current_page() -> str | None:
+    """The address of the page this run opens (a link's path, or the page the browser is on),
+    as Streamlit's run context states it; None when it does not say."""
+    manager = getattr(get_script_run_ctx(), "pages_manager", None)
+    name = getattr(manager, "intended_page_name", None)
+    script = getattr(manager, "intended_page_script_hash", None)
+    for spec in PAGES:
+        if spec.url_path == name or (script and calc_hash(spec.url_path) == script):
+            return spec.url_path
+    return None
+
+
 def _pages(actor: Actor) -> dict[str, list[Any]]:
     """The navigation of the workbench for ``actor``: the home page and their own work first
     (no header, so it cannot be collapsed), then the rest by section; the pages they cannot
-    use are registered hidden, so a link to one opens it and it says who uses it."""
-    plan = navigation.menu(PAGES, actor.roles)
+    use are registered hidden, so a link to one opens it and it says who uses it (and the
+    page they are on is listed, so it is always in the sidebar)."""
+    plan = navigation.menu(PAGES, actor.roles, _current_page())
     out = {name: [_page(spec) for spec in specs] for name, specs in plan.sections}
     out.setdefault(navigation.MINE, []).extend(_page(spec, hidden=True) for spec in plan.hidden)
     return out

@@ -61,19 +61,20 @@ def can_use(spec: PageSpec, roles: Iterable[Role]) -> bool:
     return Role.admin in held or not spec.open_to or bool(spec.open_to & held)
 
 
-def menu(pages: Sequence[PageSpec], roles: Iterable[Role]) -> Menu:
+def menu(pages: Sequence[PageSpec], roles: Iterable[Role], current: str | None = None) -> Menu:
     """The menu of a person holding ``roles``: first the home page and the pages of their own
     work (no header), then every other page they can use under its section, sections in the
-    order of the table; the pages they cannot use are returned apart, to be registered hidden."""
+    order of the table; the pages they cannot use are returned apart, to be registered hidden,
+    except the page they are on (``current``, its address), which is always listed."""
     held = frozenset(roles)
-    usable = [spec for spec in pages if can_use(spec, held)]
+    usable = [spec for spec in pages if can_use(spec, held) or spec.url_path == current]
     mine = [spec for spec in usable if spec.url_path == HOME]
     mine += [spec for spec in usable if spec.work & held and spec.url_path != HOME]
     sections: dict[str, list[PageSpec]] = {MINE: mine}
     for spec in usable:
         if spec not in mine:
             sections.setdefault(spec.section, []).append(spec)
-    hidden = tuple(spec for spec in pages if not can_use(spec, held))
+    hidden = tuple(spec for spec in pages if spec not in usable)
     return Menu(
         sections=tuple((name, tuple(specs)) for name, specs in sections.items() if specs),
         hidden=hidden,

@@ -112,3 +112,14 @@ def test_a_page_is_hidden_exactly_when_the_page_itself_would_turn_the_person_awa
 def test_holders_are_the_roles_granting_the_permission() -> None:
     assert navigation.holders(Permission.label) == {Role.annotator}
     assert navigation.holders(Permission.manage_users) == {Role.admin}
+
+
+def test_the_page_a_person_is_on_is_listed_even_when_they_cannot_use_it() -> None:
+    """Opened by a link, a page outside their roles is in the sidebar while they are on it
+    (under its section), and hidden again elsewhere."""
+    on_traces = navigation.menu(PAGES, [Role.annotator], current="traces")
+    assert "traces" in on_traces.listed()
+    assert "traces" not in {spec.url_path for spec in on_traces.hidden}
+    assert dict(on_traces.sections)["Production"][0].url_path == "traces"
+    assert "traces" not in navigation.menu(PAGES, [Role.annotator], current="label").listed()
+    assert _first(on_traces) == ["overview", "label"]

@@ -101,6 +101,8 @@ def test_the_sidebar_lists_the_persons_work_first_and_always_shows_the_page_they
     wait_idle(page)
     expect(page.get_by_text("Production traces are shown to reviewers")).to_be_visible()
     expect(page.get_by_text("Page not found")).not_to_be_visible()
+    expect(current).to_have_accessible_name("Traces")  # listed while Inés is on it
+    expect(current).to_be_visible()
     # a reviewer's own work comes first for them
     ravi = _user_id(demo_url, "ravi.menon@brightwave.example")
     page.goto(f"{server}/overview?as={ravi}")
