@@ -23,7 +23,7 @@ install: $(STAMP)
 run: install
 	$(BIN)/workbench migrate
 	$(BIN)/workbench seed-demo --if-empty
-	$(BIN)/streamlit run app.py --server.address $(ADDRESS) --server.port 8501 \
+	$(BIN)/python serve.py --server.address $(ADDRESS) --server.port 8501 \
 		--server.headless true \
 		--browser.gatherUsageStats false
 

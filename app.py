@@ -9,16 +9,19 @@ files in pages/ directly, without this router's identity check.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import streamlit as st
 from sqlalchemy import Engine
+from streamlit.runtime.scriptrunner import get_script_run_ctx
+from streamlit.util import calc_hash
 
 from pages import ui
-from review.admin import signin, users
+from review.admin import navigation, signin, users
+from review.admin.navigation import PageSpec
 from review.core.errors import PermissionDenied, WorkbenchError
-from review.core.identity import Actor, Role
+from review.core.identity import Actor, Permission, Role
+from review.traces import browse
 
 USER_KEY = "wb_user_id"
 
@@ -27,50 +30,100 @@ USER_KEY = "wb_user_id"
 st.set_page_config(page_title="Abstention Workbench", page_icon="🚫", layout="wide")
 
 
-@dataclass(frozen=True)
-class PageSpec:
-    section: str
-    file: str
-    title: str
-    icon: str
-    url_path: str
-    admin_only: bool = False
-
-
+# The one table of pages. ``work``: whose daily work the page is (listed first for them);
+# ``open_to``: who can use it (empty: everyone); the others reach it by link only, where the
+# page says who uses it (review/admin/navigation.py orders the menu per person).
+_ANNOTATE = frozenset({Role.annotator})
+_REVIEW = frozenset({Role.reviewer})
+_DECIDE = frozenset({Role.product_owner, Role.compliance})
 PAGES = (
     PageSpec("Workbench", "overview_page.py", "Overview", "home", "overview"),
     PageSpec("Workbench", "corpus_page.py", "Corpus", "description", "corpus"),
     PageSpec("Workbench", "cases_page.py", "Cases", "science", "cases"),
     PageSpec("Workbench", "builder_page.py", "Case builder", "construction", "builder"),
-    PageSpec("Workbench", "admin_page.py", "Admin", "admin_panel_settings", "admin", True),
-    PageSpec("Labels", "labeling_page.py", "Label", "label", "label"),
+    PageSpec(
+        "Workbench",
+        "admin_page.py",
+        "Admin",
+        "admin_panel_settings",
+        "admin",
+        work=frozenset({Role.admin}),
+        open_to=navigation.holders(Permission.manage_users),
+    ),
+    PageSpec(
+        "Labels",
+        "labeling_page.py",
+        "Label",
+        "label",
+        "label",
+        work=_ANNOTATE,
+        open_to=navigation.holders(Permission.label),
+    ),
     PageSpec("Labels", "agreement_page.py", "Agreement", "handshake", "agreement"),
-    PageSpec("Labels", "adjudication_page.py", "Adjudicate", "gavel", "adjudicate"),
-    PageSpec("Production", "traces_page.py", "Traces", "receipt_long", "traces"),
-    PageSpec("Production", "monitoring_page.py", "Monitoring", "monitoring", "monitoring"),
-    PageSpec("Decide", "runs_page.py", "Runs", "play_circle", "runs"),
-    PageSpec("Decide", "thresholds_page.py", "Thresholds", "tune", "thresholds"),
-    PageSpec("Decide", "wording_page.py", "Wording", "speaker_notes", "wording"),
-    PageSpec("Decide", "audit_page.py", "Audit", "fact_check", "audit"),
-    PageSpec("Decide", "review_page.py", "Monthly review", "event_note", "review"),
+    PageSpec(
+        "Labels",
+        "adjudication_page.py",
+        "Adjudicate",
+        "gavel",
+        "adjudicate",
+        work=_REVIEW,
+        open_to=navigation.holders(Permission.adjudicate),
+    ),
+    PageSpec(
+        "Production",
+        "traces_page.py",
+        "Traces",
+        "receipt_long",
+        "traces",
+        open_to=browse.VIEW_ROLES,
+    ),
+    PageSpec(
+        "Production",
+        "monitoring_page.py",
+        "Monitoring",
+        "monitoring",
+        "monitoring",
+        open_to=browse.VIEW_ROLES,
+    ),
+    PageSpec("Decide", "thresholds_page.py", "Thresholds", "tune", "thresholds", work=_DECIDE),
+    PageSpec("Decide", "wording_page.py", "Wording", "speaker_notes", "wording", work=_DECIDE),
+    PageSpec("Decide", "runs_page.py", "Runs", "play_circle", "runs", work=_DECIDE),
+    PageSpec("Decide", "audit_page.py", "Audit", "fact_check", "audit", work=_REVIEW),
+    PageSpec("Decide", "review_page.py", "Monthly review", "event_note", "review", work=_REVIEW),
 )
 
 
-def _pages(actor: Actor) -> dict[str, list[Any]]:
-    """The navigation of the workbench for ``actor`` (the Admin page only for admins)."""
-    out: dict[str, list[Any]] = {}
+def _page(spec: PageSpec, *, hidden: bool = False) -> Any:
+    return st.Page(
+        f"pages/{spec.file}",
+        title=spec.title,
+        icon=f":material/{spec.icon}:",
+        url_path=spec.url_path,
+        default=spec.url_path == navigation.HOME,
+        visibility="hidden" if hidden else "visible",
+    )
+
+
+def _current_page() -> str | None:
+    """The address of the page this run opens (a link's path, or the page the browser is on),
+    as Streamlit's run context states it; None when it does not say."""
+    manager = getattr(get_script_run_ctx(), "pages_manager", None)
+    name = getattr(manager, "intended_page_name", None)
+    script = getattr(manager, "intended_page_script_hash", None)
     for spec in PAGES:
-        if spec.admin_only and Role.admin not in actor.roles:
-            continue
-        out.setdefault(spec.section, []).append(
-            st.Page(
-                f"pages/{spec.file}",
-                title=spec.title,
-                icon=f":material/{spec.icon}:",
-                url_path=spec.url_path,
-                default=spec.url_path == "overview",
-            )
-        )
+        if spec.url_path == name or (script and calc_hash(spec.url_path) == script):
+            return spec.url_path
+    return None
+
+
+def _pages(actor: Actor) -> dict[str, list[Any]]:
+    """The navigation of the workbench for ``actor``: the home page and their own work first
+    (no header, so it cannot be collapsed), then the rest by section; the pages they cannot
+    use are registered hidden, so a link to one opens it and it says who uses it (and the
+    page they are on is listed, so it is always in the sidebar)."""
+    plan = navigation.menu(PAGES, actor.roles, _current_page())
+    out = {name: [_page(spec) for spec in specs] for name, specs in plan.sections}
+    out.setdefault(navigation.MINE, []).extend(_page(spec, hidden=True) for spec in plan.hidden)
     return out
 
 
@@ -277,7 +330,7 @@ def main() -> None:
         st.session_state.pop(ui.ACTOR_KEY, None)
         return
     st.session_state[ui.ACTOR_KEY] = actor
-    st.navigation(_pages(actor)).run()
+    st.navigation(_pages(actor), expanded=True).run()
 
 
 main()

@@ -30,16 +30,17 @@ def import_export_panel(engine: Engine, actor: Actor, tax: Taxonomy, flt: cases.
     with st.expander("Import and export (canonical JSONL)"):
         if actor.can(Permission.edit_cases):
             with st.form("cases_import", clear_on_submit=True):
-                up = st.file_uploader(
-                    "Cases JSONL", type=["jsonl"], max_upload_size=uploads.widget_limit_mb()
-                )
+                up = ui.file_upload("Cases JSONL", "cases", type=["jsonl"])
                 go = st.form_submit_button("Import cases")
             if go:
                 if up is None:
                     st.error("Choose a file.")
                 else:
-                    with ui.reported("Nothing was imported. "):
-                        text = uploads.read_text(up.name, up.getvalue())
+                    with (
+                        ui.reported("Nothing was imported. "),
+                        st.spinner(ui.plain(f"Importing {up.name} ({up.size:,} bytes)…")),
+                    ):
+                        text = uploads.read_text(up.name, up.getvalue(), "cases")
                         items = list(cases.iter_cases_jsonl(text.splitlines(), up.name, tax))
                         report = cases.import_cases(engine, actor, items, up.name)
                         st.success(ui.plain(report.summary()))

@@ -121,11 +121,11 @@ def import_panel(engine: Engine, actor: Actor, tax: Taxonomy) -> None:
             "land together, or nothing is written."
         )
         with st.form("doc_import", clear_on_submit=True):
-            files = st.file_uploader(
+            files = ui.file_upload(
                 "Files",
+                "documents",
                 type=["md", "markdown", "txt", "jsonl"],
                 accept_multiple_files=True,
-                max_upload_size=uploads.widget_limit_mb(),
             )
             go = st.form_submit_button("Import")
         if not go:
@@ -133,10 +133,14 @@ def import_panel(engine: Engine, actor: Actor, tax: Taxonomy) -> None:
         if not files:
             st.error("Choose at least one file.")
             return
-        with ui.reported("Nothing was imported. "):
+        total = sum(f.size for f in files)
+        with (
+            ui.reported("Nothing was imported. "),
+            st.spinner(f"Importing {len(files):d} file(s) ({total:,} bytes)…"),
+        ):
             docs = []
             for f in files:
-                text = uploads.read_text(f.name, f.getvalue())
+                text = uploads.read_text(f.name, f.getvalue(), "documents")
                 docs.extend(corpus.parse_upload(f.name, text, tax))
             report = corpus.import_documents(
                 engine,

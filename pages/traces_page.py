@@ -56,10 +56,8 @@ def import_panel(engine: Engine, actor: Actor, tax: Taxonomy) -> None:
             "imported and the rejected lines can be downloaded. Re-importing adds nothing."
         )
         with st.form("traces_import", clear_on_submit=True):
-            up = st.file_uploader(
-                "Trace file",
-                type=["jsonl", "ndjson", "json", "csv", "txt"],
-                max_upload_size=uploads.widget_limit_mb(),
+            up = ui.file_upload(
+                "Trace file", "traces", type=["jsonl", "ndjson", "json", "csv", "txt"]
             )
             c1, c2, c3 = st.columns(3)
             fmt = c1.selectbox("Format", ["auto", *FORMATS], format_func=lambda f: f"{f}")
@@ -88,10 +86,9 @@ def run_import(
         return
     data = up.getvalue()
     try:
-        uploads.check_upload(up.name, len(data))
+        uploads.check_upload(up.name, len(data), "traces")
     except WorkbenchError as exc:
         st.error(ui.plain(exc))
-        st.caption("Use the command line for large files: workbench import-traces FILE")
         return
     bar = st.progress(0.0, text="Checking the file…")
 

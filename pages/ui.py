@@ -17,6 +17,7 @@ from typing import Any
 import streamlit as st
 from sqlalchemy import Engine
 
+from review.core import uploads
 from review.core.database import database_url, open_database
 from review.core.errors import WorkbenchError
 from review.core.escape import markdown_text
@@ -149,3 +150,13 @@ def link(path: str = "", **params: object) -> str:
     qs = urllib.parse.urlencode(query, safe=",", quote_via=urllib.parse.quote)
     where = urllib.parse.quote(path)
     return f"{('/' + where) if where else ''}?{qs}" if qs else f"/{where}"
+
+
+def file_upload(label: str, kind: str, **kwargs: Any) -> Any:
+    """Every page's file upload (``kind``: a key of ``uploads.COMMANDS``): the widget, which
+    lets a file above the workbench's limit reach the server so the page's
+    ``uploads.read_text(name, data, kind)`` refuses it with its size, the limit and the
+    command-line import; and a caption that states the limit and that command up front."""
+    files = st.file_uploader(label, max_upload_size=uploads.widget_limit_mb(), **kwargs)
+    st.caption(plain(uploads.limit_note(kind)))
+    return files

@@ -27,10 +27,10 @@ BUNDLED: dict[str, Callable[[], execution.Pipeline]] = {
 
 def import_run_form(engine: Engine, actor: Actor, tax: Taxonomy) -> None:
     with st.form("runs_import", clear_on_submit=True):
-        up = st.file_uploader(
+        up = ui.file_upload(
             "Outputs JSONL (case, decision, score, text, cited_ids, repeat, versions, error)",
+            "run",
             type=["jsonl"],
-            max_upload_size=uploads.widget_limit_mb(),
         )
         c1, c2 = st.columns(2)
         name = c1.text_input("Run name")
@@ -40,7 +40,7 @@ def import_run_form(engine: Engine, actor: Actor, tax: Taxonomy) -> None:
         with ui.reported("Nothing was imported. "):
             if up is None:
                 raise InputError("choose a file")
-            text = uploads.read_text(up.name, up.getvalue())
+            text = uploads.read_text(up.name, up.getvalue(), "run")
             items = list(evalruns.iter_outputs(text.splitlines(), up.name, tax))
             evalruns.import_run(engine, actor, name, version, items, up.name)
             st.session_state["runs_flash"] = f"Run {name!r} imported."
@@ -130,15 +130,13 @@ def judge_section(engine: Engine, tax: Taxonomy, run: evalruns.RunRow) -> None:
     if not actor.can(Permission.run_evaluations):
         return
     with st.form(f"runs_judge_{run.id}", clear_on_submit=True):
-        up = st.file_uploader(
-            "Judge labels JSONL", type=["jsonl"], max_upload_size=uploads.widget_limit_mb()
-        )
+        up = ui.file_upload("Judge labels JSONL", "judge", type=["jsonl"])
         go = st.form_submit_button("Import judge labels")
     if go:
         with ui.reported("Nothing was imported. "):
             if up is None:
                 raise InputError("choose a file")
-            text = uploads.read_text(up.name, up.getvalue())
+            text = uploads.read_text(up.name, up.getvalue(), "judge")
             items = list(judges.iter_judge_labels(text.splitlines(), up.name, tax))
             n = judges.import_judge_labels(engine, actor, run.id, items, up.name)
             st.session_state["runs_flash"] = f"{n} judge label(s) imported."

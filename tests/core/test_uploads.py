@@ -36,14 +36,22 @@ def test_default_limit_is_20_mb(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.parametrize(
     ("setting", "limit_bytes", "widget"),
-    [("5", 5 * MB, 5), ("0.5", MB // 2, 1), (" 20.2 ", int(20.2 * MB), 21), ("", 20 * MB, 20)],
+    [
+        ("5", 5 * MB, 200),
+        ("0.5", MB // 2, 200),
+        (" 20.2 ", int(20.2 * MB), 200),
+        ("", 20 * MB, 200),
+        ("250", 250 * MB, 250),
+    ],
 )
 def test_the_limit_is_configured_by_environment(
     monkeypatch: pytest.MonkeyPatch, setting: str, limit_bytes: int, widget: int
 ) -> None:
     monkeypatch.setenv(uploads.ENV, setting)
     assert uploads.max_upload_bytes() == limit_bytes
-    assert uploads.widget_limit_mb() == widget  # whole megabytes for st.file_uploader
+    # the widget lets a file above the limit through (up to the transport cap), so the check
+    # below can name its size and the command
+    assert uploads.widget_limit_mb() == widget
     uploads.check_upload("f", limit_bytes)
     with pytest.raises(uploads.UploadTooLarge):
         uploads.check_upload("f", limit_bytes + 1)
@@ -68,26 +76,63 @@ def test_read_text_checks_size_before_decoding(monkeypatch: pytest.MonkeyPatch) 
         uploads.read_text("c.md", b"caf\xe9")
 
 
-def test_every_page_upload_goes_through_the_check() -> None:
-    """Each file_uploader passes the configured limit to the widget, and the page reads the
-    bytes through review.core.uploads; no page keeps a limit of its own."""
+def test_every_page_upload_goes_through_the_helper_and_the_check() -> None:
+    """Every upload widget is ``ui.file_upload`` (the limit and the command under it), and the
+    page reads the bytes through review.core.uploads with the kind of its command; no page
+    keeps a limit of its own."""
     pages = sorted((ROOT / "pages").rglob("*.py"))
     with_uploads = []
     for page in pages:
         src = page.read_text(encoding="utf-8")
-        n = src.count("st.file_uploader(")
-        if not n:
+        if page.name == "ui.py":
+            assert src.count("st.file_uploader(") == 1
             continue
-        # the workflow: a page file, or a part of a page in pages/<workflow>/
+        assert "st.file_uploader(" not in src, page.name
+        kinds = re.findall(r'ui\.file_upload\(\s*"[^"]*",\s*"(\w+)"', src)
+        if not kinds:
+            continue
         rel = page.relative_to(ROOT / "pages")
         with_uploads.append(rel.parts[0] if len(rel.parts) > 1 else page.stem.removesuffix("_page"))
-        assert src.count("max_upload_size=uploads.widget_limit_mb()") == n, page.name
-        checks = src.count("uploads.read_text(") + src.count("uploads.check_upload(")
-        assert checks >= n, page.name
+        checked = re.findall(r'uploads\.(?:read_text|check_upload)\(.*?, "(\w+)"\)', src)
+        assert sorted(checked) == sorted(kinds), page.name
+        assert set(kinds) <= set(uploads.COMMANDS), page.name
         assert not re.search(r"MAX_UPLOAD|maxUploadSize|2\s*\*\*\s*20|1024\s*\*\s*1024", src), (
             page.name
         )
     assert {"cases", "corpus", "runs", "traces"} <= set(with_uploads)
+
+
+def test_the_message_names_the_size_the_limit_and_the_command(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(uploads.ENV, "20")
+    with pytest.raises(uploads.UploadTooLarge) as exc:
+        uploads.check_upload("my traces.jsonl", 35 * MB, "traces")
+    assert str(exc.value) == (
+        "my traces.jsonl is 35.0 MB, above the upload limit of 20 MB (WORKBENCH_MAX_UPLOAD_MB); "
+        "nothing was imported. Import it with the command line, which has no limit: "
+        "workbench import-traces 'my traces.jsonl'"
+    )
+    assert uploads.limit_note("cases") == (
+        "The workbench takes up to 20 MB per file here; for a larger file use the command line: "
+        "workbench import-cases FILE"
+    )
+
+
+def test_every_command_named_is_a_command_with_those_options() -> None:
+    from review.cli.main import main
+
+    for kind, template in uploads.COMMANDS.items():
+        words = uploads.command(kind).split()
+        assert words[0] == "workbench", kind
+        cmd = main.commands[words[1]]
+        options = {o for p in cmd.params for o in getattr(p, "opts", [])}
+        assert {w for w in words if w.startswith("--")} <= options, template
+
+
+def test_the_transport_cap_is_streamlits_setting() -> None:
+    config = (ROOT / ".streamlit" / "config.toml").read_text(encoding="utf-8")
+    assert re.search(rf"^maxUploadSize = {uploads.TRANSPORT_MB}$", config, re.M)
 
 
 # --- the pages -------------------------------------------------------------------------------
@@ -125,7 +170,7 @@ def test_a_page_refuses_an_upload_above_the_limit_and_writes_nothing(
     before = _counts(empty_url)
     at = page_app(empty_url, monkeypatch, page, "solo@example.org").run()
     no_exception(at)
-    assert at.file_uploader[0].proto.max_upload_size_mb == 1
+    assert at.file_uploader[0].proto.max_upload_size_mb == uploads.TRANSPORT_MB
     payload = b'{"key": "x"}\n' * 200  # 2,600 bytes: above 1,048
     at.file_uploader[0].set_value([(name, payload, mime)])
     for t in at.text_input:
@@ -136,6 +181,7 @@ def test_a_page_refuses_an_upload_above_the_limit_and_writes_nothing(
     errors = [readable(e) for e in at.error]
     assert any(
         f"{name} is 2,600 bytes, above the upload limit of 0.001 MB (WORKBENCH_MAX_UPLOAD_MB)" in e
+        and "command line, which has no limit: workbench import-" in e
         for e in errors
     ), errors
     assert _counts(empty_url) == before

@@ -40,13 +40,16 @@ def streamlit_server(script: Path, tmp_path: Path, **env_vars: str) -> Iterator[
     env = dict(os.environ, STREAMLIT_BROWSER_GATHER_USAGE_STATS="false", **env_vars)
     log_path = tmp_path / f"streamlit-{port}.log"
     log = log_path.open("w")
+    # the workbench starts as `make run` starts it (serve.py: the router answers every address
+    # from the first request); any other script with plain `streamlit run`
+    launch = (
+        [sys.executable, str(ROOT / "serve.py")]
+        if script.resolve() == (ROOT / "app.py").resolve()
+        else [sys.executable, "-m", "streamlit", "run", str(script)]
+    )
     proc = subprocess.Popen(
         [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            str(script),
+            *launch,
             "--server.headless",
             "true",
             "--server.port",

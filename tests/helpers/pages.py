@@ -3,7 +3,9 @@ as a given user, and the demo users the page tests act as."""
 
 from __future__ import annotations
 
+import ast
 import re
+from typing import Any
 
 import pytest
 from sqlalchemy import inspect
@@ -84,6 +86,24 @@ def readable(element: object) -> str:
     and word joiners of the pages' escaper (``ui.plain``) taken out."""
     value = str(getattr(element, "value", element))
     return _ESCAPED.sub(r"\1", value).replace("\u2060", "")
+
+
+def page_table() -> tuple[Any, ...]:
+    """app.py's ``PAGES`` (its PageSpec table) as objects, read without running the router:
+    only app.py's imports and its module-level constants are executed."""
+    tree = ast.parse((ROOT / "app.py").read_text(encoding="utf-8"))
+    keep = [
+        node
+        for node in tree.body
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        or (
+            isinstance(node, ast.Assign)
+            and all(isinstance(t, ast.Name) and t.id.lstrip("_").isupper() for t in node.targets)
+        )
+    ]
+    namespace: dict[str, Any] = {}
+    exec(compile(ast.Module(body=keep, type_ignores=[]), "app.py", "exec"), namespace)
+    return tuple(namespace["PAGES"])
 
 
 def page_files() -> list[str]:
