@@ -211,7 +211,7 @@ def _caveat_band(
 
 #: Where the sliders remember the policy version they were set against.
 SLIDERS_OF = "thr_sliders_of"
-SLIDER_KEYS = ("thr_proposed_", "thr_caveat_")
+SLIDER_KEYS = ("thr_proposed_", "thr_caveat_")  # and the proposed slider's "_range"
 
 
 def _follow_in_force(pif: PolicyInForce) -> None:
@@ -240,13 +240,20 @@ def calibrate(engine: Engine, actor: Actor, tax: Taxonomy, pif: PolicyInForce) -
     current = th.refuse_below
     bounds = display.slider_range(src.frame, current)
     _follow_in_force(pif)
+    key = f"thr_proposed_{src.mode}"
+    # set here, not as the widget's default: a value the browser still holds from before an
+    # approval gives way to the thresholds now in force (_follow_in_force forgets it); a new
+    # range (other outcomes) starts again from the threshold in force
+    span = (bounds.min_value, bounds.max_value)
+    if st.session_state.get(key) is None or st.session_state.get(f"{key}_range") != span:
+        st.session_state[key] = bounds.value
+    st.session_state[f"{key}_range"] = span
     proposed = st.slider(
         f"Proposed refuse_below for {ui.plain(src.mode)} (current: {ui.plain(current)})",
         min_value=bounds.min_value,
         max_value=bounds.max_value,
-        value=bounds.value,
         step=0.005,
-        key=f"thr_proposed_{src.mode}",
+        key=key,
     )
     caveat = _caveat_slider(src, th, bounds, float(proposed))
     try:
