@@ -215,3 +215,33 @@ def test_overview_links_the_signers_to_the_item_and_tells_the_author_it_waits(
     ]
     omar = overview.build_overview(demo_engine, demo_actor(OMAR), tax).attention
     assert not [a for a in omar if a.page == "thresholds"]
+
+
+def test_the_sliders_propose_nothing_until_they_leave_the_thresholds_in_force() -> None:
+    from review.thresholds import display
+
+    policy = parse_policy(thresholds.default_policy_path().read_text(encoding="utf-8"), "p")
+    th = policy.thresholds_for("vector")
+    assert (th.refuse_below, th.caveat_below) == (0.55, 0.65)
+    bounds = display.SliderRange(0.32, 1.01, 0.55)
+    assert not display.is_change(th, bounds, 0.55, 0.65)
+    assert display.is_change(th, bounds, 0.6, 0.65)
+    assert display.is_change(th, bounds, 0.55, 0.7)
+
+
+def test_a_link_to_a_version_that_waits_no_more_says_what_it_is(demo_engine: Engine) -> None:
+    from review.thresholds import display
+
+    allv = signoff.versions(demo_engine, thresholds.KIND)
+    in_force = thresholds.in_force(demo_engine).version
+    assert in_force is not None
+    older = next(v for v in allv if v.status == "approved" and v.id != in_force.id)
+    assert (
+        display.not_pending_message(99, None, in_force) == "There is no version 99 of the policy."
+    )
+    assert display.not_pending_message(in_force.number, in_force, in_force) == (
+        f"Version {in_force.number} is approved: it is the policy in force."
+    )
+    assert display.not_pending_message(older.number, older, in_force) == (
+        f"Version {older.number} no longer waits for sign-off: it is approved."
+    )
