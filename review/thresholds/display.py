@@ -201,6 +201,14 @@ def signatures_text(version: signoff.VersionView) -> str:
     return ", ".join(f"{s.role} {s.meaning} ({s.signer})" for s in version.signatures) or "none"
 
 
+def _reason(s: signoff.Signature) -> str:
+    """A signature's note, marked when it is the reason for approving a change that failed
+    release targets (review/thresholds/signing.py stores that in the snapshot)."""
+    despite = s.metrics_snapshot.get("approved_despite")
+    mark = " (approved although it failed release targets)" if despite else ""
+    return f"{s.role}: {s.note}{mark}"
+
+
 def history_frame(versions: Sequence[signoff.VersionView]) -> pd.DataFrame:
     return pd.DataFrame(
         [
@@ -216,6 +224,7 @@ def history_frame(versions: Sequence[signoff.VersionView]) -> pd.DataFrame:
                     f"{s.role}: {s.meaning} by {s.signer} at {s.at:%Y-%m-%d %H:%M}"
                     for s in v.signatures
                 ),
+                "reasons": "; ".join(_reason(s) for s in v.signatures if s.note),
             }
             for v in versions
         ]

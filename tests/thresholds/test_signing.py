@@ -100,6 +100,13 @@ def test_approving_a_failing_change_needs_a_reason_and_the_confirmation(
         "Unsupported-answer rate",
     ]
     assert sig.data_fingerprint and sig.metrics_snapshot["source"]["kind"] == "run"
+    # the history shows the reason, and what it was the reason for
+    from review.thresholds import display
+
+    history = display.history_frame(signoff.versions(demo_engine, thresholds.KIND))
+    assert history.loc[history["version"] == v.number, "reasons"].iloc[0] == (
+        f"product_owner: {why} (approved although it failed release targets)"
+    )
     assert signoff.verify_chain(demo_engine) == []
 
 
