@@ -36,7 +36,8 @@ def attention(ov: Overview) -> None:
             st.markdown(ui.plain(item.text))
             st.page_link(
                 f"pages/{item.page}_page.py",
-                label=f"Open {ui.plain(item.page.title())}",
+                label=f"Open {ui.plain(item.page.title())}"
+                + (f": {ui.plain(item.opens)}" if item.opens else ""),
                 icon=":material/arrow_forward:",
                 query_params=item.params or None,
             )

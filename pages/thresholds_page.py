@@ -1,7 +1,8 @@
 """Thresholds: calibrate on validation, see what a change buys and costs, propose, sign off.
 
 The tabs live in pages/thresholds/; this page reads the policy in force once per run and hands
-it to each tab."""
+it to each tab. A link opens a tab: ``?tab=signoff`` (calibrate, signoff, history, gate), and
+on the Sign-off tab ``&version=N`` puts that proposal first."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from review.thresholds import display, thresholds
 from review.thresholds.thresholds import PolicyInForce
 
 TABS = ["Calibrate and propose", "Sign-off", "History", "Evidence gate"]
+#: The tab a link opens (``?tab=signoff``): query value -> tab label.
+TAB_OF = dict(zip(("calibrate", "signoff", "history", "gate"), TABS, strict=True))
 
 
 def _in_force(engine: Engine) -> PolicyInForce | None:
@@ -45,7 +48,8 @@ def main() -> None:
     pif = _in_force(engine)
     if pif is None:
         return
-    tab_cal, tab_sign, tab_hist, tab_gate = st.tabs(TABS)
+    asked = st.query_params.get("tab")
+    tab_cal, tab_sign, tab_hist, tab_gate = st.tabs(TABS, default=TAB_OF.get(asked or ""))
     with tab_cal:
         calibrate(engine, actor, tax, pif)
     with tab_sign:

@@ -45,6 +45,7 @@ from review.evaluation import evalruns, execution, judges
 from review.labels import labeling
 from review.monthly import reviews
 from review.policy import signoff
+from review.thresholds import signing as threshold_signing
 from review.thresholds import thresholds
 from review.traces import importer, restricted, retention
 from review.traces.canonical import iter_canonical_jsonl
@@ -114,6 +115,7 @@ ALLOWED: dict[str, frozenset[Role]] = {
     "policy.signoff.propose": POLICY,
     "policy.signoff.sign": POLICY,
     "cases.splits.apply": CASE_EDITORS,
+    "thresholds.signing.sign_thresholds": POLICY,
     "thresholds.thresholds.propose_rollback": POLICY,
     "thresholds.thresholds.propose_thresholds": POLICY,
     "traces.retention.apply_retention": ADMINS,
@@ -446,6 +448,9 @@ CALLS: dict[str, Callable[[Ctx, Actor], object]] = {
         c.engine, a, c.ids["pending_policy"], "reject", note="access test"
     ),
     "cases.splits.apply": lambda c, a: splits.apply(c.engine, a, seed=c.n()),
+    "thresholds.signing.sign_thresholds": lambda c, a: threshold_signing.sign_thresholds(
+        c.engine, a, c.tax, c.ids["pending_policy"], "reject", note="access test"
+    ),
     "thresholds.thresholds.propose_rollback": lambda c, a: thresholds.propose_rollback(
         c.engine, a, 1, "access test"
     ),
@@ -788,7 +793,7 @@ RESTRICTED_TEXT = [
 # every query key a page reads as a deep link, and the restricted targets restricted_links
 # gives it; a page that starts reading a new key fails the enumeration test until a restricted
 # target for it is added here
-DEEP_LINK_KEYS = frozenset({"case", "doc", "trace", "item", "plan", "family"})
+DEEP_LINK_KEYS = frozenset({"case", "doc", "trace", "item", "plan", "family", "tab", "version"})
 _QUERY_READ = re.compile(r'query_int\(\s*"(\w+)"|query_params(?:\.get\(|\.pop\(|\[)\s*"(\w+)"')
 
 
@@ -885,6 +890,8 @@ def restricted_links(ctx: Ctx) -> list[tuple[str, dict[str, str]]]:
     links += [("traces_page.py", {"trace": str(t)}) for t in restricted_traces]
     links.append(("audit_page.py", {"item": str(ctx.ids["restricted_item"])}))
     links.append(("audit_page.py", {"plan": str(ctx.ids["open_plan"])}))
+    pending = signoff.get_version(ctx.engine, ctx.ids["pending_policy"])
+    links.append(("thresholds_page.py", {"tab": "signoff", "version": str(pending.number)}))
     assert {k for _, q in links for k in q} == DEEP_LINK_KEYS
     return links
 

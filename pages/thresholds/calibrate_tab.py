@@ -15,6 +15,7 @@ import streamlit as st
 from sqlalchemy import Engine
 
 from pages import ui
+from pages.thresholds import headline_view
 from pages.thresholds.downloads import chart_downloads
 from pages.thresholds.proposal import propose_form, replay_section
 from review.charts import charts
@@ -25,7 +26,7 @@ from review.evaluation import evalruns
 from review.policy.policy import ModeThresholds, NoAnswerPolicy
 from review.policy.selective import sweep_by_slice
 from review.thresholds import caveat as caveat_cal
-from review.thresholds import display, evidence, thresholds
+from review.thresholds import display, evidence, headline, thresholds
 from review.thresholds.thresholds import Analysis, PolicyInForce
 
 
@@ -118,13 +119,16 @@ def _operating_points(a: Analysis, policy: NoAnswerPolicy) -> None:
         chart_downloads(cc, a.sweep, "expected_cost")
 
 
-def _targets_and_flips(a: Analysis) -> None:
-    st.subheader(f"Release targets of the proposed threshold on {ui.plain(a.report_on)}")
-    if a.targets.empty:
-        st.info(f"No outcomes on the {ui.plain(a.report_on)} split.")
-    else:
-        passed, verdict = display.targets_verdict(a.targets)
-        (st.success if passed else st.warning)(ui.plain(verdict))
+def _targets_and_flips(a: Analysis, policy: NoAnswerPolicy, changed: bool) -> None:
+    st.subheader("What the change does" if changed else "The policy in force")
+    if not changed:
+        st.info(
+            "Nothing is proposed: the sliders are at the thresholds in force. Move a slider "
+            "to see what a change does against the targets."
+        )
+    headline_view.show(headline.headline(a, policy, proposed=changed), key="calibrate")
+    if changed and not a.targets.empty:
+        st.caption(f"Release targets of the proposed threshold on {ui.plain(a.report_on)}")
         st.dataframe(
             a.targets,
             hide_index=True,
@@ -205,6 +209,23 @@ def _caveat_band(
     return cal
 
 
+#: Where the sliders remember the policy version they were set against.
+SLIDERS_OF = "thr_sliders_of"
+SLIDER_KEYS = ("thr_proposed_", "thr_caveat_")  # and the proposed slider's "_range"
+
+
+def _follow_in_force(pif: PolicyInForce) -> None:
+    """After a new version is put in force, the sliders start again from its thresholds (a
+    slider still at the value just approved would read as a new proposal)."""
+    now = pif.version.id if pif.version is not None else None
+    if st.session_state.get(SLIDERS_OF, now) != now:
+        for key in [
+            k for k in st.session_state if str(k).startswith(("thr_proposed_", "thr_caveat_"))
+        ]:
+            del st.session_state[key]
+    st.session_state[SLIDERS_OF] = now
+
+
 def calibrate(engine: Engine, actor: Actor, tax: Taxonomy, pif: PolicyInForce) -> None:
     policy = pif.policy
     runs = evalruns.list_runs(engine)
@@ -218,13 +239,21 @@ def calibrate(engine: Engine, actor: Actor, tax: Taxonomy, pif: PolicyInForce) -
     th = policy.thresholds_for(src.mode)
     current = th.refuse_below
     bounds = display.slider_range(src.frame, current)
+    _follow_in_force(pif)
+    key = f"thr_proposed_{src.mode}"
+    # set here, not as the widget's default: a value the browser still holds from before an
+    # approval gives way to the thresholds now in force (_follow_in_force forgets it); a new
+    # range (other outcomes) starts again from the threshold in force
+    span = (bounds.min_value, bounds.max_value)
+    if st.session_state.get(key) is None or st.session_state.get(f"{key}_range") != span:
+        st.session_state[key] = bounds.value
+    st.session_state[f"{key}_range"] = span
     proposed = st.slider(
         f"Proposed refuse_below for {ui.plain(src.mode)} (current: {ui.plain(current)})",
         min_value=bounds.min_value,
         max_value=bounds.max_value,
-        value=bounds.value,
         step=0.005,
-        key=f"thr_proposed_{src.mode}",
+        key=key,
     )
     caveat = _caveat_slider(src, th, bounds, float(proposed))
     try:
@@ -242,7 +271,7 @@ def calibrate(engine: Engine, actor: Actor, tax: Taxonomy, pif: PolicyInForce) -
         return
     st.caption(ui.plain(display.analysis_caption(a)))
     _operating_points(a, policy)
-    _targets_and_flips(a)
+    _targets_and_flips(a, policy, display.is_change(th, bounds, float(proposed), caveat))
     cal = _caveat_band(src, policy, float(proposed), caveat)
     replay_section(engine, actor, pif, src.mode, proposed, caveat)
     _sweeps(a, src.frame, policy)

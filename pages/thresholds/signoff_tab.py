@@ -1,8 +1,11 @@
-"""The "Sign-off" tab of the Thresholds page: every pending proposal with its diff against
-the policy in force and its figures on the calibration source it records (the run and split,
-or the audited batches its author calibrated on), with the figures the author saw beside the
-current ones when that data changed since; and the form to approve or reject it for a product
-owner or compliance who did not propose it. The figures are stored with the signature. A
+"""The "Sign-off" tab of the Thresholds page: every pending proposal (the one a link names,
+``?version=N``, first) with its headline (coverage, false-refusal and unsupported-answer rates
+in force, proposed and targeted, pass/fail), its diff against the policy in force and its
+figures on the calibration source it records (the run and split, or the audited batches its
+author calibrated on), with the figures the author saw beside the current ones when that data
+changed since; and the form to approve or reject it for a product owner or compliance who did
+not propose it. Approving a change that fails a target needs a reason and a confirmation
+(review/thresholds/signing.py enforces it). The figures are stored with the signature. A
 proposal whose parent is no longer the policy in force says why it can no longer be approved
 (it can still be rejected)."""
 
@@ -12,13 +15,14 @@ import streamlit as st
 from sqlalchemy import Engine
 
 from pages import ui
+from pages.thresholds import headline_view
 from review.core.identity import Actor, Permission, Role
 from review.core.taxonomy import Taxonomy
 from review.core.terms import VersionStatus
 from review.policy import signoff
-from review.policy.policy import parse_policy
-from review.thresholds import display, thresholds
-from review.thresholds.evidence import SignoffEvidence, signoff_evidence
+from review.thresholds import display, signing, thresholds
+from review.thresholds.evidence import SignoffEvidence
+from review.thresholds.signing import ProposalReview
 from review.thresholds.thresholds import PolicyInForce
 
 FLASH = "thr_flash"
@@ -53,40 +57,65 @@ def _figures(evidence: SignoffEvidence) -> None:
         st.dataframe(a.targets, hide_index=True, width="stretch")
 
 
-def _sign_form(
-    engine: Engine, actor: Actor, v: signoff.VersionView, evidence: SignoffEvidence
-) -> None:
+def _sign_form(engine: Engine, actor: Actor, tax: Taxonomy, review: ProposalReview) -> None:
+    v = review.version
     roles = display.signing_roles(actor, v)
     with st.form(f"thr_sign_{v.id}"):
         role = st.selectbox("Sign as", [r.value for r in roles])
-        note = st.text_area("Note (required to reject)")
+        if review.confirmation:
+            st.warning(ui.plain(f"Version {v.number:d}: {review.confirmation}"))
+            note = st.text_area(
+                "Reason (required to approve a change that fails a target, and to reject)",
+                key=f"thr_sign_note_{v.id}",
+            )
+            confirmed = st.checkbox(
+                "I approve this change although it fails these targets",
+                key=f"thr_sign_confirm_{v.id}",
+            )
+        else:
+            note = st.text_area("Note (required to reject)", key=f"thr_sign_note_{v.id}")
+            confirmed = False
         c1, c2 = st.columns(2)
         approve = c1.form_submit_button("Approve", type="primary")
         reject = c2.form_submit_button("Reject")
     if approve or reject:
         with ui.reported():
-            signoff.sign(
+            signing.sign_thresholds(
                 engine,
                 actor,
+                tax,
                 v.id,
                 "approve" if approve else "reject",
                 role=Role(role),
                 note=note,
-                data_fingerprint=evidence.fingerprint,
-                metrics_snapshot=evidence.snapshot,
-                lock_case_ids=evidence.case_ids,
+                confirm_failing_targets=confirmed,
             )
-            st.session_state[FLASH] = (
-                f"Version {v.number} {'approved' if approve else 'rejected'} as {role}."
-            )
+            st.session_state[FLASH] = _signed_message(engine, v, approve, role)
             st.rerun()
 
 
+def _signed_message(engine: Engine, v: signoff.VersionView, approve: bool, role: str) -> str:
+    if not approve:
+        return f"Version {v.number} rejected as {role}."
+    done = signoff.get_version(engine, v.id)
+    if done.status == VersionStatus.approved:
+        return f"Version {v.number} approved as {role}: it is the policy in force now."
+    waits = ", ".join(done.missing_roles)
+    return f"Version {v.number} approved as {role}; it still needs: {waits}."
+
+
 def _proposal(
-    engine: Engine, actor: Actor, tax: Taxonomy, pif: PolicyInForce, v: signoff.VersionView
+    engine: Engine,
+    actor: Actor,
+    tax: Taxonomy,
+    pif: PolicyInForce,
+    v: signoff.VersionView,
+    focused: bool,
 ) -> None:
-    with st.container(border=True):
+    with st.container(border=True, key=f"thr_proposal_{v.number}"):
         st.subheader(f"Version {v.number:d} · proposed by {ui.plain(v.author)}")
+        if focused:
+            st.caption("Opened from a link to this proposal.")
         ui.text(v.rationale, label="Rationale")
         stale = signoff.stale_parent(engine, v)
         if stale:
@@ -99,26 +128,47 @@ def _proposal(
             f"Needs: {ui.plain(', '.join(v.missing_roles) or 'nothing')} · signatures so far: "
             + ui.plain(display.signatures_text(v))
         )
-        st.code(thresholds.diff(pif.text, v.yaml_text), language="diff")
-        proposed = parse_policy(v.yaml_text, f"version {v.number}")
-        evidence = signoff_evidence(engine, tax, pif.policy, proposed, v.snapshot)
-        _figures(evidence)
+        review = signing.review_proposal(engine, tax, v)
+        st.markdown("**What the change does**")
+        if review.headline is not None:
+            headline_view.show(review.headline, key=str(v.number))
+            with st.expander("The change and all its figures"):
+                st.code(thresholds.diff(pif.text, v.yaml_text), language="diff")
+                _figures(review.evidence)
+        else:
+            st.code(thresholds.diff(pif.text, v.yaml_text), language="diff")
+            _figures(review.evidence)
         if actor.email == v.author:
-            st.info("You proposed this change: someone else must sign it.")
+            st.info(
+                f"You proposed this change: someone else must sign it (it waits for "
+                f"{ui.plain(', '.join(v.missing_roles))})."
+            )
         elif display.signing_roles(actor, v) and actor.can(Permission.approve_policy):
-            _sign_form(engine, actor, v, evidence)
+            _sign_form(engine, actor, tax, review)
         else:
             st.caption("Signatures come from a product owner and compliance.")
 
 
+def _focus() -> int | None:
+    """The version a link asks for (``?version=N``), if any."""
+    return ui.query_int("version")
+
+
 def sign_tab(engine: Engine, actor: Actor, tax: Taxonomy, pif: PolicyInForce) -> None:
-    pending = [
-        v for v in signoff.versions(engine, thresholds.KIND) if v.status == VersionStatus.pending
-    ]
-    if not pending:
-        st.info("No proposal is waiting for sign-off.")
-    for v in pending:
-        _proposal(engine, actor, tax, pif, v)
     flash = st.session_state.pop(FLASH, None)
     if flash:
         st.success(ui.plain(flash))
+    everything = signoff.versions(engine, thresholds.KIND)
+    pending = [v for v in everything if v.status == VersionStatus.pending]
+    wanted = _focus()
+    if wanted is not None and wanted not in {v.number for v in pending}:
+        asked = next((v for v in everything if v.number == wanted), None)
+        st.info(ui.plain(display.not_pending_message(wanted, asked, pif.version)))
+    if not pending:
+        st.info(
+            "Nothing is proposed: no change is waiting for sign-off. The figures of the "
+            "policy in force are on the Calibrate and propose tab."
+        )
+    # the linked proposal first
+    for v in sorted(pending, key=lambda x: x.number != wanted):
+        _proposal(engine, actor, tax, pif, v, v.number == wanted)

@@ -21,6 +21,8 @@ class Attention:
     text: str
     page: str  # the page that resolves it (pages/<page>_page.py)
     params: dict[str, str] = field(default_factory=dict)
+    #: what the link opens, when more than the page ("version 3 on the Sign-off tab")
+    opens: str = ""
 
 
 @dataclass(frozen=True)
@@ -158,9 +160,6 @@ def _work_waiting(engine: Engine, actor: Actor) -> list[Attention]:
     batches, policy and wording changes to sign."""
     from review.audits import plans
     from review.labels import labeling
-    from review.policy import signoff
-    from review.thresholds import thresholds
-    from review.wording import versions
 
     out: list[Attention] = []
     if actor.can(Permission.label):
@@ -184,25 +183,55 @@ def _work_waiting(engine: Engine, actor: Actor) -> list[Attention]:
                         {"plan": str(plan.id)},
                     )
                 )
-    if actor.can(Permission.approve_policy):
-        me = actor.email.strip().lower()
-        for kind, title, page in (
-            (thresholds.KIND, "Threshold", "thresholds"),
-            (versions.KIND, "Refusal wording", "wording"),
-        ):
-            for v in signoff.versions(engine, kind):
-                signed = {sg.signer.strip().lower() for sg in v.signatures}
-                mine = {r.value for r in actor.roles} & set(v.missing_roles)
-                if (
-                    v.status == VersionStatus.pending
-                    and mine
-                    and v.author.strip().lower() != me
-                    and me not in signed
-                ):
+    if actor.can(Permission.approve_policy) or actor.can(Permission.propose_policy):
+        out.extend(_changes_waiting(engine, actor))
+    return out
+
+
+def _changes_waiting(engine: Engine, actor: Actor) -> list[Attention]:
+    """Policy and wording changes waiting for this person's signature, and their own
+    proposals still waiting for someone else's; a threshold change links to its item on the
+    Thresholds page's Sign-off tab."""
+    from review.policy import signoff
+    from review.thresholds import thresholds
+    from review.wording import versions
+
+    me = actor.email.strip().lower()
+    out: list[Attention] = []
+    for kind, title, page in (
+        (thresholds.KIND, "Threshold", "thresholds"),
+        (versions.KIND, "Refusal wording", "wording"),
+    ):
+        for v in signoff.versions(engine, kind):
+            if v.status != VersionStatus.pending:
+                continue
+            params: dict[str, str] = {}
+            opens = ""
+            if page == "thresholds":
+                params = {"tab": "signoff", "version": str(v.number)}
+                opens = f"version {v.number} on the Sign-off tab"
+            if v.author.strip().lower() == me:
+                if actor.can(Permission.propose_policy):
+                    waits = " and ".join(r.replace("_", " ") for r in v.missing_roles)
                     out.append(
                         Attention(
-                            f"{title} change version {v.number} by {v.author} waits for sign-off.",
+                            f"Your proposal v{v.number} ({title.lower()} change) waits for "
+                            f"{waits}.",
                             page,
+                            params,
+                            opens,
                         )
                     )
+                continue
+            signed = {sg.signer.strip().lower() for sg in v.signatures}
+            mine = {r.value for r in actor.roles} & set(v.missing_roles)
+            if actor.can(Permission.approve_policy) and mine and me not in signed:
+                out.append(
+                    Attention(
+                        f"{title} change version {v.number} by {v.author} waits for sign-off.",
+                        page,
+                        params,
+                        opens,
+                    )
+                )
     return out

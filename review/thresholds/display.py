@@ -6,6 +6,7 @@ history's tables, rollback choices and stored snapshots."""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -33,6 +34,8 @@ __all__ = [
     "flip_counts",
     "history_frame",
     "in_force_caption",
+    "is_change",
+    "not_pending_message",
     "override_message",
     "report_split_for",
     "rollback_choices",
@@ -198,6 +201,14 @@ def signatures_text(version: signoff.VersionView) -> str:
     return ", ".join(f"{s.role} {s.meaning} ({s.signer})" for s in version.signatures) or "none"
 
 
+def _reason(s: signoff.Signature) -> str:
+    """A signature's note, marked when it is the reason for approving a change that failed
+    release targets (review/thresholds/signing.py stores that in the snapshot)."""
+    despite = s.metrics_snapshot.get("approved_despite")
+    mark = " (approved although it failed release targets)" if despite else ""
+    return f"{s.role}: {s.note}{mark}"
+
+
 def history_frame(versions: Sequence[signoff.VersionView]) -> pd.DataFrame:
     return pd.DataFrame(
         [
@@ -213,6 +224,7 @@ def history_frame(versions: Sequence[signoff.VersionView]) -> pd.DataFrame:
                     f"{s.role}: {s.meaning} by {s.signer} at {s.at:%Y-%m-%d %H:%M}"
                     for s in v.signatures
                 ),
+                "reasons": "; ".join(_reason(s) for s in v.signatures if s.note),
             }
             for v in versions
         ]
@@ -245,3 +257,24 @@ def snapshot_json(s: signoff.Signature) -> str:
     :data:`SNAPSHOT_CHARS` characters."""
     shown = {k: s.metrics_snapshot.get(k) for k in SNAPSHOT_KEYS}
     return json.dumps(shown, default=str, indent=1)[:SNAPSHOT_CHARS]
+
+
+def not_pending_message(
+    number: int, asked: signoff.VersionView | None, in_force: signoff.VersionView | None
+) -> str:
+    """What a link to a version that waits for no signature finds."""
+    if asked is None:
+        return f"There is no version {number} of the policy."
+    if in_force is not None and in_force.id == asked.id:
+        return f"Version {number} is approved: it is the policy in force."
+    return f"Version {number} no longer waits for sign-off: it is {asked.status}."
+
+
+def is_change(th: ModeThresholds, bounds: SliderRange, proposed: float, caveat: float) -> bool:
+    """Whether the sliders propose anything: a refuse or caveat threshold other than the one
+    they start from (the thresholds in force)."""
+    start_caveat = caveat_start(th, bounds.value)
+    return not (
+        math.isclose(proposed, bounds.value, abs_tol=1e-9)
+        and math.isclose(caveat, start_caveat, abs_tol=1e-9)
+    )

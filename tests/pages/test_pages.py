@@ -577,15 +577,25 @@ def test_thresholds_propose_then_two_other_people_approve(
     at = app(demo_url, monkeypatch, OMAR).run()
     at.switch_page("pages/thresholds_page.py").run()
     assert any("someone else must sign" in readable(i) for i in at.info)
-    # a product owner and compliance approve
+    # a product owner and compliance approve; the change fails targets (the demo's policy in
+    # force fails them already), so each gives a reason and confirms, and is refused without
     for who in (PAULA, CHEN):
         at = app(demo_url, monkeypatch, who).run()
         at.switch_page("pages/thresholds_page.py").run()
         no_exception(at)
+        assert any("fails target" in m.value for m in at.markdown)
+        next(b for b in at.button if b.label == "Approve").click().run()
+        assert any("was not approved" in readable(e) for e in at.error)
+        assert signoff.get_version(demo_engine, newest.id).signatures == tuple(
+            s for s in signoff.get_version(demo_engine, newest.id).signatures if s.signer != who
+        )
+        at.text_area(key=f"thr_sign_note_{newest.id}").input("Accepted for the test.")
+        at.checkbox(key=f"thr_sign_confirm_{newest.id}").check()
         next(b for b in at.button if b.label == "Approve").click().run()
         no_exception(at)
     done = signoff.get_version(demo_engine, newest.id)
     assert done.status == "approved"
+    assert {s.note for s in done.signatures} == {"Accepted for the test."}
     assert {s.role for s in done.signatures} == {"product_owner", "compliance"}
     assert all(s.data_fingerprint and s.metrics_snapshot for s in done.signatures)
     # every signer signed the figures of the proposal's own source, unchanged since
