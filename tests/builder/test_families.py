@@ -137,7 +137,8 @@ def test_removed_without_neighbours_is_an_empty_retrieval() -> None:
 
 def test_removed_refuses_a_passage_through_a_table() -> None:
     base = case("CASE-005")
-    with pytest.raises(InputError, match=r"SLA-ENTERPRISE@2: Remove the answer: .*includes a table"):
+    refused = r"SLA-ENTERPRISE@2: Remove the answer: .*includes a table"
+    with pytest.raises(InputError, match=refused):
         derive_removed(base, DOCS, passage="| Below 99.0% | 30% |")
 
 
