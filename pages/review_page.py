@@ -12,6 +12,7 @@ from sqlalchemy import Engine
 
 from pages import integrity, ui
 from review.admin import users
+from review.core import readable
 from review.core.errors import WorkbenchError
 from review.core.identity import Actor, Role
 from review.core.taxonomy import Taxonomy
@@ -66,13 +67,18 @@ def people_and_summary(
     engine: Engine, actor: Actor, view: records.SessionView, writable: bool
 ) -> None:
     emails = [u.email for u in users.list_users(engine, include_inactive=False)]
+    names = users.display_names(engine)
     if not writable:
-        st.caption("Attendees: " + ui.plain(", ".join(view.attendees) or "—"))
+        people = ", ".join(readable.person(a, names) for a in view.attendees)
+        st.caption("Attendees: " + ui.plain(people or "—"))
         ui.text(view.summary or "—", label="Summary")
         return
     with st.form(f"rev_people_{view.id}"):
         attendees = st.multiselect(
-            "Attendees", emails, default=[a for a in view.attendees if a in emails]
+            "Attendees",
+            emails,
+            default=[a for a in view.attendees if a in emails],
+            format_func=lambda e: readable.person(e, names),
         )
         summary = st.text_area("Summary", view.summary)
         if st.form_submit_button("Save attendees and summary"):
@@ -88,7 +94,11 @@ def findings(
 ) -> None:
     st.subheader("Findings")
     if view.findings:
-        st.dataframe(report.findings_frame(view), hide_index=True, width="stretch")
+        st.dataframe(
+            report.findings_frame(view, users.display_names(engine)),
+            hide_index=True,
+            width="stretch",
+        )
         if can_write:
             c1, c2 = st.columns([2, 1])
             fid = c1.selectbox(
@@ -156,7 +166,11 @@ def validation_tab(
         "result is stored with the review, with who ran it and on which version."
     )
     if view.validation:
-        st.dataframe(report.validation_frame(view), hide_index=True, width="stretch")
+        st.dataframe(
+            report.validation_frame(view, users.display_names(engine)),
+            hide_index=True,
+            width="stretch",
+        )
     runs = evalruns.list_runs(engine)
     choices: list[tuple[int | None, str]] = []
     if writable and runs:
@@ -252,7 +266,8 @@ def main() -> None:
             else ""
         )
         when = f"{view.closed_at:%Y-%m-%d %H:%M}" if view.closed_at else "?"
-        st.info(f"Closed by {ui.plain(view.closed_by)} on {when}: read-only.{kept}")
+        closer = readable.person(view.closed_by, ctx.names)
+        st.info(f"Closed by {ui.plain(closer)} on {when}: read-only.{kept}")
     writable = can_write and not view.closed
     tab_month, tab_record, tab_validate, tab_report = st.tabs(
         ["The month", "Findings and actions", "Validation check", "Report"]

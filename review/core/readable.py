@@ -9,12 +9,15 @@ rate, an interval, a number or a timestamp into the words people read.
 - numbers read with thousands separators and at most a few decimals (never
   0.3409090909090909);
 - timestamps read as dates and minutes in UTC;
+- a person reads as their name, never as an e-mail address (which Markdown would turn into a
+  mailto link);
 - pass/fail reads as a coloured badge (Streamlit Markdown; plain text elsewhere).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from datetime import UTC, date, datetime
 from typing import Protocol
 
@@ -27,6 +30,7 @@ __all__ = [
     "number",
     "percent",
     "percent_interval",
+    "person",
     "term",
     "when",
 ]
@@ -131,7 +135,9 @@ def number(value: object, decimals: int = 3, missing: str = UNDEFINED) -> str:
         return "∞" if f > 0 else "-∞"
     if f.is_integer() and abs(f) < 1e15:
         return f"{int(f):,}"
-    text = f"{f:,.{decimals}f}".rstrip("0").rstrip(".")
+    text = f"{f:,.{decimals}f}"
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
     return "0" if text in ("-0", "") else text
 
 
@@ -164,3 +170,16 @@ def badge(ok: bool | None, yes: str = "pass", no: str = "fail", unknown: str = "
     if ok is None:
         return f":gray-badge[{unknown}]"
     return f":green-badge[{yes}]" if ok else f":red-badge[{no}]"
+
+
+def person(email: str | None, names: Mapping[str, str], missing: str = UNDEFINED) -> str:
+    """Who someone is, as people read it: the name ``names`` (e-mail -> name, any case) gives,
+    else the part of the address before the @ (never the whole address, which Markdown would
+    turn into a mailto link)."""
+    if is_missing(email) or not str(email).strip():
+        return missing
+    address = str(email).strip()
+    found = names.get(address) or names.get(address.lower())
+    if found:
+        return found
+    return address.split("@", 1)[0] if "@" in address else address
