@@ -66,7 +66,9 @@ def show_report(report: agreement.AgreementReport, tax: Taxonomy, group_by: str)
     st.dataframe(report.decision, hide_index=True, width="stretch", column_config=COLUMNS)
     if not report.decision_pairs.empty:
         st.caption("Decision pairs given by two annotators on the same case")
-        st.altair_chart(pairs_heatmap(report.decision_pairs, list(tax.decisions)), width="stretch")
+        labels = {k: t.label for k, t in tax.decisions.items()}
+        heatmap = pairs_heatmap(report.decision_pairs, list(tax.decisions), labels)
+        st.altair_chart(heatmap, width="stretch")
 
     st.subheader("Reason codes (each present or absent)")
     rc = report.reasons

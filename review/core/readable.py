@@ -32,6 +32,7 @@ __all__ = [
     "percent_interval",
     "person",
     "term",
+    "version_label",
     "when",
 ]
 
@@ -183,3 +184,11 @@ def person(email: str | None, names: Mapping[str, str], missing: str = UNDEFINED
     if found:
         return found
     return address.split("@", 1)[0] if "@" in address else address
+
+
+def version_label(number: int | None, file_version: int | None = None) -> str:
+    """A signed version as people read it, the sign-off number and the ``version:`` field
+    inside the file labelled apart so one is not taken for the other: "sign-off v2 · file
+    version 3"; "the shipped file" when nothing is signed."""
+    head = "the shipped file" if number is None else f"sign-off v{number}"
+    return head if file_version is None else f"{head} · file version {file_version}"

@@ -207,7 +207,7 @@ def changes_frame(changes: list[signoff.VersionView], names: dict[str, str]) -> 
         [
             {
                 "kind": KIND_LABELS.get(str(v.kind), readable.humanize(str(v.kind))),
-                "sign-off version": f"v{v.number}",
+                "version": readable.version_label(v.number, v.file_version),
                 "status": readable.humanize(str(v.status)),
                 "author": who(v.author),
                 "rationale": v.rationale,
@@ -218,7 +218,7 @@ def changes_frame(changes: list[signoff.VersionView], names: dict[str, str]) -> 
             }
             for v in changes
         ],
-        columns=["kind", "sign-off version", "status", "author", "rationale", "signatures"],
+        columns=["kind", "version", "status", "author", "rationale", "signatures"],
     )
 
 
@@ -244,15 +244,35 @@ def readable_cells(df: pd.DataFrame) -> pd.DataFrame:
 # Report export
 
 
+#: The width a chart is drawn at in the exported report (the page's column is ~1,100 px).
+EXPORT_WIDTH = 760
+
+
+def for_export(chart: alt.TopLevelMixin) -> alt.TopLevelMixin:
+    """A chart as the exported report draws it: a single or layered chart at the report's
+    width (a chart on a page stretches to its column; in a file it would shrink to Vega's
+    default), and text large enough to read in print, legends never cut."""
+    sized = chart
+    if isinstance(chart, alt.Chart | alt.LayerChart):
+        sized = chart.properties(width=EXPORT_WIDTH)
+    configured: alt.TopLevelMixin = (
+        sized.configure_axis(labelFontSize=12, titleFontSize=13, labelLimit=300, titlePadding=10)
+        .configure_legend(labelFontSize=12, titleFontSize=12, labelLimit=0)
+        .configure_title(fontSize=15, anchor="start", offset=10)
+        .configure_header(labelFontSize=12, titleFontSize=13)
+    )
+    return configured
+
+
 def _svg(chart: alt.TopLevelMixin) -> str:
     buf = io.StringIO()
-    chart.save(buf, format="svg")
+    for_export(chart).save(buf, format="svg")
     return str(buf.getvalue())
 
 
 def _png(chart: alt.TopLevelMixin) -> bytes:
     buf = io.BytesIO()
-    chart.save(buf, format="png", scale_factor=1.5)
+    for_export(chart).save(buf, format="png", scale_factor=1.5)
     return buf.getvalue()
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 from sqlalchemy import Engine
 
+from review.admin import users
 from review.core import readable
 from review.core.errors import InputError, PermissionDenied
 from review.core.identity import Actor
@@ -88,9 +89,10 @@ def validation_rows(result: dict[str, Any], names: dict[str, str]) -> pd.DataFra
     if "run" in result:
         rows.append(("run", f"{result['run']}, {result.get('split', '')} split"))
     if "policy_status" in result:
-        number = result.get("policy_version")
-        version = "the shipped policy file" if number is None else f"sign-off version v{number}"
-        rows.append(("policy checked", f"{version} ({result['policy_status']})"))
+        label = readable.version_label(
+            result.get("policy_version"), result.get("policy_file_version")
+        )
+        rows.append(("policy checked", f"{label} ({result['policy_status']})"))
     if result.get("policy_author"):
         rows.append(("policy author", readable.person(result["policy_author"], names)))
     if result.get("ran_by"):
@@ -244,15 +246,21 @@ def validation_choices(engine: Engine) -> list[tuple[int | None, str]]:
     """The versions a dry run may apply: the policy in force first, then every pending
     proposal, each with a label naming its author."""
     pif = thresholds.in_force(engine)
+    names = users.display_names(engine)
+
+    def label(v: signoff.VersionView) -> str:
+        by = readable.person(v.author, names)
+        return f"{readable.version_label(v.number, v.file_version)}, by {by}"
+
     first = (
-        (None, f"the policy in force (version {pif.version.number}, by {pif.version.author})")
+        (None, f"the policy in force ({label(pif.version)})")
         if pif.version is not None
         else (None, "the policy in force (the shipped file)")
     )
     out: list[tuple[int | None, str]] = [first]
     for v in signoff.versions(engine, thresholds.KIND):
         if str(v.status) == "pending":
-            out.append((v.number, f"proposal: version {v.number}, by {v.author}"))
+            out.append((v.number, f"proposal: {label(v)}"))
     return out
 
 
@@ -319,6 +327,7 @@ def run_validation(
             "at": utcnow().isoformat(),
             "ran_by": actor.email,
             "policy_version": target.number,
+            "policy_file_version": policy.version,
             "policy_status": target.status,
             "policy_author": target.author,
             "policy_sha256": target.sha256,

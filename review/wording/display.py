@@ -10,6 +10,7 @@ from typing import Literal
 
 import pandas as pd
 
+from review.core import readable
 from review.core.identity import Actor, Permission
 from review.policy import signoff
 from review.policy.signoff import signing_roles
@@ -47,9 +48,8 @@ SignChoice = Literal["author", "sign", "not_needed", "not_a_signer"]
 
 def in_force_caption(version: signoff.VersionView) -> str:
     approved = f"{version.approved_on:%Y-%m-%d}" if version.approved_on else "?"
-    return (
-        f"In force: version {version.number}, approved {approved} · sha256 {version.sha256[:12]}…"
-    )
+    label = readable.version_label(version.number, version.file_version)
+    return f"In force: {label}, approved {approved} · sha256 {version.sha256[:12]}…"
 
 
 def signatures_text(version: signoff.VersionView) -> str:

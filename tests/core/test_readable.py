@@ -93,3 +93,9 @@ def test_whole_numbers_keep_their_zeros() -> None:
     assert readable.number(549.6, decimals=0) == "550"
     assert readable.number(1200.4, decimals=0) == "1,200"
     assert readable.number(0.30, decimals=2) == "0.3"
+
+
+def test_the_sign_off_number_and_the_files_own_version_are_labelled_apart() -> None:
+    assert readable.version_label(7, 3) == "sign-off v7 · file version 3"
+    assert readable.version_label(7) == "sign-off v7"
+    assert readable.version_label(None, 3) == "the shipped file · file version 3"

@@ -423,7 +423,7 @@ def test_the_demo_report_reads_like_the_pages(demo_engine: Engine, tax: Taxonomy
         assert "Ravi Menon" in plain
         assert slice_key not in plain and tax.slices[slice_key].label in plain
         assert "false_refusal_rate <=" not in plain and "≤ 10%" in plain
-        assert "sign-off version" in plain
+        assert "sign-off v" in plain and "file version" in plain
     html_text = texts[0]
     assert "<td class='fail'>fail</td>" in html_text  # pass/fail in colour
 
@@ -442,6 +442,7 @@ def test_the_validation_check_reads_as_rates_with_counts_and_targets() -> None:
             "ran_by": "ravi.menon@brightwave.example",
             "at": "2026-12-01T19:56:48.484904+00:00",
             "policy_version": 7,
+            "policy_file_version": 3,
             "policy_status": "in force",
             "passed": False,
         },
@@ -452,6 +453,6 @@ def test_the_validation_check_reads_as_rates_with_counts_and_targets() -> None:
     assert value["unanswerable cases given their expected behaviour"].startswith("undefined")
     assert value["ran by"] == "Ravi Menon"
     assert value["ran at"] == "2026-12-01 19:56 UTC"
-    assert value["policy checked"] == "sign-off version v7 (in force)"
+    assert value["policy checked"] == "sign-off v7 · file version 3 (in force)"
     assert value["result"] == "fail"
     assert validation.validation_rows({}, {}).empty

@@ -56,7 +56,7 @@ def change(key: str, fields: tuple[str, ...] = (), compliance: bool = False) -> 
 def test_the_version_in_force_caption() -> None:
     done = version(signature("product_owner"), signature("compliance"))
     assert display.in_force_caption(done) == (
-        "In force: version 3, approved 2025-06-02 · sha256 0123456789ab…"
+        "In force: sign-off v3, approved 2025-06-02 · sha256 0123456789ab…"
     )
 
 
