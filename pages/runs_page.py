@@ -77,7 +77,7 @@ def one_run(
         "Group by",
         GROUPS,
         default="split",
-        format_func=readable.humanize,
+        format_func=lambda g: ui.plain(readable.humanize(g)),
         key="runs_group",
         help="family: the counterfactual question family; evidence_state: its variant; "
         "language: the question's language as the case states it; retrieval_depth: how many "

@@ -123,7 +123,7 @@ def should_ask_first(unchecked: int, confirmed: bool) -> bool:
 
 def production_share(summary: ProductionSummary) -> str:
     """The share of checked refusal texts with findings ("—" when none was checked)."""
-    return f"{summary.offending / summary.checked:.1%}" if summary.checked else "—"
+    return readable.percent(summary.offending / summary.checked) if summary.checked else "—"
 
 
 def production_caption(summary: ProductionSummary) -> str:
