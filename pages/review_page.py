@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import cast
+from typing import Any, cast
 
 import altair as alt
 import pandas as pd
@@ -48,6 +48,12 @@ def pick_month(engine: Engine, actor: Actor, can_write: bool) -> str | None:
     return picked
 
 
+def _coloured(df: pd.DataFrame) -> Any:
+    """A table with its pass/fail cells in colour, like the badges."""
+    results = [c for c in ("result",) if c in df.columns]
+    return df.style.map(report.result_style, subset=results) if results else df
+
+
 def month_tab(ctx: report.MonthContext, sections: dict[str, pd.DataFrame]) -> None:
     titles = [t for t in sections if t.startswith("Release gate")]
     titles += [t for t, _ in ctx.extra_sections] + ["Policy and wording changes"]
@@ -57,7 +63,7 @@ def month_tab(ctx: report.MonthContext, sections: dict[str, pd.DataFrame]) -> No
         if df.empty:
             st.caption("(none)")
         else:
-            st.dataframe(df, hide_index=True, width="stretch")
+            st.dataframe(_coloured(df), hide_index=True, width="stretch")
     for title, chart in ctx.charts:
         st.subheader(ui.plain(title))
         st.altair_chart(cast(alt.Chart, chart), width="stretch")
@@ -166,8 +172,9 @@ def validation_tab(
         "result is stored with the review, with who ran it and on which version."
     )
     if view.validation:
+        st.markdown("Result: " + readable.badge(view.validation.get("passed")))
         st.dataframe(
-            report.validation_frame(view, users.display_names(engine)),
+            _coloured(report.validation_frame(view, users.display_names(engine))),
             hide_index=True,
             width="stretch",
         )

@@ -7,6 +7,7 @@ from sqlalchemy import Engine
 
 from pages import integrity, ui
 from pages.runs.forms import execute_form, import_run_form, judge_section
+from review.admin import users
 from review.charts.runs import confusion_chart, intervals_chart
 from review.core import readable
 from review.core.errors import WorkbenchError
@@ -283,7 +284,7 @@ def main() -> None:
         )
         return
     st.dataframe(
-        evalruns.runs_frame(runs),
+        evalruns.runs_frame(runs, users.display_names(engine)),
         hide_index=True,
         width="stretch",
         height=ui.table_height(len(runs), 8),

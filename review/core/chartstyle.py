@@ -53,7 +53,7 @@ METRIC_COLOURS: Final[dict[str, str]] = {
     "clarification_rate": "#8c6d31",
     "escalation_rate": "#7b4173",
     "empty_retrieval_rate": "#393b79",
-    "ungrounded_rate": "#843c39",
+    "ungrounded_rate": "#9467bd",
     "negative_feedback_rate": "#ad494a",
     "missing_reason": "#3182bd",
     "reformulation_rate": "#637939",

@@ -222,6 +222,16 @@ def changes_frame(changes: list[signoff.VersionView], names: dict[str, str]) -> 
     )
 
 
+#: How a pass or a fail cell reads on the page (the colours of readable.badge and of the
+#: exported report).
+RESULT_STYLES = {"pass": "color: #1a7f37", "fail": "color: #c62828; font-weight: bold"}
+
+
+def result_style(value: object) -> str:
+    """The CSS of a table cell that holds "pass" or "fail" (empty for anything else)."""
+    return RESULT_STYLES.get(str(value), "")
+
+
 def _cell(value: Any) -> Any:
     """A cell of a table as people read it: numbers through readable.number (at most three
     decimals), nothing as a dash, never "nan"; text as it is."""
