@@ -14,6 +14,8 @@ from review.core.taxonomy import Taxonomy
 from review.labels import agreement, agreement_sql, display, labeling
 
 COLUMNS: dict[str, Any] = {
+    "annotator_a": st.column_config.TextColumn("annotator A"),
+    "annotator_b": st.column_config.TextColumn("annotator B"),
     "n_items": st.column_config.NumberColumn("items"),
     "n_annotators": st.column_config.NumberColumn("annotators"),
     "raw_agreement": st.column_config.NumberColumn("raw agreement", format="percent"),

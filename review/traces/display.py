@@ -198,7 +198,7 @@ def listing_frame(
                 "decision": term("decisions", r.decision, "(not logged)"),
                 "reason": term("reason_codes", r.reason_code, ""),
                 "top score": r.top_score,
-                "mode": r.ranking_mode,
+                "mode": r.ranking_mode if tax is None else readable.humanize(r.ranking_mode, ""),
                 "hits": r.hits_after_filter,
                 "feedback": r.feedback or "",
                 "policy (as logged)": r.policy_version,

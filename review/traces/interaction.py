@@ -95,7 +95,7 @@ def interaction_chart(frame: pd.DataFrame, signals: Sequence[str]) -> alt.Chart:
             x=alt.X(
                 "week:T",
                 title="Week (Monday)",
-                axis=alt.Axis(format="%d %b"),
+                axis=alt.Axis(format="%d %b", labelAngle=0),
                 # the weeks shown above, also those whose traces log nothing
                 scale=alt.Scale(domain=domain) if domain else alt.Undefined,
             ),

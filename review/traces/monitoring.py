@@ -707,7 +707,11 @@ def signals_chart(
     long["week"] = pd.to_datetime(long["week"])
     order = [SIGNALS[k] for k in chosen]
     base = alt.Chart(long).encode(
-        x=alt.X("week:T", title="Week (Monday)", axis=alt.Axis(format="%d %b", labelAngle=0)),
+        x=alt.X(
+            "week:T",
+            title="Week (Monday)",
+            axis=alt.Axis(format="%d %b", labelAngle=0),
+        ),
         y=alt.Y("value:Q", axis=percent_axis("Share of traces")),
         color=alt.Color(
             "signal:N",
@@ -765,7 +769,11 @@ def counts_chart(frame: pd.DataFrame) -> alt.Chart:
         alt.Chart(long)
         .mark_line(point=True)
         .encode(
-            x=alt.X("week:T", title="Week (Monday)", axis=alt.Axis(format="%d %b", labelAngle=0)),
+            x=alt.X(
+                "week:T",
+                title="Week (Monday)",
+                axis=alt.Axis(format="%d %b", labelAngle=0),
+            ),
             y=alt.Y("value:Q", title="Traces", axis=alt.Axis(titlePadding=10)),
             color=alt.Color(
                 "count:N",
@@ -799,7 +807,11 @@ def segment_chart(frame: pd.DataFrame, signal: str = "no_answer_rate") -> alt.Ch
         alt.Chart(f)
         .mark_line(point=True)
         .encode(
-            x=alt.X("week:T", title="Week (Monday)", axis=alt.Axis(format="%d %b", labelAngle=0)),
+            x=alt.X(
+                "week:T",
+                title="Week (Monday)",
+                axis=alt.Axis(format="%d %b", labelAngle=0),
+            ),
             y=alt.Y(f"{signal}:Q", axis=percent_axis(SIGNALS[signal])),
             color=alt.Color(
                 "segment:N", title=None, legend=alt.Legend(orient="bottom", labelLimit=0)
