@@ -52,9 +52,16 @@ def in_force_caption(version: signoff.VersionView) -> str:
     return f"In force: {label}, approved {approved} · sha256 {version.sha256[:12]}…"
 
 
-def signatures_text(version: signoff.VersionView) -> str:
-    """The signatures so far ("role meaning (signer)", comma separated), or "none"."""
-    return ", ".join(f"{s.role} {s.meaning} ({s.signer})" for s in version.signatures) or "none"
+def signatures_text(version: signoff.VersionView, names: Mapping[str, str] | None = None) -> str:
+    """The signatures so far ("role meaning (signer)", comma separated; the signer by name
+    when ``names`` is given), or "none"."""
+
+    def who(email: str) -> str:
+        return email if names is None else readable.person(email, names)
+
+    return (
+        ", ".join(f"{s.role} {s.meaning} ({who(s.signer)})" for s in version.signatures) or "none"
+    )
 
 
 def change_caption(change: MessageChange, *, for_signing: bool = False) -> str:

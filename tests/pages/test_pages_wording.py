@@ -90,7 +90,8 @@ def test_renders_with_demo_data(wording_url: str, monkeypatch: pytest.MonkeyPatc
     # the pending R2 change is in the sign-off tab with its word diff
     assert any(readable(s) == "Version 2" for s in at.subheader)
     assert any(
-        readable(c).startswith("Proposed by paula.kim@brightwave.example") for c in at.caption
+        readable(c).startswith("Proposed by Paula Kim")
+        for c in at.caption  # a name, not an address
     )
     assert any(c.value.startswith("[-I found -]{+The +}documents") for c in at.code)
 
