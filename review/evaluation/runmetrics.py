@@ -674,6 +674,16 @@ def family_drift(hist: pd.DataFrame) -> pd.DataFrame:
 #: "other families" line (115 lines in one chart read as none).
 DRIFT_TOP = 8
 _DRIFT_WEIGHTS = {"decision_accuracy": "accuracy_n", "abstention_recall": "recall_n"}
+#: Tableau 10 without its grey, which marks the combined "other families" line.
+_FAMILY_COLOURS = (
+    "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
+    "#9c755f",
+)  # fmt: skip
+
+
+def _family_range(kept: int) -> list[str]:
+    """Colours of ``kept`` families then of the combined others (grey)."""
+    return [_FAMILY_COLOURS[i % len(_FAMILY_COLOURS)] for i in range(kept)] + ["#9e9e9e"]
 
 
 def drift_lines(drift: pd.DataFrame, metric: str, top: int = DRIFT_TOP) -> pd.DataFrame:
@@ -720,6 +730,8 @@ def drift_chart(drift: pd.DataFrame, metric: str, top: int = DRIFT_TOP) -> alt.L
         reason = f"No question family has a defined {title.lower()} in these runs."
         return alt.LayerChart(layer=[no_data_chart(reason)])
     rate = metric != "flips"
+    families = list(dict.fromkeys(data["family"].astype(str)))
+    others = families[-1].startswith("other ") and len(families) > top
     base = alt.Chart(data).encode(
         x=alt.X(
             "run:N",
@@ -735,7 +747,10 @@ def drift_chart(drift: pd.DataFrame, metric: str, top: int = DRIFT_TOP) -> alt.L
         color=alt.Color(
             "family:N",
             title="question family",
-            scale=alt.Scale(scheme="tableau10"),
+            # the families each in a colour of their own, the combined others in grey
+            scale=alt.Scale(domain=families, range=_family_range(len(families) - 1))
+            if others
+            else alt.Scale(scheme="tableau10"),
             legend=alt.Legend(labelLimit=0, symbolLimit=0),
         ),
         tooltip=[

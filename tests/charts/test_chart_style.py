@@ -262,6 +262,9 @@ def test_drift_of_many_families_shows_the_few_that_move_most_and_the_others_as_o
     drawn = rows or next(iter(spec["datasets"].values()))
     assert len({r["family"] for r in drawn}) == 9
     assert spec["height"] <= 400  # not one row of legend per family
+    scale = spec["layer"][0]["encoding"]["color"]["scale"]
+    assert scale["domain"][-1] == names[-1] and scale["range"][-1] == "#9e9e9e"  # others grey
+    assert len(set(scale["range"])) == len(scale["range"]) == 9
     few = runmetrics.drift_lines(drift[drift["family"].isin(["F000", "F001"])], "flips")
     assert set(few["family"]) == {"F000", "F001"}
 
