@@ -145,7 +145,8 @@ def audit_log_tab(engine: Engine) -> None:
     if not rows:
         st.info("No changes recorded yet.")
         return
-    st.dataframe(changelog.entries_frame(rows), hide_index=True, width="stretch")
+    names = users.display_names(engine)
+    st.dataframe(changelog.entries_frame(rows, names), hide_index=True, width="stretch")
 
 
 def main() -> None:

@@ -7,14 +7,18 @@ from typing import Any
 import streamlit as st
 
 from pages import ui
+from review.admin import users
 from review.charts.pairs import pairs_heatmap
+from review.core import readable
 from review.core.taxonomy import Taxonomy
-from review.labels import agreement, agreement_sql, labeling
+from review.labels import agreement, agreement_sql, display, labeling
 
 COLUMNS: dict[str, Any] = {
+    "annotator_a": st.column_config.TextColumn("annotator A"),
+    "annotator_b": st.column_config.TextColumn("annotator B"),
     "n_items": st.column_config.NumberColumn("items"),
     "n_annotators": st.column_config.NumberColumn("annotators"),
-    "raw_agreement": st.column_config.NumberColumn("raw agreement", format="%.3f"),
+    "raw_agreement": st.column_config.NumberColumn("raw agreement", format="percent"),
     "cohen_kappa": st.column_config.NumberColumn("Cohen's kappa", format="%.3f"),
     "krippendorff_alpha": st.column_config.NumberColumn("Krippendorff's alpha", format="%.3f"),
 }
@@ -49,12 +53,18 @@ def filters(tax: Taxonomy) -> tuple[str, str, str]:
         key="agr_category",
     )
     group_by = st.segmented_control(
-        "Group by", ["slice", "category"], default="slice", key="agr_group"
+        "Group by",
+        ["slice", "category"],
+        default="slice",
+        format_func=lambda g: ui.plain(readable.humanize(g)),
+        key="agr_group",
     )
     return slice_ or "", category or "", group_by or "slice"
 
 
-def show_report(report: agreement.AgreementReport, tax: Taxonomy, group_by: str) -> None:
+def show_report(
+    report: agreement.AgreementReport, tax: Taxonomy, group_by: str, names: dict[str, str]
+) -> None:
     st.caption(
         f"{report.cases:d} case(s), {report.annotators:d} "
         f"annotator(s), {report.labels:d} current label(s). Kappa per pair, Krippendorff's alpha "
@@ -63,13 +73,16 @@ def show_report(report: agreement.AgreementReport, tax: Taxonomy, group_by: str)
         "nothing is shared."
     )
     st.subheader("Expected decision")
-    st.dataframe(report.decision, hide_index=True, width="stretch", column_config=COLUMNS)
+    decision = display.agreement_frame(report.decision, tax, names)
+    st.dataframe(decision, hide_index=True, width="stretch", column_config=COLUMNS)
     if not report.decision_pairs.empty:
         st.caption("Decision pairs given by two annotators on the same case")
-        st.altair_chart(pairs_heatmap(report.decision_pairs, list(tax.decisions)), width="stretch")
+        labels = {k: t.label for k, t in tax.decisions.items()}
+        heatmap = pairs_heatmap(report.decision_pairs, list(tax.decisions), labels)
+        st.altair_chart(heatmap, width="stretch")
 
     st.subheader("Reason codes (each present or absent)")
-    rc = report.reasons
+    rc = display.agreement_frame(report.reasons, tax, names, "reason_codes")
     overall = rc[rc["scope"] == "all"].drop(columns=["annotator_a", "annotator_b"])
     st.dataframe(overall, hide_index=True, width="stretch", column_config=COLUMNS)
     with st.expander("Per annotator pair, per reason code"):
@@ -79,11 +92,11 @@ def show_report(report: agreement.AgreementReport, tax: Taxonomy, group_by: str)
 
     st.subheader(f"By {ui.plain(group_by)}")
     st.dataframe(
-        report.groups,
+        display.groups_frame(report.groups, tax, group_by),
         hide_index=True,
         width="stretch",
         column_config={
-            "raw agreement": st.column_config.NumberColumn(format="%.3f"),
+            "raw agreement": st.column_config.NumberColumn(format="percent"),
             "alpha": st.column_config.NumberColumn(format="%.3f"),
         },
     )
@@ -107,7 +120,7 @@ def main() -> None:
     if report is None:
         st.info("No labels in this group.")
         return
-    show_report(report, tax, group_by)
+    show_report(report, tax, group_by, users.display_names(engine))
 
 
 if __name__ == "__main__":

@@ -87,7 +87,7 @@ def main() -> None:
     if actor.can(Permission.edit_cases):
         new_case(engine, actor, tax)
         splits_panel(engine, actor)
-    case_list(engine, flt)
+    case_list(engine, tax, flt)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ import streamlit as st
 from sqlalchemy import Engine
 
 from pages import ui
+from review.admin import users
 from review.core import uploads
 from review.core.errors import WorkbenchError
 from review.core.identity import Actor, Permission
@@ -42,7 +43,11 @@ def show_document(engine: Engine, actor: Actor, tax: Taxonomy, doc_pk: int) -> N
     left, right = st.columns([3, 1])
     with right:
         st.caption("Metadata")
-        st.dataframe(corpus.metadata_frame(doc), hide_index=True, width="stretch")
+        st.dataframe(
+            corpus.metadata_frame(doc, tax, users.display_names(engine)),
+            hide_index=True,
+            width="stretch",
+        )
         st.caption("Versions")
         hist = corpus.version_history(engine, actor, doc.doc_key)
         st.dataframe(
@@ -185,7 +190,7 @@ def filters(engine: Engine, tax: Taxonomy) -> corpus.DocFilter:
     )
 
 
-def document_list(engine: Engine, actor: Actor, flt: corpus.DocFilter) -> None:
+def document_list(engine: Engine, actor: Actor, tax: Taxonomy, flt: corpus.DocFilter) -> None:
     total = corpus.count_documents(engine, actor, flt)
     page = ui.paginate(total, "corpus")
     rows = corpus.search_documents(engine, actor, flt, page=page)
@@ -199,7 +204,7 @@ def document_list(engine: Engine, actor: Actor, flt: corpus.DocFilter) -> None:
         else:
             st.info("No document matches these filters.")
         return
-    df = corpus.results_frame(rows, lambda pk: ui.link("corpus", doc=pk))
+    df = corpus.results_frame(rows, lambda pk: ui.link("corpus", doc=pk), tax)
     event = st.dataframe(
         df,
         hide_index=True,
@@ -231,7 +236,7 @@ def main() -> None:
         return
     if actor.can(Permission.edit_corpus):
         import_panel(engine, actor, tax)
-    document_list(engine, actor, filters(engine, tax))
+    document_list(engine, actor, tax, filters(engine, tax))
     if not actor.clearance:
         st.caption("Restricted documents are hidden: they are shown only to users with clearance.")
 

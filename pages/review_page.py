@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import cast
+from typing import Any, cast
 
 import altair as alt
 import pandas as pd
@@ -12,6 +12,7 @@ from sqlalchemy import Engine
 
 from pages import integrity, ui
 from review.admin import users
+from review.core import readable
 from review.core.errors import WorkbenchError
 from review.core.identity import Actor, Role
 from review.core.taxonomy import Taxonomy
@@ -47,6 +48,12 @@ def pick_month(engine: Engine, actor: Actor, can_write: bool) -> str | None:
     return picked
 
 
+def _coloured(df: pd.DataFrame) -> Any:
+    """A table with its pass/fail cells in colour, like the badges."""
+    results = [c for c in ("result",) if c in df.columns]
+    return df.style.map(report.result_style, subset=results) if results else df
+
+
 def month_tab(ctx: report.MonthContext, sections: dict[str, pd.DataFrame]) -> None:
     titles = [t for t in sections if t.startswith("Release gate")]
     titles += [t for t, _ in ctx.extra_sections] + ["Policy and wording changes"]
@@ -56,7 +63,7 @@ def month_tab(ctx: report.MonthContext, sections: dict[str, pd.DataFrame]) -> No
         if df.empty:
             st.caption("(none)")
         else:
-            st.dataframe(df, hide_index=True, width="stretch")
+            st.dataframe(_coloured(df), hide_index=True, width="stretch")
     for title, chart in ctx.charts:
         st.subheader(ui.plain(title))
         st.altair_chart(cast(alt.Chart, chart), width="stretch")
@@ -66,13 +73,18 @@ def people_and_summary(
     engine: Engine, actor: Actor, view: records.SessionView, writable: bool
 ) -> None:
     emails = [u.email for u in users.list_users(engine, include_inactive=False)]
+    names = users.display_names(engine)
     if not writable:
-        st.caption("Attendees: " + ui.plain(", ".join(view.attendees) or "—"))
+        people = ", ".join(readable.person(a, names) for a in view.attendees)
+        st.caption("Attendees: " + ui.plain(people or "—"))
         ui.text(view.summary or "—", label="Summary")
         return
     with st.form(f"rev_people_{view.id}"):
         attendees = st.multiselect(
-            "Attendees", emails, default=[a for a in view.attendees if a in emails]
+            "Attendees",
+            emails,
+            default=[a for a in view.attendees if a in emails],
+            format_func=lambda e: readable.person(e, names),
         )
         summary = st.text_area("Summary", view.summary)
         if st.form_submit_button("Save attendees and summary"):
@@ -88,7 +100,11 @@ def findings(
 ) -> None:
     st.subheader("Findings")
     if view.findings:
-        st.dataframe(report.findings_frame(view), hide_index=True, width="stretch")
+        st.dataframe(
+            report.findings_frame(view, users.display_names(engine)),
+            hide_index=True,
+            width="stretch",
+        )
         if can_write:
             c1, c2 = st.columns([2, 1])
             fid = c1.selectbox(
@@ -156,7 +172,12 @@ def validation_tab(
         "result is stored with the review, with who ran it and on which version."
     )
     if view.validation:
-        st.dataframe(report.validation_frame(view), hide_index=True, width="stretch")
+        st.markdown("Result: " + readable.badge(view.validation.get("passed")))
+        st.dataframe(
+            _coloured(report.validation_frame(view, users.display_names(engine))),
+            hide_index=True,
+            width="stretch",
+        )
     runs = evalruns.list_runs(engine)
     choices: list[tuple[int | None, str]] = []
     if writable and runs:
@@ -252,7 +273,8 @@ def main() -> None:
             else ""
         )
         when = f"{view.closed_at:%Y-%m-%d %H:%M}" if view.closed_at else "?"
-        st.info(f"Closed by {ui.plain(view.closed_by)} on {when}: read-only.{kept}")
+        closer = readable.person(view.closed_by, ctx.names)
+        st.info(f"Closed by {ui.plain(closer)} on {when}: read-only.{kept}")
     writable = can_write and not view.closed
     tab_month, tab_record, tab_validate, tab_report = st.tabs(
         ["The month", "Findings and actions", "Validation check", "Report"]

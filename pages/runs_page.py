@@ -7,11 +7,13 @@ from sqlalchemy import Engine
 
 from pages import integrity, ui
 from pages.runs.forms import execute_form, import_run_form, judge_section
+from review.admin import users
 from review.charts.runs import confusion_chart, intervals_chart
+from review.core import readable
 from review.core.errors import WorkbenchError
 from review.core.identity import Actor, Permission
 from review.core.taxonomy import Taxonomy
-from review.evaluation import clearance, evalruns, runmetrics
+from review.evaluation import clearance, display, evalruns, runmetrics
 from review.thresholds.thresholds import in_force
 
 PERTURBED_COLUMNS = [
@@ -58,14 +60,7 @@ def one_run(
     c1, c2 = st.columns([3, 2])
     with c1:
         st.subheader("Metrics")
-        st.dataframe(
-            summary,
-            hide_index=True,
-            width="stretch",
-            column_config={
-                c: st.column_config.NumberColumn(c, format="%.3f") for c in ("value", "low", "high")
-            },
-        )
+        st.dataframe(display.summary_rows(summary), hide_index=True, width="stretch")
         st.caption(
             "Rates with 95% Wilson intervals; k of n, where n counts what *over* says (the "
             "denominators of notes 000 and 002). Infrastructure failures are excluded. A "
@@ -83,26 +78,28 @@ def one_run(
         "Group by",
         GROUPS,
         default="split",
+        format_func=lambda g: ui.plain(readable.humanize(g)),
         key="runs_group",
         help="family: the counterfactual question family; evidence_state: its variant; "
         "language: the question's language as the case states it; retrieval_depth: how many "
         "documents the case's identity sees; freshness: the age of its newest decisive document.",
     )
     table = runmetrics.by_group(df, group or "split", partial_allowed=partial)
-    st.dataframe(table, hide_index=True, width="stretch")
-    st.subheader("Recall of each decision state")
+    rates = [runmetrics.LABELS[m] for m in runmetrics.RATE_METRICS]
     st.dataframe(
-        runmetrics.state_recall(df, list(tax.decisions)),
+        display.group_table(table, group or "split", tax),
         hide_index=True,
         width="stretch",
-        column_config={
-            c: st.column_config.NumberColumn(c, format="%.3f") for c in ("recall", "low", "high")
-        },
+        column_config={r: st.column_config.NumberColumn(r, format="percent") for r in rates},
     )
+    st.subheader("Recall of each decision state")
+    recall = runmetrics.state_recall(df, list(tax.decisions))
+    st.dataframe(display.recall_table(recall, tax), hide_index=True, width="stretch")
     judge_section(engine, tax, run)
     st.subheader("Expected vs observed decision")
     conf = runmetrics.confusion(df, list(tax.decisions))
-    st.altair_chart(confusion_chart(conf), width="stretch")
+    labels = {k: t.label for k, t in tax.decisions.items()}
+    st.altair_chart(confusion_chart(conf, labels), width="stretch")
     st.subheader("Metamorphic checks")
     perturbed = clearance.for_viewer(
         engine,
@@ -253,7 +250,7 @@ def drift_by_family(engine: Engine, tax: Taxonomy) -> None:
         width="stretch",
         height=ui.table_height(len(table), 20),
         column_config={
-            r: st.column_config.NumberColumn(r, format="%.3f" if metric != "flips" else "%d")
+            r: st.column_config.NumberColumn(r, format="percent" if metric != "flips" else "%d")
             for r in order
         },
     )
@@ -287,7 +284,7 @@ def main() -> None:
         )
         return
     st.dataframe(
-        evalruns.runs_frame(runs),
+        evalruns.runs_frame(runs, users.display_names(engine)),
         hide_index=True,
         width="stretch",
         height=ui.table_height(len(runs), 8),

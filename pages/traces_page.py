@@ -20,6 +20,7 @@ from pages.traces import cached
 from pages.traces.retention_panel import retention_panel
 from pages.traces.trace_list import P, clear_button, init_from_query, trace_list
 from pages.traces.trace_view import show_trace
+from review.admin import users
 from review.core import uploads
 from review.core.errors import InputError, PermissionDenied, WorkbenchError
 from review.core.identity import Actor, Permission
@@ -74,7 +75,8 @@ def import_panel(engine: Engine, actor: Actor, tax: Taxonomy) -> None:
         rows = importer.recent_imports(engine, limit=8)
         if rows:
             st.caption("Recent imports")
-            st.dataframe(display.imports_frame(rows), hide_index=True, width="stretch")
+            names = users.display_names(engine)
+            st.dataframe(display.imports_frame(rows, names), hide_index=True, width="stretch")
 
 
 def run_import(

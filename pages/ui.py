@@ -71,7 +71,7 @@ def paginate(total: int, key: str, page_size: int = 25) -> int:
     with cols[1]:
         first = 0 if total == 0 else (page - 1) * page_size + 1
         last = min(total, page * page_size)
-        st.caption(f"Showing {first}–{last} of {total} · page {page} of {pages}")
+        st.caption(f"Showing {first:,}–{last:,} of {total:,} · page {page:,} of {pages:,}")
     return page
 
 

@@ -7,6 +7,7 @@ import streamlit as st
 from sqlalchemy import Engine
 
 from pages import ui
+from review.admin import users
 from review.cases import cases, display
 from review.core.taxonomy import Taxonomy
 
@@ -61,7 +62,7 @@ def filters(engine: Engine, tax: Taxonomy) -> cases.CaseFilter:
     return display.case_filter(text, decision, category, slice_, split, status, family)
 
 
-def case_list(engine: Engine, flt: cases.CaseFilter) -> None:
+def case_list(engine: Engine, tax: Taxonomy, flt: cases.CaseFilter) -> None:
     total = cases.count_cases(engine, flt)
     page = ui.paginate(total, "cases")
     rows = cases.list_cases(engine, flt, page=page)
@@ -69,7 +70,9 @@ def case_list(engine: Engine, flt: cases.CaseFilter) -> None:
         all_cases = cases.count_cases(engine, cases.CaseFilter()) if total == 0 else 0
         st.info(ui.plain(display.empty_list_message(total, all_cases)))
         return
-    df = display.case_table(rows, lambda case_id: ui.link("cases", case=case_id))
+    df = display.case_table(
+        rows, lambda case_id: ui.link("cases", case=case_id), tax, users.display_names(engine)
+    )
     event = st.dataframe(
         df,
         hide_index=True,

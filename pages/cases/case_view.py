@@ -8,6 +8,7 @@ from sqlalchemy import Engine
 
 from pages import ui
 from pages.cases.case_form import case_form
+from review.admin import users
 from review.cases import cases, display
 from review.core.identity import Actor, Permission
 from review.core.taxonomy import Taxonomy
@@ -39,7 +40,7 @@ def edit_case(
             st.rerun()
 
 
-def documents_and_claims(actor: Actor, view: cases.CaseView) -> None:
+def documents_and_claims(actor: Actor, tax: Taxonomy, view: cases.CaseView) -> None:
     st.caption("Required claims")
     if view.required_claims:
         for i, claim in enumerate(view.required_claims, 1):
@@ -53,7 +54,10 @@ def documents_and_claims(actor: Actor, view: cases.CaseView) -> None:
     if view.documents:
         st.dataframe(
             display.documents_table(
-                view.documents, actor.clearance, lambda doc_id: ui.link("corpus", doc=doc_id)
+                view.documents,
+                actor.clearance,
+                lambda doc_id: ui.link("corpus", doc=doc_id),
+                tax,
             ),
             hide_index=True,
             width="stretch",
@@ -63,7 +67,7 @@ def documents_and_claims(actor: Actor, view: cases.CaseView) -> None:
         st.text("(no documents: empty retrieval)")
 
 
-def labels(tax: Taxonomy, view: cases.CaseView) -> None:
+def labels(engine: Engine, tax: Taxonomy, view: cases.CaseView) -> None:
     agreed = display.agreed_text(view, tax)
     if view.agreed is None or not agreed:
         st.metric("Expected decision", display.decision_label(tax, view.expected_decision))
@@ -79,16 +83,17 @@ def labels(tax: Taxonomy, view: cases.CaseView) -> None:
         st.info(ui.plain(mismatch))
     st.caption("Reason codes")
     st.text(display.reason_text(view.reason_codes, tax))
-    st.dataframe(display.details_table(view), hide_index=True, width="stretch")
+    details = display.details_table(view, tax, users.display_names(engine))
+    st.dataframe(details, hide_index=True, width="stretch")
     if view.notes:
         ui.text(view.notes, label="Notes")
 
 
-def family(engine: Engine, view: cases.CaseView) -> None:
+def family(engine: Engine, tax: Taxonomy, view: cases.CaseView) -> None:
     fam_rows = cases.list_cases(engine, cases.CaseFilter(family=view.family), page_size=50)
     st.caption(f"Family {ui.plain(view.family)}: {len(fam_rows)} variant(s)")
     st.dataframe(
-        display.family_table(fam_rows, lambda case_id: ui.link("cases", case=case_id)),
+        display.family_table(fam_rows, lambda case_id: ui.link("cases", case=case_id), tax),
         hide_index=True,
         width="stretch",
         column_config={"open": st.column_config.LinkColumn("open", display_text="open")},
@@ -111,11 +116,11 @@ def show_case(engine: Engine, actor: Actor, tax: Taxonomy, case_id: int) -> None
     ui.text(view.question, label="Question")
     left, right = st.columns([2, 1])
     with left:
-        documents_and_claims(actor, view)
+        documents_and_claims(actor, tax, view)
     with right:
-        labels(tax, view)
+        labels(engine, tax, view)
     if view.family:
-        family(engine, view)
+        family(engine, tax, view)
     if actor.can(Permission.edit_cases) and st.button("Edit this case", type="primary"):
         st.session_state[edit_key(view.id)] = view.version
         st.rerun()

@@ -146,7 +146,7 @@ def trace_list(engine: Engine, actor: Actor, tax: Taxonomy) -> None:
             st.info("No traces match these filters.")
         return
     st.dataframe(
-        display.listing_frame(rows, lambda pk: ui.link("traces", trace=pk)),
+        display.listing_frame(rows, lambda pk: ui.link("traces", trace=pk), tax),
         hide_index=True,
         width="stretch",
         height=ui.table_height(len(rows)),

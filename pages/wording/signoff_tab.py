@@ -9,6 +9,8 @@ import streamlit as st
 
 from pages import ui
 from pages.wording.common import DIFF_LEGEND, FLASH, WordingContext, findings_view
+from review.admin import users
+from review.core import readable
 from review.core.identity import Role
 from review.policy import signoff
 from review.wording import display, signing, versions
@@ -96,12 +98,14 @@ def _version(ctx: WordingContext, v: signoff.VersionView) -> None:
     r = signing.review_version(ctx.engine, v.id, ctx.terms, reveal_restricted=ctx.actor.clearance)
     with st.container(border=True):
         st.subheader(f"Version {v.number:d}")
-        st.caption(f"Proposed by {ui.plain(v.author)} on {v.created_at:%Y-%m-%d %H:%M} UTC")
+        names = users.display_names(ctx.engine)
+        by = readable.person(v.author, names)
+        st.caption(f"Proposed by {ui.plain(by)} on {v.created_at:%Y-%m-%d %H:%M} UTC")
         ui.text(v.rationale, label="Rationale")
         st.caption(
             f"Compared with {ui.plain(r.parent_label)}. {ui.plain(r.compliance_reason)} Still "
             f"needed: {ui.plain(', '.join(v.missing_roles) or 'nothing')} · signatures so far: "
-            + ui.plain(display.signatures_text(v))
+            + ui.plain(display.signatures_text(v, names))
         )
         if r.stale_parent:
             st.error(ui.plain(r.stale_parent))

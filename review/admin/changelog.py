@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 from sqlalchemy import ColumnElement, Engine, func, select
 
+from review.core import readable
 from storage import runs
 from storage.db import read_session
 from storage.models import AuditLog
@@ -86,9 +88,10 @@ def entities(engine: Engine) -> list[str]:
 SNAPSHOT_CHARS = 500
 
 
-def entries_frame(rows: list[AuditRow]) -> pd.DataFrame:
-    """The change-log table: one row per change, before and after as JSON cut to
-    :data:`SNAPSHOT_CHARS` characters (empty when there is none)."""
+def entries_frame(rows: list[AuditRow], names: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """The change-log table: one row per change (when as a date and time, who by name when
+    ``names`` is given), before and after as JSON cut to :data:`SNAPSHOT_CHARS` characters
+    (empty when there is none)."""
 
     def snap(value: dict[str, Any] | None) -> str:
         return json.dumps(value, ensure_ascii=False)[:SNAPSHOT_CHARS] if value else ""
@@ -96,8 +99,10 @@ def entries_frame(rows: list[AuditRow]) -> pd.DataFrame:
     return pd.DataFrame(
         [
             {
-                "when": r.at,
-                "who": r.actor,
+                "when": readable.when(r.at),
+                "who": r.actor
+                if names is None or "@" not in r.actor
+                else readable.person(r.actor, names),
                 "action": r.action,
                 "entity": r.entity,
                 "id": r.entity_id,

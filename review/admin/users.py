@@ -48,6 +48,13 @@ def list_users(engine: Engine, include_inactive: bool = True) -> list[UserView]:
         return [_view(u) for u in s.scalars(stmt)]
 
 
+def display_names(engine: Engine) -> dict[str, str]:
+    """Every user's name by e-mail (lower case), inactive users too: for showing people as
+    names (review.core.readable.person)."""
+    with read_session(engine) as s:
+        return {str(e).lower(): str(n) for e, n in s.execute(select(User.email, User.name))}
+
+
 def users_frame(people: list[UserView]) -> pd.DataFrame:
     """The users table of the Admin page."""
     return pd.DataFrame(

@@ -16,6 +16,7 @@ from review.audits.population import PopulationFilter
 from review.audits.queue import ItemRow
 from review.audits.verdicts import VerdictView
 from review.audits.vocabulary import HEADLINE, VERDICTS
+from review.core import readable
 from review.core.terms import PlanStatus
 
 __all__ = [
@@ -48,13 +49,13 @@ __all__ = [
 
 
 def pct(v: Any) -> str:
-    """A rate as a percentage with one decimal; a dash when there is none."""
-    return "—" if v is None or pd.isna(v) else f"{100 * float(v):.1f} %"
+    """A rate as a percentage (review.core.readable); a dash when there is none."""
+    return readable.percent(v)
 
 
-def pct_range(lo: Any, hi: Any) -> str:
-    """An interval of rates."""
-    return f"{pct(lo)} – {pct(hi)}"
+def pct_range(rate: Any, lo: Any, hi: Any) -> str:
+    """A rate with its interval: "14% (3–51%)" (review.core.readable)."""
+    return readable.percent_interval(rate, lo, hi)
 
 
 # --- plans ----------------------------------------------------------------------------------
@@ -283,23 +284,28 @@ def single_item_warning(strata: tuple[str, ...]) -> str:
 
 
 def rates_table(rates: pd.DataFrame) -> pd.DataFrame:
-    """The rates of ``estimates.estimates`` as read: percentages and 95 % intervals."""
+    """The rates of ``estimates.estimates`` as read: percentages with their 95 % intervals."""
     return pd.DataFrame(
         {
             "verdict": rates["label"],
             "count": rates["count"],
             "audited": rates["audited"],
-            "sample rate": rates["sample_rate"].map(pct),
-            "sample 95 % (Wilson)": [
-                pct_range(lo, hi)
-                for lo, hi in zip(rates["sample_lo"], rates["sample_hi"], strict=True)
+            "sample rate (95 % Wilson)": [
+                pct_range(r, lo, hi)
+                for r, lo, hi in zip(
+                    rates["sample_rate"], rates["sample_lo"], rates["sample_hi"], strict=True
+                )
             ],
-            "population rate (weighted)": rates["population_rate"].map(pct),
-            "population 95 %": [
-                pct_range(lo, hi)
-                for lo, hi in zip(rates["population_lo"], rates["population_hi"], strict=True)
+            "population rate, weighted (95 %)": [
+                pct_range(r, lo, hi)
+                for r, lo, hi in zip(
+                    rates["population_rate"],
+                    rates["population_lo"],
+                    rates["population_hi"],
+                    strict=True,
+                )
             ],
-            "≈ traces": rates["estimated_traces"],
+            "≈ traces": [readable.number(v, decimals=0) for v in rates["estimated_traces"]],
         }
     )
 
@@ -333,21 +339,25 @@ def headline_intervals(rates: pd.DataFrame) -> pd.DataFrame:
 
 
 def slice_table(by_slice: pd.DataFrame) -> pd.DataFrame:
-    """The rates of ``estimates.by_slice`` as read: percentages, the intervals as ranges."""
+    """The rates of ``estimates.by_slice`` as read: percentages with their intervals."""
     sl = by_slice.copy()
-    for col in ("sample_rate", "population_rate"):
-        sl[col] = sl[col].map(pct)
-    sl["sample 95 %"] = [
-        pct_range(a, b) for a, b in zip(sl.pop("sample_lo"), sl.pop("sample_hi"), strict=True)
+    sl["sample rate (95 %)"] = [
+        pct_range(r, a, b)
+        for r, a, b in zip(
+            sl.pop("sample_rate"), sl.pop("sample_lo"), sl.pop("sample_hi"), strict=True
+        )
     ]
-    sl["population 95 %"] = [
-        pct_range(a, b)
-        for a, b in zip(sl.pop("population_lo"), sl.pop("population_hi"), strict=True)
+    sl["population rate, weighted (95 %)"] = [
+        pct_range(r, a, b)
+        for r, a, b in zip(
+            sl.pop("population_rate"),
+            sl.pop("population_lo"),
+            sl.pop("population_hi"),
+            strict=True,
+        )
     ]
-    return sl.rename(
-        columns={
-            "sample_rate": "sample rate",
-            "population_rate": "population rate (weighted)",
-            "estimated_traces_in_slice": "≈ traces in slice",
-        }
-    )
+    if "estimated_traces_in_slice" in sl:
+        sl["estimated_traces_in_slice"] = [
+            readable.number(v, decimals=0) for v in sl["estimated_traces_in_slice"]
+        ]
+    return sl.rename(columns={"estimated_traces_in_slice": "≈ traces in slice"})

@@ -11,6 +11,7 @@ import pandas as pd
 
 from review.cases.cases import CaseDocView, CaseFilter, CaseRow, CaseView
 from review.cases.splits import SplitPlan
+from review.core import readable
 from review.core.escape import markdown_text
 from review.core.taxonomy import Taxonomy, Term
 
@@ -36,6 +37,20 @@ __all__ = [
 RESTRICTED_TITLE = "(restricted title hidden)"
 
 
+def _term(tax: Taxonomy | None, section: str, key: str | None, missing: str = "") -> str:
+    """A taxonomy key as its label when the taxonomy is given (the key itself otherwise)."""
+    if tax is None:
+        return key or missing
+    return readable.term(tax, section, key, missing)
+
+
+def _who(email: str | None, names: Mapping[str, str] | None, missing: str = "") -> str:
+    """A person by name when the names are given (the address otherwise)."""
+    if names is None:
+        return email or missing
+    return readable.person(email, names, missing)
+
+
 def case_filter(
     text: str = "",
     decision: str = "",
@@ -57,27 +72,33 @@ def case_filter(
     )
 
 
-def case_table(rows: Sequence[CaseRow], link: Callable[[int], str]) -> pd.DataFrame:
-    """One page of the case list; ``link`` makes a case's address from its id."""
+def case_table(
+    rows: Sequence[CaseRow],
+    link: Callable[[int], str],
+    tax: Taxonomy | None = None,
+    names: Mapping[str, str] | None = None,
+) -> pd.DataFrame:
+    """One page of the case list; ``link`` makes a case's address from its id. With ``tax``
+    and ``names`` the keys read as their taxonomy labels and people as their names."""
     return pd.DataFrame(
         [
             {
                 "open": link(r.id),
                 "case": r.key,
                 "question": r.question,
-                "decision": r.agreed_decision or r.expected_decision,
-                "label from": r.agreed_by or "author",
+                "decision": _term(tax, "decisions", r.agreed_decision or r.expected_decision),
+                "label from": _who(r.agreed_by, names) or "author",
                 "author expected": (
-                    r.expected_decision
+                    _term(tax, "decisions", r.expected_decision)
                     if r.agreed_decision and r.agreed_decision != r.expected_decision
                     else ""
                 ),
-                "category": r.category,
-                "slices": ", ".join(r.slices),
-                "split": r.split,
-                "status": r.status,
+                "category": _term(tax, "categories", r.category),
+                "slices": ", ".join(_term(tax, "slices", k) for k in r.slices),
+                "split": _term(tax, "splits", r.split),
+                "status": _term(tax, "case_statuses", r.status),
                 "family": r.family or "",
-                "evidence": r.evidence_state or "",
+                "evidence": _term(tax, "evidence_states", r.evidence_state),
                 "docs": r.documents,
             }
             for r in rows
@@ -156,10 +177,14 @@ def reason_text(codes: Sequence[str], tax: Taxonomy) -> str:
 
 
 def documents_table(
-    docs: Sequence[CaseDocView], clearance: bool, link: Callable[[int], str]
+    docs: Sequence[CaseDocView],
+    clearance: bool,
+    link: Callable[[int], str],
+    tax: Taxonomy | None = None,
 ) -> pd.DataFrame:
     """The case's documents; a restricted document's title only for a user with clearance.
-    ``link`` makes a document's address from its id."""
+    ``link`` makes a document's address from its id; with ``tax`` roles and access scopes
+    read as their labels."""
     return pd.DataFrame(
         [
             {
@@ -169,9 +194,9 @@ def documents_table(
                 if (d.access_scope != "restricted" or clearance)
                 else RESTRICTED_TITLE,
                 "visibility": d.visibility,
-                "role": d.role,
-                "access": d.access_scope,
-                "effective": d.effective_date,
+                "role": _term(tax, "document_roles", d.role),
+                "access": _term(tax, "access_scopes", d.access_scope),
+                "effective": readable.when(d.effective_date, with_time=False, missing=""),
                 "current version": d.is_current,
             }
             for d in docs
@@ -179,34 +204,40 @@ def documents_table(
     )
 
 
-def details_table(view: CaseView) -> pd.DataFrame:
-    """The case's labels and bookkeeping as (field, value) rows."""
+def details_table(
+    view: CaseView, tax: Taxonomy | None = None, names: Mapping[str, str] | None = None
+) -> pd.DataFrame:
+    """The case's labels and bookkeeping as (field, value) rows; with ``tax`` and ``names``
+    keys read as their labels and people as their names."""
+    by = _who(view.updated_by, names, "—")
     return pd.DataFrame(
         [
-            ("category", view.category),
+            ("category", _term(tax, "categories", view.category)),
             ("expected wording", view.expected_message or "—"),
-            ("slices", ", ".join(view.slices) or "—"),
-            ("split", view.split),
-            ("status", view.status),
+            ("slices", ", ".join(_term(tax, "slices", k) for k in view.slices) or "—"),
+            ("split", _term(tax, "splits", view.split)),
+            ("status", _term(tax, "case_statuses", view.status)),
             ("family", view.family or "—"),
-            ("evidence state", view.evidence_state or "—"),
+            ("evidence state", _term(tax, "evidence_states", view.evidence_state, "—")),
             ("question language", view.record.get("language") or "not stated"),
             ("version", str(view.version)),
-            ("last change", f"{view.updated_at:%Y-%m-%d %H:%M} by {view.updated_by or '—'}"),
+            ("last change", f"{readable.when(view.updated_at)} by {by}"),
         ],
         columns=["field", "value"],
     )
 
 
-def family_table(rows: Sequence[CaseRow], link: Callable[[int], str]) -> pd.DataFrame:
+def family_table(
+    rows: Sequence[CaseRow], link: Callable[[int], str], tax: Taxonomy | None = None
+) -> pd.DataFrame:
     """The variants of the case's family."""
     return pd.DataFrame(
         [
             {
                 "open": link(r.id),
                 "case": r.key,
-                "evidence state": r.evidence_state,
-                "expected": r.expected_decision,
+                "evidence state": _term(tax, "evidence_states", r.evidence_state),
+                "expected": _term(tax, "decisions", r.expected_decision),
                 "question": r.question,
             }
             for r in rows

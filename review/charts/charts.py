@@ -5,6 +5,9 @@ Inputs are the frames of ``review.policy.selective`` (``risk_coverage``, ``sweep
 plotting, always keeping the rows nearest the marked operating points, so a chart of a million
 logged traces stays small. The undefined "answer nothing" row (threshold +inf, risk NaN) is
 never drawn. Thresholds are in confidence form (answered when score >= threshold).
+
+Every chart reads the same way (review.core.chartstyle): rates on axes in %, one colour per
+metric, titles and labels clear of each other, and a chart with nothing to draw says why.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from review.core.chartstyle import colour, colour_scale, no_data_chart, percent_axis
 from review.core.errors import InputError
 from review.core.sampling import Z95, wilson_bounds
 
@@ -90,20 +94,30 @@ def risk_coverage_chart(
     columns = ["coverage", "selective_risk", "selective_risk_lo", "selective_risk_hi"]
     if "threshold" in data.columns:
         columns.append("threshold")
+    if data.empty:
+        return alt.LayerChart(
+            layer=[no_data_chart("No answered item has a known risk: there is no curve to draw.")],
+            title="Risk against coverage",
+        )
     data = downsample(data, "coverage", keep=[c for c, _ in points.values()])[columns]
 
-    x = alt.X("coverage:Q", title="Coverage (share answered)", scale=alt.Scale(domain=[0, 1]))
-    y_title = "Selective risk (unacceptable among answered)"
+    x = alt.X(
+        "coverage:Q",
+        scale=alt.Scale(domain=[0, 1]),
+        axis=percent_axis("Coverage (share answered)"),
+    )
+    y_axis = percent_axis("Selective risk (unacceptable among answered)")
+    risk = colour("selective_risk")
     band = (
         alt.Chart(data)
-        .mark_area(opacity=0.2, color="#4c78a8")
-        .encode(x=x, y=alt.Y("selective_risk_lo:Q", title=y_title), y2="selective_risk_hi:Q")
+        .mark_area(opacity=0.2, color=risk)
+        .encode(x=x, y=alt.Y("selective_risk_lo:Q", axis=y_axis), y2="selective_risk_hi:Q")
     )
-    tooltip = [alt.Tooltip(c, format=".3f") for c in columns]
+    tooltip = [alt.Tooltip(c, format=".3f" if c == "threshold" else ".1%") for c in columns]
     line = (
         alt.Chart(data)
-        .mark_line(color="#4c78a8")
-        .encode(x=x, y=alt.Y("selective_risk:Q", title=y_title), tooltip=tooltip)
+        .mark_line(color=risk)
+        .encode(x=x, y=alt.Y("selective_risk:Q", axis=y_axis), tooltip=tooltip)
     )
     layers: list[alt.Chart] = [band, line]
     marks = pd.DataFrame(
@@ -115,15 +129,15 @@ def risk_coverage_chart(
         columns=["point", "coverage", "selective_risk"],
     )
     if not marks.empty:
-        colour = alt.Color("point:N", title="Operating point", scale=_colour_scale(list(points)))
+        by_point = alt.Color("point:N", title="Operating point", scale=_colour_scale(list(points)))
         base = alt.Chart(marks).encode(x="coverage:Q", y="selective_risk:Q")
         layers.append(
             base.mark_point(size=90, filled=True).encode(
-                color=colour,
+                color=by_point,
                 tooltip=[
                     "point:N",
-                    alt.Tooltip("coverage:Q", format=".3f"),
-                    alt.Tooltip("selective_risk:Q", format=".3f"),
+                    alt.Tooltip("coverage:Q", format=".1%"),
+                    alt.Tooltip("selective_risk:Q", format=".1%"),
                 ],
             )
         )
@@ -138,11 +152,11 @@ def _threshold_rules(points: Mapping[str, float]) -> alt.Chart | None:
     )
     if marks.empty:
         return None
-    colour = alt.Color("point:N", title="Operating point", scale=_colour_scale(list(points)))
+    by_point = alt.Color("point:N", title="Operating point", scale=_colour_scale(list(points)))
     rules: alt.Chart = (
         alt.Chart(marks)
         .mark_rule(strokeDash=[4, 3], size=2)
-        .encode(x="threshold:Q", color=colour, tooltip=["point:N", "threshold:Q"])
+        .encode(x="threshold:Q", color=by_point, tooltip=["point:N", "threshold:Q"])
     )
     return rules
 
@@ -153,18 +167,36 @@ def cost_chart(sweep: pd.DataFrame, points: Mapping[str, float] | None = None) -
     points = dict(points or {})
     cols = [c for c in ("threshold", "expected_cost", "coverage") if c in sweep.columns]
     data = downsample(_finite_thresholds(sweep), "threshold", keep=points.values())[cols]
+    if data["expected_cost"].notna().sum() == 0:
+        reason = "No threshold has a known expected cost: there is nothing to draw."
+        return alt.LayerChart(
+            layer=[no_data_chart(reason)], title="Expected cost of each threshold"
+        )
     line = (
         alt.Chart(data)
-        .mark_line(color="#444444")
+        .mark_line(color=colour("expected_cost"))
         .encode(
             x=alt.X("threshold:Q", title="Threshold (answered when score >= threshold)"),
-            y=alt.Y("expected_cost:Q", title="Expected cost per item"),
+            y=alt.Y(
+                "expected_cost:Q", title="Expected cost per item", axis=alt.Axis(titlePadding=10)
+            ),
             tooltip=[alt.Tooltip(c, format=".3f") for c in cols],
         )
     )
     rules = _threshold_rules(points)
     layers = [line] if rules is None else [line, rules]
     return alt.LayerChart(layer=layers, title="Expected cost of each threshold")
+
+
+def _metric_colour(metrics: Sequence[str]) -> alt.Color:
+    """Colour by metric label, each metric in its colour of the one palette."""
+    labels = [METRIC_LABELS.get(m, m) for m in metrics]
+    return alt.Color(
+        "metric:N",
+        title="Metric",
+        scale=colour_scale(labels),
+        legend=alt.Legend(orient="bottom", labelLimit=0, columns=2),
+    )
 
 
 def _long(frame: pd.DataFrame, metrics: Sequence[str], ids: Sequence[str]) -> pd.DataFrame:
@@ -188,18 +220,22 @@ def sweep_chart(
     _require(sweep, ("threshold", *metrics), "sweep")
     points = dict(points or {})
     data = downsample(_finite_thresholds(sweep), "threshold", keep=points.values())
+    title = "Both failure sides as the threshold moves"
+    if data.empty:
+        reason = "No finite threshold in the sweep: there is nothing to draw."
+        return alt.LayerChart(layer=[no_data_chart(reason)], title=title)
     long = _long(data[["threshold", *metrics]], metrics, ["threshold"])
     lines = (
         alt.Chart(long)
         .mark_line()
         .encode(
             x=alt.X("threshold:Q", title="Threshold (answered when score >= threshold)"),
-            y=alt.Y("value:Q", title="Rate", scale=alt.Scale(domain=[0, 1])),
-            color=alt.Color("metric:N", title="Metric"),
+            y=alt.Y("value:Q", scale=alt.Scale(domain=[0, 1]), axis=percent_axis("Rate")),
+            color=_metric_colour(metrics),
             tooltip=[
                 "metric:N",
                 alt.Tooltip("threshold:Q", format=".3f"),
-                alt.Tooltip("value:Q", format=".3f"),
+                alt.Tooltip("value:Q", format=".1%"),
             ],
         )
     )
@@ -218,7 +254,7 @@ def sweep_chart(
             .mark_text(align="left", dx=4, baseline="top", y=4)
             .encode(x="threshold:Q", text="point:N")
         )
-    return alt.LayerChart(layer=layers, title="Both failure sides as the threshold moves")
+    return alt.LayerChart(layer=layers, title=title)
 
 
 def slice_small_multiples(
@@ -226,12 +262,17 @@ def slice_small_multiples(
     points: Mapping[str, float] | None = None,
     metrics: Sequence[str] = ("false_refusal_rate", "unsupported_answer_rate"),
     columns: int = 3,
-) -> alt.FacetChart:
+) -> alt.FacetChart | alt.LayerChart:
     """One small chart per slice: the chosen rates against the threshold, same axes for all,
     with ``points`` (name -> threshold) drawn in every panel."""
     _require(sweep_by_slice, ("slice", "threshold", *metrics), "per-slice sweep")
     points = dict(points or {})
     finite = _finite_thresholds(sweep_by_slice)
+    if finite.empty:
+        return alt.LayerChart(
+            layer=[no_data_chart("No slice has a finite threshold: there is nothing to draw.")],
+            title="Per-slice rates as the threshold moves",
+        )
     slices = sorted(finite["slice"].astype(str).unique())
     per_slice = max(20, min(250, 3000 // max(1, len(slices) * len(metrics))))
     thinned = [
@@ -257,8 +298,8 @@ def slice_small_multiples(
         .mark_line()
         .encode(
             x=x,
-            y=alt.Y("value:Q", title="Rate", scale=alt.Scale(domain=[0, 1])),
-            color=alt.Color("metric:N", title="Metric"),
+            y=alt.Y("value:Q", scale=alt.Scale(domain=[0, 1]), axis=percent_axis("Rate")),
+            color=_metric_colour(metrics),
         )
         .transform_filter("!isValid(datum.point)")
     )
@@ -272,6 +313,7 @@ def slice_small_multiples(
         )
     panel = alt.LayerChart(layer=layers, data=data, width=180, height=120)
     facets: alt.FacetChart = panel.facet(
-        facet=alt.Facet("slice:N", title="Slice"), columns=columns
+        facet=alt.Facet("slice:N", title="Slice", header=alt.Header(labelLimit=180)),
+        columns=columns,
     ).properties(title="Per-slice rates as the threshold moves")
     return facets

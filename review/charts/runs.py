@@ -2,45 +2,71 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import altair as alt
 import pandas as pd
+
+from review.core.chartstyle import colour_scale, no_data_chart, percent_axis
 
 __all__ = ["confusion_chart", "intervals_chart"]
 
 
 def intervals_chart(summary: pd.DataFrame) -> alt.LayerChart:
     """Every rate of a run's summary (``metric``, ``value``, ``low``, ``high``, ``k``, ``n``)
-    as a point on its 95% interval, on a 0-1 scale; the CRAG score (not a rate) and undefined
-    rates are left out."""
+    as a point on its 95% interval, on a 0-100% scale, each metric in its colour of the one
+    palette; the CRAG score (not a rate) and undefined rates are left out (with no rate at
+    all, the chart says so)."""
     rates = summary[summary["metric"] != "CRAG score"].dropna(subset=["value"])
-    base = alt.Chart(rates).encode(y=alt.Y("metric:N", title=None, sort=None))
-    chart: alt.LayerChart = base.mark_rule().encode(
-        x=alt.X("low:Q", scale=alt.Scale(domain=[0, 1]), title="rate (95% interval)"),
+    if rates.empty:
+        reason = "No rate of this run is defined (no case in any denominator)."
+        return alt.LayerChart(layer=[no_data_chart(reason)])
+    names = rates["metric"].astype(str).tolist()
+    y = alt.Y("metric:N", title=None, sort=None, axis=alt.Axis(labelLimit=320))
+    colour = alt.Color("metric:N", scale=colour_scale(names), legend=None)
+    base = alt.Chart(rates).encode(y=y, color=colour)
+    chart: alt.LayerChart = base.mark_rule(size=2).encode(
+        x=alt.X("low:Q", scale=alt.Scale(domain=[0, 1]), axis=percent_axis("rate (95% interval)")),
         x2="high:Q",
     ) + base.mark_point(filled=True, size=60).encode(
-        x="value:Q", tooltip=["metric", "value", "k", "n"]
+        x="value:Q",
+        tooltip=[
+            "metric",
+            alt.Tooltip("value:Q", format=".1%"),
+            alt.Tooltip("low:Q", format=".1%"),
+            alt.Tooltip("high:Q", format=".1%"),
+            "k",
+            "n",
+        ],
     )
     return chart
 
 
-def confusion_chart(conf: pd.DataFrame) -> alt.LayerChart:
+def confusion_chart(conf: pd.DataFrame, labels: Mapping[str, str] | None = None) -> alt.LayerChart:
     """A confusion matrix (index ``gold``, one column per observed decision) as a heat map
-    with the counts written in the cells."""
+    with the counts written in the cells; ``labels`` (decision key -> label) names the
+    decisions as people read them."""
     long = conf.reset_index().melt(id_vars="gold", var_name="observed", value_name="cases")
+    if long.empty:
+        return alt.LayerChart(layer=[no_data_chart("No output of this run has a decision.")])
+    names = dict(labels or {})
+    long["gold"] = long["gold"].map(lambda k: names.get(str(k), str(k)))
+    long["observed"] = long["observed"].map(lambda k: names.get(str(k), str(k)))
+    axis = alt.Axis(labelAngle=-30, labelLimit=160)
     cells = (
         alt.Chart(long)
         .mark_rect()
         .encode(
-            x=alt.X("observed:N", sort=None),
-            y=alt.Y("gold:N", sort=None, title="expected"),
+            x=alt.X("observed:N", sort=None, axis=axis),
+            y=alt.Y("gold:N", sort=None, title="expected", axis=alt.Axis(labelLimit=200)),
             color=alt.Color("cases:Q", scale=alt.Scale(scheme="blues")),
             tooltip=["gold", "observed", "cases"],
         )
     )
-    labels = (
+    text = (
         alt.Chart(long)
         .mark_text()
         .encode(x=alt.X("observed:N", sort=None), y=alt.Y("gold:N", sort=None), text="cases:Q")
     )
-    chart: alt.LayerChart = cells + labels
+    chart: alt.LayerChart = cells + text
     return chart

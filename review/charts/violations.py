@@ -7,23 +7,32 @@ from collections.abc import Sequence
 import altair as alt
 import pandas as pd
 
+from review.core.chartstyle import no_data_chart
+
 __all__ = ["violations_chart"]
 
 
 def violations_chart(weekly: pd.DataFrame, rules: Sequence[str]) -> alt.Chart:
     """``weekly``: one row per week with a count column per rule; rules with no refusal in a
-    week draw no bar."""
+    week draw no bar; with none at all the chart says so."""
     long = weekly.melt(
         id_vars=["week"], value_vars=list(rules), var_name="rule", value_name="traces"
     )
+    shown = long[long["traces"] > 0]
+    if shown.empty:
+        return no_data_chart("No refusal in these weeks breaks a wording rule.")
     chart: alt.Chart = (
-        alt.Chart(long[long["traces"] > 0])
+        alt.Chart(shown)
         .mark_bar()
         .encode(
-            x=alt.X("yearmonthdate(week):T", title="Week (Monday)"),
-            y=alt.Y("traces:Q", title="Refusals breaking the rule"),
-            color=alt.Color("rule:N", title="Rule"),
-            tooltip=["week:T", "rule:N", "traces:Q"],
+            x=alt.X(
+                "yearmonthdate(week):T",
+                title="Week (Monday)",
+                axis=alt.Axis(format="%d %b", labelAngle=0),
+            ),
+            y=alt.Y("traces:Q", title="Refusals breaking the rule", axis=alt.Axis(titlePadding=10)),
+            color=alt.Color("rule:N", title="Rule", legend=alt.Legend(labelLimit=0)),
+            tooltip=[alt.Tooltip("week:T", format="%Y-%m-%d"), "rule:N", "traces:Q"],
         )
     )
     return chart

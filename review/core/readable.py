@@ -9,12 +9,15 @@ rate, an interval, a number or a timestamp into the words people read.
 - numbers read with thousands separators and at most a few decimals (never
   0.3409090909090909);
 - timestamps read as dates and minutes in UTC;
+- a person reads as their name, never as an e-mail address (which Markdown would turn into a
+  mailto link);
 - pass/fail reads as a coloured badge (Streamlit Markdown; plain text elsewhere).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from datetime import UTC, date, datetime
 from typing import Protocol
 
@@ -27,7 +30,9 @@ __all__ = [
     "number",
     "percent",
     "percent_interval",
+    "person",
     "term",
+    "version_label",
     "when",
 ]
 
@@ -131,7 +136,9 @@ def number(value: object, decimals: int = 3, missing: str = UNDEFINED) -> str:
         return "∞" if f > 0 else "-∞"
     if f.is_integer() and abs(f) < 1e15:
         return f"{int(f):,}"
-    text = f"{f:,.{decimals}f}".rstrip("0").rstrip(".")
+    text = f"{f:,.{decimals}f}"
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
     return "0" if text in ("-0", "") else text
 
 
@@ -164,3 +171,24 @@ def badge(ok: bool | None, yes: str = "pass", no: str = "fail", unknown: str = "
     if ok is None:
         return f":gray-badge[{unknown}]"
     return f":green-badge[{yes}]" if ok else f":red-badge[{no}]"
+
+
+def person(email: str | None, names: Mapping[str, str], missing: str = UNDEFINED) -> str:
+    """Who someone is, as people read it: the name ``names`` (e-mail -> name, any case) gives,
+    else the part of the address before the @ (never the whole address, which Markdown would
+    turn into a mailto link)."""
+    if is_missing(email) or not str(email).strip():
+        return missing
+    address = str(email).strip()
+    found = names.get(address) or names.get(address.lower())
+    if found:
+        return found
+    return address.split("@", 1)[0] if "@" in address else address
+
+
+def version_label(number: int | None, file_version: int | None = None) -> str:
+    """A signed version as people read it, the sign-off number and the ``version:`` field
+    inside the file labelled apart so one is not taken for the other: "sign-off v2 · file
+    version 3"; "the shipped file" when nothing is signed."""
+    head = "the shipped file" if number is None else f"sign-off v{number}"
+    return head if file_version is None else f"{head} · file version {file_version}"

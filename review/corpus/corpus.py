@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,6 +12,7 @@ import pandas as pd
 from sqlalchemy import ColumnElement, Engine, func, or_, select
 from sqlalchemy.orm import Session
 
+from review.core import readable
 from review.core.errors import InputError, PermissionDenied
 from review.core.identity import Actor, Permission, require
 from review.core.taxonomy import Taxonomy
@@ -509,19 +510,28 @@ def facet_values(engine: Engine) -> dict[str, list[str]]:
 # Tables of the Corpus page
 
 
-def metadata_frame(doc: DocumentView) -> pd.DataFrame:
-    """A document version's metadata, one field per row."""
+def _term(tax: Taxonomy | None, section: str, key: str | None) -> str:
+    """A taxonomy key by its label when the taxonomy is given (the key otherwise)."""
+    return (key or "—") if tax is None else readable.term(tax, section, key)
+
+
+def metadata_frame(
+    doc: DocumentView, tax: Taxonomy | None = None, names: Mapping[str, str] | None = None
+) -> pd.DataFrame:
+    """A document version's metadata, one field per row; with ``tax`` and ``names`` keys
+    read as their taxonomy labels and people as their names."""
+    by = (doc.created_by or "—") if names is None else readable.person(doc.created_by, names)
     return pd.DataFrame(
         [
             ("id", doc.doc_key),
             ("version", str(doc.version)),
             ("effective date", str(doc.effective_date or "—")),
             ("superseded by", doc.superseded_by or "—"),
-            ("authority", doc.authority),
+            ("authority", _term(tax, "authorities", doc.authority)),
             ("owner", doc.owner),
-            ("access scope", doc.access_scope),
-            ("jurisdiction", doc.jurisdiction),
-            ("added", f"{doc.created_at:%Y-%m-%d %H:%M} by {doc.created_by or '—'}"),
+            ("access scope", _term(tax, "access_scopes", doc.access_scope)),
+            ("jurisdiction", _term(tax, "jurisdictions", doc.jurisdiction)),
+            ("added", f"{readable.when(doc.created_at)} by {by}"),
         ],
         columns=["field", "value"],
     )
@@ -543,8 +553,11 @@ def versions_frame(history: list[DocRow], link: Callable[[int], str]) -> pd.Data
     )
 
 
-def results_frame(rows: list[DocRow], link: Callable[[int], str]) -> pd.DataFrame:
-    """One page of search results; ``link`` gives the page address of a document."""
+def results_frame(
+    rows: list[DocRow], link: Callable[[int], str], tax: Taxonomy | None = None
+) -> pd.DataFrame:
+    """One page of search results; ``link`` gives the page address of a document; with
+    ``tax`` authority, access and jurisdiction read as their taxonomy labels."""
     return pd.DataFrame(
         [
             {
@@ -552,9 +565,9 @@ def results_frame(rows: list[DocRow], link: Callable[[int], str]) -> pd.DataFram
                 "document": r.ref,
                 "title": r.title,
                 "effective": r.effective_date,
-                "authority": r.authority,
-                "access": r.access_scope,
-                "jurisdiction": r.jurisdiction,
+                "authority": _term(tax, "authorities", r.authority),
+                "access": _term(tax, "access_scopes", r.access_scope),
+                "jurisdiction": _term(tax, "jurisdictions", r.jurisdiction),
                 "owner": r.owner,
                 "current": r.is_current,
             }

@@ -39,6 +39,7 @@ from sqlalchemy.orm import Session
 
 from review.builder.family_checks import restricted_text_in
 from review.cases.agreed import agreed_subquery as gold_subquery
+from review.core import readable
 from review.core.errors import InputError
 from review.core.identity import Actor, Permission, require
 from review.core.records import json_lines, read_record
@@ -322,8 +323,9 @@ def list_runs(engine: Engine) -> list[RunRow]:
         ]
 
 
-def runs_frame(runs: list[RunRow]) -> pd.DataFrame:
-    """The list of runs as the Runs page shows it."""
+def runs_frame(runs: list[RunRow], names: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """The list of runs as the Runs page shows it: when as a date and time, who by name
+    (when ``names`` is given; an import by a script keeps its tag)."""
     return pd.DataFrame(
         [
             {
@@ -333,8 +335,10 @@ def runs_frame(runs: list[RunRow]) -> pd.DataFrame:
                 "outputs": r.outputs,
                 "cases": r.cases,
                 "infrastructure failures": r.infra_failures,
-                "created": r.created_at,
-                "by": r.created_by,
+                "created": readable.when(r.created_at),
+                "by": r.created_by
+                if names is None or "@" not in r.created_by
+                else readable.person(r.created_by, names),
             }
             for r in runs
         ]

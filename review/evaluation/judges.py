@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
+from review.core import readable
 from review.core.errors import InputError
 from review.core.identity import Actor, Permission, require
 from review.core.records import json_lines, read_record
@@ -180,13 +181,13 @@ AGREEMENT_COLUMNS = ["judge", "field", "items", "agree", "raw", "kappa", "alpha"
 
 
 def display_table(table: pd.DataFrame) -> pd.DataFrame:
-    """The agreement table for reading: raw agreement, kappa and alpha to three decimals,
-    "undefined" where a statistic cannot be computed (the note says why)."""
+    """The agreement table for reading (review.core.readable): raw agreement as a
+    percentage, kappa and alpha with at most three decimals, "undefined" where a statistic
+    cannot be computed (the note says why)."""
     out = table.copy()
-    for column in ("raw", "kappa", "alpha"):
-        out[column] = [
-            "undefined" if v is None or v != v else f"{float(v):.3f}" for v in out[column]
-        ]
+    out["raw"] = [readable.percent(v, missing="undefined") for v in out["raw"]]
+    for column in ("kappa", "alpha"):
+        out[column] = [readable.number(v, 3, missing="undefined") for v in out[column]]
     return out
 
 

@@ -50,6 +50,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from review.core.chartstyle import no_data_chart, percent_axis
 from review.core.sampling import wilson_bounds
 
 RATE_METRICS = (
@@ -669,30 +670,98 @@ def family_drift(hist: pd.DataFrame) -> pd.DataFrame:
     return frame.sort_values(["order", "family"], kind="stable").reset_index(drop=True)
 
 
-def drift_chart(drift: pd.DataFrame, metric: str) -> alt.LayerChart:
+#: How many question families the drift chart draws as their own line; the rest are one
+#: "other families" line (115 lines in one chart read as none).
+DRIFT_TOP = 8
+_DRIFT_WEIGHTS = {"decision_accuracy": "accuracy_n", "abstention_recall": "recall_n"}
+#: Tableau 10 without its grey, which marks the combined "other families" line.
+_FAMILY_COLOURS = (
+    "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
+    "#9c755f",
+)  # fmt: skip
+
+
+def _family_range(kept: int) -> list[str]:
+    """Colours of ``kept`` families then of the combined others (grey)."""
+    return [_FAMILY_COLOURS[i % len(_FAMILY_COLOURS)] for i in range(kept)] + ["#9e9e9e"]
+
+
+def drift_lines(drift: pd.DataFrame, metric: str, top: int = DRIFT_TOP) -> pd.DataFrame:
+    """The lines of the drift chart: the ``top`` families whose ``metric`` moves most across
+    runs (largest range; ties by name) each as itself, the others combined into one line
+    "other N families" (a rate weighted by its denominator; flips summed). Columns order,
+    run, family, the metric, cases."""
+    weight = _DRIFT_WEIGHTS.get(metric)
+    cols = ["order", "run", "family", metric, "cases", *([weight] if weight else [])]
+    data = drift[cols].dropna(subset=[metric])
+    families = data["family"].unique()
+    if len(families) <= top:
+        return data[["order", "run", "family", metric, "cases"]]
+    spread = data.groupby("family")[metric].agg(lambda v: float(v.max() - v.min()))
+    ranked = sorted(spread.items(), key=lambda kv: (-kv[1], str(kv[0])))
+    keep = {f for f, _ in ranked[:top]}
+    rest = data[~data["family"].isin(keep)]
+    if weight:
+        rest = rest.assign(_k=rest[metric] * rest[weight])
+        grouped = rest.groupby(["order", "run"], as_index=False).agg(
+            _k=("_k", "sum"), _n=(weight, "sum"), cases=("cases", "sum")
+        )
+        grouped[metric] = grouped["_k"] / grouped["_n"].where(grouped["_n"] > 0)
+    else:
+        grouped = rest.groupby(["order", "run"], as_index=False).agg(
+            **{metric: (metric, "sum"), "cases": ("cases", "sum")}
+        )
+    grouped["family"] = f"other {len(families) - top} families (combined)"
+    lines = pd.concat(
+        [data[data["family"].isin(keep)], grouped[["order", "run", "family", metric, "cases"]]],
+        ignore_index=True,
+    )
+    return lines[["order", "run", "family", metric, "cases"]].dropna(subset=[metric])
+
+
+def drift_chart(drift: pd.DataFrame, metric: str, top: int = DRIFT_TOP) -> alt.LayerChart:
     """One line per question family across runs (oldest first) for ``metric`` (a key of
-    :data:`DRIFT_METRICS`)."""
+    :data:`DRIFT_METRICS`): the ``top`` families that move most, the rest as one line (see
+    :func:`drift_lines`); rates on a % axis; with no defined value the chart says why."""
     title = DRIFT_METRICS[metric]
     runs = drift.sort_values("order").drop_duplicates("run")["run"].tolist()
-    data = drift[["order", "run", "family", metric, "cases"]].dropna(subset=[metric])
+    data = drift_lines(drift, metric, top) if not drift.empty else drift
+    if data.empty:
+        reason = f"No question family has a defined {title.lower()} in these runs."
+        return alt.LayerChart(layer=[no_data_chart(reason)])
+    rate = metric != "flips"
+    families = list(dict.fromkeys(data["family"].astype(str)))
+    others = families[-1].startswith("other ") and len(families) > top
     base = alt.Chart(data).encode(
-        x=alt.X("run:N", sort=runs, title="run (oldest first)", axis=alt.Axis(labelAngle=0)),
+        x=alt.X(
+            "run:N",
+            sort=runs,
+            title="run (oldest first)",
+            axis=alt.Axis(labelAngle=0, labelLimit=200),
+        ),
         y=alt.Y(
             f"{metric}:Q",
-            title=title,
-            scale=alt.Scale(domain=[0, 1]) if metric != "flips" else alt.Undefined,
+            scale=alt.Scale(domain=[0, 1]) if rate else alt.Undefined,
+            axis=percent_axis(title) if rate else alt.Axis(title=title, titlePadding=10),
         ),
         color=alt.Color(
             "family:N",
             title="question family",
-            scale=alt.Scale(scheme="tableau20"),
-            legend=alt.Legend(labelLimit=260, symbolLimit=0),
+            # the families each in a colour of their own, the combined others in grey
+            scale=alt.Scale(domain=families, range=_family_range(len(families) - 1))
+            if others
+            else alt.Scale(scheme="tableau10"),
+            legend=alt.Legend(labelLimit=0, symbolLimit=0),
         ),
-        tooltip=["run", "family", alt.Tooltip(f"{metric}:Q", format=".3~f"), "cases"],
+        tooltip=[
+            "run",
+            "family",
+            alt.Tooltip(f"{metric}:Q", format=".1%" if rate else "d"),
+            "cases",
+        ],
     )
     return alt.LayerChart(
-        layer=[base.mark_line(), base.mark_point(filled=True, size=50)],
-        height=max(300, 34 * data["family"].nunique()),
+        layer=[base.mark_line(), base.mark_point(filled=True, size=50)], height=320
     )
 
 

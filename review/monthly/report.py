@@ -11,19 +11,23 @@ import json
 import re
 import zipfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import altair as alt
 import pandas as pd
 from sqlalchemy import Engine, select
 
+from review.admin import users
 from review.charts.charts import risk_coverage_chart
+from review.core import readable
 from review.core.errors import InputError
 from review.core.escape import markdown_cell, markdown_text
+from review.core.sampling import wilson_bounds
 from review.core.taxonomy import Taxonomy
 from review.core.terms import PlanStatus, VersionStatus
 from review.evaluation import evalruns
+from review.monthly import validation
 from review.monthly.records import SessionView, links_text, month_bounds
 from review.policy import signoff
 from review.thresholds import release, thresholds
@@ -46,6 +50,10 @@ class MonthContext:
     #: policy changes, in report order) replace the live ones; None for a live context
     frozen_tables: list[tuple[str, pd.DataFrame]] | None = None
     frozen_at: str | None = None
+    #: people's names by e-mail (lower case): the report names people, never their addresses
+    names: dict[str, str] = field(default_factory=dict)
+    #: the taxonomy the month's keys read with (slices, decisions); None: keys humanised
+    tax: Taxonomy | None = None
 
 
 ContextHook = Callable[
@@ -64,7 +72,7 @@ def month_context(engine: Engine, tax: Taxonomy, month: str) -> MonthContext:
     with read_session(engine) as s:
         record = s.scalar(select(ReviewSession.record).where(ReviewSession.month == month))
     if record:
-        return thaw_context(month, record)
+        return replace(thaw_context(month, record), names=users.display_names(engine), tax=tax)
     return live_context(engine, tax, month)
 
 
@@ -124,27 +132,166 @@ def live_context(engine: Engine, tax: Taxonomy, month: str) -> MonthContext:
         s_, c_ = hook(engine, tax, month, first, last)
         sections.extend(s_)
         charts_.extend(c_)
-    return MonthContext(month, gate, gate_run, changed, sections, charts_)
+    return MonthContext(
+        month,
+        gate,
+        gate_run,
+        changed,
+        sections,
+        charts_,
+        names=users.display_names(engine),
+        tax=tax,
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# How the report's values read: like the pages (review.core.readable), never raw floats,
+# keys or addresses
+
+_RULE = re.compile(r"^\s*([A-Za-z_]+)\s*(>=|<=|==)\s*([-+0-9.eE]+)\s*$")
+_OPS = {">=": "≥", "<=": "≤", "==": "="}
+KIND_LABELS = {"no_answer_policy": "No-answer policy", "refusal_wording": "Refusal wording"}
+
+
+def _scope(scope: str, tax: Taxonomy | None) -> str:
+    if scope.startswith("slice:"):
+        key = scope.removeprefix("slice:")
+        return "Slice: " + (readable.term(tax, "slices", key) if tax else readable.humanize(key))
+    return readable.humanize(scope)
+
+
+def gate_frame(rows: list[release.GateRow], tax: Taxonomy | None) -> pd.DataFrame:
+    """The release gate as people read it: each row's target and value as percentages (the
+    value with its 95% Wilson interval and the count behind it), pass or fail, and why."""
+    out = []
+    for r in rows:
+        m = _RULE.match(r.rule)
+        target = f"{_OPS[m.group(2)]} {readable.percent(float(m.group(3)))}" if m else r.rule
+        undefined = readable.is_missing(r.value) or r.n <= 0
+        if undefined:
+            value = "undefined"
+        else:
+            lo, hi = wilson_bounds(r.k, r.n)
+            interval = readable.percent_interval(r.value, float(lo), float(hi))
+            value = f"{interval}, {r.k:,} of {r.n:,}"
+        if r.passed:
+            why = ""
+        elif undefined:
+            why = r.why
+        else:
+            why = f"{readable.percent(r.value)} is not {target}"
+        out.append(
+            {
+                "check": r.row,
+                "source": r.source,
+                "scope": _scope(r.scope, tax),
+                "target": target,
+                "value (95% interval)": value,
+                "result": "pass" if r.passed else "fail",
+                "why": why,
+            }
+        )
+    columns = ["check", "source", "scope", "target", "value (95% interval)", "result", "why"]
+    return pd.DataFrame(out, columns=columns)
+
+
+def changes_frame(changes: list[signoff.VersionView], names: dict[str, str]) -> pd.DataFrame:
+    """Policy and wording versions of the month: the sign-off version number (the one in
+    force, pending or approved) labelled as such, so it is not read as the ``version:`` field
+    inside the policy file."""
+
+    def who(email: str | None) -> str:
+        return readable.person(email, names)
+
+    return pd.DataFrame(
+        [
+            {
+                "kind": KIND_LABELS.get(str(v.kind), readable.humanize(str(v.kind))),
+                "version": readable.version_label(v.number, v.file_version),
+                "status": readable.humanize(str(v.status)),
+                "author": who(v.author),
+                "rationale": v.rationale,
+                "signatures": "; ".join(
+                    f"{readable.humanize(str(s.role))} {s.meaning} by {who(s.signer)}"
+                    for s in v.signatures
+                ),
+            }
+            for v in changes
+        ],
+        columns=["kind", "version", "status", "author", "rationale", "signatures"],
+    )
+
+
+#: How a pass or a fail cell reads on the page (the colours of readable.badge and of the
+#: exported report).
+RESULT_STYLES = {"pass": "color: #1a7f37", "fail": "color: #c62828; font-weight: bold"}
+
+
+def result_style(value: object) -> str:
+    """The CSS of a table cell that holds "pass" or "fail" (empty for anything else)."""
+    return RESULT_STYLES.get(str(value), "")
+
+
+def _cell(value: Any) -> Any:
+    """A cell of a table as people read it: numbers through readable.number (at most three
+    decimals), nothing as a dash, never "nan"; text as it is."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (list, tuple)):
+        return ", ".join(str(v) for v in value) or readable.UNDEFINED
+    if isinstance(value, (dt.date, pd.Timestamp)):
+        return readable.when(value, with_time=False)
+    return readable.number(value)
+
+
+def readable_cells(df: pd.DataFrame) -> pd.DataFrame:
+    """Every cell of ``df`` as text people read (a closed review's record, frozen before
+    the report read this way, reads the same as a live one)."""
+    return df.astype(object).map(_cell) if not df.empty else df
 
 
 # ---------------------------------------------------------------------------------------
 # Report export
 
 
+#: The width a chart is drawn at in the exported report (the page's column is ~1,100 px).
+EXPORT_WIDTH = 760
+
+
+def for_export(chart: alt.TopLevelMixin) -> alt.TopLevelMixin:
+    """A chart as the exported report draws it: a single or layered chart at the report's
+    width (a chart on a page stretches to its column; in a file it would shrink to Vega's
+    default), and text large enough to read in print, legends never cut."""
+    sized = chart
+    if isinstance(chart, alt.Chart | alt.LayerChart):
+        sized = chart.properties(width=EXPORT_WIDTH)
+    configured: alt.TopLevelMixin = (
+        sized.configure_axis(labelFontSize=12, titleFontSize=13, labelLimit=300, titlePadding=10)
+        .configure_legend(labelFontSize=12, titleFontSize=12, labelLimit=0)
+        .configure_title(fontSize=15, anchor="start", offset=10)
+        .configure_header(labelFontSize=12, titleFontSize=13)
+    )
+    return configured
+
+
 def _svg(chart: alt.TopLevelMixin) -> str:
     buf = io.StringIO()
-    chart.save(buf, format="svg")
+    for_export(chart).save(buf, format="svg")
     return str(buf.getvalue())
 
 
 def _png(chart: alt.TopLevelMixin) -> bytes:
     buf = io.BytesIO()
-    chart.save(buf, format="png", scale_factor=1.5)
+    for_export(chart).save(buf, format="png", scale_factor=1.5)
     return buf.getvalue()
 
 
 def _table_html(df: pd.DataFrame) -> str:
-    return str(df.to_html(index=False, escape=True, border=0, na_rep="—"))
+    text = str(df.to_html(index=False, escape=True, border=0, na_rep="—"))
+    # pass and fail read in colour, like the pages' badges
+    return text.replace("<td>fail</td>", "<td class='fail'>fail</td>").replace(
+        "<td>pass</td>", "<td class='pass'>pass</td>"
+    )
 
 
 def _table_md(df: pd.DataFrame) -> str:
@@ -161,25 +308,23 @@ def _table_md(df: pd.DataFrame) -> str:
 
 def report_sections(view: SessionView, ctx: MonthContext) -> list[tuple[str, pd.DataFrame]]:
     """The report's tables, in order; the HTML and the Markdown export render the same."""
-    val = view.validation or {}
+    names = ctx.names
     return [
-        ("Attendees", pd.DataFrame({"attendee": list(view.attendees)})),
-        *context_tables(ctx),
         (
-            "Validation check",
-            pd.DataFrame(
-                [{"check": k, "value": v} for k, v in val.items() if k != "off_wording_cases"]
-            ),
+            "Attendees",
+            pd.DataFrame({"attendee": [readable.person(a, names) for a in view.attendees]}),
         ),
+        *context_tables(ctx),
+        ("Validation check", validation_frame(view, names)),
         (
             "Findings",
             pd.DataFrame(
                 [
                     {
-                        "severity": f.severity,
+                        "severity": readable.humanize(f.severity),
                         "finding": f.text,
                         "links": links_text(f.links),
-                        "carried from": f.carried_from_id,
+                        "carried from": _carried(f.carried_from_id),
                     }
                     for f in view.findings
                 ]
@@ -191,9 +336,9 @@ def report_sections(view: SessionView, ctx: MonthContext) -> list[tuple[str, pd.
                 [
                     {
                         "action": a.text,
-                        "owner role": a.owner_role,
-                        "due": a.due_date,
-                        "status": a.status,
+                        "owner role": readable.humanize(a.owner_role),
+                        "due": readable.when(a.due_date, with_time=False),
+                        "status": readable.humanize(a.status),
                     }
                     for a in view.actions
                 ]
@@ -202,35 +347,22 @@ def report_sections(view: SessionView, ctx: MonthContext) -> list[tuple[str, pd.
     ]
 
 
+def _carried(finding_id: int | None) -> str:
+    return "" if readable.is_missing(finding_id) else f"finding {int(finding_id)}"  # type: ignore[arg-type]
+
+
 def context_tables(ctx: MonthContext) -> list[tuple[str, pd.DataFrame]]:
     """The month's tables: release gate, the hooks' sections, policy and wording changes."""
     if ctx.frozen_tables is not None:
-        return list(ctx.frozen_tables)
+        return [(t, readable_cells(df)) for t, df in ctx.frozen_tables]
     return [
         (
             "Release gate of the latest run"
             + (f" ({ctx.gate_run}, test split)" if ctx.gate_run else ""),
-            release.gate_table(release.GateReport(ctx.gate)),
+            gate_frame(ctx.gate, ctx.tax),
         ),
-        *ctx.extra_sections,
-        (
-            "Policy and wording changes",
-            pd.DataFrame(
-                [
-                    {
-                        "kind": v.kind,
-                        "version": v.number,
-                        "status": v.status,
-                        "author": v.author,
-                        "rationale": v.rationale,
-                        "signatures": "; ".join(
-                            f"{s.role} {s.meaning} by {s.signer}" for s in v.signatures
-                        ),
-                    }
-                    for v in ctx.policy_changes
-                ]
-            ),
-        ),
+        *((t, readable_cells(df)) for t, df in ctx.extra_sections),
+        ("Policy and wording changes", changes_frame(ctx.policy_changes, ctx.names)),
     ]
 
 
@@ -292,11 +424,12 @@ def export_html(view: SessionView, ctx: MonthContext) -> str:
         "<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"
         "table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;"
         "padding:4px 8px;text-align:left;vertical-align:top}th{background:#f3f3f3}"
-        ".fail{color:#a00}</style></head><body>",
+        ".fail{color:#a00;font-weight:bold}.pass{color:#060}</style></head><body>",
         f"<h1>Monthly review {html.escape(view.month)}</h1>",
         f"<p>Status: {html.escape(view.status)}"
         + (
-            f", closed by {html.escape(view.closed_by or '')} on {view.closed_at:%Y-%m-%d}"
+            f", closed by {html.escape(readable.person(view.closed_by, ctx.names))}"
+            f" on {view.closed_at:%Y-%m-%d}"
             if view.closed_at
             else ""
         )
@@ -325,7 +458,7 @@ def export_markdown(
     escaper, so no name makes a link, an image or HTML in the file."""
     md = markdown_text
     closed = (
-        f", closed by {md(view.closed_by or '')} on {view.closed_at:%Y-%m-%d}"
+        f", closed by {md(readable.person(view.closed_by, ctx.names))} on {view.closed_at:%Y-%m-%d}"
         if view.closed_at
         else ""
     )
@@ -352,17 +485,17 @@ def export_markdown(
     return "\n".join(lines), images
 
 
-def findings_frame(view: SessionView) -> pd.DataFrame:
+def findings_frame(view: SessionView, names: dict[str, str] | None = None) -> pd.DataFrame:
     """The findings as the review page lists them (with ids and authors, unlike the report)."""
     return pd.DataFrame(
         [
             {
                 "id": f.id,
-                "severity": f.severity,
+                "severity": readable.humanize(f.severity),
                 "finding": f.text,
                 "links": links_text(f.links),
-                "carried from": f.carried_from_id,
-                "by": f.created_by,
+                "carried from": _carried(f.carried_from_id),
+                "by": readable.person(f.created_by, names or {}),
             }
             for f in view.findings
         ],
@@ -370,12 +503,10 @@ def findings_frame(view: SessionView) -> pd.DataFrame:
     )
 
 
-def validation_frame(view: SessionView) -> pd.DataFrame:
-    """The stored validation result, one check per row, values as text."""
-    return pd.DataFrame(
-        [{"check": k, "value": str(v)} for k, v in (view.validation or {}).items()],
-        columns=["check", "value"],
-    )
+def validation_frame(view: SessionView, names: dict[str, str] | None = None) -> pd.DataFrame:
+    """The stored validation result, one check per row, as people read it (rates as
+    percentages with their counts, people as names)."""
+    return validation.validation_rows(view.validation or {}, names or {})
 
 
 def markdown_zip(view: SessionView, ctx: MonthContext) -> bytes:
@@ -409,15 +540,20 @@ def _monitoring_hook(
     table = pd.DataFrame(
         [
             {
-                "week": a.week,
-                "rule": a.rule,
-                "severity": a.severity,
-                "value": round(a.value, 3),
+                "week of": readable.when(a.week, with_time=False),
+                "rule": readable.humanize(a.rule),
+                "severity": readable.humanize(a.severity),
+                "value": (
+                    readable.percent(a.value)
+                    if a.signal.endswith("_rate")
+                    else readable.number(a.value)
+                ),
                 "message": a.message,
                 "action": a.action,
             }
             for a in alerts
-        ]
+        ],
+        columns=["week of", "rule", "severity", "value", "message", "action"],
     )
     charts_: list[tuple[str, alt.TopLevelMixin]] = []
     if not result.weeks.empty:
@@ -433,7 +569,7 @@ def _monitoring_hook(
 def _audit_hook(
     engine: Engine, tax: Taxonomy, month: str, first: dt.date, last: dt.date
 ) -> tuple[list[tuple[str, pd.DataFrame]], list[tuple[str, alt.TopLevelMixin]]]:
-    from review.audits import estimates, plans
+    from review.audits import display, estimates, plans
 
     rows = []
     for plan in plans.list_plans(engine):
@@ -443,12 +579,12 @@ def _audit_hook(
             est = estimates.estimates(engine, plan.id)
         except InputError:
             continue
-        for r in est.rates.head(4).to_dict(orient="records"):
+        for r in display.rates_table(est.rates.head(4)).to_dict(orient="records"):
             rows.append(
                 {
                     "batch": plan.name,
-                    "status": plan.status,
-                    "audited": f"{est.audited}/{est.sampled}",
+                    "status": readable.humanize(str(plan.status)),
+                    "batch audited": f"{est.audited:,} of {est.sampled:,}",
                     **r,
                 }
             )

@@ -16,6 +16,8 @@ from typing import Any
 import pandas as pd
 from sqlalchemy import Engine
 
+from review.admin import users
+from review.core import readable
 from review.core.errors import InputError, PermissionDenied
 from review.core.identity import Actor
 from review.core.taxonomy import Taxonomy
@@ -27,6 +29,81 @@ from storage.models import utcnow
 
 # ---------------------------------------------------------------------------------------
 # Validation check (the policy's dry-run rules)
+
+#: The result's counts as people read them, in the order shown (key -> words).
+_COUNTS: dict[str, str] = {
+    "cases": "cases checked",
+    "without_decision": "outputs without a decision",
+    "refusals": "refusals",
+    "refusals_without_reason": "refusals without a reason code",
+    "refusals_reworded": "refusals reworded by the re-decision",
+    "refusals_off_wording": "refusals not in the approved wording",
+    "infrastructure_failures": "infrastructure failures",
+    "not_redecidable": "outputs that could not be re-decided",
+}
+
+
+def validation_rows(result: dict[str, Any], names: dict[str, str]) -> pd.DataFrame:
+    """A stored validation result as people read it, one check per row (check, value):
+    rates as percentages with the counts behind them and their targets, people as names,
+    the time as a date, pass or fail in words; never a raw float or "nan"."""
+    if not result:
+        return pd.DataFrame(columns=["check", "value"])
+    rows: list[tuple[str, str]] = []
+
+    def rate(label: str, k: str, n: str, target: str) -> None:
+        if n not in result:
+            return
+        text = readable.count_rate(int(result.get(k) or 0), int(result[n] or 0))
+        goal = result.get(target)
+        if goal is not None and not readable.is_missing(goal):
+            text += f", target ≥ {readable.percent(float(goal))}"
+        rows.append((label, text))
+
+    rate("answerable cases answered", "answered", "answerable", "answer_rate_target")
+    rate(
+        "unanswerable cases given their expected behaviour",
+        "expected_behaviour",
+        "unanswerable",
+        "behaviour_target",
+    )
+    for key, words in _COUNTS.items():
+        if key in result:
+            rows.append((words, readable.number(result[key])))
+    if result.get("failed_cases"):
+        rows.append(("failed cases", ", ".join(str(k) for k in result["failed_cases"])))
+    if result.get("off_wording_cases"):
+        rows.append(("cases off the wording", ", ".join(map(str, result["off_wording_cases"]))))
+    if "calibration_run" in result:
+        answered = readable.number(result.get("calibration_answered"))
+        behaved = readable.number(result.get("calibration_expected_behaviour"))
+        tolerance = readable.number(result.get("count_tolerance"))
+        rows.append(
+            (
+                "calibration run",
+                f"{result['calibration_run']}: {answered} answered, {behaved} given their "
+                f"expected behaviour (tolerance ±{tolerance} case)",
+            )
+        )
+        rows.append(("within tolerance", readable.number(bool(result.get("within_tolerance")))))
+    if "run" in result:
+        rows.append(("run", f"{result['run']}, {result.get('split', '')} split"))
+    if "policy_status" in result:
+        label = readable.version_label(
+            result.get("policy_version"), result.get("policy_file_version")
+        )
+        rows.append(("policy checked", f"{label} ({result['policy_status']})"))
+    if result.get("policy_author"):
+        rows.append(("policy author", readable.person(result["policy_author"], names)))
+    if result.get("ran_by"):
+        rows.append(("ran by", readable.person(result["ran_by"], names)))
+    if result.get("at"):
+        rows.append(("ran at", readable.when(result["at"])))
+    if result.get("policy_sha256"):
+        rows.append(("policy sha256", str(result["policy_sha256"])[:12]))
+    if "passed" in result:
+        rows.append(("result", "pass" if result["passed"] else "fail"))
+    return pd.DataFrame(rows, columns=["check", "value"])
 
 
 def _template_regex(text: str) -> re.Pattern[str]:
@@ -169,15 +246,21 @@ def validation_choices(engine: Engine) -> list[tuple[int | None, str]]:
     """The versions a dry run may apply: the policy in force first, then every pending
     proposal, each with a label naming its author."""
     pif = thresholds.in_force(engine)
+    names = users.display_names(engine)
+
+    def label(v: signoff.VersionView) -> str:
+        by = readable.person(v.author, names)
+        return f"{readable.version_label(v.number, v.file_version)}, by {by}"
+
     first = (
-        (None, f"the policy in force (version {pif.version.number}, by {pif.version.author})")
+        (None, f"the policy in force ({label(pif.version)})")
         if pif.version is not None
         else (None, "the policy in force (the shipped file)")
     )
     out: list[tuple[int | None, str]] = [first]
     for v in signoff.versions(engine, thresholds.KIND):
         if str(v.status) == "pending":
-            out.append((v.number, f"proposal: version {v.number}, by {v.author}"))
+            out.append((v.number, f"proposal: {label(v)}"))
     return out
 
 
@@ -244,6 +327,7 @@ def run_validation(
             "at": utcnow().isoformat(),
             "ran_by": actor.email,
             "policy_version": target.number,
+            "policy_file_version": policy.version,
             "policy_status": target.status,
             "policy_author": target.author,
             "policy_sha256": target.sha256,

@@ -26,6 +26,7 @@ import datetime as dt
 import hashlib
 import importlib
 import math
+import re
 import secrets
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -188,6 +189,17 @@ class VersionView:
         if self.status != VersionStatus.approved:
             return None
         return max(s.at for s in self.signatures if s.meaning == "approve")
+
+    @property
+    def file_version(self) -> int | None:
+        """The ``version:`` field the author wrote inside the signed file: their own count,
+        not the sign-off number (``number``); None when the file has none."""
+        found = _FILE_VERSION.search(self.yaml_text)
+        return int(found.group(1)) if found else None
+
+
+#: The top-level ``version:`` line of a policy or wording file.
+_FILE_VERSION = re.compile(r"^version:\s*(\d+)\s*(?:#.*)?$", re.M)
 
 
 def _texts_with_parents(s: Session, rows: Sequence[Any]) -> dict[int, str]:

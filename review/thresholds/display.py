@@ -13,6 +13,7 @@ from typing import Final
 
 import pandas as pd
 
+from review.core import readable
 from review.policy import signoff
 from review.policy.policy import ModeThresholds, NoAnswerPolicy
 from review.policy.signoff import signing_roles
@@ -80,7 +81,8 @@ SNAPSHOT_CHARS: Final = 3000
 
 def in_force_caption(version: signoff.VersionView) -> str:
     return (
-        f"In force: version {version.number}, approved {version.approved_on:%Y-%m-%d} · "
+        f"In force: {readable.version_label(version.number, version.file_version)}, "
+        f"approved {version.approved_on:%Y-%m-%d} · "
         f"sha256 {version.sha256[:12]}…"
     )
 

@@ -5,10 +5,11 @@ lays these out."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import pandas as pd
 
+from review.core import readable
 from review.core.taxonomy import Taxonomy
 from review.traces.browse import TraceListRow, TraceView
 from review.traces.chunks import ChunkView
@@ -153,8 +154,11 @@ def redactions_frame(view: TraceView) -> pd.DataFrame:
     return value_frame(sorted(view.redactions.items()) or [("nothing", None)])
 
 
-def imports_frame(rows: Sequence[ImportRow]) -> pd.DataFrame:
-    """The recent imports: source, outcome counts, what was redacted, who and when."""
+def imports_frame(
+    rows: Sequence[ImportRow], names: Mapping[str, str] | None = None
+) -> pd.DataFrame:
+    """The recent imports: source, outcome counts, what was redacted, who (by name when
+    ``names`` is given) and when."""
     return pd.DataFrame(
         [
             {
@@ -166,7 +170,7 @@ def imports_frame(rows: Sequence[ImportRow]) -> pd.DataFrame:
                 "skipped": r.skipped,
                 "rejected": r.rejected,
                 "redacted": ", ".join(f"{v} {k}" for k, v in sorted(r.redactions.items()) if v),
-                "by": r.actor,
+                "by": r.actor if names is None else readable.person(r.actor, names),
                 "started": r.started_at.strftime("%Y-%m-%d %H:%M"),
             }
             for r in rows
@@ -174,21 +178,30 @@ def imports_frame(rows: Sequence[ImportRow]) -> pd.DataFrame:
     )
 
 
-def listing_frame(rows: Sequence[TraceListRow], link: Callable[[int], str]) -> pd.DataFrame:
-    """One page of the traces list; ``link`` makes the address that opens a trace."""
+def listing_frame(
+    rows: Sequence[TraceListRow], link: Callable[[int], str], tax: Taxonomy | None = None
+) -> pd.DataFrame:
+    """One page of the traces list; ``link`` makes the address that opens a trace. With
+    ``tax`` the logged decision and reason read as their taxonomy labels."""
+
+    def term(section: str, key: str | None, missing: str) -> str:
+        if tax is None:
+            return key or missing
+        return readable.term(tax, section, key, missing)
+
     return pd.DataFrame(
         [
             {
                 "open": link(r.id),
                 "time (UTC)": r.at.strftime("%Y-%m-%d %H:%M"),
                 "question": r.query,
-                "decision": r.decision or "(not logged)",
-                "reason": r.reason_code or "",
+                "decision": term("decisions", r.decision, "(not logged)"),
+                "reason": term("reason_codes", r.reason_code, ""),
                 "top score": r.top_score,
-                "mode": r.ranking_mode,
+                "mode": r.ranking_mode if tax is None else readable.humanize(r.ranking_mode, ""),
                 "hits": r.hits_after_filter,
                 "feedback": r.feedback or "",
-                "policy": r.policy_version,
+                "policy (as logged)": r.policy_version,
                 "restricted": r.restricted,
             }
             for r in rows

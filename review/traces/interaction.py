@@ -17,6 +17,8 @@ from typing import Final
 import altair as alt
 import pandas as pd
 
+from review.core.chartstyle import colour_scale, percent_axis
+
 __all__ = [
     "INTERACTION_COUNTS",
     "INTERACTION_SIGNALS",
@@ -93,16 +95,17 @@ def interaction_chart(frame: pd.DataFrame, signals: Sequence[str]) -> alt.Chart:
             x=alt.X(
                 "week:T",
                 title="Week (Monday)",
-                axis=alt.Axis(format="%d %b"),
+                axis=alt.Axis(format="%d %b", labelAngle=0),
                 # the weeks shown above, also those whose traces log nothing
                 scale=alt.Scale(domain=domain) if domain else alt.Undefined,
             ),
-            y=alt.Y("value:Q", title="Rate", axis=alt.Axis(format="%")),
+            y=alt.Y("value:Q", axis=percent_axis("Rate")),
             color=alt.Color(
                 "signal:N",
                 title=None,
                 sort=[INTERACTION_SIGNALS[r][0] for r in signals],
-                legend=alt.Legend(orient="bottom", labelLimit=400),
+                scale=colour_scale(INTERACTION_SIGNALS[r][0] for r in signals),
+                legend=alt.Legend(orient="bottom", labelLimit=0),
             ),
             tooltip=[
                 alt.Tooltip("week:T", title="week of", format="%Y-%m-%d"),

@@ -36,6 +36,9 @@ and in its baseline. A windowed rule raises at most one alert per week (its wors
 alert carries the note's action and the filters that list the traces behind it.
 """
 
+# Long module: the weekly signals, the alert rules that read them and the charts that show
+# both share SIGNALS, the rule-to-signal map and the Alert record.
+
 from __future__ import annotations
 
 import datetime as dt
@@ -50,7 +53,9 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from sqlalchemy import Engine, func, select
 
+from review.core.chartstyle import colour_scale, no_data_chart, percent_axis
 from review.core.errors import InputError
+from review.core.readable import percent
 from review.core.taxonomy import Taxonomy, policies_dir
 from review.core.yamlstrict import load_model, load_yaml_text, validate
 from review.traces import rollup
@@ -442,10 +447,6 @@ def _eps(x: float) -> float:
     return round(x, 9)
 
 
-def _pct(x: float) -> str:
-    return f"{100 * x:.1f}%"
-
-
 def _rule_filters(rule: str, no_answer: Sequence[str]) -> tuple[tuple[str, str], ...]:
     return {
         "no_answer_move": (("decision", ",".join(no_answer)),),
@@ -504,8 +505,9 @@ def evaluate_alerts(
                 severity = "critical" if abs(delta) >= 2 * r_move.max_change_points else "warning"
                 add(
                     i, "no_answer_move", "no_answer_rate", severity, now, before,
-                    f"No-answer rate {_pct(now)}, {delta:+.1f} points from {_pct(before)} the "
-                    f"week before (alert beyond ±{r_move.max_change_points:g} points).",
+                    f"No-answer rate {percent(now)}, {delta:+.1f} points from "
+                    f"{percent(before)} the week before (alert beyond "
+                    f"±{r_move.max_change_points:g} points).",
                 )  # fmt: skip
         r_miss = rules.missing_reason
         missing = int(row["missing_reason"])
@@ -585,8 +587,8 @@ def evaluate_window_alerts(
                     continue
                 severity = "warning"
                 message = (
-                    f"Caveat rate {_pct(now)} over {span} ({when}) is {above:.1f} points above "
-                    f"its rate of {_pct(base)} over the {b} days before (alert above "
+                    f"Caveat rate {percent(now)} over {span} ({when}) is {above:.1f} points above "
+                    f"its rate of {percent(base)} over the {b} days before (alert above "
                     f"{rule.points_above:g} points)."
                 )
             else:
@@ -606,8 +608,8 @@ def evaluate_window_alerts(
                 )
                 times = "from zero" if base == 0 else f"{ratio:.2f}x"
                 message = (
-                    f"{label} {_pct(now)} {of}over {span} ({when}, {events} traces) is {times} "
-                    f"its rate of {_pct(base)} over the {b} days before (warning above "
+                    f"{label} {percent(now)} {of}over {span} ({when}, {events} traces) is {times} "
+                    f"its rate of {percent(base)} over the {b} days before (warning above "
                     f"{rule.warn_ratio:g}x, critical above {rule.critical_ratio:g}x)."
                 )
             period = (("from", first.isoformat()), ("to", last.isoformat()))
@@ -698,14 +700,26 @@ def signals_chart(
 ) -> alt.LayerChart:
     """The weekly rates as lines; the weeks and signals that raised an alert are ringed."""
     chosen = list(signals or SIGNALS)
+    if frame.empty:
+        return alt.LayerChart(layer=[no_data_chart("No trace in these weeks.")])
     long = frame.melt(id_vars=["week", "traces"], value_vars=chosen, var_name="key")
     long["signal"] = long["key"].map(SIGNALS)
     long["week"] = pd.to_datetime(long["week"])
     order = [SIGNALS[k] for k in chosen]
     base = alt.Chart(long).encode(
-        x=alt.X("week:T", title="Week (Monday)", axis=alt.Axis(format="%d %b")),
-        y=alt.Y("value:Q", title="Share of traces", axis=alt.Axis(format="%")),
-        color=alt.Color("signal:N", title=None, sort=order, legend=alt.Legend(orient="bottom")),
+        x=alt.X(
+            "week:T",
+            title="Week (Monday)",
+            axis=alt.Axis(format="%d %b", labelAngle=0),
+        ),
+        y=alt.Y("value:Q", axis=percent_axis("Share of traces")),
+        color=alt.Color(
+            "signal:N",
+            title=None,
+            sort=order,
+            scale=colour_scale(order),
+            legend=alt.Legend(orient="bottom", labelLimit=0, columns=2),
+        ),
         tooltip=[
             alt.Tooltip("week:T", title="week of", format="%Y-%m-%d"),
             alt.Tooltip("signal:N"),
@@ -745,6 +759,8 @@ COUNT_LABELS: Final[dict[str, str]] = {
 def counts_chart(frame: pd.DataFrame) -> alt.Chart:
     """Weekly counts of negative feedback, ungrounded traces and decisions without a logged
     reason (the last should stay at zero)."""
+    if frame.empty:
+        return no_data_chart("No trace in these weeks.")
     f = frame.copy()
     f["week"] = pd.to_datetime(f["week"])
     long = f.melt(id_vars=["week", "traces"], value_vars=list(COUNT_LABELS), var_name="key")
@@ -753,13 +769,19 @@ def counts_chart(frame: pd.DataFrame) -> alt.Chart:
         alt.Chart(long)
         .mark_line(point=True)
         .encode(
-            x=alt.X("week:T", title="Week (Monday)", axis=alt.Axis(format="%d %b")),
-            y=alt.Y("value:Q", title="Traces"),
+            x=alt.X(
+                "week:T",
+                title="Week (Monday)",
+                axis=alt.Axis(format="%d %b", labelAngle=0),
+            ),
+            y=alt.Y("value:Q", title="Traces", axis=alt.Axis(titlePadding=10)),
             color=alt.Color(
                 "count:N",
                 title=None,
                 sort=list(COUNT_LABELS.values()),
-                legend=alt.Legend(orient="bottom"),
+                # each count in the colour of its rate: one colour per metric
+                scale=colour_scale(COUNT_LABELS.values()),
+                legend=alt.Legend(orient="bottom", labelLimit=0),
             ),
             tooltip=[
                 alt.Tooltip("week:T", title="week of", format="%Y-%m-%d"),
@@ -777,15 +799,23 @@ def segment_chart(frame: pd.DataFrame, signal: str = "no_answer_rate") -> alt.Ch
     """One line per segment value for one rate (frame from :func:`weekly_by_segment`)."""
     if signal not in SIGNALS:
         raise InputError(f"unknown signal {signal!r} (one of {', '.join(SIGNALS)})")
+    if frame.empty:
+        return no_data_chart("No trace in these weeks carries this segment.")
     f = frame.copy()
     f["week"] = pd.to_datetime(f["week"])
     chart: alt.Chart = (
         alt.Chart(f)
         .mark_line(point=True)
         .encode(
-            x=alt.X("week:T", title="Week (Monday)", axis=alt.Axis(format="%d %b")),
-            y=alt.Y(f"{signal}:Q", title="Share of traces", axis=alt.Axis(format="%")),
-            color=alt.Color("segment:N", title=None, legend=alt.Legend(orient="bottom")),
+            x=alt.X(
+                "week:T",
+                title="Week (Monday)",
+                axis=alt.Axis(format="%d %b", labelAngle=0),
+            ),
+            y=alt.Y(f"{signal}:Q", axis=percent_axis(SIGNALS[signal])),
+            color=alt.Color(
+                "segment:N", title=None, legend=alt.Legend(orient="bottom", labelLimit=0)
+            ),
             tooltip=[
                 alt.Tooltip("week:T", format="%Y-%m-%d"),
                 "segment:N",

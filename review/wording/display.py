@@ -10,6 +10,7 @@ from typing import Literal
 
 import pandas as pd
 
+from review.core import readable
 from review.core.identity import Actor, Permission
 from review.policy import signoff
 from review.policy.signoff import signing_roles
@@ -47,14 +48,20 @@ SignChoice = Literal["author", "sign", "not_needed", "not_a_signer"]
 
 def in_force_caption(version: signoff.VersionView) -> str:
     approved = f"{version.approved_on:%Y-%m-%d}" if version.approved_on else "?"
+    label = readable.version_label(version.number, version.file_version)
+    return f"In force: {label}, approved {approved} · sha256 {version.sha256[:12]}…"
+
+
+def signatures_text(version: signoff.VersionView, names: Mapping[str, str] | None = None) -> str:
+    """The signatures so far ("role meaning (signer)", comma separated; the signer by name
+    when ``names`` is given), or "none"."""
+
+    def who(email: str) -> str:
+        return email if names is None else readable.person(email, names)
+
     return (
-        f"In force: version {version.number}, approved {approved} · sha256 {version.sha256[:12]}…"
+        ", ".join(f"{s.role} {s.meaning} ({who(s.signer)})" for s in version.signatures) or "none"
     )
-
-
-def signatures_text(version: signoff.VersionView) -> str:
-    """The signatures so far ("role meaning (signer)", comma separated), or "none"."""
-    return ", ".join(f"{s.role} {s.meaning} ({s.signer})" for s in version.signatures) or "none"
 
 
 def change_caption(change: MessageChange, *, for_signing: bool = False) -> str:
@@ -123,7 +130,7 @@ def should_ask_first(unchecked: int, confirmed: bool) -> bool:
 
 def production_share(summary: ProductionSummary) -> str:
     """The share of checked refusal texts with findings ("—" when none was checked)."""
-    return f"{summary.offending / summary.checked:.1%}" if summary.checked else "—"
+    return readable.percent(summary.offending / summary.checked) if summary.checked else "—"
 
 
 def production_caption(summary: ProductionSummary) -> str:

@@ -38,3 +38,7 @@ def test_change_log_table_cuts_long_snapshots_and_leaves_missing_ones_empty() ->
         "case",
         "3",
     ]
+    assert frame["when"].tolist()[0] == "2025-06-01 00:00 UTC"  # a date, not a timestamp
+    mailed = [changelog.AuditRow(3, at, "ada.admin@x.example", "create", "case", "4", None, None)]
+    named = changelog.entries_frame(mailed, {"ada.admin@x.example": "Ada Admin"})
+    assert named["who"].tolist() == ["Ada Admin"]

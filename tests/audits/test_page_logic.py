@@ -187,13 +187,16 @@ def test_claim_review_is_on_for_answers_or_as_last_saved() -> None:
 
 
 def test_rates_read_as_percentages_with_a_dash_for_none() -> None:
-    assert display.pct(0.1234) == "12.3 %"
-    assert display.pct(1) == "100.0 %"
-    assert display.pct(0) == "0.0 %"
+    # the one way rates read (review.core.readable), like every other page
+    assert display.pct(0.1234) == "12%"
+    assert display.pct(0.035) == "3.5%"
+    assert display.pct(1) == "100%"
+    assert display.pct(0) == "0%"
     assert display.pct(None) == "—"
     assert display.pct(float("nan")) == "—"
     assert display.pct(pd.NA) == "—"
-    assert display.pct_range(0.05, None) == "5.0 % – —"
+    assert display.pct_range(0.14, 0.03, 0.51) == "14% (3–51%)"
+    assert display.pct_range(0.05, None, 0.2) == "5%"  # no interval rather than half of one
 
 
 # --- display: plans -------------------------------------------------------------------------
@@ -377,15 +380,16 @@ def test_the_share_left_unsampled_is_reported_only_when_there_is_one() -> None:
 def test_the_rates_table_reads_as_percentages_and_intervals() -> None:
     table = display.rates_table(rates_frame())
     assert list(table.columns) == [
-        "verdict", "count", "audited", "sample rate", "sample 95 % (Wilson)",
-        "population rate (weighted)", "population 95 %", "≈ traces",
+        "verdict", "count", "audited", "sample rate (95 % Wilson)",
+        "population rate, weighted (95 %)", "≈ traces",
     ]  # fmt: skip
     first, second = table.iloc[0], table.iloc[1]
     assert first["verdict"] == VERDICTS[HEADLINE[0]]
-    assert first["sample rate"] == "0.0 %" and first["population rate (weighted)"] == "—"
-    assert second["sample rate"] == "5.0 %" and second["population rate (weighted)"] == "4.0 %"
-    assert second["sample 95 % (Wilson)"] == "0.0 % – 50.0 %"
-    assert second["population 95 %"] == "— – 25.0 %"
+    assert first["sample rate (95 % Wilson)"] == "0% (0–50%)"
+    assert first["population rate, weighted (95 %)"] == "—"
+    assert second["sample rate (95 % Wilson)"] == "5% (0–50%)"
+    assert second["population rate, weighted (95 %)"] == "4%"  # no lower bound: no interval
+    assert second["≈ traces"] == "4"
     assert len(table) == len(VERDICTS)
 
 
@@ -413,15 +417,14 @@ def test_the_slice_table_reads_as_percentages_and_keeps_its_input() -> None:
     )  # fmt: skip
     table = display.slice_table(raw)
     assert list(table.columns) == [
-        "slice", "audited", "count", "sample rate", "population rate (weighted)",
-        "≈ traces in slice", "sample 95 %", "population 95 %",
+        "slice", "audited", "count", "≈ traces in slice", "sample rate (95 %)",
+        "population rate, weighted (95 %)",
     ]  # fmt: skip
     assert table.iloc[0].to_dict() == {
-        "slice": "en", "audited": 10, "count": 2, "sample rate": "20.0 %",
-        "population rate (weighted)": "25.0 %", "≈ traces in slice": 120.0,
-        "sample 95 %": "5.0 % – 50.0 %", "population 95 %": "10.0 % – 40.0 %",
+        "slice": "en", "audited": 10, "count": 2, "≈ traces in slice": "120",
+        "sample rate (95 %)": "20% (5–50%)", "population rate, weighted (95 %)": "25% (10–40%)",
     }  # fmt: skip
-    assert table.iloc[1]["population 95 %"] == "— – —"
+    assert table.iloc[1]["population rate, weighted (95 %)"] == "—"
     assert list(raw.columns) == SLICE_COLUMNS  # the caller's frame is left as it was
     empty = display.slice_table(pd.DataFrame(columns=SLICE_COLUMNS))
-    assert empty.empty and "sample 95 %" in empty.columns
+    assert empty.empty and "sample rate (95 %)" in empty.columns

@@ -13,7 +13,7 @@ from review.cases import display
 from review.cases.cases import CaseDocView, CaseFilter, CaseRow, CaseView
 from review.cases.splits import SplitPlan
 from review.core.escape import markdown_text
-from review.core.taxonomy import Taxonomy, Term
+from review.core.taxonomy import Taxonomy, Term, taxonomy
 
 ROW = CaseRow(
     id=4,
@@ -134,9 +134,12 @@ def test_a_restricted_title_shows_only_with_clearance() -> None:
         "visibility": "visible",
         "role": "decisive",
         "access": "restricted",
-        "effective": dt.date(2026, 1, 1),
+        "effective": "2026-01-01",
         "current version": True,
     }
+    labelled = display.documents_table([DOC], True, link, tax=taxonomy()).iloc[0]
+    assert labelled["role"] == taxonomy().document_roles["decisive"].label
+    assert labelled["access"] == taxonomy().access_scopes["restricted"].label
 
 
 def test_details_labels_and_reasons(tax: Taxonomy) -> None:
@@ -151,8 +154,12 @@ def test_details_labels_and_reasons(tax: Taxonomy) -> None:
         "evidence state": "—",
         "question language": "not stated",
         "version": "3",
-        "last change": "2026-02-03 04:05 by —",
+        "last change": "2026-02-03 04:05 UTC by —",
     }
+    named = dict(display.details_table(VIEW, tax, {}).values.tolist())
+    assert named["category"] == tax.categories["in_scope"].label
+    assert named["split"] == tax.label("splits", "test")
+    assert named["status"] == tax.label("case_statuses", "ready")
     stated = dataclasses.replace(VIEW, record={**VIEW.record, "language": "de"})
     assert dict(display.details_table(stated).values.tolist())["question language"] == "de"
     assert display.decision_label(tax, "abstain") == tax.decisions["abstain"].label
@@ -226,3 +233,17 @@ def test_a_kept_split_preview_holds_for_its_inputs_only() -> None:
     assert not display.split_preview_current(kept, 8, True)
     assert not display.split_preview_current(kept, 7, False)
     assert not display.split_preview_current(None, 7, True)
+
+
+def test_the_case_list_reads_labels_and_names_not_keys_and_addresses(tax: Taxonomy) -> None:
+    agreed = dataclasses.replace(
+        ROW, agreed_decision="abstain", agreed_by="ravi.menon@brightwave.example"
+    )
+    row = display.case_table(
+        [agreed], link, tax, {"ravi.menon@brightwave.example": "Ravi Menon"}
+    ).to_dict("records")[0]
+    assert row["decision"] == tax.decisions["abstain"].label
+    assert row["label from"] == "Ravi Menon"
+    assert row["category"] == tax.label("categories", ROW.category)
+    assert row["slices"] == ", ".join(tax.label("slices", k) for k in ROW.slices)
+    assert "temporal_mismatch" not in row["slices"]

@@ -78,3 +78,24 @@ def test_badge() -> None:
     assert readable.badge(True) == ":green-badge[pass]"
     assert readable.badge(False) == ":red-badge[fail]"
     assert readable.badge(None) == ":gray-badge[undefined]"
+
+
+def test_people_read_as_names_never_as_addresses() -> None:
+    names = {"ada.admin@brightwave.example": "Ada Admin"}
+    assert readable.person("Ada.Admin@brightwave.example", names) == "Ada Admin"
+    assert readable.person("ada.admin@brightwave.example", names) == "Ada Admin"
+    assert readable.person("new.person@brightwave.example", names) == "new.person"
+    assert readable.person(None, names) == "—"
+    assert readable.person("", names) == "—"
+
+
+def test_whole_numbers_keep_their_zeros() -> None:
+    assert readable.number(549.6, decimals=0) == "550"
+    assert readable.number(1200.4, decimals=0) == "1,200"
+    assert readable.number(0.30, decimals=2) == "0.3"
+
+
+def test_the_sign_off_number_and_the_files_own_version_are_labelled_apart() -> None:
+    assert readable.version_label(7, 3) == "sign-off v7 · file version 3"
+    assert readable.version_label(7) == "sign-off v7"
+    assert readable.version_label(None, 3) == "the shipped file · file version 3"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from sqlalchemy import Engine
 
 from review.core.identity import SYSTEM
+from review.core.taxonomy import taxonomy
 from review.corpus import corpus
 from review.corpus.docformat import table_frame
 
@@ -24,6 +25,14 @@ def test_metadata_versions_and_results_of_the_demo(demo_engine: Engine) -> None:
     doc = corpus.get_document(demo_engine, SYSTEM, rows[0].id)
     meta = dict(corpus.metadata_frame(doc).values.tolist())
     assert meta["id"] == doc.doc_key and meta["version"] == str(doc.version)
+    tax = taxonomy()
+    labelled = dict(corpus.metadata_frame(doc, tax, {}).values.tolist())
+    assert labelled["access scope"] == tax.label("access_scopes", doc.access_scope)
+    assert labelled["authority"] == tax.label("authorities", doc.authority)
+    shown = corpus.results_frame(rows, str, tax)
+    assert shown["jurisdiction"].tolist() == [
+        tax.label("jurisdictions", r.jurisdiction) for r in rows
+    ]
     history = corpus.version_history(demo_engine, SYSTEM, doc.doc_key)
     versions = corpus.versions_frame(history, str)
     assert versions["version"].tolist() == [h.version for h in history]

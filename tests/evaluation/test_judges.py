@@ -125,7 +125,7 @@ def test_no_variation_is_undefined_not_perfect(
     assert row["raw"] == 1.0 and row["kappa"] is None and "undefined" in row["note"]
     shown = judges.display_table(judges.agreement(demo_engine, run.id, tax)).set_index("field")
     assert shown.loc[judges.FIELDS["decision"], "kappa"] == "undefined"
-    assert shown.loc[judges.FIELDS["decision"], "raw"] == "1.000"
+    assert shown.loc[judges.FIELDS["decision"], "raw"] == "100%"
 
 
 def test_the_command_imports_and_prints_the_agreement(

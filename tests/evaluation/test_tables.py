@@ -34,6 +34,9 @@ def test_runs_table_names_every_column() -> None:
         "outputs": 12,
         "cases": 6,
         "infrastructure failures": 1,
-        "created": at,
+        "created": "2025-06-01 00:00 UTC",
         "by": "ines",
     }
+    mailed = [evalruns.RunRow(1, "r1", "v1", "import", at, "ines.duarte@x.example", 12, 6, 1, "")]
+    named = evalruns.runs_frame(mailed, {"ines.duarte@x.example": "Inês Duarte"})
+    assert named["by"].iloc[0] == "Inês Duarte"

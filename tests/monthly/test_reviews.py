@@ -395,3 +395,64 @@ def test_a_pending_proposal_can_be_dry_run_but_not_by_its_author(
         )
     with pytest.raises(InputError, match="not a version"):
         validation.policy_under_validation(demo_engine, 99)
+
+
+def _report_texts(engine: Engine, tax: Taxonomy) -> list[str]:
+    texts = []
+    for view in reviews.list_sessions(engine):
+        ctx = report.month_context(engine, tax, view.month)
+        texts.append(report.export_html(view, ctx).split("<figure>")[0])  # tables, not SVG
+        texts.append(report.export_markdown(view, ctx, render_images=False)[0])
+    return texts
+
+
+def test_the_demo_report_reads_like_the_pages(demo_engine: Engine, tax: Taxonomy) -> None:
+    """Every review of the demo, open or closed, as HTML and Markdown: no "nan", no float
+    with more than three decimals, rates as percentages, taxonomy labels and people's names
+    instead of keys and addresses, the sign-off version labelled as such."""
+    texts = _report_texts(demo_engine, tax)
+    assert len(texts) >= 4
+    slice_key = "near_neighbour_distractor"
+    for text in texts:
+        plain = text.replace("\\", "")  # Markdown escapes
+        assert not re.search(r"\bnan\b", plain, re.IGNORECASE), "a missing value reads nan"
+        long = re.findall(r"\d\.\d{4,}", plain)
+        assert not long, f"floats with more than three decimals: {long[:5]}"
+        assert "0.3409090909090909" not in plain
+        assert "@brightwave.example" not in plain.replace("\u2060", "")  # names, not e-mails
+        assert "Ravi Menon" in plain
+        assert slice_key not in plain and tax.slices[slice_key].label in plain
+        assert "false_refusal_rate <=" not in plain and "≤ 10%" in plain
+        assert "sign-off v" in plain and "file version" in plain
+    html_text = texts[0]
+    assert "<td class='fail'>fail</td>" in html_text  # pass/fail in colour
+
+
+def test_the_validation_check_reads_as_rates_with_counts_and_targets() -> None:
+    rows = validation.validation_rows(
+        {
+            "answerable": 13,
+            "answered": 12,
+            "answer_rate": 12 / 13,
+            "answer_rate_target": 0.9,
+            "unanswerable": 0,
+            "expected_behaviour": 0,
+            "behaviour_rate": float("nan"),
+            "behaviour_target": 0.9,
+            "ran_by": "ravi.menon@brightwave.example",
+            "at": "2026-12-01T19:56:48.484904+00:00",
+            "policy_version": 7,
+            "policy_file_version": 3,
+            "policy_status": "in force",
+            "passed": False,
+        },
+        {"ravi.menon@brightwave.example": "Ravi Menon"},
+    )
+    value = dict(zip(rows["check"], rows["value"], strict=True))
+    assert value["answerable cases answered"] == "92% (12 of 13), target ≥ 90%"
+    assert value["unanswerable cases given their expected behaviour"].startswith("undefined")
+    assert value["ran by"] == "Ravi Menon"
+    assert value["ran at"] == "2026-12-01 19:56 UTC"
+    assert value["policy checked"] == "sign-off v7 · file version 3 (in force)"
+    assert value["result"] == "fail"
+    assert validation.validation_rows({}, {}).empty

@@ -67,6 +67,8 @@ ALLOWED: dict[str, str] = {
     "pages/builder/params.py::f.help": "an operator parameter's help, written in the "
     "operator's code (review/builder/operators_*.py), not data",
     "DIFF_LEGEND": "a constant of pages/wording/common.py (the diff markers' legend)",
+    "pages/review_page.py::readable.badge": "a coloured badge of fixed words (pass, fail, "
+    "undefined) from a stored boolean: review/core/readable.py, no stored text",
     "pages/runs_page.py::runmetrics.DRIFT_METRICS.__getitem__": "the fixed metric names of "
     "review/evaluation/runmetrics.py: code, not data",
     "pages/thresholds/headline_view.py::readable.badge": "a coloured pass/fail badge of "

@@ -13,6 +13,7 @@ from pages.ui import ACTOR_KEY
 from review.admin import users
 from review.cases import cases
 from review.core.identity import SYSTEM
+from review.core.taxonomy import taxonomy
 from review.corpus import corpus
 from storage.db import make_engine
 from tests.helpers.corpus import GOOD
@@ -246,7 +247,7 @@ def test_cases_filter_open_create_and_edit(
     # the filter is on the author's expected decision; the list shows the agreed one where a
     # case has it, with the author's beside it when they differ
     authors = [a or d for a, d in zip(shown["author expected"], shown["decision"], strict=True)]
-    assert set(authors) == {"escalate"}
+    assert set(authors) == {taxonomy().decisions["escalate"].label}  # labels, not keys
     # create: error path (question too short), then success
     before = cases.count_cases(demo_engine, cases.CaseFilter())
     q = next(t for t in at.text_area if t.label == "Question")

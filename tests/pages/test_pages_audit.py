@@ -73,8 +73,8 @@ def test_renders_with_the_demo_batches(audit_url: str, monkeypatch: pytest.Monke
     at.selectbox(key="aud_plan").set_value(done.id).run()
     no_exception(at)
     labels = [df.value for df in at.dataframe]
-    assert any("population rate (weighted)" in d.columns for d in labels)
-    assert any("sample 95 % (Wilson)" in d.columns for d in labels)
+    assert any("population rate, weighted (95 %)" in d.columns for d in labels)
+    assert any("sample rate (95 % Wilson)" in d.columns for d in labels)
     # a stratum with one audited trace is named, not taken as certain
     eng = make_engine(audit_url)
     single = estimates.estimates(eng, done.id).single_item_strata

@@ -75,7 +75,7 @@ def test_repeats_show_decision_variance(demo_url: str, monkeypatch: pytest.Monke
 def test_breakdown_by_question_family(demo_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     at = open_runs(demo_url, monkeypatch)
     group = next(b for b in at.button_group if b.label == "Group by")
-    assert "family" in group.options
+    assert "Family" in group.options  # the choices read as words, not column keys
     group.set_value("family").run()
     no_exception(at)
     table = frame(at, "family")

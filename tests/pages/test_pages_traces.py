@@ -13,6 +13,7 @@ from sqlalchemy import Engine, select
 from streamlit.testing.v1 import AppTest
 
 from review.core.identity import SYSTEM
+from review.core.taxonomy import taxonomy
 from review.demo import tracedemo
 from review.demo.fixtures import EXTRA_DEMO_TRACES
 from review.traces import browse, retention
@@ -239,7 +240,7 @@ def test_deep_links_set_the_filters(
 ) -> None:
     at = page_app(trace_demo_url, monkeypatch, TRACES, RAVI, decision="escalate").run()
     no_exception(at)
-    assert set(listing(at)["decision"]) == {"escalate"}
+    assert set(listing(at)["decision"]) == {taxonomy().decisions["escalate"].label}
     at = page_app(trace_demo_url, monkeypatch, TRACES, RAVI, missing_reason="1").run()
     no_exception(at)
     assert len(listing(at)) == 4
@@ -261,7 +262,7 @@ def test_filter_widgets(
     at = page_app(trace_demo_url, monkeypatch, TRACES, RAVI).run()
     at.selectbox(key="traces_reason").set_value("ambiguous_question").run()
     no_exception(at)
-    assert set(listing(at)["reason"]) == {"ambiguous_question"}
+    assert set(listing(at)["reason"]) == {taxonomy().reason_codes["ambiguous_question"].label}
     at.checkbox(key="traces_caveat").check().run()
     assert any("No traces match" in readable(i) for i in at.info)
     at.checkbox(key="traces_caveat").uncheck().run()

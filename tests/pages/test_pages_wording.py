@@ -86,11 +86,12 @@ def test_renders_with_demo_data(wording_url: str, monkeypatch: pytest.MonkeyPatc
     at = run(wording_url, monkeypatch, ADA)
     assert readable(at.title[0]) == "Wording"
     assert not at.error
-    assert any("In force: version 1" in readable(c) for c in at.caption)
+    assert any("In force: sign-off v1 · file version 1" in readable(c) for c in at.caption)
     # the pending R2 change is in the sign-off tab with its word diff
     assert any(readable(s) == "Version 2" for s in at.subheader)
     assert any(
-        readable(c).startswith("Proposed by paula.kim@brightwave.example") for c in at.caption
+        readable(c).startswith("Proposed by Paula Kim")
+        for c in at.caption  # a name, not an address
     )
     assert any(c.value.startswith("[-I found -]{+The +}documents") for c in at.code)
 
@@ -267,7 +268,7 @@ def test_r3_change_is_approved_by_a_product_owner_then_compliance(
     no_exception(at)
     assert any("approved as compliance" in readable(s) for s in at.success)
     assert versions.in_force(demo_engine).wording.messages["R3"].text == NEW_R3
-    assert any("In force: version 3" in readable(c) for c in at.caption)
+    assert any("In force: sign-off v3" in readable(c) for c in at.caption)
 
 
 def test_compliance_is_not_asked_for_an_r2_change(

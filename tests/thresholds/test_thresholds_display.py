@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from dataclasses import replace
 from typing import Any
 
 import pandas as pd
@@ -161,7 +162,12 @@ def test_sign_off_evidence_without_runs_is_empty(engine: Engine, tax: Taxonomy) 
 def test_captions_of_versions_and_signatures() -> None:
     done = version(4, *APPROVED)
     assert display.in_force_caption(done) == (
-        "In force: version 4, approved 2025-06-02 · sha256 fedcba987654…"
+        "In force: sign-off v4, approved 2025-06-02 · sha256 fedcba987654…"
+    )
+    # the file's own version: field is labelled apart from the sign-off number
+    with_file = replace(done, yaml_text="# policy\nversion: 3\nranking_modes: {}\n")
+    assert display.in_force_caption(with_file).startswith(
+        "In force: sign-off v4 · file version 3, approved"
     )
     assert display.signatures_text(version(5)) == "none"
     assert display.signatures_text(version(5, signature("compliance", "reject"))) == (

@@ -262,7 +262,7 @@ def test_no_answer_moves_more_than_five_points(policy: monitoring.MonitoringPoli
         "to": "2025-06-15",
         "decision": "abstain,clarify,escalate",
     }
-    assert "+6.0 points from 30.0%" in a.message
+    assert "+6.0 points from 30%" in a.message
 
 
 def test_small_weeks_raise_no_rate_alert(policy: monitoring.MonitoringPolicy) -> None:

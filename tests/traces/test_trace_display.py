@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import Engine
 
 from review.core.identity import SYSTEM
-from review.core.taxonomy import Taxonomy
+from review.core.taxonomy import Taxonomy, taxonomy
 from review.traces import browse, display, importer, listing, retention
 from review.traces.browse import COLUMN_FILTERS, TraceFilter, TraceView
 from tests.helpers.actors import make_actor
@@ -129,6 +129,12 @@ def test_the_list_links_each_trace_and_names_missing_decisions(mixed: Engine) ->
     assert list(frame["open"]) == [f"/traces?trace={r.id}" for r in rows]
     assert list(frame["decision"]) == ["(not logged)", "abstain", "answer"]
     assert list(frame["time (UTC)"])[:2] == ["2025-06-03 10:00", "2025-06-02 10:00"]
+    labelled = display.listing_frame(rows, lambda pk: f"/traces?trace={pk}", taxonomy())
+    assert list(labelled["decision"]) == [
+        "(not logged)",
+        taxonomy().decisions["abstain"].label,
+        taxonomy().decisions["answer"].label,
+    ]
 
 
 def test_recent_imports_list_what_was_redacted(engine: Engine) -> None:
@@ -136,6 +142,9 @@ def test_recent_imports_list_what_was_redacted(engine: Engine) -> None:
     frame = display.imports_frame(importer.recent_imports(engine))
     assert list(frame["added"]) == [1] and list(frame["source"]) == ["test"]
     assert "email" in frame["redacted"].iloc[0]
+    who = frame["by"].iloc[0]
+    named = display.imports_frame(importer.recent_imports(engine), {who.lower(): "Ada Admin"})
+    assert named["by"].iloc[0] == "Ada Admin"
 
 
 def test_import_progress_texts() -> None:

@@ -56,7 +56,7 @@ def change(key: str, fields: tuple[str, ...] = (), compliance: bool = False) -> 
 def test_the_version_in_force_caption() -> None:
     done = version(signature("product_owner"), signature("compliance"))
     assert display.in_force_caption(done) == (
-        "In force: version 3, approved 2025-06-02 · sha256 0123456789ab…"
+        "In force: sign-off v3, approved 2025-06-02 · sha256 0123456789ab…"
     )
 
 
@@ -126,7 +126,7 @@ def test_the_production_check_asks_before_a_large_first_check() -> None:
 
 def test_production_texts_and_tables() -> None:
     s = ProductionSummary(8, 2, 0, {"universal_negative": 2, "blames_user": 0}, None)
-    assert display.production_share(s) == "25.0%"
+    assert display.production_share(s) == "25%"
     assert display.production_share(ProductionSummary(0, 0, 0, {}, 4)) == "—"
     assert display.production_caption(s) == (
         "Linted with the approved contacts of the shipped file, the restricted titles of the "

@@ -1,0 +1,42 @@
+"""The Agreement page's tables as people read them (review.core.readable): reason codes,
+slices and categories by their taxonomy labels, annotators by their names (never their
+addresses); the statistics stay numbers for sorting."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pandas as pd
+
+from review.core import readable
+from review.core.taxonomy import Taxonomy
+
+__all__ = ["agreement_frame", "groups_frame"]
+
+#: The "group by" choices of the page and the taxonomy section of their values.
+GROUP_SECTIONS = {"slice": "slices", "category": "categories"}
+
+
+def agreement_frame(
+    table: pd.DataFrame,
+    tax: Taxonomy,
+    names: Mapping[str, str],
+    section: str | None = None,
+) -> pd.DataFrame:
+    """An agreement table (``agreement.TABLE_COLUMNS``) as read: the ``field`` by its label
+    in ``section`` (e.g. ``reason_codes``) when given, the annotators by name."""
+    out = table.copy()
+    if section is not None and "field" in out:
+        out["field"] = [readable.term(tax, section, str(v)) for v in out["field"]]
+    for col in ("annotator_a", "annotator_b"):
+        if col in out:
+            out[col] = [readable.person(v, names, "") for v in out[col]]
+    return out
+
+
+def groups_frame(groups: pd.DataFrame, tax: Taxonomy, group_by: str) -> pd.DataFrame:
+    """The per-group table with each group (a slice or a category) by its label."""
+    section = GROUP_SECTIONS.get(group_by)
+    if section is None or groups.empty or "group" not in groups:
+        return groups
+    return groups.assign(group=[readable.term(tax, section, str(g)) for g in groups["group"]])
