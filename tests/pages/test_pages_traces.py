@@ -73,7 +73,7 @@ def test_list_renders_with_demo_traces(
     no_exception(at)
     assert readable(at.title[0]) == "Traces" and not at.error
     assert len(listing(at)) == 25
-    assert f"of {tracedemo.DEMO_TRACES + EXTRA_DEMO_TRACES}" in " ".join(
+    assert f"of {tracedemo.DEMO_TRACES + EXTRA_DEMO_TRACES:,}" in " ".join(
         readable(c) for c in at.caption
     )
     # without clearance the restricted traces are left out of the count
@@ -86,7 +86,7 @@ def test_list_renders_with_demo_traces(
     )
     assert hidden > 0
     captions = " ".join(readable(c) for c in at.caption)
-    assert f"of {tracedemo.DEMO_TRACES + EXTRA_DEMO_TRACES - hidden}" in captions
+    assert f"of {tracedemo.DEMO_TRACES + EXTRA_DEMO_TRACES - hidden:,}" in captions
     assert "Restricted traces are left out" in captions
     assert not listing(at)["restricted"].any()
     assert "Import traces" not in [b.label for b in at.button]  # product owners do not import

@@ -167,7 +167,7 @@ def test_after_an_approval_the_controls_start_from_the_version_in_force(
         readable(s) == f"Version {v.number} approved as compliance: it is the policy in force now."
         for s in at.success
     )
-    assert any(readable(c).startswith(f"In force: version {v.number},") for c in at.caption)
+    assert any(readable(c).startswith(f"In force: sign-off v{v.number} ") for c in at.caption)
     # the slider moved to the thresholds in force, and nothing is proposed
     slider = at.slider(key="thr_proposed_vector")
     assert slider.value == pytest.approx(0.6)
