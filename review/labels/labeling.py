@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sqlalchemy import Engine, Text, cast, delete, exists, func, or_, select, update
+from sqlalchemy import Engine, Text, cast, delete, distinct, exists, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from review.cases.agreed import current_label_filter
@@ -27,9 +27,11 @@ from review.core.errors import InputError, PermissionDenied, StaleWriteError
 from review.core.identity import Actor, Permission, require
 from review.core.taxonomy import Taxonomy
 from review.core.terms import CLAIM_VERDICTS, CaseStatus
+from review.labels import adjudication
 from storage import changes
 from storage.db import plain_rows, read_session, run_write
 from storage.models import (
+    Adjudication,
     Case,
     CaseClaim,
     CaseSlice,
@@ -588,14 +590,157 @@ def _parse_lists(texts: Iterable[str | None]) -> list[tuple[str, ...]]:
 
 
 # ---------------------------------------------------------------------------------------
-# Adjudication lives in review.labels.adjudication; its names still resolve here.
+# Adjudication
 
-from review.labels.adjudication import (  # noqa: E402  (adjudication imports this module lazily)
-    GoldView as GoldView,
-)
-from review.labels.adjudication import adjudicate as adjudicate  # noqa: E402
-from review.labels.adjudication import disagreements as disagreements  # noqa: E402
-from review.labels.adjudication import gold_history as gold_history  # noqa: E402
+
+@dataclass(frozen=True)
+class GoldView:
+    id: int
+    case_id: int
+    adjudicator: str
+    decision: str
+    reason_codes: tuple[str, ...]
+    note: str
+    created_at: dt.datetime
+
+
+def _disagreement_candidates() -> Any:
+    """SQL: cases with two or more current labels that differ in decision or in the stored
+    reason-code list, and no adjudication at or after their newest label; columns case_id,
+    key, n (current labels), decisions (distinct decisions). Lists that hold the same codes
+    in another order also count here; ``disagreements`` checks those."""
+    cur = (
+        select(
+            Label.case_id,
+            Label.decision,
+            cast(Label.reason_codes, Text).label("rc"),
+            Label.created_at,
+        )
+        .where(current_label_filter())
+        .subquery("cur")
+    )
+    decisions = func.count(distinct(cur.c.decision))
+    grouped = (
+        select(
+            cur.c.case_id,
+            func.count().label("n"),
+            decisions.label("decisions"),
+            func.max(cur.c.created_at).label("last"),
+        )
+        .group_by(cur.c.case_id)
+        .having(func.count() >= 2, or_(decisions > 1, func.count(distinct(cur.c.rc)) > 1))
+        .subquery("grouped")
+    )
+    settled = exists().where(
+        Adjudication.case_id == grouped.c.case_id, Adjudication.created_at >= grouped.c.last
+    )
+    return (
+        select(grouped.c.case_id, Case.key, grouped.c.n, grouped.c.decisions)
+        .join(Case, Case.id == grouped.c.case_id)
+        .where(~settled)
+    )
+
+
+def disagreements(engine: Engine, limit: int = 200) -> list[tuple[int, str, int]]:
+    """Cases (id, key, number of current labels), by id, whose current labels disagree on the
+    decision or the set of reason codes and that have no adjudication newer than their
+    newest label; at most ``limit``. Found in SQL a page at a time (never every label)."""
+    base = _disagreement_candidates().subquery("cand")
+    out: list[tuple[int, str, int]] = []
+    after = 0
+    page = max(limit, 100)
+    with read_session(engine) as s:
+        while len(out) < limit:
+            rows = s.execute(
+                select(base).where(base.c.case_id > after).order_by(base.c.case_id).limit(page)
+            ).all()
+            if not rows:
+                break
+            after = int(rows[-1].case_id)
+            # same decision everywhere: a real disagreement only if the code sets differ
+            check = [int(r.case_id) for r in rows if int(r.decisions) <= 1]
+            sets: dict[int, set[tuple[str, ...]]] = {}
+            if check:
+                for cid, codes in s.execute(
+                    select(Label.case_id, Label.reason_codes).where(
+                        Label.case_id.in_(check), Label.id.in_(_current_label_ids())
+                    )
+                ):
+                    sets.setdefault(int(cid), set()).add(tuple(sorted(codes or [])))
+            for r in rows:
+                cid = int(r.case_id)
+                if int(r.decisions) > 1 or len(sets.get(cid, ())) > 1:
+                    out.append((cid, str(r.key), int(r.n)))
+            if len(rows) < page:
+                break
+    return out[:limit]
+
+
+def adjudicate(
+    engine: Engine,
+    actor: Actor,
+    case_id: int,
+    decision: str,
+    reason_codes: Iterable[str],
+    note: str,
+    tax: Taxonomy,
+) -> GoldView:
+    """Set the gold label of a case (appended; earlier gold labels stay in the history).
+    Refused to a reviewer who labeled the case unless an admin allows it (adjudication)."""
+    require(actor, Permission.adjudicate)
+    if still_blind(engine, actor, case_id):
+        raise PermissionDenied(
+            "you may still label this case blind: label it first, or adjudicate it once it "
+            "has the labels it needs"
+        )
+    refusal = adjudication.self_adjudication_refusal(engine, actor, case_id)
+    if refusal is not None:  # a reviewer does not settle a case they labeled (unless allowed)
+        raise PermissionDenied(refusal)
+    reasons = tuple(reason_codes)
+    LabelIn(decision, reasons).check(tax, 0)
+    if not note.strip():
+        raise InputError("say why: the adjudication note is required")
+
+    def work(s: Session) -> GoldView:
+        case = s.get(Case, case_id)
+        if case is None:
+            raise InputError(f"case {case_id} does not exist")
+        row = Adjudication(
+            case_id=case_id,
+            adjudicator=actor.email,
+            decision=decision,
+            reason_codes=list(reasons),
+            note=note.strip(),
+            created_at=utcnow(),
+        )
+        s.add(row)
+        s.flush()
+        changes.record(s, actor.email, "adjudicate", "case", case.key, None, changes.snapshot(row))
+        return GoldView(
+            row.id, case_id, row.adjudicator, decision, reasons, row.note, row.created_at
+        )
+
+    return run_write(engine, work)
+
+
+def gold_history(engine: Engine, case_id: int) -> list[GoldView]:
+    with read_session(engine) as s:
+        return [
+            GoldView(
+                r.id,
+                r.case_id,
+                r.adjudicator,
+                r.decision,
+                tuple(r.reason_codes),
+                r.note,
+                r.created_at,
+            )
+            for r in s.scalars(
+                select(Adjudication)
+                .where(Adjudication.case_id == case_id)
+                .order_by(Adjudication.id)
+            )
+        ]
 
 
 def ensure_can_view_forbidden(actor: Actor) -> None:
