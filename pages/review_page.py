@@ -31,9 +31,10 @@ def pick_month(engine: Engine, actor: Actor, can_write: bool) -> str | None:
     today = dt.date.today()
     if st.session_state.get(GOTO_KEY) in months:  # a month just opened: show it
         st.session_state[MONTH_KEY] = st.session_state.pop(GOTO_KEY)
+    slot = st.container()  # always drawn, so the tabs below keep their place (and the tab)
     flash = st.session_state.pop("rev_flash", None)
     if flash:
-        st.success(ui.plain(flash))
+        slot.success(ui.plain(flash))
     c1, c2 = st.columns([2, 1])
     picked: str | None = c1.selectbox(
         "Review",
