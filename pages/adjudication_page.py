@@ -82,7 +82,7 @@ def picker(queue: adjudication.ReviewerQueue, picked: int) -> None:
 
     st.session_state[PICK_KEY] = picked
     prev_id, next_id = queue.neighbours(picked)
-    c1, c2, c3 = st.columns([5, 1, 1], vertical_alignment="bottom")
+    c1, c2, c3 = st.columns([4, 1.5, 1.5], vertical_alignment="bottom")
     c1.selectbox(
         "Case",
         options,
@@ -160,14 +160,12 @@ def side_by_side(engine: Engine, case_id: int, tax: Taxonomy, names: dict[str, s
     if not current:
         st.info("No labels on this case yet.")
         return
-    cols = st.columns(len(current))
-    for col, lab in zip(cols, current, strict=True):
-        with col.container(border=True):
+    for lab in current:  # stacked: each reads whole in the narrow column beside the evidence
+        with st.container(border=True):
             st.text(names.get(lab.annotator, lab.annotator))
-            st.metric("decision", readable.term(tax, "decisions", lab.decision))
+            st.markdown(f"**{ui.plain(readable.term(tax, 'decisions', lab.decision))}**")
             st.text("reasons: " + reasons_text(lab.reason_codes, tax))
-            st.caption("rationale")
-            st.text(lab.rationale or "—")
+            st.text("rationale: " + (lab.rationale or "—"))
 
 
 def gold_form(

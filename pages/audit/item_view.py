@@ -111,7 +111,7 @@ def claim_keys(view: items.ItemView, rows: list[dict[str, Any]]) -> int:
     cols = st.columns(len(forms.CLAIM_KEYS) + 2)
     for col, (verdict, letter) in zip(cols, forms.CLAIM_KEYS.items(), strict=False):
         col.button(
-            f"{forms.claim_verdict_label(verdict)} [{letter.upper()}]",
+            f"{ui.plain(forms.claim_verdict_label(verdict))} [{ui.plain(letter)}]",
             key=f"aud_key_{verdict}_{view.id}",
             shortcut=letter,
             on_click=_judge,
