@@ -108,7 +108,7 @@ def claim_keys(view: items.ItemView, rows: list[dict[str, Any]]) -> int:
     if not rows:
         return at
     st.caption(f"Keys judge claim {at + 1:d} of {len(rows):d} (▶) and move to the next one.")
-    cols = st.columns(len(forms.CLAIM_KEYS) + 2)
+    cols = [c for _ in range(3) for c in st.columns(2)]  # two a row: the labels read whole
     for col, (verdict, letter) in zip(cols, forms.CLAIM_KEYS.items(), strict=False):
         col.button(
             f"{ui.plain(forms.claim_verdict_label(verdict))} [{ui.plain(letter)}]",
@@ -162,9 +162,8 @@ def claim_editor(view: items.ItemView) -> list[items.ClaimDraft]:
         row["text"] = st.text_area(
             f"{here}Claim {n:d}", row["text"], key=f"aud_ct_{view.id}_{uid}", height=68
         )
-        c2, c3, c4 = st.columns([6, 3, 1], vertical_alignment="bottom")
         cited = forms.parse_cited(str(row["cited"]))
-        picked = c2.multiselect(
+        picked = st.multiselect(
             f"Cites (claim {n:d})",
             forms.cited_options(view, cited),
             default=[c for c in cited if c],
@@ -173,6 +172,7 @@ def claim_editor(view: items.ItemView) -> list[items.ClaimDraft]:
             placeholder="Pick the chunks it cites",
         )
         row["cited"] = ", ".join(picked)
+        c3, c4 = st.columns([5, 1], vertical_alignment="bottom")
         vkey = f"aud_cv_{view.id}_{uid}"
         options = forms.claim_verdict_options()
         if vkey not in st.session_state:  # the row's verdict; the keys set it the same way
