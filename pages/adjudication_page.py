@@ -1,4 +1,6 @@
-"""Adjudicate: cases whose labels disagree; see every label side by side and set the gold."""
+"""Adjudicate: cases whose labels disagree; the evidence (question, claims, documents) beside
+every label, the gold form, and next/previous through the reviewer's list. A reviewer does not
+adjudicate a case they labeled unless an admin allows it (review/labels/adjudication.py)."""
 
 from __future__ import annotations
 
@@ -7,52 +9,163 @@ import streamlit as st
 from sqlalchemy import Engine
 
 from pages import ui
-from review.cases import cases
+from review.admin import users
+from review.cases import cases, display
+from review.core import readable
 from review.core.identity import Actor, Permission
 from review.core.taxonomy import Taxonomy
-from review.labels import labeling
+from review.labels import adjudication, labeling
 
 LIMIT = 200
+CASE_KEY = "adj_case"  # the case on screen (the source of truth)
+PICK_KEY = "adj_pick"  # the picker's widget state
+GOTO_KEY = "adj_goto"  # a case to switch to on the next run (set after the picker is drawn)
+DEEP_KEY = "adj_deep"  # the case the address (?case=) named on the last run
 
 
-def pick_case(engine: Engine) -> int | None:
-    """The case to adjudicate: the deep link's, else the picker's (first disagreement)."""
-    queue = labeling.disagreements(engine, limit=LIMIT)
-    shown = f"The first {LIMIT:d} cases" if len(queue) >= LIMIT else f"{len(queue):d} case(s)"
-    st.caption(f"{shown} whose current labels disagree and have no newer gold label.")
-    picked = ui.query_int("case")
-    if picked is None and queue:
-        picked = queue[0][0]
-    if not queue:
-        return picked
-    keys = {cid: f"{key} ({n} labels)" for cid, key, n in queue}
-    options = list(keys)
-    if picked not in keys:
-        options = [picked, *options] if picked is not None else options
-    choice: int = st.selectbox(
+def reasons_text(codes: tuple[str, ...], tax: Taxonomy) -> str:
+    """Reason codes as their labels, comma-separated; a dash for none."""
+    return ", ".join(readable.term(tax, "reason_codes", c) for c in codes) or "—"
+
+
+def _go(case_id: int | None) -> None:
+    """Switch to ``case_id`` (a button callback: runs before the picker is drawn)."""
+    st.session_state[CASE_KEY] = case_id
+    st.session_state[PICK_KEY] = case_id
+
+
+def current_case(queue: adjudication.ReviewerQueue) -> int | None:
+    """The case to show: a pending switch, else the deep link on first opening, else the one
+    on screen, else the first of the list."""
+    if GOTO_KEY in st.session_state:
+        _go(st.session_state.pop(GOTO_KEY))
+    deep = ui.query_int("case")
+    if CASE_KEY not in st.session_state:
+        _go(deep if deep is not None else (queue.ids()[0] if queue.entries else None))
+    elif deep is not None and deep != st.session_state.get(DEEP_KEY):
+        _go(deep)  # the address was changed to another case
+    picked = st.session_state.get(CASE_KEY)
+    if picked is None and queue.entries:
+        picked = queue.ids()[0]
+        _go(picked)
+    return int(picked) if picked is not None else None
+
+
+def list_caption(queue: adjudication.ReviewerQueue) -> str:
+    shown = (
+        f"The first {readable.number(len(queue.entries))} cases"
+        if queue.limited
+        else f"{readable.number(len(queue.entries))} case(s)"
+    )
+    text = f"{shown} whose current labels disagree and have no newer gold label."
+    if queue.hidden:
+        text += (
+            f" {readable.number(queue.hidden)} more you labeled yourself wait for another "
+            "reviewer (an admin can allow self-adjudication on the Admin page)."
+        )
+    return text
+
+
+def picker(queue: adjudication.ReviewerQueue, picked: int) -> None:
+    """The case picker with previous/next (keys P and N) through the list."""
+    st.caption(ui.plain(list_caption(queue)))
+    entries = {e.case_id: e for e in queue.entries}
+    options = queue.ids()
+    if picked not in entries:
+        options = [picked, *options]
+
+    def label(cid: int) -> str:
+        e = entries.get(cid)
+        if e is None:
+            return f"case {cid:d} (not in your list)"
+        return f"{e.key} · {e.labels:d} labels" + (" · you labeled this" if e.mine else "")
+
+    st.session_state[PICK_KEY] = picked
+    prev_id, next_id = queue.neighbours(picked)
+    c1, c2, c3 = st.columns([4, 1.5, 1.5], vertical_alignment="bottom")
+    c1.selectbox(
         "Case",
         options,
-        index=options.index(picked) if picked in options else 0,
-        format_func=lambda c: keys.get(c, f"case {c}"),
-        key="adj_pick",
+        format_func=label,
+        key=PICK_KEY,
+        on_change=lambda: _go(st.session_state[PICK_KEY]),
     )
-    return choice
+    c2.button(
+        "Previous [P]",
+        shortcut="p",
+        disabled=prev_id is None,
+        on_click=_go,
+        args=(prev_id,),
+        width="stretch",
+    )
+    c3.button(
+        "Next [N]",
+        shortcut="n",
+        disabled=next_id is None,
+        on_click=_go,
+        args=(next_id,),
+        width="stretch",
+    )
+    place = queue.position(picked)
+    if place is not None:
+        st.caption(f"Case {place:d} of {len(queue.entries):d} in your list.")
 
 
-def side_by_side(engine: Engine, case_id: int, tax: Taxonomy) -> None:
+def evidence(engine: Engine, actor: Actor, view: cases.CaseView, tax: Taxonomy) -> None:
+    """The question, required claims and documents (clearance-checked), scrolling."""
+    ui.text(view.question, label="Question")
+    st.caption("Required claims")
+    if view.required_claims:
+        for i, claim in enumerate(view.required_claims, 1):
+            st.text(f"{i}. {claim}")
+    else:
+        st.text("(none)")
+    expected = readable.term(tax, "decisions", view.expected_decision)
+    reasons = reasons_text(view.reason_codes, tax)
+    st.caption(
+        f"Expected decision on the case: {ui.plain(expected)} · reasons: {ui.plain(reasons)}"
+    )
+    st.caption(
+        f"Documents available to retrieval for identity “{ui.plain(view.identity_name)}” "
+        f"(may see: {ui.plain(', '.join(view.identity_scopes)) or 'nothing'})"
+    )
+    if not view.documents:
+        st.text("(no documents: empty retrieval)")
+        return
+    st.dataframe(
+        display.documents_table(
+            view.documents, actor.clearance, lambda doc_id: ui.link("corpus", doc=doc_id)
+        ),
+        hide_index=True,
+        width="stretch",
+        column_config={"open": st.column_config.LinkColumn("open", display_text="open")},
+    )
+    with st.container(height=480, key="adj_docs"):
+        for d in adjudication.case_evidence(engine, actor, view):
+            forbidden = "FORBIDDEN to this identity · " if d.visibility == "forbidden" else ""
+            with st.expander(
+                f"{forbidden}{ui.plain(d.ref)} · {ui.plain(d.role)}",
+                expanded=d.role == "decisive" and not forbidden,
+            ):
+                st.text(d.title)
+                if d.body is None:
+                    st.warning(ui.plain(d.withheld or "Not shown."))
+                else:
+                    st.text(d.body)
+
+
+def side_by_side(engine: Engine, case_id: int, tax: Taxonomy, names: dict[str, str]) -> None:
     current = labeling.current_labels(engine, case_id)
     st.caption("Labels side by side")
     if not current:
         st.info("No labels on this case yet.")
         return
-    cols = st.columns(len(current))
-    for col, lab in zip(cols, current, strict=True):
-        with col.container(border=True):
-            st.text(lab.annotator)
-            st.metric("decision", tax.decisions[lab.decision].label)
-            st.text("reasons: " + (", ".join(lab.reason_codes) or "—"))
-            st.caption("rationale")
-            st.text(lab.rationale or "—")
+    for lab in current:  # stacked: each reads whole in the narrow column beside the evidence
+        with st.container(border=True):
+            st.text(names.get(lab.annotator, lab.annotator))
+            st.markdown(f"**{ui.plain(readable.term(tax, 'decisions', lab.decision))}**")
+            st.text("reasons: " + reasons_text(lab.reason_codes, tax))
+            st.text("rationale: " + (lab.rationale or "—"))
 
 
 def gold_form(
@@ -61,6 +174,7 @@ def gold_form(
     view: cases.CaseView,
     gold: list[labeling.GoldView],
     tax: Taxonomy,
+    queue: adjudication.ReviewerQueue,
 ) -> None:
     with st.form(f"adj_form_{view.id}"):
         decisions = list(tax.decisions)
@@ -69,34 +183,35 @@ def gold_form(
             "Gold decision",
             decisions,
             index=decisions.index(default),
-            format_func=lambda k: tax.decisions[k].label,
+            format_func=lambda k: readable.term(tax, "decisions", k),
         )
         reasons = st.multiselect(
             "Gold reason codes",
             list(tax.case_reason_codes()),
             default=list(gold[-1].reason_codes if gold else view.reason_codes),
-            format_func=lambda k: tax.reason_codes[k].label,
+            format_func=lambda k: readable.term(tax, "reason_codes", k),
         )
         note = st.text_area("Note (why this is the gold label)")
         ok = st.form_submit_button("Set gold label", type="primary")
     if ok:
         with ui.reported():
             labeling.adjudicate(engine, actor, view.id, decision, reasons, note, tax)
+            _, next_id = queue.neighbours(view.id)
             st.session_state["adj_flash"] = f"Gold label set on {view.key}."
-            st.query_params.pop("case", None)
+            st.session_state[GOTO_KEY] = next_id
             st.rerun()
 
 
-def gold_history(gold: list[labeling.GoldView]) -> None:
+def gold_history(gold: list[labeling.GoldView], tax: Taxonomy, names: dict[str, str]) -> None:
     st.caption("Gold label history (newest last; the newest is what metrics use)")
     st.dataframe(
         pd.DataFrame(
             [
                 {
-                    "when": g.created_at,
-                    "by": g.adjudicator,
-                    "decision": g.decision,
-                    "reasons": ", ".join(g.reason_codes),
+                    "when": readable.when(g.created_at),
+                    "by": names.get(g.adjudicator, g.adjudicator),
+                    "decision": readable.term(tax, "decisions", g.decision),
+                    "reasons": reasons_text(g.reason_codes, tax),
                     "note": g.note,
                 }
                 for g in gold
@@ -107,6 +222,33 @@ def gold_history(gold: list[labeling.GoldView]) -> None:
     )
 
 
+def labels_and_gold(
+    engine: Engine,
+    actor: Actor,
+    view: cases.CaseView,
+    tax: Taxonomy,
+    queue: adjudication.ReviewerQueue,
+) -> None:
+    """The labels, then the gold form (or why this reviewer does not set it), the history."""
+    if labeling.still_blind(engine, actor, view.id):
+        st.info(
+            "You may still label this case, so its labels stay hidden from you (blind "
+            "labeling). Label it first, or adjudicate it once it has the labels it needs."
+        )
+        st.link_button("Label this case", ui.link("label", case=view.id))
+        return
+    names = {u.email: u.name for u in users.list_users(engine, include_inactive=True)}
+    side_by_side(engine, view.id, tax, names)
+    gold = labeling.gold_history(engine, view.id)
+    refusal = adjudication.self_adjudication_refusal(engine, actor, view.id)
+    if refusal is None:
+        gold_form(engine, actor, view, gold, tax, queue)
+    else:
+        st.warning(ui.plain(refusal[:1].upper() + refusal[1:] + "."))
+    if gold:
+        gold_history(gold, tax, names)
+
+
 def main() -> None:
     engine = ui.engine()
     actor = ui.actor()
@@ -115,36 +257,29 @@ def main() -> None:
     if not actor.can(Permission.adjudicate):
         st.info("Adjudication is for reviewers. Your roles do not include it.")
         return
-    picked = pick_case(engine)
+    flash = st.session_state.pop("adj_flash", None)
+    if flash:
+        st.success(ui.plain(flash))
+    found = labeling.disagreements(engine, limit=LIMIT)
+    queue = adjudication.reviewer_queue(engine, actor, found, LIMIT)
+    picked = current_case(queue)
     if picked is None:
+        st.caption(ui.plain(list_caption(queue)))
         st.success("No disagreements to adjudicate.")
         return
+    picker(queue, picked)
+    st.query_params["case"] = str(picked)
+    st.session_state[DEEP_KEY] = picked
     view = cases.get_case(engine, case_id=picked)
     if view is None:
         st.error(f"Case {picked:d} does not exist.")
         return
     st.subheader(f"Case {ui.plain(view.key)}")
-    ui.text(view.question, label="Question")
-    st.caption(
-        f"Expected decision on the case: {ui.plain(view.expected_decision)} · reasons: "
-        f"{ui.plain(', '.join(view.reason_codes) or '—')} · documents: "
-        + ui.plain(", ".join(f"{d.ref} ({d.visibility}, {d.role})" for d in view.documents) or "—")
-    )
-    if labeling.still_blind(engine, actor, view.id):
-        st.info(
-            "You may still label this case, so its labels stay hidden from you (blind "
-            "labeling). Label it first, or adjudicate it once it has the labels it needs."
-        )
-        st.link_button("Label this case", ui.link("label", case=view.id))
-        return
-    side_by_side(engine, view.id, tax)
-    gold = labeling.gold_history(engine, view.id)
-    gold_form(engine, actor, view, gold, tax)
-    flash = st.session_state.pop("adj_flash", None)
-    if flash:
-        st.success(ui.plain(flash))
-    if gold:
-        gold_history(gold)
+    left, right = st.columns([3, 2], gap="large")
+    with left:
+        evidence(engine, actor, view, tax)
+    with right:
+        labels_and_gold(engine, actor, view, tax, queue)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
-"""Admin: users, roles and clearance (audited), the labeling and restricted-trace settings,
-and the audit log."""
+"""Admin: users, roles and clearance (audited), the labeling, adjudication and restricted-trace
+settings, and the audit log."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pages.traces.restriction_panel import unknown_documents_form
 from review.admin import changelog, users
 from review.core.errors import StaleWriteError, WorkbenchError
 from review.core.identity import ROLE_HELP, Actor, Permission, Role
-from review.labels import labeling
+from review.labels import adjudication, labeling
 
 ROLE_NAMES = [r.value for r in Role]
 ROLE_HELP_TEXT = "\n".join(f"- **{r.value}**: {h}" for r, h in ROLE_HELP.items())
@@ -107,6 +107,27 @@ def settings_tab(engine: Engine, actor: Actor) -> None:
             st.rerun()
 
 
+def adjudication_form(engine: Engine, actor: Actor) -> None:
+    """Whether a reviewer may adjudicate a case they labeled themselves (off by default)."""
+    cfg = adjudication.get_settings(engine)
+    st.session_state.setdefault("admin_adj_opened", cfg.version)
+    with st.form("admin_adjudication"):
+        allowed = st.checkbox(
+            "Reviewers may adjudicate cases they labeled themselves",
+            cfg.self_adjudication,
+            help="Off: a case a reviewer labeled waits for another reviewer's gold label.",
+        )
+        save = st.form_submit_button("Save adjudication setting")
+    if save:
+        with ui.reported():
+            adjudication.set_settings(
+                engine, actor, bool(allowed), int(st.session_state["admin_adj_opened"])
+            )
+            st.session_state.pop("admin_adj_opened", None)
+            st.session_state["admin_flash"] = "Adjudication setting saved."
+            st.rerun()
+
+
 def runs_section(engine: Engine) -> None:
     total = changelog.count_runs(engine)
     if not total:
@@ -164,6 +185,7 @@ def main() -> None:
         users_tab(engine, actor)
     with tab_settings:
         settings_tab(engine, actor)
+        adjudication_form(engine, actor)
         unknown_documents_form(engine, actor)
     with tab_audit:
         audit_log_tab(engine)

@@ -22,16 +22,26 @@ from review.monthly import records, report, reviews, validation
 NONE = "(none)"
 
 
+MONTH_KEY = "rev_month"  # the review picker's state
+GOTO_KEY = "rev_goto"  # a month to switch to on the next run (set after the picker is drawn)
+
+
 def pick_month(engine: Engine, actor: Actor, can_write: bool) -> str | None:
     sessions = reviews.list_sessions(engine)
     months = [s.month for s in sessions]
     today = dt.date.today()
+    if st.session_state.get(GOTO_KEY) in months:  # a month just opened: show it
+        st.session_state[MONTH_KEY] = st.session_state.pop(GOTO_KEY)
+    slot = st.container()  # always drawn, so the tabs below keep their place (and the tab)
+    flash = st.session_state.pop("rev_flash", None)
+    if flash:
+        slot.success(ui.plain(flash))
     c1, c2 = st.columns([2, 1])
     picked: str | None = c1.selectbox(
         "Review",
         months,
         index=0 if months else None,
-        key="rev_month",
+        key=MONTH_KEY,
         format_func=lambda m: f"{m} · {next(s.status for s in sessions if s.month == m)}",
         placeholder="No reviews yet",
     )
@@ -42,8 +52,14 @@ def pick_month(engine: Engine, actor: Actor, can_write: bool) -> str | None:
             )
             if st.form_submit_button("Open review"):
                 with ui.reported():
-                    reviews.open_session(engine, actor, new_month.strip())
-                    st.session_state["rev_month"] = new_month.strip()
+                    view, created = reviews.open_month(engine, actor, new_month.strip())
+                    # the picker is already drawn in this run: switch to the month in the next
+                    st.session_state[GOTO_KEY] = view.month
+                    st.session_state["rev_flash"] = (
+                        f"Opened the review of {view.month}."
+                        if created
+                        else f"The review of {view.month} already exists: switched to it."
+                    )
                     st.rerun()
     return picked
 
@@ -223,10 +239,32 @@ def validation_tab(
                 st.rerun()
     if writable:
         st.divider()
-        if st.button("Close this review (it becomes read-only)", type="primary"):
+        close_review(engine, actor, tax, view)
+
+
+def close_review(engine: Engine, actor: Actor, tax: Taxonomy, view: records.SessionView) -> None:
+    """Closing asks first: it cannot be undone."""
+    confirm_key = f"rev_confirm_close_{view.id}"
+    if not st.session_state.get(confirm_key):
+        if st.button("Close this review…", help="Asks for confirmation first."):
+            st.session_state[confirm_key] = True
+            st.rerun()
+        return
+    with st.container(border=True):
+        st.warning(
+            f"Close the review of {ui.plain(view.month)}? This cannot be undone: the review "
+            "becomes read-only for everyone, and the month's tables and charts are kept as "
+            "they are now."
+        )
+        c1, c2, _ = st.columns([1, 1, 2])
+        if c1.button("Yes, close it for good", type="primary"):
+            st.session_state.pop(confirm_key, None)
             with ui.reported():
                 reviews.close_session(engine, actor, view.id, view.version, tax)
                 st.rerun()
+        if c2.button("Cancel"):
+            st.session_state.pop(confirm_key, None)
+            st.rerun()
 
 
 def report_tab(view: records.SessionView, ctx: report.MonthContext) -> None:

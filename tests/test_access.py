@@ -42,7 +42,7 @@ from review.core.taxonomy import Taxonomy
 from review.corpus import corpus
 from review.corpus.docformat import DocumentIn, parse_markdown
 from review.evaluation import evalruns, execution, judges
-from review.labels import labeling
+from review.labels import adjudication, labeling
 from review.monthly import reviews
 from review.policy import signoff
 from review.thresholds import signing as threshold_signing
@@ -99,6 +99,7 @@ ALLOWED: dict[str, frozenset[Role]] = {
     "evaluation.execution.execute": EVALUATORS,
     "evaluation.evalruns.import_run": EVALUATORS,
     "evaluation.judges.import_judge_labels": EVALUATORS,
+    "labels.adjudication.set_settings": ADMINS,
     "labels.labeling.adjudicate": frozenset({RV}),
     "labels.labeling.next_case": LABELERS,
     "labels.labeling.release": LABELERS,
@@ -109,6 +110,7 @@ ALLOWED: dict[str, frozenset[Role]] = {
     "monthly.reviews.add_finding": MONTHLY_REVIEW,
     "monthly.reviews.carry_finding": MONTHLY_REVIEW,
     "monthly.reviews.close_session": MONTHLY_REVIEW,
+    "monthly.reviews.open_month": MONTHLY_REVIEW,
     "monthly.reviews.open_session": MONTHLY_REVIEW,
     "monthly.reviews.store_validation": MONTHLY_REVIEW,
     "monthly.reviews.update_session": MONTHLY_REVIEW,
@@ -408,6 +410,9 @@ CALLS: dict[str, Callable[[Ctx, Actor], object]] = {
         [(1, judges.JudgeIn(case="CASE-001", judge=f"access {c.n()}", decision="answer"))],
         "judge.jsonl",
     ),
+    "labels.adjudication.set_settings": lambda c, a: adjudication.set_settings(
+        c.engine, a, True, adjudication.get_settings(c.engine).version
+    ),
     "labels.labeling.adjudicate": lambda c, a: labeling.adjudicate(
         c.engine, a, c.ids["present_case"], "answer", [], "access note", c.tax
     ),
@@ -431,6 +436,9 @@ CALLS: dict[str, Callable[[Ctx, Actor], object]] = {
     ),
     "monthly.reviews.close_session": lambda c, a: reviews.close_session(
         c.engine, a, c.ids["session"], c.ids["session_version"]
+    ),
+    "monthly.reviews.open_month": lambda c, a: reviews.open_month(
+        c.engine, a, f"{2100 + c.n()}-02"
     ),
     "monthly.reviews.open_session": lambda c, a: reviews.open_session(
         c.engine, a, f"{2100 + c.n()}-01"

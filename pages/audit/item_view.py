@@ -1,6 +1,7 @@
 """One audit item on the My queue tab: the trace as the reviewer reads it (query, answer,
-signals, retrieved chunks), the wording rules a refusal breaks, and the claim editor that cuts
-the answer into claims with the chunks each cites."""
+signals), its retrieved chunks in full in a scrolling panel beside the verdict form, the
+wording rules a refusal breaks, and the claim editor that cuts the answer into claims, each
+citing chunks picked from the trace's own (keys 1–4 judge the claim in hand)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from sqlalchemy import Engine
 
 from pages import ui
 from review.audits import display, forms, items, verdicts
+from review.core import readable
 from review.core.identity import Actor
 from review.wording import production
 
@@ -22,7 +24,7 @@ def next_uid() -> int:
 
 
 def show_item(view: items.ItemView, plan_items: int | None) -> None:
-    """The trace: where it sits, what was asked and said, its signals and its chunks."""
+    """The trace: where it sits, what was asked and said, and its signals."""
     st.subheader(f"Trace {ui.plain(view.trace_id)}")
     st.caption(ui.plain(display.item_caption(view, plan_items)))
     ui.text(view.query, label="Query")
@@ -36,16 +38,25 @@ def show_item(view: items.ItemView, plan_items: int | None) -> None:
         width="stretch",
         height=ui.table_height(len(signals), 8),
     )
+
+
+def chunks_panel(view: items.ItemView) -> None:
+    """Every retrieved chunk in full, in rank order, in a panel that scrolls on its own."""
     st.caption(f"Retrieved chunks ({len(view.chunks)}; {len(view.context_ids)} reached the model)")
-    if view.chunks:
-        st.dataframe(
-            display.chunks_frame(view.chunks),
-            hide_index=True,
-            width="stretch",
-            height=ui.table_height(len(view.chunks), 10),
-        )
-    else:
+    if not view.chunks:
         st.info("Retrieval returned nothing for this request.")
+        return
+    with st.container(height=640, key=f"aud_chunks_{view.id}"):
+        for c in view.chunks:
+            with st.container(border=True):
+                rank = f"#{c.rank:d}" if c.rank is not None else "#?"
+                doc = f"{c.doc_id}@{c.doc_version}" if c.doc_id else "no document"
+                st.caption(
+                    ui.plain(f"{rank} · {doc} · score {readable.number(c.score)} · {c.chunk_id}")
+                )
+                if c.filtered:
+                    st.warning("Not in the context: the authorization filter removed it.")
+                st.text(c.text)
 
 
 def wording_check(engine: Engine, actor: Actor, view: items.ItemView) -> None:
@@ -66,6 +77,68 @@ def claims_key(item_id: int) -> str:
     return f"aud_claims_{item_id}"
 
 
+def at_key(item_id: int) -> str:
+    """Where the claim in hand (0-based) is kept: the one the verdict keys judge."""
+    return f"aud_claim_at_{item_id}"
+
+
+def _judge(item_id: int, rows: list[dict[str, Any]], verdict: str) -> None:
+    """A verdict key: give the claim in hand ``verdict`` and take the next claim (a button
+    callback, so it runs before the claim's widgets are drawn)."""
+    at = int(st.session_state.get(at_key(item_id), 0))
+    if not 0 <= at < len(rows):
+        return
+    row = rows[at]
+    row["verdict"] = verdict
+    st.session_state[f"aud_cv_{item_id}_{row['uid']}"] = verdict
+    st.session_state[at_key(item_id)] = min(at + 1, len(rows) - 1)
+
+
+def _move(item_id: int, step: int, count: int) -> None:
+    at = int(st.session_state.get(at_key(item_id), 0)) + step
+    st.session_state[at_key(item_id)] = max(0, min(at, count - 1))
+
+
+def claim_keys(view: items.ItemView, rows: list[dict[str, Any]]) -> int:
+    """The verdict keys of the claim in hand (1–4; J and K move between claims);
+    returns the claim in hand (0-based)."""
+    key = at_key(view.id)
+    at = max(0, min(int(st.session_state.get(key, 0)), len(rows) - 1))
+    st.session_state[key] = at
+    if not rows:
+        return at
+    st.caption(f"Keys judge claim {at + 1:d} of {len(rows):d} (▶) and move to the next one.")
+    cols = [c for _ in range(3) for c in st.columns(2)]  # two a row: the labels read whole
+    for col, (verdict, letter) in zip(cols, forms.CLAIM_KEYS.items(), strict=False):
+        col.button(
+            f"{ui.plain(forms.claim_verdict_label(verdict))} [{ui.plain(letter)}]",
+            key=f"aud_key_{verdict}_{view.id}",
+            shortcut=letter,
+            on_click=_judge,
+            args=(view.id, rows, str(verdict)),
+            width="stretch",
+        )
+    cols[-2].button(
+        "Previous claim [K]",
+        key=f"aud_prevclaim_{view.id}",
+        shortcut="k",
+        on_click=_move,
+        args=(view.id, -1, len(rows)),
+        disabled=at == 0,
+        width="stretch",
+    )
+    cols[-1].button(
+        "Next claim [J]",
+        key=f"aud_nextclaim_{view.id}",
+        shortcut="j",
+        on_click=_move,
+        args=(view.id, 1, len(rows)),
+        disabled=at >= len(rows) - 1,
+        width="stretch",
+    )
+    return at
+
+
 def start_claims(view: items.ItemView, mine: verdicts.VerdictView | None) -> None:
     """Fill the claim editor: the reviewer's saved claims, else the answer split again."""
     st.session_state[claims_key(view.id)] = forms.claim_rows(view, mine, next_uid)
@@ -76,25 +149,36 @@ def claim_editor(view: items.ItemView) -> list[items.ClaimDraft]:
     key = claims_key(view.id)
     rows: list[dict[str, Any]] = st.session_state[key]
     st.caption(
-        "Each claim with the chunk ids it cites (comma-separated). The answer passes only if "
-        "every claim is supported by a chunk that was in the context."
+        "Each claim with the chunks it cites, picked from the trace's chunks. The answer passes "
+        "only if every claim is supported by a chunk that was in the context."
     )
+    by_id = {c.chunk_id: c for c in view.chunks}
+    at = claim_keys(view, rows)
     drafts: list[items.ClaimDraft] = []
     remove: int | None = None
     for n, row in enumerate(rows, start=1):
         uid = row["uid"]
-        c1, c2, c3, c4 = st.columns([6, 3, 2, 1])
-        row["text"] = c1.text_area(
-            f"Claim {n:d}", row["text"], key=f"aud_ct_{view.id}_{uid}", height=68
+        here = "▶ " if n - 1 == at else ""
+        row["text"] = st.text_area(
+            f"{here}Claim {n:d}", row["text"], key=f"aud_ct_{view.id}_{uid}", height=68
         )
-        row["cited"] = c2.text_input(
-            f"Cites (claim {n:d})", row["cited"], key=f"aud_cc_{view.id}_{uid}"
+        cited = forms.parse_cited(str(row["cited"]))
+        picked = st.multiselect(
+            f"Cites (claim {n:d})",
+            forms.cited_options(view, cited),
+            default=[c for c in cited if c],
+            format_func=lambda cid: display.chunk_label(by_id.get(cid), cid),
+            key=f"aud_cc_{view.id}_{uid}",
+            placeholder="Pick the chunks it cites",
         )
+        row["cited"] = ", ".join(picked)
+        c3, c4 = st.columns([5, 1], vertical_alignment="bottom")
+        vkey = f"aud_cv_{view.id}_{uid}"
+        options = forms.claim_verdict_options()
+        if vkey not in st.session_state:  # the row's verdict; the keys set it the same way
+            st.session_state[vkey] = options[forms.claim_verdict_index(row["verdict"])]
         chosen = c3.selectbox(
-            f"Verdict (claim {n:d})",
-            forms.claim_verdict_options(),
-            index=forms.claim_verdict_index(row["verdict"]),
-            key=f"aud_cv_{view.id}_{uid}",
+            f"Verdict (claim {n:d})", options, format_func=forms.claim_verdict_label, key=vkey
         )
         row["verdict"] = forms.verdict_of_choice(chosen)
         if c4.button("✕", key=f"aud_cr_{view.id}_{uid}", help=f"Remove claim {n:d}"):

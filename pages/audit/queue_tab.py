@@ -8,7 +8,14 @@ import streamlit as st
 from sqlalchemy import Engine
 
 from pages import ui
-from pages.audit.item_view import claim_editor, claims_key, show_item, start_claims, wording_check
+from pages.audit.item_view import (
+    chunks_panel,
+    claim_editor,
+    claims_key,
+    show_item,
+    start_claims,
+    wording_check,
+)
 from review.audits import display, forms, items, promote, queue, verdicts, vocabulary
 from review.audits.plans import PlanView
 from review.core.errors import WorkbenchError
@@ -91,8 +98,12 @@ def queue_of(engine: Engine, actor: Actor, tax: Taxonomy, plan: PlanView) -> Non
             st.rerun()
     else:
         show_item(view, plan.items)
-        wording_check(engine, actor, view)
-        verdict_form(engine, actor, tax, plan, view)
+        left, right = st.columns([1, 1], gap="large")
+        with left:
+            chunks_panel(view)
+        with right:
+            wording_check(engine, actor, view)
+            verdict_form(engine, actor, tax, plan, view)
 
 
 def verdict_form(
@@ -141,8 +152,9 @@ def verdict_form(
         drafts = claim_editor(view)
     b1, b2, _ = st.columns([1, 1, 3])
     save = b1.button(
-        "Save verdict",
+        "Save verdict [Ctrl+Enter]",
         type="primary",
+        shortcut="ctrl+enter",
         key=f"aud_save_{view.id}",
         disabled=verdict is None or plan.status != PlanStatus.open,
     )

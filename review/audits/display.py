@@ -21,6 +21,7 @@ from review.core.terms import PlanStatus
 
 __all__ = [
     "batch_label",
+    "chunk_label",
     "chunks_frame",
     "claims_summary",
     "counts_caption",
@@ -181,6 +182,23 @@ def signals_frame(view: ItemView) -> pd.DataFrame:
     return pd.DataFrame(
         [{"signal": k, "value": "—" if v is None else str(v)} for k, v in signals.items()]
     )
+
+
+def chunk_label(chunk: ChunkView | None, chunk_id: str = "", words: int = 8) -> str:
+    """A chunk as a reviewer picks it: rank, document and its first words, and whether it
+    reached the model ("#2 · REFUND-POLICY@3 · Refunds are issued within 14 days…"). An id
+    that is not among the trace's chunks reads as such."""
+    if chunk is None:
+        return f"{chunk_id} · not among the retrieved chunks"
+    rank = f"#{chunk.rank:d}" if chunk.rank is not None else "#?"
+    doc = f"{chunk.doc_id}@{chunk.doc_version}" if chunk.doc_id else chunk.chunk_id
+    if chunk.hidden:
+        start = "(text hidden: restricted)"
+    else:
+        cut = chunk.text.split()
+        start = " ".join(cut[:words]) + ("…" if len(cut) > words else "")
+    where = " · not in the context" if chunk.filtered else ""
+    return f"{rank} · {doc} · {start}{where}"
 
 
 def chunks_frame(chunks: Sequence[ChunkView]) -> pd.DataFrame:

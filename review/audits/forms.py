@@ -12,16 +12,20 @@ from typing import Any
 from review.audits.items import ClaimDraft, ItemView, propose_claims
 from review.audits.plans import PlanSpec, parse_explicit_sizes
 from review.audits.population import PopulationFilter
-from review.audits.verdicts import VerdictView
+from review.audits.verdicts import AUDIT_CLAIM_VERDICTS, VerdictView
 from review.core import terms
 from review.core.errors import InputError
+from review.core.readable import humanize
 
 __all__ = [
+    "CLAIM_KEYS",
     "NOT_JUDGED",
     "PlanForm",
+    "cited_options",
     "claim_row",
     "claim_rows",
     "claim_verdict_index",
+    "claim_verdict_label",
     "claim_verdict_options",
     "draft_of_row",
     "parse_attribute_filter",
@@ -173,8 +177,30 @@ def draft_of_row(row: dict[str, Any]) -> ClaimDraft:
 
 
 def claim_verdict_options() -> list[str]:
-    """The choices of a claim's verdict: not judged, then the claim verdicts."""
-    return [NOT_JUDGED, *terms.CLAIM_VERDICTS]
+    """The choices of a claim's verdict: not judged, the claim verdicts, not a claim."""
+    return [NOT_JUDGED, *(str(v) for v in AUDIT_CLAIM_VERDICTS)]
+
+
+#: The key that gives the claim in hand each verdict (numbers, as labeling's decision keys;
+#: Streamlit keeps C and R for itself).
+CLAIM_KEYS: dict[str, str] = {
+    terms.ClaimVerdict.supported: "1",
+    terms.ClaimVerdict.unsupported: "2",
+    terms.ClaimVerdict.contradicted: "3",
+    terms.ClaimVerdict.not_a_claim: "4",
+}
+
+
+def claim_verdict_label(choice: str) -> str:
+    """A claim verdict choice as people read it ("not_a_claim" -> "Not a claim")."""
+    return choice if choice == NOT_JUDGED else humanize(choice)
+
+
+def cited_options(view: ItemView, cited: Sequence[str] = ()) -> list[str]:
+    """The chunk ids a claim can cite: the trace's retrieved chunks in rank order, then any id
+    the claim already cites that is not among them (kept, so nothing is lost silently)."""
+    ids = [c.chunk_id for c in view.chunks]
+    return ids + [c for c in dict.fromkeys(cited) if c not in ids]
 
 
 def claim_verdict_index(verdict: str | None) -> int:

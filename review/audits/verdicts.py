@@ -31,7 +31,7 @@ from review.audits.vocabulary import (
 )
 from review.core.errors import InputError, PermissionDenied, StaleWriteError
 from review.core.identity import Actor, Permission, require
-from review.core.terms import CLAIM_VERDICTS, PlanStatus
+from review.core.terms import CLAIM_VERDICTS, ClaimVerdict, PlanStatus
 from storage import changes
 from storage.db import read_session, run_write
 from storage.models import AuditItem, AuditVerdict, Trace, TraceChunk, utcnow
@@ -44,6 +44,10 @@ __all__ = [
     "submit_verdict",
     "verdict_history",
 ]
+
+#: What a reviewer may say of a claim: the claim verdicts, or "not a claim" (text that asserts
+#: nothing; the claim check leaves it out).
+AUDIT_CLAIM_VERDICTS: tuple[ClaimVerdict, ...] = (*CLAIM_VERDICTS, ClaimVerdict.not_a_claim)
 
 
 # --- verdicts -------------------------------------------------------------------------------
@@ -86,9 +90,10 @@ class VerdictIn:
         for i, c in enumerate(self.claims, start=1):
             if not c.text.strip():
                 raise InputError(f"claim {i} is empty: write it or remove it")
-            if c.verdict is not None and c.verdict not in CLAIM_VERDICTS:
+            if c.verdict is not None and c.verdict not in AUDIT_CLAIM_VERDICTS:
                 raise InputError(
-                    f"claim {i}: verdict {c.verdict!r} is not one of: {', '.join(CLAIM_VERDICTS)}"
+                    f"claim {i}: verdict {c.verdict!r} is not one of: "
+                    + ", ".join(AUDIT_CLAIM_VERDICTS)
                 )
         report = check_claims(self.claims, context_ids)
         if self.verdict == "supported_answer" and report.answer_passes is not True:

@@ -317,6 +317,7 @@ def build_demo_labels(engine: Engine, tax: Taxonomy) -> int:
     )
     n = 0
     disagreements: list[tuple[int, str, tuple[str, ...]]] = []
+    ravi_labeled: set[int] = set()
     for i, r in enumerate(rows):
         reasons = tuple(r.reason_codes)
         gold = labeling.LabelIn(
@@ -356,8 +357,10 @@ def build_demo_labels(engine: Engine, tax: Taxonomy) -> int:
                 )
             )
             labeling.submit(engine, ravi, r.id, ravi_label, None, tax)
+            ravi_labeled.add(r.id)
             n += 1
-    for case_id, decision, reasons in disagreements[:3]:
+    # Ravi, the demo's one reviewer, adjudicates only cases he did not label himself.
+    for case_id, decision, reasons in [d for d in disagreements if d[0] not in ravi_labeled][:3]:
         labeling.adjudicate(
             engine,
             ravi,

@@ -1,4 +1,4 @@
 """Labels: the blind labeling queue with reservations, history and adjudication, and
 agreement between annotators.
 
-May use: cases, core."""
+May use: cases, core, corpus."""

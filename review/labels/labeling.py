@@ -27,6 +27,7 @@ from review.core.errors import InputError, PermissionDenied, StaleWriteError
 from review.core.identity import Actor, Permission, require
 from review.core.taxonomy import Taxonomy
 from review.core.terms import CLAIM_VERDICTS, CaseStatus
+from review.labels import adjudication
 from storage import changes
 from storage.db import plain_rows, read_session, run_write
 from storage.models import (
@@ -684,13 +685,17 @@ def adjudicate(
     note: str,
     tax: Taxonomy,
 ) -> GoldView:
-    """Set the gold label of a case (appended; earlier gold labels stay in the history)."""
+    """Set the gold label of a case (appended; earlier gold labels stay in the history).
+    Refused to a reviewer who labeled the case unless an admin allows it (adjudication)."""
     require(actor, Permission.adjudicate)
     if still_blind(engine, actor, case_id):
         raise PermissionDenied(
             "you may still label this case blind: label it first, or adjudicate it once it "
             "has the labels it needs"
         )
+    refusal = adjudication.self_adjudication_refusal(engine, actor, case_id)
+    if refusal is not None:  # a reviewer does not settle a case they labeled (unless allowed)
+        raise PermissionDenied(refusal)
     reasons = tuple(reason_codes)
     LabelIn(decision, reasons).check(tax, 0)
     if not note.strip():

@@ -118,6 +118,23 @@ def open_session(engine: Engine, actor: Actor, month: str) -> SessionView:
     return run_write(engine, work)
 
 
+def open_month(engine: Engine, actor: Actor, month: str) -> tuple[SessionView, bool]:
+    """The review of ``month``: the existing one (nothing is written), else a new one is
+    opened. Returns it and whether it was created now."""
+    _require_reviewer(actor)
+    month_bounds(month)
+    existing = get_session(engine, month)
+    if existing is not None:
+        return existing, False
+    try:
+        return open_session(engine, actor, month), True
+    except InputError:  # opened by someone else a moment ago
+        again = get_session(engine, month)
+        if again is None:
+            raise
+        return again, False
+
+
 def _open_row(s: Session, session_id: int) -> ReviewSession:
     row = s.get(ReviewSession, session_id, with_for_update=True)
     if row is None:

@@ -428,3 +428,43 @@ def test_the_slice_table_reads_as_percentages_and_keeps_its_input() -> None:
     assert list(raw.columns) == SLICE_COLUMNS  # the caller's frame is left as it was
     empty = display.slice_table(pd.DataFrame(columns=SLICE_COLUMNS))
     assert empty.empty and "sample rate (95 %)" in empty.columns
+
+
+# --- issue 17, item 7: chunks picked by label, claim verdict keys -------------------------------
+
+
+def test_chunk_labels_read_rank_document_and_first_words() -> None:
+    view = item_view()
+    ref, plans = view.chunks
+    assert display.chunk_label(ref) == "#1 · REF@1 · Refunds within 14 days."
+    assert display.chunk_label(plans) == "#2 · PLANS@3 · Team: 20 seats. · not in the context"
+    words = " ".join(f"w{i}" for i in range(20))
+    long = ChunkView("L#1", "L", 1, 4, 0.1, words, False, False, None)
+    assert display.chunk_label(long).endswith("w0 w1 w2 w3 w4 w5 w6 w7…")
+    hidden = ChunkView("H#1", "H", 1, 5, 0.1, "secret", True, True, None)
+    assert "secret" not in display.chunk_label(hidden)
+    assert display.chunk_label(None, "GONE#9") == "GONE#9 · not among the retrieved chunks"
+
+
+def test_cited_options_are_the_traces_chunks_and_keep_an_unknown_citation() -> None:
+    view = item_view()
+    assert forms.cited_options(view) == ["REF#1", "PLANS#2"]
+    assert forms.cited_options(view, ["PLANS#2", "GONE#9", "GONE#9"]) == [
+        "REF#1",
+        "PLANS#2",
+        "GONE#9",
+    ]
+
+
+def test_claim_verdict_choices_and_keys() -> None:
+    opts = forms.claim_verdict_options()
+    assert opts == [forms.NOT_JUDGED, "supported", "unsupported", "contradicted", "not_a_claim"]
+    assert [forms.claim_verdict_label(o) for o in opts][1:] == [
+        "Supported",
+        "Unsupported",
+        "Contradicted",
+        "Not a claim",
+    ]
+    assert set(forms.CLAIM_KEYS) == set(opts[1:])
+    assert len(set(forms.CLAIM_KEYS.values())) == 4
+    assert not set(forms.CLAIM_KEYS.values()) & {"c", "r"}  # Streamlit's own keys

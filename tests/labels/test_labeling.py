@@ -325,4 +325,6 @@ def test_an_adjudicator_who_may_still_label_a_case_does_not_see_its_labels(
     labeling.submit(demo_engine, both, case, ANSWER, None, tax)
     assert not labeling.still_blind(demo_engine, both, case)
     assert labeling.visible_labels(demo_engine, both, case) is not None
-    labeling.adjudicate(demo_engine, both, case, "answer", [], "two of three answer", tax)
+    # ... but a reviewer does not adjudicate a case they labeled (review/labels/adjudication)
+    with pytest.raises(PermissionDenied, match="you labeled this case"):
+        labeling.adjudicate(demo_engine, both, case, "answer", [], "two of three answer", tax)

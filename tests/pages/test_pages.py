@@ -480,9 +480,13 @@ def test_label_page_next_case_blind_submit_and_errors(
 def test_adjudication_page_sets_gold(
     demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from review.labels import labeling
+    from review.labels import adjudication, labeling
 
-    queue = labeling.disagreements(demo_engine)
+    ravi = users.get_by_email(demo_engine, RAVI)
+    assert ravi is not None
+    found = labeling.disagreements(demo_engine)
+    listed = adjudication.reviewer_queue(demo_engine, users.to_actor(ravi), found, 200).entries
+    queue = [(e.case_id, e.key, e.labels) for e in listed]  # without the cases Ravi labeled
     assert queue, "the demo has disagreements to adjudicate"
     at = app(demo_url, monkeypatch, RAVI).run()
     at.switch_page("pages/adjudication_page.py").run()
@@ -663,6 +667,7 @@ def test_monthly_review_record_validate_close_and_export(
     assert stored.validation["ran_by"] == RAVI
     assert stored.validation["policy_version"] == in_force.number is not None
     next(b for b in at.button if b.label.startswith("Close this review")).click().run()
+    next(b for b in at.button if b.label == "Yes, close it for good").click().run()
     no_exception(at)
     closed = reviews.get_session(demo_engine, current.month)
     assert closed is not None and closed.closed and closed.validation is not None

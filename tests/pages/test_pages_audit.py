@@ -275,8 +275,15 @@ def test_claim_review_edits_claims_and_refuses_a_passing_verdict_on_a_failing_cl
     assert at.checkbox(key=f"aud_claimreview_{item}").value is True
     texts = [t for t in at.text_area if t.key and t.key.startswith(f"aud_ct_{item}_")]
     assert [t.value for t in texts][1] == "The Team plan has 20 seats."
-    cites = [t for t in at.text_input if t.key and t.key.startswith(f"aud_cc_{item}_")]
-    assert [c.value for c in cites] == [REFUND["chunk_id"], PLANS["chunk_id"], CONTRACT["chunk_id"]]
+    cites = [m for m in at.multiselect if m.key and m.key.startswith(f"aud_cc_{item}_")]
+    assert [c.value for c in cites] == [
+        [REFUND["chunk_id"]],
+        [PLANS["chunk_id"]],
+        [CONTRACT["chunk_id"]],
+    ]
+    # picked from the trace's chunks, read by rank, document and first words
+    assert all(opt.startswith("#") for opt in cites[0].options)
+    assert cites[0].options == cites[1].options
     for sb in [s for s in at.selectbox if s.key and s.key.startswith(f"aud_cv_{item}_")]:
         sb.set_value("supported")
     at.radio(key=f"aud_verdict_{item}").set_value("supported_answer")
@@ -402,3 +409,54 @@ def test_the_verdict_form_shows_the_wording_findings_of_a_refusal(
     assert "Refusal wording check" in shown
     table = next(d.value for d in at.dataframe if "rule" in d.value.columns)
     assert set(table["rule"]) == {f.rule for f in hit.findings}
+
+
+def test_chunks_beside_the_form_are_picked_not_typed_and_claims_take_verdict_keys(
+    audit_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 17, item 7: every chunk in full beside the verdict form; a claim's chunks are
+    picked from the trace's own; the keys 1-4 judge the claim in hand and move on."""
+    item = answer_item(audit_url)
+    at = run(audit_url, monkeypatch, item=str(item))
+    no_exception(at)
+    texts = [t.value for t in at.text]
+    for chunk in (REFUND, PLANS, CONTRACT):  # in full, not cut in a table cell
+        assert chunk["text"] in texts
+    assert any("authorization filter removed it" in w for w in shown(at.warning))
+    cites = [m for m in at.multiselect if m.key and m.key.startswith(f"aud_cc_{item}_")]
+    labels = cites[0].options
+    assert labels[0].startswith("#1 · POL-REFUND-MONTHLY@2 · 2.1 A monthly plan charge")
+    assert labels[2].endswith("not in the context")
+    cites[1].set_value([REFUND["chunk_id"], PLANS["chunk_id"]]).run()
+    no_exception(at)
+    cites = [m for m in at.multiselect if m.key and m.key.startswith(f"aud_cc_{item}_")]
+    assert cites[1].value == [REFUND["chunk_id"], PLANS["chunk_id"]]
+    # keys: 1 supported, 4 not a claim; each judges the claim in hand, then the next one
+    assert any("Keys judge claim 1 of 3" in c for c in shown(at.caption))
+    at.button(key=f"aud_key_supported_{item}").click().run()
+    no_exception(at)
+    at.button(key=f"aud_key_not_a_claim_{item}").click().run()
+    no_exception(at)
+    verdicts = [s for s in at.selectbox if s.key and s.key.startswith(f"aud_cv_{item}_")]
+    assert [v.value for v in verdicts] == ["supported", "not_a_claim", "(not judged)"]
+    assert any("Keys judge claim 3 of 3" in c for c in shown(at.caption))
+    at.button(key=f"aud_prevclaim_{item}").click().run()
+    assert any("Keys judge claim 2 of 3" in c for c in shown(at.caption))
+    assert not at.warning or all("Session State" not in w for w in shown(at.warning))
+    # "not a claim" is stored and left out of the check
+    at.button(key=f"aud_nextclaim_{item}").click().run()
+    at.button(key=f"aud_key_unsupported_{item}").click().run()
+    at.radio(key=f"aud_verdict_{item}").set_value("unsupported_answer")
+    at.multiselect(key=f"aud_stages_{item}").set_value(["generator_ignored_signal"]).run()
+    save = at.button(key=f"aud_save_{item}")
+    assert save.label == "Save verdict [Ctrl+Enter]"
+    save.click().run()
+    no_exception(at)
+    assert not errors(at)
+    eng = make_engine(audit_url)
+    with read_session(eng) as s:
+        row = s.scalar(select(AuditVerdict).where(AuditVerdict.item_id == item))
+    assert row is not None
+    assert [c["verdict"] for c in row.claims] == ["supported", "not_a_claim", "unsupported"]
+    assert row.claims[1]["cited"] == [REFUND["chunk_id"], PLANS["chunk_id"]]
+    eng.dispose()
