@@ -1,0 +1,179 @@
+"""Moving through the queue: next, previous (my last label, to change it), skip, the queue's
+filters and progress, and the keys overlay. Buttons run callbacks bound to the case they were
+drawn for, so a key pressed while the page is busy is applied to that case or refused with a
+message, never lost."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from pages import ui
+from review.core import readable
+from review.core.taxonomy import Taxonomy
+from review.labels import keys, labeling, queue
+
+ANY = ""
+FILTERS = ("family", "slice", "category", "split")
+
+#: runs once per browser tab: `?` (which Streamlit's shortcuts cannot bind) clicks the Keys
+#: button; a constant script, no user text in it
+_QUESTION_MARK = """<script>
+(function () {
+  if (window.__labelKeys) { return; }
+  window.__labelKeys = true;
+  document.addEventListener("keydown", function (e) {
+    if (e.key !== "?" || e.ctrlKey || e.metaKey || e.altKey) { return; }
+    var t = e.target;
+    if (t && (t.isContentEditable || ["INPUT", "TEXTAREA", "SELECT"].indexOf(t.tagName) >= 0)) {
+      return;
+    }
+    var b = document.querySelector(".st-key-lab_keys button");
+    if (b) { e.preventDefault(); b.click(); }
+  });
+})();
+</script>"""
+
+
+def queue_filter() -> queue.QueueFilter:
+    s = st.session_state
+    return queue.QueueFilter(**{f: s.get(f"lab_f_{f}") or None for f in FILTERS})
+
+
+def open_case(case_id: int | None) -> None:
+    """Show ``case_id`` (None: no case), its form starting from my current label."""
+    st.session_state["lab_case"] = case_id
+    st.session_state.pop("lab_msg", None)
+    if case_id is None:
+        st.query_params.pop("case", None)
+        return
+    st.session_state.pop(f"lab_dec_{case_id}", None)
+    st.query_params["case"] = str(case_id)
+
+
+def load_next(*, exclude_current: bool) -> None:
+    current = st.session_state.get("lab_case")
+    skipped = list(st.session_state.setdefault("lab_skipped", []))
+    if exclude_current and current is not None:
+        skipped.append(current)
+    nxt = labeling.next_case(ui.engine(), ui.actor(), exclude=skipped, queue=queue_filter())
+    open_case(nxt)
+    if nxt is None:
+        st.session_state["lab_msg"] = (
+            "success",
+            "Your queue is empty: nothing left to label here.",
+        )
+
+
+def refuse(key: str, case_id: int) -> None:
+    """A key that arrived for a case no longer open: say so, change nothing."""
+    st.session_state["lab_msg"] = (
+        "error",
+        f"The key {key} was pressed for a case that is no longer open (id {case_id}); "
+        "nothing was changed. Press it again on this case if you meant it.",
+    )
+
+
+def _bound(case_id: int | None, key: str) -> bool:
+    if st.session_state.get("lab_case") != case_id:
+        refuse(key, case_id or 0)
+        return False
+    return True
+
+
+def _previous(case_id: int | None) -> None:
+    if not _bound(case_id, "P"):
+        return
+    prev = queue.previous_case(ui.engine(), ui.actor(), case_id)
+    if prev is None:
+        st.session_state["lab_msg"] = ("error", "There is no earlier label of yours to go back to.")
+        return
+    open_case(prev)
+
+
+def _next(case_id: int | None) -> None:
+    if _bound(case_id, "N"):
+        load_next(exclude_current=True)
+
+
+def _skip(case_id: int) -> None:
+    if not _bound(case_id, "S"):
+        return
+    labeling.release(ui.engine(), ui.actor(), case_id)
+    st.session_state.setdefault("lab_skipped", []).append(case_id)
+    load_next(exclude_current=True)
+
+
+def buttons(case_id: int | None, *, labeled: bool) -> None:
+    st.button(
+        "Previous", key="lab_prev", shortcut=keys.PREVIOUS, on_click=_previous, args=(case_id,)
+    )
+    st.button(
+        "Next case",
+        key="lab_next",
+        shortcut=keys.NEXT,
+        on_click=_next,
+        args=(case_id,),
+        type="primary" if case_id is None else "secondary",
+    )
+    if case_id is not None and not labeled:
+        st.button("Skip", key="lab_skip", shortcut=keys.SKIP, on_click=_skip, args=(case_id,))
+
+
+@st.dialog("Keys of the Label page")
+def keys_dialog(tax: Taxonomy) -> None:
+    st.dataframe(
+        [{"key": k.shows, "does": k.does} for k in keys.label_keys(tax)],
+        hide_index=True,
+        width="stretch",
+    )
+    st.caption("Keys work when no text field has the focus (Ctrl+Enter works everywhere).")
+
+
+def _facet_label(name: str, tax: Taxonomy):  # type: ignore[no-untyped-def]
+    def f(v: str) -> str:
+        if v == ANY:
+            return "(any)"
+        return ui.plain(readable.term(tax, "categories", v) if name == "category" else v)
+
+    return f
+
+
+def filters(tax: Taxonomy) -> None:
+    facets = queue.queue_facets(ui.engine())
+    values = {
+        "family": facets.families,
+        "slice": facets.slices,
+        "category": facets.categories,
+        "split": facets.splits,
+    }
+    for name in FILTERS:
+        st.selectbox(
+            name.title(),
+            [ANY, *values[name]],
+            key=f"lab_f_{name}",
+            format_func=_facet_label(name, tax),
+        )
+    st.caption("The next case comes from the cases that match; the open one stays open.")
+
+
+def bar(tax: Taxonomy) -> None:
+    """Progress (mine and the team's, within the filters), filters and the keys button."""
+    engine, actor, q = ui.engine(), ui.actor(), queue_filter()
+    prog = labeling.progress(engine, actor, q)
+    left = labeling.queue_size(engine, actor, q)
+    with st.container(horizontal=True, gap="small", vertical_alignment="center"):
+        none = "no ready cases"
+        mine = readable.count_rate(prog.mine, prog.ready_cases, none)
+        team = readable.count_rate(prog.complete_cases, prog.ready_cases, none)
+        st.caption(
+            f"My queue: {readable.number(left)} to label · labeled by me: {ui.plain(mine)} · "
+            f"team: {ui.plain(team)} have {prog.overlap:d} labels "
+            f"({readable.number(prog.labels)} labels)",
+            width="stretch",
+        )
+        active = sum(1 for f in FILTERS if st.session_state.get(f"lab_f_{f}"))
+        with st.popover(f"Queue filters ({active:d} on)" if active else "Queue filters"):
+            filters(tax)
+        if st.button("Keys (?)", key="lab_keys", shortcut=keys.HELP):
+            keys_dialog(tax)
+    st.html(_QUESTION_MARK, unsafe_allow_javascript=True)
