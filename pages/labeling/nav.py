@@ -15,21 +15,32 @@ from review.labels import keys, labeling, queue
 ANY = ""
 FILTERS = ("family", "slice", "category", "split")
 
-#: runs once per browser tab: `?` (which Streamlit's shortcuts cannot bind) clicks the Keys
-#: button; a constant script, no user text in it
-_QUESTION_MARK = """<script>
+#: runs once per browser tab; a constant script, no user text in it. Two keys Streamlit's own
+#: shortcuts cannot take safely: `?` (punctuation cannot be bound) clicks the Keys button, and
+#: Ctrl/Cmd+Enter is taken before the focused element sees it: on a focused reason pill the
+#: pill would toggle itself and swallow the key (a corrupted label, no submit), so it clicks
+#: Submit instead. In a text field Ctrl+Enter is left to Streamlit (it commits the text first).
+_KEYS_SCRIPT = """<script>
 (function () {
   if (window.__labelKeys) { return; }
   window.__labelKeys = true;
+  function typing(t) {
+    return t && (t.isContentEditable || ["INPUT", "TEXTAREA", "SELECT"].indexOf(t.tagName) >= 0);
+  }
   document.addEventListener("keydown", function (e) {
-    if (e.key !== "?" || e.ctrlKey || e.metaKey || e.altKey) { return; }
-    var t = e.target;
-    if (t && (t.isContentEditable || ["INPUT", "TEXTAREA", "SELECT"].indexOf(t.tagName) >= 0)) {
-      return;
+    if (typing(e.target)) { return; }
+    var b = null;
+    if (e.key === "?" && !e.ctrlKey && !e.metaKey && !e.altKey) {
+      b = document.querySelector(".st-key-lab_keys button");
+    } else if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) {
+      b = document.querySelector(".st-key-lab_submit button");
     }
-    var b = document.querySelector(".st-key-lab_keys button");
-    if (b) { e.preventDefault(); b.click(); }
-  });
+    if (b) {
+      e.preventDefault();
+      e.stopImmediatePropagation();
+      b.click();
+    }
+  }, true);
 })();
 </script>"""
 
@@ -46,7 +57,10 @@ def open_case(case_id: int | None) -> None:
     if case_id is None:
         st.query_params.pop("case", None)
         return
-    st.session_state.pop(f"lab_dec_{case_id}", None)
+    # the form starts again from my current label: drop what was left of an earlier visit
+    for key in [k for k in st.session_state if str(k).endswith(f"_{case_id}")]:
+        if str(key).startswith("lab_"):
+            del st.session_state[key]
     st.query_params["case"] = str(case_id)
 
 
@@ -176,4 +190,4 @@ def bar(tax: Taxonomy) -> None:
             filters(tax)
         if st.button("Keys (?)", key="lab_keys", shortcut=keys.HELP):
             keys_dialog(tax)
-    st.html(_QUESTION_MARK, unsafe_allow_javascript=True)
+    st.html(_KEYS_SCRIPT, unsafe_allow_javascript=True)

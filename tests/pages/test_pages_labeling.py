@@ -14,6 +14,7 @@ from review.cases import cases
 from review.core.identity import Actor
 from review.core.taxonomy import Taxonomy
 from review.labels import keys, labeling, queue
+from tests.helpers.labeling import unlabeled_case_with_roles
 from tests.helpers.pages import INES, no_exception, page_app, readable
 
 PAGE = "pages/labeling_page.py"
@@ -23,19 +24,6 @@ def _ines(engine: Engine) -> Actor:
     row = users.get_by_email(engine, INES)
     assert row is not None
     return users.to_actor(row)
-
-
-def _unlabeled_case_with_roles(engine: Engine) -> cases.CaseView:
-    """A ready case nobody labeled whose documents include a decisive and a distractor."""
-    for row in cases.list_cases(engine, cases.CaseFilter(status="ready"), page_size=200):
-        if labeling.current_labels(engine, row.id):
-            continue
-        view = cases.get_case(engine, case_id=row.id)
-        assert view is not None
-        roles = {d.role for d in view.documents}
-        if {"decisive", "distractor"} <= roles and view.notes:
-            return view
-    raise AssertionError("the demo has an unlabeled case with decisive and distractor documents")
 
 
 def _shown(at: AppTest) -> str:
@@ -59,7 +47,7 @@ def _open(demo_url: str, monkeypatch: pytest.MonkeyPatch, case_id: int) -> AppTe
 def test_blind_before_labeling_and_the_judgement_after(
     demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch, tax: Taxonomy
 ) -> None:
-    view = _unlabeled_case_with_roles(demo_engine)
+    view = unlabeled_case_with_roles(demo_engine)
     at = _open(demo_url, monkeypatch, view.id)
     shown = _shown(at)
     assert f"Case {view.key}" in shown
@@ -85,6 +73,7 @@ def test_blind_before_labeling_and_the_judgement_after(
     assert at.session_state["lab_case"] == view.id
     shown = _shown(at)
     assert "author's judgement" in shown
+    assert at.pills[0].value == ["no_answer_bearing_evidence"]  # my label, to change
     assert tax.label("document_roles", "decisive") in shown
     assert view.notes in shown
 
@@ -92,7 +81,7 @@ def test_blind_before_labeling_and_the_judgement_after(
 def test_reasons_only_for_decisions_that_need_them_and_a_missing_one_is_refused_at_the_form(
     demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch, tax: Taxonomy
 ) -> None:
-    view = _unlabeled_case_with_roles(demo_engine)
+    view = unlabeled_case_with_roles(demo_engine)
     at = _open(demo_url, monkeypatch, view.id)
     _button(at, "lab_submit").click().run()
     refused = [readable(e) for e in at.error]
@@ -119,7 +108,7 @@ def test_reasons_only_for_decisions_that_need_them_and_a_missing_one_is_refused_
 def test_submit_advances_and_my_last_label_can_be_changed(
     demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    view = _unlabeled_case_with_roles(demo_engine)
+    view = unlabeled_case_with_roles(demo_engine)
     ines = _ines(demo_engine)
     at = _open(demo_url, monkeypatch, view.id)
     _button(at, "lab_btn_answer").click().run()
@@ -147,7 +136,7 @@ def test_submit_advances_and_my_last_label_can_be_changed(
 def test_a_key_for_a_case_no_longer_open_is_refused_not_applied(
     demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    view = _unlabeled_case_with_roles(demo_engine)
+    view = unlabeled_case_with_roles(demo_engine)
     at = _open(demo_url, monkeypatch, view.id)
     # the decision button was drawn for this case; another case opens before its key lands
     stale = _button(at, "lab_btn_abstain")
@@ -182,7 +171,7 @@ def test_queue_filters_pick_the_next_case(
 def test_every_key_in_the_overlay_is_bound(
     demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch, tax: Taxonomy
 ) -> None:
-    view = _unlabeled_case_with_roles(demo_engine)
+    view = unlabeled_case_with_roles(demo_engine)
     at = _open(demo_url, monkeypatch, view.id)
     bound = {b.proto.shortcut for b in at.button if b.proto.shortcut}
     listed = {k.key for k in keys.label_keys(tax)}
