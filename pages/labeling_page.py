@@ -9,6 +9,7 @@ from sqlalchemy import Engine
 
 from pages import ui
 from pages.labeling import evidence, form, nav
+from review.admin import users
 from review.cases import cases
 from review.core import readable
 from review.core.identity import Actor, Permission
@@ -35,13 +36,14 @@ def idle() -> None:
 def labels_on_case(engine: Engine, actor: Actor, tax: Taxonomy, case_id: int) -> None:
     """Once I have labeled the case: everyone's current labels and my history on it."""
     others = labeling.visible_labels(engine, actor, case_id) or []
+    names = {u.email: u.name for u in users.list_users(engine)}
     mine = [h for h in labeling.history(engine, case_id) if h.annotator == actor.email]
     with st.expander(f"Labels on this case ({len(others):d}) and my history ({len(mine):d})"):
         st.dataframe(
             pd.DataFrame(
                 [
                     {
-                        "annotator": o.annotator,
+                        "annotator": names.get(o.annotator, o.annotator),
                         "decision": readable.term(tax, "decisions", o.decision),
                         "reasons": ", ".join(
                             readable.term(tax, "reason_codes", c) for c in o.reason_codes

@@ -95,14 +95,14 @@ def _body(_engine: Engine, url: str, actor: Actor, document_id: int) -> tuple[st
 def _document(engine: Engine, actor: Actor, tax: Taxonomy, d: ShownDoc) -> None:
     forbidden = d.visibility == "forbidden"
     restricted = d.access_scope == "restricted"
-    head = [ui.plain(d.ref)]
+    head = [d.ref]
     if forbidden:
         head.insert(0, "FORBIDDEN to this identity")
     if d.role is not None:
-        head.append(ui.plain(readable.term(tax, "document_roles", d.role)))
+        head.append(readable.term(tax, "document_roles", d.role))
     if not d.is_current:
         head.append("not the current version")
-    st.markdown("**" + " · ".join(head) + "**")
+    st.markdown("**" + " · ".join(ui.plain(h) for h in head) + "**")
     st.text(d.title if (not restricted or actor.clearance) else "(restricted title hidden)")
     if forbidden and not actor.clearance:
         st.warning("Forbidden to this identity. Its text is shown only to users with clearance.")

@@ -118,6 +118,7 @@ def fields(tax: Taxonomy, case: LabelingCase) -> None:
     if decision is None:
         st.caption("Pick a decision (keys 1–5).")
     reasons(tax, case, decision)
+    message()  # at the form, right above Submit; a decision picked here clears it
 
 
 def _label_in(tax: Taxonomy, case_id: int, n_claims: int) -> labeling.LabelIn | str:
@@ -179,7 +180,6 @@ def actions(case: LabelingCase, mine: labeling.LabelView | None) -> None:
             args=(case.id, case.key, len(case.required_claims), mine.id if mine else None),
         )
         nav.buttons(case.id, labeled=mine is not None)
-    message()
     details(ui.tax(), case)
 
 

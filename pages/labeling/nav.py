@@ -14,6 +14,7 @@ from review.labels import keys, labeling, queue
 
 ANY = ""
 FILTERS = ("family", "slice", "category", "split")
+FILTER_LABELS = {"family": "Family", "slice": "Slice", "category": "Category", "split": "Split"}
 
 #: runs once per browser tab; a constant script, no user text in it. Two keys Streamlit's own
 #: shortcuts cannot take safely: `?` (punctuation cannot be bound) clicks the Keys button, and
@@ -162,7 +163,7 @@ def filters(tax: Taxonomy) -> None:
     }
     for name in FILTERS:
         st.selectbox(
-            name.title(),
+            ui.plain(FILTER_LABELS[name]),
             [ANY, *values[name]],
             key=f"lab_f_{name}",
             format_func=_facet_label(name, tax),
@@ -180,9 +181,10 @@ def bar(tax: Taxonomy) -> None:
         mine = readable.count_rate(prog.mine, prog.ready_cases, none)
         team = readable.count_rate(prog.complete_cases, prog.ready_cases, none)
         st.caption(
-            f"My queue: {readable.number(left)} to label · labeled by me: {ui.plain(mine)} · "
+            f"My queue: {ui.plain(readable.number(left))} to label · "
+            f"labeled by me: {ui.plain(mine)} · "
             f"team: {ui.plain(team)} have {prog.overlap:d} labels "
-            f"({readable.number(prog.labels)} labels)",
+            f"({ui.plain(readable.number(prog.labels))} labels)",
             width="stretch",
         )
         active = sum(1 for f in FILTERS if st.session_state.get(f"lab_f_{f}"))

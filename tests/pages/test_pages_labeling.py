@@ -180,3 +180,18 @@ def test_every_key_in_the_overlay_is_bound(
     no_exception(at)
     frame = at.dataframe[-1].value
     assert "Ctrl+Enter" in set(frame["key"]) and "? or K" in set(frame["key"])
+
+
+def test_a_document_keeps_its_table_and_footnotes_as_text_never_raw_markdown(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    view = cases.get_case(demo_engine, key="CASE-024")  # cites the data retention policy
+    assert view is not None
+    at = _open(demo_url, monkeypatch, view.id)
+    assert not at.code  # no document body in a code block
+    tables = [d.value for d in at.dataframe]
+    retention = next(t for t in tables if "Retention period" in t.columns)
+    assert "Backups" in set(retention["Data type"])
+    shown = _shown(at)
+    assert "## 2. Retention periods" in shown  # headings stay readable as text
+    assert "|---|" not in shown  # the table is not shown as Markdown source
