@@ -20,7 +20,7 @@ from review.labels.blind import LabelingCase, ShownDoc
 
 #: the question's box and the documents' (px): with the page's title row they fit 1280x720
 HEADER_MAX = 150
-EVIDENCE_HEIGHT = 455
+EVIDENCE_HEIGHT = 440
 DOCS_MIN = 300
 
 
