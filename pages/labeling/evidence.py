@@ -20,8 +20,8 @@ from review.labels.blind import LabelingCase, ShownDoc
 
 #: the question's box and the documents' (px): with the page's title row they fit 1280x720
 HEADER_MAX = 150
-EVIDENCE_HEIGHT = 440
-DOCS_MIN = 300
+EVIDENCE_HEIGHT = 430
+DOCS_MIN = 260
 
 
 def box_height(case: LabelingCase) -> int:
