@@ -2,7 +2,8 @@
 
 She opens a case (blind: no document roles, no author's notes), sees the decision, reasons and
 submit without scrolling, picks a decision by key (a second key pressed at once wins, none is
-lost), a reason with the mouse, submits with Ctrl+Enter (which changes none of the reasons),
+lost), is told at the form that Abstain needs a reason, picks one with the mouse, submits with
+Ctrl+Enter while the reason still has the focus (the submit changes none of the reasons),
 lands on the next case, goes back one case with P, sees the author's judgement now that she
 has labeled it, changes her label, and opens the keys overlay with `?`. Every assertion waits
 (Playwright's expect), so a loaded machine makes it slower, not red.
@@ -103,6 +104,11 @@ def test_label_by_keyboard_and_mouse_go_back_and_change_it(
     reasons = pg.get_by_text("Why Abstain? (one or more reasons)")
     expect(reasons).to_be_visible(timeout=WAIT)
     expect(reasons).to_be_in_viewport()
+    # submitted without a reason: refused at the form, in view, nothing saved
+    pg.keyboard.press("Control+Enter")
+    refused = pg.get_by_text("Say why: Abstain needs at least one reason; nothing was saved.")
+    expect(refused).to_be_in_viewport(timeout=WAIT)
+    assert labeling.my_label(eng, ines, target.id) is None
     pg.get_by_role("button", name="No answer-bearing evidence").click()
     expect(_picked(pg, "No answer-bearing evidence")).to_be_visible(timeout=WAIT)
     # Ctrl+Enter with the focus still on the pill: submits, ticks nothing else
