@@ -87,9 +87,18 @@ def reasons(tax: Taxonomy, case: LabelingCase, decision: str | None) -> None:
     )
 
 
+def _follow(case: LabelingCase) -> None:
+    """In a rerun of a fragment alone: if a callback of this rerun opened another case (a
+    Ctrl+Enter in the rationale both commits the text, a fragment rerun, and submits), the
+    whole page follows; otherwise the page would keep showing the case just saved."""
+    if st.session_state.get("lab_case") != case.id:
+        st.rerun(scope="app")
+
+
 @st.fragment
 def details(tax: Taxonomy, case: LabelingCase) -> None:
     """Category, rationale and support per claim: optional, folded away."""
+    _follow(case)
     with st.expander("Category, rationale and claim support (optional)"):
         st.selectbox(
             "Category",
@@ -113,7 +122,8 @@ def details(tax: Taxonomy, case: LabelingCase) -> None:
 
 @st.fragment
 def fields(tax: Taxonomy, case: LabelingCase) -> None:
-    """Decision, reasons and the optional fields: a key or a click here reruns only this."""
+    """Decision and reasons: a key or a click here reruns only this."""
+    _follow(case)
     decision = decisions(tax, case)
     if decision is None:
         st.caption("Pick a decision (keys 1–5).")

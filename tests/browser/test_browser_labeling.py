@@ -5,7 +5,8 @@ submit without scrolling, picks a decision by key (a second key pressed at once 
 lost), is told at the form that Abstain needs a reason, picks one with the mouse, submits with
 Ctrl+Enter while the reason still has the focus (the submit changes none of the reasons),
 lands on the next case, goes back one case with P, sees the author's judgement now that she
-has labeled it, changes her label, and opens the keys overlay with `?`. Every assertion waits
+has labeled it, changes her label, labels the next one with a rationale submitted by
+Ctrl+Enter from the text field, and opens the keys overlay with `?`. Every assertion waits
 (Playwright's expect), so a loaded machine makes it slower, not red.
 """
 
@@ -146,6 +147,25 @@ def test_label_by_keyboard_and_mouse_go_back_and_change_it(
     assert (mine.decision, mine.reason_codes) == ("clarify", ("ambiguous_question",))
     history = [h for h in labeling.history(eng, target.id) if h.annotator == INES]
     assert [h.decision for h in history] == ["abstain", "clarify"]
+
+    # the next case again: Ctrl+Enter in the rationale keeps the text and submits
+    expect(pg.get_by_role("button", name=re.compile("^Submit label"))).to_be_visible(timeout=WAIT)
+    expect(pg).to_have_url(re.compile(rf"case=(?!{target.id}\b)\d+"))
+    following = int(re.findall(r"case=(\d+)", pg.url)[0])
+    _press(pg, "1")
+    expect(pg.get_by_role("button", name=re.compile("^Answer"))).to_have_attribute(
+        "kind", "primary", timeout=WAIT
+    )
+    pg.get_by_text("Category, rationale and claim support (optional)").click()
+    pg.get_by_label("Rationale").fill("The decisive clause answers it.")
+    pg.get_by_label("Rationale").press("Control+Enter")
+    expect(pg.get_by_text(re.compile(r"Saved your label on CASE-\d+: Answer\."))).to_be_visible(
+        timeout=WAIT
+    )
+    expect(pg).to_have_url(re.compile(rf"case=(?!{following}\b)\d+"), timeout=WAIT)
+    mine = labeling.my_label(eng, ines, following)
+    assert mine is not None
+    assert (mine.decision, mine.rationale) == ("answer", "The decisive clause answers it.")
 
     # `?` lists the keys
     _press(pg, "?")
