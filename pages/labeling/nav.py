@@ -9,6 +9,7 @@ import streamlit as st
 
 from pages import ui
 from review.core import readable
+from review.core.database import database_url
 from review.core.taxonomy import Taxonomy
 from review.labels import keys, labeling, queue
 
@@ -153,8 +154,14 @@ def _facet_label(name: str, tax: Taxonomy):  # type: ignore[no-untyped-def]
     return f
 
 
+@st.cache_data(ttl=60, show_spinner=False, max_entries=8)
+def _facets(url: str) -> queue.QueueFacets:
+    """The filters' values (ready cases change rarely: read at most once a minute)."""
+    return queue.queue_facets(ui.engine())
+
+
 def filters(tax: Taxonomy) -> None:
-    facets = queue.queue_facets(ui.engine())
+    facets = _facets(database_url())
     values = {
         "family": facets.families,
         "slice": facets.slices,
