@@ -86,25 +86,32 @@ def test_label_by_keyboard_and_mouse_go_back_and_change_it(
     assert row is not None
     ines = users.to_actor(row)
     pg.goto(f"{server}/label?case={target.id}&as={ines.id}")
+    # keys pressed while the page is still loading: held until their buttons are drawn, and
+    # of two keys pressed at once the last one wins, none is dropped
+    pg.locator("h1").first.click()
+    pg.keyboard.press("1")
+    pg.keyboard.press("2")
     _case_shown(pg, target.key)
+    reasons = pg.get_by_text("Why Abstain? (one or more reasons)")
+    expect(reasons).to_be_visible(timeout=WAIT)
 
     # blind: no roles, no notes; decision, reasons and submit fit the window
     submit = pg.get_by_role("button", name=re.compile("^Submit label"))
     expect(submit).to_be_in_viewport(timeout=WAIT)
     expect(pg.get_by_role("button", name=re.compile("^Abstain"))).to_be_in_viewport()
+    expect(reasons).to_be_in_viewport()
     expect(pg.get_by_text("blind until you submit", exact=False)).to_be_visible()
     docs = pg.locator(".st-key-lab_docs")
     expect(docs).to_be_visible()
     for role in ("Decisive", "Distractor", "Superseded"):
         expect(docs.get_by_text(role, exact=False)).to_have_count(0)
     expect(pg.get_by_text(target.notes[:40], exact=False)).to_have_count(0)
+    # a key nothing on the page takes is refused where it can be seen
+    _press(pg, "7")
+    expect(pg.get_by_role("alert").filter(has_text="The key 7 was not applied")).to_be_visible(
+        timeout=WAIT
+    )
 
-    # two decision keys at once: the last one wins, neither is dropped
-    _press(pg, "1")
-    pg.keyboard.press("2")
-    reasons = pg.get_by_text("Why Abstain? (one or more reasons)")
-    expect(reasons).to_be_visible(timeout=WAIT)
-    expect(reasons).to_be_in_viewport()
     # submitted without a reason: refused at the form, in view, nothing saved
     pg.keyboard.press("Control+Enter")
     refused = pg.get_by_text("Say why: Abstain needs at least one reason; nothing was saved.")
