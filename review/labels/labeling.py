@@ -28,6 +28,7 @@ from review.core.identity import Actor, Permission, require
 from review.core.taxonomy import Taxonomy
 from review.core.terms import CLAIM_VERDICTS, CaseStatus
 from review.labels import adjudication
+from review.labels.queue import NO_FILTER, QueueFilter
 from storage import changes
 from storage.db import plain_rows, read_session, run_write
 from storage.models import (
@@ -100,9 +101,15 @@ def _current_label_ids() -> Any:
 
 
 def next_case(
-    engine: Engine, actor: Actor, *, exclude: Iterable[int] = (), now: dt.datetime | None = None
+    engine: Engine,
+    actor: Actor,
+    *,
+    exclude: Iterable[int] = (),
+    now: dt.datetime | None = None,
+    queue: QueueFilter = NO_FILTER,
 ) -> int | None:
-    """Reserve and return the next ready case that still needs my label (None when done).
+    """Reserve and return the next ready case that still needs my label (None when done),
+    within the part of the queue ``queue`` names.
 
     A case I already hold a live reservation on comes first; otherwise the oldest case whose
     labels plus other people's live reservations are below the overlap.
@@ -127,6 +134,7 @@ def next_case(
                     Reservation.expires_at > t,
                     Case.status == CaseStatus.ready,
                     Reservation.case_id.not_in(sorted(tried)),
+                    *queue.conditions(),
                     ~exists().where(
                         Label.case_id == Reservation.case_id, Label.annotator == actor.email
                     ),
@@ -140,7 +148,7 @@ def next_case(
             else:
                 found = s.scalar(
                     _open_cases(actor, t, cfg.overlap)
-                    .where(Case.id.not_in(sorted(tried)))
+                    .where(Case.id.not_in(sorted(tried)), *queue.conditions())
                     .order_by(Case.id)
                     .limit(1)
                     .with_for_update(skip_locked=True)
@@ -166,13 +174,17 @@ def next_case(
     return run_write(engine, work)
 
 
-def queue_size(engine: Engine, actor: Actor) -> int:
-    """How many ready cases my queue still holds (not labeled by me, below the overlap
-    counting other people's live reservations, or held by me)."""
+def queue_size(engine: Engine, actor: Actor, queue: QueueFilter = NO_FILTER) -> int:
+    """How many ready cases my queue (the part ``queue`` names) still holds (not labeled by
+    me, below the overlap counting other people's live reservations, or held by me)."""
     cfg = get_settings(engine)
     t = utcnow()
     with read_session(engine) as s:
-        ids = _open_cases(actor, t, cfg.overlap, held_by_me_counts=True).subquery()
+        ids = (
+            _open_cases(actor, t, cfg.overlap, held_by_me_counts=True)
+            .where(*queue.conditions())
+            .subquery()
+        )
         return int(s.scalar(select(func.count()).select_from(ids)) or 0)
 
 
@@ -357,6 +369,23 @@ class LabelIn:
                 )
 
 
+def needs_reasons(tax: Taxonomy, decision: str | None) -> bool:
+    """Whether a label with this decision must say why (the taxonomy's non-answers: abstain,
+    clarify, escalate); an answer or partial answer is not asked for reason codes."""
+    term = tax.decisions.get(decision) if decision else None
+    return term is not None and not term.answers
+
+
+def label_reasons(tax: Taxonomy, decision: str, picked: Iterable[str]) -> tuple[str, ...]:
+    """The reason codes a label with ``decision`` keeps: the picked ones, in the taxonomy's
+    order, when the decision asks for reasons; none otherwise (codes picked before the
+    decision changed to an answer are not saved)."""
+    if not needs_reasons(tax, decision):
+        return ()
+    chosen = set(picked)
+    return tuple(k for k in tax.case_reason_codes() if k in chosen)
+
+
 def my_label(engine: Engine, actor: Actor, case_id: int) -> LabelView | None:
     with read_session(engine) as s:
         row = s.scalar(
@@ -488,16 +517,15 @@ class Progress:
     held_by_me: int
 
 
-def progress(engine: Engine, actor: Actor) -> Progress:
+def progress(engine: Engine, actor: Actor, queue: QueueFilter = NO_FILTER) -> Progress:
+    """My progress and the team's over the ready cases (those ``queue`` names)."""
     cfg = get_settings(engine)
+    ready_ids = select(Case.id).where(Case.status == CaseStatus.ready, *queue.conditions())
     with read_session(engine) as s:
-        ready = int(
-            s.scalar(select(func.count(Case.id)).where(Case.status == CaseStatus.ready)) or 0
-        )
+        ready = int(s.scalar(select(func.count()).select_from(ready_ids.subquery())) or 0)
         per_case = (
             select(Label.case_id, func.count(func.distinct(Label.annotator)).label("n"))
-            .join(Case, Case.id == Label.case_id)
-            .where(Case.status == CaseStatus.ready)
+            .where(Label.case_id.in_(ready_ids))
             .group_by(Label.case_id)
             .subquery()
         )
@@ -508,9 +536,9 @@ def progress(engine: Engine, actor: Actor) -> Progress:
         labels = int(s.scalar(select(func.sum(per_case.c.n))) or 0)
         mine = int(
             s.scalar(
-                select(func.count(func.distinct(Label.case_id)))
-                .join(Case, Case.id == Label.case_id)
-                .where(Label.annotator == actor.email, Case.status == CaseStatus.ready)
+                select(func.count(func.distinct(Label.case_id))).where(
+                    Label.annotator == actor.email, Label.case_id.in_(ready_ids)
+                )
             )
             or 0
         )

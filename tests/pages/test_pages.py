@@ -446,10 +446,10 @@ def test_label_page_next_case_blind_submit_and_errors(
     at = app(demo_url, monkeypatch, INES).run()
     at.switch_page("pages/labeling_page.py").run()
     no_exception(at)
-    next(b for b in at.button if b.label.startswith("Start labeling")).click().run()
+    next(b for b in at.button if b.key == "lab_next").click().run()
     no_exception(at)
-    case_key = next(readable(s) for s in at.subheader if readable(s).startswith("Case"))
-    key = case_key.split(" ", 1)[1]
+    heading = next(readable(m) for m in at.markdown if readable(m).startswith("**Case "))
+    key = heading.removeprefix("**Case ").split("**", 1)[0]
     view = cases.get_case(demo_engine, key=key)
     assert view is not None
     assert (
@@ -458,23 +458,23 @@ def test_label_page_next_case_blind_submit_and_errors(
         )
         is None
     )  # type: ignore[arg-type]
-    assert any("Blind labeling" in readable(c) for c in at.caption)
+    assert "blind until you submit" in heading
     # error path: abstain without a reason code
-    next(b for b in at.button if b.label.startswith("Abstain")).click().run()
-    next(b for b in at.button if b.label.startswith("Submit label")).click().run()
-    assert any("needs at least one reason code" in readable(e) for e in at.error)
+    next(b for b in at.button if b.key == "lab_btn_abstain").click().run()
+    next(b for b in at.button if b.key == "lab_submit").click().run()
+    assert any("Abstain needs at least one reason" in readable(e) for e in at.error)
     # success path
-    next(m for m in at.multiselect if m.label.startswith("Why the evidence")).set_value(
-        ["no_answer_bearing_evidence"]
-    )
-    next(b for b in at.button if b.label.startswith("Submit label")).click().run()
+    at.pills[0].set_value(["no_answer_bearing_evidence"]).run()
+    next(b for b in at.button if b.key == "lab_submit").click().run()
     no_exception(at)
     assert any("Saved your label" in readable(s) for s in at.success)
     ines = users.get_by_email(demo_engine, INES)
     assert ines is not None
     mine = labeling.my_label(demo_engine, users.to_actor(ines), view.id)
     assert mine is not None and mine.decision == "abstain"
-    assert any("All current labels" in readable(c) for c in at.caption)
+    # back on the labeled case, everyone's labels show
+    next(b for b in at.button if b.key == "lab_prev").click().run()
+    assert any(readable(e.label).startswith("Labels on this case") for e in at.expander)
 
 
 def test_adjudication_page_sets_gold(

@@ -1,0 +1,261 @@
+"""Moving through the queue: next, previous (my last label, to change it), skip, the queue's
+filters and progress, and the keys overlay. Buttons run callbacks bound to the case they were
+drawn for, so a key pressed while the page is busy is applied to that case or refused with a
+message, never lost."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from pages import ui
+from review.core import readable
+from review.core.database import database_url
+from review.core.taxonomy import Taxonomy
+from review.labels import keys, labeling, queue
+
+ANY = ""
+FILTERS = ("family", "slice", "category", "split")
+FILTER_LABELS = {"family": "Family", "slice": "Slice", "category": "Category", "split": "Split"}
+
+#: runs once per browser tab; a constant script, no user text in it. The page's keys go
+#: through one queue instead of Streamlit's shortcut handlers, so none is lost or reordered:
+#: - a key is applied at once when the page is idle; pressed while it reruns (or is still
+#:   loading), it waits for the rerun to end and is applied then, in the order pressed (of
+#:   several decision keys in a row the last one counts); a key nothing on the page takes
+#:   is refused with a notice;
+#: - `?` (punctuation cannot be bound) opens the Keys overlay;
+#: - Ctrl/Cmd+Enter is taken before the focused element sees it: on a focused reason pill the
+#:   pill would toggle itself and swallow the key (a corrupted label, no submit), so it clicks
+#:   Submit instead. In a text field it is left to Streamlit, which commits the text first.
+_KEYS_SCRIPT = r"""<script>
+(function () {
+  if (window.__labelKeys) { return; }
+  window.__labelKeys = true;
+  var PAGE_KEYS = /^[1-9npsk]$/i, DIGIT = /^[1-9]$/;
+  var queue = [], timer = null, clickedAt = 0, sawRun = true, idleTicks = 0;
+  function typing(t) {
+    return t && (t.isContentEditable || ["INPUT", "TEXTAREA", "SELECT"].indexOf(t.tagName) >= 0);
+  }
+  function onPage() { return /\/label\/?$/.test(window.location.pathname); }
+  function running() {
+    var app = document.querySelector('[data-testid="stApp"]');
+    return !app || app.getAttribute("data-test-script-state") !== "notRunning";
+  }
+  function button(label) {
+    if (label === "Ctrl+Enter") { return document.querySelector(".st-key-lab_submit button"); }
+    var badge = document.querySelector(
+      '[data-testid="stMain"] button [aria-label="Shortcut ' + label + '"]');
+    return badge ? badge.closest("button") : null;
+  }
+  function notice(text) {
+    var box = document.createElement("div");
+    box.setAttribute("role", "alert");
+    box.textContent = text;
+    box.style.cssText = "position:fixed;right:1rem;bottom:1rem;z-index:100000;padding:.6rem 1rem;" +
+      "background:#fff3cd;color:#5c4400;border:1px solid #e0c36b;border-radius:.5rem;";
+    document.body.appendChild(box);
+    setTimeout(function () { box.remove(); }, 8000);
+  }
+  function pump() {
+    if (!queue.length || !onPage()) { queue = []; clearInterval(timer); timer = null; return; }
+    if (running()) { sawRun = true; idleTicks = 0; return; }
+    // after a click, wait for its rerun to show (or 1.5 s, a rerun too quick to see)
+    if (!sawRun && Date.now() - clickedAt < 1500) { return; }
+    var label = queue[0], b = button(label);
+    if (b) {
+      queue.shift();
+      clickedAt = Date.now(); sawRun = false; idleTicks = 0;
+      b.click();
+      return;
+    }
+    idleTicks += 1;
+    if (idleTicks >= 20) {
+      queue.shift(); idleTicks = 0;
+      notice("The key " + label + " was not applied: nothing on the page takes it now.");
+    }
+  }
+  function enqueue(label) {
+    var last = queue.length ? queue[queue.length - 1] : null;
+    if (last !== null && DIGIT.test(last) && DIGIT.test(label)) {
+      queue[queue.length - 1] = label;
+    } else {
+      queue.push(label);
+    }
+    if (timer === null) { timer = setInterval(pump, 50); }
+    pump();
+  }
+  document.addEventListener("keydown", function (e) {
+    if (typing(e.target) || !onPage()) { return; }
+    var plain = !e.ctrlKey && !e.metaKey && !e.altKey;
+    var label = null;
+    if (e.key === "?" && plain) {
+      var keys = document.querySelector(".st-key-lab_keys button");
+      if (keys) { e.preventDefault(); e.stopImmediatePropagation(); keys.click(); }
+      return;
+    } else if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) {
+      label = "Ctrl+Enter";
+    } else if (plain && !e.shiftKey && PAGE_KEYS.test(e.key)) {
+      label = e.key.toUpperCase();
+    }
+    if (label === null) { return; }
+    e.preventDefault();
+    e.stopImmediatePropagation();
+    enqueue(label);
+  }, true);
+})();
+</script>"""
+
+
+def queue_filter() -> queue.QueueFilter:
+    s = st.session_state
+    return queue.QueueFilter(**{f: s.get(f"lab_f_{f}") or None for f in FILTERS})
+
+
+def open_case(case_id: int | None) -> None:
+    """Show ``case_id`` (None: no case), its form starting from my current label."""
+    st.session_state["lab_case"] = case_id
+    st.session_state.pop("lab_msg", None)
+    if case_id is None:
+        st.query_params.pop("case", None)
+        return
+    # the form starts again from my current label: drop what was left of an earlier visit
+    for key in [k for k in st.session_state if str(k).endswith(f"_{case_id}")]:
+        if str(key).startswith("lab_"):
+            del st.session_state[key]
+    st.query_params["case"] = str(case_id)
+
+
+def load_next(*, exclude_current: bool) -> None:
+    current = st.session_state.get("lab_case")
+    skipped = list(st.session_state.setdefault("lab_skipped", []))
+    if exclude_current and current is not None:
+        skipped.append(current)
+    nxt = labeling.next_case(ui.engine(), ui.actor(), exclude=skipped, queue=queue_filter())
+    open_case(nxt)
+    if nxt is None:
+        st.session_state["lab_msg"] = (
+            "success",
+            "Your queue is empty: nothing left to label here.",
+        )
+
+
+def refuse(key: str, case_id: int) -> None:
+    """A key that arrived for a case no longer open: say so, change nothing."""
+    st.session_state["lab_msg"] = (
+        "error",
+        f"The key {key} was pressed for a case that is no longer open (id {case_id}); "
+        "nothing was changed. Press it again on this case if you meant it.",
+    )
+
+
+def _bound(case_id: int | None, key: str) -> bool:
+    if st.session_state.get("lab_case") != case_id:
+        refuse(key, case_id or 0)
+        return False
+    return True
+
+
+def _previous(case_id: int | None) -> None:
+    if not _bound(case_id, "P"):
+        return
+    prev = queue.previous_case(ui.engine(), ui.actor(), case_id)
+    if prev is None:
+        st.session_state["lab_msg"] = ("error", "There is no earlier label of yours to go back to.")
+        return
+    open_case(prev)
+
+
+def _next(case_id: int | None) -> None:
+    if _bound(case_id, "N"):
+        load_next(exclude_current=True)
+
+
+def _skip(case_id: int) -> None:
+    if not _bound(case_id, "S"):
+        return
+    labeling.release(ui.engine(), ui.actor(), case_id)
+    st.session_state.setdefault("lab_skipped", []).append(case_id)
+    load_next(exclude_current=True)
+
+
+def buttons(case_id: int | None, *, labeled: bool) -> None:
+    st.button(
+        "Previous", key="lab_prev", shortcut=keys.PREVIOUS, on_click=_previous, args=(case_id,)
+    )
+    st.button(
+        "Next case",
+        key="lab_next",
+        shortcut=keys.NEXT,
+        on_click=_next,
+        args=(case_id,),
+        type="primary" if case_id is None else "secondary",
+    )
+    if case_id is not None and not labeled:
+        st.button("Skip", key="lab_skip", shortcut=keys.SKIP, on_click=_skip, args=(case_id,))
+
+
+@st.dialog("Keys of the Label page")
+def keys_dialog(tax: Taxonomy) -> None:
+    st.dataframe(
+        [{"key": k.shows, "does": k.does} for k in keys.label_keys(tax)],
+        hide_index=True,
+        width="stretch",
+    )
+    st.caption("Keys work when no text field has the focus (Ctrl+Enter works everywhere).")
+
+
+def _facet_label(name: str, tax: Taxonomy):  # type: ignore[no-untyped-def]
+    def f(v: str) -> str:
+        if v == ANY:
+            return "(any)"
+        return ui.plain(readable.term(tax, "categories", v) if name == "category" else v)
+
+    return f
+
+
+@st.cache_data(ttl=60, show_spinner=False, max_entries=8)
+def _facets(url: str) -> queue.QueueFacets:
+    """The filters' values (ready cases change rarely: read at most once a minute)."""
+    return queue.queue_facets(ui.engine())
+
+
+def filters(tax: Taxonomy) -> None:
+    facets = _facets(database_url())
+    values = {
+        "family": facets.families,
+        "slice": facets.slices,
+        "category": facets.categories,
+        "split": facets.splits,
+    }
+    for name in FILTERS:
+        st.selectbox(
+            ui.plain(FILTER_LABELS[name]),
+            [ANY, *values[name]],
+            key=f"lab_f_{name}",
+            format_func=_facet_label(name, tax),
+        )
+    st.caption("The next case comes from the cases that match; the open one stays open.")
+
+
+def bar(tax: Taxonomy) -> None:
+    """Progress (mine and the team's, within the filters), filters and the keys button."""
+    engine, actor, q = ui.engine(), ui.actor(), queue_filter()
+    prog = labeling.progress(engine, actor, q)
+    left = labeling.queue_size(engine, actor, q)
+    with st.container(horizontal=True, gap="small", vertical_alignment="center"):
+        none = "no ready cases"
+        mine = readable.count_rate(prog.mine, prog.ready_cases, none)
+        team = readable.count_rate(prog.complete_cases, prog.ready_cases, none)
+        st.caption(
+            f"My queue: {ui.plain(readable.number(left))} to label · "
+            f"labeled by me: {ui.plain(mine)} · "
+            f"team: {ui.plain(team)} have {prog.overlap:d} labels "
+            f"({ui.plain(readable.number(prog.labels))} labels)",
+            width="stretch",
+        )
+        active = sum(1 for f in FILTERS if st.session_state.get(f"lab_f_{f}"))
+        with st.popover(f"Queue filters ({active:d} on)" if active else "Queue filters"):
+            filters(tax)
+        if st.button("Keys (?)", key="lab_keys", shortcut=keys.HELP):
+            keys_dialog(tax)
+    st.html(_KEYS_SCRIPT, unsafe_allow_javascript=True)

@@ -1,0 +1,183 @@
+"""Browser journey of a domain expert: Inés labels cases by keyboard and mouse at 1280x720.
+
+She opens a case (blind: no document roles, no author's notes), sees the decision, reasons and
+submit without scrolling, picks a decision by key (a second key pressed at once wins, none is
+lost), is told at the form that Abstain needs a reason, picks one with the mouse, submits with
+Ctrl+Enter while the reason still has the focus (the submit changes none of the reasons),
+lands on the next case, goes back one case with P, sees the author's judgement now that she
+has labeled it, changes her label, labels the next one with a rationale submitted by
+Ctrl+Enter from the text field, and opens the keys overlay with `?`. Every assertion waits
+(Playwright's expect), so a loaded machine makes it slower, not red.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from review.admin import users
+from review.labels import labeling
+from storage.db import make_engine
+from tests.helpers.browser import CHROMIUM_ARGS, streamlit_server, wait_idle
+from tests.helpers.labeling import unlabeled_case_with_roles
+from tests.helpers.paths import ROOT
+
+pytestmark = pytest.mark.browser
+
+INES = "ines.duarte@brightwave.example"
+WAIT = 60_000  # ms an assertion may wait for a rerun on a loaded machine
+
+
+@pytest.fixture
+def server(demo_url: str, tmp_path: Path) -> Iterator[str]:
+    with streamlit_server(ROOT / "app.py", tmp_path, WORKBENCH_DATABASE_URL=demo_url) as base:
+        yield base
+
+
+@pytest.fixture
+def page(server: str) -> Iterator[Page]:
+    chromium = shutil.which("chromium")
+    if not chromium:
+        if os.environ.get("CI"):
+            pytest.fail("Debian's chromium is required in CI (apt-get install chromium)")
+        pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        pg = browser.new_page(viewport={"width": 1280, "height": 720})
+        errors: list[str] = []
+        pg.on("pageerror", lambda e: errors.append(str(e)))
+        pg.goto(server)  # let the router run once (a cold server's first deep link)
+        wait_idle(pg)
+        yield pg
+        browser.close()
+    assert errors == []
+
+
+def _press(pg: Page, key: str) -> None:
+    """A key pressed on the page itself (no field has the focus)."""
+    pg.locator("h1").first.click()
+    pg.keyboard.press(key)
+
+
+def _picked(pg: Page, reason: str):  # type: ignore[no-untyped-def]
+    """The reason's pill, when it is picked."""
+    return pg.get_by_role("button", name=reason, pressed=True)
+
+
+def _case_shown(pg: Page, key: str) -> None:
+    expect(pg.locator("strong", has_text=re.compile(rf"^Case {key}$"))).to_be_visible(timeout=WAIT)
+
+
+def test_label_by_keyboard_and_mouse_go_back_and_change_it(
+    page: Page, server: str, demo_url: str
+) -> None:
+    pg = page
+    eng = make_engine(demo_url)
+    target = unlabeled_case_with_roles(eng)
+    row = users.get_by_email(eng, INES)
+    assert row is not None
+    ines = users.to_actor(row)
+    pg.goto(f"{server}/label?case={target.id}&as={ines.id}")
+    # keys pressed while the page is still loading: held until their buttons are drawn, and
+    # of two keys pressed at once the last one wins, none is dropped
+    pg.locator("h1").first.click()
+    pg.keyboard.press("1")
+    pg.keyboard.press("2")
+    _case_shown(pg, target.key)
+    reasons = pg.get_by_text("Why Abstain? (one or more reasons)")
+    expect(reasons).to_be_visible(timeout=WAIT)
+
+    # blind: no roles, no notes; decision, reasons and submit fit the window
+    submit = pg.get_by_role("button", name=re.compile("^Submit label"))
+    expect(submit).to_be_in_viewport(timeout=WAIT)
+    expect(pg.get_by_role("button", name=re.compile("^Abstain"))).to_be_in_viewport()
+    expect(reasons).to_be_in_viewport()
+    expect(pg.get_by_text("blind until you submit", exact=False)).to_be_visible()
+    docs = pg.locator(".st-key-lab_docs")
+    expect(docs).to_be_visible()
+    for role in ("Decisive", "Distractor", "Superseded"):
+        expect(docs.get_by_text(role, exact=False)).to_have_count(0)
+    expect(pg.get_by_text(target.notes[:40], exact=False)).to_have_count(0)
+    # a key nothing on the page takes is refused where it can be seen
+    _press(pg, "7")
+    expect(pg.get_by_role("alert").filter(has_text="The key 7 was not applied")).to_be_visible(
+        timeout=WAIT
+    )
+
+    # submitted without a reason: refused at the form, in view, nothing saved
+    pg.keyboard.press("Control+Enter")
+    refused = pg.get_by_text("Say why: Abstain needs at least one reason; nothing was saved.")
+    expect(refused).to_be_in_viewport(timeout=WAIT)
+    assert labeling.my_label(eng, ines, target.id) is None
+    pg.get_by_role("button", name="No answer-bearing evidence").click()
+    expect(_picked(pg, "No answer-bearing evidence")).to_be_visible(timeout=WAIT)
+    # Ctrl+Enter with the focus still on the pill: submits, ticks nothing else
+    pg.keyboard.press("Control+Enter")
+    expect(pg.get_by_text(f"Saved your label on {target.key}: Abstain")).to_be_visible(timeout=WAIT)
+    mine = labeling.my_label(eng, ines, target.id)
+    assert mine is not None
+    assert (mine.decision, mine.reason_codes) == ("abstain", ("no_answer_bearing_evidence",))
+
+    # the next case opened
+    expect(pg).to_have_url(re.compile(rf"case=(?!{target.id}\b)\d+"), timeout=WAIT)
+    expect(pg.get_by_role("button", name=re.compile("^Submit label"))).to_be_visible()
+
+    # P: back to the case just labeled; now the judgement shows, and the label can change
+    _press(pg, "p")
+    _case_shown(pg, target.key)
+    expect(pg.get_by_role("button", name=re.compile("^Change my label"))).to_be_visible(
+        timeout=WAIT
+    )
+    expect(pg.get_by_text("author's judgement", exact=False)).to_be_visible()
+    expect(docs.get_by_text("Decisive", exact=False).first).to_be_visible()
+    expect(_picked(pg, "No answer-bearing evidence")).to_be_visible()
+    _press(pg, "3")
+    expect(pg.get_by_text("Why Clarify? (one or more reasons)")).to_be_visible(timeout=WAIT)
+    pg.get_by_role("button", name="No answer-bearing evidence").click()  # unpick
+    pg.get_by_role("button", name="Ambiguous question").click()
+    expect(_picked(pg, "Ambiguous question")).to_be_visible(timeout=WAIT)
+    expect(_picked(pg, "No answer-bearing evidence")).to_have_count(0)
+    pg.get_by_role("button", name=re.compile("^Change my label")).click()
+    expect(pg.get_by_text(f"Saved your label on {target.key}: Clarify (changed")).to_be_visible(
+        timeout=WAIT
+    )
+    mine = labeling.my_label(eng, ines, target.id)
+    assert mine is not None
+    assert (mine.decision, mine.reason_codes) == ("clarify", ("ambiguous_question",))
+    history = [h for h in labeling.history(eng, target.id) if h.annotator == INES]
+    assert [h.decision for h in history] == ["abstain", "clarify"]
+
+    # the next case again: Ctrl+Enter in the rationale keeps the text and submits
+    expect(pg.get_by_role("button", name=re.compile("^Submit label"))).to_be_visible(timeout=WAIT)
+    expect(pg).to_have_url(re.compile(rf"case=(?!{target.id}\b)\d+"))
+    following = int(re.findall(r"case=(\d+)", pg.url)[0])
+    _press(pg, "1")
+    expect(pg.get_by_role("button", name=re.compile("^Answer"))).to_have_attribute(
+        "kind", "primary", timeout=WAIT
+    )
+    pg.get_by_text("Category, rationale and claim support (optional)").click()
+    pg.get_by_label("Rationale").fill("The decisive clause answers it.")
+    pg.get_by_label("Rationale").press("Control+Enter")
+    expect(pg.get_by_text(re.compile(r"Saved your label on CASE-\d+: Answer\."))).to_be_visible(
+        timeout=WAIT
+    )
+    expect(pg).to_have_url(re.compile(rf"case=(?!{following}\b)\d+"), timeout=WAIT)
+    mine = labeling.my_label(eng, ines, following)
+    assert mine is not None
+    assert (mine.decision, mine.rationale) == ("answer", "The decisive clause answers it.")
+
+    # `?` lists the keys
+    _press(pg, "?")
+    dialog = pg.get_by_role("dialog")
+    expect(dialog).to_be_visible(timeout=WAIT)
+    expect(dialog.get_by_text("Keys of the Label page")).to_be_visible()
+    expect(dialog.get_by_text("Ctrl+Enter")).to_be_visible()
+    eng.dispose()
