@@ -14,8 +14,11 @@ from review.core.taxonomy import Taxonomy
 from review.labels import keys, labeling, queue
 
 ANY = ""
-FILTERS = ("family", "slice", "category", "split")
-FILTER_LABELS = {"family": "Family", "slice": "Slice", "category": "Category", "split": "Split"}
+# No category filter on the page: a case's category is the author's suggestion, and picking
+# cases by it would tell a blind annotator that suggestion before they label (item 2 over
+# item 5 of issue 17). The queue service still filters by category for other callers.
+FILTERS = ("family", "slice", "split")
+FILTER_LABELS = {"family": "Family", "slice": "Slice", "split": "Split"}
 
 #: runs once per browser tab; a constant script, no user text in it. The page's keys go
 #: through one queue instead of Streamlit's shortcut handlers, so none is lost or reordered:
@@ -208,7 +211,8 @@ def _facet_label(name: str, tax: Taxonomy):  # type: ignore[no-untyped-def]
     def f(v: str) -> str:
         if v == ANY:
             return "(any)"
-        return ui.plain(readable.term(tax, "categories", v) if name == "category" else v)
+        section = {"slice": "slices", "split": "splits"}.get(name)
+        return ui.plain(readable.term(tax, section, v) if section else v)
 
     return f
 
@@ -224,7 +228,6 @@ def filters(tax: Taxonomy) -> None:
     values = {
         "family": facets.families,
         "slice": facets.slices,
-        "category": facets.categories,
         "split": facets.splits,
     }
     for name in FILTERS:
@@ -234,7 +237,10 @@ def filters(tax: Taxonomy) -> None:
             key=f"lab_f_{name}",
             format_func=_facet_label(name, tax),
         )
-    st.caption("The next case comes from the cases that match; the open one stays open.")
+    st.caption(
+        "The next case comes from the cases that match; the open one stays open. There is no "
+        "category filter: it would tell you the author's suggested category before you label."
+    )
 
 
 def bar(tax: Taxonomy) -> None:

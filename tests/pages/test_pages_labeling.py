@@ -153,7 +153,7 @@ def test_a_key_for_a_case_no_longer_open_is_refused_not_applied(
 
 
 def test_queue_filters_pick_the_next_case(
-    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch, tax: Taxonomy
 ) -> None:
     facets = queue.queue_facets(demo_engine)
     at = page_app(demo_url, monkeypatch, PAGE, INES).run()
@@ -166,6 +166,13 @@ def test_queue_filters_pick_the_next_case(
     assert opened is not None and opened.split == split
     left = labeling.queue_size(demo_engine, _ines(demo_engine), queue.QueueFilter(split=split))
     assert any(f"My queue: {left} to label" in readable(c) for c in at.caption)
+    # blind means blind: no filter by the author's suggested category, and the slice and
+    # split filters read as the taxonomy's words
+    keys = {s.key for s in at.selectbox}
+    assert {"lab_f_family", "lab_f_slice", "lab_f_split"} <= keys
+    assert "lab_f_category" not in keys
+    slice_box = next(s for s in at.selectbox if s.key == "lab_f_slice")
+    assert tax.label("slices", facets.slices[0]) in [readable(o) for o in slice_box.options]
 
 
 def test_every_key_in_the_overlay_is_bound(
