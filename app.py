@@ -99,7 +99,6 @@ def _page(spec: PageSpec, *, hidden: bool = False) -> Any:
         title=spec.title,
         icon=f":material/{spec.icon}:",
         url_path=spec.url_path,
-        default=spec.url_path == navigation.HOME,
         visibility="hidden" if hidden else "visible",
     )
 
@@ -124,7 +123,24 @@ def _pages(actor: Actor) -> dict[str, list[Any]]:
     plan = navigation.menu(PAGES, actor.roles, _current_page())
     out = {name: [_page(spec) for spec in specs] for name, specs in plan.sections}
     out.setdefault(navigation.MINE, []).extend(_page(spec, hidden=True) for spec in plan.hidden)
+    out[navigation.MINE].insert(0, _front_door(out))
     return out
+
+
+def _front_door(sections: dict[str, list[Any]]) -> Any:
+    """The app's root address ("/"): it opens the home page at its own address.
+
+    Streamlit serves its default page at "/" only, so a default Overview would answer
+    /overview (the address links, bookmarks and the gate use) with "Page not found". Overview
+    is an ordinary page instead, and the root switches to it keeping the query (``as``)."""
+    home = next(p for pages in sections.values() for p in pages if p.url_path == navigation.HOME)
+
+    def front_door() -> None:
+        st.switch_page(home, query_params=st.query_params.to_dict())
+
+    return st.Page(
+        front_door, title=home.title, url_path="start", default=True, visibility="hidden"
+    )
 
 
 def _auth_configured() -> bool:

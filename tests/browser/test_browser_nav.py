@@ -78,6 +78,16 @@ def test_a_deep_link_on_a_cold_server_opens_the_page_without_page_not_found(
     expect(page.get_by_text("Page not found")).not_to_be_visible()
     expect(page.get_by_role("combobox", name="Acting as")).to_have_value("Inés Duarte · annotator")
     assert f"case={case}" in page.url
+    # the home page answers at its own address, and the root opens it there, keeping `as`
+    for address in ("/overview", "/"):
+        page.goto(f"{server}{address}?as={ines}")
+        wait_idle(page)
+        expect(page.locator("h1", has_text="Overview")).to_be_visible()
+        expect(page.get_by_text("Page not found")).not_to_be_visible()
+        expect(page).to_have_url(re.compile(rf"/overview\?as={ines}$"))
+        expect(page.get_by_role("combobox", name="Acting as")).to_have_value(
+            "Inés Duarte · annotator"
+        )
 
 
 def test_the_sidebar_lists_the_persons_work_first_and_always_shows_the_page_they_are_on(
