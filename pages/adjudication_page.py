@@ -91,7 +91,7 @@ def picker(queue: adjudication.ReviewerQueue, picked: int) -> None:
         on_change=lambda: _go(st.session_state[PICK_KEY]),
     )
     c2.button(
-        "Previous [P]",
+        "Previous",
         shortcut="p",
         disabled=prev_id is None,
         on_click=_go,
@@ -99,7 +99,7 @@ def picker(queue: adjudication.ReviewerQueue, picked: int) -> None:
         width="stretch",
     )
     c3.button(
-        "Next [N]",
+        "Next",
         shortcut="n",
         disabled=next_id is None,
         on_click=_go,

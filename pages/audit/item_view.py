@@ -111,7 +111,7 @@ def claim_keys(view: items.ItemView, rows: list[dict[str, Any]]) -> int:
     cols = [c for _ in range(3) for c in st.columns(2)]  # two a row: the labels read whole
     for col, (verdict, letter) in zip(cols, forms.CLAIM_KEYS.items(), strict=False):
         col.button(
-            f"{ui.plain(forms.claim_verdict_label(verdict))} [{ui.plain(letter)}]",
+            ui.plain(forms.claim_verdict_label(verdict)),
             key=f"aud_key_{verdict}_{view.id}",
             shortcut=letter,
             on_click=_judge,
@@ -119,7 +119,7 @@ def claim_keys(view: items.ItemView, rows: list[dict[str, Any]]) -> int:
             width="stretch",
         )
     cols[-2].button(
-        "Previous claim [K]",
+        "Previous claim",
         key=f"aud_prevclaim_{view.id}",
         shortcut="k",
         on_click=_move,
@@ -128,7 +128,7 @@ def claim_keys(view: items.ItemView, rows: list[dict[str, Any]]) -> int:
         width="stretch",
     )
     cols[-1].button(
-        "Next claim [J]",
+        "Next claim",
         key=f"aud_nextclaim_{view.id}",
         shortcut="j",
         on_click=_move,

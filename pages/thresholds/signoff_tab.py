@@ -16,9 +16,12 @@ from sqlalchemy import Engine
 
 from pages import ui
 from pages.thresholds import headline_view
+from review.admin import users
+from review.core import readable
 from review.core.identity import Actor, Permission, Role
 from review.core.taxonomy import Taxonomy
 from review.core.terms import VersionStatus
+from review.policy import display as policy_display
 from review.policy import signoff
 from review.thresholds import display, signing, thresholds
 from review.thresholds.evidence import SignoffEvidence
@@ -113,7 +116,9 @@ def _proposal(
     focused: bool,
 ) -> None:
     with st.container(border=True, key=f"thr_proposal_{v.number}"):
-        st.subheader(f"Version {v.number:d} · proposed by {ui.plain(v.author)}")
+        names = users.display_names(engine)
+        by = readable.person(v.author, names)
+        st.subheader(f"Version {v.number:d} · proposed by {ui.plain(by)}")
         if focused:
             st.caption("Opened from a link to this proposal.")
         ui.text(v.rationale, label="Rationale")
@@ -125,8 +130,8 @@ def _proposal(
             if v.override_note:
                 st.text(v.override_note)
         st.caption(
-            f"Needs: {ui.plain(', '.join(v.missing_roles) or 'nothing')} · signatures so far: "
-            + ui.plain(display.signatures_text(v))
+            f"Needs: {ui.plain(policy_display.roles_text(v.missing_roles))} · signatures so far: "
+            + ui.plain(policy_display.signatures_text(v, names))
         )
         review = signing.review_proposal(engine, tax, v)
         st.markdown("**What the change does**")

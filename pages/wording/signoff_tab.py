@@ -12,6 +12,7 @@ from pages.wording.common import DIFF_LEGEND, FLASH, WordingContext, findings_vi
 from review.admin import users
 from review.core import readable
 from review.core.identity import Role
+from review.policy import display as policy_display
 from review.policy import signoff
 from review.wording import display, signing, versions
 from review.wording.messages import preview
@@ -104,8 +105,8 @@ def _version(ctx: WordingContext, v: signoff.VersionView) -> None:
         ui.text(v.rationale, label="Rationale")
         st.caption(
             f"Compared with {ui.plain(r.parent_label)}. {ui.plain(r.compliance_reason)} Still "
-            f"needed: {ui.plain(', '.join(v.missing_roles) or 'nothing')} · signatures so far: "
-            + ui.plain(display.signatures_text(v, names))
+            f"needed: {ui.plain(policy_display.roles_text(v.missing_roles))} · signatures so "
+            f"far: {ui.plain(policy_display.signatures_text(v, names))}"
         )
         if r.stale_parent:
             st.error(ui.plain(r.stale_parent))

@@ -41,7 +41,6 @@ __all__ = [
     "report_split_for",
     "rollback_choices",
     "signature_caption",
-    "signatures_text",
     "signing_roles",
     "slider_range",
     "snapshot_json",
@@ -196,11 +195,6 @@ def override_message(version: signoff.VersionView) -> str:
         if version.override_note
         else " No override note: it cannot be approved."
     )
-
-
-def signatures_text(version: signoff.VersionView) -> str:
-    """The signatures so far ("role meaning (signer)", comma separated), or "none"."""
-    return ", ".join(f"{s.role} {s.meaning} ({s.signer})" for s in version.signatures) or "none"
 
 
 def _reason(s: signoff.Signature) -> str:

@@ -32,7 +32,6 @@ __all__ = [
     "rules_frame",
     "should_ask_first",
     "sign_choice",
-    "signatures_text",
     "signing_roles",
     "trace_line",
     "version_label",
@@ -50,18 +49,6 @@ def in_force_caption(version: signoff.VersionView) -> str:
     approved = f"{version.approved_on:%Y-%m-%d}" if version.approved_on else "?"
     label = readable.version_label(version.number, version.file_version)
     return f"In force: {label}, approved {approved} · sha256 {version.sha256[:12]}…"
-
-
-def signatures_text(version: signoff.VersionView, names: Mapping[str, str] | None = None) -> str:
-    """The signatures so far ("role meaning (signer)", comma separated; the signer by name
-    when ``names`` is given), or "none"."""
-
-    def who(email: str) -> str:
-        return email if names is None else readable.person(email, names)
-
-    return (
-        ", ".join(f"{s.role} {s.meaning} ({who(s.signer)})" for s in version.signatures) or "none"
-    )
 
 
 def change_caption(change: MessageChange, *, for_signing: bool = False) -> str:

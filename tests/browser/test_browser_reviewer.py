@@ -90,7 +90,7 @@ def test_a_reviewer_adjudicates_a_disagreement_beside_its_evidence(page, demo_ur
     expect(pg.locator("h3", has_text=f"Case {second.key}")).to_be_visible()
     expect(main.get_by_text(f"Case 2 of {len(queue.entries)} in your list.")).to_be_visible()
     wait_idle(pg)
-    pg.get_by_role("button", name="Previous [P]").click()
+    pg.get_by_role("button", name="Previous").click()
     expect(pg.locator("h3", has_text=f"Case {first.key}")).to_be_visible()
     wait_idle(pg)
     # the gold label, with the reason, moves on to the next case
@@ -141,7 +141,8 @@ def test_a_new_month_opens_without_an_error_and_closing_needs_confirmation(  # t
     expect(warning).to_be_visible()
     wait_idle(pg)
     pg.get_by_role("button", name="Yes, close it for good").click()
-    expect(main.get_by_text("Closed by", exact=False)).to_be_visible(timeout=60_000)
+    closed_note = main.get_by_test_id("stAlertContentInfo").get_by_text("Closed by")
+    expect(closed_note).to_be_visible(timeout=60_000)
     expect(warning).to_have_count(0)
     closed = reviews.get_session(eng, month)
     assert closed is not None and closed.closed

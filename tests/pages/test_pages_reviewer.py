@@ -52,12 +52,12 @@ def test_adjudicate_shows_the_evidence_beside_the_labels_and_walks_the_list(
     # the reviewer's own cases wait for someone else, and the list says so
     assert any("you labeled yourself wait for another reviewer" in c for c in captions)
     assert any(f"Case 1 of {len(queue.entries)}" in c for c in captions)
-    assert button(at, "Previous [P]").disabled  # type: ignore[attr-defined]
-    button(at, "Next [N]").click().run()  # type: ignore[attr-defined]
+    assert button(at, "Previous").disabled  # type: ignore[attr-defined]
+    button(at, "Next").click().run()  # type: ignore[attr-defined]
     no_exception(at)
     assert any(second.key in readable(s) for s in at.subheader)
     assert at.query_params["case"] == str(second.case_id)
-    button(at, "Previous [P]").click().run()  # type: ignore[attr-defined]
+    button(at, "Previous").click().run()  # type: ignore[attr-defined]
     assert any(first.key in readable(s) for s in at.subheader)
     # setting the gold label moves on to the next case
     next(t for t in at.text_area if t.label.startswith("Note")).input("Decisive clause present.")

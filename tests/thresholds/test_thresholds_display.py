@@ -17,6 +17,7 @@ from sqlalchemy import Engine
 from review.core.identity import Role
 from review.core.taxonomy import Taxonomy
 from review.evaluation import evalruns
+from review.policy import display as policy_display
 from review.policy import signoff
 from review.policy.policy import ModeThresholds, parse_policy, replace_thresholds
 from review.thresholds import display, evidence, thresholds
@@ -169,10 +170,16 @@ def test_captions_of_versions_and_signatures() -> None:
     assert display.in_force_caption(with_file).startswith(
         "In force: sign-off v4 · file version 3, approved"
     )
-    assert display.signatures_text(version(5)) == "none"
-    assert display.signatures_text(version(5, signature("compliance", "reject"))) == (
-        "compliance reject (compliance@example.org)"
+    assert policy_display.signatures_text(version(5)) == "none"
+    signed = version(5, signature("compliance", "reject"), signature("product_owner"))
+    # signers by name, roles in words; without a name, never the whole address
+    assert policy_display.signatures_text(signed, {"compliance@example.org": "Chen Li"}) == (
+        "Compliance reject (Chen Li), Product owner approve (product_owner)"
     )
+    assert policy_display.roles_text(["compliance", "product_owner"]) == (
+        "Compliance, Product owner"
+    )
+    assert policy_display.roles_text([]) == "nothing"
     assert display.override_message(version(5, tuned_on="test")) == (
         "Tuned on the test data it is reported on. No override note: it cannot be approved."
     )

@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 
 from review.core.identity import Role
+from review.policy import display as policy_display
 from review.policy import signoff
 from review.wording import display
 from review.wording.compare import MessageChange
@@ -61,11 +62,10 @@ def test_the_version_in_force_caption() -> None:
 
 
 def test_signatures_and_change_captions() -> None:
-    assert display.signatures_text(version()) == "none"
+    assert policy_display.signatures_text(version()) == "none"
     v = version(signature("product_owner"), signature("compliance", "reject"))
-    assert display.signatures_text(v) == (
-        "product_owner approve (product_owner@example.org), "
-        "compliance reject (compliance@example.org)"
+    assert policy_display.signatures_text(v, {"product_owner@example.org": "Paula Kim"}) == (
+        "Product owner approve (Paula Kim), Compliance reject (compliance)"
     )
     assert display.change_caption(change("R2")) == "R2 · changed"
     assert display.change_caption(change("R3", ("text",), True)) == "R3 · changed (text)"
