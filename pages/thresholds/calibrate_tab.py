@@ -19,6 +19,7 @@ from pages.thresholds import headline_view
 from pages.thresholds.downloads import chart_downloads
 from pages.thresholds.proposal import propose_form, replay_section
 from review.charts import charts
+from review.core import readable
 from review.core.errors import WorkbenchError
 from review.core.identity import Actor
 from review.core.taxonomy import Taxonomy
@@ -98,7 +99,17 @@ def _operating_points(a: Analysis, policy: NoAnswerPolicy) -> None:
         a.ops[["policy", "split", "threshold (raw)", *cols, "n"]],
         hide_index=True,
         width="stretch",
-        column_config={c: st.column_config.NumberColumn(c, format="%.3f") for c in cols},
+        column_config={
+            "policy": st.column_config.TextColumn("Policy"),
+            "split": st.column_config.TextColumn("Split"),
+            "n": st.column_config.NumberColumn("Items", format="localized"),
+            **{
+                c: st.column_config.NumberColumn(
+                    readable.humanize(c), format="%.3f" if c == "expected_cost" else "percent"
+                )
+                for c in cols
+            },
+        },
     )
     left, right = st.columns(2)
     with left:
