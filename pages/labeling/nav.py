@@ -243,23 +243,32 @@ def filters(tax: Taxonomy) -> None:
     )
 
 
+def active_filters() -> int:
+    """How many queue filters are set."""
+    return sum(1 for f in FILTERS if st.session_state.get(f"lab_f_{f}"))
+
+
 def bar(tax: Taxonomy) -> None:
     """Progress (mine and the team's, within the filters), filters and the keys button."""
     engine, actor, q = ui.engine(), ui.actor(), queue_filter()
     prog = labeling.progress(engine, actor, q)
     left = labeling.queue_size(engine, actor, q)
     with st.container(horizontal=True, gap="small", vertical_alignment="center"):
-        none = "no ready cases"
-        mine = readable.count_rate(prog.mine, prog.ready_cases, none)
-        team = readable.count_rate(prog.complete_cases, prog.ready_cases, none)
-        st.caption(
-            f"My queue: {ui.plain(readable.number(left))} to label · "
-            f"labeled by me: {ui.plain(mine)} · "
-            f"team: {ui.plain(team)} have {prog.overlap:d} labels "
-            f"({ui.plain(readable.number(prog.labels))} labels)",
-            width="stretch",
-        )
-        active = sum(1 for f in FILTERS if st.session_state.get(f"lab_f_{f}"))
+        if prog.ready_cases == 0:
+            progress = "No ready cases to label" + (
+                " match the filters." if active_filters() else "."
+            )
+        else:
+            mine = readable.count_rate(prog.mine, prog.ready_cases)
+            team = readable.count_rate(prog.complete_cases, prog.ready_cases)
+            progress = (
+                f"My queue: {ui.plain(readable.number(left))} to label · "
+                f"labeled by me: {ui.plain(mine)} · "
+                f"team: {ui.plain(team)} have {prog.overlap:d} labels "
+                f"({ui.plain(readable.number(prog.labels))} labels)"
+            )
+        st.caption(progress, width="stretch")
+        active = active_filters()
         with st.popover(f"Queue filters ({active:d} on)" if active else "Queue filters"):
             filters(tax)
         if st.button("Keys (?)", key="lab_keys", shortcut=keys.HELP):

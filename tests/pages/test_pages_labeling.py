@@ -202,3 +202,15 @@ def test_a_document_keeps_its_table_and_footnotes_as_text_never_raw_markdown(
     shown = _shown(at)
     assert "## 2. Retention periods" in shown  # headings stay readable as text
     assert "|---|" not in shown  # the table is not shown as Markdown source
+
+
+def test_with_no_ready_case_the_bar_says_so_instead_of_a_rate(
+    sqlite_url: str, engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    admin = users.to_actor(users.bootstrap_admin(engine, "ada@test.example", "Ada"))
+    users.add_user(engine, admin, "ines@test.example", "Inés", ["annotator"])
+    at = page_app(sqlite_url, monkeypatch, PAGE, "ines@test.example").run()
+    no_exception(at)
+    shown = [readable(c) for c in at.caption]
+    assert "No ready cases to label." in shown
+    assert not any("My queue" in c or "undefined" in c for c in shown)
