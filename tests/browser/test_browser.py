@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,7 +10,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from tests.helpers.browser import CHROMIUM_ARGS, streamlit_server, wait_idle
+from tests.helpers.browser import chromium_page, streamlit_server, wait_idle
 from tests.helpers.paths import ROOT
 
 pytestmark = pytest.mark.browser
@@ -26,25 +24,10 @@ def server(demo_url: str, tmp_path: Path) -> Iterator[str]:
 
 @pytest.fixture
 def page(server: str, request: pytest.FixtureRequest) -> Iterator[object]:
-    chromium = shutil.which("chromium")
-    if not chromium:
-        if os.environ.get("CI"):
-            pytest.fail("Debian's chromium is required in CI (apt-get install chromium)")
-        pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
-        pg = browser.new_page(viewport={"width": 1400, "height": 1000})
-        errors: list[str] = []
-        pg.on("pageerror", lambda e: errors.append(str(e)))
-        pg.base = server  # type: ignore[attr-defined]
-        pg.errors = errors  # type: ignore[attr-defined]
-        if request.node.get_closest_marker("cold") is None:
-            pg.goto(server)  # let the router run once (see the first-request test)
-            wait_idle(pg)
+    # a `cold` test opens the server itself (see the first-request test)
+    cold = request.node.get_closest_marker("cold") is not None
+    with chromium_page(base=server, open_base=not cold) as pg:
         yield pg
-        browser.close()
 
 
 @pytest.mark.cold
@@ -208,22 +191,13 @@ def test_the_monthly_report_opens_without_any_network_request(
 ) -> None:
     from review.monthly import report, reviews
 
-    chromium = shutil.which("chromium")
-    if not chromium:
-        if os.environ.get("CI"):
-            pytest.fail("Debian's chromium is required in CI (apt-get install chromium)")
-        pytest.skip("Debian's chromium is not installed")
     view = reviews.list_sessions(demo_engine)[1]  # a closed month
     html_file = tmp_path / "report.html"
     html_file.write_text(
         report.export_html(view, report.month_context(demo_engine, tax, view.month)),
         encoding="utf-8",
     )
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
-        pg = browser.new_page()
+    with chromium_page(1280, 720) as pg:  # Playwright's default viewport
         requests: list[str] = []
         pg.on("request", lambda r: requests.append(r.url))
         pg.goto(html_file.as_uri())
@@ -232,34 +206,21 @@ def test_the_monthly_report_opens_without_any_network_request(
         for section in ("Attendees", "Validation check", "Findings", "Actions"):
             assert pg.get_by_role("heading", name=section).count() == 1
         assert pg.locator("svg").count() >= 1  # charts are inline SVG
-        browser.close()
     assert requests == [html_file.as_uri()]
 
 
 def test_an_unexpected_error_shows_no_traceback_or_server_path(tmp_path: Path) -> None:
     """The shipped config (showErrorDetails = "none"): the browser gets a generic message,
     the details (type, message, traceback) go to the server's log only."""
-    chromium = shutil.which("chromium")
-    if not chromium:
-        if os.environ.get("CI"):
-            pytest.fail("Debian's chromium is required in CI (apt-get install chromium)")
-        pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
     with (
         streamlit_server(ROOT / "tests" / "apps" / "raises.py", tmp_path) as base,
-        sync_playwright() as p,
+        chromium_page(base=base) as pg,
     ):
-        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
-        pg = browser.new_page(viewport={"width": 1400, "height": 1000})
-        pg.goto(base)
-        wait_idle(pg)
         expect(pg.get_by_role("heading", name="About to fail")).to_be_visible()
         expect(pg.get_by_text("This app has encountered an error")).to_be_visible()
         shown = pg.evaluate("() => document.body.innerText")
         for secret in ("/srv/workbench", "RuntimeError", "Traceback", "raises.py", str(ROOT)):
             assert secret not in shown, secret
-        browser.close()
     logged = "".join(f.read_text() for f in tmp_path.glob("streamlit-*.log"))
     logged = re.sub(r"\x1b\[[0-9;]*m", "", logged)  # the log's colours
     assert "RuntimeError: cannot open /srv/workbench/secret-dir/workbench.db" in logged

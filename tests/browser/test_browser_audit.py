@@ -6,8 +6,6 @@ chromium, so it works whether or not the page is registered in app.py yet.
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,7 +16,7 @@ from sqlalchemy import func, select
 from storage.db import make_engine, read_session
 from storage.models import AuditItem, AuditVerdict
 from tests.helpers.audits import realistic_traces
-from tests.helpers.browser import CHROMIUM_ARGS, streamlit_server, wait_idle
+from tests.helpers.browser import chromium_page, streamlit_server, wait_idle
 from tests.helpers.paths import ROOT
 
 
@@ -49,20 +47,7 @@ def audit_server(demo_url: str, tmp_path: Path) -> Iterator[str]:
 
 
 def test_draw_a_sample_and_record_a_verdict(audit_server: str, demo_url: str) -> None:
-    chromium = shutil.which("chromium")
-    if not chromium:
-        if os.environ.get("CI"):
-            pytest.fail("Debian's chromium is required in CI (apt-get install chromium)")
-        pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
-        pg = browser.new_page(viewport={"width": 1400, "height": 1600})
-        errors: list[str] = []
-        pg.on("pageerror", lambda e: errors.append(str(e)))
-        pg.goto(audit_server)
-        wait_idle(pg)
+    with chromium_page(1400, 1600, base=audit_server) as pg:
         expect(pg.get_by_role("heading", name="Audit")).to_be_visible()
         if not pg.get_by_label("Plan name").is_visible():  # open by default without plans
             pg.get_by_text("New sampling plan").click()
@@ -94,8 +79,7 @@ def test_draw_a_sample_and_record_a_verdict(audit_server: str, demo_url: str) ->
         pg.get_by_role("button", name="Save verdict").click()
         wait_idle(pg)
         expect(pg.get_by_text("Saved your verdict")).to_be_visible()
-        assert errors == []
-        browser.close()
+        assert pg.errors == []  # type: ignore[attr-defined]
 
     eng = make_engine(demo_url)
     with read_session(eng) as s:

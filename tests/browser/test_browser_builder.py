@@ -6,15 +6,13 @@ it works whether or not the page is registered in app.py yet.
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
 
-from tests.helpers.browser import CHROMIUM_ARGS, streamlit_server, wait_idle
+from tests.helpers.browser import chromium_page, streamlit_server, wait_idle
 from tests.helpers.databases import copy_db
 from tests.helpers.paths import ROOT
 
@@ -70,13 +68,6 @@ def test_build_a_variant_and_confirm_it_in_its_family(builder_server: str, demo_
     """A domain expert picks the operator by its name with the keyboard, previews and saves a
     variant; the family view's confirmation form is on that variant (not on the one that was
     already waiting) and shows its evidence state; confirming it by mouse saves the label."""
-    chromium = shutil.which("chromium")
-    if not chromium:
-        if os.environ.get("CI"):
-            pytest.fail("Debian's chromium is required in CI (apt-get install chromium)")
-        pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
     from review.cases import cases
     from storage.db import make_engine
 
@@ -85,11 +76,7 @@ def test_build_a_variant_and_confirm_it_in_its_family(builder_server: str, demo_
     eng = make_engine(demo_url)
     base = cases.get_case(eng, key="CASE-001")
     assert base is not None
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
-        pg = browser.new_page(viewport={"width": 1400, "height": 1100})
-        errors: list[str] = []
-        pg.on("pageerror", lambda e: errors.append(str(e)))
+    with chromium_page(1400, 1100) as pg:
         pg.goto(f"{builder_server}/?case={base.id}")
         wait_idle(pg)
         expect(pg.get_by_role("heading", name="Base case CASE-001")).to_be_visible()
@@ -124,8 +111,7 @@ def test_build_a_variant_and_confirm_it_in_its_family(builder_server: str, demo_
         expect(picker).to_have_value(f"{earlier} · no evidence state")
         assert "family=FAM-REFUND-WINDOW" in pg.url
         expect(pg.locator("[data-testid='stException']")).to_have_count(0)
-        assert errors == []
-        browser.close()
+        assert pg.errors == []  # type: ignore[attr-defined]
     view = cases.get_case(eng, key="CASE-001-CF-2")
     eng.dispose()
     assert view is not None and view.family == "FAM-REFUND-WINDOW"

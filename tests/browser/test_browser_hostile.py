@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import os
-import shutil
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,7 +34,7 @@ from review.traces import browse, importer
 from review.traces.model import Chunk, Citation, Trace
 from storage.db import make_engine, run_write
 from storage.models import EvalRun
-from tests.helpers.browser import CHROMIUM_ARGS, streamlit_server, wait_idle
+from tests.helpers.browser import chromium_page, streamlit_server, wait_idle
 from tests.helpers.databases import copy_db
 from tests.helpers.paths import ROOT
 
@@ -197,30 +195,17 @@ def hostile(tmp_path: Path, demo_template: Path, tax: Taxonomy) -> Hostile:
 
 @pytest.fixture
 def browser_page(hostile: Hostile, tmp_path: Path) -> Iterator[Any]:
-    chromium = shutil.which("chromium")
-    if not chromium:
-        if os.environ.get("CI"):
-            pytest.fail("Debian's chromium is required in CI (apt-get install chromium)")
-        pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
     with (
         streamlit_server(ROOT / "app.py", tmp_path, WORKBENCH_DATABASE_URL=hostile.url) as base,
-        sync_playwright() as p,
+        chromium_page(base=base, open_base=False) as pg,  # opened once the listeners are on
     ):
-        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
-        pg = browser.new_page(viewport={"width": 1400, "height": 1000})
-        pg.base = base
         pg.requests = []
         pg.dialogs = []
-        pg.errors = []
         pg.on("request", lambda r: pg.requests.append(r.url))
         pg.on("dialog", lambda d: (pg.dialogs.append(d.message), d.dismiss()))
-        pg.on("pageerror", lambda e: pg.errors.append(str(e)))
         pg.goto(base)
         wait_idle(pg)
         yield pg
-        browser.close()
 
 
 def _foreign(urls: list[str], base: str) -> list[str]:

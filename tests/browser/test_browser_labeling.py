@@ -12,9 +12,7 @@ Ctrl+Enter from the text field, and opens the keys overlay with `?`. Every asser
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,7 +22,7 @@ from playwright.sync_api import Page, expect
 from review.admin import users
 from review.labels import labeling
 from storage.db import make_engine
-from tests.helpers.browser import CHROMIUM_ARGS, streamlit_server, wait_idle
+from tests.helpers.browser import chromium_page, streamlit_server
 from tests.helpers.labeling import unlabeled_case_with_roles
 from tests.helpers.paths import ROOT
 
@@ -42,23 +40,9 @@ def server(demo_url: str, tmp_path: Path) -> Iterator[str]:
 
 @pytest.fixture
 def page(server: str) -> Iterator[Page]:
-    chromium = shutil.which("chromium")
-    if not chromium:
-        if os.environ.get("CI"):
-            pytest.fail("Debian's chromium is required in CI (apt-get install chromium)")
-        pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
-        pg = browser.new_page(viewport={"width": 1280, "height": 720})
-        errors: list[str] = []
-        pg.on("pageerror", lambda e: errors.append(str(e)))
-        pg.goto(server)  # let the router run once (a cold server's first deep link)
-        wait_idle(pg)
+    with chromium_page(1280, 720, base=server) as pg:
         yield pg
-        browser.close()
-    assert errors == []
+    assert pg.errors == []  # type: ignore[attr-defined]
 
 
 def _press(pg: Page, key: str) -> None:

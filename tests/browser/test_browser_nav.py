@@ -4,9 +4,7 @@ does, through serve.py) and opens it straight at the address under test."""
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +14,7 @@ from playwright.sync_api import Page, expect
 from review.admin import users
 from review.cases import cases
 from storage.db import make_engine
-from tests.helpers.browser import CHROMIUM_ARGS, streamlit_server, wait_idle
+from tests.helpers.browser import chromium_page, streamlit_server, wait_idle
 from tests.helpers.pages import page_table
 from tests.helpers.paths import ROOT
 
@@ -32,18 +30,8 @@ def server(demo_url: str, tmp_path: Path) -> Iterator[str]:
 @pytest.fixture
 def page(server: str) -> Iterator[Page]:
     """A browser page; nothing has been opened on the server yet (a cold server)."""
-    chromium = shutil.which("chromium")
-    if not chromium:
-        if os.environ.get("CI"):
-            pytest.fail("Debian's chromium is required in CI (apt-get install chromium)")
-        pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
-        pg = browser.new_page(viewport={"width": 1400, "height": 1000})
+    with chromium_page() as pg:
         yield pg
-        browser.close()
 
 
 def _user_id(url: str, email: str) -> int:

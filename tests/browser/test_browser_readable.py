@@ -8,16 +8,14 @@ Debian's chromium.
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
 
-from tests.helpers.browser import CHROMIUM_ARGS, streamlit_server, wait_idle
+from tests.helpers.browser import chromium_page, streamlit_server, wait_idle
 from tests.helpers.paths import ROOT
 
 pytestmark = pytest.mark.browser
@@ -36,20 +34,7 @@ def review_server(demo_url: str, tmp_path: Path) -> Iterator[str]:
 
 
 def test_a_closed_review_reads_in_words_people_and_percentages(review_server: str) -> None:
-    chromium = shutil.which("chromium")
-    if not chromium:
-        if os.environ.get("CI"):
-            pytest.fail("Debian's chromium is required in CI (apt-get install chromium)")
-        pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
-        pg = browser.new_page(viewport={"width": 1400, "height": 1400})
-        errors: list[str] = []
-        pg.on("pageerror", lambda e: errors.append(str(e)))
-        pg.goto(review_server)
-        wait_idle(pg)
+    with chromium_page(1400, 1400, base=review_server) as pg:
         expect(pg.get_by_role("heading", name="Monthly review")).to_be_visible()
         # pick a closed review: read-only, closed by a person named as such
         pg.locator("[data-testid='stMain'] [data-testid='stSelectbox']").first.click()
@@ -66,5 +51,4 @@ def test_a_closed_review_reads_in_words_people_and_percentages(review_server: st
         assert "@brightwave.example" not in text  # names, never addresses
         assert not re.search(r"\bnan\b", text)
         assert not re.search(r"\d\.\d{4,}", text)
-        assert errors == []
-        browser.close()
+        assert pg.errors == []  # type: ignore[attr-defined]

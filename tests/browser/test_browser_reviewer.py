@@ -7,8 +7,6 @@ fail them."""
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,7 +17,7 @@ from review.admin import users
 from review.labels import adjudication, labeling
 from review.monthly import reviews
 from storage.db import make_engine
-from tests.helpers.browser import CHROMIUM_ARGS, streamlit_server, wait_idle
+from tests.helpers.browser import chromium_page, streamlit_server, wait_idle
 from tests.helpers.paths import ROOT
 
 pytestmark = pytest.mark.browser
@@ -35,21 +33,8 @@ def server(demo_url: str, tmp_path: Path) -> Iterator[str]:
 
 @pytest.fixture
 def page(server: str) -> Iterator[object]:
-    chromium = shutil.which("chromium")
-    if not chromium:
-        if os.environ.get("CI"):
-            pytest.fail("Debian's chromium is required in CI (apt-get install chromium)")
-        pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
-        pg = browser.new_page(viewport={"width": 1400, "height": 1000})
-        pg.base = server  # type: ignore[attr-defined]
-        pg.goto(server)  # let the router run once
-        wait_idle(pg)
+    with chromium_page(base=server) as pg:
         yield pg
-        browser.close()
 
 
 def ravi_id(url: str) -> int:

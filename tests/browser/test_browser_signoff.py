@@ -9,9 +9,7 @@ Playwright drives Debian's chromium against `streamlit run app.py`; every assert
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,7 +21,7 @@ from review.core.taxonomy import load_taxonomy
 from review.policy import signoff
 from review.thresholds import signing, thresholds
 from storage.db import make_engine
-from tests.helpers.browser import CHROMIUM_ARGS, streamlit_server, wait_idle
+from tests.helpers.browser import chromium_page, streamlit_server, wait_idle
 from tests.helpers.paths import ROOT
 
 pytestmark = pytest.mark.browser
@@ -64,23 +62,9 @@ def server(demo_url: str, people: dict[str, int], tmp_path: Path) -> Iterator[st
 
 @pytest.fixture
 def pg(server: str) -> Iterator[Page]:
-    chromium = shutil.which("chromium")
-    if not chromium:
-        if os.environ.get("CI"):
-            pytest.fail("Debian's chromium is required in CI (apt-get install chromium)")
-        pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        errors: list[str] = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(server)  # let the router run once
-        wait_idle(page)
+    with chromium_page(base=server) as page:
         yield page
-        browser.close()
-        assert errors == []
+    assert page.errors == []  # type: ignore[attr-defined]
 
 
 def _open_from_overview(pg: Page, base: str, who: int, number: int) -> None:

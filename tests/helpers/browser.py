@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -11,10 +12,14 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.helpers.paths import ROOT
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
 
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -85,6 +90,38 @@ def streamlit_server(script: Path, tmp_path: Path, **env_vars: str) -> Iterator[
             proc.kill()
             proc.wait()
         log.close()
+
+
+@contextlib.contextmanager
+def chromium_page(
+    width: int = 1400, height: int = 1000, base: str | None = None, open_base: bool = True
+) -> Iterator[Page]:
+    """A page of Debian's chromium (driven through Playwright) with a ``width`` x ``height``
+    viewport; its page errors are in ``page.errors`` (a list attribute). With ``base`` the page
+    keeps it as ``page.base`` and, unless ``open_base`` is false (a cold server), opens it and
+    waits for the app to settle, so the router has run once before the test's deep links.
+
+    Without chromium the test fails in CI and is skipped elsewhere."""
+    chromium = shutil.which("chromium")
+    if not chromium:
+        if os.environ.get("CI"):
+            pytest.fail("Debian's chromium is required in CI (apt-get install chromium)")
+        pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        pg = browser.new_page(viewport={"width": width, "height": height})
+        errors: list[str] = []
+        pg.on("pageerror", lambda e: errors.append(str(e)))
+        pg.errors = errors  # type: ignore[attr-defined]
+        if base is not None:
+            pg.base = base  # type: ignore[attr-defined]
+            if open_base:
+                pg.goto(base)
+                wait_idle(pg)
+        yield pg
+        browser.close()
 
 
 def wait_idle(pg) -> None:  # type: ignore[no-untyped-def]
