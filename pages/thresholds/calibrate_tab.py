@@ -17,12 +17,13 @@ from sqlalchemy import Engine
 from pages import ui
 from pages.thresholds import headline_view
 from pages.thresholds.downloads import chart_downloads
-from pages.thresholds.proposal import propose_form, replay_section
+from pages.thresholds.proposal import PROPOSED, propose_form, replay_section
 from review.charts import charts
 from review.core.errors import WorkbenchError
 from review.core.identity import Actor
 from review.core.taxonomy import Taxonomy
 from review.evaluation import evalruns
+from review.policy import signoff
 from review.policy.policy import ModeThresholds, NoAnswerPolicy
 from review.policy.selective import sweep_by_slice
 from review.thresholds import caveat as caveat_cal
@@ -226,7 +227,25 @@ def _follow_in_force(pif: PolicyInForce) -> None:
     st.session_state[SLIDERS_OF] = now
 
 
+def _moved_on(engine: Engine, pif: PolicyInForce) -> bool:
+    """Whether the policy in force is no longer the one this page was drawn with (approved
+    meanwhile by someone else): then the whole page is drawn again, not this tab alone."""
+    try:
+        now = signoff.in_force_version(engine, thresholds.KIND)
+    except WorkbenchError:  # the page says why the policy cannot be read
+        return True
+    return (now.id if now else None) != (pif.version.id if pif.version else None)
+
+
+@st.fragment(key="thr_calibrate")
 def calibrate(engine: Engine, actor: Actor, tax: Taxonomy, pif: PolicyInForce) -> None:
+    """The tab as a fragment: a slider step or a pick here reruns this tab only (the other
+    tabs and the in-force caption do not depend on it)."""
+    if _moved_on(engine, pif):
+        st.rerun(scope="app")
+    flash = st.session_state.pop(PROPOSED, None)
+    if flash:
+        st.success(ui.plain(flash))
     policy = pif.policy
     runs = evalruns.list_runs(engine)
     if not runs:

@@ -18,6 +18,9 @@ from review.thresholds import replay as trace_replay
 from review.thresholds.caveat import CaveatCalibration
 from review.thresholds.thresholds import Analysis, PolicyInForce
 
+#: The message of a proposal just made, shown after the page is drawn again.
+PROPOSED = "thr_made_flash"
+
 
 def replay_section(
     engine: Engine, actor: Actor, pif: PolicyInForce, mode: str, proposed: float, caveat: float
@@ -98,7 +101,10 @@ def propose_form(
                 override_note=override or None,
                 snapshot=snapshot,
             )
-            st.success(
+            # the whole page again (this tab is a fragment): the Sign-off and History tabs
+            # list the new proposal; the message is shown at the top of this tab
+            st.session_state[PROPOSED] = (
                 f"Proposed as version {signoff.get_version(engine, vid).number:d}."
                 " A product owner and compliance, not you, must approve it."
             )
+            st.rerun(scope="app")
