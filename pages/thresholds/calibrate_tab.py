@@ -15,7 +15,7 @@ import streamlit as st
 from sqlalchemy import Engine
 
 from pages import ui
-from pages.thresholds import headline_view
+from pages.thresholds import cached, headline_view
 from pages.thresholds.downloads import chart_downloads
 from pages.thresholds.proposal import PROPOSED, propose_form, replay_section
 from review.charts import charts
@@ -70,9 +70,8 @@ def _outcomes(
             evidence.audit_source(plan_ids, mode),
         )
     run = by_name[run_name]
-    mode = c2.selectbox(
-        "Ranking mode", thresholds.modes_of_run(engine, run.id, tax), key="thr_mode"
-    )
+    outputs = cached.outputs(engine, tax, run.id)
+    mode = c2.selectbox("Ranking mode", thresholds.modes_in(outputs), key="thr_mode")
     tuned_on = c3.selectbox(
         "Tune on split",
         list(display.SPLITS),
@@ -84,7 +83,7 @@ def _outcomes(
             "Tuning on the test split: the proposal will be flagged and cannot be "
             "approved without an override note that stays on the record."
         )
-    frame = thresholds.outcomes(engine, run.id, tax, policy, mode)
+    frame = thresholds.outcomes_of(outputs, policy, mode)
     report_on = display.report_split_for(tuned_on)
     return Outcomes(
         frame, mode, tuned_on, report_on, evidence.run_source(run, mode, tuned_on, report_on)
