@@ -25,7 +25,6 @@ from review.core.taxonomy import Taxonomy
 from review.evaluation import evalruns
 from review.policy import signoff
 from review.policy.policy import ModeThresholds, NoAnswerPolicy
-from review.policy.selective import sweep_by_slice
 from review.thresholds import caveat as caveat_cal
 from review.thresholds import display, evidence, headline, thresholds
 from review.thresholds.thresholds import Analysis, PolicyInForce
@@ -41,6 +40,8 @@ class Outcomes:
     report_on: str
     #: the calibration source a proposal records (evidence.run_source / audit_source)
     source: dict[str, Any]
+    #: the run's outputs stamp (evalruns.outputs_stamp); None: audited traces
+    stamp: tuple[Any, ...] | None = None
 
 
 def _outcomes(
@@ -70,7 +71,7 @@ def _outcomes(
             evidence.audit_source(plan_ids, mode),
         )
     run = by_name[run_name]
-    outputs = cached.outputs(engine, tax, run.id)
+    outputs, stamp = cached.outputs(engine, tax, run.id)
     mode = c2.selectbox("Ranking mode", thresholds.modes_in(outputs), key="thr_mode")
     tuned_on = c3.selectbox(
         "Tune on split",
@@ -86,7 +87,12 @@ def _outcomes(
     frame = thresholds.outcomes_of(outputs, policy, mode)
     report_on = display.report_split_for(tuned_on)
     return Outcomes(
-        frame, mode, tuned_on, report_on, evidence.run_source(run, mode, tuned_on, report_on)
+        frame,
+        mode,
+        tuned_on,
+        report_on,
+        evidence.run_source(run, mode, tuned_on, report_on),
+        stamp,
     )
 
 
@@ -143,7 +149,7 @@ def _targets_and_flips(a: Analysis, policy: NoAnswerPolicy, changed: bool) -> No
         st.dataframe(a.flips, hide_index=True, width="stretch")
 
 
-def _sweeps(a: Analysis, frame: pd.DataFrame, policy: NoAnswerPolicy) -> None:
+def _sweeps(a: Analysis, src: Outcomes, pif: PolicyInForce, engine: Engine) -> None:
     with st.expander("Sweep and per-slice curves"):
         st.caption(
             f"Both failure sides against the threshold ({ui.plain(a.tuned_on)}): coverage, "
@@ -155,7 +161,9 @@ def _sweeps(a: Analysis, frame: pd.DataFrame, policy: NoAnswerPolicy) -> None:
         chart_downloads(sc, a.sweep, "sweep")
         st.dataframe(a.sweep.replace([np.inf], np.nan), hide_index=True, width="stretch")
         try:
-            by_slice = sweep_by_slice(frame[frame["split"] == a.tuned_on], policy.costs)
+            by_slice = cached.slice_sweeps(
+                src.frame, pif.policy, pif.text, engine, src.stamp, src.mode, a.tuned_on
+            )
             sm = charts.slice_small_multiples(by_slice, a.points)
             st.altair_chart(sm)
             chart_downloads(sm, by_slice, "slices")
@@ -292,5 +300,5 @@ def calibrate(engine: Engine, actor: Actor, tax: Taxonomy, pif: PolicyInForce) -
     _targets_and_flips(a, policy, display.is_change(th, bounds, float(proposed), caveat))
     cal = _caveat_band(src, policy, float(proposed), caveat)
     replay_section(engine, actor, pif, src.mode, proposed, caveat)
-    _sweeps(a, src.frame, policy)
+    _sweeps(a, src, pif, engine)
     propose_form(engine, actor, src.mode, proposed, caveat, a, cal, src.source)
