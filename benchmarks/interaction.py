@@ -10,7 +10,7 @@ the decision key (a fragment in the browser, which reruns only the decision area
 is an upper bound. The slider step is timed as what the browser asks for: the Calibrate tab
 of Thresholds is a fragment (key ``thr_calibrate``), and a step of a slider in it reruns that
 fragment alone (the other tabs stay as drawn), so the benchmark sends AppTest's rerun request
-with that fragment's id (``_fragment_reruns``); the page was drawn whole once before, and
+with that fragment's id (tests/helpers/fragments.py); the page was drawn whole once before, and
 the first step is the untimed warm-up. Printed per interaction: median wall time, median CPU
 time of the process, and the ratio of wall time to the reference measured in the same run:
 the same AppTest rerun of a page that draws a title and a button (the cost of the rerun
@@ -20,21 +20,19 @@ machinery itself). The goal of issue 17 is at most 0.3 s of server time per inte
 from __future__ import annotations
 
 import argparse
-import functools
 import os
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from streamlit.testing.v1 import AppTest, local_script_runner  # noqa: E402
+from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from review.admin import users  # noqa: E402
 from review.cases import cases  # noqa: E402
@@ -42,6 +40,7 @@ from review.core.taxonomy import load_taxonomy  # noqa: E402
 from review.demo import fixtures  # noqa: E402
 from review.labels import labeling  # noqa: E402
 from storage.db import make_engine, migrate  # noqa: E402
+from tests.helpers.fragments import fragment_reruns  # noqa: E402
 
 __all__ = ["Timing", "run_benchmark"]
 
@@ -147,26 +146,6 @@ def submit(url: str, repeat: int) -> Timing:
     )
 
 
-@contextmanager
-def _fragment_reruns(at: AppTest, key: str) -> Iterator[None]:
-    """Within this block, a run of ``at`` reruns only the fragment registered under ``key``,
-    as the browser asks when a widget inside that fragment changes (a rerun request naming the
-    fragment: ``RerunData.fragment_id_queue``). AppTest itself always reruns the whole script;
-    this is the one place the benchmark reaches into it (its fragment storage and the rerun
-    request its runner builds)."""
-    ids = at._fragment_storage.resolve_target(key)
-    if not ids:
-        raise RuntimeError(f"no fragment {key!r} on this page")
-    plain = local_script_runner.RerunData
-    local_script_runner.RerunData = functools.partial(  # type: ignore[misc]
-        plain, fragment_id_queue=list(ids)
-    )
-    try:
-        yield
-    finally:
-        local_script_runner.RerunData = plain  # type: ignore[misc]
-
-
 def slider_step(url: str, repeat: int) -> Timing:
     """A step of the refuse_below slider: the Calibrate tab is a fragment, so in the browser
     the step reruns that tab alone; timed as that fragment rerun."""
@@ -183,7 +162,7 @@ def slider_step(url: str, repeat: int) -> Timing:
             raise RuntimeError("the slider step did not rerun the Calibrate tab")
         return after
 
-    with _fragment_reruns(at, "thr_calibrate"):
+    with fragment_reruns(at, "thr_calibrate"):
         return _time("Thresholds: a refuse_below slider step (fragment)", move, repeat)
 
 
