@@ -17,7 +17,7 @@ from sqlalchemy import Engine
 from pages import ui
 from pages.thresholds import cached, headline_view
 from pages.thresholds.downloads import chart_downloads
-from pages.thresholds.proposal import PROPOSED, propose_form, replay_section
+from pages.thresholds.proposal import propose_form, replay_section
 from review.charts import charts
 from review.core.errors import WorkbenchError
 from review.core.identity import Actor
@@ -250,9 +250,6 @@ def calibrate(engine: Engine, actor: Actor, tax: Taxonomy, pif: PolicyInForce) -
     tabs and the in-force caption do not depend on it)."""
     if _moved_on(engine, pif):
         st.rerun(scope="app")
-    flash = st.session_state.pop(PROPOSED, None)
-    if flash:
-        st.success(ui.plain(flash))
     policy = pif.policy
     runs = evalruns.list_runs(engine)
     if not runs:

@@ -84,6 +84,9 @@ def propose_form(
             else ""
         )
         go = st.form_submit_button("Propose for sign-off", type="primary")
+    flash = st.session_state.pop(PROPOSED, None)
+    if flash:  # a proposal just made (the page was drawn again since)
+        st.success(ui.plain(flash))
     if go:
         with ui.reported():
             # the figures the author saw, on the source every signer will see them on
@@ -102,7 +105,7 @@ def propose_form(
                 snapshot=snapshot,
             )
             # the whole page again (this tab is a fragment): the Sign-off and History tabs
-            # list the new proposal; the message is shown at the top of this tab
+            # list the new proposal; the message is shown under this form
             st.session_state[PROPOSED] = (
                 f"Proposed as version {signoff.get_version(engine, vid).number:d}."
                 " A product owner and compliance, not you, must approve it."
