@@ -15,7 +15,7 @@ import streamlit as st
 from sqlalchemy import Engine
 
 from pages import ui
-from pages.thresholds import headline_view
+from pages.thresholds import cached, headline_view
 from pages.thresholds.downloads import chart_downloads
 from pages.thresholds.proposal import propose_form, replay_section
 from review.charts import charts
@@ -24,8 +24,8 @@ from review.core.errors import WorkbenchError
 from review.core.identity import Actor
 from review.core.taxonomy import Taxonomy
 from review.evaluation import evalruns
+from review.policy import signoff
 from review.policy.policy import ModeThresholds, NoAnswerPolicy
-from review.policy.selective import sweep_by_slice
 from review.thresholds import caveat as caveat_cal
 from review.thresholds import display, evidence, headline, thresholds
 from review.thresholds.thresholds import Analysis, PolicyInForce
@@ -41,6 +41,8 @@ class Outcomes:
     report_on: str
     #: the calibration source a proposal records (evidence.run_source / audit_source)
     source: dict[str, Any]
+    #: the run's outputs stamp (evalruns.outputs_stamp); None: audited traces
+    stamp: tuple[Any, ...] | None = None
 
 
 def _outcomes(
@@ -70,9 +72,8 @@ def _outcomes(
             evidence.audit_source(plan_ids, mode),
         )
     run = by_name[run_name]
-    mode = c2.selectbox(
-        "Ranking mode", thresholds.modes_of_run(engine, run.id, tax), key="thr_mode"
-    )
+    outputs, stamp = cached.outputs(engine, tax, run.id)
+    mode = c2.selectbox("Ranking mode", thresholds.modes_in(outputs), key="thr_mode")
     tuned_on = c3.selectbox(
         "Tune on split",
         list(display.SPLITS),
@@ -84,10 +85,15 @@ def _outcomes(
             "Tuning on the test split: the proposal will be flagged and cannot be "
             "approved without an override note that stays on the record."
         )
-    frame = thresholds.outcomes(engine, run.id, tax, policy, mode)
+    frame = thresholds.outcomes_of(outputs, policy, mode)
     report_on = display.report_split_for(tuned_on)
     return Outcomes(
-        frame, mode, tuned_on, report_on, evidence.run_source(run, mode, tuned_on, report_on)
+        frame,
+        mode,
+        tuned_on,
+        report_on,
+        evidence.run_source(run, mode, tuned_on, report_on),
+        stamp,
     )
 
 
@@ -154,7 +160,7 @@ def _targets_and_flips(a: Analysis, policy: NoAnswerPolicy, changed: bool) -> No
         st.dataframe(a.flips, hide_index=True, width="stretch")
 
 
-def _sweeps(a: Analysis, frame: pd.DataFrame, policy: NoAnswerPolicy) -> None:
+def _sweeps(a: Analysis, src: Outcomes, pif: PolicyInForce, engine: Engine) -> None:
     with st.expander("Sweep and per-slice curves"):
         st.caption(
             f"Both failure sides against the threshold ({ui.plain(a.tuned_on)}): coverage, "
@@ -166,7 +172,9 @@ def _sweeps(a: Analysis, frame: pd.DataFrame, policy: NoAnswerPolicy) -> None:
         chart_downloads(sc, a.sweep, "sweep")
         st.dataframe(a.sweep.replace([np.inf], np.nan), hide_index=True, width="stretch")
         try:
-            by_slice = sweep_by_slice(frame[frame["split"] == a.tuned_on], policy.costs)
+            by_slice = cached.slice_sweeps(
+                src.frame, pif.policy, pif.text, engine, src.stamp, src.mode, a.tuned_on
+            )
             sm = charts.slice_small_multiples(by_slice, a.points)
             st.altair_chart(sm)
             chart_downloads(sm, by_slice, "slices")
@@ -237,7 +245,22 @@ def _follow_in_force(pif: PolicyInForce) -> None:
     st.session_state[SLIDERS_OF] = now
 
 
+def _moved_on(engine: Engine, pif: PolicyInForce) -> bool:
+    """Whether the policy in force is no longer the one this page was drawn with (approved
+    meanwhile by someone else): then the whole page is drawn again, not this tab alone."""
+    try:
+        now = signoff.in_force_version(engine, thresholds.KIND)
+    except WorkbenchError:  # the page says why the policy cannot be read
+        return True
+    return (now.id if now else None) != (pif.version.id if pif.version else None)
+
+
+@st.fragment(key="thr_calibrate")
 def calibrate(engine: Engine, actor: Actor, tax: Taxonomy, pif: PolicyInForce) -> None:
+    """The tab as a fragment: a slider step or a pick here reruns this tab only (the other
+    tabs and the in-force caption do not depend on it)."""
+    if _moved_on(engine, pif):
+        st.rerun(scope="app")
     policy = pif.policy
     runs = evalruns.list_runs(engine)
     if not runs:
@@ -285,5 +308,5 @@ def calibrate(engine: Engine, actor: Actor, tax: Taxonomy, pif: PolicyInForce) -
     _targets_and_flips(a, policy, display.is_change(th, bounds, float(proposed), caveat))
     cal = _caveat_band(src, policy, float(proposed), caveat)
     replay_section(engine, actor, pif, src.mode, proposed, caveat)
-    _sweeps(a, src.frame, policy)
+    _sweeps(a, src, pif, engine)
     propose_form(engine, actor, src.mode, proposed, caveat, a, cal, src.source)

@@ -18,6 +18,9 @@ from review.thresholds import replay as trace_replay
 from review.thresholds.caveat import CaveatCalibration
 from review.thresholds.thresholds import Analysis, PolicyInForce
 
+#: The message of a proposal just made, shown after the page is drawn again.
+PROPOSED = "thr_made_flash"
+
 
 def replay_section(
     engine: Engine, actor: Actor, pif: PolicyInForce, mode: str, proposed: float, caveat: float
@@ -81,6 +84,9 @@ def propose_form(
             else ""
         )
         go = st.form_submit_button("Propose for sign-off", type="primary")
+    flash = st.session_state.pop(PROPOSED, None)
+    if flash:  # a proposal just made (the page was drawn again since)
+        st.success(ui.plain(flash))
     if go:
         with ui.reported():
             # the figures the author saw, on the source every signer will see them on
@@ -98,7 +104,10 @@ def propose_form(
                 override_note=override or None,
                 snapshot=snapshot,
             )
-            st.success(
+            # the whole page again (this tab is a fragment): the Sign-off and History tabs
+            # list the new proposal; the message is shown under this form
+            st.session_state[PROPOSED] = (
                 f"Proposed as version {signoff.get_version(engine, vid).number:d}."
                 " A product owner and compliance, not you, must approve it."
             )
+            st.rerun(scope="app")

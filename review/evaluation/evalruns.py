@@ -50,6 +50,7 @@ from review.wording.lint import lint
 from storage import changes
 from storage.db import read_session, run_write
 from storage.models import (
+    Adjudication,
     Case,
     CaseClaim,
     CaseDocument,
@@ -59,6 +60,7 @@ from storage.models import (
     EvalOutput,
     EvalPerturbedOutput,
     EvalRun,
+    Label,
 )
 
 
@@ -436,6 +438,38 @@ def score_outputs(
                 }
             )
         return _frame(s, rows, tax)
+
+
+def outputs_stamp(engine: Engine, run_id: int) -> tuple[Any, ...]:
+    """A cache key for :func:`outputs_frame` of ``run_id``: it changes whenever what the frame
+    reads changes. Cheap (aggregates over indexed columns). Outputs, labels, adjudications,
+    document versions and families are only ever added or deleted (count and newest id move);
+    a case edit bumps its version and replaces its documents and slices (the sum of versions
+    and the newest id move)."""
+
+    def count_max(model: Any) -> tuple[Any, Any]:
+        return (
+            select(func.count(model.id)).scalar_subquery(),
+            select(func.coalesce(func.max(model.id), 0)).scalar_subquery(),
+        )
+
+    mine = EvalOutput.run_id == run_id
+    with read_session(engine) as s:
+        row = s.execute(
+            select(
+                select(func.count(EvalOutput.id)).where(mine).scalar_subquery(),
+                select(func.coalesce(func.max(EvalOutput.id), 0)).where(mine).scalar_subquery(),
+                *count_max(Case),
+                select(func.coalesce(func.sum(Case.version), 0)).scalar_subquery(),
+                *count_max(CaseDocument),
+                select(func.count()).select_from(CaseSlice).scalar_subquery(),
+                *count_max(Document),
+                *count_max(CaseFamily),
+                *count_max(Label),
+                *count_max(Adjudication),
+            )
+        ).one()
+    return (run_id, *(int(v or 0) for v in row))
 
 
 def outputs_frame(engine: Engine, run_id: int, tax: Taxonomy) -> pd.DataFrame:

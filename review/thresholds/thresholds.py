@@ -126,7 +126,15 @@ def outcomes(
     ``expects_abstain``, ``split``, ``slice`` (list) and the observed decision.
     Infrastructure failures and outputs without a score (escalations decided before scoring)
     are left out."""
-    df = evalruns.outputs_frame(engine, run_id, tax)
+    return outcomes_of(evalruns.outputs_frame(engine, run_id, tax), policy, mode)
+
+
+def outcomes_of(
+    outputs: pd.DataFrame, policy: NoAnswerPolicy, mode: str | None = None
+) -> pd.DataFrame:
+    """:func:`outcomes` of a run's :func:`review.evaluation.evalruns.outputs_frame` already
+    read (a cached one, say): the frame given is left as it is."""
+    df = outputs
     if df.empty:
         return df
     df = df[~df["infra"] & df["score"].notna()].copy()
@@ -147,8 +155,14 @@ def outcomes(
 
 
 def modes_of_run(engine: Engine, run_id: int, tax: Taxonomy) -> list[str]:
-    df = evalruns.outputs_frame(engine, run_id, tax)
-    return sorted({str(m) for m in df["ranking_mode"].dropna()}) or ["vector"]
+    return modes_in(evalruns.outputs_frame(engine, run_id, tax))
+
+
+def modes_in(outputs: pd.DataFrame) -> list[str]:
+    """The ranking modes of a run's outputs frame (``vector`` when none is recorded)."""
+    if outputs.empty:
+        return ["vector"]
+    return sorted({str(m) for m in outputs["ranking_mode"].dropna()}) or ["vector"]
 
 
 def data_fingerprint(frame: pd.DataFrame) -> str:

@@ -412,10 +412,17 @@ def test_metrics_use_the_agreed_label_then_the_adjudication(
     row = frame[frame["case_id"].isin(unlabeled) & (frame["gold"] != "escalate")].iloc[0]
     case, expected = int(row["case_id"]), str(row["gold"])
 
+    stamps = [evalruns.outputs_stamp(demo_engine, run.id)]
+
     def gold() -> tuple[str, list[str]]:
         f = evalruns.outputs_frame(demo_engine, run.id, tax)
         r = f[f["case_id"] == case].iloc[0]
+        # the cache key of this frame moves with every label and adjudication
+        stamps.append(evalruns.outputs_stamp(demo_engine, run.id))
+        assert stamps[-1] != stamps[-2]
         return str(r["gold"]), list(r["gold_reasons"])
+
+    assert evalruns.outputs_stamp(demo_engine, run.id) == stamps[0]  # nothing changed
 
     a, b = make_actor("annotator", "a@example.org"), make_actor("annotator", "b@example.org")
     esc = labeling.LabelIn("escalate", ("restricted_topic",))
@@ -451,3 +458,20 @@ def test_scored_outputs_lint_refusals_for_claims(demo_engine: Engine, tax: Taxon
     assert not df.loc["CASE-035", "claim_after_refusal"]
     # an answer with no text is an infrastructure failure, never an answer
     assert df.loc["CASE-001", "infra"] and not df.loc["CASE-001", "answered"]
+
+
+def test_the_outputs_cache_key_moves_with_a_case_edit(demo_engine: Engine, tax: Taxonomy) -> None:
+    """An edited case (its expected decision is the gold of an unlabeled case) gives the run
+    frame a new cache key, so the Thresholds page reads the frame again."""
+    from review.cases import cases
+
+    run = evalruns.list_runs(demo_engine)[0]
+    frame = evalruns.outputs_frame(demo_engine, run.id, tax)
+    before = evalruns.outputs_stamp(demo_engine, run.id)
+    view = cases.get_case(demo_engine, int(frame["case_id"].iloc[0]))
+    assert view is not None
+    edited = cases.CaseIn.model_validate({**view.record, "notes": view.record["notes"] + " +"})
+    cases.update_case(
+        demo_engine, make_actor("admin", "x@example.org"), view.id, view.version, edited, tax
+    )
+    assert evalruns.outputs_stamp(demo_engine, run.id) != before

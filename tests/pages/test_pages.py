@@ -573,6 +573,9 @@ def test_thresholds_propose_then_two_other_people_approve(
     assert any("Proposed as version" in readable(s) for s in at.success)
     newest = signoff.versions(demo_engine, thresholds.KIND)[0]
     assert newest.status == "pending" and newest.author == OMAR
+    # the Calibrate tab is a fragment; proposing draws the whole page again, so the
+    # Sign-off tab lists the new proposal at once
+    assert any(f"Version {newest.number}" in readable(h) for h in at.subheader)
     assert "refuse_below: 0.6" in newest.yaml_text and "caveat_below: 0.7" in newest.yaml_text
     stored = newest.snapshot or {}
     assert stored["caveat"]["caveat_below"] == 0.7 and stored["caveat"]["table"]

@@ -12,9 +12,11 @@ import pytest
 from sqlalchemy import Engine
 
 from review.admin import users
+from review.core.identity import Role
 from review.core.taxonomy import Taxonomy
 from review.policy import signoff
 from review.thresholds import signing, thresholds
+from tests.helpers.fragments import fragment_reruns
 from tests.helpers.pages import PAULA, app, no_exception, readable
 
 OMAR = "omar.haddad@brightwave.example"
@@ -179,3 +181,37 @@ def test_after_an_approval_the_controls_start_from_the_version_in_force(
         "Accepted: unsupported answers first.",
         "Compliance accepts the lower coverage.",
     ]
+
+
+def test_a_slider_step_reruns_the_calibrate_tab_and_follows_a_new_policy_in_force(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch, tax: Taxonomy
+) -> None:
+    """The Calibrate tab is a fragment: a slider step there reruns it alone (as the browser
+    asks) and shows what the step does; when a version was put in force meanwhile by others,
+    the step draws the whole page again, from the thresholds now in force."""
+    v = _pending(demo_engine)
+    at = app(demo_url, monkeypatch, PAULA).run()
+    at.switch_page(PAGE).run()
+    no_exception(at)
+    with fragment_reruns(at, "thr_calibrate"):
+        at.slider(key="thr_proposed_vector").set_value(0.7).run()
+        no_exception(at)
+        assert any(readable(s) == "What the change does" for s in at.subheader)
+        assert at.slider(key="thr_proposed_vector").value == pytest.approx(0.7)
+        for who, role in ((OMAR, "product_owner"), (CHEN, "compliance")):
+            signing.sign_thresholds(
+                demo_engine,
+                _actor(demo_engine, who),
+                tax,
+                v.id,
+                "approve",
+                role=Role(role),
+                note="Accepted: unsupported answers first.",
+                confirm_failing_targets=True,
+            )
+        at.slider(key="thr_proposed_vector").set_value(0.65).run()
+    no_exception(at)
+    assert any(readable(c).startswith(f"In force: sign-off v{v.number} ") for c in at.caption)
+    slider = at.slider(key="thr_proposed_vector")
+    assert "(current: 0.6)" in readable(slider.label) and slider.value == pytest.approx(0.6)
+    assert any(readable(s) == "The policy in force" for s in at.subheader)
