@@ -289,7 +289,7 @@ def test_hostile_content_renders_inert_on_every_page_that_shows_it(
     pg.get_by_role("tab", name="My queue").click()
     wait_idle(pg)
     _check_inert(pg, "audit claim review")
-    _literal_visible(pg, "Each claim with the chunk ids it cites", "audit claim review")
+    _literal_visible(pg, "Each claim with the chunks it cites", "audit claim review")
     # a deep link with a number too large for the database is ignored, not a crash
     _open(pg, f"/cases?case={'9' * 30}&{as_ravi}")
     _check_inert(pg, "huge case id")
