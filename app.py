@@ -198,7 +198,7 @@ _LOCAL_NOTE = (
 
 
 def _labels(people: list[users.UserView]) -> dict[int, str]:
-    labels = {u.id: f"{u.name} · {', '.join(u.roles)}" for u in people}
+    labels = {u.id: f"{u.name} · {', '.join(r.replace('_', ' ') for r in u.roles)}" for u in people}
     if len(set(labels.values())) < len(labels):
         labels = {u.id: f"{labels[u.id]} ({u.email})" for u in people}
     return labels

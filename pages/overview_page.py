@@ -49,7 +49,8 @@ def bar_chart(df: pd.DataFrame, y: str) -> alt.Chart:
         .mark_bar()
         .encode(
             x=alt.X("cases:Q", title="cases"),
-            y=alt.Y(f"{y}:N", sort="-x", title=None),
+            # long slice names read whole: no label is cut to "Near-neighbour d…"
+            y=alt.Y(f"{y}:N", sort="-x", title=None, axis=alt.Axis(labelLimit=400)),
             tooltip=[y, "cases"],
         )
     )
@@ -92,7 +93,8 @@ def main() -> None:
     ov = build_overview(ui.engine(), actor, tax)
     st.title("Overview")
     st.caption(
-        f"Signed in as {ui.plain(actor.name)} ({ui.plain(', '.join(sorted(actor.roles)))})"
+        f"Signed in as {ui.plain(actor.name)} "
+        f"({ui.plain(', '.join(r.replace('_', ' ') for r in sorted(actor.roles)))})"
         + (" · clearance for restricted content" if actor.clearance else "")
     )
     counts(ov)

@@ -64,7 +64,7 @@ def _sign_form(engine: Engine, actor: Actor, tax: Taxonomy, review: ProposalRevi
     v = review.version
     roles = display.signing_roles(actor, v)
     with st.form(f"thr_sign_{v.id}"):
-        role = st.selectbox("Sign as", [r.value for r in roles])
+        role = st.selectbox("Sign as", [r.value for r in roles], format_func=readable.humanize)
         if review.confirmation:
             st.warning(ui.plain(f"Version {v.number:d}: {review.confirmation}"))
             note = st.text_area(

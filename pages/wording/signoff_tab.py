@@ -55,7 +55,12 @@ def _lint(r: VersionReview) -> None:
 def _sign_form(ctx: WordingContext, v: signoff.VersionView) -> None:
     roles = display.signing_roles(ctx.actor, v)
     with st.form(f"wd_sign_{v.id}"):
-        role = st.selectbox("Sign as", [x.value for x in roles], key=f"wd_role_{v.id}")
+        role = st.selectbox(
+            "Sign as",
+            [x.value for x in roles],
+            key=f"wd_role_{v.id}",
+            format_func=readable.humanize,
+        )
         note = st.text_area(
             "Note (required to reject, and to approve wording with lint findings)",
             key=f"wd_note_{v.id}",

@@ -141,7 +141,14 @@ def risk_coverage_chart(
                 ],
             )
         )
-        layers.append(base.mark_text(align="left", dx=8, dy=-8).encode(text="point:N"))
+        # points at the same place get one label ("current = proposed"), never two overprinted
+        at = marks.groupby(["coverage", "selective_risk"], sort=False)["point"]
+        labels = at.agg(" = ".join).reset_index().rename(columns={"point": "label"})
+        layers.append(
+            alt.Chart(labels)
+            .mark_text(align="left", dx=8, dy=-8)
+            .encode(x="coverage:Q", y="selective_risk:Q", text="label:N")
+        )
     return alt.LayerChart(layer=layers, title="Risk against coverage")
 
 

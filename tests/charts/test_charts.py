@@ -72,6 +72,21 @@ def test_risk_coverage_chart_has_band_line_and_points() -> None:
     assert any(abs(c - current["coverage"]) < 1e-9 for c in covs)  # kept on the line
 
 
+def test_operating_points_at_the_same_place_get_one_label_not_two_overprinted() -> None:
+    frame = _big_outcomes()
+    curve = risk_coverage(frame["score"], frame["acceptable"])
+    same = operating_point(frame, 0.55, COSTS)
+    other = operating_point(frame, 0.4, COSTS)
+    at = (same["coverage"], same["selective_risk"])
+    spec = charts.risk_coverage_chart(curve, {"current": at, "proposed": at}).to_dict()
+    labels = [r["label"] for d in _datasets(spec) for r in d if "label" in r]
+    assert labels == ["current = proposed"]
+    moved = (other["coverage"], other["selective_risk"])
+    spec = charts.risk_coverage_chart(curve, {"current": at, "proposed": moved}).to_dict()
+    labels = [r["label"] for d in _datasets(spec) for r in d if "label" in r]
+    assert sorted(labels) == ["current", "proposed"]
+
+
 def test_cost_and_sweep_charts_mark_the_thresholds() -> None:
     table = sweep(_big_outcomes(), COSTS)
     for build in (charts.cost_chart, charts.sweep_chart):
