@@ -22,10 +22,11 @@ FILTER_LABELS = {"family": "Family", "slice": "Slice", "split": "Split"}
 
 #: runs once per browser tab; a constant script, no user text in it. The page's keys go
 #: through one queue instead of Streamlit's shortcut handlers, so none is lost or reordered:
-#: - a key is applied at once when the page is idle; pressed while it reruns (or is still
-#:   loading), it waits for the rerun to end and is applied then, in the order pressed (of
-#:   several decision keys in a row the last one counts); a key nothing on the page takes
-#:   is refused with a notice;
+#: - a key is applied at once when the page is idle; pressed while it reruns, it waits for the
+#:   rerun to end and is applied then, in the order pressed (of several decision keys in a row
+#:   the last one counts); a key nothing on the page takes is refused with a notice. (Before
+#:   the page has first drawn, this script is not there yet: a key pressed then is Streamlit's
+#:   own, and nothing of the page can hold it);
 #: - `?` (punctuation cannot be bound) opens the Keys overlay;
 #: - Ctrl/Cmd+Enter is taken before the focused element sees it: on a focused reason pill the
 #:   pill would toggle itself and swallow the key (a corrupted label, no submit), so it clicks

@@ -1,13 +1,14 @@
 """Browser journey of a domain expert: Inés labels cases by keyboard and mouse at 1280x720.
 
 She opens a case (blind: no document roles, no author's notes), sees the decision, reasons and
-submit without scrolling, picks a decision by key (a second key pressed at once wins, none is
-lost), is told at the form that Abstain needs a reason, picks one with the mouse, submits with
-Ctrl+Enter while the reason still has the focus (the submit changes none of the reasons),
-lands on the next case, goes back one case with P, sees the author's judgement now that she
-has labeled it, changes her label, labels the next one with a rationale submitted by
-Ctrl+Enter from the text field, and opens the keys overlay with `?`. Every assertion waits
-(Playwright's expect), so a loaded machine makes it slower, not red.
+submit without scrolling, picks a decision by key (a second key pressed during the rerun the
+first one starts is applied after it, none is lost), is told at the form that Abstain needs a
+reason, picks one with the mouse, submits with Ctrl+Enter while the reason still has the focus
+(the submit changes none of the reasons), lands on the next case, goes back one case with P,
+sees the author's judgement now that she has labeled it, changes her label, labels the next
+one with a rationale submitted by Ctrl+Enter from the text field, and opens the keys overlay
+with `?`. Every assertion waits (Playwright's expect), so a loaded machine makes it slower, not
+red.
 """
 
 from __future__ import annotations
@@ -70,8 +71,12 @@ def test_label_by_keyboard_and_mouse_go_back_and_change_it(
     assert row is not None
     ines = users.to_actor(row)
     pg.goto(f"{server}/label?case={target.id}&as={ines.id}")
-    # keys pressed while the page is still loading: held until their buttons are drawn, and
-    # of two keys pressed at once the last one wins, none is dropped
+    # the page's key queue is in place once the page has drawn (before that no script of the
+    # page runs, so nothing can hold a key); from then on a key pressed while the page reruns
+    # is held until its button is drawn, and of two decision keys pressed at once the last one
+    # wins: 1 reruns the page, 2 pressed during that rerun is applied after it
+    _case_shown(pg, target.key)
+    pg.wait_for_function("window.__labelKeys === true", timeout=WAIT)
     pg.locator("h1").first.click()
     pg.keyboard.press("1")
     pg.keyboard.press("2")
