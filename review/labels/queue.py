@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Engine, exists, func, select
+from sqlalchemy.orm import Session
 
 from review.core.identity import Actor
 from review.core.terms import CaseStatus
@@ -61,6 +62,15 @@ class QueueFacets:
     splits: tuple[str, ...]
 
 
+def _ready_values(s: Session, column: Any) -> list[str]:
+    """The distinct values of a column of the cases table among the ready cases, sorted."""
+    return list(
+        s.scalars(
+            select(column).where(Case.status == CaseStatus.ready).distinct().order_by(column)
+        ).all()
+    )
+
+
 def queue_facets(engine: Engine) -> QueueFacets:
     ready = select(Case.id).where(Case.status == CaseStatus.ready)
     with read_session(engine) as s:
@@ -77,18 +87,8 @@ def queue_facets(engine: Engine) -> QueueFacets:
             .distinct()
             .order_by(CaseSlice.slice)
         ).all()
-        cats = s.scalars(
-            select(Case.category)
-            .where(Case.status == CaseStatus.ready)
-            .distinct()
-            .order_by(Case.category)
-        ).all()
-        splits = s.scalars(
-            select(Case.split)
-            .where(Case.status == CaseStatus.ready)
-            .distinct()
-            .order_by(Case.split)
-        ).all()
+        cats = _ready_values(s, Case.category)
+        splits = _ready_values(s, Case.split)
         return QueueFacets(tuple(families), tuple(slices), tuple(cats), tuple(splits))
 
 

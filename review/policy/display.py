@@ -1,5 +1,5 @@
-"""How the signatures of a policy or wording version read on the Thresholds and Wording pages
-(one text for both): each signer by name, each role in words."""
+"""How a signed policy or wording version reads on the Thresholds and Wording pages (one text
+for both): the version in force, each signer by name, each role in words."""
 
 from __future__ import annotations
 
@@ -8,7 +8,15 @@ from collections.abc import Iterable, Mapping
 from review.core import readable
 from review.policy import signoff
 
-__all__ = ["roles_text", "signatures_text"]
+__all__ = ["in_force_caption", "roles_text", "signatures_text"]
+
+
+def in_force_caption(version: signoff.VersionView) -> str:
+    """The caption of the version in force: its sign-off and file versions, when it was
+    approved and the start of its digest."""
+    approved = f"{version.approved_on:%Y-%m-%d}" if version.approved_on else "?"
+    label = readable.version_label(version.number, version.file_version)
+    return f"In force: {label}, approved {approved} · sha256 {version.sha256[:12]}…"
 
 
 def roles_text(roles: Iterable[str], none: str = "nothing") -> str:

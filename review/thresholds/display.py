@@ -13,8 +13,8 @@ from typing import Final
 
 import pandas as pd
 
-from review.core import readable
 from review.policy import signoff
+from review.policy.display import in_force_caption
 from review.policy.policy import ModeThresholds, NoAnswerPolicy
 from review.policy.signoff import signing_roles
 from review.thresholds.thresholds import Analysis
@@ -76,14 +76,6 @@ SNAPSHOT_KEYS: Final = (
 
 #: Characters of a snapshot shown at most.
 SNAPSHOT_CHARS: Final = 3000
-
-
-def in_force_caption(version: signoff.VersionView) -> str:
-    return (
-        f"In force: {readable.version_label(version.number, version.file_version)}, "
-        f"approved {version.approved_on:%Y-%m-%d} · "
-        f"sha256 {version.sha256[:12]}…"
-    )
 
 
 # ---------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import pandas as pd
 from review.core import readable
 from review.core.identity import Actor, Permission
 from review.policy import signoff
+from review.policy.display import in_force_caption
 from review.policy.signoff import signing_roles
 from review.wording.compare import MessageChange
 from review.wording.editing import key_meaning
@@ -43,12 +44,6 @@ ASK_BEFORE = 20_000
 #: What the signed-in person is shown under a pending version: the note that they proposed
 #: it, the signing form, that their signature is not needed, or who signs.
 SignChoice = Literal["author", "sign", "not_needed", "not_a_signer"]
-
-
-def in_force_caption(version: signoff.VersionView) -> str:
-    approved = f"{version.approved_on:%Y-%m-%d}" if version.approved_on else "?"
-    label = readable.version_label(version.number, version.file_version)
-    return f"In force: {label}, approved {approved} · sha256 {version.sha256[:12]}…"
 
 
 def change_caption(change: MessageChange, *, for_signing: bool = False) -> str:
