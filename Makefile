@@ -33,8 +33,14 @@ lint: install
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache
 
+# The tests run in one worker process per core (pytest-xdist, at most TEST_WORKERS): each
+# worker has its own demo databases and PostgreSQL server; a worker that is free takes the next
+# test (worksteal), so the long browser journeys do not leave the other core idle at the end.
+TEST_WORKERS ?= 4
+
 test: lint
-	WORKBENCH_CONCURRENCY_SECONDS=$(CONCURRENCY_SECONDS) $(BIN)/pytest
+	WORKBENCH_CONCURRENCY_SECONDS=$(CONCURRENCY_SECONDS) $(BIN)/pytest \
+		--numprocesses auto --maxprocesses $(TEST_WORKERS) --dist worksteal
 
 # The concurrency tests alone, each database hammered for SOAK_SECONDS by 8 processes.
 soak: install

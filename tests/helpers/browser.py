@@ -12,7 +12,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -38,13 +38,51 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _start_streamlit(launch: list[str], port: int, env: dict[str, str], log_path: Path) -> Any:
+    with log_path.open("w") as log:
+        return subprocess.Popen(
+            [
+                *launch,
+                "--server.headless",
+                "true",
+                "--server.port",
+                str(port),
+                "--server.fileWatcherType",
+                "none",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+
+
+def _wait_healthy(proc: Any, base: str, deadline: float) -> bool:
+    """Whether the server at ``base`` answers its health check before ``deadline``; false
+    when the process ended first (a port taken meanwhile by another test worker, say)."""
+    while True:
+        try:
+            with urllib.request.urlopen(base + "/_stcore/health", timeout=2) as r:
+                if r.read().strip() == b"ok":
+                    return True
+        except OSError:
+            pass
+        if proc.poll() is not None:
+            return False
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.3)
+
+
 @contextlib.contextmanager
 def streamlit_server(script: Path, tmp_path: Path, **env_vars: str) -> Iterator[str]:
-    """Run ``streamlit run script`` on a free port with extra environment; yield its URL."""
-    port = _free_port()
+    """Run ``streamlit run script`` on a free port with extra environment; yield its URL.
+
+    Tests run in parallel workers (pytest-xdist), so a port found free can be taken by another
+    worker before the server binds it: a server that exits at once is started again on
+    another port, up to three times."""
     env = dict(os.environ, STREAMLIT_BROWSER_GATHER_USAGE_STATS="false", **env_vars)
-    log_path = tmp_path / f"streamlit-{port}.log"
-    log = log_path.open("w")
     # the workbench starts as `make run` starts it (serve.py: the router answers every address
     # from the first request); any other script with plain `streamlit run`
     launch = (
@@ -52,44 +90,30 @@ def streamlit_server(script: Path, tmp_path: Path, **env_vars: str) -> Iterator[
         if script.resolve() == (ROOT / "app.py").resolve()
         else [sys.executable, "-m", "streamlit", "run", str(script)]
     )
-    proc = subprocess.Popen(
-        [
-            *launch,
-            "--server.headless",
-            "true",
-            "--server.port",
-            str(port),
-            "--server.fileWatcherType",
-            "none",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 90
+    for attempt in range(3):
+        port = _free_port()
+        log_path = tmp_path / f"streamlit-{port}.log"
+        proc = _start_streamlit(launch, port, env, log_path)
+        base = f"http://127.0.0.1:{port}"
+        if _wait_healthy(proc, base, deadline):
+            break
+        if proc.poll() is None or attempt == 2 or time.monotonic() > deadline:
+            _stop(proc)
+            pytest.fail(f"streamlit did not start: {log_path.read_text()}")
     try:
-        while True:
-            try:
-                with urllib.request.urlopen(base + "/_stcore/health", timeout=2) as r:
-                    if r.read().strip() == b"ok":
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"streamlit did not start: {log_path.read_text()}")
-            time.sleep(0.3)
         yield base
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+        _stop(proc)
+
+
+def _stop(proc: Any) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 @contextlib.contextmanager

@@ -64,13 +64,30 @@ class PgServer:
             "UTF8",
             "--no-sync",
         )
-        opts = (
-            f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 "
-            "-c fsync=off -c max_connections=60"
-        )
-        self._run(
-            self.pg_ctl, "-D", str(data), "-o", opts, "-l", str(self.dir / "log"), "-w", "start"
-        )
+        # Test workers run in parallel (pytest-xdist): a port found free may be taken by
+        # another worker before the server binds it, so a failed start tries another port.
+        for attempt in range(3):
+            opts = (
+                f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 "
+                "-c fsync=off -c max_connections=60"
+            )
+            try:
+                self._run(
+                    self.pg_ctl,
+                    "-D",
+                    str(data),
+                    "-o",
+                    opts,
+                    "-l",
+                    str(self.dir / "log"),
+                    "-w",
+                    "start",
+                )
+                break
+            except subprocess.CalledProcessError:
+                if attempt == 2:
+                    raise
+                self.port = _free_port()
         return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
 
     def stop(self) -> None:

@@ -61,14 +61,22 @@ def _read(fmt: str, text: str, skip_bad: bool = False) -> list[object]:
 
 FUTURE = _now() + MAX_FUTURE + dt.timedelta(hours=2)
 PAST = EARLIEST_TRACE_TIME - dt.timedelta(days=1)
+# ids are fixed words: the test runs in parallel workers (pytest-xdist), which must collect the
+# same test names, and a name made of "now + 1 day" differs between them
 TEXT_TIMES = [
-    ("2025-06-06T08:00:00+25:00", "UTC offset of .* is out of range"),
-    ("2025-06-06T08:00:00+14:30", r"UTC offset \+14:30 .* is out of range"),
-    ("2025-06-06T08:00:00-14:30", r"UTC offset -14:30 .* is out of range"),
-    (_iso(FUTURE), r"is in the future \(more than 1 day after this import\)"),
-    ("9999-12-31T23:59:59-01:00", "is in the future"),
-    ("0001-01-01T00:00:00+01:00", "is before 2000-01-01"),
-    (_iso(PAST), "is before 2000-01-01"),
+    pytest.param("2025-06-06T08:00:00+25:00", "UTC offset of .* is out of range", id="offset+25"),
+    pytest.param(
+        "2025-06-06T08:00:00+14:30", r"UTC offset \+14:30 .* is out of range", id="offset+14:30"
+    ),
+    pytest.param(
+        "2025-06-06T08:00:00-14:30", r"UTC offset -14:30 .* is out of range", id="offset-14:30"
+    ),
+    pytest.param(
+        _iso(FUTURE), r"is in the future \(more than 1 day after this import\)", id="future"
+    ),
+    pytest.param("9999-12-31T23:59:59-01:00", "is in the future", id="year-9999"),
+    pytest.param("0001-01-01T00:00:00+01:00", "is before 2000-01-01", id="year-1"),
+    pytest.param(_iso(PAST), "is before 2000-01-01", id="before-2000"),
 ]
 
 
