@@ -274,12 +274,29 @@ def _flags(frame: pd.DataFrame, column: str) -> tuple[BoolArray, BoolArray]:
     return is_true, is_false
 
 
-def _is_missing_topics(value: object) -> bool:
-    if value is None:
+def _is_na(value: object) -> bool:
+    if value is None or value is pd.NA or value is pd.NaT:
         return True
-    if isinstance(value, float):
-        return math.isnan(value)
-    return value is pd.NA or value is pd.NaT
+    return isinstance(value, float) and math.isnan(value)
+
+
+def _judge_topics(value: object, wanted: set[str]) -> bool:
+    """Whether one logged ``topics`` value (a list/tuple of keys, or comma-separated text)
+    names a key of ``wanted``; anything else is a malformed table."""
+    if isinstance(value, str):
+        return any(part.strip() in wanted for part in value.split(","))
+    if isinstance(value, list | tuple):
+        value = [item for item in value if not _is_na(item)]  # a missing key names nothing
+        for item in value:
+            if not isinstance(item, str):
+                raise InputError(
+                    "column 'topics': expected lists of topic keys or comma-separated text, "
+                    f"got {item!r}"
+                )
+        return any(part.strip() in wanted for item in value for part in item.split(","))
+    raise InputError(
+        f"column 'topics': expected lists of topic keys or comma-separated text, got {value!r}"
+    )
 
 
 def _restricted_rows(frame: pd.DataFrame, restricted: list[str]) -> tuple[BoolArray, BoolArray]:
@@ -291,28 +308,27 @@ def _restricted_rows(frame: pd.DataFrame, restricted: list[str]) -> tuple[BoolAr
     if "topics" not in frame.columns:
         return np.zeros(n, dtype=bool), np.ones(n, dtype=bool)
     column = frame["topics"].reset_index(drop=True)
-    unlogged = np.fromiter((_is_missing_topics(v) for v in column), dtype=bool, count=n)
+    # None, NaN, NA and NaT are "not classified"; a list, tuple or text is classified
+    unlogged = np.asarray(column.isna().to_numpy(), dtype=bool)
     if not restricted or n == 0:
         return np.zeros(n, dtype=bool), unlogged
-    exploded = column.explode()
-    try:
-        codes, uniques = pd.factorize(exploded.astype(object), use_na_sentinel=True)
-    except TypeError as exc:
-        raise InputError(f"column 'topics': expected lists of topic keys ({exc})") from None
-    # Topic values repeat a lot: judge each distinct value once, then index by code.
     wanted = set(restricted)
+    # Topic values repeat a lot (a replay reads a million traces with a few hundred distinct
+    # values): judge each distinct value once, then index by code. Lists are not hashable;
+    # they are judged as tuples.
+    values = column.astype(object)
+    try:
+        codes, uniques = pd.factorize(values, use_na_sentinel=True)
+    except TypeError:  # lists are not hashable: judge them as tuples
+        values = pd.Series([tuple(v) if isinstance(v, list) else v for v in values], dtype=object)
+        try:
+            codes, uniques = pd.factorize(values, use_na_sentinel=True)
+        except TypeError as exc:
+            raise InputError(f"column 'topics': expected lists of topic keys ({exc})") from None
     flags = np.zeros(len(uniques) + 1, dtype=bool)  # the extra last slot serves code -1 (NA)
     for i, value in enumerate(uniques):
-        if not isinstance(value, str):
-            raise InputError(
-                "column 'topics': expected lists of topic keys or comma-separated text, got "
-                f"{value!r}"
-            )
-        flags[i] = any(part.strip() in wanted for part in value.split(","))
-    rows = exploded.index.to_numpy()[flags[codes]]
-    mask = np.zeros(n, dtype=bool)
-    mask[rows] = True
-    return mask, unlogged
+        flags[i] = _judge_topics(value, wanted)
+    return np.asarray(flags[codes], dtype=bool), unlogged
 
 
 def _numbers(frame: pd.DataFrame, column: str, what: str) -> FloatArray:

@@ -32,8 +32,9 @@ class Replay:
 
 
 def _topic_lists(column: pd.Series) -> pd.Series:
-    """Topics as read by the driver (JSON text on SQLite, lists on PostgreSQL) as tuples of
-    keys; None stays None (not classified). Each distinct value is decoded once."""
+    """Topics as read by the driver (JSON text; a list where a driver decodes JSON) as tuples
+    of keys; None stays None (not classified). Each distinct value is decoded once: a replay
+    reads a million traces with a few hundred distinct topic lists."""
     import json
 
     def decoded(value: object) -> tuple[str, ...] | None:
@@ -45,16 +46,17 @@ def _topic_lists(column: pd.Series) -> pd.Series:
             raise InputError(f"traces.topics: expected a list of topic keys, got {value!r}")
         return tuple(str(v) for v in value)
 
-    def key(v: object) -> str | None:
-        if v is None or (isinstance(v, float) and v != v):
-            return None
-        return v if isinstance(v, str) else json.dumps(v)
-
-    keys = column.map(key)
-    table = {k: decoded(k) for k in pd.unique(keys.dropna())}
-    return pd.Series(
-        [None if k is None or k != k else table[k] for k in keys], index=column.index, dtype=object
-    )
+    raw = column.astype(object)
+    try:
+        codes, uniques = pd.factorize(raw, use_na_sentinel=True)
+    except TypeError:  # lists decoded by the driver are not hashable: key them as JSON text
+        raw = pd.Series([json.dumps(v) if isinstance(v, list) else v for v in raw], dtype=object)
+        codes, uniques = pd.factorize(raw, use_na_sentinel=True)
+    table = np.empty(len(uniques) + 1, dtype=object)  # the last slot serves code -1 (None)
+    for i, value in enumerate(uniques):
+        table[i] = decoded(value)
+    table[-1] = None
+    return pd.Series(table[codes], index=column.index, dtype=object)
 
 
 def not_replayable_text(replay: Replay) -> str:
@@ -102,12 +104,16 @@ def _signal_frames(engine: Engine, extra: list[str], batch: int) -> Iterator[pd.
     """Every trace's logged gate signals (plus ``extra`` trace columns), in batches of
     ``batch`` rows in id order, as DataFrames ready for :func:`review.policy.gate.decide_frame`
     (topics decoded, restricted as bool)."""
-    from sqlalchemy import select
+    from sqlalchemy import Text, cast, select
 
     from storage.db import plain_rows, read_session
     from storage.models import Trace
 
-    cols = [getattr(Trace, name) for name in (*_SIGNAL_COLUMNS, *extra)]
+    # topics as JSON text on both engines: PostgreSQL's driver would decode a million lists
+    cols = [
+        cast(Trace.topics, Text).label("topics") if name == "topics" else getattr(Trace, name)
+        for name in (*_SIGNAL_COLUMNS, *extra)
+    ]
     last = 0
     while True:
         with read_session(engine) as s:  # driver rows: a million Row objects cost seconds
@@ -175,13 +181,17 @@ def replay_traces(
                 missing_signals[str(name)] = missing_signals.get(str(name), 0) + int(n)
             keep = ~lacking
             df, before, after = df[keep], before[keep], after[keep]
-        b = before["decision"].astype(str) + np.where(before["caveat"], " (caveat)", "")
-        a = after["decision"].astype(str) + np.where(after["caveat"], " (caveat)", "")
-        changed = b != a
+        # a flip is a changed decision or caveat; its words are made for flipped rows only
+        changed = (before["decision"].astype(object) != after["decision"].astype(object)) | (
+            before["caveat"].to_numpy(dtype=bool) != after["caveat"].to_numpy(dtype=bool)
+        )
         if not changed.any():
             continue
+        bc, ac = before[changed], after[changed]
         flipped = df[changed].assign(
-            before=b[changed], after=a[changed], rule=after.loc[changed, "rule"].astype(str)
+            before=bc["decision"].astype(str) + np.where(bc["caveat"], " (caveat)", ""),
+            after=ac["decision"].astype(str) + np.where(ac["caveat"], " (caveat)", ""),
+            rule=ac["rule"].astype(str),
         )
         tier = flipped["customer_tier"].fillna("(none)")
         for (bb, aa, tt), n in (
