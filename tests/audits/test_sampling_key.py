@@ -188,6 +188,23 @@ def test_the_draw_is_the_reference_and_keeps_each_allocation(
     assert {t for t, _s in drawn(any_engine, other)} != {t for t, _s in got}
 
 
+def test_a_plan_without_strata_draws_by_the_key(any_engine: Engine) -> None:
+    tiered(any_engine, 400)
+    flt = PopulationFilter(decisions=("answer", "abstain"))
+    pid = plan(any_engine, filter=flt, total=25, seed=11)
+    audit_plans.draw_plan(any_engine, REVIEWER, pid)
+    got = drawn(any_engine, pid)
+    with read_session(any_engine) as s:
+        rows = s.execute(
+            select(Trace.id, Trace.sample_key).where(Trace.decision.in_(["answer", "abstain"]))
+        ).all()
+    ids, keys = [r[0] for r in rows], [r[1] for r in rows]
+    assert [t for t, _st in got] == draw_sample_by_key(
+        11, ids, keys, ["all"] * len(ids), {"all": 25}
+    )
+    assert {st for _t, st in got} == {"all"}
+
+
 def test_a_window_that_falls_short_reads_every_key(
     engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
