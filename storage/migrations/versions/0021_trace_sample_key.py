@@ -6,11 +6,12 @@ SQLite and PostgreSQL. Audit plans of sampling algorithm 2 (review.audits.plans)
 by this key rotated by a seed-derived offset: an index range scan instead of hashing every
 row. Plans drawn before this revision record no algorithm and keep verifying with algorithm 1.
 
-The backfill reads (id, trace_id) in batches of 10,000 and writes the keys back: executemany on
-SQLite, one UPDATE ... FROM unnest(...) per batch on PostgreSQL. The index is built after
-it: ``ix_traces_sampling`` on the key then the usual strata and filters (decision, reason code,
-feedback, tier, language, document type, restricted, time; the id included on PostgreSQL), so
-a draw reads a key range and a count reads the index, not the wide rows.
+The backfill on SQLite is one UPDATE with the Python function registered in the connection; on
+PostgreSQL it reads (id, trace_id) in batches of 10,000 and writes each batch's keys back with
+one UPDATE ... FROM unnest(...). The index is built after it: ``ix_traces_sampling`` on the
+key then the usual strata and filters (decision, reason code, feedback, tier, language,
+document type, restricted, time; the id included on PostgreSQL), so a draw reads a key range
+and a count reads the index, not the wide rows.
 
 Revision ID: 0021
 Revises: 0017
@@ -44,6 +45,16 @@ def _key(trace_id: str) -> int:
 
 def _backfill() -> None:
     conn = op.get_bind()
+    if conn.dialect.name == "sqlite":  # one pass, the key computed by Python inside SQLite
+        raw = conn.connection.driver_connection
+        raw.create_function("aw_trace_sample_key", 1, _key, deterministic=True)  # type: ignore[union-attr]
+        conn.execute(
+            sa.text(
+                "UPDATE traces SET sample_key = aw_trace_sample_key(trace_id) "
+                "WHERE sample_key IS NULL"
+            )
+        )
+        return
     postgres = conn.dialect.name == "postgresql"
     last = 0
     while True:
