@@ -71,6 +71,7 @@ from storage.models import (  # noqa: E402
     TraceChunk,
     TraceImport,
     User,
+    trace_sample_key,
 )
 
 ADMIN = "ada.admin@brightwave.example"
@@ -393,6 +394,7 @@ class TraceMaker:
                     "redactions": {},
                     "import_id": import_id,
                     "imported_at": self.now,
+                    "sample_key": trace_sample_key(f"scale-{i:08d}"),
                 }
             )
             row = traces[-1]

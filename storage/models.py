@@ -7,10 +7,12 @@ tables (labels, verdicts, sign-offs, audit log) are append-only.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 from typing import Any, ClassVar
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     Date,
     DateTime,
@@ -25,6 +27,7 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.engine import Dialect
+from sqlalchemy.engine.default import DefaultExecutionContext
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 NAMING_CONVENTION = {
@@ -460,6 +463,43 @@ REFUSAL_TEXTS_WHERE = (
 )
 
 
+#: bits of a trace's sampling key: keys lie in [0, 2**62), so a key plus any offset below
+#: 2**62 stays inside a signed 64-bit integer on both databases
+SAMPLE_KEY_BITS = 62
+
+
+def trace_sample_key(trace_id: str) -> int:
+    """The stored sampling key of a trace (``traces.sample_key``): a uniform 62-bit hash of
+    its trace id (BLAKE2b, personalised), the same on every database and in every writer.
+    Audit draws of plans of algorithm 2 (review.audits.plans) rank a stratum by this key
+    rotated by a seed-derived offset, so a draw reads an index range, not every row."""
+    digest = hashlib.blake2b(
+        trace_id.encode("utf-8"), digest_size=8, person=b"aw-sample-key"
+    ).digest()
+    return int.from_bytes(digest, "big") >> (64 - SAMPLE_KEY_BITS)
+
+
+#: the columns of ``ix_traces_sampling``: the key first (an audit draw reads a key range),
+#: then the usual audit strata and filters (a count of any strata of them reads the index)
+SAMPLING_INDEX_COLUMNS = (
+    "sample_key",
+    "decision",
+    "reason_code",
+    "feedback",
+    "customer_tier",
+    "language",
+    "document_type",
+    "restricted",
+    "at",
+)
+
+
+def _sample_key_default(context: DefaultExecutionContext) -> int | None:
+    params: dict[str, Any] = context.get_current_parameters()  # type: ignore[no-untyped-call]
+    trace_id = params.get("trace_id")
+    return None if trace_id is None else trace_sample_key(str(trace_id))
+
+
 class Trace(Base):
     """One production request, in the canonical trace schema (see review.traces.formats)."""
 
@@ -484,6 +524,9 @@ class Trace(Base):
             "ungrounded",
             "feedback",
         ),
+        # audit plans (review.audits.plans, algorithm 2) draw a key range and count any
+        # strata of these columns from this index instead of the wide rows
+        Index("ix_traces_sampling", *SAMPLING_INDEX_COLUMNS, postgresql_include=["id"]),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -526,6 +569,8 @@ class Trace(Base):
         ForeignKey("trace_imports.id", ondelete="SET NULL"), index=True
     )
     imported_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    # trace_sample_key(trace_id), filled on insert (writers that bypass the ORM set it)
+    sample_key: Mapped[int | None] = mapped_column(BigInteger, default=_sample_key_default)
 
 
 class TraceRollup(Base):

@@ -4,11 +4,30 @@ A **sampling plan** names a population (a filter over the traces), the strata (a
 decision, reason code, feedback, customer tier, language, versions or a trace attribute), an
 allocation (proportional, equal or explicit sizes), a total and a seed. Creating the plan
 counts the population per stratum in SQL and stores the counts with a fingerprint
-(``review.core.sampling.population_fingerprint``). Drawing the sample ranks each stratum by the
-seeded key of ``review.core.sampling.sample_rank_sql`` inside the database and keeps the first
-``allocation[stratum]`` rows, so the same plan on the same data always draws the same traces,
-no trace twice. ``check_population`` re-counts and says how the population changed.
+(``review.core.sampling.population_fingerprint``). Drawing the sample keeps, in each stratum,
+the ``allocation[stratum]`` rows first in a seeded order, so the same plan on the same data
+always draws the same traces, no trace twice. ``check_population`` re-counts and says how the
+population changed.
+
+The plan records its **sampling algorithm** (``population["algorithm"]``); a plan keeps the
+algorithm it was created with, so a plan drawn by an older one still verifies:
+
+* **1** (plans without the record, created before revision 0021): the seeded order is
+  ``review.core.sampling.sample_rank_sql(seed, id)`` computed for every row in the database;
+  the fingerprint's ``rank_sum`` is the sum of ``sample_rank(FINGERPRINT_SEED, id)``; strata
+  over ``attr.<key>`` read the attributes JSON.
+* **2** (every plan created since): the seeded order is the stored per-trace key
+  ``traces.sample_key`` (``storage.models.trace_sample_key``, a uniform hash of the trace id)
+  rotated by an offset derived from the seed, ``(sample_key - offset) mod 2**62``, ties by
+  id (``review.core.sampling.draw_sample_by_key`` is the in-memory reference). Rows whose
+  rotated key falls in a window just wide enough for each stratum are read by a range scan of
+  the key's index (``ix_traces_sampling``) instead of ranking every row. ``rank_sum`` is the sum of
+  ``sample_key mod 2**31``; strata over the promoted attributes (``attr.language``,
+  ``attr.customer_tier``, ``attr.document_type``) read their indexed columns.
 """
+
+# Long module: counting, drawing and verifying a plan share the stored population record and
+# both sampling algorithms (a plan drawn by algorithm 1 keeps verifying with it).
 
 from __future__ import annotations
 
@@ -21,7 +40,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sqlalchemy import ColumnElement, Engine, case, func, insert, literal_column, select
+from sqlalchemy import ColumnElement, Engine, case, func, insert, literal_column, or_, select
 from sqlalchemy.orm import Session
 
 from review.audits.population import NONE, PopulationFilter, _column, _stratum_expr
@@ -29,8 +48,10 @@ from review.core.errors import InputError
 from review.core.identity import Actor, Permission, require
 from review.core.sampling import (
     FINGERPRINT_SEED,
+    KEY_SPACE,
     PRIME,
     allocate,
+    key_offset,
     population_fingerprint,
     sample_rank,
     sample_rank_sql,
@@ -81,6 +102,13 @@ MAX_SEED = 2_147_483_647
 
 
 MAX_STRATA_DIMS = 4
+
+
+#: the sampling algorithm of new plans (see the module notes); plans without a record: 1
+ALGORITHM = 2
+
+#: algorithm 2's fingerprint sums ``sample_key mod 2**31`` (a billion rows stay in 64 bits)
+_KEY_SUM_MOD = 2**31
 
 
 # --- plans ----------------------------------------------------------------------------------
@@ -158,6 +186,10 @@ def parse_explicit_sizes(text: str) -> dict[str, int]:
 
 @dataclass(frozen=True)
 class StratumCount:
+    """A stratum's size and fingerprint terms: ``rank_sum`` is the sum of the rows'
+    fingerprint ranks (algorithm 1: ``sample_rank(FINGERPRINT_SEED, id)``; algorithm 2: the
+    stored sampling key modulo 2**31)."""
+
     stratum: str
     count: int
     min_id: int
@@ -177,7 +209,48 @@ def _population_query(flt: PopulationFilter, strata: Sequence[str]) -> Any:
     )
 
 
-def _count(s: Session, flt: PopulationFilter, strata: Sequence[str]) -> list[StratumCount]:
+def _count(
+    s: Session, flt: PopulationFilter, strata: Sequence[str], algorithm: int = ALGORITHM
+) -> list[StratumCount]:
+    if algorithm == 1:
+        return _count_v1(s, flt, strata)
+    if algorithm != 2:
+        raise InputError(f"sampling algorithm {algorithm!r} is unknown (known: 1 and 2)")
+    pop = (
+        select(
+            Trace.id.label("id"),
+            Trace.sample_key.label("key"),
+            _stratum_expr(strata, promoted=True).label("stratum"),
+        )
+        .where(*flt.conditions())
+        .subquery("pop")
+    )
+    rows = s.execute(
+        select(
+            pop.c.stratum,
+            func.count(),
+            func.min(pop.c.id),
+            func.max(pop.c.id),
+            func.sum(pop.c.id),
+            func.sum(pop.c.key % _KEY_SUM_MOD),
+            func.count(pop.c.key),
+        )
+        .group_by(pop.c.stratum)
+        .order_by(pop.c.stratum)
+    ).all()
+    unkeyed = sum(int(r[1]) - int(r[6]) for r in rows)
+    if unkeyed:
+        raise InputError(
+            f"{unkeyed} trace(s) of the population have no sampling key (traces.sample_key "
+            "is empty): they were written by something that bypassed the trace writers; a "
+            "draw would never pick them, so nothing is counted"
+        )
+    return [
+        StratumCount(str(r[0]), int(r[1]), int(r[2]), int(r[3]), int(r[4]), int(r[5])) for r in rows
+    ]
+
+
+def _count_v1(s: Session, flt: PopulationFilter, strata: Sequence[str]) -> list[StratumCount]:
     pop = _population_query(flt, strata)
     rank: ColumnElement[int] = literal_column(sample_rank_sql(FINGERPRINT_SEED, "pop.id"))
     rows = s.execute(
@@ -200,7 +273,8 @@ def _count(s: Session, flt: PopulationFilter, strata: Sequence[str]) -> list[Str
 def count_population(
     engine: Engine, flt: PopulationFilter, strata: Sequence[str]
 ) -> list[StratumCount]:
-    """The population per stratum (counted in SQL), to preview a plan before creating it."""
+    """The population per stratum (counted in SQL, as a new plan counts it), to preview a
+    plan before creating it."""
     for dim in strata:
         _column(dim)
     with read_session(engine) as s:
@@ -236,6 +310,7 @@ def _population_record(
     allocation: Mapping[str, int],
     spec: PlanSpec,
     stamp: Sequence[int],
+    algorithm: int,
 ) -> dict[str, Any]:
     return {
         "traces_stamp": list(stamp),
@@ -243,6 +318,7 @@ def _population_record(
         "allocation": dict(allocation),
         "counted_at": utcnow().isoformat(),
         "options": {"blind": spec.blind, "reservation_minutes": spec.reservation_minutes},
+        "algorithm": algorithm,
     }
 
 
@@ -266,7 +342,7 @@ def create_plan(engine: Engine, actor: Actor, spec: PlanSpec) -> int:
             explicit_sizes=dict(spec.explicit_sizes or {}),
             total=spec.total,
             seed=spec.seed,
-            population=_population_record(counts, allocation, spec, _traces_stamp(s)),
+            population=_population_record(counts, allocation, spec, _traces_stamp(s), ALGORITHM),
             fingerprint=_fingerprint(counts),
             overlap=spec.overlap,
             status=PlanStatus.planned,
@@ -297,6 +373,12 @@ def _spec_of(plan: SamplingPlan) -> PlanSpec:
         blind=bool(options.get("blind", True)),
         reservation_minutes=int(options.get("reservation_minutes", RESERVATION_MINUTES)),
     )
+
+
+def _algorithm(plan: SamplingPlan) -> int:
+    """The sampling algorithm the plan was counted (and is drawn) with: 1 when not recorded
+    (plans created before revision 0021)."""
+    return int((plan.population or {}).get("algorithm", 1))
 
 
 def _stored_counts(plan: SamplingPlan) -> list[StratumCount]:
@@ -376,7 +458,7 @@ def _recheck(s: Session, plan: SamplingPlan) -> PopulationCheck:
     if (plan.population or {}).get("traces_stamp") == _traces_stamp(s):
         return _compare(stored, stored)
     spec = _spec_of(plan)
-    return _compare(stored, _count(s, spec.filter, spec.strata))
+    return _compare(stored, _count(s, spec.filter, spec.strata, _algorithm(plan)))
 
 
 def check_population(engine: Engine, plan_id: int) -> PopulationCheck:
@@ -400,11 +482,12 @@ def recount_plan(engine: Engine, actor: Actor, plan_id: int) -> PopulationCheck:
                 f"plan {plan.name!r} is already drawn: its counts stay those of the draw"
             )
         spec = _spec_of(plan)
-        counts = _count(s, spec.filter, spec.strata)
+        algorithm = _algorithm(plan)  # a plan keeps its algorithm
+        counts = _count(s, spec.filter, spec.strata, algorithm)
         check = _compare(_stored_counts(plan), counts)
         before = changes.snapshot(plan)
         plan.population = _population_record(
-            counts, _allocation(counts, spec), spec, _traces_stamp(s)
+            counts, _allocation(counts, spec), spec, _traces_stamp(s), algorithm
         )
         plan.fingerprint = _fingerprint(counts)
         s.flush()
@@ -468,6 +551,12 @@ def _draw_query(
 
 
 def _drawn(s: Session, plan: SamplingPlan) -> list[tuple[int, str]]:
+    """(trace pk, stratum) of the plan's sample in queue order, by the plan's algorithm."""
+    algorithm = _algorithm(plan)
+    if algorithm == 2:
+        return _drawn_by_key(s, plan)
+    if algorithm != 1:
+        raise InputError(f"plan {plan.name!r}: sampling algorithm {algorithm!r} is unknown")
     allocation = _stored_allocation(plan)
     sizes = {c.stratum: c.count for c in _stored_counts(plan)}
     query = _draw_query(plan, allocation, _thresholds(allocation, sizes))
@@ -482,6 +571,96 @@ def _drawn(s: Session, plan: SamplingPlan) -> list[tuple[int, str]]:
     ids = np.array([r[0] for r in rows], dtype=np.int64)
     order = np.lexsort((ids, sample_rank(plan.seed, ids)))
     return [rows[int(i)] for i in order]  # one queue order mixing the strata: by rank, then id
+
+
+def _key_windows(allocation: Mapping[str, int], sizes: Mapping[str, int]) -> dict[str, int]:
+    """Per stratum with a sample, a width W of rotated keys such that the stratum's first
+    n_h rows almost surely have a rotated key below W: keys are uniform over [0, 2**62), so
+    about N_h * W / 2**62 rows of the stratum fall below W; W is set for n_h + 5 sqrt(n_h) +
+    20 of them (the whole key space when that is the stratum). The draw checks the count and
+    falls back to the whole key space in the unlikely case it falls short."""
+    out = {}
+    for name, n in allocation.items():
+        if n <= 0:
+            continue
+        size = sizes.get(name, 0)
+        share = (n + 5 * math.sqrt(n) + 20) / size if size else 1.0
+        out[name] = KEY_SPACE if share >= 1 else max(1, math.ceil(KEY_SPACE * share))
+    return out
+
+
+def _narrow(width: int) -> bool:
+    """Whether a window of rotated keys is read through the key index: below a fifth of the
+    key space (wider ones are read by a scan of the stratum)."""
+    return width < KEY_SPACE // 5
+
+
+def _key_rows(
+    s: Session, plan: SamplingPlan, offset: int, windows: Mapping[str, int]
+) -> list[tuple[int, str, int]]:
+    """(id, stratum, rotated key) of the first ``allocation[stratum]`` rows of each stratum
+    of ``windows`` among those whose rotated key ``(sample_key - offset) mod 2**62`` is below
+    the stratum's window, ranked in the database. Narrow windows are read as the key range
+    [offset, offset + widest window) modulo 2**62 (two ranges when it wraps around) through
+    the index ``ix_traces_sampling``, led by the key; wide ones by a scan of the strata."""
+    spec = _spec_of(plan)
+    wanted = {k: v for k, v in _stored_allocation(plan).items() if v > 0 and k in windows}
+    key = Trace.sample_key
+    stratum = _stratum_expr(spec.strata, promoted=True)
+    conds = [*spec.filter.conditions(), stratum.in_(list(windows))]
+    if _narrow(max(windows.values())):
+        end = offset + max(windows.values())
+        if end <= KEY_SPACE:
+            conds += [key >= offset, key < end]
+        else:
+            conds.append(or_(key >= offset, key < end - KEY_SPACE))
+    rotated = case((key >= offset, key - offset), else_=key + (KEY_SPACE - offset))
+    keyed = (
+        select(
+            Trace.id.label("id"),
+            stratum.label("stratum"),
+            rotated.label("rk"),
+        )
+        .where(*conds)
+        .subquery("keyed")
+    )
+    cut = (
+        select(keyed.c.id, keyed.c.stratum, keyed.c.rk)
+        .where(keyed.c.rk < case(dict(windows), value=keyed.c.stratum, else_=-1))
+        .subquery("cut")
+    )
+    ranked = select(
+        cut.c.id,
+        cut.c.stratum,
+        cut.c.rk,
+        func.row_number()
+        .over(partition_by=cut.c.stratum, order_by=(cut.c.rk, cut.c.id))
+        .label("pos"),
+    ).subquery("ranked")
+    limit = case(wanted, value=ranked.c.stratum, else_=0)
+    query = select(ranked.c.id, ranked.c.stratum, ranked.c.rk).where(ranked.c.pos <= limit)
+    return [(int(i), str(st), int(rk)) for i, st, rk in s.execute(query)]
+
+
+def _drawn_by_key(s: Session, plan: SamplingPlan) -> list[tuple[int, str]]:
+    """Algorithm 2: in each stratum the ``allocation[stratum]`` rows with the smallest
+    (rotated key, id), in one queue order mixing the strata by (rotated key, id)."""
+    allocation = {k: v for k, v in _stored_allocation(plan).items() if v > 0}
+    if not allocation:
+        return []
+    sizes = {c.stratum: c.count for c in _stored_counts(plan)}
+    offset = key_offset(plan.seed)
+    windows = _key_windows(allocation, sizes)
+    # strata with a narrow window: one key range; the others: a scan of just those strata
+    narrow = {st: w for st, w in windows.items() if _narrow(w)}
+    wide = dict.fromkeys((st for st in windows if st not in narrow), KEY_SPACE)
+    rows = [r for part in (narrow, wide) if part for r in _key_rows(s, plan, offset, part)]
+    got = Tally(st for _i, st, _rk in rows)
+    short = {st for st, n in allocation.items() if got[st] < n}
+    if short:  # a window held fewer rows than the stratum's sample: read every key
+        rows = [r for r in rows if r[1] not in short]
+        rows += _key_rows(s, plan, offset, dict.fromkeys(short, KEY_SPACE))
+    return [(tid, st) for tid, st, _rk in sorted(rows, key=lambda r: (r[2], r[0]))]
 
 
 def preview_sample(engine: Engine, plan_id: int) -> list[tuple[int, str]]:

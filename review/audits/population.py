@@ -15,7 +15,7 @@ from sqlalchemy import ColumnElement, String, func, literal_column, or_
 from review.core.errors import InputError
 from storage.models import Trace
 
-__all__ = ["DIMENSIONS", "NONE", "PopulationFilter"]
+__all__ = ["DIMENSIONS", "NONE", "PROMOTED_ATTRIBUTES", "PopulationFilter"]
 
 
 NONE = "(none)"  # the stratum value (and filter value) of a missing field
@@ -52,9 +52,15 @@ _VERSION_PREFIX = "version."
 _ATTR_RE = re.compile(r"^attr\.([A-Za-z0-9_][A-Za-z0-9_.-]{0,59})$")
 
 
-def _column(dim: str) -> ColumnElement[Any]:
+#: attributes every trace writer also stores in a column of the same name (str of the value)
+PROMOTED_ATTRIBUTES = ("language", "customer_tier", "document_type")
+
+
+def _column(dim: str, promoted: bool = False) -> ColumnElement[Any]:
     """The SQL expression of a stratum dimension (a trace column, ``version.<key>`` for an
-    entry of the ``versions`` JSON, or ``attr.<key>``)."""
+    entry of the ``versions`` JSON, or ``attr.<key>``). With ``promoted`` (plans of sampling
+    algorithm 2), ``attr.<key>`` of a promoted attribute reads its indexed column instead of
+    the JSON: the same text for every string value (the column holds ``str`` of the value)."""
     if dim in DIMENSIONS:
         if dim.startswith(_VERSION_PREFIX):
             version: ColumnElement[Any] = Trace.versions[
@@ -65,6 +71,9 @@ def _column(dim: str) -> ColumnElement[Any]:
         return col
     m = _ATTR_RE.match(dim)
     if m:
+        if promoted and m.group(1) in PROMOTED_ATTRIBUTES:
+            promoted_col: ColumnElement[Any] = getattr(Trace, m.group(1))
+            return promoted_col
         attr: ColumnElement[Any] = Trace.attributes[m.group(1)].as_string()
         return attr
     raise InputError(
@@ -77,12 +86,12 @@ def _sql_text(value: str) -> ColumnElement[str]:
     return literal_column("'" + value.replace("'", "''") + "'", String)
 
 
-def _stratum_expr(strata: Sequence[str]) -> ColumnElement[str]:
+def _stratum_expr(strata: Sequence[str], promoted: bool = False) -> ColumnElement[str]:
     if not strata:
         return _sql_text(ALL)
-    expr: ColumnElement[str] = func.coalesce(_column(strata[0]), _sql_text(NONE))
+    expr: ColumnElement[str] = func.coalesce(_column(strata[0], promoted), _sql_text(NONE))
     for dim in strata[1:]:
-        expr = expr + _sql_text(SEP) + func.coalesce(_column(dim), _sql_text(NONE))
+        expr = expr + _sql_text(SEP) + func.coalesce(_column(dim, promoted), _sql_text(NONE))
     return expr
 
 

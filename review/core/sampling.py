@@ -54,6 +54,7 @@ from review.core.errors import InputError
 __all__ = [
     "DEFAULT_SPLITS",
     "ESTIMATE_COLUMNS",
+    "KEY_SPACE",
     "PRIME",
     "SUMMARY_COLUMNS",
     "Rate",
@@ -61,6 +62,8 @@ __all__ = [
     "allocate",
     "assign_splits",
     "draw_sample",
+    "draw_sample_by_key",
+    "key_offset",
     "population_fingerprint",
     "population_summary",
     "population_summary_sql",
@@ -286,6 +289,56 @@ def draw_sample(
             assert code is not None
             chosen.append(id_arr[order[starts[code] : starts[code] + n]])
     return np.concatenate(chosen) if chosen else np.zeros(0, dtype=np.int64)
+
+
+# --- draws by a stored per-row key ------------------------------------------------------------
+
+#: stored sampling keys lie in [0, KEY_SPACE) (storage.models.SAMPLE_KEY_BITS = 62)
+KEY_SPACE: Final = 2**62
+
+
+def key_offset(seed: int) -> int:
+    """The point of the key circle where a seed's draw starts, in [0, KEY_SPACE): rows are
+    ranked by their stored key rotated by it, ``(key - key_offset(seed)) mod KEY_SPACE``."""
+    if not _is_int(seed):
+        raise InputError(f"seed must be a whole number, got {seed!r}")
+    digest = hashlib.sha256(f"abstention-workbench/sample-key/{int(seed)}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") % KEY_SPACE
+
+
+def draw_sample_by_key(
+    seed: int,
+    ids: npt.ArrayLike,
+    keys: Sequence[int],
+    strata: Sequence[Any],
+    allocation: Mapping[Any, int],
+) -> list[int]:
+    """The in-memory reference of an audit draw by stored keys (sampling algorithm 2): in
+    each stratum, the ``allocation[stratum]`` ids with the smallest (rotated key, id), where
+    the rotated key is ``(key - key_offset(seed)) mod KEY_SPACE``; returned in one order
+    mixing the strata by (rotated key, id). Plain Python, for tests to compare the SQL with."""
+    id_list = [int(i) for i in _as_ids(ids)]
+    if not (len(id_list) == len(keys) == len(strata)):
+        raise InputError("ids, keys and strata differ in length")
+    if len(set(id_list)) != len(id_list):
+        raise InputError("ids: each row id may appear only once")
+    offset = key_offset(seed)
+    rows: dict[Any, list[tuple[int, int]]] = {}
+    for i, k, st in zip(id_list, keys, strata, strict=True):
+        if k is None or not 0 <= int(k) < KEY_SPACE:
+            raise InputError(f"row {i}: key {k!r} is not in [0, 2**62)")
+        rows.setdefault(st, []).append(((int(k) - offset) % KEY_SPACE, i))
+    chosen: list[tuple[int, int]] = []
+    for name, n in allocation.items():
+        if not _is_int(n) or n < 0:
+            raise InputError(f"allocation: stratum {name!r}: size must be a whole number >= 0")
+        have = sorted(rows.get(name, []))
+        if n > len(have):
+            raise InputError(
+                f"allocation: stratum {name!r} asks for {n} but holds only {len(have)} rows"
+            )
+        chosen += have[:n]
+    return [i for _rk, i in sorted(chosen)]
 
 
 # --- population fingerprint --------------------------------------------------------------------

@@ -74,7 +74,7 @@ from review.traces.redaction import RedactionPolicy, load_redaction_policy, reda
 from storage import changes, runs
 from storage.db import run_write
 from storage.models import Trace as TraceRow
-from storage.models import TraceChunk, TraceImport, utcnow
+from storage.models import TraceChunk, TraceImport, trace_sample_key, utcnow
 
 if TYPE_CHECKING:
     pass
@@ -368,6 +368,7 @@ def _trace_row(t: Trace, restricted: bool, redactions: dict[str, int]) -> dict[s
         "restricted": restricted,
         "redactions": {k: v for k, v in redactions.items() if v},
         "import_id": None,  # set when written
+        "sample_key": trace_sample_key(t.trace_id),  # the audit draw's per-trace key
     }
 
 

@@ -28,7 +28,14 @@ from review.audits.verdicts import VerdictIn
 from review.cases import cases
 from review.core.errors import InputError, PermissionDenied, StaleWriteError
 from review.core.identity import SYSTEM, Actor
-from review.core.sampling import draw_sample, weighted_estimate, wilson_bounds, wilson_interval
+from review.core.sampling import (
+    KEY_SPACE,
+    draw_sample_by_key,
+    key_offset,
+    weighted_estimate,
+    wilson_bounds,
+    wilson_interval,
+)
 from review.core.taxonomy import Taxonomy
 from review.demo import batches
 from storage.db import read_session, run_write
@@ -184,15 +191,14 @@ def test_same_plan_on_same_data_draws_the_same_sample_in_sql(engine: Engine) -> 
     assert audit_plans.preview_sample(engine, first) == [
         (tid, st) for tid, st in audit_plans.preview_sample(engine, second)
     ]
-    # the SQL draw is the draw that review.core.sampling computes in memory
+    # the SQL draw is the draw that review.core.sampling computes in memory, in queue order
     with read_session(engine) as s:
-        rows = s.execute(select(Trace.id, Trace.decision, Trace.feedback)).all()
-    ids = [r[0] for r in rows]
-    strata = [f"{r[1]} · {r[2] or '(none)'}" for r in rows]
+        rows = s.execute(select(Trace.id, Trace.sample_key, Trace.decision, Trace.feedback)).all()
+    ids, keys = [r[0] for r in rows], [r[1] for r in rows]
+    strata = [f"{r[2]} · {r[3] or '(none)'}" for r in rows]
     view = audit_plans.get_plan(engine, first)
     assert view is not None
-    expected = draw_sample(42, ids, strata, view.allocation)
-    assert sorted(expected.tolist()) == sorted(a)
+    assert draw_sample_by_key(42, ids, keys, strata, view.allocation) == a
     with pytest.raises(InputError, match="already drawn"):
         audit_plans.draw_plan(engine, REVIEWER, first)
 
@@ -250,11 +256,12 @@ def test_sql_draw_of_400_from_200000_traces(engine: Engine) -> None:
             for d, f in s.execute(select(Trace.decision, Trace.feedback).where(Trace.id.in_(ids)))
         )
     assert dict(got) == result.by_stratum
-    # the bounded pre-filter gives exactly the full-sort draw
+    # the key windows give exactly the draw over every key
     with read_session(engine) as s:
         row = s.get(SamplingPlan, pid)
         assert row is not None
-        full = s.execute(audit_plans._draw_query(row, view.allocation, None)).all()
+        every = dict.fromkeys((k for k, v in view.allocation.items() if v), KEY_SPACE)
+        full = audit_plans._key_rows(s, row, key_offset(2025), every)
     assert sorted(r[0] for r in full) == sorted(ids)
 
 
@@ -265,12 +272,12 @@ def test_plans_and_draws_agree_on_sqlite_and_postgresql(any_engine: Engine) -> N
     audit_plans.draw_plan(any_engine, REVIEWER, pid)
     ids = drawn_ids(any_engine, pid)
     with read_session(any_engine) as s:
-        rows = s.execute(select(Trace.id, Trace.decision, Trace.attributes)).all()
-    strata = [f"{d} · {(a or {}).get('region') or '(none)'}" for _i, d, a in rows]
+        rows = s.execute(select(Trace.id, Trace.sample_key, Trace.decision, Trace.attributes)).all()
+    strata = [f"{d} · {(a or {}).get('region') or '(none)'}" for _i, _k, d, a in rows]
     view = audit_plans.get_plan(any_engine, pid)
     assert view is not None
-    expected = draw_sample(9, [r[0] for r in rows], strata, view.allocation)
-    assert sorted(expected.tolist()) == sorted(ids)
+    keys = [r[1] for r in rows]
+    assert draw_sample_by_key(9, [r[0] for r in rows], keys, strata, view.allocation) == ids
     item = queue.next_item(any_engine, REVIEWER, pid)
     assert item is not None
     judge(any_engine, REVIEWER, item, "correct_refusal")
@@ -340,10 +347,12 @@ def test_stratify_and_filter_by_index_and_prompt_version(any_engine: Engine) -> 
     assert a == b and len(a) == 10 == len(set(a))
     assert audit_plans.verify_sample(any_engine, first) is True
     with read_session(any_engine) as s:
-        rows = s.execute(select(Trace.id, Trace.versions).order_by(Trace.id)).all()
-    pop = [(i, v) for i, v in rows if v.get("index") == "idx-1"]
-    expected = draw_sample(5, [i for i, _v in pop], [v["prompt"] for _i, v in pop], view.allocation)
-    assert sorted(expected.tolist()) == sorted(a)
+        rows = s.execute(select(Trace.id, Trace.sample_key, Trace.versions).order_by(Trace.id))
+        pop = [(i, k, v) for i, k, v in rows if v.get("index") == "idx-1"]
+    expected = draw_sample_by_key(
+        5, [p[0] for p in pop], [p[1] for p in pop], [p[2]["prompt"] for p in pop], view.allocation
+    )
+    assert expected == a
 
 
 def test_a_filter_stored_before_the_version_filters_reads_as_any_version(

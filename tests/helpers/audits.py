@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from review.traces import rollup
 from storage.db import run_write
-from storage.models import Trace, TraceChunk
+from storage.models import Trace, TraceChunk, trace_sample_key
 
 START = dt.datetime(2025, 6, 1, 8, 0, tzinfo=dt.UTC)
 DECISIONS = ("answer", "abstain", "clarify", "partial", "escalate")
@@ -259,7 +259,8 @@ def realistic_traces(engine: Engine, n: int = 120, seed: int = 3) -> int:
 
 def sql_bulk_traces(engine: Engine, n: int, strata: int = 5) -> None:
     """``n`` bare traces generated inside SQLite by one INSERT ... SELECT (a recursive CTE):
-    decision cycles through ``DECISIONS[:strata]``, every 13th trace has feedback."""
+    decision cycles through ``DECISIONS[:strata]``, every 13th trace has feedback; their
+    sampling keys are written afterwards, as every trace writer fills them."""
     assert engine.dialect.name == "sqlite"
     decisions = " ".join(f"WHEN {i} THEN '{d}'" for i, d in enumerate(DECISIONS[:strata]))
     sql = f"""
@@ -277,4 +278,11 @@ def sql_bulk_traces(engine: Engine, n: int, strata: int = 5) -> None:
     """
     with engine.begin() as conn:
         conn.exec_driver_sql(sql)
+        keys = [
+            (trace_sample_key(tid), pk)
+            for pk, tid in conn.exec_driver_sql(
+                "SELECT id, trace_id FROM traces WHERE sample_key IS NULL"
+            )
+        ]
+        conn.exec_driver_sql("UPDATE traces SET sample_key = ? WHERE id = ?", keys)
     rollup.rebuild(engine)
