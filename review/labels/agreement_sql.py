@@ -1,14 +1,16 @@
 """The agreement report from SQL aggregates, for any number of labels.
 
 ``agreement_report`` needs every current label in memory. ``agreement_report_sql`` gets the
-same numbers from the database in two aggregate statements (and a few small look-ups) whose
-results have a handful of rows however many labels there are:
+same numbers from the database in one aggregate statement (and a few small look-ups) whose
+result has a handful of rows however many labels there are. The current labels in scope are
+found once in it (``cur``: case, annotator and decision as positions, reason codes as packed
+flags) and read by both of its parts:
 
 * the overall rows need, per field, how many items carry m labels, the pairs of equal labels
   on them, and how often each value occurs on pairable items. Per case (GROUP BY case) the
   label count and the count of each decision and each reason code, then per m the sums of
   those counts and of their squares (equal pairs on an item: sum of c(c-1)/2 over values);
-  the same per (group, m) for the slice or category table, in the same statement;
+  the same per (group, m) for the slice or category table;
 * the pair rows need, per annotator pair, the confusion counts over the items both
   labelled: one self-join of the current labels on the case, grouped by the two annotators
   and the two decisions, with each reason code's "both have it", "a has it" and "b has it"
@@ -17,9 +19,10 @@ results have a handful of rows however many labels there are:
 
 A reason code is present when the label's JSON list holds the code's JSON string (codes are
 identifiers, stored by json.dumps). Codes outside the list are looked for in the distinct
-code lists and refused as ``agreement_report`` refuses them. Sums over items are exact
-integers; the statistics are then computed as ``agreement_table`` computes them, so they
-agree with it to the last bit or two (the reference adds floats item by item)."""
+code lists and refused as ``agreement_report`` refuses them; a decision outside the list has
+no position (NULL) and is refused alike. Sums over items are exact integers; the statistics
+are then computed as ``agreement_table`` computes them, so they agree with it to the last
+bit or two (the reference adds floats item by item)."""
 
 from __future__ import annotations
 
@@ -34,6 +37,7 @@ import pandas as pd
 from sqlalchemy import (
     BigInteger,
     Engine,
+    Integer,
     Text,
     and_,
     case,
@@ -176,16 +180,19 @@ def _in_scope(stmt: Any, slice_: str, category: str) -> Any:
     return stmt
 
 
-def _position(dialect: str, column: Any, ordered: Sequence[str]) -> Any:
+def _position(dialect: str, column: Any, ordered: Sequence[str], *, exact: bool = False) -> Any:
     """SQL: the index of ``column``'s value in ``ordered`` (sorted in Python's order; the value
-    must be one of them), by bisection: a CASE tree of depth log2(len). Strings compare by
-    code point in Python; SQLite's default collation and PostgreSQL's "C" do the same."""
+    must be one of them, or with ``exact`` the index is NULL for any other value), by
+    bisection: a CASE tree of depth log2(len). Strings compare by code point in Python;
+    SQLite's default collation and PostgreSQL's "C" do the same."""
     if not ordered:
-        return literal(0)
+        return null() if exact else literal(0)
     compared = column.collate("C") if dialect == "postgresql" else column
 
     def node(lo: int, hi: int) -> Any:
         if hi - lo == 1:
+            if exact:
+                return case((compared == ordered[lo], literal(lo)), else_=null())
             return literal(lo)
         mid = (lo + hi) // 2
         return case((compared < ordered[mid], node(lo, mid)), else_=node(mid, hi))
@@ -290,7 +297,7 @@ def agreement_report_sql(
     """``agreement_report`` over the current labels in the database, from SQL aggregates only
     (no query returns a row per label): the same tables, values, row order and notes; None
     when no label is left. Decisions or reason codes outside the lists are refused with the
-    same error. Two aggregate statements over the labels and a few small look-ups, in one
+    same error. One aggregate statement over the labels and a few small look-ups, in one
     read transaction (one snapshot)."""
     cats = list(dict.fromkeys(decisions))
     codes = list(dict.fromkeys(reason_codes))
@@ -310,33 +317,72 @@ def agreement_report_sql(
         options = {"isolation_level": "REPEATABLE READ"} if dialect == "postgresql" else {}
         conn = s.connection(execution_options=options)
 
-        # 1. per case: label count m and the count of each decision and reason code; then
-        #    summed per m, overall and per group (slice or category)
-        item = _in_scope(
+        # Annotators and decisions enter as their positions in Python's order (small sort
+        # keys, and "a < b" as agreement_table orders them). Label ids are distinct positive
+        # integers, so the newest id bounds every count below (labels, cases, pairs): the
+        # width of the packed reason-code counts.
+        annotators = sorted(str(x) for x in conn.scalars(select(Label.annotator).distinct()))
+        decision_order = sorted(cats)
+        packing = _Packing.for_counts(n_codes, int(conn.scalar(select(func.max(Label.id))) or 0))
+        n_chunks = len(packing.chunks)
+
+        # One statement over the current labels in scope, found once (``cur``): each label's
+        # case, annotator, decision (NULL when not among the categories) and packed reason
+        # codes.
+        cur = _in_scope(
             select(
                 Label.case_id.label("case_id"),
-                func.count().label("m"),
-                *[func.sum(_one(Label.decision == d)).label(f"d{j}") for j, d in enumerate(cats)],
-                *[func.sum(_one(p)).label(f"p{k}") for k, p in enumerate(present)],
-            )
-            .where(current_label_filter())
-            .group_by(Label.case_id),
+                _position(dialect, Label.annotator, annotators).label("who"),
+                _position(dialect, Label.decision, decision_order, exact=True).label("value"),
+                *[col.label(f"k{i}") for i, col in enumerate(packing.columns(present))],
+            ).where(current_label_filter()),
             slice_,
             category,
-        ).cte("item")
+        ).cte("cur")
+        # 1. per case (``item``): label count m, the count of each decision, and each reason
+        #    code's count (the packed flags summed, then unpacked); then summed per m,
+        #    overall (part 0) and per group, slice or category (part 1)
+        item = (
+            select(
+                cur.c.case_id,
+                func.count().label("m"),
+                *[
+                    func.sum(_one(cur.c.value == decision_order.index(d))).label(f"d{j}")
+                    for j, d in enumerate(cats)
+                ],
+                *[
+                    cast(func.sum(cur.c[f"k{i}"]), BigInteger).label(f"s{i}")
+                    for i in range(n_chunks)
+                ],
+            )
+            .group_by(cur.c.case_id)
+            .cte("item")
+        )
         c = item.c
+        mask = (1 << packing.width) - 1
+        code_counts = [
+            c[f"s{i}"]
+            .bitwise_rshift(cast(literal(packing.width * t), Integer))
+            .bitwise_and(literal(mask, BigInteger))
+            for i, chunk in enumerate(packing.chunks)
+            for t in range(len(chunk))
+        ]
         decision_sums = [
             *[func.sum(c[f"d{j}"]) for j in range(n_cats)],
             func.sum(sum((c[f"d{j}"] * c[f"d{j}"] for j in range(n_cats)), literal(0))),
         ]
+        unit_width = 2 + n_cats + 1 + 2 * n_codes
+        pair_width = 5 + 3 * n_chunks
+        width = max(unit_width, pair_width)
         overall_part = select(
             literal(0).label("part"),
             null().label("g"),
             c.m,
             func.count(),
             *decision_sums,
-            *[func.sum(c[f"p{k}"]) for k in range(n_codes)],
-            *[func.sum(c[f"p{k}"] * c[f"p{k}"]) for k in range(n_codes)],
+            *[func.sum(p) for p in code_counts],
+            *[func.sum(p * p) for p in code_counts],
+            *[null() for _ in range(width - unit_width)],
         ).group_by(c.m)
         table, on = group_join
         group_part = (
@@ -346,12 +392,35 @@ def agreement_report_sql(
                 c.m,
                 func.count(),
                 *decision_sums,
-                *[null() for _ in range(2 * n_codes)],
+                *[null() for _ in range(width - unit_width + 2 * n_codes)],
             )
             .select_from(item.join(table, on == c.case_id))
             .group_by(key, c.m)
         )
-        unit_rows = conn.execute(union_all(overall_part, group_part)).all()
+        # 2. annotator pairs on the same case (self-join of ``cur``; part 2): per pair of
+        #    annotators and pair of decisions, the number of cases and each reason code's
+        #    both/a/b counts (packed)
+        a, b = cur.alias("a"), cur.alias("b")
+        pair_part = (
+            select(
+                literal(2),
+                null(),
+                a.c.who,
+                b.c.who,
+                a.c.value,
+                b.c.value,
+                func.count(),
+                *[func.sum(a.c[f"k{i}"].bitwise_and(b.c[f"k{i}"])) for i in range(n_chunks)],
+                *[func.sum(a.c[f"k{i}"]) for i in range(n_chunks)],
+                *[func.sum(b.c[f"k{i}"]) for i in range(n_chunks)],
+                *[null() for _ in range(width - pair_width)],
+            )
+            .select_from(a.join(b, and_(a.c.case_id == b.c.case_id, a.c.who < b.c.who)))
+            .group_by(a.c.who, b.c.who, a.c.value, b.c.value)
+        )
+        all_rows = conn.execute(union_all(overall_part, group_part, pair_part)).all()
+        unit_rows = [r[: 2 + unit_width] for r in all_rows if int(r[0]) < 2]
+        pair_rows = [r[2 : 2 + pair_width] for r in all_rows if int(r[0]) == 2]
         units = [r[2:] for r in unit_rows if int(r[0]) == 0]
         n_cases = sum(int(r[1]) for r in units)
         n_labels = sum(int(r[0]) * int(r[1]) for r in units)
@@ -373,40 +442,6 @@ def agreement_report_sql(
                 "reason codes: not in the list of reason codes: "
                 + ", ".join(repr(u) for u in unknown)
             )
-
-        # 2. annotator pairs on the same case (self-join): per pair of annotators and pair
-        #    of decisions, the number of cases and each reason code's both/a/b counts
-        #    (packed). Annotators and decisions enter as their positions in Python's order:
-        #    small sort keys, and "a < b" as agreement_table orders them.
-        annotators = sorted(str(x) for x in conn.scalars(select(Label.annotator).distinct()))
-        decision_order = sorted(cats)
-        packing = _Packing.for_counts(n_codes, n_cases)
-        cur = _in_scope(
-            select(
-                Label.case_id.label("case_id"),
-                _position(dialect, Label.annotator, annotators).label("who"),
-                _position(dialect, Label.decision, decision_order).label("value"),
-                *[col.label(f"k{i}") for i, col in enumerate(packing.columns(present))],
-            ).where(current_label_filter()),
-            slice_,
-            category,
-        ).cte("cur")
-        a, b = cur.alias("a"), cur.alias("b")
-        n_chunks = len(packing.chunks)
-        pair_rows = conn.execute(
-            select(
-                a.c.who,
-                b.c.who,
-                a.c.value,
-                b.c.value,
-                func.count(),
-                *[func.sum(a.c[f"k{i}"].bitwise_and(b.c[f"k{i}"])) for i in range(n_chunks)],
-                *[func.sum(a.c[f"k{i}"]) for i in range(n_chunks)],
-                *[func.sum(b.c[f"k{i}"]) for i in range(n_chunks)],
-            )
-            .select_from(a.join(b, and_(a.c.case_id == b.c.case_id, a.c.who < b.c.who)))
-            .group_by(a.c.who, b.c.who, a.c.value, b.c.value)
-        ).all()
 
         # 3. annotators, overall and per group: every (case, annotator) with a label has
         #    exactly one current label, so these counts need no "current" test
@@ -433,13 +468,14 @@ def agreement_report_sql(
     code_pairs: list[dict[tuple[str, str], _PairCounts]] = [{} for _ in codes]
     position = {d: i for i, d in enumerate(cats)}
     grid = np.zeros((n_cats, n_cats), dtype=np.int64)
+    # the packed reason-code sums of an annotator pair stay packed until its rows are added
+    # up (its counts never exceed the bound the width was chosen for)
+    packed: dict[tuple[int, int], list[int]] = {}
     for r in pair_rows:
-        ann_a, ann_b = annotators[int(r[0])], annotators[int(r[1])]
+        who = (int(r[0]), int(r[1]))
+        ann_a, ann_b = annotators[who[0]], annotators[who[1]]
         val_a, val_b = decision_order[int(r[2])], decision_order[int(r[3])]
         n = int(r[4])
-        both = packing.unpack(r[5 : 5 + n_chunks])
-        in_a = packing.unpack(r[5 + n_chunks : 5 + 2 * n_chunks])
-        in_b = packing.unpack(r[5 + 2 * n_chunks :])
         p = dec_pairs.setdefault((ann_a, ann_b), _PairCounts())
         p.n += n
         p.agree += n if val_a == val_b else 0
@@ -447,14 +483,21 @@ def agreement_report_sql(
         p.cols[val_b] = p.cols.get(val_b, 0) + n
         i, j = sorted((position[val_a], position[val_b]))
         grid[i, j] += n
+        sums = packed.setdefault(who, [0] * (3 * n_chunks))
+        for t, value in enumerate(r[5 : 5 + 3 * n_chunks]):
+            sums[t] += int(value or 0)
+    for (who_a, who_b), sums in packed.items():
+        n = dec_pairs[(annotators[who_a], annotators[who_b])].n
+        both = packing.unpack(sums[:n_chunks])
+        in_a = packing.unpack(sums[n_chunks : 2 * n_chunks])
+        in_b = packing.unpack(sums[2 * n_chunks :])
         for k in range(n_codes):
-            q = code_pairs[k].setdefault((ann_a, ann_b), _PairCounts())
-            q.n += n
-            q.agree += both[k] + (n - in_a[k] - in_b[k] + both[k])
-            q.rows[False] = q.rows.get(False, 0) + n - in_a[k]
-            q.rows[True] = q.rows.get(True, 0) + in_a[k]
-            q.cols[False] = q.cols.get(False, 0) + n - in_b[k]
-            q.cols[True] = q.cols.get(True, 0) + in_b[k]
+            code_pairs[k][(annotators[who_a], annotators[who_b])] = _PairCounts(
+                n,
+                both[k] + (n - in_a[k] - in_b[k] + both[k]),
+                {False: n - in_a[k], True: in_a[k]},
+                {False: n - in_b[k], True: in_b[k]},
+            )
     for pair_counts in (dec_pairs, *code_pairs):
         for p in pair_counts.values():
             p.rows = {v: p.rows[v] for v in sorted(p.rows)}  # value order, for _argmax

@@ -92,14 +92,6 @@ def set_settings(
 # The queue
 
 
-def _current_label_ids() -> Any:
-    return (
-        select(func.max(Label.id).label("id"))
-        .group_by(Label.case_id, Label.annotator)
-        .scalar_subquery()
-    )
-
-
 def next_case(
     engine: Engine,
     actor: Actor,
@@ -493,7 +485,7 @@ def current_labels(engine: Engine, case_id: int) -> list[LabelView]:
     with read_session(engine) as s:
         rows = s.scalars(
             select(Label)
-            .where(Label.case_id == case_id, Label.id.in_(_current_label_ids()))
+            .where(Label.case_id == case_id, current_label_filter())
             .order_by(Label.annotator)
         )
         return [_view(r) for r in rows]
@@ -632,72 +624,76 @@ class GoldView:
     created_at: dt.datetime
 
 
-def _disagreement_candidates() -> Any:
-    """SQL: cases with two or more current labels that differ in decision or in the stored
-    reason-code list, and no adjudication at or after their newest label; columns case_id,
-    key, n (current labels), decisions (distinct decisions). Lists that hold the same codes
-    in another order also count here; ``disagreements`` checks those."""
-    cur = (
-        select(
-            Label.case_id,
-            Label.decision,
-            cast(Label.reason_codes, Text).label("rc"),
-            Label.created_at,
-        )
-        .where(current_label_filter())
-        .subquery("cur")
-    )
-    decisions = func.count(distinct(cur.c.decision))
+def _disagreement_candidates(after: int, page: int) -> Any:
+    """SQL: of the cases after ``after`` in id order, the first ``page`` with two or more
+    current labels that differ in decision or in the stored reason-code list; columns
+    case_id, key, n (current labels), decisions (distinct decisions) and settled (an
+    adjudication at or after their newest label). Lists that hold the same codes in another
+    order also count here; ``disagreements`` checks those.
+
+    The labels are grouped in case order from the (case, annotator, id) index and the group
+    stops after ``page`` cases, so a page reads the labels of its cases, not every label."""
+    n = func.count()
+    decisions = func.count(distinct(Label.decision))
     grouped = (
         select(
-            cur.c.case_id,
-            func.count().label("n"),
+            Label.case_id.label("case_id"),
+            n.label("n"),
             decisions.label("decisions"),
-            func.max(cur.c.created_at).label("last"),
+            func.max(Label.created_at).label("last"),
         )
-        .group_by(cur.c.case_id)
-        .having(func.count() >= 2, or_(decisions > 1, func.count(distinct(cur.c.rc)) > 1))
+        .where(current_label_filter(), Label.case_id > after)
+        .group_by(Label.case_id)
+        .having(
+            n >= 2, or_(decisions > 1, func.count(distinct(cast(Label.reason_codes, Text))) > 1)
+        )
+        .order_by(Label.case_id)
+        .limit(page)
         .subquery("grouped")
     )
     settled = exists().where(
         Adjudication.case_id == grouped.c.case_id, Adjudication.created_at >= grouped.c.last
     )
     return (
-        select(grouped.c.case_id, Case.key, grouped.c.n, grouped.c.decisions)
+        select(
+            grouped.c.case_id,
+            Case.key,
+            grouped.c.n,
+            grouped.c.decisions,
+            settled.label("settled"),
+        )
         .join(Case, Case.id == grouped.c.case_id)
-        .where(~settled)
+        .order_by(grouped.c.case_id)
     )
 
 
 def disagreements(engine: Engine, limit: int = 200) -> list[tuple[int, str, int]]:
     """Cases (id, key, number of current labels), by id, whose current labels disagree on the
     decision or the set of reason codes and that have no adjudication newer than their
-    newest label; at most ``limit``. Found in SQL a page at a time (never every label)."""
-    base = _disagreement_candidates().subquery("cand")
+    newest label; at most ``limit``. Found in SQL a page of cases at a time (never every
+    label)."""
     out: list[tuple[int, str, int]] = []
     after = 0
     page = max(limit, 100)
     with read_session(engine) as s:
         while len(out) < limit:
-            rows = s.execute(
-                select(base).where(base.c.case_id > after).order_by(base.c.case_id).limit(page)
-            ).all()
+            rows = s.execute(_disagreement_candidates(after, page)).all()
             if not rows:
                 break
             after = int(rows[-1].case_id)
             # same decision everywhere: a real disagreement only if the code sets differ
-            check = [int(r.case_id) for r in rows if int(r.decisions) <= 1]
+            check = [int(r.case_id) for r in rows if not r.settled and int(r.decisions) <= 1]
             sets: dict[int, set[tuple[str, ...]]] = {}
             if check:
                 for cid, codes in s.execute(
                     select(Label.case_id, Label.reason_codes).where(
-                        Label.case_id.in_(check), Label.id.in_(_current_label_ids())
+                        Label.case_id.in_(check), current_label_filter()
                     )
                 ):
                     sets.setdefault(int(cid), set()).add(tuple(sorted(codes or [])))
             for r in rows:
                 cid = int(r.case_id)
-                if int(r.decisions) > 1 or len(sets.get(cid, ())) > 1:
+                if not r.settled and (int(r.decisions) > 1 or len(sets.get(cid, ())) > 1):
                     out.append((cid, str(r.key), int(r.n)))
             if len(rows) < page:
                 break

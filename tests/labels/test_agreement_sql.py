@@ -290,6 +290,34 @@ def test_decisions_and_codes_outside_the_lists_are_refused_alike(
     compare(any_engine, decisions, codes, [("", "")])
 
 
+def test_a_decision_outside_the_list_counts_only_while_a_label_is_current(
+    any_engine: Engine, tax: Taxonomy
+) -> None:
+    """The decision's position is looked up in the list inside the one statement (NULL for
+    any other value): a retired decision on a current label is refused as the reference
+    refuses it, and once that label is revised it no longer counts."""
+    random_labels(any_engine, tax, 9)
+    decisions, codes = list(tax.decisions), list(tax.reason_codes)
+    frame = labeling.labels_frame(any_engine)
+    case_id = int(frame["case_id"].iloc[-1])
+    email = str(frame["annotator"].iloc[-1])
+
+    def add(decision: str) -> Any:
+        return lambda s: s.add(
+            Label(case_id=case_id, annotator=email, decision=decision, reason_codes=[])
+        )
+
+    run_write(any_engine, add("retired_decision"))
+    with pytest.raises(InputError, match="'retired_decision'") as got:
+        agreement_report_sql(any_engine, decisions, codes)
+    with pytest.raises(InputError) as ref:
+        agreement_report(labeling.labels_frame(any_engine), decisions, codes)
+    assert str(got.value) == str(ref.value)
+    run_write(any_engine, add("answer"))  # revised: the retired value is history only
+    filters = [("", ""), (SLICES[0], ""), ("", CATEGORIES[1])]
+    assert compare(any_engine, decisions, codes, filters) >= 2
+
+
 # --- no query returns a row per label ---------------------------------------------------------
 
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import datetime as dt
+import random
 import threading
+from typing import Any
 
 import pytest
 from sqlalchemy import Engine
@@ -12,7 +14,8 @@ from review.core.errors import InputError, PermissionDenied, StaleWriteError
 from review.core.identity import Actor
 from review.core.taxonomy import Taxonomy
 from review.labels import labeling
-from storage.models import utcnow
+from storage.db import run_write
+from storage.models import Adjudication, Case, Label, utcnow
 from tests.helpers.actors import make_actor
 
 INES = make_actor("annotator", "ines@example.org")
@@ -186,7 +189,6 @@ def _reference_disagreements(engine: Engine) -> list[tuple[int, str, int]]:
     from sqlalchemy import func, select
 
     from storage.db import read_session
-    from storage.models import Adjudication, Label
 
     df = labeling.labels_frame(engine)
     df["reasons"] = [tuple(sorted(r or [])) for r in df["reason_codes"]]
@@ -265,6 +267,56 @@ def test_disagreements_in_sql_match_the_rule_on_every_label(
     assert labeling.disagreements(demo_engine, limit=10_000) == _reference_disagreements(
         demo_engine
     )
+
+
+def test_disagreements_page_through_settled_and_revised_cases(any_engine: Engine) -> None:
+    """More disagreeing cases than a page of candidates holds, with revised labels, code
+    lists in another order and adjudications before and after the newest label: every limit
+    gives the first cases of the plain rule, on both databases."""
+    rng = random.Random(4)
+    emails = ["ines@example.org", "tom@example.org", "sam@example.org"]
+
+    def work(s: Any) -> None:
+        t0 = utcnow() - dt.timedelta(days=3)
+        for i in range(260):
+            case = Case(
+                key=f"PAGE-{i:03d}",
+                question=f"question {i}",
+                identity_name="anyone",
+                expected_decision="answer",
+                category="in_scope",
+                split="dev",
+                status="ready",
+            )
+            s.add(case)
+            s.flush()
+            for j, who in enumerate(rng.sample(emails, rng.choice([1, 2, 2, 3]))):
+                for rev in range(rng.choice([1, 1, 2])):  # a revision is a newer row
+                    s.add(
+                        Label(
+                            case_id=case.id,
+                            annotator=who,
+                            decision=rng.choice(["answer", "abstain"]),
+                            reason_codes=rng.sample(["a", "b", "c"], rng.randint(0, 2)),
+                            created_at=t0 + dt.timedelta(minutes=10 * i + 3 * j + rev),
+                        )
+                    )
+            if rng.random() < 0.3:  # before the newest label (open) or after it (settled)
+                s.add(
+                    Adjudication(
+                        case_id=case.id,
+                        adjudicator="ravi@example.org",
+                        decision="answer",
+                        reason_codes=[],
+                        created_at=t0 + dt.timedelta(minutes=10 * i + rng.choice([1, 9])),
+                    )
+                )
+
+    run_write(any_engine, work)
+    ref = _reference_disagreements(any_engine)
+    assert len(ref) > 110
+    for limit in (1, 7, 100, 101, 150, len(ref), 10_000):
+        assert labeling.disagreements(any_engine, limit=limit) == ref[:limit], limit
 
 
 def test_a_deep_link_follows_the_queue_rules(demo_engine: Engine, tax: Taxonomy) -> None:
