@@ -1,5 +1,5 @@
 """Bulk synthetic traces for the benchmarks, and the raw-insert floor the importer is measured
-against (plain sqlite3 executemany of the same rows)."""
+against (plain sqlite3 executemany of the same rows; COPY on PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import IO, Any
 
 from review.demo.tracedemo import WEEKS, demo_weeks
 
-__all__ = ["sqlite_floor", "write_synthetic"]
+__all__ = ["postgres_floor", "sqlite_floor", "write_synthetic"]
 
 
 # ---------------------------------------------------------------------------------------
@@ -94,6 +94,35 @@ _CHUNK_COLS = (
 )  # fmt: skip
 
 
+def _floor_rows(
+    d: dict[str, Any], n: int, at: Any, now: Any
+) -> tuple[tuple[Any, ...], list[tuple[Any, ...]]]:
+    """The traces row (columns ``_TRACE_COLS``, primary key ``n``) and the trace_chunks rows
+    (``_CHUNK_COLS``) of one canonical JSONL trace, JSON columns as text."""
+    v, a = d.get("versions") or {}, d.get("attributes") or {}
+    trow = (
+        n, d["trace_id"], at, d["query"], d.get("rewritten_query"),
+        d.get("user_role"), json.dumps(d.get("identity_scopes") or []),
+        d.get("context_sent") or "", d.get("ranking_mode"),
+        d.get("hits_after_filter"), d.get("top_score"), d.get("answerable"),
+        d.get("ambiguous"), d.get("ungrounded"), d.get("decision"),
+        d.get("reason_code"), d.get("answer_text") or "",
+        json.dumps(d.get("citations") or []), d.get("feedback"), json.dumps(v),
+        json.dumps(a), v.get("policy"), v.get("model"), a.get("language"),
+        a.get("customer_tier"), a.get("document_type"), False, "{}", None, now,
+    )  # fmt: skip
+    crows = [_chunk_row(n, c) for c in d.get("chunks") or []]
+    return trow, crows
+
+
+def _chunk_row(n: int, c: dict[str, Any]) -> tuple[Any, ...]:
+    return (
+        n, c["chunk_id"], c.get("doc_id"), c.get("doc_version"), c.get("rank"),
+        c.get("score"), c.get("text") or "", bool(c.get("filtered")),
+        c.get("effective_date"),
+    )  # fmt: skip
+
+
 def sqlite_floor(db_path: Path, jsonl: Path, batch: int = 5000) -> int:
     """Insert the traces of a canonical JSONL file into a fresh database with the workbench
     schema using plain sqlite3 ``executemany`` in one transaction, without validation,
@@ -124,28 +153,9 @@ def sqlite_floor(db_path: Path, jsonl: Path, batch: int = 5000) -> int:
             d = json.loads(line)
             n += 1
             at = dt.datetime.fromisoformat(d["time"]).strftime("%Y-%m-%d %H:%M:%S.%f")
-            v, a = d.get("versions") or {}, d.get("attributes") or {}
-            trows.append(
-                (
-                    n, d["trace_id"], at, d["query"], d.get("rewritten_query"),
-                    d.get("user_role"), json.dumps(d.get("identity_scopes") or []),
-                    d.get("context_sent") or "", d.get("ranking_mode"),
-                    d.get("hits_after_filter"), d.get("top_score"), d.get("answerable"),
-                    d.get("ambiguous"), d.get("ungrounded"), d.get("decision"),
-                    d.get("reason_code"), d.get("answer_text") or "",
-                    json.dumps(d.get("citations") or []), d.get("feedback"), json.dumps(v),
-                    json.dumps(a), v.get("policy"), v.get("model"), a.get("language"),
-                    a.get("customer_tier"), a.get("document_type"), False, "{}", None, now,
-                )
-            )  # fmt: skip
-            for c in d.get("chunks") or []:
-                crows.append(
-                    (
-                        n, c["chunk_id"], c.get("doc_id"), c.get("doc_version"), c.get("rank"),
-                        c.get("score"), c.get("text") or "", bool(c.get("filtered")),
-                        c.get("effective_date"),
-                    )
-                )  # fmt: skip
+            trow, chunk_rows = _floor_rows(d, n, at, now)
+            trows.append(trow)
+            crows.extend(chunk_rows)
             if len(trows) >= batch:
                 con.executemany(tq, trows)
                 con.executemany(cq, crows)
@@ -156,3 +166,63 @@ def sqlite_floor(db_path: Path, jsonl: Path, batch: int = 5000) -> int:
     con.execute("COMMIT")
     con.close()
     return n
+
+
+def postgres_floor(url: str, jsonl: Path, batch: int = 5000) -> int:
+    """The PostgreSQL floor for the importer: the traces of a canonical JSONL file written with
+    ``COPY ... FROM STDIN`` (psycopg's ``cursor.copy``) into a fresh database with the workbench
+    schema, created beside the database of ``url`` on the same server and dropped afterwards;
+    one transaction, without validation, redaction or duplicate checks. Returns traces
+    written."""
+    import psycopg
+    from sqlalchemy import create_engine, make_url, text
+
+    from storage.db import make_engine, migrate
+
+    target = make_url(url)
+    name = f"{target.database or 'workbench'}_floor"[:60]
+    admin = create_engine(target.set(database="postgres"), isolation_level="AUTOCOMMIT")
+    floor_url = target.set(database=name)
+    with admin.connect() as c:
+        c.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
+        c.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        engine = make_engine(floor_url.render_as_string(hide_password=False))
+        migrate(engine)
+        engine.dispose()
+        conninfo = floor_url.set(drivername="postgresql").render_as_string(hide_password=False)
+        tq = f"COPY traces ({', '.join(_TRACE_COLS)}) FROM STDIN"
+        cq = f"COPY trace_chunks ({', '.join(_CHUNK_COLS)}) FROM STDIN"
+        now = dt.datetime.now(dt.UTC)
+        n = 0
+        trows: list[tuple[Any, ...]] = []
+        crows: list[tuple[Any, ...]] = []
+        with psycopg.connect(conninfo) as con, con.cursor() as cur:
+
+            def flush() -> None:
+                with cur.copy(tq) as cp:
+                    for r in trows:
+                        cp.write_row(r)
+                with cur.copy(cq) as cp:
+                    for r in crows:
+                        cp.write_row(r)
+                trows.clear()
+                crows.clear()
+
+            with jsonl.open(encoding="utf-8") as fh:
+                for line in fh:
+                    d = json.loads(line)
+                    n += 1
+                    trow, chunk_rows = _floor_rows(d, n, dt.datetime.fromisoformat(d["time"]), now)
+                    trows.append(trow)
+                    crows.extend(chunk_rows)
+                    if len(trows) >= batch:
+                        flush()
+            if trows:
+                flush()
+            con.commit()
+        return n
+    finally:
+        with admin.connect() as c:
+            c.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
