@@ -26,6 +26,7 @@ __all__ = [
     "Reference",
     "Target",
     "compare",
+    "cpu_ratio",
     "engine_label",
     "load_record",
     "make_record",
@@ -78,6 +79,14 @@ class Figure:
 
 def target_s(seconds: float) -> Target:
     return Target("max_s", seconds, f"≤ {seconds:g} s")
+
+
+def cpu_ratio(fig: Figure, refs: dict[str, Reference]) -> float | None:
+    """CPU time over the reference's CPU time, or None when either is missing or zero."""
+    ref = refs.get(fig.ref or "")
+    if fig.cpu_s is None or ref is None or not ref.cpu_s or not math.isfinite(fig.cpu_s):
+        return None
+    return fig.cpu_s / ref.cpu_s
 
 
 def ratio(fig: Figure, refs: dict[str, Reference]) -> float | None:
@@ -171,6 +180,7 @@ class Change:
     wall_s: float | None
     expected_s: float | None  # the wall time the recorded ratio implies under today's reference
     ref: str
+    cpu_factor: float | None = None  # the same for CPU ratios, where both runs have them
 
 
 def compare(
@@ -178,13 +188,20 @@ def compare(
     recorded: dict[str, Any],
     factor: float = REGRESSION_FACTOR,
     min_delta_s: float = MIN_DELTA_S,
+    confirm_cpu: bool | None = None,
 ) -> tuple[list[Change], list[Change]]:
     """(regressions, improvements) of ``current`` against ``recorded``, by ratio to each
     figure's reference in its own run: a regression is a ratio more than ``factor`` times the
     recorded one and at least ``min_delta_s`` slower than that recorded ratio implies today
     (so a millisecond figure's jitter is not news), or a figure that ran then and fails now;
-    an improvement the reverse. Regressions come worst first, improvements best first.
-    Figures of one run only, or without a reference in either run, are left out."""
+    an improvement the reverse. With ``confirm_cpu`` (the default on SQLite, where the
+    measuring process's CPU holds all the work, the SQL included) the ratio of CPU times must
+    have moved past ``factor`` the same way too, where both runs have one: on a machine busy
+    with other work, wall time is stretched unevenly and CPU time much less. Regressions come
+    worst first, improvements best first. Figures of one run only, or without a reference in
+    either run, are left out."""
+    if confirm_cpu is None:
+        confirm_cpu = current.get("engine") == "sqlite"
     if factor <= 1.0:
         raise ValueError(f"factor must be above 1, got {factor}")
     refs_now, refs_then = _refs(current), _refs(recorded)
@@ -212,13 +229,17 @@ def compare(
         if r_now is None or ref_now is None or ref_now.wall_s is None:
             continue
         expected = r_then * ref_now.wall_s
+        c_now, c_then = cpu_ratio(fig, refs_now), cpu_ratio(old, refs_then)
+        c_factor = c_now / c_then if c_now is not None and c_then else None
         change = Change(
             fig.key, fig.area, fig.what, r_now, r_then, r_now / r_then, fig.wall_s, expected,
-            fig.ref or "",
+            fig.ref or "", c_factor,
         )  # fmt: skip
-        if change.factor > factor and fig.wall_s - expected >= min_delta_s:
+        cpu_worse = not confirm_cpu or c_factor is None or c_factor > factor
+        cpu_better = not confirm_cpu or c_factor is None or c_factor < 1.0 / factor
+        if change.factor > factor and fig.wall_s - expected >= min_delta_s and cpu_worse:
             worse.append(change)
-        elif change.factor < 1.0 / factor and expected - fig.wall_s >= min_delta_s:
+        elif change.factor < 1.0 / factor and expected - fig.wall_s >= min_delta_s and cpu_better:
             better.append(change)
     worse.sort(key=lambda c: -c.factor)
     better.sort(key=lambda c: c.factor)
@@ -252,15 +273,17 @@ def render_comparison(current: dict[str, Any], recorded: dict[str, Any], source:
             return f"- {c.area}: {c.what}: failed now ({c.ratio_then:.3g}× {c.ref} then)"
         verb = "slower" if c.factor > 1 else "faster"
         shown = c.factor if c.factor > 1 else 1 / c.factor
+        cpu = "" if c.cpu_factor is None else f"; CPU ratio {c.cpu_factor:.2f}x the recorded one"
         return (
             f"- {c.area}: {c.what}: {c.ratio_now:.3g}× {c.ref} now, {c.ratio_then:.3g}× then "
             f"({shown:.2f}x {verb}); {c.wall_s:.2f} s, where the recorded ratio gives "
-            f"{c.expected_s:.2f} s"
+            f"{c.expected_s:.2f} s{cpu}"
         )
 
     rule = (
         f"ratio to the reference of the same run more than {REGRESSION_FACTOR}x the recorded "
         f"one and at least {MIN_DELTA_S} s off"
+        + (", the ratio of CPU times too" if current.get("engine") == "sqlite" else "")
     )
     out = [f"## Regressions {head}", "", f"({rule})", ""]
     out += [line(c) for c in worse] or ["None."]

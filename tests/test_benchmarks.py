@@ -203,3 +203,33 @@ def test_scale_collects_figures_and_references_from_the_children() -> None:
     assert figures.ratio(replay, refs) == pytest.approx(1.5)
     assert figures.met(replay, refs) is False  # over its 2 s target
     assert refs["scan"].wall_s == 2.0 and "sklearn" not in refs
+
+
+def test_a_reused_build_is_shown_but_not_scaled_by_this_runs_reference() -> None:
+    from benchmarks import scale
+
+    args = scale.parse_args(["--traces", "100"])
+    build = {"build_demo_s": 9.0, "load_traces_s": 2.0, "load_cases_labels_s": 1.0}
+    scan = {"scan_s": 1.0, "scan_cpu_s": 1.0}
+    refs, fresh = scale.collect(args, build, scan, [], {}, {}, {}, {})
+    assert [figures.ratio(f, refs) for f in fresh] == [9.0, 2.0, 1.0]
+    refs, reused = scale.collect(args, build, scan, [], {}, {}, {}, {}, build_reused=True)
+    assert [figures.ratio(f, refs) for f in reused] == [None, None, None]
+    assert all("reused database" in f.notes for f in reused)
+
+
+def test_on_sqlite_a_regression_needs_the_cpu_ratio_to_grow_too() -> None:
+    def fig(wall: float, cpu: float) -> Figure:
+        return Figure("page:a", "Page", "A", wall, cpu, "scan", SEC1)
+
+    # wall stretched 3x by other work on the machine, CPU as before
+    for engine, flagged in (("sqlite", []), ("postgresql", ["page:a"])):
+        then = record(engine, 1.0, 10.0, [fig(0.5, 0.4)])
+        now = record(engine, 1.0, 10.0, [fig(1.5, 0.4)])
+        assert [c.key for c in figures.compare(now, then)[0]] == flagged, engine
+    # the code got slower: both grow, on either engine, and the line says by how much in CPU
+    then = record("sqlite", 1.0, 10.0, [fig(0.5, 0.4)])
+    now = record("sqlite", 1.0, 10.0, [fig(1.5, 1.2)])
+    [change] = figures.compare(now, then)[0]
+    assert change.cpu_factor == pytest.approx(3.0)
+    assert "CPU ratio 3.00x the recorded one" in figures.render_comparison(now, then, "x.json")
