@@ -946,15 +946,19 @@ def child_import(url: str, n: int, workdir: str) -> dict[str, Any]:
     out["reimport_added"] = again.added
     dialect = engine.dialect.name
     engine.dispose()
+    # the floor's schema is made before its clock starts: the floor is the writing of the rows
     if dialect == "sqlite":
         floor = folder / "floor.db"
+        floor_engine = make_engine(f"sqlite:///{floor}")
+        migrate(floor_engine)
+        floor_engine.dispose()
         with Clock() as c:
-            rows = synthetic.sqlite_floor(floor, data)
+            rows = synthetic.sqlite_floor(floor, data, schema_ready=True)
         for p in folder.glob("floor.db*"):
             p.unlink()
     else:
-        with Clock() as c:
-            rows = synthetic.postgres_floor(url, data)
+        with synthetic.postgres_floor_database(url) as floor_url, Clock() as c:
+            rows = synthetic.postgres_floor(floor_url, data)
     c.put(out, "floor")
     out["floor_kind"] = "sqlite3 executemany" if dialect == "sqlite" else "COPY"
     out["floor_rate"] = rows / out["floor_s"] if out["floor_s"] else 0.0

@@ -3,16 +3,18 @@ against (plain sqlite3 executemany of the same rows; COPY on PostgreSQL)."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import random
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
 from review.demo.tracedemo import WEEKS, demo_weeks
 
-__all__ = ["postgres_floor", "sqlite_floor", "write_synthetic"]
+__all__ = ["postgres_floor", "postgres_floor_database", "sqlite_floor", "write_synthetic"]
 
 
 # ---------------------------------------------------------------------------------------
@@ -123,15 +125,20 @@ def _chunk_row(n: int, c: dict[str, Any]) -> tuple[Any, ...]:
     )  # fmt: skip
 
 
-def sqlite_floor(db_path: Path, jsonl: Path, batch: int = 5000) -> int:
+def sqlite_floor(
+    db_path: Path, jsonl: Path, batch: int = 5000, *, schema_ready: bool = False
+) -> int:
     """Insert the traces of a canonical JSONL file into a fresh database with the workbench
     schema using plain sqlite3 ``executemany`` in one transaction, without validation,
-    redaction or duplicate checks: the speed floor for the importer. Returns traces written."""
+    redaction or duplicate checks: the speed floor for the importer. Returns traces written.
+    ``schema_ready``: the caller has already migrated ``db_path`` (so a timing of this call
+    holds the writing only)."""
     from storage.db import make_engine, migrate
 
-    engine = make_engine(f"sqlite:///{db_path}")
-    migrate(engine)
-    engine.dispose()
+    if not schema_ready:
+        engine = make_engine(f"sqlite:///{db_path}")
+        migrate(engine)
+        engine.dispose()
     con = sqlite3.connect(db_path, isolation_level=None)
     con.execute("PRAGMA journal_mode=WAL")
     con.execute("PRAGMA synchronous=NORMAL")
@@ -168,13 +175,10 @@ def sqlite_floor(db_path: Path, jsonl: Path, batch: int = 5000) -> int:
     return n
 
 
-def postgres_floor(url: str, jsonl: Path, batch: int = 5000) -> int:
-    """The PostgreSQL floor for the importer: the traces of a canonical JSONL file written with
-    ``COPY ... FROM STDIN`` (psycopg's ``cursor.copy``) into a fresh database with the workbench
-    schema, created beside the database of ``url`` on the same server and dropped afterwards;
-    one transaction, without validation, redaction or duplicate checks. Returns traces
-    written."""
-    import psycopg
+@contextlib.contextmanager
+def postgres_floor_database(url: str) -> Iterator[str]:
+    """A fresh database with the workbench schema beside the database of ``url`` on the same
+    PostgreSQL server (its user needs CREATEDB), dropped on exit; yields its URL."""
     from sqlalchemy import create_engine, make_url, text
 
     from storage.db import make_engine, migrate
@@ -182,47 +186,64 @@ def postgres_floor(url: str, jsonl: Path, batch: int = 5000) -> int:
     target = make_url(url)
     name = f"{target.database or 'workbench'}_floor"[:60]
     admin = create_engine(target.set(database="postgres"), isolation_level="AUTOCOMMIT")
-    floor_url = target.set(database=name)
-    with admin.connect() as c:
-        c.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
-        c.execute(text(f'CREATE DATABASE "{name}"'))
     try:
-        engine = make_engine(floor_url.render_as_string(hide_password=False))
-        migrate(engine)
-        engine.dispose()
-        conninfo = floor_url.set(drivername="postgresql").render_as_string(hide_password=False)
-        tq = f"COPY traces ({', '.join(_TRACE_COLS)}) FROM STDIN"
-        cq = f"COPY trace_chunks ({', '.join(_CHUNK_COLS)}) FROM STDIN"
-        now = dt.datetime.now(dt.UTC)
-        n = 0
-        trows: list[tuple[Any, ...]] = []
-        crows: list[tuple[Any, ...]] = []
-        with psycopg.connect(conninfo) as con, con.cursor() as cur:
-
-            def flush() -> None:
-                with cur.copy(tq) as cp:
-                    for r in trows:
-                        cp.write_row(r)
-                with cur.copy(cq) as cp:
-                    for r in crows:
-                        cp.write_row(r)
-                trows.clear()
-                crows.clear()
-
-            with jsonl.open(encoding="utf-8") as fh:
-                for line in fh:
-                    d = json.loads(line)
-                    n += 1
-                    trow, chunk_rows = _floor_rows(d, n, dt.datetime.fromisoformat(d["time"]), now)
-                    trows.append(trow)
-                    crows.extend(chunk_rows)
-                    if len(trows) >= batch:
-                        flush()
-            if trows:
-                flush()
-            con.commit()
-        return n
-    finally:
         with admin.connect() as c:
-            c.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+            c.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
+            c.execute(text(f'CREATE DATABASE "{name}"'))
+        try:
+            floor_url = target.set(database=name).render_as_string(hide_password=False)
+            engine = make_engine(floor_url)
+            migrate(engine)
+            engine.dispose()
+            yield floor_url
+        finally:
+            with admin.connect() as c:
+                c.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    finally:
         admin.dispose()
+
+
+def postgres_floor(floor_url: str, jsonl: Path, batch: int = 5000) -> int:
+    """The PostgreSQL floor for the importer: the traces of a canonical JSONL file written with
+    ``COPY ... FROM STDIN`` (psycopg's ``cursor.copy``) into the empty database ``floor_url``
+    (see :func:`postgres_floor_database`), in one transaction, without validation, redaction
+    or duplicate checks. Returns traces written."""
+    import psycopg
+    from sqlalchemy import make_url
+
+    conninfo = make_url(floor_url).set(drivername="postgresql")
+    tq = f"COPY traces ({', '.join(_TRACE_COLS)}) FROM STDIN"
+    cq = f"COPY trace_chunks ({', '.join(_CHUNK_COLS)}) FROM STDIN"
+    now = dt.datetime.now(dt.UTC)
+    n = 0
+    trows: list[tuple[Any, ...]] = []
+    crows: list[tuple[Any, ...]] = []
+    with (
+        psycopg.connect(conninfo.render_as_string(hide_password=False)) as con,
+        con.cursor() as cur,
+    ):
+
+        def flush() -> None:
+            with cur.copy(tq) as cp:
+                for r in trows:
+                    cp.write_row(r)
+            with cur.copy(cq) as cp:
+                for r in crows:
+                    cp.write_row(r)
+            trows.clear()
+            crows.clear()
+
+        with jsonl.open(encoding="utf-8") as fh:
+            for line in fh:
+                d = json.loads(line)
+                n += 1
+                at = dt.datetime.fromisoformat(d["time"])
+                trow, chunk_rows = _floor_rows(d, n, at, now)
+                trows.append(trow)
+                crows.extend(chunk_rows)
+                if len(trows) >= batch:
+                    flush()
+        if trows:
+            flush()
+        con.commit()
+    return n

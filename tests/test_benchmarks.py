@@ -5,6 +5,7 @@ table of two engines side by side. No database, no timing."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -233,3 +234,36 @@ def test_on_sqlite_a_regression_needs_the_cpu_ratio_to_grow_too() -> None:
     [change] = figures.compare(now, then)[0]
     assert change.cpu_factor == pytest.approx(3.0)
     assert "CPU ratio 3.00x the recorded one" in figures.render_comparison(now, then, "x.json")
+
+
+def test_the_import_floors_write_every_trace_and_chunk(any_url: str, tmp_path: Path) -> None:
+    """The raw-insert floor the importer is measured against writes the same rows on each
+    engine (sqlite3 executemany; COPY into a database made beside ``any_url``)."""
+    from sqlalchemy import text
+
+    from benchmarks import synthetic
+    from storage.db import make_engine
+
+    data = tmp_path / "traces.jsonl"
+    with data.open("w", encoding="utf-8") as fh:
+        synthetic.write_synthetic(fh, 30, 5, seed=3)
+    expected = [json.loads(line) for line in data.read_text(encoding="utf-8").splitlines()]
+
+    def stored(url: str) -> tuple[list[str], int]:
+        engine = make_engine(url)
+        with engine.connect() as conn:
+            ids = list(conn.scalars(text("SELECT trace_id FROM traces ORDER BY id")))
+            chunks = int(conn.scalar(text("SELECT COUNT(*) FROM trace_chunks")) or 0)
+        engine.dispose()
+        return ids, chunks
+
+    if any_url.startswith("sqlite"):
+        db = tmp_path / "floor.db"
+        assert synthetic.sqlite_floor(db, data) == 30
+        ids, chunks = stored(f"sqlite:///{db}")
+    else:
+        with synthetic.postgres_floor_database(any_url) as floor_url:
+            assert synthetic.postgres_floor(floor_url, data, batch=7) == 30
+            ids, chunks = stored(floor_url)
+    assert ids == [d["trace_id"] for d in expected]
+    assert chunks == sum(len(d["chunks"]) for d in expected)
