@@ -287,6 +287,11 @@ ABSTAIN_REASONS: tuple[tuple[str, float], ...] = (
 LANGUAGES = (("en", 0.7), ("de", 0.12), ("fr", 0.1), ("es", 0.08))
 TIERS = (("starter", 0.25), ("team", 0.35), ("business", 0.25), ("enterprise", 0.15))
 DOC_TYPES = ("policy", "contract", "guide", "price_list", "faq")
+# the topic classifier's keys on an escalated question (restricted_topics of the policy file);
+# every other trace is classified with no topic ([]), as the demo's are: a trace with no
+# classification (NULL) cannot be replayed under the policy (its restricted-topic check fails
+# closed)
+ESCALATED_TOPICS = ("legal_dispute", "security_incident", "personal_data_request")
 REFUSALS = {
     "abstain": (
         "The sources I can access do not establish this. If you tell me the contract name or "
@@ -403,6 +408,11 @@ class TraceMaker:
                     "answerable": kind not in ("abstain", "empty", "escalate"),
                     "ambiguous": kind == "clarify",
                     "ungrounded": rng.random() < 0.02,
+                    "topics": (
+                        [ESCALATED_TOPICS[rng.randrange(len(ESCALATED_TOPICS))]]
+                        if kind == "escalate"
+                        else []
+                    ),
                     "decision": decision,
                     "reason_code": reason,
                     "answer_text": answer,
