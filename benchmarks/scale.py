@@ -1337,46 +1337,6 @@ def collect(
         out.append(
             _figure(r, "rerun", "Page", f"page:{path}:rerun", f"{title}: rerun", "scan", sec(1.0))
         )
-    if imp:
-        if "error" in imp:
-            refs["floor"] = Ref("floor", "raw-insert floor", None, None, str(imp["error"]))
-        else:
-            kind = imp.get("floor_kind", "sqlite3 executemany")
-            refs["floor"] = Ref(
-                "floor",
-                f"{kind} of the same file into an empty database, one transaction, no "
-                f"validation, redaction or duplicate check ({imp.get('floor_rate', 0):,.0f} "
-                "traces/s)",
-                imp.get("floor_s"),
-                imp.get("floor_cpu_s"),
-            )
-        n = int(imp.get("added", args.import_traces))
-        out += [
-            _figure(
-                imp,
-                "import",
-                "Import",
-                "import:file",
-                f"import_file of {n:,} canonical traces"
-                + (f" ({imp['file_mib']:.0f} MiB JSONL)" if "file_mib" in imp else "")
-                + " into the large database",
-                "floor",
-                figures.Target("max_ratio", 2.0, "≥ 50% of the floor's rate"),
-                other=f"{imp['rate']:,.0f} traces/s" if "rate" in imp else "",
-                mem=_mem(imp),
-                notes="redaction on; parsed, checked and spooled, then written in batches",
-            ),
-            _figure(
-                imp,
-                "reimport",
-                "Import",
-                "import:again",
-                "the same file again",
-                "floor",
-                other=f"{imp['reimport_added']:,} added" if "reimport_added" in imp else "",
-                notes="every trace id already stored",
-            ),
-        ]
     if samp:
         s = samp
         out += [
@@ -1454,6 +1414,46 @@ def collect(
                 ),
             )
         )
+    if imp:
+        if "error" in imp:
+            refs["floor"] = Ref("floor", "raw-insert floor", None, None, str(imp["error"]))
+        else:
+            kind = imp.get("floor_kind", "sqlite3 executemany")
+            refs["floor"] = Ref(
+                "floor",
+                f"{kind} of the same file into an empty database, one transaction, no "
+                f"validation, redaction or duplicate check ({imp.get('floor_rate', 0):,.0f} "
+                "traces/s)",
+                imp.get("floor_s"),
+                imp.get("floor_cpu_s"),
+            )
+        n = int(imp.get("added", args.import_traces))
+        out += [
+            _figure(
+                imp,
+                "import",
+                "Import",
+                "import:file",
+                f"import_file of {n:,} canonical traces"
+                + (f" ({imp['file_mib']:.0f} MiB JSONL)" if "file_mib" in imp else "")
+                + " into the large database",
+                "floor",
+                figures.Target("max_ratio", 2.0, "≥ 50% of the floor's rate"),
+                other=f"{imp['rate']:,.0f} traces/s" if "rate" in imp else "",
+                mem=_mem(imp),
+                notes="redaction on; parsed, checked and spooled, then written in batches",
+            ),
+            _figure(
+                imp,
+                "reimport",
+                "Import",
+                "import:again",
+                "the same file again",
+                "floor",
+                other=f"{imp['reimport_added']:,} added" if "reimport_added" in imp else "",
+                notes="every trace id already stored",
+            ),
+        ]
     if sw:
         if "error" in sw:
             refs["sklearn"] = Ref("sklearn", "scikit-learn", None, None, str(sw["error"]))

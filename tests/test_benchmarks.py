@@ -190,9 +190,9 @@ def test_scale_collects_figures_and_references_from_the_children() -> None:
         "page:pages/a_page.py:rerun",
         "page:pages/b_page.py",
         "page:pages/b_page.py:rerun",
+        "thresholds:replay",
         "import:file",
         "import:again",
-        "thresholds:replay",
     ]
     assert (by_key["page:pages/a_page.py"].wall_s, by_key["page:pages/a_page.py"].cpu_s) == (
         0.4,
