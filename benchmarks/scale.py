@@ -1679,7 +1679,11 @@ def comparison(args: argparse.Namespace, record: dict[str, Any]) -> str:
     if not path.exists():
         return f"## Regressions\n\nNo recorded figures to compare with ({path} does not exist).\n"
     shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
-    return figures.render_comparison(record, figures.load_record(path), str(shown))
+    try:
+        recorded = figures.load_record(path)
+        return figures.render_comparison(record, recorded, str(shown))
+    except (OSError, ValueError, KeyError, TypeError) as exc:  # a damaged record: say so
+        return f"## Regressions\n\nNot compared: {shown} could not be read ({exc!r}).\n"
 
 
 def start_pg_server() -> tuple[Any, str]:

@@ -267,3 +267,16 @@ def test_the_import_floors_write_every_trace_and_chunk(any_url: str, tmp_path: P
             ids, chunks = stored(floor_url)
     assert ids == [d["trace_id"] for d in expected]
     assert chunks == sum(len(d["chunks"]) for d in expected)
+
+
+def test_a_damaged_record_is_reported_not_fatal(tmp_path: Path) -> None:
+    from benchmarks import scale
+
+    bad = tmp_path / "scale-sqlite.json"
+    damaged = {"engine": "sqlite", "requested": REQUESTED, "references": [], "figures": [{}]}
+    bad.write_text(json.dumps(damaged), encoding="utf-8")
+    args = scale.parse_args(["--compare", str(bad)])
+    now = record("sqlite", 1.0, 10.0, [page("a", 0.5)])
+    assert "could not be read" in scale.comparison(args, now)
+    args = scale.parse_args(["--compare", str(tmp_path / "missing.json")])
+    assert "No recorded figures" in scale.comparison(args, now)
