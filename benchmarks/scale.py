@@ -159,8 +159,19 @@ def _converter(col: Any) -> Callable[[Any], Any] | None:
     return None
 
 
+def _copy_converter(col: Any) -> Callable[[Any], Any] | None:
+    """A value's form for PostgreSQL's COPY: JSON as its text, everything else as it is."""
+    from sqlalchemy import JSON
+
+    if isinstance(col.type, JSON):
+        return lambda v: None if v is None else json.dumps(v)
+    return None
+
+
 class BulkWriter:
-    """Insert many rows of one table per call; one transaction per call."""
+    """Insert many rows of one table per call; one transaction per call: the driver's
+    executemany on SQLite, ``COPY ... FROM STDIN`` (psycopg's ``cursor.copy``) on PostgreSQL,
+    other engines through SQLAlchemy's insert()."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -194,8 +205,26 @@ class BulkWriter:
                         for r in rows
                     ]
                     conn.exec_driver_sql(sql, params)
+                elif self.engine.dialect.name == "postgresql":
+                    self._copy(conn, table, rows)
                 else:
                     conn.execute(insert(table), rows)
+
+    def _copy(self, conn: Any, table: Table, rows: list[dict[str, Any]]) -> None:
+        """COPY the rows in the connection's transaction (the columns of the first row)."""
+        cols = list(rows[0])
+        convs = [_copy_converter(table.c[c]) for c in cols]
+        cur = conn.connection.driver_connection.cursor()
+        try:
+            with cur.copy(f"COPY {table.name} ({', '.join(cols)}) FROM STDIN") as cp:
+                for r in rows:
+                    cp.write_row(
+                        tuple(
+                            r[c] if f is None else f(r[c]) for c, f in zip(cols, convs, strict=True)
+                        )
+                    )
+        finally:
+            cur.close()
 
     def fix_sequences(self, tables: Sequence[Table]) -> None:
         """After explicit ids on PostgreSQL, move each id sequence past the largest id."""

@@ -280,3 +280,26 @@ def test_a_damaged_record_is_reported_not_fatal(tmp_path: Path) -> None:
     assert "could not be read" in scale.comparison(args, now)
     args = scale.parse_args(["--compare", str(tmp_path / "missing.json")])
     assert "No recorded figures" in scale.comparison(args, now)
+
+
+def test_the_bulk_load_stores_what_the_maker_made(any_engine: Any, tax: Any) -> None:
+    """The scale benchmark's bulk writer (executemany on SQLite, COPY on PostgreSQL) stores
+    each generated trace and chunk as the ORM reads it back: JSON, booleans, timestamps."""
+    from sqlalchemy import func, select
+
+    from benchmarks import scale
+    from storage.models import Trace, TraceChunk
+
+    scale.load_traces(any_engine, tax, 40, 2, seed=5)
+    made, chunks = scale.TraceMaker(tax, 40, 2, seed=5).rows(0, 0, 40, 0)
+    with any_engine.connect() as conn:
+        stored = {t.trace_id: t for t in conn.execute(select(Trace).order_by(Trace.id))}
+        n_chunks = conn.scalar(select(func.count()).select_from(TraceChunk))
+    assert sorted(stored) == sorted(m["trace_id"] for m in made)
+    assert n_chunks == len(chunks)
+    for m in made:
+        t = stored[m["trace_id"]]
+        for key in ("decision", "reason_code", "attributes", "versions", "topics", "restricted"):
+            assert getattr(t, key) == m[key], (key, m["trace_id"])
+        assert t.top_score == (None if m["top_score"] is None else pytest.approx(m["top_score"]))
+        assert t.at.tzinfo is not None and abs((t.at - m["at"]).total_seconds()) < 60
