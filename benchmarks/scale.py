@@ -1,32 +1,50 @@
 """The scale benchmark: every page and the heavy services on a team-sized database.
 
     .venv/bin/python benchmarks/scale.py [--traces 1000000] [--cases 50000] [--labels 200000]
-                                         [--out benchmarks/out] [--url URL] [--workdir DIR]
+                                         [--out benchmarks/out] [--workdir DIR] [--keep]
+                                         [--database-url URL | --pg-server]
+                                         [--record [PATH]] [--compare PATH]
+    .venv/bin/python benchmarks/scale.py --table RECORD [RECORD ...]
 
-1. Builds a database (a SQLite file in a temporary folder, or ``--url`` for PostgreSQL, which
-   must be an empty database): the Brightwave demo (users, corpus, cases, labels, runs,
-   policies, demo traces, audits, reviews) through ``review.demo.fixtures.build_demo``, then bulk
-   inserts of N production traces with 5 chunks each, the cases (claims, documents, slices,
-   families) and the labels (with revisions and adjudications), in batches of one
-   transaction each. Values come from the taxonomy and the demo documents' real passages.
-2. Renders the default view of every page registered in app.py with AppTest through the real
+1. Builds a database (a SQLite file in a temporary folder; ``--database-url`` (alias ``--url``)
+   names an empty PostgreSQL database instead, and ``--pg-server`` starts a throwaway server
+   (tests/helpers/pgserver.py) with a database made for the run, stopped at the end unless
+   ``--keep``): the Brightwave demo (users, corpus, cases, labels, runs, policies, demo traces,
+   audits, reviews) through ``review.demo.fixtures.build_demo``, then bulk inserts of N
+   production traces with 5 chunks each, the cases (claims, documents, slices, families) and
+   the labels (with revisions and adjudications), in batches of one transaction each. Values
+   come from the taxonomy and the demo documents' real passages.
+2. Measures the references of the run: one full read of the traces table (every column of
+   every row streamed through the driver, median of 3), which the database figures are scaled
+   by; the import's floor and scikit-learn are measured beside the import and the sweep.
+3. Renders the default view of every page registered in app.py with AppTest through the real
    router, one child process per page (so its memory is its own): first view (cold data
    caches, warm imports and engine) and a rerun, with the peak resident memory during the
    page and the Python heap peak (tracemalloc) of another cold open.
-3. Times the trace import (``review.traces.importer.import_file`` of a generated canonical
-   JSONL file of ``--import-traces`` traces, default 1,000,000 with 5 chunks each, into the large
-   database, and again to show the duplicate check, beside the plain sqlite3 floor of the
-   same rows into an empty database in one transaction), the audit sampling
-   (``count_population``, ``create_plan`` and ``draw_plan`` of 400 traces from all traces)
-   and the risk-coverage sweep over 1,000,000 outcomes (``review.policy.selective``) beside
-   scikit-learn's ``precision_recall_curve`` on the same data; and the Thresholds page's
-   replay of a proposal over the logged signals of every trace (``replay_traces``).
-4. Prints one Markdown table with the machine and sizes, and writes it to
-   ``OUT/scale.md`` (and the raw figures to ``OUT/scale.json``), with the slowest SQL
-   statements of every page that takes more than a second.
+4. Times the audit sampling (``count_population``, ``create_plan`` and ``draw_plan`` of 400
+   traces from all traces), the Thresholds page's replay of a proposal over the logged
+   signals of every trace (``replay_traces``), then the trace import
+   (``review.traces.importer.import_file`` of a generated canonical JSONL file of
+   ``--import-traces`` traces, default 1,000,000 with 5 chunks each, into the large database,
+   and again to show the duplicate check, beside the floor: plain sqlite3 executemany of the
+   same rows into an empty database in one transaction, or ``COPY`` into an empty database on
+   the same PostgreSQL server), and the risk-coverage sweep over 1,000,000 outcomes
+   (``review.policy.selective``) beside scikit-learn's ``precision_recall_curve`` on the same
+   data. The import runs last of the database steps: it grows the database.
+5. Every step records wall time (``perf_counter``) and CPU time (``process_time`` of the
+   process doing the work: on SQLite the SQL is in it, on PostgreSQL the server's CPU is not).
+   Prints the regressions against the recorded figures of the same engine
+   (``benchmarks/recorded/scale-ENGINE.json``, or ``--compare PATH``) by ratio to the
+   reference of each run, then the improvements, then one Markdown table with the machine,
+   sizes, references and each figure's wall, CPU, ratio, target and whether it is met
+   (``benchmarks/figures.py``), with the slowest SQL statements of every page over a second;
+   writes it to ``OUT/scale.md``, the raw figures to ``OUT/scale.json`` and the run's record
+   to ``OUT/scale-ENGINE.json``.
+   ``--record`` writes the run's figures to the engine's record; ``--table`` renders recorded
+   runs (SQLite and PostgreSQL) side by side in one table.
 
-Figures are printed, never asserted. ``--workdir DIR --keep`` keeps the built database, and
-a later run with the same ``--workdir`` and sizes reuses it (skipping the build).
+Figures are printed, never asserted. ``--workdir DIR --keep`` keeps the built SQLite database,
+and a later run with the same ``--workdir`` and sizes reuses it (skipping the build).
 """
 
 from __future__ import annotations
@@ -56,6 +74,7 @@ if str(ROOT) not in sys.path:
 
 from sqlalchemy import Engine, Table, func, insert, select, text  # noqa: E402
 
+from benchmarks import figures  # noqa: E402
 from review.core.taxonomy import Taxonomy, load_taxonomy  # noqa: E402
 from storage.db import make_engine, migrate  # noqa: E402
 from storage.models import (  # noqa: E402
@@ -98,6 +117,28 @@ def rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+class Clock:
+    """Wall time (``time.perf_counter``) and CPU time (``time.process_time``: this process, all
+    its threads) of a block. On PostgreSQL the server's CPU is not in it; on SQLite the SQL
+    runs in this process and is."""
+
+    wall: float = 0.0
+    cpu: float = 0.0
+
+    def __enter__(self) -> Clock:
+        self._w0, self._c0 = time.perf_counter(), time.process_time()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.wall = time.perf_counter() - self._w0
+        self.cpu = time.process_time() - self._c0
+
+    def put(self, out: dict[str, Any], key: str) -> None:
+        """Record as ``out[key + "_s"]`` (wall) and ``out[key + "_cpu_s"]`` (CPU)."""
+        out[f"{key}_s"] = self.wall
+        out[f"{key}_cpu_s"] = self.cpu
+
+
 # ---------------------------------------------------------------------------------------
 # Bulk writer: driver executemany on SQLite, SQLAlchemy core insert() elsewhere
 
@@ -119,8 +160,19 @@ def _converter(col: Any) -> Callable[[Any], Any] | None:
     return None
 
 
+def _copy_converter(col: Any) -> Callable[[Any], Any] | None:
+    """A value's form for PostgreSQL's COPY: JSON as its text, everything else as it is."""
+    from sqlalchemy import JSON
+
+    if isinstance(col.type, JSON):
+        return lambda v: None if v is None else json.dumps(v)
+    return None
+
+
 class BulkWriter:
-    """Insert many rows of one table per call; one transaction per call."""
+    """Insert many rows of one table per call; one transaction per call: the driver's
+    executemany on SQLite, ``COPY ... FROM STDIN`` (psycopg's ``cursor.copy``) on PostgreSQL,
+    other engines through SQLAlchemy's insert()."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -154,8 +206,26 @@ class BulkWriter:
                         for r in rows
                     ]
                     conn.exec_driver_sql(sql, params)
+                elif self.engine.dialect.name == "postgresql":
+                    self._copy(conn, table, rows)
                 else:
                     conn.execute(insert(table), rows)
+
+    def _copy(self, conn: Any, table: Table, rows: list[dict[str, Any]]) -> None:
+        """COPY the rows in the connection's transaction (the columns of the first row)."""
+        cols = list(rows[0])
+        convs = [_copy_converter(table.c[c]) for c in cols]
+        cur = conn.connection.driver_connection.cursor()
+        try:
+            with cur.copy(f"COPY {table.name} ({', '.join(cols)}) FROM STDIN") as cp:
+                for r in rows:
+                    cp.write_row(
+                        tuple(
+                            r[c] if f is None else f(r[c]) for c, f in zip(cols, convs, strict=True)
+                        )
+                    )
+        finally:
+            cur.close()
 
     def fix_sequences(self, tables: Sequence[Table]) -> None:
         """After explicit ids on PostgreSQL, move each id sequence past the largest id."""
@@ -247,6 +317,11 @@ ABSTAIN_REASONS: tuple[tuple[str, float], ...] = (
 LANGUAGES = (("en", 0.7), ("de", 0.12), ("fr", 0.1), ("es", 0.08))
 TIERS = (("starter", 0.25), ("team", 0.35), ("business", 0.25), ("enterprise", 0.15))
 DOC_TYPES = ("policy", "contract", "guide", "price_list", "faq")
+# the topic classifier's keys on an escalated question (restricted_topics of the policy file);
+# every other trace is classified with no topic ([]), as the demo's are: a trace with no
+# classification (NULL) cannot be replayed under the policy (its restricted-topic check fails
+# closed)
+ESCALATED_TOPICS = ("legal_dispute", "security_incident", "personal_data_request")
 REFUSALS = {
     "abstain": (
         "The sources I can access do not establish this. If you tell me the contract name or "
@@ -363,6 +438,11 @@ class TraceMaker:
                     "answerable": kind not in ("abstain", "empty", "escalate"),
                     "ambiguous": kind == "clarify",
                     "ungrounded": rng.random() < 0.02,
+                    "topics": (
+                        [ESCALATED_TOPICS[rng.randrange(len(ESCALATED_TOPICS))]]
+                        if kind == "escalate"
+                        else []
+                    ),
                     "decision": decision,
                     "reason_code": reason,
                     "answer_text": answer,
@@ -638,17 +718,17 @@ def build(url: str, args: argparse.Namespace, tax: Taxonomy) -> dict[str, float]
     out: dict[str, float] = {}
     engine = make_engine(url)
     migrate(engine)
-    t0 = time.perf_counter()
-    report = fixtures.build_demo(engine, tax)
-    out["build_demo_s"] = time.perf_counter() - t0
+    with Clock() as c:
+        report = fixtures.build_demo(engine, tax)
+    c.put(out, "build_demo")
     out["demo_traces"] = float(report.traces)
     log(f"demo built in {out['build_demo_s']:.1f}s")
-    t0 = time.perf_counter()
-    load_traces(engine, tax, args.traces, args.weeks, args.seed)
-    out["load_traces_s"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    load_cases_and_labels(engine, tax, args.cases, args.labels, args.seed)
-    out["load_cases_labels_s"] = time.perf_counter() - t0
+    with Clock() as c:
+        load_traces(engine, tax, args.traces, args.weeks, args.seed)
+    c.put(out, "load_traces")
+    with Clock() as c:
+        load_cases_and_labels(engine, tax, args.cases, args.labels, args.seed)
+    c.put(out, "load_cases_labels")
     if engine.dialect.name == "sqlite":
         with engine.connect() as conn:
             conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -671,6 +751,10 @@ def sizes(url: str) -> dict[str, int]:
             "audit_log",
         ):
             out[name] = int(conn.scalar(text(f"SELECT COUNT(*) FROM {name}")) or 0)
+        if engine.dialect.name == "postgresql":
+            out["db_bytes"] = int(
+                conn.scalar(text("SELECT pg_database_size(current_database())")) or 0
+            )
     engine.dispose()
     if url.startswith("sqlite:///"):
         path = Path(url.split("///", 1)[1])
@@ -683,7 +767,8 @@ def sizes(url: str) -> dict[str, int]:
 
 
 def registered_pages() -> list[tuple[str, str, str]]:
-    """(page file, title, url_path) of every st.Page registered in app.py, in source order."""
+    """(page file, title, url_path) of every page registered in app.py (its ``PageSpec`` table,
+    or ``st.Page`` calls with a file), in source order."""
     tree = ast.parse((ROOT / "app.py").read_text(encoding="utf-8"))
     found: list[tuple[int, str, str, str]] = []
     for node in ast.walk(tree):
@@ -704,6 +789,17 @@ def registered_pages() -> list[tuple[str, str, str]]:
             title = kw.get("title", path)
             url_path = kw.get("url_path", Path(path).stem)
             found.append((node.lineno, path, title, url_path))
+        elif (  # app.py's page table: PageSpec(section, file, title, icon, url_path, ...)
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "PageSpec"
+            and len(node.args) >= 5
+            and all(isinstance(a, ast.Constant) for a in node.args[:5])
+        ):
+            _section, file, title, _icon, url_path = (
+                str(cast(ast.Constant, a).value) for a in node.args[:5]
+            )
+            found.append((node.lineno, f"pages/{file}", title, url_path))
     return [(path, title, url_path) for _, path, title, url_path in sorted(found)]
 
 
@@ -807,18 +903,15 @@ def child_page(url: str, page: str, user: str, timeout: float) -> dict[str, Any]
     st.cache_data.clear()
     sql = SqlTimer()
     base = reset_peak()
-    t0 = time.perf_counter()
-    with sql:
+    with sql, Clock() as first:
         at.switch_page(page).run()
-    first = time.perf_counter() - t0
     peak = peak_since_reset()
     problems = [str(e.value)[:300] for e in at.exception] + [
         f"st.error: {e.value}"[:300] for e in at.error
     ]
     title = at.title[0].value if len(at.title) else ""
-    t0 = time.perf_counter()
-    at.run()
-    rerun = time.perf_counter() - t0
+    with Clock() as rerun:
+        at.run()
     # the Python-heap peak of a cold open (numpy and pandas buffers included), traced apart
     # because tracing slows the page down
     at = session()
@@ -828,8 +921,10 @@ def child_page(url: str, page: str, user: str, timeout: float) -> dict[str, Any]
     _cur, py_peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     return {
-        "first_s": first,
-        "rerun_s": rerun,
+        "first_s": first.wall,
+        "first_cpu_s": first.cpu,
+        "rerun_s": rerun.wall,
+        "rerun_cpu_s": rerun.cpu,
         "rss_base_mib": base,
         "rss_peak_mib": peak,
         "rss_growth_mib": peak - base,
@@ -871,13 +966,14 @@ def child_import(url: str, n: int, workdir: str) -> dict[str, Any]:
     assert row is not None
     actor = users.to_actor(row)
     base = reset_peak()
-    t0 = time.perf_counter()
-    report = importer.import_file(engine, actor, data, "canonical", tax=tax)
-    secs = time.perf_counter() - t0
+    with Clock() as c:
+        report = importer.import_file(engine, actor, data, "canonical", tax=tax)
+    secs = c.wall
     peak = peak_since_reset()
     out: dict[str, Any] = {
         "generate_s": gen,
         "import_s": secs,
+        "import_cpu_s": c.cpu,
         "added": report.added,
         "rate": report.added / secs if secs else 0.0,
         "rss_peak_mib": peak,
@@ -885,19 +981,28 @@ def child_import(url: str, n: int, workdir: str) -> dict[str, Any]:
         "file_mib": data.stat().st_size / 2**20,
     }
     # importing the same file again adds nothing (the duplicate check at this size)
-    t0 = time.perf_counter()
-    again = importer.import_file(engine, actor, data, "canonical", tax=tax)
-    out["reimport_s"] = time.perf_counter() - t0
+    with Clock() as c:
+        again = importer.import_file(engine, actor, data, "canonical", tax=tax)
+    c.put(out, "reimport")
     out["reimport_added"] = again.added
+    dialect = engine.dialect.name
     engine.dispose()
-    if url.startswith("sqlite"):
+    # the floor's schema is made before its clock starts: the floor is the writing of the rows
+    if dialect == "sqlite":
         floor = folder / "floor.db"
-        t0 = time.perf_counter()
-        rows = synthetic.sqlite_floor(floor, data)
-        out["floor_s"] = time.perf_counter() - t0
-        out["floor_rate"] = rows / out["floor_s"]
+        floor_engine = make_engine(f"sqlite:///{floor}")
+        migrate(floor_engine)
+        floor_engine.dispose()
+        with Clock() as c:
+            rows = synthetic.sqlite_floor(floor, data, schema_ready=True)
         for p in folder.glob("floor.db*"):
             p.unlink()
+    else:
+        with synthetic.postgres_floor_database(url) as floor_url, Clock() as c:
+            rows = synthetic.postgres_floor(floor_url, data)
+    c.put(out, "floor")
+    out["floor_kind"] = "sqlite3 executemany" if dialect == "sqlite" else "COPY"
+    out["floor_rate"] = rows / out["floor_s"] if out["floor_s"] else 0.0
     data.unlink()
     return out
 
@@ -913,14 +1018,14 @@ def child_sampling(url: str, total: int) -> dict[str, Any]:
     flt = population.PopulationFilter()
     out: dict[str, Any] = {}
     base = reset_peak()
-    t0 = time.perf_counter()
-    counts = plans.count_population(engine, flt, ("decision",))
-    out["count_decision_s"] = time.perf_counter() - t0
+    with Clock() as c:
+        counts = plans.count_population(engine, flt, ("decision",))
+    c.put(out, "count_decision")
     out["population"] = sum(c.count for c in counts)
     out["strata"] = len(counts)
-    t0 = time.perf_counter()
-    counts2 = plans.count_population(engine, flt, ("decision", "attr.customer_tier"))
-    out["count_decision_tier_s"] = time.perf_counter() - t0
+    with Clock() as c:
+        counts2 = plans.count_population(engine, flt, ("decision", "attr.customer_tier"))
+    c.put(out, "count_decision_tier")
     out["strata2"] = len(counts2)
     spec = plans.PlanSpec(
         name=f"Scale benchmark {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M:%S.%f}",
@@ -930,16 +1035,16 @@ def child_sampling(url: str, total: int) -> dict[str, Any]:
         total=total,
         seed=424242,
     )
-    t0 = time.perf_counter()
-    plan_id = plans.create_plan(engine, actor, spec)
-    out["create_plan_s"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    drawn = plans.draw_plan(engine, actor, plan_id)
-    out["draw_s"] = time.perf_counter() - t0
+    with Clock() as c:
+        plan_id = plans.create_plan(engine, actor, spec)
+    c.put(out, "create_plan")
+    with Clock() as c:
+        drawn = plans.draw_plan(engine, actor, plan_id)
+    c.put(out, "draw")
     out["drawn"] = drawn.items
-    t0 = time.perf_counter()
-    out["verified"] = plans.verify_sample(engine, plan_id)
-    out["verify_s"] = time.perf_counter() - t0
+    with Clock() as c:
+        out["verified"] = plans.verify_sample(engine, plan_id)
+    c.put(out, "verify")
     peak = peak_since_reset()
     out["rss_peak_mib"] = peak
     out["rss_growth_mib"] = peak - base
@@ -965,16 +1070,16 @@ def child_replay(url: str) -> dict[str, Any]:
         replace_thresholds(pif.text, "vector", refuse_below=round(current + 0.05, 3)), "proposal"
     )
     base = reset_peak()
-    t0 = time.perf_counter()
-    replay = trace_replay.replay_traces(engine, actor, pif.policy, proposed)
-    secs = time.perf_counter() - t0
+    with Clock() as c:
+        replay = trace_replay.replay_traces(engine, actor, pif.policy, proposed)
     peak = peak_since_reset()
     flipped = int(replay.flips["traces"].sum()) if "traces" in replay.flips else len(replay.flips)
     engine.dispose()
     return {
-        "replay_s": secs,
+        "replay_s": c.wall,
+        "replay_cpu_s": c.cpu,
         "traces": replay.traces,
-        "skipped": replay.skipped,
+        "skipped": replay.not_replayable,
         "flipped": flipped,
         "rss_peak_mib": peak,
         "rss_growth_mib": peak - base,
@@ -1005,25 +1110,25 @@ def child_sweep(n: int, seed: int) -> dict[str, Any]:
         out[f"rss_growth_{key}_mib"] = peak - base
 
     base = reset_peak()
-    t0 = time.perf_counter()
-    curve = selective.risk_coverage(score, acceptable)
-    out["risk_coverage_s"] = time.perf_counter() - t0
+    with Clock() as c:
+        curve = selective.risk_coverage(score, acceptable)
+    c.put(out, "risk_coverage")
     mark("rc", base)
     out["points"] = len(curve)
-    t0 = time.perf_counter()
-    out["aurc"] = selective.aurc(curve)
-    out["aurc_s"] = time.perf_counter() - t0
+    with Clock() as c:
+        out["aurc"] = selective.aurc(curve)
+    c.put(out, "aurc")
     base = reset_peak()
-    t0 = time.perf_counter()
-    sw = selective.sweep(frame, Costs(false_refusal=1.0, unsupported_answer=5.0))
-    out["sweep_s"] = time.perf_counter() - t0
+    with Clock() as c:
+        sw = selective.sweep(frame, Costs(false_refusal=1.0, unsupported_answer=5.0))
+    c.put(out, "sweep")
     mark("sweep", base)
     out["sweep_points"] = len(sw)
     del sw
     base = reset_peak()
-    t0 = time.perf_counter()
-    precision, _recall, thresholds = precision_recall_curve(acceptable, score)
-    out["sklearn_s"] = time.perf_counter() - t0
+    with Clock() as c:
+        precision, _recall, thresholds = precision_recall_curve(acceptable, score)
+    c.put(out, "sklearn")
     mark("sk", base)
     out["sklearn_points"] = len(thresholds)
     # the same operating points: selective risk = 1 - precision at every distinct score
@@ -1045,6 +1150,29 @@ def child_sweep(n: int, seed: int) -> dict[str, Any]:
     out["common_points"] = len(common)
     out["max_abs_diff"] = float(np.max(np.abs(ours.loc[common].to_numpy() - theirs.loc[common])))
     return out
+
+
+def child_reference(url: str, repeat: int = 3) -> dict[str, Any]:
+    """The database areas' reference: one full read of the traces table (every column of
+    every row streamed through the driver in batches), ``repeat`` times; the run with the
+    median wall time is kept. Measured in the same run as the figures it scales, so a busy
+    machine slows both."""
+    engine = make_engine(url)
+    with engine.connect() as conn:  # a first read opens the connection and warms the cache
+        conn.exec_driver_sql("SELECT COUNT(*) FROM traces").scalar()
+    runs: list[tuple[float, float, int]] = []
+    for _ in range(max(1, repeat)):
+        rows = 0
+        with Clock() as c, engine.connect() as conn:
+            result = conn.execution_options(stream_results=True, yield_per=5000).execute(
+                text("SELECT * FROM traces")
+            )
+            for part in result.partitions():
+                rows += len(part)
+        runs.append((c.wall, c.cpu, rows))
+    engine.dispose()
+    wall, cpu, rows = sorted(runs)[len(runs) // 2]
+    return {"scan_s": wall, "scan_cpu_s": cpu, "rows": rows, "runs": len(runs)}
 
 
 def run_child(argv: list[str], timeout: float) -> dict[str, Any]:
@@ -1112,16 +1240,8 @@ def machine() -> dict[str, str]:
     }
 
 
-def _s(v: Any) -> str:
-    return f"{v:,.2f} s" if isinstance(v, (int, float)) else "n/a"
-
-
 def _mib(v: Any) -> str:
     return f"{v:,.0f}" if isinstance(v, (int, float)) else "n/a"
-
-
-def _cell(v: object) -> str:
-    return str(v).replace("|", "/").replace("\n", " ")
 
 
 def _mem(r: dict[str, Any], key: str = "") -> str:
@@ -1131,215 +1251,319 @@ def _mem(r: dict[str, Any], key: str = "") -> str:
     return f"{_mib(peak)} (+{_mib(growth)})"
 
 
-def render(
+def _figure(
+    raw: dict[str, Any],
+    name: str,
+    area: str,
+    key: str,
+    what: str,
+    ref: str,
+    target: figures.Target | None = None,
+    **extra: str,
+) -> figures.Figure:
+    """The figure ``key`` from a child's raw result (``{name}_s`` wall, ``{name}_cpu_s`` CPU),
+    or a failed figure carrying the child's error."""
+    if "error" in raw:
+        return figures.Figure(key, area, what, None, None, ref, target, error=str(raw["error"]))
+    wall, cpu = raw.get(f"{name}_s"), raw.get(f"{name}_cpu_s")
+    return figures.Figure(
+        key,
+        area,
+        what,
+        None if wall is None else float(wall),
+        None if cpu is None else float(cpu),
+        ref,
+        target,
+        **extra,
+    )
+
+
+SCAN_WHAT = (
+    "one full read of the traces table (every column of every row streamed through the "
+    "driver; the median of 3 reads)"
+)
+
+
+def collect(
     args: argparse.Namespace,
-    url: str,
-    mach: dict[str, str],
-    size: dict[str, int],
-    build_figs: dict[str, float],
+    build_figs: dict[str, Any],
+    ref: dict[str, Any],
     pages: list[tuple[str, str, str, dict[str, Any]]],
     imp: dict[str, Any],
     samp: dict[str, Any],
     rep: dict[str, Any],
     sw: dict[str, Any],
+    *,
+    build_reused: bool = False,
+) -> tuple[dict[str, figures.Reference], list[figures.Figure]]:
+    """The references and figures of a run from the children's raw results. Database areas
+    are scaled by the full read of the traces table, the import by its raw-insert floor and
+    the risk-coverage sweep by scikit-learn. The build of a reused database was timed in an
+    earlier run: shown, but with no reference of this run (so never compared)."""
+    Ref, sec = figures.Reference, figures.target_s
+    refs: dict[str, figures.Reference] = {}
+    out: list[figures.Figure] = []
+    if ref:
+        refs["scan"] = Ref(
+            "scan",
+            SCAN_WHAT + (f", {ref['rows']:,} rows" if "rows" in ref else ""),
+            ref.get("scan_s"),
+            ref.get("scan_cpu_s"),
+            str(ref.get("error", "")),
+        )
+    if build_figs.get("load_traces_s"):
+        rate = args.traces / build_figs["load_traces_s"] if args.traces else 0.0
+        b = build_figs
+        build_ref = "" if build_reused else "scan"
+        earlier = "; timed when the reused database was built" if build_reused else ""
+        out += [
+            _figure(
+                b,
+                "build_demo",
+                "Build",
+                "build:demo",
+                f"demo data (fixtures.build_demo, {int(b.get('demo_traces', 0)):,} traces "
+                "through the importer)",
+                build_ref,
+                notes="users, corpus, cases, labels, runs, policies, audits, reviews" + earlier,
+            ),
+            _figure(
+                b,
+                "load_traces",
+                "Build",
+                "build:traces",
+                f"bulk insert of {args.traces:,} traces x 5 chunks",
+                build_ref,
+                other=f"{rate:,.0f} traces/s",
+                notes=f"{BATCH_TRACES:,} traces (with chunks) per transaction{earlier}",
+            ),
+            _figure(
+                b,
+                "load_cases_labels",
+                "Build",
+                "build:cases_labels",
+                f"bulk insert of {args.cases:,} cases and {args.labels:,} labels",
+                build_ref,
+                notes="with claims, documents, slices, families, adjudications" + earlier,
+            ),
+        ]
+    for path, title, user, r in pages:
+        who = user.split("@", 1)[0]
+        sql_note = f"SQL {r['sql_s']:,.2f} s in {r['sql_n']} statements" if "sql_s" in r else ""
+        notes = "; ".join(x for x in [f"as {who}", sql_note, *r.get("problems", [])] if x)
+        out.append(
+            _figure(
+                r,
+                "first",
+                "Page",
+                f"page:{path}",
+                title,
+                "scan",
+                sec(1.0),
+                mem=_mem(r),
+                py_peak=_mib(r["py_peak_mib"]) if "py_peak_mib" in r else "",
+                notes=notes,
+            )
+        )
+        out.append(
+            _figure(r, "rerun", "Page", f"page:{path}:rerun", f"{title}: rerun", "scan", sec(1.0))
+        )
+    if samp:
+        s = samp
+        out += [
+            _figure(
+                s,
+                "count_decision",
+                "Audit sampling",
+                "sampling:count_decision",
+                "count_population, strata = decision",
+                "scan",
+                sec(1.0),
+                other=f"{s['strata']} strata" if "strata" in s else "",
+                notes=f"population {s['population']:,} traces (all)" if "population" in s else "",
+            ),
+            _figure(
+                s,
+                "count_decision_tier",
+                "Audit sampling",
+                "sampling:count_decision_tier",
+                "count_population, strata = decision x attr.customer_tier",
+                "scan",
+                sec(1.0),
+                other=f"{s['strata2']} strata" if "strata2" in s else "",
+                notes="stratum from a trace attribute",
+            ),
+            _figure(
+                s,
+                "create_plan",
+                "Audit sampling",
+                "sampling:create_plan",
+                "create_plan (counts again, stores the fingerprint)",
+                "scan",
+                sec(1.0),
+            ),
+            _figure(
+                s,
+                "draw",
+                "Audit sampling",
+                "sampling:draw",
+                f"draw_plan: {args.sample} traces from all traces",
+                "scan",
+                sec(0.3),
+                other=f"{s['drawn']} drawn" if "drawn" in s else "",
+                mem=_mem(s),
+                notes="proportional allocation by decision",
+            ),
+            _figure(
+                s,
+                "verify",
+                "Audit sampling",
+                "sampling:verify",
+                "verify_sample (draw again and compare)",
+                "scan",
+                sec(1.0),
+                other=f"same sample: {s['verified']}" if "verified" in s else "",
+            ),
+        ]
+    if rep:
+        out.append(
+            _figure(
+                rep,
+                "replay",
+                "Thresholds",
+                "thresholds:replay",
+                "replay_traces: in-force policy vs vector refuse_below + 0.05 on every trace",
+                "scan",
+                sec(2.0),
+                other=f"{rep['traces']:,} traces" if "traces" in rep else "",
+                mem=_mem(rep),
+                notes=(
+                    f"{rep['flipped']:,} decisions flip; {rep['skipped']:,} not replayable "
+                    "(a signal missing); the Thresholds page runs it on a button"
+                    if "flipped" in rep
+                    else ""
+                ),
+            )
+        )
+    if imp:
+        if "error" in imp:
+            refs["floor"] = Ref("floor", "raw-insert floor", None, None, str(imp["error"]))
+        else:
+            kind = imp.get("floor_kind", "sqlite3 executemany")
+            refs["floor"] = Ref(
+                "floor",
+                f"{kind} of the same file into an empty database, one transaction, no "
+                f"validation, redaction or duplicate check ({imp.get('floor_rate', 0):,.0f} "
+                "traces/s)",
+                imp.get("floor_s"),
+                imp.get("floor_cpu_s"),
+            )
+        n = int(imp.get("added", args.import_traces))
+        out += [
+            _figure(
+                imp,
+                "import",
+                "Import",
+                "import:file",
+                f"import_file of {n:,} canonical traces"
+                + (f" ({imp['file_mib']:.0f} MiB JSONL)" if "file_mib" in imp else "")
+                + " into the large database",
+                "floor",
+                figures.Target("max_ratio", 2.0, "≥ 50% of the floor's rate"),
+                other=f"{imp['rate']:,.0f} traces/s" if "rate" in imp else "",
+                mem=_mem(imp),
+                notes="redaction on; parsed, checked and spooled, then written in batches",
+            ),
+            _figure(
+                imp,
+                "reimport",
+                "Import",
+                "import:again",
+                "the same file again",
+                "floor",
+                other=f"{imp['reimport_added']:,} added" if "reimport_added" in imp else "",
+                notes="every trace id already stored",
+            ),
+        ]
+    if sw:
+        if "error" in sw:
+            refs["sklearn"] = Ref("sklearn", "scikit-learn", None, None, str(sw["error"]))
+        else:
+            refs["sklearn"] = Ref(
+                "sklearn",
+                f"scikit-learn precision_recall_curve on the same {sw['n']:,} outcomes "
+                f"({sw['sklearn_points']:,} points; selective risk = 1 - precision at all "
+                f"{sw['common_points']:,} shared thresholds, max difference "
+                f"{sw['max_abs_diff']:.1e})",
+                sw.get("sklearn_s"),
+                sw.get("sklearn_cpu_s"),
+            )
+        out += [
+            _figure(
+                sw,
+                "risk_coverage",
+                "Risk-coverage",
+                "sweep:risk_coverage",
+                f"selective.risk_coverage, {args.outcomes:,} outcomes",
+                "sklearn",
+                other=f"{sw['points']:,} points" if "points" in sw else "",
+                mem=_mem(sw, "_rc"),
+                py_peak=_mib(sw.get("py_peak_rc_mib")) if "py_peak_rc_mib" in sw else "",
+                notes=f"AURC {sw['aurc']:.4f}" if "aurc" in sw else "",
+            ),
+            _figure(
+                sw,
+                "sweep",
+                "Risk-coverage",
+                "sweep:sweep",
+                "selective.sweep (every metric, Wilson intervals, expected cost)",
+                "sklearn",
+                other=f"{sw['sweep_points']:,} points" if "sweep_points" in sw else "",
+                mem=_mem(sw, "_sweep"),
+                py_peak=_mib(sw.get("py_peak_sweep_mib")) if "py_peak_sweep_mib" in sw else "",
+            ),
+        ]
+    return refs, out
+
+
+def render(
+    args: argparse.Namespace,
+    url: str,
+    mach: dict[str, str],
+    size: dict[str, int],
+    refs: dict[str, figures.Reference],
+    figs: list[figures.Figure],
+    pages: list[tuple[str, str, str, dict[str, Any]]],
 ) -> str:
-    dialect = "SQLite" if url.startswith("sqlite") else url.split(":", 1)[0]
-    db_file = f"; database file {size['db_bytes'] / 2**30:.2f} GiB" if size.get("db_bytes") else ""
+    dialect = "SQLite" if url.startswith("sqlite") else "PostgreSQL"
+    db_size = f"; database {size['db_bytes'] / 2**30:.2f} GiB" if size.get("db_bytes") else ""
     lines = [
         "# Scale benchmark",
         "",
         f"Machine: {mach['cpus']} CPUs ({mach['cpu']}), {mach['memory']} RAM, {mach['os']}; "
-        f"Python {mach['python']}, SQLite {mach['sqlite']}; database: {dialect}; code: "
-        f"{mach['code']}.",
+        f"Python {mach['python']}, {mach.get('database', 'SQLite ' + mach['sqlite'])}; "
+        f"database: {dialect}; code: {mach['code']}.",
         "",
         f"Sizes: {size.get('traces', 0):,} traces, {size.get('trace_chunks', 0):,} trace "
         f"chunks, {size.get('cases', 0):,} cases, {size.get('labels', 0):,} labels, "
         f"{size.get('adjudications', 0):,} adjudications, {size.get('documents', 0):,} "
-        f"document versions, {size.get('users', 0):,} users{db_file}. Requested: --traces "
+        f"document versions, {size.get('users', 0):,} users{db_size}. Requested: --traces "
         f"{args.traces:,} --cases {args.cases:,} --labels {args.labels:,}, traces spread over "
         f"{args.weeks} weeks; the Brightwave demo data is loaded first.",
         "",
         "Pages: the default view of every page registered in app.py, opened with AppTest "
         "through the real router in a child process each (signed in as the user named in the "
         "notes), after a first run of the default page has warmed imports, the engine and "
-        "the router. *Time* is that open with st.cache_data cleared; *Rerun* the next run of "
-        "the same session (caches warm). *Peak RSS* is the child's resident-set high-water "
-        "mark during the step (the kernel mark is reset before it) and its growth over the "
-        "resident set at the start; *Py peak* is the largest Python heap (tracemalloc, numpy "
-        "and pandas buffers included) of another cold open of the page. Wall-clock, one run "
-        "each, on a shared machine; printed, never asserted.",
+        "the router; then the page with st.cache_data cleared, and a rerun of the same session "
+        "(caches warm). *Wall* is perf_counter, *CPU* the process_time of the process doing "
+        "the work (the page's child: Streamlit, the review code and, on SQLite, the SQL; on "
+        "PostgreSQL the server's CPU is not in it). *Peak RSS* is the child's resident-set "
+        "high-water mark during the step and its growth over the resident set at the start; "
+        "*Py peak* is the largest Python heap (tracemalloc) of another cold open of the page. "
+        "One run each; printed, never asserted.",
         "",
-        "| Area | What | Time | Rerun / other | Peak RSS MiB (growth) | Py peak MiB | Notes |",
-        "|---|---|---:|---:|---:|---:|---|",
+        *figures.render_figures(figs, refs),
     ]
-
-    def row(*cells: object) -> None:
-        padded = [*cells, *([""] * (7 - len(cells)))]
-        lines.append("| " + " | ".join(_cell(c) for c in padded) + " |")
-
-    if build_figs:
-        rate = args.traces / build_figs["load_traces_s"] if build_figs.get("load_traces_s") else 0
-        row(
-            "Build",
-            f"demo data (fixtures.build_demo, {int(build_figs.get('demo_traces', 0)):,} "
-            "traces through the importer)",
-            _s(build_figs.get("build_demo_s")),
-            "",
-            "",
-            "",
-            "users, corpus, cases, labels, runs, policies, audits, reviews",
-        )
-        row(
-            "Build",
-            f"bulk insert of {args.traces:,} traces x 5 chunks",
-            _s(build_figs.get("load_traces_s")),
-            f"{rate:,.0f} traces/s",
-            "",
-            "",
-            f"{BATCH_TRACES:,} traces (with chunks) per transaction",
-        )
-        row(
-            "Build",
-            f"bulk insert of {args.cases:,} cases and {args.labels:,} labels",
-            _s(build_figs.get("load_cases_labels_s")),
-            "",
-            "",
-            "",
-            "with claims, documents, slices, families, adjudications",
-        )
-    for _path, title, user, r in pages:
-        who = user.split("@", 1)[0]
-        if "error" in r:
-            row("Page", title, "failed", "", "", "", r["error"])
-            continue
-        slow = " (> 1 s)" if r["first_s"] > 1.0 else ""
-        sql_note = f"SQL {r['sql_s']:,.2f} s in {r['sql_n']} statements" if "sql_s" in r else ""
-        notes = "; ".join(x for x in [f"as {who}", sql_note, *r["problems"]] if x)
-        row(
-            "Page",
-            f"{title}{slow}",
-            _s(r["first_s"]),
-            _s(r["rerun_s"]),
-            _mem(r),
-            _mib(r.get("py_peak_mib")),
-            notes,
-        )
-    if "error" in imp:
-        row("Import", "trace import", "failed", "", "", "", imp["error"])
-    elif imp:
-        row(
-            "Import",
-            f"import_file of {imp['added']:,} canonical traces ({imp['file_mib']:.0f} MiB "
-            "JSONL) into the large database",
-            _s(imp["import_s"]),
-            f"{imp['rate']:,.0f} traces/s",
-            _mem(imp),
-            "",
-            "redaction on; parsed, checked and spooled, then written in batches",
-        )
-        row(
-            "Import",
-            "the same file again",
-            _s(imp["reimport_s"]),
-            f"{imp['reimport_added']:,} added",
-            "",
-            "",
-            "every trace id already stored",
-        )
-        if "floor_s" in imp:
-            row(
-                "Import",
-                "floor: plain sqlite3 executemany of the same file into an empty database",
-                _s(imp["floor_s"]),
-                f"{imp['floor_rate']:,.0f} traces/s",
-                "",
-                "",
-                "no validation, redaction or duplicate check",
-            )
-    if "error" in samp:
-        row("Audit sampling", "sampling", "failed", "", "", "", samp["error"])
-    elif samp:
-        row(
-            "Audit sampling",
-            "count_population, strata = decision",
-            _s(samp["count_decision_s"]),
-            f"{samp['strata']} strata",
-            "",
-            "",
-            f"population {samp['population']:,} traces (all)",
-        )
-        row(
-            "Audit sampling",
-            "count_population, strata = decision x attr.customer_tier",
-            _s(samp["count_decision_tier_s"]),
-            f"{samp['strata2']} strata",
-            "",
-            "",
-            "stratum from a JSON attribute",
-        )
-        row(
-            "Audit sampling",
-            "create_plan (counts again, stores the fingerprint)",
-            _s(samp["create_plan_s"]),
-        )
-        row(
-            "Audit sampling",
-            f"draw_plan: {samp['drawn']} traces from all traces",
-            _s(samp["draw_s"]),
-            "",
-            _mem(samp),
-            "",
-            "proportional allocation by decision, seeded rank in SQL",
-        )
-        row(
-            "Audit sampling",
-            "verify_sample (draw again and compare)",
-            _s(samp["verify_s"]),
-            f"same sample: {samp['verified']}",
-        )
-    if "error" in rep:
-        row("Thresholds", "replay_traces", "failed", "", "", "", rep["error"])
-    elif rep:
-        row(
-            "Thresholds",
-            "replay_traces: in-force policy vs vector refuse_below + 0.05 on every trace",
-            _s(rep["replay_s"]),
-            f"{rep['traces']:,} traces",
-            _mem(rep),
-            "",
-            f"{rep['flipped']:,} decisions flip; {rep['skipped']:,} skipped (no signals); "
-            "the Thresholds page runs it on a button",
-        )
-    if "error" in sw:
-        row("Risk-coverage", "sweep", "failed", "", "", "", sw["error"])
-    elif sw:
-        row(
-            "Risk-coverage",
-            f"selective.risk_coverage, {sw['n']:,} outcomes",
-            _s(sw["risk_coverage_s"]),
-            f"{sw['points']:,} points",
-            _mem(sw, "_rc"),
-            _mib(sw.get("py_peak_rc_mib")),
-            f"AURC {sw['aurc']:.4f} in {_s(sw['aurc_s'])}",
-        )
-        row(
-            "Risk-coverage",
-            "selective.sweep (every metric, Wilson intervals, expected cost)",
-            _s(sw["sweep_s"]),
-            f"{sw['sweep_points']:,} points",
-            _mem(sw, "_sweep"),
-            _mib(sw.get("py_peak_sweep_mib")),
-        )
-        row(
-            "Risk-coverage",
-            "scikit-learn precision_recall_curve, same data",
-            _s(sw["sklearn_s"]),
-            f"{sw['sklearn_points']:,} points",
-            _mem(sw, "_sk"),
-            _mib(sw.get("py_peak_sk_mib")),
-            f"selective risk = 1 - precision at all {sw['common_points']:,} shared "
-            f"thresholds, max difference {sw['max_abs_diff']:.1e}",
-        )
     slow_pages = [(t, r) for _p, t, _u, r in pages if r.get("first_s", 0) > 1.0 and "sql_top" in r]
     if slow_pages:
         lines += [
@@ -1376,7 +1600,41 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--outcomes", type=int, default=1_000_000, help="risk-coverage outcomes")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "out"))
-    ap.add_argument("--url", default=None, help="an empty database (default: SQLite in --workdir)")
+    ap.add_argument(
+        "--database-url",
+        "--url",
+        dest="url",
+        default=None,
+        help="an empty database, e.g. postgresql+psycopg://... (default: SQLite in --workdir)",
+    )
+    ap.add_argument(
+        "--pg-server",
+        action="store_true",
+        help="start a throwaway PostgreSQL server (tests/helpers/pgserver.py), run every "
+        "figure on a new database in it, and stop it at the end",
+    )
+    ap.add_argument(
+        "--record",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="PATH",
+        help="write this run's figures to PATH (default benchmarks/recorded/scale-ENGINE.json)",
+    )
+    ap.add_argument(
+        "--compare",
+        default=None,
+        metavar="PATH",
+        help="recorded figures to compare with (default benchmarks/recorded/scale-ENGINE.json)",
+    )
+    ap.add_argument(
+        "--table",
+        nargs="+",
+        default=None,
+        metavar="RECORD",
+        help="only print one Markdown table of recorded runs side by side (e.g. the SQLite and "
+        "the PostgreSQL record) and exit",
+    )
     ap.add_argument("--workdir", default=None, help="folder for the database (default: temp)")
     ap.add_argument("--keep", action="store_true", help="keep the workdir and its database")
     ap.add_argument("--pages", default="", help="only pages whose file contains one of these")
@@ -1399,6 +1657,8 @@ def child_main(args: argparse.Namespace) -> None:
         result = child_replay(args.url)
     elif args.child == "sweep":
         result = child_sweep(args.outcomes, args.seed)
+    elif args.child == "reference":
+        result = child_reference(args.url)
     else:
         raise SystemExit(f"unknown child {args.child!r}")
     print(json.dumps(result, default=str))
@@ -1414,11 +1674,94 @@ def _marker(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def engine_name(url: str) -> str:
+    return url.split(":", 1)[0].split("+", 1)[0]
+
+
+def default_record(engine: str) -> Path:
+    return ROOT / "benchmarks" / "recorded" / f"scale-{engine}.json"
+
+
+def requested(args: argparse.Namespace) -> dict[str, Any]:
+    """The sizes a run was asked for: runs compare only with a record of the same."""
+    return {
+        **_marker(args),
+        "import_traces": args.import_traces,
+        "sample": args.sample,
+        "outcomes": args.outcomes,
+    }
+
+
+def database_version(url: str) -> str:
+    if url.startswith("sqlite"):
+        return f"SQLite {sqlite3.sqlite_version}"
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            return f"PostgreSQL {conn.exec_driver_sql('SHOW server_version').scalar()}"
+    finally:
+        engine.dispose()
+
+
+def comparison(args: argparse.Namespace, record: dict[str, Any]) -> str:
+    """Regressions and improvements against the recorded figures (``--compare PATH``, or the
+    engine's file under benchmarks/recorded/ when there is one)."""
+    path = Path(args.compare) if args.compare else default_record(record["engine"])
+    if not path.exists():
+        return f"## Regressions\n\nNo recorded figures to compare with ({path} does not exist).\n"
+    shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+    try:
+        recorded = figures.load_record(path)
+        return figures.render_comparison(record, recorded, str(shown))
+    except (OSError, ValueError, KeyError, TypeError) as exc:  # a damaged record: say so
+        return f"## Regressions\n\nNot compared: {shown} could not be read ({exc!r}).\n"
+
+
+def start_pg_server() -> tuple[Any, str]:
+    """A throwaway PostgreSQL server (tests/helpers/pgserver.py: initdb in a temporary folder,
+    a free port, fsync off) and the URL of a new database in it."""
+    from sqlalchemy import create_engine
+
+    from tests.helpers.pgserver import PgServer
+
+    server = PgServer()
+    try:
+        base = server.start()
+        admin = create_engine(base, isolation_level="AUTOCOMMIT")
+        with admin.connect() as conn:
+            conn.exec_driver_sql('CREATE DATABASE "wb_scale"')
+        admin.dispose()
+    except Exception:
+        server.stop()
+        raise
+    return server, base.rsplit("/", 1)[0] + "/wb_scale"
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     if args.child:
         child_main(args)
         return
+    if args.table:
+        paths = [Path(p) for p in args.table]
+        print(figures.render_engines([figures.load_record(p) for p in paths], args.table))
+        return
+    server = None
+    if args.pg_server:
+        if args.url:
+            raise SystemExit("--pg-server starts its own database: leave out --database-url")
+        server, args.url = start_pg_server()
+        log(f"throwaway PostgreSQL server: {args.url}")
+    try:
+        run_benchmark(args)
+    finally:
+        if server is not None and args.keep:
+            log(f"kept the PostgreSQL server {args.url}: pg_ctl -D {server.dir}/data stop")
+        elif server is not None:
+            server.stop()
+
+
+def run_benchmark(args: argparse.Namespace) -> None:
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
     made_tmp = args.workdir is None
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="wb-scale-"))
@@ -1426,14 +1769,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     url = args.url or f"sqlite:///{workdir / 'scale.db'}"
     tax = load_taxonomy()
     mach = machine()  # the code measured is the code at the start
+    mach["database"] = database_version(url)
     marker = workdir / "built.json"
     build_figs: dict[str, float] = {}
     try:
-        if (
+        reused = (
             args.url is None
             and marker.exists()
             and json.loads(marker.read_text()).get("sizes") == _marker(args)
-        ):
+        )
+        if reused:
             build_figs = json.loads(marker.read_text()).get("build", {})
             log(f"reusing the database in {workdir}")
         else:
@@ -1446,6 +1791,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         size = sizes(url)
         log(f"sizes: {size}")
         common = ["--url", url, "--seed", str(args.seed), "--page-timeout", str(args.page_timeout)]
+        log("reference: full reads of the traces table ...")
+        ref = run_child(["--child", "reference", *common], 3600)
+        log(f"  {json.dumps(ref)}")
 
         pages: list[tuple[str, str, str, dict[str, Any]]] = []
         wanted = [p.strip() for p in args.pages.split(",") if p.strip()]
@@ -1461,6 +1809,17 @@ def main(argv: Sequence[str] | None = None) -> None:
                 )
                 pages.append((path, title, user, r))
                 log(f"  {json.dumps(r)}")
+        samp: dict[str, Any] = {}
+        if "sampling" not in skip:
+            log("audit sampling ...")
+            samp = run_child(["--child", "sampling", "--sample", str(args.sample), *common], 3600)
+            log(f"  {json.dumps(samp)}")
+        rep: dict[str, Any] = {}
+        if "replay" not in skip:
+            log("threshold replay over every trace ...")
+            rep = run_child(["--child", "replay", *common], 3600)
+            log(f"  {json.dumps(rep)}")
+        # the import comes after every figure over the database, which it grows
         imp: dict[str, Any] = {}
         if "import" not in skip and args.import_traces > 0:
             log(f"import of {args.import_traces:,} traces ...")
@@ -1477,39 +1836,46 @@ def main(argv: Sequence[str] | None = None) -> None:
                 7200,
             )
             log(f"  {json.dumps(imp)}")
-        samp: dict[str, Any] = {}
-        if "sampling" not in skip:
-            log("audit sampling ...")
-            samp = run_child(["--child", "sampling", "--sample", str(args.sample), *common], 3600)
-            log(f"  {json.dumps(samp)}")
-        rep: dict[str, Any] = {}
-        if "replay" not in skip:
-            log("threshold replay over every trace ...")
-            rep = run_child(["--child", "replay", *common], 3600)
-            log(f"  {json.dumps(rep)}")
         sw: dict[str, Any] = {}
         if "sweep" not in skip:
             log(f"risk-coverage over {args.outcomes:,} outcomes ...")
             sw = run_child(["--child", "sweep", "--outcomes", str(args.outcomes), *common], 3600)
             log(f"  {json.dumps(sw)}")
         final_size = sizes(url)
-        table = render(args, url, mach, size, build_figs, pages, imp, samp, rep, sw)
+        refs, figs = collect(args, build_figs, ref, pages, imp, samp, rep, sw, build_reused=reused)
+        table = render(args, url, mach, size, refs, figs, pages)
         code_now = code_version()
         if code_now != mach["code"]:
             table += f"\nThe checkout changed during the run (now {code_now}).\n"
         if final_size.get("traces", 0) != size.get("traces", 0):
             table += (
-                f"\nAfter the import and the audit draw the database holds "
-                f"{final_size['traces']:,} traces (sampling ran over all of them).\n"
+                f"\nAfter the import the database holds {final_size['traces']:,} traces (every "
+                "other figure ran before it).\n"
             )
-        print(table)
+        record = figures.make_record(
+            engine=engine_name(url),
+            machine=mach,
+            requested=requested(args),
+            sizes=size,
+            references=refs.values(),
+            figures=figs,
+            recorded_at=dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        )
+        report = comparison(args, record) + "\n" + table
+        print(report)
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        (out / "scale.md").write_text(table, encoding="utf-8")
+        (out / "scale.md").write_text(report, encoding="utf-8")
+        figures.save_record(out / f"scale-{record['engine']}.json", record)
+        if args.record is not None:
+            record_path = Path(args.record) if args.record else default_record(record["engine"])
+            figures.save_record(record_path, record)
+            log(f"recorded: {record_path}")
         raw = {
             "machine": mach,
             "sizes": size,
             "build": build_figs,
+            "reference": ref,
             "pages": [{"page": p, "title": t, "user": u, **r} for p, t, u, r in pages],
             "import": imp,
             "sampling": samp,

@@ -1,18 +1,20 @@
 """Bulk synthetic traces for the benchmarks, and the raw-insert floor the importer is measured
-against (plain sqlite3 executemany of the same rows)."""
+against (plain sqlite3 executemany of the same rows; COPY on PostgreSQL)."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import random
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
 from review.demo.tracedemo import WEEKS, demo_weeks
 
-__all__ = ["sqlite_floor", "write_synthetic"]
+__all__ = ["postgres_floor", "postgres_floor_database", "sqlite_floor", "write_synthetic"]
 
 
 # ---------------------------------------------------------------------------------------
@@ -94,15 +96,49 @@ _CHUNK_COLS = (
 )  # fmt: skip
 
 
-def sqlite_floor(db_path: Path, jsonl: Path, batch: int = 5000) -> int:
+def _floor_rows(
+    d: dict[str, Any], n: int, at: Any, now: Any
+) -> tuple[tuple[Any, ...], list[tuple[Any, ...]]]:
+    """The traces row (columns ``_TRACE_COLS``, primary key ``n``) and the trace_chunks rows
+    (``_CHUNK_COLS``) of one canonical JSONL trace, JSON columns as text."""
+    v, a = d.get("versions") or {}, d.get("attributes") or {}
+    trow = (
+        n, d["trace_id"], at, d["query"], d.get("rewritten_query"),
+        d.get("user_role"), json.dumps(d.get("identity_scopes") or []),
+        d.get("context_sent") or "", d.get("ranking_mode"),
+        d.get("hits_after_filter"), d.get("top_score"), d.get("answerable"),
+        d.get("ambiguous"), d.get("ungrounded"), d.get("decision"),
+        d.get("reason_code"), d.get("answer_text") or "",
+        json.dumps(d.get("citations") or []), d.get("feedback"), json.dumps(v),
+        json.dumps(a), v.get("policy"), v.get("model"), a.get("language"),
+        a.get("customer_tier"), a.get("document_type"), False, "{}", None, now,
+    )  # fmt: skip
+    crows = [_chunk_row(n, c) for c in d.get("chunks") or []]
+    return trow, crows
+
+
+def _chunk_row(n: int, c: dict[str, Any]) -> tuple[Any, ...]:
+    return (
+        n, c["chunk_id"], c.get("doc_id"), c.get("doc_version"), c.get("rank"),
+        c.get("score"), c.get("text") or "", bool(c.get("filtered")),
+        c.get("effective_date"),
+    )  # fmt: skip
+
+
+def sqlite_floor(
+    db_path: Path, jsonl: Path, batch: int = 5000, *, schema_ready: bool = False
+) -> int:
     """Insert the traces of a canonical JSONL file into a fresh database with the workbench
     schema using plain sqlite3 ``executemany`` in one transaction, without validation,
-    redaction or duplicate checks: the speed floor for the importer. Returns traces written."""
+    redaction or duplicate checks: the speed floor for the importer. Returns traces written.
+    ``schema_ready``: the caller has already migrated ``db_path`` (so a timing of this call
+    holds the writing only)."""
     from storage.db import make_engine, migrate
 
-    engine = make_engine(f"sqlite:///{db_path}")
-    migrate(engine)
-    engine.dispose()
+    if not schema_ready:
+        engine = make_engine(f"sqlite:///{db_path}")
+        migrate(engine)
+        engine.dispose()
     con = sqlite3.connect(db_path, isolation_level=None)
     con.execute("PRAGMA journal_mode=WAL")
     con.execute("PRAGMA synchronous=NORMAL")
@@ -124,28 +160,9 @@ def sqlite_floor(db_path: Path, jsonl: Path, batch: int = 5000) -> int:
             d = json.loads(line)
             n += 1
             at = dt.datetime.fromisoformat(d["time"]).strftime("%Y-%m-%d %H:%M:%S.%f")
-            v, a = d.get("versions") or {}, d.get("attributes") or {}
-            trows.append(
-                (
-                    n, d["trace_id"], at, d["query"], d.get("rewritten_query"),
-                    d.get("user_role"), json.dumps(d.get("identity_scopes") or []),
-                    d.get("context_sent") or "", d.get("ranking_mode"),
-                    d.get("hits_after_filter"), d.get("top_score"), d.get("answerable"),
-                    d.get("ambiguous"), d.get("ungrounded"), d.get("decision"),
-                    d.get("reason_code"), d.get("answer_text") or "",
-                    json.dumps(d.get("citations") or []), d.get("feedback"), json.dumps(v),
-                    json.dumps(a), v.get("policy"), v.get("model"), a.get("language"),
-                    a.get("customer_tier"), a.get("document_type"), False, "{}", None, now,
-                )
-            )  # fmt: skip
-            for c in d.get("chunks") or []:
-                crows.append(
-                    (
-                        n, c["chunk_id"], c.get("doc_id"), c.get("doc_version"), c.get("rank"),
-                        c.get("score"), c.get("text") or "", bool(c.get("filtered")),
-                        c.get("effective_date"),
-                    )
-                )  # fmt: skip
+            trow, chunk_rows = _floor_rows(d, n, at, now)
+            trows.append(trow)
+            crows.extend(chunk_rows)
             if len(trows) >= batch:
                 con.executemany(tq, trows)
                 con.executemany(cq, crows)
@@ -155,4 +172,78 @@ def sqlite_floor(db_path: Path, jsonl: Path, batch: int = 5000) -> int:
         con.executemany(cq, crows)
     con.execute("COMMIT")
     con.close()
+    return n
+
+
+@contextlib.contextmanager
+def postgres_floor_database(url: str) -> Iterator[str]:
+    """A fresh database with the workbench schema beside the database of ``url`` on the same
+    PostgreSQL server (its user needs CREATEDB), dropped on exit; yields its URL."""
+    from sqlalchemy import create_engine, make_url, text
+
+    from storage.db import make_engine, migrate
+
+    target = make_url(url)
+    name = f"{target.database or 'workbench'}_floor"[:60]
+    admin = create_engine(target.set(database="postgres"), isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as c:
+            c.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
+            c.execute(text(f'CREATE DATABASE "{name}"'))
+        try:
+            floor_url = target.set(database=name).render_as_string(hide_password=False)
+            engine = make_engine(floor_url)
+            migrate(engine)
+            engine.dispose()
+            yield floor_url
+        finally:
+            with admin.connect() as c:
+                c.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    finally:
+        admin.dispose()
+
+
+def postgres_floor(floor_url: str, jsonl: Path, batch: int = 5000) -> int:
+    """The PostgreSQL floor for the importer: the traces of a canonical JSONL file written with
+    ``COPY ... FROM STDIN`` (psycopg's ``cursor.copy``) into the empty database ``floor_url``
+    (see :func:`postgres_floor_database`), in one transaction, without validation, redaction
+    or duplicate checks. Returns traces written."""
+    import psycopg
+    from sqlalchemy import make_url
+
+    conninfo = make_url(floor_url).set(drivername="postgresql")
+    tq = f"COPY traces ({', '.join(_TRACE_COLS)}) FROM STDIN"
+    cq = f"COPY trace_chunks ({', '.join(_CHUNK_COLS)}) FROM STDIN"
+    now = dt.datetime.now(dt.UTC)
+    n = 0
+    trows: list[tuple[Any, ...]] = []
+    crows: list[tuple[Any, ...]] = []
+    with (
+        psycopg.connect(conninfo.render_as_string(hide_password=False)) as con,
+        con.cursor() as cur,
+    ):
+
+        def flush() -> None:
+            with cur.copy(tq) as cp:
+                for r in trows:
+                    cp.write_row(r)
+            with cur.copy(cq) as cp:
+                for r in crows:
+                    cp.write_row(r)
+            trows.clear()
+            crows.clear()
+
+        with jsonl.open(encoding="utf-8") as fh:
+            for line in fh:
+                d = json.loads(line)
+                n += 1
+                at = dt.datetime.fromisoformat(d["time"])
+                trow, chunk_rows = _floor_rows(d, n, at, now)
+                trows.append(trow)
+                crows.extend(chunk_rows)
+                if len(trows) >= batch:
+                    flush()
+        if trows:
+            flush()
+        con.commit()
     return n
