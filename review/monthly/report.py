@@ -83,13 +83,15 @@ def live_context(engine: Engine, tax: Taxonomy, month: str) -> MonthContext:
     runs = [r for r in evalruns.list_runs(engine) if r.created_at < end]
     gate: list[release.GateRow] = []
     gate_run = None
+    # read once: the gate and the risk-coverage chart below use the same outputs and policy
     frame = pd.DataFrame()
+    pif: thresholds.PolicyInForce | None = None
     if runs:
         latest = runs[0]
-        # read once: the gate and the risk-coverage chart below use the same outputs
         frame = evalruns.outputs_frame(engine, latest.id, tax)
         try:
-            gate = release.release_gate(thresholds.in_force(engine).policy, frame, "test").rows
+            pif = thresholds.in_force(engine)
+            gate = release.release_gate(pif.policy, frame, "test").rows
             gate_run = latest.name
         except InputError:
             gate = []
@@ -104,9 +106,8 @@ def live_context(engine: Engine, tax: Taxonomy, month: str) -> MonthContext:
             continue
     sections: list[tuple[str, pd.DataFrame]] = []
     charts_: list[tuple[str, alt.TopLevelMixin]] = []
-    if runs and gate_run:
+    if runs and gate_run and pif is not None:
         try:
-            pif = thresholds.in_force(engine)
             outcomes = thresholds.outcomes_of(frame, pif.policy)
             mode = str(outcomes["mode"].iloc[0]) if not outcomes.empty else "vector"
             th = pif.policy.thresholds_for(mode)
