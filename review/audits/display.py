@@ -313,8 +313,9 @@ RATE_TABLE_COLUMNS = [
 
 
 def rate_cells(rate: Mapping[str, Any]) -> dict[str, Any]:
-    """One rate of ``estimates.estimates`` (a row of its ``rates``) as read: percentages with
-    their 95 % intervals (the cells of ``rates_table``)."""
+    """One rate of ``estimates.estimates`` (one of its ``rate_rows``) as read: percentages
+    with their 95 % intervals, the same cells as that rate's row of ``rates_table`` (for a
+    table of a few rates of many plans, without a data frame per plan)."""
     return dict(
         zip(
             RATE_TABLE_COLUMNS,

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from sqlalchemy import Engine, event, insert, select, update
 
-from review.audits import estimates
+from review.audits import display, estimates
 from review.audits import plans as audit_plans
 from review.audits.plans import PlanSpec
 from review.audits.population import PopulationFilter
@@ -73,6 +73,10 @@ def _compare_all(engine: Engine, confidence: float = 0.95) -> int:
         assert not isinstance(got, InputError), got
         same_report(got, ref)
         same_report(estimates.estimates(engine, pid, confidence), ref)
+        # each rate reads as its row of the Audit page's rates table
+        assert [display.rate_cells(r) for r in got.rate_rows] == display.rates_table(
+            ref.rates
+        ).to_dict(orient="records")
         compared += 1
     return compared
 
