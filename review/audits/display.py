@@ -4,7 +4,7 @@ and intervals. Plain data in, plain data out: the page only lays them out."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import pandas as pd
@@ -37,6 +37,7 @@ __all__ = [
     "plan_summary",
     "plans_frame",
     "population_note",
+    "rate_cells",
     "rates_table",
     "reproducibility",
     "signals_frame",
@@ -298,6 +299,36 @@ def single_item_warning(strata: tuple[str, ...]) -> str:
         f"{len(strata)} stratum(s) with one audited trace ({names}): one trace cannot "
         "estimate its stratum's variance, so the largest possible one is used there. "
         "Audit at least two traces per stratum for intervals that rest on data."
+    )
+
+
+RATE_TABLE_COLUMNS = [
+    "verdict",
+    "count",
+    "audited",
+    "sample rate (95 % Wilson)",
+    "population rate, weighted (95 %)",
+    "≈ traces",
+]
+
+
+def rate_cells(rate: Mapping[str, Any]) -> dict[str, Any]:
+    """One rate of ``estimates.estimates`` (one of its ``rate_rows``) as read: percentages
+    with their 95 % intervals, the same cells as that rate's row of ``rates_table`` (for a
+    table of a few rates of many plans, without a data frame per plan)."""
+    return dict(
+        zip(
+            RATE_TABLE_COLUMNS,
+            (
+                rate["label"],
+                rate["count"],
+                rate["audited"],
+                pct_range(rate["sample_rate"], rate["sample_lo"], rate["sample_hi"]),
+                pct_range(rate["population_rate"], rate["population_lo"], rate["population_hi"]),
+                readable.number(rate["estimated_traces"], decimals=0),
+            ),
+            strict=True,
+        )
     )
 
 

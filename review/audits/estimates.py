@@ -2,37 +2,46 @@
 
 **Estimates** weight each stratum by population / audited sample (``weighted_estimate``) and
 show the raw sample rate with its Wilson interval beside it; slices that cut across strata use
-the ratio estimator (``domain_estimate``).
+the ratio estimator (``domain_estimate``). A plan's estimates are made from its tally (audited
+items per stratum and verdict, ``tallies``), gathered for many plans in the same few
+statements, so a page showing every open plan costs the same whatever their number.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, func, select
 
 from review.audits.plans import _plan, _stored_allocation, _stored_counts
 from review.audits.population import NONE
 from review.audits.verdicts import _current_verdicts
 from review.audits.vocabulary import HEADLINE, VERDICTS, outcome
 from review.core.errors import InputError
-from review.core.sampling import StratifiedEstimate, weighted_estimate, wilson_interval
+from review.core.sampling import StratifiedEstimate, estimate_from_counts, wilson_interval
 from storage.db import read_session
-from storage.models import AuditItem, Trace
+from storage.models import AuditItem, AuditVerdict, SamplingPlan, Trace
 
 __all__ = [
+    "RATE_COLUMNS",
     "SLICE_DIMS",
+    "STRATA_COLUMNS",
     "DomainEstimate",
     "EstimateReport",
+    "PlanTally",
     "by_slice",
     "domain_estimate",
     "estimates",
+    "estimates_of",
     "item_outcomes",
+    "report_of",
+    "tallies",
 ]
 
 
@@ -91,24 +100,6 @@ def item_outcomes(engine: Engine, plan_id: int) -> pd.DataFrame:
     return pd.DataFrame(records, columns=cols)
 
 
-@dataclass(frozen=True)
-class EstimateReport:
-    """Estimates for one batch: ``rates`` one row per verdict (headline first), ``strata`` one
-    row per stratum; ``audited``/``sampled`` items; ``disagreements`` items whose reviewers
-    disagree."""
-
-    rates: pd.DataFrame
-    strata: pd.DataFrame
-    population: int
-    sampled: int
-    audited: int
-    disagreements: int
-    confidence: float
-    #: strata with one audited trace (of more): their variance is bounded (0.25), not
-    #: estimated, so the population intervals lean on a guess there
-    single_item_strata: tuple[str, ...] = ()
-
-
 RATE_COLUMNS = [
     "verdict",
     "label",
@@ -125,26 +116,34 @@ RATE_COLUMNS = [
 ]
 
 
-def _rate_row(
-    verdict: str, population: Mapping[str, int], outcomes: pd.DataFrame, confidence: float
-) -> dict[str, Any]:
-    audited = outcomes[outcomes["outcome"].notna()]
-    frame = pd.DataFrame(
-        [
-            {
-                "stratum": name,
-                "population": size,
-                "sample": int((audited["stratum"] == name).sum()),
-                "successes": int(
-                    ((audited["stratum"] == name) & (audited["outcome"] == verdict)).sum()
-                ),
-            }
-            for name, size in population.items()
-        ],
-        columns=["stratum", "population", "sample", "successes"],
-    )
-    est = weighted_estimate(frame, confidence)
-    return _estimate_row(verdict, est)
+STRATA_COLUMNS = ["stratum", "population", "planned", "audited", "weight", *VERDICTS]
+
+
+@dataclass(frozen=True)
+class EstimateReport:
+    """Estimates for one batch: ``rate_rows`` one per verdict (headline first, keys
+    ``RATE_COLUMNS``), ``strata_rows`` one per stratum (keys ``STRATA_COLUMNS``), and the
+    same as data frames (``rates``, ``strata``, built when first read); ``audited``/
+    ``sampled`` items; ``disagreements`` items whose reviewers disagree."""
+
+    rate_rows: tuple[dict[str, Any], ...]
+    strata_rows: tuple[dict[str, Any], ...]
+    population: int
+    sampled: int
+    audited: int
+    disagreements: int
+    confidence: float
+    #: strata with one audited trace (of more): their variance is bounded (0.25), not
+    #: estimated, so the population intervals lean on a guess there
+    single_item_strata: tuple[str, ...] = ()
+
+    @cached_property
+    def rates(self) -> pd.DataFrame:
+        return pd.DataFrame(list(self.rate_rows), columns=RATE_COLUMNS)
+
+    @cached_property
+    def strata(self) -> pd.DataFrame:
+        return pd.DataFrame(list(self.strata_rows), columns=STRATA_COLUMNS)
 
 
 def _estimate_row(verdict: str, est: StratifiedEstimate) -> dict[str, Any]:
@@ -166,50 +165,150 @@ def _estimate_row(verdict: str, est: StratifiedEstimate) -> dict[str, Any]:
     }
 
 
-def estimates(engine: Engine, plan_id: int, confidence: float = 0.95) -> EstimateReport:
-    """Population rates of every verdict (headline ones first), each weighted by stratum
-    (population / audited sample) with an interval, beside the raw sample rate and its Wilson
-    interval; and a per-stratum table with counts and weights."""
+@dataclass(frozen=True)
+class PlanTally:
+    """What a plan's estimates are made of: its stored population and allocation, how many
+    items were drawn, and per stratum how many audited items have each verdict (the
+    majority of their reviewers' current verdicts, as ``item_outcomes`` gives)."""
+
+    population: dict[str, int]
+    allocation: dict[str, int]
+    sampled: int
+    #: stratum -> verdict -> audited items with that verdict (strata as the items name them)
+    verdicts: dict[str, dict[str, int]]
+    disagreements: int
+
+    @property
+    def audited(self) -> int:
+        return sum(sum(by.values()) for by in self.verdicts.values())
+
+
+def tallies(engine: Engine, plan_ids: Sequence[int]) -> dict[int, PlanTally]:
+    """The tallies of several plans in three statements, whatever their number: the plans,
+    the items drawn per plan, and the current verdicts of every item of those plans (one
+    per item and reviewer, the newest). Plans that do not exist are left out."""
+    ids = sorted(set(plan_ids))
+    if not ids:
+        return {}
     with read_session(engine) as s:
-        plan = _plan(s, plan_id)
-        counts = _stored_counts(plan)
-        allocation = _stored_allocation(plan)
-    population = {c.stratum: c.count for c in counts}
-    outcomes = item_outcomes(engine, plan_id)
+        stored = {p.id: p for p in s.scalars(select(SamplingPlan).where(SamplingPlan.id.in_(ids)))}
+        drawn: dict[int, int] = dict(
+            s.execute(
+                select(AuditItem.plan_id, func.count())
+                .where(AuditItem.plan_id.in_(ids))
+                .group_by(AuditItem.plan_id)
+            ).all()
+        )
+        current = (
+            select(func.max(AuditVerdict.id))
+            .join(AuditItem, AuditItem.id == AuditVerdict.item_id)
+            .where(AuditItem.plan_id.in_(ids))
+            .group_by(AuditVerdict.item_id, AuditVerdict.reviewer)
+        )
+        rows = s.execute(
+            select(AuditItem.plan_id, AuditItem.stratum, AuditVerdict.item_id, AuditVerdict.verdict)
+            .join(AuditItem, AuditItem.id == AuditVerdict.item_id)
+            .where(AuditVerdict.id.in_(current))
+            .order_by(AuditVerdict.id)
+        ).all()
+        per_item: dict[int, tuple[int, str, list[str]]] = {}
+        for plan_id, stratum, item_id, verdict in rows:
+            per_item.setdefault(item_id, (plan_id, stratum, []))[2].append(verdict)
+        out: dict[int, PlanTally] = {}
+        for plan_id, plan in stored.items():
+            out[plan_id] = PlanTally(
+                {c.stratum: c.count for c in _stored_counts(plan)},
+                _stored_allocation(plan),
+                int(drawn.get(plan_id, 0)),
+                {},
+                0,
+            )
+    disagreements: dict[int, int] = {}
+    for plan_id, stratum, vs in per_item.values():
+        decided = outcome(vs)  # never None: every item here has at least one verdict
+        if decided is None:
+            continue
+        by = out[plan_id].verdicts.setdefault(stratum, {})
+        by[decided] = by.get(decided, 0) + 1
+        if len(set(vs)) > 1:
+            disagreements[plan_id] = disagreements.get(plan_id, 0) + 1
+    return {pid: replace(t, disagreements=disagreements.get(pid, 0)) for pid, t in out.items()}
+
+
+def report_of(tally: PlanTally, confidence: float = 0.95) -> EstimateReport:
+    """A plan's estimates from its tally: population rates of every verdict (headline ones
+    first), each weighted by stratum (population / audited sample) with an interval, beside
+    the raw sample rate and its Wilson interval; and a per-stratum table with counts and
+    weights. Raises ``InputError`` when the counts cannot be estimated (a sample larger
+    than its stratum's population, a confidence out of range)."""
     order = [*HEADLINE, *[v for v in VERDICTS if v not in HEADLINE]]
-    rates = pd.DataFrame(
-        [_rate_row(v, population, outcomes, confidence) for v in order], columns=RATE_COLUMNS
+    audited_in = {name: sum(tally.verdicts.get(name, {}).values()) for name in tally.population}
+    rate_rows = tuple(
+        _estimate_row(
+            v,
+            estimate_from_counts(
+                [
+                    (name, size, audited_in[name], tally.verdicts.get(name, {}).get(v, 0))
+                    for name, size in tally.population.items()
+                ],
+                confidence,
+            ),
+        )
+        for v in order
     )
-    audited = outcomes[outcomes["outcome"].notna()]
     strata_rows = []
-    for name, size in population.items():
-        in_h = audited[audited["stratum"] == name]
-        n_h = len(in_h)
+    for name, size in tally.population.items():
+        n_h = audited_in[name]
         row: dict[str, Any] = {
             "stratum": name,
             "population": size,
-            "planned": allocation.get(name, 0),
+            "planned": tally.allocation.get(name, 0),
             "audited": n_h,
             "weight": size / n_h if n_h else None,
         }
         for v in VERDICTS:
-            row[v] = int((in_h["outcome"] == v).sum())
+            row[v] = tally.verdicts.get(name, {}).get(v, 0)
         strata_rows.append(row)
-    strata = pd.DataFrame(
-        strata_rows, columns=["stratum", "population", "planned", "audited", "weight", *VERDICTS]
-    )
     return EstimateReport(
-        rates,
-        strata,
-        sum(population.values()),
-        len(outcomes),
-        len(audited),
-        int(outcomes["disagree"].sum()) if len(outcomes) else 0,
+        rate_rows,
+        tuple(strata_rows),
+        sum(tally.population.values()),
+        tally.sampled,
+        tally.audited,
+        tally.disagreements,
         confidence,
         tuple(
             str(r["stratum"]) for r in strata_rows if r["audited"] == 1 and int(r["population"]) > 1
         ),
     )
+
+
+def estimates(engine: Engine, plan_id: int, confidence: float = 0.95) -> EstimateReport:
+    """A plan's estimates (``report_of`` its tally)."""
+    tally = tallies(engine, [plan_id]).get(plan_id)
+    if tally is None:
+        raise InputError(f"sampling plan {plan_id} does not exist")
+    return report_of(tally, confidence)
+
+
+def estimates_of(
+    engine: Engine, plan_ids: Sequence[int], confidence: float = 0.95
+) -> dict[int, EstimateReport | InputError]:
+    """The estimates of several plans from one set of statements (``tallies``), whatever
+    their number: each plan's report, or the ``InputError`` that says why it has none
+    (a plan that does not exist, counts that cannot be estimated)."""
+    found = tallies(engine, plan_ids)
+    out: dict[int, EstimateReport | InputError] = {}
+    for pid in plan_ids:
+        tally = found.get(pid)
+        if tally is None:
+            out[pid] = InputError(f"sampling plan {pid} does not exist")
+            continue
+        try:
+            out[pid] = report_of(tally, confidence)
+        except InputError as exc:
+            out[pid] = exc
+    return out
 
 
 @dataclass(frozen=True)

@@ -63,6 +63,7 @@ __all__ = [
     "assign_splits",
     "draw_sample",
     "draw_sample_by_key",
+    "estimate_from_counts",
     "key_offset",
     "population_fingerprint",
     "population_summary",
@@ -561,13 +562,72 @@ def weighted_estimate(strata: pd.DataFrame, confidence: float = 0.95) -> Stratif
         for name in strata.loc[bad.to_numpy(), "stratum"].head(3):
             problems.append(f"stratum {name!r}: {col} must be a whole number >= 0")
         numbers[col] = values.fillna(0).to_numpy(dtype=np.int64)
-    big_n, small_n, k = numbers["population"], numbers["sample"], numbers["successes"]
-    for name, nh, bign, kh in zip(strata["stratum"], small_n, big_n, k, strict=True):
+    return _stratified(
+        strata["stratum"].to_numpy(),
+        numbers["population"],
+        numbers["sample"],
+        numbers["successes"],
+        confidence,
+        problems,
+        duplicated=bool(strata["stratum"].duplicated().any()),
+    )
+
+
+def estimate_from_counts(
+    counts: Sequence[tuple[str, int, int, int]], confidence: float = 0.95
+) -> StratifiedEstimate:
+    """``weighted_estimate`` of plain per-stratum counts ``(stratum, population, sample,
+    successes)``, without building a data frame: the same checks and the same arithmetic
+    (both go through one implementation), for callers that estimate many rates at once."""
+    problems: list[str] = []
+    columns: list[IntArray] = []
+    for i, col in enumerate(ESTIMATE_COLUMNS[1:], start=1):
+        checked = [_count(c[i]) for c in counts]
+        bad = [c[0] for c, (whole, _) in zip(counts, checked, strict=True) if not whole]
+        problems += [f"stratum {name!r}: {col} must be a whole number >= 0" for name in bad[:3]]
+        columns.append(np.array([v for _, v in checked], dtype=np.int64))
+    names = np.array([c[0] for c in counts], dtype=object)
+    big_n, small_n, k = columns
+    return _stratified(
+        names,
+        big_n,
+        small_n,
+        k,
+        confidence,
+        problems,
+        duplicated=len(set(names.tolist())) != len(names),
+    )
+
+
+def _count(value: object) -> tuple[bool, int]:
+    """Whether ``value`` is a whole number >= 0, and the number used (0 when missing), as
+    ``weighted_estimate`` reads a column."""
+    try:
+        f = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False, 0
+    if not math.isfinite(f):
+        return False, 0
+    return f >= 0 and f == math.floor(f), int(f)
+
+
+def _stratified(
+    names: npt.NDArray[Any],
+    big_n: IntArray,
+    small_n: IntArray,
+    k: IntArray,
+    confidence: float,
+    problems: list[str],
+    *,
+    duplicated: bool,
+) -> StratifiedEstimate:
+    """The one implementation of the stratified estimate (see ``weighted_estimate``)."""
+    for name, nh, bign, kh in zip(names, small_n, big_n, k, strict=True):
         if nh > bign:
             problems.append(f"stratum {name!r}: sample {nh} is larger than its population {bign}")
         if kh > nh:
             problems.append(f"stratum {name!r}: successes {kh} exceed the sample {nh}")
-    if strata["stratum"].duplicated().any():
+    if duplicated:
         problems.append("a stratum appears twice")
     if problems:
         raise InputError("strata: " + "; ".join(problems))
@@ -597,7 +657,7 @@ def weighted_estimate(strata: pd.DataFrame, confidence: float = 0.95) -> Stratif
     variance = float(np.sum(w**2 * fpc * s2 / nh))
     single = tuple(
         str(name)
-        for name, n_h, f in zip(strata["stratum"].to_numpy()[sampled], nh, fpc, strict=True)
+        for name, n_h, f in zip(names[sampled], nh, fpc, strict=True)
         if n_h == 1 and f > 0
     )
     se = math.sqrt(max(variance, 0.0))

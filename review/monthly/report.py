@@ -83,11 +83,15 @@ def live_context(engine: Engine, tax: Taxonomy, month: str) -> MonthContext:
     runs = [r for r in evalruns.list_runs(engine) if r.created_at < end]
     gate: list[release.GateRow] = []
     gate_run = None
+    # read once: the gate and the risk-coverage chart below use the same outputs and policy
+    frame = pd.DataFrame()
+    pif: thresholds.PolicyInForce | None = None
     if runs:
         latest = runs[0]
         frame = evalruns.outputs_frame(engine, latest.id, tax)
         try:
-            gate = release.release_gate(thresholds.in_force(engine).policy, frame, "test").rows
+            pif = thresholds.in_force(engine)
+            gate = release.release_gate(pif.policy, frame, "test").rows
             gate_run = latest.name
         except InputError:
             gate = []
@@ -102,10 +106,9 @@ def live_context(engine: Engine, tax: Taxonomy, month: str) -> MonthContext:
             continue
     sections: list[tuple[str, pd.DataFrame]] = []
     charts_: list[tuple[str, alt.TopLevelMixin]] = []
-    if runs and gate_run:
+    if runs and gate_run and pif is not None:
         try:
-            pif = thresholds.in_force(engine)
-            outcomes = thresholds.outcomes(engine, runs[0].id, tax, pif.policy)
+            outcomes = thresholds.outcomes_of(frame, pif.policy)
             mode = str(outcomes["mode"].iloc[0]) if not outcomes.empty else "vector"
             th = pif.policy.thresholds_for(mode)
             a = thresholds.analyse(outcomes, pif.policy, mode, th.refuse_below, th.refuse_below)
@@ -572,20 +575,24 @@ def _audit_hook(
     from review.audits import display, estimates, plans
 
     rows = []
-    for plan in plans.list_plans(engine):
-        if not (first <= plan.created_at.date() <= last) and plan.status == PlanStatus.closed:
+    shown = [
+        p
+        for p in plans.list_plans(engine)
+        if first <= p.created_at.date() <= last or p.status != PlanStatus.closed
+    ]
+    # every plan's estimates from the same few statements, however many plans are open
+    found = estimates.estimates_of(engine, [p.id for p in shown])
+    for plan in shown:
+        est = found[plan.id]
+        if isinstance(est, InputError):
             continue
-        try:
-            est = estimates.estimates(engine, plan.id)
-        except InputError:
-            continue
-        for r in display.rates_table(est.rates.head(4)).to_dict(orient="records"):
+        for rate in est.rate_rows[:4]:
             rows.append(
                 {
                     "batch": plan.name,
                     "status": readable.humanize(str(plan.status)),
                     "batch audited": f"{est.audited:,} of {est.sampled:,}",
-                    **r,
+                    **display.rate_cells(rate),
                 }
             )
     return [("Audit batches and weighted estimates", pd.DataFrame(rows))], []
