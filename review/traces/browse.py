@@ -323,7 +323,7 @@ def _count_text_only(s: Session, actor: Actor, text: str) -> int | None:
     reading each matching trace (a common word matches most of them): its matches (every row
     of the table is a stored trace), plus the trace whose id it is when its text does not
     match, minus, for a user without clearance, the restricted traces among them (few: found
-    from the restricted index, each looked up in the trigram table). None: no trigrams."""
+    from the restricted index, each looked up among the matches). None: no trigrams."""
     candidates = trace_search.fts_candidates(text)
     if candidates is None:
         return None
@@ -332,7 +332,8 @@ def _count_text_only(s: Session, actor: Actor, text: str) -> int | None:
     by_id = [TraceRow.trace_id == text, ~holds]
     if not actor.clearance:
         by_id.append(TraceRow.restricted.is_(False))
-        hidden = TraceRow.restricted.is_(True), holds
+        # "+ 0": from the restricted index, each looked up among the matches read once
+        hidden = TraceRow.restricted.is_(True), (TraceRow.id + 0).in_(candidates)
         n -= int(s.scalar(select(func.count()).select_from(TraceRow).where(*hidden)) or 0)
     n += int(s.scalar(select(func.count()).select_from(TraceRow).where(*by_id)) or 0)
     return n
