@@ -3,9 +3,7 @@ the query pieces that use them.
 
 * ``version_value(key)``: a component of ``traces.versions`` as the filter has always
   compared it (SQLite ``json_extract(versions, '$."key"')``, PostgreSQL ``versions ->> 'key'``),
-  spelled so that the database uses the indexes of migration 0020: on SQLite the virtual
-  generated column ``versions_<key>`` (that very expression), on PostgreSQL the expression
-  index.
+  read from the generated column ``versions_<key>`` of migration 0020, which is indexed.
 * ``fts_candidates(text)``: on SQLite, the ids of the traces whose question or answer holds
   ``text`` as a substring, in any case, from the FTS5 trigram table ``traces_fts``. The table
   holds ``lower(query)`` and ``lower(answer_text)`` with a case-sensitive trigram tokenizer and
@@ -13,8 +11,8 @@ the query pieces that use them.
   ``lower(x) LIKE lower('%text%')`` (lower() folds ASCII letters only, as LIKE does).
   ``None`` when trigrams cannot answer (fewer than 3 characters).
 * :data:`UNMODELLED`: the objects made by the migration outside the models (the FTS5 table and
-  its shadow tables, SQLite's generated columns, the version and trigram indexes), which the
-  Alembic model check skips.
+  its shadow tables, the generated version columns and their indexes, the trigram indexes),
+  which the Alembic model check skips.
 """
 
 from __future__ import annotations
@@ -33,7 +31,7 @@ FTS_TABLE = "traces_fts"
 UNMODELLED = frozenset(
     {
         *(f"ix_traces_version_{k}_at" for k in VERSION_KEYS),
-        *(f"versions_{k}" for k in VERSION_KEYS),  # SQLite's generated columns
+        *(f"versions_{k}" for k in VERSION_KEYS),  # generated columns
         "ix_traces_query_trgm",
         "ix_traces_answer_trgm",
         FTS_TABLE,
@@ -59,14 +57,11 @@ class _VersionValue(ColumnElement[str]):
 
 
 @compiles(_VersionValue, "sqlite")
-def _version_sqlite(element: _VersionValue, compiler: Any, **kw: Any) -> str:
-    # the generated column json_extract(versions, '$."<key>"') of migration 0020
-    return f"traces.versions_{element.component}"
-
-
 @compiles(_VersionValue, "postgresql")
-def _version_postgresql(element: _VersionValue, compiler: Any, **kw: Any) -> str:
-    return f"(traces.versions ->> '{element.component}')"
+def _version_column(element: _VersionValue, compiler: Any, **kw: Any) -> str:
+    # the generated column of migration 0020: json_extract(versions, '$."<key>"') on SQLite,
+    # versions ->> '<key>' on PostgreSQL
+    return f"traces.versions_{element.component}"
 
 
 @compiles(_VersionValue)

@@ -6,12 +6,14 @@
   first" then reads the index in order and stops after a page; a count reads the index alone
   (``restricted`` is in it, for users without clearance).
 * The same for the most used components of ``versions`` (index, prompt, embedding, reranker):
-  on PostgreSQL an index on the expression ``versions ->> 'index'`` (what the filter has
-  always compared); on SQLite an index on a virtual generated column ``versions_index`` =
-  ``json_extract(versions, '$."index"')`` (what the filter has always compared; no declared
-  type, so values keep their JSON type as before; computed on read, nothing for writers to
-  fill). SQLite cannot reflect an expression index, which would warn in every reflection and
-  be lost in a batch table copy; a generated column is reflected.
+  a generated column ``versions_<key>`` per component, holding what the filter has always
+  compared, and its index. SQLite: virtual, ``json_extract(versions, '$."<key>"')`` (no
+  declared type, so values keep their JSON type as before); PostgreSQL: stored,
+  ``versions ->> '<key>'`` (one table rewrite here). Computed by the database: nothing for
+  writers to fill, and a writer must not name them (a PostgreSQL ``COPY`` lists its columns).
+  An expression index instead would not serve counts on PostgreSQL (no index-only scan of an
+  expression) and SQLite cannot reflect one (a warning in every reflection, lost in a batch
+  table copy).
 * On SQLite a later migration that copies the traces table (``batch_alter_table`` with a
   column change) drops the table's triggers: it must recreate ``FTS_TRIGGERS`` below.
 * Text search keeps its meaning (a substring of the question or the answer, any case, or an
@@ -78,18 +80,27 @@ def upgrade() -> None:
     bind = op.get_bind()
     dialect = bind.dialect.name
     op.drop_index("ix_traces_policy_version", table_name="traces")
-    for name, column in COLUMN_INDEXES:
-        op.create_index(name, "traces", [column, "at", "restricted"])
-    for key in VERSION_KEYS:
-        if dialect == "sqlite":
+    # the generated columns first: PostgreSQL rewrites the table (and its indexes) to add them
+    if dialect == "sqlite":
+        for key in VERSION_KEYS:
             op.execute(
                 f"ALTER TABLE traces ADD COLUMN versions_{key} "
                 f"GENERATED ALWAYS AS (json_extract(versions, '$.\"{key}\"')) VIRTUAL"
             )
-            indexed = f"versions_{key}"
-        else:
-            indexed = f"(versions ->> '{key}')"
-        op.execute(f"CREATE INDEX ix_traces_version_{key}_at ON traces ({indexed}, at, restricted)")
+    else:  # one ALTER TABLE: one rewrite of the table for all four
+        op.execute(
+            "ALTER TABLE traces "
+            + ", ".join(
+                f"ADD COLUMN versions_{key} text GENERATED ALWAYS AS (versions ->> '{key}') STORED"
+                for key in VERSION_KEYS
+            )
+        )
+    for name, column in COLUMN_INDEXES:
+        op.create_index(name, "traces", [column, "at", "restricted"])
+    for key in VERSION_KEYS:
+        op.create_index(
+            f"ix_traces_version_{key}_at", "traces", [f"versions_{key}", "at", "restricted"]
+        )
     if dialect == "sqlite":
         op.execute(
             "CREATE VIRTUAL TABLE traces_fts USING fts5(query, answer_text, "
@@ -132,8 +143,7 @@ def downgrade() -> None:
         op.execute("DROP INDEX IF EXISTS ix_traces_answer_trgm")
     for key in VERSION_KEYS:
         op.execute(f"DROP INDEX IF EXISTS ix_traces_version_{key}_at")
-        if dialect == "sqlite":
-            op.execute(f"ALTER TABLE traces DROP COLUMN versions_{key}")
+        op.execute(f"ALTER TABLE traces DROP COLUMN versions_{key}")
     for name, _column in COLUMN_INDEXES:
         op.drop_index(name, table_name="traces")
     op.create_index("ix_traces_policy_version", "traces", ["policy_version"])
