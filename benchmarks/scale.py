@@ -1052,6 +1052,80 @@ def child_sampling(url: str, total: int) -> dict[str, Any]:
     return out
 
 
+def _timed3(fn: Callable[[], Any]) -> tuple[float, float, Any]:
+    """Median wall and CPU seconds of three runs of ``fn`` (and its last result)."""
+    walls: list[float] = []
+    cpus: list[float] = []
+    out: Any = None
+    for _ in range(3):
+        w0, c0 = time.perf_counter(), time.process_time()
+        out = fn()
+        walls.append(time.perf_counter() - w0)
+        cpus.append(time.process_time() - c0)
+    return sorted(walls)[1], sorted(cpus)[1], out
+
+
+def child_traces(url: str) -> dict[str, Any]:
+    """The Traces page's interactions through review.traces.browse, as the page calls them
+    (the count and the first page, newest first): the default view, opening a trace, an
+    exact trace id, text searches, each filter and listing by decision; for a user with
+    clearance (the benchmark reviewer) and one without. Median of 3, wall and CPU."""
+    from dataclasses import replace
+
+    from review.admin import users
+    from review.traces import browse
+
+    engine = make_engine(url)
+    row = users.get_by_email(engine, REVIEWER)
+    assert row is not None
+    cleared = users.to_actor(row)
+    uncleared = replace(cleared, clearance=False)
+    with engine.connect() as conn:
+        n = int(conn.execute(select(func.count()).select_from(Trace)).scalar_one())
+        newest = conn.execute(
+            select(Trace.id).where(Trace.restricted.is_(False)).order_by(Trace.at.desc()).limit(1)
+        ).scalar_one()
+        middle = conn.execute(
+            select(Trace.trace_id).order_by(Trace.id).offset(n // 2).limit(1)
+        ).scalar_one()
+    TF = browse.TraceFilter
+    cases: dict[str, browse.TraceFilter] = {
+        "default": TF(),
+        "exact_id": TF(text=middle),
+        "text_common": TF(text="refund"),
+        "text_phrase": TF(text="legal hold"),
+        "text_none": TF(text="zq-no-such-words"),
+        "text_short": TF(text="EU"),
+        "tier": TF(customer_tier="enterprise"),
+        "language": TF(language="de"),
+        "document_type": TF(document_type="contract"),
+        "model": TF(model_version="gpt-4.1-mini-2025-04-14"),
+        "ranking_mode": TF(ranking_mode="semantic_reranker"),
+        "policy_version": TF(policy_version="no-answer-policy@3"),
+        "version_index": TF(version_key="index", version_value="kb-2025-q3-rechunked"),
+        "decision_abstain": TF(decisions=("abstain",)),
+        "decisions_two": TF(decisions=("clarify", "escalate")),
+        "tier_and_decision": TF(customer_tier="enterprise", decisions=("abstain",)),
+    }
+    out: dict[str, Any] = {"traces": n}
+    for who, actor in (("cleared", cleared), ("uncleared", uncleared)):
+        for name, flt in cases.items():
+
+            def view(f: browse.TraceFilter = flt, a: Any = actor) -> int:
+                total = browse.count_traces(engine, a, f)
+                browse.list_traces(engine, a, f, page=1, sort="newest")
+                return total
+
+            wall, cpu, total = _timed3(view)
+            out[f"{who}.{name}"] = {"wall_s": wall, "cpu_s": cpu, "matches": total}
+            log(f"  {who:9} {name:18} {wall:7.3f}s wall {cpu:7.3f}s cpu  {total:,} matches")
+        wall, cpu, _ = _timed3(lambda a=actor: browse.get_trace(engine, a, pk=newest))
+        out[f"{who}.open_trace"] = {"wall_s": wall, "cpu_s": cpu}
+        log(f"  {who:9} {'open_trace':18} {wall:7.3f}s wall {cpu:7.3f}s cpu")
+    engine.dispose()
+    return out
+
+
 def child_replay(url: str) -> dict[str, Any]:
     """The Thresholds page's replay (behind a button): the in-force policy and a proposal
     0.05 stricter on vector scores applied to the logged signals of every trace."""
@@ -1659,6 +1733,8 @@ def child_main(args: argparse.Namespace) -> None:
         result = child_sweep(args.outcomes, args.seed)
     elif args.child == "reference":
         result = child_reference(args.url)
+    elif args.child == "traces":
+        result = child_traces(args.url)
     else:
         raise SystemExit(f"unknown child {args.child!r}")
     print(json.dumps(result, default=str))

@@ -30,6 +30,7 @@ from sqlalchemy import Engine, inspect, select, table
 from sqlalchemy.engine import make_url
 
 from storage.db import BUSY_TIMEOUT_MS
+from storage.trace_search import UNMODELLED
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 PGDUMP_MAGIC = b"PGDMP"
@@ -277,8 +278,12 @@ def pg_archive_info(path: Path) -> tuple[str | None, set[str]]:
 
 
 def tables_with_rows(engine: Engine) -> list[str]:
-    """Tables (except the schema version) that hold at least one row."""
-    names = [n for n in inspect(engine).get_table_names() if n != VERSION_TABLE]
+    """Tables (except the schema version) that hold at least one row. The traces' search
+    table and its shadow tables (storage.trace_search) are left out: they follow the traces
+    (FTS5 keeps a configuration row even when empty)."""
+    names = [
+        n for n in inspect(engine).get_table_names() if n != VERSION_TABLE and n not in UNMODELLED
+    ]
     out = []
     with engine.connect() as conn:
         for name in sorted(names):

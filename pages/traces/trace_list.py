@@ -100,7 +100,16 @@ def filters(engine: Engine, actor: Actor, tax: Taxonomy) -> tuple[browse.TraceFi
     v: dict[str, Any] = {}
     with st.container(border=True):
         c0, c1, c2, c3 = st.columns([3, 1, 1, 1])
-        v["q"] = c0.text_input("Search question, answer or trace id", key=f"{P}q")
+        v["q"] = c0.text_input(
+            "Search question, answer or trace id",
+            key=f"{P}q",
+            help=(
+                "Finds any part of the question or the answer, in any letter case (words, "
+                "parts of words, punctuation, all taken as plain text), or an exact trace id. "
+                "Three characters or more are looked up in the search index; shorter text "
+                "reads every trace."
+            ),
+        )
         v["from"] = c1.date_input("From", value=None, key=f"{P}from")
         v["to"] = c2.date_input("To (inclusive)", value=None, key=f"{P}to")
         sort = c3.selectbox(

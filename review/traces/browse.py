@@ -20,7 +20,7 @@ decision other than ``answer`` that carries no reason code."""
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
@@ -28,10 +28,13 @@ from sqlalchemy import (
     Engine,
     Select,
     and_,
+    false,
     func,
     or_,
     select,
+    union_all,
 )
+from sqlalchemy.orm import Session
 
 from review.core.errors import InputError, PermissionDenied
 from review.core.identity import Actor, Role
@@ -41,6 +44,7 @@ from review.traces.chunks import HIDDEN_ID, ChunkView, chunk_view
 from review.traces.model import (
     NEGATIVE_FEEDBACK,
 )
+from storage import trace_search
 from storage.db import read_session
 from storage.models import Trace as TraceRow
 from storage.models import TraceChunk, TraceImport
@@ -174,19 +178,62 @@ def _like(text: str) -> str:
 
 
 def _conditions(
-    actor: Actor, f: TraceFilter, *, for_listing: bool = False
+    actor: Actor, f: TraceFilter, dialect: str, *, for_listing: bool = False, walk: bool = False
 ) -> list[ColumnElement[bool]]:
-    conds: list[ColumnElement[bool]] = []
+    """The WHERE conditions of ``f`` as ``actor`` may see it, written so that the database
+    can use the indexes of migration 0020 (``dialect``: the engine's, for text search;
+    ``walk``: see :func:`_text_condition`)."""
+    conds = _filter_conditions(f, dialect, walk)
     if not actor.clearance:
-        if for_listing:
-            # Wrapped so that SQLite does not pick the restricted index and then sort every
-            # unrestricted trace: restricted traces are rare, so walking the time index
-            # and skipping them is the fast plan for "newest first, 25 per page".
+        if for_listing or conds:
+            # Wrapped so that SQLite does not pick the restricted index and then sort (or,
+            # for a count, read) every unrestricted trace: restricted traces are rare, so
+            # walking the time index, or the index of another filter (it holds
+            # ``restricted``), and skipping them is the fast plan.
             conds.append(func.coalesce(TraceRow.restricted, False).is_(False))
-        else:  # a count: the restricted index covers it
+        else:  # a count of everything: the restricted index covers it
             conds.append(TraceRow.restricted.is_(False))
     elif f.restricted_only:
         conds.append(TraceRow.restricted.is_(True))
+    return conds
+
+
+def _text_condition(text: str, dialect: str, *, walk: bool = False) -> ColumnElement[bool]:
+    """An exact trace id, or a substring of the question or the answer in any case
+    (``lower(x) LIKE lower('%text%')``). On SQLite the trigram table answers the substring
+    part exactly (storage.trace_search); PostgreSQL's trigram indexes serve the condition
+    itself. ``walk``: the list walks its order's index and looks each trace up among the
+    matches (many matches) instead of sorting every match (few)."""
+    if dialect == "postgresql" and "\x00" in text:
+        return false()  # PostgreSQL text holds no NUL, so nothing matches (and none is sent)
+    candidates = trace_search.fts_candidates(text) if dialect == "sqlite" else None
+    if candidates is None:
+        like = _like(text)
+        return or_(
+            TraceRow.trace_id == text,
+            TraceRow.query.ilike(like, escape="\\"),
+            TraceRow.answer_text.ilike(like, escape="\\"),
+        )
+    by_id = select(TraceRow.id).where(TraceRow.trace_id == text)
+    key = TraceRow.id + 0 if walk else TraceRow.id  # "+ 0": not the driving index
+    return key.in_(union_all(by_id, candidates))
+
+
+#: a text search with more trigram matches than this lists by walking the time index
+_FEW_MATCHES = 5000
+
+
+def _many_matches(engine: Engine, text: str) -> bool:
+    candidates = trace_search.fts_candidates(text) if engine.dialect.name == "sqlite" else None
+    if candidates is None:
+        return False
+    with read_session(engine) as s:
+        some = select(func.count()).select_from(candidates.limit(_FEW_MATCHES + 1).subquery())
+        return int(s.scalar(some) or 0) > _FEW_MATCHES
+
+
+def _filter_conditions(f: TraceFilter, dialect: str, walk: bool) -> list[ColumnElement[bool]]:
+    conds: list[ColumnElement[bool]] = []
     if f.date_from is not None:
         conds.append(TraceRow.at >= _day_start(f.date_from))
     if f.date_to is not None:
@@ -210,21 +257,17 @@ def _conditions(
         if value:
             conds.append(getattr(TraceRow, name) == value)
     if f.version_key and f.version_value:
-        conds.append(TraceRow.versions[f.version_key].as_string() == f.version_value)
+        if f.version_key in trace_search.VERSION_KEYS:  # an expression index serves these
+            conds.append(trace_search.version_value(f.version_key) == f.version_value)
+        else:
+            conds.append(TraceRow.versions[f.version_key].as_string() == f.version_value)
     if f.score_min is not None:
         conds.append(TraceRow.top_score >= f.score_min)
     if f.score_max is not None:
         conds.append(TraceRow.top_score <= f.score_max)
     text = f.text.strip()
     if text:
-        like = _like(text)
-        conds.append(
-            or_(
-                TraceRow.trace_id == text,
-                TraceRow.query.ilike(like, escape="\\"),
-                TraceRow.answer_text.ilike(like, escape="\\"),
-            )
-        )
+        conds.append(_text_condition(text, dialect, walk=walk))
     if f.ungrounded:
         conds.append(TraceRow.ungrounded.is_(True))
     if f.empty_retrieval:
@@ -260,9 +303,40 @@ PREVIEW_CHARS = 200
 def count_traces(engine: Engine, actor: Actor, f: TraceFilter) -> int:
     """How many traces match (restricted ones only count for users with clearance)."""
     require_view(actor)
+    text = f.text.strip()
+    only_text = bool(text) and replace(f, text="") == TraceFilter()
     with read_session(engine) as s:
-        stmt = select(func.count()).select_from(TraceRow).where(*_conditions(actor, f))
+        if only_text and engine.dialect.name == "sqlite":
+            counted = _count_text_only(s, actor, text)
+            if counted is not None:
+                return counted
+        stmt = (
+            select(func.count())
+            .select_from(TraceRow)
+            .where(*_conditions(actor, f, engine.dialect.name))
+        )
         return int(s.scalar(stmt) or 0)
+
+
+def _count_text_only(s: Session, actor: Actor, text: str) -> int | None:
+    """The count of a search without other filters on SQLite, from the trigram table without
+    reading each matching trace (a common word matches most of them): its matches (every row
+    of the table is a stored trace), plus the trace whose id it is when its text does not
+    match, minus, for a user without clearance, the restricted traces among them (few: found
+    from the restricted index, each looked up among the matches). None: no trigrams."""
+    candidates = trace_search.fts_candidates(text)
+    if candidates is None:
+        return None
+    n = int(s.scalar(select(func.count()).select_from(candidates.subquery())) or 0)
+    holds = trace_search.fts_holds(text, TraceRow.__table__.c.id)
+    by_id = [TraceRow.trace_id == text, ~holds]
+    if not actor.clearance:
+        by_id.append(TraceRow.restricted.is_(False))
+        # "+ 0": from the restricted index, each looked up among the matches read once
+        hidden = TraceRow.restricted.is_(True), (TraceRow.id + 0).in_(candidates)
+        n -= int(s.scalar(select(func.count()).select_from(TraceRow).where(*hidden)) or 0)
+    n += int(s.scalar(select(func.count()).select_from(TraceRow).where(*by_id)) or 0)
+    return n
 
 
 def total_traces(engine: Engine) -> int:
@@ -303,6 +377,8 @@ def list_traces(
     require_view(actor)
     page = max(1, page)
     page_size = max(1, min(page_size, 500))
+    text = f.text.strip()
+    walk = sort in ("newest", "oldest") and bool(text) and _many_matches(engine, text)
     stmt: Select[Any] = (
         select(
             TraceRow.id,
@@ -318,7 +394,7 @@ def list_traces(
             TraceRow.policy_version,
             TraceRow.restricted,
         )
-        .where(*_conditions(actor, f, for_listing=True))
+        .where(*_conditions(actor, f, engine.dialect.name, for_listing=True, walk=walk))
         .order_by(*_order(sort))
         .limit(page_size)
         .offset((page - 1) * page_size)

@@ -14,7 +14,7 @@ document type, restricted, time; the id included on PostgreSQL), so a draw reads
 and a count reads the index, not the wide rows.
 
 Revision ID: 0021
-Revises: 0017
+Revises: 0020
 Create Date: 2026-12-01 23:00:00
 """
 
@@ -27,7 +27,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0021"
-down_revision: str | None = "0017"
+down_revision: str | None = "0020"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
@@ -110,5 +110,9 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_index("ix_traces_sampling", table_name="traces")
-    with op.batch_alter_table("traces") as batch:
-        batch.drop_column("sample_key")
+    if op.get_bind().dialect.name == "sqlite":
+        # SQLite drops the column in place (3.35+): a batch copy of the table would lose the
+        # search triggers and generated version columns of revision 0020
+        op.execute("ALTER TABLE traces DROP COLUMN sample_key")
+    else:
+        op.drop_column("traces", "sample_key")
