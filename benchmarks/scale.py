@@ -1441,6 +1441,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         ):
             build_figs = json.loads(marker.read_text()).get("build", {})
             log(f"reusing the database in {workdir}")
+            # built by an older commit: bring it to this commit's schema (backfills included)
+            reused = make_engine(url)
+            migrate(reused)
+            reused.dispose()
         else:
             if args.url is None:
                 for p in workdir.glob("scale.db*"):
