@@ -1212,6 +1212,16 @@ def render(
             "",
             "with claims, documents, slices, families, adjudications",
         )
+        if "rebuild_agreed_s" in build_figs:
+            row(
+                "Build",
+                "agreed label of every case stored (cases.agreed.rebuild_agreed)",
+                _s(build_figs.get("rebuild_agreed_s")),
+                "",
+                "",
+                "",
+                "the bulk-inserted labels bypass the labeling service that keeps it in step",
+            )
     for _path, title, user, r in pages:
         who = user.split("@", 1)[0]
         if "error" in r:
