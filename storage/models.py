@@ -278,6 +278,25 @@ class Adjudication(Base):
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
 
 
+class CaseAgreed(Base):
+    """The agreed label of a case (review.cases.agreed), stored: the case's latest
+    adjudication, else the label two or more of its current labels agree on. Kept in step with
+    ``labels`` and ``adjudications`` in the transaction that writes them (under the case lock);
+    bulk loaders rebuild it (review.cases.agreed.rebuild_agreed). No row: no agreed label."""
+
+    __tablename__ = "case_agreed"
+
+    case_id: Mapped[int] = mapped_column(
+        ForeignKey("cases.id", ondelete="CASCADE"), primary_key=True
+    )
+    decision: Mapped[str] = mapped_column(String(40))
+    reason_codes: Mapped[list[Any]] = mapped_column(default=list)
+    #: "adjudication" or "annotators"
+    agreed_by: Mapped[str] = mapped_column(String(20))
+    #: the adjudication (agreed_by "adjudication") or the newest agreeing label it comes from
+    source_id: Mapped[int] = mapped_column(Integer)
+
+
 class Setting(Base):
     """Small workbench settings people change (label overlap, reservation minutes, ...)."""
 
@@ -527,7 +546,7 @@ class Trace(Base):
         # audit plans (review.audits.plans, algorithm 2) draw a key range and count any
         # strata of these columns from this index instead of the wide rows
         Index("ix_traces_sampling", *SAMPLING_INDEX_COLUMNS, postgresql_include=["id"]),
-        # the Traces page's filters (migration 0020): newest first and counts from the index
+        # the Traces page's filters (migration 0019): newest first and counts from the index
         *(
             Index(name, column, "at", "restricted")
             for name, column in (

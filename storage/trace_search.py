@@ -1,9 +1,9 @@
-"""The database objects that make searching and filtering traces fast (migration 0020), and
+"""The database objects that make searching and filtering traces fast (migration 0019), and
 the query pieces that use them.
 
 * ``version_value(key)``: a component of ``traces.versions`` as the filter has always
   compared it (SQLite ``json_extract(versions, '$."key"')``, PostgreSQL ``versions ->> 'key'``),
-  read from the generated column ``versions_<key>`` of migration 0020, which is indexed.
+  read from the generated column ``versions_<key>`` of migration 0019, which is indexed.
 * ``fts_candidates(text)``: on SQLite, the ids of the traces whose question or answer holds
   ``text`` as a substring, in any case, from the FTS5 trigram table ``traces_fts``. The table
   holds ``lower(query)`` and ``lower(answer_text)`` with a case-sensitive trigram tokenizer and
@@ -27,7 +27,7 @@ from sqlalchemy.sql.visitors import InternalTraversal, _TraverseInternalsType
 VERSION_KEYS = ("index", "prompt", "embedding", "reranker")
 
 FTS_TABLE = "traces_fts"
-#: objects of migration 0020 that storage.models does not declare
+#: objects of migration 0019 that storage.models does not declare
 UNMODELLED = frozenset(
     {
         *(f"ix_traces_version_{k}_at" for k in VERSION_KEYS),
@@ -59,7 +59,7 @@ class _VersionValue(ColumnElement[str]):
 @compiles(_VersionValue, "sqlite")
 @compiles(_VersionValue, "postgresql")
 def _version_column(element: _VersionValue, compiler: Any, **kw: Any) -> str:
-    # the generated column of migration 0020: json_extract(versions, '$."<key>"') on SQLite,
+    # the generated column of migration 0019: json_extract(versions, '$."<key>"') on SQLite,
     # versions ->> '<key>' on PostgreSQL
     return f"traces.versions_{element.component}"
 

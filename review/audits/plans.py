@@ -12,7 +12,7 @@ population changed.
 The plan records its **sampling algorithm** (``population["algorithm"]``); a plan keeps the
 algorithm it was created with, so a plan drawn by an older one still verifies:
 
-* **1** (plans without the record, created before revision 0021): the seeded order is
+* **1** (plans without the record, created before revision 0020): the seeded order is
   ``review.core.sampling.sample_rank_sql(seed, id)`` computed for every row in the database;
   the fingerprint's ``rank_sum`` is the sum of ``sample_rank(FINGERPRINT_SEED, id)``; strata
   over ``attr.<key>`` read the attributes JSON.
@@ -377,7 +377,7 @@ def _spec_of(plan: SamplingPlan) -> PlanSpec:
 
 def _algorithm(plan: SamplingPlan) -> int:
     """The sampling algorithm the plan was counted (and is drawn) with: 1 when not recorded
-    (plans created before revision 0021)."""
+    (plans created before revision 0020)."""
     return int((plan.population or {}).get("algorithm", 1))
 
 

@@ -22,7 +22,7 @@ import pandas as pd
 from sqlalchemy import Engine, Text, cast, delete, distinct, exists, func, or_, select, update
 from sqlalchemy.orm import Session
 
-from review.cases.agreed import current_label_filter
+from review.cases.agreed import current_label_filter, refresh_agreed
 from review.core.errors import InputError, PermissionDenied, StaleWriteError
 from review.core.identity import Actor, Permission, require
 from review.core.taxonomy import Taxonomy
@@ -438,6 +438,7 @@ def submit(
         )
         s.add(row)
         s.flush()
+        refresh_agreed(s, [case_id])  # the stored agreed label moves with the label
         s.execute(
             delete(Reservation).where(
                 Reservation.case_id == case_id, Reservation.annotator == actor.email
@@ -726,7 +727,9 @@ def adjudicate(
         raise InputError("say why: the adjudication note is required")
 
     def work(s: Session) -> GoldView:
-        case = s.get(Case, case_id)
+        # under the case lock, as labels are written: the stored agreed label of the case is
+        # refreshed from a view no other writer of this case can change meanwhile
+        case = _lock_case(s, case_id)
         if case is None:
             raise InputError(f"case {case_id} does not exist")
         row = Adjudication(
@@ -739,6 +742,7 @@ def adjudicate(
         )
         s.add(row)
         s.flush()
+        refresh_agreed(s, [case_id])
         changes.record(s, actor.email, "adjudicate", "case", case.key, None, changes.snapshot(row))
         return GoldView(
             row.id, case_id, row.adjudicator, decision, reasons, row.note, row.created_at

@@ -181,7 +181,7 @@ def _conditions(
     actor: Actor, f: TraceFilter, dialect: str, *, for_listing: bool = False, walk: bool = False
 ) -> list[ColumnElement[bool]]:
     """The WHERE conditions of ``f`` as ``actor`` may see it, written so that the database
-    can use the indexes of migration 0020 (``dialect``: the engine's, for text search;
+    can use the indexes of migration 0019 (``dialect``: the engine's, for text search;
     ``walk``: see :func:`_text_condition`)."""
     conds = _filter_conditions(f, dialect, walk)
     if not actor.clearance:

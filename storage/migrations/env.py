@@ -12,7 +12,7 @@ config = context.config
 
 
 def include_name(name: str | None, type_: str, parent_names: object) -> bool:
-    """The model check skips what migration 0020 made outside the models (the traces' FTS5
+    """The model check skips what migration 0019 made outside the models (the traces' FTS5
     table and its shadow tables, SQLite's generated version columns, the version and trigram
     indexes: storage.trace_search.UNMODELLED)."""
     return name not in UNMODELLED

@@ -1,4 +1,4 @@
-"""The stored per-trace sampling key (traces.sample_key, revision 0021) and audit plans of
+"""The stored per-trace sampling key (traces.sample_key, revision 0020) and audit plans of
 sampling algorithm 2 that draw by it: every writer fills the key, the migration backfills it
 the same on both databases, the draw is the in-memory reference (exactly, in queue order),
 keeps each stratum's allocation, is uniform within a stratum, is the same on SQLite and
@@ -277,7 +277,7 @@ def test_sqlite_and_postgresql_draw_the_same_sample(engine: Engine, pg_engine: E
 
 
 def as_algorithm_1(engine: Engine, plan_id: int) -> None:
-    """Rewrite a planned plan as the code before revision 0021 stored it: counts with the
+    """Rewrite a planned plan as the code before revision 0020 stored it: counts with the
     seeded-rank fingerprint and no algorithm in the population record."""
 
     def work(s: Session) -> None:
@@ -302,7 +302,7 @@ def test_a_plan_drawn_by_algorithm_1_before_the_key_still_verifies(any_engine: E
     assert view is not None
     with read_session(any_engine) as s:
         rows = s.execute(select(Trace.id, Trace.decision)).all()
-    # the draw of the code before 0021 (its SQL equals this in-memory draw), stored as it
+    # the draw of the code before 0020 (its SQL equals this in-memory draw), stored as it
     # stored it: queue order by (rank, id)
     old = draw_sample(77, [r[0] for r in rows], [r[1] for r in rows], view.allocation)
     decision = dict(rows)

@@ -26,6 +26,7 @@ from sqlalchemy.orm import Session
 
 from review.audits import plans
 from review.audits.plans import PlanSpec
+from review.cases.agreed import agreed_reference_subquery, agreed_subquery
 from review.core.errors import StaleWriteError
 from review.core.identity import Actor
 from review.core.taxonomy import Taxonomy
@@ -230,6 +231,19 @@ def test_eight_processes_label_and_audit_the_same_sets_without_losing_anything(
         per_item,
     )
     assert stale_reservations == 0
+    # the stored agreed labels are what the labels give, however the saves interleaved (each
+    # save refreshed its case's row under the case lock)
+    with read_session(any_engine) as s:
+        stored, reference = (
+            sorted(
+                (int(c), str(d), tuple(r), str(b))
+                for c, d, r, b in s.execute(
+                    select(q.c.case_id, q.c.gold_decision, q.c.gold_reasons, q.c.agreed_by)
+                )
+            )
+            for q in (agreed_subquery(), agreed_reference_subquery())
+        )
+    assert stored == reference
     print(
         f"\n{any_engine.dialect.name}: {len(saved_labels)} labels, {len(saved_verdicts)} "
         f"verdicts saved in {SECONDS:.0f}s; conflicts {dict(conflicts)}; refused {len(refused)}"

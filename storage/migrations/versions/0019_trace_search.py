@@ -25,8 +25,8 @@
   with ``pg_trgm`` (created here when the extension can be; without it the search is still
   right, only slower).
 
-Revision ID: 0020
-Revises: 0017
+Revision ID: 0019
+Revises: 0018
 Create Date: 2026-12-01 23:10:00
 """
 
@@ -38,8 +38,8 @@ from collections.abc import Sequence
 from alembic import op
 from sqlalchemy.exc import DBAPIError
 
-revision: str = "0020"
-down_revision: str | None = "0017"
+revision: str = "0019"
+down_revision: str | None = "0018"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
@@ -121,7 +121,7 @@ def upgrade() -> None:
             warnings.warn(
                 "pg_trgm could not be created, so trace text search scans the traces (still "
                 f"right, slower): {exc.orig}. Create the extension and the indexes "
-                "ix_traces_query_trgm, ix_traces_answer_trgm as in migration 0020.",
+                "ix_traces_query_trgm, ix_traces_answer_trgm as in migration 0019.",
                 stacklevel=1,
             )
             return

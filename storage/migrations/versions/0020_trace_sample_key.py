@@ -13,8 +13,8 @@ key then the usual strata and filters (decision, reason code, feedback, tier, la
 document type, restricted, time; the id included on PostgreSQL), so a draw reads a key range
 and a count reads the index, not the wide rows.
 
-Revision ID: 0021
-Revises: 0020
+Revision ID: 0020
+Revises: 0019
 Create Date: 2026-12-01 23:00:00
 """
 
@@ -26,8 +26,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0021"
-down_revision: str | None = "0020"
+revision: str = "0020"
+down_revision: str | None = "0019"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
@@ -112,7 +112,7 @@ def downgrade() -> None:
     op.drop_index("ix_traces_sampling", table_name="traces")
     if op.get_bind().dialect.name == "sqlite":
         # SQLite drops the column in place (3.35+): a batch copy of the table would lose the
-        # search triggers and generated version columns of revision 0020
+        # search triggers and generated version columns of revision 0019
         op.execute("ALTER TABLE traces DROP COLUMN sample_key")
     else:
         op.drop_column("traces", "sample_key")
