@@ -1,5 +1,5 @@
-"""Bulk synthetic traces for the benchmarks, and the raw-insert floor the importer is measured
-against (plain sqlite3 executemany of the same rows)."""
+"""Bulk synthetic traces for the benchmarks, and the raw-insert floors the importer is measured
+against: plain sqlite3 executemany of the same rows on SQLite, psycopg COPY on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -7,12 +7,14 @@ import datetime as dt
 import json
 import random
 import sqlite3
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
 from review.demo.tracedemo import WEEKS, demo_weeks
 
-__all__ = ["sqlite_floor", "write_synthetic"]
+__all__ = ["postgres_floor", "sqlite_floor", "write_synthetic"]
 
 
 # ---------------------------------------------------------------------------------------
@@ -94,40 +96,21 @@ _CHUNK_COLS = (
 )  # fmt: skip
 
 
-def sqlite_floor(db_path: Path, jsonl: Path, batch: int = 5000) -> int:
-    """Insert the traces of a canonical JSONL file into a fresh database with the workbench
-    schema using plain sqlite3 ``executemany`` in one transaction, without validation,
-    redaction or duplicate checks: the speed floor for the importer. Returns traces written."""
-    from storage.db import make_engine, migrate
-
-    engine = make_engine(f"sqlite:///{db_path}")
-    migrate(engine)
-    engine.dispose()
-    con = sqlite3.connect(db_path, isolation_level=None)
-    con.execute("PRAGMA journal_mode=WAL")
-    con.execute("PRAGMA synchronous=NORMAL")
-    tq = (
-        f"INSERT INTO traces ({', '.join(_TRACE_COLS)}) "
-        f"VALUES ({', '.join('?' * len(_TRACE_COLS))})"
-    )
-    cq = (
-        f"INSERT INTO trace_chunks ({', '.join(_CHUNK_COLS)}) "
-        f"VALUES ({', '.join('?' * len(_CHUNK_COLS))})"
-    )
-    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+def _floor_rows(
+    jsonl: Path, now: Any, at: Any, batch: int
+) -> Iterator[tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]]:
+    """The rows of the floor, ``batch`` traces at a time: (trace rows, chunk rows)."""
     n = 0
     trows: list[tuple[Any, ...]] = []
     crows: list[tuple[Any, ...]] = []
-    con.execute("BEGIN")
     with jsonl.open(encoding="utf-8") as fh:
         for line in fh:
             d = json.loads(line)
             n += 1
-            at = dt.datetime.fromisoformat(d["time"]).strftime("%Y-%m-%d %H:%M:%S.%f")
             v, a = d.get("versions") or {}, d.get("attributes") or {}
             trows.append(
                 (
-                    n, d["trace_id"], at, d["query"], d.get("rewritten_query"),
+                    n, d["trace_id"], at(d["time"]), d["query"], d.get("rewritten_query"),
                     d.get("user_role"), json.dumps(d.get("identity_scopes") or []),
                     d.get("context_sent") or "", d.get("ranking_mode"),
                     d.get("hits_after_filter"), d.get("top_score"), d.get("answerable"),
@@ -147,12 +130,87 @@ def sqlite_floor(db_path: Path, jsonl: Path, batch: int = 5000) -> int:
                     )
                 )  # fmt: skip
             if len(trows) >= batch:
-                con.executemany(tq, trows)
-                con.executemany(cq, crows)
+                yield trows, crows
                 trows, crows = [], []
     if trows:
+        yield trows, crows
+
+
+def postgres_floor(url: str, jsonl: Path, batch: int = 5000) -> tuple[int, float, float]:
+    """The PostgreSQL floor: the same rows as :func:`sqlite_floor` written with psycopg's
+    ``COPY`` in one transaction into a fresh database (created beside the one ``url`` names,
+    dropped afterwards) with the workbench schema. Returns (traces written, wall seconds, CPU
+    seconds) of reading the file and writing it, not of making the empty database."""
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    from storage.db import make_engine, migrate
+
+    base = make_url(url)
+    name = f"wb_floor_{dt.datetime.now(dt.UTC):%H%M%S%f}"
+    admin = base.set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(admin, autocommit=True) as con:
+        con.execute(f"CREATE DATABASE {name}")
+    try:
+        engine = make_engine(base.set(database=name).render_as_string(hide_password=False))
+        migrate(engine)
+        engine.dispose()
+        target = base.set(drivername="postgresql", database=name)
+        now = dt.datetime.now(dt.UTC)
+        n = 0
+        t0, c0 = time.perf_counter(), time.process_time()
+        with psycopg.connect(target.render_as_string(hide_password=False)) as con:
+            with con.cursor() as cur:
+                for trows, crows in _floor_rows(jsonl, now, dt.datetime.fromisoformat, batch):
+                    with cur.copy(f"COPY traces ({', '.join(_TRACE_COLS)}) FROM STDIN") as cp:
+                        for r in trows:
+                            cp.write_row(r)
+                    with cur.copy(f"COPY trace_chunks ({', '.join(_CHUNK_COLS)}) FROM STDIN") as cp:
+                        for r in crows:
+                            cp.write_row(r)
+                    n += len(trows)
+            con.commit()
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    finally:
+        with psycopg.connect(admin, autocommit=True) as con:
+            con.execute(f"DROP DATABASE IF EXISTS {name}")
+    return n, wall, cpu
+
+
+def sqlite_floor(db_path: Path, jsonl: Path, batch: int = 5000) -> tuple[int, float, float]:
+    """Insert the traces of a canonical JSONL file into a fresh database with the workbench
+    schema using plain sqlite3 ``executemany`` in one transaction, without validation,
+    redaction or duplicate checks: the speed floor for the importer. Returns (traces written,
+    wall seconds, CPU seconds) of reading the file and writing it, not of making the empty
+    database."""
+    from storage.db import make_engine, migrate
+
+    engine = make_engine(f"sqlite:///{db_path}")
+    migrate(engine)
+    engine.dispose()
+    con = sqlite3.connect(db_path, isolation_level=None)
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute("PRAGMA synchronous=NORMAL")
+    tq = (
+        f"INSERT INTO traces ({', '.join(_TRACE_COLS)}) "
+        f"VALUES ({', '.join('?' * len(_TRACE_COLS))})"
+    )
+    cq = (
+        f"INSERT INTO trace_chunks ({', '.join(_CHUNK_COLS)}) "
+        f"VALUES ({', '.join('?' * len(_CHUNK_COLS))})"
+    )
+    t0, c0 = time.perf_counter(), time.process_time()
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+
+    def at(text: str) -> str:
+        return dt.datetime.fromisoformat(text).strftime("%Y-%m-%d %H:%M:%S.%f")
+
+    n = 0
+    con.execute("BEGIN")
+    for trows, crows in _floor_rows(jsonl, now, at, batch):
         con.executemany(tq, trows)
         con.executemany(cq, crows)
+        n += len(trows)
     con.execute("COMMIT")
     con.close()
-    return n
+    return n, time.perf_counter() - t0, time.process_time() - c0

@@ -3,9 +3,12 @@
 iterable of parsed items or :class:`~review.traces.model.Trace` objects, used by the demo
 builder) share one code path. The source is read once, in two phases:
 
-1. **Check.** Every record is parsed and validated, redacted and turned into rows, which are
-   spooled to a temporary file in batches (constant memory; the spool is about as large as
-   the input and is deleted afterwards). Nothing is written to the database in this phase: by
+1. **Check.** Every record is parsed and validated. The valid traces are looked up by id,
+   :data:`ID_WINDOW` at a time: those already stored are counted as skipped and go no
+   further (so re-importing a stored file costs little more than reading it); the others are
+   redacted and turned into rows (:mod:`review.traces.tracerows`), which are spooled to a
+   temporary file in batches (constant memory; the spool is about as large as the new part
+   of the input and is deleted afterwards). Nothing is written to the database in this phase: by
    default the first malformed record stops the import with ``file: line N: field F:
    reason``. With ``skip_bad=True`` every rejected record is written to the rejects file (JSON
    lines ``{"line", "reason", "raw"}``) and counted. Besides the parsers' checks this phase
@@ -13,12 +16,15 @@ builder) share one code path. The source is read once, in two phases:
    are not UTF-8 text. It also counts the traces, so the progress bar knows its total.
 2. **Write.** The spooled batches (``batch_size`` traces, 500 by default) are written one
    transaction each: a trace and its chunks are always in the same transaction, so a killed
-   import never leaves half a trace. Trace ids already in the database (or repeated in the
-   file: the first occurrence wins) are skipped, so importing the same file twice adds
-   nothing and re-running a killed import completes it.
+   import never leaves half a trace. Trace ids already in the database (stored meanwhile, or
+   repeated in the file: the first occurrence wins) are skipped, so importing the same file
+   twice adds nothing and re-running a killed import completes it. The rows are written by
+   the database driver (SQLite ``executemany``, PostgreSQL ``COPY``; see
+   :mod:`review.traces.tracerows`).
 
-The ``trace_imports`` row is created when the write pass starts (status ``running``), updated
-with the counts of every committed batch, and closed as ``done`` (or ``failed``) with the
+The ``trace_imports`` row is created when the write pass starts (status ``running``, with the
+traces found stored while checking as skipped), updated with the counts of every committed
+batch, and closed as ``done`` (or ``failed``) with the
 redaction totals. The audit log records the run as it goes (:mod:`storage.runs`): a ``start``
 entry with the plan (source, format, size and sha256 of a file or upload, mode, traces to
 write) in the transaction that creates the import row, a ``progress`` entry with the counts so
@@ -44,7 +50,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, BinaryIO
+from typing import IO, Any, BinaryIO
 
 from sqlalchemy import (
     Engine,
@@ -68,14 +74,11 @@ from review.traces.model import (
     TraceVocabulary,
 )
 from review.traces.redaction import RedactionPolicy, load_redaction_policy, redact
+from review.traces.restricted import flag_rows, lock_flags
 from storage import changes, runs
 from storage.db import read_session, run_write
 from storage.models import Trace as TraceRow
 from storage.models import TraceImport, utcnow
-
-if TYPE_CHECKING:
-    pass
-from review.traces.restricted import flag_rows, lock_flags
 
 __all__ = [
     "BATCH_SIZE",

@@ -113,7 +113,7 @@ def stored(engine: Engine, like: str = "%") -> dict[str, Any]:
     """The stored rows of the traces whose id is LIKE ``like``, as the driver returns them
     (so JSON and timestamps compare as stored text), keyed by trace id without prefix."""
     with engine.connect() as conn:
-        cols = [c for c in conn.execute(text("SELECT * FROM traces LIMIT 0")).keys()]
+        cols = list(conn.execute(text("SELECT * FROM traces LIMIT 0")).keys())
         keep = [c for c in cols if c not in _SKIP]
         traces = {
             tid.split(":", 1)[-1]: row
