@@ -46,8 +46,8 @@ def run_benchmark(
     """Import ``n`` synthetic traces (``chunks`` chunks each) from a canonical JSONL file and
     time it, and a re-import of it, beside a floor (the same rows inserted in one transaction
     with plain sqlite3 executemany, or psycopg COPY on PostgreSQL); then time the first traces
-    page and the monitoring queries. Prints and
-    returns the figures; never asserts on them. ``url`` defaults to a temp SQLite file."""
+    page and the monitoring queries. Prints and returns the figures; never asserts on them.
+    ``url`` defaults to a temp SQLite file."""
     from benchmarks import synthetic
 
     tax = load_taxonomy()
