@@ -291,3 +291,42 @@ def test_a_trace_repeated_in_the_file_is_added_once(any_engine: Engine, tmp_path
     )
     assert (report.traces, report.added, report.skipped) == (15, 12, 3)
     assert counts(any_engine)[0] == 12
+
+
+def test_the_rollup_counts_alike_rows_as_counting_each_row_does() -> None:
+    """rollup.aggregate groups alike rows; the reference adds every row to each of its keys."""
+    import datetime as dt
+
+    rng = random.Random(8)
+    rows: list[dict[str, Any]] = []
+    for _ in range(2000):
+        decision = rng.choice(_DECISIONS)
+        rows.append(
+            {
+                "at": dt.datetime(2025, 6, rng.randrange(1, 4), rng.randrange(24), tzinfo=dt.UTC),
+                "decision": decision,
+                "reason_code": rng.choice(_REASONS[decision]),
+                "hits_after_filter": rng.choice([0, 1, None]),
+                "ungrounded": rng.choice([True, False, None]),
+                "feedback": rng.choice(["negative", "positive", None]),
+                "reformulated": rng.choice([True, False, None]),
+                "citation_opened": rng.choice([True, None]),
+                "versions": rng.choice([{"index": "kb-1", "prompt": "p@1"}, {}, {"index": 2}]),
+                "policy_version": rng.choice(["p@3", None]),
+                "model_version": "m-1",
+                "ranking_mode": rng.choice(["vector", "semantic_reranker", None]),
+                "language": rng.choice(["en", "de", None]),
+                "customer_tier": None,
+                "document_type": "policy",
+                "user_role": rng.choice(["customer_admin", None]),
+            }
+        )
+    want: dict[Any, list[int]] = {}
+    for row in rows:
+        flags = rollup._flags(row)
+        for dim, value in rollup._segment_values(row):
+            key = (dim, value, rollup._day(row["at"]), row["decision"] or "")
+            got = want.setdefault(key, [0] * len(flags))
+            for i, f in enumerate(flags):
+                got[i] += f
+    assert rollup.aggregate(rows) == want
