@@ -350,6 +350,11 @@ _Prepared = tuple[tuple[Any, ...], list[tuple[Any, ...]], dict[str, int]]
 #: Traces whose ids are looked up together while checking (stored ones are not spooled).
 ID_WINDOW = 1000
 
+#: Positions of the chunk texts that repeat from trace to trace (shared in the spool).
+_SHARED_CHUNK_TEXTS = tuple(
+    tracerows.CHUNK_COLUMNS.index(c) for c in ("chunk_id", "doc_id", "text")
+)
+
 
 def _stored_ids(engine: Engine, ids: list[str]) -> set[str]:
     """Which of ``ids`` are in the traces table (one indexed lookup)."""
@@ -389,6 +394,7 @@ class _Check:
         self.batch: list[_Prepared] = []
         self.keys: tuple[str, ...] = ()
         self.stored = 0  # valid traces already in the database
+        self.memo: dict[str, str] = {}  # texts of the batch's chunks (shared)
 
     def item(self, got: tuple[Trace, int] | Rejected) -> None:
         if isinstance(got, Rejected):
@@ -429,14 +435,28 @@ class _Check:
             values = tracerows.trace_values(t, counts)
             if not self.keys:
                 self.keys = tuple(values)
-            self.batch.append((tuple(values.values()), tracerows.chunk_values(t), counts))
+            chunks = [self.shared(c) for c in tracerows.chunk_values(t)]
+            self.batch.append((tuple(values.values()), chunks, counts))
             if len(self.batch) >= self.batch_size:
                 self.dump()
         self.window = []
 
+    def shared(self, chunk: tuple[Any, ...]) -> tuple[Any, ...]:
+        """``chunk`` with its texts replaced by an equal text seen before in the batch, so
+        that a chunk retrieved again and again is spooled once (pickle writes an object it
+        has written before as a reference)."""
+        memo = self.memo
+        vals = list(chunk)
+        for i in _SHARED_CHUNK_TEXTS:
+            v = vals[i]
+            if v is not None:
+                vals[i] = memo.setdefault(v, v)
+        return tuple(vals)
+
     def dump(self) -> None:
         pickle.dump((self.keys, self.batch), self.spool, protocol=pickle.HIGHEST_PROTOCOL)
         self.batch = []
+        self.memo = {}
 
     def finish(self) -> None:
         if self.window:
