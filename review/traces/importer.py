@@ -361,6 +361,7 @@ def _stored_ids(engine: Engine, ids: list[str]) -> set[str]:
     if not ids:
         return set()
     with read_session(engine) as s:
+        tracerows.custom_plans(s.connection())
         return set(s.scalars(select(TraceRow.trace_id).where(TraceRow.trace_id.in_(ids))))
 
 

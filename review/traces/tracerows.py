@@ -35,6 +35,7 @@ from storage.models import TraceChunk
 __all__ = [
     "CHUNK_COLUMNS",
     "chunk_values",
+    "custom_plans",
     "insert_chunk_rows",
     "insert_trace_rows",
     "lock_trace_inserts",
@@ -135,11 +136,20 @@ def chunk_values(t: Trace) -> list[tuple[Any, ...]]:
 # Writers
 
 
+def custom_plans(conn: Connection) -> None:
+    """On PostgreSQL, plan each statement of the transaction for its own parameters: the
+    driver prepares a statement run five times, and a generic plan made while the table was
+    small (a scan) would then be kept for the id look-ups of the whole import."""
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql("SET LOCAL plan_cache_mode = force_custom_plan")
+
+
 def lock_trace_inserts(conn: Connection) -> None:
     """Serialize trace inserts on PostgreSQL for the rest of the transaction (SQLite's write
-    transaction already holds the database's only write lock)."""
+    transaction already holds the database's only write lock); plans as :func:`custom_plans`."""
     if conn.dialect.name == "postgresql":
         conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _INSERT_LOCK})
+        custom_plans(conn)
 
 
 _Proc = Callable[[Any], Any]
