@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from review.demo.tracedemo import WEEKS, demo_weeks
+from storage.models import trace_sample_key
 
 __all__ = ["postgres_floor", "postgres_floor_database", "sqlite_floor", "write_synthetic"]
 
@@ -86,7 +87,7 @@ _TRACE_COLS = (
     "context_sent", "ranking_mode", "hits_after_filter", "top_score", "answerable", "ambiguous",
     "ungrounded", "decision", "reason_code", "answer_text", "citations", "feedback", "versions",
     "attributes", "policy_version", "model_version", "language", "customer_tier",
-    "document_type", "restricted", "redactions", "import_id", "imported_at",
+    "document_type", "restricted", "redactions", "import_id", "imported_at", "sample_key",
 )  # fmt: skip
 
 
@@ -112,6 +113,7 @@ def _floor_rows(
         json.dumps(d.get("citations") or []), d.get("feedback"), json.dumps(v),
         json.dumps(a), v.get("policy"), v.get("model"), a.get("language"),
         a.get("customer_tier"), a.get("document_type"), False, "{}", None, now,
+        trace_sample_key(d["trace_id"]),
     )  # fmt: skip
     crows = [_chunk_row(n, c) for c in d.get("chunks") or []]
     return trow, crows

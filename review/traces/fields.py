@@ -90,6 +90,8 @@ def _req_text(v: object, f: str, max_len: int = MAX_TEXT) -> str:
 
 def _ident(v: object, f: str) -> str:
     """An identifier: text (or an integer, written as text), stripped, at most 200 chars."""
+    if type(v) is str and 0 < len(v) <= 200 and "\x00" not in v and not v.isspace():
+        return v.strip()  # the common case, as _req_text would take it
     if isinstance(v, int) and not isinstance(v, bool):
         v = str(v)
     return _req_text(v, f, 200).strip()
@@ -107,6 +109,8 @@ _FLOAT_RE = re.compile(r"^\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*$")
 def _opt_int(
     v: object, f: str, minimum: int | None = None, maximum: int | None = None
 ) -> int | None:
+    if type(v) is int and (minimum is None or v >= minimum) and (maximum is None or v <= maximum):
+        return v  # the common case
     if _absent(v):
         return None
     out: int
@@ -129,6 +133,8 @@ def _opt_int(
 
 
 def _opt_float(v: object, f: str) -> float | None:
+    if type(v) is float and math.isfinite(v):
+        return v  # the common case
     if _absent(v):
         return None
     out: float
@@ -153,6 +159,8 @@ _FALSE = {"false", "no", "0"}
 
 
 def _opt_bool(v: object, f: str) -> bool | None:
+    if v is True or v is False or v is None:
+        return v  # the common case
     if _absent(v):
         return None
     if isinstance(v, bool):
@@ -191,6 +199,19 @@ def _opt_date(v: object, f: str) -> dt.date | None:
         return None
     if not isinstance(v, str):
         raise _Bad(f, f"expected a date (YYYY-MM-DD), got {describe(v)}")
+    day = _good_dates.get(v)
+    if day is not None:
+        return day
+    day = _read_date(v, f)
+    if len(_good_dates) < 4096:  # chunks of one document repeat its date
+        _good_dates[v] = day
+    return day
+
+
+_good_dates: dict[str, dt.date] = {}
+
+
+def _read_date(v: str, f: str) -> dt.date:
     text = v.strip()
     try:
         if len(text) == 10:
@@ -434,6 +455,54 @@ def _chunk(values: Mapping[str, Any], where: str, labels: Mapping[str, str] | No
         raise
 
 
+def _plain_name(v: object) -> str | None:
+    """``v`` as :func:`_ident` reads it when it is plain text it takes as it is, else None."""
+    if type(v) is str and 0 < len(v) <= 200 and "\x00" not in v and not v.isspace():
+        return v.strip()
+    return None
+
+
+def _plain_chunk(item: Mapping[str, Any]) -> Chunk | None:
+    """The chunk :func:`_chunk` would make of ``item`` when every value is of the plain kind
+    exporters write (text, whole numbers in range, finite numbers, booleans, nulls, a date
+    already read); None otherwise, and :func:`_chunk` reads it (and names any problem)."""
+    get = item.get
+    cid = _plain_name(get("chunk_id"))
+    if cid is None:
+        return None
+    doc = get("doc_id")
+    if doc is not None:
+        doc = _plain_name(doc)
+        if doc is None:
+            return None
+    version = get("doc_version")
+    if version is not None and not (type(version) is int and 1 <= version <= _INT_MAX):
+        return None
+    rank = get("rank")
+    if rank is not None and not (type(rank) is int and 1 <= rank <= _INT_MAX):
+        return None
+    score = get("score")
+    if score is not None and not (type(score) is float and math.isfinite(score)):
+        return None
+    text = get("text")
+    if text is None:
+        text = ""
+    elif type(text) is str and len(text) <= MAX_TEXT and "\x00" not in text:
+        if text.isspace():
+            text = ""
+    else:
+        return None
+    filtered = get("filtered")
+    if filtered is not None and filtered is not True and filtered is not False:
+        return None
+    day = get("effective_date")
+    if day is not None:
+        day = _good_dates.get(day) if type(day) is str else None
+        if day is None:
+            return None
+    return Chunk(cid, doc, version, rank, score, text, bool(filtered), day)
+
+
 def _aliased(doc: Mapping[str, Any], where: str) -> tuple[dict[str, Any], dict[str, str]]:
     """Chunk fields of a third-party document (on it, else in its metadata), with labels."""
     meta_raw = doc.get("metadata")
@@ -471,7 +540,7 @@ def _chunk_list(v: object, f: str) -> tuple[Chunk, ...]:
                 f"{at}.{sorted(extra)[0]}",
                 f"unknown field (chunk fields: {', '.join(_CHUNK_KEYS)})",
             )
-        c = _chunk(item, at)
+        c = _plain_chunk(item) or _chunk(item, at)
         out.append(c if c.rank is not None else dataclasses.replace(c, rank=i + 1))
     _unique_chunks(out, f)
     return tuple(out)

@@ -3,9 +3,12 @@
 iterable of parsed items or :class:`~review.traces.model.Trace` objects, used by the demo
 builder) share one code path. The source is read once, in two phases:
 
-1. **Check.** Every record is parsed and validated, redacted and turned into rows, which are
-   spooled to a temporary file in batches (constant memory; the spool is about as large as
-   the input and is deleted afterwards). Nothing is written to the database in this phase: by
+1. **Check.** Every record is parsed and validated. The valid traces are looked up by id,
+   :data:`ID_WINDOW` at a time: those already stored are counted as skipped and go no
+   further (so re-importing a stored file costs little more than reading it); the others are
+   redacted and turned into rows (:mod:`review.traces.tracerows`), which are spooled to a
+   temporary file in batches (constant memory; the spool is about as large as the new part
+   of the input and is deleted afterwards). Nothing is written to the database in this phase: by
    default the first malformed record stops the import with ``file: line N: field F:
    reason``. With ``skip_bad=True`` every rejected record is written to the rejects file (JSON
    lines ``{"line", "reason", "raw"}``) and counted. Besides the parsers' checks this phase
@@ -13,12 +16,15 @@ builder) share one code path. The source is read once, in two phases:
    are not UTF-8 text. It also counts the traces, so the progress bar knows its total.
 2. **Write.** The spooled batches (``batch_size`` traces, 500 by default) are written one
    transaction each: a trace and its chunks are always in the same transaction, so a killed
-   import never leaves half a trace. Trace ids already in the database (or repeated in the
-   file: the first occurrence wins) are skipped, so importing the same file twice adds
-   nothing and re-running a killed import completes it.
+   import never leaves half a trace. Trace ids already in the database (stored meanwhile, or
+   repeated in the file: the first occurrence wins) are skipped, so importing the same file
+   twice adds nothing and re-running a killed import completes it. The rows are written by
+   the database driver (SQLite ``executemany``, PostgreSQL ``COPY``; see
+   :mod:`review.traces.tracerows`).
 
-The ``trace_imports`` row is created when the write pass starts (status ``running``), updated
-with the counts of every committed batch, and closed as ``done`` (or ``failed``) with the
+The ``trace_imports`` row is created when the write pass starts (status ``running``, with the
+traces found stored while checking as skipped), updated with the counts of every committed
+batch, and closed as ``done`` (or ``failed``) with the
 redaction totals. The audit log records the run as it goes (:mod:`storage.runs`): a ``start``
 entry with the plan (source, format, size and sha256 of a file or upload, mode, traces to
 write) in the transaction that creates the import row, a ``progress`` entry with the counts so
@@ -44,23 +50,20 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, BinaryIO
+from typing import IO, Any, BinaryIO
 
 from sqlalchemy import (
     Engine,
-    Table,
-    insert,
     select,
     update,
 )
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from review.core.errors import InputError, PermissionDenied
 from review.core.identity import Actor, Permission, require
 from review.core.taxonomy import Taxonomy
 from review.core.terms import ImportStatus
-from review.traces import rollup
+from review.traces import rollup, tracerows
 from review.traces.formats import FORMATS, detect_format, iter_traces
 from review.traces.importlog import RUN_ENTITY, ImportRow, recent_imports, same_work
 from review.traces.model import (
@@ -71,14 +74,11 @@ from review.traces.model import (
     TraceVocabulary,
 )
 from review.traces.redaction import RedactionPolicy, load_redaction_policy, redact
-from storage import changes, runs
-from storage.db import run_write
-from storage.models import Trace as TraceRow
-from storage.models import TraceChunk, TraceImport, trace_sample_key, utcnow
-
-if TYPE_CHECKING:
-    pass
 from review.traces.restricted import flag_rows, lock_flags
+from storage import changes, runs
+from storage.db import read_session, run_write
+from storage.models import Trace as TraceRow
+from storage.models import TraceImport, utcnow
 
 __all__ = [
     "BATCH_SIZE",
@@ -330,127 +330,9 @@ def _fit_problem(t: Trace) -> str | None:
     return None
 
 
-def _attr_text(t: Trace, name: str) -> str | None:
-    v = t.attributes.get(name)
-    return None if v is None else str(v)
-
-
-def _trace_row(t: Trace, restricted: bool, redactions: dict[str, int]) -> dict[str, Any]:
-    return {
-        "trace_id": t.trace_id,
-        "at": t.time,
-        "query": t.query,
-        "rewritten_query": t.rewritten_query,
-        "user_role": t.user_role,
-        "identity_scopes": list(t.identity_scopes),
-        "context_sent": t.context_sent,
-        "ranking_mode": t.ranking_mode,
-        "hits_after_filter": t.hits_after_filter,
-        "top_score": t.top_score,
-        "answerable": t.answerable,
-        "ambiguous": t.ambiguous,
-        "ungrounded": t.ungrounded,
-        "topics": None if t.topics is None else list(t.topics),
-        "decision": t.decision,
-        "reason_code": t.reason_code,
-        "answer_text": t.answer_text,
-        "citations": [{"claim": c.claim, "chunk_ids": list(c.chunk_ids)} for c in t.citations],
-        "feedback": t.feedback,
-        "reformulated": t.reformulated,
-        "citation_opened": t.citation_opened,
-        "versions": dict(t.versions),
-        "attributes": dict(t.attributes),
-        "policy_version": t.versions.get("policy"),
-        "model_version": t.versions.get("model"),
-        "language": _attr_text(t, "language"),
-        "customer_tier": _attr_text(t, "customer_tier"),
-        "document_type": _attr_text(t, "document_type"),
-        "restricted": restricted,
-        "redactions": {k: v for k, v in redactions.items() if v},
-        "import_id": None,  # set when written
-        "sample_key": trace_sample_key(t.trace_id),  # the audit draw's per-trace key
-    }
-
-
-def _chunk_rows(t: Trace) -> list[dict[str, Any]]:
-    return [
-        {
-            "chunk_id": c.chunk_id,
-            "doc_id": c.doc_id,
-            "doc_version": c.doc_version,
-            "rank": c.rank,
-            "score": c.score,
-            "text": c.text,
-            "filtered": c.filtered,
-            "effective_date": c.effective_date,
-        }
-        for c in t.chunks
-    ]
-
-
-def _insert_traces(s: Session, rows: list[dict[str, Any]]) -> dict[str, int]:
-    """Insert trace rows, ignoring ids that exist already; returns trace_id -> primary key.
-
-    Core statements on the session's connection: one multi-row INSERT ... RETURNING per
-    thousand rows (the ORM bulk path runs much slower with RETURNING)."""
-    if not rows:
-        return {}
-    table: Table = TraceRow.__table__  # type: ignore[assignment]
-    dialect = s.get_bind().dialect.name
-    if dialect == "sqlite":
-        stmt: Any = sqlite.insert(table).on_conflict_do_nothing(index_elements=["trace_id"])
-    elif dialect == "postgresql":
-        stmt = postgresql.insert(table).on_conflict_do_nothing(index_elements=["trace_id"])
-    else:  # pragma: no cover - other databases: the pre-check in the caller is the guard
-        stmt = insert(table)
-    result = s.connection().execute(stmt.returning(table.c.id, table.c.trace_id), rows)
-    return {str(tid): int(pk) for pk, tid in result}
-
-
-_CHUNK_COLUMNS = (
-    "trace_pk",
-    "chunk_id",
-    "doc_id",
-    "doc_version",
-    "rank",
-    "score",
-    "text",
-    "filtered",
-    "effective_date",
-)
-
-
-_SQLITE_CHUNK_INSERT = (
-    f"INSERT INTO trace_chunks ({', '.join(_CHUNK_COLUMNS)}) "
-    f"VALUES ({', '.join('?' * len(_CHUNK_COLUMNS))})"
-)
-
-
-def _insert_chunks(s: Session, rows: list[dict[str, Any]]) -> None:
-    """Insert chunk rows. On SQLite the driver's executemany is used directly (chunks are
-    most of the rows of an import; dates are stored as SQLAlchemy stores them, YYYY-MM-DD)."""
-    if not rows:
-        return
-    conn = s.connection()
-    if conn.dialect.name == "sqlite":
-        params = [
-            (
-                r["trace_pk"],
-                r["chunk_id"],
-                r["doc_id"],
-                r["doc_version"],
-                r["rank"],
-                r["score"],
-                r["text"],
-                1 if r["filtered"] else 0,
-                r["effective_date"].isoformat() if r["effective_date"] is not None else None,
-            )
-            for r in rows
-        ]
-        conn.exec_driver_sql(_SQLITE_CHUNK_INSERT, params)
-        return
-    table: Table = TraceChunk.__table__  # type: ignore[assignment]
-    conn.execute(insert(table), rows)
+def _insert_chunks(s: Session, rows: list[tuple[Any, ...]]) -> None:
+    """Insert one batch's chunk rows (tuples in ``tracerows.CHUNK_COLUMNS`` order)."""
+    tracerows.insert_chunk_rows(s.connection(), rows)
 
 
 def _unwrap(item: TraceItem | Trace, index: int) -> tuple[Trace, int] | Rejected:
@@ -461,7 +343,127 @@ def _unwrap(item: TraceItem | Trace, index: int) -> tuple[Trace, int] | Rejected
     return item
 
 
-_Prepared = tuple[dict[str, Any], list[dict[str, Any]], dict[str, int]]
+#: One spooled trace: its row values (in the order of the batch's keys), its chunk tuples
+#: (``tracerows.CHUNK_COLUMNS`` order) and its redaction counts.
+_Prepared = tuple[tuple[Any, ...], list[tuple[Any, ...]], dict[str, int]]
+
+#: Traces whose ids are looked up together while checking (stored ones are not spooled).
+ID_WINDOW = 1000
+
+#: Positions of the chunk texts that repeat from trace to trace (shared in the spool).
+_SHARED_CHUNK_TEXTS = tuple(
+    tracerows.CHUNK_COLUMNS.index(c) for c in ("chunk_id", "doc_id", "text")
+)
+
+
+def _stored_ids(engine: Engine, ids: list[str]) -> set[str]:
+    """Which of ``ids`` are in the traces table (one indexed lookup)."""
+    if not ids:
+        return set()
+    with read_session(engine) as s:
+        tracerows.custom_plans(s.connection())
+        return set(s.scalars(select(TraceRow.trace_id).where(TraceRow.trace_id.in_(ids))))
+
+
+class _Check:
+    """Phase 1 (module docs): every record is validated (refused or rejected with its line);
+    the valid traces are looked up by id a window at a time, and only those not stored yet
+    are redacted, turned into rows and spooled. Stored ones are counted as skipped."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        source: str,
+        skip_bad: bool,
+        rej_fh: IO[str] | None,
+        redactor: _Redactor | None,
+        batch_size: int,
+        spool: IO[bytes],
+        report: ImportReport,
+        progress: ProgressFn | None,
+    ) -> None:
+        self.engine = engine
+        self.source = source
+        self.skip_bad = skip_bad
+        self.rej_fh = rej_fh
+        self.redactor = redactor
+        self.batch_size = batch_size
+        self.spool = spool
+        self.report = report
+        self.progress = progress
+        self.window: list[Trace] = []
+        self.batch: list[_Prepared] = []
+        self.keys: tuple[str, ...] = ()
+        self.stored = 0  # valid traces already in the database
+        self.memo: dict[str, str] = {}  # texts of the batch's chunks (shared)
+
+    def item(self, got: tuple[Trace, int] | Rejected) -> None:
+        if isinstance(got, Rejected):
+            self.reject(got)
+            return
+        t, line = got
+        why = _fit_problem(t)
+        if why is not None:
+            if not self.skip_bad:
+                raise InputError(f"{self.source}: line {line}: {why}")
+            self.reject(Rejected(line, json.dumps({"trace_id": t.trace_id}), why))
+            return
+        self.window.append(t)
+        self.report.traces += 1
+        if self.progress is not None and self.report.traces % 1000 == 0:
+            self.progress("checking", self.report.traces, None)
+        if len(self.window) >= ID_WINDOW:
+            self.flush_window()
+
+    def reject(self, problem: Rejected) -> None:
+        report = self.report
+        report.rejected += 1
+        if len(report.problems) < MAX_PROBLEMS:
+            report.problems.append(problem.message(self.source))
+        _write_rejected(self.rej_fh, problem)
+
+    def flush_window(self) -> None:
+        stored = _stored_ids(self.engine, [t.trace_id for t in self.window])
+        redactor = self.redactor
+        for t in self.window:
+            if t.trace_id in stored:
+                self.stored += 1
+                continue
+            counts: dict[str, int] = {}
+            if redactor is not None:
+                t, counts = redactor.trace(t)
+            # the restricted flag is set in the write transaction (_write_batch)
+            values = tracerows.trace_values(t, counts)
+            if not self.keys:
+                self.keys = tuple(values)
+            chunks = [self.shared(c) for c in tracerows.chunk_values(t)]
+            self.batch.append((tuple(values.values()), chunks, counts))
+            if len(self.batch) >= self.batch_size:
+                self.dump()
+        self.window = []
+
+    def shared(self, chunk: tuple[Any, ...]) -> tuple[Any, ...]:
+        """``chunk`` with its texts replaced by an equal text seen before in the batch, so
+        that a chunk retrieved again and again is spooled once (pickle writes an object it
+        has written before as a reference)."""
+        memo = self.memo
+        vals = list(chunk)
+        for i in _SHARED_CHUNK_TEXTS:
+            v = vals[i]
+            if v is not None:
+                vals[i] = memo.setdefault(v, v)
+        return tuple(vals)
+
+    def dump(self) -> None:
+        pickle.dump((self.keys, self.batch), self.spool, protocol=pickle.HIGHEST_PROTOCOL)
+        self.batch = []
+        self.memo = {}
+
+    def finish(self) -> None:
+        if self.window:
+            self.flush_window()
+        if self.batch:
+            self.dump()
 
 
 def _write_rejected(fh: IO[str] | None, problem: Rejected) -> None:
@@ -512,37 +514,12 @@ def import_items(
             rej_fh = rejects_path.open("w", encoding="utf-8")
             report.rejects_file = str(rejects_path)
         try:
-            batch: list[_Prepared] = []
+            check = _Check(
+                engine, source, skip_bad, rej_fh, redactor, batch_size, spool, report, progress
+            )
             for i, item in enumerate(items, start=1):
-                got = _unwrap(item, i)
-                if isinstance(got, Rejected):
-                    problem = got
-                else:
-                    t, line = got
-                    why = _fit_problem(t)
-                    if why is None:
-                        counts: dict[str, int] = {}
-                        if redactor is not None:
-                            t, counts = redactor.trace(t)
-                        # the restricted flag is set in the write transaction (_write_batch)
-                        row = _trace_row(t, False, counts)
-                        batch.append((row, _chunk_rows(t), counts))
-                        if len(batch) >= batch_size:
-                            pickle.dump(batch, spool, protocol=pickle.HIGHEST_PROTOCOL)
-                            batch = []
-                        report.traces += 1
-                        if progress is not None and report.traces % 1000 == 0:
-                            progress("checking", report.traces, None)
-                        continue
-                    if not skip_bad:
-                        raise InputError(f"{source}: line {line}: {why}")
-                    problem = Rejected(line, json.dumps({"trace_id": t.trace_id}), why)
-                report.rejected += 1
-                if len(report.problems) < MAX_PROBLEMS:
-                    report.problems.append(problem.message(source))
-                _write_rejected(rej_fh, problem)
-            if batch:
-                pickle.dump(batch, spool, protocol=pickle.HIGHEST_PROTOCOL)
+                check.item(_unwrap(item, i))
+            check.finish()
         finally:
             if rej_fh is not None:
                 rej_fh.close()
@@ -559,6 +536,7 @@ def import_items(
                 rejects_file=report.rejects_file,
                 actor=actor.email,
                 redactions={} if pol is None else dict(report.redactions),
+                skipped=check.stored,
             )
             s.add(row)
             s.flush()
@@ -571,14 +549,15 @@ def import_items(
 
         import_id = run_write(engine, start)
         report.import_id = import_id
+        report.skipped = check.stored
         spool.seek(0)
         try:
             while True:
                 try:
-                    prepared: list[_Prepared] = pickle.load(spool)
+                    keys, prepared = pickle.load(spool)
                 except EOFError:
                     break
-                _write_batch(engine, actor, import_id, prepared, report)
+                _write_batch(engine, actor, import_id, keys, prepared, report)
                 if progress is not None:
                     progress("writing", report.added + report.skipped, report.traces)
         except BaseException as exc:
@@ -609,52 +588,52 @@ def _write_batch(
     engine: Engine,
     actor: Actor,
     import_id: int,
+    keys: tuple[str, ...],
     prepared: list[_Prepared],
     report: ImportReport,
 ) -> None:
     """One transaction: the batch's new traces with all their chunks, the import's counts and
     the audit log's progress entry. Trace ids already stored (or repeated in the batch) are
-    skipped."""
+    skipped; the check is exact, as trace inserts hold a lock (tracerows module docs)."""
     now = utcnow()
-    for row, _, _ in prepared:
-        row["import_id"] = import_id
-        row["imported_at"] = now
+    rows = [dict(zip(keys, p[0], strict=True)) for p in prepared]
 
     def work(s: Session) -> tuple[int, int, dict[str, int]]:
-        ids = [p[0]["trace_id"] for p in prepared]
+        conn = s.connection()
+        tracerows.lock_trace_inserts(conn)
+        ids = [r["trace_id"] for r in rows]
         existing = set(s.scalars(select(TraceRow.trace_id).where(TraceRow.trace_id.in_(ids))))
-        fresh: list[_Prepared] = []
-        for p in prepared:
-            tid = p[0]["trace_id"]
+        fresh: list[tuple[dict[str, Any], list[tuple[Any, ...]], dict[str, int]]] = []
+        for row, (_, chunks, counts) in zip(rows, prepared, strict=True):
+            tid = row["trace_id"]
             if tid not in existing:
                 existing.add(tid)
-                fresh.append(p)
+                fresh.append((row, chunks, counts))
         # the restricted rule against the corpus as this transaction sees it, so that a
         # document made restricted meanwhile is never missed (review.corpus.restricted_traces)
         lock_flags(s, exclusive=False)
-        for p, flag in zip(fresh, flag_rows(s, [(p[0], p[1]) for p in fresh]), strict=True):
-            p[0]["restricted"] = flag
-        pks = _insert_traces(s, [p[0] for p in fresh])
-        chunk_rows: list[dict[str, Any]] = []
+        doc, filtered = tracerows.CHUNK_DOC_ID, tracerows.CHUNK_FILTERED
+        flags = flag_rows(
+            s,
+            [(r, [{"doc_id": c[doc], "filtered": c[filtered]} for c in ch]) for r, ch, _ in fresh],
+        )
+        for (row, _, _), flag in zip(fresh, flags, strict=True):
+            row["restricted"] = flag
+        pks = tracerows.insert_trace_rows(conn, [f[0] for f in fresh], import_id, now)
+        rollup.add_rows(s, (f[0] for f in fresh))
         added_counts: dict[str, int] = {}
-        restricted_n = 0
-        rollup.add_rows(s, (p[0] for p in fresh if p[0]["trace_id"] in pks))
-        for row, chunks, counts in fresh:
-            pk = pks.get(row["trace_id"])
-            if pk is None:  # inserted meanwhile by a concurrent import
-                continue
-            restricted_n += bool(row["restricted"])
+        for _, _, counts in fresh:
             for k, v in counts.items():
                 added_counts[k] = added_counts.get(k, 0) + v
-            chunk_rows.extend({**c, "trace_pk": pk} for c in chunks)
-        _insert_chunks(s, chunk_rows)
+        restricted_n = sum(flags)
+        _insert_chunks(
+            s, [(pk, *c[1:]) for pk, (_, ch, _) in zip(pks, fresh, strict=True) for c in ch]
+        )
+        added, skipped = len(pks), len(prepared) - len(pks)
         s.execute(
             update(TraceImport)
             .where(TraceImport.id == import_id)
-            .values(
-                added=TraceImport.added + len(pks),
-                skipped=TraceImport.skipped + (len(prepared) - len(pks)),
-            )
+            .values(added=TraceImport.added + added, skipped=TraceImport.skipped + skipped)
         )
         runs.progressed(
             s,
@@ -662,13 +641,13 @@ def _write_batch(
             RUN_ENTITY,
             import_id,
             {
-                "added": report.added + len(pks),
-                "skipped": report.skipped + len(prepared) - len(pks),
+                "added": report.added + added,
+                "skipped": report.skipped + skipped,
                 "restricted": report.restricted + restricted_n,
                 "of": report.traces,
             },
         )
-        return len(pks), restricted_n, added_counts
+        return added, restricted_n, added_counts
 
     added, restricted_n, added_counts = run_write(engine, work)
     report.added += added

@@ -140,20 +140,22 @@ def _segment_values(row: Mapping[str, Any]) -> Iterable[tuple[str, str]]:
 
 def aggregate(rows: Iterable[Mapping[str, Any]]) -> dict[Key, list[int]]:
     """Rollup counts of trace rows (dicts with the trace columns): key -> counts in the
-    order traces, *FLAGS."""
-    out: dict[Key, list[int]] = {}
+    order traces, *FLAGS. Rows alike in day, decision, flags and segment values (most of a
+    batch) are counted once, then added to each of their keys."""
+    alike: dict[tuple[dt.date, str, tuple[int, ...], tuple[tuple[str, str], ...]], int] = {}
     for row in rows:
-        flags = _flags(row)
-        day = _day(row["at"])
-        decision = row.get("decision") or ""
-        for dim, value in _segment_values(row):
+        sig = (_day(row["at"]), row.get("decision") or "", _flags(row), tuple(_segment_values(row)))
+        alike[sig] = alike.get(sig, 0) + 1
+    out: dict[Key, list[int]] = {}
+    for (day, decision, flags, segments), n in alike.items():
+        for dim, value in segments:
             key = (dim, value, day, decision)
             got = out.get(key)
             if got is None:
-                out[key] = list(flags)
+                out[key] = [f * n for f in flags]
             else:
                 for i, f in enumerate(flags):
-                    got[i] += f
+                    got[i] += f * n
     return out
 
 
