@@ -23,6 +23,36 @@ from tests.helpers.pgserver import PgServer
 TEST_TRACES = 2_400  # the demo's trace generator at test size (seed-demo makes 20,000)
 
 
+# The modules whose tests take longest (browser journeys, the clearance sweeps, the 8-process
+# concurrency tests, PostgreSQL backups, every page degraded, large random comparisons), in
+# about the order of their longest test. `make test` runs the tests in parallel workers that
+# take one test at a time from the front of the list (`--dist load --maxschedchunk 1`): with
+# the long ones first, the workers finish together instead of one running a journey while the
+# other is idle. The order of the tests within a module, and of the other modules, is kept.
+LONG_FIRST = (
+    "tests/browser/",
+    "tests/storage/test_concurrency.py",
+    "tests/test_access.py",
+    "tests/admin/test_backup.py",
+    "tests/pages/test_degraded_pages.py",
+    "tests/pages/test_pages.py",
+    "tests/audits/test_audits.py",
+    "tests/labels/test_agreement_sql.py",
+    "tests/evaluation/test_evalruns.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        path = item.nodeid
+        for i, prefix in enumerate(LONG_FIRST):
+            if path.startswith(prefix):
+                return i
+        return len(LONG_FIRST)
+
+    items.sort(key=rank)  # stable: the order inside each group stays as collected
+
+
 @pytest.fixture(scope="session")
 def tax() -> Taxonomy:
     return load_taxonomy(ROOT / "policies" / "taxonomy.yaml")
