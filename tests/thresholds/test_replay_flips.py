@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import random
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine
 
-from review.policy.gate import SIGNAL_MISSING, Signals, decide
+from review.policy.gate import SIGNAL_MISSING, decide
 from review.policy.policy import (
     NoAnswerPolicy,
     default_policy_path,
@@ -16,9 +16,9 @@ from review.policy.policy import (
     replace_thresholds,
 )
 from review.thresholds import replay, thresholds
-from storage.db import read_session
 from storage.models import Trace
 from tests.helpers.actors import make_actor
+from tests.helpers.signals import trace_signals
 from tests.helpers.traces import import_traces, make_trace
 
 
@@ -26,25 +26,11 @@ def _reference(
     engine: Engine, current: NoAnswerPolicy, proposed: NoAnswerPolicy
 ) -> tuple[dict[tuple[str, str, str], int], int, dict[str, int]]:
     """Trace by trace: flips by (before, after, slice), not replayable, first missing signal."""
-    with read_session(engine) as s:
-        rows = s.execute(
-            select(
-                Trace.ranking_mode,
-                Trace.hits_after_filter,
-                Trace.top_score,
-                Trace.answerable,
-                Trace.ambiguous,
-                Trace.ungrounded,
-                Trace.topics,
-                Trace.customer_tier,
-            )
-        ).all()
+    rows = trace_signals(engine, Trace.customer_tier)
     flips: dict[tuple[str, str, str], int] = {}
     lacking = 0
     missing: dict[str, int] = {}
-    for r in rows:
-        topics = None if r.topics is None else tuple(r.topics)
-        signals = Signals(*r[:6], topics=topics)
+    for signals, (tier,) in rows:
         b, a = decide(current, signals), decide(proposed, signals)
         if SIGNAL_MISSING in (b.rule, a.rule):
             lacking += 1
@@ -54,7 +40,7 @@ def _reference(
         bw = b.decision + (" (caveat)" if b.caveat else "")
         aw = a.decision + (" (caveat)" if a.caveat else "")
         if bw != aw:
-            key = (bw, aw, r.customer_tier or "(none)")
+            key = (bw, aw, tier or "(none)")
             flips[key] = flips.get(key, 0) + 1
     return flips, lacking, missing
 

@@ -6,46 +6,33 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import Engine, select, update
 
-from review.policy.gate import Signals, decide
+from review.policy.gate import decide
 from review.policy.policy import NoAnswerPolicy, parse_policy, replace_thresholds
 from review.thresholds import replay, thresholds
-from storage.db import read_session, write_session
+from storage.db import write_session
 from storage.models import Trace
 from tests.helpers.actors import make_actor
+from tests.helpers.signals import trace_signals
 
 
 def _reference(engine: Engine, policy: NoAnswerPolicy) -> tuple[int, dict[str, int], int]:
     """Trace by trace with the single-request gate: (reproduced, lacking, differing)."""
-    with read_session(engine) as s:
-        rows = s.execute(
-            select(
-                Trace.ranking_mode,
-                Trace.hits_after_filter,
-                Trace.top_score,
-                Trace.answerable,
-                Trace.ambiguous,
-                Trace.ungrounded,
-                Trace.topics,
-                Trace.decision,
-                Trace.reason_code,
-            )
-        ).all()
+    rows = trace_signals(engine, Trace.decision, Trace.reason_code)
     reproduced = differing = 0
     lacking: dict[str, int] = {}
-    for r in rows:
-        topics = None if r.topics is None else tuple(r.topics)
-        g = decide(policy, Signals(*r[:6], topics=topics))
+    for signals, (decision, reason_code) in rows:
+        g = decide(policy, signals)
         if g.rule == "signal_missing":
             lacking[g.missing[0]] = lacking.get(g.missing[0], 0) + 1
             continue
-        if r.decision is None:
+        if decision is None:
             lacking["decision"] = lacking.get("decision", 0) + 1
             continue
-        if r.decision == "partial" and g.decision == "answer":
+        if decision == "partial" and g.decision == "answer":
             lacking["claim_coverage"] = lacking.get("claim_coverage", 0) + 1
             continue
-        logged = r.decision
-        if logged == "answer" and r.reason_code == "support_below_threshold":
+        logged = decision
+        if logged == "answer" and reason_code == "support_below_threshold":
             logged = "answer (caveat)"
         replayed = g.decision + (" (caveat)" if g.caveat else "")
         if logged == replayed:
