@@ -43,8 +43,9 @@
    ``--record`` writes the run's figures to the engine's record; ``--table`` renders recorded
    runs (SQLite and PostgreSQL) side by side in one table.
 
-Figures are printed, never asserted. ``--workdir DIR --keep`` keeps the built SQLite database,
-and a later run with the same ``--workdir`` and sizes reuses it (skipping the build).
+Figures are printed, never asserted. ``--workdir DIR --keep`` keeps the built SQLite database
+(with ``--pg-server``, the PostgreSQL cluster, in ``DIR/pg``), and a later run with the same
+``--workdir`` and sizes reuses it (skipping the build).
 """
 
 from __future__ import annotations
@@ -1793,7 +1794,12 @@ def database_version(url: str) -> str:
     engine = make_engine(url)
     try:
         with engine.connect() as conn:
-            return f"PostgreSQL {conn.exec_driver_sql('SHOW server_version').scalar()}"
+            version = conn.exec_driver_sql("SHOW server_version").scalar()
+            shown = ", ".join(
+                f"{name} {conn.exec_driver_sql(f'SHOW {name}').scalar()}"
+                for name in ("shared_buffers", "work_mem")
+            )
+            return f"PostgreSQL {version} ({shown})"
     finally:
         engine.dispose()
 
@@ -1812,24 +1818,48 @@ def comparison(args: argparse.Namespace, record: dict[str, Any]) -> str:
         return f"## Regressions\n\nNot compared: {shown} could not be read ({exc!r}).\n"
 
 
-def start_pg_server() -> tuple[Any, str]:
-    """A throwaway PostgreSQL server (tests/helpers/pgserver.py: initdb in a temporary folder,
-    a free port, fsync off) and the URL of a new database in it."""
+#: the benchmark's PostgreSQL settings beyond initdb's defaults, as a team server would have
+#: them for a database of several GiB (printed with the figures)
+PG_SETTINGS = "-c shared_buffers=1GB -c work_mem=32MB -c max_wal_size=4GB"
+
+
+def start_pg_server(folder: Path | None = None, fresh: bool = True) -> tuple[Any, str]:
+    """A PostgreSQL server from Debian's binaries (tests/helpers/pgserver.py: initdb, a free
+    port, fsync off) and the URL of the benchmark's database in it. With ``folder`` the cluster
+    is kept there and started again by the next run; ``fresh`` empties its database first."""
     from sqlalchemy import create_engine
 
     from tests.helpers.pgserver import PgServer
 
-    server = PgServer()
+    server = PgServer(folder, options=PG_SETTINGS)
     try:
         base = server.start()
         admin = create_engine(base, isolation_level="AUTOCOMMIT")
         with admin.connect() as conn:
-            conn.exec_driver_sql('CREATE DATABASE "wb_scale"')
+            exists = conn.exec_driver_sql(
+                "SELECT 1 FROM pg_database WHERE datname = 'wb_scale'"
+            ).scalar()
+            if exists and fresh:
+                conn.exec_driver_sql('DROP DATABASE "wb_scale"')
+            if not exists or fresh:
+                conn.exec_driver_sql('CREATE DATABASE "wb_scale"')
         admin.dispose()
     except Exception:
         server.stop()
         raise
     return server, base.rsplit("/", 1)[0] + "/wb_scale"
+
+
+def _reusable(args: argparse.Namespace, workdir: Path) -> bool:
+    """Whether ``workdir`` holds a database built for these sizes (SQLite, or a kept
+    ``--pg-server`` cluster)."""
+    marker = workdir / "built.json"
+    if not marker.exists():
+        return False
+    try:
+        return bool(json.loads(marker.read_text()).get("sizes") == _marker(args))
+    except (OSError, ValueError):
+        return False
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -1845,14 +1875,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.pg_server:
         if args.url:
             raise SystemExit("--pg-server starts its own database: leave out --database-url")
-        server, args.url = start_pg_server()
-        log(f"throwaway PostgreSQL server: {args.url}")
+        kept = Path(args.workdir) / "pg" if args.workdir and args.keep else None
+        fresh = kept is None or not _reusable(args, Path(args.workdir))
+        server, args.url = start_pg_server(kept, fresh=fresh)
+        args.pg_reuse = not fresh
+        log(f"PostgreSQL server ({'kept in ' + str(kept) if kept else 'throwaway'}): {args.url}")
     try:
         run_benchmark(args)
     finally:
-        if server is not None and args.keep:
-            log(f"kept the PostgreSQL server {args.url}: pg_ctl -D {server.dir}/data stop")
-        elif server is not None:
+        if server is not None:
             server.stop()
 
 
@@ -1868,10 +1899,8 @@ def run_benchmark(args: argparse.Namespace) -> None:
     marker = workdir / "built.json"
     build_figs: dict[str, float] = {}
     try:
-        reused = (
-            args.url is None
-            and marker.exists()
-            and json.loads(marker.read_text()).get("sizes") == _marker(args)
+        reused = (args.url is None or getattr(args, "pg_reuse", False)) and _reusable(
+            args, workdir
         )
         if reused:
             build_figs = json.loads(marker.read_text()).get("build", {})

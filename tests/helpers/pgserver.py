@@ -27,13 +27,20 @@ def _free_port() -> int:
 
 
 class PgServer:
-    def __init__(self) -> None:
+    """``folder`` keeps the cluster there (``stop`` leaves it, and a later ``start`` reuses it);
+    by default a temporary folder is made and removed."""
+
+    def __init__(self, folder: Path | None = None, options: str = "") -> None:
         initdb = find_bin("initdb")
         pg_ctl = find_bin("pg_ctl")
         if not initdb or not pg_ctl:
             raise FileNotFoundError("PostgreSQL binaries (initdb, pg_ctl) are not installed")
         self.initdb, self.pg_ctl = initdb, pg_ctl
-        self.dir = Path(tempfile.mkdtemp(prefix="wb-pg-"))
+        self.keep = folder is not None
+        if folder is not None:
+            folder.mkdir(parents=True, exist_ok=True)
+        self.dir = folder if folder is not None else Path(tempfile.mkdtemp(prefix="wb-pg-"))
+        self.options = options
         self.port = _free_port()
         self.user: str | None = None
         if os.geteuid() == 0:  # initdb refuses to run as root: use the postgres account
@@ -53,24 +60,17 @@ class PgServer:
 
     def start(self) -> str:
         data = self.dir / "data"
-        self._run(
-            self.initdb,
-            "-D",
-            str(data),
-            "-U",
-            "postgres",
-            "--auth=trust",
-            "-E",
-            "UTF8",
-            "--no-sync",
-        )
+        if self.keep and (data / "PG_VERSION").exists():
+            pass  # a kept cluster: start it again
+        else:
+            self._init(data)
         # Test workers run in parallel (pytest-xdist): a port found free may be taken by
         # another worker before the server binds it, so a failed start tries another port.
         for attempt in range(3):
             opts = (
                 f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 "
-                "-c fsync=off -c max_connections=60"
-            )
+                f"-c fsync=off -c max_connections=60 {self.options}"
+            ).strip()
             try:
                 self._run(
                     self.pg_ctl,
@@ -90,7 +90,23 @@ class PgServer:
                 self.port = _free_port()
         return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
 
+    def _init(self, data: Path) -> None:
+        self._run(
+            self.initdb,
+            "-D",
+            str(data),
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            "--no-sync",
+        )
+
     def stop(self) -> None:
+        # a kept cluster stops cleanly (its data is read again); a throwaway one at once
+        mode = "fast" if self.keep else "immediate"
         with contextlib.suppress(subprocess.CalledProcessError):
-            self._run(self.pg_ctl, "-D", str(self.dir / "data"), "-m", "immediate", "stop")
-        shutil.rmtree(self.dir, ignore_errors=True)
+            self._run(self.pg_ctl, "-D", str(self.dir / "data"), "-m", mode, "stop")
+        if not self.keep:
+            shutil.rmtree(self.dir, ignore_errors=True)
