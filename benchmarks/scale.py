@@ -1899,9 +1899,7 @@ def run_benchmark(args: argparse.Namespace) -> None:
     marker = workdir / "built.json"
     build_figs: dict[str, float] = {}
     try:
-        reused = (args.url is None or getattr(args, "pg_reuse", False)) and _reusable(
-            args, workdir
-        )
+        reused = (args.url is None or getattr(args, "pg_reuse", False)) and _reusable(args, workdir)
         if reused:
             build_figs = json.loads(marker.read_text()).get("build", {})
             log(f"reusing the database in {workdir}")

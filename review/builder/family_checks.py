@@ -9,7 +9,7 @@ from typing import Any
 
 from review.builder.families import Check, Variant, _index, _merge, _norm, _ref
 
-__all__ = ["family_checks", "restricted_text_in"]
+__all__ = ["family_checks", "repeats_fragment", "restricted_fragments", "restricted_text_in"]
 
 
 # ------------------------------------------------------------------------------------------
@@ -58,13 +58,26 @@ def restricted_text_in(text: str, restricted: Sequence[str], allowed: Sequence[s
     document also contains. The same fragments as :func:`family_checks` uses for leaks."""
     if not text.strip() or not restricted:
         return False
+    return repeats_fragment(text, restricted_fragments(restricted), allowed)
+
+
+def restricted_fragments(restricted: Sequence[str]) -> tuple[str, ...]:
+    """The fragments :func:`restricted_text_in` looks for in each of ``restricted`` (in
+    order, each once): worked out once for many texts checked against the same passages."""
+    out: dict[str, None] = {}
+    for body in restricted:
+        out.update(dict.fromkeys(_fragments(body)))
+    return tuple(out)
+
+
+def repeats_fragment(text: str, fragments: Sequence[str], allowed: Sequence[str] = ()) -> bool:
+    """:func:`restricted_text_in` over fragments already worked out
+    (:func:`restricted_fragments`)."""
+    if not text.strip() or not fragments:
+        return False
     said = _norm(text)
     shown = [_norm(b) for b in allowed]
-    for body in restricted:
-        for frag in _fragments(body):
-            if frag in said and not any(frag in b for b in shown):
-                return True
-    return False
+    return any(frag in said and not any(frag in b for b in shown) for frag in fragments)
 
 
 def _visible_decisive(v: Variant) -> list[tuple[str, int]]:

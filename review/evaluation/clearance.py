@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import pandas as pd
 from sqlalchemy import Engine, select
 
-from review.builder.family_checks import restricted_text_in
+from review.builder.family_checks import repeats_fragment, restricted_fragments
 from review.core.identity import Actor
 from storage.db import read_session
 from storage.models import CaseDocument, Document
@@ -50,7 +51,12 @@ class RestrictedContent:
         low = said.lower()
         if any(t in low for t in self.titles):
             return True
-        return restricted_text_in(said, self.bodies)
+        return repeats_fragment(said, self.fragments)
+
+    @cached_property
+    def fragments(self) -> tuple[str, ...]:
+        """The passages' fragments, worked out once for every output checked."""
+        return restricted_fragments(self.bodies)
 
 
 def restricted_content(engine: Engine, case_ids: Iterable[int] = ()) -> RestrictedContent:

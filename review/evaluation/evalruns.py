@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
-from review.builder.family_checks import restricted_text_in
+from review.builder.family_checks import repeats_fragment, restricted_fragments
 from review.cases.agreed import agreed_subquery as gold_subquery
 from review.core import readable
 from review.core.errors import InputError
@@ -677,7 +677,11 @@ def _frame(s: Session, rows: list[dict[str, Any]], tax: Taxonomy) -> pd.DataFram
         if any(c in forbidden[cid] for c in cited or []):
             return True
         shown, hidden = bodies.get(cid, ([], []))
-        return restricted_text_in(text or "", hidden, shown)
+        if cid not in fragments:  # each case's passages are cut into fragments once
+            fragments[cid] = restricted_fragments(hidden)
+        return repeats_fragment(text or "", fragments[cid], shown)
+
+    fragments: dict[int, tuple[str, ...]] = {}
 
     df["leaked"] = [
         leaked(cid, cited, text)

@@ -120,3 +120,49 @@ def test_a_document_restricted_later_restricts_the_outputs_quoting_it(
         lambda ids: any(str(d).startswith(public) for d in ids or [])
     )
     assert after.loc[citing, "restricted"].all()
+
+
+def test_fragments_worked_out_once_match_the_rule_text_by_text() -> None:
+    """The clearance check reuses each passage's fragments for every output: it must say what
+    restricted_text_in says of each text, with and without visible passages."""
+    import random
+
+    from review.builder.family_checks import (
+        repeats_fragment,
+        restricted_fragments,
+        restricted_text_in,
+    )
+
+    bodies = [
+        "# Pricing memo\nThe committee approved a seven percent increase for every annual plan. "
+        "Renewals after March keep the old price until their term ends; ask finance first?",
+        "Education: the applicant holds a doctorate in applied statistics from Lisbon.",
+        "",
+        "Short.",
+    ]
+    visible = ["Renewals after March keep the old price until their term ends"]
+    words = (
+        "the committee approved a seven percent increase for every annual plan renewals after "
+        "march keep old price until their term ends education applicant holds doctorate in "
+        "applied statistics from lisbon *bold* _x_ . ; : ?"
+    ).split()
+    rng = random.Random(18)
+    texts = [*bodies, *visible, "", "   ", "THE COMMITTEE approved a **seven** percent increase "
+             "for every annual plan."]  # fmt: skip
+    for _ in range(400):
+        picked = rng.sample(bodies[:2], 1)[0]
+        cut = rng.randrange(len(picked) + 1)
+        texts.append(picked[:cut] + " " + " ".join(rng.choices(words, k=rng.randrange(12))))
+    frags = restricted_fragments(bodies)
+    assert len(frags) == len(set(frags))
+    hits = 0
+    for text in texts:
+        for allowed in ((), visible):
+            expected = restricted_text_in(text, bodies, allowed)
+            assert repeats_fragment(text, frags, allowed) == expected, (text, allowed)
+            hits += expected
+    assert 50 < hits < 2 * len(texts) - 50  # both answers are exercised
+    content = _content(bodies=tuple(bodies))
+    assert [content.quotes(1, [], t) for t in texts] == [
+        restricted_text_in(t, bodies) or any(x in t.lower() for x in content.titles) for t in texts
+    ]
