@@ -129,7 +129,13 @@ class CaseFamily(Base):
 
 class Case(Base):
     __tablename__ = "cases"
-    __table_args__ = (Index("ix_cases_filter", "status", "expected_decision", "category", "split"),)
+    __table_args__ = (
+        Index("ix_cases_filter", "status", "expected_decision", "category", "split"),
+        # the run form's subset pickers (execution.subset_choices): values of the ready cases
+        Index("ix_cases_status_language", "status", "language"),
+        Index("ix_cases_status_import_batch", "status", "import_batch"),
+        Index("ix_cases_status_family", "status", "family_id"),
+    )
 
     id: Mapped[int] = mapped_column(primary_key=True)
     key: Mapped[str] = mapped_column(String(120), unique=True)
