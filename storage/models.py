@@ -20,6 +20,7 @@ from sqlalchemy import (
     Index,
     Integer,
     MetaData,
+    SmallInteger,
     String,
     Text,
     TypeDecorator,
@@ -533,6 +534,8 @@ class Trace(Base):
         Index("ix_traces_at_decision", "at", "decision"),
         Index("ix_traces_decision_reason", "decision", "reason_code"),
         Index("ix_traces_restricted_at", "restricted", "at"),
+        # the replay's reads of single score bins (trace_signal_groups, migration 0022)
+        Index("ix_traces_top_score", "top_score"),
         Index(
             "ix_traces_refusal_texts",
             "id",
@@ -611,6 +614,37 @@ class Trace(Base):
     imported_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     # trace_sample_key(trace_id), filled on insert (writers that bypass the ORM set it)
     sample_key: Mapped[int | None] = mapped_column(BigInteger, default=_sample_key_default)
+
+
+#: A trace's top score is counted in the bin ``floor(top_score * SCORE_BIN_SCALE)`` of
+#: :class:`TraceSignalGroup` (a power of two: the product is exact, so a bin is exactly the
+#: scores ``bin / SCALE <= s < (bin + 1) / SCALE``); scores of SCORE_BIN_LIMIT or more in size
+#: are not binned (migration 0022 holds the same figures).
+SCORE_BIN_SCALE = 256
+SCORE_BIN_LIMIT = 1e15
+#: ``TraceSignalGroup.score_kind``: no score logged, a binned number, anything else
+SCORE_NONE, SCORE_BINNED, SCORE_OTHER = 0, 1, 2
+
+
+class TraceSignalGroup(Base):
+    """The traces counted by the values the gate reads (migration 0022): the exact ranking
+    mode, hits, flags and topics (JSON text), the customer tier, and the top score's bin. Kept in
+    step with ``traces`` by triggers on both engines, whoever writes the traces; read by the
+    replay of a proposed policy (review.thresholds.replay)."""
+
+    __tablename__ = "trace_signal_groups"
+
+    k: Mapped[str] = mapped_column(Text, primary_key=True)
+    ranking_mode: Mapped[str | None] = mapped_column(String(40))
+    hits_after_filter: Mapped[int | None] = mapped_column(Integer)
+    score_kind: Mapped[int] = mapped_column(SmallInteger)
+    score_bin: Mapped[int | None] = mapped_column(BigInteger)
+    answerable: Mapped[bool | None] = mapped_column(Boolean)
+    ambiguous: Mapped[bool | None] = mapped_column(Boolean)
+    ungrounded: Mapped[bool | None] = mapped_column(Boolean)
+    topics: Mapped[str | None] = mapped_column(Text)
+    customer_tier: Mapped[str | None] = mapped_column(String(60))
+    n: Mapped[int] = mapped_column(BigInteger)
 
 
 class TraceRollup(Base):

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 from sqlalchemy import Engine
 
@@ -100,33 +101,194 @@ def flip_effect(verdict: str, before: str, after: str) -> str:
 _SIGNAL_COLUMNS = ("id", *SIGNALS, "customer_tier", "restricted")
 
 
-def _signal_frames(engine: Engine, extra: list[str], batch: int) -> Iterator[pd.DataFrame]:
-    """Every trace's logged gate signals (plus ``extra`` trace columns), in batches of
-    ``batch`` rows in id order, as DataFrames ready for :func:`review.policy.gate.decide_frame`
-    (topics decoded, restricted as bool)."""
-    from sqlalchemy import Text, cast, select
+def _signal_columns(extra: list[str]) -> list[Any]:
+    from sqlalchemy import Text, cast
+
+    from storage.models import Trace
+
+    # topics as JSON text on both engines: PostgreSQL's driver would decode a million lists
+    return [
+        cast(Trace.topics, Text).label("topics") if name == "topics" else getattr(Trace, name)
+        for name in (*_SIGNAL_COLUMNS, *extra)
+    ]
+
+
+def _signal_frame(rows: list[tuple[Any, ...]], cols: list[Any]) -> pd.DataFrame:
+    """Driver rows of :func:`_signal_columns` as a frame ready for ``decide_frame``."""
+    df = pd.DataFrame.from_records(rows, columns=[c.key for c in cols])
+    df["restricted"] = df["restricted"].astype(bool)
+    df["topics"] = _topic_lists(df["topics"])
+    return df
+
+
+def _signal_frames(
+    engine: Engine, extra: list[str], batch: int, where: Any = None
+) -> Iterator[pd.DataFrame]:
+    """Every trace's logged gate signals (plus ``extra`` trace columns; only the traces
+    ``where`` selects, when given), in batches of ``batch`` rows in id order, as DataFrames
+    ready for :func:`review.policy.gate.decide_frame` (topics decoded, restricted as bool)."""
+    from sqlalchemy import select, true
 
     from storage.db import plain_rows, read_session
     from storage.models import Trace
 
-    # topics as JSON text on both engines: PostgreSQL's driver would decode a million lists
-    cols = [
-        cast(Trace.topics, Text).label("topics") if name == "topics" else getattr(Trace, name)
-        for name in (*_SIGNAL_COLUMNS, *extra)
-    ]
+    cols = _signal_columns(extra)
     last = 0
     while True:
         with read_session(engine) as s:  # driver rows: a million Row objects cost seconds
             rows = plain_rows(
-                s, select(*cols).where(Trace.id > last).order_by(Trace.id).limit(batch)
+                s,
+                select(*cols)
+                .where(Trace.id > last, true() if where is None else where)
+                .order_by(Trace.id)
+                .limit(batch),
             )
         if not rows:
             return
         last = int(rows[-1][0])
-        df = pd.DataFrame.from_records(rows, columns=[c.key for c in cols])
-        df["restricted"] = df["restricted"].astype(bool)
-        df["topics"] = _topic_lists(df["topics"])
-        yield df
+        yield _signal_frame(rows, cols)
+
+
+def _words(out: pd.DataFrame) -> pd.Series:
+    return out["decision"].astype(str) + np.where(out["caveat"], " (caveat)", "")
+
+
+@dataclass
+class _Tally:
+    """What a replay counts, added up over frames of traces (or of groups of traces, each
+    row weighing the traces it stands for)."""
+
+    current: NoAnswerPolicy
+    proposed: NoAnswerPolicy
+    traces: int = 0
+    not_replayable: int = 0
+    missing_signals: dict[str, int] = field(default_factory=dict)
+    counts: dict[tuple[str, str, str], int] = field(default_factory=dict)
+
+    def add(self, df: pd.DataFrame, weight: npt.NDArray[np.int64] | None = None) -> pd.DataFrame:
+        """Decide ``df`` under both policies and count it; returns its flipped rows with
+        ``before``, ``after`` and ``rule`` (the proposal's), and ``weight``."""
+        from review.policy.gate import decide_frame
+
+        w = np.ones(len(df), dtype=np.int64) if weight is None else np.asarray(weight)
+        self.traces += int(w.sum())
+        before = decide_frame(self.current, df)
+        after = decide_frame(self.proposed, df)
+        lacking = ((before["rule"] == SIGNAL_MISSING) | (after["rule"] == SIGNAL_MISSING)).to_numpy(
+            dtype=bool
+        )
+        if lacking.any():
+            self.not_replayable += int(w[lacking].sum())
+            first = (
+                before["missing_signal"]
+                .astype(object)
+                .where(before["rule"] == SIGNAL_MISSING, after["missing_signal"].astype(object))
+            )
+            named = pd.Series(w[lacking], index=first[lacking].astype(str).to_numpy())
+            for name, n in named.groupby(level=0).sum().items():
+                self.missing_signals[str(name)] = self.missing_signals.get(str(name), 0) + int(n)
+            keep = ~lacking
+            df, before, after, w = df[keep], before[keep], after[keep], w[keep]
+        # a flip is a changed decision or caveat; its words are made for flipped rows only
+        changed = (
+            (before["decision"].astype(object) != after["decision"].astype(object)).to_numpy(
+                dtype=bool
+            )
+        ) | (before["caveat"].to_numpy(dtype=bool) != after["caveat"].to_numpy(dtype=bool))
+        if not changed.any():
+            return df.iloc[0:0].assign(before="", after="", rule="", weight=0)
+        bc, ac = before[changed], after[changed]
+        flipped = df[changed].assign(
+            before=_words(bc), after=_words(ac), rule=ac["rule"].astype(str), weight=w[changed]
+        )
+        tier = flipped["customer_tier"].fillna("(none)")
+        sums = flipped.groupby([flipped["before"], flipped["after"], tier])["weight"].sum()
+        for (bb, aa, tt), n in sums.items():
+            key = (str(bb), str(aa), str(tt))
+            self.counts[key] = self.counts.get(key, 0) + int(n)
+        return flipped
+
+    def flips(self) -> pd.DataFrame:
+        return pd.DataFrame(
+            [
+                {"before": k[0], "after": k[1], "slice": k[2], "traces": v}
+                for k, v in sorted(self.counts.items())
+            ],
+            columns=["before", "after", "slice", "traces"],
+        )
+
+
+def _latest_verdicts(engine: Engine, ids: list[int] | None = None) -> dict[int, str]:
+    """The latest audit verdict of each audited trace (of ``ids``, when given)."""
+    from sqlalchemy import select
+
+    from storage.db import read_session
+    from storage.models import AuditItem, AuditVerdict
+
+    out: dict[int, str] = {}
+    with read_session(engine) as s:
+        stmt = (
+            select(AuditItem.trace_pk, AuditVerdict.verdict)
+            .join(AuditVerdict, AuditVerdict.item_id == AuditItem.id)
+            .order_by(AuditVerdict.id)
+        )
+        if ids is None:
+            out.update((int(k), str(v)) for k, v in s.execute(stmt).all())
+        else:
+            for start in range(0, len(ids), 900):
+                chunk = stmt.where(AuditItem.trace_pk.in_(ids[start : start + 900]))
+                out.update((int(k), str(v)) for k, v in s.execute(chunk).all())
+    return out
+
+
+def _examples_frame(engine: Engine, sample: list[dict[str, Any]]) -> pd.DataFrame:
+    """The flipped traces shown as examples, named and with their latest audit verdict."""
+    from sqlalchemy import select
+
+    from storage.db import read_session
+    from storage.models import Trace
+
+    ex = pd.DataFrame(sample)
+    if ex.empty:
+        return ex
+    ids = [int(i) for i in ex["id"]]
+    named: dict[int, tuple[Any, Any]] = {}
+    with read_session(engine) as s:
+        for start in range(0, len(ids), 900):
+            found = s.execute(
+                select(Trace.id, Trace.trace_id, Trace.at).where(
+                    Trace.id.in_(ids[start : start + 900])
+                )
+            ).all()
+            named.update({int(r[0]): (r[1], r[2]) for r in found})
+    latest = _latest_verdicts(engine, ids)
+    ex["trace_id"] = [named[i][0] for i in ids]
+    ex["at"] = [named[i][1] for i in ids]
+    ex["audit verdict"] = [latest.get(i, "") for i in ids]
+    return ex[
+        [
+            "trace_id",
+            "at",
+            "customer_tier",
+            "ranking_mode",
+            "top_score",
+            "hits_after_filter",
+            "before",
+            "after",
+            "rule",
+            "audit verdict",
+        ]
+    ]
+
+
+def _audited_frame(audited_counts: dict[tuple[str, str, str], int]) -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            {"verdict": v, "before": b, "after": a, "effect": flip_effect(v, b, a), "traces": n}
+            for (v, b, a), n in sorted(audited_counts.items())
+        ],
+        columns=["verdict", "before", "after", "effect", "traces"],
+    )
 
 
 def replay_traces(
@@ -138,68 +300,252 @@ def replay_traces(
     batch: int = 100_000,
     examples: int = 200,
 ) -> Replay:
-    """Apply both policies to the logged signals of every trace (in batches, vectorised) and
-    count the decisions that flip, by slice (customer tier), with the audit verdicts of
-    flipped traces where they exist. Restricted traces are counted but only listed for users
-    with clearance. A trace either policy cannot decide from its logged signals (the gate
-    fails closed with signal_missing) is counted as not replayable, by the signal it lacks,
-    and never as a flip."""
-    from sqlalchemy import select
+    """Apply both policies to the logged signals of every trace and count the decisions that
+    flip, by slice (customer tier), with the audit verdicts of flipped traces where they exist.
+    Restricted traces are counted but only listed for users with clearance. A trace either
+    policy cannot decide from its logged signals (the gate fails closed with signal_missing) is
+    counted as not replayable, by the signal it lacks, and never as a flip.
 
-    from review.policy.gate import decide_frame
+    The traces are read as the groups of ``trace_signal_groups`` (migration 0022): each group
+    is decided once, except the score bins that hold a threshold or a range bound of either
+    policy and the scores that are not binned, whose traces are decided one by one. The
+    examples are the first flipped traces in id order. When the groups do not add up to the
+    stored traces (written past the triggers), every trace is read instead
+    (:func:`replay_traces_scan`)."""
     from review.traces import browse
-    from storage.db import read_session
-    from storage.models import AuditItem, AuditVerdict, Trace
 
     browse.require_view(actor)
-    with read_session(engine) as s:  # audited traces are few: their latest verdict each
-        verdict_of = dict(
-            s.execute(
-                select(AuditItem.trace_pk, AuditVerdict.verdict)
-                .join(AuditVerdict, AuditVerdict.item_id == AuditItem.id)
-                .order_by(AuditVerdict.id)
-            ).all()
-        )
-    audited_counts: dict[tuple[str, str, str], int] = {}
-    counts: dict[tuple[str, str, str], int] = {}
+    read = _grouped_replay(engine, current, proposed, batch)
+    if read is None:
+        return replay_traces_scan(engine, actor, current, proposed, batch=batch, examples=examples)
+    tally, flipped_where = read
     sample: list[dict[str, Any]] = []
-    total = not_replayable = 0
-    missing_signals: dict[str, int] = {}
+    if flipped_where is not None and examples > 0:
+        from storage.models import Trace
+
+        where = flipped_where if actor.clearance else flipped_where & ~Trace.restricted
+        for df in _signal_frames(engine, [], min(batch, 5_000), where):
+            flipped = _Tally(current, proposed).add(df)
+            sample.extend(
+                flipped.drop(columns="weight").head(examples - len(sample)).to_dict("records")
+            )
+            if len(sample) >= examples:
+                break
+    audited_counts: dict[tuple[str, str, str], int] = {}
+    verdict_of = _latest_verdicts(engine)
+    if verdict_of and tally.counts:
+        from storage.models import Trace
+
+        ids = sorted(verdict_of)
+        for start in range(0, len(ids), 900):
+            chunk = Trace.id.in_(ids[start : start + 900])
+            for df in _signal_frames(engine, [], batch, chunk):
+                flipped = _Tally(current, proposed).add(df)
+                for pk, bb, aa in zip(
+                    flipped["id"], flipped["before"], flipped["after"], strict=True
+                ):
+                    key = (verdict_of[int(pk)], str(bb), str(aa))
+                    audited_counts[key] = audited_counts.get(key, 0) + 1
+    return Replay(
+        tally.traces,
+        tally.not_replayable,
+        tally.flips(),
+        _examples_frame(engine, sample),
+        _audited_frame(audited_counts),
+        tally.missing_signals,
+    )
+
+
+def _cuts(*policies: NoAnswerPolicy) -> set[float]:
+    """Every score a policy compares with: each mode's thresholds and score range bounds."""
+    import math
+
+    out: set[float] = set()
+    for policy in policies:
+        for mode in policy.ranking_modes:
+            th = policy.thresholds_for(mode)
+            for value in (th.refuse_below, th.caveat_below, th.score_min, th.score_max):
+                if value is not None and math.isfinite(value):
+                    out.add(float(value))
+    return out
+
+
+def _bin_range(b: int) -> tuple[float, float]:
+    from storage.models import SCORE_BIN_SCALE
+
+    return b / SCORE_BIN_SCALE, (b + 1) / SCORE_BIN_SCALE
+
+
+def _grouped_replay(
+    engine: Engine, current: NoAnswerPolicy, proposed: NoAnswerPolicy, batch: int
+) -> tuple[_Tally, Any] | None:
+    """Count the replay from the signal groups and the traces of the bins that hold a
+    threshold (one snapshot); with a condition on ``traces`` that holds for every flipped trace
+    (None: nothing flips). None when the groups do not add up to the stored traces."""
+    import math
+
+    from sqlalchemy import and_, func, or_, select
+
+    from storage.db import plain_rows, read_session
+    from storage.models import (
+        SCORE_BIN_LIMIT,
+        SCORE_BIN_SCALE,
+        SCORE_BINNED,
+        SCORE_NONE,
+        SCORE_OTHER,
+        Trace,
+        TraceSignalGroup,
+    )
+
+    g = TraceSignalGroup
+    exact_bins = {
+        math.floor(c * SCORE_BIN_SCALE)
+        for c in _cuts(current, proposed)
+        if abs(c) < SCORE_BIN_LIMIT
+    }
+    tally = _Tally(current, proposed)
+    with read_session(engine) as s:
+        if engine.dialect.name == "postgresql":  # one snapshot for every statement
+            s.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+        rows = plain_rows(
+            s,
+            select(
+                g.ranking_mode,
+                g.hits_after_filter,
+                g.score_kind,
+                g.score_bin,
+                g.answerable,
+                g.ambiguous,
+                g.ungrounded,
+                g.topics,
+                g.customer_tier,
+                g.n,
+            ).where(g.n > 0),
+        )
+        stored = int(s.scalar(select(func.count()).select_from(Trace)) or 0)
+        if sum(int(r[9]) for r in rows) != stored:
+            return None
+        groups = pd.DataFrame.from_records(
+            rows,
+            columns=[
+                "ranking_mode",
+                "hits_after_filter",
+                "score_kind",
+                "score_bin",
+                "answerable",
+                "ambiguous",
+                "ungrounded",
+                "topics",
+                "customer_tier",
+                "n",
+            ],
+        )
+        kind = groups["score_kind"].to_numpy(dtype=np.int64) if len(groups) else np.zeros(0)
+        bins = groups["score_bin"].astype("Int64")
+        exact = (kind == SCORE_OTHER) | (
+            (kind == SCORE_BINNED)
+            & bins.isin(list(exact_bins)).to_numpy(dtype=bool, na_value=False)
+        )
+        # the traces of those groups, one by one (every bin is a half-open score range)
+        held = set(bins[kind == SCORE_BINNED].dropna().astype(int)) & exact_bins
+        ranges = [
+            and_(
+                Trace.top_score >= _bin_range(b)[0],
+                Trace.top_score < _bin_range(b)[1],
+                Trace.top_score > -SCORE_BIN_LIMIT,  # never a score that is not binned
+                Trace.top_score < SCORE_BIN_LIMIT,
+            )
+            for b in sorted(held)
+        ]
+        if (kind == SCORE_OTHER).any():
+            ranges.append(_unbinned(engine))
+        one_by_one = pd.DataFrame()
+        if ranges:
+            cols = _signal_columns([])
+            one_by_one = _signal_frame(plain_rows(s, select(*cols).where(or_(*ranges))), cols)
+    flipped_where: list[Any] = []
+    if len(one_by_one):
+        flipped = tally.add(one_by_one)
+        if len(flipped):
+            flipped_where.append(or_(*ranges))
+    decided = groups[~exact]
+    if len(decided):
+        score = np.where(
+            decided["score_kind"].to_numpy() == SCORE_NONE,
+            np.nan,
+            (decided["score_bin"].astype("float64").to_numpy() + 0.5) / SCORE_BIN_SCALE,
+        )
+        frame = decided.drop(columns=["score_kind", "score_bin", "n"]).assign(top_score=score)
+        frame["topics"] = _topic_lists(frame["topics"])
+        flipped = tally.add(frame, decided["n"].to_numpy(dtype=np.int64))
+        if len(flipped):
+            flipped_where.append(_flipped_groups(decided.loc[flipped.index]))
+    if not tally.counts:
+        return tally, None
+    return tally, or_(*flipped_where)
+
+
+def _unbinned(engine: Engine) -> Any:
+    """The traces whose score is not binned (score kind 2)."""
+    from sqlalchemy import func, or_
+
+    from storage.models import SCORE_BIN_LIMIT, Trace
+
+    big = or_(Trace.top_score >= SCORE_BIN_LIMIT, Trace.top_score <= -SCORE_BIN_LIMIT)
+    if engine.dialect.name == "sqlite":  # text or a blob where a number belongs
+        return or_(big, func.typeof(Trace.top_score).not_in(["integer", "real", "null"]))
+    return big  # NaN is larger than every number in PostgreSQL
+
+
+def _flipped_groups(groups: pd.DataFrame) -> Any:
+    """A condition on ``traces`` that holds for every trace of ``groups`` (binned scores or
+    none): their ranking modes and score bins, adjacent bins merged into one range."""
+    from sqlalchemy import and_, or_
+
+    from storage.models import SCORE_NONE, Trace
+
+    modes = groups["ranking_mode"].astype(object)
+    named = sorted({str(m) for m in modes if isinstance(m, str)})
+    mode_ok = [Trace.ranking_mode.in_(named)] if named else []
+    if modes.isna().any():
+        mode_ok.append(Trace.ranking_mode.is_(None))
+    score_ok: list[Any] = []
+    if (groups["score_kind"] == SCORE_NONE).any():
+        score_ok.append(Trace.top_score.is_(None))
+    bins = sorted({int(b) for b in groups["score_bin"].dropna()})
+    i = 0
+    while i < len(bins):
+        j = i
+        while j + 1 < len(bins) and bins[j + 1] == bins[j] + 1:
+            j += 1
+        lo, hi = _bin_range(bins[i])[0], _bin_range(bins[j])[1]
+        score_ok.append(and_(Trace.top_score >= lo, Trace.top_score < hi))
+        i = j + 1
+    return and_(or_(*mode_ok), or_(*score_ok))
+
+
+def replay_traces_scan(
+    engine: Engine,
+    actor: Actor,
+    current: NoAnswerPolicy,
+    proposed: NoAnswerPolicy,
+    *,
+    batch: int = 100_000,
+    examples: int = 200,
+) -> Replay:
+    """:func:`replay_traces` reading every trace one by one (in batches, vectorised): the
+    reference the grouped replay is tested against, and its fallback."""
+    from review.traces import browse
+
+    browse.require_view(actor)
+    verdict_of = _latest_verdicts(engine)
+    audited_counts: dict[tuple[str, str, str], int] = {}
+    tally = _Tally(current, proposed)
+    sample: list[dict[str, Any]] = []
     for df in _signal_frames(engine, [], batch):
-        total += len(df)
-        before = decide_frame(current, df)
-        after = decide_frame(proposed, df)
-        lacking = (before["rule"] == SIGNAL_MISSING) | (after["rule"] == SIGNAL_MISSING)
-        if lacking.any():
-            not_replayable += int(lacking.sum())
-            first = (
-                before["missing_signal"]
-                .astype(object)
-                .where(before["rule"] == SIGNAL_MISSING, after["missing_signal"].astype(object))
-            )
-            for name, n in first[lacking].value_counts().items():
-                missing_signals[str(name)] = missing_signals.get(str(name), 0) + int(n)
-            keep = ~lacking
-            df, before, after = df[keep], before[keep], after[keep]
-        # a flip is a changed decision or caveat; its words are made for flipped rows only
-        changed = (before["decision"].astype(object) != after["decision"].astype(object)) | (
-            before["caveat"].to_numpy(dtype=bool) != after["caveat"].to_numpy(dtype=bool)
-        )
-        if not changed.any():
+        flipped = tally.add(df).drop(columns="weight")
+        if flipped.empty:
             continue
-        bc, ac = before[changed], after[changed]
-        flipped = df[changed].assign(
-            before=bc["decision"].astype(str) + np.where(bc["caveat"], " (caveat)", ""),
-            after=ac["decision"].astype(str) + np.where(ac["caveat"], " (caveat)", ""),
-            rule=ac["rule"].astype(str),
-        )
-        tier = flipped["customer_tier"].fillna("(none)")
-        for (bb, aa, tt), n in (
-            flipped.groupby([flipped["before"], flipped["after"], tier]).size().items()
-        ):
-            counts[(str(bb), str(aa), str(tt))] = counts.get((str(bb), str(aa), str(tt)), 0) + int(
-                n
-            )
         if verdict_of:
             hit = flipped[flipped["id"].isin(list(verdict_of))]
             for pk, bb, aa in zip(hit["id"], hit["before"], hit["after"], strict=True):
@@ -208,60 +554,14 @@ def replay_traces(
         if len(sample) < examples:
             visible = flipped if actor.clearance else flipped[~flipped["restricted"]]
             sample.extend(visible.head(examples - len(sample)).to_dict(orient="records"))
-    flips = pd.DataFrame(
-        [
-            {"before": k[0], "after": k[1], "slice": k[2], "traces": v}
-            for k, v in sorted(counts.items())
-        ],
-        columns=["before", "after", "slice", "traces"],
+    return Replay(
+        tally.traces,
+        tally.not_replayable,
+        tally.flips(),
+        _examples_frame(engine, sample),
+        _audited_frame(audited_counts),
+        tally.missing_signals,
     )
-    ex = pd.DataFrame(sample)
-    if not ex.empty:
-        ids = [int(i) for i in ex["id"]]
-        with read_session(engine) as s:
-            found = s.execute(
-                select(Trace.id, Trace.trace_id, Trace.at).where(Trace.id.in_(ids))
-            ).all()
-            named = {int(r[0]): (r[1], r[2]) for r in found}
-            ex["trace_id"] = [named[i][0] for i in ids]
-            ex["at"] = [named[i][1] for i in ids]
-            latest = dict(
-                s.execute(
-                    select(AuditItem.trace_pk, AuditVerdict.verdict)
-                    .join(AuditVerdict, AuditVerdict.item_id == AuditItem.id)
-                    .where(AuditItem.trace_pk.in_(ids))
-                    .order_by(AuditVerdict.id)
-                ).all()
-            )
-        ex["audit verdict"] = [latest.get(int(i), "") for i in ex["id"]]
-        ex = ex[
-            [
-                "trace_id",
-                "at",
-                "customer_tier",
-                "ranking_mode",
-                "top_score",
-                "hits_after_filter",
-                "before",
-                "after",
-                "rule",
-                "audit verdict",
-            ]
-        ]
-    audited = pd.DataFrame(
-        [
-            {
-                "verdict": v,
-                "before": b,
-                "after": a,
-                "effect": flip_effect(v, b, a),
-                "traces": n,
-            }
-            for (v, b, a), n in sorted(audited_counts.items())
-        ],
-        columns=["verdict", "before", "after", "effect", "traces"],
-    )
-    return Replay(total, not_replayable, flips, ex, audited, missing_signals)
 
 
 # ---------------------------------------------------------------------------------------

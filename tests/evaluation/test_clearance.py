@@ -141,11 +141,34 @@ def test_fragments_worked_out_once_match_the_rule_text_by_text() -> None:
         "Short.",
     ]
     visible = ["Renewals after March keep the old price until their term ends"]
-    words = (
-        "the committee approved a seven percent increase for every annual plan renewals after "
-        "march keep old price until their term ends education applicant holds doctorate in "
-        "applied statistics from lisbon *bold* _x_ . ; : ?"
-    ).split()
+    words = [
+        *[
+            "the",
+            "committee",
+            "approved",
+            "a",
+            "seven",
+            "percent",
+            "increase",
+            "for",
+            "every",
+            "annual",
+            "plan",
+        ],
+        *["renewals", "after", "march", "keep", "old", "price", "until", "their", "term", "ends"],
+        *[
+            "education",
+            "applicant",
+            "holds",
+            "doctorate",
+            "in",
+            "applied",
+            "statistics",
+            "from",
+            "lisbon",
+        ],
+        *["*bold*", "_x_", ".", ";", ":", "?"],
+    ]
     rng = random.Random(18)
     texts = [*bodies, *visible, "", "   ", "THE COMMITTEE approved a **seven** percent increase "
              "for every annual plan."]  # fmt: skip
