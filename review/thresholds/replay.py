@@ -356,6 +356,21 @@ def replay_traces(
     )
 
 
+#: The columns of a signal group (storage.models.TraceSignalGroup) a replay reads.
+GROUP_COLUMNS = (
+    "ranking_mode",
+    "hits_after_filter",
+    "score_kind",
+    "score_bin",
+    "answerable",
+    "ambiguous",
+    "ungrounded",
+    "topics",
+    "customer_tier",
+    "n",
+)
+
+
 def _cuts(*policies: NoAnswerPolicy) -> set[float]:
     """Every score a policy compares with: each mode's thresholds and score range bounds."""
     import math
@@ -407,39 +422,11 @@ def _grouped_replay(
     with read_session(engine) as s:
         if engine.dialect.name == "postgresql":  # one snapshot for every statement
             s.connection(execution_options={"isolation_level": "REPEATABLE READ"})
-        rows = plain_rows(
-            s,
-            select(
-                g.ranking_mode,
-                g.hits_after_filter,
-                g.score_kind,
-                g.score_bin,
-                g.answerable,
-                g.ambiguous,
-                g.ungrounded,
-                g.topics,
-                g.customer_tier,
-                g.n,
-            ).where(g.n > 0),
-        )
+        rows = plain_rows(s, select(*(getattr(g, c) for c in GROUP_COLUMNS)).where(g.n > 0))
         stored = int(s.scalar(select(func.count()).select_from(Trace)) or 0)
         if sum(int(r[9]) for r in rows) != stored:
             return None
-        groups = pd.DataFrame.from_records(
-            rows,
-            columns=[
-                "ranking_mode",
-                "hits_after_filter",
-                "score_kind",
-                "score_bin",
-                "answerable",
-                "ambiguous",
-                "ungrounded",
-                "topics",
-                "customer_tier",
-                "n",
-            ],
-        )
+        groups = pd.DataFrame.from_records(rows, columns=list(GROUP_COLUMNS))
         kind = groups["score_kind"].to_numpy(dtype=np.int64) if len(groups) else np.zeros(0)
         bins = groups["score_bin"].astype("Int64")
         exact = (kind == SCORE_OTHER) | (

@@ -167,20 +167,7 @@ def _b(value: object) -> bool | None:
 def _stored_groups(engine: Engine) -> dict[tuple[Any, ...], int]:
     g = TraceSignalGroup
     with read_session(engine) as s:
-        rows = s.execute(
-            select(
-                g.ranking_mode,
-                g.hits_after_filter,
-                g.score_kind,
-                g.score_bin,
-                g.answerable,
-                g.ambiguous,
-                g.ungrounded,
-                g.topics,
-                g.customer_tier,
-                g.n,
-            )
-        ).all()
+        rows = s.execute(select(*(getattr(g, c) for c in replay.GROUP_COLUMNS))).all()
     assert all(r[-1] > 0 for r in rows)
     return {(r[0], r[1], r[2], r[3], _b(r[4]), _b(r[5]), _b(r[6]), r[7], r[8]): r[9] for r in rows}
 
