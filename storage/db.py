@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, Table, create_engine, event, func, literal, select
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
@@ -142,6 +142,37 @@ def run_write(engine: Engine, work: Callable[[Session], T], attempts: int = 6) -
             time.sleep(delay + random.random() * delay)
             delay *= 2
     raise AssertionError("unreachable")
+
+
+def leads_an_index(column: Any) -> bool:
+    """Whether ``column`` (a mapped attribute or a table column) is a column of a table that
+    some index of that table starts with; False for any other expression."""
+    col = getattr(column, "expression", column)  # a mapped attribute's column
+    table = getattr(col, "table", None)
+    name = getattr(col, "name", None)
+    if not isinstance(table, Table) or not isinstance(name, str) or name not in table.c:
+        return False
+    return any(
+        next(iter(index.columns), None) is not None and next(iter(index.columns)).name == name
+        for index in table.indexes
+    )
+
+
+def seek_distinct(session: Session, column: Any, limit: int) -> tuple[list[Any], bool]:
+    """The first ``limit`` distinct non-null values of ``column`` in the database's order, and
+    whether it holds a null: what ``SELECT DISTINCT ... ORDER BY ... LIMIT`` gives, found by
+    one index seek per value (``min(column) WHERE column > last``) instead of reading the whole
+    index. For a column that leads an index (:func:`leads_an_index`); on another column every
+    seek would read the table."""
+    values: list[Any] = []
+    while len(values) < limit:
+        cond = column.is_not(None) if not values else column > values[-1]
+        value = session.scalar(select(func.min(column)).where(cond))
+        if value is None:
+            break
+        values.append(value)
+    has_null = session.scalar(select(literal(1)).where(column.is_(None)).limit(1)) is not None
+    return values, has_null
 
 
 def plain_rows(session: Session, stmt: Any) -> list[tuple[Any, ...]]:

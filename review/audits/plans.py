@@ -59,7 +59,7 @@ from review.core.sampling import (
 from review.core.terms import PlanStatus
 from review.traces import rollup
 from storage import changes
-from storage.db import read_session, run_write
+from storage.db import leads_an_index, read_session, run_write, seek_distinct
 from storage.models import (
     AuditItem,
     AuditVerdict,
@@ -900,7 +900,11 @@ def dimension_values(engine: Engine, dim: str, limit: int = 100) -> list[str]:
     with read_session(engine) as s:
         if dim == "decision" or dim in rollup.DIMENSIONS:
             return _rollup_values(s, dim, limit)
-        found = s.scalars(select(col).distinct().order_by(col).limit(limit + 1)).all()
+        if leads_an_index(col):  # one index seek per value, not a read of every trace
+            seen, has_null = seek_distinct(s, col, limit)
+            found: list[Any] = [None, *seen] if has_null else seen
+        else:
+            found = list(s.scalars(select(col).distinct().order_by(col).limit(limit + 1)).all())
     values = [str(v) for v in found if v is not None]
     if len(values) < len(found):  # missing values first, on every database
         values.insert(0, NONE)

@@ -45,7 +45,7 @@ from review.traces.model import (
     NEGATIVE_FEEDBACK,
 )
 from storage import trace_search
-from storage.db import read_session
+from storage.db import read_session, seek_distinct
 from storage.models import Trace as TraceRow
 from storage.models import TraceChunk, TraceImport
 
@@ -442,7 +442,11 @@ def facet_values(engine: Engine, limit: int = 200, sample: int = 20_000) -> dict
             .subquery()
         )
         for name in (*COLUMN_FILTERS, "feedback"):
-            col = getattr(TraceRow, name) if name in _INDEXED_FACETS else newest.c[name]
+            if name in _INDEXED_FACETS:  # one index seek per value
+                found, _null = seek_distinct(s, getattr(TraceRow, name), limit)
+                out[name] = [str(v) for v in found]
+                continue
+            col = newest.c[name]
             stmt = select(col).where(col.is_not(None)).distinct().order_by(col).limit(limit)
             out[name] = [str(v) for v in s.scalars(stmt)]
     return out
