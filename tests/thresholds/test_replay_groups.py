@@ -293,3 +293,26 @@ def test_groups_out_of_step_fall_back_to_reading_every_trace(
     monkeypatch.setattr(replay, "replay_traces_scan", counted)
     _same(replay.replay_traces(any_engine, CLEARED, current, PROPOSALS[0]), want)
     assert calls == [1]
+
+
+def test_the_migration_backfills_the_groups_and_its_downgrade_removes_them(
+    any_engine: Engine,
+) -> None:
+    from alembic import command
+    from sqlalchemy import inspect
+
+    from storage.db import alembic_config
+
+    _import(any_engine, 150, 27)
+    cfg = alembic_config(any_engine)
+    command.downgrade(cfg, "0021")
+    assert "trace_signal_groups" not in inspect(any_engine).get_table_names()
+    # traces changed while no trigger is in place: the upgrade's backfill counts them as they are
+    with write_session(any_engine) as s:
+        s.execute(text("UPDATE traces SET top_score = 0.5 WHERE id % 3 = 0"))
+        s.execute(text("DELETE FROM traces WHERE id % 10 = 0"))
+    command.upgrade(cfg, "head")
+    assert _stored_groups(any_engine) == _groups_from_scratch(any_engine)
+    _import(any_engine, 40, 28)  # the triggers are back
+    assert _stored_groups(any_engine) == _groups_from_scratch(any_engine)
+    _both(any_engine, parse_policy(TEXT, "in force"), PROPOSALS[0])
