@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
 
-from sqlalchemy import and_, case, delete, func, insert, or_, select
+from sqlalchemy import bindparam, case, delete, func, insert, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -153,7 +153,7 @@ def case_counts(s: Session, case_ids: Iterable[int]) -> RollupCounts:
     rows: list[Sequence[Any]] = []
     for lo in range(0, len(ids), _CHUNK):
         part = ids[lo : lo + _CHUNK]
-        rows.extend(plain_rows(s, _current_labels().where(Label.case_id.in_(part))))
+        rows.extend(s.execute(_current_labels().where(Label.case_id.in_(part))).all())
     return _count(rows)
 
 
@@ -192,42 +192,43 @@ def stamp_columns() -> tuple[Any, Any]:
     )
 
 
-def _upsert(s: Session, t: _Table, key: Key, deltas: tuple[int, ...]) -> None:
-    """Add ``deltas`` to the counts of the row ``key`` (inserted when missing)."""
+def _upsert(s: Session, t: _Table, rows: list[tuple[Key, tuple[int, ...]]]) -> None:
+    """Add each row's deltas to the counts of its key (inserted when missing): one statement,
+    executed for every row."""
     dialect = s.get_bind().dialect.name
     maker: Any = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    stmt = maker(t.model).values(
-        **dict(zip(t.keys, key, strict=True)), **dict(zip(t.counts, deltas, strict=True))
-    )
+    stmt = maker(t.model)
     stmt = stmt.on_conflict_do_update(
         index_elements=list(t.keys),
         set_={c: getattr(t.model, c) + stmt.excluded[c] for c in t.counts},
     )
-    s.execute(stmt)
+    s.execute(
+        stmt,
+        [
+            {**dict(zip(t.keys, key, strict=True)), **dict(zip(t.counts, deltas, strict=True))}
+            for key, deltas in rows
+        ],
+    )
 
 
 def _move(s: Session, t: _Table, before: Counts, after: Counts) -> None:
     """Add ``after - before`` to the stored rows of ``t`` (keys in order, so that two writers
     lock shared rows in the same order), then drop the touched rows that fell to 0."""
-    touched = []
+    rows = []
     for key in sorted(set(before) | set(after)):
         old = before.get(key, (0,) * len(t.counts))
         new = after.get(key, (0,) * len(t.counts))
         if old != new:
-            _upsert(s, t, key, tuple(n - o for n, o in zip(new, old, strict=True)))
-            touched.append(key)
-    for lo in range(0, len(touched), _CHUNK // 4):
-        s.execute(
-            delete(t.model).where(
-                *[getattr(t.model, c) == 0 for c in t.counts],
-                or_(
-                    *[
-                        and_(*[getattr(t.model, c) == v for c, v in zip(t.keys, key, strict=True)])
-                        for key in touched[lo : lo + _CHUNK // 4]
-                    ]
-                ),
-            )
-        )
+            rows.append((key, tuple(n - o for n, o in zip(new, old, strict=True))))
+    if not rows:
+        return
+    _upsert(s, t, rows)
+    gone = delete(t.model).where(
+        *[getattr(t.model, c) == bindparam(f"key_{c}") for c in t.keys],
+        *[getattr(t.model, c) == 0 for c in t.counts],
+    )
+    keys = [{f"key_{c}": v for c, v in zip(t.keys, key, strict=True)} for key, _ in rows]
+    s.connection().execute(gone, keys)  # executemany (the ORM has no bulk DELETE)
 
 
 def refresh_rollup(s: Session, case_id: int, before: RollupCounts, new_label_id: int) -> None:
