@@ -420,16 +420,20 @@ def _stored_rows(
                 unknown.add(str(x2))
     unit_rows: list[Any] = []
     for m in sorted(per_m):
-        got = per_m[m]
-
-        def figures(kind: str, values: list[str], got: dict[Any, tuple[int, int]] = got) -> Any:
-            pairs = [got.get((kind, value), (0, 0)) for value in values]
-            return [n for n, _ in pairs], [sq for _, sq in pairs]
-
-        dec_n, dec_sq = figures("decision", cats)
-        code_n, code_sq = figures("code", codes)
-        items = labels_at[m] // m
-        unit_rows.append((0, None, m, items, *dec_n, sum(dec_sq), *code_n, *code_sq))
+        dec = [per_m[m].get(("decision", d), (0, 0)) for d in cats]
+        cod = [per_m[m].get(("code", code), (0, 0)) for code in codes]
+        unit_rows.append(
+            (
+                0,
+                None,
+                m,
+                labels_at[m] // m,  # items: every item with m labels has m decisions
+                *[n for n, _ in dec],
+                sum(sq for _, sq in dec),
+                *[n for n, _ in cod],
+                *[sq for _, sq in cod],
+            )
+        )
     return unit_rows + list(group_rows), decision_rows, code_rows, sorted(unknown, key=str)
 
 
