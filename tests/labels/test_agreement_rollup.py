@@ -246,6 +246,6 @@ def test_the_migration_fills_the_tables_as_the_rule_does(any_engine: Engine, tax
     before = assert_in_step(any_engine)
     assert before.pairs
     cfg = alembic_config(any_engine)
-    command.downgrade(cfg, "0021")
+    command.downgrade(cfg, "0022")
     command.upgrade(cfg, "head")
     assert assert_in_step(any_engine) == before

@@ -11,8 +11,8 @@ labels and n * n to squares of (m, "decision" or "code", value). Rows whose coun
 are not stored. The stamp holds the number of label rows and the newest label id (no row: no
 label). From this revision on the labeling service keeps them in step.
 
-Revision ID: 0022
-Revises: 0021
+Revision ID: 0023
+Revises: 0022
 Create Date: 2026-12-02 02:10:00
 """
 
@@ -27,8 +27,8 @@ from typing import Any
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0022"
-down_revision: str | None = "0021"
+revision: str = "0023"
+down_revision: str | None = "0022"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
