@@ -78,6 +78,7 @@ from sqlalchemy import Engine, Table, func, insert, select, text  # noqa: E402
 from benchmarks import figures  # noqa: E402
 from review.cases.agreed import rebuild_agreed  # noqa: E402
 from review.core.taxonomy import Taxonomy, load_taxonomy  # noqa: E402
+from review.labels.agreement_rollup import rebuild_rollup  # noqa: E402
 from storage.db import make_engine, migrate, write_session  # noqa: E402
 from storage.models import (  # noqa: E402
     Adjudication,
@@ -736,6 +737,11 @@ def build(url: str, args: argparse.Namespace, tax: Taxonomy) -> dict[str, float]
         agreed = rebuild_agreed(s)
     c.put(out, "rebuild_agreed")
     log(f"agreed labels of {agreed:,} cases stored")
+    # and the Agreement page's counts (its pairs, per label count); until then it counts them
+    with Clock() as c, write_session(engine) as s:
+        pairs = rebuild_rollup(s)
+    c.put(out, "rebuild_agreement_rollup")
+    log(f"agreement counts stored ({pairs:,} annotator-pair rows)")
     if engine.dialect.name == "sqlite":
         with engine.connect() as conn:
             conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -1445,6 +1451,19 @@ def collect(
                     "agreed label of every case stored (cases.agreed.rebuild_agreed)",
                     build_ref,
                     notes="the bulk-inserted labels bypass the labeling service that keeps it "
+                    "in step" + earlier,
+                )
+            )
+        if "rebuild_agreement_rollup_s" in b:
+            out.append(
+                _figure(
+                    b,
+                    "rebuild_agreement_rollup",
+                    "Build",
+                    "build:rebuild_agreement_rollup",
+                    "Agreement page's counts stored (labels.agreement_rollup.rebuild_rollup)",
+                    build_ref,
+                    notes="the bulk-inserted labels bypass the labeling service that keeps them "
                     "in step" + earlier,
                 )
             )

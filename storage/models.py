@@ -304,6 +304,65 @@ class CaseAgreed(Base):
     source_id: Mapped[int] = mapped_column(Integer)
 
 
+class AgreementPair(Base):
+    """The annotator-pair rollup of the Agreement page (review.labels.agreement_rollup): on how
+    many cases both annotators have a current label, annotator_a's saying ``decision_a`` and
+    annotator_b's ``decision_b`` (annotator_a < annotator_b in code-point order). Kept in step
+    with ``labels`` by the labeling service in the transaction that adds a label; bulk loaders
+    rebuild it. No row: no such case."""
+
+    __tablename__ = "agreement_pairs"
+
+    annotator_a: Mapped[str] = mapped_column(String(320), primary_key=True)
+    annotator_b: Mapped[str] = mapped_column(String(320), primary_key=True)
+    decision_a: Mapped[str] = mapped_column(String(40), primary_key=True)
+    decision_b: Mapped[str] = mapped_column(String(40), primary_key=True)
+    cases: Mapped[int] = mapped_column(Integer)
+
+
+class AgreementPairCode(Base):
+    """Per annotator pair and reason code, over the cases both annotators labelled (current
+    labels): on how many both labels have the code, annotator_a's has it, annotator_b's has
+    it. Kept as ``agreement_pairs`` is; no row: all three are 0."""
+
+    __tablename__ = "agreement_pair_codes"
+
+    annotator_a: Mapped[str] = mapped_column(String(320), primary_key=True)
+    annotator_b: Mapped[str] = mapped_column(String(320), primary_key=True)
+    code: Mapped[str] = mapped_column(Text, primary_key=True)
+    both: Mapped[int] = mapped_column(Integer)
+    in_a: Mapped[int] = mapped_column(Integer)
+    in_b: Mapped[int] = mapped_column(Integer)
+
+
+class AgreementItemValue(Base):
+    """Per label count m and value (a decision, field "decision"; a reason code, field
+    "code"), over the cases with m current labels: the labels with that value (the sum over
+    those cases of the per-case count) and the sum of the squares of the per-case counts. Kept
+    as ``agreement_pairs`` is; no row: both are 0."""
+
+    __tablename__ = "agreement_item_values"
+
+    m: Mapped[int] = mapped_column(Integer, primary_key=True)
+    field: Mapped[str] = mapped_column(String(20), primary_key=True)
+    value: Mapped[str] = mapped_column(Text, primary_key=True)
+    labels: Mapped[int] = mapped_column(Integer)
+    squares: Mapped[int] = mapped_column(BigInteger)
+
+
+class AgreementRollupStamp(Base):
+    """The label rows the agreement rollup (the three tables above) stands for (one row, id
+    1): their number and the newest id. A reader uses the rollup only while these equal the
+    labels table's own (a label written past the labeling service leaves them behind until a
+    rebuild). No row stands for no label (0 and 0)."""
+
+    __tablename__ = "agreement_rollup_stamp"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    labels: Mapped[int] = mapped_column(Integer)
+    newest_label_id: Mapped[int] = mapped_column(Integer)
+
+
 class Setting(Base):
     """Small workbench settings people change (label overlap, reservation minutes, ...)."""
 

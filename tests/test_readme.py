@@ -132,3 +132,17 @@ def test_security_md_names_only_files_commands_and_settings_that_exist() -> None
     assert 'showErrorDetails = "none"' in config and 'showErrorDetails = "none"' in text
     assert 'address = "127.0.0.1"' in config and "`127.0.0.1`" in text
     assert "disableDataExport = true" in config
+
+
+def test_the_performance_table_is_the_recorded_runs_of_both_engines() -> None:
+    """README's Performance table is what `benchmarks/scale.py --table` prints for the two
+    recorded runs (SQLite and PostgreSQL), so its figures are the recorded ones."""
+    from benchmarks import figures
+
+    sources = [
+        "benchmarks/recorded/scale-sqlite.json",
+        "benchmarks/recorded/scale-postgresql.json",
+    ]
+    table = figures.render_engines([figures.load_record(ROOT / p) for p in sources], sources)
+    body = table.split("\n", 2)[2]  # without its title
+    assert body in README, "run `benchmarks/scale.py --table` and paste its table into README"

@@ -17,6 +17,13 @@ flags) and read by both of its parts:
   counts summed alongside (packed several codes to an integer);
 * the decision heatmap is the pair counts summed over the annotator pairs.
 
+The unfiltered views (every label, by slice or by category: the page's default) read the
+overall rows and the pair rows from the stored rollup instead (review.labels.agreement_rollup:
+the same sums, kept in step by the labeling service), and count from the labels only the
+per-group rows, whose cases change as cases are edited; the rollup is read only while its stamp
+says it stands for exactly the label rows there are (a label written past the service, as a
+bulk load writes them, makes the report count everything from the labels again).
+
 A reason code is present when the label's JSON list holds the code's JSON string (codes are
 identifiers, stored by json.dumps). Codes outside the list are looked for in the distinct
 code lists and refused as ``agreement_report`` refuses them; a decision outside the list has
@@ -54,13 +61,26 @@ from sqlalchemy.orm import aliased
 from review.cases.agreed import current_label_filter
 from review.core.errors import InputError
 from review.labels.agreement import TABLE_COLUMNS, AgreementReport, _assemble
+from review.labels.agreement_rollup import stamp_columns
 from storage.db import read_session
-from storage.models import Case, CaseSlice, Label
+from storage.models import (
+    AgreementItemValue,
+    AgreementPair,
+    AgreementPairCode,
+    Case,
+    CaseSlice,
+    Label,
+)
 
 __all__ = ["agreement_report_sql"]
 
 
 _GROUP_COLUMNS = ["group", "items", "annotators", "raw agreement", "alpha", "note"]
+
+#: (annotator a, annotator b, decision a, decision b, cases) per annotator pair and decisions
+PairRows = list[tuple[str, str, str, str, int]]
+#: per annotator pair, each reason code's (both, a's, b's) counts, in the list's order
+CodeRows = dict[tuple[str, str], list[tuple[int, int, int]]]
 
 
 @dataclass
@@ -285,6 +305,281 @@ def _unknown_codes(conn: Any, rc: Any, codes: list[str], slice_: str, category: 
     return sorted(set().union(*current.values()), key=str) if current else []
 
 
+def _counted_pair_rows(
+    pair_rows: Sequence[Any],
+    annotators: list[str],
+    decision_order: list[str],
+    packing: _Packing,
+) -> tuple[PairRows, CodeRows]:
+    """The pair part's rows (annotator and decision positions, cases, packed code sums) as
+    (annotator a, annotator b, decision a, decision b, cases) rows and, per annotator pair,
+    each reason code's (both, a's, b's) counts."""
+    n_chunks = len(packing.chunks)
+    decision_rows = []
+    # the packed reason-code sums of an annotator pair stay packed until its rows are added
+    # up (its counts never exceed the bound the width was chosen for)
+    packed: dict[tuple[int, int], list[int]] = {}
+    for r in pair_rows:
+        who = (int(r[0]), int(r[1]))
+        decision_rows.append(
+            (
+                annotators[who[0]],
+                annotators[who[1]],
+                decision_order[int(r[2])],
+                decision_order[int(r[3])],
+                int(r[4]),
+            )
+        )
+        sums = packed.setdefault(who, [0] * (3 * n_chunks))
+        for t, value in enumerate(r[5 : 5 + 3 * n_chunks]):
+            sums[t] += int(value or 0)
+    code_rows = {}
+    for (who_a, who_b), sums in packed.items():
+        both = packing.unpack(sums[:n_chunks])
+        in_a = packing.unpack(sums[n_chunks : 2 * n_chunks])
+        in_b = packing.unpack(sums[2 * n_chunks :])
+        code_rows[(annotators[who_a], annotators[who_b])] = list(zip(both, in_a, in_b, strict=True))
+    return decision_rows, code_rows
+
+
+def _stored_rows(
+    conn: Any, cats: list[str], codes: list[str], key: Any, group_join: tuple[Any, Any]
+) -> tuple[list[Any], PairRows, CodeRows, list[str]]:
+    """The unit rows and the annotator pairs of the unfiltered report from the stored rollup
+    (review.labels.agreement_rollup), and the per-group unit rows from the current labels (a
+    group's cases change as cases are edited): two statements. The unit rows are shaped as
+    ``_counted_rows`` shapes them (part 0 from ``agreement_item_values``: per m, its items,
+    per decision the labels and the sum of the squared per-item counts, per reason code the
+    same; part 1 per group and m). Last, the reason codes outside ``codes`` that current
+    labels have (sorted), as ``_unknown_codes`` finds them."""
+    n_cats = len(cats)
+    # per case: label count m and the count of each decision (no reason code: the groups
+    # show decisions only), in one pass over the labels in case order
+    item = (
+        select(
+            Label.case_id.label("case_id"),
+            func.count().label("m"),
+            *[func.sum(_one(Label.decision == d)).label(f"d{j}") for j, d in enumerate(cats)],
+        )
+        .where(current_label_filter())
+        .group_by(Label.case_id)
+        .cte("item")
+    )
+    c = item.c
+    table, on = group_join
+    group_rows = conn.execute(
+        select(
+            literal(1),
+            key,
+            c.m,
+            func.count(),
+            *[func.sum(c[f"d{j}"]) for j in range(n_cats)],
+            func.sum(sum((c[f"d{j}"] * c[f"d{j}"] for j in range(n_cats)), literal(0))),
+        )
+        .select_from(item.join(table, on == c.case_id))
+        .group_by(key, c.m)
+    ).all()
+    p, k, v = AgreementPair, AgreementPairCode, AgreementItemValue
+    rows = conn.execute(
+        union_all(
+            select(
+                literal(0),
+                p.annotator_a,
+                p.annotator_b,
+                p.decision_a,
+                p.decision_b,
+                p.cases,
+                null(),
+                null(),
+            ),
+            select(
+                literal(1), k.annotator_a, k.annotator_b, k.code, null(), k.both, k.in_a, k.in_b
+            ).where(k.code.in_(codes)),
+            select(literal(2), v.field, v.value, null(), null(), v.m, v.labels, v.squares),
+        )
+    ).all()
+    position = {code: i for i, code in enumerate(codes)}
+    decision_rows: PairRows = []
+    code_rows: CodeRows = {}
+    # per m: per decision and per code in the lists, (labels, squares); and all labels
+    per_m: dict[int, dict[tuple[str, str], tuple[int, int]]] = {}
+    labels_at: dict[int, int] = {}
+    unknown: set[str] = set()
+    for part, x1, x2, x3, x4, n1, n2, n3 in rows:
+        if int(part) == 0:
+            decision_rows.append((str(x1), str(x2), str(x3), str(x4), int(n1)))
+        elif int(part) == 1:
+            counts = code_rows.setdefault((str(x1), str(x2)), [(0, 0, 0)] * len(codes))
+            counts[position[str(x3)]] = (int(n1), int(n2), int(n3))
+        else:
+            m = int(n1)
+            per_m.setdefault(m, {})[(str(x1), str(x2))] = (int(n2), int(n3))
+            if str(x1) == "decision":  # every label has one decision
+                labels_at[m] = labels_at.get(m, 0) + int(n2)
+            elif str(x2) not in position:
+                unknown.add(str(x2))
+    unit_rows: list[Any] = []
+    for m in sorted(per_m):
+        dec = [per_m[m].get(("decision", d), (0, 0)) for d in cats]
+        cod = [per_m[m].get(("code", code), (0, 0)) for code in codes]
+        unit_rows.append(
+            (
+                0,
+                None,
+                m,
+                labels_at[m] // m,  # items: every item with m labels has m decisions
+                *[n for n, _ in dec],
+                sum(sq for _, sq in dec),
+                *[n for n, _ in cod],
+                *[sq for _, sq in cod],
+            )
+        )
+    return unit_rows + list(group_rows), decision_rows, code_rows, sorted(unknown, key=str)
+
+
+def _counted_rows(
+    conn: Any,
+    dialect: str,
+    cats: list[str],
+    codes: list[str],
+    annotators: list[str],
+    packing: _Packing,
+    scope: tuple[str, str],
+    grouping: tuple[Any, Any, Any],
+) -> tuple[list[Any], list[Any]]:
+    """The report's counts from the current labels in scope, in one statement: the unit rows
+    (part 0: per label count m, its items, per decision the labels and the sum of the squared
+    per-item counts, per reason code the same; part 1: per group and m, the decision figures)
+    and the annotator-pair rows (annotator and decision positions, cases, packed reason-code
+    sums of both/a/b)."""
+    slice_, category = scope
+    key, table, on = grouping
+    n_cats, n_codes = len(cats), len(codes)
+    decision_order = sorted(cats)
+    rc = cast(Label.reason_codes, Text)  # NULL: no code (instr and strpos give NULL)
+    present = [_holds(dialect, rc, json.dumps(code)) for code in codes]
+    n_chunks = len(packing.chunks)
+
+    # One statement over the current labels in scope, found once (``cur``): each label's
+    # case, annotator, decision (NULL when not among the categories) and packed reason
+    # codes.
+    cur = _in_scope(
+        select(
+            Label.case_id.label("case_id"),
+            _position(dialect, Label.annotator, annotators).label("who"),
+            _position(dialect, Label.decision, decision_order, exact=True).label("value"),
+            *[col.label(f"k{i}") for i, col in enumerate(packing.columns(present))],
+        ).where(current_label_filter()),
+        slice_,
+        category,
+    ).cte("cur")
+    # 1. per case (``item``): label count m, the count of each decision, and each reason
+    #    code's count (the packed flags summed, then unpacked); then summed per m,
+    #    overall (part 0) and per group, slice or category (part 1)
+    item = (
+        select(
+            cur.c.case_id,
+            func.count().label("m"),
+            *[
+                func.sum(_one(cur.c.value == decision_order.index(d))).label(f"d{j}")
+                for j, d in enumerate(cats)
+            ],
+            *[cast(func.sum(cur.c[f"k{i}"]), BigInteger).label(f"s{i}") for i in range(n_chunks)],
+        )
+        .group_by(cur.c.case_id)
+        .cte("item")
+    )
+    c = item.c
+    mask = (1 << packing.width) - 1
+    code_counts = [
+        c[f"s{i}"]
+        .bitwise_rshift(cast(literal(packing.width * t), Integer))
+        .bitwise_and(literal(mask, BigInteger))
+        for i, chunk in enumerate(packing.chunks)
+        for t in range(len(chunk))
+    ]
+    decision_sums = [
+        *[func.sum(c[f"d{j}"]) for j in range(n_cats)],
+        func.sum(sum((c[f"d{j}"] * c[f"d{j}"] for j in range(n_cats)), literal(0))),
+    ]
+    unit_width = 2 + n_cats + 1 + 2 * n_codes
+    pair_width = 5 + 3 * n_chunks
+    width = max(unit_width, pair_width)
+    overall_part = select(
+        literal(0).label("part"),
+        null().label("g"),
+        c.m,
+        func.count(),
+        *decision_sums,
+        *[func.sum(p) for p in code_counts],
+        *[func.sum(p * p) for p in code_counts],
+        *[null() for _ in range(width - unit_width)],
+    ).group_by(c.m)
+    group_part = (
+        select(
+            literal(1),
+            key,
+            c.m,
+            func.count(),
+            *decision_sums,
+            *[null() for _ in range(width - unit_width + 2 * n_codes)],
+        )
+        .select_from(item.join(table, on == c.case_id))
+        .group_by(key, c.m)
+    )
+    # 2. annotator pairs on the same case (self-join of ``cur``; part 2): per pair of
+    #    annotators and pair of decisions, the number of cases and each reason code's
+    #    both/a/b counts (packed)
+    a, b = cur.alias("a"), cur.alias("b")
+    pair_part = (
+        select(
+            literal(2),
+            null(),
+            a.c.who,
+            b.c.who,
+            a.c.value,
+            b.c.value,
+            func.count(),
+            *[func.sum(a.c[f"k{i}"].bitwise_and(b.c[f"k{i}"])) for i in range(n_chunks)],
+            *[func.sum(a.c[f"k{i}"]) for i in range(n_chunks)],
+            *[func.sum(b.c[f"k{i}"]) for i in range(n_chunks)],
+            *[null() for _ in range(width - pair_width)],
+        )
+        .select_from(a.join(b, and_(a.c.case_id == b.c.case_id, a.c.who < b.c.who)))
+        .group_by(a.c.who, b.c.who, a.c.value, b.c.value)
+    )
+    all_rows = conn.execute(union_all(overall_part, group_part, pair_part)).all()
+    unit_rows = [r[: 2 + unit_width] for r in all_rows if int(r[0]) < 2]
+    pair_rows = [r[2 : 2 + pair_width] for r in all_rows if int(r[0]) == 2]
+    return unit_rows, pair_rows
+
+
+def _group_annotators(
+    conn: Any, dialect: str, key: Any, group_join: tuple[Any, Any], slice_: str, category: str
+) -> dict[str, int]:
+    """Per group, the annotators with a label on its cases in scope (every (case, annotator)
+    with a label has exactly one current label, so no "current" test). PostgreSQL counts the
+    distinct (group, annotator) pairs (a hash aggregate, half the time of COUNT(DISTINCT)'s
+    sort at 200,000 labels); SQLite's COUNT(DISTINCT) reads the index in order."""
+    table, on = group_join
+    joined = (
+        select(key.label("g"), Label.annotator).select_from(Label).join(table, on == Label.case_id)
+    )
+    if dialect == "postgresql":
+        pairs = _in_scope(joined.distinct(), slice_, category).subquery()
+        stmt = select(pairs.c.g, func.count()).group_by(pairs.c.g)
+    else:
+        stmt = _in_scope(
+            select(key, func.count(distinct(Label.annotator)))
+            .select_from(Label)
+            .join(table, on == Label.case_id)
+            .group_by(key),
+            slice_,
+            category,
+        )
+    return {str(name): int(n) for name, n in conn.execute(stmt).all()}
+
+
 def agreement_report_sql(
     engine: Engine,
     decisions: Sequence[str],
@@ -297,14 +592,14 @@ def agreement_report_sql(
     """``agreement_report`` over the current labels in the database, from SQL aggregates only
     (no query returns a row per label): the same tables, values, row order and notes; None
     when no label is left. Decisions or reason codes outside the lists are refused with the
-    same error. One aggregate statement over the labels and a few small look-ups, in one
-    read transaction (one snapshot)."""
+    same error. One aggregate statement over the labels (a lighter one and a read of the
+    stored rollup for the unfiltered views) and a few small look-ups, in one read transaction
+    (one snapshot)."""
     cats = list(dict.fromkeys(decisions))
     codes = list(dict.fromkeys(reason_codes))
     n_cats, n_codes = len(cats), len(codes)
     dialect = engine.dialect.name
     rc = cast(Label.reason_codes, Text)  # NULL: no code (instr and strpos give NULL)
-    present = [_holds(dialect, rc, json.dumps(code)) for code in codes]
     if group_by == "category":
         key: Any = Case.category
         group_join: Any = (Case, Case.id)
@@ -323,104 +618,32 @@ def agreement_report_sql(
         # width of the packed reason-code counts.
         annotators = sorted(str(x) for x in conn.scalars(select(Label.annotator).distinct()))
         decision_order = sorted(cats)
-        packing = _Packing.for_counts(n_codes, int(conn.scalar(select(func.max(Label.id))) or 0))
-        n_chunks = len(packing.chunks)
-
-        # One statement over the current labels in scope, found once (``cur``): each label's
-        # case, annotator, decision (NULL when not among the categories) and packed reason
-        # codes.
-        cur = _in_scope(
-            select(
-                Label.case_id.label("case_id"),
-                _position(dialect, Label.annotator, annotators).label("who"),
-                _position(dialect, Label.decision, decision_order, exact=True).label("value"),
-                *[col.label(f"k{i}") for i, col in enumerate(packing.columns(present))],
-            ).where(current_label_filter()),
-            slice_,
-            category,
-        ).cte("cur")
-        # 1. per case (``item``): label count m, the count of each decision, and each reason
-        #    code's count (the packed flags summed, then unpacked); then summed per m,
-        #    overall (part 0) and per group, slice or category (part 1)
-        item = (
-            select(
-                cur.c.case_id,
-                func.count().label("m"),
-                *[
-                    func.sum(_one(cur.c.value == decision_order.index(d))).label(f"d{j}")
-                    for j, d in enumerate(cats)
-                ],
-                *[
-                    cast(func.sum(cur.c[f"k{i}"]), BigInteger).label(f"s{i}")
-                    for i in range(n_chunks)
-                ],
+        # The unfiltered views read the stored rollup (agreement_rollup) while it stands for
+        # exactly the label rows there are (a label written past the labeling service leaves
+        # it behind: then everything is counted here)
+        if slice_ or category:
+            stored, newest = False, conn.scalar(select(func.max(Label.id)))
+        else:
+            n_rows, newest, stamp_rows, stamp_newest = conn.execute(
+                select(func.count(Label.id), func.coalesce(func.max(Label.id), 0), *stamp_columns())
+            ).one()
+            stored = (stamp_rows, stamp_newest) == (n_rows, newest)
+        packing = _Packing.for_counts(n_codes, int(newest or 0))
+        if stored:
+            unit_rows, decision_rows, code_rows, unknown = _stored_rows(
+                conn, cats, codes, key, group_join
             )
-            .group_by(cur.c.case_id)
-            .cte("item")
-        )
-        c = item.c
-        mask = (1 << packing.width) - 1
-        code_counts = [
-            c[f"s{i}"]
-            .bitwise_rshift(cast(literal(packing.width * t), Integer))
-            .bitwise_and(literal(mask, BigInteger))
-            for i, chunk in enumerate(packing.chunks)
-            for t in range(len(chunk))
-        ]
-        decision_sums = [
-            *[func.sum(c[f"d{j}"]) for j in range(n_cats)],
-            func.sum(sum((c[f"d{j}"] * c[f"d{j}"] for j in range(n_cats)), literal(0))),
-        ]
-        unit_width = 2 + n_cats + 1 + 2 * n_codes
-        pair_width = 5 + 3 * n_chunks
-        width = max(unit_width, pair_width)
-        overall_part = select(
-            literal(0).label("part"),
-            null().label("g"),
-            c.m,
-            func.count(),
-            *decision_sums,
-            *[func.sum(p) for p in code_counts],
-            *[func.sum(p * p) for p in code_counts],
-            *[null() for _ in range(width - unit_width)],
-        ).group_by(c.m)
-        table, on = group_join
-        group_part = (
-            select(
-                literal(1),
-                key,
-                c.m,
-                func.count(),
-                *decision_sums,
-                *[null() for _ in range(width - unit_width + 2 * n_codes)],
+        else:
+            unit_rows, pair_rows = _counted_rows(
+                conn,
+                dialect,
+                cats,
+                codes,
+                annotators,
+                packing,
+                (slice_, category),
+                (key, *group_join),
             )
-            .select_from(item.join(table, on == c.case_id))
-            .group_by(key, c.m)
-        )
-        # 2. annotator pairs on the same case (self-join of ``cur``; part 2): per pair of
-        #    annotators and pair of decisions, the number of cases and each reason code's
-        #    both/a/b counts (packed)
-        a, b = cur.alias("a"), cur.alias("b")
-        pair_part = (
-            select(
-                literal(2),
-                null(),
-                a.c.who,
-                b.c.who,
-                a.c.value,
-                b.c.value,
-                func.count(),
-                *[func.sum(a.c[f"k{i}"].bitwise_and(b.c[f"k{i}"])) for i in range(n_chunks)],
-                *[func.sum(a.c[f"k{i}"]) for i in range(n_chunks)],
-                *[func.sum(b.c[f"k{i}"]) for i in range(n_chunks)],
-                *[null() for _ in range(width - pair_width)],
-            )
-            .select_from(a.join(b, and_(a.c.case_id == b.c.case_id, a.c.who < b.c.who)))
-            .group_by(a.c.who, b.c.who, a.c.value, b.c.value)
-        )
-        all_rows = conn.execute(union_all(overall_part, group_part, pair_part)).all()
-        unit_rows = [r[: 2 + unit_width] for r in all_rows if int(r[0]) < 2]
-        pair_rows = [r[2 : 2 + pair_width] for r in all_rows if int(r[0]) == 2]
         units = [r[2:] for r in unit_rows if int(r[0]) == 0]
         n_cases = sum(int(r[1]) for r in units)
         n_labels = sum(int(r[0]) * int(r[1]) for r in units)
@@ -436,7 +659,8 @@ def agreement_report_sql(
                 f"labels: value(s) {', '.join(map(repr, sorted(str(d) for d in used)))} are "
                 f"not among the categories {', '.join(map(repr, cats))}"
             )
-        unknown = _unknown_codes(conn, rc, codes, slice_, category)
+        if not stored:
+            unknown = _unknown_codes(conn, rc, codes, slice_, category)
         if unknown:
             raise InputError(
                 "reason codes: not in the list of reason codes: "
@@ -445,37 +669,29 @@ def agreement_report_sql(
 
         # 3. annotators, overall and per group: every (case, annotator) with a label has
         #    exactly one current label, so these counts need no "current" test
-        n_annotators = int(
-            conn.scalar(_in_scope(select(func.count(distinct(Label.annotator))), slice_, category))
-            or 0
-        )
-        group_annotators = {
-            str(name): int(n)
-            for name, n in conn.execute(
-                _in_scope(
-                    select(key, func.count(distinct(Label.annotator)))
-                    .select_from(Label)
-                    .join(table, on == Label.case_id)
-                    .group_by(key),
-                    slice_,
-                    category,
+        n_annotators = (
+            len(annotators)
+            if not slice_ and not category
+            else int(
+                conn.scalar(
+                    _in_scope(select(func.count(distinct(Label.annotator))), slice_, category)
                 )
-            ).all()
-        }
+                or 0
+            )
+        )
+        group_annotators = _group_annotators(conn, dialect, key, group_join, slice_, category)
+
+        if not stored:
+            decision_rows, code_rows = _counted_pair_rows(
+                pair_rows, annotators, decision_order, packing
+            )
 
     values = sorted(cats)  # value order (only a tie, which the notes never meet, uses it)
     dec_pairs: dict[tuple[str, str], _PairCounts] = {}
     code_pairs: list[dict[tuple[str, str], _PairCounts]] = [{} for _ in codes]
     position = {d: i for i, d in enumerate(cats)}
     grid = np.zeros((n_cats, n_cats), dtype=np.int64)
-    # the packed reason-code sums of an annotator pair stay packed until its rows are added
-    # up (its counts never exceed the bound the width was chosen for)
-    packed: dict[tuple[int, int], list[int]] = {}
-    for r in pair_rows:
-        who = (int(r[0]), int(r[1]))
-        ann_a, ann_b = annotators[who[0]], annotators[who[1]]
-        val_a, val_b = decision_order[int(r[2])], decision_order[int(r[3])]
-        n = int(r[4])
+    for ann_a, ann_b, val_a, val_b, n in decision_rows:
         p = dec_pairs.setdefault((ann_a, ann_b), _PairCounts())
         p.n += n
         p.agree += n if val_a == val_b else 0
@@ -483,20 +699,14 @@ def agreement_report_sql(
         p.cols[val_b] = p.cols.get(val_b, 0) + n
         i, j = sorted((position[val_a], position[val_b]))
         grid[i, j] += n
-        sums = packed.setdefault(who, [0] * (3 * n_chunks))
-        for t, value in enumerate(r[5 : 5 + 3 * n_chunks]):
-            sums[t] += int(value or 0)
-    for (who_a, who_b), sums in packed.items():
-        n = dec_pairs[(annotators[who_a], annotators[who_b])].n
-        both = packing.unpack(sums[:n_chunks])
-        in_a = packing.unpack(sums[n_chunks : 2 * n_chunks])
-        in_b = packing.unpack(sums[2 * n_chunks :])
-        for k in range(n_codes):
-            code_pairs[k][(annotators[who_a], annotators[who_b])] = _PairCounts(
+    for pair, p in dec_pairs.items():
+        n = p.n
+        for k, (both, in_a, in_b) in enumerate(code_rows.get(pair, [(0, 0, 0)] * n_codes)):
+            code_pairs[k][pair] = _PairCounts(
                 n,
-                both[k] + (n - in_a[k] - in_b[k] + both[k]),
-                {False: n - in_a[k], True: in_a[k]},
-                {False: n - in_b[k], True: in_b[k]},
+                both + (n - in_a - in_b + both),
+                {False: n - in_a, True: in_a},
+                {False: n - in_b, True: in_b},
             )
     for pair_counts in (dec_pairs, *code_pairs):
         for p in pair_counts.values():

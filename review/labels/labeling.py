@@ -27,7 +27,7 @@ from review.core.errors import InputError, PermissionDenied, StaleWriteError
 from review.core.identity import Actor, Permission, require
 from review.core.taxonomy import Taxonomy
 from review.core.terms import CLAIM_VERDICTS, CaseStatus
-from review.labels import adjudication
+from review.labels import adjudication, agreement_rollup
 from review.labels.queue import NO_FILTER, QueueFilter
 from storage import changes
 from storage.db import plain_rows, read_session, run_write
@@ -425,6 +425,8 @@ def submit(
                 f"your label on {case.key} was changed{when} (in another tab or session) "
                 "after you opened it; nothing was saved. Reload to see it, then edit again."
             )
+        # the case's agreement counts before the label, to move the stored ones by the change
+        counts_before = agreement_rollup.case_counts(s, [case_id])
         row = Label(
             case_id=case_id,
             annotator=actor.email,
@@ -439,6 +441,7 @@ def submit(
         s.add(row)
         s.flush()
         refresh_agreed(s, [case_id])  # the stored agreed label moves with the label
+        agreement_rollup.refresh_rollup(s, case_id, counts_before, row.id)
         s.execute(
             delete(Reservation).where(
                 Reservation.case_id == case_id, Reservation.annotator == actor.email

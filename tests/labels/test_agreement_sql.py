@@ -10,7 +10,6 @@ import random
 from collections.abc import Iterator
 from typing import Any
 
-import pandas as pd
 import pytest
 from sqlalchemy import Engine, create_engine, event, select, text
 from sqlalchemy.engine import cursor as sa_cursor
@@ -18,33 +17,14 @@ from sqlalchemy.engine import cursor as sa_cursor
 from review.core.errors import InputError
 from review.core.taxonomy import Taxonomy
 from review.labels import labeling
-from review.labels.agreement import AgreementReport, agreement_report
+from review.labels.agreement import agreement_report
 from review.labels.agreement_sql import agreement_report_sql
 from storage.db import make_engine, migrate, run_write
 from storage.models import Case, CaseSlice, Label
 from tests.helpers.actors import make_actor
+from tests.helpers.agreement import assert_same
 
-FRAMES = ("decision", "decision_pairs", "reasons", "groups")
 GROUPINGS = ("slice", "category")
-
-
-def assert_same(got: AgreementReport | None, ref: AgreementReport | None, what: str) -> None:
-    if ref is None:
-        assert got is None, what
-        return
-    assert got is not None, what
-    assert (got.cases, got.annotators, got.labels) == (ref.cases, ref.annotators, ref.labels), what
-    for name in FRAMES:
-        # same columns, dtypes, row order and notes; the overall statistics are sums over
-        # items that the two sides add in another order, so floats may differ in the last bit
-        pd.testing.assert_frame_equal(
-            getattr(got, name),
-            getattr(ref, name),
-            check_exact=False,
-            rtol=1e-12,
-            atol=1e-14,
-            obj=f"{what}: {name}",
-        )
 
 
 def compare(

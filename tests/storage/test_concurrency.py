@@ -31,7 +31,7 @@ from review.core.errors import StaleWriteError
 from review.core.identity import Actor
 from review.core.taxonomy import Taxonomy
 from review.demo import fixtures
-from review.labels import labeling
+from review.labels import agreement_rollup, labeling
 from storage.db import read_session, run_write
 from storage.models import AuditItem, AuditLog, AuditVerdict, Case, Label, Reservation
 from tests.helpers.actors import make_actor
@@ -244,6 +244,13 @@ def test_eight_processes_label_and_audit_the_same_sets_without_losing_anything(
             for q in (agreed_subquery(), agreed_reference_subquery())
         )
     assert stored == reference
+    # and so are the Agreement page's stored sums (global rows every submit moves), with their
+    # stamp standing for every label saved
+    with read_session(any_engine) as s:
+        assert agreement_rollup.stored_counts(s) == agreement_rollup.reference_counts(s).nonzero()
+        assert s.execute(select(*agreement_rollup.stamp_columns())).one() == tuple(
+            s.execute(select(func.count(Label.id), func.max(Label.id))).one()
+        )
     print(
         f"\n{any_engine.dialect.name}: {len(saved_labels)} labels, {len(saved_verdicts)} "
         f"verdicts saved in {SECONDS:.0f}s; conflicts {dict(conflicts)}; refused {len(refused)}"
