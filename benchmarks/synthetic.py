@@ -128,13 +128,20 @@ def _chunk_row(n: int, c: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def sqlite_floor(
-    db_path: Path, jsonl: Path, batch: int = 5000, *, schema_ready: bool = False
+    db_path: Path,
+    jsonl: Path,
+    batch: int = 5000,
+    *,
+    schema_ready: bool = False,
+    rollback: bool = False,
 ) -> int:
-    """Insert the traces of a canonical JSONL file into a fresh database with the workbench
-    schema using plain sqlite3 ``executemany`` in one transaction, without validation,
-    redaction or duplicate checks: the speed floor for the importer. Returns traces written.
+    """Insert the traces of a canonical JSONL file into a database with the workbench schema
+    using plain sqlite3 ``executemany`` in one transaction, without validation, redaction or
+    duplicate checks: the speed floor for the importer. Returns traces written.
     ``schema_ready``: the caller has already migrated ``db_path`` (so a timing of this call
-    holds the writing only)."""
+    holds the writing only). ``rollback``: the rows go into a database that holds traces
+    already (ids after its highest) and the transaction is rolled back, so the floor is the
+    writing of the same rows into the same database, which is left as it was."""
     from storage.db import make_engine, migrate
 
     if not schema_ready:
@@ -157,12 +164,13 @@ def sqlite_floor(
     trows: list[tuple[Any, ...]] = []
     crows: list[tuple[Any, ...]] = []
     con.execute("BEGIN")
+    start = int(con.execute("SELECT coalesce(max(id), 0) FROM traces").fetchone()[0])
     with jsonl.open(encoding="utf-8") as fh:
         for line in fh:
             d = json.loads(line)
             n += 1
             at = dt.datetime.fromisoformat(d["time"]).strftime("%Y-%m-%d %H:%M:%S.%f")
-            trow, chunk_rows = _floor_rows(d, n, at, now)
+            trow, chunk_rows = _floor_rows(d, start + n, at, now)
             trows.append(trow)
             crows.extend(chunk_rows)
             if len(trows) >= batch:
@@ -172,7 +180,7 @@ def sqlite_floor(
     if trows:
         con.executemany(tq, trows)
         con.executemany(cq, crows)
-    con.execute("COMMIT")
+    con.execute("ROLLBACK" if rollback else "COMMIT")
     con.close()
     return n
 
@@ -205,11 +213,15 @@ def postgres_floor_database(url: str) -> Iterator[str]:
         admin.dispose()
 
 
-def postgres_floor(floor_url: str, jsonl: Path, batch: int = 5000) -> int:
+def postgres_floor(
+    floor_url: str, jsonl: Path, batch: int = 5000, *, rollback: bool = False
+) -> int:
     """The PostgreSQL floor for the importer: the traces of a canonical JSONL file written with
-    ``COPY ... FROM STDIN`` (psycopg's ``cursor.copy``) into the empty database ``floor_url``
-    (see :func:`postgres_floor_database`), in one transaction, without validation, redaction
-    or duplicate checks. Returns traces written."""
+    ``COPY ... FROM STDIN`` (psycopg's ``cursor.copy``) into the database ``floor_url`` (an
+    empty one: :func:`postgres_floor_database`), in one transaction, without validation,
+    redaction or duplicate checks. Returns traces written. ``rollback``: the database holds
+    traces already (ids after its highest) and the transaction is rolled back (the writing of
+    the same rows into the same database, which is left as it was)."""
     import psycopg
     from sqlalchemy import make_url
 
@@ -235,17 +247,23 @@ def postgres_floor(floor_url: str, jsonl: Path, batch: int = 5000) -> int:
             trows.clear()
             crows.clear()
 
+        cur.execute("SELECT coalesce(max(id), 0) FROM traces")
+        row = cur.fetchone()
+        start = int(row[0]) if row else 0
         with jsonl.open(encoding="utf-8") as fh:
             for line in fh:
                 d = json.loads(line)
                 n += 1
                 at = dt.datetime.fromisoformat(d["time"])
-                trow, chunk_rows = _floor_rows(d, n, at, now)
+                trow, chunk_rows = _floor_rows(d, start + n, at, now)
                 trows.append(trow)
                 crows.extend(chunk_rows)
                 if len(trows) >= batch:
                     flush()
         if trows:
             flush()
-        con.commit()
+        if rollback:
+            con.rollback()
+        else:
+            con.commit()
     return n

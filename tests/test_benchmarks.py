@@ -257,14 +257,21 @@ def test_the_import_floors_write_every_trace_and_chunk(any_url: str, tmp_path: P
         engine.dispose()
         return ids, chunks
 
+    other = tmp_path / "other.jsonl"  # the same traces under other ids
+    other.write_text(data.read_text(encoding="utf-8").replace('"bench-', '"again-'), "utf-8")
     if any_url.startswith("sqlite"):
         db = tmp_path / "floor.db"
         assert synthetic.sqlite_floor(db, data) == 30
         ids, chunks = stored(f"sqlite:///{db}")
+        # into a database that holds traces, rolled back: it writes them all, then leaves it
+        assert synthetic.sqlite_floor(db, other, batch=7, schema_ready=True, rollback=True) == 30
+        assert stored(f"sqlite:///{db}") == (ids, chunks)
     else:
         with synthetic.postgres_floor_database(any_url) as floor_url:
             assert synthetic.postgres_floor(floor_url, data, batch=7) == 30
             ids, chunks = stored(floor_url)
+            assert synthetic.postgres_floor(floor_url, other, batch=7, rollback=True) == 30
+            assert stored(floor_url) == (ids, chunks)
     assert ids == [d["trace_id"] for d in expected]
     assert chunks == sum(len(d["chunks"]) for d in expected)
 
