@@ -58,11 +58,13 @@ from review.core.sampling import (
 )
 from review.core.terms import PlanStatus
 from review.traces import rollup
+from review.traces.retention import RUN_ENTITY as PURGE_COUNTER
 from storage import changes
 from storage.db import leads_an_index, read_session, run_write, seek_distinct
 from storage.models import (
     AuditItem,
     AuditVerdict,
+    Counter,
     SamplingPlan,
     Trace,
     TraceImport,
@@ -201,19 +203,27 @@ class StratumCount:
         return asdict(self)
 
 
-def _population_query(flt: PopulationFilter, strata: Sequence[str]) -> Any:
+def _population_query(
+    flt: PopulationFilter, strata: Sequence[str], *extra: ColumnElement[bool]
+) -> Any:
     return (
         select(Trace.id.label("id"), _stratum_expr(strata).label("stratum"))
-        .where(*flt.conditions())
+        .where(*flt.conditions(), *extra)
         .subquery("pop")
     )
 
 
 def _count(
-    s: Session, flt: PopulationFilter, strata: Sequence[str], algorithm: int = ALGORITHM
+    s: Session,
+    flt: PopulationFilter,
+    strata: Sequence[str],
+    algorithm: int = ALGORITHM,
+    *extra: ColumnElement[bool],
 ) -> list[StratumCount]:
+    """The population per stratum (``extra``: further conditions on the traces, such as
+    only those added since a count)."""
     if algorithm == 1:
-        return _count_v1(s, flt, strata)
+        return _count_v1(s, flt, strata, *extra)
     if algorithm != 2:
         raise InputError(f"sampling algorithm {algorithm!r} is unknown (known: 1 and 2)")
     pop = (
@@ -222,7 +232,7 @@ def _count(
             Trace.sample_key.label("key"),
             _stratum_expr(strata, promoted=True).label("stratum"),
         )
-        .where(*flt.conditions())
+        .where(*flt.conditions(), *extra)
         .subquery("pop")
     )
     rows = s.execute(
@@ -250,8 +260,10 @@ def _count(
     ]
 
 
-def _count_v1(s: Session, flt: PopulationFilter, strata: Sequence[str]) -> list[StratumCount]:
-    pop = _population_query(flt, strata)
+def _count_v1(
+    s: Session, flt: PopulationFilter, strata: Sequence[str], *extra: ColumnElement[bool]
+) -> list[StratumCount]:
+    pop = _population_query(flt, strata, *extra)
     rank: ColumnElement[int] = literal_column(sample_rank_sql(FINGERPRINT_SEED, "pop.id"))
     rows = s.execute(
         select(
@@ -297,12 +309,59 @@ def _allocation(counts: Sequence[StratumCount], spec: PlanSpec) -> dict[str, int
 
 
 def _traces_stamp(s: Session) -> list[int]:
-    """(rows, highest id, newest import) of the traces: cheap aggregates. Traces are never
-    edited, and every import adds an import row (so a reused id still moves the stamp);
-    while the stamp stays the same every population is the one counted before."""
+    """(rows, highest id, newest import, purges, the sampling key of the trace with the highest
+    id) of the traces: cheap look-ups. Traces are never edited, and every import adds an import
+    row (so a reused id still moves the stamp); while the stamp stays the same every
+    population is the one counted before. Plans counted before the last two were part of it
+    hold the first three."""
     n, top = s.execute(select(func.count(), func.coalesce(func.max(Trace.id), 0))).one()
     newest_import = s.scalar(select(func.coalesce(func.max(TraceImport.id), 0)))
-    return [int(n), int(top), int(newest_import or 0)]
+    purges = s.scalar(select(Counter.value).where(Counter.name == PURGE_COUNTER))
+    return [int(n), int(top), int(newest_import or 0), int(purges or 0), _key_of(s, int(top))]
+
+
+def _key_of(s: Session, pk: int) -> int:
+    """The sampling key of the trace ``pk`` (0 when there is none): which trace holds an id."""
+    return int(s.scalar(select(Trace.sample_key).where(Trace.id == pk)) or 0)
+
+
+def _added_since(s: Session, then: Sequence[int], now: Sequence[int]) -> bool:
+    """Whether the traces only grew since the stamp ``then``: no purge ran, the trace that
+    held the highest id then still holds it (ids are reused only once the highest is
+    deleted), and the rows added are exactly the traces after it (none was deleted)."""
+    if len(then) != 5 or now[3] != then[3] or now[0] < then[0] or now[1] < then[1]:
+        return False
+    if _key_of(s, then[1]) != then[4]:
+        return False
+    newer = s.scalar(select(func.count()).select_from(Trace).where(Trace.id > then[1]))
+    return int(newer or 0) == now[0] - then[0]
+
+
+def _grown(
+    stored: Sequence[StratumCount], added: Sequence[StratumCount]
+) -> list[StratumCount] | None:
+    """The stored counts with those of the traces added since (None when a stratum is new:
+    its place in the order is the database's to say)."""
+    extra = {c.stratum: c for c in added if c.count}
+    if not set(extra) <= {c.stratum for c in stored}:
+        return None
+    out: list[StratumCount] = []
+    for c in stored:
+        a = extra.get(c.stratum)
+        if a is None:
+            out.append(c)
+            continue
+        out.append(
+            StratumCount(
+                c.stratum,
+                c.count + a.count,
+                min(c.min_id, a.min_id) if c.count else a.min_id,
+                max(c.max_id, a.max_id) if c.count else a.max_id,
+                c.id_sum + a.id_sum,
+                c.rank_sum + a.rank_sum,
+            )
+        )
+    return out
 
 
 def _population_record(
@@ -453,11 +512,20 @@ def _compare(stored: Sequence[StratumCount], current: Sequence[StratumCount]) ->
 def _recheck(s: Session, plan: SamplingPlan) -> PopulationCheck:
     """The plan's population now against the stored counts. When no trace was added or
     deleted since the count (the traces stamp is unchanged; traces are never edited) the
-    population is the counted one and the million-row count is skipped."""
+    population is the counted one and the million-row count is skipped. When traces were only
+    added, only they are counted and added to the stored counts (the same figures as a count
+    of every trace: counts, id sums and rank sums add up, smallest and largest ids compare)."""
     stored = _stored_counts(plan)
-    if (plan.population or {}).get("traces_stamp") == _traces_stamp(s):
+    then = list((plan.population or {}).get("traces_stamp") or [])
+    now = _traces_stamp(s)
+    if then and then == now[: len(then)] and len(then) >= 3:
         return _compare(stored, stored)
     spec = _spec_of(plan)
+    if _added_since(s, then, now):
+        added = _count(s, spec.filter, spec.strata, _algorithm(plan), Trace.id > then[1])
+        grown = _grown(stored, added)
+        if grown is not None:
+            return _compare(stored, grown)
     return _compare(stored, _count(s, spec.filter, spec.strata, _algorithm(plan)))
 
 
