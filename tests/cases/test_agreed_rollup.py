@@ -24,8 +24,9 @@ from review.cases.agreed import (
 from review.core.taxonomy import Taxonomy
 from review.labels import labeling
 from storage.db import alembic_config, make_engine, migrate, read_session, write_session
-from storage.models import Adjudication, Case, CaseAgreed, Label, utcnow
+from storage.models import Adjudication, Case, CaseAgreed, utcnow
 from tests.helpers.actors import make_actor
+from tests.helpers.labeling import insert_labels_past_service
 
 Row = tuple[int, str, tuple[str, ...], str, int]
 
@@ -174,22 +175,9 @@ def test_a_bulk_load_is_made_right_by_a_rebuild_and_a_refresh(
     case_ids = random_history(any_engine, tax, seed=7, steps=25, check=False)
     rng = random.Random(3)
     # labels and adjudications written past the service (as benchmarks/scale.py loads them)
+    insert_labels_past_service(any_engine, case_ids, rng, lambda r: _label(r, tax), "test.example")
     with write_session(any_engine) as s:
         for case_id in case_ids:
-            for k in range(rng.randrange(0, 3)):
-                label = _label(rng, tax)
-                s.execute(
-                    insert(Label).values(
-                        case_id=case_id,
-                        annotator=f"bulk{k}@test.example",
-                        decision=label.decision,
-                        reason_codes=list(label.reason_codes),
-                        category=None,
-                        rationale="",
-                        claim_verdicts=[],
-                        created_at=utcnow(),
-                    )
-                )
             if rng.random() < 0.3:
                 s.execute(
                     insert(Adjudication).values(

@@ -1,11 +1,16 @@
-"""Cases of the demo the labeling tests work on."""
+"""Cases of the demo the labeling tests work on, and labels written past the service."""
 
 from __future__ import annotations
 
-from sqlalchemy import Engine
+import random
+from collections.abc import Callable, Sequence
+
+from sqlalchemy import Engine, insert
 
 from review.cases import cases
 from review.labels import labeling
+from storage.db import write_session
+from storage.models import Label, utcnow
 
 
 def unlabeled_case_with_roles(engine: Engine) -> cases.CaseView:
@@ -20,3 +25,30 @@ def unlabeled_case_with_roles(engine: Engine) -> cases.CaseView:
         if {"decisive", "distractor"} <= roles and view.notes:
             return view
     raise AssertionError("the demo has an unlabeled case with decisive and distractor documents")
+
+
+def insert_labels_past_service(
+    engine: Engine,
+    case_ids: Sequence[int],
+    rng: random.Random,
+    make_label: Callable[[random.Random], labeling.LabelIn],
+    domain: str,
+) -> None:
+    """Up to two labels per case written straight into the table, past the labeling service
+    (as benchmarks/scale.py bulk-loads them): by ``bulk<k>@<domain>``."""
+    with write_session(engine) as s:
+        for case_id in case_ids:
+            for k in range(rng.randrange(0, 3)):
+                label = make_label(rng)
+                s.execute(
+                    insert(Label).values(
+                        case_id=case_id,
+                        annotator=f"bulk{k}@{domain}",
+                        decision=label.decision,
+                        reason_codes=list(label.reason_codes),
+                        category=None,
+                        rationale="",
+                        claim_verdicts=[],
+                        created_at=utcnow(),
+                    )
+                )

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from alembic import command
-from sqlalchemy import Engine, event, insert
+from sqlalchemy import Engine, event
 
 from review.core.taxonomy import Taxonomy
 from review.labels import labeling
@@ -28,9 +28,10 @@ from review.labels.agreement_rollup import (
 )
 from review.labels.agreement_sql import agreement_report_sql
 from storage.db import alembic_config, read_session, write_session
-from storage.models import AgreementRollupStamp, Case, CaseSlice, Label, utcnow
+from storage.models import AgreementRollupStamp, Case, CaseSlice
 from tests.helpers.actors import make_actor
 from tests.helpers.agreement import assert_same
+from tests.helpers.labeling import insert_labels_past_service
 
 ANNOTATORS = [
     make_actor("annotator", email, uid=60 + i)
@@ -201,22 +202,9 @@ def test_a_label_past_the_service_is_counted_until_a_rebuild(
     case_ids = random_history(any_engine, tax, seed=7, steps=30, check=False)
     assert_in_step(any_engine)
     rng = random.Random(3)
-    with write_session(any_engine) as s:  # as benchmarks/scale.py loads labels
-        for case_id in case_ids:
-            for k in range(rng.randrange(0, 3)):
-                label = random_label(rng, tax)
-                s.execute(
-                    insert(Label).values(
-                        case_id=case_id,
-                        annotator=f"bulk{k}@pairs.example",
-                        decision=label.decision,
-                        reason_codes=list(label.reason_codes),
-                        category=None,
-                        rationale="",
-                        claim_verdicts=[],
-                        created_at=utcnow(),
-                    )
-                )
+    insert_labels_past_service(
+        any_engine, case_ids, rng, lambda r: random_label(r, tax), "pairs.example"
+    )
     assert stamp(any_engine) != labeling.labels_stamp(any_engine)
     assert_reports_equal(any_engine, tax, statements, rollup=False)
     # a submit through the service keeps the stamp behind: the rollup stays unused
