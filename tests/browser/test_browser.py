@@ -121,6 +121,9 @@ def test_label_a_case_with_keyboard_shortcuts(page, demo_url: str) -> None:  # t
     # every step waits for its rerun (expect), so a busy machine makes this slower, not red
     expect(pg.locator("strong", has_text="Case CASE-080")).to_be_visible(timeout=60_000)
     expect(pg.get_by_text("Page not found")).to_have_count(0)
+    # the page's key script is in place once the page has drawn; a key pressed before that
+    # is Streamlit's own, and nothing of the page takes it (it went missing on a busy run)
+    pg.wait_for_function("window.__labelKeys === true", timeout=60_000)
     pg.locator("h1").first.click()
     pg.keyboard.press("2")  # Abstain
     expect(pg.get_by_text("Why Abstain? (one or more reasons)")).to_be_visible(timeout=60_000)
