@@ -403,7 +403,8 @@ def _attributes(v: object, f: str) -> dict[str, AttrValue]:
 
 # Chunks ---------------------------------------------------------------------------------
 
-_CHUNK_KEYS = (
+#: a chunk's fields in the canonical format (and the order of its stored columns)
+CHUNK_KEYS = (
     "chunk_id",
     "doc_id",
     "doc_version",
@@ -428,7 +429,7 @@ _CHUNK_ALIASES: dict[str, tuple[str, ...]] = {
 }
 
 
-_CHUNK_KEYSET = frozenset(_CHUNK_KEYS)
+_CHUNK_KEYSET = frozenset(CHUNK_KEYS)
 
 
 def _chunk(values: Mapping[str, Any], where: str, labels: Mapping[str, str] | None = None) -> Chunk:
@@ -538,7 +539,7 @@ def _chunk_list(v: object, f: str) -> tuple[Chunk, ...]:
         if extra:
             raise _Bad(
                 f"{at}.{sorted(extra)[0]}",
-                f"unknown field (chunk fields: {', '.join(_CHUNK_KEYS)})",
+                f"unknown field (chunk fields: {', '.join(CHUNK_KEYS)})",
             )
         c = _plain_chunk(item) or _chunk(item, at)
         out.append(c if c.rank is not None else dataclasses.replace(c, rank=i + 1))

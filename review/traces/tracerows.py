@@ -28,6 +28,7 @@ from typing import Any, Final
 from sqlalchemy import Boolean, Date, Float, Integer, String, Table, insert, text
 from sqlalchemy.engine import Connection
 
+from review.traces import fields
 from review.traces.model import Trace
 from storage.models import Trace as TraceRow
 from storage.models import TraceChunk, trace_sample_key
@@ -98,17 +99,7 @@ def trace_values(t: Trace, redactions: Mapping[str, int]) -> dict[str, Any]:
 
 #: The columns of a chunk row, in the order of :func:`chunk_values`'s tuples (``trace_pk``
 #: first, set when the trace is written).
-CHUNK_COLUMNS: Final = (
-    "trace_pk",
-    "chunk_id",
-    "doc_id",
-    "doc_version",
-    "rank",
-    "score",
-    "text",
-    "filtered",
-    "effective_date",
-)
+CHUNK_COLUMNS: Final = ("trace_pk", *fields.CHUNK_KEYS)
 
 #: Positions in a chunk tuple that the restricted rule reads.
 CHUNK_DOC_ID: Final = CHUNK_COLUMNS.index("doc_id")

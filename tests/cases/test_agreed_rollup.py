@@ -26,7 +26,7 @@ from review.labels import labeling
 from storage.db import alembic_config, make_engine, migrate, read_session, write_session
 from storage.models import Adjudication, Case, CaseAgreed, utcnow
 from tests.helpers.actors import make_actor
-from tests.helpers.labeling import insert_labels_past_service
+from tests.helpers.labeling import add_cases, insert_labels_past_service
 
 Row = tuple[int, str, tuple[str, ...], str, int]
 
@@ -83,28 +83,6 @@ def assert_in_step(engine: Engine) -> list[Row]:
     return ref
 
 
-def add_cases(engine: Engine, n: int, tax: Taxonomy) -> list[int]:
-    category = next(iter(tax.categories))
-    with write_session(engine) as s:
-        rows = [
-            Case(
-                key=f"AGREE-{k:03d}",
-                question=f"Question {k}?",
-                identity_name="customer-team-eu",
-                identity_scopes=["public"],
-                expected_decision="answer",
-                reason_codes=[],
-                category=category,
-                split="dev",
-                status="ready",
-            )
-            for k in range(n)
-        ]
-        s.add_all(rows)
-        s.flush()
-        return [r.id for r in rows]
-
-
 def _label(rng: random.Random, tax: Taxonomy) -> labeling.LabelIn:
     """A label from a small set of choices, so that annotators often agree (and sometimes
     differ only in their reason codes or their order)."""
@@ -122,7 +100,7 @@ def random_history(
     """Submits, revisions and adjudications by several annotators and reviewers on a few
     cases, in random order; after each step the stored table equals the reference."""
     rng = random.Random(seed)
-    case_ids = add_cases(engine, 5, tax)
+    case_ids = add_cases(engine, 5, tax, "AGREE")
     annotators = [make_actor("annotator", f"ann{k}@test.example", uid=20 + k) for k in range(4)]
     reviewers = [make_actor("reviewer", f"rev{k}@test.example", uid=30 + k) for k in range(2)]
     kinds: set[str] = set()
@@ -152,7 +130,7 @@ def test_every_label_revision_and_adjudication_keeps_the_stored_agreed_label_rig
 
 
 def test_a_case_without_agreement_has_no_stored_row(any_engine: Engine, tax: Taxonomy) -> None:
-    [case_id] = add_cases(any_engine, 1, tax)
+    [case_id] = add_cases(any_engine, 1, tax, "AGREE")
     a, b = (make_actor("annotator", f"a{k}@test.example", uid=40 + k) for k in range(2))
     labeling.submit(any_engine, a, case_id, labeling.LabelIn("answer"), None, tax)
     assert stored(any_engine) == []  # one label is not an agreement

@@ -8,9 +8,10 @@ from collections.abc import Callable, Sequence
 from sqlalchemy import Engine, insert
 
 from review.cases import cases
+from review.core.taxonomy import Taxonomy
 from review.labels import labeling
 from storage.db import write_session
-from storage.models import Label, utcnow
+from storage.models import Case, CaseSlice, Label, utcnow
 
 
 def unlabeled_case_with_roles(engine: Engine) -> cases.CaseView:
@@ -52,3 +53,34 @@ def insert_labels_past_service(
                         created_at=utcnow(),
                     )
                 )
+
+
+def add_cases(
+    engine: Engine, n: int, tax: Taxonomy, prefix: str, *, grouped: bool = False
+) -> list[int]:
+    """``n`` ready cases keyed ``<prefix>-000`` on. With ``grouped`` they alternate between
+    the first two categories and two of three are in one of the first two slices; without, all
+    are in the first category and no slice."""
+    categories, slices = list(tax.categories), list(tax.slices)
+    with write_session(engine) as s:
+        rows = [
+            Case(
+                key=f"{prefix}-{k:03d}",
+                question=f"Question {k}?",
+                identity_name="customer-team-eu",
+                identity_scopes=["public"],
+                expected_decision="answer",
+                reason_codes=[],
+                category=categories[k % 2] if grouped else categories[0],
+                split="dev",
+                status="ready",
+            )
+            for k in range(n)
+        ]
+        s.add_all(rows)
+        s.flush()
+        if grouped:
+            for k, row in enumerate(rows):
+                if k % 3:
+                    s.add(CaseSlice(case_id=row.id, slice=slices[k % 2]))
+        return [r.id for r in rows]

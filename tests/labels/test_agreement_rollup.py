@@ -28,10 +28,10 @@ from review.labels.agreement_rollup import (
 )
 from review.labels.agreement_sql import agreement_report_sql
 from storage.db import alembic_config, read_session, write_session
-from storage.models import AgreementRollupStamp, Case, CaseSlice
+from storage.models import AgreementRollupStamp
 from tests.helpers.actors import make_actor
 from tests.helpers.agreement import assert_same
-from tests.helpers.labeling import insert_labels_past_service
+from tests.helpers.labeling import add_cases, insert_labels_past_service
 
 ANNOTATORS = [
     make_actor("annotator", email, uid=60 + i)
@@ -59,32 +59,6 @@ def assert_in_step(engine: Engine) -> RollupCounts:
     return ref
 
 
-def add_cases(engine: Engine, n: int, tax: Taxonomy) -> list[int]:
-    categories = list(tax.categories)
-    slices = list(tax.slices)
-    with write_session(engine) as s:
-        rows = [
-            Case(
-                key=f"PAIRS-{k:03d}",
-                question=f"Question {k}?",
-                identity_name="customer-team-eu",
-                identity_scopes=["public"],
-                expected_decision="answer",
-                reason_codes=[],
-                category=categories[k % 2],
-                split="dev",
-                status="ready",
-            )
-            for k in range(n)
-        ]
-        s.add_all(rows)
-        s.flush()
-        for k, row in enumerate(rows):
-            if k % 3:
-                s.add(CaseSlice(case_id=row.id, slice=slices[k % 2]))
-        return [r.id for r in rows]
-
-
 def random_label(rng: random.Random, tax: Taxonomy) -> labeling.LabelIn:
     decision = rng.choice(["answer", "abstain", "abstain", "clarify"])
     codes = list(tax.reason_codes)[:4]
@@ -98,7 +72,7 @@ def random_history(
     """Submits, revisions and adjudications on a few cases in random order; after each step
     (``check``) the stored counts equal the rule's."""
     rng = random.Random(seed)
-    case_ids = add_cases(engine, 6, tax)
+    case_ids = add_cases(engine, 6, tax, "PAIRS", grouped=True)
     # each case has its own team of one to four annotators: cases end with 1 to 4 labels
     team = {case_id: rng.sample(ANNOTATORS, 1 + k % 4) for k, case_id in enumerate(case_ids)}
     for _ in range(steps):
@@ -171,7 +145,7 @@ def test_every_label_revision_and_adjudication_keeps_the_pair_counts_right(
 def test_a_revision_moves_the_case_from_one_pair_row_to_another(
     any_engine: Engine, tax: Taxonomy
 ) -> None:
-    [case_id] = add_cases(any_engine, 1, tax)
+    [case_id] = add_cases(any_engine, 1, tax, "PAIRS", grouped=True)
     a, b = ANNOTATORS[0], ANNOTATORS[1]  # "zoe" sorts after "Adam": the pair is (Adam, zoe)
     code = next(iter(tax.reason_codes))
     labeling.submit(any_engine, a, case_id, labeling.LabelIn("answer"), None, tax)
