@@ -21,6 +21,9 @@ from tests.helpers.paths import ROOT
 if TYPE_CHECKING:
     from playwright.sync_api import Page
 
+# how long a browser assertion or action waits by default (Playwright's own default is 5 s)
+EXPECT_TIMEOUT_MS = 30_000
+
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -131,11 +134,15 @@ def chromium_page(
         if os.environ.get("CI"):
             pytest.fail("Debian's chromium is required in CI (apt-get install chromium)")
         pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
+    # CI machines are busy: a rerun after a click can take longer than Playwright's default
+    # 5 s, so every assertion and action waits up to EXPECT_TIMEOUT_MS unless it says otherwise
+    expect.set_options(timeout=EXPECT_TIMEOUT_MS)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
         pg = browser.new_page(viewport={"width": width, "height": height})
+        pg.set_default_timeout(EXPECT_TIMEOUT_MS)
         errors: list[str] = []
         pg.on("pageerror", lambda e: errors.append(str(e)))
         pg.errors = errors  # type: ignore[attr-defined]
