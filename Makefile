@@ -37,12 +37,13 @@ lint: install
 # with its own demo databases and PostgreSQL server. Workers take one test at a time from the
 # front of the list, and tests/conftest.py puts the longest modules first, so the workers
 # finish together. (One more worker than cores was not faster: every worker builds its own
-# demo databases.)
+# demo databases.) The 25 slowest tests are listed at the end, to keep the run within 10 minutes.
 TEST_WORKERS ?= 4
 
 test: lint
 	WORKBENCH_CONCURRENCY_SECONDS=$(CONCURRENCY_SECONDS) $(BIN)/pytest \
-		--numprocesses auto --maxprocesses $(TEST_WORKERS) --dist load --maxschedchunk 1
+		--numprocesses auto --maxprocesses $(TEST_WORKERS) --dist load --maxschedchunk 1 \
+		--durations 25
 
 # The concurrency tests alone, each database hammered for SOAK_SECONDS by 8 processes.
 soak: install
