@@ -17,7 +17,7 @@ from sqlalchemy import Engine, func, select
 from review.core.errors import InputError, PermissionDenied, StaleWriteError
 from review.core.identity import SYSTEM, Actor
 from review.core.taxonomy import Taxonomy
-from review.traces import browse, chunks, importer, retention
+from review.traces import browse, chunks, importcheck, importer, retention
 from review.traces.canonical import trace_to_dict
 from review.traces.formats import iter_traces
 from review.traces.model import Trace
@@ -384,7 +384,7 @@ def test_fast_redactor_matches_redact_trace_field_by_field() -> None:
         answer_text="nothing here",
         citations=(cited("BWA-00000001 is yours", "c"),),
     )
-    fast = importer._Redactor(policy)
+    fast = importcheck.Redactor(policy)
     assert fast.trace(t) == (
         redact_trace(t, policy)[0],
         {k: v for k, v in redact_trace(t, policy)[1].items() if v},
