@@ -15,12 +15,25 @@ import random
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine, Table, create_engine, event, func, literal, select
+from sqlalchemy import (
+    BigInteger,
+    Engine,
+    Integer,
+    Table,
+    any_,
+    bindparam,
+    create_engine,
+    event,
+    func,
+    literal,
+    select,
+)
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
@@ -173,6 +186,18 @@ def seek_distinct(session: Session, column: Any, limit: int) -> tuple[list[Any],
         values.append(value)
     has_null = session.scalar(select(literal(1)).where(column.is_(None)).limit(1)) is not None
     return values, has_null
+
+
+def one_of(session: Session, column: Any, values: Sequence[Any]) -> Any:
+    """``column IN (values)`` for a list of hundreds or thousands of values. On PostgreSQL it
+    is written ``column = ANY(:array)``, one parameter: psycopg converts a statement too long
+    for its cache again on every call, and an ``IN`` of a thousand parameters is one."""
+    if session.get_bind().dialect.name == "postgresql":
+        # integers as bigint, as IN would bind them: a value past the column's range matches
+        # nothing instead of failing
+        item = BigInteger() if isinstance(column.type, Integer) else column.type
+        return column == any_(bindparam(None, list(values), type_=ARRAY(item)))
+    return column.in_(values)
 
 
 def plain_rows(session: Session, stmt: Any) -> list[tuple[Any, ...]]:

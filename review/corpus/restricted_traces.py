@@ -47,6 +47,7 @@ from typing import Any, Final
 from sqlalchemy import event, exists, or_, select, text, update
 from sqlalchemy.orm import Session
 
+from storage.db import one_of
 from storage.models import Document, Setting, TraceChunk
 from storage.models import Trace as TraceRow
 
@@ -209,7 +210,7 @@ def corpus_facts(s: Session, doc_ids: Iterable[str | None]) -> CorpusFacts:
     known: set[str] = set()
     for part in _chunks(wanted):
         known.update(
-            s.scalars(select(Document.doc_key).where(Document.doc_key.in_(part)).distinct())
+            s.scalars(select(Document.doc_key).where(one_of(s, Document.doc_key, part)).distinct())
         )
     return CorpusFacts(
         frozenset(k for k, _ in rows),

@@ -31,7 +31,7 @@ from review.traces.model import (
     TraceVocabulary,
 )
 from review.traces.redaction import RedactionPolicy, redact
-from storage.db import read_session
+from storage.db import one_of, read_session
 from storage.models import Trace as TraceRow
 
 __all__ = [
@@ -312,7 +312,7 @@ def stored_ids(engine: Engine, ids: list[str]) -> set[str]:
         return set()
     with read_session(engine) as s:
         tracerows.custom_plans(s.connection())
-        return set(s.scalars(select(TraceRow.trace_id).where(TraceRow.trace_id.in_(ids))))
+        return set(s.scalars(select(TraceRow.trace_id).where(one_of(s, TraceRow.trace_id, ids))))
 
 
 class TraceCheck:

@@ -80,7 +80,7 @@ from review.traces.model import (
 from review.traces.redaction import RedactionPolicy, load_redaction_policy
 from review.traces.restricted import flag_rows, lock_flags
 from storage import changes, runs
-from storage.db import run_write
+from storage.db import one_of, run_write
 from storage.models import Trace as TraceRow
 from storage.models import TraceImport, utcnow
 
@@ -233,7 +233,9 @@ def _write_batch(
         conn = s.connection()
         tracerows.lock_trace_inserts(conn)
         ids = [r["trace_id"] for r in rows]
-        existing = set(s.scalars(select(TraceRow.trace_id).where(TraceRow.trace_id.in_(ids))))
+        existing = set(
+            s.scalars(select(TraceRow.trace_id).where(one_of(s, TraceRow.trace_id, ids)))
+        )
         fresh: list[tuple[dict[str, Any], list[tuple[Any, ...]], dict[str, int]]] = []
         for row, (_, chunks, counts) in zip(rows, prepared, strict=True):
             tid = row["trace_id"]
