@@ -146,3 +146,13 @@ def test_the_performance_table_is_the_recorded_runs_of_both_engines() -> None:
     table = figures.render_engines([figures.load_record(ROOT / p) for p in sources], sources)
     body = table.split("\n", 2)[2]  # without its title
     assert body in README, "run `benchmarks/scale.py --table` and paste its table into README"
+
+
+def test_the_parallel_check_figures_are_the_code_s() -> None:
+    from review.traces import importparts
+
+    mib = importparts.PARALLEL_MIN_BYTES // 2**20
+    assert (
+        f"a canonical JSONL file of {mib} MiB or\nmore is checked in parts, one process per "
+        f"core (up to {importparts.MAX_PARTS})" in README
+    )

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import json
 import pickle
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any, BinaryIO
 
@@ -78,11 +79,14 @@ _ATTR_COLUMNS: tuple[tuple[str, int], ...] = (
 # Reading sources
 
 
-def decoded_lines(fh: BinaryIO, source: str, skip_bad: bool, bad: list[Rejected]) -> Iterator[str]:
+def decoded_lines(
+    fh: BinaryIO, source: str, skip_bad: bool, bad: list[Rejected], first: int = 1
+) -> Iterator[str]:
     """Lines of a binary file as text. A line that is not UTF-8 (or longer than
     MAX_LINE_BYTES) raises InputError, or with ``skip_bad`` is put in ``bad`` and replaced
-    by an empty line, so the parsers' line numbers stay right."""
-    n = 0
+    by an empty line, so the parsers' line numbers stay right. ``first``: the number of the
+    first line read (a part of a file, :mod:`review.traces.importparts`)."""
+    n = first - 1
     while True:
         raw = fh.readline(MAX_LINE_BYTES + 1)
         if not raw:
@@ -137,10 +141,17 @@ def parse_binary(
     fmt: str,
     skip_bad: bool,
     vocab: TraceVocabulary,
+    first: int = 1,
 ) -> Iterator[TraceItem]:
+    """The items of a file in ``fmt``; ``first``: the number of its first line, when
+    ``open_fh`` opens a part of a file that starts at that line (the parser is given that many
+    blank lines before it, so its line numbers are the file's and a byte-order mark is only
+    taken off the file's first line)."""
     with open_fh() as fh:
         bad: list[Rejected] = []
-        lines = decoded_lines(fh, source, skip_bad, bad)
+        lines: Iterable[str] = decoded_lines(fh, source, skip_bad, bad, first)
+        if first > 1:
+            lines = itertools.chain(itertools.repeat("\n", first - 1), lines)
         for item in iter_traces(lines, source, fmt, skip_bad, vocab=vocab):
             if bad:
                 yield from bad

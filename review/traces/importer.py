@@ -40,11 +40,12 @@ redaction needs clearance."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import pickle
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -59,7 +60,7 @@ from review.core.errors import InputError, PermissionDenied
 from review.core.identity import Actor, Permission, require
 from review.core.taxonomy import Taxonomy
 from review.core.terms import ImportStatus
-from review.traces import rollup, tracerows
+from review.traces import importparts, rollup, tracerows
 from review.traces.importcheck import (
     ImportReport,
     Prepared,
@@ -117,12 +118,15 @@ def import_items(
     batch_size: int = BATCH_SIZE,
     progress: ProgressFn | None = None,
     origin: dict[str, Any] | None = None,
+    parts: importparts.Parts | None = None,
 ) -> ImportReport:
     """Import parsed traces, rejected records (from a parser with ``skip_bad``) or Trace
     objects (numbered 1, 2, ... in messages), read once, in two phases (module docs).
 
     ``origin`` (``{"bytes": ..., "sha256": ...}`` of a file or upload) goes into the audit
-    log's start entry and identifies the interrupted import a re-run resumes."""
+    log's start entry and identifies the interrupted import a re-run resumes. ``parts``: the
+    file ``items`` reads the first part of, whose other parts are checked by other processes
+    meanwhile (:mod:`review.traces.importparts`)."""
     require(actor, Permission.import_traces)
     if not redact and not actor.clearance:
         raise PermissionDenied(
@@ -137,20 +141,41 @@ def import_items(
     if pol is not None:
         report.redactions = dict.fromkeys(pol.enabled_names(), 0)
 
-    with tempfile.TemporaryFile(prefix="wb-traces-") as spool:
+    with tempfile.TemporaryFile(prefix="wb-traces-") as spool, contextlib.ExitStack() as stack:
         # 1. check: parse, validate, redact and spool every trace; nothing touches the database
         rej_fh: IO[str] | None = None
         if skip_bad and rejects_path is not None:
             rejects_path.parent.mkdir(parents=True, exist_ok=True)
             rej_fh = rejects_path.open("w", encoding="utf-8")
             report.rejects_file = str(rejects_path)
+        spools: list[IO[bytes]] = [spool]
         try:
+            # the other parts of a large file are checked by other processes meanwhile
+            workers = None
+            if parts is not None:
+                workers = stack.enter_context(
+                    importparts.checked_parts(
+                        parts, source, skip_bad, pol, batch_size, rej_fh is not None
+                    )
+                )
             check = TraceCheck(
-                engine, source, skip_bad, rej_fh, redactor, batch_size, spool, report, progress
+                engine,
+                source,
+                skip_bad,
+                rej_fh,
+                redactor,
+                batch_size,
+                spool,
+                report,
+                _with_parts(progress, workers),
             )
             for i, item in enumerate(items, start=1):
                 check.item(unwrap(item, i))
             check.finish()
+            if workers is not None:
+                results = workers.results()
+                check.stored += importparts.merge(report, results, rej_fh)
+                spools += [stack.enter_context(open(r.spool, "rb")) for r in results]
         finally:
             if rej_fh is not None:
                 rej_fh.close()
@@ -183,11 +208,7 @@ def import_items(
         report.skipped = check.stored
         spool.seek(0)
         try:
-            while True:
-                try:
-                    keys, prepared = pickle.load(spool)
-                except EOFError:
-                    break
+            for keys, prepared in _spooled(spools):
                 _write_batch(engine, actor, import_id, keys, prepared, report)
                 if progress is not None:
                     progress("writing", report.added + report.skipped, report.traces)
@@ -197,6 +218,24 @@ def import_items(
             raise
     _close_import(engine, actor, import_id, report, "done", report.summary())
     return report
+
+
+def _with_parts(progress: ProgressFn | None, workers: Any) -> ProgressFn | None:
+    """``progress`` counting the traces the other parts' processes have checked as well."""
+    if progress is None or workers is None:
+        return progress
+    return lambda phase, done, total: progress(phase, done + workers.checked(), total)
+
+
+def _spooled(spools: list[IO[bytes]]) -> Iterator[tuple[tuple[str, ...], list[Prepared]]]:
+    """The spooled batches of every spool, one spool after the other (the file's order)."""
+    for spool in spools:
+        while True:
+            try:
+                keys, prepared = pickle.load(spool)
+            except EOFError:
+                break
+            yield keys, prepared
 
 
 def _plan(
@@ -352,11 +391,18 @@ def import_file(
     with path.open("rb") as fh:
         digest = hashlib.file_digest(fh, "sha256").hexdigest()
     origin = {"bytes": path.stat().st_size, "sha256": digest}
-
+    # a large canonical file is checked in parts, one per core (review.traces.importparts)
+    parts = importparts.plan_parts(path, resolved, vocab, engine)
+    items = (
+        parts.first_items(str(path), skip_bad)
+        if parts is not None
+        else parse_binary(lambda: path.open("rb"), str(path), resolved, skip_bad, vocab)
+    )
     return import_items(
         engine,
         actor,
-        parse_binary(lambda: path.open("rb"), str(path), resolved, skip_bad, vocab),
+        items,
+        parts=parts,
         source=str(path),
         fmt=resolved,
         skip_bad=skip_bad,
