@@ -98,10 +98,11 @@ _CHUNK_COLS = (
 
 
 def _floor_rows(
-    d: dict[str, Any], n: int, at: Any, now: Any
+    d: dict[str, Any], n: int, at: Any, now: Any, import_id: int | None = None
 ) -> tuple[tuple[Any, ...], list[tuple[Any, ...]]]:
-    """The traces row (columns ``_TRACE_COLS``, primary key ``n``) and the trace_chunks rows
-    (``_CHUNK_COLS``) of one canonical JSONL trace, JSON columns as text."""
+    """The traces row (columns ``_TRACE_COLS``, primary key ``n``, the import ``import_id``)
+    and the trace_chunks rows (``_CHUNK_COLS``) of one canonical JSONL trace, JSON columns as
+    text."""
     v, a = d.get("versions") or {}, d.get("attributes") or {}
     trow = (
         n, d["trace_id"], at, d["query"], d.get("rewritten_query"),
@@ -112,7 +113,7 @@ def _floor_rows(
         d.get("reason_code"), d.get("answer_text") or "",
         json.dumps(d.get("citations") or []), d.get("feedback"), json.dumps(v),
         json.dumps(a), v.get("policy"), v.get("model"), a.get("language"),
-        a.get("customer_tier"), a.get("document_type"), False, "{}", None, now,
+        a.get("customer_tier"), a.get("document_type"), False, "{}", import_id, now,
         trace_sample_key(d["trace_id"]),
     )  # fmt: skip
     crows = [_chunk_row(n, c) for c in d.get("chunks") or []]
@@ -134,6 +135,7 @@ def sqlite_floor(
     *,
     schema_ready: bool = False,
     rollback: bool = False,
+    with_import: bool = True,
 ) -> int:
     """Insert the traces of a canonical JSONL file into a database with the workbench schema
     using plain sqlite3 ``executemany`` in one transaction, without validation, redaction or
@@ -141,7 +143,10 @@ def sqlite_floor(
     ``schema_ready``: the caller has already migrated ``db_path`` (so a timing of this call
     holds the writing only). ``rollback``: the rows go into a database that holds traces
     already (ids after its highest) and the transaction is rolled back, so the floor is the
-    writing of the same rows into the same database, which is left as it was."""
+    writing of the same rows into the same database, which is left as it was. The rows name
+    the newest import (``traces.import_id``, checked against ``trace_imports`` as every
+    imported trace's is) unless ``with_import`` is false; foreign keys are checked, as on the
+    workbench's own connections."""
     from storage.db import make_engine, migrate
 
     if not schema_ready:
@@ -149,8 +154,10 @@ def sqlite_floor(
         migrate(engine)
         engine.dispose()
     con = sqlite3.connect(db_path, isolation_level=None)
+    # the pragmas of the workbench's own connections (storage.db), foreign keys included
     con.execute("PRAGMA journal_mode=WAL")
     con.execute("PRAGMA synchronous=NORMAL")
+    con.execute("PRAGMA foreign_keys=ON")
     tq = (
         f"INSERT INTO traces ({', '.join(_TRACE_COLS)}) "
         f"VALUES ({', '.join('?' * len(_TRACE_COLS))})"
@@ -165,12 +172,13 @@ def sqlite_floor(
     crows: list[tuple[Any, ...]] = []
     con.execute("BEGIN")
     start = int(con.execute("SELECT coalesce(max(id), 0) FROM traces").fetchone()[0])
+    imp = con.execute("SELECT max(id) FROM trace_imports").fetchone()[0] if with_import else None
     with jsonl.open(encoding="utf-8") as fh:
         for line in fh:
             d = json.loads(line)
             n += 1
             at = dt.datetime.fromisoformat(d["time"]).strftime("%Y-%m-%d %H:%M:%S.%f")
-            trow, chunk_rows = _floor_rows(d, start + n, at, now)
+            trow, chunk_rows = _floor_rows(d, start + n, at, now, imp)
             trows.append(trow)
             crows.extend(chunk_rows)
             if len(trows) >= batch:
@@ -214,14 +222,21 @@ def postgres_floor_database(url: str) -> Iterator[str]:
 
 
 def postgres_floor(
-    floor_url: str, jsonl: Path, batch: int = 5000, *, rollback: bool = False
+    floor_url: str,
+    jsonl: Path,
+    batch: int = 5000,
+    *,
+    rollback: bool = False,
+    with_import: bool = True,
 ) -> int:
     """The PostgreSQL floor for the importer: the traces of a canonical JSONL file written with
     ``COPY ... FROM STDIN`` (psycopg's ``cursor.copy``) into the database ``floor_url`` (an
     empty one: :func:`postgres_floor_database`), in one transaction, without validation,
     redaction or duplicate checks. Returns traces written. ``rollback``: the database holds
     traces already (ids after its highest) and the transaction is rolled back (the writing of
-    the same rows into the same database, which is left as it was)."""
+    the same rows into the same database, which is left as it was). The rows name the newest
+    import (``traces.import_id``, checked against ``trace_imports`` as every imported trace's
+    is) unless ``with_import`` is false."""
     import psycopg
     from sqlalchemy import make_url
 
@@ -250,12 +265,15 @@ def postgres_floor(
         cur.execute("SELECT coalesce(max(id), 0) FROM traces")
         row = cur.fetchone()
         start = int(row[0]) if row else 0
+        cur.execute("SELECT max(id) FROM trace_imports")
+        got = cur.fetchone()
+        imp = got[0] if got and with_import else None
         with jsonl.open(encoding="utf-8") as fh:
             for line in fh:
                 d = json.loads(line)
                 n += 1
                 at = dt.datetime.fromisoformat(d["time"])
-                trow, chunk_rows = _floor_rows(d, start + n, at, now)
+                trow, chunk_rows = _floor_rows(d, start + n, at, now, imp)
                 trows.append(trow)
                 crows.extend(chunk_rows)
                 if len(trows) >= batch:
