@@ -27,7 +27,7 @@ from sqlalchemy.sql.visitors import InternalTraversal, _TraverseInternalsType
 VERSION_KEYS = ("index", "prompt", "embedding", "reranker")
 
 FTS_TABLE = "traces_fts"
-#: objects of migration 0019 that storage.models does not declare
+#: objects of migrations 0019 and 0024 that storage.models does not declare
 UNMODELLED = frozenset(
     {
         *(f"ix_traces_version_{k}_at" for k in VERSION_KEYS),
@@ -36,6 +36,7 @@ UNMODELLED = frozenset(
         "ix_traces_answer_trgm",
         FTS_TABLE,
         *(f"{FTS_TABLE}_{part}" for part in ("data", "idx", "docsize", "config", "content")),
+        "ix_traces_added",  # migration 0024, on SQLite only
     }
 )
 

@@ -9,7 +9,7 @@ import datetime as dt
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, insert, text, update
+from sqlalchemy import Engine, event, insert, inspect, text, update
 from sqlalchemy.orm import Session
 
 from review.audits import plans as audit_plans
@@ -164,3 +164,38 @@ def test_a_stamp_of_three_figures_still_skips_an_unchanged_count(
     _traces(any_engine, 20, "b")
     assert audit_plans.check_population(any_engine, pid) == _full(any_engine, pid)
     assert counted == [0, 0]  # no purge figure stored: every trace is counted
+
+
+def test_on_sqlite_the_added_traces_are_read_from_the_narrow_index(
+    engine: Engine, counted: list[int]
+) -> None:
+    """The statements of a check after an import read the new traces from ``ix_traces_added``
+    (migration 0024: the id first, then the key and the usual strata and filters), not from
+    the table's rows with their texts; PostgreSQL has no such index."""
+    _traces(engine, 200, "a")
+    pids = _plans(engine, counted)
+    _traces(engine, 50, "b")
+    seen: list[tuple[str, Any]] = []
+
+    def spy(conn: Any, cursor: Any, statement: str, params: Any, *_: Any) -> None:
+        if "traces.id >" in statement:
+            seen.append((statement, params))
+
+    event.listen(engine, "before_cursor_execute", spy)
+    try:
+        for pid in pids[:2]:
+            audit_plans.check_population(engine, pid)
+    finally:
+        event.remove(engine, "before_cursor_execute", spy)
+    assert counted == [1, 1] and len(seen) >= 4  # the check that only traces were added, counts
+    with engine.connect() as c:
+        for statement, params in seen:
+            plan = " ".join(
+                r[3] for r in c.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", params)
+            )
+            assert "COVERING INDEX ix_traces_added (id>?)" in plan, plan
+
+
+def test_the_narrow_index_is_made_on_sqlite_only(any_engine: Engine) -> None:
+    names = {ix["name"] for ix in inspect(any_engine).get_indexes("traces")}
+    assert ("ix_traces_added" in names) == (any_engine.dialect.name == "sqlite")
