@@ -225,8 +225,12 @@ def test_an_import_shows_progress_and_two_downloads_in_a_row_both_work(
     page.goto(f"{server}/review?as={ada}")
     wait_idle(page)
     page.get_by_role("tab", name="Report").click()
+    wait_idle(page)
     html = _download(page, "Download the report (self-contained HTML)")
+    # a click while the page still runs (each file is made when clicked) may be lost
+    wait_idle(page)
     archive = _download(page, "Download Markdown with PNG charts (zip)")
     assert html.startswith(b"<!") and archive.startswith(b"PK")
+    wait_idle(page)
     again = _download(page, "Download the report (self-contained HTML)")
     assert again == html
