@@ -135,7 +135,6 @@ def sqlite_floor(
     *,
     schema_ready: bool = False,
     rollback: bool = False,
-    with_import: bool = True,
 ) -> int:
     """Insert the traces of a canonical JSONL file into a database with the workbench schema
     using plain sqlite3 ``executemany`` in one transaction, without validation, redaction or
@@ -145,8 +144,7 @@ def sqlite_floor(
     already (ids after its highest) and the transaction is rolled back, so the floor is the
     writing of the same rows into the same database, which is left as it was. The rows name
     the newest import (``traces.import_id``, checked against ``trace_imports`` as every
-    imported trace's is) unless ``with_import`` is false; foreign keys are checked, as on the
-    workbench's own connections."""
+    imported trace's is); foreign keys are checked, as on the workbench's own connections."""
     from storage.db import make_engine, migrate
 
     if not schema_ready:
@@ -172,7 +170,7 @@ def sqlite_floor(
     crows: list[tuple[Any, ...]] = []
     con.execute("BEGIN")
     start = int(con.execute("SELECT coalesce(max(id), 0) FROM traces").fetchone()[0])
-    imp = con.execute("SELECT max(id) FROM trace_imports").fetchone()[0] if with_import else None
+    imp = con.execute("SELECT max(id) FROM trace_imports").fetchone()[0]
     with jsonl.open(encoding="utf-8") as fh:
         for line in fh:
             d = json.loads(line)
@@ -227,7 +225,6 @@ def postgres_floor(
     batch: int = 5000,
     *,
     rollback: bool = False,
-    with_import: bool = True,
 ) -> int:
     """The PostgreSQL floor for the importer: the traces of a canonical JSONL file written with
     ``COPY ... FROM STDIN`` (psycopg's ``cursor.copy``) into the database ``floor_url`` (an
@@ -236,7 +233,7 @@ def postgres_floor(
     traces already (ids after its highest) and the transaction is rolled back (the writing of
     the same rows into the same database, which is left as it was). The rows name the newest
     import (``traces.import_id``, checked against ``trace_imports`` as every imported trace's
-    is) unless ``with_import`` is false."""
+    is)."""
     import psycopg
     from sqlalchemy import make_url
 
@@ -267,7 +264,7 @@ def postgres_floor(
         start = int(row[0]) if row else 0
         cur.execute("SELECT max(id) FROM trace_imports")
         got = cur.fetchone()
-        imp = got[0] if got and with_import else None
+        imp = got[0] if got else None
         with jsonl.open(encoding="utf-8") as fh:
             for line in fh:
                 d = json.loads(line)

@@ -426,6 +426,13 @@ class TraceCheck:
         if self.batch:
             self.dump()
 
+    def run(self, items: Iterable[TraceItem | Trace]) -> None:
+        """Check every item (Trace objects are numbered 1, 2, ... in messages), then spool
+        what is left."""
+        for i, item in enumerate(items, start=1):
+            self.item(unwrap(item, i))
+        self.finish()
+
 
 def write_rejected(fh: IO[str] | None, problem: Rejected) -> None:
     if fh is not None:

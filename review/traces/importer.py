@@ -70,7 +70,6 @@ from review.traces.importcheck import (
     first_line,
     parse_binary,
     resolve_format,
-    unwrap,
 )
 from review.traces.importlog import RUN_ENTITY, ImportRow, recent_imports, same_work
 from review.traces.model import (
@@ -151,7 +150,7 @@ def import_items(
         spools: list[IO[bytes]] = [spool]
         try:
             # the other parts of a large file are checked by other processes meanwhile
-            workers = None
+            workers: importparts.PartWorkers | None = None
             if parts is not None:
                 workers = stack.enter_context(
                     importparts.checked_parts(
@@ -169,9 +168,7 @@ def import_items(
                 report,
                 _with_parts(progress, workers),
             )
-            for i, item in enumerate(items, start=1):
-                check.item(unwrap(item, i))
-            check.finish()
+            check.run(items)
             if workers is not None:
                 results = workers.results()
                 check.stored += importparts.merge(report, results, rej_fh)
@@ -220,7 +217,9 @@ def import_items(
     return report
 
 
-def _with_parts(progress: ProgressFn | None, workers: Any) -> ProgressFn | None:
+def _with_parts(
+    progress: ProgressFn | None, workers: importparts.PartWorkers | None
+) -> ProgressFn | None:
     """``progress`` counting the traces the other parts' processes have checked as well."""
     if progress is None or workers is None:
         return progress

@@ -42,13 +42,20 @@ from review.traces.importcheck import (
     Redactor,
     TraceCheck,
     parse_binary,
-    unwrap,
 )
 from review.traces.model import TraceItem, TraceVocabulary
 from review.traces.redaction import RedactionPolicy
 from storage.db import make_engine
 
-__all__ = ["PARALLEL_MIN_BYTES", "Part", "Parts", "checked_parts", "plan_parts", "split"]
+__all__ = [
+    "PARALLEL_MIN_BYTES",
+    "Part",
+    "PartWorkers",
+    "Parts",
+    "checked_parts",
+    "plan_parts",
+    "split",
+]
 
 #: Files smaller than this are checked in one pass (starting a process costs about a second).
 PARALLEL_MIN_BYTES = 32 * 2**20
@@ -233,10 +240,9 @@ def _checked(task: _Task, progress: ProgressFn) -> PartResult:
                 report,
                 progress,
             )
-            items = part_items(parts.path, part, task.source, parts.fmt, task.skip_bad, parts.vocab)
-            for i, item in enumerate(items, start=1):
-                check.item(unwrap(item, i))
-            check.finish()
+            check.run(
+                part_items(parts.path, part, task.source, parts.fmt, task.skip_bad, parts.vocab)
+            )
     finally:
         engine.dispose()
     out.traces, out.rejected, out.stored = report.traces, report.rejected, check.stored
@@ -329,13 +335,11 @@ class _Worker:
         self.errors.close()
 
 
-class _Workers:
+class PartWorkers:
     """The processes checking parts 2, 3, ... of a file."""
 
     def __init__(self, tasks: Sequence[_Task]) -> None:
-        self.running: list[_Worker] = []
-        for task in tasks:
-            self.running.append(_Worker(task))
+        self.running = [_Worker(task) for task in tasks]
 
     def checked(self) -> int:
         """Valid traces the other parts have checked so far (for the progress bar)."""
@@ -358,16 +362,16 @@ def checked_parts(
     policy: RedactionPolicy | None,
     batch_size: int,
     rejects: bool,
-) -> Iterator[_Workers]:
+) -> Iterator[PartWorkers]:
     """Start checking every part but the first (the caller checks that one); yields the
-    workers (:meth:`_Workers.results` waits for them). On leaving, unfinished workers are
+    workers (:meth:`PartWorkers.results` waits for them). On leaving, unfinished workers are
     stopped and their files deleted."""
     folder = tempfile.mkdtemp(prefix="wb-import-parts-")
     tasks = [
         _Task(parts, k, source, skip_bad, policy, batch_size, folder, rejects)
         for k in range(1, len(parts.parts))
     ]
-    workers = _Workers(tasks)
+    workers = PartWorkers(tasks)
     try:
         yield workers
     finally:
