@@ -230,3 +230,10 @@ def test_pages_are_functions_with_a_short_main_and_no_module_over_400_lines() ->
             last = tree.body[-1]
             assert isinstance(last, ast.If) and ast.unparse(last.body[0]) == "main()", path.name
     assert long_ones == []
+
+
+def test_the_suite_keeps_only_the_folders_of_failed_tests(pytestconfig: pytest.Config) -> None:
+    """Each page test copies a 15 MB demo database into its tmp_path: kept for every test, one
+    run wrote 6 GB and pytest keeps three runs, which filled CI's disk (every test after that
+    errored at setup). A failed test's folder stays for a post-mortem."""
+    assert pytestconfig.getini("tmp_path_retention_policy") == "failed"
