@@ -321,9 +321,9 @@ def stored_ids(engine: Engine, ids: list[str]) -> set[str]:
     """Which of ``ids`` are in the traces table (one indexed lookup)."""
     if not ids:
         return set()
-    with read_session(engine) as s:
-        tracerows.custom_plans(s.connection())
-        return set(s.scalars(select(TraceRow.trace_id).where(one_of(s, TraceRow.trace_id, ids))))
+    with read_session(engine) as s, tracerows.custom_plans(s.connection()):
+        found = s.scalars(select(TraceRow.trace_id).where(one_of(s, TraceRow.trace_id, ids)))
+        return set(found)
 
 
 class TraceCheck:

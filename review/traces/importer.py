@@ -271,9 +271,10 @@ def _write_batch(
         conn = s.connection()
         tracerows.lock_trace_inserts(conn)
         ids = [r["trace_id"] for r in rows]
-        existing = set(
-            s.scalars(select(TraceRow.trace_id).where(one_of(s, TraceRow.trace_id, ids)))
-        )
+        with tracerows.custom_plans(conn):
+            existing = set(
+                s.scalars(select(TraceRow.trace_id).where(one_of(s, TraceRow.trace_id, ids)))
+            )
         fresh: list[tuple[dict[str, Any], list[tuple[Any, ...]], dict[str, int]]] = []
         for row, (_, chunks, counts) in zip(rows, prepared, strict=True):
             tid = row["trace_id"]

@@ -17,12 +17,13 @@ removed the trace ids already stored (the caller holds the lock that makes that 
 
 Every value goes through its column type's own bind processor (the same conversion an ORM or
 core insert makes: UTC timestamps, JSON text), so the stored values are the same whichever
-writer runs (tests/traces/test_import_speed.py compares them with a core insert)."""
+writer runs (tests/traces/test_import_bulk.py compares them with a core insert)."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Final
 
 from sqlalchemy import Boolean, Date, Float, Integer, String, Table, insert, text
@@ -128,20 +129,30 @@ def chunk_values(t: Trace) -> list[tuple[Any, ...]]:
 # Writers
 
 
-def custom_plans(conn: Connection) -> None:
-    """On PostgreSQL, plan each statement of the transaction for its own parameters: the
-    driver prepares a statement run five times, and a generic plan made while the table was
-    small (a scan) would then be kept for the id look-ups of the whole import."""
-    if conn.dialect.name == "postgresql":
+@contextlib.contextmanager
+def custom_plans(conn: Connection) -> Iterator[None]:
+    """On PostgreSQL, plan each statement run inside for its own parameters: the driver
+    prepares a statement run five times, and a generic plan made while the table was small (a
+    scan) would then be kept for the id look-ups of the whole import.
+
+    Only inside: the setting is put back when the block ends (not when it raises: the
+    transaction is then rolled back, which puts it back). A ``COPY`` checks each row's foreign
+    key through a plan PostgreSQL keeps for the transaction, and under this setting every one
+    of those checks was planned again (one per chunk: the chunks' ``COPY`` took three times
+    the floor's)."""
+    postgres = conn.dialect.name == "postgresql"
+    if postgres:
         conn.exec_driver_sql("SET LOCAL plan_cache_mode = force_custom_plan")
+    yield
+    if postgres:
+        conn.exec_driver_sql("SET LOCAL plan_cache_mode TO DEFAULT")
 
 
 def lock_trace_inserts(conn: Connection) -> None:
     """Serialize trace inserts on PostgreSQL for the rest of the transaction (SQLite's write
-    transaction already holds the database's only write lock); plans as :func:`custom_plans`."""
+    transaction already holds the database's only write lock)."""
     if conn.dialect.name == "postgresql":
         conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _INSERT_LOCK})
-        custom_plans(conn)
 
 
 _Proc = Callable[[Any], Any]

@@ -14,9 +14,9 @@ from sqlalchemy import Engine, func, select, text
 
 from review.core.errors import InputError
 from review.core.identity import SYSTEM
-from review.traces import importer, rollup, tracerows
+from review.traces import importcheck, importer, rollup, tracerows
 from review.traces.fields import _Bad, _chunk, _plain_chunk
-from storage.db import read_session
+from storage.db import make_engine, migrate, read_session
 from storage.models import AuditLog, TraceImport, TraceRollup, trace_sample_key
 from tests.helpers.traces import write_jsonl
 
@@ -336,3 +336,39 @@ def test_the_rollup_counts_alike_rows_as_counting_each_row_does() -> None:
             for i, f in enumerate(flags):
                 got[i] += f
     assert rollup.aggregate(rows) == want
+
+
+# ---------------------------------------------------------------------------------------
+# PostgreSQL plans each id look-up for its ids, and nothing else
+
+
+def test_the_copies_run_with_postgres_default_plans_and_the_id_lookups_with_custom_ones(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """force_custom_plan, set for the whole write transaction, made PostgreSQL plan again the
+    foreign-key check of every chunk the COPY wrote (the chunks' COPY took 3x the floor's);
+    it is now set around the stored-id look-ups only."""
+    engine = make_engine(pg_url)
+    migrate(engine)
+    seen: list[tuple[str, str]] = []
+    copy, lookup = tracerows._copy, importcheck.stored_ids
+
+    def spy_copy(conn: Any, table: str, cols: Any, rows: Any) -> None:
+        seen.append((table, str(conn.exec_driver_sql("SHOW plan_cache_mode").scalar())))
+        copy(conn, table, cols, rows)
+
+    monkeypatch.setattr(tracerows, "_copy", spy_copy)
+    records = random_records(12, 5)
+    path = write_jsonl(tmp_path / "t.jsonl", _lines(records))
+    report = importer.import_file(engine, SYSTEM, path, "canonical", batch_size=5)
+    assert report.added == 12
+    assert [t for t, _ in seen].count("traces") == 3 and ("trace_chunks", "auto") in seen
+    assert {mode for _, mode in seen} == {"auto"}
+    with engine.begin() as conn:
+        with tracerows.custom_plans(conn):
+            inside = conn.exec_driver_sql("SHOW plan_cache_mode").scalar()
+        after = conn.exec_driver_sql("SHOW plan_cache_mode").scalar()
+    assert (inside, after) == ("force_custom_plan", "auto")
+    first = records[0]["trace_id"]
+    assert lookup(engine, [first, "nope"]) == {first}
+    engine.dispose()
