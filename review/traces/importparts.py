@@ -288,10 +288,14 @@ class _Worker:
             stderr=self.errors,
             env=env,
         )
-        assert self.proc.stdin is not None
-        with contextlib.suppress(BrokenPipeError):  # a process that died is reported later
-            pickle.dump(task, self.proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
-            self.proc.stdin.close()
+        stdin = self.proc.stdin
+        assert stdin is not None
+        try:
+            with contextlib.suppress(BrokenPipeError):  # a process that died is reported later
+                pickle.dump(task, stdin, protocol=pickle.HIGHEST_PROTOCOL)
+        finally:
+            with contextlib.suppress(BrokenPipeError):  # closed even when the flush fails
+                stdin.close()
         self.reader = threading.Thread(target=self._read, name="wb-import-part", daemon=True)
         self.reader.start()
 

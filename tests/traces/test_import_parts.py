@@ -5,9 +5,14 @@ it stops. The parts' byte ranges start at line starts and know their first line'
 
 from __future__ import annotations
 
+import gc
 import itertools
 import json
+import pickle
+import types
+import warnings
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import Engine, func, select
@@ -151,6 +156,33 @@ def test_a_part_whose_process_dies_fails_the_import_before_any_write(
     monkeypatch.setattr(importparts, "_COMMAND", ("-c", "import sys; sys.exit(3)"))
     with pytest.raises(RuntimeError, match=r"part 2 of the file stopped without an answer"):
         import_file(engine, SYSTEM, path, "canonical")
+    with read_session(engine) as s:
+        assert s.scalar(select(func.count()).select_from(Trace)) == 0
+
+
+def test_a_part_whose_process_dies_before_reading_its_task_leaves_no_pipe_open(
+    engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The task did not fit in the pipe and the process had already ended: sending it broke
+    the pipe, which was then never closed (a ResourceWarning, so an error in the next test
+    that collected it; this happened on a loaded CI machine)."""
+    path = _file(tmp_path)
+    _parts(monkeypatch, 2)
+    monkeypatch.setattr(importparts, "_COMMAND", ("-c", "import os; os.close(0)"))
+
+    def too_big(obj: object, fh: Any, protocol: int | None = None) -> None:
+        fh.write(b"x" * (4 << 20))  # the process ends without reading: the pipe breaks
+
+    monkeypatch.setattr(
+        importparts,
+        "pickle",
+        types.SimpleNamespace(dump=too_big, load=pickle.load, HIGHEST_PROTOCOL=5),
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ResourceWarning)
+        with pytest.raises(RuntimeError, match=r"part 2 of the file stopped without an answer"):
+            import_file(engine, SYSTEM, path, "canonical")
+        gc.collect()
     with read_session(engine) as s:
         assert s.scalar(select(func.count()).select_from(Trace)) == 0
 
