@@ -28,7 +28,8 @@ column; this module keeps it derived:
   many documents it adds.
 * **The setting** and **a person's mark** recompute what they affect in their transaction
   (:func:`recompute_unknown`, :func:`recompute`).
-* The importer computes each batch's flags inside the batch's transaction (:func:`flag_rows`)
+* The importer computes each batch's flags inside the batch's transaction (:func:`flags_of`,
+  from facts it made beforehand with :func:`new_trace_facts`)
   and ``workbench recompute-restricted`` rebuilds every flag (:func:`recompute_range`).
 
 Concurrency: SQLite serialises write transactions (``BEGIN IMMEDIATE``). On PostgreSQL every
@@ -62,10 +63,11 @@ __all__ = [
     "TraceFacts",
     "corpus_facts",
     "document_added",
-    "flag_rows",
+    "flags_of",
     "follow",
     "is_restricted",
     "lock",
+    "new_trace_facts",
     "reasons",
     "recompute",
     "recompute_range",
@@ -271,11 +273,14 @@ def trace_reasons(
     return reasons(facts, corpus)
 
 
-def flag_rows(s: Session, rows: Sequence[tuple[Mapping[str, Any], Sequence[Any]]]) -> list[bool]:
-    """The flags of new traces about to be inserted: ``rows`` holds (trace row, chunk rows)
-    as the importer writes them (mappings with the trace columns; chunks with ``doc_id`` and
-    ``filtered``). Read in the inserting transaction, after :func:`lock`."""
-    facts = [
+def new_trace_facts(
+    rows: Iterable[tuple[Mapping[str, Any], Sequence[Mapping[str, Any]]]],
+) -> list[TraceFacts]:
+    """The rule's facts of new traces about to be inserted (no database read, so an importer
+    can make them ahead of its transaction): ``rows`` holds (trace row, chunk rows) as the
+    importer writes them (mappings with the trace columns; chunks with ``doc_id`` and
+    ``filtered``)."""
+    return [
         TraceFacts(
             dict(row.get("attributes") or {}),
             tuple(str(x) for x in row.get("identity_scopes") or ()),
@@ -286,6 +291,11 @@ def flag_rows(s: Session, rows: Sequence[tuple[Mapping[str, Any], Sequence[Any]]
         )
         for row, chunks in rows
     ]
+
+
+def flags_of(s: Session, facts: Sequence[TraceFacts]) -> list[bool]:
+    """The flags of new traces (:func:`new_trace_facts`) against the corpus as the inserting
+    transaction sees it. Read after :func:`lock`."""
     corpus = corpus_facts(s, (d for f in facts for d in f.doc_ids))
     return [is_restricted(f, corpus) for f in facts]
 

@@ -5,7 +5,8 @@ traces table at a million traces that takes seconds (segments inside the ``versi
 cannot be indexed), so the counts are kept per UTC day in a small table instead, updated in
 the same transaction that writes or deletes the traces:
 
-- ``add_rows`` is called by the trace import with the rows of each batch it inserts;
+- ``add_counts`` is called by the trace import with the counts (``aggregate``) of each batch
+  it inserts;
 - ``subtract_ids`` is called by the purge with the ids it is about to delete;
 - ``rebuild`` recomputes everything from the traces (``workbench rebuild-rollup``), for a
   database whose traces were written some other way.
@@ -36,7 +37,8 @@ __all__ = [
     "ALL",
     "DIMENSIONS",
     "FLAGS",
-    "add_rows",
+    "Key",
+    "add_counts",
     "aggregate",
     "rebuild",
     "stored_total",
@@ -187,9 +189,10 @@ def _upsert(s: Session, counts: Mapping[Key, Sequence[int]], sign: int) -> None:
         s.execute(delete(TraceRollup).where(TraceRollup.traces <= 0))
 
 
-def add_rows(s: Session, rows: Iterable[Mapping[str, Any]]) -> None:
-    """Count newly inserted trace rows (in the caller's transaction)."""
-    _upsert(s, aggregate(rows), +1)
+def add_counts(s: Session, counts: Mapping[Key, Sequence[int]]) -> None:
+    """Count newly inserted trace rows, given as their :func:`aggregate` (in the caller's
+    transaction)."""
+    _upsert(s, counts, +1)
 
 
 def _fetch(s: Session, ids: Sequence[int]) -> list[dict[str, Any]]:

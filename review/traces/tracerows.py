@@ -200,11 +200,20 @@ def _driver_rows(
     return out
 
 
-def _copy(conn: Connection, table: str, cols: Sequence[str], rows: list[tuple[Any, ...]]) -> None:
+def _copy(
+    conn: Connection,
+    table: str,
+    cols: Sequence[str],
+    rows: list[tuple[Any, ...]],
+    while_copying: Callable[[], object] | None = None,
+) -> None:
     raw: Any = conn.connection.driver_connection
     with raw.cursor() as cur, cur.copy(f"COPY {table} ({', '.join(cols)}) FROM STDIN") as cp:
         for r in rows:
             cp.write_row(r)
+        if while_copying is not None:
+            # the rows are sent: the server writes them and their indexes meanwhile
+            while_copying()
 
 
 def insert_trace_rows(
@@ -212,10 +221,15 @@ def insert_trace_rows(
     rows: Sequence[Mapping[str, Any]],
     import_id: int,
     imported_at: dt.datetime,
+    while_copying: Callable[[], object] | None = None,
 ) -> list[int]:
     """Insert trace rows (:func:`trace_values` plus ``restricted``) whose ids are not stored;
-    returns their primary keys in the same order."""
+    returns their primary keys in the same order. ``while_copying`` (work of the caller that
+    needs no database) is called once the rows are sent to PostgreSQL's ``COPY``, which then
+    writes them on the server's core meanwhile; on the other databases after the insert."""
     if not rows:
+        if while_copying is not None:
+            while_copying()
         return []
     keys = [*rows[0], "import_id", "imported_at"]
     values = [[*r.values(), import_id, imported_at] for r in rows]
@@ -240,7 +254,10 @@ def insert_trace_rows(
             insert(_TRACES).returning(_TRACES.c.id, sort_by_parameter_order=True),
             [dict(zip(keys, v, strict=True)) for v in values],
         )
-        return [int(pk) for pk in got.scalars()]
+        pks = [int(pk) for pk in got.scalars()]
+        if while_copying is not None:
+            while_copying()
+        return pks
     cols = ["id", *keys]
     params = _driver_rows(
         conn, _TRACES, cols, [[pk, *v] for pk, v in zip(pks, values, strict=True)]
@@ -250,8 +267,10 @@ def insert_trace_rows(
             f"INSERT INTO traces ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
             params,
         )
+        if while_copying is not None:
+            while_copying()
     else:
-        _copy(conn, "traces", cols, params)
+        _copy(conn, "traces", cols, params, while_copying)
     return pks
 
 

@@ -57,7 +57,7 @@ def bulk_traces(
 
         def work(s: Session, rows: Sequence[dict[str, Any]] = rows) -> None:
             s.execute(insert(Trace), rows)
-            rollup.add_rows(s, rows)  # as the import keeps it
+            rollup.add_counts(s, rollup.aggregate(rows))  # as the import keeps it
 
         run_write(engine, work)
 
@@ -95,7 +95,9 @@ def add_trace(
         )
         s.add(row)
         s.flush()
-        rollup.add_rows(s, [{c.key: getattr(row, c.key) for c in Trace.__table__.columns}])
+        rollup.add_counts(
+            s, rollup.aggregate([{c.key: getattr(row, c.key) for c in Trace.__table__.columns}])
+        )
         for i, c in enumerate(chunks, start=1):
             s.add(
                 TraceChunk(

@@ -299,6 +299,38 @@ def test_a_trace_repeated_in_the_file_is_added_once(any_engine: Engine, tmp_path
     assert counts(any_engine)[0] == 12
 
 
+def test_traces_stored_between_the_check_and_the_write_are_skipped_and_counted_once(
+    any_engine: Engine, tmp_path: Path
+) -> None:
+    """Each batch is staged ahead (rows, the restricted rule's facts, the rollup's counts of
+    every trace in it); a batch that finds some of its traces stored meanwhile (another
+    import) writes and counts only the others, with the others' flags."""
+    records = random_records(40, 11)
+    path = write_jsonl(tmp_path / "t.jsonl", _lines(records))
+    every_third = write_jsonl(tmp_path / "third.jsonl", _lines(records[::3]))
+    other: list[importer.ImportReport] = []
+
+    def meanwhile(phase: str, done: int, total: int) -> None:
+        if phase == "writing" and not other:  # after the first batch, before the others
+            other.append(importer.import_file(any_engine, SYSTEM, every_third, "canonical"))
+
+    report = importer.import_file(
+        any_engine, SYSTEM, path, "canonical", batch_size=6, progress=meanwhile
+    )
+    first_batch = records[:6]
+    stored_meanwhile = len(records[6::3]) + len([r for r in records[::3] if r in first_batch])
+    assert other[0].added == len(records[::3]) - len(first_batch[::3])
+    assert (report.traces, report.added) == (40, 40 - len(records[6::3]))
+    assert report.skipped == len(records[6::3]) and stored_meanwhile >= report.skipped
+    assert counts(any_engine)[0] == 40
+    kept = rollup_rows(any_engine)
+    rollup.rebuild(any_engine)
+    assert rollup_rows(any_engine) == kept
+    reference = write_jsonl(tmp_path / "ref.jsonl", _lines(_renamed(records, "ref:")))
+    importer.import_file(any_engine, SYSTEM, reference, "canonical")
+    assert stored(any_engine, "r-%") == stored(any_engine, "ref:%")
+
+
 def test_the_rollup_counts_alike_rows_as_counting_each_row_does() -> None:
     """rollup.aggregate groups alike rows; the reference adds every row to each of its keys."""
     import datetime as dt
@@ -353,9 +385,9 @@ def test_the_copies_run_with_postgres_default_plans_and_the_id_lookups_with_cust
     seen: list[tuple[str, str]] = []
     copy, lookup = tracerows._copy, importcheck.stored_ids
 
-    def spy_copy(conn: Any, table: str, cols: Any, rows: Any) -> None:
+    def spy_copy(conn: Any, table: str, *rest: Any) -> None:
         seen.append((table, str(conn.exec_driver_sql("SHOW plan_cache_mode").scalar())))
-        copy(conn, table, cols, rows)
+        copy(conn, table, *rest)
 
     monkeypatch.setattr(tracerows, "_copy", spy_copy)
     records = random_records(12, 5)
