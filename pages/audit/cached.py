@@ -1,5 +1,7 @@
 """Cached look-ups of the Plans tab: the values a filter offers and a plan's population check
-(cached per database URL; cleared when a plan is created, drawn or recounted)."""
+(cached per database URL; cleared when a plan is created, drawn or recounted). The check is
+also keyed by the traces' data stamp, so traces imported or purged meanwhile (on this page's
+server or by the command line) are shown on the next rerun."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import streamlit as st
 from sqlalchemy import Engine
 
 from review.audits import plans as audit_plans
+from review.traces import browse
 
 
 @st.cache_data(ttl=300, show_spinner=False)
@@ -21,14 +24,15 @@ def values(engine: Engine, dim: str) -> list[str]:
 
 @st.cache_data(ttl=60, show_spinner="Counting the population…")
 def _population_check(
-    _engine: Engine, url: str, plan_id: int, status: str
+    _engine: Engine, url: str, plan_id: int, status: str, stamp: str
 ) -> audit_plans.PopulationCheck:
     return audit_plans.check_population(_engine, plan_id)
 
 
 def population_check(engine: Engine, plan: audit_plans.PlanView) -> audit_plans.PopulationCheck:
     """The plan's population counted again and compared with the stored counts."""
-    return _population_check(engine, str(engine.url), plan.id, plan.status)
+    stamp = browse.data_stamp(engine)
+    return _population_check(engine, str(engine.url), plan.id, plan.status, stamp)
 
 
 def forget_counts() -> None:

@@ -201,6 +201,23 @@ def test_a_changed_population_is_shown_on_the_plan(
     assert any("Drew 5 traces" in s for s in shown(at.success))
 
 
+def test_the_plan_shows_traces_added_after_it_was_shown_without_waiting_for_the_cache(
+    audit_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The page keeps a plan's population check a minute; traces added meanwhile (an import
+    here or from the command line) are shown on the next rerun, not a minute later."""
+    eng = make_engine(audit_url)
+    pid = plans.create_plan(eng, REVIEWER, PlanSpec(name="seen twice", total=5))
+    n = plans.check_population(eng, pid).current_total
+    at = run(audit_url, monkeypatch, plan=str(pid))
+    assert not any("traces" in w and "→" in w for w in shown(at.warning))
+    add_trace(eng, "imported-meanwhile")
+    eng.dispose()
+    at.run()
+    no_exception(at)
+    assert any(f"{n} → {n + 1} traces" in w for w in shown(at.warning))
+
+
 def test_verdict_form_happy_and_error_paths(
     audit_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
