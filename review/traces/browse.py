@@ -346,10 +346,18 @@ def total_traces(engine: Engine) -> int:
 
 
 def data_stamp(engine: Engine) -> str:
-    """Changes whenever traces are added or purged (cheap: index lookups); a cache key."""
+    """Changes whenever traces are added or purged (cheap: three index lookups); a cache key.
+    Each of min and max is a subquery of its own: SQLite reads one end of an index for a lone
+    min() or max(), and the whole index for the two in one select (0.1 s at 1.6M traces, on
+    every rerun of the pages that key a cache by this stamp)."""
     with read_session(engine) as s:
-        lo, hi = s.execute(select(func.min(TraceRow.id), func.max(TraceRow.id))).one()
-        imports = s.scalar(select(func.max(TraceImport.id)))
+        lo, hi, imports = s.execute(
+            select(
+                select(func.min(TraceRow.id)).scalar_subquery(),
+                select(func.max(TraceRow.id)).scalar_subquery(),
+                select(func.max(TraceImport.id)).scalar_subquery(),
+            )
+        ).one()
     return f"{lo}-{hi}-{imports}"
 
 

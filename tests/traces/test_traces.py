@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, event, func, select
 
 from review.core.errors import InputError, PermissionDenied, StaleWriteError
 from review.core.identity import SYSTEM, Actor
@@ -607,6 +607,29 @@ def test_facets_and_version_keys(eight: Engine) -> None:
     stamp = browse.data_stamp(eight)
     import_traces(eight, [make_trace("t9")])
     assert browse.data_stamp(eight) != stamp
+
+
+def test_the_data_stamp_reads_index_ends_not_whole_indexes(eight: Engine) -> None:
+    """Pages key their caches by the stamp on every rerun: SQLite must seek each min and max
+    (``SEARCH``), which it does only for a lone min() or max() per select."""
+    seen: list[str] = []
+
+    def spy(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
+        seen.append(statement)
+
+    event.listen(eight, "before_cursor_execute", spy)
+    try:
+        stamp = browse.data_stamp(eight)
+    finally:
+        event.remove(eight, "before_cursor_execute", spy)
+    with eight.connect() as c:
+        lo, hi = c.exec_driver_sql("SELECT min(id), max(id) FROM traces").one()
+        top = c.exec_driver_sql("SELECT max(id) FROM trace_imports").scalar()
+        plans = [
+            r[3] for statement in seen for r in c.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}")
+        ]
+    assert stamp == f"{lo}-{hi}-{top}"
+    assert plans and not [p for p in plans if p.startswith("SCAN") and "CONSTANT ROW" not in p]
 
 
 # ---------------------------------------------------------------------------------------
