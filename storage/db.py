@@ -218,25 +218,6 @@ def plain_rows(session: Session, stmt: Any) -> list[tuple[Any, ...]]:
         cursor.close()
 
 
-#: Tables :func:`mark_visible` may be asked to vacuum (never a name from input).
-_VACUUMED = frozenset({"traces"})
-
-
-def mark_visible(engine: Engine, table: str) -> None:
-    """On PostgreSQL, ``VACUUM`` ``table`` (outside any transaction) so that the rows just
-    written are marked visible to every transaction: until then an index-only scan reads the
-    table's rows for each of them (an audit count by decision at 1.7M traces took 1.2 s after a
-    200,000-trace import, 0.09 s once vacuumed). Pages already marked are skipped, so it reads
-    about what was written. SQLite needs nothing. A user who may not vacuum the table gets a
-    server warning and the table is left to autovacuum."""
-    if table not in _VACUUMED:
-        raise ValueError(f"mark_visible: {table!r} is not one of {sorted(_VACUUMED)}")
-    if engine.dialect.name != "postgresql":
-        return
-    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        conn.exec_driver_sql(f"VACUUM {table}")
-
-
 def migrate(engine: Engine) -> None:
     """Bring the schema to the newest Alembic revision (``upgrade head``)."""
     from alembic import command

@@ -25,9 +25,6 @@ builder) share one code path. The source is read once, in two phases (the first 
    rows, the restricted rule's facts, the rollup's counts) is made while PostgreSQL writes
    this batch's traces on its own core.
 
-On PostgreSQL an import that added ``VACUUM_AFTER`` traces or more ends by vacuuming the
-traces table (:func:`storage.db.mark_visible`), so index-only counts read no table rows.
-
 The ``trace_imports`` row is created when the write pass starts (status ``running``, with the
 traces found stored while checking as skipped), updated with the counts of every committed
 batch, and closed as ``done`` (or ``failed``) with the
@@ -85,7 +82,7 @@ from review.traces.model import (
 from review.traces.redaction import RedactionPolicy, load_redaction_policy
 from review.traces.restricted import TraceFacts, flags_of, lock_flags, new_trace_facts
 from storage import changes, runs
-from storage.db import mark_visible, one_of, run_write
+from storage.db import one_of, run_write
 from storage.models import Trace as TraceRow
 from storage.models import TraceImport, utcnow
 
@@ -105,11 +102,6 @@ __all__ = [
 #: triggers): 2,000 rather than 500 took a 100,000-trace import from 33 s to 30 s, and a
 #: transaction still ends within about half a second on either database.
 BATCH_SIZE = 2000
-
-#: An import that adds this many traces or more vacuums the traces table on PostgreSQL at its
-#: end (storage.db.mark_visible): the audit counts, filters and pickers read the new rows
-#: through index-only scans at once, not after autovacuum has come by. About 4 s per 100,000.
-VACUUM_AFTER = 10_000
 
 
 def _insert_chunks(s: Session, rows: list[tuple[Any, ...]]) -> None:
@@ -229,8 +221,6 @@ def import_items(
             _close_import(engine, actor, import_id, report, "failed", message[:2000])
             raise
     _close_import(engine, actor, import_id, report, "done", report.summary())
-    if report.added >= VACUUM_AFTER:
-        mark_visible(engine, "traces")  # PostgreSQL: index-only counts need not read them
     return report
 
 

@@ -16,7 +16,7 @@ from review.core.errors import InputError
 from review.core.identity import SYSTEM
 from review.traces import importcheck, importer, rollup, tracerows
 from review.traces.fields import _Bad, _chunk, _plain_chunk
-from storage.db import make_engine, mark_visible, migrate, read_session
+from storage.db import make_engine, migrate, read_session
 from storage.models import AuditLog, TraceImport, TraceRollup, trace_sample_key
 from tests.helpers.traces import write_jsonl
 
@@ -404,39 +404,3 @@ def test_the_copies_run_with_postgres_default_plans_and_the_id_lookups_with_cust
     first = records[0]["trace_id"]
     assert lookup(engine, [first, "nope"]) == {first}
     engine.dispose()
-
-
-def _visible(engine: Engine) -> tuple[int, int]:
-    with engine.connect() as c:
-        pages, visible = c.execute(
-            text("SELECT relpages, relallvisible FROM pg_class WHERE relname = 'traces'")
-        ).one()
-    return int(pages), int(visible)
-
-
-def test_a_large_import_leaves_postgres_pages_marked_visible_for_index_only_counts(
-    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Counts by decision and the audit's strata are index-only scans, which read the table's
-    rows of every page not marked all-visible: an import of VACUUM_AFTER traces or more
-    vacuums the table at its end (a smaller one leaves it to autovacuum)."""
-    engine = make_engine(pg_url)
-    migrate(engine)
-    first = write_jsonl(tmp_path / "a.jsonl", _lines(random_records(300, 21, "a")))
-    assert importer.import_file(engine, SYSTEM, first, "canonical").added == 300
-    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as c:
-        c.exec_driver_sql("ANALYZE traces")  # relpages counted, nothing marked visible
-    pages, visible = _visible(engine)
-    assert pages > 0 and visible < pages  # below VACUUM_AFTER: not vacuumed
-    monkeypatch.setattr(importer, "VACUUM_AFTER", 100)
-    second = write_jsonl(tmp_path / "b.jsonl", _lines(random_records(150, 22, "b")))
-    assert importer.import_file(engine, SYSTEM, second, "canonical").added == 150
-    pages, visible = _visible(engine)
-    assert pages > 0 and visible == pages
-    engine.dispose()
-
-
-def test_only_the_traces_table_is_vacuumed_and_sqlite_needs_nothing(engine: Engine) -> None:
-    with pytest.raises(ValueError, match="not one of"):
-        mark_visible(engine, "traces; DROP TABLE users")
-    mark_visible(engine, "traces")  # SQLite: nothing to do, no error
