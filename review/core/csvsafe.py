@@ -4,7 +4,10 @@ A spreadsheet runs a cell that starts with ``=``, ``+``, ``-`` or ``@`` as a for
 leading tab or carriage return can smuggle one past a trim), so a trace query such as
 ``=HYPERLINK("http://x", "y")`` in an export would become a live link or worse on the
 reviewer's machine. Following OWASP's advice on CSV injection, such a text cell is written
-with a single quote (``'``) in front, which the spreadsheet shows as text and hides. Only text
+with a single quote (``'``) in front, which the spreadsheet shows as text and hides. A formula
+character behind leading blanks, line breaks, a byte-order mark or other invisible characters
+counts too: spreadsheets trim some of them on import, so ``" =1+1"``, ``"\n=1"`` and
+``"\ufeff@SUM(A1)"`` are neutralised like ``"=1+1"``. Only text
 is touched: a number (a negative score written from a float column) stays a number, and
 empty cells, dates and booleans are written as they are. Rows end with CRLF, as RFC 4180
 says, so a carriage return or line break inside a cell is quoted and cannot split a row.
@@ -14,6 +17,7 @@ tests/core/test_csvsafe.py fails when code under review/ or pages/ writes CSV an
 from __future__ import annotations
 
 import csv
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
@@ -25,10 +29,27 @@ FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 LINE_END = "\r\n"
 
 
+def _invisible(ch: str) -> bool:
+    """A character a spreadsheet may trim or not show before a cell's first visible one:
+    white space and line breaks, and control, format (the byte-order mark, zero-width
+    characters) and separator characters."""
+    return ch.isspace() or unicodedata.category(ch)[0] in "CZ"
+
+
+def formula_like(text: str) -> bool:
+    """Whether a spreadsheet could read ``text`` as a formula: it starts with a formula
+    character, or has one right after leading invisible characters (:func:`_invisible`)."""
+    if text.startswith(FORMULA_START):
+        return True
+    start = next((i for i, ch in enumerate(text) if not _invisible(ch)), len(text))
+    return start > 0 and text[start:].startswith(FORMULA_START)
+
+
 def safe_cell(value: Any) -> Any:
-    """``value`` as a CSV cell: text starting with a formula character gets a leading single
-    quote; anything that is not text (numbers included) is returned unchanged."""
-    if isinstance(value, str) and value.startswith(FORMULA_START):
+    """``value`` as a CSV cell: text a spreadsheet could read as a formula
+    (:func:`formula_like`) gets a leading single quote; anything that is not text (numbers
+    included) is returned unchanged."""
+    if isinstance(value, str) and formula_like(value):
         return "'" + value
     return value
 

@@ -8,11 +8,14 @@ from __future__ import annotations
 import ast
 import csv
 import io
+import unicodedata
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from sqlalchemy import Engine
 
 from review.audits import export, queue, verdicts
@@ -120,7 +123,7 @@ def test_the_scan_finds_writers(tmp_path: Path) -> None:
 def test_hostile_text_cells_are_quoted_and_numbers_stay_numbers() -> None:
     for cell in HOSTILE:
         assert csvsafe.safe_cell(cell) == "'" + cell
-    for fine in ["plain", "a=b", " =1", "", "'=already quoted"]:
+    for fine in ["plain", "a=b", " a=1", "", "'=already quoted", "  ", "x -1"]:
         assert csvsafe.safe_cell(fine) == fine
     for number in [-0.5, -2, 3, np.float64(-1.25), np.int64(-7), None, True]:
         assert csvsafe.safe_cell(number) is number
@@ -142,6 +145,52 @@ def test_hostile_text_cells_are_quoted_and_numbers_stay_numbers() -> None:
     assert back["score"].dtype == float and back["count"].dtype == np.int64
     assert back["score"].tolist() == frame["score"].tolist()
     assert frame["text"].tolist() == HOSTILE  # the caller's frame is left as it was
+
+
+# A formula character behind what a spreadsheet trims or does not show (the issue's cases:
+# spaces, a line feed, a byte-order mark; and their relatives).
+HIDDEN_START = [
+    " =1+1",
+    "   +1+1",
+    '\n=HYPERLINK("http://x","y")',
+    "\ufeff@SUM(A1)",
+    "\ufeff -2+3",
+    " \n\t=1",
+    "\u00a0=1",
+    "\u200b=1",
+    "\u3000@x",
+    "\x0b=1",
+]
+
+
+def test_a_formula_behind_blanks_line_breaks_or_a_bom_is_neutralised() -> None:
+    for cell in HIDDEN_START:
+        assert csvsafe.safe_cell(cell) == "'" + cell, repr(cell)
+    text = csvsafe.frame_csv(pd.DataFrame({"text": HIDDEN_START}))
+    rows = list(csv.reader(io.StringIO(text)))
+    assert [r[0] for r in rows[1:]] == ["'" + h for h in HIDDEN_START]
+
+
+@given(
+    prefix=st.text(
+        alphabet=st.sampled_from([" ", "\t", "\r", "\n", "\ufeff", "\u00a0", "\u200b", "\x00"]),
+        max_size=6,
+    ),
+    lead=st.sampled_from(["=", "+", "-", "@"]),
+    rest=st.text(max_size=20),
+)
+def test_any_invisible_prefix_before_a_formula_character_is_neutralised(
+    prefix: str, lead: str, rest: str
+) -> None:
+    cell = prefix + lead + rest
+    assert csvsafe.safe_cell(cell) == "'" + cell
+
+
+@given(st.text(max_size=30))
+def test_text_with_a_visible_first_character_other_than_a_formula_one_is_kept(text: str) -> None:
+    first_visible = bool(text) and unicodedata.category(text[0])[0] not in "CZ"
+    if first_visible and not text[0].isspace() and text[0] not in "=+-@":
+        assert csvsafe.safe_cell(text) == text
 
 
 def test_the_dict_writer_neutralises_header_and_rows() -> None:
