@@ -228,6 +228,42 @@ def _picker(labels: dict[int, str], refused: str | None) -> None:
         st.rerun()
 
 
+def _confirm_switch(
+    people: dict[int, users.UserView], choice: signin.LocalChoice, labels: dict[int, str]
+) -> None:
+    """A link named someone other than the user acting: ask before switching to them."""
+    assert choice.confirm is not None and choice.instead_of is not None
+    wanted, acting = people[choice.confirm], people[choice.instead_of]
+    st.subheader(f"Continue as {ui.plain(_person(wanted))}?")
+    st.write(
+        f"The link you opened acts as {ui.plain(labels[wanted.id])}, but this browser was "
+        f"acting as {ui.plain(labels[acting.id])}. A link never switches who is working "
+        "without asking."
+    )
+    left, right = st.columns(2)
+    yes = left.button(f"Continue as {ui.plain(_person(wanted))}", type="primary")
+    no = right.button(f"Stay as {ui.plain(_person(acting))}")
+    st.caption(_LOCAL_NOTE)
+    if yes or no:
+        chosen = wanted.id if yes else acting.id
+        st.session_state[USER_KEY] = chosen
+        st.query_params["as"] = str(chosen)
+        st.rerun()
+
+
+def _person(user: users.UserView) -> str:
+    """'Ada Okafor (admin)': a user as the switch question names them."""
+    return f"{user.name} ({', '.join(r.replace('_', ' ') for r in user.roles)})"
+
+
+# Remembers in the browser whom it acts as (a session cookie), so that a link opened in a new
+# session can be checked against it. Only a user id goes in: no text from the database.
+_REMEMBER_SCRIPT = (
+    "<script>document.cookie = '" + signin.REMEMBER_COOKIE + "={user}; path=/; "
+    "SameSite=Strict';</script>"
+)
+
+
 def _who_local(engine: Engine) -> Actor | None:
     people = users.list_users(engine, include_inactive=False)
     if not people:
@@ -238,9 +274,15 @@ def _who_local(engine: Engine) -> Actor | None:
     by_label = {v: k for k, v in labels.items()}
     # The chosen user lives in a plain session key: Streamlit drops the state of widgets in
     # the entrypoint when a pages/ folder exists, so the widget only reports changes.
-    choice = signin.local_choice(
-        st.query_params.get("as"), st.session_state.get(USER_KEY), by_id.keys()
+    remembered = signin.remembered_user(
+        st.context.cookies.get(signin.REMEMBER_COOKIE), by_id.keys()
     )
+    choice = signin.local_choice(
+        st.query_params.get("as"), st.session_state.get(USER_KEY), by_id.keys(), remembered
+    )
+    if choice.confirm is not None:
+        _gate("Switch user?", lambda: _confirm_switch(by_id, choice, labels))
+        return None
     if choice.user_id is None:
         st.session_state.pop(USER_KEY, None)
         st.session_state.pop(ui.LOCAL_AS_KEY, None)
@@ -251,7 +293,11 @@ def _who_local(engine: Engine) -> Actor | None:
     st.session_state[ui.LOCAL_AS_KEY] = current
 
     def _changed() -> None:
-        st.session_state[USER_KEY] = by_label[st.session_state["wb_user_pick"]]
+        # the person's own switch: the address follows it before the next run reads it, so
+        # the old ``as`` is not taken for a link naming someone else
+        picked = by_label[st.session_state["wb_user_pick"]]
+        st.session_state[USER_KEY] = picked
+        st.query_params["as"] = str(picked)
 
     options = list(labels.values())
     with st.sidebar:
@@ -263,7 +309,8 @@ def _who_local(engine: Engine) -> Actor | None:
             on_change=_changed,
         )
         st.caption(_LOCAL_NOTE)
-    chosen = st.session_state[USER_KEY]
+        chosen = st.session_state[USER_KEY]
+        st.html(_REMEMBER_SCRIPT.format(user=int(chosen)), unsafe_allow_javascript=True)
     st.query_params["as"] = str(chosen)
     return users.to_actor(by_id[chosen])
 

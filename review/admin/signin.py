@@ -4,7 +4,9 @@ Local mode (no identity provider) trusts whoever can open the app, so it is made
 machine: the server listens on the loopback address unless the deployment opens it, and
 then every page says so. A new session acts as nobody until a person picks their name; a
 link that names a user (``?as=ID``) is honoured only while that user is active, and
-anything else in it is refused, never replaced by some other user.
+anything else in it is refused, never replaced by some other user. A link never changes who
+is acting: when it names someone other than the user this session (or, in a new session, this
+browser) acts as, the person is asked "Continue as ...?" first.
 
 With an identity provider the email must be one the provider verified (the OIDC
 ``email_verified`` claim); a provider that verifies every address but does not send the
@@ -22,41 +24,85 @@ from review.core.errors import PermissionDenied
 
 @dataclass(frozen=True)
 class LocalChoice:
-    """The user a local-mode session acts as, or why it acts as nobody yet."""
+    """The user a local-mode session acts as, or why it acts as nobody yet.
+
+    ``confirm`` is a user a link named who is not the one acting (in this session, or last in
+    this browser: ``instead_of``): the router asks "Continue as ...?" before switching, and
+    until the person answers the session acts as ``user_id`` (nobody in a new session)."""
 
     user_id: int | None
     #: shown above the user picker when the link named a user that cannot act
     refused: str | None = None
+    #: the user the link names, awaiting the person's yes
+    confirm: int | None = None
+    #: who was acting when the link asked to switch (this session's user, or this browser's)
+    instead_of: int | None = None
+
+
+def _requested_user(requested: str, active_ids: Collection[int]) -> int | str:
+    """The active user ``requested`` names, or why it names none."""
+    if not (requested.isascii() and requested.isdigit()) or len(requested) > 10:
+        return "The link names a user that does not exist here. Pick who you are."
+    wanted = int(requested)
+    if wanted not in active_ids:
+        return (
+            f"The link names user {wanted}, who is not an active user of this workbench "
+            "(unknown or deactivated). Pick who you are."
+        )
+    return wanted
+
+
+def remembered_user(cookie: object, active_ids: Collection[int]) -> int | None:
+    """The active user this browser last acted as (the ``REMEMBER_COOKIE`` value), or None
+    for a missing, malformed (not text, included), unknown or deactivated one."""
+    if not isinstance(cookie, str) or len(cookie) > 10:
+        return None
+    if not (cookie.isascii() and cookie.isdigit()):
+        return None
+    user = int(cookie)
+    return user if user in active_ids else None
+
+
+#: The cookie in which the browser remembers whom it last acted as in local mode (a session
+#: cookie: it ends with the browser). It never picks a user on its own; it only lets a link
+#: that names someone else be asked about instead of obeyed.
+REMEMBER_COOKIE = "wb_acting"
 
 
 def local_choice(
-    requested: str | None, session_user: int | None, active_ids: Collection[int]
+    requested: str | None,
+    session_user: int | None,
+    active_ids: Collection[int],
+    remembered: int | None = None,
 ) -> LocalChoice:
     """Whom a local-mode session acts as.
 
     ``session_user`` is the user this browser session picked before (kept while that user
-    stays active); ``requested`` is the ``as`` value of the link that opened it. With neither,
-    nobody: the person picks their name first. A link naming an unknown, deactivated or
-    malformed user is refused with the reason."""
-    if session_user is not None and session_user in active_ids:
-        return LocalChoice(session_user)
+    stays active); ``requested`` is the ``as`` value of the link that opened it;
+    ``remembered`` the active user this browser last acted as (another tab, or before a
+    reload). With no user named, nobody: the person picks their name first. A link never
+    changes who is acting: one naming someone other than the session's user, or, in a new
+    session, than the browser's last user, is asked about (``confirm``), never obeyed. A link
+    naming an unknown, deactivated or malformed user is refused with the reason."""
+    current = session_user if session_user is not None and session_user in active_ids else None
+    if current is not None:
+        if not requested:
+            return LocalChoice(current)
+        wanted = _requested_user(requested, active_ids)
+        if isinstance(wanted, int) and wanted != current:
+            return LocalChoice(current, confirm=wanted, instead_of=current)
+        return LocalChoice(current)
     if requested is None or requested == "":
         if session_user is not None:
             return LocalChoice(
                 None, "The user this session acted as is no longer active here. Pick who you are."
             )
         return LocalChoice(None)
-    if not (requested.isascii() and requested.isdigit()) or len(requested) > 10:
-        return LocalChoice(
-            None, "The link names a user that does not exist here. Pick who you are."
-        )
-    wanted = int(requested)
-    if wanted not in active_ids:
-        return LocalChoice(
-            None,
-            f"The link names user {wanted}, who is not an active user of this workbench "
-            "(unknown or deactivated). Pick who you are.",
-        )
+    wanted = _requested_user(requested, active_ids)
+    if isinstance(wanted, str):
+        return LocalChoice(None, wanted)
+    if remembered is not None and remembered in active_ids and remembered != wanted:
+        return LocalChoice(None, confirm=wanted, instead_of=remembered)
     return LocalChoice(wanted)
 
 

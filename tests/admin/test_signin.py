@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from review.admin.signin import local_choice, network_open, verified_email
+from review.admin.signin import (
+    LocalChoice,
+    local_choice,
+    network_open,
+    remembered_user,
+    verified_email,
+)
 from review.core.errors import PermissionDenied
 
 ACTIVE = {3, 5, 8}
@@ -16,9 +22,38 @@ def test_a_new_session_acts_as_nobody_until_a_person_picks() -> None:
     assert local_choice("", None, ACTIVE).user_id is None
 
 
-def test_a_link_naming_an_active_user_is_honoured_and_the_session_choice_wins() -> None:
-    assert local_choice("5", None, ACTIVE).user_id == 5
-    assert local_choice("5", 8, ACTIVE).user_id == 8  # the session's own pick stays
+def test_a_link_naming_an_active_user_is_honoured_when_nobody_was_acting() -> None:
+    assert local_choice("5", None, ACTIVE) == LocalChoice(5)
+    assert local_choice("5", None, ACTIVE, remembered=5) == LocalChoice(5)
+    # the browser's last user is gone: nobody to switch from
+    assert local_choice("5", None, ACTIVE, remembered=4) == LocalChoice(5)
+
+
+def test_a_link_naming_someone_else_than_the_acting_user_asks_before_switching() -> None:
+    # the session acts as 8; a link (or the address bar) says as=5: 8 keeps acting, 5 is asked
+    assert local_choice("5", 8, ACTIVE) == LocalChoice(8, confirm=5, instead_of=8)
+    # a reload or a new tab: the session is new, but the browser acted as 3 (an annotator)
+    assert local_choice("5", None, ACTIVE, remembered=3) == LocalChoice(
+        None, confirm=5, instead_of=3
+    )
+    # the same user, or no user named: nothing to ask
+    assert local_choice("8", 8, ACTIVE) == LocalChoice(8)
+    assert local_choice(None, 8, ACTIVE) == LocalChoice(8)
+    # a new session without a link still starts on the picker, whoever the browser was
+    assert local_choice(None, None, ACTIVE, remembered=3) == LocalChoice(None)
+
+
+@pytest.mark.parametrize("requested", ["4", "x", "99999999999999999999"])
+def test_a_bad_link_never_disturbs_the_acting_user(requested: str) -> None:
+    assert local_choice(requested, 8, ACTIVE) == LocalChoice(8)
+
+
+@pytest.mark.parametrize(
+    ("cookie", "user"),
+    [("3", 3), ("4", None), ("", None), (None, None), ("3; as=5", None), ("\u0663", None)],
+)
+def test_the_remembered_user_is_an_active_one_or_none(cookie: str | None, user: int | None) -> None:
+    assert remembered_user(cookie, ACTIVE) == user
 
 
 @pytest.mark.parametrize(

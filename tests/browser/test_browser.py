@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from tests.helpers.browser import chromium_page, streamlit_server, wait_idle
+from tests.helpers.browser import chromium_page, open_as, streamlit_server, wait_idle
 from tests.helpers.paths import ROOT
 
 pytestmark = pytest.mark.browser
@@ -58,7 +58,7 @@ def _pick(pg, label: str) -> None:  # type: ignore[no-untyped-def]
 
 def test_a_link_naming_an_unknown_user_is_refused_not_replaced(page) -> None:  # type: ignore[no-untyped-def]
     pg = page
-    pg.goto(pg.base + "/cases?case=1&as=999999")
+    open_as(pg, pg.base + "/cases?case=1&as=999999")
     wait_idle(pg)
     expect(pg.get_by_text("The link names user 999999")).to_be_visible()
     expect(pg.get_by_role("heading", name="Who is working?")).to_be_visible()
@@ -87,7 +87,7 @@ def test_open_the_app_switch_user_and_open_a_case(page) -> None:  # type: ignore
     expect(pg.get_by_role("heading", name="Cases")).to_be_visible()
     # the address keeps who is acting, so a link opened from it (a reload, a new tab) does too
     who = urllib.parse.parse_qs(urllib.parse.urlsplit(pg.url).query)["as"][0]
-    pg.goto(f"{pg.base}/cases?case=1&as={who}")
+    open_as(pg, f"{pg.base}/cases?case=1&as={who}")
     wait_idle(pg)
     expect(pg.locator("h3", has_text="Case CASE-001")).to_be_visible()
     expect(pg.get_by_text("Required claims")).to_be_visible()
@@ -117,7 +117,7 @@ def test_label_a_case_with_keyboard_shortcuts(page, demo_url: str) -> None:  # t
     target = cases.get_case(eng, key="CASE-080")
     assert target is not None
     ines = _user_id(demo_url, "ines.duarte@brightwave.example")
-    pg.goto(f"{pg.base}/label?case={target.id}&as={ines}")
+    open_as(pg, f"{pg.base}/label?case={target.id}&as={ines}")
     # every step waits for its rerun (expect), so a busy machine makes this slower, not red
     expect(pg.locator("strong", has_text="Case CASE-080")).to_be_visible(timeout=60_000)
     expect(pg.get_by_text("Page not found")).to_have_count(0)
@@ -154,7 +154,7 @@ def test_threshold_proposal_to_approval(page, demo_url: str) -> None:  # type: i
 
     pg = page
     omar = _user_id(demo_url, "omar.haddad@brightwave.example")
-    pg.goto(f"{pg.base}/thresholds?as={omar}")
+    open_as(pg, f"{pg.base}/thresholds?as={omar}")
     wait_idle(pg)
     pg.get_by_label("Rationale (goes into the change record)").fill(
         "Browser journey: keep the current thresholds but re-sign them with a new rationale."
@@ -166,7 +166,7 @@ def test_threshold_proposal_to_approval(page, demo_url: str) -> None:  # type: i
     newest = signoff.versions(eng, thresholds.KIND)[0]
     assert newest.author == "omar.haddad@brightwave.example" and newest.status == "pending"
     for email in ("paula.kim@brightwave.example", "chen.li@brightwave.example"):
-        pg.goto(f"{pg.base}/thresholds?as={_user_id(demo_url, email)}")
+        open_as(pg, f"{pg.base}/thresholds?as={_user_id(demo_url, email)}")
         wait_idle(pg)
         pg.get_by_role("tab", name="Sign-off").click()
         wait_idle(pg)

@@ -14,7 +14,7 @@ from playwright.sync_api import Page, expect
 from review.admin import users
 from review.cases import cases
 from storage.db import make_engine
-from tests.helpers.browser import chromium_page, streamlit_server, wait_idle
+from tests.helpers.browser import chromium_page, open_as, streamlit_server, wait_idle
 from tests.helpers.pages import page_table
 from tests.helpers.paths import ROOT
 
@@ -60,7 +60,7 @@ def test_a_deep_link_on_a_cold_server_opens_the_page_without_page_not_found(
 ) -> None:
     ines = _user_id(demo_url, "ines.duarte@brightwave.example")
     case = _case_id(demo_url, "CASE-001")
-    page.goto(f"{server}/cases?case={case}&as={ines}")
+    open_as(page, f"{server}/cases?case={case}&as={ines}")
     wait_idle(page)
     expect(page.locator("h3", has_text="Case CASE-001")).to_be_visible()
     expect(page.get_by_text("Page not found")).not_to_be_visible()
@@ -68,7 +68,7 @@ def test_a_deep_link_on_a_cold_server_opens_the_page_without_page_not_found(
     assert f"case={case}" in page.url
     # the home page answers at its own address, and the root opens it there, keeping `as`
     for address in ("/overview", "/"):
-        page.goto(f"{server}{address}?as={ines}")
+        open_as(page, f"{server}{address}?as={ines}")
         wait_idle(page)
         expect(page.locator("h1", has_text="Overview")).to_be_visible()
         expect(page.get_by_text("Page not found")).not_to_be_visible()
@@ -83,7 +83,7 @@ def test_the_sidebar_lists_the_persons_work_first_and_always_shows_the_page_they
 ) -> None:
     ines = _user_id(demo_url, "ines.duarte@brightwave.example")
     # the last page of the table, which is not an annotator's work
-    page.goto(f"{server}/review?as={ines}")
+    open_as(page, f"{server}/review?as={ines}")
     wait_idle(page)
     expect(page.get_by_role("heading", name="Monthly review", exact=True)).to_be_visible()
     links = page.locator("[data-testid='stSidebarNav'] [data-testid='stSidebarNavLink']")
@@ -95,7 +95,7 @@ def test_the_sidebar_lists_the_persons_work_first_and_always_shows_the_page_they
     expect(page.get_by_test_id("stSidebarNavViewButton")).not_to_be_visible()  # never "View more"
     # a page an annotator cannot use is not listed; its link says who uses it
     expect(links.filter(has_text="Traces")).to_have_count(0)
-    page.goto(f"{server}/traces?as={ines}")
+    open_as(page, f"{server}/traces?as={ines}")
     wait_idle(page)
     expect(page.get_by_text("Production traces are shown to reviewers")).to_be_visible()
     expect(page.get_by_text("Page not found")).not_to_be_visible()
@@ -103,11 +103,48 @@ def test_the_sidebar_lists_the_persons_work_first_and_always_shows_the_page_they
     expect(current).to_be_visible()
     # a reviewer's own work comes first for them
     ravi = _user_id(demo_url, "ravi.menon@brightwave.example")
-    page.goto(f"{server}/overview?as={ravi}")
+    open_as(page, f"{server}/overview?as={ravi}")
     wait_idle(page)
     expect(page.get_by_role("heading", name="Overview")).to_be_visible()
     expect(links).to_contain_text(["Overview", "Label", "Adjudicate", "Audit", "Monthly review"])
     expect(links.nth(2)).to_have_accessible_name("Adjudicate")
+
+
+def test_a_link_naming_someone_else_asks_before_the_browser_switches_user(
+    page: Page, server: str, demo_url: str
+) -> None:
+    """Issue 30, item 11: the browser acts as an annotator; the address bar is changed to
+    ``/admin?as=<admin>`` (a new session, as after a reload): the workbench asks before it
+    acts as the administrator, and the annotator can stay."""
+    ines = _user_id(demo_url, "ines.duarte@brightwave.example")
+    ada = _user_id(demo_url, "ada.admin@brightwave.example")
+    open_as(page, f"{server}/label?as={ines}")
+    wait_idle(page)
+    expect(page.get_by_role("combobox", name="Acting as")).to_have_value("Inés Duarte · annotator")
+    page.goto(f"{server}/admin?as={ada}")  # same browser: its cookie says Inés
+    wait_idle(page)
+    question = page.get_by_role("heading", name="Continue as Ada Okafor (admin)?")
+    expect(question).to_be_visible()
+    expect(page.get_by_role("combobox", name="Acting as")).to_have_count(0)
+    expect(page.get_by_role("heading", name="Admin", exact=True)).to_have_count(0)
+    page.get_by_role("button", name="Stay as Inés Duarte (annotator)").click()
+    wait_idle(page)
+    expect(page.get_by_role("combobox", name="Acting as")).to_have_value("Inés Duarte · annotator")
+    expect(page).to_have_url(re.compile(rf"as={ines}"))
+    # the same link again; this time the person says yes
+    page.goto(f"{server}/admin?as={ada}")
+    wait_idle(page)
+    expect(question).to_be_visible()
+    page.get_by_role("button", name="Continue as Ada Okafor (admin)").click()
+    wait_idle(page)
+    expect(page.get_by_role("combobox", name="Acting as")).to_have_value(
+        re.compile(r"^Ada Okafor · admin")
+    )
+    expect(page.get_by_role("heading", name="Admin", exact=True)).to_be_visible()
+    # a new browser (no cookie) opening a link still acts as the user it names
+    open_as(page, f"{server}/overview?as={ines}")
+    wait_idle(page)
+    expect(page.get_by_role("combobox", name="Acting as")).to_have_value("Inés Duarte · annotator")
 
 
 #: What a page says to someone whose roles do not include it.
@@ -129,7 +166,7 @@ def test_every_readme_link_opens_its_page_for_the_user_it_names(
         finally:
             eng.dispose()
         assert row.id == int(who), (url, row.id)
-        page.goto(url.replace("http://localhost:8501", server))
+        open_as(page, url.replace("http://localhost:8501", server))  # each in their own browser
         wait_idle(page)
         expect(page.get_by_role("heading", name=titles[path], exact=True)).to_be_visible()
         expect(page.get_by_text("Page not found")).not_to_be_visible()
@@ -157,7 +194,7 @@ def test_an_upload_over_the_limit_names_its_size_the_limit_and_the_command(
     page: Page, small_limit_server: str, demo_url: str
 ) -> None:
     ines = _user_id(demo_url, "ines.duarte@brightwave.example")
-    page.goto(f"{small_limit_server}/cases?as={ines}")
+    open_as(page, f"{small_limit_server}/cases?as={ines}")
     wait_idle(page)
     page.get_by_text("Import and export (canonical JSONL)").click()
     expect(
@@ -203,7 +240,7 @@ def test_an_import_shows_progress_and_two_downloads_in_a_row_both_work(
     good = dict(example, trace_id="nav-download-1")
     bad = dict(example, trace_id="nav-download-2", chunks="not a list")
     payload = (json.dumps(good) + "\n" + json.dumps(bad) + "\n").encode()
-    page.goto(f"{server}/traces?as={ada}")
+    open_as(page, f"{server}/traces?as={ada}")
     wait_idle(page)
     if not page.get_by_text("Skip bad lines (and report them)").is_visible():
         page.get_by_text("Import traces", exact=True).first.click()
@@ -222,7 +259,7 @@ def test_an_import_shows_progress_and_two_downloads_in_a_row_both_work(
     second = _download(page, button)
     assert first == second and b"nav-download-2" in first
     # the monthly report's two files one after the other (each made when clicked)
-    page.goto(f"{server}/review?as={ada}")
+    open_as(page, f"{server}/review?as={ada}")
     wait_idle(page)
     page.get_by_role("tab", name="Report").click()
     wait_idle(page)

@@ -17,7 +17,7 @@ from review.admin import users
 from review.labels import adjudication, labeling
 from review.monthly import reviews
 from storage.db import make_engine
-from tests.helpers.browser import chromium_page, streamlit_server, wait_idle
+from tests.helpers.browser import chromium_page, open_as, streamlit_server, wait_idle
 from tests.helpers.paths import ROOT
 
 pytestmark = pytest.mark.browser
@@ -56,7 +56,7 @@ def test_a_reviewer_adjudicates_a_disagreement_beside_its_evidence(page, demo_ur
     queue = adjudication.reviewer_queue(eng, users.to_actor(row), found, 200)
     assert len(queue.entries) >= 2
     first, second = queue.entries[0], queue.entries[1]
-    pg.goto(f"{pg.base}/adjudicate?as={row.id}")
+    open_as(pg, f"{pg.base}/adjudicate?as={row.id}")
     heading = pg.locator("h3", has_text=f"Case {first.key}")
     expect(heading).to_be_visible(timeout=60_000)
     # the evidence beside the labels
@@ -93,7 +93,7 @@ def test_a_new_month_opens_without_an_error_and_closing_needs_confirmation(  # t
 ) -> None:
     pg = page
     month = "2031-04"
-    pg.goto(f"{pg.base}/review?as={ravi_id(demo_url)}")
+    open_as(pg, f"{pg.base}/review?as={ravi_id(demo_url)}")
     expect(pg.get_by_role("heading", name="Monthly review")).to_be_visible(timeout=60_000)
     wait_idle(pg)
     pg.get_by_label("Open the review of month (YYYY-MM)").fill(month)

@@ -21,7 +21,7 @@ from review.core.taxonomy import load_taxonomy
 from review.policy import signoff
 from review.thresholds import signing, thresholds
 from storage.db import make_engine
-from tests.helpers.browser import chromium_page, streamlit_server, wait_idle
+from tests.helpers.browser import chromium_page, open_as, streamlit_server, wait_idle
 from tests.helpers.paths import ROOT
 
 pytestmark = pytest.mark.browser
@@ -69,7 +69,7 @@ def pg(server: str) -> Iterator[Page]:
 
 def _open_from_overview(pg: Page, base: str, who: int, number: int) -> None:
     """Overview's attention item for version ``number`` opens the Sign-off tab on it."""
-    pg.goto(f"{base}/?as={who}")
+    open_as(pg, f"{base}/?as={who}")
     wait_idle(pg)
     expect(pg.get_by_role("heading", name="Needs your attention")).to_be_visible(timeout=TIMEOUT)
     pg.get_by_role("link", name=f"Open Thresholds: version {number} on the Sign-off tab").click()
@@ -89,7 +89,7 @@ def test_a_change_that_fails_targets_is_approved_only_with_reasons(
     pg: Page, server: str, people: dict[str, int], demo_url: str
 ) -> None:
     # --- Paula proposes: with nothing proposed the page says so; her change fails targets
-    pg.goto(f"{server}/thresholds?as={people[PAULA]}")
+    open_as(pg, f"{server}/thresholds?as={people[PAULA]}")
     wait_idle(pg)
     expect(pg.get_by_text("Nothing is proposed: the sliders are at the thresholds")).to_be_visible(
         timeout=TIMEOUT
@@ -129,7 +129,7 @@ def test_a_change_that_fails_targets_is_approved_only_with_reasons(
     assert v.author == PAULA and v.status == "pending" and "refuse_below: 0.6" in v.yaml_text
     n = v.number
     # her Overview says it waits, for whom
-    pg.goto(f"{server}/?as={people[PAULA]}")
+    open_as(pg, f"{server}/?as={people[PAULA]}")
     wait_idle(pg)
     expect(
         pg.get_by_text(f"Your proposal v{n} (threshold change) waits for compliance and product")

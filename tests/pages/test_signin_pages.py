@@ -111,3 +111,48 @@ def test_local_mode_on_the_loopback_address_does_not_warn(
     assert config.get_option("server.address") == "127.0.0.1"  # the shipped config
     at = app(demo_url, monkeypatch, ADA).run()
     assert not _network_warnings(at)
+
+
+def test_a_link_naming_someone_else_asks_before_switching(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 30, item 11: a session acting as an annotator that follows ``/admin?as=<admin>``
+    is asked "Continue as Ada Okafor (admin)?" and keeps acting as the annotator until the
+    person says yes."""
+    ids = _names(demo_engine)
+    at = app(demo_url, monkeypatch, INES).run()
+    assert at.session_state[ACTOR_KEY].email == INES
+    at.query_params["as"] = str(ids[ADA])
+    at.run()
+    no_exception(at)
+    assert [readable(h) for h in at.subheader] == ["Continue as Ada Okafor (admin)?"]
+    assert ACTOR_KEY not in at.session_state or at.session_state[ACTOR_KEY].email == INES
+    assert not at.sidebar.selectbox  # no page, no "Acting as": only the question
+    # "Stay": still the annotator, the address names her again
+    stay = next(b for b in at.button if readable(b.label).startswith("Stay as"))
+    stay.click().run()
+    no_exception(at)
+    assert at.session_state[ACTOR_KEY].email == INES
+    assert at.query_params["as"] == str(ids[INES])
+    # the same link again, and this time "Continue"
+    at.query_params["as"] = str(ids[ADA])
+    at.run()
+    go = next(b for b in at.button if readable(b.label) == "Continue as Ada Okafor (admin)")
+    go.click().run()
+    no_exception(at)
+    assert at.session_state[ACTOR_KEY].email == ADA
+    assert at.query_params["as"] == str(ids[ADA])
+
+
+def test_switching_in_the_sidebar_is_not_taken_for_a_link(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ids = _names(demo_engine)
+    at = app(demo_url, monkeypatch, INES).run()
+    pick = at.sidebar.selectbox[0]
+    ada = next(o for o in pick.options if o.startswith("Ada Okafor"))
+    pick.set_value(ada).run()
+    no_exception(at)
+    assert at.session_state[ACTOR_KEY].email == ADA
+    assert at.query_params["as"] == str(ids[ADA])
+    assert "Continue as" not in " ".join(readable(h) for h in at.subheader)
