@@ -13,9 +13,13 @@ into one number:
 - **freshness**: every covered claim has a current supporting passage: not superseded (when
   the policy counts superseded versions as stale), in force on ``as_of`` and no older than
   ``max_age_days``;
-- **agreement**: no more than ``max_contradictions`` unresolved contradictions between
-  answer-bearing passages (a contradiction with a superseded passage is settled by the
-  supersession when superseded versions are stale).
+- **agreement**: no more than ``max_contradictions`` unresolved contradictions. Every listed
+  pair with an answer-bearing side counts, whether the other side supports a claim or only
+  refutes one, and whether or not the user may read it: a source hidden from the asker that
+  contradicts the answer still blocks it. The one precedence rule the gate knows is
+  supersession: when the policy counts superseded versions as stale, a pair with a superseded
+  side is settled (the side still in force controls). A pair where neither side is
+  answer-bearing does not concern the question; a pair listed twice counts once.
 
 An answer is authorised only when every predicate holds *and* every covered claim has one
 passage that is at once allowed, current and strong enough (two half-good passages do not make
@@ -26,20 +30,30 @@ reason code. The state lists every failed predicate's reason code (taxonomy code
 
 Fail closed: a signal the gate needs and did not get (no required claims; a supporting
 passage's ``support_score`` missing, NaN, infinite or outside 0..1; its ``allowed``,
-``superseded`` or ``effective_date`` missing; ``as_of`` missing when a date rule needs it) makes
-the state the non-answer the policy names (``on_missing_signal``: abstain or escalate) with
-reason code ``signal_missing`` and the fields named in ``missing_signals``. A malformed input
-(wrong types, unknown fields or ids) is not a state at all: :func:`parse_input` refuses it
-naming the field.
+``superseded`` or ``effective_date`` missing; ``as_of`` missing when a date rule needs it; under
+a policy that counts superseded versions as stale, ``superseded`` missing on any passage of a
+pair with an answer-bearing side, since without it the gate cannot tell whether supersession
+settles the pair) makes the state the non-answer the policy names (``on_missing_signal``:
+abstain or escalate) with reason code ``signal_missing`` and the fields named in
+``missing_signals``. A passage that only refutes needs no ``allowed``: it blocks whether or not
+the user may read it, and one whose access was not logged is never named (see below). A
+malformed input (wrong types, unknown fields or ids) is not a state at all: :func:`parse_input`
+refuses it naming the field.
 
-Restricted content: a passage that is not allowed is never listed as support and its text
-never reaches the state's answer.
+Restricted content: no field of a state carries the id, source or text of a passage the user
+may not see (``allowed`` false, or not logged: unknown access is treated as no access). Such a
+passage is never listed as support; a next step about a conflict names only the passages the
+user may see and says that a source it does not name disagrees; and a generator's draft that
+names or quotes such a passage (a string that no passage the user may see also holds) is not
+released: the state abstains with ``source_not_allowed``. Field paths in ``missing_signals``
+locate a passage by its position only.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Final, Literal
@@ -94,6 +108,23 @@ NEXT_STEP: Final[dict[str, str]] = {
     "support_below_threshold": "Say the evidence is too weak to answer; check retrieval or "
     "the verifier for {claims}.",
 }
+#: The conflict step when a side of a conflict may not be shown to the user: the sources the
+#: user may see are named, the others only said to exist (never named, counted or quoted).
+CONFLICT_PARTLY_HIDDEN: Final = (
+    "Show the conflicting sources the user may see ({conflicts}) and say that a source they "
+    "cannot see disagrees, without naming or quoting it; ask the source owner which one "
+    "controls, or apply a documented precedence rule."
+)
+CONFLICT_HIDDEN: Final = (
+    "Say the sources do not agree on this, without naming or quoting them (the user may not "
+    "see them); ask the source owner which one controls, or apply a documented precedence rule."
+)
+#: The step when every predicate held but the generator's draft names or quotes a source the
+#: user may not see.
+DRAFT_NAMES_HIDDEN: Final = (
+    "Do not send the draft answer: it names or quotes a source the user may not see. Answer "
+    "again from the supporting passages ({supporting}) only."
+)
 
 MAX_CLAIMS: Final = 200
 MAX_PASSAGES: Final = 2_000
@@ -299,7 +330,89 @@ def _missing_signals(inp: EvidenceInput, g: EvidenceGatePolicy) -> dict[str, str
             found[f"passages.{i}.effective_date"] = "not logged"
         if inp.as_of is None and dated:
             found["as_of"] = "not logged (max_age_days needs the date the question is about)"
+    if g.superseded == "stale":
+        # Whether supersession settles a contradiction depends on both sides' flag, so a
+        # passage that only refutes a supporting one must log it too.
+        index = {p.id: i for i, p in enumerate(inp.passages)}
+        bearing = _bearing_ids(inp)
+        for pair in inp.contradictions:
+            if not bearing.intersection(pair):
+                continue
+            for pid in pair:
+                i = index[pid]
+                key = f"passages.{i}.superseded"
+                if inp.passages[i].superseded is None and key not in found:
+                    found[key] = "not logged (it is part of a contradiction with evidence)"
     return found
+
+
+def _bearing_ids(inp: EvidenceInput) -> set[str]:
+    """Ids of the passages that support a required claim."""
+    claims = {c.id for c in inp.required_claims}
+    return {p.id for p in inp.passages if claims.intersection(p.supports)}
+
+
+def _unresolved(inp: EvidenceInput, g: EvidenceGatePolicy) -> list[tuple[str, str]]:
+    """The listed contradictions the agreement predicate counts, each once, in input order:
+    those with an answer-bearing side that supersession does not settle (see the module)."""
+    bearing = _bearing_ids(inp)
+    by_id = {p.id: p for p in inp.passages}
+    seen: set[frozenset[str]] = set()
+    out: list[tuple[str, str]] = []
+    for a, b in (tuple(pair) for pair in inp.contradictions):
+        key = frozenset((a, b))
+        if key in seen or not bearing.intersection(key):
+            continue
+        seen.add(key)
+        if g.superseded == "stale" and (by_id[a].superseded or by_id[b].superseded):
+            continue  # the side still in force controls
+        out.append((a, b))
+    return out
+
+
+def _conflict_step(conflicts: list[tuple[str, str]], by_id: dict[str, PassageIn]) -> str:
+    """The next step for unresolved conflicts, naming only passages the user may see."""
+    shown: list[str] = []
+    hidden = False
+    for pair in conflicts:
+        visible = [pid for pid in pair if by_id[pid].allowed is True]
+        hidden = hidden or len(visible) < len(pair)
+        if visible:
+            text = "/".join(visible)
+            if text not in shown:
+                shown.append(text)
+    if not hidden:
+        return NEXT_STEP["conflicting_evidence"].format(conflicts=", ".join(shown))
+    if not shown:
+        return CONFLICT_HIDDEN
+    return CONFLICT_PARTLY_HIDDEN.format(conflicts=", ".join(shown))
+
+
+def _plain(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def _names_hidden(draft: str, inp: EvidenceInput) -> bool:
+    """Whether ``draft`` names (as a whole token) or quotes a passage the user may not see,
+    by id, source or text; a string that a passage the user may see also holds is no secret."""
+    said = _plain(draft)
+    if not said:
+        return False
+    visible = [p for p in inp.passages if p.allowed is True]
+    known = "\n".join(_plain(x) for p in visible for x in (p.id, p.source, p.text))
+    for p in inp.passages:
+        if p.allowed is True:
+            continue
+        text = _plain(p.text)
+        if text and text in said and text not in known:
+            return True
+        for name in (p.id, p.source):
+            token = _plain(name)
+            if not token or token in known:
+                continue
+            if re.search(rf"(?<!\w){re.escape(token)}(?!\w)", said):
+                return True
+    return False
 
 
 def _current(p: PassageIn, inp: EvidenceInput, g: EvidenceGatePolicy) -> bool:
@@ -320,6 +433,10 @@ def _extractive_answer(chosen: list[PassageIn]) -> str:
 def decide_evidence(inp: EvidenceInput, policy: NoAnswerPolicy) -> EvidenceState:
     """The evidence gate's state for one input (see the module)."""
     g = gate_policy(policy)
+    known = {p.id for p in inp.passages}
+    for i, pair in enumerate(inp.contradictions):
+        if len(pair) != 2 or not known.issuperset(pair):
+            raise InputError(f"{inp.id}: field contradictions.{i}: not a pair of passage ids")
     missing = _missing_signals(inp, g)
     claim_ids = [c.id for c in inp.required_claims]
     if missing:
@@ -350,13 +467,7 @@ def decide_evidence(inp: EvidenceInput, policy: NoAnswerPolicy) -> EvidenceState
     weak = [c for c in covered if not any(strong(p) for p in supporters[c])]
     barred = [c for c in covered if not any(p.allowed for p in supporters[c])]
     stale = [c for c in covered if not any(_current(p, inp, g) for p in supporters[c])]
-    settled_by = {p.id for p in bearing if not _current(p, inp, g) and p.superseded}
-    bearing_ids = {p.id for p in bearing}
-    conflicts = [
-        pair
-        for pair in inp.contradictions
-        if set(pair) <= bearing_ids and not (set(pair) & settled_by)
-    ]
+    conflicts = _unresolved(inp, g)
     failed = {
         "answer_bearing_evidence": not bearing,
         "claim_coverage": len(covered) / len(claim_ids) < g.required_coverage,
@@ -384,6 +495,19 @@ def decide_evidence(inp: EvidenceInput, policy: NoAnswerPolicy) -> EvidenceState
     reasons = [REASON_OF_PREDICATE[p] for p in PREDICATES if failed[p]]
     supporting = sorted({p.id for p in chosen.values()}, key=[p.id for p in inp.passages].index)
     predicates = {p: "fail" if failed[p] else "pass" for p in PREDICATES}
+    if not reasons and inp.answer is not None and _names_hidden(inp.answer, inp):
+        predicates["source_policy"] = "fail"
+        return EvidenceState(
+            id=inp.id,
+            status="abstain",
+            answer="",
+            supporting_passage_ids=supporting,
+            missing_claims=[c for c in claim_ids if c not in chosen],
+            reason_codes=[REASON_OF_PREDICATE["source_policy"]],
+            next_step=DRAFT_NAMES_HIDDEN.format(supporting=", ".join(supporting)),
+            rule="source_policy",
+            predicates=predicates,
+        )
     if not reasons:
         ordered = [p for p in inp.passages if p.id in set(supporting)]
         return EvidenceState(
@@ -399,12 +523,13 @@ def decide_evidence(inp: EvidenceInput, policy: NoAnswerPolicy) -> EvidenceState
         )
     first = next(r for r in NEXT_STEP if r in reasons)
     unsupported = [c for c in claim_ids if c not in chosen]
-    step = NEXT_STEP[first].format(
-        missing="",
-        conflicts=", ".join("/".join(pair) for pair in conflicts),
-        claims=", ".join(stale or weak or unsupported),
-        missing_claims=", ".join(uncovered),
-    )
+    if first == "conflicting_evidence":
+        step = _conflict_step(conflicts, {p.id: p for p in inp.passages})
+    else:
+        step = NEXT_STEP[first].format(
+            claims=", ".join(stale or weak or unsupported),
+            missing_claims=", ".join(uncovered),
+        )
     return EvidenceState(
         id=inp.id,
         status="abstain",

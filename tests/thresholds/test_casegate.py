@@ -4,6 +4,7 @@ reviewer, decided by the same code as `workbench decide` with the policy in forc
 from __future__ import annotations
 
 import datetime as dt
+import json
 
 import pytest
 from sqlalchemy import Engine
@@ -109,3 +110,26 @@ def test_bad_input_is_named(demo_engine: Engine) -> None:
     rows[0]["supports"] = "c9"
     with pytest.raises(InputError, match="c9"):
         casegate.input_from_rows(inp, rows)
+
+
+def test_a_restricted_document_that_contradicts_blocks_without_being_named(
+    demo_engine: Engine,
+) -> None:
+    pif = thresholds.in_force(demo_engine)
+    inp = casegate.case_input(demo_engine, PO, "CASE-045")
+    memo = next(p for p in inp.passages if p.id.startswith("MEMO-PRICING-2026"))
+    plans = next(p for p in inp.passages if p.id.startswith("PROD-PLANS"))
+    assert memo.allowed is False and plans.allowed is True
+    # the reviewer says the public plans page supports the claim and the memo contradicts it
+    rows = _rows(inp, **{memo.id: 0.95, plans.id: 0.9})
+    for r in rows:
+        r["supports"] = "c1" if r["id"] == plans.id else ""
+    for memo_supports in ("", "c1"):  # the memo refutes only, or states a rival value
+        rows[[r["id"] for r in rows].index(memo.id)]["supports"] = memo_supports
+        done = casegate.input_from_rows(
+            inp, rows, casegate.parse_pairs(f"{plans.id} | {memo.id}"), as_of=dt.date(2025, 9, 1)
+        )
+        state = casegate.decide_case(done, pif.policy)
+        assert state.status == "abstain" and state.reason_codes == ["conflicting_evidence"]
+        assert f"({plans.id})" in state.next_step
+        assert "MEMO" not in json.dumps(state.as_json()) and casegate.HIDDEN not in state.next_step
