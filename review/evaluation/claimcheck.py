@@ -52,9 +52,10 @@ fees"), and values inside a range a claim states ("15 USD" against "from 14 to 1
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
+from functools import lru_cache
 from itertools import combinations
 from typing import Final, Literal, NamedTuple
 
@@ -144,9 +145,10 @@ _CURRENCY_RE: Final = re.compile(r"(?:(?<![a-z])(?:eur|usd|gbp)|us\s?\$|[€$£]
 _NUMBER_AT: Final = re.compile(rf"(?<![\w.,]){_NUMBER}(?![\w])|(?<![\w.,]){_DIGITS}", re.I)
 # "a week", "an hour": one of a unit, only after a word that introduces a duration
 _ONE_UNIT: Final = re.compile(
-    r"\b(within|in|for|after|than|under|over|least|most|about|around|only|just)"
-    r"\s+(?:a|an)\s+(fortnight|week|day|month|year|hour|minute)\b"
-    r"|\b(a)\s+(fortnight)\b",
+    r"\ban?\s+(fortnight|week|day|month|year|hour|minute)\b", re.IGNORECASE
+)
+_ONE_UNIT_AFTER: Final = re.compile(
+    r"\b(?:within|in|for|after|than|under|over|least|most|about|around|only|just)\s+$",
     re.IGNORECASE,
 )
 _RATE_BEFORE: Final = re.compile(r"\b(?:once|twice|times|per|each|every)\s*$", re.IGNORECASE)
@@ -207,9 +209,6 @@ class Figure:
         if len(self.readings) == 1 and self.readings[0][0] == self.readings[0][1]:
             return self.readings[0][0]
         return None
-
-    def contains(self, v: Decimal) -> bool:
-        return any(lo <= v <= hi for lo, hi in self.readings)
 
     def overlaps(self, lo: Decimal, hi: Decimal) -> bool:
         return any(a <= hi and lo <= b for a, b in self.readings)
@@ -284,6 +283,7 @@ def _readings(text: str) -> tuple[Decimal, ...]:
     return () if v is None else (v,)
 
 
+@lru_cache(maxsize=256)
 def _unit_of(spelling: str) -> tuple[str, int]:
     low = re.sub(r"\s+", " ", spelling.lower())
     for pattern, key, factor in _UNITS:
@@ -311,6 +311,21 @@ def _role(text: str, start: int, end: int, more: bool) -> Role:
 
 def _scaled(values: tuple[Decimal, ...], factor: int) -> tuple[Decimal, ...]:
     return tuple((v * factor).normalize() for v in values)
+
+
+_NUMBER_WORDS: Final = frozenset({*_ONES, *_TENS, "a", "an", "hundred", "thousand"})
+# where a number can start: a digit, or a number word, not glued to a word or a decimal
+_NUMBER_START: Final = re.compile(rf"(?<![\w.,])(?:\d|(?:{_alt(_NUMBER_WORDS)})\b)", re.I)
+
+
+def _numbers(text: str, start: int = 0, stop: int | None = None) -> Iterator[re.Match[str]]:
+    """The numbers in ``text[start:stop]``, digits or words. The full pattern is tried only
+    where a number can start (at every position it is several times slower)."""
+    end = len(text) if stop is None else stop
+    for at in _NUMBER_START.finditer(text, start, end):
+        m = _NUMBER_AT.match(text, at.start(), end)
+        if m is not None:
+            yield m
 
 
 class _Num(NamedTuple):
@@ -348,13 +363,14 @@ def figures(text: str) -> list[Figure]:
     text = text[:MAX_CHARS]
     out: list[Figure] = []
     pos = 0
-    while len(out) < MAX_FIGURES:
-        m = _NUMBER_AT.search(text, pos)
-        if m is None:
+    for m in _numbers(text):
+        if len(out) >= MAX_FIGURES:
             break
         start = m.start()
-        before = _CURRENCY_BEFORE.search(text[max(0, start - 5) : start])
-        currency = None if before is None else _unit_of(before.group(0).strip())
+        if start < pos:
+            continue
+        code = _CURRENCY_BEFORE.search(text[max(0, start - 5) : start])
+        currency = None if code is None else _unit_of(code.group(0).strip())
         numbers, ranges = _chain(text, m, None if currency is None else currency[0])
         u = _UNIT_AFTER.match(text, numbers[-1].end)
         end = numbers[-1].end
@@ -394,14 +410,17 @@ def figures(text: str) -> list[Figure]:
     for m in _ONE_UNIT.finditer(text):
         if len(out) >= MAX_FIGURES:
             break
-        word = 2 if m.group(2) else 4
-        if m.start(word) in taken or _RATE_BEFORE.search(text[max(0, m.start() - 12) : m.start()]):
-            continue  # "once in a month" is a rate, not a duration
-        taken.add(m.start(word))
-        unit, factor = _unit_of(m.group(word))
+        before = text[max(0, m.start() - 20) : m.start()]
+        lead = _ONE_UNIT_AFTER.search(before)
+        if m.start(1) in taken or (lead is None and m.group(1).lower() != "fortnight"):
+            continue  # "allow a day", "the end of a month": no duration is stated
+        if _RATE_BEFORE.search(before if lead is None else before[: lead.start()]):
+            continue  # "once in a month", "once a fortnight": a rate, not a duration
+        taken.add(m.start(1))
+        unit, factor = _unit_of(m.group(1))
         v = Decimal(factor)
-        role = _role(text, m.start(word), m.end(), False)
-        out.append(Figure(unit, ((v, v),), role, m.start(word), m.end()))
+        role = _role(text, m.start(1), m.end(), False)
+        out.append(Figure(unit, ((v, v),), role, m.start(1), m.end()))
     return _merge_ranges(text, sorted(out, key=lambda f: f.start))
 
 
@@ -447,7 +466,7 @@ def _elided(text: str, found: Sequence[Figure]) -> dict[str, set[Decimal]]:
         inside = [f for f in found if start <= f.start < stop]
         if inside:
             units = {f.unit for f in inside}
-            for m in _NUMBER_AT.finditer(text, start, stop):
+            for m in _numbers(text, start, stop):
                 if any(f.start <= m.start() < f.end for f in inside):
                     continue
                 for v in _readings(m.group(0)):
@@ -523,6 +542,12 @@ def _sums(said: Sequence[Figure], bare: Iterable[Decimal] = ()) -> dict[Decimal,
     return totals
 
 
+@lru_cache(maxsize=1024)
+def _claim_figures(claim: str) -> tuple[Figure, ...]:
+    """A case's claims are read once for all the outputs of a run."""
+    return tuple(figures(claim))
+
+
 def contradictions(answer: str, claims: Iterable[str]) -> list[Contradiction]:
     """The required claims whose figures the answer contradicts (see the module text). A
     figure another claim of the case states is never foreign, and an answer stating the
@@ -533,10 +558,10 @@ def contradictions(answer: str, claims: Iterable[str]) -> list[Contradiction]:
     claimed: list[tuple[str, list[Figure]]] = []
     known: dict[str, list[tuple[Decimal, Decimal]]] = {}
     for claim in claims:
-        fs = figures(claim)
-        for f in fs:
+        named = _claim_figures(claim)
+        for f in named:
             known.setdefault(f.unit, []).extend(f.readings)
-        claimed.append((claim, [f for f in fs if f.role != "negated"]))
+        claimed.append((claim, [f for f in named if f.role != "negated"]))
     said: dict[str, list[Figure]] = {}
     found = figures(answer)
     for f in found:
