@@ -32,9 +32,11 @@ table); a broader variant has its own name. As k / n, with "gold" the agreed exp
   non-answer outputs (it should be 0);
 - answers contradicting a required claim: answers stating a figure (days, hours, percent,
   an amount, ...) that no required claim of the case states, where a claim states another
-  value with that unit (review.evaluation.claimcheck; a lower bound on contradictions, as
-  only stated quantities are compared) / all answers. Such an answer is not acceptable
-  (``answer_ok`` is false), so it also lowers the supported-answer rate and scores -1;
+  value with that unit; countdowns, elapsed times, ranges holding the claim's value and
+  parts adding up to it are not contradictions (review.evaluation.claimcheck; a lower bound
+  on contradictions, as only stated quantities are compared) / all answers. Such an answer
+  is not acceptable (``answer_ok`` is false), so it also lowers the supported-answer rate
+  and scores -1;
 - CRAG score: mean of +1 (acceptable answer, ``answer_ok``), 0 (no answer), -1 (any other
   answer, and a refusal that makes a substantive claim).
 
