@@ -17,6 +17,7 @@ from sqlalchemy import Engine, text
 
 from review.cli.main import main
 from review.core.identity import SYSTEM
+from review.core.taxonomy import Taxonomy
 from review.policy import chain, signoff
 from review.thresholds import thresholds
 from tests.helpers.pages import PAULA, no_exception, page_app, readable
@@ -159,3 +160,25 @@ def test_an_emptied_record_shows_the_banner_on_the_pages(
     assert "the audit log records" in banner and "no longer holds" in banner, banner
     assert "no no-answer policy is served" in banner
     assert "no refusal wording is served" in banner
+
+
+def test_a_demo_built_with_a_signing_key_adopts_it_on_the_empty_record(
+    engine: Engine, tax: Taxonomy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a key, only a sealed record verifies, so the demo builder adopts the key on its
+    empty record first (audited, as the command line would) and every demo signature is
+    keyed."""
+    from review.demo import fixtures
+
+    monkeypatch.setenv(chain.ENV_KEY, "the demo's key")
+    fixtures.build_demo(engine, tax, variants=False, with_traces=False)
+    signoff.clear_chain_cache()
+    assert signoff.verify_chain(engine) == []
+    status = signoff.check_afresh(engine)
+    assert status.seal is not None and status.seal.adopted_count == 0
+    assert status.plain == () and len(status.keyed) == status.count > 0
+    with engine.connect() as c:
+        adopted = c.execute(
+            text("select actor from audit_log where action = 'adopt_signing_key'")
+        ).all()
+    assert [a for (a,) in adopted] == ["demo-data"]
