@@ -114,6 +114,7 @@ ALLOWED: dict[str, frozenset[Role]] = {
     "monthly.reviews.open_session": MONTHLY_REVIEW,
     "monthly.reviews.store_validation": MONTHLY_REVIEW,
     "monthly.reviews.update_session": MONTHLY_REVIEW,
+    "policy.signoff.adopt_signing_key": ADMINS,
     "policy.signoff.propose": POLICY,
     "policy.signoff.sign": POLICY,
     "cases.splits.apply": CASE_EDITORS,
@@ -153,6 +154,7 @@ NO_ACTOR: dict[str, str] = {
     "cli.main.import_run_cmd": "command line, acting as the CLI admin",
     "cli.main.import_judge_cmd": "command line, acting as the CLI admin",
     "cli.main.evaluate_cmd": "command line, acting as the CLI admin",
+    "cli.main.adopt_signing_key_cmd": "command line, acting as the CLI admin",
     "cli.tracecli.import_traces_cmd": "command line, acting as the CLI admin",
     "cli.tracecli.purge_cmd": "command line, acting as the CLI admin",
     "cli.tracecli.rebuild_rollup_cmd": "command line, acting as the CLI admin",
@@ -449,6 +451,7 @@ CALLS: dict[str, Callable[[Ctx, Actor], object]] = {
     "monthly.reviews.update_session": lambda c, a: reviews.update_session(
         c.engine, a, c.ids["session"], c.ids["session_version"], attendees=["x"], summary="s"
     ),
+    "policy.signoff.adopt_signing_key": lambda c, a: signoff.adopt_signing_key(c.engine, a),
     "policy.signoff.propose": lambda c, a: signoff.propose(
         c.engine, a, thresholds.KIND, _policy_text(c), "access test"
     ),

@@ -385,40 +385,88 @@ def gate_cmd(policy_file: Path, run_file: Path, baseline_file: Path | None, spli
     default=None,
     metavar="HASH",
     help="A chain head recorded elsewhere (an exported policy carries it): exit 1 unless the "
-    "stored chain head is the same.",
+    "stored record still holds it (signatures added since are fine; a record rewritten or cut "
+    "back before it is not).",
 )
 def verify_signoffs_cmd(expected_head: str | None) -> None:
-    """Check the hash chain of every sign-off; exit 1 if a row was altered or deleted.
+    """Check the hash chain of every sign-off; exit 1 if a row was altered, added or deleted.
 
-    Uses the signing key in WORKBENCH_SIGNING_KEY when the deployment has one (keyed rows
-    cannot be checked without it). Without a key the chain detects edits, not a complete
-    rewrite by someone with write access to the database: compare with a head recorded
-    elsewhere (--head) for that."""
+    With the signing key in WORKBENCH_SIGNING_KEY, the record must carry the key's seal
+    (`workbench adopt-signing-key`), and plain rows verify only when the seal covers them; the
+    output says which rows are keyed and which are not. Signatures the audit log recorded
+    must all be stored, with the hash logged. Without a key the chain detects edits, not a
+    complete rewrite of the record and the audit log: compare with a head recorded elsewhere
+    (--head) for that."""
     from review.policy import chain, signoff
 
     engine = open_engine()
-    problems = signoff.verify_chain(engine)
-    head, count = signoff.chain_head(engine)
-    unchecked = [p for p in problems if "cannot be checked" in p]
+    key = chain.signing_key()
+    status = signoff.check_afresh(engine)
+    problems = list(status.problems) + signoff.text_findings(engine)
     for p in problems:
-        click.echo(f"{'UNCHECKED' if p in unchecked else 'TAMPERED'}: {p}")
-    click.echo(
-        f"chain head {head} ({count} signature(s); "
-        + ("keyed with the signing key" if chain.signing_key() else "no signing key")
-        + ")"
-    )
-    recorded = expected_head.strip().lower() if expected_head is not None else None
-    mismatch = recorded is not None and recorded != head
-    if mismatch:
-        click.echo(
-            f"HEAD MISMATCH: the recorded head {recorded} is not the stored one: "
-            "the chain was rewritten, cut back or extended since it was recorded"
-        )
+        if p in status.unchecked:
+            label = "UNCHECKED"
+        elif p in status.shrunk:
+            label = "SHRUNK"
+        elif p.startswith("the sign-off record is not sealed"):
+            label = "UNSEALED"
+        else:
+            label = "TAMPERED"
+        click.echo(f"{label}: {p}")
+    for line in chain.describe(status, key):
+        click.echo(line)
+    click.echo(f"chain head {status.head} ({status.count} signature(s) stored)")
+    mismatch = False
+    if expected_head is not None:
+        ok, why = signoff.recorded_head(engine, expected_head)
+        click.echo(why)
+        mismatch = not ok
     if problems or mismatch:
         sys.exit(1)
     click.echo(
         "sign-off chain intact"
-        + (" and its head is the recorded one" if expected_head is not None else "")
+        + (" and sealed with the signing key" if key is not None else " (no signing key)")
+        + (" and it holds the recorded head" if expected_head is not None else "")
+    )
+
+
+@main.command("adopt-signing-key")
+@click.option(
+    "--head",
+    "expected_head",
+    default=None,
+    metavar="HASH",
+    help="A chain head recorded elsewhere: refuse unless the record still holds it.",
+)
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+def adopt_signing_key_cmd(expected_head: str | None, yes: bool) -> None:
+    """Seal the sign-off record as it stands with the signing key in WORKBENCH_SIGNING_KEY.
+
+    With a key configured, only a record sealed with it verifies. This checks the record
+    first (every row, the head, the audit log's signatures, the policy texts, and --head when
+    given), then seals it: its plain rows are vouched for by the key from now on, and every
+    new signature is keyed. Written to the audit log. Adopt only a record you trust."""
+    from review.policy import chain, signoff
+
+    engine = open_engine()
+    key = chain.signing_key()
+    status = signoff.check_afresh(engine)
+    sealed = status.seal is not None and not status.seal.legacy and not status.problems
+    if not yes and key is not None and not sealed:
+        click.echo(
+            f"This seals the sign-off record with the signing key {chain.alg_for(key)}: "
+            f"{status.count} signature(s) ({len(status.plain)} plain, {len(status.keyed)} keyed), "
+            f"head {status.head}. The key then vouches for them."
+        )
+        click.confirm("Adopt the signing key on this record?", abort=True)
+    done = signoff.adopt_signing_key(engine, cli_actor(), expected_head=expected_head)
+    if done.already:
+        click.echo(f"the record is already sealed with this signing key ({done.alg})")
+        return
+    click.echo(
+        f"the signing key {done.alg} now seals the sign-off record: {done.count} signature(s) "
+        f"({done.plain} plain, {done.keyed} keyed), head {done.head}. Every new signature is "
+        "keyed; with the key configured, a record without this seal does not verify."
     )
 
 

@@ -25,7 +25,7 @@ from review.demo.files import DEMO_CASE_BATCH, DEMO_CASES, DEMO_DOCS
 from review.demo.people import DEMO_ACTOR, DEMO_USERS, demo_actor
 from review.evaluation import evalruns, execution, refpipeline
 from review.labels import labeling
-from review.policy import signoff
+from review.policy import chain, signoff
 from review.thresholds import thresholds
 from review.thresholds.thresholds import configured_pipeline
 from review.traces import importer
@@ -128,6 +128,11 @@ def build_demo(
         return n
 
     users = run_write(engine, add_users)
+    if chain.signing_key() is not None and signoff.chain_head(engine)[1] == 0:
+        # a deployment with a signing key seals its empty sign-off record before anything is
+        # signed (an audited adoption, as the command line would do; refused on a record that
+        # lost signatures the audit log recorded)
+        signoff.adopt_signing_key(engine, DEMO_ACTOR)
     docs, files = corpus.read_files([DEMO_DOCS], tax)
     doc_report = corpus.import_documents(engine, DEMO_ACTOR, docs, files, source="demo data")
     with DEMO_CASES.open(encoding="utf-8") as fh:

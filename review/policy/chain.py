@@ -16,19 +16,28 @@ recorded per row (``signoffs.chain_format``):
 **No silent downgrade.** The format only moves forward: a format-1 row after a format-2 row
 is reported, and so is a plain row after a keyed one (with or without the key). Both facts
 sit in the hashed payload of a format-2 row, so turning such a row into a format-1 or plain
-row means recomputing its hash and every later one; with a key, that fails on the later
-keyed rows and on the key-sealed chain head. Rewriting *every* row from the first keyed one
-on as plain rows (and dropping the head's seal) leaves a chain that looks like one that
-never used the key: only a chain head recorded elsewhere (``workbench verify-signoffs
---head``) catches that, as it catches a complete rewrite without a key.
+row means recomputing its hash and every later one.
 
 **The signing key.** When the deployment provides one (``WORKBENCH_SIGNING_KEY``, or the
 ``[signing] key`` of the Streamlit secrets, which the pages pass in with
 :func:`set_signing_key`), new rows are hashed with HMAC-SHA256 under that key and record
-``hmac-sha256:<key id>``; the key id is an HMAC of a fixed label, not the key. Without the
-key such rows "cannot be checked", which is not the same as tampered, but they are not
-verified either, so nothing they approved is served. Key rotation is not supported: a
-chain keeps the key it started with.
+``hmac-sha256:<key id>``; the key id is an HMAC of a fixed label, not the key. The chain head
+then carries the key's *seal*: an HMAC over the number of signatures, the last hash and what
+the key adopted. With a key configured, a record verifies only when the head carries a valid
+seal of that key: a missing seal, a seal of another key, or a seal that does not match the
+stored head fails, and so does a plain row the seal does not cover. Plain rows are covered
+only when the key holder adopted them (``workbench adopt-signing-key``: an explicit, audited
+step that checks the record and seals it as it stands). So someone with write access to the
+database alone cannot recompute the record as plain rows, drop the seal, or cut rows off.
+Without the key, keyed rows "cannot be checked", which is not the same as tampered, but they
+are not verified either, so nothing they approved is served. Key rotation is not supported:
+a chain keeps the key it started with.
+
+**Anchors for the record's length.** Besides the seal, every signature is written to the
+audit log with its id and hash in the same transaction: a stored row whose hash is not the
+one logged, or a logged signature missing from the record, fails the check. And the head is
+printed in every exported policy file, to compare later with ``workbench verify-signoffs
+--head``. A record shorter than an anchor says is *shrunk*: nothing is served from it.
 """
 
 from __future__ import annotations
@@ -38,7 +47,7 @@ import hashlib
 import hmac
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -159,9 +168,135 @@ def row_hash(prev: str, fields: Mapping[str, Any], alg: str, key: bytes | None) 
 
 
 def head_mac(key: bytes, count: int, head: str) -> str:
-    """The seal a keyed chain head carries: without the key, the count and last hash it
-    records cannot be changed unnoticed."""
+    """The seal a keyed chain head carried before adoption was an explicit step (still read:
+    without the key, the count and last hash it records cannot be changed unnoticed)."""
     return hmac.new(key, f"chain-head:{count}:{head}".encode(), hashlib.sha256).hexdigest()
+
+
+@dataclass(frozen=True)
+class Seal:
+    """A checked seal of the signing key on the chain head: the key holder vouches for the
+    record's length and head, and for the plain rows it adopted (the first ``adopted_count``,
+    ending with ``adopted_head``). ``legacy``: a seal written before adoption was explicit
+    (it then covers the plain rows before the first keyed one)."""
+
+    alg: str
+    adopted_count: int
+    adopted_head: str
+    adopted_at: str
+    adopted_by: str
+    legacy: bool = False
+
+
+def _seal_message(
+    count: int, head: str, alg: str, adopted_count: int, adopted_head: str, at: str, by: str
+) -> bytes:
+    fields = {
+        "seal": 2,
+        "count": count,
+        "head": head,
+        "alg": alg,
+        "adopted_count": adopted_count,
+        "adopted_head": adopted_head,
+        "adopted_at": at,
+        "adopted_by": by,
+    }
+    return json.dumps(fields, sort_keys=True, separators=(",", ":")).encode("utf-8")
+
+
+def head_record(key: bytes | None, count: int, head: str, seal: Seal | None) -> dict[str, Any]:
+    """The chain head's stored value: the count and last hash, and with a key the seal over
+    them (carrying forward what ``seal`` says was adopted)."""
+    value: dict[str, Any] = {"count": count, "head": head}
+    if key is None or seal is None:
+        return value
+    alg = alg_for(key)
+    at, by = seal.adopted_at, seal.adopted_by
+    message = _seal_message(count, head, alg, seal.adopted_count, seal.adopted_head, at, by)
+    value["seal"] = {
+        "alg": alg,
+        "adopted_count": seal.adopted_count,
+        "adopted_head": seal.adopted_head,
+        "adopted_at": at,
+        "adopted_by": by,
+        "mac": hmac.new(key, message, hashlib.sha256).hexdigest(),
+    }
+    return value
+
+
+def sealed_alg(value: Mapping[str, Any] | None) -> str | None:
+    """The key a chain head says it is sealed with (None: it carries no seal)."""
+    if value is None:
+        return None
+    seal = value.get("seal")
+    if isinstance(seal, Mapping):
+        return str(seal.get("alg") or KEYED_PREFIX + "?")
+    if value.get("mac") is not None:
+        return KEYED_PREFIX + "?"
+    return None
+
+
+def read_seal(
+    value: Mapping[str, Any] | None, key: bytes, algs: Sequence[tuple[str, str]]
+) -> tuple[Seal | None, str]:
+    """(the seal, "") when the chain head carries a valid seal of ``key``, else (None, why).
+    ``algs``: (row hash, hash algorithm) of the stored rows in order, to place the plain rows
+    a seal written before adoption was explicit covers."""
+    if value is None:
+        return None, "the chain head record is missing"
+    count, head = value.get("count"), value.get("head")
+    if not isinstance(count, int) or not isinstance(head, str):
+        return None, "the chain head record is malformed"
+    alg = alg_for(key)
+    seal = value.get("seal")
+    if isinstance(seal, Mapping):
+        if seal.get("alg") != alg:
+            return None, f"it is sealed with another signing key ({seal.get('alg')}; this is {alg})"
+        try:
+            adopted_count = int(seal["adopted_count"])
+            adopted_head = str(seal["adopted_head"])
+            at, by, mac = str(seal["adopted_at"]), str(seal["adopted_by"]), seal["mac"]
+        except (KeyError, TypeError, ValueError):
+            return None, "its seal is malformed"
+        message = _seal_message(count, head, alg, adopted_count, adopted_head, at, by)
+        expected = hmac.new(key, message, hashlib.sha256).hexdigest()
+        if not isinstance(mac, str) or not hmac.compare_digest(mac, expected):
+            return None, (
+                "its seal does not match the count and head it is stored with (rewritten "
+                "without the key)"
+            )
+        return Seal(alg, adopted_count, adopted_head, at, by), ""
+    legacy = value.get("mac")
+    if legacy is not None:
+        if not isinstance(legacy, str) or not hmac.compare_digest(
+            legacy, head_mac(key, count, head)
+        ):
+            return None, (
+                "its seal does not match the count and head it is stored with (rewritten "
+                "without the key)"
+            )
+        plain = 0
+        for _, row_alg in algs:
+            if is_keyed(row_alg):
+                break
+            plain += 1
+        adopted_head = algs[plain - 1][0] if plain else GENESIS
+        return Seal(alg, plain, adopted_head, "", "", legacy=True), ""
+    return None, (
+        "it was never sealed with this key (a record started or kept without it is adopted "
+        "explicitly: `workbench adopt-signing-key`), or its seal was removed"
+    )
+
+
+@dataclass(frozen=True)
+class AuditSig:
+    """A signature as the audit log recorded it when it was made (in the same transaction)."""
+
+    signoff_id: int | None
+    row_hash: str | None
+    meaning: str
+    actor: str
+    at: dt.datetime
 
 
 @dataclass(frozen=True)
@@ -171,13 +306,23 @@ class ChainStatus:
     ``break_at``: the id of the first sign-off that is not verified (altered, out of the
     chain, downgraded, or keyed and not checkable here); None when every stored row verifies.
     ``problems``: one line per finding (empty: intact). ``unchecked``: the findings that are
-    rows the key is needed for, not evidence of tampering."""
+    rows the key is needed for, not evidence of tampering. ``shrunk``: the findings that say
+    signatures are missing (an anchor knows of more than are stored) or that, with a key, the
+    record's length is vouched for by no seal: what was approved in them cannot be known, so
+    nothing is served. ``keyed``/``plain``: the ids of the rows hashed with a key and without.
+    ``seal``: the key's checked seal (None: no key, or not sealed with it); ``seal_problem``:
+    why not, with a key."""
 
     problems: tuple[str, ...]
     break_at: int | None
     head: str
     count: int
     unchecked: tuple[str, ...] = ()
+    shrunk: tuple[str, ...] = ()
+    keyed: tuple[int, ...] = ()
+    plain: tuple[int, ...] = ()
+    seal: Seal | None = None
+    seal_problem: str = ""
 
     @property
     def intact(self) -> bool:
@@ -196,30 +341,49 @@ def _unchecked_line(row: RowData, key: bytes | None) -> str:
     )
 
 
+def _missing_line(missing: Sequence[AuditSig], stored: int) -> str:
+    shown = ", ".join(
+        f"{a.signoff_id} ({a.meaning} by {a.actor}, {_utc(a.at)[:10]})" for a in missing[:4]
+    )
+    more = f" and {len(missing) - 4} more" if len(missing) > 4 else ""
+    return (
+        f"the audit log records {len(missing)} signature(s) the record no longer holds "
+        f"(sign-off {shown}{more}; {stored} stored): rows were deleted"
+    )
+
+
 def check(
     rows: Iterable[RowData],
     versions: Mapping[int, Mapping[str, Any]],
     head_value: Mapping[str, Any] | None,
     key: bytes | None,
+    audit: Iterable[AuditSig] = (),
+    *,
+    require_seal: bool = True,
 ) -> ChainStatus:
-    """Check rows (in id order) against each other, their versions' fields and the head."""
+    """Check rows (in id order) against each other, their versions' fields, the head, the
+    key's seal on the head (with a key) and the signatures the audit log recorded.
+    ``require_seal`` False: everything but the seal (what adopting a key checks first)."""
+    rows = list(rows)
     problems: list[str] = []
     unchecked: list[str] = []
+    shrunk: list[str] = []
     break_at: int | None = None
     prev = GENESIS
     count = 0
     hashes: list[tuple[int, str]] = []
     seen_v2: int | None = None
     seen_keyed: int | None = None
-    checkable_keyed = False
+    last_keyed_ok = -1  # index of the last row hashed with this key that verifies
+    alg = alg_for(key)
 
     def broken(row_id: int, line: str) -> None:
         nonlocal break_at
         problems.append(line)
-        if break_at is None:
+        if break_at is None or row_id < break_at:
             break_at = row_id
 
-    for row in rows:
+    for index, row in enumerate(rows):
         count += 1
         hashes.append((row.id, row.row_hash))
         bad = False
@@ -256,7 +420,6 @@ def check(
             seen_v2 = seen_v2 if seen_v2 is not None else row.id
         if is_keyed(row.hash_alg):
             seen_keyed = seen_keyed if seen_keyed is not None else row.id
-            checkable_keyed = checkable_keyed or (key is not None and row.hash_alg == alg_for(key))
         expected = row_hash(
             row.prev_hash, payload(row, versions.get(row.policy_version_id)), row.hash_alg, key
         )
@@ -276,39 +439,197 @@ def check(
             broken(row.id, f"sign-off {row.id}: {what}")
         elif expected != row.row_hash:
             problems.append(f"sign-off {row.id}: its content was altered after signing")
+        elif not bad and key is not None and row.hash_alg == alg:
+            last_keyed_ok = index
         prev = row.row_hash
+
+    # the head the database records
+    recorded = 0
+    head = GENESIS
     if head_value is None:
         if count:
-            problems.append("the chain head record is missing")
-        return ChainStatus(tuple(problems), break_at, GENESIS, count, tuple(unchecked))
-    head = str(head_value.get("head", ""))
-    try:
-        recorded = int(head_value.get("count", -1))
-    except (TypeError, ValueError):
-        recorded = -1
-    if recorded != count or head != prev:
-        if recorded != count:
+            line = "the chain head record is missing"
+            problems.append(line)
+            shrunk.append(line)
+    else:
+        head = str(head_value.get("head", ""))
+        try:
+            recorded = int(head_value.get("count", -1))
+        except (TypeError, ValueError):
+            recorded = -1
+        if recorded != count or head != prev:
+            if recorded != count:
+                line = (
+                    f"the chain head records {recorded} signatures but {count} are stored "
+                    "(rows were deleted or added)"
+                )
+                problems.append(line)
+                if recorded > count or recorded < 0:
+                    shrunk.append(line)
+            else:
+                problems.append("the last signature does not match the chain head")
+            # rows after the one the head names were added without it, and the row where the
+            # head should be when it names none (replaced, hash and all): not verified
+            at = next((i for i, (_, h) in enumerate(hashes) if h == head), None)
+            suspect: int | None = None
+            if at is not None and at + 1 < len(hashes):
+                suspect = hashes[at + 1][0]
+            elif at is None and 0 < recorded <= count:
+                suspect = hashes[recorded - 1][0]
+            if suspect is not None and (break_at is None or suspect < break_at):
+                break_at = suspect
+
+    # the key's seal: with a key, only a record its holder sealed verifies
+    seal: Seal | None = None
+    seal_problem = ""
+    if key is not None:
+        seal, seal_problem = read_seal(head_value, key, [(r.row_hash, r.hash_alg) for r in rows])
+        if seal is None and require_seal:
             problems.append(
-                f"the chain head records {recorded} signatures but {count} are stored (rows "
-                "were deleted or added)"
+                f"the sign-off record is not sealed with the signing key: {seal_problem}"
             )
-        else:
-            problems.append("the last signature does not match the chain head")
-        # rows after the one the head names were added without it, and the row where the head
-        # should be when it names none (replaced, hash and all): they are not verified
-        at = next((i for i, (_, h) in enumerate(hashes) if h == head), None)
-        suspect: int | None = None
-        if at is not None and at + 1 < len(hashes):
-            suspect = hashes[at + 1][0]
-        elif at is None and 0 < recorded <= count:
-            suspect = hashes[recorded - 1][0]
-        if suspect is not None and (break_at is None or suspect < break_at):
-            break_at = suspect
-    if key is not None and checkable_keyed:
-        mac = head_value.get("mac")
-        if not isinstance(mac, str) or not hmac.compare_digest(mac, head_mac(key, recorded, head)):
-            problems.append(
-                "the chain head is not sealed with the signing key (it was rewritten without "
-                "the key)"
+            shrunk.append(
+                "with a signing key configured, the record's length and head are vouched for "
+                "by no seal of it"
             )
-    return ChainStatus(tuple(problems), break_at, head, count, tuple(unchecked))
+            for r in rows[last_keyed_ok + 1 :]:
+                if r.hash_alg == PLAIN:
+                    broken(
+                        r.id,
+                        f"sign-off {r.id}: hashed without the signing key, and no seal of the "
+                        "key covers it (recomputed by someone without the key?)",
+                    )
+        elif seal is not None:
+            adopted = seal.adopted_count
+            if adopted > count:
+                line = (
+                    f"the signing key's seal adopted {adopted} signatures but {count} are "
+                    "stored (rows were deleted)"
+                )
+                problems.append(line)
+                shrunk.append(line)
+            elif adopted and rows[adopted - 1].row_hash != seal.adopted_head:
+                broken(
+                    rows[adopted - 1].id,
+                    f"sign-off {rows[adopted - 1].id}: is not the signature the signing key was "
+                    "adopted on (the record before the adoption was rewritten)",
+                )
+            for r in rows[adopted:]:
+                if r.hash_alg == PLAIN and (seen_keyed is None or r.id < seen_keyed):
+                    broken(
+                        r.id,
+                        f"sign-off {r.id}: hashed without the signing key after the key was "
+                        f"adopted on the first {adopted} signature(s) (recomputed without "
+                        "the key?)",
+                    )
+    elif (sealed := sealed_alg(head_value)) is not None:
+        line = (
+            f"the chain head is sealed with a signing key ({sealed}) and none is configured: "
+            f"the seal cannot be checked; set {ENV_KEY} or [signing] key in the secrets"
+        )
+        problems.append(line)
+        unchecked.append(line)
+
+    # the signatures the audit log recorded as they were made
+    entries = list(audit)
+    by_id = {r.id: r for r in rows}
+    missing = [a for a in entries if a.signoff_id is not None and a.signoff_id not in by_id]
+    for a in entries:
+        logged = by_id.get(a.signoff_id) if a.signoff_id is not None else None
+        if logged is not None and a.row_hash and a.row_hash != logged.row_hash:
+            broken(
+                logged.id,
+                f"sign-off {logged.id}: its hash is not the one the audit log recorded when it was "
+                "signed (the row was rewritten)",
+            )
+    if missing:
+        line = _missing_line(missing, count)
+        problems.append(line)
+        shrunk.append(line)
+    elif len(entries) > count:
+        line = (
+            f"the audit log records {len(entries)} signatures but {count} are stored (rows "
+            "were deleted)"
+        )
+        problems.append(line)
+        shrunk.append(line)
+    return ChainStatus(
+        tuple(problems),
+        break_at,
+        head if head_value is not None else GENESIS,
+        count,
+        tuple(unchecked),
+        tuple(shrunk),
+        tuple(r.id for r in rows if is_keyed(r.hash_alg)),
+        tuple(r.id for r in rows if r.hash_alg == PLAIN),
+        seal,
+        seal_problem,
+    )
+
+
+def _ranges(ids: Sequence[int]) -> str:
+    """``1–4, 7, 9–10`` for ids 1, 2, 3, 4, 7, 9, 10."""
+    parts: list[str] = []
+    start = prev = None
+    for i in sorted(ids):
+        if prev is not None and i == prev + 1:
+            prev = i
+            continue
+        if start is not None:
+            parts.append(str(start) if start == prev else f"{start}–{prev}")
+        start = prev = i
+    if start is not None:
+        parts.append(str(start) if start == prev else f"{start}–{prev}")
+    return ", ".join(parts)
+
+
+def describe(status: ChainStatus, key: bytes | None) -> list[str]:
+    """What the record is keyed and sealed with, row by row in ranges: which rows are keyed
+    with the configured key, which are plain and whether a seal of the key covers them."""
+    lines: list[str] = []
+    if key is None:
+        lines.append(
+            f"no signing key is configured: {len(status.plain)} plain sha256 row(s)"
+            + (f" (sign-offs {_ranges(status.plain)})" if status.plain else "")
+            + (
+                f"; {len(status.keyed)} keyed row(s) that cannot be checked here (sign-offs "
+                f"{_ranges(status.keyed)})"
+                if status.keyed
+                else ""
+            )
+        )
+        return lines
+    alg = alg_for(key)
+    lines.append(
+        f"keyed with the signing key ({alg}): "
+        + (
+            f"{len(status.keyed)} row(s), sign-offs {_ranges(status.keyed)}"
+            if status.keyed
+            else "no row"
+        )
+    )
+    if status.plain:
+        ordered = sorted(status.keyed + status.plain)
+        adopted = status.seal.adopted_count if status.seal is not None else 0
+        covered = [i for i in status.plain if ordered.index(i) < adopted]
+        loose = [i for i in status.plain if i not in covered]
+        if covered and status.seal is not None:
+            how = (
+                f"adopted by {status.seal.adopted_by} at {status.seal.adopted_at}"
+                if not status.seal.legacy
+                else "covered by the keyed rows signed after them"
+            )
+            lines.append(
+                f"plain sha256, sealed by the key ({how}): {len(covered)} row(s), sign-offs "
+                f"{_ranges(covered)}"
+            )
+        if loose:
+            lines.append(
+                f"plain sha256 and covered by no seal of the key (not verified): "
+                f"{len(loose)} row(s), sign-offs {_ranges(loose)}"
+            )
+    if status.seal is not None:
+        lines.append(f"sealed with the signing key: {status.count} signature(s) and the head")
+    else:
+        lines.append(f"NOT sealed with the signing key: {status.seal_problem}")
+    return lines

@@ -7,9 +7,12 @@ metrics snapshot the signer saw and a fingerprint of the labeled data. Signature
 append-only and hash-chained across the whole table (:mod:`review.policy.chain`: since
 revision 0016 a row also covers the kind, number, parent, author, text digest and required
 roles of the version it signs, and is keyed with HMAC when the deployment has a signing
-key), so ``verify_chain`` detects an altered, inserted or deleted row; it also re-hashes the
-stored text of every version, so a version edited after it was proposed or signed is
-reported.
+key, under a seal of that key on the chain head), so ``verify_chain`` detects an altered,
+inserted or deleted row; it also re-hashes the stored text of every version, so a version
+edited after it was proposed or signed is reported. The record's length is anchored outside
+the two tables a writer would cut: the audit log holds every signature's id and hash, an
+exported policy prints the head (:func:`recorded_head`), and with a key its seal vouches for
+count and head (:func:`adopt_signing_key` seals a record explicitly).
 
 What is in force is decided on verified facts only: ``in_force_version`` serves the latest
 approved version whose approving signatures all come before the first row the chain check
@@ -44,7 +47,7 @@ from review.policy import chain
 from review.policy.chain import GENESIS, ChainStatus
 from storage import changes
 from storage.db import read_session, run_write
-from storage.models import PolicyVersion, Setting, SignOff, SplitLock, utcnow
+from storage.models import AuditLog, PolicyVersion, Setting, SignOff, SplitLock, utcnow
 
 # Long module: versions, signing and what is put in force share the kinds registry, the text
 # checks and the chain verdict; the row hashing itself lives in review.policy.chain.
@@ -326,15 +329,25 @@ def in_force_version(engine: Engine, kind_name: str) -> VersionView | None:
     (the pages say so in a blocking banner, :func:`integrity_banner`): an older decision
     that was signed, rather than a newer one nobody can show was.
 
-    Raises :class:`TamperedPolicyError`, naming what broke, when there is no verified
-    approved version but one is recorded, or when the chain is broken and nothing of this
-    kind verifies: nothing is served (fail closed), and the decisions that need the policy
-    are refused with that reason.
+    Raises :class:`TamperedPolicyError`, naming what broke, when the record shrank (an
+    anchor knows of signatures it no longer holds, or with a key no seal vouches for its
+    length: what they approved cannot be known, so neither an older version nor the shipped
+    file is served), when there is no verified approved version but one is recorded, or
+    when the chain is broken and nothing of this kind verifies: nothing is served (fail
+    closed), and the decisions that need the policy are refused with that reason.
     """
     status = chain_status(engine)
+    title = kind(kind_name).title
+    if status.shrunk:
+        raise TamperedPolicyError(
+            f"the sign-off record is shorter than its anchors say, or its length is vouched "
+            f"for by nothing ({'; '.join(status.shrunk[:2])}). Signatures that decide what is "
+            f"in force may be missing, so no {title} version is in force, not even the shipped "
+            "file. Run `workbench verify-signoffs` and restore the database from a backup "
+            "taken before the change."
+        )
     allv = versions(engine, kind_name)
     recorded = _latest_approved(allv)
-    title = kind(kind_name).title
     candidates = [
         vv
         for vv in (_verified(v, status.break_at) for v in allv)
@@ -437,14 +450,47 @@ def _head_value(head: Setting) -> dict[str, Any]:
     return dict(head.value) if isinstance(head.value, dict) else {}
 
 
-def _check_chain(engine: Engine, key: bytes | None) -> ChainStatus:
+#: What the audit log calls a signature on a policy version (written by :func:`sign`).
+SIGN_ACTIONS = ("approve", "reject")
+
+
+def _audit_filter() -> Any:
+    return (AuditLog.entity == "policy_version") & AuditLog.action.in_(SIGN_ACTIONS)
+
+
+def _audit_sigs(s: Session) -> list[chain.AuditSig]:
+    """The signatures the audit log recorded, in order: each names its sign-off id and the
+    hash it was stored with (entries without them still count)."""
+    out = []
+    for action, actor, at, after in s.execute(
+        select(AuditLog.action, AuditLog.actor, AuditLog.at, AuditLog.after)
+        .where(_audit_filter())
+        .order_by(AuditLog.id)
+    ):
+        data = after if isinstance(after, dict) else {}
+        sid = data.get("signoff")
+        digest = data.get("row_hash")
+        out.append(
+            chain.AuditSig(
+                sid if isinstance(sid, int) else None,
+                digest if isinstance(digest, str) else None,
+                str(action),
+                str(actor),
+                at,
+            )
+        )
+    return out
+
+
+def _check_chain(engine: Engine, key: bytes | None, *, require_seal: bool = True) -> ChainStatus:
     _load_builtin_kinds()
     with read_session(engine) as s:
         fields = _version_fields(s)
         rows = [row_data(sg) for sg in s.scalars(select(SignOff).order_by(SignOff.id))]
         head = s.get(Setting, CHAIN_KEY)
         value = _head_value(head) if head is not None else None
-    return chain.check(rows, fields, value, key)
+        audit = _audit_sigs(s)
+    return chain.check(rows, fields, value, key, audit, require_seal=require_seal)
 
 
 def chain_status(engine: Engine) -> ChainStatus:
@@ -459,11 +505,15 @@ def chain_status(engine: Engine) -> ChainStatus:
         head = s.get(Setting, CHAIN_KEY)
         n, top = s.execute(select(func.count(SignOff.id), func.max(SignOff.id))).one()
         top_version = s.scalar(select(func.max(PolicyVersion.id)))
+        logged = s.scalar(select(func.count(AuditLog.id)).where(_audit_filter()))
         value = _head_value(head) if head is not None else {}
     cache_key = (
         engine.url.render_as_string(hide_password=True),
         str(value.get("head")),
         value.get("count"),
+        head is not None,
+        str(value.get("seal") or value.get("mac")),
+        logged,
         int(n or 0),
         top,
         top_version,
@@ -820,6 +870,23 @@ def sign(
                 + f": nothing was signed. Configure the same key ({chain.ENV_KEY}, or "
                 "[signing] key in the secrets)."
             )
+        current = _head_value(head)
+        seal: chain.Seal | None = None
+        if key is None and (sealed := chain.sealed_alg(current)) is not None:
+            raise InputError(
+                f"the sign-off chain is sealed with a signing key ({sealed}) and no signing key "
+                f"is configured: nothing was signed. Configure the same key ({chain.ENV_KEY}, "
+                "or [signing] key in the secrets)."
+            )
+        if key is not None:
+            algs = list(s.execute(select(SignOff.row_hash, SignOff.hash_alg).order_by(SignOff.id)))
+            seal, why = chain.read_seal(current, key, [(str(h), str(a)) for h, a in algs])
+            if seal is None:
+                raise InputError(
+                    f"the sign-off record is not sealed with this signing key ({why}): nothing "
+                    "was signed. Check the record with `workbench verify-signoffs` and, if it "
+                    "is the one you trust, adopt the key with `workbench adopt-signing-key`."
+                )
         sg = SignOff(
             policy_version_id=row.id,
             signer=actor.email,
@@ -843,10 +910,7 @@ def sign(
         assert digest is not None  # the key that names ``alg`` is at hand
         sg.row_hash = digest
         count = int(head.value["count"]) + 1
-        value: dict[str, Any] = {"count": count, "head": digest}
-        if key is not None:
-            value["mac"] = chain.head_mac(key, count, digest)
-        head.value = value
+        head.value = chain.head_record(key, count, digest, seal)
         head.version += 1
         head.updated_at = utcnow()
         head.updated_by = actor.email
@@ -890,6 +954,121 @@ def verify_chain(engine: Engine) -> list[str]:
     legitimate one here."""
     status = _check_chain(engine, chain.signing_key())
     return list(status.problems) + text_findings(engine)
+
+
+def check_afresh(engine: Engine) -> ChainStatus:
+    """The chain verdict with the deployment's signing key, checked now (not cached)."""
+    return _check_chain(engine, chain.signing_key())
+
+
+def recorded_head(engine: Engine, recorded: str) -> tuple[bool, str]:
+    """Whether the stored record still holds a chain head recorded elsewhere (an exported
+    policy prints it), and what that means. The record holds it when one of its signatures
+    has that hash (the chain makes every row before it the same as when it was recorded);
+    signatures added since are fine, a record rewritten or cut back before it is not."""
+    wanted = recorded.strip().lower()
+    with read_session(engine) as s:
+        ids = list(s.execute(select(SignOff.id, SignOff.row_hash).order_by(SignOff.id)))
+    if wanted == GENESIS:
+        return True, f"the recorded head is the empty record's; {len(ids)} signature(s) since"
+    at = next((i for i, (_, h) in enumerate(ids) if h == wanted), None)
+    if at is None:
+        return False, (
+            f"HEAD MISMATCH: no stored signature has the recorded head {wanted} "
+            f"({len(ids)} stored): the record was rewritten or cut back since it was recorded"
+        )
+    since = len(ids) - at - 1
+    return True, (
+        f"the recorded head is sign-off {ids[at][0]}, signature {at + 1} of {len(ids)}"
+        + (f"; {since} signed since" if since else "")
+    )
+
+
+@dataclass(frozen=True)
+class Adoption:
+    """What adopting the signing key sealed (``already``: it was sealed with it before)."""
+
+    alg: str
+    count: int
+    plain: int
+    keyed: int
+    head: str
+    already: bool = False
+
+
+def adopt_signing_key(
+    engine: Engine, actor: Actor, *, expected_head: str | None = None
+) -> Adoption:
+    """Seal the record as it stands with the deployment's signing key: from then on, with the
+    key configured, the record verifies only under this seal, and every new signature is keyed.
+
+    The key holder vouches for what is sealed, so it is checked first: every row's hash, the
+    head, the signatures the audit log recorded, the policy texts, and ``expected_head`` (a
+    head recorded elsewhere) when given. Refused when any of that fails, when no key is
+    configured, and when the record is sealed with another key (rotation is not supported).
+    Written to the audit log (``adopt_signing_key``)."""
+    if Role.admin not in actor.roles:
+        raise PermissionDenied("adopting a signing key needs the admin role")
+    key = chain.signing_key()
+    if key is None:
+        raise InputError(
+            f"no signing key is configured: set {chain.ENV_KEY} (the same key the pages read "
+            "from [signing] key in the secrets)"
+        )
+    alg = chain.alg_for(key)
+    status = _check_chain(engine, key, require_seal=False)
+    with read_session(engine) as s:
+        stored = s.get(Setting, CHAIN_KEY)
+        before = _head_value(stored) if stored is not None else None
+    if status.seal is not None and not status.seal.legacy and not status.problems:
+        return Adoption(alg, status.count, len(status.plain), len(status.keyed), status.head, True)
+    if chain.sealed_alg(before) is not None and status.seal is None:
+        raise InputError(
+            f"the record carries a seal this key cannot confirm ({status.seal_problem}): it "
+            "was sealed with another key, which cannot be replaced, or the seal was forged"
+        )
+    problems = list(status.problems) + text_findings(engine)
+    if problems:
+        raise TamperedPolicyError(
+            "the sign-off record does not verify, so the signing key cannot adopt it: "
+            f"{'; '.join(problems[:3])}. Restore a backup you trust first."
+        )
+    if expected_head is not None:
+        ok, why = recorded_head(engine, expected_head)
+        if not ok:
+            raise InputError(f"{why}; nothing was sealed")
+
+    def work(s: Session) -> Adoption:
+        head = s.get(Setting, CHAIN_KEY, with_for_update=True)
+        n = int(s.scalar(select(func.count(SignOff.id))) or 0)
+        last = s.scalar(select(SignOff.row_hash).order_by(SignOff.id.desc()).limit(1))
+        now_head = str(last) if last is not None else GENESIS
+        if n != status.count or now_head != (status.head if n else GENESIS):
+            raise InputError(
+                "the record changed while it was checked: nothing was sealed; run again"
+            )
+        seal = chain.Seal(alg, n, now_head, utcnow().isoformat(), actor.email)
+        value = chain.head_record(key, n, now_head, seal)
+        if head is None:
+            s.add(Setting(key=CHAIN_KEY, value=value, version=1, updated_by=actor.email))
+        else:
+            head.value = value
+            head.version += 1
+            head.updated_at = utcnow()
+            head.updated_by = actor.email
+        done = Adoption(alg, n, len(status.plain), len(status.keyed), now_head)
+        changes.record(
+            s,
+            actor.email,
+            "adopt_signing_key",
+            "signoff_chain",
+            alg,
+            before,
+            {"alg": alg, "count": n, "head": now_head, "plain": done.plain, "keyed": done.keyed},
+        )
+        return done
+
+    return run_write(engine, work)
 
 
 def locked_case_ids(engine: Engine, case_ids: Iterable[int]) -> set[int]:

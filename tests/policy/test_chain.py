@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from sqlalchemy import Engine, select, text
 
 from review.cli.main import main
-from review.core.errors import InputError
+from review.core.errors import InputError, PermissionDenied
 from review.core.identity import Role
 from review.policy import chain, signoff
 from storage.db import read_session
@@ -98,6 +98,23 @@ def _two_versions(engine: Engine) -> tuple[int, int]:
 def _sql(engine: Engine, statement: str, **params: object) -> None:
     with engine.begin() as c:
         c.execute(text(statement), params)
+    signoff.clear_chain_cache()
+
+
+def _log_hash(engine: Engine, signoff_id: int, digest: str) -> None:
+    """Rewrite the hash the audit log recorded for a signature (a writer covering tracks)."""
+    with engine.begin() as c:
+        logged = c.execute(
+            text("select id, after from audit_log where entity = 'policy_version'")
+        ).all()
+        for aid, after in logged:
+            data = json.loads(after) if isinstance(after, str) else after
+            if isinstance(data, dict) and data.get("signoff") == signoff_id:
+                data["row_hash"] = digest
+                c.execute(
+                    text("update audit_log set after = :a where id = :i"),
+                    {"a": json.dumps(data), "i": aid},
+                )
     signoff.clear_chain_cache()
 
 
@@ -270,14 +287,26 @@ def test_a_last_row_rewritten_with_a_consistent_hash_is_caught_by_the_head(
     digest = chain.row_hash(last.prev_hash, chain.payload(edited, fields), chain.PLAIN, None)
     _sql(engine, "update signoffs set note = 'rewritten', row_hash = :h where id = :i",
          h=digest, i=last.id)  # fmt: skip
-    assert signoff.verify_chain(engine) == ["the last signature does not match the chain head"]
+    assert signoff.verify_chain(engine) == [
+        "the last signature does not match the chain head",
+        f"sign-off {last.id}: its hash is not the one the audit log recorded when it was "
+        "signed (the row was rewritten)",
+    ]
     assert _served(engine) == 1  # version 2's last approval is the replaced row
-    # a complete rewrite (the head too) is not caught from the database alone: the head
-    # recorded elsewhere is what catches it (`workbench verify-signoffs --head`)
+    # the head rewritten too: the audit log, which recorded the hash it was signed with,
+    # still catches it (it used to verify)
     _sql(engine, "update settings set value = :v where key = :k",
          v=json.dumps({"count": len(rows), "head": digest}), k=signoff.CHAIN_KEY)  # fmt: skip
+    assert signoff.verify_chain(engine) == [
+        f"sign-off {last.id}: its hash is not the one the audit log recorded when it was "
+        "signed (the row was rewritten)"
+    ]
+    # the audit log rewritten as well: nothing in the database catches it; the head recorded
+    # elsewhere does (`workbench verify-signoffs --head`)
+    _log_hash(engine, last.id, str(digest))
     assert signoff.verify_chain(engine) == []
     assert signoff.chain_head(engine)[0] != last.row_hash
+    assert signoff.recorded_head(engine, last.row_hash)[0] is False
 
 
 # ---------------------------------------------------------------------------------------------
@@ -287,6 +316,7 @@ def test_a_last_row_rewritten_with_a_consistent_hash_is_caught_by_the_head(
 def _rewrite_as_format_1(engine: Engine) -> None:
     """Turn every row into what a database signed before revision 0016 holds."""
     prev = chain.GENESIS
+    logged: list[tuple[int, str]] = []
     with read_session(engine) as s:
         rows = [signoff.row_data(sg) for sg in s.scalars(select(SignOff).order_by(SignOff.id))]
     with engine.begin() as c:
@@ -301,9 +331,12 @@ def _rewrite_as_format_1(engine: Engine) -> None:
                 {"p": prev, "h": digest, "i": r.id},
             )
             prev = str(digest)
+            logged.append((r.id, prev))
         value = json.dumps({"count": len(rows), "head": prev})
         c.execute(text("update settings set value = :v where key = :k"),
                   {"v": value, "k": signoff.CHAIN_KEY})  # fmt: skip
+    for sid, digest in logged:  # such a database logged the hashes its rows were signed with
+        _log_hash(engine, sid, digest)
     signoff.clear_chain_cache()
 
 
@@ -347,19 +380,122 @@ def test_a_new_format_row_downgraded_to_the_old_format_is_reported(engine: Engin
 # ---------------------------------------------------------------------------------------------
 # The signing key
 
+ADMIN = make_actor("admin", "ada@example.org")
 
-def test_with_a_signing_key_forging_without_it_is_detected(
+
+def _adopt(engine: Engine) -> signoff.Adoption:
+    done = signoff.adopt_signing_key(engine, ADMIN)
+    signoff.clear_chain_cache()
+    return done
+
+
+def _rows(engine: Engine) -> list[chain.RowData]:
+    with read_session(engine) as s:
+        return [signoff.row_data(sg) for sg in s.scalars(select(SignOff).order_by(SignOff.id))]
+
+
+def _head_value(engine: Engine) -> dict[str, object]:
+    with engine.connect() as c:
+        raw = c.execute(
+            text("select value from settings where key = :k"), {"k": signoff.CHAIN_KEY}
+        ).scalar_one()
+    value = json.loads(raw) if isinstance(raw, str) else raw
+    assert isinstance(value, dict)
+    return value
+
+
+def _recompute_as_plain(engine: Engine, signer: dict[int, str]) -> str:
+    """What someone with write access to the database and no key can do: recompute every row
+    as a plain sha256 row (some with a forged signer), write a head without the key's seal,
+    and rewrite the hashes the audit log recorded to match. Returns the new head."""
+    prev = chain.GENESIS
+    rows = _rows(engine)
+    new: list[tuple[int, str, str]] = []
+    for r in rows:
+        who = signer.get(r.id, r.signer)
+        forged = chain.RowData(
+            **{**r.__dict__, "signer": who, "prev_hash": prev, "hash_alg": chain.PLAIN}
+        )
+        fields = signoff.version_fields_of(engine, r.policy_version_id)
+        digest = chain.row_hash(prev, chain.payload(forged, fields), chain.PLAIN, None)
+        assert digest is not None
+        new.append((r.id, who, digest))
+        _sql(engine, "update signoffs set signer = :s, hash_alg = 'sha256', prev_hash = :p, "
+             "row_hash = :h where id = :i", s=who, p=prev, h=digest, i=r.id)  # fmt: skip
+        prev = digest
+    _sql(engine, "update settings set value = :v where key = :k",
+         v=json.dumps({"count": len(rows), "head": prev}), k=signoff.CHAIN_KEY)  # fmt: skip
+    for sid, _, digest in new:
+        _log_hash(engine, sid, digest)
+    return prev
+
+
+def test_with_a_key_a_record_recomputed_as_plain_rows_without_the_seal_does_not_verify(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch, sqlite_url: str
+) -> None:
+    """Issue 30, item 9: the record rewritten as plain sha256 rows with a forged signer, the
+    key's seal dropped and the audit log made to match used to verify with the key
+    ("intact ... keyed with the signing key"). With the key it fails, naming every row."""
+    monkeypatch.setenv(chain.ENV_KEY, "the deployment key")
+    _adopt(engine)
+    _two_versions(engine)
+    ids = [r.id for r in _rows(engine)]
+    assert all(chain.is_keyed(r.hash_alg) for r in _rows(engine))
+    _recompute_as_plain(engine, {ids[1]: "mallory@example.org"})
+    problems = signoff.verify_chain(engine)
+    assert any(p.startswith("the sign-off record is not sealed with the signing key") for p in
+               problems), problems  # fmt: skip
+    for i in ids:
+        assert (
+            f"sign-off {i}: hashed without the signing key, and no seal of the key covers it "
+            "(recomputed by someone without the key?)"
+        ) in problems, problems
+    with pytest.raises(signoff.TamperedPolicyError, match="vouched for by nothing"):
+        signoff.in_force_version(engine, KIND)
+    # the command line says it, and says which rows are keyed: none
+    monkeypatch.setenv("WORKBENCH_DATABASE_URL", sqlite_url)
+    r = CliRunner().invoke(main, ["verify-signoffs"])
+    assert r.exit_code == 1, r.output
+    assert "UNSEALED: the sign-off record is not sealed with the signing key" in r.output
+    assert "keyed with the signing key (hmac-sha256:" in r.output and "): no row" in r.output
+    assert (
+        f"plain sha256 and covered by no seal of the key (not verified): 4 row(s), "
+        f"sign-offs {ids[0]}–{ids[-1]}"
+    ) in r.output
+    assert "intact" not in r.output
+
+
+def test_with_a_key_a_seal_moved_onto_a_rewritten_head_does_not_verify(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(chain.ENV_KEY, "the deployment key")
+    _adopt(engine)
+    _two_versions(engine)
+    seal = _head_value(engine)["seal"]
+    head = _recompute_as_plain(engine, {})
+    _sql(engine, "update settings set value = :v where key = :k",
+         v=json.dumps({"count": 4, "head": head, "seal": seal}), k=signoff.CHAIN_KEY)  # fmt: skip
+    problems = signoff.verify_chain(engine)
+    assert any("its seal does not match the count and head" in p for p in problems), problems
+
+
+def test_with_a_key_forging_without_it_is_detected(
     engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     v1 = signoff.propose(engine, PO, KIND, "refuse_below: 0.5\nescalate: team\n", "plain")
     _approve(engine, v1)  # signed before the deployment had a key: plain rows
     monkeypatch.setenv(chain.ENV_KEY, "a long random deployment secret")
+    signoff.clear_chain_cache()
+    # a key configured on a record it never sealed: nothing verifies, nothing is signed
+    assert any("it was never sealed with this key" in p for p in signoff.verify_chain(engine))
+    with pytest.raises(signoff.TamperedPolicyError, match="nothing can be proposed"):
+        signoff.propose(engine, PO, KIND, "refuse_below: 0.6\nescalate: legal\n", "keyed")
+    _adopt(engine)
     v2 = signoff.propose(engine, PO, KIND, "refuse_below: 0.6\nescalate: legal\n", "keyed")
     _approve(engine, v2)
-    with read_session(engine) as s:
-        rows = [signoff.row_data(sg) for sg in s.scalars(select(SignOff).order_by(SignOff.id))]
+    rows = _rows(engine)
     assert [chain.is_keyed(r.hash_alg) for r in rows] == [False, False, True, True]
-    assert signoff.verify_chain(engine) == []  # mixed rows verify
+    assert signoff.verify_chain(engine) == []  # adopted plain rows, then keyed rows
     assert _served(engine) == 2
 
     # a forger without the key edits a keyed row and recomputes it as a plain row: suspicious
@@ -376,16 +512,84 @@ def test_with_a_signing_key_forging_without_it_is_detected(
         p.startswith(f"sign-off {last.id}: hashed without the signing key") for p in problems
     ), problems
     assert any("not sealed with the signing key" in p for p in problems), problems
-    assert _served(engine) == 1
+    # its length is no longer vouched for by the key: nothing is served
+    with pytest.raises(signoff.TamperedPolicyError):
+        signoff.in_force_version(engine, KIND)
 
 
-def test_with_a_signing_key_a_guessed_key_or_a_cut_chain_is_detected(
+def test_adopting_a_key_is_an_explicit_audited_step_that_checks_the_record(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch, sqlite_url: str
+) -> None:
+    monkeypatch.setenv("WORKBENCH_DATABASE_URL", sqlite_url)
+    run = CliRunner().invoke
+    _two_versions(engine)  # a record kept without a key
+    plain_head, _ = signoff.chain_head(engine)
+    r = run(main, ["adopt-signing-key", "--yes"])
+    assert r.exit_code == 1 and "no signing key is configured" in r.output, r.output
+    monkeypatch.setenv(chain.ENV_KEY, "the deployment key")
+    signoff.clear_chain_cache()
+    with pytest.raises(signoff.TamperedPolicyError):
+        signoff.in_force_version(engine, KIND)  # a record never sealed with the key
+    # a head recorded elsewhere that the record does not hold: nothing is sealed
+    r = run(main, ["adopt-signing-key", "--yes", "--head", "ab" * 32])
+    assert r.exit_code == 1 and "HEAD MISMATCH" in r.output and "nothing was sealed" in r.output
+    # asked first; declining seals nothing
+    r = run(main, ["adopt-signing-key", "--head", plain_head], input="n\n")
+    assert r.exit_code == 1 and "4 signature(s) (4 plain, 0 keyed)" in r.output, r.output
+    assert "seal" not in _head_value(engine)
+    r = run(main, ["adopt-signing-key", "--head", plain_head], input="y\n")
+    assert r.exit_code == 0 and "now seals the sign-off record: 4 signature(s)" in r.output
+    with engine.connect() as c:
+        logged = c.execute(
+            text("select actor, entity, after from audit_log where action = 'adopt_signing_key'")
+        ).all()
+    assert len(logged) == 1 and logged[0][0].startswith("cli:")
+    after = json.loads(logged[0][2]) if isinstance(logged[0][2], str) else logged[0][2]
+    assert after["count"] == 4 and after["head"] == plain_head and after["plain"] == 4
+    signoff.clear_chain_cache()
+    assert signoff.verify_chain(engine) == [] and _served(engine) == 2
+    v3 = signoff.propose(engine, PO, KIND, "refuse_below: 0.7\nescalate: law\n", "keyed now")
+    _approve(engine, v3)
+    r = run(main, ["verify-signoffs"])
+    assert r.exit_code == 0, r.output
+    ids = [x.id for x in _rows(engine)]
+    assert f"): 2 row(s), sign-offs {ids[4]}–{ids[5]}" in r.output  # keyed
+    assert "plain sha256, sealed by the key (adopted by cli:" in r.output
+    assert f": 4 row(s), sign-offs {ids[0]}–{ids[3]}" in r.output
+    assert "sign-off chain intact and sealed with the signing key" in r.output
+    r = run(main, ["adopt-signing-key", "--yes"])
+    assert r.exit_code == 0 and "already sealed" in r.output
+
+
+def test_adopting_a_key_refuses_a_record_that_does_not_verify(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A row rewritten with a consistent hash and head (possible without a key): the audit
+    log still has the hash it was signed with, and the key will not vouch for the row."""
+    _two_versions(engine)
+    last = _rows(engine)[-1]
+    edited = chain.RowData(**{**last.__dict__, "note": "rewritten"})
+    fields = signoff.version_fields_of(engine, last.policy_version_id)
+    digest = chain.row_hash(last.prev_hash, chain.payload(edited, fields), chain.PLAIN, None)
+    _sql(engine, "update signoffs set note = 'rewritten', row_hash = :h where id = :i",
+         h=digest, i=last.id)  # fmt: skip
+    _sql(engine, "update settings set value = :v where key = :k",
+         v=json.dumps({"count": 4, "head": digest}), k=signoff.CHAIN_KEY)  # fmt: skip
+    monkeypatch.setenv(chain.ENV_KEY, "the deployment key")
+    with pytest.raises(signoff.TamperedPolicyError, match=r"cannot adopt it.*audit log"):
+        signoff.adopt_signing_key(engine, ADMIN)
+    with pytest.raises(PermissionDenied):
+        signoff.adopt_signing_key(engine, PO)
+    assert "seal" not in _head_value(engine)
+
+
+def test_with_a_key_a_guessed_key_or_a_cut_chain_is_detected(
     engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(chain.ENV_KEY, "the real key")
+    _adopt(engine)  # a new deployment adopts its key on the empty record
     _two_versions(engine)
-    with read_session(engine) as s:
-        rows = [signoff.row_data(sg) for sg in s.scalars(select(SignOff).order_by(SignOff.id))]
+    rows = _rows(engine)
     last = rows[-1]
     # keyed with a guessed key under the real key's label: does not verify
     edited = chain.RowData(**{**last.__dict__, "note": "forged"})
@@ -403,13 +607,17 @@ def test_with_a_signing_key_a_guessed_key_or_a_cut_chain_is_detected(
     _sql(engine, "update signoffs set note = '', row_hash = :h where id = :i",
          h=last.row_hash, i=last.id)  # fmt: skip
     assert signoff.verify_chain(engine) == []
-    # the last signature deleted and the head rewritten to match: the head's seal fails
+    # the last signature deleted and the head rewritten to match: the seal fails, and the
+    # audit log still records the deleted signature
     _sql(engine, "delete from signoffs where id = :i", i=last.id)
     _sql(engine, "update settings set value = :v where key = :k",
          v=json.dumps({"count": 3, "head": rows[-2].row_hash}), k=signoff.CHAIN_KEY)  # fmt: skip
     problems = signoff.verify_chain(engine)
-    assert problems == ["the chain head is not sealed with the signing key (it was rewritten "
-                        "without the key)"]  # fmt: skip
+    assert problems[0].startswith("the sign-off record is not sealed with the signing key")
+    assert any(p.startswith("the audit log records 1 signature(s) the record no longer holds "
+                            f"(sign-off {last.id} (approve by") for p in problems)  # fmt: skip
+    with pytest.raises(signoff.TamperedPolicyError, match="shorter than its anchors say"):
+        signoff.in_force_version(engine, KIND)
 
 
 def test_keyed_rows_without_the_key_cannot_be_checked_and_are_not_served(
@@ -418,13 +626,16 @@ def test_keyed_rows_without_the_key_cannot_be_checked_and_are_not_served(
     v1 = signoff.propose(engine, PO, KIND, "refuse_below: 0.5\nescalate: team\n", "plain")
     _approve(engine, v1)
     monkeypatch.setenv(chain.ENV_KEY, "the deployment key")
+    _adopt(engine)
     v2 = signoff.propose(engine, PO, KIND, "refuse_below: 0.6\nescalate: legal\n", "keyed")
     _approve(engine, v2)
     v3 = signoff.propose(engine, PO, KIND, "refuse_below: 0.7\nescalate: law\n", "next")
     monkeypatch.delenv(chain.ENV_KEY)
     signoff.clear_chain_cache()
     problems = signoff.verify_chain(engine)
-    assert problems and all("cannot be checked without the signing key" in p for p in problems)
+    assert problems and all("cannot be checked without the signing key" in p or
+                            "none is configured: the seal cannot be checked" in p
+                            for p in problems), problems  # fmt: skip
     assert not any("altered" in p for p in problems)
     assert _served(engine) == 1  # fail closed: the unverifiable approval is not served
     with pytest.raises(InputError, match="does not verify"):
@@ -440,6 +651,8 @@ def test_keyed_rows_without_the_key_cannot_be_checked_and_are_not_served(
     signoff.clear_chain_cache()
     with pytest.raises(InputError, match="does not verify"):
         signoff.sign(engine, COMP, v3, "approve")
+    with pytest.raises(InputError, match="another key"):
+        signoff.adopt_signing_key(engine, ADMIN)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -459,13 +672,20 @@ def test_verify_signoffs_compares_with_a_recorded_head(
     assert first.startswith(f"# sign-off chain head: {head} ({count} signature(s))")
     assert yaml.safe_load(out.read_text(encoding="utf-8"))["approved_on"]  # still the policy
     r = run(main, ["verify-signoffs", "--head", head])
-    assert r.exit_code == 0 and "its head is the recorded one" in r.output, r.output
-    # a chain rewritten since (here: one more signature) no longer has the recorded head
+    assert r.exit_code == 0 and "it holds the recorded head" in r.output, r.output
+    assert f"signature {count} of {count}" in r.output
+    # signatures added since are fine: the record still holds the recorded head (it used to
+    # be reported as a mismatch; what the head guards against is a record rewritten or cut
+    # back before it)
     pending = next(
         v for v in signoff.versions(demo_engine, "no_answer_policy") if v.status == "pending"
     )
     signer = next(a for a in (PO, COMP) if a.email != pending.author)
     signoff.sign(demo_engine, signer, pending.id, "reject", note="no")
     r = run(main, ["verify-signoffs", "--head", head])
+    assert r.exit_code == 0, r.output
+    assert f"signature {count} of {count + 1}; 1 signed since" in r.output
+    # a head the record does not hold (rewritten before it) fails
+    r = run(main, ["verify-signoffs", "--head", "cd" * 32])
     assert r.exit_code == 1 and "HEAD MISMATCH" in r.output, r.output
     assert "TAMPERED" not in r.output  # the chain itself verifies

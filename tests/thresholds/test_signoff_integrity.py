@@ -11,6 +11,7 @@ import pytest
 from sqlalchemy import Engine, text
 
 from review.core.errors import InputError
+from review.core.identity import SYSTEM
 from review.policy import chain, signoff
 from review.thresholds import thresholds
 from tests.helpers.actors import make_actor
@@ -197,6 +198,7 @@ def test_the_pages_pass_the_signing_key_from_the_secrets_down(
     demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(chain.ENV_KEY, "the deployment's key")
+    signoff.adopt_signing_key(demo_engine, SYSTEM)  # the demo's plain rows, sealed by the key
     pending = next(
         v for v in signoff.versions(demo_engine, thresholds.KIND) if v.status == "pending"
     )
@@ -216,3 +218,10 @@ def test_the_pages_pass_the_signing_key_from_the_secrets_down(
     at.run()
     no_exception(at)
     assert not any("does not verify" in readable(e) for e in at.error)
+    # a key in the secrets that never sealed this record: the page says so
+    signoff.clear_chain_cache()
+    at = page_app(demo_url, monkeypatch, PAGE, PAULA)
+    at.secrets["signing"] = {"key": "a key that sealed nothing"}
+    at.run()
+    no_exception(at)
+    assert any("not sealed with the signing key" in readable(e) for e in at.error)
