@@ -43,7 +43,8 @@ refuses it naming the field.
 Restricted content: no field of a state carries the id, source or text of a passage the user
 may not see (``allowed`` false, or not logged: unknown access is treated as no access). Such a
 passage is never listed as support; a next step about a conflict names only the passages the
-user may see and says that a source it does not name disagrees; and a generator's draft that
+user may see and never says that another source exists (a refusal must not reveal that a
+restricted document exists); and a generator's draft that
 names or quotes such a passage (a string that no passage the user may see also holds) is not
 released: the state abstains with ``source_not_allowed``. Field paths in ``missing_signals``
 locate a passage by its position only.
@@ -109,15 +110,18 @@ NEXT_STEP: Final[dict[str, str]] = {
     "the verifier for {claims}.",
 }
 #: The conflict step when a side of a conflict may not be shown to the user: the sources the
-#: user may see are named, the others only said to exist (never named, counted or quoted).
+#: user may see are named, the others never named, counted, quoted or said to exist (a refusal
+#: must not reveal that a restricted document exists).
 CONFLICT_PARTLY_HIDDEN: Final = (
-    "Show the conflicting sources the user may see ({conflicts}) and say that a source they "
-    "cannot see disagrees, without naming or quoting it; ask the source owner which one "
-    "controls, or apply a documented precedence rule."
+    "Do not answer: the sources do not agree on this. Show the user only the sources they may "
+    "see ({conflicts}) and say the allowed sources do not settle it, without saying that any "
+    "other source exists; ask the source owner which one controls, or apply a documented "
+    "precedence rule."
 )
 CONFLICT_HIDDEN: Final = (
-    "Say the sources do not agree on this, without naming or quoting them (the user may not "
-    "see them); ask the source owner which one controls, or apply a documented precedence rule."
+    "Do not answer: the sources do not agree on this. Say the allowed sources do not settle "
+    "it, without naming, quoting or counting any source the user may not see; ask the source "
+    "owner which one controls, or apply a documented precedence rule."
 )
 #: The step when every predicate held but the generator's draft names or quotes a source the
 #: user may not see.

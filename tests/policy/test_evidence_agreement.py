@@ -198,7 +198,9 @@ def test_the_next_step_names_only_the_sources_the_user_may_see(policy: NoAnswerP
     )
     state = decide_evidence(row, policy)
     assert state.status == "abstain" and state.reason_codes == ["conflicting_evidence"]
-    assert "(p1)" in state.next_step and "cannot see" in state.next_step
+    assert "(p1)" in state.next_step and "do not settle it" in state.next_step
+    # nothing tells the user that a source they may not see exists
+    assert "cannot see disagrees" not in state.next_step
     text = _dump(state)
     assert "p2" not in text and "board" not in text.lower() and "p2-source" not in text
 
