@@ -1,0 +1,39 @@
+"""A run's outputs as a user sees them while some of their cases still wait for that user's
+label (the blind rule of :mod:`review.cases.sight`): each such case's gold decision and
+whether its answer was acceptable (which tells the gold) read as hidden. The metrics are
+counted over every output before this, so the figures stay whole."""
+
+from __future__ import annotations
+
+import pandas as pd
+from sqlalchemy import Engine
+
+from review.cases.sight import HIDDEN, Sight
+
+__all__ = ["JUDGED_COLUMNS", "outputs_table"]
+
+#: The columns of an outputs frame that tell a case's judgement
+JUDGED_COLUMNS = (
+    "gold",
+    "expected_decision",
+    "answer_ok",
+    "category",
+    "evidence_state",
+    "answerable",
+)
+
+
+def outputs_table(engine: Engine, seen: Sight, frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` (one row per output, with ``case_id``) with the judgement of the cases blind
+    to the user withheld, for showing."""
+    if frame.empty or "case_id" not in frame:
+        return frame
+    blind = seen.blind_ids(engine, frame["case_id"].unique().tolist())
+    if not blind:
+        return frame
+    mask = frame["case_id"].isin(sorted(blind))
+    out = frame.copy()
+    for col in JUDGED_COLUMNS:
+        if col in out:
+            out[col] = out[col].astype(object).where(~mask, HIDDEN)
+    return out
