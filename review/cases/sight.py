@@ -117,6 +117,23 @@ class Sight:
                 )
         return frozenset(found)
 
+    def blind_keys(self, engine: Engine, keys: Iterable[str]) -> frozenset[str]:
+        """Of the case keys ``keys``, those blind to this user."""
+        wanted = sorted({str(k) for k in keys})
+        if not wanted or not self.may_label:
+            return frozenset()
+        found: set[str] = set()
+        with read_session(engine) as s:
+            for start in range(0, len(wanted), 500):
+                chunk = wanted[start : start + 500]
+                found.update(
+                    str(k)
+                    for k in s.scalars(
+                        select(Case.key).where(Case.key.in_(chunk), self.blind_clause())
+                    )
+                )
+        return frozenset(found)
+
     def is_blind(self, engine: Engine, case_id: int) -> bool:
         return case_id in self.blind_ids(engine, [case_id])
 

@@ -24,14 +24,20 @@ JUDGED_COLUMNS = (
 
 
 def outputs_table(engine: Engine, seen: Sight, frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` (one row per output, with ``case_id``) with the judgement of the cases blind
-    to the user withheld, for showing."""
-    if frame.empty or "case_id" not in frame:
+    """``frame`` (one row per output or case, with ``case_id`` or the case ``key``) with the
+    judgement of the cases blind to the user withheld, for showing."""
+    if frame.empty:
         return frame
-    blind = seen.blind_ids(engine, frame["case_id"].unique().tolist())
-    if not blind:
+    if "case_id" in frame:
+        blind_ids = seen.blind_ids(engine, frame["case_id"].unique().tolist())
+        mask = frame["case_id"].isin(sorted(blind_ids))
+    elif "key" in frame:
+        blind_keys = seen.blind_keys(engine, frame["key"].astype(str).unique().tolist())
+        mask = frame["key"].astype(str).isin(sorted(blind_keys))
+    else:
         return frame
-    mask = frame["case_id"].isin(sorted(blind))
+    if not mask.any():
+        return frame
     out = frame.copy()
     for col in JUDGED_COLUMNS:
         if col in out:

@@ -13,7 +13,7 @@ from review.admin import users
 from review.cases import cases, sight
 from review.core.identity import Actor
 from review.core.taxonomy import Taxonomy
-from review.labels import labeling
+from review.labels import blind, labeling
 from tests.helpers.blind import Judgement, all_text, judgement
 from tests.helpers.pages import INES, no_exception, page_app
 
@@ -180,3 +180,19 @@ def test_adjudication_shows_a_reviewer_who_may_still_label_no_expected_decision(
     text = _run(at)
     assert f"Expected decision on the case: {seen.decision}" in text
     assert all(r in text for r in roles)
+
+
+def test_the_decisions_that_flip_hide_the_gold_of_cases_waiting_for_my_label(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = page_app(demo_url, monkeypatch, "pages/thresholds_page.py", INES)
+    _run(at)
+    slider = at.slider(key="thr_proposed_vector")
+    slider.set_value(0.7).run()
+    no_exception(at)
+    flips = _table_with(at, "raw_score")
+    seen = blind.sight(demo_engine, _actor(demo_engine, INES))
+    hidden = seen.blind_keys(demo_engine, flips["key"].astype(str))
+    assert hidden, "some flipping cases still wait for Inés's label"
+    assert set(flips.loc[flips["key"].isin(sorted(hidden)), "gold"]) == {sight.HIDDEN}
+    assert flips.loc[~flips["key"].isin(sorted(hidden)), "gold"].ne(sight.HIDDEN).all()
