@@ -215,7 +215,8 @@ def compare_runs(engine: Engine, tax: Taxonomy, by_name: dict[str, evalruns.RunR
             ", ".join(f"{ui.plain(k)}: {v:d}" for k, v in counts.items())
             + " (fixed = B matches the gold decision where A did not)"
         )
-        st.dataframe(flips, hide_index=True, width="stretch")
+        seen = blind.sight(engine, ui.actor())
+        st.dataframe(blinding.outputs_table(engine, seen, flips), hide_index=True, width="stretch")
 
 
 def drift_by_family(engine: Engine, tax: Taxonomy) -> None:

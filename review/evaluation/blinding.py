@@ -20,20 +20,22 @@ JUDGED_COLUMNS = (
     "category",
     "evidence_state",
     "answerable",
+    "effect",  # a flip between two runs: fixed or broken against the gold
 )
 
 
 def outputs_table(engine: Engine, seen: Sight, frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` (one row per output or case, with ``case_id`` or the case ``key``) with the
-    judgement of the cases blind to the user withheld, for showing."""
+    """``frame`` (one row per output or case, with ``case_id`` or the case key as ``key`` or
+    ``case``) with the judgement of the cases blind to the user withheld, for showing."""
     if frame.empty:
         return frame
     if "case_id" in frame:
         blind_ids = seen.blind_ids(engine, frame["case_id"].unique().tolist())
         mask = frame["case_id"].isin(sorted(blind_ids))
-    elif "key" in frame:
-        blind_keys = seen.blind_keys(engine, frame["key"].astype(str).unique().tolist())
-        mask = frame["key"].astype(str).isin(sorted(blind_keys))
+    elif "key" in frame or "case" in frame:
+        keys = frame["key" if "key" in frame else "case"].astype(str)
+        blind_keys = seen.blind_keys(engine, keys.unique().tolist())
+        mask = keys.isin(sorted(blind_keys))
     else:
         return frame
     if not mask.any():

@@ -156,6 +156,13 @@ def test_a_run_s_outputs_hide_the_gold_of_a_case_waiting_for_my_label(
     assert len(mine) >= 1, "the demo's runs have an output on the case"
     assert set(mine["gold"]) == {sight.HIDDEN} and set(mine["answer_ok"]) == {sight.HIDDEN}
     assert outputs["gold"].ne(sight.HIDDEN).any()  # the cases I labeled keep their gold
+    # comparing two runs: a case that changed its decision shows neither gold nor effect
+    flips = _table_with(at, "effect")
+    seen = blind.sight(demo_engine, _actor(demo_engine, INES))
+    hidden = flips["case"].isin(sorted(seen.blind_keys(demo_engine, flips["case"])))
+    assert hidden.any(), "some flipping cases still wait for Inés's label"
+    assert set(flips.loc[hidden, "gold"]) == set(flips.loc[hidden, "effect"]) == {sight.HIDDEN}
+    assert flips.loc[~hidden, "effect"].isin(["fixed", "broken", "changed"]).all()
     _label(demo_engine, INES, view, tax)
     _run(at)
     outputs = _table_with(at, "gold")
