@@ -121,7 +121,7 @@ def evidence(engine: Engine, actor: Actor, view: cases.CaseView, tax: Taxonomy) 
     else:
         st.text("(none)")
     if view.blind:
-        st.info(sight.BLIND_NOTE)
+        st.info(ui.plain(sight.BLIND_NOTE))
     else:
         expected = readable.term(tax, "decisions", view.expected_decision)
         reasons = reasons_text(view.reason_codes, tax)

@@ -48,7 +48,7 @@ def builder_view(engine: Engine, actor: Actor, tax: Taxonomy, case_id: int) -> N
     if view.blind:  # building from it would tell its evidence state and expected decision
         st.subheader(f"Case {ui.plain(view.key)}")
         ui.text(view.question, label="Question")
-        st.info(sight.BLIND_NOTE)
+        st.info(ui.plain(sight.BLIND_NOTE))
         return
     c1, c2 = st.columns([3, 1])
     c1.subheader(f"Base case {ui.plain(view.key)}")

@@ -92,7 +92,7 @@ def labels(engine: Engine, tax: Taxonomy, view: cases.CaseView) -> None:
 
 def blind_panel(view: cases.CaseView) -> None:
     """In place of the judgement, for a case still waiting for my label."""
-    st.info(sight.BLIND_NOTE)
+    st.info(ui.plain(sight.BLIND_NOTE))
     st.link_button("Label this case", ui.link("label", case=view.id))
 
 

@@ -1,6 +1,7 @@
 """Blind on every page: while a case still waits for my label, no page shows me its expected
 decision, category, document roles or the author's notes (what the Label page hides); after I
-label it, they show. AppTest on the demo, signed in as Inés, an annotator."""
+label it, they show. AppTest on the demo, signed in as an annotator (Inés or Tom), or as Ravi,
+a reviewer who also labels."""
 
 from __future__ import annotations
 
@@ -111,7 +112,9 @@ def test_the_cases_export_leaves_out_cases_waiting_for_my_label(
 
 
 RAVI = "ravi.menon@brightwave.example"  # reviewer and annotator
-BLIND_VARIANT = "CASE-001-CF-1"  # Ravi's forbidden-evidence variant of FAM-REFUND-WINDOW
+TOM = "tom.becker@brightwave.example"  # an annotator
+#: Ravi's forbidden-evidence variant of FAM-REFUND-WINDOW, confirmed by Inés: blind to Tom
+BLIND_VARIANT = "CASE-001-CF-1"
 
 
 def _table_with(at: AppTest, column: str) -> pd.DataFrame:
@@ -125,7 +128,7 @@ def test_the_builder_withholds_the_judgement_of_a_variant_waiting_for_my_label(
     assert view is not None and view.family and view.evidence_state == "forbidden"
     assert not labeling.current_labels(demo_engine, view.id)
     state = tax.label("evidence_states", view.evidence_state)
-    at = page_app(demo_url, monkeypatch, "pages/builder_page.py", INES, family=view.family)
+    at = page_app(demo_url, monkeypatch, "pages/builder_page.py", TOM, family=view.family)
     text = _run(at)
     row = _table_with(at, "evidence state")
     row = row[row["case"] == view.key].iloc[0]
@@ -135,10 +138,10 @@ def test_the_builder_withholds_the_judgement_of_a_variant_waiting_for_my_label(
     assert state not in text  # only this variant is forbidden: nothing else says so
     assert "1 variant(s) of this family still wait for your label" in text
     # opened as a base case in the builder: nothing to build from while blind
-    base = page_app(demo_url, monkeypatch, "pages/builder_page.py", INES, case=str(view.id))
+    base = page_app(demo_url, monkeypatch, "pages/builder_page.py", TOM, case=str(view.id))
     base_text = _run(base)
     assert sight.BLIND_NOTE in base_text and state not in base_text
-    _label(demo_engine, INES, view, tax)
+    _label(demo_engine, TOM, view, tax)
     text = _run(at)
     assert state in text
     row = _table_with(at, "evidence state")
