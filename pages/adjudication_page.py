@@ -10,11 +10,11 @@ from sqlalchemy import Engine
 
 from pages import ui
 from review.admin import users
-from review.cases import cases, display
+from review.cases import cases, display, sight
 from review.core import readable
 from review.core.identity import Actor, Permission
 from review.core.taxonomy import Taxonomy
-from review.labels import adjudication, labeling
+from review.labels import adjudication, blind, labeling
 
 LIMIT = 200
 CASE_KEY = "adj_case"  # the case on screen (the source of truth)
@@ -120,11 +120,14 @@ def evidence(engine: Engine, actor: Actor, view: cases.CaseView, tax: Taxonomy) 
             st.text(f"{i}. {claim}")
     else:
         st.text("(none)")
-    expected = readable.term(tax, "decisions", view.expected_decision)
-    reasons = reasons_text(view.reason_codes, tax)
-    st.caption(
-        f"Expected decision on the case: {ui.plain(expected)} · reasons: {ui.plain(reasons)}"
-    )
+    if view.blind:
+        st.info(ui.plain(sight.BLIND_NOTE))
+    else:
+        expected = readable.term(tax, "decisions", view.expected_decision)
+        reasons = reasons_text(view.reason_codes, tax)
+        st.caption(
+            f"Expected decision on the case: {ui.plain(expected)} · reasons: {ui.plain(reasons)}"
+        )
     st.caption(
         f"Documents available to retrieval for identity “{ui.plain(view.identity_name)}” "
         f"(may see: {ui.plain(', '.join(view.identity_scopes)) or 'nothing'})"
@@ -270,7 +273,7 @@ def main() -> None:
     picker(queue, picked)
     st.query_params["case"] = str(picked)
     st.session_state[DEEP_KEY] = picked
-    view = cases.get_case(engine, case_id=picked)
+    view = sight.get_case(engine, blind.sight(engine, actor), picked)
     if view is None:
         st.error(f"Case {picked:d} does not exist.")
         return

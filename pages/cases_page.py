@@ -17,11 +17,12 @@ from pages.cases.case_form import case_form
 from pages.cases.case_list import case_list, filters, seed_filters_from_query
 from pages.cases.case_view import FLASH_KEY, show_case
 from pages.cases.splits_panel import splits_panel
-from review.cases import cases
+from review.cases import cases, sight
 from review.core import uploads
 from review.core.identity import Actor, Permission
 from review.core.taxonomy import Taxonomy
 from review.core.terms import CaseStatus
+from review.labels import blind
 
 EXPORT_KEY = "cases_export"
 
@@ -46,10 +47,15 @@ def import_export_panel(engine: Engine, actor: Actor, tax: Taxonomy, flt: cases.
                         st.success(ui.plain(report.summary()))
         if st.button("Prepare export of the filtered cases"):
             buf = io.StringIO()
-            n = cases.export_cases(engine, buf, flt)
-            st.session_state[EXPORT_KEY] = (n, buf.getvalue())
+            n, withheld = sight.export_cases(engine, blind.sight(engine, actor), buf, flt)
+            st.session_state[EXPORT_KEY] = (n, buf.getvalue(), withheld)
         if st.session_state.get(EXPORT_KEY):
-            n, data = st.session_state[EXPORT_KEY]
+            n, data, withheld = st.session_state[EXPORT_KEY]
+            if withheld:
+                st.caption(
+                    f"{withheld:d} case(s) still waiting for your label are left out (blind "
+                    "labeling): label them first."
+                )
             st.download_button(
                 f"Download {n:d} case(s) as JSONL",
                 data,
@@ -87,7 +93,7 @@ def main() -> None:
     if actor.can(Permission.edit_cases):
         new_case(engine, actor, tax)
         splits_panel(engine, actor)
-    case_list(engine, tax, flt)
+    case_list(engine, tax, flt, blind.sight(engine, actor))
 
 
 if __name__ == "__main__":

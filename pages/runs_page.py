@@ -13,7 +13,8 @@ from review.core import readable
 from review.core.errors import WorkbenchError
 from review.core.identity import Actor, Permission
 from review.core.taxonomy import Taxonomy
-from review.evaluation import clearance, display, evalruns, runmetrics
+from review.evaluation import blinding, clearance, display, evalruns, runmetrics
+from review.labels import blind
 from review.thresholds.thresholds import in_force
 
 PERTURBED_COLUMNS = [
@@ -174,7 +175,7 @@ def one_run(
                     )
     with st.expander("Outputs (text shown verbatim)"):
         st.dataframe(
-            df[OUTPUT_COLUMNS],
+            blinding.outputs_table(engine, blind.sight(engine, actor), df)[OUTPUT_COLUMNS],
             hide_index=True,
             width="stretch",
         )
@@ -214,7 +215,8 @@ def compare_runs(engine: Engine, tax: Taxonomy, by_name: dict[str, evalruns.RunR
             ", ".join(f"{ui.plain(k)}: {v:d}" for k, v in counts.items())
             + " (fixed = B matches the gold decision where A did not)"
         )
-        st.dataframe(flips, hide_index=True, width="stretch")
+        seen = blind.sight(engine, ui.actor())
+        st.dataframe(blinding.outputs_table(engine, seen, flips), hide_index=True, width="stretch")
 
 
 def drift_by_family(engine: Engine, tax: Taxonomy) -> None:

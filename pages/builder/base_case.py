@@ -11,10 +11,11 @@ from pages.builder.edit_tab import edit_tab
 from pages.builder.nav import go
 from pages.builder.variant_tab import family_tab
 from review.builder import documents, suggestions, tables
-from review.cases import cases
+from review.cases import cases, sight
 from review.core.errors import WorkbenchError
 from review.core.identity import Actor, Permission
 from review.core.taxonomy import Taxonomy
+from review.labels import blind
 
 
 def passage_tab(engine: Engine, actor: Actor, view: cases.CaseView) -> None:
@@ -40,9 +41,14 @@ def passage_tab(engine: Engine, actor: Actor, view: cases.CaseView) -> None:
 
 
 def builder_view(engine: Engine, actor: Actor, tax: Taxonomy, case_id: int) -> None:
-    view = cases.get_case(engine, case_id=case_id)
+    view = sight.get_case(engine, blind.sight(engine, actor), case_id)
     if view is None:
         st.error(f"Case {case_id:d} does not exist.")
+        return
+    if view.blind:  # building from it would tell its evidence state and expected decision
+        st.subheader(f"Case {ui.plain(view.key)}")
+        ui.text(view.question, label="Question")
+        st.info(ui.plain(sight.BLIND_NOTE))
         return
     c1, c2 = st.columns([3, 1])
     c1.subheader(f"Base case {ui.plain(view.key)}")

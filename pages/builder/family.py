@@ -12,12 +12,13 @@ from sqlalchemy import Engine
 
 from pages import ui
 from pages.builder.nav import leave_message, take_focus
+from review.builder import blinding, replay, suggestions, tables
 from review.builder import family_view as builder_family_view
-from review.builder import replay, suggestions, tables
 from review.builder.family_view import FamilyView, VariantRow
 from review.core.errors import WorkbenchError
 from review.core.identity import Actor, Permission
 from review.core.taxonomy import Taxonomy
+from review.labels import blind
 
 
 def passage_key(family: str) -> str:
@@ -31,6 +32,7 @@ def family_view(engine: Engine, actor: Actor, tax: Taxonomy, key: str) -> None:
     if fam is None:
         st.error(f"Family {ui.plain(key)} does not exist.")
         return
+    fam = blinding.family(engine, blind.sight(engine, actor), fam)
     st.subheader(f"Family {ui.plain(fam.key)}")
     ui.text(fam.title, label="Question of the family")
     rows = tables.variants_table(fam, lambda case_id: ui.link("cases", case=case_id), tax)
@@ -56,6 +58,13 @@ def family_view(engine: Engine, actor: Actor, tax: Taxonomy, key: str) -> None:
 def checks(fam: FamilyView, key: str) -> None:
     """The consistency checks and the form to run them against another passage."""
     st.markdown("**Consistency checks**")
+    if fam.blind:
+        st.info(
+            f"{fam.blind:d} variant(s) of this family still wait for your label: their "
+            "evidence state, expected decision, document roles and edits, and the family's "
+            "checks and decisive passage, stay hidden until you label them (blind labeling)."
+        )
+        return
     for note in tables.check_notes(fam):
         {"error": st.error, "warning": st.warning, "success": st.success}[note.level](note.text)
     st.dataframe(

@@ -7,18 +7,20 @@ from sqlalchemy import Engine
 
 from pages import ui
 from pages.builder.nav import go
-from review.builder import documents, tables
+from review.builder import blinding, tables
 from review.builder import family_view as builder_family_view
 from review.core.taxonomy import Taxonomy
+from review.labels import blind
 
 PAGE_SIZE = 25
 
 
 def base_cases(engine: Engine) -> None:
     text = st.text_input("Search base cases (question or key)", key="bld_q")
-    total = documents.count_base_cases(engine, text)
+    seen = blind.sight(engine, ui.actor())
+    total = blinding.count_base_cases(engine, seen, text)
     page = ui.paginate(total, "bld_base", page_size=PAGE_SIZE)
-    base = documents.list_base_cases(engine, text, page=page, page_size=PAGE_SIZE)
+    base = blinding.base_cases(engine, seen, text, page=page, page_size=PAGE_SIZE)
     if not base:
         st.info(
             "No evidence-present cases yet. Create a case with a family key, evidence state "
@@ -44,7 +46,7 @@ def families(engine: Engine, tax: Taxonomy) -> None:
     st.markdown("**Families**")
     nfam = builder_family_view.count_families(engine)
     fpage = ui.paginate(nfam, "bld_fam", page_size=PAGE_SIZE)
-    fams = builder_family_view.list_families(engine, page=fpage, page_size=PAGE_SIZE)
+    fams = blinding.families(engine, blind.sight(engine, ui.actor()), fpage, PAGE_SIZE)
     if not fams:
         st.caption("No families yet.")
         return

@@ -8,7 +8,7 @@ from sqlalchemy import Engine
 
 from pages import ui
 from review.admin import users
-from review.cases import cases, display
+from review.cases import cases, display, sight
 from review.core.taxonomy import Taxonomy
 
 # Deep-link query parameters that start a filter (once: the widget keeps it afterwards)
@@ -62,10 +62,10 @@ def filters(engine: Engine, tax: Taxonomy) -> cases.CaseFilter:
     return display.case_filter(text, decision, category, slice_, split, status, family)
 
 
-def case_list(engine: Engine, tax: Taxonomy, flt: cases.CaseFilter) -> None:
-    total = cases.count_cases(engine, flt)
+def case_list(engine: Engine, tax: Taxonomy, flt: cases.CaseFilter, seen: sight.Sight) -> None:
+    total = sight.count_cases(engine, seen, flt)
     page = ui.paginate(total, "cases")
-    rows = cases.list_cases(engine, flt, page=page)
+    rows = sight.list_cases(engine, seen, flt, page=page)
     if not rows:
         all_cases = cases.count_cases(engine, cases.CaseFilter()) if total == 0 else 0
         st.info(ui.plain(display.empty_list_message(total, all_cases)))
@@ -91,3 +91,8 @@ def case_list(engine: Engine, tax: Taxonomy, flt: cases.CaseFilter) -> None:
         st.query_params["case"] = str(rows[picked[0]].id)
         st.rerun()
     st.caption("Select a row to open the case.")
+    if any(r.blind for r in rows):
+        st.caption(
+            "Cases still waiting for your label show no expected decision, category or "
+            "evidence state until you label them (blind labeling)."
+        )

@@ -9,9 +9,10 @@ from sqlalchemy import Engine
 from pages import ui
 from pages.cases.case_form import case_form
 from review.admin import users
-from review.cases import cases, display
+from review.cases import cases, display, sight
 from review.core.identity import Actor, Permission
 from review.core.taxonomy import Taxonomy
+from review.labels import blind
 
 FLASH_KEY = "cases_flash"
 
@@ -89,8 +90,14 @@ def labels(engine: Engine, tax: Taxonomy, view: cases.CaseView) -> None:
         ui.text(view.notes, label="Notes")
 
 
-def family(engine: Engine, tax: Taxonomy, view: cases.CaseView) -> None:
-    fam_rows = cases.list_cases(engine, cases.CaseFilter(family=view.family), page_size=50)
+def blind_panel(view: cases.CaseView) -> None:
+    """In place of the judgement, for a case still waiting for my label."""
+    st.info(ui.plain(sight.BLIND_NOTE))
+    st.link_button("Label this case", ui.link("label", case=view.id))
+
+
+def family(engine: Engine, tax: Taxonomy, view: cases.CaseView, seen: sight.Sight) -> None:
+    fam_rows = sight.list_cases(engine, seen, cases.CaseFilter(family=view.family), page_size=50)
     st.caption(f"Family {ui.plain(view.family)}: {len(fam_rows)} variant(s)")
     st.dataframe(
         display.family_table(fam_rows, lambda case_id: ui.link("cases", case=case_id), tax),
@@ -101,13 +108,14 @@ def family(engine: Engine, tax: Taxonomy, view: cases.CaseView) -> None:
 
 
 def show_case(engine: Engine, actor: Actor, tax: Taxonomy, case_id: int) -> None:
-    view = cases.get_case(engine, case_id=case_id)
+    seen = blind.sight(engine, actor)
+    view = sight.get_case(engine, seen, case_id)
     if view is None:
         st.error(f"Case {case_id:d} does not exist.")
         return
     st.subheader(f"Case {ui.plain(view.key)}")
     opened = st.session_state.get(edit_key(view.id))
-    if opened is not None:
+    if opened is not None and not view.blind:  # the form holds the whole judgement
         edit_case(engine, actor, tax, view, int(opened))
         return
     flash = st.session_state.pop(FLASH_KEY, None)
@@ -118,9 +126,14 @@ def show_case(engine: Engine, actor: Actor, tax: Taxonomy, case_id: int) -> None
     with left:
         documents_and_claims(actor, tax, view)
     with right:
-        labels(engine, tax, view)
+        if view.blind:
+            blind_panel(view)
+        else:
+            labels(engine, tax, view)
     if view.family:
-        family(engine, tax, view)
+        family(engine, tax, view, seen)
+    if view.blind:
+        return
     if actor.can(Permission.edit_cases) and st.button("Edit this case", type="primary"):
         st.session_state[edit_key(view.id)] = view.version
         st.rerun()

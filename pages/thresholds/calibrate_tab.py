@@ -23,7 +23,8 @@ from review.core import readable
 from review.core.errors import WorkbenchError
 from review.core.identity import Actor
 from review.core.taxonomy import Taxonomy
-from review.evaluation import evalruns
+from review.evaluation import blinding, evalruns
+from review.labels import blind
 from review.policy import signoff
 from review.policy.policy import ModeThresholds, NoAnswerPolicy
 from review.thresholds import caveat as caveat_cal
@@ -136,7 +137,10 @@ def _operating_points(a: Analysis, policy: NoAnswerPolicy) -> None:
         chart_downloads(cc, a.sweep, "expected_cost")
 
 
-def _targets_and_flips(a: Analysis, policy: NoAnswerPolicy, changed: bool) -> None:
+def _targets_and_flips(
+    a: Analysis, policy: NoAnswerPolicy, changed: bool, flips: pd.DataFrame | None = None
+) -> None:
+    """``flips``: the flips as the user may see them (a blind case's gold withheld)."""
     st.subheader("What the change does" if changed else "The policy in force")
     if not changed:
         st.info(
@@ -157,7 +161,7 @@ def _targets_and_flips(a: Analysis, policy: NoAnswerPolicy, changed: bool) -> No
         st.info("No outcome changes between answer and refuse.")
     else:
         st.caption(ui.plain(display.flip_counts(a.flips)))
-        st.dataframe(a.flips, hide_index=True, width="stretch")
+        st.dataframe(a.flips if flips is None else flips, hide_index=True, width="stretch")
 
 
 def _sweeps(a: Analysis, src: Outcomes, pif: PolicyInForce, engine: Engine) -> None:
@@ -305,7 +309,12 @@ def calibrate(engine: Engine, actor: Actor, tax: Taxonomy, pif: PolicyInForce) -
         return
     st.caption(ui.plain(display.analysis_caption(a)))
     _operating_points(a, policy)
-    _targets_and_flips(a, policy, display.is_change(th, bounds, float(proposed), caveat))
+    _targets_and_flips(
+        a,
+        policy,
+        display.is_change(th, bounds, float(proposed), caveat),
+        blinding.outputs_table(engine, blind.sight(engine, actor), a.flips),
+    )
     cal = _caveat_band(src, policy, float(proposed), caveat)
     replay_section(engine, actor, pif, src.mode, proposed, caveat)
     _sweeps(a, src, pif, engine)

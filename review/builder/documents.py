@@ -119,21 +119,22 @@ def _base_conditions(text: str) -> list[Any]:
     return conds
 
 
-def count_base_cases(engine: Engine, text: str = "") -> int:
+def count_base_cases(engine: Engine, text: str = "", also: Sequence[Any] = ()) -> int:
     with read_session(engine) as s:
-        return int(s.scalar(select(func.count(Case.id)).where(*_base_conditions(text))) or 0)
+        return int(s.scalar(select(func.count(Case.id)).where(*_base_conditions(text), *also)) or 0)
 
 
 def list_base_cases(
-    engine: Engine, text: str = "", page: int = 1, page_size: int = 50
+    engine: Engine, text: str = "", page: int = 1, page_size: int = 50, also: Sequence[Any] = ()
 ) -> list[BaseCaseRow]:
-    """Evidence-present cases expecting an answer: the starting points of variants."""
+    """Evidence-present cases expecting an answer: the starting points of variants (those
+    ``also`` admits)."""
     page = max(page, 1)
     with read_session(engine) as s:
         rows = s.execute(
             select(Case.id, Case.key, CaseFamily.key.label("family"), Case.question)
             .outerjoin(CaseFamily, CaseFamily.id == Case.family_id)
-            .where(*_base_conditions(text))
+            .where(*_base_conditions(text), *also)
             .order_by(Case.id)
             .limit(page_size)
             .offset((page - 1) * page_size)

@@ -182,6 +182,7 @@ class FamilyView:
     passage_source: str  # where it came from
     hidden: bool  # restricted text was withheld from this actor
     people: Mapping[str, str] = dataclasses.field(default_factory=dict)  # e-mail -> name
+    blind: int = 0  # variants whose judgement is withheld from this actor (review.builder.blinding)
 
     def person(self, email: str | None) -> str:
         """Who someone is, as people read it: their name, else the e-mail address."""

@@ -553,16 +553,25 @@ class CaseRow:
     #: the agreed label's decision (None: no adjudication or agreement yet) and its source
     agreed_decision: str | None = None
     agreed_by: str | None = None
+    #: the judgement is withheld (see review.cases.sight)
+    blind: bool = False
 
 
-def count_cases(engine: Engine, f: CaseFilter) -> int:
+def count_cases(engine: Engine, f: CaseFilter, also: Sequence[ColumnElement[bool]] = ()) -> int:
     with read_session(engine) as s:
-        return int(s.scalar(select(func.count(Case.id)).where(*_conditions(f))) or 0)
+        return int(s.scalar(select(func.count(Case.id)).where(*_conditions(f), *also)) or 0)
 
 
-def list_cases(engine: Engine, f: CaseFilter, page: int = 1, page_size: int = 25) -> list[CaseRow]:
-    """One page of cases matching the filter, with their slices and document counts."""
-    conds = _conditions(f)
+def list_cases(
+    engine: Engine,
+    f: CaseFilter,
+    page: int = 1,
+    page_size: int = 25,
+    also: Sequence[ColumnElement[bool]] = (),
+) -> list[CaseRow]:
+    """One page of cases matching the filter (and the conditions ``also``), with their
+    slices and document counts."""
+    conds = [*_conditions(f), *also]
     page = max(page, 1)
     with read_session(engine) as s:
         rows = s.execute(
@@ -657,6 +666,8 @@ class CaseView:
     record: dict[str, Any]
     #: the agreed label (None: no adjudication or agreement yet)
     agreed: Agreed | None = None
+    #: the judgement is withheld (see review.cases.sight)
+    blind: bool = False
 
 
 def get_case(engine: Engine, case_id: int | None = None, key: str | None = None) -> CaseView | None:
@@ -714,10 +725,16 @@ def family_keys(engine: Engine) -> list[str]:
         return list(s.scalars(select(CaseFamily.key).order_by(CaseFamily.key)))
 
 
-def export_cases(engine: Engine, out: IO[str], f: CaseFilter | None = None) -> int:
+def export_cases(
+    engine: Engine,
+    out: IO[str],
+    f: CaseFilter | None = None,
+    also: Sequence[ColumnElement[bool]] = (),
+) -> int:
     """Write cases as canonical JSONL, streaming in batches; returns the count. A case with
-    an agreed label carries it as ``agreed`` (read-only: ignored on import)."""
-    conds = _conditions(f or CaseFilter())
+    an agreed label carries it as ``agreed`` (read-only: ignored on import). ``also``: more
+    conditions on the cases written."""
+    conds = [*_conditions(f or CaseFilter()), *also]
     n = 0
     last_id = 0
     with read_session(engine) as s:

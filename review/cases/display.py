@@ -87,7 +87,7 @@ def case_table(
                 "case": r.key,
                 "question": r.question,
                 "decision": _term(tax, "decisions", r.agreed_decision or r.expected_decision),
-                "label from": _who(r.agreed_by, names) or "author",
+                "label from": "" if r.blind else (_who(r.agreed_by, names) or "author"),
                 "author expected": (
                     _term(tax, "decisions", r.expected_decision)
                     if r.agreed_decision and r.agreed_decision != r.expected_decision

@@ -8,8 +8,10 @@ who has not labeled a case sees none of it, not even through the order of the do
 judgement appears once the annotator has submitted a label, and to reviewers (adjudicators)
 who may no longer label the case blind.
 
-The rule itself (who may see) is :func:`judgement_visible`; :func:`labeling_case` builds the
-view the labeling page shows from it.
+The rule itself (who may see) is the one every view of a case asks,
+:mod:`review.cases.sight`; :func:`sight` gives it the labeling overlap, and
+:func:`judgement_visible` answers it for one case. :func:`labeling_case` builds the view the
+labeling page shows from it.
 """
 
 from __future__ import annotations
@@ -20,10 +22,11 @@ from dataclasses import dataclass
 from sqlalchemy import Engine
 
 from review.cases.cases import CaseView
+from review.cases.sight import Sight
 from review.core.identity import Actor, Permission
 from review.labels import labeling
 
-__all__ = ["LabelingCase", "ShownDoc", "judgement_visible", "labeling_case"]
+__all__ = ["LabelingCase", "ShownDoc", "judgement_visible", "labeling_case", "sight"]
 
 
 @dataclass(frozen=True)
@@ -68,15 +71,19 @@ class LabelingCase:
     expected_reasons: tuple[str, ...]
 
 
+def sight(engine: Engine, actor: Actor) -> Sight:
+    """``actor`` as the blind rule of :mod:`review.cases.sight` needs them: whether they
+    label, and the overlap (how many labels a case waits for)."""
+    return Sight(actor.email, actor.can(Permission.label), labeling.get_settings(engine).overlap)
+
+
 def judgement_visible(engine: Engine, actor: Actor, case_id: int) -> bool:
-    """Whether ``actor`` may see the author's judgement of a case: after labeling it, or as a
-    reviewer who may no longer label it blind (a reviewer who is also an annotator and may
-    still give this case one of its independent labels stays blind until they do)."""
-    if labeling.my_label(engine, actor, case_id) is not None:
-        return True
-    if not actor.can(Permission.adjudicate):
-        return False
-    return not labeling.still_blind(engine, actor, case_id)
+    """Whether ``actor`` may see the author's judgement of a case: unless they may still give
+    it one of its independent labels (it is ready, they label, did not write it or confirm
+    its expected decision, have not labeled it, and it has fewer labels than the overlap),
+    as on every other page. A reviewer who is also an
+    annotator stays blind until they label it too."""
+    return not sight(engine, actor).is_blind(engine, case_id)
 
 
 def labeling_case(view: CaseView, visible: bool) -> LabelingCase:

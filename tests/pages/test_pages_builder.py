@@ -240,7 +240,11 @@ def test_diff_text_is_escaped_and_never_rendered(
         1,
         tax,
     )
-    case_id = cases.create_case(eng, SYSTEM, item, tax)
+    solo = users.get_by_email(eng, "solo@example.org")
+    assert solo is not None
+    # written by the annotator who builds from it: a ready case someone else wrote would be
+    # blind to them until they label it (review/cases/sight.py)
+    case_id = cases.create_case(eng, users.to_actor(solo), item, tax)
     eng.dispose()
     at = open_page(blank_url, monkeypatch, "solo@example.org", case=str(case_id))
     by_label(at.selectbox, "Operator").set_value("change_unit").run()  # type: ignore[attr-defined]
@@ -442,7 +446,8 @@ def test_every_demo_family_renders_with_its_variants_and_passing_checks(
 
 def agent_case(engine: Engine, tax: Taxonomy) -> int:
     """An agent's question that the public refund policy and the internal agent guide both
-    answer (two decisive documents of the demo)."""
+    answer (two decisive documents of the demo), written by Ravi, who builds from it (a ready
+    case by someone else would be blind to him, an annotator, until he labels it)."""
     item = cases.validate_case(
         {
             "key": "AGENT-001",
@@ -473,7 +478,9 @@ def agent_case(engine: Engine, tax: Taxonomy) -> int:
         1,
         tax,
     )
-    return cases.create_case(engine, SYSTEM, item, tax)
+    ravi = users.get_by_email(engine, RAVI)
+    assert ravi is not None
+    return cases.create_case(engine, users.to_actor(ravi), item, tax)
 
 
 def test_an_edit_of_one_of_two_decisive_documents_keeps_the_answer_and_is_flagged(

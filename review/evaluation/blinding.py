@@ -1,0 +1,47 @@
+"""A run's outputs as a user sees them while some of their cases still wait for that user's
+label (the blind rule of :mod:`review.cases.sight`): each such case's gold decision and
+whether its answer was acceptable (which tells the gold) read as hidden. The metrics are
+counted over every output before this, so the figures stay whole."""
+
+from __future__ import annotations
+
+import pandas as pd
+from sqlalchemy import Engine
+
+from review.cases.sight import HIDDEN, Sight
+
+__all__ = ["JUDGED_COLUMNS", "outputs_table"]
+
+#: The columns of an outputs frame that tell a case's judgement
+JUDGED_COLUMNS = (
+    "gold",
+    "expected_decision",
+    "answer_ok",
+    "category",
+    "evidence_state",
+    "answerable",
+    "effect",  # a flip between two runs: fixed or broken against the gold
+)
+
+
+def outputs_table(engine: Engine, seen: Sight, frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` (one row per output or case, with ``case_id`` or the case key as ``key`` or
+    ``case``) with the judgement of the cases blind to the user withheld, for showing."""
+    if frame.empty:
+        return frame
+    if "case_id" in frame:
+        blind_ids = seen.blind_ids(engine, frame["case_id"].unique().tolist())
+        mask = frame["case_id"].isin(sorted(blind_ids))
+    elif "key" in frame or "case" in frame:
+        keys = frame["key" if "key" in frame else "case"].astype(str)
+        blind_keys = seen.blind_keys(engine, keys.unique().tolist())
+        mask = keys.isin(sorted(blind_keys))
+    else:
+        return frame
+    if not mask.any():
+        return frame
+    out = frame.copy()
+    for col in JUDGED_COLUMNS:
+        if col in out:
+            out[col] = out[col].astype(object).where(~mask, HIDDEN)
+    return out
