@@ -26,7 +26,8 @@ COLUMNS = ("decision", "rule", "reason_code", "message_key", "missing_signal", "
 def _signal_value(signals: dict[str, Any], name: str) -> Any:
     value = signals.get(name)
     if name == "topics":
-        return None if value is None else tuple(value)
+        # a list of topic keys; anything else is a classification not logged
+        return tuple(value) if isinstance(value, list | tuple) else None
     return value
 
 
@@ -48,7 +49,10 @@ def redecide(policy: NoAnswerPolicy, frame: pd.DataFrame) -> pd.DataFrame:
         for name in ("hits_after_filter", "top_score"):
             table[name] = pd.to_numeric(table[name], errors="coerce").astype(float)
         for name in ("answerable", "ambiguous", "ungrounded"):
-            table[name] = table[name].astype(object)
+            # anything but true/false is a flag not logged (the gate then fails closed)
+            table[name] = pd.Series(
+                [v if isinstance(v, bool) else None for v in table[name]], dtype=object
+            )
         decided = decide_frame(policy, table)
         index = frame.index[positions]
         rules = decided["rule"].astype(str).to_numpy()
