@@ -188,6 +188,9 @@ def validation_tab(
         "result is stored with the review, with who ran it and on which version."
     )
     if view.validation:
+        banner = validation.lacking_banner(view.validation)
+        if banner:
+            st.warning(ui.plain(banner))
         st.markdown("Result: " + readable.badge(view.validation.get("passed")))
         st.dataframe(
             _coloured(report.validation_frame(view, users.display_names(engine))),

@@ -85,6 +85,9 @@ def _reproduce(engine: Engine, actor: Actor, pif: PolicyInForce) -> None:
     with ui.reported():
         name = f"Version {pif.version.number}" if pif.version else "The shipped policy"
         r = trace_replay.reproduce_logged(engine, actor, pif.policy)
+        banner = trace_replay.lacking_banner(r.missing_signals)
+        if banner:
+            st.warning(ui.plain(banner))
         st.caption(ui.plain(trace_replay.reproduction_text(r, name)))
         if not r.differing.empty:
             st.dataframe(r.differing, hide_index=True, width="stretch")

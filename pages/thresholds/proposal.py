@@ -40,6 +40,9 @@ def replay_section(
         replay = trace_replay.replay_traces(
             engine, actor, pif.policy, parse_policy(proposed_text, "proposal")
         )
+        banner = trace_replay.lacking_banner(replay.missing_signals)
+        if banner:
+            st.warning(ui.plain(banner))
         st.caption(
             f"{replay.traces - replay.not_replayable:,} of {replay.traces:,} trace(s) "
             "replayed. " + ui.plain(trace_replay.not_replayable_text(replay))

@@ -343,7 +343,9 @@ def gate_cmd(policy_file: Path, run_file: Path, baseline_file: Path | None, spli
     and per gated slice, with the count behind each; exit 1 if any fails, naming it.
 
     The run is scored against the gold labels in the database without being stored.
-    Infrastructure failures count as wrong decisions on both sides.
+    Infrastructure failures count as wrong decisions on both sides; every ready case of the
+    split needs an output (a case without one fails the gate), and every non-answer a reason
+    code.
     """
     import pandas as pd
 
@@ -361,7 +363,8 @@ def gate_cmd(policy_file: Path, run_file: Path, baseline_file: Path | None, spli
 
     frame = scored(run_file)
     baseline = scored(baseline_file) if baseline_file is not None else None
-    report = release.release_gate(policy, frame, split, baseline=baseline)
+    in_scope = evalruns.cases_in_scope(engine, split)
+    report = release.release_gate(policy, frame, split, baseline=baseline, in_scope=in_scope)
     with pd.option_context("display.width", 250, "display.max_colwidth", 90):
         click.echo(release.gate_table(report).to_string(index=False))
     if report.not_measured:

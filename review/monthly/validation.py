@@ -50,6 +50,8 @@ def validation_rows(result: dict[str, Any], names: dict[str, str]) -> pd.DataFra
     if not result:
         return pd.DataFrame(columns=["check", "value"])
     rows: list[tuple[str, str]] = []
+    if result.get("lacking_text"):
+        rows.append(("refused for a missing signal", str(result["lacking_text"])))
 
     def rate(label: str, k: str, n: str, target: str) -> None:
         if n not in result:
@@ -104,6 +106,24 @@ def validation_rows(result: dict[str, Any], names: dict[str, str]) -> pd.DataFra
     if "passed" in result:
         rows.append(("result", "pass" if result["passed"] else "fail"))
     return pd.DataFrame(rows, columns=["check", "value"])
+
+
+def lacking_banner(result: dict[str, Any]) -> str:
+    """What a stored dry run refused for want of a signal, for the top of the page: how many
+    outputs lacked which signal, and what the run itself declared (information only); empty
+    when nothing was refused that way."""
+    text = str(result.get("lacking_text") or "")
+    if not text:
+        return ""
+    out = f"Refused for a missing signal: {text}."
+    declared = result.get("declared_not_produced") or {}
+    if declared:
+        named = ", ".join(f"{k} ({int(v):,} outputs)" for k, v in sorted(declared.items()))
+        out += (
+            f" The run declared it does not produce {named}; only the policy's "
+            "missing_signal.not_produced decides which signals may be missing."
+        )
+    return out
 
 
 def _template_regex(text: str) -> re.Pattern[str]:
@@ -267,7 +287,8 @@ def validation_choices(engine: Engine) -> list[tuple[int | None, str]]:
 def redecided(policy: NoAnswerPolicy, frame: pd.DataFrame) -> pd.DataFrame:
     """``frame`` with ``decision`` and ``reason_code`` as ``policy`` decides them from each
     output's logged signals (the logged ones kept in ``logged_decision``), and
-    ``redecidable``."""
+    ``redecidable``, ``rule`` and ``missing_signal`` (the first signal the policy needed and
+    the output did not log). Only the policy says which signals may be missing."""
     again = redecide.redecide(policy, frame)
     can = again["redecidable"].astype(bool)
     out = frame.assign(
@@ -275,6 +296,8 @@ def redecided(policy: NoAnswerPolicy, frame: pd.DataFrame) -> pd.DataFrame:
         redecidable=can.to_numpy(),
         decision=again["decision"].where(can, None).to_numpy(),
         reason_code=again["reason_code"].where(can, None).to_numpy(),
+        rule=again["rule"].where(can, None).to_numpy(),
+        missing_signal=again["missing_signal"].where(can, None).to_numpy(),
     )
     return out
 
@@ -317,10 +340,16 @@ def run_validation(
         "min_abstention_recall": policy.targets.min_abstention_recall,
     }
     answering = tax.answering_decisions()
-    result = validation_check(redecided(policy, frame), targets, refusal_templates, answering)
+    again = redecided(policy, frame)
+    result = validation_check(again, targets, refusal_templates, answering)
     runs = {r.id: r for r in evalruns.list_runs(engine)}
+    gaps = redecide.lacking(frame, again)
+    declared = redecide.declared_not_produced(frame)
     result.update(
         {
+            "lacking": gaps,
+            "lacking_text": redecide.lacking_sentence(gaps),
+            "declared_not_produced": declared,
             "run": runs[run_id].name,
             "split": "chosen cases" if case_keys else split,
             "cases": len(frame),

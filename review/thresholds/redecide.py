@@ -4,10 +4,10 @@ Thresholds page use. The release gate checks that a run's decisions reproduce un
 it gates; the dry-run validation decides each case with the policy being validated.
 
 An output that logged no signals cannot be re-decided (``redecidable`` False): callers count
-it as a failure, never as an answer. A signal the pipeline declared it does not produce
-(``not_produced``: answerable, ambiguous, ungrounded) has its check skipped, as the policy's
-``missing_signal.not_produced`` does; any other missing or malformed signal fails closed in
-the gate (``signal_missing``).
+it as a failure, never as an answer. Which signals may be absent is the policy's word alone
+(its ``missing_signal.not_produced``): a run that logged its own ``not_produced`` list does not
+switch a check off, so an output without a signal the policy needs fails closed in the gate
+(``signal_missing``). The run's list is kept as information only (:func:`lacking`).
 """
 
 from __future__ import annotations
@@ -18,26 +18,16 @@ import numpy as np
 import pandas as pd
 
 from review.policy.gate import RULE_MESSAGE_KEY, RULE_REASON_CODE, decide_frame
-from review.policy.policy import SIGNAL_MISSING, SIGNALS, MissingSignalPolicy, NoAnswerPolicy
+from review.policy.policy import SIGNAL_MISSING, SIGNALS, NoAnswerPolicy
 
 COLUMNS = ("decision", "rule", "reason_code", "message_key", "missing_signal", "redecidable")
-
-
-def _declaring(policy: NoAnswerPolicy, not_produced: tuple[str, ...]) -> NoAnswerPolicy:
-    """``policy`` with the pipeline's unproduced signals added to ``not_produced``."""
-    if not not_produced:
-        return policy
-    ms = policy.missing_signal or MissingSignalPolicy(decision="abstain")
-    declared = sorted({*ms.not_produced, *not_produced})
-    return policy.model_copy(
-        update={"missing_signal": ms.model_copy(update={"not_produced": declared})}
-    )
 
 
 def _signal_value(signals: dict[str, Any], name: str) -> Any:
     value = signals.get(name)
     if name == "topics":
-        return None if value is None else tuple(value)
+        # a list of topic keys; anything else is a classification not logged
+        return tuple(value) if isinstance(value, list | tuple) else None
     return value
 
 
@@ -51,19 +41,19 @@ def redecide(policy: NoAnswerPolicy, frame: pd.DataFrame) -> pd.DataFrame:
     if frame.empty or "signals" not in frame:
         return out
     logged = [s if isinstance(s, dict) else None for s in frame["signals"]]
-    groups: dict[tuple[str, ...], list[int]] = {}
-    for i, s in enumerate(logged):
-        if s is not None:
-            groups.setdefault(tuple(sorted(s.get("not_produced") or ())), []).append(i)
-    for not_produced, positions in groups.items():
+    positions = [i for i, s in enumerate(logged) if s is not None]
+    if positions:
         table = pd.DataFrame(
             {name: [_signal_value(logged[i] or {}, name) for i in positions] for name in SIGNALS}
         )
         for name in ("hits_after_filter", "top_score"):
             table[name] = pd.to_numeric(table[name], errors="coerce").astype(float)
         for name in ("answerable", "ambiguous", "ungrounded"):
-            table[name] = table[name].astype(object)
-        decided = decide_frame(_declaring(policy, not_produced), table)
+            # anything but true/false is a flag not logged (the gate then fails closed)
+            table[name] = pd.Series(
+                [v if isinstance(v, bool) else None for v in table[name]], dtype=object
+            )
+        decided = decide_frame(policy, table)
         index = frame.index[positions]
         rules = decided["rule"].astype(str).to_numpy()
         decisions = decided["decision"].astype(str).to_numpy()
@@ -94,12 +84,68 @@ def reproduction_row(policy: NoAnswerPolicy, frame: pd.DataFrame) -> tuple[int, 
     k, n = int(np.sum(same)), len(ok)
     if k == n:
         return k, n, ""
-    missing = int((~again["redecidable"].astype(bool)).sum())
-    differ = ok.loc[~same & again["redecidable"].astype(bool).to_numpy(), "key"].astype(str)
+    gaps = lacking(ok, again)
+    refused = again["rule"].astype(object).to_numpy() == SIGNAL_MISSING
+    differ = ok.loc[~same & again["redecidable"].astype(bool).to_numpy() & ~refused, "key"]
     parts = []
+    if gaps:
+        parts.append(lacking_sentence(gaps))
     if len(differ):
-        shown = ", ".join(sorted(set(differ))[:5])
+        shown = ", ".join(sorted(set(differ.astype(str)))[:5])
         parts.append(f"{len(differ)} decided otherwise ({shown})")
-    if missing:
-        parts.append(f"{missing} logged no signals")
+    if len(parts) == 0:
+        parts.append(f"{n - k} not reproduced")
     return k, n, "; ".join(parts)
+
+
+#: What :func:`lacking` counts for an output that logged no signals at all.
+NO_SIGNALS = "no signals"
+
+
+def lacking_sentence(counts: dict[str, int], noun: str = "outputs") -> str:
+    """ "93 outputs lacked answerable; 4 lacked top_score" from signal -> count (largest
+    first; :data:`NO_SIGNALS` reads "logged no signals"); empty when nothing lacked."""
+    parts: list[str] = []
+    for name, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+        if n <= 0:
+            continue
+        what = "logged no signals" if name == NO_SIGNALS else f"lacked {name}"
+        parts.append(f"{n:,} {noun} {what}" if not parts else f"{n:,} {what}")
+    return "; ".join(parts)
+
+
+def lacking(frame: pd.DataFrame, again: pd.DataFrame) -> dict[str, int]:
+    """Outputs the re-decision ``again`` (of ``frame``, as :func:`redecide` returns it)
+    refused for want of an input, by the first signal the gate lacked under the policy, plus
+    :data:`NO_SIGNALS` for outputs that logged none. Infrastructure failures are left out
+    (they are counted apart)."""
+    infra = (
+        frame["infra"].astype(bool).to_numpy()
+        if "infra" in frame
+        else np.zeros(len(frame), dtype=bool)
+    )
+    can = again["redecidable"].astype(bool).to_numpy()
+    counts: dict[str, int] = {}
+    missing = again["missing_signal"].astype(object).to_numpy()
+    rules = again["rule"].astype(object).to_numpy()
+    for i in range(len(frame)):
+        if infra[i]:
+            continue
+        if not can[i]:
+            counts[NO_SIGNALS] = counts.get(NO_SIGNALS, 0) + 1
+        elif rules[i] == SIGNAL_MISSING and isinstance(missing[i], str):
+            counts[missing[i]] = counts.get(missing[i], 0) + 1
+    return counts
+
+
+def declared_not_produced(frame: pd.DataFrame) -> dict[str, int]:
+    """Outputs whose run declared a signal not produced, by signal: shown for information
+    only, since the policy alone decides which signals may be missing."""
+    counts: dict[str, int] = {}
+    if "signals" not in frame:
+        return counts
+    for s in frame["signals"]:
+        if isinstance(s, dict):
+            for name in s.get("not_produced") or ():
+                counts[str(name)] = counts.get(str(name), 0) + 1
+    return counts

@@ -14,7 +14,13 @@ Rows and their bounds:
   unsupported-answer rate may move by more);
 - the policy's own slice gates, per slice;
 - when the run logs the gate's signals: the decisions reproduce under the gated policy (the
-  same gate code, :mod:`review.thresholds.redecide`).
+  same gate code, :mod:`review.thresholds.redecide`), which alone says which signals may be
+  missing;
+- every case in scope has an output (given the cases in scope, as ``workbench gate`` does):
+  an infrastructure failure is an output, counted on both sides; a case with none fails the
+  row, overall and on each gated slice it belongs to;
+- every non-answer carries a reason code: the count of those without one, failing above 0,
+  whatever reason-code accuracy says.
 
 Figures are those of :mod:`review.evaluation.runmetrics` (the notes' definitions), except that
 an infrastructure failure counts here as a wrong decision on both sides (a build that cannot
@@ -221,15 +227,65 @@ def _drift(
     return row(move, flipped, len(shared), ok, why)
 
 
+def _shown(keys: list[str], at_most: int = 5) -> str:
+    more = f" and {len(keys) - at_most} more" if len(keys) > at_most else ""
+    return ", ".join(keys[:at_most]) + more
+
+
+def _outputs_row(scope: str, expected: list[str], missing: list[str]) -> GateRow:
+    """Every case in scope has an output; ``missing``: the keys with none."""
+    n = len(expected)
+    k = n - len(missing)
+    why = f"no output for {len(missing)} cases ({_shown(missing)})" if missing else ""
+    return GateRow(
+        "Every case in scope has an output",
+        "issue 30",
+        scope,
+        "cases without output == 0",
+        k / n if n else math.nan,
+        k,
+        n,
+        not missing,
+        why,
+    )
+
+
+def _reasons_row(scored: pd.DataFrame) -> GateRow:
+    """Every non-answer carries a reason code (note 002's gate, note 004's monitoring): the
+    count without one, which must be 0."""
+    ok = ~scored["infra"].astype(bool)
+    non_answer = ok & scored["decision"].notna() & ~scored["answered"].astype(bool)
+    reason = scored["reason_code"].astype(object)
+    blank = [r is None or r != r or not str(r).strip() for r in reason]
+    without = non_answer & pd.Series(blank, index=scored.index, dtype=bool)
+    n, m = int(non_answer.sum()), int(without.sum())
+    keys = sorted(set(scored.loc[without, "key"].astype(str)))
+    return GateRow(
+        "Every non-answer has a reason code",
+        "note 002, note 004",
+        "overall",
+        "non-answers without a reason code == 0",
+        float(m),
+        m,
+        n,
+        m == 0,
+        f"{m} of {n} non-answers have no reason code ({_shown(keys)})" if m else "",
+    )
+
+
 def release_gate(
     policy: NoAnswerPolicy,
     frame: pd.DataFrame,
     split: str = "test",
     *,
     baseline: pd.DataFrame | None = None,
+    in_scope: pd.DataFrame | None = None,
 ) -> GateReport:
     """Every row (see the module docstring) on a run's outputs (``frame`` as from
-    :func:`review.evaluation.evalruns.outputs_frame` or ``score_outputs``)."""
+    :func:`review.evaluation.evalruns.outputs_frame` or ``score_outputs``). ``in_scope``
+    (``key`` and ``slices`` of the cases the run must answer, as from
+    :func:`review.evaluation.evalruns.cases_in_scope`) adds the row that fails on every case
+    without an output."""
     part = frame if split == "all" else frame[frame["split"] == split]
     if part.empty:
         raise InputError(f"the run has no outputs on the {split} split")
@@ -238,6 +294,22 @@ def release_gate(
     bounds = _bounds(policy)
     rows: list[GateRow] = []
     not_measured: list[str] = []
+    answered_keys = set(part["key"].astype(str))
+    missing_in: dict[str, list[str]] = {}
+    expected_in: dict[str, set[str]] = {}
+    if in_scope is not None:
+        expected = sorted(set(in_scope["key"].astype(str)))
+        rows.append(
+            _outputs_row("overall", expected, [k for k in expected if k not in answered_keys])
+        )
+        for key, slices in zip(in_scope["key"].astype(str), in_scope["slices"], strict=True):
+            for sl in slices or ():
+                expected_in.setdefault(str(sl), set()).add(key)
+                if key not in answered_keys:
+                    missing_in.setdefault(str(sl), []).append(key)
+    else:
+        not_measured.append("Every case in scope has an output: the cases in scope were not given")
+    rows.append(_reasons_row(scored))
     overall = gate_counts(scored, partial)
     for metric, bound in bounds.items():
         rows.append(
@@ -254,7 +326,15 @@ def release_gate(
     for key, gates in policy.targets.slice_gates.items():
         scope = f"slice:{key}"
         mine = exploded[exploded["slice"] == key]
+        absent = sorted(missing_in.get(key, []))
+        if absent:
+            rows.append(_outputs_row(scope, sorted(expected_in[key]), absent))
         if mine.empty:
+            empty_why = (
+                f"no output for the {len(absent)} {split} cases in slice {key} ({_shown(absent)})"
+                if absent
+                else f"no {split} cases in slice {key}"
+            )
             for name, bound in gates.items():
                 metric, kind = TARGET_METRICS[name]
                 rows.append(
@@ -267,7 +347,7 @@ def release_gate(
                         0,
                         0,
                         False,
-                        f"no {split} cases in slice {key}",
+                        empty_why,
                     )
                 )
             continue

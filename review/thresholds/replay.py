@@ -60,6 +60,17 @@ def _topic_lists(column: pd.Series) -> pd.Series:
     return pd.Series(table[codes], index=column.index, dtype=object)
 
 
+def lacking_banner(missing: dict[str, int]) -> str:
+    """For the top of a replay's result: how many traces lacked which input, so the gate
+    refused them ("93 traces lacked answerable; 4 lacked top_score"); empty when none did."""
+    from review.thresholds.redecide import lacking_sentence
+
+    words = {"decision": "a logged decision", "claim_coverage": "a logged claim coverage"}
+    named = {words.get(k, k): v for k, v in missing.items()}
+    text = lacking_sentence(named, "traces")
+    return f"Not decided, an input was missing: {text}." if text else ""
+
+
 def not_replayable_text(replay: Replay) -> str:
     """One sentence on the traces a replay could not decide, by the signal they lack."""
     if not replay.not_replayable:

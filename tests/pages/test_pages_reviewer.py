@@ -156,6 +156,8 @@ def test_closing_a_review_asks_for_confirmation_first(
     at.switch_page("pages/review_page.py").run()
     button(at, "Run and store the validation check").click().run()  # type: ignore[attr-defined]
     no_exception(at)
+    # the reference run logs no answerable flag: the dry run says so first (issue 30)
+    assert "lacked answerable" in readable(at.warning[0])
     button(at, "Close this review…").click().run()  # type: ignore[attr-defined]
     no_exception(at)
     assert any("cannot be undone" in readable(w) for w in at.warning)

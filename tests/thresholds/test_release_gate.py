@@ -214,22 +214,102 @@ def test_drift_against_a_baseline_and_reproduction_under_the_policy(
 def test_a_run_whose_signals_the_policy_decides_otherwise_fails(
     demo_engine: Engine, tax: Taxonomy
 ) -> None:
+    # The run's own not_produced list no longer switches a check off (issue 30): the output
+    # that reproduces logs answerable and ambiguous, as the shipped policy requires.
     policy = load_policy(POLICY)
     case = next(c for c in _cases(demo_engine) if c["decision"] == "answer")
     signals = {
         "ranking_mode": "vector",
         "hits_after_filter": 3,
         "top_score": 0.9,
+        "answerable": True,
+        "ambiguous": False,
         "ungrounded": False,
         "topics": [],
-        "not_produced": ["answerable", "ambiguous"],
     }
+    declared = {k: v for k, v in signals.items() if k not in ("answerable", "ambiguous")}
     ok = _correct(case) | {"signals": signals}
     low = _correct(case) | {"signals": signals | {"top_score": 0.40}}
     nan = _correct(case) | {"signals": signals | {"top_score": None}}
-    for output, reproduced in ((ok, True), (low, False), (nan, False)):
+    undeclared = _correct(case) | {
+        "signals": declared | {"not_produced": ["answerable", "ambiguous"]}
+    }
+    cases = ((ok, True, ""), (low, False, "decided otherwise"), (nan, False, "lacked top_score"))
+    for output, reproduced, why in (*cases, (undeclared, False, "lacked answerable")):
         report = release.release_gate(policy, _frame(demo_engine, tax, [output]), "all")
         row = next(r for r in report.rows if r.row == "Decisions reproduce under this policy")
         assert row.passed is reproduced, (output, row)
-        if not reproduced:
-            assert "decided otherwise" in row.why
+        assert why in row.why
+
+
+def test_a_correct_run_missing_six_test_cases_fails_the_gate(
+    demo_url: str,
+    demo_engine: Engine,
+    tax: Taxonomy,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Issue 30: a correct run with the outputs of 6 of the 32 test cases left out passed.
+    monkeypatch.setenv("WORKBENCH_DATABASE_URL", demo_url)
+    scope = evalruns.cases_in_scope(demo_engine, "test")
+    assert len(scope) == 32
+    dropped = sorted(scope["key"])[:6]
+    rows = [_correct(c) for c in _cases(demo_engine) if c["key"] not in dropped]
+    path = _write(tmp_path / "short.jsonl", rows)
+    r = CliRunner().invoke(main, ["gate", "--policy", str(POLICY), "--run", str(path)])
+    assert r.exit_code == 1, r.output
+    assert "FAILED: Every case in scope has an output [overall]: no output for 6 cases" in r.output
+    assert dropped[0] in r.output
+    # an infrastructure failure is an output: counted on both sides, not as missing
+    crashed = rows + [{"case": k, "error": "timed out after 30s"} for k in dropped]
+    report = release.release_gate(
+        load_policy(POLICY), _frame(demo_engine, tax, crashed), in_scope=scope
+    )
+    row = next(r for r in report.rows if r.row == "Every case in scope has an output")
+    assert row.passed and (row.k, row.n) == (32, 32)
+    assert not report.passed
+
+
+def test_a_gated_slice_whose_outputs_are_missing_says_so(
+    demo_engine: Engine, tax: Taxonomy
+) -> None:
+    policy = load_policy(POLICY)
+    scope = evalruns.cases_in_scope(demo_engine, "test")
+    frame = _frame(demo_engine, tax, [_correct(c) for c in _cases(demo_engine)])
+    without = frame[["adversarial_instruction" not in s for s in frame["slices"]]]
+    report = release.release_gate(policy, without, in_scope=scope)
+    mine = [r for r in report.rows if r.scope == "slice:adversarial_instruction"]
+    assert mine and not any(r.passed for r in mine)
+    assert all("no test cases" not in r.why for r in mine)
+    missing = next(r for r in mine if r.row == "Every case in scope has an output")
+    assert missing.why.startswith("no output for 2 cases (CASE-098, CASE-099)")
+    gated = [r for r in mine if r.row != "Every case in scope has an output"]
+    assert gated and all(
+        r.why.startswith("no output for the 2 test cases in slice adversarial_instruction")
+        for r in gated
+    )
+    assert not report.passed
+
+
+def test_one_non_answer_without_a_reason_code_fails_the_gate(
+    demo_engine: Engine, tax: Taxonomy
+) -> None:
+    # Issue 30: 15 of 16 non-answers with a reason clear the 0.90 accuracy floor; the reason
+    # row fails on the one without, outside every gated slice.
+    policy = load_policy(POLICY)
+    cases = _cases(demo_engine)
+    rows = [_correct(c) for c in cases]
+    for row in rows:
+        if row["case"] == "CASE-085":  # abstain, slice empty_retrieval (not gated)
+            row["reason_code"] = None
+    report = release.release_gate(
+        policy, _frame(demo_engine, tax, rows), in_scope=evalruns.cases_in_scope(demo_engine)
+    )
+    by_row = {(r.row, r.scope): r for r in report.rows}
+    accuracy = by_row[("Reason-code accuracy", "overall")]
+    assert accuracy.passed and (accuracy.k, accuracy.n) == (15, 16)
+    reasons = by_row[("Every non-answer has a reason code", "overall")]
+    assert not reasons.passed and (reasons.k, reasons.n) == (1, 16)
+    assert reasons.why == "1 of 16 non-answers have no reason code (CASE-085)"
+    assert [r.row for r in report.failed] == ["Every non-answer has a reason code"]
+    assert not report.passed
