@@ -6,8 +6,10 @@ cosine-like scale (0.33 + 0.67 x share, as the policy's vector mode expects). A 
 classifier (:data:`TOPIC_PHRASES`) names the question's topics. Then the threshold gate of
 :mod:`review.policy.gate` decides with the policy in force: its thresholds, restricted
 topics, gate order and missing-signal rules (note 004: "Load the thresholds from
-configuration, not code"); the pipeline declares the signals it does not produce
-(:data:`NOT_PRODUCED`) instead of guessing them. Every non-answer and caveat is worded with
+configuration, not code"). The pipeline decides with the signed policy exactly as it is: it
+logs every signal the gate reads and never declares one "not produced" on its own (only the
+signed policy says which signals may be missing), so a dry run or the release gate re-decides
+its outputs to the same decisions. Every non-answer and caveat is worded with
 the message the gate names (R1, C1, E1, ...) from the wording in force.
 
 - ``reference``: the policy's thresholds, prefers the current version on ties, never takes
@@ -36,7 +38,7 @@ from typing import Any
 from review.corpus.docformat import parse_blocks
 from review.evaluation.execution import PipelineDocument
 from review.policy.gate import Signals, decide
-from review.policy.policy import MissingSignalPolicy, NoAnswerPolicy
+from review.policy.policy import NoAnswerPolicy
 
 _WORD = re.compile(r"[a-z0-9]+(?:[.,][0-9]+)?")
 _STOP_TEXT = """a an the and or of to in on for with by at from is are was were be been do does did
@@ -61,10 +63,11 @@ TOPIC_ROLES: dict[str, str] = {
     "security_incident": "the Security team",
     "mergers_and_acquisitions": "the Legal team",
 }
-#: Gate signals this extractive pipeline does not produce (no model judges answerability or
-#: ambiguity); the gate is told so rather than handed a guess. Its answers are passages quoted
-#: whole, so they are grounded by construction (ungrounded is False).
-NOT_PRODUCED = ("answerable", "ambiguous")
+#: The pipeline's own flags, from what it acts on: ``answerable`` is its extractive check (the
+#: best passage shares a content word with the question; a passage sharing none cannot hold
+#: the answer), ``ambiguous`` is False because the pipeline never asks a follow-up (it has no
+#: ambiguity step, and says so by logging the flag it acted on), and ``ungrounded`` is False
+#: because its answers are passages quoted whole.
 MISSING_ITEM = "the plan, contract or region this is about"
 RANKING_MODE = "vector"
 
@@ -76,16 +79,6 @@ def classify_topics(question: str) -> tuple[str, ...]:
     """The topic keys whose phrases the question contains (lower-cased)."""
     q = question.lower()
     return tuple(t for t, phrases in TOPIC_PHRASES.items() if any(p in q for p in phrases))
-
-
-def _as_pipeline_policy(policy: NoAnswerPolicy) -> NoAnswerPolicy:
-    """The policy with this pipeline's unproduced signals declared, so the gate skips their
-    checks instead of failing closed on every question."""
-    ms = policy.missing_signal or MissingSignalPolicy(decision="abstain")
-    declared = sorted({*ms.not_produced, *NOT_PRODUCED})
-    return policy.model_copy(
-        update={"missing_signal": ms.model_copy(update={"not_produced": declared})}
-    )
 
 
 COSINE_FLOOR = 0.33
@@ -166,8 +159,9 @@ class GatedPipeline:
         return GatedPipeline(self.config, policy, wording)
 
     def _parts(self) -> tuple[NoAnswerPolicy, Wording]:
-        """The policy this configuration decides with (its own refuse threshold, if any, and
-        its unproduced signals declared) and the wording; built once, on the first call."""
+        """The policy this configuration decides with (its own refuse threshold, if any; no
+        signal declared missing beyond the policy's) and the wording; built once, on the
+        first call."""
         if self._effective is None or self._wording is None:
             from review.policy.policy import load_policy
             from review.wording.messages import load_wording, render
@@ -175,8 +169,8 @@ class GatedPipeline:
             if self._wording is None:
                 ws = load_wording()
                 self._wording = lambda k, v: render(ws.message(k), v)
-            self._effective = _as_pipeline_policy(
-                _with_refuse_below(self._policy or load_policy(), self.config.refuse_below)
+            self._effective = _with_refuse_below(
+                self._policy or load_policy(), self.config.refuse_below
             )
         return self._effective, self._wording
 
@@ -226,8 +220,8 @@ def _answer(
         RANKING_MODE,
         len(cands),
         score,
-        answerable=None,
-        ambiguous=None,
+        answerable=best is not None and bool(words & content_words(best.text)),
+        ambiguous=False,
         ungrounded=False,
         topics=topics,
     )
@@ -248,7 +242,6 @@ def _answer(
             "ambiguous": signals.ambiguous,
             "ungrounded": signals.ungrounded,
             "topics": list(topics),
-            "not_produced": list(NOT_PRODUCED),
         },
     }
     if result.decision == "answer" and best is not None:

@@ -320,26 +320,12 @@ def test_the_dry_run_re_decides_each_case_with_the_policy_it_validates(
     run = next(r for r in evalruns.list_runs(demo_engine) if r.name.startswith("reference"))
     frame = evalruns.outputs_frame(demo_engine, run.id, tax)
     frame = frame[frame["repeat"] == 0]
-    in_force = validation.policy_under_validation(demo_engine).policy
-    # The reference pipeline logs no answerable flag and says so in its own not_produced
-    # list; the policy in force does not let answerable be missing, so that list does not
-    # count (issue 30): every output is refused for the missing signal, none answered.
-    refused = validation.redecided(in_force, frame)
-    assert refused["redecidable"].all()
-    assert not refused["decision"].isin({"answer", "partial"}).any()
-    answered = refused[refused["logged_decision"] == "answer"]
-    assert len(answered) and (answered["rule"] == "signal_missing").all()
-    lacked = refused[refused["rule"] == "signal_missing"]
-    assert set(lacked["missing_signal"]) == {"answerable"}
-    # a policy that itself declares the two signals not produced reproduces every output
-    ms = in_force.missing_signal
-    assert ms is not None
-    policy = in_force.model_copy(
-        update={
-            "missing_signal": ms.model_copy(update={"not_produced": ["answerable", "ambiguous"]})
-        }
-    )
+    policy = validation.policy_under_validation(demo_engine).policy
+    # the reference pipeline logs every signal the signed policy needs (issue 30: it declares
+    # none "not produced" on its own), so re-deciding with the policy in force reproduces it
+    assert not any((sig or {}).get("not_produced") for sig in frame["signals"])
     same = validation.redecided(policy, frame)
+    # the run was decided with the policy in force: the re-decision reproduces every output
     assert same["redecidable"].all()
     assert (same["decision"] == same["logged_decision"]).all()
     vector = policy.ranking_modes["vector"].model_copy(
