@@ -46,7 +46,7 @@ def import_export_panel(engine: Engine, actor: Actor, tax: Taxonomy, flt: cases.
                         st.success(ui.plain(report.summary()))
         if st.button("Prepare export of the filtered cases"):
             buf = io.StringIO()
-            n = cases.export_cases(engine, buf, flt)
+            n = cases.export_cases(engine, buf, flt, viewer=actor)
             st.session_state[EXPORT_KEY] = (n, buf.getvalue())
         if st.session_state.get(EXPORT_KEY):
             n, data = st.session_state[EXPORT_KEY]
@@ -87,7 +87,7 @@ def main() -> None:
     if actor.can(Permission.edit_cases):
         new_case(engine, actor, tax)
         splits_panel(engine, actor)
-    case_list(engine, tax, flt)
+    case_list(engine, actor, tax, flt)
 
 
 if __name__ == "__main__":

@@ -40,7 +40,7 @@ def passage_tab(engine: Engine, actor: Actor, view: cases.CaseView) -> None:
 
 
 def builder_view(engine: Engine, actor: Actor, tax: Taxonomy, case_id: int) -> None:
-    view = cases.get_case(engine, case_id=case_id)
+    view = cases.get_case(engine, case_id=case_id, viewer=actor)
     if view is None:
         st.error(f"Case {case_id:d} does not exist.")
         return

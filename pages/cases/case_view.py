@@ -10,6 +10,7 @@ from pages import ui
 from pages.cases.case_form import case_form
 from review.admin import users
 from review.cases import cases, display
+from review.core import clearance
 from review.core.identity import Actor, Permission
 from review.core.taxonomy import Taxonomy
 
@@ -55,7 +56,7 @@ def documents_and_claims(actor: Actor, tax: Taxonomy, view: cases.CaseView) -> N
         st.dataframe(
             display.documents_table(
                 view.documents,
-                actor.clearance,
+                actor,
                 lambda doc_id: ui.link("corpus", doc=doc_id),
                 tax,
             ),
@@ -89,8 +90,10 @@ def labels(engine: Engine, tax: Taxonomy, view: cases.CaseView) -> None:
         ui.text(view.notes, label="Notes")
 
 
-def family(engine: Engine, tax: Taxonomy, view: cases.CaseView) -> None:
-    fam_rows = cases.list_cases(engine, cases.CaseFilter(family=view.family), page_size=50)
+def family(engine: Engine, actor: Actor, tax: Taxonomy, view: cases.CaseView) -> None:
+    fam_rows = cases.list_cases(
+        engine, cases.CaseFilter(family=view.family), page_size=50, viewer=actor
+    )
     st.caption(f"Family {ui.plain(view.family)}: {len(fam_rows)} variant(s)")
     st.dataframe(
         display.family_table(fam_rows, lambda case_id: ui.link("cases", case=case_id), tax),
@@ -101,13 +104,13 @@ def family(engine: Engine, tax: Taxonomy, view: cases.CaseView) -> None:
 
 
 def show_case(engine: Engine, actor: Actor, tax: Taxonomy, case_id: int) -> None:
-    view = cases.get_case(engine, case_id=case_id)
+    view = cases.get_case(engine, case_id=case_id, viewer=actor)
     if view is None:
         st.error(f"Case {case_id:d} does not exist.")
         return
     st.subheader(f"Case {ui.plain(view.key)}")
     opened = st.session_state.get(edit_key(view.id))
-    if opened is not None:
+    if opened is not None and clearance.may_see(actor, view.text_restricted):
         edit_case(engine, actor, tax, view, int(opened))
         return
     flash = st.session_state.pop(FLASH_KEY, None)
@@ -120,7 +123,9 @@ def show_case(engine: Engine, actor: Actor, tax: Taxonomy, case_id: int) -> None
     with right:
         labels(engine, tax, view)
     if view.family:
-        family(engine, tax, view)
-    if actor.can(Permission.edit_cases) and st.button("Edit this case", type="primary"):
+        family(engine, actor, tax, view)
+    if not clearance.may_see(actor, view.text_restricted):
+        st.caption("Editing this case needs clearance: it relies on a restricted document.")
+    elif actor.can(Permission.edit_cases) and st.button("Edit this case", type="primary"):
         st.session_state[edit_key(view.id)] = view.version
         st.rerun()

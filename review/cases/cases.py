@@ -7,6 +7,7 @@ identity's scopes, the expected decision with reason codes, slice tags, split an
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import re
@@ -19,7 +20,8 @@ from sqlalchemy import ColumnElement, Engine, Select, exists, func, select
 from sqlalchemy.orm import Session, selectinload
 
 from review.cases.agreed import Agreed, agreed_labels
-from review.core.errors import InputError
+from review.core import clearance
+from review.core.errors import InputError, PermissionDenied
 from review.core.identity import Actor, Permission, require
 from review.core.records import JsonProblem, json_lines, parse_json, validate_record
 from review.core.taxonomy import Taxonomy
@@ -476,6 +478,11 @@ def update_case(
             raise InputError(f"case {case_id} does not exist")
         if row.version != expected_version:
             raise changes.stale_error("case", row.key, expected_version, row)
+        if not clearance.may_see(actor, bool(clearance.restricted_cases(s, [row.id]))):
+            raise PermissionDenied(
+                f"{row.key} relies on a restricted document: only users with clearance may "
+                "edit it; nothing was written"
+            )
         before = to_record(row)
         if c.split != row.split and s.get(SplitLock, row.id) is not None:
             raise InputError(
@@ -560,8 +567,16 @@ def count_cases(engine: Engine, f: CaseFilter) -> int:
         return int(s.scalar(select(func.count(Case.id)).where(*_conditions(f))) or 0)
 
 
-def list_cases(engine: Engine, f: CaseFilter, page: int = 1, page_size: int = 25) -> list[CaseRow]:
-    """One page of cases matching the filter, with their slices and document counts."""
+def list_cases(
+    engine: Engine,
+    f: CaseFilter,
+    page: int = 1,
+    page_size: int = 25,
+    *,
+    viewer: Actor | None = None,
+) -> list[CaseRow]:
+    """One page of cases matching the filter, with their slices and document counts; for a
+    ``viewer`` the question as they may see it (see :func:`seen_by`)."""
     conds = _conditions(f)
     page = max(page, 1)
     with read_session(engine) as s:
@@ -597,11 +612,14 @@ def list_cases(engine: Engine, f: CaseFilter, page: int = 1, page_size: int = 25
             ).all()
         )
         agreed = agreed_labels(s, ids)
+        restricted = clearance.restricted_cases(s, ids) if viewer is not None else frozenset()
     return [
         CaseRow(
             r.id,
             r.key,
-            r.question,
+            r.question
+            if viewer is None
+            else clearance.shown(viewer, r.question, r.id in restricted),
             r.expected_decision,
             r.category,
             r.split,
@@ -658,8 +676,40 @@ class CaseView:
     #: the agreed label (None: no adjudication or agreement yet)
     agreed: Agreed | None = None
 
+    @property
+    def text_restricted(self) -> bool:
+        """Whether the case's text is restricted (it relies on a restricted document)."""
+        return clearance.case_restricted(d.access_scope for d in self.documents)
 
-def get_case(engine: Engine, case_id: int | None = None, key: str | None = None) -> CaseView | None:
+
+def seen_by(view: CaseView, actor: Actor) -> CaseView:
+    """``view`` as ``actor`` may see it: the question, claims and notes of a case that relies
+    on a restricted document are the redaction text without clearance (the record too)."""
+    restricted = view.text_restricted
+    if clearance.may_see(actor, restricted):
+        return view
+    return dataclasses.replace(
+        view,
+        question=clearance.REDACTED,
+        required_claims=clearance.shown_all(actor, view.required_claims, restricted),
+        notes=clearance.shown(actor, view.notes, restricted) if view.notes else "",
+        record=clearance.case_record(actor, view.record, restricted),
+    )
+
+
+def get_case(
+    engine: Engine,
+    case_id: int | None = None,
+    key: str | None = None,
+    *,
+    viewer: Actor | None = None,
+) -> CaseView | None:
+    """One case; for a ``viewer``, as they may see it (see :func:`seen_by`)."""
+    view = _get_case(engine, case_id, key)
+    return view if view is None or viewer is None else seen_by(view, viewer)
+
+
+def _get_case(engine: Engine, case_id: int | None, key: str | None) -> CaseView | None:
     with read_session(engine) as s:
         stmt = _case_query()
         stmt = (
@@ -714,9 +764,12 @@ def family_keys(engine: Engine) -> list[str]:
         return list(s.scalars(select(CaseFamily.key).order_by(CaseFamily.key)))
 
 
-def export_cases(engine: Engine, out: IO[str], f: CaseFilter | None = None) -> int:
+def export_cases(
+    engine: Engine, out: IO[str], f: CaseFilter | None = None, *, viewer: Actor
+) -> int:
     """Write cases as canonical JSONL, streaming in batches; returns the count. A case with
-    an agreed label carries it as ``agreed`` (read-only: ignored on import)."""
+    an agreed label carries it as ``agreed`` (read-only: ignored on import). The text of a case
+    that relies on a restricted document is written only for a ``viewer`` with clearance."""
     conds = _conditions(f or CaseFilter())
     n = 0
     last_id = 0
@@ -730,8 +783,9 @@ def export_cases(engine: Engine, out: IO[str], f: CaseFilter | None = None) -> i
             if not batch:
                 break
             agreed = agreed_labels(s, [row.id for row in batch])
+            restricted = clearance.restricted_cases(s, [row.id for row in batch])
             for row in batch:
-                record = to_record(row)
+                record = clearance.case_record(viewer, to_record(row), row.id in restricted)
                 if row.id in agreed:
                     record["agreed"] = agreed[row.id].as_json()
                 out.write(json.dumps(record, ensure_ascii=False) + "\n")
