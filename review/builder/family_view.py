@@ -365,10 +365,11 @@ def family_view(
                 for c in checks
             ]
         base_claims = [c.text for r in present for c in r.claims]
+        secret_cases = clearance.restricted_cases(s, [r.id for r in rows])
         out_rows: list[VariantRow] = []
         for r in rows:
             g = sugs.get(r.id)
-            secret = clearance.case_restricted(cd.document.access_scope for cd in r.documents)
+            secret = r.id in secret_cases
             out_rows.append(
                 VariantRow(
                     case_id=r.id,

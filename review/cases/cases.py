@@ -675,11 +675,9 @@ class CaseView:
     record: dict[str, Any]
     #: the agreed label (None: no adjudication or agreement yet)
     agreed: Agreed | None = None
-
-    @property
-    def text_restricted(self) -> bool:
-        """Whether the case's text is restricted (it relies on a restricted document)."""
-        return clearance.case_restricted(d.access_scope for d in self.documents)
+    #: whether the case's text is restricted, worked out from the documents when it was read
+    #: (:func:`review.core.clearance.restricted_cases`)
+    text_restricted: bool = False
 
 
 def seen_by(view: CaseView, actor: Actor) -> CaseView:
@@ -756,6 +754,7 @@ def _get_case(engine: Engine, case_id: int | None, key: str | None) -> CaseView 
             updated_by=row.updated_by,
             record=to_record(row),
             agreed=agreed_labels(s, [row.id]).get(row.id),
+            text_restricted=row.id in clearance.restricted_cases(s, [row.id]),
         )
 
 

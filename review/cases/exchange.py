@@ -237,8 +237,9 @@ def deepeval_golden(
 
 def _batches(
     engine: Engine, flt: cases.CaseFilter
-) -> Iterator[list[tuple[dict[str, Any], list[ContextDoc], bool]]]:
-    """(record, documents, unconfirmed) per case, 500 cases at a time, in id order."""
+) -> Iterator[list[tuple[dict[str, Any], list[ContextDoc], bool, bool]]]:
+    """(record, documents, unconfirmed, text restricted) per case, 500 cases at a time, in id
+    order."""
     conds = cases._conditions(flt)
     last_id = 0
     with read_session(engine) as s:
@@ -268,6 +269,7 @@ def _batches(
                 )
             )
             agreed = agreed_labels(s, ids)
+            secret = clearance.restricted_cases(s, ids)
             out = []
             for r in rows:
                 docs = [
@@ -281,7 +283,12 @@ def _batches(
                     for cd in r.documents
                 ]
                 out.append(
-                    (with_agreed(cases.to_record(r), agreed.get(r.id)), docs, r.id in pending)
+                    (
+                        with_agreed(cases.to_record(r), agreed.get(r.id)),
+                        docs,
+                        r.id in pending,
+                        r.id in secret,
+                    )
                 )
             yield out
             last_id = rows[-1].id
@@ -309,11 +316,10 @@ def export(
     if fmt == "deepeval":
         out.write("[")
     for batch in _batches(engine, flt):
-        for record, docs, unconfirmed in batch:
+        for record, docs, unconfirmed, restricted in batch:
             if unconfirmed:
                 skipped += 1
                 continue
-            restricted = clearance.case_restricted(d.access_scope for d in docs)
             record = clearance.case_record(viewer, record, restricted)
             if fmt == "ragas":
                 item, w = ragas_sample(record, docs, tax, include_restricted=include_restricted)

@@ -60,9 +60,8 @@ def case_input(
     view = cases.get_case(engine, key=key.strip())
     if view is None:
         raise InputError(f"no case with key {key.strip()!r}")
-    scopes = [d.access_scope for d in view.documents]
     claims = [
-        {"id": claim_id(i), "text": clearance.case_text(actor, t, scopes)}
+        {"id": claim_id(i), "text": clearance.shown(actor, t, view.text_restricted)}
         for i, t in enumerate(view.required_claims)
     ]
     passages = []
@@ -90,7 +89,7 @@ def case_input(
     return parse_input(
         {
             "id": view.key,
-            "question": clearance.case_text(actor, view.question, scopes),
+            "question": clearance.shown(actor, view.question, view.text_restricted),
             "required_claims": claims,
             "passages": passages,
             "contradictions": [],

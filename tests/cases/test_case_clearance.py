@@ -96,3 +96,15 @@ def test_editing_a_restricted_case_needs_clearance(demo_engine: Engine, tax: Tax
     after = cases.get_case(demo_engine, key="CASE-082")
     assert after is not None and after.version == view.version
     assert cases.update_case(demo_engine, CLEARED, view.id, view.version, edit, tax) > view.version
+
+
+def test_a_case_retelling_a_restricted_document_it_does_not_list_is_restricted(
+    demo_engine: Engine,
+) -> None:
+    """CASE-049 lists only the public retention policy, but a claim retells the restricted
+    legal-hold procedure ("the Legal Operations lead or the General Counsel")."""
+    view = cases.get_case(demo_engine, key="CASE-049")
+    assert view is not None and view.text_restricted
+    assert all(d.access_scope != "restricted" for d in view.documents)
+    hidden = cases.get_case(demo_engine, key="CASE-049", viewer=INES)
+    assert hidden is not None and "General Counsel" not in json.dumps(hidden.record)
