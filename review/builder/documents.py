@@ -122,9 +122,15 @@ def count_base_cases(engine: Engine, text: str = "") -> int:
 
 
 def list_base_cases(
-    engine: Engine, text: str = "", page: int = 1, page_size: int = 50
+    engine: Engine,
+    text: str = "",
+    page: int = 1,
+    page_size: int = 50,
+    *,
+    viewer: Actor | None = None,
 ) -> list[BaseCaseRow]:
-    """Evidence-present cases expecting an answer: the starting points of variants."""
+    """Evidence-present cases expecting an answer: the starting points of variants; for a
+    ``viewer`` the questions as they may see them."""
     page = max(page, 1)
     with read_session(engine) as s:
         rows = s.execute(
@@ -135,7 +141,16 @@ def list_base_cases(
             .limit(page_size)
             .offset((page - 1) * page_size)
         ).all()
-    return [BaseCaseRow(r.id, r.key, r.family, r.question) for r in rows]
+        secret = clearance.restricted_cases(s, [r.id for r in rows]) if viewer else frozenset()
+    return [
+        BaseCaseRow(
+            r.id,
+            r.key,
+            r.family,
+            r.question if viewer is None else clearance.shown(viewer, r.question, r.id in secret),
+        )
+        for r in rows
+    ]
 
 
 # ------------------------------------------------------------------------------------------
