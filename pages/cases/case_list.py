@@ -64,7 +64,7 @@ def filters(engine: Engine, tax: Taxonomy) -> cases.CaseFilter:
 
 
 def case_list(engine: Engine, actor: Actor, tax: Taxonomy, flt: cases.CaseFilter) -> None:
-    total = cases.count_cases(engine, flt)
+    total = cases.count_cases(engine, flt, viewer=actor)
     page = ui.paginate(total, "cases")
     rows = cases.list_cases(engine, flt, page=page, viewer=actor)
     if not rows:

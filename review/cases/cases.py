@@ -527,7 +527,19 @@ class CaseFilter:
     family: str | None = None
 
 
-def _conditions(f: CaseFilter) -> list[ColumnElement[bool]]:
+def _lists_restricted_document() -> ColumnElement[bool]:
+    """The case lists a restricted document (any version)."""
+    return exists().where(
+        CaseDocument.case_id == Case.id,
+        CaseDocument.document_id == Document.id,
+        Document.access_scope == clearance.RESTRICTED_SCOPE,
+    )
+
+
+def _conditions(f: CaseFilter, viewer: Actor | None = None) -> list[ColumnElement[bool]]:
+    """The WHERE conditions of ``f``; for a ``viewer`` without clearance the text search does
+    not look into the question of a case that lists a restricted document (a match would tell
+    what its hidden question says)."""
     conds: list[ColumnElement[bool]] = []
     for attr in ("expected_decision", "category", "split", "status"):
         value = getattr(f, attr)
@@ -540,7 +552,10 @@ def _conditions(f: CaseFilter) -> list[ColumnElement[bool]]:
     text = f.text.strip()
     if text:
         like = f"%{text.replace('%', '').replace('_', '')}%"
-        conds.append(Case.question.ilike(like) | Case.key.ilike(like))
+        question: ColumnElement[bool] = Case.question.ilike(like)
+        if viewer is not None and not clearance.cleared(viewer):
+            question = question & ~_lists_restricted_document()
+        conds.append(question | Case.key.ilike(like))
     return conds
 
 
@@ -562,9 +577,10 @@ class CaseRow:
     agreed_by: str | None = None
 
 
-def count_cases(engine: Engine, f: CaseFilter) -> int:
+def count_cases(engine: Engine, f: CaseFilter, *, viewer: Actor | None = None) -> int:
+    """How many cases match ``f`` (for a ``viewer``, as :func:`list_cases` finds them)."""
     with read_session(engine) as s:
-        return int(s.scalar(select(func.count(Case.id)).where(*_conditions(f))) or 0)
+        return int(s.scalar(select(func.count(Case.id)).where(*_conditions(f, viewer))) or 0)
 
 
 def list_cases(
@@ -577,7 +593,7 @@ def list_cases(
 ) -> list[CaseRow]:
     """One page of cases matching the filter, with their slices and document counts; for a
     ``viewer`` the question as they may see it (see :func:`seen_by`)."""
-    conds = _conditions(f)
+    conds = _conditions(f, viewer)
     page = max(page, 1)
     with read_session(engine) as s:
         rows = s.execute(

@@ -108,3 +108,16 @@ def test_a_case_retelling_a_restricted_document_it_does_not_list_is_restricted(
     assert all(d.access_scope != "restricted" for d in view.documents)
     hidden = cases.get_case(demo_engine, key="CASE-049", viewer=INES)
     assert hidden is not None and "General Counsel" not in json.dumps(hidden.record)
+
+
+def test_the_text_search_does_not_look_into_a_hidden_question(demo_engine: Engine) -> None:
+    """Searching for words of CASE-082's question finds it only with clearance: a match
+    would tell a user without clearance what the hidden question says."""
+    words = cases.CaseFilter(text="Starter plan being discontinued")
+    assert "CASE-082" in [r.key for r in cases.list_cases(demo_engine, words, viewer=CLEARED)]
+    assert cases.count_cases(demo_engine, words, viewer=CLEARED) >= 1
+    hidden = cases.list_cases(demo_engine, words, viewer=INES)
+    assert "CASE-082" not in [r.key for r in hidden]
+    assert cases.count_cases(demo_engine, words, viewer=INES) == len(hidden)
+    by_key = cases.CaseFilter(text="CASE-082")
+    assert [r.question for r in cases.list_cases(demo_engine, by_key, viewer=INES)] == [REDACTED]
