@@ -527,15 +527,6 @@ class CaseFilter:
     family: str | None = None
 
 
-def _lists_restricted_document() -> ColumnElement[bool]:
-    """The case lists a restricted document (any version)."""
-    return exists().where(
-        CaseDocument.case_id == Case.id,
-        CaseDocument.document_id == Document.id,
-        Document.access_scope == clearance.RESTRICTED_SCOPE,
-    )
-
-
 def _conditions(f: CaseFilter, viewer: Actor | None = None) -> list[ColumnElement[bool]]:
     """The WHERE conditions of ``f``; for a ``viewer`` without clearance the text search does
     not look into the question of a case that lists a restricted document (a match would tell
@@ -554,7 +545,7 @@ def _conditions(f: CaseFilter, viewer: Actor | None = None) -> list[ColumnElemen
         like = f"%{text.replace('%', '').replace('_', '')}%"
         question: ColumnElement[bool] = Case.question.ilike(like)
         if viewer is not None and not clearance.cleared(viewer):
-            question = question & ~_lists_restricted_document()
+            question = question & ~clearance.lists_restricted_document()
         conds.append(question | Case.key.ilike(like))
     return conds
 
@@ -719,11 +710,6 @@ def get_case(
     viewer: Actor | None = None,
 ) -> CaseView | None:
     """One case; for a ``viewer``, as they may see it (see :func:`seen_by`)."""
-    view = _get_case(engine, case_id, key)
-    return view if view is None or viewer is None else seen_by(view, viewer)
-
-
-def _get_case(engine: Engine, case_id: int | None, key: str | None) -> CaseView | None:
     with read_session(engine) as s:
         stmt = _case_query()
         stmt = (
@@ -732,7 +718,7 @@ def _get_case(engine: Engine, case_id: int | None, key: str | None) -> CaseView 
         row = s.scalar(stmt)
         if row is None:
             return None
-        return CaseView(
+        view = CaseView(
             id=row.id,
             key=row.key,
             question=row.question,
@@ -772,6 +758,7 @@ def _get_case(engine: Engine, case_id: int | None, key: str | None) -> CaseView 
             agreed=agreed_labels(s, [row.id]).get(row.id),
             text_restricted=row.id in clearance.restricted_cases(s, [row.id]),
         )
+    return view if viewer is None else seen_by(view, viewer)
 
 
 def family_keys(engine: Engine) -> list[str]:

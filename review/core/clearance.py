@@ -30,7 +30,7 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import ColumnElement, exists, select
 from sqlalchemy.orm import Session
 
 from review.core.identity import Actor
@@ -42,6 +42,7 @@ __all__ = [
     "case_record",
     "cleared",
     "document_restricted",
+    "lists_restricted_document",
     "may_see",
     "may_see_document",
     "restricted_cases",
@@ -132,6 +133,15 @@ def restricted_runs(s: Session) -> frozenset[str]:
         ):
             runs -= word_runs(body)
     return frozenset(runs)
+
+
+def lists_restricted_document() -> ColumnElement[bool]:
+    """A condition on :class:`Case`: the case lists a restricted document (any version)."""
+    return exists().where(
+        CaseDocument.case_id == Case.id,
+        CaseDocument.document_id == Document.id,
+        Document.access_scope == RESTRICTED_SCOPE,
+    )
 
 
 def restricted_cases(s: Session, case_ids: Collection[int]) -> frozenset[int]:
