@@ -137,7 +137,7 @@ def evidence(engine: Engine, actor: Actor, view: cases.CaseView, tax: Taxonomy) 
         return
     st.dataframe(
         display.documents_table(
-            view.documents, actor.clearance, lambda doc_id: ui.link("corpus", doc=doc_id)
+            view.documents, actor, lambda doc_id: ui.link("corpus", doc=doc_id)
         ),
         hide_index=True,
         width="stretch",
@@ -273,7 +273,7 @@ def main() -> None:
     picker(queue, picked)
     st.query_params["case"] = str(picked)
     st.session_state[DEEP_KEY] = picked
-    view = sight.get_case(engine, blind.sight(engine, actor), picked)
+    view = sight.get_case(engine, blind.sight(engine, actor), picked, viewer=actor)
     if view is None:
         st.error(f"Case {picked:d} does not exist.")
         return

@@ -35,7 +35,7 @@ def main() -> None:
     elif case_param is not None:
         builder_view(engine, actor, tax, case_param)
     else:
-        landing(engine, tax)
+        landing(engine, actor, tax)
 
 
 if __name__ == "__main__":

@@ -47,7 +47,9 @@ def import_export_panel(engine: Engine, actor: Actor, tax: Taxonomy, flt: cases.
                         st.success(ui.plain(report.summary()))
         if st.button("Prepare export of the filtered cases"):
             buf = io.StringIO()
-            n, withheld = sight.export_cases(engine, blind.sight(engine, actor), buf, flt)
+            n, withheld = sight.export_cases(
+                engine, blind.sight(engine, actor), buf, flt, viewer=actor
+            )
             st.session_state[EXPORT_KEY] = (n, buf.getvalue(), withheld)
         if st.session_state.get(EXPORT_KEY):
             n, data, withheld = st.session_state[EXPORT_KEY]
@@ -93,7 +95,7 @@ def main() -> None:
     if actor.can(Permission.edit_cases):
         new_case(engine, actor, tax)
         splits_panel(engine, actor)
-    case_list(engine, tax, flt, blind.sight(engine, actor))
+    case_list(engine, actor, tax, flt, blind.sight(engine, actor))
 
 
 if __name__ == "__main__":

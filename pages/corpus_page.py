@@ -7,7 +7,7 @@ from sqlalchemy import Engine
 
 from pages import ui
 from review.admin import users
-from review.core import uploads
+from review.core import clearance, uploads
 from review.core.errors import WorkbenchError
 from review.core.identity import Actor, Permission
 from review.core.taxonomy import Taxonomy
@@ -237,7 +237,7 @@ def main() -> None:
     if actor.can(Permission.edit_corpus):
         import_panel(engine, actor, tax)
     document_list(engine, actor, tax, filters(engine, tax))
-    if not actor.clearance:
+    if not clearance.cleared(actor):
         st.caption("Restricted documents are hidden: they are shown only to users with clearance.")
 
 

@@ -122,7 +122,7 @@ def main() -> None:
     if case_id is None:
         idle()
         return
-    view = cases.get_case(engine, case_id=case_id)
+    view = cases.get_case(engine, case_id=case_id, viewer=actor)
     if view is None:
         st.error(f"Case {ui.plain(case_id)} does not exist.")
         return

@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from pages import ui
+from review.core import clearance
 from review.core.taxonomy import Taxonomy
 from review.monthly.overview import Overview, build_overview
 
@@ -95,7 +96,7 @@ def main() -> None:
     st.caption(
         f"Signed in as {ui.plain(actor.name)} "
         f"({ui.plain(', '.join(r.replace('_', ' ') for r in sorted(actor.roles)))})"
-        + (" · clearance for restricted content" if actor.clearance else "")
+        + (" · clearance for restricted content" if clearance.cleared(actor) else "")
     )
     counts(ov)
     attention(ov)

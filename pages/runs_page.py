@@ -159,7 +159,7 @@ def one_run(
                 .itertuples(index=False)
             ):
                 if "withheld" in detail:
-                    st.caption(ui.plain(clearance.WITHHELD))
+                    st.caption(ui.plain(str(detail["withheld"])))
                 elif kind == "reorder":
                     ui.text(
                         "\n".join(detail.get("was", [])),

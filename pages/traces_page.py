@@ -21,7 +21,7 @@ from pages.traces.retention_panel import retention_panel
 from pages.traces.trace_list import P, clear_button, init_from_query, trace_list
 from pages.traces.trace_view import show_trace
 from review.admin import users
-from review.core import uploads
+from review.core import clearance, uploads
 from review.core.errors import InputError, PermissionDenied, WorkbenchError
 from review.core.identity import Actor, Permission
 from review.core.taxonomy import Taxonomy
@@ -64,7 +64,7 @@ def import_panel(engine: Engine, actor: Actor, tax: Taxonomy) -> None:
             fmt = c1.selectbox("Format", ["auto", *FORMATS], format_func=lambda f: f"{f}")
             skip_bad = c2.checkbox("Skip bad lines (and report them)")
             redact = True
-            if actor.clearance:
+            if clearance.cleared(actor):
                 redact = c3.checkbox("Redact personal data", value=True)
             else:
                 c3.caption("Personal data is redacted on import.")

@@ -16,6 +16,7 @@ from pages.wording.editor import edit_tab
 from pages.wording.history_tab import history_tab
 from pages.wording.production_tab import production_tab
 from pages.wording.signoff_tab import sign_tab
+from review.core import clearance
 from review.core.errors import WorkbenchError
 from review.core.identity import Actor
 from review.wording import display, editing, versions
@@ -54,7 +55,7 @@ def _context(engine: Engine, actor: Actor, current: WordingInForce) -> WordingCo
     draft: dict[str, dict[str, str]] = st.session_state[DRAFT]
     if not draft:
         st.session_state[BASE] = current.version_id
-    live = editing.live_lint(current, terms, actor.clearance)
+    live = editing.live_lint(current, terms, clearance.cleared(actor))
     return WordingContext(engine, actor, current, terms, live, draft)
 
 

@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import ast
+import io
 import itertools
 import json
 import re
@@ -52,7 +53,16 @@ from review.traces.canonical import iter_canonical_jsonl
 from review.wording import drafts, signing, versions
 from review.wording.messages import wording_path
 from storage.db import make_engine, read_session, write_session
-from storage.models import AuditItem, AuditLog, Case, CaseDocument, CaseFamily, Document, Trace
+from storage.models import (
+    AuditItem,
+    AuditLog,
+    Case,
+    CaseClaim,
+    CaseDocument,
+    CaseFamily,
+    Document,
+    Trace,
+)
 from tests.helpers.pages import app, page_files, readable
 from tests.helpers.paths import ROOT
 
@@ -824,24 +834,52 @@ def test_every_deep_link_key_of_the_pages_is_searched() -> None:
     assert read - {"as"} <= DEEP_LINK_KEYS, read - {"as"} - DEEP_LINK_KEYS
 
 
+#: the length of the word runs the leak search compares
+NGRAM = 5
+_WORD = re.compile(r"[^\W_]+")
+
+
+def ngrams(text: str, n: int = NGRAM) -> set[str]:
+    """Every run of ``n`` consecutive words of ``text``, lowercased, punctuation dropped: a
+    restricted fact retold in a claim, a table cell or a reworded sentence still shares them."""
+    words = _WORD.findall(text.lower())
+    return {" ".join(words[i : i + n]) for i in range(len(words) - n + 1)}
+
+
+@dataclass(frozen=True)
+class Restricted:
+    """What must not reach a user without clearance: the word runs of the restricted
+    documents that no public document has, and the restricted traces' distinctive sentences."""
+
+    grams: frozenset[str]
+    sentences: tuple[str, ...]
+
+    def found_in(self, shown: str) -> list[str]:
+        return sorted(ngrams(shown) & self.grams) + [p for p in self.sentences if p in shown]
+
+
+def restricted_content(engine: Engine) -> Restricted:
+    with read_session(engine) as s:
+        hidden = s.scalars(select(Document.body).where(Document.access_scope == "restricted"))
+        grams = {g for body in hidden for g in ngrams(body)}
+        public = s.scalars(select(Document.body).where(Document.access_scope != "restricted"))
+        for body in public:
+            grams -= ngrams(body)
+    assert len(grams) >= 200
+    return Restricted(frozenset(grams), tuple(RESTRICTED_TEXT))
+
+
 @pytest.fixture
-def restricted_passages(ctx: Ctx) -> list[str]:
-    """Every sentence (40 characters or more) of the demo's restricted documents that no
-    public document also contains, and the restricted traces' distinctive sentences."""
-    with read_session(ctx.engine) as s:
-        bodies = s.scalars(select(Document.body).where(Document.access_scope == "restricted"))
-        hidden = list(bodies)
-        public = "\n".join(
-            s.scalars(select(Document.body).where(Document.access_scope != "restricted"))
-        )
-    found: set[str] = set()
-    for body in hidden:
-        for sentence in re.split(r"(?<=[.!?])\s+|\n+", body):
-            sentence = sentence.strip(" -*#|>")
-            if len(sentence) >= 40 and sentence not in public:
-                found.add(sentence)
-    assert len(found) >= 20
-    return sorted(found) + RESTRICTED_TEXT
+def restricted_passages(ctx: Ctx) -> Restricted:
+    return restricted_content(ctx.engine)
+
+
+def test_the_word_runs_find_a_restricted_fact_retold() -> None:
+    memo = "3.1 Starter will be closed to new customers from 1 October 2025."
+    found = Restricted(frozenset(ngrams(memo)), ())
+    claim = "Required claims: 1. Starter will be closed to new customers from 1 October 2025"
+    assert found.found_in(claim)
+    assert not found.found_in("Starter stays open to new customers.")
 
 
 def everything(at: Any) -> str:
@@ -887,6 +925,14 @@ def restricted_links(ctx: Ctx) -> list[tuple[str, dict[str, str]]]:
         restricted_traces = s.scalars(
             select(Trace.id).where(Trace.restricted.is_(True)).limit(3)
         ).all()
+        claims = s.execute(
+            select(CaseClaim.case_id, CaseClaim.text).where(CaseClaim.case_id.in_(case_ids))
+        ).all()
+    # the cases whose own text retells a restricted document first
+    grams = restricted_content(eng).grams
+    retelling = {cid for cid, text in claims if ngrams(text) & grams}
+    assert retelling
+    case_ids = sorted(case_ids, key=lambda c: (c not in retelling, c))
     links: list[tuple[str, dict[str, str]]] = []
     links += [("corpus_page.py", {"doc": str(d)}) for d in docs]
     for cid in case_ids[:4]:
@@ -999,7 +1045,7 @@ def test_no_page_shows_restricted_text_without_clearance(
     demo_url: str,
     restricted_links: list[tuple[str, dict[str, str]]],
     widget_views: list[tuple[str, dict[str, object]]],
-    restricted_passages: list[str],
+    restricted_passages: Restricted,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Every page app.py registers (all its tabs render in AppTest), every deep link key the
@@ -1017,7 +1063,7 @@ def test_no_page_shows_restricted_text_without_clearance(
         shown = _shows(demo_url, monkeypatch, page, user, widgets, downloads, **query)
         if shown:
             reached.add(page)
-        leaks += [(page, query, widgets, p) for p in restricted_passages if p in shown]
+        leaks += [(page, query, widgets, p) for p in restricted_passages.found_in(shown)]
     assert leaks == []
     # every page was read: one a user cannot use is reached by its link and says who uses it
     assert reached == set(PAGES)
@@ -1027,7 +1073,7 @@ def test_with_clearance_the_same_views_show_the_restricted_passages(
     ctx: Ctx,
     demo_url: str,
     widget_views: list[tuple[str, dict[str, object]]],
-    restricted_passages: list[str],
+    restricted_passages: Restricted,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The search above can find what it looks for: Ravi (reviewer, clearance) sees
@@ -1036,4 +1082,54 @@ def test_with_clearance_the_same_views_show_the_restricted_passages(
     shown = "\n".join(
         _shows(demo_url, monkeypatch, page, ravi, widgets) for page, widgets in widget_views
     )
-    assert any(p in shown for p in restricted_passages)
+    assert restricted_passages.found_in(shown)
+
+
+def test_with_clearance_a_case_page_shows_the_claim_the_search_looks_for(
+    ctx: Ctx, demo_url: str, restricted_passages: Restricted, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A case's required claim that retells a restricted memo is found by the word runs on
+    the Cases page for a user with clearance (and hidden, above, from users without)."""
+    with read_session(ctx.engine) as s:
+        case = s.scalar(select(Case.id).where(Case.key == "CASE-082"))
+    shown = _shows(demo_url, monkeypatch, "cases_page.py", ADA, case=str(case))
+    assert "be closed to new customers" in restricted_passages.found_in(shown)
+
+
+def _cli_export(url: str, monkeypatch: pytest.MonkeyPatch, tmp: Path, fmt: str) -> str:
+    from click.testing import CliRunner
+
+    from review.cli.main import main as cli
+
+    monkeypatch.setenv("WORKBENCH_DATABASE_URL", url)
+    out = tmp / f"cases.{fmt}"
+    result = CliRunner().invoke(
+        cli, ["export-cases", str(out), "--format", fmt, "--without-restricted"]
+    )
+    assert result.exit_code == 0, result.output
+    return out.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("fmt", ["canonical", "ragas", "deepeval"])
+def test_no_export_for_a_user_without_clearance_retells_a_restricted_document(
+    fmt: str,
+    ctx: Ctx,
+    demo_url: str,
+    restricted_passages: Restricted,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The cases exports (the file the service writes for a user without clearance, and the
+    command line's --without-restricted) share no word run with a restricted document; with
+    clearance the same export does (the search can find what it looks for)."""
+    from review.cases import exchange
+
+    found = users.get_by_email(ctx.engine, INES)
+    assert found is not None and not found.clearance
+    ines = users.to_actor(found)
+    hidden = io.StringIO()
+    exchange.export(ctx.engine, hidden, fmt, ctx.tax, viewer=ines)
+    assert restricted_passages.found_in(hidden.getvalue()) == []
+    assert restricted_passages.found_in(_cli_export(demo_url, monkeypatch, ctx.tmp, fmt)) == []
+    full = io.StringIO()
+    exchange.export(ctx.engine, full, fmt, ctx.tax, viewer=actor(AD))
+    assert restricted_passages.found_in(full.getvalue())

@@ -11,6 +11,7 @@ from sqlalchemy import Engine
 
 from review.audits import display, export
 from review.audits.plans import PlanView
+from review.core import clearance
 from review.core.identity import Actor
 
 
@@ -22,7 +23,7 @@ def render(engine: Engine, actor: Actor, plan: PlanView | None) -> None:
     st.caption(
         "The batch with its plan (filter, strata, allocation, seed, population counts, "
         "fingerprint), the sample in queue order and the current verdicts."
-        + ("" if actor.clearance else " Text of restricted traces is left out for you.")
+        + ("" if clearance.cleared(actor) else " Text of restricted traces is left out for you.")
     )
     stem = display.export_stem(plan.name)
     if st.button("Prepare the export files", key="aud_export"):

@@ -41,7 +41,7 @@ def passage_tab(engine: Engine, actor: Actor, view: cases.CaseView) -> None:
 
 
 def builder_view(engine: Engine, actor: Actor, tax: Taxonomy, case_id: int) -> None:
-    view = sight.get_case(engine, blind.sight(engine, actor), case_id)
+    view = sight.get_case(engine, blind.sight(engine, actor), case_id, viewer=actor)
     if view is None:
         st.error(f"Case {case_id:d} does not exist.")
         return

@@ -15,6 +15,7 @@ from pages.builder.nav import leave_message, take_focus
 from review.builder import blinding, replay, suggestions, tables
 from review.builder import family_view as builder_family_view
 from review.builder.family_view import FamilyView, VariantRow
+from review.core import clearance
 from review.core.errors import WorkbenchError
 from review.core.identity import Actor, Permission
 from review.core.taxonomy import Taxonomy
@@ -78,7 +79,7 @@ def checks(fam: FamilyView, key: str) -> None:
     if fam.passage is not None:
         st.code(fam.passage, language=None, wrap_lines=True)
     elif fam.hidden:
-        st.caption("(restricted text hidden: it is shown only to users with clearance)")
+        st.caption(clearance.REDACTED)
     with st.form(f"bld_check_form_{key}"):
         other = st.text_area("Check against another passage (not saved)", height=68)
         c1, c2 = st.columns(2)
@@ -199,7 +200,7 @@ def variant_detail(
     for e in v.edits:
         st.text(tables.edit_line(e, person))
         if e.before is None:
-            st.caption("(before and after hidden: the source is restricted)")
+            st.caption(clearance.REDACTED)
         else:
             c1, c2 = st.columns(2)
             c1.code(e.before or "(empty)", language=None, wrap_lines=True)

@@ -9,18 +9,19 @@ from pages import ui
 from pages.builder.nav import go
 from review.builder import blinding, tables
 from review.builder import family_view as builder_family_view
+from review.core.identity import Actor
 from review.core.taxonomy import Taxonomy
 from review.labels import blind
 
 PAGE_SIZE = 25
 
 
-def base_cases(engine: Engine) -> None:
+def base_cases(engine: Engine, actor: Actor) -> None:
     text = st.text_input("Search base cases (question or key)", key="bld_q")
     seen = blind.sight(engine, ui.actor())
     total = blinding.count_base_cases(engine, seen, text)
     page = ui.paginate(total, "bld_base", page_size=PAGE_SIZE)
-    base = blinding.base_cases(engine, seen, text, page=page, page_size=PAGE_SIZE)
+    base = blinding.base_cases(engine, seen, text, page=page, page_size=PAGE_SIZE, viewer=actor)
     if not base:
         st.info(
             "No evidence-present cases yet. Create a case with a family key, evidence state "
@@ -60,10 +61,10 @@ def families(engine: Engine, tax: Taxonomy) -> None:
     )
 
 
-def landing(engine: Engine, tax: Taxonomy) -> None:
+def landing(engine: Engine, actor: Actor, tax: Taxonomy) -> None:
     st.caption(
         "Pick an evidence-present case to derive hard variants from, or open a family to see "
         "its variants, checks and suggestions."
     )
-    base_cases(engine)
+    base_cases(engine, actor)
     families(engine, tax)

@@ -9,6 +9,7 @@ from sqlalchemy import Engine
 from pages import ui
 from review.admin import users
 from review.cases import cases, display, sight
+from review.core.identity import Actor
 from review.core.taxonomy import Taxonomy
 
 # Deep-link query parameters that start a filter (once: the widget keeps it afterwards)
@@ -62,10 +63,12 @@ def filters(engine: Engine, tax: Taxonomy) -> cases.CaseFilter:
     return display.case_filter(text, decision, category, slice_, split, status, family)
 
 
-def case_list(engine: Engine, tax: Taxonomy, flt: cases.CaseFilter, seen: sight.Sight) -> None:
-    total = sight.count_cases(engine, seen, flt)
+def case_list(
+    engine: Engine, actor: Actor, tax: Taxonomy, flt: cases.CaseFilter, seen: sight.Sight
+) -> None:
+    total = sight.count_cases(engine, seen, flt, viewer=actor)
     page = ui.paginate(total, "cases")
-    rows = sight.list_cases(engine, seen, flt, page=page)
+    rows = sight.list_cases(engine, seen, flt, page=page, viewer=actor)
     if not rows:
         all_cases = cases.count_cases(engine, cases.CaseFilter()) if total == 0 else 0
         st.info(ui.plain(display.empty_list_message(total, all_cases)))

@@ -10,6 +10,7 @@ from pages import ui
 from pages.cases.case_form import case_form
 from review.admin import users
 from review.cases import cases, display, sight
+from review.core import clearance
 from review.core.identity import Actor, Permission
 from review.core.taxonomy import Taxonomy
 from review.labels import blind
@@ -56,7 +57,7 @@ def documents_and_claims(actor: Actor, tax: Taxonomy, view: cases.CaseView) -> N
         st.dataframe(
             display.documents_table(
                 view.documents,
-                actor.clearance,
+                actor,
                 lambda doc_id: ui.link("corpus", doc=doc_id),
                 tax,
             ),
@@ -96,8 +97,12 @@ def blind_panel(view: cases.CaseView) -> None:
     st.link_button("Label this case", ui.link("label", case=view.id))
 
 
-def family(engine: Engine, tax: Taxonomy, view: cases.CaseView, seen: sight.Sight) -> None:
-    fam_rows = sight.list_cases(engine, seen, cases.CaseFilter(family=view.family), page_size=50)
+def family(
+    engine: Engine, actor: Actor, tax: Taxonomy, view: cases.CaseView, seen: sight.Sight
+) -> None:
+    fam_rows = sight.list_cases(
+        engine, seen, cases.CaseFilter(family=view.family), page_size=50, viewer=actor
+    )
     st.caption(f"Family {ui.plain(view.family)}: {len(fam_rows)} variant(s)")
     st.dataframe(
         display.family_table(fam_rows, lambda case_id: ui.link("cases", case=case_id), tax),
@@ -109,13 +114,14 @@ def family(engine: Engine, tax: Taxonomy, view: cases.CaseView, seen: sight.Sigh
 
 def show_case(engine: Engine, actor: Actor, tax: Taxonomy, case_id: int) -> None:
     seen = blind.sight(engine, actor)
-    view = sight.get_case(engine, seen, case_id)
+    view = sight.get_case(engine, seen, case_id, viewer=actor)
     if view is None:
         st.error(f"Case {case_id:d} does not exist.")
         return
     st.subheader(f"Case {ui.plain(view.key)}")
     opened = st.session_state.get(edit_key(view.id))
-    if opened is not None and not view.blind:  # the form holds the whole judgement
+    # the form holds the whole judgement and the case's text
+    if opened is not None and not view.blind and clearance.may_see(actor, view.text_restricted):
         edit_case(engine, actor, tax, view, int(opened))
         return
     flash = st.session_state.pop(FLASH_KEY, None)
@@ -131,9 +137,11 @@ def show_case(engine: Engine, actor: Actor, tax: Taxonomy, case_id: int) -> None
         else:
             labels(engine, tax, view)
     if view.family:
-        family(engine, tax, view, seen)
+        family(engine, actor, tax, view, seen)
     if view.blind:
         return
-    if actor.can(Permission.edit_cases) and st.button("Edit this case", type="primary"):
+    if not clearance.may_see(actor, view.text_restricted):
+        st.caption("Editing this case needs clearance: it relies on a restricted document.")
+    elif actor.can(Permission.edit_cases) and st.button("Edit this case", type="primary"):
         st.session_state[edit_key(view.id)] = view.version
         st.rerun()

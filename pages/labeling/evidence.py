@@ -9,7 +9,7 @@ import streamlit as st
 from sqlalchemy import Engine
 
 from pages import ui
-from review.core import readable
+from review.core import clearance, readable
 from review.core.database import database_url
 from review.core.errors import WorkbenchError
 from review.core.identity import Actor
@@ -94,7 +94,6 @@ def _body(_engine: Engine, url: str, actor: Actor, document_id: int) -> tuple[st
 
 def _document(engine: Engine, actor: Actor, tax: Taxonomy, d: ShownDoc) -> None:
     forbidden = d.visibility == "forbidden"
-    restricted = d.access_scope == "restricted"
     head = [d.ref]
     if forbidden:
         head.insert(0, "FORBIDDEN to this identity")
@@ -103,11 +102,11 @@ def _document(engine: Engine, actor: Actor, tax: Taxonomy, d: ShownDoc) -> None:
     if not d.is_current:
         head.append("not the current version")
     st.markdown("**" + " · ".join(ui.plain(h) for h in head) + "**")
-    st.text(d.title if (not restricted or actor.clearance) else "(restricted title hidden)")
-    if forbidden and not actor.clearance:
+    st.text(clearance.title(actor, d.title, d.access_scope))
+    if not clearance.may_see(actor, forbidden):
         st.warning("Forbidden to this identity. Its text is shown only to users with clearance.")
         return
-    if restricted and not actor.clearance:
+    if not clearance.may_see_document(actor, d.access_scope):
         st.warning("Restricted document: shown only to users with clearance.")
         return
     try:

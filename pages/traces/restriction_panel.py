@@ -9,6 +9,7 @@ import streamlit as st
 from sqlalchemy import Engine
 
 from pages import ui
+from review.core import clearance
 from review.core.errors import WorkbenchError
 from review.core.identity import Actor, Permission
 from review.traces import restricted
@@ -23,7 +24,7 @@ _CHOICES = {
 
 
 def _can_mark(actor: Actor) -> bool:
-    return actor.can(Permission.restrict_traces) and actor.clearance
+    return actor.can(Permission.restrict_traces) and clearance.cleared(actor)
 
 
 def restriction_panel(engine: Engine, actor: Actor, pk: int) -> None:
@@ -86,7 +87,7 @@ def unknown_documents_form(engine: Engine, actor: Actor) -> None:
     )
     if cfg.updated_by:
         st.caption(ui.plain(f"Last changed by {cfg.updated_by}."))
-    if not (actor.can(Permission.restrict_traces) and actor.clearance):
+    if not (actor.can(Permission.restrict_traces) and clearance.cleared(actor)):
         st.text(f"Currently {'on' if cfg.on else 'off'}. Changing it needs clearance.")
         return
     st.session_state.setdefault("admin_unknown_opened", cfg.version)

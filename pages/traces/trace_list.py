@@ -12,6 +12,7 @@ from sqlalchemy import Engine
 
 from pages import ui
 from pages.traces import cached
+from review.core import clearance
 from review.core.identity import Actor
 from review.core.taxonomy import Taxonomy
 from review.traces import browse, display, listing
@@ -88,7 +89,9 @@ def _more_filters(
         v["missing"] = c2.checkbox("No logged reason", key=f"{P}missing")
         v["caveat"] = c3.checkbox("Caveat answers", key=f"{P}caveat")
         v["restricted"] = (
-            c4.checkbox("Restricted only", key=f"{P}restricted") if actor.clearance else False
+            c4.checkbox("Restricted only", key=f"{P}restricted")
+            if clearance.cleared(actor)
+            else False
         )
     return v
 
@@ -165,5 +168,5 @@ def trace_list(engine: Engine, actor: Actor, tax: Taxonomy) -> None:
             "question": st.column_config.TextColumn(width="large"),
         },
     )
-    if not actor.clearance:
+    if not clearance.cleared(actor):
         st.caption("Restricted traces are left out: they are shown only to users with clearance.")

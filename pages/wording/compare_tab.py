@@ -9,6 +9,7 @@ import streamlit as st
 
 from pages import ui
 from pages.wording.common import DIFF_LEGEND, WordingContext
+from review.core import clearance
 from review.core.errors import WorkbenchError
 from review.wording import compare, display, versions
 
@@ -49,12 +50,12 @@ def compare_tab(ctx: WordingContext) -> None:
     for c in changed:
         st.caption(ui.plain(display.change_caption(c)))
         st.code(c.diff or "(empty)", language=None, wrap_lines=True)
-    settings = compare.setting_changes(old, new, reveal_restricted=ctx.actor.clearance)
+    settings = compare.setting_changes(old, new, reveal_restricted=clearance.cleared(ctx.actor))
     if settings:
         st.dataframe(
             pd.DataFrame(settings, columns=["setting", "change"]), hide_index=True, width="stretch"
         )
-    if ctx.actor.clearance:
+    if clearance.cleared(ctx.actor):
         with st.expander("Line diff of the YAML files"):
             st.code(
                 compare.yaml_diff(

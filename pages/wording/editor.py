@@ -9,6 +9,7 @@ import streamlit as st
 from pages import ui
 from pages.wording.common import BASE, WordingContext, show_findings
 from pages.wording.proposal import draft_section
+from review.core import clearance
 from review.core.errors import WorkbenchError
 from review.wording import editing
 from review.wording.messages import Message, placeholders_in, preview
@@ -108,7 +109,7 @@ def _preview_and_lint(ctx: WordingContext, key: str, text: str) -> None:
         ui.text(rendered, label="Preview: what the customer reads")
     template_findings = ctx.live.lint(text, key)
     show_findings(text, template_findings, "template")
-    if not ctx.actor.clearance:
+    if not clearance.cleared(ctx.actor):
         st.caption(
             "Titles of restricted documents are checked when you submit the draft (checking "
             "them live needs clearance)."

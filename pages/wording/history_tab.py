@@ -8,6 +8,7 @@ import streamlit as st
 
 from pages import ui
 from pages.wording.common import WordingContext
+from review.core import clearance
 from review.policy import signoff
 from review.wording import display, versions
 
@@ -21,7 +22,7 @@ def history_tab(ctx: WordingContext) -> None:
     problems = signoff.verify_chain(ctx.engine)
     (st.error if problems else st.success)(ui.plain(display.chain_message(problems)))
     current = ctx.current
-    if current.version is not None and not ctx.actor.clearance:
+    if current.version is not None and not clearance.cleared(ctx.actor):
         st.caption(
             "The approved file lists titles of restricted documents: downloading it needs "
             "clearance."

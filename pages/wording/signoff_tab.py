@@ -10,7 +10,7 @@ import streamlit as st
 from pages import ui
 from pages.wording.common import DIFF_LEGEND, FLASH, WordingContext, findings_view
 from review.admin import users
-from review.core import readable
+from review.core import clearance, readable
 from review.core.identity import Role
 from review.policy import display as policy_display
 from review.policy import signoff
@@ -101,7 +101,9 @@ def _signatures(ctx: WordingContext, v: signoff.VersionView) -> None:
 
 
 def _version(ctx: WordingContext, v: signoff.VersionView) -> None:
-    r = signing.review_version(ctx.engine, v.id, ctx.terms, reveal_restricted=ctx.actor.clearance)
+    r = signing.review_version(
+        ctx.engine, v.id, ctx.terms, reveal_restricted=clearance.cleared(ctx.actor)
+    )
     with st.container(border=True):
         st.subheader(f"Version {v.number:d}")
         names = users.display_names(ctx.engine)

@@ -16,7 +16,7 @@ from review.audits.population import PopulationFilter
 from review.audits.queue import ItemRow
 from review.audits.verdicts import VerdictView
 from review.audits.vocabulary import HEADLINE, VERDICTS
-from review.core import readable
+from review.core import clearance, readable
 from review.core.terms import PlanStatus
 
 __all__ = [
@@ -194,7 +194,7 @@ def chunk_label(chunk: ChunkView | None, chunk_id: str = "", words: int = 8) -> 
     rank = f"#{chunk.rank:d}" if chunk.rank is not None else "#?"
     doc = f"{chunk.doc_id}@{chunk.doc_version}" if chunk.doc_id else chunk.chunk_id
     if chunk.hidden:
-        start = "(text hidden: restricted)"
+        start = clearance.REDACTED
     else:
         cut = chunk.text.split()
         start = " ".join(cut[:words]) + ("…" if len(cut) > words else "")

@@ -10,8 +10,8 @@ from sqlalchemy import Engine, select
 
 from review.audits.plans import _plan, _stored_allocation, _stored_counts
 from review.audits.verdicts import VerdictView, _current_verdicts
-from review.audits.vocabulary import RESTRICTED_TEXT, can_see, outcome
-from review.core import csvsafe
+from review.audits.vocabulary import outcome
+from review.core import clearance, csvsafe
 from review.core.identity import Actor
 from storage.db import read_session
 from storage.models import AuditItem, SamplingPlan, Trace
@@ -74,7 +74,7 @@ def _export_rows(
         if not rows:
             return
         for r in rows:
-            hide = not can_see(actor, bool(r.restricted))
+            hide = not clearance.may_see(actor, bool(r.restricted))
             data = {
                 "item_id": r.id,
                 "position": r.position,
@@ -85,8 +85,8 @@ def _export_rows(
                 "reason_code": r.reason_code,
                 "feedback": r.feedback,
                 "restricted": bool(r.restricted),
-                "query": RESTRICTED_TEXT if hide else r.query,
-                "answer_text": RESTRICTED_TEXT if hide else r.answer_text,
+                "query": clearance.REDACTED if hide else r.query,
+                "answer_text": clearance.REDACTED if hide else r.answer_text,
                 "hidden": hide,
             }
             yield data, current.get(r.id, [])
@@ -98,8 +98,8 @@ def _verdict_record(v: VerdictView, hide: bool) -> dict[str, Any]:
         "reviewer": v.reviewer,
         "verdict": v.verdict,
         "stages": list(v.stages),
-        "notes": RESTRICTED_TEXT if hide and v.notes else v.notes,
-        "claims": [{**c, "text": RESTRICTED_TEXT} if hide else dict(c) for c in v.claims],
+        "notes": clearance.REDACTED if hide and v.notes else v.notes,
+        "claims": [{**c, "text": clearance.REDACTED} if hide else dict(c) for c in v.claims],
         "promoted_case_id": v.promoted_case_id,
         "created_at": v.created_at.isoformat(),
     }

@@ -13,7 +13,7 @@ from sqlalchemy import Engine, select
 
 from review.audits.claims import CitationReport, citation_validity, split_claims
 from review.audits.plans import _spec_of
-from review.audits.vocabulary import can_see
+from review.core import clearance
 from review.core.errors import PermissionDenied
 from review.core.identity import Actor
 from review.traces.chunks import ChunkView, chunk_view
@@ -77,7 +77,7 @@ def get_item(engine: Engine, actor: Actor, item_id: int) -> ItemView | None:
         trace = s.get(Trace, item.trace_pk)
         plan = s.get(SamplingPlan, item.plan_id)
         assert trace is not None and plan is not None
-        if not can_see(actor, trace.restricted):
+        if not clearance.may_see(actor, trace.restricted):
             raise PermissionDenied(
                 f"trace {trace.trace_id} is restricted: it is shown only to users with clearance"
             )

@@ -9,8 +9,8 @@ from sqlalchemy.orm import Session
 
 from review.audits.plans import _plan
 from review.audits.verdicts import _vview
-from review.audits.vocabulary import can_see
 from review.cases import cases
+from review.core import clearance
 from review.core.errors import InputError, PermissionDenied
 from review.core.identity import Actor, Permission, require
 from review.core.taxonomy import Taxonomy
@@ -95,7 +95,7 @@ def promote_to_case(
         plan = _plan(s, item.plan_id)
         trace = s.get(Trace, item.trace_pk)
         assert trace is not None
-        if not can_see(actor, trace.restricted):
+        if not clearance.may_see(actor, trace.restricted):
             raise PermissionDenied(
                 "this trace is restricted: only users with clearance may turn it into a case"
             )

@@ -18,7 +18,8 @@ from sqlalchemy.orm import Session
 
 from review.audits.plans import _n_reviewers, _plan, _plan_stats, _spec_of
 from review.audits.verdicts import _current_verdicts
-from review.audits.vocabulary import can_see, outcome
+from review.audits.vocabulary import outcome
+from review.core import clearance
 from review.core.errors import InputError, PermissionDenied
 from review.core.identity import Actor, Permission, require
 from review.core.terms import PlanStatus
@@ -138,7 +139,7 @@ def next_item(
         mine = exists().where(
             AuditVerdict.item_id == AuditItem.id, AuditVerdict.reviewer == actor.email
         )
-        visible = [] if actor.clearance else [Trace.restricted.is_(False)]
+        visible = [] if clearance.cleared(actor) else [Trace.restricted.is_(False)]
         held = s.scalar(
             select(AuditItem.id)
             .join(Trace, Trace.id == AuditItem.trace_pk)
@@ -206,7 +207,7 @@ def reserve_item(
         if item is None:
             raise InputError(f"audit item {item_id} does not exist")
         trace = s.get(Trace, item.trace_pk)
-        if trace is not None and not can_see(actor, trace.restricted):
+        if trace is not None and not clearance.may_see(actor, trace.restricted):
             raise PermissionDenied("this trace is restricted: only users with clearance audit it")
         if (
             item.reserved_by not in (None, actor.email)
@@ -270,7 +271,7 @@ def progress(engine: Engine, actor: Actor, plan_id: int) -> AuditProgress:
             or 0
         )
         waiting = 0
-        if not actor.clearance:
+        if not clearance.cleared(actor):
             waiting = int(
                 s.scalar(
                     select(func.count(AuditItem.id))

@@ -27,8 +27,8 @@ from review.audits.vocabulary import (
     NEEDS_STAGE,
     STAGES,
     VERDICTS,
-    can_see,
 )
+from review.core import clearance
 from review.core.errors import InputError, PermissionDenied, StaleWriteError
 from review.core.identity import Actor, Permission, require
 from review.core.terms import CLAIM_VERDICTS, ClaimVerdict, PlanStatus
@@ -235,7 +235,7 @@ def submit_verdict(
             raise InputError(f"plan {plan.name!r} is {plan.status}: verdicts are not accepted")
         trace = s.get(Trace, item.trace_pk)
         assert trace is not None
-        if not can_see(actor, trace.restricted):
+        if not clearance.may_see(actor, trace.restricted):
             raise PermissionDenied("this trace is restricted: only users with clearance audit it")
         context = s.scalars(
             select(TraceChunk.chunk_id).where(

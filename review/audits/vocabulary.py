@@ -6,8 +6,6 @@ from __future__ import annotations
 from collections import Counter as Tally
 from collections.abc import Sequence
 
-from review.core.identity import Actor
-
 __all__ = ["HEADLINE", "STAGES", "VERDICTS"]
 
 
@@ -61,9 +59,6 @@ SEVERITY = (
 )
 
 
-RESTRICTED_TEXT = "[restricted trace: shown only to users with clearance]"
-
-
 def outcome(verdicts: Sequence[str]) -> str | None:
     """The item's verdict: the majority of its reviewers, ties going to the more severe."""
     if not verdicts:
@@ -72,8 +67,3 @@ def outcome(verdicts: Sequence[str]) -> str | None:
     top = max(tally.values())
     tied = [v for v in tally if tally[v] == top]
     return min(tied, key=lambda v: SEVERITY.index(v) if v in SEVERITY else len(SEVERITY))
-
-
-def can_see(actor: Actor, restricted: bool) -> bool:
-    """Whether ``actor`` may read a trace's text: restricted traces need clearance."""
-    return actor.clearance or not restricted

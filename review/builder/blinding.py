@@ -19,6 +19,7 @@ from review.builder import documents
 from review.builder.documents import BaseCaseRow
 from review.builder.family_view import ClaimMark, FamilyRow, FamilyView, VariantRow, list_families
 from review.cases.sight import HIDDEN, Sight
+from review.core.identity import Actor
 from storage.db import read_session
 from storage.models import Case, CaseFamily
 
@@ -89,10 +90,16 @@ def count_base_cases(engine: Engine, seen: Sight, text: str = "") -> int:
 
 
 def base_cases(
-    engine: Engine, seen: Sight, text: str = "", page: int = 1, page_size: int = 50
+    engine: Engine,
+    seen: Sight,
+    text: str = "",
+    page: int = 1,
+    page_size: int = 50,
+    *,
+    viewer: Actor,
 ) -> list[BaseCaseRow]:
     """The evidence-present cases expecting an answer, none blind to the user (listing one
-    would tell its expected decision)."""
+    would tell its expected decision), their questions as ``viewer`` may see them."""
     return documents.list_base_cases(
-        engine, text, page=page, page_size=page_size, also=[~seen.blind_clause()]
+        engine, text, page=page, page_size=page_size, also=[~seen.blind_clause()], viewer=viewer
     )

@@ -15,10 +15,11 @@ from sqlalchemy.orm import Session
 
 from review.builder.edits import EditRecord, edit_document
 from review.builder.operator import span_at
+from review.core import clearance
 from review.core.errors import InputError, PermissionDenied
 from review.core.identity import Actor, Permission, require
 from review.core.taxonomy import Taxonomy
-from review.corpus.corpus import can_see, insert_version
+from review.corpus.corpus import insert_version
 from review.corpus.docformat import DocumentIn
 from storage import changes
 from storage.db import read_session, run_write
@@ -40,9 +41,6 @@ __all__ = [
     "list_base_cases",
     "save_edit",
 ]
-
-
-RESTRICTED = "restricted"
 
 
 T = TypeVar("T")
@@ -84,15 +82,14 @@ def case_documents(engine: Engine, actor: Actor, case_id: int) -> list[CaseDocTe
         ).all()
         out: list[CaseDocText] = []
         for cd, d in rows:
-            seen = can_see(actor, d.access_scope)
             out.append(
                 CaseDocText(
                     d.id,
                     f"{d.doc_key}@{d.version}",
                     d.doc_key,
                     d.version,
-                    d.title if seen else "(restricted title hidden)",
-                    d.body if seen else None,
+                    clearance.title(actor, d.title, d.access_scope),
+                    d.body if clearance.may_see_document(actor, d.access_scope) else None,
                     cd.visibility,
                     cd.role,
                     d.access_scope,
@@ -125,10 +122,16 @@ def count_base_cases(engine: Engine, text: str = "", also: Sequence[Any] = ()) -
 
 
 def list_base_cases(
-    engine: Engine, text: str = "", page: int = 1, page_size: int = 50, also: Sequence[Any] = ()
+    engine: Engine,
+    text: str = "",
+    page: int = 1,
+    page_size: int = 50,
+    also: Sequence[Any] = (),
+    *,
+    viewer: Actor | None = None,
 ) -> list[BaseCaseRow]:
     """Evidence-present cases expecting an answer: the starting points of variants (those
-    ``also`` admits)."""
+    ``also`` admits); for a ``viewer`` the questions as they may see them."""
     page = max(page, 1)
     with read_session(engine) as s:
         rows = s.execute(
@@ -139,7 +142,16 @@ def list_base_cases(
             .limit(page_size)
             .offset((page - 1) * page_size)
         ).all()
-    return [BaseCaseRow(r.id, r.key, r.family, r.question) for r in rows]
+        secret = clearance.restricted_cases(s, [r.id for r in rows]) if viewer else frozenset()
+    return [
+        BaseCaseRow(
+            r.id,
+            r.key,
+            r.family,
+            r.question if viewer is None else clearance.shown(viewer, r.question, r.id in secret),
+        )
+        for r in rows
+    ]
 
 
 # ------------------------------------------------------------------------------------------
@@ -262,7 +274,7 @@ def _source_for_edit(s: Session, actor: Actor, ref: str) -> Document:
     doc = _get_doc(s, key, version)
     if doc is None:
         raise InputError(f"document {ref} does not exist")
-    if not can_see(actor, doc.access_scope):
+    if not clearance.may_see_document(actor, doc.access_scope):
         raise PermissionDenied("this document is restricted; only users with clearance may edit it")
     return doc
 

@@ -13,14 +13,14 @@ from typing import Any
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import selectinload
 
-from review.builder.documents import RESTRICTED, _doc_dict, _get_doc, _ref_of
+from review.builder.documents import _doc_dict, _get_doc, _ref_of
 from review.builder.families import Check, Variant
 from review.builder.family_checks import family_checks
 from review.builder.suggestions import PASSAGE_ENTITY
 from review.builder.variants import MAX_FAMILY_VARIANTS, VARIANT_ENTITY
 from review.cases import cases as case_service
+from review.core import clearance
 from review.core.identity import Actor
-from review.corpus.corpus import can_see
 from storage.db import read_session
 from storage.models import (
     AuditLog,
@@ -294,8 +294,10 @@ def family_view(
                 d = _get_doc(s, key, int(ver))
                 if d is not None:
                     docs[(key, int(ver))] = d
-        restricted_in_family = any(d.access_scope == RESTRICTED for d in docs.values())
-        hide = restricted_in_family and not actor.clearance
+        restricted_in_family = any(
+            d.access_scope == clearance.RESTRICTED_SCOPE for d in docs.values()
+        )
+        hide = not clearance.may_see(actor, restricted_in_family)
 
         def passage_text(p: Mapping[str, Any]) -> tuple[str, Document] | None:
             key, _, ver = str(p.get("doc", "")).partition("@")
@@ -360,13 +362,15 @@ def family_view(
         }
         if hide:
             checks = [
-                dataclasses.replace(c, detail=_QUOTED_RE.sub("(restricted text)", c.detail))
+                dataclasses.replace(c, detail=_QUOTED_RE.sub(clearance.REDACTED, c.detail))
                 for c in checks
             ]
         base_claims = [c.text for r in present for c in r.claims]
+        secret_cases = clearance.restricted_cases(s, [r.id for r in rows])
         out_rows: list[VariantRow] = []
         for r in rows:
             g = sugs.get(r.id)
+            secret = r.id in secret_cases
             out_rows.append(
                 VariantRow(
                     case_id=r.id,
@@ -374,7 +378,7 @@ def family_view(
                     version=r.version,
                     evidence_state=r.evidence_state,
                     status=r.status,
-                    question=r.question,
+                    question=clearance.shown(actor, r.question, secret),
                     expected_decision=r.expected_decision,
                     reason_codes=tuple(r.reason_codes),
                     suggested_decision=g.decision if g else None,
@@ -388,9 +392,7 @@ def family_view(
                         VariantDoc(
                             _ref_of(cd.document),
                             cd.document.id,
-                            cd.document.title
-                            if can_see(actor, cd.document.access_scope)
-                            else "(restricted title hidden)",
+                            clearance.title(actor, cd.document.title, cd.document.access_scope),
                             cd.visibility,
                             cd.role,
                             cd.document.access_scope,
@@ -398,7 +400,10 @@ def family_view(
                         for cd in r.documents
                     ),
                     claims=tuple(
-                        _claim_marks(r.evidence_state, [c.text for c in r.claims], base_claims)
+                        dataclasses.replace(m, text=clearance.shown(actor, m.text, secret))
+                        for m in _claim_marks(
+                            r.evidence_state, [c.text for c in r.claims], base_claims
+                        )
                     ),
                     edits=tuple(_edit_row(e, docs, actor) for e in edits[r.id]),
                 )
@@ -406,7 +411,7 @@ def family_view(
         shown = base_passage
         if base_passage is not None and hide:
             shown = None
-        if base_doc is not None and not can_see(actor, base_doc.access_scope):
+        if base_doc is not None and not clearance.may_see_document(actor, base_doc.access_scope):
             shown = None
         return FamilyView(
             fam.key, fam.title, tuple(out_rows), tuple(checks), shown, source, hide, people
@@ -415,9 +420,11 @@ def family_view(
 
 def _edit_row(e: CaseEdit, docs: Mapping[tuple[str, int], Document], actor: Actor) -> EditRow:
     src = docs.get((e.source_doc_key, e.source_version))
-    visible = src is None or can_see(actor, src.access_scope)
+    visible = src is None or clearance.may_see_document(actor, src.access_scope)
     if src is None:
-        visible = actor.clearance  # the source is not in the family: show it to clearance only
+        visible = clearance.cleared(
+            actor
+        )  # the source is not in the family: show it to clearance only
     return EditRow(
         e.id,
         e.operator,

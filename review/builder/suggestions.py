@@ -12,11 +12,11 @@ from sqlalchemy.orm import Session, selectinload
 from review.builder.documents import _ref_of
 from review.cases import cases as case_service
 from review.cases.cases import CaseIn, validate_case
+from review.core import clearance
 from review.core.errors import InputError
 from review.core.identity import Actor, Permission, require
 from review.core.taxonomy import Taxonomy
 from review.core.terms import CaseStatus
-from review.corpus.corpus import can_see
 from storage import changes
 from storage.db import run_write
 from storage.models import (
@@ -187,7 +187,7 @@ def mark_passage(engine: Engine, actor: Actor, case_id: int, passage: str) -> st
             .join(CaseDocument, CaseDocument.document_id == Document.id)
             .where(CaseDocument.case_id == case_id, CaseDocument.visibility == "visible")
         ):
-            if not can_see(actor, d.access_scope):
+            if not clearance.may_see_document(actor, d.access_scope):
                 continue
             first = d.body.find(wanted)
             if first >= 0:

@@ -35,10 +35,10 @@ from review.builder.families import (
 from review.builder.operator import ParamValue, Span, span_at
 from review.cases import cases as case_service
 from review.cases.cases import validate_case
+from review.core import clearance
 from review.core.errors import InputError, PermissionDenied
 from review.core.identity import Actor, Permission, require
 from review.core.taxonomy import Taxonomy
-from review.corpus.corpus import can_see
 from storage import changes
 from storage.models import (
     Case,
@@ -278,7 +278,7 @@ def build_variant(
                 target = decisive[0]
             elif spec.kind != "partial":
                 raise InputError(f"{base.key} has no visible decisive document; choose one")
-        if target is not None and not can_see(actor, target.access_scope):
+        if target is not None and not clearance.may_see_document(actor, target.access_scope):
             raise PermissionDenied(
                 "the document to edit is restricted; only users with clearance may build "
                 "variants from it"

@@ -7,6 +7,7 @@ identity's scopes, the expected decision with reason codes, slice tags, split an
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import re
@@ -19,7 +20,8 @@ from sqlalchemy import ColumnElement, Engine, Select, exists, func, select
 from sqlalchemy.orm import Session, selectinload
 
 from review.cases.agreed import Agreed, agreed_labels
-from review.core.errors import InputError
+from review.core import clearance
+from review.core.errors import InputError, PermissionDenied
 from review.core.identity import Actor, Permission, require
 from review.core.records import JsonProblem, json_lines, parse_json, validate_record
 from review.core.taxonomy import Taxonomy
@@ -476,6 +478,11 @@ def update_case(
             raise InputError(f"case {case_id} does not exist")
         if row.version != expected_version:
             raise changes.stale_error("case", row.key, expected_version, row)
+        if not clearance.may_see(actor, bool(clearance.restricted_cases(s, [row.id]))):
+            raise PermissionDenied(
+                f"{row.key} relies on a restricted document: only users with clearance may "
+                "edit it; nothing was written"
+            )
         before = to_record(row)
         if c.split != row.split and s.get(SplitLock, row.id) is not None:
             raise InputError(
@@ -520,7 +527,10 @@ class CaseFilter:
     family: str | None = None
 
 
-def _conditions(f: CaseFilter) -> list[ColumnElement[bool]]:
+def _conditions(f: CaseFilter, viewer: Actor | None = None) -> list[ColumnElement[bool]]:
+    """The WHERE conditions of ``f``; for a ``viewer`` without clearance the text search does
+    not look into the question of a case that lists a restricted document (a match would tell
+    what its hidden question says)."""
     conds: list[ColumnElement[bool]] = []
     for attr in ("expected_decision", "category", "split", "status"):
         value = getattr(f, attr)
@@ -533,7 +543,10 @@ def _conditions(f: CaseFilter) -> list[ColumnElement[bool]]:
     text = f.text.strip()
     if text:
         like = f"%{text.replace('%', '').replace('_', '')}%"
-        conds.append(Case.question.ilike(like) | Case.key.ilike(like))
+        question: ColumnElement[bool] = Case.question.ilike(like)
+        if viewer is not None and not clearance.cleared(viewer):
+            question = question & ~clearance.lists_restricted_document()
+        conds.append(question | Case.key.ilike(like))
     return conds
 
 
@@ -557,9 +570,18 @@ class CaseRow:
     blind: bool = False
 
 
-def count_cases(engine: Engine, f: CaseFilter, also: Sequence[ColumnElement[bool]] = ()) -> int:
+def count_cases(
+    engine: Engine,
+    f: CaseFilter,
+    also: Sequence[ColumnElement[bool]] = (),
+    *,
+    viewer: Actor | None = None,
+) -> int:
+    """How many cases match ``f`` and the conditions ``also`` (for a ``viewer``, as
+    :func:`list_cases` finds them)."""
     with read_session(engine) as s:
-        return int(s.scalar(select(func.count(Case.id)).where(*_conditions(f), *also)) or 0)
+        conds = [*_conditions(f, viewer), *also]
+        return int(s.scalar(select(func.count(Case.id)).where(*conds)) or 0)
 
 
 def list_cases(
@@ -568,10 +590,13 @@ def list_cases(
     page: int = 1,
     page_size: int = 25,
     also: Sequence[ColumnElement[bool]] = (),
+    *,
+    viewer: Actor | None = None,
 ) -> list[CaseRow]:
     """One page of cases matching the filter (and the conditions ``also``), with their
-    slices and document counts."""
-    conds = [*_conditions(f), *also]
+    slices and document counts; for a ``viewer`` the question as they may see it (see
+    :func:`seen_by`)."""
+    conds = [*_conditions(f, viewer), *also]
     page = max(page, 1)
     with read_session(engine) as s:
         rows = s.execute(
@@ -606,11 +631,14 @@ def list_cases(
             ).all()
         )
         agreed = agreed_labels(s, ids)
+        restricted = clearance.restricted_cases(s, ids) if viewer is not None else frozenset()
     return [
         CaseRow(
             r.id,
             r.key,
-            r.question,
+            r.question
+            if viewer is None
+            else clearance.shown(viewer, r.question, r.id in restricted),
             r.expected_decision,
             r.category,
             r.split,
@@ -668,9 +696,34 @@ class CaseView:
     agreed: Agreed | None = None
     #: the judgement is withheld (see review.cases.sight)
     blind: bool = False
+    #: whether the case's text is restricted, worked out from the documents when it was read
+    #: (:func:`review.core.clearance.restricted_cases`)
+    text_restricted: bool = False
 
 
-def get_case(engine: Engine, case_id: int | None = None, key: str | None = None) -> CaseView | None:
+def seen_by(view: CaseView, actor: Actor) -> CaseView:
+    """``view`` as ``actor`` may see it: the question, claims and notes of a case that relies
+    on a restricted document are the redaction text without clearance (the record too)."""
+    restricted = view.text_restricted
+    if clearance.may_see(actor, restricted):
+        return view
+    return dataclasses.replace(
+        view,
+        question=clearance.REDACTED,
+        required_claims=clearance.shown_all(actor, view.required_claims, restricted),
+        notes=clearance.shown(actor, view.notes, restricted) if view.notes else "",
+        record=clearance.case_record(actor, view.record, restricted),
+    )
+
+
+def get_case(
+    engine: Engine,
+    case_id: int | None = None,
+    key: str | None = None,
+    *,
+    viewer: Actor | None = None,
+) -> CaseView | None:
+    """One case; for a ``viewer``, as they may see it (see :func:`seen_by`)."""
     with read_session(engine) as s:
         stmt = _case_query()
         stmt = (
@@ -679,7 +732,7 @@ def get_case(engine: Engine, case_id: int | None = None, key: str | None = None)
         row = s.scalar(stmt)
         if row is None:
             return None
-        return CaseView(
+        view = CaseView(
             id=row.id,
             key=row.key,
             question=row.question,
@@ -717,7 +770,9 @@ def get_case(engine: Engine, case_id: int | None = None, key: str | None = None)
             updated_by=row.updated_by,
             record=to_record(row),
             agreed=agreed_labels(s, [row.id]).get(row.id),
+            text_restricted=row.id in clearance.restricted_cases(s, [row.id]),
         )
+    return view if viewer is None else seen_by(view, viewer)
 
 
 def family_keys(engine: Engine) -> list[str]:
@@ -730,10 +785,13 @@ def export_cases(
     out: IO[str],
     f: CaseFilter | None = None,
     also: Sequence[ColumnElement[bool]] = (),
+    *,
+    viewer: Actor,
 ) -> int:
     """Write cases as canonical JSONL, streaming in batches; returns the count. A case with
     an agreed label carries it as ``agreed`` (read-only: ignored on import). ``also``: more
-    conditions on the cases written."""
+    conditions on the cases written. The text of a case that relies on a restricted document
+    is written only for a ``viewer`` with clearance."""
     conds = [*_conditions(f or CaseFilter()), *also]
     n = 0
     last_id = 0
@@ -747,8 +805,9 @@ def export_cases(
             if not batch:
                 break
             agreed = agreed_labels(s, [row.id for row in batch])
+            restricted = clearance.restricted_cases(s, [row.id for row in batch])
             for row in batch:
-                record = to_record(row)
+                record = clearance.case_record(viewer, to_record(row), row.id in restricted)
                 if row.id in agreed:
                     record["agreed"] = agreed[row.id].as_json()
                 out.write(json.dumps(record, ensure_ascii=False) + "\n")

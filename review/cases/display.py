@@ -11,12 +11,12 @@ import pandas as pd
 
 from review.cases.cases import CaseDocView, CaseFilter, CaseRow, CaseView
 from review.cases.splits import SplitPlan
-from review.core import readable
+from review.core import clearance, readable
 from review.core.escape import markdown_text
+from review.core.identity import Actor
 from review.core.taxonomy import Taxonomy, Term
 
 __all__ = [
-    "RESTRICTED_TITLE",
     "case_filter",
     "case_table",
     "category_defaults_help",
@@ -33,8 +33,6 @@ __all__ = [
     "split_preview_current",
     "terms_help",
 ]
-
-RESTRICTED_TITLE = "(restricted title hidden)"
 
 
 def _term(tax: Taxonomy | None, section: str, key: str | None, missing: str = "") -> str:
@@ -178,7 +176,7 @@ def reason_text(codes: Sequence[str], tax: Taxonomy) -> str:
 
 def documents_table(
     docs: Sequence[CaseDocView],
-    clearance: bool,
+    actor: Actor,
     link: Callable[[int], str],
     tax: Taxonomy | None = None,
 ) -> pd.DataFrame:
@@ -190,9 +188,7 @@ def documents_table(
             {
                 "open": link(d.document_id),
                 "document": d.ref,
-                "title": d.title
-                if (d.access_scope != "restricted" or clearance)
-                else RESTRICTED_TITLE,
+                "title": clearance.title(actor, d.title, d.access_scope),
                 "visibility": d.visibility,
                 "role": _term(tax, "document_roles", d.role),
                 "access": _term(tax, "access_scopes", d.access_scope),

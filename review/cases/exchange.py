@@ -12,8 +12,9 @@
   documents that contain it.
 
 Contexts are the texts of the documents *visible* to the case's identity, in case order; a
-forbidden document is never exported as context. Restricted texts are withheld unless
-``include_restricted`` (the command line has clearance; the app passes the user's clearance).
+forbidden document is never exported as context. Restricted texts are withheld from a ``viewer``
+without clearance: the documents' texts, and the case's own text (question, claims, notes, and
+the reference built from them) when the case relies on a restricted document.
 A variant whose suggested label no expert has confirmed is left out of the ragas and deepeval
 exports: an unconfirmed suggestion is not a gold label. Writing streams in batches.
 """
@@ -30,7 +31,9 @@ from sqlalchemy.orm import selectinload
 
 from review.cases import cases
 from review.cases.agreed import Agreed, agreed_labels
+from review.core import clearance
 from review.core.errors import InputError
+from review.core.identity import Actor
 from review.core.taxonomy import Taxonomy
 from storage.db import read_session
 from storage.models import Case, CaseDocument, CaseSuggestion
@@ -67,7 +70,6 @@ RAGAS_SIDE_FIELDS = (
 )
 DEEPEVAL_FIELDS = ("input", "expected_output", "context", "additional_metadata")
 BATCH = 500
-RESTRICTED = "restricted"
 
 
 @dataclass(frozen=True)
@@ -157,7 +159,7 @@ def _contexts(
     forbidden: list[str] = []
     withheld = 0
     for d in docs:
-        secret = d.access_scope == RESTRICTED and not include_restricted
+        secret = clearance.document_restricted(d.access_scope) and not include_restricted
         if d.visibility != "visible":
             if not secret:  # never reveal that a restricted document exists
                 forbidden.append(d.ref)
@@ -235,8 +237,9 @@ def deepeval_golden(
 
 def _batches(
     engine: Engine, flt: cases.CaseFilter
-) -> Iterator[list[tuple[dict[str, Any], list[ContextDoc], bool]]]:
-    """(record, documents, unconfirmed) per case, 500 cases at a time, in id order."""
+) -> Iterator[list[tuple[dict[str, Any], list[ContextDoc], bool, bool]]]:
+    """(record, documents, unconfirmed, text restricted) per case, 500 cases at a time, in id
+    order."""
     conds = cases._conditions(flt)
     last_id = 0
     with read_session(engine) as s:
@@ -266,6 +269,7 @@ def _batches(
                 )
             )
             agreed = agreed_labels(s, ids)
+            secret = clearance.restricted_cases(s, ids)
             out = []
             for r in rows:
                 docs = [
@@ -279,7 +283,12 @@ def _batches(
                     for cd in r.documents
                 ]
                 out.append(
-                    (with_agreed(cases.to_record(r), agreed.get(r.id)), docs, r.id in pending)
+                    (
+                        with_agreed(cases.to_record(r), agreed.get(r.id)),
+                        docs,
+                        r.id in pending,
+                        r.id in secret,
+                    )
                 )
             yield out
             last_id = rows[-1].id
@@ -293,22 +302,25 @@ def export(
     tax: Taxonomy,
     flt: cases.CaseFilter | None = None,
     *,
-    include_restricted: bool = True,
+    viewer: Actor,
 ) -> ExportReport:
-    """Write the cases matching ``flt`` in ``fmt`` (canonical, ragas or deepeval) to ``out``."""
+    """Write the cases matching ``flt`` in ``fmt`` (canonical, ragas or deepeval) to ``out``,
+    as ``viewer`` may see them."""
     flt = flt or cases.CaseFilter()
     if fmt not in FORMATS:
         raise InputError(f"unknown export format {fmt!r}; use one of: {', '.join(FORMATS)}")
     if fmt == "canonical":
-        return ExportReport(cases.export_cases(engine, out, flt))
+        return ExportReport(cases.export_cases(engine, out, flt, viewer=viewer))
+    include_restricted = clearance.cleared(viewer)
     written = skipped = withheld = 0
     if fmt == "deepeval":
         out.write("[")
     for batch in _batches(engine, flt):
-        for record, docs, unconfirmed in batch:
+        for record, docs, unconfirmed, restricted in batch:
             if unconfirmed:
                 skipped += 1
                 continue
+            record = clearance.case_record(viewer, record, restricted)
             if fmt == "ragas":
                 item, w = ragas_sample(record, docs, tax, include_restricted=include_restricted)
                 out.write(json.dumps(item, ensure_ascii=False) + "\n")

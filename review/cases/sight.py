@@ -31,6 +31,7 @@ from sqlalchemy import ColumnElement, Engine, and_, exists, false, func, or_, se
 
 from review.cases import cases
 from review.cases.cases import CaseDocView, CaseFilter, CaseRow, CaseView
+from review.core.identity import Actor
 from review.core.terms import CaseStatus
 from storage.db import read_session
 from storage.models import Case, CaseSuggestion, Label
@@ -205,34 +206,44 @@ def _also(sight: Sight, f: CaseFilter) -> list[ColumnElement[bool]]:
     return []
 
 
-def count_cases(engine: Engine, sight: Sight, f: CaseFilter) -> int:
-    return cases.count_cases(engine, f, _also(sight, f))
+def count_cases(engine: Engine, sight: Sight, f: CaseFilter, *, viewer: Actor) -> int:
+    return cases.count_cases(engine, f, _also(sight, f), viewer=viewer)
 
 
 def list_cases(
-    engine: Engine, sight: Sight, f: CaseFilter, page: int = 1, page_size: int = 25
+    engine: Engine,
+    sight: Sight,
+    f: CaseFilter,
+    page: int = 1,
+    page_size: int = 25,
+    *,
+    viewer: Actor,
 ) -> list[CaseRow]:
-    """One page of the case list, each case blind to the user without its judgement."""
-    rows = cases.list_cases(engine, f, page=page, page_size=page_size, also=_also(sight, f))
+    """One page of the case list as ``viewer`` may see it: restricted text redacted without
+    clearance, and each case blind to the user without its judgement."""
+    rows = cases.list_cases(
+        engine, f, page=page, page_size=page_size, also=_also(sight, f), viewer=viewer
+    )
     blind = sight.blind_ids(engine, [r.id for r in rows])
     return [blind_row(r) if r.id in blind else r for r in rows]
 
 
-def get_case(engine: Engine, sight: Sight, case_id: int) -> CaseView | None:
-    """One case, without its judgement when it is blind to the user."""
-    view = cases.get_case(engine, case_id=case_id)
+def get_case(engine: Engine, sight: Sight, case_id: int, *, viewer: Actor) -> CaseView | None:
+    """One case as ``viewer`` may see it: restricted text redacted without clearance, and
+    without its judgement when it is blind to the user."""
+    view = cases.get_case(engine, case_id=case_id, viewer=viewer)
     if view is None or not sight.is_blind(engine, view.id):
         return view
     return blind_view(view)
 
 
 def export_cases(
-    engine: Engine, sight: Sight, out: IO[str], f: CaseFilter | None = None
+    engine: Engine, sight: Sight, out: IO[str], f: CaseFilter | None = None, *, viewer: Actor
 ) -> tuple[int, int]:
     """Write the filtered cases the user may see whole as canonical JSONL; returns (written,
     left out as blind to the user). A record without its judgement could not be imported
     back, so a blind case is left out rather than written in part."""
     flt = f or CaseFilter()
-    written = cases.export_cases(engine, out, flt, also=[~sight.blind_clause()])
+    written = cases.export_cases(engine, out, flt, also=[~sight.blind_clause()], viewer=viewer)
     withheld = cases.count_cases(engine, flt, [sight.blind_clause()]) if sight.may_label else 0
     return written, withheld

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import sys
 from pathlib import Path
@@ -95,17 +96,26 @@ def import_cases_cmd(file: Path, batch: str | None) -> None:
     help="canonical JSONL (exact round trip), ragas (single-turn samples, JSONL) or "
     "deepeval (goldens, JSON).",
 )
-def export_cases_cmd(file: Path, status: str | None, fmt: str) -> None:
+@click.option(
+    "--without-restricted",
+    is_flag=True,
+    help="Write the file as a user without clearance sees the cases: restricted documents' "
+    "texts and the text of cases relying on them replaced by the redaction text.",
+)
+def export_cases_cmd(file: Path, status: str | None, fmt: str, without_restricted: bool) -> None:
     """Export cases as canonical JSONL, a Ragas dataset or DeepEval goldens ('-' for stdout)."""
     engine = open_engine()
+    viewer = cli_actor()
+    if without_restricted:
+        viewer = dataclasses.replace(viewer, clearance=False)
     flt = cases.CaseFilter(status=status)
     tax = load_taxonomy()
     if str(file) == "-":
-        report = exchange.export(engine, sys.stdout, fmt, tax, flt)
+        report = exchange.export(engine, sys.stdout, fmt, tax, flt, viewer=viewer)
     else:
         tmp = file.with_suffix(file.suffix + ".partial")
         with tmp.open("w", encoding="utf-8") as fh:
-            report = exchange.export(engine, fh, fmt, tax, flt)
+            report = exchange.export(engine, fh, fmt, tax, flt, viewer=viewer)
         tmp.replace(file)
     click.echo(report.summary(), err=str(file) == "-")
 

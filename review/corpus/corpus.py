@@ -12,7 +12,7 @@ import pandas as pd
 from sqlalchemy import ColumnElement, Engine, func, or_, select
 from sqlalchemy.orm import Session
 
-from review.core import readable
+from review.core import clearance, readable
 from review.core.errors import InputError, PermissionDenied
 from review.core.identity import Actor, Permission, require
 from review.core.taxonomy import Taxonomy
@@ -81,22 +81,17 @@ class ImportReport:
         )
 
 
-def can_see(actor: Actor, access_scope: str) -> bool:
-    """Restricted documents are only for users with clearance."""
-    return access_scope != "restricted" or actor.clearance
-
-
 def _require_clearance_for(s: Session, actor: Actor, keys: Iterable[str]) -> None:
     """Adding a version to a document that has a restricted version needs clearance: without
     it the author could neither see what they replace nor read back what they wrote."""
-    if actor.clearance:
+    if clearance.cleared(actor):
         return
     wanted = sorted(set(keys))
     if not wanted:
         return
     hidden = s.scalars(
         select(Document.doc_key)
-        .where(Document.doc_key.in_(wanted), Document.access_scope == "restricted")
+        .where(Document.doc_key.in_(wanted), Document.access_scope == clearance.RESTRICTED_SCOPE)
         .distinct()
         .order_by(Document.doc_key)
     ).all()
@@ -361,8 +356,8 @@ class DocFilter:
 
 def _conditions(actor: Actor, f: DocFilter) -> list[ColumnElement[bool]]:
     conds: list[ColumnElement[bool]] = []
-    if not actor.clearance:
-        conds.append(Document.access_scope != "restricted")
+    if not clearance.cleared(actor):
+        conds.append(Document.access_scope != clearance.RESTRICTED_SCOPE)
     if f.current_only:
         conds.append(Document.is_current.is_(True))
     if f.authority:
@@ -445,7 +440,7 @@ def get_document(engine: Engine, actor: Actor, doc_id: int) -> DocumentView:
         d = s.get(Document, doc_id)
         if d is None:
             raise InputError(f"document {doc_id} does not exist")
-        if not can_see(actor, d.access_scope):
+        if not clearance.may_see_document(actor, d.access_scope):
             raise PermissionDenied(
                 "this document is restricted; it is shown only to users with clearance"
             )
@@ -463,7 +458,7 @@ def find_document(engine: Engine, actor: Actor, ref: str) -> DocumentView | None
             else stmt.where(Document.is_current.is_(True))
         )
         d = s.scalar(stmt)
-        if d is None or not can_see(actor, d.access_scope):
+        if d is None or not clearance.may_see_document(actor, d.access_scope):
             return None
         return _view(d)
 
@@ -473,7 +468,7 @@ def version_history(engine: Engine, actor: Actor, doc_key: str) -> list[DocRow]:
         stmt = select(Document).where(Document.doc_key == doc_key).order_by(Document.version.desc())
         out = []
         for d in s.scalars(stmt):
-            if not can_see(actor, d.access_scope):
+            if not clearance.may_see_document(actor, d.access_scope):
                 continue
             out.append(
                 DocRow(

@@ -48,6 +48,7 @@ from typing import Any, Final
 from sqlalchemy import event, exists, or_, select, text, update
 from sqlalchemy.orm import Session
 
+from review.core import clearance
 from storage.db import one_of
 from storage.models import Document, Setting, TraceChunk
 from storage.models import Trace as TraceRow
@@ -164,7 +165,7 @@ def reasons(t: TraceFacts, corpus: CorpusFacts) -> tuple[Reason, ...]:
         out.append(Reason("mark"))
     if _truthy(t.attributes.get("restricted")):
         out.append(Reason("attribute"))
-    if "restricted" in t.identity_scopes:
+    if clearance.RESTRICTED_SCOPE in t.identity_scopes:
         out.append(Reason("scope"))
     named = sorted({d for d in t.doc_ids if d})
     out.extend(Reason("document", d) for d in named if d in corpus.restricted)
@@ -201,7 +202,9 @@ def _chunks(seq: Sequence[Any], n: int = _BATCH) -> Iterable[Sequence[Any]]:
 def corpus_facts(s: Session, doc_ids: Iterable[str | None]) -> CorpusFacts:
     """The corpus as the rule reads it, ``known`` limited to ``doc_ids``."""
     rows = s.execute(
-        select(Document.doc_key, Document.title).where(Document.access_scope == "restricted")
+        select(Document.doc_key, Document.title).where(
+            Document.access_scope == clearance.RESTRICTED_SCOPE
+        )
     ).all()
     titles: dict[str, str] = {}
     for key, title in sorted(rows):
@@ -412,17 +415,19 @@ def document_added(s: Session, doc_key: str, access_scope: str, title: str) -> N
     known = s.scalar(select(Document.id).where(Document.doc_key == doc_key).limit(1))
     already = s.scalar(
         select(Document.id)
-        .where(Document.doc_key == doc_key, Document.access_scope == "restricted")
+        .where(Document.doc_key == doc_key, Document.access_scope == clearance.RESTRICTED_SCOPE)
         .limit(1)
     )
-    restricted = access_scope == "restricted"
+    restricted = access_scope == clearance.RESTRICTED_SCOPE
     changes_key = known is None or (restricted and already is None)
     new_title = ""
     t = _title_key(title)
     if restricted and len(t) >= MIN_TITLE:
         titles = {
             _title_key(x)
-            for x in s.scalars(select(Document.title).where(Document.access_scope == "restricted"))
+            for x in s.scalars(
+                select(Document.title).where(Document.access_scope == clearance.RESTRICTED_SCOPE)
+            )
         }
         if t not in titles:
             new_title = t

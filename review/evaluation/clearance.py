@@ -7,7 +7,8 @@ document version, when it cites a document any of whose versions is restricted, 
 text names a restricted document's title or repeats one of its passages (the fragments of
 :func:`review.builder.family_checks.restricted_text_in`). A document that becomes restricted
 later makes the outputs quoting it restricted from then on, on every surface that reads them
-through here.
+through here. Whether a user may see a restricted output, and what they see instead, is the
+verdict of :mod:`review.core.clearance`.
 """
 
 from __future__ import annotations
@@ -21,11 +22,11 @@ import pandas as pd
 from sqlalchemy import Engine, select
 
 from review.builder.family_checks import repeats_fragment, restricted_fragments
+from review.core import clearance
 from review.core.identity import Actor
 from storage.db import read_session
-from storage.models import CaseDocument, Document
+from storage.models import Document
 
-WITHHELD = "(restricted: quotes a restricted document; shown only to users with clearance)"
 #: titles shorter than this are common words ("Memo"), not a sign of a leak
 MIN_TITLE = 8
 
@@ -62,32 +63,19 @@ class RestrictedContent:
 def restricted_content(engine: Engine, case_ids: Iterable[int] = ()) -> RestrictedContent:
     """The restricted documents of the corpus (every version counts) and which of
     ``case_ids`` quote one of them."""
-    ids = sorted({int(c) for c in case_ids})
     with read_session(engine) as s:
         docs = s.execute(
             select(Document.doc_key, Document.title, Document.body).where(
-                Document.access_scope == "restricted"
+                Document.access_scope == clearance.RESTRICTED_SCOPE
             )
         ).all()
-        quoting: set[int] = set()
-        for start in range(0, len(ids), 900):
-            quoting.update(
-                s.scalars(
-                    select(CaseDocument.case_id)
-                    .join(Document, Document.id == CaseDocument.document_id)
-                    .where(
-                        Document.access_scope == "restricted",
-                        CaseDocument.case_id.in_(ids[start : start + 900]),
-                    )
-                    .distinct()
-                )
-            )
+        quoting = clearance.restricted_cases(s, list(case_ids))
     titles = {d.title.strip().lower() for d in docs if len(d.title.strip()) >= MIN_TITLE}
     return RestrictedContent(
         frozenset(d.doc_key for d in docs),
         tuple(sorted(titles)),
         tuple(d.body for d in docs),
-        frozenset(quoting),
+        quoting,
     )
 
 
@@ -115,7 +103,7 @@ def for_viewer(engine: Engine, actor: Actor, frame: pd.DataFrame) -> pd.DataFram
     content = restricted_content(engine, frame["case_id"].unique().tolist())
     mask = restricted_mask(content, frame)
     out = frame.assign(restricted=mask)
-    if actor.clearance or not mask.any():
+    if clearance.cleared(actor) or not mask.any():
         return out
     out = out.copy()
     for col in TEXT_COLUMNS:
@@ -123,9 +111,9 @@ def for_viewer(engine: Engine, actor: Actor, frame: pd.DataFrame) -> pd.DataFram
             continue
         if col == "perturbation":
             out[col] = [
-                {"withheld": WITHHELD} if hidden else value
+                {"withheld": clearance.REDACTED} if hidden else value
                 for hidden, value in zip(mask, out[col], strict=True)
             ]
         else:
-            out[col] = out[col].where(~mask, WITHHELD)
+            out[col] = out[col].where(~mask, clearance.REDACTED)
     return out

@@ -19,7 +19,7 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from review.cases.cases import CaseView
-from review.cases.display import RESTRICTED_TITLE
+from review.core import clearance
 from review.core.errors import InputError
 from review.core.identity import Actor, Permission, require
 from review.corpus import corpus
@@ -181,14 +181,13 @@ def case_evidence(engine: Engine, actor: Actor, view: CaseView) -> list[Evidence
     """The case's documents with their text, clearance-checked for ``actor``."""
     out = []
     for d in view.documents:
-        restricted = d.access_scope == "restricted"
         forbidden = d.visibility == "forbidden"
-        title = d.title if (not restricted or actor.clearance) else RESTRICTED_TITLE
+        title = clearance.title(actor, d.title, d.access_scope)
         body: str | None = None
         withheld: str | None = None
-        if restricted and not actor.clearance:
+        if not clearance.may_see_document(actor, d.access_scope):
             withheld = "Restricted document: its text is shown only to users with clearance."
-        elif forbidden and not actor.clearance:
+        elif not clearance.may_see(actor, forbidden):
             withheld = "Forbidden to this identity: its text is shown only to users with clearance."
         else:
             body = corpus.get_document(engine, actor, d.document_id).body

@@ -23,6 +23,7 @@ from sqlalchemy import Engine, Text, cast, delete, distinct, exists, func, or_, 
 from sqlalchemy.orm import Session
 
 from review.cases.agreed import current_label_filter, refresh_agreed
+from review.core import clearance
 from review.core.errors import InputError, PermissionDenied, StaleWriteError
 from review.core.identity import Actor, Permission, require
 from review.core.taxonomy import Taxonomy
@@ -775,5 +776,5 @@ def gold_history(engine: Engine, case_id: int) -> list[GoldView]:
 
 
 def ensure_can_view_forbidden(actor: Actor) -> None:
-    if not actor.clearance:
+    if not clearance.cleared(actor):
         raise PermissionDenied("forbidden documents are shown only to users with clearance")

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import Engine, func, select
 
+from review.core import clearance
 from review.core.identity import Actor, Permission
 from review.core.taxonomy import Taxonomy
 from review.core.terms import CaseStatus, PlanStatus, VersionStatus
@@ -50,7 +51,8 @@ def build_overview(engine: Engine, actor: Actor, tax: Taxonomy) -> Overview:
         restricted = int(
             s.scalar(
                 select(func.count(Document.id)).where(
-                    Document.is_current.is_(True), Document.access_scope == "restricted"
+                    Document.is_current.is_(True),
+                    Document.access_scope == clearance.RESTRICTED_SCOPE,
                 )
             )
             or 0
@@ -142,7 +144,7 @@ def build_overview(engine: Engine, actor: Actor, tax: Taxonomy) -> Overview:
     return Overview(
         doc_current,
         doc_versions,
-        restricted if actor.clearance else 0,
+        restricted if clearance.cleared(actor) else 0,
         total,
         by_status,
         by_decision,

@@ -21,6 +21,7 @@ from typing import Any
 from sqlalchemy import Engine
 
 from review.cases import cases
+from review.core import clearance
 from review.core.errors import InputError
 from review.core.identity import Actor
 from review.corpus import corpus
@@ -28,7 +29,6 @@ from review.policy.evidence import EvidenceInput, EvidenceState, decide_evidence
 from review.policy.policy import NoAnswerPolicy
 
 __all__ = [
-    "HIDDEN",
     "PASSAGE_COLUMNS",
     "case_input",
     "decide_case",
@@ -38,7 +38,6 @@ __all__ = [
     "state_rows",
 ]
 
-HIDDEN = "(restricted text hidden)"
 PASSAGE_COLUMNS = [
     "id",
     "source",
@@ -61,10 +60,13 @@ def case_input(
     view = cases.get_case(engine, key=key.strip())
     if view is None:
         raise InputError(f"no case with key {key.strip()!r}")
-    claims = [{"id": claim_id(i), "text": t} for i, t in enumerate(view.required_claims)]
+    claims = [
+        {"id": claim_id(i), "text": clearance.shown(actor, t, view.text_restricted)}
+        for i, t in enumerate(view.required_claims)
+    ]
     passages = []
     for d in view.documents:
-        readable = corpus.can_see(actor, d.access_scope)
+        readable = clearance.may_see_document(actor, d.access_scope)
         supports = (
             [c["id"] for c in claims]
             if d.role == "decisive"
@@ -73,10 +75,10 @@ def case_input(
         passages.append(
             {
                 "id": d.ref,
-                "source": d.title if readable else HIDDEN,
+                "source": clearance.title(actor, d.title, d.access_scope),
                 "text": corpus.get_document(engine, actor, d.document_id).body
                 if readable
-                else HIDDEN,
+                else clearance.REDACTED,
                 "supports": supports,
                 "support_score": None,
                 "allowed": d.visibility == "visible",
@@ -87,7 +89,7 @@ def case_input(
     return parse_input(
         {
             "id": view.key,
-            "question": view.question,
+            "question": clearance.shown(actor, view.question, view.text_restricted),
             "required_claims": claims,
             "passages": passages,
             "contradictions": [],

@@ -12,6 +12,7 @@ import numpy.typing as npt
 import pandas as pd
 from sqlalchemy import Engine
 
+from review.core import clearance
 from review.core.errors import InputError
 from review.core.identity import Actor
 from review.policy.policy import SIGNAL_MISSING, SIGNALS, NoAnswerPolicy
@@ -334,7 +335,7 @@ def replay_traces(
     if flipped_where is not None and examples > 0:
         from storage.models import Trace
 
-        where = flipped_where if actor.clearance else flipped_where & ~Trace.restricted
+        where = flipped_where if clearance.cleared(actor) else flipped_where & ~Trace.restricted
         for df in _signal_frames(engine, [], min(batch, 5_000), where):
             flipped = _Tally(current, proposed).add(df)
             sample.extend(
@@ -550,7 +551,7 @@ def replay_traces_scan(
                 key = (str(verdict_of[int(pk)]), str(bb), str(aa))
                 audited_counts[key] = audited_counts.get(key, 0) + 1
         if len(sample) < examples:
-            visible = flipped if actor.clearance else flipped[~flipped["restricted"]]
+            visible = flipped if clearance.cleared(actor) else flipped[~flipped["restricted"]]
             sample.extend(visible.head(examples - len(sample)).to_dict(orient="records"))
     return Replay(
         tally.traces,
@@ -660,7 +661,7 @@ def reproduce_logged(
             key = (str(lg), str(rp), str(pv))
             counts[key] = counts.get(key, 0) + int(n)
         if len(sample) < examples:
-            visible = d if actor.clearance else d[~d["restricted"]]
+            visible = d if clearance.cleared(actor) else d[~d["restricted"]]
             cols = [
                 "trace_id",
                 "policy_version",

@@ -36,11 +36,12 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session
 
+from review.core import clearance
 from review.core.errors import InputError, PermissionDenied
 from review.core.identity import Actor, Role
 from review.corpus.restricted_traces import trace_reasons
 from review.traces import rollup
-from review.traces.chunks import HIDDEN_ID, ChunkView, chunk_view
+from review.traces.chunks import ChunkView, chunk_view
 from review.traces.model import (
     NEGATIVE_FEEDBACK,
 )
@@ -184,7 +185,7 @@ def _conditions(
     can use the indexes of migration 0019 (``dialect``: the engine's, for text search;
     ``walk``: see :func:`_text_condition`)."""
     conds = _filter_conditions(f, dialect, walk)
-    if not actor.clearance:
+    if not clearance.cleared(actor):
         if for_listing or conds:
             # Wrapped so that SQLite does not pick the restricted index and then sort (or,
             # for a count, read) every unrestricted trace: restricted traces are rare, so
@@ -330,7 +331,7 @@ def _count_text_only(s: Session, actor: Actor, text: str) -> int | None:
     n = int(s.scalar(select(func.count()).select_from(candidates.subquery())) or 0)
     holds = trace_search.fts_holds(text, TraceRow.__table__.c.id)
     by_id = [TraceRow.trace_id == text, ~holds]
-    if not actor.clearance:
+    if not clearance.cleared(actor):
         by_id.append(TraceRow.restricted.is_(False))
         # "+ 0": from the restricted index, each looked up among the matches read once
         hidden = TraceRow.restricted.is_(True), (TraceRow.id + 0).in_(candidates)
@@ -543,7 +544,7 @@ def get_trace(
             return None
         # the stored flag, and the rule against the corpus as it is now (a flag left stale,
         # e.g. by a database upgraded without `workbench recompute-restricted`, never opens it)
-        if not actor.clearance and (row.restricted or trace_reasons(s, row.id)):
+        if not clearance.cleared(actor) and (row.restricted or trace_reasons(s, row.id)):
             raise PermissionDenied(
                 f"Trace {row.id} is restricted: it is shown only to users with clearance."
             )
@@ -559,8 +560,8 @@ def get_trace(
             source = s.scalar(select(TraceImport.source).where(TraceImport.id == row.import_id))
     context = row.context_sent or ""
     cited_ids = {cid for c in row.citations or [] for cid in c.get("chunk_ids", [])}
-    visible = [c for c in chunk_rows if actor.clearance or not c.filtered]
-    hidden_ids = {c.chunk_id for c in chunk_rows if c.filtered and not actor.clearance}
+    visible = [c for c in chunk_rows if clearance.may_see(actor, bool(c.filtered))]
+    hidden_ids = {c.chunk_id for c in chunk_rows if not clearance.may_see(actor, bool(c.filtered))}
     chunks = tuple(chunk_view(c, actor, context, cited_ids) for c in visible)
     by_id = {c.chunk_id: c for c in chunk_rows}
     citations: list[CitationView] = []
@@ -568,7 +569,7 @@ def get_trace(
         ids = [str(x) for x in c.get("chunk_ids", [])]
         problems: list[str] = []
         for cid in ids:
-            shown = HIDDEN_ID if cid in hidden_ids else cid
+            shown = clearance.shown(actor, cid, cid in hidden_ids)
             ch = by_id.get(cid)
             if ch is None:
                 problems.append(f"{shown} was not retrieved")
@@ -581,7 +582,7 @@ def get_trace(
         citations.append(
             CitationView(
                 str(c.get("claim", "")),
-                tuple(HIDDEN_ID if cid in hidden_ids else cid for cid in ids),
+                tuple(clearance.shown(actor, cid, cid in hidden_ids) for cid in ids),
                 not problems,
                 tuple(problems),
             )

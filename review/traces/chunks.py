@@ -1,8 +1,8 @@
 """One view of a retrieved chunk, as a given person may see it, for every page that shows one.
 
 A chunk that authorization filtered out of the context is restricted content: for a person
-without clearance its text is :data:`HIDDEN_TEXT` and, where a citation names it, its id is
-:data:`HIDDEN_ID`.
+without clearance its text, and its id where a citation names it, are the one redaction text of
+:mod:`review.core.clearance`.
 """
 
 from __future__ import annotations
@@ -11,13 +11,11 @@ import datetime as dt
 from collections.abc import Collection
 from dataclasses import dataclass
 
+from review.core import clearance
 from review.core.identity import Actor
 from storage.models import TraceChunk
 
-__all__ = ["HIDDEN_ID", "HIDDEN_TEXT", "ChunkView", "chunk_view"]
-
-HIDDEN_TEXT = "[filtered by authorization: text shown only to users with clearance]"
-HIDDEN_ID = "(filtered chunk)"
+__all__ = ["ChunkView", "chunk_view"]
 
 
 @dataclass(frozen=True)
@@ -29,7 +27,7 @@ class ChunkView:
     score: float | None
     text: str
     filtered: bool
-    hidden: bool  # filtered and the viewer has no clearance: text is HIDDEN_TEXT
+    hidden: bool  # filtered and the viewer has no clearance: text is redacted
     effective_date: dt.date | None
     in_context: bool | None = None  # None: the trace logged no context text
     cited: bool = False
@@ -40,14 +38,14 @@ def chunk_view(
 ) -> ChunkView:
     """``row`` as ``actor`` may see it; ``context`` is the context text sent to the model (to
     say whether the chunk reached it) and ``cited`` the chunk ids the answer cites."""
-    hidden = bool(row.filtered) and not actor.clearance
+    hidden = not clearance.may_see(actor, bool(row.filtered))
     return ChunkView(
         chunk_id=row.chunk_id,
         doc_id=row.doc_id,
         doc_version=row.doc_version,
         rank=row.rank,
         score=row.score,
-        text=HIDDEN_TEXT if hidden else row.text,
+        text=clearance.shown(actor, row.text, bool(row.filtered)),
         filtered=bool(row.filtered),
         hidden=hidden,
         effective_date=row.effective_date,

@@ -58,6 +58,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session
 
+from review.core import clearance
 from review.core.errors import InputError, PermissionDenied
 from review.core.identity import Actor, Permission, require
 from review.core.taxonomy import Taxonomy
@@ -133,7 +134,7 @@ def import_items(
     file ``items`` reads the first part of, whose other parts are checked by other processes
     meanwhile (:mod:`review.traces.importparts`)."""
     require(actor, Permission.import_traces)
-    if not redact and not actor.clearance:
+    if not redact and not clearance.cleared(actor):
         raise PermissionDenied(
             "Importing traces without redaction needs clearance: unredacted traces can hold "
             "personal data."

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
+from review.core import clearance
 from review.core.errors import InputError, PermissionDenied
 from review.core.identity import Actor, Permission, require
 from review.corpus.restricted_traces import (
@@ -76,7 +77,7 @@ RECOMPUTE_BATCH = 2000
 
 def _need_clearance(actor: Actor, what: str) -> None:
     require(actor, Permission.restrict_traces)
-    if not actor.clearance:
+    if not clearance.cleared(actor):
         raise PermissionDenied(
             f"{what} needs clearance: the trace's restricted content is shown only to users "
             "with clearance"
@@ -140,7 +141,7 @@ def restriction(engine: Engine, actor: Actor, pk: int) -> Restriction | None:
         if row is None:
             return None
         found = trace_reasons(s, pk) or ()
-        if (row.restricted or found) and not actor.clearance:
+        if (row.restricted or found) and not clearance.cleared(actor):
             raise PermissionDenied(
                 f"Trace {pk} is restricted: it is shown only to users with clearance."
             )

@@ -11,13 +11,11 @@ from typing import Literal
 
 import pandas as pd
 
+from review.core.clearance import REDACTED
 from review.wording.messages import WordingSet, needs_compliance
 from review.wording.versions import _key_order
 
 __all__ = ["MessageChange", "compare", "compare_frame", "setting_changes", "word_diff", "yaml_diff"]
-
-
-_MASK = "[restricted]"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -112,10 +110,10 @@ def setting_changes(
         hide = name == "restricted_titles" and not reveal_restricted
         for item in after:
             if item not in before:
-                out.append((name, "added: " + (_MASK if hide else item)))
+                out.append((name, "added: " + (REDACTED if hide else item)))
         for item in before:
             if item not in after:
-                out.append((name, "removed: " + (_MASK if hide else item)))
+                out.append((name, "removed: " + (REDACTED if hide else item)))
     return out
 
 

@@ -28,9 +28,9 @@ import pandas as pd
 from sqlalchemy import Engine, case, func, select
 from sqlalchemy import text as sql_text
 
+from review.core import clearance
 from review.core.errors import InputError, PermissionDenied
 from review.core.identity import Actor
-from review.wording.compare import _MASK
 from review.wording.findings import RULES, Finding, excerpt
 from review.wording.lint import lint
 from review.wording.terms import _titles, corpus_terms
@@ -316,7 +316,7 @@ class ProductionPage:
 
 
 def _visible(scan: _Scan, actor: Actor) -> npt.NDArray[np.bool_]:
-    if actor.clearance:
+    if clearance.cleared(actor):
         return np.ones(len(scan.ids), np.bool_)
     return ~scan.restricted
 
@@ -325,11 +325,11 @@ def _summary(scan: _Scan, ctx: _LintContext, actor: Actor) -> ProductionSummary:
     vis = _visible(scan, actor)
     masks = scan.masks[vis]
     per_rule = {rule: int(np.count_nonzero(masks & bit)) for rule, bit in RULE_BITS.items()}
-    checked = scan.checked if actor.clearance else scan.checked - scan.checked_restricted
+    checked = scan.checked if clearance.cleared(actor) else scan.checked - scan.checked_restricted
     return ProductionSummary(
         checked,
         int(vis.sum()),
-        0 if actor.clearance else int(scan.restricted.sum()),
+        0 if clearance.cleared(actor) else int(scan.restricted.sum()),
         per_rule,
         ctx.version,
     )
@@ -394,7 +394,7 @@ def _mask(text: str, spans: Sequence[tuple[int, int]]) -> str:
     out, pos = [], 0
     for s, e in spans:
         out.append(text[pos:s])
-        out.append(_MASK)
+        out.append(clearance.REDACTED)
         pos = e
     out.append(text[pos:])
     return "".join(out)
@@ -404,7 +404,7 @@ def _offending(ctx: _LintContext, actor: Actor, row: Any) -> OffendingTrace:
     text = str(row.answer_text)
     key = message_key_for(row.decision)
     found = _lint_trace(ctx, text, key)
-    spans = [] if actor.clearance else _sensitive_spans(ctx, text)
+    spans = [] if clearance.cleared(actor) else _sensitive_spans(ctx, text)
     findings = []
     for f in found:
         hidden = any(f.start < e and s < f.end for s, e in spans)
@@ -413,7 +413,7 @@ def _offending(ctx: _LintContext, actor: Actor, row: Any) -> OffendingTrace:
                 f.rule,
                 f.start,
                 f.end,
-                _MASK if hidden else excerpt(text, f),
+                clearance.REDACTED if hidden else excerpt(text, f),
                 "Names a restricted document (hidden: seeing which one needs clearance)."
                 if hidden
                 else f.explanation,
@@ -461,7 +461,7 @@ def production_findings(
     rows: list[OffendingTrace] = []
     if chosen:
         stmt = select(Trace).where(Trace.id.in_(chosen))
-        if not actor.clearance:
+        if not clearance.cleared(actor):
             stmt = stmt.where(Trace.restricted.is_(False))
         with read_session(engine) as s:
             by_id = {t.id: t for t in s.scalars(stmt)}
@@ -479,6 +479,6 @@ def trace_findings(engine: Engine, actor: Actor, trace_pk: int) -> OffendingTrac
         t = s.get(Trace, trace_pk)
         if t is None:
             raise InputError(f"trace {trace_pk} does not exist")
-        if t.restricted and not actor.clearance:
+        if t.restricted and not clearance.cleared(actor):
             raise PermissionDenied("this trace is restricted: viewing it needs clearance")
         return _offending(_lint_context(engine), actor, t)

@@ -12,6 +12,7 @@ from typing import Any
 import pandas as pd
 from sqlalchemy import Engine, select
 
+from review.core import clearance
 from review.core.identity import Role
 from review.wording.findings import Finding, excerpt
 from review.wording.lint import lint_set
@@ -56,7 +57,9 @@ def corpus_terms(engine: Engine) -> CorpusTerms:
     with read_session(engine) as s:
         restricted = s.execute(
             select(Document.doc_key, Document.title)
-            .where(Document.access_scope == "restricted", Document.is_current.is_(True))
+            .where(
+                Document.access_scope == clearance.RESTRICTED_SCOPE, Document.is_current.is_(True)
+            )
             .distinct()
         ).all()
         ids = s.scalars(select(Document.doc_key).distinct()).all()

@@ -26,6 +26,7 @@ from review.audits.plans import PlanSpec
 from review.audits.population import PopulationFilter
 from review.audits.verdicts import VerdictIn
 from review.cases import cases
+from review.core.clearance import REDACTED
 from review.core.errors import InputError, PermissionDenied, StaleWriteError
 from review.core.identity import SYSTEM, Actor
 from review.core.sampling import (
@@ -506,7 +507,7 @@ def test_restricted_traces_only_reach_reviewers_with_clearance(engine: Engine) -
     assert cleared is not None and CONTRACT["text"] in [c.text for c in cleared.chunks]
     out = io.StringIO()
     export.export_jsonl(engine, UNCLEARED, pid, out)
-    assert "Halvorsen" not in out.getvalue() and vocabulary.RESTRICTED_TEXT in out.getvalue()
+    assert "Halvorsen" not in out.getvalue() and REDACTED in out.getvalue()
     out = io.StringIO()
     export.export_jsonl(engine, REVIEWER, pid, out)
     assert "Halvorsen" in out.getvalue()

@@ -14,6 +14,7 @@ from review.builder import diffs, documents, family_view, replay, suggestions, v
 from review.builder.edits import OPERATORS
 from review.builder.variants import VariantSpec
 from review.cases import cases
+from review.core.clearance import REDACTED
 from review.core.errors import InputError, PermissionDenied, StaleWriteError
 from review.core.identity import Actor, Role
 from review.core.taxonomy import Taxonomy
@@ -631,12 +632,12 @@ def test_leaks_and_restricted_titles_are_hidden_without_clearance(demo_engine: E
     fails_ravi = [c for c in ravi.checks if c.name == "removed_no_passage" and not c.passed]
     assert fails_ravi and "team storage doubled" in fails_ravi[0].detail
     assert fails_ines and "team storage doubled" not in fails_ines[0].detail
-    assert "(restricted text)" in fails_ines[0].detail
+    assert REDACTED in fails_ines[0].detail
     assert ines.hidden and ines.passage is None and ravi.passage == passage
     memo_ines = [d for v in ines.variants for d in v.documents if d.ref == "MEMO-PRICING-2026@1"]
     memo_ravi = [d for v in ravi.variants for d in v.documents if d.ref == "MEMO-PRICING-2026@1"]
-    assert {d.title for d in memo_ines} == {"(restricted title hidden)"}
-    assert "(restricted title hidden)" not in {d.title for d in memo_ravi}
+    assert {d.title for d in memo_ines} == {REDACTED}
+    assert REDACTED not in {d.title for d in memo_ravi}
     assert family_view.family_view(demo_engine, ANNOTATOR, "FAM-NONE") is None
 
 

@@ -10,6 +10,7 @@ import json
 from sqlalchemy import Engine
 
 from review.cases import cases, display, exchange
+from review.core.identity import SYSTEM
 from review.core.taxonomy import Taxonomy
 from review.evaluation import evalruns
 from review.labels import labeling
@@ -50,7 +51,7 @@ def test_every_export_carries_the_agreed_label(demo_engine: Engine, tax: Taxonom
     _adjudicate_differently(demo_engine, tax)
     flt = cases.CaseFilter(status="ready")
     buf = io.StringIO()
-    cases.export_cases(demo_engine, buf, flt)
+    cases.export_cases(demo_engine, buf, flt, viewer=SYSTEM)
     canonical = {r["key"]: r for r in map(json.loads, buf.getvalue().splitlines())}
     assert canonical["CASE-001"]["expected_decision"] == "answer"  # the author's, unchanged
     assert canonical["CASE-001"]["agreed"] == {
@@ -63,7 +64,7 @@ def test_every_export_carries_the_agreed_label(demo_engine: Engine, tax: Taxonom
     [(_, parsed)] = list(cases.iter_cases_jsonl([line], "x.jsonl", tax))
     assert parsed.agreed is not None and "agreed" not in cases._normalised(parsed)
     ragas = io.StringIO()
-    exchange.export(demo_engine, ragas, "ragas", tax, flt)
+    exchange.export(demo_engine, ragas, "ragas", tax, flt, viewer=SYSTEM)
     sample = next(
         s for s in map(json.loads, ragas.getvalue().splitlines()) if s["case_key"] == "CASE-001"
     )
@@ -75,7 +76,7 @@ def test_every_export_carries_the_agreed_label(demo_engine: Engine, tax: Taxonom
     assert sample["label_source"] == "adjudication"
     assert sample["reference"].startswith("Clarify")
     deepeval = io.StringIO()
-    exchange.export(demo_engine, deepeval, "deepeval", tax, flt)
+    exchange.export(demo_engine, deepeval, "deepeval", tax, flt, viewer=SYSTEM)
     golden = next(
         g
         for g in json.loads(deepeval.getvalue())

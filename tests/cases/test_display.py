@@ -12,8 +12,10 @@ import pandas as pd
 from review.cases import display
 from review.cases.cases import CaseDocView, CaseFilter, CaseRow, CaseView
 from review.cases.splits import SplitPlan
+from review.core.clearance import REDACTED
 from review.core.escape import markdown_text
 from review.core.taxonomy import Taxonomy, Term, taxonomy
+from tests.helpers.actors import make_actor
 
 ROW = CaseRow(
     id=4,
@@ -123,10 +125,10 @@ def test_an_empty_list_says_whether_filters_hide_the_cases() -> None:
 
 def test_a_restricted_title_shows_only_with_clearance() -> None:
     public = dataclasses.replace(DOC, document_id=10, ref="POL@2", access_scope="public")
-    hidden = display.documents_table([DOC, public], False, link)
-    assert list(hidden["title"]) == [display.RESTRICTED_TITLE, "Pricing memo"]
+    hidden = display.documents_table([DOC, public], make_actor("annotator"), link)
+    assert list(hidden["title"]) == [REDACTED, "Pricing memo"]
     assert list(hidden["open"]) == ["/x?id=9", "/x?id=10"]
-    shown = display.documents_table([DOC], True, link)
+    shown = display.documents_table([DOC], make_actor("annotator", clearance=True), link)
     assert shown.iloc[0].to_dict() == {
         "open": "/x?id=9",
         "document": "MEMO@1",
@@ -137,7 +139,9 @@ def test_a_restricted_title_shows_only_with_clearance() -> None:
         "effective": "2026-01-01",
         "current version": True,
     }
-    labelled = display.documents_table([DOC], True, link, tax=taxonomy()).iloc[0]
+    labelled = display.documents_table(
+        [DOC], make_actor("annotator", clearance=True), link, tax=taxonomy()
+    ).iloc[0]
     assert labelled["role"] == taxonomy().document_roles["decisive"].label
     assert labelled["access"] == taxonomy().access_scopes["restricted"].label
 

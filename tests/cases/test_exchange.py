@@ -61,6 +61,7 @@ def export(
     engine: Engine, fmt: str, tax: Taxonomy, **kw: object
 ) -> tuple[str, exchange.ExportReport]:
     buf = io.StringIO()
+    kw.setdefault("viewer", SYSTEM)
     report = exchange.export(engine, buf, fmt, tax, **kw)  # type: ignore[arg-type]
     return buf.getvalue(), report
 
@@ -139,7 +140,7 @@ def test_restricted_texts_are_withheld_without_clearance(
     full = ragas_rows(demo_engine, tax)
     assert "MEMO-PRICING-2026@1" in full["CASE-044"]["retrieved_context_ids"]  # type: ignore[operator]
     assert full["CASE-045"]["forbidden_context_ids"] == ["MEMO-PRICING-2026@1"]
-    text, report = export(demo_engine, "ragas", tax, include_restricted=False)
+    text, report = export(demo_engine, "ragas", tax, viewer=make_actor("annotator"))
     assert "Memo: list price changes for 2026" not in text
     assert report.withheld_contexts >= 1
     cut = {json.loads(line)["case_key"]: json.loads(line) for line in text.splitlines()}
@@ -201,7 +202,7 @@ def test_unconfirmed_variants_are_left_out_until_an_expert_confirms(
 def test_canonical_is_the_round_trip_format(demo_engine: Engine, tax: Taxonomy) -> None:
     text, report = export(demo_engine, "canonical", tax, flt=cases.CaseFilter(status="ready"))
     buf = io.StringIO()
-    n = cases.export_cases(demo_engine, buf, cases.CaseFilter(status="ready"))
+    n = cases.export_cases(demo_engine, buf, cases.CaseFilter(status="ready"), viewer=SYSTEM)
     assert text == buf.getvalue() and report.written == n
     assert report.summary() == f"{n} case(s) exported"
     with pytest.raises(InputError, match="unknown export format 'csv'"):

@@ -58,7 +58,7 @@ def test_a_blind_case_reads_without_its_judgement_and_filters_do_not_find_it(
 ) -> None:
     view = _view(demo_engine, "CASE-080")
     seen = blind.sight(demo_engine, TOM)
-    shown = sight.get_case(demo_engine, seen, view.id)
+    shown = sight.get_case(demo_engine, seen, view.id, viewer=TOM)
     assert shown is not None and shown.blind
     assert shown.expected_decision == sight.HIDDEN and shown.category == sight.HIDDEN
     assert shown.reason_codes == () and shown.notes == "" and shown.evidence_state is None
@@ -67,9 +67,11 @@ def test_a_blind_case_reads_without_its_judgement_and_filters_do_not_find_it(
     assert not set(sight.JUDGEMENT_KEYS) & set(shown.record)
     by_decision = cases.CaseFilter(text=view.key, expected_decision=view.expected_decision)
     assert cases.count_cases(demo_engine, by_decision) == 1
-    assert sight.count_cases(demo_engine, seen, by_decision) == 0
-    assert sight.list_cases(demo_engine, seen, by_decision) == []
-    row = sight.list_cases(demo_engine, seen, cases.CaseFilter(text=view.key))[0]
+    assert sight.count_cases(demo_engine, seen, by_decision, viewer=TOM) == 0
+    assert sight.list_cases(demo_engine, seen, by_decision, viewer=TOM) == []
+    row = sight.list_cases(demo_engine, seen, cases.CaseFilter(text=view.key), viewer=TOM)[0]
     assert row.blind and row.expected_decision == sight.HIDDEN
     # nobody is blind to the command line (an administrator)
-    assert sight.get_case(demo_engine, sight.OPEN, view.id) == view
+    cleared = make_actor("admin", "ada@example.org", clearance=True)
+    whole = cases.get_case(demo_engine, case_id=view.id, viewer=cleared)
+    assert sight.get_case(demo_engine, sight.OPEN, view.id, viewer=cleared) == whole

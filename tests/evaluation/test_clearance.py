@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 from sqlalchemy import Engine, select, update
 
+from review.core.clearance import REDACTED
 from review.core.taxonomy import Taxonomy
 from review.evaluation import clearance, evalruns
 from storage.db import read_session, write_session
@@ -69,7 +70,7 @@ def test_demo_outputs_quoting_restricted_documents_are_withheld_without_clearanc
     shown = clearance.for_viewer(demo_engine, CLEARED, frame)
     restricted = hidden["restricted"]
     assert 0 < int(restricted.sum()) < len(frame)
-    assert (hidden.loc[restricted, "text"] == clearance.WITHHELD).all()
+    assert (hidden.loc[restricted, "text"] == REDACTED).all()
     assert hidden.loc[~restricted, "text"].equals(frame.loc[~restricted, "text"])
     assert shown["text"].equals(frame["text"])  # with clearance nothing is withheld
     assert shown["restricted"].equals(restricted)
@@ -87,10 +88,8 @@ def test_perturbed_answers_of_restricted_cases_are_withheld(
     hidden = clearance.for_viewer(demo_engine, NO_CLEARANCE, frame)
     restricted = hidden["restricted"]
     assert restricted.any()
-    assert all(
-        p == {"withheld": clearance.WITHHELD} for p in hidden.loc[restricted, "perturbation"]
-    )
-    assert (hidden.loc[restricted, "text"] == clearance.WITHHELD).all()
+    assert all(p == {"withheld": REDACTED} for p in hidden.loc[restricted, "perturbation"])
+    assert (hidden.loc[restricted, "text"] == REDACTED).all()
 
 
 def test_a_document_restricted_later_restricts_the_outputs_quoting_it(
@@ -115,7 +114,7 @@ def test_a_document_restricted_later_restricts_the_outputs_quoting_it(
     after = clearance.for_viewer(demo_engine, NO_CLEARANCE, frame)
     newly = after["restricted"] & ~before
     assert newly.any()
-    assert (after.loc[newly, "text"] == clearance.WITHHELD).all()
+    assert (after.loc[newly, "text"] == REDACTED).all()
     citing = frame["cited_doc_ids"].map(
         lambda ids: any(str(d).startswith(public) for d in ids or [])
     )

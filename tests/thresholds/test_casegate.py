@@ -9,6 +9,7 @@ import json
 import pytest
 from sqlalchemy import Engine
 
+from review.core.clearance import REDACTED
 from review.core.errors import InputError
 from review.policy.evidence import EvidenceInput, decide_evidence, parse_input
 from review.thresholds import casegate, thresholds
@@ -81,10 +82,15 @@ def test_a_forbidden_document_is_not_allowed_and_restricted_text_stays_hidden(
     inp = casegate.case_input(demo_engine, PO, "CASE-045")
     memo = next(p for p in inp.passages if p.id.startswith("MEMO-PRICING-2026"))
     assert memo.allowed is False
-    assert memo.text == casegate.HIDDEN and memo.source == casegate.HIDDEN
+    assert memo.text == REDACTED and memo.source == REDACTED
+    # the case's own text quotes the memo: its question and claims are hidden too
+    assert inp.question == REDACTED and {c.text for c in inp.required_claims} == {REDACTED}
     cleared = casegate.case_input(demo_engine, CLEARED, "CASE-045")
     memo_c = next(p for p in cleared.passages if p.id.startswith("MEMO-PRICING-2026"))
-    assert memo_c.text != casegate.HIDDEN and memo_c.source != casegate.HIDDEN
+    assert memo_c.text != REDACTED and memo_c.source != REDACTED
+    assert cleared.question != REDACTED and REDACTED not in {
+        c.text for c in cleared.required_claims
+    }
     rows = _rows(cleared, **{memo_c.id: 0.95})
     state = casegate.decide_case(
         casegate.input_from_rows(cleared, rows, as_of=dt.date(2025, 9, 1)), pif.policy

@@ -14,10 +14,11 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import Engine, event, func, select
 
+from review.core.clearance import REDACTED
 from review.core.errors import InputError, PermissionDenied, StaleWriteError
 from review.core.identity import SYSTEM, Actor
 from review.core.taxonomy import Taxonomy
-from review.traces import browse, chunks, importcheck, importer, retention
+from review.traces import browse, importcheck, importer, retention
 from review.traces.canonical import trace_to_dict
 from review.traces.formats import iter_traces
 from review.traces.model import Trace
@@ -493,11 +494,11 @@ def test_clearance_hides_restricted_traces_and_filtered_chunks(engine: Engine) -
     assert "secret" not in repr(plain) and "LEGAL-HOLD" not in repr(plain)
     assert [c.chunk_ids for c in plain.citations] == [
         ("POL@2#p1",),
-        (chunks.HIDDEN_ID,),
+        (REDACTED,),
         ("nowhere",),
     ]
     assert [c.valid for c in plain.citations] == [True, False, False]
-    assert plain.citations[1].problems == ("(filtered chunk) was removed by authorization",)
+    assert plain.citations[1].problems == (f"{REDACTED} was removed by authorization",)
     assert plain.citations[2].problems == ("nowhere was not retrieved",)
     full = browse.get_trace(engine, CLEARED_REVIEWER, trace_id="mixed")
     assert full is not None and full.hidden_chunks == 0

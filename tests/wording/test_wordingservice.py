@@ -10,6 +10,7 @@ from sqlalchemy import Engine, delete, update
 from sqlalchemy.orm import Session
 
 from review.admin import users
+from review.core.clearance import REDACTED
 from review.core.errors import InputError, PermissionDenied, PolicyFileError, StaleWriteError
 from review.core.identity import SYSTEM, Role
 from review.core.taxonomy import Taxonomy
@@ -527,8 +528,9 @@ def test_restricted_traces_are_hidden_without_clearance_and_titles_masked(prod: 
     page = production.production_findings(prod, RAVI, 1, 50)
     assert "t07" not in {r.trace_id for r in page.rows}
     t08 = next(r for r in page.rows if r.trace_id == "t08")
-    assert t08.masked and t08.text == "The [restricted] covers this, so I cannot help here."
-    assert t08.findings[0].excerpt == "[restricted]"
+    assert t08.masked
+    assert t08.text == f"The {REDACTED} covers this, so I cannot help here."
+    assert t08.findings[0].excerpt == REDACTED
     assert "Falcon" not in t08.findings[0].explanation
     full = production.production_findings(prod, ADA, 1, 50)
     t08c = next(r for r in full.rows if r.trace_id == "t08")
