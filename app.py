@@ -256,11 +256,22 @@ def _person(user: users.UserView) -> str:
     return f"{user.name} ({', '.join(r.replace('_', ' ') for r in user.roles)})"
 
 
-# Remembers in the browser whom it acts as (a session cookie), so that a link opened in a new
-# session can be checked against it. Only a user id goes in: no text from the database.
+# Remembers in the browser whom it acts as (a session cookie holding the user id), so that a
+# link opened in a new session can be checked against it. A constant: it copies the ``as`` of
+# the address into the cookie while the "Acting as" picker is on the page, that is, while a
+# user acts (never on the switch question, which does not draw the picker). The cookie's name
+# is signin.REMEMBER_COOKIE (tests/pages/test_signin_pages.py keeps the two the same).
 _REMEMBER_SCRIPT = (
-    "<script>document.cookie = '" + signin.REMEMBER_COOKIE + "={user}; path=/; "
-    "SameSite=Strict';</script>"
+    "<script>(function () {"
+    " if (window.__wbActing) { return; } window.__wbActing = true;"
+    " setInterval(function () {"
+    "  if (!document.querySelector('.st-key-wb_user_pick')) { return; }"
+    "  var who = new URLSearchParams(window.location.search).get('as');"
+    "  if (who && /^[0-9]{1,10}$/.test(who)) {"
+    "   document.cookie = 'wb_acting=' + who + '; path=/; SameSite=Strict';"
+    "  }"
+    " }, 250);"
+    "})();</script>"
 )
 
 
@@ -310,7 +321,7 @@ def _who_local(engine: Engine) -> Actor | None:
         )
         st.caption(_LOCAL_NOTE)
         chosen = st.session_state[USER_KEY]
-        st.html(_REMEMBER_SCRIPT.format(user=int(chosen)), unsafe_allow_javascript=True)
+        st.html(_REMEMBER_SCRIPT, unsafe_allow_javascript=True)
     st.query_params["as"] = str(chosen)
     return users.to_actor(by_id[chosen])
 

@@ -4,6 +4,7 @@ every page."""
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterator
 
 import pytest
@@ -11,8 +12,9 @@ from sqlalchemy import Engine
 from streamlit import config
 
 from pages.ui import ACTOR_KEY
-from review.admin import users
+from review.admin import signin, users
 from tests.helpers.pages import ADA, INES, app, no_exception, readable
+from tests.helpers.paths import ROOT
 
 
 def _names(engine: Engine) -> dict[str, int]:
@@ -156,3 +158,19 @@ def test_switching_in_the_sidebar_is_not_taken_for_a_link(
     assert at.session_state[ACTOR_KEY].email == ADA
     assert at.query_params["as"] == str(ids[ADA])
     assert "Continue as" not in " ".join(readable(h) for h in at.subheader)
+
+
+def test_the_remember_script_writes_the_cookie_the_router_reads() -> None:
+    """The script is a constant (no value is ever formatted into HTML); its cookie name must
+    be the one ``signin.remembered_user`` is fed from."""
+    tree = ast.parse((ROOT / "app.py").read_text(encoding="utf-8"))
+    script = next(
+        node.value.value
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        and isinstance(node.targets[0], ast.Name)
+        and node.targets[0].id == "_REMEMBER_SCRIPT"
+        and isinstance(node.value, ast.Constant)
+    )
+    assert f"document.cookie = '{signin.REMEMBER_COOKIE}=' + who" in script
+    assert "st-key-wb_user_pick" in script  # only while a user acts (the picker is drawn)
