@@ -147,3 +147,23 @@ def last_assignment(engine: Engine) -> dict[str, Any] | None:
     with read_session(engine) as s:
         row = s.get(Setting, SETTINGS_KEY)
         return dict(row.value) if row else None
+
+
+def cases_in_scope(engine: Engine, split: str = "test") -> pd.DataFrame:
+    """The ready cases of ``split`` ("all": every split) a release run must answer: ``key``
+    and ``slices`` (a list of slice keys), ordered by key."""
+    with read_session(engine) as s:
+        stmt = select(Case.id, Case.key).where(Case.status == CaseStatus.ready)
+        if split != "all":
+            stmt = stmt.where(Case.split == split)
+        rows = s.execute(stmt.order_by(Case.key)).all()
+        slices: dict[int, list[str]] = {}
+        ids = [r.id for r in rows]
+        for cid, sl in s.execute(
+            select(CaseSlice.case_id, CaseSlice.slice).where(CaseSlice.case_id.in_(ids))
+        ):
+            slices.setdefault(cid, []).append(sl)
+    return pd.DataFrame(
+        {"key": [r.key for r in rows], "slices": [sorted(slices.get(r.id, [])) for r in rows]},
+        columns=["key", "slices"],
+    )

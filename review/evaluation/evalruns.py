@@ -44,7 +44,6 @@ from review.core.errors import InputError
 from review.core.identity import Actor, Permission, require
 from review.core.records import json_lines, read_record
 from review.core.taxonomy import MessageKey, Taxonomy
-from review.core.terms import CaseStatus
 from review.evaluation.claimcheck import contradicts
 from review.policy.policy import OPTIONAL_SIGNALS
 from review.wording.lint import lint
@@ -471,26 +470,6 @@ def outputs_stamp(engine: Engine, run_id: int) -> tuple[Any, ...]:
             )
         ).one()
     return (run_id, *(int(v or 0) for v in row))
-
-
-def cases_in_scope(engine: Engine, split: str = "test") -> pd.DataFrame:
-    """The ready cases of ``split`` ("all": every split) a release run must answer: ``key``
-    and ``slices`` (a list of slice keys), ordered by key."""
-    with read_session(engine) as s:
-        stmt = select(Case.id, Case.key).where(Case.status == CaseStatus.ready)
-        if split != "all":
-            stmt = stmt.where(Case.split == split)
-        rows = s.execute(stmt.order_by(Case.key)).all()
-        slices: dict[int, list[str]] = {}
-        ids = [r.id for r in rows]
-        for cid, sl in s.execute(
-            select(CaseSlice.case_id, CaseSlice.slice).where(CaseSlice.case_id.in_(ids))
-        ):
-            slices.setdefault(cid, []).append(sl)
-    return pd.DataFrame(
-        {"key": [r.key for r in rows], "slices": [sorted(slices.get(r.id, [])) for r in rows]},
-        columns=["key", "slices"],
-    )
 
 
 def outputs_frame(engine: Engine, run_id: int, tax: Taxonomy) -> pd.DataFrame:

@@ -284,7 +284,7 @@ def release_gate(
     """Every row (see the module docstring) on a run's outputs (``frame`` as from
     :func:`review.evaluation.evalruns.outputs_frame` or ``score_outputs``). ``in_scope``
     (``key`` and ``slices`` of the cases the run must answer, as from
-    :func:`review.evaluation.evalruns.cases_in_scope`) adds the row that fails on every case
+    :func:`review.evaluation.splits.cases_in_scope`) adds the row that fails on every case
     without an output."""
     part = frame if split == "all" else frame[frame["split"] == split]
     if part.empty:
