@@ -79,7 +79,7 @@ def checks(fam: FamilyView, key: str) -> None:
     if fam.passage is not None:
         st.code(fam.passage, language=None, wrap_lines=True)
     elif fam.hidden:
-        st.caption(clearance.REDACTED)
+        st.caption(ui.plain(clearance.REDACTED))
     with st.form(f"bld_check_form_{key}"):
         other = st.text_area("Check against another passage (not saved)", height=68)
         c1, c2 = st.columns(2)
@@ -200,7 +200,7 @@ def variant_detail(
     for e in v.edits:
         st.text(tables.edit_line(e, person))
         if e.before is None:
-            st.caption(clearance.REDACTED)
+            st.caption(ui.plain(clearance.REDACTED))
         else:
             c1, c2 = st.columns(2)
             c1.code(e.before or "(empty)", language=None, wrap_lines=True)

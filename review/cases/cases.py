@@ -7,6 +7,9 @@ identity's scopes, the expected decision with reason codes, slice tags, split an
 
 from __future__ import annotations
 
+# Long module: the case record's validation (CaseIn), its import, listing, reading and export
+# share one query, one filter (with the blind rule's and the clearance rule's conditions) and
+# one record shape; split, each half would import the other's private parts.
 import dataclasses
 import datetime as dt
 import json

@@ -138,4 +138,4 @@ def test_a_restricted_document_that_contradicts_blocks_without_being_named(
         state = casegate.decide_case(done, pif.policy)
         assert state.status == "abstain" and state.reason_codes == ["conflicting_evidence"]
         assert f"({plans.id})" in state.next_step
-        assert "MEMO" not in json.dumps(state.as_json()) and casegate.HIDDEN not in state.next_step
+        assert "MEMO" not in json.dumps(state.as_json()) and REDACTED not in state.next_step

@@ -21,8 +21,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Engine
 
+from review.cases import splits
 from review.core.taxonomy import Taxonomy
-from review.evaluation import evalruns, refpipeline
+from review.evaluation import refpipeline
 from review.evaluation.execution import PipelineDocument
 from review.monthly import validation
 from review.policy.policy import OPTIONAL_SIGNALS, SIGNALS, NoAnswerPolicy, load_policy
@@ -30,7 +31,7 @@ from review.thresholds import redecide, release
 from review.thresholds.replay import _Tally
 from storage.db import make_engine
 from tests.helpers.paths import ROOT
-from tests.thresholds.test_release_gate import _cases, _correct, _frame
+from tests.helpers.release_runs import correct_output, ready_cases, scored_frame
 
 POLICY = ROOT / "policies" / "no-answer-policy.yaml"
 SHIPPED = load_policy(POLICY)
@@ -198,8 +199,8 @@ def correct_run(
     shutil.copy(demo_template, path)
     engine: Engine = make_engine(f"sqlite:///{path}")
     try:
-        frame = _frame(engine, tax, [_correct(c) for c in _cases(engine)])
-        yield frame, evalruns.cases_in_scope(engine, "test")
+        frame = scored_frame(engine, tax, [correct_output(c) for c in ready_cases(engine)])
+        yield frame, splits.cases_in_scope(engine, "test")
     finally:
         engine.dispose()
 

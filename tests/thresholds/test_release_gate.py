@@ -12,65 +12,17 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine
 
+from review.cases import splits
 from review.cli.main import main
 from review.core.taxonomy import Taxonomy
-from review.evaluation import evalruns
 from review.policy.policy import load_policy
 from review.thresholds import release
-from storage.db import read_session
-from storage.models import Case, CaseDocument, Document
 from tests.helpers.paths import ROOT
+from tests.helpers.release_runs import correct_output, ready_cases, scored_frame
 
 POLICY = ROOT / "policies" / "no-answer-policy.yaml"
-
-
-def _cases(engine: Engine) -> list[dict[str, Any]]:
-    """Every ready case with its expected decision, first reason, wording key and the
-    visible documents by role."""
-    with read_session(engine) as s:
-        rows = s.execute(
-            select(
-                Case.id,
-                Case.key,
-                Case.expected_decision,
-                Case.reason_codes,
-                Case.expected_message,
-            ).where(Case.status == "ready")
-        ).all()
-        docs: dict[int, list[tuple[str, str]]] = {}
-        for cid, key, ver, role in s.execute(
-            select(CaseDocument.case_id, Document.doc_key, Document.version, CaseDocument.role)
-            .join(Document, Document.id == CaseDocument.document_id)
-            .where(CaseDocument.visibility == "visible")
-        ):
-            docs.setdefault(cid, []).append((f"{key}@{ver}", role))
-    return [
-        {
-            "key": r.key,
-            "decision": r.expected_decision,
-            "reasons": list(r.reason_codes or []),
-            "message": r.expected_message,
-            "docs": docs.get(r.id, []),
-        }
-        for r in rows
-    ]
-
-
-def _correct(c: dict[str, Any]) -> dict[str, Any]:
-    """The output a correct pipeline gives: the expected decision, its first reason and
-    wording key; an answer cites a decisive (or partial) document."""
-    if c["decision"] in ("answer", "partial"):
-        cited = [d for d, role in c["docs"] if role in ("decisive", "partial")][:1]
-        return {"case": c["key"], "decision": c["decision"], "text": "It is.", "cited_ids": cited}
-    return {
-        "case": c["key"],
-        "decision": c["decision"],
-        "text": "I cannot answer that from the documents available to you.",
-        "reason_code": c["reasons"][0],
-        "message_key": c["message"],
-    }
 
 
 def _everything(c: dict[str, Any], decision: str) -> dict[str, Any]:
@@ -85,17 +37,11 @@ def _write(path: Path, rows: list[dict[str, Any]]) -> Path:
     return path
 
 
-def _frame(engine: Engine, tax: Taxonomy, rows: list[dict[str, Any]]) -> Any:
-    lines = [json.dumps(r) for r in rows]
-    items = list(evalruns.iter_outputs(lines, "run.jsonl", tax))
-    return evalruns.score_outputs(engine, items, "run.jsonl", tax)
-
-
 def test_the_demo_test_split_has_cases_in_every_gated_slice(
     demo_engine: Engine, tax: Taxonomy
 ) -> None:
     policy = load_policy(POLICY)
-    frame = _frame(demo_engine, tax, [_correct(c) for c in _cases(demo_engine)])
+    frame = scored_frame(demo_engine, tax, [correct_output(c) for c in ready_cases(demo_engine)])
     test = frame[frame["split"] == "test"]
     covered = {s for sl in test["slices"] for s in sl}
     assert set(policy.targets.slice_gates) <= covered
@@ -108,9 +54,9 @@ def test_a_correct_run_passes_and_the_degenerate_runs_fail_naming_rows(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("WORKBENCH_DATABASE_URL", demo_url)
-    cases = _cases(demo_engine)
+    cases = ready_cases(demo_engine)
     run = CliRunner().invoke
-    good = _write(tmp_path / "correct.jsonl", [_correct(c) for c in cases])
+    good = _write(tmp_path / "correct.jsonl", [correct_output(c) for c in cases])
     r = run(main, ["gate", "--policy", str(POLICY), "--run", str(good)])
     assert r.exit_code == 0, r.output
     assert " 0 failed" in r.output and "FAILED" not in r.output
@@ -147,11 +93,13 @@ def test_a_correct_run_passes_and_the_degenerate_runs_fail_naming_rows(
 
 def test_figures_and_counts_of_the_correct_run(demo_engine: Engine, tax: Taxonomy) -> None:
     policy = load_policy(POLICY)
-    cases = _cases(demo_engine)
-    report = release.release_gate(policy, _frame(demo_engine, tax, [_correct(c) for c in cases]))
+    cases = ready_cases(demo_engine)
+    report = release.release_gate(
+        policy, scored_frame(demo_engine, tax, [correct_output(c) for c in cases])
+    )
     rows = {(r.row, r.scope): r for r in report.rows}
     test_keys = {c["key"] for c in cases}
-    frame = _frame(demo_engine, tax, [_correct(c) for c in cases])
+    frame = scored_frame(demo_engine, tax, [correct_output(c) for c in cases])
     test = frame[frame["split"] == "test"]
     assert report.cases == len(test) and test_keys >= set(test["key"])
     answer_cases = int((test["gold"] == "answer").sum())
@@ -171,7 +119,7 @@ def test_a_gated_slice_without_cases_fails_with_its_reason(
     demo_engine: Engine, tax: Taxonomy
 ) -> None:
     policy = load_policy(POLICY)
-    frame = _frame(demo_engine, tax, [_correct(c) for c in _cases(demo_engine)])
+    frame = scored_frame(demo_engine, tax, [correct_output(c) for c in ready_cases(demo_engine)])
     without = frame[["adversarial_instruction" not in s for s in frame["slices"]]]
     report = release.release_gate(policy, without)
     empty = [r for r in report.rows if r.scope == "slice:adversarial_instruction"]
@@ -184,9 +132,9 @@ def test_a_gated_slice_without_cases_fails_with_its_reason(
 def test_infrastructure_failures_fail_both_sides(demo_engine: Engine, tax: Taxonomy) -> None:
     policy = load_policy(POLICY)
     rows = []
-    for c in _cases(demo_engine):
+    for c in ready_cases(demo_engine):
         rows.append({"case": c["key"], "error": "timed out after 30s"})
-    report = release.release_gate(policy, _frame(demo_engine, tax, rows))
+    report = release.release_gate(policy, scored_frame(demo_engine, tax, rows))
     failed = {(r.row, r.scope) for r in report.failed}
     assert ("False-refusal rate", "overall") in failed
     assert ("Abstention recall", "overall") in failed
@@ -198,9 +146,9 @@ def test_drift_against_a_baseline_and_reproduction_under_the_policy(
     demo_engine: Engine, tax: Taxonomy
 ) -> None:
     policy = load_policy(POLICY)
-    cases = _cases(demo_engine)
-    good = _frame(demo_engine, tax, [_correct(c) for c in cases])
-    worse = _frame(demo_engine, tax, [_everything(c, "answer") for c in cases])
+    cases = ready_cases(demo_engine)
+    good = scored_frame(demo_engine, tax, [correct_output(c) for c in cases])
+    worse = scored_frame(demo_engine, tax, [_everything(c, "answer") for c in cases])
     same = release.release_gate(policy, good, baseline=good)
     drift = next(r for r in same.rows if r.row == "Drift against the baseline run")
     assert drift.passed and drift.value == 0.0 and drift.k == 0
@@ -217,7 +165,7 @@ def test_a_run_whose_signals_the_policy_decides_otherwise_fails(
     # The run's own not_produced list no longer switches a check off (issue 30): the output
     # that reproduces logs answerable and ambiguous, as the shipped policy requires.
     policy = load_policy(POLICY)
-    case = next(c for c in _cases(demo_engine) if c["decision"] == "answer")
+    case = next(c for c in ready_cases(demo_engine) if c["decision"] == "answer")
     signals = {
         "ranking_mode": "vector",
         "hits_after_filter": 3,
@@ -228,15 +176,15 @@ def test_a_run_whose_signals_the_policy_decides_otherwise_fails(
         "topics": [],
     }
     declared = {k: v for k, v in signals.items() if k not in ("answerable", "ambiguous")}
-    ok = _correct(case) | {"signals": signals}
-    low = _correct(case) | {"signals": signals | {"top_score": 0.40}}
-    nan = _correct(case) | {"signals": signals | {"top_score": None}}
-    undeclared = _correct(case) | {
+    ok = correct_output(case) | {"signals": signals}
+    low = correct_output(case) | {"signals": signals | {"top_score": 0.40}}
+    nan = correct_output(case) | {"signals": signals | {"top_score": None}}
+    undeclared = correct_output(case) | {
         "signals": declared | {"not_produced": ["answerable", "ambiguous"]}
     }
     cases = ((ok, True, ""), (low, False, "decided otherwise"), (nan, False, "lacked top_score"))
     for output, reproduced, why in (*cases, (undeclared, False, "lacked answerable")):
-        report = release.release_gate(policy, _frame(demo_engine, tax, [output]), "all")
+        report = release.release_gate(policy, scored_frame(demo_engine, tax, [output]), "all")
         row = next(r for r in report.rows if r.row == "Decisions reproduce under this policy")
         assert row.passed is reproduced, (output, row)
         assert why in row.why
@@ -251,10 +199,10 @@ def test_a_correct_run_missing_six_test_cases_fails_the_gate(
 ) -> None:
     # Issue 30: a correct run with the outputs of 6 of the 32 test cases left out passed.
     monkeypatch.setenv("WORKBENCH_DATABASE_URL", demo_url)
-    scope = evalruns.cases_in_scope(demo_engine, "test")
+    scope = splits.cases_in_scope(demo_engine, "test")
     assert len(scope) == 32
     dropped = sorted(scope["key"])[:6]
-    rows = [_correct(c) for c in _cases(demo_engine) if c["key"] not in dropped]
+    rows = [correct_output(c) for c in ready_cases(demo_engine) if c["key"] not in dropped]
     path = _write(tmp_path / "short.jsonl", rows)
     r = CliRunner().invoke(main, ["gate", "--policy", str(POLICY), "--run", str(path)])
     assert r.exit_code == 1, r.output
@@ -263,7 +211,7 @@ def test_a_correct_run_missing_six_test_cases_fails_the_gate(
     # an infrastructure failure is an output: counted on both sides, not as missing
     crashed = rows + [{"case": k, "error": "timed out after 30s"} for k in dropped]
     report = release.release_gate(
-        load_policy(POLICY), _frame(demo_engine, tax, crashed), in_scope=scope
+        load_policy(POLICY), scored_frame(demo_engine, tax, crashed), in_scope=scope
     )
     row = next(r for r in report.rows if r.row == "Every case in scope has an output")
     assert row.passed and (row.k, row.n) == (32, 32)
@@ -274,8 +222,8 @@ def test_a_gated_slice_whose_outputs_are_missing_says_so(
     demo_engine: Engine, tax: Taxonomy
 ) -> None:
     policy = load_policy(POLICY)
-    scope = evalruns.cases_in_scope(demo_engine, "test")
-    frame = _frame(demo_engine, tax, [_correct(c) for c in _cases(demo_engine)])
+    scope = splits.cases_in_scope(demo_engine, "test")
+    frame = scored_frame(demo_engine, tax, [correct_output(c) for c in ready_cases(demo_engine)])
     without = frame[["adversarial_instruction" not in s for s in frame["slices"]]]
     report = release.release_gate(policy, without, in_scope=scope)
     mine = [r for r in report.rows if r.scope == "slice:adversarial_instruction"]
@@ -297,13 +245,13 @@ def test_one_non_answer_without_a_reason_code_fails_the_gate(
     # Issue 30: 15 of 16 non-answers with a reason clear the 0.90 accuracy floor; the reason
     # row fails on the one without, outside every gated slice.
     policy = load_policy(POLICY)
-    cases = _cases(demo_engine)
-    rows = [_correct(c) for c in cases]
+    cases = ready_cases(demo_engine)
+    rows = [correct_output(c) for c in cases]
     for row in rows:
         if row["case"] == "CASE-085":  # abstain, slice empty_retrieval (not gated)
             row["reason_code"] = None
     report = release.release_gate(
-        policy, _frame(demo_engine, tax, rows), in_scope=evalruns.cases_in_scope(demo_engine)
+        policy, scored_frame(demo_engine, tax, rows), in_scope=splits.cases_in_scope(demo_engine)
     )
     by_row = {(r.row, r.scope): r for r in report.rows}
     accuracy = by_row[("Reason-code accuracy", "overall")]
