@@ -103,37 +103,28 @@ class Sight:
 
     def blind_ids(self, engine: Engine, case_ids: Iterable[int]) -> frozenset[int]:
         """Of ``case_ids``, those blind to this user."""
-        ids = sorted({int(i) for i in case_ids})
-        if not ids or not self.may_label:
-            return frozenset()
-        found: set[int] = set()
-        with read_session(engine) as s:
-            for start in range(0, len(ids), 500):
-                chunk = ids[start : start + 500]
-                found.update(
-                    int(i)
-                    for i in s.scalars(
-                        select(Case.id).where(Case.id.in_(chunk), self.blind_clause())
-                    )
-                )
-        return frozenset(found)
+        return frozenset(
+            int(i) for i in self._blind_of(engine, Case.id, {int(i) for i in case_ids})
+        )
 
     def blind_keys(self, engine: Engine, keys: Iterable[str]) -> frozenset[str]:
         """Of the case keys ``keys``, those blind to this user."""
-        wanted = sorted({str(k) for k in keys})
+        return frozenset(str(k) for k in self._blind_of(engine, Case.key, {str(k) for k in keys}))
+
+    def _blind_of(self, engine: Engine, column: Any, values: set[Any]) -> set[Any]:
+        """Of ``values`` of the case ``column`` (its id or key), those blind to this user,
+        looked up 500 at a time."""
+        wanted = sorted(values)
+        found: set[Any] = set()
         if not wanted or not self.may_label:
-            return frozenset()
-        found: set[str] = set()
+            return found
         with read_session(engine) as s:
             for start in range(0, len(wanted), 500):
                 chunk = wanted[start : start + 500]
                 found.update(
-                    str(k)
-                    for k in s.scalars(
-                        select(Case.key).where(Case.key.in_(chunk), self.blind_clause())
-                    )
+                    s.scalars(select(column).where(column.in_(chunk), self.blind_clause()))
                 )
-        return frozenset(found)
+        return found
 
     def is_blind(self, engine: Engine, case_id: int) -> bool:
         return case_id in self.blind_ids(engine, [case_id])
