@@ -192,6 +192,11 @@ def _caveat_slider(
     """The proposed caveat_below, kept on the better side of the proposed refuse_below."""
     lo, hi, start = display.caveat_range(bounds, th, proposed)
     key = f"thr_caveat_{src.mode}"
+    if hi <= lo:
+        # the proposed refuse_below sits at the end of the range: no room for a caveat band
+        st.session_state.pop(key, None)
+        st.caption(ui.plain(display.no_caveat_room(src.mode, proposed)))
+        return float(proposed)
     held = st.session_state.get(key)
     st.session_state[key] = start if held is None else float(min(max(held, lo), hi))
     return float(

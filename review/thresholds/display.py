@@ -123,6 +123,15 @@ def caveat_range(
     return min(bounds.min_value, start), proposed, start
 
 
+def no_caveat_room(mode: str, proposed: float) -> str:
+    """What the page says instead of a caveat slider when the proposed refuse_below is at the
+    end of the score range, so no answer can fall between the two thresholds."""
+    return (
+        f"Proposed caveat_below for {mode}: {proposed:g}, the same as the proposed "
+        "refuse_below, which is at the end of the score range: no answer would carry the caveat."
+    )
+
+
 def analysis_caption(a: Analysis) -> str:
     return (
         f"{a.n_tuning} outcome(s) on {a.tuned_on}, {a.n_report} on {a.report_on} · "

@@ -215,3 +215,28 @@ def test_a_slider_step_reruns_the_calibrate_tab_and_follows_a_new_policy_in_forc
     slider = at.slider(key="thr_proposed_vector")
     assert "(current: 0.6)" in readable(slider.label) and slider.value == pytest.approx(0.6)
     assert any(readable(s) == "The policy in force" for s in at.subheader)
+
+
+def test_the_proposed_threshold_at_either_end_of_its_range_keeps_the_page(
+    demo_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At the top of its range the proposed refuse_below leaves no room for a caveat band (the
+    caveat slider would run from a value to itself, which Streamlit refuses): the page says so
+    and goes on. At the bottom the band is as wide as it can be."""
+    at = app(demo_url, monkeypatch, PAULA).run()
+    at.switch_page(PAGE).run()
+    no_exception(at)
+    slider = at.slider(key="thr_proposed_vector")
+    top, bottom = slider.max, slider.min
+    slider.set_value(top).run()
+    no_exception(at)
+    assert not [s for s in at.slider if s.key == "thr_caveat_vector"]
+    assert any(
+        readable(c).startswith("Proposed caveat_below for vector: ")
+        and "no answer would carry the caveat" in readable(c)
+        for c in at.caption
+    )
+    assert any(readable(s) == "What the change does" for s in at.subheader)
+    at.slider(key="thr_proposed_vector").set_value(bottom).run()
+    no_exception(at)
+    assert at.slider(key="thr_caveat_vector").value >= bottom
