@@ -19,6 +19,7 @@ import pandas as pd
 from sqlalchemy import Engine, select
 
 from review.admin import users
+from review.cases import splits
 from review.charts.charts import risk_coverage_chart
 from review.core import readable
 from review.core.errors import InputError
@@ -91,7 +92,8 @@ def live_context(engine: Engine, tax: Taxonomy, month: str) -> MonthContext:
         frame = evalruns.outputs_frame(engine, latest.id, tax)
         try:
             pif = thresholds.in_force(engine)
-            gate = release.release_gate(pif.policy, frame, "test").rows
+            in_scope = splits.cases_in_scope(engine, "test")
+            gate = release.release_gate(pif.policy, frame, "test", in_scope=in_scope).rows
             gate_run = latest.name
         except InputError:
             gate = []

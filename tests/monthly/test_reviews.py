@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 from sqlalchemy import Engine
 
+from review.cases import splits
 from review.core.errors import InputError, PermissionDenied, StaleWriteError
 from review.core.taxonomy import Taxonomy
 from review.evaluation import evalruns
@@ -459,3 +460,22 @@ def test_the_validation_check_reads_as_rates_with_counts_and_targets() -> None:
     assert value["policy checked"] == "sign-off v7 · file version 3 (in force)"
     assert value["result"] == "fail"
     assert validation.validation_rows({}, {}).empty
+
+
+def test_the_months_release_gate_counts_the_cases_the_run_left_out(
+    demo_engine: Engine, tax: Taxonomy
+) -> None:
+    """The monthly record's gate is the release gate with the split's ready cases in scope, so a
+    run that left cases out fails there as in `workbench gate`, instead of "not measured"."""
+    opened = [v for v in reviews.list_sessions(demo_engine) if not v.closed]
+    ctx = report.live_context(demo_engine, tax, opened[0].month)
+    assert ctx.gate_run is not None
+    rows = [r for r in ctx.gate if r.row == "Every case in scope has an output"]
+    assert [r.scope for r in rows][:1] == ["overall"]
+    run = next(r for r in evalruns.list_runs(demo_engine) if r.name == ctx.gate_run)
+    frame = evalruns.outputs_frame(demo_engine, run.id, tax)
+    answered = set(frame.loc[frame["split"] == "test", "key"].astype(str))
+    expected = set(splits.cases_in_scope(demo_engine, "test")["key"].astype(str))
+    assert rows[0].n == len(expected) > 0
+    assert rows[0].k == len(expected & answered)  # k of n cases have an output
+    assert rows[0].passed == (expected <= answered)
