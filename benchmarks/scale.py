@@ -54,6 +54,7 @@ import argparse
 import ast
 import dataclasses
 import datetime as dt
+import functools
 import json
 import os
 import platform
@@ -1138,7 +1139,7 @@ def child_traces(url: str) -> dict[str, Any]:
             wall, cpu, total = _timed3(view)
             out[f"{who}.{name}"] = {"wall_s": wall, "cpu_s": cpu, "matches": total}
             log(f"  {who:9} {name:18} {wall:7.3f}s wall {cpu:7.3f}s cpu  {total:,} matches")
-        wall, cpu, _ = _timed3(lambda a=actor: browse.get_trace(engine, a, pk=newest))
+        wall, cpu, _ = _timed3(functools.partial(browse.get_trace, engine, actor, pk=newest))
         out[f"{who}.open_trace"] = {"wall_s": wall, "cpu_s": cpu}
         log(f"  {who:9} {'open_trace':18} {wall:7.3f}s wall {cpu:7.3f}s cpu")
     engine.dispose()
@@ -1943,9 +1944,9 @@ def run_benchmark(args: argparse.Namespace) -> None:
             build_figs = json.loads(marker.read_text()).get("build", {})
             log(f"reusing the database in {workdir}")
             # built by an older commit: bring it to this commit's schema (backfills included)
-            reused = make_engine(url)
-            migrate(reused)
-            reused.dispose()
+            built = make_engine(url)
+            migrate(built)
+            built.dispose()
         else:
             if args.url is None:
                 for p in workdir.glob("scale.db*"):

@@ -405,7 +405,13 @@ CALLS: dict[str, Callable[[Ctx, Actor], object]] = {
         c.engine, a, [_doc_in(c, f"ACCESS-DOC-{c.n()}", 1)]
     ),
     "evaluation.execution.execute": lambda c, a: execution.execute(
-        c.engine, a, lambda inp: {}, c.tax, name=f"access {c.n()}", system_version="x", repeats=0
+        c.engine,
+        a,
+        lambda query, docs, config: {},
+        c.tax,
+        name=f"access {c.n()}",
+        system_version="x",
+        repeats=0,
     ),
     "evaluation.evalruns.import_run": lambda c, a: evalruns.import_run(
         c.engine,
@@ -1022,8 +1028,8 @@ def _shows(
         return ""
     for k, v in q.items():
         at.query_params[k] = v
-    for k, v in (widgets or {}).items():
-        at.session_state[k] = v
+    for key, value in (widgets or {}).items():
+        at.session_state[key] = value
     at.run()
     assert not at.exception, (page, q, [readable(e) for e in at.exception])
     return everything(at) + ("\n" + downloads.take() if downloads else "")

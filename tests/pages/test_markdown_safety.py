@@ -15,6 +15,8 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 from tests.helpers.paths import ROOT
 
 # Calls whose first positional argument is Markdown (a body or a label).
@@ -290,7 +292,7 @@ def test_every_value_shown_in_markdown_goes_through_the_escaper() -> None:
     )
 
 
-def test_the_scanner_sees_what_it_must(tmp_path: Path) -> None:
+def test_the_scanner_sees_what_it_must(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The check itself: each way a value reaches Markdown is caught, each safe form passes."""
     src = tmp_path / "pages" / "probe.py"
     src.parent.mkdir()
@@ -319,11 +321,7 @@ def test_the_scanner_sees_what_it_must(tmp_path: Path) -> None:
     )
     import tests.pages.test_markdown_safety as me
 
-    old = me.ROOT
-    me.ROOT = tmp_path
-    try:
-        found = violations(src)
-    finally:
-        me.ROOT = old
+    monkeypatch.setattr(me, "ROOT", tmp_path)
+    found = violations(src)
     lines = sorted(int(v.split(":")[1]) for v in found)
     assert lines == [5, 6, 7, 11, 12, 14, 17, 19, 20, 21, 22], found

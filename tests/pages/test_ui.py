@@ -119,4 +119,6 @@ def test_pages_show_errors_only_through_ui() -> None:
                 and not (isinstance(node.value, ast.Name) and node.value.id == "ui")
             ):
                 found.append(f"{p.relative_to(ROOT)}:{node.lineno}: {ast.unparse(node)}")
-    assert not found, "show errors through ui.error / ui.reported:\n" + "\n".join(sorted(set(found)))
+    assert not found, "show errors through ui.error / ui.reported:\n" + "\n".join(
+        sorted(set(found))
+    )
