@@ -207,7 +207,7 @@ def _labels(people: list[users.UserView]) -> dict[int, str]:
 def _picker(labels: dict[int, str], refused: str | None) -> None:
     """The first page of a local-mode session: who is working (nobody is assumed)."""
     if refused:
-        st.error(ui.plain(refused))
+        ui.error(refused)
     st.subheader("Who is working?")
     with st.form("wb_pick_user"):
         chosen = st.selectbox(
@@ -221,7 +221,7 @@ def _picker(labels: dict[int, str], refused: str | None) -> None:
     st.caption(_LOCAL_NOTE)
     if go:
         if chosen is None:
-            st.error("Pick your name first.")
+            ui.error("Pick your name first.")
             return
         st.session_state[USER_KEY] = chosen
         st.query_params["as"] = str(chosen)
@@ -355,7 +355,7 @@ def _who_oidc(engine: Engine) -> Actor | None:
         reason = str(exc)
 
         def unverified() -> None:
-            st.error(ui.plain(reason))
+            ui.error(reason)
             if st.button("Sign out"):
                 st.logout()
 
@@ -365,7 +365,7 @@ def _who_oidc(engine: Engine) -> Actor | None:
     if row is None or not row.active:
 
         def unknown() -> None:
-            st.error(
+            ui.error(
                 "Your account is not registered in this workbench (or is deactivated). "
                 "Ask an administrator to add your email with a role."
             )
@@ -390,7 +390,7 @@ def main() -> None:
         message = str(exc)
 
         def broken() -> None:
-            st.error("The workbench cannot start: the taxonomy file is invalid.")
+            ui.error("The workbench cannot start: the taxonomy file is invalid.")
             st.code(message, language=None)
 
         _gate("Cannot start", broken)

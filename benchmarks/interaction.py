@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -94,7 +95,7 @@ def _time(name: str, steps: Callable[[int], AppTest], repeat: int) -> Timing:
     return Timing(name, statistics.median(walls), statistics.median(cpus), repeat)
 
 
-def _button(at: AppTest, key: str):  # type: ignore[no-untyped-def]
+def _button(at: AppTest, key: str):
     return next(b for b in at.button if b.key == key)
 
 
@@ -151,7 +152,7 @@ def slider_step(url: str, repeat: int) -> Timing:
     the step reruns that tab alone; timed as that fragment rerun."""
     at = _page(url, "pages/thresholds_page.py", OMAR)
     slider = next(s for s in at.slider if str(s.key).startswith("thr_proposed_"))
-    start, step = float(slider.value), 0.005
+    start, step = float(cast(float, slider.value)), 0.005
     lo, hi = float(slider.min), float(slider.max)
 
     def move(i: int) -> AppTest:

@@ -175,7 +175,7 @@ def main() -> None:
         timed("cases: open one case", lambda: cases.get_case(engine, case_id=args.cases // 2)),
     ]
     t1 = time.perf_counter()
-    n = cases.export_cases(engine, io.StringIO())
+    n = cases.export_cases(engine, io.StringIO(), viewer=SYSTEM)
     export_s = time.perf_counter() - t1
     width = max(len(r[0]) for r in results)
     print(f"\n{'query'.ljust(width)}  best of 5 (ms)")

@@ -54,6 +54,7 @@ import argparse
 import ast
 import dataclasses
 import datetime as dt
+import functools
 import json
 import os
 import platform
@@ -1138,7 +1139,7 @@ def child_traces(url: str) -> dict[str, Any]:
             wall, cpu, total = _timed3(view)
             out[f"{who}.{name}"] = {"wall_s": wall, "cpu_s": cpu, "matches": total}
             log(f"  {who:9} {name:18} {wall:7.3f}s wall {cpu:7.3f}s cpu  {total:,} matches")
-        wall, cpu, _ = _timed3(lambda a=actor: browse.get_trace(engine, a, pk=newest))
+        wall, cpu, _ = _timed3(functools.partial(browse.get_trace, engine, actor, pk=newest))
         out[f"{who}.open_trace"] = {"wall_s": wall, "cpu_s": cpu}
         log(f"  {who:9} {'open_trace':18} {wall:7.3f}s wall {cpu:7.3f}s cpu")
     engine.dispose()
@@ -1926,6 +1927,50 @@ def main(argv: Sequence[str] | None = None) -> None:
             server.stop()
 
 
+def _database(
+    args: argparse.Namespace, workdir: Path, url: str, tax: Taxonomy, marker: Path
+) -> tuple[bool, dict[str, Any]]:
+    """The database measured: the one built before when it has the sizes asked for (brought
+    to this commit's schema), else a new one. Returns whether it was reused, and the
+    figures of its build."""
+    reused = (args.url is None or getattr(args, "pg_reuse", False)) and _reusable(args, workdir)
+    if reused:
+        build_figs: dict[str, Any] = json.loads(marker.read_text()).get("build", {})
+        log(f"reusing the database in {workdir}")
+        # built by an older commit: bring it to this commit's schema (backfills included)
+        built = make_engine(url)
+        migrate(built)
+        built.dispose()
+        return True, build_figs
+    if args.url is None:
+        for p in workdir.glob("scale.db*"):
+            p.unlink()
+    log(f"building {url} ...")
+    build_figs = build(url, args, tax)
+    marker.write_text(json.dumps({"sizes": _marker(args), "build": build_figs}))
+    return False, build_figs
+
+
+def _page_figures(
+    args: argparse.Namespace, common: list[str]
+) -> list[tuple[str, str, str, dict[str, Any]]]:
+    """Each registered page (those ``--pages`` names), opened in a child process."""
+    pages: list[tuple[str, str, str, dict[str, Any]]] = []
+    wanted = [p.strip() for p in args.pages.split(",") if p.strip()]
+    for path, title, _url in registered_pages():
+        if wanted and not any(w in path for w in wanted):
+            continue
+        user = ADMIN if "admin" in path else REVIEWER
+        log(f"page {title} ({path}) as {user} ...")
+        r = run_child(
+            ["--child", "page", "--page", path, "--user", user, *common],
+            args.page_timeout * 2 + 120,
+        )
+        pages.append((path, title, user, r))
+        log(f"  {json.dumps(r)}")
+    return pages
+
+
 def run_benchmark(args: argparse.Namespace) -> None:
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
     made_tmp = args.workdir is None
@@ -1936,23 +1981,8 @@ def run_benchmark(args: argparse.Namespace) -> None:
     mach = machine()  # the code measured is the code at the start
     mach["database"] = database_version(url)
     marker = workdir / "built.json"
-    build_figs: dict[str, float] = {}
     try:
-        reused = (args.url is None or getattr(args, "pg_reuse", False)) and _reusable(args, workdir)
-        if reused:
-            build_figs = json.loads(marker.read_text()).get("build", {})
-            log(f"reusing the database in {workdir}")
-            # built by an older commit: bring it to this commit's schema (backfills included)
-            reused = make_engine(url)
-            migrate(reused)
-            reused.dispose()
-        else:
-            if args.url is None:
-                for p in workdir.glob("scale.db*"):
-                    p.unlink()
-            log(f"building {url} ...")
-            build_figs = build(url, args, tax)
-            marker.write_text(json.dumps({"sizes": _marker(args), "build": build_figs}))
+        reused, build_figs = _database(args, workdir, url, tax, marker)
         size = sizes(url)
         log(f"sizes: {size}")
         common = ["--url", url, "--seed", str(args.seed), "--page-timeout", str(args.page_timeout)]
@@ -1960,20 +1990,7 @@ def run_benchmark(args: argparse.Namespace) -> None:
         ref = run_child(["--child", "reference", *common], 3600)
         log(f"  {json.dumps(ref)}")
 
-        pages: list[tuple[str, str, str, dict[str, Any]]] = []
-        wanted = [p.strip() for p in args.pages.split(",") if p.strip()]
-        if "pages" not in skip:
-            for path, title, _url in registered_pages():
-                if wanted and not any(w in path for w in wanted):
-                    continue
-                user = ADMIN if "admin" in path else REVIEWER
-                log(f"page {title} ({path}) as {user} ...")
-                r = run_child(
-                    ["--child", "page", "--page", path, "--user", user, *common],
-                    args.page_timeout * 2 + 120,
-                )
-                pages.append((path, title, user, r))
-                log(f"  {json.dumps(r)}")
+        pages = [] if "pages" in skip else _page_figures(args, common)
         samp: dict[str, Any] = {}
         if "sampling" not in skip:
             log("audit sampling ...")

@@ -275,7 +275,7 @@ def main() -> None:
     st.session_state[DEEP_KEY] = picked
     view = sight.get_case(engine, blind.sight(engine, actor), picked, viewer=actor)
     if view is None:
-        st.error(f"Case {picked:d} does not exist.")
+        ui.error(f"Case {picked:d} does not exist.")
         return
     st.subheader(f"Case {ui.plain(view.key)}")
     left, right = st.columns([3, 2], gap="large")

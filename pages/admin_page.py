@@ -175,7 +175,7 @@ def main() -> None:
     actor = ui.actor()
     st.title("Admin")
     if not actor.can(Permission.manage_users):
-        st.error("Only administrators can manage users.")
+        ui.error("Only administrators can manage users.")
         return
     flash = st.session_state.pop("admin_flash", None)
     if flash:

@@ -46,7 +46,7 @@ def follow_deep_links(
         with ui.reported(where=top):
             view = items.get_item(engine, actor, deep_item)
             if view is None:
-                top.error(f"Audit item {deep_item:d} does not exist.")
+                ui.error(f"Audit item {deep_item:d} does not exist.", where=top)
             else:
                 st.session_state["aud_plan"] = view.plan_id
                 if actor.can(Permission.audit) and view.plan_status == PlanStatus.open:

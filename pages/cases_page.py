@@ -35,7 +35,7 @@ def import_export_panel(engine: Engine, actor: Actor, tax: Taxonomy, flt: cases.
                 go = st.form_submit_button("Import cases")
             if go:
                 if up is None:
-                    st.error("Choose a file.")
+                    ui.error("Choose a file.")
                 else:
                     with (
                         ui.reported("Nothing was imported. "),

@@ -136,7 +136,7 @@ def import_panel(engine: Engine, actor: Actor, tax: Taxonomy) -> None:
         if not go:
             return
         if not files:
-            st.error("Choose at least one file.")
+            ui.error("Choose at least one file.")
             return
         total = sum(f.size for f in files)
         with (

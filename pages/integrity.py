@@ -29,4 +29,4 @@ def chain_banner(engine: Engine) -> None:
     chain.set_signing_key(_secrets_key())
     message = signoff.integrity_banner(engine)
     if message:
-        st.error(ui.plain(message), icon="⛔")
+        ui.error(message, icon="⛔")

@@ -124,7 +124,7 @@ def main() -> None:
         return
     view = cases.get_case(engine, case_id=case_id, viewer=actor)
     if view is None:
-        st.error(f"Case {ui.plain(case_id)} does not exist.")
+        ui.error(f"Case {case_id} does not exist.")
         return
     label_case(engine, actor, tax, view)
 

@@ -146,7 +146,7 @@ def wording_violations(engine: Engine, actor: Actor, result: monitoring.MonitorR
     except WorkbenchError as exc:
         # a wording version edited in the database (or unreadable): this panel says so, the
         # rest of the page still shows, as every other page does
-        st.error("The refusal wording in force cannot be read, so refusals are not checked here.")
+        ui.error("The refusal wording in force cannot be read, so refusals are not checked here.")
         st.code(str(exc), language=None)
         return
     if violations is None:
@@ -208,7 +208,7 @@ def main() -> None:
     try:
         policy = monitoring.load_monitoring_policy()
     except WorkbenchError as exc:
-        st.error("The monitoring policy file is invalid, so no alerts can be computed.")
+        ui.error("The monitoring policy file is invalid, so no alerts can be computed.")
         st.code(str(exc), language=None)
         return
     if browse.total_traces(engine) == 0:

@@ -304,7 +304,7 @@ def main() -> None:
         return
     view = reviews.get_session(engine, picked)
     if view is None:
-        st.error(f"There is no review of {ui.plain(picked)}.")
+        ui.error(f"There is no review of {picked}.")
         return
     ctx = report.month_context(engine, tax, picked)
     if view.closed:

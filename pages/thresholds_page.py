@@ -28,7 +28,7 @@ def _in_force(engine: Engine) -> PolicyInForce | None:
     try:
         pif = thresholds.in_force(engine)
     except WorkbenchError as exc:
-        st.error("The policy in force cannot be read.")
+        ui.error("The policy in force cannot be read.")
         st.code(str(exc), language=None)
         return None
     if pif.version is None:

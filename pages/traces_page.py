@@ -84,13 +84,13 @@ def run_import(
 ) -> None:
     st.session_state.pop(f"{P}report", None)
     if up is None:
-        st.error("Choose a file to import.")
+        ui.error("Choose a file to import.")
         return
     data = up.getvalue()
     try:
         uploads.check_upload(up.name, len(data), "traces")
     except WorkbenchError as exc:
-        st.error(ui.plain(exc))
+        ui.show_error(exc)
         return
     bar = st.progress(0.0, text="Checking the file…")
 
@@ -116,12 +116,12 @@ def run_import(
             )
         except InputError as exc:
             bar.empty()
-            st.error("Nothing was imported. The file has a problem:")
+            ui.error("Nothing was imported. The file has a problem:")
             st.code(str(exc), language=None)
             return
         except PermissionDenied as exc:
             bar.empty()
-            st.error(ui.plain(exc))
+            ui.show_error(exc)
             return
         bar.progress(1.0, text="Done")
         saved = rejects.read_bytes() if rejects is not None and rejects.exists() else b""

@@ -104,6 +104,14 @@ def plain(value: object) -> str:
     return markdown_text(value)
 
 
+def error(message: object, where: Any = None, *, icon: str | None = None) -> None:
+    """The pages' one way to show an error message that is not an exception ("Choose a
+    file.", "Case 3 does not exist."): ``message`` is shown as typed (through :func:`plain`),
+    so a value quoted in it needs no escaping of its own. No page calls ``st.error`` itself
+    (tests/pages/test_ui.py)."""
+    (where or st).error(plain(message), icon=icon)
+
+
 def show_error(exc: BaseException, prefix: str = "", where: Any = None) -> None:
     """Show an error meant for the user (its message through :func:`plain`)."""
     (where or st).error(plain(prefix + str(exc)))

@@ -31,7 +31,7 @@ def _in_force(engine: Engine) -> WordingInForce | None:
     try:
         current = versions.in_force(engine)
     except WorkbenchError as exc:
-        st.error("The refusal wording in force cannot be read.")
+        ui.error("The refusal wording in force cannot be read.")
         st.code(str(exc), language=None)
         return None
     return current

@@ -24,7 +24,7 @@ import io
 import itertools
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -192,6 +192,58 @@ def _module_functions(tree: ast.Module) -> dict[str, ast.FunctionDef]:
     return out
 
 
+def _review_imports(tree: ast.Module, known: set[str]) -> tuple[dict[str, str], dict[str, str]]:
+    """What a module imports from review/: local name -> "module.function", and local name
+    -> review module."""
+    names: dict[str, str] = {}
+    modules: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ImportFrom) or node.level:
+            continue
+        if node.module != "review" and not (node.module or "").startswith("review."):
+            continue
+        base = (node.module or "").removeprefix("review").removeprefix(".")
+        for a in node.names:
+            target = f"{base}.{a.name}" if base else a.name
+            if target in known:
+                modules[a.asname or a.name] = target
+            elif base:
+                names[a.asname or a.name] = target
+    return names, modules
+
+
+def _calls(
+    mod: str,
+    fn: ast.FunctionDef,
+    funcs: Mapping[str, object],
+    names: Mapping[str, str],
+    modules: Mapping[str, str],
+) -> tuple[set[str], bool]:
+    """The review functions ``fn`` calls (by their dotted paths), and whether it writes
+    itself."""
+    out: set[str] = set()
+    writes = False
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Name):
+            if n.id in WRITE_PRIMITIVES:
+                writes = True
+            elif f"{mod}.{n.id}" in funcs:
+                out.add(f"{mod}.{n.id}")
+            elif n.id in names:
+                out.add(names[n.id])
+        elif isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name):
+            if n.attr in WRITE_PRIMITIVES or (n.value.id, n.attr) == ("sqlite3", "connect"):
+                writes = True
+            elif n.value.id in modules:
+                out.add(f"{modules[n.value.id]}.{n.attr}")
+    return out, writes
+
+
+def _takes_actor(fn: ast.FunctionDef) -> bool:
+    args = [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]
+    return any(a.annotation is not None and "Actor" in ast.unparse(a.annotation) for a in args)
+
+
 def write_services(package: Path = ROOT / "review") -> dict[str, bool]:
     """Every public function of review/ that reaches a write transaction -> whether it takes
     an Actor, keyed by its module's dotted path under review/ (``audits.plans.draw_plan``).
@@ -209,40 +261,16 @@ def write_services(package: Path = ROOT / "review") -> dict[str, bool]:
     for path in paths:
         mod = rel(path)
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        names[mod], modules[mod] = {}, {}
-        for node in ast.walk(tree):
-            if not isinstance(node, ast.ImportFrom) or node.level:
-                continue
-            if node.module != "review" and not (node.module or "").startswith("review."):
-                continue
-            base = (node.module or "").removeprefix("review").removeprefix(".")
-            for a in node.names:
-                target = f"{base}.{a.name}" if base else a.name
-                if target in known:
-                    modules[mod][a.asname or a.name] = target
-                elif base:
-                    names[mod][a.asname or a.name] = target
+        names[mod], modules[mod] = _review_imports(tree, known)
         for qual, fn in _module_functions(tree).items():
             funcs[f"{mod}.{qual}"] = (mod, fn)
 
     calls: dict[str, set[str]] = {}
     writes: set[str] = set()
     for qual, (mod, fn) in funcs.items():
-        out: set[str] = set()
-        for n in ast.walk(fn):
-            if isinstance(n, ast.Name):
-                if n.id in WRITE_PRIMITIVES:
-                    writes.add(qual)
-                elif f"{mod}.{n.id}" in funcs:
-                    out.add(f"{mod}.{n.id}")
-                elif n.id in names[mod]:
-                    out.add(names[mod][n.id])
-            elif isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name):
-                if n.attr in WRITE_PRIMITIVES or (n.value.id, n.attr) == ("sqlite3", "connect"):
-                    writes.add(qual)
-                elif n.value.id in modules[mod]:
-                    out.add(f"{modules[mod][n.value.id]}.{n.attr}")
-        calls[qual] = out
+        calls[qual], itself = _calls(mod, fn, funcs, names[mod], modules[mod])
+        if itself:
+            writes.add(qual)
     changed = True
     while changed:
         changed = False
@@ -254,11 +282,7 @@ def write_services(package: Path = ROOT / "review") -> dict[str, bool]:
     def public(qual: str) -> bool:
         return not any(part.startswith("_") for part in qual.split(".")[1:])
 
-    def takes_actor(fn: ast.FunctionDef) -> bool:
-        args = [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]
-        return any(a.annotation is not None and "Actor" in ast.unparse(a.annotation) for a in args)
-
-    return {q: takes_actor(funcs[q][1]) for q in sorted(writes) if public(q)}
+    return {q: _takes_actor(funcs[q][1]) for q in sorted(writes) if public(q)}
 
 
 def test_every_write_service_is_in_the_table() -> None:
@@ -405,7 +429,13 @@ CALLS: dict[str, Callable[[Ctx, Actor], object]] = {
         c.engine, a, [_doc_in(c, f"ACCESS-DOC-{c.n()}", 1)]
     ),
     "evaluation.execution.execute": lambda c, a: execution.execute(
-        c.engine, a, lambda inp: {}, c.tax, name=f"access {c.n()}", system_version="x", repeats=0
+        c.engine,
+        a,
+        lambda query, docs, config: {},
+        c.tax,
+        name=f"access {c.n()}",
+        system_version="x",
+        repeats=0,
     ),
     "evaluation.evalruns.import_run": lambda c, a: evalruns.import_run(
         c.engine,
@@ -1022,8 +1052,8 @@ def _shows(
         return ""
     for k, v in q.items():
         at.query_params[k] = v
-    for k, v in (widgets or {}).items():
-        at.session_state[k] = v
+    for key, value in (widgets or {}).items():
+        at.session_state[key] = value
     at.run()
     assert not at.exception, (page, q, [readable(e) for e in at.exception])
     return everything(at) + ("\n" + downloads.take() if downloads else "")

@@ -548,7 +548,7 @@ def test_a_pipeline_response_is_either_an_output_or_a_problem(data: st.DataObjec
         "reason_code": None,
         "ranking_mode": "cosine",
     }
-    obj, _ = mutate(data.draw, sample, ["x"])
+    obj, _ = mutate(data.draw, sample, ["x"])  # type: ignore[arg-type]  # DataObject.draw is a DrawFn
     result = execution.check_response(obj, TAX)
     assert isinstance(result, evalruns.OutputIn | str)
 

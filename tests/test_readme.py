@@ -10,6 +10,7 @@ from review.cases import cases
 from review.cli.main import main
 from review.core.taxonomy import Taxonomy
 from review.corpus.docformat import parse_markdown
+from review.demo.people import DEMO_ACTOR
 from tests.helpers.paths import ROOT
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -87,7 +88,7 @@ def test_the_demo_figures_are_the_ones_the_overview_shows(
 
     section = README[README.index("## The demo company") : README.index("## Importing")]
     text = " ".join(section.split())
-    ov = build_overview(demo_engine, fixtures.DEMO_ACTOR, tax)
+    ov = build_overview(demo_engine, DEMO_ACTOR, tax)
     assert ov.unanswerable_share is not None
     ready = ov.cases_by_status["ready"]
     assert f"{ov.cases_total} cases in {ov.families} counterfactual families" in text

@@ -85,7 +85,7 @@ def plan_actions(engine: Engine, actor: Actor, plan: audit_plans.PlanView) -> No
                 res = audit_plans.draw_plan(engine, actor, plan.id)
             except WorkbenchError as exc:
                 forget_counts()
-                st.error(ui.plain(exc))
+                ui.show_error(exc)
             else:
                 st.session_state["aud_flash"] = (
                     f"Drew {res.items} traces into {plan.name!r}; the queue is open."
@@ -109,7 +109,7 @@ def plan_actions(engine: Engine, actor: Actor, plan: audit_plans.PlanView) -> No
         elif kind == "warning":
             st.warning(ui.plain(message))
         else:
-            st.error(ui.plain(message))
+            ui.error(message)
 
 
 def sample_table(engine: Engine, plan: audit_plans.PlanView) -> None:

@@ -87,7 +87,7 @@ def queue_of(engine: Engine, actor: Actor, tax: Taxonomy, plan: PlanView) -> Non
     try:
         view = items.get_item(engine, actor, int(item_id))
     except WorkbenchError as exc:
-        st.error(ui.plain(exc))
+        ui.show_error(exc)
         view = None
     if view is not None and view.plan_id != plan.id:
         view = None

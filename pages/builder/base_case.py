@@ -12,7 +12,6 @@ from pages.builder.nav import go
 from pages.builder.variant_tab import family_tab
 from review.builder import documents, suggestions, tables
 from review.cases import cases, sight
-from review.core.errors import WorkbenchError
 from review.core.identity import Actor, Permission
 from review.core.taxonomy import Taxonomy
 from review.labels import blind
@@ -32,18 +31,15 @@ def passage_tab(engine: Engine, actor: Actor, view: cases.CaseView) -> None:
         passage = st.text_area("Decisive passage (exact text of a visible document)", height=80)
         ok = st.form_submit_button("Mark as decisive")
     if ok:
-        try:
+        with ui.reported("Nothing was saved. "):
             ref = suggestions.mark_passage(engine, actor, view.id, passage)
-        except WorkbenchError as exc:
-            st.error("Nothing was saved. " + ui.plain(exc))
-        else:
             st.success(f"Marked the decisive passage in {ui.plain(ref)}.")
 
 
 def builder_view(engine: Engine, actor: Actor, tax: Taxonomy, case_id: int) -> None:
     view = sight.get_case(engine, blind.sight(engine, actor), case_id, viewer=actor)
     if view is None:
-        st.error(f"Case {case_id:d} does not exist.")
+        ui.error(f"Case {case_id:d} does not exist.")
         return
     if view.blind:  # building from it would tell its evidence state and expected decision
         st.subheader(f"Case {ui.plain(view.key)}")

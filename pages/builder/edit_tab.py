@@ -43,7 +43,7 @@ def pick_span(
         start = int(c3.number_input("Start offset", 0, len(body), 0, key="bld_custom_start"))
         end = int(c4.number_input("End offset", 0, len(body), 0, key="bld_custom_end"))
         if end < start:
-            st.error("The end offset must not be before the start offset.")
+            ui.error("The end offset must not be before the start offset.")
             return None
         return start, end, body[start:end]
     sp = spans[int(choice)]
@@ -94,7 +94,7 @@ def edit_tab(
             diffs.preview(body, op_name, start, end, params, doc_ref=doc.ref, other_decisive=others)
         except WorkbenchError as exc:
             st.session_state.pop(PREVIEW_KEY, None)
-            st.error("Nothing changed. " + ui.plain(exc))
+            ui.show_error(exc, "Nothing changed. ")
         else:
             st.session_state[PREVIEW_KEY] = forms.preview_state(
                 view.id, doc.ref, op_name, start, end, params
@@ -143,11 +143,8 @@ def save_buttons(
             params=state["params"],
             as_new_version=as_version,
         )
-        try:
+        with ui.reported("Nothing was saved. "):
             saved = variants.build_variant(engine, actor, tax, view.id, spec)
-        except WorkbenchError as exc:
-            st.error("Nothing was saved. " + ui.plain(exc))
-        else:
             st.session_state.pop(PREVIEW_KEY, None)
             leave_message(
                 f"Saved {saved.key} (draft; "
@@ -160,7 +157,7 @@ def save_buttons(
     if actor.can(Permission.edit_corpus) and c6.button(
         "Save the edited document only", key="bld_save_doc"
     ):
-        try:
+        with ui.reported("Nothing was saved. "):
             doc_saved = documents.save_edit(
                 engine,
                 actor,
@@ -172,9 +169,6 @@ def save_buttons(
                 state["params"],
                 as_new_version=as_version,
             )
-        except WorkbenchError as exc:
-            st.error("Nothing was saved. " + ui.plain(exc))
-        else:
             st.session_state.pop(PREVIEW_KEY, None)
             extra = f" and {', '.join(doc_saved.extra_refs)}" if doc_saved.extra_refs else ""
             leave_message(

@@ -16,7 +16,6 @@ from review.builder import blinding, replay, suggestions, tables
 from review.builder import family_view as builder_family_view
 from review.builder.family_view import FamilyView, VariantRow
 from review.core import clearance
-from review.core.errors import WorkbenchError
 from review.core.identity import Actor, Permission
 from review.core.taxonomy import Taxonomy
 from review.labels import blind
@@ -31,7 +30,7 @@ def family_view(engine: Engine, actor: Actor, tax: Taxonomy, key: str) -> None:
     checked_passage = st.session_state.get(passage_key(key))
     fam = builder_family_view.family_view(engine, actor, key, passage=checked_passage)
     if fam is None:
-        st.error(f"Family {ui.plain(key)} does not exist.")
+        ui.error(f"Family {key} does not exist.")
         return
     fam = blinding.family(engine, blind.sight(engine, actor), fam)
     st.subheader(f"Family {ui.plain(fam.key)}")
@@ -67,7 +66,10 @@ def checks(fam: FamilyView, key: str) -> None:
         )
         return
     for note in tables.check_notes(fam):
-        {"error": st.error, "warning": st.warning, "success": st.success}[note.level](note.text)
+        if note.level == "error":
+            ui.error(note.text)
+        else:
+            {"warning": st.warning, "success": st.success}[note.level](note.text)
     st.dataframe(
         tables.checks_table(fam.checks),
         hide_index=True,
@@ -89,7 +91,7 @@ def checks(fam: FamilyView, key: str) -> None:
         if other.strip():
             st.session_state[passage_key(key)] = other.strip()
         else:
-            st.error("Give a passage to check against.")
+            ui.error("Give a passage to check against.")
         st.rerun()
     if reset:
         st.session_state.pop(passage_key(key), None)
@@ -148,7 +150,7 @@ def confirm(engine: Engine, actor: Actor, tax: Taxonomy, fam: FamilyView, key: s
         ok = st.form_submit_button("Confirm", type="primary")
     if not ok:
         return
-    try:
+    with ui.reported("Nothing was saved. "):
         res = suggestions.confirm_suggestion(
             engine,
             actor,
@@ -160,9 +162,6 @@ def confirm(engine: Engine, actor: Actor, tax: Taxonomy, fam: FamilyView, key: s
             note=note,
             make_ready=make_ready,
         )
-    except WorkbenchError as exc:
-        st.error("Nothing was saved. " + ui.plain(exc))
-    else:
         leave_message(
             f"{target.key}: {'changed' if res.changed else 'confirmed'} as "
             f"{tables.decision_label(tax, decision)}; status {res.status}."
@@ -186,13 +185,10 @@ def variant_detail(
             )
             save = st.form_submit_button("Save the claims")
         if save:
-            try:
+            with ui.reported("Nothing was saved. "):
                 suggestions.set_required_claims(
                     engine, actor, tax, v.case_id, v.version, text.splitlines()
                 )
-            except WorkbenchError as exc:
-                st.error("Nothing was saved. " + ui.plain(exc))
-            else:
                 leave_message(f"Saved the required claims of {v.key}.")
                 st.rerun()
     if v.edits:
@@ -207,4 +203,7 @@ def variant_detail(
             c2.code(e.after or "(empty)", language=None, wrap_lines=True)
         if st.button("Replay this edit", key=f"bld_replay_{e.id}"):
             check = replay.replay_check(engine, e.id)
-            (st.success if check.ok else st.error)(ui.plain(check.detail))
+            if check.ok:
+                st.success(ui.plain(check.detail))
+            else:
+                ui.error(check.detail)

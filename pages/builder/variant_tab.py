@@ -13,7 +13,6 @@ from review.builder import documents, forms, tables, variants
 from review.builder.edits import OPERATORS
 from review.builder.operator import ParamField, operator_label
 from review.cases import cases
-from review.core.errors import WorkbenchError
 from review.core.identity import Actor, Permission
 from review.core.taxonomy import Taxonomy
 
@@ -101,7 +100,7 @@ def family_tab(
         submitted = st.form_submit_button("Build and save the variant", type="primary")
     if not submitted:
         return
-    try:
+    with ui.reported("Nothing was saved. "):
         spec = forms.variant_spec(
             kind,
             decisive_ref=decisive.ref if decisive is not None else None,
@@ -117,13 +116,10 @@ def family_tab(
             policy=policy,
         )
         saved = variants.build_variant(engine, actor, tax, view.id, spec)
-    except WorkbenchError as exc:
-        st.error("Nothing was saved. " + ui.plain(exc))
-        return
-    leave_message(
-        f"Saved {saved.key} (draft; {tables.evidence_state_label(tax, saved.evidence_state)}; "
-        f"suggested {tables.decision_label(tax, saved.suggested_decision)}). Confirm its "
-        "label below."
-    )
-    focus_variant(saved.case_id)
-    go(family=view.family or "")
+        leave_message(
+            f"Saved {saved.key} (draft; {tables.evidence_state_label(tax, saved.evidence_state)}; "
+            f"suggested {tables.decision_label(tax, saved.suggested_decision)}). Confirm its "
+            "label below."
+        )
+        focus_variant(saved.case_id)
+        go(family=view.family or "")

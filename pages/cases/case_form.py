@@ -137,5 +137,5 @@ def case_form(
         )
         return case_form_data.validate_form(values, tax)
     except WorkbenchError as exc:
-        st.error(ui.plain(exc))
+        ui.show_error(exc)
         return None

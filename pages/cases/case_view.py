@@ -116,7 +116,7 @@ def show_case(engine: Engine, actor: Actor, tax: Taxonomy, case_id: int) -> None
     seen = blind.sight(engine, actor)
     view = sight.get_case(engine, seen, case_id, viewer=actor)
     if view is None:
-        st.error(f"Case {case_id:d} does not exist.")
+        ui.error(f"Case {case_id:d} does not exist.")
         return
     st.subheader(f"Case {ui.plain(view.key)}")
     opened = st.session_state.get(edit_key(view.id))

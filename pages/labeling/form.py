@@ -197,4 +197,7 @@ def message() -> None:
     msg = st.session_state.get("lab_msg")
     if msg:
         kind, text = msg
-        (st.success if kind == "success" else st.error)(ui.plain(text))
+        if kind == "success":
+            st.success(ui.plain(text))
+        else:
+            ui.error(text)

@@ -82,7 +82,7 @@ def _outcomes(
         help="Choose thresholds on validation; the sign-off view reports the test split.",
     )
     if tuned_on == "test":
-        st.error(
+        ui.error(
             "Tuning on the test split: the proposal will be flagged and cannot be "
             "approved without an override note that stays on the record."
         )
@@ -310,7 +310,7 @@ def calibrate(engine: Engine, actor: Actor, tax: Taxonomy, pif: PolicyInForce) -
             report_on=src.report_on,
         )
     except WorkbenchError as exc:
-        st.error(ui.plain(exc))
+        ui.show_error(exc)
         return
     st.caption(ui.plain(display.analysis_caption(a)))
     _operating_points(a, policy)

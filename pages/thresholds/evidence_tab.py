@@ -55,7 +55,7 @@ def evidence_tab(engine: Engine, actor: Actor, pif: PolicyInForce) -> None:
     try:
         inp = casegate.case_input(engine, actor, key)
     except WorkbenchError as exc:
-        st.error(ui.plain(exc))
+        ui.show_error(exc)
         return
     ui.text(inp.question, label="Question")
     for c in inp.required_claims:

@@ -107,7 +107,10 @@ def history_tab(engine: Engine, actor: Actor, pif: PolicyInForce) -> None:
     if actor.can(Permission.propose_policy) and earlier:
         _rollback(engine, actor, earlier)
     problems = signoff.verify_chain(engine)
-    (st.error if problems else st.success)(ui.plain(display.chain_message(problems)))
+    if problems:
+        ui.error(display.chain_message(problems))
+    else:
+        st.success(ui.plain(display.chain_message(problems)))
     _export(engine)
     _snapshots(allv)
     _reproduce(engine, actor, pif)

@@ -124,9 +124,9 @@ def _proposal(
         ui.text(v.rationale, label="Rationale")
         stale = signoff.stale_parent(engine, v)
         if stale:
-            st.error(ui.plain(stale))
+            ui.error(stale)
         if signoff.needs_override(v.tuned_on_split):
-            st.error(ui.plain(display.override_message(v)))
+            ui.error(display.override_message(v))
             if v.override_note:
                 st.text(v.override_note)
         st.caption(

@@ -51,7 +51,7 @@ def retention_panel(engine: Engine, actor: Actor) -> None:
             try:
                 retention.set_retention(engine, actor, int(days) or None, opened)
             except WorkbenchError as exc:
-                st.error(ui.plain(exc))
+                ui.show_error(exc)
                 st.session_state[f"{P}retention_version"] = r.version  # now showing theirs
             else:
                 st.session_state.pop(f"{P}retention_version", None)

@@ -146,7 +146,7 @@ def trace_list(engine: Engine, actor: Actor, tax: Taxonomy) -> None:
     """The filters and one page of the traces that match them."""
     flt, sort = filters(engine, actor, tax)
     if listing.dates_reversed(flt):
-        st.error("The “From” date is after the “To” date.")
+        ui.error("The “From” date is after the “To” date.")
         return
     total = browse.count_traces(engine, actor, flt)
     page = ui.paginate(total, "traces")

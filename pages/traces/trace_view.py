@@ -32,7 +32,7 @@ def _header(view: TraceView, tax: Taxonomy) -> None:
     if view.caveat:
         st.info("Answered with a caveat (reason support_below_threshold).")
     if view.missing_reason:
-        st.error(
+        ui.error(
             "This decision has no logged reason: every decision other than an answer must log one."
         )
 
@@ -100,12 +100,10 @@ def show_trace(engine: Engine, actor: Actor, tax: Taxonomy, pk: int) -> None:
     try:
         view = browse.get_trace(engine, actor, pk=pk)
     except WorkbenchError as exc:
-        st.error(ui.plain(exc))
+        ui.show_error(exc)
         return
     if view is None:
-        st.error(
-            f"Trace {ui.plain(pk)} does not exist (it may have been purged by the retention rule)."
-        )
+        ui.error(f"Trace {pk:d} does not exist (it may have been purged by the retention rule).")
         return
     _header(view, tax)
     restriction_panel(engine, actor, pk)

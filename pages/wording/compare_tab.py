@@ -38,7 +38,7 @@ def compare_tab(ctx: WordingContext) -> None:
         old, old_text = versions.wording_of(ctx.engine, a)
         new, new_text = versions.wording_of(ctx.engine, b)
     except WorkbenchError as exc:
-        st.error(ui.plain(exc))
+        ui.show_error(exc)
         return
     changes = compare.compare(old, new)
     changed = [c for c in changes if c.status != "unchanged"]

@@ -36,7 +36,7 @@ def _add_key(ctx: WordingContext, keys: list[str]) -> None:
             candidate = new_key.strip()
             problem = editing.new_key_problem(candidate, keys)
             if problem:
-                st.error(ui.plain(problem))
+                ui.error(problem)
             else:
                 ctx.draft[candidate] = {"text": "", "description": ""}
                 st.session_state["wd_select"] = candidate
@@ -103,7 +103,7 @@ def _preview_and_lint(ctx: WordingContext, key: str, text: str) -> None:
     try:
         rendered = preview(text, values) if text.strip() else None
     except WorkbenchError as exc:
-        st.error(ui.plain(exc))
+        ui.show_error(exc)
         rendered = None
     if rendered is not None:
         ui.text(rendered, label="Preview: what the customer reads")

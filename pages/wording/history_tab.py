@@ -20,7 +20,10 @@ def history_tab(ctx: WordingContext) -> None:
         return
     st.dataframe(display.history_frame(allv), hide_index=True, width="stretch")
     problems = signoff.verify_chain(ctx.engine)
-    (st.error if problems else st.success)(ui.plain(display.chain_message(problems)))
+    if problems:
+        ui.error(display.chain_message(problems))
+    else:
+        st.success(ui.plain(display.chain_message(problems)))
     current = ctx.current
     if current.version is not None and not clearance.cleared(ctx.actor):
         st.caption(

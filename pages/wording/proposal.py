@@ -19,7 +19,7 @@ def _summary(ctx: WordingContext, edits: dict[str, drafts.MessageDraft]) -> None
     try:
         draft_text = drafts.draft_yaml(ctx.current.text, edits, source="your draft")
     except WorkbenchError as exc:
-        st.error("The draft is not valid yet:")
+        ui.error("The draft is not valid yet:")
         st.code(str(exc), language=None)
         return
     summary = editing.summarize_draft(ctx.current, draft_text, ctx.terms)

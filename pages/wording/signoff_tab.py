@@ -116,7 +116,7 @@ def _version(ctx: WordingContext, v: signoff.VersionView) -> None:
             f"far: {ui.plain(policy_display.signatures_text(v, names))}"
         )
         if r.stale_parent:
-            st.error(ui.plain(r.stale_parent))
+            ui.error(r.stale_parent)
         _changes(r)
         _lint(r)
         _signatures(ctx, v)

@@ -111,25 +111,8 @@ def _base(case: Mapping[str, Any], builder: str) -> dict[str, Any]:
     for fld, typ in (("question", str), ("expected_decision", str)):
         if not isinstance(case.get(fld), typ) or not case[fld].strip():
             raise _fail(label, fld, "required (a non-empty string)")
-    identity = case.get("identity")
-    if not isinstance(identity, Mapping):
-        raise _fail(label, "identity", "required (a mapping with name and scopes)")
-    if not isinstance(identity.get("name"), str):
-        raise _fail(label, "identity.name", "required (a string)")
-    scopes = identity.get("scopes")
-    if not isinstance(scopes, list) or not all(isinstance(s, str) for s in scopes):
-        raise _fail(label, "identity.scopes", "required (a list of scope names)")
-    docs = case.get("documents")
-    if not isinstance(docs, list):
-        raise _fail(label, "documents", "required (a list)")
-    for i, d in enumerate(docs):
-        if not isinstance(d, Mapping):
-            raise _fail(label, f"documents.{i}", "expected a mapping")
-        for fld, typ in (("doc_id", str), ("visibility", str), ("role", str)):
-            if not isinstance(d.get(fld), typ):
-                raise _fail(label, f"documents.{i}.{fld}", "required (a string)")
-        if not isinstance(d.get("version"), int) or isinstance(d.get("version"), bool):
-            raise _fail(label, f"documents.{i}.version", "required (a whole number)")
+    _check_identity(label, case.get("identity"))
+    _check_documents(label, case.get("documents"))
     claims = case.get("required_claims", [])
     if not isinstance(claims, list) or not all(isinstance(c, str) for c in claims):
         raise _fail(label, "required_claims", "expected a list of strings")
@@ -149,6 +132,29 @@ def _base(case: Mapping[str, Any], builder: str) -> dict[str, Any]:
             f"{builder} starts from a case expecting 'answer', not {case['expected_decision']!r}",
         )
     return copy.deepcopy(dict(case))
+
+
+def _check_identity(label: str, identity: object) -> None:
+    if not isinstance(identity, Mapping):
+        raise _fail(label, "identity", "required (a mapping with name and scopes)")
+    if not isinstance(identity.get("name"), str):
+        raise _fail(label, "identity.name", "required (a string)")
+    scopes = identity.get("scopes")
+    if not isinstance(scopes, list) or not all(isinstance(s, str) for s in scopes):
+        raise _fail(label, "identity.scopes", "required (a list of scope names)")
+
+
+def _check_documents(label: str, docs: object) -> None:
+    if not isinstance(docs, list):
+        raise _fail(label, "documents", "required (a list)")
+    for i, d in enumerate(docs):
+        if not isinstance(d, Mapping):
+            raise _fail(label, f"documents.{i}", "expected a mapping")
+        for fld, typ in (("doc_id", str), ("visibility", str), ("role", str)):
+            if not isinstance(d.get(fld), typ):
+                raise _fail(label, f"documents.{i}.{fld}", "required (a string)")
+        if not isinstance(d.get("version"), int) or isinstance(d.get("version"), bool):
+            raise _fail(label, f"documents.{i}.version", "required (a whole number)")
 
 
 def _iso(value: object) -> str | None:

@@ -6,12 +6,12 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Engine, func, select
-from sqlalchemy.orm import selectinload
+from sqlalchemy.orm import Session, selectinload
 
 from review.builder.documents import _doc_dict, _get_doc, _ref_of
 from review.builder.families import Check, Variant
@@ -236,20 +236,7 @@ def family_view(
         fam = s.scalar(select(CaseFamily).where(CaseFamily.key == family_key))
         if fam is None:
             return None
-        rows = list(
-            s.scalars(
-                select(Case)
-                .options(
-                    selectinload(Case.claims),
-                    selectinload(Case.documents).selectinload(CaseDocument.document),
-                    selectinload(Case.slices),
-                    selectinload(Case.family),
-                )
-                .where(Case.family_id == fam.id)
-                .order_by(Case.id)
-                .limit(MAX_FAMILY_VARIANTS)
-            )
-        )
+        rows = _family_cases(s, fam.id)
         ids = [r.id for r in rows]
         sugs = {
             g.case_id: g
@@ -259,93 +246,29 @@ def family_view(
         for e in s.scalars(select(CaseEdit).where(CaseEdit.case_id.in_(ids)).order_by(CaseEdit.id)):
             if e.case_id is not None:
                 edits[e.case_id].append(e)
-        recorded: dict[int, dict[str, Any]] = {}
-        for log in s.scalars(
-            select(AuditLog)
-            .where(
-                AuditLog.entity == VARIANT_ENTITY,
-                AuditLog.action == "derive",
-                AuditLog.entity_id.in_([str(i) for i in ids]),
-            )
-            .order_by(AuditLog.id)
-        ):
-            p = (log.after or {}).get("passage")
-            if isinstance(p, dict):
-                recorded[int(log.entity_id)] = p
-        marked: dict[int, dict[str, Any]] = {}
-        for log in s.scalars(
-            select(AuditLog)
-            .where(
-                AuditLog.entity == PASSAGE_ENTITY,
-                AuditLog.action == "mark",
-                AuditLog.entity_id.in_([str(i) for i in ids]),
-            )
-            .order_by(AuditLog.id)
-        ):
-            if isinstance(log.after, dict):
-                marked[int(log.entity_id)] = log.after  # the newest mark wins
-        docs: dict[tuple[str, int], Document] = {}
-        for r in rows:
-            for cd in r.documents:
-                docs[(cd.document.doc_key, cd.document.version)] = cd.document
-        for p in [*recorded.values(), *marked.values()]:
-            key, _, ver = str(p.get("doc", "")).partition("@")
-            if ver.isdigit() and (key, int(ver)) not in docs:
-                d = _get_doc(s, key, int(ver))
-                if d is not None:
-                    docs[(key, int(ver))] = d
+        recorded = _logged(s, VARIANT_ENTITY, "derive", ids, _derived_passage)
+        marked = _logged(s, PASSAGE_ENTITY, "mark", ids, _marked_passage)  # the newest wins
+        docs = _family_documents(s, rows, [*recorded.values(), *marked.values()])
         restricted_in_family = any(
             d.access_scope == clearance.RESTRICTED_SCOPE for d in docs.values()
         )
         hide = not clearance.may_see(actor, restricted_in_family)
-
-        def passage_text(p: Mapping[str, Any]) -> tuple[str, Document] | None:
-            key, _, ver = str(p.get("doc", "")).partition("@")
-            d = docs.get((key, int(ver))) if ver.isdigit() else None
-            start, end = p.get("start"), p.get("end")
-            if d is None or not isinstance(start, int) or not isinstance(end, int):
-                return None
-            text = d.body[start:end].strip()
-            return (text, d) if text else None
-
         present = [r for r in rows if r.evidence_state == "present"]
-        present_refs = {
-            (cd.document.doc_key, cd.document.version)
-            for r in present
-            for cd in r.documents
-            if cd.visibility == "visible"
-        }
-        base_passage: str | None = None
-        source = "none recorded"
-        base_doc: Document | None = None
-        marks = [marked[r.id] for r in present if r.id in marked]
-        found_mark = passage_text(marks[-1]) if marks else None
-        if passage is not None and passage.strip():
-            base_passage, source = passage.strip(), "given"
-        elif found_mark is not None:
-            base_passage, base_doc = found_mark
-            source = f"marked as decisive in {_ref_of(base_doc)}"
-        else:
-            for cid in ids:
-                p = recorded.get(cid)
-                found = passage_text(p) if p else None
-                if found and (found[1].doc_key, found[1].version) in present_refs:
-                    base_passage, base_doc = found[0], found[1]
-                    source = f"recorded when a variant was built from {_ref_of(found[1])}"
-                    break
+        base_passage, source, base_doc = _base_passage(
+            passage, present, ids, recorded, marked, docs
+        )
         variants: list[Variant] = []
         for r in rows:
             own: str | None = None
             if r.evidence_state == "present":
                 own = base_passage
             elif r.id in recorded:
-                found = passage_text(recorded[r.id])
+                found = _passage_text(docs, recorded[r.id])
                 own = found[0] if found else None
-            record = case_service.to_record(r)
             variants.append(
                 Variant(
                     evidence_state=r.evidence_state,
-                    case=record,
+                    case=case_service.to_record(r),
                     suggested_decision=r.expected_decision,
                     suggested_reasons=tuple(r.reason_codes),
                     decisive_passage=own,
@@ -367,47 +290,10 @@ def family_view(
             ]
         base_claims = [c.text for r in present for c in r.claims]
         secret_cases = clearance.restricted_cases(s, [r.id for r in rows])
-        out_rows: list[VariantRow] = []
-        for r in rows:
-            g = sugs.get(r.id)
-            secret = r.id in secret_cases
-            out_rows.append(
-                VariantRow(
-                    case_id=r.id,
-                    key=r.key,
-                    version=r.version,
-                    evidence_state=r.evidence_state,
-                    status=r.status,
-                    question=clearance.shown(actor, r.question, secret),
-                    expected_decision=r.expected_decision,
-                    reason_codes=tuple(r.reason_codes),
-                    suggested_decision=g.decision if g else None,
-                    suggested_reasons=tuple(g.reason_codes) if g else (),
-                    suggestion_source=g.source if g else None,
-                    confirmed_by=g.confirmed_by if g else None,
-                    confirmed_at=g.confirmed_at if g else None,
-                    identity_name=r.identity_name,
-                    identity_scopes=tuple(r.identity_scopes),
-                    documents=tuple(
-                        VariantDoc(
-                            _ref_of(cd.document),
-                            cd.document.id,
-                            clearance.title(actor, cd.document.title, cd.document.access_scope),
-                            cd.visibility,
-                            cd.role,
-                            cd.document.access_scope,
-                        )
-                        for cd in r.documents
-                    ),
-                    claims=tuple(
-                        dataclasses.replace(m, text=clearance.shown(actor, m.text, secret))
-                        for m in _claim_marks(
-                            r.evidence_state, [c.text for c in r.claims], base_claims
-                        )
-                    ),
-                    edits=tuple(_edit_row(e, docs, actor) for e in edits[r.id]),
-                )
-            )
+        out_rows = [
+            _variant_row(actor, r, sugs.get(r.id), r.id in secret_cases, base_claims, edits, docs)
+            for r in rows
+        ]
         shown = base_passage
         if base_passage is not None and hide:
             shown = None
@@ -416,6 +302,167 @@ def family_view(
         return FamilyView(
             fam.key, fam.title, tuple(out_rows), tuple(checks), shown, source, hide, people
         )
+
+
+def _family_cases(s: Session, family_id: int) -> list[Case]:
+    """The family's cases (at most MAX_FAMILY_VARIANTS), with what the view shows of them."""
+    return list(
+        s.scalars(
+            select(Case)
+            .options(
+                selectinload(Case.claims),
+                selectinload(Case.documents).selectinload(CaseDocument.document),
+                selectinload(Case.slices),
+                selectinload(Case.family),
+            )
+            .where(Case.family_id == family_id)
+            .order_by(Case.id)
+            .limit(MAX_FAMILY_VARIANTS)
+        )
+    )
+
+
+def _derived_passage(after: Any) -> dict[str, Any] | None:
+    """The passage a variant's derivation recorded (its audit entry's ``after``)."""
+    p = (after or {}).get("passage")
+    return p if isinstance(p, dict) else None
+
+
+def _marked_passage(after: Any) -> dict[str, Any] | None:
+    """The passage marked as decisive (its audit entry's ``after``)."""
+    return after if isinstance(after, dict) else None
+
+
+def _logged(
+    s: Session,
+    entity: str,
+    action: str,
+    ids: Sequence[int],
+    passage_of: Callable[[Any], dict[str, Any] | None],
+) -> dict[int, dict[str, Any]]:
+    """The passage of the newest ``action`` the audit log records on each case of ``ids``
+    that names one."""
+    out: dict[int, dict[str, Any]] = {}
+    for log in s.scalars(
+        select(AuditLog)
+        .where(
+            AuditLog.entity == entity,
+            AuditLog.action == action,
+            AuditLog.entity_id.in_([str(i) for i in ids]),
+        )
+        .order_by(AuditLog.id)
+    ):
+        p = passage_of(log.after)
+        if p is not None:
+            out[int(log.entity_id)] = p
+    return out
+
+
+def _family_documents(
+    s: Session, rows: Sequence[Case], passages: Sequence[Mapping[str, Any]]
+) -> dict[tuple[str, int], Document]:
+    """The documents of the family's cases and those the recorded passages are in."""
+    docs: dict[tuple[str, int], Document] = {}
+    for r in rows:
+        for cd in r.documents:
+            docs[(cd.document.doc_key, cd.document.version)] = cd.document
+    for p in passages:
+        key, _, ver = str(p.get("doc", "")).partition("@")
+        if ver.isdigit() and (key, int(ver)) not in docs:
+            d = _get_doc(s, key, int(ver))
+            if d is not None:
+                docs[(key, int(ver))] = d
+    return docs
+
+
+def _passage_text(
+    docs: Mapping[tuple[str, int], Document], p: Mapping[str, Any]
+) -> tuple[str, Document] | None:
+    """The text of a recorded passage (``{"doc": "KEY@2", "start": .., "end": ..}``) and its
+    document; None when it is not there or empty."""
+    key, _, ver = str(p.get("doc", "")).partition("@")
+    d = docs.get((key, int(ver))) if ver.isdigit() else None
+    start, end = p.get("start"), p.get("end")
+    if d is None or not isinstance(start, int) or not isinstance(end, int):
+        return None
+    text = d.body[start:end].strip()
+    return (text, d) if text else None
+
+
+def _base_passage(
+    passage: str | None,
+    present: Sequence[Case],
+    ids: Sequence[int],
+    recorded: Mapping[int, Mapping[str, Any]],
+    marked: Mapping[int, Mapping[str, Any]],
+    docs: Mapping[tuple[str, int], Document],
+) -> tuple[str | None, str, Document | None]:
+    """The decisive passage the checks use, where it comes from, and its document: the one
+    given, else the one marked on an evidence-present case, else the first one recorded when
+    a variant was built from an evidence-present case's document."""
+    marks = [marked[r.id] for r in present if r.id in marked]
+    found_mark = _passage_text(docs, marks[-1]) if marks else None
+    if passage is not None and passage.strip():
+        return passage.strip(), "given", None
+    if found_mark is not None:
+        return found_mark[0], f"marked as decisive in {_ref_of(found_mark[1])}", found_mark[1]
+    present_refs = {
+        (cd.document.doc_key, cd.document.version)
+        for r in present
+        for cd in r.documents
+        if cd.visibility == "visible"
+    }
+    for cid in ids:
+        p = recorded.get(cid)
+        found = _passage_text(docs, p) if p else None
+        if found and (found[1].doc_key, found[1].version) in present_refs:
+            return found[0], f"recorded when a variant was built from {_ref_of(found[1])}", found[1]
+    return None, "none recorded", None
+
+
+def _variant_row(
+    actor: Actor,
+    r: Case,
+    g: CaseSuggestion | None,
+    secret: bool,
+    base_claims: Sequence[str],
+    edits: Mapping[int, Sequence[CaseEdit]],
+    docs: Mapping[tuple[str, int], Document],
+) -> VariantRow:
+    """One variant as ``actor`` may see it (``secret``: it cites a restricted document)."""
+    return VariantRow(
+        case_id=r.id,
+        key=r.key,
+        version=r.version,
+        evidence_state=r.evidence_state,
+        status=r.status,
+        question=clearance.shown(actor, r.question, secret),
+        expected_decision=r.expected_decision,
+        reason_codes=tuple(r.reason_codes),
+        suggested_decision=g.decision if g else None,
+        suggested_reasons=tuple(g.reason_codes) if g else (),
+        suggestion_source=g.source if g else None,
+        confirmed_by=g.confirmed_by if g else None,
+        confirmed_at=g.confirmed_at if g else None,
+        identity_name=r.identity_name,
+        identity_scopes=tuple(r.identity_scopes),
+        documents=tuple(
+            VariantDoc(
+                _ref_of(cd.document),
+                cd.document.id,
+                clearance.title(actor, cd.document.title, cd.document.access_scope),
+                cd.visibility,
+                cd.role,
+                cd.document.access_scope,
+            )
+            for cd in r.documents
+        ),
+        claims=tuple(
+            dataclasses.replace(m, text=clearance.shown(actor, m.text, secret))
+            for m in _claim_marks(r.evidence_state, [c.text for c in r.claims], base_claims)
+        ),
+        edits=tuple(_edit_row(e, docs, actor) for e in edits[r.id]),
+    )
 
 
 def _edit_row(e: CaseEdit, docs: Mapping[tuple[str, int], Document], actor: Actor) -> EditRow:

@@ -125,41 +125,9 @@ def _exception_plan(
             k2 = comma + 2
             ops = [(m.start(), k2 + 1, text[k2].upper())]
     elif not whole:
-        j = m.start()
-        if j > ss and text[j - 1] == "(" and text.find(")", m.end(), end) >= 0:
-            end = text.find(")", m.end(), end) + 1  # a parenthetical exception: drop it whole
-            j -= 1
-        while j > ss and text[j - 1] == " ":
-            j -= 1
-        if j > ss and text[j - 1] == ",":
-            j -= 1
-        removed = text[j:end]
-        refs = "".join(_FOOTNOTE_REF_RE.findall(removed))
-        repl = refs
-        if removed.count("**") % 2:
-            if text[ss:j].count("**") % 2 == 0:
-                raise InputError(
-                    "Drop the exception: the exception cuts through bold text; "
-                    "select and edit it by hand"
-                )
-            repl = "**" + refs
-        if removed.count("`") % 2:
-            raise InputError(
-                "Drop the exception: the exception cuts through code text; select and edit it "
-                "by hand"
-            )
-        ops = [(j, end, repl)]
+        ops = [_clause_op(text, ss, m.start(), m.end(), end)]
     if whole:
-        if len(sents) > 1:
-            ops = [(ss, se, "")]
-        elif block.kind == "paragraph":
-            ops = [(block.start, block.end, "")]
-        else:
-            what = "footnote" if block.kind == "footnote" else "list item"
-            raise InputError(
-                f"Drop the exception: the exception is the whole {what} on line "
-                f"{_line_no(text, block.start)}; removing it would leave the {what} empty"
-            )
+        ops = [_sentence_op(text, sents, ss, se, block)]
     lo = min(a for a, _b, _r in ops)
     hi = max(b for _a, b, _r in ops)
     if any(not r for _a, _b, r in ops):
@@ -169,6 +137,49 @@ def _exception_plan(
             lo = max(lo, block.content)
             hi = min(hi, block.end)
     return ops, min(lo, ss), max(hi, se)
+
+
+def _clause_op(text: str, ss: int, start: int, after: int, end: int) -> _Op:
+    """Remove the exception clause at ``start`` (its marker ends at ``after``) to ``end``,
+    with the comma and spaces before it (a parenthetical one with its brackets), keeping its
+    footnote references and the bold it closes."""
+    j = start
+    if j > ss and text[j - 1] == "(" and text.find(")", after, end) >= 0:
+        end = text.find(")", after, end) + 1  # a parenthetical exception: drop it whole
+        j -= 1
+    while j > ss and text[j - 1] == " ":
+        j -= 1
+    if j > ss and text[j - 1] == ",":
+        j -= 1
+    removed = text[j:end]
+    refs = "".join(_FOOTNOTE_REF_RE.findall(removed))
+    repl = refs
+    if removed.count("**") % 2:
+        if text[ss:j].count("**") % 2 == 0:
+            raise InputError(
+                "Drop the exception: the exception cuts through bold text; "
+                "select and edit it by hand"
+            )
+        repl = "**" + refs
+    if removed.count("`") % 2:
+        raise InputError(
+            "Drop the exception: the exception cuts through code text; select and edit it by hand"
+        )
+    return (j, end, repl)
+
+
+def _sentence_op(text: str, sents: list[tuple[int, int]], ss: int, se: int, block: _Block) -> _Op:
+    """Remove the whole sentence (``ss`` to ``se``) the exception is, or its paragraph when it
+    is the paragraph's only sentence; a footnote or list item is never left empty."""
+    if len(sents) > 1:
+        return (ss, se, "")
+    if block.kind == "paragraph":
+        return (block.start, block.end, "")
+    what = "footnote" if block.kind == "footnote" else "list item"
+    raise InputError(
+        f"Drop the exception: the exception is the whole {what} on line "
+        f"{_line_no(text, block.start)}; removing it would leave the {what} empty"
+    )
 
 
 class DropException(Operator[DropExceptionParams]):

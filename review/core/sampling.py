@@ -142,61 +142,71 @@ def allocate(
         tie_rank[i] = r
 
     if method == "explicit":
-        if explicit is None:
-            raise InputError("explicit allocation: give the sample size of each stratum")
-        unknown = [k for k in explicit if k not in strata_sizes]
-        if unknown:
-            raise InputError("explicit allocation: unknown strata " + ", ".join(map(repr, unknown)))
-        problems = []
-        for name in names:
-            want = explicit.get(name, 0)
-            if not _is_int(want) or want < 0:
-                problems.append(f"stratum {name!r}: size must be a whole number >= 0")
-            elif want > strata_sizes[name]:
-                problems.append(
-                    f"stratum {name!r}: asks for {want} but the population holds only "
-                    f"{strata_sizes[name]}"
-                )
-        if problems:
-            raise InputError("explicit allocation: " + "; ".join(problems))
-        asked = sum(int(explicit.get(n, 0)) for n in names)
-        if asked != total:
-            raise InputError(
-                f"explicit allocation: the stratum sizes add up to {asked}, not to the "
-                f"sample size {total}"
-            )
-        return {n: int(explicit.get(n, 0)) for n in names}
+        return _explicit_allocation(strata_sizes, total, explicit)
     if explicit is not None:
         raise InputError(f"explicit sizes are only used with method 'explicit', not {method!r}")
-
     if method == "proportional":
         if population == 0:
             return dict.fromkeys(names, 0)
         quotas = [Fraction(target * s, population) for s in sizes]
         return dict(zip(names, _largest_remainder(quotas, target, tie_rank), strict=True))
-
     if method == "equal":
-        result = [0] * len(names)
-        open_ = [i for i in range(len(names)) if sizes[i] > 0]
-        left = target
-        # water-filling: strata smaller than the equal share give everything they hold
-        while open_:
-            share = Fraction(left, len(open_))
-            small = [i for i in open_ if sizes[i] <= share]
-            if not small:
-                break
-            for i in small:
-                result[i] = sizes[i]
-                left -= sizes[i]
-            open_ = [i for i in open_ if i not in small]
-        if open_:
-            quotas = [Fraction(left, len(open_))] * len(open_)
-            got = _largest_remainder(quotas, left, [tie_rank[i] for i in open_])
-            for i, g in zip(open_, got, strict=True):
-                result[i] = g
-        return dict(zip(names, result, strict=True))
-
+        return dict(zip(names, _equal_allocation(sizes, target, tie_rank), strict=True))
     raise InputError(f"unknown allocation method {method!r}: use proportional, equal or explicit")
+
+
+def _explicit_allocation(
+    strata_sizes: Mapping[str, int], total: int, explicit: Mapping[str, int] | None
+) -> dict[str, int]:
+    """The sizes asked for, when each fits its stratum and they add up to ``total``."""
+    if explicit is None:
+        raise InputError("explicit allocation: give the sample size of each stratum")
+    unknown = [k for k in explicit if k not in strata_sizes]
+    if unknown:
+        raise InputError("explicit allocation: unknown strata " + ", ".join(map(repr, unknown)))
+    names = list(strata_sizes)
+    problems = []
+    for name in names:
+        want = explicit.get(name, 0)
+        if not _is_int(want) or want < 0:
+            problems.append(f"stratum {name!r}: size must be a whole number >= 0")
+        elif want > strata_sizes[name]:
+            problems.append(
+                f"stratum {name!r}: asks for {want} but the population holds only "
+                f"{strata_sizes[name]}"
+            )
+    if problems:
+        raise InputError("explicit allocation: " + "; ".join(problems))
+    asked = sum(int(explicit.get(n, 0)) for n in names)
+    if asked != total:
+        raise InputError(
+            f"explicit allocation: the stratum sizes add up to {asked}, not to the "
+            f"sample size {total}"
+        )
+    return {n: int(explicit.get(n, 0)) for n in names}
+
+
+def _equal_allocation(sizes: Sequence[int], target: int, tie_rank: Sequence[int]) -> list[int]:
+    """The same from each stratum; water-filling: strata smaller than the equal share give
+    everything they hold, and the leftover is shared by the others."""
+    result = [0] * len(sizes)
+    open_ = [i for i in range(len(sizes)) if sizes[i] > 0]
+    left = target
+    while open_:
+        share = Fraction(left, len(open_))
+        small = [i for i in open_ if sizes[i] <= share]
+        if not small:
+            break
+        for i in small:
+            result[i] = sizes[i]
+            left -= sizes[i]
+        open_ = [i for i in open_ if i not in small]
+    if open_:
+        quotas = [Fraction(left, len(open_))] * len(open_)
+        got = _largest_remainder(quotas, left, [tie_rank[i] for i in open_])
+        for i, g in zip(open_, got, strict=True):
+            result[i] = g
+    return result
 
 
 # --- reproducible ranks ------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -124,18 +124,50 @@ def parse_markdown(text: str, source: str, tax: Taxonomy) -> DocumentIn:
     if "\x00" in text:
         raise InputError(f"{source}: line 1: the file is binary, not text")
     lines = text.splitlines()
+    end = _front_matter_end(lines, source)
+    meta = _front_matter(lines[1:end], source)
+    body = "\n".join(lines[end + 1 :]).strip("\n")
+    if "body" in meta:
+        raise InputError(f"{source}: line 2: field body: the body goes after the front matter")
+    data = {**meta, "body": body}
+    for key in ("effective_date",):
+        if isinstance(data.get(key), dt.datetime):
+            data[key] = data[key].date()
+    meta_lines = lines[1:end]
+    # report the line of the offending front-matter key when we can
+    try:
+        doc = _build(data, source, 2, tax)
+    except InputError as exc:
+        m = re.search(r"field ([A-Za-z_]+)", str(exc))
+        at = _key_line(meta_lines, m.group(1)) if m else None
+        if at is not None:
+            raise InputError(str(exc).replace("line 2", f"line {at}", 1)) from None
+        raise
+    for i, line in enumerate(meta_lines, start=2):
+        key = line.split(":", 1)[0].strip()
+        if key in meta:
+            doc._key_lines.setdefault(key, i)
+    return doc
+
+
+def _front_matter_end(lines: Sequence[str], source: str) -> int:
+    """The index of the line that closes the front matter the file starts with."""
     if not lines or lines[0].strip() != "---":
         raise InputError(
             f"{source}: line 1: front matter: the file must start with a '---' line "
             "followed by YAML metadata (doc_id, version, title, ...) and a closing '---'"
         )
     try:
-        end = next(i for i in range(1, len(lines)) if lines[i].strip() in ("---", "..."))
+        return next(i for i in range(1, len(lines)) if lines[i].strip() in ("---", "..."))
     except StopIteration:
         raise InputError(
             f"{source}: line 1: front matter: no closing '---' line after the metadata"
         ) from None
-    meta_text = "\n".join(lines[1:end])
+
+
+def _front_matter(meta_lines: Sequence[str], source: str) -> dict[Any, Any]:
+    """The front matter's key: value pairs (its lines start at the file's line 2)."""
+    meta_text = "\n".join(meta_lines)
     if len(meta_text) > MAX_FRONT_MATTER_CHARS:
         raise InputError(
             f"{source}: line 2: front matter: longer than {MAX_FRONT_MATTER_CHARS:,} characters "
@@ -152,28 +184,15 @@ def parse_markdown(text: str, source: str, tax: Taxonomy) -> DocumentIn:
         raise InputError(msg.replace(f"{source}: ", f"{source}: ", 1)) from None
     if not isinstance(meta, dict):
         raise InputError(f"{source}: line 2: front matter: expected key: value pairs")
-    body = "\n".join(lines[end + 1 :]).strip("\n")
-    if "body" in meta:
-        raise InputError(f"{source}: line 2: field body: the body goes after the front matter")
-    data = {**meta, "body": body}
-    for key in ("effective_date",):
-        if isinstance(data.get(key), dt.datetime):
-            data[key] = data[key].date()
-    # report the line of the offending front-matter key when we can
-    try:
-        doc = _build(data, source, 2, tax)
-    except InputError as exc:
-        m = re.search(r"field ([A-Za-z_]+)", str(exc))
-        if m:
-            for i in range(1, end):
-                if lines[i].split(":", 1)[0].strip() == m.group(1):
-                    raise InputError(str(exc).replace("line 2", f"line {i + 1}", 1)) from None
-        raise
-    for i in range(1, end):
-        key = lines[i].split(":", 1)[0].strip()
-        if key in meta:
-            doc._key_lines.setdefault(key, i + 1)
-    return doc
+    return meta
+
+
+def _key_line(meta_lines: Sequence[str], key: str) -> int | None:
+    """The file's line of the first front-matter line that sets ``key``."""
+    for i, line in enumerate(meta_lines, start=2):
+        if line.split(":", 1)[0].strip() == key:
+            return i
+    return None
 
 
 def iter_jsonl(lines: Iterable[str], source: str, tax: Taxonomy) -> Iterator[DocumentIn]:

@@ -175,6 +175,46 @@ def _score(rng: random.Random, mode: str, band: str) -> float:
     return round(rng.uniform(lo, hi), 3)
 
 
+@dataclass
+class _Outcome:
+    """What the pipeline decided on one demo trace and the signals it logged."""
+
+    decision: str
+    text: str
+    reason: str | None = None
+    feedback: str | None = None
+    band: str = "high"
+    answerable: bool | None = True
+    ambiguous: bool | None = False
+    ungrounded: bool | None = False
+    empty: bool = False  # retrieval found nothing
+    lost: bool = False  # the rebuilt index lost the decisive passage
+    topic_key: str | None = None
+    filtered: list[Passage] = field(default_factory=list)
+
+
+# the intents each kind of trace asks about
+_ANSWERABLE_KINDS = (
+    "answer",
+    "caveat",
+    "partial",
+    "ungrounded_answer",
+    "abstain_low",
+    "ungrounded_refused",
+    "abstain_lost",
+)
+_INTENTS_OF = {
+    "abstain_related": RELATED_ONLY,
+    "abstain_nothing": OUT_OF_SCOPE,
+    "clarify": AMBIGUOUS,
+    "escalate": RESTRICTED_TOPICS,
+}
+_ESCALATION_TEAMS = {
+    "legal_dispute": "the Legal team",
+    "security_incident": "the Security team",
+}
+
+
 class _Builder:
     def __init__(self, seed: int, wording: WordingSet) -> None:
         self.rng = random.Random(seed)
@@ -286,126 +326,27 @@ class _Builder:
         language = rng.choices(("en", "de", "fr"), (85, 10, 5))[0]
         role = rng.choices(("customer_admin", "customer_user", "support_agent"), (5, 3, 2))[0]
         scopes: tuple[str, ...] = ("public",) if role != "support_agent" else ("public", "internal")
-        answerable: bool | None = True
-        ambiguous: bool | None = False
-        ungrounded: bool | None = False
-        reason: str | None = None
-        feedback: str | None = None
         citations: tuple[Citation, ...] = ()
-        decisive: list[Passage] = []
-        related: list[Passage] = []
-        filtered: list[Passage] = []
-        band = "high"
         n_filler = rng.randint(1, 3)
-        empty = False
-        topic_key: str | None = None
-
-        if kind in (
-            "answer",
-            "caveat",
-            "partial",
-            "ungrounded_answer",
-            "abstain_low",
-            "ungrounded_refused",
-            "abstain_lost",
-        ):
-            intent = rng.choice(ANSWERABLE)
-        elif kind == "abstain_related":
-            intent = rng.choice(RELATED_ONLY)
-        elif kind == "abstain_nothing":
-            intent = rng.choice(OUT_OF_SCOPE)
-        elif kind == "clarify":
-            intent = rng.choice(AMBIGUOUS)
-        elif kind == "escalate":
-            intent = rng.choice(RESTRICTED_TOPICS)
-        else:
-            intent = rng.choice(NOT_ALLOWED)
+        pool = ANSWERABLE if kind in _ANSWERABLE_KINDS else _INTENTS_OF.get(kind, NOT_ALLOWED)
+        intent = rng.choice(pool)
         decisive = self.passages(intent.evidence)
         related = self.passages(intent.neighbours)
-        doc_type = intent.doc_type
-
-        if kind == "answer":
-            decision, text = "answer", intent.answer
-            feedback = "answer_wrong" if negative else rng.choices((None, "positive"), (80, 20))[0]
-        elif kind == "caveat":
-            band = "caveat"
-            decision, reason = "answer", "support_below_threshold"
-            text = intent.answer + " " + self.caveat_text()
-            feedback = "answer_wrong" if negative else rng.choices((None, "positive"), (88, 12))[0]
-        elif kind == "partial":
-            decision, reason = "partial", "required_claim_not_covered"
-            first = intent.answer.split(". ")[0].rstrip(".") + "."
-            text = (
-                f"{first} I could not find the rest of what you asked in the documents "
-                "available to you."
-            )
-        elif kind == "ungrounded_answer":  # the groundedness check missed it: audits find it
-            decision = "answer"
-            text = intent.answer + " " + UNGROUNDED_CLAIM
-            feedback = "answer_wrong" if negative else None
-        elif kind == "abstain_low":
-            band = "low"
-            answerable = None
-            decision, reason = "abstain", "support_below_threshold"
-            text = self.refusal("R2", intent)
-            feedback = "expected_answer" if negative else None
-        elif kind == "abstain_lost":  # the rebuilt index lost the decisive passage
-            band, decisive = "none", []
-            empty = rng.random() < 0.6
-            answerable = False
-            decision, reason = "abstain", "no_answer_bearing_evidence"
-            text = self.refusal("R1", intent)
-            feedback = "expected_answer" if negative else None
-        elif kind == "ungrounded_refused":
-            ungrounded = True
-            decision, reason = "abstain", "required_claim_not_covered"
-            text = self.refusal("R3", intent, role="the Support team")
-            feedback = "expected_answer" if negative else None
-        elif kind == "abstain_related":
-            band, answerable = "related", False
-            decision, reason = "abstain", "required_claim_not_covered"
-            text = self.refusal("R2", intent)
-            feedback = "expected_answer" if negative else None
-        elif kind == "abstain_nothing":
-            band, answerable = "none", False
-            empty = rng.random() < (0.5 if drifted else 0.3)
-            decision, reason = "abstain", "no_answer_bearing_evidence"
-            text = self.refusal("R1", intent)
-        elif kind == "clarify":
-            band, ambiguous = "related", True
-            decision, reason = "clarify", "ambiguous_question"
-            text = self.refusal("F1", intent)
-        elif kind == "escalate":
-            band, answerable = "related", None
-            decision, reason = "escalate", "restricted_topic"
-            topic_key = intent.topic_key
-            role_name = (
-                "the Legal team"
-                if topic_key == "legal_dispute"
-                else (
-                    "the Security team"
-                    if topic_key == "security_incident"
-                    else "the Privacy Operations team"
-                )
-            )
-            text = self.refusal("E1", intent, role=role_name)
-            if intent.restricted_source is not None:
-                ref, needle = intent.restricted_source
-                filtered = [_find(ref, needle)]
-        else:  # not_allowed
-            band, answerable = "low", False
-            decision, reason = "abstain", "source_not_allowed"
-            text = self.refusal("R1", intent)
-            assert intent.restricted_source is not None
-            filtered = [_find(*intent.restricted_source)]
-
-        chunks, top = self.chunks(mode, band, decisive, related, filtered, n_filler, empty)
+        if kind in ("answer", "caveat", "partial", "ungrounded_answer"):
+            out = self.answered(kind, intent, negative)
+        else:
+            out = self.refused(kind, intent, negative, drifted)
+        if out.lost:
+            decisive = []
+        chunks, top = self.chunks(
+            mode, out.band, decisive, related, out.filtered, n_filler, out.empty
+        )
         unfiltered = [c for c in chunks if not c.filtered]
         hits = len(unfiltered)
         sent = unfiltered[:3]
         context = "\n\n".join(f"[{c.chunk_id}] {c.text}" for c in sent)
-        if decision in ("answer", "partial") and intent.claims:
-            claims = intent.claims if decision == "answer" else intent.claims[:1]
+        if out.decision in ("answer", "partial") and intent.claims:
+            claims = intent.claims if out.decision == "answer" else intent.claims[:1]
             by_passage = {p.chunk_id for p in decisive}
             citations = tuple(
                 Citation(claim, (decisive[idx].chunk_id,))
@@ -415,11 +356,11 @@ class _Builder:
         attributes: dict[str, str | int | float | bool] = {
             "language": language,
             "customer_tier": tier,
-            "document_type": doc_type,
+            "document_type": intent.doc_type,
             "intent": intent.key,
         }
-        if topic_key:
-            attributes["topic"] = topic_key
+        if out.topic_key:
+            attributes["topic"] = out.topic_key
         return Trace(
             trace_id=f"{DEMO_PREFIX}{i:06d}",
             time=at,
@@ -432,21 +373,98 @@ class _Builder:
             ranking_mode=mode,
             hits_after_filter=hits,
             top_score=top if hits else None,
-            answerable=answerable,
-            ambiguous=ambiguous,
-            ungrounded=ungrounded,
-            topics=(topic_key,) if topic_key else (),
-            decision=decision,
-            reason_code=reason,
-            answer_text=text,
+            answerable=out.answerable,
+            ambiguous=out.ambiguous,
+            ungrounded=out.ungrounded,
+            topics=(out.topic_key,) if out.topic_key else (),
+            decision=out.decision,
+            reason_code=out.reason,
+            answer_text=out.text,
             citations=citations,
-            feedback=feedback,
+            feedback=out.feedback,
             versions={
                 **versions,
                 "reranker": "bge-reranker-v2-m3" if mode == "semantic_reranker" else "none",
             },
             attributes=attributes,
         )
+
+    def answered(self, kind: str, intent: Intent, negative: bool) -> _Outcome:
+        """An answer (with a caveat, partial, or with a claim the check missed)."""
+        rng = self.rng
+        if kind == "answer":
+            feedback = "answer_wrong" if negative else rng.choices((None, "positive"), (80, 20))[0]
+            return _Outcome("answer", intent.answer, feedback=feedback)
+        if kind == "caveat":
+            text = intent.answer + " " + self.caveat_text()
+            feedback = "answer_wrong" if negative else rng.choices((None, "positive"), (88, 12))[0]
+            return _Outcome(
+                "answer", text, "support_below_threshold", feedback=feedback, band="caveat"
+            )
+        if kind == "partial":
+            first = intent.answer.split(". ")[0].rstrip(".") + "."
+            text = (
+                f"{first} I could not find the rest of what you asked in the documents "
+                "available to you."
+            )
+            return _Outcome("partial", text, "required_claim_not_covered")
+        # ungrounded_answer: the groundedness check missed it; audits find it
+        feedback = "answer_wrong" if negative else None
+        return _Outcome("answer", intent.answer + " " + UNGROUNDED_CLAIM, feedback=feedback)
+
+    def refused(self, kind: str, intent: Intent, negative: bool, drifted: bool) -> _Outcome:
+        """An abstention, a clarifying question or an escalation."""
+        rng = self.rng
+        expected = "expected_answer" if negative else None
+        if kind == "abstain_low":
+            text = self.refusal("R2", intent)
+            return _Outcome(
+                "abstain", text, "support_below_threshold", expected, "low", answerable=None
+            )
+        if kind == "abstain_lost":  # the rebuilt index lost the decisive passage
+            empty = rng.random() < 0.6
+            text = self.refusal("R1", intent)
+            return _Outcome(
+                "abstain", text, "no_answer_bearing_evidence", expected, "none", False,
+                empty=empty, lost=True,
+            )  # fmt: skip
+        if kind == "ungrounded_refused":
+            text = self.refusal("R3", intent, role="the Support team")
+            return _Outcome(
+                "abstain", text, "required_claim_not_covered", expected, ungrounded=True
+            )
+        if kind == "abstain_related":
+            text = self.refusal("R2", intent)
+            return _Outcome(
+                "abstain", text, "required_claim_not_covered", expected, "related", False
+            )
+        if kind == "abstain_nothing":
+            empty = rng.random() < (0.5 if drifted else 0.3)
+            text = self.refusal("R1", intent)
+            return _Outcome(
+                "abstain", text, "no_answer_bearing_evidence", None, "none", False, empty=empty
+            )
+        if kind == "clarify":
+            text = self.refusal("F1", intent)
+            return _Outcome("clarify", text, "ambiguous_question", band="related", ambiguous=True)
+        if kind == "escalate":
+            team = _ESCALATION_TEAMS.get(intent.topic_key or "", "the Privacy Operations team")
+            text = self.refusal("E1", intent, role=team)
+            filtered: list[Passage] = []
+            if intent.restricted_source is not None:
+                ref, needle = intent.restricted_source
+                filtered = [_find(ref, needle)]
+            return _Outcome(
+                "escalate", text, "restricted_topic", band="related", answerable=None,
+                topic_key=intent.topic_key, filtered=filtered,
+            )  # fmt: skip
+        # not_allowed
+        text = self.refusal("R1", intent)
+        assert intent.restricted_source is not None
+        return _Outcome(
+            "abstain", text, "source_not_allowed", None, "low", False,
+            filtered=[_find(*intent.restricted_source)],
+        )  # fmt: skip
 
     def caveat_text(self) -> str:
         message = self.wording.messages["C1"]

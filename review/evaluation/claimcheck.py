@@ -357,6 +357,31 @@ def _chain(text: str, first: re.Match[str], currency: str | None) -> tuple[list[
     return numbers, ranges
 
 
+def _chain_figures(
+    numbers: list[_Num], ranges: list[bool], unit: str, factor: int, role: Role, end: int
+) -> list[Figure]:
+    """The figures of a chain of numbers sharing a unit: ranges join neighbours, list
+    members stand alone; a number with no reading states nothing."""
+    groups: list[list[tuple[tuple[Decimal, ...], int]]] = []
+    for i, n in enumerate(numbers):
+        member = (_scaled(_readings(n.text), factor), n.start)
+        if i and ranges[i - 1]:
+            groups[-1].append(member)
+        else:
+            groups.append([member])
+    out: list[Figure] = []
+    for group in groups:
+        if any(not values for values, _ in group):
+            continue
+        if len(group) == 1:
+            readings = tuple((v, v) for v in group[0][0])
+        else:
+            lo, hi = sorted((group[0][0][0], group[-1][0][0]))
+            readings = ((lo, hi),)
+        out.append(Figure(unit, readings, role, group[0][1], end))
+    return out
+
+
 def figures(text: str) -> list[Figure]:
     """The figures a text states, in order (see the module text). Reads at most
     :data:`MAX_CHARS` characters and returns at most :data:`MAX_FIGURES` figures."""
@@ -388,23 +413,7 @@ def figures(text: str) -> list[Figure]:
             pos = numbers[0].end if len(numbers) == 1 else numbers[-1].start
             continue
         role = _role(text, start, end, more)
-        # ranges join neighbours; list members stand alone
-        groups: list[list[tuple[tuple[Decimal, ...], int]]] = []
-        for i, n in enumerate(numbers):
-            member = (_scaled(_readings(n.text), factor), n.start)
-            if i and ranges[i - 1]:
-                groups[-1].append(member)
-            else:
-                groups.append([member])
-        for group in groups:
-            if any(not values for values, _ in group):
-                continue
-            if len(group) == 1:
-                readings = tuple((v, v) for v in group[0][0])
-            else:
-                lo, hi = sorted((group[0][0][0], group[-1][0][0]))
-                readings = ((lo, hi),)
-            out.append(Figure(unit, readings, role, group[0][1], end))
+        out += _chain_figures(numbers, ranges, unit, factor, role, end)
         pos = end
     taken = {f.start for f in out}
     for m in _ONE_UNIT.finditer(text):

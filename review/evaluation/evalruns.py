@@ -553,6 +553,7 @@ def _frame(s: Session, rows: list[dict[str, Any]], tax: Taxonomy) -> pd.DataFram
     distractors: dict[int, set[str]] = {}
     depth: dict[int, int] = {}
     decisive_dates: dict[int, list[dt.date]] = {}
+    by_role = {"distractor": distractors, "decisive": decisive}
     for cid, key, ver, vis, role, effective in s.execute(
         select(
             CaseDocument.case_id,
@@ -568,8 +569,8 @@ def _frame(s: Session, rows: list[dict[str, Any]], tax: Taxonomy) -> pd.DataFram
         refs = {f"{key}@{ver}", key}
         if vis == "visible":
             depth[cid] = depth.get(cid, 0) + 1
-            if role == "distractor":
-                distractors.setdefault(cid, set()).update(refs)
+            if role in by_role:
+                by_role[role].setdefault(cid, set()).update(refs)
             if role == "decisive" and effective is not None:
                 decisive_dates.setdefault(cid, []).append(effective)
             visible.setdefault(cid, set()).update(refs)
@@ -577,8 +578,6 @@ def _frame(s: Session, rows: list[dict[str, Any]], tax: Taxonomy) -> pd.DataFram
                 superseded.setdefault(cid, set()).add(f"{key}@{ver}")
             if role in ("decisive", "partial"):
                 supporting.setdefault(cid, set()).update(refs)
-            if role == "decisive":
-                decisive.setdefault(cid, set()).update(refs)
         else:
             forbidden.setdefault(cid, set()).update(refs)
     # bodies only for the cases that hide a document (to look for restricted text)

@@ -31,15 +31,20 @@ no position (NULL) and is refused alike. Sums over items are exact integers; the
 are then computed as ``agreement_table`` computes them, so they agree with it to the last
 bit or two (the reference adds floats item by item)."""
 
+# Long module: one report from one read snapshot: its aggregate statements, the packing of
+# their counts and the steps that turn their rows into the report's tables share the rows'
+# shapes, so they stay together.
+
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 from sqlalchemy import (
     BigInteger,
@@ -687,10 +692,40 @@ def agreement_report_sql(
             )
 
     values = sorted(cats)  # value order (only a tie, which the notes never meet, uses it)
+    dec_pairs, code_pairs, grid = _pair_counts(decision_rows, code_rows, cats, n_codes)
+    decision = _table_frame(
+        "decision", dec_pairs, _decision_overall(units, cats, values, n_annotators)
+    )
+    decision_pairs = _decision_pairs_frame(grid, cats)
+    reasons = _reason_tables(units, codes, n_cats, code_pairs, n_annotators)
+    rows = _group_rows(unit_rows, cats, values, group_annotators)
+    return AgreementReport(
+        cases=n_cases,
+        annotators=n_annotators,
+        labels=n_labels,
+        decision=decision,
+        decision_pairs=decision_pairs,
+        reasons=reasons,
+        groups=pd.DataFrame(rows, columns=_GROUP_COLUMNS),
+    )
+
+
+def _pair_counts(
+    decision_rows: PairRows,
+    code_rows: CodeRows,
+    cats: list[str],
+    n_codes: int,
+) -> tuple[
+    dict[tuple[str, str], _PairCounts],
+    list[dict[tuple[str, str], _PairCounts]],
+    npt.NDArray[np.int64],
+]:
+    """Per pair of annotators, the counts of their decisions and of each reason code; and the
+    grid of decision pairs (upper triangle, category order)."""
     dec_pairs: dict[tuple[str, str], _PairCounts] = {}
-    code_pairs: list[dict[tuple[str, str], _PairCounts]] = [{} for _ in codes]
+    code_pairs: list[dict[tuple[str, str], _PairCounts]] = [{} for _ in range(n_codes)]
     position = {d: i for i, d in enumerate(cats)}
-    grid = np.zeros((n_cats, n_cats), dtype=np.int64)
+    grid = np.zeros((len(cats), len(cats)), dtype=np.int64)
     for ann_a, ann_b, val_a, val_b, n in decision_rows:
         p = dec_pairs.setdefault((ann_a, ann_b), _PairCounts())
         p.n += n
@@ -711,26 +746,35 @@ def agreement_report_sql(
     for pair_counts in (dec_pairs, *code_pairs):
         for p in pair_counts.values():
             p.rows = {v: p.rows[v] for v in sorted(p.rows)}  # value order, for _argmax
-    decision = _table_frame(
-        "decision", dec_pairs, _decision_overall(units, cats, values, n_annotators)
+    return dec_pairs, code_pairs, grid
+
+
+def _decision_pairs_frame(grid: npt.NDArray[np.int64], cats: list[str]) -> pd.DataFrame:
+    """confusion_pairs(..., mirror=True): the full grid in category order."""
+    n_cats = len(cats)
+    if n_cats == 0:
+        return pd.DataFrame({"value_a": [], "value_b": [], "pairs": np.array([], np.int64)})
+    grid = grid + np.triu(grid, 1).T
+    ia = np.repeat(np.arange(n_cats), n_cats)
+    ib = np.tile(np.arange(n_cats), n_cats)
+    return pd.DataFrame(
+        {
+            "value_a": [cats[i] for i in ia],
+            "value_b": [cats[i] for i in ib],
+            "pairs": grid[ia, ib],
+        }
     )
 
-    if n_cats == 0:
-        decision_pairs = pd.DataFrame(
-            {"value_a": [], "value_b": [], "pairs": np.array([], np.int64)}
-        )
-    else:  # confusion_pairs(..., mirror=True): the full grid in category order
-        grid = grid + np.triu(grid, 1).T
-        ia = np.repeat(np.arange(n_cats), n_cats)
-        ib = np.tile(np.arange(n_cats), n_cats)
-        decision_pairs = pd.DataFrame(
-            {
-                "value_a": [cats[i] for i in ia],
-                "value_b": [cats[i] for i in ib],
-                "pairs": grid[ia, ib],
-            }
-        )
 
+def _reason_tables(
+    units: Sequence[Any],
+    codes: Sequence[str],
+    n_cats: int,
+    code_pairs: Sequence[dict[tuple[str, str], _PairCounts]],
+    n_annotators: int,
+) -> pd.DataFrame:
+    """The agreement table of each reason code (present or not), one after the other."""
+    n_codes = len(codes)
     reason_frames = []
     first = 2 + n_cats + 1  # the reason codes' sums follow the decisions' in each row
     for k, code in enumerate(codes):
@@ -749,12 +793,20 @@ def agreement_report_sql(
                 counts[False] += m * n_items - got
         overall = _Overall(items, same, counts, n_annotators)
         reason_frames.append(_table_frame(str(code), code_pairs[k], overall))
-    reasons = (
+    return (
         pd.concat(reason_frames, ignore_index=True)
         if reason_frames
         else pd.DataFrame(columns=TABLE_COLUMNS)
     )
 
+
+def _group_rows(
+    unit_rows: Sequence[Any],
+    cats: list[str],
+    values: list[str],
+    group_annotators: Mapping[str, int],
+) -> list[dict[str, Any]]:
+    """The decision agreement of each group (slice or category), in name order."""
     by_group: dict[str, list[Any]] = {}
     for r in unit_rows:
         if int(r[0]) == 1:
@@ -773,12 +825,4 @@ def agreement_report_sql(
                 "note": note,
             }
         )
-    return AgreementReport(
-        cases=n_cases,
-        annotators=n_annotators,
-        labels=n_labels,
-        decision=decision,
-        decision_pairs=decision_pairs,
-        reasons=reasons,
-        groups=pd.DataFrame(rows, columns=_GROUP_COLUMNS),
-    )
+    return rows

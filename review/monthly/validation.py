@@ -43,27 +43,40 @@ _COUNTS: dict[str, str] = {
 }
 
 
+_Row = tuple[str, str]  # (check, value)
+
+
 def validation_rows(result: dict[str, Any], names: dict[str, str]) -> pd.DataFrame:
     """A stored validation result as people read it, one check per row (check, value):
     rates as percentages with the counts behind them and their targets, people as names,
     the time as a date, pass or fail in words; never a raw float or "nan"."""
     if not result:
         return pd.DataFrame(columns=["check", "value"])
-    rows: list[tuple[str, str]] = []
+    rows = [*_outcome_rows(result), *_calibration_rows(result), *_record_rows(result, names)]
+    return pd.DataFrame(rows, columns=["check", "value"])
+
+
+def _rate_row(result: dict[str, Any], label: str, k: str, n: str, target: str) -> list[_Row]:
+    if n not in result:
+        return []
+    text = readable.count_rate(int(result.get(k) or 0), int(result[n] or 0))
+    goal = result.get(target)
+    if goal is not None and not readable.is_missing(goal):
+        text += f", target ≥ {readable.percent(float(goal))}"
+    return [(label, text)]
+
+
+def _outcome_rows(result: dict[str, Any]) -> list[_Row]:
+    """What the run did: refusals for a missing signal, the rates, the counts, the cases that
+    failed."""
+    rows: list[_Row] = []
     if result.get("lacking_text"):
         rows.append(("refused for a missing signal", str(result["lacking_text"])))
-
-    def rate(label: str, k: str, n: str, target: str) -> None:
-        if n not in result:
-            return
-        text = readable.count_rate(int(result.get(k) or 0), int(result[n] or 0))
-        goal = result.get(target)
-        if goal is not None and not readable.is_missing(goal):
-            text += f", target ≥ {readable.percent(float(goal))}"
-        rows.append((label, text))
-
-    rate("answerable cases answered", "answered", "answerable", "answer_rate_target")
-    rate(
+    rows += _rate_row(
+        result, "answerable cases answered", "answered", "answerable", "answer_rate_target"
+    )
+    rows += _rate_row(
+        result,
         "unanswerable cases given their expected behaviour",
         "expected_behaviour",
         "unanswerable",
@@ -76,18 +89,28 @@ def validation_rows(result: dict[str, Any], names: dict[str, str]) -> pd.DataFra
         rows.append(("failed cases", ", ".join(str(k) for k in result["failed_cases"])))
     if result.get("off_wording_cases"):
         rows.append(("cases off the wording", ", ".join(map(str, result["off_wording_cases"]))))
-    if "calibration_run" in result:
-        answered = readable.number(result.get("calibration_answered"))
-        behaved = readable.number(result.get("calibration_expected_behaviour"))
-        tolerance = readable.number(result.get("count_tolerance"))
-        rows.append(
-            (
-                "calibration run",
-                f"{result['calibration_run']}: {answered} answered, {behaved} given their "
-                f"expected behaviour (tolerance ±{tolerance} case)",
-            )
-        )
-        rows.append(("within tolerance", readable.number(bool(result.get("within_tolerance")))))
+    return rows
+
+
+def _calibration_rows(result: dict[str, Any]) -> list[_Row]:
+    if "calibration_run" not in result:
+        return []
+    answered = readable.number(result.get("calibration_answered"))
+    behaved = readable.number(result.get("calibration_expected_behaviour"))
+    tolerance = readable.number(result.get("count_tolerance"))
+    return [
+        (
+            "calibration run",
+            f"{result['calibration_run']}: {answered} answered, {behaved} given their "
+            f"expected behaviour (tolerance ±{tolerance} case)",
+        ),
+        ("within tolerance", readable.number(bool(result.get("within_tolerance")))),
+    ]
+
+
+def _record_rows(result: dict[str, Any], names: dict[str, str]) -> list[_Row]:
+    """What was checked, by whom and when, and the verdict."""
+    rows: list[_Row] = []
     if "run" in result:
         rows.append(("run", f"{result['run']}, {result.get('split', '')} split"))
     if "policy_status" in result:
@@ -105,7 +128,7 @@ def validation_rows(result: dict[str, Any], names: dict[str, str]) -> pd.DataFra
         rows.append(("policy sha256", str(result["policy_sha256"])[:12]))
     if "passed" in result:
         rows.append(("result", "pass" if result["passed"] else "fail"))
-    return pd.DataFrame(rows, columns=["check", "value"])
+    return rows
 
 
 def lacking_banner(result: dict[str, Any]) -> str:

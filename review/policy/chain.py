@@ -48,7 +48,7 @@ import hmac
 import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 GENESIS = "0" * 64
@@ -352,6 +352,270 @@ def _missing_line(missing: Sequence[AuditSig], stored: int) -> str:
     )
 
 
+@dataclass
+class _Findings:
+    """What :func:`check` has found so far, in the order it found it."""
+
+    problems: list[str] = field(default_factory=list)
+    unchecked: list[str] = field(default_factory=list)
+    shrunk: list[str] = field(default_factory=list)
+    break_at: int | None = None
+
+    def suspect(self, row_id: int) -> None:
+        """Row ``row_id`` is not verified: the verified part ends before it at the latest."""
+        if self.break_at is None or row_id < self.break_at:
+            self.break_at = row_id
+
+    def broken(self, row_id: int, line: str) -> None:
+        self.problems.append(line)
+        self.suspect(row_id)
+
+    def lost(self, line: str) -> None:
+        """A finding that says signatures are missing (or that no seal vouches for them)."""
+        self.problems.append(line)
+        self.shrunk.append(line)
+
+
+@dataclass
+class _Walk:
+    """The state of the walk along the rows: the previous row's hash, the first row in the
+    new format and the first keyed row, and the last row hashed with this key that
+    verifies (its index)."""
+
+    prev: str = GENESIS
+    seen_v2: int | None = None
+    seen_keyed: int | None = None
+    last_keyed_ok: int = -1
+
+
+def _format_problems(row: RowData, walk: _Walk, found: _Findings) -> bool:
+    """Record a row in the old format after the new one, an old-format row that is keyed, or
+    a plain row after a keyed one; True when there was any."""
+    bad = False
+    if row.chain_format == 1 and walk.seen_v2 is not None:
+        found.broken(
+            row.id,
+            f"sign-off {row.id}: recorded in the old chain format after sign-off "
+            f"{walk.seen_v2} used the new one; a row never goes back to the old format "
+            "(downgraded?)",
+        )
+        bad = True
+    if row.chain_format == 1 and row.hash_alg != PLAIN:
+        found.broken(row.id, f"sign-off {row.id}: an old-format row cannot be keyed")
+        bad = True
+    if row.hash_alg == PLAIN and walk.seen_keyed is not None:
+        found.broken(
+            row.id,
+            f"sign-off {row.id}: hashed without the signing key after sign-off "
+            f"{walk.seen_keyed} was hashed with it (suspicious: a row recomputed without the "
+            "key?)",
+        )
+        bad = True
+    return bad
+
+
+def _hash_verifies(
+    row: RowData,
+    versions: Mapping[int, Mapping[str, Any]],
+    key: bytes | None,
+    bad: bool,
+    found: _Findings,
+) -> bool:
+    """Whether the row's hash is the one its content gives; why not, recorded (a row already
+    found ``bad`` does not also count as altered, it is noted only)."""
+    expected = row_hash(
+        row.prev_hash, payload(row, versions.get(row.policy_version_id)), row.hash_alg, key
+    )
+    if expected is None and (row.hash_alg == PLAIN or is_keyed(row.hash_alg)):
+        line = _unchecked_line(row, key)
+        found.unchecked.append(line)
+        found.broken(row.id, line)
+    elif expected is None:
+        found.broken(row.id, f"sign-off {row.id}: unknown hash algorithm {row.hash_alg!r}")
+    elif expected != row.row_hash and not bad:
+        what = "its content was altered after signing" + (
+            " (its own fields, or the kind, number, parent, author, text digest or "
+            "required roles of the version it signs)"
+            if row.chain_format == 2
+            else ""
+        )
+        found.broken(row.id, f"sign-off {row.id}: {what}")
+    elif expected != row.row_hash:
+        found.problems.append(f"sign-off {row.id}: its content was altered after signing")
+    else:
+        return True
+    return False
+
+
+def _walk_rows(
+    rows: Sequence[RowData],
+    versions: Mapping[int, Mapping[str, Any]],
+    key: bytes | None,
+    found: _Findings,
+) -> _Walk:
+    """Check each row against the one before it, its format and its hash."""
+    walk = _Walk()
+    alg = alg_for(key)
+    for index, row in enumerate(rows):
+        bad = row.prev_hash != walk.prev
+        if bad:
+            found.broken(
+                row.id,
+                f"sign-off {row.id}: does not follow the previous signature (a row before it "
+                "was deleted or changed)",
+            )
+        if row.chain_format not in (1, 2):
+            found.broken(row.id, f"sign-off {row.id}: unknown chain format {row.chain_format}")
+            walk.prev = row.row_hash
+            continue
+        bad = _format_problems(row, walk, found) or bad
+        if row.chain_format == 2 and walk.seen_v2 is None:
+            walk.seen_v2 = row.id
+        if is_keyed(row.hash_alg) and walk.seen_keyed is None:
+            walk.seen_keyed = row.id
+        verified = _hash_verifies(row, versions, key, bad, found)
+        if verified and not bad and key is not None and row.hash_alg == alg:
+            walk.last_keyed_ok = index
+        walk.prev = row.row_hash
+    return walk
+
+
+def _check_head(
+    head_value: Mapping[str, Any] | None,
+    rows: Sequence[RowData],
+    prev: str,
+    found: _Findings,
+) -> str:
+    """Check the head the database records against the rows (``prev``: the last row's
+    hash); returns the recorded head."""
+    count = len(rows)
+    if head_value is None:
+        if count:
+            found.lost("the chain head record is missing")
+        return GENESIS
+    head = str(head_value.get("head", ""))
+    try:
+        recorded = int(head_value.get("count", -1))
+    except (TypeError, ValueError):
+        recorded = -1
+    if recorded == count and head == prev:
+        return head
+    if recorded != count:
+        line = (
+            f"the chain head records {recorded} signatures but {count} are stored "
+            "(rows were deleted or added)"
+        )
+        found.problems.append(line)
+        if recorded > count or recorded < 0:
+            found.shrunk.append(line)
+    else:
+        found.problems.append("the last signature does not match the chain head")
+    # rows after the one the head names were added without it, and the row where the head
+    # should be when it names none (replaced, hash and all): not verified
+    at = next((i for i, r in enumerate(rows) if r.row_hash == head), None)
+    if at is not None and at + 1 < count:
+        found.suspect(rows[at + 1].id)
+    elif at is None and 0 < recorded <= count:
+        found.suspect(rows[recorded - 1].id)
+    return head
+
+
+def _check_unsealed(
+    rows: Sequence[RowData], seal_problem: str, last_keyed_ok: int, found: _Findings
+) -> None:
+    """With a key and no seal of it: nothing vouches for the record's length, and a plain row
+    after the last keyed row that verifies may have been recomputed without the key."""
+    found.problems.append(f"the sign-off record is not sealed with the signing key: {seal_problem}")
+    found.shrunk.append(
+        "with a signing key configured, the record's length and head are vouched for "
+        "by no seal of it"
+    )
+    for r in rows[last_keyed_ok + 1 :]:
+        if r.hash_alg == PLAIN:
+            found.broken(
+                r.id,
+                f"sign-off {r.id}: hashed without the signing key, and no seal of the "
+                "key covers it (recomputed by someone without the key?)",
+            )
+
+
+def _check_sealed(
+    rows: Sequence[RowData], seal: Seal, seen_keyed: int | None, found: _Findings
+) -> None:
+    """The rows the key's seal adopted are all stored and unchanged, and no row after them
+    is plain."""
+    adopted = seal.adopted_count
+    if adopted > len(rows):
+        found.lost(
+            f"the signing key's seal adopted {adopted} signatures but {len(rows)} are "
+            "stored (rows were deleted)"
+        )
+    elif adopted and rows[adopted - 1].row_hash != seal.adopted_head:
+        found.broken(
+            rows[adopted - 1].id,
+            f"sign-off {rows[adopted - 1].id}: is not the signature the signing key was "
+            "adopted on (the record before the adoption was rewritten)",
+        )
+    for r in rows[adopted:]:
+        if r.hash_alg == PLAIN and (seen_keyed is None or r.id < seen_keyed):
+            found.broken(
+                r.id,
+                f"sign-off {r.id}: hashed without the signing key after the key was "
+                f"adopted on the first {adopted} signature(s) (recomputed without "
+                "the key?)",
+            )
+
+
+def _check_seal(
+    rows: Sequence[RowData],
+    head_value: Mapping[str, Any] | None,
+    key: bytes | None,
+    walk: _Walk,
+    require_seal: bool,
+    found: _Findings,
+) -> tuple[Seal | None, str]:
+    """The key's seal: with a key, only a record its holder sealed verifies; without one, a
+    sealed head cannot be checked. Returns the seal and why there is none (with a key)."""
+    if key is None:
+        if (sealed := sealed_alg(head_value)) is not None:
+            line = (
+                f"the chain head is sealed with a signing key ({sealed}) and none is "
+                f"configured: the seal cannot be checked; set {ENV_KEY} or [signing] key in "
+                "the secrets"
+            )
+            found.problems.append(line)
+            found.unchecked.append(line)
+        return None, ""
+    seal, seal_problem = read_seal(head_value, key, [(r.row_hash, r.hash_alg) for r in rows])
+    if seal is None and require_seal:
+        _check_unsealed(rows, seal_problem, walk.last_keyed_ok, found)
+    elif seal is not None:
+        _check_sealed(rows, seal, walk.seen_keyed, found)
+    return seal, seal_problem
+
+
+def _check_audit(rows: Sequence[RowData], audit: Iterable[AuditSig], found: _Findings) -> None:
+    """The signatures the audit log recorded as they were made are all stored, unchanged."""
+    entries = list(audit)
+    by_id = {r.id: r for r in rows}
+    missing = [a for a in entries if a.signoff_id is not None and a.signoff_id not in by_id]
+    for a in entries:
+        logged = by_id.get(a.signoff_id) if a.signoff_id is not None else None
+        if logged is not None and a.row_hash and a.row_hash != logged.row_hash:
+            found.broken(
+                logged.id,
+                f"sign-off {logged.id}: its hash is not the one the audit log recorded when it was "
+                "signed (the row was rewritten)",
+            )
+    if missing:
+        found.lost(_missing_line(missing, len(rows)))
+    elif len(entries) > len(rows):
+        found.lost(
+            f"the audit log records {len(entries)} signatures but {len(rows)} are stored (rows "
+            "were deleted)"
+        )
+
+
 def check(
     rows: Iterable[RowData],
     versions: Mapping[int, Mapping[str, Any]],
@@ -365,201 +629,18 @@ def check(
     key's seal on the head (with a key) and the signatures the audit log recorded.
     ``require_seal`` False: everything but the seal (what adopting a key checks first)."""
     rows = list(rows)
-    problems: list[str] = []
-    unchecked: list[str] = []
-    shrunk: list[str] = []
-    break_at: int | None = None
-    prev = GENESIS
-    count = 0
-    hashes: list[tuple[int, str]] = []
-    seen_v2: int | None = None
-    seen_keyed: int | None = None
-    last_keyed_ok = -1  # index of the last row hashed with this key that verifies
-    alg = alg_for(key)
-
-    def broken(row_id: int, line: str) -> None:
-        nonlocal break_at
-        problems.append(line)
-        if break_at is None or row_id < break_at:
-            break_at = row_id
-
-    for index, row in enumerate(rows):
-        count += 1
-        hashes.append((row.id, row.row_hash))
-        bad = False
-        if row.prev_hash != prev:
-            broken(
-                row.id,
-                f"sign-off {row.id}: does not follow the previous signature (a row before it "
-                "was deleted or changed)",
-            )
-            bad = True
-        if row.chain_format not in (1, 2):
-            broken(row.id, f"sign-off {row.id}: unknown chain format {row.chain_format}")
-            prev = row.row_hash
-            continue
-        if row.chain_format == 1 and seen_v2 is not None:
-            broken(
-                row.id,
-                f"sign-off {row.id}: recorded in the old chain format after sign-off {seen_v2} "
-                "used the new one; a row never goes back to the old format (downgraded?)",
-            )
-            bad = True
-        if row.chain_format == 1 and row.hash_alg != PLAIN:
-            broken(row.id, f"sign-off {row.id}: an old-format row cannot be keyed")
-            bad = True
-        if row.hash_alg == PLAIN and seen_keyed is not None:
-            broken(
-                row.id,
-                f"sign-off {row.id}: hashed without the signing key after sign-off "
-                f"{seen_keyed} was hashed with it (suspicious: a row recomputed without the "
-                "key?)",
-            )
-            bad = True
-        if row.chain_format == 2:
-            seen_v2 = seen_v2 if seen_v2 is not None else row.id
-        if is_keyed(row.hash_alg):
-            seen_keyed = seen_keyed if seen_keyed is not None else row.id
-        expected = row_hash(
-            row.prev_hash, payload(row, versions.get(row.policy_version_id)), row.hash_alg, key
-        )
-        if expected is None and (row.hash_alg == PLAIN or is_keyed(row.hash_alg)):
-            line = _unchecked_line(row, key)
-            unchecked.append(line)
-            broken(row.id, line)
-        elif expected is None:
-            broken(row.id, f"sign-off {row.id}: unknown hash algorithm {row.hash_alg!r}")
-        elif expected != row.row_hash and not bad:
-            what = "its content was altered after signing" + (
-                " (its own fields, or the kind, number, parent, author, text digest or "
-                "required roles of the version it signs)"
-                if row.chain_format == 2
-                else ""
-            )
-            broken(row.id, f"sign-off {row.id}: {what}")
-        elif expected != row.row_hash:
-            problems.append(f"sign-off {row.id}: its content was altered after signing")
-        elif not bad and key is not None and row.hash_alg == alg:
-            last_keyed_ok = index
-        prev = row.row_hash
-
-    # the head the database records
-    recorded = 0
-    head = GENESIS
-    if head_value is None:
-        if count:
-            line = "the chain head record is missing"
-            problems.append(line)
-            shrunk.append(line)
-    else:
-        head = str(head_value.get("head", ""))
-        try:
-            recorded = int(head_value.get("count", -1))
-        except (TypeError, ValueError):
-            recorded = -1
-        if recorded != count or head != prev:
-            if recorded != count:
-                line = (
-                    f"the chain head records {recorded} signatures but {count} are stored "
-                    "(rows were deleted or added)"
-                )
-                problems.append(line)
-                if recorded > count or recorded < 0:
-                    shrunk.append(line)
-            else:
-                problems.append("the last signature does not match the chain head")
-            # rows after the one the head names were added without it, and the row where the
-            # head should be when it names none (replaced, hash and all): not verified
-            at = next((i for i, (_, h) in enumerate(hashes) if h == head), None)
-            suspect: int | None = None
-            if at is not None and at + 1 < len(hashes):
-                suspect = hashes[at + 1][0]
-            elif at is None and 0 < recorded <= count:
-                suspect = hashes[recorded - 1][0]
-            if suspect is not None and (break_at is None or suspect < break_at):
-                break_at = suspect
-
-    # the key's seal: with a key, only a record its holder sealed verifies
-    seal: Seal | None = None
-    seal_problem = ""
-    if key is not None:
-        seal, seal_problem = read_seal(head_value, key, [(r.row_hash, r.hash_alg) for r in rows])
-        if seal is None and require_seal:
-            problems.append(
-                f"the sign-off record is not sealed with the signing key: {seal_problem}"
-            )
-            shrunk.append(
-                "with a signing key configured, the record's length and head are vouched for "
-                "by no seal of it"
-            )
-            for r in rows[last_keyed_ok + 1 :]:
-                if r.hash_alg == PLAIN:
-                    broken(
-                        r.id,
-                        f"sign-off {r.id}: hashed without the signing key, and no seal of the "
-                        "key covers it (recomputed by someone without the key?)",
-                    )
-        elif seal is not None:
-            adopted = seal.adopted_count
-            if adopted > count:
-                line = (
-                    f"the signing key's seal adopted {adopted} signatures but {count} are "
-                    "stored (rows were deleted)"
-                )
-                problems.append(line)
-                shrunk.append(line)
-            elif adopted and rows[adopted - 1].row_hash != seal.adopted_head:
-                broken(
-                    rows[adopted - 1].id,
-                    f"sign-off {rows[adopted - 1].id}: is not the signature the signing key was "
-                    "adopted on (the record before the adoption was rewritten)",
-                )
-            for r in rows[adopted:]:
-                if r.hash_alg == PLAIN and (seen_keyed is None or r.id < seen_keyed):
-                    broken(
-                        r.id,
-                        f"sign-off {r.id}: hashed without the signing key after the key was "
-                        f"adopted on the first {adopted} signature(s) (recomputed without "
-                        "the key?)",
-                    )
-    elif (sealed := sealed_alg(head_value)) is not None:
-        line = (
-            f"the chain head is sealed with a signing key ({sealed}) and none is configured: "
-            f"the seal cannot be checked; set {ENV_KEY} or [signing] key in the secrets"
-        )
-        problems.append(line)
-        unchecked.append(line)
-
-    # the signatures the audit log recorded as they were made
-    entries = list(audit)
-    by_id = {r.id: r for r in rows}
-    missing = [a for a in entries if a.signoff_id is not None and a.signoff_id not in by_id]
-    for a in entries:
-        logged = by_id.get(a.signoff_id) if a.signoff_id is not None else None
-        if logged is not None and a.row_hash and a.row_hash != logged.row_hash:
-            broken(
-                logged.id,
-                f"sign-off {logged.id}: its hash is not the one the audit log recorded when it was "
-                "signed (the row was rewritten)",
-            )
-    if missing:
-        line = _missing_line(missing, count)
-        problems.append(line)
-        shrunk.append(line)
-    elif len(entries) > count:
-        line = (
-            f"the audit log records {len(entries)} signatures but {count} are stored (rows "
-            "were deleted)"
-        )
-        problems.append(line)
-        shrunk.append(line)
+    found = _Findings()
+    walk = _walk_rows(rows, versions, key, found)
+    head = _check_head(head_value, rows, walk.prev, found)
+    seal, seal_problem = _check_seal(rows, head_value, key, walk, require_seal, found)
+    _check_audit(rows, audit, found)
     return ChainStatus(
-        tuple(problems),
-        break_at,
-        head if head_value is not None else GENESIS,
-        count,
-        tuple(unchecked),
-        tuple(shrunk),
+        tuple(found.problems),
+        found.break_at,
+        head,
+        len(rows),
+        tuple(found.unchecked),
+        tuple(found.shrunk),
         tuple(r.id for r in rows if is_keyed(r.hash_alg)),
         tuple(r.id for r in rows if r.hash_alg == PLAIN),
         seal,

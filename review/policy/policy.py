@@ -30,6 +30,9 @@ Validation is strict (unknown keys, duplicate keys, wrong types and inconsistent
 refused) and every problem names the file, the key path and the problem, one per line.
 """
 
+# Long module: the policy file's model, its validation (each rule's message) and the edits
+# that propose a change (thresholds, slices) read and write the same fields.
+
 from __future__ import annotations
 
 import datetime as dt
@@ -362,66 +365,76 @@ def _mode_problems(modes: dict[str, ModePolicy]) -> list[str]:
         where = f"ranking_modes.{name}"
         if name not in RANKING_MODES:
             problems.append(f"{where}: unknown ranking mode; use {', '.join(RANKING_MODES)}")
-            continue
-        if name == "hybrid":
-            for key in ("refuse_below", "caveat_below"):
-                if getattr(m, key) is not None:
-                    problems.append(
-                        f"{where}.{key}: refused: hybrid (RRF) fused scores are rank-based, "
-                        "small and shift with the number of fused queries, so they are too "
-                        "volatile to threshold; remove it and set threshold_on: "
-                        "semantic_reranker (or another component mode) instead"
-                    )
-            for key in ("score_direction", "inequality"):
-                if getattr(m, key) is not None:
-                    problems.append(
-                        f"{where}.{key}: not used for hybrid; the mode named by threshold_on "
-                        "supplies it"
-                    )
-            if m.threshold_on is not None:
-                target = modes.get(m.threshold_on)
-                if target is None:
-                    problems.append(
-                        f"{where}.threshold_on: {m.threshold_on!r} is not defined under "
-                        "ranking_modes"
-                    )
-                elif target.refuse_below is None and target.caveat_below is None:
-                    problems.append(
-                        f"{where}.threshold_on: ranking_modes.{m.threshold_on} sets no "
-                        "threshold to apply"
-                    )
-            continue
-        if m.threshold_on is not None:
-            problems.append(f"{where}.threshold_on: only the hybrid mode may borrow thresholds")
-        low, high = m.range_of(name)
-        for key in ("refuse_below", "caveat_below"):
-            value = getattr(m, key)
-            if value is not None and not low <= value <= (math.inf if high is None else high):
-                shown = f"{low:g} to {high:g}" if high is not None else f"{low:g} upwards"
-                problems.append(
-                    f"{where}.{key}: {value:g} is outside the range {name} scores take "
-                    f"({shown}); a threshold there would refuse everything or nothing"
-                )
-        has_threshold = m.refuse_below is not None or m.caveat_below is not None
-        if has_threshold:
-            for key in ("score_direction", "inequality"):
-                if getattr(m, key) is None:
-                    choices = (
-                        "higher_is_better or lower_is_better"
-                        if key == "score_direction"
-                        else "strict or inclusive"
-                    )
-                    problems.append(f"{where}.{key}: required when a threshold is set ({choices})")
-        if m.refuse_below is not None and m.caveat_below is not None:
-            lower = m.score_direction == "lower_is_better"
-            wrong = m.caveat_below > m.refuse_below if lower else m.caveat_below < m.refuse_below
-            if wrong:
-                side = "at or below" if lower else "at or above"
-                problems.append(
-                    f"{where}.caveat_below: {m.caveat_below:g} must be {side} refuse_below "
-                    f"({m.refuse_below:g}): the caveat band lies between refusing and answering "
-                    "plainly"
-                )
+        elif name == "hybrid":
+            problems += _hybrid_problems(where, m, modes)
+        else:
+            problems += _scored_mode_problems(where, name, m)
+    return problems
+
+
+def _hybrid_problems(where: str, m: ModePolicy, modes: dict[str, ModePolicy]) -> list[str]:
+    """The hybrid mode sets no threshold of its own: it borrows the one of ``threshold_on``."""
+    problems: list[str] = []
+    for key in ("refuse_below", "caveat_below"):
+        if getattr(m, key) is not None:
+            problems.append(
+                f"{where}.{key}: refused: hybrid (RRF) fused scores are rank-based, "
+                "small and shift with the number of fused queries, so they are too "
+                "volatile to threshold; remove it and set threshold_on: "
+                "semantic_reranker (or another component mode) instead"
+            )
+    for key in ("score_direction", "inequality"):
+        if getattr(m, key) is not None:
+            problems.append(
+                f"{where}.{key}: not used for hybrid; the mode named by threshold_on supplies it"
+            )
+    if m.threshold_on is not None:
+        target = modes.get(m.threshold_on)
+        if target is None:
+            problems.append(
+                f"{where}.threshold_on: {m.threshold_on!r} is not defined under ranking_modes"
+            )
+        elif target.refuse_below is None and target.caveat_below is None:
+            problems.append(
+                f"{where}.threshold_on: ranking_modes.{m.threshold_on} sets no threshold to apply"
+            )
+    return problems
+
+
+def _scored_mode_problems(where: str, name: str, m: ModePolicy) -> list[str]:
+    """A mode with scores of its own: thresholds inside the range its scores take, with a
+    direction and an inequality, the caveat band between refusing and answering plainly."""
+    problems: list[str] = []
+    if m.threshold_on is not None:
+        problems.append(f"{where}.threshold_on: only the hybrid mode may borrow thresholds")
+    low, high = m.range_of(name)
+    for key in ("refuse_below", "caveat_below"):
+        value = getattr(m, key)
+        if value is not None and not low <= value <= (math.inf if high is None else high):
+            shown = f"{low:g} to {high:g}" if high is not None else f"{low:g} upwards"
+            problems.append(
+                f"{where}.{key}: {value:g} is outside the range {name} scores take "
+                f"({shown}); a threshold there would refuse everything or nothing"
+            )
+    has_threshold = m.refuse_below is not None or m.caveat_below is not None
+    for key in ("score_direction", "inequality"):
+        if has_threshold and getattr(m, key) is None:
+            choices = (
+                "higher_is_better or lower_is_better"
+                if key == "score_direction"
+                else "strict or inclusive"
+            )
+            problems.append(f"{where}.{key}: required when a threshold is set ({choices})")
+    if m.refuse_below is not None and m.caveat_below is not None:
+        lower = m.score_direction == "lower_is_better"
+        wrong = m.caveat_below > m.refuse_below if lower else m.caveat_below < m.refuse_below
+        if wrong:
+            side = "at or below" if lower else "at or above"
+            problems.append(
+                f"{where}.caveat_below: {m.caveat_below:g} must be {side} refuse_below "
+                f"({m.refuse_below:g}): the caveat band lies between refusing and answering "
+                "plainly"
+            )
     return problems
 
 

@@ -33,6 +33,7 @@ has cases it applies to, and listed as not measured (with the reason) otherwise.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -294,19 +295,12 @@ def release_gate(
     bounds = _bounds(policy)
     rows: list[GateRow] = []
     not_measured: list[str] = []
-    answered_keys = set(part["key"].astype(str))
     missing_in: dict[str, list[str]] = {}
     expected_in: dict[str, set[str]] = {}
     if in_scope is not None:
-        expected = sorted(set(in_scope["key"].astype(str)))
         rows.append(
-            _outputs_row("overall", expected, [k for k in expected if k not in answered_keys])
+            _scope_coverage(in_scope, set(part["key"].astype(str)), missing_in, expected_in)
         )
-        for key, slices in zip(in_scope["key"].astype(str), in_scope["slices"], strict=True):
-            for sl in slices or ():
-                expected_in.setdefault(str(sl), set()).add(key)
-                if key not in answered_keys:
-                    missing_in.setdefault(str(sl), []).append(key)
     else:
         not_measured.append("Every case in scope has an output: the cases in scope were not given")
     rows.append(_reasons_row(scored))
@@ -324,49 +318,16 @@ def release_gate(
         )
     exploded = scored.assign(slice=[list(s) for s in scored["slices"]]).explode("slice")
     for key, gates in policy.targets.slice_gates.items():
-        scope = f"slice:{key}"
-        mine = exploded[exploded["slice"] == key]
         absent = sorted(missing_in.get(key, []))
         if absent:
-            rows.append(_outputs_row(scope, sorted(expected_in[key]), absent))
+            rows.append(_outputs_row(f"slice:{key}", sorted(expected_in[key]), absent))
+        mine = exploded[exploded["slice"] == key]
         if mine.empty:
-            empty_why = (
-                f"no output for the {len(absent)} {split} cases in slice {key} ({_shown(absent)})"
-                if absent
-                else f"no {split} cases in slice {key}"
-            )
-            for name, bound in gates.items():
-                metric, kind = TARGET_METRICS[name]
-                rows.append(
-                    GateRow(
-                        _ROWS[metric][0],
-                        "policy slice gate",
-                        scope,
-                        f"{metric} {'>=' if kind == 'min' else '<='} {bound:g}",
-                        math.nan,
-                        0,
-                        0,
-                        False,
-                        empty_why,
-                    )
-                )
+            rows += _empty_slice_rows(key, gates, absent, split)
             continue
-        counts = gate_counts(mine, partial)
-        gated = set()
-        for name, bound in gates.items():
-            metric, kind = TARGET_METRICS[name]
-            gated.add(metric)
-            rows.append(_row(metric, kind, bound, scope, "policy slice gate", counts[metric]))
-        for metric, bound in bounds.items():
-            if metric in gated:
-                continue
-            if counts[metric][1] == 0:
-                not_measured.append(
-                    f"{_ROWS[metric][0]} ({_ROWS[metric][1]}) in slice {key}: "
-                    f"no {_DENOMINATOR[metric]} there"
-                )
-                continue
-            rows.append(_row(metric, _KIND[metric], bound, scope, _ROWS[metric][1], counts[metric]))
+        slice_rows, slice_unmeasured = _slice_rows(key, gates, gate_counts(mine, partial), bounds)
+        rows += slice_rows
+        not_measured += slice_unmeasured
     reproduced = redecide.reproduction_row(policy, part)
     if reproduced is None:
         not_measured.append("Decisions reproduce under this policy: the run logs no gate signals")
@@ -407,3 +368,77 @@ def gate_table(report: GateReport) -> pd.DataFrame:
         ],
         columns=["row", "source", "scope", "rule", "value", "k of n", "result", "why"],
     )
+
+
+def _scope_coverage(
+    in_scope: pd.DataFrame,
+    answered_keys: set[str],
+    missing_in: dict[str, list[str]],
+    expected_in: dict[str, set[str]],
+) -> GateRow:
+    """The row that fails on every case in scope without an output; notes, per slice, the
+    cases expected (``expected_in``) and those without an output (``missing_in``)."""
+    expected = sorted(set(in_scope["key"].astype(str)))
+    for key, slices in zip(in_scope["key"].astype(str), in_scope["slices"], strict=True):
+        for sl in slices or ():
+            expected_in.setdefault(str(sl), set()).add(key)
+            if key not in answered_keys:
+                missing_in.setdefault(str(sl), []).append(key)
+    return _outputs_row("overall", expected, [k for k in expected if k not in answered_keys])
+
+
+def _empty_slice_rows(
+    key: str, gates: Mapping[str, float], absent: list[str], split: str
+) -> list[GateRow]:
+    """A slice gate on a slice without outputs fails, saying why."""
+    empty_why = (
+        f"no output for the {len(absent)} {split} cases in slice {key} ({_shown(absent)})"
+        if absent
+        else f"no {split} cases in slice {key}"
+    )
+    rows = []
+    for name, bound in gates.items():
+        metric, kind = TARGET_METRICS[name]
+        rows.append(
+            GateRow(
+                _ROWS[metric][0],
+                "policy slice gate",
+                f"slice:{key}",
+                f"{metric} {'>=' if kind == 'min' else '<='} {bound:g}",
+                math.nan,
+                0,
+                0,
+                False,
+                empty_why,
+            )
+        )
+    return rows
+
+
+def _slice_rows(
+    key: str,
+    gates: Mapping[str, float],
+    counts: Mapping[str, tuple[int, int]],
+    bounds: Mapping[str, float],
+) -> tuple[list[GateRow], list[str]]:
+    """A slice's rows: its own gates, then the overall bounds it does not gate itself (those
+    with nothing to count there are listed as not measured)."""
+    scope = f"slice:{key}"
+    rows: list[GateRow] = []
+    not_measured: list[str] = []
+    gated = set()
+    for name, bound in gates.items():
+        metric, kind = TARGET_METRICS[name]
+        gated.add(metric)
+        rows.append(_row(metric, kind, bound, scope, "policy slice gate", counts[metric]))
+    for metric, bound in bounds.items():
+        if metric in gated:
+            continue
+        if counts[metric][1] == 0:
+            not_measured.append(
+                f"{_ROWS[metric][0]} ({_ROWS[metric][1]}) in slice {key}: "
+                f"no {_DENOMINATOR[metric]} there"
+            )
+            continue
+        rows.append(_row(metric, _KIND[metric], bound, scope, _ROWS[metric][1], counts[metric]))
+    return rows, not_measured

@@ -234,19 +234,38 @@ def _many_matches(engine: Engine, text: str) -> bool:
 
 
 def _filter_conditions(f: TraceFilter, dialect: str, walk: bool) -> list[ColumnElement[bool]]:
+    conds = [*_date_conditions(f), *_choice_conditions(f), *_score_conditions(f)]
+    text = f.text.strip()
+    if text:
+        conds.append(_text_condition(text, dialect, walk=walk))
+    return conds + _flag_conditions(f)
+
+
+def _date_conditions(f: TraceFilter) -> list[ColumnElement[bool]]:
     conds: list[ColumnElement[bool]] = []
     if f.date_from is not None:
         conds.append(TraceRow.at >= _day_start(f.date_from))
     if f.date_to is not None:
         conds.append(TraceRow.at < _day_start(f.date_to + dt.timedelta(days=1)))
+    return conds
+
+
+def _decision_condition(decisions: tuple[str, ...]) -> ColumnElement[bool]:
+    """One of the decisions ("(none)": no decision logged)."""
+    named = [d for d in decisions if d != "(none)"]
+    parts: list[ColumnElement[bool]] = []
+    if named:
+        parts.append(TraceRow.decision.in_(named))
+    if "(none)" in decisions:
+        parts.append(TraceRow.decision.is_(None))
+    return or_(*parts)
+
+
+def _choice_conditions(f: TraceFilter) -> list[ColumnElement[bool]]:
+    """The filters that pick values: decisions, reason, feedback, columns, a version."""
+    conds: list[ColumnElement[bool]] = []
     if f.decisions:
-        named = [d for d in f.decisions if d != "(none)"]
-        parts: list[ColumnElement[bool]] = []
-        if named:
-            parts.append(TraceRow.decision.in_(named))
-        if "(none)" in f.decisions:
-            parts.append(TraceRow.decision.is_(None))
-        conds.append(or_(*parts))
+        conds.append(_decision_condition(f.decisions))
     if f.reason_code:
         conds.append(TraceRow.reason_code == f.reason_code)
     if f.feedback:
@@ -262,13 +281,20 @@ def _filter_conditions(f: TraceFilter, dialect: str, walk: bool) -> list[ColumnE
             conds.append(trace_search.version_value(f.version_key) == f.version_value)
         else:
             conds.append(TraceRow.versions[f.version_key].as_string() == f.version_value)
+    return conds
+
+
+def _score_conditions(f: TraceFilter) -> list[ColumnElement[bool]]:
+    conds: list[ColumnElement[bool]] = []
     if f.score_min is not None:
         conds.append(TraceRow.top_score >= f.score_min)
     if f.score_max is not None:
         conds.append(TraceRow.top_score <= f.score_max)
-    text = f.text.strip()
-    if text:
-        conds.append(_text_condition(text, dialect, walk=walk))
+    return conds
+
+
+def _flag_conditions(f: TraceFilter) -> list[ColumnElement[bool]]:
+    conds: list[ColumnElement[bool]] = []
     if f.ungrounded:
         conds.append(TraceRow.ungrounded.is_(True))
     if f.empty_retrieval:

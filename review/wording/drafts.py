@@ -125,6 +125,9 @@ def _block_end(lines: Sequence[str], start: int, limit: int) -> int:
     return end
 
 
+_Edit = tuple[int, int, list[str]]  # (start line, end line, replacement lines)
+
+
 def splice_wording(base_text: str, new: WordingSet) -> str | None:
     """``base_text`` with only the parts that differ from ``new`` rewritten: comments, order
     and layout of everything else are kept, so the stored YAML diff shows just the change.
@@ -144,8 +147,34 @@ def splice_wording(base_text: str, new: WordingSet) -> str | None:
     for i, (name, line, _v) in enumerate(top):
         limit = top[i + 1][1] if i + 1 < len(top) else len(lines)
         spans[name] = (line, _block_end(lines, line, limit), limit)
-    edits: list[tuple[int, int, list[str]]] = []  # (start, end, replacement)
     plain = _plain(new)
+    edits = _setting_edits(base, new, plain, spans)
+    messages_node = next((v for name, _line, v in top if name == "messages"), None)
+    if edits is None or not isinstance(messages_node, yaml.MappingNode):
+        return None
+    if messages_node.flow_style:
+        return None
+    edits += _message_edits(lines, messages_node, spans["messages"][1], base, new, plain)
+    for start, end, replacement in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
+        lines[start:end] = replacement
+    out = "".join(lines)
+    try:
+        if parse_wording(out, "draft") != new:
+            return None
+    except InputError:
+        return None
+    return out
+
+
+def _setting_edits(
+    base: WordingSet,
+    new: WordingSet,
+    plain: dict[str, Any],
+    spans: Mapping[str, tuple[int, int, int]],
+) -> list[_Edit] | None:
+    """The top-level settings that changed, rewritten in place (a new one goes before the
+    messages); None when one cannot be placed."""
+    edits: list[_Edit] = []
     for name in ("version", "locale", "allowed_contacts", "restricted_titles"):
         if getattr(base, name) == getattr(new, name):
             continue
@@ -158,10 +187,20 @@ def splice_wording(base_text: str, new: WordingSet) -> str | None:
             edits.append((at, at, [*_block_lines({name: value}, 0), "\n"]))
         else:
             return None
-    messages_node = next((v for name, _line, v in top if name == "messages"), None)
-    if not isinstance(messages_node, yaml.MappingNode) or messages_node.flow_style:
-        return None
-    _m_start, m_end, _m_limit = spans["messages"]
+    return edits
+
+
+def _message_edits(
+    lines: Sequence[str],
+    messages_node: yaml.MappingNode,
+    m_end: int,
+    base: WordingSet,
+    new: WordingSet,
+    plain: dict[str, Any],
+) -> list[_Edit]:
+    """The messages removed (with the blank lines after them), changed (rewritten at their
+    indent) and added (at the end of the messages block)."""
+    edits: list[_Edit] = []
     entries = [(str(k.value), k.start_mark.line) for k, _v in messages_node.value]
     for i, (key, line) in enumerate(entries):
         limit = entries[i + 1][1] if i + 1 < len(entries) else m_end
@@ -181,15 +220,7 @@ def splice_wording(base_text: str, new: WordingSet) -> str | None:
         for key in added:
             block += ["\n", *_block_lines({key: plain["messages"][key]}, indent)]
         edits.append((m_end, m_end, block))
-    for start, end, replacement in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
-        lines[start:end] = replacement
-    out = "".join(lines)
-    try:
-        if parse_wording(out, "draft") != new:
-            return None
-    except InputError:
-        return None
-    return out
+    return edits
 
 
 def draft_yaml(

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import Counter
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -37,6 +37,11 @@ from tests.helpers.audits import add_trace, bulk_traces
 from tests.helpers.traces import make_trace
 
 TIERS = ("team", "business", "enterprise", "starter")
+
+
+def _strata(rows: Sequence[Any]) -> list[Any]:
+    """The stratum (the decision) of each (id, decision) row, in order."""
+    return [r[1] for r in rows]
 
 
 def tiered(engine: Engine, n: int = 900, prefix: str = "k") -> None:
@@ -102,7 +107,7 @@ def reference(engine: Engine, plan_id: int) -> list[int]:
     return draw_sample_by_key(
         view.spec.seed,
         [r[0] for r in rows],
-        [r[1] for r in rows],
+        [cast("int", r[1]) for r in rows],
         [strata_of(r[2], r[3]) for r in rows],
         view.allocation,
     )
@@ -126,7 +131,7 @@ def test_the_key_is_a_62_bit_hash_of_the_trace_id_filled_by_every_writer(
     assert len(rows) == 32
     assert all(k == trace_sample_key(tid) for tid, k in rows)
     # keys above 2**32 survive the round trip (BIGINT on PostgreSQL)
-    assert max(k for _t, k in rows) > 2**40
+    assert max(cast("int", k) for _t, k in rows) > 2**40
 
 
 def test_keys_are_uniform() -> None:
@@ -198,7 +203,7 @@ def test_a_plan_without_strata_draws_by_the_key(any_engine: Engine) -> None:
         rows = s.execute(
             select(Trace.id, Trace.sample_key).where(Trace.decision.in_(["answer", "abstain"]))
         ).all()
-    ids, keys = [r[0] for r in rows], [r[1] for r in rows]
+    ids, keys = [r[0] for r in rows], [cast("int", r[1]) for r in rows]
     assert [t for t, _st in got] == draw_sample_by_key(
         11, ids, keys, ["all"] * len(ids), {"all": 25}
     )
@@ -304,7 +309,7 @@ def test_a_plan_drawn_by_algorithm_1_before_the_key_still_verifies(any_engine: E
         rows = s.execute(select(Trace.id, Trace.decision)).all()
     # the draw of the code before 0020 (its SQL equals this in-memory draw), stored as it
     # stored it: queue order by (rank, id)
-    old = draw_sample(77, [r[0] for r in rows], [r[1] for r in rows], view.allocation)
+    old = draw_sample(77, [r[0] for r in rows], _strata(rows), view.allocation)
     decision = dict(rows)
 
     def store(s: Session) -> None:
@@ -347,7 +352,7 @@ def test_a_planned_algorithm_1_plan_recounts_and_draws_by_algorithm_1(engine: En
     audit_plans.draw_plan(engine, REVIEWER, pid)
     view = audit_plans.get_plan(engine, pid)
     assert view is not None
-    old = draw_sample(3, [r[0] for r in rows], [r[1] for r in rows], view.allocation)
+    old = draw_sample(3, [r[0] for r in rows], _strata(rows), view.allocation)
     assert sorted(t for t, _s in drawn(engine, pid)) == sorted(old.tolist())
     assert audit_plans.verify_sample(engine, pid) is True
 

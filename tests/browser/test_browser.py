@@ -31,7 +31,7 @@ def page(server: str, request: pytest.FixtureRequest) -> Iterator[object]:
 
 
 @pytest.mark.cold
-def test_the_first_request_to_a_deep_link_goes_through_the_router(page) -> None:  # type: ignore[no-untyped-def]
+def test_the_first_request_to_a_deep_link_goes_through_the_router(page) -> None:
     """Streamlit serves pages/ files directly until the router has run once in the process;
     page files are named *_page.py so no URL of the app can reach them that way."""
     pg = page
@@ -47,7 +47,7 @@ def test_the_first_request_to_a_deep_link_goes_through_the_router(page) -> None:
     assert "case=1" in pg.url
 
 
-def _pick(pg, label: str) -> None:  # type: ignore[no-untyped-def]
+def _pick(pg, label: str) -> None:
     """Choose a name on the user picker a new local-mode session starts on."""
     expect(pg.get_by_role("heading", name="Who is working?")).to_be_visible()
     pg.get_by_role("combobox", name="Your name").click()
@@ -56,7 +56,7 @@ def _pick(pg, label: str) -> None:  # type: ignore[no-untyped-def]
     wait_idle(pg)
 
 
-def test_a_link_naming_an_unknown_user_is_refused_not_replaced(page) -> None:  # type: ignore[no-untyped-def]
+def test_a_link_naming_an_unknown_user_is_refused_not_replaced(page) -> None:
     pg = page
     open_as(pg, pg.base + "/cases?case=1&as=999999")
     wait_idle(pg)
@@ -70,7 +70,7 @@ def test_a_link_naming_an_unknown_user_is_refused_not_replaced(page) -> None:  #
     assert "as=999999" not in pg.url
 
 
-def test_open_the_app_switch_user_and_open_a_case(page) -> None:  # type: ignore[no-untyped-def]
+def test_open_the_app_switch_user_and_open_a_case(page) -> None:
     pg = page
     pg.goto(pg.base)
     wait_idle(pg)
@@ -93,7 +93,7 @@ def test_open_the_app_switch_user_and_open_a_case(page) -> None:  # type: ignore
     expect(pg.get_by_text("Required claims")).to_be_visible()
     expect(pg.get_by_role("combobox", name="Acting as")).to_have_value("Inés Duarte · annotator")
     assert not pg.locator("[data-testid='stException']").count()
-    assert pg.errors == []  # type: ignore[attr-defined]
+    assert pg.errors == []
 
 
 def _user_id(demo_url: str, email: str) -> int:
@@ -107,7 +107,7 @@ def _user_id(demo_url: str, email: str) -> int:
     return row.id
 
 
-def test_label_a_case_with_keyboard_shortcuts(page, demo_url: str) -> None:  # type: ignore[no-untyped-def]
+def test_label_a_case_with_keyboard_shortcuts(page, demo_url: str) -> None:
     from review.cases import cases
     from review.labels import labeling
     from storage.db import make_engine
@@ -144,10 +144,10 @@ def test_label_a_case_with_keyboard_shortcuts(page, demo_url: str) -> None:  # t
     assert mine is not None and mine.decision == "abstain"
     assert mine.reason_codes == ("no_answer_bearing_evidence",)
     eng.dispose()
-    assert pg.errors == []  # type: ignore[attr-defined]
+    assert pg.errors == []
 
 
-def test_threshold_proposal_to_approval(page, demo_url: str) -> None:  # type: ignore[no-untyped-def]
+def test_threshold_proposal_to_approval(page, demo_url: str) -> None:
     from review.policy import signoff
     from review.thresholds import thresholds
     from storage.db import make_engine
@@ -184,13 +184,13 @@ def test_threshold_proposal_to_approval(page, demo_url: str) -> None:  # type: i
     assert done.status == "approved"
     assert signoff.verify_chain(eng) == []
     eng.dispose()
-    assert pg.errors == []  # type: ignore[attr-defined]
+    assert pg.errors == []
 
 
 def test_the_monthly_report_opens_without_any_network_request(
     demo_engine,
     tax,
-    tmp_path: Path,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
 ) -> None:
     from review.monthly import report, reviews
 

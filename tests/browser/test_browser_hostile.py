@@ -197,8 +197,9 @@ def hostile(tmp_path: Path, demo_template: Path, tax: Taxonomy) -> Hostile:
 def browser_page(hostile: Hostile, tmp_path: Path) -> Iterator[Any]:
     with (
         streamlit_server(ROOT / "app.py", tmp_path, WORKBENCH_DATABASE_URL=hostile.url) as base,
-        chromium_page(base=base, open_base=False) as pg,  # opened once the listeners are on
+        chromium_page(base=base, open_base=False) as opened,  # opened once the listeners are on
     ):
+        pg: Any = opened  # carries what it saw: the requests it made and the dialogs it met
         pg.requests = []
         pg.dialogs = []
         pg.on("request", lambda r: pg.requests.append(r.url))

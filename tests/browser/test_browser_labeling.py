@@ -52,7 +52,7 @@ def _press(pg: Page, key: str) -> None:
     pg.keyboard.press(key)
 
 
-def _picked(pg: Page, reason: str):  # type: ignore[no-untyped-def]
+def _picked(pg: Page, reason: str):
     """The reason's pill, when it is picked."""
     return pg.get_by_role("button", name=reason, pressed=True)
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import FilePayload, Page, expect
 
 from review.admin import users
 from review.cases import cases
@@ -205,7 +205,7 @@ def test_an_upload_over_the_limit_names_its_size_the_limit_and_the_command(
     ).to_be_visible()
     payload = b'{"key": "x"}' + b" " * 29_987 + b"\n"  # 30,000 bytes
     page.locator("input[type='file']").set_input_files(
-        files=[{"name": "cases.jsonl", "mimeType": "application/jsonl", "buffer": payload}]
+        files=[FilePayload(name="cases.jsonl", mimeType="application/jsonl", buffer=payload)]
     )
     expect(page.get_by_text("cases.jsonl", exact=True)).to_be_visible()  # the widget took it
     page.get_by_role("button", name="Import cases").click()
@@ -245,7 +245,7 @@ def test_an_import_shows_progress_and_two_downloads_in_a_row_both_work(
     if not page.get_by_text("Skip bad lines (and report them)").is_visible():
         page.get_by_text("Import traces", exact=True).first.click()
     page.locator("input[type='file']").set_input_files(
-        files=[{"name": "two.jsonl", "mimeType": "application/jsonl", "buffer": payload}]
+        files=[FilePayload(name="two.jsonl", mimeType="application/jsonl", buffer=payload)]
     )
     page.get_by_text("Skip bad lines (and report them)").click()
     page.get_by_role("button", name="Import traces").click()

@@ -47,7 +47,7 @@ def ravi_id(url: str) -> int:
         eng.dispose()
 
 
-def test_a_reviewer_adjudicates_a_disagreement_beside_its_evidence(page, demo_url: str) -> None:  # type: ignore[no-untyped-def]
+def test_a_reviewer_adjudicates_a_disagreement_beside_its_evidence(page, demo_url: str) -> None:
     pg = page
     eng = make_engine(demo_url)
     row = users.get_by_email(eng, RAVI)
@@ -88,7 +88,7 @@ def test_a_reviewer_adjudicates_a_disagreement_beside_its_evidence(page, demo_ur
     eng.dispose()
 
 
-def test_a_new_month_opens_without_an_error_and_closing_needs_confirmation(  # type: ignore[no-untyped-def]
+def test_a_new_month_opens_without_an_error_and_closing_needs_confirmation(
     page, demo_url: str
 ) -> None:
     pg = page

@@ -81,7 +81,7 @@ def _open_from_overview(pg: Page, base: str, who: int, number: int) -> None:
     expect(pg.get_by_text("Opened from a link to this proposal.")).to_be_visible(timeout=TIMEOUT)
 
 
-def _sign_form(pg: Page, number: int):  # type: ignore[no-untyped-def]
+def _sign_form(pg: Page, number: int):
     return pg.locator(f".st-key-thr_proposal_{number}")
 
 

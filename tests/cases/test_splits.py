@@ -18,9 +18,9 @@ def test_reassignment_is_reproducible_and_stratified(demo_engine: Engine) -> Non
         c.execute(text("delete from split_locks"))
     a = splits.plan(demo_engine, seed=11, keep_existing=False)
     b = splits.plan(demo_engine, seed=11, keep_existing=False)
-    c = splits.plan(demo_engine, seed=12, keep_existing=False)
+    other = splits.plan(demo_engine, seed=12, keep_existing=False)
     assert list(a.cases["proposed"]) == list(b.cases["proposed"])
-    assert list(a.cases["proposed"]) != list(c.cases["proposed"])
+    assert list(a.cases["proposed"]) != list(other.cases["proposed"])
     # every stratum follows 40/30/30 within rounding (largest remainder)
     for _, row in a.counts.iterrows():
         n = row.sum()

@@ -295,7 +295,7 @@ def test_stratified_estimate_hand_worked() -> None:
     n_eff = 0.18 * 0.82 / var
     assert n_eff == pytest.approx(78.65, abs=0.01)
     lo, hi = wilson_bounds(0.18 * n_eff, n_eff, 1.959963984540054)
-    assert (est.lo, est.hi) == (pytest.approx(float(lo)), pytest.approx(float(hi)))
+    assert est.lo == pytest.approx(float(lo)) and est.hi == pytest.approx(float(hi))
     assert est.as_tuple() == (est.estimate, est.lo, est.hi)
     # the unweighted rate over-counts the small, error-heavy stratum
     assert est.raw.rate == pytest.approx(14 / 60)

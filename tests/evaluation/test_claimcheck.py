@@ -64,7 +64,7 @@ def test_quantities(text: str, expected: set[tuple[Decimal, str]]) -> None:
 
 def test_a_leaked_neighbour_figure_contradicts() -> None:
     found = claimcheck.contradictions("You can ask within 30 days of the charge date.", [CLAIM])
-    assert [(c.claimed, c.unit, c.stated) for c in found] == [(14, "day", (30,))]
+    assert [(c.claimed, c.unit, c.stated) for c in found] == [(Decimal(14), "day", (Decimal(30),))]
     assert found[0].describe() == "the claim says 14 days, the answer says 30 days"
 
 

@@ -42,6 +42,7 @@ import pandas as pd
 import pytest
 from sqlalchemy import Engine, select
 
+from review.cases.agreed import agreed_subquery
 from review.core.identity import Actor
 from review.core.taxonomy import Taxonomy
 from review.evaluation import evalruns, execution, refpipeline, runmetrics
@@ -99,7 +100,7 @@ def _pdoc(d: Document) -> PipelineDocument:
 
 
 def build_oracle(engine: Engine) -> Oracle:
-    gold = evalruns.gold_subquery()
+    gold = agreed_subquery()
     with read_session(engine) as s:
         cases = s.execute(
             select(

@@ -87,8 +87,8 @@ def release_table(rows: list[dict[str, object]]) -> dict[str, tuple[int, int]]:
         if not answered:
             out["reason"][1] += 1
             out["reason"][0] += (
-                r["reason_code"] is not None and r["reason_code"] in r["gold_reasons"]
-            )  # type: ignore[operator]
+                r["reason_code"] is not None and r["reason_code"] in r["gold_reasons"]  # type: ignore[operator]
+            )
         else:
             out["citation"][1] += 1
             out["citation"][0] += bool(r["citations_support"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping
+from typing import Any
 
 import pytest
 from sqlalchemy import Engine
@@ -35,7 +36,7 @@ def _keys(key: str, values: Mapping[str, str]) -> str:
     return f"<{key}:{','.join(f'{k}={v}' for k, v in sorted(values.items()))}>"
 
 
-def _policy_text(**changes: float) -> str:
+def _policy_text(**changes: Any) -> str:
     text = (ROOT / "policies" / "no-answer-policy.yaml").read_text(encoding="utf-8")
     return replace_thresholds(text, "vector", **changes) if changes else text
 
@@ -112,7 +113,7 @@ def test_runs_use_the_policy_in_force_and_record_it(
     from review.admin import users
     from review.policy import signoff
 
-    def run(name: str) -> tuple[int, dict[str, object]]:
+    def run(name: str) -> tuple[int, dict[str, str]]:
         pipe, used = thresholds.configured_pipeline(demo_engine, refpipeline.reference)
         rid = execution.execute(
             demo_engine, annotator, pipe, tax, name=name, system_version="r",

@@ -83,7 +83,7 @@ def test_an_import_records_its_batch_and_a_run_can_take_it_alone(
     assert set(frame["key"]) <= {"TEAM-1", "TEAM-2"}
     with read_session(demo_engine) as s:
         config = s.scalar(select(EvalRun.config).where(EvalRun.id == stored.id))
-    assert config["subset"] == {"import_batch": "team launch set"}
+    assert config is not None and config["subset"] == {"import_batch": "team launch set"}
     # a batch label given by nobody: the file's name and the time
     assert cases.import_batch_label("/x/y/cases.jsonl").startswith("cases.jsonl 20")
 

@@ -116,21 +116,21 @@ def add_trace(
     return run_write(engine, work)
 
 
-REFUND = {
+REFUND: dict[str, Any] = {
     "chunk_id": "POL-REFUND-MONTHLY@2#2.1",
     "doc_id": "POL-REFUND-MONTHLY",
     "doc_version": 2,
     "score": 0.83,
     "text": "2.1 A monthly plan charge can be refunded if asked for within 14 days of the charge.",
 }
-PLANS = {
+PLANS: dict[str, Any] = {
     "chunk_id": "PROD-PLANS@2#tiers",
     "doc_id": "PROD-PLANS",
     "doc_version": 2,
     "score": 0.71,
     "text": "The Team plan includes 20 seats; Enterprise seats are negotiated per contract.",
 }
-CONTRACT = {
+CONTRACT: dict[str, Any] = {
     "chunk_id": "CTR-MSA-ENT@2#7.2",
     "doc_id": "CTR-MSA-ENT",
     "doc_version": 2,
@@ -138,7 +138,7 @@ CONTRACT = {
     "text": "7.2 Enterprise customers receive a pro-rated credit for unused prepaid months.",
     "filtered": True,
 }
-SLA = {
+SLA: dict[str, Any] = {
     "chunk_id": "SLA-TEAM@1#uptime",
     "doc_id": "SLA-TEAM",
     "doc_version": 1,

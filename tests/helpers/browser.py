@@ -155,7 +155,7 @@ def chromium_page(
         browser.close()
 
 
-def open_as(pg, url: str) -> None:  # type: ignore[no-untyped-def]
+def open_as(pg, url: str) -> None:
     """Open ``url`` (a link naming who acts, ``?as=ID``) as that person would, in a browser of
     their own: the cookies of whoever used this page before are cleared first. A link opened
     in a browser that acted as someone else asks "Continue as ...?" (issue 30, item 11);
@@ -167,7 +167,7 @@ def open_as(pg, url: str) -> None:  # type: ignore[no-untyped-def]
     pg.goto(url)
 
 
-def wait_idle(pg) -> None:  # type: ignore[no-untyped-def]
+def wait_idle(pg) -> None:
     pg.wait_for_selector(
         "[data-testid='stApp'][data-test-connection-state='CONNECTED']", timeout=60000
     )

@@ -19,6 +19,7 @@ import random
 import sys
 import time
 import traceback
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -70,99 +71,128 @@ def _work(
     log_path: str,
     go_file: str,
 ) -> int:
-    def out(**rec: Any) -> None:
-        log.write(json.dumps(rec) + "\n")
-
     Path(log_path + ".ready").touch()
     while not Path(go_file).exists():
         time.sleep(0.01)
     deadline = time.monotonic() + seconds
-    labeled: list[int] = []
-    judged: list[int] = []
-    skip_cases: set[int] = set()
-    skip_items: set[int] = set()
-
-    def label(case_id: int, based_on: int | None, forced: bool) -> None:
-        try:
-            row = labeling.submit(engine, actor, case_id, rng.choice(LABELS), based_on, tax)
-        except StaleWriteError:
-            out(op="label", conflict="forced" if forced else "natural", target=case_id)
-            return
-        except InputError as exc:
-            out(op="label", refused=str(exc), target=case_id)
-            return
-        if forced:
-            out(op="label", forced_stale_saved=row.id, target=case_id)
-        out(op="label", id=row.id, target=case_id, based_on=based_on, edit=based_on is not None)
-        if case_id not in labeled:
-            labeled.append(case_id)
-
-    def verdict(item_id: int, based_on: int | None, forced: bool) -> None:
-        try:
-            row = verdicts.submit_verdict(engine, actor, item_id, rng.choice(VERDICTS), based_on)
-        except StaleWriteError:
-            out(op="verdict", conflict="forced" if forced else "natural", target=item_id)
-            return
-        except InputError as exc:
-            out(op="verdict", refused=str(exc), target=item_id)
-            return
-        if forced:
-            out(op="verdict", forced_stale_saved=row.id, target=item_id)
-        out(op="verdict", id=row.id, target=item_id, based_on=based_on, edit=based_on is not None)
-        if item_id not in judged:
-            judged.append(item_id)
-
+    person = _Person(engine, actor, tax, rng, plan_id, log)
     try:
         while time.monotonic() < deadline:
-            step = rng.random()
-            if step < 0.3:  # take the next case from the queue and label it
-                case_id = labeling.next_case(engine, actor, exclude=skip_cases)
-                if case_id is None:
-                    continue
-                mine = labeling.my_label(engine, actor, case_id)
-                label(case_id, mine.id if mine else None, False)
-            elif step < 0.45 and labeled:  # edit my label (my other tab may edit it too)
-                case_id = rng.choice(labeled)
-                mine = labeling.my_label(engine, actor, case_id)
-                label(case_id, mine.id if mine else None, False)
-            elif step < 0.5 and labeled:  # an edit from a tab opened before my last save
-                case_id = rng.choice(labeled)
-                hist = [
-                    h.id for h in labeling.history(engine, case_id) if h.annotator == actor.email
-                ]
-                if len(hist) >= 2:
-                    label(case_id, rng.choice(hist[:-1]), True)
-            elif step < 0.8:  # the next audit item
-                item_id = queue.next_item(engine, actor, plan_id, exclude=skip_items)
-                if item_id is None:
-                    continue
-                mine_v = verdicts.my_verdict(engine, actor, item_id)
-                verdict(item_id, mine_v.id if mine_v else None, False)
-            elif step < 0.95 and judged:  # edit my verdict
-                item_id = rng.choice(judged)
-                mine_v = verdicts.my_verdict(engine, actor, item_id)
-                verdict(item_id, mine_v.id if mine_v else None, False)
-            elif judged:  # a stale verdict edit
-                item_id = rng.choice(judged)
-                hist = [
-                    v.id
-                    for v in verdicts.verdict_history(engine, actor, item_id)
-                    if v.reviewer == actor.email
-                ]
-                if len(hist) >= 2:
-                    verdict(item_id, rng.choice(hist[:-1]), True)
-            if rng.random() < 0.02:  # skip a case now and then (gives it back to the queue)
-                held = labeling.next_case(engine, actor, exclude=skip_cases)
-                if held is not None:
-                    labeling.release(engine, actor, held)
-                    skip_cases.add(held)
-                    out(op="skip", target=held)
+            if person.act() and rng.random() < 0.02:
+                person.skip_a_case()
     except Exception as exc:  # the test fails on any of these
-        out(error=type(exc).__name__, message=str(exc), trace=traceback.format_exc())
+        person.out(error=type(exc).__name__, message=str(exc), trace=traceback.format_exc())
         return 3
     finally:
         engine.dispose()
     return 0
+
+
+@dataclass
+class _Person:
+    """One person labeling and auditing: each action picked at random, each outcome logged."""
+
+    engine: Engine
+    actor: Actor
+    tax: Taxonomy
+    rng: random.Random
+    plan_id: int
+    log: TextIO
+    labeled: list[int] = field(default_factory=list)
+    judged: list[int] = field(default_factory=list)
+    skip_cases: set[int] = field(default_factory=set)
+    skip_items: set[int] = field(default_factory=set)
+
+    def out(self, **rec: Any) -> None:
+        self.log.write(json.dumps(rec) + "\n")
+
+    def act(self) -> bool:
+        """One action picked at random; False when the queue it drew from was empty."""
+        engine, actor, rng = self.engine, self.actor, self.rng
+        step = rng.random()
+        if step < 0.3:  # take the next case from the queue and label it
+            case_id = labeling.next_case(engine, actor, exclude=self.skip_cases)
+            if case_id is None:
+                return False
+            self.label_again(case_id)
+        elif step < 0.45 and self.labeled:  # edit my label (my other tab may edit it too)
+            self.label_again(rng.choice(self.labeled))
+        elif step < 0.5 and self.labeled:  # an edit from a tab opened before my last save
+            case_id = rng.choice(self.labeled)
+            hist = [h.id for h in labeling.history(engine, case_id) if h.annotator == actor.email]
+            if len(hist) >= 2:
+                self.label(case_id, rng.choice(hist[:-1]), True)
+        elif step < 0.8:  # the next audit item
+            item_id = queue.next_item(engine, actor, self.plan_id, exclude=self.skip_items)
+            if item_id is None:
+                return False
+            self.judge_again(item_id)
+        elif step < 0.95 and self.judged:  # edit my verdict
+            self.judge_again(rng.choice(self.judged))
+        elif self.judged:  # a stale verdict edit
+            item_id = rng.choice(self.judged)
+            hist = [
+                v.id
+                for v in verdicts.verdict_history(engine, actor, item_id)
+                if v.reviewer == actor.email
+            ]
+            if len(hist) >= 2:
+                self.verdict(item_id, rng.choice(hist[:-1]), True)
+        return True
+
+    def skip_a_case(self) -> None:
+        """Skip a case now and then (gives it back to the queue)."""
+        held = labeling.next_case(self.engine, self.actor, exclude=self.skip_cases)
+        if held is not None:
+            labeling.release(self.engine, self.actor, held)
+            self.skip_cases.add(held)
+            self.out(op="skip", target=held)
+
+    def label_again(self, case_id: int) -> None:
+        mine = labeling.my_label(self.engine, self.actor, case_id)
+        self.label(case_id, mine.id if mine else None, False)
+
+    def judge_again(self, item_id: int) -> None:
+        mine = verdicts.my_verdict(self.engine, self.actor, item_id)
+        self.verdict(item_id, mine.id if mine else None, False)
+
+    def label(self, case_id: int, based_on: int | None, forced: bool) -> None:
+        try:
+            row = labeling.submit(
+                self.engine, self.actor, case_id, self.rng.choice(LABELS), based_on, self.tax
+            )
+        except StaleWriteError:
+            self.out(op="label", conflict="forced" if forced else "natural", target=case_id)
+            return
+        except InputError as exc:
+            self.out(op="label", refused=str(exc), target=case_id)
+            return
+        if forced:
+            self.out(op="label", forced_stale_saved=row.id, target=case_id)
+        self.out(
+            op="label", id=row.id, target=case_id, based_on=based_on, edit=based_on is not None
+        )
+        if case_id not in self.labeled:
+            self.labeled.append(case_id)
+
+    def verdict(self, item_id: int, based_on: int | None, forced: bool) -> None:
+        try:
+            row = verdicts.submit_verdict(
+                self.engine, self.actor, item_id, self.rng.choice(VERDICTS), based_on
+            )
+        except StaleWriteError:
+            self.out(op="verdict", conflict="forced" if forced else "natural", target=item_id)
+            return
+        except InputError as exc:
+            self.out(op="verdict", refused=str(exc), target=item_id)
+            return
+        if forced:
+            self.out(op="verdict", forced_stale_saved=row.id, target=item_id)
+        self.out(
+            op="verdict", id=row.id, target=item_id, based_on=based_on, edit=based_on is not None
+        )
+        if item_id not in self.judged:
+            self.judged.append(item_id)
 
 
 if __name__ == "__main__":

@@ -25,11 +25,11 @@ def fragment_reruns(at: AppTest, key: str) -> Iterator[None]:
     ids = at._fragment_storage.resolve_target(key)
     if not ids:
         raise RuntimeError(f"no fragment {key!r} on this page")
-    plain = local_script_runner.RerunData
-    local_script_runner.RerunData = functools.partial(  # type: ignore[misc]
+    plain = local_script_runner.RerunData  # type: ignore[attr-defined]
+    local_script_runner.RerunData = functools.partial(  # type: ignore[attr-defined,assignment]
         plain, fragment_id_queue=list(ids)
     )
     try:
         yield
     finally:
-        local_script_runner.RerunData = plain  # type: ignore[misc]
+        local_script_runner.RerunData = plain  # type: ignore[attr-defined]

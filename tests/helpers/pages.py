@@ -92,7 +92,7 @@ def page_table() -> tuple[Any, ...]:
     """app.py's ``PAGES`` (its PageSpec table) as objects, read without running the router:
     only app.py's imports and its module-level constants are executed."""
     tree = ast.parse((ROOT / "app.py").read_text(encoding="utf-8"))
-    keep = [
+    keep: list[ast.stmt] = [
         node
         for node in tree.body
         if isinstance(node, ast.Import | ast.ImportFrom)

@@ -27,5 +27,9 @@ def trace_signals(engine: Engine, *extra: Any) -> list[tuple[Signals, tuple[Any,
             )
         ).all()
     return [
-        (Signals(*r[:6], topics=None if r[6] is None else tuple(r[6])), tuple(r[7:])) for r in rows
+        (
+            Signals(r[0], r[1], r[2], r[3], r[4], r[5], None if r[6] is None else tuple(r[6])),
+            tuple(r[7:]),
+        )
+        for r in rows
     ]

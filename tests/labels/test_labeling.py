@@ -223,7 +223,7 @@ def test_disagreements_in_sql_match_the_rule_on_every_label(
     demo_engine: Engine, tax: Taxonomy
 ) -> None:
     codes = [c for c in tax.reason_codes][:2]
-    made = []
+    made: list[int] = []
     for _ in range(4):
         case = labeling.next_case(demo_engine, INES, exclude=made)
         assert case is not None and case not in made

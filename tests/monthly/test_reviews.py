@@ -99,7 +99,8 @@ def test_session_lifecycle_read_only_after_close_and_carry(
 ) -> None:
     with pytest.raises(PermissionDenied):
         reviews.open_session(demo_engine, make_actor("annotator"), "2031-01")
-    s = reviews.open_session(demo_engine, RAVI, "2031-01")
+    s: records.SessionView | None = reviews.open_session(demo_engine, RAVI, "2031-01")
+    assert s is not None
     with pytest.raises(InputError, match="already exists"):
         reviews.open_session(demo_engine, RAVI, "2031-01")
     fid = reviews.add_finding(

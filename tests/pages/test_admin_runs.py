@@ -30,7 +30,7 @@ def test_admin_sees_an_interrupted_import_and_the_run_that_resumed_it(
     real = importer._insert_chunks
     calls = {"n": 0}
 
-    def dying(session: Any, rows: list[dict[str, Any]]) -> None:
+    def dying(session: Any, rows: list[tuple[Any, ...]]) -> None:
         calls["n"] += 1
         real(session, rows)
         if calls["n"] == 2:

@@ -15,6 +15,8 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 from tests.helpers.paths import ROOT
 
 # Calls whose first positional argument is Markdown (a body or a label).
@@ -155,52 +157,62 @@ class Names:
             self._checking.discard(name)
 
 
+def _number_format(part: ast.FormattedValue) -> bool:
+    """``{n:d}``, ``{day:%Y-%m-%d}``: formatted as a number or a date, not as text."""
+    spec = ""
+    if isinstance(part.format_spec, ast.JoinedStr):
+        spec = "".join(str(v.value) for v in part.format_spec.values if isinstance(v, ast.Constant))
+    return bool(spec) and not _STR_SPEC.match(spec)
+
+
+def _pieces(node: ast.expr) -> list[ast.expr] | None:
+    """The parts a composite expression shows (None: ``node`` is not one)."""
+    if isinstance(node, ast.JoinedStr):
+        return [
+            part.value
+            for part in node.values
+            if isinstance(part, ast.FormattedValue) and not _number_format(part)
+        ]
+    if isinstance(node, ast.BinOp):
+        return [node.left, node.right]
+    if isinstance(node, ast.IfExp):
+        return [node.body, node.orelse]
+    if isinstance(node, ast.BoolOp):
+        return list(node.values)
+    if isinstance(node, ast.List | ast.Tuple):
+        return list(node.elts)
+    return None
+
+
+def _call_pieces(node: ast.Call, names: Names) -> list[ast.expr] | None:
+    """The parts of a call's result to check: none when the call escapes, each part of
+    ``"sep".join(parts)``; None for any other call."""
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else None
+    name = func.id if isinstance(func, ast.Name) else name
+    if name in SAFE_CALLS or names.allowed(func):
+        return []
+    # "sep".join(parts): safe when every part is
+    if name == "join" and isinstance(func, ast.Attribute) and len(node.args) == 1:
+        arg = node.args[0]
+        if isinstance(func.value, ast.Constant) and isinstance(
+            arg, ast.GeneratorExp | ast.ListComp
+        ):
+            return [arg.elt]
+    return None
+
+
 def _unsafe(node: ast.expr, names: Names) -> Iterator[ast.expr]:
     """The parts of ``node`` that may put unescaped text into Markdown."""
     if isinstance(node, ast.Constant):
         return
-    if isinstance(node, ast.JoinedStr):
-        for part in node.values:
-            if isinstance(part, ast.FormattedValue):
-                spec = ""
-                if isinstance(part.format_spec, ast.JoinedStr):
-                    spec = "".join(
-                        str(v.value) for v in part.format_spec.values if isinstance(v, ast.Constant)
-                    )
-                if spec and not _STR_SPEC.match(spec):
-                    continue  # formatted as a number or a date
-                yield from _unsafe(part.value, names)
+    parts = _pieces(node)
+    if parts is None and isinstance(node, ast.Call):
+        parts = _call_pieces(node, names)
+    if parts is not None:
+        for part in parts:
+            yield from _unsafe(part, names)
         return
-    if isinstance(node, ast.BinOp):
-        yield from _unsafe(node.left, names)
-        yield from _unsafe(node.right, names)
-        return
-    if isinstance(node, ast.IfExp):
-        yield from _unsafe(node.body, names)
-        yield from _unsafe(node.orelse, names)
-        return
-    if isinstance(node, ast.BoolOp):
-        for v in node.values:
-            yield from _unsafe(v, names)
-        return
-    if isinstance(node, ast.List | ast.Tuple):
-        for v in node.elts:
-            yield from _unsafe(v, names)
-        return
-    if isinstance(node, ast.Call):
-        name = node.func.attr if isinstance(node.func, ast.Attribute) else None
-        name = node.func.id if isinstance(node.func, ast.Name) else name
-        if name in SAFE_CALLS or names.allowed(node.func):
-            return
-        # "sep".join(parts): safe when every part is
-        func = node.func
-        if name == "join" and isinstance(func, ast.Attribute) and len(node.args) == 1:
-            arg = node.args[0]
-            if isinstance(func.value, ast.Constant) and isinstance(
-                arg, ast.GeneratorExp | ast.ListComp
-            ):
-                yield from _unsafe(arg.elt, names)
-                return
     if isinstance(node, ast.Name) and names.safe(node.id):
         return
     if names.allowed(node):
@@ -290,7 +302,7 @@ def test_every_value_shown_in_markdown_goes_through_the_escaper() -> None:
     )
 
 
-def test_the_scanner_sees_what_it_must(tmp_path: Path) -> None:
+def test_the_scanner_sees_what_it_must(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The check itself: each way a value reaches Markdown is caught, each safe form passes."""
     src = tmp_path / "pages" / "probe.py"
     src.parent.mkdir()
@@ -319,11 +331,7 @@ def test_the_scanner_sees_what_it_must(tmp_path: Path) -> None:
     )
     import tests.pages.test_markdown_safety as me
 
-    old = me.ROOT
-    me.ROOT = tmp_path
-    try:
-        found = violations(src)
-    finally:
-        me.ROOT = old
+    monkeypatch.setattr(me, "ROOT", tmp_path)
+    found = violations(src)
     lines = sorted(int(v.split(":")[1]) for v in found)
     assert lines == [5, 6, 7, 11, 12, 14, 17, 19, 20, 21, 22], found

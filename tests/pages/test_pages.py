@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine
 from streamlit.testing.v1 import AppTest
+from streamlit.testing.v1.element_tree import Element
 
 from pages.ui import ACTOR_KEY
 from review.admin import users
@@ -54,6 +55,16 @@ TITLES = {
     "Traces",
     "Monitoring",
 }
+
+
+def _user(engine: Engine, email: str) -> users.UserView:
+    row = users.get_by_email(engine, email)
+    assert row is not None, email
+    return row
+
+
+def _download_buttons(at: AppTest) -> list[Element]:
+    return [e for e in at.get("download_button") if isinstance(e, Element)]
 
 
 @pytest.mark.parametrize("page", PAGES)
@@ -304,7 +315,9 @@ def test_cases_split_preview_is_computed_only_on_demand(
     at.toggle(key="cases_split_keep").set_value(False).run()
     no_exception(at)
     assert calls == [] and not would_change(at)
-    seed = int(at.number_input(key="cases_split_seed").value)
+    shown_seed = at.number_input(key="cases_split_seed").value
+    assert shown_seed is not None
+    seed = int(shown_seed)
     at.button(key="cases_split_preview_btn").click().run()
     no_exception(at)
     expected = real_plan(demo_engine, seed, keep_existing=False)
@@ -452,12 +465,7 @@ def test_label_page_next_case_blind_submit_and_errors(
     key = heading.removeprefix("**Case ").split("**", 1)[0]
     view = cases.get_case(demo_engine, key=key)
     assert view is not None
-    assert (
-        labeling.my_label(
-            demo_engine, users.to_actor(users.get_by_email(demo_engine, INES)), view.id
-        )
-        is None
-    )  # type: ignore[arg-type]
+    assert labeling.my_label(demo_engine, users.to_actor(_user(demo_engine, INES)), view.id) is None
     assert "blind until you submit" in heading
     # error path: abstain without a reason code
     next(b for b in at.button if b.key == "lab_btn_abstain").click().run()
@@ -676,7 +684,7 @@ def test_monthly_review_record_validate_close_and_export(
     assert closed is not None and closed.closed and closed.validation is not None
     assert any("read-only" in readable(i) for i in at.info)
     assert not [b for b in at.button if b.label == "Add finding"]
-    assert any(b.label.startswith("Download the report") for b in at.get("download_button"))
+    assert any(b.label.startswith("Download the report") for b in _download_buttons(at))
 
 
 def test_admin_changes_the_label_overlap(
@@ -730,7 +738,7 @@ def test_thresholds_evidence_gate_tab_decides_a_case(
     assert status.value != "answer"
     assert any("signals missing" in readable(c) and "support_score" in readable(c)
                for c in at.caption)  # fmt: skip
-    assert any(b.label.startswith("Download the input line") for b in at.get("download_button"))
+    assert any(b.label.startswith("Download the input line") for b in _download_buttons(at))
 
 
 def test_overview_lists_the_work_waiting_for_each_role(

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 from streamlit.testing.v1 import AppTest
+from streamlit.testing.v1.element_tree import Button
 
 from review.admin import users
 from review.audits import estimates, plans, queue
@@ -44,7 +45,7 @@ def run(url: str, monkeypatch: pytest.MonkeyPatch, user: str = RAVI, **query: st
     return at
 
 
-def button(at: AppTest, label: str) -> object:
+def button(at: AppTest, label: str) -> Button:
     found = [b for b in at.button if b.label == label]
     assert found, [b.label for b in at.button]
     return found[0]
@@ -416,8 +417,9 @@ def test_the_verdict_form_shows_the_wording_findings_of_a_refusal(
         )
         plans.draw_plan(eng, REVIEWER, pid)
         with read_session(eng) as s:
-            item_id = s.scalar(select(AuditItem.id).where(AuditItem.plan_id == pid))
-        found = (item_id, pid, production.trace_findings(eng, ravi, pk))
+            drawn = s.scalar(select(AuditItem.id).where(AuditItem.plan_id == pid))
+        assert drawn is not None
+        found = (drawn, pid, production.trace_findings(eng, ravi, pk))
     item_id, plan_id, hit = found
     assert hit.findings
     at = run(audit_url, monkeypatch, plan=str(plan_id), item=str(item_id))

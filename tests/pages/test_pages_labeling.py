@@ -34,7 +34,7 @@ def _shown(at: AppTest) -> str:
     return "\n".join(readable(p) for p in parts)
 
 
-def _button(at: AppTest, key: str):  # type: ignore[no-untyped-def]
+def _button(at: AppTest, key: str):
     return next(b for b in at.button if b.key == key)
 
 

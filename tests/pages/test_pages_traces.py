@@ -43,11 +43,11 @@ def shown(at: AppTest) -> str:
     return "\n".join(parts)
 
 
-def listing(at: AppTest):  # type: ignore[no-untyped-def]
+def listing(at: AppTest):
     return next(d.value for d in at.dataframe if "question" in d.value.columns)
 
 
-def button(at: AppTest, label: str):  # type: ignore[no-untyped-def]
+def button(at: AppTest, label: str):
     return next(b for b in at.button if b.label == label)
 
 
@@ -92,7 +92,7 @@ def test_list_renders_with_demo_traces(
     assert "Import traces" not in [b.label for b in at.button]  # product owners do not import
 
 
-def _paula(engine: Engine):  # type: ignore[no-untyped-def]
+def _paula(engine: Engine):
     from review.admin import users
 
     row = users.get_by_email(engine, PAULA)

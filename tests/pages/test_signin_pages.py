@@ -172,5 +172,6 @@ def test_the_remember_script_writes_the_cookie_the_router_reads() -> None:
         and node.targets[0].id == "_REMEMBER_SCRIPT"
         and isinstance(node.value, ast.Constant)
     )
+    assert isinstance(script, str)
     assert f"document.cookie = '{signin.REMEMBER_COOKIE}=' + who" in script
     assert "st-key-wb_user_pick" in script  # only while a user acts (the picker is drawn)

@@ -40,7 +40,7 @@ def _tab_index(at: Any) -> int:
     def walk(node: Any) -> None:
         proto = getattr(node, "proto", None)
         fields = {f.name for f, _ in proto.ListFields()} if proto is not None else set()
-        if "tab_container" in fields:
+        if proto is not None and "tab_container" in fields:
             found.append(proto.tab_container.default_tab_index)
         for child in getattr(node, "children", {}).values():
             walk(child)

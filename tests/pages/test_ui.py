@@ -99,3 +99,26 @@ def test_pages_catch_workbench_errors_not_lists_of_classes() -> None:
     listed = re.compile(r"except \((?:InputError|PermissionDenied|PolicyFileError|StaleWriteError)")
     for p in [ROOT / "app.py", *(ROOT / "pages").rglob("*.py")]:
         assert not listed.search(p.read_text(encoding="utf-8")), p.name
+
+
+def test_pages_show_errors_only_through_ui() -> None:
+    """One way to show an error: ``ui.error`` (a message), ``ui.reported`` or
+    ``ui.show_error`` (an exception), each through the escaper; no page or app.py calls
+    ``.error`` of Streamlit or of a container itself. pages/ui.py is where it happens."""
+    ui_module = ROOT / "pages" / "ui.py"
+    found = []
+    for p in [ROOT / "app.py", *(ROOT / "pages").rglob("*.py")]:
+        if p == ui_module:
+            continue
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            # st.error or a container's .error, called or passed on as a value
+            # ((st.error if bad else st.success)(text)); ui.error is the one allowed
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr == "error"
+                and not (isinstance(node.value, ast.Name) and node.value.id == "ui")
+            ):
+                found.append(f"{p.relative_to(ROOT)}:{node.lineno}: {ast.unparse(node)}")
+    assert not found, "show errors through ui.error / ui.reported:\n" + "\n".join(
+        sorted(set(found))
+    )

@@ -249,7 +249,7 @@ def test_a_draft_that_names_or_quotes_a_hidden_source_is_not_released(
         text = _dump(state)
         assert "memo-7" not in text and "board" not in text.lower()
     # a string a source the user may see also holds is no secret
-    shared = copy.deepcopy(base)
+    shared: dict[str, Any] = copy.deepcopy(base)
     shared["passages"][1]["text"] = SUPPORT
     shared["answer"] = SUPPORT + " [p1]"
     assert decide_evidence(parse_input(shared), policy).status == "answer"

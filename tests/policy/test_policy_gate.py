@@ -658,7 +658,7 @@ def _broken_rows() -> list[tuple[Signals, tuple[str, ...]]]:
         for k in range(1, len(names) + 1):
             for subset in itertools.combinations(names, k):
                 variant = k * len(subset) % 4  # walk through each signal's broken values
-                values = dict(base)
+                values: dict[str, Any] = dict(base)
                 for i, name in enumerate(subset):
                     pool = BROKEN[name]
                     values[name] = pool[(variant + i) % len(pool)]

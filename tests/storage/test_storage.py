@@ -48,7 +48,7 @@ def test_foreign_keys_are_enforced(any_engine: Engine) -> None:
 
 
 def test_unique_document_versions(any_engine: Engine) -> None:
-    def add(s):  # type: ignore[no-untyped-def]
+    def add(s):
         for _ in range(2):
             s.add(
                 Document(
@@ -78,7 +78,7 @@ def test_concurrent_read_modify_write_loses_nothing(any_engine: Engine) -> None:
         try:
             for _ in range(100):
 
-                def bump(s):  # type: ignore[no-untyped-def]
+                def bump(s):
                     row = s.get(Counter, "hits", with_for_update=True, populate_existing=True)
                     row.value = row.value + 1
 
@@ -96,7 +96,7 @@ def test_concurrent_read_modify_write_loses_nothing(any_engine: Engine) -> None:
         assert s.get(Counter, "hits").value == 400  # type: ignore[union-attr]
 
 
-def _user(s, email: str = "u@example.org") -> int:  # type: ignore[no-untyped-def]
+def _user(s, email: str = "u@example.org") -> int:
     u = User(
         email=email,
         name="U",
@@ -150,7 +150,7 @@ def test_every_change_is_audited_with_before_and_after(any_engine: Engine) -> No
 
 
 def test_failed_unit_of_work_writes_nothing(any_engine: Engine) -> None:
-    def work(s):  # type: ignore[no-untyped-def]
+    def work(s):
         _user(s, "first@example.org")
         raise RuntimeError("boom")
 

@@ -4,6 +4,7 @@ that refuses says first how many outputs lacked which signal."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
@@ -34,7 +35,7 @@ LOGGED: dict[str, Any] = {
 }
 
 
-def _frame(signals: list[dict[str, Any] | None]) -> pd.DataFrame:
+def _frame(signals: Sequence[dict[str, Any] | None]) -> pd.DataFrame:
     return pd.DataFrame(
         {
             "key": [f"CASE-{i:03d}" for i in range(len(signals))],

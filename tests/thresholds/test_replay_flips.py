@@ -8,8 +8,9 @@ import random
 
 from sqlalchemy import Engine
 
-from review.policy.gate import SIGNAL_MISSING, decide
+from review.policy.gate import decide
 from review.policy.policy import (
+    SIGNAL_MISSING,
     NoAnswerPolicy,
     default_policy_path,
     parse_policy,

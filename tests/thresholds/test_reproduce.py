@@ -3,6 +3,8 @@ signals were logged; traces that cannot be replayed are counted by what they lac
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from sqlalchemy import Engine, select, update
 
@@ -113,7 +115,7 @@ def test_imported_traces_on_both_databases(any_engine: Engine) -> None:
     assert replay.reproduction_text(empty, "x") == (
         "No traces are stored: there is nothing to replay."
     )
-    signals = {
+    signals: dict[str, Any] = {
         "ranking_mode": "vector",
         "hits_after_filter": 3,
         "answerable": True,

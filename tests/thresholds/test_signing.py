@@ -14,7 +14,7 @@ from review.core.taxonomy import Taxonomy
 from review.demo.people import demo_actor
 from review.monthly import overview
 from review.policy import signoff
-from review.policy.policy import parse_policy
+from review.policy.policy import default_policy_path, parse_policy
 from review.thresholds import headline as hl
 from review.thresholds import signing, thresholds
 
@@ -155,7 +155,7 @@ def _outcomes(scores: list[float], answerable: list[bool]) -> pd.DataFrame:
 
 
 def test_a_change_that_meets_every_target_needs_no_confirmation() -> None:
-    policy = parse_policy(thresholds.default_policy_path().read_text(encoding="utf-8"), "p")
+    policy = parse_policy(default_policy_path().read_text(encoding="utf-8"), "p")
     frame = _outcomes([0.9] * 10 + [0.1] * 10, [True] * 10 + [False] * 10)
     a = thresholds.analyse(frame, policy, "vector", 0.05, 0.5, tuned_on="test", report_on="test")
     h = hl.headline(a, policy)
@@ -172,7 +172,7 @@ def test_a_change_that_meets_every_target_needs_no_confirmation() -> None:
 def test_a_rate_without_a_denominator_reads_undefined_with_the_reason() -> None:
     fig = hl.figure(0, 0, "no answerable case on this split")
     assert fig.value is None and fig.text == "undefined: no answerable case on this split"
-    policy = parse_policy(thresholds.default_policy_path().read_text(encoding="utf-8"), "p")
+    policy = parse_policy(default_policy_path().read_text(encoding="utf-8"), "p")
     frame = _outcomes([0.9, 0.8, 0.7], [False, False, False])
     a = thresholds.analyse(frame, policy, "vector", 0.5, 0.85, tuned_on="test", report_on="test")
     rows = {r.metric: r for r in hl.headline(a, policy).rows}
@@ -227,7 +227,7 @@ def test_overview_links_the_signers_to_the_item_and_tells_the_author_it_waits(
 def test_the_sliders_propose_nothing_until_they_leave_the_thresholds_in_force() -> None:
     from review.thresholds import display
 
-    policy = parse_policy(thresholds.default_policy_path().read_text(encoding="utf-8"), "p")
+    policy = parse_policy(default_policy_path().read_text(encoding="utf-8"), "p")
     th = policy.thresholds_for("vector")
     assert (th.refuse_below, th.caveat_below) == (0.55, 0.65)
     bounds = display.SliderRange(0.32, 1.01, 0.55)

@@ -15,6 +15,7 @@ from review.core.errors import InputError
 from review.core.taxonomy import Taxonomy
 from review.evaluation import evalruns
 from review.policy import signoff
+from review.policy.policy import parse_policy
 from review.thresholds import replay, thresholds
 from tests.helpers.paths import ROOT
 
@@ -147,8 +148,9 @@ def test_replay_on_traces_counts_flips_by_slice(demo_engine: Engine) -> None:
             )
         ).all()
     lacking: dict[str, int] = {}
-    for r in rows:
-        result = decide(pif.policy, Signals(*r[:6], topics=None if r[6] is None else tuple(r[6])))
+    for row in rows:
+        topics = None if row[6] is None else tuple(row[6])
+        result = decide(pif.policy, Signals(row[0], row[1], row[2], row[3], row[4], row[5], topics))
         if result.rule == "signal_missing":
             lacking[result.missing[0]] = lacking.get(result.missing[0], 0) + 1
     assert same.not_replayable == sum(lacking.values()) > 0
@@ -237,7 +239,7 @@ def test_rollback_to_an_earlier_approved_version_is_a_new_version_signed_again(
     rid = thresholds.propose_rollback(demo_engine, paula, back, "Too many false refusals.")
     r = signoff.get_version(demo_engine, rid)
     assert r.status == "pending" and r.number == now + 1 and r.author == paula.email
-    rolled = thresholds.parse_policy(r.yaml_text, "rollback")
+    rolled = parse_policy(r.yaml_text, "rollback")
     old = first.policy
     assert rolled.ranking_modes == old.ranking_modes
     for mode in old.ranking_modes:

@@ -234,7 +234,7 @@ def test_a_file_imported_twice_gives_the_same_database_and_skips_every_trace(
             .where(AuditLog.entity == "trace_import", AuditLog.entity_id == str(row.id))
             .order_by(AuditLog.id.desc())
         ).first()
-    assert closing is not None and closing.after["skipped"] == 60
+    assert closing is not None and closing.after is not None and closing.after["skipped"] == 60
 
 
 def test_a_bad_line_among_stored_traces_is_refused_with_its_line_and_writes_nothing(
@@ -310,7 +310,7 @@ def test_traces_stored_between_the_check_and_the_write_are_skipped_and_counted_o
     every_third = write_jsonl(tmp_path / "third.jsonl", _lines(records[::3]))
     other: list[importer.ImportReport] = []
 
-    def meanwhile(phase: str, done: int, total: int) -> None:
+    def meanwhile(phase: str, done: int, total: int | None) -> None:
         if phase == "writing" and not other:  # after the first batch, before the others
             other.append(importer.import_file(any_engine, SYSTEM, every_third, "canonical"))
 

@@ -28,7 +28,7 @@ from storage.models import Trace, TraceChunk, TraceImport
 from tests.helpers.traces import make_trace
 
 
-def _line(trace_id: str, **kw: object) -> str:
+def _line(trace_id: str, **kw: Any) -> str:
     return json.dumps(trace_to_dict(make_trace(trace_id, **kw)), ensure_ascii=False)
 
 

@@ -21,7 +21,7 @@ from review.core.identity import SYSTEM
 from review.traces import importer, retention
 from storage import runs
 from storage.db import read_session
-from storage.models import AuditLog
+from storage.models import AuditLog, utcnow
 from tests.helpers.actors import make_actor
 from tests.helpers.paths import ROOT
 from tests.helpers.traces import canonical_lines, chunk, import_traces, make_trace, write_jsonl
@@ -58,7 +58,7 @@ def fail_on_batch(monkeypatch: pytest.MonkeyPatch, n: int) -> None:
     real = importer._insert_chunks
     calls = {"n": 0}
 
-    def failing(session: Any, rows: list[dict[str, Any]]) -> None:
+    def failing(session: Any, rows: list[tuple[Any, ...]]) -> None:
         calls["n"] += 1
         real(session, rows)
         if calls["n"] == n:
@@ -118,7 +118,7 @@ def test_an_import_that_never_closes_is_interrupted_and_a_rerun_resumes_it(
     assert [a for a, _ in log(engine, "trace_import", first)] == ["start", "progress", "progress"]
     # its process (this one) still exists and it wrote a moment ago: it may be running
     assert run_of(engine, "trace_import", first).status == "running"
-    later = runs.utcnow() + runs.STALE_AFTER + dt.timedelta(minutes=1)
+    later = utcnow() + runs.STALE_AFTER + dt.timedelta(minutes=1)
     monkeypatch.setattr(runs, "utcnow", lambda: later)
     stale = run_of(engine, "trace_import", first)
     assert stale.status == "interrupted" and stale.counts["added"] == 4

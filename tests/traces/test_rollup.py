@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from alembic import command
-from sqlalchemy import Engine, case, func, select
+from sqlalchemy import Engine, case, delete, func, select
 
 from review.core.identity import SYSTEM
 from review.core.taxonomy import Taxonomy
@@ -161,7 +161,7 @@ def test_weekly_signals_from_the_rollup_equal_counting_the_traces(
     top = monitoring.segment_values(any_engine, "version.index", START - dt.timedelta(weeks=1), end)
     idx = TraceRow.versions["index"].as_string().label("idx")
     with read_session(any_engine) as s:
-        direct = dict(
+        direct: dict[str, int] = dict(
             s.execute(select(idx, func.count()).where(idx.is_not(None)).group_by(idx)).all()
         )
     assert dict(top) == direct and [v for v, _ in top] == sorted(
@@ -222,7 +222,7 @@ def test_rebuild_rollup_command(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) 
     command.upgrade(alembic_config(eng), "head")
     import_traces(eng, varied_traces(50, seed=5))
     with eng.begin() as c:
-        c.execute(TraceRollup.__table__.delete())
+        c.execute(delete(TraceRollup))
     assert rollup.stored_total(eng) == 0
     result = CliRunner().invoke(main, ["rebuild-rollup"])
     assert result.exit_code == 0, result.output

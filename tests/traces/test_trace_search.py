@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from alembic import command
-from sqlalchemy import ColumnElement, Engine, func, inspect, or_, select, text
+from sqlalchemy import ColumnElement, Engine, func, inspect, or_, select, text, update
 
 from review.traces import browse, retention
 from review.traces.model import Trace
@@ -132,7 +132,7 @@ def _old_conditions(actor: Any, f: browse.TraceFilter) -> list[ColumnElement[boo
 
 
 def old_listing(engine: Engine, actor: Any, f: browse.TraceFilter, sort: str) -> list[str]:
-    order = {
+    order: list[Any] = {
         "newest": [TraceRow.at.desc(), TraceRow.id.desc()],
         "oldest": [TraceRow.at.asc(), TraceRow.id.asc()],
         "score_desc": [TraceRow.top_score.desc().nulls_last(), TraceRow.id.desc()],
@@ -277,7 +277,7 @@ def test_search_follows_a_purge_and_a_reimport(searched: tuple[Engine, list[Trac
         assert_same(engine, f)
     # a restricted mark changes no text: the search still follows
     with engine.begin() as c:
-        c.execute(TraceRow.__table__.update().values(restricted=True, restricted_mark="restricted")
+        c.execute(update(TraceRow).values(restricted=True, restricted_mark="restricted")
                   .where(TraceRow.trace_id.in_([t.trace_id for t in items[:40]])))  # fmt: skip
     for f in probes:
         assert_same(engine, f)

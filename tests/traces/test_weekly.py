@@ -18,7 +18,7 @@ def policy() -> monitoring.MonitoringPolicy:
 def test_segment_rates_come_from_summed_counts_busiest_first() -> None:
     rows = []
     for seg, week, traces, no_answer in [("a", 1, 10, 5), ("a", 2, 30, 0), ("b", 1, 50, 10)]:
-        row = {c: 0 for c in monitoring.COUNT_COLUMNS}
+        row: dict[str, object] = {c: 0 for c in monitoring.COUNT_COLUMNS}
         row.update({"segment": seg, "week": week, "traces": traces, "no_answer": no_answer})
         rows.append(row)
     table = weekly.segment_totals(pd.DataFrame(rows))
@@ -60,7 +60,7 @@ def test_alerts_are_listed_newest_first_with_a_link_to_their_traces() -> None:
 
 
 def test_weekly_table_shows_rates_in_percent() -> None:
-    row = {k: 0.0 for k in monitoring.SIGNALS}
+    row: dict[str, object] = {k: 0.0 for k in monitoring.SIGNALS}
     row.update(
         {"week": dt.date(2025, 6, 2), "traces": 8, "no_answer_rate": 0.125, "negative_feedback": 1,
          "missing_reason": 2}
