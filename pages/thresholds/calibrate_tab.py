@@ -234,7 +234,6 @@ def _caveat_band(
 
 #: Where the sliders remember the policy version they were set against.
 SLIDERS_OF = "thr_sliders_of"
-SLIDER_KEYS = ("thr_proposed_", "thr_caveat_")  # and the proposed slider's "_range"
 
 
 def _follow_in_force(pif: PolicyInForce) -> None:

@@ -3,7 +3,6 @@ into the record when the review closes, and the report exported as HTML or Markd
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import html
 import io
@@ -521,10 +520,6 @@ def markdown_zip(view: SessionView, ctx: MonthContext) -> bytes:
         for name, data in images.items():
             z.writestr(name, data)
     return buf.getvalue()
-
-
-def png_data_uri(data: bytes) -> str:
-    return "data:image/png;base64," + base64.b64encode(data).decode("ascii")
 
 
 def _monitoring_hook(

@@ -27,7 +27,7 @@ from review.core.identity import Actor, Permission, Role, require
 from review.core.taxonomy import Taxonomy
 from review.evaluation import evalruns
 from review.policy import signoff
-from review.policy.gate import confidence, policy_threshold
+from review.policy.gate import confidence
 from review.policy.policy import (
     NoAnswerPolicy,
     default_policy_path,
@@ -152,10 +152,6 @@ def outcomes_of(
     # an abstention; cases expecting clarify or escalate are in neither count)
     df["expects_abstain"] = df["gold"] == "abstain"
     return df.reset_index(drop=True)
-
-
-def modes_of_run(engine: Engine, run_id: int, tax: Taxonomy) -> list[str]:
-    return modes_in(evalruns.outputs_frame(engine, run_id, tax))
 
 
 def modes_in(outputs: pd.DataFrame) -> list[str]:
@@ -312,10 +308,6 @@ def analyse(
         data_fingerprint(used),
         sorted({int(c) for c in used["case_id"]}),
     )
-
-
-def raw_threshold(policy: NoAnswerPolicy, mode: str, confidence_t: float) -> float:
-    return policy_threshold(policy, mode, confidence_t)
 
 
 def propose_thresholds(
