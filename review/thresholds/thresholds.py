@@ -115,7 +115,7 @@ def configured_pipeline(engine: Engine, pipeline: Any) -> tuple[Any, dict[str, s
         "policy_sha256": policy_sha256(pif.text),
         "wording": wif.label,
     }
-    return configure_pipeline(pipeline, pif.policy, wording), used
+    return configure_pipeline(pipeline, pif.policy, wording, words.company_names), used
 
 
 def outcomes(

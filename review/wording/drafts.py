@@ -92,6 +92,8 @@ def _plain(ws: WordingSet) -> dict[str, Any]:
     }
     if ws.restricted_titles:
         data["restricted_titles"] = list(ws.restricted_titles)
+    if ws.company_names:
+        data["company_names"] = list(ws.company_names)
     data["messages"] = messages
     return data
 
@@ -146,7 +148,7 @@ def splice_wording(base_text: str, new: WordingSet) -> str | None:
         spans[name] = (line, _block_end(lines, line, limit), limit)
     edits: list[tuple[int, int, list[str]]] = []  # (start, end, replacement)
     plain = _plain(new)
-    for name in ("version", "locale", "allowed_contacts", "restricted_titles"):
+    for name in ("version", "locale", "allowed_contacts", "restricted_titles", "company_names"):
         if getattr(base, name) == getattr(new, name):
             continue
         value = plain.get(name)
