@@ -202,6 +202,8 @@ def claims_with_citations(text: str) -> list[tuple[Claim, list[str]]]:
 # --- verdicts ----------------------------------------------------------------------------------
 
 VERDICTS: tuple[str, ...] = tuple(ClaimVerdict)
+#: The verdicts that say the evidence does not back the claim.
+_AGAINST = (ClaimVerdict.unsupported, ClaimVerdict.contradicted)
 Status = Literal["pass", "fail", "unreviewed", "not_a_claim"]
 
 
@@ -314,9 +316,9 @@ def citation_validity(
         invalid = tuple(c for c in cited_ids if c not in context)
         problems = [f"cites {c!r}, which was not in the context" for c in invalid]
         status: Status
-        if verdict == "not_a_claim":
+        if verdict == ClaimVerdict.not_a_claim:
             status = "fail" if invalid else "not_a_claim"
-        elif verdict in ("unsupported", "contradicted"):
+        elif verdict in _AGAINST:
             problems.insert(0, f"{verdict} by the evidence")
             status = "fail"
         elif require_citation and not cited_ids and verdict is not None:
@@ -324,7 +326,7 @@ def citation_validity(
             status = "fail"
         elif invalid:
             status = "fail"
-        elif verdict == "supported":
+        elif verdict == ClaimVerdict.supported:
             status = "pass"
         else:
             status = "unreviewed"
@@ -344,19 +346,19 @@ def citation_validity(
     all_invalid = tuple(dict.fromkeys(c for chk in checks for c in chk.invalid_ids))
     citing = [c for c in checks if c.cited_ids]
     citations_valid: bool | None
-    if all_invalid or any(c.verdict in ("unsupported", "contradicted") for c in citing):
+    if all_invalid or any(c.verdict in _AGAINST for c in citing):
         citations_valid = False
     elif any(c.verdict is None for c in citing):
         citations_valid = None
     else:
         citations_valid = True
 
-    reviewable = [c for c in checks if c.verdict != "not_a_claim"]
+    reviewable = [c for c in checks if c.verdict != ClaimVerdict.not_a_claim]
     counts = {
         "claims": len(reviewable),
-        "supported": sum(c.verdict == "supported" for c in reviewable),
-        "unsupported": sum(c.verdict == "unsupported" for c in reviewable),
-        "contradicted": sum(c.verdict == "contradicted" for c in reviewable),
+        "supported": sum(c.verdict == ClaimVerdict.supported for c in reviewable),
+        "unsupported": sum(c.verdict == ClaimVerdict.unsupported for c in reviewable),
+        "contradicted": sum(c.verdict == ClaimVerdict.contradicted for c in reviewable),
         "unreviewed": sum(c.verdict is None for c in reviewable),
         "not_a_claim": len(checks) - len(reviewable),
         "passing": sum(c.status == "pass" for c in checks),
