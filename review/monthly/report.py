@@ -28,7 +28,7 @@ from review.core.terms import PlanStatus, VersionStatus
 from review.evaluation import evalruns
 from review.monthly import validation
 from review.monthly.records import SessionView, links_text, month_bounds
-from review.policy import signoff
+from review.policy import inforce, signoff
 from review.thresholds import release, thresholds
 from storage.db import read_session
 from storage.models import ReviewSession, utcnow
@@ -84,12 +84,12 @@ def live_context(engine: Engine, tax: Taxonomy, month: str) -> MonthContext:
     gate_run = None
     # read once: the gate and the risk-coverage chart below use the same outputs and policy
     frame = pd.DataFrame()
-    pif: thresholds.PolicyInForce | None = None
+    pif: inforce.PolicyInForce | None = None
     if runs:
         latest = runs[0]
         frame = evalruns.outputs_frame(engine, latest.id, tax)
         try:
-            pif = thresholds.in_force(engine)
+            pif = inforce.in_force(engine)
             gate = release.release_gate(pif.policy, frame, "test").rows
             gate_run = latest.name
         except InputError:

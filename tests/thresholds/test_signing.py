@@ -13,8 +13,8 @@ from review.core.errors import InputError
 from review.core.taxonomy import Taxonomy
 from review.demo.people import demo_actor
 from review.monthly import overview
-from review.policy import signoff
-from review.policy.policy import parse_policy
+from review.policy import inforce, signoff
+from review.policy.policy import default_policy_path, parse_policy
 from review.thresholds import headline as hl
 from review.thresholds import signing, thresholds
 
@@ -24,7 +24,7 @@ CHEN = "chen.li@brightwave.example"
 
 
 def _pending(engine: Engine) -> signoff.VersionView:
-    pending = [v for v in signoff.versions(engine, thresholds.KIND) if v.status == "pending"]
+    pending = [v for v in signoff.versions(engine, inforce.KIND) if v.status == "pending"]
     assert len(pending) == 1
     return pending[0]
 
@@ -103,7 +103,7 @@ def test_approving_a_failing_change_needs_a_reason_and_the_confirmation(
     # the history shows the reason, and what it was the reason for
     from review.thresholds import display
 
-    history = display.history_frame(signoff.versions(demo_engine, thresholds.KIND))
+    history = display.history_frame(signoff.versions(demo_engine, inforce.KIND))
     assert history.loc[history["version"] == v.number, "reasons"].iloc[0] == (
         f"product_owner: {why} (approved although it failed release targets)"
     )
@@ -155,7 +155,7 @@ def _outcomes(scores: list[float], answerable: list[bool]) -> pd.DataFrame:
 
 
 def test_a_change_that_meets_every_target_needs_no_confirmation() -> None:
-    policy = parse_policy(thresholds.default_policy_path().read_text(encoding="utf-8"), "p")
+    policy = parse_policy(default_policy_path().read_text(encoding="utf-8"), "p")
     frame = _outcomes([0.9] * 10 + [0.1] * 10, [True] * 10 + [False] * 10)
     a = thresholds.analyse(frame, policy, "vector", 0.05, 0.5, tuned_on="test", report_on="test")
     h = hl.headline(a, policy)
@@ -172,7 +172,7 @@ def test_a_change_that_meets_every_target_needs_no_confirmation() -> None:
 def test_a_rate_without_a_denominator_reads_undefined_with_the_reason() -> None:
     fig = hl.figure(0, 0, "no answerable case on this split")
     assert fig.value is None and fig.text == "undefined: no answerable case on this split"
-    policy = parse_policy(thresholds.default_policy_path().read_text(encoding="utf-8"), "p")
+    policy = parse_policy(default_policy_path().read_text(encoding="utf-8"), "p")
     frame = _outcomes([0.9, 0.8, 0.7], [False, False, False])
     a = thresholds.analyse(frame, policy, "vector", 0.5, 0.85, tuned_on="test", report_on="test")
     rows = {r.metric: r for r in hl.headline(a, policy).rows}
@@ -189,7 +189,7 @@ def test_nothing_proposed_shows_the_figures_in_force_without_a_verdict(
 ) -> None:
     from review.thresholds.evidence import signoff_evidence
 
-    pif = thresholds.in_force(demo_engine)
+    pif = inforce.in_force(demo_engine)
     ev = signoff_evidence(demo_engine, tax, pif.policy, pif.policy)
     assert ev.analysis is not None
     h = hl.headline(ev.analysis, pif.policy, proposed=False)
@@ -227,7 +227,7 @@ def test_overview_links_the_signers_to_the_item_and_tells_the_author_it_waits(
 def test_the_sliders_propose_nothing_until_they_leave_the_thresholds_in_force() -> None:
     from review.thresholds import display
 
-    policy = parse_policy(thresholds.default_policy_path().read_text(encoding="utf-8"), "p")
+    policy = parse_policy(default_policy_path().read_text(encoding="utf-8"), "p")
     th = policy.thresholds_for("vector")
     assert (th.refuse_below, th.caveat_below) == (0.55, 0.65)
     bounds = display.SliderRange(0.32, 1.01, 0.55)
@@ -239,8 +239,8 @@ def test_the_sliders_propose_nothing_until_they_leave_the_thresholds_in_force() 
 def test_a_link_to_a_version_that_waits_no_more_says_what_it_is(demo_engine: Engine) -> None:
     from review.thresholds import display
 
-    allv = signoff.versions(demo_engine, thresholds.KIND)
-    in_force = thresholds.in_force(demo_engine).version
+    allv = signoff.versions(demo_engine, inforce.KIND)
+    in_force = inforce.in_force(demo_engine).version
     assert in_force is not None
     older = next(v for v in allv if v.status == "approved" and v.id != in_force.id)
     assert (
