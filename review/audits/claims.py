@@ -29,6 +29,7 @@ import pandas as pd
 
 from review.core.errors import InputError
 from review.core.terms import ClaimVerdict
+from review.corpus import markdown
 
 __all__ = [
     "VERDICTS",
@@ -89,8 +90,6 @@ _BULLET = re.compile(
     )[ \t]+""",
     re.VERBOSE,
 )
-_HEADING = re.compile(r"^[ \t]{0,3}#{1,6}(?:[ \t]|$)")
-_FENCE = re.compile(r"^[ \t]{0,3}(?:```|~~~)")
 _OPENERS = "([{\"'“‘«*_"
 
 
@@ -130,20 +129,19 @@ def _sentences(text: str, start: int, end: int) -> Iterable[tuple[int, int]]:
 
 
 def _blocks(text: str) -> Iterable[tuple[int, int]]:
-    """Line-level structure: paragraphs, list items, table rows -> (start, end) spans."""
+    """Line-level structure: paragraphs, list items, table rows -> (start, end) spans. Lines,
+    headings and code fences are read as the corpus reads them (review.corpus.markdown)."""
     current: list[int] | None = None  # [start, end] of the open block
     in_code = False
-    offset = 0
-    for raw in text.splitlines(keepends=True):
-        line = raw.rstrip("\r\n\v\f\x1c\x1d\x1e\x85\u2028\u2029")
-        line_start, offset = offset, offset + len(raw)
-        if _FENCE.match(line):
+    for line_start, line_end in markdown.lines(text):
+        line = text[line_start:line_end]
+        if markdown.FENCE.match(line):
             in_code = not in_code
             if current:
                 yield current[0], current[1]
             current = None
             continue
-        if in_code or not line.strip() or _HEADING.match(line):
+        if in_code or not line.strip() or markdown.HEADING.match(line):
             if current:
                 yield current[0], current[1]
             current = None
