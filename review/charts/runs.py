@@ -7,7 +7,7 @@ from collections.abc import Mapping
 import altair as alt
 import pandas as pd
 
-from review.core.chartstyle import colour_scale, no_data_chart, percent_axis
+from review.charts.style import colour_scale, no_data_chart, percent_axis
 
 __all__ = ["confusion_chart", "intervals_chart"]
 

@@ -52,7 +52,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from review.core.chartstyle import no_data_chart, percent_axis
+from review.charts.style import no_data_chart, percent_axis
 from review.core.sampling import wilson_bounds
 
 RATE_METRICS = (

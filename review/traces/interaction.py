@@ -17,7 +17,7 @@ from typing import Final
 import altair as alt
 import pandas as pd
 
-from review.core.chartstyle import colour_scale, percent_axis
+from review.charts.style import colour_scale, percent_axis
 
 __all__ = [
     "INTERACTION_COUNTS",

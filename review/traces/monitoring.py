@@ -53,7 +53,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from sqlalchemy import Engine, func, select
 
-from review.core.chartstyle import colour_scale, no_data_chart, percent_axis
+from review.charts.style import colour_scale, no_data_chart, percent_axis
 from review.core.errors import InputError
 from review.core.readable import percent
 from review.core.taxonomy import Taxonomy, policies_dir
