@@ -80,6 +80,7 @@ from benchmarks import figures  # noqa: E402
 from review.cases.agreed import rebuild_agreed  # noqa: E402
 from review.core.taxonomy import Taxonomy, load_taxonomy  # noqa: E402
 from review.labels.agreement_rollup import rebuild_rollup  # noqa: E402
+from review.policy import inforce  # noqa: E402
 from storage.db import make_engine, migrate, write_session  # noqa: E402
 from storage.models import (  # noqa: E402
     Adjudication,
@@ -1152,13 +1153,12 @@ def child_replay(url: str) -> dict[str, Any]:
     from review.admin import users
     from review.policy.policy import parse_policy, replace_thresholds
     from review.thresholds import replay as trace_replay
-    from review.thresholds import thresholds
 
     engine = make_engine(url)
     row = users.get_by_email(engine, REVIEWER)
     assert row is not None
     actor = users.to_actor(row)
-    pif = thresholds.in_force(engine)
+    pif = inforce.in_force(engine)
     current = pif.policy.thresholds_for("vector").refuse_below or 0.5
     proposed = parse_policy(
         replace_thresholds(pif.text, "vector", refuse_below=round(current + 0.05, 3)), "proposal"

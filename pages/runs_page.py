@@ -15,7 +15,7 @@ from review.core.identity import Actor, Permission
 from review.core.taxonomy import Taxonomy
 from review.evaluation import blinding, clearance, display, evalruns, runmetrics
 from review.labels import blind
-from review.thresholds.thresholds import in_force
+from review.policy.inforce import in_force
 
 PERTURBED_COLUMNS = [
     "key", "repeat", "kind", "base_decision", "decision", "passed", "why", "cited_doc_ids",

@@ -15,8 +15,9 @@ from pages.thresholds.evidence_tab import evidence_tab
 from pages.thresholds.history_tab import history_tab
 from pages.thresholds.signoff_tab import sign_tab
 from review.core.errors import WorkbenchError
-from review.thresholds import display, thresholds
-from review.thresholds.thresholds import PolicyInForce
+from review.policy import inforce
+from review.policy.inforce import PolicyInForce
+from review.thresholds import display
 
 TABS = ["Calibrate and propose", "Sign-off", "History", "Evidence gate"]
 #: The tab a link opens (``?tab=signoff``): query value -> tab label.
@@ -26,7 +27,7 @@ TAB_OF = dict(zip(("calibrate", "signoff", "history", "gate"), TABS, strict=True
 def _in_force(engine: Engine) -> PolicyInForce | None:
     """The policy in force, with a line on where it comes from (None: it cannot be read)."""
     try:
-        pif = thresholds.in_force(engine)
+        pif = inforce.in_force(engine)
     except WorkbenchError as exc:
         ui.error("The policy in force cannot be read.")
         st.code(str(exc), language=None)

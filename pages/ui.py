@@ -75,10 +75,6 @@ def paginate(total: int, key: str, page_size: int = 25) -> int:
     return page
 
 
-def options_with_any(values: list[str], labels: dict[str, Any] | None = None) -> list[str]:
-    return ["", *values]
-
-
 def fmt_option(labels: dict[str, Any]) -> Any:
     def f(v: str) -> str:
         if v == "":

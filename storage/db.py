@@ -108,10 +108,6 @@ def dispose_engines() -> None:
         _engines.clear()
 
 
-def is_sqlite(engine: Engine) -> bool:
-    return engine.dialect.name == "sqlite"
-
-
 @contextmanager
 def read_session(engine: Engine) -> Iterator[Session]:
     """A read-only unit of work (deferred transaction, released when the block ends)."""

@@ -45,7 +45,7 @@ from review.corpus.docformat import DocumentIn, parse_markdown
 from review.evaluation import evalruns, execution, judges
 from review.labels import adjudication, labeling
 from review.monthly import reviews
-from review.policy import signoff
+from review.policy import inforce, signoff
 from review.thresholds import signing as threshold_signing
 from review.thresholds import thresholds
 from review.traces import importer, restricted, retention
@@ -372,7 +372,7 @@ def _traces(ctx: Ctx) -> list[Any]:
 
 
 def _policy_text(ctx: Ctx) -> str:
-    base = thresholds.in_force(ctx.engine).text
+    base = inforce.in_force(ctx.engine).text
     return base + f"\n# access test {ctx.n()}\n"
 
 
@@ -493,7 +493,7 @@ CALLS: dict[str, Callable[[Ctx, Actor], object]] = {
     ),
     "policy.signoff.adopt_signing_key": lambda c, a: signoff.adopt_signing_key(c.engine, a),
     "policy.signoff.propose": lambda c, a: signoff.propose(
-        c.engine, a, thresholds.KIND, _policy_text(c), "access test"
+        c.engine, a, inforce.KIND, _policy_text(c), "access test"
     ),
     "policy.signoff.sign": lambda c, a: signoff.sign(
         c.engine, a, c.ids["pending_policy"], "reject", note="access test"
@@ -617,7 +617,7 @@ def ctx(demo_url: str, tmp_path: Path, tax: Taxonomy) -> Iterator[Ctx]:
     session = next(v for v in reviews.list_sessions(eng) if v.status == "open")
     c.ids["session"], c.ids["session_version"] = session.id, session.version
     c.ids["finding"] = reviews.add_finding(eng, reviewer, session.id, "to carry", "low")
-    pending = [v for v in signoff.versions(eng, thresholds.KIND) if v.status == "pending"]
+    pending = [v for v in signoff.versions(eng, inforce.KIND) if v.status == "pending"]
     c.ids["pending_policy"] = pending[0].id
     pending_w = [v for v in signoff.versions(eng, versions.KIND) if v.status == "pending"]
     c.ids["pending_wording"] = pending_w[0].id

@@ -25,11 +25,12 @@ from review.core.identity import Actor
 from review.core.taxonomy import Taxonomy
 from review.evaluation import blinding, evalruns
 from review.labels import blind
-from review.policy import signoff
+from review.policy import inforce, signoff
+from review.policy.inforce import PolicyInForce
 from review.policy.policy import ModeThresholds, NoAnswerPolicy
 from review.thresholds import caveat as caveat_cal
 from review.thresholds import display, evidence, headline, thresholds
-from review.thresholds.thresholds import Analysis, PolicyInForce
+from review.thresholds.thresholds import Analysis
 
 
 @dataclass(frozen=True)
@@ -239,7 +240,6 @@ def _caveat_band(
 
 #: Where the sliders remember the policy version they were set against.
 SLIDERS_OF = "thr_sliders_of"
-SLIDER_KEYS = ("thr_proposed_", "thr_caveat_")  # and the proposed slider's "_range"
 
 
 def _follow_in_force(pif: PolicyInForce) -> None:
@@ -258,7 +258,7 @@ def _moved_on(engine: Engine, pif: PolicyInForce) -> bool:
     """Whether the policy in force is no longer the one this page was drawn with (approved
     meanwhile by someone else): then the whole page is drawn again, not this tab alone."""
     try:
-        now = signoff.in_force_version(engine, thresholds.KIND)
+        now = signoff.in_force_version(engine, inforce.KIND)
     except WorkbenchError:  # the page says why the policy cannot be read
         return True
     return (now.id if now else None) != (pif.version.id if pif.version else None)

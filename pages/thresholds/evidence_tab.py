@@ -15,8 +15,8 @@ from pages import ui
 from review.core.errors import WorkbenchError
 from review.core.identity import Actor
 from review.policy.evidence import EvidenceState
+from review.policy.inforce import PolicyInForce
 from review.thresholds import casegate
-from review.thresholds.thresholds import PolicyInForce
 
 
 def _state(state: EvidenceState) -> None:

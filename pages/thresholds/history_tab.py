@@ -11,10 +11,10 @@ from sqlalchemy import Engine
 from pages import ui
 from review.core.errors import InputError
 from review.core.identity import Actor, Permission
-from review.policy import signoff
+from review.policy import inforce, signoff
+from review.policy.inforce import PolicyInForce
 from review.thresholds import display, thresholds
 from review.thresholds import replay as trace_replay
-from review.thresholds.thresholds import PolicyInForce
 from review.traces import browse
 
 
@@ -95,7 +95,7 @@ def _reproduce(engine: Engine, actor: Actor, pif: PolicyInForce) -> None:
 
 
 def history_tab(engine: Engine, actor: Actor, pif: PolicyInForce) -> None:
-    allv = signoff.versions(engine, thresholds.KIND)
+    allv = signoff.versions(engine, inforce.KIND)
     if not allv:
         st.info("No versions yet.")
         _reproduce(engine, actor, pif)

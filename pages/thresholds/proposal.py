@@ -12,11 +12,12 @@ from sqlalchemy import Engine
 from pages import ui
 from review.core.identity import Actor, Permission
 from review.policy import signoff
+from review.policy.inforce import PolicyInForce
 from review.policy.policy import parse_policy, replace_thresholds
 from review.thresholds import display, thresholds
 from review.thresholds import replay as trace_replay
 from review.thresholds.caveat import CaveatCalibration
-from review.thresholds.thresholds import Analysis, PolicyInForce
+from review.thresholds.thresholds import Analysis
 
 #: The message of a proposal just made, shown after the page is drawn again.
 PROPOSED = "thr_made_flash"

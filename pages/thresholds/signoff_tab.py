@@ -22,11 +22,11 @@ from review.core.identity import Actor, Permission, Role
 from review.core.taxonomy import Taxonomy
 from review.core.terms import VersionStatus
 from review.policy import display as policy_display
-from review.policy import signoff
+from review.policy import inforce, signoff
+from review.policy.inforce import PolicyInForce
 from review.thresholds import display, signing, thresholds
 from review.thresholds.evidence import SignoffEvidence
 from review.thresholds.signing import ProposalReview
-from review.thresholds.thresholds import PolicyInForce
 
 FLASH = "thr_flash"
 
@@ -163,7 +163,7 @@ def sign_tab(engine: Engine, actor: Actor, tax: Taxonomy, pif: PolicyInForce) ->
     flash = st.session_state.pop(FLASH, None)
     if flash:
         st.success(ui.plain(flash))
-    everything = signoff.versions(engine, thresholds.KIND)
+    everything = signoff.versions(engine, inforce.KIND)
     pending = [v for v in everything if v.status == VersionStatus.pending]
     wanted = _focus()
     if wanted is not None and wanted not in {v.number for v in pending}:

@@ -73,11 +73,6 @@ def users_frame(people: list[UserView]) -> pd.DataFrame:
     )
 
 
-def user_count(engine: Engine) -> int:
-    with read_session(engine) as s:
-        return int(s.scalar(select(func.count()).select_from(User)) or 0)
-
-
 def get_by_email(engine: Engine, email: str) -> UserView | None:
     with read_session(engine) as s:
         u = s.scalar(select(User).where(func.lower(User.email) == email.strip().lower()))

@@ -29,6 +29,7 @@ import pandas as pd
 
 from review.core.errors import InputError
 from review.core.terms import ClaimVerdict
+from review.corpus import markdown
 
 __all__ = [
     "VERDICTS",
@@ -89,8 +90,6 @@ _BULLET = re.compile(
     )[ \t]+""",
     re.VERBOSE,
 )
-_HEADING = re.compile(r"^[ \t]{0,3}#{1,6}(?:[ \t]|$)")
-_FENCE = re.compile(r"^[ \t]{0,3}(?:```|~~~)")
 _OPENERS = "([{\"'“‘«*_"
 
 
@@ -130,20 +129,19 @@ def _sentences(text: str, start: int, end: int) -> Iterable[tuple[int, int]]:
 
 
 def _blocks(text: str) -> Iterable[tuple[int, int]]:
-    """Line-level structure: paragraphs, list items, table rows -> (start, end) spans."""
+    """Line-level structure: paragraphs, list items, table rows -> (start, end) spans. Lines,
+    headings and code fences are read as the corpus reads them (review.corpus.markdown)."""
     current: list[int] | None = None  # [start, end] of the open block
     in_code = False
-    offset = 0
-    for raw in text.splitlines(keepends=True):
-        line = raw.rstrip("\r\n\v\f\x1c\x1d\x1e\x85\u2028\u2029")
-        line_start, offset = offset, offset + len(raw)
-        if _FENCE.match(line):
+    for line_start, line_end in markdown.lines(text):
+        line = text[line_start:line_end]
+        if markdown.FENCE.match(line):
             in_code = not in_code
             if current:
                 yield current[0], current[1]
             current = None
             continue
-        if in_code or not line.strip() or _HEADING.match(line):
+        if in_code or not line.strip() or markdown.HEADING.match(line):
             if current:
                 yield current[0], current[1]
             current = None
@@ -202,6 +200,8 @@ def claims_with_citations(text: str) -> list[tuple[Claim, list[str]]]:
 # --- verdicts ----------------------------------------------------------------------------------
 
 VERDICTS: tuple[str, ...] = tuple(ClaimVerdict)
+#: The verdicts that say the evidence does not back the claim.
+_AGAINST = (ClaimVerdict.unsupported, ClaimVerdict.contradicted)
 Status = Literal["pass", "fail", "unreviewed", "not_a_claim"]
 
 
@@ -314,9 +314,9 @@ def citation_validity(
         invalid = tuple(c for c in cited_ids if c not in context)
         problems = [f"cites {c!r}, which was not in the context" for c in invalid]
         status: Status
-        if verdict == "not_a_claim":
+        if verdict == ClaimVerdict.not_a_claim:
             status = "fail" if invalid else "not_a_claim"
-        elif verdict in ("unsupported", "contradicted"):
+        elif verdict in _AGAINST:
             problems.insert(0, f"{verdict} by the evidence")
             status = "fail"
         elif require_citation and not cited_ids and verdict is not None:
@@ -324,7 +324,7 @@ def citation_validity(
             status = "fail"
         elif invalid:
             status = "fail"
-        elif verdict == "supported":
+        elif verdict == ClaimVerdict.supported:
             status = "pass"
         else:
             status = "unreviewed"
@@ -344,19 +344,19 @@ def citation_validity(
     all_invalid = tuple(dict.fromkeys(c for chk in checks for c in chk.invalid_ids))
     citing = [c for c in checks if c.cited_ids]
     citations_valid: bool | None
-    if all_invalid or any(c.verdict in ("unsupported", "contradicted") for c in citing):
+    if all_invalid or any(c.verdict in _AGAINST for c in citing):
         citations_valid = False
     elif any(c.verdict is None for c in citing):
         citations_valid = None
     else:
         citations_valid = True
 
-    reviewable = [c for c in checks if c.verdict != "not_a_claim"]
+    reviewable = [c for c in checks if c.verdict != ClaimVerdict.not_a_claim]
     counts = {
         "claims": len(reviewable),
-        "supported": sum(c.verdict == "supported" for c in reviewable),
-        "unsupported": sum(c.verdict == "unsupported" for c in reviewable),
-        "contradicted": sum(c.verdict == "contradicted" for c in reviewable),
+        "supported": sum(c.verdict == ClaimVerdict.supported for c in reviewable),
+        "unsupported": sum(c.verdict == ClaimVerdict.unsupported for c in reviewable),
+        "contradicted": sum(c.verdict == ClaimVerdict.contradicted for c in reviewable),
         "unreviewed": sum(c.verdict is None for c in reviewable),
         "not_a_claim": len(checks) - len(reviewable),
         "passing": sum(c.status == "pass" for c in checks),

@@ -17,7 +17,7 @@ from review.audits.queue import ItemRow
 from review.audits.verdicts import VerdictView
 from review.audits.vocabulary import HEADLINE, VERDICTS
 from review.core import clearance, readable
-from review.core.terms import PlanStatus
+from review.core.terms import ClaimVerdict, PlanStatus
 
 __all__ = [
     "batch_label",
@@ -257,7 +257,9 @@ def verdicts_frame(verdicts: Sequence[VerdictView]) -> pd.DataFrame:
                 "verdict": VERDICTS[o.verdict],
                 "stages": ", ".join(o.stages),
                 "notes": o.notes,
-                "claims supported": sum(c.get("verdict") == "supported" for c in o.claims),
+                "claims supported": sum(
+                    c.get("verdict") == ClaimVerdict.supported for c in o.claims
+                ),
                 "claims": len(o.claims),
                 "when": o.created_at,
             }

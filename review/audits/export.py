@@ -13,6 +13,7 @@ from review.audits.verdicts import VerdictView, _current_verdicts
 from review.audits.vocabulary import outcome
 from review.core import clearance, csvsafe
 from review.core.identity import Actor
+from review.core.terms import ClaimVerdict
 from storage.db import read_session
 from storage.models import AuditItem, SamplingPlan, Trace
 
@@ -182,7 +183,9 @@ def export_csv(engine: Engine, actor: Actor, plan_id: int, out: IO[str]) -> int:
                     verdict=v.verdict,
                     stages=";".join(v.stages),
                     notes=rec["notes"],
-                    claims_supported=sum(c.get("verdict") == "supported" for c in v.claims),
+                    claims_supported=sum(
+                        c.get("verdict") == ClaimVerdict.supported for c in v.claims
+                    ),
                     claims_total=len(v.claims),
                     promoted_case_id=v.promoted_case_id or "",
                     verdict_at=v.created_at.isoformat(),

@@ -14,7 +14,7 @@ from review.core import clearance
 from review.core.errors import InputError, PermissionDenied
 from review.core.identity import Actor, Permission, require
 from review.core.taxonomy import Taxonomy
-from review.core.terms import CaseStatus
+from review.core.terms import CaseStatus, ClaimVerdict
 from storage import changes
 from storage.db import read_session, run_write
 from storage.models import AuditItem, AuditVerdict, Case, Document, SamplingPlan, Trace, TraceChunk
@@ -139,10 +139,13 @@ def promote_to_case(
         verdict_row.verdict, observed, observed_reason, tax
     )
     supported_claims = [
-        str(c["text"]) for c in verdict_row.claims if c.get("verdict") == "supported"
+        str(c["text"]) for c in verdict_row.claims if c.get("verdict") == ClaimVerdict.supported
     ]
     cited_supported = {
-        x for c in verdict_row.claims if c.get("verdict") == "supported" for x in c.get("cited", [])
+        x
+        for c in verdict_row.claims
+        if c.get("verdict") == ClaimVerdict.supported
+        for x in c.get("cited", [])
     }
     documents = []
     for doc_id, version in refs:

@@ -149,14 +149,6 @@ def _vview(r: AuditVerdict) -> VerdictView:
     )
 
 
-def _current_ids() -> Any:
-    return (
-        select(func.max(AuditVerdict.id))
-        .group_by(AuditVerdict.item_id, AuditVerdict.reviewer)
-        .scalar_subquery()
-    )
-
-
 def _current_verdicts(s: Session, item_ids: Sequence[int]) -> dict[int, list[VerdictView]]:
     out: dict[int, list[VerdictView]] = {}
     for start in range(0, len(item_ids), 900):

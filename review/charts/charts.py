@@ -6,7 +6,7 @@ plotting, always keeping the rows nearest the marked operating points, so a char
 logged traces stays small. The undefined "answer nothing" row (threshold +inf, risk NaN) is
 never drawn. Thresholds are in confidence form (answered when score >= threshold).
 
-Every chart reads the same way (review.core.chartstyle): rates on axes in %, one colour per
+Every chart reads the same way (review.charts.style): rates on axes in %, one colour per
 metric, titles and labels clear of each other, and a chart with nothing to draw says why.
 """
 
@@ -20,7 +20,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from review.core.chartstyle import colour, colour_scale, no_data_chart, percent_axis
+from review.charts.style import colour, colour_scale, no_data_chart, percent_axis
 from review.core.errors import InputError
 from review.core.sampling import Z95, wilson_bounds
 

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 import altair as alt
 import pandas as pd
 
-from review.core.chartstyle import no_data_chart
+from review.charts.style import no_data_chart
 
 __all__ = ["pairs_heatmap"]
 

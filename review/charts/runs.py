@@ -7,9 +7,9 @@ from collections.abc import Mapping
 import altair as alt
 import pandas as pd
 
-from review.core.chartstyle import colour_scale, no_data_chart, percent_axis
+from review.charts.style import colour_scale, no_data_chart, percent_axis
 
-__all__ = ["confusion_chart", "intervals_chart"]
+__all__ = ["confusion_chart", "family_lines_chart", "intervals_chart"]
 
 
 def intervals_chart(summary: pd.DataFrame) -> alt.LayerChart:
@@ -70,3 +70,55 @@ def confusion_chart(conf: pd.DataFrame, labels: Mapping[str, str] | None = None)
     )
     chart: alt.LayerChart = cells + text
     return chart
+
+
+_FAMILY_COLOURS = (
+    "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
+    "#9c755f",
+)  # fmt: skip
+
+
+def _family_range(kept: int) -> list[str]:
+    """Colours of ``kept`` families then of the combined others (grey)."""
+    return [_FAMILY_COLOURS[i % len(_FAMILY_COLOURS)] for i in range(kept)] + ["#9e9e9e"]
+
+
+def family_lines_chart(
+    data: pd.DataFrame, metric: str, *, title: str, runs: list[str], rate: bool, top: int
+) -> alt.LayerChart:
+    """One line per question family across ``runs`` (columns run, family, ``metric``,
+    cases): a rate on a 0-100% axis, else a count; when there are more than ``top`` families
+    the last line is the others combined, in grey."""
+    families = list(dict.fromkeys(data["family"].astype(str)))
+    others = families[-1].startswith("other ") and len(families) > top
+    base = alt.Chart(data).encode(
+        x=alt.X(
+            "run:N",
+            sort=runs,
+            title="run (oldest first)",
+            axis=alt.Axis(labelAngle=0, labelLimit=200),
+        ),
+        y=alt.Y(
+            f"{metric}:Q",
+            scale=alt.Scale(domain=[0, 1]) if rate else alt.Undefined,
+            axis=percent_axis(title) if rate else alt.Axis(title=title, titlePadding=10),
+        ),
+        color=alt.Color(
+            "family:N",
+            title="question family",
+            # the families each in a colour of their own, the combined others in grey
+            scale=alt.Scale(domain=families, range=_family_range(len(families) - 1))
+            if others
+            else alt.Scale(scheme="tableau10"),
+            legend=alt.Legend(labelLimit=0, symbolLimit=0),
+        ),
+        tooltip=[
+            "run",
+            "family",
+            alt.Tooltip(f"{metric}:Q", format=".1%" if rate else "d"),
+            "cases",
+        ],
+    )
+    return alt.LayerChart(
+        layer=[base.mark_line(), base.mark_point(filled=True, size=50)], height=320
+    )

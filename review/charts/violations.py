@@ -7,7 +7,8 @@ from collections.abc import Sequence
 import altair as alt
 import pandas as pd
 
-from review.core.chartstyle import no_data_chart
+from review.charts.style import no_data_chart
+from review.charts.weekly import week_tooltip, week_x
 
 __all__ = ["violations_chart"]
 
@@ -25,14 +26,10 @@ def violations_chart(weekly: pd.DataFrame, rules: Sequence[str]) -> alt.Chart:
         alt.Chart(shown)
         .mark_bar()
         .encode(
-            x=alt.X(
-                "yearmonthdate(week):T",
-                title="Week (Monday)",
-                axis=alt.Axis(format="%d %b", labelAngle=0),
-            ),
+            x=week_x("yearmonthdate(week):T"),
             y=alt.Y("traces:Q", title="Refusals breaking the rule", axis=alt.Axis(titlePadding=10)),
             color=alt.Color("rule:N", title="Rule", legend=alt.Legend(labelLimit=0)),
-            tooltip=[alt.Tooltip("week:T", format="%Y-%m-%d"), "rule:N", "traces:Q"],
+            tooltip=[week_tooltip(title=None), "rule:N", "traces:Q"],
         )
     )
     return chart

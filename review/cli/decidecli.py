@@ -16,7 +16,7 @@ from typing import TextIO
 import click
 
 from review.cli.common import WorkbenchCommand, open_engine
-from review.policy import evidence
+from review.policy import evidence, inforce
 from review.policy.policy import NoAnswerPolicy, load_policy
 
 __all__ = ["decide_cmd"]
@@ -25,9 +25,8 @@ __all__ = ["decide_cmd"]
 def _policy(policy_file: Path | None) -> NoAnswerPolicy:
     if policy_file is not None:
         return load_policy(policy_file)
-    from review.thresholds import thresholds
 
-    return thresholds.in_force(open_engine()).policy
+    return inforce.in_force(open_engine()).policy
 
 
 @click.command("decide", cls=WorkbenchCommand)

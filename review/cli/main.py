@@ -38,7 +38,7 @@ def migrate_cmd() -> None:
 @main.command("seed-demo")
 @click.option("--if-empty", is_flag=True, help="Only load when the database has no data yet.")
 def seed_demo(if_empty: bool) -> None:
-    """Load the Brightwave demo company: users, documents and cases."""
+    """Load the demo company: users, documents and cases."""
     engine = open_engine()
     if if_empty and not fixtures.is_empty(engine):
         click.echo("database already has data; demo not loaded")

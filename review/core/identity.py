@@ -101,9 +101,6 @@ class Actor:
     def can(self, permission: Permission) -> bool:
         return any(permission in GRANTS[r] for r in self.roles)
 
-    def has_role(self, role: Role) -> bool:
-        return role in self.roles
-
 
 SYSTEM = Actor(id=0, email="system", name="System", roles=frozenset({Role.admin}), clearance=True)
 

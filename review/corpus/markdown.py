@@ -1,13 +1,16 @@
 """The one reader of Markdown-shaped document bodies: headings, tables, footnote definitions,
 lists and paragraphs, each with the character offsets of its lines.
 
-Lines end as in CommonMark (``\\r\\n``, ``\\r`` or ``\\n``). A heading is one to six ``#`` and a
-space; a table is a row with ``|`` followed by a separator row (``|---|---|``) and every
-following non-blank row with ``|``; a footnote definition (``[^1]: text``) takes the lines
+Lines end as in CommonMark (``\\r\\n``, ``\\r`` or ``\\n``). A heading is, as in CommonMark, up
+to three spaces, one to six ``#``, then a space, a tab or the end of the line; a table is a row
+with ``|`` followed by a separator row (``|---|---|``) and every following non-blank row with
+``|``; a footnote definition (``[^1]: text``) takes the lines
 indented by four spaces or a tab after it; other runs of non-blank lines are a list (when every
 line is a list item or indented by two spaces) or a paragraph. Nothing is rendered: the corpus
 shows the blocks as text (``docformat.parse_blocks``) and the edit operators find and change
-spans inside them (``review.builder.layout``).
+spans inside them (``review.builder.layout``); the claim splitter reads an answer's lines,
+headings and code fences (``FENCE``, a line opening or closing a fenced code block) with the
+same rules (``review.audits.claims``).
 """
 
 from __future__ import annotations
@@ -15,10 +18,20 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["FOOTNOTE_DEF", "HEADING", "LIST_MARK", "TABLE_SEP", "MarkdownBlock", "lines", "scan"]
+__all__ = [
+    "FENCE",
+    "FOOTNOTE_DEF",
+    "HEADING",
+    "LIST_MARK",
+    "TABLE_SEP",
+    "MarkdownBlock",
+    "lines",
+    "scan",
+]
 
 LINE_END = re.compile(r"\r\n|\r|\n")
-HEADING = re.compile(r"(#{1,6})\s+")
+HEADING = re.compile(r"[ \t]{0,3}(#{1,6})(?:[ \t]+|$)")
+FENCE = re.compile(r"[ \t]{0,3}(?:```|~~~)")
 # Each run of spaces can be matched in one way only (a space-only line or a row that ends in
 # spaces is refused in linear time: two adjacent ``\s*`` made it quadratic, minutes at 300 kB)
 TABLE_SEP = re.compile(r"^\s*(?:\|\s*)?:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)*(?:\|\s*)?$")

@@ -20,6 +20,7 @@ from review.audits.verdicts import VerdictIn, submit_verdict
 from review.core.errors import InputError
 from review.core.identity import SYSTEM, Role
 from review.core.taxonomy import Taxonomy
+from review.core.terms import ClaimVerdict
 from storage.db import read_session
 from storage.models import SamplingPlan, Trace
 
@@ -70,11 +71,13 @@ def _demo_verdict(view: ItemView) -> VerdictIn:
         for i, c in enumerate(claims):
             valid = bool(c.cited) and all(x in context for x in c.cited)
             ok = valid and not (wrong and i == len(claims) - 1)
-            drafts.append(replace(c, verdict="supported" if ok else "unsupported"))
+            drafts.append(
+                replace(c, verdict=ClaimVerdict.supported if ok else ClaimVerdict.unsupported)
+            )
         report = check_claims(drafts, context)
         if report.answer_passes:
             return VerdictIn("supported_answer", (), "", tuple(drafts))
-        n_ok = sum(d.verdict == "supported" for d in drafts)
+        n_ok = sum(d.verdict == ClaimVerdict.supported for d in drafts)
         verdict = "partially_supported" if n_ok else "unsupported_answer"
         stage = (
             "citation_partial" if any(not d.cited for d in drafts) else "generator_ignored_signal"

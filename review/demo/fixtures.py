@@ -25,7 +25,7 @@ from review.demo.files import DEMO_CASE_BATCH, DEMO_CASES, DEMO_DOCS
 from review.demo.people import DEMO_ACTOR, DEMO_USERS, demo_actor
 from review.evaluation import evalruns, execution, refpipeline
 from review.labels import labeling
-from review.policy import chain, signoff
+from review.policy import chain, inforce, signoff
 from review.thresholds import thresholds
 from review.thresholds.thresholds import configured_pipeline
 from review.traces import importer
@@ -178,7 +178,7 @@ def build_demo_policies(engine: Engine, tax: Taxonomy) -> int:
 
     from review.policy.policy import default_policy_path, parse_policy, replace_thresholds
 
-    if signoff.versions(engine, thresholds.KIND):
+    if signoff.versions(engine, inforce.KIND):
         return 0
     paula = demo_actor("paula.kim@brightwave.example")
     omar = demo_actor("omar.haddad@brightwave.example")
@@ -199,7 +199,7 @@ def build_demo_policies(engine: Engine, tax: Taxonomy) -> int:
     v1 = signoff.propose(
         engine,
         omar,
-        thresholds.KIND,
+        inforce.KIND,
         older,
         "First policy for the vector index, from the launch golden set.",
         tuned_on_split="validation",
@@ -228,7 +228,7 @@ def build_demo_policies(engine: Engine, tax: Taxonomy) -> int:
     v2 = signoff.propose(
         engine,
         paula,
-        thresholds.KIND,
+        inforce.KIND,
         shipped,
         "Monthly review found unsupported answers on plan questions; raise the "
         "vector refuse threshold to 0.55 and the caveat to 0.65.",

@@ -24,7 +24,9 @@ the message the gate names (R1, C1, E1, ...) from the wording in force.
 
 All follow the pipeline contract of ``workbench evaluate``: they take the question, the
 visible documents and the identity, and return decision, text, citations and score. The
-workbench hands them the policy and wording in force (``configure``) before every run.
+workbench hands them the policy and wording in force (``configure``) before every run. The
+wording's ``company_names`` (the deployment's own names, said in almost every question and
+document) are stopwords of the retrieval, like "we" and "our".
 """
 
 from __future__ import annotations
@@ -45,8 +47,15 @@ _STOP_TEXT = """a an the and or of to in on for with by at from is are was were 
 we i you our your my me us can could would should will shall may might must what which who
 whom when where why how much many any some this that these those it its as if than then there
 their they them after before about into over under up out not no yes have has had get got ask
-asking brightwave workspace please tell know need"""
+asking workspace please tell know need"""
 STOPWORDS = frozenset(_STOP_TEXT.split())
+
+
+def company_stopwords(company_names: Sequence[str]) -> frozenset[str]:
+    """The words of the deployment's own names, as the retrieval's extra stopwords."""
+    return frozenset(w for n in company_names for w in _WORD.findall(n.lower()))
+
+
 #: The pipeline's topic classifier: a question naming one of these phrases is on that topic.
 #: Which topics go to a person is the policy's ``restricted_topics``, not this table.
 TOPIC_PHRASES: dict[str, tuple[str, ...]] = {
@@ -84,8 +93,10 @@ def classify_topics(question: str) -> tuple[str, ...]:
 COSINE_FLOOR = 0.33
 
 
-def content_words(text: str) -> set[str]:
-    return {w for w in _WORD.findall(text.lower()) if w not in STOPWORDS and len(w) > 1}
+def content_words(text: str, also: frozenset[str] = frozenset()) -> set[str]:
+    """The text's words that can carry its meaning: not STOPWORDS, not ``also``, not one letter."""
+    words = _WORD.findall(text.lower())
+    return {w for w in words if w not in STOPWORDS and w not in also and len(w) > 1}
 
 
 @dataclass(frozen=True)
@@ -145,18 +156,22 @@ class GatedPipeline:
         config: Configuration,
         policy: NoAnswerPolicy | None = None,
         wording: Wording | None = None,
+        company_names: Sequence[str] = (),
     ) -> None:
         self.config = config
         self.__name__ = config.name
         self._policy = policy
         self._wording = wording
+        self._stop = company_stopwords(company_names)
         self._effective: NoAnswerPolicy | None = None
         self._rng = random.Random(config.seed)
 
-    def configure(self, policy: NoAnswerPolicy, wording: Wording) -> GatedPipeline:
+    def configure(
+        self, policy: NoAnswerPolicy, wording: Wording, company_names: Sequence[str] = ()
+    ) -> GatedPipeline:
         """A fresh copy of this pipeline deciding with ``policy`` and wording with ``wording``
-        (sampling restarts from the seed)."""
-        return GatedPipeline(self.config, policy, wording)
+        (sampling restarts from the seed); ``company_names`` are the wording's."""
+        return GatedPipeline(self.config, policy, wording, company_names)
 
     def _parts(self) -> tuple[NoAnswerPolicy, Wording]:
         """The policy this configuration decides with (its own refuse threshold, if any; no
@@ -169,6 +184,7 @@ class GatedPipeline:
             if self._wording is None:
                 ws = load_wording()
                 self._wording = lambda k, v: render(ws.message(k), v)
+                self._stop = company_stopwords(ws.company_names)
             self._effective = _with_refuse_below(
                 self._policy or load_policy(), self.config.refuse_below
             )
@@ -180,7 +196,7 @@ class GatedPipeline:
         policy, wording = self._parts()
         c = self.config
         noise = self._rng.uniform(-c.jitter, c.jitter) if c.jitter else 0.0
-        return _answer(question, documents, policy, wording, c, noise)
+        return _answer(question, documents, policy, wording, c, noise, self._stop)
 
 
 def _with_refuse_below(policy: NoAnswerPolicy, refuse_below: float | None) -> NoAnswerPolicy:
@@ -198,15 +214,16 @@ def _answer(
     wording: Wording,
     c: Configuration,
     noise: float,
+    stop: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
     topics = classify_topics(question)
-    words = content_words(question)
+    words = content_words(question, stop)
     cands = passages(documents)
     if c.skip_questions:
         cands = [p for p in cands if not restates_a_question(p.text)]
 
     def key(p: Passage) -> tuple[float, str]:
-        cover = len(words & content_words(p.text)) / len(words) if words else 0.0
+        cover = len(words & content_words(p.text, stop)) / len(words) if words else 0.0
         date = str(p.doc.effective_date or "") if c.prefer_current else ""
         return (cover, date)
 
@@ -220,7 +237,7 @@ def _answer(
         RANKING_MODE,
         len(cands),
         score,
-        answerable=best is not None and bool(words & content_words(best.text)),
+        answerable=best is not None and bool(words & content_words(best.text, stop)),
         ambiguous=False,
         ungrounded=False,
         topics=topics,
@@ -252,7 +269,7 @@ def _answer(
         return out
     restricted = [t for t in topics if t in policy.restricted_topics]
     values = {
-        "topic": _topic_words(question),
+        "topic": _topic_words(question, stop),
         "missing_item": MISSING_ITEM,
         "role": TOPIC_ROLES.get(restricted[0], "the Support team")
         if restricted
@@ -262,9 +279,13 @@ def _answer(
     return out
 
 
-def _topic_words(question: str) -> str:
+def _topic_words(question: str, stop: frozenset[str]) -> str:
     """What the question is about, in its own words (for {topic}): its first content words."""
-    words = [w for w in _WORD.findall(question.lower()) if w not in STOPWORDS and len(w) > 1]
+    words = [
+        w
+        for w in _WORD.findall(question.lower())
+        if w not in STOPWORDS and w not in stop and len(w) > 1
+    ]
     return " ".join(words[:4]) or "this"
 
 
@@ -288,8 +309,13 @@ def Sampled(seed: int = 2025, jitter: float = 0.08) -> GatedPipeline:
 sampled = Sampled()
 
 
-def configure_pipeline(pipeline: Any, policy: NoAnswerPolicy, wording: Wording) -> Any:
-    """A pipeline with a ``configure(policy, wording)`` method configured; any other callable
-    unchanged (an outside pipeline brings its own policy)."""
+def configure_pipeline(
+    pipeline: Any, policy: NoAnswerPolicy, wording: Wording, company_names: Sequence[str] = ()
+) -> Any:
+    """A pipeline with a ``configure(policy, wording)`` method configured (a bundled one also
+    with the wording's ``company_names``); any other callable unchanged (an outside pipeline
+    brings its own policy)."""
+    if isinstance(pipeline, GatedPipeline):
+        return pipeline.configure(policy, wording, company_names)
     setup = getattr(pipeline, "configure", None)
     return setup(policy, wording) if callable(setup) else pipeline

@@ -52,7 +52,8 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from review.core.chartstyle import no_data_chart, percent_axis
+from review.charts.runs import family_lines_chart
+from review.charts.style import no_data_chart
 from review.core.sampling import wilson_bounds
 
 RATE_METRICS = (
@@ -676,18 +677,9 @@ def family_drift(hist: pd.DataFrame) -> pd.DataFrame:
 #: "other families" line (115 lines in one chart read as none).
 DRIFT_TOP = 8
 _DRIFT_WEIGHTS = {"decision_accuracy": "accuracy_n", "abstention_recall": "recall_n"}
+
+
 #: Tableau 10 without its grey, which marks the combined "other families" line.
-_FAMILY_COLOURS = (
-    "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
-    "#9c755f",
-)  # fmt: skip
-
-
-def _family_range(kept: int) -> list[str]:
-    """Colours of ``kept`` families then of the combined others (grey)."""
-    return [_FAMILY_COLOURS[i % len(_FAMILY_COLOURS)] for i in range(kept)] + ["#9e9e9e"]
-
-
 def drift_lines(drift: pd.DataFrame, metric: str, top: int = DRIFT_TOP) -> pd.DataFrame:
     """The lines of the drift chart: the ``top`` families whose ``metric`` moves most across
     runs (largest range; ties by name) each as itself, the others combined into one line
@@ -731,40 +723,7 @@ def drift_chart(drift: pd.DataFrame, metric: str, top: int = DRIFT_TOP) -> alt.L
     if data.empty:
         reason = f"No question family has a defined {title.lower()} in these runs."
         return alt.LayerChart(layer=[no_data_chart(reason)])
-    rate = metric != "flips"
-    families = list(dict.fromkeys(data["family"].astype(str)))
-    others = families[-1].startswith("other ") and len(families) > top
-    base = alt.Chart(data).encode(
-        x=alt.X(
-            "run:N",
-            sort=runs,
-            title="run (oldest first)",
-            axis=alt.Axis(labelAngle=0, labelLimit=200),
-        ),
-        y=alt.Y(
-            f"{metric}:Q",
-            scale=alt.Scale(domain=[0, 1]) if rate else alt.Undefined,
-            axis=percent_axis(title) if rate else alt.Axis(title=title, titlePadding=10),
-        ),
-        color=alt.Color(
-            "family:N",
-            title="question family",
-            # the families each in a colour of their own, the combined others in grey
-            scale=alt.Scale(domain=families, range=_family_range(len(families) - 1))
-            if others
-            else alt.Scale(scheme="tableau10"),
-            legend=alt.Legend(labelLimit=0, symbolLimit=0),
-        ),
-        tooltip=[
-            "run",
-            "family",
-            alt.Tooltip(f"{metric}:Q", format=".1%" if rate else "d"),
-            "cases",
-        ],
-    )
-    return alt.LayerChart(
-        layer=[base.mark_line(), base.mark_point(filled=True, size=50)], height=320
-    )
+    return family_lines_chart(data, metric, title=title, runs=runs, rate=metric != "flips", top=top)
 
 
 def drift_table(drift: pd.DataFrame, metric: str) -> pd.DataFrame:

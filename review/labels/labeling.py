@@ -23,7 +23,6 @@ from sqlalchemy import Engine, Text, cast, delete, distinct, exists, func, or_, 
 from sqlalchemy.orm import Session
 
 from review.cases.agreed import current_label_filter, refresh_agreed
-from review.core import clearance
 from review.core.errors import InputError, PermissionDenied, StaleWriteError
 from review.core.identity import Actor, Permission, require
 from review.core.taxonomy import Taxonomy
@@ -773,8 +772,3 @@ def gold_history(engine: Engine, case_id: int) -> list[GoldView]:
                 .order_by(Adjudication.id)
             )
         ]
-
-
-def ensure_can_view_forbidden(actor: Actor) -> None:
-    if not clearance.cleared(actor):
-        raise PermissionDenied("forbidden documents are shown only to users with clearance")

@@ -10,6 +10,7 @@ from review.core import clearance
 from review.core.identity import Actor, Permission
 from review.core.taxonomy import Taxonomy
 from review.core.terms import CaseStatus, PlanStatus, VersionStatus
+from review.policy import inforce
 from storage.db import read_session
 from storage.models import Case, CaseFamily, CaseSlice, Document, User
 
@@ -195,13 +196,12 @@ def _changes_waiting(engine: Engine, actor: Actor) -> list[Attention]:
     proposals still waiting for someone else's; a threshold change links to its item on the
     Thresholds page's Sign-off tab."""
     from review.policy import signoff
-    from review.thresholds import thresholds
     from review.wording import versions
 
     me = actor.email.strip().lower()
     out: list[Attention] = []
     for kind, title, page in (
-        (thresholds.KIND, "Threshold", "thresholds"),
+        (inforce.KIND, "Threshold", "thresholds"),
         (versions.KIND, "Refusal wording", "wording"),
     ):
         for v in signoff.versions(engine, kind):

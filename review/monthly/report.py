@@ -3,7 +3,6 @@ into the record when the review closes, and the report exported as HTML or Markd
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import html
 import io
@@ -30,7 +29,7 @@ from review.core.terms import PlanStatus, VersionStatus
 from review.evaluation import evalruns
 from review.monthly import validation
 from review.monthly.records import SessionView, links_text, month_bounds
-from review.policy import signoff
+from review.policy import inforce, signoff
 from review.thresholds import release, thresholds
 from storage.db import read_session
 from storage.models import ReviewSession, utcnow
@@ -86,12 +85,12 @@ def live_context(engine: Engine, tax: Taxonomy, month: str) -> MonthContext:
     gate_run = None
     # read once: the gate and the risk-coverage chart below use the same outputs and policy
     frame = pd.DataFrame()
-    pif: thresholds.PolicyInForce | None = None
+    pif: inforce.PolicyInForce | None = None
     if runs:
         latest = runs[0]
         frame = evalruns.outputs_frame(engine, latest.id, tax)
         try:
-            pif = thresholds.in_force(engine)
+            pif = inforce.in_force(engine)
             in_scope = splits.cases_in_scope(engine, "test")
             gate = release.release_gate(pif.policy, frame, "test", in_scope=in_scope).rows
             gate_run = latest.name
@@ -523,10 +522,6 @@ def markdown_zip(view: SessionView, ctx: MonthContext) -> bytes:
         for name, data in images.items():
             z.writestr(name, data)
     return buf.getvalue()
-
-
-def png_data_uri(data: bytes) -> str:
-    return "data:image/png;base64," + base64.b64encode(data).decode("ascii")
 
 
 def _monitoring_hook(

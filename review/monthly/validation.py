@@ -22,9 +22,9 @@ from review.core.errors import InputError, PermissionDenied
 from review.core.identity import Actor
 from review.core.taxonomy import Taxonomy
 from review.evaluation import evalruns
-from review.policy import signoff
+from review.policy import inforce, signoff
 from review.policy.policy import NoAnswerPolicy, parse_policy
-from review.thresholds import redecide, thresholds
+from review.thresholds import redecide
 from storage.models import utcnow
 
 # ---------------------------------------------------------------------------------------
@@ -273,12 +273,12 @@ def policy_under_validation(engine: Engine, number: int | None = None) -> Valida
     """Version ``number`` of the no-answer policy (pending or approved); None: the policy in
     force."""
     if number is None:
-        pif = thresholds.in_force(engine)
+        pif = inforce.in_force(engine)
         v = pif.version
         if v is None:
             return Validated(pif.policy, None, None, None, "shipped file")
         return Validated(pif.policy, v.number, v.author, v.sha256, "in force")
-    found = next((v for v in signoff.versions(engine, thresholds.KIND) if v.number == number), None)
+    found = next((v for v in signoff.versions(engine, inforce.KIND) if v.number == number), None)
     if found is None:
         raise InputError(f"version {number} is not a version of the no-answer policy")
     policy = parse_policy(found.yaml_text, f"version {number}")
@@ -288,7 +288,7 @@ def policy_under_validation(engine: Engine, number: int | None = None) -> Valida
 def validation_choices(engine: Engine) -> list[tuple[int | None, str]]:
     """The versions a dry run may apply: the policy in force first, then every pending
     proposal, each with a label naming its author."""
-    pif = thresholds.in_force(engine)
+    pif = inforce.in_force(engine)
     names = users.display_names(engine)
 
     def label(v: signoff.VersionView) -> str:
@@ -301,7 +301,7 @@ def validation_choices(engine: Engine) -> list[tuple[int | None, str]]:
         else (None, "the policy in force (the shipped file)")
     )
     out: list[tuple[int | None, str]] = [first]
-    for v in signoff.versions(engine, thresholds.KIND):
+    for v in signoff.versions(engine, inforce.KIND):
         if str(v.status) == "pending":
             out.append((v.number, f"proposal: {label(v)}"))
     return out

@@ -60,7 +60,6 @@ from review.core.taxonomy import KEY_RE, policies_dir, taxonomy
 from review.core.yamlstrict import format_validation_error, load_yaml_text
 
 RANKING_MODES: Final = ("bm25", "vector", "semantic_reranker", "hybrid")
-SCORED_MODES: Final = ("bm25", "vector", "semantic_reranker")
 GATE_RULES: Final = (
     "restricted_topic",
     "no_hits",

@@ -55,7 +55,6 @@ IntArray = npt.NDArray[np.int64]
 # Bounds are compared with this slack so that 27/30 passes a bound of 0.9.
 TOLERANCE: Final = 1e-9
 
-CURVE_COLUMNS: Final = ("threshold", "answered", "coverage", "errors", "selective_risk")
 SWEEP_COLUMNS: Final = (
     "threshold",
     "answered",

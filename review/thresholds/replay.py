@@ -566,9 +566,6 @@ def replay_traces_scan(
 # ---------------------------------------------------------------------------------------
 # Does a policy reproduce what production logged?
 
-#: The decisions the threshold gate makes (a logged ``partial`` is an answer the claim check
-#: cut down after generation: see :func:`reproduce_logged`).
-_GATE_DECISIONS = frozenset({"answer", "abstain", "clarify", "escalate"})
 #: A logged answer with this reason code was given with the caveat (as review.traces.rollup).
 _CAVEAT_REASON = "support_below_threshold"
 #: Pseudo-signals a logged decision may lack, beside the gate's own signals.

@@ -18,10 +18,9 @@ from sqlalchemy import Engine
 from review.core.errors import InputError
 from review.core.identity import Actor, Permission, Role, require
 from review.core.taxonomy import Taxonomy
-from review.policy import signoff
+from review.policy import inforce, signoff
 from review.policy.policy import parse_policy
 from review.thresholds import headline as hl
-from review.thresholds import thresholds
 from review.thresholds.evidence import SignoffEvidence, signoff_evidence
 
 __all__ = ["ProposalReview", "needs_confirmation", "review_proposal", "sign_thresholds"]
@@ -56,9 +55,9 @@ def needs_confirmation(evidence: SignoffEvidence, headline: hl.Headline | None) 
 
 def review_proposal(engine: Engine, tax: Taxonomy, version: signoff.VersionView) -> ProposalReview:
     """The figures of ``version`` against the policy in force, on its calibration source."""
-    if version.kind != thresholds.KIND:
+    if version.kind != inforce.KIND:
         raise InputError(f"policy version {version.id} is not a threshold change")
-    pif = thresholds.in_force(engine)
+    pif = inforce.in_force(engine)
     proposed = parse_policy(version.yaml_text, f"version {version.number}")
     evidence = signoff_evidence(engine, tax, pif.policy, proposed, version.snapshot)
     head = hl.headline(evidence.analysis, proposed) if evidence.analysis is not None else None

@@ -23,15 +23,14 @@ from sqlalchemy import Engine
 
 from review.charts.charts import downsample
 from review.core.errors import InputError
-from review.core.identity import Actor, Permission, Role, require
+from review.core.identity import Actor, Permission, require
 from review.core.taxonomy import Taxonomy
 from review.evaluation import evalruns
 from review.policy import signoff
-from review.policy.gate import confidence, policy_threshold
+from review.policy.gate import confidence
+from review.policy.inforce import KIND, in_force
 from review.policy.policy import (
     NoAnswerPolicy,
-    default_policy_path,
-    parse_policy,
     policy_sha256,
     record_change,
     replace_thresholds,
@@ -44,52 +43,6 @@ from review.policy.selective import (
     risk_coverage,
     sweep,
 )
-
-KIND = "no_answer_policy"
-POLICY_ROLES = frozenset({Role.product_owner, Role.compliance})
-
-
-def _canonical(text: str) -> str:
-    """What a signature covers: the policy's meaning, without the approval date (the exported
-    copy gets approved_on filled in after signing)."""
-    policy = parse_policy(text, "policy")
-    data = policy.canonical_data()
-    data["approved_on"] = None
-    return yaml.safe_dump(data, sort_keys=True, allow_unicode=True, default_flow_style=False)
-
-
-signoff.register_kind(
-    signoff.Kind(
-        KIND,
-        "no-answer policy",
-        lambda text, source: parse_policy(text, source),
-        _canonical,
-        lambda text, parent: POLICY_ROLES,
-    )
-)
-
-
-@dataclass(frozen=True)
-class PolicyInForce:
-    policy: NoAnswerPolicy
-    text: str
-    version: signoff.VersionView | None  # None: the shipped file, not yet signed here
-
-
-def in_force(engine: Engine) -> PolicyInForce:
-    """The policy in force: the latest verified approved version, else the shipped file.
-
-    When the sign-off record does not verify, the last verified version is served, or, when
-    none is left, :class:`review.policy.signoff.TamperedPolicyError` says why nothing is (see
-    :func:`review.policy.signoff.in_force_version`).
-    """
-    v = signoff.in_force_version(engine, KIND)
-    if v is not None:
-        return PolicyInForce(
-            parse_policy(v.yaml_text, f"approved version {v.number}"), v.yaml_text, v
-        )
-    text = default_policy_path().read_text(encoding="utf-8")
-    return PolicyInForce(parse_policy(text, str(default_policy_path())), text, None)
 
 
 def configured_pipeline(engine: Engine, pipeline: Any) -> tuple[Any, dict[str, str]]:
@@ -115,7 +68,7 @@ def configured_pipeline(engine: Engine, pipeline: Any) -> tuple[Any, dict[str, s
         "policy_sha256": policy_sha256(pif.text),
         "wording": wif.label,
     }
-    return configure_pipeline(pipeline, pif.policy, wording), used
+    return configure_pipeline(pipeline, pif.policy, wording, words.company_names), used
 
 
 def outcomes(
@@ -152,10 +105,6 @@ def outcomes_of(
     # an abstention; cases expecting clarify or escalate are in neither count)
     df["expects_abstain"] = df["gold"] == "abstain"
     return df.reset_index(drop=True)
-
-
-def modes_of_run(engine: Engine, run_id: int, tax: Taxonomy) -> list[str]:
-    return modes_in(evalruns.outputs_frame(engine, run_id, tax))
 
 
 def modes_in(outputs: pd.DataFrame) -> list[str]:
@@ -312,10 +261,6 @@ def analyse(
         data_fingerprint(used),
         sorted({int(c) for c in used["case_id"]}),
     )
-
-
-def raw_threshold(policy: NoAnswerPolicy, mode: str, confidence_t: float) -> float:
-    return policy_threshold(policy, mode, confidence_t)
 
 
 def propose_thresholds(

@@ -2,4 +2,4 @@
 idempotent importer with redaction, browsing, retention, the daily rollup and monitoring, and
 who may see a trace (the restricted rule itself is the corpus's, which keeps it in step).
 
-May use: corpus, core."""
+May use: charts, corpus, core."""

@@ -17,7 +17,8 @@ from typing import Final
 import altair as alt
 import pandas as pd
 
-from review.core.chartstyle import colour_scale, percent_axis
+from review.charts.style import colour_scale, percent_axis
+from review.charts.weekly import bottom_legend, week_tooltip, week_x, weekly_lines
 
 __all__ = [
     "INTERACTION_COUNTS",
@@ -88,33 +89,24 @@ def interaction_chart(frame: pd.DataFrame, signals: Sequence[str]) -> alt.Chart:
     )
     weeks = f["week"].dropna()
     domain = [w.isoformat() for w in (weeks.min(), weeks.max())] if len(weeks) else []
-    chart: alt.Chart = (
-        alt.Chart(long)
-        .mark_line(point=True)
-        .encode(
-            x=alt.X(
-                "week:T",
-                title="Week (Monday)",
-                axis=alt.Axis(format="%d %b", labelAngle=0),
-                # the weeks shown above, also those whose traces log nothing
-                scale=alt.Scale(domain=domain) if domain else alt.Undefined,
-            ),
-            y=alt.Y("value:Q", axis=percent_axis("Rate")),
-            color=alt.Color(
-                "signal:N",
-                title=None,
-                sort=[INTERACTION_SIGNALS[r][0] for r in signals],
-                scale=colour_scale(INTERACTION_SIGNALS[r][0] for r in signals),
-                legend=alt.Legend(orient="bottom", labelLimit=0),
-            ),
-            tooltip=[
-                alt.Tooltip("week:T", title="week of", format="%Y-%m-%d"),
-                alt.Tooltip("signal:N"),
-                alt.Tooltip("value:Q", title="rate", format=".1%"),
-                alt.Tooltip("k:Q", title="traces with it"),
-                alt.Tooltip("n:Q", title="traces logging it"),
-            ],
-        )
-        .properties(height=260)
+    return weekly_lines(
+        long,
+        # the weeks shown above, also those whose traces log nothing
+        x=week_x(domain=domain),
+        y=alt.Y("value:Q", axis=percent_axis("Rate")),
+        color=alt.Color(
+            "signal:N",
+            title=None,
+            sort=[INTERACTION_SIGNALS[r][0] for r in signals],
+            scale=colour_scale(INTERACTION_SIGNALS[r][0] for r in signals),
+            legend=bottom_legend(),
+        ),
+        tooltip=[
+            week_tooltip(),
+            alt.Tooltip("signal:N"),
+            alt.Tooltip("value:Q", title="rate", format=".1%"),
+            alt.Tooltip("k:Q", title="traces with it"),
+            alt.Tooltip("n:Q", title="traces logging it"),
+        ],
+        height=260,
     )
-    return chart

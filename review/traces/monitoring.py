@@ -53,7 +53,8 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from sqlalchemy import Engine, func, select
 
-from review.core.chartstyle import colour_scale, no_data_chart, percent_axis
+from review.charts.style import colour_scale, no_data_chart, percent_axis
+from review.charts.weekly import bottom_legend, week_tooltip, week_x, weekly_lines
 from review.core.errors import InputError
 from review.core.readable import percent
 from review.core.taxonomy import Taxonomy, policies_dir
@@ -707,21 +708,17 @@ def signals_chart(
     long["week"] = pd.to_datetime(long["week"])
     order = [SIGNALS[k] for k in chosen]
     base = alt.Chart(long).encode(
-        x=alt.X(
-            "week:T",
-            title="Week (Monday)",
-            axis=alt.Axis(format="%d %b", labelAngle=0),
-        ),
+        x=week_x(),
         y=alt.Y("value:Q", axis=percent_axis("Share of traces")),
         color=alt.Color(
             "signal:N",
             title=None,
             sort=order,
             scale=colour_scale(order),
-            legend=alt.Legend(orient="bottom", labelLimit=0, columns=2),
+            legend=bottom_legend(columns=2),
         ),
         tooltip=[
-            alt.Tooltip("week:T", title="week of", format="%Y-%m-%d"),
+            week_tooltip(),
             alt.Tooltip("signal:N"),
             alt.Tooltip("value:Q", title="rate", format=".1%"),
             alt.Tooltip("traces:Q", title="traces that week"),
@@ -765,34 +762,25 @@ def counts_chart(frame: pd.DataFrame) -> alt.Chart:
     f["week"] = pd.to_datetime(f["week"])
     long = f.melt(id_vars=["week", "traces"], value_vars=list(COUNT_LABELS), var_name="key")
     long["count"] = long["key"].map(COUNT_LABELS)
-    chart: alt.Chart = (
-        alt.Chart(long)
-        .mark_line(point=True)
-        .encode(
-            x=alt.X(
-                "week:T",
-                title="Week (Monday)",
-                axis=alt.Axis(format="%d %b", labelAngle=0),
-            ),
-            y=alt.Y("value:Q", title="Traces", axis=alt.Axis(titlePadding=10)),
-            color=alt.Color(
-                "count:N",
-                title=None,
-                sort=list(COUNT_LABELS.values()),
-                # each count in the colour of its rate: one colour per metric
-                scale=colour_scale(COUNT_LABELS.values()),
-                legend=alt.Legend(orient="bottom", labelLimit=0),
-            ),
-            tooltip=[
-                alt.Tooltip("week:T", title="week of", format="%Y-%m-%d"),
-                alt.Tooltip("count:N", title="what"),
-                alt.Tooltip("value:Q", title="traces"),
-                alt.Tooltip("traces:Q", title="traces that week"),
-            ],
-        )
-        .properties(height=220)
+    return weekly_lines(
+        long,
+        y=alt.Y("value:Q", title="Traces", axis=alt.Axis(titlePadding=10)),
+        color=alt.Color(
+            "count:N",
+            title=None,
+            sort=list(COUNT_LABELS.values()),
+            # each count in the colour of its rate: one colour per metric
+            scale=colour_scale(COUNT_LABELS.values()),
+            legend=bottom_legend(),
+        ),
+        tooltip=[
+            week_tooltip(),
+            alt.Tooltip("count:N", title="what"),
+            alt.Tooltip("value:Q", title="traces"),
+            alt.Tooltip("traces:Q", title="traces that week"),
+        ],
+        height=220,
     )
-    return chart
 
 
 def segment_chart(frame: pd.DataFrame, signal: str = "no_answer_rate") -> alt.Chart:
@@ -803,26 +791,15 @@ def segment_chart(frame: pd.DataFrame, signal: str = "no_answer_rate") -> alt.Ch
         return no_data_chart("No trace in these weeks carries this segment.")
     f = frame.copy()
     f["week"] = pd.to_datetime(f["week"])
-    chart: alt.Chart = (
-        alt.Chart(f)
-        .mark_line(point=True)
-        .encode(
-            x=alt.X(
-                "week:T",
-                title="Week (Monday)",
-                axis=alt.Axis(format="%d %b", labelAngle=0),
-            ),
-            y=alt.Y(f"{signal}:Q", axis=percent_axis(SIGNALS[signal])),
-            color=alt.Color(
-                "segment:N", title=None, legend=alt.Legend(orient="bottom", labelLimit=0)
-            ),
-            tooltip=[
-                alt.Tooltip("week:T", format="%Y-%m-%d"),
-                "segment:N",
-                alt.Tooltip(f"{signal}:Q", format=".1%"),
-                "traces:Q",
-            ],
-        )
-        .properties(height=280)
+    return weekly_lines(
+        f,
+        y=alt.Y(f"{signal}:Q", axis=percent_axis(SIGNALS[signal])),
+        color=alt.Color("segment:N", title=None, legend=bottom_legend()),
+        tooltip=[
+            week_tooltip(title=None),
+            "segment:N",
+            alt.Tooltip(f"{signal}:Q", format=".1%"),
+            "traces:Q",
+        ],
+        height=280,
     )
-    return chart

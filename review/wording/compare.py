@@ -105,7 +105,7 @@ def setting_changes(
     out: list[tuple[str, str]] = []
     if old.locale != new.locale:
         out.append(("locale", f"{old.locale} -> {new.locale}"))
-    for name in ("allowed_contacts", "restricted_titles"):
+    for name in ("allowed_contacts", "restricted_titles", "company_names"):
         before, after = list(getattr(old, name)), list(getattr(new, name))
         hide = name == "restricted_titles" and not reveal_restricted
         for item in after:

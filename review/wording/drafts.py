@@ -92,6 +92,8 @@ def _plain(ws: WordingSet) -> dict[str, Any]:
     }
     if ws.restricted_titles:
         data["restricted_titles"] = list(ws.restricted_titles)
+    if ws.company_names:
+        data["company_names"] = list(ws.company_names)
     data["messages"] = messages
     return data
 
@@ -175,7 +177,7 @@ def _setting_edits(
     """The top-level settings that changed, rewritten in place (a new one goes before the
     messages); None when one cannot be placed."""
     edits: list[_Edit] = []
-    for name in ("version", "locale", "allowed_contacts", "restricted_titles"):
+    for name in ("version", "locale", "allowed_contacts", "restricted_titles", "company_names"):
         if getattr(base, name) == getattr(new, name):
             continue
         value = plain.get(name)

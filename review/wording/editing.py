@@ -101,6 +101,7 @@ class LiveLint:
     restricted_titles: tuple[str, ...]
     doc_ids: tuple[str, ...]
     allowed_contacts: tuple[str, ...]
+    company_names: tuple[str, ...] = ()
 
     def lint(self, text: str, key: str | None) -> list[Finding]:
         return lint(
@@ -109,6 +110,7 @@ class LiveLint:
             restricted_titles=self.restricted_titles,
             allowed_contacts=self.allowed_contacts,
             doc_ids=self.doc_ids,
+            company_names=self.company_names,
         )
 
 
@@ -124,7 +126,12 @@ def live_lint(
     else:
         hidden = set(terms.restricted_doc_ids)
         titles, doc_ids = (), tuple(d for d in terms.doc_ids if d not in hidden)
-    return LiveLint(tuple(titles), doc_ids, tuple(current.wording.allowed_contacts))
+    return LiveLint(
+        tuple(titles),
+        doc_ids,
+        tuple(current.wording.allowed_contacts),
+        tuple(current.wording.company_names),
+    )
 
 
 def preview_only_findings(

@@ -50,13 +50,17 @@ def lint(
     allowed_contacts: Iterable[str] = (),
     doc_ids: Iterable[str] = (),
     rules: Iterable[str] | None = None,
+    company_names: Iterable[str] = (),
 ) -> list[Finding]:
     """Check one customer-facing text against the wording rules.
 
     ``key`` is the message key the text is used for: the follow-up rule runs only for F1 and
     the person rule only for E1. ``restricted_titles`` and ``doc_ids`` must never appear;
     ``allowed_contacts`` are the only emails, URLs, phone numbers and names a message may give.
-    ``rules`` restricts the check to some rule ids. Findings are sorted by position.
+    ``rules`` restricts the check to some rule ids. ``company_names`` are the deployment's own
+    names (the wording file's ``company_names``): "<name> does not offer ..." is a universal
+    negative like "we do not offer ...", and a name with them is a team or product, not a
+    person. Findings are sorted by position.
     """
     selected = list(RULES) if rules is None else list(rules)
     unknown = [r for r in selected if r not in RULES]
@@ -65,7 +69,10 @@ def lint(
             f"unknown wording rule(s): {', '.join(unknown)} (known: {', '.join(RULES)})"
         )
     patterns = _patterns(
-        tuple(restricted_titles), tuple(allowed_contacts), tuple(str(i) for i in doc_ids)
+        tuple(restricted_titles),
+        tuple(allowed_contacts),
+        tuple(str(i) for i in doc_ids),
+        tuple(company_names),
     )
     norm = _fold(text)
     ctx = _Ctx(text, norm, _sentences(norm), patterns)
@@ -99,6 +106,7 @@ def lint_message(
         restricted_titles=[*wording.restricted_titles, *restricted_titles],
         allowed_contacts=wording.allowed_contacts,
         doc_ids=doc_ids,
+        company_names=wording.company_names,
     )
 
 
@@ -124,6 +132,7 @@ def lint_frame(
     restricted_titles: Iterable[str] = (),
     allowed_contacts: Iterable[str] = (),
     doc_ids: Iterable[str] = (),
+    company_names: Iterable[str] = (),
 ) -> pd.DataFrame:
     """Lint many texts (e.g. final texts of sampled traces): one row per finding.
 
@@ -139,12 +148,18 @@ def lint_frame(
         if len(key_list) != len(series):
             raise InputError(f"{len(key_list)} keys given for {len(series)} texts")
     titles, contacts, ids = tuple(restricted_titles), tuple(allowed_contacts), tuple(doc_ids)
+    names = tuple(company_names)
     rows: list[tuple[object, str, int, int, str, str]] = []
     for label, text, key in zip(series.index, series.tolist(), key_list, strict=True):
         if not isinstance(text, str) or not text:
             continue
         for f in lint(
-            text, key=key, restricted_titles=titles, allowed_contacts=contacts, doc_ids=ids
+            text,
+            key=key,
+            restricted_titles=titles,
+            allowed_contacts=contacts,
+            doc_ids=ids,
+            company_names=names,
         ):
             rows.append((label, f.rule, f.start, f.end, excerpt(text, f), f.explanation))
     return pd.DataFrame(rows, columns=LINT_COLUMNS)

@@ -104,6 +104,8 @@ class WordingSet(_Strict):
     locale: str
     allowed_contacts: list[str]
     restricted_titles: list[str] = Field(default_factory=list)
+    #: The deployment's own names (company, brand) the wording lint treats like "we".
+    company_names: list[str] = Field(default_factory=list)
     messages: dict[str, Message]
 
     @model_validator(mode="after")
@@ -113,6 +115,7 @@ class WordingSet(_Strict):
             problems.append(f"locale: {self.locale!r} is not a locale such as 'en-GB'")
         problems += _list_problems("allowed_contacts", self.allowed_contacts, required=True)
         problems += _list_problems("restricted_titles", self.restricted_titles, required=False)
+        problems += _list_problems("company_names", self.company_names, required=False)
         for key in REQUIRED_KEYS:
             if key not in self.messages:
                 problems.append(

@@ -97,12 +97,13 @@ class _LintContext:
     doc_ids: tuple[str, ...]
     restricted_doc_ids: tuple[str, ...]
     version: int | None
+    company_names: tuple[str, ...] = ()
 
     def key(self) -> str:
-        payload = json.dumps(
-            [self.titles, self.contacts, self.doc_ids, self.restricted_doc_ids],
-            ensure_ascii=False,
-        )
+        parts: list[object] = [self.titles, self.contacts, self.doc_ids, self.restricted_doc_ids]
+        if self.company_names:
+            parts.append(self.company_names)
+        payload = json.dumps(parts, ensure_ascii=False)
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
@@ -115,6 +116,7 @@ def _lint_context(engine: Engine) -> _LintContext:
         terms.doc_ids,
         terms.restricted_doc_ids,
         current.version.number if current.version is not None else None,
+        tuple(current.wording.company_names),
     )
 
 
@@ -125,6 +127,7 @@ def _lint_trace(ctx: _LintContext, text: str, key: str | None) -> list[Finding]:
         restricted_titles=ctx.titles,
         allowed_contacts=ctx.contacts,
         doc_ids=ctx.doc_ids,
+        company_names=ctx.company_names,
     )
 
 

@@ -85,29 +85,34 @@ def _clause(text: str, s_start: int, s_end: int, m_start: int, m_end: int) -> tu
 
 # -- universal negatives ----------------------------------------------------------------------
 
-_UNIVERSAL = re.compile(
-    rf"""
+# {subject} is who may be said not to offer something: "we", "the company", and the names the
+# deployment's wording file gives under company_names.
+_UNIVERSAL_TEXT = rf"""
       \b(?:does|do|did){_NEG}\s+exist\b
     | \bno\s+longer\s+exists?\b | \bnever\s+existed\b
     | \bthere(?:\s+is|'s|\s+are|\s+was|\s+were|\s+will\s+be)\s+(?:no|nothing)\b
         (?!\s+(?:need|problem|rush|hurry|worries|doubt|wrong|to\s+worry|charge|cost|obligation)\b)
     | \bthere\s+(?:is|are|was|were){_NEG}\s+(?:a|an|any|anything)\b
     | \bno\s+such\b
-    | \b(?:we|brightwave|the\s+company)\s+(?:(?:do|does){_NEG}|never)\s+
+    | \b(?:{{subject}})\s+(?:(?:do|does){_NEG}|never)\s+
         (?:offer|provide|support|allow|grant|sell|issue|accept|refund|permit)s?\b
     | \b(?:is|are|was|were){_NEG}\s+(?:\w+\s+)?anywhere\b | \bnowhere\b
     | \b(?:is|are){_NEG}\s+(?:refundable|eligible|offered|supported)\b
     | \b(?:is|are|was|were){_NEG}\s+possible\b
         (?!\s+for\s+me|\s+to\s+(?:confirm|answer|say|tell|determine|verify|find|establish))
     | (?:\bis|\bare|'s|'re)\s+(?:impossible|never)\b
-    | \b(?:we|brightwave|the\s+company)\s+(?:has|have)\s+no\b
-    | \b(?:we|brightwave|the\s+company)\s+(?:do|does){_NEG}\s+have\s+(?:a|an|any)\s+
+    | \b(?:{{subject}})\s+(?:has|have)\s+no\b
+    | \b(?:{{subject}})\s+(?:do|does){_NEG}\s+have\s+(?:a|an|any)\s+
         (?:policy|rule|option|plan|programme|program|process|discount|refund|way)\b
     | \bno\s+(?:[a-z-]+\s+){{1,4}}?(?:is|are|will\s+be|can\s+be)\s+
         (?:available|offered|possible|given|provided|allowed|permitted|granted|issued|made)\b
-    """,
-    _I | _X,
-)
+    """
+
+
+def _universal_pattern(company_names: Sequence[str]) -> re.Pattern[str]:
+    names = [r"\s+".join(map(re.escape, _fold(n).split())) for n in company_names if n.split()]
+    subject = "|".join(["we", *names, r"the\s+company"])
+    return re.compile(_UNIVERSAL_TEXT.replace("{subject}", subject), _I | _X)
 
 
 # Phrases that scope a negative to what the person may see ("... in the documents available
@@ -128,7 +133,7 @@ _SCOPE = re.compile(
 
 
 def _universal(ctx: _Ctx) -> Iterator[Finding]:
-    for m in _UNIVERSAL.finditer(ctx.norm):
+    for m in ctx.patterns.universal.finditer(ctx.norm):
         si = _sentence_of(ctx.sentences, m.start())
         s_start, s_end = ctx.sentences[si]
         c_start, c_end = _clause(ctx.norm, s_start, s_end, m.start(), m.end())
@@ -225,7 +230,7 @@ def _title_patterns(titles: Iterable[str]) -> list[re.Pattern[str]]:
         bare = tuple(re.findall(r"\w+", re.sub(r"\s*\([^)]*\)\s*$", "", title)))
         if bare:
             variants.add(bare)
-        # "Matter note: Halvorsen Freight AS v Brightwave Software": the part after the colon
+        # "Matter note: Halvorsen Freight AS v Acme Software Ltd": the part after the colon
         # is distinctive when it carries proper names, so it is a leak on its own.
         if ":" in title:
             rest = re.sub(r"\s*\([^)]*\)\s*$", "", title.split(":", 1)[1])
@@ -280,7 +285,7 @@ _TRAILING = ".,;:!?)]}'\""
 
 # Words that make a Title-case phrase a team, role, product, document or place, not a person.
 _ORG_WORDS_TEXT = """
-    brightwave workspace workspaces connect support legal billing security privacy operations
+    workspace workspaces connect support legal billing security privacy operations
     compliance sales finance customer customers success data protection officer account accounts
     manager managers team teams desk office department services service help helpdesk centre
     center portal engineering product products trust risk hr people it enterprise starter plan
@@ -318,9 +323,9 @@ def _digits(s: str) -> str:
     return re.sub(r"\D", "", s)
 
 
-def _is_role_phrase(name: str) -> bool:
+def _is_role_phrase(name: str, org_words: frozenset[str]) -> bool:
     words = re.sub(_HONORIFIC, "", name).split()
-    return not re.match(_HONORIFIC, name) and all(w.lower() in _ORG_WORDS for w in words)
+    return not re.match(_HONORIFIC, name) and all(w.lower() in org_words for w in words)
 
 
 def _contacts(ctx: _Ctx) -> Iterator[Finding]:
@@ -371,7 +376,7 @@ def _contacts(ctx: _Ctx) -> Iterator[Finding]:
     for m in _CONTACT_VERB.finditer(ctx.norm):
         name = m.group("name")
         s, e = m.start("name"), m.end("name")
-        if overlaps(s, e) or _is_role_phrase(name):
+        if overlaps(s, e) or _is_role_phrase(name, allowed.org_words):
             continue
         folded = " ".join(name.split()).casefold()
         if any(folded in a for a in allowed.contact_texts):
@@ -659,18 +664,19 @@ _TITLE_RUN = re.compile(rf"\b{_NAME_WORD}(?:\s+{_NAME_WORD})+\b")
 
 
 def _person(ctx: _Ctx) -> Iterator[Finding]:
+    org_words = ctx.patterns.org_words
     spans: list[tuple[int, int]] = []
     for m in _PERSON_HONORIFIC.finditer(ctx.norm):
         spans.append((m.start(), m.end()))
     for m in _PERSON_AFTER_VERB.finditer(ctx.norm):
-        if m.group("name").lower() not in _ORG_WORDS:
+        if m.group("name").lower() not in org_words:
             spans.append((m.start("name"), m.end("name")))
     for m in _TITLE_RUN.finditer(ctx.norm):
         if _COMPANY_SUFFIX.match(ctx.norm, m.end()):
             continue
         words = list(re.finditer(_NAME_WORD, m.group()))
         for a, b in itertools.pairwise(words):
-            if a.group().lower() not in _ORG_WORDS and b.group().lower() not in _ORG_WORDS:
+            if a.group().lower() not in org_words and b.group().lower() not in org_words:
                 spans.append((m.start() + a.start(), m.start() + b.end()))
                 break
     merged: list[tuple[int, int]] = []
@@ -700,11 +706,16 @@ class _Patterns:
     urls: frozenset[str]
     phones: frozenset[str]
     contact_texts: tuple[str, ...]
+    universal: re.Pattern[str]
+    org_words: frozenset[str]
 
 
 @lru_cache(maxsize=64)
 def _patterns(
-    restricted_titles: tuple[str, ...], allowed_contacts: tuple[str, ...], doc_ids: tuple[str, ...]
+    restricted_titles: tuple[str, ...],
+    allowed_contacts: tuple[str, ...],
+    doc_ids: tuple[str, ...],
+    company_names: tuple[str, ...] = (),
 ) -> _Patterns:
     emails: set[str] = set()
     urls: set[str] = set()
@@ -731,6 +742,9 @@ def _patterns(
         urls=frozenset(urls),
         phones=frozenset(phones),
         contact_texts=tuple(" ".join(_fold(c).split()).casefold() for c in allowed_contacts),
+        universal=_universal_pattern(company_names),
+        # a company's name makes a Title-case phrase a team or product, not a person
+        org_words=_ORG_WORDS | {w.lower() for n in company_names for w in re.findall(r"\w+", n)},
     )
 
 

@@ -66,6 +66,8 @@ def canonical(text: str) -> str:
     ws = parse_wording(text, "refusal wording")
     data = ws.model_dump(mode="json")
     data.pop("version", None)
+    if not data["company_names"]:  # signatures made before the field existed stay valid
+        del data["company_names"]
     return json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 

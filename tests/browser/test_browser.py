@@ -148,8 +148,7 @@ def test_label_a_case_with_keyboard_shortcuts(page, demo_url: str) -> None:
 
 
 def test_threshold_proposal_to_approval(page, demo_url: str) -> None:
-    from review.policy import signoff
-    from review.thresholds import thresholds
+    from review.policy import inforce, signoff
     from storage.db import make_engine
 
     pg = page
@@ -163,7 +162,7 @@ def test_threshold_proposal_to_approval(page, demo_url: str) -> None:
     wait_idle(pg)
     pg.get_by_text("Proposed as version").wait_for(state="visible", timeout=30_000)
     eng = make_engine(demo_url)
-    newest = signoff.versions(eng, thresholds.KIND)[0]
+    newest = signoff.versions(eng, inforce.KIND)[0]
     assert newest.author == "omar.haddad@brightwave.example" and newest.status == "pending"
     for email in ("paula.kim@brightwave.example", "chen.li@brightwave.example"):
         open_as(pg, f"{pg.base}/thresholds?as={_user_id(demo_url, email)}")

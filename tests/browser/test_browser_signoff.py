@@ -18,8 +18,8 @@ from playwright.sync_api import Page, expect
 
 from review.admin import users
 from review.core.taxonomy import load_taxonomy
-from review.policy import signoff
-from review.thresholds import signing, thresholds
+from review.policy import inforce, signoff
+from review.thresholds import signing
 from storage.db import make_engine
 from tests.helpers.browser import chromium_page, open_as, streamlit_server, wait_idle
 from tests.helpers.paths import ROOT
@@ -44,7 +44,7 @@ def people(demo_url: str) -> dict[str, int]:
             assert row is not None
             ids[email] = row.id
         chen = users.to_actor(users.get_by_email(eng, CHEN))  # type: ignore[arg-type]
-        for v in signoff.versions(eng, thresholds.KIND):
+        for v in signoff.versions(eng, inforce.KIND):
             if v.status == "pending":
                 signing.sign_thresholds(
                     eng, chen, load_taxonomy(), v.id, "reject", note="Cleared for the journey."
@@ -123,7 +123,7 @@ def test_a_change_that_fails_targets_is_approved_only_with_reasons(
     expect(pg.get_by_text(re.compile(r"Proposed as version \d+"))).to_be_visible(timeout=TIMEOUT)
     eng = make_engine(demo_url)
     try:
-        v = signoff.versions(eng, thresholds.KIND)[0]
+        v = signoff.versions(eng, inforce.KIND)[0]
     finally:
         eng.dispose()
     assert v.author == PAULA and v.status == "pending" and "refuse_below: 0.6" in v.yaml_text

@@ -14,10 +14,10 @@ import pandas as pd
 import pytest
 
 from review.charts import charts
+from review.charts import style as chartstyle
 from review.charts.pairs import pairs_heatmap
 from review.charts.runs import confusion_chart, intervals_chart
 from review.charts.violations import violations_chart
-from review.core import chartstyle
 from review.evaluation import runmetrics
 from review.policy.policy import Costs
 from review.policy.selective import sweep, sweep_by_slice

@@ -88,3 +88,24 @@ def test_a_long_space_only_line_under_a_pipe_row_is_a_paragraph() -> None:
     body = "| a | b |\n" + " " * 200_000 + "x\n"
     assert [b.kind for b in markdown.scan(body)] == ["paragraph"]
     assert parse_blocks("| a |\n|--" + " " * 200_000 + "|\n| 1 |")[0].kind == "table"
+
+
+def test_headings_are_commonmark_ones_for_documents_and_answers() -> None:
+    """One heading rule for a document body and an answer cut into claims: up to three
+    spaces, one to six '#', then a space, a tab or the end of the line."""
+    from review.audits.claims import split_claims
+
+    for line, heading in [
+        ("# Refunds", True),
+        ("   ## Indented three", True),
+        ("#", True),
+        ("#\tTabbed", True),
+        ("    # Four spaces", False),
+        ("#hashtag", False),
+        ("####### seven", False),
+    ]:
+        assert (markdown.scan(line)[0].kind == "heading") == heading
+        claims = [c.text for c in split_claims(line + "\nA claim.")]
+        assert claims == (["A claim."] if heading else [line.strip(), "A claim."])
+    fenced = "```\n# not a heading\n```\nA claim."
+    assert [c.text for c in split_claims(fenced)] == ["A claim."]

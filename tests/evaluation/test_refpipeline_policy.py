@@ -41,6 +41,18 @@ def _policy_text(**changes: Any) -> str:
     return replace_thresholds(text, "vector", **changes) if changes else text
 
 
+def test_company_names_of_the_wording_are_stopwords_of_the_retrieval() -> None:
+    """A question naming the deployment's company scores as the same question without it,
+    when the wording lists the name (the wording file's company_names, not the code)."""
+    shipped = load_policy()
+    plain = refpipeline.reference.configure(shipped, _keys)(QUESTION, [DOC], {})
+    named_q = QUESTION.replace("possible", "possible at Acme Cloud")
+    named = refpipeline.reference.configure(shipped, _keys, ["Acme Cloud"])(named_q, [DOC], {})
+    assert named["score"] == plain["score"]
+    unnamed = refpipeline.reference.configure(shipped, _keys)(named_q, [DOC], {})
+    assert unnamed["score"] < plain["score"]
+
+
 def test_thresholds_come_from_the_policy() -> None:
     shipped = load_policy()
     answered = refpipeline.reference.configure(shipped, _keys)(QUESTION, [DOC], {})

@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import Engine, text
 from streamlit.testing.v1 import AppTest
 
-from review.thresholds import thresholds
+from review.policy import inforce
 from review.wording import versions
 from tests.helpers.pages import ADA, app, no_exception, page_files, readable
 
@@ -54,7 +54,7 @@ def test_an_edited_wording_in_force_degrades_every_page(
 def test_an_edited_thresholds_version_in_force_degrades_every_page(
     demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    v = thresholds.in_force(demo_engine).version
+    v = inforce.in_force(demo_engine).version
     assert v is not None
     _set_text(demo_engine, v.id, v.yaml_text + "\n# edited in the database\nextra: 1\n")
     shown = _every_page(demo_url, monkeypatch)

@@ -16,6 +16,7 @@ from review.cases import cases
 from review.core.identity import SYSTEM
 from review.core.taxonomy import taxonomy
 from review.corpus import corpus
+from review.policy import inforce
 from storage.db import make_engine
 from tests.helpers.corpus import GOOD
 from tests.helpers.dates import EXTREME_DAYS, store_extreme_dates
@@ -542,10 +543,9 @@ def test_thresholds_propose_then_two_other_people_approve(
     demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from review.policy import signoff
-    from review.thresholds import thresholds
 
     # the demo's pending proposal: its author cannot sign it
-    pending = [v for v in signoff.versions(demo_engine, thresholds.KIND) if v.status == "pending"]
+    pending = [v for v in signoff.versions(demo_engine, inforce.KIND) if v.status == "pending"]
     for v in pending:  # clear the demo proposal so this test drives a fresh one
         signoff.sign(
             demo_engine,
@@ -579,7 +579,7 @@ def test_thresholds_propose_then_two_other_people_approve(
     next(b for b in at.button if b.label == "Propose for sign-off").click().run()
     no_exception(at)
     assert any("Proposed as version" in readable(s) for s in at.success)
-    newest = signoff.versions(demo_engine, thresholds.KIND)[0]
+    newest = signoff.versions(demo_engine, inforce.KIND)[0]
     assert newest.status == "pending" and newest.author == OMAR
     # the Calibrate tab is a fragment; proposing draws the whole page again, so the
     # Sign-off tab lists the new proposal at once
@@ -749,7 +749,6 @@ def test_overview_lists_the_work_waiting_for_each_role(
     from review.labels import labeling
     from review.monthly import overview
     from review.policy import signoff
-    from review.thresholds import thresholds
     from review.wording import versions
 
     tax = load_taxonomy()
@@ -768,7 +767,7 @@ def test_overview_lists_the_work_waiting_for_each_role(
     open_batches = [p for p in plans.list_plans(demo_engine) if p.status == "open"]
     assert sum(a.page == "audit" for a in waiting(RAVI)) == len(open_batches)
     # pending changes wait for the approvers who are not their authors
-    for kind, page in ((thresholds.KIND, "thresholds"), (versions.KIND, "wording")):
+    for kind, page in ((inforce.KIND, "thresholds"), (versions.KIND, "wording")):
         pending = [v for v in signoff.versions(demo_engine, kind) if v.status == "pending"]
         assert pending, kind
         for v in pending:
@@ -795,12 +794,9 @@ def test_thresholds_history_proposes_a_rollback(
     demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from review.policy import signoff
-    from review.thresholds import thresholds
 
-    approved = [
-        v for v in signoff.versions(demo_engine, thresholds.KIND) if v.approved_on is not None
-    ]
-    in_force = thresholds.in_force(demo_engine).version
+    approved = [v for v in signoff.versions(demo_engine, inforce.KIND) if v.approved_on is not None]
+    in_force = inforce.in_force(demo_engine).version
     assert in_force is not None and len(approved) >= 2, "the demo has a policy history"
     at = app(demo_url, monkeypatch, OMAR).run()
     at.switch_page("pages/thresholds_page.py").run()
@@ -814,7 +810,7 @@ def test_thresholds_history_proposes_a_rollback(
     next(b for b in at.button if b.label == "Propose the rollback").click().run()
     no_exception(at)
     assert any("waits for sign-off" in readable(s) for s in at.success)
-    newest = signoff.versions(demo_engine, thresholds.KIND)[0]
+    newest = signoff.versions(demo_engine, inforce.KIND)[0]
     assert newest.status == "pending" and newest.author == OMAR
 
 

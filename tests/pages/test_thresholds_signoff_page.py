@@ -14,8 +14,8 @@ from sqlalchemy import Engine
 from review.admin import users
 from review.core.identity import Role
 from review.core.taxonomy import Taxonomy
-from review.policy import signoff
-from review.thresholds import signing, thresholds
+from review.policy import inforce, signoff
+from review.thresholds import signing
 from tests.helpers.fragments import fragment_reruns
 from tests.helpers.pages import PAULA, app, no_exception, readable
 
@@ -29,7 +29,7 @@ def _actor(engine: Engine, email: str) -> Any:
 
 
 def _pending(engine: Engine) -> signoff.VersionView:
-    (v,) = [v for v in signoff.versions(engine, thresholds.KIND) if v.status == "pending"]
+    (v,) = [v for v in signoff.versions(engine, inforce.KIND) if v.status == "pending"]
     return v
 
 
@@ -86,7 +86,7 @@ def test_the_overview_link_opens_the_sign_off_tab_on_the_item(
 def test_a_link_to_a_version_that_waits_no_more_says_so(
     demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    in_force = thresholds.in_force(demo_engine).version
+    in_force = inforce.in_force(demo_engine).version
     assert in_force is not None
     at = app(demo_url, monkeypatch, CHEN, tab="signoff", version=str(in_force.number)).run()
     at.switch_page(PAGE).run()

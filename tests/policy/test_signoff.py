@@ -16,7 +16,7 @@ from review.cli.main import main
 from review.core.errors import InputError, PermissionDenied, PolicyFileError
 from review.core.identity import Actor, Role
 from review.core.taxonomy import Taxonomy
-from review.policy import signoff
+from review.policy import inforce, signoff
 from review.thresholds import thresholds
 from review.wording import versions
 from tests.helpers.actors import make_actor
@@ -224,7 +224,7 @@ def _set_text(engine: Engine, version_id: int, yaml_text: str, sha256: str | Non
 
 
 def _in_force_policy(engine: Engine) -> signoff.VersionView:
-    v = signoff.current_approved(engine, thresholds.KIND)
+    v = signoff.current_approved(engine, inforce.KIND)
     assert v is not None and v.status == "approved" and v.number == 2
     return v
 
@@ -241,7 +241,7 @@ def test_an_edited_approved_policy_is_reported_and_not_served(demo_engine: Engin
     assert problems[0].startswith(f"policy version {v.id} (no-answer policy version 2): ")
     assert "no longer hashes to the sha256 its signatures recorded" in problems[0]
     # never served: the last verified version (1) is, and the pages say so in a banner
-    pif = thresholds.in_force(demo_engine)
+    pif = inforce.in_force(demo_engine)
     assert pif.version is not None and pif.version.number == 1
     banner = signoff.integrity_banner(demo_engine)
     assert banner is not None and "no-answer policy version 1 is served" in banner
@@ -256,14 +256,14 @@ def test_an_edited_approved_policy_is_reported_and_not_served(demo_engine: Engin
     v1 = pif.version
     _set_text(demo_engine, v1.id, v1.yaml_text.replace("refuse_below:", "refuse_below: 0.01 #", 1))
     with pytest.raises(signoff.TamperedPolicyError, match="no-answer policy version 2") as err:
-        thresholds.in_force(demo_engine)
+        inforce.in_force(demo_engine)
     assert isinstance(err.value, PolicyFileError)  # the pages show it as an unreadable policy
     assert "no older version is put in force" in str(err.value)
     _set_text(demo_engine, v1.id, v1.yaml_text)
 
     _set_text(demo_engine, v.id, v.yaml_text)  # put back: served again
     assert signoff.verify_chain(demo_engine) == []
-    pif = thresholds.in_force(demo_engine)
+    pif = inforce.in_force(demo_engine)
     assert pif.version is not None and pif.version.id == v.id
     # what a signature covers is the policy's meaning: a comment is not a change
     _set_text(demo_engine, v.id, v.yaml_text + "# reviewed\n")
@@ -274,7 +274,7 @@ def test_text_and_sha256_rewritten_together_are_reported(demo_engine: Engine) ->
     v = _in_force_policy(demo_engine)
     edited = v.yaml_text.replace("caveat_below: 0.65", "caveat_below: 0.95", 1)
     assert edited != v.yaml_text
-    digest = signoff.sha256_text(signoff.kind(thresholds.KIND).canonical(edited))
+    digest = signoff.sha256_text(signoff.kind(inforce.KIND).canonical(edited))
     _set_text(demo_engine, v.id, edited, sha256=digest)
     problems = signoff.verify_chain(demo_engine)
     # the signatures cover the version's sha256 (chain format 2), and the text check sees it
@@ -283,7 +283,7 @@ def test_text_and_sha256_rewritten_together_are_reported(demo_engine: Engine) ->
     first = v.signatures[0].id
     assert any(p.startswith(f"sign-off {first}: its content was altered") for p in problems)
     signoff.clear_chain_cache()
-    pif = thresholds.in_force(demo_engine)  # the last verified version is served
+    pif = inforce.in_force(demo_engine)  # the last verified version is served
     assert pif.version is not None and pif.version.number == 1
 
 
@@ -291,12 +291,12 @@ def test_an_edited_superseded_version_is_reported_but_the_policy_in_force_stays(
     demo_engine: Engine,
 ) -> None:
     current = _in_force_policy(demo_engine)
-    v1 = next(v for v in signoff.versions(demo_engine, thresholds.KIND) if v.number == 1)
+    v1 = next(v for v in signoff.versions(demo_engine, inforce.KIND) if v.number == 1)
     _set_text(demo_engine, v1.id, "not: [a policy\n")
     problems = signoff.verify_chain(demo_engine)
     assert len(problems) == 1 and problems[0].startswith(f"policy version {v1.id} "), problems
     assert "no longer reads as a valid policy file" in problems[0]
-    pif = thresholds.in_force(demo_engine)
+    pif = inforce.in_force(demo_engine)
     assert pif.version is not None and pif.version.id == current.id
 
 

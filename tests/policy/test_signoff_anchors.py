@@ -18,8 +18,7 @@ from sqlalchemy import Engine, text
 from review.cli.main import main
 from review.core.identity import SYSTEM
 from review.core.taxonomy import Taxonomy
-from review.policy import chain, signoff
-from review.thresholds import thresholds
+from review.policy import chain, inforce, signoff
 from tests.helpers.pages import PAULA, no_exception, page_app, readable
 from tests.helpers.paths import ROOT
 
@@ -77,7 +76,7 @@ def test_an_emptied_record_is_caught_by_the_audit_log_and_blocks_decide(
     ), problems
     # nothing is served: not an older version, not the shipped file
     with pytest.raises(signoff.TamperedPolicyError, match="shorter than its anchors say"):
-        thresholds.in_force(demo_engine)
+        inforce.in_force(demo_engine)
     code, output = _decide(demo_url, monkeypatch)
     assert code == 1, output
     assert "error: the sign-off record is shorter than its anchors say" in output

@@ -11,8 +11,9 @@ from sqlalchemy import Engine
 
 from review.core.clearance import REDACTED
 from review.core.errors import InputError
+from review.policy import inforce
 from review.policy.evidence import EvidenceInput, decide_evidence, parse_input
-from review.thresholds import casegate, thresholds
+from review.thresholds import casegate
 from tests.helpers.actors import make_actor
 
 PO = make_actor("product_owner")
@@ -37,14 +38,14 @@ def test_a_case_becomes_the_gate_input_it_describes(demo_engine: Engine) -> None
     assert decisive.effective_date == dt.date(2025, 3, 1)
     assert decisive.support_score is None  # the reviewer's to give: the gate fails closed
     assert "14 days" in decisive.text
-    pif = thresholds.in_force(demo_engine)
+    pif = inforce.in_force(demo_engine)
     unscored = casegate.decide_case(inp, pif.policy)
     assert unscored.status != "answer" and unscored.rule == "signal_missing"
     assert any("support_score" in m for m in unscored.missing_signals)
 
 
 def test_completed_input_decides_like_workbench_decide(demo_engine: Engine) -> None:
-    pif = thresholds.in_force(demo_engine)
+    pif = inforce.in_force(demo_engine)
     inp = casegate.case_input(demo_engine, PO, "CASE-001")
     rows = _rows(inp, **{"POL-REFUND-MONTHLY@2": 0.9, "POL-REFUND-ANNUAL@1": 0.2})
     done = casegate.input_from_rows(inp, rows, as_of=dt.date(2025, 6, 1))
@@ -78,7 +79,7 @@ def test_completed_input_decides_like_workbench_decide(demo_engine: Engine) -> N
 def test_a_forbidden_document_is_not_allowed_and_restricted_text_stays_hidden(
     demo_engine: Engine,
 ) -> None:
-    pif = thresholds.in_force(demo_engine)
+    pif = inforce.in_force(demo_engine)
     inp = casegate.case_input(demo_engine, PO, "CASE-045")
     memo = next(p for p in inp.passages if p.id.startswith("MEMO-PRICING-2026"))
     assert memo.allowed is False
@@ -109,7 +110,7 @@ def test_bad_input_is_named(demo_engine: Engine) -> None:
     rows = _rows(inp, **{"POL-REFUND-MONTHLY@2": 1.5, "POL-REFUND-ANNUAL@1": 0.1})
     out = casegate.decide_case(
         casegate.input_from_rows(inp, rows, as_of=dt.date(2025, 6, 1)),
-        thresholds.in_force(demo_engine).policy,
+        inforce.in_force(demo_engine).policy,
     )
     assert out.status != "answer" and out.rule == "signal_missing"
     rows = _rows(inp)
@@ -121,7 +122,7 @@ def test_bad_input_is_named(demo_engine: Engine) -> None:
 def test_a_restricted_document_that_contradicts_blocks_without_being_named(
     demo_engine: Engine,
 ) -> None:
-    pif = thresholds.in_force(demo_engine)
+    pif = inforce.in_force(demo_engine)
     inp = casegate.case_input(demo_engine, PO, "CASE-045")
     memo = next(p for p in inp.passages if p.id.startswith("MEMO-PRICING-2026"))
     plans = next(p for p in inp.passages if p.id.startswith("PROD-PLANS"))

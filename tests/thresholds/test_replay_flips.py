@@ -8,6 +8,7 @@ import random
 
 from sqlalchemy import Engine
 
+from review.policy import inforce
 from review.policy.gate import decide
 from review.policy.policy import (
     SIGNAL_MISSING,
@@ -16,7 +17,7 @@ from review.policy.policy import (
     parse_policy,
     replace_thresholds,
 )
-from review.thresholds import replay, thresholds
+from review.thresholds import replay
 from storage.models import Trace
 from tests.helpers.actors import make_actor
 from tests.helpers.signals import trace_signals
@@ -56,7 +57,7 @@ def _counted(r: replay.Replay) -> dict[tuple[str, str, str], int]:
 def test_the_demo_replay_counts_the_flips_of_the_gate_trace_by_trace(
     trace_demo_engine: Engine,
 ) -> None:
-    pif = thresholds.in_force(trace_demo_engine)
+    pif = inforce.in_force(trace_demo_engine)
     vector = pif.policy.thresholds_for("vector")
     proposed = parse_policy(
         replace_thresholds(

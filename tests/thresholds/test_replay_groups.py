@@ -14,13 +14,14 @@ import pytest
 from sqlalchemy import Engine, func, select, text
 
 from review.core.errors import InputError
+from review.policy import inforce
 from review.policy.policy import (
     NoAnswerPolicy,
     default_policy_path,
     parse_policy,
     replace_thresholds,
 )
-from review.thresholds import replay, thresholds
+from review.thresholds import replay
 from storage.db import read_session, write_session
 from storage.models import SCORE_BIN_SCALE, Trace, TraceSignalGroup
 from tests.helpers.actors import make_actor
@@ -173,7 +174,7 @@ def _stored_groups(engine: Engine) -> dict[tuple[Any, ...], int]:
 
 
 def test_the_demo_replays_the_same_grouped_as_trace_by_trace(trace_demo_engine: Engine) -> None:
-    pif = thresholds.in_force(trace_demo_engine)
+    pif = inforce.in_force(trace_demo_engine)
     flipped = 0
     for proposed in PROPOSALS:
         _both(trace_demo_engine, pif.policy, proposed)

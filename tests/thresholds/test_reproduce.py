@@ -8,9 +8,10 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, select, update
 
+from review.policy import inforce
 from review.policy.gate import decide
 from review.policy.policy import NoAnswerPolicy, parse_policy, replace_thresholds
-from review.thresholds import replay, thresholds
+from review.thresholds import replay
 from storage.db import write_session
 from storage.models import Trace
 from tests.helpers.actors import make_actor
@@ -47,7 +48,7 @@ def _reference(engine: Engine, policy: NoAnswerPolicy) -> tuple[int, dict[str, i
 def test_the_policy_in_force_reproduces_every_replayable_demo_decision(
     demo_engine: Engine,
 ) -> None:
-    pif = thresholds.in_force(demo_engine)
+    pif = inforce.in_force(demo_engine)
     r = replay.reproduce_logged(demo_engine, make_actor("reviewer", clearance=True), pif.policy)
     assert r.differing.empty and r.differing_traces == 0
     reproduced, lacking, differing = _reference(demo_engine, pif.policy)
@@ -75,7 +76,7 @@ def test_a_decision_the_policy_would_not_make_is_counted_with_its_policy_version
         s.execute(update(Trace).where(Trace.id.in_(answered[:2])).values(decision="abstain"))
         s.execute(update(Trace).where(Trace.id == answered[2]).values(decision=None))
         s.execute(update(Trace).where(Trace.id == answered[0]).values(restricted=True))
-    pif = thresholds.in_force(demo_engine)
+    pif = inforce.in_force(demo_engine)
     cleared = replay.reproduce_logged(
         demo_engine, make_actor("reviewer", clearance=True), pif.policy
     )
@@ -94,7 +95,7 @@ def test_a_decision_the_policy_would_not_make_is_counted_with_its_policy_version
 
 
 def test_another_policy_differs_where_its_thresholds_do(demo_engine: Engine) -> None:
-    pif = thresholds.in_force(demo_engine)
+    pif = inforce.in_force(demo_engine)
     stricter = parse_policy(
         replace_thresholds(pif.text, "vector", refuse_below=0.7, caveat_below=0.75), "p"
     )

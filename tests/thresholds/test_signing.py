@@ -13,7 +13,7 @@ from review.core.errors import InputError
 from review.core.taxonomy import Taxonomy
 from review.demo.people import demo_actor
 from review.monthly import overview
-from review.policy import signoff
+from review.policy import inforce, signoff
 from review.policy.policy import default_policy_path, parse_policy
 from review.thresholds import headline as hl
 from review.thresholds import signing, thresholds
@@ -24,7 +24,7 @@ CHEN = "chen.li@brightwave.example"
 
 
 def _pending(engine: Engine) -> signoff.VersionView:
-    pending = [v for v in signoff.versions(engine, thresholds.KIND) if v.status == "pending"]
+    pending = [v for v in signoff.versions(engine, inforce.KIND) if v.status == "pending"]
     assert len(pending) == 1
     return pending[0]
 
@@ -103,7 +103,7 @@ def test_approving_a_failing_change_needs_a_reason_and_the_confirmation(
     # the history shows the reason, and what it was the reason for
     from review.thresholds import display
 
-    history = display.history_frame(signoff.versions(demo_engine, thresholds.KIND))
+    history = display.history_frame(signoff.versions(demo_engine, inforce.KIND))
     assert history.loc[history["version"] == v.number, "reasons"].iloc[0] == (
         f"product_owner: {why} (approved although it failed release targets)"
     )
@@ -189,7 +189,7 @@ def test_nothing_proposed_shows_the_figures_in_force_without_a_verdict(
 ) -> None:
     from review.thresholds.evidence import signoff_evidence
 
-    pif = thresholds.in_force(demo_engine)
+    pif = inforce.in_force(demo_engine)
     ev = signoff_evidence(demo_engine, tax, pif.policy, pif.policy)
     assert ev.analysis is not None
     h = hl.headline(ev.analysis, pif.policy, proposed=False)
@@ -239,8 +239,8 @@ def test_the_sliders_propose_nothing_until_they_leave_the_thresholds_in_force() 
 def test_a_link_to_a_version_that_waits_no_more_says_what_it_is(demo_engine: Engine) -> None:
     from review.thresholds import display
 
-    allv = signoff.versions(demo_engine, thresholds.KIND)
-    in_force = thresholds.in_force(demo_engine).version
+    allv = signoff.versions(demo_engine, inforce.KIND)
+    in_force = inforce.in_force(demo_engine).version
     assert in_force is not None
     older = next(v for v in allv if v.status == "approved" and v.id != in_force.id)
     assert (

@@ -12,7 +12,7 @@ from sqlalchemy import Engine, text
 
 from review.core.errors import InputError
 from review.core.identity import SYSTEM
-from review.policy import chain, signoff
+from review.policy import chain, inforce, signoff
 from review.thresholds import thresholds
 from tests.helpers.actors import make_actor
 from tests.helpers.pages import PAULA, no_exception, page_app, readable
@@ -35,7 +35,7 @@ def _fresh_checks(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 def _clear_pending(engine: Engine) -> None:
-    for v in signoff.versions(engine, thresholds.KIND):
+    for v in signoff.versions(engine, inforce.KIND):
         if v.status == "pending":
             signer = COMP if v.author != COMP.email else OMAR
             signoff.sign(engine, signer, v.id, "reject", note="cleared for the test")
@@ -59,7 +59,7 @@ def test_a_threshold_proposal_overtaken_by_an_approval_cannot_be_approved(
     demo_engine: Engine,
 ) -> None:
     first, second = _two_proposals(demo_engine)
-    in_force = thresholds.in_force(demo_engine).version
+    in_force = inforce.in_force(demo_engine).version
     assert in_force is not None and in_force.id == first
     stale = signoff.get_version(demo_engine, second)
     parent = signoff.get_version(demo_engine, stale.parent_id or 0)
@@ -96,7 +96,7 @@ def test_the_sign_off_tab_says_why_a_stale_proposal_cannot_be_approved(
 def test_a_broken_record_shows_a_banner_and_serves_the_last_verified_version(
     demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    current = thresholds.in_force(demo_engine).version
+    current = inforce.in_force(demo_engine).version
     assert current is not None and current.number == 2
     with demo_engine.begin() as c:
         c.execute(
@@ -104,7 +104,7 @@ def test_a_broken_record_shows_a_banner_and_serves_the_last_verified_version(
             {"a": CHEN, "i": current.id},
         )
     signoff.clear_chain_cache()
-    served = thresholds.in_force(demo_engine).version
+    served = inforce.in_force(demo_engine).version
     assert served is not None and served.number == 1
     at = page_app(demo_url, monkeypatch, PAGE, PAULA).run()
     no_exception(at)
@@ -137,7 +137,7 @@ def test_every_page_that_uses_the_policy_in_force_shows_the_banner(
     """A signature appended without the chain head (a forged rejection of the policy in
     force): the banner shows on every page that uses the policy or wording in force, and the
     forged row, not verified, changes nothing that is served."""
-    current = thresholds.in_force(demo_engine).version
+    current = inforce.in_force(demo_engine).version
     assert current is not None
     head, _ = signoff.chain_head(demo_engine)
     with demo_engine.begin() as c:
@@ -152,7 +152,7 @@ def test_every_page_that_uses_the_policy_in_force_shows_the_banner(
             {"v": current.id, "d": current.sha256, "p": head},
         )
     signoff.clear_chain_cache()
-    served = thresholds.in_force(demo_engine).version
+    served = inforce.in_force(demo_engine).version
     assert served is not None and served.id == current.id
     at = page_app(demo_url, monkeypatch, page, PAULA).run()
     no_exception(at)
@@ -177,14 +177,12 @@ def test_with_no_verified_policy_left_the_decisions_are_refused_with_the_reason(
     from review.cli.main import main
     from tests.helpers.paths import ROOT
 
-    first = min(
-        sg.id for v in signoff.versions(demo_engine, thresholds.KIND) for sg in v.signatures
-    )
+    first = min(sg.id for v in signoff.versions(demo_engine, inforce.KIND) for sg in v.signatures)
     with demo_engine.begin() as c:
         c.execute(text("update signoffs set note = 'edited' where id = :i"), {"i": first})
     signoff.clear_chain_cache()
     with pytest.raises(signoff.TamperedPolicyError, match="none is in force"):
-        thresholds.in_force(demo_engine)
+        inforce.in_force(demo_engine)
     fixtures = ROOT / "examples" / "evidence-gate-fixtures.jsonl"
     monkeypatch.setenv("WORKBENCH_DATABASE_URL", demo_url)
     result = CliRunner().invoke(main, ["decide", str(fixtures)])
@@ -199,9 +197,7 @@ def test_the_pages_pass_the_signing_key_from_the_secrets_down(
 ) -> None:
     monkeypatch.setenv(chain.ENV_KEY, "the deployment's key")
     signoff.adopt_signing_key(demo_engine, SYSTEM)  # the demo's plain rows, sealed by the key
-    pending = next(
-        v for v in signoff.versions(demo_engine, thresholds.KIND) if v.status == "pending"
-    )
+    pending = next(v for v in signoff.versions(demo_engine, inforce.KIND) if v.status == "pending")
     signer = COMP if pending.author != COMP.email else OMAR
     signoff.sign(demo_engine, signer, pending.id, "reject", note="keyed row")
     assert signoff.verify_chain(demo_engine) == []

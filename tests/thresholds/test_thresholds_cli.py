@@ -14,7 +14,7 @@ from review.cli.main import main
 from review.core.errors import InputError
 from review.core.taxonomy import Taxonomy
 from review.evaluation import evalruns
-from review.policy import signoff
+from review.policy import inforce, signoff
 from review.policy.policy import parse_policy
 from review.thresholds import replay, thresholds
 from tests.helpers.paths import ROOT
@@ -69,7 +69,7 @@ def test_verify_signoffs_and_export(
 
 
 def test_analysis_points_flips_and_split_discipline(demo_engine: Engine, tax: Taxonomy) -> None:
-    pif = thresholds.in_force(demo_engine)
+    pif = inforce.in_force(demo_engine)
     assert pif.version is not None and pif.version.status == "approved"
     run = next(r for r in evalruns.list_runs(demo_engine) if r.name.startswith("reference"))
     frame = thresholds.outcomes(demo_engine, run.id, tax, pif.policy, "vector")
@@ -96,7 +96,7 @@ def test_proposal_diff_and_export_of_the_new_version(demo_engine: Engine) -> Non
     omar = make_actor("product_owner", "omar.haddad@brightwave.example")
     paula = make_actor("product_owner", "paula.kim@brightwave.example")
     chen = make_actor("compliance", "chen.li@brightwave.example")
-    for v in signoff.versions(demo_engine, thresholds.KIND):
+    for v in signoff.versions(demo_engine, inforce.KIND):
         if v.status == "pending":
             signoff.sign(demo_engine, chen, v.id, "reject", note="clearing the demo proposal")
     vid = thresholds.propose_thresholds(
@@ -109,12 +109,12 @@ def test_proposal_diff_and_export_of_the_new_version(demo_engine: Engine) -> Non
         tuned_on_split="validation",
     )
     v = signoff.get_version(demo_engine, vid)
-    d = thresholds.diff(thresholds.in_force(demo_engine).text, v.yaml_text)
+    d = thresholds.diff(inforce.in_force(demo_engine).text, v.yaml_text)
     assert "-    refuse_below: 0.55" in d and "+    refuse_below: 0.62" in d
     assert "+    author: omar.haddad@brightwave.example" in d
     signoff.sign(demo_engine, paula, vid, "approve")
     signoff.sign(demo_engine, chen, vid, "approve")
-    assert thresholds.in_force(demo_engine).policy.thresholds_for("vector").refuse_below == 0.62
+    assert inforce.in_force(demo_engine).policy.thresholds_for("vector").refuse_below == 0.62
     assert "approved_on: 20" in thresholds.export_approved(demo_engine)
 
 
@@ -122,7 +122,7 @@ def test_replay_on_traces_counts_flips_by_slice(demo_engine: Engine) -> None:
     from review.policy.policy import parse_policy, replace_thresholds
     from tests.helpers.actors import make_actor
 
-    pif = thresholds.in_force(demo_engine)
+    pif = inforce.in_force(demo_engine)
     same = replay.replay_traces(
         demo_engine, make_actor("reviewer", clearance=True), pif.policy, pif.policy
     )
@@ -214,10 +214,10 @@ def test_rollback_to_an_earlier_approved_version_is_a_new_version_signed_again(
     omar = make_actor("product_owner", "omar.haddad@brightwave.example")
     paula = make_actor("product_owner", "paula.kim@brightwave.example")
     chen = make_actor("compliance", "chen.li@brightwave.example")
-    for v in signoff.versions(demo_engine, thresholds.KIND):
+    for v in signoff.versions(demo_engine, inforce.KIND):
         if v.status == "pending":
             signoff.sign(demo_engine, chen, v.id, "reject", note="clearing the demo proposal")
-    first = thresholds.in_force(demo_engine)
+    first = inforce.in_force(demo_engine)
     assert first.version is not None
     # a change is approved; then the team goes back to the version before it
     vid = thresholds.propose_thresholds(
@@ -225,7 +225,7 @@ def test_rollback_to_an_earlier_approved_version_is_a_new_version_signed_again(
     )
     signoff.sign(demo_engine, paula, vid, "approve")
     signoff.sign(demo_engine, chen, vid, "approve")
-    assert thresholds.in_force(demo_engine).policy.thresholds_for("vector").refuse_below == 0.66
+    assert inforce.in_force(demo_engine).policy.thresholds_for("vector").refuse_below == 0.66
     back = first.version.number
     with pytest.raises(PermissionDenied):
         thresholds.propose_rollback(demo_engine, make_actor("annotator"), back, "undo")
@@ -244,11 +244,11 @@ def test_rollback_to_an_earlier_approved_version_is_a_new_version_signed_again(
     assert rolled.ranking_modes == old.ranking_modes
     for mode in old.ranking_modes:
         assert rolled.thresholds_for(mode) == old.thresholds_for(mode), mode
-    assert rolled.version == thresholds.in_force(demo_engine).policy.version + 1
+    assert rolled.version == inforce.in_force(demo_engine).policy.version + 1
     assert "rollback to version" in rolled.change_record[-1].summary
     signoff.sign(demo_engine, omar, rid, "approve")
     signoff.sign(demo_engine, chen, rid, "approve")
-    assert thresholds.in_force(demo_engine).policy.thresholds_for("vector") == old.thresholds_for(
+    assert inforce.in_force(demo_engine).policy.thresholds_for("vector") == old.thresholds_for(
         "vector"
     )
     assert signoff.verify_chain(demo_engine) == []

@@ -18,7 +18,7 @@ from review.core.identity import Role
 from review.core.taxonomy import Taxonomy
 from review.evaluation import evalruns
 from review.policy import display as policy_display
-from review.policy import signoff
+from review.policy import inforce, signoff
 from review.policy.policy import ModeThresholds, parse_policy, replace_thresholds
 from review.thresholds import display, evidence, thresholds
 from tests.helpers.actors import make_actor
@@ -44,7 +44,7 @@ def version(
 ) -> signoff.VersionView:
     return signoff.VersionView(
         id=number,
-        kind=thresholds.KIND,
+        kind=inforce.KIND,
         number=number,
         yaml_text="",
         sha256="fedcba9876543210fedc",
@@ -64,7 +64,7 @@ APPROVED = (signature("product_owner"), signature("compliance"))
 
 
 def test_outcome_sources_and_report_splits(engine: Engine) -> None:
-    policy = thresholds.in_force(engine).policy
+    policy = inforce.in_force(engine).policy
     modes = display.audit_modes(policy)
     assert modes[0] == "vector" and "hybrid" not in modes
     assert modes[1:] == sorted(modes[1:])
@@ -120,7 +120,7 @@ def demo_run(demo_engine: Engine) -> evalruns.RunRow:
 def test_an_analysis_of_the_demo_run_in_summaries(
     demo_engine: Engine, demo_run: evalruns.RunRow, tax: Taxonomy
 ) -> None:
-    policy = thresholds.in_force(demo_engine).policy
+    policy = inforce.in_force(demo_engine).policy
     frame = thresholds.outcomes(demo_engine, demo_run.id, tax, policy, "vector")
     current = policy.thresholds_for("vector").refuse_below
     a = thresholds.analyse(frame, policy, "vector", current, 0.6)
@@ -140,7 +140,7 @@ def test_an_analysis_of_the_demo_run_in_summaries(
 def test_sign_off_evidence_reports_the_changed_mode_on_the_reference_run(
     demo_engine: Engine, demo_run: evalruns.RunRow, tax: Taxonomy
 ) -> None:
-    pif = thresholds.in_force(demo_engine)
+    pif = inforce.in_force(demo_engine)
     same = parse_policy(pif.text, "same")
     assert evidence.changed_mode(pif.policy, same) == "vector"
     moved = parse_policy(replace_thresholds(pif.text, "bm25", refuse_below=0.42), "moved")
@@ -154,7 +154,7 @@ def test_sign_off_evidence_reports_the_changed_mode_on_the_reference_run(
 
 
 def test_sign_off_evidence_without_runs_is_empty(engine: Engine, tax: Taxonomy) -> None:
-    pif = thresholds.in_force(engine)
+    pif = inforce.in_force(engine)
     ev = evidence.signoff_evidence(engine, tax, pif.policy, pif.policy)
     assert ev == evidence.SignoffEvidence()
     assert (ev.snapshot, ev.fingerprint, ev.case_ids, ev.analysis) == ({}, "", [], None)
@@ -232,7 +232,7 @@ def test_a_stored_snapshot_shows_its_main_parts_cut_to_size() -> None:
 def test_sign_off_evidence_uses_the_proposals_own_calibration_source(
     demo_engine: Engine, tax: Taxonomy
 ) -> None:
-    pif = thresholds.in_force(demo_engine)
+    pif = inforce.in_force(demo_engine)
     proposed = parse_policy(replace_thresholds(pif.text, "vector", refuse_below=0.6), "p")
     runs = evalruns.list_runs(demo_engine)
     naive = next(r for r in runs if r.name.startswith("naive"))
@@ -263,7 +263,7 @@ def test_sign_off_evidence_uses_the_proposals_own_calibration_source(
 
 
 def test_sign_off_evidence_on_audited_traces(demo_engine: Engine, tax: Taxonomy) -> None:
-    pif = thresholds.in_force(demo_engine)
+    pif = inforce.in_force(demo_engine)
     proposed = parse_policy(replace_thresholds(pif.text, "vector", refuse_below=0.6), "p")
     plan_ids = thresholds.audited_plan_ids(demo_engine)
     source = evidence.audit_source(plan_ids, "vector")
@@ -282,14 +282,12 @@ def test_the_demo_proposal_records_its_calibration_source(
     from review.policy import signoff
 
     pending = [
-        v
-        for v in signoff.versions(demo_engine, thresholds.KIND)
-        if v.status == VersionStatus.pending
+        v for v in signoff.versions(demo_engine, inforce.KIND) if v.status == VersionStatus.pending
     ]
     assert pending and pending[0].snapshot is not None
     source = pending[0].snapshot["source"]
     assert source["kind"] == "run" and source["run_name"].startswith("reference")
-    pif = thresholds.in_force(demo_engine)
+    pif = inforce.in_force(demo_engine)
     proposed = parse_policy(pending[0].yaml_text, "p")
     ev = evidence.signoff_evidence(demo_engine, tax, pif.policy, proposed, pending[0].snapshot)
     assert not ev.note and not ev.data_changed and ev.analysis is not None

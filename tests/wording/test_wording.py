@@ -50,6 +50,7 @@ def check(text: str, key: str | None = None) -> list[Finding]:
         restricted_titles=CONTEXT["restricted_titles"],
         allowed_contacts=CONTEXT["allowed_contacts"],
         doc_ids=CONTEXT["doc_ids"],
+        company_names=CONTEXT["company_names"],
     )
 
 
@@ -353,6 +354,20 @@ def test_universal_negative_fires(text: str, span: str | None) -> None:
     assert found, text
     if span is not None:
         assert found[0] == span
+
+
+def test_company_names_come_from_the_wording_not_the_rules() -> None:
+    """The deployment's names are configuration (the wording file's ``company_names``): the
+    demo's "Brightwave never offers" is a universal negative only where Brightwave is listed,
+    and another deployment's name works the same way."""
+    text = "Acme Cloud never offers credits for Starter."
+    assert "universal_negative" not in {f.rule for f in lint(text)}
+    found = lint(text, company_names=["Acme  Cloud"])
+    assert [text[f.start : f.end] for f in found if f.rule == "universal_negative"] == [
+        "Acme Cloud never offers"
+    ]
+    assert "universal_negative" not in {f.rule for f in lint("Brightwave never offers credits.")}
+    assert load_wording().company_names == ["Brightwave"]
 
 
 @pytest.mark.parametrize(

@@ -4,8 +4,8 @@ axes in %, labels and titles that are not clipped, and a panel with no data that
 The palette is keyed by metric: a metric's key (``false_refusal_rate``) or the label a chart
 shows for it ("False-refusal rate", "No-answer rate (refuse + follow-up + escalate)") gives the
 same colour, so the false-refusal rate is the same orange on the Thresholds, Runs and Monitoring
-pages and in the exported report. It lives in core (not review/charts) because the chart
-builders of traces/ and evaluation/ use it too, and areas import core only.
+pages and in the exported report. The chart builders of traces/ and evaluation/ use it too
+(charts is a layer under them).
 """
 
 from __future__ import annotations
