@@ -944,8 +944,8 @@ def test_policy_is_immutable(policy: NoAnswerPolicy) -> None:
 # is one the signed policy says is not produced or the mode reads no score. The vectorised gate
 # that replay, re-decision and the pipelines use decides the same. --------------------------
 
-#: A logged value that is absent, not a number or out of range for each signal, whatever the
-#: ranking mode (9.0 is a fine BM25 score, so it is left out here).
+#: A logged value that is absent, not a number or out of range for each signal (-1.0 is out of
+#: range except for the vector mode, whose cosine scores reach it; 9.0 is a fine BM25 score).
 _BROKEN = {**BROKEN, "top_score": [None, float("nan"), float("inf"), float("-inf"), -1.0]}
 _BREAKABLE = sorted(_BROKEN)
 
@@ -990,6 +990,11 @@ def test_a_broken_signal_never_answers_under_any_policy(
         needed = set(broken) - declared  # the signed policy's not_produced may be missing
         if not _reads_score(policy, signals.ranking_mode):
             needed.discard("top_score")  # a mode without score thresholds reads no score
+        elif (
+            policy.thresholds_for(str(signals.ranking_mode)).score_problem(signals.top_score)
+            is None
+        ):
+            needed.discard("top_score")  # -1.0 is a cosine score the vector mode documents
         if not needed:
             continue
         assert result.decision != "answer", (signals, broken, result)
