@@ -226,7 +226,10 @@ def promotion(
         )
         split = st.selectbox("Split", list(tax.splits), index=1, key=f"aud_split_{view.id}")
         if st.button("Promote to a case", key=f"aud_promote_{view.id}"):
-            with ui.reported():
-                cid = promote.promote_to_case(engine, actor, view.id, tax, split=str(split))
+            cid = ui.transact(
+                lambda s: promote.promote_to_case(s, actor, view.id, tax, split=str(split)),
+                prefix="",
+            )
+            if cid is not None:
                 st.session_state["aud_flash"] = f"Draft case {cid} created from {view.trace_id}."
                 st.rerun()

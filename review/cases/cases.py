@@ -450,60 +450,70 @@ def import_batches(engine: Engine) -> list[tuple[str, int]]:
     return [(str(b), int(n)) for b, n in rows]
 
 
-def create_case(engine: Engine, actor: Actor, c: CaseIn, tax: Taxonomy) -> int:
-    require(actor, Permission.edit_cases)
+def _checked(c: CaseIn, tax: Taxonomy) -> CaseIn:
     c = c.with_suggested_message(tax)
     problems = c.problems(tax)
     if problems:
         raise InputError(f"{problems[0][0]}: {problems[0][1]}")
+    return c
 
-    def work(s: Session) -> int:
-        if c.key and s.scalar(select(Case.id).where(Case.key == c.key)) is not None:
-            raise InputError(f"a case with key {c.key} already exists")
-        return insert_case(s, actor, c).id
 
-    return run_write(engine, work)
+def insert_new_case(s: Session, actor: Actor, c: CaseIn, tax: Taxonomy) -> Case:
+    """A new case (the case form's, or one another area makes), inside the caller's
+    transaction, which it does not commit: the role and the record are checked, a taken key
+    is refused."""
+    require(actor, Permission.edit_cases)
+    c = _checked(c, tax)
+    if c.key and s.scalar(select(Case.id).where(Case.key == c.key)) is not None:
+        raise InputError(f"a case with key {c.key} already exists")
+    return insert_case(s, actor, c)
+
+
+def create_case(engine: Engine, actor: Actor, c: CaseIn, tax: Taxonomy) -> int:
+    """:func:`insert_new_case` in a transaction of its own; returns the new case's id."""
+    return run_write(engine, lambda s: insert_new_case(s, actor, c, tax).id)
+
+
+def save_case_edit(
+    s: Session, actor: Actor, case_id: int, expected_version: int, c: CaseIn, tax: Taxonomy
+) -> int:
+    """Save an edit made from ``expected_version`` inside the caller's transaction, which it
+    does not commit; a stale edit is refused naming who saved. Returns the new version."""
+    require(actor, Permission.edit_cases)
+    c = _checked(c, tax)
+    row = s.scalar(_case_query().where(Case.id == case_id).with_for_update())
+    if row is None:
+        raise InputError(f"case {case_id} does not exist")
+    if row.version != expected_version:
+        raise changes.stale_error("case", row.key, expected_version, row)
+    if not clearance.may_see(actor, bool(clearance.restricted_cases(s, [row.id]))):
+        raise PermissionDenied(
+            f"{row.key} relies on a restricted document: only users with clearance may "
+            "edit it; nothing was written"
+        )
+    before = to_record(row)
+    if c.split != row.split and s.get(SplitLock, row.id) is not None:
+        raise InputError(
+            f"the split of {row.key} is frozen: a threshold sign-off relied on it being in "
+            f"{row.split!r}. Create a new case instead of moving this one."
+        )
+    _apply(s, row, c.model_copy(update={"key": row.key}), actor, "")
+    after = to_record(row)
+    if before == after:
+        raise InputError("nothing changed")
+    row.version = expected_version + 1
+    row.updated_at = utcnow()
+    row.updated_by = actor.email
+    s.flush()
+    changes.record(s, actor.email, "update", "case", row.id, before, after)
+    return row.version
 
 
 def update_case(
     engine: Engine, actor: Actor, case_id: int, expected_version: int, c: CaseIn, tax: Taxonomy
 ) -> int:
-    """Save an edit made from ``expected_version``; a stale edit is refused naming who saved."""
-    require(actor, Permission.edit_cases)
-    c = c.with_suggested_message(tax)
-    problems = c.problems(tax)
-    if problems:
-        raise InputError(f"{problems[0][0]}: {problems[0][1]}")
-
-    def work(s: Session) -> int:
-        row = s.scalar(_case_query().where(Case.id == case_id).with_for_update())
-        if row is None:
-            raise InputError(f"case {case_id} does not exist")
-        if row.version != expected_version:
-            raise changes.stale_error("case", row.key, expected_version, row)
-        if not clearance.may_see(actor, bool(clearance.restricted_cases(s, [row.id]))):
-            raise PermissionDenied(
-                f"{row.key} relies on a restricted document: only users with clearance may "
-                "edit it; nothing was written"
-            )
-        before = to_record(row)
-        if c.split != row.split and s.get(SplitLock, row.id) is not None:
-            raise InputError(
-                f"the split of {row.key} is frozen: a threshold sign-off relied on it being in "
-                f"{row.split!r}. Create a new case instead of moving this one."
-            )
-        _apply(s, row, c.model_copy(update={"key": row.key}), actor, "")
-        after = to_record(row)
-        if before == after:
-            raise InputError("nothing changed")
-        row.version = expected_version + 1
-        row.updated_at = utcnow()
-        row.updated_by = actor.email
-        s.flush()
-        changes.record(s, actor.email, "update", "case", row.id, before, after)
-        return row.version
-
-    return run_write(engine, work)
+    """:func:`save_case_edit` in a transaction of its own."""
+    return run_write(engine, lambda s: save_case_edit(s, actor, case_id, expected_version, c, tax))
 
 
 # ---------------------------------------------------------------------------------------

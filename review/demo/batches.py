@@ -7,6 +7,7 @@ import datetime as dt
 import math
 import re
 from dataclasses import replace
+from functools import partial
 
 from sqlalchemy import Engine, func, select
 
@@ -20,7 +21,7 @@ from review.audits.verdicts import VerdictIn, submit_verdict
 from review.core.errors import InputError
 from review.core.identity import SYSTEM, Role
 from review.core.taxonomy import Taxonomy
-from storage.db import read_session
+from storage.db import read_session, run_write
 from storage.models import SamplingPlan, Trace
 
 __all__ = ["build_demo_audits"]
@@ -156,7 +157,8 @@ def build_demo_audits(engine: Engine, tax: Taxonomy) -> int:
         rows = outcomes[outcomes["outcome"] == wanted]
         if len(rows):
             try:  # the feedback loop: one audited failure becomes a draft case
-                promote_to_case(engine, ravi, int(rows["item_id"].iloc[0]), tax)
+                item = int(rows["item_id"].iloc[0])
+                run_write(engine, partial(promote_to_case, actor=ravi, item_id=item, tax=tax))
                 break
             except InputError:
                 continue

@@ -51,6 +51,7 @@ from tests.helpers.audits import (
     realistic_traces,
     sql_bulk_traces,
 )
+from tests.helpers.transact import write
 
 
 @pytest.fixture
@@ -743,9 +744,9 @@ def test_promote_an_audited_trace_to_a_draft_case(demo_engine: Engine, tax: Taxo
     item = queue.next_item(demo_engine, REVIEWER, pid)
     assert item is not None
     with pytest.raises(InputError, match="record your verdict"):
-        promote.promote_to_case(demo_engine, REVIEWER, item, tax)
+        write(demo_engine, promote.promote_to_case, REVIEWER, item, tax)
     judge(demo_engine, REVIEWER, item, "false_refusal")
-    case_id = promote.promote_to_case(demo_engine, REVIEWER, item, tax, split="validation")
+    case_id = write(demo_engine, promote.promote_to_case, REVIEWER, item, tax, split="validation")
     view = cases.get_case(demo_engine, case_id=case_id)
     assert view is not None
     assert view.status == "draft" and view.expected_decision == "answer"
@@ -760,7 +761,7 @@ def test_promote_an_audited_trace_to_a_draft_case(demo_engine: Engine, tax: Taxo
     assert mine is not None and mine.promoted_case_id == case_id
     assert promote.promoted_from(demo_engine, case_id)[0]["trace_id"] == "refused-wrongly"
     with pytest.raises(InputError, match="already a case"):
-        promote.promote_to_case(demo_engine, REVIEWER, item, tax)
+        write(demo_engine, promote.promote_to_case, REVIEWER, item, tax)
     # an edit of the verdict keeps the link
     edit = VerdictIn("false_refusal", ("filter_removed",), "filter")
     assert verdicts.submit_verdict(demo_engine, REVIEWER, item, edit, mine.id).promoted_case_id
@@ -774,6 +775,66 @@ def test_promote_an_audited_trace_to_a_draft_case(demo_engine: Engine, tax: Taxo
         ("restricted_topic",),
         "restricted_topic",
     )
+
+
+def _judged_item(engine: Engine, trace_id: str) -> int:
+    add_trace(engine, trace_id, decision="abstain", chunks=[REFUND], feedback="expected_answer")
+    pid = plan(engine, total=1)
+    audit_plans.draw_plan(engine, REVIEWER, pid)
+    item = queue.next_item(engine, REVIEWER, pid)
+    assert item is not None
+    judge(engine, REVIEWER, item, "false_refusal")
+    return item
+
+
+def _case_count(engine: Engine) -> int:
+    with read_session(engine) as s:
+        return int(s.scalar(select(func.count(Case.id))) or 0)
+
+
+def test_a_promotion_that_loses_the_race_leaves_no_unlinked_case(
+    demo_engine: Engine, tax: Taxonomy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another reviewer's promotion of the same trace lands between the checks and the link:
+    the case and the link are one transaction, so nothing of this promotion is written."""
+    item = _judged_item(demo_engine, "raced")
+    before = _case_count(demo_engine)
+    calls: list[int | None] = []
+
+    def raced(s: object, item_id: int, verdict_id: int | None) -> int | None:
+        calls.append(verdict_id)
+        return None if verdict_id is None else 999_999  # the link finds it taken
+
+    monkeypatch.setattr(promote, "_promoted_elsewhere", raced)
+    with pytest.raises(InputError, match=r"at the same moment.*nothing was saved"):
+        write(demo_engine, promote.promote_to_case, REVIEWER, item, tax)
+    assert len(calls) == 2  # checked before the case was inserted and again at the link
+    assert _case_count(demo_engine) == before
+    mine = verdicts.my_verdict(demo_engine, REVIEWER, item)
+    assert mine is not None and mine.promoted_case_id is None
+
+
+def test_a_failure_after_the_case_is_inserted_rolls_the_case_back(
+    demo_engine: Engine, tax: Taxonomy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    item = _judged_item(demo_engine, "broken-link")
+    before = _case_count(demo_engine)
+    inserted: list[int] = []
+
+    def broken(s: object, actor: object, verdict_id: int, item_id: int, case_id: int) -> None:
+        inserted.append(case_id)
+        raise RuntimeError("the link failed")
+
+    monkeypatch.setattr(promote, "_link", broken)
+    with pytest.raises(RuntimeError, match="the link failed"):
+        write(demo_engine, promote.promote_to_case, REVIEWER, item, tax)
+    assert inserted  # the case had been inserted when the link failed
+    assert _case_count(demo_engine) == before
+    monkeypatch.undo()
+    case_id = write(demo_engine, promote.promote_to_case, REVIEWER, item, tax)
+    assert _case_count(demo_engine) == before + 1
+    mine = verdicts.my_verdict(demo_engine, REVIEWER, item)
+    assert mine is not None and mine.promoted_case_id == case_id
 
 
 def test_export_a_batch_as_jsonl_and_csv(engine: Engine) -> None:
