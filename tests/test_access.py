@@ -411,20 +411,38 @@ CALLS: dict[str, Callable[[Ctx, Actor], object]] = {
     "audits.verdicts.submit_verdict": lambda c, a: verdicts.submit_verdict(
         c.engine, a, c.ids["item"], verdicts.VerdictIn("correct_refusal"), None
     ),
-    "builder.variants.build_variant": lambda c, a: variants.build_variant(
-        c.engine, a, c.tax, c.ids["present_case"], variants.VariantSpec(kind="removed")
+    "builder.variants.build_variant": lambda c, a: write(
+        c.engine,
+        variants.build_variant,
+        a,
+        c.tax,
+        c.ids["present_case"],
+        variants.VariantSpec(kind="removed"),
     ),
-    "builder.suggestions.confirm_suggestion": lambda c, a: suggestions.confirm_suggestion(
-        c.engine, a, c.ids["variant_case"], "abstain", ["no_answer_bearing_evidence"]
+    "builder.suggestions.confirm_suggestion": lambda c, a: write(
+        c.engine,
+        suggestions.confirm_suggestion,
+        a,
+        c.ids["variant_case"],
+        "abstain",
+        ["no_answer_bearing_evidence"],
     ),
-    "builder.suggestions.mark_passage": lambda c, a: suggestions.mark_passage(
-        c.engine, a, c.ids["present_case"], "14 days"
+    "builder.suggestions.mark_passage": lambda c, a: write(
+        c.engine, suggestions.mark_passage, a, c.ids["present_case"], "14 days"
     ),
-    "builder.documents.save_edit": lambda c, a: documents.save_edit(
-        c.engine, a, c.tax, "POL-REFUND-MONTHLY@2", "no_such_operator", 0, 5, {}
+    "builder.documents.save_edit": lambda c, a: write(
+        c.engine,
+        documents.save_edit,
+        a,
+        c.tax,
+        "POL-REFUND-MONTHLY@2",
+        "no_such_operator",
+        0,
+        5,
+        {},
     ),
-    "builder.suggestions.set_required_claims": lambda c, a: suggestions.set_required_claims(
-        c.engine, a, c.tax, c.ids["present_case"], 1, ["A claim."]
+    "builder.suggestions.set_required_claims": lambda c, a: write(
+        c.engine, suggestions.set_required_claims, a, c.tax, c.ids["present_case"], 1, ["A claim."]
     ),
     "cases.cases.create_case": lambda c, a: cases.create_case(c.engine, a, _case_in(c), c.tax),
     "cases.cases.import_cases": lambda c, a: cases.import_cases(
@@ -685,8 +703,8 @@ def test_restricted_documents_are_written_only_with_clearance(ctx: Ctx) -> None:
     )
     _denied_without_clearance(
         c,
-        lambda a: documents.save_edit(
-            c.engine, a, c.tax, f"{restricted}@1", "replace_tier", 0, 5, {}
+        lambda a: write(
+            c.engine, documents.save_edit, a, c.tax, f"{restricted}@1", "replace_tier", 0, 5, {}
         ),
         A,
     )

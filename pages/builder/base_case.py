@@ -12,7 +12,6 @@ from pages.builder.nav import go
 from pages.builder.variant_tab import family_tab
 from review.builder import documents, suggestions, tables
 from review.cases import cases, sight
-from review.core.errors import WorkbenchError
 from review.core.identity import Actor, Permission
 from review.core.taxonomy import Taxonomy
 from review.labels import blind
@@ -32,11 +31,8 @@ def passage_tab(engine: Engine, actor: Actor, view: cases.CaseView) -> None:
         passage = st.text_area("Decisive passage (exact text of a visible document)", height=80)
         ok = st.form_submit_button("Mark as decisive")
     if ok:
-        try:
-            ref = suggestions.mark_passage(engine, actor, view.id, passage)
-        except WorkbenchError as exc:
-            st.error("Nothing was saved. " + ui.plain(exc))
-        else:
+        ref = ui.transact(lambda s: suggestions.mark_passage(s, actor, view.id, passage))
+        if ref is not None:
             st.success(f"Marked the decisive passage in {ui.plain(ref)}.")
 
 

@@ -16,7 +16,6 @@ from review.builder import blinding, replay, suggestions, tables
 from review.builder import family_view as builder_family_view
 from review.builder.family_view import FamilyView, VariantRow
 from review.core import clearance
-from review.core.errors import WorkbenchError
 from review.core.identity import Actor, Permission
 from review.core.taxonomy import Taxonomy
 from review.labels import blind
@@ -148,9 +147,9 @@ def confirm(engine: Engine, actor: Actor, tax: Taxonomy, fam: FamilyView, key: s
         ok = st.form_submit_button("Confirm", type="primary")
     if not ok:
         return
-    try:
-        res = suggestions.confirm_suggestion(
-            engine,
+    res = ui.transact(
+        lambda s: suggestions.confirm_suggestion(
+            s,
             actor,
             target.case_id,
             decision,
@@ -160,9 +159,8 @@ def confirm(engine: Engine, actor: Actor, tax: Taxonomy, fam: FamilyView, key: s
             note=note,
             make_ready=make_ready,
         )
-    except WorkbenchError as exc:
-        st.error("Nothing was saved. " + ui.plain(exc))
-    else:
+    )
+    if res is not None:
         leave_message(
             f"{target.key}: {'changed' if res.changed else 'confirmed'} as "
             f"{tables.decision_label(tax, decision)}; status {res.status}."
@@ -186,13 +184,12 @@ def variant_detail(
             )
             save = st.form_submit_button("Save the claims")
         if save:
-            try:
-                suggestions.set_required_claims(
-                    engine, actor, tax, v.case_id, v.version, text.splitlines()
+            version = ui.transact(
+                lambda s: suggestions.set_required_claims(
+                    s, actor, tax, v.case_id, v.version, text.splitlines()
                 )
-            except WorkbenchError as exc:
-                st.error("Nothing was saved. " + ui.plain(exc))
-            else:
+            )
+            if version is not None:
                 leave_message(f"Saved the required claims of {v.key}.")
                 st.rerun()
     if v.edits:

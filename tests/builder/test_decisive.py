@@ -31,6 +31,7 @@ from review.core.taxonomy import Taxonomy, load_taxonomy
 from review.corpus import corpus
 from review.corpus.docformat import parse_markdown
 from tests.helpers.paths import ROOT
+from tests.helpers.transact import write
 
 DEMO_DOCS = ROOT / "review" / "demo" / "docs"
 TAX = load_taxonomy(ROOT / "policies" / "taxonomy.yaml")
@@ -152,8 +153,9 @@ def test_the_family_view_flags_a_saved_variant_and_keeps_the_answer(
     guide = next(d for d in docs if d.ref == "SUP-GUIDE-REFUNDS@1")
     assert forms.other_decisive(docs, guide.ref) == ["POL-REFUND-MONTHLY@2"]
     span = guide_span()
-    saved = variants.build_variant(
+    saved = write(
         engine,
+        variants.build_variant,
         SYSTEM,
         tax,
         base_id,

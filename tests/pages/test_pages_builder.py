@@ -22,6 +22,7 @@ from storage.db import make_engine, migrate, read_session
 from storage.models import Case, CaseSuggestion
 from tests.helpers.databases import copy_db
 from tests.helpers.pages import ADA, INES, PAULA, no_exception, page_app, readable
+from tests.helpers.transact import write
 
 
 @pytest.fixture
@@ -76,7 +77,9 @@ def add_variant(engine: Engine, tax: Taxonomy) -> variants.SavedVariant:
     spec = variants.VariantSpec(
         "edited", operator="change_unit", start=a, end=a + 26, params={"to_unit": "weeks"}
     )
-    return variants.build_variant(engine, users.to_actor(who), tax, cid(engine, "CASE-001"), spec)
+    return write(
+        engine, variants.build_variant, users.to_actor(who), tax, cid(engine, "CASE-001"), spec
+    )
 
 
 @pytest.fixture
