@@ -108,8 +108,6 @@ ALLOWED: dict[str, frozenset[Role]] = {
     "cases.cases.create_case": CASE_EDITORS,
     "cases.cases.import_cases": CASE_EDITORS,
     "cases.cases.update_case": CASE_EDITORS,
-    "cases.cases.insert_new_case": CASE_EDITORS,
-    "cases.cases.save_case_edit": CASE_EDITORS,
     "corpus.corpus.add_version": CORPUS_EDITORS,
     "corpus.corpus.import_documents": CORPUS_EDITORS,
     "evaluation.execution.execute": EVALUATORS,
@@ -187,7 +185,7 @@ NO_ACTOR: dict[str, str] = {
 # that do call it (never a page or a command).
 INNER: dict[str, str] = {
     "cases.cases.insert_case": "the one writer of a new case, for import_cases, "
-    "insert_new_case and build_variant",
+    "create_case and build_variant",
     "corpus.corpus.insert_version": "the one writer of a document version, for the corpus "
     "imports and the case builder's documents",
 }
@@ -444,18 +442,14 @@ CALLS: dict[str, Callable[[Ctx, Actor], object]] = {
     "builder.suggestions.set_required_claims": lambda c, a: write(
         c.engine, suggestions.set_required_claims, a, c.tax, c.ids["present_case"], 1, ["A claim."]
     ),
-    "cases.cases.create_case": lambda c, a: cases.create_case(c.engine, a, _case_in(c), c.tax),
-    "cases.cases.import_cases": lambda c, a: cases.import_cases(
-        c.engine, a, [(1, _case_in(c))], "access.jsonl"
+    "cases.cases.create_case": lambda c, a: write(
+        c.engine, cases.create_case, a, _case_in(c), c.tax
     ),
-    "cases.cases.update_case": lambda c, a: cases.update_case(
-        c.engine, a, c.ids["present_case"], 1, _case_in(c, "CASE-001"), c.tax
+    "cases.cases.import_cases": lambda c, a: write(
+        c.engine, cases.import_cases, a, [(1, _case_in(c))], "access.jsonl"
     ),
-    "cases.cases.insert_new_case": lambda c, a: write(
-        c.engine, cases.insert_new_case, a, _case_in(c), c.tax
-    ),
-    "cases.cases.save_case_edit": lambda c, a: write(
-        c.engine, cases.save_case_edit, a, c.ids["present_case"], 1, _case_in(c, "CASE-001"), c.tax
+    "cases.cases.update_case": lambda c, a: write(
+        c.engine, cases.update_case, a, c.ids["present_case"], 1, _case_in(c, "CASE-001"), c.tax
     ),
     "corpus.corpus.add_version": lambda c, a: corpus.add_version(
         c.engine, a, "POL-REFUND-MONTHLY", 2, _doc_in(c, "POL-REFUND-MONTHLY", 3)

@@ -25,6 +25,7 @@ from tests.helpers.paths import ROOT
 # The modules whose write services take a Session (converted area by area).
 CONVERTED = (
     "review/audits/promote.py",
+    "review/cases/cases.py",
     "review/builder/documents.py",
     "review/builder/suggestions.py",
     "review/builder/variants.py",
@@ -33,6 +34,8 @@ CONVERTED = (
 TRANSACTION_NAMES = {"run_write", "write_session", "sessionmaker", "commit", "rollback", "begin"}
 # What a writer does inside the caller's transaction.
 WRITE_NAMES = {"record", "add", "add_all", "flush", "delete", "begin_nested"}
+# Writers of other modules that work inside the caller's transaction.
+SESSION_WRITERS = {"insert_case", "insert_version", "with_new_ids", "create_case", "update_case"}
 ENTRY_POINTS = ("pages/ui.py", "review/cli/common.py")
 
 
@@ -54,11 +57,7 @@ def _writers(tree: ast.Module) -> set[str]:
         calls[name] = set()
         for n in ast.walk(fn):
             called = n.attr if isinstance(n, ast.Attribute) else getattr(n, "id", None)
-            if called in WRITE_NAMES | {
-                "insert_case",
-                "insert_version",
-                "insert_new_case",
-            } or called in {"save_case_edit", "with_new_ids"}:
+            if called in WRITE_NAMES or called in SESSION_WRITERS:
                 writes.add(name)
             elif called in funcs:
                 calls[name].add(called)

@@ -114,7 +114,7 @@ def promote_to_case(
         key = s.scalar(select(Case.key).where(Case.id == already))
         raise InputError(f"this trace is already a case: {key or already}")
     case_in = _case_of(s, item, trace, _vview(mine), tax, split)
-    case_id = cases.insert_new_case(s, actor, case_in, tax).id
+    case_id = cases.create_case(s, actor, case_in, tax)
     _link(s, actor, mine.id, item_id, case_id)
     return case_id
 

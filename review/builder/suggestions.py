@@ -103,7 +103,7 @@ def set_required_claims(
         raise InputError("a required claim is listed twice")
     data = {**case_service.to_record(row), "required_claims": cleaned}
     case_in = validate_case(data, "claims", 1, tax)
-    return case_service.save_case_edit(s, actor, case_id, expected_version, case_in, tax)
+    return case_service.update_case(s, actor, case_id, expected_version, case_in, tax)
 
 
 def mark_passage(s: Session, actor: Actor, case_id: int, passage: str) -> str:

@@ -30,7 +30,7 @@ from review.core.records import JsonProblem, json_lines, parse_json, validate_re
 from review.core.taxonomy import Taxonomy
 from review.core.terms import CaseStatus
 from storage import changes
-from storage.db import read_session, run_write
+from storage.db import read_session
 from storage.models import (
     Case,
     CaseClaim,
@@ -400,16 +400,17 @@ def import_batch_label(source: str, batch: str | None = None) -> str:
 
 
 def import_cases(
-    engine: Engine,
+    s: Session,
     actor: Actor,
     items: Sequence[tuple[int, CaseIn]],
     source: str,
     *,
     batch: str | None = None,
 ) -> CaseImportReport:
-    """Add cases in one transaction: all land or none. An identical existing case is skipped;
-    an existing key with different content is refused (edit it instead). New cases record
-    their import batch (:func:`import_batch_label`), so runs can be made on them alone."""
+    """Add cases in the caller's transaction, which it does not commit: all land or none. An
+    identical existing case is skipped; an existing key with different content is refused
+    (edit it instead). New cases record their import batch (:func:`import_batch_label`), so
+    runs can be made on them alone."""
     require(actor, Permission.edit_cases)
     label = import_batch_label(source, batch)
     keys = [c.key for _, c in items if c.key]
@@ -417,25 +418,22 @@ def import_cases(
     if dup:
         raise InputError(f"{source}: case key {sorted(dup)[0]} appears more than once")
 
-    def work(s: Session) -> CaseImportReport:
-        added = unchanged = 0
-        for line, c in items:
-            where = f"{source}: line {line}: "
-            if c.key:
-                existing = s.scalar(_case_query().where(Case.key == c.key))
-                if existing is not None:
-                    if to_record(existing) == _normalised(c):
-                        unchanged += 1
-                        continue
-                    raise InputError(
-                        f"{where}field key: case {c.key} already exists with different "
-                        "content; edit it in the workbench or give the new case another key"
-                    )
-            insert_case(s, actor, c, where).import_batch = label
-            added += 1
-        return CaseImportReport(added, unchanged)
-
-    return run_write(engine, work)
+    added = unchanged = 0
+    for line, c in items:
+        where = f"{source}: line {line}: "
+        if c.key:
+            existing = s.scalar(_case_query().where(Case.key == c.key))
+            if existing is not None:
+                if to_record(existing) == _normalised(c):
+                    unchanged += 1
+                    continue
+                raise InputError(
+                    f"{where}field key: case {c.key} already exists with different "
+                    "content; edit it in the workbench or give the new case another key"
+                )
+        insert_case(s, actor, c, where).import_batch = label
+        added += 1
+    return CaseImportReport(added, unchanged)
 
 
 def import_batches(engine: Engine) -> list[tuple[str, int]]:
@@ -458,23 +456,18 @@ def _checked(c: CaseIn, tax: Taxonomy) -> CaseIn:
     return c
 
 
-def insert_new_case(s: Session, actor: Actor, c: CaseIn, tax: Taxonomy) -> Case:
-    """A new case (the case form's, or one another area makes), inside the caller's
+def create_case(s: Session, actor: Actor, c: CaseIn, tax: Taxonomy) -> int:
+    """A new case (the case form's, or one another area makes) inside the caller's
     transaction, which it does not commit: the role and the record are checked, a taken key
-    is refused."""
+    is refused. Returns its id."""
     require(actor, Permission.edit_cases)
     c = _checked(c, tax)
     if c.key and s.scalar(select(Case.id).where(Case.key == c.key)) is not None:
         raise InputError(f"a case with key {c.key} already exists")
-    return insert_case(s, actor, c)
+    return insert_case(s, actor, c).id
 
 
-def create_case(engine: Engine, actor: Actor, c: CaseIn, tax: Taxonomy) -> int:
-    """:func:`insert_new_case` in a transaction of its own; returns the new case's id."""
-    return run_write(engine, lambda s: insert_new_case(s, actor, c, tax).id)
-
-
-def save_case_edit(
+def update_case(
     s: Session, actor: Actor, case_id: int, expected_version: int, c: CaseIn, tax: Taxonomy
 ) -> int:
     """Save an edit made from ``expected_version`` inside the caller's transaction, which it
@@ -507,13 +500,6 @@ def save_case_edit(
     s.flush()
     changes.record(s, actor.email, "update", "case", row.id, before, after)
     return row.version
-
-
-def update_case(
-    engine: Engine, actor: Actor, case_id: int, expected_version: int, c: CaseIn, tax: Taxonomy
-) -> int:
-    """:func:`save_case_edit` in a transaction of its own."""
-    return run_write(engine, lambda s: save_case_edit(s, actor, case_id, expected_version, c, tax))
 
 
 # ---------------------------------------------------------------------------------------

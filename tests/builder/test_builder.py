@@ -962,7 +962,7 @@ def test_variant_and_confirmation_on_any_database(any_engine: Engine, tax: Taxon
             for it in cases.iter_cases_jsonl(fh, "cases.jsonl", tax)
             if it[1].family == "FAM-REFUND-WINDOW"
         ]
-    cases.import_cases(any_engine, seed, items, "cases.jsonl")
+    write(any_engine, cases.import_cases, seed, items, "cases.jsonl")
     base = case_id(any_engine, "CASE-001")
     spec = edited(any_engine, REFUND, REFUND_SENTENCE, "relocate_answer")
     saved = write(any_engine, variants.build_variant, EXPERT, tax, base, spec)
