@@ -33,7 +33,7 @@ CONVERTED = (
 # What opens, commits or ends a transaction.
 TRANSACTION_NAMES = {"run_write", "write_session", "sessionmaker", "commit", "rollback", "begin"}
 # What a writer does inside the caller's transaction.
-WRITE_NAMES = {"record", "add", "add_all", "flush", "delete", "begin_nested"}
+WRITE_NAMES = {"add", "add_all", "flush", "delete", "begin_nested"}
 # Writers of other modules that work inside the caller's transaction.
 SESSION_WRITERS = {"insert_case", "insert_version", "with_new_ids", "create_case", "update_case"}
 ENTRY_POINTS = ("pages/ui.py", "review/cli/common.py")
@@ -55,12 +55,24 @@ def _writers(tree: ast.Module) -> set[str]:
     writes: set[str] = set()
     for name, fn in funcs.items():
         calls[name] = set()
+        params = {a.arg for a in [*fn.args.posonlyargs, *fn.args.args]}
         for n in ast.walk(fn):
-            called = n.attr if isinstance(n, ast.Attribute) else getattr(n, "id", None)
-            if called in WRITE_NAMES or called in SESSION_WRITERS:
+            if not isinstance(n, ast.Call):
+                continue
+            f = n.func
+            called = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)
+            owner = ast.unparse(f.value) if isinstance(f, ast.Attribute) else None
+            if (
+                (owner == "changes" and called == "record")
+                or (owner in params | {"s"} and called in WRITE_NAMES)
+                or called in SESSION_WRITERS
+            ):
                 writes.add(name)
             elif called in funcs:
                 calls[name].add(called)
+        for n in ast.walk(fn):  # a module function passed on (to a savepoint, a lambda)
+            if isinstance(n, ast.Name) and n.id in funcs and n.id != name:
+                calls[name].add(n.id)
     changed = True
     while changed:
         changed = False
