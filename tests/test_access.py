@@ -3,7 +3,8 @@
 * The write services are found from the source, not listed by hand: every public function of
   ``review/`` that reaches a write transaction (``run_write``/``write_session``, directly or
   through the functions it calls), and every public Session-taking function (a service the
-  entry points run in their transaction) that reaches the change log. Each one that takes an
+  entry points run in their transaction) that reaches the change log or, for an Actor, sends
+  an INSERT, UPDATE or DELETE. Each one that takes an
   :class:`Actor` must have a row in :data:`ALLOWED` below (the roles the domain allows) and a
   call in :data:`CALLS`; each one that does not must be in :data:`NO_ACTOR` with the reason.
   A new unguarded write path makes :func:`test_every_write_service_is_in_the_table` fail. The
@@ -250,6 +251,7 @@ def write_services(package: Path = ROOT / "review") -> dict[str, bool]:
     calls: dict[str, set[str]] = {}
     writes: set[str] = set()
     records: set[str] = set()  # reach the change log, which every write adds to
+    statements: set[str] = set()  # send an INSERT, UPDATE or DELETE
     for qual, (mod, fn) in funcs.items():
         out: set[str] = set()
         for n in ast.walk(fn):
@@ -267,8 +269,17 @@ def write_services(package: Path = ROOT / "review") -> dict[str, bool]:
                     records.add(qual)
                 elif n.value.id in modules[mod]:
                     out.add(f"{modules[mod][n.value.id]}.{n.attr}")
+            if (
+                isinstance(n, ast.Call)
+                and isinstance(n.func, ast.Attribute)
+                and n.func.attr == "execute"
+                and n.args
+                and isinstance(n.args[0], ast.Call)
+                and ast.unparse(n.args[0].func).split("(")[0] in {"insert", "update", "delete"}
+            ):
+                statements.add(qual)  # a statement that writes, in the caller's transaction
         calls[qual] = out
-    for reached in (writes, records):
+    for reached in (writes, records, statements):
         changed = True
         while changed:
             changed = False
@@ -277,8 +288,12 @@ def write_services(package: Path = ROOT / "review") -> dict[str, bool]:
                     reached.add(qual)
                     changed = True
     # a Session-taking service writes inside its caller's transaction (transactions at the
-    # edge): it is a write service when it reaches the change log
+    # edge): it is a write service when it reaches the change log or a writing statement
+    # (derived tables kept in step, which take no Actor, are not services)
     writes |= {q for q in records if takes(funcs[q][1], "Session")}
+    writes |= {
+        q for q in statements if takes(funcs[q][1], "Session") and takes(funcs[q][1], "Actor")
+    }
 
     def public(qual: str) -> bool:
         return not any(part.startswith("_") for part in qual.split(".")[1:])
@@ -390,24 +405,34 @@ def _wording_text(ctx: Ctx) -> str:
 
 
 CALLS: dict[str, Callable[[Ctx, Actor], object]] = {
-    "audits.plans.close_plan": lambda c, a: audit_plans.close_plan(c.engine, a, c.ids["open_plan"]),
-    "audits.plans.create_plan": lambda c, a: audit_plans.create_plan(
-        c.engine, a, audit_plans.PlanSpec(name=f"access {c.n()}", total=3, seed=c.n())
+    "audits.plans.close_plan": lambda c, a: write(
+        c.engine, audit_plans.close_plan, a, c.ids["open_plan"]
     ),
-    "audits.plans.draw_plan": lambda c, a: audit_plans.draw_plan(
-        c.engine, a, c.ids["planned_plan"]
+    "audits.plans.create_plan": lambda c, a: write(
+        c.engine,
+        audit_plans.create_plan,
+        a,
+        audit_plans.PlanSpec(name=f"access {c.n()}", total=3, seed=c.n()),
     ),
-    "audits.queue.next_item": lambda c, a: queue.next_item(c.engine, a, c.ids["open_plan"]),
+    "audits.plans.draw_plan": lambda c, a: write(
+        c.engine, audit_plans.draw_plan, a, c.ids["planned_plan"]
+    ),
+    "audits.queue.next_item": lambda c, a: write(c.engine, queue.next_item, a, c.ids["open_plan"]),
     "audits.promote.promote_to_case": lambda c, a: write(
         c.engine, promote.promote_to_case, a, c.ids["item"], c.tax
     ),
-    "audits.plans.recount_plan": lambda c, a: audit_plans.recount_plan(
-        c.engine, a, c.ids["planned_plan"]
+    "audits.plans.recount_plan": lambda c, a: write(
+        c.engine, audit_plans.recount_plan, a, c.ids["planned_plan"]
     ),
-    "audits.queue.release_item": lambda c, a: queue.release_item(c.engine, a, c.ids["item"]),
-    "audits.queue.reserve_item": lambda c, a: queue.reserve_item(c.engine, a, c.ids["item"]),
-    "audits.verdicts.submit_verdict": lambda c, a: verdicts.submit_verdict(
-        c.engine, a, c.ids["item"], verdicts.VerdictIn("correct_refusal"), None
+    "audits.queue.release_item": lambda c, a: write(c.engine, queue.release_item, a, c.ids["item"]),
+    "audits.queue.reserve_item": lambda c, a: write(c.engine, queue.reserve_item, a, c.ids["item"]),
+    "audits.verdicts.submit_verdict": lambda c, a: write(
+        c.engine,
+        verdicts.submit_verdict,
+        a,
+        c.ids["item"],
+        verdicts.VerdictIn("correct_refusal"),
+        None,
     ),
     "builder.variants.build_variant": lambda c, a: write(
         c.engine,
@@ -627,8 +652,11 @@ def ctx(demo_url: str, tmp_path: Path, tax: Taxonomy) -> Iterator[Ctx]:
         c.ids["open_trace"] = s.scalar(select(Trace.id).where(Trace.restricted.is_(False)).limit(1))
     plans = audit_plans.list_plans(eng)
     c.ids["open_plan"] = next(p.id for p in plans if p.status == "open")
-    c.ids["planned_plan"] = audit_plans.create_plan(
-        eng, reviewer, audit_plans.PlanSpec(name="access planned", total=3, seed=7)
+    c.ids["planned_plan"] = write(
+        eng,
+        audit_plans.create_plan,
+        reviewer,
+        audit_plans.PlanSpec(name="access planned", total=3, seed=7),
     )
     c.ids["item"] = queue.list_items(eng, c.ids["open_plan"])[0].id
     with write_session(eng) as s:  # a restricted trace in the open plan, for the clearance test
@@ -718,18 +746,18 @@ def test_restricted_documents_are_written_only_with_clearance(ctx: Ctx) -> None:
 def test_restricted_traces_are_audited_and_promoted_only_with_clearance(ctx: Ctx) -> None:
     c = ctx
     item = c.ids["restricted_item"]
-    _denied_without_clearance(c, lambda a: queue.reserve_item(c.engine, a, item), RV)
+    _denied_without_clearance(c, lambda a: write(c.engine, queue.reserve_item, a, item), RV)
     _denied_without_clearance(
         c,
-        lambda a: verdicts.submit_verdict(
-            c.engine, a, item, verdicts.VerdictIn("correct_refusal"), None
+        lambda a: write(
+            c.engine, verdicts.submit_verdict, a, item, verdicts.VerdictIn("correct_refusal"), None
         ),
         RV,
     )
     _denied_without_clearance(
         c, lambda a: write(c.engine, promote.promote_to_case, a, item, c.tax), RV
     )
-    queue.reserve_item(c.engine, actor(RV), item)
+    write(c.engine, queue.reserve_item, actor(RV), item)
 
 
 def test_traces_are_marked_and_the_unknown_setting_changed_only_with_clearance(

@@ -24,7 +24,10 @@ from tests.helpers.paths import ROOT
 
 # The modules whose write services take a Session (converted area by area).
 CONVERTED = (
+    "review/audits/plans.py",
     "review/audits/promote.py",
+    "review/audits/queue.py",
+    "review/audits/verdicts.py",
     "review/cases/cases.py",
     "review/builder/documents.py",
     "review/builder/suggestions.py",
@@ -65,6 +68,13 @@ def _writers(tree: ast.Module) -> set[str]:
             if (
                 (owner == "changes" and called == "record")
                 or (owner in params | {"s"} and called in WRITE_NAMES)
+                or (
+                    owner in params | {"s"}
+                    and called == "execute"
+                    and bool(n.args)
+                    and isinstance(n.args[0], ast.Call)
+                    and ast.unparse(n.args[0].func).split("(")[0] in {"insert", "update", "delete"}
+                )
                 or called in SESSION_WRITERS
             ):
                 writes.add(name)
@@ -145,33 +155,53 @@ def test_only_the_entry_points_open_write_transactions_in_the_pages_and_the_cli(
             )
 
 
+def _works(tree: ast.Module) -> list[ast.Lambda | ast.FunctionDef]:
+    """What a module gives ``transact`` to run: the lambda or function passed to it, and a
+    function of the module the lambda hands its Session to."""
+    defs = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+    works: list[ast.Lambda | ast.FunctionDef] = []
+    for n in ast.walk(tree):
+        if not (
+            isinstance(n, ast.Call)
+            and ast.unparse(n.func) in {"ui.transact", "transact", "common.transact"}
+        ):
+            continue
+        for arg in n.args:
+            if isinstance(arg, ast.Lambda) and arg.args.args:
+                works.append(arg)
+                body = arg.body
+                if (
+                    isinstance(body, ast.Call)
+                    and isinstance(body.func, ast.Name)
+                    and body.func.id in defs
+                    and body.args
+                    and ast.unparse(body.args[0]) == arg.args.args[0].arg
+                ):
+                    works.append(defs[body.func.id])
+            elif isinstance(arg, ast.Name) and arg.id in defs:
+                works.append(defs[arg.id])
+    return works
+
+
 def test_the_pages_and_the_cli_run_converted_services_through_the_entry_point() -> None:
-    """Each call of a converted service is the body of a lambda given to ``transact``, and
-    its Session is the lambda's."""
+    """Each call of a converted service is inside the work given to ``transact`` (a lambda,
+    or a function composing several services in one action), with the work's Session."""
     seen = 0
     for path in _front_ends():
         tree = ast.parse(path.read_text(encoding="utf-8"))
         through: set[int] = set()
-        for n in ast.walk(tree):
-            if isinstance(n, ast.Call) and ast.unparse(n.func) in {
-                "ui.transact",
-                "transact",
-                "common.transact",
-            }:
-                work = next((a for a in n.args if isinstance(a, ast.Lambda)), None)
-                if work is None or not work.args.args:
-                    continue
-                param = work.args.args[0].arg
-                body = work.body
-                if isinstance(body, ast.Call) and body.args and ast.unparse(body.args[0]) == param:
-                    through.add(id(body))
+        for work in _works(tree):
+            session = work.args.args[0].arg
+            for n in ast.walk(work):
+                if isinstance(n, ast.Call) and n.args and ast.unparse(n.args[0]) == session:
+                    through.add(id(n))
         for call in _calls_of_converted_writers(tree):
             seen += 1
             assert id(call) in through, (
                 f"{path.relative_to(ROOT)}: line {call.lineno} calls "
                 f"{ast.unparse(call.func)} outside the transaction entry point"
             )
-    assert seen >= 6  # the builder's forms and the audit's promotion
+    assert seen >= 15  # the builder's forms, the audit pages, the cases pages, the import
 
 
 # ---------------------------------------------------------------------------------------

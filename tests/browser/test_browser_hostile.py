@@ -164,8 +164,8 @@ def _insert(engine: Engine, tax: Taxonomy) -> tuple[int, int, int, int]:
         total=1,
         seed=1,
     )
-    plan = plans.create_plan(engine, reviewer, spec)
-    plans.draw_plan(engine, reviewer, plan)
+    plan = write(engine, plans.create_plan, reviewer, spec)
+    write(engine, plans.draw_plan, reviewer, plan)
     item = queue.list_items(engine, plan)[0].id
 
     # the run the open monthly review reads (the newest by the month's end) gets a hostile

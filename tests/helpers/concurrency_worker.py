@@ -30,6 +30,7 @@ from review.core.identity import Actor, Role
 from review.core.taxonomy import Taxonomy, load_taxonomy
 from review.labels import labeling
 from storage.db import make_engine
+from tests.helpers.transact import write
 
 LABELS = (
     labeling.LabelIn("answer"),
@@ -99,7 +100,9 @@ def _work(
 
     def verdict(item_id: int, based_on: int | None, forced: bool) -> None:
         try:
-            row = verdicts.submit_verdict(engine, actor, item_id, rng.choice(VERDICTS), based_on)
+            row = write(
+                engine, verdicts.submit_verdict, actor, item_id, rng.choice(VERDICTS), based_on
+            )
         except StaleWriteError:
             out(op="verdict", conflict="forced" if forced else "natural", target=item_id)
             return
@@ -133,7 +136,7 @@ def _work(
                 if len(hist) >= 2:
                     label(case_id, rng.choice(hist[:-1]), True)
             elif step < 0.8:  # the next audit item
-                item_id = queue.next_item(engine, actor, plan_id, exclude=skip_items)
+                item_id = write(engine, queue.next_item, actor, plan_id, exclude=skip_items)
                 if item_id is None:
                     continue
                 mine_v = verdicts.my_verdict(engine, actor, item_id)
