@@ -3,7 +3,8 @@
 Untrusted text (document bodies, questions, claims, titles) goes through :func:`text` or
 dataframes, never markdown or HTML; where a short untrusted value must sit inside a title,
 caption, header or message (which render markdown), it goes through :func:`plain` first, the
-one escaper of the pages. Errors meant for the user are shown by :func:`reported`.
+one escaper of the pages. Errors meant for the user are shown by :func:`reported`; a write
+runs a Session-taking service through :func:`transact`, the pages' one write transaction.
 """
 
 from __future__ import annotations
