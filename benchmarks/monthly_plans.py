@@ -28,6 +28,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,7 @@ if str(ROOT) not in sys.path:
 from sqlalchemy import Engine, func, select  # noqa: E402
 
 from benchmarks.scale import REVIEWER, SqlTimer  # noqa: E402
-from storage.db import make_engine, read_session  # noqa: E402
+from storage.db import make_engine, read_session, run_write  # noqa: E402
 from storage.models import AuditItem, SamplingPlan  # noqa: E402
 
 PAGES = (("Monthly review", "pages/review_page.py"), ("Audit", "pages/audit_page.py"))
@@ -88,8 +89,8 @@ def open_plans(engine: Engine, target: int, sample: int, audited: float, seed: i
             total=sample,
             seed=seed + n,
         )
-        plan_id = plans.create_plan(engine, actor, spec)
-        plans.draw_plan(engine, actor, plan_id)
+        plan_id = run_write(engine, partial(plans.create_plan, actor=actor, spec=spec))
+        run_write(engine, partial(plans.draw_plan, actor=actor, plan_id=plan_id))
         with read_session(engine) as s:
             ids = list(s.scalars(select(AuditItem.id).where(AuditItem.plan_id == plan_id)))
         for item_id in rng.sample(ids, int(len(ids) * audited)):
@@ -101,7 +102,17 @@ def open_plans(engine: Engine, target: int, sample: int, audited: float, seed: i
                     stages=("retrieval_missed",) if v in NEEDS_STAGE else (),
                     notes="benchmark verdict" if v in NEEDS_NOTE else "",
                 )
-                based_on = verdicts.submit_verdict(engine, actor, item_id, given, based_on).id
+                saved = run_write(
+                    engine,
+                    partial(
+                        verdicts.submit_verdict,
+                        actor=actor,
+                        item_id=item_id,
+                        verdict=given,
+                        based_on=based_on,
+                    ),
+                )
+                based_on = saved.id
         made += 1
     return made
 

@@ -67,6 +67,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import IO, Any, cast
 
@@ -81,7 +82,7 @@ from review.cases.agreed import rebuild_agreed  # noqa: E402
 from review.core.taxonomy import Taxonomy, load_taxonomy  # noqa: E402
 from review.labels.agreement_rollup import rebuild_rollup  # noqa: E402
 from review.policy import inforce  # noqa: E402
-from storage.db import make_engine, migrate, write_session  # noqa: E402
+from storage.db import make_engine, migrate, run_write, write_session  # noqa: E402
 from storage.models import (  # noqa: E402
     Adjudication,
     Case,
@@ -1057,10 +1058,10 @@ def child_sampling(url: str, total: int) -> dict[str, Any]:
         seed=424242,
     )
     with Clock() as c:
-        plan_id = plans.create_plan(engine, actor, spec)
+        plan_id = run_write(engine, partial(plans.create_plan, actor=actor, spec=spec))
     c.put(out, "create_plan")
     with Clock() as c:
-        drawn = plans.draw_plan(engine, actor, plan_id)
+        drawn = run_write(engine, partial(plans.draw_plan, actor=actor, plan_id=plan_id))
     c.put(out, "draw")
     out["drawn"] = drawn.items
     with Clock() as c:

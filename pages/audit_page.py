@@ -50,7 +50,9 @@ def follow_deep_links(
             else:
                 st.session_state["aud_plan"] = view.plan_id
                 if actor.can(Permission.audit) and view.plan_status == PlanStatus.open:
-                    queue.reserve_item(engine, actor, deep_item)
+                    ui.transact(
+                        lambda s: queue.reserve_item(s, actor, deep_item), prefix="", where=top
+                    )
                 st.session_state[f"aud_item_{view.plan_id}"] = deep_item
     deep_plan = ui.query_int("plan")
     if deep_plan in {p.id for p in plans} and "aud_plan" not in st.session_state:

@@ -43,8 +43,12 @@ def import_export_panel(engine: Engine, actor: Actor, tax: Taxonomy, flt: cases.
                     ):
                         text = uploads.read_text(up.name, up.getvalue(), "cases")
                         items = list(cases.iter_cases_jsonl(text.splitlines(), up.name, tax))
-                        report = cases.import_cases(engine, actor, items, up.name)
-                        st.success(ui.plain(report.summary()))
+                        report = ui.transact(
+                            lambda s: cases.import_cases(s, actor, items, up.name),
+                            prefix="Nothing was imported. ",
+                        )
+                        if report is not None:
+                            st.success(ui.plain(report.summary()))
         if st.button("Prepare export of the filtered cases"):
             buf = io.StringIO()
             n, withheld = sight.export_cases(
@@ -70,8 +74,8 @@ def new_case(engine: Engine, actor: Actor, tax: Taxonomy) -> None:
     with st.expander("New case"):
         new = case_form(tax, "case_new_form", {"status": CaseStatus.draft}, "Create case")
         if new is not None:
-            with ui.reported():
-                new_id = cases.create_case(engine, actor, new, tax)
+            new_id = ui.transact(lambda s: cases.create_case(s, actor, new, tax), prefix="")
+            if new_id is not None:
                 st.query_params["case"] = str(new_id)
                 st.session_state[FLASH_KEY] = "Case created."
                 st.rerun()

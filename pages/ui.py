@@ -3,7 +3,8 @@
 Untrusted text (document bodies, questions, claims, titles) goes through :func:`text` or
 dataframes, never markdown or HTML; where a short untrusted value must sit inside a title,
 caption, header or message (which render markdown), it goes through :func:`plain` first, the
-one escaper of the pages. Errors meant for the user are shown by :func:`reported`.
+one escaper of the pages. Errors meant for the user are shown by :func:`reported`; a write
+runs a Session-taking service through :func:`transact`, the pages' one write transaction.
 """
 
 from __future__ import annotations
@@ -11,18 +12,21 @@ from __future__ import annotations
 import contextlib
 import math
 import urllib.parse
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import streamlit as st
 from sqlalchemy import Engine
+from sqlalchemy.orm import Session
 
-from review.core import uploads
+from review.core import database, uploads
 from review.core.database import database_url, open_database
 from review.core.errors import WorkbenchError
 from review.core.escape import markdown_text
 from review.core.identity import Actor
 from review.core.taxonomy import Taxonomy, taxonomy
+
+T = TypeVar("T")
 
 ACTOR_KEY = "wb_actor"
 LOCAL_AS_KEY = "wb_local_as"
@@ -122,6 +126,21 @@ def reported(prefix: str = "", where: Any = None) -> Iterator[None]:
         yield
     except WorkbenchError as exc:
         show_error(exc, prefix, where)
+
+
+def transact(
+    work: Callable[[Session], T], prefix: str = "Nothing was saved. ", where: Any = None
+) -> T | None:
+    """The pages' one way to write: run ``work`` (a Session-taking service, e.g.
+    ``lambda s: promote.promote_to_case(s, actor, item, tax)``) as one transaction on the
+    app's database; a busy database or a serialization conflict re-runs it, a
+    :class:`WorkbenchError` (bad input, a refused permission, a stale edit) rolls it back and
+    is shown as an error, ``prefix`` first, in ``where`` (next to the control). Returns what
+    ``work`` returned, or None when an error was shown (a work that returns nothing may
+    return True to tell the two apart). Call ``st.rerun`` after it, never inside ``work``."""
+    with reported(prefix, where):
+        return database.write(engine(), work)
+    return None
 
 
 def query_int(name: str) -> int | None:

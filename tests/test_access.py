@@ -2,10 +2,14 @@
 
 * The write services are found from the source, not listed by hand: every public function of
   ``review/`` that reaches a write transaction (``run_write``/``write_session``, directly or
-  through the functions it calls). Each one that takes an :class:`Actor` must have a row in
-  :data:`ALLOWED` below (the roles the domain allows) and a call in :data:`CALLS`; each one
-  that does not must be in :data:`NO_ACTOR` with the reason. A new unguarded write path makes
-  :func:`test_every_write_service_is_in_the_table` fail.
+  through the functions it calls), and every public Session-taking function (a service the
+  entry points run in their transaction) that reaches the change log or, for an Actor, sends
+  an INSERT, UPDATE or DELETE. Each one that takes an
+  :class:`Actor` must have a row in :data:`ALLOWED` below (the roles the domain allows) and a
+  call in :data:`CALLS`; each one that does not must be in :data:`NO_ACTOR` with the reason.
+  A new unguarded write path makes :func:`test_every_write_service_is_in_the_table` fail. The
+  few inner writers (one row's writer, called inside services that check the role) are in
+  :data:`INNER`, and no page or command calls them.
 * Each write service is then called as every role (and as a user with no role left): an
   allowed role gets past the checks (the call succeeds or is refused for a reason about the
   data, never PermissionDenied); any other role gets PermissionDenied and the database is
@@ -65,6 +69,7 @@ from storage.models import (
 )
 from tests.helpers.pages import app, page_files, readable
 from tests.helpers.paths import ROOT
+from tests.helpers.transact import write
 
 A, RV, PO, CO, AD = Role.annotator, Role.reviewer, Role.product_owner, Role.compliance, Role.admin
 
@@ -157,6 +162,9 @@ NO_ACTOR: dict[str, str] = {
     "demo.months.build_demo_reviews": "part of the demo builder",
     "demo.wording_versions.build_demo_wording": "part of the demo builder",
     "demo.tracedemo.build_demo_traces": "part of the demo builder",
+    "core.database.write": "the unit of work the entry points run a service in; the service "
+    "takes the Actor",
+    "cli.common.transact": "the command line's entry point; the service it runs takes the Actor",
     "cli.main.seed_demo": "command line: the operator of the machine, acting as the CLI admin",
     "cli.main.import_docs": "command line, acting as the CLI admin",
     "cli.main.import_cases_cmd": "command line, acting as the CLI admin",
@@ -172,6 +180,15 @@ NO_ACTOR: dict[str, str] = {
     "cli.tracecli.recompute_restricted_cmd": "command line, acting as the CLI admin",
     "traces.restricted.recompute_all": "recomputes the restricted flags from the stored traces "
     "and the corpus with the one rule (derived data; it never changes a person's mark)",
+}
+
+# The one writer of a row, inside a service's transaction: it checks no role, so only services
+# that do call it (never a page or a command).
+INNER: dict[str, str] = {
+    "cases.cases.insert_case": "the one writer of a new case, for import_cases, "
+    "create_case and build_variant",
+    "corpus.corpus.insert_version": "the one writer of a document version, for the corpus "
+    "imports and the case builder's documents",
 }
 
 # ---------------------------------------------------------------------------------------
@@ -212,36 +229,73 @@ def _review_imports(tree: ast.Module, known: set[str]) -> tuple[dict[str, str], 
     return names, modules
 
 
+@dataclass
+class _Reach:
+    """What one function does: the review functions it calls (dotted paths), and whether it
+    opens a write transaction, reaches the change log or sends a writing statement itself."""
+
+    calls: set[str] = field(default_factory=set)
+    writes: bool = False
+    records: bool = False
+    statements: bool = False
+
+
+def _is_writing_statement(n: ast.AST) -> bool:
+    """``session.execute(insert(...))`` (or update, delete): a write in the caller's
+    transaction."""
+    return (
+        isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and n.func.attr == "execute"
+        and bool(n.args)
+        and isinstance(n.args[0], ast.Call)
+        and ast.unparse(n.args[0].func).split("(")[0] in {"insert", "update", "delete"}
+    )
+
+
 def _calls(
     mod: str,
     fn: ast.FunctionDef,
     funcs: Mapping[str, object],
     names: Mapping[str, str],
     modules: Mapping[str, str],
-) -> tuple[set[str], bool]:
-    """The review functions ``fn`` calls (by their dotted paths), and whether it writes
-    itself."""
-    out: set[str] = set()
-    writes = False
+) -> _Reach:
+    """The review functions ``fn`` calls, and what it writes itself."""
+    r = _Reach()
     for n in ast.walk(fn):
         if isinstance(n, ast.Name):
             if n.id in WRITE_PRIMITIVES:
-                writes = True
+                r.writes = True
             elif f"{mod}.{n.id}" in funcs:
-                out.add(f"{mod}.{n.id}")
+                r.calls.add(f"{mod}.{n.id}")
             elif n.id in names:
-                out.add(names[n.id])
+                r.calls.add(names[n.id])
         elif isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name):
             if n.attr in WRITE_PRIMITIVES or (n.value.id, n.attr) == ("sqlite3", "connect"):
-                writes = True
+                r.writes = True
+            elif (n.value.id, n.attr) == ("changes", "record"):
+                r.records = True
             elif n.value.id in modules:
-                out.add(f"{modules[n.value.id]}.{n.attr}")
-    return out, writes
+                r.calls.add(f"{modules[n.value.id]}.{n.attr}")
+        r.statements |= _is_writing_statement(n)
+    return r
 
 
-def _takes_actor(fn: ast.FunctionDef) -> bool:
+def _closure(reached: set[str], calls: Mapping[str, set[str]]) -> None:
+    """Add to ``reached`` every function that calls one in it, until nothing changes."""
+    changed = True
+    while changed:
+        changed = False
+        for qual, out in calls.items():
+            if qual not in reached and out & reached:
+                reached.add(qual)
+                changed = True
+
+
+def takes(fn: ast.FunctionDef, annotation: str) -> bool:
+    """Whether a parameter of ``fn`` is annotated with ``annotation``."""
     args = [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]
-    return any(a.annotation is not None and "Actor" in ast.unparse(a.annotation) for a in args)
+    return any(a.annotation is not None and annotation in ast.unparse(a.annotation) for a in args)
 
 
 def write_services(package: Path = ROOT / "review") -> dict[str, bool]:
@@ -267,30 +321,48 @@ def write_services(package: Path = ROOT / "review") -> dict[str, bool]:
 
     calls: dict[str, set[str]] = {}
     writes: set[str] = set()
+    records: set[str] = set()  # reach the change log, which every write adds to
+    statements: set[str] = set()  # send an INSERT, UPDATE or DELETE
     for qual, (mod, fn) in funcs.items():
-        calls[qual], itself = _calls(mod, fn, funcs, names[mod], modules[mod])
-        if itself:
-            writes.add(qual)
-    changed = True
-    while changed:
-        changed = False
-        for qual, out in calls.items():
-            if qual not in writes and out & writes:
-                writes.add(qual)
-                changed = True
+        reach = _calls(mod, fn, funcs, names[mod], modules[mod])
+        calls[qual] = reach.calls
+        for flag, found in (
+            (reach.writes, writes),
+            (reach.records, records),
+            (reach.statements, statements),
+        ):
+            if flag:
+                found.add(qual)
+    for reached in (writes, records, statements):
+        _closure(reached, calls)
+    # a Session-taking service writes inside its caller's transaction (transactions at the
+    # edge): it is a write service when it reaches the change log or a writing statement
+    # (derived tables kept in step, which take no Actor, are not services)
+    writes |= {q for q in records if takes(funcs[q][1], "Session")}
+    writes |= {
+        q for q in statements if takes(funcs[q][1], "Session") and takes(funcs[q][1], "Actor")
+    }
 
     def public(qual: str) -> bool:
         return not any(part.startswith("_") for part in qual.split(".")[1:])
 
-    return {q: _takes_actor(funcs[q][1]) for q in sorted(writes) if public(q)}
+    return {q: takes(funcs[q][1], "Actor") for q in sorted(writes) if public(q)}
 
 
 def test_every_write_service_is_in_the_table() -> None:
     found = write_services()
     with_actor = {q for q, has in found.items() if has}
     without = {q for q, has in found.items() if not has}
-    assert with_actor - set(ALLOWED) == set(), "new write services: add them to ALLOWED and CALLS"
-    assert set(ALLOWED) - with_actor == set(), "ALLOWED names functions that no longer write"
+    assert with_actor - set(ALLOWED) - set(INNER) == set(), (
+        "new write services: add them to ALLOWED and CALLS"
+    )
+    assert (set(ALLOWED) | set(INNER)) - with_actor == set(), (
+        "ALLOWED names functions that no longer write"
+    )
+    for path in [*(ROOT / "pages").rglob("*.py"), *(ROOT / "review" / "cli").rglob("*.py")]:
+        source = path.read_text(encoding="utf-8")
+        called = [q for q in INNER if f"{q.rsplit('.', 1)[1]}(" in source]
+        assert called == [], f"{path.name} calls an inner writer, which checks no role"
     assert without - set(NO_ACTOR) == set(), "writes without an Actor: give them one"
     assert set(NO_ACTOR) - without == set()
     assert set(CALLS) == set(ALLOWED)
@@ -381,46 +453,76 @@ def _wording_text(ctx: Ctx) -> str:
 
 
 CALLS: dict[str, Callable[[Ctx, Actor], object]] = {
-    "audits.plans.close_plan": lambda c, a: audit_plans.close_plan(c.engine, a, c.ids["open_plan"]),
-    "audits.plans.create_plan": lambda c, a: audit_plans.create_plan(
-        c.engine, a, audit_plans.PlanSpec(name=f"access {c.n()}", total=3, seed=c.n())
+    "audits.plans.close_plan": lambda c, a: write(
+        c.engine, audit_plans.close_plan, a, c.ids["open_plan"]
     ),
-    "audits.plans.draw_plan": lambda c, a: audit_plans.draw_plan(
-        c.engine, a, c.ids["planned_plan"]
+    "audits.plans.create_plan": lambda c, a: write(
+        c.engine,
+        audit_plans.create_plan,
+        a,
+        audit_plans.PlanSpec(name=f"access {c.n()}", total=3, seed=c.n()),
     ),
-    "audits.queue.next_item": lambda c, a: queue.next_item(c.engine, a, c.ids["open_plan"]),
-    "audits.promote.promote_to_case": lambda c, a: promote.promote_to_case(
-        c.engine, a, c.ids["item"], c.tax
+    "audits.plans.draw_plan": lambda c, a: write(
+        c.engine, audit_plans.draw_plan, a, c.ids["planned_plan"]
     ),
-    "audits.plans.recount_plan": lambda c, a: audit_plans.recount_plan(
-        c.engine, a, c.ids["planned_plan"]
+    "audits.queue.next_item": lambda c, a: write(c.engine, queue.next_item, a, c.ids["open_plan"]),
+    "audits.promote.promote_to_case": lambda c, a: write(
+        c.engine, promote.promote_to_case, a, c.ids["item"], c.tax
     ),
-    "audits.queue.release_item": lambda c, a: queue.release_item(c.engine, a, c.ids["item"]),
-    "audits.queue.reserve_item": lambda c, a: queue.reserve_item(c.engine, a, c.ids["item"]),
-    "audits.verdicts.submit_verdict": lambda c, a: verdicts.submit_verdict(
-        c.engine, a, c.ids["item"], verdicts.VerdictIn("correct_refusal"), None
+    "audits.plans.recount_plan": lambda c, a: write(
+        c.engine, audit_plans.recount_plan, a, c.ids["planned_plan"]
     ),
-    "builder.variants.build_variant": lambda c, a: variants.build_variant(
-        c.engine, a, c.tax, c.ids["present_case"], variants.VariantSpec(kind="removed")
+    "audits.queue.release_item": lambda c, a: write(c.engine, queue.release_item, a, c.ids["item"]),
+    "audits.queue.reserve_item": lambda c, a: write(c.engine, queue.reserve_item, a, c.ids["item"]),
+    "audits.verdicts.submit_verdict": lambda c, a: write(
+        c.engine,
+        verdicts.submit_verdict,
+        a,
+        c.ids["item"],
+        verdicts.VerdictIn("correct_refusal"),
+        None,
     ),
-    "builder.suggestions.confirm_suggestion": lambda c, a: suggestions.confirm_suggestion(
-        c.engine, a, c.ids["variant_case"], "abstain", ["no_answer_bearing_evidence"]
+    "builder.variants.build_variant": lambda c, a: write(
+        c.engine,
+        variants.build_variant,
+        a,
+        c.tax,
+        c.ids["present_case"],
+        variants.VariantSpec(kind="removed"),
     ),
-    "builder.suggestions.mark_passage": lambda c, a: suggestions.mark_passage(
-        c.engine, a, c.ids["present_case"], "14 days"
+    "builder.suggestions.confirm_suggestion": lambda c, a: write(
+        c.engine,
+        suggestions.confirm_suggestion,
+        a,
+        c.ids["variant_case"],
+        "abstain",
+        ["no_answer_bearing_evidence"],
     ),
-    "builder.documents.save_edit": lambda c, a: documents.save_edit(
-        c.engine, a, c.tax, "POL-REFUND-MONTHLY@2", "no_such_operator", 0, 5, {}
+    "builder.suggestions.mark_passage": lambda c, a: write(
+        c.engine, suggestions.mark_passage, a, c.ids["present_case"], "14 days"
     ),
-    "builder.suggestions.set_required_claims": lambda c, a: suggestions.set_required_claims(
-        c.engine, a, c.tax, c.ids["present_case"], 1, ["A claim."]
+    "builder.documents.save_edit": lambda c, a: write(
+        c.engine,
+        documents.save_edit,
+        a,
+        c.tax,
+        "POL-REFUND-MONTHLY@2",
+        "no_such_operator",
+        0,
+        5,
+        {},
     ),
-    "cases.cases.create_case": lambda c, a: cases.create_case(c.engine, a, _case_in(c), c.tax),
-    "cases.cases.import_cases": lambda c, a: cases.import_cases(
-        c.engine, a, [(1, _case_in(c))], "access.jsonl"
+    "builder.suggestions.set_required_claims": lambda c, a: write(
+        c.engine, suggestions.set_required_claims, a, c.tax, c.ids["present_case"], 1, ["A claim."]
     ),
-    "cases.cases.update_case": lambda c, a: cases.update_case(
-        c.engine, a, c.ids["present_case"], 1, _case_in(c, "CASE-001"), c.tax
+    "cases.cases.create_case": lambda c, a: write(
+        c.engine, cases.create_case, a, _case_in(c), c.tax
+    ),
+    "cases.cases.import_cases": lambda c, a: write(
+        c.engine, cases.import_cases, a, [(1, _case_in(c))], "access.jsonl"
+    ),
+    "cases.cases.update_case": lambda c, a: write(
+        c.engine, cases.update_case, a, c.ids["present_case"], 1, _case_in(c, "CASE-001"), c.tax
     ),
     "corpus.corpus.add_version": lambda c, a: corpus.add_version(
         c.engine, a, "POL-REFUND-MONTHLY", 2, _doc_in(c, "POL-REFUND-MONTHLY", 3)
@@ -604,8 +706,11 @@ def ctx(demo_url: str, tmp_path: Path, tax: Taxonomy) -> Iterator[Ctx]:
         c.ids["open_trace"] = s.scalar(select(Trace.id).where(Trace.restricted.is_(False)).limit(1))
     plans = audit_plans.list_plans(eng)
     c.ids["open_plan"] = next(p.id for p in plans if p.status == "open")
-    c.ids["planned_plan"] = audit_plans.create_plan(
-        eng, reviewer, audit_plans.PlanSpec(name="access planned", total=3, seed=7)
+    c.ids["planned_plan"] = write(
+        eng,
+        audit_plans.create_plan,
+        reviewer,
+        audit_plans.PlanSpec(name="access planned", total=3, seed=7),
     )
     c.ids["item"] = queue.list_items(eng, c.ids["open_plan"])[0].id
     with write_session(eng) as s:  # a restricted trace in the open plan, for the clearance test
@@ -674,8 +779,8 @@ def test_restricted_documents_are_written_only_with_clearance(ctx: Ctx) -> None:
     )
     _denied_without_clearance(
         c,
-        lambda a: documents.save_edit(
-            c.engine, a, c.tax, f"{restricted}@1", "replace_tier", 0, 5, {}
+        lambda a: write(
+            c.engine, documents.save_edit, a, c.tax, f"{restricted}@1", "replace_tier", 0, 5, {}
         ),
         A,
     )
@@ -695,16 +800,18 @@ def test_restricted_documents_are_written_only_with_clearance(ctx: Ctx) -> None:
 def test_restricted_traces_are_audited_and_promoted_only_with_clearance(ctx: Ctx) -> None:
     c = ctx
     item = c.ids["restricted_item"]
-    _denied_without_clearance(c, lambda a: queue.reserve_item(c.engine, a, item), RV)
+    _denied_without_clearance(c, lambda a: write(c.engine, queue.reserve_item, a, item), RV)
     _denied_without_clearance(
         c,
-        lambda a: verdicts.submit_verdict(
-            c.engine, a, item, verdicts.VerdictIn("correct_refusal"), None
+        lambda a: write(
+            c.engine, verdicts.submit_verdict, a, item, verdicts.VerdictIn("correct_refusal"), None
         ),
         RV,
     )
-    _denied_without_clearance(c, lambda a: promote.promote_to_case(c.engine, a, item, c.tax), RV)
-    queue.reserve_item(c.engine, actor(RV), item)
+    _denied_without_clearance(
+        c, lambda a: write(c.engine, promote.promote_to_case, a, item, c.tax), RV
+    )
+    write(c.engine, queue.reserve_item, actor(RV), item)
 
 
 def test_traces_are_marked_and_the_unknown_setting_changed_only_with_clearance(

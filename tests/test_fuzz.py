@@ -42,6 +42,7 @@ from storage.db import make_engine, migrate
 from tests.helpers.corpus import GOOD
 from tests.helpers.databases import copy_db
 from tests.helpers.paths import ROOT
+from tests.helpers.transact import write
 
 POLICIES = ROOT / "policies"
 TRACE_DATA = ROOT / "tests" / "data" / "traces"
@@ -523,7 +524,7 @@ def test_imports_through_the_services_only_raise_input_errors(
             corpus.import_documents(eng, SYSTEM, corpus.parse_upload("d.jsonl", text, TAX))
         elif kind == "cases":
             items = list(cases.iter_cases_jsonl(text.splitlines(), "cases.jsonl", TAX))
-            cases.import_cases(eng, SYSTEM, items, "cases.jsonl")
+            write(eng, cases.import_cases, SYSTEM, items, "cases.jsonl")
         else:
             outputs = list(evalruns.iter_outputs(text.splitlines(), "run.jsonl", TAX))
             name = f"fuzz {next(_RUN_NAMES)}"

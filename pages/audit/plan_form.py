@@ -127,7 +127,11 @@ def preview(engine: Engine, form: forms.PlanForm) -> None:
 def create(engine: Engine, actor: Actor, form: forms.PlanForm) -> None:
     """Create the plan, select it and say so."""
     spec = form.spec()
-    new_id = audit_plans.create_plan(engine, actor, spec)
+    new_id = ui.transact(
+        lambda s: audit_plans.create_plan(s, actor, spec), prefix="Nothing was created. "
+    )
+    if new_id is None:
+        return
     forget_counts()
     st.session_state["aud_want_plan"] = new_id
     st.session_state["aud_flash"] = (

@@ -8,13 +8,13 @@ from collections.abc import Sequence
 
 import streamlit as st
 from sqlalchemy import Engine
+from sqlalchemy.orm import Session
 
 from pages import ui
 from pages.audit.cached import forget_counts, population_check
 from pages.audit.plan_form import new_plan_form
 from review.audits import display, queue
 from review.audits import plans as audit_plans
-from review.core.errors import WorkbenchError
 from review.core.identity import Actor, Permission
 from review.core.taxonomy import Taxonomy
 from review.core.terms import PlanStatus
@@ -81,27 +81,29 @@ def plan_actions(engine: Engine, actor: Actor, plan: audit_plans.PlanView) -> No
     c1, c2, c3 = st.columns(3)
     if plan.status == PlanStatus.planned:
         if c1.button("Draw the sample", type="primary", key="aud_draw"):
-            try:
-                res = audit_plans.draw_plan(engine, actor, plan.id)
-            except WorkbenchError as exc:
+            res = ui.transact(lambda s: audit_plans.draw_plan(s, actor, plan.id), prefix="")
+            if res is None:
                 forget_counts()
-                ui.show_error(exc)
             else:
                 st.session_state["aud_flash"] = (
                     f"Drew {res.items} traces into {plan.name!r}; the queue is open."
                 )
                 st.rerun()
-        if c2.button("Recount the population", key="aud_recount"):
-            with ui.reported():
-                audit_plans.recount_plan(engine, actor, plan.id)
-                forget_counts()
-                st.session_state["aud_flash"] = "Population counted again."
-                st.rerun()
-    if plan.status == PlanStatus.open and c1.button("Close the batch", key="aud_close"):
-        with ui.reported():
-            audit_plans.close_plan(engine, actor, plan.id)
-            st.session_state["aud_flash"] = f"{plan.name!r} is closed."
+        if (
+            c2.button("Recount the population", key="aud_recount")
+            and ui.transact(lambda s: audit_plans.recount_plan(s, actor, plan.id), prefix="")
+            is not None
+        ):
+            forget_counts()
+            st.session_state["aud_flash"] = "Population counted again."
             st.rerun()
+    if (
+        plan.status == PlanStatus.open
+        and c1.button("Close the batch", key="aud_close")
+        and ui.transact(lambda s: _closed(s, actor, plan.id), prefix="")
+    ):
+        st.session_state["aud_flash"] = f"{plan.name!r} is closed."
+        st.rerun()
     if plan.status != PlanStatus.planned and c3.button("Check reproducibility", key="aud_verify"):
         kind, message = display.reproducibility(audit_plans.verify_sample(engine, plan.id))
         if kind == "success":
@@ -124,3 +126,9 @@ def sample_table(engine: Engine, plan: audit_plans.PlanView) -> None:
         height=ui.table_height(len(rows)),
         column_config={"open": st.column_config.LinkColumn("open", display_text="open")},
     )
+
+
+def _closed(s: Session, actor: Actor, plan_id: int) -> bool:
+    """Close the plan; True (so that ``ui.transact`` tells it from a refusal)."""
+    audit_plans.close_plan(s, actor, plan_id)
+    return True

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 from sqlalchemy import Engine
+from sqlalchemy.orm import Session
 
 from pages import ui
 from pages.audit.item_view import (
@@ -32,9 +33,17 @@ def skipped_key(plan: PlanView) -> str:
     return f"aud_skipped_{plan.id}"
 
 
-def load_next(engine: Engine, actor: Actor, plan: PlanView) -> None:
-    """Reserve the next trace for the reviewer (not one they skipped) and link to it."""
-    nxt = queue.next_item(engine, actor, plan.id, exclude=st.session_state[skipped_key(plan)])
+def load_next(engine: Engine, actor: Actor, plan: PlanView, release: int | None = None) -> None:
+    """Reserve the next trace for the reviewer (not one they skipped) and link to it; with
+    ``release``, the item skipped is given back in the same transaction."""
+    skipped = list(st.session_state[skipped_key(plan)])
+
+    def work(s: Session) -> int | None:
+        if release is not None:
+            queue.release_item(s, actor, release)
+        return queue.next_item(s, actor, plan.id, exclude=skipped)
+
+    nxt = ui.transact(work, prefix="")
     st.session_state[item_key(plan)] = nxt
     if nxt is None:
         st.query_params.pop("item", None)
@@ -159,19 +168,20 @@ def verdict_form(
         disabled=verdict is None or plan.status != PlanStatus.open,
     )
     if b2.button("Skip", key=f"aud_skip_{view.id}"):
-        queue.release_item(engine, actor, view.id)
         st.session_state[skipped_key(plan)].append(view.id)
-        load_next(engine, actor, plan)
+        load_next(engine, actor, plan, release=view.id)
         st.rerun()
     if save and verdict is not None:
-        with ui.reported("Nothing was saved. "):
-            verdicts.submit_verdict(
-                engine,
+        saved = ui.transact(
+            lambda s: verdicts.submit_verdict(
+                s,
                 actor,
                 view.id,
                 verdicts.VerdictIn(str(verdict), tuple(stages), notes, tuple(drafts)),
                 mine.id if mine else None,
             )
+        )
+        if saved is not None:
             st.session_state["aud_flash"] = f"Saved your verdict on {view.trace_id}."
             st.rerun()
     if mine is not None:
@@ -226,7 +236,10 @@ def promotion(
         )
         split = st.selectbox("Split", list(tax.splits), index=1, key=f"aud_split_{view.id}")
         if st.button("Promote to a case", key=f"aud_promote_{view.id}"):
-            with ui.reported():
-                cid = promote.promote_to_case(engine, actor, view.id, tax, split=str(split))
+            cid = ui.transact(
+                lambda s: promote.promote_to_case(s, actor, view.id, tax, split=str(split)),
+                prefix="",
+            )
+            if cid is not None:
                 st.session_state["aud_flash"] = f"Draft case {cid} created from {view.trace_id}."
                 st.rerun()

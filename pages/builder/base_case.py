@@ -31,8 +31,8 @@ def passage_tab(engine: Engine, actor: Actor, view: cases.CaseView) -> None:
         passage = st.text_area("Decisive passage (exact text of a visible document)", height=80)
         ok = st.form_submit_button("Mark as decisive")
     if ok:
-        with ui.reported("Nothing was saved. "):
-            ref = suggestions.mark_passage(engine, actor, view.id, passage)
+        ref = ui.transact(lambda s: suggestions.mark_passage(s, actor, view.id, passage))
+        if ref is not None:
             st.success(f"Marked the decisive passage in {ui.plain(ref)}.")
 
 

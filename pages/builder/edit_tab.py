@@ -143,8 +143,8 @@ def save_buttons(
             params=state["params"],
             as_new_version=as_version,
         )
-        with ui.reported("Nothing was saved. "):
-            saved = variants.build_variant(engine, actor, tax, view.id, spec)
+        saved = ui.transact(lambda s: variants.build_variant(s, actor, tax, view.id, spec))
+        if saved is not None:
             st.session_state.pop(PREVIEW_KEY, None)
             leave_message(
                 f"Saved {saved.key} (draft; "
@@ -157,9 +157,9 @@ def save_buttons(
     if actor.can(Permission.edit_corpus) and c6.button(
         "Save the edited document only", key="bld_save_doc"
     ):
-        with ui.reported("Nothing was saved. "):
-            doc_saved = documents.save_edit(
-                engine,
+        doc_saved = ui.transact(
+            lambda s: documents.save_edit(
+                s,
                 actor,
                 tax,
                 doc.ref,
@@ -169,6 +169,8 @@ def save_buttons(
                 state["params"],
                 as_new_version=as_version,
             )
+        )
+        if doc_saved is not None:
             st.session_state.pop(PREVIEW_KEY, None)
             extra = f" and {', '.join(doc_saved.extra_refs)}" if doc_saved.extra_refs else ""
             leave_message(

@@ -150,9 +150,9 @@ def confirm(engine: Engine, actor: Actor, tax: Taxonomy, fam: FamilyView, key: s
         ok = st.form_submit_button("Confirm", type="primary")
     if not ok:
         return
-    with ui.reported("Nothing was saved. "):
-        res = suggestions.confirm_suggestion(
-            engine,
+    res = ui.transact(
+        lambda s: suggestions.confirm_suggestion(
+            s,
             actor,
             target.case_id,
             decision,
@@ -162,6 +162,8 @@ def confirm(engine: Engine, actor: Actor, tax: Taxonomy, fam: FamilyView, key: s
             note=note,
             make_ready=make_ready,
         )
+    )
+    if res is not None:
         leave_message(
             f"{target.key}: {'changed' if res.changed else 'confirmed'} as "
             f"{tables.decision_label(tax, decision)}; status {res.status}."
@@ -185,10 +187,12 @@ def variant_detail(
             )
             save = st.form_submit_button("Save the claims")
         if save:
-            with ui.reported("Nothing was saved. "):
-                suggestions.set_required_claims(
-                    engine, actor, tax, v.case_id, v.version, text.splitlines()
+            version = ui.transact(
+                lambda s: suggestions.set_required_claims(
+                    s, actor, tax, v.case_id, v.version, text.splitlines()
                 )
+            )
+            if version is not None:
                 leave_message(f"Saved the required claims of {v.key}.")
                 st.rerun()
     if v.edits:

@@ -115,7 +115,9 @@ def family_tab(
             question=question,
             policy=policy,
         )
-        saved = variants.build_variant(engine, actor, tax, view.id, spec)
+        saved = ui.transact(lambda s: variants.build_variant(s, actor, tax, view.id, spec))
+        if saved is None:
+            return
         leave_message(
             f"Saved {saved.key} (draft; {tables.evidence_state_label(tax, saved.evidence_state)}; "
             f"suggested {tables.decision_label(tax, saved.suggested_decision)}). Confirm its "

@@ -35,8 +35,11 @@ def edit_case(
         st.session_state[edit_key(view.id)] = None
         st.rerun()
     if result is not None:
-        with ui.reported():
-            new_version = cases.update_case(engine, actor, view.id, opened_version, result, tax)
+        new_version = ui.transact(
+            lambda s: cases.update_case(s, actor, view.id, opened_version, result, tax),
+            prefix="",
+        )
+        if new_version is not None:
             st.session_state[edit_key(view.id)] = None
             st.session_state[FLASH_KEY] = f"Saved {view.key} (version {new_version})."
             st.rerun()

@@ -60,7 +60,7 @@ from review.core.terms import PlanStatus
 from review.traces import rollup
 from review.traces.retention import RUN_ENTITY as PURGE_COUNTER
 from storage import changes
-from storage.db import leads_an_index, read_session, run_write, seek_distinct
+from storage.db import leads_an_index, read_session, seek_distinct
 from storage.models import (
     AuditItem,
     AuditVerdict,
@@ -381,41 +381,36 @@ def _population_record(
     }
 
 
-def create_plan(engine: Engine, actor: Actor, spec: PlanSpec) -> int:
+def create_plan(s: Session, actor: Actor, spec: PlanSpec) -> int:
     """Store a plan with its population per stratum, allocation and fingerprint (not drawn
     yet: ``draw_plan`` draws it)."""
     require(actor, Permission.audit)
     spec = replace(spec, name=spec.name.strip())
     spec.check()
 
-    def work(s: Session) -> int:
-        if s.scalar(select(SamplingPlan.id).where(SamplingPlan.name == spec.name)) is not None:
-            raise InputError(f"a plan named {spec.name!r} already exists; choose another name")
-        counts = _count(s, spec.filter, spec.strata)
-        allocation = _allocation(counts, spec)
-        row = SamplingPlan(
-            name=spec.name,
-            population_filter=spec.filter.to_json(),
-            strata=list(spec.strata),
-            allocation=spec.allocation,
-            explicit_sizes=dict(spec.explicit_sizes or {}),
-            total=spec.total,
-            seed=spec.seed,
-            population=_population_record(counts, allocation, spec, _traces_stamp(s), ALGORITHM),
-            fingerprint=_fingerprint(counts),
-            overlap=spec.overlap,
-            status=PlanStatus.planned,
-            created_by=actor.email,
-            created_at=utcnow(),
-        )
-        s.add(row)
-        s.flush()
-        changes.record(
-            s, actor.email, "create", "sampling_plan", row.id, None, changes.snapshot(row)
-        )
-        return row.id
-
-    return run_write(engine, work)
+    if s.scalar(select(SamplingPlan.id).where(SamplingPlan.name == spec.name)) is not None:
+        raise InputError(f"a plan named {spec.name!r} already exists; choose another name")
+    counts = _count(s, spec.filter, spec.strata)
+    allocation = _allocation(counts, spec)
+    row = SamplingPlan(
+        name=spec.name,
+        population_filter=spec.filter.to_json(),
+        strata=list(spec.strata),
+        allocation=spec.allocation,
+        explicit_sizes=dict(spec.explicit_sizes or {}),
+        total=spec.total,
+        seed=spec.seed,
+        population=_population_record(counts, allocation, spec, _traces_stamp(s), ALGORITHM),
+        fingerprint=_fingerprint(counts),
+        overlap=spec.overlap,
+        status=PlanStatus.planned,
+        created_by=actor.email,
+        created_at=utcnow(),
+    )
+    s.add(row)
+    s.flush()
+    changes.record(s, actor.email, "create", "sampling_plan", row.id, None, changes.snapshot(row))
+    return row.id
 
 
 def _spec_of(plan: SamplingPlan) -> PlanSpec:
@@ -539,32 +534,27 @@ class PopulationChanged(InputError):
     """The population is no longer the one the plan counted; nothing was drawn."""
 
 
-def recount_plan(engine: Engine, actor: Actor, plan_id: int) -> PopulationCheck:
+def recount_plan(s: Session, actor: Actor, plan_id: int) -> PopulationCheck:
     """Count a plan that is not drawn yet again and store the new counts and allocation."""
     require(actor, Permission.audit)
 
-    def work(s: Session) -> PopulationCheck:
-        plan = _plan(s, plan_id, lock=True)
-        if plan.status != PlanStatus.planned:
-            raise InputError(
-                f"plan {plan.name!r} is already drawn: its counts stay those of the draw"
-            )
-        spec = _spec_of(plan)
-        algorithm = _algorithm(plan)  # a plan keeps its algorithm
-        counts = _count(s, spec.filter, spec.strata, algorithm)
-        check = _compare(_stored_counts(plan), counts)
-        before = changes.snapshot(plan)
-        plan.population = _population_record(
-            counts, _allocation(counts, spec), spec, _traces_stamp(s), algorithm
-        )
-        plan.fingerprint = _fingerprint(counts)
-        s.flush()
-        changes.record(
-            s, actor.email, "recount", "sampling_plan", plan.id, before, changes.snapshot(plan)
-        )
-        return check
-
-    return run_write(engine, work)
+    plan = _plan(s, plan_id, lock=True)
+    if plan.status != PlanStatus.planned:
+        raise InputError(f"plan {plan.name!r} is already drawn: its counts stay those of the draw")
+    spec = _spec_of(plan)
+    algorithm = _algorithm(plan)  # a plan keeps its algorithm
+    counts = _count(s, spec.filter, spec.strata, algorithm)
+    check = _compare(_stored_counts(plan), counts)
+    before = changes.snapshot(plan)
+    plan.population = _population_record(
+        counts, _allocation(counts, spec), spec, _traces_stamp(s), algorithm
+    )
+    plan.fingerprint = _fingerprint(counts)
+    s.flush()
+    changes.record(
+        s, actor.email, "recount", "sampling_plan", plan.id, before, changes.snapshot(plan)
+    )
+    return check
 
 
 def _thresholds(allocation: Mapping[str, int], sizes: Mapping[str, int]) -> dict[str, int]:
@@ -743,47 +733,44 @@ class DrawResult:
     by_stratum: dict[str, int]
 
 
-def draw_plan(engine: Engine, actor: Actor, plan_id: int) -> DrawResult:
+def draw_plan(s: Session, actor: Actor, plan_id: int) -> DrawResult:
     """Draw the sample in SQL and open the plan for review. Refused, with how the population
     changed, when it is no longer the population the plan counted (recount first)."""
     require(actor, Permission.audit)
 
-    def work(s: Session) -> DrawResult:
-        plan = _plan(s, plan_id, lock=True)
-        if plan.status != PlanStatus.planned:
-            raise InputError(f"plan {plan.name!r} is already drawn")
-        check = _recheck(s, plan)
-        if check.changed:
-            raise PopulationChanged(
-                check.message() + " Nothing was drawn: recount the plan, look at the new "
-                "allocation, then draw."
-            )
-        drawn = _drawn(s, plan)
-        if not drawn:
-            raise InputError("the allocation selects no trace; nothing was drawn")
-        s.execute(
-            insert(AuditItem),
-            [
-                {"plan_id": plan.id, "trace_pk": tid, "stratum": stratum, "position": i}
-                for i, (tid, stratum) in enumerate(drawn, start=1)
-            ],
+    plan = _plan(s, plan_id, lock=True)
+    if plan.status != PlanStatus.planned:
+        raise InputError(f"plan {plan.name!r} is already drawn")
+    check = _recheck(s, plan)
+    if check.changed:
+        raise PopulationChanged(
+            check.message() + " Nothing was drawn: recount the plan, look at the new "
+            "allocation, then draw."
         )
-        before = changes.snapshot(plan)
-        plan.status = PlanStatus.open
-        s.flush()
-        by_stratum = dict(Tally(st for _t, st in drawn))
-        changes.record(
-            s,
-            actor.email,
-            "draw",
-            "sampling_plan",
-            plan.id,
-            before,
-            {**changes.snapshot(plan), "drawn": len(drawn), "by_stratum": by_stratum},
-        )
-        return DrawResult(len(drawn), by_stratum)
-
-    return run_write(engine, work)
+    drawn = _drawn(s, plan)
+    if not drawn:
+        raise InputError("the allocation selects no trace; nothing was drawn")
+    s.execute(
+        insert(AuditItem),
+        [
+            {"plan_id": plan.id, "trace_pk": tid, "stratum": stratum, "position": i}
+            for i, (tid, stratum) in enumerate(drawn, start=1)
+        ],
+    )
+    before = changes.snapshot(plan)
+    plan.status = PlanStatus.open
+    s.flush()
+    by_stratum = dict(Tally(st for _t, st in drawn))
+    changes.record(
+        s,
+        actor.email,
+        "draw",
+        "sampling_plan",
+        plan.id,
+        before,
+        {**changes.snapshot(plan), "drawn": len(drawn), "by_stratum": by_stratum},
+    )
+    return DrawResult(len(drawn), by_stratum)
 
 
 def verify_sample(engine: Engine, plan_id: int) -> bool | None:
@@ -806,28 +793,25 @@ def verify_sample(engine: Engine, plan_id: int) -> bool | None:
         return stored == _drawn(s, plan)
 
 
-def close_plan(engine: Engine, actor: Actor, plan_id: int) -> None:
+def close_plan(s: Session, actor: Actor, plan_id: int) -> None:
     """Mark a plan's audit complete (every item has its verdicts); no verdicts after that."""
     require(actor, Permission.audit)
 
-    def work(s: Session) -> None:
-        plan = _plan(s, plan_id, lock=True)
-        if plan.status != PlanStatus.open:
-            raise InputError(f"plan {plan.name!r} is {plan.status}, not open for review")
-        need = _items_needing_verdicts(s, plan)
-        if need:
-            raise InputError(
-                f"{need} item(s) of {plan.name!r} still need verdicts; the batch can be "
-                "closed when every sampled trace is audited"
-            )
-        before = changes.snapshot(plan)
-        plan.status = PlanStatus.closed
-        s.flush()
-        changes.record(
-            s, actor.email, "close", "sampling_plan", plan.id, before, changes.snapshot(plan)
+    plan = _plan(s, plan_id, lock=True)
+    if plan.status != PlanStatus.open:
+        raise InputError(f"plan {plan.name!r} is {plan.status}, not open for review")
+    need = _items_needing_verdicts(s, plan)
+    if need:
+        raise InputError(
+            f"{need} item(s) of {plan.name!r} still need verdicts; the batch can be "
+            "closed when every sampled trace is audited"
         )
-
-    run_write(engine, work)
+    before = changes.snapshot(plan)
+    plan.status = PlanStatus.closed
+    s.flush()
+    changes.record(
+        s, actor.email, "close", "sampling_plan", plan.id, before, changes.snapshot(plan)
+    )
 
 
 def _n_reviewers() -> Any:

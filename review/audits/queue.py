@@ -23,7 +23,7 @@ from review.core import clearance
 from review.core.errors import InputError, PermissionDenied
 from review.core.identity import Actor, Permission, require
 from review.core.terms import PlanStatus
-from storage.db import read_session, run_write
+from storage.db import read_session
 from storage.models import AuditItem, AuditVerdict, Trace, utcnow
 
 __all__ = [
@@ -114,7 +114,7 @@ def list_items(engine: Engine, plan_id: int, page: int = 1, page_size: int = 25)
 
 
 def next_item(
-    engine: Engine,
+    s: Session,
     actor: Actor,
     plan_id: int,
     *,
@@ -130,59 +130,56 @@ def next_item(
     require(actor, Permission.audit)
     skip = sorted(set(exclude))
 
-    def work(s: Session) -> int | None:
-        t = now or utcnow()
-        plan = _plan(s, plan_id)
-        if plan.status != PlanStatus.open:
-            return None
-        spec = _spec_of(plan)
-        mine = exists().where(
-            AuditVerdict.item_id == AuditItem.id, AuditVerdict.reviewer == actor.email
-        )
-        visible = [] if clearance.cleared(actor) else [Trace.restricted.is_(False)]
-        held = s.scalar(
-            select(AuditItem.id)
-            .join(Trace, Trace.id == AuditItem.trace_pk)
-            .where(
-                AuditItem.plan_id == plan_id,
-                AuditItem.reserved_by == actor.email,
-                AuditItem.reserved_until > t,
-                AuditItem.id.not_in(skip),
-                ~mine,
-                *visible,
-            )
-            .order_by(AuditItem.position)
-            .limit(1)
-        )
-        if held is not None:
-            _hold(s, int(held), actor, t, spec.reservation_minutes)
-            return int(held)
-        free = or_(
-            AuditItem.reserved_by.is_(None),
+    t = now or utcnow()
+    plan = _plan(s, plan_id)
+    if plan.status != PlanStatus.open:
+        return None
+    spec = _spec_of(plan)
+    mine = exists().where(
+        AuditVerdict.item_id == AuditItem.id, AuditVerdict.reviewer == actor.email
+    )
+    visible = [] if clearance.cleared(actor) else [Trace.restricted.is_(False)]
+    held = s.scalar(
+        select(AuditItem.id)
+        .join(Trace, Trace.id == AuditItem.trace_pk)
+        .where(
+            AuditItem.plan_id == plan_id,
             AuditItem.reserved_by == actor.email,
-            AuditItem.reserved_until <= t,
+            AuditItem.reserved_until > t,
+            AuditItem.id.not_in(skip),
+            ~mine,
+            *visible,
         )
-        item_id = s.scalar(
-            select(AuditItem.id)
-            .join(Trace, Trace.id == AuditItem.trace_pk)
-            .where(
-                AuditItem.plan_id == plan_id,
-                AuditItem.id.not_in(skip),
-                ~mine,
-                free,
-                _n_reviewers() < plan.overlap,
-                *visible,
-            )
-            .order_by(AuditItem.position)
-            .limit(1)
-            .with_for_update(skip_locked=True, of=AuditItem)
+        .order_by(AuditItem.position)
+        .limit(1)
+    )
+    if held is not None:
+        _hold(s, int(held), actor, t, spec.reservation_minutes)
+        return int(held)
+    free = or_(
+        AuditItem.reserved_by.is_(None),
+        AuditItem.reserved_by == actor.email,
+        AuditItem.reserved_until <= t,
+    )
+    item_id = s.scalar(
+        select(AuditItem.id)
+        .join(Trace, Trace.id == AuditItem.trace_pk)
+        .where(
+            AuditItem.plan_id == plan_id,
+            AuditItem.id.not_in(skip),
+            ~mine,
+            free,
+            _n_reviewers() < plan.overlap,
+            *visible,
         )
-        if item_id is None:
-            return None
-        _hold(s, int(item_id), actor, t, spec.reservation_minutes)
-        return int(item_id)
-
-    return run_write(engine, work)
+        .order_by(AuditItem.position)
+        .limit(1)
+        .with_for_update(skip_locked=True, of=AuditItem)
+    )
+    if item_id is None:
+        return None
+    _hold(s, int(item_id), actor, t, spec.reservation_minutes)
+    return int(item_id)
 
 
 def _hold(s: Session, item_id: int, actor: Actor, t: dt.datetime, minutes: int) -> dt.datetime:
@@ -196,44 +193,38 @@ def _hold(s: Session, item_id: int, actor: Actor, t: dt.datetime, minutes: int) 
 
 
 def reserve_item(
-    engine: Engine, actor: Actor, item_id: int, now: dt.datetime | None = None
+    s: Session, actor: Actor, item_id: int, now: dt.datetime | None = None
 ) -> dt.datetime:
     """Hold a specific item (opened by a deep link); refused while someone else holds it."""
     require(actor, Permission.audit)
 
-    def work(s: Session) -> dt.datetime:
-        t = now or utcnow()
-        item = s.get(AuditItem, item_id, with_for_update=True)
-        if item is None:
-            raise InputError(f"audit item {item_id} does not exist")
-        trace = s.get(Trace, item.trace_pk)
-        if trace is not None and not clearance.may_see(actor, trace.restricted):
-            raise PermissionDenied("this trace is restricted: only users with clearance audit it")
-        if (
-            item.reserved_by not in (None, actor.email)
-            and item.reserved_until is not None
-            and item.reserved_until > t
-        ):
-            raise InputError(
-                f"item {item_id} is being reviewed by {item.reserved_by} until "
-                f"{item.reserved_until:%H:%M UTC}; take the next item instead"
-            )
-        plan = _plan(s, item.plan_id)
-        return _hold(s, item_id, actor, t, _spec_of(plan).reservation_minutes)
-
-    return run_write(engine, work)
+    t = now or utcnow()
+    item = s.get(AuditItem, item_id, with_for_update=True)
+    if item is None:
+        raise InputError(f"audit item {item_id} does not exist")
+    trace = s.get(Trace, item.trace_pk)
+    if trace is not None and not clearance.may_see(actor, trace.restricted):
+        raise PermissionDenied("this trace is restricted: only users with clearance audit it")
+    if (
+        item.reserved_by not in (None, actor.email)
+        and item.reserved_until is not None
+        and item.reserved_until > t
+    ):
+        raise InputError(
+            f"item {item_id} is being reviewed by {item.reserved_by} until "
+            f"{item.reserved_until:%H:%M UTC}; take the next item instead"
+        )
+    plan = _plan(s, item.plan_id)
+    return _hold(s, item_id, actor, t, _spec_of(plan).reservation_minutes)
 
 
-def release_item(engine: Engine, actor: Actor, item_id: int) -> None:
+def release_item(s: Session, actor: Actor, item_id: int) -> None:
     """Give an item I hold back to the queue (skip)."""
     require(actor, Permission.audit)
-    run_write(
-        engine,
-        lambda s: s.execute(
-            update(AuditItem)
-            .where(AuditItem.id == item_id, AuditItem.reserved_by == actor.email)
-            .values(reserved_by=None, reserved_until=None)
-        ),
+    s.execute(
+        update(AuditItem)
+        .where(AuditItem.id == item_id, AuditItem.reserved_by == actor.email)
+        .values(reserved_by=None, reserved_until=None)
     )
 
 

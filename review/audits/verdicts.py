@@ -33,7 +33,7 @@ from review.core.errors import InputError, PermissionDenied, StaleWriteError
 from review.core.identity import Actor, Permission, require
 from review.core.terms import CLAIM_VERDICTS, ClaimVerdict, PlanStatus
 from storage import changes
-from storage.db import read_session, run_write
+from storage.db import read_session
 from storage.models import AuditItem, AuditVerdict, Trace, TraceChunk, utcnow
 
 __all__ = [
@@ -208,7 +208,7 @@ def verdict_history(engine: Engine, actor: Actor, item_id: int) -> list[VerdictV
 
 
 def submit_verdict(
-    engine: Engine,
+    s: Session,
     actor: Actor,
     item_id: int,
     verdict: VerdictIn,
@@ -218,87 +218,84 @@ def submit_verdict(
     from (None for a first verdict); if mine changed since (another tab), nothing is saved."""
     require(actor, Permission.audit)
 
-    def work(s: Session) -> VerdictView:
-        item = s.get(AuditItem, item_id, with_for_update=True)
-        if item is None:
-            raise InputError(f"audit item {item_id} does not exist")
-        plan = _plan(s, item.plan_id)
-        if plan.status != PlanStatus.open:
-            raise InputError(f"plan {plan.name!r} is {plan.status}: verdicts are not accepted")
-        trace = s.get(Trace, item.trace_pk)
-        assert trace is not None
-        if not clearance.may_see(actor, trace.restricted):
-            raise PermissionDenied("this trace is restricted: only users with clearance audit it")
-        context = s.scalars(
-            select(TraceChunk.chunk_id).where(
-                TraceChunk.trace_pk == trace.id, TraceChunk.filtered.is_(False)
-            )
-        ).all()
-        report = verdict.check(context)
-        latest = s.scalar(
-            select(AuditVerdict)
-            .where(AuditVerdict.item_id == item_id, AuditVerdict.reviewer == actor.email)
-            .order_by(AuditVerdict.id.desc())
-            .limit(1)
+    item = s.get(AuditItem, item_id, with_for_update=True)
+    if item is None:
+        raise InputError(f"audit item {item_id} does not exist")
+    plan = _plan(s, item.plan_id)
+    if plan.status != PlanStatus.open:
+        raise InputError(f"plan {plan.name!r} is {plan.status}: verdicts are not accepted")
+    trace = s.get(Trace, item.trace_pk)
+    assert trace is not None
+    if not clearance.may_see(actor, trace.restricted):
+        raise PermissionDenied("this trace is restricted: only users with clearance audit it")
+    context = s.scalars(
+        select(TraceChunk.chunk_id).where(
+            TraceChunk.trace_pk == trace.id, TraceChunk.filtered.is_(False)
         )
-        latest_id = latest.id if latest else None
-        if latest_id != based_on:
-            when = f" at {latest.created_at:%Y-%m-%d %H:%M UTC}" if latest else ""
-            raise StaleWriteError(
-                f"your verdict on trace {trace.trace_id} was changed{when} (in another tab or "
-                "session) after you opened it; nothing was saved. Reload to see it, then edit."
-            )
-        if latest is None:
-            others = int(
-                s.scalar(
-                    select(func.count(func.distinct(AuditVerdict.reviewer))).where(
-                        AuditVerdict.item_id == item_id
-                    )
-                )
-                or 0
-            )
-            if others >= plan.overlap:
-                raise InputError(
-                    f"trace {trace.trace_id} already has its {plan.overlap} verdict(s); "
-                    "take the next item"
-                )
-        claims: list[dict[str, Any]] = []
-        if report is not None:
-            for c, chk in zip(verdict.claims, report.claims, strict=True):
-                claims.append(
-                    {
-                        "text": c.text.strip(),
-                        "cited": list(chk.cited_ids),
-                        "verdict": c.verdict,
-                        "status": chk.status,
-                        "not_in_context": list(chk.invalid_ids),
-                    }
-                )
-        row = AuditVerdict(
-            item_id=item_id,
-            reviewer=actor.email,
-            verdict=verdict.verdict,
-            stages=list(verdict.stages),
-            notes=verdict.notes.strip(),
-            claims=claims,
-            replaces_id=latest_id,
-            promoted_case_id=latest.promoted_case_id if latest else None,
-            created_at=utcnow(),
+    ).all()
+    report = verdict.check(context)
+    latest = s.scalar(
+        select(AuditVerdict)
+        .where(AuditVerdict.item_id == item_id, AuditVerdict.reviewer == actor.email)
+        .order_by(AuditVerdict.id.desc())
+        .limit(1)
+    )
+    latest_id = latest.id if latest else None
+    if latest_id != based_on:
+        when = f" at {latest.created_at:%Y-%m-%d %H:%M UTC}" if latest else ""
+        raise StaleWriteError(
+            f"your verdict on trace {trace.trace_id} was changed{when} (in another tab or "
+            "session) after you opened it; nothing was saved. Reload to see it, then edit."
         )
-        s.add(row)
-        if item.reserved_by == actor.email:
-            item.reserved_by = None
-            item.reserved_until = None
-        s.flush()
-        changes.record(
-            s,
-            actor.email,
-            "verdict",
-            "audit_item",
-            item_id,
-            changes.snapshot(latest) if latest else None,
-            changes.snapshot(row),
+    if latest is None:
+        others = int(
+            s.scalar(
+                select(func.count(func.distinct(AuditVerdict.reviewer))).where(
+                    AuditVerdict.item_id == item_id
+                )
+            )
+            or 0
         )
-        return _vview(row)
-
-    return run_write(engine, work)
+        if others >= plan.overlap:
+            raise InputError(
+                f"trace {trace.trace_id} already has its {plan.overlap} verdict(s); "
+                "take the next item"
+            )
+    claims: list[dict[str, Any]] = []
+    if report is not None:
+        for c, chk in zip(verdict.claims, report.claims, strict=True):
+            claims.append(
+                {
+                    "text": c.text.strip(),
+                    "cited": list(chk.cited_ids),
+                    "verdict": c.verdict,
+                    "status": chk.status,
+                    "not_in_context": list(chk.invalid_ids),
+                }
+            )
+    row = AuditVerdict(
+        item_id=item_id,
+        reviewer=actor.email,
+        verdict=verdict.verdict,
+        stages=list(verdict.stages),
+        notes=verdict.notes.strip(),
+        claims=claims,
+        replaces_id=latest_id,
+        promoted_case_id=latest.promoted_case_id if latest else None,
+        created_at=utcnow(),
+    )
+    s.add(row)
+    if item.reserved_by == actor.email:
+        item.reserved_by = None
+        item.reserved_until = None
+    s.flush()
+    changes.record(
+        s,
+        actor.email,
+        "verdict",
+        "audit_item",
+        item_id,
+        changes.snapshot(latest) if latest else None,
+        changes.snapshot(row),
+    )
+    return _vview(row)

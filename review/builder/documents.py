@@ -22,7 +22,7 @@ from review.core.taxonomy import Taxonomy
 from review.corpus.corpus import insert_version
 from review.corpus.docformat import DocumentIn
 from storage import changes
-from storage.db import read_session, run_write
+from storage.db import read_session
 from storage.models import (
     Case,
     CaseDocument,
@@ -40,6 +40,7 @@ __all__ = [
     "count_base_cases",
     "list_base_cases",
     "save_edit",
+    "with_new_ids",
 ]
 
 
@@ -279,12 +280,15 @@ def _source_for_edit(s: Session, actor: Actor, ref: str) -> Document:
     return doc
 
 
-def _write_new_ids(engine: Engine, work: Callable[[Session], T]) -> T:
-    """Run a write that allocates new keys; a concurrent writer that took the same key first
-    (PostgreSQL, where the allocation is not serialised) makes it re-run with fresh keys."""
+def with_new_ids(s: Session, step: Callable[[], T]) -> T:
+    """Run ``step``, a write that allocates new keys, in a savepoint of the caller's
+    transaction; when a concurrent writer took the same key first (PostgreSQL, where the
+    allocation is not serialised) the savepoint is rolled back and ``step`` re-run: it reads
+    the keys again and sees the other writer's."""
     for attempt in range(3):
         try:
-            return run_write(engine, work)
+            with s.begin_nested():
+                return step()
         except IntegrityError:
             if attempt == 2:
                 raise InputError(
@@ -303,7 +307,7 @@ class SavedEdit:
 
 
 def save_edit(
-    engine: Engine,
+    s: Session,
     actor: Actor,
     tax: Taxonomy,
     source_ref: str,
@@ -320,65 +324,82 @@ def save_edit(
     The result is a new document ``<ID>-CF-<n>`` (or ``new_doc_id``), or, with
     ``as_new_version``, the next version of the source (which must then be its newest
     version). ``relocate_answer`` also stores its restricted document. Nothing is written when
-    the operator refuses.
+    the operator refuses. Inside the caller's transaction, which it does not commit.
     """
     require(actor, Permission.edit_corpus)
 
-    def work(s: Session) -> SavedEdit:
-        src = _source_for_edit(s, actor, source_ref)
-        span = span_at(src.body, start, end, "position" if start == end else "selection")
-        ids = _copy_ids(s, src.doc_key, 2)
-        if as_new_version:
-            latest = _latest_version(s, src.doc_key)
-            if latest != src.version:
-                raise InputError(
-                    f"{src.doc_key} has a newer version {latest}; a new version must be made "
-                    f"from {src.doc_key}@{latest}"
-                )
-            target, version = src.doc_key, latest + 1
-        else:
-            target, version = (new_doc_id or ids[0]).strip(), 1
-        ref = f"{target}@{version}"
-        result, record = edit_document(
-            src.body,
-            operator,
-            span,
-            params,
-            doc_id=src.doc_key,
-            version=src.version,
-            result_ref=ref,
-        )
-        base = _doc_dict(src)
-        data = {
-            **base,
-            "doc_id": target,
-            "version": version,
-            "body": result.text,
-            "superseded_by": None,
-        }
-        data.update(result.metadata)
-        row = _insert_document(s, actor, tax, data, f"case builder: {operator} on {_ref_of(src)}")
-        extras: list[str] = []
-        extra_ids = [i for i in ids if i != target] if not as_new_version else ids
-        for k, extra in enumerate(result.extra_documents):
-            eid = extra_ids[k] if k < len(extra_ids) else f"{target}-R{k + 1}"
-            _insert_document(
-                s,
-                actor,
-                tax,
-                {
-                    **base,
-                    "doc_id": eid,
-                    "version": 1,
-                    "title": extra.title,
-                    "body": extra.body,
-                    "access_scope": extra.access_scope,
-                    "superseded_by": None,
-                },
-                f"case builder: {operator} on {_ref_of(src)}",
-            )
-            extras.append(f"{eid}@1")
-        edit = _add_edit(s, actor, record, document_id=row.id, case_id=None, extra_refs=extras)
-        return SavedEdit(edit.id, row.id, ref, tuple(extras))
+    return with_new_ids(
+        s,
+        lambda: _save_edit(
+            s, actor, tax, source_ref, operator, (start, end), params, as_new_version, new_doc_id
+        ),
+    )
 
-    return _write_new_ids(engine, work)
+
+def _save_edit(
+    s: Session,
+    actor: Actor,
+    tax: Taxonomy,
+    source_ref: str,
+    operator: str,
+    span_bounds: tuple[int, int],
+    params: Mapping[str, object],
+    as_new_version: bool,
+    new_doc_id: str | None,
+) -> SavedEdit:
+    start, end = span_bounds
+    src = _source_for_edit(s, actor, source_ref)
+    span = span_at(src.body, start, end, "position" if start == end else "selection")
+    ids = _copy_ids(s, src.doc_key, 2)
+    if as_new_version:
+        latest = _latest_version(s, src.doc_key)
+        if latest != src.version:
+            raise InputError(
+                f"{src.doc_key} has a newer version {latest}; a new version must be made "
+                f"from {src.doc_key}@{latest}"
+            )
+        target, version = src.doc_key, latest + 1
+    else:
+        target, version = (new_doc_id or ids[0]).strip(), 1
+    ref = f"{target}@{version}"
+    result, record = edit_document(
+        src.body,
+        operator,
+        span,
+        params,
+        doc_id=src.doc_key,
+        version=src.version,
+        result_ref=ref,
+    )
+    base = _doc_dict(src)
+    data = {
+        **base,
+        "doc_id": target,
+        "version": version,
+        "body": result.text,
+        "superseded_by": None,
+    }
+    data.update(result.metadata)
+    row = _insert_document(s, actor, tax, data, f"case builder: {operator} on {_ref_of(src)}")
+    extras: list[str] = []
+    extra_ids = [i for i in ids if i != target] if not as_new_version else ids
+    for k, extra in enumerate(result.extra_documents):
+        eid = extra_ids[k] if k < len(extra_ids) else f"{target}-R{k + 1}"
+        _insert_document(
+            s,
+            actor,
+            tax,
+            {
+                **base,
+                "doc_id": eid,
+                "version": 1,
+                "title": extra.title,
+                "body": extra.body,
+                "access_scope": extra.access_scope,
+                "superseded_by": None,
+            },
+            f"case builder: {operator} on {_ref_of(src)}",
+        )
+        extras.append(f"{eid}@1")
+    edit = _add_edit(s, actor, record, document_id=row.id, case_id=None, extra_refs=extras)
+    return SavedEdit(edit.id, row.id, ref, tuple(extras))

@@ -1,12 +1,13 @@
 """The expert's decisions on a variant: confirm (or change) the operator's suggestion,
-edit the required claims, mark the decisive passage."""
+edit the required claims, mark the decisive passage. Session-taking services: each works
+inside the caller's transaction and does not commit."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import Engine, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from review.builder.documents import _ref_of
@@ -18,7 +19,6 @@ from review.core.identity import Actor, Permission, require
 from review.core.taxonomy import Taxonomy
 from review.core.terms import CaseStatus
 from storage import changes
-from storage.db import run_write
 from storage.models import (
     Case,
     CaseDocument,
@@ -46,7 +46,7 @@ class ConfirmResult:
 
 
 def confirm_suggestion(
-    engine: Engine,
+    s: Session,
     actor: Actor,
     case_id: int,
     decision: str,
@@ -71,96 +71,42 @@ def confirm_suggestion(
         tax = taxonomy()
     chosen = list(dict.fromkeys(r.strip() for r in reasons if r.strip()))
 
-    def work(s: Session) -> ConfirmResult:
-        row = s.scalar(
-            select(Case)
-            .options(
-                selectinload(Case.claims),
-                selectinload(Case.documents).selectinload(CaseDocument.document),
-                selectinload(Case.slices),
-                selectinload(Case.family),
-            )
-            .where(Case.id == case_id)
-            .with_for_update()
-        )
-        if row is None:
-            raise InputError(f"case {case_id} does not exist")
-        sug = s.get(CaseSuggestion, case_id, with_for_update=True)
-        if sug is None:
-            raise InputError(f"{row.key} has no suggested label to confirm")
-        if sug.confirmed_by:
-            raise InputError(
-                f"the suggestion on {row.key} was already confirmed by {sug.confirmed_by} at "
-                f"{sug.confirmed_at:%Y-%m-%d %H:%M UTC}; edit the case to change its label"
-            )
-        if expected_version is not None and row.version != expected_version:
-            raise changes.stale_error("case", row.key, expected_version, row)
-        before = case_service.to_record(row)
-        data = {**before, "expected_decision": decision, "reason_codes": chosen}
-        if decision != row.expected_decision:  # the wording key follows the decision
-            data["expected_message"] = None
-        if make_ready and row.status == CaseStatus.draft:
-            data["status"] = CaseStatus.ready
-        case_in = CaseIn.model_validate(data).with_suggested_message(tax)
-        problems = case_in.problems(tax)
-        if problems:
-            raise InputError(f"{problems[0][0]}: {problems[0][1]}")
-        row.expected_decision = decision
-        row.expected_message = case_in.expected_message
-        row.reason_codes = chosen
-        row.status = case_in.status
-        row.version += 1
-        row.updated_at = utcnow()
-        row.updated_by = actor.email
-        changed = decision != sug.decision or set(chosen) != set(sug.reason_codes)
-        sug_before = changes.snapshot(sug)
-        sug.confirmed_by = actor.email
-        sug.confirmed_at = utcnow()
-        s.flush()
-        changes.record(
-            s, actor.email, "update", "case", row.id, before, case_service.to_record(row)
-        )
-        changes.record(
-            s,
-            actor.email,
-            "confirm",
-            "case_suggestion",
-            row.id,
-            sug_before,
-            {
-                **changes.snapshot(sug),
-                "expert_decision": decision,
-                "expert_reasons": chosen,
-                "changed": changed,
-                "note": note,
-            },
-        )
-        return ConfirmResult(row.id, changed, row.version, row.status)
-
-    return run_write(engine, work)
+    return _confirm(s, actor, case_id, decision, chosen, tax, expected_version, note, make_ready)
 
 
 def set_required_claims(
-    engine: Engine,
+    s: Session,
     actor: Actor,
     tax: Taxonomy,
     case_id: int,
     expected_version: int,
     claims: Sequence[str],
 ) -> int:
-    """Replace the required claims of a case (compound questions); returns the new version."""
-    view = case_service.get_case(engine, case_id=case_id)
-    if view is None:
+    """Replace the required claims of a case (compound questions) inside the caller's
+    transaction, which it does not commit; returns the new version."""
+    require(actor, Permission.edit_cases)
+    row = s.scalar(
+        select(Case)
+        .options(
+            selectinload(Case.claims),
+            selectinload(Case.documents).selectinload(CaseDocument.document),
+            selectinload(Case.slices),
+            selectinload(Case.family),
+        )
+        .where(Case.id == case_id)
+        .with_for_update()  # read as the edit will find it: locked, so current
+    )
+    if row is None:
         raise InputError(f"case {case_id} does not exist")
     cleaned = [c.strip() for c in claims if c.strip()]
     if len(set(cleaned)) != len(cleaned):
         raise InputError("a required claim is listed twice")
-    data = {**view.record, "required_claims": cleaned}
+    data = {**case_service.to_record(row), "required_claims": cleaned}
     case_in = validate_case(data, "claims", 1, tax)
-    return case_service.update_case(engine, actor, case_id, expected_version, case_in, tax)
+    return case_service.update_case(s, actor, case_id, expected_version, case_in, tax)
 
 
-def mark_passage(engine: Engine, actor: Actor, case_id: int, passage: str) -> str:
+def mark_passage(s: Session, actor: Actor, case_id: int, passage: str) -> str:
     """Record the decisive passage of an evidence-present case (for the family checks).
 
     ``passage`` must occur exactly once in exactly one visible document of the case. Only the
@@ -173,47 +119,123 @@ def mark_passage(engine: Engine, actor: Actor, case_id: int, passage: str) -> st
     if not wanted:
         raise InputError("the decisive passage is empty")
 
-    def work(s: Session) -> str:
-        row = s.get(Case, case_id)
-        if row is None:
-            raise InputError(f"case {case_id} does not exist")
-        if row.evidence_state != "present":
-            raise InputError(
-                f"{row.key} is not the evidence-present case of its family; mark the passage there"
-            )
-        hits: list[tuple[Document, int]] = []
-        for d in s.scalars(
-            select(Document)
-            .join(CaseDocument, CaseDocument.document_id == Document.id)
-            .where(CaseDocument.case_id == case_id, CaseDocument.visibility == "visible")
-        ):
-            if not clearance.may_see_document(actor, d.access_scope):
-                continue
-            first = d.body.find(wanted)
-            if first >= 0:
-                if d.body.find(wanted, first + 1) >= 0:
-                    raise InputError(
-                        f"the passage occurs several times in {_ref_of(d)}; select a longer one"
-                    )
-                hits.append((d, first))
-        if not hits:
-            raise InputError(
-                f"the passage does not occur in any visible document of {row.key} that you may "
-                "read; copy it exactly from the document"
-            )
-        if len(hits) > 1:
-            refs = ", ".join(_ref_of(d) for d, _ in hits)
-            raise InputError(f"the passage occurs in several documents ({refs}); make it unique")
-        d, first = hits[0]
-        changes.record(
-            s,
-            actor.email,
-            "mark",
-            PASSAGE_ENTITY,
-            row.id,
-            None,
-            {"doc": _ref_of(d), "start": first, "end": first + len(wanted), "case": row.key},
-        )
-        return _ref_of(d)
+    return _mark(s, actor, case_id, wanted)
 
-    return run_write(engine, work)
+
+def _confirm(
+    s: Session,
+    actor: Actor,
+    case_id: int,
+    decision: str,
+    chosen: list[str],
+    tax: Taxonomy,
+    expected_version: int | None,
+    note: str,
+    make_ready: bool,
+) -> ConfirmResult:
+    row = s.scalar(
+        select(Case)
+        .options(
+            selectinload(Case.claims),
+            selectinload(Case.documents).selectinload(CaseDocument.document),
+            selectinload(Case.slices),
+            selectinload(Case.family),
+        )
+        .where(Case.id == case_id)
+        .with_for_update()
+    )
+    if row is None:
+        raise InputError(f"case {case_id} does not exist")
+    sug = s.get(CaseSuggestion, case_id, with_for_update=True)
+    if sug is None:
+        raise InputError(f"{row.key} has no suggested label to confirm")
+    if sug.confirmed_by:
+        raise InputError(
+            f"the suggestion on {row.key} was already confirmed by {sug.confirmed_by} at "
+            f"{sug.confirmed_at:%Y-%m-%d %H:%M UTC}; edit the case to change its label"
+        )
+    if expected_version is not None and row.version != expected_version:
+        raise changes.stale_error("case", row.key, expected_version, row)
+    before = case_service.to_record(row)
+    data = {**before, "expected_decision": decision, "reason_codes": chosen}
+    if decision != row.expected_decision:  # the wording key follows the decision
+        data["expected_message"] = None
+    if make_ready and row.status == CaseStatus.draft:
+        data["status"] = CaseStatus.ready
+    case_in = CaseIn.model_validate(data).with_suggested_message(tax)
+    problems = case_in.problems(tax)
+    if problems:
+        raise InputError(f"{problems[0][0]}: {problems[0][1]}")
+    row.expected_decision = decision
+    row.expected_message = case_in.expected_message
+    row.reason_codes = chosen
+    row.status = case_in.status
+    row.version += 1
+    row.updated_at = utcnow()
+    row.updated_by = actor.email
+    changed = decision != sug.decision or set(chosen) != set(sug.reason_codes)
+    sug_before = changes.snapshot(sug)
+    sug.confirmed_by = actor.email
+    sug.confirmed_at = utcnow()
+    s.flush()
+    changes.record(s, actor.email, "update", "case", row.id, before, case_service.to_record(row))
+    changes.record(
+        s,
+        actor.email,
+        "confirm",
+        "case_suggestion",
+        row.id,
+        sug_before,
+        {
+            **changes.snapshot(sug),
+            "expert_decision": decision,
+            "expert_reasons": chosen,
+            "changed": changed,
+            "note": note,
+        },
+    )
+    return ConfirmResult(row.id, changed, row.version, row.status)
+
+
+def _mark(s: Session, actor: Actor, case_id: int, wanted: str) -> str:
+    row = s.get(Case, case_id)
+    if row is None:
+        raise InputError(f"case {case_id} does not exist")
+    if row.evidence_state != "present":
+        raise InputError(
+            f"{row.key} is not the evidence-present case of its family; mark the passage there"
+        )
+    hits: list[tuple[Document, int]] = []
+    for d in s.scalars(
+        select(Document)
+        .join(CaseDocument, CaseDocument.document_id == Document.id)
+        .where(CaseDocument.case_id == case_id, CaseDocument.visibility == "visible")
+    ):
+        if not clearance.may_see_document(actor, d.access_scope):
+            continue
+        first = d.body.find(wanted)
+        if first >= 0:
+            if d.body.find(wanted, first + 1) >= 0:
+                raise InputError(
+                    f"the passage occurs several times in {_ref_of(d)}; select a longer one"
+                )
+            hits.append((d, first))
+    if not hits:
+        raise InputError(
+            f"the passage does not occur in any visible document of {row.key} that you may "
+            "read; copy it exactly from the document"
+        )
+    if len(hits) > 1:
+        refs = ", ".join(_ref_of(d) for d, _ in hits)
+        raise InputError(f"the passage occurs in several documents ({refs}); make it unique")
+    d, first = hits[0]
+    changes.record(
+        s,
+        actor.email,
+        "mark",
+        PASSAGE_ENTITY,
+        row.id,
+        None,
+        {"doc": _ref_of(d), "start": first, "end": first + len(wanted), "case": row.key},
+    )
+    return _ref_of(d)

@@ -1,6 +1,7 @@
 """Family variants: derive a variant of an evidence-present case (edited, removed,
 conflicted, forbidden, partial) and store its documents, the draft case, the edit records
-and the operator's suggestion in one transaction."""
+and the operator's suggestion together, inside the caller's transaction (a Session-taking
+service: the pages and the CLI open the transaction)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sqlalchemy import Engine, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from review.builder.documents import (
@@ -21,7 +22,7 @@ from review.builder.documents import (
     _latest_version,
     _parse_ref,
     _ref_of,
-    _write_new_ids,
+    with_new_ids,
 )
 from review.builder.families import (
     Variant,
@@ -230,153 +231,209 @@ def _suggestion_source(spec: VariantSpec, variant: Variant) -> str:
 
 
 def build_variant(
-    engine: Engine, actor: Actor, tax: Taxonomy, base_case_id: int, spec: VariantSpec
+    s: Session, actor: Actor, tax: Taxonomy, base_case_id: int, spec: VariantSpec
 ) -> SavedVariant:
     """Derive a variant of an evidence-present case and save it as a draft in its family.
 
-    One transaction stores the new documents, the draft case (key ``<BASE>-CF-<n>``), one
-    provenance row per edit and the operator's suggestion. The suggestion is not a label: the
-    variant stays a draft until :func:`confirm_suggestion`.
+    Inside the caller's transaction, which it does not commit: the new documents, the draft
+    case (key ``<BASE>-CF-<n>``), one provenance row per edit and the operator's suggestion
+    land together. The suggestion is not a label: the variant stays a draft until
+    :func:`confirm_suggestion`. A key taken by a concurrent writer is replaced by a fresh one.
     """
     require(actor, Permission.edit_cases)
+    return with_new_ids(s, lambda: _build(s, actor, tax, base_case_id, spec))
 
-    def work(s: Session) -> SavedVariant:
-        base = s.scalar(
-            select(Case)
-            .options(
-                selectinload(Case.claims),
-                selectinload(Case.documents).selectinload(CaseDocument.document),
-                selectinload(Case.slices),
-                selectinload(Case.family),
-            )
-            .where(Case.id == base_case_id)
+
+def _build(
+    s: Session, actor: Actor, tax: Taxonomy, base_case_id: int, spec: VariantSpec
+) -> SavedVariant:
+    base = _base_case(s, base_case_id)
+    target = _target(actor, base, spec)
+    variant, passage = _derived(s, spec, base, target)
+    case_in = _variant_case(s, variant, base, tax)
+    rows = {
+        _ref_of(row): row
+        for row in (
+            _insert_document(s, actor, tax, nd, f"case builder: {spec.kind} variant of {base.key}")
+            for nd in variant.new_documents
         )
-        if base is None:
-            raise InputError(f"case {base_case_id} does not exist")
-        if base.evidence_state not in (None, "present") or base.expected_decision != "answer":
-            raise InputError(
-                f"{base.key}: variants start from an evidence-present case expecting 'answer' "
-                f"(this one is {base.evidence_state or 'without evidence state'}, expecting "
-                f"{base.expected_decision!r}); start from the family's evidence-present case"
-            )
-        record = case_service.to_record(base)
-        case_docs = [cd.document for cd in base.documents]
-        target: Document | None = None
-        if spec.doc_ref:
-            key, version = _parse_ref(spec.doc_ref)
-            found = [d for d in case_docs if (d.doc_key, d.version) == (key, version)]
-            if not found:
-                raise InputError(f"{spec.doc_ref} is not a document of {base.key}")
-            target = found[0]
-        else:
-            decisive = [
-                cd.document
-                for cd in base.documents
-                if cd.visibility == "visible" and cd.role == "decisive"
-            ]
-            if decisive:
-                target = decisive[0]
-            elif spec.kind != "partial":
-                raise InputError(f"{base.key} has no visible decisive document; choose one")
-        if target is not None and not clearance.may_see_document(actor, target.access_scope):
-            raise PermissionDenied(
-                "the document to edit is restricted; only users with clearance may build "
-                "variants from it"
-            )
-        docs = [_doc_dict(d) for d in case_docs]
-        ids = _copy_ids(s, target.doc_key, 2) if target is not None else ["", ""]
-        variant, passage = _derive(spec, record, docs, target, ids)
-        if spec.as_new_version:
-            if not variant.new_documents or target is None:
-                raise InputError("this variant makes no new document; nothing to version")
-            latest = _latest_version(s, target.doc_key)
-            if latest != target.version:
-                raise InputError(
-                    f"{target.doc_key} has a newer version {latest}; a new version must be "
-                    f"made from {target.doc_key}@{latest}"
-                )
-            first = variant.new_documents[0]
-            variant = _remap(
-                variant, f"{first['doc_id']}@{first['version']}", target.doc_key, latest + 1
-            )
-        data = dict(variant.case)
-        data["key"] = _variant_key(s, base.key)
-        try:
-            case_in = validate_case(data, "variant", 1, tax)
-        except InputError as exc:
-            raise InputError(str(exc).removeprefix("variant: line 1: ")) from None
-        problems = case_in.problems(tax)
-        if problems:
-            raise InputError(f"{problems[0][0]}: {problems[0][1]}")
-        rows: dict[str, Document] = {}
-        for nd in variant.new_documents:
-            row = _insert_document(
-                s, actor, tax, nd, f"case builder: {spec.kind} variant of {base.key}"
-            )
-            rows[f"{row.doc_key}@{row.version}"] = row
-        case_row = case_service.insert_case(s, actor, case_in)
-        new_refs = list(rows)
-        edit_ids: list[int] = []
-        for rec in variant.edits:
-            doc_row = rows.get(rec.result_ref or "")
-            extras = [r for r in new_refs if r != rec.result_ref] if rec.result_ref else []
-            extras = extras if rec.operator == "relocate_answer" else []
-            edit = _add_edit(
-                s,
-                actor,
-                rec,
-                document_id=doc_row.id if doc_row else None,
-                case_id=case_row.id,
-                extra_refs=extras,
-            )
-            edit_ids.append(edit.id)
-        s.add(
-            CaseSuggestion(
-                case_id=case_row.id,
-                decision=variant.suggested_decision,
-                reason_codes=list(variant.suggested_reasons),
-                source=_suggestion_source(spec, variant)[:120],
-                created_at=utcnow(),
-            )
+    }
+    case_row = case_service.insert_case(s, actor, case_in)
+    edit_ids = _store_edits(s, actor, variant, rows, case_row.id)
+    _store_suggestion(s, spec, variant, case_row.id)
+    _record_derivation(s, actor, spec, base, variant, list(rows), target, passage, case_row.id)
+    s.flush()
+    return SavedVariant(
+        case_row.id,
+        case_row.key,
+        variant.evidence_state,
+        variant.suggested_decision,
+        variant.suggested_reasons,
+        tuple(rows),
+        tuple(edit_ids),
+        variant.derivation,
+    )
+
+
+def _base_case(s: Session, base_case_id: int) -> Case:
+    """The evidence-present case expecting an answer that a variant starts from."""
+    base = s.scalar(
+        select(Case)
+        .options(
+            selectinload(Case.claims),
+            selectinload(Case.documents).selectinload(CaseDocument.document),
+            selectinload(Case.slices),
+            selectinload(Case.family),
         )
-        changes.record(
+        .where(Case.id == base_case_id)
+    )
+    if base is None:
+        raise InputError(f"case {base_case_id} does not exist")
+    if base.evidence_state not in (None, "present") or base.expected_decision != "answer":
+        raise InputError(
+            f"{base.key}: variants start from an evidence-present case expecting 'answer' "
+            f"(this one is {base.evidence_state or 'without evidence state'}, expecting "
+            f"{base.expected_decision!r}); start from the family's evidence-present case"
+        )
+    return base
+
+
+def _target(actor: Actor, base: Case, spec: VariantSpec) -> Document | None:
+    """The document of the base case the variant changes (the asked one, else the visible
+    decisive one; none for a partial variant without one), if the actor may read it."""
+    target: Document | None = None
+    if spec.doc_ref:
+        key, version = _parse_ref(spec.doc_ref)
+        found = [
+            cd.document
+            for cd in base.documents
+            if (cd.document.doc_key, cd.document.version) == (key, version)
+        ]
+        if not found:
+            raise InputError(f"{spec.doc_ref} is not a document of {base.key}")
+        target = found[0]
+    else:
+        decisive = [
+            cd.document
+            for cd in base.documents
+            if cd.visibility == "visible" and cd.role == "decisive"
+        ]
+        if decisive:
+            target = decisive[0]
+        elif spec.kind != "partial":
+            raise InputError(f"{base.key} has no visible decisive document; choose one")
+    if target is not None and not clearance.may_see_document(actor, target.access_scope):
+        raise PermissionDenied(
+            "the document to edit is restricted; only users with clearance may build "
+            "variants from it"
+        )
+    return target
+
+
+def _derived(
+    s: Session, spec: VariantSpec, base: Case, target: Document | None
+) -> tuple[Variant, tuple[int, int] | None]:
+    """The derivation (:func:`_derive`) with free document ids, its new document renamed to
+    the next version of the target when the spec asks for one."""
+    docs = [_doc_dict(cd.document) for cd in base.documents]
+    ids = _copy_ids(s, target.doc_key, 2) if target is not None else ["", ""]
+    variant, passage = _derive(spec, case_service.to_record(base), docs, target, ids)
+    if not spec.as_new_version:
+        return variant, passage
+    if not variant.new_documents or target is None:
+        raise InputError("this variant makes no new document; nothing to version")
+    latest = _latest_version(s, target.doc_key)
+    if latest != target.version:
+        raise InputError(
+            f"{target.doc_key} has a newer version {latest}; a new version must be "
+            f"made from {target.doc_key}@{latest}"
+        )
+    first = variant.new_documents[0]
+    old_ref = f"{first['doc_id']}@{first['version']}"
+    return _remap(variant, old_ref, target.doc_key, latest + 1), passage
+
+
+def _variant_case(s: Session, variant: Variant, base: Case, tax: Taxonomy) -> case_service.CaseIn:
+    """The variant's draft case, checked, under the next free ``<BASE>-CF-<n>`` key."""
+    data = dict(variant.case)
+    data["key"] = _variant_key(s, base.key)
+    try:
+        case_in = validate_case(data, "variant", 1, tax)
+    except InputError as exc:
+        raise InputError(str(exc).removeprefix("variant: line 1: ")) from None
+    problems = case_in.problems(tax)
+    if problems:
+        raise InputError(f"{problems[0][0]}: {problems[0][1]}")
+    return case_in
+
+
+def _store_edits(
+    s: Session, actor: Actor, variant: Variant, rows: dict[str, Document], case_id: int
+) -> list[int]:
+    """One provenance row per edit of the variant; returns their ids."""
+    new_refs = list(rows)
+    edit_ids: list[int] = []
+    for rec in variant.edits:
+        doc_row = rows.get(rec.result_ref or "")
+        extras = [r for r in new_refs if r != rec.result_ref] if rec.result_ref else []
+        extras = extras if rec.operator == "relocate_answer" else []
+        edit = _add_edit(
             s,
-            actor.email,
-            "derive",
-            VARIANT_ENTITY,
-            case_row.id,
-            None,
-            {
-                "base_case": base.key,
-                "kind": spec.kind,
-                "operator": spec.operator,
-                "params": dict(spec.params or {}),
-                "evidence_state": variant.evidence_state,
-                "suggested_decision": variant.suggested_decision,
-                "suggested_reasons": list(variant.suggested_reasons),
-                "new_documents": new_refs,
-                # offsets only: the text is read from the document, with its access checks
-                "passage": (
-                    {
-                        "doc": _ref_of(target),
-                        "start": passage[0],
-                        "end": passage[1],
-                    }
-                    if passage is not None and target is not None
-                    else None
-                ),
-            },
+            actor,
+            rec,
+            document_id=doc_row.id if doc_row else None,
+            case_id=case_id,
+            extra_refs=extras,
         )
-        s.flush()
-        return SavedVariant(
-            case_row.id,
-            case_row.key,
-            variant.evidence_state,
-            variant.suggested_decision,
-            variant.suggested_reasons,
-            tuple(new_refs),
-            tuple(edit_ids),
-            variant.derivation,
-        )
+        edit_ids.append(edit.id)
+    return edit_ids
 
-    return _write_new_ids(engine, work)
+
+def _store_suggestion(s: Session, spec: VariantSpec, variant: Variant, case_id: int) -> None:
+    s.add(
+        CaseSuggestion(
+            case_id=case_id,
+            decision=variant.suggested_decision,
+            reason_codes=list(variant.suggested_reasons),
+            source=_suggestion_source(spec, variant)[:120],
+            created_at=utcnow(),
+        )
+    )
+
+
+def _record_derivation(
+    s: Session,
+    actor: Actor,
+    spec: VariantSpec,
+    base: Case,
+    variant: Variant,
+    new_refs: list[str],
+    target: Document | None,
+    passage: tuple[int, int] | None,
+    case_id: int,
+) -> None:
+    """The change-log entry of the derivation; the passage by offsets only (its text is read
+    from the document, with its access checks)."""
+    changes.record(
+        s,
+        actor.email,
+        "derive",
+        VARIANT_ENTITY,
+        case_id,
+        None,
+        {
+            "base_case": base.key,
+            "kind": spec.kind,
+            "operator": spec.operator,
+            "params": dict(spec.params or {}),
+            "evidence_state": variant.evidence_state,
+            "suggested_decision": variant.suggested_decision,
+            "suggested_reasons": list(variant.suggested_reasons),
+            "new_documents": new_refs,
+            "passage": (
+                {"doc": _ref_of(target), "start": passage[0], "end": passage[1]}
+                if passage is not None and target is not None
+                else None
+            ),
+        },
+    )

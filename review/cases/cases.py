@@ -30,7 +30,7 @@ from review.core.records import JsonProblem, json_lines, parse_json, validate_re
 from review.core.taxonomy import Taxonomy
 from review.core.terms import CaseStatus
 from storage import changes
-from storage.db import read_session, run_write
+from storage.db import read_session
 from storage.models import (
     Case,
     CaseClaim,
@@ -400,16 +400,17 @@ def import_batch_label(source: str, batch: str | None = None) -> str:
 
 
 def import_cases(
-    engine: Engine,
+    s: Session,
     actor: Actor,
     items: Sequence[tuple[int, CaseIn]],
     source: str,
     *,
     batch: str | None = None,
 ) -> CaseImportReport:
-    """Add cases in one transaction: all land or none. An identical existing case is skipped;
-    an existing key with different content is refused (edit it instead). New cases record
-    their import batch (:func:`import_batch_label`), so runs can be made on them alone."""
+    """Add cases in the caller's transaction, which it does not commit: all land or none. An
+    identical existing case is skipped; an existing key with different content is refused
+    (edit it instead). New cases record their import batch (:func:`import_batch_label`), so
+    runs can be made on them alone."""
     require(actor, Permission.edit_cases)
     label = import_batch_label(source, batch)
     keys = [c.key for _, c in items if c.key]
@@ -417,25 +418,22 @@ def import_cases(
     if dup:
         raise InputError(f"{source}: case key {sorted(dup)[0]} appears more than once")
 
-    def work(s: Session) -> CaseImportReport:
-        added = unchanged = 0
-        for line, c in items:
-            where = f"{source}: line {line}: "
-            if c.key:
-                existing = s.scalar(_case_query().where(Case.key == c.key))
-                if existing is not None:
-                    if to_record(existing) == _normalised(c):
-                        unchanged += 1
-                        continue
-                    raise InputError(
-                        f"{where}field key: case {c.key} already exists with different "
-                        "content; edit it in the workbench or give the new case another key"
-                    )
-            insert_case(s, actor, c, where).import_batch = label
-            added += 1
-        return CaseImportReport(added, unchanged)
-
-    return run_write(engine, work)
+    added = unchanged = 0
+    for line, c in items:
+        where = f"{source}: line {line}: "
+        if c.key:
+            existing = s.scalar(_case_query().where(Case.key == c.key))
+            if existing is not None:
+                if to_record(existing) == _normalised(c):
+                    unchanged += 1
+                    continue
+                raise InputError(
+                    f"{where}field key: case {c.key} already exists with different "
+                    "content; edit it in the workbench or give the new case another key"
+                )
+        insert_case(s, actor, c, where).import_batch = label
+        added += 1
+    return CaseImportReport(added, unchanged)
 
 
 def import_batches(engine: Engine) -> list[tuple[str, int]]:
@@ -450,60 +448,58 @@ def import_batches(engine: Engine) -> list[tuple[str, int]]:
     return [(str(b), int(n)) for b, n in rows]
 
 
-def create_case(engine: Engine, actor: Actor, c: CaseIn, tax: Taxonomy) -> int:
-    require(actor, Permission.edit_cases)
+def _checked(c: CaseIn, tax: Taxonomy) -> CaseIn:
     c = c.with_suggested_message(tax)
     problems = c.problems(tax)
     if problems:
         raise InputError(f"{problems[0][0]}: {problems[0][1]}")
+    return c
 
-    def work(s: Session) -> int:
-        if c.key and s.scalar(select(Case.id).where(Case.key == c.key)) is not None:
-            raise InputError(f"a case with key {c.key} already exists")
-        return insert_case(s, actor, c).id
 
-    return run_write(engine, work)
+def create_case(s: Session, actor: Actor, c: CaseIn, tax: Taxonomy) -> int:
+    """A new case (the case form's, or one another area makes) inside the caller's
+    transaction, which it does not commit: the role and the record are checked, a taken key
+    is refused. Returns its id."""
+    require(actor, Permission.edit_cases)
+    c = _checked(c, tax)
+    if c.key and s.scalar(select(Case.id).where(Case.key == c.key)) is not None:
+        raise InputError(f"a case with key {c.key} already exists")
+    return insert_case(s, actor, c).id
 
 
 def update_case(
-    engine: Engine, actor: Actor, case_id: int, expected_version: int, c: CaseIn, tax: Taxonomy
+    s: Session, actor: Actor, case_id: int, expected_version: int, c: CaseIn, tax: Taxonomy
 ) -> int:
-    """Save an edit made from ``expected_version``; a stale edit is refused naming who saved."""
+    """Save an edit made from ``expected_version`` inside the caller's transaction, which it
+    does not commit; a stale edit is refused naming who saved. Returns the new version."""
     require(actor, Permission.edit_cases)
-    c = c.with_suggested_message(tax)
-    problems = c.problems(tax)
-    if problems:
-        raise InputError(f"{problems[0][0]}: {problems[0][1]}")
-
-    def work(s: Session) -> int:
-        row = s.scalar(_case_query().where(Case.id == case_id).with_for_update())
-        if row is None:
-            raise InputError(f"case {case_id} does not exist")
-        if row.version != expected_version:
-            raise changes.stale_error("case", row.key, expected_version, row)
-        if not clearance.may_see(actor, bool(clearance.restricted_cases(s, [row.id]))):
-            raise PermissionDenied(
-                f"{row.key} relies on a restricted document: only users with clearance may "
-                "edit it; nothing was written"
-            )
-        before = to_record(row)
-        if c.split != row.split and s.get(SplitLock, row.id) is not None:
-            raise InputError(
-                f"the split of {row.key} is frozen: a threshold sign-off relied on it being in "
-                f"{row.split!r}. Create a new case instead of moving this one."
-            )
-        _apply(s, row, c.model_copy(update={"key": row.key}), actor, "")
-        after = to_record(row)
-        if before == after:
-            raise InputError("nothing changed")
-        row.version = expected_version + 1
-        row.updated_at = utcnow()
-        row.updated_by = actor.email
-        s.flush()
-        changes.record(s, actor.email, "update", "case", row.id, before, after)
-        return row.version
-
-    return run_write(engine, work)
+    c = _checked(c, tax)
+    row = s.scalar(_case_query().where(Case.id == case_id).with_for_update())
+    if row is None:
+        raise InputError(f"case {case_id} does not exist")
+    if row.version != expected_version:
+        raise changes.stale_error("case", row.key, expected_version, row)
+    if not clearance.may_see(actor, bool(clearance.restricted_cases(s, [row.id]))):
+        raise PermissionDenied(
+            f"{row.key} relies on a restricted document: only users with clearance may "
+            "edit it; nothing was written"
+        )
+    before = to_record(row)
+    if c.split != row.split and s.get(SplitLock, row.id) is not None:
+        raise InputError(
+            f"the split of {row.key} is frozen: a threshold sign-off relied on it being in "
+            f"{row.split!r}. Create a new case instead of moving this one."
+        )
+    _apply(s, row, c.model_copy(update={"key": row.key}), actor, "")
+    after = to_record(row)
+    if before == after:
+        raise InputError("nothing changed")
+    row.version = expected_version + 1
+    row.updated_at = utcnow()
+    row.updated_by = actor.email
+    s.flush()
+    changes.record(s, actor.email, "update", "case", row.id, before, after)
+    return row.version
 
 
 # ---------------------------------------------------------------------------------------

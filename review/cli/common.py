@@ -1,21 +1,27 @@
-"""What every command shares: who the command line acts as, the database, and the one handler
-that turns an error meant for the user into ``error: <message>`` and exit status 1."""
+"""What every command shares: who the command line acts as, the database, the one way a command
+writes (:func:`transact`) and the one handler that turns an error meant for the user into
+``error: <message>`` and exit status 1."""
 
 from __future__ import annotations
 
 import getpass
 import sys
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import click
 from sqlalchemy import Engine
+from sqlalchemy.orm import Session
 
+from review.core import database
 from review.core.errors import WorkbenchError
 from review.core.identity import SYSTEM, Actor
 from storage.db import get_engine, migrate
 
-__all__ = ["WorkbenchCommand", "WorkbenchGroup", "cli_actor", "fail", "open_engine"]
+__all__ = ["WorkbenchCommand", "WorkbenchGroup", "cli_actor", "fail", "open_engine", "transact"]
+
+T = TypeVar("T")
 
 
 def cli_actor() -> Actor:
@@ -33,6 +39,17 @@ def open_engine() -> Engine:
     eng = get_engine()
     migrate(eng)
     return eng
+
+
+def transact(engine: Engine, work: Callable[[Session], T]) -> T:
+    """The commands' one way to write: run ``work`` (a Session-taking service, which does not
+    commit) as one transaction; a busy database or a serialization conflict re-runs it, and a
+    :class:`WorkbenchError` rolls it back and ends the command with ``error: <message>`` and
+    exit status 1 (:func:`fail`)."""
+    try:
+        return database.write(engine, work)
+    except WorkbenchError as exc:
+        fail(exc)
 
 
 def fail(exc: BaseException) -> NoReturn:

@@ -11,7 +11,7 @@ import click
 
 from review.admin import users
 from review.cases import cases, exchange, splits
-from review.cli.common import WorkbenchGroup, cli_actor, open_engine
+from review.cli.common import WorkbenchGroup, cli_actor, open_engine, transact
 from review.core.taxonomy import load_taxonomy
 from review.corpus import corpus
 from review.demo import fixtures
@@ -80,7 +80,8 @@ def import_cases_cmd(file: Path, batch: str | None) -> None:
     with file.open(encoding="utf-8") as fh:
         items = list(cases.iter_cases_jsonl(fh, str(file), load_taxonomy()))
     label = cases.import_batch_label(str(file), batch)
-    report = cases.import_cases(engine, cli_actor(), items, str(file), batch=label)
+    actor = cli_actor()
+    report = transact(engine, lambda s: cases.import_cases(s, actor, items, str(file), batch=label))
     click.echo(f"{report.summary()} (import batch {label!r})")
 
 

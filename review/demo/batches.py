@@ -6,7 +6,9 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
+from collections.abc import Callable
 from dataclasses import replace
+from typing import Any, TypeVar
 
 from sqlalchemy import Engine, func, select
 
@@ -21,8 +23,10 @@ from review.core.errors import InputError
 from review.core.identity import SYSTEM, Role
 from review.core.taxonomy import Taxonomy
 from review.core.terms import ClaimVerdict
-from storage.db import read_session
+from storage.db import read_session, run_write
 from storage.models import SamplingPlan, Trace
+
+T = TypeVar("T")
 
 __all__ = ["build_demo_audits"]
 
@@ -39,6 +43,12 @@ DEMO_OPEN = "Feedback follow-up: every month"
 
 
 _FIGURE = re.compile(r"\d+(?:[.,]\d+)?")
+
+
+def _write(engine: Engine, service: Callable[..., T], *args: Any) -> T:
+    """``service(s, *args)`` in a write transaction of its own (the demo builder is its own
+    entry point)."""
+    return run_write(engine, lambda s: service(s, *args))
 
 
 def _figures_not_sent(view: ItemView) -> set[str]:
@@ -117,8 +127,9 @@ def build_demo_audits(engine: Engine, tax: Taxonomy) -> int:
     )
     month_start = middle.date().replace(day=1)
     next_month = (month_start + dt.timedelta(days=32)).replace(day=1)
-    complete_id = create_plan(
+    complete_id = _write(
         engine,
+        create_plan,
         ravi,
         PlanSpec(
             name=f"{DEMO_COMPLETE}{month_start:%B %Y}",
@@ -131,8 +142,9 @@ def build_demo_audits(engine: Engine, tax: Taxonomy) -> int:
             seed=20250601,
         ),
     )
-    open_id = create_plan(
+    open_id = _write(
         engine,
+        create_plan,
         ravi,
         PlanSpec(
             name=DEMO_OPEN,
@@ -144,24 +156,25 @@ def build_demo_audits(engine: Engine, tax: Taxonomy) -> int:
     )
     n = 0
     for plan_id, share in ((complete_id, 1.0), (open_id, 0.34)):
-        drawn = draw_plan(engine, ravi, plan_id).items
+        drawn = _write(engine, draw_plan, ravi, plan_id).items
         todo = math.ceil(drawn * share)
         for _ in range(todo):
-            item_id = next_item(engine, ravi, plan_id)
+            item_id = _write(engine, next_item, ravi, plan_id)
             if item_id is None:
                 break
             view = get_item(engine, ravi, item_id)
             assert view is not None
-            submit_verdict(engine, ravi, item_id, _demo_verdict(view), None)
+            _write(engine, submit_verdict, ravi, item_id, _demo_verdict(view), None)
             n += 1
     outcomes = item_outcomes(engine, complete_id)
     for wanted in ("false_refusal", "unsupported_answer", "partially_supported"):
         rows = outcomes[outcomes["outcome"] == wanted]
         if len(rows):
             try:  # the feedback loop: one audited failure becomes a draft case
-                promote_to_case(engine, ravi, int(rows["item_id"].iloc[0]), tax)
+                item = int(rows["item_id"].iloc[0])
+                _write(engine, promote_to_case, ravi, item, tax)
                 break
             except InputError:
                 continue
-    close_plan(engine, ravi, complete_id)
+    _write(engine, close_plan, ravi, complete_id)
     return n

@@ -4,6 +4,7 @@ passages marked."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from sqlalchemy import Engine, func, select
@@ -21,7 +22,7 @@ from review.core.errors import InputError
 from review.core.identity import Actor
 from review.core.taxonomy import Taxonomy
 from review.demo.people import registered_actor
-from storage.db import read_session
+from storage.db import read_session, run_write
 from storage.models import (
     Case,
     CaseDocument,
@@ -249,12 +250,15 @@ def build_demo_variants(engine: Engine, tax: Taxonomy) -> int:
     for base_key, snippet in DEMO_PASSAGES:
         base_id = _case_id(engine, base_key)
         if base_id is not None:
-            mark_passage(engine, ravi, base_id, _line_of(engine, base_id, snippet))
+            passage = _line_of(engine, base_id, snippet)
+            run_write(engine, partial(mark_passage, actor=ravi, case_id=base_id, passage=passage))
     made: dict[str, SavedVariant] = {}
     for name, who, base_key, spec in plan:
         base_id = _case_id(engine, base_key)
         if base_id is not None:
-            made[name] = build_variant(engine, who, tax, base_id, spec)
+            made[name] = run_write(
+                engine, partial(build_variant, actor=who, tax=tax, base_case_id=base_id, spec=spec)
+            )
     confirmations: list[tuple[str, Actor, tuple[str, tuple[str, ...]] | None, str]] = [
         ("relocated", ines, None, ""),
         ("tier", ravi, None, ""),
@@ -272,7 +276,16 @@ def build_demo_variants(engine: Engine, tax: Taxonomy) -> int:
         if v is None:
             continue
         decision, reasons = change or (v.suggested_decision, v.suggested_reasons)
-        confirm_suggestion(engine, who, v.case_id, decision, reasons, tax=tax, note=note)
+        confirm = partial(
+            confirm_suggestion,
+            actor=who,
+            case_id=v.case_id,
+            decision=decision,
+            reasons=reasons,
+            tax=tax,
+            note=note,
+        )
+        run_write(engine, confirm)
     return len(made)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 
 from sqlalchemy import Engine, func, select
 
@@ -137,8 +138,15 @@ def build_demo(
     doc_report = corpus.import_documents(engine, DEMO_ACTOR, docs, files, source="demo data")
     with DEMO_CASES.open(encoding="utf-8") as fh:
         items = list(cases.iter_cases_jsonl(fh, str(DEMO_CASES.name), tax))
-    case_report = cases.import_cases(
-        engine, DEMO_ACTOR, items, DEMO_CASES.name, batch=DEMO_CASE_BATCH
+    case_report = run_write(
+        engine,
+        partial(
+            cases.import_cases,
+            actor=DEMO_ACTOR,
+            items=items,
+            source=DEMO_CASES.name,
+            batch=DEMO_CASE_BATCH,
+        ),
     )
     runs = 0
     existing = {r.name for r in evalruns.list_runs(engine)}

@@ -97,25 +97,23 @@ def get_session(engine: Engine, month: str) -> SessionView | None:
 def open_session(engine: Engine, actor: Actor, month: str) -> SessionView:
     _require_reviewer(actor)
     month_bounds(month)
+    return run_write(engine, lambda s: _view(s, _insert_session(s, actor, month)))
 
-    def work(s: Session) -> SessionView:
-        if s.scalar(select(ReviewSession.id).where(ReviewSession.month == month)):
-            raise InputError(f"the review for {month} already exists")
-        row = ReviewSession(
-            month=month,
-            status=SessionStatus.open,
-            attendees=[actor.email],
-            created_by=actor.email,
-            updated_by=actor.email,
-        )
-        s.add(row)
-        s.flush()
-        changes.record(
-            s, actor.email, "create", "review_session", month, None, changes.snapshot(row)
-        )
-        return _view(s, row)
 
-    return run_write(engine, work)
+def _insert_session(s: Session, actor: Actor, month: str) -> ReviewSession:
+    if s.scalar(select(ReviewSession.id).where(ReviewSession.month == month)):
+        raise InputError(f"the review for {month} already exists")
+    row = ReviewSession(
+        month=month,
+        status=SessionStatus.open,
+        attendees=[actor.email],
+        created_by=actor.email,
+        updated_by=actor.email,
+    )
+    s.add(row)
+    s.flush()
+    changes.record(s, actor.email, "create", "review_session", month, None, changes.snapshot(row))
+    return row
 
 
 def open_month(engine: Engine, actor: Actor, month: str) -> tuple[SessionView, bool]:
@@ -189,6 +187,16 @@ def add_finding(
     carried_from_id: int | None = None,
 ) -> int:
     _require_reviewer(actor)
+    _check_finding(text, severity, links)
+    return run_write(
+        engine,
+        lambda s: _insert_finding(
+            s, actor, _open_row(s, session_id), text, severity, links, carried_from_id
+        ),
+    )
+
+
+def _check_finding(text: str, severity: str, links: Sequence[dict[str, str]]) -> None:
     if not text.strip():
         raise InputError("a finding needs text")
     if severity not in SEVERITIES:
@@ -197,22 +205,28 @@ def add_finding(
         if link.get("kind") not in LINK_KINDS or not str(link.get("ref", "")).strip():
             raise InputError(f"a link needs a kind ({', '.join(LINK_KINDS)}) and a reference")
 
-    def work(s: Session) -> int:
-        row = _open_row(s, session_id)
-        f = ReviewFinding(
-            session_id=row.id,
-            text=text.strip(),
-            severity=severity,
-            links=[dict(x) for x in links],
-            carried_from_id=carried_from_id,
-            created_by=actor.email,
-        )
-        s.add(f)
-        s.flush()
-        changes.record(s, actor.email, "create", "review_finding", f.id, None, changes.snapshot(f))
-        return f.id
 
-    return run_write(engine, work)
+def _insert_finding(
+    s: Session,
+    actor: Actor,
+    row: ReviewSession,
+    text: str,
+    severity: str,
+    links: Sequence[dict[str, str]],
+    carried_from_id: int | None,
+) -> int:
+    f = ReviewFinding(
+        session_id=row.id,
+        text=text.strip(),
+        severity=severity,
+        links=[dict(x) for x in links],
+        carried_from_id=carried_from_id,
+        created_by=actor.email,
+    )
+    s.add(f)
+    s.flush()
+    changes.record(s, actor.email, "create", "review_finding", f.id, None, changes.snapshot(f))
+    return f.id
 
 
 def add_action(
@@ -250,19 +264,26 @@ def add_action(
 
 
 def carry_finding(engine: Engine, actor: Actor, finding_id: int) -> int:
-    """Copy a finding into the next month's review (opened if needed), linked to the original."""
+    """Copy a finding into the next month's review (opened if needed), linked to the original:
+    one transaction, so a refused copy leaves no review opened for it."""
     _require_reviewer(actor)
-    with read_session(engine) as s:
+
+    def work(s: Session) -> int:
         f = s.get(ReviewFinding, finding_id)
         if f is None:
             raise InputError(f"finding {finding_id} does not exist")
         month = s.get(ReviewSession, f.session_id).month  # type: ignore[union-attr]
-        text, severity, links = f.text, f.severity, list(f.links)
-    target = next_month(month)
-    nxt = get_session(engine, target) or open_session(engine, actor, target)
-    if nxt.closed:
-        raise InputError(f"the review for {target} is already closed")
-    return add_finding(engine, actor, nxt.id, text, severity, links, carried_from_id=finding_id)
+        target = next_month(month)
+        nxt = s.scalar(
+            select(ReviewSession).where(ReviewSession.month == target).with_for_update()
+        ) or _insert_session(s, actor, target)
+        if nxt.status == SessionStatus.closed:
+            raise InputError(f"the review for {target} is already closed")
+        return _insert_finding(
+            s, actor, nxt, f.text, f.severity, list(f.links), carried_from_id=finding_id
+        )
+
+    return run_write(engine, work)
 
 
 def store_validation(engine: Engine, actor: Actor, session_id: int, result: dict[str, Any]) -> None:

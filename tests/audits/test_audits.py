@@ -52,6 +52,7 @@ from tests.helpers.audits import (
     realistic_traces,
     sql_bulk_traces,
 )
+from tests.helpers.transact import write
 
 
 @pytest.fixture
@@ -79,7 +80,7 @@ def two_strata(engine: Engine, abstain: int = 100, answer: int = 300) -> None:
 
 def plan(engine: Engine, name: str = "p", **kw: object) -> int:
     spec = PlanSpec(name=name, **kw)  # type: ignore[arg-type]
-    return audit_plans.create_plan(engine, REVIEWER, spec)
+    return write(engine, audit_plans.create_plan, REVIEWER, spec)
 
 
 def drawn_ids(engine: Engine, plan_id: int) -> list[int]:
@@ -97,7 +98,7 @@ def judge(engine: Engine, who: Actor, item_id: int, verdict: str, **kw: object) 
     stages = ("policy_too_strict",) if verdict in vocabulary.NEEDS_STAGE else ()
     notes = "see trace" if verdict in vocabulary.NEEDS_NOTE else ""
     v = VerdictIn(verdict, stages=stages, notes=notes, **kw)  # type: ignore[arg-type]
-    verdicts.submit_verdict(engine, who, item_id, v, None)
+    write(engine, verdicts.submit_verdict, who, item_id, v, None)
 
 
 # --- plans, allocation, population -------------------------------------------------------
@@ -142,7 +143,7 @@ def test_plan_input_errors_write_nothing(engine: Engine) -> None:
     with pytest.raises(InputError, match="line 2: 'x' is not a whole number"):
         audit_plans.parse_explicit_sizes("a: 1\nb: x")
     with pytest.raises(PermissionDenied):
-        audit_plans.create_plan(engine, ANNOTATOR, PlanSpec(name="nope"))
+        write(engine, audit_plans.create_plan, ANNOTATOR, PlanSpec(name="nope"))
     plan(engine, "same")
     with pytest.raises(InputError, match="already exists"):
         plan(engine, "same")
@@ -184,7 +185,7 @@ def test_same_plan_on_same_data_draws_the_same_sample_in_sql(engine: Engine) -> 
     first, second = plan(engine, "first", **spec), plan(engine, "second", **spec)
     other_seed = plan(engine, "third", **{**spec, "seed": 43})
     for pid in (first, second, other_seed):
-        audit_plans.draw_plan(engine, REVIEWER, pid)
+        write(engine, audit_plans.draw_plan, REVIEWER, pid)
     a, b, c = (drawn_ids(engine, p) for p in (first, second, other_seed))
     assert a == b  # same plan, same data: the same traces in the same queue order
     assert len(a) == 120 == len(set(a))  # no trace twice
@@ -202,7 +203,7 @@ def test_same_plan_on_same_data_draws_the_same_sample_in_sql(engine: Engine) -> 
     assert view is not None
     assert draw_sample_by_key(42, ids, keys, strata, view.allocation) == a
     with pytest.raises(InputError, match="already drawn"):
-        audit_plans.draw_plan(engine, REVIEWER, first)
+        write(engine, audit_plans.draw_plan, REVIEWER, first)
 
 
 def test_a_changed_population_is_detected_and_explained(engine: Engine) -> None:
@@ -215,8 +216,8 @@ def test_a_changed_population_is_detected_and_explained(engine: Engine) -> None:
     assert check.changed and (check.stored_total, check.current_total) == (30, 31)
     assert "abstain: 10 → 11 (+1 traces)" in check.message()
     with pytest.raises(audit_plans.PopulationChanged, match=r"30 → 31 traces"):
-        audit_plans.draw_plan(engine, REVIEWER, pid)
-    assert audit_plans.recount_plan(engine, REVIEWER, pid).changed is True
+        write(engine, audit_plans.draw_plan, REVIEWER, pid)
+    assert write(engine, audit_plans.recount_plan, REVIEWER, pid).changed is True
     assert audit_plans.check_population(engine, pid).changed is False
 
     # a trace that moves to another stratum, and one replaced by another of the same stratum
@@ -234,13 +235,13 @@ def test_a_changed_population_is_detected_and_explained(engine: Engine) -> None:
     assert "abstain: 11 → 11 (same count, different traces)" in text
     assert "answer: 20 → 19 (-1 traces)" in text
     assert "escalate: 0 → 1 (new stratum, +1)" in text
-    audit_plans.recount_plan(engine, REVIEWER, pid)
-    audit_plans.draw_plan(engine, REVIEWER, pid)
+    write(engine, audit_plans.recount_plan, REVIEWER, pid)
+    write(engine, audit_plans.draw_plan, REVIEWER, pid)
     add_trace(engine, "after-draw", decision="answer")
     assert audit_plans.check_population(engine, pid).changed
     assert audit_plans.verify_sample(engine, pid) is None  # a different draw is expected now
     with pytest.raises(InputError, match="already drawn"):
-        audit_plans.recount_plan(engine, REVIEWER, pid)
+        write(engine, audit_plans.recount_plan, REVIEWER, pid)
 
 
 def test_sql_draw_of_400_from_200000_traces(engine: Engine) -> None:
@@ -248,7 +249,7 @@ def test_sql_draw_of_400_from_200000_traces(engine: Engine) -> None:
     pid = plan(engine, "big", strata=("decision", "feedback"), total=400, seed=2025)
     view = audit_plans.get_plan(engine, pid)
     assert view is not None and view.population_total == 200_000
-    result = audit_plans.draw_plan(engine, REVIEWER, pid)
+    result = write(engine, audit_plans.draw_plan, REVIEWER, pid)
     ids = drawn_ids(engine, pid)
     assert result.items == 400 == len(set(ids))
     assert result.by_stratum == {k: v for k, v in view.allocation.items() if v}
@@ -271,7 +272,7 @@ def test_plans_and_draws_agree_on_sqlite_and_postgresql(any_engine: Engine) -> N
     bulk_traces(any_engine, 300, feedback=lambda i: "negative" if i % 4 == 0 else None)
     add_trace(any_engine, "attr", decision="answer", attributes={"region": "EU"})
     pid = plan(any_engine, strata=("decision", "attr.region"), total=25, seed=9)
-    audit_plans.draw_plan(any_engine, REVIEWER, pid)
+    write(any_engine, audit_plans.draw_plan, REVIEWER, pid)
     ids = drawn_ids(any_engine, pid)
     with read_session(any_engine) as s:
         rows = s.execute(select(Trace.id, Trace.sample_key, Trace.decision, Trace.attributes)).all()
@@ -280,7 +281,7 @@ def test_plans_and_draws_agree_on_sqlite_and_postgresql(any_engine: Engine) -> N
     assert view is not None
     keys = [r[1] for r in rows]
     assert draw_sample_by_key(9, [r[0] for r in rows], keys, strata, view.allocation) == ids
-    item = queue.next_item(any_engine, REVIEWER, pid)
+    item = write(any_engine, queue.next_item, REVIEWER, pid)
     assert item is not None
     judge(any_engine, REVIEWER, item, "correct_refusal")
     assert estimates.estimates(any_engine, pid).audited == 1
@@ -344,7 +345,7 @@ def test_stratify_and_filter_by_index_and_prompt_version(any_engine: Engine) -> 
     assert view is not None and view.spec.filter == idx1
     assert {c.stratum: c.count for c in view.population} == {"p-a": 13, "p-b": 7}
     for pid in (first, second):
-        audit_plans.draw_plan(any_engine, REVIEWER, pid)
+        write(any_engine, audit_plans.draw_plan, REVIEWER, pid)
     a, b = drawn_ids(any_engine, first), drawn_ids(any_engine, second)
     assert a == b and len(a) == 10 == len(set(a))
     assert audit_plans.verify_sample(any_engine, first) is True
@@ -380,7 +381,7 @@ def test_a_filter_stored_before_the_version_filters_reads_as_any_version(
     view = audit_plans.get_plan(any_engine, pid)
     assert view is not None
     assert {c.stratum: c.count for c in view.population} == {"abstain": 8, "answer": 8}
-    assert audit_plans.draw_plan(any_engine, REVIEWER, pid).items == 4
+    assert write(any_engine, audit_plans.draw_plan, REVIEWER, pid).items == 4
 
 
 # --- queue, reservations, concurrency ------------------------------------------------------
@@ -389,24 +390,24 @@ def test_a_filter_stored_before_the_version_filters_reads_as_any_version(
 def test_queue_respects_overlap_reservations_and_their_expiry(engine: Engine) -> None:
     two_strata(engine, 5, 5)
     pid = plan(engine, total=3, overlap=2)
-    audit_plans.draw_plan(engine, REVIEWER, pid)
+    write(engine, audit_plans.draw_plan, REVIEWER, pid)
     t0 = dt.datetime(2030, 1, 1, tzinfo=dt.UTC)
-    a = queue.next_item(engine, REVIEWER, pid, now=t0)
-    b = queue.next_item(engine, REVIEWER2, pid, now=t0)
+    a = write(engine, queue.next_item, REVIEWER, pid, now=t0)
+    b = write(engine, queue.next_item, REVIEWER2, pid, now=t0)
     assert a is not None and b is not None and a != b  # a held item is not handed out
-    assert queue.next_item(engine, REVIEWER, pid, now=t0) == a  # mine comes back to me
+    assert write(engine, queue.next_item, REVIEWER, pid, now=t0) == a  # mine comes back to me
     # after the reservation expires the slot returns to the queue
     later = t0 + dt.timedelta(minutes=audit_plans.RESERVATION_MINUTES + 1)
     third = make_actor("reviewer", "rev4@test.example", clearance=True)
-    assert queue.next_item(engine, third, pid, now=later) == a
+    assert write(engine, queue.next_item, third, pid, now=later) == a
     judge(engine, REVIEWER, a, "correct_refusal")
     judge(engine, third, a, "false_refusal")
     with pytest.raises(InputError, match="already has its 2 verdict"):
         judge(engine, REVIEWER2, a, "correct_refusal")
     prog = queue.progress(engine, REVIEWER, pid)
     assert (prog.items, prog.complete, prog.verdicts, prog.mine) == (3, 1, 2, 1)
-    queue.release_item(engine, REVIEWER2, b)
-    assert queue.next_item(engine, REVIEWER2, pid, exclude=[b]) not in (a, b)
+    write(engine, queue.release_item, REVIEWER2, b)
+    assert write(engine, queue.next_item, REVIEWER2, pid, exclude=[b]) not in (a, b)
 
 
 def test_two_reviewers_at_once_get_different_items_and_both_verdicts_land(
@@ -414,7 +415,7 @@ def test_two_reviewers_at_once_get_different_items_and_both_verdicts_land(
 ) -> None:
     two_strata(engine, 20, 20)
     pid = plan(engine, total=8)
-    audit_plans.draw_plan(engine, REVIEWER, pid)
+    write(engine, audit_plans.draw_plan, REVIEWER, pid)
     people = [make_actor("reviewer", f"r{i}@test.example", clearance=True) for i in range(4)]
     got: dict[str, int | None] = {}
     errors: list[BaseException] = []
@@ -423,7 +424,7 @@ def test_two_reviewers_at_once_get_different_items_and_both_verdicts_land(
     def go(who: Actor) -> None:
         barrier.wait()
         try:
-            item = queue.next_item(engine, who, pid)
+            item = write(engine, queue.next_item, who, pid)
             got[who.email] = item
             assert item is not None
             judge(engine, who, item, "correct_refusal")
@@ -443,17 +444,21 @@ def test_two_reviewers_at_once_get_different_items_and_both_verdicts_land(
 def test_verdicts_are_append_only_and_a_stale_edit_is_refused(engine: Engine) -> None:
     two_strata(engine, 3, 3)
     pid = plan(engine, total=2)
-    audit_plans.draw_plan(engine, REVIEWER, pid)
-    item = queue.next_item(engine, REVIEWER, pid)
+    write(engine, audit_plans.draw_plan, REVIEWER, pid)
+    item = write(engine, queue.next_item, REVIEWER, pid)
     assert item is not None
-    first = verdicts.submit_verdict(engine, REVIEWER, item, VerdictIn("correct_refusal"), None)
+    first = write(
+        engine, verdicts.submit_verdict, REVIEWER, item, VerdictIn("correct_refusal"), None
+    )
     with pytest.raises(StaleWriteError, match=r"changed .* after you opened it"):
-        verdicts.submit_verdict(engine, REVIEWER, item, VerdictIn("correct_refusal"), None)
+        write(engine, verdicts.submit_verdict, REVIEWER, item, VerdictIn("correct_refusal"), None)
     edit = VerdictIn("false_refusal", ("retrieval_missed",), "the FAQ answers it")
-    second = verdicts.submit_verdict(engine, REVIEWER, item, edit, first.id)
+    second = write(engine, verdicts.submit_verdict, REVIEWER, item, edit, first.id)
     assert second.replaces_id == first.id
     with pytest.raises(StaleWriteError):
-        verdicts.submit_verdict(engine, REVIEWER, item, VerdictIn("correct_refusal"), first.id)
+        write(
+            engine, verdicts.submit_verdict, REVIEWER, item, VerdictIn("correct_refusal"), first.id
+        )
     history = verdicts.verdict_history(engine, REVIEWER, item)
     assert [h.verdict for h in history] == ["correct_refusal", "false_refusal"]
     mine = verdicts.my_verdict(engine, REVIEWER, item)
@@ -465,8 +470,8 @@ def test_blind_review_hides_other_verdicts_until_mine_is_in(engine: Engine) -> N
     blind = plan(engine, "blind", total=1, overlap=2)
     open_ = plan(engine, "open", total=1, overlap=2, blind=False)
     for pid in (blind, open_):
-        audit_plans.draw_plan(engine, REVIEWER, pid)
-        item = queue.next_item(engine, REVIEWER, pid)
+        write(engine, audit_plans.draw_plan, REVIEWER, pid)
+        item = write(engine, queue.next_item, REVIEWER, pid)
         assert item is not None
         judge(engine, REVIEWER, item, "correct_refusal")
         seen = verdicts.item_verdicts(engine, REVIEWER2, item)
@@ -481,21 +486,21 @@ def test_restricted_traces_only_reach_reviewers_with_clearance(engine: Engine) -
               answer_text="It settled for a confidential sum.")  # fmt: skip
     add_trace(engine, "open", chunks=[REFUND, CONTRACT])
     pid = plan(engine, total=2)
-    audit_plans.draw_plan(engine, REVIEWER, pid)
+    write(engine, audit_plans.draw_plan, REVIEWER, pid)
     with read_session(engine) as s:
         by_trace = dict(
             s.execute(
                 select(Trace.trace_id, AuditItem.id).join(AuditItem, AuditItem.trace_pk == Trace.id)
             ).all()
         )
-    assert queue.next_item(engine, UNCLEARED, pid) == by_trace["open"]
+    assert write(engine, queue.next_item, UNCLEARED, pid) == by_trace["open"]
     judge(engine, UNCLEARED, by_trace["open"], "correct_refusal")
-    assert queue.next_item(engine, UNCLEARED, pid) is None
+    assert write(engine, queue.next_item, UNCLEARED, pid) is None
     assert queue.progress(engine, UNCLEARED, pid).waiting_for_clearance == 1
     with pytest.raises(PermissionDenied, match="restricted"):
         audit_items.get_item(engine, UNCLEARED, by_trace["secret"])
     with pytest.raises(PermissionDenied):
-        queue.reserve_item(engine, UNCLEARED, by_trace["secret"])
+        write(engine, queue.reserve_item, UNCLEARED, by_trace["secret"])
     with pytest.raises(PermissionDenied):
         judge(engine, UNCLEARED, by_trace["secret"], "correct_refusal")
     # chunks removed by authorization: their text only with clearance
@@ -550,8 +555,8 @@ def test_an_answer_passes_only_if_every_claim_is_supported_by_its_context(
     add_trace(engine, "ans", answer_text=ANSWER, citations=CITATIONS,
               chunks=[REFUND, PLANS, CONTRACT])  # fmt: skip
     pid = plan(engine, total=1)
-    audit_plans.draw_plan(engine, REVIEWER, pid)
-    item = queue.next_item(engine, REVIEWER, pid)
+    write(engine, audit_plans.draw_plan, REVIEWER, pid)
+    item = write(engine, queue.next_item, REVIEWER, pid)
     assert item is not None
     view = audit_items.get_item(engine, REVIEWER, item)
     assert view is not None
@@ -562,36 +567,51 @@ def test_an_answer_passes_only_if_every_claim_is_supported_by_its_context(
     assert report.answer_passes is False
     assert report.invalid_ids == (CONTRACT["chunk_id"],)
     with pytest.raises(InputError, match=r"claim 3 .*not in the context"):
-        verdicts.submit_verdict(
-            engine, REVIEWER, item, VerdictIn("supported_answer", claims=tuple(all_ok)), None
+        write(
+            engine,
+            verdicts.submit_verdict,
+            REVIEWER,
+            item,
+            VerdictIn("supported_answer", claims=tuple(all_ok)),
+            None,
         )
     contradicted = [*all_ok[:2], ClaimDraft(claims[2].text, (), "contradicted")]
     with pytest.raises(InputError, match=r"claim 3 .*contradicted"):
-        verdicts.submit_verdict(
-            engine, REVIEWER, item, VerdictIn("supported_answer", claims=tuple(contradicted)),
+        write(
+            engine,
+            verdicts.submit_verdict,
+            REVIEWER,
+            item,
+            VerdictIn("supported_answer", claims=tuple(contradicted)),
             None,
-        )  # fmt: skip
+        )
     with pytest.raises(InputError, match="say where it failed"):
-        verdicts.submit_verdict(engine, REVIEWER, item, VerdictIn("partially_supported"), None)
+        write(
+            engine, verdicts.submit_verdict, REVIEWER, item, VerdictIn("partially_supported"), None
+        )
     with pytest.raises(InputError, match="has no failing stage"):
-        verdicts.submit_verdict(
-            engine, REVIEWER, item, VerdictIn("supported_answer", ("retrieval_missed",)), None
+        write(
+            engine,
+            verdicts.submit_verdict,
+            REVIEWER,
+            item,
+            VerdictIn("supported_answer", ("retrieval_missed",)),
+            None,
         )
     with pytest.raises(InputError, match="needs a note"):
-        verdicts.submit_verdict(engine, REVIEWER, item, VerdictIn("restricted_leak"), None)
+        write(engine, verdicts.submit_verdict, REVIEWER, item, VerdictIn("restricted_leak"), None)
     with pytest.raises(InputError, match="claim 2 is empty"):
-        verdicts.submit_verdict(
-            engine, REVIEWER, item,
+        write(engine, verdicts.submit_verdict, REVIEWER, item,
             VerdictIn("supported_answer", claims=(all_ok[0], ClaimDraft("  "))), None,
         )  # fmt: skip
     only_two = tuple(all_ok[:2])  # the reviewer removed the third claim from the list
     with pytest.raises(InputError, match="every claim is supported"):
-        verdicts.submit_verdict(
-            engine, REVIEWER, item,
+        write(engine, verdicts.submit_verdict, REVIEWER, item,
             VerdictIn("unsupported_answer", ("generator_ignored_signal",), claims=only_two), None,
         )  # fmt: skip
-    saved = verdicts.submit_verdict(
+    saved = write(
         engine,
+        verdicts.submit_verdict,
         REVIEWER,
         item,
         VerdictIn("partially_supported", ("citation_partial",), "3rd claim", tuple(contradicted)),
@@ -609,9 +629,9 @@ def audited_plan(engine: Engine) -> int:
     abstentions, 5 unsupported answers among the answers."""
     two_strata(engine, 100, 300)
     pid = plan(engine, strata=("decision",), total=20, allocation="equal")
-    audit_plans.draw_plan(engine, REVIEWER, pid)
+    write(engine, audit_plans.draw_plan, REVIEWER, pid)
     seen: Counter[str] = Counter()
-    while (item := queue.next_item(engine, REVIEWER, pid)) is not None:
+    while (item := write(engine, queue.next_item, REVIEWER, pid)) is not None:
         view = audit_items.get_item(engine, REVIEWER, item)
         assert view is not None
         seen[view.stratum] += 1
@@ -741,13 +761,13 @@ def test_promote_an_audited_trace_to_a_draft_case(demo_engine: Engine, tax: Taxo
         user_role="customer_admin",
     )
     pid = plan(demo_engine, total=1)
-    audit_plans.draw_plan(demo_engine, REVIEWER, pid)
-    item = queue.next_item(demo_engine, REVIEWER, pid)
+    write(demo_engine, audit_plans.draw_plan, REVIEWER, pid)
+    item = write(demo_engine, queue.next_item, REVIEWER, pid)
     assert item is not None
     with pytest.raises(InputError, match="record your verdict"):
-        promote.promote_to_case(demo_engine, REVIEWER, item, tax)
+        write(demo_engine, promote.promote_to_case, REVIEWER, item, tax)
     judge(demo_engine, REVIEWER, item, "false_refusal")
-    case_id = promote.promote_to_case(demo_engine, REVIEWER, item, tax, split="validation")
+    case_id = write(demo_engine, promote.promote_to_case, REVIEWER, item, tax, split="validation")
     view = cases.get_case(demo_engine, case_id=case_id)
     assert view is not None
     assert view.status == "draft" and view.expected_decision == "answer"
@@ -762,10 +782,12 @@ def test_promote_an_audited_trace_to_a_draft_case(demo_engine: Engine, tax: Taxo
     assert mine is not None and mine.promoted_case_id == case_id
     assert promote.promoted_from(demo_engine, case_id)[0]["trace_id"] == "refused-wrongly"
     with pytest.raises(InputError, match="already a case"):
-        promote.promote_to_case(demo_engine, REVIEWER, item, tax)
+        write(demo_engine, promote.promote_to_case, REVIEWER, item, tax)
     # an edit of the verdict keeps the link
     edit = VerdictIn("false_refusal", ("filter_removed",), "filter")
-    assert verdicts.submit_verdict(demo_engine, REVIEWER, item, edit, mine.id).promoted_case_id
+    assert write(
+        demo_engine, verdicts.submit_verdict, REVIEWER, item, edit, mine.id
+    ).promoted_case_id
     assert promote.suggested_decision("unsupported_answer", "answer", None, tax) == (
         "abstain",
         ("required_claim_not_covered",),
@@ -776,6 +798,66 @@ def test_promote_an_audited_trace_to_a_draft_case(demo_engine: Engine, tax: Taxo
         ("restricted_topic",),
         "restricted_topic",
     )
+
+
+def _judged_item(engine: Engine, trace_id: str) -> int:
+    add_trace(engine, trace_id, decision="abstain", chunks=[REFUND], feedback="expected_answer")
+    pid = plan(engine, total=1)
+    write(engine, audit_plans.draw_plan, REVIEWER, pid)
+    item = write(engine, queue.next_item, REVIEWER, pid)
+    assert item is not None
+    judge(engine, REVIEWER, item, "false_refusal")
+    return item
+
+
+def _case_count(engine: Engine) -> int:
+    with read_session(engine) as s:
+        return int(s.scalar(select(func.count(Case.id))) or 0)
+
+
+def test_a_promotion_that_loses_the_race_leaves_no_unlinked_case(
+    demo_engine: Engine, tax: Taxonomy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another reviewer's promotion of the same trace lands between the checks and the link:
+    the case and the link are one transaction, so nothing of this promotion is written."""
+    item = _judged_item(demo_engine, "raced")
+    before = _case_count(demo_engine)
+    calls: list[int | None] = []
+
+    def raced(s: object, item_id: int, verdict_id: int | None) -> int | None:
+        calls.append(verdict_id)
+        return None if verdict_id is None else 999_999  # the link finds it taken
+
+    monkeypatch.setattr(promote, "_promoted_elsewhere", raced)
+    with pytest.raises(InputError, match=r"at the same moment.*nothing was saved"):
+        write(demo_engine, promote.promote_to_case, REVIEWER, item, tax)
+    assert len(calls) == 2  # checked before the case was inserted and again at the link
+    assert _case_count(demo_engine) == before
+    mine = verdicts.my_verdict(demo_engine, REVIEWER, item)
+    assert mine is not None and mine.promoted_case_id is None
+
+
+def test_a_failure_after_the_case_is_inserted_rolls_the_case_back(
+    demo_engine: Engine, tax: Taxonomy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    item = _judged_item(demo_engine, "broken-link")
+    before = _case_count(demo_engine)
+    inserted: list[int] = []
+
+    def broken(s: object, actor: object, verdict_id: int, item_id: int, case_id: int) -> None:
+        inserted.append(case_id)
+        raise RuntimeError("the link failed")
+
+    monkeypatch.setattr(promote, "_link", broken)
+    with pytest.raises(RuntimeError, match="the link failed"):
+        write(demo_engine, promote.promote_to_case, REVIEWER, item, tax)
+    assert inserted  # the case had been inserted when the link failed
+    assert _case_count(demo_engine) == before
+    monkeypatch.undo()
+    case_id = write(demo_engine, promote.promote_to_case, REVIEWER, item, tax)
+    assert _case_count(demo_engine) == before + 1
+    mine = verdicts.my_verdict(demo_engine, REVIEWER, item)
+    assert mine is not None and mine.promoted_case_id == case_id
 
 
 def test_export_a_batch_as_jsonl_and_csv(engine: Engine) -> None:
@@ -831,7 +913,7 @@ def test_demo_builder_makes_one_finished_and_one_open_batch(
 def test_rank_order_mixes_strata_in_the_queue(engine: Engine) -> None:
     two_strata(engine, 50, 50)
     pid = plan(engine, strata=("decision",), total=20)
-    audit_plans.draw_plan(engine, REVIEWER, pid)
+    write(engine, audit_plans.draw_plan, REVIEWER, pid)
     strata = [r.stratum for r in queue.list_items(engine, pid, 1, 20)]
     assert set(strata[:8]) == {"abstain", "answer"}
     assert queue.count_items(engine, pid) == 20
@@ -862,9 +944,9 @@ def test_the_draw_skips_the_recount_only_while_no_trace_was_added_or_deleted(
     check = audit_plans.check_population(engine, pid)
     assert check.changed and "clarify: 0 → 1" in check.message()
     with pytest.raises(audit_plans.PopulationChanged):
-        audit_plans.draw_plan(engine, REVIEWER, pid)
-    audit_plans.recount_plan(engine, REVIEWER, pid)
-    assert audit_plans.draw_plan(engine, REVIEWER, pid).items == 6
+        write(engine, audit_plans.draw_plan, REVIEWER, pid)
+    write(engine, audit_plans.recount_plan, REVIEWER, pid)
+    assert write(engine, audit_plans.draw_plan, REVIEWER, pid).items == 6
 
 
 def test_domain_estimate_flags_one_item_strata_and_stays_honest_at_zero() -> None:

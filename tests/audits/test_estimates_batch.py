@@ -33,6 +33,7 @@ from tests.helpers.estimates_reference import (
     reference_estimates,
     same_report,
 )
+from tests.helpers.transact import write
 
 
 def _plan_ids(engine: Engine) -> list[int]:
@@ -143,9 +144,9 @@ def test_random_plans_match_the_per_plan_computation(any_engine: Engine, seed: i
         PlanSpec(name="never drawn", strata=("decision",), total=10),
         PlanSpec(name="census", strata=("feedback",), total=400, seed=3),
     ]
-    ids = [audit_plans.create_plan(any_engine, REVIEWER, spec) for spec in specs]
+    ids = [write(any_engine, audit_plans.create_plan, REVIEWER, spec) for spec in specs]
     for pid in ids[:-2] + ids[-1:]:
-        audit_plans.draw_plan(any_engine, REVIEWER, pid)
+        write(any_engine, audit_plans.draw_plan, REVIEWER, pid)
     _random_verdicts(any_engine, rng, ids)
     assert _compare_all(any_engine) == len(ids)
     _same_month_section(any_engine)
@@ -179,13 +180,16 @@ def test_a_sample_larger_than_its_stratum_is_an_error_in_both_paths(any_engine: 
     the plan has no estimates (the reason named), the other plans still do."""
     bulk_traces(any_engine, 50)
     ids = [
-        audit_plans.create_plan(
-            any_engine, REVIEWER, PlanSpec(name=f"p{i}", strata=("decision",), total=20, seed=i)
+        write(
+            any_engine,
+            audit_plans.create_plan,
+            REVIEWER,
+            PlanSpec(name=f"p{i}", strata=("decision",), total=20, seed=i),
         )
         for i in range(2)
     ]
     for pid in ids:
-        audit_plans.draw_plan(any_engine, REVIEWER, pid)
+        write(any_engine, audit_plans.draw_plan, REVIEWER, pid)
     _random_verdicts(any_engine, random.Random(5), ids)
 
     def shrink(s: object) -> None:
@@ -205,10 +209,13 @@ def test_many_plans_take_the_same_statements(any_engine: Engine) -> None:
     bulk_traces(any_engine, 100)
     ids = []
     for i in range(6):
-        pid = audit_plans.create_plan(
-            any_engine, REVIEWER, PlanSpec(name=f"p{i}", strata=("decision",), total=15, seed=i)
+        pid = write(
+            any_engine,
+            audit_plans.create_plan,
+            REVIEWER,
+            PlanSpec(name=f"p{i}", strata=("decision",), total=15, seed=i),
         )
-        audit_plans.draw_plan(any_engine, REVIEWER, pid)
+        write(any_engine, audit_plans.draw_plan, REVIEWER, pid)
         ids.append(pid)
     _random_verdicts(any_engine, random.Random(9), ids)
     seen: list[str] = []

@@ -19,6 +19,7 @@ from review.traces import retention
 from storage.db import read_session, run_write, write_session
 from storage.models import SamplingPlan, Trace
 from tests.helpers.actors import REVIEWER, make_actor
+from tests.helpers.transact import write
 
 ADMIN = make_actor("admin", clearance=True, uid=1)
 START = dt.datetime(2025, 6, 1, tzinfo=dt.UTC)
@@ -78,7 +79,12 @@ def _plans(engine: Engine, counted: list[int], tag: str = "") -> list[int]:
     """Four plans (counted as they are made; the spy's record starts after them)."""
     window = PopulationFilter(date_from=START.date(), date_to=START.date())  # June 1 only
     pids = [
-        audit_plans.create_plan(engine, REVIEWER, PlanSpec(name=n + tag, total=20, seed=5, **kw))
+        write(
+            engine,
+            audit_plans.create_plan,
+            REVIEWER,
+            PlanSpec(name=n + tag, total=20, seed=5, **kw),
+        )
         for n, kw in (
             ("by decision", {"strata": ("decision",)}),
             ("by decision and tier", {"strata": ("decision", "attr.customer_tier")}),

@@ -35,6 +35,7 @@ from storage.models import SAMPLE_KEY_BITS, AuditItem, SamplingPlan, Trace, trac
 from tests.helpers.actors import REVIEWER
 from tests.helpers.audits import add_trace, bulk_traces
 from tests.helpers.traces import make_trace
+from tests.helpers.transact import write
 
 TIERS = ("team", "business", "enterprise", "starter")
 
@@ -77,7 +78,7 @@ def tiered(engine: Engine, n: int = 900, prefix: str = "k") -> None:
 
 
 def plan(engine: Engine, name: str = "p", **kw: Any) -> int:
-    return audit_plans.create_plan(engine, REVIEWER, PlanSpec(name=name, **kw))
+    return write(engine, audit_plans.create_plan, REVIEWER, PlanSpec(name=name, **kw))
 
 
 def drawn(engine: Engine, plan_id: int) -> list[tuple[int, str]]:
@@ -179,17 +180,17 @@ def test_the_draw_is_the_reference_and_keeps_each_allocation(
     assert view is not None
     sizes = {c.stratum: c.count for c in view.population}
     assert sizes["answer · internal"] > 0  # a small stratum: read by a scan, not a key range
-    result = audit_plans.draw_plan(any_engine, REVIEWER, pid)
+    result = write(any_engine, audit_plans.draw_plan, REVIEWER, pid)
     got = drawn(any_engine, pid)
     assert [t for t, _st in got] == reference(any_engine, pid)  # same traces, same queue order
     assert dict(Counter(st for _t, st in got)) == {k: v for k, v in view.allocation.items() if v}
     assert result.by_stratum == dict(Counter(st for _t, st in got))
     assert audit_plans.verify_sample(any_engine, pid) is True
     again = plan(any_engine, "again", strata=strata, total=120, seed=31, allocation=allocation)
-    audit_plans.draw_plan(any_engine, REVIEWER, again)
+    write(any_engine, audit_plans.draw_plan, REVIEWER, again)
     assert drawn(any_engine, again) == got  # reproducible
     other = plan(any_engine, "other", strata=strata, total=120, seed=32, allocation=allocation)
-    audit_plans.draw_plan(any_engine, REVIEWER, other)
+    write(any_engine, audit_plans.draw_plan, REVIEWER, other)
     assert {t for t, _s in drawn(any_engine, other)} != {t for t, _s in got}
 
 
@@ -197,7 +198,7 @@ def test_a_plan_without_strata_draws_by_the_key(any_engine: Engine) -> None:
     tiered(any_engine, 400)
     flt = PopulationFilter(decisions=("answer", "abstain"))
     pid = plan(any_engine, filter=flt, total=25, seed=11)
-    audit_plans.draw_plan(any_engine, REVIEWER, pid)
+    write(any_engine, audit_plans.draw_plan, REVIEWER, pid)
     got = drawn(any_engine, pid)
     with read_session(any_engine) as s:
         rows = s.execute(
@@ -265,7 +266,7 @@ def test_sqlite_and_postgresql_draw_the_same_sample(engine: Engine, pg_engine: E
     for eng in (engine, pg_engine):
         tiered(eng, 700)
         pid = plan(eng, strata=("decision", "attr.customer_tier"), total=80, seed=2026)
-        audit_plans.draw_plan(eng, REVIEWER, pid)
+        write(eng, audit_plans.draw_plan, REVIEWER, pid)
         with read_session(eng) as s:
             samples.append(
                 s.execute(
@@ -335,7 +336,7 @@ def test_a_plan_drawn_by_algorithm_1_before_the_key_still_verifies(any_engine: E
     assert audit_plans.verify_sample(any_engine, pid) is None
     # the same plan by algorithm 2 draws other traces: the record decides
     new = plan(any_engine, "new", strata=("decision",), total=40, seed=77)
-    audit_plans.draw_plan(any_engine, REVIEWER, new)
+    write(any_engine, audit_plans.draw_plan, REVIEWER, new)
     assert {t for t, _s in drawn(any_engine, new)} != set(old.tolist())
 
 
@@ -344,12 +345,12 @@ def test_a_planned_algorithm_1_plan_recounts_and_draws_by_algorithm_1(engine: En
     pid = plan(engine, strata=("decision",), total=30, seed=3)
     as_algorithm_1(engine, pid)
     add_trace(engine, "late", decision="abstain")
-    assert audit_plans.recount_plan(engine, REVIEWER, pid).changed is True
+    assert write(engine, audit_plans.recount_plan, REVIEWER, pid).changed is True
     with read_session(engine) as s:
         row = s.get(SamplingPlan, pid)
         assert row is not None and audit_plans._algorithm(row) == 1
         rows = s.execute(select(Trace.id, Trace.decision)).all()
-    audit_plans.draw_plan(engine, REVIEWER, pid)
+    write(engine, audit_plans.draw_plan, REVIEWER, pid)
     view = audit_plans.get_plan(engine, pid)
     assert view is not None
     old = draw_sample(3, [r[0] for r in rows], _strata(rows), view.allocation)

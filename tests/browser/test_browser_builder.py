@@ -15,6 +15,7 @@ from playwright.sync_api import expect
 from tests.helpers.browser import chromium_page, streamlit_server, wait_idle
 from tests.helpers.databases import copy_db
 from tests.helpers.paths import ROOT
+from tests.helpers.transact import write
 
 
 @pytest.fixture
@@ -58,7 +59,7 @@ def _earlier_variant(demo_url: str) -> str:
         spec = variants.VariantSpec(
             "edited", operator="change_number", start=a, end=a + 7, params={"to_number": "30"}
         )
-        saved = variants.build_variant(eng, users.to_actor(who), taxonomy(), base.id, spec)
+        saved = write(eng, variants.build_variant, users.to_actor(who), taxonomy(), base.id, spec)
         return saved.key
     finally:
         eng.dispose()

@@ -37,6 +37,7 @@ from storage.models import EvalRun
 from tests.helpers.browser import chromium_page, streamlit_server, wait_idle
 from tests.helpers.databases import copy_db
 from tests.helpers.paths import ROOT
+from tests.helpers.transact import write
 
 pytestmark = pytest.mark.browser
 
@@ -122,7 +123,9 @@ def _insert(engine: Engine, tax: Taxonomy) -> tuple[int, int, int, int]:
     }
     with pytest.raises(InputError, match="NUL character"):
         cases.validate_case({**record, "question": "why\x00?"}, "hostile", 1, tax)
-    case_id = cases.create_case(engine, SYSTEM, cases.validate_case(record, "h", 1, tax), tax)
+    case_id = write(
+        engine, cases.create_case, SYSTEM, cases.validate_case(record, "h", 1, tax), tax
+    )
 
     # a production trace: hostile query, chunk, context, answer, citations, facts
     chunk_id = f"{DOC_ID}@1#1"
@@ -161,8 +164,8 @@ def _insert(engine: Engine, tax: Taxonomy) -> tuple[int, int, int, int]:
         total=1,
         seed=1,
     )
-    plan = plans.create_plan(engine, reviewer, spec)
-    plans.draw_plan(engine, reviewer, plan)
+    plan = write(engine, plans.create_plan, reviewer, spec)
+    write(engine, plans.draw_plan, reviewer, plan)
     item = queue.list_items(engine, plan)[0].id
 
     # the run the open monthly review reads (the newest by the month's end) gets a hostile

@@ -31,6 +31,7 @@ from storage.models import (
 from tests.helpers.actors import make_actor
 from tests.helpers.databases import copy_db
 from tests.helpers.paths import ROOT
+from tests.helpers.transact import write
 
 
 @pytest.fixture
@@ -152,8 +153,16 @@ def test_save_edit_stores_a_copy_with_provenance_that_replays(
     demo_engine: Engine, tax: Taxonomy
 ) -> None:
     a, b = offsets(demo_engine, REFUND, "14 days of the charge date")
-    saved = documents.save_edit(
-        demo_engine, ANNOTATOR, tax, REFUND, "change_unit", a, b, {"to_unit": "weeks"}
+    saved = write(
+        demo_engine,
+        documents.save_edit,
+        ANNOTATOR,
+        tax,
+        REFUND,
+        "change_unit",
+        a,
+        b,
+        {"to_unit": "weeks"},
     )
     assert saved.ref == "POL-REFUND-MONTHLY-CF-1@1"
     new = corpus.find_document(demo_engine, ANNOTATOR, saved.ref)
@@ -189,8 +198,16 @@ def test_save_edit_stores_a_copy_with_provenance_that_replays(
     assert {("create", "document"), ("create", "case_edit")} <= logged
     check = replay.replay_check(demo_engine, saved.edit_id)
     assert check.ok, check.detail
-    again = documents.save_edit(
-        demo_engine, ANNOTATOR, tax, REFUND, "change_unit", a, b, {"to_unit": "months"}
+    again = write(
+        demo_engine,
+        documents.save_edit,
+        ANNOTATOR,
+        tax,
+        REFUND,
+        "change_unit",
+        a,
+        b,
+        {"to_unit": "months"},
     )
     assert again.ref == "POL-REFUND-MONTHLY-CF-2@1"
 
@@ -199,8 +216,9 @@ def test_save_edit_as_a_new_version_supersedes_the_source(
     demo_engine: Engine, tax: Taxonomy
 ) -> None:
     a, b = offsets(demo_engine, REFUND, "14 days of the charge date")
-    saved = documents.save_edit(
+    saved = write(
         demo_engine,
+        documents.save_edit,
         ANNOTATOR,
         tax,
         REFUND,
@@ -222,8 +240,9 @@ def test_save_edit_as_a_new_version_supersedes_the_source(
     assert replay.replay_check(demo_engine, saved.edit_id).ok
     before = counts(demo_engine)
     with pytest.raises(InputError, match="has a newer version 3"):
-        documents.save_edit(
+        write(
             demo_engine,
+            documents.save_edit,
             ANNOTATOR,
             tax,
             REFUND,
@@ -240,7 +259,9 @@ def test_relocated_answer_stores_the_restricted_document_too(
     demo_engine: Engine, tax: Taxonomy
 ) -> None:
     a, b = offsets(demo_engine, REFUND, REFUND_SENTENCE)
-    saved = documents.save_edit(demo_engine, EXPERT, tax, REFUND, "relocate_answer", a, b, {})
+    saved = write(
+        demo_engine, documents.save_edit, EXPERT, tax, REFUND, "relocate_answer", a, b, {}
+    )
     assert saved.extra_refs == ("POL-REFUND-MONTHLY-CF-2@1",)
     secret = corpus.find_document(demo_engine, EXPERT, saved.extra_refs[0])
     assert secret is not None and secret.access_scope == "restricted"
@@ -273,35 +294,61 @@ def test_refused_edits_write_nothing(
     a, b = offsets(demo_engine, REFUND, passage)
     before = counts(demo_engine)
     with pytest.raises(InputError, match=message):
-        documents.save_edit(demo_engine, ANNOTATOR, tax, REFUND, op, a, b, params)
+        write(demo_engine, documents.save_edit, ANNOTATOR, tax, REFUND, op, a, b, params)
     base = case_id(demo_engine, "CASE-001")
     spec = VariantSpec("edited", doc_ref=REFUND, operator=op, start=a, end=b, params=params)  # type: ignore[arg-type]
     with pytest.raises(InputError, match=message):
-        variants.build_variant(demo_engine, ANNOTATOR, tax, base, spec)
+        write(demo_engine, variants.build_variant, ANNOTATOR, tax, base, spec)
     assert counts(demo_engine) == before
 
 
 def test_edits_check_role_and_clearance(demo_engine: Engine, tax: Taxonomy) -> None:
     before = counts(demo_engine)
     with pytest.raises(PermissionDenied, match="add or change documents"):
-        documents.save_edit(
-            demo_engine, OWNER, tax, REFUND, "change_unit", 0, 5, {"to_unit": "weeks"}
+        write(
+            demo_engine,
+            documents.save_edit,
+            OWNER,
+            tax,
+            REFUND,
+            "change_unit",
+            0,
+            5,
+            {"to_unit": "weeks"},
         )
     memo = "MEMO-PRICING-2026@1"
     with pytest.raises(PermissionDenied, match="restricted"):
-        documents.save_edit(
-            demo_engine, ANNOTATOR, tax, memo, "swap_year", 0, 10, {"to_year": 2027}
+        write(
+            demo_engine,
+            documents.save_edit,
+            ANNOTATOR,
+            tax,
+            memo,
+            "swap_year",
+            0,
+            10,
+            {"to_year": 2027},
         )
     with pytest.raises(PermissionDenied, match="create or edit cases"):
-        variants.build_variant(
-            demo_engine, OWNER, tax, case_id(demo_engine, "CASE-001"), VariantSpec("removed")
+        write(
+            demo_engine,
+            variants.build_variant,
+            OWNER,
+            tax,
+            case_id(demo_engine, "CASE-001"),
+            VariantSpec("removed"),
         )
     with pytest.raises(PermissionDenied, match="restricted"):
-        variants.build_variant(
-            demo_engine, ANNOTATOR, tax, case_id(demo_engine, "CASE-044"), VariantSpec("removed")
+        write(
+            demo_engine,
+            variants.build_variant,
+            ANNOTATOR,
+            tax,
+            case_id(demo_engine, "CASE-044"),
+            VariantSpec("removed"),
         )
     with pytest.raises(InputError, match="does not exist"):
-        documents.save_edit(demo_engine, ANNOTATOR, tax, "NOPE@1", "change_unit", 0, 1, {})
+        write(demo_engine, documents.save_edit, ANNOTATOR, tax, "NOPE@1", "change_unit", 0, 1, {})
     assert counts(demo_engine) == before
 
 
@@ -314,7 +361,7 @@ def test_edited_variant_is_a_draft_with_a_suggestion_apart_from_its_label(
 ) -> None:
     base = case_id(demo_engine, "CASE-001")
     spec = edited(demo_engine, REFUND, "14 days of the charge date", "change_unit", to_unit="weeks")
-    saved = variants.build_variant(demo_engine, ANNOTATOR, tax, base, spec)
+    saved = write(demo_engine, variants.build_variant, ANNOTATOR, tax, base, spec)
     assert saved.key == "CASE-001-CF-1"
     assert saved.documents == ("POL-REFUND-MONTHLY-CF-1@1",)
     view = cases.get_case(demo_engine, case_id=saved.case_id)
@@ -356,15 +403,21 @@ def test_edited_variant_is_a_draft_with_a_suggestion_apart_from_its_label(
 def test_variants_of_every_evidence_state(demo_engine: Engine, tax: Taxonomy) -> None:
     base = case_id(demo_engine, "CASE-001")
     a, b = offsets(demo_engine, REFUND, REFUND_SENTENCE)
-    removed = variants.build_variant(
-        demo_engine, ANNOTATOR, tax, base, VariantSpec("removed", start=a, end=b)
+    removed = write(
+        demo_engine,
+        variants.build_variant,
+        ANNOTATOR,
+        tax,
+        base,
+        VariantSpec("removed", start=a, end=b),
     )
     assert (removed.evidence_state, removed.suggested_decision) == ("removed", "abstain")
     copy = corpus.find_document(demo_engine, ANNOTATOR, removed.documents[0])
     assert copy is not None and "14 days of the charge date" not in copy.body
     c, d = offsets(demo_engine, REFUND, "14 days of the charge date")
-    conflicted = variants.build_variant(
+    conflicted = write(
         demo_engine,
+        variants.build_variant,
         ANNOTATOR,
         tax,
         base,
@@ -375,8 +428,13 @@ def test_variants_of_every_evidence_state(demo_engine: Engine, tax: Taxonomy) ->
     assert older is not None
     assert older.effective_date.isoformat() == "2024-03-01"  # type: ignore[union-attr]
     assert older.superseded_by == REFUND and "30 days of the charge date" in older.body
-    forbidden = variants.build_variant(
-        demo_engine, EXPERT, tax, base, VariantSpec("forbidden", start=a, end=b)
+    forbidden = write(
+        demo_engine,
+        variants.build_variant,
+        EXPERT,
+        tax,
+        base,
+        VariantSpec("forbidden", start=a, end=b),
     )
     assert forbidden.suggested_reasons == ("source_not_allowed",)
     hidden = corpus.find_document(demo_engine, EXPERT, forbidden.documents[0])
@@ -387,8 +445,9 @@ def test_variants_of_every_evidence_state(demo_engine: Engine, tax: Taxonomy) ->
         forbidden.documents[0],
         "forbidden",
     )
-    partial = variants.build_variant(
+    partial = write(
         demo_engine,
+        variants.build_variant,
         ANNOTATOR,
         tax,
         base,
@@ -422,27 +481,47 @@ def test_variant_as_a_new_version_and_its_refusals(demo_engine: Engine, tax: Tax
     spec = edited(demo_engine, REFUND, "14 days of the charge date", "change_unit", to_unit="weeks")
     from dataclasses import replace
 
-    saved = variants.build_variant(
-        demo_engine, ANNOTATOR, tax, base, replace(spec, as_new_version=True)
+    saved = write(
+        demo_engine,
+        variants.build_variant,
+        ANNOTATOR,
+        tax,
+        base,
+        replace(spec, as_new_version=True),
     )
     assert saved.documents == ("POL-REFUND-MONTHLY@3",)
     assert replay.replay_check(demo_engine, saved.edit_ids[0]).ok
     before = counts(demo_engine)
     with pytest.raises(InputError, match="variants start from an evidence-present case"):
-        variants.build_variant(
-            demo_engine, ANNOTATOR, tax, case_id(demo_engine, "CASE-002"), VariantSpec("removed")
+        write(
+            demo_engine,
+            variants.build_variant,
+            ANNOTATOR,
+            tax,
+            case_id(demo_engine, "CASE-002"),
+            VariantSpec("removed"),
         )
     with pytest.raises(InputError, match="is not a document of CASE-001"):
-        variants.build_variant(
-            demo_engine, ANNOTATOR, tax, base, VariantSpec("removed", doc_ref="SLA-TEAM@1")
+        write(
+            demo_engine,
+            variants.build_variant,
+            ANNOTATOR,
+            tax,
+            base,
+            VariantSpec("removed", doc_ref="SLA-TEAM@1"),
         )
     with pytest.raises(InputError, match="does not exist"):
-        variants.build_variant(demo_engine, ANNOTATOR, tax, 999_999, VariantSpec("removed"))
+        write(demo_engine, variants.build_variant, ANNOTATOR, tax, 999_999, VariantSpec("removed"))
     with pytest.raises(InputError, match="extra_claim: must not be empty"):
-        variants.build_variant(demo_engine, ANNOTATOR, tax, base, VariantSpec("partial"))
+        write(demo_engine, variants.build_variant, ANNOTATOR, tax, base, VariantSpec("partial"))
     with pytest.raises(InputError, match="choose an edit operator"):
-        variants.build_variant(
-            demo_engine, ANNOTATOR, tax, base, VariantSpec("edited", start=0, end=1)
+        write(
+            demo_engine,
+            variants.build_variant,
+            ANNOTATOR,
+            tax,
+            base,
+            VariantSpec("edited", start=0, end=1),
         )
     assert counts(demo_engine) == before
 
@@ -454,10 +533,11 @@ def test_variant_as_a_new_version_and_its_refusals(demo_engine: Engine, tax: Tax
 def test_confirming_makes_the_variant_labeled_and_ready(demo_engine: Engine, tax: Taxonomy) -> None:
     base = case_id(demo_engine, "CASE-001")
     spec = edited(demo_engine, REFUND, "14 days of the charge date", "change_unit", to_unit="weeks")
-    saved = variants.build_variant(demo_engine, ANNOTATOR, tax, base, spec)
+    saved = write(demo_engine, variants.build_variant, ANNOTATOR, tax, base, spec)
     ready_before = cases.count_cases(demo_engine, cases.CaseFilter(status="ready"))
-    res = suggestions.confirm_suggestion(
+    res = write(
         demo_engine,
+        suggestions.confirm_suggestion,
         EXPERT,
         saved.case_id,
         "abstain",
@@ -476,8 +556,14 @@ def test_confirming_makes_the_variant_labeled_and_ready(demo_engine: Engine, tax
     assert next(v for v in fam.variants if v.case_id == saved.case_id).labeled
     before = counts(demo_engine)
     with pytest.raises(InputError, match=r"already confirmed by ravi@test\.example"):
-        suggestions.confirm_suggestion(
-            demo_engine, EXPERT, saved.case_id, "abstain", ["required_claim_not_covered"], tax=tax
+        write(
+            demo_engine,
+            suggestions.confirm_suggestion,
+            EXPERT,
+            saved.case_id,
+            "abstain",
+            ["required_claim_not_covered"],
+            tax=tax,
         )
     assert counts(demo_engine) == before
 
@@ -485,9 +571,10 @@ def test_confirming_makes_the_variant_labeled_and_ready(demo_engine: Engine, tax
 def test_an_expert_can_change_the_suggestion(demo_engine: Engine, tax: Taxonomy) -> None:
     base = case_id(demo_engine, "CASE-001")
     spec = edited(demo_engine, REFUND, "14 days of the charge date", "change_unit", to_unit="weeks")
-    saved = variants.build_variant(demo_engine, ANNOTATOR, tax, base, spec)
-    res = suggestions.confirm_suggestion(
+    saved = write(demo_engine, variants.build_variant, ANNOTATOR, tax, base, spec)
+    res = write(
         demo_engine,
+        suggestions.confirm_suggestion,
         EXPERT,
         saved.case_id,
         "clarify",
@@ -517,34 +604,67 @@ def test_an_expert_can_change_the_suggestion(demo_engine: Engine, tax: Taxonomy)
 def test_confirmation_refusals_write_nothing(demo_engine: Engine, tax: Taxonomy) -> None:
     base = case_id(demo_engine, "CASE-001")
     spec = edited(demo_engine, REFUND, "14 days of the charge date", "change_unit", to_unit="weeks")
-    saved = variants.build_variant(demo_engine, ANNOTATOR, tax, base, spec)
+    saved = write(demo_engine, variants.build_variant, ANNOTATOR, tax, base, spec)
     before = counts(demo_engine)
     with pytest.raises(InputError, match="needs at least one reason code"):
-        suggestions.confirm_suggestion(demo_engine, EXPERT, saved.case_id, "abstain", [], tax=tax)
+        write(
+            demo_engine,
+            suggestions.confirm_suggestion,
+            EXPERT,
+            saved.case_id,
+            "abstain",
+            [],
+            tax=tax,
+        )
     with pytest.raises(InputError, match="may only carry false_premise"):
-        suggestions.confirm_suggestion(
-            demo_engine, EXPERT, saved.case_id, "answer", ["evidence_stale"], tax=tax
+        write(
+            demo_engine,
+            suggestions.confirm_suggestion,
+            EXPERT,
+            saved.case_id,
+            "answer",
+            ["evidence_stale"],
+            tax=tax,
         )
     with pytest.raises(InputError, match="is not one of"):
-        suggestions.confirm_suggestion(
-            demo_engine, EXPERT, saved.case_id, "maybe", ["evidence_stale"], tax=tax
+        write(
+            demo_engine,
+            suggestions.confirm_suggestion,
+            EXPERT,
+            saved.case_id,
+            "maybe",
+            ["evidence_stale"],
+            tax=tax,
         )
     with pytest.raises(PermissionDenied):
-        suggestions.confirm_suggestion(
-            demo_engine, OWNER, saved.case_id, "abstain", ["evidence_stale"], tax=tax
+        write(
+            demo_engine,
+            suggestions.confirm_suggestion,
+            OWNER,
+            saved.case_id,
+            "abstain",
+            ["evidence_stale"],
+            tax=tax,
         )
     with pytest.raises(InputError, match="has no suggested label"):
-        suggestions.confirm_suggestion(demo_engine, EXPERT, base, "answer", [], tax=tax)
+        write(demo_engine, suggestions.confirm_suggestion, EXPERT, base, "answer", [], tax=tax)
     # someone edits the draft meanwhile: the confirmation made from version 1 is refused
     view = cases.get_case(demo_engine, case_id=saved.case_id)
     assert view is not None
-    suggestions.set_required_claims(
-        demo_engine, ANNOTATOR, tax, saved.case_id, 1, [*view.required_claims, "A second claim."]
+    write(
+        demo_engine,
+        suggestions.set_required_claims,
+        ANNOTATOR,
+        tax,
+        saved.case_id,
+        1,
+        [*view.required_claims, "A second claim."],
     )
     middle = counts(demo_engine)
     with pytest.raises(StaleWriteError, match=r"was changed by ines@test\.example"):
-        suggestions.confirm_suggestion(
+        write(
             demo_engine,
+            suggestions.confirm_suggestion,
             EXPERT,
             saved.case_id,
             "abstain",
@@ -560,8 +680,9 @@ def test_required_claims_editor(demo_engine: Engine, tax: Taxonomy) -> None:
     cid = case_id(demo_engine, "CASE-004")
     view = cases.get_case(demo_engine, case_id=cid)
     assert view is not None
-    new_version = suggestions.set_required_claims(
+    new_version = write(
         demo_engine,
+        suggestions.set_required_claims,
         ANNOTATOR,
         tax,
         cid,
@@ -572,14 +693,34 @@ def test_required_claims_editor(demo_engine: Engine, tax: Taxonomy) -> None:
     assert after is not None and after.version == new_version
     assert after.required_claims == (*view.required_claims, "Third claim.")
     with pytest.raises(StaleWriteError):
-        suggestions.set_required_claims(demo_engine, ANNOTATOR, tax, cid, view.version, ["x claim"])
+        write(
+            demo_engine,
+            suggestions.set_required_claims,
+            ANNOTATOR,
+            tax,
+            cid,
+            view.version,
+            ["x claim"],
+        )
     with pytest.raises(InputError, match="listed twice"):
-        suggestions.set_required_claims(
-            demo_engine, ANNOTATOR, tax, cid, new_version, ["Same.", "Same."]
+        write(
+            demo_engine,
+            suggestions.set_required_claims,
+            ANNOTATOR,
+            tax,
+            cid,
+            new_version,
+            ["Same.", "Same."],
         )
     with pytest.raises(InputError, match="nothing changed"):
-        suggestions.set_required_claims(
-            demo_engine, ANNOTATOR, tax, cid, new_version, list(after.required_claims)
+        write(
+            demo_engine,
+            suggestions.set_required_claims,
+            ANNOTATOR,
+            tax,
+            cid,
+            new_version,
+            list(after.required_claims),
         )
 
 
@@ -594,15 +735,19 @@ def test_marked_passage_drives_the_checks(demo_engine: Engine, tax: Taxonomy) ->
     present = case_id(demo_engine, "CASE-001")
     before = counts(demo_engine)
     with pytest.raises(InputError, match="does not occur"):
-        suggestions.mark_passage(demo_engine, ANNOTATOR, present, "Refunds are instant.")
+        write(demo_engine, suggestions.mark_passage, ANNOTATOR, present, "Refunds are instant.")
     with pytest.raises(InputError, match="several times"):
-        suggestions.mark_passage(demo_engine, ANNOTATOR, present, "Brightwave")
+        write(demo_engine, suggestions.mark_passage, ANNOTATOR, present, "Brightwave")
     with pytest.raises(InputError, match="not the evidence-present case"):
-        suggestions.mark_passage(demo_engine, ANNOTATOR, case_id(demo_engine, "CASE-002"), "14")
+        write(
+            demo_engine, suggestions.mark_passage, ANNOTATOR, case_id(demo_engine, "CASE-002"), "14"
+        )
     with pytest.raises(PermissionDenied):
-        suggestions.mark_passage(demo_engine, OWNER, present, REFUND_SENTENCE)
+        write(demo_engine, suggestions.mark_passage, OWNER, present, REFUND_SENTENCE)
     assert counts(demo_engine) == before
-    assert suggestions.mark_passage(demo_engine, ANNOTATOR, present, REFUND_SENTENCE) == REFUND
+    assert (
+        write(demo_engine, suggestions.mark_passage, ANNOTATOR, present, REFUND_SENTENCE) == REFUND
+    )
     fam = family_view.family_view(demo_engine, ANNOTATOR, "FAM-REFUND-WINDOW")
     assert fam is not None
     assert fam.passage == REFUND_SENTENCE
@@ -653,7 +798,9 @@ def test_family_list_counts_in_sql(demo_engine: Engine, tax: Taxonomy) -> None:
     assert (refund.variants, refund.unconfirmed) == (4, 0)
     assert refund.states == ("conflicted", "partial", "present", "removed")
     spec = edited(demo_engine, REFUND, "14 days of the charge date", "change_unit", to_unit="weeks")
-    variants.build_variant(demo_engine, ANNOTATOR, tax, case_id(demo_engine, "CASE-001"), spec)
+    write(
+        demo_engine, variants.build_variant, ANNOTATOR, tax, case_id(demo_engine, "CASE-001"), spec
+    )
     refund = next(
         r
         for r in family_view.list_families(demo_engine, page_size=50)
@@ -670,8 +817,16 @@ def test_family_list_counts_in_sql(demo_engine: Engine, tax: Taxonomy) -> None:
 
 def test_replay_notices_a_tampered_copy_or_record(demo_engine: Engine, tax: Taxonomy) -> None:
     a, b = offsets(demo_engine, REFUND, "14 days of the charge date")
-    saved = documents.save_edit(
-        demo_engine, ANNOTATOR, tax, REFUND, "change_unit", a, b, {"to_unit": "weeks"}
+    saved = write(
+        demo_engine,
+        documents.save_edit,
+        ANNOTATOR,
+        tax,
+        REFUND,
+        "change_unit",
+        a,
+        b,
+        {"to_unit": "weeks"},
     )
     assert replay.replay_check(demo_engine, saved.edit_id).ok
 
@@ -744,7 +899,9 @@ def test_every_saved_edit_replays_to_its_stored_text(
         return
     span = data.draw(st.sampled_from(spans))
     params = op.example_params(text, span).to_dict()
-    saved = documents.save_edit(corpus_engine, EXPERT, tax, ref, name, span.start, span.end, params)
+    saved = write(
+        corpus_engine, documents.save_edit, EXPERT, tax, ref, name, span.start, span.end, params
+    )
     check = replay.replay_check(corpus_engine, saved.edit_id)
     assert check.ok, (ref, name, span, check.detail)
 
@@ -805,14 +962,20 @@ def test_variant_and_confirmation_on_any_database(any_engine: Engine, tax: Taxon
             for it in cases.iter_cases_jsonl(fh, "cases.jsonl", tax)
             if it[1].family == "FAM-REFUND-WINDOW"
         ]
-    cases.import_cases(any_engine, seed, items, "cases.jsonl")
+    write(any_engine, cases.import_cases, seed, items, "cases.jsonl")
     base = case_id(any_engine, "CASE-001")
     spec = edited(any_engine, REFUND, REFUND_SENTENCE, "relocate_answer")
-    saved = variants.build_variant(any_engine, EXPERT, tax, base, spec)
+    saved = write(any_engine, variants.build_variant, EXPERT, tax, base, spec)
     assert saved.documents == ("POL-REFUND-MONTHLY-CF-1@1", "POL-REFUND-MONTHLY-CF-2@1")
     assert replay.replay_check(any_engine, saved.edit_ids[0]).ok
-    res = suggestions.confirm_suggestion(
-        any_engine, ANNOTATOR, saved.case_id, "abstain", ["source_not_allowed"], tax=tax
+    res = write(
+        any_engine,
+        suggestions.confirm_suggestion,
+        ANNOTATOR,
+        saved.case_id,
+        "abstain",
+        ["source_not_allowed"],
+        tax=tax,
     )
     assert res.status == "ready" and not res.changed
     fam = family_view.family_view(any_engine, EXPERT, "FAM-REFUND-WINDOW")
@@ -835,13 +998,20 @@ def test_a_key_taken_at_the_same_moment_is_retried_with_a_fresh_one(
     monkeypatch.setattr(variants, "_variant_key", racing)
     before = counts(demo_engine)
     spec = edited(demo_engine, REFUND, "14 days of the charge date", "change_unit", to_unit="weeks")
-    saved = variants.build_variant(
-        demo_engine, ANNOTATOR, tax, case_id(demo_engine, "CASE-001"), spec
+    saved = write(
+        demo_engine, variants.build_variant, ANNOTATOR, tax, case_id(demo_engine, "CASE-001"), spec
     )
     assert saved.key == "CASE-001-CF-1" and len(calls) == 2
     after = counts(demo_engine)
     assert after[:4] == (before[0] + 1, before[1] + 1, before[2] + 1, before[3] + 1)
     monkeypatch.setattr(variants, "_variant_key", lambda s, k: "CASE-002")
     with pytest.raises(InputError, match="same id at the same moment"):
-        variants.build_variant(demo_engine, ANNOTATOR, tax, case_id(demo_engine, "CASE-001"), spec)
+        write(
+            demo_engine,
+            variants.build_variant,
+            ANNOTATOR,
+            tax,
+            case_id(demo_engine, "CASE-001"),
+            spec,
+        )
     assert counts(demo_engine) == after

@@ -31,6 +31,7 @@ from review.core.taxonomy import Taxonomy, load_taxonomy
 from review.corpus import corpus
 from review.corpus.docformat import parse_markdown
 from tests.helpers.paths import ROOT
+from tests.helpers.transact import write
 
 DEMO_DOCS = ROOT / "review" / "demo" / "docs"
 TAX = load_taxonomy(ROOT / "policies" / "taxonomy.yaml")
@@ -147,13 +148,14 @@ def test_the_family_view_flags_a_saved_variant_and_keeps_the_answer(
     """The same through the database: saved with the builder, read back in the family view."""
     corpus.import_documents(engine, SYSTEM, PARSED)
     item = cases.validate_case(copy.deepcopy(AGENT_CASE), "agent", 1, tax)
-    base_id = cases.create_case(engine, SYSTEM, item, tax)
+    base_id = write(engine, cases.create_case, SYSTEM, item, tax)
     docs = forms_docs(engine, base_id)
     guide = next(d for d in docs if d.ref == "SUP-GUIDE-REFUNDS@1")
     assert forms.other_decisive(docs, guide.ref) == ["POL-REFUND-MONTHLY@2"]
     span = guide_span()
-    saved = variants.build_variant(
+    saved = write(
         engine,
+        variants.build_variant,
         SYSTEM,
         tax,
         base_id,

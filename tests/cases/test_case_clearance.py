@@ -18,6 +18,7 @@ from review.core.taxonomy import Taxonomy
 from storage.db import write_session
 from storage.models import CaseDocument, Document
 from tests.helpers.actors import make_actor
+from tests.helpers.transact import write
 
 INES = make_actor("annotator")  # no clearance
 CLEARED = make_actor("annotator", clearance=True)
@@ -92,10 +93,13 @@ def test_editing_a_restricted_case_needs_clearance(demo_engine: Engine, tax: Tax
     assert view is not None
     edit = cases.CaseIn.model_validate({**view.record, "notes": view.notes + " (checked)"})
     with pytest.raises(PermissionDenied, match="clearance"):
-        cases.update_case(demo_engine, INES, view.id, view.version, edit, tax)
+        write(demo_engine, cases.update_case, INES, view.id, view.version, edit, tax)
     after = cases.get_case(demo_engine, key="CASE-082")
     assert after is not None and after.version == view.version
-    assert cases.update_case(demo_engine, CLEARED, view.id, view.version, edit, tax) > view.version
+    assert (
+        write(demo_engine, cases.update_case, CLEARED, view.id, view.version, edit, tax)
+        > view.version
+    )
 
 
 def test_a_case_retelling_a_restricted_document_it_does_not_list_is_restricted(

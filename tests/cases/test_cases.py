@@ -18,6 +18,7 @@ from review.corpus.docformat import parse_markdown
 from storage.db import make_engine, migrate
 from tests.helpers.actors import make_actor
 from tests.helpers.corpus import GOOD
+from tests.helpers.transact import write
 
 
 def case(**over: Any) -> dict[str, Any]:
@@ -127,7 +128,7 @@ def test_unknown_document_reference_writes_nothing(
         )
     )
     with pytest.raises(InputError, match=r"line 2: field documents.0: document POL-REFUND@9"):
-        cases.import_cases(seeded, admin, items, "c.jsonl")
+        write(seeded, cases.import_cases, admin, items, "c.jsonl")
     assert cases.count_cases(seeded, cases.CaseFilter()) == 0
 
 
@@ -157,7 +158,7 @@ def test_export_then_import_round_trips_exactly(
         ),
     ]
     items = list(cases.iter_cases_jsonl(lines(*originals), "c.jsonl", tax))
-    assert cases.import_cases(seeded, admin, items, "c.jsonl").added == 2
+    assert write(seeded, cases.import_cases, admin, items, "c.jsonl").added == 2
     out = io.StringIO()
     assert cases.export_cases(seeded, out, viewer=SYSTEM) == 2
     exported = [json.loads(x) for x in out.getvalue().splitlines()]
@@ -179,13 +180,13 @@ def test_export_then_import_round_trips_exactly(
     migrate(other)
     corpus.import_documents(other, admin, [parse_markdown(GOOD, "a.md", tax)])
     again = list(cases.iter_cases_jsonl(out.getvalue().splitlines(), "x.jsonl", tax))
-    cases.import_cases(other, admin, again, "x.jsonl")
+    write(other, cases.import_cases, admin, again, "x.jsonl")
     out2 = io.StringIO()
     cases.export_cases(other, out2, viewer=SYSTEM)
     assert out2.getvalue() == out.getvalue()
     other.dispose()
     # re-importing the same file changes nothing
-    assert cases.import_cases(seeded, admin, items, "c.jsonl").unchanged == 2
+    assert write(seeded, cases.import_cases, admin, items, "c.jsonl").unchanged == 2
 
 
 @pytest.mark.parametrize(
@@ -206,32 +207,50 @@ def test_a_bad_language_tag_is_refused_naming_the_line_and_field(tag: str, tax: 
 def test_import_refuses_a_changed_case_with_the_same_key(
     seeded: Engine, tax: Taxonomy, admin: Actor
 ) -> None:
-    cases.import_cases(seeded, admin, list(cases.iter_cases_jsonl(lines(case()), "a", tax)), "a")
+    write(
+        seeded,
+        cases.import_cases,
+        admin,
+        list(cases.iter_cases_jsonl(lines(case()), "a", tax)),
+        "a",
+    )
     changed = list(cases.iter_cases_jsonl(lines(case(question="Something else?")), "b", tax))
     with pytest.raises(InputError, match="already exists with different content"):
-        cases.import_cases(seeded, admin, changed, "b")
+        write(seeded, cases.import_cases, admin, changed, "b")
 
 
 def test_edit_is_version_checked_and_audited(seeded: Engine, tax: Taxonomy, admin: Actor) -> None:
-    cid = cases.create_case(seeded, admin, cases.CaseIn.model_validate(case(key=None)), tax)
+    cid = write(seeded, cases.create_case, admin, cases.CaseIn.model_validate(case(key=None)), tax)
     view = cases.get_case(seeded, case_id=cid)
     assert view is not None and view.key.startswith("CASE-") and view.version == 1
     ines = make_actor("annotator", "ines@example.org")
     tom = make_actor("annotator", "tom@example.org")
     edit = cases.CaseIn.model_validate(case(notes="Ines was here"))
-    assert cases.update_case(seeded, ines, cid, 1, edit, tax) == 2
+    assert write(seeded, cases.update_case, ines, cid, 1, edit, tax) == 2
     with pytest.raises(StaleWriteError, match=r"ines@example\.org"):
-        cases.update_case(seeded, tom, cid, 1, cases.CaseIn.model_validate(case(notes="Tom")), tax)
+        write(
+            seeded,
+            cases.update_case,
+            tom,
+            cid,
+            1,
+            cases.CaseIn.model_validate(case(notes="Tom")),
+            tax,
+        )
     after = cases.get_case(seeded, case_id=cid)
     assert after is not None and after.notes == "Ines was here" and after.updated_by == ines.email
     with pytest.raises(InputError, match="nothing changed"):
-        cases.update_case(seeded, ines, cid, 2, edit, tax)
+        write(seeded, cases.update_case, ines, cid, 2, edit, tax)
 
 
 def test_only_case_editors_write(seeded: Engine, tax: Taxonomy) -> None:
     with pytest.raises(PermissionDenied):
-        cases.create_case(
-            seeded, make_actor("compliance"), cases.CaseIn.model_validate(case()), tax
+        write(
+            seeded,
+            cases.create_case,
+            make_actor("compliance"),
+            cases.CaseIn.model_validate(case()),
+            tax,
         )
 
 
@@ -244,7 +263,13 @@ def test_filters_and_pagination(seeded: Engine, tax: Taxonomy, admin: Actor) -> 
         )
         for i in range(23)
     ]
-    cases.import_cases(seeded, admin, list(cases.iter_cases_jsonl(lines(*items), "c", tax)), "c")
+    write(
+        seeded,
+        cases.import_cases,
+        admin,
+        list(cases.iter_cases_jsonl(lines(*items), "c", tax)),
+        "c",
+    )
     f = cases.CaseFilter(slice="entity_collision")
     assert cases.count_cases(seeded, f) == 11
     assert cases.count_cases(seeded, cases.CaseFilter(split="test")) == 8

@@ -21,6 +21,7 @@ from review.evaluation import evalruns, runmetrics
 from storage.db import alembic_config, make_engine, read_session
 from storage.models import Case
 from tests.helpers.paths import ROOT
+from tests.helpers.transact import write
 
 
 def record(**over: Any) -> dict[str, Any]:
@@ -168,14 +169,17 @@ def test_the_form_suggests_the_category_default(tax: Taxonomy) -> None:
 def test_stored_cases_keep_the_key_and_show_a_mismatch(
     engine: Engine, admin: Actor, tax: Taxonomy
 ) -> None:
-    cid = cases.create_case(engine, admin, cases.CaseIn.model_validate(record(key="C-1")), tax)
+    cid = write(
+        engine, cases.create_case, admin, cases.CaseIn.model_validate(record(key="C-1")), tax
+    )
     view = cases.get_case(engine, cid)
     assert view is not None and view.expected_message == "R1"
     assert view.record["expected_message"] == "R1"
     assert display.category_mismatch(view, tax) is None
     assert ("expected wording", "R1") in list(display.details_table(view).itertuples(index=False))
-    other = cases.create_case(
+    other = write(
         engine,
+        cases.create_case,
         admin,
         cases.CaseIn.model_validate(
             record(key="C-2", category="in_scope", notes="removed on purpose")
@@ -196,7 +200,7 @@ def test_stored_cases_keep_the_key_and_show_a_mismatch(
             "reason_codes": ["ambiguous_question"],
         }
     )
-    cases.update_case(engine, admin, other, v2.version, edited, tax)
+    write(engine, cases.update_case, admin, other, v2.version, edited, tax)
     again = cases.get_case(engine, other)
     assert again is not None and again.expected_message == "F1"
 
@@ -225,7 +229,7 @@ def test_runs_check_the_wording_key(engine: Engine, admin: Actor, tax: Taxonomy)
         ("K-5", record(key="K-5")),  # answered: not counted
     ]
     for _, r in specs:
-        cases.create_case(engine, admin, cases.CaseIn.model_validate(r), tax)
+        write(engine, cases.create_case, admin, cases.CaseIn.model_validate(r), tax)
     lines = [
         _output("K-1", "abstain", "R1"),  # matches
         _output("K-2", "abstain", "R1"),  # wrong key
@@ -272,7 +276,7 @@ def test_the_migration_fills_the_suggested_keys(any_url: str, tax: Taxonomy, adm
         record(key="M-4", expected_decision="answer", category="in_scope", reason_codes=[]),
     ]
     for r in made:
-        cases.create_case(eng, admin, cases.CaseIn.model_validate(r), tax)
+        write(eng, cases.create_case, admin, cases.CaseIn.model_validate(r), tax)
     command.downgrade(cfg, "0009")
     command.upgrade(cfg, "head")
     with read_session(eng) as s:

@@ -19,6 +19,7 @@ from review.corpus import corpus
 from storage.db import make_engine, migrate
 from tests.helpers.actors import make_actor
 from tests.helpers.databases import copy_db
+from tests.helpers.transact import write
 
 
 @pytest.fixture
@@ -175,8 +176,9 @@ def test_unconfirmed_variants_are_left_out_until_an_expert_confirms(
     assert base is not None
     text = body(demo_engine, "POL-REFUND-MONTHLY@2")
     a = text.index("14 days of the charge date")
-    saved = variants.build_variant(
+    saved = write(
         demo_engine,
+        variants.build_variant,
         ines,
         tax,
         base.id,
@@ -189,8 +191,14 @@ def test_unconfirmed_variants_are_left_out_until_an_expert_confirms(
     assert "left out" in report.summary()
     canonical, creport = export(demo_engine, "canonical", tax)
     assert creport.written == 100 and saved.key in canonical  # the canonical file keeps drafts
-    suggestions.confirm_suggestion(
-        demo_engine, ines, saved.case_id, "abstain", ["required_claim_not_covered"], tax=tax
+    write(
+        demo_engine,
+        suggestions.confirm_suggestion,
+        ines,
+        saved.case_id,
+        "abstain",
+        ["required_claim_not_covered"],
+        tax=tax,
     )
     rows = ragas_rows(demo_engine, tax)
     assert len(rows) == 100

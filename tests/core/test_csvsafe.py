@@ -29,6 +29,7 @@ from review.policy.selective import sweep, sweep_by_slice
 from tests.helpers.actors import REVIEWER
 from tests.helpers.audits import add_trace
 from tests.helpers.paths import ROOT
+from tests.helpers.transact import write
 
 HOSTILE = ['=HYPERLINK("http://x","y")', "+1+1", "@SUM(A1)", "\t=1", "-2+3", "\r=1"]
 FORMULA = tuple(csvsafe.FORMULA_START)
@@ -249,14 +250,17 @@ def hostile_batch(engine: Engine) -> int:
     formula in the reviewer's notes."""
     for i, text in enumerate(HOSTILE):
         add_trace(engine, f"t{i}", query=text, answer_text=text, decision="abstain")
-    pid = audit_plans.create_plan(
-        engine, REVIEWER, PlanSpec(name="=cmd|' /C calc'!A0", total=len(HOSTILE))
+    pid = write(
+        engine,
+        audit_plans.create_plan,
+        REVIEWER,
+        PlanSpec(name="=cmd|' /C calc'!A0", total=len(HOSTILE)),
     )
-    audit_plans.draw_plan(engine, REVIEWER, pid)
-    item = queue.next_item(engine, REVIEWER, pid)
+    write(engine, audit_plans.draw_plan, REVIEWER, pid)
+    item = write(engine, queue.next_item, REVIEWER, pid)
     assert item is not None
     verdict = VerdictIn("false_refusal", stages=("policy_too_strict",), notes="@SUM(A1)")
-    verdicts.submit_verdict(engine, REVIEWER, item, verdict, None)
+    write(engine, verdicts.submit_verdict, REVIEWER, item, verdict, None)
     return pid
 
 

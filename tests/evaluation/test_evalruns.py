@@ -18,6 +18,7 @@ from review.core.taxonomy import Taxonomy
 from review.demo.fixtures import DEMO_RUNS
 from review.evaluation import evalruns, execution, refpipeline, runmetrics
 from tests.helpers.actors import make_actor
+from tests.helpers.transact import write
 
 
 def out(**over: Any) -> str:
@@ -471,7 +472,13 @@ def test_the_outputs_cache_key_moves_with_a_case_edit(demo_engine: Engine, tax: 
     view = cases.get_case(demo_engine, int(frame["case_id"].iloc[0]))
     assert view is not None
     edited = cases.CaseIn.model_validate({**view.record, "notes": view.record["notes"] + " +"})
-    cases.update_case(
-        demo_engine, make_actor("admin", "x@example.org"), view.id, view.version, edited, tax
+    write(
+        demo_engine,
+        cases.update_case,
+        make_actor("admin", "x@example.org"),
+        view.id,
+        view.version,
+        edited,
+        tax,
     )
     assert evalruns.outputs_stamp(demo_engine, run.id) != before

@@ -31,6 +31,7 @@ from review.core.identity import Actor, Role
 from review.core.taxonomy import Taxonomy, load_taxonomy
 from review.labels import labeling
 from storage.db import make_engine
+from tests.helpers.transact import write
 
 LABELS = (
     labeling.LabelIn("answer"),
@@ -123,7 +124,7 @@ class _Person:
             if len(hist) >= 2:
                 self.label(case_id, rng.choice(hist[:-1]), True)
         elif step < 0.8:  # the next audit item
-            item_id = queue.next_item(engine, actor, self.plan_id, exclude=self.skip_items)
+            item_id = write(engine, queue.next_item, actor, self.plan_id, exclude=self.skip_items)
             if item_id is None:
                 return False
             self.judge_again(item_id)
@@ -177,8 +178,13 @@ class _Person:
 
     def verdict(self, item_id: int, based_on: int | None, forced: bool) -> None:
         try:
-            row = verdicts.submit_verdict(
-                self.engine, self.actor, item_id, self.rng.choice(VERDICTS), based_on
+            row = write(
+                self.engine,
+                verdicts.submit_verdict,
+                self.actor,
+                item_id,
+                self.rng.choice(VERDICTS),
+                based_on,
             )
         except StaleWriteError:
             self.out(op="verdict", conflict="forced" if forced else "natural", target=item_id)

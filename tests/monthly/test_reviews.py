@@ -15,6 +15,7 @@ from review.core.taxonomy import Taxonomy
 from review.evaluation import evalruns
 from review.monthly import records, report, reviews, validation
 from tests.helpers.actors import make_actor
+from tests.helpers.transact import write
 
 RAVI = make_actor("reviewer", "ravi.menon@brightwave.example")
 TEMPLATES = [
@@ -210,8 +211,9 @@ def test_a_closed_review_keeps_the_month_as_it_was_when_closed(
     assert [t for t, _ in ctx.charts], "the frozen record keeps the charts"
 
     # the world moves on: a new audit batch in progress (every live month lists open batches)
-    plans.create_plan(
+    write(
         demo_engine,
+        plans.create_plan,
         make_actor("reviewer", "chen.li@brightwave.example"),
         PlanSpec(name="After the close", strata=("decision",), total=6, seed=3),
     )

@@ -21,6 +21,7 @@ from storage.db import make_engine
 from tests.helpers.corpus import GOOD
 from tests.helpers.dates import EXTREME_DAYS, store_extreme_dates
 from tests.helpers.pages import ADA, INES, PAULA, app, no_exception, readable
+from tests.helpers.transact import write
 
 PAGES = [
     "pages/overview_page.py",
@@ -369,8 +370,9 @@ def test_case_deep_link_edit_and_stale_edit(
     next(b for b in at.button if b.label == "Edit this case").click().run()
     tom = users.get_by_email(demo_engine, "tom.becker@brightwave.example")
     assert tom is not None
-    cases.update_case(
+    write(
         demo_engine,
+        cases.update_case,
         users.to_actor(tom),
         first.id,
         2,

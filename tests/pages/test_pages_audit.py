@@ -24,6 +24,7 @@ from storage.models import AuditVerdict, Case, SamplingPlan
 from tests.helpers.actors import REVIEWER, make_actor
 from tests.helpers.audits import CONTRACT, PLANS, REFUND, add_trace, realistic_traces
 from tests.helpers.pages import ADA, INES, no_exception, page_app, readable
+from tests.helpers.transact import write
 
 RAVI = "ravi.menon@brightwave.example"
 PAGE = "pages/audit_page.py"
@@ -187,7 +188,7 @@ def test_a_changed_population_is_shown_on_the_plan(
     audit_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     eng = make_engine(audit_url)
-    pid = plans.create_plan(eng, REVIEWER, PlanSpec(name="to draw", total=5))
+    pid = write(eng, plans.create_plan, REVIEWER, PlanSpec(name="to draw", total=5))
     n = plans.check_population(eng, pid).current_total
     add_trace(eng, "arrived-later")
     eng.dispose()
@@ -208,7 +209,7 @@ def test_the_plan_shows_traces_added_after_it_was_shown_without_waiting_for_the_
     """The page keeps a plan's population check a minute; traces added meanwhile (an import
     here or from the command line) are shown on the next rerun, not a minute later."""
     eng = make_engine(audit_url)
-    pid = plans.create_plan(eng, REVIEWER, PlanSpec(name="seen twice", total=5))
+    pid = write(eng, plans.create_plan, REVIEWER, PlanSpec(name="seen twice", total=5))
     n = plans.check_population(eng, pid).current_total
     at = run(audit_url, monkeypatch, plan=str(pid))
     assert not any("traces" in w and "→" in w for w in shown(at.warning))
@@ -270,12 +271,13 @@ def answer_item(url: str) -> int:
         feedback="answer_wrong",
         customer_tier="claims-test",
     )
-    pid = plans.create_plan(
+    pid = write(
         eng,
+        plans.create_plan,
         REVIEWER,
         PlanSpec(name="claims", filter=PopulationFilter(customer_tiers=("claims-test",)), total=1),
     )
-    plans.draw_plan(eng, REVIEWER, pid)
+    write(eng, plans.draw_plan, REVIEWER, pid)
     with read_session(eng) as s:
         from storage.models import AuditItem
 
@@ -358,12 +360,13 @@ def test_restricted_item_link_needs_clearance(
     eng = make_engine(audit_url)
     add_trace(eng, "secret-1", restricted=True, customer_tier="secret-test",
               query="What did the Halvorsen settlement pay?")  # fmt: skip
-    pid = plans.create_plan(
+    pid = write(
         eng,
+        plans.create_plan,
         REVIEWER,
         PlanSpec(name="secret", filter=PopulationFilter(customer_tiers=("secret-test",)), total=1),
     )
-    plans.draw_plan(eng, REVIEWER, pid)
+    write(eng, plans.draw_plan, REVIEWER, pid)
     item = queue.list_items(eng, pid)[0].id
     eng.dispose()
     at = run(audit_url, monkeypatch, INES, item=str(item))
@@ -412,10 +415,13 @@ def test_the_verdict_form_shows_the_wording_findings_of_a_refusal(
             eng, "wording-1", decision="abstain", reason_code="no_answer_bearing_evidence",
             answer_text="That policy does not exist. Call Maria Lopez on 555-0100.",
         )  # fmt: skip
-        pid = plans.create_plan(
-            eng, REVIEWER, PlanSpec(name="wording", total=1, seed=1, filter=PopulationFilter())
+        pid = write(
+            eng,
+            plans.create_plan,
+            REVIEWER,
+            PlanSpec(name="wording", total=1, seed=1, filter=PopulationFilter()),
         )
-        plans.draw_plan(eng, REVIEWER, pid)
+        write(eng, plans.draw_plan, REVIEWER, pid)
         with read_session(eng) as s:
             drawn = s.scalar(select(AuditItem.id).where(AuditItem.plan_id == pid))
         assert drawn is not None

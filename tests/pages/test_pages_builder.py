@@ -22,6 +22,7 @@ from storage.db import make_engine, migrate, read_session
 from storage.models import Case, CaseSuggestion
 from tests.helpers.databases import copy_db
 from tests.helpers.pages import ADA, INES, PAULA, no_exception, page_app, readable
+from tests.helpers.transact import write
 
 
 @pytest.fixture
@@ -76,7 +77,9 @@ def add_variant(engine: Engine, tax: Taxonomy) -> variants.SavedVariant:
     spec = variants.VariantSpec(
         "edited", operator="change_unit", start=a, end=a + 26, params={"to_unit": "weeks"}
     )
-    return variants.build_variant(engine, users.to_actor(who), tax, cid(engine, "CASE-001"), spec)
+    return write(
+        engine, variants.build_variant, users.to_actor(who), tax, cid(engine, "CASE-001"), spec
+    )
 
 
 @pytest.fixture
@@ -244,7 +247,7 @@ def test_diff_text_is_escaped_and_never_rendered(
     assert solo is not None
     # written by the annotator who builds from it: a ready case someone else wrote would be
     # blind to them until they label it (review/cases/sight.py)
-    case_id = cases.create_case(eng, users.to_actor(solo), item, tax)
+    case_id = write(eng, cases.create_case, users.to_actor(solo), item, tax)
     eng.dispose()
     at = open_page(blank_url, monkeypatch, "solo@example.org", case=str(case_id))
     by_label(at.selectbox, "Operator").set_value("change_unit").run()  # type: ignore[attr-defined]
@@ -480,7 +483,7 @@ def agent_case(engine: Engine, tax: Taxonomy) -> int:
     )
     ravi = users.get_by_email(engine, RAVI)
     assert ravi is not None
-    return cases.create_case(engine, users.to_actor(ravi), item, tax)
+    return write(engine, cases.create_case, users.to_actor(ravi), item, tax)
 
 
 def test_an_edit_of_one_of_two_decisive_documents_keeps_the_answer_and_is_flagged(

@@ -31,6 +31,7 @@ from tests.helpers.pages import (
     page_app,
     readable,
 )
+from tests.helpers.transact import write
 
 EVIL = "http://evil.example"
 RUN = f"run ![pixel]({EVIL}/pixel.png) [click]({EVIL}/go) www.evil.example <b>x</b> _em_"
@@ -68,7 +69,7 @@ def hostile_month(demo_engine: Engine) -> str:
     assert view is not None
     ravi = make_actor("reviewer", RAVI)
     reviews.add_finding(demo_engine, ravi, view.id, FINDING, "high")
-    audit_plans.create_plan(demo_engine, ravi, PlanSpec(name=PLAN, total=5))
+    write(demo_engine, audit_plans.create_plan, ravi, PlanSpec(name=PLAN, total=5))
     admin = users.get_by_email(demo_engine, ADA)
     assert admin is not None
     users.add_user(demo_engine, users.to_actor(admin), MALLORY, USER, ["reviewer"])

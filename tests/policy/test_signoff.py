@@ -20,6 +20,7 @@ from review.policy import inforce, signoff
 from review.thresholds import thresholds
 from review.wording import versions
 from tests.helpers.actors import make_actor
+from tests.helpers.transact import write
 
 KIND = "test_policy"
 
@@ -166,10 +167,10 @@ def test_approval_freezes_the_split_of_the_cases_it_used(
     moved = cases.CaseIn.model_validate({**case.record, "split": "test"})
     ines = make_actor("annotator", "ines@example.org")
     with pytest.raises(InputError, match="split of CASE-001 is frozen"):
-        cases.update_case(demo_engine, ines, case.id, case.version, moved, tax)
+        write(demo_engine, cases.update_case, ines, case.id, case.version, moved, tax)
     # other edits still work
     noted = cases.CaseIn.model_validate({**case.record, "notes": "still editable"})
-    assert cases.update_case(demo_engine, ines, case.id, case.version, noted, tax) == 2
+    assert write(demo_engine, cases.update_case, ines, case.id, case.version, noted, tax) == 2
 
 
 # ---------------------------------------------------------------------------------------

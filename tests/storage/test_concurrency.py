@@ -36,6 +36,7 @@ from storage.db import read_session, run_write
 from storage.models import AuditItem, AuditLog, AuditVerdict, Case, Label, Reservation
 from tests.helpers.actors import make_actor
 from tests.helpers.paths import ROOT
+from tests.helpers.transact import write
 
 SECONDS = float(os.environ.get("WORKBENCH_CONCURRENCY_SECONDS", "60"))
 PEOPLE = 4
@@ -45,12 +46,13 @@ PLANNER = make_actor("reviewer", "planner@test.example", clearance=True, uid=40)
 
 def _setup(engine: Engine, tax: Taxonomy) -> int:
     fixtures.build_demo(engine, tax, trace_count=300, variants=False)
-    plan_id = plans.create_plan(
+    plan_id = write(
         engine,
+        plans.create_plan,
         PLANNER,
         PlanSpec(name="concurrency", strata=("decision",), total=150, overlap=2, seed=7),
     )
-    plans.draw_plan(engine, PLANNER, plan_id)
+    write(engine, plans.draw_plan, PLANNER, plan_id)
     return plan_id
 
 
