@@ -49,7 +49,7 @@ from review.policy import signoff
 from review.thresholds import signing as threshold_signing
 from review.thresholds import thresholds
 from review.traces import importer, restricted, retention
-from review.traces.canonical import iter_canonical_jsonl
+from review.traces.formats.canonical import iter_canonical_jsonl
 from review.wording import drafts, signing, versions
 from review.wording.messages import wording_path
 from storage.db import make_engine, read_session, write_session
@@ -527,7 +527,7 @@ CALLS: dict[str, Callable[[Ctx, Actor], object]] = {
 
 
 def traces_to_dict(t: Any) -> dict[str, Any]:
-    from review.traces.canonical import trace_to_dict
+    from review.traces.formats.canonical import trace_to_dict
 
     return trace_to_dict(t)
 

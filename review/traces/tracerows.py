@@ -29,7 +29,7 @@ from typing import Any, Final
 from sqlalchemy import Boolean, Date, Float, Integer, String, Table, insert, text
 from sqlalchemy.engine import Connection
 
-from review.traces import fields
+from review.traces.formats import fields
 from review.traces.model import Trace
 from storage.models import Trace as TraceRow
 from storage.models import TraceChunk, trace_sample_key

@@ -15,7 +15,7 @@ from sqlalchemy import Engine, func, select, text
 from review.core.errors import InputError
 from review.core.identity import SYSTEM
 from review.traces import importcheck, importer, rollup, tracerows
-from review.traces.fields import _Bad, _chunk, _plain_chunk
+from review.traces.formats.fields import _Bad, _chunk, _plain_chunk
 from storage.db import make_engine, migrate, read_session
 from storage.models import AuditLog, TraceImport, TraceRollup, trace_sample_key
 from tests.helpers.traces import write_jsonl

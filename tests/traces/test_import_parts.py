@@ -20,7 +20,7 @@ from sqlalchemy import Engine, func, select
 from review.core.errors import InputError
 from review.core.identity import SYSTEM
 from review.traces import importparts
-from review.traces.canonical import trace_to_dict
+from review.traces.formats.canonical import trace_to_dict
 from review.traces.importer import ImportReport, import_file
 from review.traces.model import TraceVocabulary
 from storage.db import make_engine, migrate, read_session

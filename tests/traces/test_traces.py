@@ -19,8 +19,8 @@ from review.core.errors import InputError, PermissionDenied, StaleWriteError
 from review.core.identity import SYSTEM, Actor
 from review.core.taxonomy import Taxonomy
 from review.traces import browse, importcheck, importer, retention
-from review.traces.canonical import trace_to_dict
 from review.traces.formats import iter_traces
+from review.traces.formats.canonical import trace_to_dict
 from review.traces.model import Trace
 from storage.db import make_engine, run_write
 from storage.models import (

@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from review.traces.canonical import _Conv, _fail, _scalar_fields
-from review.traces.fields import (
+from review.traces.formats.canonical import _Conv, _fail, _scalar_fields
+from review.traces.formats.fields import (
     MAX_CHUNKS,
     MAX_FACTS,
     _at_most,

@@ -8,8 +8,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from review.core.records import describe
-from review.traces.canonical import _json_object, _lines
-from review.traces.fields import (
+from review.traces.formats.canonical import _json_object, _lines
+from review.traces.formats.fields import (
     MAX_CHUNKS,
     _absent,
     _aliased,
@@ -23,9 +23,9 @@ from review.traces.fields import (
     _time,
     _unique_chunks,
 )
+from review.traces.formats.otlp import _A_KEYS, _Q_KEYS, _io_text
+from review.traces.formats.spans import _Grouper, _Node, _rag_attrs
 from review.traces.model import _DEFAULT_VOCAB, Chunk, TraceItem, TraceVocabulary
-from review.traces.otlp import _A_KEYS, _Q_KEYS, _io_text
-from review.traces.spans import _Grouper, _Node, _rag_attrs
 
 __all__ = ["iter_langfuse_jsonl"]
 

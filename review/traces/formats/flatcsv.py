@@ -7,8 +7,8 @@ import csv
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from review.traces.canonical import _CANONICAL_FIELDS, _fail, _trace_from_mapping
-from review.traces.fields import _Bad, _json_text
+from review.traces.formats.canonical import _CANONICAL_FIELDS, _fail, _trace_from_mapping
+from review.traces.formats.fields import _Bad, _json_text
 from review.traces.model import _DEFAULT_VOCAB, ParsedTrace, Rejected, TraceItem, TraceVocabulary
 
 __all__ = ["iter_csv"]

@@ -11,7 +11,7 @@ from typing import IO, Any
 
 from review.core.errors import InputError
 from review.core.records import JsonProblem, json_lines, json_object, parse_json
-from review.traces.fields import (
+from review.traces.formats.fields import (
     _INT_MAX,
     _absent,
     _attributes,

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from review.core.records import JsonProblem, describe, parse_json
-from review.traces.canonical import _json_object, _lines
-from review.traces.fields import (
+from review.traces.formats.canonical import _json_object, _lines
+from review.traces.formats.fields import (
     _CHUNK_ALIASES,
     MAX_CHUNKS,
     MAX_FACTS,
@@ -31,8 +31,8 @@ from review.traces.fields import (
     _opt_topics,
     _unique_chunks,
 )
+from review.traces.formats.spans import _Grouper, _Node, _rag_attrs
 from review.traces.model import _DEFAULT_VOCAB, Chunk, TraceItem, TraceVocabulary
-from review.traces.spans import _Grouper, _Node, _rag_attrs
 
 __all__ = ["iter_otlp_jsonl"]
 
