@@ -149,6 +149,8 @@ ALLOWED: dict[str, frozenset[Role]] = {
 # Writes that take no Actor, and why that is safe.
 NO_ACTOR: dict[str, str] = {
     "admin.users.bootstrap_admin": "creates the first admin, refused once any user exists",
+    "builder.documents.write_new_ids": "runs its caller's write again on a key race; the callers"
+    " check the role",
     "demo.fixtures.build_demo": "the demo builder (command line and tests), acting as SYSTEM",
     "demo.fixtures.build_demo_labels": "part of the demo builder",
     "demo.fixtures.build_demo_policies": "part of the demo builder",

@@ -7,8 +7,8 @@ from typing import Any
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from review.audits.plans import _plan
-from review.audits.verdicts import _vview
+from review.audits.plans import plan_row
+from review.audits.verdicts import verdict_view
 from review.cases import cases
 from review.core import clearance
 from review.core.errors import InputError, PermissionDenied
@@ -92,7 +92,7 @@ def promote_to_case(
         item = s.get(AuditItem, item_id)
         if item is None:
             raise InputError(f"audit item {item_id} does not exist")
-        plan = _plan(s, item.plan_id)
+        plan = plan_row(s, item.plan_id)
         trace = s.get(Trace, item.trace_pk)
         assert trace is not None
         if not clearance.may_see(actor, trace.restricted):
@@ -129,7 +129,7 @@ def promote_to_case(
                 select(Document.id).where(Document.doc_key == doc_id, Document.version == version)
             ):
                 in_corpus.add((doc_id, version))
-        verdict_row = _vview(mine)
+        verdict_row = verdict_view(mine)
         trace_id, query, observed = trace.trace_id, trace.query, trace.decision
         observed_reason, user_role = trace.reason_code, trace.user_role
         trace_scopes = [str(x) for x in trace.identity_scopes or ()]

@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import selectinload
 
-from review.builder.documents import _doc_dict, _get_doc, _ref_of
+from review.builder.documents import doc_dict, get_document, ref_of
 from review.builder.families import Check, Variant
 from review.builder.family_checks import family_checks
 from review.builder.suggestions import PASSAGE_ENTITY
@@ -291,7 +291,7 @@ def family_view(
         for p in [*recorded.values(), *marked.values()]:
             key, _, ver = str(p.get("doc", "")).partition("@")
             if ver.isdigit() and (key, int(ver)) not in docs:
-                d = _get_doc(s, key, int(ver))
+                d = get_document(s, key, int(ver))
                 if d is not None:
                     docs[(key, int(ver))] = d
         restricted_in_family = any(
@@ -324,14 +324,14 @@ def family_view(
             base_passage, source = passage.strip(), "given"
         elif found_mark is not None:
             base_passage, base_doc = found_mark
-            source = f"marked as decisive in {_ref_of(base_doc)}"
+            source = f"marked as decisive in {ref_of(base_doc)}"
         else:
             for cid in ids:
                 p = recorded.get(cid)
                 found = passage_text(p) if p else None
                 if found and (found[1].doc_key, found[1].version) in present_refs:
                     base_passage, base_doc = found[0], found[1]
-                    source = f"recorded when a variant was built from {_ref_of(found[1])}"
+                    source = f"recorded when a variant was built from {ref_of(found[1])}"
                     break
         variants: list[Variant] = []
         for r in rows:
@@ -351,7 +351,7 @@ def family_view(
                     decisive_passage=own,
                 )
             )
-        checks = family_checks(variants, [_doc_dict(d) for d in docs.values()])
+        checks = family_checks(variants, [doc_dict(d) for d in docs.values()])
         emails = {g.confirmed_by for g in sugs.values() if g.confirmed_by}
         emails |= {e.author for es in edits.values() for e in es}
         people = {
@@ -390,7 +390,7 @@ def family_view(
                     identity_scopes=tuple(r.identity_scopes),
                     documents=tuple(
                         VariantDoc(
-                            _ref_of(cd.document),
+                            ref_of(cd.document),
                             cd.document.id,
                             clearance.title(actor, cd.document.title, cd.document.access_scope),
                             cd.visibility,

@@ -14,14 +14,14 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, selectinload
 
 from review.builder.documents import (
-    _add_edit,
-    _copy_ids,
-    _doc_dict,
-    _insert_document,
-    _latest_version,
-    _parse_ref,
-    _ref_of,
-    _write_new_ids,
+    add_edit,
+    copy_ids,
+    doc_dict,
+    insert_document,
+    latest_version,
+    parse_ref,
+    ref_of,
+    write_new_ids,
 )
 from review.builder.families import (
     Variant,
@@ -100,7 +100,7 @@ class SavedVariant:
     derivation: str
 
 
-def _whole_line_bounds(text: str, start: int, end: int) -> tuple[int, int]:
+def whole_line_bounds(text: str, start: int, end: int) -> tuple[int, int]:
     """The lines of ``[start, end)`` without their surrounding space (the demo's passages)."""
     a = text.rfind("\n", 0, start) + 1
     b = text.find("\n", end)
@@ -123,7 +123,7 @@ def _strip_bounds(text: str, start: int, end: int) -> tuple[int, int]:
 def _remap(variant: Variant, old_ref: str, key: str, version: int) -> Variant:
     """Rename the new document ``old_ref`` to ``key@version`` everywhere in the variant."""
     new_ref = f"{key}@{version}"
-    old_key, old_ver = _parse_ref(old_ref)
+    old_key, old_ver = parse_ref(old_ref)
     case = dict(variant.case)
     case["documents"] = [
         {**d, "doc_id": key, "version": version}
@@ -214,7 +214,7 @@ def _derive(
     return v, passage
 
 
-def _variant_key(s: Session, base_key: str) -> str:
+def variant_key(s: Session, base_key: str) -> str:
     prefix = f"{base_key[:100]}-CF-"
     pattern = re.compile(re.escape(prefix) + r"(\d+)")
     keys = s.scalars(select(Case.key).where(Case.key.startswith(prefix, autoescape=True)))
@@ -263,7 +263,7 @@ def build_variant(
         case_docs = [cd.document for cd in base.documents]
         target: Document | None = None
         if spec.doc_ref:
-            key, version = _parse_ref(spec.doc_ref)
+            key, version = parse_ref(spec.doc_ref)
             found = [d for d in case_docs if (d.doc_key, d.version) == (key, version)]
             if not found:
                 raise InputError(f"{spec.doc_ref} is not a document of {base.key}")
@@ -283,13 +283,13 @@ def build_variant(
                 "the document to edit is restricted; only users with clearance may build "
                 "variants from it"
             )
-        docs = [_doc_dict(d) for d in case_docs]
-        ids = _copy_ids(s, target.doc_key, 2) if target is not None else ["", ""]
+        docs = [doc_dict(d) for d in case_docs]
+        ids = copy_ids(s, target.doc_key, 2) if target is not None else ["", ""]
         variant, passage = _derive(spec, record, docs, target, ids)
         if spec.as_new_version:
             if not variant.new_documents or target is None:
                 raise InputError("this variant makes no new document; nothing to version")
-            latest = _latest_version(s, target.doc_key)
+            latest = latest_version(s, target.doc_key)
             if latest != target.version:
                 raise InputError(
                     f"{target.doc_key} has a newer version {latest}; a new version must be "
@@ -300,7 +300,7 @@ def build_variant(
                 variant, f"{first['doc_id']}@{first['version']}", target.doc_key, latest + 1
             )
         data = dict(variant.case)
-        data["key"] = _variant_key(s, base.key)
+        data["key"] = variant_key(s, base.key)
         try:
             case_in = validate_case(data, "variant", 1, tax)
         except InputError as exc:
@@ -310,7 +310,7 @@ def build_variant(
             raise InputError(f"{problems[0][0]}: {problems[0][1]}")
         rows: dict[str, Document] = {}
         for nd in variant.new_documents:
-            row = _insert_document(
+            row = insert_document(
                 s, actor, tax, nd, f"case builder: {spec.kind} variant of {base.key}"
             )
             rows[f"{row.doc_key}@{row.version}"] = row
@@ -321,7 +321,7 @@ def build_variant(
             doc_row = rows.get(rec.result_ref or "")
             extras = [r for r in new_refs if r != rec.result_ref] if rec.result_ref else []
             extras = extras if rec.operator == "relocate_answer" else []
-            edit = _add_edit(
+            edit = add_edit(
                 s,
                 actor,
                 rec,
@@ -358,7 +358,7 @@ def build_variant(
                 # offsets only: the text is read from the document, with its access checks
                 "passage": (
                     {
-                        "doc": _ref_of(target),
+                        "doc": ref_of(target),
                         "start": passage[0],
                         "end": passage[1],
                     }
@@ -379,4 +379,4 @@ def build_variant(
             variant.derivation,
         )
 
-    return _write_new_ids(engine, work)
+    return write_new_ids(engine, work)

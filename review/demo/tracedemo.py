@@ -64,8 +64,8 @@ from review.demo.trace_intents import (
     VIOLATIONS,
     Intent,
     Passage,
-    _find,
-    _passages,
+    demo_passages,
+    find_passage,
 )
 from review.traces.model import Chunk, Citation, Trace
 from review.wording.messages import WordingSet, load_wording, render
@@ -212,13 +212,13 @@ class _Builder:
         return q
 
     def passages(self, refs: Sequence[tuple[str, str]]) -> list[Passage]:
-        return [_find(ref, needle) for ref, needle in refs]
+        return [find_passage(ref, needle) for ref, needle in refs]
 
     def filler(self, k: int) -> list[Passage]:
         refs = self.rng.sample(FILLER, k)
         out = []
         for ref, _ in refs:
-            options = _passages()[ref]
+            options = demo_passages()[ref]
             out.append(self.rng.choice(options))
         return out
 
@@ -391,13 +391,13 @@ class _Builder:
             text = self.refusal("E1", intent, role=role_name)
             if intent.restricted_source is not None:
                 ref, needle = intent.restricted_source
-                filtered = [_find(ref, needle)]
+                filtered = [find_passage(ref, needle)]
         else:  # not_allowed
             band, answerable = "low", False
             decision, reason = "abstain", "source_not_allowed"
             text = self.refusal("R1", intent)
             assert intent.restricted_source is not None
-            filtered = [_find(*intent.restricted_source)]
+            filtered = [find_passage(*intent.restricted_source)]
 
         chunks, top = self.chunks(mode, band, decisive, related, filtered, n_filler, empty)
         unfiltered = [c for c in chunks if not c.filtered]

@@ -146,4 +146,4 @@ class TraceVocabulary:
         return cls(frozenset(tax.decisions), frozenset(tax.reason_codes))
 
 
-_DEFAULT_VOCAB = TraceVocabulary()
+DEFAULT_VOCAB = TraceVocabulary()

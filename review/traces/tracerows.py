@@ -200,7 +200,7 @@ def _driver_rows(
     return out
 
 
-def _copy(
+def copy_rows(
     conn: Connection,
     table: str,
     cols: Sequence[str],
@@ -270,7 +270,7 @@ def insert_trace_rows(
         if while_copying is not None:
             while_copying()
     else:
-        _copy(conn, "traces", cols, params, while_copying)
+        copy_rows(conn, "traces", cols, params, while_copying)
     return pks
 
 
@@ -290,4 +290,4 @@ def insert_chunk_rows(conn: Connection, rows: Sequence[Sequence[Any]]) -> None:
             params,
         )
     else:
-        _copy(conn, "trace_chunks", CHUNK_COLUMNS, params)
+        copy_rows(conn, "trace_chunks", CHUNK_COLUMNS, params)
