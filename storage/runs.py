@@ -39,6 +39,7 @@ __all__ = [
     "RunState",
     "count",
     "interrupted",
+    "process_alive",
     "progressed",
     "recent",
     "started",

@@ -37,6 +37,7 @@ __all__ = [
     "PlanTally",
     "by_slice",
     "domain_estimate",
+    "estimate_row",
     "estimates",
     "estimates_of",
     "item_outcomes",

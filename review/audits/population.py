@@ -15,7 +15,14 @@ from sqlalchemy import ColumnElement, String, func, literal_column, or_
 from review.core.errors import InputError
 from storage.models import Trace
 
-__all__ = ["DIMENSIONS", "NONE", "PROMOTED_ATTRIBUTES", "PopulationFilter"]
+__all__ = [
+    "DIMENSIONS",
+    "NONE",
+    "PROMOTED_ATTRIBUTES",
+    "PopulationFilter",
+    "stratum_column",
+    "stratum_expr",
+]
 
 
 NONE = "(none)"  # the stratum value (and filter value) of a missing field

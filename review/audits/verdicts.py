@@ -39,10 +39,12 @@ from storage.models import AuditItem, AuditVerdict, Trace, TraceChunk, utcnow
 __all__ = [
     "VerdictIn",
     "VerdictView",
+    "current_verdicts",
     "item_verdicts",
     "my_verdict",
     "submit_verdict",
     "verdict_history",
+    "verdict_view",
 ]
 
 #: What a reviewer may say of a claim: the claim verdicts, or "not a claim" (text that asserts

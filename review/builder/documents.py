@@ -36,10 +36,19 @@ __all__ = [
     "BaseCaseRow",
     "CaseDocText",
     "SavedEdit",
+    "add_edit",
     "case_documents",
+    "copy_ids",
     "count_base_cases",
+    "doc_dict",
+    "get_document",
+    "insert_document",
+    "latest_version",
     "list_base_cases",
+    "parse_ref",
+    "ref_of",
     "save_edit",
+    "write_new_ids",
 ]
 
 

@@ -43,8 +43,12 @@ __all__ = [
     "derive_forbidden",
     "derive_partial",
     "derive_removed",
+    "index_documents",
+    "merge_unique",
+    "norm_text",
     "passage_bounds",
     "present_variant",
+    "versioned_ref",
 ]
 
 DocRef = tuple[str, int]

@@ -25,11 +25,15 @@ __all__ = [
     "ParamField",
     "ParamValue",
     "Params",
+    "Replacement",
     "Span",
     "Suggestion",
+    "expand_ws",
     "find_span",
     "operator_label",
     "span_at",
+    "spans_from",
+    "splice",
 ]
 
 

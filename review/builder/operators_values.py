@@ -20,7 +20,10 @@ from review.builder.operator import (
 from review.core.errors import InputError
 
 __all__ = [
+    "CANON",
+    "FAMILY_OF",
     "JURISDICTIONS",
+    "QUANTITY_RE",
     "TIERS",
     "UNIT_FAMILIES",
     "ChangeNumberParams",

@@ -48,7 +48,14 @@ from storage.models import (
     utcnow,
 )
 
-__all__ = ["KINDS", "SavedVariant", "VariantSpec", "build_variant"]
+__all__ = [
+    "KINDS",
+    "SavedVariant",
+    "VariantSpec",
+    "build_variant",
+    "variant_key",
+    "whole_line_bounds",
+]
 
 
 VARIANT_ENTITY = "case_variant"

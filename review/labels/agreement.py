@@ -41,6 +41,7 @@ __all__ = [
     "AgreementReport",
     "agreement_report",
     "agreement_table",
+    "assemble_table",
     "cohen_kappa",
     "confusion_pairs",
     "disagreements",

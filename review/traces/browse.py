@@ -57,6 +57,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CAVEAT_REASON",
     "COLUMN_FILTERS",
+    "FEW_MATCHES",
     "SORTS",
     "VIEW_ROLES",
     "CitationView",

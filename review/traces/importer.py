@@ -94,6 +94,7 @@ __all__ = [
     "import_bytes",
     "import_file",
     "import_items",
+    "insert_chunks",
     "recent_imports",
 ]
 

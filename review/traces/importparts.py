@@ -48,10 +48,12 @@ from review.traces.redaction import RedactionPolicy
 from storage.db import make_engine
 
 __all__ = [
+    "COMMAND",
     "PARALLEL_MIN_BYTES",
     "Part",
     "PartWorkers",
     "Parts",
+    "available_cores",
     "checked_parts",
     "plan_parts",
     "split",

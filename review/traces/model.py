@@ -11,6 +11,7 @@ from review.core.taxonomy import CORE_DECISIONS, Taxonomy
 
 __all__ = [
     "DEFAULT_REASON_CODES",
+    "DEFAULT_VOCAB",
     "FEEDBACK_VALUES",
     "NEGATIVE_FEEDBACK",
     "AttrValue",

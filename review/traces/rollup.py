@@ -41,8 +41,11 @@ __all__ = [
     "add_counts",
     "aggregate",
     "rebuild",
+    "row_flags",
+    "segment_values",
     "stored_total",
     "subtract_ids",
+    "utc_day",
 ]
 
 #: The reason code of an answer given with a caveat (kept equal to review.traces.browse).

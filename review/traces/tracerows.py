@@ -37,6 +37,7 @@ from storage.models import TraceChunk, trace_sample_key
 __all__ = [
     "CHUNK_COLUMNS",
     "chunk_values",
+    "copy_rows",
     "custom_plans",
     "insert_chunk_rows",
     "insert_trace_rows",

@@ -44,6 +44,8 @@ __all__ = [
     "ProductionPage",
     "ProductionSummary",
     "TraceFinding",
+    "candidate_population",
+    "candidates_condition",
     "clear_production_cache",
     "message_key_for",
     "production_counts",

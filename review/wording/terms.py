@@ -23,6 +23,7 @@ from storage.models import Document
 
 __all__ = [
     "CorpusTerms",
+    "all_restricted_titles",
     "caret_lines",
     "corpus_terms",
     "findings_frame",

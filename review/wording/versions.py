@@ -38,8 +38,11 @@ __all__ = [
     "canonical",
     "changed_keys",
     "in_force",
+    "key_order",
+    "parse_or_none",
     "pending",
     "required_roles",
+    "shipped_text",
     "versions",
     "wording_of",
 ]

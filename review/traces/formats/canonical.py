@@ -41,7 +41,18 @@ from review.traces.model import (
     TraceVocabulary,
 )
 
-__all__ = ["iter_canonical_jsonl", "trace_from_dict", "trace_to_dict", "write_canonical_jsonl"]
+__all__ = [
+    "CANONICAL_FIELDS",
+    "Converter",
+    "iter_canonical_jsonl",
+    "line_error",
+    "parse_record",
+    "scalar_fields",
+    "trace_from_dict",
+    "trace_from_mapping",
+    "trace_to_dict",
+    "write_canonical_jsonl",
+]
 
 
 # The canonical record ---------------------------------------------------------------------

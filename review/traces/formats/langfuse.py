@@ -7,8 +7,8 @@ import heapq
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from review.core.records import describe
-from review.traces.formats.canonical import _lines, parse_record
+from review.core.records import describe, json_lines
+from review.traces.formats.canonical import parse_record
 from review.traces.formats.fields import (
     MAX_CHUNKS,
     BadField,
@@ -139,7 +139,7 @@ def iter_langfuse_jsonl(
     voc = vocab or DEFAULT_VOCAB
     g = Grouper(source, skip_bad, max_open_traces, accept_rootless)
     ends: list[tuple[dt.datetime, str]] = []  # (root end, trace id), a min-heap
-    for n, raw, text in _lines(fh):
+    for n, raw, text in json_lines(fh):
         tid: str | None = None
         try:
             d = parse_record(text)

@@ -11,8 +11,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from review.core.records import JsonProblem, describe, parse_json
-from review.traces.formats.canonical import _lines, parse_record
+from review.core.records import JsonProblem, describe, json_lines, parse_json
+from review.traces.formats.canonical import parse_record
 from review.traces.formats.fields import (
     CHUNK_ALIASES,
     MAX_CHUNKS,
@@ -34,7 +34,7 @@ from review.traces.formats.fields import (
 from review.traces.formats.spans import Grouper, SpanNode, rag_attrs
 from review.traces.model import DEFAULT_VOCAB, Chunk, TraceItem, TraceVocabulary
 
-__all__ = ["iter_otlp_jsonl"]
+__all__ = ["ANSWER_KEYS", "QUESTION_KEYS", "io_text", "iter_otlp_jsonl"]
 
 
 # ---------------------------------------------------------------------------------------
@@ -392,7 +392,7 @@ def iter_otlp_jsonl(
     """
     voc = vocab or DEFAULT_VOCAB
     g = Grouper(source, skip_bad, max_open_traces, accept_rootless)
-    for n, raw, text in _lines(fh):
+    for n, raw, text in json_lines(fh):
         ids: list[str] = []
         try:
             spans = _otlp_spans(parse_record(text), n, ids)
