@@ -4,7 +4,7 @@ On a copy of a scale database (``benchmarks/scale.py --keep`` leaves one), opens
 up to each count of ``--open-plans`` (created and drawn as a reviewer would, with some verdicts
 recorded, a few of them revised), then times, as a median of ``--runs`` runs, wall and CPU:
 
-- ``hook``: the audit section of the month's record (``review.monthly.report._audit_hook``:
+- ``hook``: the audit section of the month's record (``review.monthly.report.audit_hook``:
   the weighted estimates of every plan the month shows);
 - ``estimates``: ``review.audits.estimates.estimates`` of each of those plans, one by one;
 - the Monthly review and Audit pages' default view, opened cold (data caches cleared) through
@@ -129,7 +129,7 @@ def timed(fn: Callable[[], Any], runs: int) -> tuple[float, float]:
 
 
 def shown_plans(engine: Engine, month: str) -> list[int]:
-    """The plans the month's audit section covers (as ``report._audit_hook`` picks them)."""
+    """The plans the month's audit section covers (as ``report.audit_hook`` picks them)."""
     from review.audits import plans
     from review.core.terms import PlanStatus
     from review.monthly.records import month_bounds
@@ -158,7 +158,7 @@ def measure(url: str, month: str, runs: int, user: str, timeout: float) -> dict[
     first, last = month_bounds(month)
     ids = shown_plans(engine, month)
     out: dict[str, Any] = {"open": _open_plans(engine), "shown": len(ids)}
-    out["hook"] = timed(lambda: report._audit_hook(engine, tax, month, first, last), runs)
+    out["hook"] = timed(lambda: report.audit_hook(engine, tax, month, first, last), runs)
     out["estimates"] = timed(lambda: [estimates.estimates(engine, i) for i in ids], runs)
     row = users.get_by_email(engine, user)
     assert row is not None

@@ -39,6 +39,7 @@ __all__ = [
     "RunState",
     "count",
     "interrupted",
+    "process_alive",
     "progressed",
     "recent",
     "started",
@@ -112,7 +113,7 @@ class RunState:
         return text
 
 
-def _process_alive(host: object, pid: object) -> bool | None:
+def process_alive(host: object, pid: object) -> bool | None:
     """Whether the process that started a run still exists; None when this cannot be told
     (another host, or a platform without signal 0)."""
     if host != socket.gethostname() or not isinstance(pid, int) or sys.platform == "win32":
@@ -180,7 +181,7 @@ def _state(session: Session, start: AuditLog, now: dt.datetime) -> RunState:
     if closing is not None:
         status = "failed" if counts.get("status") == "failed" else "completed"
     else:
-        gone = _process_alive(plan.get("host"), plan.get("pid")) is False
+        gone = process_alive(plan.get("host"), plan.get("pid")) is False
         silent = now - _as_utc(last.at) > STALE_AFTER
         status = "interrupted" if resumed_by is not None or gone or silent else "running"
     return RunState(

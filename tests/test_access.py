@@ -53,7 +53,7 @@ from review.policy import inforce, signoff
 from review.thresholds import signing as threshold_signing
 from review.thresholds import thresholds
 from review.traces import importer, restricted, retention
-from review.traces.canonical import iter_canonical_jsonl
+from review.traces.formats.canonical import iter_canonical_jsonl
 from review.wording import drafts, signing, versions
 from review.wording.messages import wording_path
 from storage.db import make_engine, read_session, write_session
@@ -189,6 +189,10 @@ INNER: dict[str, str] = {
     "create_case and build_variant",
     "corpus.corpus.insert_version": "the one writer of a document version, for the corpus "
     "imports and the case builder's documents",
+    "builder.documents.insert_document": "adds a derived document version inside the builder's "
+    "save_edit and build_variant, which check edit_cases first",
+    "builder.documents.add_edit": "records one edit's provenance inside save_edit and "
+    "build_variant, which check edit_cases first",
 }
 
 # ---------------------------------------------------------------------------------------
@@ -659,7 +663,7 @@ CALLS: dict[str, Callable[[Ctx, Actor], object]] = {
 
 
 def traces_to_dict(t: Any) -> dict[str, Any]:
-    from review.traces.canonical import trace_to_dict
+    from review.traces.formats.canonical import trace_to_dict
 
     return trace_to_dict(t)
 

@@ -234,3 +234,142 @@ def test_the_suite_keeps_only_the_folders_of_failed_tests(pytestconfig: pytest.C
     run wrote 6 GB and pytest keeps three runs, which filled CI's disk (every test after that
     errored at setup). A failed test's folder stays for a post-mortem."""
     assert pytestconfig.getini("tmp_path_retention_policy") == "failed"
+
+
+OUR_PACKAGES = ("review", "storage", "pages")
+SEAM_CHECKED = ("review", "storage", "pages", "app.py", "serve.py", "tests", "benchmarks")
+PATCHERS = {"setattr", "delattr", "patch"}
+#: private names a test may patch, each with why it stays private
+PATCHED_PRIVATE = {
+    "review.traces.importer._close_import": "a killed import never closes its run; public, it"
+    " would be a write service without a role check of its own (tests/test_access.py)",
+    "review.audits.promote._promoted_elsewhere": "another reviewer's promotion landing between"
+    " the checks and the link of one transaction can only be staged by patching this look-up",
+    "review.audits.promote._link": "a failure after the case is inserted is staged here to show"
+    " the case rolls back; public, it would be a write service without a role check",
+}
+
+
+def _is_private(name: str) -> bool:
+    """``_name`` is private to its module; dunders (``__all__``, ``__file__``) are not."""
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _ours(module: str) -> bool:
+    return module.split(".")[0] in OUR_PACKAGES
+
+
+def _imported_from(own: str, is_package: bool, node: ast.ImportFrom) -> str:
+    """The absolute module of a ``from ... import``, relative ones resolved."""
+    if node.level == 0:
+        return node.module or ""
+    package = own.split(".") if is_package else own.split(".")[:-1]
+    package = package[: len(package) - (node.level - 1)]
+    return ".".join([*package, *([node.module] if node.module else [])])
+
+
+def _call_name(func: ast.expr) -> str:
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+
+
+def _bindings(tree: ast.Module, own: str, is_package: bool) -> dict[str, str]:
+    """Local name -> the module (or module.object) of ours it was imported as."""
+    bound: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            module = _imported_from(own, is_package, node)
+            for alias in node.names:
+                if _ours(module):
+                    bound[alias.asname or alias.name] = f"{module}.{alias.name}"
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if _ours(alias.name):
+                    top = alias.name.split(".")[0]
+                    bound[alias.asname or top] = alias.name if alias.asname else top
+    return bound
+
+
+def _patched(node: ast.Call, bound: dict[str, str]) -> str | None:
+    """``monkeypatch.setattr(module, "_name", ...)`` or ``patch("review.x._name")``."""
+    first = node.args[0] if node.args else None
+    second = node.args[1] if len(node.args) > 1 else None
+    name = second.value if isinstance(second, ast.Constant) else None
+    if isinstance(first, ast.Name) and first.id in bound and isinstance(name, str):
+        return f"{bound[first.id]}.{name}" if _is_private(name) else None
+    dotted = first.value if isinstance(first, ast.Constant) else None
+    if isinstance(dotted, str) and _ours(dotted) and _is_private(dotted.rsplit(".", 1)[-1]):
+        return dotted
+    return None
+
+
+def private_uses(source: str, own: str, is_package: bool = False) -> list[tuple[int, str]]:
+    """Where module ``own`` uses a private name of another of our modules: ``from <ours>
+    import _name``, ``<something imported from ours>._name``, and a test's patching of one
+    (``monkeypatch.setattr(module, "_name", ...)``, ``patch("review.x._name")``). A module may
+    use its own private names (importparts runs itself as a subprocess)."""
+    tree = ast.parse(source)
+    bound = _bindings(tree, own, is_package)
+    found: set[tuple[int, str]] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            module = _imported_from(own, is_package, node)
+            for alias in node.names:
+                if _ours(module) and module != own and _is_private(alias.name):
+                    found.add((node.lineno, f"from {module} import {alias.name}"))
+        elif isinstance(node, ast.Attribute) and _is_private(node.attr):
+            chain, base = [node.attr], node.value
+            while isinstance(base, ast.Attribute):
+                chain.append(base.attr)
+                base = base.value
+            if isinstance(base, ast.Name) and base.id in bound:
+                dotted = ".".join([bound[base.id], *reversed(chain)])
+                if dotted.rsplit(".", 1)[0] != own:
+                    found.add((node.lineno, dotted))
+        elif isinstance(node, ast.Call) and _call_name(node.func) in PATCHERS:
+            target = _patched(node, bound)
+            if target and target.rsplit(".", 1)[0] != own and target not in PATCHED_PRIVATE:
+                found.add((node.lineno, f"{target} patched"))
+    return sorted(found)
+
+
+def test_modules_use_only_the_public_names_of_others() -> None:
+    """Each module's interface is its public names (issue 36): no module, test or benchmark
+    imports or patches another's ``_private`` name, so a split module keeps a seam to change
+    behind. Other libraries' underscore APIs (``row._mapping``, ``_asdict``) are not ours and
+    stay allowed."""
+    offenders = []
+    for name in SEAM_CHECKED:
+        top = ROOT / name
+        for path in [top] if top.is_file() else sorted(top.rglob("*.py")):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            package = parts[-1] == "__init__"
+            own = ".".join(parts[:-1] if package else parts)
+            for line, use in private_uses(path.read_text(encoding="utf-8"), own, package):
+                offenders.append(f"{path.relative_to(ROOT)}:{line}: {use}")
+    assert offenders == []
+
+
+def test_the_seam_check_finds_private_uses() -> None:
+    """Made-up private names (the probe is parsed, never run), so no rename touches them."""
+    source = (
+        "import review.traces.importer as imp\n"
+        "from review.cases import cases\n"
+        "from review.audits.plans import _probe_plan, plan_stats\n"
+        "from .rows import _probe_copy\n"
+        "from review.traces import importparts\n"
+        "def t(monkeypatch, row):\n"
+        "    cases._probe_norm(1)\n"
+        "    imp._probe_insert\n"
+        "    monkeypatch.setattr(cases, '_probe_cores', lambda: 1)\n"
+        "    monkeypatch.setattr('review.traces.importer._probe_close', None)\n"
+        "    monkeypatch.setattr('review.traces.importer._close_import', None)\n"
+        "    row._mapping, cases.__name__, plan_stats, importparts._probe_serve\n"
+    )
+    assert private_uses(source, "review.traces.importparts") == [
+        (3, "from review.audits.plans import _probe_plan"),
+        (4, "from review.traces.rows import _probe_copy"),
+        (7, "review.cases.cases._probe_norm"),
+        (8, "review.traces.importer._probe_insert"),
+        (9, "review.cases.cases._probe_cores patched"),
+        (10, "review.traces.importer._probe_close patched"),
+    ]

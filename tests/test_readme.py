@@ -54,7 +54,7 @@ def test_the_two_commands_come_first() -> None:
 def test_readme_trace_example_is_a_valid_canonical_trace() -> None:
     import json
 
-    from review.traces.canonical import trace_from_dict
+    from review.traces.formats.canonical import trace_from_dict
 
     trace = trace_from_dict(json.loads(_block("json", "### Production traces")), "README")
     assert trace.trace_id and trace.chunks

@@ -19,9 +19,9 @@ import numpy as np
 import pandas as pd
 from sqlalchemy import Engine, func, select
 
-from review.audits.plans import _plan, _stored_allocation, _stored_counts
+from review.audits.plans import plan_row, stored_allocation, stored_counts
 from review.audits.population import NONE
-from review.audits.verdicts import _current_verdicts
+from review.audits.verdicts import current_verdicts
 from review.audits.vocabulary import HEADLINE, VERDICTS, outcome
 from review.core.errors import InputError
 from review.core.sampling import StratifiedEstimate, estimate_from_counts, wilson_interval
@@ -37,6 +37,7 @@ __all__ = [
     "PlanTally",
     "by_slice",
     "domain_estimate",
+    "estimate_row",
     "estimates",
     "estimates_of",
     "item_outcomes",
@@ -76,7 +77,7 @@ def item_outcomes(engine: Engine, plan_id: int) -> pd.DataFrame:
             .where(AuditItem.plan_id == plan_id)
             .order_by(AuditItem.position)
         ).all()
-        current = _current_verdicts(s, [r.item_id for r in rows])
+        current = current_verdicts(s, [r.item_id for r in rows])
     records = []
     for r in rows:
         vs = [v.verdict for v in current.get(r.item_id, [])]
@@ -146,7 +147,7 @@ class EstimateReport:
         return pd.DataFrame(list(self.strata_rows), columns=STRATA_COLUMNS)
 
 
-def _estimate_row(verdict: str, est: StratifiedEstimate) -> dict[str, Any]:
+def estimate_row(verdict: str, est: StratifiedEstimate) -> dict[str, Any]:
     return {
         "verdict": verdict,
         "label": VERDICTS.get(verdict, verdict),
@@ -217,8 +218,8 @@ def tallies(engine: Engine, plan_ids: Sequence[int]) -> dict[int, PlanTally]:
         out: dict[int, PlanTally] = {}
         for plan_id, plan in stored.items():
             out[plan_id] = PlanTally(
-                {c.stratum: c.count for c in _stored_counts(plan)},
-                _stored_allocation(plan),
+                {c.stratum: c.count for c in stored_counts(plan)},
+                stored_allocation(plan),
                 int(drawn.get(plan_id, 0)),
                 {},
                 0,
@@ -244,7 +245,7 @@ def report_of(tally: PlanTally, confidence: float = 0.95) -> EstimateReport:
     order = [*HEADLINE, *[v for v in VERDICTS if v not in HEADLINE]]
     audited_in = {name: sum(tally.verdicts.get(name, {}).values()) for name in tally.population}
     rate_rows = tuple(
-        _estimate_row(
+        estimate_row(
             v,
             estimate_from_counts(
                 [
@@ -422,7 +423,7 @@ def by_slice(
     if verdict not in VERDICTS:
         raise InputError(f"verdict {verdict!r} is not one of: {', '.join(VERDICTS)}")
     with read_session(engine) as s:
-        population = {c.stratum: c.count for c in _stored_counts(_plan(s, plan_id))}
+        population = {c.stratum: c.count for c in stored_counts(plan_row(s, plan_id))}
     outcomes = item_outcomes(engine, plan_id)
     audited = outcomes[outcomes["outcome"].notna()].copy()
     cols = [

@@ -8,8 +8,8 @@ from typing import IO, Any
 
 from sqlalchemy import Engine, select
 
-from review.audits.plans import _plan, _stored_allocation, _stored_counts
-from review.audits.verdicts import VerdictView, _current_verdicts
+from review.audits.plans import plan_row, stored_allocation, stored_counts
+from review.audits.verdicts import VerdictView, current_verdicts
 from review.audits.vocabulary import outcome
 from review.core import clearance, csvsafe
 from review.core.identity import Actor
@@ -37,8 +37,8 @@ def _plan_record(plan: SamplingPlan) -> dict[str, Any]:
         "seed": plan.seed,
         "overlap": plan.overlap,
         "fingerprint": plan.fingerprint,
-        "population": {c.stratum: c.count for c in _stored_counts(plan)},
-        "allocation": _stored_allocation(plan),
+        "population": {c.stratum: c.count for c in stored_counts(plan)},
+        "allocation": stored_allocation(plan),
         "counted_at": (plan.population or {}).get("counted_at"),
         "created_by": plan.created_by,
         "created_at": plan.created_at.isoformat(),
@@ -71,7 +71,7 @@ def _export_rows(
                 .order_by(AuditItem.position)
                 .limit(batch)
             ).all()
-            current = _current_verdicts(s, [r.id for r in rows])
+            current = current_verdicts(s, [r.id for r in rows])
         if not rows:
             return
         for r in rows:
@@ -111,7 +111,7 @@ def export_jsonl(engine: Engine, actor: Actor, plan_id: int, out: IO[str]) -> in
     current verdicts. Text of restricted traces only for users with clearance. Returns the
     number of items written."""
     with read_session(engine) as s:
-        head = _plan_record(_plan(s, plan_id))
+        head = _plan_record(plan_row(s, plan_id))
     out.write(json.dumps(head, ensure_ascii=False, sort_keys=True) + "\n")
     n = 0
     for data, verdicts in _export_rows(engine, actor, plan_id):
@@ -157,7 +157,7 @@ def export_csv(engine: Engine, actor: Actor, plan_id: int, out: IO[str]) -> int:
     with empty verdict columns); the plan's name, seed and fingerprint and each stratum's
     population and sample size on every row. Returns the number of rows."""
     with read_session(engine) as s:
-        plan = _plan(s, plan_id)
+        plan = plan_row(s, plan_id)
         head = _plan_record(plan)
     # queries, answers and notes are untrusted: a cell such as =HYPERLINK(...) is neutralised
     writer = csvsafe.DictWriter(out, fieldnames=CSV_COLUMNS)

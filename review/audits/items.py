@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import Engine, select
 
 from review.audits.claims import CitationReport, citation_validity, split_claims
-from review.audits.plans import _spec_of
+from review.audits.plans import spec_of
 from review.core import clearance
 from review.core.errors import PermissionDenied
 from review.core.identity import Actor
@@ -86,7 +86,7 @@ def get_item(engine: Engine, actor: Actor, item_id: int) -> ItemView | None:
             .where(TraceChunk.trace_pk == trace.id)
             .order_by(TraceChunk.rank.is_(None), TraceChunk.rank, TraceChunk.id)
         ).all()
-        spec = _spec_of(plan)
+        spec = spec_of(plan)
         return ItemView(
             item.id,
             plan.id,

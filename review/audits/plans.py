@@ -43,7 +43,7 @@ import pandas as pd
 from sqlalchemy import ColumnElement, Engine, case, func, insert, literal_column, or_, select
 from sqlalchemy.orm import Session
 
-from review.audits.population import NONE, PopulationFilter, _column, _stratum_expr
+from review.audits.population import NONE, PopulationFilter, stratum_column, stratum_expr
 from review.core.errors import InputError
 from review.core.identity import Actor, Permission, require
 from review.core.sampling import (
@@ -81,15 +81,26 @@ __all__ = [
     "StratumCount",
     "check_population",
     "close_plan",
+    "compare_counts",
     "count_population",
+    "count_strata",
     "create_plan",
     "dimension_values",
     "draw_plan",
     "get_plan",
+    "key_rows",
+    "key_windows",
     "list_plans",
+    "n_reviewers",
     "parse_explicit_sizes",
+    "plan_row",
+    "plan_stats",
     "preview_sample",
     "recount_plan",
+    "sampling_algorithm",
+    "spec_of",
+    "stored_allocation",
+    "stored_counts",
     "verify_sample",
 ]
 
@@ -143,7 +154,7 @@ class PlanSpec:
         if len(self.strata) > MAX_STRATA_DIMS:
             raise InputError(f"strata: use at most {MAX_STRATA_DIMS} dimensions")
         for dim in self.strata:
-            _column(dim)
+            stratum_column(dim)
         if self.allocation not in ALLOCATIONS:
             raise InputError(
                 f"allocation {self.allocation!r} is not one of: {', '.join(ALLOCATIONS)}"
@@ -207,13 +218,13 @@ def _population_query(
     flt: PopulationFilter, strata: Sequence[str], *extra: ColumnElement[bool]
 ) -> Any:
     return (
-        select(Trace.id.label("id"), _stratum_expr(strata).label("stratum"))
+        select(Trace.id.label("id"), stratum_expr(strata).label("stratum"))
         .where(*flt.conditions(), *extra)
         .subquery("pop")
     )
 
 
-def _count(
+def count_strata(
     s: Session,
     flt: PopulationFilter,
     strata: Sequence[str],
@@ -230,7 +241,7 @@ def _count(
         select(
             Trace.id.label("id"),
             Trace.sample_key.label("key"),
-            _stratum_expr(strata, promoted=True).label("stratum"),
+            stratum_expr(strata, promoted=True).label("stratum"),
         )
         .where(*flt.conditions(), *extra)
         .subquery("pop")
@@ -288,9 +299,9 @@ def count_population(
     """The population per stratum (counted in SQL, as a new plan counts it), to preview a
     plan before creating it."""
     for dim in strata:
-        _column(dim)
+        stratum_column(dim)
     with read_session(engine) as s:
-        return _count(s, flt, strata)
+        return count_strata(s, flt, strata)
 
 
 def _fingerprint(counts: Sequence[StratumCount]) -> str:
@@ -390,7 +401,7 @@ def create_plan(s: Session, actor: Actor, spec: PlanSpec) -> int:
 
     if s.scalar(select(SamplingPlan.id).where(SamplingPlan.name == spec.name)) is not None:
         raise InputError(f"a plan named {spec.name!r} already exists; choose another name")
-    counts = _count(s, spec.filter, spec.strata)
+    counts = count_strata(s, spec.filter, spec.strata)
     allocation = _allocation(counts, spec)
     row = SamplingPlan(
         name=spec.name,
@@ -413,7 +424,7 @@ def create_plan(s: Session, actor: Actor, spec: PlanSpec) -> int:
     return row.id
 
 
-def _spec_of(plan: SamplingPlan) -> PlanSpec:
+def spec_of(plan: SamplingPlan) -> PlanSpec:
     options = (plan.population or {}).get("options", {})
     return PlanSpec(
         name=plan.name,
@@ -429,17 +440,17 @@ def _spec_of(plan: SamplingPlan) -> PlanSpec:
     )
 
 
-def _algorithm(plan: SamplingPlan) -> int:
+def sampling_algorithm(plan: SamplingPlan) -> int:
     """The sampling algorithm the plan was counted (and is drawn) with: 1 when not recorded
     (plans created before revision 0020)."""
     return int((plan.population or {}).get("algorithm", 1))
 
 
-def _stored_counts(plan: SamplingPlan) -> list[StratumCount]:
+def stored_counts(plan: SamplingPlan) -> list[StratumCount]:
     return [StratumCount(**r) for r in (plan.population or {}).get("strata", [])]
 
 
-def _stored_allocation(plan: SamplingPlan) -> dict[str, int]:
+def stored_allocation(plan: SamplingPlan) -> dict[str, int]:
     return {str(k): int(v) for k, v in (plan.population or {}).get("allocation", {}).items()}
 
 
@@ -475,7 +486,9 @@ class PopulationCheck:
         )
 
 
-def _compare(stored: Sequence[StratumCount], current: Sequence[StratumCount]) -> PopulationCheck:
+def compare_counts(
+    stored: Sequence[StratumCount], current: Sequence[StratumCount]
+) -> PopulationCheck:
     before = {c.stratum: c for c in stored if c.count}
     after = {c.stratum: c for c in current if c.count}
     out: list[StratumChange] = []
@@ -510,24 +523,28 @@ def _recheck(s: Session, plan: SamplingPlan) -> PopulationCheck:
     population is the counted one and the million-row count is skipped. When traces were only
     added, only they are counted and added to the stored counts (the same figures as a count
     of every trace: counts, id sums and rank sums add up, smallest and largest ids compare)."""
-    stored = _stored_counts(plan)
+    stored = stored_counts(plan)
     then = list((plan.population or {}).get("traces_stamp") or [])
     now = _traces_stamp(s)
     if then and then == now[: len(then)] and len(then) >= 3:
-        return _compare(stored, stored)
-    spec = _spec_of(plan)
+        return compare_counts(stored, stored)
+    spec = spec_of(plan)
     if _added_since(s, then, now):
-        added = _count(s, spec.filter, spec.strata, _algorithm(plan), Trace.id > then[1])
+        added = count_strata(
+            s, spec.filter, spec.strata, sampling_algorithm(plan), Trace.id > then[1]
+        )
         grown = _grown(stored, added)
         if grown is not None:
-            return _compare(stored, grown)
-    return _compare(stored, _count(s, spec.filter, spec.strata, _algorithm(plan)))
+            return compare_counts(stored, grown)
+    return compare_counts(
+        stored, count_strata(s, spec.filter, spec.strata, sampling_algorithm(plan))
+    )
 
 
 def check_population(engine: Engine, plan_id: int) -> PopulationCheck:
     """Count the plan's population again and compare it with the stored counts."""
     with read_session(engine) as s:
-        return _recheck(s, _plan(s, plan_id))
+        return _recheck(s, plan_row(s, plan_id))
 
 
 class PopulationChanged(InputError):
@@ -538,13 +555,13 @@ def recount_plan(s: Session, actor: Actor, plan_id: int) -> PopulationCheck:
     """Count a plan that is not drawn yet again and store the new counts and allocation."""
     require(actor, Permission.audit)
 
-    plan = _plan(s, plan_id, lock=True)
+    plan = plan_row(s, plan_id, lock=True)
     if plan.status != PlanStatus.planned:
         raise InputError(f"plan {plan.name!r} is already drawn: its counts stay those of the draw")
-    spec = _spec_of(plan)
-    algorithm = _algorithm(plan)  # a plan keeps its algorithm
-    counts = _count(s, spec.filter, spec.strata, algorithm)
-    check = _compare(_stored_counts(plan), counts)
+    spec = spec_of(plan)
+    algorithm = sampling_algorithm(plan)  # a plan keeps its algorithm
+    counts = count_strata(s, spec.filter, spec.strata, algorithm)
+    check = compare_counts(stored_counts(plan), counts)
     before = changes.snapshot(plan)
     plan.population = _population_record(
         counts, _allocation(counts, spec), spec, _traces_stamp(s), algorithm
@@ -580,11 +597,11 @@ def _draw_query(
     wanted = {k: v for k, v in allocation.items() if v > 0}
     if not wanted:
         return None
-    spec = _spec_of(plan)
+    spec = spec_of(plan)
     keyed = (
         select(
             Trace.id.label("id"),
-            _stratum_expr(spec.strata).label("stratum"),
+            stratum_expr(spec.strata).label("stratum"),
             literal_column(sample_rank_sql(plan.seed, "traces.id")).label("rk"),
         )
         .where(*spec.filter.conditions())
@@ -610,13 +627,13 @@ def _draw_query(
 
 def _drawn(s: Session, plan: SamplingPlan) -> list[tuple[int, str]]:
     """(trace pk, stratum) of the plan's sample in queue order, by the plan's algorithm."""
-    algorithm = _algorithm(plan)
+    algorithm = sampling_algorithm(plan)
     if algorithm == 2:
         return _drawn_by_key(s, plan)
     if algorithm != 1:
         raise InputError(f"plan {plan.name!r}: sampling algorithm {algorithm!r} is unknown")
-    allocation = _stored_allocation(plan)
-    sizes = {c.stratum: c.count for c in _stored_counts(plan)}
+    allocation = stored_allocation(plan)
+    sizes = {c.stratum: c.count for c in stored_counts(plan)}
     query = _draw_query(plan, allocation, _thresholds(allocation, sizes))
     if query is None:
         return []
@@ -631,7 +648,7 @@ def _drawn(s: Session, plan: SamplingPlan) -> list[tuple[int, str]]:
     return [rows[int(i)] for i in order]  # one queue order mixing the strata: by rank, then id
 
 
-def _key_windows(allocation: Mapping[str, int], sizes: Mapping[str, int]) -> dict[str, int]:
+def key_windows(allocation: Mapping[str, int], sizes: Mapping[str, int]) -> dict[str, int]:
     """Per stratum with a sample, a width W of rotated keys such that the stratum's first
     n_h rows almost surely have a rotated key below W: keys are uniform over [0, 2**62), so
     about N_h * W / 2**62 rows of the stratum fall below W; W is set for n_h + 5 sqrt(n_h) +
@@ -653,7 +670,7 @@ def _narrow(width: int) -> bool:
     return width < KEY_SPACE // 5
 
 
-def _key_rows(
+def key_rows(
     s: Session, plan: SamplingPlan, offset: int, windows: Mapping[str, int]
 ) -> list[tuple[int, str, int]]:
     """(id, stratum, rotated key) of the first ``allocation[stratum]`` rows of each stratum
@@ -661,10 +678,10 @@ def _key_rows(
     the stratum's window, ranked in the database. Narrow windows are read as the key range
     [offset, offset + widest window) modulo 2**62 (two ranges when it wraps around) through
     the index ``ix_traces_sampling``, led by the key; wide ones by a scan of the strata."""
-    spec = _spec_of(plan)
-    wanted = {k: v for k, v in _stored_allocation(plan).items() if v > 0 and k in windows}
+    spec = spec_of(plan)
+    wanted = {k: v for k, v in stored_allocation(plan).items() if v > 0 and k in windows}
     key = Trace.sample_key
-    stratum = _stratum_expr(spec.strata, promoted=True)
+    stratum = stratum_expr(spec.strata, promoted=True)
     conds = [*spec.filter.conditions(), stratum.in_(list(windows))]
     if _narrow(max(windows.values())):
         end = offset + max(windows.values())
@@ -703,28 +720,28 @@ def _key_rows(
 def _drawn_by_key(s: Session, plan: SamplingPlan) -> list[tuple[int, str]]:
     """Algorithm 2: in each stratum the ``allocation[stratum]`` rows with the smallest
     (rotated key, id), in one queue order mixing the strata by (rotated key, id)."""
-    allocation = {k: v for k, v in _stored_allocation(plan).items() if v > 0}
+    allocation = {k: v for k, v in stored_allocation(plan).items() if v > 0}
     if not allocation:
         return []
-    sizes = {c.stratum: c.count for c in _stored_counts(plan)}
+    sizes = {c.stratum: c.count for c in stored_counts(plan)}
     offset = key_offset(plan.seed)
-    windows = _key_windows(allocation, sizes)
+    windows = key_windows(allocation, sizes)
     # strata with a narrow window: one key range; the others: a scan of just those strata
     narrow = {st: w for st, w in windows.items() if _narrow(w)}
     wide = dict.fromkeys((st for st in windows if st not in narrow), KEY_SPACE)
-    rows = [r for part in (narrow, wide) if part for r in _key_rows(s, plan, offset, part)]
+    rows = [r for part in (narrow, wide) if part for r in key_rows(s, plan, offset, part)]
     got = Tally(st for _i, st, _rk in rows)
     short = {st for st, n in allocation.items() if got[st] < n}
     if short:  # a window held fewer rows than the stratum's sample: read every key
         rows = [r for r in rows if r[1] not in short]
-        rows += _key_rows(s, plan, offset, dict.fromkeys(short, KEY_SPACE))
+        rows += key_rows(s, plan, offset, dict.fromkeys(short, KEY_SPACE))
     return [(tid, st) for tid, st, _rk in sorted(rows, key=lambda r: (r[2], r[0]))]
 
 
 def preview_sample(engine: Engine, plan_id: int) -> list[tuple[int, str]]:
     """(trace pk, stratum) the plan draws from the current data, in queue order (no write)."""
     with read_session(engine) as s:
-        return _drawn(s, _plan(s, plan_id))
+        return _drawn(s, plan_row(s, plan_id))
 
 
 @dataclass(frozen=True)
@@ -738,7 +755,7 @@ def draw_plan(s: Session, actor: Actor, plan_id: int) -> DrawResult:
     changed, when it is no longer the population the plan counted (recount first)."""
     require(actor, Permission.audit)
 
-    plan = _plan(s, plan_id, lock=True)
+    plan = plan_row(s, plan_id, lock=True)
     if plan.status != PlanStatus.planned:
         raise InputError(f"plan {plan.name!r} is already drawn")
     check = _recheck(s, plan)
@@ -777,7 +794,7 @@ def verify_sample(engine: Engine, plan_id: int) -> bool | None:
     """Whether drawing the plan again from today's data gives exactly the stored sample
     (None when the population changed, so a different draw is expected, or not drawn)."""
     with read_session(engine) as s:
-        plan = _plan(s, plan_id)
+        plan = plan_row(s, plan_id)
         if plan.status == PlanStatus.planned:
             return None
         if _recheck(s, plan).changed:
@@ -797,7 +814,7 @@ def close_plan(s: Session, actor: Actor, plan_id: int) -> None:
     """Mark a plan's audit complete (every item has its verdicts); no verdicts after that."""
     require(actor, Permission.audit)
 
-    plan = _plan(s, plan_id, lock=True)
+    plan = plan_row(s, plan_id, lock=True)
     if plan.status != PlanStatus.open:
         raise InputError(f"plan {plan.name!r} is {plan.status}, not open for review")
     need = _items_needing_verdicts(s, plan)
@@ -814,7 +831,7 @@ def close_plan(s: Session, actor: Actor, plan_id: int) -> None:
     )
 
 
-def _n_reviewers() -> Any:
+def n_reviewers() -> Any:
     return (
         select(func.count(func.distinct(AuditVerdict.reviewer)))
         .where(AuditVerdict.item_id == AuditItem.id)
@@ -827,14 +844,14 @@ def _items_needing_verdicts(s: Session, plan: SamplingPlan) -> int:
     return int(
         s.scalar(
             select(func.count(AuditItem.id)).where(
-                AuditItem.plan_id == plan.id, _n_reviewers() < plan.overlap
+                AuditItem.plan_id == plan.id, n_reviewers() < plan.overlap
             )
         )
         or 0
     )
 
 
-def _plan(s: Session, plan_id: int, lock: bool = False) -> SamplingPlan:
+def plan_row(s: Session, plan_id: int, lock: bool = False) -> SamplingPlan:
     plan = s.get(SamplingPlan, plan_id, with_for_update=lock or None)
     if plan is None:
         raise InputError(f"sampling plan {plan_id} does not exist")
@@ -880,7 +897,7 @@ class PlanView:
         )
 
 
-def _plan_stats(s: Session, plan_ids: Sequence[int]) -> dict[int, tuple[int, int, int]]:
+def plan_stats(s: Session, plan_ids: Sequence[int]) -> dict[int, tuple[int, int, int]]:
     if not plan_ids:
         return {}
     per_item = (
@@ -916,9 +933,9 @@ def _plan_view(plan: SamplingPlan, stats: tuple[int, int, int]) -> PlanView:
         plan.id,
         plan.name,
         plan.status,
-        _spec_of(plan),
-        tuple(_stored_counts(plan)),
-        _stored_allocation(plan),
+        spec_of(plan),
+        tuple(stored_counts(plan)),
+        stored_allocation(plan),
         plan.fingerprint,
         str((plan.population or {}).get("counted_at", "")),
         plan.created_by,
@@ -931,7 +948,7 @@ def list_plans(engine: Engine) -> list[PlanView]:
     """Every plan, newest first, with its progress (plans are few; items are counted in SQL)."""
     with read_session(engine) as s:
         plans = list(s.scalars(select(SamplingPlan).order_by(SamplingPlan.id.desc())))
-        stats = _plan_stats(s, [p.id for p in plans])
+        stats = plan_stats(s, [p.id for p in plans])
         return [_plan_view(p, stats.get(p.id, (0, 0, 0))) for p in plans]
 
 
@@ -940,7 +957,7 @@ def get_plan(engine: Engine, plan_id: int) -> PlanView | None:
         plan = s.get(SamplingPlan, plan_id)
         if plan is None:
             return None
-        return _plan_view(plan, _plan_stats(s, [plan.id]).get(plan.id, (0, 0, 0)))
+        return _plan_view(plan, plan_stats(s, [plan.id]).get(plan.id, (0, 0, 0)))
 
 
 def dimension_values(engine: Engine, dim: str, limit: int = 100) -> list[str]:
@@ -948,7 +965,7 @@ def dimension_values(engine: Engine, dim: str, limit: int = 100) -> list[str]:
 
     Segments the monitoring rollup keeps (and the decision) are read from it, not from a
     scan of every trace."""
-    col = _column(dim)
+    col = stratum_column(dim)
     with read_session(engine) as s:
         if dim == "decision" or dim in rollup.DIMENSIONS:
             return _rollup_values(s, dim, limit)

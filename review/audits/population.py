@@ -15,7 +15,14 @@ from sqlalchemy import ColumnElement, String, func, literal_column, or_
 from review.core.errors import InputError
 from storage.models import Trace
 
-__all__ = ["DIMENSIONS", "NONE", "PROMOTED_ATTRIBUTES", "PopulationFilter"]
+__all__ = [
+    "DIMENSIONS",
+    "NONE",
+    "PROMOTED_ATTRIBUTES",
+    "PopulationFilter",
+    "stratum_column",
+    "stratum_expr",
+]
 
 
 NONE = "(none)"  # the stratum value (and filter value) of a missing field
@@ -56,7 +63,7 @@ _ATTR_RE = re.compile(r"^attr\.([A-Za-z0-9_][A-Za-z0-9_.-]{0,59})$")
 PROMOTED_ATTRIBUTES = ("language", "customer_tier", "document_type")
 
 
-def _column(dim: str, promoted: bool = False) -> ColumnElement[Any]:
+def stratum_column(dim: str, promoted: bool = False) -> ColumnElement[Any]:
     """The SQL expression of a stratum dimension (a trace column, ``version.<key>`` for an
     entry of the ``versions`` JSON, or ``attr.<key>``). With ``promoted`` (plans of sampling
     algorithm 2), ``attr.<key>`` of a promoted attribute reads its indexed column instead of
@@ -86,12 +93,12 @@ def _sql_text(value: str) -> ColumnElement[str]:
     return literal_column("'" + value.replace("'", "''") + "'", String)
 
 
-def _stratum_expr(strata: Sequence[str], promoted: bool = False) -> ColumnElement[str]:
+def stratum_expr(strata: Sequence[str], promoted: bool = False) -> ColumnElement[str]:
     if not strata:
         return _sql_text(ALL)
-    expr: ColumnElement[str] = func.coalesce(_column(strata[0], promoted), _sql_text(NONE))
+    expr: ColumnElement[str] = func.coalesce(stratum_column(strata[0], promoted), _sql_text(NONE))
     for dim in strata[1:]:
-        expr = expr + _sql_text(SEP) + func.coalesce(_column(dim, promoted), _sql_text(NONE))
+        expr = expr + _sql_text(SEP) + func.coalesce(stratum_column(dim, promoted), _sql_text(NONE))
     return expr
 
 
@@ -157,7 +164,7 @@ class PopulationFilter:
         for attr, dim in _FILTER_COLUMNS:
             values: tuple[str, ...] = getattr(self, attr)
             if values:
-                conds.append(_in_values(_column(dim), values))
+                conds.append(_in_values(stratum_column(dim), values))
         for key, values in self.attributes:
             if values:
                 conds.append(_in_values(Trace.attributes[key].as_string(), values))

@@ -7,8 +7,8 @@ from typing import Any
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from review.audits.plans import _plan
-from review.audits.verdicts import VerdictView, _vview
+from review.audits.plans import plan_row
+from review.audits.verdicts import VerdictView, verdict_view
 from review.cases import cases
 from review.core import clearance
 from review.core.errors import InputError, PermissionDenied
@@ -113,7 +113,7 @@ def promote_to_case(
     if already is not None:
         key = s.scalar(select(Case.key).where(Case.id == already))
         raise InputError(f"this trace is already a case: {key or already}")
-    case_in = _case_of(s, item, trace, _vview(mine), tax, split)
+    case_in = _case_of(s, item, trace, verdict_view(mine), tax, split)
     case_id = cases.create_case(s, actor, case_in, tax)
     _link(s, actor, mine.id, item_id, case_id)
     return case_id
@@ -133,7 +133,7 @@ def _case_of(
     s: Session, item: AuditItem, trace: Trace, verdict_row: VerdictView, tax: Taxonomy, split: str
 ) -> cases.CaseIn:
     """The draft case a verdict on a trace suggests."""
-    plan_name = _plan(s, item.plan_id).name
+    plan_name = plan_row(s, item.plan_id).name
     chunks = s.scalars(
         select(TraceChunk)
         .where(TraceChunk.trace_pk == trace.id)

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from sqlalchemy import Engine, exists, func, or_, select, update
 from sqlalchemy.orm import Session
 
-from review.audits.plans import _n_reviewers, _plan, _plan_stats, _spec_of
-from review.audits.verdicts import _current_verdicts
+from review.audits.plans import n_reviewers, plan_row, plan_stats, spec_of
+from review.audits.verdicts import current_verdicts
 from review.audits.vocabulary import outcome
 from review.core import clearance
 from review.core.errors import InputError, PermissionDenied
@@ -86,7 +86,7 @@ def list_items(engine: Engine, plan_id: int, page: int = 1, page_size: int = 25)
             .limit(page_size)
             .offset((page - 1) * page_size)
         ).all()
-        current = _current_verdicts(s, [r.id for r in rows])
+        current = current_verdicts(s, [r.id for r in rows])
     now = utcnow()
     out = []
     for r in rows:
@@ -131,10 +131,10 @@ def next_item(
     skip = sorted(set(exclude))
 
     t = now or utcnow()
-    plan = _plan(s, plan_id)
+    plan = plan_row(s, plan_id)
     if plan.status != PlanStatus.open:
         return None
-    spec = _spec_of(plan)
+    spec = spec_of(plan)
     mine = exists().where(
         AuditVerdict.item_id == AuditItem.id, AuditVerdict.reviewer == actor.email
     )
@@ -169,7 +169,7 @@ def next_item(
             AuditItem.id.not_in(skip),
             ~mine,
             free,
-            _n_reviewers() < plan.overlap,
+            n_reviewers() < plan.overlap,
             *visible,
         )
         .order_by(AuditItem.position)
@@ -214,8 +214,8 @@ def reserve_item(
             f"item {item_id} is being reviewed by {item.reserved_by} until "
             f"{item.reserved_until:%H:%M UTC}; take the next item instead"
         )
-    plan = _plan(s, item.plan_id)
-    return _hold(s, item_id, actor, t, _spec_of(plan).reservation_minutes)
+    plan = plan_row(s, item.plan_id)
+    return _hold(s, item_id, actor, t, spec_of(plan).reservation_minutes)
 
 
 def release_item(s: Session, actor: Actor, item_id: int) -> None:
@@ -241,8 +241,8 @@ class AuditProgress:
 
 def progress(engine: Engine, actor: Actor, plan_id: int) -> AuditProgress:
     with read_session(engine) as s:
-        plan = _plan(s, plan_id)
-        items, complete, verdicts = _plan_stats(s, [plan_id]).get(plan_id, (0, 0, 0))
+        plan = plan_row(s, plan_id)
+        items, complete, verdicts = plan_stats(s, [plan_id]).get(plan_id, (0, 0, 0))
         mine = int(
             s.scalar(
                 select(func.count(func.distinct(AuditVerdict.item_id)))
@@ -270,7 +270,7 @@ def progress(engine: Engine, actor: Actor, plan_id: int) -> AuditProgress:
                     .where(
                         AuditItem.plan_id == plan_id,
                         Trace.restricted.is_(True),
-                        _n_reviewers() < plan.overlap,
+                        n_reviewers() < plan.overlap,
                     )
                 )
                 or 0

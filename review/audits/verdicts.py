@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 
 from review.audits.claims import CitationReport
 from review.audits.items import ClaimDraft, check_claims
-from review.audits.plans import _plan, _spec_of
+from review.audits.plans import plan_row, spec_of
 from review.audits.vocabulary import (
     CORRECT,
     NEEDS_NOTE,
@@ -39,10 +39,12 @@ from storage.models import AuditItem, AuditVerdict, Trace, TraceChunk, utcnow
 __all__ = [
     "VerdictIn",
     "VerdictView",
+    "current_verdicts",
     "item_verdicts",
     "my_verdict",
     "submit_verdict",
     "verdict_history",
+    "verdict_view",
 ]
 
 #: What a reviewer may say of a claim: the claim verdicts, or "not a claim" (text that asserts
@@ -134,7 +136,7 @@ class VerdictView:
         ]
 
 
-def _vview(r: AuditVerdict) -> VerdictView:
+def verdict_view(r: AuditVerdict) -> VerdictView:
     return VerdictView(
         r.id,
         r.item_id,
@@ -149,7 +151,7 @@ def _vview(r: AuditVerdict) -> VerdictView:
     )
 
 
-def _current_verdicts(s: Session, item_ids: Sequence[int]) -> dict[int, list[VerdictView]]:
+def current_verdicts(s: Session, item_ids: Sequence[int]) -> dict[int, list[VerdictView]]:
     out: dict[int, list[VerdictView]] = {}
     for start in range(0, len(item_ids), 900):
         chunk = list(item_ids[start : start + 900])
@@ -161,7 +163,7 @@ def _current_verdicts(s: Session, item_ids: Sequence[int]) -> dict[int, list[Ver
         for r in s.scalars(
             select(AuditVerdict).where(AuditVerdict.id.in_(latest)).order_by(AuditVerdict.id)
         ):
-            out.setdefault(r.item_id, []).append(_vview(r))
+            out.setdefault(r.item_id, []).append(verdict_view(r))
     return out
 
 
@@ -173,7 +175,7 @@ def my_verdict(engine: Engine, actor: Actor, item_id: int) -> VerdictView | None
             .order_by(AuditVerdict.id.desc())
             .limit(1)
         )
-        return _vview(row) if row else None
+        return verdict_view(row) if row else None
 
 
 def item_verdicts(engine: Engine, actor: Actor, item_id: int) -> list[VerdictView] | None:
@@ -183,9 +185,9 @@ def item_verdicts(engine: Engine, actor: Actor, item_id: int) -> list[VerdictVie
         item = s.get(AuditItem, item_id)
         if item is None:
             return None
-        plan = _plan(s, item.plan_id)
-        current = _current_verdicts(s, [item_id]).get(item_id, [])
-    if _spec_of(plan).blind and not any(v.reviewer == actor.email for v in current):
+        plan = plan_row(s, item.plan_id)
+        current = current_verdicts(s, [item_id]).get(item_id, [])
+    if spec_of(plan).blind and not any(v.reviewer == actor.email for v in current):
         return None
     return sorted(current, key=lambda v: v.reviewer)
 
@@ -195,7 +197,7 @@ def verdict_history(engine: Engine, actor: Actor, item_id: int) -> list[VerdictV
     visible = item_verdicts(engine, actor, item_id)
     with read_session(engine) as s:
         rows = [
-            _vview(r)
+            verdict_view(r)
             for r in s.scalars(
                 select(AuditVerdict)
                 .where(AuditVerdict.item_id == item_id)
@@ -221,7 +223,7 @@ def submit_verdict(
     item = s.get(AuditItem, item_id, with_for_update=True)
     if item is None:
         raise InputError(f"audit item {item_id} does not exist")
-    plan = _plan(s, item.plan_id)
+    plan = plan_row(s, item.plan_id)
     if plan.status != PlanStatus.open:
         raise InputError(f"plan {plan.name!r} is {plan.status}: verdicts are not accepted")
     trace = s.get(Trace, item.trace_pk)
@@ -298,4 +300,4 @@ def submit_verdict(
         changes.snapshot(latest) if latest else None,
         changes.snapshot(row),
     )
-    return _vview(row)
+    return verdict_view(row)

@@ -36,9 +36,17 @@ __all__ = [
     "BaseCaseRow",
     "CaseDocText",
     "SavedEdit",
+    "add_edit",
     "case_documents",
+    "copy_ids",
     "count_base_cases",
+    "doc_dict",
+    "get_document",
+    "insert_document",
+    "latest_version",
     "list_base_cases",
+    "parse_ref",
+    "ref_of",
     "save_edit",
     "with_new_ids",
 ]
@@ -159,7 +167,7 @@ def list_base_cases(
 # Writing: documents and provenance
 
 
-def _doc_dict(d: Document) -> dict[str, Any]:
+def doc_dict(d: Document) -> dict[str, Any]:
     return {
         "doc_id": d.doc_key,
         "version": d.version,
@@ -174,22 +182,22 @@ def _doc_dict(d: Document) -> dict[str, Any]:
     }
 
 
-def _ref_of(d: Document) -> str:
+def ref_of(d: Document) -> str:
     return f"{d.doc_key}@{d.version}"
 
 
-def _get_doc(s: Session, key: str, version: int) -> Document | None:
+def get_document(s: Session, key: str, version: int) -> Document | None:
     return s.scalar(select(Document).where(Document.doc_key == key, Document.version == version))
 
 
-def _parse_ref(ref: str) -> tuple[str, int]:
+def parse_ref(ref: str) -> tuple[str, int]:
     key, _, ver = ref.strip().partition("@")
     if not key or not ver.isdigit():
         raise InputError(f"{ref!r} is not a document reference like POL-REFUND@2")
     return key, int(ver)
 
 
-def _copy_ids(s: Session, doc_key: str, count: int) -> list[str]:
+def copy_ids(s: Session, doc_key: str, count: int) -> list[str]:
     """The next free ``<doc_key>-CF-<n>`` ids."""
     prefix = f"{doc_key[:100]}-CF-"
     pattern = re.compile(re.escape(prefix) + r"(\d+)")
@@ -201,11 +209,11 @@ def _copy_ids(s: Session, doc_key: str, count: int) -> list[str]:
     return [f"{prefix}{n + i}" for i in range(1, count + 1)]
 
 
-def _latest_version(s: Session, key: str) -> int:
+def latest_version(s: Session, key: str) -> int:
     return int(s.scalar(select(func.max(Document.version)).where(Document.doc_key == key)) or 0)
 
 
-def _insert_document(
+def insert_document(
     s: Session, actor: Actor, tax: Taxonomy, data: Mapping[str, Any], source: str
 ) -> Document:
     """Validate and add one new document version (id and version must be free)."""
@@ -217,12 +225,12 @@ def _insert_document(
     problems = doc.check_vocabulary(tax)
     if problems:
         raise InputError(f"{ref}: field {problems[0][0]}: {problems[0][1]}")
-    if _get_doc(s, doc.doc_id, doc.version) is not None:
+    if get_document(s, doc.doc_id, doc.version) is not None:
         raise InputError(f"{ref} already exists; choose another document id")
     return insert_version(s, actor, doc, source=source, link_previous=True)
 
 
-def _add_edit(
+def add_edit(
     s: Session,
     actor: Actor,
     record: EditRecord,
@@ -271,8 +279,8 @@ def _add_edit(
 
 
 def _source_for_edit(s: Session, actor: Actor, ref: str) -> Document:
-    key, version = _parse_ref(ref)
-    doc = _get_doc(s, key, version)
+    key, version = parse_ref(ref)
+    doc = get_document(s, key, version)
     if doc is None:
         raise InputError(f"document {ref} does not exist")
     if not clearance.may_see_document(actor, doc.access_scope):
@@ -350,9 +358,9 @@ def _save_edit(
     start, end = span_bounds
     src = _source_for_edit(s, actor, source_ref)
     span = span_at(src.body, start, end, "position" if start == end else "selection")
-    ids = _copy_ids(s, src.doc_key, 2)
+    ids = copy_ids(s, src.doc_key, 2)
     if as_new_version:
-        latest = _latest_version(s, src.doc_key)
+        latest = latest_version(s, src.doc_key)
         if latest != src.version:
             raise InputError(
                 f"{src.doc_key} has a newer version {latest}; a new version must be made "
@@ -371,7 +379,7 @@ def _save_edit(
         version=src.version,
         result_ref=ref,
     )
-    base = _doc_dict(src)
+    base = doc_dict(src)
     data = {
         **base,
         "doc_id": target,
@@ -380,12 +388,12 @@ def _save_edit(
         "superseded_by": None,
     }
     data.update(result.metadata)
-    row = _insert_document(s, actor, tax, data, f"case builder: {operator} on {_ref_of(src)}")
+    row = insert_document(s, actor, tax, data, f"case builder: {operator} on {ref_of(src)}")
     extras: list[str] = []
     extra_ids = [i for i in ids if i != target] if not as_new_version else ids
     for k, extra in enumerate(result.extra_documents):
         eid = extra_ids[k] if k < len(extra_ids) else f"{target}-R{k + 1}"
-        _insert_document(
+        insert_document(
             s,
             actor,
             tax,
@@ -398,8 +406,8 @@ def _save_edit(
                 "access_scope": extra.access_scope,
                 "superseded_by": None,
             },
-            f"case builder: {operator} on {_ref_of(src)}",
+            f"case builder: {operator} on {ref_of(src)}",
         )
         extras.append(f"{eid}@1")
-    edit = _add_edit(s, actor, record, document_id=row.id, case_id=None, extra_refs=extras)
+    edit = add_edit(s, actor, record, document_id=row.id, case_id=None, extra_refs=extras)
     return SavedEdit(edit.id, row.id, ref, tuple(extras))

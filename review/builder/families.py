@@ -43,8 +43,12 @@ __all__ = [
     "derive_forbidden",
     "derive_partial",
     "derive_removed",
+    "index_documents",
+    "merge_unique",
+    "norm_text",
     "passage_bounds",
     "present_variant",
+    "versioned_ref",
 ]
 
 DocRef = tuple[str, int]
@@ -172,7 +176,7 @@ def _iso(value: object) -> str | None:
     raise InputError(f"effective_date {value!r} is not a date")
 
 
-def _index(documents: Iterable[Mapping[str, Any]]) -> dict[DocRef, dict[str, Any]]:
+def index_documents(documents: Iterable[Mapping[str, Any]]) -> dict[DocRef, dict[str, Any]]:
     out: dict[DocRef, dict[str, Any]] = {}
     for i, d in enumerate(documents):
         if not isinstance(d, Mapping):
@@ -192,7 +196,7 @@ def _index(documents: Iterable[Mapping[str, Any]]) -> dict[DocRef, dict[str, Any
     return out
 
 
-def _ref(doc_id: str, version: int) -> str:
+def versioned_ref(doc_id: str, version: int) -> str:
     return f"{doc_id}@{version}"
 
 
@@ -217,19 +221,18 @@ def _pick(
         what = f"no visible document {doc_id}" if doc_id else "no visible decisive document"
         raise _fail(label, "documents", f"{builder}: the case has {what}")
     if len(rows) > 1:
-        ids = ", ".join(_ref(d["doc_id"], d["version"]) for _i, d in rows)
+        ids = ", ".join(versioned_ref(d["doc_id"], d["version"]) for _i, d in rows)
         raise _fail(label, "documents", f"{builder}: several candidates ({ids}); choose doc_id")
     i, row = rows[0]
     doc = docs.get((row["doc_id"], row["version"]))
     if doc is None:
-        raise InputError(
-            f"{label}: {builder}: the text of {_ref(row['doc_id'], row['version'])} was not given"
-        )
+        ref = versioned_ref(row["doc_id"], row["version"])
+        raise InputError(f"{label}: {builder}: the text of {ref} was not given")
     return i, doc
 
 
 def _locate(doc: Mapping[str, Any], passage: str | Span) -> Span:
-    ref = _ref(doc["doc_id"], doc["version"])
+    ref = versioned_ref(doc["doc_id"], doc["version"])
     body: str = doc["body"]
     if isinstance(passage, Span):
         if not (0 <= passage.start <= passage.end <= len(body)) or (
@@ -264,7 +267,7 @@ def _default_id(doc_id: str, suffix: str) -> str:
     return f"{doc_id}-CF-{suffix}"[:120]
 
 
-def _merge(*groups: Iterable[str]) -> list[str]:
+def merge_unique(*groups: Iterable[str]) -> list[str]:
     out: list[str] = []
     for g in groups:
         for x in g:
@@ -278,7 +281,7 @@ def _still_decisive(refs: Sequence[Mapping[str, Any]], base: Mapping[str, Any]) 
     a variant's ``refs``: each still carries the answer."""
     kept = {(d["doc_id"], d["version"]) for d in refs if d["visibility"] == "visible"}
     return [
-        _ref(d["doc_id"], d["version"])
+        versioned_ref(d["doc_id"], d["version"])
         for d in base["documents"]
         if d["visibility"] == "visible"
         and d["role"] == "decisive"
@@ -332,7 +335,7 @@ def _variant(
     if decision != base.get("expected_decision"):  # the wording key follows the decision
         case["expected_message"] = None
     case["reason_codes"] = list(reasons)
-    case["slices"] = _merge(base.get("slices", []), slices)
+    case["slices"] = merge_unique(base.get("slices", []), slices)
     case["category"] = category or base.get("category")
     case["status"] = CaseStatus.draft
     case["notes"] = (
@@ -395,10 +398,10 @@ def derive_removed(
     and headings stay) replaces the original; the copy is returned in ``new_documents``.
     """
     base = _base(case, "derive_removed")
-    docs = _index(documents)
+    docs = index_documents(documents)
     pos, doc = _pick(base, docs, doc_id, "derive_removed")
     refs = copy.deepcopy(base["documents"])
-    src_ref = _ref(doc["doc_id"], doc["version"])
+    src_ref = versioned_ref(doc["doc_id"], doc["version"])
     new_docs: list[dict[str, Any]] = []
     edits: list[EditRecord] = []
     text: str | None = None
@@ -421,7 +424,7 @@ def derive_removed(
                 {},
                 doc_id=doc["doc_id"],
                 version=doc["version"],
-                result_ref=_ref(target, 1),
+                result_ref=versioned_ref(target, 1),
             )
         except InputError as exc:
             raise InputError(f"{src_ref}: {exc}") from None
@@ -482,9 +485,9 @@ def derive_conflicted(
       escalate with conflicting_evidence).
     """
     base = _base(case, "derive_conflicted")
-    docs = _index(documents)
+    docs = index_documents(documents)
     _pos, doc = _pick(base, docs, doc_id, "derive_conflicted")
-    src_ref = _ref(doc["doc_id"], doc["version"])
+    src_ref = versioned_ref(doc["doc_id"], doc["version"])
     span = _locate(doc, passage)
     op = OPERATORS.get(operator)
     if op is None:
@@ -499,7 +502,7 @@ def derive_conflicted(
             p,
             doc_id=doc["doc_id"],
             version=doc["version"],
-            result_ref=_ref(target, 1),
+            result_ref=versioned_ref(target, 1),
         )
     except InputError as exc:
         raise InputError(f"{src_ref}: {exc}") from None
@@ -590,9 +593,9 @@ def derive_forbidden(
     """
     base = _base(case, "derive_forbidden")
     label = _label(base)
-    docs = _index(documents)
+    docs = index_documents(documents)
     pos, doc = _pick(base, docs, doc_id, "derive_forbidden")
-    src_ref = _ref(doc["doc_id"], doc["version"])
+    src_ref = versioned_ref(doc["doc_id"], doc["version"])
     scope = doc.get("access_scope")
     if not isinstance(scope, str) or not scope:
         raise InputError(f"{src_ref}: field access_scope: required to derive a forbidden variant")
@@ -630,7 +633,7 @@ def derive_forbidden(
         d = docs.get((r["doc_id"], r["version"]))
         if d is not None and d.get("access_scope") and d["access_scope"] not in scopes:
             r["visibility"] = "forbidden"
-            also.append(_ref(r["doc_id"], r["version"]))
+            also.append(versioned_ref(r["doc_id"], r["version"]))
     derivation = f"the decisive document is kept but forbidden to the identity: {how}."
     if also:
         derivation += f" Also forbidden for the narrowed identity: {', '.join(also)}."
@@ -700,14 +703,18 @@ def derive_partial(
             new_q += "?"
     else:
         raise _fail(label, "question", "give question or extra_question for the second part")
-    docs = _index(documents)
+    docs = index_documents(documents)
     for r in base["documents"]:
         d = docs.get((r["doc_id"], r["version"]))
-        if r["visibility"] == "visible" and d is not None and _norm(claim) in _norm(d["body"]):
+        if (
+            r["visibility"] == "visible"
+            and d is not None
+            and norm_text(claim) in norm_text(d["body"])
+        ):
             raise _fail(
                 label,
                 "extra_claim",
-                f"is stated in {_ref(r['doc_id'], r['version'])}; choose a claim that no "
+                f"is stated in {versioned_ref(r['doc_id'], r['version'])}; choose a claim that no "
                 "document of the case supports",
             )
     return _variant(
@@ -744,12 +751,12 @@ def derive_edited(
     """
     base = _base(case, "derive_edited")
     label = _label(base)
-    docs = _index(documents)
+    docs = index_documents(documents)
     op = OPERATORS.get(operator)
     if op is None:
         raise InputError(f"unknown edit operator {operator!r}; use one of: {', '.join(OPERATORS)}")
     pos, doc = _pick(base, docs, doc_id, "derive_edited")
-    src_ref = _ref(doc["doc_id"], doc["version"])
+    src_ref = versioned_ref(doc["doc_id"], doc["version"])
     body: str = doc["body"]
     if isinstance(span, int) and not isinstance(span, bool):
         if not 0 <= span <= len(body):
@@ -769,14 +776,14 @@ def derive_edited(
             p,
             doc_id=doc["doc_id"],
             version=doc["version"],
-            result_ref=_ref(target, 1),
+            result_ref=versioned_ref(target, 1),
         )
     except InputError as exc:
         raise InputError(f"{src_ref}: {exc}") from None
     # other visible decisive documents still carry the answer: the edit does not take the
     # evidence away, so the suggestion keeps the base case's decision (see Suggestion.kept_by)
     others = [
-        _ref(d["doc_id"], d["version"])
+        versioned_ref(d["doc_id"], d["version"])
         for i, d in enumerate(base["documents"])
         if i != pos and d["visibility"] == "visible" and d["role"] == "decisive"
     ]
@@ -864,5 +871,5 @@ def _passage_text(text: str, start: int, end: int) -> str:
 _EMPHASIS_RE = re.compile(r"\[\^[^\]\s]+\]|[*`]")
 
 
-def _norm(text: str) -> str:
+def norm_text(text: str) -> str:
     return " ".join(_EMPHASIS_RE.sub("", text).split()).casefold()

@@ -7,7 +7,14 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from review.builder.families import Check, Variant, _index, _merge, _norm, _ref
+from review.builder.families import (
+    Check,
+    Variant,
+    index_documents,
+    merge_unique,
+    norm_text,
+    versioned_ref,
+)
 
 __all__ = ["family_checks", "repeats_fragment", "restricted_fragments", "restricted_text_in"]
 
@@ -25,12 +32,12 @@ def _fragments(passage: str) -> list[str]:
     A leak rarely copies a whole passage: a sentence, or the part after a label ("Education:
     ..."), is enough to give the restricted fact away.
     """
-    out = [_norm(passage)]
+    out = [norm_text(passage)]
     for line in passage.splitlines():
         if line.lstrip().startswith("#"):
             continue
-        for sentence in _CLAUSE_RE.split(_norm(line)):
-            s = _norm(sentence)
+        for sentence in _CLAUSE_RE.split(norm_text(line)):
+            s = norm_text(sentence)
             if len(s.split()) >= 6 and not s.rstrip(" _").endswith("?") and s not in out:
                 out.append(s)
     return [f for f in out if f]
@@ -46,7 +53,7 @@ def _leaks(passages: Sequence[str], visible: Sequence[tuple[str, str]]) -> list[
     for passage in passages:
         for frag in _fragments(passage):
             for ref, body in visible:
-                if frag in _norm(body):
+                if frag in norm_text(body):
                     shown = frag if len(frag) <= 60 else frag[:57] + "..."
                     found.append(f"{shown!r} is visible in {ref}")
     return sorted(set(found))
@@ -75,8 +82,8 @@ def repeats_fragment(text: str, fragments: Sequence[str], allowed: Sequence[str]
     (:func:`restricted_fragments`)."""
     if not text.strip() or not fragments:
         return False
-    said = _norm(text)
-    shown = [_norm(b) for b in allowed]
+    said = norm_text(text)
+    shown = [norm_text(b) for b in allowed]
     return any(frag in said and not any(frag in b for b in shown) for frag in fragments)
 
 
@@ -109,8 +116,8 @@ def _decisive_accounted(v: Variant, decisive: Sequence[tuple[str, int]], name: s
     lost = [d for d in decisive if d not in visible]
     replaced = [d for d in _visible_decisive(v) if d not in decisive]
     if lost and kept and not replaced:
-        gone = ", ".join(_ref(*d) for d in lost)
-        still = ", ".join(_ref(*d) for d in kept)
+        gone = ", ".join(versioned_ref(*d) for d in lost)
+        still = ", ".join(versioned_ref(*d) for d in kept)
         return Check(
             "decisive_documents_accounted",
             False,
@@ -130,9 +137,9 @@ def family_checks(
     variants: Sequence[Variant], documents: Iterable[Mapping[str, Any]]
 ) -> list[Check]:
     """Checks on a family; the variants' own new documents are included automatically."""
-    docs = _index(documents)
+    docs = index_documents(documents)
     for v in variants:
-        docs.update(_index(v.new_documents))
+        docs.update(index_documents(v.new_documents))
     checks: list[Check] = []
     present = [v for v in variants if v.evidence_state == "present"]
     checks.append(
@@ -161,7 +168,7 @@ def family_checks(
         scope_problems: list[str] = []
         scopes = set(v.case.get("identity", {}).get("scopes", []))
         for r in v.case.get("documents", []):
-            ref = _ref(r["doc_id"], r["version"])
+            ref = versioned_ref(r["doc_id"], r["version"])
             d = docs.get((r["doc_id"], r["version"]))
             if d is None:
                 missing.append(ref)
@@ -192,14 +199,16 @@ def family_checks(
                 name,
             )
         )
-        passages = _merge([v.decisive_passage] if v.decisive_passage else [], base_passages)
+        passages = merge_unique([v.decisive_passage] if v.decisive_passage else [], base_passages)
         if v.evidence_state == "present":
             if not passages:
                 checks.append(
                     Check("present_shows_passage", False, "no decisive passage recorded", name)
                 )
             else:
-                shown = all(any(_norm(p) in _norm(b) for _r, b in visible) for p in passages)
+                shown = all(
+                    any(norm_text(p) in norm_text(b) for _r, b in visible) for p in passages
+                )
                 checks.append(
                     Check(
                         "present_shows_passage",

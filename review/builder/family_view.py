@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session, selectinload
 
-from review.builder.documents import _doc_dict, _get_doc, _ref_of
+from review.builder.documents import doc_dict, get_document, ref_of
 from review.builder.families import Check, Variant
 from review.builder.family_checks import family_checks
 from review.builder.suggestions import PASSAGE_ENTITY
@@ -274,7 +274,7 @@ def family_view(
                     decisive_passage=own,
                 )
             )
-        checks = family_checks(variants, [_doc_dict(d) for d in docs.values()])
+        checks = family_checks(variants, [doc_dict(d) for d in docs.values()])
         emails = {g.confirmed_by for g in sugs.values() if g.confirmed_by}
         emails |= {e.author for es in edits.values() for e in es}
         people = {
@@ -369,7 +369,7 @@ def _family_documents(
     for p in passages:
         key, _, ver = str(p.get("doc", "")).partition("@")
         if ver.isdigit() and (key, int(ver)) not in docs:
-            d = _get_doc(s, key, int(ver))
+            d = get_document(s, key, int(ver))
             if d is not None:
                 docs[(key, int(ver))] = d
     return docs
@@ -405,7 +405,7 @@ def _base_passage(
     if passage is not None and passage.strip():
         return passage.strip(), "given", None
     if found_mark is not None:
-        return found_mark[0], f"marked as decisive in {_ref_of(found_mark[1])}", found_mark[1]
+        return found_mark[0], f"marked as decisive in {ref_of(found_mark[1])}", found_mark[1]
     present_refs = {
         (cd.document.doc_key, cd.document.version)
         for r in present
@@ -416,7 +416,7 @@ def _base_passage(
         p = recorded.get(cid)
         found = _passage_text(docs, p) if p else None
         if found and (found[1].doc_key, found[1].version) in present_refs:
-            return found[0], f"recorded when a variant was built from {_ref_of(found[1])}", found[1]
+            return found[0], f"recorded when a variant was built from {ref_of(found[1])}", found[1]
     return None, "none recorded", None
 
 
@@ -448,7 +448,7 @@ def _variant_row(
         identity_scopes=tuple(r.identity_scopes),
         documents=tuple(
             VariantDoc(
-                _ref_of(cd.document),
+                ref_of(cd.document),
                 cd.document.id,
                 clearance.title(actor, cd.document.title, cd.document.access_scope),
                 cd.visibility,

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from review.corpus import markdown
 
-_FOOTNOTE_REF_RE = re.compile(r"\[\^[^\]\s]+\](?!:)")
+FOOTNOTE_REF_RE = re.compile(r"\[\^[^\]\s]+\](?!:)")
 _CLAUSE_RE = re.compile(r"\d+(?:\.\d+)+\s+")
 _QUOTE_RE = re.compile(r">\s?")
 _SENTENCE_END_RE = re.compile(
@@ -20,21 +20,21 @@ _SENTENCE_END_RE = re.compile(
 
 
 @dataclass(frozen=True)
-class _Block:
+class Block:
     kind: str  # heading | table | footnote | list_item | paragraph
     start: int  # first character of the first line
     end: int  # end of the last line (before its newline)
     content: int  # where the prose starts, after heading/list/footnote/clause markers
 
 
-def _lines(text: str) -> list[tuple[int, int]]:
+def line_ranges(text: str) -> list[tuple[int, int]]:
     return markdown.lines(text)
 
 
-def _layout(text: str) -> list[_Block]:
+def text_blocks(text: str) -> list[Block]:
     """The blocks of :func:`review.corpus.markdown.scan` as the operators use them: list items
     one by one, and a paragraph's prose after its clause number or quote marker."""
-    blocks: list[_Block] = []
+    blocks: list[Block] = []
     for b in markdown.scan(text):
         if b.kind == "list":
             item: list[tuple[int, int]] = []
@@ -48,19 +48,19 @@ def _layout(text: str) -> list[_Block]:
         elif b.kind == "paragraph":
             first = text[b.start : b.lines[0][1]]
             m = _CLAUSE_RE.match(first) or _QUOTE_RE.match(first)
-            blocks.append(_Block("paragraph", b.start, b.end, b.start + (m.end() if m else 0)))
+            blocks.append(Block("paragraph", b.start, b.end, b.start + (m.end() if m else 0)))
         else:
-            blocks.append(_Block(b.kind, b.start, b.end, b.content))
+            blocks.append(Block(b.kind, b.start, b.end, b.content))
     return blocks
 
 
-def _list_item(text: str, item: list[tuple[int, int]]) -> _Block:
+def _list_item(text: str, item: list[tuple[int, int]]) -> Block:
     a = item[0][0]
     m = markdown.LIST_MARK.match(text, a)
-    return _Block("list_item", a, item[-1][1], m.end() if m else a)
+    return Block("list_item", a, item[-1][1], m.end() if m else a)
 
 
-def _sentences(text: str, start: int, end: int) -> list[tuple[int, int]]:
+def sentence_ranges(text: str, start: int, end: int) -> list[tuple[int, int]]:
     """Sentence ranges in ``text[start:end]`` (a block's prose)."""
     out: list[tuple[int, int]] = []
     cur = start
@@ -82,18 +82,18 @@ def _sentences(text: str, start: int, end: int) -> list[tuple[int, int]]:
     return out
 
 
-def _body_end(text: str, s: int, e: int) -> int:
+def sentence_body_end(text: str, s: int, e: int) -> int:
     """Index of a sentence's final punctuation (or its end when it has none)."""
     m = re.search(r"[.!?](?:\*{1,2}|_)?(?:\[\^[^\]\s]+\])*$", text[s:e])
     return s + m.start() if m else e
 
 
-def _is_question(sentence: str) -> bool:
-    core = _FOOTNOTE_REF_RE.sub("", sentence).rstrip().rstrip("*_`\"' )")
+def is_question(sentence: str) -> bool:
+    core = FOOTNOTE_REF_RE.sub("", sentence).rstrip().rstrip("*_`\"' )")
     return core.endswith("?")
 
 
-def _block_at(blocks: list[_Block], pos: int, starts: list[int] | None = None) -> _Block | None:
+def block_at(blocks: list[Block], pos: int, starts: list[int] | None = None) -> Block | None:
     """The block whose lines contain ``pos`` (blocks are sorted and do not overlap);
     ``starts`` (the blocks' starts) saves building the list when asking many times."""
     if starts is None:
@@ -104,9 +104,9 @@ def _block_at(blocks: list[_Block], pos: int, starts: list[int] | None = None) -
     return None
 
 
-def _overlapping(blocks: Iterable[_Block], s: int, e: int) -> list[_Block]:
+def overlapping(blocks: Iterable[Block], s: int, e: int) -> list[Block]:
     return [b for b in blocks if (b.start < e and s < b.end) or (s == e and b.start <= s <= b.end)]
 
 
-def _line_no(text: str, pos: int) -> int:
+def line_no(text: str, pos: int) -> int:
     return text.count("\n", 0, pos) + 1

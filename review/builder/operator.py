@@ -25,11 +25,15 @@ __all__ = [
     "ParamField",
     "ParamValue",
     "Params",
+    "Replacement",
     "Span",
     "Suggestion",
+    "expand_ws",
     "find_span",
     "operator_label",
     "span_at",
+    "spans_from",
+    "splice",
 ]
 
 
@@ -226,7 +230,7 @@ def _parse_params(cls: type[P], data: Mapping[str, object]) -> P:
 # ------------------------------------------------------------------------------------------
 # Splicing with whitespace tidied where text was removed
 
-_Op = tuple[int, int, str]  # replace text[a:b] by the string
+Replacement = tuple[int, int, str]  # replace text[a:b] by the string
 
 
 def _desired_ws(run: str, left: str | None, right: str | None, newlines: int) -> str:
@@ -275,9 +279,9 @@ def _tidy(prefix: str, seg: str, suffix: str, j: int) -> str:
     return seg[:a] + inside + seg[b:]
 
 
-def _merge(text: str, ops: list[_Op]) -> list[_Op]:
+def _merge(text: str, ops: list[Replacement]) -> list[Replacement]:
     """Sort ops; join deletions separated only by whitespace (the whitespace goes too)."""
-    out: list[_Op] = []
+    out: list[Replacement] = []
     for a, b, r in sorted(ops):
         if out:
             pa, pb, pr = out[-1]
@@ -290,7 +294,7 @@ def _merge(text: str, ops: list[_Op]) -> list[_Op]:
     return out
 
 
-def _splice(text: str, s: int, e: int, ops: list[_Op]) -> str:
+def splice(text: str, s: int, e: int, ops: list[Replacement]) -> str:
     """The new text of ``[s, e)`` after ``ops``; whitespace at removals is normalised."""
     pieces: list[str] = []
     junctions: list[int] = []
@@ -324,7 +328,7 @@ def _outside(text: str, s: int, e: int, a: int, b: int) -> InputError:
     )
 
 
-def _expand_ws(text: str, a: int, b: int) -> tuple[int, int]:
+def expand_ws(text: str, a: int, b: int) -> tuple[int, int]:
     while a > 0 and text[a - 1] in " \t\n":
         a -= 1
     while b < len(text) and text[b] in " \t\n":
@@ -461,7 +465,7 @@ def find_span(text: str, passage: str, kind: str = "passage") -> Span:
     return Span(first, first + len(passage), passage, kind)
 
 
-def _spans_from(text: str, ranges: Iterable[tuple[int, int]], kind: str) -> list[Span]:
+def spans_from(text: str, ranges: Iterable[tuple[int, int]], kind: str) -> list[Span]:
     seen: set[tuple[int, int]] = set()
     out: list[Span] = []
     for a, b in sorted(ranges):

@@ -9,31 +9,31 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from review.builder.layout import (
-    _FOOTNOTE_REF_RE,
-    _Block,
-    _block_at,
-    _body_end,
-    _is_question,
-    _layout,
-    _line_no,
-    _lines,
-    _overlapping,
-    _sentences,
+    FOOTNOTE_REF_RE,
+    Block,
+    block_at,
+    is_question,
+    line_no,
+    line_ranges,
+    overlapping,
+    sentence_body_end,
+    sentence_ranges,
+    text_blocks,
 )
 from review.builder.operator import (
     EditResult,
     ExtraDocument,
     Operator,
     Params,
+    Replacement,
     Span,
     Suggestion,
-    _expand_ws,
-    _Op,
-    _spans_from,
-    _splice,
+    expand_ws,
     operator_label,
+    spans_from,
+    splice,
 )
-from review.builder.operators_values import _CANON, _FAMILY_OF, _QUANTITY_RE, UNIT_FAMILIES
+from review.builder.operators_values import CANON, FAMILY_OF, QUANTITY_RE, UNIT_FAMILIES
 from review.core.errors import InputError
 from review.corpus.docformat import parse_blocks
 
@@ -66,20 +66,20 @@ class _Sentences:
     """Blocks and their sentences, each computed once, for looking up many positions (a
     document of many exception markers was quadratic when each recomputed its block's)."""
 
-    def __init__(self, text: str, blocks: list[_Block]) -> None:
+    def __init__(self, text: str, blocks: list[Block]) -> None:
         self.text = text
         self.blocks = blocks
         self.starts = [b.start for b in blocks]
         self._of: dict[int, tuple[list[tuple[int, int]], list[int]]] = {}
         self._ends: dict[int, int] = {}
 
-    def block(self, pos: int) -> _Block | None:
-        return _block_at(self.blocks, pos, self.starts)
+    def block(self, pos: int) -> Block | None:
+        return block_at(self.blocks, pos, self.starts)
 
     def body_end(self, start: int, end: int) -> int:
         got = self._ends.get(start)
         if got is None:
-            got = self._ends[start] = _body_end(self.text, start, end)
+            got = self._ends[start] = sentence_body_end(self.text, start, end)
         return got
 
     def sentence_at(self, pos: int) -> tuple[int, int]:
@@ -90,17 +90,17 @@ class _Sentences:
         _sents, starts = self.of(block)
         return (block.start, bisect.bisect_right(starts, pos))
 
-    def of(self, block: _Block) -> tuple[list[tuple[int, int]], list[int]]:
+    def of(self, block: Block) -> tuple[list[tuple[int, int]], list[int]]:
         got = self._of.get(block.start)
         if got is None:
-            sents = _sentences(self.text, block.content, block.end)
+            sents = sentence_ranges(self.text, block.content, block.end)
             got = self._of[block.start] = (sents, [a for a, _b in sents])
         return got
 
 
 def _exception_plan(
-    text: str, blocks: list[_Block], pos: int, index: _Sentences | None = None
-) -> tuple[list[_Op], int, int]:
+    text: str, blocks: list[Block], pos: int, index: _Sentences | None = None
+) -> tuple[list[Replacement], int, int]:
     """Ops that remove the exception whose marker starts at ``pos``, and the natural span."""
     index = index or _Sentences(text, blocks)
     block = index.block(pos)
@@ -116,7 +116,7 @@ def _exception_plan(
     end = index.body_end(ss, se)
     lead = text[ss : m.start()].strip("*_ ")
     whole = "apply" in word
-    ops: list[_Op] = []
+    ops: list[Replacement] = []
     if not whole and not lead:
         comma = text.find(", ", m.end(), end)
         if comma < 0:
@@ -131,7 +131,7 @@ def _exception_plan(
     lo = min(a for a, _b, _r in ops)
     hi = max(b for _a, b, _r in ops)
     if any(not r for _a, _b, r in ops):
-        lo, hi = _expand_ws(text, lo, hi)
+        lo, hi = expand_ws(text, lo, hi)
         if block.kind != "paragraph" or len(sents) > 1:
             # stay inside the block: never take the blank line after it
             lo = max(lo, block.content)
@@ -139,7 +139,7 @@ def _exception_plan(
     return ops, min(lo, ss), max(hi, se)
 
 
-def _clause_op(text: str, ss: int, start: int, after: int, end: int) -> _Op:
+def _clause_op(text: str, ss: int, start: int, after: int, end: int) -> Replacement:
     """Remove the exception clause at ``start`` (its marker ends at ``after``) to ``end``,
     with the comma and spaces before it (a parenthetical one with its brackets), keeping its
     footnote references and the bold it closes."""
@@ -152,7 +152,7 @@ def _clause_op(text: str, ss: int, start: int, after: int, end: int) -> _Op:
     if j > ss and text[j - 1] == ",":
         j -= 1
     removed = text[j:end]
-    refs = "".join(_FOOTNOTE_REF_RE.findall(removed))
+    refs = "".join(FOOTNOTE_REF_RE.findall(removed))
     repl = refs
     if removed.count("**") % 2:
         if text[ss:j].count("**") % 2 == 0:
@@ -168,7 +168,9 @@ def _clause_op(text: str, ss: int, start: int, after: int, end: int) -> _Op:
     return (j, end, repl)
 
 
-def _sentence_op(text: str, sents: list[tuple[int, int]], ss: int, se: int, block: _Block) -> _Op:
+def _sentence_op(
+    text: str, sents: list[tuple[int, int]], ss: int, se: int, block: Block
+) -> Replacement:
     """Remove the whole sentence (``ss`` to ``se``) the exception is, or its paragraph when it
     is the paragraph's only sentence; a footnote or list item is never left empty."""
     if len(sents) > 1:
@@ -178,7 +180,7 @@ def _sentence_op(text: str, sents: list[tuple[int, int]], ss: int, se: int, bloc
     what = "footnote" if block.kind == "footnote" else "list item"
     raise InputError(
         f"Drop the exception: the exception is the whole {what} on line "
-        f"{_line_no(text, block.start)}; removing it would leave the {what} empty"
+        f"{line_no(text, block.start)}; removing it would leave the {what} empty"
     )
 
 
@@ -200,19 +202,19 @@ class DropException(Operator[DropExceptionParams]):
     params_type = DropExceptionParams
 
     def _markers(
-        self, text: str, blocks: list[_Block], s: int, e: int, index: _Sentences | None = None
+        self, text: str, blocks: list[Block], s: int, e: int, index: _Sentences | None = None
     ) -> list[int]:
         out: list[int] = []
         starts = index.starts if index else [b.start for b in blocks]
         for m in _EXCEPTION_RE.finditer(text, s, e):
-            b = _block_at(blocks, m.start(), starts)
+            b = block_at(blocks, m.start(), starts)
             prose = b is not None and b.kind in ("paragraph", "list_item", "footnote")
             if prose and b is not None and b.content <= m.start() < b.end:
                 out.append(m.start())
         return out
 
     def candidates(self, text: str) -> list[Span]:
-        blocks = _layout(text)
+        blocks = text_blocks(text)
         index = _Sentences(text, blocks)
         ranges: list[tuple[int, int]] = []
         seen_sentences: set[int] = set()
@@ -232,18 +234,18 @@ class DropException(Operator[DropExceptionParams]):
                 continue
             seen_sentences.add(lo)
             ranges.append((lo, hi))
-        return _spans_from(text, ranges, "exception")
+        return spans_from(text, ranges, "exception")
 
     def example_params(self, text: str, span: Span) -> DropExceptionParams:
         return DropExceptionParams()
 
     def _apply(self, text: str, span: Span, params: DropExceptionParams) -> EditResult:
-        blocks = _layout(text)
+        blocks = text_blocks(text)
         markers = self._markers(text, blocks, span.start, span.end)
         if not markers:
             raise self._missing("exception clause ('except', 'unless', 'does not apply')", span)
         ops, _lo, _hi = _exception_plan(text, blocks, markers[0])
-        return self._result(text, span, _splice(text, span.start, span.end, ops))
+        return self._result(text, span, splice(text, span.start, span.end, ops))
 
 
 # ------------------------------------------------------------------------------------------
@@ -257,7 +259,7 @@ class RemoveAnswerParams(Params):
 
 def _is_question_line(text: str, a: int, b: int) -> bool:
     line = text[a:b].strip()
-    return line.startswith(("**", "*", "_")) and _is_question(line)
+    return line.startswith(("**", "*", "_")) and is_question(line)
 
 
 class RemoveAnswer(Operator[RemoveAnswerParams]):
@@ -277,12 +279,12 @@ class RemoveAnswer(Operator[RemoveAnswerParams]):
     params_type = RemoveAnswerParams
 
     def candidates(self, text: str) -> list[Span]:
-        blocks = _layout(text)
-        all_lines = _lines(text)
+        blocks = text_blocks(text)
+        all_lines = line_ranges(text)
         line_starts = [a for a, _b in all_lines]
         ranges: list[tuple[int, int]] = []
         for i, blk in enumerate(blocks):
-            if blk.kind == "heading" and _is_question(text[blk.content : blk.end]):
+            if blk.kind == "heading" and is_question(text[blk.content : blk.end]):
                 j = i + 1
                 while j < len(blocks) and blocks[j].kind in ("paragraph", "list_item"):
                     j += 1
@@ -311,18 +313,18 @@ class RemoveAnswer(Operator[RemoveAnswerParams]):
                             ranges.append((b, nxt.end))
             if blk.kind in ("paragraph", "list_item"):
                 ranges.extend(self._plain(text, blk))
-        return _spans_from(text, ranges, "answer")
+        return spans_from(text, ranges, "answer")
 
     @staticmethod
-    def _plain(text: str, blk: _Block) -> list[tuple[int, int]]:
+    def _plain(text: str, blk: Block) -> list[tuple[int, int]]:
         """The answering sentences of a plain paragraph or list item (not questions); a block
         of one sentence is offered whole, so its clause number or list marker goes with it."""
-        sents = _sentences(text, blk.content, blk.end)
-        if len(sents) == 1 and not _is_question(text[sents[0][0] : sents[0][1]]):
+        sents = sentence_ranges(text, blk.content, blk.end)
+        if len(sents) == 1 and not is_question(text[sents[0][0] : sents[0][1]]):
             sents = [(blk.start, blk.end)]
         out: list[tuple[int, int]] = []
         for k, (a, b) in enumerate(sents):
-            if _is_question(text[a:b]):
+            if is_question(text[a:b]):
                 continue
             # take the space that separates it from what follows (else from what precedes),
             # so that removing it leaves no gap
@@ -348,19 +350,19 @@ class RemoveAnswer(Operator[RemoveAnswerParams]):
 
     def _apply(self, text: str, span: Span, params: RemoveAnswerParams) -> EditResult:
         s, e = span.start, span.end
-        ops: list[_Op] = []
-        for blk in _overlapping(_layout(text), s, e):
+        ops: list[Replacement] = []
+        for blk in overlapping(text_blocks(text), s, e):
             if blk.kind in ("table", "footnote"):
                 what = "table" if blk.kind == "table" else "footnote definition"
                 raise InputError(
                     f"{self.label}: the span includes a {what} "
-                    f"(line {_line_no(text, blk.start)}); tables and footnotes are kept, so select "
+                    f"(line {line_no(text, blk.start)}); tables and footnotes are kept, so select "
                     "the answer text only"
                 )
             if blk.kind == "heading":
                 continue
-            sents = _sentences(text, blk.content, blk.end)
-            gone = [(a, b) for a, b in sents if a < e and s < b and not _is_question(text[a:b])]
+            sents = sentence_ranges(text, blk.content, blk.end)
+            gone = [(a, b) for a, b in sents if a < e and s < b and not is_question(text[a:b])]
             if not gone:
                 continue
             if len(gone) == len(sents) and s <= blk.start and blk.end <= e:
@@ -369,7 +371,7 @@ class RemoveAnswer(Operator[RemoveAnswerParams]):
                 ops.extend((max(a, s), min(b, e), "") for a, b in gone)
         if not ops:
             raise self._missing("answer text (only questions or headings)", span)
-        return self._result(text, span, _splice(text, s, e, ops))
+        return self._result(text, span, splice(text, s, e, ops))
 
 
 # ------------------------------------------------------------------------------------------
@@ -380,7 +382,7 @@ _TIME_UNITS = set(UNIT_FAMILIES["time"])
 
 # "5 to 10 business days": the lower bound goes too when the quantity is made vague
 _RANGE_START_RE = re.compile(
-    r"(?<![\w.,])\d+(?:[.,]\d+)*\s*(?:to|-|–)\s*(?=" + _QUANTITY_RE.pattern + ")"
+    r"(?<![\w.,])\d+(?:[.,]\d+)*\s*(?:to|-|–)\s*(?=" + QUANTITY_RE.pattern + ")"
 )
 
 
@@ -388,16 +390,16 @@ def _mask_figures(text: str) -> str:
     def vague(m: re.Match[str]) -> str:
         if m.group("sep") == "-":  # "a 14-day window" reads badly when made vague: keep it
             return m.group(0)
-        unit = _CANON[m.group("unit")]
+        unit = CANON[m.group("unit")]
         if unit in ("%", "percentage points"):
             return "a set percentage" if unit == "%" else "a set number of percentage points"
         if unit in _TIME_UNITS:
             return f"a set number of {unit}"
-        if _FAMILY_OF[unit] == "currency":
+        if FAMILY_OF[unit] == "currency":
             return f"a set amount in {unit}"
         return f"a set amount of {unit}"
 
-    return _QUANTITY_RE.sub(vague, _RANGE_START_RE.sub("", text))
+    return QUANTITY_RE.sub(vague, _RANGE_START_RE.sub("", text))
 
 
 @dataclass(frozen=True)
@@ -459,28 +461,28 @@ class RelocateAnswer(Operator[RelocateAnswerParams]):
 
     def candidates(self, text: str) -> list[Span]:
         ranges: list[tuple[int, int]] = []
-        for blk in _layout(text):
+        for blk in text_blocks(text):
             if blk.kind not in ("paragraph", "list_item"):
                 continue
-            for a, b in _sentences(text, blk.content, blk.end):
-                if _mask_figures(text[a:b]) != text[a:b] and not _is_question(text[a:b]):
+            for a, b in sentence_ranges(text, blk.content, blk.end):
+                if _mask_figures(text[a:b]) != text[a:b] and not is_question(text[a:b]):
                     ranges.append((a, b))
-        return _spans_from(text, ranges, "answer")
+        return spans_from(text, ranges, "answer")
 
     def example_params(self, text: str, span: Span) -> RelocateAnswerParams:
         return RelocateAnswerParams()
 
     def _apply(self, text: str, span: Span, params: RelocateAnswerParams) -> EditResult:
-        blocks = _layout(text)
+        blocks = text_blocks(text)
         if not span.text.strip():
             raise self._missing("answer text", span)
-        for blk in _overlapping(blocks, span.start, span.end):
+        for blk in overlapping(blocks, span.start, span.end):
             if blk.kind in ("heading", "table", "footnote"):
                 raise InputError(
                     f"{self.label}: the span includes a {blk.kind} (line "
-                    f"{_line_no(text, blk.start)}); select answer text inside one paragraph"
+                    f"{line_no(text, blk.start)}); select answer text inside one paragraph"
                 )
-        home = _block_at(blocks, span.start)
+        home = block_at(blocks, span.start)
         if home is None or not (home.start <= span.start and span.end <= home.end):
             raise InputError(
                 f"{self.label}: the span {span.start}-{span.end} crosses a block boundary; "
@@ -568,10 +570,10 @@ class InsertInstruction(Operator[InsertInstructionParams]):
 
     def candidates(self, text: str) -> list[Span]:
         positions = [
-            b.start for b in _layout(text) if b.start > 0 and text.endswith("\n\n", 0, b.start)
+            b.start for b in text_blocks(text) if b.start > 0 and text.endswith("\n\n", 0, b.start)
         ]
         positions.append(len(text))
-        return _spans_from(text, ((p, p) for p in positions), "position")
+        return spans_from(text, ((p, p) for p in positions), "position")
 
     def example_params(self, text: str, span: Span) -> InsertInstructionParams:
         return InsertInstructionParams()
@@ -590,7 +592,7 @@ class InsertInstruction(Operator[InsertInstructionParams]):
             after = line + "\n\n"
         else:
             raise InputError(
-                f"{self.label}: position {pos} (line {_line_no(text, pos)}) is not between "
+                f"{self.label}: position {pos} (line {line_no(text, pos)}) is not between "
                 "blocks; choose the start of a paragraph, heading, list or table that follows "
                 "a blank line, or the end of the document"
             )

@@ -14,13 +14,16 @@ from review.builder.operator import (
     Params,
     Span,
     Suggestion,
-    _spans_from,
-    _splice,
+    spans_from,
+    splice,
 )
 from review.core.errors import InputError
 
 __all__ = [
+    "CANON",
+    "FAMILY_OF",
     "JURISDICTIONS",
+    "QUANTITY_RE",
     "TIERS",
     "UNIT_FAMILIES",
     "ChangeNumberParams",
@@ -71,7 +74,7 @@ class ReplaceTier(Operator[ReplaceTierParams]):
     params_type = ReplaceTierParams
 
     def candidates(self, text: str) -> list[Span]:
-        return _spans_from(text, ((m.start(), m.end()) for m in _TIER_RE.finditer(text)), "tier")
+        return spans_from(text, ((m.start(), m.end()) for m in _TIER_RE.finditer(text)), "tier")
 
     def example_params(self, text: str, span: Span) -> ReplaceTierParams:
         m = _TIER_RE.search(span.text)
@@ -92,7 +95,7 @@ class ReplaceTier(Operator[ReplaceTierParams]):
                 f"{params.to_tier} would change nothing"
             )
         ops = [(m.start(), m.end(), params.to_tier) for m in found if m.group(1) == target]
-        return self._result(text, span, _splice(text, span.start, span.end, ops))
+        return self._result(text, span, splice(text, span.start, span.end, ops))
 
 
 # ------------------------------------------------------------------------------------------
@@ -118,19 +121,19 @@ _SINGULAR = {
 }
 
 
-_CANON = {
+CANON = {
     **{s: p for p, s in _SINGULAR.items()},
     **{u: u for us in UNIT_FAMILIES.values() for u in us},
 }
 
 
-_FAMILY_OF = {u: fam for fam, us in UNIT_FAMILIES.items() for u in us}
+FAMILY_OF = {u: fam for fam, us in UNIT_FAMILIES.items() for u in us}
 
 
-_UNIT_ALT = "|".join(re.escape(u) for u in sorted(_CANON, key=len, reverse=True))
+_UNIT_ALT = "|".join(re.escape(u) for u in sorted(CANON, key=len, reverse=True))
 
 
-_QUANTITY_RE = re.compile(
+QUANTITY_RE = re.compile(
     r"(?<![\w.,])(?P<num>\d+(?:[.,]\d+)*)(?P<sep>[ \u00a0-]?)(?P<unit>"
     + _UNIT_ALT
     + r")(?![A-Za-z])"
@@ -167,7 +170,7 @@ def propose_number(num: str, unit: str) -> str:
     plain = num.replace(",", "") if grouped else num.replace(",", ".")
     decimals = len(plain.split(".")[1]) if "." in plain else 0
     value = float(plain)
-    percent = _CANON.get(unit, unit) == "%"
+    percent = CANON.get(unit, unit) == "%"
     new = value * 2
     if percent and new > 100:
         new = max(0.0, 100 - (100 - value) * 2)
@@ -184,14 +187,14 @@ def propose_number(num: str, unit: str) -> str:
 class ChangeUnitParams(Params):
     operator: ClassVar[str] = "change_unit"
     to_unit: str = field(
-        metadata={"help": "The unit to write instead (same family)", "choices": tuple(_FAMILY_OF)}
+        metadata={"help": "The unit to write instead (same family)", "choices": tuple(FAMILY_OF)}
     )
 
     def check(self) -> None:
-        if self.to_unit not in _FAMILY_OF:
+        if self.to_unit not in FAMILY_OF:
             raise self.fail(
                 "to_unit",
-                f"{self.to_unit!r} is not a known unit; use one of: {', '.join(_FAMILY_OF)}",
+                f"{self.to_unit!r} is not a known unit; use one of: {', '.join(FAMILY_OF)}",
             )
 
 
@@ -209,26 +212,26 @@ class ChangeUnit(Operator[ChangeUnitParams]):
     params_type = ChangeUnitParams
 
     def candidates(self, text: str) -> list[Span]:
-        return _spans_from(
-            text, ((m.start(), m.end()) for m in _QUANTITY_RE.finditer(text)), "quantity"
+        return spans_from(
+            text, ((m.start(), m.end()) for m in QUANTITY_RE.finditer(text)), "quantity"
         )
 
     def example_params(self, text: str, span: Span) -> ChangeUnitParams:
-        m = _QUANTITY_RE.search(span.text)
-        unit = _CANON[m.group("unit")] if m else "days"
-        family = UNIT_FAMILIES[_FAMILY_OF[unit]]
+        m = QUANTITY_RE.search(span.text)
+        unit = CANON[m.group("unit")] if m else "days"
+        family = UNIT_FAMILIES[FAMILY_OF[unit]]
         return ChangeUnitParams(to_unit=family[(family.index(unit) + 1) % len(family)])
 
     def _apply(self, text: str, span: Span, params: ChangeUnitParams) -> EditResult:
-        found = list(_QUANTITY_RE.finditer(text, span.start, span.end))
+        found = list(QUANTITY_RE.finditer(text, span.start, span.end))
         if not found:
             raise self._missing("number with a recognised unit", span)
-        unit = _CANON[found[0].group("unit")]
-        if _FAMILY_OF[unit] != _FAMILY_OF[params.to_unit]:
+        unit = CANON[found[0].group("unit")]
+        if FAMILY_OF[unit] != FAMILY_OF[params.to_unit]:
             raise InputError(
-                f"{self.label}: cannot change {unit!r} ({_FAMILY_OF[unit]}) into "
-                f"{params.to_unit!r} ({_FAMILY_OF[params.to_unit]}); choose one of: "
-                f"{', '.join(u for u in UNIT_FAMILIES[_FAMILY_OF[unit]] if u != unit)}"
+                f"{self.label}: cannot change {unit!r} ({FAMILY_OF[unit]}) into "
+                f"{params.to_unit!r} ({FAMILY_OF[params.to_unit]}); choose one of: "
+                f"{', '.join(u for u in UNIT_FAMILIES[FAMILY_OF[unit]] if u != unit)}"
             )
         if unit == params.to_unit:
             raise InputError(
@@ -237,9 +240,9 @@ class ChangeUnit(Operator[ChangeUnitParams]):
         ops = [
             (m.start(), m.end(), _render_unit(m.group("num"), m.group("sep"), params.to_unit))
             for m in found
-            if _CANON[m.group("unit")] == unit
+            if CANON[m.group("unit")] == unit
         ]
-        return self._result(text, span, _splice(text, span.start, span.end, ops))
+        return self._result(text, span, splice(text, span.start, span.end, ops))
 
 
 @dataclass(frozen=True)
@@ -267,18 +270,18 @@ class ChangeNumber(Operator[ChangeNumberParams]):
     params_type = ChangeNumberParams
 
     def candidates(self, text: str) -> list[Span]:
-        return _spans_from(
-            text, ((m.start(), m.end()) for m in _QUANTITY_RE.finditer(text)), "quantity"
+        return spans_from(
+            text, ((m.start(), m.end()) for m in QUANTITY_RE.finditer(text)), "quantity"
         )
 
     def example_params(self, text: str, span: Span) -> ChangeNumberParams:
-        m = _QUANTITY_RE.search(span.text)
+        m = QUANTITY_RE.search(span.text)
         if m is None:
             raise self._missing("number with a recognised unit", span)
         return ChangeNumberParams(to_number=propose_number(m.group("num"), m.group("unit")))
 
     def _apply(self, text: str, span: Span, params: ChangeNumberParams) -> EditResult:
-        found = list(_QUANTITY_RE.finditer(text, span.start, span.end))
+        found = list(QUANTITY_RE.finditer(text, span.start, span.end))
         if not found:
             raise self._missing("number with a recognised unit", span)
         m = found[0]
@@ -290,9 +293,9 @@ class ChangeNumber(Operator[ChangeNumberParams]):
         if sep == "":  # "10GB", "99.95%": keep the symbol as written
             new = params.to_number + unit
         else:
-            new = _render_unit(params.to_number, sep, _CANON[unit])
+            new = _render_unit(params.to_number, sep, CANON[unit])
         ops = [(m.start(), m.end(), new)]
-        return self._result(text, span, _splice(text, span.start, span.end, ops))
+        return self._result(text, span, splice(text, span.start, span.end, ops))
 
 
 # ------------------------------------------------------------------------------------------
@@ -352,7 +355,7 @@ class SwapYear(Operator[SwapYearParams]):
     params_type = SwapYearParams
 
     def candidates(self, text: str) -> list[Span]:
-        return _spans_from(text, ((m.start(), m.end()) for m in _YEAR_RE.finditer(text)), "year")
+        return spans_from(text, ((m.start(), m.end()) for m in _YEAR_RE.finditer(text)), "year")
 
     def example_params(self, text: str, span: Span) -> SwapYearParams:
         m = _YEAR_RE.search(span.text)
@@ -376,7 +379,7 @@ class SwapYear(Operator[SwapYearParams]):
         if params.shift_effective_date is not None:
             old = dt.date.fromisoformat(params.shift_effective_date)
             meta["effective_date"] = _shift_years(old, params.to_year - year).isoformat()
-        return self._result(text, span, _splice(text, span.start, span.end, ops), meta)
+        return self._result(text, span, splice(text, span.start, span.end, ops), meta)
 
 
 # ------------------------------------------------------------------------------------------
@@ -442,7 +445,7 @@ class MoveJurisdiction(Operator[MoveJurisdictionParams]):
     params_type = MoveJurisdictionParams
 
     def candidates(self, text: str) -> list[Span]:
-        return _spans_from(
+        return spans_from(
             text, ((m.start(), m.end()) for m in _JUR_RE.finditer(text)), "jurisdiction"
         )
 
@@ -470,4 +473,4 @@ class MoveJurisdiction(Operator[MoveJurisdictionParams]):
             if _JUR_OF[m.group(1)][0] == key
         ]
         meta = {"jurisdiction": params.to_jurisdiction} if params.set_metadata else {}
-        return self._result(text, span, _splice(text, span.start, span.end, ops), meta)
+        return self._result(text, span, splice(text, span.start, span.end, ops), meta)

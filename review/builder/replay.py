@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Engine
 
-from review.builder.documents import _get_doc, _parse_ref, _ref_of
+from review.builder.documents import get_document, parse_ref, ref_of
 from review.builder.edits import EditRecord, replay_result
 from review.core.errors import InputError
 from storage.db import read_session
@@ -45,7 +45,7 @@ def replay_check(engine: Engine, case_edit_id: int) -> ReplayCheck:
         if e is None:
             raise InputError(f"edit {case_edit_id} does not exist")
         where = f"{e.source_doc_key}@{e.source_version}"
-        src = _get_doc(s, e.source_doc_key, e.source_version)
+        src = get_document(s, e.source_doc_key, e.source_version)
         if src is None:
             return ReplayCheck(e.id, False, f"the source {where} is no longer in the corpus")
         stored = {k: v for k, v in dict(e.record).items() if k != "extra_refs"}
@@ -85,7 +85,7 @@ def replay_check(engine: Engine, case_edit_id: int) -> ReplayCheck:
         derived = s.get(Document, e.document_id)
         if derived is None:  # pragma: no cover - the foreign key sets NULL instead
             return ReplayCheck(e.id, False, "the derived document is gone")
-        dref = _ref_of(derived)
+        dref = ref_of(derived)
         # stored bodies drop leading and trailing whitespace (see DocumentIn)
         if derived.body != result.text.strip():
             want_text = result.text.strip()
@@ -98,8 +98,8 @@ def replay_check(engine: Engine, case_edit_id: int) -> ReplayCheck:
             )
         extra_refs = e.record.get("extra_refs") or []
         for k, ref in enumerate(extra_refs):
-            key, version = _parse_ref(str(ref))
-            extra_doc = _get_doc(s, key, version)
+            key, version = parse_ref(str(ref))
+            extra_doc = get_document(s, key, version)
             want = result.extra_documents[k].body if k < len(result.extra_documents) else None
             if extra_doc is None or want is None or extra_doc.body != want.strip():
                 return ReplayCheck(

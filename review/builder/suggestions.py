@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
-from review.builder.documents import _ref_of
+from review.builder.documents import ref_of
 from review.cases import cases as case_service
 from review.cases.cases import CaseIn, validate_case
 from review.core import clearance
@@ -217,7 +217,7 @@ def _mark(s: Session, actor: Actor, case_id: int, wanted: str) -> str:
         if first >= 0:
             if d.body.find(wanted, first + 1) >= 0:
                 raise InputError(
-                    f"the passage occurs several times in {_ref_of(d)}; select a longer one"
+                    f"the passage occurs several times in {ref_of(d)}; select a longer one"
                 )
             hits.append((d, first))
     if not hits:
@@ -226,7 +226,7 @@ def _mark(s: Session, actor: Actor, case_id: int, wanted: str) -> str:
             "read; copy it exactly from the document"
         )
     if len(hits) > 1:
-        refs = ", ".join(_ref_of(d) for d, _ in hits)
+        refs = ", ".join(ref_of(d) for d, _ in hits)
         raise InputError(f"the passage occurs in several documents ({refs}); make it unique")
     d, first = hits[0]
     changes.record(
@@ -236,6 +236,6 @@ def _mark(s: Session, actor: Actor, case_id: int, wanted: str) -> str:
         PASSAGE_ENTITY,
         row.id,
         None,
-        {"doc": _ref_of(d), "start": first, "end": first + len(wanted), "case": row.key},
+        {"doc": ref_of(d), "start": first, "end": first + len(wanted), "case": row.key},
     )
-    return _ref_of(d)
+    return ref_of(d)

@@ -15,13 +15,13 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from review.builder.documents import (
-    _add_edit,
-    _copy_ids,
-    _doc_dict,
-    _insert_document,
-    _latest_version,
-    _parse_ref,
-    _ref_of,
+    add_edit,
+    copy_ids,
+    doc_dict,
+    insert_document,
+    latest_version,
+    parse_ref,
+    ref_of,
     with_new_ids,
 )
 from review.builder.families import (
@@ -49,7 +49,14 @@ from storage.models import (
     utcnow,
 )
 
-__all__ = ["KINDS", "SavedVariant", "VariantSpec", "build_variant"]
+__all__ = [
+    "KINDS",
+    "SavedVariant",
+    "VariantSpec",
+    "build_variant",
+    "variant_key",
+    "whole_line_bounds",
+]
 
 
 VARIANT_ENTITY = "case_variant"
@@ -101,7 +108,7 @@ class SavedVariant:
     derivation: str
 
 
-def _whole_line_bounds(text: str, start: int, end: int) -> tuple[int, int]:
+def whole_line_bounds(text: str, start: int, end: int) -> tuple[int, int]:
     """The lines of ``[start, end)`` without their surrounding space (the demo's passages)."""
     a = text.rfind("\n", 0, start) + 1
     b = text.find("\n", end)
@@ -124,7 +131,7 @@ def _strip_bounds(text: str, start: int, end: int) -> tuple[int, int]:
 def _remap(variant: Variant, old_ref: str, key: str, version: int) -> Variant:
     """Rename the new document ``old_ref`` to ``key@version`` everywhere in the variant."""
     new_ref = f"{key}@{version}"
-    old_key, old_ver = _parse_ref(old_ref)
+    old_key, old_ver = parse_ref(old_ref)
     case = dict(variant.case)
     case["documents"] = [
         {**d, "doc_id": key, "version": version}
@@ -215,7 +222,7 @@ def _derive(
     return v, passage
 
 
-def _variant_key(s: Session, base_key: str) -> str:
+def variant_key(s: Session, base_key: str) -> str:
     prefix = f"{base_key[:100]}-CF-"
     pattern = re.compile(re.escape(prefix) + r"(\d+)")
     keys = s.scalars(select(Case.key).where(Case.key.startswith(prefix, autoescape=True)))
@@ -252,9 +259,9 @@ def _build(
     variant, passage = _derived(s, spec, base, target)
     case_in = _variant_case(s, variant, base, tax)
     rows = {
-        _ref_of(row): row
+        ref_of(row): row
         for row in (
-            _insert_document(s, actor, tax, nd, f"case builder: {spec.kind} variant of {base.key}")
+            insert_document(s, actor, tax, nd, f"case builder: {spec.kind} variant of {base.key}")
             for nd in variant.new_documents
         )
     }
@@ -303,7 +310,7 @@ def _target(actor: Actor, base: Case, spec: VariantSpec) -> Document | None:
     decisive one; none for a partial variant without one), if the actor may read it."""
     target: Document | None = None
     if spec.doc_ref:
-        key, version = _parse_ref(spec.doc_ref)
+        key, version = parse_ref(spec.doc_ref)
         found = [
             cd.document
             for cd in base.documents
@@ -335,14 +342,14 @@ def _derived(
 ) -> tuple[Variant, tuple[int, int] | None]:
     """The derivation (:func:`_derive`) with free document ids, its new document renamed to
     the next version of the target when the spec asks for one."""
-    docs = [_doc_dict(cd.document) for cd in base.documents]
-    ids = _copy_ids(s, target.doc_key, 2) if target is not None else ["", ""]
+    docs = [doc_dict(cd.document) for cd in base.documents]
+    ids = copy_ids(s, target.doc_key, 2) if target is not None else ["", ""]
     variant, passage = _derive(spec, case_service.to_record(base), docs, target, ids)
     if not spec.as_new_version:
         return variant, passage
     if not variant.new_documents or target is None:
         raise InputError("this variant makes no new document; nothing to version")
-    latest = _latest_version(s, target.doc_key)
+    latest = latest_version(s, target.doc_key)
     if latest != target.version:
         raise InputError(
             f"{target.doc_key} has a newer version {latest}; a new version must be "
@@ -356,7 +363,7 @@ def _derived(
 def _variant_case(s: Session, variant: Variant, base: Case, tax: Taxonomy) -> case_service.CaseIn:
     """The variant's draft case, checked, under the next free ``<BASE>-CF-<n>`` key."""
     data = dict(variant.case)
-    data["key"] = _variant_key(s, base.key)
+    data["key"] = variant_key(s, base.key)
     try:
         case_in = validate_case(data, "variant", 1, tax)
     except InputError as exc:
@@ -377,7 +384,7 @@ def _store_edits(
         doc_row = rows.get(rec.result_ref or "")
         extras = [r for r in new_refs if r != rec.result_ref] if rec.result_ref else []
         extras = extras if rec.operator == "relocate_answer" else []
-        edit = _add_edit(
+        edit = add_edit(
             s,
             actor,
             rec,
@@ -431,7 +438,7 @@ def _record_derivation(
             "suggested_reasons": list(variant.suggested_reasons),
             "new_documents": new_refs,
             "passage": (
-                {"doc": _ref_of(target), "start": passage[0], "end": passage[1]}
+                {"doc": ref_of(target), "start": passage[0], "end": passage[1]}
                 if passage is not None and target is not None
                 else None
             ),

@@ -360,7 +360,7 @@ def to_record(row: Case) -> dict[str, Any]:
     }
 
 
-def _normalised(c: CaseIn) -> dict[str, Any]:
+def normalised_case(c: CaseIn) -> dict[str, Any]:
     d = c.model_dump(exclude={"agreed"})
     d["slices"] = sorted(dict.fromkeys(d["slices"]))
     return d
@@ -424,7 +424,7 @@ def import_cases(
         if c.key:
             existing = s.scalar(_case_query().where(Case.key == c.key))
             if existing is not None:
-                if to_record(existing) == _normalised(c):
+                if to_record(existing) == normalised_case(c):
                     unchanged += 1
                     continue
                 raise InputError(
@@ -526,7 +526,7 @@ class CaseFilter:
     family: str | None = None
 
 
-def _conditions(f: CaseFilter, viewer: Actor | None = None) -> list[ColumnElement[bool]]:
+def filter_conditions(f: CaseFilter, viewer: Actor | None = None) -> list[ColumnElement[bool]]:
     """The WHERE conditions of ``f``; for a ``viewer`` without clearance the text search does
     not look into the question of a case that lists a restricted document (a match would tell
     what its hidden question says)."""
@@ -579,7 +579,7 @@ def count_cases(
     """How many cases match ``f`` and the conditions ``also`` (for a ``viewer``, as
     :func:`list_cases` finds them)."""
     with read_session(engine) as s:
-        conds = [*_conditions(f, viewer), *also]
+        conds = [*filter_conditions(f, viewer), *also]
         return int(s.scalar(select(func.count(Case.id)).where(*conds)) or 0)
 
 
@@ -595,7 +595,7 @@ def list_cases(
     """One page of cases matching the filter (and the conditions ``also``), with their
     slices and document counts; for a ``viewer`` the question as they may see it (see
     :func:`seen_by`)."""
-    conds = [*_conditions(f, viewer), *also]
+    conds = [*filter_conditions(f, viewer), *also]
     page = max(page, 1)
     with read_session(engine) as s:
         rows = s.execute(
@@ -791,7 +791,7 @@ def export_cases(
     an agreed label carries it as ``agreed`` (read-only: ignored on import). ``also``: more
     conditions on the cases written. The text of a case that relies on a restricted document
     is written only for a ``viewer`` with clearance."""
-    conds = [*_conditions(f or CaseFilter()), *also]
+    conds = [*filter_conditions(f or CaseFilter()), *also]
     n = 0
     last_id = 0
     with read_session(engine) as s:

@@ -240,7 +240,7 @@ def _batches(
 ) -> Iterator[list[tuple[dict[str, Any], list[ContextDoc], bool, bool]]]:
     """(record, documents, unconfirmed, text restricted) per case, 500 cases at a time, in id
     order."""
-    conds = cases._conditions(flt)
+    conds = cases.filter_conditions(flt)
     last_id = 0
     with read_session(engine) as s:
         while True:

@@ -9,14 +9,14 @@ from typing import Any
 
 from sqlalchemy import Engine, func, select
 
-from review.builder.documents import _get_doc, _parse_ref
+from review.builder.documents import get_document, parse_ref
 from review.builder.suggestions import confirm_suggestion, mark_passage
 from review.builder.variants import (
     Kind,
     SavedVariant,
     VariantSpec,
-    _whole_line_bounds,
     build_variant,
+    whole_line_bounds,
 )
 from review.core.errors import InputError
 from review.core.identity import Actor
@@ -38,9 +38,9 @@ __all__ = ["build_demo_variants"]
 
 
 def _span_of(engine: Engine, ref: str, passage: str) -> tuple[int, int]:
-    key, version = _parse_ref(ref)
+    key, version = parse_ref(ref)
     with read_session(engine) as s:
-        d = _get_doc(s, key, version)
+        d = get_document(s, key, version)
         if d is None:
             raise InputError(f"demo document {ref} is missing")
         start = d.body.find(passage)
@@ -59,7 +59,7 @@ def _line_of(engine: Engine, case_id: int, snippet: str) -> str:
         ):
             i = d.body.find(snippet)
             if i >= 0:
-                a, b = _whole_line_bounds(d.body, i, i + len(snippet))
+                a, b = whole_line_bounds(d.body, i, i + len(snippet))
                 return d.body[a:b]
     raise InputError(f"demo passage not found: {snippet[:40]!r}")
 
@@ -100,11 +100,11 @@ def build_demo_variants(engine: Engine, tax: Taxonomy) -> int:
 
     def line(kind: Kind, ref: str, snippet: str, **kw: Any) -> VariantSpec:
         a, b = _span_of(engine, ref, snippet)
-        key, version = _parse_ref(ref)
+        key, version = parse_ref(ref)
         with read_session(engine) as s:
-            d = _get_doc(s, key, version)
+            d = get_document(s, key, version)
             body = d.body if d is not None else ""
-        a, b = _whole_line_bounds(body, a, b)
+        a, b = whole_line_bounds(body, a, b)
         return VariantSpec(kind, start=a, end=b, **kw)
 
     def position(ref: str, before: str, **kw: Any) -> VariantSpec:
@@ -113,7 +113,7 @@ def build_demo_variants(engine: Engine, tax: Taxonomy) -> int:
 
     incident = "SEC-INCIDENT-NOTICE@2"
     with read_session(engine) as s:
-        d = _get_doc(s, *_parse_ref(incident))
+        d = get_document(s, *parse_ref(incident))
         incident_date = d.effective_date.isoformat() if d and d.effective_date else None
     plan: list[tuple[str, Actor, str, VariantSpec]] = [
         (

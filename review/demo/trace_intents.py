@@ -26,7 +26,7 @@ class Passage:
 
 
 @lru_cache(maxsize=1)
-def _passages() -> dict[str, list[Passage]]:
+def demo_passages() -> dict[str, list[Passage]]:
     from review.core.taxonomy import taxonomy
 
     tax = taxonomy()
@@ -52,8 +52,8 @@ def _passages() -> dict[str, list[Passage]]:
     return out
 
 
-def _find(ref: str, needle: str) -> Passage:
-    passages = _passages()
+def find_passage(ref: str, needle: str) -> Passage:
+    passages = demo_passages()
     for p in passages.get(ref, []):
         if needle in p.text:
             return p

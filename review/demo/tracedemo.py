@@ -64,8 +64,8 @@ from review.demo.trace_intents import (
     VIOLATIONS,
     Intent,
     Passage,
-    _find,
-    _passages,
+    demo_passages,
+    find_passage,
 )
 from review.traces.model import Chunk, Citation, Trace
 from review.wording.messages import WordingSet, load_wording, render
@@ -252,13 +252,13 @@ class _Builder:
         return q
 
     def passages(self, refs: Sequence[tuple[str, str]]) -> list[Passage]:
-        return [_find(ref, needle) for ref, needle in refs]
+        return [find_passage(ref, needle) for ref, needle in refs]
 
     def filler(self, k: int) -> list[Passage]:
         refs = self.rng.sample(FILLER, k)
         out = []
         for ref, _ in refs:
-            options = _passages()[ref]
+            options = demo_passages()[ref]
             out.append(self.rng.choice(options))
         return out
 
@@ -453,7 +453,7 @@ class _Builder:
             filtered: list[Passage] = []
             if intent.restricted_source is not None:
                 ref, needle = intent.restricted_source
-                filtered = [_find(ref, needle)]
+                filtered = [find_passage(ref, needle)]
             return _Outcome(
                 "escalate", text, "restricted_topic", band="related", answerable=None,
                 topic_key=intent.topic_key, filtered=filtered,
@@ -463,7 +463,7 @@ class _Builder:
         assert intent.restricted_source is not None
         return _Outcome(
             "abstain", text, "source_not_allowed", None, "low", False,
-            filtered=[_find(*intent.restricted_source)],
+            filtered=[find_passage(*intent.restricted_source)],
         )  # fmt: skip
 
     def caveat_text(self) -> str:

@@ -9,7 +9,7 @@ from review.core.identity import Role
 from review.core.taxonomy import Taxonomy
 from review.wording.drafts import MessageDraft
 from review.wording.signing import propose_edits, propose_wording, sign_wording
-from review.wording.versions import _shipped_text, versions
+from review.wording.versions import shipped_text, versions
 
 __all__ = ["build_demo_wording"]
 
@@ -48,7 +48,7 @@ def build_demo_wording(engine: Engine, tax: Taxonomy | None = None) -> int:
     v1 = propose_wording(
         engine,
         omar,
-        _shipped_text(),
+        shipped_text(),
         "First signed refusal wording: the six required messages as drafted with Support and "
         "Legal, clean under the wording lint.",
         based_on=None,

@@ -41,6 +41,7 @@ __all__ = [
     "AgreementReport",
     "agreement_report",
     "agreement_table",
+    "assemble_table",
     "cohen_kappa",
     "confusion_pairs",
     "disagreements",
@@ -292,7 +293,7 @@ def agreement_table(
         note = f"alpha undefined: every label is {only!r} (no variation)"
     else:
         note = ""
-    return _assemble(
+    return assemble_table(
         field_name,
         {
             "annotator_a": [c.annotators[int(i)] for i in pw["a"]],
@@ -312,7 +313,7 @@ def agreement_table(
     )
 
 
-def _assemble(field_name: str, pairs: dict[str, Any], overall: dict[str, Any]) -> pd.DataFrame:
+def assemble_table(field_name: str, pairs: dict[str, Any], overall: dict[str, Any]) -> pd.DataFrame:
     """The ``agreement_table`` frame: the pair rows (columns given in ``pairs``), then the
     one overall row (values in ``overall``), with the table's types."""
     pair_rows = pd.DataFrame(

@@ -65,7 +65,7 @@ from sqlalchemy.orm import aliased
 
 from review.cases.agreed import current_label_filter
 from review.core.errors import InputError
-from review.labels.agreement import TABLE_COLUMNS, AgreementReport, _assemble
+from review.labels.agreement import TABLE_COLUMNS, AgreementReport, assemble_table
 from review.labels.agreement_rollup import stamp_columns
 from storage.db import read_session
 from storage.models import (
@@ -160,7 +160,7 @@ def _table_frame(
             only = _argmax(p.rows)
             notes.append(f"kappa undefined: both gave only {only!r} (no variation)")
     n_pairable, raw, alpha, note = _overall_values(overall)
-    return _assemble(
+    return assemble_table(
         field_name,
         {
             "annotator_a": [a for a, _ in keys],

@@ -566,7 +566,7 @@ def _monitoring_hook(
     return [("Monitoring alerts of the month", table)], charts_
 
 
-def _audit_hook(
+def audit_hook(
     engine: Engine, tax: Taxonomy, month: str, first: dt.date, last: dt.date
 ) -> tuple[list[tuple[str, pd.DataFrame]], list[tuple[str, alt.TopLevelMixin]]]:
     from review.audits import display, estimates, plans
@@ -595,4 +595,4 @@ def _audit_hook(
     return [("Audit batches and weighted estimates", pd.DataFrame(rows))], []
 
 
-CONTEXT_HOOKS.extend([_monitoring_hook, _audit_hook])
+CONTEXT_HOOKS.extend([_monitoring_hook, audit_hook])

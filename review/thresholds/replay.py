@@ -166,7 +166,7 @@ def _words(out: pd.DataFrame) -> pd.Series:
 
 
 @dataclass
-class _Tally:
+class Tally:
     """What a replay counts, added up over frames of traces (or of groups of traces, each
     row weighing the traces it stands for)."""
 
@@ -337,7 +337,7 @@ def replay_traces(
 
         where = flipped_where if clearance.cleared(actor) else flipped_where & ~Trace.restricted
         for df in _signal_frames(engine, [], min(batch, 5_000), where):
-            flipped = _Tally(current, proposed).add(df)
+            flipped = Tally(current, proposed).add(df)
             sample.extend(
                 flipped.drop(columns="weight").head(examples - len(sample)).to_dict("records")
             )
@@ -352,7 +352,7 @@ def replay_traces(
         for start in range(0, len(ids), 900):
             chunk = Trace.id.in_(ids[start : start + 900])
             for df in _signal_frames(engine, [], batch, chunk):
-                flipped = _Tally(current, proposed).add(df)
+                flipped = Tally(current, proposed).add(df)
                 for pk, bb, aa in zip(
                     flipped["id"], flipped["before"], flipped["after"], strict=True
                 ):
@@ -405,7 +405,7 @@ def _bin_range(b: int) -> tuple[float, float]:
 
 def _grouped_replay(
     engine: Engine, current: NoAnswerPolicy, proposed: NoAnswerPolicy, batch: int
-) -> tuple[_Tally, Any] | None:
+) -> tuple[Tally, Any] | None:
     """Count the replay from the signal groups and the traces of the bins that hold a
     threshold (one snapshot); with a condition on ``traces`` that holds for every flipped trace
     (None: nothing flips). None when the groups do not add up to the stored traces."""
@@ -430,7 +430,7 @@ def _grouped_replay(
         for c in _cuts(current, proposed)
         if abs(c) < SCORE_BIN_LIMIT
     }
-    tally = _Tally(current, proposed)
+    tally = Tally(current, proposed)
     with read_session(engine) as s:
         if engine.dialect.name == "postgresql":  # one snapshot for every statement
             s.connection(execution_options={"isolation_level": "REPEATABLE READ"})
@@ -539,7 +539,7 @@ def replay_traces_scan(
     browse.require_view(actor)
     verdict_of = _latest_verdicts(engine)
     audited_counts: dict[tuple[str, str, str], int] = {}
-    tally = _Tally(current, proposed)
+    tally = Tally(current, proposed)
     sample: list[dict[str, Any]] = []
     for df in _signal_frames(engine, [], batch):
         flipped = tally.add(df).drop(columns="weight")

@@ -57,6 +57,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CAVEAT_REASON",
     "COLUMN_FILTERS",
+    "FEW_MATCHES",
     "SORTS",
     "VIEW_ROLES",
     "CitationView",
@@ -221,7 +222,7 @@ def _text_condition(text: str, dialect: str, *, walk: bool = False) -> ColumnEle
 
 
 #: a text search with more trigram matches than this lists by walking the time index
-_FEW_MATCHES = 5000
+FEW_MATCHES = 5000
 
 
 def _many_matches(engine: Engine, text: str) -> bool:
@@ -229,8 +230,8 @@ def _many_matches(engine: Engine, text: str) -> bool:
     if candidates is None:
         return False
     with read_session(engine) as s:
-        some = select(func.count()).select_from(candidates.limit(_FEW_MATCHES + 1).subquery())
-        return int(s.scalar(some) or 0) > _FEW_MATCHES
+        some = select(func.count()).select_from(candidates.limit(FEW_MATCHES + 1).subquery())
+        return int(s.scalar(some) or 0) > FEW_MATCHES
 
 
 def _filter_conditions(f: TraceFilter, dialect: str, walk: bool) -> list[ColumnElement[bool]]:

@@ -94,6 +94,7 @@ __all__ = [
     "import_bytes",
     "import_file",
     "import_items",
+    "insert_chunks",
     "recent_imports",
 ]
 
@@ -105,7 +106,7 @@ __all__ = [
 BATCH_SIZE = 2000
 
 
-def _insert_chunks(s: Session, rows: list[tuple[Any, ...]]) -> None:
+def insert_chunks(s: Session, rows: list[tuple[Any, ...]]) -> None:
     """Insert one batch's chunk rows (tuples in ``tracerows.CHUNK_COLUMNS`` order)."""
     tracerows.insert_chunk_rows(s.connection(), rows)
 
@@ -355,7 +356,7 @@ def _write_batch(
             for k, v in prepared[i][2].items():
                 added_counts[k] = added_counts.get(k, 0) + v
         restricted_n = sum(flags)
-        _insert_chunks(
+        insert_chunks(
             s, [(pk, *c[1:]) for pk, i in zip(pks, keep, strict=True) for c in prepared[i][1]]
         )
         added, skipped = len(pks), len(prepared) - len(pks)

@@ -48,10 +48,12 @@ from review.traces.redaction import RedactionPolicy
 from storage.db import make_engine
 
 __all__ = [
+    "COMMAND",
     "PARALLEL_MIN_BYTES",
     "Part",
     "PartWorkers",
     "Parts",
+    "available_cores",
     "checked_parts",
     "plan_parts",
     "split",
@@ -148,7 +150,7 @@ def part_items(
     )
 
 
-def _cores() -> int:
+def available_cores() -> int:
     """The cores this process may run on."""
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))
@@ -156,7 +158,7 @@ def _cores() -> int:
 
 
 #: How a worker process is started (after the Python executable).
-_COMMAND: tuple[str, ...] = ("-m", "review.traces.importparts")
+COMMAND: tuple[str, ...] = ("-m", "review.traces.importparts")
 
 
 @dataclass(frozen=True)
@@ -177,7 +179,7 @@ def plan_parts(path: Path, fmt: str, vocab: TraceVocabulary, engine: Engine) -> 
     """How to check ``path`` in parts, or None for one pass: a file under
     :data:`PARALLEL_MIN_BYTES`, a format other than canonical JSONL, a machine with one core,
     or a database other processes cannot open (SQLite in memory)."""
-    n = min(MAX_PARTS, _cores())
+    n = min(MAX_PARTS, available_cores())
     if fmt != "canonical" or n < 2 or path.stat().st_size < PARALLEL_MIN_BYTES:
         return None
     if engine.dialect.name == "sqlite" and engine.url.database in (None, "", ":memory:"):
@@ -282,7 +284,7 @@ class _Worker:
         path = os.environ.get("PYTHONPATH")
         env = dict(os.environ, PYTHONPATH=root if not path else os.pathsep.join([root, path]))
         self.proc = subprocess.Popen(
-            [sys.executable, *_COMMAND],
+            [sys.executable, *COMMAND],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.errors,

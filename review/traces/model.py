@@ -11,6 +11,7 @@ from review.core.taxonomy import CORE_DECISIONS, Taxonomy
 
 __all__ = [
     "DEFAULT_REASON_CODES",
+    "DEFAULT_VOCAB",
     "FEEDBACK_VALUES",
     "NEGATIVE_FEEDBACK",
     "AttrValue",
@@ -146,4 +147,4 @@ class TraceVocabulary:
         return cls(frozenset(tax.decisions), frozenset(tax.reason_codes))
 
 
-_DEFAULT_VOCAB = TraceVocabulary()
+DEFAULT_VOCAB = TraceVocabulary()

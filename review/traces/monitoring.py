@@ -60,7 +60,7 @@ from review.core.readable import percent
 from review.core.taxonomy import Taxonomy, policies_dir
 from review.core.yamlstrict import load_model, load_yaml_text, validate
 from review.traces import rollup
-from review.traces.fields import EARLIEST_TRACE_TIME
+from review.traces.formats.fields import EARLIEST_TRACE_TIME
 from review.traces.interaction import INTERACTION_COUNTS, add_interaction_rates
 from storage.db import read_session
 from storage.models import Trace as TraceRow

@@ -41,8 +41,11 @@ __all__ = [
     "add_counts",
     "aggregate",
     "rebuild",
+    "row_flags",
+    "segment_values",
     "stored_total",
     "subtract_ids",
+    "utc_day",
 ]
 
 #: The reason code of an answer given with a caveat (kept equal to review.traces.browse).
@@ -105,13 +108,13 @@ _SOURCE = (
 Key = tuple[str, str, dt.date, str]
 
 
-def _day(at: dt.datetime) -> dt.date:
+def utc_day(at: dt.datetime) -> dt.date:
     if at.tzinfo is not None:
         at = at.astimezone(dt.UTC)
     return at.date()
 
 
-def _flags(row: Mapping[str, Any]) -> tuple[int, ...]:
+def row_flags(row: Mapping[str, Any]) -> tuple[int, ...]:
     decision = row.get("decision")
     reason = row.get("reason_code")
     return (
@@ -128,7 +131,7 @@ def _flags(row: Mapping[str, Any]) -> tuple[int, ...]:
     )
 
 
-def _segment_values(row: Mapping[str, Any]) -> Iterable[tuple[str, str]]:
+def segment_values(row: Mapping[str, Any]) -> Iterable[tuple[str, str]]:
     yield ALL, ALL
     versions = row.get("versions") or {}
     for dim in DIMENSIONS:
@@ -146,7 +149,12 @@ def aggregate(rows: Iterable[Mapping[str, Any]]) -> dict[Key, list[int]]:
     batch) are counted once, then added to each of their keys."""
     alike: dict[tuple[dt.date, str, tuple[int, ...], tuple[tuple[str, str], ...]], int] = {}
     for row in rows:
-        sig = (_day(row["at"]), row.get("decision") or "", _flags(row), tuple(_segment_values(row)))
+        sig = (
+            utc_day(row["at"]),
+            row.get("decision") or "",
+            row_flags(row),
+            tuple(segment_values(row)),
+        )
         alike[sig] = alike.get(sig, 0) + 1
     out: dict[Key, list[int]] = {}
     for (day, decision, flags, segments), n in alike.items():

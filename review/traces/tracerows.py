@@ -29,7 +29,7 @@ from typing import Any, Final
 from sqlalchemy import Boolean, Date, Float, Integer, String, Table, insert, text
 from sqlalchemy.engine import Connection
 
-from review.traces import fields
+from review.traces.formats import fields
 from review.traces.model import Trace
 from storage.models import Trace as TraceRow
 from storage.models import TraceChunk, trace_sample_key
@@ -37,6 +37,7 @@ from storage.models import TraceChunk, trace_sample_key
 __all__ = [
     "CHUNK_COLUMNS",
     "chunk_values",
+    "copy_rows",
     "custom_plans",
     "insert_chunk_rows",
     "insert_trace_rows",
@@ -200,7 +201,7 @@ def _driver_rows(
     return out
 
 
-def _copy(
+def copy_rows(
     conn: Connection,
     table: str,
     cols: Sequence[str],
@@ -270,7 +271,7 @@ def insert_trace_rows(
         if while_copying is not None:
             while_copying()
     else:
-        _copy(conn, "traces", cols, params, while_copying)
+        copy_rows(conn, "traces", cols, params, while_copying)
     return pks
 
 
@@ -290,4 +291,4 @@ def insert_chunk_rows(conn: Connection, rows: Sequence[Sequence[Any]]) -> None:
             params,
         )
     else:
-        _copy(conn, "trace_chunks", CHUNK_COLUMNS, params)
+        copy_rows(conn, "trace_chunks", CHUNK_COLUMNS, params)

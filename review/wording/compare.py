@@ -13,7 +13,7 @@ import pandas as pd
 
 from review.core.clearance import REDACTED
 from review.wording.messages import WordingSet, needs_compliance
-from review.wording.versions import _key_order
+from review.wording.versions import key_order
 
 __all__ = ["MessageChange", "compare", "compare_frame", "setting_changes", "word_diff", "yaml_diff"]
 
@@ -61,7 +61,7 @@ def compare(old: WordingSet | None, new: WordingSet) -> list[MessageChange]:
     unchanged, with both texts. Required keys first, then custom keys by name."""
     rows: list[MessageChange] = []
     old_keys = set(old.messages) if old is not None else set()
-    for key in _key_order(old_keys | set(new.messages)):
+    for key in key_order(old_keys | set(new.messages)):
         a = old.messages.get(key) if old is not None else None
         b = new.messages.get(key)
         if a is None:

@@ -11,7 +11,7 @@ import yaml
 
 from review.core.errors import InputError
 from review.wording.messages import REQUIRED_KEYS, WordingSet, parse_wording, placeholders_in
-from review.wording.versions import _key_order
+from review.wording.versions import key_order
 
 __all__ = ["MessageDraft", "draft_yaml", "dump_wording", "splice_wording"]
 
@@ -84,7 +84,7 @@ def _message_plain(ws: WordingSet, key: str) -> dict[str, Any]:
 
 
 def _plain(ws: WordingSet) -> dict[str, Any]:
-    messages = {key: _message_plain(ws, key) for key in _key_order(ws.messages)}
+    messages = {key: _message_plain(ws, key) for key in key_order(ws.messages)}
     data: dict[str, Any] = {
         "version": ws.version,
         "locale": ws.locale,

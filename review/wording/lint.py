@@ -14,32 +14,9 @@ import pandas as pd
 from review.core.errors import InputError
 from review.wording.findings import KEY_ONLY_RULES, RULES, Finding, excerpt
 from review.wording.messages import WordingSet, render
-from review.wording.rules import (
-    _blame,
-    _claims,
-    _contacts,
-    _Ctx,
-    _fold,
-    _followup,
-    _internal,
-    _patterns,
-    _person,
-    _sentences,
-    _universal,
-)
+from review.wording.rules import RULE_CHECKS, rule_context
 
 __all__ = ["LINT_COLUMNS", "lint", "lint_frame", "lint_message", "lint_set"]
-
-
-_RULE_FUNCS = {
-    "universal_negative": _universal,
-    "leaked_internal": _internal,
-    "unlisted_contact": _contacts,
-    "claim_after_refusal": _claims,
-    "blames_user": _blame,
-    "followup_without_request": _followup,
-    "escalation_names_person": _person,
-}
 
 
 def lint(
@@ -68,20 +45,13 @@ def lint(
         raise InputError(
             f"unknown wording rule(s): {', '.join(unknown)} (known: {', '.join(RULES)})"
         )
-    patterns = _patterns(
-        tuple(restricted_titles),
-        tuple(allowed_contacts),
-        tuple(str(i) for i in doc_ids),
-        tuple(company_names),
-    )
-    norm = _fold(text)
-    ctx = _Ctx(text, norm, _sentences(norm), patterns)
+    ctx = rule_context(text, restricted_titles, allowed_contacts, doc_ids, company_names)
     findings: list[Finding] = []
     for rule in selected:
         only_for = KEY_ONLY_RULES.get(rule)
         if only_for is not None and key != only_for:
             continue
-        findings.extend(_RULE_FUNCS[rule](ctx))
+        findings.extend(RULE_CHECKS[rule](ctx))
     return sorted(set(findings), key=lambda f: (f.start, f.end, f.rule))
 
 

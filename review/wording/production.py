@@ -33,7 +33,7 @@ from review.core.errors import InputError, PermissionDenied
 from review.core.identity import Actor
 from review.wording.findings import RULES, Finding, excerpt
 from review.wording.lint import lint
-from review.wording.terms import _titles, corpus_terms
+from review.wording.terms import all_restricted_titles, corpus_terms
 from review.wording.versions import in_force
 from storage.db import read_session
 from storage.models import REFUSAL_TEXTS_WHERE, Trace
@@ -44,6 +44,8 @@ __all__ = [
     "ProductionPage",
     "ProductionSummary",
     "TraceFinding",
+    "candidate_population",
+    "candidates_condition",
     "clear_production_cache",
     "message_key_for",
     "production_counts",
@@ -81,7 +83,7 @@ def message_key_for(decision: str | None) -> str | None:
     return MESSAGE_KEY_OF_DECISION.get(decision or "")
 
 
-def _candidates() -> Any:
+def candidates_condition() -> Any:
     """Traces whose final text is a refusal, follow-up, escalation, partial or caveat.
 
     The same condition, with the same inline constants, defines the partial index
@@ -111,7 +113,7 @@ def _lint_context(engine: Engine) -> _LintContext:
     current = in_force(engine)
     terms = corpus_terms(engine)
     return _LintContext(
-        _titles(current.wording, terms),
+        all_restricted_titles(current.wording, terms),
         tuple(current.wording.allowed_contacts),
         terms.doc_ids,
         terms.restricted_doc_ids,
@@ -154,7 +156,7 @@ def clear_production_cache() -> None:
         _SCANS.clear()
 
 
-def _population(engine: Engine) -> tuple[int, int, int]:
+def candidate_population(engine: Engine) -> tuple[int, int, int]:
     """(candidates, restricted candidates, highest trace id) in one SQL aggregate."""
     with read_session(engine) as s:
         row = s.execute(
@@ -162,7 +164,7 @@ def _population(engine: Engine) -> tuple[int, int, int]:
                 func.count(Trace.id),
                 func.coalesce(func.sum(case((Trace.restricted.is_(True), 1), else_=0)), 0),
                 func.coalesce(func.max(Trace.id), 0),
-            ).where(_candidates())
+            ).where(candidates_condition())
         ).one()
     return int(row[0]), int(row[1]), int(row[2])
 
@@ -179,7 +181,7 @@ def _extend(engine: Engine, scan: _Scan, ctx: _LintContext, upto: int) -> None:
         with read_session(engine) as s:
             rows = s.execute(
                 select(Trace.id, Trace.at, Trace.decision, Trace.answer_text, Trace.restricted)
-                .where(_candidates(), Trace.id > last, Trace.id <= upto)
+                .where(candidates_condition(), Trace.id > last, Trace.id <= upto)
                 .order_by(Trace.id)
                 .limit(_BATCH)
             ).all()
@@ -216,7 +218,7 @@ def _scan(engine: Engine) -> tuple[_Scan, _LintContext]:
     ctx = _lint_context(engine)
     cache_key = (engine.url.render_as_string(hide_password=False), ctx.key())
     with _SCAN_LOCK:
-        count, restricted, max_id = _population(engine)
+        count, restricted, max_id = candidate_population(engine)
         scan = _SCANS.get(cache_key)
         if scan is None or max_id < scan.upto:
             scan = _Scan()
@@ -238,7 +240,7 @@ def unchecked_count(engine: Engine) -> int:
     first scan (about 5,000 distinct texts a second)."""
     ctx = _lint_context(engine)
     cache_key = (engine.url.render_as_string(hide_password=False), ctx.key())
-    count, restricted, max_id = _population(engine)
+    count, restricted, max_id = candidate_population(engine)
     with _SCAN_LOCK:
         scan = _SCANS.get(cache_key)
     if scan is None or max_id < scan.upto or count < scan.checked:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -754,3 +754,34 @@ class _Ctx:
     norm: str
     sentences: list[tuple[int, int]]
     patterns: _Patterns
+
+
+def rule_context(
+    text: str,
+    restricted_titles: Iterable[str] = (),
+    allowed_contacts: Iterable[str] = (),
+    doc_ids: Iterable[str] = (),
+    company_names: Iterable[str] = (),
+) -> _Ctx:
+    """What every rule reads of one text: the text, its folded form and sentences, and the
+    patterns of the titles, contacts, document ids and company names given."""
+    patterns = _patterns(
+        tuple(restricted_titles),
+        tuple(allowed_contacts),
+        tuple(str(i) for i in doc_ids),
+        tuple(company_names),
+    )
+    norm = _fold(text)
+    return _Ctx(text, norm, _sentences(norm), patterns)
+
+
+#: each rule id's check, run on a :func:`rule_context`
+RULE_CHECKS: dict[str, Callable[[_Ctx], Iterator[Finding]]] = {
+    "universal_negative": _universal,
+    "leaked_internal": _internal,
+    "unlisted_contact": _contacts,
+    "claim_after_refusal": _claims,
+    "blames_user": _blame,
+    "followup_without_request": _followup,
+    "escalation_names_person": _person,
+}

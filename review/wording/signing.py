@@ -30,10 +30,10 @@ from review.wording.terms import CorpusTerms, corpus_terms, lint_snapshot, lint_
 from review.wording.versions import (
     KIND,
     WordingInForce,
-    _parsed,
-    _shipped_text,
     compliance_reason,
     in_force,
+    parse_or_none,
+    shipped_text,
     versions,
 )
 
@@ -178,7 +178,7 @@ def review_version(
             )
     shown_parent = parent
     if shown_parent is None:
-        shipped = _parsed(_shipped_text())
+        shipped = parse_or_none(shipped_text())
         shown_parent = shipped
         parent_label = "the shipped file (no signed parent)"
     return VersionReview(

@@ -23,6 +23,7 @@ from storage.models import Document
 
 __all__ = [
     "CorpusTerms",
+    "all_restricted_titles",
     "caret_lines",
     "corpus_terms",
     "findings_frame",
@@ -70,7 +71,7 @@ def corpus_terms(engine: Engine) -> CorpusTerms:
     )
 
 
-def _titles(ws: WordingSet, terms: CorpusTerms) -> tuple[str, ...]:
+def all_restricted_titles(ws: WordingSet, terms: CorpusTerms) -> tuple[str, ...]:
     return tuple(dict.fromkeys([*ws.restricted_titles, *terms.restricted_titles]))
 
 
@@ -102,7 +103,7 @@ def lint_snapshot(ws: WordingSet, parent: WordingSet | None, terms: CorpusTerms)
             for key, fs in findings.items()
             if fs
         },
-        "restricted_titles_checked": len(_titles(ws, terms)),
+        "restricted_titles_checked": len(all_restricted_titles(ws, terms)),
         "corpus_terms": terms.fingerprint(),
     }
 

@@ -38,8 +38,11 @@ __all__ = [
     "canonical",
     "changed_keys",
     "in_force",
+    "key_order",
+    "parse_or_none",
     "pending",
     "required_roles",
+    "shipped_text",
     "versions",
     "wording_of",
 ]
@@ -54,7 +57,7 @@ KIND = "refusal_wording"
 
 
 @lru_cache(maxsize=256)
-def _parsed(text: str) -> WordingSet | None:
+def parse_or_none(text: str) -> WordingSet | None:
     try:
         return parse_wording(text, "wording")
     except InputError:
@@ -78,7 +81,7 @@ def _entry(ws: WordingSet, key: str) -> tuple[object, ...] | None:
     return (msg.text, tuple(msg.placeholders), ws.locale_for(key), msg.description)
 
 
-def _key_order(keys: Iterable[str]) -> list[str]:
+def key_order(keys: Iterable[str]) -> list[str]:
     keys = set(keys)
     return [k for k in REQUIRED_KEYS if k in keys] + sorted(keys - set(REQUIRED_KEYS))
 
@@ -87,16 +90,16 @@ def changed_keys(old: WordingSet | None, new: WordingSet) -> list[str]:
     """Message keys whose text, placeholders, effective locale or description differ (or that
     were added or removed). Without an ``old`` set every key of ``new`` counts as changed."""
     if old is None:
-        return _key_order(new.messages)
+        return key_order(new.messages)
     keys = set(old.messages) | set(new.messages)
-    return _key_order(k for k in keys if _entry(old, k) != _entry(new, k))
+    return key_order(k for k in keys if _entry(old, k) != _entry(new, k))
 
 
 def required_roles(text: str, parent_text: str | None) -> frozenset[Role]:
     """Product owner always; compliance too when R3 or E1 changed or there is no parent."""
     both = frozenset({Role.product_owner, Role.compliance})
-    new = _parsed(text)
-    old = _parsed(parent_text) if parent_text is not None else None
+    new = parse_or_none(text)
+    old = parse_or_none(parent_text) if parent_text is not None else None
     if new is None or old is None:
         return both
     if any(needs_compliance(k) for k in changed_keys(old, new)):
@@ -147,7 +150,7 @@ class WordingInForce:
         return f"version {self.version.number}"
 
 
-def _shipped_text() -> str:
+def shipped_text() -> str:
     try:
         return wording_path().read_text(encoding="utf-8")
     except OSError as exc:
@@ -166,7 +169,7 @@ def in_force(engine: Engine) -> WordingInForce:
         return WordingInForce(
             parse_wording(v.yaml_text, f"approved wording version {v.number}"), v.yaml_text, v
         )
-    text = _shipped_text()
+    text = shipped_text()
     return WordingInForce(parse_wording(text, str(wording_path())), text, None)
 
 
@@ -185,7 +188,7 @@ def pending(engine: Engine) -> list[signoff.VersionView]:
 def wording_of(engine: Engine, version_id: int | None) -> tuple[WordingSet, str]:
     """A stored version's wording and text; ``None`` is the shipped file."""
     if version_id is None:
-        text = _shipped_text()
+        text = shipped_text()
         return parse_wording(text, str(wording_path())), text
     v = signoff.get_version(engine, version_id)
     if v.kind != KIND:

@@ -264,7 +264,7 @@ def test_sql_draw_of_400_from_200000_traces(engine: Engine) -> None:
         row = s.get(SamplingPlan, pid)
         assert row is not None
         every = dict.fromkeys((k for k, v in view.allocation.items() if v), KEY_SPACE)
-        full = audit_plans._key_rows(s, row, key_offset(2025), every)
+        full = audit_plans.key_rows(s, row, key_offset(2025), every)
     assert sorted(r[0] for r in full) == sorted(ids)
 
 

@@ -50,7 +50,7 @@ def _same_month_section(engine: Engine) -> None:
     tax = load_taxonomy()
     for month in sorted(months):
         first, last = month_bounds(month)
-        [(title, got)], charts = report._audit_hook(engine, tax, month, first, last)
+        [(title, got)], charts = report.audit_hook(engine, tax, month, first, last)
         assert title == "Audit batches and weighted estimates" and charts == []
         pd.testing.assert_frame_equal(
             got, reference_audit_section(engine, first, last), check_exact=True

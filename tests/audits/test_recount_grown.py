@@ -56,22 +56,24 @@ def _full(engine: Engine, plan_id: int) -> audit_plans.PopulationCheck:
     with read_session(engine) as s:
         plan = s.get(SamplingPlan, plan_id)
         assert plan is not None
-        spec = audit_plans._spec_of(plan)
-        current = audit_plans._count(s, spec.filter, spec.strata, audit_plans._algorithm(plan))
-        return audit_plans._compare(audit_plans._stored_counts(plan), current)
+        spec = audit_plans.spec_of(plan)
+        current = audit_plans.count_strata(
+            s, spec.filter, spec.strata, audit_plans.sampling_algorithm(plan)
+        )
+        return audit_plans.compare_counts(audit_plans.stored_counts(plan), current)
 
 
 @pytest.fixture
 def counted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """How many extra conditions each count of the check had (1: only the new traces)."""
     calls: list[int] = []
-    real = audit_plans._count
+    real = audit_plans.count_strata
 
     def spy(s: Session, flt: Any, strata: Any, algorithm: int = 2, *extra: Any) -> Any:
         calls.append(len(extra))
         return real(s, flt, strata, algorithm, *extra)
 
-    monkeypatch.setattr(audit_plans, "_count", spy)
+    monkeypatch.setattr(audit_plans, "count_strata", spy)
     return calls
 
 

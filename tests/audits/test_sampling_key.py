@@ -219,7 +219,7 @@ def test_a_window_that_falls_short_reads_every_key(
     expected = reference(engine, pid)
     # windows far too narrow: every stratum falls short and is read again over every key
     monkeypatch.setattr(
-        audit_plans, "_key_windows", lambda alloc, sizes: {k: 1 for k, v in alloc.items() if v}
+        audit_plans, "key_windows", lambda alloc, sizes: {k: 1 for k, v in alloc.items() if v}
     )
     assert [t for t, _st in audit_plans.preview_sample(engine, pid)] == expected
 
@@ -289,8 +289,8 @@ def as_algorithm_1(engine: Engine, plan_id: int) -> None:
     def work(s: Session) -> None:
         row = s.get(SamplingPlan, plan_id)
         assert row is not None
-        spec = audit_plans._spec_of(row)
-        counts = audit_plans._count(s, spec.filter, spec.strata, 1)
+        spec = audit_plans.spec_of(row)
+        counts = audit_plans.count_strata(s, spec.filter, spec.strata, 1)
         population = dict(row.population)
         population.pop("algorithm")
         population["strata"] = [c.summary_row() for c in counts]
@@ -348,7 +348,7 @@ def test_a_planned_algorithm_1_plan_recounts_and_draws_by_algorithm_1(engine: En
     assert write(engine, audit_plans.recount_plan, REVIEWER, pid).changed is True
     with read_session(engine) as s:
         row = s.get(SamplingPlan, pid)
-        assert row is not None and audit_plans._algorithm(row) == 1
+        assert row is not None and audit_plans.sampling_algorithm(row) == 1
         rows = s.execute(select(Trace.id, Trace.decision)).all()
     write(engine, audit_plans.draw_plan, REVIEWER, pid)
     view = audit_plans.get_plan(engine, pid)

@@ -987,7 +987,7 @@ def test_variant_and_confirmation_on_any_database(any_engine: Engine, tax: Taxon
 def test_a_key_taken_at_the_same_moment_is_retried_with_a_fresh_one(
     demo_engine: Engine, tax: Taxonomy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = variants._variant_key
+    real = variants.variant_key
     calls: list[str] = []
 
     def racing(s: object, base_key: str) -> str:
@@ -995,7 +995,7 @@ def test_a_key_taken_at_the_same_moment_is_retried_with_a_fresh_one(
         # the first attempt picks a key another writer has just committed
         return "CASE-002" if len(calls) == 1 else real(s, base_key)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(variants, "_variant_key", racing)
+    monkeypatch.setattr(variants, "variant_key", racing)
     before = counts(demo_engine)
     spec = edited(demo_engine, REFUND, "14 days of the charge date", "change_unit", to_unit="weeks")
     saved = write(
@@ -1004,7 +1004,7 @@ def test_a_key_taken_at_the_same_moment_is_retried_with_a_fresh_one(
     assert saved.key == "CASE-001-CF-1" and len(calls) == 2
     after = counts(demo_engine)
     assert after[:4] == (before[0] + 1, before[1] + 1, before[2] + 1, before[3] + 1)
-    monkeypatch.setattr(variants, "_variant_key", lambda s, k: "CASE-002")
+    monkeypatch.setattr(variants, "variant_key", lambda s, k: "CASE-002")
     with pytest.raises(InputError, match="same id at the same moment"):
         write(
             demo_engine,

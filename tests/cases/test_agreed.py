@@ -62,7 +62,7 @@ def test_every_export_carries_the_agreed_label(demo_engine: Engine, tax: Taxonom
     # the canonical file still imports: the agreed label is read-only and ignored
     line = json.dumps(canonical["CASE-001"])
     [(_, parsed)] = list(cases.iter_cases_jsonl([line], "x.jsonl", tax))
-    assert parsed.agreed is not None and "agreed" not in cases._normalised(parsed)
+    assert parsed.agreed is not None and "agreed" not in cases.normalised_case(parsed)
     ragas = io.StringIO()
     exchange.export(demo_engine, ragas, "ragas", tax, flt, viewer=SYSTEM)
     sample = next(

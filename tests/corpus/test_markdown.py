@@ -61,7 +61,7 @@ def test_the_corpus_view_and_the_operators_see_the_same_blocks(parts: list[str])
     scanned = markdown.scan(text)
     assert [b.kind for b in parse_blocks(text)] == [b.kind for b in scanned]
     merged: list[tuple[str, int, int]] = []
-    for b in layout._layout(text):
+    for b in layout.text_blocks(text):
         kind = "list" if b.kind == "list_item" else b.kind
         if kind == "list" and merged and merged[-1][0] == "list" and merged[-1][2] + 1 == b.start:
             merged[-1] = ("list", merged[-1][1], b.end)

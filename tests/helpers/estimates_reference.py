@@ -17,10 +17,10 @@ from review.audits import display, plans
 from review.audits.estimates import (
     RATE_COLUMNS,
     EstimateReport,
-    _estimate_row,
+    estimate_row,
     item_outcomes,
 )
-from review.audits.plans import _plan, _stored_allocation, _stored_counts
+from review.audits.plans import plan_row, stored_allocation, stored_counts
 from review.audits.vocabulary import HEADLINE, VERDICTS
 from review.core import readable
 from review.core.errors import InputError
@@ -61,14 +61,14 @@ def _rate_row(
         ],
         columns=["stratum", "population", "sample", "successes"],
     )
-    return _estimate_row(verdict, weighted_estimate(frame, confidence))
+    return estimate_row(verdict, weighted_estimate(frame, confidence))
 
 
 def reference_estimates(engine: Engine, plan_id: int, confidence: float = 0.95) -> ReferenceReport:
     with read_session(engine) as s:
-        plan = _plan(s, plan_id)
-        counts = _stored_counts(plan)
-        allocation = _stored_allocation(plan)
+        plan = plan_row(s, plan_id)
+        counts = stored_counts(plan)
+        allocation = stored_allocation(plan)
     population = {c.stratum: c.count for c in counts}
     outcomes = item_outcomes(engine, plan_id)
     order = [*HEADLINE, *[v for v in VERDICTS if v not in HEADLINE]]

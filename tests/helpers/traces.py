@@ -15,7 +15,7 @@ from review.core.identity import SYSTEM
 from review.corpus import corpus
 from review.corpus.docformat import DocumentIn
 from review.traces import importer
-from review.traces.canonical import trace_to_dict
+from review.traces.formats.canonical import trace_to_dict
 from review.traces.model import Chunk, Citation, Trace
 
 UTC = dt.UTC

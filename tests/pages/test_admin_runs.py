@@ -27,7 +27,7 @@ def test_admin_sees_an_interrupted_import_and_the_run_that_resumed_it(
 ) -> None:
     items = [make_trace(f"p-{i}", chunks=[chunk("a")]) for i in range(6)]
     path = write_jsonl(tmp_path / "page.jsonl", canonical_lines(items))
-    real = importer._insert_chunks
+    real = importer.insert_chunks
     calls = {"n": 0}
 
     def dying(session: Any, rows: list[tuple[Any, ...]]) -> None:
@@ -37,12 +37,12 @@ def test_admin_sees_an_interrupted_import_and_the_run_that_resumed_it(
             raise KeyboardInterrupt
 
     with monkeypatch.context() as m:
-        m.setattr(importer, "_insert_chunks", dying)
+        m.setattr(importer, "insert_chunks", dying)
         m.setattr(importer, "_close_import", lambda *a, **k: None)  # killed: nothing closes
         with pytest.raises(KeyboardInterrupt):
             importer.import_file(demo_engine, SYSTEM, path, "canonical", batch_size=2)
     first = importer.recent_imports(demo_engine)[0].id
-    monkeypatch.setattr(runs, "_process_alive", lambda host, pid: False)
+    monkeypatch.setattr(runs, "process_alive", lambda host, pid: False)
 
     at = page_app(demo_url, monkeypatch, "pages/admin_page.py", ADA).run()
     no_exception(at)

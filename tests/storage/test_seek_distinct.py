@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import Engine, select
 
 from review.audits import plans
-from review.audits.population import NONE, _column
+from review.audits.population import NONE, stratum_column
 from review.traces import browse
 from storage.db import leads_an_index, read_session, seek_distinct
 from storage.models import Trace
@@ -70,7 +70,7 @@ def test_pickers_offer_what_a_distinct_read_offers(any_engine: Engine) -> None:
         want, _ = _distinct(any_engine, getattr(Trace, name), 200)
         assert facets[name] == [str(v) for v in want]
     for dim in ("feedback", "policy_version", "ranking_mode"):
-        want, has_null = _distinct(any_engine, _column(dim), 100)
+        want, has_null = _distinct(any_engine, stratum_column(dim), 100)
         expected = ([NONE] if has_null else []) + [str(v) for v in want]
         assert plans.dimension_values(any_engine, dim) == expected[:100]
         assert plans.dimension_values(any_engine, dim, limit=2) == expected[:2]

@@ -28,7 +28,7 @@ from review.evaluation.execution import PipelineDocument
 from review.monthly import validation
 from review.policy.policy import OPTIONAL_SIGNALS, SIGNALS, NoAnswerPolicy, load_policy
 from review.thresholds import redecide, release
-from review.thresholds.replay import _Tally
+from review.thresholds.replay import Tally
 from storage.db import make_engine
 from tests.helpers.paths import ROOT
 from tests.helpers.release_runs import correct_output, ready_cases, scored_frame
@@ -181,7 +181,7 @@ def test_the_replay_counts_affected_traces_as_not_replayable_never_as_answers(
             "restricted_topics": policy.restricted_topics,
         }
     )
-    tally = _Tally(policy, proposed)
+    tally = Tally(policy, proposed)
     flipped = tally.add(_trace_table(rows))
     assert tally.not_replayable == sum(affected)
     assert sum(tally.missing_signals.values()) == sum(affected)

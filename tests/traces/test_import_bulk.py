@@ -15,7 +15,7 @@ from sqlalchemy import Engine, func, select, text
 from review.core.errors import InputError
 from review.core.identity import SYSTEM
 from review.traces import importcheck, importer, rollup, tracerows
-from review.traces.fields import _Bad, _chunk, _plain_chunk
+from review.traces.formats.fields import BadField, plain_chunk, read_chunk
 from storage.db import make_engine, migrate, read_session
 from storage.models import AuditLog, TraceImport, TraceRollup, trace_sample_key
 from tests.helpers.traces import write_jsonl
@@ -199,10 +199,10 @@ def test_the_plain_chunk_path_reads_what_the_full_reader_reads() -> None:
     for i in range(3000):
         item = _chunk_record(rng, i % 4)
         try:
-            want: Any = _chunk(item, "chunks.0")
-        except _Bad as exc:
+            want: Any = read_chunk(item, "chunks.0")
+        except BadField as exc:
             want = exc
-        got = _plain_chunk(item)
+        got = plain_chunk(item)
         if got is not None:
             plain += 1
             assert got == want, item
@@ -361,9 +361,9 @@ def test_the_rollup_counts_alike_rows_as_counting_each_row_does() -> None:
         )
     want: dict[Any, list[int]] = {}
     for row in rows:
-        flags = rollup._flags(row)
-        for dim, value in rollup._segment_values(row):
-            key = (dim, value, rollup._day(row["at"]), row["decision"] or "")
+        flags = rollup.row_flags(row)
+        for dim, value in rollup.segment_values(row):
+            key = (dim, value, rollup.utc_day(row["at"]), row["decision"] or "")
             got = want.setdefault(key, [0] * len(flags))
             for i, f in enumerate(flags):
                 got[i] += f
@@ -383,13 +383,13 @@ def test_the_copies_run_with_postgres_default_plans_and_the_id_lookups_with_cust
     engine = make_engine(pg_url)
     migrate(engine)
     seen: list[tuple[str, str]] = []
-    copy, lookup = tracerows._copy, importcheck.stored_ids
+    copy, lookup = tracerows.copy_rows, importcheck.stored_ids
 
     def spy_copy(conn: Any, table: str, *rest: Any) -> None:
         seen.append((table, str(conn.exec_driver_sql("SHOW plan_cache_mode").scalar())))
         copy(conn, table, *rest)
 
-    monkeypatch.setattr(tracerows, "_copy", spy_copy)
+    monkeypatch.setattr(tracerows, "copy_rows", spy_copy)
     records = random_records(12, 5)
     path = write_jsonl(tmp_path / "t.jsonl", _lines(records))
     report = importer.import_file(engine, SYSTEM, path, "canonical", batch_size=5)

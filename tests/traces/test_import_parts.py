@@ -20,7 +20,7 @@ from sqlalchemy import Engine, func, select
 from review.core.errors import InputError
 from review.core.identity import SYSTEM
 from review.traces import importparts
-from review.traces.canonical import trace_to_dict
+from review.traces.formats.canonical import trace_to_dict
 from review.traces.importer import ImportReport, import_file
 from review.traces.model import TraceVocabulary
 from storage.db import make_engine, migrate, read_session
@@ -56,7 +56,7 @@ def _vocab() -> TraceVocabulary:
 
 def _parts(monkeypatch: pytest.MonkeyPatch, n: int) -> None:
     monkeypatch.setattr(importparts, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(importparts, "_cores", lambda: n)
+    monkeypatch.setattr(importparts, "available_cores", lambda: n)
 
 
 def _stored(engine: Engine) -> list[tuple[str, str, int]]:
@@ -153,7 +153,7 @@ def test_a_part_whose_process_dies_fails_the_import_before_any_write(
 ) -> None:
     path = _file(tmp_path)
     _parts(monkeypatch, 2)
-    monkeypatch.setattr(importparts, "_COMMAND", ("-c", "import sys; sys.exit(3)"))
+    monkeypatch.setattr(importparts, "COMMAND", ("-c", "import sys; sys.exit(3)"))
     with pytest.raises(RuntimeError, match=r"part 2 of the file stopped without an answer"):
         import_file(engine, SYSTEM, path, "canonical")
     with read_session(engine) as s:
@@ -168,7 +168,7 @@ def test_a_part_whose_process_dies_before_reading_its_task_leaves_no_pipe_open(
     that collected it; this happened on a loaded CI machine)."""
     path = _file(tmp_path)
     _parts(monkeypatch, 2)
-    monkeypatch.setattr(importparts, "_COMMAND", ("-c", "import os; os.close(0)"))
+    monkeypatch.setattr(importparts, "COMMAND", ("-c", "import os; os.close(0)"))
 
     def too_big(obj: object, fh: Any, protocol: int | None = None) -> None:
         fh.write(b"x" * (4 << 20))  # the process ends without reading: the pipe breaks
@@ -191,12 +191,12 @@ def test_small_files_other_formats_and_memory_databases_use_one_pass(
     engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = _file(tmp_path)
-    monkeypatch.setattr(importparts, "_cores", lambda: 4)
+    monkeypatch.setattr(importparts, "available_cores", lambda: 4)
     assert importparts.plan_parts(path, "canonical", _vocab(), engine) is None  # small
     monkeypatch.setattr(importparts, "PARALLEL_MIN_BYTES", 0)
     assert importparts.plan_parts(path, "canonical", _vocab(), engine) is not None
     assert importparts.plan_parts(path, "otlp", _vocab(), engine) is None
     memory = make_engine("sqlite://")
     assert importparts.plan_parts(path, "canonical", _vocab(), memory) is None
-    monkeypatch.setattr(importparts, "_cores", lambda: 1)
+    monkeypatch.setattr(importparts, "available_cores", lambda: 1)
     assert importparts.plan_parts(path, "canonical", _vocab(), engine) is None

@@ -55,7 +55,7 @@ def trace_file(tmp_path: Path, n: int, name: str = "t.jsonl") -> Path:
 
 def fail_on_batch(monkeypatch: pytest.MonkeyPatch, n: int) -> None:
     """Make the n-th batch's chunk insert raise, after its traces are written (not committed)."""
-    real = importer._insert_chunks
+    real = importer.insert_chunks
     calls = {"n": 0}
 
     def failing(session: Any, rows: list[tuple[Any, ...]]) -> None:
@@ -64,7 +64,7 @@ def fail_on_batch(monkeypatch: pytest.MonkeyPatch, n: int) -> None:
         if calls["n"] == n:
             raise OSError("disk full")
 
-    monkeypatch.setattr(importer, "_insert_chunks", failing)
+    monkeypatch.setattr(importer, "insert_chunks", failing)
 
 
 # ---------------------------------------------------------------------------------------
@@ -124,7 +124,7 @@ def test_an_import_that_never_closes_is_interrupted_and_a_rerun_resumes_it(
     assert stale.status == "interrupted" and stale.counts["added"] == 4
     monkeypatch.undo()
 
-    monkeypatch.setattr(runs, "_process_alive", lambda host, pid: False)
+    monkeypatch.setattr(runs, "process_alive", lambda host, pid: False)
     state = run_of(engine, "trace_import", first)
     assert state.status == "interrupted"
     assert (state.counts["added"], state.counts["of"], state.progress_entries) == (4, 9, 2)
@@ -159,7 +159,7 @@ from review.traces import importer
 from storage.db import make_engine
 
 calls = 0
-real = importer._insert_chunks
+real = importer.insert_chunks
 
 def dying(session, rows):
     global calls
@@ -168,7 +168,7 @@ def dying(session, rows):
     if calls == 3:  # the third batch is written, not committed
         os.kill(os.getpid(), signal.SIGKILL)
 
-importer._insert_chunks = dying
+importer.insert_chunks = dying
 importer.import_file(make_engine({sqlite_url!r}), SYSTEM, Path({str(path)!r}), "canonical",
                      batch_size=3)
 """
@@ -317,7 +317,7 @@ def test_cli_runs_lists_an_interrupted_run_until_it_is_resumed(
         with pytest.raises(OSError):
             importer.import_file(engine, ADMIN, path, "canonical", batch_size=2)
     first = importer.recent_imports(engine)[0].id
-    monkeypatch.setattr(runs, "_process_alive", lambda host, pid: False)
+    monkeypatch.setattr(runs, "process_alive", lambda host, pid: False)
     out = runner.invoke(tracecli.runs_cmd, [])
     assert out.exit_code == 1
     assert f"trace_import {first}: interrupted" in out.output

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from review.core.errors import PolicyFileError
-from review.traces.canonical import iter_canonical_jsonl
+from review.traces.formats.canonical import iter_canonical_jsonl
 from review.traces.model import Chunk, Citation, ParsedTrace, Trace
 from review.traces.redaction import (
     RedactionPolicy,

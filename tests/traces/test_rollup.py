@@ -238,7 +238,7 @@ def test_audit_filter_values_from_the_rollup_equal_the_distinct_trace_values(
 
     import_traces(any_engine, varied_traces(200, seed=2))
     for dim in population.DIMENSIONS:
-        col = population._column(dim)
+        col = population.stratum_column(dim)
         with read_session(any_engine) as s:
             found = s.scalars(select(col).distinct()).all()
         expected = sorted(str(v) for v in found if v is not None)

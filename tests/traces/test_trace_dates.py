@@ -15,8 +15,8 @@ from sqlalchemy import Engine
 from review.core.errors import InputError
 from review.core.identity import SYSTEM
 from review.traces import importer
-from review.traces.fields import EARLIEST_TRACE_TIME, MAX_FUTURE
 from review.traces.formats import iter_traces
+from review.traces.formats.fields import EARLIEST_TRACE_TIME, MAX_FUTURE
 from review.traces.model import ParsedTrace, Rejected
 from tests.helpers.paths import TRACE_DATA as DATA
 

@@ -250,7 +250,7 @@ def test_text_search_matches_the_old_query_and_plain_python(
     searched: tuple[Engine, list[Trace]], few: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # few=0: every search counts as having many matches, so the list walks the time index
-    monkeypatch.setattr(browse, "_FEW_MATCHES", few)
+    monkeypatch.setattr(browse, "FEW_MATCHES", few)
     engine, items = searched
     for needle in search_strings(items, seed=few):
         f = browse.TraceFilter(text=needle)

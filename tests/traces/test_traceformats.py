@@ -16,15 +16,16 @@ from hypothesis import strategies as st
 
 from review.core.errors import InputError
 from review.core.taxonomy import Taxonomy
-from review.traces.canonical import (
+from review.traces.formats import detect_format, iter_traces
+from review.traces.formats.canonical import (
     iter_canonical_jsonl,
     trace_from_dict,
     trace_to_dict,
     write_canonical_jsonl,
 )
-from review.traces.flatcsv import iter_csv
-from review.traces.formats import detect_format, iter_traces
-from review.traces.langfuse import iter_langfuse_jsonl
+from review.traces.formats.flatcsv import iter_csv
+from review.traces.formats.langfuse import iter_langfuse_jsonl
+from review.traces.formats.otlp import iter_otlp_jsonl
 from review.traces.model import (
     Chunk,
     Citation,
@@ -34,7 +35,6 @@ from review.traces.model import (
     TraceItem,
     TraceVocabulary,
 )
-from review.traces.otlp import iter_otlp_jsonl
 from tests.helpers.paths import TRACE_DATA as DATA
 
 UTC = dt.UTC

@@ -19,8 +19,8 @@ from review.core.errors import InputError, PermissionDenied, StaleWriteError
 from review.core.identity import SYSTEM, Actor
 from review.core.taxonomy import Taxonomy
 from review.traces import browse, importcheck, importer, retention
-from review.traces.canonical import trace_to_dict
 from review.traces.formats import iter_traces
+from review.traces.formats.canonical import trace_to_dict
 from review.traces.model import Trace
 from storage.db import make_engine, run_write
 from storage.models import (
@@ -313,7 +313,7 @@ from review.traces import importer
 from storage.db import make_engine
 
 calls = 0
-real = importer._insert_chunks
+real = importer.insert_chunks
 
 def dying(session, rows):
     global calls
@@ -322,7 +322,7 @@ def dying(session, rows):
     if calls == 3:  # the third batch's traces and chunks are written, not committed
         os._exit(9)
 
-importer._insert_chunks = dying
+importer.insert_chunks = dying
 importer.import_file(make_engine({sqlite_url!r}), SYSTEM, Path({str(path)!r}), "canonical",
                    batch_size=5)
 """

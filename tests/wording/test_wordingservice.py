@@ -738,12 +738,12 @@ def test_the_refusal_texts_are_counted_from_their_partial_index(any_engine: Engi
         any_engine, "empty", decision="clarify", reason_code="ambiguous_question", answer_text=""
     )
     add_trace(any_engine, "undecided", decision=None, answer_text="text")
-    count, restricted, _ = production._population(any_engine)
+    count, restricted, _ = production.candidate_population(any_engine)
     assert (count, restricted) == (2, 1)
     if any_engine.dialect.name == "sqlite":
         from sqlalchemy import func, select
 
-        stmt = select(func.count(Trace.id)).where(production._candidates())
+        stmt = select(func.count(Trace.id)).where(production.candidates_condition())
         sql = str(stmt.compile(any_engine, compile_kwargs={"literal_binds": True}))
         with any_engine.connect() as c:
             plan = " ".join(str(r) for r in c.exec_driver_sql("EXPLAIN QUERY PLAN " + sql))

@@ -11,29 +11,29 @@ from typing import IO, Any
 
 from review.core.errors import InputError
 from review.core.records import JsonProblem, json_lines, json_object, parse_json
-from review.traces.fields import (
-    _INT_MAX,
-    _absent,
-    _attributes,
-    _Bad,
-    _chunk_list,
-    _citations,
-    _decision,
-    _ident,
-    _opt_bool,
-    _opt_float,
-    _opt_int,
-    _opt_text,
-    _opt_topics,
-    _reason,
-    _req_text,
-    _str_list,
-    _text,
-    _time,
-    _versions,
+from review.traces.formats.fields import (
+    INT_MAX,
+    BadField,
+    is_absent,
+    opt_bool,
+    opt_float,
+    opt_int,
+    opt_text,
+    opt_topics,
+    read_attributes,
+    read_chunks,
+    read_citations,
+    read_decision,
+    read_ident,
+    read_reason,
+    read_time,
+    read_versions,
+    req_text,
+    str_list,
+    text_or_empty,
 )
 from review.traces.model import (
-    _DEFAULT_VOCAB,
+    DEFAULT_VOCAB,
     ParsedTrace,
     Rejected,
     Trace,
@@ -41,62 +41,73 @@ from review.traces.model import (
     TraceVocabulary,
 )
 
-__all__ = ["iter_canonical_jsonl", "trace_from_dict", "trace_to_dict", "write_canonical_jsonl"]
+__all__ = [
+    "CANONICAL_FIELDS",
+    "Converter",
+    "iter_canonical_jsonl",
+    "line_error",
+    "parse_record",
+    "scalar_fields",
+    "trace_from_dict",
+    "trace_from_mapping",
+    "trace_to_dict",
+    "write_canonical_jsonl",
+]
 
 
 # The canonical record ---------------------------------------------------------------------
 
-_Conv = Callable[[object, str], Any]
+Converter = Callable[[object, str], Any]
 
 
 @functools.lru_cache(maxsize=16)
-def _scalar_fields(vocab: TraceVocabulary) -> dict[str, _Conv]:
+def scalar_fields(vocab: TraceVocabulary) -> dict[str, Converter]:
     """Trace fields besides trace_id/time/query/chunks, with their converters."""
     return {
-        "rewritten_query": _opt_text,
-        "user_role": lambda v, f: None if _absent(v) else _ident(v, f),
-        "identity_scopes": _str_list,
-        "context_sent": _text,
-        "ranking_mode": lambda v, f: None if _absent(v) else _ident(v, f).lower(),
-        "hits_after_filter": lambda v, f: _opt_int(v, f, minimum=0, maximum=_INT_MAX),
-        "top_score": _opt_float,
-        "answerable": _opt_bool,
-        "ambiguous": _opt_bool,
-        "ungrounded": _opt_bool,
-        "topics": _opt_topics,
-        "decision": _decision(vocab),
-        "reason_code": _reason(vocab),
-        "answer_text": _text,
-        "citations": _citations,
-        "feedback": lambda v, f: None if _absent(v) else _ident(v, f),
-        "reformulated": _opt_bool,
-        "citation_opened": _opt_bool,
+        "rewritten_query": opt_text,
+        "user_role": lambda v, f: None if is_absent(v) else read_ident(v, f),
+        "identity_scopes": str_list,
+        "context_sent": text_or_empty,
+        "ranking_mode": lambda v, f: None if is_absent(v) else read_ident(v, f).lower(),
+        "hits_after_filter": lambda v, f: opt_int(v, f, minimum=0, maximum=INT_MAX),
+        "top_score": opt_float,
+        "answerable": opt_bool,
+        "ambiguous": opt_bool,
+        "ungrounded": opt_bool,
+        "topics": opt_topics,
+        "decision": read_decision(vocab),
+        "reason_code": read_reason(vocab),
+        "answer_text": text_or_empty,
+        "citations": read_citations,
+        "feedback": lambda v, f: None if is_absent(v) else read_ident(v, f),
+        "reformulated": opt_bool,
+        "citation_opened": opt_bool,
     }
 
 
-_CANONICAL_FIELDS = (
+CANONICAL_FIELDS = (
     "trace_id",
     "time",
     "query",
-    *_scalar_fields(_DEFAULT_VOCAB),
+    *scalar_fields(DEFAULT_VOCAB),
     "chunks",
     "versions",
     "attributes",
 )
 
 
-def _trace_from_mapping(d: Mapping[str, Any], vocab: TraceVocabulary) -> Trace:
-    extra = [k for k in d if k not in _CANONICAL_FIELDS]
+def trace_from_mapping(d: Mapping[str, Any], vocab: TraceVocabulary) -> Trace:
+    extra = [k for k in d if k not in CANONICAL_FIELDS]
     if extra:
-        raise _Bad(str(extra[0]), "unknown field (put extra facts under attributes)")
-    values = {name: conv(d.get(name), name) for name, conv in _scalar_fields(vocab).items()}
+        raise BadField(str(extra[0]), "unknown field (put extra facts under attributes)")
+    values = {name: conv(d.get(name), name) for name, conv in scalar_fields(vocab).items()}
     return Trace(
-        trace_id=_ident(d.get("trace_id"), "trace_id"),
-        time=_time(d.get("time"), "time"),
-        query=_req_text(d.get("query"), "query"),
-        chunks=_chunk_list(d.get("chunks"), "chunks"),
-        versions=_versions(d.get("versions"), "versions"),
-        attributes=_attributes(d.get("attributes"), "attributes"),
+        trace_id=read_ident(d.get("trace_id"), "trace_id"),
+        time=read_time(d.get("time"), "time"),
+        query=req_text(d.get("query"), "query"),
+        chunks=read_chunks(d.get("chunks"), "chunks"),
+        versions=read_versions(d.get("versions"), "versions"),
+        attributes=read_attributes(d.get("attributes"), "attributes"),
         **values,
     )
 
@@ -106,8 +117,8 @@ def trace_from_dict(
 ) -> Trace:
     """Validate one canonical record (a decoded JSON object); errors name ``source`` and field."""
     try:
-        return _trace_from_mapping(data, vocab or _DEFAULT_VOCAB)
-    except _Bad as exc:
+        return trace_from_mapping(data, vocab or DEFAULT_VOCAB)
+    except BadField as exc:
         raise InputError(f"{source}: {exc.text()}") from None
 
 
@@ -176,7 +187,7 @@ def _lines(fh: Iterable[str]) -> Iterator[tuple[int, str, str]]:
     return json_lines(fh)
 
 
-def _json_object(text: str) -> dict[str, Any]:
+def parse_record(text: str) -> dict[str, Any]:
     try:
         data = parse_json(text)
         # a decoded text can only hold a NUL character written as the escape \u0000 (JSON
@@ -185,10 +196,10 @@ def _json_object(text: str) -> dict[str, Any]:
             return data
         return json_object(data)
     except JsonProblem as exc:
-        raise _Bad(exc.field, exc.reason) from None
+        raise BadField(exc.field, exc.reason) from None
 
 
-def _fail(source: str, line_no: int, reason: str) -> InputError:
+def line_error(source: str, line_no: int, reason: str) -> InputError:
     return InputError(f"{source}: line {line_no}: {reason}")
 
 
@@ -200,13 +211,13 @@ def iter_canonical_jsonl(
     vocab: TraceVocabulary | None = None,
 ) -> Iterator[TraceItem]:
     """Canonical JSONL, one trace per line (schema in the module docstring)."""
-    voc = vocab or _DEFAULT_VOCAB
+    voc = vocab or DEFAULT_VOCAB
     for n, raw, text in _lines(fh):
         try:
-            trace = _trace_from_mapping(_json_object(text), voc)
-        except _Bad as exc:
+            trace = trace_from_mapping(parse_record(text), voc)
+        except BadField as exc:
             if not skip_bad:
-                raise _fail(source, n, exc.text()) from None
+                raise line_error(source, n, exc.text()) from None
             yield Rejected(n, raw, exc.text())
             continue
         yield ParsedTrace(trace, n)

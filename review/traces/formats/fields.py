@@ -16,7 +16,7 @@ from review.core.textcheck import NUL_PROBLEM, nul_field
 from review.traces.model import MAX_TEXT, AttrValue, Chunk, Citation, TraceVocabulary
 
 # ---------------------------------------------------------------------------------------
-# Field coercion: each helper takes a value and the field's name, and raises _Bad
+# Field coercion: each helper takes a value and the field's name, and raises BadField
 
 
 #: Size limits of one trace, each refused with the field: a trace is one request, and real
@@ -36,7 +36,7 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-class _Bad(Exception):
+class BadField(Exception):
     """A field that cannot be read; the field path and the reason are clipped, so a hostile
     key or value of a megabyte is not copied into messages and rejects files."""
 
@@ -52,52 +52,52 @@ class _Bad(Exception):
         return f"field {_clip(self.fld, _MAX_FIELD_SHOWN)}: {self.reason}"
 
 
-def _at_most(items: Sized, limit: int, f: str, what: str) -> None:
+def at_most(items: Sized, limit: int, f: str, what: str) -> None:
     if len(items) > limit:
-        raise _Bad(f, f"more than {limit:,} {what} ({len(items):,})")
+        raise BadField(f, f"more than {limit:,} {what} ({len(items):,})")
 
 
-def _absent(v: object) -> bool:
+def is_absent(v: object) -> bool:
     return v is None or (isinstance(v, str) and (not v or v.isspace()))
 
 
-def _opt_text(v: object, f: str) -> str | None:
+def opt_text(v: object, f: str) -> str | None:
     if v is None:
         return None
     if not isinstance(v, str):
-        raise _Bad(f, f"expected text, got {describe(v)}")
+        raise BadField(f, f"expected text, got {describe(v)}")
     if len(v) > MAX_TEXT:
-        raise _Bad(f, f"longer than {MAX_TEXT:,} characters")
+        raise BadField(f, f"longer than {MAX_TEXT:,} characters")
     if "\x00" in v:
-        raise _Bad(f, NUL_PROBLEM)
+        raise BadField(f, NUL_PROBLEM)
     return None if not v or v.isspace() else v
 
 
-def _text(v: object, f: str) -> str:
-    return _opt_text(v, f) or ""
+def text_or_empty(v: object, f: str) -> str:
+    return opt_text(v, f) or ""
 
 
-def _req_text(v: object, f: str, max_len: int = MAX_TEXT) -> str:
+def req_text(v: object, f: str, max_len: int = MAX_TEXT) -> str:
     if v is None:
-        raise _Bad(f, "required field is missing")
-    out = _opt_text(v, f)
+        raise BadField(f, "required field is missing")
+    out = opt_text(v, f)
     if out is None:
-        raise _Bad(f, "must not be empty")
+        raise BadField(f, "must not be empty")
     if len(out) > max_len:
-        raise _Bad(f, f"longer than {max_len} characters")
+        raise BadField(f, f"longer than {max_len} characters")
     return out
 
 
-def _ident(v: object, f: str) -> str:
+def read_ident(v: object, f: str) -> str:
     """An identifier: text (or an integer, written as text), stripped, at most 200 chars."""
     if type(v) is str and 0 < len(v) <= 200 and "\x00" not in v and not v.isspace():
-        return v.strip()  # the common case, as _req_text would take it
+        return v.strip()  # the common case, as req_text would take it
     if isinstance(v, int) and not isinstance(v, bool):
         v = str(v)
-    return _req_text(v, f, 200).strip()
+    return req_text(v, f, 200).strip()
 
 
-_INT_MAX = 2**31 - 1  # the largest whole number the database's integer columns hold
+INT_MAX = 2**31 - 1  # the largest whole number the database's integer columns hold
 
 
 _INT_RE = re.compile(r"^\s*[+-]?\d+\s*$")
@@ -106,49 +106,49 @@ _INT_RE = re.compile(r"^\s*[+-]?\d+\s*$")
 _FLOAT_RE = re.compile(r"^\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*$")
 
 
-def _opt_int(
+def opt_int(
     v: object, f: str, minimum: int | None = None, maximum: int | None = None
 ) -> int | None:
     if type(v) is int and (minimum is None or v >= minimum) and (maximum is None or v <= maximum):
         return v  # the common case
-    if _absent(v):
+    if is_absent(v):
         return None
     out: int
     if isinstance(v, bool):
-        raise _Bad(f, f"expected a whole number, got {describe(v)}")
+        raise BadField(f, f"expected a whole number, got {describe(v)}")
     if isinstance(v, int):
         out = v
     elif (isinstance(v, float) and v.is_integer()) or (isinstance(v, str) and _INT_RE.match(v)):
         try:
             out = int(v)
         except ValueError:  # more digits than Python converts
-            raise _Bad(f, "expected a whole number, got a number too long to read") from None
+            raise BadField(f, "expected a whole number, got a number too long to read") from None
     else:
-        raise _Bad(f, f"expected a whole number, got {describe(v)}")
+        raise BadField(f, f"expected a whole number, got {describe(v)}")
     if minimum is not None and out < minimum:
-        raise _Bad(f, f"must be at least {minimum}, got {out}")
+        raise BadField(f, f"must be at least {minimum}, got {out}")
     if maximum is not None and out > maximum:
-        raise _Bad(f, f"must be at most {maximum}, got a larger number")
+        raise BadField(f, f"must be at most {maximum}, got a larger number")
     return out
 
 
-def _opt_float(v: object, f: str) -> float | None:
+def opt_float(v: object, f: str) -> float | None:
     if type(v) is float and math.isfinite(v):
         return v  # the common case
-    if _absent(v):
+    if is_absent(v):
         return None
     out: float
     if isinstance(v, bool):
-        raise _Bad(f, f"expected a number, got {describe(v)}")
+        raise BadField(f, f"expected a number, got {describe(v)}")
     if isinstance(v, int | float) or (isinstance(v, str) and _FLOAT_RE.match(v)):
         try:
             out = float(v)
         except OverflowError:
-            raise _Bad(f, "expected a finite number, got a number too large") from None
+            raise BadField(f, "expected a finite number, got a number too large") from None
     else:
-        raise _Bad(f, f"expected a number, got {describe(v)}")
+        raise BadField(f, f"expected a number, got {describe(v)}")
     if not math.isfinite(out):
-        raise _Bad(f, f"expected a finite number, got {out}")
+        raise BadField(f, f"expected a finite number, got {out}")
     return out
 
 
@@ -158,10 +158,10 @@ _TRUE = {"true", "yes", "1"}
 _FALSE = {"false", "no", "0"}
 
 
-def _opt_bool(v: object, f: str) -> bool | None:
+def opt_bool(v: object, f: str) -> bool | None:
     if v is True or v is False or v is None:
         return v  # the common case
-    if _absent(v):
+    if is_absent(v):
         return None
     if isinstance(v, bool):
         return v
@@ -173,7 +173,7 @@ def _opt_bool(v: object, f: str) -> bool | None:
             return True
         if low in _FALSE:
             return False
-    raise _Bad(f, f"expected true or false, got {describe(v)}")
+    raise BadField(f, f"expected true or false, got {describe(v)}")
 
 
 #: Dates a chunk's document may carry (effective dates): a year-1 or year-9999 date is a
@@ -195,10 +195,10 @@ MAX_UTC_OFFSET = dt.timedelta(hours=14)
 
 
 def _opt_date(v: object, f: str) -> dt.date | None:
-    if _absent(v):
+    if is_absent(v):
         return None
     if not isinstance(v, str):
-        raise _Bad(f, f"expected a date (YYYY-MM-DD), got {describe(v)}")
+        raise BadField(f, f"expected a date (YYYY-MM-DD), got {describe(v)}")
     day = _good_dates.get(v)
     if day is not None:
         return day
@@ -219,9 +219,9 @@ def _read_date(v: str, f: str) -> dt.date:
         else:
             day = dt.datetime.fromisoformat(text).date()  # a full timestamp: keep its date
     except ValueError:
-        raise _Bad(f, f"not a valid date (YYYY-MM-DD): {v!r}") from None
+        raise BadField(f, f"not a valid date (YYYY-MM-DD): {v!r}") from None
     if not EARLIEST_DATE <= day <= LATEST_DATE:
-        raise _Bad(f, f"{day.isoformat()} is outside {EARLIEST_DATE} to {LATEST_DATE}")
+        raise BadField(f, f"{day.isoformat()} is outside {EARLIEST_DATE} to {LATEST_DATE}")
     return day
 
 
@@ -231,174 +231,178 @@ def _offset(hours: dt.timedelta) -> str:
     return f"{sign}{minutes // 60:02d}:{minutes % 60:02d}"
 
 
-def _checked_time(t: dt.datetime, f: str, given: object) -> dt.datetime:
+def checked_time(t: dt.datetime, f: str, given: object) -> dt.datetime:
     """``t`` (aware, UTC) if within EARLIEST_TRACE_TIME and the import's clock + MAX_FUTURE."""
     if t < EARLIEST_TRACE_TIME:
-        raise _Bad(f, f"{given!r} is before {EARLIEST_TRACE_TIME:%Y-%m-%d}")
+        raise BadField(f, f"{given!r} is before {EARLIEST_TRACE_TIME:%Y-%m-%d}")
     if t > dt.datetime.now(dt.UTC) + MAX_FUTURE:
-        raise _Bad(
+        raise BadField(
             f, f"{given!r} is in the future (more than {MAX_FUTURE.days} day after this import)"
         )
     return t
 
 
-def _time(v: object, f: str) -> dt.datetime:
+def read_time(v: object, f: str) -> dt.datetime:
     if v is None:
-        raise _Bad(f, "required field is missing")
+        raise BadField(f, "required field is missing")
     if not isinstance(v, str) or not v.strip():
-        raise _Bad(f, f"expected an ISO 8601 time, got {describe(v)}")
+        raise BadField(f, f"expected an ISO 8601 time, got {describe(v)}")
     try:
         t = dt.datetime.fromisoformat(v.strip())
     except ValueError as exc:
         if "offset" in str(exc):  # +24:00 and beyond: Python refuses them itself
-            raise _Bad(f, f"the UTC offset of {v!r} is out of range (at most +-14:00)") from None
-        raise _Bad(f, f"not a valid ISO 8601 time: {v!r}") from None
+            raise BadField(
+                f, f"the UTC offset of {v!r} is out of range (at most +-14:00)"
+            ) from None
+        raise BadField(f, f"not a valid ISO 8601 time: {v!r}") from None
     off = t.utcoffset()
     if off is not None and abs(off) > MAX_UTC_OFFSET:
-        raise _Bad(f, f"the UTC offset {_offset(off)} of {v!r} is out of range (at most +-14:00)")
+        raise BadField(
+            f, f"the UTC offset {_offset(off)} of {v!r} is out of range (at most +-14:00)"
+        )
     try:
         utc = t.replace(tzinfo=dt.UTC) if t.tzinfo is None else t.astimezone(dt.UTC)
     except OverflowError:  # year 1 or 9999 shifted past the ends of the calendar
         utc = (dt.datetime.min if t.year < 2000 else dt.datetime.max).replace(tzinfo=dt.UTC)
-    return _checked_time(utc, f, v)
+    return checked_time(utc, f, v)
 
 
-def _json_text(v: object, f: str) -> Any:
+def json_text(v: object, f: str) -> Any:
     """Values that exporters write as JSON text (arrays, objects) are decoded here."""
     if isinstance(v, str) and v.lstrip()[:1] in ("[", "{"):
         try:
             return parse_json(v)
         except JsonProblem as exc:
-            raise _Bad(f if exc.field is None else f"{f}.{exc.field}", exc.reason) from None
+            raise BadField(f if exc.field is None else f"{f}.{exc.field}", exc.reason) from None
     return v
 
 
-def _str_list(v: object, f: str) -> tuple[str, ...]:
-    if _absent(v):
+def str_list(v: object, f: str) -> tuple[str, ...]:
+    if is_absent(v):
         return ()
-    v = _json_text(v, f)
+    v = json_text(v, f)
     if not isinstance(v, list):
-        raise _Bad(f, f"expected a list of text, got {describe(v)}")
-    _at_most(v, MAX_ITEMS, f, "items")
+        raise BadField(f, f"expected a list of text, got {describe(v)}")
+    at_most(v, MAX_ITEMS, f, "items")
     out: list[str] = []
     for i, item in enumerate(v):
-        out.append(_ident(item, f"{f}.{i}"))
+        out.append(read_ident(item, f"{f}.{i}"))
     return tuple(out)
 
 
 MAX_TOPICS = 50
 
 
-def _opt_topics(v: object, f: str) -> tuple[str, ...] | None:
+def opt_topics(v: object, f: str) -> tuple[str, ...] | None:
     """The question's topic keys from the topic classifier: a list of keys (``[]``: classified,
     no topic), or text with keys separated by commas; absent or null: not classified."""
-    if _absent(v):
+    if is_absent(v):
         return None
-    v = _json_text(v, f)
+    v = json_text(v, f)
     if isinstance(v, str):
         v = [part for part in re.split(r"[,;]", v) if part.strip()]
     if not isinstance(v, list):
-        raise _Bad(f, f"expected a list of topic keys, got {describe(v)}")
+        raise BadField(f, f"expected a list of topic keys, got {describe(v)}")
     if len(v) > MAX_TOPICS:
-        raise _Bad(f, f"more than {MAX_TOPICS} topics")
-    return tuple(_ident(item, f"{f}.{i}") for i, item in enumerate(v))
+        raise BadField(f, f"more than {MAX_TOPICS} topics")
+    return tuple(read_ident(item, f"{f}.{i}") for i, item in enumerate(v))
 
 
-def _decision(vocab: TraceVocabulary) -> Callable[[object, str], str | None]:
+def read_decision(vocab: TraceVocabulary) -> Callable[[object, str], str | None]:
     def conv(v: object, f: str) -> str | None:
-        text = _opt_text(v, f)
+        text = opt_text(v, f)
         if text is None:
             return None
         key = text.strip().lower()
         if key not in vocab.decisions:
             allowed = ", ".join(sorted(vocab.decisions))
-            raise _Bad(f, f"unknown decision {text!r} (allowed: {allowed})")
+            raise BadField(f, f"unknown decision {text!r} (allowed: {allowed})")
         return key
 
     return conv
 
 
-def _reason(vocab: TraceVocabulary) -> Callable[[object, str], str | None]:
+def read_reason(vocab: TraceVocabulary) -> Callable[[object, str], str | None]:
     def conv(v: object, f: str) -> str | None:
-        text = _opt_text(v, f)
+        text = opt_text(v, f)
         if text is None:
             return None
         key = text.strip()
         if key not in vocab.reason_codes:
-            raise _Bad(f, f"unknown reason code {text!r} (see the taxonomy's reason_codes)")
+            raise BadField(f, f"unknown reason code {text!r} (see the taxonomy's reason_codes)")
         return key
 
     return conv
 
 
-def _citations(v: object, f: str) -> tuple[Citation, ...]:
-    if _absent(v):
+def read_citations(v: object, f: str) -> tuple[Citation, ...]:
+    if is_absent(v):
         return ()
-    v = _json_text(v, f)
+    v = json_text(v, f)
     if not isinstance(v, list):
-        raise _Bad(f, f"expected a list of {{claim, chunk_ids}} objects, got {describe(v)}")
-    _at_most(v, MAX_CITATIONS, f, "citations")
+        raise BadField(f, f"expected a list of {{claim, chunk_ids}} objects, got {describe(v)}")
+    at_most(v, MAX_CITATIONS, f, "citations")
     out: list[Citation] = []
     for i, item in enumerate(v):
         at = f"{f}.{i}"
         if not isinstance(item, dict):
-            raise _Bad(at, f"expected an object with claim and chunk_ids, got {describe(item)}")
+            raise BadField(at, f"expected an object with claim and chunk_ids, got {describe(item)}")
         extra = sorted(set(item) - {"claim", "chunk_ids"})
         if extra:
-            raise _Bad(f"{at}.{extra[0]}", "unknown field (a citation has claim and chunk_ids)")
-        claim = _req_text(item.get("claim"), f"{at}.claim")
-        out.append(Citation(claim, _str_list(item.get("chunk_ids"), f"{at}.chunk_ids")))
+            raise BadField(f"{at}.{extra[0]}", "unknown field (a citation has claim and chunk_ids)")
+        claim = req_text(item.get("claim"), f"{at}.claim")
+        out.append(Citation(claim, str_list(item.get("chunk_ids"), f"{at}.chunk_ids")))
     return tuple(out)
 
 
-def _versions(v: object, f: str) -> dict[str, str]:
-    if _absent(v):
+def read_versions(v: object, f: str) -> dict[str, str]:
+    if is_absent(v):
         return {}
     if not isinstance(v, dict):
-        raise _Bad(f, f"expected an object of name: version, got {describe(v)}")
-    _at_most(v, MAX_FACTS, f, "versions")
+        raise BadField(f, f"expected an object of name: version, got {describe(v)}")
+    at_most(v, MAX_FACTS, f, "versions")
     out: dict[str, str] = {}
     for key, val in v.items():
         if len(str(key)) > MAX_NAME:
-            raise _Bad(f, f"a version name is longer than {MAX_NAME} characters")
+            raise BadField(f, f"a version name is longer than {MAX_NAME} characters")
         if val is None:
             continue
         if isinstance(val, bool) or not isinstance(val, str | int | float):
             at = f if key == "v" else f"{f}.{key}"
-            raise _Bad(at, f"expected a version as text, got {describe(val)}")
+            raise BadField(at, f"expected a version as text, got {describe(val)}")
         if nul_field(val) is not None or "\x00" in str(key):
-            raise _Bad(f"{f}.{key}", NUL_PROBLEM)
+            raise BadField(f"{f}.{key}", NUL_PROBLEM)
         if len(str(val)) > MAX_FACT_TEXT:
-            raise _Bad(f"{f}.{key}", f"longer than {MAX_FACT_TEXT:,} characters")
+            raise BadField(f"{f}.{key}", f"longer than {MAX_FACT_TEXT:,} characters")
         out[str(key)] = str(val)
     return out
 
 
-def _attr_value(val: object, f: str) -> AttrValue:
+def attr_value(val: object, f: str) -> AttrValue:
     if isinstance(val, str) and "\x00" in val:
-        raise _Bad(f, NUL_PROBLEM)
+        raise BadField(f, NUL_PROBLEM)
     if isinstance(val, str) and len(val) > MAX_FACT_TEXT:
-        raise _Bad(f, f"longer than {MAX_FACT_TEXT:,} characters")
+        raise BadField(f, f"longer than {MAX_FACT_TEXT:,} characters")
     if isinstance(val, str | bool | int):
         return val
     if isinstance(val, float):
         if not math.isfinite(val):
-            raise _Bad(f, f"expected a finite number, got {val}")
+            raise BadField(f, f"expected a finite number, got {val}")
         return val
-    raise _Bad(f, f"expected text, a number or a boolean, got {describe(val)}")
+    raise BadField(f, f"expected text, a number or a boolean, got {describe(val)}")
 
 
-def _attributes(v: object, f: str) -> dict[str, AttrValue]:
-    if _absent(v):
+def read_attributes(v: object, f: str) -> dict[str, AttrValue]:
+    if is_absent(v):
         return {}
     if not isinstance(v, dict):
-        raise _Bad(f, f"expected an object of flat facts, got {describe(v)}")
+        raise BadField(f, f"expected an object of flat facts, got {describe(v)}")
     if any("\x00" in str(k) for k in v):
-        raise _Bad(f, NUL_PROBLEM)
-    _at_most(v, MAX_FACTS, f, "attributes")
+        raise BadField(f, NUL_PROBLEM)
+    at_most(v, MAX_FACTS, f, "attributes")
     if any(len(str(k)) > MAX_NAME for k in v):
-        raise _Bad(f, f"an attribute name is longer than {MAX_NAME} characters")
-    return {str(k): _attr_value(val, f"{f}.{k}") for k, val in v.items() if val is not None}
+        raise BadField(f, f"an attribute name is longer than {MAX_NAME} characters")
+    return {str(k): attr_value(val, f"{f}.{k}") for k, val in v.items() if val is not None}
 
 
 # Chunks ---------------------------------------------------------------------------------
@@ -417,7 +421,7 @@ CHUNK_KEYS = (
 
 
 # accepted spellings of chunk fields in third-party documents (first found wins)
-_CHUNK_ALIASES: dict[str, tuple[str, ...]] = {
+CHUNK_ALIASES: dict[str, tuple[str, ...]] = {
     "chunk_id": ("chunk_id", "id"),
     "doc_id": ("doc_id", "document_id"),
     "doc_version": ("doc_version", "version"),
@@ -432,7 +436,9 @@ _CHUNK_ALIASES: dict[str, tuple[str, ...]] = {
 _CHUNK_KEYSET = frozenset(CHUNK_KEYS)
 
 
-def _chunk(values: Mapping[str, Any], where: str, labels: Mapping[str, str] | None = None) -> Chunk:
+def read_chunk(
+    values: Mapping[str, Any], where: str, labels: Mapping[str, str] | None = None
+) -> Chunk:
     """A chunk from canonical keys; a bad field is named ``labels[key]`` or ``where.key``.
 
     Labels are only built when something is wrong: this runs once per chunk of every trace.
@@ -441,32 +447,32 @@ def _chunk(values: Mapping[str, Any], where: str, labels: Mapping[str, str] | No
     try:
         doc = get("doc_id")
         return Chunk(
-            chunk_id=_ident(get("chunk_id"), "chunk_id"),
-            doc_id=None if _absent(doc) else _ident(doc, "doc_id"),
-            doc_version=_opt_int(get("doc_version"), "doc_version", minimum=1, maximum=_INT_MAX),
-            rank=_opt_int(get("rank"), "rank", minimum=1, maximum=_INT_MAX),
-            score=_opt_float(get("score"), "score"),
-            text=_text(get("text"), "text"),
-            filtered=bool(_opt_bool(get("filtered"), "filtered")),
+            chunk_id=read_ident(get("chunk_id"), "chunk_id"),
+            doc_id=None if is_absent(doc) else read_ident(doc, "doc_id"),
+            doc_version=opt_int(get("doc_version"), "doc_version", minimum=1, maximum=INT_MAX),
+            rank=opt_int(get("rank"), "rank", minimum=1, maximum=INT_MAX),
+            score=opt_float(get("score"), "score"),
+            text=text_or_empty(get("text"), "text"),
+            filtered=bool(opt_bool(get("filtered"), "filtered")),
             effective_date=_opt_date(get("effective_date"), "effective_date"),
         )
-    except _Bad as exc:
+    except BadField as exc:
         key = exc.fld or ""
         exc.fld = (labels or {}).get(key) or f"{where}.{key}"
         raise
 
 
 def _plain_name(v: object) -> str | None:
-    """``v`` as :func:`_ident` reads it when it is plain text it takes as it is, else None."""
+    """``v`` as :func:`read_ident` reads it when it is plain text it takes as it is, else None."""
     if type(v) is str and 0 < len(v) <= 200 and "\x00" not in v and not v.isspace():
         return v.strip()
     return None
 
 
-def _plain_chunk(item: Mapping[str, Any]) -> Chunk | None:
-    """The chunk :func:`_chunk` would make of ``item`` when every value is of the plain kind
+def plain_chunk(item: Mapping[str, Any]) -> Chunk | None:
+    """The chunk :func:`read_chunk` would make of ``item`` when every value is of the plain kind
     exporters write (text, whole numbers in range, finite numbers, booleans, nulls, a date
-    already read); None otherwise, and :func:`_chunk` reads it (and names any problem)."""
+    already read); None otherwise, and :func:`read_chunk` reads it (and names any problem)."""
     get = item.get
     cid = _plain_name(get("chunk_id"))
     if cid is None:
@@ -477,10 +483,10 @@ def _plain_chunk(item: Mapping[str, Any]) -> Chunk | None:
         if doc is None:
             return None
     version = get("doc_version")
-    if version is not None and not (type(version) is int and 1 <= version <= _INT_MAX):
+    if version is not None and not (type(version) is int and 1 <= version <= INT_MAX):
         return None
     rank = get("rank")
-    if rank is not None and not (type(rank) is int and 1 <= rank <= _INT_MAX):
+    if rank is not None and not (type(rank) is int and 1 <= rank <= INT_MAX):
         return None
     score = get("score")
     if score is not None and not (type(score) is float and math.isfinite(score)):
@@ -504,15 +510,15 @@ def _plain_chunk(item: Mapping[str, Any]) -> Chunk | None:
     return Chunk(cid, doc, version, rank, score, text, bool(filtered), day)
 
 
-def _aliased(doc: Mapping[str, Any], where: str) -> tuple[dict[str, Any], dict[str, str]]:
+def aliased(doc: Mapping[str, Any], where: str) -> tuple[dict[str, Any], dict[str, str]]:
     """Chunk fields of a third-party document (on it, else in its metadata), with labels."""
     meta_raw = doc.get("metadata")
-    meta = _json_text(meta_raw, f"{where}.metadata") if meta_raw is not None else {}
+    meta = json_text(meta_raw, f"{where}.metadata") if meta_raw is not None else {}
     if not isinstance(meta, dict):
-        raise _Bad(f"{where}.metadata", f"expected an object, got {describe(meta)}")
+        raise BadField(f"{where}.metadata", f"expected an object, got {describe(meta)}")
     values: dict[str, Any] = {}
     labels: dict[str, str] = {"chunk_id": f"{where}.id"}
-    for key, names in _CHUNK_ALIASES.items():
+    for key, names in CHUNK_ALIASES.items():
         for src, label in ((doc, where), (meta, f"{where}.metadata")):
             hit = next((n for n in names if src.get(n) is not None), None)
             if hit is not None:
@@ -522,36 +528,36 @@ def _aliased(doc: Mapping[str, Any], where: str) -> tuple[dict[str, Any], dict[s
     return values, labels
 
 
-def _chunk_list(v: object, f: str) -> tuple[Chunk, ...]:
+def read_chunks(v: object, f: str) -> tuple[Chunk, ...]:
     """Canonical chunks (strict keys); rank defaults to the position in the list."""
-    if _absent(v):
+    if is_absent(v):
         return ()
-    v = _json_text(v, f)
+    v = json_text(v, f)
     if not isinstance(v, list):
-        raise _Bad(f, f"expected a list of chunk objects, got {describe(v)}")
-    _at_most(v, MAX_CHUNKS, f, "chunks")
+        raise BadField(f, f"expected a list of chunk objects, got {describe(v)}")
+    at_most(v, MAX_CHUNKS, f, "chunks")
     out: list[Chunk] = []
     for i, item in enumerate(v):
         at = f"{f}.{i}"
         if not isinstance(item, dict):
-            raise _Bad(at, f"expected a chunk object, got {describe(item)}")
+            raise BadField(at, f"expected a chunk object, got {describe(item)}")
         extra = item.keys() - _CHUNK_KEYSET
         if extra:
-            raise _Bad(
+            raise BadField(
                 f"{at}.{sorted(extra)[0]}",
                 f"unknown field (chunk fields: {', '.join(CHUNK_KEYS)})",
             )
-        c = _plain_chunk(item) or _chunk(item, at)
+        c = plain_chunk(item) or read_chunk(item, at)
         out.append(c if c.rank is not None else dataclasses.replace(c, rank=i + 1))
-    _unique_chunks(out, f)
+    unique_chunks(out, f)
     return tuple(out)
 
 
-def _unique_chunks(chunks: Iterable[Chunk], f: str) -> None:
+def unique_chunks(chunks: Iterable[Chunk], f: str) -> None:
     seen: dict[str, int] = {}
     for i, c in enumerate(chunks):
         if c.chunk_id in seen:
-            raise _Bad(
+            raise BadField(
                 f"{f}.{i}.chunk_id",
                 f"chunk id {c.chunk_id!r} appears twice (also item {seen[c.chunk_id]})",
             )

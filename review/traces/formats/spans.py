@@ -11,16 +11,16 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from review.traces.canonical import _Conv, _fail, _scalar_fields
-from review.traces.fields import (
+from review.traces.formats.canonical import Converter, line_error, scalar_fields
+from review.traces.formats.fields import (
     MAX_CHUNKS,
     MAX_FACTS,
-    _at_most,
-    _attr_value,
-    _Bad,
-    _opt_text,
-    _str_list,
-    _versions,
+    BadField,
+    at_most,
+    attr_value,
+    opt_text,
+    read_versions,
+    str_list,
 )
 from review.traces.model import (
     CLOSED_MEMORY,
@@ -38,7 +38,7 @@ from review.traces.model import (
 
 
 @dataclass(slots=True)
-class _Node:
+class SpanNode:
     """One span or observation, already converted into typed facts."""
 
     line: int
@@ -54,11 +54,11 @@ class _Node:
 
 
 @functools.lru_cache(maxsize=16)
-def _rag_fields(vocab: TraceVocabulary) -> dict[str, _Conv]:
-    return {**_scalar_fields(vocab), "query": _opt_text, "filtered_chunk_ids": _str_list}
+def _rag_fields(vocab: TraceVocabulary) -> dict[str, Converter]:
+    return {**scalar_fields(vocab), "query": opt_text, "filtered_chunk_ids": str_list}
 
 
-def _rag_attrs(
+def rag_attrs(
     attrs: Mapping[str, Any], label: Callable[[str], str], vocab: TraceVocabulary
 ) -> dict[str, tuple[Any, str]]:
     """Typed values of the ``rag.*`` keys; unknown rag keys are refused."""
@@ -70,14 +70,14 @@ def _rag_attrs(
         name = key[4:]
         f = label(key)
         if name.startswith("version.") and len(name) > 8:
-            val: Any = None if raw is None else _versions({"v": raw}, f).get("v")
+            val: Any = None if raw is None else read_versions({"v": raw}, f).get("v")
         elif name.startswith("attr.") and len(name) > 5:
-            val = None if raw is None else _attr_value(raw, f)
+            val = None if raw is None else attr_value(raw, f)
         elif name in convs:
             val = convs[name](raw, f)
         else:
             known = ", ".join(f"rag.{k}" for k in sorted(convs))
-            raise _Bad(
+            raise BadField(
                 f, f"unknown key in the rag namespace (known: {known}, rag.version.*, rag.attr.*)"
             )
         if val is not None and (val != () or name == "topics") and val != "":
@@ -85,7 +85,7 @@ def _rag_attrs(
     return out
 
 
-def _assemble(trace_id: str, nodes: list[_Node]) -> Trace:
+def _assemble(trace_id: str, nodes: list[SpanNode]) -> Trace:
     """Combine the spans/observations of one trace into a Trace (precedence: module docs)."""
     nodes = sorted(nodes, key=lambda n: n.start)
     roots = [n for n in nodes if n.parent is None]
@@ -95,7 +95,7 @@ def _assemble(trace_id: str, nodes: list[_Node]) -> Trace:
         for name, (val, label) in node.rag.items():
             if name in rag and rag[name][0] != val:
                 old, _, old_line = rag[name]
-                raise _Bad(
+                raise BadField(
                     label,
                     f"spans/observations of the trace disagree: {old!r} (line {old_line}) and "
                     f"{val!r} (line {node.line})",
@@ -109,7 +109,7 @@ def _assemble(trace_id: str, nodes: list[_Node]) -> Trace:
     retrieval_query = next((n.input_text for n in retrievals if n.input_text), None)
     query = pick("query") or (root.input_text if root else None) or retrieval_query
     if not query:
-        raise _Bad(
+        raise BadField(
             "query",
             "no span carries the question (rag.query, the root's input, or a retrieval query)",
         )
@@ -151,9 +151,9 @@ def _assemble(trace_id: str, nodes: list[_Node]) -> Trace:
             attributes[name[5:]] = val
 
     # the spans' parts are each bounded; so is what they add up to
-    _at_most(chunks, MAX_CHUNKS, "chunks", "chunks in the trace")
-    _at_most(versions, MAX_FACTS, "versions", "versions in the trace")
-    _at_most(attributes, MAX_FACTS, "attributes", "attributes in the trace")
+    at_most(chunks, MAX_CHUNKS, "chunks", "chunks in the trace")
+    at_most(versions, MAX_FACTS, "versions", "versions in the trace")
+    at_most(attributes, MAX_FACTS, "attributes", "attributes in the trace")
     return Trace(
         trace_id=trace_id,
         time=(root or nodes[0]).start,
@@ -184,13 +184,13 @@ def _assemble(trace_id: str, nodes: list[_Node]) -> Trace:
 
 @dataclass(slots=True)
 class _Open:
-    nodes: list[_Node]
+    nodes: list[SpanNode]
     first_line: int
     last_raw: str
     root_seen: bool = False
 
 
-class _Grouper:
+class Grouper:
     """Holds open traces, closes them, and remembers recently closed ids to refuse late spans."""
 
     def __init__(self, source: str, skip_bad: bool, max_open: int, accept_rootless: bool) -> None:
@@ -214,16 +214,16 @@ class _Grouper:
 
     def reject(self, line: int, raw: str, reason: str) -> Rejected:
         if not self.skip_bad:
-            raise _fail(self.source, line, reason)
+            raise line_error(self.source, line, reason)
         return Rejected(line, raw, reason)
 
-    def poison(self, tid: str, line: int, raw: str, bad: _Bad) -> Rejected:
+    def poison(self, tid: str, line: int, raw: str, bad: BadField) -> Rejected:
         """A span of trace ``tid`` is bad: drop what is open of it and ignore its other spans."""
         self.open.pop(tid, None)
         self.poisoned.add(tid)
         return self.reject(line, raw, f"trace {tid}: {bad.text()}")
 
-    def add(self, tid: str, node: _Node, raw: str) -> Rejected | None:
+    def add(self, tid: str, node: SpanNode, raw: str) -> Rejected | None:
         if tid in self.poisoned:
             return None
         if tid in self.closed:
@@ -231,7 +231,7 @@ class _Grouper:
                 tid,
                 node.line,
                 raw,
-                _Bad(
+                BadField(
                     node.where,
                     "arrives after its trace was closed (see the grouping assumption: a trace's "
                     "spans or observations must not come after the line that closed it)",
@@ -240,7 +240,7 @@ class _Grouper:
         entry = self.open.get(tid)
         if entry is None:
             if len(self.open) >= self.max_open:
-                raise _fail(
+                raise line_error(
                     self.source,
                     node.line,
                     f"more than {self.max_open:,} traces are open at once (no root span yet); "
@@ -261,7 +261,7 @@ class _Grouper:
         at = line if line is not None else entry.first_line
         try:
             return ParsedTrace(_assemble(tid, entry.nodes), at)
-        except _Bad as exc:
+        except BadField as exc:
             return self.reject(at, entry.last_raw, f"trace {tid}: {exc.text()}")
 
     def finish(self) -> Iterator[TraceItem]:

@@ -7,9 +7,9 @@ import csv
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from review.traces.canonical import _CANONICAL_FIELDS, _fail, _trace_from_mapping
-from review.traces.fields import _Bad, _json_text
-from review.traces.model import _DEFAULT_VOCAB, ParsedTrace, Rejected, TraceItem, TraceVocabulary
+from review.traces.formats.canonical import CANONICAL_FIELDS, line_error, trace_from_mapping
+from review.traces.formats.fields import BadField, json_text
+from review.traces.model import DEFAULT_VOCAB, ParsedTrace, Rejected, TraceItem, TraceVocabulary
 
 __all__ = ["iter_csv"]
 
@@ -45,7 +45,7 @@ class _LineTap:
 
 def _csv_record(header: list[str], cells: list[str]) -> dict[str, Any]:
     if len(cells) > len(header):
-        raise _Bad(None, f"the row has {len(cells)} cells but the header has {len(header)}")
+        raise BadField(None, f"the row has {len(cells)} cells but the header has {len(header)}")
     rec: dict[str, Any] = {}
     versions: dict[str, str] = {}
     attributes: dict[str, str] = {}
@@ -59,7 +59,7 @@ def _csv_record(header: list[str], cells: list[str]) -> dict[str, Any]:
         elif col == "identity_scopes" and not cell.lstrip().startswith("["):
             rec[col] = [s.strip() for s in cell.split(";") if s.strip()]
         elif col in _CSV_LIST:
-            rec[col] = _json_text(cell, col)
+            rec[col] = json_text(cell, col)
         else:
             rec[col] = cell
     if versions:
@@ -73,21 +73,21 @@ def _csv_header(cells: list[str]) -> list[str]:
     header = [c.strip() for c in cells]
     if header:
         header[0] = header[0].removeprefix("\ufeff")
-    allowed = set(_CANONICAL_FIELDS) - {"versions", "attributes"}
+    allowed = set(CANONICAL_FIELDS) - {"versions", "attributes"}
     for i, col in enumerate(header):
         if col in header[:i]:
-            raise _Bad(f"column {col!r}", "appears twice in the header")
+            raise BadField(f"column {col!r}", "appears twice in the header")
         ok = col in allowed or (
             col.startswith(("version.", "attr.")) and len(col.split(".", 1)[1]) > 0
         )
         if not ok:
-            raise _Bad(
+            raise BadField(
                 f"column {col!r}",
                 "unknown column (use the canonical field names, version.<name> or attr.<name>)",
             )
     missing = [c for c in ("trace_id", "time", "query") if c not in header]
     if missing:
-        raise _Bad(f"column {missing[0]!r}", "required column is missing from the header")
+        raise BadField(f"column {missing[0]!r}", "required column is missing from the header")
     return header
 
 
@@ -102,7 +102,7 @@ def iter_csv(
 
     A bad header always raises: no row of the file could be read correctly.
     """
-    voc = vocab or _DEFAULT_VOCAB
+    voc = vocab or DEFAULT_VOCAB
     tap = _LineTap(fh)
     reader = csv.reader(tap, strict=True)
     header: list[str] | None = None
@@ -116,7 +116,7 @@ def iter_csv(
             raw = tap.take()
             reason = f"not valid CSV ({exc})"
             if header is None or not skip_bad:
-                raise _fail(source, start, reason) from None
+                raise line_error(source, start, reason) from None
             yield Rejected(start, raw, reason)
             if tap.count < start:
                 break
@@ -127,16 +127,16 @@ def iter_csv(
         if header is None:
             try:
                 header = _csv_header(cells)
-            except _Bad as exc:
-                raise _fail(source, start, exc.text()) from None
+            except BadField as exc:
+                raise line_error(source, start, exc.text()) from None
             continue
         try:
-            trace = _trace_from_mapping(_csv_record(header, cells), voc)
-        except _Bad as exc:
+            trace = trace_from_mapping(_csv_record(header, cells), voc)
+        except BadField as exc:
             if not skip_bad:
-                raise _fail(source, start, exc.text()) from None
+                raise line_error(source, start, exc.text()) from None
             yield Rejected(start, raw, exc.text())
             continue
         yield ParsedTrace(trace, start)
     if header is None:
-        raise _fail(source, 1, "the file is empty (expected a header row)")
+        raise line_error(source, 1, "the file is empty (expected a header row)")

@@ -7,25 +7,25 @@ import heapq
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from review.core.records import describe
-from review.traces.canonical import _json_object, _lines
-from review.traces.fields import (
+from review.core.records import describe, json_lines
+from review.traces.formats.canonical import parse_record
+from review.traces.formats.fields import (
     MAX_CHUNKS,
-    _absent,
-    _aliased,
-    _at_most,
-    _Bad,
-    _chunk,
-    _ident,
-    _json_text,
-    _opt_text,
-    _req_text,
-    _time,
-    _unique_chunks,
+    BadField,
+    aliased,
+    at_most,
+    is_absent,
+    json_text,
+    opt_text,
+    read_chunk,
+    read_ident,
+    read_time,
+    req_text,
+    unique_chunks,
 )
-from review.traces.model import _DEFAULT_VOCAB, Chunk, TraceItem, TraceVocabulary
-from review.traces.otlp import _A_KEYS, _Q_KEYS, _io_text
-from review.traces.spans import _Grouper, _Node, _rag_attrs
+from review.traces.formats.otlp import ANSWER_KEYS, QUESTION_KEYS, io_text
+from review.traces.formats.spans import Grouper, SpanNode, rag_attrs
+from review.traces.model import DEFAULT_VOCAB, Chunk, TraceItem, TraceVocabulary
 
 __all__ = ["iter_langfuse_jsonl"]
 
@@ -58,23 +58,23 @@ def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def _langfuse_node(d: Mapping[str, Any], line: int, vocab: TraceVocabulary) -> tuple[str, _Node]:
-    oid = _ident(d.get("id"), "id")
-    tid = _ident(d.get("traceId"), "traceId")
-    otype = _req_text(d.get("type"), "type").strip().upper()
+def _langfuse_node(d: Mapping[str, Any], line: int, vocab: TraceVocabulary) -> tuple[str, SpanNode]:
+    oid = read_ident(d.get("id"), "id")
+    tid = read_ident(d.get("traceId"), "traceId")
+    otype = req_text(d.get("type"), "type").strip().upper()
     if otype not in _LF_TYPES:
-        raise _Bad(
+        raise BadField(
             "type",
             f"unknown observation type {d.get('type')!r} "
             f"(expected one of {', '.join(sorted(_LF_TYPES))})",
         )
-    name = _opt_text(d.get("name"), "name") or ""
-    start = _time(d.get("startTime"), "startTime")
+    name = opt_text(d.get("name"), "name") or ""
+    start = read_time(d.get("startTime"), "startTime")
     parent_raw = d.get("parentObservationId")
-    parent = None if _absent(parent_raw) else _ident(parent_raw, "parentObservationId")
-    meta = _json_text(d.get("metadata"), "metadata") if d.get("metadata") is not None else {}
+    parent = None if is_absent(parent_raw) else read_ident(parent_raw, "parentObservationId")
+    meta = json_text(d.get("metadata"), "metadata") if d.get("metadata") is not None else {}
     if not isinstance(meta, dict):
-        raise _Bad("metadata", f"expected an object, got {describe(meta)}")
+        raise BadField("metadata", f"expected an object, got {describe(meta)}")
 
     role = "other"
     if otype == "RETRIEVER" or "retriev" in name.lower():
@@ -88,19 +88,19 @@ def _langfuse_node(d: Mapping[str, Any], line: int, vocab: TraceVocabulary) -> t
     chunks: list[Chunk] = []
     output = d.get("output")
     if role == "retrieval":
-        docs = _json_text(output, "output") if output is not None else []
+        docs = json_text(output, "output") if output is not None else []
         where = "output"
         if isinstance(docs, dict):
             docs, where = docs.get("documents"), "output.documents"
         if not isinstance(docs, list):
-            raise _Bad(where, f"expected a list of retrieved documents, got {describe(docs)}")
-        _at_most(docs, MAX_CHUNKS, where, "documents")
+            raise BadField(where, f"expected a list of retrieved documents, got {describe(docs)}")
+        at_most(docs, MAX_CHUNKS, where, "documents")
         for i, doc in enumerate(docs):
             if not isinstance(doc, dict):
-                raise _Bad(f"{where}.{i}", f"expected a document object, got {describe(doc)}")
-            values, labels = _aliased(doc, f"{where}.{i}")
-            chunks.append(_chunk(values, f"{where}.{i}", labels))
-        _unique_chunks(chunks, where)
+                raise BadField(f"{where}.{i}", f"expected a document object, got {describe(doc)}")
+            values, labels = aliased(doc, f"{where}.{i}")
+            chunks.append(read_chunk(values, f"{where}.{i}", labels))
+        unique_chunks(chunks, where)
     model = d.get("model")
     if isinstance(model, str) and model.strip() and role in ("llm", "embedding"):
         versions["model" if role == "llm" else "embedding"] = model.strip()
@@ -108,17 +108,17 @@ def _langfuse_node(d: Mapping[str, Any], line: int, vocab: TraceVocabulary) -> t
         pv = d.get("promptVersion")
         versions["prompt"] = f"{d['promptName']}@{pv}" if pv is not None else d["promptName"]
 
-    node = _Node(
+    node = SpanNode(
         line=line,
         where=f"observation {oid}",
         parent=parent,
         start=start,
         role=role,
-        input_text=_io_text(d.get("input"), _Q_KEYS, "user"),
-        output_text=None if role == "retrieval" else _io_text(output, _A_KEYS, "assistant"),
+        input_text=io_text(d.get("input"), QUESTION_KEYS, "user"),
+        output_text=None if role == "retrieval" else io_text(output, ANSWER_KEYS, "assistant"),
         chunks=tuple(chunks),
         versions=versions,
-        rag=_rag_attrs(_flatten(meta), lambda k: f"metadata.{k}", vocab),
+        rag=rag_attrs(_flatten(meta), lambda k: f"metadata.{k}", vocab),
     )
     return tid, node
 
@@ -136,17 +136,17 @@ def iter_langfuse_jsonl(
 
     ``max_open_traces`` and ``accept_rootless`` as for :func:`iter_otlp_jsonl`.
     """
-    voc = vocab or _DEFAULT_VOCAB
-    g = _Grouper(source, skip_bad, max_open_traces, accept_rootless)
+    voc = vocab or DEFAULT_VOCAB
+    g = Grouper(source, skip_bad, max_open_traces, accept_rootless)
     ends: list[tuple[dt.datetime, str]] = []  # (root end, trace id), a min-heap
-    for n, raw, text in _lines(fh):
+    for n, raw, text in json_lines(fh):
         tid: str | None = None
         try:
-            d = _json_object(text)
+            d = parse_record(text)
             if isinstance(d.get("traceId"), str) and d["traceId"].strip():
                 tid = d["traceId"].strip()
             tid, node = _langfuse_node(d, n, voc)
-        except _Bad as exc:
+        except BadField as exc:
             if tid is not None and tid not in g.poisoned and tid not in g.closed:
                 yield g.poison(tid, n, raw, exc)
             else:
@@ -165,8 +165,8 @@ def iter_langfuse_jsonl(
         entry = g.open.get(tid)
         if entry is not None and node.parent is None:
             try:
-                end = _time(d.get("endTime"), "endTime") if d.get("endTime") else None
-            except _Bad as exc:
+                end = read_time(d.get("endTime"), "endTime") if d.get("endTime") else None
+            except BadField as exc:
                 yield g.poison(tid, n, raw, exc)
                 continue
             if end is not None:

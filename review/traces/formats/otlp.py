@@ -11,30 +11,30 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from review.core.records import JsonProblem, describe, parse_json
-from review.traces.canonical import _json_object, _lines
-from review.traces.fields import (
-    _CHUNK_ALIASES,
+from review.core.records import JsonProblem, describe, json_lines, parse_json
+from review.traces.formats.canonical import parse_record
+from review.traces.formats.fields import (
+    CHUNK_ALIASES,
     MAX_CHUNKS,
     MAX_FACTS,
-    _absent,
-    _aliased,
-    _at_most,
-    _Bad,
-    _checked_time,
-    _chunk,
-    _json_text,
-    _opt_bool,
-    _opt_float,
-    _opt_int,
-    _opt_text,
-    _opt_topics,
-    _unique_chunks,
+    BadField,
+    aliased,
+    at_most,
+    checked_time,
+    is_absent,
+    json_text,
+    opt_bool,
+    opt_float,
+    opt_int,
+    opt_text,
+    opt_topics,
+    read_chunk,
+    unique_chunks,
 )
-from review.traces.model import _DEFAULT_VOCAB, Chunk, TraceItem, TraceVocabulary
-from review.traces.spans import _Grouper, _Node, _rag_attrs
+from review.traces.formats.spans import Grouper, SpanNode, rag_attrs
+from review.traces.model import DEFAULT_VOCAB, Chunk, TraceItem, TraceVocabulary
 
-__all__ = ["iter_otlp_jsonl"]
+__all__ = ["ANSWER_KEYS", "QUESTION_KEYS", "io_text", "iter_otlp_jsonl"]
 
 
 # ---------------------------------------------------------------------------------------
@@ -44,30 +44,30 @@ __all__ = ["iter_otlp_jsonl"]
 def _otlp_id(v: object, f: str, nbytes: int) -> str:
     """A trace (16 bytes) or span (8 bytes) id in hex or base64, as lowercase hex."""
     kind = "trace" if nbytes == 16 else "span"
-    if _absent(v):
-        raise _Bad(f, f"{kind} id is missing")
+    if is_absent(v):
+        raise BadField(f, f"{kind} id is missing")
     if not isinstance(v, str):
-        raise _Bad(f, f"expected a {kind} id as text, got {describe(v)}")
+        raise BadField(f, f"expected a {kind} id as text, got {describe(v)}")
     s = v.strip()
     if len(s) == 2 * nbytes and re.fullmatch(r"[0-9a-fA-F]+", s):
         out = s.lower()
     else:
         if not re.fullmatch(r"[A-Za-z0-9+/_-]+={0,2}", s):
-            raise _Bad(f, f"{v!r} is neither a {2 * nbytes}-digit hex nor a base64 {kind} id")
+            raise BadField(f, f"{v!r} is neither a {2 * nbytes}-digit hex nor a base64 {kind} id")
         body = s.rstrip("=").replace("-", "+").replace("_", "/")
         try:
             raw = base64.b64decode(body + "=" * (-len(body) % 4), validate=True)
         except (binascii.Error, ValueError):
-            raise _Bad(f, f"{v!r} is not valid base64") from None
+            raise BadField(f, f"{v!r} is not valid base64") from None
         if len(raw) != nbytes:
-            raise _Bad(
+            raise BadField(
                 f,
                 f"{v!r} decodes to {len(raw)} bytes; a {kind} id has {nbytes} "
                 f"({2 * nbytes} hex digits)",
             )
         out = raw.hex()
     if set(out) == {"0"}:
-        raise _Bad(f, f"the {kind} id is all zeros (invalid in OTLP)")
+        raise BadField(f, f"the {kind} id is all zeros (invalid in OTLP)")
     return out
 
 
@@ -79,49 +79,49 @@ MAX_SPAN_ATTRIBUTES = 4 * MAX_CHUNKS + MAX_FACTS
 
 def _unix_nano(v: object, f: str) -> dt.datetime:
     if v is None:
-        raise _Bad(f, "required field is missing")
-    ns = _opt_int(v, f, minimum=1)
+        raise BadField(f, "required field is missing")
+    ns = opt_int(v, f, minimum=1)
     if ns is None:
-        raise _Bad(f, "must not be empty")
+        raise BadField(f, "must not be empty")
     try:
         t = _EPOCH + dt.timedelta(seconds=ns // 10**9, microseconds=(ns % 10**9) // 1000)
     except OverflowError:
-        raise _Bad(f, f"{ns} is out of range") from None
-    return _checked_time(t, f, ns)
+        raise BadField(f, f"{ns} is out of range") from None
+    return checked_time(t, f, ns)
 
 
 def _any_value(v: object, f: str) -> Any:
     """Decode an OTLP AnyValue into plain Python (lists and dicts for array/kvlist)."""
     if not isinstance(v, dict):
-        raise _Bad(f, f"expected an OTLP value object, got {describe(v)}")
+        raise BadField(f, f"expected an OTLP value object, got {describe(v)}")
     if not v:
         return None
     if "stringValue" in v:
         s = v["stringValue"]
         if not isinstance(s, str):
-            raise _Bad(f, f"stringValue must be text, got {describe(s)}")
+            raise BadField(f, f"stringValue must be text, got {describe(s)}")
         return s
     if "boolValue" in v:
-        return _opt_bool(v["boolValue"], f)
+        return opt_bool(v["boolValue"], f)
     if "intValue" in v:
-        return _opt_int(v["intValue"], f)
+        return opt_int(v["intValue"], f)
     if "doubleValue" in v:
-        return _opt_float(v["doubleValue"], f)
+        return opt_float(v["doubleValue"], f)
     if "arrayValue" in v:
         arr = v["arrayValue"] or {}
         values = arr.get("values", []) if isinstance(arr, dict) else None
         if not isinstance(values, list):
-            raise _Bad(f, "arrayValue must hold a values list")
+            raise BadField(f, "arrayValue must hold a values list")
         return [_any_value(x, f"{f}.{i}") for i, x in enumerate(values)]
     if "kvlistValue" in v:
         kv = v["kvlistValue"] or {}
         values = kv.get("values", []) if isinstance(kv, dict) else None
         if not isinstance(values, list):
-            raise _Bad(f, "kvlistValue must hold a values list")
+            raise BadField(f, "kvlistValue must hold a values list")
         return _attr_list(values, f)
     if "bytesValue" in v:
         return v["bytesValue"]
-    raise _Bad(f, f"unknown OTLP value type {sorted(v)[0]!r}")
+    raise BadField(f, f"unknown OTLP value type {sorted(v)[0]!r}")
 
 
 def _attr_list(items: object, owner: str) -> dict[str, Any]:
@@ -129,15 +129,15 @@ def _attr_list(items: object, owner: str) -> dict[str, Any]:
     if items is None:
         return {}
     if not isinstance(items, list):
-        raise _Bad(
+        raise BadField(
             f"{owner}.attributes",
             f"expected a list of {{key, value}} attributes, got {describe(items)}",
         )
-    _at_most(items, MAX_SPAN_ATTRIBUTES, f"{owner}.attributes", "attributes")
+    at_most(items, MAX_SPAN_ATTRIBUTES, f"{owner}.attributes", "attributes")
     out: dict[str, Any] = {}
     for i, item in enumerate(items):
         if not isinstance(item, dict) or not isinstance(item.get("key"), str):
-            raise _Bad(f"{owner}.attributes.{i}", "expected {key, value} with a text key")
+            raise BadField(f"{owner}.attributes.{i}", "expected {key, value} with a text key")
         out[item["key"]] = _any_value(item.get("value", {}), f"{owner} attribute {item['key']}")
     return out
 
@@ -154,18 +154,18 @@ class _RawSpan:
 
 
 def _otlp_spans(data: Mapping[str, Any], line: int, ids: list[str]) -> list[_RawSpan]:
-    """Structural pass over one export line: its spans, or _Bad.
+    """Structural pass over one export line: its spans, or BadField.
 
     ``ids`` collects the trace ids read so far, so that a bad line can poison them.
     """
     rs = data.get("resourceSpans")
     if not isinstance(rs, list):
         why = "missing" if rs is None else f"expected a list, got {describe(rs)}"
-        raise _Bad("resourceSpans", f"{why} (not an OTLP/JSON trace export)")
+        raise BadField("resourceSpans", f"{why} (not an OTLP/JSON trace export)")
     spans: list[_RawSpan] = []
     for i, r in enumerate(rs):
         if not isinstance(r, dict):
-            raise _Bad(f"resourceSpans.{i}", "expected an object")
+            raise BadField(f"resourceSpans.{i}", "expected an object")
         res = r.get("resource") or {}
         res_attrs = _attr_list(
             res.get("attributes") if isinstance(res, dict) else None,
@@ -173,15 +173,15 @@ def _otlp_spans(data: Mapping[str, Any], line: int, ids: list[str]) -> list[_Raw
         )
         scopes = r.get("scopeSpans") or []
         if not isinstance(scopes, list):
-            raise _Bad(f"resourceSpans.{i}.scopeSpans", "expected a list")
+            raise BadField(f"resourceSpans.{i}.scopeSpans", "expected a list")
         for j, ss in enumerate(scopes):
             raw_spans = ss.get("spans") if isinstance(ss, dict) else None
             if not isinstance(raw_spans, list):
-                raise _Bad(f"resourceSpans.{i}.scopeSpans.{j}.spans", "expected a list")
+                raise BadField(f"resourceSpans.{i}.scopeSpans.{j}.spans", "expected a list")
             for k, sp in enumerate(raw_spans):
                 where = f"resourceSpans.{i}.scopeSpans.{j}.spans.{k}"
                 if not isinstance(sp, dict):
-                    raise _Bad(where, f"expected a span object, got {describe(sp)}")
+                    raise BadField(where, f"expected a span object, got {describe(sp)}")
                 tid = _otlp_id(sp.get("traceId"), f"{where}.traceId", 16)
                 ids.append(tid)
                 parent_raw = sp.get("parentSpanId")
@@ -192,7 +192,7 @@ def _otlp_spans(data: Mapping[str, Any], line: int, ids: list[str]) -> list[_Raw
                         trace_id=tid,
                         span_id=_otlp_id(sp.get("spanId"), f"{where}.spanId", 8),
                         parent=None
-                        if _absent(parent_raw)
+                        if is_absent(parent_raw)
                         else _otlp_id(parent_raw, f"{where}.parentSpanId", 8),
                         start=_unix_nano(sp.get("startTimeUnixNano"), f"{where}.startTimeUnixNano"),
                         attrs={
@@ -210,13 +210,13 @@ _OI_DOC = re.compile(r"^retrieval\.documents\.(\d+)\.document\.(id|score|content
 _GENAI_LLM_OPS = {"chat", "text_completion", "generate_content"}
 
 
-def _io_text(value: object, keys: tuple[str, ...], role: str | None = None) -> str | None:
+def io_text(value: object, keys: tuple[str, ...], role: str | None = None) -> str | None:
     """Text out of an input/output value: plain text, an object's key, or a message list."""
     if isinstance(value, str):
         stripped = value.strip()
         if stripped[:1] in "{[" and stripped:
             try:
-                return _io_text(parse_json(stripped), keys, role)
+                return io_text(parse_json(stripped), keys, role)
             except JsonProblem:  # not JSON (or a key given twice): the text itself, whole
                 return value if value.strip() else None
         return value if stripped else None
@@ -225,7 +225,7 @@ def _io_text(value: object, keys: tuple[str, ...], role: str | None = None) -> s
             if isinstance(value.get(k), str) and value[k].strip():
                 return str(value[k])
         if isinstance(value.get("messages"), list):
-            return _io_text(value["messages"], keys, role)
+            return io_text(value["messages"], keys, role)
         return None
     if isinstance(value, list) and role is not None:
         for msg in reversed(value):
@@ -247,13 +247,13 @@ def _io_text(value: object, keys: tuple[str, ...], role: str | None = None) -> s
     return None
 
 
-_Q_KEYS = ("query", "question", "input", "text")
+QUESTION_KEYS = ("query", "question", "input", "text")
 
 
-_A_KEYS = ("answer", "output", "text", "content", "response")
+ANSWER_KEYS = ("answer", "output", "text", "content", "response")
 
 
-def _otlp_node(sp: _RawSpan, vocab: TraceVocabulary) -> _Node:
+def _otlp_node(sp: _RawSpan, vocab: TraceVocabulary) -> SpanNode:
     a = sp.attrs
 
     def label(key: str) -> str:
@@ -271,24 +271,24 @@ def _otlp_node(sp: _RawSpan, vocab: TraceVocabulary) -> _Node:
     elif kind == "RERANKER":
         role = "reranker"
 
-    input_text = _opt_text(a.get("input.value"), label("input.value"))
-    output_text = _opt_text(a.get("output.value"), label("output.value"))
+    input_text = opt_text(a.get("input.value"), label("input.value"))
+    output_text = opt_text(a.get("output.value"), label("output.value"))
     if input_text and "json" in str(a.get("input.mime_type", "")):
-        input_text = _io_text(input_text, _Q_KEYS, "user")
+        input_text = io_text(input_text, QUESTION_KEYS, "user")
     if output_text and "json" in str(a.get("output.mime_type", "")):
-        output_text = _io_text(output_text, _A_KEYS, "assistant")
+        output_text = io_text(output_text, ANSWER_KEYS, "assistant")
     versions: dict[str, str] = {}
     chunks: list[Chunk] = []
 
     if role == "retrieval":
-        gq = _opt_text(a.get("gen_ai.retrieval.query.text"), label("gen_ai.retrieval.query.text"))
+        gq = opt_text(a.get("gen_ai.retrieval.query.text"), label("gen_ai.retrieval.query.text"))
         input_text = gq or input_text
         docs: dict[int, dict[str, tuple[Any, str]]] = {}
         for key, val in a.items():
             m = _OI_DOC.match(key)
             if m:
                 docs.setdefault(int(m.group(1)), {})[m.group(2)] = (val, label(key))
-        _at_most(docs, MAX_CHUNKS, label("retrieval.documents"), "documents")
+        at_most(docs, MAX_CHUNKS, label("retrieval.documents"), "documents")
         for idx in sorted(docs):
             part = docs[idx]
             base = label(f"retrieval.documents.{idx}.document")
@@ -299,30 +299,30 @@ def _otlp_node(sp: _RawSpan, vocab: TraceVocabulary) -> _Node:
                     vals[ckey] = part[src_key][0]
             if "metadata" in part:
                 meta_val, meta_f = part["metadata"]
-                meta = _json_text(meta_val, meta_f)
+                meta = json_text(meta_val, meta_f)
                 if not isinstance(meta, dict):
-                    raise _Bad(meta_f, f"expected an object, got {describe(meta)}")
-                for ckey, names in _CHUNK_ALIASES.items():
+                    raise BadField(meta_f, f"expected an object, got {describe(meta)}")
+                for ckey, names in CHUNK_ALIASES.items():
                     if ckey in ("chunk_id", "text", "score"):
                         continue
                     hit = next((n for n in names if meta.get(n) is not None), None)
                     if hit is not None:
                         vals[ckey] = meta[hit]
                         labels[ckey] = f"{meta_f}.{hit}"
-            chunks.append(_chunk(vals, base, labels))
+            chunks.append(read_chunk(vals, base, labels))
         if "gen_ai.retrieval.documents" in a:
             f = label("gen_ai.retrieval.documents")
-            gdocs = _json_text(a["gen_ai.retrieval.documents"], f)
+            gdocs = json_text(a["gen_ai.retrieval.documents"], f)
             if not isinstance(gdocs, list):
-                raise _Bad(f, f"expected a list of documents, got {describe(gdocs)}")
-            _at_most(gdocs, MAX_CHUNKS, f, "documents")
+                raise BadField(f, f"expected a list of documents, got {describe(gdocs)}")
+            at_most(gdocs, MAX_CHUNKS, f, "documents")
             for i, d in enumerate(gdocs):
-                d = _json_text(d, f"{f}.{i}")
+                d = json_text(d, f"{f}.{i}")
                 if not isinstance(d, dict):
-                    raise _Bad(f"{f}.{i}", f"expected a document object, got {describe(d)}")
-                values, labels = _aliased(d, f"{f}.{i}")
-                chunks.append(_chunk(values, f"{f}.{i}", labels))
-        _unique_chunks(chunks, label("retrieval documents"))
+                    raise BadField(f"{f}.{i}", f"expected a document object, got {describe(d)}")
+                values, labels = aliased(d, f"{f}.{i}")
+                chunks.append(read_chunk(values, f"{f}.{i}", labels))
+        unique_chunks(chunks, label("retrieval documents"))
         if isinstance(a.get("gen_ai.data_source.id"), str):
             versions["index"] = a["gen_ai.data_source.id"]
         if isinstance(a.get("gen_ai.request.model"), str):
@@ -336,8 +336,8 @@ def _otlp_node(sp: _RawSpan, vocab: TraceVocabulary) -> _Node:
         if isinstance(prompt, str | int) and not isinstance(prompt, bool):
             versions["prompt"] = str(prompt)
         if "gen_ai.output.messages" in a:
-            msgs = _json_text(a["gen_ai.output.messages"], label("gen_ai.output.messages"))
-            output_text = output_text or _io_text(msgs, _A_KEYS, "assistant")
+            msgs = json_text(a["gen_ai.output.messages"], label("gen_ai.output.messages"))
+            output_text = output_text or io_text(msgs, ANSWER_KEYS, "assistant")
     elif role == "embedding":
         model = a.get("embedding.model_name") or a.get("gen_ai.request.model")
         if isinstance(model, str) and model:
@@ -345,7 +345,7 @@ def _otlp_node(sp: _RawSpan, vocab: TraceVocabulary) -> _Node:
     elif role == "reranker" and isinstance(a.get("reranker.model_name"), str):
         versions["reranker"] = a["reranker.model_name"]
 
-    return _Node(
+    return SpanNode(
         line=sp.line,
         where=sp.where,
         parent=sp.parent,
@@ -355,7 +355,7 @@ def _otlp_node(sp: _RawSpan, vocab: TraceVocabulary) -> _Node:
         output_text=output_text,
         chunks=tuple(chunks),
         versions=versions,
-        rag=_with_metadata_topics(_rag_attrs(a, label, vocab), a, label),
+        rag=_with_metadata_topics(rag_attrs(a, label, vocab), a, label),
     )
 
 
@@ -368,11 +368,11 @@ def _with_metadata_topics(
     raw = a.get("metadata")
     if "topics" in rag or not isinstance(raw, str):
         return rag
-    meta = _json_text(raw, label("metadata"))
+    meta = json_text(raw, label("metadata"))
     if not isinstance(meta, dict) or "topics" not in meta:
         return rag
     f = label("metadata") + " key topics"
-    val = _opt_topics(meta["topics"], f)
+    val = opt_topics(meta["topics"], f)
     return rag if val is None else {**rag, "topics": (val, f)}
 
 
@@ -390,13 +390,13 @@ def iter_otlp_jsonl(
     ``max_open_traces`` bounds memory: more traces waiting for their root raise InputError.
     ``accept_rootless`` imports traces whose root span never arrived instead of refusing them.
     """
-    voc = vocab or _DEFAULT_VOCAB
-    g = _Grouper(source, skip_bad, max_open_traces, accept_rootless)
-    for n, raw, text in _lines(fh):
+    voc = vocab or DEFAULT_VOCAB
+    g = Grouper(source, skip_bad, max_open_traces, accept_rootless)
+    for n, raw, text in json_lines(fh):
         ids: list[str] = []
         try:
-            spans = _otlp_spans(_json_object(text), n, ids)
-        except _Bad as exc:
+            spans = _otlp_spans(parse_record(text), n, ids)
+        except BadField as exc:
             for tid in ids:  # traces with spans in a refused line would be incomplete
                 g.open.pop(tid, None)
                 g.poisoned.add(tid)
@@ -412,7 +412,7 @@ def iter_otlp_jsonl(
                 continue
             try:
                 node = _otlp_node(sp, voc)
-            except _Bad as exc:
+            except BadField as exc:
                 yield g.poison(tid, n, raw, exc)
                 if sp.parent is None:
                     dead_roots.append(tid)

@@ -160,11 +160,11 @@ from collections.abc import Callable, Iterable, Iterator
 
 from review.core.errors import InputError
 from review.core.records import JsonProblem, parse_json
-from review.traces.canonical import iter_canonical_jsonl
-from review.traces.flatcsv import iter_csv
-from review.traces.langfuse import iter_langfuse_jsonl
+from review.traces.formats.canonical import iter_canonical_jsonl
+from review.traces.formats.flatcsv import iter_csv
+from review.traces.formats.langfuse import iter_langfuse_jsonl
+from review.traces.formats.otlp import iter_otlp_jsonl
 from review.traces.model import TraceItem, TraceVocabulary
-from review.traces.otlp import iter_otlp_jsonl
 
 __all__ = ["FORMATS", "detect_format", "iter_traces"]
 
