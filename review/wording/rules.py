@@ -328,60 +328,73 @@ def _is_role_phrase(name: str, org_words: frozenset[str]) -> bool:
     return not re.match(_HONORIFIC, name) and all(w.lower() in org_words for w in words)
 
 
-def _contacts(ctx: _Ctx) -> Iterator[Finding]:
-    allowed = ctx.patterns
-    taken = bytearray(len(ctx.norm))  # characters already claimed by an email, URL or phone
+def _unlisted(ctx: _Ctx, taken: bytearray, s: int, e: int, what: str) -> Finding:
+    """The finding for an unlisted contact at s:e, whose characters it claims in taken."""
+    taken[s:e] = b"\x01" * (e - s)
+    return Finding(
+        "unlisted_contact",
+        s,
+        e,
+        f'"{ctx.text[s:e]}" is {what} that is not on the approved contact list, so it may be '
+        "wrong or invented.",
+    )
 
-    def overlaps(s: int, e: int) -> bool:
-        return any(taken[s:e])
 
-    def take(s: int, e: int) -> None:
-        taken[s:e] = b"\x01" * (e - s)
-
-    def finding(s: int, e: int, what: str) -> Finding:
-        take(s, e)
-        return Finding(
-            "unlisted_contact",
-            s,
-            e,
-            f'"{ctx.text[s:e]}" is {what} that is not on the approved contact list, so it may be '
-            "wrong or invented.",
-        )
-
+def _unlisted_emails(ctx: _Ctx, taken: bytearray) -> Iterator[Finding]:
     for m in _EMAIL.finditer(ctx.norm):
         s, e = m.span()
-        if m.group().lower() not in allowed.emails:
-            yield finding(s, e, "an email address")
+        if m.group().lower() not in ctx.patterns.emails:
+            yield _unlisted(ctx, taken, s, e, "an email address")
         else:
-            take(s, e)
+            taken[s:e] = b"\x01" * (e - s)
+
+
+def _unlisted_urls(ctx: _Ctx, taken: bytearray) -> Iterator[Finding]:
     for m in _URL.finditer(ctx.norm):
         s, e = m.start(), m.start() + len(m.group().rstrip(_TRAILING))
-        if overlaps(s, e):
+        if any(taken[s:e]):
             continue
         url = _norm_url(m.group())
-        if not any(url == a or url.startswith(a + "/") for a in allowed.urls):
-            yield finding(s, e, "a web address")
+        if not any(url == a or url.startswith(a + "/") for a in ctx.patterns.urls):
+            yield _unlisted(ctx, taken, s, e, "a web address")
         else:
-            take(s, e)
+            taken[s:e] = b"\x01" * (e - s)
+
+
+def _unlisted_phones(ctx: _Ctx, taken: bytearray) -> Iterator[Finding]:
     for m in _PHONE.finditer(ctx.norm):
         s, e = m.start(), m.end()
         raw = m.group()
         digits = _digits(raw)
-        if overlaps(s, e) or not 7 <= len(digits) <= 15 or _DATE_LIKE.match(raw):
+        if any(taken[s:e]) or not 7 <= len(digits) <= 15 or _DATE_LIKE.match(raw):
             continue
         if s > 0 and ctx.norm[s - 1] in "£$€":
             continue
-        if digits not in allowed.phones:
-            yield finding(s, e, "a phone number")
+        if digits not in ctx.patterns.phones:
+            yield _unlisted(ctx, taken, s, e, "a phone number")
+
+
+def _unlisted_names(ctx: _Ctx, taken: bytearray) -> Iterator[Finding]:
+    allowed = ctx.patterns
     for m in _CONTACT_VERB.finditer(ctx.norm):
         name = m.group("name")
         s, e = m.start("name"), m.end("name")
-        if overlaps(s, e) or _is_role_phrase(name, allowed.org_words):
+        if any(taken[s:e]) or _is_role_phrase(name, allowed.org_words):
             continue
         folded = " ".join(name.split()).casefold()
         if any(folded in a for a in allowed.contact_texts):
             continue
-        yield finding(s, e, "a named contact")
+        yield _unlisted(ctx, taken, s, e, "a named contact")
+
+
+def _contacts(ctx: _Ctx) -> Iterator[Finding]:
+    """Emails, then URLs, phones and named contacts not on the approved list; each kind skips
+    the characters an earlier one claimed."""
+    taken = bytearray(len(ctx.norm))  # characters already claimed by an email, URL or phone
+    yield from _unlisted_emails(ctx, taken)
+    yield from _unlisted_urls(ctx, taken)
+    yield from _unlisted_phones(ctx, taken)
+    yield from _unlisted_names(ctx, taken)
 
 
 # -- refusal followed by a claim --------------------------------------------------------------
