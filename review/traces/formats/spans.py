@@ -85,11 +85,9 @@ def rag_attrs(
     return out
 
 
-def _assemble(trace_id: str, nodes: list[SpanNode]) -> Trace:
-    """Combine the spans/observations of one trace into a Trace (precedence: module docs)."""
-    nodes = sorted(nodes, key=lambda n: n.start)
-    roots = [n for n in nodes if n.parent is None]
-    root = roots[0] if roots else None
+def _agreed_rag(nodes: list[SpanNode]) -> dict[str, tuple[Any, str, int]]:
+    """The rag.* values of the trace's spans (value, label, line); two spans that give one
+    name different values refuse the trace."""
     rag: dict[str, tuple[Any, str, int]] = {}
     for node in nodes:
         for name, (val, label) in node.rag.items():
@@ -101,6 +99,54 @@ def _assemble(trace_id: str, nodes: list[SpanNode]) -> Trace:
                     f"{val!r} (line {node.line})",
                 )
             rag.setdefault(name, (val, label, node.line))
+    return rag
+
+
+def _span_chunks(retrievals: list[SpanNode], filtered: tuple[str, ...]) -> list[Chunk]:
+    """The retrieval spans' chunks, first of each id kept and ranked by order where unranked;
+    the filtered ids marked (and added when no span retrieved them)."""
+    chunks: list[Chunk] = []
+    seen: set[str] = set()
+    for node in retrievals:
+        for c in node.chunks:
+            if c.chunk_id in seen:
+                continue
+            seen.add(c.chunk_id)
+            chunks.append(c if c.rank is not None else dataclasses.replace(c, rank=len(chunks) + 1))
+    if filtered:
+        fset = set(filtered)
+        chunks = [
+            dataclasses.replace(c, filtered=True) if c.chunk_id in fset else c for c in chunks
+        ]
+        chunks.extend(
+            Chunk(cid, filtered=True) for cid in dict.fromkeys(filtered) if cid not in seen
+        )
+    return chunks
+
+
+def _versions_and_attributes(
+    nodes: list[SpanNode], rag: dict[str, tuple[Any, str, int]]
+) -> tuple[dict[str, str], dict[str, AttrValue]]:
+    """The spans' versions (first wins) overridden by rag.version.*, and the rag.attr.*."""
+    versions: dict[str, str] = {}
+    for node in nodes:
+        for k, v in node.versions.items():
+            versions.setdefault(k, v)
+    attributes: dict[str, AttrValue] = {}
+    for name, (val, _, _) in rag.items():
+        if name.startswith("version."):
+            versions[name[8:]] = val
+        elif name.startswith("attr."):
+            attributes[name[5:]] = val
+    return versions, attributes
+
+
+def _assemble(trace_id: str, nodes: list[SpanNode]) -> Trace:
+    """Combine the spans/observations of one trace into a Trace (precedence: module docs)."""
+    nodes = sorted(nodes, key=lambda n: n.start)
+    roots = [n for n in nodes if n.parent is None]
+    root = roots[0] if roots else None
+    rag = _agreed_rag(nodes)
 
     def pick(name: str) -> Any:
         return rag[name][0] if name in rag else None
@@ -120,35 +166,8 @@ def _assemble(trace_id: str, nodes: list[SpanNode]) -> Trace:
         (n.output_text for n in reversed(nodes) if n.role == "llm" and n.output_text), None
     )
     answer = pick("answer_text") or (root.output_text if root else None) or llm_output or ""
-
-    chunks: list[Chunk] = []
-    seen: set[str] = set()
-    for node in retrievals:
-        for c in node.chunks:
-            if c.chunk_id in seen:
-                continue
-            seen.add(c.chunk_id)
-            chunks.append(c if c.rank is not None else dataclasses.replace(c, rank=len(chunks) + 1))
-    filtered: tuple[str, ...] = pick("filtered_chunk_ids") or ()
-    if filtered:
-        fset = set(filtered)
-        chunks = [
-            dataclasses.replace(c, filtered=True) if c.chunk_id in fset else c for c in chunks
-        ]
-        chunks.extend(
-            Chunk(cid, filtered=True) for cid in dict.fromkeys(filtered) if cid not in seen
-        )
-
-    versions: dict[str, str] = {}
-    for node in nodes:
-        for k, v in node.versions.items():
-            versions.setdefault(k, v)
-    attributes: dict[str, AttrValue] = {}
-    for name, (val, _, _) in rag.items():
-        if name.startswith("version."):
-            versions[name[8:]] = val
-        elif name.startswith("attr."):
-            attributes[name[5:]] = val
+    chunks = _span_chunks(retrievals, pick("filtered_chunk_ids") or ())
+    versions, attributes = _versions_and_attributes(nodes, rag)
 
     # the spans' parts are each bounded; so is what they add up to
     at_most(chunks, MAX_CHUNKS, "chunks", "chunks in the trace")
