@@ -7,7 +7,7 @@ import base64
 import binascii
 import datetime as dt
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -253,88 +253,128 @@ QUESTION_KEYS = ("query", "question", "input", "text")
 ANSWER_KEYS = ("answer", "output", "text", "content", "response")
 
 
-def _otlp_node(sp: _RawSpan, vocab: TraceVocabulary) -> SpanNode:
-    a = sp.attrs
-
-    def label(key: str) -> str:
-        return f"{sp.where} attribute {key}"
-
+def _span_role(a: Mapping[str, Any]) -> str:
+    """retrieval, llm, embedding, reranker or other, from OpenInference's span kind or the
+    GenAI operation name."""
     kind = str(a.get("openinference.span.kind") or "").upper()
     op = str(a.get("gen_ai.operation.name") or "").lower()
-    role = "other"
     if kind == "RETRIEVER" or op == "retrieval" or "gen_ai.retrieval.documents" in a:
-        role = "retrieval"
-    elif kind == "LLM" or op in _GENAI_LLM_OPS:
-        role = "llm"
-    elif kind == "EMBEDDING" or op == "embeddings":
-        role = "embedding"
-    elif kind == "RERANKER":
-        role = "reranker"
+        return "retrieval"
+    if kind == "LLM" or op in _GENAI_LLM_OPS:
+        return "llm"
+    if kind == "EMBEDDING" or op == "embeddings":
+        return "embedding"
+    if kind == "RERANKER":
+        return "reranker"
+    return "other"
 
+
+def _oi_chunk(part: dict[str, tuple[Any, str]], base: str) -> Chunk:
+    """One OpenInference retrieval.documents.N.document.* group as a chunk; the chunk fields
+    other than id, score and text come from its JSON metadata."""
+    vals: dict[str, Any] = {}
+    labels = {"chunk_id": f"{base}.id", "score": f"{base}.score", "text": f"{base}.content"}
+    for src_key, ckey in (("id", "chunk_id"), ("score", "score"), ("content", "text")):
+        if src_key in part:
+            vals[ckey] = part[src_key][0]
+    if "metadata" in part:
+        meta_val, meta_f = part["metadata"]
+        meta = json_text(meta_val, meta_f)
+        if not isinstance(meta, dict):
+            raise BadField(meta_f, f"expected an object, got {describe(meta)}")
+        for ckey, names in CHUNK_ALIASES.items():
+            if ckey in ("chunk_id", "text", "score"):
+                continue
+            hit = next((n for n in names if meta.get(n) is not None), None)
+            if hit is not None:
+                vals[ckey] = meta[hit]
+                labels[ckey] = f"{meta_f}.{hit}"
+    return read_chunk(vals, base, labels)
+
+
+def _oi_chunks(a: Mapping[str, Any], label: Callable[[str], str]) -> list[Chunk]:
+    """The chunks of OpenInference's flattened retrieval.documents.N.document.* attributes."""
+    docs: dict[int, dict[str, tuple[Any, str]]] = {}
+    for key, val in a.items():
+        m = _OI_DOC.match(key)
+        if m:
+            docs.setdefault(int(m.group(1)), {})[m.group(2)] = (val, label(key))
+    at_most(docs, MAX_CHUNKS, label("retrieval.documents"), "documents")
+    return [
+        _oi_chunk(docs[idx], label(f"retrieval.documents.{idx}.document")) for idx in sorted(docs)
+    ]
+
+
+def _genai_chunks(a: Mapping[str, Any], label: Callable[[str], str]) -> list[Chunk]:
+    """The chunks of the GenAI gen_ai.retrieval.documents attribute (a JSON list)."""
+    if "gen_ai.retrieval.documents" not in a:
+        return []
+    f = label("gen_ai.retrieval.documents")
+    gdocs = json_text(a["gen_ai.retrieval.documents"], f)
+    if not isinstance(gdocs, list):
+        raise BadField(f, f"expected a list of documents, got {describe(gdocs)}")
+    at_most(gdocs, MAX_CHUNKS, f, "documents")
+    chunks: list[Chunk] = []
+    for i, d in enumerate(gdocs):
+        d = json_text(d, f"{f}.{i}")
+        if not isinstance(d, dict):
+            raise BadField(f"{f}.{i}", f"expected a document object, got {describe(d)}")
+        values, labels = aliased(d, f"{f}.{i}")
+        chunks.append(read_chunk(values, f"{f}.{i}", labels))
+    return chunks
+
+
+def _retrieval_versions(a: Mapping[str, Any]) -> dict[str, str]:
+    versions: dict[str, str] = {}
+    if isinstance(a.get("gen_ai.data_source.id"), str):
+        versions["index"] = a["gen_ai.data_source.id"]
+    if isinstance(a.get("gen_ai.request.model"), str):
+        versions["embedding"] = a["gen_ai.request.model"]
+    return versions
+
+
+def _llm_versions(a: Mapping[str, Any]) -> dict[str, str]:
+    versions: dict[str, str] = {}
+    model = a.get("llm.model_name") or a.get("gen_ai.response.model")
+    model = model or a.get("gen_ai.request.model")
+    if isinstance(model, str) and model:
+        versions["model"] = model
+    prompt = a.get("llm.prompt_template.version")
+    if isinstance(prompt, str | int) and not isinstance(prompt, bool):
+        versions["prompt"] = str(prompt)
+    return versions
+
+
+def _io_texts(a: Mapping[str, Any], label: Callable[[str], str]) -> tuple[str | None, str | None]:
+    """The span's input and output text (out of JSON when their mime type says so)."""
     input_text = opt_text(a.get("input.value"), label("input.value"))
     output_text = opt_text(a.get("output.value"), label("output.value"))
     if input_text and "json" in str(a.get("input.mime_type", "")):
         input_text = io_text(input_text, QUESTION_KEYS, "user")
     if output_text and "json" in str(a.get("output.mime_type", "")):
         output_text = io_text(output_text, ANSWER_KEYS, "assistant")
+    return input_text, output_text
+
+
+def _otlp_node(sp: _RawSpan, vocab: TraceVocabulary) -> SpanNode:
+    a = sp.attrs
+
+    def label(key: str) -> str:
+        return f"{sp.where} attribute {key}"
+
+    role = _span_role(a)
+    input_text, output_text = _io_texts(a, label)
     versions: dict[str, str] = {}
     chunks: list[Chunk] = []
 
     if role == "retrieval":
         gq = opt_text(a.get("gen_ai.retrieval.query.text"), label("gen_ai.retrieval.query.text"))
         input_text = gq or input_text
-        docs: dict[int, dict[str, tuple[Any, str]]] = {}
-        for key, val in a.items():
-            m = _OI_DOC.match(key)
-            if m:
-                docs.setdefault(int(m.group(1)), {})[m.group(2)] = (val, label(key))
-        at_most(docs, MAX_CHUNKS, label("retrieval.documents"), "documents")
-        for idx in sorted(docs):
-            part = docs[idx]
-            base = label(f"retrieval.documents.{idx}.document")
-            vals: dict[str, Any] = {}
-            labels = {"chunk_id": f"{base}.id", "score": f"{base}.score", "text": f"{base}.content"}
-            for src_key, ckey in (("id", "chunk_id"), ("score", "score"), ("content", "text")):
-                if src_key in part:
-                    vals[ckey] = part[src_key][0]
-            if "metadata" in part:
-                meta_val, meta_f = part["metadata"]
-                meta = json_text(meta_val, meta_f)
-                if not isinstance(meta, dict):
-                    raise BadField(meta_f, f"expected an object, got {describe(meta)}")
-                for ckey, names in CHUNK_ALIASES.items():
-                    if ckey in ("chunk_id", "text", "score"):
-                        continue
-                    hit = next((n for n in names if meta.get(n) is not None), None)
-                    if hit is not None:
-                        vals[ckey] = meta[hit]
-                        labels[ckey] = f"{meta_f}.{hit}"
-            chunks.append(read_chunk(vals, base, labels))
-        if "gen_ai.retrieval.documents" in a:
-            f = label("gen_ai.retrieval.documents")
-            gdocs = json_text(a["gen_ai.retrieval.documents"], f)
-            if not isinstance(gdocs, list):
-                raise BadField(f, f"expected a list of documents, got {describe(gdocs)}")
-            at_most(gdocs, MAX_CHUNKS, f, "documents")
-            for i, d in enumerate(gdocs):
-                d = json_text(d, f"{f}.{i}")
-                if not isinstance(d, dict):
-                    raise BadField(f"{f}.{i}", f"expected a document object, got {describe(d)}")
-                values, labels = aliased(d, f"{f}.{i}")
-                chunks.append(read_chunk(values, f"{f}.{i}", labels))
+        chunks = _oi_chunks(a, label) + _genai_chunks(a, label)
         unique_chunks(chunks, label("retrieval documents"))
-        if isinstance(a.get("gen_ai.data_source.id"), str):
-            versions["index"] = a["gen_ai.data_source.id"]
-        if isinstance(a.get("gen_ai.request.model"), str):
-            versions["embedding"] = a["gen_ai.request.model"]
+        versions = _retrieval_versions(a)
     elif role == "llm":
-        model = a.get("llm.model_name") or a.get("gen_ai.response.model")
-        model = model or a.get("gen_ai.request.model")
-        if isinstance(model, str) and model:
-            versions["model"] = model
-        prompt = a.get("llm.prompt_template.version")
-        if isinstance(prompt, str | int) and not isinstance(prompt, bool):
-            versions["prompt"] = str(prompt)
+        versions = _llm_versions(a)
         if "gen_ai.output.messages" in a:
             msgs = json_text(a["gen_ai.output.messages"], label("gen_ai.output.messages"))
             output_text = output_text or io_text(msgs, ANSWER_KEYS, "assistant")
