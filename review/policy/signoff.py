@@ -764,6 +764,115 @@ def json_safe(value: Any) -> Any:
     return value
 
 
+def _signing_role(actor: Actor, meaning: str, role: Role | None, note: str) -> Role:
+    """The approver role the actor signs in (the first they hold when none is given); refused:
+    an unknown meaning, a role not held, a rejection without a note."""
+    if meaning not in ("approve", "reject"):
+        raise InputError("meaning must be approve or reject")
+    held = [r for r in APPROVER_ROLES if r in actor.roles]
+    if role is None:
+        if not held:
+            raise PermissionDenied("signing needs the product_owner or compliance role")
+        role = held[0]
+    if role not in held:
+        raise PermissionDenied(f"{actor.name} does not hold the {role.value} role")
+    if meaning == "reject" and not note.strip():
+        raise InputError("say why: a rejection needs a note")
+    return role
+
+
+def _refuse_signer(
+    row: PolicyVersion, view: VersionView, actor: Actor, role: Role, meaning: str
+) -> None:
+    """Who may not sign this version: its author, a role it does not need or already has, a
+    person who already approved it in another role (approving again); nor anyone once it is
+    no longer pending."""
+    if row.author.strip().casefold() == actor.email.strip().casefold():
+        raise PermissionDenied(
+            "the author of a change can never approve or reject it: another person must sign"
+        )
+    if view.status != VersionStatus.pending:
+        raise InputError(f"version {row.number} is already {view.status}")
+    if role not in view.required_roles:
+        raise InputError(f"this change does not need a {role.value} signature")
+    if any(sg.role == role.value for sg in view.signatures):
+        raise InputError(f"the {role.value} signature is already on version {row.number}")
+    if meaning == "approve":
+        me = actor.email.strip().casefold()
+        for given in view.signatures:
+            if given.meaning == "approve" and given.signer.strip().casefold() == me:
+                raise PermissionDenied(
+                    f"{actor.email} already approved version {row.number} as {given.role}: "
+                    "the required approvals must come from different people, so another "
+                    f"person holding the {role.value} role must sign"
+                )
+
+
+def _refuse_version(s: Session, row: PolicyVersion, view: VersionView, meaning: str) -> None:
+    """What makes a version unsignable: its text no longer matching its sha256; and to
+    approve it, a parent no longer in force or a test-split tuning without an override note."""
+    problems = text_problems(view)
+    if problems:
+        raise TamperedPolicyError(f"version {row.number} cannot be signed: {'; '.join(problems)}")
+    if meaning == "approve":
+        stale = _stale_in(s, view)
+        if stale:
+            raise InputError(stale)
+    if meaning == "approve" and needs_override(row.tuned_on_split) and not row.override_note:
+        raise InputError(
+            f"this proposal was tuned on the {row.tuned_on_split} data it is reported on; "
+            "it cannot be approved without an override note on the record (propose it "
+            "again with one)"
+        )
+
+
+def _locked_chain_head(s: Session) -> Setting:
+    """The chain head setting, locked for this transaction (created for the first signature)."""
+    head = s.get(Setting, CHAIN_KEY, with_for_update=True)
+    if head is None:
+        head = Setting(key=CHAIN_KEY, value={"count": 0, "head": GENESIS}, version=1)
+        s.add(head)
+        s.flush()
+    return head
+
+
+def _seal_for_signing(s: Session, head: Setting, key: bytes | None, alg: str) -> chain.Seal | None:
+    """The seal the new head keeps (None without a key). Refused: a chain keyed with another
+    key or none configured, a record sealed with a key while none is configured, a record not
+    sealed with this key."""
+    keyed = s.scalar(
+        select(SignOff.hash_alg)
+        .where(SignOff.hash_alg.like(chain.KEYED_PREFIX + "%"))
+        .order_by(SignOff.id.desc())
+        .limit(1)
+    )
+    if keyed is not None and keyed != alg:
+        raise InputError(
+            f"the sign-off chain is hashed with a signing key ({keyed}) and "
+            + ("no signing key is configured" if key is None else f"this one is {alg}")
+            + f": nothing was signed. Configure the same key ({chain.ENV_KEY}, or "
+            "[signing] key in the secrets)."
+        )
+    current = _head_value(head)
+    seal: chain.Seal | None = None
+    if key is None and (sealed := chain.sealed_alg(current)) is not None:
+        raise InputError(
+            f"the sign-off chain is sealed with a signing key ({sealed}) and no signing key "
+            f"is configured: nothing was signed. Configure the same key ({chain.ENV_KEY}, "
+            "or [signing] key in the secrets)."
+        )
+    if key is not None:
+        algs = list(s.execute(select(SignOff.row_hash, SignOff.hash_alg).order_by(SignOff.id)))
+        seal, why = chain.read_seal(current, key, [(str(h), str(a)) for h, a in algs])
+        if seal is None:
+            raise InputError(
+                f"the sign-off record is not sealed with this signing key ({why}): nothing "
+                "was signed. Check the record with `workbench verify-signoffs` and, if it "
+                "is the one you trust, adopt the key with `workbench adopt-signing-key`."
+            )
+    return seal
+
+
 def sign(
     engine: Engine,
     actor: Actor,
@@ -790,17 +899,7 @@ def sign(
     keyed and this process has no key or another one.
     """
     require(actor, Permission.approve_policy)
-    if meaning not in ("approve", "reject"):
-        raise InputError("meaning must be approve or reject")
-    held = [r for r in APPROVER_ROLES if r in actor.roles]
-    if role is None:
-        if not held:
-            raise PermissionDenied("signing needs the product_owner or compliance role")
-        role = held[0]
-    if role not in held:
-        raise PermissionDenied(f"{actor.name} does not hold the {role.value} role")
-    if meaning == "reject" and not note.strip():
-        raise InputError("say why: a rejection needs a note")
+    role = _signing_role(actor, meaning, role, note)
     lock_ids = sorted(set(lock_case_ids))
     key = chain.signing_key()
     alg = chain.alg_for(key)
@@ -817,76 +916,11 @@ def sign(
         if row is None:
             raise InputError(f"policy version {version_id} does not exist")
         view = _views(s, [row])[0]
-        if row.author.strip().casefold() == actor.email.strip().casefold():
-            raise PermissionDenied(
-                "the author of a change can never approve or reject it: another person must sign"
-            )
-        if view.status != VersionStatus.pending:
-            raise InputError(f"version {row.number} is already {view.status}")
-        if role not in view.required_roles:
-            raise InputError(f"this change does not need a {role.value} signature")
-        if any(sg.role == role.value for sg in view.signatures):
-            raise InputError(f"the {role.value} signature is already on version {row.number}")
-        if meaning == "approve":
-            me = actor.email.strip().casefold()
-            for given in view.signatures:
-                if given.meaning == "approve" and given.signer.strip().casefold() == me:
-                    raise PermissionDenied(
-                        f"{actor.email} already approved version {row.number} as {given.role}: "
-                        "the required approvals must come from different people, so another "
-                        f"person holding the {role.value} role must sign"
-                    )
-        problems = text_problems(view)
-        if problems:
-            raise TamperedPolicyError(
-                f"version {row.number} cannot be signed: {'; '.join(problems)}"
-            )
-        if meaning == "approve":
-            stale = _stale_in(s, view)
-            if stale:
-                raise InputError(stale)
-        if meaning == "approve" and needs_override(row.tuned_on_split) and not row.override_note:
-            raise InputError(
-                f"this proposal was tuned on the {row.tuned_on_split} data it is reported on; "
-                "it cannot be approved without an override note on the record (propose it "
-                "again with one)"
-            )
-        head = s.get(Setting, CHAIN_KEY, with_for_update=True)
-        if head is None:
-            head = Setting(key=CHAIN_KEY, value={"count": 0, "head": GENESIS}, version=1)
-            s.add(head)
-            s.flush()
+        _refuse_signer(row, view, actor, role, meaning)
+        _refuse_version(s, row, view, meaning)
+        head = _locked_chain_head(s)
         prev = str(head.value["head"])
-        keyed = s.scalar(
-            select(SignOff.hash_alg)
-            .where(SignOff.hash_alg.like(chain.KEYED_PREFIX + "%"))
-            .order_by(SignOff.id.desc())
-            .limit(1)
-        )
-        if keyed is not None and keyed != alg:
-            raise InputError(
-                f"the sign-off chain is hashed with a signing key ({keyed}) and "
-                + ("no signing key is configured" if key is None else f"this one is {alg}")
-                + f": nothing was signed. Configure the same key ({chain.ENV_KEY}, or "
-                "[signing] key in the secrets)."
-            )
-        current = _head_value(head)
-        seal: chain.Seal | None = None
-        if key is None and (sealed := chain.sealed_alg(current)) is not None:
-            raise InputError(
-                f"the sign-off chain is sealed with a signing key ({sealed}) and no signing key "
-                f"is configured: nothing was signed. Configure the same key ({chain.ENV_KEY}, "
-                "or [signing] key in the secrets)."
-            )
-        if key is not None:
-            algs = list(s.execute(select(SignOff.row_hash, SignOff.hash_alg).order_by(SignOff.id)))
-            seal, why = chain.read_seal(current, key, [(str(h), str(a)) for h, a in algs])
-            if seal is None:
-                raise InputError(
-                    f"the sign-off record is not sealed with this signing key ({why}): nothing "
-                    "was signed. Check the record with `workbench verify-signoffs` and, if it "
-                    "is the one you trust, adopt the key with `workbench adopt-signing-key`."
-                )
+        seal = _seal_for_signing(s, head, key, alg)
         sg = SignOff(
             policy_version_id=row.id,
             signer=actor.email,
