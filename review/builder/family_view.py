@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Engine, func, select
-from sqlalchemy.orm import Session, selectinload
+from sqlalchemy.orm import Session
 
 from review.builder.documents import doc_dict, get_document, ref_of
 from review.builder.families import Check, Variant
@@ -19,13 +19,13 @@ from review.builder.family_checks import family_checks
 from review.builder.suggestions import PASSAGE_ENTITY
 from review.builder.variants import MAX_FAMILY_VARIANTS, VARIANT_ENTITY
 from review.cases import cases as case_service
+from review.cases.cases import case_query
 from review.core import clearance
 from review.core.identity import Actor
 from storage.db import read_session
 from storage.models import (
     AuditLog,
     Case,
-    CaseDocument,
     CaseEdit,
     CaseFamily,
     CaseSuggestion,
@@ -308,13 +308,7 @@ def _family_cases(s: Session, family_id: int) -> list[Case]:
     """The family's cases (at most MAX_FAMILY_VARIANTS), with what the view shows of them."""
     return list(
         s.scalars(
-            select(Case)
-            .options(
-                selectinload(Case.claims),
-                selectinload(Case.documents).selectinload(CaseDocument.document),
-                selectinload(Case.slices),
-                selectinload(Case.family),
-            )
+            case_query()
             .where(Case.family_id == family_id)
             .order_by(Case.id)
             .limit(MAX_FAMILY_VARIANTS)

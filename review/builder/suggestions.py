@@ -8,11 +8,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session, selectinload
+from sqlalchemy.orm import Session
 
 from review.builder.documents import ref_of
 from review.cases import cases as case_service
-from review.cases.cases import CaseIn, validate_case
+from review.cases.cases import CaseIn, case_query, validate_case
 from review.core import clearance
 from review.core.errors import InputError
 from review.core.identity import Actor, Permission, require
@@ -86,13 +86,7 @@ def set_required_claims(
     transaction, which it does not commit; returns the new version."""
     require(actor, Permission.edit_cases)
     row = s.scalar(
-        select(Case)
-        .options(
-            selectinload(Case.claims),
-            selectinload(Case.documents).selectinload(CaseDocument.document),
-            selectinload(Case.slices),
-            selectinload(Case.family),
-        )
+        case_query()
         .where(Case.id == case_id)
         .with_for_update()  # read as the edit will find it: locked, so current
     )
@@ -133,17 +127,7 @@ def _confirm(
     note: str,
     make_ready: bool,
 ) -> ConfirmResult:
-    row = s.scalar(
-        select(Case)
-        .options(
-            selectinload(Case.claims),
-            selectinload(Case.documents).selectinload(CaseDocument.document),
-            selectinload(Case.slices),
-            selectinload(Case.family),
-        )
-        .where(Case.id == case_id)
-        .with_for_update()
-    )
+    row = s.scalar(case_query().where(Case.id == case_id).with_for_update())
     if row is None:
         raise InputError(f"case {case_id} does not exist")
     sug = s.get(CaseSuggestion, case_id, with_for_update=True)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session, selectinload
+from sqlalchemy.orm import Session
 
 from review.builder.documents import (
     add_edit,
@@ -35,7 +35,7 @@ from review.builder.families import (
 )
 from review.builder.operator import ParamValue, Span, span_at
 from review.cases import cases as case_service
-from review.cases.cases import validate_case
+from review.cases.cases import case_query, validate_case
 from review.core import clearance
 from review.core.errors import InputError, PermissionDenied
 from review.core.identity import Actor, Permission, require
@@ -43,7 +43,6 @@ from review.core.taxonomy import Taxonomy
 from storage import changes
 from storage.models import (
     Case,
-    CaseDocument,
     CaseSuggestion,
     Document,
     utcnow,
@@ -284,16 +283,7 @@ def _build(
 
 def _base_case(s: Session, base_case_id: int) -> Case:
     """The evidence-present case expecting an answer that a variant starts from."""
-    base = s.scalar(
-        select(Case)
-        .options(
-            selectinload(Case.claims),
-            selectinload(Case.documents).selectinload(CaseDocument.document),
-            selectinload(Case.slices),
-            selectinload(Case.family),
-        )
-        .where(Case.id == base_case_id)
-    )
+    base = s.scalar(case_query().where(Case.id == base_case_id))
     if base is None:
         raise InputError(f"case {base_case_id} does not exist")
     if base.evidence_state not in (None, "present") or base.expected_decision != "answer":

@@ -422,7 +422,7 @@ def import_cases(
     for line, c in items:
         where = f"{source}: line {line}: "
         if c.key:
-            existing = s.scalar(_case_query().where(Case.key == c.key))
+            existing = s.scalar(case_query().where(Case.key == c.key))
             if existing is not None:
                 if to_record(existing) == normalised_case(c):
                     unchanged += 1
@@ -474,7 +474,7 @@ def update_case(
     does not commit; a stale edit is refused naming who saved. Returns the new version."""
     require(actor, Permission.edit_cases)
     c = _checked(c, tax)
-    row = s.scalar(_case_query().where(Case.id == case_id).with_for_update())
+    row = s.scalar(case_query().where(Case.id == case_id).with_for_update())
     if row is None:
         raise InputError(f"case {case_id} does not exist")
     if row.version != expected_version:
@@ -506,7 +506,9 @@ def update_case(
 # Reading
 
 
-def _case_query() -> Select[Case]:
+def case_query() -> Select[Case]:
+    """A select of cases with everything a case's record reads (claims, documents, slices,
+    family) loaded with it."""
     return select(Case).options(
         selectinload(Case.claims),
         selectinload(Case.documents).selectinload(CaseDocument.document),
@@ -724,7 +726,7 @@ def get_case(
 ) -> CaseView | None:
     """One case; for a ``viewer``, as they may see it (see :func:`seen_by`)."""
     with read_session(engine) as s:
-        stmt = _case_query()
+        stmt = case_query()
         stmt = (
             stmt.where(Case.id == case_id) if case_id is not None else stmt.where(Case.key == key)
         )
@@ -798,7 +800,7 @@ def export_cases(
         while True:
             batch = list(
                 s.scalars(
-                    _case_query().where(Case.id > last_id, *conds).order_by(Case.id).limit(500)
+                    case_query().where(Case.id > last_id, *conds).order_by(Case.id).limit(500)
                 )
             )
             if not batch:

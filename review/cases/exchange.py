@@ -27,16 +27,16 @@ from dataclasses import dataclass
 from typing import IO, Any, Literal
 
 from sqlalchemy import Engine, select
-from sqlalchemy.orm import selectinload
 
 from review.cases import cases
 from review.cases.agreed import Agreed, agreed_labels
+from review.cases.cases import case_query
 from review.core import clearance
 from review.core.errors import InputError
 from review.core.identity import Actor
 from review.core.taxonomy import Taxonomy
 from storage.db import read_session
-from storage.models import Case, CaseDocument, CaseSuggestion
+from storage.models import Case, CaseSuggestion
 
 __all__ = [
     "DEEPEVAL_FIELDS",
@@ -246,16 +246,7 @@ def _batches(
         while True:
             rows = list(
                 s.scalars(
-                    select(Case)
-                    .options(
-                        selectinload(Case.claims),
-                        selectinload(Case.documents).selectinload(CaseDocument.document),
-                        selectinload(Case.slices),
-                        selectinload(Case.family),
-                    )
-                    .where(Case.id > last_id, *conds)
-                    .order_by(Case.id)
-                    .limit(BATCH)
+                    case_query().where(Case.id > last_id, *conds).order_by(Case.id).limit(BATCH)
                 )
             )
             if not rows:
