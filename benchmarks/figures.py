@@ -28,14 +28,18 @@ __all__ = [
     "compare",
     "cpu_ratio",
     "engine_label",
+    "figures_of",
     "load_record",
     "make_record",
     "met",
     "ratio",
+    "references_of",
     "render_comparison",
     "render_engines",
     "render_figures",
     "save_record",
+    "target_s",
+    "work_cpu",
 ]
 
 REGRESSION_FACTOR = 1.25  # a ratio to the reference this much above the recorded one
@@ -45,11 +49,14 @@ MIN_DELTA_S = 0.05  # ... and at least this many seconds slower than the recorde
 @dataclasses.dataclass(frozen=True)
 class Target:
     """``max_s``: wall time at most ``value`` seconds; ``max_ratio``: wall time at most
-    ``value`` times the reference's (the import against its floor: 2.0 = half its rate)."""
+    ``value`` times the reference's (the import against its floor: 2.0 = half its rate).
+    ``cpu_value``, where set: the CPU time of the work (the app server's and the database
+    server's together, as the browser benchmark measures them) at most that many seconds too."""
 
     kind: str
     value: float
     text: str
+    cpu_value: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,6 +66,8 @@ class Reference:
     wall_s: float | None
     cpu_s: float | None
     error: str = ""
+    db_cpu_s: float | None = None  # the database server's CPU (browser benchmark, PostgreSQL)
+    browser_cpu_s: float | None = None  # the browser's CPU (browser benchmark)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,6 +84,16 @@ class Figure:
     py_peak: str = ""
     notes: str = ""
     error: str = ""
+    db_cpu_s: float | None = None  # the database server's CPU (browser benchmark, PostgreSQL)
+    browser_cpu_s: float | None = None  # the browser's CPU (browser benchmark)
+
+
+def work_cpu(fig: Figure) -> float | None:
+    """CPU time of the work: the measuring process's, plus the database server's where it was
+    measured (None when neither was)."""
+    if fig.cpu_s is None and fig.db_cpu_s is None:
+        return None
+    return (fig.cpu_s or 0.0) + (fig.db_cpu_s or 0.0)
 
 
 def target_s(seconds: float) -> Target:
@@ -101,6 +120,12 @@ def met(fig: Figure, refs: dict[str, Reference]) -> bool | None:
     """Whether the figure is within its target; None when it has none or cannot be read."""
     if fig.target is None or fig.wall_s is None:
         return None
+    if fig.target.cpu_value is not None:
+        cpu = work_cpu(fig)
+        if cpu is None:
+            return None
+        if cpu > fig.target.cpu_value:
+            return False
     if fig.target.kind == "max_s":
         return fig.wall_s <= fig.target.value
     if fig.target.kind == "max_ratio":
@@ -145,6 +170,16 @@ def load_record(path: Path) -> dict[str, Any]:
         if key not in data:
             raise ValueError(f"{path} is not a scale benchmark record: no {key!r}")
     return data
+
+
+def references_of(record: dict[str, Any]) -> dict[str, Reference]:
+    """A record's references by key."""
+    return _refs(record)
+
+
+def figures_of(record: dict[str, Any]) -> list[Figure]:
+    """A record's figures, in the order they were measured."""
+    return _figs(record)
 
 
 def _refs(record: dict[str, Any]) -> dict[str, Reference]:

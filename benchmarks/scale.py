@@ -1371,7 +1371,7 @@ def _figure(
         None if cpu is None else float(cpu),
         ref,
         target,
-        **extra,
+        **cast(dict[str, Any], extra),
     )
 
 
