@@ -253,12 +253,15 @@ class Meter:
     def _cpu(self) -> list[float | None]:
         return [t.read() for t in self.trees]
 
-    def action(self, pg: Any, act: Callable[[], None], quiet_ms: int = QUIET_MS) -> Measure:
-        """Time ``act`` (a click or a key) until the run it starts has finished and settled."""
+    def action(
+        self, pg: Any, act: Callable[[], None], quiet_ms: int = QUIET_MS, timeout_ms: int = 0
+    ) -> Measure:
+        """Time ``act`` (a click or a key) until the run it starts has finished and settled;
+        an action that starts no run within ``timeout_ms`` (default TIMEOUT_MS) raises."""
         t0 = float(pg.evaluate("() => { window.__wbRuns = []; return performance.now(); }"))
         before = self._cpu()
         act()
-        end = self._settle(pg, quiet_ms)
+        end = self._settle(pg, quiet_ms, timeout_ms or TIMEOUT_MS)
         return self._measure((end - t0) / 1000, before)
 
     def navigation(self, pg: Any, url: str) -> Measure:
@@ -266,18 +269,18 @@ class Meter:
         starts there) until its runs have settled."""
         before = self._cpu()
         pg.goto(url)
-        end = self._settle(pg, FIRST_VIEW_QUIET_MS)
+        end = self._settle(pg, FIRST_VIEW_QUIET_MS, TIMEOUT_MS)
         return self._measure(end / 1000, before)
 
-    def _settle(self, pg: Any, quiet_ms: int) -> float:
+    def _settle(self, pg: Any, quiet_ms: int, timeout_ms: int) -> float:
         from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
         try:
-            pg.wait_for_function(SETTLED, arg=quiet_ms, timeout=TIMEOUT_MS, polling=50)
+            pg.wait_for_function(SETTLED, arg=quiet_ms, timeout=timeout_ms, polling=50)
         except PlaywrightTimeout:
             runs = pg.evaluate("window.__wbRuns || []")
             raise RuntimeError(
-                f"no script run settled within {TIMEOUT_MS / 1000:.0f} s; states seen: {runs}"
+                f"no script run settled within {timeout_ms / 1000:.0f} s; states seen: {runs}"
             ) from None
         runs = pg.evaluate("window.__wbRuns")
         return float([t for t, s in runs if s not in ("running", "rerunRequested")][-1])
