@@ -91,11 +91,21 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 
-# Logs every change of Streamlit's script state with the page's clock (performance.now()).
+# Logs, with the page's clock (performance.now()), every change of Streamlit's script state
+# and every message from the server: a fragment's rerun (a decision key on Label) leaves the
+# app's script state alone, so the messages of the run are what say it happened and ended.
 WATCH_RUNS = """
 (() => {
   window.__wbRuns = [];
+  window.__wbMsgs = [];
   const log = (s) => window.__wbRuns.push([performance.now(), s]);
+  const Socket = window.WebSocket;
+  window.WebSocket = class extends Socket {
+    constructor(...args) {
+      super(...args);
+      this.addEventListener('message', () => window.__wbMsgs.push(performance.now()));
+    }
+  };
   const watch = () => new MutationObserver((changes) => {
     for (const c of changes) log(c.target.getAttribute('data-test-script-state'));
   }).observe(document.documentElement,
@@ -104,17 +114,31 @@ WATCH_RUNS = """
 })();
 """
 
-# True once a run was asked for or started after the mark, and the last one ended ``quiet`` ms
-# ago.
+MARK = "() => { window.__wbRuns = []; window.__wbMsgs = []; return performance.now(); }"
+
+# True once a run was asked for or started, or the server sent something, after the mark, no
+# run is going on, and nothing has happened for ``quiet`` ms. (A fast run may go from
+# 'rerunRequested' to 'notRunning' with no 'running' drawn between.)
 SETTLED = """(quiet) => {
   const runs = window.__wbRuns || [];
-  // a fast run may go from 'rerunRequested' to 'notRunning' with no 'running' drawn between
-  if (!runs.some((r) => r[1] === 'running' || r[1] === 'rerunRequested')) return false;
-  const last = runs[runs.length - 1];
+  const msgs = window.__wbMsgs || [];
+  if (!msgs.length && !runs.some((r) => r[1] === 'running' || r[1] === 'rerunRequested')) {
+    return false;
+  }
   const app = document.querySelector("[data-testid='stApp']");
-  return last[1] !== 'running' && !!app
-    && app.getAttribute('data-test-script-state') !== 'running'
-    && performance.now() - last[0] >= quiet;
+  if (!app || app.getAttribute('data-test-script-state') === 'running') return false;
+  const last = Math.max(runs.length ? runs[runs.length - 1][0] : 0,
+                        msgs.length ? msgs[msgs.length - 1] : 0);
+  return performance.now() - last >= quiet;
+}"""
+
+# When the work ended: the last state change out of a run, or the last message, if later.
+ENDED = """() => {
+  const runs = (window.__wbRuns || [])
+    .filter((r) => r[1] !== 'running' && r[1] !== 'rerunRequested');
+  const msgs = window.__wbMsgs || [];
+  return Math.max(runs.length ? runs[runs.length - 1][0] : 0,
+                  msgs.length ? msgs[msgs.length - 1] : 0);
 }"""
 
 
@@ -258,7 +282,7 @@ class Meter:
     ) -> Measure:
         """Time ``act`` (a click or a key) until the run it starts has finished and settled;
         an action that starts no run within ``timeout_ms`` (default TIMEOUT_MS) raises."""
-        t0 = float(pg.evaluate("() => { window.__wbRuns = []; return performance.now(); }"))
+        t0 = float(pg.evaluate(MARK))
         before = self._cpu()
         act()
         end = self._settle(pg, quiet_ms, timeout_ms or TIMEOUT_MS)
@@ -282,8 +306,7 @@ class Meter:
             raise RuntimeError(
                 f"no script run settled within {timeout_ms / 1000:.0f} s; states seen: {runs}"
             ) from None
-        runs = pg.evaluate("window.__wbRuns")
-        return float([t for t, s in runs if s not in ("running", "rerunRequested")][-1])
+        return float(pg.evaluate(ENDED))
 
     def _measure(self, wall: float, before: list[float | None]) -> Measure:
         after = self._cpu()
@@ -317,6 +340,7 @@ class Step:
     keystroke: bool = False
     check: Callable[[Any], str] | None = None
     runs: bool = True
+    before: Callable[[Any], None] | None = None  # untimed, right before ``act``
 
 
 @dataclasses.dataclass(frozen=True)
@@ -385,12 +409,26 @@ def _slider_step(pg: Any) -> None:
     thumb.press("ArrowRight")
 
 
+def _undecided_case(pg: Any) -> None:
+    """Skip (S) cases that already hold Answer from an earlier try, so the key 1 changes the
+    choice (a key on the chosen decision starts no run)."""
+    for _ in range(5):
+        if not pg.get_by_role("button", name=re.compile("^Answer"), pressed=True).count():
+            return
+        pg.evaluate(MARK)
+        pg.locator("body").press("s")
+        _wait_idle(pg)
+
+
 def _label_keys() -> Journey:
     return Journey(
         "label", "Label", "label", ANNOTATOR,
         (
             Step("label.next", "Label", "next case (N)", _press("n"), keystroke=True),
-            Step("label.key", "Label", "decision key (1: Answer)", _press("1"), keystroke=True),
+            Step(
+                "label.key", "Label", "decision key (1: Answer)", _press("1"), keystroke=True,
+                before=_undecided_case,
+            ),
             Step(
                 "label.submit", "Label", "submit (Ctrl+Enter)", _press("Control+Enter"),
                 check=_shows(re.compile("Saved your label")),
@@ -434,13 +472,12 @@ def _audit() -> Journey:
             ),
             Step("audit.next", "Audit", "next trace from my queue", _next_trace),
             Step(
-                "audit.verdict", "Audit", "pick a verdict",
-                lambda pg: pg.get_by_text("False refusal (I expected an answer)").click(),
-                keystroke=True,
+                "audit.verdict", "Audit", "claim key (1: Supported) or a refusal's verdict",
+                _judge, keystroke=True,
             ),
             Step(
                 "audit.save", "Audit", "save the verdict", _save_verdict,
-                check=_shows(re.compile("Saved your verdict")),
+                check=_shows(re.compile("Saved your verdict")), before=_judge_the_rest,
             ),
         ),
         prepare=_audit_plan,
@@ -452,15 +489,41 @@ def _next_trace(pg: Any) -> None:
     pg.get_by_role("button", name="Next trace").first.click()
 
 
-def _save_verdict(pg: Any) -> None:
+def _judge(pg: Any) -> None:
+    """An answer is judged claim by claim (the key 1 marks the open claim supported); a
+    refusal gets its verdict."""
+    if pg.get_by_role("button", name=re.compile("^Supported")).count():
+        pg.locator("body").press("1")
+    else:
+        pg.get_by_text("False refusal (I expected an answer)").click()
+
+
+def _judge_the_rest(pg: Any) -> None:
+    """Every claim still unjudged marked supported (1, then J for the next claim); a
+    refusal's failure stage named."""
+    for _ in range(40):
+        told = pg.get_by_text(re.compile(r"\d+ of \d+ claims supported")).first
+        if not told.count():
+            break
+        done, total = (int(x) for x in re.findall(r"(\d+) of (\d+)", told.inner_text())[0])
+        if done >= total:
+            break
+        unjudged = pg.get_by_text("(not judged)").count()
+        pg.evaluate(MARK)
+        pg.locator("body").press("1" if unjudged else "j")
+        _wait_idle(pg)
     stage = pg.locator("[data-testid='stMultiSelect']").filter(has_text="Where it failed")
     if stage.count():
+        pg.evaluate(MARK)
         stage.locator("input").click()
         pg.keyboard.type("policy too strict")
         pg.keyboard.press("Enter")
         pg.keyboard.press("Escape")
         _wait_idle(pg)
-    pg.get_by_role("button", name="Save verdict").click()
+
+
+def _save_verdict(pg: Any) -> None:
+    pg.get_by_role("button", name=re.compile("Save verdict")).first.click()
 
 
 def _thresholds() -> Journey:
@@ -769,6 +832,8 @@ def _snapshot(pg: Any, key: str) -> None:
 
 
 def _time_step(meter: Meter, pg: Any, s: Step) -> Measure:
+    if s.before is not None:
+        s.before(pg)
     if s.runs:
         return meter.action(pg, lambda: s.act(pg))
     before = meter._cpu()
