@@ -488,36 +488,15 @@ def wilson_bounds(
     if (n_arr < 0).any() or (k_arr < 0).any() or (k_arr > n_arr).any():
         raise InputError("wilson interval: need 0 <= k <= n")
     z2 = z * z
-    shape = k_arr.shape
-    # the formula, each step into a buffer of its own (a million rows: no temporary per step)
     with np.errstate(divide="ignore", invalid="ignore"):
-        p = np.divide(k_arr, n_arr, out=np.empty(shape))  # p = k / n
-        denom = np.divide(z2, n_arr, out=np.empty(shape))
-        denom += 1.0  # denom = 1 + z2 / n
-        centre = np.multiply(2.0, n_arr, out=np.empty(shape))
-        np.divide(z2, centre, out=centre)
-        centre += p
-        centre /= denom  # centre = (p + z2 / (2 n)) / denom
-        half = np.subtract(1.0, p, out=np.empty(shape))
-        half *= p
-        half /= n_arr
-        spread = np.multiply(4.0, n_arr, out=np.empty(shape))
-        spread *= n_arr
-        np.divide(z2, spread, out=spread)
-        half += spread
-        np.sqrt(half, out=half)
-        half *= z
-        half /= denom  # half = z sqrt(p (1 - p) / n + z2 / (4 n n)) / denom
-        lo = np.subtract(centre, half, out=spread)
-        hi = np.add(centre, half, out=p)
-    np.clip(lo, 0.0, 1.0, out=lo)
-    np.clip(hi, 0.0, 1.0, out=hi)
-    np.copyto(lo, 0.0, where=k_arr == 0)
-    np.copyto(hi, 1.0, where=k_arr == n_arr)
+        p = k_arr / n_arr
+        denom = 1.0 + z2 / n_arr
+        centre = (p + z2 / (2.0 * n_arr)) / denom
+        half = z * np.sqrt(p * (1.0 - p) / n_arr + z2 / (4.0 * n_arr * n_arr)) / denom
     empty = n_arr == 0
-    np.copyto(lo, np.nan, where=empty)
-    np.copyto(hi, np.nan, where=empty)
-    return lo, hi
+    lo = np.where(empty, np.nan, np.where(k_arr == 0, 0.0, np.clip(centre - half, 0.0, 1.0)))
+    hi = np.where(empty, np.nan, np.where(k_arr == n_arr, 1.0, np.clip(centre + half, 0.0, 1.0)))
+    return lo.astype(np.float64), hi.astype(np.float64)
 
 
 def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float] | None:
