@@ -10,9 +10,9 @@ Conventions used throughout:
   answerable can never be acceptable to answer; such input is refused.
 
 Every curve has one row per distinct score, ordered from the strictest threshold to the most
-lenient, plus a first row for "answer nothing" (threshold +inf). All rows come from one stable
-sort and cumulative sums, O(n log n). When nothing is answered the selective risk is undefined
-(NaN), never 0.
+lenient, plus a first row for "answer nothing" (threshold +inf). All rows come from one sort
+and cumulative sums, O(n log n), with numpy only. When nothing is answered the selective risk is
+undefined (NaN), never 0.
 
 Rates and their denominators (the same in the sweep, the operating points and the release gate):
 
