@@ -10,9 +10,9 @@ Conventions used throughout:
   answerable can never be acceptable to answer; such input is refused.
 
 Every curve has one row per distinct score, ordered from the strictest threshold to the most
-lenient, plus a first row for "answer nothing" (threshold +inf). All rows come from one stable
-sort and cumulative sums, O(n log n). When nothing is answered the selective risk is undefined
-(NaN), never 0.
+lenient, plus a first row for "answer nothing" (threshold +inf). All rows come from one sort
+and cumulative sums, O(n log n), with numpy only. When nothing is answered the selective risk is
+undefined (NaN), never 0.
 
 Rates and their denominators (the same in the sweep, the operating points and the release gate):
 
@@ -38,7 +38,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Any, Final, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -94,26 +94,31 @@ class CostModel(Protocol):
 
 
 def _scores(values: npt.ArrayLike | pd.Series, name: str = "score") -> FloatArray:
-    try:
-        arr = np.asarray(
-            pd.to_numeric(pd.Series(np.asarray(values).ravel())).to_numpy(
-                dtype=np.float64, na_value=np.nan
-            ),
-            dtype=np.float64,
-        )
-    except (TypeError, ValueError) as exc:
-        raise InputError(f"{name}: expected numbers ({exc})") from None
-    bad = ~np.isfinite(arr)
-    if bad.any():
-        first = int(bad.argmax())
-        raise InputError(
-            f"{name}: {int(bad.sum())} value(s) are missing or not finite (first at position "
-            f"{first}); every item needs a score"
-        )
+    raw = values.to_numpy() if isinstance(values, pd.Series) else np.asarray(values)
+    if raw.dtype == np.float64:  # already numbers: to_numeric would return them unchanged
+        arr = raw.ravel()
+    else:
+        try:
+            arr = np.asarray(
+                pd.to_numeric(pd.Series(raw.ravel())).to_numpy(dtype=np.float64, na_value=np.nan),
+                dtype=np.float64,
+            )
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"{name}: expected numbers ({exc})") from None
+    if not np.isfinite(arr.sum()):  # one pass when every value is finite (the usual case)
+        bad = ~np.isfinite(arr)
+        if bad.any():
+            first = int(bad.argmax())
+            raise InputError(
+                f"{name}: {int(bad.sum())} value(s) are missing or not finite (first at position "
+                f"{first}); every item needs a score"
+            )
     return arr
 
 
 def _booleans(values: npt.ArrayLike | pd.Series, name: str) -> BoolArray:
+    if isinstance(values, pd.Series | np.ndarray) and values.dtype == np.bool_:
+        return np.asarray(values, dtype=np.bool_).ravel()  # no value can be missing
     series = values if isinstance(values, pd.Series) else pd.Series(np.asarray(values).ravel())
     try:
         b = series.astype("boolean")
@@ -135,13 +140,52 @@ def _pair(score: npt.ArrayLike, acceptable: npt.ArrayLike) -> tuple[FloatArray, 
     return s, ok
 
 
-def _group_ends(sorted_desc: FloatArray) -> IntArray:
-    """Index of the last item of each run of equal scores in a descending array."""
-    change = np.flatnonzero(sorted_desc[1:] != sorted_desc[:-1])
-    return np.append(change, len(sorted_desc) - 1).astype(np.int64)
+class _Runs:
+    """The items from the highest score to the lowest, cut into runs of equal scores; every
+    curve has one row per run, after a first row for "answer nothing".
+
+    Every figure is a count up to the end of a run, the same whatever the order inside the run,
+    so the sort need not be stable (an unstable argsort is several times faster). The one value
+    that tells tied items apart is the sign of a zero: the run of 0.0 and -0.0 takes the sign of
+    its last item in the input, as the stable order would have.
+    """
+
+    def __init__(self, score: FloatArray) -> None:
+        self.order = np.argsort(score)[::-1]
+        s_sorted = np.take(score, self.order)
+        last = np.empty(len(score), dtype=np.bool_)
+        np.not_equal(s_sorted[1:], s_sorted[:-1], out=last[:-1])
+        last[-1] = True
+        self.ends = np.flatnonzero(last).astype(np.int64, copy=False)
+        self.thresholds = self._from(np.inf, s_sorted, np.float64)
+        zero = np.flatnonzero(self.thresholds == 0.0)
+        if zero.size:
+            self.thresholds[zero[0]] = score[np.flatnonzero(score == 0.0)[-1]]
+
+    def _from(self, first: float, values: npt.NDArray[np.generic], dtype: type) -> npt.NDArray[Any]:
+        """``first``, then ``values`` at the end of each run."""
+        out: npt.NDArray[Any] = np.empty(len(self.ends) + 1, dtype=dtype)
+        out[0] = first
+        np.take(values, self.ends, out=out[1:], mode="clip")  # clip: no buffered copy
+        return out
+
+    def answered(self) -> IntArray:
+        """How many items each row answers: 0, then every item up to the end of each run."""
+        out = np.empty(len(self.ends) + 1, dtype=np.int64)
+        out[0] = 0
+        np.add(self.ends, 1, out=out[1:])
+        return out
+
+    def counts(self, flags: BoolArray) -> IntArray:
+        """How many flagged items each row answers."""
+        return self._from(0, np.cumsum(np.take(flags, self.order), dtype=np.int64), np.int64)
 
 
-def _ratio(num: FloatArray, den: FloatArray | float) -> FloatArray:
+def _ratio(num: npt.NDArray[np.float64] | IntArray, den: FloatArray | float) -> FloatArray:
+    """num / den as float64, NaN where den is 0 (nothing to divide by)."""
+    if np.ndim(den) == 0:  # one denominator for every row
+        d = float(den)
+        return np.divide(num, d, dtype=np.float64) if d > 0 else np.full(np.shape(num), np.nan)
     num = np.asarray(num, dtype=np.float64)
     den_arr = np.broadcast_to(np.asarray(den, dtype=np.float64), num.shape)
     out = np.full(num.shape, np.nan)
@@ -157,19 +201,19 @@ def risk_coverage(score: npt.ArrayLike, acceptable: npt.ArrayLike) -> pd.DataFra
     selective_risk. Rows go from threshold +inf (coverage 0, risk NaN) to the lowest score
     (coverage 1)."""
     s, ok = _pair(score, acceptable)
-    order = np.argsort(-s, kind="stable")
-    s_sorted = s[order]
-    ends = _group_ends(s_sorted)
-    answered = np.concatenate([[0], ends + 1])
-    errors = np.concatenate([[0], np.cumsum(~ok[order])[ends]])
+    runs = _Runs(s)
+    answered = runs.answered()
+    errors = runs.counts(~ok)
+    answered_f = answered.astype(np.float64)
     return pd.DataFrame(
         {
-            "threshold": np.concatenate([[np.inf], s_sorted[ends]]),
+            "threshold": runs.thresholds,
             "answered": answered,
-            "coverage": answered / len(s),
+            "coverage": answered_f / len(s),
             "errors": errors,
-            "selective_risk": _ratio(errors.astype(np.float64), answered.astype(np.float64)),
-        }
+            "selective_risk": _ratio(errors.astype(np.float64), answered_f),
+        },
+        copy=False,  # every column is a new array of its own: no need to copy them again
     )
 
 
@@ -242,48 +286,53 @@ def _metrics(
     costs: CostModel,
     n_abstain: int,
     answered_abstain: IntArray,
-) -> dict[str, npt.NDArray[np.float64]]:
-    """All rates from the counts; arrays so one code path serves sweeps and single points."""
+) -> dict[str, npt.NDArray[np.float64] | IntArray]:
+    """All rates from the counts; arrays so one code path serves sweeps and single points.
+
+    The five counts are int64 (``answered`` and ``correct_answers`` the arrays given), the rates
+    float64, no two sharing an array. Each is written once, from the counts, and a temporary
+    is let go as soon as it is used: on a million rows the memory touched is the time taken.
+    """
     n_unanswerable = n - n_answerable
     answered_f = answered.astype(np.float64)
-    unsupported = np.asarray(answered_f - correct_answers, dtype=np.float64)
-    false_refusals = np.asarray(n_answerable - answered_answerable, dtype=np.float64)
-    correct_refusals = np.asarray(
-        n_unanswerable - (answered_f - answered_answerable), dtype=np.float64
-    )
-    lo, hi = wilson_bounds(unsupported, answered_f)
-    coverage = np.asarray(answered_f / n, dtype=np.float64)
-    cost = (
-        np.asarray(
-            false_refusals * costs.false_refusal
-            + unsupported * costs.unsupported_answer
-            + correct_refusals * costs.correct_refusal
-            + correct_answers * costs.correct_answer
-        )
-        / n
-    )
+    unsupported = answered - correct_answers
+    unsupported_f = unsupported.astype(np.float64)
+    lo, hi = wilson_bounds(unsupported_f, answered_f)
+    selective_risk = _ratio(unsupported_f, answered_f)
+    coverage = np.divide(answered_f, n, out=answered_f)
+    answered_unanswerable = answered - answered_answerable
+    unsupported_answer_rate = _ratio(answered_unanswerable, n_unanswerable)
+    correct_refusals = np.subtract(n_unanswerable, answered_unanswerable, out=answered_unanswerable)
+    false_refusals = n_answerable - answered_answerable
+    # (false refusals * c + unsupported * c + correct refusals * c + correct answers * c) / n,
+    # added in that order, the first three in float64 (the last as int64 * c, as before)
+    cost = np.multiply(false_refusals, costs.false_refusal, dtype=np.float64)
+    scratch = np.multiply(unsupported_f, costs.unsupported_answer)
+    cost += scratch
+    np.multiply(correct_refusals, costs.correct_refusal, out=scratch, dtype=np.float64)
+    cost += scratch
+    np.multiply(correct_answers, costs.correct_answer, out=scratch)
+    cost += scratch
+    del scratch
+    cost /= n
     return {
-        "answered": answered_f,
+        "answered": answered,
         "coverage": coverage,
-        "answer_rate": coverage,
+        "answer_rate": coverage.copy(),
         "refusal_rate": 1.0 - coverage,
-        "selective_risk": _ratio(unsupported, answered_f),
+        "selective_risk": selective_risk,
         "selective_risk_lo": lo,
         "selective_risk_hi": hi,
-        "answer_rate_answerable": _ratio(answered_answerable.astype(np.float64), n_answerable),
+        "answer_rate_answerable": _ratio(answered_answerable, n_answerable),
         "false_refusal_rate": _ratio(false_refusals, n_answerable),
-        "unsupported_answer_rate": _ratio(
-            np.asarray(answered_f - answered_answerable, dtype=np.float64), n_unanswerable
-        ),
-        "abstention_recall": _ratio(
-            np.asarray(n_abstain - answered_abstain, dtype=np.float64), n_abstain
-        ),
-        "unacceptable_answer_share": unsupported / n,
+        "unsupported_answer_rate": unsupported_answer_rate,
+        "abstention_recall": _ratio(n_abstain - answered_abstain, n_abstain),
+        "unacceptable_answer_share": np.divide(unsupported_f, n, out=unsupported_f),
         "expected_cost": cost,
         "false_refusals": false_refusals,
         "unsupported_answers": unsupported,
         "correct_refusals": correct_refusals,
-        "correct_answers": correct_answers.astype(np.float64),
+        "correct_answers": correct_answers,
     }
 
 
@@ -292,28 +341,29 @@ def sweep(outcomes: pd.DataFrame, costs: CostModel) -> pd.DataFrame:
     docstring; columns SWEEP_COLUMNS, rows from threshold +inf down to the lowest score."""
     o = _outcomes(outcomes)
     n = len(o.score)
-    order = np.argsort(-o.score, kind="stable")
-    s_sorted = o.score[order]
-    ends = _group_ends(s_sorted)
-
-    def at_ends(flags: BoolArray) -> IntArray:
-        return np.concatenate([[0], np.cumsum(flags[order], dtype=np.int64)[ends]])
-
-    answered = np.concatenate([[0], ends + 1]).astype(np.int64)
+    runs = _Runs(o.score)
+    counts = (
+        runs.answered(),
+        runs.counts(o.acceptable),
+        runs.counts(o.answerable),
+        runs.counts(o.expects_abstain),
+    )
+    thresholds = runs.thresholds
+    del runs  # the order and the run ends: let them go before the columns are computed
+    answered, correct_answers, answered_answerable, answered_abstain = counts
     metrics = _metrics(
         n,
         int(o.answerable.sum()),
         answered,
-        at_ends(o.acceptable),
-        at_ends(o.answerable),
+        correct_answers,
+        answered_answerable,
         costs,
         int(o.expects_abstain.sum()),
-        at_ends(o.expects_abstain),
+        answered_abstain,
     )
-    frame = pd.DataFrame({"threshold": np.concatenate([[np.inf], s_sorted[ends]]), **metrics})
-    int_cols = ["answered", "false_refusals", "unsupported_answers", "correct_refusals"]
-    frame[[*int_cols, "correct_answers"]] = frame[[*int_cols, "correct_answers"]].astype(np.int64)
-    return frame[list(SWEEP_COLUMNS)]
+    columns = {"threshold": thresholds, **metrics}
+    # every column is a new array of its own: built once, in order, without copying them again
+    return pd.DataFrame({c: columns[c] for c in SWEEP_COLUMNS}, copy=False)
 
 
 def operating_point(outcomes: pd.DataFrame, threshold: float, costs: CostModel) -> dict[str, float]:

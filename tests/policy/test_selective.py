@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 from sklearn.metrics import precision_recall_curve
 
@@ -203,6 +203,94 @@ def test_sweep_rows_equal_brute_force_counts(rows: list[tuple[int, bool, bool]])
                 (~answered & ~ans).sum() / (~ans).sum()
             )
         assert row["expected_cost"] == pytest.approx((fr * 1 + ua * 5) / len(s))
+
+
+# Zeros of both signs, negatives and ties; each row: score, answerable, acceptable if answerable,
+# expects abstain if not answerable
+signed_rows = st.lists(
+    st.tuples(
+        st.sampled_from([-0.5, -0.0, 0.0, 0.25, 0.5, 1.0]),
+        st.booleans(),
+        st.booleans(),
+        st.booleans(),
+    ),
+    min_size=1,
+    max_size=60,
+)
+PRICED = Costs(false_refusal=1.0, unsupported_answer=5.0, correct_refusal=0.5, correct_answer=0.25)
+
+
+def _last_of_each_score(score: np.ndarray) -> list[float]:
+    """+inf, then each distinct score from the highest, as the last item holding it (in input
+    order) has it: a tie of 0.0 and -0.0 keeps that item's sign."""
+    distinct = sorted(set(score.tolist()), reverse=True)  # 0.0 and -0.0 are one value
+    last = [max(i for i in range(len(score)) if score[i] == t) for t in distinct]
+    return [math.inf, *(float(score[i]) for i in last)]
+
+
+def _same(a: float, b: float) -> bool:
+    return (math.isnan(a) and math.isnan(b)) or (
+        a == b and math.copysign(1, a) == math.copysign(1, b)
+    )
+
+
+@settings(max_examples=200, deadline=None)
+@given(signed_rows, st.booleans())
+@example([(0.5, True, True, False)], False)  # one item
+@example([(0.25, True, False, False)] * 5 + [(0.25, False, False, True)] * 3, True)  # all tied
+@example([(0.0, True, True, False), (-0.0, False, False, True), (0.0, True, False, False)], True)
+@example([(-0.0, True, True, False), (0.0, False, False, True), (-0.0, False, False, False)], False)
+def test_sweep_and_curve_equal_the_straightforward_count_at_each_threshold(
+    rows: list[tuple[float, bool, bool, bool]], says_abstain: bool
+) -> None:
+    """The one sort and cumulative sums of the sweep and the risk-coverage curve against the
+    items counted at each threshold one by one (operating_point), equal to the last bit."""
+    frame = pd.DataFrame(
+        {
+            "score": [r[0] for r in rows],
+            "answerable": [r[1] for r in rows],
+            "acceptable": [r[1] and r[2] for r in rows],
+        }
+    )
+    if says_abstain:
+        frame["expects_abstain"] = [not r[1] and r[3] for r in rows]
+    score = frame["score"].to_numpy()
+    acceptable = frame["acceptable"].to_numpy()
+    thresholds = _last_of_each_score(score)
+
+    table = sweep(frame, PRICED)
+    assert list(table.columns) == list(SWEEP_COLUMNS)
+    assert all(_same(a, b) for a, b in zip(table["threshold"], thresholds, strict=True))
+    for name in ("answered", "false_refusals", "unsupported_answers", "correct_refusals"):
+        assert table[name].dtype == np.int64, name
+    assert table["correct_answers"].dtype == np.int64
+    for row in table.to_dict("records"):
+        point = operating_point(frame, row["threshold"], PRICED)
+        for key in SWEEP_COLUMNS[1:]:
+            assert _same(float(row[key]), point[key]), (row["threshold"], key)
+
+    curve = risk_coverage(frame["score"], frame["acceptable"])
+    assert all(_same(a, b) for a, b in zip(curve["threshold"], thresholds, strict=True))
+    for row in curve.to_dict("records"):
+        answered = score >= row["threshold"]
+        count, errors = int(answered.sum()), int((answered & ~acceptable).sum())
+        assert (row["answered"], row["errors"]) == (count, errors)
+        assert row["coverage"] == count / len(score)
+        assert _same(row["selective_risk"], errors / count if count else math.nan)
+
+
+def test_a_missing_or_infinite_score_is_refused_where_it_is() -> None:
+    for bad in (float("nan"), float("inf")):
+        frame = HAND.assign(score=[0.8, 0.4, bad, 0.6, bad, 0.4])
+        with pytest.raises(
+            InputError,
+            match=r"^outcomes\.score: 2 value\(s\) are missing or not finite \(first at position 2",
+        ):
+            sweep(frame, COSTS)
+        with pytest.raises(InputError, match=r"^score: 2 value\(s\) .* \(first at position 2\)"):
+            risk_coverage(frame["score"].to_numpy(), frame["acceptable"])
+        with pytest.raises(InputError, match=r"^score: 2 value\(s\) .* \(first at position 2\)"):
+            risk_coverage(frame["score"].astype(object), frame["acceptable"])
 
 
 def test_aurc_without_ties_is_the_mean_risk_over_items() -> None:
