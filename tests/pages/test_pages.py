@@ -560,7 +560,14 @@ def test_thresholds_propose_then_two_other_people_approve(
     at.switch_page("pages/thresholds_page.py").run()
     no_exception(at)
     assert any("What the change buys" in readable(s) for s in at.subheader)
-    # every chart downloadable with its data: risk-coverage, expected cost, sweep, slices
+    # every chart downloadable with its data: risk-coverage, expected cost, sweep, slices;
+    # the sweep and per-slice curves are drawn once their expander is opened
+    keys = {b.key for b in at.get("download_button")}
+    assert not {"thr_csv_sweep", "thr_csv_slices"} & keys
+    assert any(e.label == "Sweep and per-slice curves" for e in at.expander)
+    at.session_state["thr_sweeps"] = True
+    at.run()
+    no_exception(at)
     keys = {b.key for b in at.get("download_button")}
     for name in ("risk_coverage", "expected_cost", "sweep", "slices"):
         assert {f"thr_csv_{name}", f"thr_svg_{name}", f"thr_png_{name}"} <= keys, name
