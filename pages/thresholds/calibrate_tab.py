@@ -165,8 +165,17 @@ def _targets_and_flips(
         st.dataframe(a.flips if flips is None else flips, hide_index=True, width="stretch")
 
 
+#: The key of the "Sweep and per-slice curves" expander (open or closed).
+SWEEPS = "thr_sweeps"
+
+
 def _sweeps(a: Analysis, src: Outcomes, pif: PolicyInForce, engine: Engine) -> None:
-    with st.expander("Sweep and per-slice curves"):
+    """The sweep and per-slice curves, drawn only while their expander is open: two charts,
+    the sweep table and a sweep per slice that a slider step would otherwise draw unseen."""
+    box = st.expander("Sweep and per-slice curves", key=SWEEPS, on_change="rerun")
+    if not box.open:
+        return
+    with box:
         st.caption(
             f"Both failure sides against the threshold ({ui.plain(a.tuned_on)}): coverage, "
             "false-refusal and unsupported-answer rates, abstention recall; current and "

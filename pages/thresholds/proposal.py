@@ -23,9 +23,13 @@ from review.thresholds.thresholds import Analysis
 PROPOSED = "thr_made_flash"
 
 
+@st.fragment(key="thr_replay_section")
 def replay_section(
     engine: Engine, actor: Actor, pif: PolicyInForce, mode: str, proposed: float, caveat: float
 ) -> None:
+    """A fragment inside the Calibrate tab's: the replay button reruns this section alone,
+    with the thresholds the sliders had when the tab was last drawn (a slider step draws the
+    tab, and so this section, again), not the charts and tables above it."""
     st.subheader("Replay on production traces")
     st.caption(
         "Both policies applied to the logged signals of every imported trace: which "

@@ -15,7 +15,7 @@ import streamlit as st
 from sqlalchemy import Engine
 
 from pages import ui
-from pages.thresholds import headline_view
+from pages.thresholds import cached, headline_view
 from review.admin import users
 from review.core import readable
 from review.core.identity import Actor, Permission, Role
@@ -133,7 +133,11 @@ def _proposal(
             f"Needs: {ui.plain(policy_display.roles_text(v.missing_roles))} · signatures so far: "
             + ui.plain(policy_display.signatures_text(v, names))
         )
-        review = signing.review_proposal(engine, tax, v)
+        # the policy in force of this run and the outputs kept per data stamp (the copy the
+        # Calibrate tab reads): a proposal's figures without reading its run again
+        review = signing.review_proposal(
+            engine, tax, v, pif=pif, outputs=lambda run_id: cached.outputs(engine, tax, run_id)[0]
+        )
         st.markdown("**What the change does**")
         if review.headline is not None:
             headline_view.show(review.headline, key=str(v.number))

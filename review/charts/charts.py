@@ -111,7 +111,11 @@ def risk_coverage_chart(
     band = (
         alt.Chart(data)
         .mark_area(opacity=0.2, color=risk)
-        .encode(x=x, y=alt.Y("selective_risk_lo:Q", axis=y_axis), y2="selective_risk_hi:Q")
+        .encode(
+            x=x,
+            y=alt.Y("selective_risk_lo:Q", axis=y_axis),
+            y2=alt.Y2("selective_risk_hi:Q"),
+        )
     )
     tooltip = [alt.Tooltip(c, format=".3f" if c == "threshold" else ".1%") for c in columns]
     line = (
@@ -130,12 +134,12 @@ def risk_coverage_chart(
     )
     if not marks.empty:
         by_point = alt.Color("point:N", title="Operating point", scale=_colour_scale(list(points)))
-        base = alt.Chart(marks).encode(x="coverage:Q", y="selective_risk:Q")
+        base = alt.Chart(marks).encode(x=alt.X("coverage:Q"), y=alt.Y("selective_risk:Q"))
         layers.append(
             base.mark_point(size=90, filled=True).encode(
                 color=by_point,
                 tooltip=[
-                    "point:N",
+                    alt.Tooltip("point:N"),
                     alt.Tooltip("coverage:Q", format=".1%"),
                     alt.Tooltip("selective_risk:Q", format=".1%"),
                 ],
@@ -147,7 +151,7 @@ def risk_coverage_chart(
         layers.append(
             alt.Chart(labels)
             .mark_text(align="left", dx=8, dy=-8)
-            .encode(x="coverage:Q", y="selective_risk:Q", text="label:N")
+            .encode(x=alt.X("coverage:Q"), y=alt.Y("selective_risk:Q"), text=alt.Text("label:N"))
         )
     return alt.LayerChart(layer=layers, title="Risk against coverage")
 
@@ -163,7 +167,11 @@ def _threshold_rules(points: Mapping[str, float]) -> alt.Chart | None:
     rules: alt.Chart = (
         alt.Chart(marks)
         .mark_rule(strokeDash=[4, 3], size=2)
-        .encode(x="threshold:Q", color=by_point, tooltip=["point:N", "threshold:Q"])
+        .encode(
+            x=alt.X("threshold:Q"),
+            color=by_point,
+            tooltip=[alt.Tooltip("point:N"), alt.Tooltip("threshold:Q")],
+        )
     )
     return rules
 
@@ -240,14 +248,14 @@ def sweep_chart(
             y=alt.Y("value:Q", scale=alt.Scale(domain=[0, 1]), axis=percent_axis("Rate")),
             color=_metric_colour(metrics),
             tooltip=[
-                "metric:N",
+                alt.Tooltip("metric:N"),
                 alt.Tooltip("threshold:Q", format=".3f"),
                 alt.Tooltip("value:Q", format=".1%"),
             ],
         )
     )
     rules = _threshold_rules(points)
-    layers = [lines] if rules is None else [lines, rules.encode(color=alt.value("#555555"))]
+    layers = [lines] if rules is None else [lines, rules.encode(color=alt.ColorValue("#555555"))]
     if rules is not None:
         at: dict[float, list[str]] = {}  # points on the same threshold share one label
         for k, v in points.items():
@@ -259,7 +267,7 @@ def sweep_chart(
         layers.append(
             alt.Chart(labels)
             .mark_text(align="left", dx=4, baseline="top", y=4)
-            .encode(x="threshold:Q", text="point:N")
+            .encode(x=alt.X("threshold:Q"), text=alt.Text("point:N"))
         )
     return alt.LayerChart(layer=layers, title=title)
 
@@ -315,7 +323,7 @@ def slice_small_multiples(
         layers.append(
             alt.Chart()
             .mark_rule(strokeDash=[4, 3], color="#555555")
-            .encode(x=x, tooltip=["point:N", "threshold:Q"])
+            .encode(x=x, tooltip=[alt.Tooltip("point:N"), alt.Tooltip("threshold:Q")])
             .transform_filter("isValid(datum.point)")
         )
     panel = alt.LayerChart(layer=layers, data=data, width=180, height=120)

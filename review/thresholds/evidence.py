@@ -10,6 +10,7 @@ source or outcomes they are empty."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -117,19 +118,34 @@ def _stored_ops(snapshot: dict[str, Any] | None) -> pd.DataFrame | None:
     return pd.DataFrame(rows) if isinstance(rows, list) and rows else None
 
 
+#: Reads a run's outputs frame (review.evaluation.evalruns.outputs_frame) by run id.
+OutputsReader = Callable[[int], pd.DataFrame]
+
+
+def _reader(engine: Engine, tax: Taxonomy, outputs: OutputsReader | None) -> OutputsReader:
+    if outputs is not None:
+        return outputs
+    return lambda run_id: evalruns.outputs_frame(engine, run_id, tax)
+
+
 def signoff_evidence(
     engine: Engine,
     tax: Taxonomy,
     policy: NoAnswerPolicy,
     proposed: NoAnswerPolicy,
     proposal_snapshot: dict[str, Any] | None = None,
+    *,
+    outputs: OutputsReader | None = None,
 ) -> SignoffEvidence:
     """The proposal ``proposed`` against the policy in force ``policy``, on the calibration
-    source its ``proposal_snapshot`` records (see the module)."""
+    source its ``proposal_snapshot`` records (see the module). ``outputs``: how a run's
+    outputs frame is read (a page passes its copy kept per data stamp); read afresh when not
+    given."""
     stored = proposal_snapshot or {}
     source = stored.get("source") if isinstance(stored.get("source"), dict) else None
+    read = _reader(engine, tax, outputs)
     if source is None:
-        return _fallback(engine, tax, policy, proposed, bool(proposal_snapshot))
+        return _fallback(engine, read, policy, proposed, bool(proposal_snapshot))
     mode = str(source.get("mode") or changed_mode(policy, proposed))
     label = source_label(source)
     if source.get("kind") == "audit":
@@ -151,7 +167,7 @@ def signoff_evidence(
                 ),
                 proposed_ops=_stored_ops(stored),
             )
-        frame = thresholds.outcomes(engine, run.id, tax, policy, mode)
+        frame = thresholds.outcomes_of(read(run.id), policy, mode)
         name = run.name
         tuned_on = str(source.get("tuned_on", "validation"))
         report_on = str(source.get("report_on", "test"))
@@ -190,7 +206,7 @@ def signoff_evidence(
 
 def _fallback(
     engine: Engine,
-    tax: Taxonomy,
+    read: OutputsReader,
     policy: NoAnswerPolicy,
     proposed: NoAnswerPolicy,
     is_proposal: bool,
@@ -209,7 +225,7 @@ def _fallback(
         if is_proposal
         else ""
     )
-    frame = thresholds.outcomes(engine, run.id, tax, policy, mode)
+    frame = thresholds.outcomes_of(read(run.id), policy, mode)
     if frame.empty:
         return SignoffEvidence(run.name, mode, source=label, note=note)
     a = _analysed(frame, policy, proposed, mode, "validation", "test")

@@ -19,9 +19,10 @@ from review.core.errors import InputError
 from review.core.identity import Actor, Permission, Role, require
 from review.core.taxonomy import Taxonomy
 from review.policy import inforce, signoff
+from review.policy.inforce import PolicyInForce
 from review.policy.policy import parse_policy
 from review.thresholds import headline as hl
-from review.thresholds.evidence import SignoffEvidence, signoff_evidence
+from review.thresholds.evidence import OutputsReader, SignoffEvidence, signoff_evidence
 
 __all__ = ["ProposalReview", "needs_confirmation", "review_proposal", "sign_thresholds"]
 
@@ -53,13 +54,24 @@ def needs_confirmation(evidence: SignoffEvidence, headline: hl.Headline | None) 
     return ""
 
 
-def review_proposal(engine: Engine, tax: Taxonomy, version: signoff.VersionView) -> ProposalReview:
-    """The figures of ``version`` against the policy in force, on its calibration source."""
+def review_proposal(
+    engine: Engine,
+    tax: Taxonomy,
+    version: signoff.VersionView,
+    *,
+    pif: PolicyInForce | None = None,
+    outputs: OutputsReader | None = None,
+) -> ProposalReview:
+    """The figures of ``version`` against the policy in force, on its calibration source.
+    A page passes the policy in force it read for this run (``pif``) and its kept copy of a
+    run's outputs (``outputs``); both are read afresh when not given (a signature does)."""
     if version.kind != inforce.KIND:
         raise InputError(f"policy version {version.id} is not a threshold change")
-    pif = inforce.in_force(engine)
+    pif = pif if pif is not None else inforce.in_force(engine)
     proposed = parse_policy(version.yaml_text, f"version {version.number}")
-    evidence = signoff_evidence(engine, tax, pif.policy, proposed, version.snapshot)
+    evidence = signoff_evidence(
+        engine, tax, pif.policy, proposed, version.snapshot, outputs=outputs
+    )
     head = hl.headline(evidence.analysis, proposed) if evidence.analysis is not None else None
     return ProposalReview(version, evidence, head, needs_confirmation(evidence, head))
 

@@ -32,6 +32,14 @@ def page_app(
 TIMEOUT = 60
 
 
+def open_tab(at: AppTest, label: str, key: str = "thr_tab") -> AppTest:
+    """Open the tab ``label`` of a page's lazy tabs (``st.tabs`` with ``key`` and
+    ``on_change="rerun"``, which draw the open tab only), as a click on it does: a run with the
+    tabs' state set to it."""
+    at.session_state[key] = label
+    return at.run()
+
+
 def app(
     url: str,
     monkeypatch: pytest.MonkeyPatch,

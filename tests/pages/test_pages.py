@@ -20,7 +20,7 @@ from review.policy import inforce
 from storage.db import make_engine
 from tests.helpers.corpus import GOOD
 from tests.helpers.dates import EXTREME_DAYS, store_extreme_dates
-from tests.helpers.pages import ADA, INES, PAULA, app, no_exception, readable
+from tests.helpers.pages import ADA, INES, PAULA, app, no_exception, open_tab, readable
 from tests.helpers.transact import write
 
 PAGES = [
@@ -560,7 +560,14 @@ def test_thresholds_propose_then_two_other_people_approve(
     at.switch_page("pages/thresholds_page.py").run()
     no_exception(at)
     assert any("What the change buys" in readable(s) for s in at.subheader)
-    # every chart downloadable with its data: risk-coverage, expected cost, sweep, slices
+    # every chart downloadable with its data: risk-coverage, expected cost, sweep, slices;
+    # the sweep and per-slice curves are drawn once their expander is opened
+    keys = {b.key for b in at.get("download_button")}
+    assert not {"thr_csv_sweep", "thr_csv_slices"} & keys
+    assert any(e.label == "Sweep and per-slice curves" for e in at.expander)
+    at.session_state["thr_sweeps"] = True
+    at.run()
+    no_exception(at)
     keys = {b.key for b in at.get("download_button")}
     for name in ("risk_coverage", "expected_cost", "sweep", "slices"):
         assert {f"thr_csv_{name}", f"thr_svg_{name}", f"thr_png_{name}"} <= keys, name
@@ -585,6 +592,7 @@ def test_thresholds_propose_then_two_other_people_approve(
     assert newest.status == "pending" and newest.author == OMAR
     # the Calibrate tab is a fragment; proposing draws the whole page again, so the
     # Sign-off tab lists the new proposal at once
+    open_tab(at, "Sign-off")
     assert any(f"Version {newest.number}" in readable(h) for h in at.subheader)
     assert "refuse_below: 0.6" in newest.yaml_text and "caveat_below: 0.7" in newest.yaml_text
     stored = newest.snapshot or {}
@@ -594,12 +602,14 @@ def test_thresholds_propose_then_two_other_people_approve(
     # the author sees that someone else must sign
     at = app(demo_url, monkeypatch, OMAR).run()
     at.switch_page("pages/thresholds_page.py").run()
+    open_tab(at, "Sign-off")
     assert any("someone else must sign" in readable(i) for i in at.info)
     # a product owner and compliance approve; the change fails targets (the demo's policy in
     # force fails them already), so each gives a reason and confirms, and is refused without
     for who in (PAULA, CHEN):
         at = app(demo_url, monkeypatch, who).run()
         at.switch_page("pages/thresholds_page.py").run()
+        open_tab(at, "Sign-off")
         no_exception(at)
         assert any("fails target" in m.value for m in at.markdown)
         next(b for b in at.button if b.label == "Approve").click().run()
@@ -718,6 +728,7 @@ def test_thresholds_calibrate_on_audited_traces_and_replay(
     # and the replay says so first (issue 30)
     assert any("2 traces lacked topics" in readable(w) for w in at.warning)
     # the policy in force reproduces what production logged (History tab)
+    open_tab(at, "History")
     next(b for b in at.button if b.label.startswith("Replay the policy in force")).click().run()
     no_exception(at)
     same = next(readable(c) for c in at.caption if "logged decision(s)" in readable(c))
@@ -729,6 +740,7 @@ def test_thresholds_evidence_gate_tab_decides_a_case(
 ) -> None:
     at = app(demo_url, monkeypatch, CHEN).run()
     at.switch_page("pages/thresholds_page.py").run()
+    open_tab(at, "Evidence gate")
     no_exception(at)
     assert any("Type a case key" in readable(i) for i in at.info)
     at.text_input(key="thr_gate_case").input("NOPE").run()
@@ -802,6 +814,7 @@ def test_thresholds_history_proposes_a_rollback(
     assert in_force is not None and len(approved) >= 2, "the demo has a policy history"
     at = app(demo_url, monkeypatch, OMAR).run()
     at.switch_page("pages/thresholds_page.py").run()
+    open_tab(at, "History")
     no_exception(at)
     choices = at.selectbox(key="thr_rollback_to").options
     assert str(in_force.number) not in choices and choices

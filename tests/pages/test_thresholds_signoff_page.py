@@ -17,7 +17,7 @@ from review.core.taxonomy import Taxonomy
 from review.policy import inforce, signoff
 from review.thresholds import signing
 from tests.helpers.fragments import fragment_reruns
-from tests.helpers.pages import PAULA, app, no_exception, readable
+from tests.helpers.pages import PAULA, app, no_exception, open_tab, readable
 
 OMAR = "omar.haddad@brightwave.example"
 CHEN = "chen.li@brightwave.example"
@@ -125,22 +125,34 @@ def test_nothing_proposed_says_so_and_shows_the_figures_in_force(
     at.switch_page(PAGE).run()
     no_exception(at)
     assert _tab_index(at) == 0
-    everything = " ".join(
-        readable(e)
-        for kind in ("info", "warning", "success", "markdown", "caption")
-        for e in at.get(kind)
-    )
-    assert "Nothing is proposed: no change is waiting for sign-off." in everything
-    assert "Nothing is proposed: the sliders are at the thresholds in force." in everything
+    calibrate = _shown(at)
+    assert "Nothing is proposed: the sliders are at the thresholds in force." in calibrate
     assert any(readable(s) == "The policy in force" for s in at.subheader)
-    assert "targets fail" not in everything and "fails target" not in everything
     # the figures in force are there, without a verdict on a proposal
-    assert "50% (33–67%) · 15 of 30" in everything
+    assert "50% (33–67%) · 15 of 30" in calibrate
+    # each tab is drawn when opened: no tab judges a proposal
+    everything = [calibrate]
+    for label in ("Sign-off", "History", "Evidence gate", "Calibrate and propose"):
+        open_tab(at, label)
+        no_exception(at)
+        everything.append(_shown(at))
+    assert "Nothing is proposed: no change is waiting for sign-off." in everything[1]
+    for shown in everything:
+        assert "targets fail" not in shown and "fails target" not in shown
     # moving a slider makes it a change, judged against the targets
     at.slider(key="thr_proposed_vector").set_value(0.6).run()
     no_exception(at)
     assert any(readable(s) == "What the change does" for s in at.subheader)
     assert any(":red-badge[fails target]" in m.value for m in at.markdown)
+
+
+def _shown(at: Any) -> str:
+    """The text of the page's messages, markdown and captions, readable."""
+    return " ".join(
+        readable(e)
+        for kind in ("info", "warning", "success", "markdown", "caption")
+        for e in at.get(kind)
+    )
 
 
 def test_after_an_approval_the_controls_start_from_the_version_in_force(
@@ -151,6 +163,12 @@ def test_after_an_approval_the_controls_start_from_the_version_in_force(
     at.switch_page(PAGE).run()
     no_exception(at)
     at.slider(key="thr_proposed_vector").set_value(0.7).run()
+    # only the open tab is drawn; a slider moved before opening another tab keeps its place
+    open_tab(at, "Sign-off")
+    assert not at.slider
+    open_tab(at, "Calibrate and propose")
+    assert at.slider(key="thr_proposed_vector").value == pytest.approx(0.7)
+    open_tab(at, "Sign-off")
     # Omar approves with a reason; Chen approves on the page with hers
     signing.sign_thresholds(
         demo_engine,
@@ -171,6 +189,7 @@ def test_after_an_approval_the_controls_start_from_the_version_in_force(
     )
     assert any(readable(c).startswith(f"In force: sign-off v{v.number} ") for c in at.caption)
     # the slider moved to the thresholds in force, and nothing is proposed
+    open_tab(at, "Calibrate and propose")
     slider = at.slider(key="thr_proposed_vector")
     assert slider.value == pytest.approx(0.6)
     assert "(current: 0.6)" in readable(slider.label)

@@ -15,7 +15,7 @@ from review.core.identity import SYSTEM
 from review.policy import chain, inforce, signoff
 from review.thresholds import thresholds
 from tests.helpers.actors import make_actor
-from tests.helpers.pages import PAULA, no_exception, page_app, readable
+from tests.helpers.pages import PAULA, no_exception, open_tab, page_app, readable
 
 PAGE = "pages/thresholds_page.py"
 OMAR = make_actor("product_owner", "omar.haddad@brightwave.example")
@@ -80,6 +80,7 @@ def test_the_sign_off_tab_says_why_a_stale_proposal_cannot_be_approved(
     _, second = _two_proposals(demo_engine)
     stale = signoff.get_version(demo_engine, second)
     at = page_app(demo_url, monkeypatch, PAGE, PAULA).run()
+    open_tab(at, "Sign-off")
     no_exception(at)
     errors = [readable(e) for e in at.error]
     assert any(
