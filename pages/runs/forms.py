@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pandas as pd
 import streamlit as st
 from sqlalchemy import Engine
 
@@ -114,10 +115,13 @@ def execute_form(engine: Engine, actor: Actor, tax: Taxonomy) -> None:
             st.rerun()
 
 
-def judge_section(engine: Engine, tax: Taxonomy, run: evalruns.RunRow) -> None:
-    """LLM-judge labels of this run and how far each judge agrees with the experts."""
+def judge_section(
+    engine: Engine, tax: Taxonomy, run: evalruns.RunRow, frame: pd.DataFrame | None = None
+) -> None:
+    """LLM-judge labels of this run and how far each judge agrees with the experts (``frame``:
+    the run's outputs frame, when the caller has it)."""
     st.subheader("LLM judge vs experts")
-    table = judges.agreement(engine, run.id, tax)
+    table = judges.agreement(engine, run.id, tax, frame)
     if table.empty:
         st.caption(
             "No judge labels for this run. Import them (JSONL: case, repeat, judge, decision, "
