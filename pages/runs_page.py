@@ -9,7 +9,6 @@ from pages import integrity, ui
 from pages.runs import cached
 from pages.runs.forms import execute_form, import_run_form, judge_section
 from review.admin import users
-from review.charts.runs import confusion_chart, intervals_chart
 from review.core import readable
 from review.core.errors import WorkbenchError
 from review.core.identity import Actor, Permission
@@ -64,6 +63,7 @@ def one_run(
             "as answers, and excluded from every rate."
         )
     summary = view.summary
+    intervals, confusion = cached.charts(engine, tax, view, stamp, partial)
     c1, c2 = st.columns([3, 2])
     with c1:
         st.subheader("Metrics")
@@ -79,7 +79,7 @@ def one_run(
             "README's Metrics section defines each figure."
         )
     with c2:
-        st.altair_chart(intervals_chart(summary), width="stretch")
+        st.altair_chart(intervals, width="stretch")
     st.subheader("By group")
     group = st.segmented_control(
         "Group by",
@@ -103,8 +103,7 @@ def one_run(
     st.dataframe(display.recall_table(view.recall, tax), hide_index=True, width="stretch")
     judge_section(engine, tax, run, view.frame)
     st.subheader("Expected vs observed decision")
-    labels = {k: t.label for k, t in tax.decisions.items()}
-    st.altair_chart(confusion_chart(view.confusion, labels), width="stretch")
+    st.altair_chart(confusion, width="stretch")
     st.subheader("Metamorphic checks")
     perturbed = clearance.withhold(actor, view.perturbed)
     meta = view.checks

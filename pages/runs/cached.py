@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import altair as alt
 import pandas as pd
 import streamlit as st
 from sqlalchemy import Engine
 
+from review.charts.runs import confusion_chart, intervals_chart
 from review.core.taxonomy import Taxonomy
 from review.evaluation import evalruns, runmetrics, runview
 
@@ -30,6 +32,22 @@ def one_run(
     """The figures and tables of the run of ``stamp`` (review.evaluation.runview.stamp of its
     id; review.evaluation.runview.one_run)."""
     return _one_run(engine, tax, str(engine.url), stamp, partial)
+
+
+@st.cache_resource(ttl=600, show_spinner=False, max_entries=16)
+def _charts(
+    _view: runview.RunView, _tax: Taxonomy, url: str, stamp: tuple[Any, ...], partial: bool
+) -> tuple[alt.LayerChart, alt.LayerChart]:
+    labels = {k: t.label for k, t in _tax.decisions.items()}
+    return intervals_chart(_view.summary), confusion_chart(_view.confusion, labels)
+
+
+def charts(
+    engine: Engine, tax: Taxonomy, view: runview.RunView, stamp: tuple[Any, ...], partial: bool
+) -> tuple[alt.LayerChart, alt.LayerChart]:
+    """The run's intervals chart and its expected-vs-observed chart (review.charts.runs),
+    built once per stamp and shared (Streamlit draws a chart without changing it)."""
+    return _charts(view, tax, str(engine.url), stamp, partial)
 
 
 @st.cache_data(ttl=600, show_spinner=False, max_entries=64)
