@@ -440,13 +440,12 @@ def score_outputs(
         return _frame(s, rows, tax)
 
 
-def outputs_stamp(engine: Engine, run_id: int | None) -> tuple[Any, ...]:
-    """A cache key for :func:`outputs_frame` of ``run_id`` (None: of every run, as
-    :func:`family_history` reads them): it changes whenever what the frame reads changes.
-    Cheap (aggregates over indexed columns). Outputs, labels, adjudications, document
-    versions and families are only ever added or deleted (count and newest id move); a case
-    edit bumps its version and replaces its documents and slices (the sum of versions and the
-    newest id move)."""
+def outputs_stamp(engine: Engine, run_id: int) -> tuple[Any, ...]:
+    """A cache key for :func:`outputs_frame` of ``run_id``: it changes whenever what the frame
+    reads changes. Cheap (aggregates over indexed columns). Outputs, labels, adjudications,
+    document versions and families are only ever added or deleted (count and newest id move);
+    a case edit bumps its version and replaces its documents and slices (the sum of versions
+    and the newest id move)."""
 
     def count_max(model: Any) -> tuple[Any, Any]:
         return (
@@ -454,12 +453,12 @@ def outputs_stamp(engine: Engine, run_id: int | None) -> tuple[Any, ...]:
             select(func.coalesce(func.max(model.id), 0)).scalar_subquery(),
         )
 
-    mine = [EvalOutput.run_id == run_id] if run_id is not None else []
+    mine = EvalOutput.run_id == run_id
     with read_session(engine) as s:
         row = s.execute(
             select(
-                select(func.count(EvalOutput.id)).where(*mine).scalar_subquery(),
-                select(func.coalesce(func.max(EvalOutput.id), 0)).where(*mine).scalar_subquery(),
+                select(func.count(EvalOutput.id)).where(mine).scalar_subquery(),
+                select(func.coalesce(func.max(EvalOutput.id), 0)).where(mine).scalar_subquery(),
                 *count_max(Case),
                 select(func.coalesce(func.sum(Case.version), 0)).scalar_subquery(),
                 *count_max(CaseDocument),
