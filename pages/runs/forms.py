@@ -12,6 +12,7 @@ import streamlit as st
 from sqlalchemy import Engine
 
 from pages import ui
+from pages.runs import cached
 from review.core import uploads
 from review.core.errors import InputError
 from review.core.identity import Actor, Permission
@@ -61,7 +62,7 @@ SUBSET_LABELS = {
 
 
 def execute_form(engine: Engine, actor: Actor, tax: Taxonomy) -> None:
-    choices = execution.subset_choices(engine)
+    choices = cached.subset_choices(engine)
     with st.form("runs_execute"):
         c1, c2, c3 = st.columns([2, 2, 1])
         which = c1.selectbox("Pipeline", list(BUNDLED))
