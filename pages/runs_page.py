@@ -224,7 +224,7 @@ def drift_by_family(engine: Engine, tax: Taxonomy) -> None:
     """The families' figures over every run; a fragment (a metric or family choice reruns
     this tab alone), kept per data stamp."""
     st.subheader("Drift by question family")
-    drift = cached.drift(engine, tax)
+    drift, stamp = cached.drift(engine, tax)
     if drift.empty:
         st.info("No run has outputs on cases of a question family yet.")
         return
@@ -245,7 +245,8 @@ def drift_by_family(engine: Engine, tax: Taxonomy) -> None:
         key="runs_drift_families",
     )
     view = drift[drift["family"].isin(chosen or families)]
-    st.altair_chart(runmetrics.drift_chart(view, metric), width="stretch")
+    chart = cached.drift_chart(engine, view, stamp, metric, tuple(chosen))
+    st.altair_chart(chart, width="stretch")
     table = runmetrics.drift_table(view, metric)
     order = [c for c in table.columns if c != "family"]
     st.dataframe(

@@ -89,9 +89,30 @@ def _drift(_engine: Engine, _tax: Taxonomy, url: str, stamp: tuple[Any, ...]) ->
     return runmetrics.family_drift(evalruns.family_history(_engine, _tax))
 
 
-def drift(engine: Engine, tax: Taxonomy) -> pd.DataFrame:
-    """runmetrics.family_drift over every run's outputs on a question family."""
-    return _drift(engine, tax, str(engine.url), runview.stamp(engine, None))
+def drift(engine: Engine, tax: Taxonomy) -> tuple[pd.DataFrame, tuple[Any, ...]]:
+    """runmetrics.family_drift over every run's outputs on a question family, and the stamp
+    it was read at."""
+    stamp = runview.stamp(engine, None)
+    return _drift(engine, tax, str(engine.url), stamp), stamp
+
+
+@st.cache_resource(ttl=600, show_spinner=False, max_entries=32)
+def _drift_chart(
+    _view: pd.DataFrame, url: str, stamp: tuple[Any, ...], metric: str, families: tuple[str, ...]
+) -> alt.LayerChart:
+    return runmetrics.drift_chart(_view, metric)
+
+
+def drift_chart(
+    engine: Engine,
+    view: pd.DataFrame,
+    stamp: tuple[Any, ...],
+    metric: str,
+    families: tuple[str, ...],
+) -> alt.LayerChart:
+    """runmetrics.drift_chart of ``view`` (the drift of ``stamp`` on ``families``, every one
+    when empty), built once and shared."""
+    return _drift_chart(view, str(engine.url), stamp, metric, families)
 
 
 @st.cache_data(ttl=600, show_spinner=False, max_entries=4)
