@@ -6,14 +6,14 @@ import streamlit as st
 from sqlalchemy import Engine
 
 from pages import integrity, ui
+from pages.runs import cached
 from pages.runs.forms import execute_form, import_run_form, judge_section
 from review.admin import users
-from review.charts.runs import confusion_chart, intervals_chart
 from review.core import readable
 from review.core.errors import WorkbenchError
 from review.core.identity import Actor, Permission
 from review.core.taxonomy import Taxonomy
-from review.evaluation import blinding, clearance, display, evalruns, runmetrics
+from review.evaluation import blinding, clearance, display, evalruns, runmetrics, runview
 from review.labels import blind
 from review.policy.inforce import in_force
 
@@ -45,19 +45,25 @@ def _partial_allowed(engine: Engine) -> bool:
         return False
 
 
+@st.fragment
 def one_run(
     engine: Engine, actor: Actor, tax: Taxonomy, by_name: dict[str, evalruns.RunRow]
 ) -> None:
+    """The run picked and its figures; a fragment, so that a pick or a choice within it reruns
+    this tab alone, from the figures kept per data stamp (pages/runs/cached.py)."""
     pick = st.selectbox("Run", list(by_name), key="runs_pick")
     run = by_name[pick]
-    df = clearance.for_viewer(engine, actor, evalruns.outputs_frame(engine, run.id, tax))
+    partial = _partial_allowed(engine)
+    stamp = runview.stamp(engine, run.id)
+    view = cached.one_run(engine, tax, stamp, partial)
+    df = clearance.withhold(actor, view.frame)
     if run.infra_failures:
         st.warning(
             f"{run.infra_failures:d} infrastructure failure(s): counted apart, never "
             "as answers, and excluded from every rate."
         )
-    partial = _partial_allowed(engine)
-    summary = runmetrics.summary_table(df, partial_allowed=partial)
+    summary = view.summary
+    intervals, confusion = cached.charts(engine, tax, view, stamp, partial)
     c1, c2 = st.columns([3, 2])
     with c1:
         st.subheader("Metrics")
@@ -73,7 +79,7 @@ def one_run(
             "README's Metrics section defines each figure."
         )
     with c2:
-        st.altair_chart(intervals_chart(summary), width="stretch")
+        st.altair_chart(intervals, width="stretch")
     st.subheader("By group")
     group = st.segmented_control(
         "Group by",
@@ -85,7 +91,7 @@ def one_run(
         "language: the question's language as the case states it; retrieval_depth: how many "
         "documents the case's identity sees; freshness: the age of its newest decisive document.",
     )
-    table = runmetrics.by_group(df, group or "split", partial_allowed=partial)
+    table = cached.by_group(engine, view, stamp, group or "split", partial)
     rates = [runmetrics.LABELS[m] for m in runmetrics.RATE_METRICS]
     st.dataframe(
         display.group_table(table, group or "split", tax),
@@ -94,20 +100,13 @@ def one_run(
         column_config={r: st.column_config.NumberColumn(r, format="percent") for r in rates},
     )
     st.subheader("Recall of each decision state")
-    recall = runmetrics.state_recall(df, list(tax.decisions))
-    st.dataframe(display.recall_table(recall, tax), hide_index=True, width="stretch")
-    judge_section(engine, tax, run)
+    st.dataframe(display.recall_table(view.recall, tax), hide_index=True, width="stretch")
+    judge_section(engine, tax, run, view.frame)
     st.subheader("Expected vs observed decision")
-    conf = runmetrics.confusion(df, list(tax.decisions))
-    labels = {k: t.label for k, t in tax.decisions.items()}
-    st.altair_chart(confusion_chart(conf, labels), width="stretch")
+    st.altair_chart(confusion, width="stretch")
     st.subheader("Metamorphic checks")
-    perturbed = clearance.for_viewer(
-        engine,
-        actor,
-        runmetrics.judge_perturbed(evalruns.perturbed_frame(engine, run.id, tax)),
-    )
-    meta = runmetrics.metamorphic_checks(df, perturbed)
+    perturbed = clearance.withhold(actor, view.perturbed)
+    meta = view.checks
     if meta.empty:
         st.info("This run has no outputs on family variants and no perturbed re-runs.")
     else:
@@ -181,7 +180,9 @@ def one_run(
         )
 
 
+@st.fragment
 def compare_runs(engine: Engine, tax: Taxonomy, by_name: dict[str, evalruns.RunRow]) -> None:
+    """Two runs compared; a fragment (a pick reruns this tab alone), kept per data stamp."""
     if len(by_name) < 2:
         st.info("Two runs are needed to compare.")
         return
@@ -189,11 +190,10 @@ def compare_runs(engine: Engine, tax: Taxonomy, by_name: dict[str, evalruns.RunR
     c1, c2 = st.columns(2)
     a = c1.selectbox("Run A (before)", names, index=1, key="runs_a")
     b = c2.selectbox("Run B (after)", names, index=0, key="runs_b")
-    da = evalruns.outputs_frame(engine, by_name[a].id, tax)
-    db = evalruns.outputs_frame(engine, by_name[b].id, tax)
-    boot = runmetrics.paired_bootstrap(da, db, partial_allowed=_partial_allowed(engine))
+    partial = _partial_allowed(engine)
+    comparison = cached.compare(engine, tax, by_name[a].id, by_name[b].id, partial)
     st.dataframe(
-        boot,
+        comparison.bootstrap,
         hide_index=True,
         width="stretch",
         column_config={
@@ -205,7 +205,7 @@ def compare_runs(engine: Engine, tax: Taxonomy, by_name: dict[str, evalruns.RunR
         "Deltas are B − A over the cases both runs scored, with 95% paired "
         "bootstrap intervals (cases resampled with replacement, 1,000 times)."
     )
-    flips = runmetrics.decision_flips(da, db)
+    flips = comparison.flips
     st.subheader(f"Decision flips ({len(flips)})")
     if flips.empty:
         st.info("No case changed its decision.")
@@ -219,10 +219,12 @@ def compare_runs(engine: Engine, tax: Taxonomy, by_name: dict[str, evalruns.RunR
         st.dataframe(blinding.outputs_table(engine, seen, flips), hide_index=True, width="stretch")
 
 
+@st.fragment
 def drift_by_family(engine: Engine, tax: Taxonomy) -> None:
+    """The families' figures over every run; a fragment (a metric or family choice reruns
+    this tab alone), kept per data stamp."""
     st.subheader("Drift by question family")
-    history = evalruns.family_history(engine, tax)
-    drift = runmetrics.family_drift(history)
+    drift, stamp = cached.drift(engine, tax)
     if drift.empty:
         st.info("No run has outputs on cases of a question family yet.")
         return
@@ -243,7 +245,8 @@ def drift_by_family(engine: Engine, tax: Taxonomy) -> None:
         key="runs_drift_families",
     )
     view = drift[drift["family"].isin(chosen or families)]
-    st.altair_chart(runmetrics.drift_chart(view, metric), width="stretch")
+    chart = cached.drift_chart(engine, view, stamp, metric, tuple(chosen))
+    st.altair_chart(chart, width="stretch")
     table = runmetrics.drift_table(view, metric)
     order = [c for c in table.columns if c != "family"]
     st.dataframe(

@@ -1,7 +1,9 @@
 """Cached look-ups of the Plans tab: the values a filter offers and a plan's population check
-(cached per database URL; cleared when a plan is created, drawn or recounted). The check is
-also keyed by the traces' data stamp, so traces imported or purged meanwhile (on this page's
-server or by the command line) are shown on the next rerun."""
+(cached per database URL; the check is cleared when a plan is created, drawn or recounted).
+Both are keyed by the traces' data stamp, so traces imported or purged meanwhile (on this
+page's server or by the command line) are shown on the next rerun; a plan's creation, draw
+or recount changes no trace, so the filter values stay kept (reading them again cost 0.12 s
+at 1M traces on the rerun after every plan created)."""
 
 from __future__ import annotations
 
@@ -13,13 +15,13 @@ from review.traces import browse
 
 
 @st.cache_data(ttl=300, show_spinner=False)
-def _values(_engine: Engine, url: str, dim: str) -> list[str]:
+def _values(_engine: Engine, url: str, dim: str, stamp: str) -> list[str]:
     return audit_plans.dimension_values(_engine, dim)
 
 
 def values(engine: Engine, dim: str) -> list[str]:
     """The values the traces hold for ``dim`` (a filter's choices)."""
-    return _values(engine, str(engine.url), dim)
+    return _values(engine, str(engine.url), dim, browse.data_stamp(engine))
 
 
 @st.cache_data(ttl=60, show_spinner="Counting the population…")
@@ -37,4 +39,3 @@ def population_check(engine: Engine, plan: audit_plans.PlanView) -> audit_plans.
 
 def forget_counts() -> None:
     _population_check.clear()
-    _values.clear()

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pandas as pd
 import streamlit as st
 from sqlalchemy import Engine
 
 from pages import ui
+from pages.runs import cached
 from review.core import uploads
 from review.core.errors import InputError
 from review.core.identity import Actor, Permission
@@ -60,7 +62,7 @@ SUBSET_LABELS = {
 
 
 def execute_form(engine: Engine, actor: Actor, tax: Taxonomy) -> None:
-    choices = execution.subset_choices(engine)
+    choices = cached.subset_choices(engine)
     with st.form("runs_execute"):
         c1, c2, c3 = st.columns([2, 2, 1])
         which = c1.selectbox("Pipeline", list(BUNDLED))
@@ -114,10 +116,13 @@ def execute_form(engine: Engine, actor: Actor, tax: Taxonomy) -> None:
             st.rerun()
 
 
-def judge_section(engine: Engine, tax: Taxonomy, run: evalruns.RunRow) -> None:
-    """LLM-judge labels of this run and how far each judge agrees with the experts."""
+def judge_section(
+    engine: Engine, tax: Taxonomy, run: evalruns.RunRow, frame: pd.DataFrame | None = None
+) -> None:
+    """LLM-judge labels of this run and how far each judge agrees with the experts (``frame``:
+    the run's outputs frame, when the caller has it)."""
     st.subheader("LLM judge vs experts")
-    table = judges.agreement(engine, run.id, tax)
+    table = judges.agreement(engine, run.id, tax, frame)
     if table.empty:
         st.caption(
             "No judge labels for this run. Import them (JSONL: case, repeat, judge, decision, "

@@ -325,7 +325,15 @@ def _traces_stamp(s: Session) -> list[int]:
     row (so a reused id still moves the stamp); while the stamp stays the same every
     population is the one counted before. Plans counted before the last two were part of it
     hold the first three."""
-    n, top = s.execute(select(func.count(), func.coalesce(func.max(Trace.id), 0))).one()
+    # each a subquery of its own: SQLite reads one end of the index for a lone max() and the
+    # smallest index for a lone count(), but every row for the two in one select (5x slower
+    # at 1M traces)
+    n, top = s.execute(
+        select(
+            select(func.count()).select_from(Trace).scalar_subquery(),
+            select(func.coalesce(func.max(Trace.id), 0)).scalar_subquery(),
+        )
+    ).one()
     newest_import = s.scalar(select(func.coalesce(func.max(TraceImport.id), 0)))
     purges = s.scalar(select(Counter.value).where(Counter.name == PURGE_COUNTER))
     return [int(n), int(top), int(newest_import or 0), int(purges or 0), _key_of(s, int(top))]

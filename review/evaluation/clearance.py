@@ -95,17 +95,26 @@ def restricted_mask(content: RestrictedContent, frame: pd.DataFrame) -> pd.Serie
 TEXT_COLUMNS = ("text", "base_text", "perturbation")
 
 
-def for_viewer(engine: Engine, actor: Actor, frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` with a ``restricted`` column and, for a user without clearance, the text of
-    its restricted rows (and what a perturbation added) withheld."""
+def mark_restricted(engine: Engine, frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with a ``restricted`` column (whatever the viewer): what
+    :func:`withhold` reads; it depends on the corpus and the cases, not on who looks, so it
+    may be worked out once and kept for every viewer."""
     if frame.empty:
         return frame.assign(restricted=pd.Series([], dtype=bool))
     content = restricted_content(engine, frame["case_id"].unique().tolist())
-    mask = restricted_mask(content, frame)
-    out = frame.assign(restricted=mask)
+    return frame.assign(restricted=restricted_mask(content, frame))
+
+
+def withhold(actor: Actor, frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` (with the ``restricted`` column of :func:`mark_restricted`) as ``actor``
+    sees it: for a user without clearance, the text of its restricted rows (and what a
+    perturbation added) withheld."""
+    if frame.empty:
+        return frame
+    mask = frame["restricted"].astype(bool)
     if clearance.cleared(actor) or not mask.any():
-        return out
-    out = out.copy()
+        return frame
+    out = frame.copy()
     for col in TEXT_COLUMNS:
         if col not in out:
             continue
@@ -117,3 +126,9 @@ def for_viewer(engine: Engine, actor: Actor, frame: pd.DataFrame) -> pd.DataFram
         else:
             out[col] = out[col].where(~mask, clearance.REDACTED)
     return out
+
+
+def for_viewer(engine: Engine, actor: Actor, frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with a ``restricted`` column and, for a user without clearance, the text of
+    its restricted rows (and what a perturbation added) withheld."""
+    return withhold(actor, mark_restricted(engine, frame))

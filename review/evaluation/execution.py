@@ -26,6 +26,7 @@ from review.core.terms import CaseStatus
 from review.evaluation.evalruns import OutputIn, PerturbedIn, SignalsIn, import_run
 from storage.db import read_session
 from storage.models import (
+    AuditLog,
     Case,
     CaseClaim,
     CaseDocument,
@@ -181,6 +182,21 @@ def subset_choices(engine: Engine, status: str = CaseStatus.ready) -> dict[str, 
                 ),
             ),
         }
+
+
+def choices_stamp(engine: Engine) -> tuple[int, int, int]:
+    """A cache key of :func:`subset_choices` (index look-ups): the cases (rows, newest id) and
+    the newest audit-log row, which every edit of a case, its family, slices, documents or
+    status through the services adds."""
+    with read_session(engine) as s:
+        n, top, logged = s.execute(
+            select(
+                select(func.count()).select_from(Case).scalar_subquery(),
+                select(func.coalesce(func.max(Case.id), 0)).scalar_subquery(),
+                select(func.coalesce(func.max(AuditLog.id), 0)).scalar_subquery(),
+            )
+        ).one()
+    return int(n), int(top), int(logged)
 
 
 def subset_size(engine: Engine, subset: CaseSubset, status: str = CaseStatus.ready) -> int:

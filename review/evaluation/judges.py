@@ -226,9 +226,12 @@ def _row(judge: str, field: str, pairs: list[tuple[Any, Any]]) -> dict[str, Any]
     }
 
 
-def agreement(engine: Engine, run_id: int, tax: Taxonomy) -> pd.DataFrame:
-    """Per judge and field: judge against the experts (see the module docstring)."""
-    frame = evalruns.outputs_frame(engine, run_id, tax)
+def agreement(
+    engine: Engine, run_id: int, tax: Taxonomy, frame: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """Per judge and field: judge against the experts (see the module docstring). ``frame``
+    is the run's :func:`review.evaluation.evalruns.outputs_frame` when the caller has it
+    (read here otherwise, and only when the run has judge labels)."""
     with read_session(engine) as s:
         labels = s.execute(
             select(
@@ -240,7 +243,11 @@ def agreement(engine: Engine, run_id: int, tax: Taxonomy) -> pd.DataFrame:
                 JudgeLabel.output_acceptable,
             ).where(JudgeLabel.run_id == run_id)
         ).all()
-    if not labels or frame.empty:
+    if not labels:
+        return pd.DataFrame(columns=AGREEMENT_COLUMNS)
+    if frame is None:
+        frame = evalruns.outputs_frame(engine, run_id, tax)
+    if frame.empty:
         return pd.DataFrame(columns=AGREEMENT_COLUMNS)
     experts = {
         (int(r.case_id), int(r.repeat)): r
