@@ -57,15 +57,18 @@ if TYPE_CHECKING:
 __all__ = [
     "CAVEAT_REASON",
     "COLUMN_FILTERS",
+    "COUNT_LIMIT",
     "FEW_MATCHES",
     "SORTS",
     "VIEW_ROLES",
     "CitationView",
+    "MatchCount",
     "TraceFilter",
     "TraceListRow",
     "TraceView",
     "can_view",
     "caveat_condition",
+    "count_for_page",
     "count_traces",
     "data_stamp",
     "facet_values",
@@ -332,7 +335,7 @@ def count_traces(engine: Engine, actor: Actor, f: TraceFilter) -> int:
     """How many traces match (restricted ones only count for users with clearance)."""
     require_view(actor)
     text = f.text.strip()
-    only_text = bool(text) and replace(f, text="") == TraceFilter()
+    only_text = _text_only(f)
     with read_session(engine) as s:
         if only_text and engine.dialect.name == "sqlite":
             counted = _count_text_only(s, actor, text)
@@ -344,6 +347,65 @@ def count_traces(engine: Engine, actor: Actor, f: TraceFilter) -> int:
             .where(*_conditions(actor, f, engine.dialect.name))
         )
         return int(s.scalar(stmt) or 0)
+
+
+#: a text search's count on the Traces page stops after this many matches ("more than 10,000")
+COUNT_LIMIT = 10_000
+
+
+@dataclass(frozen=True)
+class MatchCount:
+    """How many traces match, as far as they were counted: exactly ``n``, or, when ``more``,
+    more than ``n`` (counting stopped after ``n`` + 1 matches)."""
+
+    n: int
+    more: bool = False
+
+
+def count_for_page(
+    engine: Engine, actor: Actor, f: TraceFilter, limit: int | None = None
+) -> MatchCount:
+    """The count the Traces page shows: :func:`count_traces`, except that a text search
+    stops counting after ``limit`` matches (default :data:`COUNT_LIMIT`). Its matches are
+    found by reading each trace (the trigram indexes only narrow them down), so the exact
+    count of a common word takes seconds at a million traces; the first pages do not need
+    it."""
+    require_view(actor)
+    limit = COUNT_LIMIT if limit is None else limit
+    if not f.text.strip():
+        return MatchCount(count_traces(engine, actor, f))
+    with read_session(engine) as s:
+        if engine.dialect.name == "sqlite" and _text_only(f):
+            n = _count_text_only_upto(s, actor, f.text.strip(), limit)
+            if n is not None:
+                return MatchCount(limit, True) if n > limit else MatchCount(n)
+        matches = (
+            select(TraceRow.id).where(*_conditions(actor, f, engine.dialect.name)).limit(limit + 1)
+        )
+        n = int(s.scalar(select(func.count()).select_from(matches.subquery())) or 0)
+    return MatchCount(limit, True) if n > limit else MatchCount(n)
+
+
+def _text_only(f: TraceFilter) -> bool:
+    return bool(f.text.strip()) and replace(f, text="") == TraceFilter()
+
+
+def _count_text_only_upto(s: Session, actor: Actor, text: str, limit: int) -> int | None:
+    """:func:`_count_text_only`, or any number above ``limit`` when there are more matches
+    than that. The trigram table's matches are counted up to ``limit`` + 1 + the restricted
+    traces (a user without clearance does not see those): beyond that at least ``limit`` + 1
+    of them are visible, found without reading any trace. None: no trigrams."""
+    candidates = trace_search.fts_candidates(text)
+    if candidates is None:
+        return None
+    hidden = 0
+    if not clearance.cleared(actor):
+        restricted = select(func.count()).select_from(TraceRow).where(TraceRow.restricted.is_(True))
+        hidden = int(s.scalar(restricted) or 0)
+    upto = candidates.limit(limit + 1 + hidden).subquery()
+    if int(s.scalar(select(func.count()).select_from(upto)) or 0) > limit + hidden:
+        return limit + 1
+    return _count_text_only(s, actor, text)
 
 
 def _count_text_only(s: Session, actor: Actor, text: str) -> int | None:

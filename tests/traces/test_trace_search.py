@@ -263,6 +263,31 @@ def test_text_search_matches_the_old_query_and_plain_python(
                     assert got == python_text_matches(engine, actor, needle), (needle, actor)
 
 
+@pytest.mark.parametrize("limit", [0, 4, 30, 10_000])
+def test_the_pages_count_is_exact_up_to_its_limit_and_says_more_beyond(
+    searched: tuple[Engine, list[Trace]], limit: int
+) -> None:
+    engine, items = searched
+    restricted = [t for t in items if t.attributes.get("restricted")]
+    needles = [*search_strings(items, seed=limit), restricted[0].trace_id]
+    for needle in needles:
+        for f in (
+            browse.TraceFilter(text=needle),
+            browse.TraceFilter(text=needle, customer_tier="team"),
+            browse.TraceFilter(text=needle, restricted_only=True),
+        ):
+            for actor in (CLEARED, UNCLEARED):
+                exact = browse.count_traces(engine, actor, f)
+                got = browse.count_for_page(engine, actor, f, limit=limit)
+                bounded = exact > limit and needle.strip()  # blank text: no text search
+                want = browse.MatchCount(limit, True) if bounded else browse.MatchCount(exact)
+                assert got == want, (needle, f, actor.clearance)
+    # without text the count is exact whatever the limit
+    for actor in (CLEARED, UNCLEARED):
+        got = browse.count_for_page(engine, actor, browse.TraceFilter(), limit=3)
+        assert got == browse.MatchCount(browse.count_traces(engine, actor, browse.TraceFilter()))
+
+
 def test_search_follows_a_purge_and_a_reimport(searched: tuple[Engine, list[Trace]]) -> None:
     engine, items = searched
     probes = [browse.TraceFilter(text=t) for t in ("refund", "ÉCLAIR", "legal hold", "100%")]
