@@ -62,6 +62,13 @@ def text(value: str, *, label: str | None = None) -> None:
     st.text(value)
 
 
+def requested_page(key: str) -> int:
+    """The page the picker of :func:`paginate` ``key`` asks for, before it is drawn (it may
+    lie beyond the last page; paginate then moves it back)."""
+    value = st.session_state.get(f"{key}_page", 1)
+    return max(1, int(value)) if isinstance(value, int | float) else 1
+
+
 def paginate(total: int, key: str, page_size: int = 25, *, more: bool = False) -> int:
     """A page picker; returns the 1-based page number (server-side pagination). ``more``:
     there are more than ``total`` items (counting stopped there), said so in the caption;

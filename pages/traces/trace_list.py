@@ -18,6 +18,7 @@ from review.core.taxonomy import Taxonomy
 from review.traces import browse, display, listing
 
 P = "traces_"  # session-state prefix of the Traces page
+PAGE_SIZE = 25
 KEEP = frozenset({f"{P}report", f"{P}applied", f"{P}flash"})  # kept when the filters reset
 
 
@@ -164,9 +165,14 @@ def trace_list(engine: Engine, actor: Actor, tax: Taxonomy) -> None:
     if listing.dates_reversed(flt):
         ui.error("The “From” date is after the “To” date.")
         return
-    count = _count(engine, actor, flt)
-    page = ui.paginate(count.n, "traces", more=count.more)
-    rows = browse.list_traces(engine, actor, flt, page=page, sort=sort)
+    # the page first: when it is the last one it gives the count (a search with few matches
+    # is then counted without reading the traces again)
+    asked = ui.requested_page("traces")
+    rows = browse.list_traces(engine, actor, flt, asked, PAGE_SIZE, sort)
+    count = browse.count_from_listing(asked, PAGE_SIZE, len(rows)) or _count(engine, actor, flt)
+    page = ui.paginate(count.n, "traces", PAGE_SIZE, more=count.more)
+    if page != asked:
+        rows = browse.list_traces(engine, actor, flt, page, PAGE_SIZE, sort)
     if not rows:
         if browse.total_traces(engine) == 0:
             st.info("No production traces yet: import a file above.")

@@ -69,6 +69,7 @@ __all__ = [
     "can_view",
     "caveat_condition",
     "count_for_page",
+    "count_from_listing",
     "count_traces",
     "data_stamp",
     "facet_values",
@@ -477,7 +478,46 @@ def list_traces(
     page_size = max(1, min(page_size, 500))
     text = f.text.strip()
     walk = sort in ("newest", "oldest") and bool(text) and _many_matches(engine, text)
-    stmt: Select[Any] = (
+    conds = _conditions(actor, f, engine.dialect.name, for_listing=True, walk=walk)
+    with read_session(engine) as s:
+        if sort in ("newest", "oldest") and _text_only(f) and trace_search.fts_phrase(text) is None:
+            return _list_without_trigrams(s, conds, page, page_size, sort)
+        return _rows(s, _listing(conds, _order(sort), page, page_size))
+
+
+#: a search the trigrams cannot serve first looks among this many newest (or oldest) traces
+WINDOW = 20_000
+
+
+def _list_without_trigrams(
+    s: Session, conds: list[ColumnElement[bool]], page: int, page_size: int, sort: str
+) -> list[TraceListRow]:
+    """A page of a text search without trigrams (one or two characters), which reads each
+    trace it looks at. The newest (or oldest) :data:`WINDOW` traces first: they come first
+    in the order, so when they hold the page it is the page. Else (few matches) every trace
+    is read once and the matches sorted, instead of walking the time index to its end and
+    looking each trace up (several times slower)."""
+    edge = s.scalar(select(TraceRow.id).order_by(*_order(sort)).offset(WINDOW - 1).limit(1))
+    if edge is None:  # the window is every trace
+        return _rows(s, _listing(conds, _order(sort), page, page_size))
+    edge_at = select(TraceRow.at).where(TraceRow.id == edge).scalar_subquery()
+    if sort == "newest":
+        window = and_(TraceRow.at >= edge_at, or_(TraceRow.at > edge_at, TraceRow.id >= edge))
+    else:
+        window = and_(TraceRow.at <= edge_at, or_(TraceRow.at < edge_at, TraceRow.id <= edge))
+    rows = _rows(s, _listing([*conds, window], _order(sort), page, page_size))
+    if len(rows) == page_size:
+        return rows
+    # the same order on an expression: no index serves it, so the database reads the table
+    at = func.coalesce(TraceRow.at, TraceRow.at)
+    order = [at.desc(), TraceRow.id.desc()] if sort == "newest" else [at.asc(), TraceRow.id.asc()]
+    return _rows(s, _listing(conds, order, page, page_size))
+
+
+def _listing(
+    conds: list[ColumnElement[bool]], order: list[Any], page: int, page_size: int
+) -> Select[Any]:
+    return (
         select(
             TraceRow.id,
             TraceRow.trace_id,
@@ -492,31 +532,39 @@ def list_traces(
             TraceRow.policy_version,
             TraceRow.restricted,
         )
-        .where(*_conditions(actor, f, engine.dialect.name, for_listing=True, walk=walk))
-        .order_by(*_order(sort))
+        .where(*conds)
+        .order_by(*order)
         .limit(page_size)
         .offset((page - 1) * page_size)
     )
-    with read_session(engine) as s:
-        out: list[TraceListRow] = []
-        for r in s.execute(stmt):
-            out.append(
-                TraceListRow(
-                    r[0],
-                    r[1],
-                    _aware(r[2]),
-                    r[3] or "",
-                    r[4],
-                    r[5],
-                    r[6],
-                    r[7],
-                    r[8],
-                    r[9],
-                    r[10],
-                    bool(r[11]),
-                )
-            )
-        return out
+
+
+def _rows(s: Session, stmt: Select[Any]) -> list[TraceListRow]:
+    return [
+        TraceListRow(
+            id=r[0],
+            trace_id=r[1],
+            at=_aware(r[2]),
+            query=r[3] or "",
+            decision=r[4],
+            reason_code=r[5],
+            top_score=r[6],
+            ranking_mode=r[7],
+            hits_after_filter=r[8],
+            feedback=r[9],
+            policy_version=r[10],
+            restricted=bool(r[11]),
+        )
+        for r in s.execute(stmt)
+    ]
+
+
+def count_from_listing(page: int, page_size: int, listed: int) -> MatchCount | None:
+    """The exact count when the listed page (``listed`` rows of page ``page``) is the last
+    one: fewer rows than a page, none only on the first page. None: the page does not say."""
+    if listed < page_size and (listed > 0 or page == 1):
+        return MatchCount((page - 1) * page_size + listed)
+    return None
 
 
 def _aware(v: dt.datetime) -> dt.datetime:

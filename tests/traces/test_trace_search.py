@@ -263,6 +263,34 @@ def test_text_search_matches_the_old_query_and_plain_python(
                     assert got == python_text_matches(engine, actor, needle), (needle, actor)
 
 
+@pytest.mark.parametrize("window", [1, 40, 250])
+def test_short_text_lists_from_the_newest_window_then_the_whole_table_as_before(
+    searched: tuple[Engine, list[Trace]], window: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # one or two characters: no trigrams; the list looks among the newest (oldest) `window`
+    # traces first, and reads them all when the page is not among them
+    monkeypatch.setattr(browse, "WINDOW", window)
+    engine, items = searched
+    short = [n for n in search_strings(items, seed=window) if 0 < len(n.strip()) < 3]
+    assert len(short) > 15
+    for needle in [*short, "q", "zz"]:
+        f = browse.TraceFilter(text=needle)
+        assert_same(engine, f, ("newest", "oldest"))
+        for actor in (CLEARED, UNCLEARED):
+            for page in (1, 2, 5):
+                want = old_listing(engine, actor, f, "oldest")[(page - 1) * 7 : page * 7]
+                rows = browse.list_traces(engine, actor, f, page=page, page_size=7, sort="oldest")
+                assert [r.trace_id for r in rows] == want, (needle, page)
+
+
+def test_the_count_from_a_listed_page() -> None:
+    assert browse.count_from_listing(1, 25, 0) == browse.MatchCount(0)
+    assert browse.count_from_listing(1, 25, 7) == browse.MatchCount(7)
+    assert browse.count_from_listing(3, 25, 24) == browse.MatchCount(74)
+    assert browse.count_from_listing(1, 25, 25) is None  # a full page: more may follow
+    assert browse.count_from_listing(3, 25, 0) is None  # beyond the last page: unknown
+
+
 @pytest.mark.parametrize("limit", [0, 4, 30, 10_000])
 def test_the_pages_count_is_exact_up_to_its_limit_and_says_more_beyond(
     searched: tuple[Engine, list[Trace]], limit: int
