@@ -350,8 +350,10 @@ def count_traces(engine: Engine, actor: Actor, f: TraceFilter) -> int:
         return int(s.scalar(stmt) or 0)
 
 
-#: a text search's count on the Traces page stops after this many matches ("more than 10,000")
-COUNT_LIMIT = 10_000
+#: a text search's count on the Traces page stops after this many matches ("more than 1,000",
+#: 40 pages): a string of one or two letters in 3% of 1M traces has its 1,000th match in the
+#: newest 3% of the table, its 10,000th in the newest third (1.4 s on PostgreSQL)
+COUNT_LIMIT = 1000
 
 
 @dataclass(frozen=True)
