@@ -184,12 +184,18 @@ def _like(text: str) -> str:
 
 
 def _conditions(
-    actor: Actor, f: TraceFilter, dialect: str, *, for_listing: bool = False, walk: bool = False
+    actor: Actor,
+    f: TraceFilter,
+    dialect: str,
+    *,
+    for_listing: bool = False,
+    walk: bool = False,
+    dense: bool = False,
 ) -> list[ColumnElement[bool]]:
     """The WHERE conditions of ``f`` as ``actor`` may see it, written so that the database
     can use the indexes of migration 0019 (``dialect``: the engine's, for text search;
-    ``walk``: see :func:`_text_condition`)."""
-    conds = _filter_conditions(f, dialect, walk)
+    ``walk``, ``dense``: see :func:`_text_condition`)."""
+    conds = _filter_conditions(f, dialect, walk, dense)
     if not clearance.cleared(actor):
         if for_listing or conds:
             # Wrapped so that SQLite does not pick the restricted index and then sort (or,
@@ -204,18 +210,21 @@ def _conditions(
     return conds
 
 
-def _text_condition(text: str, dialect: str, *, walk: bool = False) -> ColumnElement[bool]:
+def _text_condition(
+    text: str, dialect: str, *, walk: bool = False, dense: bool = False
+) -> ColumnElement[bool]:
     """An exact trace id, or a substring of the question or the answer in any case
     (``lower(x) LIKE lower('%text%')``). On SQLite the trigram table answers the substring
     part exactly (storage.trace_search); PostgreSQL's trigram indexes serve the condition
-    itself. ``walk``: the list walks its order's index and matches each trace's text (many
-    matches) instead of sorting every match from the trigram table (few)."""
+    itself. ``walk``: the list walks its order's index and looks each trace up among the
+    matches (many matches) instead of sorting every match (few). ``dense`` (a great many
+    matches, :data:`DENSE_MATCHES`): each trace the database looks at is matched on its own
+    text, the same answer as the trigram table's, since collecting every match first to look
+    traces up among them costs more (1.1 s for a word in 70% of 1M traces) than matching the
+    few traces a walk or a bounded count reads."""
     if dialect == "postgresql" and "\x00" in text:
         return false()  # PostgreSQL text holds no NUL, so nothing matches (and none is sent)
-    # walking (many matches): each trace looked at is matched on its own text, which the
-    # trigram table answers exactly the same; looking it up among the matches instead needs
-    # them all first (1.1 s for a word in 70% of 1M traces)
-    candidates = trace_search.fts_candidates(text) if dialect == "sqlite" and not walk else None
+    candidates = trace_search.fts_candidates(text) if dialect == "sqlite" and not dense else None
     if candidates is None:
         like = _like(text)
         return or_(
@@ -224,27 +233,35 @@ def _text_condition(text: str, dialect: str, *, walk: bool = False) -> ColumnEle
             TraceRow.answer_text.ilike(like, escape="\\"),
         )
     by_id = select(TraceRow.id).where(TraceRow.trace_id == text)
-    return TraceRow.id.in_(union_all(by_id, candidates))
+    key = TraceRow.id + 0 if walk else TraceRow.id  # "+ 0": not the driving index
+    return key.in_(union_all(by_id, candidates))
 
 
 #: a text search with more trigram matches than this lists by walking the time index
 FEW_MATCHES = 5000
+#: ... and with more than this, matches each walked trace's own text (see _text_condition)
+DENSE_MATCHES = 50_000
 
 
-def _many_matches(engine: Engine, text: str) -> bool:
+def _trigram_matches(engine: Engine, text: str) -> int:
+    """The trigram table's matches of ``text``, counted up to :data:`DENSE_MATCHES` + 1 (0 on
+    PostgreSQL, or without trigrams)."""
     candidates = trace_search.fts_candidates(text) if engine.dialect.name == "sqlite" else None
     if candidates is None:
-        return False
+        return 0
+    upto = max(FEW_MATCHES, DENSE_MATCHES) + 1
     with read_session(engine) as s:
-        some = select(func.count()).select_from(candidates.limit(FEW_MATCHES + 1).subquery())
-        return int(s.scalar(some) or 0) > FEW_MATCHES
+        some = select(func.count()).select_from(candidates.limit(upto).subquery())
+        return int(s.scalar(some) or 0)
 
 
-def _filter_conditions(f: TraceFilter, dialect: str, walk: bool) -> list[ColumnElement[bool]]:
+def _filter_conditions(
+    f: TraceFilter, dialect: str, walk: bool, dense: bool
+) -> list[ColumnElement[bool]]:
     conds = [*_date_conditions(f), *_choice_conditions(f), *_score_conditions(f)]
     text = f.text.strip()
     if text:
-        conds.append(_text_condition(text, dialect, walk=walk))
+        conds.append(_text_condition(text, dialect, walk=walk, dense=dense))
     return conds + _flag_conditions(f)
 
 
@@ -384,9 +401,8 @@ def count_for_page(
             n = _count_text_only_upto(s, actor, f.text.strip(), limit)
             if n is not None:
                 return MatchCount(limit, True) if n > limit else MatchCount(n)
-        # many matches: each trace the database looks at is matched on its own text
-        walk = _many_matches(engine, f.text.strip())
-        conds = _conditions(actor, f, engine.dialect.name, walk=walk)
+        dense = _trigram_matches(engine, f.text.strip()) > DENSE_MATCHES
+        conds = _conditions(actor, f, engine.dialect.name, dense=dense)
         matches = select(TraceRow.id).where(*conds).limit(limit + 1)
         n = int(s.scalar(select(func.count()).select_from(matches.subquery())) or 0)
     return MatchCount(limit, True) if n > limit else MatchCount(n)
@@ -482,8 +498,9 @@ def list_traces(
     page = max(1, page)
     page_size = max(1, min(page_size, 500))
     text = f.text.strip()
-    walk = sort in ("newest", "oldest") and bool(text) and _many_matches(engine, text)
-    conds = _conditions(actor, f, engine.dialect.name, for_listing=True, walk=walk)
+    matches = _trigram_matches(engine, text) if sort in ("newest", "oldest") and text else 0
+    walk, dense = matches > FEW_MATCHES, matches > DENSE_MATCHES
+    conds = _conditions(actor, f, engine.dialect.name, for_listing=True, walk=walk, dense=dense)
     with read_session(engine) as s:
         if sort in ("newest", "oldest") and _text_only(f) and trace_search.fts_phrase(text) is None:
             return _list_without_trigrams(s, conds, page, page_size, sort)

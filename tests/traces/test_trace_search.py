@@ -245,12 +245,14 @@ def test_filters_and_listing_by_decision_match_the_old_query(
         assert_same(engine, f, ("newest", "oldest"))
 
 
-@pytest.mark.parametrize("few", [0, 5000])
+@pytest.mark.parametrize(("few", "dense"), [(0, 10**9), (0, 0), (5000, 50_000)])
 def test_text_search_matches_the_old_query_and_plain_python(
-    searched: tuple[Engine, list[Trace]], few: int, monkeypatch: pytest.MonkeyPatch
+    searched: tuple[Engine, list[Trace]], few: int, dense: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # few=0: every search counts as having many matches, so the list walks the time index
+    # few=0: every search counts as having many matches, so the list walks the time index;
+    # dense=0: every search counts as having a great many, so each trace's text is matched
     monkeypatch.setattr(browse, "FEW_MATCHES", few)
+    monkeypatch.setattr(browse, "DENSE_MATCHES", dense)
     engine, items = searched
     for needle in search_strings(items, seed=few):
         f = browse.TraceFilter(text=needle)
@@ -291,10 +293,11 @@ def test_the_count_from_a_listed_page() -> None:
     assert browse.count_from_listing(3, 25, 0) is None  # beyond the last page: unknown
 
 
-@pytest.mark.parametrize("limit", [0, 4, 30, 10_000])
+@pytest.mark.parametrize(("limit", "dense"), [(0, 50_000), (4, 0), (30, 50_000), (10_000, 0)])
 def test_the_pages_count_is_exact_up_to_its_limit_and_says_more_beyond(
-    searched: tuple[Engine, list[Trace]], limit: int
+    searched: tuple[Engine, list[Trace]], limit: int, dense: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(browse, "DENSE_MATCHES", dense)
     engine, items = searched
     restricted = [t for t in items if t.attributes.get("restricted")]
     needles = [*search_strings(items, seed=limit), restricted[0].trace_id]
