@@ -62,8 +62,17 @@ def text(value: str, *, label: str | None = None) -> None:
     st.text(value)
 
 
-def paginate(total: int, key: str, page_size: int = 25) -> int:
-    """A page picker; returns the 1-based page number (server-side pagination)."""
+def requested_page(key: str) -> int:
+    """The page the picker of :func:`paginate` ``key`` asks for, before it is drawn (it may
+    lie beyond the last page; paginate then moves it back)."""
+    value = st.session_state.get(f"{key}_page", 1)
+    return max(1, int(value)) if isinstance(value, int | float) else 1
+
+
+def paginate(total: int, key: str, page_size: int = 25, *, more: bool = False) -> int:
+    """A page picker; returns the 1-based page number (server-side pagination). ``more``:
+    there are more than ``total`` items (counting stopped there), said so in the caption;
+    the picker then reaches the pages of the counted items only."""
     pages = max(1, math.ceil(total / page_size))
     state_key = f"{key}_page"
     st.session_state.setdefault(state_key, 1)
@@ -75,7 +84,13 @@ def paginate(total: int, key: str, page_size: int = 25) -> int:
     with cols[1]:
         first = 0 if total == 0 else (page - 1) * page_size + 1
         last = min(total, page * page_size)
-        st.caption(f"Showing {first:,}–{last:,} of {total:,} · page {page:,} of {pages:,}")
+        if more:
+            st.caption(
+                f"Showing {first:,}–{last:,} of more than {total:,} (counting stopped there) "
+                f"· page {page:,} of more than {pages:,}"
+            )
+        else:
+            st.caption(f"Showing {first:,}–{last:,} of {total:,} · page {page:,} of {pages:,}")
     return page
 
 

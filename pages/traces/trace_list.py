@@ -18,6 +18,7 @@ from review.core.taxonomy import Taxonomy
 from review.traces import browse, display, listing
 
 P = "traces_"  # session-state prefix of the Traces page
+PAGE_SIZE = 25
 KEEP = frozenset({f"{P}report", f"{P}applied", f"{P}flash"})  # kept when the filters reset
 
 
@@ -142,15 +143,36 @@ def filters(engine: Engine, actor: Actor, tax: Taxonomy) -> tuple[browse.TraceFi
     return listing.build_filter(v), sort
 
 
+def _count(engine: Engine, actor: Actor, flt: browse.TraceFilter) -> browse.MatchCount:
+    """The matches: a text search's count stops after browse.COUNT_LIMIT, unless the user
+    asked for every match to be counted (the button, remembered for this filter)."""
+    if st.session_state.get(f"{P}count_all") == flt:
+        return browse.MatchCount(browse.count_traces(engine, actor, flt))
+    count = browse.count_for_page(engine, actor, flt)
+    if count.more and st.button(
+        "Count every match",
+        key=f"{P}count_all_button",
+        help="Counting every match of a common text reads each matching trace: seconds.",
+    ):
+        st.session_state[f"{P}count_all"] = flt
+        st.rerun()
+    return count
+
+
 def trace_list(engine: Engine, actor: Actor, tax: Taxonomy) -> None:
     """The filters and one page of the traces that match them."""
     flt, sort = filters(engine, actor, tax)
     if listing.dates_reversed(flt):
         ui.error("The “From” date is after the “To” date.")
         return
-    total = browse.count_traces(engine, actor, flt)
-    page = ui.paginate(total, "traces")
-    rows = browse.list_traces(engine, actor, flt, page=page, sort=sort)
+    # the page first: when it is the last one it gives the count (a search with few matches
+    # is then counted without reading the traces again)
+    asked = ui.requested_page("traces")
+    rows = browse.list_traces(engine, actor, flt, asked, PAGE_SIZE, sort)
+    count = browse.count_from_listing(asked, PAGE_SIZE, len(rows)) or _count(engine, actor, flt)
+    page = ui.paginate(count.n, "traces", PAGE_SIZE, more=count.more)
+    if page != asked:
+        rows = browse.list_traces(engine, actor, flt, page, PAGE_SIZE, sort)
     if not rows:
         if browse.total_traces(engine) == 0:
             st.info("No production traces yet: import a file above.")

@@ -57,15 +57,19 @@ if TYPE_CHECKING:
 __all__ = [
     "CAVEAT_REASON",
     "COLUMN_FILTERS",
+    "COUNT_LIMIT",
     "FEW_MATCHES",
     "SORTS",
     "VIEW_ROLES",
     "CitationView",
+    "MatchCount",
     "TraceFilter",
     "TraceListRow",
     "TraceView",
     "can_view",
     "caveat_condition",
+    "count_for_page",
+    "count_from_listing",
     "count_traces",
     "data_stamp",
     "facet_values",
@@ -180,12 +184,18 @@ def _like(text: str) -> str:
 
 
 def _conditions(
-    actor: Actor, f: TraceFilter, dialect: str, *, for_listing: bool = False, walk: bool = False
+    actor: Actor,
+    f: TraceFilter,
+    dialect: str,
+    *,
+    for_listing: bool = False,
+    walk: bool = False,
+    dense: bool = False,
 ) -> list[ColumnElement[bool]]:
     """The WHERE conditions of ``f`` as ``actor`` may see it, written so that the database
     can use the indexes of migration 0019 (``dialect``: the engine's, for text search;
-    ``walk``: see :func:`_text_condition`)."""
-    conds = _filter_conditions(f, dialect, walk)
+    ``walk``, ``dense``: see :func:`_text_condition`)."""
+    conds = _filter_conditions(f, dialect, walk, dense)
     if not clearance.cleared(actor):
         if for_listing or conds:
             # Wrapped so that SQLite does not pick the restricted index and then sort (or,
@@ -200,15 +210,21 @@ def _conditions(
     return conds
 
 
-def _text_condition(text: str, dialect: str, *, walk: bool = False) -> ColumnElement[bool]:
+def _text_condition(
+    text: str, dialect: str, *, walk: bool = False, dense: bool = False
+) -> ColumnElement[bool]:
     """An exact trace id, or a substring of the question or the answer in any case
     (``lower(x) LIKE lower('%text%')``). On SQLite the trigram table answers the substring
     part exactly (storage.trace_search); PostgreSQL's trigram indexes serve the condition
     itself. ``walk``: the list walks its order's index and looks each trace up among the
-    matches (many matches) instead of sorting every match (few)."""
+    matches (many matches) instead of sorting every match (few). ``dense`` (a great many
+    matches, :data:`DENSE_MATCHES`): each trace the database looks at is matched on its own
+    text, the same answer as the trigram table's, since collecting every match first to look
+    traces up among them costs more (1.1 s for a word in 70% of 1M traces) than matching the
+    few traces a walk or a bounded count reads."""
     if dialect == "postgresql" and "\x00" in text:
         return false()  # PostgreSQL text holds no NUL, so nothing matches (and none is sent)
-    candidates = trace_search.fts_candidates(text) if dialect == "sqlite" else None
+    candidates = trace_search.fts_candidates(text) if dialect == "sqlite" and not dense else None
     if candidates is None:
         like = _like(text)
         return or_(
@@ -223,22 +239,29 @@ def _text_condition(text: str, dialect: str, *, walk: bool = False) -> ColumnEle
 
 #: a text search with more trigram matches than this lists by walking the time index
 FEW_MATCHES = 5000
+#: ... and with more than this, matches each walked trace's own text (see _text_condition)
+DENSE_MATCHES = 50_000
 
 
-def _many_matches(engine: Engine, text: str) -> bool:
+def _trigram_matches(engine: Engine, text: str) -> int:
+    """The trigram table's matches of ``text``, counted up to :data:`DENSE_MATCHES` + 1 (0 on
+    PostgreSQL, or without trigrams)."""
     candidates = trace_search.fts_candidates(text) if engine.dialect.name == "sqlite" else None
     if candidates is None:
-        return False
+        return 0
+    upto = max(FEW_MATCHES, DENSE_MATCHES) + 1
     with read_session(engine) as s:
-        some = select(func.count()).select_from(candidates.limit(FEW_MATCHES + 1).subquery())
-        return int(s.scalar(some) or 0) > FEW_MATCHES
+        some = select(func.count()).select_from(candidates.limit(upto).subquery())
+        return int(s.scalar(some) or 0)
 
 
-def _filter_conditions(f: TraceFilter, dialect: str, walk: bool) -> list[ColumnElement[bool]]:
+def _filter_conditions(
+    f: TraceFilter, dialect: str, walk: bool, dense: bool
+) -> list[ColumnElement[bool]]:
     conds = [*_date_conditions(f), *_choice_conditions(f), *_score_conditions(f)]
     text = f.text.strip()
     if text:
-        conds.append(_text_condition(text, dialect, walk=walk))
+        conds.append(_text_condition(text, dialect, walk=walk, dense=dense))
     return conds + _flag_conditions(f)
 
 
@@ -332,7 +355,7 @@ def count_traces(engine: Engine, actor: Actor, f: TraceFilter) -> int:
     """How many traces match (restricted ones only count for users with clearance)."""
     require_view(actor)
     text = f.text.strip()
-    only_text = bool(text) and replace(f, text="") == TraceFilter()
+    only_text = _text_only(f)
     with read_session(engine) as s:
         if only_text and engine.dialect.name == "sqlite":
             counted = _count_text_only(s, actor, text)
@@ -344,6 +367,67 @@ def count_traces(engine: Engine, actor: Actor, f: TraceFilter) -> int:
             .where(*_conditions(actor, f, engine.dialect.name))
         )
         return int(s.scalar(stmt) or 0)
+
+
+#: a text search's count on the Traces page stops after this many matches ("more than 1,000",
+#: 40 pages): a string of one or two letters in 3% of 1M traces has its 1,000th match in the
+#: newest 3% of the table, its 10,000th in the newest third (1.4 s on PostgreSQL)
+COUNT_LIMIT = 1000
+
+
+@dataclass(frozen=True)
+class MatchCount:
+    """How many traces match, as far as they were counted: exactly ``n``, or, when ``more``,
+    more than ``n`` (counting stopped after ``n`` + 1 matches)."""
+
+    n: int
+    more: bool = False
+
+
+def count_for_page(
+    engine: Engine, actor: Actor, f: TraceFilter, limit: int | None = None
+) -> MatchCount:
+    """The count the Traces page shows: :func:`count_traces`, except that a text search
+    stops counting after ``limit`` matches (default :data:`COUNT_LIMIT`). Its matches are
+    found by reading each trace (the trigram indexes only narrow them down), so the exact
+    count of a common word takes seconds at a million traces; the first pages do not need
+    it."""
+    require_view(actor)
+    limit = COUNT_LIMIT if limit is None else limit
+    if not f.text.strip():
+        return MatchCount(count_traces(engine, actor, f))
+    with read_session(engine) as s:
+        if engine.dialect.name == "sqlite" and _text_only(f):
+            n = _count_text_only_upto(s, actor, f.text.strip(), limit)
+            if n is not None:
+                return MatchCount(limit, True) if n > limit else MatchCount(n)
+        dense = _trigram_matches(engine, f.text.strip()) > DENSE_MATCHES
+        conds = _conditions(actor, f, engine.dialect.name, dense=dense)
+        matches = select(TraceRow.id).where(*conds).limit(limit + 1)
+        n = int(s.scalar(select(func.count()).select_from(matches.subquery())) or 0)
+    return MatchCount(limit, True) if n > limit else MatchCount(n)
+
+
+def _text_only(f: TraceFilter) -> bool:
+    return bool(f.text.strip()) and replace(f, text="") == TraceFilter()
+
+
+def _count_text_only_upto(s: Session, actor: Actor, text: str, limit: int) -> int | None:
+    """:func:`_count_text_only`, or any number above ``limit`` when there are more matches
+    than that. The trigram table's matches are counted up to ``limit`` + 1 + the restricted
+    traces (a user without clearance does not see those): beyond that at least ``limit`` + 1
+    of them are visible, found without reading any trace. None: no trigrams."""
+    candidates = trace_search.fts_candidates(text)
+    if candidates is None:
+        return None
+    hidden = 0
+    if not clearance.cleared(actor):
+        restricted = select(func.count()).select_from(TraceRow).where(TraceRow.restricted.is_(True))
+        hidden = int(s.scalar(restricted) or 0)
+    upto = candidates.limit(limit + 1 + hidden).subquery()
+    if int(s.scalar(select(func.count()).select_from(upto)) or 0) > limit + hidden:
+        return limit + 1
+    return _count_text_only(s, actor, text)
 
 
 def _count_text_only(s: Session, actor: Actor, text: str) -> int | None:
@@ -414,8 +498,48 @@ def list_traces(
     page = max(1, page)
     page_size = max(1, min(page_size, 500))
     text = f.text.strip()
-    walk = sort in ("newest", "oldest") and bool(text) and _many_matches(engine, text)
-    stmt: Select[Any] = (
+    matches = _trigram_matches(engine, text) if sort in ("newest", "oldest") and text else 0
+    walk, dense = matches > FEW_MATCHES, matches > DENSE_MATCHES
+    conds = _conditions(actor, f, engine.dialect.name, for_listing=True, walk=walk, dense=dense)
+    with read_session(engine) as s:
+        if sort in ("newest", "oldest") and _text_only(f) and trace_search.fts_phrase(text) is None:
+            return _list_without_trigrams(s, conds, page, page_size, sort)
+        return _rows(s, _listing(conds, _order(sort), page, page_size))
+
+
+#: a search the trigrams cannot serve first looks among this many newest (or oldest) traces
+WINDOW = 20_000
+
+
+def _list_without_trigrams(
+    s: Session, conds: list[ColumnElement[bool]], page: int, page_size: int, sort: str
+) -> list[TraceListRow]:
+    """A page of a text search without trigrams (one or two characters), which reads each
+    trace it looks at. The newest (or oldest) :data:`WINDOW` traces first: they come first
+    in the order, so when they hold the page it is the page. Else (few matches) every trace
+    is read once and the matches sorted, instead of walking the time index to its end and
+    looking each trace up (several times slower)."""
+    edge = s.scalar(select(TraceRow.id).order_by(*_order(sort)).offset(WINDOW - 1).limit(1))
+    if edge is None:  # the window is every trace
+        return _rows(s, _listing(conds, _order(sort), page, page_size))
+    edge_at = select(TraceRow.at).where(TraceRow.id == edge).scalar_subquery()
+    if sort == "newest":
+        window = and_(TraceRow.at >= edge_at, or_(TraceRow.at > edge_at, TraceRow.id >= edge))
+    else:
+        window = and_(TraceRow.at <= edge_at, or_(TraceRow.at < edge_at, TraceRow.id <= edge))
+    rows = _rows(s, _listing([*conds, window], _order(sort), page, page_size))
+    if len(rows) == page_size:
+        return rows
+    # the same order on an expression: no index serves it, so the database reads the table
+    at = func.coalesce(TraceRow.at, TraceRow.at)
+    order = [at.desc(), TraceRow.id.desc()] if sort == "newest" else [at.asc(), TraceRow.id.asc()]
+    return _rows(s, _listing(conds, order, page, page_size))
+
+
+def _listing(
+    conds: list[ColumnElement[bool]], order: list[Any], page: int, page_size: int
+) -> Select[Any]:
+    return (
         select(
             TraceRow.id,
             TraceRow.trace_id,
@@ -430,31 +554,39 @@ def list_traces(
             TraceRow.policy_version,
             TraceRow.restricted,
         )
-        .where(*_conditions(actor, f, engine.dialect.name, for_listing=True, walk=walk))
-        .order_by(*_order(sort))
+        .where(*conds)
+        .order_by(*order)
         .limit(page_size)
         .offset((page - 1) * page_size)
     )
-    with read_session(engine) as s:
-        out: list[TraceListRow] = []
-        for r in s.execute(stmt):
-            out.append(
-                TraceListRow(
-                    r[0],
-                    r[1],
-                    _aware(r[2]),
-                    r[3] or "",
-                    r[4],
-                    r[5],
-                    r[6],
-                    r[7],
-                    r[8],
-                    r[9],
-                    r[10],
-                    bool(r[11]),
-                )
-            )
-        return out
+
+
+def _rows(s: Session, stmt: Select[Any]) -> list[TraceListRow]:
+    return [
+        TraceListRow(
+            id=r[0],
+            trace_id=r[1],
+            at=_aware(r[2]),
+            query=r[3] or "",
+            decision=r[4],
+            reason_code=r[5],
+            top_score=r[6],
+            ranking_mode=r[7],
+            hits_after_filter=r[8],
+            feedback=r[9],
+            policy_version=r[10],
+            restricted=bool(r[11]),
+        )
+        for r in s.execute(stmt)
+    ]
+
+
+def count_from_listing(page: int, page_size: int, listed: int) -> MatchCount | None:
+    """The exact count when the listed page (``listed`` rows of page ``page``) is the last
+    one: fewer rows than a page, none only on the first page. None: the page does not say."""
+    if listed < page_size and (listed > 0 or page == 1):
+        return MatchCount((page - 1) * page_size + listed)
+    return None
 
 
 def _aware(v: dt.datetime) -> dt.datetime:

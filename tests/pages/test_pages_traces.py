@@ -274,6 +274,44 @@ def test_filter_widgets(
     assert any("after the" in readable(e) for e in at.error)
 
 
+def test_a_text_searchs_count_stops_at_the_limit_and_says_so_until_asked(
+    trace_demo_url: str,
+    trace_demo_engine: Engine,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(browse, "COUNT_LIMIT", 30)
+    flt = browse.TraceFilter(text="refund")
+    exact = browse.count_traces(trace_demo_engine, _ravi(trace_demo_engine), flt)
+    assert exact > 30
+    at = page_app(trace_demo_url, monkeypatch, TRACES, RAVI).run()
+    at.text_input(key="traces_q").input("refund").run()
+    no_exception(at)
+    captions = " ".join(readable(c) for c in at.caption)
+    assert "Showing 1–25 of more than 30 (counting stopped there)" in captions
+    assert f"{exact:,}" not in captions
+    assert len(listing(at)) == 25
+    button(at, "Count every match").click().run()
+    no_exception(at)
+    captions = " ".join(readable(c) for c in at.caption)
+    assert f"Showing 1–25 of {exact:,} ·" in captions and "more than" not in captions
+    assert "Count every match" not in [b.label for b in at.button]
+    # another search counts up to the limit again
+    at.text_input(key="traces_q").input("monthly").run()
+    assert "of more than 30 (counting stopped there)" in " ".join(readable(c) for c in at.caption)
+    # a search with few matches is counted exactly
+    at.text_input(key="traces_q").input("zq-no-such-words").run()
+    no_exception(at)
+    assert any("No traces match" in readable(i) for i in at.info)
+
+
+def _ravi(engine: Engine):
+    from review.admin import users
+
+    row = users.get_by_email(engine, RAVI)
+    assert row is not None
+    return users.to_actor(row)
+
+
 def test_retention_form_and_purge(
     trace_demo_url: str,
     trace_demo_engine: Engine,

@@ -245,12 +245,14 @@ def test_filters_and_listing_by_decision_match_the_old_query(
         assert_same(engine, f, ("newest", "oldest"))
 
 
-@pytest.mark.parametrize("few", [0, 5000])
+@pytest.mark.parametrize(("few", "dense"), [(0, 10**9), (0, 0), (5000, 50_000)])
 def test_text_search_matches_the_old_query_and_plain_python(
-    searched: tuple[Engine, list[Trace]], few: int, monkeypatch: pytest.MonkeyPatch
+    searched: tuple[Engine, list[Trace]], few: int, dense: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # few=0: every search counts as having many matches, so the list walks the time index
+    # few=0: every search counts as having many matches, so the list walks the time index;
+    # dense=0: every search counts as having a great many, so each trace's text is matched
     monkeypatch.setattr(browse, "FEW_MATCHES", few)
+    monkeypatch.setattr(browse, "DENSE_MATCHES", dense)
     engine, items = searched
     for needle in search_strings(items, seed=few):
         f = browse.TraceFilter(text=needle)
@@ -261,6 +263,60 @@ def test_text_search_matches_the_old_query_and_plain_python(
                 got = set(listed(engine, actor, f, "newest"))
                 if needle.strip():
                     assert got == python_text_matches(engine, actor, needle), (needle, actor)
+
+
+@pytest.mark.parametrize("window", [1, 40, 250])
+def test_short_text_lists_from_the_newest_window_then_the_whole_table_as_before(
+    searched: tuple[Engine, list[Trace]], window: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # one or two characters: no trigrams; the list looks among the newest (oldest) `window`
+    # traces first, and reads them all when the page is not among them
+    monkeypatch.setattr(browse, "WINDOW", window)
+    engine, items = searched
+    short = [n for n in search_strings(items, seed=window) if 0 < len(n.strip()) < 3]
+    assert len(short) > 15
+    for needle in [*short, "q", "zz"]:
+        f = browse.TraceFilter(text=needle)
+        assert_same(engine, f, ("newest", "oldest"))
+        for actor in (CLEARED, UNCLEARED):
+            for page in (1, 2, 5):
+                want = old_listing(engine, actor, f, "oldest")[(page - 1) * 7 : page * 7]
+                rows = browse.list_traces(engine, actor, f, page=page, page_size=7, sort="oldest")
+                assert [r.trace_id for r in rows] == want, (needle, page)
+
+
+def test_the_count_from_a_listed_page() -> None:
+    assert browse.count_from_listing(1, 25, 0) == browse.MatchCount(0)
+    assert browse.count_from_listing(1, 25, 7) == browse.MatchCount(7)
+    assert browse.count_from_listing(3, 25, 24) == browse.MatchCount(74)
+    assert browse.count_from_listing(1, 25, 25) is None  # a full page: more may follow
+    assert browse.count_from_listing(3, 25, 0) is None  # beyond the last page: unknown
+
+
+@pytest.mark.parametrize(("limit", "dense"), [(0, 50_000), (4, 0), (30, 50_000), (10_000, 0)])
+def test_the_pages_count_is_exact_up_to_its_limit_and_says_more_beyond(
+    searched: tuple[Engine, list[Trace]], limit: int, dense: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(browse, "DENSE_MATCHES", dense)
+    engine, items = searched
+    restricted = [t for t in items if t.attributes.get("restricted")]
+    needles = [*search_strings(items, seed=limit), restricted[0].trace_id]
+    for needle in needles:
+        for f in (
+            browse.TraceFilter(text=needle),
+            browse.TraceFilter(text=needle, customer_tier="team"),
+            browse.TraceFilter(text=needle, restricted_only=True),
+        ):
+            for actor in (CLEARED, UNCLEARED):
+                exact = browse.count_traces(engine, actor, f)
+                got = browse.count_for_page(engine, actor, f, limit=limit)
+                bounded = exact > limit and needle.strip()  # blank text: no text search
+                want = browse.MatchCount(limit, True) if bounded else browse.MatchCount(exact)
+                assert got == want, (needle, f, actor.clearance)
+    # without text the count is exact whatever the limit
+    for actor in (CLEARED, UNCLEARED):
+        got = browse.count_for_page(engine, actor, browse.TraceFilter(), limit=3)
+        assert got == browse.MatchCount(browse.count_traces(engine, actor, browse.TraceFilter()))
 
 
 def test_search_follows_a_purge_and_a_reimport(searched: tuple[Engine, list[Trace]]) -> None:
