@@ -512,6 +512,12 @@ def _judge_the_rest(pg: Any) -> None:
         pg.evaluate(MARK)
         pg.locator("body").press("1" if unjudged else "j")
         _wait_idle(pg)
+    verdicts = pg.get_by_role("radiogroup", name="Verdict")
+    if verdicts.count() and not verdicts.get_by_role("radio", checked=True).count():
+        pg.evaluate(MARK)  # an answer judged supported claim by claim: a supported answer
+        pg.get_by_text("Supported answer", exact=True).first.click()
+        _wait_idle(pg)
+        return
     stage = pg.locator("[data-testid='stMultiSelect']").filter(has_text="Where it failed")
     if stage.count():
         pg.evaluate(MARK)
@@ -548,12 +554,25 @@ def _propose(pg: Any) -> None:
     pg.get_by_role("button", name="Propose for sign-off").click()
 
 
+def _unsigned_proposal(pg: Any) -> Any:
+    """The first pending proposal this person has not signed yet (it asks for a reason)."""
+    return (
+        pg.locator("[class*='st-key-thr_proposal_']")
+        .filter(has=pg.get_by_label(re.compile(r"^Reason")))
+        .first
+    )
+
+
 def _sign_prepare(pg: Any, attempt: int) -> None:
-    item = pg.locator("[class*='st-key-thr_proposal_']").first
-    item.get_by_label(re.compile(r"^Reason")).fill("Browser benchmark: compliance signs.")
+    item = _unsigned_proposal(pg)
+    item.get_by_label(re.compile(r"^Reason")).first.fill("Browser benchmark: compliance signs.")
     sure = item.get_by_text("I approve this change although it fails these targets")
     if sure.count():
-        sure.click()
+        sure.first.click()
+
+
+def _approve(pg: Any) -> None:
+    _unsigned_proposal(pg).get_by_role("button", name="Approve").first.click()
 
 
 def _sign() -> Journey:
@@ -562,9 +581,7 @@ def _sign() -> Journey:
         (
             Step(
                 "thresholds.sign", "Thresholds", "sign a proposal (compliance approves)",
-                lambda pg: pg.locator("[class*='st-key-thr_proposal_']").first.get_by_role(
-                    "button", name="Approve"
-                ).click(),
+                _approve,
                 check=_shows(re.compile(r"approved as compliance")),
             ),
         ),
@@ -583,10 +600,11 @@ def _runs() -> Journey:
 
 
 def _compare(pg: Any) -> None:
+    """On the Compare tab, Run B set to a third run (A and B start as the two newest)."""
     pg.get_by_role("tab", name="Compare two runs").click()
-    panel = pg.get_by_role("tabpanel", name="Compare two runs")
-    panel.get_by_role("combobox").nth(1).click()
-    pg.get_by_role("option").nth(1).click()
+    pg.get_by_role("combobox", name="Run B (after)").first.click()
+    options = pg.get_by_role("option")
+    options.nth(2 if options.count() > 2 else 1).click()
 
 
 def _traces() -> Journey:
