@@ -51,6 +51,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -65,6 +66,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import figures  # noqa: E402
+from tests.helpers.browser import CHROMIUM_ARGS  # noqa: E402  (the browser tests' flags)
 
 __all__ = ["Measure", "Step", "main", "render_engines", "steps"]
 
@@ -81,15 +83,6 @@ REVIEWER = "ravi.menon@brightwave.example"
 OWNER = "omar.haddad@brightwave.example"
 COMPLIANCE = "chen.li@brightwave.example"
 
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 # Logs, with the page's clock (performance.now()), every change of Streamlit's script state
 # and every message from the server: a fragment's rerun (a decision key on Label) leaves the
@@ -1124,6 +1117,8 @@ def measure(
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    # stopped with SIGTERM, the run still stops the servers it started (finally blocks)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     args = parse_args(argv)
     if args.table:
         recs = [figures.load_record(Path(p)) for p in args.table]
