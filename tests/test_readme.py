@@ -157,3 +157,17 @@ def test_the_parallel_check_figures_are_the_code_s() -> None:
         f"a canonical JSONL file of {mib} MiB or\nmore is checked in parts, one process per "
         f"core (up to {importparts.MAX_PARTS})" in README
     )
+
+
+def test_the_browser_table_is_the_recorded_runs_of_both_engines() -> None:
+    """README's table of what a person waits for is what `benchmarks/browser.py --table`
+    prints for the two recorded runs (SQLite and PostgreSQL)."""
+    from benchmarks import browser, figures
+
+    sources = [
+        "benchmarks/recorded/browser-sqlite.json",
+        "benchmarks/recorded/browser-postgresql.json",
+    ]
+    table = browser.render_engines([figures.load_record(ROOT / p) for p in sources], sources)
+    body = table.split("\n", 2)[2]  # without its title
+    assert body in README, "run `benchmarks/browser.py --table` and paste its table into README"
