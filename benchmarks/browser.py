@@ -943,19 +943,7 @@ def render_engines(records: Sequence[dict[str, Any]], sources: Sequence[str]) ->
         "| Page | What | Target | " + " | ".join(f"{label} | Met" for label in labels) + " |",
         "|---|---|---|" + "---:|---|" * len(labels),
     ]
-    per = [{f.key: f for f in figures.figures_of(r)} for r in records]
-    refs = [figures.references_of(r) for r in records]
-    order: list[str] = []
-    for p in per:
-        order += [k for k in p if k not in order]
-    for key in order:
-        first = next(p[key] for p in per if key in p)
-        target = next((p[key].target for p in per if key in p and p[key].target), None)
-        cells = [first.area, first.what, target.text if target else ""]
-        for p, run_refs in zip(per, refs, strict=True):
-            fig = p.get(key)
-            cells += [_fig_cell(fig, run_refs), _met_cell(fig, run_refs)]
-        lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
+    lines += figures.side_by_side_rows(records, _fig_cell, _met_cell)
     return "\n".join(lines) + "\n"
 
 

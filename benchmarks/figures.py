@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,6 @@ __all__ = [
     "compare",
     "cpu_ratio",
     "engine_label",
-    "figures_of",
     "load_record",
     "make_record",
     "met",
@@ -38,6 +37,7 @@ __all__ = [
     "render_engines",
     "render_figures",
     "save_record",
+    "side_by_side_rows",
     "target_s",
     "work_cpu",
 ]
@@ -175,11 +175,6 @@ def load_record(path: Path) -> dict[str, Any]:
 def references_of(record: dict[str, Any]) -> dict[str, Reference]:
     """A record's references by key."""
     return _refs(record)
-
-
-def figures_of(record: dict[str, Any]) -> list[Figure]:
-    """A record's figures, in the order they were measured."""
-    return _figs(record)
 
 
 def _refs(record: dict[str, Any]) -> dict[str, Reference]:
@@ -433,17 +428,31 @@ def render_engines(records: Sequence[dict[str, Any]], sources: Sequence[str]) ->
         "| Area | What | Target | " + " | ".join(f"{label} | Met" for label in labels) + " |",
         "|---|---|---|" + "---:|---|" * len(labels),
     ]
+    lines += side_by_side_rows(
+        records, _engine_cell, lambda fig, refs: _met(fig, refs) if fig else ""
+    )
+    return "\n".join(lines) + "\n"
+
+
+Cell = Callable[[Figure | None, dict[str, Reference]], str]
+
+
+def side_by_side_rows(records: Sequence[dict[str, Any]], cell: Cell, met_cell: Cell) -> list[str]:
+    """The body rows of a table of several runs side by side: each figure once, in the order
+    the runs first measured it, with its area, what, target, and per run ``cell`` and
+    ``met_cell`` of the run's figure (None where that run lacks it) and its references."""
     figs = [{f.key: f for f in _figs(r)} for r in records]
     refs_all = [_refs(r) for r in records]
     order: list[str] = []
     for per in figs:
         order += [k for k in per if k not in order]
+    lines = []
     for key in order:
         first = next(per[key] for per in figs if key in per)
         target = next((per[key].target for per in figs if key in per and per[key].target), None)
         cells: list[str] = [first.area, first.what, target.text if target else ""]
         for per, refs in zip(figs, refs_all, strict=True):
             fig = per.get(key)
-            cells += [_engine_cell(fig, refs), _met(fig, refs) if fig else ""]
+            cells += [cell(fig, refs), met_cell(fig, refs)]
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
-    return "\n".join(lines) + "\n"
+    return lines
