@@ -15,7 +15,9 @@ scale.py's database holds).
 What is timed, each the median of ``--repeat`` tries:
 
 - **every page's first view** (a new browser tab opening the page's address, after one untimed
-  visit that warms the server's caches and the browser's copy of Streamlit's static files) and
+  visit that warms the server's caches and the browser's copy of Streamlit's static files: it
+  includes starting Streamlit's frontend), the same page **reached from the sidebar** (from
+  another page of the menu in the open tab, as a person moves between pages while working) and
   its **rerun** (the ``r`` key, Streamlit's own rerun);
 - **the common interactions**: a decision key and a submit on Label, adjudicating an item,
   creating an audit plan, drawing it, taking a trace from the queue, a claim key and saving a
@@ -31,8 +33,8 @@ the script run finished and no other run followed within a quiet spell (the app'
 (the serve.py process: on SQLite the SQL runs in it), the **database server's CPU** (on
 PostgreSQL: the postmaster and its backends) and **the browser's CPU** (every chromium
 process). Each is printed with its ratio to the reference measured in the same run: the same
-measurement on a minimal Streamlit app (a title and a button) served the same way, first view
-for first views and rerun for everything else. A machine busy with other work slows a figure
+measurement on a minimal Streamlit app (two pages of a title and a button) served the same way:
+first view for first views, a switch from its sidebar for the sidebar, rerun for the rest. A machine busy with other work slows a figure
 and its reference alike, so runs are compared by that ratio: every run first prints the
 regressions against ``benchmarks/recorded/browser-ENGINE.json`` (``--record`` writes it), then
 the improvements, then the table with each row's target and whether it is met: every page's
@@ -778,21 +780,45 @@ def time_views(
     out: list[Timed] = []
     for area, path, user in pages:
         first = Timed(f"view.{path}", area, "first view", [], WALL_TARGET, "first view")
+        switch = Timed(f"switch.{path}", area, "from the sidebar", [], WALL_TARGET, "switch")
         again = Timed(f"rerun.{path}", area, "rerun (r)", [], WALL_TARGET, "rerun")
         try:
             for attempt in range(repeat + 1):
                 pg = br.page(user)
                 m = meter.navigation(pg, br.url(path, user))
                 r = meter.action(pg, _rerun_key(pg))
+                # away to another page of the menu (untimed), then back from the sidebar
+                meter.action(pg, sidebar_link(pg, path, away=True).click)
+                s = meter.action(pg, sidebar_link(pg, path).click)
                 pg.close()
                 if attempt:  # the first visit warms the caches
                     first.tries.append(m)
                     again.tries.append(r)
+                    switch.tries.append(s)
         except Exception as exc:  # a failed page is a figure with its error
-            first.error = again.error = f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
-        log(f"  {area}: first view {_brief(first)}; rerun {_brief(again)}")
-        out += [first, again]
+            first.error = again.error = switch.error = (
+                f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
+            )
+        log(
+            f"  {area}: first view {_brief(first)}; from the sidebar {_brief(switch)}; "
+            f"rerun {_brief(again)}"
+        )
+        out += [first, switch, again]
     return out
+
+
+def sidebar_link(pg: Any, path: str, away: bool = False) -> Any:
+    """The sidebar menu's link to the page at ``path`` (with ``away``: the first link to any
+    other page), as a person clicks it: Streamlit switches pages in the open tab, without
+    loading its frontend again."""
+    links = pg.locator('[data-testid="stSidebarNav"] a')
+    links.first.wait_for()
+    for i in range(links.count()):
+        link = links.nth(i)
+        href = (link.get_attribute("href") or "").split("?")[0].rstrip("/")
+        if href.endswith("/" + path) != away:
+            return link
+    raise RuntimeError(f"the sidebar has no link {'away from' if away else 'to'} {path!r}")
 
 
 def time_journeys(br: Browser, meter: Meter, chosen: Sequence[Journey], repeat: int) -> list[Timed]:
@@ -873,18 +899,23 @@ def time_reference(br: Browser, meter: Meter, base: str, repeat: int) -> list[fi
     """The minimal app's first view and rerun, measured like the workbench's pages."""
     first: list[Measure] = []
     again: list[Measure] = []
+    switch: list[Measure] = []
     for attempt in range(repeat + 1):
         pg = br.browser.new_page()
         pg.add_init_script(WATCH_RUNS)
         m = meter.navigation(pg, base)
         r = meter.action(pg, _rerun_key(pg))
+        meter.action(pg, sidebar_link(pg, "other").click)  # its second page, then back
+        s = meter.action(pg, sidebar_link(pg, "other", away=True).click)
         pg.close()
         if attempt:
             first.append(m)
             again.append(r)
+            switch.append(s)
     what = "the same measurement of a Streamlit page with a title and a button"
     return [
         _reference("first view", f"{what}: first view (median of {repeat})", first),
+        _reference("switch", f"{what}: from the sidebar (median of {repeat})", switch),
         _reference("rerun", f"{what}: rerun (r) (median of {repeat})", again),
     ]
 

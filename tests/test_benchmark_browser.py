@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 
 from benchmarks import browser, figures
 from benchmarks.figures import Figure, Reference
@@ -115,3 +116,21 @@ def test_the_meter_times_a_rerun_and_refuses_an_action_that_starts_none(tmp_path
                 meter.action(
                     pg, lambda: pg.get_by_role("heading", name="Reference").click(), timeout_ms=3000
                 )
+
+
+@pytest.mark.browser
+def test_a_page_reached_from_the_sidebar_is_timed_in_the_open_tab(tmp_path: Path) -> None:
+    with browser.serve(browser.REFERENCE_APP, {}, tmp_path / "ref.log") as (base, pid):
+        meter = browser.Meter(browser.CpuOf(pid), browser.CpuOf(None), browser.CpuOf(os.getpid()))
+        with chromium_page() as pg:
+            pg.add_init_script(browser.WATCH_RUNS)
+            meter.navigation(pg, base)
+            went = meter.action(pg, browser.sidebar_link(pg, "other").click)
+            assert went.wall_s > 0 and went.server_cpu_s is not None
+            expect(pg.get_by_role("heading", name="Other")).to_be_visible()
+            # the way back: the first menu link to any page but "other", in the same tab
+            back = meter.action(pg, browser.sidebar_link(pg, "other", away=True).click)
+            assert back.wall_s > 0
+            expect(pg.get_by_role("heading", name="Reference")).to_be_visible()
+            with pytest.raises(RuntimeError, match="no link to 'nowhere'"):
+                browser.sidebar_link(pg, "nowhere")
