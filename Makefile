@@ -1,10 +1,12 @@
-# Two commands: `make run` (set up, migrate, load the demo, start on :8501) and `make test`.
+# Two commands: `make run` (set up, migrate, load the demo, start on :8501 or PORT) and `make test`.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-# Where the app listens: this machine only, unless opened (`make run ADDRESS=0.0.0.0`).
+# Where the app listens: this machine only, unless opened (`make run ADDRESS=0.0.0.0`), on
+# port 8501 unless told otherwise (`make run PORT=8600`).
 ADDRESS ?= 127.0.0.1
+PORT    ?= 8501
 
 .PHONY: run test soak install lint bench clean
 # How long the 8-process concurrency tests hammer each database: short in `make test` (it must
@@ -23,7 +25,7 @@ install: $(STAMP)
 run: install
 	$(BIN)/workbench migrate
 	$(BIN)/workbench seed-demo --if-empty
-	$(BIN)/python serve.py --server.address $(ADDRESS) --server.port 8501 \
+	$(BIN)/python serve.py --server.address $(ADDRESS) --server.port $(PORT) \
 		--server.headless true \
 		--browser.gatherUsageStats false
 

@@ -171,3 +171,24 @@ def test_the_browser_table_is_the_recorded_runs_of_both_engines() -> None:
     table = browser.render_engines([figures.load_record(ROOT / p) for p in sources], sources)
     body = table.split("\n", 2)[2]  # without its title
     assert body in README, "run `benchmarks/browser.py --table` and paste its table into README"
+
+
+def test_make_run_listens_where_port_and_address_say() -> None:
+    """`make run PORT=8600 ADDRESS=...` are the Makefile's own variables (a dry run prints the
+    command it would start), and the README says so."""
+    import shutil
+    import subprocess
+
+    make = shutil.which("make")
+    assert make is not None
+    out = subprocess.run(
+        [make, "-n", "-W", "pyproject.toml", "run", "PORT=8600", "ADDRESS=0.0.0.0"],
+        cwd=ROOT, capture_output=True, text=True, check=True, timeout=60,
+    ).stdout  # fmt: skip
+    serve = next(line for line in out.splitlines() if "serve.py" in line)
+    assert "--server.port 8600" in serve and "--server.address 0.0.0.0" in serve
+    default = subprocess.run(
+        [make, "-n", "run"], cwd=ROOT, capture_output=True, text=True, check=True, timeout=60
+    ).stdout
+    assert "--server.port 8501 " in default and "--server.address 127.0.0.1 " in default
+    assert "make run PORT=" in README and "make run ADDRESS=" in README
