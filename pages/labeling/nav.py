@@ -8,10 +8,11 @@ from __future__ import annotations
 import streamlit as st
 
 from pages import ui
+from pages.labeling import cached
 from review.core import readable
 from review.core.database import database_url
 from review.core.taxonomy import Taxonomy
-from review.labels import counts, keys, labeling, queue
+from review.labels import keys, labeling, queue
 
 ANY = ""
 # No category filter on the page: a case's category is the author's suggestion, and picking
@@ -249,27 +250,9 @@ def active_filters() -> int:
     return sum(1 for f in FILTERS if st.session_state.get(f"lab_f_{f}"))
 
 
-@st.cache_data(ttl=600, show_spinner=False, max_entries=64)
-def _label_counts(
-    url: str, stamp: tuple[int, ...], email: str, overlap: int, q: queue.QueueFilter
-) -> counts.LabelCounts:
-    """The label counts of my part of the queue, kept until a label, a case or the setting
-    changes (``stamp``, read from the database on every run: another person's label or
-    another server's moves it); reservations are read fresh by ``counts.queue_progress``."""
-    return counts.label_counts(ui.engine(), ui.actor(), overlap, q)
-
-
-def my_progress() -> tuple[labeling.Progress, int]:
-    """My progress and the team's, and how many cases my queue holds (within the filters)."""
-    engine, actor, q = ui.engine(), ui.actor(), queue_filter()
-    overlap = labeling.get_settings(engine).overlap
-    kept = _label_counts(database_url(), counts.stamp(engine), actor.email, overlap, q)
-    return counts.queue_progress(engine, actor, kept, q)
-
-
 def bar(tax: Taxonomy) -> None:
     """Progress (mine and the team's, within the filters), filters and the keys button."""
-    prog, left = my_progress()
+    prog, left = cached.queue_progress(ui.engine(), ui.actor(), queue_filter())
     with st.container(horizontal=True, gap="small", vertical_alignment="center"):
         if prog.ready_cases == 0:
             progress = "No ready cases to label" + (

@@ -80,11 +80,12 @@ def _per_case(email: str, case_ids: Any) -> Any:
 
 
 def label_counts(
-    engine: Engine, actor: Actor, overlap: int, queue: QueueFilter = NO_FILTER
+    engine: Engine, email: str, overlap: int, queue: QueueFilter = NO_FILTER
 ) -> LabelCounts:
-    """The label counts of the ready cases ``queue`` names, in one pass over their labels."""
+    """The label counts of the ready cases ``queue`` names, for the annotator ``email``, in
+    one pass over their labels."""
     ready_ids = select(Case.id).where(Case.status == CaseStatus.ready, *queue.conditions())
-    per = _per_case(actor.email, ready_ids).subquery()
+    per = _per_case(email, ready_ids).subquery()
     full = per.c.n >= overlap
     with read_session(engine) as s:
         ready = int(s.scalar(select(func.count()).select_from(ready_ids.subquery())) or 0)

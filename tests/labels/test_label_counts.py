@@ -26,7 +26,7 @@ def _check(
 ) -> None:
     overlap = labeling.get_settings(engine).overlap
     for who in (INES, TOM, SAM):
-        kept = counts.label_counts(engine, who, overlap, q)
+        kept = counts.label_counts(engine, who.email, overlap, q)
         prog, left = counts.queue_progress(engine, who, kept, q, now=now)
         if now is None:
             assert prog == labeling.progress(engine, who, q), who.email
