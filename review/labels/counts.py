@@ -33,7 +33,15 @@ from review.labels.queue import NO_FILTER, QueueFilter
 from storage.db import read_session
 from storage.models import AuditLog, Case, Label, Reservation, utcnow
 
-__all__ = ["Kept", "LabelCounts", "kept_counts", "label_counts", "queue_progress", "stamp"]
+__all__ = [
+    "Kept",
+    "LabelCounts",
+    "advance",
+    "kept_counts",
+    "label_counts",
+    "queue_progress",
+    "stamp",
+]
 
 #: audit-log actions that leave the cases as they were (a label, a gold label)
 _LABEL_ONLY = ("label", "adjudicate")
@@ -135,13 +143,13 @@ def kept_counts(
     if kept is not None and kept.counts.overlap == overlap:
         if kept.stamp == now:
             return kept
-        moved = _advance(engine, email, queue, kept, now)
+        moved = advance(engine, email, queue, kept, now)
         if moved is not None:
             return Kept(now, moved)
     return Kept(now, label_counts(engine, email, overlap, queue, upto=now[1]))
 
 
-def _advance(
+def advance(
     engine: Engine, email: str, queue: QueueFilter, kept: Kept, now: tuple[int, ...]
 ) -> LabelCounts | None:
     """``kept`` moved by the labels added since, or None when more than labels changed:

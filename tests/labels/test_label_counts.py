@@ -45,22 +45,7 @@ def _check(
             assert prog == labeling.progress(engine, who, q), who.email
             assert left == labeling.queue_size(engine, who, q), who.email
         else:  # the rule's own clock: the queue as it will be at ``now``
-            assert left == _queue_size_at(engine, who, q, now), who.email
-
-
-def _queue_size_at(engine: Engine, who: Actor, q: queue.QueueFilter, now: dt.datetime) -> int:
-    from sqlalchemy import func, select
-
-    from storage.db import read_session
-
-    cfg = labeling.get_settings(engine)
-    with read_session(engine) as s:
-        ids = (
-            labeling._open_cases(who, now, cfg.overlap, held_by_me_counts=True)
-            .where(*q.conditions())
-            .subquery()
-        )
-        return int(s.scalar(select(func.count()).select_from(ids)) or 0)
+            assert left == labeling.queue_size(engine, who, q, now=now), who.email
 
 
 def test_counts_equal_the_rules_through_the_queue(
@@ -128,13 +113,13 @@ def test_kept_counts_move_by_the_labels_added_and_count_again_after_other_change
     labeling.submit(demo_engine, TOM, case, ANSWER, None, tax)
     now = counts.stamp(demo_engine)
     # labels alone since: moved, not counted again
-    moved = counts._advance(demo_engine, INES.email, queue.NO_FILTER, first, now)
+    moved = counts.advance(demo_engine, INES.email, queue.NO_FILTER, first, now)
     assert moved == counts.label_counts(demo_engine, INES.email, overlap)
     assert moved is not None and moved.mine == first.counts.mine + 1
     # a change of the labeling setting (not a label): counted again
     cfg = labeling.get_settings(demo_engine)
     labeling.set_settings(demo_engine, admin, overlap, 10, cfg.version)
     assert (
-        counts._advance(demo_engine, INES.email, queue.NO_FILTER, first, counts.stamp(demo_engine))
+        counts.advance(demo_engine, INES.email, queue.NO_FILTER, first, counts.stamp(demo_engine))
         is None
     )
