@@ -7,7 +7,9 @@ import pandas as pd
 import streamlit as st
 
 from pages import ui
+from pages.labeling import cached
 from review.core import clearance
+from review.core.identity import Permission
 from review.core.taxonomy import Taxonomy
 from review.monthly.overview import Overview, build_overview
 
@@ -91,7 +93,9 @@ def ready_cases(ov: Overview, tax: Taxonomy) -> None:
 def main() -> None:
     actor = ui.actor()
     tax = ui.tax()
-    ov = build_overview(ui.engine(), actor, tax)
+    engine = ui.engine()
+    left = cached.queue_progress(engine, actor)[1] if actor.can(Permission.label) else None
+    ov = build_overview(engine, actor, tax, labels_left=left)
     st.title("Overview")
     st.caption(
         f"Signed in as {ui.plain(actor.name)} "

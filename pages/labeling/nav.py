@@ -8,6 +8,7 @@ from __future__ import annotations
 import streamlit as st
 
 from pages import ui
+from pages.labeling import cached
 from review.core import readable
 from review.core.database import database_url
 from review.core.taxonomy import Taxonomy
@@ -251,9 +252,7 @@ def active_filters() -> int:
 
 def bar(tax: Taxonomy) -> None:
     """Progress (mine and the team's, within the filters), filters and the keys button."""
-    engine, actor, q = ui.engine(), ui.actor(), queue_filter()
-    prog = labeling.progress(engine, actor, q)
-    left = labeling.queue_size(engine, actor, q)
+    prog, left = cached.queue_progress(ui.engine(), ui.actor(), queue_filter())
     with st.container(horizontal=True, gap="small", vertical_alignment="center"):
         if prog.ready_cases == 0:
             progress = "No ready cases to label" + (

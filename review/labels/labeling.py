@@ -166,11 +166,17 @@ def next_case(
     return run_write(engine, work)
 
 
-def queue_size(engine: Engine, actor: Actor, queue: QueueFilter = NO_FILTER) -> int:
+def queue_size(
+    engine: Engine,
+    actor: Actor,
+    queue: QueueFilter = NO_FILTER,
+    now: dt.datetime | None = None,
+) -> int:
     """How many ready cases my queue (the part ``queue`` names) still holds (not labeled by
-    me, below the overlap counting other people's live reservations, or held by me)."""
+    me, below the overlap counting other people's live reservations, or held by me); at
+    ``now`` (default: the present), for the reservations live then."""
     cfg = get_settings(engine)
-    t = utcnow()
+    t = now or utcnow()
     with read_session(engine) as s:
         ids = (
             _open_cases(actor, t, cfg.overlap, held_by_me_counts=True)

@@ -43,7 +43,12 @@ class Overview:
     attention: list[Attention]
 
 
-def build_overview(engine: Engine, actor: Actor, tax: Taxonomy) -> Overview:
+def build_overview(
+    engine: Engine, actor: Actor, tax: Taxonomy, *, labels_left: int | None = None
+) -> Overview:
+    """The landing page's figures for ``actor``. ``labels_left``: the size of their labeling
+    queue (labeling.queue_size) when the caller has it already (the page keeps its costly
+    part under a data stamp); counted here otherwise."""
     with read_session(engine) as s:
         doc_current = int(
             s.scalar(select(func.count(Document.id)).where(Document.is_current.is_(True))) or 0
@@ -133,7 +138,7 @@ def build_overview(engine: Engine, actor: Actor, tax: Taxonomy) -> Overview:
                 )
         if total == 0:
             attention.append(Attention("No cases yet: create one or import a JSONL file.", "cases"))
-    attention.extend(_work_waiting(engine, actor))
+    attention.extend(_work_waiting(engine, actor, labels_left))
     if actor.can(Permission.manage_users) and users < 2:
         attention.append(
             Attention(
@@ -158,7 +163,7 @@ def build_overview(engine: Engine, actor: Actor, tax: Taxonomy) -> Overview:
     )
 
 
-def _work_waiting(engine: Engine, actor: Actor) -> list[Attention]:
+def _work_waiting(engine: Engine, actor: Actor, labels_left: int | None) -> list[Attention]:
     """What waits for this person: cases to label, disagreements to adjudicate, open audit
     batches, policy and wording changes to sign."""
     from review.audits import plans
@@ -166,7 +171,7 @@ def _work_waiting(engine: Engine, actor: Actor) -> list[Attention]:
 
     out: list[Attention] = []
     if actor.can(Permission.label):
-        n = labeling.queue_size(engine, actor)
+        n = labeling.queue_size(engine, actor) if labels_left is None else labels_left
         if n:
             out.append(Attention(f"{n} ready case(s) still need your label.", "labeling"))
     if actor.can(Permission.adjudicate):
