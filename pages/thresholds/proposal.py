@@ -10,10 +10,11 @@ import streamlit as st
 from sqlalchemy import Engine
 
 from pages import ui
+from pages.thresholds import cached
 from review.core.identity import Actor, Permission
 from review.policy import signoff
 from review.policy.inforce import PolicyInForce
-from review.policy.policy import parse_policy, replace_thresholds
+from review.policy.policy import replace_thresholds
 from review.thresholds import display, thresholds
 from review.thresholds import replay as trace_replay
 from review.thresholds.caveat import CaveatCalibration
@@ -42,9 +43,7 @@ def replay_section(
         proposed_text = replace_thresholds(
             pif.text, mode, refuse_below=float(proposed), caveat_below=float(caveat)
         )
-        replay = trace_replay.replay_traces(
-            engine, actor, pif.policy, parse_policy(proposed_text, "proposal")
-        )
+        replay = cached.replay(engine, actor, pif, proposed_text)
         banner = trace_replay.lacking_banner(replay.missing_signals)
         if banner:
             st.warning(ui.plain(banner))
