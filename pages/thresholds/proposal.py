@@ -20,9 +20,6 @@ from review.thresholds import replay as trace_replay
 from review.thresholds.caveat import CaveatCalibration
 from review.thresholds.thresholds import Analysis
 
-#: The message of a proposal just made, shown after the page is drawn again.
-PROPOSED = "thr_made_flash"
-
 
 @st.fragment(key="thr_replay_section")
 def replay_section(
@@ -91,9 +88,6 @@ def propose_form(
             else ""
         )
         go = st.form_submit_button("Propose for sign-off", type="primary")
-    flash = st.session_state.pop(PROPOSED, None)
-    if flash:  # a proposal just made (the page was drawn again since)
-        st.success(ui.plain(flash))
     if go:
         with ui.reported():
             # the figures the author saw, on the source every signer will see them on
@@ -111,10 +105,11 @@ def propose_form(
                 override_note=override or None,
                 snapshot=snapshot,
             )
-            # the whole page again (this tab is a fragment): the Sign-off and History tabs
-            # list the new proposal; the message is shown under this form
-            st.session_state[PROPOSED] = (
+            # said under this form, with no rerun: nothing drawn on this tab depends on the
+            # pending proposals, and the Sign-off and History tabs, which list them, are
+            # drawn afresh when opened (lazy tabs); a rerun of the whole page drew the
+            # figures above a second time
+            st.success(
                 f"Proposed as version {signoff.get_version(engine, vid).number:d}."
                 " A product owner and compliance, not you, must approve it."
             )
-            st.rerun(scope="app")
