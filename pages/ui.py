@@ -198,3 +198,20 @@ def file_upload(label: str, kind: str, **kwargs: Any) -> Any:
     files = st.file_uploader(label, max_upload_size=uploads.widget_limit_mb(), **kwargs)
     st.caption(plain(uploads.limit_note(kind)))
     return files
+
+
+def in_fragment_run() -> bool:
+    """Whether this run is a fragment's own (a click in it), not the whole page's."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    return bool(ctx is not None and ctx.fragment_ids_this_run)
+
+
+def rerun_here() -> None:
+    """Run again the fragment this code runs in when the run is that fragment's, else the
+    whole page (a full run draws the fragment too: Streamlit refuses a fragment-scoped
+    rerun there)."""
+    if in_fragment_run():
+        st.rerun(scope="fragment")
+    st.rerun()

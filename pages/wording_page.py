@@ -2,7 +2,8 @@
 versions, history, and the production check of what the assistant actually said.
 
 The tabs live in pages/wording/; this page reads the wording in force and the session's
-draft once per run and hands them to each tab."""
+draft once per run and hands them to each tab; the Production check tab is drawn only while
+it is open (its count reads every trace)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,18 @@ from review.wording import terms as wording_terms
 from review.wording.versions import WordingInForce
 
 TABS = ["Edit and propose", "Sign-off", "Compare versions", "History", "Production check"]
+#: The session key of the open tab (its label).
+TAB_KEY = "wd_tab"
+#: The value widgets of the Production check tab (drawn only while open): the rule, the
+#: page and the trace picked.
+KEPT = ("wd_prod_rule", "wd_prod_page", "wd_prod_trace")
+
+
+def _keep_widget_state() -> None:
+    """Streamlit forgets the state of a widget a run does not draw: set here again, the
+    Production check's picks are as the person left them when they come back to its tab."""
+    for key in [k for k in st.session_state if k in KEPT]:
+        st.session_state[key] = st.session_state[key]
 
 
 def _in_force(engine: Engine) -> WordingInForce | None:
@@ -67,7 +80,10 @@ def main() -> None:
     if current is None:
         return
     ctx = _context(engine, actor, current)
-    tab_edit, tab_sign, tab_cmp, tab_hist, tab_prod = st.tabs(TABS)
+    _keep_widget_state()
+    # the production check counts the refusal texts of every trace (an aggregate over the
+    # traces: the largest part of a run at 1M traces): drawn only while its tab is open
+    tab_edit, tab_sign, tab_cmp, tab_hist, tab_prod = st.tabs(TABS, key=TAB_KEY, on_change="rerun")
     with tab_edit:
         edit_tab(ctx)
     with tab_sign:
@@ -76,8 +92,9 @@ def main() -> None:
         compare_tab(ctx)
     with tab_hist:
         history_tab(ctx)
-    with tab_prod:
-        production_tab(ctx)
+    if tab_prod.open:
+        with tab_prod:
+            production_tab(ctx)
 
 
 if __name__ == "__main__":

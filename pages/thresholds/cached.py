@@ -14,10 +14,15 @@ import pandas as pd
 import streamlit as st
 from sqlalchemy import Engine
 
+from review.core import clearance
+from review.core.identity import Actor
 from review.core.taxonomy import Taxonomy
 from review.evaluation import evalruns
-from review.policy.policy import NoAnswerPolicy, policy_sha256
+from review.policy.inforce import PolicyInForce
+from review.policy.policy import NoAnswerPolicy, parse_policy, policy_sha256
 from review.policy.selective import sweep_by_slice
+from review.thresholds import replay as trace_replay
+from review.traces import browse
 
 
 @st.cache_data(ttl=600, show_spinner=False, max_entries=16)
@@ -61,4 +66,43 @@ def slice_sweeps(
         return sweep_by_slice(frame[frame["split"] == split], policy.costs)
     return _slice_sweeps(
         frame, policy, str(engine.url), stamp, mode, split, policy_sha256(policy_text)
+    )
+
+
+@st.cache_data(ttl=600, show_spinner=False, max_entries=8)
+def _replay(
+    _engine: Engine,
+    _actor: Actor,
+    _current: NoAnswerPolicy,
+    url: str,
+    stamp: tuple[int, ...],
+    cleared: bool,
+    current_sha: str,
+    proposed_text: str,
+) -> trace_replay.Replay:
+    return trace_replay.replay_traces(
+        _engine, _actor, _current, parse_policy(proposed_text, "proposal")
+    )
+
+
+def replay(
+    engine: Engine, actor: Actor, pif: PolicyInForce, proposed_text: str
+) -> trace_replay.Replay:
+    """The replay of the policy in force ``pif`` and the proposal ``proposed_text`` on every
+    trace (review.thresholds.replay.replay_traces), kept per database, replay stamp (the
+    traces and audit verdicts, replay.replay_stamp), the two policies' texts (the in-force
+    one by its sha256, the proposal's whole) and whether the reader has clearance (the
+    examples list restricted traces only for those who have it): replaying the same
+    thresholds again, or after moving a slider back, reads nothing. Who may replay is
+    checked on every call."""
+    browse.require_view(actor)
+    return _replay(
+        engine,
+        actor,
+        pif.policy,
+        str(engine.url),
+        trace_replay.replay_stamp(engine),
+        clearance.cleared(actor),
+        policy_sha256(pif.text),
+        proposed_text,
     )

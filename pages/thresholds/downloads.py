@@ -16,7 +16,7 @@ def chart_downloads(chart: alt.TopLevelMixin, data: pd.DataFrame, name: str) -> 
     c1, c2, c3 = st.columns(3)
     c1.download_button(
         "Data (CSV)",
-        csv_text(data),
+        lambda: csv_text(data),  # written when someone clicks, not on every slider step
         file_name=f"{name}.csv",
         mime="text/csv",
         key=f"thr_csv_{name}",

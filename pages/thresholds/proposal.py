@@ -10,17 +10,15 @@ import streamlit as st
 from sqlalchemy import Engine
 
 from pages import ui
+from pages.thresholds import cached
 from review.core.identity import Actor, Permission
 from review.policy import signoff
 from review.policy.inforce import PolicyInForce
-from review.policy.policy import parse_policy, replace_thresholds
+from review.policy.policy import replace_thresholds
 from review.thresholds import display, thresholds
 from review.thresholds import replay as trace_replay
 from review.thresholds.caveat import CaveatCalibration
 from review.thresholds.thresholds import Analysis
-
-#: The message of a proposal just made, shown after the page is drawn again.
-PROPOSED = "thr_made_flash"
 
 
 @st.fragment(key="thr_replay_section")
@@ -42,9 +40,7 @@ def replay_section(
         proposed_text = replace_thresholds(
             pif.text, mode, refuse_below=float(proposed), caveat_below=float(caveat)
         )
-        replay = trace_replay.replay_traces(
-            engine, actor, pif.policy, parse_policy(proposed_text, "proposal")
-        )
+        replay = cached.replay(engine, actor, pif, proposed_text)
         banner = trace_replay.lacking_banner(replay.missing_signals)
         if banner:
             st.warning(ui.plain(banner))
@@ -92,9 +88,6 @@ def propose_form(
             else ""
         )
         go = st.form_submit_button("Propose for sign-off", type="primary")
-    flash = st.session_state.pop(PROPOSED, None)
-    if flash:  # a proposal just made (the page was drawn again since)
-        st.success(ui.plain(flash))
     if go:
         with ui.reported():
             # the figures the author saw, on the source every signer will see them on
@@ -112,10 +105,11 @@ def propose_form(
                 override_note=override or None,
                 snapshot=snapshot,
             )
-            # the whole page again (this tab is a fragment): the Sign-off and History tabs
-            # list the new proposal; the message is shown under this form
-            st.session_state[PROPOSED] = (
+            # said under this form, with no rerun: nothing drawn on this tab depends on the
+            # pending proposals, and the Sign-off and History tabs, which list them, are
+            # drawn afresh when opened (lazy tabs); a rerun of the whole page drew the
+            # figures above a second time
+            st.success(
                 f"Proposed as version {signoff.get_version(engine, vid).number:d}."
                 " A product owner and compliance, not you, must approve it."
             )
-            st.rerun(scope="app")

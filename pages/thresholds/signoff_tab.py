@@ -93,20 +93,33 @@ def _sign_form(engine: Engine, actor: Actor, tax: Taxonomy, review: ProposalRevi
                 note=note,
                 confirm_failing_targets=confirmed,
             )
-            st.session_state[FLASH] = _signed_message(engine, v, approve, role)
-            st.rerun()
+            message, moved = _signed_message(engine, v, approve, role)
+            if moved:
+                # rejected (no longer pending) or put in force (the page's caption, the
+                # Calibrate tab and every other proposal's parent change): the whole page
+                st.session_state[FLASH] = message
+                st.rerun(scope="app")
+            # one signature of several: only this proposal changes (its signatures and what
+            # it still needs), so only its box is drawn again, not the other proposals
+            st.session_state[f"{FLASH}_{v.id}"] = message
+            ui.rerun_here()
 
 
-def _signed_message(engine: Engine, v: signoff.VersionView, approve: bool, role: str) -> str:
+def _signed_message(
+    engine: Engine, v: signoff.VersionView, approve: bool, role: str
+) -> tuple[str, bool]:
+    """What to say after a signature, and whether it changed more than this proposal (a
+    rejection, or an approval that put it in force)."""
     if not approve:
-        return f"Version {v.number} rejected as {role}."
+        return f"Version {v.number} rejected as {role}.", True
     done = signoff.get_version(engine, v.id)
     if done.status == VersionStatus.approved:
-        return f"Version {v.number} approved as {role}: it is the policy in force now."
+        return f"Version {v.number} approved as {role}: it is the policy in force now.", True
     waits = ", ".join(done.missing_roles)
-    return f"Version {v.number} approved as {role}; it still needs: {waits}."
+    return f"Version {v.number} approved as {role}; it still needs: {waits}.", False
 
 
+@st.fragment
 def _proposal(
     engine: Engine,
     actor: Actor,
@@ -115,7 +128,14 @@ def _proposal(
     v: signoff.VersionView,
     focused: bool,
 ) -> None:
+    """One pending proposal, a fragment: an approval that leaves it waiting for another
+    signature draws this proposal again, not the page and every other proposal."""
+    signed = st.session_state.pop(f"{FLASH}_{v.id}", None)
+    if signed or ui.in_fragment_run():  # ``v`` is as the page last read it: read it again
+        v = signoff.get_version(engine, v.id)
     with st.container(border=True, key=f"thr_proposal_{v.number}"):
+        if signed:
+            st.success(ui.plain(signed))
         names = users.display_names(engine)
         by = readable.person(v.author, names)
         st.subheader(f"Version {v.number:d} · proposed by {ui.plain(by)}")

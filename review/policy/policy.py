@@ -40,6 +40,7 @@ import hashlib
 import math
 from dataclasses import dataclass
 from enum import Enum
+from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
@@ -574,8 +575,23 @@ def _validate(data: Any, source: str, slices: set[str] | None) -> NoAnswerPolicy
 def parse_policy(
     text: str, source: str = "<no-answer policy>", slices: set[str] | None = None
 ) -> NoAnswerPolicy:
-    """Parse and validate policy text; ``slices`` defaults to the taxonomy in force."""
-    return _validate(load_yaml_text(text, source), source, slices)
+    """Parse and validate policy text; ``slices`` defaults to the taxonomy in force.
+
+    The same text against the same slices gives the same (frozen) policy, so a valid text is
+    parsed once: kept by the text itself and the slices, never by where it came from (a
+    policy read afresh from the database is the one its text says). Parsing costs 0.1 s (a
+    strict pure-Python YAML reader), and a signature parsed the same two texts three times.
+    An invalid text is not kept: it is read again so that the error names ``source``."""
+    known = frozenset(taxonomy().slices) if slices is None else frozenset(slices)
+    try:
+        return _parsed(text, known)
+    except InputError:
+        return _validate(load_yaml_text(text, source), source, set(known))
+
+
+@lru_cache(maxsize=64)
+def _parsed(text: str, slices: frozenset[str]) -> NoAnswerPolicy:
+    return _validate(load_yaml_text(text, "<no-answer policy>"), "<no-answer policy>", set(slices))
 
 
 def load_policy(path: Path | None = None, slices: set[str] | None = None) -> NoAnswerPolicy:

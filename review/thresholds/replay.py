@@ -134,11 +134,13 @@ def _signal_frame(rows: list[tuple[Any, ...]], cols: list[Any]) -> pd.DataFrame:
 
 
 def _signal_frames(
-    engine: Engine, extra: list[str], batch: int, where: Any = None
+    engine: Engine, extra: list[str], batch: int, where: Any = None, *, first: int | None = None
 ) -> Iterator[pd.DataFrame]:
     """Every trace's logged gate signals (plus ``extra`` trace columns; only the traces
     ``where`` selects, when given), in batches of ``batch`` rows in id order, as DataFrames
-    ready for :func:`review.policy.gate.decide_frame` (topics decoded, restricted as bool)."""
+    ready for :func:`review.policy.gate.decide_frame` (topics decoded, restricted as bool).
+    ``first``: the first batch holds that many rows, each next one twice as many, up to
+    ``batch`` (for a caller that may stop early)."""
     from sqlalchemy import select, true
 
     from storage.db import plain_rows, read_session
@@ -146,6 +148,7 @@ def _signal_frames(
 
     cols = _signal_columns(extra)
     last = 0
+    size = batch if first is None else max(1, min(first, batch))
     while True:
         with read_session(engine) as s:  # driver rows: a million Row objects cost seconds
             rows = plain_rows(
@@ -153,11 +156,12 @@ def _signal_frames(
                 select(*cols)
                 .where(Trace.id > last, true() if where is None else where)
                 .order_by(Trace.id)
-                .limit(batch),
+                .limit(size),
             )
         if not rows:
             return
         last = int(rows[-1][0])
+        size = min(batch, size * 2)
         yield _signal_frame(rows, cols)
 
 
@@ -336,7 +340,11 @@ def replay_traces(
         from storage.models import Trace
 
         where = flipped_where if clearance.cleared(actor) else flipped_where & ~Trace.restricted
-        for df in _signal_frames(engine, [], min(batch, 5_000), where):
+        # the condition holds for few traces (the score bins between the two thresholds), so
+        # SQLite walks the traces in id order to find them: small batches first, growing,
+        # read about as many traces as the examples need (5,000 at once scanned half the
+        # traces of a 1M database for 200 examples)
+        for df in _signal_frames(engine, [], min(batch, 5_000), where, first=4 * examples):
             flipped = Tally(current, proposed).add(df)
             sample.extend(
                 flipped.drop(columns="weight").head(examples - len(sample)).to_dict("records")
@@ -709,3 +717,36 @@ _LACK_WORDS = {
     NO_LOGGED_DECISION: "no logged decision",
     CLAIM_COVERAGE: "partial answers whose claim coverage is not logged",
 }
+
+
+def replay_stamp(engine: Engine) -> tuple[int, ...]:
+    """What a replay reads, as a cache key (cheap look-ups at index ends): the traces (never
+    edited: their number, highest id, newest import and purges; the signal groups follow
+    them by trigger) and the audit verdicts (append-only: the newest id, and the audit items
+    and verdicts counted). With the two policies' texts it says when a replay must be done
+    again."""
+    from sqlalchemy import func, select
+
+    from review.traces.retention import RUN_ENTITY as PURGES
+    from storage.db import read_session
+    from storage.models import AuditItem, AuditVerdict, Counter, Trace, TraceImport
+
+    def one(stmt: Any) -> Any:
+        return stmt.scalar_subquery()
+
+    with read_session(engine) as s:
+        # each a subquery of its own: SQLite reads one end of an index for a lone max()
+        row = s.execute(
+            select(
+                one(select(func.count()).select_from(Trace)),
+                one(select(func.coalesce(func.max(Trace.id), 0))),
+                one(select(func.coalesce(func.max(TraceImport.id), 0))),
+                one(
+                    select(func.coalesce(func.max(Counter.value), 0)).where(Counter.name == PURGES)
+                ),
+                one(select(func.coalesce(func.max(AuditVerdict.id), 0))),
+                one(select(func.count()).select_from(AuditVerdict)),
+                one(select(func.count()).select_from(AuditItem)),
+            )
+        ).one()
+    return tuple(int(v or 0) for v in row)

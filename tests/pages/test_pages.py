@@ -590,8 +590,7 @@ def test_thresholds_propose_then_two_other_people_approve(
     assert any("Proposed as version" in readable(s) for s in at.success)
     newest = signoff.versions(demo_engine, inforce.KIND)[0]
     assert newest.status == "pending" and newest.author == OMAR
-    # the Calibrate tab is a fragment; proposing draws the whole page again, so the
-    # Sign-off tab lists the new proposal at once
+    # the Sign-off tab, drawn afresh when opened, lists the new proposal at once
     open_tab(at, "Sign-off")
     assert any(f"Version {newest.number}" in readable(h) for h in at.subheader)
     assert "refuse_below: 0.6" in newest.yaml_text and "caveat_below: 0.7" in newest.yaml_text

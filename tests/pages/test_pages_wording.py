@@ -21,7 +21,7 @@ from review.policy import signoff
 from review.wording import drafts, production, signing, versions
 from storage.db import make_engine, migrate, run_write
 from storage.models import Trace
-from tests.helpers.pages import ADA, INES, PAULA, no_exception, page_app, readable
+from tests.helpers.pages import ADA, INES, PAULA, no_exception, open_tab, page_app, readable
 
 PAGE = "pages/wording_page.py"
 OMAR = "omar.haddad@brightwave.example"
@@ -103,7 +103,9 @@ def test_renders_on_an_empty_database(empty_db: str, monkeypatch: pytest.MonkeyP
     infos = " ".join(readable(i) for i in at.info)
     assert "No wording change is waiting" in infos
     assert "No wording version has been proposed yet" in infos
-    assert "No refusal texts to check yet" in infos
+    at = open_tab(at, "Production check", "wd_tab")  # drawn only while open
+    assert not at.error
+    assert "No refusal texts to check yet" in " ".join(readable(i) for i in at.info)
 
 
 # --- edit with live preview and lint --------------------------------------------------------
@@ -370,13 +372,13 @@ def test_production_check_lists_offending_traces_by_clearance(
     wording_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     add_traces(demo_engine)
-    at = run(wording_url, monkeypatch, ADA)  # clearance
+    at = open_tab(run(wording_url, monkeypatch, ADA), "Production check", "wd_tab")  # clearance
     table = next(df.value for df in at.dataframe if "first finding" in df.value)
     assert table["trace"].tolist()[:2] == ["wd-late-2", "wd-late-1"]
     assert at.selectbox(key="wd_prod_trace").value == "wd-late-2"
     assert "Legal hold procedure covers this" in texts_of(at)
 
-    at = run(wording_url, monkeypatch, TOM)  # no clearance
+    at = open_tab(run(wording_url, monkeypatch, TOM), "Production check", "wd_tab")
     table = next(df.value for df in at.dataframe if "first finding" in df.value)
     assert "wd-late-2" not in table["trace"].tolist()
     assert table["trace"].tolist()[0] == "wd-late-1"

@@ -259,3 +259,26 @@ def test_the_proposed_threshold_at_either_end_of_its_range_keeps_the_page(
     at.slider(key="thr_proposed_vector").set_value(bottom).run()
     no_exception(at)
     assert at.slider(key="thr_caveat_vector").value >= bottom
+
+
+def test_an_approval_that_waits_for_another_role_says_so_on_its_proposal(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Compliance approves first: the proposal (a fragment of its own) is drawn again with the
+    signature stored, says what it still needs, and no longer offers Chen the form."""
+    v = _pending(demo_engine)
+    at = app(demo_url, monkeypatch, CHEN, tab="signoff").run()
+    at.switch_page(PAGE).run()
+    no_exception(at)
+    at.text_area(key=f"thr_sign_note_{v.id}").input("Compliance accepts it.")
+    at.checkbox(key=f"thr_sign_confirm_{v.id}").check()
+    next(b for b in at.button if b.label == "Approve").click().run()
+    no_exception(at)
+    assert any(
+        readable(s) == f"Version {v.number} approved as compliance; it still needs: product_owner."
+        for s in at.success
+    )
+    done = signoff.get_version(demo_engine, v.id)
+    assert done.status == "pending"
+    assert [s.role for s in done.signatures] == ["compliance"]
+    assert not [b for b in at.button if b.label == "Approve"]

@@ -317,3 +317,15 @@ def test_the_migration_backfills_the_groups_and_its_downgrade_removes_them(
     _import(any_engine, 40, 28)  # the triggers are back
     assert _stored_groups(any_engine) == _groups_from_scratch(any_engine)
     _both(any_engine, parse_policy(TEXT, "in force"), PROPOSALS[0])
+
+
+def test_the_replay_stamp_moves_with_the_traces(any_engine: Engine) -> None:
+    """The page keeps a replay per stamp: traces added (or removed) move it; reading does not."""
+    empty = replay.replay_stamp(any_engine)
+    _import(any_engine, 30, 24)
+    stamp = replay.replay_stamp(any_engine)
+    assert stamp != empty and stamp[0] == 30
+    assert replay.replay_stamp(any_engine) == stamp
+    with write_session(any_engine) as s:
+        s.execute(text("DELETE FROM traces WHERE id = (SELECT max(id) FROM traces)"))
+    assert replay.replay_stamp(any_engine) != stamp
