@@ -1,12 +1,15 @@
 """The stamps the Monthly review page keys its cached contexts by: the newest run's gate part
 given by a cache is the same context as one gathered whole; the live stamp stays put while
 nothing it stands for changes (a month opened is not part of it), moves when a plan's status
-or the verdicts do, and differs between months."""
+or the verdicts do, and differs between months. A report exported again draws no chart twice,
+and reads the same."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import altair as alt
+import pytest
 from sqlalchemy import Engine, delete, update
 
 from review.core.taxonomy import Taxonomy
@@ -67,3 +70,25 @@ def test_the_live_stamp_moves_with_what_the_context_reads(demo_engine: Engine) -
         )
     assert report.live_stamp(demo_engine, month) != closed
     assert report.live_stamp(demo_engine, "2031-05") != report.live_stamp(demo_engine, month)
+
+
+def test_a_report_exported_again_draws_no_chart_twice_and_reads_the_same(
+    demo_engine: Engine, tax: Taxonomy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    view = reviews.list_sessions(demo_engine)[0]
+    ctx = report.month_context(demo_engine, tax, view.month)
+    assert ctx.charts
+    monkeypatch.setattr(report, "_SVG_MEMO", {})
+    first = report.export_html(view, ctx)
+    drawn: list[object] = []
+    real = alt.TopLevelMixin.save
+
+    def spy(self: alt.TopLevelMixin, *args: Any, **kwargs: Any) -> None:
+        drawn.append(self)
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(alt.TopLevelMixin, "save", spy)
+    again = report.export_html(view, report.live_context(demo_engine, tax, view.month))
+    assert again == first and drawn == []
+    monkeypatch.setattr(report, "_SVG_MEMO", {})
+    assert report.export_html(view, ctx) == first and len(drawn) == len(ctx.charts)
