@@ -405,9 +405,7 @@ def _population_record(
 _COUNTED_LOOKBACK = 50
 
 
-def _counted_before(
-    s: Session, spec: PlanSpec, now: Sequence[int]
-) -> list[StratumCount] | None:
+def _counted_before(s: Session, spec: PlanSpec, now: Sequence[int]) -> list[StratumCount] | None:
     """The counts of ``spec``'s population (the same filter and strata, algorithm 2) stored by
     the newest plan that counted it, brought up to the traces as they are now, as
     ``_recheck`` does: the stored counts while the traces stamp is unchanged (traces are never
