@@ -1,8 +1,9 @@
 """Audit: reproducible stratified samples of production traces, a reviewer queue with verdicts
 and claim-by-claim review, population estimates, promotion to cases, export.
 
-The page itself reads the deep links, shows the batch picker and dispatches to the tabs, whose
-UI lives in pages/audit/ (not a page of its own)."""
+The page itself reads the deep links, shows the batch picker and dispatches to the open tab
+(only the open tab is drawn: the others cost nothing until opened; a link to an item opens
+My queue), whose UI lives in pages/audit/ (not a page of its own)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,49 @@ from review.audits import display, items, queue
 from review.audits import plans as audit_plans
 from review.core.identity import Actor, Permission
 from review.core.terms import PlanStatus
+
+TABS = ["Plans", "My queue", "Estimates", "Export"]
+#: The session key of the open tab (its label).
+TAB_KEY = "aud_tab"
+#: The widgets of each tab whose values outlive a visit to another tab (not buttons:
+#: Streamlit refuses to set those), by key prefix.
+KEPT = {
+    "Plans": (
+        "aud_from",
+        "aud_to",
+        "aud_f_",
+        "aud_name",
+        "aud_strata",
+        "aud_alloc",
+        "aud_total",
+        "aud_seed",
+        "aud_overlap",
+        "aud_explicit",
+        "aud_items_",
+    ),
+    "My queue": (
+        "aud_verdict_",
+        "aud_stages_",
+        "aud_notes_",
+        "aud_claimreview_",
+        "aud_cv_",
+        "aud_ct_",
+        "aud_cc_",
+        "aud_split_",
+    ),
+    "Estimates": ("aud_slice_",),
+}
+
+
+def _keep_widget_state(closed: Sequence[str]) -> None:
+    """Only the open tab is drawn, and Streamlit forgets the state of a widget a run does not
+    draw: set here again, the values of the ``closed`` tabs' widgets (a verdict being written
+    before a look at the estimates) are as the person left them when they come back. Those
+    of the open tab are left alone (a widget drawn with a default value and set in the same
+    run warns)."""
+    prefixes = tuple(p for label in closed for p in KEPT.get(label, ()))
+    for key in [k for k in st.session_state if str(k).startswith(prefixes)]:
+        st.session_state[key] = st.session_state[key]
 
 
 def header() -> DeltaGenerator:
@@ -54,6 +98,7 @@ def follow_deep_links(
                         lambda s: queue.reserve_item(s, actor, deep_item), prefix="", where=top
                     )
                 st.session_state[f"aud_item_{view.plan_id}"] = deep_item
+                st.session_state[TAB_KEY] = "My queue"  # where the item is shown
     deep_plan = ui.query_int("plan")
     if deep_plan in {p.id for p in plans} and "aud_plan" not in st.session_state:
         st.session_state["aud_plan"] = deep_plan
@@ -88,17 +133,22 @@ def main() -> None:
     plans = audit_plans.list_plans(engine)
     follow_deep_links(engine, actor, plans, top)
     plan = pick_batch(plans)
-    tab_plans, tab_queue, tab_est, tab_export = st.tabs(
-        ["Plans", "My queue", "Estimates", "Export"]
-    )
-    with tab_plans:
-        plans_tab.render(engine, actor, tax, plans, plan)
-    with tab_queue:
-        queue_tab.render(engine, actor, tax, plan)
-    with tab_est:
-        estimates_tab.render(engine, plan)
-    with tab_export:
-        export_tab.render(engine, actor, plan)
+    # lazy tabs: switching tabs reruns the page, and only the open tab is computed
+    tabs = st.tabs(TABS, key=TAB_KEY, on_change="rerun")
+    _keep_widget_state([label for label, tab in zip(TABS, tabs, strict=True) if not tab.open])
+    tab_plans, tab_queue, tab_est, tab_export = tabs
+    if tab_plans.open:
+        with tab_plans:
+            plans_tab.render(engine, actor, tax, plans, plan)
+    if tab_queue.open:
+        with tab_queue:
+            queue_tab.render(engine, actor, tax, plan)
+    if tab_est.open:
+        with tab_est:
+            estimates_tab.render(engine, plan)
+    if tab_export.open:
+        with tab_export:
+            export_tab.render(engine, actor, plan)
 
 
 if __name__ == "__main__":

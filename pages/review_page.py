@@ -26,6 +26,38 @@ MONTH_KEY = "rev_month"  # the review picker's state
 GOTO_KEY = "rev_goto"  # a month to switch to on the next run (set after the picker is drawn)
 
 
+@st.cache_data(ttl=600, show_spinner=False, max_entries=4)
+def _gate_part(
+    _engine: Engine, _tax: Taxonomy, _run: evalruns.RunRow, url: str, stamp: tuple[Any, ...]
+) -> report.GatePart:
+    return report.gate_part(_engine, _tax, _run)
+
+
+@st.cache_data(ttl=600, show_spinner=False, max_entries=8)
+def _live_context(
+    _engine: Engine, _tax: Taxonomy, url: str, stamp: tuple[Any, ...]
+) -> report.MonthContext:
+    def gate_of(run: evalruns.RunRow) -> report.GatePart:
+        return _gate_part(_engine, _tax, run, url, report.gate_stamp(_engine, run))
+
+    return report.live_context(_engine, _tax, str(stamp[0]), gate_of=gate_of)
+
+
+def month_context(engine: Engine, tax: Taxonomy, month: str) -> report.MonthContext:
+    """The month's context (report.month_context). A live one is read once per data stamp
+    (report.live_stamp), and its newest run's gate and chart once per that run's stamp
+    (report.gate_stamp: the same for every month after the run), so a rerun, a finding
+    added or another month opened does not gather them again; people's names are read
+    afresh."""
+    url = str(engine.url)
+
+    def live(m: str) -> report.MonthContext:
+        got = _live_context(engine, tax, url, report.live_stamp(engine, m))
+        return report.with_names(engine, got)
+
+    return report.month_context(engine, tax, month, live=live)
+
+
 def pick_month(engine: Engine, actor: Actor, can_write: bool) -> str | None:
     sessions = reviews.list_sessions(engine)
     months = [s.month for s in sessions]
@@ -306,7 +338,7 @@ def main() -> None:
     if view is None:
         ui.error(f"There is no review of {picked}.")
         return
-    ctx = report.month_context(engine, tax, picked)
+    ctx = month_context(engine, tax, picked)
     if view.closed:
         kept = (
             " The month's tables and charts are shown as they were when it was closed."

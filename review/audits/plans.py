@@ -3,7 +3,8 @@
 A **sampling plan** names a population (a filter over the traces), the strata (any mix of
 decision, reason code, feedback, customer tier, language, versions or a trace attribute), an
 allocation (proportional, equal or explicit sizes), a total and a seed. Creating the plan
-counts the population per stratum in SQL and stores the counts with a fingerprint
+counts the population per stratum in SQL (or takes the counts a plan of the same population
+stored, brought up to the traces now) and stores the counts with a fingerprint
 (``review.core.sampling.population_fingerprint``). Drawing the sample keeps, in each stratum,
 the ``allocation[stratum]`` rows first in a seeded order, so the same plan on the same data
 always draws the same traces, no trace twice. ``check_population`` re-counts and says how the
@@ -400,6 +401,46 @@ def _population_record(
     }
 
 
+#: how many of the newest plans a new plan looks among for its population counted before
+_COUNTED_LOOKBACK = 50
+
+
+def _counted_before(s: Session, spec: PlanSpec, now: Sequence[int]) -> list[StratumCount] | None:
+    """The counts of ``spec``'s population (the same filter and strata, algorithm 2) stored by
+    the newest plan that counted it, brought up to the traces as they are now, as
+    ``_recheck`` does: the stored counts while the traces stamp is unchanged (traces are never
+    edited), the traces added since counted and added to them; None when no plan counted it,
+    or the traces changed otherwise (then the population is counted in full). The same figures
+    as a count of every trace, without reading a million rows for a plan like one created
+    before (a recurring plan, another sample size or seed). A filter that leaves restricted
+    traces out is always counted: a trace's restricted flag changes without the stamp."""
+    if not spec.filter.include_restricted:
+        return None
+    want = spec.filter.to_json()
+    rows = s.execute(
+        select(SamplingPlan.population_filter, SamplingPlan.strata, SamplingPlan.population)
+        .order_by(SamplingPlan.id.desc())
+        .limit(_COUNTED_LOOKBACK)
+    ).all()
+    for flt, strata, record in rows:
+        then = list((record or {}).get("traces_stamp") or [])
+        if (
+            flt != want
+            or list(strata or []) != list(spec.strata)
+            or (record or {}).get("algorithm") != ALGORITHM
+            or len(then) != len(now)
+        ):
+            continue
+        stored = [StratumCount(**r) for r in record.get("strata", [])]
+        if then == list(now):
+            return stored
+        if _added_since(s, then, now):
+            added = count_strata(s, spec.filter, spec.strata, ALGORITHM, Trace.id > then[1])
+            return _grown(stored, added)
+        return None
+    return None
+
+
 def create_plan(s: Session, actor: Actor, spec: PlanSpec) -> int:
     """Store a plan with its population per stratum, allocation and fingerprint (not drawn
     yet: ``draw_plan`` draws it)."""
@@ -409,7 +450,10 @@ def create_plan(s: Session, actor: Actor, spec: PlanSpec) -> int:
 
     if s.scalar(select(SamplingPlan.id).where(SamplingPlan.name == spec.name)) is not None:
         raise InputError(f"a plan named {spec.name!r} already exists; choose another name")
-    counts = count_strata(s, spec.filter, spec.strata)
+    stamp = _traces_stamp(s)
+    counts = _counted_before(s, spec, stamp)
+    if counts is None:
+        counts = count_strata(s, spec.filter, spec.strata)
     allocation = _allocation(counts, spec)
     row = SamplingPlan(
         name=spec.name,
@@ -419,7 +463,7 @@ def create_plan(s: Session, actor: Actor, spec: PlanSpec) -> int:
         explicit_sizes=dict(spec.explicit_sizes or {}),
         total=spec.total,
         seed=spec.seed,
-        population=_population_record(counts, allocation, spec, _traces_stamp(s), ALGORITHM),
+        population=_population_record(counts, allocation, spec, stamp, ALGORITHM),
         fingerprint=_fingerprint(counts),
         overlap=spec.overlap,
         status=PlanStatus.planned,

@@ -15,7 +15,7 @@ from typing import Any
 
 import altair as alt
 import pandas as pd
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, func, select
 
 from review.admin import users
 from review.cases import splits
@@ -24,15 +24,26 @@ from review.core import readable
 from review.core.errors import InputError
 from review.core.escape import markdown_cell, markdown_text
 from review.core.sampling import wilson_bounds
-from review.core.taxonomy import Taxonomy
+from review.core.taxonomy import Taxonomy, policies_dir
 from review.core.terms import PlanStatus, VersionStatus
 from review.evaluation import evalruns
 from review.monthly import validation
 from review.monthly.records import SessionView, links_text, month_bounds
 from review.policy import inforce, signoff
+from review.policy.policy import default_policy_path
 from review.thresholds import release, thresholds
 from storage.db import read_session
-from storage.models import ReviewSession, utcnow
+from storage.models import (
+    AuditItem,
+    AuditVerdict,
+    EvalRun,
+    PolicyVersion,
+    ReviewSession,
+    SamplingPlan,
+    Setting,
+    SignOff,
+    utcnow,
+)
 
 # ---------------------------------------------------------------------------------------
 # What the month's record gathers
@@ -65,49 +76,129 @@ ContextHook = Callable[
 CONTEXT_HOOKS: list[ContextHook] = []
 
 
-def month_context(engine: Engine, tax: Taxonomy, month: str) -> MonthContext:
+def month_context(
+    engine: Engine,
+    tax: Taxonomy,
+    month: str,
+    live: Callable[[str], MonthContext] | None = None,
+) -> MonthContext:
     """What the review of ``month`` shows: for a closed review the record frozen when it
     was closed; otherwise gathered now (the newest run created by the month's end, the
-    policy and wording changes of the month and those pending, the hooks' sections)."""
+    policy and wording changes of the month and those pending, the hooks' sections), by
+    ``live`` when given (a cached :func:`live_context`)."""
     with read_session(engine) as s:
         record = s.scalar(select(ReviewSession.record).where(ReviewSession.month == month))
     if record:
         return replace(thaw_context(month, record), names=users.display_names(engine), tax=tax)
-    return live_context(engine, tax, month)
+    return live(month) if live is not None else live_context(engine, tax, month)
 
 
-def live_context(engine: Engine, tax: Taxonomy, month: str) -> MonthContext:
-    """The month's context gathered from the data as it is now."""
-    first, last = month_bounds(month)
+def live_stamp(engine: Engine, month: str) -> tuple[Any, ...]:
+    """A cache key for :func:`live_context` of ``month`` (cheap: index ends and counts): it
+    moves with whatever the context reads. The traces (imports and purges: the monitoring
+    rollup moves with them), the runs and the outputs, cases, slices, documents, labels and
+    adjudications the newest run of the month reads (``evalruns.outputs_stamp``: a case edit
+    or a move to another split bumps its version), policy and wording versions and their
+    sign-offs (append-only), sampling plans and their statuses, audit items and verdicts
+    (append-only), the settings, the policy files the context falls back on and the hooks
+    gathering it. Not the review sessions (opening a month leaves the others' contexts
+    cached), nor people's names: they are read afresh (``with_names``)."""
+    from review.traces import browse
+
+    _, last = month_bounds(month)
     end = dt.datetime.combine(last + dt.timedelta(days=1), dt.time(), tzinfo=dt.UTC)
-    runs = [r for r in evalruns.list_runs(engine) if r.created_at < end]
+
+    def count_max(model: Any) -> tuple[Any, Any]:
+        return (
+            select(func.count(model.id)).scalar_subquery(),
+            select(func.coalesce(func.max(model.id), 0)).scalar_subquery(),
+        )
+
+    with read_session(engine) as s:
+        row = s.execute(
+            select(
+                *count_max(EvalRun),
+                *count_max(PolicyVersion),
+                *count_max(SignOff),
+                *count_max(SamplingPlan),
+                *count_max(AuditItem),
+                *count_max(AuditVerdict),
+                select(func.count(Setting.key)).scalar_subquery(),
+                select(func.max(Setting.updated_at)).scalar_subquery(),
+                select(func.sum(Setting.version)).scalar_subquery(),
+            )
+        ).one()
+        statuses = sorted(
+            s.execute(select(SamplingPlan.status, func.count()).group_by(SamplingPlan.status))
+        )
+        latest = s.scalar(
+            select(EvalRun.id)
+            .where(EvalRun.created_at < end)
+            .order_by(EvalRun.id.desc())  # as live_context picks it from list_runs
+            .limit(1)
+        )
+    files = [default_policy_path(), policies_dir() / "monitoring.yaml"]
+    return (
+        month,
+        tuple(row),
+        tuple(tuple(r) for r in statuses),
+        browse.data_stamp(engine),
+        evalruns.outputs_stamp(engine, latest) if latest is not None else None,
+        tuple((f.stat().st_mtime_ns, f.stat().st_size) if f.exists() else None for f in files),
+        tuple(f"{h.__module__}.{h.__qualname__}" for h in CONTEXT_HOOKS),
+    )
+
+
+def with_names(engine: Engine, ctx: MonthContext) -> MonthContext:
+    """``ctx`` with people's names as they are now."""
+    return replace(ctx, names=users.display_names(engine))
+
+
+@dataclass(frozen=True)
+class GatePart:
+    """What a month's context shows of its newest run: the release gate on the test split
+    and the risk-coverage chart of the policy in force (no gate: ``gate_run`` is None)."""
+
+    gate: list[release.GateRow]
+    gate_run: str | None
+    charts: list[tuple[str, alt.TopLevelMixin]]
+
+
+def gate_stamp(engine: Engine, run: evalruns.RunRow) -> tuple[Any, ...]:
+    """A cache key for :func:`gate_part` of ``run``: its outputs and the cases, slices and
+    labels they are read with (``evalruns.outputs_stamp``), the policy versions and
+    sign-offs (append-only) and the shipped policy file the policy in force comes from."""
+    with read_session(engine) as s:
+        row = s.execute(
+            select(
+                select(func.count(PolicyVersion.id)).scalar_subquery(),
+                select(func.max(PolicyVersion.id)).scalar_subquery(),
+                select(func.count(SignOff.id)).scalar_subquery(),
+                select(func.max(SignOff.id)).scalar_subquery(),
+            )
+        ).one()
+    path = default_policy_path()
+    shipped = (path.stat().st_mtime_ns, path.stat().st_size) if path.exists() else None
+    return (run.id, run.name, evalruns.outputs_stamp(engine, run.id), tuple(row), shipped)
+
+
+def gate_part(engine: Engine, tax: Taxonomy, run: evalruns.RunRow) -> GatePart:
+    """The release gate and the risk-coverage chart of ``run`` (the same for every month
+    whose newest run it is)."""
     gate: list[release.GateRow] = []
     gate_run = None
     # read once: the gate and the risk-coverage chart below use the same outputs and policy
-    frame = pd.DataFrame()
+    frame = evalruns.outputs_frame(engine, run.id, tax)
     pif: inforce.PolicyInForce | None = None
-    if runs:
-        latest = runs[0]
-        frame = evalruns.outputs_frame(engine, latest.id, tax)
-        try:
-            pif = inforce.in_force(engine)
-            in_scope = splits.cases_in_scope(engine, "test")
-            gate = release.release_gate(pif.policy, frame, "test", in_scope=in_scope).rows
-            gate_run = latest.name
-        except InputError:
-            gate = []
-    changed = []
-    for kind_name in ("no_answer_policy", "refusal_wording"):
-        try:
-            for v in signoff.versions(engine, kind_name):
-                touched = [v.created_at.date(), *(sg.at.date() for sg in v.signatures)]
-                if v.status == VersionStatus.pending or any(first <= d <= last for d in touched):
-                    changed.append(v)
-        except InputError:
-            continue
-    sections: list[tuple[str, pd.DataFrame]] = []
+    try:
+        pif = inforce.in_force(engine)
+        in_scope = splits.cases_in_scope(engine, "test")
+        gate = release.release_gate(pif.policy, frame, "test", in_scope=in_scope).rows
+        gate_run = run.name
+    except InputError:
+        gate = []
     charts_: list[tuple[str, alt.TopLevelMixin]] = []
-    if runs and gate_run and pif is not None:
+    if gate_run and pif is not None:
         try:
             outcomes = thresholds.outcomes_of(frame, pif.policy)
             mode = str(outcomes["mode"].iloc[0]) if not outcomes.empty else "vector"
@@ -132,14 +223,42 @@ def live_context(engine: Engine, tax: Taxonomy, month: str) -> MonthContext:
             )
         except InputError:
             pass
+    return GatePart(gate, gate_run, charts_)
+
+
+def live_context(
+    engine: Engine,
+    tax: Taxonomy,
+    month: str,
+    gate_of: Callable[[evalruns.RunRow], GatePart] | None = None,
+) -> MonthContext:
+    """The month's context gathered from the data as it is now (the newest run's part by
+    ``gate_of`` when given: a cached :func:`gate_part`)."""
+    first, last = month_bounds(month)
+    end = dt.datetime.combine(last + dt.timedelta(days=1), dt.time(), tzinfo=dt.UTC)
+    runs = [r for r in evalruns.list_runs(engine) if r.created_at < end]
+    part = GatePart([], None, [])
+    if runs:
+        part = gate_of(runs[0]) if gate_of is not None else gate_part(engine, tax, runs[0])
+    changed = []
+    for kind_name in ("no_answer_policy", "refusal_wording"):
+        try:
+            for v in signoff.versions(engine, kind_name):
+                touched = [v.created_at.date(), *(sg.at.date() for sg in v.signatures)]
+                if v.status == VersionStatus.pending or any(first <= d <= last for d in touched):
+                    changed.append(v)
+        except InputError:
+            continue
+    sections: list[tuple[str, pd.DataFrame]] = []
+    charts_: list[tuple[str, alt.TopLevelMixin]] = list(part.charts)
     for hook in CONTEXT_HOOKS:
         s_, c_ = hook(engine, tax, month, first, last)
         sections.extend(s_)
         charts_.extend(c_)
     return MonthContext(
         month,
-        gate,
-        gate_run,
+        list(part.gate),
+        part.gate_run,
         changed,
         sections,
         charts_,
@@ -278,10 +397,24 @@ def for_export(chart: alt.TopLevelMixin) -> alt.TopLevelMixin:
     return configured
 
 
+#: SVGs of the charts drawn for an export, by the chart's exported spec (a chart is drawn
+#: by vl-convert in 0.2-0.4 s: the same report exported again draws none twice); bounded
+_SVG_MEMO: dict[str, str] = {}
+_SVG_MEMO_SIZE = 16
+
+
 def _svg(chart: alt.TopLevelMixin) -> str:
-    buf = io.StringIO()
-    for_export(chart).save(buf, format="svg")
-    return str(buf.getvalue())
+    sized = for_export(chart)
+    spec = json.dumps(sized.to_dict(validate=False), sort_keys=True, default=str)
+    svg = _SVG_MEMO.get(spec)
+    if svg is None:
+        buf = io.StringIO()
+        sized.save(buf, format="svg")
+        svg = str(buf.getvalue())
+        while len(_SVG_MEMO) >= _SVG_MEMO_SIZE:
+            _SVG_MEMO.pop(next(iter(_SVG_MEMO)), None)
+        _SVG_MEMO[spec] = svg
+    return svg
 
 
 def _png(chart: alt.TopLevelMixin) -> bytes:
@@ -334,21 +467,23 @@ def report_sections(view: SessionView, ctx: MonthContext) -> list[tuple[str, pd.
                 ]
             ),
         ),
-        (
-            "Actions",
-            pd.DataFrame(
-                [
-                    {
-                        "action": a.text,
-                        "owner role": readable.humanize(a.owner_role),
-                        "due": readable.when(a.due_date, with_time=False),
-                        "status": readable.humanize(a.status),
-                    }
-                    for a in view.actions
-                ]
-            ),
-        ),
+        ("Actions", actions_frame(view)),
     ]
+
+
+def actions_frame(view: SessionView) -> pd.DataFrame:
+    """The review's actions as the report and the page show them."""
+    return pd.DataFrame(
+        [
+            {
+                "action": a.text,
+                "owner role": readable.humanize(a.owner_role),
+                "due": readable.when(a.due_date, with_time=False),
+                "status": readable.humanize(a.status),
+            }
+            for a in view.actions
+        ]
+    )
 
 
 def _carried(finding_id: int | None) -> str:

@@ -23,11 +23,12 @@ from storage.db import make_engine, migrate, read_session
 from storage.models import AuditVerdict, Case, SamplingPlan
 from tests.helpers.actors import REVIEWER, make_actor
 from tests.helpers.audits import CONTRACT, PLANS, REFUND, add_trace, realistic_traces
-from tests.helpers.pages import ADA, INES, no_exception, page_app, readable
+from tests.helpers.pages import ADA, INES, no_exception, open_tab, page_app, readable
 from tests.helpers.transact import write
 
 RAVI = "ravi.menon@brightwave.example"
 PAGE = "pages/audit_page.py"
+TAB = "aud_tab"  # the page's lazy tabs: only the open one is drawn
 
 
 @pytest.fixture
@@ -74,6 +75,8 @@ def test_renders_with_the_demo_batches(audit_url: str, monkeypatch: pytest.Monke
     eng.dispose()
     at.selectbox(key="aud_plan").set_value(done.id).run()
     no_exception(at)
+    open_tab(at, "Estimates", TAB)
+    no_exception(at)
     labels = [df.value for df in at.dataframe]
     assert any("population rate, weighted (95 %)" in d.columns for d in labels)
     assert any("sample rate (95 % Wilson)" in d.columns for d in labels)
@@ -109,7 +112,9 @@ def no_traces_url(tmp_path: Path) -> str:
 def test_no_traces_no_plans(no_traces_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     at = run(no_traces_url, monkeypatch)
     assert any("No sampling plans yet" in t for t in shown(at.info))
+    open_tab(at, "My queue", TAB)
     assert any("No audit batch yet" in t for t in shown(at.info))
+    open_tab(at, "Plans", TAB)
     # creating a plan on an empty population says so and writes nothing
     at.text_input(key="aud_name").input("June review")
     button(at, "Create plan").click().run()
@@ -227,6 +232,7 @@ def test_verdict_form_happy_and_error_paths(
     open_plan = next(p for p in plans.list_plans(eng) if p.name == batches.DEMO_OPEN)
     before = queue.progress(eng, REVIEWER, open_plan.id)
     at = run(audit_url, monkeypatch, plan=str(open_plan.id))
+    open_tab(at, "My queue", TAB)
     button(at, "Next trace").click().run()
     no_exception(at)
     radio = [r for r in at.radio if r.key and r.key.startswith("aud_verdict_")]
@@ -350,6 +356,8 @@ def test_claim_review_edits_claims_and_refuses_a_passing_verdict_on_a_failing_cl
 
 def test_annotators_read_but_do_not_audit(audit_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     at = run(audit_url, monkeypatch, INES)
+    assert not [b for b in at.button if b.label in ("Create plan", "Next trace")]
+    open_tab(at, "My queue", TAB)
     assert any("Auditing is for reviewers" in i for i in shown(at.info))
     assert not [b for b in at.button if b.label in ("Create plan", "Next trace")]
 
@@ -378,6 +386,7 @@ def test_restricted_item_link_needs_clearance(
 
 def test_export_offers_both_files(audit_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     at = run(audit_url, monkeypatch)
+    open_tab(at, "Export", TAB)
     at.button(key="aud_export").click().run()
     no_exception(at)
     files = at.session_state["aud_export_files"]
@@ -485,3 +494,23 @@ def test_chunks_beside_the_form_are_picked_not_typed_and_claims_take_verdict_key
     assert [c["verdict"] for c in row.claims] == ["supported", "not_a_claim", "unsupported"]
     assert row.claims[1]["cited"] == [REFUND["chunk_id"], PLANS["chunk_id"]]
     eng.dispose()
+
+
+def test_only_the_open_tab_is_drawn_and_a_verdict_in_progress_outlives_a_look_elsewhere(
+    audit_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    item = answer_item(audit_url)
+    at = run(audit_url, monkeypatch, item=str(item))  # a link to an item opens My queue
+    assert at.session_state[TAB] == "My queue"
+    assert not [b for b in at.button if b.label == "Create plan"]  # the Plans tab is not drawn
+    at.radio(key=f"aud_verdict_{item}").set_value("unsupported_answer")
+    at.text_area(key=f"aud_notes_{item}").input("Half of it is made up.")
+    at.run()
+    open_tab(at, "Estimates", TAB)
+    no_exception(at)
+    assert not [r for r in at.radio if r.key == f"aud_verdict_{item}"]
+    open_tab(at, "My queue", TAB)
+    no_exception(at)
+    assert at.radio(key=f"aud_verdict_{item}").value == "unsupported_answer"
+    assert at.text_area(key=f"aud_notes_{item}").value == "Half of it is made up."
+    assert all("Session State" not in w for w in shown(at.warning))
