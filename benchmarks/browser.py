@@ -34,8 +34,9 @@ the script run finished and no other run followed within a quiet spell (the app'
 PostgreSQL: the postmaster and its backends) and **the browser's CPU** (every chromium
 process). Each is printed with its ratio to the reference measured in the same run: the same
 measurement on a minimal Streamlit app (two pages of a title and a button) served the same way:
-first view for first views, a switch from its sidebar for the sidebar, rerun for the rest. A machine busy with other work slows a figure
-and its reference alike, so runs are compared by that ratio: every run first prints the
+first view for first views, a switch from its sidebar for the sidebar, rerun for the rest. A
+machine busy with other work slows a figure and its reference alike, so runs are compared by
+that ratio: every run first prints the
 regressions against ``benchmarks/recorded/browser-ENGINE.json`` (``--record`` writes it), then
 the improvements, then the table with each row's target and whether it is met: every page's
 first view and every interaction within 1 s of wall time, and keystroke-level actions (a
