@@ -85,6 +85,7 @@ __all__ = [
     "compare_counts",
     "count_population",
     "count_strata",
+    "counted_before",
     "create_plan",
     "dimension_values",
     "draw_plan",
@@ -405,7 +406,7 @@ def _population_record(
 _COUNTED_LOOKBACK = 50
 
 
-def _counted_before(s: Session, spec: PlanSpec, now: Sequence[int]) -> list[StratumCount] | None:
+def counted_before(s: Session, spec: PlanSpec, now: Sequence[int]) -> list[StratumCount] | None:
     """The counts of ``spec``'s population (the same filter and strata, algorithm 2) stored by
     the newest plan that counted it, brought up to the traces as they are now, as
     ``_recheck`` does: the stored counts while the traces stamp is unchanged (traces are never
@@ -451,7 +452,7 @@ def create_plan(s: Session, actor: Actor, spec: PlanSpec) -> int:
     if s.scalar(select(SamplingPlan.id).where(SamplingPlan.name == spec.name)) is not None:
         raise InputError(f"a plan named {spec.name!r} already exists; choose another name")
     stamp = _traces_stamp(s)
-    counts = _counted_before(s, spec, stamp)
+    counts = counted_before(s, spec, stamp)
     if counts is None:
         counts = count_strata(s, spec.filter, spec.strata)
     allocation = _allocation(counts, spec)

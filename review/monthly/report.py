@@ -399,21 +399,21 @@ def for_export(chart: alt.TopLevelMixin) -> alt.TopLevelMixin:
 
 #: SVGs of the charts drawn for an export, by the chart's exported spec (a chart is drawn
 #: by vl-convert in 0.2-0.4 s: the same report exported again draws none twice); bounded
-_SVG_MEMO: dict[str, str] = {}
-_SVG_MEMO_SIZE = 16
+SVG_MEMO: dict[str, str] = {}
+SVG_MEMO_SIZE = 16
 
 
 def _svg(chart: alt.TopLevelMixin) -> str:
     sized = for_export(chart)
     spec = json.dumps(sized.to_dict(validate=False), sort_keys=True, default=str)
-    svg = _SVG_MEMO.get(spec)
+    svg = SVG_MEMO.get(spec)
     if svg is None:
         buf = io.StringIO()
         sized.save(buf, format="svg")
         svg = str(buf.getvalue())
-        while len(_SVG_MEMO) >= _SVG_MEMO_SIZE:
-            _SVG_MEMO.pop(next(iter(_SVG_MEMO)), None)
-        _SVG_MEMO[spec] = svg
+        while len(SVG_MEMO) >= SVG_MEMO_SIZE:
+            SVG_MEMO.pop(next(iter(SVG_MEMO)), None)
+        SVG_MEMO[spec] = svg
     return svg
 
 

@@ -57,7 +57,7 @@ def _record(engine: Engine, pid: int) -> tuple[Any, ...]:
 def _counted_in_full(engine: Engine, pid: int, **kw: Any) -> tuple[Any, ...]:
     """The reference: the same plan created with every trace counted."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(audit_plans, "_counted_before", lambda *_: None)
+        mp.setattr(audit_plans, "counted_before", lambda *_: None)
         ref = _create(engine, f"reference {pid}", **kw)
     return _record(engine, ref)
 

@@ -78,7 +78,7 @@ def test_a_report_exported_again_draws_no_chart_twice_and_reads_the_same(
     view = reviews.list_sessions(demo_engine)[0]
     ctx = report.month_context(demo_engine, tax, view.month)
     assert ctx.charts
-    monkeypatch.setattr(report, "_SVG_MEMO", {})
+    monkeypatch.setattr(report, "SVG_MEMO", {})
     first = report.export_html(view, ctx)
     drawn: list[object] = []
     real = alt.TopLevelMixin.save
@@ -90,5 +90,5 @@ def test_a_report_exported_again_draws_no_chart_twice_and_reads_the_same(
     monkeypatch.setattr(alt.TopLevelMixin, "save", spy)
     again = report.export_html(view, report.live_context(demo_engine, tax, view.month))
     assert again == first and drawn == []
-    monkeypatch.setattr(report, "_SVG_MEMO", {})
+    monkeypatch.setattr(report, "SVG_MEMO", {})
     assert report.export_html(view, ctx) == first and len(drawn) == len(ctx.charts)
