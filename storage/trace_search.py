@@ -21,7 +21,6 @@ the query pieces that use them.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from sqlalchemy import (
@@ -35,11 +34,9 @@ from sqlalchemy import (
     func,
     select,
     table,
-    union_all,
 )
 from sqlalchemy import text as sql_text
 from sqlalchemy.ext.compiler import compiles
-from sqlalchemy.orm import Session
 from sqlalchemy.sql.visitors import InternalTraversal, _TraverseInternalsType
 
 #: versions components with an expression index ``ix_traces_version_<key>_at``
@@ -208,16 +205,3 @@ def two_character_matches(text: str) -> Select[Any] | None:
         .subquery("two_characters")
     )
     return select(found.c.id)
-
-
-def pair_condition(session: Session, text: str) -> ColumnElement[bool]:
-    """The traces that match ``text``, two characters (SQLite): its matches
-    (:func:`two_character_matches`, read once into a list of ids, for the few traces that
-    hold a rare pair), and the trace whose id it is."""
-    from storage.models import Trace
-
-    found = two_character_matches(text)
-    ids = json.dumps(list(session.scalars(found)) if found is not None else [])
-    listed = func.json_each(ids).table_valued("value")
-    by_id = select(Trace.id).where(Trace.trace_id == text)
-    return Trace.id.in_(union_all(by_id, select(listed.c.value)))

@@ -20,6 +20,7 @@ decision other than ``answer`` that carries no reason code."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -395,8 +396,8 @@ def count_for_page(
     if not f.text.strip():
         return MatchCount(count_traces(engine, actor, f))
     with read_session(engine) as s:
-        if engine.dialect.name == "sqlite":
-            n = _count_text_only_upto(s, actor, f.text.strip(), limit) if _text_only(f) else None
+        if engine.dialect.name == "sqlite" and _text_only(f):
+            n = _count_text_only_upto(s, actor, f.text.strip(), limit)
             if n is None:
                 n = _count_two_characters(s, actor, f, limit)
             if n is not None:
@@ -431,11 +432,10 @@ def _count_text_only_upto(s: Session, actor: Actor, text: str, limit: int) -> in
 
 
 def _count_two_characters(s: Session, actor: Actor, f: TraceFilter, limit: int) -> int | None:
-    """A search of two characters (no trigram of its own) counted up to ``limit`` + 1: among
-    the newest :data:`WINDOW` traces first, which hold that many of a common pair, else among
-    its matches in the trigram table (trace_search.pair_condition). None: not two
-    characters, or with other filters a pair too common for the trigram table (the filters'
-    own indexes then find the matches faster)."""
+    """A search of two characters (no trigram of its own, see :func:`_two_characters`)
+    counted up to ``limit`` + 1 matches: among the newest :data:`WINDOW` traces first, which
+    hold that many of a common pair, else among its matches in the trigram table. None: not
+    two characters."""
     text = f.text.strip()
     if trace_search.two_character_matches(text) is None:
         return None
@@ -444,27 +444,22 @@ def _count_two_characters(s: Session, actor: Actor, f: TraceFilter, limit: int) 
         probe = select(TraceRow.id).where(*_conditions(actor, f, "sqlite"), window)
         if _count_upto(s, probe, limit) > limit:
             return limit + 1
-        if not _text_only(f) and not _rare_pair(s, text, window):
-            return None
     visible = _conditions(actor, replace(f, text=""), "sqlite")
-    pair = trace_search.pair_condition(s, text)
-    return _count_upto(s, select(TraceRow.id).where(*visible, pair), limit)
+    return _count_upto(s, select(TraceRow.id).where(*visible, _two_characters(s, text)), limit)
 
 
 def _count_upto(s: Session, matches: Select[Any], limit: int) -> int:
     return int(s.scalar(select(func.count()).select_from(matches.limit(limit + 1).subquery())) or 0)
 
 
-def _pair(engine: Engine, text: str) -> str | None:
-    """``text`` when it is two characters the trigram table can find (SQLite)."""
-    sqlite = engine.dialect.name == "sqlite"
-    return text if sqlite and trace_search.two_character_matches(text) is not None else None
-
-
-def _rare_pair(s: Session, text: str, window: ColumnElement[bool]) -> bool:
-    """Whether ``window`` holds at most :data:`COUNT_LIMIT` matches of the pair ``text``."""
-    probe = select(TraceRow.id).where(_text_condition(text, "sqlite"), window)
-    return _count_upto(s, probe, COUNT_LIMIT) <= COUNT_LIMIT
+def _two_characters(s: Session, text: str) -> ColumnElement[bool]:
+    """The traces that match ``text``, two characters (SQLite): its matches in the trigram
+    table (storage.trace_search.two_character_matches, read once, for the few traces that
+    hold a rare pair), and the trace whose id it is."""
+    found = trace_search.two_character_matches(text)
+    ids = json.dumps(list(s.scalars(found)) if found is not None else [])
+    listed = func.json_each(ids).table_valued("value")
+    return or_(TraceRow.trace_id == text, TraceRow.id.in_(select(listed.c.value)))
 
 
 def _count_text_only(s: Session, actor: Actor, text: str) -> int | None:
@@ -539,10 +534,8 @@ def list_traces(
     walk, dense = matches > FEW_MATCHES, matches > DENSE_MATCHES
     conds = _conditions(actor, f, engine.dialect.name, for_listing=True, walk=walk, dense=dense)
     with read_session(engine) as s:
-        alone, pair = _text_only(f), _pair(engine, text)
-        short = sort in ("newest", "oldest") and trace_search.fts_phrase(text) is None
-        if short and (alone or pair):
-            return _list_without_trigrams(s, conds, page, page_size, sort, (alone, pair))
+        if sort in ("newest", "oldest") and _text_only(f) and trace_search.fts_phrase(text) is None:
+            return _list_without_trigrams(s, conds, page, page_size, sort, text)
         return _rows(s, _listing(conds, _order(sort), page, page_size))
 
 
@@ -551,33 +544,23 @@ WINDOW = 20_000
 
 
 def _list_without_trigrams(
-    s: Session,
-    conds: list[ColumnElement[bool]],
-    page: int,
-    page_size: int,
-    sort: str,
-    search: tuple[bool, str | None],
+    s: Session, conds: list[ColumnElement[bool]], page: int, page_size: int, sort: str, text: str
 ) -> list[TraceListRow]:
     """A page of a text search without trigrams of its own (one or two characters), which
-    reads each trace it looks at (``search``: whether the text is the only filter, and the
-    text when it is a pair of characters on SQLite, see :func:`_pair`).
-    The newest (or oldest) :data:`WINDOW` traces first: they come first in the order, so
-    when they hold the page it is the page. Else (few matches) two characters are found in
-    the trigram table (trace_search.pair_condition; with other filters, a rare pair), and a
-    search alone by reading every trace once and sorting the matches, instead of walking the
-    time index to its end and looking each trace up (several times slower)."""
-    alone, pair = search
+    reads each trace it looks at. The newest (or oldest) :data:`WINDOW` traces first: they
+    come first in the order, so when they hold the page it is the page. Else (few matches)
+    two characters are found in the trigram table (:func:`_two_characters`), and one is
+    found by reading every trace once and sorting the matches, instead of walking the time
+    index to its end and looking each trace up (several times slower)."""
     window = _window(s, sort)
     if window is None:  # the window is every trace
         return _rows(s, _listing(conds, _order(sort), page, page_size))
     rows = _rows(s, _listing([*conds, window], _order(sort), page, page_size))
     if len(rows) == page_size:
         return rows
-    if pair and (alone or _rare_pair(s, pair, window)):
-        found = trace_search.pair_condition(s, pair)
+    if trace_search.two_character_matches(text) is not None:
+        found = _two_characters(s, text)
         return _rows(s, _listing([*conds, found], _order(sort), page, page_size))
-    if not alone:  # as without the window
-        return _rows(s, _listing(conds, _order(sort), page, page_size))
     # the same order on an expression: no index serves it, so the database reads the table
     at = func.coalesce(TraceRow.at, TraceRow.at)
     order = [at.desc(), TraceRow.id.desc()] if sort == "newest" else [at.asc(), TraceRow.id.asc()]
