@@ -610,6 +610,7 @@ def _traces() -> Journey:
             Step("traces.id", "Traces", "look a trace up by id", _search_first_id),
             Step("traces.search", "Traces", 'text search "refund"', _search("refund")),
             Step("traces.rare", "Traces", 'text search "zzqx" (in no trace)', _search("zzqx")),
+            Step("traces.short", "Traces", 'text search "qz" (2 letters, none)', _search("qz")),
             Step("traces.clear", "Traces", "clear the filters", _click("Clear filters")),
             Step(
                 "traces.filter", "Traces", "filter: one decision", _pick("Decision", 0),

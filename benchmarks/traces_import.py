@@ -23,7 +23,8 @@ sys.path.insert(0, str(ROOT))
 from review.core.identity import SYSTEM  # noqa: E402
 from review.core.taxonomy import load_taxonomy  # noqa: E402
 from review.traces import monitoring  # noqa: E402
-from review.traces.browse import TraceFilter, count_traces, facet_values, list_traces  # noqa: E402
+from review.traces.browse import TraceFilter, count_traces, list_traces  # noqa: E402
+from review.traces.facets import facet_values  # noqa: E402
 from review.traces.importer import BATCH_SIZE, import_file  # noqa: E402
 from review.traces.monitoring import MonitoringPolicy  # noqa: E402
 from storage.db import make_engine, migrate  # noqa: E402

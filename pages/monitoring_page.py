@@ -142,16 +142,18 @@ def weekly_signals(result: monitoring.MonitorResult) -> None:
 def wording_violations(engine: Engine, actor: Actor, result: monitoring.MonitorResult) -> None:
     st.subheader("Refusal wording in production")
     try:
-        violations = production.weekly_violations(engine, actor, result.start, result.end)
+        violations = production.weekly_violations_or_unchecked(
+            engine, actor, result.start, result.end
+        )
     except WorkbenchError as exc:
         # a wording version edited in the database (or unreadable): this panel says so, the
         # rest of the page still shows, as every other page does
         ui.error("The refusal wording in force cannot be read, so refusals are not checked here.")
         st.code(str(exc), language=None)
         return
-    if violations is None:
+    if isinstance(violations, int):
         st.info(
-            f"The production wording check has {production.unchecked_count(engine):,} refusal "
+            f"The production wording check has {violations:,} refusal "
             "text(s) to look at. Run it on the Wording page (Production check); the weekly "
             "count of refusals that break a wording rule then shows here."
         )

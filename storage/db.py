@@ -38,6 +38,8 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
+from storage import trace_search
+
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_URL = f"sqlite:///{ROOT / 'data' / 'workbench.db'}"
 BUSY_TIMEOUT_MS = 15000
@@ -63,6 +65,8 @@ def _configure_sqlite(engine: Engine) -> None:
         cur.execute("PRAGMA foreign_keys=ON")
         cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         cur.execute("PRAGMA synchronous=NORMAL")
+        # the trigram table's vocabulary, which a two-character search reads (trace_search)
+        cur.execute(trace_search.TERMS_DDL)
         cur.close()
 
     @event.listens_for(engine, "begin")

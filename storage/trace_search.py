@@ -10,6 +10,10 @@ the query pieces that use them.
   the phrase is lowered by the same SQL lower(), so a match is exactly SQLite's
   ``lower(x) LIKE lower('%text%')`` (lower() folds ASCII letters only, as LIKE does).
   ``None`` when trigrams cannot answer (fewer than 3 characters).
+* ``two_character_matches(text)``: on SQLite, the same for a text of two characters, which has
+  no trigram of its own: the matches of the trigrams in the table that start or end with it
+  (found in the table's vocabulary, :data:`TERMS_TABLE`), with the few traces whose question
+  or answer is shorter than 3 characters (no trigram at all), matched on their own text.
 * :data:`UNMODELLED`: the objects made by the migration outside the models (the FTS5 table and
   its shadow tables, the generated version columns and their indexes, the trigram indexes),
   which the Alembic model check skips.
@@ -19,7 +23,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, String, column, exists, func, select, table
+from sqlalchemy import (
+    ColumnElement,
+    Integer,
+    Select,
+    String,
+    bindparam,
+    column,
+    exists,
+    func,
+    select,
+    table,
+)
+from sqlalchemy import text as sql_text
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.visitors import InternalTraversal, _TraverseInternalsType
 
@@ -42,6 +58,15 @@ UNMODELLED = frozenset(
 
 #: the shortest text trigrams can find (shorter searches read every trace)
 MIN_TRIGRAM_CHARS = 3
+
+#: the trigram table's vocabulary (an ``fts5vocab`` table of the ``instance`` kind, which
+#: seeks a term without reading its posting list), made in every SQLite connection's temp
+#: schema by storage.db (:data:`TERMS_DDL`)
+TERMS_TABLE = "traces_fts_terms"
+TERMS_DDL = (
+    f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{TERMS_TABLE} "
+    f"USING fts5vocab(main, {FTS_TABLE}, instance)"
+)
 
 
 class _VersionValue(ColumnElement[str]):
@@ -105,3 +130,78 @@ def fts_holds(text: str, trace_pk: ColumnElement[int]) -> ColumnElement[bool]:
     if phrase is None:
         raise ValueError("fts_holds needs a text with trigrams (fts_phrase)")
     return exists().where(_fts.c[FTS_TABLE].match(func.lower(phrase)), _fts.c.rowid == trace_pk)
+
+
+#: The traces whose question or answer holds the two characters ``:s`` in any case (lowered
+#: as SQLite's lower() does, like the table's text). A text of 3 or more characters holds
+#: them exactly when it holds a trigram that starts or ends with them: those in the table
+#: are found in its vocabulary, the ones that start with them by a walk from the first term
+#: >= ``:s`` (one seek per term), the ones that end with them by looking up, for each first
+#: character of the table's terms (one seek each), that character followed by ``:s``; all
+#: are asked in one FTS5 query joined by OR (``"s"`` itself, too short for a trigram, matches
+#: nothing and keeps the query valid when no trigram holds them). A text of 0-2 characters
+#: has no trigram: its traces have a column of 0 trigrams in the table's size record (one
+#: varint per column: the first byte 0, or the last byte 0 after a byte below 0x80, a
+#: varint's last byte; ``instr`` first, as a cheap test) and are matched on their own text.
+_TWO_CHARACTERS = f"""
+WITH RECURSIVE
+  s(v) AS (SELECT lower(:s)),
+  firsts(ch) AS (
+    SELECT (SELECT substr(term, 1, 1) FROM temp.{TERMS_TABLE} LIMIT 1)
+    UNION ALL
+    SELECT (
+      SELECT substr(term, 1, 1) FROM temp.{TERMS_TABLE}
+      WHERE term > firsts.ch || char(1114111) || char(1114111) LIMIT 1
+    ) FROM firsts WHERE firsts.ch IS NOT NULL
+  ),
+  starts(term) AS (
+    SELECT (SELECT term FROM temp.{TERMS_TABLE} WHERE term >= (SELECT v FROM s) LIMIT 1)
+    UNION ALL
+    SELECT (SELECT term FROM temp.{TERMS_TABLE} WHERE term > starts.term LIMIT 1)
+    FROM starts WHERE substr(starts.term, 1, 2) = (SELECT v FROM s)
+  ),
+  found(term) AS (
+    SELECT term FROM starts WHERE substr(term, 1, 2) = (SELECT v FROM s)
+    UNION
+    SELECT firsts.ch || s.v FROM firsts, s
+    WHERE firsts.ch IS NOT NULL AND EXISTS (
+      SELECT 1 FROM temp.{TERMS_TABLE} WHERE term = firsts.ch || s.v LIMIT 1
+    )
+  )
+SELECT rowid AS id FROM {FTS_TABLE}
+WHERE {FTS_TABLE} MATCH (
+  SELECT '"' || replace(v, '"', '""') || '"' || coalesce(
+    (SELECT group_concat(' OR "' || replace(term, '"', '""') || '"', '') FROM found), ''
+  ) FROM s
+)
+UNION
+SELECT traces.id FROM {FTS_TABLE}_docsize AS size JOIN traces ON traces.id = size.id
+WHERE instr(size.sz, x'00') > 0 AND (
+  substr(size.sz, 1, 1) = x'00'
+  OR (substr(size.sz, -1, 1) = x'00' AND substr(size.sz, -2, 1) < x'80')
+) AND (
+  lower(traces.query) LIKE lower(:like) ESCAPE '\\'
+  OR lower(traces.answer_text) LIKE lower(:like) ESCAPE '\\'
+)
+"""
+
+#: the length of text :func:`two_character_matches` answers
+TWO_CHARACTERS = 2
+
+
+def two_character_matches(text: str) -> Select[Any] | None:
+    """The ids of the traces whose question or answer holds ``text``, two characters, in any
+    case (SQLite; exactly ``lower(x) LIKE lower('%text%')``), or None for any other length
+    or a NUL. It reads the table's size record of every trace (a fraction of a second at a
+    million traces) and the posting lists of every trigram that holds ``text``: for text
+    that few traces hold."""
+    if len(text) != TWO_CHARACTERS or "\x00" in text:
+        return None
+    esc = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    found = (
+        sql_text(_TWO_CHARACTERS)
+        .bindparams(bindparam("s", text), bindparam("like", f"%{esc}%"))
+        .columns(column("id", Integer))
+        .subquery("two_characters")
+    )
+    return select(found.c.id)

@@ -7,26 +7,26 @@ from __future__ import annotations
 import streamlit as st
 from sqlalchemy import Engine
 
-from review.traces import browse
+from review.traces import facets as trace_facets
 
 
 @st.cache_data(ttl=300, show_spinner=False)
 def _facets(_engine: Engine, url: str, stamp: str) -> dict[str, list[str]]:
-    return browse.facet_values(_engine)
+    return trace_facets.facet_values(_engine)
 
 
 @st.cache_data(ttl=300, show_spinner=False)
 def _version_keys(_engine: Engine, url: str, stamp: str) -> dict[str, list[str]]:
-    return browse.version_keys(_engine)
+    return trace_facets.version_keys(_engine)
 
 
 def facets(engine: Engine, stamp: str) -> dict[str, list[str]]:
-    """The values each filterable column holds (see browse.facet_values)."""
+    """The values each filterable column holds (see trace_facets.facet_values)."""
     return _facets(engine, str(engine.url), stamp)
 
 
 def version_keys(engine: Engine, stamp: str) -> dict[str, list[str]]:
-    """Version components and their values (see browse.version_keys)."""
+    """Version components and their values (see trace_facets.version_keys)."""
     return _version_keys(engine, str(engine.url), stamp)
 
 

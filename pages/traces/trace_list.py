@@ -110,8 +110,8 @@ def filters(engine: Engine, actor: Actor, tax: Taxonomy) -> tuple[browse.TraceFi
             help=(
                 "Finds any part of the question or the answer, in any letter case (words, "
                 "parts of words, punctuation, all taken as plain text), or an exact trace id. "
-                "Three characters or more are looked up in the search index; shorter text "
-                "reads every trace."
+                "Three characters or more (two alone on SQLite) are looked up in the search "
+                "index; shorter text reads every trace."
             ),
         )
         v["from"] = c1.date_input("From", value=None, key=f"{P}from")

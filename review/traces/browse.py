@@ -20,6 +20,7 @@ decision other than ``answer`` that carries no reason code."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -46,7 +47,7 @@ from review.traces.model import (
     NEGATIVE_FEEDBACK,
 )
 from storage import trace_search
-from storage.db import read_session, seek_distinct
+from storage.db import read_session
 from storage.models import Trace as TraceRow
 from storage.models import TraceChunk, TraceImport
 
@@ -72,13 +73,11 @@ __all__ = [
     "count_from_listing",
     "count_traces",
     "data_stamp",
-    "facet_values",
     "get_trace",
     "list_traces",
     "missing_reason_condition",
     "require_view",
     "total_traces",
-    "version_keys",
 ]
 
 
@@ -399,6 +398,8 @@ def count_for_page(
     with read_session(engine) as s:
         if engine.dialect.name == "sqlite" and _text_only(f):
             n = _count_text_only_upto(s, actor, f.text.strip(), limit)
+            if n is None:
+                n = _count_two_characters(s, actor, f, limit)
             if n is not None:
                 return MatchCount(limit, True) if n > limit else MatchCount(n)
         dense = _trigram_matches(engine, f.text.strip()) > DENSE_MATCHES
@@ -428,6 +429,37 @@ def _count_text_only_upto(s: Session, actor: Actor, text: str, limit: int) -> in
     if int(s.scalar(select(func.count()).select_from(upto)) or 0) > limit + hidden:
         return limit + 1
     return _count_text_only(s, actor, text)
+
+
+def _count_two_characters(s: Session, actor: Actor, f: TraceFilter, limit: int) -> int | None:
+    """A search of two characters (no trigram of its own, see :func:`_two_characters`)
+    counted up to ``limit`` + 1 matches: among the newest :data:`WINDOW` traces first, which
+    hold that many of a common pair, else among its matches in the trigram table. None: not
+    two characters."""
+    text = f.text.strip()
+    if trace_search.two_character_matches(text) is None:
+        return None
+    window = _window(s, "newest")
+    if window is not None:
+        probe = select(TraceRow.id).where(*_conditions(actor, f, "sqlite"), window)
+        if _count_upto(s, probe, limit) > limit:
+            return limit + 1
+    visible = _conditions(actor, replace(f, text=""), "sqlite")
+    return _count_upto(s, select(TraceRow.id).where(*visible, _two_characters(s, text)), limit)
+
+
+def _count_upto(s: Session, matches: Select[Any], limit: int) -> int:
+    return int(s.scalar(select(func.count()).select_from(matches.limit(limit + 1).subquery())) or 0)
+
+
+def _two_characters(s: Session, text: str) -> ColumnElement[bool]:
+    """The traces that match ``text``, two characters (SQLite): its matches in the trigram
+    table (storage.trace_search.two_character_matches, read once, for the few traces that
+    hold a rare pair), and the trace whose id it is."""
+    found = trace_search.two_character_matches(text)
+    ids = json.dumps(list(s.scalars(found)) if found is not None else [])
+    listed = func.json_each(ids).table_valued("value")
+    return or_(TraceRow.trace_id == text, TraceRow.id.in_(select(listed.c.value)))
 
 
 def _count_text_only(s: Session, actor: Actor, text: str) -> int | None:
@@ -503,7 +535,7 @@ def list_traces(
     conds = _conditions(actor, f, engine.dialect.name, for_listing=True, walk=walk, dense=dense)
     with read_session(engine) as s:
         if sort in ("newest", "oldest") and _text_only(f) and trace_search.fts_phrase(text) is None:
-            return _list_without_trigrams(s, conds, page, page_size, sort)
+            return _list_without_trigrams(s, conds, page, page_size, sort, text)
         return _rows(s, _listing(conds, _order(sort), page, page_size))
 
 
@@ -512,28 +544,38 @@ WINDOW = 20_000
 
 
 def _list_without_trigrams(
-    s: Session, conds: list[ColumnElement[bool]], page: int, page_size: int, sort: str
+    s: Session, conds: list[ColumnElement[bool]], page: int, page_size: int, sort: str, text: str
 ) -> list[TraceListRow]:
-    """A page of a text search without trigrams (one or two characters), which reads each
-    trace it looks at. The newest (or oldest) :data:`WINDOW` traces first: they come first
-    in the order, so when they hold the page it is the page. Else (few matches) every trace
-    is read once and the matches sorted, instead of walking the time index to its end and
-    looking each trace up (several times slower)."""
-    edge = s.scalar(select(TraceRow.id).order_by(*_order(sort)).offset(WINDOW - 1).limit(1))
-    if edge is None:  # the window is every trace
+    """A page of a text search without trigrams of its own (one or two characters), which
+    reads each trace it looks at. The newest (or oldest) :data:`WINDOW` traces first: they
+    come first in the order, so when they hold the page it is the page. Else (few matches)
+    two characters are found in the trigram table (:func:`_two_characters`), and one is
+    found by reading every trace once and sorting the matches, instead of walking the time
+    index to its end and looking each trace up (several times slower)."""
+    window = _window(s, sort)
+    if window is None:  # the window is every trace
         return _rows(s, _listing(conds, _order(sort), page, page_size))
-    edge_at = select(TraceRow.at).where(TraceRow.id == edge).scalar_subquery()
-    if sort == "newest":
-        window = and_(TraceRow.at >= edge_at, or_(TraceRow.at > edge_at, TraceRow.id >= edge))
-    else:
-        window = and_(TraceRow.at <= edge_at, or_(TraceRow.at < edge_at, TraceRow.id <= edge))
     rows = _rows(s, _listing([*conds, window], _order(sort), page, page_size))
     if len(rows) == page_size:
         return rows
+    if trace_search.two_character_matches(text) is not None:
+        found = _two_characters(s, text)
+        return _rows(s, _listing([*conds, found], _order(sort), page, page_size))
     # the same order on an expression: no index serves it, so the database reads the table
     at = func.coalesce(TraceRow.at, TraceRow.at)
     order = [at.desc(), TraceRow.id.desc()] if sort == "newest" else [at.asc(), TraceRow.id.asc()]
     return _rows(s, _listing(conds, order, page, page_size))
+
+
+def _window(s: Session, sort: str) -> ColumnElement[bool] | None:
+    """The newest (or oldest) :data:`WINDOW` traces of ``sort``'s order; None: every trace."""
+    edge = s.scalar(select(TraceRow.id).order_by(*_order(sort)).offset(WINDOW - 1).limit(1))
+    if edge is None:
+        return None
+    edge_at = select(TraceRow.at).where(TraceRow.id == edge).scalar_subquery()
+    if sort == "newest":
+        return and_(TraceRow.at >= edge_at, or_(TraceRow.at > edge_at, TraceRow.id >= edge))
+    return and_(TraceRow.at <= edge_at, or_(TraceRow.at < edge_at, TraceRow.id <= edge))
 
 
 def _listing(
@@ -591,45 +633,6 @@ def count_from_listing(page: int, page_size: int, listed: int) -> MatchCount | N
 
 def _aware(v: dt.datetime) -> dt.datetime:
     return v if v.tzinfo is not None else v.replace(tzinfo=dt.UTC)
-
-
-#: Filterable columns with an index of their own: their values are read from the whole table.
-_INDEXED_FACETS = ("policy_version", "feedback")
-
-
-def facet_values(engine: Engine, limit: int = 200, sample: int = 20_000) -> dict[str, list[str]]:
-    """Values offered in the filter pickers: every value of the indexed columns, and for the
-    others the values of the newest ``sample`` traces (a full scan per column would take
-    seconds at a million traces; an older value can still be reached by a link)."""
-    out: dict[str, list[str]] = {}
-    with read_session(engine) as s:
-        newest = (
-            select(*(getattr(TraceRow, n) for n in COLUMN_FILTERS))
-            .order_by(TraceRow.at.desc())
-            .limit(sample)
-            .subquery()
-        )
-        for name in (*COLUMN_FILTERS, "feedback"):
-            if name in _INDEXED_FACETS:  # one index seek per value
-                found, _null = seek_distinct(s, getattr(TraceRow, name), limit)
-                out[name] = [str(v) for v in found]
-                continue
-            col = newest.c[name]
-            stmt = select(col).where(col.is_not(None)).distinct().order_by(col).limit(limit)
-            out[name] = [str(v) for v in s.scalars(stmt)]
-    return out
-
-
-def version_keys(engine: Engine, sample: int = 1000) -> dict[str, list[str]]:
-    """Component names in ``versions`` and their values, from the newest ``sample`` traces."""
-    keys: dict[str, set[str]] = {}
-    with read_session(engine) as s:
-        for versions in s.scalars(
-            select(TraceRow.versions).order_by(TraceRow.at.desc()).limit(sample)
-        ):
-            for k, v in (versions or {}).items():
-                keys.setdefault(str(k), set()).add(str(v))
-    return {k: sorted(v) for k, v in sorted(keys.items())}
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,7 @@ __all__ = [
     "trace_findings",
     "unchecked_count",
     "weekly_violations",
+    "weekly_violations_or_unchecked",
 ]
 
 
@@ -355,8 +356,20 @@ def weekly_violations(
     when that scan is up to date (None otherwise: it is run from the Wording page, since a
     first scan of a large trace table takes a while). Restricted traces count only for users
     with clearance."""
-    if unchecked_count(engine) > 0:
-        return None
+    found = weekly_violations_or_unchecked(engine, actor, start, end)
+    return None if isinstance(found, int) else found
+
+
+def weekly_violations_or_unchecked(
+    engine: Engine, actor: Actor, start: dt.date, end: dt.date
+) -> pd.DataFrame | int:
+    """:func:`weekly_violations`, or instead of None how many refusal texts the production
+    check still has to lint (:func:`unchecked_count`, which is also how the scan is known to
+    be out of date): a page that shows one or the other counts the refusals once (an
+    aggregate over every refusal, 0.1 s at a million traces)."""
+    todo = unchecked_count(engine)
+    if todo > 0:
+        return todo
     scan, _ctx = _scan(engine)
     vis = _visible(scan, actor)
     at = scan.at[vis]

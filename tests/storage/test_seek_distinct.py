@@ -11,7 +11,7 @@ from sqlalchemy import Engine, select
 
 from review.audits import plans
 from review.audits.population import NONE, stratum_column
-from review.traces import browse
+from review.traces import facets as trace_facets
 from storage.db import leads_an_index, read_session, seek_distinct
 from storage.models import Trace
 from tests.helpers.traces import import_traces, make_trace
@@ -65,7 +65,7 @@ def test_seeks_give_the_distinct_values_in_order(any_engine: Engine) -> None:
 
 def test_pickers_offer_what_a_distinct_read_offers(any_engine: Engine) -> None:
     _load(any_engine, 8)
-    facets = browse.facet_values(any_engine)
+    facets = trace_facets.facet_values(any_engine)
     for name in ("feedback", "policy_version"):
         want, _ = _distinct(any_engine, getattr(Trace, name), 200)
         assert facets[name] == [str(v) for v in want]

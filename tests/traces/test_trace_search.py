@@ -285,6 +285,52 @@ def test_short_text_lists_from_the_newest_window_then_the_whole_table_as_before(
                 assert [r.trace_id for r in rows] == want, (needle, page)
 
 
+@pytest.mark.parametrize(("window", "limit"), [(1, 3), (40, 5), (250, 1000)])
+def test_two_characters_count_from_the_newest_window_then_the_trigram_table(
+    searched: tuple[Engine, list[Trace]], window: int, limit: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # two characters: counted among the newest `window` traces first, then among the
+    # matches of the trigrams that start or end with them
+    monkeypatch.setattr(browse, "WINDOW", window)
+    engine, items = searched
+    short = [n for n in search_strings(items, seed=window) if len(n.strip()) == 2]
+    for needle in [*short, "zz", "ab", "AB", "x ", " x", "%_", "r-"]:
+        f = browse.TraceFilter(text=needle)
+        for actor in (CLEARED, UNCLEARED):
+            exact = browse.count_traces(engine, actor, f)
+            want = browse.MatchCount(limit, True) if exact > limit else browse.MatchCount(exact)
+            assert browse.count_for_page(engine, actor, f, limit=limit) == want, needle
+
+
+@pytest.mark.parametrize("window", [1, 20_000])
+def test_two_characters_find_texts_too_short_for_a_trigram(
+    any_engine: Engine, window: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a question or answer of 0-2 characters has no trigram; one of 128 trigrams (130
+    # characters) has a size of two bytes ending in 0, which is not a text without trigrams
+    monkeypatch.setattr(browse, "WINDOW", window)
+    long = "w" * 130
+    at = dt.datetime(2025, 5, 1, tzinfo=UTC)
+    items = [
+        make_trace("t-short-q", at, query="Qz", answer_text=long),
+        make_trace("t-short-a", at, query=long, answer_text="qZ"),
+        make_trace("t-empty-a", at, query="xqz" + long, answer_text=""),
+        make_trace("t-long", at, query=long, answer_text=long),
+        make_trace("t-other", at, query="ab", answer_text="q"),
+        make_trace("qz", at, query=long, answer_text="z"),
+    ]
+    assert import_traces(any_engine, items).added == len(items)
+    for needle in ("qz", "QZ", "ww", "ab", "q", "z", "zz"):
+        f = browse.TraceFilter(text=needle)
+        assert_same(any_engine, f, ("newest", "oldest"))
+        for actor in (CLEARED, UNCLEARED):
+            want = set(old_listing(any_engine, actor, f, "newest"))
+            assert browse.count_for_page(any_engine, actor, f) == browse.MatchCount(len(want))
+    assert set(listed(any_engine, CLEARED, browse.TraceFilter(text="qz"), "newest")) == {
+        "t-short-q", "t-short-a", "t-empty-a", "qz",
+    }  # fmt: skip
+
+
 def test_the_count_from_a_listed_page() -> None:
     assert browse.count_from_listing(1, 25, 0) == browse.MatchCount(0)
     assert browse.count_from_listing(1, 25, 7) == browse.MatchCount(7)

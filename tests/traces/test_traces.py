@@ -19,6 +19,7 @@ from review.core.errors import InputError, PermissionDenied, StaleWriteError
 from review.core.identity import SYSTEM, Actor
 from review.core.taxonomy import Taxonomy
 from review.traces import browse, importcheck, importer, retention
+from review.traces import facets as trace_facets
 from review.traces.formats import iter_traces
 from review.traces.formats.canonical import trace_to_dict
 from review.traces.model import Trace
@@ -601,10 +602,10 @@ def test_sorting_and_pagination(eight: Engine) -> None:
 
 
 def test_facets_and_version_keys(eight: Engine) -> None:
-    facets = browse.facet_values(eight)
+    facets = trace_facets.facet_values(eight)
     assert facets["ranking_mode"] == ["semantic_reranker", "vector"]
     assert facets["feedback"] == ["answer_wrong", "expected_answer", "positive"]
-    assert browse.version_keys(eight) == {"index": ["kb-1", "kb-2"], "policy": ["p@1"]}
+    assert trace_facets.version_keys(eight) == {"index": ["kb-1", "kb-2"], "policy": ["p@1"]}
     stamp = browse.data_stamp(eight)
     import_traces(eight, [make_trace("t9")])
     assert browse.data_stamp(eight) != stamp
