@@ -22,11 +22,27 @@ PAGE_SIZE = 25
 KEEP = frozenset({f"{P}report", f"{P}applied", f"{P}flash"})  # kept when the filters reset
 
 
+#: Each filter widget's empty value. Clearing sets these rather than deleting the keys: the
+#: browser keeps a widget's last value while its key is merely gone, shows it still, and sends
+#: it back with the next change of any filter (a cleared search came back).
+EMPTY: dict[str, Any] = {
+    "q": "", "from": None, "to": None, "sort": next(iter(browse.SORTS)), "decisions": [],
+    "reason": "", "feedback": "", "ranking_mode": "", "policy_version": "",
+    "model_version": "", "vkey": "", "vval": "", "language": "", "customer_tier": "",
+    "document_type": "", "user_role": "", "smin": None, "smax": None, "ungrounded": False,
+    "empty": False, "missing": False, "caveat": False, "restricted": False,
+}  # fmt: skip
+
+
 def reset_filters() -> None:
-    """Forget every filter value (the import report, the applied link and the flash stay)."""
+    """Forget every filter value (the import report, the applied link and the flash stay):
+    the widgets are set to their empty values, everything else under :data:`P` goes."""
     for k in list(st.session_state):
         if isinstance(k, str) and k.startswith(P) and k not in KEEP:
-            del st.session_state[k]
+            if k[len(P) :] in EMPTY:
+                st.session_state[k] = EMPTY[k[len(P) :]]
+            else:
+                del st.session_state[k]
 
 
 def init_from_query(tax: Taxonomy) -> None:
@@ -43,15 +59,19 @@ def init_from_query(tax: Taxonomy) -> None:
         st.session_state[f"{P}{name}"] = value
 
 
+def _clear() -> None:
+    reset_filters()
+    for name in listing.FILTER_PARAMS:
+        if name in st.query_params:
+            del st.query_params[name]
+    st.session_state[f"{P}applied"] = ()
+
+
 def clear_button() -> None:
-    """The "Clear filters" button: the widgets and the link's parameters go."""
-    if st.button("Clear filters", key=f"{P}clear"):
-        reset_filters()
-        for name in listing.FILTER_PARAMS:
-            if name in st.query_params:
-                del st.query_params[name]
-        st.session_state[f"{P}applied"] = ()
-        st.rerun()
+    """The "Clear filters" button: the widgets and the link's parameters go. It clears in its
+    callback, before the widgets of the next run exist (a widget's value may be set only
+    then)."""
+    st.button("Clear filters", key=f"{P}clear", on_click=_clear)
 
 
 def _select(label: str, key: str, values: list[str], col: Any) -> str | None:

@@ -1,0 +1,45 @@
+"""Browser journey of the Traces page's filters: what "Clear filters" clears stays cleared in
+the browser, not only on the server (AppTest cannot see the browser's own widget values)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from tests.helpers.browser import chromium_page, open_as, streamlit_server, wait_idle
+from tests.helpers.paths import ROOT
+
+pytestmark = pytest.mark.browser
+
+REVIEWER = 4  # Ravi Menon on the demo
+
+
+@pytest.fixture
+def page(demo_url: str, tmp_path: Path) -> Iterator[Page]:
+    with (
+        streamlit_server(ROOT / "app.py", tmp_path, WORKBENCH_DATABASE_URL=demo_url) as base,
+        chromium_page() as pg,
+    ):
+        open_as(pg, f"{base}/traces?as={REVIEWER}")
+        wait_idle(pg)
+        yield pg
+
+
+def test_cleared_filters_stay_cleared_when_another_filter_changes(page: Page) -> None:
+    box = page.get_by_role("textbox", name="Search question, answer or trace id")
+    box.fill("refund")
+    box.press("Enter")
+    wait_idle(page)
+    page.get_by_role("button", name="Clear filters").click()
+    # the box shows the search is gone ...
+    expect(box).to_have_value("")
+    wait_idle(page)
+    # ... and a change of another filter does not bring it back from the browser's memory
+    page.get_by_text("More filters: versions, slices, scores, flags").click()
+    page.get_by_text("Ungrounded", exact=True).click()
+    wait_idle(page)
+    expect(page.get_by_role("checkbox", name="Ungrounded")).to_be_checked()
+    expect(box).to_have_value("")
