@@ -558,7 +558,8 @@ def _list_without_trigrams(
     rows = _rows(s, _listing([*conds, window], _order(sort), page, page_size))
     if len(rows) == page_size:
         return rows
-    if trace_search.two_character_matches(text) is not None:
+    sqlite = s.get_bind().dialect.name == "sqlite"  # the trigram vocabulary is SQLite's
+    if sqlite and trace_search.two_character_matches(text) is not None:
         found = _two_characters(s, text)
         return _rows(s, _listing([*conds, found], _order(sort), page, page_size))
     # the same order on an expression: no index serves it, so the database reads the table
