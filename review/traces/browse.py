@@ -360,6 +360,13 @@ def count_traces(engine: Engine, actor: Actor, f: TraceFilter) -> int:
             counted = _count_text_only(s, actor, text)
             if counted is not None:
                 return counted
+        if f.decisions and replace(f, decisions=()) == TraceFilter():  # decisions alone
+            counted = rollup.decision_total(s, [d if d != "(none)" else "" for d in f.decisions])
+            if counted is not None and not clearance.cleared(actor):  # less what is hidden
+                hidden = [TraceRow.restricted.is_(True), _decision_condition(f.decisions)]
+                counted -= int(s.scalar(select(func.count()).where(*hidden)) or 0)
+            if counted is not None:
+                return counted
         stmt = (
             select(func.count())
             .select_from(TraceRow)

@@ -254,3 +254,16 @@ def stored_total(engine: Engine) -> int:
             )
             or 0
         )
+
+
+def decision_total(s: Session, decisions: Sequence[str]) -> int | None:
+    """How many traces have one of ``decisions`` ("" for none logged), read from the
+    rollup's rows of all traces instead of the traces (a decision holds a fifth of a million
+    traces: 1.1 s to count on SQLite); None when the rollup is out of step with the traces
+    table (its total is not the table's count), for the caller to count the table."""
+    total = func.coalesce(func.sum(TraceRollup.traces), 0)
+    stored = int(s.scalar(select(total).where(TraceRollup.dim == ALL)) or 0)
+    if stored != int(s.scalar(select(func.count()).select_from(TraceRow)) or 0):
+        return None
+    picked = TraceRollup.decision.in_(list(decisions))
+    return int(s.scalar(select(total).where(TraceRollup.dim == ALL, picked)) or 0)

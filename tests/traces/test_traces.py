@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from sqlalchemy import Engine, event, func, select
+from sqlalchemy import Engine, delete, event, func, select
 
 from review.core.clearance import REDACTED
 from review.core.errors import InputError, PermissionDenied, StaleWriteError
@@ -20,10 +20,11 @@ from review.core.identity import SYSTEM, Actor
 from review.core.taxonomy import Taxonomy
 from review.traces import browse, importcheck, importer, retention
 from review.traces import facets as trace_facets
+from review.traces import rollup as trace_rollup
 from review.traces.formats import iter_traces
 from review.traces.formats.canonical import trace_to_dict
 from review.traces.model import Trace
-from storage.db import make_engine, run_write
+from storage.db import make_engine, read_session, run_write
 from storage.models import (
     AuditItem,
     AuditLog,
@@ -31,6 +32,7 @@ from storage.models import (
     SamplingPlan,
     TraceChunk,
     TraceImport,
+    TraceRollup,
 )
 from storage.models import Trace as TraceRow
 from tests.helpers.actors import make_actor
@@ -578,6 +580,34 @@ def test_filters_hand_counted(eight: Engine, flt: browse.TraceFilter, expected: 
     assert browse.count_traces(eight, CLEARED_REVIEWER, flt) == len(expected)
     if not flt.restricted_only:  # without clearance the restricted t8 is left out
         assert browse.count_traces(eight, REVIEWER, flt) == len(expected - {"t8"})
+
+
+@pytest.mark.parametrize(
+    "decisions",
+    [("answer",), ("(none)",), ("abstain", "(none)"), ("answer", "clarify", "escalate")],
+)
+def test_a_decision_filter_counts_from_the_rollup_or_the_table_when_out_of_step(
+    eight: Engine, decisions: tuple[str, ...]
+) -> None:
+    """A filter of decisions alone is counted from the stored daily rollup (1.1 s over a
+    fifth of a million traces otherwise), less the restricted traces a user without
+    clearance does not see; a rollup out of step with the traces is not read."""
+    flt = browse.TraceFilter(decisions=decisions)
+    rollup_names = [d if d != "(none)" else "" for d in decisions]
+
+    def listed(actor: Actor) -> int:
+        return len(browse.list_traces(eight, actor, flt, page_size=50))
+
+    with read_session(eight) as s:
+        assert trace_rollup.decision_total(s, rollup_names) == listed(CLEARED_REVIEWER)
+    for who in (CLEARED_REVIEWER, REVIEWER):
+        assert browse.count_traces(eight, who, flt) == listed(who)
+    with eight.begin() as conn:  # the rollup loses a day of answers: out of step
+        conn.execute(delete(TraceRollup).where(TraceRollup.decision == "answer"))
+    with read_session(eight) as s:
+        assert trace_rollup.decision_total(s, rollup_names) is None
+    for who in (CLEARED_REVIEWER, REVIEWER):
+        assert browse.count_traces(eight, who, flt) == listed(who)
 
 
 def test_sorting_and_pagination(eight: Engine) -> None:
