@@ -390,6 +390,17 @@ def _pick(label: str, option: int = 1) -> Callable[[Any], None]:
     return act
 
 
+def _pick_named(label: str, option: str) -> Callable[[Any], None]:
+    """Open the picker ``label`` and take the entry ``option`` (a multiselect's first entry
+    may be "Select all")."""
+
+    def act(pg: Any) -> None:
+        pg.get_by_role("combobox", name=label).first.click()
+        pg.get_by_role("option", name=option, exact=True).click()
+
+    return act
+
+
 def _search(text: str) -> Callable[[Any], None]:
     def act(pg: Any) -> None:
         box = pg.get_by_role("textbox", name="Search question, answer or trace id")
@@ -613,7 +624,8 @@ def _traces() -> Journey:
             Step("traces.short", "Traces", 'text search "qz" (2 letters, none)', _search("qz")),
             Step("traces.clear", "Traces", "clear the filters", _click("Clear filters")),
             Step(
-                "traces.filter", "Traces", "filter: one decision", _pick("Decision", 0),
+                "traces.filter", "Traces", "filter: one decision (Abstain)",
+                _pick_named("Decision", "Abstain"),
                 keystroke=True,
             ),
         ),
@@ -914,7 +926,7 @@ def time_reference(br: Browser, meter: Meter, base: str, repeat: int) -> list[fi
             first.append(m)
             again.append(r)
             switch.append(s)
-    what = "the same measurement of a Streamlit page with a title and a button"
+    what = "the same measurement of a Streamlit app of two pages, each a title and a button"
     return [
         _reference("first view", f"{what}: first view (median of {repeat})", first),
         _reference("switch", f"{what}: from the sidebar (median of {repeat})", switch),

@@ -276,12 +276,14 @@ def _date_conditions(f: TraceFilter) -> list[ColumnElement[bool]]:
 def _decision_condition(decisions: tuple[str, ...]) -> ColumnElement[bool]:
     """One of the decisions ("(none)": no decision logged)."""
     named = [d for d in decisions if d != "(none)"]
-    parts: list[ColumnElement[bool]] = []
+    if named and "(none)" in decisions:
+        # one expression, not "IN (...) OR IS NULL": for that OR SQLite collects every match
+        # by two index reads and sorts them (2.5 s for all decisions at 1M traces) instead of
+        # walking the time index
+        return func.coalesce(TraceRow.decision, "").in_([*named, ""])
     if named:
-        parts.append(TraceRow.decision.in_(named))
-    if "(none)" in decisions:
-        parts.append(TraceRow.decision.is_(None))
-    return or_(*parts)
+        return TraceRow.decision.in_(named)
+    return TraceRow.decision.is_(None)
 
 
 def _choice_conditions(f: TraceFilter) -> list[ColumnElement[bool]]:
