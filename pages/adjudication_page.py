@@ -9,7 +9,7 @@ import streamlit as st
 from sqlalchemy import Engine
 
 from pages import ui
-from review.admin import users
+from review.admin import navigation, users
 from review.cases import cases, display, sight
 from review.core import readable
 from review.core.identity import Actor, Permission
@@ -154,7 +154,7 @@ def evidence(engine: Engine, actor: Actor, view: cases.CaseView, tax: Taxonomy) 
                 if d.body is None:
                     st.warning(ui.plain(d.withheld or "Not shown."))
                 else:
-                    st.text(d.body)
+                    ui.document_body(d.body)
 
 
 def side_by_side(engine: Engine, case_id: int, tax: Taxonomy, names: dict[str, str]) -> None:
@@ -258,7 +258,7 @@ def main() -> None:
     tax = ui.tax()
     st.title("Adjudicate")
     if not actor.can(Permission.adjudicate):
-        st.info("Adjudication is for reviewers. Your roles do not include it.")
+        ui.not_for_you("Adjudication", navigation.holders(Permission.adjudicate), actor)
         return
     flash = st.session_state.pop("adj_flash", None)
     if flash:

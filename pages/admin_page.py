@@ -8,7 +8,7 @@ from sqlalchemy import Engine
 
 from pages import ui
 from pages.traces.restriction_panel import unknown_documents_form
-from review.admin import changelog, users
+from review.admin import changelog, navigation, users
 from review.core.errors import StaleWriteError, WorkbenchError
 from review.core.identity import ROLE_HELP, Actor, Permission, Role
 from review.labels import adjudication, labeling
@@ -175,7 +175,7 @@ def main() -> None:
     actor = ui.actor()
     st.title("Admin")
     if not actor.can(Permission.manage_users):
-        ui.error("Only administrators can manage users.")
+        ui.not_for_you("Managing users", navigation.holders(Permission.manage_users), actor)
         return
     flash = st.session_state.pop("admin_flash", None)
     if flash:

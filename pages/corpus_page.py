@@ -12,22 +12,9 @@ from review.core.errors import WorkbenchError
 from review.core.identity import Actor, Permission
 from review.core.taxonomy import Taxonomy
 from review.corpus import corpus
-from review.corpus.docformat import DocumentIn, parse_blocks, table_frame
+from review.corpus.docformat import DocumentIn
 
 OPEN = {"open": st.column_config.LinkColumn("open", display_text="open")}
-
-
-def structured_body(body: str) -> None:
-    """The body block by block, as text and tables (never rendered as Markdown)."""
-    for block in parse_blocks(body):
-        if block.kind == "heading":
-            st.text(("#" * block.level) + " " + block.text)
-        elif block.kind == "table":
-            st.dataframe(table_frame(block.rows), hide_index=True, width="stretch")
-        elif block.kind == "footnote":
-            st.text(f"[^{block.rows[0][0]}] {block.text}")
-        else:
-            st.text(block.text)
 
 
 def show_document(engine: Engine, actor: Actor, tax: Taxonomy, doc_pk: int) -> None:
@@ -59,7 +46,7 @@ def show_document(engine: Engine, actor: Actor, tax: Taxonomy, doc_pk: int) -> N
     with left:
         tab_struct, tab_raw = st.tabs(["Structured", "Raw text"])
         with tab_struct:
-            structured_body(doc.body)
+            ui.document_body(doc.body)
         with tab_raw:
             st.code(doc.body, language=None, wrap_lines=True)
     if actor.can(Permission.edit_corpus):
@@ -118,7 +105,10 @@ def new_version_form(engine: Engine, actor: Actor, tax: Taxonomy, doc: corpus.Do
 
 
 def import_panel(engine: Engine, actor: Actor, tax: Taxonomy) -> None:
-    with st.expander("Import documents"):
+    """The import form; open from the start while the corpus is empty (the first step of a
+    new workbench, which Overview links here)."""
+    empty = corpus.count_documents(engine, actor, corpus.DocFilter(current_only=False)) == 0
+    with st.expander("Import documents", expanded=empty):
         st.caption(
             "Markdown or text files with YAML front matter (doc_id, version, title, "
             "effective_date, superseded_by, authority, owner, access_scope, "

@@ -9,7 +9,7 @@ from sqlalchemy import Engine
 
 from pages import ui
 from pages.labeling import evidence, form, nav
-from review.admin import users
+from review.admin import navigation, users
 from review.cases import cases
 from review.core import readable
 from review.core.identity import Actor, Permission
@@ -108,10 +108,8 @@ def main() -> None:
     title.title("Label", anchor=False)
     st.html(COMPACT)
     if not actor.can(Permission.label):
-        st.info(
-            "Labeling is for annotators. Your roles do not include it; the Agreement and "
-            "Adjudicate pages show the labels."
-        )
+        ui.not_for_you("Labeling", navigation.holders(Permission.label), actor)
+        st.caption("The Agreement and Adjudicate pages show the labels.")
         return
     st.session_state.setdefault("lab_skipped", [])
     st.session_state.setdefault("lab_case", None)

@@ -202,10 +202,7 @@ def main() -> None:
     st.title("Monitoring")
     integrity.chain_banner(engine)
     if not browse.can_view(actor):
-        st.info(
-            "Monitoring of production traces is for reviewers, product owners, compliance "
-            "and admins."
-        )
+        ui.not_for_you("Monitoring production traces", browse.VIEW_ROLES, actor)
         return
     try:
         policy = monitoring.load_monitoring_policy()

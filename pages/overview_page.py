@@ -11,7 +11,7 @@ from pages.labeling import cached
 from review.core import clearance
 from review.core.identity import Permission
 from review.core.taxonomy import Taxonomy
-from review.monthly.overview import Overview, build_overview
+from review.monthly.overview import Attention, Overview, build_overview
 
 
 def counts(ov: Overview) -> None:
@@ -28,6 +28,19 @@ def counts(ov: Overview) -> None:
         "—" if ov.unanswerable_share is None else f"{ov.unanswerable_share:.0%}",
         help="Share of ready cases whose expected decision is not an answer (aim for ≥ 25%)",
     )
+
+
+def first_step(step: Attention) -> None:
+    """The one next step of a workbench that is not set up yet, above everything else."""
+    with st.container(border=True):
+        st.subheader("First step", anchor=False)
+        st.markdown(ui.plain(step.text))
+        st.page_link(
+            f"pages/{step.page}_page.py",
+            label=f"Open {ui.plain(step.page.title())}",
+            icon=":material/arrow_forward:",
+            query_params=step.params or None,
+        )
 
 
 def attention(ov: Overview) -> None:
@@ -102,15 +115,13 @@ def main() -> None:
         f"({ui.plain(', '.join(r.replace('_', ' ') for r in sorted(actor.roles)))})"
         + (" · clearance for restricted content" if clearance.cleared(actor) else "")
     )
+    if ov.first_step is not None:
+        first_step(ov.first_step)
     counts(ov)
-    attention(ov)
+    if ov.attention or ov.first_step is None:
+        attention(ov)
     if ov.cases_total:
         ready_cases(ov, tax)
-    else:
-        st.info(
-            "No cases yet. Import the corpus on the Corpus page, then build cases on the "
-            "Cases page, or load the demo company with `workbench seed-demo`."
-        )
 
 
 if __name__ == "__main__":

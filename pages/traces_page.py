@@ -158,10 +158,7 @@ def main() -> None:
     engine, actor, tax = ui.engine(), ui.actor(), ui.tax()
     st.title("Traces")
     if not browse.can_view(actor):
-        st.info(
-            "Production traces are shown to reviewers, product owners, compliance and admins. "
-            "Ask an administrator for one of those roles if you need to see them."
-        )
+        ui.not_for_you("Browsing production traces", browse.VIEW_ROLES, actor)
         return
     trace_param = ui.query_int("trace")
     if trace_param is not None:

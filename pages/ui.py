@@ -12,19 +12,21 @@ from __future__ import annotations
 import contextlib
 import math
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
 import streamlit as st
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
+from review.admin import navigation, users
 from review.core import database, uploads
 from review.core.database import database_url, open_database
 from review.core.errors import WorkbenchError
 from review.core.escape import markdown_text
-from review.core.identity import Actor
+from review.core.identity import Actor, Role
 from review.core.taxonomy import Taxonomy, taxonomy
+from review.corpus.docformat import readable_blocks, table_frame
 
 T = TypeVar("T")
 
@@ -215,3 +217,39 @@ def rerun_here() -> None:
     if in_fragment_run():
         st.rerun(scope="fragment")
     st.rerun()
+
+
+def document_body(body: str, *, table_rows: int = 25) -> None:
+    """A document's (or a chunk's) text as its reader sees the structure: a heading as one,
+    a list with bullets, a footnote as a caption, a table as a dataframe of its parsed cells,
+    every other block as text (``docformat.readable_blocks``). Never Markdown or HTML from the
+    document: a heading's text goes through :func:`plain`, the rest through ``st.text``."""
+    for block in readable_blocks(body):
+        if block.kind == "heading":
+            shown = plain(block.text)  # levels 1 and 2 as small headings, deeper as bold
+            if not shown:
+                continue
+            if block.level <= 2:
+                st.markdown(("### " if block.level == 1 else "#### ") + shown)
+            else:
+                st.markdown(f"**{shown}**")
+        elif block.kind == "table":
+            frame = table_frame(block.rows)
+            st.dataframe(
+                frame, hide_index=True, width="stretch", height=table_height(len(frame), table_rows)
+            )
+        elif block.kind == "footnote":
+            st.caption(plain(f"[{block.rows[0][0]}] {block.text}"))
+        else:
+            st.text(block.text)
+
+
+def not_for_you(what: str, roles: Iterable[Role], actor: Actor) -> None:
+    """Tell someone whose roles do not let them use this page who can and what to do
+    (``navigation.not_yours``): an administrator gets a link to the Admin page, anyone else
+    the names of the administrators to ask."""
+    admins = [u.name for u in users.list_users(engine(), False) if Role.admin.value in u.roles]
+    said = navigation.not_yours(what, roles, actor.roles, admins)
+    st.info(plain(said.text))
+    if said.admin_link:
+        st.page_link("pages/admin_page.py", label="Open Admin", icon=":material/arrow_forward:")

@@ -56,7 +56,7 @@ def chunks_panel(view: items.ItemView) -> None:
                 )
                 if c.filtered:
                     st.warning("Not in the context: the authorization filter removed it.")
-                st.text(c.text)
+                ui.document_body(c.text)
 
 
 def wording_check(engine: Engine, actor: Actor, view: items.ItemView) -> None:

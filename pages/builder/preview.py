@@ -42,6 +42,6 @@ def show_preview(pv: diffs.Preview, doc_ref: str, tax: Taxonomy) -> None:
             f"New document in scope {ui.plain(repr(scope))}, forbidden to the case's identity"
         )
         st.text(title)
-        st.code(body, language=None, wrap_lines=True)
+        ui.document_body(body)
     st.caption("Suggested label (an expert confirms it in the family view; it is not a label)")
     st.dataframe(tables.suggestion_table(pv.suggestion, tax), hide_index=True, width="stretch")

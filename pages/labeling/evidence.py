@@ -1,7 +1,8 @@
 """The case and its evidence: question and required claims (they stay beside the form) and
 the documents in a fixed-height box that scrolls on its own. Bodies keep their structure as
-text: headings, paragraphs, lists and footnotes through st.text, tables from their parsed
-cells as dataframes; nothing of a document is rendered as Markdown or HTML."""
+text (``ui.document_body``: headings without their marks, lists with bullets, footnotes,
+tables as dataframes of their parsed cells); nothing of a document is rendered as Markdown
+or HTML."""
 
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ from review.core.errors import WorkbenchError
 from review.core.identity import Actor
 from review.core.taxonomy import Taxonomy
 from review.corpus import corpus
-from review.corpus.docformat import parse_blocks, table_frame
 from review.labels.blind import LabelingCase, ShownDoc
 
 #: the question's box and the documents' (px): with the page's title row they fit 1280x720
@@ -65,22 +65,6 @@ def case_text(case: LabelingCase) -> str:
     return "\n\n".join(parts)
 
 
-def structured_body(body: str) -> None:
-    """A body block by block as text, its tables as dataframes of their parsed cells."""
-    for block in parse_blocks(body):
-        if block.kind == "heading":
-            st.text(("#" * block.level) + " " + block.text)
-        elif block.kind == "table":
-            frame = table_frame(block.rows)
-            st.dataframe(
-                frame, hide_index=True, width="stretch", height=ui.table_height(len(frame))
-            )
-        elif block.kind == "footnote":
-            st.text(f"[^{block.rows[0][0]}] {block.text}")
-        else:
-            st.text(block.text)
-
-
 @st.cache_data(ttl=600, show_spinner=False, max_entries=256)
 def _body(_engine: Engine, url: str, actor: Actor, document_id: int) -> tuple[str, str]:
     """(metadata line, body) of a document version (versions never change in place)."""
@@ -117,7 +101,7 @@ def _document(engine: Engine, actor: Actor, tax: Taxonomy, d: ShownDoc) -> None:
     st.caption(
         ui.plain(meta) + (" · forbidden: the identity must not get this text" if forbidden else "")
     )
-    structured_body(body)
+    ui.document_body(body)
 
 
 def documents(engine: Engine, actor: Actor, tax: Taxonomy, case: LabelingCase) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from review.core import readable
 from review.core.identity import GRANTS, Permission, Role
 
 #: The section of the person's own pages: listed first, without a header (so it cannot be
@@ -79,3 +80,54 @@ def menu(pages: Sequence[PageSpec], roles: Iterable[Role], current: str | None =
         sections=tuple((name, tuple(specs)) for name, specs in sections.items() if specs),
         hidden=hidden,
     )
+
+
+@dataclass(frozen=True)
+class NotYours:
+    """What a page says to a person whose roles do not let them use it: who can, and what to
+    do next; ``admin_link``: the person is an administrator, who can grant the role on the
+    Admin page (the page links there)."""
+
+    text: str
+    admin_link: bool
+
+
+#: The people who hold a role, as a sentence names them ("Labeling is for annotators").
+ROLE_PEOPLE = {
+    Role.annotator: "annotators",
+    Role.reviewer: "reviewers",
+    Role.product_owner: "product owners",
+    Role.compliance: "compliance",
+    Role.admin: "administrators",
+}
+
+
+def _either(words: Sequence[str]) -> str:
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def not_yours(
+    what: str, roles: Iterable[Role], actor_roles: Iterable[Role], admins: Sequence[str]
+) -> NotYours:
+    """The one line a page shows to someone it is not for: ``what`` ("Labeling") is for the
+    people holding one of ``roles`` (in words, never keys); the person's own roles; and the
+    way forward: an administrator gives the role to themselves or a colleague on the Admin
+    page, anyone else asks an administrator (``admins``: their names, the first three
+    shown)."""
+    needed = [ROLE_PEOPLE[r] for r in Role if r in frozenset(roles)] or ["administrators"]
+    held = [readable.humanize(r.value).lower() for r in Role if r in frozenset(actor_roles)]
+    mine = f"Your roles ({', '.join(held)}) do not include it." if held else "You hold no role."
+    which = "that role" if len(needed) == 1 else "one of those roles"
+    text = f"{what} is for {_either(needed)}. {mine}"
+    if Role.admin in frozenset(actor_roles):
+        return NotYours(
+            f"{text} As an administrator you can give {which} to yourself or a colleague on "
+            "the Admin page.",
+            admin_link=True,
+        )
+    if admins:
+        more = f" and {len(admins) - 3:d} more" if len(admins) > 3 else ""
+        return NotYours(
+            f"{text} Ask an administrator ({', '.join(admins[:3])}{more}) for {which}.", False
+        )
+    return NotYours(f"{text} Ask an administrator for {which}.", False)

@@ -249,6 +249,38 @@ def parse_blocks(body: str) -> list[Block]:
     return blocks
 
 
+_CLOSING_HASHES = re.compile(r"(?:^|[ \t]+)#+[ \t]*$")
+_FOOTNOTE_REF = re.compile(r"\[\^([^\]\s]+)\]")
+_BULLET = re.compile(r"^(\s*)[-*+][ \t]+")
+
+
+def _refs(text: str) -> str:
+    """Footnote references ``[^1]`` as ``[1]``."""
+    return _FOOTNOTE_REF.sub(r"[\1]", text)
+
+
+def readable_blocks(body: str) -> list[Block]:
+    """The body's blocks as a reader sees them, without the marks that only structure it: a
+    heading's text (without its ``#`` marks, also a closing run of ``#``) with its level; a
+    list with ``•`` for ``-``, ``*`` and ``+`` items (numbers and indentation kept); a
+    footnote's label and text; footnote references ``[^1]`` as ``[1]``; tables as parsed
+    cells. The text stays text: pages show it through ``st.text`` and the one escaper, never
+    as Markdown or HTML."""
+    out: list[Block] = []
+    for b in parse_blocks(body):
+        if b.kind == "heading":
+            text = _CLOSING_HASHES.sub("", b.text).strip()
+            out.append(Block(kind="heading", text=_refs(text), level=b.level))
+        elif b.kind == "table":
+            out.append(Block(kind="table", rows=[[_refs(c) for c in row] for row in b.rows]))
+        elif b.kind == "list":
+            items = [_BULLET.sub(lambda m: m.group(1) + "• ", ln) for ln in b.text.split("\n")]
+            out.append(Block(kind="list", text=_refs("\n".join(items))))
+        else:
+            out.append(Block(kind=b.kind, text=_refs(b.text), level=b.level, rows=b.rows))
+    return out
+
+
 def table_frame(rows: list[list[str]]) -> pd.DataFrame:
     """A table block as a frame: the first row is the header; an empty header cell is named
     ``col N`` and repeated names get their position, so every column can be shown."""

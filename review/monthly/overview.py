@@ -41,6 +41,9 @@ class Overview:
     unanswerable_share: float | None
     users: int
     attention: list[Attention]
+    #: the one thing to do first on a new workbench (an empty corpus, no case, no ready case),
+    #: shown above everything else; None once the workbench is set up
+    first_step: Attention | None = None
 
 
 def build_overview(
@@ -100,14 +103,8 @@ def build_overview(
     share = unanswerable / ready_total if ready_total else None
 
     attention: list[Attention] = []
-    if actor.can(Permission.edit_corpus) and doc_versions == 0:
-        attention.append(
-            Attention(
-                "The corpus is empty: import documents (Markdown with front matter, or JSONL).",
-                "corpus",
-            )
-        )
-    if actor.can(Permission.edit_cases):
+    first = first_step(actor, doc_versions, total, ready_total, by_status)
+    if actor.can(Permission.edit_cases) and ready_total:
         drafts = by_status.get(CaseStatus.draft, 0)
         if drafts:
             attention.append(
@@ -136,8 +133,6 @@ def build_overview(
                         {"slice": sl},
                     )
                 )
-        if total == 0:
-            attention.append(Attention("No cases yet: create one or import a JSONL file.", "cases"))
     attention.extend(_work_waiting(engine, actor, labels_left))
     if actor.can(Permission.manage_users) and users < 2:
         attention.append(
@@ -160,7 +155,55 @@ def build_overview(
         share,
         users,
         attention,
+        first,
     )
+
+
+def first_step(
+    actor: Actor, documents: int, cases: int, ready: int, by_status: dict[str, int]
+) -> Attention | None:
+    """The one next step on a workbench that is not set up yet, for ``actor``: import the
+    corpus, then make the first cases, then mark them ready (for the people who can; anyone
+    else learns who does it). None once there are ready cases."""
+    if documents == 0:
+        if actor.can(Permission.edit_corpus):
+            return Attention(
+                "Start here: import your documents (Markdown files with front matter, or "
+                "JSONL). Or load the demo company from the command line: workbench seed-demo.",
+                "corpus",
+            )
+        return Attention(
+            "The corpus is empty. Annotators and administrators import the documents first; "
+            "there is nothing to review until then.",
+            "corpus",
+        )
+    if cases == 0:
+        if actor.can(Permission.edit_cases):
+            return Attention(
+                "Next: make your first evaluation cases, from a document on the Case builder "
+                "or by importing a JSONL file on the Cases page.",
+                "cases",
+            )
+        return Attention(
+            "No evaluation cases yet. Annotators and reviewers make them from the documents.",
+            "cases",
+        )
+    if ready == 0:
+        drafts = by_status.get(CaseStatus.draft, 0)
+        if actor.can(Permission.edit_cases):
+            return Attention(
+                f"Next: {drafts:,} draft case{'' if drafts == 1 else 's'} to complete and mark "
+                "ready; "
+                "labels, runs and thresholds use ready cases only.",
+                "cases",
+                {"status": CaseStatus.draft} if drafts else {},
+            )
+        return Attention(
+            "No case is ready yet. Annotators and reviewers complete the cases and mark them "
+            "ready.",
+            "cases",
+        )
+    return None
 
 
 def _work_waiting(engine: Engine, actor: Actor, labels_left: int | None) -> list[Attention]:

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from review.builder import layout
 from review.corpus import markdown
-from review.corpus.docformat import parse_blocks
+from review.corpus.docformat import parse_blocks, readable_blocks
 
 BODY = (
     "# Refunds\n\n2.1 Monthly plans: 14 days.[^1]\n\n| Plan | Days |\n|---|---|\n"
@@ -109,3 +109,27 @@ def test_headings_are_commonmark_ones_for_documents_and_answers() -> None:
         assert claims == (["A claim."] if heading else [line.strip(), "A claim."])
     fenced = "```\n# not a heading\n```\nA claim."
     assert [c.text for c in split_claims(fenced)] == ["A claim."]
+
+
+def test_readable_blocks_show_structure_without_its_marks() -> None:
+    """What a reader sees: a heading without ``#`` (also a closing run), bullets for ``-``,
+    ``*`` and ``+`` items with numbers and indentation kept, footnote references as ``[1]``;
+    a ``#`` that is part of the text (``C#``) stays."""
+    body = (
+        "# Refund policy #\n\n## Learn C#\n\n- first\n  * nested\n+ third\n1. numbered\n\n"
+        "Text with a note[^1] here.\n\n| a | b[^2] |\n|---|---|\n| 1 | 2 |\n\n"
+        "[^1]: The note\n    continued\n"
+    )
+    blocks = readable_blocks(body)
+    assert [(b.kind, b.text, b.level) for b in blocks if b.kind == "heading"] == [
+        ("heading", "Refund policy", 1),
+        ("heading", "Learn C#", 2),
+    ]
+    listed = next(b for b in blocks if b.kind == "list")
+    assert listed.text == "• first\n  • nested\n• third\n1. numbered"
+    assert next(b for b in blocks if b.kind == "paragraph").text == "Text with a note[1] here."
+    assert next(b for b in blocks if b.kind == "table").rows == [["a", "b[2]"], ["1", "2"]]
+    note = next(b for b in blocks if b.kind == "footnote")
+    assert (note.rows, note.text) == ([["1"]], "The note\ncontinued")
+    shown = "\n".join(b.text for b in blocks)
+    assert "[^" not in shown and not any(line.startswith("#") for line in shown.splitlines())

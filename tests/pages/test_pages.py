@@ -16,6 +16,7 @@ from review.cases import cases
 from review.core.identity import SYSTEM
 from review.core.taxonomy import taxonomy
 from review.corpus import corpus
+from review.corpus.docformat import parse_markdown
 from review.policy import inforce
 from storage.db import make_engine
 from tests.helpers.corpus import GOOD
@@ -140,8 +141,34 @@ def test_the_admin_page_opened_by_a_non_admin_says_who_uses_it_and_offers_nothin
     assert at.session_state[ACTOR_KEY].email == INES
     at.switch_page("pages/admin_page.py").run()
     no_exception(at)
-    assert [readable(e) for e in at.error] == ["Only administrators can manage users."]
+    said = [readable(i) for i in at.info]
+    assert said[0].startswith("Managing users is for administrators. Your roles (annotator) ")
+    assert "Ask an administrator (Ada" in said[0]
     assert not at.get("form") and not at.text_input
+
+
+@pytest.mark.parametrize(
+    ("page", "what"),
+    [("pages/labeling_page.py", "Labeling"), ("pages/adjudication_page.py", "Adjudication")],
+)
+def test_a_page_an_admin_cannot_use_says_who_can_and_links_to_admin(
+    demo_url: str, monkeypatch: pytest.MonkeyPatch, page: str, what: str
+) -> None:
+    """An administrator holds neither labeling nor adjudication: the page says who does and
+    links to the Admin page, where the role is given; anyone else is told whom to ask."""
+    at = app(demo_url, monkeypatch, ADA).run()
+    at.switch_page(page).run()
+    no_exception(at)
+    said = readable(at.info[0])
+    assert said.startswith(f"{what} is for ") and "on the Admin page" in said
+    assert "_" not in said
+    links = at.get("page_link")
+    assert [link.proto.page for link in links] == ["admin"]
+    at2 = app(demo_url, monkeypatch, PAULA).run()
+    at2.switch_page(page).run()
+    said2 = readable(at2.info[0])
+    assert "Your roles (product owner)" in said2 and "Ask an administrator (Ada" in said2
+    assert not at2.get("page_link")
 
 
 def test_admin_adds_a_user_and_refuses_a_bad_one(
@@ -934,3 +961,59 @@ def test_a_deactivated_account_cannot_sign_in(
     assert any(
         "not registered in this workbench (or is deactivated)" in readable(e) for e in at.error
     )
+
+
+def test_corpus_document_shows_its_structure_not_its_marks(
+    empty_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Headings are headings and footnotes captions, with no ``#`` or ``[^1]`` marks, and a
+    heading's text stays text (a Markdown image in it is escaped, never fetched)."""
+    hostile = GOOD.replace("## Monthly plans", "## Monthly plans ![x](http://evil.test/x.png)")
+    eng = make_engine(empty_url)
+    at = app(empty_url, monkeypatch).run()
+    at.switch_page("pages/corpus_page.py").run()
+    at.file_uploader[0].set_value([("a.md", hostile.encode(), "text/markdown")])
+    next(b for b in at.button if b.label == "Import").click().run()
+    doc_id = corpus.search_documents(eng, SYSTEM, corpus.DocFilter())[0].id
+    eng.dispose()
+    at2 = app(empty_url, monkeypatch, doc=str(doc_id)).run()
+    at2.switch_page("pages/corpus_page.py").run()
+    no_exception(at2)
+    texts = [t.value for t in at2.text]
+    assert not any(line.lstrip().startswith("#") for t in texts for line in t.splitlines())
+    assert not any("[^" in t for t in texts)
+    headings = [readable(m).lstrip("# ") for m in at2.markdown]
+    assert "Refund policy" in headings
+    assert any(h.startswith("Monthly plans") and "evil" in h for h in headings)
+    assert not any("](http" in m.value for m in at2.markdown)  # escaped: no image is made
+    assert any(readable(c) == "[1] Counted from the first invoice date." for c in at2.caption)
+    assert any("refund[1], except" in t for t in texts)
+
+
+def test_overview_on_an_empty_database_shows_the_one_next_step_first(
+    empty_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new workbench: one "First step" (import the corpus) above everything, not a list of
+    "Slice X has 0 ready cases"; after the corpus the step is the first case, then marking
+    cases ready; someone who cannot do the step learns who does it."""
+    from review.core.identity import Actor, Role
+    from review.monthly import overview
+
+    at = app(empty_url, monkeypatch).run()
+    no_exception(at)
+    assert [readable(h) for h in at.subheader][:1] == ["First step"]
+    shown = " ".join(readable(m) for m in at.markdown)
+    assert "Start here: import your documents" in shown
+    assert "has 0 ready" not in shown and "No cases yet" not in shown
+    eng = make_engine(empty_url)
+    tax = taxonomy()
+    solo = users.to_actor(users.list_users(eng)[0])
+    chen = Actor(id=99, email="c@example.org", name="C", roles=frozenset({Role.compliance}))
+    assert overview.build_overview(eng, chen, tax).first_step.text.startswith(  # type: ignore[union-attr]
+        "The corpus is empty. Annotators and administrators import"
+    )
+    corpus.import_documents(eng, solo, [parse_markdown(GOOD, "a.md", tax)])
+    step = overview.build_overview(eng, solo, tax).first_step
+    assert step is not None and step.text.startswith("Next: make your first evaluation cases")
+    assert not [a for a in overview.build_overview(eng, solo, tax).attention if "Slice" in a.text]
+    eng.dispose()

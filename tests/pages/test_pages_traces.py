@@ -106,7 +106,11 @@ def test_annotators_do_not_see_traces(
 ) -> None:
     at = page_app(trace_demo_url, monkeypatch, TRACES, INES).run()
     no_exception(at)
-    assert "shown to reviewers, product owners, compliance and admins" in readable(at.info[0])
+    said = readable(at.info[0])
+    assert said.startswith(
+        "Browsing production traces is for reviewers, product owners, compliance and "
+        "administrators. Your roles (annotator) do not include it. Ask an administrator ("
+    )
     assert not at.dataframe
 
 
