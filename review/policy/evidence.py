@@ -15,8 +15,8 @@ into one number:
   age limit that applies to it: the most specific of the policy's ``freshness`` rules for the
   claim's ``kind`` and the passage's ``category``, else ``max_age_days`` (see
   :mod:`review.policy.freshness`; a claim without a kind falls back to the source's rule or
-  the global limit). ``stale_evidence`` says, per claim, why its passages are not current,
-  naming the rule that applied;
+  the global limit). ``stale_evidence`` says, per claim, why the passages the user may see
+  are not current, naming the rule that applied;
 - **agreement**: no more than ``max_contradictions`` unresolved contradictions. Every listed
   pair with an answer-bearing side counts, whether the other side supports a claim or only
   refutes one, and whether or not the user may read it: a source hidden from the asker that
@@ -454,12 +454,11 @@ def _why_stale(p: PassageIn, claim: Claim, inp: EvidenceInput, g: EvidenceGatePo
 def _stale_text(
     claim: Claim, passages: list[PassageIn], inp: EvidenceInput, g: EvidenceGatePolicy
 ) -> str:
-    """Why none of ``passages`` (a claim's supporters) is current for ``claim``: per passage
-    the user may see, by id; for passages the user may not see, only the rules (never ids)."""
+    """Why none of ``passages`` (a claim's supporters) is current for ``claim``, per passage
+    the user may see; "" when the user may see none of them (saying why a passage they may
+    not see is stale would say that it exists; the claim fails the source policy anyway)."""
     visible = [p for p in passages if p.allowed is True]
-    if visible:
-        return "; ".join(f"{p.id} is {_why_stale(p, claim, inp, g)}" for p in visible)
-    return "; ".join(dict.fromkeys(_why_stale(p, claim, inp, g) for p in passages))
+    return "; ".join(f"{p.id} is {_why_stale(p, claim, inp, g)}" for p in visible)
 
 
 def _extractive_answer(chosen: list[PassageIn]) -> str:
@@ -564,7 +563,7 @@ def decide_evidence(inp: EvidenceInput, policy: NoAnswerPolicy) -> EvidenceState
             rule="all_predicates_hold",
             predicates=predicates,
         )
-    stale_evidence = {c: stale_evidence[c] for c in claim_ids if c in stale_evidence}
+    stale_evidence = {c: stale_evidence[c] for c in claim_ids if stale_evidence.get(c)}
     first = next(r for r in NEXT_STEP if r in reasons)
     unsupported = [c for c in claim_ids if c not in chosen]
     if first == "conflicting_evidence":

@@ -4,14 +4,17 @@ kind and source category, signed with the policy; old policies read and hash as 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 from typing import Any
 
 import pytest
 import yaml
+from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from review.cli.main import main
 from review.core.errors import InputError, PolicyFileError
 from review.policy.evidence import EvidenceState, decide_evidence, parse_input
 from review.policy.policy import (
@@ -25,6 +28,7 @@ from review.policy.policy import (
 from tests.helpers.paths import ROOT
 
 POLICY_PATH = ROOT / "policies" / "no-answer-policy.yaml"
+FIXTURES = ROOT / "examples" / "freshness-fixtures.jsonl"
 
 #: A policy signed before freshness rules existed, and the sha256 the code of that time gave
 #: it (computed on the base commit): a signature over it must still verify.
@@ -146,9 +150,23 @@ def test_a_claim_without_a_kind_falls_back_to_the_global_rule() -> None:
         }
 
 
+def test_workbench_decide_gives_the_readmes_freshness_fixtures() -> None:
+    result = CliRunner().invoke(main, ["decide", str(FIXTURES), "--policy", str(POLICY_PATH)])
+    assert result.exit_code == 0, result.output
+    states = {s["id"]: s for s in map(json.loads, result.output.splitlines())}
+    assert {k: (s["status"], s["stale_evidence"]) for k, s in states.items()} == {
+        "historical": ("answer", {}),
+        "current_price": (
+            "abstain",
+            {"c1": "p1 is older than 30 days (rule: claim kind 'current_price')"},
+        ),
+        "no_kind": ("abstain", {"c1": "p1 is older than 365 days (rule: global max_age_days)"}),
+    }
+
+
 # Precedence ---------------------------------------------------------------------------------
 
-RULES = [
+RULES: list[dict[str, Any]] = [
     {"source_category": "legal", "max_age_days": 730},
     {"claim_kind": "price", "max_age_days": 30},
     {"claim_kind": "price", "source_category": "contract", "max_age_days": 400},
@@ -410,3 +428,10 @@ def test_the_gate_never_answers_with_a_passage_too_old_for_its_rule(
             age = (AS_OF - dt.date.fromisoformat(p["effective_date"])).days
             ok.append(age >= 0 and (limit is None or age <= limit))
         assert any(ok), (c, state.as_json())
+
+
+def test_a_stale_passage_the_user_may_not_see_is_never_described() -> None:
+    line = _super_bowl("current_price", allowed=False, id="memo-secret", source="memo@9")
+    state = _decide(line, load_policy(POLICY_PATH))
+    assert state.status == "abstain" and state.stale_evidence == {}
+    assert "memo" not in json.dumps(state.as_json()) and "30 days" not in state.next_step
