@@ -49,7 +49,13 @@ from typing import Annotated, Final
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["FreshnessLimit", "FreshnessRule", "freshness_limit", "freshness_problems"]
+__all__ = [
+    "FreshnessLimit",
+    "FreshnessRule",
+    "freshness_limit",
+    "freshness_problems",
+    "limits_for_source",
+]
 
 #: How a kind or category is written in a rule: a key of letters, digits, ``_``, ``-``, ``.``.
 KIND_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -144,3 +150,17 @@ def freshness_problems(rules: Sequence[FreshnessRule], where: str) -> list[str]:
         else:
             seen[key] = i
     return problems
+
+
+def limits_for_source(
+    rules: Sequence[FreshnessRule], global_max_age_days: int | None, category: str | None
+) -> list[tuple[str, FreshnessLimit]]:
+    """The age limit a passage of ``category`` gets for a claim without a kind (first) and for
+    each claim kind the rules name, in name order: what a builder's suggestion of stale
+    evidence depends on when it moves a document's date."""
+    kinds = sorted({r.claim_kind for r in rules if r.claim_kind is not None})
+    out = [("a claim without a kind", freshness_limit(rules, global_max_age_days, None, category))]
+    out += [
+        (f"kind {k!r}", freshness_limit(rules, global_max_age_days, k, category)) for k in kinds
+    ]
+    return out
