@@ -65,10 +65,17 @@ def evidence_tab(engine: Engine, actor: Actor, pif: PolicyInForce) -> None:
         ui.show_error(exc)
         return
     ui.text(inp.question, label="Question")
+    kinds = casegate.claim_kinds(pif.policy)
     st.caption(
-        "Required claims: give a claim its kind (for example historical or current_price) "
-        "and the policy's freshness rule for that kind applies; without one, the source's "
-        "rule (its category) or the policy's max_age_days does."
+        "Required claims: give a claim its kind and the policy's freshness rule for that "
+        "kind applies; without one, the rule for the passage's category (its document's "
+        "authority) or the policy's max_age_days does. "
+        + ui.plain(casegate.freshness_summary(pif.policy))
+    )
+    kind_column = (
+        st.column_config.SelectboxColumn("kind", options=kinds)
+        if kinds
+        else st.column_config.TextColumn("kind")
     )
     claims = st.data_editor(
         pd.DataFrame(casegate.claim_rows(inp), columns=casegate.CLAIM_COLUMNS),
@@ -76,7 +83,7 @@ def evidence_tab(engine: Engine, actor: Actor, pif: PolicyInForce) -> None:
         width="stretch",
         key=f"thr_gate_claims_{inp.id}",
         disabled=["id", "text"],
-        column_config={"kind": st.column_config.TextColumn("kind")},
+        column_config={"kind": kind_column},
     )
     rows = st.data_editor(
         pd.DataFrame(casegate.passage_rows(inp), columns=casegate.PASSAGE_COLUMNS),

@@ -574,7 +574,7 @@ def decide_evidence(inp: EvidenceInput, policy: NoAnswerPolicy) -> EvidenceState
             missing_claims=", ".join(uncovered),
         )
         if first == "evidence_stale" and stale_evidence:
-            step += " " + "; ".join(f"{c}: {why}" for c, why in stale_evidence.items()) + "."
+            step += "".join(f" For {c}: {why}." for c, why in stale_evidence.items())
     return EvidenceState(
         id=inp.id,
         status="abstain",

@@ -36,9 +36,11 @@ __all__ = [
     "CLAIM_COLUMNS",
     "PASSAGE_COLUMNS",
     "case_input",
+    "claim_kinds",
     "claim_rows",
     "decide_case",
     "freshness_rows",
+    "freshness_summary",
     "input_from_rows",
     "parse_pairs",
     "passage_rows",
@@ -216,6 +218,31 @@ def parse_pairs(text: str) -> list[list[str]]:
 def state_rows(state: EvidenceState) -> list[dict[str, str]]:
     """Each predicate of note 002 and how it came out, in the gate's order."""
     return [{"predicate": k, "result": v} for k, v in state.predicates.items()]
+
+
+def claim_kinds(policy: NoAnswerPolicy) -> list[str]:
+    """The claim kinds the policy's freshness rules name, in name order (what a reviewer may
+    give a claim; any other kind matches no rule)."""
+    gate = policy.evidence_gate
+    rules = gate.freshness if gate is not None else []
+    return sorted({r.claim_kind for r in rules if r.claim_kind is not None})
+
+
+def freshness_summary(policy: NoAnswerPolicy) -> str:
+    """The policy's age limits in one line: each rule, most specific first, then the global
+    one."""
+    gate = policy.evidence_gate
+    if gate is None:
+        return "The policy in force has no evidence gate."
+    ordered = sorted(gate.freshness, key=lambda r: -r.specificity)
+    parts = [
+        f"{r.describe()}: "
+        + ("no age limit" if r.max_age_days is None else f"{r.max_age_days} days")
+        for r in ordered
+    ]
+    glob = "no age limit" if gate.max_age_days is None else f"{gate.max_age_days} days"
+    parts.append(f"otherwise (global max_age_days): {glob}")
+    return f"Age limits of policy version {policy.version}: " + "; ".join(parts) + "."
 
 
 def freshness_rows(inp: EvidenceInput, state: EvidenceState) -> list[dict[str, str]]:

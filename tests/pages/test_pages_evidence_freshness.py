@@ -27,6 +27,11 @@ def test_the_evidence_tab_names_the_freshness_rule_of_each_stale_claim(
     open_tab(at, "Evidence gate")
     at.text_input(key="thr_gate_case").input("CASE-001").run()
     no_exception(at)
+    assert any(
+        "claim kind 'current_price': 30 days" in readable(c)
+        and "otherwise (global max_age_days): 365 days" in readable(c)
+        for c in at.caption
+    )
     claims = at.data_editor(key=CLAIMS_KEY)
     assert list(claims.value.columns) == ["id", "text", "kind"]
     passages = at.data_editor(key=ROWS_KEY)

@@ -153,6 +153,11 @@ def test_a_claim_kind_picks_its_freshness_rule_and_the_stale_reason_names_it(
     decisive = next(p for p in inp.passages if p.id == "POL-REFUND-MONTHLY@2")
     assert decisive.category == "policy"  # the document's authority
     assert [r["kind"] for r in casegate.claim_rows(inp)] == [None]
+    assert casegate.claim_kinds(pif.policy) == ["current_price", "historical"]
+    assert casegate.freshness_summary(pif.policy).endswith(
+        "claim kind 'historical': no age limit; claim kind 'current_price': 30 days; "
+        "otherwise (global max_age_days): 365 days."
+    )
     rows = _rows(inp, **{"POL-REFUND-MONTHLY@2": 0.9, "POL-REFUND-ANNUAL@1": 0.2})
     late = dt.date(2026, 12, 1)  # the passage is more than 365 days old by then
     plain = casegate.decide_case(casegate.input_from_rows(inp, rows, as_of=late), pif.policy)
