@@ -12,13 +12,14 @@ from pages import ui
 from pages.builder.nav import focus_variant, go, leave_message
 from pages.builder.params import param_widgets
 from pages.builder.preview import show_preview
-from review.builder import diffs, documents, forms, tables, variants
+from review.builder import diffs, documents, forms, suggestions, tables, variants
 from review.builder.edits import OPERATORS
 from review.builder.operator import operator_label
 from review.cases import cases
 from review.core.errors import WorkbenchError
 from review.core.identity import Actor, Permission
 from review.core.taxonomy import Taxonomy
+from review.policy import inforce
 
 PREVIEW_KEY = "bld_preview"
 
@@ -105,11 +106,24 @@ def edit_tab(
     pv = diffs.preview(
         body, op_name, start, end, state["params"], doc_ref=doc.ref, other_decisive=others
     )
-    show_preview(pv, doc.ref, tax)
+    show_preview(pv, doc.ref, tax, _freshness(engine, view, doc.ref, pv))
     if not actor.can(Permission.edit_cases):
         st.info("Saving variants needs a role that may edit cases (annotator, reviewer, admin).")
         return
     save_buttons(engine, actor, tax, view, doc, state)
+
+
+def _freshness(engine: Engine, view: cases.CaseView, ref: str, pv: diffs.Preview) -> str | None:
+    """The policy's age limits for the edited document, when the edit suggests stale evidence
+    (read only then: the policy in force is not needed for other previews)."""
+    if "evidence_stale" not in pv.suggestion.reason_codes:
+        return None
+    authority = next((d.authority for d in view.documents if d.ref == ref), None)
+    try:
+        policy = inforce.in_force(engine).policy
+    except WorkbenchError:
+        return None  # no verified policy: the Thresholds page says why
+    return suggestions.freshness_note(policy, authority, pv.suggestion)
 
 
 def save_buttons(

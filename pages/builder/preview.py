@@ -10,7 +10,9 @@ from review.builder import diffs, tables
 from review.core.taxonomy import Taxonomy
 
 
-def show_preview(pv: diffs.Preview, doc_ref: str, tax: Taxonomy) -> None:
+def show_preview(
+    pv: diffs.Preview, doc_ref: str, tax: Taxonomy, freshness: str | None = None
+) -> None:
     st.caption(
         "Changes are marked `[-removed-]` and `{+added+}`; the text is escaped first, so "
         "marks already in a document show as `[\\-` or `{\\+`."
@@ -44,4 +46,6 @@ def show_preview(pv: diffs.Preview, doc_ref: str, tax: Taxonomy) -> None:
         st.text(title)
         ui.document_body(body)
     st.caption("Suggested label (an expert confirms it in the family view; it is not a label)")
-    st.dataframe(tables.suggestion_table(pv.suggestion, tax), hide_index=True, width="stretch")
+    st.dataframe(
+        tables.suggestion_table(pv.suggestion, tax, freshness), hide_index=True, width="stretch"
+    )

@@ -14,12 +14,12 @@ from sqlalchemy import Engine
 from pages import ui
 from review.core.errors import WorkbenchError
 from review.core.identity import Actor
-from review.policy.evidence import EvidenceState
+from review.policy.evidence import EvidenceInput, EvidenceState
 from review.policy.inforce import PolicyInForce
 from review.thresholds import casegate
 
 
-def _state(state: EvidenceState) -> None:
+def _state(inp: EvidenceInput, state: EvidenceState) -> None:
     st.metric("Status", state.status)
     st.caption(
         ui.plain(
@@ -33,6 +33,13 @@ def _state(state: EvidenceState) -> None:
         )
     )
     st.dataframe(pd.DataFrame(casegate.state_rows(state)), hide_index=True, width="stretch")
+    if state.stale_evidence:
+        st.caption("Stale evidence: the freshness rule that applied to each claim")
+        st.dataframe(
+            pd.DataFrame(casegate.freshness_rows(inp, state)),
+            hide_index=True,
+            width="stretch",
+        )
     ui.text(state.next_step, label="Next step")
     if state.answer:
         ui.text(state.answer, label="Answer from the supporting passages")
@@ -58,8 +65,26 @@ def evidence_tab(engine: Engine, actor: Actor, pif: PolicyInForce) -> None:
         ui.show_error(exc)
         return
     ui.text(inp.question, label="Question")
-    for c in inp.required_claims:
-        st.caption(ui.plain(f"{c.id}: {c.text}"))
+    kinds = casegate.claim_kinds(pif.policy)
+    st.caption(
+        "Required claims: give a claim its kind and the policy's freshness rule for that "
+        "kind applies; without one, the rule for the passage's category (its document's "
+        "authority) or the policy's max_age_days does. "
+        + ui.plain(casegate.freshness_summary(pif.policy))
+    )
+    kind_column = (
+        st.column_config.SelectboxColumn("kind", options=kinds)
+        if kinds
+        else st.column_config.TextColumn("kind")
+    )
+    claims = st.data_editor(
+        pd.DataFrame(casegate.claim_rows(inp), columns=casegate.CLAIM_COLUMNS),
+        hide_index=True,
+        width="stretch",
+        key=f"thr_gate_claims_{inp.id}",
+        disabled=["id", "text"],
+        column_config={"kind": kind_column},
+    )
     rows = st.data_editor(
         pd.DataFrame(casegate.passage_rows(inp), columns=casegate.PASSAGE_COLUMNS),
         hide_index=True,
@@ -72,6 +97,7 @@ def evidence_tab(engine: Engine, actor: Actor, pif: PolicyInForce) -> None:
             "allowed": st.column_config.CheckboxColumn(),
             "effective_date": st.column_config.DateColumn(),
             "superseded": st.column_config.CheckboxColumn(),
+            "category": st.column_config.TextColumn("category (authority)"),
         },
     )
     pairs = st.text_input("Contradictions (A | B; C | D)", key=f"thr_gate_pairs_{inp.id}")
@@ -81,9 +107,10 @@ def evidence_tab(engine: Engine, actor: Actor, pif: PolicyInForce) -> None:
             rows.to_dict(orient="records"),
             casegate.parse_pairs(pairs),
             as_of if isinstance(as_of, dt.date) else None,
+            claims.to_dict(orient="records"),
         )
         state = casegate.decide_case(done, pif.policy)
-        _state(state)
+        _state(done, state)
         line = json.dumps(done.model_dump(mode="json"), ensure_ascii=False)
         st.download_button(
             "Download the input line (for workbench decide)",

@@ -1,6 +1,8 @@
 """The expert's decisions on a variant: confirm (or change) the operator's suggestion,
 edit the required claims, mark the decisive passage. Session-taking services: each works
-inside the caller's transaction and does not commit."""
+inside the caller's transaction and does not commit. And what the policy in force says about
+a suggestion of stale evidence (:func:`freshness_note`): whether a passage is stale depends on
+the freshness rule for the kind of claim it supports and its source (issue 35, item 3)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from review.builder.documents import ref_of
+from review.builder.operator import Suggestion
 from review.cases import cases as case_service
 from review.cases.cases import CaseIn, case_query, validate_case
 from review.core import clearance
@@ -18,6 +21,8 @@ from review.core.errors import InputError
 from review.core.identity import Actor, Permission, require
 from review.core.taxonomy import Taxonomy
 from review.core.terms import CaseStatus
+from review.policy.freshness import limits_for_source
+from review.policy.policy import NoAnswerPolicy
 from storage import changes
 from storage.models import (
     Case,
@@ -27,10 +32,41 @@ from storage.models import (
     utcnow,
 )
 
-__all__ = ["ConfirmResult", "confirm_suggestion", "mark_passage", "set_required_claims"]
+__all__ = [
+    "ConfirmResult",
+    "confirm_suggestion",
+    "freshness_note",
+    "mark_passage",
+    "set_required_claims",
+]
 
 
 PASSAGE_ENTITY = "decisive_passage"
+
+
+# ------------------------------------------------------------------------------------------
+# What the policy's freshness rules say about a suggestion of stale evidence
+
+
+def freshness_note(policy: NoAnswerPolicy, authority: str | None, sug: Suggestion) -> str | None:
+    """For a suggestion that names ``evidence_stale``: the age limits the policy in force sets
+    for a passage of a document of ``authority`` (its source category), per claim kind, so the
+    expert confirming it sees whether the case's claims can go stale at all (a settled
+    historical fact under a rule without a limit does not). None for other suggestions, or a
+    policy without an evidence gate."""
+    gate = policy.evidence_gate
+    if gate is None or "evidence_stale" not in sug.reason_codes:
+        return None
+    parts = []
+    for who, limit in limits_for_source(gate.freshness, gate.max_age_days, authority):
+        days = "no age limit" if limit.max_age_days is None else f"{limit.max_age_days} days"
+        parts.append(f"{who}: {days} ({limit.rule})")
+    where = f"authority {authority!r}" if authority else "no authority"
+    return (
+        f"Age limits of the no-answer policy version {policy.version} for a document of "
+        f"{where}: " + "; ".join(parts) + ". The evidence is stale only for a claim whose "
+        "limit the document's date exceeds on the date the question is about."
+    )
 
 
 # ------------------------------------------------------------------------------------------

@@ -113,21 +113,23 @@ def metadata_table(metadata: Mapping[str, str]) -> pd.DataFrame:
     return pd.DataFrame([{"field": k, "new value": v} for k, v in metadata.items()])
 
 
-def suggestion_table(sug: Suggestion, tax: Taxonomy) -> pd.DataFrame:
-    """What an operator suggests for the variant (an expert confirms it; it is not a label)."""
-    return pd.DataFrame(
-        [
-            (
-                "decision",
-                decision_label(tax, sug.decision) if sug.decision else "keep the base's",
-            ),
-            ("reasons", terms(tax, "reason_codes", sug.reason_codes)),
-            ("slices", terms(tax, "slices", sug.slices)),
-            ("evidence state", evidence_state_label(tax, sug.evidence_state)),
-            ("why", sug.note),
-        ],
-        columns=["", "suggestion"],
-    )
+def suggestion_table(sug: Suggestion, tax: Taxonomy, freshness: str | None = None) -> pd.DataFrame:
+    """What an operator suggests for the variant (an expert confirms it; it is not a label),
+    with the policy's age limits when it suggests stale evidence (see
+    :func:`review.builder.suggestions.freshness_note`)."""
+    rows = [
+        (
+            "decision",
+            decision_label(tax, sug.decision) if sug.decision else "keep the base's",
+        ),
+        ("reasons", terms(tax, "reason_codes", sug.reason_codes)),
+        ("slices", terms(tax, "slices", sug.slices)),
+        ("evidence state", evidence_state_label(tax, sug.evidence_state)),
+        ("why", sug.note),
+    ]
+    if freshness:
+        rows.append(("freshness", freshness))
+    return pd.DataFrame(rows, columns=["", "suggestion"])
 
 
 # ------------------------------------------------------------------------------------------

@@ -11,8 +11,12 @@ into one number:
 - **source policy**: every covered claim has a supporting passage the user and task may use
   (``allowed``);
 - **freshness**: every covered claim has a current supporting passage: not superseded (when
-  the policy counts superseded versions as stale), in force on ``as_of`` and no older than
-  ``max_age_days``;
+  the policy counts superseded versions as stale), in force on ``as_of`` and no older than the
+  age limit that applies to it: the most specific of the policy's ``freshness`` rules for the
+  claim's ``kind`` and the passage's ``category``, else ``max_age_days`` (see
+  :mod:`review.policy.freshness`; a claim without a kind falls back to the source's rule or
+  the global limit). ``stale_evidence`` says, per claim, why the passages the user may see
+  are not current, naming the rule that applied;
 - **agreement**: no more than ``max_contradictions`` unresolved contradictions. Every listed
   pair with an answer-bearing side counts, whether the other side supports a claim or only
   refutes one, and whether or not the user may read it: a source hidden from the asker that
@@ -30,7 +34,8 @@ reason code. The state lists every failed predicate's reason code (taxonomy code
 
 Fail closed: a signal the gate needs and did not get (no required claims; a supporting
 passage's ``support_score`` missing, NaN, infinite or outside 0..1; its ``allowed``,
-``superseded`` or ``effective_date`` missing; ``as_of`` missing when a date rule needs it; under
+``superseded`` or ``effective_date`` missing, the date when the age limit that applies to it
+has a maximum or ``as_of`` is given; ``as_of`` missing when such a limit needs it; under
 a policy that counts superseded versions as stale, ``superseded`` missing on any passage of a
 pair with an answer-bearing side, since without it the gate cannot tell whether supersession
 settles the pair) makes the state the non-answer the policy names (``on_missing_signal``:
@@ -146,6 +151,9 @@ class _Strict(BaseModel):
 class Claim(_Strict):
     id: Id
     text: str = Field(default="", max_length=MAX_TEXT)
+    #: what kind of fact the claim is (``historical``, ``current_price``): picks the policy's
+    #: freshness rule; None: the source's rule or the global max_age_days applies
+    kind: str | None = Field(default=None, min_length=1, max_length=MAX_ID)
 
 
 def _date(value: Any) -> Any:
@@ -170,6 +178,9 @@ class PassageIn(_Strict):
     allowed: bool | None = None
     effective_date: dt.date | None = Field(default=None, strict=False)
     superseded: bool | None = None
+    #: the source's category (for a case's documents, the authority): picks the policy's
+    #: freshness rule for the source; None: the claim's rule or the global max_age_days
+    category: str | None = Field(default=None, min_length=1, max_length=MAX_ID)
 
     _read_date = field_validator("effective_date", mode="before")(_date)
 
@@ -211,6 +222,9 @@ class EvidenceState:
     rule: str  # "all_predicates_hold", a predicate's name, or "signal_missing"
     predicates: dict[str, str] = field(default_factory=dict)  # name -> pass, fail, not_evaluated
     missing_signals: list[str] = field(default_factory=list)
+    #: claim id -> why no passage the user may use is current for it, naming the freshness
+    #: rule that applied (only for the claims the freshness predicate failed on)
+    stale_evidence: dict[str, str] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -224,6 +238,7 @@ class EvidenceState:
             "rule": self.rule,
             "predicates": self.predicates,
             "missing_signals": self.missing_signals,
+            "stale_evidence": self.stale_evidence,
         }
 
 
@@ -318,11 +333,13 @@ def _missing_signals(inp: EvidenceInput, g: EvidenceGatePolicy) -> dict[str, str
     found: dict[str, str] = {}
     if not inp.required_claims:
         found["required_claims"] = "empty: the question's required claims were not defined"
-    claims = {c.id for c in inp.required_claims}
-    dated = g.max_age_days is not None
+    kinds = {c.id: c.kind for c in inp.required_claims}
     for i, p in enumerate(inp.passages):
-        if not claims.intersection(p.supports):
+        supported = [c for c in p.supports if c in kinds]
+        if not supported:
             continue  # a passage that supports nothing required is not evidence
+        limits = [g.limit_for(kinds[c], p.category) for c in supported]
+        dated = any(limit.max_age_days is not None for limit in limits)
         problem = _score_problem(p.support_score)
         if problem:
             found[f"passages.{i}.support_score"] = problem
@@ -333,7 +350,10 @@ def _missing_signals(inp: EvidenceInput, g: EvidenceGatePolicy) -> dict[str, str
         if p.effective_date is None and (dated or inp.as_of is not None):
             found[f"passages.{i}.effective_date"] = "not logged"
         if inp.as_of is None and dated:
-            found["as_of"] = "not logged (max_age_days needs the date the question is about)"
+            rule = next(x.rule for x in limits if x.max_age_days is not None)
+            found["as_of"] = (
+                f"not logged (the age limit ({rule}) needs the date the question is about)"
+            )
     if g.superseded == "stale":
         # Whether supersession settles a contradiction depends on both sides' flag, so a
         # passage that only refutes a supporting one must log it too.
@@ -419,15 +439,26 @@ def _names_hidden(draft: str, inp: EvidenceInput) -> bool:
     return False
 
 
-def _current(p: PassageIn, inp: EvidenceInput, g: EvidenceGatePolicy) -> bool:
+def _why_stale(p: PassageIn, claim: Claim, inp: EvidenceInput, g: EvidenceGatePolicy) -> str:
+    """Why ``p`` is not current evidence for ``claim`` ("": it is current)."""
     if p.superseded and g.superseded == "stale":
-        return False
+        return "superseded (rule: superseded: stale)"
     if inp.as_of is not None and p.effective_date is not None:
         if p.effective_date > inp.as_of:
-            return False  # not yet in force on the date the question is about
-        if g.max_age_days is not None and (inp.as_of - p.effective_date).days > g.max_age_days:
-            return False
-    return True
+            return f"not yet in force on {inp.as_of.isoformat()}"
+        limit = g.limit_for(claim.kind, p.category)
+        return limit.why_stale((inp.as_of - p.effective_date).days) or ""
+    return ""
+
+
+def _stale_text(
+    claim: Claim, passages: list[PassageIn], inp: EvidenceInput, g: EvidenceGatePolicy
+) -> str:
+    """Why none of ``passages`` (a claim's supporters) is current for ``claim``, per passage
+    the user may see; "" when the user may see none of them (saying why a passage they may
+    not see is stale would say that it exists; the claim fails the source policy anyway)."""
+    visible = [p for p in passages if p.allowed is True]
+    return "; ".join(f"{p.id} is {_why_stale(p, claim, inp, g)}" for p in visible)
 
 
 def _extractive_answer(chosen: list[PassageIn]) -> str:
@@ -468,9 +499,15 @@ def decide_evidence(inp: EvidenceInput, policy: NoAnswerPolicy) -> EvidenceState
         assert p.support_score is not None
         return p.support_score >= g.min_support
 
+    claim_of = {c.id: c for c in inp.required_claims}
+
+    def current(p: PassageIn, c: str) -> bool:
+        return not _why_stale(p, claim_of[c], inp, g)
+
     weak = [c for c in covered if not any(strong(p) for p in supporters[c])]
     barred = [c for c in covered if not any(p.allowed for p in supporters[c])]
-    stale = [c for c in covered if not any(_current(p, inp, g) for p in supporters[c])]
+    stale = [c for c in covered if not any(current(p, c) for p in supporters[c])]
+    stale_evidence = {c: _stale_text(claim_of[c], supporters[c], inp, g) for c in stale}
     conflicts = _unresolved(inp, g)
     failed = {
         "answer_bearing_evidence": not bearing,
@@ -487,9 +524,10 @@ def decide_evidence(inp: EvidenceInput, policy: NoAnswerPolicy) -> EvidenceState
         usable = [p for p in supporters[c] if p.allowed]
         if not usable:
             continue
-        fresh = [p for p in usable if _current(p, inp, g)]
+        fresh = [p for p in usable if current(p, c)]
         if not fresh:
             failed["freshness"] = True
+            stale_evidence.setdefault(c, _stale_text(claim_of[c], usable, inp, g))
             continue
         good = [p for p in fresh if strong(p)]
         if not good:
@@ -525,6 +563,7 @@ def decide_evidence(inp: EvidenceInput, policy: NoAnswerPolicy) -> EvidenceState
             rule="all_predicates_hold",
             predicates=predicates,
         )
+    stale_evidence = {c: stale_evidence[c] for c in claim_ids if stale_evidence.get(c)}
     first = next(r for r in NEXT_STEP if r in reasons)
     unsupported = [c for c in claim_ids if c not in chosen]
     if first == "conflicting_evidence":
@@ -534,6 +573,8 @@ def decide_evidence(inp: EvidenceInput, policy: NoAnswerPolicy) -> EvidenceState
             claims=", ".join(stale or weak or unsupported),
             missing_claims=", ".join(uncovered),
         )
+        if first == "evidence_stale" and stale_evidence:
+            step += "".join(f" For {c}: {why}." for c, why in stale_evidence.items())
     return EvidenceState(
         id=inp.id,
         status="abstain",
@@ -544,4 +585,5 @@ def decide_evidence(inp: EvidenceInput, policy: NoAnswerPolicy) -> EvidenceState
         next_step=step,
         rule=next(p for p in PREDICATES if failed[p]),
         predicates=predicates,
+        stale_evidence=stale_evidence,
     )

@@ -20,7 +20,9 @@ a check needs a signal the request did not log, or logged as NaN, infinite or ou
 Optional signals the assistant does not produce at all are listed under ``not_produced``: their
 absence does not block (a value that is logged still counts). Without the section every signal
 is required and a missing one abstains. ``evidence_gate``
-holds the thresholds of the evidence gate of note 002 (see :mod:`review.policy.evidence`).
+holds the thresholds of the evidence gate of note 002 (see :mod:`review.policy.evidence`),
+with its optional age limits per claim kind or source category (``freshness``, see
+:mod:`review.policy.freshness`).
 
 Hybrid (RRF) fused scores are built from ranks, are tiny and shift with the number of fused
 queries, so the file refuses thresholds on them: the hybrid mode may name another mode's score
@@ -59,6 +61,12 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from review.core.errors import InputError, PolicyFileError
 from review.core.taxonomy import KEY_RE, policies_dir, taxonomy
 from review.core.yamlstrict import format_validation_error, load_yaml_text
+from review.policy.freshness import (
+    FreshnessLimit,
+    FreshnessRule,
+    freshness_limit,
+    freshness_problems,
+)
 
 RANKING_MODES: Final = ("bm25", "vector", "semantic_reranker", "hybrid")
 GATE_RULES: Final = (
@@ -163,7 +171,8 @@ class MissingSignalPolicy(_Strict):
 
 class EvidenceGatePolicy(_Strict):
     """Thresholds of the evidence gate (note 002); every key is required, none has a default
-    in code."""
+    in code, except ``freshness``: the optional age limits per claim kind or source category
+    (:mod:`review.policy.freshness`), without which ``max_age_days`` applies to every claim."""
 
     min_support: Rate = Field(description="support_score a passage needs to support a claim")
     required_coverage: Annotated[float, Field(gt=0.0, le=1.0, allow_inf_nan=False)] = Field(
@@ -177,6 +186,13 @@ class EvidenceGatePolicy(_Strict):
     )
     max_contradictions: int = Field(ge=0, description="unresolved contradictions tolerated")
     on_missing_signal: NonAnswer
+    freshness: list[FreshnessRule] = Field(
+        default_factory=list, description="age limits per claim kind or source category"
+    )
+
+    def limit_for(self, claim_kind: str | None, category: str | None) -> FreshnessLimit:
+        """The age limit for a passage of ``category`` supporting a claim of ``claim_kind``."""
+        return freshness_limit(self.freshness, self.max_age_days, claim_kind, category)
 
 
 class Targets(_Strict):
@@ -308,15 +324,22 @@ class NoAnswerPolicy(_Strict):
         problems += _target_problems(self.targets, set(slices))
         problems += _record_problems(self.version, self.change_record, self.approved_on)
         problems += _missing_signal_problems(self.missing_signal)
+        if self.evidence_gate is not None:
+            problems += freshness_problems(self.evidence_gate.freshness, "evidence_gate.freshness")
         if problems:
             raise ValueError("\n".join(problems))
         return self
 
     def canonical_data(self) -> dict[str, Any]:
         """The policy as JSON-ready data with defaults filled in: what a signature covers.
-        Sections added later are left out when the file does not set them."""
-        unset = {k for k in LATER_SECTIONS if k not in self.model_fields_set}
-        return self.model_dump(mode="json", exclude=unset)
+        Sections added later are left out when the file does not set them, and so are the
+        evidence gate's freshness rules when there are none."""
+        exclude: dict[str, Any] = {
+            k: True for k in LATER_SECTIONS if k not in self.model_fields_set
+        }
+        if self.evidence_gate is not None and not self.evidence_gate.freshness:
+            exclude.setdefault("evidence_gate", {"freshness": True})
+        return self.model_dump(mode="json", exclude=exclude)
 
     def produces(self, signal: str) -> bool:
         """False for a signal the file says the assistant does not produce (its check is off)."""

@@ -6,9 +6,13 @@ as a *starting point* a reviewer completes: one passage per case document (its i
 ``DOC@VERSION``, its title as the source, its body as the text when the viewer may read it),
 ``supports`` every required claim for a decisive document and the first one for a partial
 one, ``allowed`` from the document's visibility to the case's identity, ``effective_date``
-from the corpus, ``superseded`` for a superseded role or a version no longer current, and
-``support_score`` left empty: the reviewer fills it in, and until then the gate fails closed
-on it (signal_missing), as it would in production. The state comes from the same
+from the corpus, ``superseded`` for a superseded role or a version no longer current,
+``category`` from the document's authority (which the policy's freshness rules may name as a
+``source_category``), and ``support_score`` left empty: the reviewer fills it in, and until
+then the gate fails closed on it (signal_missing), as it would in production. A case does not
+say what kind of fact each required claim is: the reviewer may give each claim a ``kind``
+(``historical``, ``current_price``) so that the policy's freshness rule for that kind applies;
+without one the source's rule or the global ``max_age_days`` does. The state comes from the same
 :func:`review.policy.evidence.decide_evidence` that ``workbench decide`` runs.
 """
 
@@ -29,9 +33,14 @@ from review.policy.evidence import EvidenceInput, EvidenceState, decide_evidence
 from review.policy.policy import NoAnswerPolicy
 
 __all__ = [
+    "CLAIM_COLUMNS",
     "PASSAGE_COLUMNS",
     "case_input",
+    "claim_kinds",
+    "claim_rows",
     "decide_case",
+    "freshness_rows",
+    "freshness_summary",
     "input_from_rows",
     "parse_pairs",
     "passage_rows",
@@ -46,7 +55,9 @@ PASSAGE_COLUMNS = [
     "allowed",
     "effective_date",
     "superseded",
+    "category",
 ]
+CLAIM_COLUMNS = ["id", "text", "kind"]
 
 
 def claim_id(i: int) -> str:
@@ -84,6 +95,7 @@ def case_input(
                 "allowed": d.visibility == "visible",
                 "effective_date": d.effective_date,
                 "superseded": d.role == "superseded" or not d.is_current,
+                "category": d.authority or None,
             }
         )
     return parse_input(
@@ -110,9 +122,15 @@ def passage_rows(inp: EvidenceInput) -> list[dict[str, Any]]:
             "allowed": p.allowed,
             "effective_date": p.effective_date,
             "superseded": p.superseded,
+            "category": p.category,
         }
         for p in inp.passages
     ]
+
+
+def claim_rows(inp: EvidenceInput) -> list[dict[str, Any]]:
+    """The required claims as the rows of a table whose ``kind`` the reviewer may set."""
+    return [{"id": c.id, "text": c.text, "kind": c.kind} for c in inp.required_claims]
 
 
 def _cell(value: Any) -> Any:
@@ -136,10 +154,13 @@ def input_from_rows(
     rows: Sequence[Mapping[str, Any]],
     contradictions: Sequence[Sequence[str]] = (),
     as_of: dt.date | None = None,
+    claims: Sequence[Mapping[str, Any]] = (),
 ) -> EvidenceInput:
     """``inp`` with its passages' gate fields taken from edited rows (matched by id; the
-    text stays the stored one), validated as strictly as a line of ``workbench decide``."""
+    text stays the stored one) and its claims' kinds from edited ``claims`` rows, validated as
+    strictly as a line of ``workbench decide``."""
     by_id = {str(r.get("id")): r for r in rows}
+    kinds = {str(r.get("id")): r.get("kind") for r in claims}
     passages = []
     for p in inp.passages:
         r = by_id.get(p.id, {})
@@ -155,15 +176,29 @@ def input_from_rows(
                 "allowed": _cell(r.get("allowed")),
                 "effective_date": _cell(r.get("effective_date")),
                 "superseded": _cell(r.get("superseded")),
+                "category": _text_cell(r.get("category")) if "category" in r else p.category,
             }
         )
     data = inp.model_dump()
+    required = [
+        {**c.model_dump(), "kind": _text_cell(kinds[c.id]) if c.id in kinds else c.kind}
+        for c in inp.required_claims
+    ]
     data.update(
+        required_claims=required,
         passages=passages,
         contradictions=[list(pair) for pair in contradictions],
         as_of=as_of,
     )
     return parse_input(data, f"case {inp.id}")
+
+
+def _text_cell(value: Any) -> Any:
+    """An edited text cell: blank (or emptied) is None; other text is trimmed."""
+    value = _cell(value)
+    if isinstance(value, str):
+        return value.strip() or None
+    return value
 
 
 def parse_pairs(text: str) -> list[list[str]]:
@@ -183,6 +218,41 @@ def parse_pairs(text: str) -> list[list[str]]:
 def state_rows(state: EvidenceState) -> list[dict[str, str]]:
     """Each predicate of note 002 and how it came out, in the gate's order."""
     return [{"predicate": k, "result": v} for k, v in state.predicates.items()]
+
+
+def claim_kinds(policy: NoAnswerPolicy) -> list[str]:
+    """The claim kinds the policy's freshness rules name, in name order (what a reviewer may
+    give a claim; any other kind matches no rule)."""
+    gate = policy.evidence_gate
+    rules = gate.freshness if gate is not None else []
+    return sorted({r.claim_kind for r in rules if r.claim_kind is not None})
+
+
+def freshness_summary(policy: NoAnswerPolicy) -> str:
+    """The policy's age limits in one line: each rule, most specific first, then the global
+    one."""
+    gate = policy.evidence_gate
+    if gate is None:
+        return "The policy in force has no evidence gate."
+    ordered = sorted(gate.freshness, key=lambda r: -r.specificity)
+    parts = [
+        f"{r.describe()}: "
+        + ("no age limit" if r.max_age_days is None else f"{r.max_age_days} days")
+        for r in ordered
+    ]
+    glob = "no age limit" if gate.max_age_days is None else f"{gate.max_age_days} days"
+    parts.append(f"otherwise (global max_age_days): {glob}")
+    return f"Age limits of policy version {policy.version}: " + "; ".join(parts) + "."
+
+
+def freshness_rows(inp: EvidenceInput, state: EvidenceState) -> list[dict[str, str]]:
+    """For each claim the freshness predicate failed on: its kind, and why its passages are
+    not current, naming the freshness rule that applied to each (from the gate's state)."""
+    kinds = {c.id: c.kind for c in inp.required_claims}
+    return [
+        {"claim": c, "kind": kinds.get(c) or "(none)", "why not current": why}
+        for c, why in state.stale_evidence.items()
+    ]
 
 
 def decide_case(inp: EvidenceInput, policy: NoAnswerPolicy) -> EvidenceState:

@@ -140,3 +140,57 @@ def test_a_restricted_document_that_contradicts_blocks_without_being_named(
         assert state.status == "abstain" and state.reason_codes == ["conflicting_evidence"]
         assert f"({plans.id})" in state.next_step
         assert "MEMO" not in json.dumps(state.as_json()) and REDACTED not in state.next_step
+
+
+def test_a_claim_kind_picks_its_freshness_rule_and_the_stale_reason_names_it(
+    demo_engine: Engine,
+) -> None:
+    """Issue 35, item 3: the reviewer gives a claim its kind; a settled fact is not stale."""
+    pif = inforce.in_force(demo_engine)
+    gate = pif.policy.evidence_gate
+    assert gate is not None and gate.limit_for("historical", None).max_age_days is None
+    inp = casegate.case_input(demo_engine, PO, "CASE-001")
+    decisive = next(p for p in inp.passages if p.id == "POL-REFUND-MONTHLY@2")
+    assert decisive.category == "policy"  # the document's authority
+    assert [r["kind"] for r in casegate.claim_rows(inp)] == [None]
+    assert casegate.claim_kinds(pif.policy) == ["current_price", "historical"]
+    assert casegate.freshness_summary(pif.policy).endswith(
+        "claim kind 'historical': no age limit; claim kind 'current_price': 30 days; "
+        "otherwise (global max_age_days): 365 days."
+    )
+    rows = _rows(inp, **{"POL-REFUND-MONTHLY@2": 0.9, "POL-REFUND-ANNUAL@1": 0.2})
+    late = dt.date(2026, 12, 1)  # the passage is more than 365 days old by then
+    plain = casegate.decide_case(casegate.input_from_rows(inp, rows, as_of=late), pif.policy)
+    assert plain.reason_codes == ["evidence_stale"]
+    assert casegate.freshness_rows(inp, plain) == [
+        {
+            "claim": "c1",
+            "kind": "(none)",
+            "why not current": "POL-REFUND-MONTHLY@2 is older than 365 days "
+            "(rule: global max_age_days)",
+        }
+    ]
+    settled = casegate.input_from_rows(
+        inp, rows, as_of=late, claims=[{"id": "c1", "text": "", "kind": " historical "}]
+    )
+    assert settled.required_claims[0].kind == "historical"
+    assert casegate.decide_case(settled, pif.policy).status == "answer"
+    price = casegate.input_from_rows(
+        inp, rows, as_of=dt.date(2025, 6, 1), claims=[{"id": "c1", "kind": "current_price"}]
+    )
+    stale = casegate.decide_case(price, pif.policy)
+    assert stale.status == "abstain"
+    assert casegate.freshness_rows(price, stale)[0]["kind"] == "current_price"
+    assert "(rule: claim kind 'current_price')" in stale.next_step
+    # an emptied kind or category cell is "not given"
+    blank = casegate.input_from_rows(
+        inp,
+        [{**r, "category": ""} for r in rows],
+        as_of=late,
+        claims=[{"id": "c1", "kind": float("nan")}],
+    )
+    assert blank.required_claims[0].kind is None and blank.passages[0].category is None
+    # the line downloaded for `workbench decide` carries the kind and decides the same
+    again = decide_evidence(parse_input(json.loads(json.dumps(settled.model_dump(mode="json")))),
+                            pif.policy)  # fmt: skip
+    assert again.status == "answer"
