@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import FilePayload, Page, expect
+from playwright.sync_api import FilePayload, expect
 
 from tests.helpers.browser import chromium_page, open_as, streamlit_server, wait_idle
 from tests.helpers.corpus import GOOD
