@@ -30,12 +30,13 @@ def pick_span(
     an error) when the offsets cannot be used."""
     body = doc.body or ""
     spans = OPERATORS[op_name].candidates(body)[: forms.MAX_CANDIDATES]
+    labels = forms.span_labels(body, spans)  # each different: told apart by their context
+    if not spans:
+        st.warning(ui.plain(forms.no_candidates(op_name, doc.ref)))
     choice = st.selectbox(
         f"Candidate spans ({len(spans)} found by {ui.plain(operator_label(op_name))})",
         [*range(len(spans)), forms.CUSTOM],
-        format_func=lambda i: (
-            "Custom offsets…" if i == forms.CUSTOM else forms.span_label(body, spans[i])
-        ),
+        format_func=lambda i: "Custom offsets…" if i == forms.CUSTOM else labels[i],
         key=f"bld_span_{view.id}_{doc.ref}_{op_name}",
     )
     if choice == forms.CUSTOM:

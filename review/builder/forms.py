@@ -38,6 +38,8 @@ __all__ = [
     "preview_applies",
     "preview_state",
     "span_label",
+    "span_labels",
+    "no_candidates",
     "variant_spec",
 ]
 
@@ -151,6 +153,64 @@ def span_label(body: str, span: Span) -> str:
     text = " ".join(span.text.split())
     text = text if len(text) <= 90 else text[:87] + "…"
     return f"line {line}: {text}"
+
+
+#: Characters of the surrounding text a short candidate's label shows on either side
+LABEL_CONTEXT = 36
+
+#: A candidate of fewer words than this (a year, a tier, a figure) is labelled with the
+#: words around it: alone it reads the same as every other occurrence
+SHORT_SPAN_WORDS = 6
+
+
+def _around(body: str, span: Span) -> str:
+    """The span inside the words around it on its line: "…final of «2018» was played…"."""
+    line_start = body.rfind("\n", 0, span.start) + 1
+    line_end = body.find("\n", span.end)
+    line_end = len(body) if line_end < 0 else line_end
+    a = max(line_start, span.start - LABEL_CONTEXT)
+    b = min(line_end, span.end + LABEL_CONTEXT)
+    if a > line_start:  # start on a whole word
+        cut = body.find(" ", a, span.start)
+        a = cut + 1 if cut >= 0 else a
+    if b < line_end:
+        cut = body.rfind(" ", span.end, b)
+        b = cut if cut >= 0 else b
+    left = " ".join(body[a : span.start].split())
+    right = " ".join(body[span.end : b].split())
+    inner = " ".join(span.text.split())
+    text = f"{left} «{inner}» {right}".strip()
+    return ("…" if a > line_start else "") + text + ("…" if b < line_end else "")
+
+
+def span_labels(body: str, spans: Sequence[Span]) -> list[str]:
+    """The labels of a picker's candidate spans, each different from the others: a short
+    span (a year, a figure) shows the words around it, and two that still read the same
+    (the same words twice on a line) say where they start."""
+    labels = [
+        span_label(body, sp) + (f" · {_around(body, sp)}" if _is_short(sp) else "") for sp in spans
+    ]
+    seen: dict[str, int] = {}
+    for label in labels:
+        seen[label] = seen.get(label, 0) + 1
+    return [
+        f"{label} · character {sp.start:,}" if seen[label] > 1 else label
+        for label, sp in zip(labels, spans, strict=True)
+    ]
+
+
+def _is_short(span: Span) -> bool:
+    return span.start != span.end and len(span.text.split()) < SHORT_SPAN_WORDS
+
+
+def no_candidates(operator: str, doc_ref: str) -> str:
+    """Why an operator offers no candidate span in a document, and what to do instead."""
+    op = OPERATORS[operator]
+    return (
+        f"{op.label} finds no {op.finds} in {doc_ref}, so it has nothing to preview here: "
+        "choose another document or operator, or type the offsets of a span by hand "
+        "(Custom offsets…)."
+    )
 
 
 def document_label(doc: CaseDocText) -> str:

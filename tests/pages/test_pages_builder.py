@@ -537,3 +537,104 @@ def test_the_evidence_state_form_asks_which_decisive_document_and_warns(
     assert any(
         readable(w).startswith("SUP-GUIDE-REFUNDS@1 also carries the answer") for w in at.warning
     )
+
+
+# ------------------------------------------------------------------------------------------
+# Issue 35, item 2: a passage stored as one long line, its year twice on line 1
+
+
+FILLER = " ".join(["the tournament drew crowds in eleven host cities across the country"] * 300)
+ONE_LINE = (
+    f"2018 FIFA World Cup. The final of the 2018 tournament was played in Moscow. {FILLER}"
+)
+
+
+def one_line_case(url: str, tax: Taxonomy) -> int:
+    """A case whose decisive document is one long line (an imported QA passage) naming 2018
+    twice on line 1, written by the annotator who builds from it."""
+    eng = make_engine(url)
+    doc = parse_markdown(
+        "---\ndoc_id: WC-2018\nversion: 1\ntitle: World Cup 2018\nauthority: faq\nowner: Ops\n"
+        f"access_scope: public\njurisdiction: global\n---\n{ONE_LINE}\n",
+        "wc.md",
+        tax,
+    )
+    corpus.import_documents(eng, SYSTEM, [doc])
+    item = cases.validate_case(
+        {
+            "key": "WC-1",
+            "question": "Where was the 2018 World Cup final played?",
+            "required_claims": ["The 2018 final was played in Moscow."],
+            "identity": {"name": "customer", "scopes": ["public"]},
+            "documents": [
+                {"doc_id": "WC-2018", "version": 1, "visibility": "visible", "role": "decisive"}
+            ],
+            "expected_decision": "answer",
+            "category": "in_scope",
+            "split": "train",
+            "family": "FAM-WC",
+            "evidence_state": "present",
+        },
+        "wc",
+        1,
+        tax,
+    )
+    solo = users.get_by_email(eng, "solo@example.org")
+    assert solo is not None
+    case_id = write(eng, cases.create_case, users.to_actor(solo), item, tax)
+    eng.dispose()
+    return case_id
+
+
+def test_swap_the_year_on_a_one_line_passage_previews_the_chosen_year(
+    blank_url: str, tax: Taxonomy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    case_id = one_line_case(blank_url, tax)
+    at = open_page(blank_url, monkeypatch, "solo@example.org", case=str(case_id))
+    by_label(at.selectbox, "Operator").set_value("swap_year").run()  # type: ignore[attr-defined]
+    spans = by_label(at.selectbox, "Candidate spans")
+    labels = list(spans.options)  # type: ignore[attr-defined]
+    # two years on line 1 are told apart by the words around them, never two equal labels
+    assert len(set(labels)) == len(labels) == 3 and labels[-1] == "Custom offsets…"
+    assert labels[0].startswith("line 1: 2018 · «2018» FIFA World Cup")
+    assert labels[1].startswith("line 1: 2018 · …FIFA World Cup. The final of the «2018»")
+    spans.set_value(1).run()  # type: ignore[attr-defined]
+    by_label(at.text_input, "to year").input("2017")  # type: ignore[attr-defined]
+    click(at, "Preview the edit")
+    assert not at.error
+    before, after = codes(at)[1], codes(at)[2]
+    assert "The final of the {+2017+} tournament" in after
+    assert after.startswith("   1 │ 2018 FIFA World Cup.")  # the first year is left as it was
+    # the 20,000-character line is shown around its change, not whole
+    assert len(before) < 1_000 and before.rstrip().endswith("…")
+    assert list(at.dataframe[0].value["change"]) == ["changed"]
+
+
+def test_every_operator_previews_or_says_why_not(
+    blank_url: str, tax: Taxonomy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    case_id = one_line_case(blank_url, tax)
+    at = open_page(blank_url, monkeypatch, "solo@example.org", case=str(case_id))
+    by_label(at.selectbox, "Operator").set_value("replace_tier").run()  # type: ignore[attr-defined]
+    assert readable(by_label(at.selectbox, "Candidate spans").label) == (  # type: ignore[attr-defined]
+        "Candidate spans (0 found by Replace the product tier)"
+    )
+    (warning,) = [readable(w) for w in at.warning]
+    assert warning.startswith(
+        "Replace the product tier finds no product tier (Starter, Team, Business, Enterprise) "
+        "in WC-2018@1, so it has nothing to preview here"
+    )
+    click(at, "Preview the edit")  # on the empty custom span: refused, naming what is missing
+    assert readable(at.error[0]) == (
+        "Nothing changed. Replace the product tier: no product tier (Starter, Team, Business, "
+        "Enterprise) in the span 0-0 ('')"
+    )
+    # a parameter that matches nothing in the span is named
+    by_label(at.selectbox, "Operator").set_value("swap_year").run()  # type: ignore[attr-defined]
+    by_label(at.text_input, "to year").input("2017")  # type: ignore[attr-defined]
+    by_label(at.text_input, "from year").input("1999")  # type: ignore[attr-defined]
+    click(at, "Preview the edit")
+    assert "Nothing changed. Swap the year: no year 1999 in the span 0-4 ('2018')" in readable(
+        at.error[0]
+    )
+    assert not [b for b in at.button if b.label.startswith("Save as a variant")]
