@@ -16,11 +16,13 @@ from review.core.errors import InputError
 __all__ = [
     "MARKERS",
     "DiffRow",
+    "GroupPreview",
     "Preview",
     "diff_rows",
     "escape_markers",
     "mark_changes",
     "preview",
+    "preview_group",
     "side_by_side",
 ]
 
@@ -265,3 +267,39 @@ def preview(
     extras = tuple((x.title, x.access_scope, x.body) for x in result.extra_documents)
     suggestion = op.suggestion.kept_by(other_decisive)
     return Preview(result, record, rows, left, right, suggestion, result.metadata, extras)
+
+
+@dataclass(frozen=True)
+class GroupPreview:
+    """One edit of several documents: a preview (one diff) per document and the one
+    suggestion for the variant they make together."""
+
+    previews: tuple[tuple[str, Preview], ...]  # (document reference, its preview)
+    suggestion: Suggestion
+
+
+def preview_group(
+    items: Sequence[tuple[str, str, int, int]],
+    operator: str,
+    params: Mapping[str, object],
+    *,
+    other_decisive: Sequence[str] = (),
+) -> GroupPreview:
+    """Apply ``operator`` with the same ``params`` to each of ``items`` (document reference,
+    body, start, end) without saving. ``other_decisive``: the visible decisive documents
+    left out, which still carry the answer (the suggestion then keeps the base case's
+    decision). InputError names the document an edit is refused on."""
+    if not items:
+        raise InputError("choose at least one document to edit")
+    refs = [ref for ref, _b, _s, _e in items]
+    if len(set(refs)) != len(refs):
+        raise InputError("a document is listed twice; edit each document once")
+    out: list[tuple[str, Preview]] = []
+    for ref, body, start, end in items:
+        try:
+            pv = preview(body, operator, start, end, params, doc_ref=ref)
+        except InputError as exc:
+            raise InputError(f"{ref}: {exc}" if len(items) > 1 else str(exc)) from None
+        out.append((ref, pv))
+    suggestion = OPERATORS[operator].suggestion.kept_by(other_decisive)
+    return GroupPreview(tuple(out), suggestion)

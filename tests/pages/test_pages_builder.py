@@ -508,6 +508,10 @@ def test_an_edit_of_one_of_two_decisive_documents_keeps_the_answer_and_is_flagge
         if "no more than 14 days old" in o
     )
     spans.set_value(spans.options.index(pick)).run()  # type: ignore[attr-defined]
+    # one of the two decisive documents only: the policy is left out of the edit
+    by_label(at.multiselect, "Also take it out of these decisive documents").set_value(  # type: ignore[attr-defined]
+        []
+    ).run()
     click(at, "Preview the edit")
     assert not at.error
     suggestion = dict(at.dataframe[1].value.values.tolist())
@@ -529,6 +533,7 @@ def test_the_evidence_state_form_asks_which_decisive_document_and_warns(
 ) -> None:
     case_id = agent_case(demo_engine, tax)
     at = open_page(demo_url, monkeypatch, RAVI, case=str(case_id))
+    at.radio[0].set_value("forbidden").run()  # "removed" takes several (tested below)
     picker = by_label(at.selectbox, "Decisive document to work on")
     assert [o.split(" ·")[0] for o in picker.options] == [  # type: ignore[attr-defined]
         "POL-REFUND-MONTHLY@2",
@@ -544,9 +549,7 @@ def test_the_evidence_state_form_asks_which_decisive_document_and_warns(
 
 
 FILLER = " ".join(["the tournament drew crowds in eleven host cities across the country"] * 300)
-ONE_LINE = (
-    f"2018 FIFA World Cup. The final of the 2018 tournament was played in Moscow. {FILLER}"
-)
+ONE_LINE = f"2018 FIFA World Cup. The final of the 2018 tournament was played in Moscow. {FILLER}"
 
 
 def one_line_case(url: str, tax: Taxonomy) -> int:
