@@ -641,3 +641,80 @@ def test_every_operator_previews_or_says_why_not(
         at.error[0]
     )
     assert not [b for b in at.button if b.label.startswith("Save as a variant")]
+
+
+# ------------------------------------------------------------------------------------------
+# Issue 35, item 1: one edit takes the answer out of every decisive document
+
+
+def test_one_edit_of_both_decisive_documents_previews_each_and_suggests_abstain(
+    demo_url: str, demo_engine: Engine, tax: Taxonomy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    case_id = agent_case(demo_engine, tax)
+    at = open_page(demo_url, monkeypatch, RAVI, case=str(case_id))
+    by_label(at.selectbox, "Operator").set_value("remove_answer").run()  # type: ignore[attr-defined]
+    spans = by_label(at.selectbox, "Candidate spans")
+    pick = next(o for o in spans.options if "2.1 A customer may ask for a refund" in o)  # type: ignore[attr-defined]
+    spans.set_value(spans.options.index(pick)).run()  # type: ignore[attr-defined]
+    also = by_label(at.multiselect, "Also take it out of these decisive documents")
+    assert also.value == ["SUP-GUIDE-REFUNDS@1"]  # type: ignore[attr-defined]  # default: all
+    guide = by_label(at.selectbox, "Span in SUP-GUIDE-REFUNDS@1")
+    guide_pick = next(o for o in guide.options if "no more than 14 days old" in o)  # type: ignore[attr-defined]
+    guide.set_value(guide.options.index(guide_pick)).run()  # type: ignore[attr-defined]
+    click(at, "Preview the edit")
+    assert not at.error
+    assert any(readable(m) == "**1. POL-REFUND-MONTHLY@2**" for m in at.markdown)
+    assert any(readable(m) == "**2. SUP-GUIDE-REFUNDS@1**" for m in at.markdown)
+    befores = [c for c in codes(at) if "│" in c][0::2]
+    assert any("[-" in b and "14 days of the charge date" in b for b in befores)
+    assert any("[-" in b and "no more than 14 days old" in b for b in befores)
+    suggestion = dict(at.dataframe[-1].value.values.tolist())
+    assert suggestion["decision"] == "Abstain"
+    click(at, "Save as a variant of FAM-AGENT-REFUND")
+    assert "Saved AGENT-001-CF-1 (draft; Evidence removed; suggested Abstain)" in readable(
+        at.success[0]
+    )
+    assert not any("checks fail" in readable(e) for e in at.error)
+    checks = at.dataframe[1].value
+    row = checks[checks["check"] == "Every decisive document accounted for"].iloc[0]
+    assert row["result"] == "pass"
+    assert row["detail"].startswith("no decisive document still carries the answer")
+    detail = next(e for e in at.expander if readable(e.label).startswith("AGENT-001-CF-1"))
+    assert any(
+        t.value.startswith(
+            "One edit of 2 documents: Remove the answer on POL-REFUND-MONTHLY@2, "
+            "SUP-GUIDE-REFUNDS@1 by Ravi Menon"
+        )
+        for t in detail.text
+    )
+
+
+def test_evidence_removed_takes_several_decisive_documents(
+    demo_url: str, demo_engine: Engine, tax: Taxonomy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    case_id = agent_case(demo_engine, tax)
+    at = open_page(demo_url, monkeypatch, RAVI, case=str(case_id))
+    chosen = by_label(at.multiselect, "Decisive documents to take the answer out of")
+    assert chosen.value == ["POL-REFUND-MONTHLY@2", "SUP-GUIDE-REFUNDS@1"]  # type: ignore[attr-defined]
+    chosen.set_value(["POL-REFUND-MONTHLY@2"]).run()  # type: ignore[attr-defined]
+    assert any(readable(w).startswith("SUP-GUIDE-REFUNDS@1 still carry") for w in at.warning)
+    chosen = by_label(at.multiselect, "Decisive documents to take the answer out of")
+    chosen.set_value(["POL-REFUND-MONTHLY@2", "SUP-GUIDE-REFUNDS@1"]).run()  # type: ignore[attr-defined]
+    by_label(at.text_area, "Decisive passage (copy it exactly from POL-REFUND-MONTHLY@2").input(  # type: ignore[attr-defined]
+        "within **14 days of the charge date**"
+    )
+    by_label(at.text_area, "Decisive passage (copy it exactly from SUP-GUIDE-REFUNDS@1").input(  # type: ignore[attr-defined]
+        "not in the guide"
+    )
+    click(at, "Build and save the variant")
+    assert readable(at.error[0]).startswith(
+        "Nothing was saved. SUP-GUIDE-REFUNDS@1: the passage 'not in the guide' does not occur"
+    )
+    by_label(at.text_area, "Decisive passage (copy it exactly from SUP-GUIDE-REFUNDS@1").input(  # type: ignore[attr-defined]
+        "Approve in the billing console when the charge is no more than 14 days old."
+    )
+    click(at, "Build and save the variant")
+    assert "Saved AGENT-001-CF-1 (draft; Evidence removed; suggested Abstain)" in readable(
+        at.success[0]
+    )
+    assert not any("checks fail" in readable(e) for e in at.error)
