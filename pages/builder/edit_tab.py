@@ -42,7 +42,7 @@ def pick_span(
     start_on = forms.default_candidate(body, spans, reference) if reference and spans else 0
     suffix = "" if reference is None else "_also"
     choice = st.selectbox(
-        f"{label} ({len(spans)} found by {ui.plain(operator_label(op_name))})",
+        f"{ui.plain(label)} ({len(spans):d} found by {ui.plain(operator_label(op_name))})",
         [*range(len(spans)), forms.CUSTOM],
         index=start_on,
         format_func=lambda i: "Custom offsets…" if i == forms.CUSTOM else labels[i],
@@ -50,15 +50,15 @@ def pick_span(
     )
     if choice == forms.CUSTOM:
         c3, c4 = st.columns(2)
-        where = "" if reference is None else f" in {doc.ref}"
+        where = "" if reference is None else " in " + ui.plain(doc.ref)
         start = int(
             c3.number_input(
-                f"Start offset{where}", 0, len(body), 0, key=f"bld_custom_start{suffix}_{doc.ref}"
+                "Start offset" + where, 0, len(body), 0, key=f"bld_custom_start{suffix}_{doc.ref}"
             )
         )
         end = int(
             c4.number_input(
-                f"End offset{where}", 0, len(body), 0, key=f"bld_custom_end{suffix}_{doc.ref}"
+                "End offset" + where, 0, len(body), 0, key=f"bld_custom_end{suffix}_{doc.ref}"
             )
         )
         if end < start:

@@ -383,9 +383,12 @@ def save_edits(
     :func:`save_edit` saves one: a derived document and a provenance row each, all with the
     same operator, params, author, time and edit group. Nothing is saved when any is refused
     (the caller's transaction is rolled back); the refusal names the document."""
+    require(actor, Permission.edit_corpus)
     refs = [ref for ref, _a, _b in spans]
     if len(set(refs)) != len(refs):
         raise InputError("a document is listed twice; edit each document once")
+    for ref in refs:  # every document readable before anything is written
+        _source_for_edit(s, actor, ref)
     group, at = new_group(), utcnow()
     out: list[SavedEdit] = []
     for ref, start, end in spans:

@@ -22,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Engine, func, select
 
-from review.builder import diffs, documents, family_view, forms, variants
+from review.builder import diffs, documents, family_view, forms, tables, variants
 from review.builder.edits import OPERATORS
 from review.builder.families import (
     DocEdit,
@@ -348,13 +348,11 @@ def test_a_saved_edit_of_nine_documents_records_one_group_and_passes_the_checks(
     )
     assert rows[0].edit_group and len(rows[0].edit_group) == 32
     assert sorted(r.source_doc_key for r in rows) == [f"HOP-{i}" for i in range(9)]
-    assert len(derive.after["passages"]) == 9
+    assert derive.after is not None and len(derive.after["passages"]) == 9
     fam = family_view.family_view(engine, SYSTEM, "FAM-HOP-9")
     assert fam is not None and fam.failed == ()
     row = next(v for v in fam.variants if v.key == saved.key)
     assert {e.group for e in row.edits} == {rows[0].edit_group}
-    from review.builder import tables
-
     (line,) = tables.edit_groups(row.edits)
     assert line.startswith("One edit of 9 documents: Remove the answer on HOP-0@1, HOP-1@1")
 
