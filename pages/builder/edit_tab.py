@@ -87,12 +87,21 @@ def more_documents(
         )
     if not others:
         return []
+    op = OPERATORS[op_name]
+    found = [d.ref for d in others if op.candidates(d.body or "")]
+    if len(found) < len(others):
+        missing = ", ".join(d.ref for d in others if d.ref not in found)
+        st.warning(
+            f"{ui.plain(op.label)} finds no {ui.plain(op.finds)} in {ui.plain(missing)}: left "
+            "out of the edit to start with, so the answer stays there unless you add them and "
+            "type their offsets."
+        )
     chosen = st.multiselect(
         "Also take it out of these decisive documents (one edit: one diff and one provenance "
         "record each; the answer stays in any left out)",
         [d.ref for d in others],
-        default=[d.ref for d in others],
-        key=f"bld_also_{view.id}_{doc.ref}",
+        default=found,
+        key=f"bld_also_{view.id}_{doc.ref}_{op_name}",
     )
     out: list[tuple[documents.CaseDocText, int, int]] = []
     for d in others:

@@ -158,6 +158,8 @@ def span_label(body: str, span: Span) -> str:
     return f"line {line}: {text}"
 
 
+_WS_RE = re.compile(r"\s+")
+
 #: Characters of the surrounding text a short candidate's label shows on either side
 LABEL_CONTEXT = 36
 
@@ -179,10 +181,10 @@ def _around(body: str, span: Span) -> str:
     if b < line_end:
         cut = body.rfind(" ", span.end, b)
         b = cut if cut >= 0 else b
-    left = " ".join(body[a : span.start].split())
-    right = " ".join(body[span.end : b].split())
+    left = _WS_RE.sub(" ", body[a : span.start])  # spacing as written: "«Starter», Team"
+    right = _WS_RE.sub(" ", body[span.end : b])
     inner = " ".join(span.text.split())
-    text = f"{left} «{inner}» {right}".strip()
+    text = f"{left}«{inner}»{right}".strip()
     return ("…" if a > line_start else "") + text + ("…" if b < line_end else "")
 
 

@@ -652,6 +652,16 @@ def test_one_edit_of_both_decisive_documents_previews_each_and_suggests_abstain(
 ) -> None:
     case_id = agent_case(demo_engine, tax)
     at = open_page(demo_url, monkeypatch, RAVI, case=str(case_id))
+    # the first operator finds no tier in the guide: left out to start with, and said so
+    also = by_label(at.multiselect, "Also take it out of these decisive documents")
+    assert also.value == []  # type: ignore[attr-defined]
+    assert any(
+        readable(w).startswith(
+            "Replace the product tier finds no product tier (Starter, Team, Business, "
+            "Enterprise) in SUP-GUIDE-REFUNDS@1: left out of the edit to start with"
+        )
+        for w in at.warning
+    )
     by_label(at.selectbox, "Operator").set_value("remove_answer").run()  # type: ignore[attr-defined]
     spans = by_label(at.selectbox, "Candidate spans")
     pick = next(o for o in spans.options if "2.1 A customer may ask for a refund" in o)  # type: ignore[attr-defined]
