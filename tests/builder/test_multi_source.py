@@ -392,3 +392,31 @@ def test_a_restricted_decisive_document_needs_clearance(engine: Engine, tax: Tax
     cleared = make_actor("annotator", "cleared@test.example", clearance=True)
     saved = write(engine, variants.build_variant, cleared, tax, base_id, spec)
     assert saved.suggested_decision == "abstain" and len(saved.edit_ids) == 3
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(2, 6).flatmap(lambda n: st.tuples(st.just(n), st.sets(st.integers(0, n - 1)))))
+def test_the_suggestion_is_abstain_exactly_when_every_decisive_document_is_edited(
+    drawn: tuple[int, set[int]],
+) -> None:
+    n, extra = drawn
+    edited = sorted({0} | extra)  # the first document is always edited
+    docs = hop_dicts(n)
+    spans = {i: answer_span(docs[i]["body"], i) for i in edited}
+    v = derive_edited(
+        hop_case(n),
+        docs,
+        operator="remove_answer",
+        span=spans[0],
+        doc_id="HOP-0",
+        also=[DocEdit(f"HOP-{i}", spans[i]) for i in edited[1:]],
+    )
+    everything = len(edited) == n
+    assert v.suggested_decision == ("abstain" if everything else "answer")
+    assert len(v.edits) == len(edited)
+    checks = family_checks([present_variant(hop_case(n), passage=answer(0)), v], docs)
+    flagged = [c for c in checks if c.name == "decisive_documents_accounted" and not c.passed]
+    assert bool(flagged) != everything
+    if flagged:
+        kept = [f"HOP-{i}@1" for i in range(n) if i not in edited]
+        assert f"{', '.join(kept)} still carr" in flagged[0].detail
