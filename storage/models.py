@@ -832,6 +832,8 @@ class CaseEdit(Base):
     record: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     author: Mapped[str] = mapped_column(String(320))
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    # the rows of one edit of several documents share it (one action in history); None: alone
+    edit_group: Mapped[str | None] = mapped_column(String(32), index=True)
 
 
 class CaseSuggestion(Base):

@@ -105,6 +105,7 @@ ALLOWED: dict[str, frozenset[Role]] = {
     "builder.suggestions.confirm_suggestion": CASE_EDITORS,
     "builder.suggestions.mark_passage": CASE_EDITORS,
     "builder.documents.save_edit": CORPUS_EDITORS,
+    "builder.documents.save_edits": CORPUS_EDITORS,
     "builder.suggestions.set_required_claims": CASE_EDITORS,
     "cases.cases.create_case": CASE_EDITORS,
     "cases.cases.import_cases": CASE_EDITORS,
@@ -516,6 +517,15 @@ CALLS: dict[str, Callable[[Ctx, Actor], object]] = {
         5,
         {},
     ),
+    "builder.documents.save_edits": lambda c, a: write(
+        c.engine,
+        documents.save_edits,
+        a,
+        c.tax,
+        [("POL-REFUND-MONTHLY@2", 0, 5)],
+        "no_such_operator",
+        {},
+    ),
     "builder.suggestions.set_required_claims": lambda c, a: write(
         c.engine, suggestions.set_required_claims, a, c.tax, c.ids["present_case"], 1, ["A claim."]
     ),
@@ -785,6 +795,19 @@ def test_restricted_documents_are_written_only_with_clearance(ctx: Ctx) -> None:
         c,
         lambda a: write(
             c.engine, documents.save_edit, a, c.tax, f"{restricted}@1", "replace_tier", 0, 5, {}
+        ),
+        A,
+    )
+    _denied_without_clearance(  # one edit of several documents, one of them restricted
+        c,
+        lambda a: write(
+            c.engine,
+            documents.save_edits,
+            a,
+            c.tax,
+            [("POL-REFUND-MONTHLY@2", 0, 5), (f"{restricted}@1", 0, 5)],
+            "replace_tier",
+            {"to_tier": "Team"},
         ),
         A,
     )

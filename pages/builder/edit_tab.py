@@ -11,10 +11,10 @@ from sqlalchemy import Engine
 from pages import ui
 from pages.builder.nav import focus_variant, go, leave_message
 from pages.builder.params import param_widgets
-from pages.builder.preview import show_preview
+from pages.builder.preview import show_group_preview
 from review.builder import diffs, documents, forms, suggestions, tables, variants
 from review.builder.edits import OPERATORS
-from review.builder.operator import operator_label
+from review.builder.operator import Suggestion, operator_label
 from review.cases import cases
 from review.core.errors import WorkbenchError
 from review.core.identity import Actor, Permission
@@ -25,30 +25,94 @@ PREVIEW_KEY = "bld_preview"
 
 
 def pick_span(
-    view: cases.CaseView, doc: documents.CaseDocText, op_name: str
+    view: cases.CaseView,
+    doc: documents.CaseDocText,
+    op_name: str,
+    *,
+    label: str = "Candidate spans",
+    reference: str | None = None,
 ) -> tuple[int, int, str] | None:
     """The span to edit: a candidate of the operator or offsets typed by hand; None (after
-    an error) when the offsets cannot be used."""
+    an error) when the offsets cannot be used. ``reference``: the span chosen in the first
+    document, for the picker of another decisive document to start on a similar one."""
     body = doc.body or ""
     spans = OPERATORS[op_name].candidates(body)[: forms.MAX_CANDIDATES]
+    labels = forms.span_labels(body, spans)  # each different: told apart by their context
+    if not spans:
+        st.warning(ui.plain(forms.no_candidates(op_name, doc.ref)))
+    start_on = forms.default_candidate(body, spans, reference) if reference and spans else 0
+    suffix = "" if reference is None else "_also"
     choice = st.selectbox(
-        f"Candidate spans ({len(spans)} found by {ui.plain(operator_label(op_name))})",
+        f"{ui.plain(label)} ({len(spans):d} found by {ui.plain(operator_label(op_name))})",
         [*range(len(spans)), forms.CUSTOM],
-        format_func=lambda i: (
-            "Custom offsets…" if i == forms.CUSTOM else forms.span_label(body, spans[i])
-        ),
-        key=f"bld_span_{view.id}_{doc.ref}_{op_name}",
+        index=start_on,
+        format_func=lambda i: "Custom offsets…" if i == forms.CUSTOM else labels[i],
+        key=f"bld_span_{view.id}_{doc.ref}_{op_name}{suffix}",
     )
     if choice == forms.CUSTOM:
         c3, c4 = st.columns(2)
-        start = int(c3.number_input("Start offset", 0, len(body), 0, key="bld_custom_start"))
-        end = int(c4.number_input("End offset", 0, len(body), 0, key="bld_custom_end"))
+        where = "" if reference is None else " in " + ui.plain(doc.ref)
+        start = int(
+            c3.number_input(
+                "Start offset" + where, 0, len(body), 0, key=f"bld_custom_start{suffix}_{doc.ref}"
+            )
+        )
+        end = int(
+            c4.number_input(
+                "End offset" + where, 0, len(body), 0, key=f"bld_custom_end{suffix}_{doc.ref}"
+            )
+        )
         if end < start:
-            ui.error("The end offset must not be before the start offset.")
+            ui.error(f"The end offset{where} must not be before the start offset.")
             return None
         return start, end, body[start:end]
     sp = spans[int(choice)]
     return sp.start, sp.end, sp.text
+
+
+def more_documents(
+    view: cases.CaseView,
+    docs: list[documents.CaseDocText],
+    doc: documents.CaseDocText,
+    op_name: str,
+    reference: str,
+) -> list[tuple[documents.CaseDocText, int, int]] | None:
+    """The other decisive documents the same edit works on (default: all the user may read),
+    each with its span; None (after an error) when a span cannot be used."""
+    others, hidden = forms.decisive_group(docs, doc.ref)
+    if hidden:
+        st.info(
+            f"{ui.plain(', '.join(hidden))} also carry the answer but are restricted: you may "
+            "not read or edit them, so a variant made here keeps the evidence there. A user "
+            "with clearance can edit them."
+        )
+    if not others:
+        return []
+    op = OPERATORS[op_name]
+    found = [d.ref for d in others if op.candidates(d.body or "")]
+    if len(found) < len(others):
+        missing = ", ".join(d.ref for d in others if d.ref not in found)
+        st.warning(
+            f"{ui.plain(op.label)} finds no {ui.plain(op.finds)} in {ui.plain(missing)}: left "
+            "out of the edit to start with, so the answer stays there unless you add them and "
+            "type their offsets."
+        )
+    chosen = st.multiselect(
+        "Also take it out of these decisive documents (one edit: one diff and one provenance "
+        "record each; the answer stays in any left out)",
+        [d.ref for d in others],
+        default=found,
+        key=f"bld_also_{view.id}_{doc.ref}_{op_name}",
+    )
+    out: list[tuple[documents.CaseDocText, int, int]] = []
+    for d in others:
+        if d.ref not in chosen:
+            continue
+        picked = pick_span(view, d, op_name, label=f"Span in {d.ref}", reference=reference)
+        if picked is None:
+            return None
+        out.append((d, picked[0], picked[1]))
+    return out
 
 
 def edit_tab(
@@ -76,13 +140,18 @@ def edit_tab(
     op = OPERATORS[op_name]
     st.caption(ui.plain(op.description))
     body = doc.body or ""
-    others = forms.other_decisive(docs, doc.ref)
     picked = pick_span(view, doc, op_name)
     if picked is None:
         return
     start, end, sel_text = picked
     st.caption("Selected span (verbatim)")
     st.code(sel_text if sel_text else "(a position between blocks)", language=None, wrap_lines=True)
+    more = more_documents(view, docs, doc, op_name, sel_text)
+    if more is None:
+        return
+    also = [(d.ref, a, b) for d, a, b in more]
+    items = [(doc.ref, body, start, end)] + [(d.ref, d.body or "", a, b) for d, a, b in more]
+    others = [r for r in forms.other_decisive(docs, doc.ref) if r not in {a[0] for a in also}]
     defaults = forms.form_defaults(op_name, body, start, end)
     form_key = f"bld_params_{view.id}_{doc.ref}_{op_name}_{start}_{end}"
     fields = op.param_fields()
@@ -92,38 +161,40 @@ def edit_tab(
     if go_preview:
         try:
             params = forms.parse_param_values(fields, values)
-            diffs.preview(body, op_name, start, end, params, doc_ref=doc.ref, other_decisive=others)
+            diffs.preview_group(items, op_name, params, other_decisive=others)
         except WorkbenchError as exc:
             st.session_state.pop(PREVIEW_KEY, None)
             ui.show_error(exc, "Nothing changed. ")
         else:
             st.session_state[PREVIEW_KEY] = forms.preview_state(
-                view.id, doc.ref, op_name, start, end, params
+                view.id, doc.ref, op_name, start, end, params, also
             )
     state = st.session_state.get(PREVIEW_KEY)
-    if state is None or not forms.preview_applies(state, view.id, doc.ref, op_name, start, end):
+    if state is None or not forms.preview_applies(
+        state, view.id, doc.ref, op_name, start, end, also
+    ):
         return
-    pv = diffs.preview(
-        body, op_name, start, end, state["params"], doc_ref=doc.ref, other_decisive=others
-    )
-    show_preview(pv, doc.ref, tax, _freshness(engine, view, doc.ref, pv))
+    group = diffs.preview_group(items, op_name, state["params"], other_decisive=others)
+    show_group_preview(group, tax, _freshness(engine, view, doc.ref, group.suggestion))
     if not actor.can(Permission.edit_cases):
         st.info("Saving variants needs a role that may edit cases (annotator, reviewer, admin).")
         return
     save_buttons(engine, actor, tax, view, doc, state)
 
 
-def _freshness(engine: Engine, view: cases.CaseView, ref: str, pv: diffs.Preview) -> str | None:
+def _freshness(
+    engine: Engine, view: cases.CaseView, ref: str, suggestion: Suggestion
+) -> str | None:
     """The policy's age limits for the edited document, when the edit suggests stale evidence
     (read only then: the policy in force is not needed for other previews)."""
-    if "evidence_stale" not in pv.suggestion.reason_codes:
+    if "evidence_stale" not in suggestion.reason_codes:
         return None
     authority = next((d.authority for d in view.documents if d.ref == ref), None)
     try:
         policy = inforce.in_force(engine).policy
     except WorkbenchError:
         return None  # no verified policy: the Thresholds page says why
-    return suggestions.freshness_note(policy, authority, pv.suggestion)
+    return suggestions.freshness_note(policy, authority, suggestion)
 
 
 def save_buttons(
@@ -156,6 +227,7 @@ def save_buttons(
             end=state["end"],
             params=state["params"],
             as_new_version=as_version,
+            also=tuple(variants.MoreDoc(r, a, b) for r, a, b in state.get("also", [])),
         )
         saved = ui.transact(lambda s: variants.build_variant(s, actor, tax, view.id, spec))
         if saved is not None:
@@ -168,26 +240,19 @@ def save_buttons(
             )
             focus_variant(saved.case_id)
             go(family=view.family or "")
+    several = bool(state.get("also"))
     if actor.can(Permission.edit_corpus) and c6.button(
-        "Save the edited document only", key="bld_save_doc"
+        "Save the edited documents only" if several else "Save the edited document only",
+        key="bld_save_doc",
     ):
-        doc_saved = ui.transact(
-            lambda s: documents.save_edit(
-                s,
-                actor,
-                tax,
-                doc.ref,
-                state["op"],
-                state["start"],
-                state["end"],
-                state["params"],
-                as_new_version=as_version,
+        spans = [(doc.ref, state["start"], state["end"])]
+        spans += [(r, a, b) for r, a, b in state.get("also", [])]
+        saved_docs = ui.transact(
+            lambda s: documents.save_edits(
+                s, actor, tax, spans, state["op"], state["params"], as_new_version=as_version
             )
         )
-        if doc_saved is not None:
+        if saved_docs is not None:
             st.session_state.pop(PREVIEW_KEY, None)
-            extra = f" and {', '.join(doc_saved.extra_refs)}" if doc_saved.extra_refs else ""
-            leave_message(
-                f"Saved {doc_saved.ref}{extra} with provenance record {doc_saved.edit_id}."
-            )
+            leave_message(tables.saved_documents_message(saved_docs))
             st.rerun()

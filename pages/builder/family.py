@@ -197,6 +197,8 @@ def variant_detail(
                 st.rerun()
     if v.edits:
         st.caption("Recorded edits (provenance)")
+    for line in tables.edit_groups(v.edits, person):
+        st.text(line)
     for e in v.edits:
         st.text(tables.edit_line(e, person))
         if e.before is None:

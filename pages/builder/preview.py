@@ -10,13 +10,36 @@ from review.builder import diffs, tables
 from review.core.taxonomy import Taxonomy
 
 
-def show_preview(
-    pv: diffs.Preview, doc_ref: str, tax: Taxonomy, freshness: str | None = None
+def show_group_preview(
+    group: diffs.GroupPreview, tax: Taxonomy, freshness: str | None = None
 ) -> None:
+    """Every document's diff (one edit of several documents), then the one suggestion (with
+    the policy's age limits, ``freshness``, when it suggests stale evidence)."""
     st.caption(
         "Changes are marked `[-removed-]` and `{+added+}`; the text is escaped first, so "
         "marks already in a document show as `[\\-` or `{\\+`."
     )
+    several = len(group.previews) > 1
+    if several:
+        st.caption(
+            f"One edit of {len(group.previews):d} decisive documents: each gets its own "
+            "derived copy and provenance record, with the same operator and parameters."
+        )
+    for k, (ref, pv) in enumerate(group.previews):
+        if several:
+            st.markdown(f"**{k + 1:d}. {ui.plain(ref)}**")
+        show_diff(pv, ref, k)
+    st.caption("Suggested label (an expert confirms it in the family view; it is not a label)")
+    st.dataframe(
+        tables.suggestion_table(group.suggestion, tax, freshness),
+        hide_index=True,
+        width="stretch",
+    )
+
+
+def show_diff(pv: diffs.Preview, doc_ref: str, k: int = 0) -> None:
+    """One document's change: before and after, the marked diff rows, new metadata and
+    documents."""
     left, right = st.columns(2)
     with left:
         st.caption(f"Before: {ui.plain(doc_ref)}")
@@ -34,7 +57,7 @@ def show_preview(
             hide_index=True,
             width="stretch",
             height=ui.table_height(len(frame), 12),
-            key="bld_diff_table",
+            key="bld_diff_table" if k == 0 else f"bld_diff_table_{k}",
         )
     if pv.metadata:
         st.caption("Metadata of the derived document")
@@ -45,7 +68,3 @@ def show_preview(
         )
         st.text(title)
         ui.document_body(body)
-    st.caption("Suggested label (an expert confirms it in the family view; it is not a label)")
-    st.dataframe(
-        tables.suggestion_table(pv.suggestion, tax, freshness), hide_index=True, width="stretch"
-    )

@@ -37,7 +37,13 @@ def family_tab(
     )
     st.caption(ui.plain(tax.evidence_states[kind].definition))
     several = forms.decisive_documents(docs)
-    if kind != "partial" and len(several) > 1:
+    more: list[documents.CaseDocText] = []
+    if kind == "removed" and len(several) > 1:
+        picked = removed_documents(view, several)
+        if not picked:
+            return
+        decisive, more = picked[0], picked[1:]
+    elif kind != "partial" and len(several) > 1:
         decisive = st.selectbox(
             "Decisive document to work on",
             several,
@@ -75,6 +81,14 @@ def family_tab(
             passage = st.text_area(
                 ui.plain(forms.passage_label(kind, decisive.ref if decisive else None)), height=80
             )
+        more_passages = [
+            (
+                d.ref,
+                d.body or "",
+                st.text_area(ui.plain(forms.passage_label(kind, d.ref)), height=80),
+            )
+            for d in more
+        ]
         if kind == "conflicted":
             mode = st.selectbox(
                 "How the conflict reads",
@@ -114,6 +128,7 @@ def family_tab(
             extra_question=extra_question,
             question=question,
             policy=policy,
+            also=more_passages,
         )
         saved = ui.transact(lambda s: variants.build_variant(s, actor, tax, view.id, spec))
         if saved is None:
@@ -125,3 +140,34 @@ def family_tab(
         )
         focus_variant(saved.case_id)
         go(family=view.family or "")
+
+
+def removed_documents(
+    view: cases.CaseView, several: list[documents.CaseDocText]
+) -> list[documents.CaseDocText]:
+    """The decisive documents an evidence-removed variant takes the answer out of (default:
+    every one the user may read), saying which keep it; empty (after a message) when none."""
+    readable = [d for d in several if d.readable]
+    hidden = [d.ref for d in several if not d.readable]
+    chosen = st.multiselect(
+        "Decisive documents to take the answer out of (one edit; default: all)",
+        [d.ref for d in readable],
+        default=[d.ref for d in readable],
+        key=f"bld_removed_docs_{view.id}",
+    )
+    kept = [d.ref for d in several if d.ref not in chosen]
+    if hidden:
+        st.info(
+            f"{ui.plain(', '.join(hidden))} also carry the answer but are restricted: only a "
+            "user with clearance can take it out of them."
+        )
+    if not chosen:
+        st.info("Choose at least one decisive document to take the answer out of.")
+        return []
+    if kept:
+        st.warning(
+            f"{ui.plain(', '.join(kept))} still carry the answer: a variant without "
+            "them keeps the evidence, so its suggestion stays the base case's decision and the "
+            "family check flags it."
+        )
+    return [d for d in readable if d.ref in chosen]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -45,9 +46,11 @@ __all__ = [
     "insert_document",
     "latest_version",
     "list_base_cases",
+    "new_group",
     "parse_ref",
     "ref_of",
     "save_edit",
+    "save_edits",
     "with_new_ids",
 ]
 
@@ -238,7 +241,11 @@ def add_edit(
     document_id: int | None,
     case_id: int | None,
     extra_refs: Sequence[str] = (),
+    group: str | None = None,
+    at: dt.datetime | None = None,
 ) -> CaseEdit:
+    """One provenance row (and its change-log entry); ``group`` and ``at`` are shared by the
+    rows of one edit of several documents (see :func:`new_group`)."""
     stored = record.to_dict()
     if extra_refs:
         stored["extra_refs"] = list(extra_refs)
@@ -255,7 +262,8 @@ def add_edit(
         after=record.after,
         record=stored,
         author=actor.email,
-        created_at=utcnow(),
+        created_at=at or utcnow(),
+        edit_group=group,
     )
     s.add(row)
     s.flush()
@@ -273,9 +281,15 @@ def add_edit(
             "span": [row.span_start, row.span_end],
             "result": record.result_ref,
             "case_id": case_id,
+            "group": group,
         },
     )
     return row
+
+
+def new_group() -> str:
+    """A fresh edit-group id: the provenance rows of one action share it."""
+    return uuid.uuid4().hex
 
 
 def _source_for_edit(s: Session, actor: Actor, ref: str) -> Document:
@@ -326,6 +340,8 @@ def save_edit(
     *,
     as_new_version: bool = False,
     new_doc_id: str | None = None,
+    group: str | None = None,
+    at: dt.datetime | None = None,
 ) -> SavedEdit:
     """Apply an operator to ``source_ref`` and store the result with its provenance row.
 
@@ -339,9 +355,62 @@ def save_edit(
     return with_new_ids(
         s,
         lambda: _save_edit(
-            s, actor, tax, source_ref, operator, (start, end), params, as_new_version, new_doc_id
+            s,
+            actor,
+            tax,
+            source_ref,
+            operator,
+            (start, end),
+            params,
+            as_new_version,
+            new_doc_id,
+            (group, at),
         ),
     )
+
+
+def save_edits(
+    s: Session,
+    actor: Actor,
+    tax: Taxonomy,
+    spans: Sequence[tuple[str, int, int]],
+    operator: str,
+    params: Mapping[str, object],
+    *,
+    as_new_version: bool = False,
+) -> list[SavedEdit]:
+    """One edit of several documents (``spans``: reference, start, end of each), saved as
+    :func:`save_edit` saves one: a derived document and a provenance row each, all with the
+    same operator, params, author, time and edit group. Nothing is saved when any is refused
+    (the caller's transaction is rolled back); the refusal names the document."""
+    require(actor, Permission.edit_corpus)
+    refs = [ref for ref, _a, _b in spans]
+    if len(set(refs)) != len(refs):
+        raise InputError("a document is listed twice; edit each document once")
+    for ref in refs:  # every document readable before anything is written
+        _source_for_edit(s, actor, ref)
+    group, at = new_group(), utcnow()
+    out: list[SavedEdit] = []
+    for ref, start, end in spans:
+        try:
+            out.append(
+                save_edit(
+                    s,
+                    actor,
+                    tax,
+                    ref,
+                    operator,
+                    start,
+                    end,
+                    params,
+                    as_new_version=as_new_version,
+                    group=group,
+                    at=at,
+                )
+            )
+        except InputError as exc:
+            raise InputError(f"{ref}: {exc}") if len(spans) > 1 else exc from None
+    return out
 
 
 def _save_edit(
@@ -354,6 +423,7 @@ def _save_edit(
     params: Mapping[str, object],
     as_new_version: bool,
     new_doc_id: str | None,
+    grouped: tuple[str | None, dt.datetime | None] = (None, None),
 ) -> SavedEdit:
     start, end = span_bounds
     src = _source_for_edit(s, actor, source_ref)
@@ -409,5 +479,14 @@ def _save_edit(
             f"case builder: {operator} on {ref_of(src)}",
         )
         extras.append(f"{eid}@1")
-    edit = add_edit(s, actor, record, document_id=row.id, case_id=None, extra_refs=extras)
+    edit = add_edit(
+        s,
+        actor,
+        record,
+        document_id=row.id,
+        case_id=None,
+        extra_refs=extras,
+        group=grouped[0] or new_group(),
+        at=grouped[1],
+    )
     return SavedEdit(edit.id, row.id, ref, tuple(extras))

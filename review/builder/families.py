@@ -37,6 +37,7 @@ from review.core.terms import CaseStatus
 
 __all__ = [
     "Check",
+    "DocEdit",
     "Variant",
     "derive_conflicted",
     "derive_edited",
@@ -390,32 +391,39 @@ def derive_removed(
     passage: str | Span | None = None,
     doc_id: str | None = None,
     new_doc_id: str | None = None,
+    also: Sequence[DocEdit] = (),
 ) -> Variant:
-    """Decisive passage removed, neighbours kept.
+    """Decisive passage removed, neighbours kept; ``also``: the same for more decisive
+    documents (each with its own passage, or none), one edit record per edited document.
 
-    Without ``passage`` the decisive document leaves the case and its neighbours stay. With a
+    Without a passage the decisive document leaves the case and its neighbours stay. With a
     passage, an edited copy of the decisive document without it (``remove_answer``: questions
     and headings stay) replaces the original; the copy is returned in ``new_documents``.
     """
     base = _base(case, "derive_removed")
     docs = index_documents(documents)
-    pos, doc = _pick(base, docs, doc_id, "derive_removed")
-    refs = copy.deepcopy(base["documents"])
-    src_ref = versioned_ref(doc["doc_id"], doc["version"])
+    first = DocEdit(doc_id or "", passage, new_doc_id)
+    targets = _targets(base, docs, first, also, "derive_removed")
+    refs: list[dict[str, Any] | None] = list(copy.deepcopy(base["documents"]))
     new_docs: list[dict[str, Any]] = []
     edits: list[EditRecord] = []
-    text: str | None = None
-    if passage is None:
-        del refs[pos]
-        derivation = f"decisive document {src_ref} removed; its neighbours are kept."
-    else:
-        span = _locate(doc, passage)
+    texts: list[str] = []
+    said: list[str] = []
+    for pos, doc, want in targets:
+        src_ref = versioned_ref(doc["doc_id"], doc["version"])
+        if want.span is None:
+            refs[pos] = None
+            said.append(f"decisive document {src_ref} removed")
+            continue
+        if isinstance(want.span, int):
+            raise InputError(f"{src_ref}: derive_removed needs a passage, not a position")
+        span = _locate(doc, want.span)
         body: str = doc["body"]
         start = span.start
         while start > 0 and body[start - 1] in " \t":  # take the space before a mid-line passage
             start -= 1
         edit_span = Span(start, span.end, body[start : span.end], span.kind)
-        target = new_doc_id or _default_id(doc["doc_id"], "REMOVED")
+        target = want.new_doc_id or _default_id(doc["doc_id"], "REMOVED")
         try:
             result, record = edit_document(
                 body,
@@ -430,15 +438,21 @@ def derive_removed(
             raise InputError(f"{src_ref}: {exc}") from None
         new_docs.append(_new_doc(doc, target, result.text))
         edits.append(record)
-        refs[pos] = {**refs[pos], "doc_id": target, "version": 1, "role": "distractor"}
-        text = span.text
-        derivation = (
-            f"the decisive passage of {src_ref} removed in the copy {target}@1; the rest of the "
-            "document is kept."
+        kept = refs[pos]
+        assert kept is not None
+        refs[pos] = {**kept, "doc_id": target, "version": 1, "role": "distractor"}
+        texts.append(span.text)
+        said.append(f"the decisive passage of {src_ref} removed in the copy {target}@1")
+    left = [r for r in refs if r is not None]
+    if len(targets) == 1:
+        derivation = said[0] + (
+            "; its neighbours are kept." if edits == [] else "; the rest of the document is kept."
         )
-    slices = ("near_neighbour_distractor",) if refs else ("empty_retrieval",)
+    else:
+        derivation = "; ".join(said) + f" (one edit of {len(targets)} decisive documents)."
+    slices = ("near_neighbour_distractor",) if left else ("empty_retrieval",)
     decision, reasons, derivation = _evidence_kept(
-        base, refs, "abstain", ("no_answer_bearing_evidence",), derivation
+        base, left, "abstain", ("no_answer_bearing_evidence",), derivation
     )
     return _variant(
         base,
@@ -448,10 +462,10 @@ def derive_removed(
         slices=slices,
         category="near_miss",
         derivation=derivation,
-        documents=refs,
+        documents=left,
         new_documents=new_docs,
         edits=edits,
-        passage=text,
+        passage="\n".join(texts) if texts else None,
     )
 
 
@@ -731,6 +745,48 @@ def derive_partial(
     )
 
 
+@dataclass(frozen=True)
+class DocEdit:
+    """One more document an edit works on (several decisive documents carry the answer):
+    its id, where (a Span, a unique passage, a position; for derive_removed None drops the
+    document) and the ids its copy and restricted extract take (default: derived)."""
+
+    doc_id: str
+    span: Span | str | int | None = None
+    new_doc_id: str | None = None
+    restricted_doc_id: str | None = None
+
+
+def _edit_span(doc: Mapping[str, Any], span: Span | str | int | None) -> Span:
+    src_ref = versioned_ref(doc["doc_id"], doc["version"])
+    body: str = doc["body"]
+    if isinstance(span, int) and not isinstance(span, bool):
+        if not 0 <= span <= len(body):
+            raise InputError(f"{src_ref}: position {span} is outside the text")
+        return Span(span, span, "", "position")
+    if isinstance(span, Span | str):
+        return _locate(doc, span)
+    raise InputError("derive_edited: span must be a Span, a passage or a position")
+
+
+def _targets(
+    base: dict[str, Any],
+    docs: Mapping[DocRef, dict[str, Any]],
+    first: DocEdit,
+    also: Sequence[DocEdit],
+    builder: str,
+) -> list[tuple[int, dict[str, Any], DocEdit]]:
+    """The documents an edit works on (position in the case, text, what to do), each once."""
+    out: list[tuple[int, dict[str, Any], DocEdit]] = []
+    for k, want in enumerate((first, *also)):
+        pos, doc = _pick(base, docs, want.doc_id if k or want.doc_id else None, builder)
+        if any(p == pos for p, _d, _w in out):
+            ref = versioned_ref(doc["doc_id"], doc["version"])
+            raise InputError(f"{_label(base)}: {builder}: {ref} is listed twice; edit it once")
+        out.append((pos, doc, want))
+    return out
+
+
 def derive_edited(
     case: Mapping[str, Any],
     documents: Iterable[Mapping[str, Any]],
@@ -741,13 +797,17 @@ def derive_edited(
     doc_id: str | None = None,
     new_doc_id: str | None = None,
     restricted_doc_id: str | None = None,
+    also: Sequence[DocEdit] = (),
 ) -> Variant:
-    """A hard negative made by one recorded edit of a document of the case.
+    """A hard negative made by one recorded edit of a document of the case, or of several
+    (``also``: the other decisive documents that carry the answer, each at its own span with
+    the same operator and params; one edited copy and one edit record per document).
 
     ``span`` is a Span, a passage (unique in the document) or, for ``insert_instruction``, a
-    position. The edited copy replaces the document in the case; ``relocate_answer`` also adds
+    position. Each edited copy replaces its document in the case; ``relocate_answer`` also adds
     the restricted document with the true answer, forbidden to the identity. The suggestion is
-    the operator's (for ``insert_instruction`` the base decision is kept).
+    the operator's (for ``insert_instruction`` the base decision is kept), unless a visible
+    decisive document left unedited still carries the answer.
     """
     base = _base(case, "derive_edited")
     label = _label(base)
@@ -755,70 +815,80 @@ def derive_edited(
     op = OPERATORS.get(operator)
     if op is None:
         raise InputError(f"unknown edit operator {operator!r}; use one of: {', '.join(OPERATORS)}")
-    pos, doc = _pick(base, docs, doc_id, "derive_edited")
-    src_ref = versioned_ref(doc["doc_id"], doc["version"])
-    body: str = doc["body"]
-    if isinstance(span, int) and not isinstance(span, bool):
-        if not 0 <= span <= len(body):
-            raise InputError(f"{src_ref}: position {span} is outside the text")
-        sp = Span(span, span, "", "position")
-    elif isinstance(span, Span | str):
-        sp = _locate(doc, span)
-    else:
-        raise InputError("derive_edited: span must be a Span, a passage or a position")
-    p = params if params is not None else op.example_params(body, sp)
-    target = new_doc_id or _default_id(doc["doc_id"], operator.upper().replace("_", "-"))
-    try:
-        result, record = edit_document(
-            body,
-            operator,
-            sp,
-            p,
-            doc_id=doc["doc_id"],
-            version=doc["version"],
-            result_ref=versioned_ref(target, 1),
-        )
-    except InputError as exc:
-        raise InputError(f"{src_ref}: {exc}") from None
+    first = DocEdit(doc_id or "", span, new_doc_id, restricted_doc_id)
+    targets = _targets(base, docs, first, also, "derive_edited")
+    demoted = op.suggestion.decision is not None  # the edited copies no longer settle it
+    refs = copy.deepcopy(base["documents"])
+    new_docs: list[dict[str, Any]] = []
+    records: list[EditRecord] = []
+    identity: dict[str, Any] | None = None
+    passages: list[str] = []
+    where: list[str] = []
+    p: Params | Mapping[str, ParamValue] | None = params
+    for pos, doc, want in targets:
+        src_ref = versioned_ref(doc["doc_id"], doc["version"])
+        body: str = doc["body"]
+        sp = _edit_span(doc, want.span)
+        p = p if p is not None else op.example_params(body, sp)  # the same params for all
+        target = want.new_doc_id or _default_id(doc["doc_id"], operator.upper().replace("_", "-"))
+        try:
+            result, record = edit_document(
+                body,
+                operator,
+                sp,
+                p,
+                doc_id=doc["doc_id"],
+                version=doc["version"],
+                result_ref=versioned_ref(target, 1),
+            )
+        except InputError as exc:
+            raise InputError(f"{src_ref}: {exc}") from None
+        records.append(record)
+        changes: dict[str, object] = {}
+        if "effective_date" in result.metadata:
+            changes["effective_date"] = result.metadata["effective_date"]
+        if "jurisdiction" in result.metadata:
+            changes["jurisdiction"] = result.metadata["jurisdiction"]
+        new_docs.append(_new_doc(doc, target, result.text, **changes))
+        role = "distractor" if demoted else refs[pos]["role"]
+        refs[pos] = {**refs[pos], "doc_id": target, "version": 1, "role": role}
+        for k, extra in enumerate(result.extra_documents):
+            rid = want.restricted_doc_id if want.restricted_doc_id and k == 0 else None
+            rid = rid or _default_id(
+                doc["doc_id"], "RESTRICTED" if k == 0 else f"RESTRICTED{k + 1}"
+            )
+            new_docs.append(
+                _new_doc(doc, rid, extra.body, title=extra.title, access_scope=extra.access_scope)
+            )
+            refs.append(
+                {"doc_id": rid, "version": 1, "visibility": "forbidden", "role": "decisive"}
+            )
+            identity = copy.deepcopy(identity or base["identity"])
+            identity["scopes"] = [s for s in identity["scopes"] if s != extra.access_scope]
+            if not identity["scopes"]:
+                raise _fail(
+                    label,
+                    "identity.scopes",
+                    f"taking {extra.access_scope!r} away would leave the identity with no scope",
+                )
+        passages.append(_passage_text(body, sp.start, sp.end))
+        where.append(f"{src_ref} at {sp.start}-{sp.end} in the copy {target}@1")
     # other visible decisive documents still carry the answer: the edit does not take the
     # evidence away, so the suggestion keeps the base case's decision (see Suggestion.kept_by)
+    edited = {pos for pos, _d, _w in targets}
     others = [
         versioned_ref(d["doc_id"], d["version"])
         for i, d in enumerate(base["documents"])
-        if i != pos and d["visibility"] == "visible" and d["role"] == "decisive"
+        if i not in edited and d["visibility"] == "visible" and d["role"] == "decisive"
     ]
-    demoted = op.suggestion.decision is not None  # the edited copy no longer settles it
     sug = op.suggestion.kept_by(others)
     keep_labels = sug.decision is None
-    changes: dict[str, object] = {}
-    if "effective_date" in result.metadata:
-        changes["effective_date"] = result.metadata["effective_date"]
-    if "jurisdiction" in result.metadata:
-        changes["jurisdiction"] = result.metadata["jurisdiction"]
-    new_docs = [_new_doc(doc, target, result.text, **changes)]
-    refs = copy.deepcopy(base["documents"])
-    role = "distractor" if demoted else refs[pos]["role"]
-    refs[pos] = {**refs[pos], "doc_id": target, "version": 1, "role": role}
-    identity: dict[str, Any] | None = None
-    for k, extra in enumerate(result.extra_documents):
-        rid = restricted_doc_id if restricted_doc_id and k == 0 else None
-        rid = rid or _default_id(doc["doc_id"], "RESTRICTED" if k == 0 else f"RESTRICTED{k + 1}")
-        new_docs.append(
-            _new_doc(doc, rid, extra.body, title=extra.title, access_scope=extra.access_scope)
-        )
-        refs.append({"doc_id": rid, "version": 1, "visibility": "forbidden", "role": "decisive"})
-        identity = copy.deepcopy(identity or base["identity"])
-        identity["scopes"] = [s for s in identity["scopes"] if s != extra.access_scope]
-        if not identity["scopes"]:
-            raise _fail(
-                label,
-                "identity.scopes",
-                f"taking {extra.access_scope!r} away would leave the identity with no scope",
-            )
     decision = base["expected_decision"] if keep_labels else str(sug.decision)
     reasons = tuple(base.get("reason_codes", [])) if keep_labels else sug.reason_codes
     checked = sug.evidence_state in ("removed", "forbidden")
-    derivation = f"{op.label} applied to {src_ref} at {sp.start}-{sp.end} in the copy {target}@1."
+    derivation = f"{op.label} applied to {'; '.join(where)}."
+    if len(targets) > 1:
+        derivation += f" One edit of {len(targets)} decisive documents."
     if sug is not op.suggestion:
         derivation += " " + sug.note
     return _variant(
@@ -832,8 +902,8 @@ def derive_edited(
         documents=refs,
         identity=identity,
         new_documents=new_docs,
-        edits=[record],
-        passage=_passage_text(body, sp.start, sp.end) if checked else None,
+        edits=records,
+        passage="\n".join(merge_unique(passages)) if checked else None,
     )
 
 

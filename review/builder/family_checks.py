@@ -115,14 +115,25 @@ def _decisive_accounted(v: Variant, decisive: Sequence[tuple[str, int]], name: s
     kept = [d for d in decisive if d in visible]
     lost = [d for d in decisive if d not in visible]
     replaced = [d for d in _visible_decisive(v) if d not in decisive]
+    gone = ", ".join(versioned_ref(*d) for d in lost)
     if lost and kept and not replaced:
-        gone = ", ".join(versioned_ref(*d) for d in lost)
         still = ", ".join(versioned_ref(*d) for d in kept)
+        verbs = ("is", "carries") if len(lost) == 1 else ("are", "carries")
+        verbs = (verbs[0], "carries" if len(kept) == 1 else "carry")
         return Check(
             "decisive_documents_accounted",
             False,
-            f"{gone} is edited or hidden here but {still} still carries the answer (decisive "
-            f"and visible): the evidence is not gone. Expect an answer, or edit {still} too",
+            f"{gone} {verbs[0]} edited or hidden here but {still} still {verbs[1]} the answer "
+            f"(decisive and visible): the evidence is not gone. Expect an answer, or edit "
+            f"{still} too",
+            name,
+        )
+    if lost and not kept:
+        return Check(
+            "decisive_documents_accounted",
+            True,
+            f"no decisive document still carries the answer: {gone} "
+            f"{'is' if len(lost) == 1 else 'are'} edited or hidden here",
             name,
         )
     return Check(

@@ -129,6 +129,7 @@ class EditRow:
     result: str | None
     author: str
     created_at: dt.datetime
+    group: str | None = None  # the rows of one edit of several documents share it
 
 
 @dataclass(frozen=True)
@@ -263,8 +264,7 @@ def family_view(
             if r.evidence_state == "present":
                 own = base_passage
             elif r.id in recorded:
-                found = _passage_text(docs, recorded[r.id])
-                own = found[0] if found else None
+                own = _own_passage(docs, recorded[r.id])
             variants.append(
                 Variant(
                     evidence_state=r.evidence_state,
@@ -317,9 +317,30 @@ def _family_cases(s: Session, family_id: int) -> list[Case]:
 
 
 def _derived_passage(after: Any) -> dict[str, Any] | None:
-    """The passage a variant's derivation recorded (its audit entry's ``after``)."""
+    """The passage a variant's derivation recorded (its audit entry's ``after``), with every
+    passage of an edit of several documents under ``all``."""
     p = (after or {}).get("passage")
-    return p if isinstance(p, dict) else None
+    if not isinstance(p, dict):
+        return None
+    more = (after or {}).get("passages")
+    if isinstance(more, list) and len(more) > 1:
+        return {**p, "all": [m for m in more if isinstance(m, dict)]}
+    return p
+
+
+def _all_passages(passages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The recorded passages, each passage of an edit of several documents apart."""
+    out: list[Mapping[str, Any]] = []
+    for p in passages:
+        out.extend(p.get("all") or [p])
+    return out
+
+
+def _own_passage(docs: Mapping[tuple[str, int], Document], p: Mapping[str, Any]) -> str | None:
+    """A variant's decisive passage(s) as one text, a line each (the checks look for each
+    sentence of each)."""
+    texts = [found[0] for q in _all_passages([p]) if (found := _passage_text(docs, q))]
+    return "\n".join(texts) if texts else None
 
 
 def _marked_passage(after: Any) -> dict[str, Any] | None:
@@ -360,7 +381,7 @@ def _family_documents(
     for r in rows:
         for cd in r.documents:
             docs[(cd.document.doc_key, cd.document.version)] = cd.document
-    for p in passages:
+    for p in _all_passages(passages):
         key, _, ver = str(p.get("doc", "")).partition("@")
         if ver.isdigit() and (key, int(ver)) not in docs:
             d = get_document(s, key, int(ver))
@@ -478,4 +499,5 @@ def _edit_row(e: CaseEdit, docs: Mapping[tuple[str, int], Document], actor: Acto
         e.record.get("result_ref") if isinstance(e.record, dict) else None,
         e.author,
         e.created_at,
+        e.edit_group,
     )

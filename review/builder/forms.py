@@ -5,6 +5,7 @@ variant spec of the evidence-state form (its kind, conflict mode and policy chec
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, cast, get_args
@@ -12,7 +13,7 @@ from typing import Any, Literal, cast, get_args
 from review.builder.documents import CaseDocText
 from review.builder.edits import OPERATORS
 from review.builder.operator import ParamField, Params, ParamValue, Span, find_span, span_at
-from review.builder.variants import Kind, VariantSpec
+from review.builder.variants import Kind, MoreDoc, VariantSpec
 from review.core.errors import InputError
 
 __all__ = [
@@ -27,9 +28,12 @@ __all__ = [
     "conflict_operators",
     "decisive_document",
     "decisive_documents",
+    "decisive_group",
+    "default_candidate",
     "default_document",
     "document_label",
     "form_defaults",
+    "no_candidates",
     "other_decisive",
     "param_inputs",
     "parse_param_values",
@@ -38,6 +42,7 @@ __all__ = [
     "preview_applies",
     "preview_state",
     "span_label",
+    "span_labels",
     "variant_spec",
 ]
 
@@ -153,6 +158,66 @@ def span_label(body: str, span: Span) -> str:
     return f"line {line}: {text}"
 
 
+_WS_RE = re.compile(r"\s+")
+
+#: Characters of the surrounding text a short candidate's label shows on either side
+LABEL_CONTEXT = 36
+
+#: A candidate of fewer words than this (a year, a tier, a figure) is labelled with the
+#: words around it: alone it reads the same as every other occurrence
+SHORT_SPAN_WORDS = 6
+
+
+def _around(body: str, span: Span) -> str:
+    """The span inside the words around it on its line: "…final of «2018» was played…"."""
+    line_start = body.rfind("\n", 0, span.start) + 1
+    line_end = body.find("\n", span.end)
+    line_end = len(body) if line_end < 0 else line_end
+    a = max(line_start, span.start - LABEL_CONTEXT)
+    b = min(line_end, span.end + LABEL_CONTEXT)
+    if a > line_start:  # start on a whole word
+        cut = body.find(" ", a, span.start)
+        a = cut + 1 if cut >= 0 else a
+    if b < line_end:
+        cut = body.rfind(" ", span.end, b)
+        b = cut if cut >= 0 else b
+    left = _WS_RE.sub(" ", body[a : span.start])  # spacing as written: "«Starter», Team"
+    right = _WS_RE.sub(" ", body[span.end : b])
+    inner = " ".join(span.text.split())
+    text = f"{left}«{inner}»{right}".strip()
+    return ("…" if a > line_start else "") + text + ("…" if b < line_end else "")
+
+
+def span_labels(body: str, spans: Sequence[Span]) -> list[str]:
+    """The labels of a picker's candidate spans, each different from the others: a short
+    span (a year, a figure) shows the words around it, and two that still read the same
+    (the same words twice on a line) say where they start."""
+    labels = [
+        span_label(body, sp) + (f" · {_around(body, sp)}" if _is_short(sp) else "") for sp in spans
+    ]
+    seen: dict[str, int] = {}
+    for label in labels:
+        seen[label] = seen.get(label, 0) + 1
+    return [
+        f"{label} · character {sp.start:,}" if seen[label] > 1 else label
+        for label, sp in zip(labels, spans, strict=True)
+    ]
+
+
+def _is_short(span: Span) -> bool:
+    return span.start != span.end and len(span.text.split()) < SHORT_SPAN_WORDS
+
+
+def no_candidates(operator: str, doc_ref: str) -> str:
+    """Why an operator offers no candidate span in a document, and what to do instead."""
+    op = OPERATORS[operator]
+    return (
+        f"{op.label} finds no {op.finds} in {doc_ref}, so it has nothing to preview here: "
+        "choose another document or operator, or type the offsets of a span by hand "
+        "(Custom offsets…)."
+    )
+
+
 def document_label(doc: CaseDocText) -> str:
     return f"{doc.ref} · {doc.visibility}, {doc.role}"
 
@@ -182,6 +247,35 @@ def other_decisive(docs: Sequence[CaseDocText], doc_ref: str) -> list[str]:
     return [d.ref for d in docs if _is_decisive(d) and d.ref != doc_ref]
 
 
+def decisive_group(
+    docs: Sequence[CaseDocText], doc_ref: str
+) -> tuple[list[CaseDocText], list[str]]:
+    """What one edit of ``doc_ref`` can also take the answer out of: the case's other visible
+    decisive documents the user may read, and the references of those they may not (restricted:
+    they still carry the answer, and only a user with clearance can edit them). Nothing when
+    ``doc_ref`` is not itself a visible decisive document."""
+    if not any(d.ref == doc_ref and _is_decisive(d) for d in docs):
+        return [], []
+    others = [d for d in docs if _is_decisive(d) and d.ref != doc_ref]
+    return [d for d in others if d.readable], [d.ref for d in others if not d.readable]
+
+
+_WORD_RE = re.compile(r"\w+")
+
+
+def default_candidate(body: str, spans: Sequence[Span], reference: str) -> int:
+    """The candidate a picker starts on in another decisive document: the one sharing the
+    most words with the span chosen in the first (``reference``), else the first. Only where
+    the picker starts: the expert sees every document's diff before anything is saved."""
+    want = {w.casefold() for w in _WORD_RE.findall(reference)}
+    best, score = 0, 0
+    for i, sp in enumerate(spans):
+        got = len(want & {w.casefold() for w in _WORD_RE.findall(sp.text)})
+        if got > score:
+            best, score = i, got
+    return best
+
+
 def passage_offsets(body: str, passage: str) -> tuple[int | None, int | None]:
     """Where ``passage`` (stripped) occurs in ``body``: (None, None) for an empty passage;
     InputError when it does not occur exactly once."""
@@ -209,9 +303,11 @@ def preview_state(
     start: int,
     end: int,
     params: Mapping[str, ParamValue],
+    also: Sequence[tuple[str, int, int]] = (),
 ) -> dict[str, Any]:
-    """What is kept of a previewed edit until it is saved or the selection changes."""
-    return {
+    """What is kept of a previewed edit until it is saved or the selection changes; ``also``:
+    the other documents of the same edit (reference, start, end)."""
+    state: dict[str, Any] = {
         "case": case_id,
         "doc": doc_ref,
         "op": operator,
@@ -219,6 +315,9 @@ def preview_state(
         "end": end,
         "params": dict(params),
     }
+    if also:
+        state["also"] = [list(a) for a in also]
+    return state
 
 
 def preview_applies(
@@ -228,9 +327,12 @@ def preview_applies(
     operator: str,
     start: int,
     end: int,
+    also: Sequence[tuple[str, int, int]] = (),
 ) -> bool:
-    """Whether a kept preview is of the current selection (case, document, operator, span)."""
+    """Whether a kept preview is of the current selection (case, documents, operator, spans)."""
     if not state or state["case"] != case_id or state["doc"] != doc_ref:
+        return False
+    if [list(a) for a in also] != list(state.get("also", [])):
         return False
     return bool((state["op"], state["start"], state["end"]) == (operator, start, end))
 
@@ -264,6 +366,7 @@ def variant_spec(
     extra_question: str = "",
     question: str = "",
     policy: str = "partial",
+    also: Sequence[tuple[str, str, str]] = (),
 ) -> VariantSpec:
     """The spec of an evidence-state variant from the form: the passage's offsets in the
     decisive ``body``, the conflicting copy's params (conflicted only) and the checked kind,
@@ -273,6 +376,13 @@ def variant_spec(
     checked_policy = cast(PartialPolicy, _one_of(policy, get_args(PartialPolicy), "policy"))
     start, end = passage_offsets(body, passage) if passage else (None, None)
     params = parse_param_values(param_fields, param_values or {}) if kind == "conflicted" else None
+    more: list[MoreDoc] = []
+    for ref, more_body, more_passage in also:  # (reference, body, passage) of each other
+        try:
+            a, b = passage_offsets(more_body, more_passage)
+        except InputError as exc:
+            raise InputError(f"{ref}: {exc}") from None
+        more.append(MoreDoc(ref, a, b))
     return VariantSpec(
         checked_kind,
         doc_ref=decisive_ref if kind != "partial" else None,
@@ -285,4 +395,5 @@ def variant_spec(
         extra_question=extra_question,
         question=question,
         policy=checked_policy,
+        also=tuple(more),
     )

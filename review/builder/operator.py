@@ -345,6 +345,8 @@ class Operator(ABC, Generic[P]):
 
     name: ClassVar[str]
     description: ClassVar[str]
+    #: what its candidates are, for "finds no ... in the document" ("a year (1900-2099)")
+    finds: ClassVar[str] = "place to edit"
     suggestion: ClassVar[Suggestion]
     params_type: type[P]
 

@@ -186,6 +186,7 @@ def _sentence_op(
 
 class DropException(Operator[DropExceptionParams]):
     name = "drop_exception"
+    finds = "exception clause ('except', 'unless', 'does not apply')"
     description = (
         "Keep the clause or title but remove its exception (introduced by 'except', 'unless', "
         "'does not apply')."
@@ -264,6 +265,7 @@ def _is_question_line(text: str, a: int, b: int) -> bool:
 
 class RemoveAnswer(Operator[RemoveAnswerParams]):
     name = "remove_answer"
+    finds = "answering sentence (a paragraph or list item that is not a question)"
     description = (
         "Keep a question (FAQ entry, heading) but remove its answer; in any other span, remove "
         "the answering sentences and keep questions and headings."
@@ -445,6 +447,7 @@ def _check_paragraph_text(operator: str, fld: str, value: str) -> None:
 
 class RelocateAnswer(Operator[RelocateAnswerParams]):
     name = "relocate_answer"
+    finds = "sentence with a figure to withhold (a number with a unit)"
     description = (
         "Move the true answer into a new restricted document and leave a related but "
         "insufficient text in the accessible one."
@@ -553,6 +556,7 @@ class InsertInstructionParams(Params):
 
 class InsertInstruction(Operator[InsertInstructionParams]):
     name = "insert_instruction"
+    finds = "position between blocks"
     description = (
         "Insert an instruction that tries to override the assistant's policy, as its own "
         "paragraph at a position between blocks."

@@ -62,6 +62,7 @@ class ReplaceTierParams(Params):
 
 class ReplaceTier(Operator[ReplaceTierParams]):
     name = "replace_tier"
+    finds = "product tier (Starter, Team, Business, Enterprise)"
     description = "Replace a product tier (Starter, Team, Business, Enterprise) by another."
     suggestion = Suggestion(
         "abstain",
@@ -200,6 +201,7 @@ class ChangeUnitParams(Params):
 
 class ChangeUnit(Operator[ChangeUnitParams]):
     name = "change_unit"
+    finds = "number with a recognised unit (days, GB, %, EUR, ...)"
     description = "Keep a number but change its unit (days to weeks, GB to TB, EUR to USD, ...)."
     suggestion = Suggestion(
         "abstain",
@@ -257,6 +259,7 @@ class ChangeNumberParams(Params):
 
 class ChangeNumber(Operator[ChangeNumberParams]):
     name = "change_number"
+    finds = "number with a recognised unit (days, GB, %, EUR, ...)"
     description = "Keep the unit but change the number (a conflicting value for a second version)."
     suggestion = Suggestion(
         None,
@@ -343,6 +346,7 @@ def _shift_years(day: dt.date, years: int) -> dt.date:
 
 class SwapYear(Operator[SwapYearParams]):
     name = "swap_year"
+    finds = "year (1900-2099) standing as a word of its own"
     description = "Change a year in the text; optionally move the effective date with it."
     suggestion = Suggestion(
         "abstain",
@@ -433,6 +437,7 @@ class MoveJurisdictionParams(Params):
 
 class MoveJurisdiction(Operator[MoveJurisdictionParams]):
     name = "move_jurisdiction"
+    finds = "jurisdiction (EU, UK, US, APAC, Germany, France)"
     description = "Move the entity to another jurisdiction (EU, UK, US, APAC, Germany, France)."
     suggestion = Suggestion(
         "abstain",

@@ -12,7 +12,7 @@ from typing import Literal
 import pandas as pd
 
 from review.builder.diffs import DiffRow
-from review.builder.documents import BaseCaseRow
+from review.builder.documents import BaseCaseRow, SavedEdit
 from review.builder.families import Check
 from review.builder.family_view import ClaimMark, EditRow, FamilyRow, FamilyView, VariantRow
 from review.builder.operator import Suggestion, operator_label
@@ -30,12 +30,14 @@ __all__ = [
     "claims_table",
     "confirm_start",
     "decision_label",
+    "edit_groups",
     "edit_line",
     "evidence_state_label",
     "family_list_table",
     "metadata_table",
     "pending_variants",
     "preview_table",
+    "saved_documents_message",
     "suggestion_source_label",
     "suggestion_table",
     "variant_label",
@@ -290,3 +292,29 @@ def edit_line(e: EditRow, person: Callable[[str], str] = str) -> str:
         f"{e.result or '—'} by {person(e.author)}, {readable.when(e.created_at)}; "
         f"params {e.params}"
     )
+
+
+def saved_documents_message(saved: Sequence[SavedEdit]) -> str:
+    """What saving an edit as documents only made: the derived documents (and restricted
+    extracts) and their provenance records."""
+    refs = ", ".join(e.ref + "".join(f" and {x}" for x in e.extra_refs) for e in saved)
+    if len(saved) == 1:
+        return f"Saved {refs} with provenance record {saved[0].edit_id}."
+    ids = ", ".join(str(e.edit_id) for e in saved)
+    return f"Saved {refs} (one edit of {len(saved)} documents) with provenance records {ids}."
+
+
+def edit_groups(edits: Sequence[EditRow], person: Callable[[str], str] = str) -> list[str]:
+    """The edits of several documents made as one action (one edit group), one line each:
+    "One edit of 3 documents: Remove the answer on A@1, B@1, C@1 by Ines, 4 Dec 18:40"."""
+    groups: dict[str, list[EditRow]] = {}
+    for e in edits:
+        if e.group:
+            groups.setdefault(e.group, []).append(e)
+    return [
+        f"One edit of {len(rows)} documents: {operator_label(rows[0].operator)} on "
+        f"{', '.join(r.source for r in rows)} by {person(rows[0].author)}, "
+        f"{readable.when(rows[0].created_at)}; params {rows[0].params}"
+        for rows in groups.values()
+        if len(rows) > 1
+    ]

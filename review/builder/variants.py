@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -20,11 +20,14 @@ from review.builder.documents import (
     doc_dict,
     insert_document,
     latest_version,
+    new_group,
     parse_ref,
     ref_of,
     with_new_ids,
 )
+from review.builder.edits import EditRecord
 from review.builder.families import (
+    DocEdit,
     Variant,
     derive_conflicted,
     derive_edited,
@@ -50,6 +53,7 @@ from storage.models import (
 
 __all__ = [
     "KINDS",
+    "MoreDoc",
     "SavedVariant",
     "VariantSpec",
     "build_variant",
@@ -75,6 +79,16 @@ Kind = Literal["edited", "removed", "conflicted", "forbidden", "partial"]
 
 
 @dataclass(frozen=True)
+class MoreDoc:
+    """One more decisive document an edited or removed variant works on: a case document
+    and the offsets in its body (for a removed variant none drops the document)."""
+
+    doc_ref: str
+    start: int | None = None
+    end: int | None = None
+
+
+@dataclass(frozen=True)
 class VariantSpec:
     """What the expert asked for. Offsets are in the body of ``doc_ref`` (a case document)."""
 
@@ -93,6 +107,8 @@ class VariantSpec:
     extra_question: str = ""
     question: str = ""
     policy: Literal["abstain", "clarify", "partial"] = "partial"
+    # edited and removed: the other decisive documents the same edit works on, one edit each
+    also: tuple[MoreDoc, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -151,20 +167,50 @@ def _remap(variant: Variant, old_ref: str, key: str, version: int) -> Variant:
     return dataclasses.replace(variant, case=case, new_documents=docs, edits=edits)
 
 
+def _span_of(body: str, start: int | None, end: int | None) -> Span | None:
+    if start is None:
+        return None
+    end = start if end is None else end
+    return span_at(body, start, end, "position" if start == end else "selection")
+
+
+Passage = tuple[Document, int, int]  # where a decisive passage is: document and offsets
+
+
+def _more(
+    spec: VariantSpec, more: Sequence[tuple[Document, list[str]]]
+) -> tuple[list[DocEdit], list[tuple[Document, Span | None]]]:
+    """The other documents of the edit as the derivation takes them, with their spans."""
+    out: list[DocEdit] = []
+    spans: list[tuple[Document, Span | None]] = []
+    for want, (doc, ids) in zip(spec.also, more, strict=True):
+        span = _span_of(doc.body, want.start, want.end)
+        if span is None and spec.kind == "edited":
+            raise InputError(f"{ref_of(doc)}: select a span (or a position) to edit")
+        out.append(DocEdit(doc.doc_key, span, ids[0], ids[1]))
+        spans.append((doc, span))
+    return out, spans
+
+
 def _derive(
     spec: VariantSpec,
     record: dict[str, Any],
     docs: list[dict[str, Any]],
     target: Document | None,
     ids: list[str],
-) -> tuple[Variant, tuple[int, int] | None]:
-    """The pure derivation, and the offsets of the decisive passage in ``target``'s body."""
+    more: Sequence[tuple[Document, list[str]]] = (),
+) -> tuple[Variant, list[Passage]]:
+    """The pure derivation, and where the decisive passages are (first in ``target``'s body,
+    then in each of ``more``, the spec's other documents with their free ids)."""
     body = target.body if target is not None else ""
     key = target.doc_key if target is not None else None
-    span: Span | None = None
-    if spec.start is not None:
-        end = spec.start if spec.end is None else spec.end
-        span = span_at(body, spec.start, end, "position" if spec.start == end else "selection")
+    span = _span_of(body, spec.start, spec.end)
+    if spec.also and spec.kind not in ("edited", "removed"):
+        raise InputError(
+            "only an edited or a removed variant works on several documents at once; "
+            f"a {spec.kind} variant takes one decisive document"
+        )
+    also, more_spans = _more(spec, more)
     passage: tuple[int, int] | None = None
     if spec.kind == "edited":
         if not spec.operator:
@@ -182,11 +228,18 @@ def _derive(
             doc_id=key,
             new_doc_id=ids[0],
             restricted_doc_id=ids[1],
+            also=also,
         )
         if v.decisive_passage is not None:
             passage = passage_bounds(body, span.start, span.end)
+            found = [(target, *passage)] if target is not None else []
+            found += [(d, *passage_bounds(d.body, sp.start, sp.end)) for d, sp in more_spans if sp]
+            return v, found
     elif spec.kind == "removed":
-        v = derive_removed(record, docs, passage=span, doc_id=key, new_doc_id=ids[0])
+        v = derive_removed(record, docs, passage=span, doc_id=key, new_doc_id=ids[0], also=also)
+        found = [(target, *_strip_bounds(body, span.start, span.end))] if span and target else []
+        found += [(d, *_strip_bounds(d.body, sp.start, sp.end)) for d, sp in more_spans if sp]
+        return v, found
     elif spec.kind == "conflicted":
         if span is None:
             raise InputError("select the passage that the conflicting copy states differently")
@@ -216,9 +269,9 @@ def _derive(
         )
     else:
         raise InputError(f"unknown variant kind {spec.kind!r}; use one of: {', '.join(KINDS)}")
-    if passage is None and span is not None and spec.kind in ("removed", "conflicted", "forbidden"):
+    if passage is None and span is not None and spec.kind in ("conflicted", "forbidden"):
         passage = _strip_bounds(body, span.start, span.end)
-    return v, passage
+    return v, [(target, *passage)] if passage is not None and target is not None else []
 
 
 def variant_key(s: Session, base_key: str) -> str:
@@ -255,7 +308,8 @@ def _build(
 ) -> SavedVariant:
     base = _base_case(s, base_case_id)
     target = _target(actor, base, spec)
-    variant, passage = _derived(s, spec, base, target)
+    more = [_document_of(actor, base, m.doc_ref) for m in spec.also]
+    variant, passage = _derived(s, spec, base, target, more)
     case_in = _variant_case(s, variant, base, tax)
     rows = {
         ref_of(row): row
@@ -300,15 +354,7 @@ def _target(actor: Actor, base: Case, spec: VariantSpec) -> Document | None:
     decisive one; none for a partial variant without one), if the actor may read it."""
     target: Document | None = None
     if spec.doc_ref:
-        key, version = parse_ref(spec.doc_ref)
-        found = [
-            cd.document
-            for cd in base.documents
-            if (cd.document.doc_key, cd.document.version) == (key, version)
-        ]
-        if not found:
-            raise InputError(f"{spec.doc_ref} is not a document of {base.key}")
-        target = found[0]
+        return _document_of(actor, base, spec.doc_ref)
     else:
         decisive = [
             cd.document
@@ -327,16 +373,43 @@ def _target(actor: Actor, base: Case, spec: VariantSpec) -> Document | None:
     return target
 
 
+def _document_of(actor: Actor, base: Case, ref: str) -> Document:
+    """A document of the base case by reference, if the actor may read it."""
+    key, version = parse_ref(ref)
+    found = [
+        cd.document
+        for cd in base.documents
+        if (cd.document.doc_key, cd.document.version) == (key, version)
+    ]
+    if not found:
+        raise InputError(f"{ref} is not a document of {base.key}")
+    if not clearance.may_see_document(actor, found[0].access_scope):
+        raise PermissionDenied(
+            f"{ref} is restricted; only users with clearance may build variants from it"
+        )
+    return found[0]
+
+
 def _derived(
-    s: Session, spec: VariantSpec, base: Case, target: Document | None
-) -> tuple[Variant, tuple[int, int] | None]:
+    s: Session,
+    spec: VariantSpec,
+    base: Case,
+    target: Document | None,
+    more: Sequence[Document] = (),
+) -> tuple[Variant, list[Passage]]:
     """The derivation (:func:`_derive`) with free document ids, its new document renamed to
     the next version of the target when the spec asks for one."""
     docs = [doc_dict(cd.document) for cd in base.documents]
     ids = copy_ids(s, target.doc_key, 2) if target is not None else ["", ""]
-    variant, passage = _derive(spec, case_service.to_record(base), docs, target, ids)
+    more_ids = [(d, copy_ids(s, d.doc_key, 2)) for d in more]
+    variant, passage = _derive(spec, case_service.to_record(base), docs, target, ids, more_ids)
     if not spec.as_new_version:
         return variant, passage
+    if more:
+        raise InputError(
+            "an edit of several documents is saved as new documents (-CF-n), not as next "
+            "versions; untick the next-version box, or edit one document"
+        )
     if not variant.new_documents or target is None:
         raise InputError("this variant makes no new document; nothing to version")
     latest = latest_version(s, target.doc_key)
@@ -364,16 +437,30 @@ def _variant_case(s: Session, variant: Variant, base: Case, tax: Taxonomy) -> ca
     return case_in
 
 
+def _extracts_of(rec: EditRecord, new_refs: Sequence[str], results: Sequence[str]) -> list[str]:
+    """The restricted extracts a relocate edit made: the new documents after its copy and
+    before the next edited copy (the derivation lists each copy, then its extracts)."""
+    if rec.result_ref not in new_refs:
+        return []
+    out: list[str] = []
+    for ref in new_refs[new_refs.index(rec.result_ref) + 1 :]:
+        if ref in results:
+            break
+        out.append(ref)
+    return out
+
+
 def _store_edits(
     s: Session, actor: Actor, variant: Variant, rows: dict[str, Document], case_id: int
 ) -> list[int]:
     """One provenance row per edit of the variant; returns their ids."""
     new_refs = list(rows)
     edit_ids: list[int] = []
+    group, at = new_group(), utcnow()  # one action: the same group and time for every row
     for rec in variant.edits:
         doc_row = rows.get(rec.result_ref or "")
-        extras = [r for r in new_refs if r != rec.result_ref] if rec.result_ref else []
-        extras = extras if rec.operator == "relocate_answer" else []
+        results = [e.result_ref for e in variant.edits if e.result_ref]
+        extras = _extracts_of(rec, new_refs, results) if rec.operator == "relocate_answer" else []
         edit = add_edit(
             s,
             actor,
@@ -381,6 +468,8 @@ def _store_edits(
             document_id=doc_row.id if doc_row else None,
             case_id=case_id,
             extra_refs=extras,
+            group=group,
+            at=at,
         )
         edit_ids.append(edit.id)
     return edit_ids
@@ -406,7 +495,7 @@ def _record_derivation(
     variant: Variant,
     new_refs: list[str],
     target: Document | None,
-    passage: tuple[int, int] | None,
+    passages: Sequence[Passage],
     case_id: int,
 ) -> None:
     """The change-log entry of the derivation; the passage by offsets only (its text is read
@@ -428,9 +517,12 @@ def _record_derivation(
             "suggested_reasons": list(variant.suggested_reasons),
             "new_documents": new_refs,
             "passage": (
-                {"doc": ref_of(target), "start": passage[0], "end": passage[1]}
-                if passage is not None and target is not None
+                {"doc": ref_of(passages[0][0]), "start": passages[0][1], "end": passages[0][2]}
+                if passages
                 else None
             ),
+            # every decisive passage of an edit of several documents (the first is "passage")
+            "passages": [{"doc": ref_of(d), "start": a, "end": b} for d, a, b in passages],
+            "documents": [ref_of(target)] + [m.doc_ref for m in spec.also] if target else [],
         },
     )

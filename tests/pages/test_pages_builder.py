@@ -508,6 +508,10 @@ def test_an_edit_of_one_of_two_decisive_documents_keeps_the_answer_and_is_flagge
         if "no more than 14 days old" in o
     )
     spans.set_value(spans.options.index(pick)).run()  # type: ignore[attr-defined]
+    # one of the two decisive documents only: the policy is left out of the edit
+    by_label(at.multiselect, "Also take it out of these decisive documents").set_value(  # type: ignore[attr-defined]
+        []
+    ).run()
     click(at, "Preview the edit")
     assert not at.error
     suggestion = dict(at.dataframe[1].value.values.tolist())
@@ -529,6 +533,7 @@ def test_the_evidence_state_form_asks_which_decisive_document_and_warns(
 ) -> None:
     case_id = agent_case(demo_engine, tax)
     at = open_page(demo_url, monkeypatch, RAVI, case=str(case_id))
+    at.radio[0].set_value("forbidden").run()  # "removed" takes several (tested below)
     picker = by_label(at.selectbox, "Decisive document to work on")
     assert [o.split(" ·")[0] for o in picker.options] == [  # type: ignore[attr-defined]
         "POL-REFUND-MONTHLY@2",
@@ -537,3 +542,189 @@ def test_the_evidence_state_form_asks_which_decisive_document_and_warns(
     assert any(
         readable(w).startswith("SUP-GUIDE-REFUNDS@1 also carries the answer") for w in at.warning
     )
+
+
+# ------------------------------------------------------------------------------------------
+# Issue 35, item 2: a passage stored as one long line, its year twice on line 1
+
+
+FILLER = " ".join(["the tournament drew crowds in eleven host cities across the country"] * 300)
+ONE_LINE = f"2018 FIFA World Cup. The final of the 2018 tournament was played in Moscow. {FILLER}"
+
+
+def one_line_case(url: str, tax: Taxonomy) -> int:
+    """A case whose decisive document is one long line (an imported QA passage) naming 2018
+    twice on line 1, written by the annotator who builds from it."""
+    eng = make_engine(url)
+    doc = parse_markdown(
+        "---\ndoc_id: WC-2018\nversion: 1\ntitle: World Cup 2018\nauthority: faq\nowner: Ops\n"
+        f"access_scope: public\njurisdiction: global\n---\n{ONE_LINE}\n",
+        "wc.md",
+        tax,
+    )
+    corpus.import_documents(eng, SYSTEM, [doc])
+    item = cases.validate_case(
+        {
+            "key": "WC-1",
+            "question": "Where was the 2018 World Cup final played?",
+            "required_claims": ["The 2018 final was played in Moscow."],
+            "identity": {"name": "customer", "scopes": ["public"]},
+            "documents": [
+                {"doc_id": "WC-2018", "version": 1, "visibility": "visible", "role": "decisive"}
+            ],
+            "expected_decision": "answer",
+            "category": "in_scope",
+            "split": "train",
+            "family": "FAM-WC",
+            "evidence_state": "present",
+        },
+        "wc",
+        1,
+        tax,
+    )
+    solo = users.get_by_email(eng, "solo@example.org")
+    assert solo is not None
+    case_id = write(eng, cases.create_case, users.to_actor(solo), item, tax)
+    eng.dispose()
+    return case_id
+
+
+def test_swap_the_year_on_a_one_line_passage_previews_the_chosen_year(
+    blank_url: str, tax: Taxonomy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    case_id = one_line_case(blank_url, tax)
+    at = open_page(blank_url, monkeypatch, "solo@example.org", case=str(case_id))
+    by_label(at.selectbox, "Operator").set_value("swap_year").run()  # type: ignore[attr-defined]
+    spans = by_label(at.selectbox, "Candidate spans")
+    labels = list(spans.options)  # type: ignore[attr-defined]
+    # two years on line 1 are told apart by the words around them, never two equal labels
+    assert len(set(labels)) == len(labels) == 3 and labels[-1] == "Custom offsets…"
+    assert labels[0].startswith("line 1: 2018 · «2018» FIFA World Cup")
+    assert labels[1].startswith("line 1: 2018 · …FIFA World Cup. The final of the «2018»")
+    spans.set_value(1).run()  # type: ignore[attr-defined]
+    by_label(at.text_input, "to year").input("2017")  # type: ignore[attr-defined]
+    click(at, "Preview the edit")
+    assert not at.error
+    before, after = codes(at)[1], codes(at)[2]
+    assert "The final of the {+2017+} tournament" in after
+    assert after.startswith("   1 │ 2018 FIFA World Cup.")  # the first year is left as it was
+    # the 20,000-character line is shown around its change, not whole
+    assert len(before) < 1_000 and before.rstrip().endswith("…")
+    assert list(at.dataframe[0].value["change"]) == ["changed"]
+
+
+def test_every_operator_previews_or_says_why_not(
+    blank_url: str, tax: Taxonomy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    case_id = one_line_case(blank_url, tax)
+    at = open_page(blank_url, monkeypatch, "solo@example.org", case=str(case_id))
+    by_label(at.selectbox, "Operator").set_value("replace_tier").run()  # type: ignore[attr-defined]
+    assert readable(by_label(at.selectbox, "Candidate spans").label) == (  # type: ignore[attr-defined]
+        "Candidate spans (0 found by Replace the product tier)"
+    )
+    (warning,) = [readable(w) for w in at.warning]
+    assert warning.startswith(
+        "Replace the product tier finds no product tier (Starter, Team, Business, Enterprise) "
+        "in WC-2018@1, so it has nothing to preview here"
+    )
+    click(at, "Preview the edit")  # on the empty custom span: refused, naming what is missing
+    assert readable(at.error[0]) == (
+        "Nothing changed. Replace the product tier: no product tier (Starter, Team, Business, "
+        "Enterprise) in the span 0-0 ('')"
+    )
+    # a parameter that matches nothing in the span is named
+    by_label(at.selectbox, "Operator").set_value("swap_year").run()  # type: ignore[attr-defined]
+    by_label(at.text_input, "to year").input("2017")  # type: ignore[attr-defined]
+    by_label(at.text_input, "from year").input("1999")  # type: ignore[attr-defined]
+    click(at, "Preview the edit")
+    assert "Nothing changed. Swap the year: no year 1999 in the span 0-4 ('2018')" in readable(
+        at.error[0]
+    )
+    assert not [b for b in at.button if b.label.startswith("Save as a variant")]
+
+
+# ------------------------------------------------------------------------------------------
+# Issue 35, item 1: one edit takes the answer out of every decisive document
+
+
+def test_one_edit_of_both_decisive_documents_previews_each_and_suggests_abstain(
+    demo_url: str, demo_engine: Engine, tax: Taxonomy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    case_id = agent_case(demo_engine, tax)
+    at = open_page(demo_url, monkeypatch, RAVI, case=str(case_id))
+    # the first operator finds no tier in the guide: left out to start with, and said so
+    also = by_label(at.multiselect, "Also take it out of these decisive documents")
+    assert also.value == []  # type: ignore[attr-defined]
+    assert any(
+        readable(w).startswith(
+            "Replace the product tier finds no product tier (Starter, Team, Business, "
+            "Enterprise) in SUP-GUIDE-REFUNDS@1: left out of the edit to start with"
+        )
+        for w in at.warning
+    )
+    by_label(at.selectbox, "Operator").set_value("remove_answer").run()  # type: ignore[attr-defined]
+    spans = by_label(at.selectbox, "Candidate spans")
+    pick = next(o for o in spans.options if "2.1 A customer may ask for a refund" in o)  # type: ignore[attr-defined]
+    spans.set_value(spans.options.index(pick)).run()  # type: ignore[attr-defined]
+    also = by_label(at.multiselect, "Also take it out of these decisive documents")
+    assert also.value == ["SUP-GUIDE-REFUNDS@1"]  # type: ignore[attr-defined]  # default: all
+    guide = by_label(at.selectbox, "Span in SUP-GUIDE-REFUNDS@1")
+    guide_pick = next(o for o in guide.options if "no more than 14 days old" in o)  # type: ignore[attr-defined]
+    guide.set_value(guide.options.index(guide_pick)).run()  # type: ignore[attr-defined]
+    click(at, "Preview the edit")
+    assert not at.error
+    assert any(readable(m) == "**1. POL-REFUND-MONTHLY@2**" for m in at.markdown)
+    assert any(readable(m) == "**2. SUP-GUIDE-REFUNDS@1**" for m in at.markdown)
+    befores = [c for c in codes(at) if "│" in c][0::2]
+    assert any("[-" in b and "14 days of the charge date" in b for b in befores)
+    assert any("[-" in b and "no more than 14 days old" in b for b in befores)
+    suggestion = dict(at.dataframe[-1].value.values.tolist())
+    assert suggestion["decision"] == "Abstain"
+    click(at, "Save as a variant of FAM-AGENT-REFUND")
+    assert "Saved AGENT-001-CF-1 (draft; Evidence removed; suggested Abstain)" in readable(
+        at.success[0]
+    )
+    assert not any("checks fail" in readable(e) for e in at.error)
+    checks = at.dataframe[1].value
+    row = checks[checks["check"] == "Every decisive document accounted for"].iloc[0]
+    assert row["result"] == "pass"
+    assert row["detail"].startswith("no decisive document still carries the answer")
+    detail = next(e for e in at.expander if readable(e.label).startswith("AGENT-001-CF-1"))
+    assert any(
+        t.value.startswith(
+            "One edit of 2 documents: Remove the answer on POL-REFUND-MONTHLY@2, "
+            "SUP-GUIDE-REFUNDS@1 by Ravi Menon"
+        )
+        for t in detail.text
+    )
+
+
+def test_evidence_removed_takes_several_decisive_documents(
+    demo_url: str, demo_engine: Engine, tax: Taxonomy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    case_id = agent_case(demo_engine, tax)
+    at = open_page(demo_url, monkeypatch, RAVI, case=str(case_id))
+    chosen = by_label(at.multiselect, "Decisive documents to take the answer out of")
+    assert chosen.value == ["POL-REFUND-MONTHLY@2", "SUP-GUIDE-REFUNDS@1"]  # type: ignore[attr-defined]
+    chosen.set_value(["POL-REFUND-MONTHLY@2"]).run()  # type: ignore[attr-defined]
+    assert any(readable(w).startswith("SUP-GUIDE-REFUNDS@1 still carry") for w in at.warning)
+    chosen = by_label(at.multiselect, "Decisive documents to take the answer out of")
+    chosen.set_value(["POL-REFUND-MONTHLY@2", "SUP-GUIDE-REFUNDS@1"]).run()  # type: ignore[attr-defined]
+    by_label(at.text_area, "Decisive passage (copy it exactly from POL-REFUND-MONTHLY@2").input(  # type: ignore[attr-defined]
+        "within **14 days of the charge date**"
+    )
+    by_label(at.text_area, "Decisive passage (copy it exactly from SUP-GUIDE-REFUNDS@1").input(  # type: ignore[attr-defined]
+        "not in the guide"
+    )
+    click(at, "Build and save the variant")
+    assert readable(at.error[0]).startswith(
+        "Nothing was saved. SUP-GUIDE-REFUNDS@1: the passage 'not in the guide' does not occur"
+    )
+    by_label(at.text_area, "Decisive passage (copy it exactly from SUP-GUIDE-REFUNDS@1").input(  # type: ignore[attr-defined]
+        "Approve in the billing console when the charge is no more than 14 days old."
+    )
+    click(at, "Build and save the variant")
+    assert "Saved AGENT-001-CF-1 (draft; Evidence removed; suggested Abstain)" in readable(
+        at.success[0]
+    )
+    assert not any("checks fail" in readable(e) for e in at.error)
