@@ -200,13 +200,16 @@ def lacking_banner(result: dict[str, Any]) -> str:
     text = str(result.get("lacking_text") or "")
     if not text:
         return ""
-    out = f"Refused for a missing signal: {text}."
+    out = f"Refused for a missing signal: {text}"
     by_signal = result.get("lacking_by_signal") or {}
     if by_signal:
         out += (
-            " Outputs lacking each signal (an output can lack several): "
-            f"{_by_signal_text(by_signal)}. Each output's are listed below."
+            " (each output counted once, under the first signal the gate needed). Counting "
+            f"every signal an output lacked: {_by_signal_text(by_signal)}; each output is "
+            "listed below with what it lacked."
         )
+    else:
+        out += "."
     declared = result.get("declared_not_produced") or {}
     if declared:
         named = ", ".join(f"{k} ({int(v):,} outputs)" for k, v in sorted(declared.items()))

@@ -296,7 +296,7 @@ def gate_basis(source: dict[str, object], newest_run_id: int | None) -> str:
     out = GATE_BASIS
     if newest_run_id is not None and source.get("run_id") == newest_run_id:
         out += (
-            f" The Monthly review's release gate of this run ({source.get('run_name')}) is on "
+            f" The Monthly review's release gate of this run, {source.get('run_name')}, is on "
             "the decisions the pipeline logged, so the two can differ."
         )
     return out

@@ -120,7 +120,7 @@ def test_a_dry_run_that_fails_every_case_says_why_for_each(
     assert by_signal["top_score"] == len(keys[0::3]) + len(keys[1::3])
     assert by_signal["answerable"] >= len(keys[1::3])
     banner = validation.lacking_banner(r)
-    assert "Outputs lacking each signal (an output can lack several): top_score" in banner
+    assert "Counting every signal an output lacked: top_score" in banner
     assert f"logged no signals {len(keys[2::3]):,}" in banner
 
 
@@ -134,7 +134,7 @@ def test_the_validation_tab_lists_each_output_and_what_it_lacked(
     picker.select(next(o for o in picker.options if o.startswith("reference")))
     next(b for b in at.button if b.label == "Run and store the validation check").click().run()
     no_exception(at)
-    assert "Outputs lacking each signal" in readable(at.warning[0])
+    assert "Counting every signal an output lacked" in readable(at.warning[0])
     table = next(d.value for d in at.dataframe if list(d.value.columns) == ["case", "lacked"])
     assert len(table) == min(len(keys), validation.LACKING_LISTED)
     assert set(table["case"]) <= set(keys)

@@ -103,7 +103,7 @@ def test_the_calibrate_tab_says_its_targets_are_on_decisions_re_made_from_scores
     assert any(c.startswith(display.GATE_BASIS) for c in shown), shown
     newest = at.selectbox(key="thr_run").options[0]
     assert any(
-        f"The Monthly review's release gate of this run ({newest}) is on the decisions the "
+        f"The Monthly review's release gate of this run, {newest}, is on the decisions the "
         "pipeline logged" in c
         for c in shown
     ), shown
@@ -148,7 +148,7 @@ def test_the_sentences() -> None:
     run = {"kind": "run", "run_id": 4, "run_name": "run A"}
     assert display.gate_basis(run, 5) == display.GATE_BASIS
     assert display.gate_basis(run, 4).endswith(
-        "The Monthly review's release gate of this run (run A) is on the decisions the "
+        "The Monthly review's release gate of this run, run A, is on the decisions the "
         "pipeline logged, so the two can differ."
     )
     audit = display.gate_basis({"kind": "audit", "plan_ids": [1]}, 4)
