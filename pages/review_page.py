@@ -107,6 +107,8 @@ def month_tab(ctx: report.MonthContext, sections: dict[str, pd.DataFrame]) -> No
     titles += [t for t, _ in ctx.extra_sections] + ["Policy and wording changes"]
     for title in titles:
         st.subheader(ui.plain(title))
+        if title.startswith("Release gate") and report.gate_basis(ctx):
+            st.caption(ui.plain(report.gate_basis(ctx)))
         df = sections[title]
         if df.empty:
             st.caption("(none)")
@@ -229,6 +231,10 @@ def validation_tab(
             hide_index=True,
             width="stretch",
         )
+        lacked = validation.lacking_frame(view.validation)
+        if not lacked.empty:
+            st.caption(ui.plain(validation.lacking_listed_caption(view.validation)))
+            st.dataframe(lacked, hide_index=True, width="stretch")
     runs = evalruns.list_runs(engine)
     choices: list[tuple[int | None, str]] = []
     if writable and runs:

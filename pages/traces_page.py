@@ -25,7 +25,7 @@ from review.core import clearance, uploads
 from review.core.errors import InputError, PermissionDenied, WorkbenchError
 from review.core.identity import Actor, Permission
 from review.core.taxonomy import Taxonomy
-from review.traces import browse, display, importer
+from review.traces import browse, display, importer, unknowndocs
 from review.traces.formats import FORMATS
 
 
@@ -36,6 +36,14 @@ def _import_report() -> None:
         return
     st.success("Import finished.")
     st.text(done["summary"])
+    unknown = done.get("unknown")
+    if unknown:
+        # document ids come from the file: shown as text, never as Markdown
+        st.warning(ui.plain(unknown["headline"]))
+        if unknown["ids"]:
+            st.caption(ui.plain(unknown["ids_caption"]))
+            st.code(unknown["ids"], language=None)
+        st.caption(ui.plain(unknown["way_forward"]))
     if done.get("problems"):
         st.caption("First rejected lines")
         st.code("\n".join(done["problems"]), language=None)
@@ -129,8 +137,27 @@ def run_import(
         "summary": report.summary(),
         "problems": report.problems,
         "rejects": saved if report.rejected else b"",
+        "unknown": _unknown(report),
     }
     cached.forget()
+
+
+def _unknown(report: importer.ImportReport) -> dict[str, str] | None:
+    """What the import says about traces restricted for citing unknown documents."""
+    u = report.unknown
+    if not u.traces:
+        return None
+    first = u.first_ids()
+    return {
+        "headline": u.headline(report.added),
+        "ids_caption": (
+            f"Unknown document ids: the first {len(first)} of {u.total_text()}"
+            if u.more or len(u.ids) > len(first)
+            else f"Unknown document ids ({len(first)})"
+        ),
+        "ids": "\n".join(first),
+        "way_forward": unknowndocs.WAY_FORWARD,
+    }
 
 
 def _one_trace(engine: Engine, actor: Actor, tax: Taxonomy, pk: int) -> None:

@@ -139,16 +139,21 @@ def _operating_points(a: Analysis, policy: NoAnswerPolicy) -> None:
 
 
 def _targets_and_flips(
-    a: Analysis, policy: NoAnswerPolicy, changed: bool, flips: pd.DataFrame | None = None
+    a: Analysis,
+    policy: NoAnswerPolicy,
+    changed: bool,
+    flips: pd.DataFrame | None = None,
+    basis: str = "",
 ) -> None:
-    """``flips``: the flips as the user may see them (a blind case's gold withheld)."""
+    """``flips``: the flips as the user may see them (a blind case's gold withheld);
+    ``basis``: which decisions the targets are on (display.gate_basis)."""
     st.subheader("What the change does" if changed else "The policy in force")
     if not changed:
         st.info(
             "Nothing is proposed: the sliders are at the thresholds in force. Move a slider "
             "to see what a change does against the targets."
         )
-    headline_view.show(headline.headline(a, policy, proposed=changed), key="calibrate")
+    headline_view.show(headline.headline(a, policy, proposed=changed), key="calibrate", basis=basis)
     if changed and not a.targets.empty:
         st.caption(f"Release targets of the proposed threshold on {ui.plain(a.report_on)}")
         st.dataframe(
@@ -328,6 +333,7 @@ def calibrate(engine: Engine, actor: Actor, tax: Taxonomy, pif: PolicyInForce) -
         policy,
         display.is_change(th, bounds, float(proposed), caveat),
         blinding.outputs_table(engine, blind.sight(engine, actor), a.flips),
+        display.gate_basis(src.source, runs[0].id),
     )
     cal = _caveat_band(src, policy, float(proposed), caveat)
     replay_section(engine, actor, pif, src.mode, proposed, caveat)

@@ -11,13 +11,16 @@ from review.core import readable
 from review.thresholds import headline as hl
 
 
-def show(h: hl.Headline, *, key: str) -> None:
-    """The headline as a grid of rates; the failing targets listed below it."""
+def show(h: hl.Headline, *, key: str, basis: str = "") -> None:
+    """The headline as a grid of rates; the failing targets listed below it; ``basis`` says
+    which decisions the targets are computed on (beside the verdict)."""
     for note in h.notes:
         st.info(ui.plain(note))
     if not h.rows:
         return
     with st.container(border=True, key=f"thr_headline_{key}"):
+        if basis:
+            st.caption(ui.plain(basis))
         st.caption(
             ui.plain(
                 f"On the {h.report_on} split ({h.n_report:,} outcomes); intervals are 95% "

@@ -11,6 +11,7 @@ from sqlalchemy import Engine
 from pages import ui
 from review.core.errors import InputError
 from review.core.identity import Actor, Permission
+from review.policy import display as policy_display
 from review.policy import inforce, signoff
 from review.policy.inforce import PolicyInForce
 from review.thresholds import display, thresholds
@@ -18,17 +19,56 @@ from review.thresholds import replay as trace_replay
 from review.traces import browse
 
 
-def _compare(nums: dict[int, signoff.VersionView]) -> None:
-    c1, c2 = st.columns(2)
-    a_num = c1.selectbox(
-        "Compare version", list(nums), index=min(1, len(nums) - 1), key="thr_hist_a"
-    )
-    b_num = c2.selectbox("with version", list(nums), index=0, key="thr_hist_b")
-    st.code(
-        thresholds.diff(
-            nums[a_num].yaml_text, nums[b_num].yaml_text, f"version {a_num}", f"version {b_num}"
+def _compare(allv: list[signoff.VersionView], pif: PolicyInForce) -> None:
+    """Any two versions (or the shipped file); by default the change in force: the version
+    in force against the version it replaced (its parent), never against a proposal that was
+    not approved. Every picker and header names a version the same way."""
+    in_force_id = pif.version.id if pif.version is not None else None
+    views = {v.id: v for v in allv}
+    shipped = f"{policy_display.SHIPPED} (policies/no-answer-policy.yaml)"
+    options: list[int | None] = [*views, None]
+    change = policy_display.in_force_change(allv, in_force_id)
+    if change is not None:
+        before, after = change
+        a_default, b_default = (before.id if before else None), after.id
+        st.caption(
+            ui.plain(policy_display.change_caption(before, after, in_force_id, shipped=shipped))
         )
-        or "(identical)",
+    else:
+        a_default, b_default = None, allv[0].id
+        st.caption(
+            "Nothing is approved yet: the newest version against the shipped file, which is "
+            "in force."
+        )
+
+    def heading(vid: int | None) -> str:
+        return policy_display.version_heading(
+            views.get(vid) if vid is not None else None,
+            in_force_id,
+            shipped=shipped,
+        )
+
+    c1, c2 = st.columns(2)
+    # keyed by the version in force: a new approval starts again from the change in force
+    a = c1.selectbox(
+        "Compare",
+        options,
+        index=options.index(a_default),
+        format_func=heading,
+        key=f"thr_hist_a_{in_force_id}",
+    )
+    b = c2.selectbox(
+        "with",
+        options,
+        index=options.index(b_default),
+        format_func=heading,
+        key=f"thr_hist_b_{in_force_id}",
+    )
+    shipped_text = thresholds.shipped_text()
+    a_text = views[a].yaml_text if a is not None else shipped_text
+    b_text = views[b].yaml_text if b is not None else shipped_text
+    st.code(
+        thresholds.diff(a_text, b_text, heading(a), heading(b)) or "(identical)",
         language="diff",
     )
 
@@ -101,7 +141,7 @@ def history_tab(engine: Engine, actor: Actor, pif: PolicyInForce) -> None:
         _reproduce(engine, actor, pif)
         return
     st.dataframe(display.history_frame(allv), hide_index=True, width="stretch")
-    _compare({v.number: v for v in allv})
+    _compare(allv, pif)
     in_force_number = pif.version.number if pif.version is not None else None
     earlier = display.rollback_choices(allv, in_force_number)
     if actor.can(Permission.propose_policy) and earlier:

@@ -21,6 +21,7 @@ from review.core import readable
 from review.core.identity import Actor, Permission, Role
 from review.core.taxonomy import Taxonomy
 from review.core.terms import VersionStatus
+from review.evaluation import evalruns
 from review.policy import display as policy_display
 from review.policy import inforce, signoff
 from review.policy.inforce import PolicyInForce
@@ -127,6 +128,7 @@ def _proposal(
     pif: PolicyInForce,
     v: signoff.VersionView,
     focused: bool,
+    newest_run: int | None = None,
 ) -> None:
     """One pending proposal, a fragment: an approval that leaves it waiting for another
     signature draws this proposal again, not the page and every other proposal."""
@@ -160,7 +162,9 @@ def _proposal(
         )
         st.markdown("**What the change does**")
         if review.headline is not None:
-            headline_view.show(review.headline, key=str(v.number))
+            source = (v.snapshot or {}).get("source")
+            basis = display.gate_basis(source if isinstance(source, dict) else {}, newest_run)
+            headline_view.show(review.headline, key=str(v.number), basis=basis)
             with st.expander("The change and all its figures"):
                 st.code(thresholds.diff(pif.text, v.yaml_text), language="diff")
                 _figures(review.evidence)
@@ -176,6 +180,12 @@ def _proposal(
             _sign_form(engine, actor, tax, review)
         else:
             st.caption("Signatures come from a product owner and compliance.")
+
+
+def _newest_run_id(engine: Engine) -> int | None:
+    """The run the Monthly review's release gate is on (the newest)."""
+    runs = evalruns.list_runs(engine)
+    return runs[0].id if runs else None
 
 
 def _focus() -> int | None:
@@ -198,6 +208,7 @@ def sign_tab(engine: Engine, actor: Actor, tax: Taxonomy, pif: PolicyInForce) ->
             "Nothing is proposed: no change is waiting for sign-off. The figures of the "
             "policy in force are on the Calibrate and propose tab."
         )
+    newest = _newest_run_id(engine) if pending else None
     # the linked proposal first
     for v in sorted(pending, key=lambda x: x.number != wanted):
-        _proposal(engine, actor, tax, pif, v, v.number == wanted)
+        _proposal(engine, actor, tax, pif, v, v.number == wanted, newest)

@@ -1,5 +1,6 @@
-"""The "History" tab of the Wording page: every version with its signatures, the check of the
-sign-off chain, and the approved file to download (with clearance: it lists restricted
+"""The "History" tab of the Wording page: every version with its signatures, the change in
+force (the version in force against the version it replaced, message by message), the check
+of the sign-off chain, and the approved file to download (with clearance: it lists restricted
 titles; only while the sign-off record verifies), the chain head in its first line."""
 
 from __future__ import annotations
@@ -8,7 +9,9 @@ import streamlit as st
 
 from pages import ui
 from pages.wording.common import WordingContext
+from pages.wording.compare_tab import show_diff
 from review.core import clearance
+from review.policy import display as policy_display
 from review.policy import signoff
 from review.wording import display, versions
 
@@ -19,6 +22,18 @@ def history_tab(ctx: WordingContext) -> None:
         st.info("No wording version has been proposed yet.")
         return
     st.dataframe(display.history_frame(allv), hide_index=True, width="stretch")
+    change = policy_display.in_force_change(allv, ctx.current.version_id)
+    if change is not None:
+        before, after = change
+        st.subheader("The change in force")
+        st.caption(
+            ui.plain(
+                policy_display.change_caption(
+                    before, after, ctx.current.version_id, shipped=display.SHIPPED
+                )
+            )
+        )
+        show_diff(ctx, before.id if before else None, after.id, {v.id: v for v in allv})
     problems = signoff.verify_chain(ctx.engine)
     if problems:
         ui.error(display.chain_message(problems))

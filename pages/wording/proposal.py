@@ -7,11 +7,11 @@ from __future__ import annotations
 import streamlit as st
 
 from pages import ui
-from pages.wording.common import BASE, FLASH, WordingContext, clear_draft
+from pages.wording.common import BASE, FLASH, FLASH_WARNING, WordingContext, clear_draft
 from review.core.errors import WorkbenchError
 from review.core.identity import Permission
 from review.policy import signoff
-from review.wording import drafts, editing, signing
+from review.wording import display, drafts, editing, signing, versions
 
 
 def _summary(ctx: WordingContext, edits: dict[str, drafts.MessageDraft]) -> None:
@@ -33,7 +33,18 @@ def _summary(ctx: WordingContext, edits: dict[str, drafts.MessageDraft]) -> None
         )
 
 
+def _base(ctx: WordingContext) -> str:
+    """The version a new proposal changes, in words."""
+    v = ctx.current.version
+    return "the shipped file" if v is None else f"version {v.number}"
+
+
 def _propose_form(ctx: WordingContext, edits: dict[str, drafts.MessageDraft]) -> None:
+    waiting = [
+        v.number for v in versions.pending(ctx.engine) if v.parent_id == ctx.current.version_id
+    ]
+    if waiting:
+        st.warning(ui.plain(display.competing_draft(waiting, _base(ctx))))
     with st.form("wd_propose"):
         rationale = st.text_area(
             "Why this change (goes into the change record)", key="wd_rationale"
@@ -48,6 +59,10 @@ def _propose_form(ctx: WordingContext, edits: dict[str, drafts.MessageDraft]) ->
             clear_draft()
             st.session_state[FLASH] = (
                 f"Proposed as version {v.number}. Needs: {', '.join(v.missing_roles)} (not you)."
+            )
+            others = signing.competing_numbers(ctx.engine, vid)
+            st.session_state[FLASH_WARNING] = display.competing_on_propose(
+                v.number, others, _base(ctx)
             )
             st.rerun()
 

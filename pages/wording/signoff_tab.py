@@ -8,10 +8,11 @@ import pandas as pd
 import streamlit as st
 
 from pages import ui
-from pages.wording.common import DIFF_LEGEND, FLASH, WordingContext, findings_view
+from pages.wording.common import DIFF_LEGEND, FLASH, FLASH_WARNING, WordingContext, findings_view
 from review.admin import users
 from review.core import clearance, readable
 from review.core.identity import Role
+from review.core.terms import VersionStatus
 from review.policy import display as policy_display
 from review.policy import signoff
 from review.wording import display, signing, versions
@@ -52,7 +53,8 @@ def _lint(r: VersionReview) -> None:
             findings_view(r.wording.messages[key].text, fs)
 
 
-def _sign_form(ctx: WordingContext, v: signoff.VersionView) -> None:
+def _sign_form(ctx: WordingContext, r: VersionReview) -> None:
+    v = r.version
     roles = display.signing_roles(ctx.actor, v)
     with st.form(f"wd_sign_{v.id}"):
         role = st.selectbox(
@@ -78,19 +80,27 @@ def _sign_form(ctx: WordingContext, v: signoff.VersionView) -> None:
                 role=Role(role),
                 note=note,
             )
+            done = signoff.get_version(ctx.engine, v.id)
+            in_force = approve and done.status == VersionStatus.approved
             st.session_state[FLASH] = (
-                f"Version {v.number} {'approved' if approve else 'rejected'} as {role}."
+                f"Version {v.number} {'approved' if approve else 'rejected'} as {role}"
+                + (": it is the wording in force now." if in_force else ".")
             )
+            if in_force:
+                st.session_state[FLASH_WARNING] = display.competing_after_approval(
+                    v.number, r.competitors
+                )
             st.rerun()
 
 
-def _signatures(ctx: WordingContext, v: signoff.VersionView) -> None:
+def _signatures(ctx: WordingContext, r: VersionReview) -> None:
     """The signing form, or why the signed-in person does not sign."""
+    v = r.version
     choice = display.sign_choice(ctx.actor, v)
     if choice == "author":
         st.info("You proposed this change: someone else must sign it.")
     elif choice == "sign":
-        _sign_form(ctx, v)
+        _sign_form(ctx, r)
     elif choice == "not_needed":
         st.caption(
             "Your signature is not needed on this version: it needs "
@@ -105,7 +115,10 @@ def _version(ctx: WordingContext, v: signoff.VersionView) -> None:
         ctx.engine, v.id, ctx.terms, reveal_restricted=clearance.cleared(ctx.actor)
     )
     with st.container(border=True):
-        st.subheader(f"Version {v.number:d}")
+        st.subheader(
+            f"Version {v.number:d}"
+            + (f" · stale: superseded by version {r.superseded_by:d}" if r.superseded_by else "")
+        )
         names = users.display_names(ctx.engine)
         by = readable.person(v.author, names)
         st.caption(f"Proposed by {ui.plain(by)} on {v.created_at:%Y-%m-%d %H:%M} UTC")
@@ -119,7 +132,9 @@ def _version(ctx: WordingContext, v: signoff.VersionView) -> None:
             ui.error(r.stale_parent)
         _changes(r)
         _lint(r)
-        _signatures(ctx, v)
+        if r.competitors:
+            st.warning(ui.plain(display.competing_before_approval(v.number, r.competitors)))
+        _signatures(ctx, r)
 
 
 def sign_tab(ctx: WordingContext) -> None:

@@ -125,6 +125,8 @@ def import_traces_cmd(
     finally:
         bar.close()
     click.echo(report.summary())
+    for line in report.unknown.lines(report.added):
+        click.echo(line)
     for line in report.problems:
         click.echo(f"rejected: {line}", err=True)
     if report.rejected > len(report.problems):

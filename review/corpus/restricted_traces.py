@@ -70,6 +70,7 @@ __all__ = [
     "lock",
     "new_trace_facts",
     "reasons",
+    "reasons_of",
     "recompute",
     "recompute_range",
     "recompute_unknown",
@@ -299,8 +300,15 @@ def new_trace_facts(
 def flags_of(s: Session, facts: Sequence[TraceFacts]) -> list[bool]:
     """The flags of new traces (:func:`new_trace_facts`) against the corpus as the inserting
     transaction sees it. Read after :func:`lock`."""
+    return [bool(r) for r in reasons_of(s, facts)]
+
+
+def reasons_of(s: Session, facts: Sequence[TraceFacts]) -> list[tuple[Reason, ...]]:
+    """Why each of new traces (:func:`new_trace_facts`) is restricted against the corpus as
+    the inserting transaction sees it (empty: open), so an import can say why. Read after
+    :func:`lock`."""
     corpus = corpus_facts(s, (d for f in facts for d in f.doc_ids))
-    return [is_restricted(f, corpus) for f in facts]
+    return [reasons(f, corpus) for f in facts]
 
 
 # ---------------------------------------------------------------------------------------

@@ -65,6 +65,9 @@ class MonthContext:
     names: dict[str, str] = field(default_factory=dict)
     #: the taxonomy the month's keys read with (slices, decisions); None: keys humanised
     tax: Taxonomy | None = None
+    #: the gated run's outputs have scores, so the Thresholds page also shows its targets,
+    #: on decisions re-made from them (:func:`gate_basis` names it)
+    gate_rescored: bool = False
 
 
 ContextHook = Callable[
@@ -162,6 +165,8 @@ class GatePart:
     gate: list[release.GateRow]
     gate_run: str | None
     charts: list[tuple[str, alt.TopLevelMixin]]
+    #: the run's outputs have scores the policy re-decides (the Thresholds page's figures)
+    rescored: bool = False
 
 
 def gate_stamp(engine: Engine, run: evalruns.RunRow) -> tuple[Any, ...]:
@@ -198,9 +203,11 @@ def gate_part(engine: Engine, tax: Taxonomy, run: evalruns.RunRow) -> GatePart:
     except InputError:
         gate = []
     charts_: list[tuple[str, alt.TopLevelMixin]] = []
+    rescored = False
     if gate_run and pif is not None:
         try:
             outcomes = thresholds.outcomes_of(frame, pif.policy)
+            rescored = not outcomes.empty
             mode = str(outcomes["mode"].iloc[0]) if not outcomes.empty else "vector"
             th = pif.policy.thresholds_for(mode)
             a = thresholds.analyse(outcomes, pif.policy, mode, th.refuse_below, th.refuse_below)
@@ -223,7 +230,7 @@ def gate_part(engine: Engine, tax: Taxonomy, run: evalruns.RunRow) -> GatePart:
             )
         except InputError:
             pass
-    return GatePart(gate, gate_run, charts_)
+    return GatePart(gate, gate_run, charts_, rescored)
 
 
 def live_context(
@@ -264,6 +271,7 @@ def live_context(
         charts_,
         names=users.display_names(engine),
         tax=tax,
+        gate_rescored=part.rescored,
     )
 
 
@@ -505,6 +513,25 @@ def context_tables(ctx: MonthContext) -> list[tuple[str, pd.DataFrame]]:
     ]
 
 
+def gate_basis(ctx: MonthContext) -> str:
+    """The sentence beside the release gate: which decisions it is on (the ones the pipeline
+    logged) and, when the run's outputs have scores, that the Thresholds page shows the same
+    run's targets on decisions re-made from them; empty without a gate."""
+    if not ctx.gate_run:
+        return ""
+    out = (
+        f"Release gate on the decisions the pipeline logged ({ctx.gate_run}, test split): each "
+        "output's own decision, as production would have shown it."
+    )
+    if ctx.gate_rescored:
+        out += (
+            " The Thresholds page shows this run's targets on decisions re-made from its scores "
+            "at the thresholds in force or proposed; the two differ where a logged decision "
+            "does not follow its score."
+        )
+    return out
+
+
 def _table_json(df: pd.DataFrame) -> dict[str, Any]:
     data: dict[str, Any] = json.loads(df.to_json(orient="split", date_format="iso", index=False))
     return {"columns": data.get("columns", []), "data": data.get("data", [])}
@@ -516,6 +543,7 @@ def freeze_context(ctx: MonthContext) -> dict[str, Any]:
     return {
         "frozen_at": utcnow().isoformat(),
         "gate_run": ctx.gate_run,
+        "gate_rescored": ctx.gate_rescored,
         "tables": [{"title": t, **_table_json(df)} for t, df in context_tables(ctx)],
         "extra_titles": [t for t, _ in ctx.extra_sections],
         "charts": [{"title": t, "spec": chart.to_dict()} for t, chart in ctx.charts],
@@ -550,6 +578,7 @@ def thaw_context(month: str, record: dict[str, Any]) -> MonthContext:
         charts=[(str(c["title"]), _chart_from_spec(c["spec"])) for c in record.get("charts", [])],
         frozen_tables=tables,
         frozen_at=record.get("frozen_at"),
+        gate_rescored=bool(record.get("gate_rescored")),
     )
 
 
@@ -577,6 +606,8 @@ def export_html(view: SessionView, ctx: MonthContext) -> str:
     ]
     for title, df in report_sections(view, ctx):
         parts.append(f"<h2>{html.escape(title)}</h2>")
+        if title.startswith("Release gate") and gate_basis(ctx):
+            parts.append(f"<p>{html.escape(gate_basis(ctx))}</p>")
         parts.append(_table_html(df) if not df.empty else "<p>(none)</p>")
     for title, chart in ctx.charts:
         parts.append(f"<h2>{html.escape(title)}</h2>")
@@ -613,7 +644,10 @@ def export_markdown(
         "",
     ]
     for title, df in report_sections(view, ctx):
-        lines += [f"## {md(title)}", "", _table_md(df)]
+        lines += [f"## {md(title)}", ""]
+        if title.startswith("Release gate") and gate_basis(ctx):
+            lines += [md(gate_basis(ctx)), ""]
+        lines += [_table_md(df)]
     images: dict[str, bytes] = {}
     for i, (title, chart) in enumerate(ctx.charts, 1):
         name = f"chart-{i}.png"

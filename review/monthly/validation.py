@@ -23,7 +23,7 @@ from review.core.identity import Actor
 from review.core.taxonomy import Taxonomy
 from review.evaluation import evalruns
 from review.policy import inforce, signoff
-from review.policy.policy import NoAnswerPolicy, parse_policy
+from review.policy.policy import SIGNAL_MISSING, NoAnswerPolicy, parse_policy
 from review.thresholds import redecide
 from storage.models import utcnow
 
@@ -131,6 +131,68 @@ def _record_rows(result: dict[str, Any], names: dict[str, str]) -> list[_Row]:
     return rows
 
 
+#: Outputs listed by name with the signals they lacked (the count covers them all).
+LACKING_LISTED = 50
+
+
+def lacking_outputs(policy: NoAnswerPolicy, again: pd.DataFrame) -> dict[str, Any]:
+    """Which signals each output of a dry run lacked (``again`` as :func:`redecided` gives
+    it): the outputs that logged no signals, or that the gate refused because a signal it
+    needed was missing, NaN, infinite, out of range or not true/false, each with every such
+    signal and what was wrong ("top_score NaN; answerable not logged"), the first
+    :data:`LACKING_LISTED` by case key; how many outputs in all; and how many outputs lacked
+    each signal (an output lacking two counts under both). Infrastructure failures are
+    counted apart."""
+    rows: list[dict[str, str]] = []
+    by_signal: dict[str, int] = {}
+    infra = again["infra"].astype(bool).to_numpy()
+    can = again["redecidable"].astype(bool).to_numpy()
+    rules = again["rule"].astype(object).to_numpy()
+    for i, (key, logged) in enumerate(zip(again["key"], again["signals"], strict=True)):
+        if infra[i]:
+            continue
+        if not can[i]:
+            problems = [(redecide.NO_SIGNALS, "")]
+            text = "logged no signals"
+        elif rules[i] == SIGNAL_MISSING and isinstance(logged, dict):
+            problems = redecide.lacked(policy, logged)
+            text = redecide.lacked_text(problems)
+        else:
+            continue
+        for name, _ in problems:
+            by_signal[name] = by_signal.get(name, 0) + 1
+        rows.append({"case": str(key), "lacked": text})
+    rows.sort(key=lambda r: r["case"])
+    return {
+        "lacking_outputs": rows[:LACKING_LISTED],
+        "lacking_outputs_total": len(rows),
+        "lacking_by_signal": by_signal,
+    }
+
+
+def lacking_frame(result: dict[str, Any]) -> pd.DataFrame:
+    """The outputs a stored dry run listed with the signals each lacked (case, lacked)."""
+    return pd.DataFrame(result.get("lacking_outputs") or [], columns=["case", "lacked"])
+
+
+def lacking_listed_caption(result: dict[str, Any]) -> str:
+    """The heading of :func:`lacking_frame`: how many are listed of how many."""
+    shown = len(result.get("lacking_outputs") or [])
+    total = int(result.get("lacking_outputs_total") or shown)
+    if total > shown:
+        return f"The signals each output lacked: the first {shown:,} of {total:,} outputs, by case"
+    return f"The signals each output lacked ({total:,} output(s))"
+
+
+def _by_signal_text(by_signal: dict[str, int]) -> str:
+    """ "answerable 93, top_score 40, logged no signals 2" (largest first)."""
+    parts = []
+    for name, n in sorted(by_signal.items(), key=lambda kv: (-kv[1], kv[0])):
+        what = "logged no signals" if name == redecide.NO_SIGNALS else name
+        parts.append(f"{what} {n:,}")
+    return ", ".join(parts)
+
+
 def lacking_banner(result: dict[str, Any]) -> str:
     """What a stored dry run refused for want of a signal, for the top of the page: how many
     outputs lacked which signal, and what the run itself declared (information only); empty
@@ -138,7 +200,16 @@ def lacking_banner(result: dict[str, Any]) -> str:
     text = str(result.get("lacking_text") or "")
     if not text:
         return ""
-    out = f"Refused for a missing signal: {text}."
+    out = f"Refused for a missing signal: {text}"
+    by_signal = result.get("lacking_by_signal") or {}
+    if by_signal:
+        out += (
+            " (each output counted once, under the first signal the gate needed). Counting "
+            f"every signal an output lacked: {_by_signal_text(by_signal)}; each output is "
+            "listed below with what it lacked."
+        )
+    else:
+        out += "."
     declared = result.get("declared_not_produced") or {}
     if declared:
         named = ", ".join(f"{k} ({int(v):,} outputs)" for k, v in sorted(declared.items()))
@@ -365,6 +436,7 @@ def run_validation(
     answering = tax.answering_decisions()
     again = redecided(policy, frame)
     result = validation_check(again, targets, refusal_templates, answering)
+    result.update(lacking_outputs(policy, again))
     runs = {r.id: r for r in evalruns.list_runs(engine)}
     gaps = redecide.lacking(frame, again)
     declared = redecide.declared_not_produced(frame)

@@ -123,6 +123,8 @@ class GateResult:
     caveat: bool = False  # True: answer, but with the caveat message (C1)
     missing: tuple[str, ...] = ()  # signal_missing: the signals the gate lacked, first first
     detail: str = ""  # signal_missing: what was wrong with each ("top_score: NaN")
+    #: signal_missing: (signal, what was wrong) for each signal lacked, first first
+    problems: tuple[tuple[str, str], ...] = ()
 
     @property
     def reason_code(self) -> str | None:
@@ -247,6 +249,7 @@ def _missing_result(
         SIGNAL_MISSING,
         missing=tuple(found),
         detail="; ".join(f"{k}: {v}" for k, v in found.items()),
+        problems=tuple(found.items()),
     )
 
 

@@ -623,6 +623,24 @@ def text_findings(engine: Engine) -> list[str]:
     return problems
 
 
+def competing(allv: Sequence[VersionView], v: VersionView) -> list[VersionView]:
+    """The other pending versions of ``v``'s kind proposed on top of the same version as
+    ``v`` (oldest first): approving any one of them puts it in force, and every other then
+    has a parent no longer in force, so it can no longer be approved (only rejected) and its
+    change must be proposed again on top of the approved one."""
+    return sorted(
+        (
+            x
+            for x in allv
+            if x.id != v.id
+            and x.kind == v.kind
+            and x.parent_id == v.parent_id
+            and x.status == VersionStatus.pending
+        ),
+        key=lambda x: x.number,
+    )
+
+
 def stale_parent(engine: Engine, v: VersionView) -> str | None:
     """Why a pending version can no longer be approved (None: it can): it was proposed on top
     of a version that is no longer the one in force (approved as recorded)."""

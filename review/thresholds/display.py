@@ -21,6 +21,7 @@ from review.thresholds.thresholds import Analysis
 
 __all__ = [
     "AUDITED",
+    "GATE_BASIS",
     "OP_COLUMNS",
     "SNAPSHOT_CHARS",
     "SNAPSHOT_KEYS",
@@ -33,6 +34,7 @@ __all__ = [
     "chain_message",
     "coverage_points",
     "flip_counts",
+    "gate_basis",
     "history_frame",
     "in_force_caption",
     "is_change",
@@ -275,3 +277,26 @@ def is_change(th: ModeThresholds, bounds: SliderRange, proposed: float, caveat: 
         math.isclose(proposed, bounds.value, abs_tol=1e-9)
         and math.isclose(caveat, start_caveat, abs_tol=1e-9)
     )
+
+
+#: What the Thresholds page's targets are computed on, in one sentence beside them.
+GATE_BASIS: Final = (
+    "Release targets on decisions re-made from scores at these thresholds: each outcome's "
+    "score against the thresholds in force and proposed, not the decision the pipeline logged."
+)
+
+
+def gate_basis(source: dict[str, object], newest_run_id: int | None) -> str:
+    """The sentence beside the targets of a threshold change on ``source`` (a calibration
+    source: :func:`review.thresholds.evidence.run_source` or ``audit_source``), naming the
+    Monthly review's release gate when it gates the same run (the newest run) on the logged
+    decisions."""
+    if source.get("kind") == "audit":
+        return GATE_BASIS.replace("each outcome's score", "each audited trace's logged score")
+    out = GATE_BASIS
+    if newest_run_id is not None and source.get("run_id") == newest_run_id:
+        out += (
+            f" The Monthly review's release gate of this run, {source.get('run_name')}, is on "
+            "the decisions the pipeline logged, so the two can differ."
+        )
+    return out

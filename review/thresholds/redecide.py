@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from review.policy.gate import RULE_MESSAGE_KEY, RULE_REASON_CODE, decide_frame
+from review.policy.gate import RULE_MESSAGE_KEY, RULE_REASON_CODE, Signals, decide, decide_frame
 from review.policy.policy import SIGNAL_MISSING, SIGNALS, NoAnswerPolicy
 
 COLUMNS = ("decision", "rule", "reason_code", "message_key", "missing_signal", "redecidable")
@@ -149,3 +149,55 @@ def declared_not_produced(frame: pd.DataFrame) -> dict[str, int]:
             for name in s.get("not_produced") or ():
                 counts[str(name)] = counts.get(str(name), 0) + 1
     return counts
+
+
+def _number(value: Any, whole: bool) -> Any:
+    """A logged number as the vectorised gate reads it (pd.to_numeric): a number stays, a
+    numeric string becomes one, anything else is not logged (None)."""
+    if isinstance(value, bool) or value is None:
+        return None if value is None else value
+    if isinstance(value, int | float):
+        return value
+    try:
+        got = float(str(value))
+    except ValueError:
+        return None
+    return int(got) if whole and got.is_integer() else got
+
+
+def signals_of(logged: dict[str, Any]) -> Signals:
+    """One output's logged signals as the gate's :class:`Signals`, read as :func:`redecide`
+    reads them (so :func:`review.policy.gate.decide` on them decides the same)."""
+    flags = {
+        name: (v if isinstance(v := logged.get(name), bool) else None)
+        for name in ("answerable", "ambiguous", "ungrounded")
+    }
+    mode = logged.get("ranking_mode")
+    return Signals(
+        ranking_mode=mode if isinstance(mode, str) else None,
+        hits_after_filter=_number(logged.get("hits_after_filter"), whole=True),
+        top_score=_number(logged.get("top_score"), whole=False),
+        topics=_signal_value(logged, "topics"),
+        **flags,
+    )
+
+
+def lacked(policy: NoAnswerPolicy, logged: dict[str, Any]) -> list[tuple[str, str]]:
+    """Every signal the gate needed from one output's logged signals and could not use, with
+    what was wrong ("NaN", "not logged", "not true or false ('yes')"), first first; empty when
+    the gate decided without lacking any."""
+    got = decide(policy, signals_of(logged))
+    if got.rule != SIGNAL_MISSING:
+        return []
+    out: list[tuple[str, str]] = []
+    for name, problem in got.problems:
+        raw = logged.get(name)
+        if problem == "not logged" and raw is not None:
+            problem = f"not usable ({str(raw)[:40]!r})"
+        out.append((name, problem))
+    return out
+
+
+def lacked_text(problems: list[tuple[str, str]]) -> str:
+    """ "top_score NaN; answerable not logged" from :func:`lacked`."""
+    return "; ".join(f"{name} {problem}" for name, problem in problems)

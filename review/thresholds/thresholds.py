@@ -31,6 +31,7 @@ from review.policy.gate import confidence
 from review.policy.inforce import KIND, in_force
 from review.policy.policy import (
     NoAnswerPolicy,
+    default_policy_path,
     policy_sha256,
     record_change,
     replace_thresholds,
@@ -324,6 +325,11 @@ def propose_rollback(engine: Engine, actor: Actor, number: int, rationale: str) 
         on=dt.date.today(),
     )
     return signoff.propose(engine, actor, KIND, text, f"Rollback to version {number}: {rationale}")
+
+
+def shipped_text() -> str:
+    """The shipped policy file's text (what is in force before anything is approved)."""
+    return default_policy_path().read_text(encoding="utf-8")
 
 
 def diff(old: str, new: str, old_name: str = "in force", new_name: str = "proposed") -> str:

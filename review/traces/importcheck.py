@@ -32,6 +32,7 @@ from review.traces.model import (
     TraceVocabulary,
 )
 from review.traces.redaction import RedactionPolicy, redact
+from review.traces.unknowndocs import UnknownDocuments
 from storage.db import one_of, read_session
 from storage.models import Trace as TraceRow
 
@@ -180,6 +181,8 @@ class ImportReport:
     redactions: dict[str, int] = field(default_factory=dict)
     rejects_file: str | None = None
     problems: list[str] = field(default_factory=list)
+    #: the traces restricted because they cite documents the corpus has never seen
+    unknown: UnknownDocuments = field(default_factory=UnknownDocuments)
 
     def summary(self) -> str:
         parts = [
@@ -190,7 +193,14 @@ class ImportReport:
             where = f" (see {self.rejects_file})" if self.rejects_file else ""
             parts.append(f"{self.rejected} rejected{where}")
         if self.restricted:
-            parts.append(f"{self.restricted} restricted")
+            parts.append(
+                f"{self.restricted} restricted"
+                + (
+                    f" ({self.unknown.traces} cite documents the corpus has never seen)"
+                    if self.unknown.traces
+                    else ""
+                )
+            )
         if not self.redacted:
             parts.append("redaction was switched off")
         else:

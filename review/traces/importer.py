@@ -81,7 +81,7 @@ from review.traces.model import (
     TraceVocabulary,
 )
 from review.traces.redaction import RedactionPolicy, load_redaction_policy
-from review.traces.restricted import TraceFacts, flags_of, lock_flags, new_trace_facts
+from review.traces.restricted import Reason, TraceFacts, lock_flags, new_trace_facts, reasons_of
 from storage import changes, runs
 from storage.db import one_of, run_write
 from storage.models import Trace as TraceRow
@@ -325,7 +325,7 @@ def _write_batch(
     now = utcnow()
     rows, prepared = staged.rows, staged.prepared
 
-    def work(s: Session) -> tuple[int, int, dict[str, int]]:
+    def work(s: Session) -> tuple[int, int, dict[str, int], list[tuple[Reason, ...]]]:
         conn = s.connection()
         tracerows.lock_trace_inserts(conn)
         ids = [r["trace_id"] for r in rows]
@@ -346,7 +346,8 @@ def _write_batch(
         # the restricted rule against the corpus as this transaction sees it, so that a
         # document made restricted meanwhile is never missed (review.corpus.restricted_traces)
         lock_flags(s, exclusive=False)
-        flags = flags_of(s, facts)
+        why = reasons_of(s, facts)
+        flags = [bool(w) for w in why]
         for row, flag in zip(fresh, flags, strict=True):
             row["restricted"] = flag
         pks = tracerows.insert_trace_rows(conn, fresh, import_id, now, while_copying)
@@ -377,9 +378,10 @@ def _write_batch(
                 "of": report.traces,
             },
         )
-        return added, restricted_n, added_counts
+        return added, restricted_n, added_counts, why
 
-    added, restricted_n, added_counts = run_write(engine, work)
+    added, restricted_n, added_counts, why = run_write(engine, work)
+    report.unknown.add(why)
     report.added += added
     report.skipped += len(prepared) - added
     report.restricted += restricted_n

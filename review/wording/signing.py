@@ -37,7 +37,14 @@ from review.wording.versions import (
     versions,
 )
 
-__all__ = ["VersionReview", "propose_edits", "propose_wording", "review_version", "sign_wording"]
+__all__ = [
+    "VersionReview",
+    "competing_numbers",
+    "propose_edits",
+    "propose_wording",
+    "review_version",
+    "sign_wording",
+]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -95,6 +102,14 @@ def propose_wording(
     return signoff.propose(engine, actor, KIND, yaml_text, rationale, snapshot=snapshot)
 
 
+def competing_numbers(engine: Engine, version_id: int) -> list[int]:
+    """The numbers of the other pending wording versions proposed on top of the same
+    version as ``version_id`` (see :func:`review.policy.signoff.competing`)."""
+    allv = versions(engine)
+    v = next((x for x in allv if x.id == version_id), None)
+    return [] if v is None else [x.number for x in signoff.competing(allv, v)]
+
+
 def _next_number(engine: Engine) -> int:
     return max((v.number for v in versions(engine)), default=0) + 1
 
@@ -138,6 +153,11 @@ class VersionReview:
     findings: dict[str, list[Finding]]
     compliance_reason: str
     stale_parent: str | None  # why it can no longer be approved, when its parent is not in force
+    #: the other pending versions proposed on top of the same version (their numbers): an
+    #: approval of this one makes them stale, and the other way round
+    competitors: tuple[int, ...] = ()
+    #: the number of the version approved since over this one's parent (None: not stale)
+    superseded_by: int | None = None
 
     @property
     def lint_total(self) -> int:
@@ -166,10 +186,16 @@ def review_version(
         parent_label = f"version {pv.number}"
     terms = terms or corpus_terms(engine)
     stale: str | None = None
+    superseded_by: int | None = None
+    competitors: tuple[int, ...] = ()
     if v.status == VersionStatus.pending:
+        allv = versions(engine)
         current = signoff.current_approved(engine, KIND)
         current_id = current.id if current is not None else None
-        if current_id != v.parent_id:
+        if current_id == v.parent_id:
+            competitors = tuple(x.number for x in signoff.competing(allv, v))
+        else:
+            superseded_by = current.number if current is not None else None
             since = f"version {current.number}" if current is not None else "another version"
             stale = (
                 f"Version {v.number} was proposed as a change to {parent_label}, but {since} "
@@ -191,6 +217,8 @@ def review_version(
         lint_wording(ws, terms),
         compliance_reason(parent, ws),
         stale,
+        competitors,
+        superseded_by,
     )
 
 

@@ -330,7 +330,7 @@ def test_compare_and_history(wording_url: str, monkeypatch: pytest.MonkeyPatch) 
     # the shipped file against version 1 (which is the shipped file, signed)
     at.selectbox(key="wd_cmp_a").set_value(None).run()
     v1 = at.selectbox(key="wd_cmp_b").options[1]
-    assert v1 == "version 1 (approved)"
+    assert v1 == "sign-off v1 · file version 1 (in force)"
     at.selectbox(key="wd_cmp_b").select(v1).run()
     no_exception(at)
     assert any("say the same thing" in readable(i) for i in at.info)

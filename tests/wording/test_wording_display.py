@@ -77,8 +77,12 @@ def test_signatures_and_change_captions() -> None:
 
 def test_version_labels() -> None:
     v = version()
-    assert display.version_label(None, {}) == "shipped file (policies/refusal-wording.yaml)"
-    assert display.version_label(7, {7: v}) == "version 3 (pending)"
+    assert display.version_label(None, {}) == "the shipped file (policies/refusal-wording.yaml)"
+    # the words of the Thresholds page and the in-force caption: sign-off number and status
+    assert display.version_label(7, {7: v}) == "sign-off v3 (proposal, waiting for sign-off)"
+    done = version(signature("product_owner"), signature("compliance"))
+    assert display.version_label(7, {7: done}, 7) == "sign-off v3 (in force)"
+    assert display.version_label(7, {7: done}, 8) == "sign-off v3 (approved, replaced since)"
 
 
 def test_who_signs_and_what_the_others_see() -> None:
