@@ -245,7 +245,7 @@ def test_verdict_form_happy_and_error_paths(
     at.button(key=f"aud_save_{item}").click().run()
     no_exception(at)
     assert any("say where it failed" in e for e in errors(at))
-    at.multiselect(key=f"aud_stages_{item}").set_value(["policy_too_strict"])
+    at.pills(key=f"aud_stages_{item}").set_value(["policy_too_strict"])
     at.text_area(key=f"aud_notes_{item}").input("The refund policy answers this.")
     at.button(key=f"aud_save_{item}").click().run()
     no_exception(at)
@@ -332,7 +332,7 @@ def test_claim_review_edits_claims_and_refuses_a_passing_verdict_on_a_failing_cl
     assert len(verdicts) == 3
     verdicts[2].set_value("unsupported")
     at.radio(key=f"aud_verdict_{item}").set_value("partially_supported")
-    at.multiselect(key=f"aud_stages_{item}").set_value(["generator_ignored_signal"])
+    at.pills(key=f"aud_stages_{item}").set_value(["generator_ignored_signal"])
     at.button(key=f"aud_save_{item}").click().run()
     no_exception(at)
     assert not errors(at)
@@ -481,7 +481,7 @@ def test_chunks_beside_the_form_are_picked_not_typed_and_claims_take_verdict_key
     at.button(key=f"aud_nextclaim_{item}").click().run()
     at.button(key=f"aud_key_unsupported_{item}").click().run()
     at.radio(key=f"aud_verdict_{item}").set_value("unsupported_answer")
-    at.multiselect(key=f"aud_stages_{item}").set_value(["generator_ignored_signal"]).run()
+    at.pills(key=f"aud_stages_{item}").set_value(["generator_ignored_signal"]).run()
     save = at.button(key=f"aud_save_{item}")
     assert save.label == "Save verdict [Ctrl+Enter]"
     save.click().run()
