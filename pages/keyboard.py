@@ -12,6 +12,8 @@ or silently dropped:
 - a key nothing on the page takes, or whose button cannot be used now, is refused with a
   notice in the corner, never dropped in silence (a disabled button's Streamlit shortcut is
   not even bound: that is how the Audit page lost Ctrl+Enter);
+- once the rerun a key started has ended, its control is brought into view when it is off
+  screen, so the message drawn next to it (saved, or why not) is seen;
 - ``?`` opens the page's key list (the button drawn by :func:`help_button`);
 - Ctrl/Cmd+Enter is taken before the focused element sees it (a focused pill would toggle
   itself and swallow it), except in a text field, where Streamlit commits the text first and
@@ -46,6 +48,7 @@ _SCRIPT = r"""<script>
   window.__wbKeys = true;
   window.__labelKeys = true;
   var queue = [], timer = null, clickedAt = 0, sawRun = true, idleTicks = 0, page = null;
+  var follow = null;
   var TEXT_TYPES = ["", "text", "search", "number", "email", "password", "url", "tel", "date",
                     "time", "datetime-local", "month", "week"];
   function main() { return document.querySelector('[data-testid="stMain"]'); }
@@ -95,7 +98,8 @@ _SCRIPT = r"""<script>
       var at = found[1].toUpperCase().indexOf(label);
       if (at < 0) { continue; }
       var opts = boxes[i].querySelectorAll(
-        '[data-testid="stButtonGroup"] button, [role="radiogroup"] label');
+        '[data-testid="stButtonGroup"] button[aria-pressed], ' +
+        '[data-testid="stButtonGroup"] button[role="radio"], [role="radiogroup"] label');
       return opts[at] || null;
     }
     return null;
@@ -115,12 +119,26 @@ _SCRIPT = r"""<script>
     document.body.appendChild(box);
     setTimeout(function () { box.remove(); }, 8000);
   }
-  function stop() { queue = []; if (timer !== null) { clearInterval(timer); } timer = null; }
+  function stop() {
+    queue = []; follow = null;
+    if (timer !== null) { clearInterval(timer); }
+    timer = null;
+  }
+  function reveal(label) {
+    // what a key did is said next to its control: bring the control into view (centred, so
+    // the message under it shows too) when it is off screen
+    var el = target(label);
+    if (!el) { return; }
+    var r = el.getBoundingClientRect();
+    if (r.top < 0 || r.bottom > window.innerHeight) { el.scrollIntoView({block: "center"}); }
+  }
   function pump() {
-    if (!queue.length || window.location.pathname !== page) { stop(); return; }
+    if (window.location.pathname !== page) { stop(); return; }
     if (running()) { sawRun = true; idleTicks = 0; return; }
     // after a click, wait for its rerun to show (or 1.5 s, a rerun too quick to see)
     if (!sawRun && Date.now() - clickedAt < 1500) { return; }
+    if (follow !== null) { reveal(follow); follow = null; }
+    if (!queue.length) { stop(); return; }
     var label = queue[0], el = target(label);
     if (el && !disabled(el)) {
       queue.shift();
@@ -128,7 +146,7 @@ _SCRIPT = r"""<script>
       // an option inside a form changes nothing on the server until the form is submitted
       var rerun = !(el.closest('[data-testid="stForm"]') &&
                     !el.closest('[data-testid="stFormSubmitButton"]'));
-      clickedAt = Date.now(); sawRun = !rerun;
+      clickedAt = Date.now(); sawRun = !rerun; follow = label;
       el.click();
       return;
     }
@@ -207,8 +225,13 @@ def help_button(page: str, shortcut: str | None = None) -> bool:
     return st.button("Keys (?)", key=f"{HELP_KEY_PREFIX}{page}", shortcut=shortcut)
 
 
+#: the height of a key list: with the dialog's title it fits a 720-pixel-high window
+KEY_LIST_HEIGHT = 420
+
+
 def key_list(lines: Sequence[Shown], note: str) -> None:
-    """Every key of a page, each line readable whole (a table, not a scrolling grid: the
-    dialog scrolls when it is taller than the window)."""
-    st.table({"key": [k.key for k in lines], "does": [k.does for k in lines]})
+    """Every key of a page, each line readable whole: a table (not a grid whose cells cut long
+    lines) in a frame that scrolls inside the dialog, so the dialog fits a 1280x720 window."""
     st.caption(note)
+    with st.container(height=KEY_LIST_HEIGHT if len(lines) > 10 else "content"):
+        st.table({"key": [k.key for k in lines], "does": [k.does for k in lines]})
