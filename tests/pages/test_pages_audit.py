@@ -514,3 +514,37 @@ def test_only_the_open_tab_is_drawn_and_a_verdict_in_progress_outlives_a_look_el
     assert at.radio(key=f"aud_verdict_{item}").value == "unsupported_answer"
     assert at.text_area(key=f"aud_notes_{item}").value == "Half of it is made up."
     assert all("Session State" not in w for w in shown(at.warning))
+
+
+def test_save_without_a_verdict_is_refused_at_the_button_and_keys_are_shown_on_the_options(
+    audit_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Save button is never disabled (a disabled button's Ctrl+Enter did nothing, with no
+    message): without a verdict it says why, right under it; the verdict and the stages show
+    the keys that pick them."""
+    item = answer_item(audit_url)
+    at = run(audit_url, monkeypatch, item=str(item))
+    save = at.button(key=f"aud_save_{item}")
+    assert not save.disabled
+    assert save.proto.shortcut == "ctrl+enter"
+    save.click().run()
+    no_exception(at)
+    assert any("Pick a verdict first (keys A–G); nothing was saved." in e for e in errors(at))
+    assert not at.success
+    verdict = at.radio(key=f"aud_verdict_{item}")
+    assert list(verdict.options[:2]) == [
+        "A · Correct refusal",
+        "B · False refusal (I expected an answer)",
+    ]
+    stages = at.pills(key=f"aud_stages_{item}")
+    shown_stages = [getattr(o, "content", o) for o in stages.options]
+    assert shown_stages[0] == "5 · Retrieval missed the evidence"
+    eng = make_engine(audit_url)
+    assert audit_verdicts.my_verdict(eng, make_actor("reviewer", RAVI), item) is None
+    eng.dispose()
+    # saved: the message sits with the form, not at the top of the page
+    verdict.set_value("unsupported_answer")
+    at.pills(key=f"aud_stages_{item}").set_value(["retrieval_missed"]).run()
+    at.button(key=f"aud_save_{item}").click().run()
+    no_exception(at)
+    assert any("Saved your verdict" in s for s in shown(at.success))
