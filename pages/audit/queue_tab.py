@@ -271,7 +271,11 @@ def promotion(
     view: items.ItemView,
     mine: verdicts.VerdictView,
 ) -> None:
-    """The case this verdict became, or the button that makes a draft case of it."""
+    """The case this verdict became, or the button that makes a draft case of it; what the
+    button did is said here, where it was pressed."""
+    done = st.session_state.pop(f"aud_promoted_{view.id}", None)
+    if done:
+        st.success(ui.plain(done))
     if mine.promoted_case_id:
         st.markdown(
             f"Promoted to [case {mine.promoted_case_id:d}]"
@@ -292,5 +296,7 @@ def promotion(
                 prefix="",
             )
             if cid is not None:
-                st.session_state["aud_flash"] = f"Draft case {cid} created from {view.trace_id}."
+                st.session_state[f"aud_promoted_{view.id}"] = (
+                    f"Draft case {cid} created from {view.trace_id}."
+                )
                 st.rerun()
