@@ -240,7 +240,7 @@ def show_flash(where: DeltaGenerator) -> None:
         where.success(ui.plain(flash))
 
 
-@st.dialog("Keys of the Adjudicate page")
+@st.dialog("Keys of the Adjudicate page", width="large")
 def keys_dialog(tax: Taxonomy) -> None:
     lines = [
         keyboard.Shown(k, f"Gold decision: {tax.decisions[d].label}")

@@ -37,6 +37,8 @@ from dataclasses import dataclass
 
 import streamlit as st
 
+from pages import ui
+
 #: the class Streamlit gives a container keyed ``keys_opts_<letters>``: the script reads the
 #: letters (the keys of the container's options, in order) from it
 OPTS_PREFIX = "keys_opts_"
@@ -230,8 +232,18 @@ KEY_LIST_HEIGHT = 420
 
 
 def key_list(lines: Sequence[Shown], note: str) -> None:
-    """Every key of a page, each line readable whole: a table (not a grid whose cells cut long
-    lines) in a frame that scrolls inside the dialog, so the dialog fits a 1280x720 window."""
-    st.caption(note)
+    """Every key of a page, each line readable whole: shown at full height in a wide dialog
+    (the grid scrolls no line away) inside a frame that scrolls, so the dialog fits a
+    1280x720 window."""
+    st.caption(ui.plain(note))
     with st.container(height=KEY_LIST_HEIGHT if len(lines) > 10 else "content"):
-        st.table({"key": [k.key for k in lines], "does": [k.does for k in lines]})
+        st.dataframe(
+            {"key": [k.key for k in lines], "does": [k.does for k in lines]},
+            hide_index=True,
+            width="stretch",
+            height=ui.table_height(len(lines), len(lines)),
+            column_config={
+                "key": st.column_config.TextColumn("key", width="small"),
+                "does": st.column_config.TextColumn("does", width="large"),
+            },
+        )

@@ -131,8 +131,8 @@ def verdict_form(
             "Verdict",
             verdict_opts,
             index=verdict_opts.index(mine.verdict) if mine else None,
-            format_func=lambda v: keyboard.option_label(
-                forms.VERDICT_KEYS[v], vocabulary.VERDICTS[v]
+            format_func=lambda v: ui.plain(
+                keyboard.option_label(forms.VERDICT_KEYS[v], vocabulary.VERDICTS[v])
             ),
             key=f"aud_verdict_{view.id}",
         )
@@ -142,7 +142,9 @@ def verdict_form(
             list(vocabulary.STAGES),
             selection_mode="multi",
             default=list(mine.stages) if mine else None,
-            format_func=lambda s: keyboard.option_label(forms.STAGE_KEYS[s], vocabulary.STAGES[s]),
+            format_func=lambda s: ui.plain(
+                keyboard.option_label(forms.STAGE_KEYS[s], vocabulary.STAGES[s])
+            ),
             key=f"aud_stages_{view.id}",
             help="Required for a false refusal, an unsupported or a partially "
             "supported answer; empty for a correct refusal or a supported answer.",
@@ -198,7 +200,7 @@ def message_key(item_id: int) -> str:
     return f"aud_msg_{item_id}"
 
 
-@st.dialog("Keys of the audit queue")
+@st.dialog("Keys of the audit queue", width="large")
 def keys_dialog() -> None:
     keyboard.key_list(
         [keyboard.Shown(k, d) for k, d in forms.audit_key_lines()],

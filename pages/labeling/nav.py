@@ -110,7 +110,7 @@ def buttons(case_id: int | None, *, labeled: bool) -> None:
         st.button("Skip", key="lab_skip", shortcut=keys.SKIP, on_click=_skip, args=(case_id,))
 
 
-@st.dialog("Keys of the Label page")
+@st.dialog("Keys of the Label page", width="large")
 def keys_dialog(tax: Taxonomy) -> None:
     keyboard.key_list(
         [keyboard.Shown(k.shows, k.does) for k in keys.label_keys(tax)]

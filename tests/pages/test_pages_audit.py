@@ -532,12 +532,12 @@ def test_save_without_a_verdict_is_refused_at_the_button_and_keys_are_shown_on_t
     assert any("Pick a verdict first (keys A–G); nothing was saved." in e for e in errors(at))
     assert not at.success
     verdict = at.radio(key=f"aud_verdict_{item}")
-    assert list(verdict.options[:2]) == [
+    assert [readable(o) for o in verdict.options[:2]] == [
         "A · Correct refusal",
         "B · False refusal (I expected an answer)",
     ]
     stages = at.pills(key=f"aud_stages_{item}")
-    shown_stages = [getattr(o, "content", o) for o in stages.options]
+    shown_stages = [readable(getattr(o, "content", o)) for o in stages.options]
     assert shown_stages[0] == "5 · Retrieval missed the evidence"
     eng = make_engine(audit_url)
     assert audit_verdicts.my_verdict(eng, make_actor("reviewer", RAVI), item) is None

@@ -185,7 +185,7 @@ def test_every_key_in_the_overlay_is_bound(
     assert listed <= bound, listed - bound
     _button(at, "keys_help_label").click().run()
     no_exception(at)
-    frame = at.table[-1].value  # a table: every line reads whole, none cut off
+    frame = at.dataframe[-1].value
     assert "Ctrl+Enter" in set(frame["key"]) and "? or K" in set(frame["key"])
     # the reasons' letters are listed, one per reason a labeler may give
     reasons = keys.reason_keys(tax)
