@@ -170,20 +170,20 @@ def verdict_form(
         drafts = claim_editor(view)
     # never disabled: a disabled button's key would be dropped in silence; a save that cannot
     # be taken says why, here
-    b1, b2, b3 = st.columns([2, 1, 1], vertical_alignment="center")
-    save = b1.button(
-        "Save verdict [Ctrl+Enter]",
-        type="primary",
-        shortcut="ctrl+enter",
-        key=f"aud_save_{view.id}",
-    )
-    if b2.button("Skip", key=f"aud_skip_{view.id}", shortcut="s"):
+    with st.container(horizontal=True, gap="small", vertical_alignment="center"):
+        save = st.button(
+            "Save verdict [Ctrl+Enter]",
+            type="primary",
+            shortcut="ctrl+enter",
+            key=f"aud_save_{view.id}",
+        )
+        skip = st.button("Skip", key=f"aud_skip_{view.id}", shortcut="s")
+        if keyboard.help_button("audit"):
+            keys_dialog()
+    if skip:
         st.session_state[skipped_key(plan)].append(view.id)
         load_next(engine, actor, plan, release=view.id)
         st.rerun()
-    with b3:
-        if keyboard.help_button("audit"):
-            keys_dialog()
     here = st.container()  # what the save said, right under the button
     if save:
         save_verdict(actor, plan, view, mine, (verdict, tuple(stages or ()), notes, drafts), here)
