@@ -7,20 +7,22 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 from sqlalchemy import Engine
+from streamlit.delta_generator import DeltaGenerator
 
-from pages import ui
+from pages import keyboard, ui
 from review.admin import navigation, users
 from review.cases import cases, display, sight
 from review.core import readable
 from review.core.identity import Actor, Permission
 from review.core.taxonomy import Taxonomy
-from review.labels import adjudication, blind, labeling
+from review.labels import adjudication, blind, keys, labeling
 
 LIMIT = 200
 CASE_KEY = "adj_case"  # the case on screen (the source of truth)
 PICK_KEY = "adj_pick"  # the picker's widget state
 GOTO_KEY = "adj_goto"  # a case to switch to on the next run (set after the picker is drawn)
 DEEP_KEY = "adj_deep"  # the case the address (?case=) named on the last run
+FLASH_KEY = "adj_flash"  # what the last gold label did, shown under the form's button
 
 
 def reasons_text(codes: tuple[str, ...], tax: Taxonomy) -> str:
@@ -66,8 +68,9 @@ def list_caption(queue: adjudication.ReviewerQueue) -> str:
     return text
 
 
-def picker(queue: adjudication.ReviewerQueue, picked: int) -> None:
-    """The case picker with previous/next (keys P and N) through the list."""
+def picker(queue: adjudication.ReviewerQueue, picked: int) -> bool:
+    """The case picker with previous/next (keys P and N) through the list, and the button of
+    the key list (whether it was pressed)."""
     st.caption(ui.plain(list_caption(queue)))
     entries = {e.case_id: e for e in queue.entries}
     options = queue.ids()
@@ -82,7 +85,7 @@ def picker(queue: adjudication.ReviewerQueue, picked: int) -> None:
 
     st.session_state[PICK_KEY] = picked
     prev_id, next_id = queue.neighbours(picked)
-    c1, c2, c3 = st.columns([4, 1.5, 1.5], vertical_alignment="bottom")
+    c1, c2, c3, c4 = st.columns([4, 1.5, 1.5, 1.5], vertical_alignment="bottom")
     c1.selectbox(
         "Case",
         options,
@@ -106,9 +109,12 @@ def picker(queue: adjudication.ReviewerQueue, picked: int) -> None:
         args=(next_id,),
         width="stretch",
     )
+    with c4:
+        asked = keyboard.help_button("adjudicate")
     place = queue.position(picked)
     if place is not None:
         st.caption(f"Case {place:d} of {len(queue.entries):d} in your list.")
+    return asked
 
 
 def evidence(engine: Engine, actor: Actor, view: cases.CaseView, tax: Taxonomy) -> None:
@@ -175,34 +181,80 @@ def gold_form(
     engine: Engine,
     actor: Actor,
     view: cases.CaseView,
-    gold: list[labeling.GoldView],
     tax: Taxonomy,
     queue: adjudication.ReviewerQueue,
 ) -> None:
-    with st.form(f"adj_form_{view.id}"):
-        decisions = list(tax.decisions)
-        default = gold[-1].decision if gold else view.expected_decision
-        decision = st.selectbox(
-            "Gold decision",
-            decisions,
-            index=decisions.index(default),
-            format_func=lambda k: readable.term(tax, "decisions", k),
+    """The gold label: it starts empty (nothing is saved by accident), keys pick the decision
+    (digits) and reasons (letters) and Ctrl+Enter sets it; what happened is said right under
+    the button."""
+    decision_keys = keys.decision_keys(tax)
+    reason_keys = keys.reason_keys(tax)
+    codes = tax.case_reason_codes()
+    with st.form(f"adj_form_{view.id}", border=True):
+        with keyboard.options(list(decision_keys.values()), "gold_decision"):
+            decision = st.pills(
+                "Gold decision",
+                list(tax.decisions),
+                selection_mode="single",
+                default=None,
+                key=f"adj_gold_dec_{view.id}",
+                format_func=lambda k: ui.plain(
+                    keyboard.option_label(decision_keys[k], tax.decisions[k].label)
+                ),
+            )
+        with keyboard.options(list(reason_keys.values()), "gold_reasons"):
+            reasons = st.pills(
+                "Gold reason codes",
+                list(codes),
+                selection_mode="multi",
+                default=None,
+                key=f"adj_gold_reasons_{view.id}",
+                format_func=lambda k: ui.plain(
+                    keyboard.option_label(reason_keys.get(k, ""), codes[k].label)
+                ),
+            )
+        note = st.text_area("Note (why this is the gold label)", height=68)
+        ok = st.form_submit_button("Set gold label", type="primary", shortcut="ctrl+enter")
+    here = st.container()  # what the button did, right under it
+    show_flash(here)
+    if not ok:
+        return
+    if decision is None:
+        first, *_, last = decision_keys.values()
+        ui.error(
+            f"Pick a gold decision first (keys {first}–{last}); nothing was saved.", where=here
         )
-        reasons = st.multiselect(
-            "Gold reason codes",
-            list(tax.case_reason_codes()),
-            default=list(gold[-1].reason_codes if gold else view.reason_codes),
-            format_func=lambda k: readable.term(tax, "reason_codes", k),
-        )
-        note = st.text_area("Note (why this is the gold label)")
-        ok = st.form_submit_button("Set gold label", type="primary")
-    if ok:
-        with ui.reported():
-            labeling.adjudicate(engine, actor, view.id, decision, reasons, note, tax)
-            _, next_id = queue.neighbours(view.id)
-            st.session_state["adj_flash"] = f"Gold label set on {view.key}."
-            st.session_state[GOTO_KEY] = next_id
-            st.rerun()
+        return
+    with ui.reported(where=here):
+        labeling.adjudicate(engine, actor, view.id, decision, list(reasons or ()), note, tax)
+        _, next_id = queue.neighbours(view.id)
+        st.session_state[FLASH_KEY] = f"Gold label set on {view.key}."
+        st.session_state[GOTO_KEY] = next_id
+        st.rerun()
+
+
+def show_flash(where: DeltaGenerator) -> None:
+    """What the last gold label did (it moved on to this case), once."""
+    flash = st.session_state.pop(FLASH_KEY, None)
+    if flash:
+        where.success(ui.plain(flash))
+
+
+@st.dialog("Keys of the Adjudicate page", width="large")
+def keys_dialog(tax: Taxonomy) -> None:
+    lines = [
+        keyboard.Shown(k, f"Gold decision: {tax.decisions[d].label}")
+        for d, k in keys.decision_keys(tax).items()
+    ]
+    lines += [keyboard.Shown(k, d) for k, d in keys.reason_lines(tax)]
+    lines += [
+        keyboard.Shown("Ctrl+Enter", "Set the gold label and go to the next case"),
+        keyboard.Shown("P / N", "Previous / next case of the list"),
+        keyboard.Shown("?", "Show these keys"),
+    ]
+    keyboard.key_list(
+        lines, "Keys work when no text field has the focus (Ctrl+Enter works everywhere)."
+    )
 
 
 def gold_history(gold: list[labeling.GoldView], tax: Taxonomy, names: dict[str, str]) -> None:
@@ -234,6 +286,7 @@ def labels_and_gold(
 ) -> None:
     """The labels, then the gold form (or why this reviewer does not set it), the history."""
     if labeling.still_blind(engine, actor, view.id):
+        show_flash(st.container())
         st.info(
             "You may still label this case, so its labels stay hidden from you (blind "
             "labeling). Label it first, or adjudicate it once it has the labels it needs."
@@ -245,8 +298,9 @@ def labels_and_gold(
     gold = labeling.gold_history(engine, view.id)
     refusal = adjudication.self_adjudication_refusal(engine, actor, view.id)
     if refusal is None:
-        gold_form(engine, actor, view, gold, tax, queue)
+        gold_form(engine, actor, view, tax, queue)
     else:
+        show_flash(st.container())
         st.warning(ui.plain(refusal[:1].upper() + refusal[1:] + "."))
     if gold:
         gold_history(gold, tax, names)
@@ -260,17 +314,17 @@ def main() -> None:
     if not actor.can(Permission.adjudicate):
         ui.not_for_you("Adjudication", navigation.holders(Permission.adjudicate), actor)
         return
-    flash = st.session_state.pop("adj_flash", None)
-    if flash:
-        st.success(ui.plain(flash))
+    keyboard.install()
     found = labeling.disagreements(engine, limit=LIMIT)
     queue = adjudication.reviewer_queue(engine, actor, found, LIMIT)
     picked = current_case(queue)
     if picked is None:
         st.caption(ui.plain(list_caption(queue)))
+        show_flash(st.container())
         st.success("No disagreements to adjudicate.")
         return
-    picker(queue, picked)
+    if picker(queue, picked):
+        keys_dialog(tax)
     st.query_params["case"] = str(picked)
     st.session_state[DEEP_KEY] = picked
     view = sight.get_case(engine, blind.sight(engine, actor), picked, viewer=actor)

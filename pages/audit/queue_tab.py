@@ -7,8 +7,9 @@ from __future__ import annotations
 import streamlit as st
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
+from streamlit.delta_generator import DeltaGenerator
 
-from pages import ui
+from pages import keyboard, ui
 from pages.audit.item_view import (
     chunks_panel,
     claim_editor,
@@ -65,6 +66,7 @@ def render(engine: Engine, actor: Actor, tax: Taxonomy, plan: PlanView | None) -
 
 def queue_of(engine: Engine, actor: Actor, tax: Taxonomy, plan: PlanView) -> None:
     """Progress, then the trace in hand (or the button that fetches the next one)."""
+    keyboard.install()
     prog = queue.progress(engine, actor, plan.id)
     c1, c2, c3 = st.columns(3)
     c1.metric("Judged by me", prog.mine)
@@ -82,7 +84,7 @@ def queue_of(engine: Engine, actor: Actor, tax: Taxonomy, plan: PlanView) -> Non
         st.info(f"This batch is {ui.plain(plan.status)}: no more verdicts are taken.")
     if item_id is None:
         if plan.status == PlanStatus.open and st.button(
-            "Next trace", type="primary", key="aud_next0"
+            "Next trace", type="primary", key="aud_next0", shortcut="n"
         ):
             load_next(engine, actor, plan)
             st.rerun()
@@ -102,7 +104,7 @@ def queue_of(engine: Engine, actor: Actor, tax: Taxonomy, plan: PlanView) -> Non
         view = None
     if view is None:
         st.session_state[item_key(plan)] = None
-        if st.button("Next trace", key="aud_next_missing"):
+        if st.button("Next trace", key="aud_next_missing", shortcut="n"):
             load_next(engine, actor, plan)
             st.rerun()
     else:
@@ -124,22 +126,29 @@ def verdict_form(
     st.divider()
     st.subheader("Your verdict" + (" (edit)" if mine else ""))
     verdict_opts = list(vocabulary.VERDICTS)
-    verdict = st.radio(
-        "Verdict",
-        verdict_opts,
-        index=verdict_opts.index(mine.verdict) if mine else None,
-        format_func=lambda v: vocabulary.VERDICTS[v],
-        key=f"aud_verdict_{view.id}",
-    )
-    stages = st.multiselect(
-        "Where it failed (stage)",
-        list(vocabulary.STAGES),
-        default=list(mine.stages) if mine else [],
-        format_func=lambda s: vocabulary.STAGES[s],
-        key=f"aud_stages_{view.id}",
-        help="Required for a false refusal, an unsupported or a partially "
-        "supported answer; empty for a correct refusal or a supported answer.",
-    )
+    with keyboard.options(list(forms.VERDICT_KEYS.values()), "verdict"):
+        verdict = st.radio(
+            "Verdict",
+            verdict_opts,
+            index=verdict_opts.index(mine.verdict) if mine else None,
+            format_func=lambda v: ui.plain(
+                keyboard.option_label(forms.VERDICT_KEYS[v], vocabulary.VERDICTS[v])
+            ),
+            key=f"aud_verdict_{view.id}",
+        )
+    with keyboard.options(list(forms.STAGE_KEYS.values()), "stages"):
+        stages = st.pills(
+            "Where it failed (stage)",
+            list(vocabulary.STAGES),
+            selection_mode="multi",
+            default=list(mine.stages) if mine else None,
+            format_func=lambda s: ui.plain(
+                keyboard.option_label(forms.STAGE_KEYS[s], vocabulary.STAGES[s])
+            ),
+            key=f"aud_stages_{view.id}",
+            help="Required for a false refusal, an unsupported or a partially "
+            "supported answer; empty for a correct refusal or a supported answer.",
+        )
     notes = st.text_area(
         "Notes",
         mine.notes if mine else "",
@@ -159,35 +168,77 @@ def verdict_form(
         if claims_key(view.id) not in st.session_state:
             start_claims(view, mine)
         drafts = claim_editor(view)
-    b1, b2, _ = st.columns([1, 1, 3])
-    save = b1.button(
-        "Save verdict [Ctrl+Enter]",
-        type="primary",
-        shortcut="ctrl+enter",
-        key=f"aud_save_{view.id}",
-        disabled=verdict is None or plan.status != PlanStatus.open,
-    )
-    if b2.button("Skip", key=f"aud_skip_{view.id}"):
+    # never disabled: a disabled button's key would be dropped in silence; a save that cannot
+    # be taken says why, here
+    with st.container(horizontal=True, gap="small", vertical_alignment="center"):
+        save = st.button(
+            "Save verdict [Ctrl+Enter]",
+            type="primary",
+            shortcut="ctrl+enter",
+            key=f"aud_save_{view.id}",
+        )
+        skip = st.button("Skip", key=f"aud_skip_{view.id}", shortcut="s")
+        if keyboard.help_button("audit"):
+            keys_dialog()
+    if skip:
         st.session_state[skipped_key(plan)].append(view.id)
         load_next(engine, actor, plan, release=view.id)
         st.rerun()
-    if save and verdict is not None:
-        saved = ui.transact(
-            lambda s: verdicts.submit_verdict(
-                s,
-                actor,
-                view.id,
-                verdicts.VerdictIn(str(verdict), tuple(stages), notes, tuple(drafts)),
-                mine.id if mine else None,
-            )
-        )
-        if saved is not None:
-            st.session_state["aud_flash"] = f"Saved your verdict on {view.trace_id}."
-            st.rerun()
+    here = st.container()  # what the save said, right under the button
+    if save:
+        save_verdict(actor, plan, view, mine, (verdict, tuple(stages or ()), notes, drafts), here)
+    message = st.session_state.pop(message_key(view.id), None)
+    if message:
+        here.success(ui.plain(message))
     if mine is not None:
         after_verdict(engine, actor, tax, plan, view, mine)
     elif view.blind:
         st.caption("Blind review: other verdicts appear after you save yours.")
+
+
+def message_key(item_id: int) -> str:
+    return f"aud_msg_{item_id}"
+
+
+@st.dialog("Keys of the audit queue", width="large")
+def keys_dialog() -> None:
+    keyboard.key_list(
+        [keyboard.Shown(k, d) for k, d in forms.audit_key_lines()],
+        "Keys work when no text field has the focus (Ctrl+Enter works everywhere).",
+    )
+
+
+def save_verdict(
+    actor: Actor,
+    plan: PlanView,
+    view: items.ItemView,
+    mine: verdicts.VerdictView | None,
+    form: tuple[str | None, tuple[str, ...], str, list[items.ClaimDraft]],
+    here: DeltaGenerator,
+) -> None:
+    """Save the form's verdict, or say at the button why nothing was saved."""
+    verdict, stages, notes, drafts = form
+    if plan.status != PlanStatus.open:
+        ui.error(f"This batch is {plan.status}: nothing was saved.", where=here)
+        return
+    if verdict is None:
+        first, *_, last = forms.VERDICT_KEYS.values()
+        letters = f"{first.upper()}–{last.upper()}"
+        ui.error(f"Pick a verdict first (keys {letters}); nothing was saved.", where=here)
+        return
+    saved = ui.transact(
+        lambda s: verdicts.submit_verdict(
+            s,
+            actor,
+            view.id,
+            verdicts.VerdictIn(verdict, stages, notes, tuple(drafts)),
+            mine.id if mine else None,
+        ),
+        where=here,
+    )
+    if saved is not None:
+        st.session_state[message_key(view.id)] = f"Saved your verdict on {view.trace_id}."
+        st.rerun()
 
 
 def after_verdict(
@@ -200,7 +251,9 @@ def after_verdict(
 ) -> None:
     """Once the reviewer has a verdict: the way on, every current verdict on the trace,
     promotion to a case and the reviewer's own history."""
-    if plan.status == PlanStatus.open and st.button("Next trace", type="primary", key="aud_next"):
+    if plan.status == PlanStatus.open and st.button(
+        "Next trace", type="primary", key="aud_next", shortcut="n"
+    ):
         load_next(engine, actor, plan)
         st.rerun()
     others = verdicts.item_verdicts(engine, actor, view.id) or []
@@ -220,7 +273,11 @@ def promotion(
     view: items.ItemView,
     mine: verdicts.VerdictView,
 ) -> None:
-    """The case this verdict became, or the button that makes a draft case of it."""
+    """The case this verdict became, or the button that makes a draft case of it; what the
+    button did is said here, where it was pressed."""
+    done = st.session_state.pop(f"aud_promoted_{view.id}", None)
+    if done:
+        st.success(ui.plain(done))
     if mine.promoted_case_id:
         st.markdown(
             f"Promoted to [case {mine.promoted_case_id:d}]"
@@ -241,5 +298,7 @@ def promotion(
                 prefix="",
             )
             if cid is not None:
-                st.session_state["aud_flash"] = f"Draft case {cid} created from {view.trace_id}."
+                st.session_state[f"aud_promoted_{view.id}"] = (
+                    f"Draft case {cid} created from {view.trace_id}."
+                )
                 st.rerun()

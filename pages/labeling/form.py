@@ -14,7 +14,7 @@ from typing import Any
 
 import streamlit as st
 
-from pages import ui
+from pages import keyboard, ui
 from pages.labeling import nav
 from review.core import readable, terms
 from review.core.errors import WorkbenchError
@@ -77,14 +77,21 @@ def reasons(tax: Taxonomy, case: LabelingCase, decision: str | None) -> None:
     if not labeling.needs_reasons(tax, decision):
         return
     codes = tax.case_reason_codes()
-    st.pills(
-        f"Why {ui.plain(readable.term(tax, 'decisions', decision))}? (one or more reasons)",
-        list(codes),
-        selection_mode="multi",
-        format_func=lambda k: ui.plain(codes[k].label),
-        key=_k(case.id, "reasons"),
-        help=ui.plain("Click to pick or unpick; Ctrl+Enter submits and changes none of them."),
-    )
+    by_key = keys.reason_keys(tax)
+    with keyboard.options(list(by_key.values()), "reasons"):
+        st.pills(
+            f"Why {ui.plain(readable.term(tax, 'decisions', decision))}? (one or more reasons)",
+            list(codes),
+            selection_mode="multi",
+            format_func=lambda k: ui.plain(
+                keyboard.option_label(by_key.get(k, ""), codes[k].label)
+            ),
+            key=_k(case.id, "reasons"),
+            help=ui.plain(
+                "Click or press its letter to pick or unpick; Ctrl+Enter submits and changes "
+                "none of them."
+            ),
+        )
 
 
 def _follow(case: LabelingCase) -> None:

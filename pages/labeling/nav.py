@@ -1,13 +1,13 @@
 """Moving through the queue: next, previous (my last label, to change it), skip, the queue's
 filters and progress, and the keys overlay. Buttons run callbacks bound to the case they were
 drawn for, so a key pressed while the page is busy is applied to that case or refused with a
-message, never lost."""
+message, never lost (the keys themselves go through pages/keyboard.py's queue)."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from pages import ui
+from pages import keyboard, ui
 from pages.labeling import cached
 from review.core import readable
 from review.core.database import database_url
@@ -20,95 +20,6 @@ ANY = ""
 # item 5 of issue 17). The queue service still filters by category for other callers.
 FILTERS = ("family", "slice", "split")
 FILTER_LABELS = {"family": "Family", "slice": "Slice", "split": "Split"}
-
-#: runs once per browser tab; a constant script, no user text in it. The page's keys go
-#: through one queue instead of Streamlit's shortcut handlers, so none is lost or reordered:
-#: - a key is applied at once when the page is idle; pressed while it reruns, it waits for the
-#:   rerun to end and is applied then, in the order pressed (of several decision keys in a row
-#:   the last one counts); a key nothing on the page takes is refused with a notice. (Before
-#:   the page has first drawn, this script is not there yet: a key pressed then is Streamlit's
-#:   own, and nothing of the page can hold it);
-#: - `?` (punctuation cannot be bound) opens the Keys overlay;
-#: - Ctrl/Cmd+Enter is taken before the focused element sees it: on a focused reason pill the
-#:   pill would toggle itself and swallow the key (a corrupted label, no submit), so it clicks
-#:   Submit instead. In a text field it is left to Streamlit, which commits the text first.
-_KEYS_SCRIPT = r"""<script>
-(function () {
-  if (window.__labelKeys) { return; }
-  window.__labelKeys = true;
-  var PAGE_KEYS = /^[1-9npsk]$/i, DIGIT = /^[1-9]$/;
-  var queue = [], timer = null, clickedAt = 0, sawRun = true, idleTicks = 0;
-  function typing(t) {
-    return t && (t.isContentEditable || ["INPUT", "TEXTAREA", "SELECT"].indexOf(t.tagName) >= 0);
-  }
-  function onPage() { return /\/label\/?$/.test(window.location.pathname); }
-  function running() {
-    var app = document.querySelector('[data-testid="stApp"]');
-    return !app || app.getAttribute("data-test-script-state") !== "notRunning";
-  }
-  function button(label) {
-    if (label === "Ctrl+Enter") { return document.querySelector(".st-key-lab_submit button"); }
-    var badge = document.querySelector(
-      '[data-testid="stMain"] button [aria-label="Shortcut ' + label + '"]');
-    return badge ? badge.closest("button") : null;
-  }
-  function notice(text) {
-    var box = document.createElement("div");
-    box.setAttribute("role", "alert");
-    box.textContent = text;
-    box.style.cssText = "position:fixed;right:1rem;bottom:1rem;z-index:100000;padding:.6rem 1rem;" +
-      "background:#fff3cd;color:#5c4400;border:1px solid #e0c36b;border-radius:.5rem;";
-    document.body.appendChild(box);
-    setTimeout(function () { box.remove(); }, 8000);
-  }
-  function pump() {
-    if (!queue.length || !onPage()) { queue = []; clearInterval(timer); timer = null; return; }
-    if (running()) { sawRun = true; idleTicks = 0; return; }
-    // after a click, wait for its rerun to show (or 1.5 s, a rerun too quick to see)
-    if (!sawRun && Date.now() - clickedAt < 1500) { return; }
-    var label = queue[0], b = button(label);
-    if (b) {
-      queue.shift();
-      clickedAt = Date.now(); sawRun = false; idleTicks = 0;
-      b.click();
-      return;
-    }
-    idleTicks += 1;
-    if (idleTicks >= 20) {
-      queue.shift(); idleTicks = 0;
-      notice("The key " + label + " was not applied: nothing on the page takes it now.");
-    }
-  }
-  function enqueue(label) {
-    var last = queue.length ? queue[queue.length - 1] : null;
-    if (last !== null && DIGIT.test(last) && DIGIT.test(label)) {
-      queue[queue.length - 1] = label;
-    } else {
-      queue.push(label);
-    }
-    if (timer === null) { timer = setInterval(pump, 50); }
-    pump();
-  }
-  document.addEventListener("keydown", function (e) {
-    if (typing(e.target) || !onPage()) { return; }
-    var plain = !e.ctrlKey && !e.metaKey && !e.altKey;
-    var label = null;
-    if (e.key === "?" && plain) {
-      var keys = document.querySelector(".st-key-lab_keys button");
-      if (keys) { e.preventDefault(); e.stopImmediatePropagation(); keys.click(); }
-      return;
-    } else if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) {
-      label = "Ctrl+Enter";
-    } else if (plain && !e.shiftKey && PAGE_KEYS.test(e.key)) {
-      label = e.key.toUpperCase();
-    }
-    if (label === null) { return; }
-    e.preventDefault();
-    e.stopImmediatePropagation();
-    enqueue(label);
-  }, true);
-})();
-</script>"""
 
 
 def queue_filter() -> queue.QueueFilter:
@@ -199,14 +110,13 @@ def buttons(case_id: int | None, *, labeled: bool) -> None:
         st.button("Skip", key="lab_skip", shortcut=keys.SKIP, on_click=_skip, args=(case_id,))
 
 
-@st.dialog("Keys of the Label page")
+@st.dialog("Keys of the Label page", width="large")
 def keys_dialog(tax: Taxonomy) -> None:
-    st.dataframe(
-        [{"key": k.shows, "does": k.does} for k in keys.label_keys(tax)],
-        hide_index=True,
-        width="stretch",
+    keyboard.key_list(
+        [keyboard.Shown(k.shows, k.does) for k in keys.label_keys(tax)]
+        + [keyboard.Shown(k, d) for k, d in keys.reason_lines(tax)],
+        "Keys work when no text field has the focus (Ctrl+Enter works everywhere).",
     )
-    st.caption("Keys work when no text field has the focus (Ctrl+Enter works everywhere).")
 
 
 def _facet_label(name: str, tax: Taxonomy):  # type: ignore[no-untyped-def]
@@ -271,6 +181,6 @@ def bar(tax: Taxonomy) -> None:
         active = active_filters()
         with st.popover(f"Queue filters ({active:d} on)" if active else "Queue filters"):
             filters(tax)
-        if st.button("Keys (?)", key="lab_keys", shortcut=keys.HELP):
+        if keyboard.help_button("label", shortcut=keys.HELP):
             keys_dialog(tax)
-    st.html(_KEYS_SCRIPT, unsafe_allow_javascript=True)
+    keyboard.install()

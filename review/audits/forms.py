@@ -9,18 +9,23 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from review.audits import vocabulary
 from review.audits.items import ClaimDraft, ItemView, propose_claims
 from review.audits.plans import PlanSpec, parse_explicit_sizes
 from review.audits.population import PopulationFilter
 from review.audits.verdicts import AUDIT_CLAIM_VERDICTS, VerdictView
 from review.core import terms
 from review.core.errors import InputError
+from review.core.keys import option_keys
 from review.core.readable import humanize
 
 __all__ = [
     "CLAIM_KEYS",
     "NOT_JUDGED",
+    "STAGE_KEYS",
+    "VERDICT_KEYS",
     "PlanForm",
+    "audit_key_lines",
     "cited_options",
     "claim_row",
     "claim_rows",
@@ -189,6 +194,38 @@ CLAIM_KEYS: dict[str, str] = {
     terms.ClaimVerdict.contradicted: "3",
     terms.ClaimVerdict.not_a_claim: "4",
 }
+
+
+#: The verdict of the trace by letter, shown on each option (in the vocabulary's order).
+VERDICT_KEYS: dict[str, str] = dict(
+    zip(vocabulary.VERDICTS, option_keys(len(vocabulary.VERDICTS)), strict=True)
+)
+
+#: The stages by the digits after the claim keys (5-9), shown on each option.
+STAGE_KEYS: dict[str, str] = dict(
+    zip(vocabulary.STAGES, option_keys(len(vocabulary.STAGES), "56789"), strict=True)
+)
+
+
+def audit_key_lines() -> list[tuple[str, str]]:
+    """Every key of the My queue tab as its key list prints it: (key, what it does)."""
+    return [
+        *((k.upper(), f"Verdict: {vocabulary.VERDICTS[v]}") for v, k in VERDICT_KEYS.items() if k),
+        *(
+            (k, f"Stage (pick or unpick): {vocabulary.STAGES[v]}")
+            for v, k in STAGE_KEYS.items()
+            if k
+        ),
+        *(
+            (k, f"The claim in hand is {claim_verdict_label(str(v))}; on to the next claim")
+            for v, k in CLAIM_KEYS.items()
+        ),
+        ("J / K", "Next / previous claim"),
+        ("Ctrl+Enter", "Save the verdict"),
+        ("S", "Skip this trace (it goes back to the queue)"),
+        ("N", "Next trace (once the verdict is saved)"),
+        ("?", "Show these keys"),
+    ]
 
 
 def claim_verdict_label(choice: str) -> str:

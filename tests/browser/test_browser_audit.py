@@ -70,11 +70,10 @@ def test_draw_a_sample_and_record_a_verdict(audit_server: str, demo_url: str) ->
         if claims.is_checked():
             claims.uncheck(force=True)
             wait_idle(pg)
-        stage = pg.locator("[data-testid='stMultiSelect']").filter(has_text="Where it failed")
-        stage.locator("input").click()
-        pg.keyboard.type("policy too strict")
-        pg.keyboard.press("Enter")
-        pg.keyboard.press("Escape")
+        pg.get_by_role("button", name="Answer policy too strict").click()  # the stage's pill
+        expect(
+            pg.get_by_role("button", name="Answer policy too strict", pressed=True)
+        ).to_be_visible()
         wait_idle(pg)
         pg.get_by_role("button", name="Save verdict").click()
         wait_idle(pg)

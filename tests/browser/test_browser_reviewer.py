@@ -78,7 +78,8 @@ def test_a_reviewer_adjudicates_a_disagreement_beside_its_evidence(page, demo_ur
     pg.get_by_role("button", name="Previous").click()
     expect(pg.locator("h3", has_text=f"Case {first.key}")).to_be_visible()
     wait_idle(pg)
-    # the gold label, with the reason, moves on to the next case
+    # the gold label, with the reason, moves on to the next case (the form starts empty)
+    main.locator("[data-testid='stForm']").get_by_text("1 · Answer", exact=True).click()
     pg.get_by_label("Note (why this is the gold label)").fill("The decisive clause settles it.")
     pg.get_by_role("button", name="Set gold label").click()
     expect(main.get_by_text(f"Gold label set on {first.key}.")).to_be_visible()

@@ -530,6 +530,7 @@ def test_adjudication_page_sets_gold(
     at.switch_page("pages/adjudication_page.py").run()
     no_exception(at)
     assert any(queue[0][1] in readable(s) for s in at.subheader)
+    at.pills(key=f"adj_gold_dec_{queue[0][0]}").set_value("answer")
     next(b for b in at.button if b.label == "Set gold label").click().run()
     assert any("note is required" in readable(e) for e in at.error)
     next(t for t in at.text_area if t.label.startswith("Note")).input("Decisive clause present.")

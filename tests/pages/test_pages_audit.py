@@ -245,7 +245,7 @@ def test_verdict_form_happy_and_error_paths(
     at.button(key=f"aud_save_{item}").click().run()
     no_exception(at)
     assert any("say where it failed" in e for e in errors(at))
-    at.multiselect(key=f"aud_stages_{item}").set_value(["policy_too_strict"])
+    at.pills(key=f"aud_stages_{item}").set_value(["policy_too_strict"])
     at.text_area(key=f"aud_notes_{item}").input("The refund policy answers this.")
     at.button(key=f"aud_save_{item}").click().run()
     no_exception(at)
@@ -332,7 +332,7 @@ def test_claim_review_edits_claims_and_refuses_a_passing_verdict_on_a_failing_cl
     assert len(verdicts) == 3
     verdicts[2].set_value("unsupported")
     at.radio(key=f"aud_verdict_{item}").set_value("partially_supported")
-    at.multiselect(key=f"aud_stages_{item}").set_value(["generator_ignored_signal"])
+    at.pills(key=f"aud_stages_{item}").set_value(["generator_ignored_signal"])
     at.button(key=f"aud_save_{item}").click().run()
     no_exception(at)
     assert not errors(at)
@@ -481,7 +481,7 @@ def test_chunks_beside_the_form_are_picked_not_typed_and_claims_take_verdict_key
     at.button(key=f"aud_nextclaim_{item}").click().run()
     at.button(key=f"aud_key_unsupported_{item}").click().run()
     at.radio(key=f"aud_verdict_{item}").set_value("unsupported_answer")
-    at.multiselect(key=f"aud_stages_{item}").set_value(["generator_ignored_signal"]).run()
+    at.pills(key=f"aud_stages_{item}").set_value(["generator_ignored_signal"]).run()
     save = at.button(key=f"aud_save_{item}")
     assert save.label == "Save verdict [Ctrl+Enter]"
     save.click().run()
@@ -514,3 +514,37 @@ def test_only_the_open_tab_is_drawn_and_a_verdict_in_progress_outlives_a_look_el
     assert at.radio(key=f"aud_verdict_{item}").value == "unsupported_answer"
     assert at.text_area(key=f"aud_notes_{item}").value == "Half of it is made up."
     assert all("Session State" not in w for w in shown(at.warning))
+
+
+def test_save_without_a_verdict_is_refused_at_the_button_and_keys_are_shown_on_the_options(
+    audit_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Save button is never disabled (a disabled button's Ctrl+Enter did nothing, with no
+    message): without a verdict it says why, right under it; the verdict and the stages show
+    the keys that pick them."""
+    item = answer_item(audit_url)
+    at = run(audit_url, monkeypatch, item=str(item))
+    save = at.button(key=f"aud_save_{item}")
+    assert not save.disabled
+    assert save.proto.shortcut == "ctrl+enter"
+    save.click().run()
+    no_exception(at)
+    assert any("Pick a verdict first (keys A–G); nothing was saved." in e for e in errors(at))
+    assert not at.success
+    verdict = at.radio(key=f"aud_verdict_{item}")
+    assert [readable(o) for o in verdict.options[:2]] == [
+        "A · Correct refusal",
+        "B · False refusal (I expected an answer)",
+    ]
+    stages = at.pills(key=f"aud_stages_{item}")
+    shown_stages = [readable(getattr(o, "content", o)) for o in stages.options]
+    assert shown_stages[0] == "5 · Retrieval missed the evidence"
+    eng = make_engine(audit_url)
+    assert audit_verdicts.my_verdict(eng, make_actor("reviewer", RAVI), item) is None
+    eng.dispose()
+    # saved: the message sits with the form, not at the top of the page
+    verdict.set_value("unsupported_answer")
+    at.pills(key=f"aud_stages_{item}").set_value(["retrieval_missed"]).run()
+    at.button(key=f"aud_save_{item}").click().run()
+    no_exception(at)
+    assert any("Saved your verdict" in s for s in shown(at.success))

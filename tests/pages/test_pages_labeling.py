@@ -183,10 +183,14 @@ def test_every_key_in_the_overlay_is_bound(
     bound = {b.proto.shortcut for b in at.button if b.proto.shortcut}
     listed = {k.key for k in keys.label_keys(tax)}
     assert listed <= bound, listed - bound
-    _button(at, "lab_keys").click().run()
+    _button(at, "keys_help_label").click().run()
     no_exception(at)
     frame = at.dataframe[-1].value
     assert "Ctrl+Enter" in set(frame["key"]) and "? or K" in set(frame["key"])
+    # the reasons' letters are listed, one per reason a labeler may give
+    reasons = keys.reason_keys(tax)
+    assert len(reasons) == len(tax.case_reason_codes())
+    assert {k.upper() for k in reasons.values()} <= set(frame["key"])
 
 
 def test_a_document_keeps_its_table_and_footnotes_as_text_never_raw_markdown(

@@ -61,8 +61,18 @@ def test_adjudicate_shows_the_evidence_beside_the_labels_and_walks_the_list(
     assert at.query_params["case"] == str(second.case_id)
     button(at, "Previous").click().run()  # type: ignore[attr-defined]
     assert any(first.key in readable(s) for s in at.subheader)
-    # setting the gold label moves on to the next case
+    # the gold form starts empty: submitted so, it is refused at the button, nothing saved
+    gold = at.pills(key=f"adj_gold_dec_{first.case_id}")
+    assert gold.value is None
+    assert at.pills(key=f"adj_gold_reasons_{first.case_id}").value == []
     next(t for t in at.text_area if t.label.startswith("Note")).input("Decisive clause present.")
+    button(at, "Set gold label").click().run()  # type: ignore[attr-defined]
+    no_exception(at)
+    assert any("Pick a gold decision first" in readable(e) for e in at.error)
+    assert labeling.gold_history(demo_engine, first.case_id) == []
+    assert any(first.key in readable(s) for s in at.subheader)
+    # setting the gold label moves on to the next case
+    at.pills(key=f"adj_gold_dec_{first.case_id}").set_value("answer")
     button(at, "Set gold label").click().run()  # type: ignore[attr-defined]
     no_exception(at)
     assert any(f"Gold label set on {first.key}" in readable(s) for s in at.success)
