@@ -9,6 +9,7 @@ from sqlalchemy import Engine
 from pages import ui
 from pages.traces.restriction_panel import unknown_documents_form
 from review.admin import changelog, users
+from review.core import readable
 from review.core.errors import StaleWriteError, WorkbenchError
 from review.core.identity import ROLE_HELP, Actor, Permission, Role
 from review.labels import adjudication, labeling
@@ -143,7 +144,8 @@ def runs_section(engine: Engine) -> None:
     interrupted = [r for r in rows if r.status == "interrupted" and r.resumed_by is None]
     if interrupted:
         st.warning(
-            f"{len(interrupted)} run(s) on this page were interrupted and not resumed: "
+            f"{readable.count(len(interrupted), 'run')} on this page "
+            f"{readable.plural(len(interrupted), 'was', 'were')} interrupted and not resumed: "
             "run them again to complete them."
         )
     st.dataframe(changelog.runs_frame(rows), hide_index=True, width="stretch")

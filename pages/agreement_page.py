@@ -66,8 +66,9 @@ def show_report(
     report: agreement.AgreementReport, tax: Taxonomy, group_by: str, names: dict[str, str]
 ) -> None:
     st.caption(
-        f"{report.cases:d} case(s), {report.annotators:d} "
-        f"annotator(s), {report.labels:d} current label(s). Kappa per pair, Krippendorff's alpha "
+        f"{readable.count(report.cases, 'case')}, "
+        f"{readable.count(report.annotators, 'annotator')}, "
+        f"{readable.count(report.labels, 'current label')}. Kappa per pair, Krippendorff's alpha "
         "(nominal) across everyone; raw agreement beside each, with the items behind it. "
         "A statistic is undefined (blank, with the reason) when one rater is constant or "
         "nothing is shared."

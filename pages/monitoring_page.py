@@ -16,6 +16,7 @@ from sqlalchemy import Engine
 
 from pages import integrity, ui
 from review.charts.violations import violations_chart
+from review.core import readable
 from review.core.errors import WorkbenchError
 from review.core.identity import Actor
 from review.traces import browse, interaction, monitoring, weekly
@@ -153,8 +154,8 @@ def wording_violations(engine: Engine, actor: Actor, result: monitoring.MonitorR
         return
     if isinstance(violations, int):
         st.info(
-            f"The production wording check has {violations:,} refusal "
-            "text(s) to look at. Run it on the Wording page (Production check); the weekly "
+            f"The production wording check has {readable.count(violations, 'refusal text')} "
+            "to look at. Run it on the Wording page (Production check); the weekly "
             "count of refusals that break a wording rule then shows here."
         )
         st.link_button("Open the production check", ui.link("wording"))

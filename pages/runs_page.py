@@ -59,7 +59,7 @@ def one_run(
     df = clearance.withhold(actor, view.frame)
     if run.infra_failures:
         st.warning(
-            f"{run.infra_failures:d} infrastructure failure(s): counted apart, never "
+            f"{readable.count(run.infra_failures, 'infrastructure failure')}: counted apart, never "
             "as answers, and excluded from every rate."
         )
     summary = view.summary

@@ -43,7 +43,7 @@ def _lint(r: VersionReview) -> None:
         st.success("Lint: no findings in any message of this version.")
         return
     st.warning(
-        f"{r.lint_total:d} lint finding(s) in this version: approving needs a note "
+        f"{readable.count(r.lint_total, 'lint finding')} in this version: approving needs a note "
         "saying why they are acceptable."
     )
     for key, fs in r.findings.items():

@@ -95,7 +95,7 @@ def plan_summary(plan: PlanView) -> str:
     """One line under a plan's name: how it samples and when its population was counted."""
     return (
         f"{plan.status} · {plan.spec.allocation} allocation of {plan.spec.total} · seed "
-        f"{plan.spec.seed} · {plan.spec.overlap} reviewer(s) per trace · "
+        f"{plan.spec.seed} · {readable.count(plan.spec.overlap, 'reviewer')} per trace · "
         f"{'blind' if plan.spec.blind else 'open'} review · population counted "
         f"{plan.counted_at[:16].replace('T', ' ')} UTC · fingerprint {plan.fingerprint[:17]}…"
     )
@@ -298,7 +298,8 @@ def single_item_warning(strata: tuple[str, ...]) -> str:
     """What a stratum with one audited trace means for the population intervals."""
     names = ", ".join(strata[:5]) + (f" and {len(strata) - 5} more" if len(strata) > 5 else "")
     return (
-        f"{len(strata)} stratum(s) with one audited trace ({names}): one trace cannot "
+        f"{readable.count(len(strata), 'stratum', 'strata')} with one audited trace ({names}): one "
+        "trace cannot "
         "estimate its stratum's variance, so the largest possible one is used there. "
         "Audit at least two traces per stratum for intervals that rest on data."
     )

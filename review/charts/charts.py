@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from review.charts.style import colour, colour_scale, no_data_chart, percent_axis
+from review.core import readable
 from review.core.errors import InputError
 from review.core.sampling import Z95, wilson_bounds
 
@@ -60,7 +61,9 @@ def downsample(
 def _require(frame: pd.DataFrame, columns: Sequence[str], what: str) -> None:
     missing = [c for c in columns if c not in frame.columns]
     if missing:
-        raise InputError(f"{what}: missing column(s) {', '.join(missing)}")
+        raise InputError(
+            f"{what}: missing {readable.plural(len(missing), 'column')} {', '.join(missing)}"
+        )
 
 
 def _finite_thresholds(frame: pd.DataFrame) -> pd.DataFrame:

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from review.core import readable
 from review.core.errors import InputError
 from review.policy.policy import NoAnswerPolicy
 from review.thresholds.thresholds import confidence_of
@@ -180,8 +181,12 @@ def calibration_text(c: CaveatCalibration) -> str:
         return "undefined (no item)" if pd.isna(v) else f"{v:.1%} of {r['items']:,}"
 
     return (
-        f"On {c.split}: {cav['items']:,} answer(s) carry the caveat and {plain['items']:,} are "
+        f"On {c.split}: {readable.count(cav['items'], 'answer')} "
+        f"{readable.plural(cav['items'], 'carries', 'carry')} the caveat and {plain['items']:,} "
+        f"{readable.plural(plain['items'], 'is', 'are')} "
         f"plain; unacceptable in the caveat band {rate(cav)}, among plain answers "
-        f"{rate(plain)}. Against the caveat_below in force, {c.gain_caveat:,} answer(s) gain "
+        f"{rate(plain)}. Against the caveat_below in force, "
+        f"{readable.count(c.gain_caveat, 'answer')} "
+        f"{readable.plural(c.gain_caveat, 'gains', 'gain')} "
         f"the caveat and {c.lose_caveat:,} lose it."
     )

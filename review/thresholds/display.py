@@ -13,6 +13,7 @@ from typing import Final
 
 import pandas as pd
 
+from review.core import readable
 from review.policy import signoff
 from review.policy.display import in_force_caption
 from review.policy.policy import ModeThresholds, NoAnswerPolicy
@@ -134,7 +135,7 @@ def no_caveat_room(mode: str, proposed: float) -> str:
 
 def analysis_caption(a: Analysis) -> str:
     return (
-        f"{a.n_tuning} outcome(s) on {a.tuned_on}, {a.n_report} on {a.report_on} · "
+        f"{readable.count(a.n_tuning, 'outcome')} on {a.tuned_on}, {a.n_report} on {a.report_on} · "
         f"AURC on {a.tuned_on}: {a.aurc:.3f} · an outcome is acceptable to answer "
         "when its gold decision answers"
     )
@@ -157,7 +158,7 @@ def targets_verdict(targets: pd.DataFrame) -> tuple[bool, str]:
     """Whether every release target passes, and the sentence saying so."""
     failed = int((~targets["passed"]).sum())
     if failed:
-        return False, f"{failed} of {len(targets)} target(s) fail."
+        return False, f"{failed} of {readable.count(len(targets), 'target')} fail."
     return True, "Every target passes."
 
 

@@ -55,6 +55,7 @@ from sqlalchemy import Engine, func, select
 
 from review.charts.style import colour_scale, no_data_chart, percent_axis
 from review.charts.weekly import bottom_legend, week_tooltip, week_x, weekly_lines
+from review.core import readable
 from review.core.errors import InputError
 from review.core.readable import percent
 from review.core.taxonomy import Taxonomy, policies_dir
@@ -515,7 +516,7 @@ def evaluate_alerts(
         if r_miss.enabled and missing > r_miss.max_count:
             add(
                 i, "missing_reason", "missing_reason", "critical", float(missing), None,
-                f"{missing} decision(s) without a logged reason (should be "
+                f"{readable.count(missing, 'decision')} without a logged reason (should be "
                 f"{r_miss.max_count}).",
             )  # fmt: skip
     return out

@@ -124,7 +124,8 @@ def production_caption(summary: ProductionSummary) -> str:
         f"Linted with the approved contacts of {version}, the restricted titles of the corpus "
         "and every document id."
         + (
-            f" {summary.hidden_restricted} offending restricted trace(s) are hidden: seeing them "
+            f" {readable.count(summary.hidden_restricted, 'offending restricted trace')} "
+            f"{readable.plural(summary.hidden_restricted, 'is', 'are')} hidden: seeing them "
             "needs clearance."
             if summary.hidden_restricted
             else ""

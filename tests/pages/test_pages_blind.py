@@ -101,13 +101,13 @@ def test_the_cases_export_leaves_out_cases_waiting_for_my_label(
     _run(at)
     next(b for b in at.button if b.label == "Prepare export of the filtered cases").click()
     text = _run(at)
-    assert "Download 0 case(s) as JSONL" in text
-    assert "1 case(s) still waiting for your label are left out" in text
+    assert "Download 0 cases as JSONL" in text
+    assert "1 case still waiting for your label is left out" in text
     assert view.notes not in at.session_state["cases_export"][1]
     _label(demo_engine, INES, view, tax)
     next(b for b in at.button if b.label == "Prepare export of the filtered cases").click()
     text = _run(at)
-    assert "Download 1 case(s) as JSONL" in text
+    assert "Download 1 case as JSONL" in text
     assert view.notes[:40] in at.session_state["cases_export"][1]
 
 
@@ -136,7 +136,7 @@ def test_the_builder_withholds_the_judgement_of_a_variant_waiting_for_my_label(
     assert tax.label("decisions", view.expected_decision) not in str(row["documents"])
     assert "decisive" not in str(row["documents"])
     assert state not in text  # only this variant is forbidden: nothing else says so
-    assert "1 variant(s) of this family still wait for your label" in text
+    assert "1 variant of this family still waits for your label" in text
     # opened as a base case in the builder: nothing to build from while blind
     base = page_app(demo_url, monkeypatch, "pages/builder_page.py", TOM, case=str(view.id))
     base_text = _run(base)

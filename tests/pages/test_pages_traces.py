@@ -121,14 +121,14 @@ def test_empty_database_then_upload_happy_path(
     button(at, "Import traces").click().run()
     no_exception(at)
     assert any(readable(s) == "Import finished." for s in at.success)
-    assert any("5 trace(s) added" in t for t in texts(at))
+    assert any("5 traces added" in t for t in texts(at))
     assert len(listing(at)) == 5
     recent = next(d.value for d in at.dataframe if "source" in d.value.columns)
     assert list(recent["added"]) == [5]
     # the same file again adds nothing
     at.file_uploader[0].set_value([("canonical.jsonl", SAMPLE, "application/jsonl")])
     button(at, "Import traces").click().run()
-    assert any("0 trace(s) added; 5 already present" in t for t in texts(at))
+    assert any("0 traces added; 5 already present" in t for t in texts(at))
 
 
 def test_upload_error_path_writes_nothing_and_names_the_line(
@@ -154,7 +154,7 @@ def test_upload_error_path_writes_nothing_and_names_the_line(
     next(c for c in at.checkbox if c.label.startswith("Skip bad lines")).check()
     button(at, "Import traces").click().run()
     no_exception(at)
-    assert any("4 trace(s) added" in t and "1 rejected" in t for t in texts(at))
+    assert any("4 traces added" in t and "1 rejected" in t for t in texts(at))
     assert any("line 2: field top_score" in c.value for c in at.code)
     assert at.get("download_button")
     assert browse.total_traces(eng) == 4

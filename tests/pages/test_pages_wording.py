@@ -120,7 +120,7 @@ def test_editing_shows_preview_and_live_lint_with_carets(
         "There is no such discount for {topic}. Could you tell me {missing_item}?"
     ).run()
     no_exception(at)
-    assert any("1 finding(s) in the template" in readable(w) for w in at.warning)
+    assert any("1 finding in the template" in readable(w) for w in at.warning)
     shown = texts_of(at)
     assert "^^^^^^^^^^^  universal_negative" in shown
     assert (
@@ -296,11 +296,11 @@ def test_rejecting_without_a_note_and_approving_lint_findings_without_a_note_fai
     vid = signing.propose_edits(demo_engine, paula, {"R2": drafts.MessageDraft(bad)}, "shorter")
 
     at = run(wording_url, monkeypatch, OMAR)
-    assert any("1 lint finding(s) in this version" in readable(w) for w in at.warning)
+    assert any("1 lint finding in this version" in readable(w) for w in at.warning)
     button(at, f"wd_reject_{vid}").click().run()
     assert any("rejection needs a note" in readable(e) for e in at.error)
     button(at, f"wd_approve_{vid}").click().run()
-    assert any("1 lint finding(s); approving it needs a note" in readable(e) for e in at.error)
+    assert any("1 lint finding; approving it needs a note" in readable(e) for e in at.error)
     assert signoff.get_version(demo_engine, vid).status == "pending"
     at.text_area(key=f"wd_note_{vid}").input("The discount was withdrawn; deliberate.")
     button(at, f"wd_approve_{vid}").click().run()
@@ -382,7 +382,7 @@ def test_production_check_lists_offending_traces_by_clearance(
     table = next(df.value for df in at.dataframe if "first finding" in df.value)
     assert "wd-late-2" not in table["trace"].tolist()
     assert table["trace"].tolist()[0] == "wd-late-1"
-    assert any("restricted trace(s) are hidden" in readable(c) for c in at.caption)
+    assert any("restricted trace is hidden" in readable(c) for c in at.caption)
     assert "Legal hold procedure" not in texts_of(at)
     at.selectbox(key="wd_prod_rule").select("universal_negative").run()
     no_exception(at)

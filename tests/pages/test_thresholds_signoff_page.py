@@ -69,7 +69,7 @@ def test_the_overview_link_opens_the_sign_off_tab_on_the_item(
     assert any(readable(m).startswith("50% (33–67%) · 15 of 30") for m in shown)
     assert any(":red-badge[fails target]" in m for m in shown)
     assert any(
-        readable(m).endswith("fails 4 of 8 release target(s) on the test split (30 outcomes).")
+        readable(m).endswith("fails 4 of 8 release targets on the test split (30 outcomes).")
         for m in shown
     )
     assert any("False-refusal rate, overall: 88%, target ≤ 10%" in readable(m) for m in shown)

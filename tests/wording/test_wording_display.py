@@ -135,7 +135,7 @@ def test_production_texts_and_tables() -> None:
     hidden = ProductionSummary(8, 2, 3, {}, 4)
     assert display.production_caption(hidden).endswith(
         "of version 4, the restricted titles of the corpus and every document id. 3 offending "
-        "restricted trace(s) are hidden: seeing them needs clearance."
+        "restricted traces are hidden: seeing them needs clearance."
     )
     rules = display.rules_frame(s)
     assert rules.values.tolist() == [
