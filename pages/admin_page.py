@@ -15,7 +15,7 @@ from review.core.identity import ROLE_HELP, Actor, Permission, Role
 from review.labels import adjudication, labeling
 
 ROLE_NAMES = [r.value for r in Role]
-ROLE_HELP_TEXT = "\n".join(f"- **{r.value}**: {h}" for r, h in ROLE_HELP.items())
+ROLE_HELP_TEXT = "\n".join(f"- **{readable.humanize(r.value)}**: {h}" for r, h in ROLE_HELP.items())
 
 
 def add_user_form(engine: Engine, actor: Actor) -> None:
@@ -23,7 +23,13 @@ def add_user_form(engine: Engine, actor: Actor) -> None:
         st.subheader("Add a user")
         email = st.text_input("Email")
         name = st.text_input("Name")
-        roles = st.multiselect("Roles", ROLE_NAMES, help=ROLE_HELP_TEXT)
+        roles = st.multiselect(
+            "Roles",
+            ROLE_NAMES,
+            format_func=readable.humanize,
+            help=ROLE_HELP_TEXT,
+            select_all=False,
+        )
         clearance = st.checkbox("Clearance for restricted content")
         add = st.form_submit_button("Add user", type="primary")
     if add:
@@ -47,7 +53,12 @@ def change_roles_form(engine: Engine, actor: Actor, people: list[users.UserView]
     with st.form(f"admin_edit_{pick}"):
         new_name = st.text_input("Name", target.name)
         new_roles = st.multiselect(
-            "Roles", ROLE_NAMES, default=list(target.roles), help=ROLE_HELP_TEXT
+            "Roles",
+            ROLE_NAMES,
+            default=list(target.roles),
+            format_func=readable.humanize,
+            help=ROLE_HELP_TEXT,
+            select_all=False,
         )
         new_clear = st.checkbox("Clearance for restricted content", target.clearance)
         new_active = st.checkbox("Active", target.active)

@@ -20,7 +20,9 @@ from review.core import readable
 from review.core.errors import WorkbenchError
 from review.core.identity import Actor
 from review.traces import browse, interaction, monitoring, weekly
+from review.wording import display as wording_display
 from review.wording import production
+from review.wording.findings import RULE_TITLES
 
 P = "monitoring_"
 ALL = "(all traffic)"
@@ -112,6 +114,7 @@ def weekly_signals(result: monitoring.MonitorResult) -> None:
         default=DEFAULT_SIGNALS,
         format_func=monitoring.SIGNALS.__getitem__,
         key=f"{P}signals",
+        select_all=False,
     )
     if chosen:
         st.altair_chart(
@@ -165,8 +168,9 @@ def wording_violations(engine: Engine, actor: Actor, result: monitoring.MonitorR
         f"{int(violations['offending'].sum()):,} in these weeks. The traces are listed on the "
         "Wording page (Production check)."
     )
-    st.altair_chart(violations_chart(violations, list(production.RULE_BITS)), width="stretch")
-    st.dataframe(violations, hide_index=True, width="stretch")
+    chart = violations_chart(violations, list(production.RULE_BITS), RULE_TITLES)
+    st.altair_chart(chart, width="stretch")
+    st.dataframe(wording_display.violations_table(violations), hide_index=True, width="stretch")
 
 
 def compare_segments(url: str, stamp: str, weeks: int) -> None:

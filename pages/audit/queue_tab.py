@@ -141,6 +141,7 @@ def verdict_form(
         default=list(mine.stages) if mine else [],
         format_func=lambda s: vocabulary.STAGES[s],
         key=f"aud_stages_{view.id}",
+        select_all=False,
         help="Required for a false refusal, an unsupported or a partially "
         "supported answer; empty for a correct refusal or a supported answer.",
     )

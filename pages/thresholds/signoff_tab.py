@@ -110,12 +110,13 @@ def _signed_message(
 ) -> tuple[str, bool]:
     """What to say after a signature, and whether it changed more than this proposal (a
     rejection, or an approval that put it in force)."""
+    role = readable.humanize(role)
     if not approve:
         return f"Version {v.number} rejected as {role}.", True
     done = signoff.get_version(engine, v.id)
     if done.status == VersionStatus.approved:
         return f"Version {v.number} approved as {role}: it is the policy in force now.", True
-    waits = ", ".join(done.missing_roles)
+    waits = policy_display.roles_text(done.missing_roles)
     return f"Version {v.number} approved as {role}; it still needs: {waits}.", False
 
 

@@ -145,6 +145,7 @@ def filters(engine: Engine, actor: Actor, tax: Taxonomy) -> tuple[browse.TraceFi
             [*tax.decisions, listing.NO_DECISION],
             key=f"{P}decisions",
             format_func=lambda d: tax.decisions[d].label if d in tax.decisions else "(not logged)",
+            select_all=False,
         )
         v["reason"] = c1.selectbox(
             "Reason code",

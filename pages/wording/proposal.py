@@ -49,7 +49,8 @@ def _propose_form(ctx: WordingContext, edits: dict[str, drafts.MessageDraft]) ->
             v = signoff.get_version(ctx.engine, vid)
             clear_draft()
             st.session_state[FLASH] = (
-                f"Proposed as version {v.number}. Needs: {', '.join(v.missing_roles)} (not you)."
+                f"Proposed as version {v.number}. "
+                f"Needs: {', '.join(map(readable.humanize, v.missing_roles))} (not you)."
             )
             st.rerun()
 

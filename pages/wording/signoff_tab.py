@@ -79,7 +79,8 @@ def _sign_form(ctx: WordingContext, v: signoff.VersionView) -> None:
                 note=note,
             )
             st.session_state[FLASH] = (
-                f"Version {v.number} {'approved' if approve else 'rejected'} as {role}."
+                f"Version {v.number} {'approved' if approve else 'rejected'} as "
+                f"{readable.humanize(role)}."
             )
             st.rerun()
 

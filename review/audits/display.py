@@ -18,6 +18,7 @@ from review.audits.verdicts import VerdictView
 from review.audits.vocabulary import HEADLINE, VERDICTS
 from review.core import clearance, readable
 from review.core.terms import ClaimVerdict, PlanStatus
+from review.wording.findings import rule_title
 
 __all__ = [
     "batch_label",
@@ -233,7 +234,7 @@ class Finding(Protocol):
 def findings_frame(findings: Sequence[Finding]) -> pd.DataFrame:
     """The wording rules a refusal breaks, with the words that break them."""
     return pd.DataFrame(
-        [{"rule": f.rule, "excerpt": f.excerpt, "why": f.explanation} for f in findings]
+        [{"rule": rule_title(f.rule), "excerpt": f.excerpt, "why": f.explanation} for f in findings]
     )
 
 

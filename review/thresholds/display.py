@@ -204,7 +204,7 @@ def _reason(s: signoff.Signature) -> str:
     release targets (review/thresholds/signing.py stores that in the snapshot)."""
     despite = s.metrics_snapshot.get("approved_despite")
     mark = " (approved although it failed release targets)" if despite else ""
-    return f"{s.role}: {s.note}{mark}"
+    return f"{readable.humanize(s.role)}: {s.note}{mark}"
 
 
 def history_frame(versions: Sequence[signoff.VersionView]) -> pd.DataFrame:
@@ -219,7 +219,8 @@ def history_frame(versions: Sequence[signoff.VersionView]) -> pd.DataFrame:
                 "tuned on": v.tuned_on_split or "",
                 "sha256": v.sha256[:16],
                 "signatures": "; ".join(
-                    f"{s.role}: {s.meaning} by {s.signer} at {s.at:%Y-%m-%d %H:%M}"
+                    f"{readable.humanize(s.role)}: {s.meaning} by {s.signer} "
+                    f"at {s.at:%Y-%m-%d %H:%M}"
                     for s in v.signatures
                 ),
                 "reasons": "; ".join(_reason(s) for s in v.signatures if s.note),

@@ -14,7 +14,7 @@ def test_users_table_joins_roles_and_keeps_every_user() -> None:
     ]
     frame = users.users_frame(people)
     assert frame.to_dict("records") == [
-        {"name": "Ada", "email": "a@x.example", "roles": "admin, annotator", "clearance": True,
+        {"name": "Ada", "email": "a@x.example", "roles": "Admin, Annotator", "clearance": True,
          "active": True, "version": 3},
         {"name": "Bo", "email": "b@x.example", "roles": "", "clearance": False, "active": False,
          "version": 1},

@@ -319,7 +319,7 @@ def test_wording_findings_table() -> None:
 
     frame = display.findings_frame([Hit()])
     assert frame.to_dict("records") == [
-        {"rule": "no_names", "excerpt": "Maria Lopez", "why": "names a person"}
+        {"rule": "No names", "excerpt": "Maria Lopez", "why": "names a person"}
     ]
 
 

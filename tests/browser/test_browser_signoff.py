@@ -155,7 +155,7 @@ def test_a_change_that_fails_targets_is_approved_only_with_reasons(
     item.get_by_role("button", name="Approve").click()
     wait_idle(pg)
     expect(
-        pg.get_by_text(f"Version {n} approved as product_owner; it still needs: compliance.")
+        pg.get_by_text(f"Version {n} approved as Product owner; it still needs: Compliance.")
     ).to_be_visible(timeout=TIMEOUT)
 
     # --- Chen (compliance) opens it from Overview and approves with a reason
@@ -166,7 +166,7 @@ def test_a_change_that_fails_targets_is_approved_only_with_reasons(
     item.get_by_role("button", name="Approve").click()
     wait_idle(pg)
     expect(
-        pg.get_by_text(f"Version {n} approved as compliance: it is the policy in force now.")
+        pg.get_by_text(f"Version {n} approved as Compliance: it is the policy in force now.")
     ).to_be_visible(timeout=TIMEOUT)
     # the controls show the version in force
     expect(pg.get_by_text(re.compile(rf"In force: sign-off v{n}\b"))).to_be_visible(timeout=TIMEOUT)

@@ -442,9 +442,12 @@ def test_monitoring_shows_wording_violations_once_the_production_check_ran(
     assert summary.offending > 0
     at = page_app(trace_demo_url, monkeypatch, MONITORING, PAULA).run()
     no_exception(at)
-    weekly = next(d.value for d in at.dataframe if "offending" in d.value.columns)
-    assert int(weekly["offending"].sum()) > 0
-    assert int(weekly["offending"].sum()) <= summary.offending
+    offending = "refusals breaking a rule"
+    weekly = next(d.value for d in at.dataframe if offending in d.value.columns)
+    assert int(weekly[offending].sum()) > 0
+    assert int(weekly[offending].sum()) <= summary.offending
+    # every rule is headed by its title, never by its id
+    assert "Blames the user" in weekly.columns and "blames_user" not in weekly.columns
     assert any("break a wording rule" in readable(c) for c in at.caption)
     production.clear_production_cache()
 

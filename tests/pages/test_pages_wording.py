@@ -170,7 +170,7 @@ def test_product_owner_proposes_an_edit(
     no_exception(at)
     assert not at.error
     assert any(
-        "Proposed as version 3. Needs: compliance, product_owner" in readable(s) for s in at.success
+        "Proposed as version 3. Needs: Compliance, Product owner" in readable(s) for s in at.success
     )
     newest = versions.versions(demo_engine)[0]
     assert newest.number == 3 and newest.author == OMAR
@@ -260,7 +260,7 @@ def test_r3_change_is_approved_by_a_product_owner_then_compliance(
     at = run(wording_url, monkeypatch, OMAR)
     button(at, f"wd_approve_{vid}").click().run()
     no_exception(at)
-    assert any("approved as product_owner" in readable(s) for s in at.success)
+    assert any("approved as Product owner" in readable(s) for s in at.success)
     assert signoff.get_version(demo_engine, vid).missing_roles == ["compliance"]
     assert versions.in_force(demo_engine).version is not None
     assert versions.in_force(demo_engine).wording.messages["R3"].text != NEW_R3
@@ -268,7 +268,7 @@ def test_r3_change_is_approved_by_a_product_owner_then_compliance(
     at = run(wording_url, monkeypatch, CHEN)
     button(at, f"wd_approve_{vid}").click().run()
     no_exception(at)
-    assert any("approved as compliance" in readable(s) for s in at.success)
+    assert any("approved as Compliance" in readable(s) for s in at.success)
     assert versions.in_force(demo_engine).wording.messages["R3"].text == NEW_R3
     assert any("In force: sign-off v3" in readable(c) for c in at.caption)
 

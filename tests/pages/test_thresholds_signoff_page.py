@@ -184,7 +184,7 @@ def test_after_an_approval_the_controls_start_from_the_version_in_force(
     next(b for b in at.button if b.label == "Approve").click().run()
     no_exception(at)
     assert any(
-        readable(s) == f"Version {v.number} approved as compliance: it is the policy in force now."
+        readable(s) == f"Version {v.number} approved as Compliance: it is the policy in force now."
         for s in at.success
     )
     assert any(readable(c).startswith(f"In force: sign-off v{v.number} ") for c in at.caption)
@@ -275,7 +275,7 @@ def test_an_approval_that_waits_for_another_role_says_so_on_its_proposal(
     next(b for b in at.button if b.label == "Approve").click().run()
     no_exception(at)
     assert any(
-        readable(s) == f"Version {v.number} approved as compliance; it still needs: product_owner."
+        readable(s) == f"Version {v.number} approved as Compliance; it still needs: Product owner."
         for s in at.success
     )
     done = signoff.get_version(demo_engine, v.id)

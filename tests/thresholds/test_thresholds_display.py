@@ -205,8 +205,8 @@ def test_history_rollback_choices_and_chain() -> None:
     assert list(frame["status"]) == ["pending", "approved", "approved"]
     assert list(frame["tuned on"]) == ["", "validation", ""]
     assert frame["signatures"].iloc[1] == (
-        "product_owner: approve by product_owner@example.org at 2025-06-02 09:30; "
-        "compliance: approve by compliance@example.org at 2025-06-02 09:30"
+        "Product owner: approve by product_owner@example.org at 2025-06-02 09:30; "
+        "Compliance: approve by compliance@example.org at 2025-06-02 09:30"
     )
     assert display.rollback_choices(allv, 2) == [1]
     assert display.rollback_choices(allv, None) == [2, 1]

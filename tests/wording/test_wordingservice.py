@@ -366,7 +366,7 @@ def test_findings_frame_has_one_row_per_finding_with_excerpt() -> None:
     text = "There is no refund."
     frame = terms.findings_frame(text, lint(text))
     assert frame[["rule", "start", "end", "excerpt"]].values.tolist() == [
-        ["universal_negative", 0, 11, "There is no"]
+        ["Says the answer does not exist", 0, 11, "There is no"]
     ]
 
 
