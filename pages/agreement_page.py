@@ -75,7 +75,7 @@ def show_report(
     )
     st.subheader("Expected decision")
     decision = display.agreement_frame(report.decision, tax, names)
-    st.dataframe(decision, hide_index=True, width="stretch", column_config=COLUMNS)
+    ui.table(decision, pin=True, column_config=COLUMNS)
     if not report.decision_pairs.empty:
         st.caption("Decision pairs given by two annotators on the same case")
         labels = {k: t.label for k, t in tax.decisions.items()}
@@ -85,17 +85,14 @@ def show_report(
     st.subheader("Reason codes (each present or absent)")
     rc = display.agreement_frame(report.reasons, tax, names, "reason_codes")
     overall = rc[rc["scope"] == "all"].drop(columns=["annotator_a", "annotator_b"])
-    st.dataframe(overall, hide_index=True, width="stretch", column_config=COLUMNS)
+    ui.table(overall, pin=True, column_config=COLUMNS)
     with st.expander("Per annotator pair, per reason code"):
-        st.dataframe(
-            rc[rc["scope"] == "pair"], hide_index=True, width="stretch", column_config=COLUMNS
-        )
+        ui.table(rc[rc["scope"] == "pair"], pin=True, column_config=COLUMNS)
 
     st.subheader(f"By {ui.plain(group_by)}")
-    st.dataframe(
+    ui.table(
         display.groups_frame(report.groups, tax, group_by),
-        hide_index=True,
-        width="stretch",
+        pin=True,
         column_config={
             "raw agreement": st.column_config.NumberColumn(format="percent"),
             "alpha": st.column_config.NumberColumn(format="%.3f"),

@@ -152,7 +152,7 @@ def _targets_and_flips(
     if changed and not a.targets.empty:
         st.caption(f"Release targets of the proposed threshold on {ui.plain(a.report_on)}")
         st.dataframe(
-            a.targets,
+            display.figures_table(a.targets),
             hide_index=True,
             width="stretch",
             column_config={"value": st.column_config.NumberColumn(format="%.3f")},
@@ -184,7 +184,8 @@ def _sweeps(a: Analysis, src: Outcomes, pif: PolicyInForce, engine: Engine) -> N
         sc = charts.sweep_chart(a.sweep, a.points)
         st.altair_chart(sc, width="stretch")
         chart_downloads(sc, a.sweep, "sweep")
-        st.dataframe(a.sweep.replace([np.inf], np.nan), hide_index=True, width="stretch")
+        sweep = display.figures_table(a.sweep.replace([np.inf], np.nan))
+        st.dataframe(sweep, hide_index=True, width="stretch")
         try:
             by_slice = cached.slice_sweeps(
                 src.frame, pif.policy, pif.text, engine, src.stamp, src.mode, a.tuned_on
@@ -242,8 +243,8 @@ def _caveat_band(
         width="stretch",
         column_config={"share": pct, "unacceptable rate": pct},
     )
-    with st.expander("caveat_below against plain-answer, caveat and refusal rates"):
-        st.dataframe(cal.grid, hide_index=True, width="stretch")
+    with st.expander("Caveat threshold against plain-answer, caveat and refusal rates"):
+        st.dataframe(display.figures_table(cal.grid), hide_index=True, width="stretch")
     return cal
 
 

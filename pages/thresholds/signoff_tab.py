@@ -45,7 +45,7 @@ def _figures(evidence: SignoffEvidence) -> None:
         )
     if evidence.proposed_ops is not None:
         st.caption("When proposed")
-        st.dataframe(evidence.proposed_ops, hide_index=True, width="stretch")
+        st.dataframe(display.figures_table(evidence.proposed_ops), hide_index=True, width="stretch")
     a = evidence.analysis
     if a is None:
         return
@@ -55,9 +55,10 @@ def _figures(evidence: SignoffEvidence) -> None:
             f"{lead} on the {a.report_on} split ({a.n_report} outcomes) · mode {evidence.mode}"
         )
     )
-    st.dataframe(a.ops[a.ops["split"] == a.report_on], hide_index=True, width="stretch")
+    ops = display.figures_table(a.ops[a.ops["split"] == a.report_on])
+    st.dataframe(ops, hide_index=True, width="stretch")
     if not a.targets.empty:
-        st.dataframe(a.targets, hide_index=True, width="stretch")
+        st.dataframe(display.figures_table(a.targets), hide_index=True, width="stretch")
 
 
 def _sign_form(engine: Engine, actor: Actor, tax: Taxonomy, review: ProposalReview) -> None:

@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 import pandas as pd
 
+from review.audits import population
 from review.audits.claims import CitationReport
 from review.audits.items import ChunkView, ItemView
 from review.audits.plans import PlanView, StratumCount
@@ -18,6 +19,7 @@ from review.audits.verdicts import VerdictView
 from review.audits.vocabulary import HEADLINE, VERDICTS
 from review.core import clearance, readable
 from review.core.terms import ClaimVerdict, PlanStatus
+from review.traces.model import feedback_label
 from review.wording.findings import rule_title
 
 __all__ = [
@@ -40,9 +42,11 @@ __all__ = [
     "population_note",
     "rate_cells",
     "rates_table",
+    "readable_strata",
     "reproducibility",
     "signals_frame",
     "slice_table",
+    "stratum_label",
     "unsampled_share",
     "verdicts_frame",
 ]
@@ -131,6 +135,24 @@ def counts_caption(counts: Sequence[StratumCount], flt: PopulationFilter) -> str
     return f"{sum(c.count for c in counts)} traces in {len(counts)} strata ({flt.describe()})"
 
 
+def stratum_label(stratum: object) -> object:
+    """A stratum as people read it: each part of its name (a feedback value, a decision, an
+    attribute's value, joined by " · ") in words, never as a stored key ("abstain · I
+    expected an answer")."""
+    if not isinstance(stratum, str):
+        return stratum
+    return population.SEP.join(feedback_label(part) for part in stratum.split(population.SEP))
+
+
+def readable_strata(frame: pd.DataFrame) -> pd.DataFrame:
+    """A table with a ``stratum`` or ``feedback`` column, those cells in words."""
+    out = frame.copy()
+    for column in ("stratum", "feedback"):
+        if column in out.columns:
+            out[column] = out[column].map(stratum_label)
+    return out
+
+
 def items_frame(rows: Sequence[ItemRow], link: Callable[[int], str]) -> pd.DataFrame:
     """The sample in queue order; ``link`` gives the address that opens an item."""
     return pd.DataFrame(
@@ -138,9 +160,9 @@ def items_frame(rows: Sequence[ItemRow], link: Callable[[int], str]) -> pd.DataF
             {
                 "#": r.position,
                 "trace": r.trace_id,
-                "stratum": r.stratum,
+                "stratum": stratum_label(r.stratum),
                 "decision": r.decision,
-                "feedback": r.feedback,
+                "feedback": feedback_label(r.feedback),
                 "restricted": r.restricted,
                 "verdicts": r.reviewers,
                 "verdict": VERDICTS.get(r.outcome or "", ""),

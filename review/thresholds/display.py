@@ -18,6 +18,7 @@ from review.policy import signoff
 from review.policy.display import in_force_caption
 from review.policy.policy import ModeThresholds, NoAnswerPolicy
 from review.policy.signoff import signing_roles
+from review.thresholds.headline import METRIC_LABELS
 from review.thresholds.thresholds import Analysis
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "caveat_start",
     "chain_message",
     "coverage_points",
+    "figures_table",
     "flip_counts",
     "history_frame",
     "in_force_caption",
@@ -160,6 +162,29 @@ def targets_verdict(targets: pd.DataFrame) -> tuple[bool, str]:
     if failed:
         return False, f"{failed} of {readable.count(len(targets), 'target')} fail."
     return True, "Every target passes."
+
+
+#: Columns of the figures tables whose cells are metric or target names.
+_NAMED_CELLS: Final = ("metric", "target", "name")
+
+
+def _words(key: object) -> object:
+    """A metric, target or threshold name as people read it ("False-refusal rate",
+    "Max false refusal rate", "Refuse below"); anything else as it is."""
+    if not isinstance(key, str) or "_" not in key:
+        return key
+    return METRIC_LABELS.get(key) or readable.humanize(key)
+
+
+def figures_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """A table of operating points, targets, sweeps or caveat bands as shown: every column
+    headed in words (``false_refusal_rate`` -> "False-refusal rate", ``caveat_below (raw)``
+    -> "Caveat below (raw)") and metric and target names in words, never as stored keys."""
+    out = frame.copy()
+    for column in _NAMED_CELLS:
+        if column in out.columns:
+            out[column] = out[column].map(_words)
+    return out.rename(columns=lambda c: _words(c) if isinstance(c, str) else c)
 
 
 def flip_counts(flips: pd.DataFrame) -> str:

@@ -14,6 +14,7 @@ from review.core.taxonomy import Taxonomy
 from review.traces.browse import TraceListRow, TraceView
 from review.traces.chunks import ChunkView
 from review.traces.importer import ImportRow
+from review.traces.model import feedback_label
 from review.traces.retention import Retention
 
 __all__ = [
@@ -201,7 +202,7 @@ def listing_frame(
                 "top score": r.top_score,
                 "mode": r.ranking_mode if tax is None else readable.humanize(r.ranking_mode, ""),
                 "hits": r.hits_after_filter,
-                "feedback": r.feedback or "",
+                "feedback": feedback_label(r.feedback),
                 "policy (as logged)": r.policy_version,
                 "restricted": r.restricted,
             }

@@ -798,9 +798,9 @@ def segment_chart(frame: pd.DataFrame, signal: str = "no_answer_rate") -> alt.Ch
         color=alt.Color("segment:N", title=None, legend=bottom_legend()),
         tooltip=[
             week_tooltip(title=None),
-            "segment:N",
-            alt.Tooltip(f"{signal}:Q", format=".1%"),
-            "traces:Q",
+            alt.Tooltip("segment:N", title="segment"),
+            alt.Tooltip(f"{signal}:Q", title=SIGNALS[signal], format=".1%"),
+            alt.Tooltip("traces:Q", title="traces"),
         ],
         height=280,
     )

@@ -35,7 +35,7 @@ def test_change_log_table_cuts_long_snapshots_and_leaves_missing_ones_empty() ->
     assert frame[["who", "action", "entity", "id"]].values.tolist()[1] == [
         "ada",
         "update",
-        "case",
+        "Case",
         "3",
     ]
     assert frame["when"].tolist()[0] == "2025-06-01 00:00 UTC"  # a date, not a timestamp

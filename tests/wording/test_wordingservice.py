@@ -549,10 +549,10 @@ def test_production_findings_are_paginated_newest_first(prod: Engine) -> None:
     assert row.key == "F1" and row.rules == ["blames_user"]
     assert row.findings[0].excerpt == "Your question makes no sense"
     assert first.frame()["rules"].tolist() == [
-        "blames_user",
-        "unlisted_contact",
-        "claim_after_refusal",
-        "leaked_internal",
+        "Blames the user",
+        "Names an unlisted contact",
+        "Answers after refusing",
+        "Leaks internal details",
     ]
 
 
