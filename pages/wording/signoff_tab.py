@@ -95,7 +95,7 @@ def _signatures(ctx: WordingContext, v: signoff.VersionView) -> None:
     elif choice == "not_needed":
         st.caption(
             "Your signature is not needed on this version: it needs "
-            f"{ui.plain(', '.join(v.missing_roles) or 'nothing more')}."
+            f"{ui.plain(', '.join(map(readable.humanize, v.missing_roles)) or 'nothing more')}."
         )
     else:
         st.caption("Signatures come from product owners and compliance.")
