@@ -212,7 +212,7 @@ def _caveat_slider(
     st.session_state[key] = start if held is None else float(min(max(held, lo), hi))
     return float(
         st.slider(
-            f"Proposed caveat_below for {ui.plain(src.mode)} (current: "
+            f"Proposed Caveat below for {ui.plain(src.mode)} (current: "
             f"{ui.plain(th.caveat_below)}): answers between"
             " the two thresholds carry the caveat (C1)",
             min_value=lo,
@@ -302,7 +302,7 @@ def calibrate(engine: Engine, actor: Actor, tax: Taxonomy, pif: PolicyInForce) -
         st.session_state[key] = bounds.value
     st.session_state[f"{key}_range"] = span
     proposed = st.slider(
-        f"Proposed refuse_below for {ui.plain(src.mode)} (current: {ui.plain(current)})",
+        f"Proposed Refuse below for {ui.plain(src.mode)} (current: {ui.plain(current)})",
         min_value=bounds.min_value,
         max_value=bounds.max_value,
         step=0.005,

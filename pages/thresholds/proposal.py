@@ -78,7 +78,7 @@ def propose_form(
     st.subheader("Propose this change")
     with st.form("thr_propose"):
         st.markdown(
-            ui.plain(f"{mode}: refuse_below {proposed:g}, caveat_below {caveat:g}")
+            ui.plain(f"{mode}: Refuse below {proposed:g}, Caveat below {caveat:g}")
             + " (set with the sliders above)"
         )
         rationale = st.text_area("Rationale (goes into the change record)")

@@ -85,7 +85,7 @@ def calibrate_caveat(
     t_caveat = confidence_of(policy, mode, caveat_raw)
     if caveat_raw is not None and t_caveat < t_refuse:
         raise InputError(
-            f"caveat_below {caveat_raw:g} lies on the worse side of refuse_below "
+            f"Caveat below {caveat_raw:g} lies on the worse side of Refuse below "
             f"{refuse_raw:g}: answers between them would be refused, never caveated"
         )
     score = part["score"].to_numpy(dtype=float)
@@ -185,7 +185,7 @@ def calibration_text(c: CaveatCalibration) -> str:
         f"{readable.plural(cav['items'], 'carries', 'carry')} the caveat and {plain['items']:,} "
         f"{readable.plural(plain['items'], 'is', 'are')} "
         f"plain; unacceptable in the caveat band {rate(cav)}, among plain answers "
-        f"{rate(plain)}. Against the caveat_below in force, "
+        f"{rate(plain)}. Against the Caveat below in force, "
         f"{readable.count(c.gain_caveat, 'answer')} "
         f"{readable.plural(c.gain_caveat, 'gains', 'gain')} "
         f"the caveat and {c.lose_caveat:,} lose it."

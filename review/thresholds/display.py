@@ -130,8 +130,8 @@ def no_caveat_room(mode: str, proposed: float) -> str:
     """What the page says instead of a caveat slider when the proposed refuse_below is at the
     end of the score range, so no answer can fall between the two thresholds."""
     return (
-        f"Proposed caveat_below for {mode}: {proposed:g}, the same as the proposed "
-        "refuse_below, which is at the end of the score range: no answer would carry the caveat."
+        f"Proposed Caveat below for {mode}: {proposed:g}, the same as the proposed "
+        "Refuse below, which is at the end of the score range: no answer would carry the caveat."
     )
 
 

@@ -340,7 +340,7 @@ def test_cases_split_preview_is_computed_only_on_demand(
     next(b for b in at.button if b.label == "Apply this assignment").click().run()
     no_exception(at)
     assert any(
-        readable(s) == f"{len(expected.moves)} case(s) moved; seed {seed} recorded."
+        readable(s) == f"{readable_count(len(expected.moves), 'case')} moved; seed {seed} recorded."
         for s in at.success
     )
     assert not would_change(at)  # applied: the preview is gone until asked for again

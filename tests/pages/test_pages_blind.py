@@ -12,6 +12,7 @@ from streamlit.testing.v1 import AppTest
 
 from review.admin import users
 from review.cases import cases, sight
+from review.core import readable
 from review.core.identity import Actor
 from review.core.taxonomy import Taxonomy
 from review.labels import blind, labeling
@@ -169,7 +170,9 @@ def test_a_run_s_outputs_hide_the_gold_of_a_case_waiting_for_my_label(
     _label(demo_engine, INES, view, tax)
     _run(at)
     outputs = _table_with(at, "gold")
-    assert set(outputs.loc[outputs["key"] == view.key, "gold"]) == {view.expected_decision}
+    # the gold decision now shows, as its label
+    gold = readable.term(tax, "decisions", view.expected_decision)
+    assert set(outputs.loc[outputs["key"] == view.key, "gold"]) == {gold}
 
 
 def test_adjudication_shows_a_reviewer_who_may_still_label_no_expected_decision(

@@ -251,7 +251,7 @@ def test_the_proposed_threshold_at_either_end_of_its_range_keeps_the_page(
     no_exception(at)
     assert not [s for s in at.slider if s.key == "thr_caveat_vector"]
     assert any(
-        readable(c).startswith("Proposed caveat_below for vector: ")
+        readable(c).startswith("Proposed Caveat below for vector: ")
         and "no answer would carry the caveat" in readable(c)
         for c in at.caption
     )

@@ -669,7 +669,8 @@ def test_verify_signoffs_compares_with_a_recorded_head(
     assert r.exit_code == 0, r.output
     first = out.read_text(encoding="utf-8").splitlines()[0]
     head, count = signoff.chain_head(demo_engine)
-    assert first.startswith(f"# sign-off chain head: {head} ({count} signature(s))")
+    signatures = f"{count} signature" + ("" if count == 1 else "s")
+    assert first.startswith(f"# sign-off chain head: {head} ({signatures})")
     assert yaml.safe_load(out.read_text(encoding="utf-8"))["approved_on"]  # still the policy
     r = run(main, ["verify-signoffs", "--head", head])
     assert r.exit_code == 0 and "it holds the recorded head" in r.output, r.output
