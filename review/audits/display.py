@@ -20,7 +20,6 @@ from review.audits.vocabulary import HEADLINE, VERDICTS
 from review.core import clearance, readable
 from review.core.terms import ClaimVerdict, PlanStatus
 from review.traces.model import feedback_label
-from review.wording.findings import rule_title
 
 __all__ = [
     "batch_label",
@@ -253,10 +252,21 @@ class Finding(Protocol):
     def explanation(self) -> str: ...
 
 
-def findings_frame(findings: Sequence[Finding]) -> pd.DataFrame:
-    """The wording rules a refusal breaks, with the words that break them."""
+def findings_frame(
+    findings: Sequence[Finding], titles: Mapping[str, str] | None = None
+) -> pd.DataFrame:
+    """The wording rules a refusal breaks (each by its title in ``titles``, rule id ->
+    title, else humanised: never the id), with the words that break them."""
+    names = dict(titles or {})
     return pd.DataFrame(
-        [{"rule": rule_title(f.rule), "excerpt": f.excerpt, "why": f.explanation} for f in findings]
+        [
+            {
+                "rule": names.get(f.rule) or readable.humanize(f.rule),
+                "excerpt": f.excerpt,
+                "why": f.explanation,
+            }
+            for f in findings
+        ]
     )
 
 
