@@ -20,7 +20,7 @@ from pages import ui
 from review.admin import navigation, signin, users
 from review.admin.navigation import PageSpec
 from review.core.errors import PermissionDenied, WorkbenchError
-from review.core.identity import Actor, Permission, Role
+from review.core.identity import Actor, Permission, Role, roles_text
 from review.traces import browse
 
 USER_KEY = "wb_user_id"
@@ -377,7 +377,7 @@ def _who_oidc(engine: Engine) -> Actor | None:
         return None
     with st.sidebar:
         st.caption("Signed in as")
-        st.text(f"{row.name} · {', '.join(row.roles)}")
+        st.text(f"{row.name} · {roles_text(row.roles)}")
         if st.button("Sign out"):
             st.logout()
     return users.to_actor(row)

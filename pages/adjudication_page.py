@@ -57,7 +57,7 @@ def list_caption(queue: adjudication.ReviewerQueue) -> str:
     shown = (
         f"The first {readable.number(len(queue.entries))} cases"
         if queue.limited
-        else f"{readable.number(len(queue.entries))} case(s)"
+        else f"{readable.count(len(queue.entries), 'case')}"
     )
     text = f"{shown} whose current labels disagree and have no newer gold label."
     if queue.hidden:

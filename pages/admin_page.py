@@ -9,12 +9,13 @@ from sqlalchemy import Engine
 from pages import ui
 from pages.traces.restriction_panel import unknown_documents_form
 from review.admin import changelog, navigation, users
+from review.core import readable
 from review.core.errors import StaleWriteError, WorkbenchError
 from review.core.identity import ROLE_HELP, Actor, Permission, Role
 from review.labels import adjudication, labeling
 
 ROLE_NAMES = [r.value for r in Role]
-ROLE_HELP_TEXT = "\n".join(f"- **{r.value}**: {h}" for r, h in ROLE_HELP.items())
+ROLE_HELP_TEXT = "\n".join(f"- **{readable.humanize(r.value)}**: {h}" for r, h in ROLE_HELP.items())
 
 
 def add_user_form(engine: Engine, actor: Actor) -> None:
@@ -22,7 +23,13 @@ def add_user_form(engine: Engine, actor: Actor) -> None:
         st.subheader("Add a user")
         email = st.text_input("Email")
         name = st.text_input("Name")
-        roles = st.multiselect("Roles", ROLE_NAMES, help=ROLE_HELP_TEXT)
+        roles = st.multiselect(
+            "Roles",
+            ROLE_NAMES,
+            format_func=readable.humanize,
+            help=ROLE_HELP_TEXT,
+            select_all=False,
+        )
         clearance = st.checkbox("Clearance for restricted content")
         add = st.form_submit_button("Add user", type="primary")
     if add:
@@ -46,7 +53,12 @@ def change_roles_form(engine: Engine, actor: Actor, people: list[users.UserView]
     with st.form(f"admin_edit_{pick}"):
         new_name = st.text_input("Name", target.name)
         new_roles = st.multiselect(
-            "Roles", ROLE_NAMES, default=list(target.roles), help=ROLE_HELP_TEXT
+            "Roles",
+            ROLE_NAMES,
+            default=list(target.roles),
+            format_func=readable.humanize,
+            help=ROLE_HELP_TEXT,
+            select_all=False,
         )
         new_clear = st.checkbox("Clearance for restricted content", target.clearance)
         new_active = st.checkbox("Active", target.active)
@@ -143,7 +155,8 @@ def runs_section(engine: Engine) -> None:
     interrupted = [r for r in rows if r.status == "interrupted" and r.resumed_by is None]
     if interrupted:
         st.warning(
-            f"{len(interrupted)} run(s) on this page were interrupted and not resumed: "
+            f"{readable.count(len(interrupted), 'run')} on this page "
+            f"{readable.plural(len(interrupted), 'was', 'were')} interrupted and not resumed: "
             "run them again to complete them."
         )
     st.dataframe(changelog.runs_frame(rows), hide_index=True, width="stretch")

@@ -66,15 +66,16 @@ def show_report(
     report: agreement.AgreementReport, tax: Taxonomy, group_by: str, names: dict[str, str]
 ) -> None:
     st.caption(
-        f"{report.cases:d} case(s), {report.annotators:d} "
-        f"annotator(s), {report.labels:d} current label(s). Kappa per pair, Krippendorff's alpha "
+        f"{readable.count(report.cases, 'case')}, "
+        f"{readable.count(report.annotators, 'annotator')}, "
+        f"{readable.count(report.labels, 'current label')}. Kappa per pair, Krippendorff's alpha "
         "(nominal) across everyone; raw agreement beside each, with the items behind it. "
         "A statistic is undefined (blank, with the reason) when one rater is constant or "
         "nothing is shared."
     )
     st.subheader("Expected decision")
     decision = display.agreement_frame(report.decision, tax, names)
-    st.dataframe(decision, hide_index=True, width="stretch", column_config=COLUMNS)
+    ui.table(decision, pin=True, column_config=COLUMNS)
     if not report.decision_pairs.empty:
         st.caption("Decision pairs given by two annotators on the same case")
         labels = {k: t.label for k, t in tax.decisions.items()}
@@ -84,17 +85,14 @@ def show_report(
     st.subheader("Reason codes (each present or absent)")
     rc = display.agreement_frame(report.reasons, tax, names, "reason_codes")
     overall = rc[rc["scope"] == "all"].drop(columns=["annotator_a", "annotator_b"])
-    st.dataframe(overall, hide_index=True, width="stretch", column_config=COLUMNS)
+    ui.table(overall, pin=True, column_config=COLUMNS)
     with st.expander("Per annotator pair, per reason code"):
-        st.dataframe(
-            rc[rc["scope"] == "pair"], hide_index=True, width="stretch", column_config=COLUMNS
-        )
+        ui.table(rc[rc["scope"] == "pair"], pin=True, column_config=COLUMNS)
 
     st.subheader(f"By {ui.plain(group_by)}")
-    st.dataframe(
+    ui.table(
         display.groups_frame(report.groups, tax, group_by),
-        hide_index=True,
-        width="stretch",
+        pin=True,
         column_config={
             "raw agreement": st.column_config.NumberColumn(format="percent"),
             "alpha": st.column_config.NumberColumn(format="%.3f"),

@@ -18,7 +18,7 @@ from pages.cases.case_list import case_list, filters, seed_filters_from_query
 from pages.cases.case_view import FLASH_KEY, show_case
 from pages.cases.splits_panel import splits_panel
 from review.cases import cases, sight
-from review.core import uploads
+from review.core import readable, uploads
 from review.core.identity import Actor, Permission
 from review.core.taxonomy import Taxonomy
 from review.core.terms import CaseStatus
@@ -59,11 +59,12 @@ def import_export_panel(engine: Engine, actor: Actor, tax: Taxonomy, flt: cases.
             n, data, withheld = st.session_state[EXPORT_KEY]
             if withheld:
                 st.caption(
-                    f"{withheld:d} case(s) still waiting for your label are left out (blind "
+                    f"{readable.count(withheld, 'case')} still waiting for your label "
+                    f"{readable.plural(withheld, 'is', 'are')} left out (blind "
                     "labeling): label them first."
                 )
             st.download_button(
-                f"Download {n:d} case(s) as JSONL",
+                f"Download {readable.count(n, 'case')} as JSONL",
                 data,
                 file_name="cases.jsonl",
                 mime="application/jsonl",

@@ -7,7 +7,7 @@ from sqlalchemy import Engine
 
 from pages import ui
 from review.admin import users
-from review.core import clearance, uploads
+from review.core import clearance, readable, uploads
 from review.core.errors import WorkbenchError
 from review.core.identity import Actor, Permission
 from review.core.taxonomy import Taxonomy
@@ -131,7 +131,7 @@ def import_panel(engine: Engine, actor: Actor, tax: Taxonomy) -> None:
         total = sum(f.size for f in files)
         with (
             ui.reported("Nothing was imported. "),
-            st.spinner(f"Importing {len(files):d} file(s) ({total:,} bytes)…"),
+            st.spinner(f"Importing {readable.count(len(files), 'file')} ({total:,} bytes)…"),
         ):
             docs = []
             for f in files:

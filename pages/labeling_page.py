@@ -27,7 +27,7 @@ def idle() -> None:
     form.message()
     skipped = st.session_state["lab_skipped"]
     if skipped:
-        st.caption(f"{len(skipped):d} case(s) skipped this session.")
+        st.caption(f"{readable.count(len(skipped), 'case')} skipped this session.")
         if st.button("Bring skipped cases back"):
             st.session_state["lab_skipped"] = []
             st.rerun()

@@ -16,10 +16,13 @@ from sqlalchemy import Engine
 
 from pages import integrity, ui
 from review.charts.violations import violations_chart
+from review.core import readable
 from review.core.errors import WorkbenchError
 from review.core.identity import Actor
 from review.traces import browse, interaction, monitoring, weekly
+from review.wording import display as wording_display
 from review.wording import production
+from review.wording.findings import RULE_TITLES
 
 P = "monitoring_"
 ALL = "(all traffic)"
@@ -111,6 +114,7 @@ def weekly_signals(result: monitoring.MonitorResult) -> None:
         default=DEFAULT_SIGNALS,
         format_func=monitoring.SIGNALS.__getitem__,
         key=f"{P}signals",
+        select_all=False,
     )
     if chosen:
         st.altair_chart(
@@ -153,8 +157,8 @@ def wording_violations(engine: Engine, actor: Actor, result: monitoring.MonitorR
         return
     if isinstance(violations, int):
         st.info(
-            f"The production wording check has {violations:,} refusal "
-            "text(s) to look at. Run it on the Wording page (Production check); the weekly "
+            f"The production wording check has {readable.count(violations, 'refusal text')} "
+            "to look at. Run it on the Wording page (Production check); the weekly "
             "count of refusals that break a wording rule then shows here."
         )
         st.link_button("Open the production check", ui.link("wording"))
@@ -164,8 +168,9 @@ def wording_violations(engine: Engine, actor: Actor, result: monitoring.MonitorR
         f"{int(violations['offending'].sum()):,} in these weeks. The traces are listed on the "
         "Wording page (Production check)."
     )
-    st.altair_chart(violations_chart(violations, list(production.RULE_BITS)), width="stretch")
-    st.dataframe(violations, hide_index=True, width="stretch")
+    chart = violations_chart(violations, list(production.RULE_BITS), RULE_TITLES)
+    st.altair_chart(chart, width="stretch")
+    st.dataframe(wording_display.violations_table(violations), hide_index=True, width="stretch")
 
 
 def compare_segments(url: str, stamp: str, weeks: int) -> None:

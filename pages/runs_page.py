@@ -59,7 +59,7 @@ def one_run(
     df = clearance.withhold(actor, view.frame)
     if run.infra_failures:
         st.warning(
-            f"{run.infra_failures:d} infrastructure failure(s): counted apart, never "
+            f"{readable.count(run.infra_failures, 'infrastructure failure')}: counted apart, never "
             "as answers, and excluded from every rate."
         )
     summary = view.summary
@@ -67,7 +67,7 @@ def one_run(
     c1, c2 = st.columns([3, 2])
     with c1:
         st.subheader("Metrics")
-        st.dataframe(display.summary_rows(summary), hide_index=True, width="stretch")
+        ui.table(display.summary_rows(summary), hide_index=True, width="stretch")
         st.caption(
             "Rates with 95% Wilson intervals; k of n, where n counts what *over* says (the "
             "denominators of notes 000 and 002). Infrastructure failures are excluded. A "
@@ -93,14 +93,14 @@ def one_run(
     )
     table = cached.by_group(engine, view, stamp, group or "split", partial)
     rates = [runmetrics.LABELS[m] for m in runmetrics.RATE_METRICS]
-    st.dataframe(
+    ui.table(
         display.group_table(table, group or "split", tax),
         hide_index=True,
         width="stretch",
         column_config={r: st.column_config.NumberColumn(r, format="percent") for r in rates},
     )
     st.subheader("Recall of each decision state")
-    st.dataframe(display.recall_table(view.recall, tax), hide_index=True, width="stretch")
+    ui.table(display.recall_table(view.recall, tax), hide_index=True, width="stretch")
     judge_section(engine, tax, run, view.frame)
     st.subheader("Expected vs observed decision")
     st.altair_chart(confusion, width="stretch")
@@ -110,7 +110,7 @@ def one_run(
     if meta.empty:
         st.info("This run has no outputs on family variants and no perturbed re-runs.")
     else:
-        st.dataframe(
+        ui.table(
             meta,
             hide_index=True,
             width="stretch",
@@ -143,7 +143,7 @@ def one_run(
         ):
             only = st.toggle("Failing only", value=True, key="runs_pert_failing")
             shown = failing if only else perturbed
-            st.dataframe(
+            ui.table(
                 shown[PERTURBED_COLUMNS].rename(
                     columns={"base_decision": "decision before", "decision": "after"}
                 ),
@@ -173,8 +173,10 @@ def one_run(
                         label=f"Distractor added first: {ui.plain(detail.get('added', ''))}",
                     )
     with st.expander("Outputs (text shown verbatim)"):
-        st.dataframe(
-            blinding.outputs_table(engine, blind.sight(engine, actor), df)[OUTPUT_COLUMNS],
+        ui.table(
+            display.outputs_table(
+                blinding.outputs_table(engine, blind.sight(engine, actor), df)[OUTPUT_COLUMNS], tax
+            ),
             hide_index=True,
             width="stretch",
         )
@@ -192,7 +194,7 @@ def compare_runs(engine: Engine, tax: Taxonomy, by_name: dict[str, evalruns.RunR
     b = c2.selectbox("Run B (after)", names, index=0, key="runs_b")
     partial = _partial_allowed(engine)
     comparison = cached.compare(engine, tax, by_name[a].id, by_name[b].id, partial)
-    st.dataframe(
+    ui.table(
         comparison.bootstrap,
         hide_index=True,
         width="stretch",
@@ -216,7 +218,7 @@ def compare_runs(engine: Engine, tax: Taxonomy, by_name: dict[str, evalruns.RunR
             + " (fixed = B matches the gold decision where A did not)"
         )
         seen = blind.sight(engine, ui.actor())
-        st.dataframe(blinding.outputs_table(engine, seen, flips), hide_index=True, width="stretch")
+        ui.table(blinding.outputs_table(engine, seen, flips), hide_index=True, width="stretch")
 
 
 @st.fragment
@@ -249,7 +251,7 @@ def drift_by_family(engine: Engine, tax: Taxonomy) -> None:
     st.altair_chart(chart, width="stretch")
     table = runmetrics.drift_table(view, metric)
     order = [c for c in table.columns if c != "family"]
-    st.dataframe(
+    ui.table(
         table,
         hide_index=True,
         width="stretch",
@@ -265,7 +267,7 @@ def drift_by_family(engine: Engine, tax: Taxonomy) -> None:
         "decision differs from the run before (blank for the first run)."
     )
     with st.expander("Every run and family, with counts"):
-        st.dataframe(view, hide_index=True, width="stretch")
+        ui.table(view, hide_index=True, width="stretch")
 
 
 def main() -> None:
@@ -288,8 +290,9 @@ def main() -> None:
             "use `workbench evaluate --pipeline module:function`."
         )
         return
-    st.dataframe(
+    ui.table(
         evalruns.runs_frame(runs, users.display_names(engine)),
+        pin=True,
         hide_index=True,
         width="stretch",
         height=ui.table_height(len(runs), 8),

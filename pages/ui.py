@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import math
 import urllib.parse
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import streamlit as st
@@ -20,7 +20,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from review.admin import navigation, users
-from review.core import database, uploads
+from review.core import database, readable, uploads
 from review.core.database import database_url, open_database
 from review.core.errors import WorkbenchError
 from review.core.escape import markdown_text
@@ -176,6 +176,49 @@ def query_int(name: str) -> int | None:
 def table_height(rows: int, max_rows: int = 25) -> int:
     """Height (px) that shows ``rows`` rows of a dataframe without an inner scrollbar."""
     return 38 + 35 * max(1, min(rows, max_rows))
+
+
+Pin = bool | Sequence[str]
+
+
+def table_columns(
+    frame: Any, column_config: dict[str, Any] | None = None, *, pin: Pin = False
+) -> dict[str, Any]:
+    """The column configuration of a shown table: ``column_config`` as given, plus a header
+    in words for every column named like a stored key (``false_refusal_rate`` reads "False
+    refusal rate", through readable.humanize) and the columns that say which row it is
+    fixed while a wide table scrolls sideways inside its frame: with ``pin=True`` the first
+    column, or the columns ``pin`` names (the open link and the id)."""
+    config: dict[str, Any] = dict(column_config or {})
+    names = [str(c) for c in getattr(frame, "columns", [])]
+    for name in names:
+        if "_" in name and name not in config:
+            config[name] = st.column_config.Column(readable.humanize(name))
+    pinned = names[:1] if pin is True else [] if pin is False else [p for p in pin if p in names]
+    for name in pinned:
+        given = config.get(name)
+        if name not in config:
+            config[name] = st.column_config.Column(pinned=True)
+        elif isinstance(given, dict):
+            config[name] = {**given, "pinned": True}
+        elif isinstance(given, str):
+            config[name] = st.column_config.Column(given, pinned=True)
+    return config
+
+
+def table(
+    frame: Any, *, pin: Pin = False, column_config: dict[str, Any] | None = None, **kwargs: Any
+) -> Any:
+    """Every page's table (``st.dataframe`` without the index, as wide as the page): headers
+    in words, a missing figure as "—" and, with ``pin``, its identifying columns fixed
+    (:func:`table_columns`).
+    Returns what ``st.dataframe`` returns (the selection, when ``on_select`` is given)."""
+    kwargs.setdefault("hide_index", True)
+    kwargs.setdefault("width", "stretch")
+    # a figure that does not apply reads as a dash (its reason sits in the row's note),
+    # never "None" or "nan"
+    kwargs.setdefault("placeholder", readable.UNDEFINED)
+    return st.dataframe(frame, column_config=table_columns(frame, column_config, pin=pin), **kwargs)
 
 
 def link(path: str = "", **params: object) -> str:

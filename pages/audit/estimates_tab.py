@@ -31,7 +31,7 @@ def render(engine: Engine, plan: PlanView | None) -> None:
     rates(report)
     st.subheader("By stratum")
     st.dataframe(
-        report.strata.rename(columns=vocabulary.VERDICTS),
+        display.readable_strata(report.strata).rename(columns=vocabulary.VERDICTS),
         hide_index=True,
         width="stretch",
         height=ui.table_height(len(report.strata), 12),

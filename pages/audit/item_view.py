@@ -15,6 +15,7 @@ from review.audits import display, forms, items, verdicts
 from review.core import readable
 from review.core.identity import Actor
 from review.wording import production
+from review.wording.findings import RULE_TITLES
 
 
 def next_uid() -> int:
@@ -70,7 +71,9 @@ def wording_check(engine: Engine, actor: Actor, view: items.ItemView) -> None:
             "The final text breaks these wording rules; if they hold, the verdict is a wording "
             "violation."
         )
-        st.dataframe(display.findings_frame(wording.findings), hide_index=True, width="stretch")
+        st.dataframe(
+            display.findings_frame(wording.findings, RULE_TITLES), hide_index=True, width="stretch"
+        )
 
 
 def claims_key(item_id: int) -> str:

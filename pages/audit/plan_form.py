@@ -3,6 +3,7 @@ preview of the population per stratum and the button that creates the plan."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 import streamlit as st
@@ -12,8 +13,18 @@ from pages import ui
 from pages.audit.cached import forget_counts, values
 from review.audits import display, forms, population
 from review.audits import plans as audit_plans
+from review.core import readable
 from review.core.identity import Actor
 from review.core.taxonomy import Taxonomy
+
+
+def _terms(tax: Taxonomy, section: str) -> Callable[[str], str]:
+    """How a picker's key of a taxonomy section reads: its label ("(none)" as it is)."""
+
+    def label(key: str) -> str:
+        return key if key == population.NONE else readable.term(tax, section, key)
+
+    return label
 
 
 def population_fields(engine: Engine, tax: Taxonomy) -> forms.PlanForm:
@@ -23,8 +34,19 @@ def population_fields(engine: Engine, tax: Taxonomy) -> forms.PlanForm:
     date_from = c1.date_input("From (UTC)", value=None, key="aud_from")
     date_to = c2.date_input("To, inclusive (UTC)", value=None, key="aud_to")
     c1, c2, c3 = st.columns(3)
-    f_dec = c1.multiselect("Decisions", [*tax.decisions, population.NONE], key="aud_f_dec")
-    f_reason = c2.multiselect("Reason codes", [*tax.reason_codes, population.NONE])
+    f_dec = c1.multiselect(
+        "Decisions",
+        [*tax.decisions, population.NONE],
+        key="aud_f_dec",
+        format_func=_terms(tax, "decisions"),
+        select_all=False,
+    )
+    f_reason = c2.multiselect(
+        "Reason codes",
+        [*tax.reason_codes, population.NONE],
+        format_func=_terms(tax, "reason_codes"),
+        select_all=False,
+    )
     f_feedback = c3.multiselect("User feedback", values(engine, "feedback"), key="aud_f_fb")
     c1, c2, c3 = st.columns(3)
     f_lang = c1.multiselect("Languages", values(engine, "language"))

@@ -61,7 +61,7 @@ def plan_details(engine: Engine, plan: audit_plans.PlanView) -> None:
     st.subheader(ui.plain(plan.name))
     st.caption(ui.plain(display.plan_summary(plan)))
     st.dataframe(
-        plan.strata_frame(),
+        display.readable_strata(plan.strata_frame()),
         hide_index=True,
         width="stretch",
         height=ui.table_height(len(plan.population), 10),
@@ -119,10 +119,9 @@ def sample_table(engine: Engine, plan: audit_plans.PlanView) -> None:
     n_items = queue.count_items(engine, plan.id)
     page = ui.paginate(n_items, f"aud_items_{plan.id}", PAGE_SIZE)
     rows = queue.list_items(engine, plan.id, page, PAGE_SIZE)
-    st.dataframe(
+    ui.table(
         display.items_frame(rows, lambda item_id: ui.link("audit", item=item_id)),
-        hide_index=True,
-        width="stretch",
+        pin=("#", "open", "trace"),
         height=ui.table_height(len(rows)),
         column_config={"open": st.column_config.LinkColumn("open", display_text="open")},
     )

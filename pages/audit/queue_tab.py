@@ -20,6 +20,7 @@ from pages.audit.item_view import (
 )
 from review.audits import display, forms, items, promote, queue, verdicts, vocabulary
 from review.audits.plans import PlanView
+from review.core import readable
 from review.core.errors import WorkbenchError
 from review.core.identity import Actor, Permission
 from review.core.taxonomy import Taxonomy
@@ -70,12 +71,15 @@ def queue_of(engine: Engine, actor: Actor, tax: Taxonomy, plan: PlanView) -> Non
     prog = queue.progress(engine, actor, plan.id)
     c1, c2, c3 = st.columns(3)
     c1.metric("Judged by me", prog.mine)
-    c2.metric(f"Traces with {prog.overlap:d} verdict(s)", f"{prog.complete} / {prog.items}")
+    c2.metric(
+        f"Traces with {readable.count(prog.overlap, 'verdict')}", f"{prog.complete} / {prog.items}"
+    )
     c2.progress(prog.complete / prog.items if prog.items else 0.0)
     c3.metric("Verdicts in all", prog.verdicts)
     if prog.waiting_for_clearance:
         st.caption(
-            f"{prog.waiting_for_clearance:d} restricted trace(s) wait for a reviewer with "
+            f"{readable.count(prog.waiting_for_clearance, 'restricted trace')} "
+            f"{readable.plural(prog.waiting_for_clearance, 'waits', 'wait')} for a reviewer with "
             "clearance."
         )
     st.session_state.setdefault(skipped_key(plan), [])

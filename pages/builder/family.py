@@ -15,7 +15,7 @@ from pages.builder.nav import leave_message, take_focus
 from review.builder import blinding, replay, suggestions, tables
 from review.builder import family_view as builder_family_view
 from review.builder.family_view import FamilyView, VariantRow
-from review.core import clearance
+from review.core import clearance, readable
 from review.core.identity import Actor, Permission
 from review.core.taxonomy import Taxonomy
 from review.labels import blind
@@ -60,7 +60,8 @@ def checks(fam: FamilyView, key: str) -> None:
     st.markdown("**Consistency checks**")
     if fam.blind:
         st.info(
-            f"{fam.blind:d} variant(s) of this family still wait for your label: their "
+            f"{readable.count(fam.blind, 'variant')} of this family still "
+            f"{readable.plural(fam.blind, 'waits', 'wait')} for your label: their "
             "evidence state, expected decision, document roles and edits, and the family's "
             "checks and decisive passage, stay hidden until you label them (blind labeling)."
         )

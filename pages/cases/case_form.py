@@ -10,6 +10,7 @@ import streamlit as st
 from pages import ui
 from review.cases import cases, display
 from review.cases import form as case_form_data
+from review.core import readable
 from review.core.errors import WorkbenchError
 from review.core.taxonomy import Taxonomy
 
@@ -30,7 +31,11 @@ def case_form(
         c1, c2 = st.columns(2)
         ident_name = c1.text_input("Test identity", s.identity_name)
         ident_scopes = c2.multiselect(
-            "Identity may see", list(tax.access_scopes), default=s.identity_scopes
+            "Identity may see",
+            list(tax.access_scopes),
+            default=s.identity_scopes,
+            format_func=lambda k: readable.term(tax, "access_scopes", k),
+            select_all=False,
         )
         st.caption("Documents available to retrieval (reference as ID@VERSION).")
         docs_df = st.data_editor(
@@ -86,6 +91,7 @@ def case_form(
             default=s.reason_codes,
             format_func=lambda k: tax.reason_codes[k].label,
             help=display.terms_help(tax.case_reason_codes()),
+            select_all=False,
         )
         slices = st.multiselect(
             "Slices",
@@ -93,6 +99,7 @@ def case_form(
             default=s.slices,
             format_func=lambda k: tax.slices[k].label,
             help=display.terms_help(tax.slices),
+            select_all=False,
         )
         c1, c2, c3, c4 = st.columns(4)
         family = c1.text_input("Family key (optional)", s.family)

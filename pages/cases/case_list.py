@@ -76,8 +76,9 @@ def case_list(
     df = display.case_table(
         rows, lambda case_id: ui.link("cases", case=case_id), tax, users.display_names(engine)
     )
-    event = st.dataframe(
+    event = ui.table(
         df,
+        pin=("open", "case"),
         hide_index=True,
         width="stretch",
         height=ui.table_height(len(df)),

@@ -10,7 +10,7 @@ from pages import ui
 from pages.cases.case_form import case_form
 from review.admin import users
 from review.cases import cases, display, sight
-from review.core import clearance
+from review.core import clearance, readable
 from review.core.identity import Actor, Permission
 from review.core.taxonomy import Taxonomy
 from review.labels import blind
@@ -106,7 +106,7 @@ def family(
     fam_rows = sight.list_cases(
         engine, seen, cases.CaseFilter(family=view.family), page_size=50, viewer=actor
     )
-    st.caption(f"Family {ui.plain(view.family)}: {len(fam_rows)} variant(s)")
+    st.caption(f"Family {ui.plain(view.family)}: {readable.count(len(fam_rows), 'variant')}")
     st.dataframe(
         display.family_table(fam_rows, lambda case_id: ui.link("cases", case=case_id), tax),
         hide_index=True,

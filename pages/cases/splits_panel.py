@@ -8,6 +8,7 @@ from sqlalchemy import Engine
 
 from pages import ui
 from review.cases import display, splits
+from review.core import readable
 from review.core.errors import WorkbenchError
 from review.core.identity import Actor
 
@@ -55,7 +56,8 @@ def splits_panel(engine: Engine, actor: Actor) -> None:
         moves = preview["moves"]
         st.dataframe(preview["counts"], width="stretch")
         st.caption(
-            f"{len(moves)} case(s) would change split; {preview['locked']:d} locked case(s) "
+            f"{readable.count(len(moves), 'case')} would change split; "
+            f"{readable.count(preview['locked'], 'locked case')} "
             "stay put."
         )
         if len(moves):

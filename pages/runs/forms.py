@@ -13,7 +13,7 @@ from sqlalchemy import Engine
 
 from pages import ui
 from pages.runs import cached
-from review.core import uploads
+from review.core import readable, uploads
 from review.core.errors import InputError
 from review.core.identity import Actor, Permission
 from review.core.taxonomy import Taxonomy
@@ -144,5 +144,5 @@ def judge_section(
             text = uploads.read_text(up.name, up.getvalue(), "judge")
             items = list(judges.iter_judge_labels(text.splitlines(), up.name, tax))
             n = judges.import_judge_labels(engine, actor, run.id, items, up.name)
-            st.session_state["runs_flash"] = f"{n} judge label(s) imported."
+            st.session_state["runs_flash"] = f"{readable.count(n, 'judge label')} imported."
             st.rerun()

@@ -157,7 +157,7 @@ def _targets_and_flips(
     if changed and not a.targets.empty:
         st.caption(f"Release targets of the proposed threshold on {ui.plain(a.report_on)}")
         st.dataframe(
-            a.targets,
+            display.figures_table(a.targets),
             hide_index=True,
             width="stretch",
             column_config={"value": st.column_config.NumberColumn(format="%.3f")},
@@ -189,7 +189,8 @@ def _sweeps(a: Analysis, src: Outcomes, pif: PolicyInForce, engine: Engine) -> N
         sc = charts.sweep_chart(a.sweep, a.points)
         st.altair_chart(sc, width="stretch")
         chart_downloads(sc, a.sweep, "sweep")
-        st.dataframe(a.sweep.replace([np.inf], np.nan), hide_index=True, width="stretch")
+        sweep = display.figures_table(a.sweep.replace([np.inf], np.nan))
+        st.dataframe(sweep, hide_index=True, width="stretch")
         try:
             by_slice = cached.slice_sweeps(
                 src.frame, pif.policy, pif.text, engine, src.stamp, src.mode, a.tuned_on
@@ -216,7 +217,7 @@ def _caveat_slider(
     st.session_state[key] = start if held is None else float(min(max(held, lo), hi))
     return float(
         st.slider(
-            f"Proposed caveat_below for {ui.plain(src.mode)} (current: "
+            f"Proposed Caveat below for {ui.plain(src.mode)} (current: "
             f"{ui.plain(th.caveat_below)}): answers between"
             " the two thresholds carry the caveat (C1)",
             min_value=lo,
@@ -247,8 +248,8 @@ def _caveat_band(
         width="stretch",
         column_config={"share": pct, "unacceptable rate": pct},
     )
-    with st.expander("caveat_below against plain-answer, caveat and refusal rates"):
-        st.dataframe(cal.grid, hide_index=True, width="stretch")
+    with st.expander("Caveat threshold against plain-answer, caveat and refusal rates"):
+        st.dataframe(display.figures_table(cal.grid), hide_index=True, width="stretch")
     return cal
 
 
@@ -306,7 +307,7 @@ def calibrate(engine: Engine, actor: Actor, tax: Taxonomy, pif: PolicyInForce) -
         st.session_state[key] = bounds.value
     st.session_state[f"{key}_range"] = span
     proposed = st.slider(
-        f"Proposed refuse_below for {ui.plain(src.mode)} (current: {ui.plain(current)})",
+        f"Proposed Refuse below for {ui.plain(src.mode)} (current: {ui.plain(current)})",
         min_value=bounds.min_value,
         max_value=bounds.max_value,
         step=0.005,

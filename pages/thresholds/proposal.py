@@ -11,6 +11,7 @@ from sqlalchemy import Engine
 
 from pages import ui
 from pages.thresholds import cached
+from review.core import readable
 from review.core.identity import Actor, Permission
 from review.policy import signoff
 from review.policy.inforce import PolicyInForce
@@ -45,7 +46,8 @@ def replay_section(
         if banner:
             st.warning(ui.plain(banner))
         st.caption(
-            f"{replay.traces - replay.not_replayable:,} of {replay.traces:,} trace(s) "
+            f"{replay.traces - replay.not_replayable:,} of "
+            f"{readable.count(replay.traces, 'trace')} "
             "replayed. " + ui.plain(trace_replay.not_replayable_text(replay))
         )
         if replay.flips.empty:
@@ -76,7 +78,7 @@ def propose_form(
     st.subheader("Propose this change")
     with st.form("thr_propose"):
         st.markdown(
-            ui.plain(f"{mode}: refuse_below {proposed:g}, caveat_below {caveat:g}")
+            ui.plain(f"{mode}: Refuse below {proposed:g}, Caveat below {caveat:g}")
             + " (set with the sliders above)"
         )
         rationale = st.text_area("Rationale (goes into the change record)")

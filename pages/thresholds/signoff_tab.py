@@ -46,7 +46,7 @@ def _figures(evidence: SignoffEvidence) -> None:
         )
     if evidence.proposed_ops is not None:
         st.caption("When proposed")
-        st.dataframe(evidence.proposed_ops, hide_index=True, width="stretch")
+        st.dataframe(display.figures_table(evidence.proposed_ops), hide_index=True, width="stretch")
     a = evidence.analysis
     if a is None:
         return
@@ -56,9 +56,10 @@ def _figures(evidence: SignoffEvidence) -> None:
             f"{lead} on the {a.report_on} split ({a.n_report} outcomes) · mode {evidence.mode}"
         )
     )
-    st.dataframe(a.ops[a.ops["split"] == a.report_on], hide_index=True, width="stretch")
+    ops = display.figures_table(a.ops[a.ops["split"] == a.report_on])
+    st.dataframe(ops, hide_index=True, width="stretch")
     if not a.targets.empty:
-        st.dataframe(a.targets, hide_index=True, width="stretch")
+        st.dataframe(display.figures_table(a.targets), hide_index=True, width="stretch")
 
 
 def _sign_form(engine: Engine, actor: Actor, tax: Taxonomy, review: ProposalReview) -> None:
@@ -111,12 +112,13 @@ def _signed_message(
 ) -> tuple[str, bool]:
     """What to say after a signature, and whether it changed more than this proposal (a
     rejection, or an approval that put it in force)."""
+    role = readable.humanize(role)
     if not approve:
         return f"Version {v.number} rejected as {role}.", True
     done = signoff.get_version(engine, v.id)
     if done.status == VersionStatus.approved:
         return f"Version {v.number} approved as {role}: it is the policy in force now.", True
-    waits = ", ".join(done.missing_roles)
+    waits = policy_display.roles_text(done.missing_roles)
     return f"Version {v.number} approved as {role}; it still needs: {waits}.", False
 
 

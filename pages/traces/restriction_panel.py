@@ -9,7 +9,7 @@ import streamlit as st
 from sqlalchemy import Engine
 
 from pages import ui
-from review.core import clearance
+from review.core import clearance, readable
 from review.core.errors import WorkbenchError
 from review.core.identity import Actor, Permission
 from review.traces import restricted
@@ -100,7 +100,7 @@ def unknown_documents_form(engine: Engine, actor: Actor) -> None:
         with ui.reported("Nothing was saved. "):
             _, flips = restricted.set_unknown_documents(engine, actor, on, opened)
             st.session_state["admin_flash"] = (
-                f"Setting saved: {flips.restricted} trace(s) became restricted, "
+                f"Setting saved: {readable.count(flips.restricted, 'trace')} became restricted, "
                 f"{flips.opened} became open."
             )
             st.rerun()

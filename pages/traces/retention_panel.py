@@ -9,6 +9,7 @@ from sqlalchemy import Engine
 from pages import ui
 from pages.traces import cached
 from pages.traces.trace_list import P
+from review.core import readable
 from review.core.errors import WorkbenchError
 from review.core.identity import Actor, Permission
 from review.traces import display, retention
@@ -16,7 +17,7 @@ from review.traces import display, retention
 
 def _purge(engine: Engine, actor: Actor, days: int) -> None:
     sure = st.checkbox(
-        f"I understand that traces older than {days:d} day(s) will be deleted "
+        f"I understand that traces older than {readable.count(days, 'day')} will be deleted "
         "(traces in audit samples are kept)",
         key=f"{P}purge_sure",
     )

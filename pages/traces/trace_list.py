@@ -16,6 +16,7 @@ from review.core import clearance
 from review.core.identity import Actor
 from review.core.taxonomy import Taxonomy
 from review.traces import browse, display, listing
+from review.traces.model import feedback_label
 
 P = "traces_"  # session-state prefix of the Traces page
 PAGE_SIZE = 25
@@ -145,6 +146,7 @@ def filters(engine: Engine, actor: Actor, tax: Taxonomy) -> tuple[browse.TraceFi
             [*tax.decisions, listing.NO_DECISION],
             key=f"{P}decisions",
             format_func=lambda d: tax.decisions[d].label if d in tax.decisions else "(not logged)",
+            select_all=False,
         )
         v["reason"] = c1.selectbox(
             "Reason code",
@@ -156,7 +158,7 @@ def filters(engine: Engine, actor: Actor, tax: Taxonomy) -> tuple[browse.TraceFi
             "Feedback",
             listing.feedback_options(facets.get("feedback", [])),
             key=f"{P}feedback",
-            format_func=lambda x: x or "(any)",
+            format_func=lambda x: feedback_label(x) or "(any)",
         )
         v["ranking_mode"] = _select("Ranking mode", "ranking_mode", facets["ranking_mode"], c3)
         v |= _more_filters(engine, actor, facets, stamp)
@@ -199,8 +201,9 @@ def trace_list(engine: Engine, actor: Actor, tax: Taxonomy) -> None:
         else:
             st.info("No traces match these filters.")
         return
-    st.dataframe(
+    ui.table(
         display.listing_frame(rows, lambda pk: ui.link("traces", trace=pk), tax),
+        pin=("open", "time (UTC)"),
         hide_index=True,
         width="stretch",
         height=ui.table_height(len(rows)),

@@ -10,6 +10,7 @@ import streamlit as st
 from sqlalchemy import Engine
 
 from pages import ui
+from review.core import readable
 from review.core.identity import Actor
 from review.wording import terms as wording_terms
 from review.wording.editing import Draft, LiveLint
@@ -60,5 +61,5 @@ def show_findings(text: str, findings: Sequence[Finding], what: str) -> None:
     if not findings:
         st.success(f"Lint: no findings in the {ui.plain(what)}.")
         return
-    st.warning(f"Lint: {len(findings)} finding(s) in the {ui.plain(what)}.")
+    st.warning(f"Lint: {readable.count(len(findings), 'finding')} in the {ui.plain(what)}.")
     findings_view(text, findings, fit=True)

@@ -9,7 +9,7 @@ import streamlit as st
 from pages import ui
 from pages.wording.common import WordingContext
 from review.wording import display, production
-from review.wording.findings import RULES
+from review.wording.findings import RULES, rule_title
 from review.wording.production import ProductionSummary
 
 PAGE_SIZE = 25
@@ -46,7 +46,7 @@ def _offending(ctx: WordingContext, s: ProductionSummary) -> None:
         "Show traces tripping",
         ["", *RULES],
         key="wd_prod_rule",
-        format_func=lambda r: "(any rule)" if r == "" else r,
+        format_func=lambda r: "(any rule)" if r == "" else rule_title(r),
     )
     total = s.per_rule[rule] if rule else s.offending
     if total == 0:

@@ -8,6 +8,7 @@ import streamlit as st
 
 from pages import ui
 from pages.wording.common import BASE, FLASH, FLASH_WARNING, WordingContext, clear_draft
+from review.core import readable
 from review.core.errors import WorkbenchError
 from review.core.identity import Permission
 from review.policy import signoff
@@ -27,7 +28,8 @@ def _summary(ctx: WordingContext, edits: dict[str, drafts.MessageDraft]) -> None
     st.caption(ui.plain(summary.compliance_reason))
     if summary.lint_total:
         st.warning(
-            f"{summary.lint_total:d} lint finding(s) in the draft. You may still propose it: the "
+            f"{readable.count(summary.lint_total, 'lint finding')} in the draft. You may still "
+            "propose it: the "
             "findings are stored with the proposal and shown to the approvers, and approving "
             "needs a note saying why they are acceptable."
         )
@@ -58,7 +60,8 @@ def _propose_form(ctx: WordingContext, edits: dict[str, drafts.MessageDraft]) ->
             v = signoff.get_version(ctx.engine, vid)
             clear_draft()
             st.session_state[FLASH] = (
-                f"Proposed as version {v.number}. Needs: {', '.join(v.missing_roles)} (not you)."
+                f"Proposed as version {v.number}. "
+                f"Needs: {', '.join(map(readable.humanize, v.missing_roles))} (not you)."
             )
             others = signing.competing_numbers(ctx.engine, vid)
             st.session_state[FLASH_WARNING] = display.competing_on_propose(

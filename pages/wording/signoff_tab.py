@@ -44,7 +44,7 @@ def _lint(r: VersionReview) -> None:
         st.success("Lint: no findings in any message of this version.")
         return
     st.warning(
-        f"{r.lint_total:d} lint finding(s) in this version: approving needs a note "
+        f"{readable.count(r.lint_total, 'lint finding')} in this version: approving needs a note "
         "saying why they are acceptable."
     )
     for key, fs in r.findings.items():
@@ -83,7 +83,8 @@ def _sign_form(ctx: WordingContext, r: VersionReview) -> None:
             done = signoff.get_version(ctx.engine, v.id)
             in_force = approve and done.status == VersionStatus.approved
             st.session_state[FLASH] = (
-                f"Version {v.number} {'approved' if approve else 'rejected'} as {role}"
+                f"Version {v.number} {'approved' if approve else 'rejected'} as "
+                f"{readable.humanize(role)}"
                 + (": it is the wording in force now." if in_force else ".")
             )
             if in_force:
@@ -104,7 +105,7 @@ def _signatures(ctx: WordingContext, r: VersionReview) -> None:
     elif choice == "not_needed":
         st.caption(
             "Your signature is not needed on this version: it needs "
-            f"{ui.plain(', '.join(v.missing_roles) or 'nothing more')}."
+            f"{ui.plain(', '.join(map(readable.humanize, v.missing_roles)) or 'nothing more')}."
         )
     else:
         st.caption("Signatures come from product owners and compliance.")

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from sqlalchemy import Engine
 
+from review.core import readable
 from review.core.errors import InputError
 from storage import backup as store
 from storage.db import make_engine, migrate
@@ -52,7 +53,9 @@ class RestoreReport:
         if self.upgraded_to != self.revision:
             lines.append(f"schema upgraded to {self.upgraded_to}")
         if self.replaced:
-            lines.append(f"replaced the existing data in {len(self.replaced)} table(s)")
+            lines.append(
+                f"replaced the existing data in {readable.count(len(self.replaced), 'table')}"
+            )
         lines.append(
             "sign-off chain intact"
             if not self.chain_problems

@@ -104,7 +104,7 @@ def entries_frame(rows: list[AuditRow], names: Mapping[str, str] | None = None) 
                 if names is None or "@" not in r.actor
                 else readable.person(r.actor, names),
                 "action": r.action,
-                "entity": r.entity,
+                "entity": readable.humanize(r.entity),
                 "id": r.entity_id,
                 "before": snap(r.before),
                 "after": snap(r.after),

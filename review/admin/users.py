@@ -10,6 +10,7 @@ from sqlalchemy import Engine, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from review.core import readable
 from review.core.errors import InputError
 from review.core.identity import Actor, Permission, parse_roles, require
 from storage import changes
@@ -62,7 +63,7 @@ def users_frame(people: list[UserView]) -> pd.DataFrame:
             {
                 "name": u.name,
                 "email": u.email,
-                "roles": ", ".join(u.roles),
+                "roles": ", ".join(readable.humanize(r) for r in u.roles),
                 "clearance": u.clearance,
                 "active": u.active,
                 "version": u.version,

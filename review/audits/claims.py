@@ -27,6 +27,7 @@ from typing import Literal
 
 import pandas as pd
 
+from review.core import readable
 from review.core.errors import InputError
 from review.core.terms import ClaimVerdict
 from review.corpus import markdown
@@ -72,7 +73,7 @@ _NUMBER_ABBREV = frozenset({
 _DOTTED = re.compile(r"^(?:[A-Za-z]\.)+[A-Za-z]$")  # U.S  e.g  i.e  a.m  N.Y
 _BOUNDARY = re.compile(
     r"""
-    (?P<term>(?<![.!?…])[.!?…]++|[。！？])  # the terminator(s): a whole run, matched once
+    (?P<term>(?<![.!?…])[.!?…]++|[。！？])  # the terminators: a whole run, matched once
                                             # (a run of n '?' before a letter was n² steps)
     (?P<close>["'”’»)\]*_]*)                # closing quotes, brackets, emphasis
     (?P<cite>(?:[ \t]*\[[^\[\]\n]{1,60}\](?!\())*)   # citation markers after the stop
@@ -283,7 +284,9 @@ def citation_validity(
         outside = [k for k in verdicts if not isinstance(k, int) or not 0 <= k < n]
         if outside:
             raise InputError(
-                f"verdicts: claim number(s) {', '.join(map(repr, outside))} do not exist "
+                f"verdicts: {readable.plural(len(outside), 'claim number')} "
+                f"{', '.join(map(repr, outside))} "
+                f"{readable.plural(len(outside), 'does', 'do')} not exist "
                 f"(the answer has {n} claims)"
             )
         by_index: list[str | None] = [verdicts.get(i) for i in range(n)]

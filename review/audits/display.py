@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 import pandas as pd
 
+from review.audits import population
 from review.audits.claims import CitationReport
 from review.audits.items import ChunkView, ItemView
 from review.audits.plans import PlanView, StratumCount
@@ -18,6 +19,7 @@ from review.audits.verdicts import VerdictView
 from review.audits.vocabulary import HEADLINE, VERDICTS
 from review.core import clearance, readable
 from review.core.terms import ClaimVerdict, PlanStatus
+from review.traces.model import feedback_label
 
 __all__ = [
     "batch_label",
@@ -39,9 +41,11 @@ __all__ = [
     "population_note",
     "rate_cells",
     "rates_table",
+    "readable_strata",
     "reproducibility",
     "signals_frame",
     "slice_table",
+    "stratum_label",
     "unsampled_share",
     "verdicts_frame",
 ]
@@ -95,7 +99,7 @@ def plan_summary(plan: PlanView) -> str:
     """One line under a plan's name: how it samples and when its population was counted."""
     return (
         f"{plan.status} · {plan.spec.allocation} allocation of {plan.spec.total} · seed "
-        f"{plan.spec.seed} · {plan.spec.overlap} reviewer(s) per trace · "
+        f"{plan.spec.seed} · {readable.count(plan.spec.overlap, 'reviewer')} per trace · "
         f"{'blind' if plan.spec.blind else 'open'} review · population counted "
         f"{plan.counted_at[:16].replace('T', ' ')} UTC · fingerprint {plan.fingerprint[:17]}…"
     )
@@ -130,6 +134,24 @@ def counts_caption(counts: Sequence[StratumCount], flt: PopulationFilter) -> str
     return f"{sum(c.count for c in counts)} traces in {len(counts)} strata ({flt.describe()})"
 
 
+def stratum_label(stratum: object) -> object:
+    """A stratum as people read it: each part of its name (a feedback value, a decision, an
+    attribute's value, joined by " · ") in words, never as a stored key ("abstain · I
+    expected an answer")."""
+    if not isinstance(stratum, str):
+        return stratum
+    return population.SEP.join(feedback_label(part) for part in stratum.split(population.SEP))
+
+
+def readable_strata(frame: pd.DataFrame) -> pd.DataFrame:
+    """A table with a ``stratum`` or ``feedback`` column, those cells in words."""
+    out = frame.copy()
+    for column in ("stratum", "feedback"):
+        if column in out.columns:
+            out[column] = out[column].map(stratum_label)
+    return out
+
+
 def items_frame(rows: Sequence[ItemRow], link: Callable[[int], str]) -> pd.DataFrame:
     """The sample in queue order; ``link`` gives the address that opens an item."""
     return pd.DataFrame(
@@ -137,9 +159,9 @@ def items_frame(rows: Sequence[ItemRow], link: Callable[[int], str]) -> pd.DataF
             {
                 "#": r.position,
                 "trace": r.trace_id,
-                "stratum": r.stratum,
+                "stratum": stratum_label(r.stratum),
                 "decision": r.decision,
-                "feedback": r.feedback,
+                "feedback": feedback_label(r.feedback),
                 "restricted": r.restricted,
                 "verdicts": r.reviewers,
                 "verdict": VERDICTS.get(r.outcome or "", ""),
@@ -230,10 +252,21 @@ class Finding(Protocol):
     def explanation(self) -> str: ...
 
 
-def findings_frame(findings: Sequence[Finding]) -> pd.DataFrame:
-    """The wording rules a refusal breaks, with the words that break them."""
+def findings_frame(
+    findings: Sequence[Finding], titles: Mapping[str, str] | None = None
+) -> pd.DataFrame:
+    """The wording rules a refusal breaks (each by its title in ``titles``, rule id ->
+    title, else humanised: never the id), with the words that break them."""
+    names = dict(titles or {})
     return pd.DataFrame(
-        [{"rule": f.rule, "excerpt": f.excerpt, "why": f.explanation} for f in findings]
+        [
+            {
+                "rule": names.get(f.rule) or readable.humanize(f.rule),
+                "excerpt": f.excerpt,
+                "why": f.explanation,
+            }
+            for f in findings
+        ]
     )
 
 
@@ -298,7 +331,8 @@ def single_item_warning(strata: tuple[str, ...]) -> str:
     """What a stratum with one audited trace means for the population intervals."""
     names = ", ".join(strata[:5]) + (f" and {len(strata) - 5} more" if len(strata) > 5 else "")
     return (
-        f"{len(strata)} stratum(s) with one audited trace ({names}): one trace cannot "
+        f"{readable.count(len(strata), 'stratum', 'strata')} with one audited trace ({names}): one "
+        "trace cannot "
         "estimate its stratum's variance, so the largest possible one is used there. "
         "Audit at least two traces per stratum for intervals that rest on data."
     )

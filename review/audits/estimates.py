@@ -23,6 +23,7 @@ from review.audits.plans import plan_row, stored_allocation, stored_counts
 from review.audits.population import NONE
 from review.audits.verdicts import current_verdicts
 from review.audits.vocabulary import HEADLINE, VERDICTS, outcome
+from review.core import readable
 from review.core.errors import InputError
 from review.core.sampling import StratifiedEstimate, estimate_from_counts, wilson_interval
 from storage.db import read_session
@@ -353,7 +354,9 @@ def domain_estimate(
         raise InputError(f"confidence must be between 0 and 1, got {confidence!r}")
     missing = [c for c in ("stratum", "in_domain", "success") if c not in items.columns]
     if missing:
-        raise InputError(f"items: missing column(s) {', '.join(missing)}")
+        raise InputError(
+            f"items: missing {readable.plural(len(missing), 'column')} {', '.join(missing)}"
+        )
     unknown = sorted(set(items["stratum"]) - set(population))
     if unknown:
         raise InputError(f"items: stratum {unknown[0]!r} is not in the population")

@@ -45,6 +45,7 @@ from sqlalchemy import ColumnElement, Engine, case, func, insert, literal_column
 from sqlalchemy.orm import Session
 
 from review.audits.population import NONE, PopulationFilter, stratum_column, stratum_expr
+from review.core import readable
 from review.core.errors import InputError
 from review.core.identity import Actor, Permission, require
 from review.core.sampling import (
@@ -264,7 +265,8 @@ def count_strata(
     unkeyed = sum(int(r[1]) - int(r[6]) for r in rows)
     if unkeyed:
         raise InputError(
-            f"{unkeyed} trace(s) of the population have no sampling key (traces.sample_key "
+            f"{readable.count(unkeyed, 'trace')} of the population "
+            f"{readable.plural(unkeyed, 'has', 'have')} no sampling key (traces.sample_key "
             "is empty): they were written by something that bypassed the trace writers; a "
             "draw would never pick them, so nothing is counted"
         )
@@ -873,7 +875,8 @@ def close_plan(s: Session, actor: Actor, plan_id: int) -> None:
     need = _items_needing_verdicts(s, plan)
     if need:
         raise InputError(
-            f"{need} item(s) of {plan.name!r} still need verdicts; the batch can be "
+            f"{readable.count(need, 'item')} of {plan.name!r} still "
+            f"{readable.plural(need, 'needs', 'need')} verdicts; the batch can be "
             "closed when every sampled trace is audited"
         )
     before = changes.snapshot(plan)

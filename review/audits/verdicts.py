@@ -28,7 +28,7 @@ from review.audits.vocabulary import (
     STAGES,
     VERDICTS,
 )
-from review.core import clearance
+from review.core import clearance, readable
 from review.core.errors import InputError, PermissionDenied, StaleWriteError
 from review.core.identity import Actor, Permission, require
 from review.core.terms import CLAIM_VERDICTS, ClaimVerdict, PlanStatus
@@ -260,7 +260,8 @@ def submit_verdict(
         )
         if others >= plan.overlap:
             raise InputError(
-                f"trace {trace.trace_id} already has its {plan.overlap} verdict(s); "
+                f"trace {trace.trace_id} already has its "
+                f"{readable.count(plan.overlap, 'verdict')}; "
                 "take the next item"
             )
     claims: list[dict[str, Any]] = []

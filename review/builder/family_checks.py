@@ -15,6 +15,7 @@ from review.builder.families import (
     norm_text,
     versioned_ref,
 )
+from review.core import readable
 
 __all__ = ["family_checks", "repeats_fragment", "restricted_fragments", "restricted_text_in"]
 
@@ -157,7 +158,8 @@ def family_checks(
         Check(
             "one_present",
             len(present) == 1,
-            f"{len(present)} evidence-present variant(s); a family needs exactly one",
+            f"{readable.count(len(present), 'evidence-present variant')}; a family needs exactly "
+            "one",
         )
     )
     families = {v.case.get("family") for v in variants}

@@ -235,7 +235,8 @@ def check_notes(fam: FamilyView) -> list[CheckNote]:
         notes.append(
             CheckNote(
                 "warning",
-                f"{len(fam.unverified)} check(s) cannot be verified: no decisive passage is "
+                f"{readable.count(len(fam.unverified), 'check')} cannot be verified: no decisive "
+                "passage is "
                 "recorded. Mark it on the evidence-present case (Decisive passage tab) or check "
                 "against a passage below.",
             )

@@ -23,7 +23,7 @@ from sqlalchemy import ColumnElement, Engine, Select, exists, func, select
 from sqlalchemy.orm import Session, selectinload
 
 from review.cases.agreed import Agreed, agreed_labels
-from review.core import clearance
+from review.core import clearance, readable
 from review.core.errors import InputError, PermissionDenied
 from review.core.identity import Actor, Permission, require
 from review.core.records import JsonProblem, json_lines, parse_json, validate_record
@@ -372,7 +372,10 @@ class CaseImportReport:
     unchanged: int
 
     def summary(self) -> str:
-        return f"{self.added} case(s) added, {self.unchanged} already present unchanged"
+        return (
+            f"{readable.count(self.added, 'case')} added, "
+            f"{self.unchanged} already present unchanged"
+        )
 
 
 def insert_case(s: Session, actor: Actor, c: CaseIn, where: str = "") -> Case:

@@ -252,7 +252,7 @@ def split_note(last: Mapping[str, Any] | None) -> str:
         "split a threshold sign-off relied on never move."
         + (
             f" Last assignment: seed {last['seed']} by {last['by']} at {last['at'][:16]}, "
-            f"{last['moved']} case(s) moved."
+            f"{readable.count(last['moved'], 'case')} moved."
             if last
             else ""
         )
@@ -278,8 +278,8 @@ def split_preview_current(preview: Mapping[str, Any] | None, seed: int, keep: bo
 def split_applied_message(moved: int, seed: int, previewed: int) -> str:
     """The result of applying an assignment, noting when it moved other cases than the
     preview showed (the cases changed meanwhile)."""
-    return f"{moved} case(s) moved; seed {seed} recorded." + (
-        f" The cases changed after the preview, which showed {previewed} move(s)."
+    return f"{readable.count(moved, 'case')} moved; seed {seed} recorded." + (
+        f" The cases changed after the preview, which showed {readable.count(previewed, 'move')}."
         if moved != previewed
         else ""
     )

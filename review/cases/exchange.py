@@ -31,7 +31,7 @@ from sqlalchemy import Engine, select
 from review.cases import cases
 from review.cases.agreed import Agreed, agreed_labels
 from review.cases.cases import case_query
-from review.core import clearance
+from review.core import clearance, readable
 from review.core.errors import InputError
 from review.core.identity import Actor
 from review.core.taxonomy import Taxonomy
@@ -90,14 +90,15 @@ class ExportReport:
     withheld_contexts: int = 0
 
     def summary(self) -> str:
-        parts = [f"{self.written} case(s) exported"]
+        parts = [f"{readable.count(self.written, 'case')} exported"]
         if self.skipped_unconfirmed:
             parts.append(
-                f"{self.skipped_unconfirmed} variant(s) left out: their suggested label is not "
+                f"{readable.count(self.skipped_unconfirmed, 'variant')} left out: their suggested "
+                "label is not "
                 "confirmed yet"
             )
         if self.withheld_contexts:
-            parts.append(f"{self.withheld_contexts} restricted context(s) withheld")
+            parts.append(f"{readable.count(self.withheld_contexts, 'restricted context')} withheld")
         return "; ".join(parts)
 
 

@@ -21,11 +21,21 @@ import numpy as np
 import pandas as pd
 
 from review.charts.style import colour, colour_scale, no_data_chart, percent_axis
+from review.core import readable
 from review.core.errors import InputError
 from review.core.sampling import Z95, wilson_bounds
 
 MAX_POINTS: Final = 500
 POINT_COLOURS: Final = ("#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e")
+#: How each column of a curve reads in a tooltip (its name never shows).
+FIELD_TITLES: Final[dict[str, str]] = {
+    "coverage": "coverage",
+    "selective_risk": "selective risk",
+    "selective_risk_lo": "selective risk, 95% low",
+    "selective_risk_hi": "selective risk, 95% high",
+    "threshold": "threshold",
+    "expected_cost": "expected cost per item",
+}
 METRIC_LABELS: Final[dict[str, str]] = {
     "coverage": "Coverage (answered)",
     "false_refusal_rate": "False-refusal rate",
@@ -60,7 +70,9 @@ def downsample(
 def _require(frame: pd.DataFrame, columns: Sequence[str], what: str) -> None:
     missing = [c for c in columns if c not in frame.columns]
     if missing:
-        raise InputError(f"{what}: missing column(s) {', '.join(missing)}")
+        raise InputError(
+            f"{what}: missing {readable.plural(len(missing), 'column')} {', '.join(missing)}"
+        )
 
 
 def _finite_thresholds(frame: pd.DataFrame) -> pd.DataFrame:
@@ -117,7 +129,10 @@ def risk_coverage_chart(
             y2=alt.Y2("selective_risk_hi:Q"),
         )
     )
-    tooltip = [alt.Tooltip(c, format=".3f" if c == "threshold" else ".1%") for c in columns]
+    tooltip = [
+        alt.Tooltip(c, title=FIELD_TITLES[c], format=".3f" if c == "threshold" else ".1%")
+        for c in columns
+    ]
     line = (
         alt.Chart(data)
         .mark_line(color=risk)
@@ -139,9 +154,11 @@ def risk_coverage_chart(
             base.mark_point(size=90, filled=True).encode(
                 color=by_point,
                 tooltip=[
-                    alt.Tooltip("point:N"),
-                    alt.Tooltip("coverage:Q", format=".1%"),
-                    alt.Tooltip("selective_risk:Q", format=".1%"),
+                    alt.Tooltip("point:N", title="operating point"),
+                    alt.Tooltip("coverage:Q", title=FIELD_TITLES["coverage"], format=".1%"),
+                    alt.Tooltip(
+                        "selective_risk:Q", title=FIELD_TITLES["selective_risk"], format=".1%"
+                    ),
                 ],
             )
         )
@@ -170,7 +187,10 @@ def _threshold_rules(points: Mapping[str, float]) -> alt.Chart | None:
         .encode(
             x=alt.X("threshold:Q"),
             color=by_point,
-            tooltip=[alt.Tooltip("point:N"), alt.Tooltip("threshold:Q")],
+            tooltip=[
+                alt.Tooltip("point:N", title="operating point"),
+                alt.Tooltip("threshold:Q", title="threshold"),
+            ],
         )
     )
     return rules
@@ -195,7 +215,7 @@ def cost_chart(sweep: pd.DataFrame, points: Mapping[str, float] | None = None) -
             y=alt.Y(
                 "expected_cost:Q", title="Expected cost per item", axis=alt.Axis(titlePadding=10)
             ),
-            tooltip=[alt.Tooltip(c, format=".3f") for c in cols],
+            tooltip=[alt.Tooltip(c, title=FIELD_TITLES[c], format=".3f") for c in cols],
         )
     )
     rules = _threshold_rules(points)
@@ -248,9 +268,9 @@ def sweep_chart(
             y=alt.Y("value:Q", scale=alt.Scale(domain=[0, 1]), axis=percent_axis("Rate")),
             color=_metric_colour(metrics),
             tooltip=[
-                alt.Tooltip("metric:N"),
-                alt.Tooltip("threshold:Q", format=".3f"),
-                alt.Tooltip("value:Q", format=".1%"),
+                alt.Tooltip("metric:N", title="metric"),
+                alt.Tooltip("threshold:Q", title="threshold", format=".3f"),
+                alt.Tooltip("value:Q", title="rate", format=".1%"),
             ],
         )
     )
@@ -323,7 +343,13 @@ def slice_small_multiples(
         layers.append(
             alt.Chart()
             .mark_rule(strokeDash=[4, 3], color="#555555")
-            .encode(x=x, tooltip=[alt.Tooltip("point:N"), alt.Tooltip("threshold:Q")])
+            .encode(
+                x=x,
+                tooltip=[
+                    alt.Tooltip("point:N", title="operating point"),
+                    alt.Tooltip("threshold:Q", title="threshold"),
+                ],
+            )
             .transform_filter("isValid(datum.point)")
         )
     panel = alt.LayerChart(layer=layers, data=data, width=180, height=120)

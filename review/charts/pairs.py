@@ -42,7 +42,11 @@ def pairs_heatmap(
             ),
             y=alt.Y("value_b:N", title="annotator B", sort=sort, axis=alt.Axis(labelLimit=200)),
             color=alt.Color("pairs:Q", scale=alt.Scale(scheme="oranges")),
-            tooltip=["value_a", "value_b", "pairs"],
+            tooltip=[
+                alt.Tooltip("value_a:N", title="annotator A"),
+                alt.Tooltip("value_b:N", title="annotator B"),
+                alt.Tooltip("pairs:Q", title="pairs"),
+            ],
         )
     )
     text = (

@@ -113,10 +113,10 @@ def family_lines_chart(
             legend=alt.Legend(labelLimit=0, symbolLimit=0),
         ),
         tooltip=[
-            "run",
-            "family",
-            alt.Tooltip(f"{metric}:Q", format=".1%" if rate else "d"),
-            "cases",
+            alt.Tooltip("run:N", title="run"),
+            alt.Tooltip("family:N", title="question family"),
+            alt.Tooltip(f"{metric}:Q", title=title, format=".1%" if rate else "d"),
+            alt.Tooltip("cases:Q", title="cases"),
         ],
     )
     return alt.LayerChart(

@@ -12,6 +12,7 @@ import click
 from review.admin import users
 from review.cases import cases, exchange, splits
 from review.cli.common import WorkbenchGroup, cli_actor, open_engine, transact
+from review.core import readable
 from review.core.taxonomy import load_taxonomy
 from review.corpus import corpus
 from review.demo import fixtures
@@ -153,7 +154,7 @@ def import_run_cmd(file: Path, name: str, system_version: str) -> None:
     with file.open(encoding="utf-8") as fh:
         items = list(evalruns.iter_outputs(fh, str(file), load_taxonomy()))
     run_id = evalruns.import_run(engine, cli_actor(), name, system_version, items, str(file))
-    click.echo(f"run {name!r} imported (id {run_id}) with {len(items)} output(s)")
+    click.echo(f"run {name!r} imported (id {run_id}) with {readable.count(len(items), 'output')}")
 
 
 @main.command("import-judge")
@@ -175,7 +176,7 @@ def import_judge_cmd(file: Path, run_name: str) -> None:
     with file.open(encoding="utf-8") as fh:
         items = list(judges.iter_judge_labels(fh, str(file), tax))
     n = judges.import_judge_labels(engine, cli_actor(), run.id, items, str(file))
-    click.echo(f"{n} judge label(s) stored for run {run_name!r}")
+    click.echo(f"{readable.count(n, 'judge label')} stored for run {run_name!r}")
     table = judges.display_table(judges.agreement(engine, run.id, tax))
     with pd.option_context("display.width", 200, "display.max_colwidth", 60):
         click.echo(table.to_string(index=False))
@@ -309,15 +310,17 @@ def evaluate_cmd(
     runs = {r.id: r for r in evalruns.list_runs(engine)}
     r = runs[run_id]
     click.echo(
-        f"run {r.name!r} (id {run_id}): {r.outputs} output(s) on {r.cases} case(s), "
-        f"{r.infra_failures} infrastructure failure(s)"
+        f"run {r.name!r} (id {run_id}): {readable.count(r.outputs, 'output')} on "
+        f"{readable.count(r.cases, 'case')}, "
+        f"{readable.count(r.infra_failures, 'infrastructure failure')}"
     )
     checks = runmetrics.metamorphic_checks(
         evalruns.outputs_frame(engine, run_id, tax), evalruns.perturbed_frame(engine, run_id, tax)
     )
     for c in checks.itertuples(index=False):
         click.echo(
-            f"  {c.check}: {c.passed}/{c.runs} passed, {c.varying} case(s) varying between repeats"
+            f"  {c.check}: {c.passed}/{c.runs} passed, {readable.count(c.varying, 'case')} varying "
+            "between repeats"
         )
 
 
@@ -384,8 +387,8 @@ def gate_cmd(policy_file: Path, run_file: Path, baseline_file: Path | None, spli
             click.echo(f"  - {line}")
     failed = report.failed
     click.echo(
-        f"\n{len(report.rows) - len(failed)} row(s) met, {len(failed)} failed "
-        f"({report.cases} {split} case(s))"
+        f"\n{readable.count(len(report.rows) - len(failed), 'row')} met, {len(failed)} failed "
+        f"({readable.count(report.cases, split + ' case')})"
     )
     for r in failed:
         click.echo(f"FAILED: {r.row} [{r.scope}]: {r.why}")
@@ -429,7 +432,7 @@ def verify_signoffs_cmd(expected_head: str | None) -> None:
         click.echo(f"{label}: {p}")
     for line in chain.describe(status, key):
         click.echo(line)
-    click.echo(f"chain head {status.head} ({status.count} signature(s) stored)")
+    click.echo(f"chain head {status.head} ({readable.count(status.count, 'signature')} stored)")
     mismatch = False
     if expected_head is not None:
         ok, why = signoff.recorded_head(engine, expected_head)
@@ -469,7 +472,8 @@ def adopt_signing_key_cmd(expected_head: str | None, yes: bool) -> None:
     if not yes and key is not None and not sealed:
         click.echo(
             f"This seals the sign-off record with the signing key {chain.alg_for(key)}: "
-            f"{status.count} signature(s) ({len(status.plain)} plain, {len(status.keyed)} keyed), "
+            f"{readable.count(status.count, 'signature')} ({len(status.plain)} plain, "
+            f"{len(status.keyed)} keyed), "
             f"head {status.head}. The key then vouches for them."
         )
         click.confirm("Adopt the signing key on this record?", abort=True)
@@ -478,7 +482,8 @@ def adopt_signing_key_cmd(expected_head: str | None, yes: bool) -> None:
         click.echo(f"the record is already sealed with this signing key ({done.alg})")
         return
     click.echo(
-        f"the signing key {done.alg} now seals the sign-off record: {done.count} signature(s) "
+        f"the signing key {done.alg} now seals the sign-off record: "
+        f"{readable.count(done.count, 'signature')} "
         f"({done.plain} plain, {done.keyed} keyed), head {done.head}. Every new signature is "
         "keyed; with the key configured, a record without this seal does not verify."
     )
@@ -542,7 +547,10 @@ def lint_wording_cmd(file: Path | None) -> None:
     lines = terms.lint_report(ws, terms.corpus_terms(engine))
     for line in lines:
         click.echo(line)
-    click.echo(f"{len(ws.messages)} message(s), {len(lines)} lint finding(s)")
+    click.echo(
+        f"{readable.count(len(ws.messages), 'message')}, "
+        f"{readable.count(len(lines), 'lint finding')}"
+    )
     sys.exit(1 if lines else 0)
 
 
@@ -558,7 +566,7 @@ def wording_check_cmd(rule: str | None, limit: int) -> None:
     engine = open_engine()
     page = production.production_findings(engine, cli_actor(), 1, limit, rule=rule)
     s = page.summary
-    click.echo(f"{s.checked} refusal text(s) checked, {s.offending} with findings")
+    click.echo(f"{readable.count(s.checked, 'refusal text')} checked, {s.offending} with findings")
     for name, n in s.per_rule.items():
         click.echo(f"  {name}: {n}")
     for row in page.rows:
@@ -580,7 +588,7 @@ def export_audit_cmd(plan_id: int, file: Path, fmt: str) -> None:
     with file.open("w", encoding="utf-8", newline="") as out:
         writer = export.export_jsonl if fmt == "jsonl" else export.export_csv
         n = writer(open_engine(), cli_actor(), plan_id, out)
-    click.echo(f"{n} record(s) written to {file}")
+    click.echo(f"{readable.count(n, 'record')} written to {file}")
 
 
 def _register_trace_commands() -> None:

@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from review.cli.common import WorkbenchCommand, cli_actor, open_engine
+from review.core import readable
 from review.core.errors import InputError
 from review.core.taxonomy import load_taxonomy
 from review.traces import importer, restricted, retention
@@ -204,7 +205,8 @@ def runs_cmd(limit: int) -> None:
     open_runs = [r for r in rows if r.status == "interrupted" and r.resumed_by is None]
     if open_runs:
         click.echo(
-            f"{len(open_runs)} interrupted run(s) not resumed: run the import or purge again "
+            f"{readable.count(len(open_runs), 'interrupted run')} not resumed: run the import or "
+            "purge again "
             "to complete it",
             err=True,
         )

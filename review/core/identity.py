@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from review.core.errors import PermissionDenied
+from review.core.readable import humanize
 
 
 class Role(StrEnum):
@@ -105,13 +107,18 @@ class Actor:
 SYSTEM = Actor(id=0, email="system", name="System", roles=frozenset({Role.admin}), clearance=True)
 
 
+def roles_text(roles: Iterable[str]) -> str:
+    """Roles as people read them, in key order ("Compliance, Product owner"), or "no role"."""
+    return ", ".join(humanize(str(r)) for r in sorted(roles)) or "no role"
+
+
 def require(actor: Actor, permission: Permission) -> None:
     """Raise PermissionDenied unless the actor holds a role granting ``permission``."""
     if not actor.can(permission):
         holders = sorted(r.value for r, perms in GRANTS.items() if permission in perms)
         raise PermissionDenied(
-            f"{actor.name} ({', '.join(sorted(actor.roles)) or 'no role'}) may not "
-            f"{ACTION_TEXT[permission]}; this needs one of the roles: {', '.join(holders)}."
+            f"{actor.name} ({roles_text(actor.roles)}) may not "
+            f"{ACTION_TEXT[permission]}; this needs one of the roles: {roles_text(holders)}."
         )
 
 

@@ -8,6 +8,8 @@ rate, an interval, a number or a timestamp into the words people read.
   0 or 1, and a missing or NaN value never reads "nan";
 - numbers read with thousands separators and at most a few decimals (never
   0.3409090909090909);
+- a count meets its noun in the right number ("1 case", "3 cases", "1,204 cases"), never
+  "case(s)";
 - timestamps read as dates and minutes in UTC;
 - a person reads as their name, never as an e-mail address (which Markdown would turn into a
   mailto link);
@@ -24,6 +26,7 @@ from typing import Protocol
 __all__ = [
     "UNDEFINED",
     "badge",
+    "count",
     "count_rate",
     "humanize",
     "is_missing",
@@ -31,6 +34,7 @@ __all__ = [
     "percent",
     "percent_interval",
     "person",
+    "plural",
     "term",
     "version_label",
     "when",
@@ -107,6 +111,28 @@ def percent_interval(
         return head
     lo, hi = percent(low), percent(high)
     return f"{head} ({lo.removesuffix('%')}–{hi})"
+
+
+def plural(n: int, noun: str, plural: str | None = None) -> str:
+    """``noun`` in the number ``n`` calls for, without the number: "case" for 1, else its
+    plural (``plural`` when given, for irregular ones: "stratum" -> "strata"; else the
+    regular English plural of its last word: "cases", "entries", "matches")."""
+    if n == 1 or n == -1:
+        return noun
+    if plural is not None:
+        return plural
+    if noun.endswith(("s", "x", "z", "ch", "sh")):
+        return noun + "es"
+    if len(noun) > 1 and noun.endswith("y") and noun[-2] not in "aeiou":
+        return noun[:-1] + "ies"
+    return noun + "s"
+
+
+def count(n: int, noun: str, plural_form: str | None = None) -> str:
+    """A count with its noun as people read it: "1 case", "3 cases", "1,204 cases",
+    "0 cases"; ``plural_form`` for an irregular plural (``count(2, "stratum", "strata")``).
+    Every message where a count meets a noun uses it, never "case(s)"."""
+    return f"{n:,} {plural(n, noun, plural_form)}"
 
 
 def count_rate(

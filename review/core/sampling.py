@@ -420,7 +420,7 @@ def population_fingerprint(summary: pd.DataFrame | Iterable[Mapping[str, Any]]) 
     frame = pd.DataFrame(list(summary)) if not isinstance(summary, pd.DataFrame) else summary
     missing = [c for c in SUMMARY_COLUMNS if c not in frame.columns]
     if missing:
-        raise InputError(f"population summary: missing column(s) {', '.join(missing)}")
+        raise InputError("population summary: " + "; ".join(f"missing column {c}" for c in missing))
     rows = []
     for i, rec in enumerate(frame[SUMMARY_COLUMNS].itertuples(index=False)):
         stratum = _stratum_key(rec[0])
@@ -563,7 +563,7 @@ def weighted_estimate(strata: pd.DataFrame, confidence: float = 0.95) -> Stratif
     """
     missing = [c for c in ESTIMATE_COLUMNS if c not in strata.columns]
     if missing:
-        raise InputError(f"strata: missing column(s) {', '.join(missing)}")
+        raise InputError("strata: " + "; ".join(f"missing column {c}" for c in missing))
     problems: list[str] = []
     numbers: dict[str, IntArray] = {}
     for col in ESTIMATE_COLUMNS[1:]:
@@ -749,7 +749,7 @@ def assign_splits(
     cols = [item, *strata]
     missing = [str(c) for c in cols if c not in df.columns]
     if missing:
-        raise InputError(f"items: missing column(s) {', '.join(missing)}")
+        raise InputError("items: " + "; ".join(f"missing column {c}" for c in missing))
     if df[item].isna().any():
         raise InputError(f"items: column {item!r} has empty ids")
     dup = df[item].duplicated()
@@ -765,7 +765,7 @@ def assign_splits(
         known = existing.notna().to_numpy()
         unknown = sorted({str(v) for v in existing[known]} - set(names))
         if unknown:
-            raise InputError(f"existing splits: unknown split(s) {', '.join(unknown)}")
+            raise InputError("existing splits: " + "; ".join(f"unknown split {u}" for u in unknown))
         position = {name: i for i, name in enumerate(names)}
         split_code[known] = existing[known].map(position).to_numpy(np.int64)
     if n == 0:

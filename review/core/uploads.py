@@ -5,12 +5,15 @@ every file a page accepts; a larger file is refused with its size, the limit and
 command-line import to use instead (:data:`COMMANDS`), and nothing is written. The
 command-line imports stream their input and have no limit.
 
-The check here runs on the bytes the server received. The upload widgets let the browser send
-files up to :data:`TRANSPORT_MB` (Streamlit's ``server.maxUploadSize`` in
-.streamlit/config.toml), above the workbench's limit, so that a file a little too large
-reaches this check and the person reads its size and the command; the browser refuses only
-files above the transport cap, with Streamlit's own message (the caption under every upload
-widget states the limit and the command, so that case is covered too).
+The upload box and the caption under it name one limit: the box's own limit
+(``st.file_uploader(max_upload_size=...)``, shown in the box as "Limit 20MB per file") is the
+workbench's, in whole megabytes (a fractional setting is rounded up, and the caption says
+so), and the caption states it with the command-line import for larger files. Streamlit
+refuses a file above the box's limit in the browser ("File must be 20.0MB or smaller."),
+beside that caption; a file between the setting and the box's rounded-up limit reaches the
+check here, which runs on the bytes the server received and names the file's size, the
+limit and the command. :data:`TRANSPORT_MB` (Streamlit's ``server.maxUploadSize`` in
+.streamlit/config.toml) only caps what any request may carry.
 """
 
 from __future__ import annotations
@@ -63,11 +66,13 @@ def max_upload_bytes() -> int:
 
 
 def widget_limit_mb() -> int | None:
-    """The limit for ``st.file_uploader(max_upload_size=...)``: the transport cap, so a file
-    above the workbench's limit still reaches :func:`check_upload` and is refused with its
-    size and the command; None (Streamlit's setting) when the workbench's setting is invalid."""
+    """The limit for ``st.file_uploader(max_upload_size=...)``, which the box shows: the
+    workbench's own limit in whole megabytes (rounded up, so nothing within the limit is
+    refused in the browser; what lies between is refused by :func:`check_upload` with its
+    size and the command); None (Streamlit's setting) when the workbench's setting is
+    invalid, whose caption then says what is wrong."""
     try:
-        return max(TRANSPORT_MB, math.ceil(max_upload_mb()))
+        return math.ceil(max_upload_mb())
     except InputError:
         return None
 
@@ -78,10 +83,14 @@ def command(kind: str, name: str = "FILE") -> str:
 
 
 def limit_note(kind: str) -> str:
-    """The line under an upload widget: the limit and the command for larger files (the
-    widget itself shows the transport cap, which is not the limit)."""
+    """The line under an upload widget: the limit (the one the box shows, and why the box's
+    number differs when the setting is not a whole number of megabytes) and the command for
+    larger files."""
     try:
-        limit = f"The workbench takes up to {max_upload_mb():g} MB per file here"
+        mb = max_upload_mb()
+        limit = f"The workbench takes up to {mb:g} MB per file here"
+        if not float(mb).is_integer():
+            limit += f" (the box rounds it up to {math.ceil(mb)} MB)"
     except InputError as exc:
         limit = str(exc)
     return f"{limit}; for a larger file use the command line: {command(kind)}"

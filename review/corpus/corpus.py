@@ -76,8 +76,9 @@ class ImportReport:
 
     def summary(self) -> str:
         return (
-            f"{self.added} document version(s) added, {self.unchanged} already present "
-            f"unchanged, from {self.files} file(s)"
+            f"{readable.count(self.added, 'document version')} added, {self.unchanged} already "
+            "present "
+            f"unchanged, from {readable.count(self.files, 'file')}"
         )
 
 

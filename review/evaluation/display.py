@@ -11,7 +11,7 @@ import pandas as pd
 from review.core import readable
 from review.core.taxonomy import Taxonomy
 
-__all__ = ["GROUP_SECTIONS", "group_table", "recall_table", "summary_rows"]
+__all__ = ["GROUP_SECTIONS", "group_table", "outputs_table", "recall_table", "summary_rows"]
 
 #: The "group by" columns whose values are keys of a taxonomy section.
 GROUP_SECTIONS: Final[dict[str, str]] = {
@@ -74,3 +74,25 @@ def group_table(table: pd.DataFrame, column: str, tax: Taxonomy) -> pd.DataFrame
     if table.empty or section is None or column not in table:
         return table
     return table.assign(**{column: [readable.term(tax, section, str(v)) for v in table[column]]})
+
+
+#: The columns of a run's outputs whose cells are keys of a taxonomy section.
+_OUTPUT_TERMS: Final[dict[str, str]] = {
+    "gold": "decisions",
+    "decision": "decisions",
+    "base_decision": "decisions",
+    "reason_code": "reason_codes",
+}
+
+
+def outputs_table(outputs: pd.DataFrame, tax: Taxonomy) -> pd.DataFrame:
+    """A run's outputs as read: decisions and reason codes by their taxonomy labels (an empty
+    cell stays empty), never as stored keys."""
+    out = outputs.copy()
+    for column, section in _OUTPUT_TERMS.items():
+        if column in out.columns:
+            out[column] = [
+                "" if readable.is_missing(v) or v == "" else readable.term(tax, section, str(v))
+                for v in out[column]
+            ]
+    return out

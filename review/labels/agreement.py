@@ -34,6 +34,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from review.core import readable
 from review.core.errors import InputError
 
 __all__ = [
@@ -101,7 +102,8 @@ def _prepare(
     missing = [c for c in (item, annotator, value) if c not in df.columns]
     if missing:
         raise InputError(
-            f"{what}: missing column(s) {', '.join(map(repr, missing))}; "
+            f"{what}: missing {readable.plural(len(missing), 'column')} "
+            f"{', '.join(map(repr, missing))}; "
             f"expected {item!r}, {annotator!r} and {value!r}"
         )
     if df[item].isna().any():
@@ -373,7 +375,10 @@ def _presence(
             raise InputError(f"{name}: expected a table (DataFrame), got {type(frame).__name__}")
         missing = [col for col in cols if col not in frame.columns]
         if missing:
-            raise InputError(f"{name}: missing column(s) {', '.join(map(repr, missing))}")
+            raise InputError(
+                f"{name}: missing {readable.plural(len(missing), 'column')} "
+                f"{', '.join(map(repr, missing))}"
+            )
     given = df_reasons[[item, annotator]]
     pairs_src = given if labeled is None else labeled[[item, annotator]]
     pairs = pairs_src.drop_duplicates().reset_index(drop=True)
@@ -492,7 +497,8 @@ def confusion_pairs(
         unknown = [v for v in c.values if v not in position]
         if unknown:
             raise InputError(
-                f"labels: value(s) {', '.join(map(repr, unknown))} are not among the "
+                f"labels: {readable.plural(len(unknown), 'value')} {', '.join(map(repr, unknown))} "
+                f"{readable.plural(len(unknown), 'is', 'are')} not among the "
                 f"categories {', '.join(map(repr, cats))}"
             )
         remap = np.array([position[v] for v in c.values], dtype=np.int64)

@@ -64,6 +64,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import aliased
 
 from review.cases.agreed import current_label_filter
+from review.core import readable
 from review.core.errors import InputError
 from review.labels.agreement import TABLE_COLUMNS, AgreementReport, assemble_table
 from review.labels.agreement_rollup import stamp_columns
@@ -655,13 +656,17 @@ def agreement_report_sql(
         if n_labels == 0:
             return None
         if sum(int(r[2 + j] or 0) for r in units for j in range(n_cats)) != n_labels:
-            used = conn.scalars(
-                _in_scope(select(Label.decision).distinct(), slice_, category).where(
-                    current_label_filter(), Label.decision.not_in(cats)
+            used = list(
+                conn.scalars(
+                    _in_scope(select(Label.decision).distinct(), slice_, category).where(
+                        current_label_filter(), Label.decision.not_in(cats)
+                    )
                 )
             )
             raise InputError(
-                f"labels: value(s) {', '.join(map(repr, sorted(str(d) for d in used)))} are "
+                f"labels: {readable.plural(len(used), 'value')} "
+                f"{', '.join(map(repr, sorted(str(d) for d in used)))} "
+                f"{readable.plural(len(used), 'is', 'are')} "
                 f"not among the categories {', '.join(map(repr, cats))}"
             )
         if not stored:

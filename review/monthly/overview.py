@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import Engine, func, select
 
-from review.core import clearance
+from review.core import clearance, readable
 from review.core.identity import Actor, Permission
 from review.core.taxonomy import Taxonomy
 from review.core.terms import CaseStatus, PlanStatus, VersionStatus
@@ -109,7 +109,7 @@ def build_overview(
         if drafts:
             attention.append(
                 Attention(
-                    f"{drafts} draft case(s) to complete and mark ready.",
+                    f"{readable.count(drafts, 'draft case')} to complete and mark ready.",
                     "cases",
                     {"status": CaseStatus.draft},
                 )
@@ -127,7 +127,8 @@ def build_overview(
             if n < MIN_CASES_PER_SLICE:
                 attention.append(
                     Attention(
-                        f"Slice '{tax.slices[sl].label}' has {n} ready case(s); aim for at least "
+                        f"Slice '{tax.slices[sl].label}' has {readable.count(n, 'ready case')}; "
+                        "aim for at least "
                         f"{MIN_CASES_PER_SLICE}.",
                         "cases",
                         {"slice": sl},
@@ -192,8 +193,7 @@ def first_step(
         drafts = by_status.get(CaseStatus.draft, 0)
         if actor.can(Permission.edit_cases):
             return Attention(
-                f"Next: {drafts:,} draft case{'' if drafts == 1 else 's'} to complete and mark "
-                "ready; "
+                f"Next: {readable.count(drafts, 'draft case')} to complete and mark ready; "
                 "labels, runs and thresholds use ready cases only.",
                 "cases",
                 {"status": CaseStatus.draft} if drafts else {},
@@ -216,20 +216,30 @@ def _work_waiting(engine: Engine, actor: Actor, labels_left: int | None) -> list
     if actor.can(Permission.label):
         n = labeling.queue_size(engine, actor) if labels_left is None else labels_left
         if n:
-            out.append(Attention(f"{n} ready case(s) still need your label.", "labeling"))
+            out.append(
+                Attention(
+                    f"{readable.count(n, 'ready case')} still "
+                    f"{readable.plural(n, 'needs', 'need')} your label.",
+                    "labeling",
+                )
+            )
     if actor.can(Permission.adjudicate):
         split = labeling.disagreements(engine, limit=101)
         if split:
-            shown = "More than 100" if len(split) > 100 else str(len(split))
-            text = f"{shown} case(s) whose labels disagree wait for adjudication."
+            shown = (
+                "More than 100 cases" if len(split) > 100 else readable.count(len(split), "case")
+            )
+            verb = readable.plural(len(split), "waits", "wait")
+            text = f"{shown} whose labels disagree {verb} for adjudication."
             out.append(Attention(text, "adjudication"))
     if actor.can(Permission.audit):
         for plan in plans.list_plans(engine):
             if plan.status == PlanStatus.open:
                 out.append(
                     Attention(
-                        f"Audit batch '{plan.name}' is open: {plan.complete} of {plan.items} "
-                        "trace(s) have their verdicts.",
+                        f"Audit batch '{plan.name}' is open: {plan.complete} of "
+                        f"{readable.count(plan.items, 'trace')} "
+                        f"{readable.plural(plan.complete, 'has', 'have')} their verdicts.",
                         "audit",
                         {"plan": str(plan.id)},
                     )

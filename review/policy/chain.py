@@ -51,6 +51,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from review.core import readable
+
 GENESIS = "0" * 64
 ENV_KEY = "WORKBENCH_SIGNING_KEY"
 PLAIN = "sha256"
@@ -347,7 +349,8 @@ def _missing_line(missing: Sequence[AuditSig], stored: int) -> str:
     )
     more = f" and {len(missing) - 4} more" if len(missing) > 4 else ""
     return (
-        f"the audit log records {len(missing)} signature(s) the record no longer holds "
+        f"the audit log records {readable.count(len(missing), 'signature')} the record no longer "
+        "holds "
         f"(sign-off {shown}{more}; {stored} stored): rows were deleted"
     )
 
@@ -561,7 +564,7 @@ def _check_sealed(
             found.broken(
                 r.id,
                 f"sign-off {r.id}: hashed without the signing key after the key was "
-                f"adopted on the first {adopted} signature(s) (recomputed without "
+                f"adopted on the first {readable.count(adopted, 'signature')} (recomputed without "
                 "the key?)",
             )
 
@@ -670,10 +673,11 @@ def describe(status: ChainStatus, key: bytes | None) -> list[str]:
     lines: list[str] = []
     if key is None:
         lines.append(
-            f"no signing key is configured: {len(status.plain)} plain sha256 row(s)"
+            f"no signing key is configured: {readable.count(len(status.plain), 'plain sha256 row')}"
             + (f" (sign-offs {_ranges(status.plain)})" if status.plain else "")
             + (
-                f"; {len(status.keyed)} keyed row(s) that cannot be checked here (sign-offs "
+                f"; {readable.count(len(status.keyed), 'keyed row')} that cannot be checked here "
+                "(sign-offs "
                 f"{_ranges(status.keyed)})"
                 if status.keyed
                 else ""
@@ -684,7 +688,7 @@ def describe(status: ChainStatus, key: bytes | None) -> list[str]:
     lines.append(
         f"keyed with the signing key ({alg}): "
         + (
-            f"{len(status.keyed)} row(s), sign-offs {_ranges(status.keyed)}"
+            f"{readable.count(len(status.keyed), 'row')}, sign-offs {_ranges(status.keyed)}"
             if status.keyed
             else "no row"
         )
@@ -701,16 +705,19 @@ def describe(status: ChainStatus, key: bytes | None) -> list[str]:
                 else "covered by the keyed rows signed after them"
             )
             lines.append(
-                f"plain sha256, sealed by the key ({how}): {len(covered)} row(s), sign-offs "
+                f"plain sha256, sealed by the key ({how}): {readable.count(len(covered), 'row')}, "
+                "sign-offs "
                 f"{_ranges(covered)}"
             )
         if loose:
             lines.append(
                 f"plain sha256 and covered by no seal of the key (not verified): "
-                f"{len(loose)} row(s), sign-offs {_ranges(loose)}"
+                f"{readable.count(len(loose), 'row')}, sign-offs {_ranges(loose)}"
             )
     if status.seal is not None:
-        lines.append(f"sealed with the signing key: {status.count} signature(s) and the head")
+        lines.append(
+            f"sealed with the signing key: {readable.count(status.count, 'signature')} and the head"
+        )
     else:
         lines.append(f"NOT sealed with the signing key: {status.seal_problem}")
     return lines

@@ -58,6 +58,7 @@ from pydantic import (
 )
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from review.core import readable
 from review.core.errors import InputError, PolicyFileError
 from review.core.taxonomy import KEY_RE, policies_dir, taxonomy
 from review.core.yamlstrict import format_validation_error, load_yaml_text
@@ -491,11 +492,17 @@ def _gate_order_problems(order: list[str]) -> list[str]:
     missing = [r for r in GATE_RULES if r not in order]
     twice = sorted({r for r in order if order.count(r) > 1})
     if unknown:
-        problems.append(f"gate_order: unknown rule(s) {', '.join(unknown)}")
+        problems.append(
+            f"gate_order: unknown {readable.plural(len(unknown), 'rule')} {', '.join(unknown)}"
+        )
     if missing:
-        problems.append(f"gate_order: missing rule(s) {', '.join(missing)}")
+        problems.append(
+            f"gate_order: missing {readable.plural(len(missing), 'rule')} {', '.join(missing)}"
+        )
     if twice:
-        problems.append(f"gate_order: rule(s) listed twice: {', '.join(twice)}")
+        problems.append(
+            f"gate_order: {readable.plural(len(twice), 'rule')} listed twice: {', '.join(twice)}"
+        )
     if problems:
         problems.append(f"gate_order: must be an ordering of {', '.join(GATE_RULES)}")
         return problems

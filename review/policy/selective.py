@@ -44,6 +44,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from review.core import readable
 from review.core.errors import InputError
 from review.core.sampling import wilson_bounds
 from review.policy.policy import OVERALL_TARGETS, TARGET_METRICS, NoAnswerPolicy
@@ -110,7 +111,9 @@ def _scores(values: npt.ArrayLike | pd.Series, name: str = "score") -> FloatArra
         if bad.any():
             first = int(bad.argmax())
             raise InputError(
-                f"{name}: {int(bad.sum())} value(s) are missing or not finite (first at position "
+                f"{name}: {readable.count(int(bad.sum()), 'value')} "
+                f"{readable.plural(int(bad.sum()), 'is', 'are')} missing or not finite (first at "
+                "position "
                 f"{first}); every item needs a score"
             )
     return arr
@@ -126,7 +129,10 @@ def _booleans(values: npt.ArrayLike | pd.Series, name: str) -> BoolArray:
         raise InputError(f"{name}: expected true/false values ({exc})") from None
     missing = b.isna()
     if bool(missing.any()):
-        raise InputError(f"{name}: {int(missing.sum())} item(s) have no true/false value")
+        raise InputError(
+            f"{name}: {readable.count(int(missing.sum()), 'item')} "
+            f"{readable.plural(int(missing.sum()), 'has', 'have')} no true/false value"
+        )
     return np.asarray(b.to_numpy(dtype=bool), dtype=np.bool_)
 
 
@@ -254,7 +260,9 @@ class _Outcomes:
 def _outcomes(frame: pd.DataFrame) -> _Outcomes:
     missing = [c for c in ("score", "answerable", "acceptable") if c not in frame.columns]
     if missing:
-        raise InputError(f"outcomes: missing column(s) {', '.join(missing)}")
+        raise InputError(
+            f"outcomes: missing {readable.plural(len(missing), 'column')} {', '.join(missing)}"
+        )
     if frame.empty:
         raise InputError("outcomes: no items to analyse")
     score = _scores(frame["score"], "outcomes.score")
@@ -264,7 +272,9 @@ def _outcomes(frame: pd.DataFrame) -> _Outcomes:
     if contradiction.any():
         first = frame.index[int(contradiction.argmax())]
         raise InputError(
-            f"outcomes: {int(contradiction.sum())} item(s) are marked acceptable to answer but "
+            f"outcomes: {readable.count(int(contradiction.sum()), 'item')} "
+            f"{readable.plural(int(contradiction.sum()), 'is', 'are')} marked acceptable to answer "
+            "but "
             f"not answerable (first: row {first!r}); an item without a gold answer cannot be "
             "acceptable to answer"
         )

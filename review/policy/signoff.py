@@ -40,6 +40,7 @@ from typing import Any
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
+from review.core import readable
 from review.core.errors import InputError, PermissionDenied, PolicyFileError
 from review.core.identity import Actor, Permission, Role, require
 from review.core.terms import VersionStatus
@@ -547,7 +548,8 @@ def with_chain_head(engine: Engine, yaml_text: str) -> str:
     part of what is signed, so the file still reads and hashes the same)."""
     head, count = chain_head(engine)
     return (
-        f"# sign-off chain head: {head} ({count} signature(s)); record it elsewhere and "
+        f"# sign-off chain head: {head} ({readable.count(count, 'signature')}); record it "
+        "elsewhere and "
         f"compare later with: workbench verify-signoffs --head {head}\n" + yaml_text
     )
 
@@ -1022,7 +1024,11 @@ def recorded_head(engine: Engine, recorded: str) -> tuple[bool, str]:
     with read_session(engine) as s:
         ids = list(s.execute(select(SignOff.id, SignOff.row_hash).order_by(SignOff.id)))
     if wanted == GENESIS:
-        return True, f"the recorded head is the empty record's; {len(ids)} signature(s) since"
+        return (
+            True,
+            f"the recorded head is the empty record's; {readable.count(len(ids), 'signature')} "
+            "since",
+        )
     at = next((i for i, (_, h) in enumerate(ids) if h == wanted), None)
     if at is None:
         return False, (

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from review.core import readable
 from review.core.errors import InputError
 from review.policy.policy import NoAnswerPolicy
 from review.thresholds.thresholds import confidence_of
@@ -84,7 +85,7 @@ def calibrate_caveat(
     t_caveat = confidence_of(policy, mode, caveat_raw)
     if caveat_raw is not None and t_caveat < t_refuse:
         raise InputError(
-            f"caveat_below {caveat_raw:g} lies on the worse side of refuse_below "
+            f"Caveat below {caveat_raw:g} lies on the worse side of Refuse below "
             f"{refuse_raw:g}: answers between them would be refused, never caveated"
         )
     score = part["score"].to_numpy(dtype=float)
@@ -180,8 +181,12 @@ def calibration_text(c: CaveatCalibration) -> str:
         return "undefined (no item)" if pd.isna(v) else f"{v:.1%} of {r['items']:,}"
 
     return (
-        f"On {c.split}: {cav['items']:,} answer(s) carry the caveat and {plain['items']:,} are "
+        f"On {c.split}: {readable.count(cav['items'], 'answer')} "
+        f"{readable.plural(cav['items'], 'carries', 'carry')} the caveat and {plain['items']:,} "
+        f"{readable.plural(plain['items'], 'is', 'are')} "
         f"plain; unacceptable in the caveat band {rate(cav)}, among plain answers "
-        f"{rate(plain)}. Against the caveat_below in force, {c.gain_caveat:,} answer(s) gain "
+        f"{rate(plain)}. Against the Caveat below in force, "
+        f"{readable.count(c.gain_caveat, 'answer')} "
+        f"{readable.plural(c.gain_caveat, 'gains', 'gain')} "
         f"the caveat and {c.lose_caveat:,} lose it."
     )

@@ -13,10 +13,12 @@ from typing import Final
 
 import pandas as pd
 
+from review.core import readable
 from review.policy import signoff
 from review.policy.display import in_force_caption
 from review.policy.policy import ModeThresholds, NoAnswerPolicy
 from review.policy.signoff import signing_roles
+from review.thresholds.headline import METRIC_LABELS
 from review.thresholds.thresholds import Analysis
 
 __all__ = [
@@ -33,6 +35,7 @@ __all__ = [
     "caveat_start",
     "chain_message",
     "coverage_points",
+    "figures_table",
     "flip_counts",
     "gate_basis",
     "history_frame",
@@ -129,14 +132,14 @@ def no_caveat_room(mode: str, proposed: float) -> str:
     """What the page says instead of a caveat slider when the proposed refuse_below is at the
     end of the score range, so no answer can fall between the two thresholds."""
     return (
-        f"Proposed caveat_below for {mode}: {proposed:g}, the same as the proposed "
-        "refuse_below, which is at the end of the score range: no answer would carry the caveat."
+        f"Proposed Caveat below for {mode}: {proposed:g}, the same as the proposed "
+        "Refuse below, which is at the end of the score range: no answer would carry the caveat."
     )
 
 
 def analysis_caption(a: Analysis) -> str:
     return (
-        f"{a.n_tuning} outcome(s) on {a.tuned_on}, {a.n_report} on {a.report_on} · "
+        f"{readable.count(a.n_tuning, 'outcome')} on {a.tuned_on}, {a.n_report} on {a.report_on} · "
         f"AURC on {a.tuned_on}: {a.aurc:.3f} · an outcome is acceptable to answer "
         "when its gold decision answers"
     )
@@ -159,8 +162,31 @@ def targets_verdict(targets: pd.DataFrame) -> tuple[bool, str]:
     """Whether every release target passes, and the sentence saying so."""
     failed = int((~targets["passed"]).sum())
     if failed:
-        return False, f"{failed} of {len(targets)} target(s) fail."
+        return False, f"{failed} of {readable.count(len(targets), 'target')} fail."
     return True, "Every target passes."
+
+
+#: Columns of the figures tables whose cells are metric or target names.
+_NAMED_CELLS: Final = ("metric", "target", "name")
+
+
+def _words(key: object) -> object:
+    """A metric, target or threshold name as people read it ("False-refusal rate",
+    "Max false refusal rate", "Refuse below"); anything else as it is."""
+    if not isinstance(key, str) or "_" not in key:
+        return key
+    return METRIC_LABELS.get(key) or readable.humanize(key)
+
+
+def figures_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """A table of operating points, targets, sweeps or caveat bands as shown: every column
+    headed in words (``false_refusal_rate`` -> "False-refusal rate", ``caveat_below (raw)``
+    -> "Caveat below (raw)") and metric and target names in words, never as stored keys."""
+    out = frame.copy()
+    for column in _NAMED_CELLS:
+        if column in out.columns:
+            out[column] = out[column].map(_words)
+    return out.rename(columns=lambda c: _words(c) if isinstance(c, str) else c)
 
 
 def flip_counts(flips: pd.DataFrame) -> str:
@@ -205,7 +231,7 @@ def _reason(s: signoff.Signature) -> str:
     release targets (review/thresholds/signing.py stores that in the snapshot)."""
     despite = s.metrics_snapshot.get("approved_despite")
     mark = " (approved although it failed release targets)" if despite else ""
-    return f"{s.role}: {s.note}{mark}"
+    return f"{readable.humanize(s.role)}: {s.note}{mark}"
 
 
 def history_frame(versions: Sequence[signoff.VersionView]) -> pd.DataFrame:
@@ -220,7 +246,8 @@ def history_frame(versions: Sequence[signoff.VersionView]) -> pd.DataFrame:
                 "tuned on": v.tuned_on_split or "",
                 "sha256": v.sha256[:16],
                 "signatures": "; ".join(
-                    f"{s.role}: {s.meaning} by {s.signer} at {s.at:%Y-%m-%d %H:%M}"
+                    f"{readable.humanize(s.role)}: {s.meaning} by {s.signer} "
+                    f"at {s.at:%Y-%m-%d %H:%M}"
                     for s in v.signatures
                 ),
                 "reasons": "; ".join(_reason(s) for s in v.signatures if s.note),

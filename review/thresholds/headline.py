@@ -25,6 +25,7 @@ from typing import Any, Final
 
 import pandas as pd
 
+from review.core import readable
 from review.core.readable import humanize, number, percent, percent_interval
 from review.core.sampling import wilson_interval
 from review.policy.policy import TARGET_METRICS, NoAnswerPolicy
@@ -267,7 +268,8 @@ def verdict(h: Headline) -> str:
         return f"No outcome on the {h.report_on} split: the targets cannot be checked."
     if h.failing:
         return (
-            f"The proposal fails {len(h.failing)} of {h.targets_total} release target(s) on "
+            f"The proposal fails {len(h.failing)} of "
+            f"{readable.count(h.targets_total, 'release target')} on "
             f"the {h.report_on} split ({number(h.n_report)} outcomes)."
         )
     return f"The proposal meets every release target on the {h.report_on} split."

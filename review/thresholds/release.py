@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from review.core import readable
 from review.core.errors import InputError
 from review.core.sampling import wilson_bounds
 from review.evaluation import runmetrics
@@ -224,7 +225,11 @@ def _drift(
         (first.reindex(shared).astype(object) != base.reindex(shared).astype(object)).sum()
     )
     ok = move <= bound + TOLERANCE
-    why = "" if ok else f"{metric} moved by {move:.3f} ({flipped} decision(s) changed)"
+    why = (
+        ""
+        if ok
+        else f"{metric} moved by {move:.3f} ({readable.count(flipped, 'decision')} changed)"
+    )
     return row(move, flipped, len(shared), ok, why)
 
 

@@ -12,7 +12,7 @@ import numpy.typing as npt
 import pandas as pd
 from sqlalchemy import Engine
 
-from review.core import clearance
+from review.core import clearance, readable
 from review.core.errors import InputError
 from review.core.identity import Actor
 from review.policy.policy import SIGNAL_MISSING, SIGNALS, NoAnswerPolicy
@@ -694,7 +694,8 @@ def reproduction_text(r: Reproduction, policy_name: str) -> str:
         return "No traces are stored: there is nothing to replay."
     replayable = r.traces - r.not_replayable
     head = (
-        f"{policy_name} reproduces {r.reproduced:,} of the {replayable:,} logged decision(s) "
+        f"{policy_name} reproduces {r.reproduced:,} of the "
+        f"{readable.count(replayable, 'logged decision')} "
         f"it can replay"
     )
     if r.differing_traces:
@@ -706,9 +707,10 @@ def reproduction_text(r: Reproduction, policy_name: str) -> str:
         for name, n in sorted(r.missing_signals.items(), key=lambda x: -x[1])
     )
     tail = (
-        f" {r.not_replayable:,} of {r.traces:,} trace(s) are not replayable ({parts})."
+        f" {r.not_replayable:,} of {readable.count(r.traces, 'trace')} "
+        f"{readable.plural(r.not_replayable, 'is', 'are')} not replayable ({parts})."
         if r.not_replayable
-        else f" Every one of the {r.traces:,} trace(s) is replayable."
+        else f" Every one of the {readable.count(r.traces, 'trace')} is replayable."
     )
     return head + "." + tail
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Engine
 
+from review.core import readable
 from review.core.errors import InputError
 from review.core.identity import Actor, Permission, Role, require
 from review.core.taxonomy import Taxonomy
@@ -47,7 +48,8 @@ def needs_confirmation(evidence: SignoffEvidence, headline: hl.Headline | None) 
         return f"No outcome on the {headline.report_on} split: no target can be shown to pass."
     if headline.failing:
         return (
-            f"It fails {len(headline.failing)} of {headline.targets_total} release target(s): "
+            f"It fails {len(headline.failing)} of "
+            f"{readable.count(headline.targets_total, 'release target')}: "
             + "; ".join(headline.failing)
             + "."
         )

@@ -39,7 +39,7 @@ from sqlalchemy.orm import Session
 
 from review.core import clearance
 from review.core.errors import InputError, PermissionDenied
-from review.core.identity import Actor, Role
+from review.core.identity import Actor, Role, roles_text
 from review.corpus.restricted_traces import trace_reasons
 from review.traces import rollup
 from review.traces.chunks import ChunkView, chunk_view
@@ -100,9 +100,9 @@ def can_view(actor: Actor) -> bool:
 
 def require_view(actor: Actor) -> None:
     if not can_view(actor):
-        holders = ", ".join(sorted(r.value for r in VIEW_ROLES))
+        holders = roles_text([r.value for r in VIEW_ROLES])
         raise PermissionDenied(
-            f"{actor.name} ({', '.join(sorted(actor.roles)) or 'no role'}) may not browse "
+            f"{actor.name} ({roles_text(actor.roles)}) may not browse "
             f"production traces; this needs one of the roles: {holders}."
         )
 

@@ -14,6 +14,7 @@ from review.core.taxonomy import Taxonomy
 from review.traces.browse import TraceListRow, TraceView
 from review.traces.chunks import ChunkView
 from review.traces.importer import ImportRow
+from review.traces.model import feedback_label
 from review.traces.retention import Retention
 
 __all__ = [
@@ -121,7 +122,8 @@ def hidden_chunks_note(view: TraceView) -> str | None:
     if not view.hidden_chunks:
         return None
     return (
-        f"{view.hidden_chunks} chunk(s) removed by the authorization filter are hidden: "
+        f"{readable.count(view.hidden_chunks, 'chunk')} removed by the authorization filter "
+        f"{readable.plural(view.hidden_chunks, 'is', 'are')} hidden: "
         "they are shown only to users with clearance."
     )
 
@@ -200,7 +202,7 @@ def listing_frame(
                 "top score": r.top_score,
                 "mode": r.ranking_mode if tax is None else readable.humanize(r.ranking_mode, ""),
                 "hits": r.hits_after_filter,
-                "feedback": r.feedback or "",
+                "feedback": feedback_label(r.feedback),
                 "policy (as logged)": r.policy_version,
                 "restricted": r.restricted,
             }
@@ -213,7 +215,7 @@ def import_progress(phase: str, done: int, total: int | None) -> tuple[float, st
     """The progress bar of an import (fraction, text) after an importer callback; None when
     the bar stays as it is (writing with no known total)."""
     if phase == "checking":
-        return 0.0, f"Checking the file… {done:,} trace(s) read"
+        return 0.0, f"Checking the file… {readable.count(done, 'trace')} read"
     if total:
         return min(1.0, done / total), f"Writing… {done:,} of {total:,}"
     return None
@@ -224,6 +226,6 @@ def retention_caption(rule: Retention) -> str:
     if rule.days is None:
         return "No retention rule is set: traces are kept until someone purges them."
     return (
-        f"Traces older than {rule.days} day(s) are deleted when a purge runs "
+        f"Traces older than {readable.count(rule.days, 'day')} are deleted when a purge runs "
         f"(set by {rule.updated_by or NONE})."
     )

@@ -21,6 +21,7 @@ from typing import IO, Any, BinaryIO
 
 from sqlalchemy import Engine, select
 
+from review.core import readable
 from review.core.errors import InputError
 from review.traces import tracerows
 from review.traces.formats import FORMATS, detect_format, iter_traces
@@ -186,7 +187,7 @@ class ImportReport:
 
     def summary(self) -> str:
         parts = [
-            f"{self.added} trace(s) added",
+            f"{readable.count(self.added, 'trace')} added",
             f"{self.skipped} already present or repeated in the file",
         ]
         if self.rejected:

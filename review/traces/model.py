@@ -7,6 +7,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import TypeAlias
 
+from review.core import readable
 from review.core.taxonomy import CORE_DECISIONS, Taxonomy
 
 __all__ = [
@@ -43,6 +44,23 @@ DEFAULT_REASON_CODES = (
 
 
 FEEDBACK_VALUES = ("positive", "negative", "expected_answer", "answer_wrong")
+
+#: How each feedback value reads on a screen (the words of the reviewer's own verdicts).
+FEEDBACK_LABELS = {
+    "positive": "positive",
+    "negative": "negative",
+    "expected_answer": "I expected an answer",
+    "answer_wrong": "this answer is wrong",
+}
+
+
+def feedback_label(value: str | None) -> str:
+    """A feedback value as people read it; another value as logged, a key humanised."""
+    if not value:
+        return ""
+    if value in FEEDBACK_LABELS:
+        return FEEDBACK_LABELS[value]
+    return readable.humanize(value) if "_" in value and value.islower() else value
 
 
 NEGATIVE_FEEDBACK = frozenset({"negative", "expected_answer", "answer_wrong"})

@@ -55,6 +55,7 @@ from sqlalchemy import Engine, func, select
 
 from review.charts.style import colour_scale, no_data_chart, percent_axis
 from review.charts.weekly import bottom_legend, week_tooltip, week_x, weekly_lines
+from review.core import readable
 from review.core.errors import InputError
 from review.core.readable import percent
 from review.core.taxonomy import Taxonomy, policies_dir
@@ -515,7 +516,7 @@ def evaluate_alerts(
         if r_miss.enabled and missing > r_miss.max_count:
             add(
                 i, "missing_reason", "missing_reason", "critical", float(missing), None,
-                f"{missing} decision(s) without a logged reason (should be "
+                f"{readable.count(missing, 'decision')} without a logged reason (should be "
                 f"{r_miss.max_count}).",
             )  # fmt: skip
     return out
@@ -797,9 +798,9 @@ def segment_chart(frame: pd.DataFrame, signal: str = "no_answer_rate") -> alt.Ch
         color=alt.Color("segment:N", title=None, legend=bottom_legend()),
         tooltip=[
             week_tooltip(title=None),
-            "segment:N",
-            alt.Tooltip(f"{signal}:Q", format=".1%"),
-            "traces:Q",
+            alt.Tooltip("segment:N", title="segment"),
+            alt.Tooltip(f"{signal}:Q", title=SIGNALS[signal], format=".1%"),
+            alt.Tooltip("traces:Q", title="traces"),
         ],
         height=280,
     )

@@ -18,6 +18,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session
 
+from review.core import readable
 from review.core.errors import InputError
 from review.core.identity import Actor, Permission, require
 from review.traces import rollup
@@ -109,12 +110,14 @@ class PurgeReport:
 
     def summary(self) -> str:
         kept = (
-            f"; {self.kept_in_audits} older trace(s) kept because they are in an audit sample"
+            f"; {readable.count(self.kept_in_audits, 'older trace')} kept because they are in an "
+            "audit sample"
             if self.kept_in_audits
             else ""
         )
         return (
-            f"{self.deleted} trace(s) from before {self.cutoff:%Y-%m-%d %H:%M} UTC deleted "
+            f"{readable.count(self.deleted, 'trace')} from before {self.cutoff:%Y-%m-%d %H:%M} UTC "
+            "deleted "
             f"with their chunks{kept}."
         )
 

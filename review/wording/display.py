@@ -17,7 +17,7 @@ from review.policy.display import in_force_caption, version_heading
 from review.policy.signoff import signing_roles
 from review.wording.compare import MessageChange
 from review.wording.editing import key_meaning
-from review.wording.findings import RULES
+from review.wording.findings import RULES, rule_title
 from review.wording.production import OffendingTrace, ProductionSummary
 
 __all__ = [
@@ -41,6 +41,7 @@ __all__ = [
     "signing_roles",
     "trace_line",
     "version_label",
+    "violations_table",
 ]
 
 #: The shipped wording file in pickers and diff headers.
@@ -161,8 +162,8 @@ def history_frame(versions: Sequence[signoff.VersionView]) -> pd.DataFrame:
                 "lint findings": (v.snapshot or {}).get("lint_total"),
                 "sha256": v.sha256[:16],
                 "signatures": "; ".join(
-                    f"{s.role}: {s.meaning} by {s.signer} at {s.at:%Y-%m-%d %H:%M}"
-                    + (f" ({s.note})" if s.note else "")
+                    f"{readable.humanize(s.role)}: {s.meaning} by {s.signer} "
+                    f"at {s.at:%Y-%m-%d %H:%M}" + (f" ({s.note})" if s.note else "")
                     for s in v.signatures
                 ),
             }
@@ -197,7 +198,8 @@ def production_caption(summary: ProductionSummary) -> str:
         f"Linted with the approved contacts of {version}, the restricted titles of the corpus "
         "and every document id."
         + (
-            f" {summary.hidden_restricted} offending restricted trace(s) are hidden: seeing them "
+            f" {readable.count(summary.hidden_restricted, 'offending restricted trace')} "
+            f"{readable.plural(summary.hidden_restricted, 'is', 'are')} hidden: seeing them "
             "needs clearance."
             if summary.hidden_restricted
             else ""
@@ -208,8 +210,19 @@ def production_caption(summary: ProductionSummary) -> str:
 def rules_frame(summary: ProductionSummary) -> pd.DataFrame:
     """Offending traces per rule, with what each rule catches."""
     return pd.DataFrame(
-        [{"rule": r, "what it catches": RULES[r], "traces": n} for r, n in summary.per_rule.items()]
+        [
+            {"rule": rule_title(r), "what it catches": RULES[r], "traces": n}
+            for r, n in summary.per_rule.items()
+        ]
     )
+
+
+def violations_table(weekly: pd.DataFrame) -> pd.DataFrame:
+    """The weekly count of refusals breaking each wording rule (``weekly_violations``) as
+    shown: the week, the refusals breaking any rule, then a column per rule, each headed by
+    its title."""
+    names = {"week": "week (Monday)", "offending": "refusals breaking a rule"}
+    return weekly.rename(columns=lambda c: names.get(c) or rule_title(str(c)))
 
 
 def trace_line(row: OffendingTrace) -> str:
@@ -225,5 +238,8 @@ def trace_line(row: OffendingTrace) -> str:
 def finding_rows_frame(row: OffendingTrace) -> pd.DataFrame:
     """The findings of an offending trace: rule, excerpt, why."""
     return pd.DataFrame(
-        [{"rule": f.rule, "excerpt": f.excerpt, "why": f.explanation} for f in row.findings]
+        [
+            {"rule": rule_title(f.rule), "excerpt": f.excerpt, "why": f.explanation}
+            for f in row.findings
+        ]
     )

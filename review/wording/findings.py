@@ -6,7 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["KEY_ONLY_RULES", "RULES", "Finding", "excerpt"]
+from review.core import readable
+
+__all__ = ["KEY_ONLY_RULES", "RULES", "RULE_TITLES", "Finding", "excerpt", "rule_title"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -23,6 +25,23 @@ RULES: Mapping[str, str] = {
     "followup_without_request": "A follow-up that does not ask for what would help (F1 only)",
     "escalation_names_person": "An escalation that names a person, not a role or team (E1 only)",
 }
+
+#: Each rule's title: how a rule reads in every table, legend and tooltip (its id never does).
+RULE_TITLES: Mapping[str, str] = {
+    "universal_negative": "Says the answer does not exist",
+    "leaked_internal": "Leaks internal details",
+    "unlisted_contact": "Names an unlisted contact",
+    "claim_after_refusal": "Answers after refusing",
+    "blames_user": "Blames the user",
+    "followup_without_request": "Follow-up asks for nothing",
+    "escalation_names_person": "Escalation names a person",
+}
+
+
+def rule_title(rule: str) -> str:
+    """A wording rule as people read it: its title; a rule id this version does not know
+    reads humanised ("no_names" -> "No names"), never as the id."""
+    return RULE_TITLES.get(rule) or readable.humanize(rule)
 
 
 #: Rules that only run for one message key.

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import pandas as pd
 
+from review.core import readable
 from review.core.errors import InputError
 from review.wording.findings import KEY_ONLY_RULES, RULES, Finding, excerpt
 from review.wording.messages import WordingSet, render
@@ -43,7 +44,8 @@ def lint(
     unknown = [r for r in selected if r not in RULES]
     if unknown:
         raise InputError(
-            f"unknown wording rule(s): {', '.join(unknown)} (known: {', '.join(RULES)})"
+            f"unknown wording {readable.plural(len(unknown), 'rule')}: {', '.join(unknown)} "
+            f"(known: {', '.join(RULES)})"
         )
     ctx = rule_context(text, restricted_titles, allowed_contacts, doc_ids, company_names)
     findings: list[Finding] = []

@@ -31,7 +31,7 @@ from sqlalchemy import text as sql_text
 from review.core import clearance
 from review.core.errors import InputError, PermissionDenied
 from review.core.identity import Actor
-from review.wording.findings import RULES, Finding, excerpt
+from review.wording.findings import RULES, Finding, excerpt, rule_title
 from review.wording.lint import lint
 from review.wording.terms import all_restricted_titles, corpus_terms
 from review.wording.versions import in_force
@@ -304,7 +304,7 @@ class ProductionPage:
                     "decision": r.decision or "",
                     "message key": r.key or "",
                     "restricted": r.restricted,
-                    "rules": ", ".join(r.rules),
+                    "rules": "; ".join(rule_title(rule) for rule in r.rules),
                     "first finding": r.findings[0].excerpt if r.findings else "",
                 }
                 for r in self.rows

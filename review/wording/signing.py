@@ -18,6 +18,7 @@ from typing import Literal
 
 from sqlalchemy import Engine
 
+from review.core import readable
 from review.core.errors import InputError, StaleWriteError
 from review.core.identity import Actor, Permission, Role, require
 from review.core.terms import VersionStatus
@@ -243,7 +244,8 @@ def sign_wording(
             raise InputError(r.stale_parent)
         if r.lint_total and not note.strip():
             raise InputError(
-                f"version {r.version.number} has {r.lint_total} lint finding(s); approving it "
+                f"version {r.version.number} has {readable.count(r.lint_total, 'lint finding')}; "
+                "approving it "
                 "needs a note saying why they are acceptable"
             )
     snapshot = lint_snapshot(r.wording, r.parent, terms)

@@ -14,7 +14,7 @@ from sqlalchemy import Engine, select
 
 from review.core import clearance
 from review.core.identity import Role
-from review.wording.findings import Finding, excerpt
+from review.wording.findings import Finding, excerpt, rule_title
 from review.wording.lint import lint_set
 from review.wording.messages import WordingSet, needs_compliance
 from review.wording.versions import changed_keys
@@ -115,9 +115,9 @@ def _roles_for(ws: WordingSet, parent: WordingSet | None) -> frozenset[Role]:
 
 
 def findings_frame(text: str, findings: Sequence[Finding]) -> pd.DataFrame:
-    """Findings as a table: rule, span, the flagged excerpt and the explanation."""
+    """Findings as a table: rule (its title), span, the flagged excerpt and the explanation."""
     return pd.DataFrame(
-        [_finding_dict(text, f) for f in findings],
+        [{**_finding_dict(text, f), "rule": rule_title(f.rule)} for f in findings],
         columns=["rule", "start", "end", "excerpt", "explanation"],
     )
 

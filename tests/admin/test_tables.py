@@ -14,7 +14,7 @@ def test_users_table_joins_roles_and_keeps_every_user() -> None:
     ]
     frame = users.users_frame(people)
     assert frame.to_dict("records") == [
-        {"name": "Ada", "email": "a@x.example", "roles": "admin, annotator", "clearance": True,
+        {"name": "Ada", "email": "a@x.example", "roles": "Admin, Annotator", "clearance": True,
          "active": True, "version": 3},
         {"name": "Bo", "email": "b@x.example", "roles": "", "clearance": False, "active": False,
          "version": 1},
@@ -35,7 +35,7 @@ def test_change_log_table_cuts_long_snapshots_and_leaves_missing_ones_empty() ->
     assert frame[["who", "action", "entity", "id"]].values.tolist()[1] == [
         "ada",
         "update",
-        "case",
+        "Case",
         "3",
     ]
     assert frame["when"].tolist()[0] == "2025-06-01 00:00 UTC"  # a date, not a timestamp

@@ -62,7 +62,7 @@ def test_role_grants() -> None:
     assert not make_actor("annotator").can(Permission.approve_policy)
     assert make_actor("compliance").can(Permission.approve_policy)
     assert not make_actor("product_owner").can(Permission.edit_cases)
-    with pytest.raises(PermissionDenied, match="needs one of the roles: admin"):
+    with pytest.raises(PermissionDenied, match="needs one of the roles: Admin"):
         require(make_actor("reviewer"), Permission.manage_users)
     assert set(Role) == {
         Role(r) for r in ("annotator", "reviewer", "product_owner", "compliance", "admin")

@@ -312,7 +312,7 @@ def test_malformed_verdicts_are_refused() -> None:
         citation_validity(pairs, CONTEXT, ["supported"])
     with pytest.raises(InputError, match="claim 2: 'maybe'"):
         citation_validity(pairs, CONTEXT, ["supported", "maybe"])
-    with pytest.raises(InputError, match="do not exist"):
+    with pytest.raises(InputError, match="claim number 5 does not exist"):
         citation_validity(pairs, CONTEXT, {5: "supported"})
     assert set(VERDICTS) == {"supported", "unsupported", "contradicted", "not_a_claim"}
 

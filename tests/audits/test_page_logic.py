@@ -223,7 +223,7 @@ def test_a_plan_in_the_batch_picker_and_its_summary() -> None:
     plan = plan_view()
     assert display.batch_label(plan) == "July review · open · 11/30 audited"
     assert display.plan_summary(plan) == (
-        "open · proportional allocation of 30 · seed 4 · 2 reviewer(s) per trace · open "
+        "open · proportional allocation of 30 · seed 4 · 2 reviewers per trace · open "
         "review · population counted 2025-07-01 08:15 UTC · fingerprint 0123456789abcdef0…"
     )
     assert "· blind review ·" in display.plan_summary(plan_view(spec=PlanSpec(name="x")))
@@ -319,7 +319,7 @@ def test_wording_findings_table() -> None:
 
     frame = display.findings_frame([Hit()])
     assert frame.to_dict("records") == [
-        {"rule": "no_names", "excerpt": "Maria Lopez", "why": "names a person"}
+        {"rule": "No names", "excerpt": "Maria Lopez", "why": "names a person"}
     ]
 
 

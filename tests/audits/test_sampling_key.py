@@ -365,7 +365,7 @@ def test_a_population_with_traces_without_a_key_is_not_counted(engine: Engine) -
         s.execute(update(Trace).where(Trace.trace_id == "k-000007").values(sample_key=None))
 
     run_write(engine, drop_key)
-    with pytest.raises(InputError, match=r"1 trace\(s\) of the population have no sampling key"):
+    with pytest.raises(InputError, match=r"1 trace of the population has no sampling key"):
         audit_plans.count_population(engine, PopulationFilter(), ("decision",))
     flt = PopulationFilter(decisions=("abstain",))  # k-000007 is 'clarify': left out
     assert sum(c.count for c in audit_plans.count_population(engine, flt, ())) == 10

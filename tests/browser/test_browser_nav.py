@@ -199,8 +199,8 @@ def test_an_upload_over_the_limit_names_its_size_the_limit_and_the_command(
     page.get_by_text("Import and export (canonical JSONL)").click()
     expect(
         page.get_by_text(
-            "The workbench takes up to 0.01 MB per file here; for a larger file use the command "
-            "line: workbench import-cases FILE"
+            "The workbench takes up to 0.01 MB per file here (the box rounds it up to 1 MB); for "
+            "a larger file use the command line: workbench import-cases FILE"
         )
     ).to_be_visible()
     payload = b'{"key": "x"}' + b" " * 29_987 + b"\n"  # 30,000 bytes

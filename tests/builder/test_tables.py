@@ -170,7 +170,7 @@ def test_check_notes_and_table() -> None:
     notes = tables.check_notes(family(ok, bad, unknown))
     assert [n.level for n in notes] == ["error", "warning"]
     assert notes[0].text == "1 of 3 checks fail."
-    assert notes[1].text.startswith("1 check(s) cannot be verified")
+    assert notes[1].text.startswith("1 check cannot be verified")
     table = tables.checks_table([ok, bad])
     assert table.to_dict("records") == [  # failing first
         {"result": "FAIL", "check": "No leak", "variant": "(family)", "detail": bad.detail},

@@ -216,12 +216,11 @@ def test_split_texts() -> None:
     assert display.split_note(None).endswith("never move.")
     last = {"seed": 11, "by": "ada", "at": "2026-02-03T04:05:06+00:00", "moved": 4}
     assert display.split_note(last).endswith(
-        " Last assignment: seed 11 by ada at 2026-02-03T04:05, 4 case(s) moved."
+        " Last assignment: seed 11 by ada at 2026-02-03T04:05, 4 cases moved."
     )
-    assert display.split_applied_message(3, 7, 3) == "3 case(s) moved; seed 7 recorded."
+    assert display.split_applied_message(3, 7, 3) == "3 cases moved; seed 7 recorded."
     assert display.split_applied_message(2, 7, 3) == (
-        "2 case(s) moved; seed 7 recorded. The cases changed after the preview, which showed "
-        "3 move(s)."
+        "2 cases moved; seed 7 recorded. The cases changed after the preview, which showed 3 moves."
     )
 
 

@@ -212,7 +212,7 @@ def test_canonical_is_the_round_trip_format(demo_engine: Engine, tax: Taxonomy) 
     buf = io.StringIO()
     n = cases.export_cases(demo_engine, buf, cases.CaseFilter(status="ready"), viewer=SYSTEM)
     assert text == buf.getvalue() and report.written == n
-    assert report.summary() == f"{n} case(s) exported"
+    assert report.summary() == f"{n} cases exported"
     with pytest.raises(InputError, match="unknown export format 'csv'"):
         export(demo_engine, "csv", tax)
 
@@ -233,7 +233,7 @@ def test_empty_database_exports_valid_empty_files(tmp_path: Path, tax: Taxonomy)
     text, report = export(eng, "deepeval", tax)
     assert json.loads(text) == [] and report.written == 0
     text, report = export(eng, "ragas", tax)
-    assert text == "" and report.summary() == "0 case(s) exported"
+    assert text == "" and report.summary() == "0 cases exported"
     eng.dispose()
 
 

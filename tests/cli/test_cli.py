@@ -30,7 +30,7 @@ def test_cli_commands_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     docs.mkdir()
     (docs / "a.md").write_text(GOOD, encoding="utf-8")
     r = run(main, ["import-docs", str(docs)])
-    assert r.exit_code == 0 and "1 document version(s) added" in r.output
+    assert r.exit_code == 0 and "1 document version added" in r.output
     (docs / "b.md").write_text(GOOD.replace("POL-REFUND", "X").replace("version: 2", "version: 0"))
     r = run(main, ["import-docs", str(docs)])
     assert r.exit_code == 1 and "b.md: line 3: field version" in r.output
@@ -56,10 +56,10 @@ def test_cli_commands_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     }
     (tmp_path / "cases.jsonl").write_text(json.dumps(case) + "\n", encoding="utf-8")
     r = run(main, ["import-cases", str(tmp_path / "cases.jsonl")])
-    assert r.exit_code == 0 and "1 case(s) added" in r.output
+    assert r.exit_code == 0 and "1 case added" in r.output
     out = tmp_path / "out.jsonl"
     r = run(main, ["export-cases", str(out)])
-    assert r.exit_code == 0 and "1 case(s) exported" in r.output
+    assert r.exit_code == 0 and "1 case exported" in r.output
     assert json.loads(out.read_text()) == case
     r = run(
         main,
@@ -74,14 +74,14 @@ def test_cli_commands_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         ],
     )
     assert r.exit_code == 0, r.output
-    assert "2 output(s) on 1 case(s), 0 infrastructure failure(s)" in r.output
+    assert "2 outputs on 1 case, 0 infrastructure failures" in r.output
     r = run(main, ["evaluate", "--pipeline", "review.nope:missing"])
     assert r.exit_code == 2 and "cannot load review.nope:missing" in r.output
     (tmp_path / "run.jsonl").write_text(
         json.dumps({"case": "C1", "decision": "abstain", "score": 0.1}) + "\n", encoding="utf-8"
     )
     r = run(main, ["import-run", str(tmp_path / "run.jsonl"), "--name", "imported"])
-    assert r.exit_code == 0 and "imported (id 2) with 1 output(s)" in r.output
+    assert r.exit_code == 0 and "imported (id 2) with 1 output" in r.output
     r = run(main, ["import-run", str(tmp_path / "run.jsonl"), "--name", "imported"])
     assert r.exit_code == 1 and "already exists" in r.output
     r = run(main, ["seed-demo", "--if-empty"])

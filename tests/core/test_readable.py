@@ -99,3 +99,31 @@ def test_the_sign_off_number_and_the_files_own_version_are_labelled_apart() -> N
     assert readable.version_label(7, 3) == "sign-off v7 · file version 3"
     assert readable.version_label(7) == "sign-off v7"
     assert readable.version_label(None, 3) == "the shipped file · file version 3"
+
+
+@pytest.mark.parametrize(
+    ("n", "noun", "plural", "text"),
+    [
+        (1, "case", None, "1 case"),
+        (0, "case", None, "0 cases"),
+        (3, "case", None, "3 cases"),
+        (1204, "case", None, "1,204 cases"),
+        (2, "lint finding", None, "2 lint findings"),
+        (2, "entry", None, "2 entries"),
+        (2, "day", None, "2 days"),
+        (2, "match", None, "2 matches"),
+        (1, "stratum", "strata", "1 stratum"),
+        (4, "stratum", "strata", "4 strata"),
+    ],
+)
+def test_a_count_meets_its_noun_in_the_right_number(
+    n: int, noun: str, plural: str | None, text: str
+) -> None:
+    assert readable.count(n, noun, plural) == text
+    assert "(s)" not in text
+
+
+def test_plural_chooses_the_word_alone() -> None:
+    assert readable.plural(1, "is", "are") == "is"
+    assert readable.plural(2, "is", "are") == "are"
+    assert readable.plural(0, "column") == "columns"

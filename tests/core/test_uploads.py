@@ -37,10 +37,10 @@ def test_default_limit_is_20_mb(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize(
     ("setting", "limit_bytes", "widget"),
     [
-        ("5", 5 * MB, 200),
-        ("0.5", MB // 2, 200),
-        (" 20.2 ", int(20.2 * MB), 200),
-        ("", 20 * MB, 200),
+        ("5", 5 * MB, 5),
+        ("0.5", MB // 2, 1),
+        (" 20.2 ", int(20.2 * MB), 21),
+        ("", 20 * MB, 20),
         ("250", 250 * MB, 250),
     ],
 )
@@ -49,9 +49,16 @@ def test_the_limit_is_configured_by_environment(
 ) -> None:
     monkeypatch.setenv(uploads.ENV, setting)
     assert uploads.max_upload_bytes() == limit_bytes
-    # the widget lets a file above the limit through (up to the transport cap), so the check
-    # below can name its size and the command
+    # the box shows the workbench's limit (rounded up to whole megabytes, so the browser
+    # never refuses a file within it), the number the caption names; the check below names
+    # the size and the command of a file above the setting that the box let through
     assert uploads.widget_limit_mb() == widget
+    note = uploads.limit_note("cases")
+    assert f"up to {float(setting or 20):g} MB per file" in note
+    if float(setting or 20).is_integer():
+        assert "rounds" not in note and f"up to {widget} MB per file" in note
+    else:
+        assert f"(the box rounds it up to {widget} MB)" in note
     uploads.check_upload("f", limit_bytes)
     with pytest.raises(uploads.UploadTooLarge):
         uploads.check_upload("f", limit_bytes + 1)
@@ -170,7 +177,8 @@ def test_a_page_refuses_an_upload_above_the_limit_and_writes_nothing(
     before = _counts(empty_url)
     at = page_app(empty_url, monkeypatch, page, "solo@example.org").run()
     no_exception(at)
-    assert at.file_uploader[0].proto.max_upload_size_mb == uploads.TRANSPORT_MB
+    # the box's limit (whole megabytes) lets this file through to the workbench's own check
+    assert at.file_uploader[0].proto.max_upload_size_mb == uploads.widget_limit_mb() == 1
     payload = b'{"key": "x"}\n' * 200  # 2,600 bytes: above 1,048
     at.file_uploader[0].set_value([(name, payload, mime)])
     for t in at.text_input:
@@ -185,3 +193,27 @@ def test_a_page_refuses_an_upload_above_the_limit_and_writes_nothing(
         for e in errors
     ), errors
     assert _counts(empty_url) == before
+
+
+@pytest.mark.parametrize(("page", "button", "name", "mime"), PAGES)
+def test_the_box_and_its_caption_name_one_limit(
+    empty_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    page: str,
+    button: str,
+    name: str,
+    mime: str,
+) -> None:
+    """The box shows "Limit 20MB per file" (its max_upload_size) beside the caption's "up to
+    20 MB": never Streamlit's 200 MB transport cap beside the workbench's 20 MB."""
+    monkeypatch.delenv(uploads.ENV, raising=False)
+    at = page_app(empty_url, monkeypatch, page, "solo@example.org").run()
+    no_exception(at)
+    assert at.file_uploader[0].proto.max_upload_size_mb == 20
+    captions = [readable(c) for c in at.caption]
+    assert any(
+        "takes up to 20 MB per file here; for a larger file use the command line: workbench "
+        "import-" in c
+        for c in captions
+    ), captions
+    assert not any("200" in c for c in captions)

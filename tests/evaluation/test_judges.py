@@ -138,6 +138,6 @@ def test_the_command_imports_and_prints_the_agreement(
     run = _run(demo_engine)
     r = CliRunner().invoke(main, ["import-judge", str(path), "--run", run.name])
     assert r.exit_code == 0, r.output
-    assert "24 judge label(s) stored" in r.output and "judge-a" in r.output
+    assert "24 judge labels stored" in r.output and "judge-a" in r.output
     r = CliRunner().invoke(main, ["import-judge", str(path), "--run", "no such run"])
     assert r.exit_code != 0 and "no run named" in r.output

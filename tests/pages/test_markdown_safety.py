@@ -192,6 +192,10 @@ def _call_pieces(node: ast.Call, names: Names) -> list[ast.expr] | None:
     name = func.id if isinstance(func, ast.Name) else name
     if name in SAFE_CALLS or names.allowed(func):
         return []
+    # readable.count(n, noun) formats n as a number ("{n:,}", which a str cannot take) and
+    # readable.plural(n, word, words) does not show n: what it shows are the words, checked
+    if name in ("count", "plural") and _dotted(func) in ("readable.count", "readable.plural"):
+        return [*node.args[1:], *(k.value for k in node.keywords)]
     # "sep".join(parts): safe when every part is
     if name == "join" and isinstance(func, ast.Attribute) and len(node.args) == 1:
         arg = node.args[0]

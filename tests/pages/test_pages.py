@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from pages.ui import ACTOR_KEY
 from review.admin import users
 from review.cases import cases
 from review.core.identity import SYSTEM
+from review.core.readable import count as readable_count
 from review.core.taxonomy import taxonomy
 from review.corpus import corpus
 from review.corpus.docformat import parse_markdown
@@ -270,7 +272,7 @@ def test_corpus_upload_lands_whole_or_reports_the_line(
     assert corpus.count_documents(eng, SYSTEM, corpus.DocFilter()) == 0
     at.file_uploader[0].set_value([("a.md", GOOD.encode(), "text/markdown")])
     next(b for b in at.button if b.label == "Import").click().run()
-    assert any("1 document version(s) added" in readable(s) for s in at.success)
+    assert any("1 document version added" in readable(s) for s in at.success)
     assert corpus.count_documents(eng, SYSTEM, corpus.DocFilter()) == 1
     eng.dispose()
 
@@ -351,9 +353,11 @@ def test_cases_split_preview_is_computed_only_on_demand(
     no_exception(at)
     expected = real_plan(demo_engine, seed, keep_existing=False)
     assert calls == [(seed, False)]
+    locked = int(expected.cases["locked"].sum())
     assert would_change(at) == [
-        f"{len(expected.moves)} case(s) would change split; "
-        f"{int(expected.cases['locked'].sum())} locked case(s) stay put."
+        f"{readable_count(len(expected.moves), 'case')} would change split; "
+        f"{readable_count(locked, 'locked case')} "
+        f"{'stays' if locked == 1 else 'stay'} put."
     ]
     assert any(d.value.equals(expected.counts) for d in at.dataframe)
     # the stored preview stays on reruns without computing again
@@ -363,7 +367,7 @@ def test_cases_split_preview_is_computed_only_on_demand(
     next(b for b in at.button if b.label == "Apply this assignment").click().run()
     no_exception(at)
     assert any(
-        readable(s) == f"{len(expected.moves)} case(s) moved; seed {seed} recorded."
+        readable(s) == f"{readable_count(len(expected.moves), 'case')} moved; seed {seed} recorded."
         for s in at.success
     )
     assert not would_change(at)  # applied: the preview is gone until asked for again
@@ -453,7 +457,7 @@ def test_cases_upload_lands_whole_or_reports_the_line(
     assert cases.count_cases(demo_engine, cases.CaseFilter()) == before
     at.file_uploader[0].set_value([("new.jsonl", payload.splitlines()[0], "application/jsonl")])
     next(b for b in at.button if b.label == "Import cases").click().run()
-    assert any("1 case(s) added" in readable(s) for s in at.success)
+    assert any("1 case added" in readable(s) for s in at.success)
     assert cases.count_cases(demo_engine, cases.CaseFilter()) == before + 1
 
 
@@ -677,7 +681,8 @@ def test_agreement_page_matches_the_statistics_and_filters(
     assert 0 < alpha_expected < 1  # realistic partial disagreement in the demo
     at.selectbox(key="agr_slice").set_value("temporal_mismatch").run()
     no_exception(at)
-    assert any("case(s)" in readable(c) for c in at.caption)
+    assert any(re.search(r"\b\d+ cases?, \d+ annotators?, ", readable(c)) for c in at.caption)
+    assert not any("(s)" in readable(c) for c in at.caption)
 
 
 def test_monthly_review_record_validate_close_and_export(
@@ -749,7 +754,7 @@ def test_thresholds_calibrate_on_audited_traces_and_replay(
     assert any("What the change buys" in readable(s) for s in at.subheader)
     next(b for b in at.button if b.label.startswith("Replay the proposed")).click().run()
     no_exception(at)
-    replayed = next(readable(c) for c in at.caption if "trace(s) replayed" in readable(c))
+    replayed = next(readable(c) for c in at.caption if "traces replayed" in readable(c))
     # the demo's two wording traces were logged without topics: the gate cannot decide them
     assert "2 not replayable" in replayed and "topics 2" in replayed
     # and the replay says so first (issue 30)
@@ -758,7 +763,7 @@ def test_thresholds_calibrate_on_audited_traces_and_replay(
     open_tab(at, "History")
     next(b for b in at.button if b.label.startswith("Replay the policy in force")).click().run()
     no_exception(at)
-    same = next(readable(c) for c in at.caption if "logged decision(s)" in readable(c))
+    same = next(readable(c) for c in at.caption if "logged decision" in readable(c))
     assert "none differs" in same and "not replayable" in same
 
 
@@ -802,7 +807,10 @@ def test_overview_lists_the_work_waiting_for_each_role(
     queue = labeling.queue_size(demo_engine, ines)
     assert queue > 0
     label_items = [a for a in waiting(INES) if a.page == "labeling"]
-    assert [a.text for a in label_items] == [f"{queue} ready case(s) still need your label."]
+    assert [a.text for a in label_items] == [
+        f"{readable_count(queue, 'ready case')} still "
+        f"{'needs' if queue == 1 else 'need'} your label."
+    ]
     ravi_pages = {a.page for a in waiting(RAVI)}
     assert "adjudication" in ravi_pages and "audit" in ravi_pages  # demo: disagreements, open batch
     open_batches = [p for p in plans.list_plans(demo_engine) if p.status == "open"]

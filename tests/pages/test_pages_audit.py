@@ -19,6 +19,7 @@ from review.core.errors import PermissionDenied
 from review.core.identity import SYSTEM
 from review.core.taxonomy import Taxonomy
 from review.demo import batches
+from review.wording.findings import rule_title
 from storage.db import make_engine, migrate, read_session
 from storage.models import AuditVerdict, Case, SamplingPlan
 from tests.helpers.actors import REVIEWER, make_actor
@@ -442,7 +443,7 @@ def test_the_verdict_form_shows_the_wording_findings_of_a_refusal(
     shown = " ".join(str(readable(m)) for m in at.markdown)
     assert "Refusal wording check" in shown
     table = next(d.value for d in at.dataframe if "rule" in d.value.columns)
-    assert set(table["rule"]) == {f.rule for f in hit.findings}
+    assert set(table["rule"]) == {rule_title(f.rule) for f in hit.findings}
 
 
 def test_chunks_beside_the_form_are_picked_not_typed_and_claims_take_verdict_keys(

@@ -12,6 +12,7 @@ from streamlit.testing.v1 import AppTest
 
 from review.admin import users
 from review.cases import cases, sight
+from review.core import readable
 from review.core.identity import Actor
 from review.core.taxonomy import Taxonomy
 from review.labels import blind, labeling
@@ -101,13 +102,13 @@ def test_the_cases_export_leaves_out_cases_waiting_for_my_label(
     _run(at)
     next(b for b in at.button if b.label == "Prepare export of the filtered cases").click()
     text = _run(at)
-    assert "Download 0 case(s) as JSONL" in text
-    assert "1 case(s) still waiting for your label are left out" in text
+    assert "Download 0 cases as JSONL" in text
+    assert "1 case still waiting for your label is left out" in text
     assert view.notes not in at.session_state["cases_export"][1]
     _label(demo_engine, INES, view, tax)
     next(b for b in at.button if b.label == "Prepare export of the filtered cases").click()
     text = _run(at)
-    assert "Download 1 case(s) as JSONL" in text
+    assert "Download 1 case as JSONL" in text
     assert view.notes[:40] in at.session_state["cases_export"][1]
 
 
@@ -136,7 +137,7 @@ def test_the_builder_withholds_the_judgement_of_a_variant_waiting_for_my_label(
     assert tax.label("decisions", view.expected_decision) not in str(row["documents"])
     assert "decisive" not in str(row["documents"])
     assert state not in text  # only this variant is forbidden: nothing else says so
-    assert "1 variant(s) of this family still wait for your label" in text
+    assert "1 variant of this family still waits for your label" in text
     # opened as a base case in the builder: nothing to build from while blind
     base = page_app(demo_url, monkeypatch, "pages/builder_page.py", TOM, case=str(view.id))
     base_text = _run(base)
@@ -169,7 +170,9 @@ def test_a_run_s_outputs_hide_the_gold_of_a_case_waiting_for_my_label(
     _label(demo_engine, INES, view, tax)
     _run(at)
     outputs = _table_with(at, "gold")
-    assert set(outputs.loc[outputs["key"] == view.key, "gold"]) == {view.expected_decision}
+    # the gold decision now shows, as its label
+    gold = readable.term(tax, "decisions", view.expected_decision)
+    assert set(outputs.loc[outputs["key"] == view.key, "gold"]) == {gold}
 
 
 def test_adjudication_shows_a_reviewer_who_may_still_label_no_expected_decision(

@@ -5,6 +5,7 @@ untrusted text rendered as text, deep links from alerts."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -125,14 +126,14 @@ def test_empty_database_then_upload_happy_path(
     button(at, "Import traces").click().run()
     no_exception(at)
     assert any(readable(s) == "Import finished." for s in at.success)
-    assert any("5 trace(s) added" in t for t in texts(at))
+    assert any("5 traces added" in t for t in texts(at))
     assert len(listing(at)) == 5
     recent = next(d.value for d in at.dataframe if "source" in d.value.columns)
     assert list(recent["added"]) == [5]
     # the same file again adds nothing
     at.file_uploader[0].set_value([("canonical.jsonl", SAMPLE, "application/jsonl")])
     button(at, "Import traces").click().run()
-    assert any("0 trace(s) added; 5 already present" in t for t in texts(at))
+    assert any("0 traces added; 5 already present" in t for t in texts(at))
 
 
 def test_upload_error_path_writes_nothing_and_names_the_line(
@@ -158,7 +159,7 @@ def test_upload_error_path_writes_nothing_and_names_the_line(
     next(c for c in at.checkbox if c.label.startswith("Skip bad lines")).check()
     button(at, "Import traces").click().run()
     no_exception(at)
-    assert any("4 trace(s) added" in t and "1 rejected" in t for t in texts(at))
+    assert any("4 traces added" in t and "1 rejected" in t for t in texts(at))
     assert any("line 2: field top_score" in c.value for c in at.code)
     assert at.get("download_button")
     assert browse.total_traces(eng) == 4
@@ -202,7 +203,10 @@ def test_filtered_chunks_only_with_clearance(
     no_exception(at)
     page = shown(at)
     assert secret not in page and "LEGAL-DISPUTE-HALVORSEN" not in page
-    assert any("removed by the authorization filter are hidden" in readable(c) for c in at.caption)
+    hidden = re.compile(
+        r"\b[1-9][\d,]* chunks? removed by the authorization filter (is|are) hidden"
+    )
+    assert any(hidden.search(readable(c)) for c in at.caption)
     at = page_app(trace_demo_url, monkeypatch, TRACES, RAVI, trace=str(pk)).run()
     no_exception(at)
     assert secret in texts(at)
@@ -446,9 +450,12 @@ def test_monitoring_shows_wording_violations_once_the_production_check_ran(
     assert summary.offending > 0
     at = page_app(trace_demo_url, monkeypatch, MONITORING, PAULA).run()
     no_exception(at)
-    weekly = next(d.value for d in at.dataframe if "offending" in d.value.columns)
-    assert int(weekly["offending"].sum()) > 0
-    assert int(weekly["offending"].sum()) <= summary.offending
+    offending = "refusals breaking a rule"
+    weekly = next(d.value for d in at.dataframe if offending in d.value.columns)
+    assert int(weekly[offending].sum()) > 0
+    assert int(weekly[offending].sum()) <= summary.offending
+    # every rule is headed by its title, never by its id
+    assert "Blames the user" in weekly.columns and "blames_user" not in weekly.columns
     assert any("break a wording rule" in readable(c) for c in at.caption)
     production.clear_production_cache()
 

@@ -4,6 +4,7 @@ history and the production check (demo database and an empty one)."""
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -120,7 +121,7 @@ def test_editing_shows_preview_and_live_lint_with_carets(
         "There is no such discount for {topic}. Could you tell me {missing_item}?"
     ).run()
     no_exception(at)
-    assert any("1 finding(s) in the template" in readable(w) for w in at.warning)
+    assert any("1 finding in the template" in readable(w) for w in at.warning)
     shown = texts_of(at)
     assert "^^^^^^^^^^^  universal_negative" in shown
     assert (
@@ -128,7 +129,7 @@ def test_editing_shows_preview_and_live_lint_with_carets(
         "contract name?" in shown
     )
     frame = at.dataframe[0].value
-    assert frame["rule"].tolist() == ["universal_negative"]
+    assert frame["rule"].tolist() == ["Says the answer does not exist"]
     assert frame["excerpt"].tolist() == ["There is no"]
     # the draft table names the changed key; an annotator cannot propose
     assert any("Proposals come from product owners" in readable(i) for i in at.info)
@@ -170,7 +171,7 @@ def test_product_owner_proposes_an_edit(
     no_exception(at)
     assert not at.error
     assert any(
-        "Proposed as version 3. Needs: compliance, product_owner" in readable(s) for s in at.success
+        "Proposed as version 3. Needs: Compliance, Product owner" in readable(s) for s in at.success
     )
     newest = versions.versions(demo_engine)[0]
     assert newest.number == 3 and newest.author == OMAR
@@ -260,7 +261,7 @@ def test_r3_change_is_approved_by_a_product_owner_then_compliance(
     at = run(wording_url, monkeypatch, OMAR)
     button(at, f"wd_approve_{vid}").click().run()
     no_exception(at)
-    assert any("approved as product_owner" in readable(s) for s in at.success)
+    assert any("approved as Product owner" in readable(s) for s in at.success)
     assert signoff.get_version(demo_engine, vid).missing_roles == ["compliance"]
     assert versions.in_force(demo_engine).version is not None
     assert versions.in_force(demo_engine).wording.messages["R3"].text != NEW_R3
@@ -268,7 +269,7 @@ def test_r3_change_is_approved_by_a_product_owner_then_compliance(
     at = run(wording_url, monkeypatch, CHEN)
     button(at, f"wd_approve_{vid}").click().run()
     no_exception(at)
-    assert any("approved as compliance" in readable(s) for s in at.success)
+    assert any("approved as Compliance" in readable(s) for s in at.success)
     assert versions.in_force(demo_engine).wording.messages["R3"].text == NEW_R3
     assert any("In force: sign-off v3" in readable(c) for c in at.caption)
 
@@ -296,11 +297,11 @@ def test_rejecting_without_a_note_and_approving_lint_findings_without_a_note_fai
     vid = signing.propose_edits(demo_engine, paula, {"R2": drafts.MessageDraft(bad)}, "shorter")
 
     at = run(wording_url, monkeypatch, OMAR)
-    assert any("1 lint finding(s) in this version" in readable(w) for w in at.warning)
+    assert any("1 lint finding in this version" in readable(w) for w in at.warning)
     button(at, f"wd_reject_{vid}").click().run()
     assert any("rejection needs a note" in readable(e) for e in at.error)
     button(at, f"wd_approve_{vid}").click().run()
-    assert any("1 lint finding(s); approving it needs a note" in readable(e) for e in at.error)
+    assert any("1 lint finding; approving it needs a note" in readable(e) for e in at.error)
     assert signoff.get_version(demo_engine, vid).status == "pending"
     at.text_area(key=f"wd_note_{vid}").input("The discount was withdrawn; deliberate.")
     button(at, f"wd_approve_{vid}").click().run()
@@ -382,10 +383,12 @@ def test_production_check_lists_offending_traces_by_clearance(
     table = next(df.value for df in at.dataframe if "first finding" in df.value)
     assert "wd-late-2" not in table["trace"].tolist()
     assert table["trace"].tolist()[0] == "wd-late-1"
-    assert any("restricted trace(s) are hidden" in readable(c) for c in at.caption)
+    hidden = re.compile(r"\b[1-9][\d,]* offending restricted traces? (is|are) hidden")
+    assert any(hidden.search(readable(c)) for c in at.caption)
     assert "Legal hold procedure" not in texts_of(at)
     at.selectbox(key="wd_prod_rule").select("universal_negative").run()
     no_exception(at)
     table = next(df.value for df in at.dataframe if "first finding" in df.value)
     assert table["trace"].tolist()[0] == "wd-late-1"
-    assert set(table["rules"]) == {r for r in table["rules"] if "universal_negative" in r}
+    title = "Says the answer does not exist"
+    assert set(table["rules"]) == {r for r in table["rules"] if title in r}

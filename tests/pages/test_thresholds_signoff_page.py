@@ -69,7 +69,7 @@ def test_the_overview_link_opens_the_sign_off_tab_on_the_item(
     assert any(readable(m).startswith("50% (33–67%) · 15 of 30") for m in shown)
     assert any(":red-badge[fails target]" in m for m in shown)
     assert any(
-        readable(m).endswith("fails 4 of 8 release target(s) on the test split (30 outcomes).")
+        readable(m).endswith("fails 4 of 8 release targets on the test split (30 outcomes).")
         for m in shown
     )
     assert any("False-refusal rate, overall: 88%, target ≤ 10%" in readable(m) for m in shown)
@@ -184,7 +184,7 @@ def test_after_an_approval_the_controls_start_from_the_version_in_force(
     next(b for b in at.button if b.label == "Approve").click().run()
     no_exception(at)
     assert any(
-        readable(s) == f"Version {v.number} approved as compliance: it is the policy in force now."
+        readable(s) == f"Version {v.number} approved as Compliance: it is the policy in force now."
         for s in at.success
     )
     assert any(readable(c).startswith(f"In force: sign-off v{v.number} ") for c in at.caption)
@@ -251,7 +251,7 @@ def test_the_proposed_threshold_at_either_end_of_its_range_keeps_the_page(
     no_exception(at)
     assert not [s for s in at.slider if s.key == "thr_caveat_vector"]
     assert any(
-        readable(c).startswith("Proposed caveat_below for vector: ")
+        readable(c).startswith("Proposed Caveat below for vector: ")
         and "no answer would carry the caveat" in readable(c)
         for c in at.caption
     )
@@ -275,7 +275,7 @@ def test_an_approval_that_waits_for_another_role_says_so_on_its_proposal(
     next(b for b in at.button if b.label == "Approve").click().run()
     no_exception(at)
     assert any(
-        readable(s) == f"Version {v.number} approved as compliance; it still needs: product_owner."
+        readable(s) == f"Version {v.number} approved as Compliance; it still needs: Product owner."
         for s in at.success
     )
     done = signoff.get_version(demo_engine, v.id)

@@ -459,7 +459,7 @@ def test_with_a_key_a_record_recomputed_as_plain_rows_without_the_seal_does_not_
     assert "UNSEALED: the sign-off record is not sealed with the signing key" in r.output
     assert "keyed with the signing key (hmac-sha256:" in r.output and "): no row" in r.output
     assert (
-        f"plain sha256 and covered by no seal of the key (not verified): 4 row(s), "
+        f"plain sha256 and covered by no seal of the key (not verified): 4 rows, "
         f"sign-offs {ids[0]}–{ids[-1]}"
     ) in r.output
     assert "intact" not in r.output
@@ -535,10 +535,10 @@ def test_adopting_a_key_is_an_explicit_audited_step_that_checks_the_record(
     assert r.exit_code == 1 and "HEAD MISMATCH" in r.output and "nothing was sealed" in r.output
     # asked first; declining seals nothing
     r = run(main, ["adopt-signing-key", "--head", plain_head], input="n\n")
-    assert r.exit_code == 1 and "4 signature(s) (4 plain, 0 keyed)" in r.output, r.output
+    assert r.exit_code == 1 and "4 signatures (4 plain, 0 keyed)" in r.output, r.output
     assert "seal" not in _head_value(engine)
     r = run(main, ["adopt-signing-key", "--head", plain_head], input="y\n")
-    assert r.exit_code == 0 and "now seals the sign-off record: 4 signature(s)" in r.output
+    assert r.exit_code == 0 and "now seals the sign-off record: 4 signatures" in r.output
     with engine.connect() as c:
         logged = c.execute(
             text("select actor, entity, after from audit_log where action = 'adopt_signing_key'")
@@ -553,9 +553,9 @@ def test_adopting_a_key_is_an_explicit_audited_step_that_checks_the_record(
     r = run(main, ["verify-signoffs"])
     assert r.exit_code == 0, r.output
     ids = [x.id for x in _rows(engine)]
-    assert f"): 2 row(s), sign-offs {ids[4]}–{ids[5]}" in r.output  # keyed
+    assert f"): 2 rows, sign-offs {ids[4]}–{ids[5]}" in r.output  # keyed
     assert "plain sha256, sealed by the key (adopted by cli:" in r.output
-    assert f": 4 row(s), sign-offs {ids[0]}–{ids[3]}" in r.output
+    assert f": 4 rows, sign-offs {ids[0]}–{ids[3]}" in r.output
     assert "sign-off chain intact and sealed with the signing key" in r.output
     r = run(main, ["adopt-signing-key", "--yes"])
     assert r.exit_code == 0 and "already sealed" in r.output
@@ -614,7 +614,7 @@ def test_with_a_key_a_guessed_key_or_a_cut_chain_is_detected(
          v=json.dumps({"count": 3, "head": rows[-2].row_hash}), k=signoff.CHAIN_KEY)  # fmt: skip
     problems = signoff.verify_chain(engine)
     assert problems[0].startswith("the sign-off record is not sealed with the signing key")
-    assert any(p.startswith("the audit log records 1 signature(s) the record no longer holds "
+    assert any(p.startswith("the audit log records 1 signature the record no longer holds "
                             f"(sign-off {last.id} (approve by") for p in problems)  # fmt: skip
     with pytest.raises(signoff.TamperedPolicyError, match="shorter than its anchors say"):
         signoff.in_force_version(engine, KIND)
@@ -669,7 +669,8 @@ def test_verify_signoffs_compares_with_a_recorded_head(
     assert r.exit_code == 0, r.output
     first = out.read_text(encoding="utf-8").splitlines()[0]
     head, count = signoff.chain_head(demo_engine)
-    assert first.startswith(f"# sign-off chain head: {head} ({count} signature(s))")
+    signatures = f"{count} signature" + ("" if count == 1 else "s")
+    assert first.startswith(f"# sign-off chain head: {head} ({signatures})")
     assert yaml.safe_load(out.read_text(encoding="utf-8"))["approved_on"]  # still the policy
     r = run(main, ["verify-signoffs", "--head", head])
     assert r.exit_code == 0 and "it holds the recorded head" in r.output, r.output

@@ -284,12 +284,12 @@ def test_a_missing_or_infinite_score_is_refused_where_it_is() -> None:
         frame = HAND.assign(score=[0.8, 0.4, bad, 0.6, bad, 0.4])
         with pytest.raises(
             InputError,
-            match=r"^outcomes\.score: 2 value\(s\) are missing or not finite \(first at position 2",
+            match=r"^outcomes\.score: 2 values are missing or not finite \(first at position 2",
         ):
             sweep(frame, COSTS)
-        with pytest.raises(InputError, match=r"^score: 2 value\(s\) .* \(first at position 2\)"):
+        with pytest.raises(InputError, match=r"^score: 2 values are .* \(first at position 2\)"):
             risk_coverage(frame["score"].to_numpy(), frame["acceptable"])
-        with pytest.raises(InputError, match=r"^score: 2 value\(s\) .* \(first at position 2\)"):
+        with pytest.raises(InputError, match=r"^score: 2 values are .* \(first at position 2\)"):
             risk_coverage(frame["score"].astype(object), frame["acceptable"])
 
 
@@ -361,7 +361,7 @@ def test_bad_input_is_refused_with_a_reason() -> None:
     with pytest.raises(InputError, match="missing column"):
         sweep(HAND.drop(columns="answerable"), COSTS)
     contradiction = HAND.assign(acceptable=[True] * 6)
-    with pytest.raises(InputError, match=r"2 item\(s\) are marked acceptable.*not answerable"):
+    with pytest.raises(InputError, match=r"2 items are marked acceptable.*not answerable"):
         sweep(contradiction, COSTS)
     with pytest.raises(InputError, match="no true/false"):
         sweep(HAND.assign(answerable=[True, None, True, True, True, False]), COSTS)

@@ -17,6 +17,7 @@ from sqlalchemy import Engine, text
 
 from review.cli.main import main
 from review.core.identity import SYSTEM
+from review.core.readable import count as readable_count
 from review.core.taxonomy import Taxonomy
 from review.policy import chain, inforce, signoff
 from tests.helpers.pages import PAULA, no_exception, page_app, readable
@@ -71,7 +72,10 @@ def test_an_emptied_record_is_caught_by_the_audit_log_and_blocks_decide(
     _empty_the_record(demo_engine)
     problems = signoff.verify_chain(demo_engine)
     assert any(
-        p.startswith(f"the audit log records {signed} signature(s) the record no longer holds")
+        p.startswith(
+            f"the audit log records {readable_count(signed, 'signature')} "
+            "the record no longer holds"
+        )
         for p in problems
     ), problems
     # nothing is served: not an older version, not the shipped file
@@ -106,7 +110,7 @@ def test_a_record_cut_back_with_a_consistent_head_blocks_decide(
         )
     signoff.clear_chain_cache()
     problems = signoff.verify_chain(demo_engine)
-    assert any(p.startswith("the audit log records 2 signature(s)") for p in problems), problems
+    assert any(p.startswith("the audit log records 2 signatures") for p in problems), problems
     code, output = _decide(demo_url, monkeypatch)
     assert code == 1 and "shorter than its anchors say" in output, output
 

@@ -37,8 +37,8 @@ def test_bands_count_what_each_threshold_does() -> None:
     # against 0.65 in force: 0.66 gains the caveat, nothing loses it
     assert (c.gain_caveat, c.lose_caveat) == (1, 0)
     text = caveat.calibration_text(c)
-    assert "4 answer(s) carry the caveat" in text and "50.0% of 4" in text
-    assert "1 answer(s) gain" in text
+    assert "4 answers carry the caveat" in text and "50.0% of 4" in text
+    assert "1 answer gains" in text
 
 
 def test_the_table_matches_counting_at_every_candidate() -> None:

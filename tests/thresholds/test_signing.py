@@ -105,7 +105,7 @@ def test_approving_a_failing_change_needs_a_reason_and_the_confirmation(
 
     history = display.history_frame(signoff.versions(demo_engine, inforce.KIND))
     assert history.loc[history["version"] == v.number, "reasons"].iloc[0] == (
-        f"product_owner: {why} (approved although it failed release targets)"
+        f"Product owner: {why} (approved although it failed release targets)"
     )
     assert signoff.verify_chain(demo_engine) == []
 

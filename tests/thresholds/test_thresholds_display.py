@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 from sqlalchemy import Engine
 
+from review.core import readable
 from review.core.identity import Role
 from review.core.taxonomy import Taxonomy
 from review.evaluation import evalruns
@@ -101,7 +102,7 @@ def test_target_verdicts_flip_counts_and_audited_effects() -> None:
     )
     assert display.targets_verdict(pd.DataFrame({"passed": [True, False, False]})) == (
         False,
-        "2 of 3 target(s) fail.",
+        "2 of 3 targets fail.",
     )
     flips = pd.DataFrame({"effect": ["fixes a false refusal", "breaks", "fixes a false refusal"]})
     assert display.flip_counts(flips) == "fixes a false refusal: 2, breaks: 1"
@@ -125,7 +126,9 @@ def test_an_analysis_of_the_demo_run_in_summaries(
     current = policy.thresholds_for("vector").refuse_below
     a = thresholds.analyse(frame, policy, "vector", current, 0.6)
     caption = display.analysis_caption(a)
-    assert caption.startswith(f"{a.n_tuning} outcome(s) on validation, {a.n_report} on test")
+    assert caption.startswith(
+        f"{readable.count(a.n_tuning, 'outcome')} on validation, {a.n_report} on test"
+    )
     assert f"AURC on validation: {a.aurc:.3f}" in caption
     points = display.coverage_points(a)
     assert set(points) == {"current", "proposed"}
@@ -202,8 +205,8 @@ def test_history_rollback_choices_and_chain() -> None:
     assert list(frame["status"]) == ["pending", "approved", "approved"]
     assert list(frame["tuned on"]) == ["", "validation", ""]
     assert frame["signatures"].iloc[1] == (
-        "product_owner: approve by product_owner@example.org at 2025-06-02 09:30; "
-        "compliance: approve by compliance@example.org at 2025-06-02 09:30"
+        "Product owner: approve by product_owner@example.org at 2025-06-02 09:30; "
+        "Compliance: approve by compliance@example.org at 2025-06-02 09:30"
     )
     assert display.rollback_choices(allv, 2) == [1]
     assert display.rollback_choices(allv, None) == [2, 1]

@@ -223,7 +223,7 @@ def test_a_file_imported_twice_gives_the_same_database_and_skips_every_trace(
     again = importer.import_file(any_engine, SYSTEM, path, "canonical", batch_size=9)
     assert (again.traces, again.added, again.skipped, again.rejected) == (60, 0, 60, 0)
     assert again.restricted == 0 and not any(again.redactions.values())
-    assert "0 trace(s) added; 60 already present or repeated in the file" in again.summary()
+    assert "0 traces added; 60 already present or repeated in the file" in again.summary()
     assert stored(any_engine) == before and rollup_rows(any_engine) == roll
     assert counts(any_engine) == (n[0], n[1], n[2] + 1)
     row = importer.recent_imports(any_engine)[0]

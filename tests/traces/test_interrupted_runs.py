@@ -321,7 +321,7 @@ def test_cli_runs_lists_an_interrupted_run_until_it_is_resumed(
     out = runner.invoke(tracecli.runs_cmd, [])
     assert out.exit_code == 1
     assert f"trace_import {first}: interrupted" in out.output
-    assert "added 2" in out.output and "1 interrupted run(s) not resumed" in out.output
+    assert "added 2" in out.output and "1 interrupted run not resumed" in out.output
     out = runner.invoke(tracecli.import_traces_cmd, [str(path), "--batch-size", "2"])
     assert out.exit_code == 0, out.output
     out = runner.invoke(tracecli.runs_cmd, [])

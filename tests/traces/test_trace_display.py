@@ -92,7 +92,7 @@ def test_a_viewer_without_clearance_is_told_chunks_are_hidden(mixed: Engine) -> 
     assert list(frame["chunk"]) == ["POL@2#p1"]
     assert "secret" not in frame.to_csv() and "LEGAL" not in frame.to_csv()
     note = display.hidden_chunks_note(view)
-    assert note is not None and note.startswith("1 chunk(s) removed by the authorization")
+    assert note is not None and note.startswith("1 chunk removed by the authorization")
     assert display.no_chunks_text(view) == "(no chunks you may see)"
     assert display.no_chunks_text(_view(mixed, clearance=True)) == "(no chunks retrieved)"
 
@@ -150,7 +150,7 @@ def test_recent_imports_list_what_was_redacted(engine: Engine) -> None:
 def test_import_progress_texts() -> None:
     assert display.import_progress("checking", 1500, None) == (
         0.0,
-        "Checking the file… 1,500 trace(s) read",
+        "Checking the file… 1,500 traces read",
     )
     assert display.import_progress("writing", 500, 2000) == (0.25, "Writing… 500 of 2,000")
     assert display.import_progress("writing", 10, 5) == (1.0, "Writing… 10 of 5")
@@ -163,7 +163,7 @@ def test_retention_caption(engine: Engine) -> None:
     )
     rule = retention.set_retention(engine, SYSTEM, 30, 0)
     assert display.retention_caption(rule) == (
-        f"Traces older than 30 day(s) are deleted when a purge runs (set by {rule.updated_by})."
+        f"Traces older than 30 days are deleted when a purge runs (set by {rule.updated_by})."
     )
 
 

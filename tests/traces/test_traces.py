@@ -713,7 +713,7 @@ def test_purge_deletes_old_traces_keeps_audited_ones_and_is_audited(engine: Engi
     assert retention.apply_retention(engine, ADMIN, now=now) is None
     report = retention.purge_older_than(engine, ADMIN, 30, now=now, batch=2)
     assert (report.deleted, report.kept_in_audits) == (4, 1)
-    assert "4 trace(s) from before 2025-06-01 12:00 UTC deleted" in report.summary()
+    assert "4 traces from before 2025-06-01 12:00 UTC deleted" in report.summary()
     assert set(chunk_counts(engine)) == {"old-0", "recent"}
     with engine.connect() as c:
         assert c.execute(select(func.count()).select_from(TraceChunk)).scalar_one() == 2
@@ -799,7 +799,7 @@ def test_cli_import_traces_and_purge(
     good = write_jsonl(tmp_path / "good.jsonl", _good(3))
     out = runner.invoke(tracecli.import_traces_cmd, [str(good), "--format", "canonical"])
     assert out.exit_code == 0, out.output
-    assert "3 trace(s) added" in out.output
+    assert "3 traces added" in out.output
     bad_lines = _good(3)
     bad_lines[1] = '{"trace_id": "x", "time": "2025-06-02T10:00:00Z", "query": 5}'
     bad = write_jsonl(tmp_path / "bad.jsonl", bad_lines)
@@ -816,7 +816,7 @@ def test_cli_import_traces_and_purge(
     assert out.exit_code == 1 and "no retention rule is set" in out.output
     out = runner.invoke(tracecli.purge_cmd, ["--older-than", "1"])
     assert out.exit_code == 0, out.output
-    assert "3 trace(s) from before" in out.output
+    assert "3 traces from before" in out.output
     assert n_traces(engine) == 0
 
 

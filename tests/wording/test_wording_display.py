@@ -108,8 +108,8 @@ def test_the_history_table() -> None:
     assert row["changed keys"] == "R2, R3" and row["lint findings"] == 2
     assert row["sha256"] == "0123456789abcdef"
     assert row["signatures"] == (
-        "product_owner: approve by product_owner@example.org at 2025-06-02 09:30 (fine); "
-        "compliance: approve by compliance@example.org at 2025-06-02 09:30"
+        "Product owner: approve by product_owner@example.org at 2025-06-02 09:30 (fine); "
+        "Compliance: approve by compliance@example.org at 2025-06-02 09:30"
     )
     blank = display.history_frame([version()]).iloc[0]
     assert blank["changed keys"] == "" and blank["signatures"] == ""
@@ -139,12 +139,12 @@ def test_production_texts_and_tables() -> None:
     hidden = ProductionSummary(8, 2, 3, {}, 4)
     assert display.production_caption(hidden).endswith(
         "of version 4, the restricted titles of the corpus and every document id. 3 offending "
-        "restricted trace(s) are hidden: seeing them needs clearance."
+        "restricted traces are hidden: seeing them needs clearance."
     )
     rules = display.rules_frame(s)
     assert rules.values.tolist() == [
-        ["universal_negative", RULES["universal_negative"], 2],
-        ["blames_user", RULES["blames_user"], 0],
+        ["Says the answer does not exist", RULES["universal_negative"], 2],
+        ["Blames the user", RULES["blames_user"], 0],
     ]
 
 
@@ -160,5 +160,5 @@ def test_an_offending_trace_in_one_line_and_its_findings() -> None:
     bare = OffendingTrace(5, "tr-9", AT, None, None, None, False, "", (), False)
     assert display.trace_line(bare) == "tr-9 · 2025-06-02 09:30 UTC · decision —"
     assert display.finding_rows_frame(row).values.tolist() == [
-        ["universal_negative", "There is", "says it does not exist"]
+        ["Says the answer does not exist", "There is", "says it does not exist"]
     ]

@@ -366,7 +366,7 @@ def test_findings_frame_has_one_row_per_finding_with_excerpt() -> None:
     text = "There is no refund."
     frame = terms.findings_frame(text, lint(text))
     assert frame[["rule", "start", "end", "excerpt"]].values.tolist() == [
-        ["universal_negative", 0, 11, "There is no"]
+        ["Says the answer does not exist", 0, 11, "There is no"]
     ]
 
 
@@ -549,10 +549,10 @@ def test_production_findings_are_paginated_newest_first(prod: Engine) -> None:
     assert row.key == "F1" and row.rules == ["blames_user"]
     assert row.findings[0].excerpt == "Your question makes no sense"
     assert first.frame()["rules"].tolist() == [
-        "blames_user",
-        "unlisted_contact",
-        "claim_after_refusal",
-        "leaked_internal",
+        "Blames the user",
+        "Names an unlisted contact",
+        "Answers after refusing",
+        "Leaks internal details",
     ]
 
 
