@@ -273,7 +273,7 @@ def document_body(body: str, *, table_rows: int = 25) -> None:
             if not shown:
                 continue
             if block.level <= 2:
-                st.markdown(("### " if block.level == 1 else "#### ") + shown)
+                st.markdown(("#### " if block.level == 1 else "##### ") + shown)
             else:
                 st.markdown(f"**{shown}**")
         elif block.kind == "table":
