@@ -181,7 +181,7 @@ def lacking_listed_caption(result: dict[str, Any]) -> str:
     total = int(result.get("lacking_outputs_total") or shown)
     if total > shown:
         return f"The signals each output lacked: the first {shown:,} of {total:,} outputs, by case"
-    return f"The signals each output lacked ({total:,} output(s))"
+    return f"The signals each output lacked ({readable.count(total, 'output')})"
 
 
 def _by_signal_text(by_signal: dict[str, int]) -> str:

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
+from review.core import readable
 from review.corpus.restricted_traces import Reason
 
 __all__ = ["MAX_TRACKED", "SHOWN", "WAY_FORWARD", "UnknownDocuments"]
@@ -79,16 +80,20 @@ class UnknownDocuments:
         if not self.traces:
             return ""
         out = (
-            f"{self.traces:,} of {imported:,} imported trace(s) are restricted because they "
-            f"cite documents the corpus has never seen ({self.total_text()} document id(s))"
+            f"{self.traces:,} of {readable.count(imported, 'imported trace')} "
+            f"{'is' if self.traces == 1 else 'are'} restricted because "
+            f"{'it cites' if self.traces == 1 else 'they cite'} documents the corpus has never "
+            f"seen ({self.total_text()} {readable.plural(len(self.ids), 'document id')})"
         )
         if self.nameless:
-            out += f"; {self.nameless:,} cite a chunk that names no document"
+            verb = "cites" if self.nameless == 1 else "cite"
+            out += f"; {self.nameless:,} {verb} a chunk that names no document"
         out += "."
         others = self.traces - self.only
         if others:
             out += (
-                f" {others:,} of them are also restricted for another reason (a restricted "
+                f" {others:,} of them {'is' if others == 1 else 'are'} also restricted for "
+                "another reason (a restricted "
                 "document, scope, title or attribute) and stay restricted either way."
             )
         return out

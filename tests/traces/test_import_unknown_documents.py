@@ -43,8 +43,8 @@ def test_the_message_counts_names_the_ids_and_the_way_forward() -> None:
     assert (u.traces, u.only, u.nameless, u.ids) == (4, 3, 1, {"DOC-A", "DOC-B", "DOC-C"})
     lines = u.lines(imported=6)
     assert lines[0] == (
-        "4 of 6 imported trace(s) are restricted because they cite documents the corpus has "
-        "never seen (3 document id(s)); 1 cite a chunk that names no document. 1 of them are "
+        "4 of 6 imported traces are restricted because they cite documents the corpus has "
+        "never seen (3 document ids); 1 cites a chunk that names no document. 1 of them is "
         "also restricted for another reason (a restricted document, scope, title or "
         "attribute) and stay restricted either way."
     )
@@ -58,7 +58,7 @@ def test_ten_thousand_unknown_ids_give_a_bounded_message() -> None:
     u = UnknownDocuments()
     u.add([(Reason("unknown", f"DOC-{i:05d}"),) for i in range(10_000)])
     text = "\n".join(u.lines(10_000))
-    assert "10,000 of 10,000 imported trace(s)" in text and "(10,000 document id(s))" in text
+    assert "10,000 of 10,000 imported traces" in text and "(10,000 document ids)" in text
     assert "DOC-00000, DOC-00001" in text and "DOC-00020" not in text
     assert "(the first 20 of 10,000)" in text
     assert len(text) < 2_000
@@ -73,7 +73,7 @@ def test_more_ids_than_are_remembered_say_more_than(monkeypatch: pytest.MonkeyPa
     u = UnknownDocuments()
     u.add([(Reason("unknown", f"D{i}"),) for i in range(8)])
     assert u.traces == 8 and len(u.ids) == 5 and u.more
-    assert "(more than 5 document id(s))" in u.headline(8)
+    assert "(more than 5 document ids)" in u.headline(8)
     assert u.ids_text().endswith("(the first 5 of more than 5)")
 
 
@@ -92,7 +92,7 @@ def test_an_import_where_only_some_traces_cite_unknown_documents(engine: Engine)
     assert report.unknown.ids == {"NEW-DOC-1", "NEW-DOC-2"}
     assert "3 restricted (3 cite documents the corpus has never seen)" in report.summary()
     lines = report.unknown.lines(report.added)
-    assert lines[0].startswith("3 of 5 imported trace(s) are restricted because they cite")
+    assert lines[0].startswith("3 of 5 imported traces are restricted because they cite")
     assert lines[1] == "Unknown document ids: NEW-DOC-1, NEW-DOC-2"
     # importing them again adds nothing and says nothing about unknown documents
     again = import_traces(engine, items)
@@ -118,8 +118,8 @@ def test_the_command_line_says_why_and_what_to_do(
     monkeypatch.setenv("WORKBENCH_DATABASE_URL", sqlite_url)
     out = CliRunner().invoke(tracecli.import_traces_cmd, [str(path)])
     assert out.exit_code == 0, out.output
-    assert "30 of 30 imported trace(s) are restricted because they cite documents" in out.output
-    assert "(30 document id(s))" in out.output
+    assert "30 of 30 imported traces are restricted because they cite documents" in out.output
+    assert "(30 document ids)" in out.output
     assert "QA-DOC-000, QA-DOC-001" in out.output and "(the first 20 of 30)" in out.output
     assert "QA-DOC-020" not in out.output
     assert "Way forward: import those documents" in out.output
@@ -138,7 +138,7 @@ def test_the_traces_page_import_result_says_why(
     no_exception(at)
     warned = [readable(w) for w in at.warning]
     assert any(
-        w.startswith("25 of 25 imported trace(s) are restricted because they cite documents")
+        w.startswith("25 of 25 imported traces are restricted because they cite documents")
         for w in warned
     ), warned
     assert any(readable(c) == "Unknown document ids: the first 20 of 25" for c in at.caption)
