@@ -97,7 +97,7 @@ def test_the_sidebar_lists_the_persons_work_first_and_always_shows_the_page_they
     expect(links.filter(has_text="Traces")).to_have_count(0)
     open_as(page, f"{server}/traces?as={ines}")
     wait_idle(page)
-    expect(page.get_by_text("Production traces are shown to reviewers")).to_be_visible()
+    expect(page.get_by_text("Browsing production traces is for reviewers")).to_be_visible()
     expect(page.get_by_text("Page not found")).not_to_be_visible()
     expect(current).to_have_accessible_name("Traces")  # listed while Inés is on it
     expect(current).to_be_visible()

@@ -95,7 +95,7 @@ def test_approving_one_of_three_says_what_happens_to_the_others(
     button(at, f"wd_approve_{r2.id}").click().run()
     no_exception(at)
     assert any(
-        f"Version {r2.number} approved as product_owner: it is the wording in force now."
+        f"Version {r2.number} approved as Product owner: it is the wording in force now."
         == readable(s)
         for s in at.success
     )
