@@ -186,7 +186,8 @@ def first_step(
                 "cases",
             )
         return Attention(
-            "No evaluation cases yet. Annotators and reviewers make them from the documents.",
+            "No evaluation cases yet. Annotators, reviewers and administrators make them from "
+            "the documents.",
             "cases",
         )
     if ready == 0:
@@ -199,8 +200,8 @@ def first_step(
                 {"status": CaseStatus.draft} if drafts else {},
             )
         return Attention(
-            "No case is ready yet. Annotators and reviewers complete the cases and mark them "
-            "ready.",
+            "No case is ready yet. Annotators, reviewers and administrators complete the cases "
+            "and mark them ready.",
             "cases",
         )
     return None
