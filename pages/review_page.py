@@ -311,14 +311,14 @@ def close_review(engine: Engine, actor: Actor, tax: Taxonomy, view: records.Sess
 def report_tab(view: records.SessionView, ctx: report.MonthContext) -> None:
     st.download_button(
         "Download the report (self-contained HTML)",
-        lambda: report.export_html(view, ctx),
+        lambda: ui.charts_exported(lambda: report.export_html(view, ctx)),
         file_name=f"monthly-review-{view.month}.html",
         mime="text/html",
     )
     md, _ = report.export_markdown(view, ctx, render_images=False)
     st.download_button(
         "Download Markdown with PNG charts (zip)",
-        lambda: report.markdown_zip(view, ctx),
+        lambda: ui.charts_exported(lambda: report.markdown_zip(view, ctx)),
         file_name=f"monthly-review-{view.month}.zip",
         mime="application/zip",
     )

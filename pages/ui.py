@@ -296,3 +296,16 @@ def not_for_you(what: str, roles: Iterable[Role], actor: Actor) -> None:
     st.info(plain(said.text))
     if said.admin_link:
         st.page_link("pages/admin_page.py", label="Open Admin", icon=":material/arrow_forward:")
+
+
+def charts_exported(make: Callable[[], T]) -> T:
+    """Run ``make`` (a download's content that draws Altair charts: the Monthly review's
+    report) while no page is converting its own charts. ``st.altair_chart`` switches Altair's
+    process-wide theme and data transformer while it converts a chart, under a lock of its
+    own; a download callable runs in another thread, and a ``to_dict`` of its charts in that
+    window took Streamlit's settings (no view size), so the same report downloaded twice
+    differed. Holding that lock keeps an export on Altair's defaults."""
+    from streamlit.elements import vega_charts
+
+    with vega_charts._altair_globals_lock:
+        return make()
