@@ -1,0 +1,1 @@
+"""Scripts that prepare outside data for the workbench's documented import formats."""
