@@ -60,6 +60,22 @@ def test_readme_trace_example_is_a_valid_canonical_trace() -> None:
     assert trace.trace_id and trace.chunks
 
 
+def test_readme_trace_example_logs_every_signal_the_shipped_policy_needs() -> None:
+    """Following the example, a team's traces can be replayed on the Thresholds page: the
+    example once named a ranking mode no policy has ("cosine") and no topics, so every trace
+    written after it was "not replayable" (found importing a public data set, issue 35)."""
+    import json
+
+    from review.policy.gate import decide
+    from review.policy.policy import load_policy
+    from review.thresholds.redecide import lacked, signals_of
+
+    logged = json.loads(_block("json", "### Production traces"))
+    policy = load_policy()
+    assert lacked(policy, logged) == []
+    assert decide(policy, signals_of(logged)).decision == logged["decision"]
+
+
 def test_the_demo_section_states_the_sizes_the_fixtures_build() -> None:
     from review.demo import files, fixtures, people
 

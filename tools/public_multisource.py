@@ -41,9 +41,14 @@ from typing import Any
 
 SOURCE = "MuSiQue (CC BY 4.0), https://github.com/StonyBrookNLP/musique"
 IDENTITY = {"name": "public-reader", "scopes": ["public"]}
-#: the day the first generated trace is logged; each question's traces follow an hour apart
+#: the day the first generated trace is logged
 TRACE_START = dt.datetime(2026, 10, 5, 8, 0, tzinfo=dt.UTC)
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
+#: a sentence ends at . ! or ? before a capital or digit, except after an initial ("G. Stanley
+#: Hall") or a short abbreviation ("c. 1338", "St. Louis", "No. 5")
+_SENTENCE_END = re.compile(
+    r"(?<![\s(][A-Za-z]\.)(?<!\b[Cc]a\.)(?<!\bSt\.)(?<!\bNo\.)(?<!\bMr\.)(?<!\bDr\.)"
+    r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])"
+)
 _NOT_ID = re.compile(r"[^A-Za-z0-9]+")
 
 
@@ -174,7 +179,14 @@ def read_questions(path: Path) -> list[Question]:
 
 
 def _claim(step_question: str, answer: str) -> str:
-    return f"{step_question.rstrip('?').strip()}: {answer}."
+    """A hop as a statement: "What company published X: Y." or, for MuSiQue's relation
+    steps ("X >> place of birth"), "place of birth of X: Y."."""
+    text = step_question.rstrip("?").strip()
+    if " >> " in text:
+        subject, relation = text.split(" >> ", 1)
+        text = f"{relation.strip()} of {subject.strip()}"
+        text = text[:1].upper() + text[1:]
+    return f"{text}: {answer}."
 
 
 def _split(qid: str) -> str:
@@ -274,7 +286,8 @@ def _versions() -> dict[str, str]:
 
 def traces_for(q: Question, n: int, start: dt.datetime = TRACE_START) -> list[dict[str, Any]]:
     """A trace that found the supporting paragraphs, and one that found only distractors."""
-    when = start + dt.timedelta(hours=2 * n)
+    # 16 hours apart: 40 questions cover four weeks, so Monitoring has weeks to compare
+    when = start + dt.timedelta(hours=16 * n)
     decisive = [
         _chunk(p, r, 0.9 - 0.05 * r - 0.1 * _unit(q.qid, str(r)))
         for r, p in enumerate(q.decisive, 1)
@@ -293,12 +306,13 @@ def traces_for(q: Question, n: int, start: dt.datetime = TRACE_START) -> list[di
         "identity_scopes": ["public"],
         "chunks": decisive + near,
         "context_sent": "\n".join(f"[{c['chunk_id']}] {c['text']}" for c in decisive + near),
-        "ranking_mode": "cosine",
+        "ranking_mode": "vector",
         "hits_after_filter": len(decisive) + len(near),
         "top_score": decisive[0]["score"] if decisive else None,
         "answerable": True,
         "ambiguous": False,
         "ungrounded": False,
+        "topics": [],
         "decision": "answer",
         "reason_code": None,
         "answer_text": f"{q.answer}.",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections import Counter
 from pathlib import Path
@@ -99,3 +100,36 @@ def test_a_broken_record_is_named_with_its_field(tmp_path: Path) -> None:
     ):
         pm.read_questions(bad)
     assert pm.main(["convert", str(bad), str(tmp_path / "out")]) == 1
+
+
+def test_the_traces_can_be_replayed_and_span_four_weeks(converted: Path) -> None:
+    """Every generated trace logs what the shipped policy's gate needs (the Thresholds page
+    replays a proposal on them), and they spread over four weeks (Monitoring compares weeks)."""
+    from review.policy.policy import load_policy
+    from review.thresholds.redecide import lacked
+
+    policy = load_policy()
+    traces = [json.loads(line) for line in (converted / "traces.jsonl").read_text().splitlines()]
+    assert len(traces) == 80
+    assert [t["trace_id"] for t in traces if lacked(policy, t)] == []
+    weeks = {dt.datetime.fromisoformat(t["time"]).isocalendar()[:2] for t in traces}
+    assert len(weeks) >= 4
+    refused = [t for t in traces if t["decision"] == "abstain"]
+    answered_anyway = [t for t in traces if t["ungrounded"]]
+    assert refused and answered_anyway
+    assert len(refused) + len(answered_anyway) == 40
+
+
+def test_documents_keep_sentences_whole_and_claims_read_as_statements() -> None:
+    para = pm.Paragraph(
+        "Albert, King of Sweden",
+        "Albert ( , ; c. 1338 – 1 April 1412) was King of Sweden. G. Stanley Hall was first.",
+    )
+    assert para.sentences() == [
+        "Albert ( , ; c. 1338 – 1 April 1412) was King of Sweden.",
+        "G. Stanley Hall was first.",
+    ]
+    assert pm._claim("Albert, King of Sweden >> place of birth", "Mecklenburg") == (
+        "Place of birth of Albert, King of Sweden: Mecklenburg."
+    )
+    assert pm._claim("Who published X?", "Y") == "Who published X: Y."
