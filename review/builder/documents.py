@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from pydantic import ValidationError
 from sqlalchemy import Engine, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -223,6 +224,11 @@ def insert_document(
     ref = f"{data.get('doc_id')}@{data.get('version')}"
     try:
         doc = DocumentIn.model_validate(dict(data))
+    except ValidationError as exc:
+        why = "; ".join(
+            f"field {'.'.join(str(x) for x in e['loc']) or '?'}: {e['msg']}" for e in exc.errors()
+        )
+        raise InputError(f"{ref}: the derived document is not valid: {why}") from None
     except ValueError as exc:
         raise InputError(f"{ref}: the derived document is not valid: {exc}") from None
     problems = doc.check_vocabulary(tax)

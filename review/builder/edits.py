@@ -161,6 +161,14 @@ def edit_document(
     op = _operator(operator)
     p = params if isinstance(params, Params) else op.parse_params(params)
     result = op.apply(text, span, p)
+    if text.strip() and not result.text.strip():
+        # a document needs some text (the corpus refuses an empty body): say so before the
+        # preview (the callers name the document), not fail at the save in the validator's words
+        raise InputError(
+            f"{op.label} would leave this document with no text (the span "
+            "is all of it). Pick a smaller span, or leave this document out of the edit; to "
+            "keep its passage from the case's identity, make an Evidence forbidden variant."
+        )
     record = EditRecord(
         operator=op.name,
         params=p.to_dict(),

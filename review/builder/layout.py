@@ -17,6 +17,11 @@ _QUOTE_RE = re.compile(r">\s?")
 _SENTENCE_END_RE = re.compile(
     r"[.!?](?:\*{1,2}|_)?(?:\[\^[^\]\s]+\])*(?=\s+[^\sa-z]|\s*$)", re.MULTILINE
 )
+#: Short abbreviations whose period ends no sentence ("St. Louis", "No. 5", "c. 1338")
+_ABBREVIATIONS = frozenset(
+    {"ca", "cf", "Dr", "Jr", "Mr", "Mrs", "Ms", "Mt", "No", "pp", "Sr", "St", "vs"}
+)
+_WORD_BEFORE_RE = re.compile(r"([^\W\d_]+)(\W*)$")
 
 
 @dataclass(frozen=True)
@@ -65,6 +70,8 @@ def sentence_ranges(text: str, start: int, end: int) -> list[tuple[int, int]]:
     out: list[tuple[int, int]] = []
     cur = start
     for m in _SENTENCE_END_RE.finditer(text, start, end):
+        if _abbreviation(text, max(start, m.start() - 40), m.start()):
+            continue
         s = cur
         while s < m.end() and text[s].isspace():
             s += 1
@@ -80,6 +87,30 @@ def sentence_ranges(text: str, start: int, end: int) -> list[tuple[int, int]]:
     if s < e:
         out.append((s, e))
     return out
+
+
+def _abbreviation(text: str, lo: int, dot: int) -> bool:
+    """Whether the period at ``dot`` closes an abbreviation or an initial, not a sentence: a
+    lone lower-case letter ("c. 1338", "e.g."), a short abbreviation ("St.", "No."), or a lone
+    capital after a capitalised word, another initial or nothing ("John F. Kennedy", "G. Stanley
+    Hall"; but "plan A. Then" ends a sentence). Found on Wikipedia passages (MuSiQue): "Albert
+    ( , ; c. 1338 – 1 April 1412) was King of Sweden" is one sentence, and removing it must
+    leave no "Albert ( , ; c." behind."""
+    if text[dot] != ".":
+        return False
+    m = _WORD_BEFORE_RE.search(text, lo, dot)
+    if m is None or m.group(2):
+        return False
+    word = m.group(1)
+    if word in _ABBREVIATIONS or (len(word) == 1 and word.islower()):
+        return True
+    if len(word) != 1:
+        return False
+    before = text[lo : m.start()].rstrip()
+    if not before or before.endswith((".", "(", "\n")):
+        return True
+    prev = _WORD_BEFORE_RE.search(before)
+    return prev is not None and not prev.group(2) and prev.group(1)[0].isupper()
 
 
 def sentence_body_end(text: str, s: int, e: int) -> int:

@@ -834,3 +834,70 @@ def test_exception_candidates_of_a_body_full_of_markers() -> None:
     paragraphs = "Refunds apply, except in May.\n\n" * 5_000
     spans = op.candidates(paragraphs)
     assert len(spans) == 5_000 and spans[0].text == "Refunds apply, except in May."
+
+
+# Wikipedia passages (the public MuSiQue sample, issue 35)
+
+
+def test_an_abbreviation_or_initial_ends_no_sentence() -> None:
+    from review.builder.layout import sentence_ranges
+
+    def sentences(t: str) -> list[str]:
+        return [t[a:b] for a, b in sentence_ranges(t, 0, len(t))]
+
+    assert sentences("Albert ( , ; c. 1338 – 1 April 1412) was King of Sweden. He died.") == [
+        "Albert ( , ; c. 1338 – 1 April 1412) was King of Sweden.",
+        "He died.",
+    ]
+    assert sentences("G. Stanley Hall was first. John F. Kennedy spoke. St. Louis is big.") == [
+        "G. Stanley Hall was first.",
+        "John F. Kennedy spoke.",
+        "St. Louis is big.",
+    ]
+    # a capital after a lower-case word still ends one ("plan A."), as do numbers and marks
+    assert sentences("We use plan A. Then we wait. Refunds take 14 days. See e.g. Section 4.") == [
+        "We use plan A.",
+        "Then we wait.",
+        "Refunds take 14 days.",
+        "See e.g. Section 4.",
+    ]
+
+
+def test_remove_answer_takes_a_sentence_with_c_dot_whole() -> None:
+    text = "Albert ( , ; c. 1338 – 1 April 1412) was King of Sweden.\n\nHe was a duke."
+    spans = OPERATORS["remove_answer"].candidates(text)
+    assert any(s.text.startswith("Albert ( , ; c. 1338") for s in spans)
+    assert not any(s.text.startswith("1338") for s in spans)
+
+
+def test_an_edit_that_leaves_no_text_is_refused_before_the_save() -> None:
+    from review.core.errors import InputError
+
+    text = "Albert ( , ; c. 1338 – 1 April 1412) was King of Sweden."
+    span = OPERATORS["remove_answer"].candidates(text)[0]
+    assert span.text == text
+    with pytest.raises(InputError, match="would leave this document with no text"):
+        edit_document(text, "remove_answer", span, {}, doc_id="A", version=1)
+
+
+def test_an_invalid_derived_document_is_named_in_words(tax: Any) -> None:
+    """The save's last check reads as the workbench's messages do: the field and the
+    problem, not the validator's type codes and web address."""
+    from review.builder.documents import insert_document
+    from review.core.errors import InputError
+    from review.core.identity import SYSTEM
+
+    data = {
+        "doc_id": "A-CF-1",
+        "version": 1,
+        "title": "A",
+        "body": "",
+        "authority": "guide",
+        "owner": "o",
+        "access_scope": "public",
+        "jurisdiction": "global",
+    }
+    with pytest.raises(InputError) as got:
+        insert_document(None, SYSTEM, tax, data, "test")  # type: ignore[arg-type]
+    assert str(got.value).startswith("A-CF-1@1: the derived document is not valid: field body:")
+    assert "pydantic" not in str(got.value) and "type=" not in str(got.value)
