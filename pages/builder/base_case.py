@@ -45,6 +45,10 @@ def builder_view(engine: Engine, actor: Actor, tax: Taxonomy, case_id: int) -> N
         st.subheader(f"Case {ui.plain(view.key)}")
         ui.text(view.question, label="Question")
         st.info(ui.plain(sight.BLIND_NOTE))
+        # the way forward, as on the Cases page: label it first (then build from it), or ask
+        # a reviewer, who does not label, to build from it now
+        st.link_button("Label this case", ui.link("label", case=view.id))
+        st.caption("Reviewers do not label, so a reviewer can build from it now.")
         return
     c1, c2 = st.columns([3, 1])
     c1.subheader(f"Base case {ui.plain(view.key)}")

@@ -728,3 +728,26 @@ def test_evidence_removed_takes_several_decisive_documents(
         at.success[0]
     )
     assert not any("checks fail" in readable(e) for e in at.error)
+
+
+def test_a_case_blind_to_me_links_to_labeling_it(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An annotator opening the builder on a case that waits for their label (imported by
+    someone else, as a public data set is) learned only that it is blind: the page now links
+    to labeling it, as the Cases page does (issue 35, found with the MuSiQue sample)."""
+    from review.cases import sight
+    from review.labels import blind
+
+    ines = users.get_by_email(demo_engine, INES)
+    assert ines is not None
+    seen = blind.sight(demo_engine, users.to_actor(ines))
+    with read_session(demo_engine) as s:
+        ids = list(s.scalars(select(Case.id).where(Case.status == "ready")))
+    blind_ids = sorted(seen.blind_ids(demo_engine, ids))
+    assert blind_ids
+    at = open_page(demo_url, monkeypatch, INES, case=str(blind_ids[0]))
+    assert any(readable(m.value) == sight.BLIND_NOTE for m in at.info)
+    links = [e for e in at.get("link_button") if e.proto.label == "Label this case"]
+    assert len(links) == 1
+    assert f"case={blind_ids[0]}" in links[0].proto.url and "label" in links[0].proto.url
