@@ -133,3 +133,28 @@ def test_documents_keep_sentences_whole_and_claims_read_as_statements() -> None:
         "Place of birth of Albert, King of Sweden: Mecklenburg."
     )
     assert pm._claim("Who published X?", "Y") == "Who published X: Y."
+
+
+def test_an_annotator_sees_her_queue_before_the_slice_coverage_notes(
+    converted: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sample covers two of the seven slices: Overview lists five coverage notes, and the
+    annotator's own work (80 cases to label) came after all of them, below the fold."""
+    from review.admin import users
+    from review.core.taxonomy import load_taxonomy
+    from review.monthly import overview
+    from storage.db import make_engine
+
+    url = f"sqlite:///{tmp_path / 'msq.db'}"
+    monkeypatch.setenv("WORKBENCH_DATABASE_URL", url)
+    _run(["migrate"])
+    _run(["add-user", "ines@example.org", "--name", "Ines", "--role", "annotator"])
+    _run(["import-docs", str(converted / "documents.jsonl")])
+    _run(["import-cases", str(converted / "cases.jsonl")])
+    eng = make_engine(url)
+    ines = users.get_by_email(eng, "ines@example.org")
+    assert ines is not None
+    items = overview.build_overview(eng, users.to_actor(ines), load_taxonomy()).attention
+    eng.dispose()
+    assert items[0].page == "labeling" and items[0].text.startswith("80 ready cases")
+    assert sum(a.text.startswith("Slice ") for a in items) == 5
