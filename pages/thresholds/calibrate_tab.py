@@ -289,6 +289,7 @@ def calibrate(engine: Engine, actor: Actor, tax: Taxonomy, pif: PolicyInForce) -
     runs = evalruns.list_runs(engine)
     if not runs:
         st.info("Calibration needs outcomes: import or run an evaluation on the Runs page.")
+        st.page_link("pages/runs_page.py", label="Open Runs", icon=":material/arrow_forward:")
         return
     src = _outcomes(engine, tax, policy, runs)
     if src.frame.empty:

@@ -156,3 +156,21 @@ def test_the_sentences() -> None:
     # a frozen review keeps the sentence
     frozen = report.thaw_context("2025-06", report.freeze_context(rescored))
     assert report.gate_basis(frozen) == report.gate_basis(rescored)
+
+
+def test_with_no_run_yet_the_calibrate_tab_links_to_runs(
+    empty_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fresh workbench with a corpus and cases but no run (the public data trial, issue 35):
+    the tab says calibration needs outcomes from the Runs page, and links to it."""
+    from review.core.identity import SYSTEM
+    from storage.db import make_engine
+
+    eng = make_engine(empty_url)
+    users.add_user(eng, SYSTEM, "po@example.org", "Po", ["product_owner"], False)
+    eng.dispose()
+    at = app(empty_url, monkeypatch, "po@example.org").run()
+    at.switch_page(PAGE).run()
+    no_exception(at)
+    assert any(readable(i).startswith("Calibration needs outcomes") for i in at.info)
+    assert "runs" in [link.proto.page for link in at.get("page_link")]
