@@ -19,7 +19,7 @@ denominator)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -172,6 +172,24 @@ METRIC_LABELS: Final = {
 }
 
 
+#: how a failing target that cannot be measured reads (see :func:`failing_targets`)
+UNMEASURED = "undefined (nothing to measure)"
+
+
+def unmeasured_note(failing: Sequence[str]) -> str:
+    """The note " (3 of them cannot be measured: ...)" when some failing targets fail only as
+    nothing could be measured (a slice with no outcome on the split), else "". On a data set
+    that covers few slices, "fails 8 of 8" read as eight bad figures when four were none."""
+    n = sum(UNMEASURED in f for f in failing)
+    if not n:
+        return ""
+    them = "it" if n == 1 and len(failing) == 1 else f"{n} of them"
+    return (
+        f" ({them} cannot be measured: no outcome in that slice on the split, and a target "
+        "that cannot be measured fails)"
+    )
+
+
 def failing_targets(analysis: Analysis) -> list[str]:
     """The release targets the proposal fails on the report split, in words ("False-refusal
     rate, overall: 88%, target ≤ 10%"); a target that cannot be measured fails (the release
@@ -182,7 +200,7 @@ def failing_targets(analysis: Analysis) -> list[str]:
     for row in analysis.targets.itertuples(index=False):
         if bool(row.passed):
             continue
-        value = percent(row.value, missing="undefined (nothing to measure)")
+        value = percent(row.value, missing=UNMEASURED)
         comparison, bound = str(row.rule).split(" ", 1)
         sign = "≥" if comparison == ">=" else "≤"
         scope = str(row.scope)
@@ -270,6 +288,7 @@ def verdict(h: Headline) -> str:
         return (
             f"The proposal fails {len(h.failing)} of "
             f"{readable.count(h.targets_total, 'release target')} on "
-            f"the {h.report_on} split ({number(h.n_report)} outcomes)."
+            f"the {h.report_on} split ({number(h.n_report)} outcomes)"
+            f"{unmeasured_note(h.failing)}."
         )
     return f"The proposal meets every release target on the {h.report_on} split."

@@ -49,9 +49,8 @@ def needs_confirmation(evidence: SignoffEvidence, headline: hl.Headline | None) 
     if headline.failing:
         return (
             f"It fails {len(headline.failing)} of "
-            f"{readable.count(headline.targets_total, 'release target')}: "
-            + "; ".join(headline.failing)
-            + "."
+            f"{readable.count(headline.targets_total, 'release target')}"
+            f"{hl.unmeasured_note(headline.failing)}: " + "; ".join(headline.failing) + "."
         )
     return ""
 

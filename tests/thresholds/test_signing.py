@@ -252,3 +252,21 @@ def test_a_link_to_a_version_that_waits_no_more_says_what_it_is(demo_engine: Eng
     assert display.not_pending_message(older.number, older, in_force) == (
         f"Version {older.number} no longer waits for sign-off: it is approved."
     )
+
+
+def test_a_target_that_cannot_be_measured_is_told_apart_from_a_bad_figure() -> None:
+    """The public MuSiQue sample covers two of the seven slices: the sign-off said "fails 8 of
+    8 release targets" when four of the eight had nothing to measure (issue 35)."""
+    from review.thresholds import headline as hl
+
+    failing = (
+        "False-refusal rate, overall: 58%, target ≤ 10%",
+        f"Unsupported-answer rate, slice Adversarial instruction: {hl.UNMEASURED}, target ≤ 0%",
+        f"Abstention recall, slice Temporal mismatch: {hl.UNMEASURED}, target ≥ 85%",
+    )
+    h = hl.Headline("test", 24, (), failing=failing, targets_total=8)
+    said = hl.verdict(h)
+    assert said.startswith("The proposal fails 3 of 8 release targets on the test split")
+    assert "(2 of them cannot be measured: no outcome in that slice on the split" in said
+    assert hl.unmeasured_note(failing[:1]) == ""
+    assert "(it cannot be measured" in hl.unmeasured_note(failing[1:2])
