@@ -31,7 +31,14 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from review.builder.edits import OPERATORS, EditRecord, edit_document
-from review.builder.operator import Params, ParamValue, Span, Suggestion, find_span
+from review.builder.operator import (
+    EditResult,
+    Params,
+    ParamValue,
+    Span,
+    Suggestion,
+    find_span,
+)
 from review.core.errors import InputError
 from review.core.terms import CaseStatus
 
@@ -264,6 +271,29 @@ def _new_doc(src: Mapping[str, Any], doc_id: str, body: str, **changes: object) 
     return doc
 
 
+def _edit_copy(
+    doc: Mapping[str, Any],
+    operator: str,
+    span: Span,
+    params: Params | Mapping[str, ParamValue],
+    target: str,
+) -> tuple[EditResult, EditRecord]:
+    """``operator`` applied to ``doc`` at ``span``, its result to be stored as ``target``@1;
+    a refusal names the document."""
+    try:
+        return edit_document(
+            doc["body"],
+            operator,
+            span,
+            params,
+            doc_id=doc["doc_id"],
+            version=doc["version"],
+            result_ref=versioned_ref(target, 1),
+        )
+    except InputError as exc:
+        raise InputError(f"{versioned_ref(doc['doc_id'], doc['version'])}: {exc}") from None
+
+
 def _default_id(doc_id: str, suffix: str) -> str:
     return f"{doc_id}-CF-{suffix}"[:120]
 
@@ -424,18 +454,7 @@ def derive_removed(
             start -= 1
         edit_span = Span(start, span.end, body[start : span.end], span.kind)
         target = want.new_doc_id or _default_id(doc["doc_id"], "REMOVED")
-        try:
-            result, record = edit_document(
-                body,
-                "remove_answer",
-                edit_span,
-                {},
-                doc_id=doc["doc_id"],
-                version=doc["version"],
-                result_ref=versioned_ref(target, 1),
-            )
-        except InputError as exc:
-            raise InputError(f"{src_ref}: {exc}") from None
+        result, record = _edit_copy(doc, "remove_answer", edit_span, {}, target)
         new_docs.append(_new_doc(doc, target, result.text))
         edits.append(record)
         kept = refs[pos]
@@ -508,18 +527,7 @@ def derive_conflicted(
         raise InputError(f"unknown edit operator {operator!r}; use one of: {', '.join(OPERATORS)}")
     p = params if params is not None else op.example_params(doc["body"], span)
     target = new_doc_id or _default_id(doc["doc_id"], "CONFLICT")
-    try:
-        result, record = edit_document(
-            doc["body"],
-            operator,
-            span,
-            p,
-            doc_id=doc["doc_id"],
-            version=doc["version"],
-            result_ref=versioned_ref(target, 1),
-        )
-    except InputError as exc:
-        raise InputError(f"{src_ref}: {exc}") from None
+    result, record = _edit_copy(doc, operator, span, p, target)
     if result.extra_documents:
         raise InputError(f"{operator} makes a second document; it cannot make a conflicting copy")
     original_date = _iso(doc.get("effective_date"))
@@ -831,18 +839,7 @@ def derive_edited(
         sp = _edit_span(doc, want.span)
         p = p if p is not None else op.example_params(body, sp)  # the same params for all
         target = want.new_doc_id or _default_id(doc["doc_id"], operator.upper().replace("_", "-"))
-        try:
-            result, record = edit_document(
-                body,
-                operator,
-                sp,
-                p,
-                doc_id=doc["doc_id"],
-                version=doc["version"],
-                result_ref=versioned_ref(target, 1),
-            )
-        except InputError as exc:
-            raise InputError(f"{src_ref}: {exc}") from None
+        result, record = _edit_copy(doc, operator, sp, p, target)
         records.append(record)
         changes: dict[str, object] = {}
         if "effective_date" in result.metadata:
