@@ -528,19 +528,19 @@ def test_an_edit_of_one_of_two_decisive_documents_keeps_the_answer_and_is_flagge
     assert "POL-REFUND-MONTHLY@2 still carries the answer" in flagged.iloc[0]["detail"]
 
 
-def test_the_evidence_state_form_asks_which_decisive_document_and_warns(
+def test_the_evidence_state_form_asks_which_decisive_documents_and_warns(
     demo_url: str, demo_engine: Engine, tax: Taxonomy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     case_id = agent_case(demo_engine, tax)
     at = open_page(demo_url, monkeypatch, RAVI, case=str(case_id))
-    at.radio[0].set_value("forbidden").run()  # "removed" takes several (tested below)
-    picker = by_label(at.selectbox, "Decisive document to work on")
-    assert [o.split(" ·")[0] for o in picker.options] == [  # type: ignore[attr-defined]
-        "POL-REFUND-MONTHLY@2",
-        "SUP-GUIDE-REFUNDS@1",
-    ]
+    at.radio[0].set_value("forbidden").run()
+    picker = by_label(at.multiselect, "Decisive documents to forbid to the identity")
+    assert picker.value == ["POL-REFUND-MONTHLY@2", "SUP-GUIDE-REFUNDS@1"]  # type: ignore[attr-defined]
+    # every decisive document is forbidden: the evidence is gone, nothing to warn about
+    assert not any("still carr" in readable(w) for w in at.warning)
+    picker.set_value(["POL-REFUND-MONTHLY@2"]).run()  # type: ignore[attr-defined]
     assert any(
-        readable(w).startswith("SUP-GUIDE-REFUNDS@1 also carries the answer") for w in at.warning
+        readable(w).startswith("SUP-GUIDE-REFUNDS@1 still carries the answer") for w in at.warning
     )
 
 
@@ -707,7 +707,9 @@ def test_evidence_removed_takes_several_decisive_documents(
     chosen = by_label(at.multiselect, "Decisive documents to take the answer out of")
     assert chosen.value == ["POL-REFUND-MONTHLY@2", "SUP-GUIDE-REFUNDS@1"]  # type: ignore[attr-defined]
     chosen.set_value(["POL-REFUND-MONTHLY@2"]).run()  # type: ignore[attr-defined]
-    assert any(readable(w).startswith("SUP-GUIDE-REFUNDS@1 still carry") for w in at.warning)
+    assert any(
+        readable(w).startswith("SUP-GUIDE-REFUNDS@1 still carries the answer") for w in at.warning
+    )
     chosen = by_label(at.multiselect, "Decisive documents to take the answer out of")
     chosen.set_value(["POL-REFUND-MONTHLY@2", "SUP-GUIDE-REFUNDS@1"]).run()  # type: ignore[attr-defined]
     by_label(at.text_area, "Decisive passage (copy it exactly from POL-REFUND-MONTHLY@2").input(  # type: ignore[attr-defined]
