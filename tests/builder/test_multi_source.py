@@ -442,9 +442,12 @@ def forbid_all(n: int, keep: int = 0) -> Any:
     return v, family_checks([present_variant(hop_case(n), passage=answer(0)), v], docs)
 
 
-def contest_all(n: int, keep: int = 0, mode: str = "unresolved") -> Any:
-    """A conflicting copy (another year) of the first ``n - keep`` of ``n`` decisive documents."""
-    docs = hop_dicts(n)
+def contest(
+    n: int, which: list[int], mode: str = "unresolved", docs: list[dict[str, Any]] | None = None
+) -> Any:
+    """A conflicting copy (another year) of each decisive document in ``which`` (HOP-0 first)
+    of ``n``, one variant, and the family checks."""
+    docs = docs or hop_dicts(n)
     v = derive_conflicted(
         hop_case(n),
         docs,
@@ -453,9 +456,14 @@ def contest_all(n: int, keep: int = 0, mode: str = "unresolved") -> Any:
         params={"to_year": 2017},
         mode=mode,  # type: ignore[arg-type]
         doc_id="HOP-0",
-        also=[DocEdit(f"HOP-{i}", answer(i)) for i in range(1, n - keep)],
+        also=[DocEdit(f"HOP-{i}", answer(i)) for i in which[1:]],
     )
     return v, family_checks([present_variant(hop_case(n), passage=answer(0)), v], docs)
+
+
+def contest_all(n: int, keep: int = 0) -> Any:
+    """A conflicting copy of the first ``n - keep`` of ``n`` decisive documents."""
+    return contest(n, list(range(n - keep)))
 
 
 @pytest.mark.parametrize("n", [1, 3, 9])
@@ -536,18 +544,8 @@ def test_a_conflict_the_originals_control_leaves_every_decisive_document_usable(
     for d in docs:
         d["effective_date"] = "2024-05-01"
         d["authority"] = "policy"
-    v = derive_conflicted(
-        hop_case(3),
-        docs,
-        passage=answer(0),
-        operator="swap_year",
-        params={"to_year": 2017},
-        mode=mode,  # type: ignore[arg-type]
-        doc_id="HOP-0",
-        also=[DocEdit("HOP-1", answer(1))],
-    )
+    v, checks = contest(3, [0, 1], mode, docs)
     assert v.suggested_decision == "answer" and len(v.edits) == 2
-    checks = family_checks([present_variant(hop_case(3), passage=answer(0)), v], docs)
     (c,) = [c for c in checks if c.name == "decisive_documents_accounted"]
     assert c.passed
     assert c.detail == (
@@ -589,20 +587,9 @@ def test_an_unresolved_conflict_suggests_abstain_exactly_when_every_decisive_one
 ) -> None:
     n, extra = drawn
     contested = sorted({0} | extra)
-    docs = hop_dicts(n)
-    v = derive_conflicted(
-        hop_case(n),
-        docs,
-        passage=answer(0),
-        operator="swap_year",
-        params={"to_year": 2017},
-        mode="unresolved",
-        doc_id="HOP-0",
-        also=[DocEdit(f"HOP-{i}", answer(i)) for i in contested[1:]],
-    )
+    v, checks = contest(n, contested)
     everything = len(contested) == n
     assert v.suggested_decision == ("abstain" if everything else "answer")
-    checks = family_checks([present_variant(hop_case(n), passage=answer(0)), v], docs)
     flagged = [c for c in checks if c.name == "decisive_documents_accounted" and not c.passed]
     assert bool(flagged) != everything
     if flagged:
@@ -629,6 +616,19 @@ def state_spec(
     )
 
 
+def conflict_spec(engine: Engine, case_id: int, n: int) -> variants.VariantSpec:
+    """An unresolved conflict (another year) over the first ``n`` decisive documents."""
+    return state_spec(
+        engine,
+        case_id,
+        n,
+        "conflicted",
+        operator="swap_year",
+        params={"to_year": 2017},
+        mode="unresolved",
+    )
+
+
 def counts(engine: Engine) -> tuple[int, int, int]:
     with read_session(engine) as s:
         return (
@@ -642,15 +642,7 @@ def test_a_saved_conflict_over_three_documents_records_one_group_and_passes_the_
     engine: Engine, tax: Taxonomy
 ) -> None:
     base_id = hop_base(engine, tax, 3)
-    spec = state_spec(
-        engine,
-        base_id,
-        3,
-        "conflicted",
-        operator="swap_year",
-        params={"to_year": 2017},
-        mode="unresolved",
-    )
+    spec = conflict_spec(engine, base_id, 3)
     preview = variants.preview_variant(engine, SYSTEM, base_id, spec)
     assert [c.source for c in preview.changes] == ["HOP-0@1", "HOP-1@1", "HOP-2@1"]
     assert all(
@@ -682,15 +674,7 @@ def test_a_family_check_names_the_decisive_documents_a_saved_conflict_leaves(
     engine: Engine, tax: Taxonomy
 ) -> None:
     base_id = hop_base(engine, tax, 3)
-    spec = state_spec(
-        engine,
-        base_id,
-        2,
-        "conflicted",
-        operator="swap_year",
-        params={"to_year": 2017},
-        mode="unresolved",
-    )
+    spec = conflict_spec(engine, base_id, 2)
     saved = write(engine, variants.build_variant, SYSTEM, tax, base_id, spec)
     assert saved.suggested_decision == "answer"
     fam = family_view.family_view(engine, SYSTEM, "FAM-HOP-3")
@@ -704,10 +688,8 @@ def test_a_restricted_decisive_document_needs_clearance_and_nothing_is_written(
     engine: Engine, tax: Taxonomy, kind: str
 ) -> None:
     base_id = hop_base(engine, tax, 3, restricted=(2,))
-    extra: dict[str, Any] = {}
-    if kind == "conflicted":
-        extra = {"operator": "swap_year", "params": {"to_year": 2017}, "mode": "unresolved"}
-    spec = state_spec(engine, base_id, 3, kind, **extra)
+    spec = conflict_spec(engine, base_id, 3) if kind == "conflicted" else None
+    spec = spec or state_spec(engine, base_id, 3, kind)
     before = counts(engine)
     annotator = make_actor("annotator")  # no clearance
     with pytest.raises(PermissionDenied, match="HOP-2@1 is restricted"):
