@@ -834,3 +834,13 @@ def test_exception_candidates_of_a_body_full_of_markers() -> None:
     paragraphs = "Refunds apply, except in May.\n\n" * 5_000
     spans = op.candidates(paragraphs)
     assert len(spans) == 5_000 and spans[0].text == "Refunds apply, except in May."
+
+
+def test_a_span_that_cuts_a_word_after_except_has_no_exception_clause() -> None:
+    """A selection ending inside "exception" ("The except|ion is...") matched "except" as a
+    marker at the selection's end and failed an internal assertion (found by the test above);
+    it is refused as a span without an exception clause."""
+    text = "# FAQ\n\nNot as standard. The exception is approved by Legal.\n"
+    end = text.index("exception") + len("except")
+    with pytest.raises(InputError, match="no exception clause"):
+        OPERATORS["drop_exception"].apply(text, span_at(text, 0, end), DropExceptionParams())
