@@ -207,11 +207,16 @@ def save_buttons(
 ) -> None:
     """Save the previewed edit as a variant of the family, or (for corpus editors) as an
     edited document only."""
+    several = bool(state.get("also"))
     as_version = st.checkbox(
-        f"Save the derived document as the next version of {ui.plain(doc.doc_key)} instead of a "
-        f"new document {ui.plain(doc.doc_key)}-CF-n",
+        "Save each derived document as the next version of its document instead of a new "
+        "document -CF-n"
+        if several
+        else f"Save the derived document as the next version of {ui.plain(doc.doc_key)} "
+        f"instead of a new document {ui.plain(doc.doc_key)}-CF-n",
         key="bld_as_version",
-        help="Only from the newest version. The new version becomes current in the corpus.",
+        help="Only from the newest version of each; the new versions become current in the "
+        "corpus. One version not the newest, and none is saved.",
     )
     c5, c6 = st.columns(2)
     if c5.button(
@@ -240,7 +245,6 @@ def save_buttons(
             )
             focus_variant(saved.case_id)
             go(family=view.family or "")
-    several = bool(state.get("also"))
     if actor.can(Permission.edit_corpus) and c6.button(
         "Save the edited documents only" if several else "Save the edited document only",
         key="bld_save_doc",

@@ -6,7 +6,8 @@ from __future__ import annotations
 import streamlit as st
 
 from pages import ui
-from review.builder import diffs, tables
+from review.builder import diffs, tables, variants
+from review.builder.operator import Suggestion
 from review.core.taxonomy import Taxonomy
 
 
@@ -68,3 +69,33 @@ def show_diff(pv: diffs.Preview, doc_ref: str, k: int = 0) -> None:
         )
         st.text(title)
         ui.document_body(body)
+
+
+def show_variant_preview(pv: variants.VariantPreview, tax: Taxonomy) -> None:
+    """An evidence-state variant before it is saved: what it does to each decisive document
+    it works on (a marked diff where a copy's text differs), then its one suggestion."""
+    st.caption(
+        "Changes are marked `[-removed-]` and `{+added+}`; the text is escaped first. Nothing "
+        "is saved until you build the variant."
+    )
+    n = len(pv.changes)
+    if n > 1:
+        st.caption(f"One variant of {n:d} decisive documents:")
+    for k, change in enumerate(pv.changes):
+        st.markdown(f"**{k + 1:d}. {ui.plain(change.source)}**")
+        st.caption(ui.plain(change.outcome))
+        if change.rows:
+            left, right = st.columns(2)
+            left.code(change.before_excerpt or "(empty)", language=None, wrap_lines=True)
+            right.code(change.after_excerpt or "(empty)", language=None, wrap_lines=True)
+    v = pv.variant
+    sug = Suggestion(
+        v.suggested_decision,
+        v.suggested_reasons,
+        v.suggested_slices,
+        None,
+        v.evidence_state,
+        v.derivation,
+    )
+    st.caption("Suggested label (an expert confirms it in the family view; it is not a label)")
+    st.dataframe(tables.suggestion_table(sug, tax), hide_index=True, width="stretch")

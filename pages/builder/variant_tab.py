@@ -1,5 +1,5 @@
-"""The "Evidence-state variant" tab of a base case: build a removed, conflicted, forbidden or
-partial variant of the family from the decisive document."""
+"""The "Evidence-state variant" tab of a base case: preview, then build, a removed, conflicted,
+forbidden or partial variant of the family from the decisive documents (all, or a chosen set)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from sqlalchemy import Engine
 from pages import ui
 from pages.builder.nav import focus_variant, go, leave_message
 from pages.builder.params import param_widgets
+from pages.builder.preview import show_variant_preview
 from review.builder import documents, forms, tables, variants
 from review.builder.edits import OPERATORS
 from review.builder.operator import ParamField, operator_label
@@ -36,45 +37,38 @@ def family_tab(
         key=f"bld_kind_{view.id}",
     )
     st.caption(ui.plain(tax.evidence_states[kind].definition))
-    several = forms.decisive_documents(docs)
-    more: list[documents.CaseDocText] = []
-    if kind == "removed" and len(several) > 1:
-        picked = removed_documents(view, several)
-        if not picked:
-            return
-        decisive, more = picked[0], picked[1:]
-    elif kind != "partial" and len(several) > 1:
-        decisive = st.selectbox(
-            "Decisive document to work on",
-            several,
-            format_func=forms.document_label,
-            key=f"bld_decisive_{view.id}",
-        )
-        others = forms.other_decisive(docs, decisive.ref)
-        st.warning(
-            f"{ui.plain(', '.join(others))} also carries the answer: a variant made from "
-            f"{ui.plain(decisive.ref)} alone keeps the evidence, so its suggestion stays the "
-            "base case's decision and the family check flags it."
-        )
-    if kind != "partial" and (decisive is None or not decisive.readable):
-        st.info("This case has no visible decisive document you may read.")
-        return
-    body = decisive.body if decisive is not None and decisive.body is not None else ""
-    conflict_op = "change_number"
+    conflict_op, mode = "change_number", "older_version"
     if kind == "conflicted":
         usable = forms.conflict_operators()
-        conflict_op = st.selectbox(
+        c1, c2 = st.columns(2)
+        conflict_op = c1.selectbox(
             "Operator for the conflicting copy",
             usable,
             index=usable.index("change_number"),
             format_func=operator_label,
             key=f"bld_conflict_op_{view.id}",
         )
+        mode = c2.selectbox(
+            "How the conflict reads",
+            list(forms.CONFLICT_MODES),
+            format_func=lambda m: forms.CONFLICT_MODES[m],
+            key=f"bld_conflict_mode_{view.id}",
+        )
+    several = forms.decisive_documents(docs)
+    more: list[documents.CaseDocText] = []
+    if kind != "partial" and len(several) > 1:
+        picked = chosen_documents(view, kind, mode, several)
+        if not picked:
+            return
+        decisive, more = picked[0], picked[1:]
+    if kind != "partial" and (decisive is None or not decisive.readable):
+        st.info("This case has no visible decisive document you may read.")
+        return
+    body = decisive.body if decisive is not None and decisive.body is not None else ""
     fields: list[ParamField] = []
     values: dict[str, object] = {}
     with st.form(f"bld_family_form_{view.id}_{kind}_{conflict_op}"):
         passage = ""
-        mode = "older_version"
         policy = "partial"
         extra_claim = extra_question = question = ""
         if kind in ("removed", "conflicted", "forbidden"):
@@ -90,11 +84,6 @@ def family_tab(
             for d in more
         ]
         if kind == "conflicted":
-            mode = st.selectbox(
-                "How the conflict reads",
-                list(forms.CONFLICT_MODES),
-                format_func=lambda m: forms.CONFLICT_MODES[m],
-            )
             fields = OPERATORS[conflict_op].param_fields()
             values = param_widgets(fields, {}, f"bld_conf_{conflict_op}")
         if kind == "partial":
@@ -111,10 +100,12 @@ def family_tab(
                 list(forms.PARTIAL_POLICIES),
                 format_func=lambda k: tables.decision_label(tax, k),
             )
-        submitted = st.form_submit_button("Build and save the variant", type="primary")
-    if not submitted:
+        c3, c4 = st.columns(2)
+        previewed = c3.form_submit_button("Preview the variant")
+        submitted = c4.form_submit_button("Build and save the variant", type="primary")
+    if not (submitted or previewed):
         return
-    with ui.reported("Nothing was saved. "):
+    with ui.reported("Nothing changed. " if previewed else "Nothing was saved. "):
         spec = forms.variant_spec(
             kind,
             decisive_ref=decisive.ref if decisive is not None else None,
@@ -130,6 +121,9 @@ def family_tab(
             policy=policy,
             also=more_passages,
         )
+        if previewed:
+            show_variant_preview(variants.preview_variant(engine, actor, view.id, spec), tax)
+            return
         saved = ui.transact(lambda s: variants.build_variant(s, actor, tax, view.id, spec))
         if saved is None:
             return
@@ -142,32 +136,29 @@ def family_tab(
         go(family=view.family or "")
 
 
-def removed_documents(
-    view: cases.CaseView, several: list[documents.CaseDocText]
+def chosen_documents(
+    view: cases.CaseView, kind: str, mode: str, several: list[documents.CaseDocText]
 ) -> list[documents.CaseDocText]:
-    """The decisive documents an evidence-removed variant takes the answer out of (default:
-    every one the user may read), saying which keep it; empty (after a message) when none."""
+    """The decisive documents an evidence-state variant works on (default: every one the
+    user may read), saying what leaving some out does; empty (after a message) when none."""
     readable = [d for d in several if d.readable]
     hidden = [d.ref for d in several if not d.readable]
     chosen = st.multiselect(
-        "Decisive documents to take the answer out of (one edit; default: all)",
+        forms.chosen_label(kind),
         [d.ref for d in readable],
         default=[d.ref for d in readable],
-        key=f"bld_removed_docs_{view.id}",
+        key=f"bld_{kind}_docs_{view.id}",
     )
     kept = [d.ref for d in several if d.ref not in chosen]
     if hidden:
         st.info(
             f"{ui.plain(', '.join(hidden))} also carry the answer but are restricted: only a "
-            "user with clearance can take it out of them."
+            "user with clearance can change them in a variant."
         )
     if not chosen:
-        st.info("Choose at least one decisive document to take the answer out of.")
+        st.info("Choose at least one decisive document.")
         return []
-    if kept:
-        st.warning(
-            f"{ui.plain(', '.join(kept))} still carry the answer: a variant without "
-            "them keeps the evidence, so its suggestion stays the base case's decision and the "
-            "family check flags it."
-        )
+    warning = forms.left_out_warning(kind, kept, mode)
+    if warning:
+        st.warning(ui.plain(warning))
     return [d for d in readable if d.ref in chosen]

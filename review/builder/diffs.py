@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from review.builder.edits import OPERATORS, EditRecord, edit_document
-from review.builder.operator import EditResult, Suggestion, span_at
+from review.builder.operator import EditResult, Suggestion, common_ends, span_at
 from review.core.errors import InputError
 
 __all__ = [
@@ -86,22 +86,10 @@ def _equal(text: str, first: bool, last: bool) -> str:
     return _clip(text, "start" if first else "end" if last else "both")
 
 
-def _common_ends(a: list[str], b: list[str]) -> tuple[int, int]:
-    """Lengths of the common start and the common end of two token lists (not overlapping)."""
-    p = 0
-    limit = min(len(a), len(b))
-    while p < limit and a[p] == b[p]:
-        p += 1
-    q = 0
-    while q < limit - p and a[len(a) - 1 - q] == b[len(b) - 1 - q]:
-        q += 1
-    return p, q
-
-
 def _opcodes(a: list[str], b: list[str]) -> list[tuple[str, int, int, int, int]]:
     """The changes of two token lists: the common start and end set aside, the middle word
     by word when it is short enough, else replaced whole (bounded work on any line)."""
-    p, q = _common_ends(a, b)
+    p, q = common_ends(a, b)
     ea, eb = len(a) - q, len(b) - q
     ops: list[tuple[str, int, int, int, int]] = []
     if p:

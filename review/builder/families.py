@@ -31,7 +31,14 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from review.builder.edits import OPERATORS, EditRecord, edit_document
-from review.builder.operator import Params, ParamValue, Span, Suggestion, find_span
+from review.builder.operator import (
+    EditResult,
+    Params,
+    ParamValue,
+    Span,
+    Suggestion,
+    find_span,
+)
 from review.core.errors import InputError
 from review.core.terms import CaseStatus
 
@@ -264,6 +271,29 @@ def _new_doc(src: Mapping[str, Any], doc_id: str, body: str, **changes: object) 
     return doc
 
 
+def _edit_copy(
+    doc: Mapping[str, Any],
+    operator: str,
+    span: Span,
+    params: Params | Mapping[str, ParamValue],
+    target: str,
+) -> tuple[EditResult, EditRecord]:
+    """``operator`` applied to ``doc`` at ``span``, its result to be stored as ``target``@1;
+    a refusal names the document."""
+    try:
+        return edit_document(
+            doc["body"],
+            operator,
+            span,
+            params,
+            doc_id=doc["doc_id"],
+            version=doc["version"],
+            result_ref=versioned_ref(target, 1),
+        )
+    except InputError as exc:
+        raise InputError(f"{versioned_ref(doc['doc_id'], doc['version'])}: {exc}") from None
+
+
 def _default_id(doc_id: str, suffix: str) -> str:
     return f"{doc_id}-CF-{suffix}"[:120]
 
@@ -424,18 +454,7 @@ def derive_removed(
             start -= 1
         edit_span = Span(start, span.end, body[start : span.end], span.kind)
         target = want.new_doc_id or _default_id(doc["doc_id"], "REMOVED")
-        try:
-            result, record = edit_document(
-                body,
-                "remove_answer",
-                edit_span,
-                {},
-                doc_id=doc["doc_id"],
-                version=doc["version"],
-                result_ref=versioned_ref(target, 1),
-            )
-        except InputError as exc:
-            raise InputError(f"{src_ref}: {exc}") from None
+        result, record = _edit_copy(doc, "remove_answer", edit_span, {}, target)
         new_docs.append(_new_doc(doc, target, result.text))
         edits.append(record)
         kept = refs[pos]
@@ -485,8 +504,11 @@ def derive_conflicted(
     unresolved_decision: Literal["abstain", "escalate"] = "abstain",
     doc_id: str | None = None,
     new_doc_id: str | None = None,
+    also: Sequence[DocEdit] = (),
 ) -> Variant:
-    """A second version that states a conflicting value, with visible date or authority.
+    """A second version that states a conflicting value, with visible date or authority;
+    ``also``: the same for more decisive documents, each at its own passage with the same
+    operator and params (one conflicting copy and one edit record per document).
 
     The copy of the decisive document is edited at ``passage`` by ``operator`` (default:
     another number, same unit). ``mode`` decides how the conflict reads:
@@ -500,33 +522,102 @@ def derive_conflicted(
     """
     base = _base(case, "derive_conflicted")
     docs = index_documents(documents)
-    _pos, doc = _pick(base, docs, doc_id, "derive_conflicted")
-    src_ref = versioned_ref(doc["doc_id"], doc["version"])
-    span = _locate(doc, passage)
     op = OPERATORS.get(operator)
     if op is None:
         raise InputError(f"unknown edit operator {operator!r}; use one of: {', '.join(OPERATORS)}")
-    p = params if params is not None else op.example_params(doc["body"], span)
-    target = new_doc_id or _default_id(doc["doc_id"], "CONFLICT")
-    try:
-        result, record = edit_document(
-            doc["body"],
-            operator,
-            span,
-            p,
-            doc_id=doc["doc_id"],
-            version=doc["version"],
-            result_ref=versioned_ref(target, 1),
+    if mode not in ("older_version", "lower_authority", "unresolved"):
+        raise InputError(
+            f"derive_conflicted: mode {mode!r} is not one of: older_version, lower_authority, "
+            "unresolved"
         )
-    except InputError as exc:
-        raise InputError(f"{src_ref}: {exc}") from None
-    if result.extra_documents:
-        raise InputError(f"{operator} makes a second document; it cannot make a conflicting copy")
+    first = DocEdit(doc_id or "", passage, new_doc_id)
+    targets = _targets(base, docs, first, also, "derive_conflicted")
+    role, decision, reasons, slices, category = _CONFLICT_READS[mode]
+    if mode == "unresolved":
+        decision = unresolved_decision
+    refs = copy.deepcopy(base["documents"])
+    new_docs: list[dict[str, Any]] = []
+    records: list[EditRecord] = []
+    texts: list[str] = []
+    hows: list[str] = []
+    p: Params | Mapping[str, ParamValue] | None = params
+    for _pos, doc, want in targets:
+        src_ref = versioned_ref(doc["doc_id"], doc["version"])
+        if want.span is None or isinstance(want.span, int):
+            raise InputError(f"{src_ref}: derive_conflicted needs the passage the copy changes")
+        span = _locate(doc, want.span)
+        p = p if p is not None else op.example_params(doc["body"], span)  # the same for all
+        target = want.new_doc_id or _default_id(doc["doc_id"], "CONFLICT")
+        result, record = _edit_copy(doc, operator, span, p, target)
+        if result.extra_documents:
+            raise InputError(
+                f"{operator} makes a second document; it cannot make a conflicting copy"
+            )
+        changes, how = _conflict_reads(
+            _label(base), doc, mode, result.metadata, effective_date, authority
+        )
+        new_docs.append(_new_doc(doc, target, result.text, **changes))
+        refs.append({"doc_id": target, "version": 1, "visibility": "visible", "role": role})
+        records.append(record)
+        texts.append(span.text)
+        hows.append(f"a conflicting copy {target}@1 of {src_ref} ({op.label}) {how}")
+    derivation = "; ".join(hows) + "."
+    if len(targets) > 1:
+        derivation += f" One edit of {len(targets)} decisive documents."
+    if mode == "unresolved":  # a decisive document without a copy still settles the answer
+        edited = {pos for pos, _d, _w in targets}
+        uncontested = [
+            versioned_ref(d["doc_id"], d["version"])
+            for i, d in enumerate(base["documents"])
+            if i not in edited and d["visibility"] == "visible" and d["role"] == "decisive"
+        ]
+        if uncontested:
+            verb = "is" if len(uncontested) == 1 else "are"
+            derivation += (
+                f" {', '.join(uncontested)} {verb} not contested and still settle"
+                f"{'s' if len(uncontested) == 1 else ''} the answer: the base case's decision "
+                "stays. Contest those documents too for a variant whose evidence conflicts."
+            )
+            decision, reasons = base["expected_decision"], tuple(base.get("reason_codes", []))
+    return _variant(
+        base,
+        state="conflicted",
+        decision=decision,
+        reasons=reasons,
+        slices=slices,
+        category=category,
+        derivation=derivation,
+        documents=refs,
+        new_documents=new_docs,
+        edits=records,
+        passage="\n".join(merge_unique(texts)),
+    )
+
+
+#: How a conflicting copy reads in each mode: its role in the case, and the suggested
+#: decision, reasons, slices and category of the variant
+_CONFLICT_READS: dict[str, tuple[str, str, tuple[str, ...], tuple[str, ...], str | None]] = {
+    "older_version": ("superseded", "answer", (), ("temporal_mismatch",), "time_sensitive"),
+    "lower_authority": ("distractor", "answer", (), (), None),
+    "unresolved": ("decisive", "abstain", ("conflicting_evidence",), (), "time_sensitive"),
+}
+
+
+def _conflict_reads(
+    label: str,
+    doc: Mapping[str, Any],
+    mode: str,
+    metadata: Mapping[str, str],
+    effective_date: str | dt.date | None,
+    authority: str | None,
+) -> tuple[dict[str, object], str]:
+    """The metadata a conflicting copy of ``doc`` takes in ``mode`` (its date, authority,
+    what supersedes it) and how the derivation says it."""
+    src_ref = versioned_ref(doc["doc_id"], doc["version"])
     original_date = _iso(doc.get("effective_date"))
     chosen = _iso(effective_date) if effective_date is not None else None
-    chosen = chosen or result.metadata.get("effective_date")
+    chosen = chosen or metadata.get("effective_date")
     changes: dict[str, object] = {"superseded_by": None}
-    label = _label(base)
     if mode == "older_version":
         if chosen is None:
             if original_date is None:
@@ -543,14 +634,11 @@ def derive_conflicted(
             raise InputError(
                 f"{label}: derive_conflicted: the older version must be dated before "
                 f"{original_date} (got {chosen})"
+                + (f" for {src_ref}" if effective_date is not None else "")
             )
         changes.update(effective_date=chosen, superseded_by=src_ref)
-        reasons: tuple[str, ...] = ()
-        role, decision = "superseded", "answer"
-        slices: tuple[str, ...] = ("temporal_mismatch",)
-        category: str | None = "time_sensitive"
-        how = f"dated {chosen} and superseded by {src_ref}, which controls"
-    elif mode == "lower_authority":
+        return changes, f"dated {chosen} and superseded by {src_ref}, which controls"
+    if mode == "lower_authority":
         lower = authority or "faq"
         if lower == doc.get("authority"):
             raise InputError(
@@ -558,35 +646,9 @@ def derive_conflicted(
                 f"{src_ref}'s ({lower!r})"
             )
         changes.update(effective_date=chosen or original_date, authority=lower)
-        role, decision, reasons = "distractor", "answer", ()
-        slices, category = (), None
-        how = f"with authority {lower!r}, below {src_ref}'s {doc.get('authority')!r}"
-    elif mode == "unresolved":
-        changes.update(effective_date=chosen or original_date)
-        role, decision = "decisive", unresolved_decision
-        reasons = ("conflicting_evidence",)
-        slices, category = (), "time_sensitive"
-        how = "with the same authority and date; neither version controls"
-    else:
-        raise InputError(
-            f"derive_conflicted: mode {mode!r} is not one of: older_version, lower_authority, "
-            "unresolved"
-        )
-    refs = copy.deepcopy(base["documents"])
-    refs.append({"doc_id": target, "version": 1, "visibility": "visible", "role": role})
-    return _variant(
-        base,
-        state="conflicted",
-        decision=decision,
-        reasons=reasons,
-        slices=slices,
-        category=category,
-        derivation=f"a conflicting copy {target}@1 of {src_ref} ({op.label}) {how}.",
-        documents=refs,
-        new_documents=[_new_doc(doc, target, result.text, **changes)],
-        edits=[record],
-        passage=span.text,
-    )
+        return changes, f"with authority {lower!r}, below {src_ref}'s {doc.get('authority')!r}"
+    changes.update(effective_date=chosen or original_date)
+    return changes, "with the same authority and date; neither version controls"
 
 
 def derive_forbidden(
@@ -598,8 +660,10 @@ def derive_forbidden(
     identity_name: str | None = None,
     restricted_scope: str = "restricted",
     new_doc_id: str | None = None,
+    also: Sequence[DocEdit] = (),
 ) -> Variant:
-    """The decisive document stays but is forbidden to the identity.
+    """The decisive document stays but is forbidden to the identity; ``also``: the same for
+    more decisive documents (each with its own passage, or none).
 
     A non-public decisive document is kept and its scope is taken away from the identity. A
     public one cannot be hidden, so a copy with ``restricted_scope`` replaces it. Any other
@@ -608,50 +672,57 @@ def derive_forbidden(
     base = _base(case, "derive_forbidden")
     label = _label(base)
     docs = index_documents(documents)
-    pos, doc = _pick(base, docs, doc_id, "derive_forbidden")
-    src_ref = versioned_ref(doc["doc_id"], doc["version"])
-    scope = doc.get("access_scope")
-    if not isinstance(scope, str) or not scope:
-        raise InputError(f"{src_ref}: field access_scope: required to derive a forbidden variant")
     if restricted_scope == PUBLIC_SCOPE:
         raise InputError("derive_forbidden: restricted_scope cannot be 'public'")
+    first = DocEdit(doc_id or "", passage, new_doc_id)
+    targets = _targets(base, docs, first, also, "derive_forbidden")
     refs = copy.deepcopy(base["documents"])
     new_docs: list[dict[str, Any]] = []
-    if scope == PUBLIC_SCOPE:
-        target = new_doc_id or _default_id(doc["doc_id"], "RESTRICTED")
-        new_docs.append(_new_doc(doc, target, doc["body"], access_scope=restricted_scope))
-        refs[pos] = {**refs[pos], "doc_id": target, "version": 1, "visibility": "forbidden"}
-        hidden = restricted_scope
-        how = f"a copy {target}@1 of {src_ref} in scope {restricted_scope!r}"
-    else:
-        refs[pos] = {**refs[pos], "visibility": "forbidden"}
-        hidden = scope
-        how = f"{src_ref} (scope {scope!r})"
-    identity = copy.deepcopy(base["identity"])
-    scopes = [s for s in identity["scopes"] if s != hidden]
-    if not scopes:
-        raise _fail(
-            label,
-            "identity.scopes",
-            f"taking {hidden!r} away would leave the identity with no scope",
-        )
-    if scopes != identity["scopes"]:
-        identity["name"] = identity_name or f"{identity['name']} (without {hidden} access)"
-    elif identity_name:
-        identity["name"] = identity_name
-    identity["scopes"] = scopes
-    also: list[str] = []
+    hidden: list[str] = []
+    hows: list[str] = []
+    texts: list[str] = []
+    for pos, doc, want in targets:
+        src_ref = versioned_ref(doc["doc_id"], doc["version"])
+        scope = doc.get("access_scope")
+        if not isinstance(scope, str) or not scope:
+            raise InputError(
+                f"{src_ref}: field access_scope: required to derive a forbidden variant"
+            )
+        if isinstance(want.span, int):
+            raise InputError(f"{src_ref}: derive_forbidden needs a passage, not a position")
+        if want.span is not None:
+            texts.append(_locate(doc, want.span).text)
+        if scope == PUBLIC_SCOPE:
+            target = want.new_doc_id or _default_id(doc["doc_id"], "RESTRICTED")
+            new_docs.append(_new_doc(doc, target, doc["body"], access_scope=restricted_scope))
+            refs[pos] = {**refs[pos], "doc_id": target, "version": 1, "visibility": "forbidden"}
+            scope = restricted_scope
+            hows.append(f"a copy {target}@1 of {src_ref} in scope {restricted_scope!r}")
+        else:
+            refs[pos] = {**refs[pos], "visibility": "forbidden"}
+            hows.append(f"{src_ref} (scope {scope!r})")
+        if scope not in hidden:
+            hidden.append(scope)
+    identity = _narrowed(label, base["identity"], hidden, identity_name)
+    scopes = identity["scopes"]
+    edited = {pos for pos, _d, _w in targets}
+    more: list[str] = []
     for i, r in enumerate(refs):
-        if i == pos or r["visibility"] != "visible":
+        if i in edited or r["visibility"] != "visible":
             continue
         d = docs.get((r["doc_id"], r["version"]))
         if d is not None and d.get("access_scope") and d["access_scope"] not in scopes:
             r["visibility"] = "forbidden"
-            also.append(versioned_ref(r["doc_id"], r["version"]))
-    derivation = f"the decisive document is kept but forbidden to the identity: {how}."
-    if also:
-        derivation += f" Also forbidden for the narrowed identity: {', '.join(also)}."
-    text = _locate(doc, passage).text if passage is not None else None
+            more.append(versioned_ref(r["doc_id"], r["version"]))
+    if len(targets) == 1:
+        derivation = f"the decisive document is kept but forbidden to the identity: {hows[0]}."
+    else:
+        derivation = (
+            f"{len(targets)} decisive documents are kept but forbidden to the identity: "
+            f"{'; '.join(hows)}."
+        )
+    if more:
+        derivation += f" Also forbidden for the narrowed identity: {', '.join(more)}."
     decision, reasons, derivation = _evidence_kept(
         base, refs, "abstain", ("source_not_allowed",), derivation
     )
@@ -666,8 +737,30 @@ def derive_forbidden(
         documents=refs,
         identity=identity,
         new_documents=new_docs,
-        passage=text,
+        passage="\n".join(merge_unique(texts)) if texts else None,
     )
+
+
+def _narrowed(
+    label: str, identity: Mapping[str, Any], hidden: Sequence[str], name: str | None
+) -> dict[str, Any]:
+    """The identity without the ``hidden`` scopes (renamed to say so, or to ``name``)."""
+    out = copy.deepcopy(dict(identity))
+    scopes = [s for s in out["scopes"] if s not in hidden]
+    if not scopes:
+        raise _fail(
+            label,
+            "identity.scopes",
+            f"taking {', '.join(repr(h) for h in hidden)} away would leave the identity with "
+            "no scope",
+        )
+    if scopes != out["scopes"]:
+        lost = ", ".join(h for h in hidden if h in out["scopes"])
+        out["name"] = name or f"{out['name']} (without {lost} access)"
+    elif name:
+        out["name"] = name
+    out["scopes"] = scopes
+    return out
 
 
 PartialPolicy = Literal["abstain", "clarify", "partial"]
@@ -831,18 +924,7 @@ def derive_edited(
         sp = _edit_span(doc, want.span)
         p = p if p is not None else op.example_params(body, sp)  # the same params for all
         target = want.new_doc_id or _default_id(doc["doc_id"], operator.upper().replace("_", "-"))
-        try:
-            result, record = edit_document(
-                body,
-                operator,
-                sp,
-                p,
-                doc_id=doc["doc_id"],
-                version=doc["version"],
-                result_ref=versioned_ref(target, 1),
-            )
-        except InputError as exc:
-            raise InputError(f"{src_ref}: {exc}") from None
+        result, record = _edit_copy(doc, operator, sp, p, target)
         records.append(record)
         changes: dict[str, object] = {}
         if "effective_date" in result.metadata:

@@ -145,6 +145,62 @@ def _decisive_accounted(v: Variant, decisive: Sequence[tuple[str, int]], name: s
     )
 
 
+def _copies(v: Variant) -> dict[tuple[str, int], tuple[str, int]]:
+    """The variant's edited copies and the documents they were made from."""
+    out: dict[tuple[str, int], tuple[str, int]] = {}
+    for e in v.edits:
+        key, _, ver = (e.result_ref or "").partition("@")
+        if key and ver.isdigit():
+            out[(key, int(ver))] = (e.doc_id, e.version)
+    return out
+
+
+def _decisive_contested(v: Variant, decisive: Sequence[tuple[str, int]], name: str) -> Check:
+    """Which decisive documents of the evidence-present case a conflicted variant leaves
+    usable. A copy that neither controls nor is controlled (same date and authority) contests
+    its original; a decisive document without one still settles the answer alone, so the
+    evidence does not conflict. Flagged so that the expert contests the others too or expects
+    an answer. A copy the original controls (older, lower authority) leaves it usable."""
+    rows = v.case.get("documents", [])
+    visible = {(r["doc_id"], r["version"]) for r in rows if r["visibility"] == "visible"}
+    roles = {(r["doc_id"], r["version"]): r["role"] for r in rows}
+    copies = {c: src for c, src in _copies(v).items() if c in visible and src in decisive}
+    contested = [d for d in decisive if d in copies.values()]
+    unresolved = any(roles.get(c) == "decisive" for c in copies)
+    usable = [d for d in decisive if d in visible]
+    refs = ", ".join(versioned_ref(*d) for d in contested)
+    if not unresolved:
+        return Check(
+            "decisive_documents_accounted",
+            True,
+            f"{readable.count(len(usable), 'decisive document')} still control"
+            f"{'s' if len(usable) == 1 else ''} the answer here: "
+            f"{', '.join(versioned_ref(*d) for d in usable) or 'none'}"
+            + (f" (each controls its conflicting copy: {refs})" if contested else ""),
+            name,
+        )
+    free = [d for d in usable if d not in contested]
+    if free:
+        still = ", ".join(versioned_ref(*d) for d in free)
+        verb = "carries" if len(free) == 1 else "carry"
+        return Check(
+            "decisive_documents_accounted",
+            False,
+            f"{refs} {'is' if len(contested) == 1 else 'are'} contested here by a copy that "
+            f"neither controls, but {still} still {verb} the answer uncontested (decisive and "
+            f"visible): the evidence does not conflict. Expect an answer, or contest {still} too",
+            name,
+        )
+    return Check(
+        "decisive_documents_accounted",
+        True,
+        f"no decisive document settles the answer alone: {refs} "
+        f"{'is' if len(contested) == 1 else 'are'} contested here by a copy that neither "
+        "controls",
+        name,
+    )
+
+
 def family_checks(
     variants: Sequence[Variant], documents: Iterable[Mapping[str, Any]]
 ) -> list[Check]:
@@ -174,7 +230,9 @@ def family_checks(
     decisive = _decisive_refs(present)
     for i, v in enumerate(variants):
         name = _name(v, i)
-        if len(decisive) > 1 and v.evidence_state != "present":
+        if len(decisive) > 1 and v.evidence_state == "conflicted" and _copies(v):
+            checks.append(_decisive_contested(v, decisive, name))
+        elif len(decisive) > 1 and v.evidence_state != "present":
             checks.append(_decisive_accounted(v, decisive, name))
         visible: list[tuple[str, str]] = []
         missing: list[str] = []

@@ -14,6 +14,7 @@ from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
 from review.builder.documents import doc_dict, get_document, ref_of
+from review.builder.edits import EditRecord
 from review.builder.families import Check, Variant
 from review.builder.family_checks import family_checks
 from review.builder.suggestions import PASSAGE_ENTITY
@@ -271,6 +272,7 @@ def family_view(
                     case=case_service.to_record(r),
                     suggested_decision=r.expected_decision,
                     suggested_reasons=tuple(r.reason_codes),
+                    edits=tuple(_record_of(e) for e in edits[r.id]),
                     decisive_passage=own,
                 )
             )
@@ -302,6 +304,22 @@ def family_view(
         return FamilyView(
             fam.key, fam.title, tuple(out_rows), tuple(checks), shown, source, hide, people
         )
+
+
+def _record_of(e: CaseEdit) -> EditRecord:
+    """A stored provenance row as the checks read it (which copy came from which document)."""
+    result = e.record.get("result_ref") if isinstance(e.record, dict) else None
+    return EditRecord(
+        e.operator,
+        dict(e.params),
+        e.source_doc_key,
+        e.source_version,
+        e.span_start,
+        e.span_end,
+        e.before,
+        e.after,
+        result if isinstance(result, str) else None,
+    )
 
 
 def _family_cases(s: Session, family_id: int) -> list[Case]:

@@ -25,6 +25,7 @@ __all__ = [
     "ConflictMode",
     "ParamInput",
     "PartialPolicy",
+    "chosen_label",
     "conflict_operators",
     "decisive_document",
     "decisive_documents",
@@ -33,6 +34,7 @@ __all__ = [
     "default_document",
     "document_label",
     "form_defaults",
+    "left_out_warning",
     "no_candidates",
     "other_decisive",
     "param_inputs",
@@ -258,6 +260,38 @@ def decisive_group(
         return [], []
     others = [d for d in docs if _is_decisive(d) and d.ref != doc_ref]
     return [d for d in others if d.readable], [d.ref for d in others if not d.readable]
+
+
+def chosen_label(kind: str) -> str:
+    """The label of the evidence-state form's picker of decisive documents."""
+    return {
+        "removed": "Decisive documents to take the answer out of (one edit; default: all)",
+        "conflicted": "Decisive documents to contest with a conflicting copy (one edit; "
+        "default: all)",
+        "forbidden": "Decisive documents to forbid to the identity (default: all)",
+    }[kind]
+
+
+def left_out_warning(kind: str, kept: Sequence[str], mode: str = "older_version") -> str | None:
+    """What leaving decisive documents (``kept``) out of an evidence-state variant does; None
+    when it changes nothing (a conflict the originals control leaves every one usable)."""
+    if not kept:
+        return None
+    refs = ", ".join(kept)
+    one = len(kept) == 1
+    if kind == "conflicted":
+        if mode != "unresolved":
+            return None
+        return (
+            f"{refs} {'is' if one else 'are'} not contested: {'it' if one else 'they'} still "
+            f"settle{'s' if one else ''} the answer alone, so the suggestion stays the base "
+            "case's decision and the family check flags it."
+        )
+    return (
+        f"{refs} still carr{'ies' if one else 'y'} the answer: a variant without "
+        f"{'it' if one else 'them'} keeps the evidence, so its suggestion stays the base "
+        "case's decision and the family check flags it."
+    )
 
 
 _WORD_RE = re.compile(r"\w+")

@@ -28,6 +28,7 @@ __all__ = [
     "Replacement",
     "Span",
     "Suggestion",
+    "common_ends",
     "expand_ws",
     "find_span",
     "operator_label",
@@ -100,14 +101,21 @@ class EditResult:
     def narrowed(self) -> tuple[int, int, str, str]:
         """The change without the unchanged prefix/suffix: (start, end, before, after)."""
         b, a = self.before, self.after
-        p = 0
-        limit = min(len(b), len(a))
-        while p < limit and b[p] == a[p]:
-            p += 1
-        q = 0
-        while q < limit - p and b[len(b) - 1 - q] == a[len(a) - 1 - q]:
-            q += 1
+        p, q = common_ends(b, a)
         return self.start + p, self.end - q, b[p : len(b) - q], a[p : len(a) - q]
+
+
+def common_ends(a: Sequence[object], b: Sequence[object]) -> tuple[int, int]:
+    """Lengths of the common start and the common end of two sequences (strings, token
+    lists), never overlapping: what an edit or a diff can set aside as unchanged."""
+    p = 0
+    limit = min(len(a), len(b))
+    while p < limit and a[p] == b[p]:
+        p += 1
+    q = 0
+    while q < limit - p and a[len(a) - 1 - q] == b[len(b) - 1 - q]:
+        q += 1
+    return p, q
 
 
 @dataclass(frozen=True)

@@ -208,6 +208,9 @@ class DropException(Operator[DropExceptionParams]):
         out: list[int] = []
         starts = index.starts if index else [b.start for b in blocks]
         for m in _EXCEPTION_RE.finditer(text, s, e):
+            whole = _EXCEPTION_RE.match(text, m.start())  # "except" cut from "exception"
+            if whole is None or whole.end() > e:  # by the span's end is no marker
+                continue
             b = block_at(blocks, m.start(), starts)
             prose = b is not None and b.kind in ("paragraph", "list_item", "footnote")
             if prose and b is not None and b.content <= m.start() < b.end:

@@ -11,9 +11,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sqlalchemy import select
+from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
+from review.builder.diffs import DiffRow, diff_rows, side_by_side
 from review.builder.documents import (
     add_edit,
     copy_ids,
@@ -44,6 +45,7 @@ from review.core.errors import InputError, PermissionDenied
 from review.core.identity import Actor, Permission, require
 from review.core.taxonomy import Taxonomy
 from storage import changes
+from storage.db import read_session
 from storage.models import (
     Case,
     CaseSuggestion,
@@ -53,10 +55,13 @@ from storage.models import (
 
 __all__ = [
     "KINDS",
+    "DocChange",
     "MoreDoc",
     "SavedVariant",
+    "VariantPreview",
     "VariantSpec",
     "build_variant",
+    "preview_variant",
     "variant_key",
     "whole_line_bounds",
 ]
@@ -164,7 +169,15 @@ def _remap(variant: Variant, old_ref: str, key: str, version: int) -> Variant:
         dataclasses.replace(e, result_ref=new_ref) if e.result_ref == old_ref else e
         for e in variant.edits
     )
-    return dataclasses.replace(variant, case=case, new_documents=docs, edits=edits)
+    if isinstance(case.get("notes"), str):
+        case["notes"] = case["notes"].replace(old_ref, new_ref)
+    return dataclasses.replace(
+        variant,
+        case=case,
+        new_documents=docs,
+        edits=edits,
+        derivation=variant.derivation.replace(old_ref, new_ref),
+    )
 
 
 def _span_of(body: str, start: int | None, end: int | None) -> Span | None:
@@ -187,6 +200,10 @@ def _more(
         span = _span_of(doc.body, want.start, want.end)
         if span is None and spec.kind == "edited":
             raise InputError(f"{ref_of(doc)}: select a span (or a position) to edit")
+        if span is None and spec.kind == "conflicted":
+            raise InputError(
+                f"{ref_of(doc)}: select the passage that its conflicting copy states differently"
+            )
         out.append(DocEdit(doc.doc_key, span, ids[0], ids[1]))
         spans.append((doc, span))
     return out, spans
@@ -205,13 +222,9 @@ def _derive(
     body = target.body if target is not None else ""
     key = target.doc_key if target is not None else None
     span = _span_of(body, spec.start, spec.end)
-    if spec.also and spec.kind not in ("edited", "removed"):
-        raise InputError(
-            "only an edited or a removed variant works on several documents at once; "
-            f"a {spec.kind} variant takes one decisive document"
-        )
+    if spec.also and spec.kind == "partial":
+        raise InputError("a partial variant changes the question, not documents: no documents")
     also, more_spans = _more(spec, more)
-    passage: tuple[int, int] | None = None
     if spec.kind == "edited":
         if not spec.operator:
             raise InputError("choose an edit operator")
@@ -231,8 +244,7 @@ def _derive(
             also=also,
         )
         if v.decisive_passage is not None:
-            passage = passage_bounds(body, span.start, span.end)
-            found = [(target, *passage)] if target is not None else []
+            found = [(target, *passage_bounds(body, span.start, span.end))] if target else []
             found += [(d, *passage_bounds(d.body, sp.start, sp.end)) for d, sp in more_spans if sp]
             return v, found
     elif spec.kind == "removed":
@@ -255,9 +267,10 @@ def _derive(
             unresolved_decision=spec.unresolved_decision,
             doc_id=key,
             new_doc_id=ids[0],
+            also=also,
         )
     elif spec.kind == "forbidden":
-        v = derive_forbidden(record, docs, passage=span, doc_id=key, new_doc_id=ids[0])
+        v = derive_forbidden(record, docs, passage=span, doc_id=key, new_doc_id=ids[0], also=also)
     elif spec.kind == "partial":
         v = derive_partial(
             record,
@@ -269,9 +282,85 @@ def _derive(
         )
     else:
         raise InputError(f"unknown variant kind {spec.kind!r}; use one of: {', '.join(KINDS)}")
-    if passage is None and span is not None and spec.kind in ("conflicted", "forbidden"):
-        passage = _strip_bounds(body, span.start, span.end)
-    return v, [(target, *passage)] if passage is not None and target is not None else []
+    found = []
+    if span is not None and target is not None and spec.kind in ("conflicted", "forbidden"):
+        found = [(target, *_strip_bounds(body, span.start, span.end))]
+        found += [(d, *_strip_bounds(d.body, sp.start, sp.end)) for d, sp in more_spans if sp]
+    return v, found
+
+
+@dataclass(frozen=True)
+class DocChange:
+    """What a variant does to one decisive document it works on: what it becomes (in words)
+    and, when a copy's text differs, the marked diff."""
+
+    source: str
+    outcome: str
+    rows: tuple[DiffRow, ...] = ()
+    before_excerpt: str = ""
+    after_excerpt: str = ""
+
+
+@dataclass(frozen=True)
+class VariantPreview:
+    """A variant derived but not saved: its suggestion and what it does to each document."""
+
+    variant: Variant
+    changes: tuple[DocChange, ...]
+
+
+def _row_of(variant: Variant, ref: str) -> dict[str, Any] | None:
+    return next(
+        (d for d in variant.case["documents"] if f"{d['doc_id']}@{d['version']}" == ref), None
+    )
+
+
+def _change_of(variant: Variant, source: Document) -> DocChange:
+    """What ``variant`` does to ``source``: an edited copy (with its diff), a restricted copy
+    that replaces it, the document itself forbidden, or the document left out."""
+    ref = ref_of(source)
+    new = {f"{d['doc_id']}@{d['version']}": d for d in variant.new_documents}
+    for rec in variant.edits:
+        if (rec.doc_id, rec.version) != (source.doc_key, source.version) or not rec.result_ref:
+            continue
+        row = _row_of(variant, rec.result_ref)
+        copy = new.get(rec.result_ref)
+        where = f"{row['visibility']}, {row['role']}" if row else "not in the case"
+        still = _row_of(variant, ref)
+        outcome = f"copy {rec.result_ref} ({where})" + (
+            f"; {ref} stays ({still['visibility']}, {still['role']})" if still else ""
+        )
+        rows = tuple(diff_rows(source.body, copy["body"])) if copy else ()
+        left, right = side_by_side(rows)
+        return DocChange(ref, outcome, rows, left, right)
+    still = _row_of(variant, ref)
+    if still is not None:
+        return DocChange(ref, f"stays, {still['visibility']} (scope {source.access_scope!r})")
+    for d in variant.new_documents:  # a copy in another scope replaces it
+        row = _row_of(variant, f"{d['doc_id']}@{d['version']}")
+        if d["body"] == source.body and row is not None:
+            return DocChange(
+                ref,
+                f"replaced by a copy {d['doc_id']}@{d['version']} in scope "
+                f"{d['access_scope']!r}, {row['visibility']}",
+            )
+    return DocChange(ref, "left out of the case")
+
+
+def preview_variant(
+    engine: Engine, actor: Actor, base_case_id: int, spec: VariantSpec
+) -> VariantPreview:
+    """The variant :func:`build_variant` would save, and what it does to each document it
+    works on, without saving anything (the same checks and clearance: a refusal here is the
+    one saving would give)."""
+    require(actor, Permission.edit_cases)
+    with read_session(engine) as s:
+        base = _base_case(s, base_case_id)
+        target = _target(actor, base, spec)
+        more = [_document_of(actor, base, m.doc_ref) for m in spec.also]
+        variant, _passages = _derived(s, spec, base, target, more)
+        sources = [d for d in (target, *more) if d is not None]
+        return VariantPreview(variant, tuple(_change_of(variant, d) for d in sources))
 
 
 def variant_key(s: Session, base_key: str) -> str:
@@ -405,22 +494,42 @@ def _derived(
     variant, passage = _derive(spec, case_service.to_record(base), docs, target, ids, more_ids)
     if not spec.as_new_version:
         return variant, passage
-    if more:
-        raise InputError(
-            "an edit of several documents is saved as new documents (-CF-n), not as next "
-            "versions; untick the next-version box, or edit one document"
-        )
     if not variant.new_documents or target is None:
         raise InputError("this variant makes no new document; nothing to version")
-    latest = latest_version(s, target.doc_key)
-    if latest != target.version:
+    if not more:
+        latest = latest_version(s, target.doc_key)
+        if latest != target.version:
+            raise InputError(
+                f"{target.doc_key} has a newer version {latest}; a new version must be "
+                f"made from {target.doc_key}@{latest}"
+            )
+        first = variant.new_documents[0]
+        old_ref = f"{first['doc_id']}@{first['version']}"
+        return _remap(variant, old_ref, target.doc_key, latest + 1), passage
+    return _next_versions(s, variant), passage
+
+
+def _next_versions(s: Session, variant: Variant) -> Variant:
+    """An edit of several documents with each edited copy saved as the next version of its
+    source: every source must be its document's newest version, or nothing is (the refusal
+    names each one that is not)."""
+    stale = []
+    plan: list[tuple[str, str, int]] = []  # (copy's reference, source key, next version)
+    for rec in variant.edits:
+        if rec.result_ref is None:
+            continue
+        latest = latest_version(s, rec.doc_id)
+        if latest != rec.version:
+            stale.append(f"{rec.doc_id}@{rec.version} (the newest is {rec.doc_id}@{latest})")
+        plan.append((rec.result_ref, rec.doc_id, latest + 1))
+    if stale:
         raise InputError(
-            f"{target.doc_key} has a newer version {latest}; a new version must be "
-            f"made from {target.doc_key}@{latest}"
+            "a new version must be made from the newest version of each document; not the "
+            f"newest: {', '.join(stale)}. Nothing was saved"
         )
-    first = variant.new_documents[0]
-    old_ref = f"{first['doc_id']}@{first['version']}"
-    return _remap(variant, old_ref, target.doc_key, latest + 1), passage
+    for old_ref, key, version in plan:
+        variant = _remap(variant, old_ref, key, version)
+    return variant
 
 
 def _variant_case(s: Session, variant: Variant, base: Case, tax: Taxonomy) -> case_service.CaseIn:

@@ -6,6 +6,7 @@ it works whether or not the page is registered in app.py yet.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -121,3 +122,160 @@ def test_build_a_variant_and_confirm_it_in_its_family(builder_server: str, demo_
         "abstain",
         "removed",
     )
+
+
+# ------------------------------------------------------------------------------------------
+# Issue 35, item 1: a question answered by three documents, one edit over all of them
+
+CITIES = ["Moscow", "Paris", "Berlin"]
+
+
+def _three_sources(demo_url: str) -> int:
+    """A case whose answer three documents each state (a multi-hop data set's shape), written
+    by the domain expert who builds from it (Ines)."""
+    from review.admin import users
+    from review.cases import cases
+    from review.core.identity import SYSTEM
+    from review.core.taxonomy import taxonomy
+    from review.corpus import corpus
+    from review.corpus.docformat import parse_markdown
+    from storage.db import make_engine
+
+    tax = taxonomy()
+    eng = make_engine(demo_url)
+    try:
+        docs = [
+            parse_markdown(
+                f"---\ndoc_id: HOP-{i}\nversion: 1\ntitle: Hop {i}\nauthority: faq\nowner: Ops\n"
+                "access_scope: public\njurisdiction: global\n---\n# Hop "
+                f"{i}\n\nWhat happened in 2018?\n\nSource {i} states that the 2018 final was "
+                f"played in {city} before a full house.\n\nThe rest is about the group stage.\n",
+                f"hop{i}.md",
+                tax,
+            )
+            for i, city in enumerate(CITIES)
+        ]
+        corpus.import_documents(eng, SYSTEM, docs)
+        item = cases.validate_case(
+            {
+                "key": "HOP-CASE",
+                "question": "Where was the 2018 final played?",
+                "required_claims": ["The 2018 final was played in Moscow."],
+                "identity": {"name": "customer", "scopes": ["public"]},
+                "documents": [
+                    {
+                        "doc_id": f"HOP-{i}",
+                        "version": 1,
+                        "visibility": "visible",
+                        "role": "decisive",
+                    }
+                    for i in range(3)
+                ],
+                "expected_decision": "answer",
+                "category": "in_scope",
+                "split": "train",
+                "family": "FAM-HOP",
+                "evidence_state": "present",
+            },
+            "hop",
+            1,
+            tax,
+        )
+        ines = users.get_by_email(eng, "ines.duarte@brightwave.example")
+        assert ines is not None
+        return int(write(eng, cases.create_case, users.to_actor(ines), item, tax))
+    finally:
+        eng.dispose()
+
+
+def test_remove_the_answer_from_three_decisive_documents_in_one_edit(
+    builder_server: str, demo_url: str
+) -> None:
+    """A domain expert opens the builder on a case that three documents answer, picks "Remove
+    the answer", which starts on every decisive document; sees three previews, saves, and
+    finds the suggestion Abstain and one edit of the three documents in the family view."""
+    case_id = _three_sources(demo_url)
+    with chromium_page(1400, 1100) as pg:
+        pg.goto(f"{builder_server}/?case={case_id}")
+        wait_idle(pg)
+        expect(pg.get_by_role("heading", name="Base case HOP-CASE")).to_be_visible()
+        pg.get_by_role("combobox", name="Operator").click()
+        pg.keyboard.type("Remove the answer")
+        pg.keyboard.press("Enter")
+        wait_idle(pg)
+        pg.get_by_role("combobox", name="Candidate spans").click()
+        pg.get_by_role("option", name="Source 0 states that the 2018 final").click()
+        wait_idle(pg)
+        # the other two decisive documents are in the same edit from the start
+        also = pg.get_by_role("combobox", name="Also take it out of these decisive documents")
+        expect(also).to_be_visible()
+        expect(pg.get_by_text("HOP-1@1", exact=True).first).to_be_visible()
+        expect(pg.get_by_text("HOP-2@1", exact=True).first).to_be_visible()
+        pg.get_by_role("button", name="Preview the edit").click()
+        wait_idle(pg)
+        expect(pg.get_by_text("One edit of 3 decisive documents")).to_be_visible()
+        for i, city in enumerate(CITIES):
+            # the reference as the page writes it: a word joiner after "@" (no mail link)
+            expect(pg.locator("strong", has_text=f"{i + 1}. HOP-{i}@\u20601")).to_be_visible()
+            expect(
+                pg.get_by_text(f"[-Source {i} states that the 2018 final was played in {city}")
+            ).not_to_have_count(0)
+        pg.get_by_role("button", name="Save as a variant of FAM-HOP").click()
+        wait_idle(pg)
+        expect(
+            pg.get_by_text("Saved HOP-CASE-CF-1 (draft; Evidence removed; suggested Abstain)")
+        ).to_be_visible()
+        expect(pg.get_by_role("heading", name="Family FAM-HOP")).to_be_visible()
+        expect(
+            pg.get_by_text(
+                "Suggested by the operator Remove the answer: Abstain (No answer-bearing evidence)"
+            )
+        ).to_be_visible()
+        pg.get_by_text("HOP-CASE-CF-1 · Evidence removed · Draft", exact=True).click()
+        expect(
+            pg.get_by_text(
+                "One edit of 3 documents: Remove the answer on HOP-0@1, HOP-1@1, HOP-2@1 by "
+                "Inés Duarte"
+            )
+        ).to_be_visible()
+        expect(pg.locator("[data-testid='stException']")).to_have_count(0)
+        assert pg.errors == []  # type: ignore[attr-defined]
+
+
+def test_forbid_three_decisive_documents_after_seeing_what_happens_to_each(
+    builder_server: str, demo_url: str
+) -> None:
+    """The evidence-state form works on every decisive document too: forbidding the answer
+    to the identity previews what happens to each of the three (a restricted copy replaces
+    each public one), then saves one variant suggesting Abstain whose checks all pass."""
+    case_id = _three_sources(demo_url)
+    with chromium_page(1400, 1100) as pg:
+        pg.goto(f"{builder_server}/?case={case_id}")
+        wait_idle(pg)
+        pg.get_by_role("tab", name="Evidence-state variant").click()
+        pg.get_by_text("Evidence forbidden", exact=True).click()
+        wait_idle(pg)
+        expect(
+            pg.get_by_role("combobox", name="Decisive documents to forbid to the identity")
+        ).to_be_visible()
+        for i, city in enumerate(CITIES):  # each document's decisive passage, for the checks
+            box = pg.get_by_role("textbox", name=re.compile(rf"Decisive passage.*HOP\W{{0,2}}{i}@"))
+            box.fill(
+                f"Source {i} states that the 2018 final was played in {city} before a full house."
+            )
+        pg.get_by_role("button", name="Preview the variant").click()
+        wait_idle(pg)
+        for i in range(3):
+            expect(pg.locator("strong", has_text=f"{i + 1}. HOP-{i}@\u20601")).to_be_visible()
+            expect(
+                pg.get_by_text(f"replaced by a copy HOP-{i}-CF-1@\u20601 in scope 'restricted'")
+            ).to_be_visible()
+        pg.get_by_role("button", name="Build and save the variant").click()
+        wait_idle(pg)
+        expect(
+            pg.get_by_text("Saved HOP-CASE-CF-1 (draft; Evidence forbidden; suggested Abstain)")
+        ).to_be_visible()
+        expect(pg.get_by_role("heading", name="Family FAM-HOP")).to_be_visible()
+        expect(pg.get_by_text(re.compile(r"^All \d+ checks pass\.$"))).to_be_visible()
+        expect(pg.locator("[data-testid='stException']")).to_have_count(0)
+        assert pg.errors == []  # type: ignore[attr-defined]

@@ -901,3 +901,13 @@ def test_an_invalid_derived_document_is_named_in_words(tax: Any) -> None:
         insert_document(None, SYSTEM, tax, data, "test")  # type: ignore[arg-type]
     assert str(got.value).startswith("A-CF-1@1: the derived document is not valid: field body:")
     assert "pydantic" not in str(got.value) and "type=" not in str(got.value)
+
+
+def test_a_span_that_cuts_a_word_after_except_has_no_exception_clause() -> None:
+    """A selection ending inside "exception" ("The except|ion is...") matched "except" as a
+    marker at the selection's end and failed an internal assertion (found by the test above);
+    it is refused as a span without an exception clause."""
+    text = "# FAQ\n\nNot as standard. The exception is approved by Legal.\n"
+    end = text.index("exception") + len("except")
+    with pytest.raises(InputError, match="no exception clause"):
+        OPERATORS["drop_exception"].apply(text, span_at(text, 0, end), DropExceptionParams())

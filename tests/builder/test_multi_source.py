@@ -14,6 +14,7 @@ word diff of the whole line was quadratic) and its two candidates read the same 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import random
 from typing import Any
 
@@ -26,7 +27,9 @@ from review.builder import diffs, documents, family_view, forms, tables, variant
 from review.builder.edits import OPERATORS
 from review.builder.families import (
     DocEdit,
+    derive_conflicted,
     derive_edited,
+    derive_forbidden,
     derive_removed,
     present_variant,
 )
@@ -39,7 +42,7 @@ from review.core.taxonomy import Taxonomy, load_taxonomy
 from review.corpus import corpus
 from review.corpus.docformat import parse_markdown
 from storage.db import read_session
-from storage.models import AuditLog, CaseEdit, Document
+from storage.models import AuditLog, Case, CaseEdit, Document
 from tests.helpers.actors import make_actor
 from tests.helpers.paths import ROOT
 from tests.helpers.transact import write
@@ -420,3 +423,330 @@ def test_the_suggestion_is_abstain_exactly_when_every_decisive_document_is_edite
     if flagged:
         kept = [f"HOP-{i}@1" for i in range(n) if i not in edited]
         assert f"{', '.join(kept)} still carr" in flagged[0].detail
+
+
+# ------------------------------------------------------------------------------------------
+# Item 1, second round: the forbidden and conflicted variants over several decisive documents
+
+
+def forbid_all(n: int, keep: int = 0) -> Any:
+    """Forbid the first ``n - keep`` of ``n`` decisive documents to the identity, one variant."""
+    docs = hop_dicts(n)
+    v = derive_forbidden(
+        hop_case(n),
+        docs,
+        passage=answer(0),
+        doc_id="HOP-0",
+        also=[DocEdit(f"HOP-{i}", answer(i)) for i in range(1, n - keep)],
+    )
+    return v, family_checks([present_variant(hop_case(n), passage=answer(0)), v], docs)
+
+
+def contest(
+    n: int, which: list[int], mode: str = "unresolved", docs: list[dict[str, Any]] | None = None
+) -> Any:
+    """A conflicting copy (another year) of each decisive document in ``which`` (HOP-0 first)
+    of ``n``, one variant, and the family checks."""
+    docs = docs or hop_dicts(n)
+    v = derive_conflicted(
+        hop_case(n),
+        docs,
+        passage=answer(0),
+        operator="swap_year",
+        params={"to_year": 2017},
+        mode=mode,  # type: ignore[arg-type]
+        doc_id="HOP-0",
+        also=[DocEdit(f"HOP-{i}", answer(i)) for i in which[1:]],
+    )
+    return v, family_checks([present_variant(hop_case(n), passage=answer(0)), v], docs)
+
+
+def contest_all(n: int, keep: int = 0) -> Any:
+    """A conflicting copy of the first ``n - keep`` of ``n`` decisive documents."""
+    return contest(n, list(range(n - keep)))
+
+
+@pytest.mark.parametrize("n", [1, 3, 9])
+def test_forbidding_every_decisive_document_suggests_abstain_and_passes(n: int) -> None:
+    v, checks = forbid_all(n)
+    assert (v.suggested_decision, v.evidence_state) == ("abstain", "forbidden")
+    assert v.suggested_reasons == ("source_not_allowed",)
+    # public documents cannot be hidden: a restricted copy of each replaces it, forbidden
+    assert [d["doc_id"] for d in v.new_documents] == [f"HOP-{i}-CF-RESTRICTED" for i in range(n)]
+    assert {d["access_scope"] for d in v.new_documents} == {"restricted"}
+    assert {r["visibility"] for r in v.case["documents"]} == {"forbidden"}
+    assert "restricted" not in v.case["identity"]["scopes"]
+    assert [c for c in checks if not c.passed] == []
+    assert all(answer(i) in (v.decisive_passage or "") for i in range(n))
+    if n > 1:
+        assert v.derivation.startswith(f"{n} decisive documents are kept but forbidden")
+
+
+def test_forbidding_some_decisive_documents_keeps_the_answer_and_names_the_others() -> None:
+    v, checks = forbid_all(9, keep=2)
+    assert (v.suggested_decision, v.evidence_state) == ("answer", "forbidden")
+    (flag,) = [c for c in checks if not c.passed]
+    assert flag.name == "decisive_documents_accounted"
+    assert "HOP-7@1, HOP-8@1 still carry the answer" in flag.detail
+
+
+def test_forbidding_documents_of_two_scopes_takes_both_from_the_identity() -> None:
+    docs = [hop_doc(0, "internal").model_dump(), hop_doc(1).model_dump()]
+    case = hop_case(2, ("public", "internal"))
+    v = derive_forbidden(case, docs, doc_id="HOP-0", also=[DocEdit("HOP-1")])
+    assert v.case["identity"]["scopes"] == ["public"]
+    assert v.case["identity"]["name"] == "customer (without internal access)"
+    assert [r["doc_id"] for r in v.case["documents"]] == ["HOP-0", "HOP-1-CF-RESTRICTED"]
+    with pytest.raises(InputError, match="would leave the identity with no scope"):
+        derive_forbidden(
+            hop_case(2, ("internal",)),
+            [hop_doc(0, "internal").model_dump(), hop_doc(1, "internal").model_dump()],
+            doc_id="HOP-0",
+            also=[DocEdit("HOP-1")],
+        )
+
+
+@pytest.mark.parametrize("n", [1, 3, 9])
+def test_contesting_every_decisive_document_suggests_abstain_and_passes(n: int) -> None:
+    v, checks = contest_all(n)
+    assert (v.suggested_decision, v.evidence_state) == ("abstain", "conflicted")
+    assert v.suggested_reasons == ("conflicting_evidence",)
+    assert len(v.edits) == len(v.new_documents) == n  # one copy and one record per document
+    assert [e.doc_id for e in v.edits] == [f"HOP-{i}" for i in range(n)]
+    assert all("2017 final" in d["body"] for d in v.new_documents)
+    copies = [r for r in v.case["documents"] if r["doc_id"].endswith("-CF-CONFLICT")]
+    assert len(copies) == n and {r["role"] for r in copies} == {"decisive"}
+    assert [c for c in checks if not c.passed] == []
+    accounted = [c for c in checks if c.name == "decisive_documents_accounted"]
+    if n > 1:
+        assert f"One edit of {n} decisive documents." in v.derivation
+        (c,) = accounted
+        assert c.detail.startswith("no decisive document settles the answer alone: HOP-0@1, ")
+    else:
+        assert accounted == []
+
+
+def test_an_unresolved_conflict_that_leaves_a_decisive_document_keeps_the_answer() -> None:
+    v, checks = contest_all(9, keep=2)
+    assert (v.suggested_decision, v.evidence_state) == ("answer", "conflicted")
+    assert "HOP-7@1, HOP-8@1 are not contested and still settle the answer" in v.derivation
+    (flag,) = [c for c in checks if not c.passed]
+    assert flag.name == "decisive_documents_accounted"
+    assert "HOP-7@1, HOP-8@1 still carry the answer uncontested" in flag.detail
+    assert flag.detail.startswith("HOP-0@1, HOP-1@1, HOP-2@1, HOP-3@1, HOP-4@1, HOP-5@1, HOP-6@1")
+
+
+@pytest.mark.parametrize("mode", ["older_version", "lower_authority"])
+def test_a_conflict_the_originals_control_leaves_every_decisive_document_usable(
+    mode: str,
+) -> None:
+    docs = hop_dicts(3)
+    for d in docs:
+        d["effective_date"] = "2024-05-01"
+        d["authority"] = "policy"
+    v, checks = contest(3, [0, 1], mode, docs)
+    assert v.suggested_decision == "answer" and len(v.edits) == 2
+    (c,) = [c for c in checks if c.name == "decisive_documents_accounted"]
+    assert c.passed
+    assert c.detail == (
+        "3 decisive documents still control the answer here: HOP-0@1, HOP-1@1, HOP-2@1 "
+        "(each controls its conflicting copy: HOP-0@1, HOP-1@1)"
+    )
+
+
+def test_a_conflicting_copy_of_several_documents_needs_each_passage() -> None:
+    docs = hop_dicts(3)
+    with pytest.raises(InputError, match=r"^HOP-1@1: derive_conflicted needs the passage"):
+        derive_conflicted(
+            hop_case(3),
+            docs,
+            passage=answer(0),
+            operator="swap_year",
+            params={"to_year": 2017},
+            mode="unresolved",
+            doc_id="HOP-0",
+            also=[DocEdit("HOP-1")],
+        )
+    with pytest.raises(InputError, match=r"^HOP-2@1: Swap the year: no year in the span"):
+        derive_conflicted(
+            hop_case(3),
+            docs,
+            passage=answer(0),
+            operator="swap_year",
+            params={"to_year": 2017},
+            mode="unresolved",
+            doc_id="HOP-0",
+            also=[DocEdit("HOP-2", "The rest is about the group stage.")],
+        )
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(2, 6).flatmap(lambda n: st.tuples(st.just(n), st.sets(st.integers(0, n - 1)))))
+def test_an_unresolved_conflict_suggests_abstain_exactly_when_every_decisive_one_is_contested(
+    drawn: tuple[int, set[int]],
+) -> None:
+    n, extra = drawn
+    contested = sorted({0} | extra)
+    v, checks = contest(n, contested)
+    everything = len(contested) == n
+    assert v.suggested_decision == ("abstain" if everything else "answer")
+    flagged = [c for c in checks if c.name == "decisive_documents_accounted" and not c.passed]
+    assert bool(flagged) != everything
+    if flagged:
+        free = [f"HOP-{i}@1" for i in range(n) if i not in contested]
+        assert f"{', '.join(free)} still carr" in flagged[0].detail
+
+
+def state_spec(
+    engine: Engine, case_id: int, n: int, kind: str, **more: Any
+) -> variants.VariantSpec:
+    """An evidence-state variant (kind) over the first ``n`` decisive documents, at each
+    answer passage."""
+    docs = documents.case_documents(engine, SYSTEM, case_id)
+    spans = [answer_span(d.body or "", i) for i, d in enumerate(docs)]
+    return variants.VariantSpec(
+        kind,  # type: ignore[arg-type]
+        doc_ref="HOP-0@1",
+        start=spans[0].start,
+        end=spans[0].end,
+        also=tuple(
+            variants.MoreDoc(f"HOP-{i}@1", spans[i].start, spans[i].end) for i in range(1, n)
+        ),
+        **more,
+    )
+
+
+def conflict_spec(engine: Engine, case_id: int, n: int) -> variants.VariantSpec:
+    """An unresolved conflict (another year) over the first ``n`` decisive documents."""
+    return state_spec(
+        engine,
+        case_id,
+        n,
+        "conflicted",
+        operator="swap_year",
+        params={"to_year": 2017},
+        mode="unresolved",
+    )
+
+
+def counts(engine: Engine) -> tuple[int, int, int]:
+    with read_session(engine) as s:
+        return (
+            int(s.scalar(select(func.count(Document.id))) or 0),
+            int(s.scalar(select(func.count(Case.id))) or 0),
+            int(s.scalar(select(func.count(CaseEdit.id))) or 0),
+        )
+
+
+def test_a_saved_conflict_over_three_documents_records_one_group_and_passes_the_checks(
+    engine: Engine, tax: Taxonomy
+) -> None:
+    base_id = hop_base(engine, tax, 3)
+    spec = conflict_spec(engine, base_id, 3)
+    preview = variants.preview_variant(engine, SYSTEM, base_id, spec)
+    assert [c.source for c in preview.changes] == ["HOP-0@1", "HOP-1@1", "HOP-2@1"]
+    assert all(
+        c.outcome.startswith(f"copy HOP-{i}-CF-1@1 (visible, decisive)")
+        for i, c in enumerate(preview.changes)
+    )
+    assert all("{+2017+}" in c.after_excerpt for c in preview.changes)
+    assert counts(engine)[2] == 0  # a preview writes nothing
+    saved = write(engine, variants.build_variant, SYSTEM, tax, base_id, spec)
+    assert (saved.suggested_decision, saved.evidence_state) == ("abstain", "conflicted")
+    assert len(saved.edit_ids) == len(saved.documents) == 3
+    with read_session(engine) as s:
+        rows = list(s.scalars(select(CaseEdit).where(CaseEdit.id.in_(saved.edit_ids))))
+    assert (
+        len({(r.operator, str(r.params), r.author, r.created_at, r.edit_group) for r in rows}) == 1
+    )
+    fam = family_view.family_view(engine, SYSTEM, "FAM-HOP-3")
+    assert fam is not None and fam.failed == ()
+    (check,) = [
+        c for c in fam.checks if c.name == "decisive_documents_accounted" and c.variant == saved.key
+    ]
+    assert check.detail.startswith("no decisive document settles the answer alone")
+    row = next(v for v in fam.variants if v.key == saved.key)
+    (line,) = tables.edit_groups(row.edits)
+    assert line.startswith("One edit of 3 documents: Swap the year on HOP-0@1, HOP-1@1, HOP-2@1")
+
+
+def test_a_family_check_names_the_decisive_documents_a_saved_conflict_leaves(
+    engine: Engine, tax: Taxonomy
+) -> None:
+    base_id = hop_base(engine, tax, 3)
+    spec = conflict_spec(engine, base_id, 2)
+    saved = write(engine, variants.build_variant, SYSTEM, tax, base_id, spec)
+    assert saved.suggested_decision == "answer"
+    fam = family_view.family_view(engine, SYSTEM, "FAM-HOP-3")
+    assert fam is not None
+    (flag,) = fam.failed
+    assert "HOP-2@1 still carries the answer uncontested" in flag.detail
+
+
+@pytest.mark.parametrize("kind", ["forbidden", "conflicted"])
+def test_a_restricted_decisive_document_needs_clearance_and_nothing_is_written(
+    engine: Engine, tax: Taxonomy, kind: str
+) -> None:
+    base_id = hop_base(engine, tax, 3, restricted=(2,))
+    spec = conflict_spec(engine, base_id, 3) if kind == "conflicted" else None
+    spec = spec or state_spec(engine, base_id, 3, kind)
+    before = counts(engine)
+    annotator = make_actor("annotator")  # no clearance
+    with pytest.raises(PermissionDenied, match="HOP-2@1 is restricted"):
+        write(engine, variants.build_variant, annotator, tax, base_id, spec)
+    with pytest.raises(PermissionDenied, match="HOP-2@1 is restricted"):
+        variants.preview_variant(engine, annotator, base_id, spec)
+    assert counts(engine) == before
+    cleared = make_actor("annotator", "cleared@test.example", clearance=True)
+    saved = write(engine, variants.build_variant, cleared, tax, base_id, spec)
+    assert (saved.evidence_state, saved.suggested_decision) == (kind, "abstain")
+    # a restricted document is forbidden as it is; a public one through a restricted copy
+    assert len(saved.documents) == (2 if kind == "forbidden" else 3)
+
+
+def test_a_saved_forbidden_variant_of_nine_documents_passes_the_checks(
+    engine: Engine, tax: Taxonomy
+) -> None:
+    base_id = hop_base(engine, tax, 9)
+    spec = state_spec(engine, base_id, 9, "forbidden")
+    preview = variants.preview_variant(engine, SYSTEM, base_id, spec)
+    assert [c.outcome for c in preview.changes][:1] == [
+        "replaced by a copy HOP-0-CF-1@1 in scope 'restricted', forbidden"
+    ]
+    saved = write(engine, variants.build_variant, SYSTEM, tax, base_id, spec)
+    assert (saved.suggested_decision, saved.evidence_state) == ("abstain", "forbidden")
+    assert len(saved.documents) == 9
+    fam = family_view.family_view(engine, SYSTEM, "FAM-HOP-9")
+    assert fam is not None and fam.failed == ()
+
+
+# ------------------------------------------------------------------------------------------
+# Item 1, second round: an edit of several documents saved as their next versions
+
+
+def test_an_edit_of_three_documents_saved_as_next_versions_gives_each_its_next_version(
+    engine: Engine, tax: Taxonomy
+) -> None:
+    base_id = hop_base(engine, tax, 3)
+    spec = dataclasses.replace(spec_for(engine, base_id, 3), as_new_version=True)
+    saved = write(engine, variants.build_variant, SYSTEM, tax, base_id, spec)
+    assert saved.documents == ("HOP-0@2", "HOP-1@2", "HOP-2@2")
+    assert "HOP-0-CF" not in saved.derivation and "HOP-0@2" in saved.derivation
+    with read_session(engine) as s:
+        rows = list(s.scalars(select(CaseEdit).where(CaseEdit.id.in_(saved.edit_ids))))
+        assert sorted(r.record["result_ref"] for r in rows) == ["HOP-0@2", "HOP-1@2", "HOP-2@2"]
+        assert len({r.edit_group for r in rows}) == 1
+    assert saved.suggested_decision == "abstain"
+
+
+def test_next_versions_are_refused_for_all_when_one_source_is_not_the_newest(
+    engine: Engine, tax: Taxonomy
+) -> None:
+    base_id = hop_base(engine, tax, 3)
+    spec = dataclasses.replace(spec_for(engine, base_id, 3), as_new_version=True)
+    newer = hop_doc(1).model_copy(update={"version": 2})
+    corpus.import_documents(engine, SYSTEM, [newer])
+    before = counts(engine)
+    with pytest.raises(InputError, match=r"not the newest: HOP-1@1 \(the newest is HOP-1@2\)"):
+        write(engine, variants.build_variant, SYSTEM, tax, base_id, spec)
+    assert counts(engine) == before

@@ -528,19 +528,19 @@ def test_an_edit_of_one_of_two_decisive_documents_keeps_the_answer_and_is_flagge
     assert "POL-REFUND-MONTHLY@2 still carries the answer" in flagged.iloc[0]["detail"]
 
 
-def test_the_evidence_state_form_asks_which_decisive_document_and_warns(
+def test_the_evidence_state_form_asks_which_decisive_documents_and_warns(
     demo_url: str, demo_engine: Engine, tax: Taxonomy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     case_id = agent_case(demo_engine, tax)
     at = open_page(demo_url, monkeypatch, RAVI, case=str(case_id))
-    at.radio[0].set_value("forbidden").run()  # "removed" takes several (tested below)
-    picker = by_label(at.selectbox, "Decisive document to work on")
-    assert [o.split(" ·")[0] for o in picker.options] == [  # type: ignore[attr-defined]
-        "POL-REFUND-MONTHLY@2",
-        "SUP-GUIDE-REFUNDS@1",
-    ]
+    at.radio[0].set_value("forbidden").run()
+    picker = by_label(at.multiselect, "Decisive documents to forbid to the identity")
+    assert picker.value == ["POL-REFUND-MONTHLY@2", "SUP-GUIDE-REFUNDS@1"]  # type: ignore[attr-defined]
+    # every decisive document is forbidden: the evidence is gone, nothing to warn about
+    assert not any("still carr" in readable(w) for w in at.warning)
+    picker.set_value(["POL-REFUND-MONTHLY@2"]).run()  # type: ignore[attr-defined]
     assert any(
-        readable(w).startswith("SUP-GUIDE-REFUNDS@1 also carries the answer") for w in at.warning
+        readable(w).startswith("SUP-GUIDE-REFUNDS@1 still carries the answer") for w in at.warning
     )
 
 
@@ -707,7 +707,9 @@ def test_evidence_removed_takes_several_decisive_documents(
     chosen = by_label(at.multiselect, "Decisive documents to take the answer out of")
     assert chosen.value == ["POL-REFUND-MONTHLY@2", "SUP-GUIDE-REFUNDS@1"]  # type: ignore[attr-defined]
     chosen.set_value(["POL-REFUND-MONTHLY@2"]).run()  # type: ignore[attr-defined]
-    assert any(readable(w).startswith("SUP-GUIDE-REFUNDS@1 still carry") for w in at.warning)
+    assert any(
+        readable(w).startswith("SUP-GUIDE-REFUNDS@1 still carries the answer") for w in at.warning
+    )
     chosen = by_label(at.multiselect, "Decisive documents to take the answer out of")
     chosen.set_value(["POL-REFUND-MONTHLY@2", "SUP-GUIDE-REFUNDS@1"]).run()  # type: ignore[attr-defined]
     by_label(at.text_area, "Decisive passage (copy it exactly from POL-REFUND-MONTHLY@2").input(  # type: ignore[attr-defined]
@@ -751,3 +753,78 @@ def test_a_case_blind_to_me_links_to_labeling_it(
     links = [e for e in at.get("link_button") if e.proto.label == "Label this case"]
     assert len(links) == 1
     assert f"case={blind_ids[0]}" in links[0].proto.url and "label" in links[0].proto.url
+
+
+def test_a_conflict_over_both_decisive_documents_previews_each_and_saves_one_edit(
+    demo_url: str, demo_engine: Engine, tax: Taxonomy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    case_id = agent_case(demo_engine, tax)
+    at = open_page(demo_url, monkeypatch, RAVI, case=str(case_id))
+    at.radio[0].set_value("conflicted").run()
+    by_label(at.selectbox, "How the conflict reads").set_value("unresolved").run()  # type: ignore[attr-defined]
+    chosen = by_label(at.multiselect, "Decisive documents to contest with a conflicting copy")
+    assert chosen.value == ["POL-REFUND-MONTHLY@2", "SUP-GUIDE-REFUNDS@1"]  # type: ignore[attr-defined]
+    # leaving one out of an unresolved conflict leaves it settling the answer: said so
+    chosen.set_value(["POL-REFUND-MONTHLY@2"]).run()  # type: ignore[attr-defined]
+    assert any(
+        readable(w).startswith("SUP-GUIDE-REFUNDS@1 is not contested: it still settles")
+        for w in at.warning
+    )
+    chosen = by_label(at.multiselect, "Decisive documents to contest with a conflicting copy")
+    chosen.set_value(["POL-REFUND-MONTHLY@2", "SUP-GUIDE-REFUNDS@1"]).run()  # type: ignore[attr-defined]
+    by_label(at.text_area, "Decisive passage (copy it exactly from POL-REFUND-MONTHLY@2").input(  # type: ignore[attr-defined]
+        "within **14 days of the charge date**"
+    )
+    by_label(at.text_area, "Decisive passage (copy it exactly from SUP-GUIDE-REFUNDS@1").input(  # type: ignore[attr-defined]
+        "Approve in the billing console when the charge is no more than 14 days old."
+    )
+    by_label(at.text_input, "to number").input("30")  # type: ignore[attr-defined]
+    click(at, "Preview the variant")
+    assert not at.error
+    assert any(readable(m) == "**1. POL-REFUND-MONTHLY@2**" for m in at.markdown)
+    assert any(readable(m) == "**2. SUP-GUIDE-REFUNDS@1**" for m in at.markdown)
+    afters = [c for c in codes(at) if "{+30+}" in c]
+    assert len(afters) == 2  # one marked diff per document
+    suggestion = dict(at.dataframe[-1].value.values.tolist())
+    assert suggestion["decision"] == "Abstain"
+    with read_session(demo_engine) as s:  # a preview saves nothing
+        assert s.scalar(select(Case.id).where(Case.key == "AGENT-001-CF-1")) is None
+    click(at, "Build and save the variant")
+    assert "Saved AGENT-001-CF-1 (draft; Evidence conflicted; suggested Abstain)" in readable(
+        at.success[0]
+    )
+    assert not any("checks fail" in readable(e) for e in at.error)
+    checks = at.dataframe[1].value
+    row = checks[
+        (checks["check"] == "Every decisive document accounted for")
+        & (checks["variant"] == "AGENT-001-CF-1")
+    ].iloc[0]
+    assert row["result"] == "pass"
+    assert row["detail"].startswith("no decisive document settles the answer alone")
+    detail = next(e for e in at.expander if readable(e.label).startswith("AGENT-001-CF-1"))
+    assert any(
+        t.value.startswith(
+            "One edit of 2 documents: Change the number on POL-REFUND-MONTHLY@2, "
+            "SUP-GUIDE-REFUNDS@1 by Ravi Menon"
+        )
+        for t in detail.text
+    )
+
+
+def test_forbidding_both_decisive_documents_previews_each_and_suggests_abstain(
+    demo_url: str, demo_engine: Engine, tax: Taxonomy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    case_id = agent_case(demo_engine, tax)
+    at = open_page(demo_url, monkeypatch, RAVI, case=str(case_id))
+    at.radio[0].set_value("forbidden").run()
+    click(at, "Preview the variant")
+    assert not at.error
+    outcomes = [readable(c) for c in at.caption]
+    assert any(o.startswith("replaced by a copy POL-REFUND-MONTHLY-CF-") for o in outcomes)
+    assert "stays, forbidden (scope 'internal')" in outcomes
+    assert dict(at.dataframe[-1].value.values.tolist())["decision"] == "Abstain"
+    click(at, "Build and save the variant")
+    assert "Saved AGENT-001-CF-1 (draft; Evidence forbidden; suggested Abstain)" in readable(
+        at.success[0]
+    )
+    assert not any("checks fail" in readable(e) for e in at.error)
