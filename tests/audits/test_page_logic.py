@@ -236,7 +236,7 @@ def test_the_plans_table_has_one_row_per_plan() -> None:
     assert (first["population"], first["sample"], first["audited"], first["verdicts"]) == (
         100, 30, 11, 14,
     )  # fmt: skip
-    assert first["strata"] == "decision" and frame.iloc[1]["strata"] == "none"
+    assert first["strata"] == "Decision" and frame.iloc[1]["strata"] == "none"
     assert first["population filter"] == "decisions: answer"
     assert frame.iloc[1]["population filter"] == "every trace"
 
@@ -270,10 +270,12 @@ def test_the_sample_table_links_each_item() -> None:
         ItemRow(11, 1, "answer", "tr-1", AT, "answer", None, False, 2, "false_refusal", None),
         ItemRow(12, 2, "abstain", "tr-2", AT, "abstain", "up", True, 0, None, "ines@x.org"),
     ]
-    frame = display.items_frame(rows, lambda i: f"/audit?item={i}")
+    frame = display.items_frame(
+        rows, lambda i: f"/audit?item={i}", names={"ines@x.org": "Ines Duarte"}
+    )
     assert list(frame["open"]) == ["/audit?item=11", "/audit?item=12"]
     assert list(frame["verdict"]) == [VERDICTS["false_refusal"], ""]
-    assert list(frame["held by"]) == ["", "ines@x.org"]
+    assert list(frame["held by"]) == ["", "Ines Duarte"]  # a name, never the e-mail
     assert list(frame["#"]) == [1, 2]
 
 
