@@ -30,7 +30,7 @@ def render(engine: Engine, plan: PlanView | None) -> None:
         return
     rates(report, plan)
     st.subheader("By stratum")
-    st.dataframe(
+    ui.table(
         display.readable_strata(report.strata, plan.spec.strata, ui.tax()).rename(
             columns=vocabulary.VERDICTS
         ),

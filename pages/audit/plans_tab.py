@@ -42,7 +42,7 @@ def render(
             "traces."
         )
     else:
-        st.dataframe(
+        ui.table(
             display.plans_frame(plans, users.display_names(engine)),
             hide_index=True,
             width="stretch",
@@ -61,7 +61,7 @@ def plan_details(engine: Engine, plan: audit_plans.PlanView) -> None:
     population changed since it was counted."""
     st.subheader(ui.plain(plan.name))
     st.caption(ui.plain(display.plan_summary(plan)))
-    st.dataframe(
+    ui.table(
         display.readable_strata(plan.strata_frame(), plan.spec.strata, ui.tax()),
         hide_index=True,
         width="stretch",

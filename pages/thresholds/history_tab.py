@@ -156,7 +156,7 @@ def history_tab(engine: Engine, actor: Actor, pif: PolicyInForce) -> None:
         st.info("No versions yet.")
         _reproduce(engine, actor, pif)
         return
-    st.dataframe(
+    ui.table(
         display.history_frame(allv, users.display_names(engine)), hide_index=True, width="stretch"
     )
     _compare(engine, allv, pif)

@@ -22,7 +22,7 @@ def history_tab(ctx: WordingContext) -> None:
     if not allv:
         st.info("No wording version has been proposed yet.")
         return
-    st.dataframe(
+    ui.table(
         display.history_frame(allv, users.display_names(ctx.engine)),
         hide_index=True,
         width="stretch",
