@@ -244,13 +244,16 @@ def export_stem(name: str) -> str:
 # --- one item -------------------------------------------------------------------------------
 
 
-def item_caption(view: ItemView, plan_items: int | None) -> str:
-    """The line under a trace's heading: where it sits in the batch and what happened."""
+def item_caption(view: ItemView, plan_items: int | None, tax: _Terms | None = None) -> str:
+    """The line under a trace's heading: where it sits in the batch and what happened, the
+    stratum, decision, reason code and feedback in words (by their labels with ``tax``)."""
+    decision = value_label("decision", view.decision, tax) if view.decision else "—"
+    reason = f" ({value_label('reason_code', view.reason_code, tax)})" if view.reason_code else ""
     return (
         f"item {view.position} of {plan_items if plan_items is not None else '?'} · stratum "
-        f"{view.stratum} · {view.at:%Y-%m-%d %H:%M} UTC · decision {view.decision or '—'}"
-        f"{' (' + view.reason_code + ')' if view.reason_code else ''} · feedback "
-        f"{view.feedback or '—'}{' · RESTRICTED' if view.restricted else ''}"
+        f"{stratum_label(view.stratum, (), tax)} · {view.at:%Y-%m-%d %H:%M} UTC · decision "
+        f"{decision}{reason} · feedback {feedback_label(view.feedback) or '—'}"
+        f"{' · RESTRICTED' if view.restricted else ''}"
     )
 
 

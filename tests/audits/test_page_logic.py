@@ -20,6 +20,7 @@ from review.audits.queue import ItemRow
 from review.audits.verdicts import VerdictView
 from review.audits.vocabulary import HEADLINE, VERDICTS
 from review.core.errors import InputError
+from review.core.taxonomy import taxonomy
 from review.traces.chunks import ChunkView
 
 AT = dt.datetime(2025, 7, 3, 9, 30, tzinfo=dt.UTC)
@@ -295,9 +296,13 @@ def test_the_item_caption_says_where_it_sits_and_what_happened() -> None:
     hidden = item_view(decision="abstain", reason_code="no_evidence", feedback="down",
                        restricted=True)  # fmt: skip
     assert display.item_caption(hidden, None) == (
-        "item 3 of ? · stratum answer · 2025-07-03 09:30 UTC · decision abstain (no_evidence) "
+        "item 3 of ? · stratum answer · 2025-07-03 09:30 UTC · decision abstain (No evidence) "
         "· feedback down · RESTRICTED"
     )
+    tax = taxonomy()  # with the taxonomy: decisions and reason codes by their labels
+    worded = item_view(decision="abstain", reason_code="no_answer_bearing_evidence")
+    assert "decision Abstain (No answer-bearing evidence)" in display.item_caption(worded, 3, tax)
+    assert "stratum not logged" in display.item_caption(item_view(stratum="(none)"), 3, tax)
 
 
 def test_signals_and_chunks_tables() -> None:
