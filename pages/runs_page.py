@@ -218,7 +218,14 @@ def compare_runs(engine: Engine, tax: Taxonomy, by_name: dict[str, evalruns.RunR
             + " (fixed = B matches the gold decision where A did not)"
         )
         seen = blind.sight(engine, ui.actor())
-        ui.table(blinding.outputs_table(engine, seen, flips), hide_index=True, width="stretch")
+        ui.table(
+            display.flips_table(blinding.outputs_table(engine, seen, flips), tax),
+            hide_index=True,
+            width="stretch",
+            column_config={
+                c: st.column_config.TextColumn(label) for c, label in display.FLIP_HEADERS.items()
+            },
+        )
 
 
 @st.fragment

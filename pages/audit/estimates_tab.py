@@ -28,10 +28,12 @@ def render(engine: Engine, plan: PlanView | None) -> None:
     if report.audited == 0:
         st.info("No trace of this batch has a verdict yet.")
         return
-    rates(report)
+    rates(report, plan)
     st.subheader("By stratum")
-    st.dataframe(
-        display.readable_strata(report.strata).rename(columns=vocabulary.VERDICTS),
+    ui.table(
+        display.readable_strata(report.strata, plan.spec.strata, ui.tax()).rename(
+            columns=vocabulary.VERDICTS
+        ),
         hide_index=True,
         width="stretch",
         height=ui.table_height(len(report.strata), 12),
@@ -40,7 +42,7 @@ def render(engine: Engine, plan: PlanView | None) -> None:
     slices(engine, plan)
 
 
-def rates(report: estimates.EstimateReport) -> None:
+def rates(report: estimates.EstimateReport, plan: PlanView) -> None:
     """Every verdict's rate, and the headline ones as intervals side by side."""
     share = display.unsampled_share(report.rates)
     if share is not None:
@@ -49,7 +51,8 @@ def rates(report: estimates.EstimateReport) -> None:
             "trace yet; the weighted rates cover the rest."
         )
     if report.single_item_strata:
-        st.warning(ui.plain(display.single_item_warning(report.single_item_strata)))
+        warning = display.single_item_warning(report.single_item_strata, plan.spec.strata, ui.tax())
+        st.warning(ui.plain(warning))
     st.subheader("Rates")
     st.dataframe(
         display.rates_table(report.rates),
@@ -84,7 +87,9 @@ def slices(engine: Engine, plan: PlanView) -> None:
         format_func=lambda v: vocabulary.VERDICTS[v],
         key="aud_slice_verdict",
     )
-    table = display.slice_table(estimates.by_slice(engine, plan.id, str(dim), str(which)))
+    table = display.slice_table(
+        estimates.by_slice(engine, plan.id, str(dim), str(which)), str(dim), ui.tax()
+    )
     st.dataframe(table, hide_index=True, width="stretch", height=ui.table_height(len(table), 12))
     st.caption(
         "Weights are population / audited traces per stratum; slices that cut across "

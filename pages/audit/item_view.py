@@ -27,7 +27,7 @@ def next_uid() -> int:
 def show_item(view: items.ItemView, plan_items: int | None) -> None:
     """The trace: where it sits, what was asked and said, and its signals."""
     st.subheader(f"Trace {ui.plain(view.trace_id)}")
-    st.caption(ui.plain(display.item_caption(view, plan_items)))
+    st.caption(ui.plain(display.item_caption(view, plan_items, ui.tax())))
     ui.text(view.query, label="Query")
     if view.rewritten_query:
         ui.text(view.rewritten_query, label="Rewritten query")

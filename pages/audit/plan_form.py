@@ -138,8 +138,11 @@ def preview(engine: Engine, form: forms.PlanForm) -> None:
     flt = form.population_filter()
     counts = audit_plans.count_population(engine, flt, form.dimensions())
     st.caption(ui.plain(display.counts_caption(counts, flt)))
+    frame = display.counts_frame(counts, form.dimensions(), ui.tax())
+    if form.allocation == "explicit":  # the names the explicit sizes are written with
+        frame.insert(1, "name for explicit sizes", [c.stratum for c in counts])
     st.dataframe(
-        display.counts_frame(counts),
+        frame,
         hide_index=True,
         width="stretch",
         height=ui.table_height(len(counts), 12),

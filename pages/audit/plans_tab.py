@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 from pages import ui
 from pages.audit.cached import forget_counts, population_check
 from pages.audit.plan_form import new_plan_form
+from review.admin import users
 from review.audits import display, queue
 from review.audits import plans as audit_plans
 from review.core.identity import Actor, Permission
@@ -41,8 +42,8 @@ def render(
             "traces."
         )
     else:
-        st.dataframe(
-            display.plans_frame(plans),
+        ui.table(
+            display.plans_frame(plans, users.display_names(engine)),
             hide_index=True,
             width="stretch",
             height=ui.table_height(len(plans), 8),
@@ -60,8 +61,8 @@ def plan_details(engine: Engine, plan: audit_plans.PlanView) -> None:
     population changed since it was counted."""
     st.subheader(ui.plain(plan.name))
     st.caption(ui.plain(display.plan_summary(plan)))
-    st.dataframe(
-        display.readable_strata(plan.strata_frame()),
+    ui.table(
+        display.readable_strata(plan.strata_frame(), plan.spec.strata, ui.tax()),
         hide_index=True,
         width="stretch",
         height=ui.table_height(len(plan.population), 10),
@@ -120,7 +121,13 @@ def sample_table(engine: Engine, plan: audit_plans.PlanView) -> None:
     page = ui.paginate(n_items, f"aud_items_{plan.id}", PAGE_SIZE)
     rows = queue.list_items(engine, plan.id, page, PAGE_SIZE)
     ui.table(
-        display.items_frame(rows, lambda item_id: ui.link("audit", item=item_id)),
+        display.items_frame(
+            rows,
+            lambda item_id: ui.link("audit", item=item_id),
+            plan.spec.strata,
+            ui.tax(),
+            users.display_names(engine),
+        ),
         pin=("#", "open", "trace"),
         height=ui.table_height(len(rows)),
         column_config={"open": st.column_config.LinkColumn("open", display_text="open")},

@@ -9,6 +9,7 @@ import streamlit as st
 from sqlalchemy import Engine
 
 from pages import ui
+from review.admin import users
 from review.core.errors import InputError
 from review.core.identity import Actor, Permission
 from review.policy import display as policy_display
@@ -19,7 +20,7 @@ from review.thresholds import replay as trace_replay
 from review.traces import browse
 
 
-def _compare(allv: list[signoff.VersionView], pif: PolicyInForce) -> None:
+def _compare(engine: Engine, allv: list[signoff.VersionView], pif: PolicyInForce) -> None:
     """Any two versions (or the shipped file); by default the change in force: the version
     in force against the version it replaced (its parent), never against a proposal that was
     not approved. Every picker and header names a version the same way."""
@@ -67,10 +68,25 @@ def _compare(allv: list[signoff.VersionView], pif: PolicyInForce) -> None:
     shipped_text = thresholds.shipped_text()
     a_text = views[a].yaml_text if a is not None else shipped_text
     b_text = views[b].yaml_text if b is not None else shipped_text
-    st.code(
-        thresholds.diff(a_text, b_text, heading(a), heading(b)) or "(identical)",
-        language="diff",
-    )
+    changes = display.changes_frame(a_text, b_text, users.display_names(engine))
+    if changes.empty:
+        st.caption("The two versions set the same values.")
+    else:
+        ui.table(
+            changes,
+            hide_index=True,
+            width="stretch",
+            height=ui.table_height(len(changes), 12),
+            column_config={
+                "before": st.column_config.TextColumn(heading(a)),
+                "after": st.column_config.TextColumn(heading(b)),
+            },
+        )
+    with st.expander("The file's lines that differ (YAML, as signed)"):
+        st.code(
+            thresholds.diff(a_text, b_text, heading(a), heading(b)) or "(identical)",
+            language="diff",
+        )
 
 
 def _rollback(engine: Engine, actor: Actor, earlier: list[int]) -> None:
@@ -140,8 +156,10 @@ def history_tab(engine: Engine, actor: Actor, pif: PolicyInForce) -> None:
         st.info("No versions yet.")
         _reproduce(engine, actor, pif)
         return
-    st.dataframe(display.history_frame(allv), hide_index=True, width="stretch")
-    _compare(allv, pif)
+    ui.table(
+        display.history_frame(allv, users.display_names(engine)), hide_index=True, width="stretch"
+    )
+    _compare(engine, allv, pif)
     in_force_number = pif.version.number if pif.version is not None else None
     earlier = display.rollback_choices(allv, in_force_number)
     if actor.can(Permission.propose_policy) and earlier:

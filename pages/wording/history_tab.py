@@ -10,6 +10,7 @@ import streamlit as st
 from pages import ui
 from pages.wording.common import WordingContext
 from pages.wording.compare_tab import show_diff
+from review.admin import users
 from review.core import clearance
 from review.policy import display as policy_display
 from review.policy import signoff
@@ -21,7 +22,11 @@ def history_tab(ctx: WordingContext) -> None:
     if not allv:
         st.info("No wording version has been proposed yet.")
         return
-    st.dataframe(display.history_frame(allv), hide_index=True, width="stretch")
+    ui.table(
+        display.history_frame(allv, users.display_names(ctx.engine)),
+        hide_index=True,
+        width="stretch",
+    )
     change = policy_display.in_force_change(allv, ctx.current.version_id)
     if change is not None:
         before, after = change

@@ -57,7 +57,7 @@ def _offending(ctx: WordingContext, s: ProductionSummary) -> None:
         ctx.engine, ctx.actor, page, PAGE_SIZE, rule=rule or None
     )
     st.dataframe(
-        result.frame(),
+        result.frame(ui.tax()),
         hide_index=True,
         width="stretch",
         height=ui.table_height(len(result.rows)),

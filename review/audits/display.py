@@ -5,7 +5,7 @@ and intervals. Plain data in, plain data out: the page only lays them out."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 import pandas as pd
 
@@ -28,6 +28,7 @@ __all__ = [
     "claims_summary",
     "counts_caption",
     "counts_frame",
+    "dimension_label",
     "export_stem",
     "findings_frame",
     "headline_intervals",
@@ -47,6 +48,7 @@ __all__ = [
     "slice_table",
     "stratum_label",
     "unsampled_share",
+    "value_label",
     "verdicts_frame",
 ]
 
@@ -72,8 +74,10 @@ def batch_label(plan: PlanView) -> str:
     return f"{plan.name} · {plan.status} · {plan.complete}/{plan.items} audited"
 
 
-def plans_frame(plans: Sequence[PlanView]) -> pd.DataFrame:
-    """One row per plan: its state, sizes and how it samples."""
+def plans_frame(plans: Sequence[PlanView], names: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """One row per plan: its state, sizes and how it samples; its strata by their
+    dimensions' names, who created it by name (``names``: e-mail -> name), never an
+    e-mail or a key."""
     return pd.DataFrame(
         [
             {
@@ -83,12 +87,12 @@ def plans_frame(plans: Sequence[PlanView]) -> pd.DataFrame:
                 "sample": sum(p.allocation.values()),
                 "audited": p.complete,
                 "verdicts": p.verdicts,
-                "strata": ", ".join(p.spec.strata) or "none",
+                "strata": ", ".join(dimension_label(d) for d in p.spec.strata) or "none",
                 "allocation": p.spec.allocation,
                 "seed": p.spec.seed,
                 "population filter": p.spec.filter.describe(),
-                "created by": p.created_by,
-                "created": p.created_at,
+                "created by": readable.person(p.created_by, names or {}),
+                "created": readable.when(p.created_at),
             }
             for p in plans
         ]
@@ -121,10 +125,12 @@ def reproducibility(same: bool | None) -> tuple[str, str]:
     return "error", "A new draw differs from the stored sample."
 
 
-def counts_frame(counts: Sequence[StratumCount]) -> pd.DataFrame:
-    """The population per stratum, as counted for the form's preview."""
+def counts_frame(
+    counts: Sequence[StratumCount], dims: Sequence[str] = (), tax: _Terms | None = None
+) -> pd.DataFrame:
+    """The population per stratum, as counted for the form's preview (strata in words)."""
     return pd.DataFrame(
-        [{"stratum": c.stratum, "traces": c.count} for c in counts],
+        [{"stratum": stratum_label(c.stratum, dims, tax), "traces": c.count} for c in counts],
         columns=["stratum", "traces"],
     )
 
@@ -134,38 +140,95 @@ def counts_caption(counts: Sequence[StratumCount], flt: PopulationFilter) -> str
     return f"{sum(c.count for c in counts)} traces in {len(counts)} strata ({flt.describe()})"
 
 
-def stratum_label(stratum: object) -> object:
-    """A stratum as people read it: each part of its name (a feedback value, a decision, an
-    attribute's value, joined by " · ") in words, never as a stored key ("abstain · I
-    expected an answer")."""
+class _Terms(Protocol):
+    def label(self, section: str, key: str | None, missing: str = ...) -> str: ...
+
+
+#: Stratum dimensions whose values are keys of a taxonomy section.
+_DIMENSION_SECTIONS: Final = {"decision": "decisions", "reason_code": "reason_codes"}
+
+
+def dimension_label(dim: str) -> str:
+    """A stratum dimension as people read it ("User feedback"; ``attr.region`` -> "Region")."""
+    if dim in population.DIMENSIONS:
+        return population.DIMENSIONS[dim]
+    return readable.humanize(dim.removeprefix("attr."))
+
+
+def value_label(dim: str, value: object, tax: _Terms | None = None) -> str:
+    """One value of a stratum dimension as people read it: a decision or reason code by its
+    taxonomy label, feedback in the reviewer's words, a missing value as "no user feedback"
+    (never "(none)"), a key humanised."""
+    if readable.is_missing(value) or value in ("", population.NONE):
+        return f"no {dimension_label(dim).lower()}"
+    text = str(value)
+    section = _DIMENSION_SECTIONS.get(dim)
+    if section is not None and tax is not None:
+        return readable.term(tax, section, text)
+    if dim == "feedback":
+        return feedback_label(text)
+    return readable.humanize(text) if "_" in text and text.islower() else text
+
+
+def stratum_label(stratum: object, dims: Sequence[str] = (), tax: _Terms | None = None) -> object:
+    """A stratum as people read it: each part of its name (one value per dimension of the
+    plan, joined by " · ") named by its dimension and in words ("Decision: Abstain · User
+    feedback: positive", "no user feedback"), the one stratum of a plan without strata as
+    "every trace"; never a stored key or "(none)"."""
     if not isinstance(stratum, str):
         return stratum
-    return population.SEP.join(feedback_label(part) for part in stratum.split(population.SEP))
+    if not dims:
+        if stratum == population.ALL:
+            return "every trace"
+        return population.SEP.join(
+            value_label("", part, tax) if part != population.NONE else "not logged"
+            for part in stratum.split(population.SEP)
+        )
+    parts = stratum.split(population.SEP)
+    if len(parts) != len(dims):  # a name this plan did not make: its words as they are
+        return population.SEP.join(value_label("", p, tax) for p in parts)
+    return population.SEP.join(_part(dim, part, tax) for dim, part in zip(dims, parts, strict=True))
 
 
-def readable_strata(frame: pd.DataFrame) -> pd.DataFrame:
-    """A table with a ``stratum`` or ``feedback`` column, those cells in words."""
+def _part(dim: str, value: str, tax: _Terms | None) -> str:
+    words = value_label(dim, value, tax)
+    return words if value in ("", population.NONE) else f"{dimension_label(dim)}: {words}"
+
+
+def readable_strata(
+    frame: pd.DataFrame, dims: Sequence[str] = (), tax: _Terms | None = None
+) -> pd.DataFrame:
+    """A table with a ``stratum`` or ``feedback`` column, those cells in words (the strata
+    named by the plan's dimensions ``dims``)."""
     out = frame.copy()
-    for column in ("stratum", "feedback"):
-        if column in out.columns:
-            out[column] = out[column].map(stratum_label)
+    if "stratum" in out.columns:
+        out["stratum"] = out["stratum"].map(lambda v: stratum_label(v, dims, tax))
+    if "feedback" in out.columns:
+        out["feedback"] = out["feedback"].map(lambda v: value_label("feedback", v, tax))
     return out
 
 
-def items_frame(rows: Sequence[ItemRow], link: Callable[[int], str]) -> pd.DataFrame:
-    """The sample in queue order; ``link`` gives the address that opens an item."""
+def items_frame(
+    rows: Sequence[ItemRow],
+    link: Callable[[int], str],
+    dims: Sequence[str] = (),
+    tax: _Terms | None = None,
+    names: Mapping[str, str] | None = None,
+) -> pd.DataFrame:
+    """The sample in queue order; ``link`` gives the address that opens an item. Strata,
+    decisions and feedback in words, the reviewer holding an item by name."""
     return pd.DataFrame(
         [
             {
                 "#": r.position,
                 "trace": r.trace_id,
-                "stratum": stratum_label(r.stratum),
-                "decision": r.decision,
+                "stratum": stratum_label(r.stratum, dims, tax),
+                "decision": value_label("decision", r.decision, tax) if r.decision else "",
                 "feedback": feedback_label(r.feedback),
                 "restricted": r.restricted,
                 "verdicts": r.reviewers,
                 "verdict": VERDICTS.get(r.outcome or "", ""),
-                "held by": r.reserved_by or "",
+                "held by": readable.person(r.reserved_by, names or {}, missing=""),
                 "open": link(r.id),
             }
             for r in rows
@@ -181,13 +244,16 @@ def export_stem(name: str) -> str:
 # --- one item -------------------------------------------------------------------------------
 
 
-def item_caption(view: ItemView, plan_items: int | None) -> str:
-    """The line under a trace's heading: where it sits in the batch and what happened."""
+def item_caption(view: ItemView, plan_items: int | None, tax: _Terms | None = None) -> str:
+    """The line under a trace's heading: where it sits in the batch and what happened, the
+    stratum, decision, reason code and feedback in words (by their labels with ``tax``)."""
+    decision = value_label("decision", view.decision, tax) if view.decision else "—"
+    reason = f" ({value_label('reason_code', view.reason_code, tax)})" if view.reason_code else ""
     return (
         f"item {view.position} of {plan_items if plan_items is not None else '?'} · stratum "
-        f"{view.stratum} · {view.at:%Y-%m-%d %H:%M} UTC · decision {view.decision or '—'}"
-        f"{' (' + view.reason_code + ')' if view.reason_code else ''} · feedback "
-        f"{view.feedback or '—'}{' · RESTRICTED' if view.restricted else ''}"
+        f"{stratum_label(view.stratum, (), tax)} · {view.at:%Y-%m-%d %H:%M} UTC · decision "
+        f"{decision}{reason} · feedback {feedback_label(view.feedback) or '—'}"
+        f"{' · RESTRICTED' if view.restricted else ''}"
     )
 
 
@@ -327,9 +393,12 @@ def unsampled_share(rates: pd.DataFrame) -> float | None:
     return None
 
 
-def single_item_warning(strata: tuple[str, ...]) -> str:
+def single_item_warning(
+    strata: tuple[str, ...], dims: Sequence[str] = (), tax: _Terms | None = None
+) -> str:
     """What a stratum with one audited trace means for the population intervals."""
-    names = ", ".join(strata[:5]) + (f" and {len(strata) - 5} more" if len(strata) > 5 else "")
+    names = ", ".join(str(stratum_label(s, dims, tax)) for s in strata[:5])
+    names += f" and {len(strata) - 5} more" if len(strata) > 5 else ""
     return (
         f"{readable.count(len(strata), 'stratum', 'strata')} with one audited trace ({names}): one "
         "trace cannot "
@@ -423,9 +492,12 @@ def headline_intervals(rates: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def slice_table(by_slice: pd.DataFrame) -> pd.DataFrame:
-    """The rates of ``estimates.by_slice`` as read: percentages with their intervals."""
+def slice_table(by_slice: pd.DataFrame, dim: str = "", tax: _Terms | None = None) -> pd.DataFrame:
+    """The rates of ``estimates.by_slice`` as read: percentages with their intervals, each
+    slice (a value of the field ``dim``) in words."""
     sl = by_slice.copy()
+    if "slice" in sl.columns:
+        sl["slice"] = [value_label(dim, v, tax) for v in sl["slice"]]
     sl["sample rate (95 %)"] = [
         pct_range(r, a, b)
         for r, a, b in zip(

@@ -11,7 +11,15 @@ import pandas as pd
 from review.core import readable
 from review.core.taxonomy import Taxonomy
 
-__all__ = ["GROUP_SECTIONS", "group_table", "outputs_table", "recall_table", "summary_rows"]
+__all__ = [
+    "FLIP_HEADERS",
+    "GROUP_SECTIONS",
+    "flips_table",
+    "group_table",
+    "outputs_table",
+    "recall_table",
+    "summary_rows",
+]
 
 #: The "group by" columns whose values are keys of a taxonomy section.
 GROUP_SECTIONS: Final[dict[str, str]] = {
@@ -93,6 +101,29 @@ def outputs_table(outputs: pd.DataFrame, tax: Taxonomy) -> pd.DataFrame:
         if column in out.columns:
             out[column] = [
                 "" if readable.is_missing(v) or v == "" else readable.term(tax, section, str(v))
+                for v in out[column]
+            ]
+    return out
+
+
+#: The headers of the decision flips table (its columns keep their names: the blinding of
+#: judged columns and the tests read them).
+FLIP_HEADERS: Final[dict[str, str]] = {
+    "gold": "expected decision",
+    "A": "run A (before)",
+    "B": "run B (after)",
+}
+
+
+def flips_table(flips: pd.DataFrame, tax: Taxonomy) -> pd.DataFrame:
+    """``runmetrics.decision_flips`` as read: the expected decision and each run's decision
+    by their taxonomy labels ("Abstain", never ``abstain``); a withheld judgement or an
+    infrastructure failure reads as it is."""
+    out = flips.copy()
+    for column in ("gold", "A", "B"):
+        if column in out.columns:
+            out[column] = [
+                "" if readable.is_missing(v) or v == "" else readable.term(tax, "decisions", str(v))
                 for v in out[column]
             ]
     return out

@@ -23,7 +23,7 @@ from review.core.identity import Actor
 from review.core.taxonomy import Taxonomy
 from review.evaluation import evalruns
 from review.policy import inforce, signoff
-from review.policy.policy import SIGNAL_MISSING, NoAnswerPolicy, parse_policy
+from review.policy.policy import SIGNAL_MISSING, NoAnswerPolicy, parse_policy, signal_label
 from review.thresholds import redecide
 from storage.models import utcnow
 
@@ -185,10 +185,11 @@ def lacking_listed_caption(result: dict[str, Any]) -> str:
 
 
 def _by_signal_text(by_signal: dict[str, int]) -> str:
-    """ "answerable 93, top_score 40, logged no signals 2" (largest first)."""
+    """ "answerable flag 93, top score 40, logged no signals 2" (largest first; the stored
+    counts keep the signals' keys, for programs)."""
     parts = []
     for name, n in sorted(by_signal.items(), key=lambda kv: (-kv[1], kv[0])):
-        what = "logged no signals" if name == redecide.NO_SIGNALS else name
+        what = "logged no signals" if name == redecide.NO_SIGNALS else signal_label(name)
         parts.append(f"{what} {n:,}")
     return ", ".join(parts)
 
@@ -212,7 +213,10 @@ def lacking_banner(result: dict[str, Any]) -> str:
         out += "."
     declared = result.get("declared_not_produced") or {}
     if declared:
-        named = ", ".join(f"{k} ({int(v):,} outputs)" for k, v in sorted(declared.items()))
+        named = ", ".join(
+            f"the {signal_label(k)} ({readable.count(int(v), 'output')})"
+            for k, v in sorted(declared.items())
+        )
         out += (
             f" The run declared it does not produce {named}; only the policy's "
             "missing_signal.not_produced decides which signals may be missing."

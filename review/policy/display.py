@@ -18,6 +18,7 @@ __all__ = [
     "in_force_caption",
     "in_force_change",
     "roles_text",
+    "signature_line",
     "signatures_text",
     "status_text",
     "version_heading",
@@ -52,6 +53,18 @@ def signatures_text(version: signoff.VersionView, names: Mapping[str, str] | Non
         )
         or "none"
     )
+
+
+def signature_line(
+    s: signoff.Signature, names: Mapping[str, str] | None = None, *, note: bool = False
+) -> str:
+    """One signature in a history table: "Compliance: approve by Chen Li at 2026-11-03
+    14:05", with its note in brackets when ``note``; the signer by name, never the e-mail."""
+    line = (
+        f"{readable.humanize(s.role)}: {s.meaning} by {readable.person(s.signer, names or {})} "
+        f"at {s.at:%Y-%m-%d %H:%M}"
+    )
+    return line + (f" ({s.note})" if note and s.note else "")
 
 
 def status_text(version: signoff.VersionView, in_force_id: int | None) -> str:

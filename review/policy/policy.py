@@ -92,6 +92,30 @@ SIGNALS: Final = (
     "ambiguous",
     "ungrounded",
 )
+#: How each signal reads on a screen or in a report ("top score", never ``top_score``); the
+#: keys stay in what programs read (stored results, JSON and CSV exports).
+SIGNAL_LABELS: Final[dict[str, str]] = {
+    "topics": "topics",
+    "ranking_mode": "ranking mode",
+    "hits_after_filter": "hit count after filtering",
+    "top_score": "top score",
+    "answerable": "answerable flag",
+    "ambiguous": "ambiguous flag",
+    "ungrounded": "ungrounded flag",
+}
+
+
+def signal_label(name: str) -> str:
+    """A gate signal as people read it ("top score"); a name it does not know as given."""
+    return SIGNAL_LABELS.get(name, name)
+
+
+def problem_words(problem: str) -> str:
+    """What was wrong with a signal as people read it: a NaN or infinite value is missing
+    ("missing (NaN)"); the other problems already read as words ("not logged")."""
+    return f"missing ({problem})" if problem in ("NaN", "infinite") else problem
+
+
 #: Signals an assistant may declare it does not produce (note 004: the ``ambiguous`` flag is
 #: not in the default answer schema, the groundedness check is an option, and a retrieval-only
 #: gate has no ``answerable`` flag); their checks are then off.

@@ -7,15 +7,17 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
 import pandas as pd
+import yaml
 
 from review.core import readable
 from review.policy import signoff
-from review.policy.display import in_force_caption
+from review.policy.display import in_force_caption, signature_line
 from review.policy.policy import ModeThresholds, NoAnswerPolicy
 from review.policy.signoff import signing_roles
 from review.thresholds.headline import METRIC_LABELS
@@ -34,6 +36,7 @@ __all__ = [
     "audited_effects",
     "caveat_start",
     "chain_message",
+    "changes_frame",
     "coverage_points",
     "figures_table",
     "flip_counts",
@@ -234,22 +237,22 @@ def _reason(s: signoff.Signature) -> str:
     return f"{readable.humanize(s.role)}: {s.note}{mark}"
 
 
-def history_frame(versions: Sequence[signoff.VersionView]) -> pd.DataFrame:
+def history_frame(
+    versions: Sequence[signoff.VersionView], names: Mapping[str, str] | None = None
+) -> pd.DataFrame:
+    """Every policy version: status, author and signers by name (``names``: e-mail ->
+    name), dates, digest, reasons."""
     return pd.DataFrame(
         [
             {
                 "version": v.number,
                 "status": v.status,
-                "author": v.author,
+                "author": readable.person(v.author, names or {}),
                 "created": v.created_at,
                 "approved": v.approved_on,
                 "tuned on": v.tuned_on_split or "",
                 "sha256": v.sha256[:16],
-                "signatures": "; ".join(
-                    f"{readable.humanize(s.role)}: {s.meaning} by {s.signer} "
-                    f"at {s.at:%Y-%m-%d %H:%M}"
-                    for s in v.signatures
-                ),
+                "signatures": "; ".join(signature_line(s, names) for s in v.signatures),
                 "reasons": "; ".join(_reason(s) for s in v.signatures if s.note),
             }
             for v in versions
@@ -327,3 +330,95 @@ def gate_basis(source: dict[str, object], newest_run_id: int | None) -> str:
             "the decisions the pipeline logged, so the two can differ."
         )
     return out
+
+
+# --- what changed between two versions ---------------------------------------------------
+
+#: A value that is a stored key ("low_score_refuse", "legal_dispute"): it reads humanised.
+_KEY_VALUE = re.compile(r"[a-z]+(?:_[a-z]+)+")
+
+#: The part of the file that records who changed what: its new entries read as sentences.
+_CHANGE_RECORD = "change_record"
+
+
+def _value_words(value: object, names: Mapping[str, str]) -> str:
+    """A setting's value as people read it: numbers without float noise, keys in words, a
+    list as its items, a value the version does not set as "—"."""
+    if value is None:
+        return readable.UNDEFINED
+    if isinstance(value, bool | int | float):
+        return readable.number(value, decimals=4)
+    if isinstance(value, str):
+        return readable.humanize(value) if _KEY_VALUE.fullmatch(value) else value
+    if isinstance(value, list):
+        return ", ".join(_value_words(v, names) for v in value) or "none"
+    if isinstance(value, dict):
+        return "; ".join(f"{_words(k)}: {_value_words(v, names)}" for k, v in value.items())
+    return str(value)
+
+
+def _flat(node: object, path: tuple[str, ...] = ()) -> dict[tuple[str, ...], object]:
+    """Every setting of a policy file by its path (lists are one setting)."""
+    if isinstance(node, dict):
+        out: dict[tuple[str, ...], object] = {}
+        for key, value in node.items():
+            out |= _flat(value, (*path, str(key)))
+        return out
+    return {path: node}
+
+
+def _setting_words(part: str) -> str:
+    """One step of a setting's path in words ("Refuse below", "Vector"; "bm25" as it is)."""
+    if any(ch.isdigit() for ch in part):
+        return part
+    return METRIC_LABELS.get(part) or readable.humanize(part)
+
+
+def _record_entry(entry: object, names: Mapping[str, str]) -> str:
+    if not isinstance(entry, dict):
+        return str(entry)
+    who = readable.person(entry.get("author"), names)
+    return f"version {entry.get('version')}, {entry.get('date')}, {who}: {entry.get('summary')}"
+
+
+def changes_frame(
+    old_text: str, new_text: str, names: Mapping[str, str] | None = None
+) -> pd.DataFrame:
+    """What differs between two policy files, one setting per row, as people read it:
+    "Ranking modes › Vector › Refuse below", its value before and after ("0.55", "0.6"),
+    stored keys in words, the new change-record entries with their authors by name. The
+    file's own text (for programs and for the record) is the diff beside it."""
+    people = names or {}
+    columns = ["setting", "before", "after"]
+    try:
+        old, new = yaml.safe_load(old_text) or {}, yaml.safe_load(new_text) or {}
+    except yaml.YAMLError:
+        return pd.DataFrame(columns=columns)
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return pd.DataFrame(columns=columns)
+    rows = []
+    old_records, new_records = old.pop(_CHANGE_RECORD, None), new.pop(_CHANGE_RECORD, None)
+    a, b = _flat(old), _flat(new)
+    for path in [*b, *(p for p in a if p not in b)]:  # in the newer file's order
+        before, after = a.get(path), b.get(path)
+        if before == after:
+            continue
+        setting = " › ".join(_setting_words(part) for part in path)
+        rows.append(
+            {
+                "setting": setting,
+                "before": _value_words(before, people),
+                "after": _value_words(after, people),
+            }
+        )
+    seen = old_records if isinstance(old_records, list) else []
+    for entry in new_records if isinstance(new_records, list) else []:
+        if entry not in seen:
+            rows.append(
+                {
+                    "setting": "Change record",
+                    "before": readable.UNDEFINED,
+                    "after": _record_entry(entry, people),
+                }
+            )
+    return pd.DataFrame(rows, columns=columns)

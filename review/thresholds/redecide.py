@@ -18,7 +18,14 @@ import numpy as np
 import pandas as pd
 
 from review.policy.gate import RULE_MESSAGE_KEY, RULE_REASON_CODE, Signals, decide, decide_frame
-from review.policy.policy import SIGNAL_MISSING, SIGNALS, NoAnswerPolicy
+from review.policy.policy import (
+    SIGNAL_LABELS,
+    SIGNAL_MISSING,
+    SIGNALS,
+    NoAnswerPolicy,
+    problem_words,
+    signal_label,
+)
 
 COLUMNS = ("decision", "rule", "reason_code", "message_key", "missing_signal", "redecidable")
 
@@ -103,14 +110,16 @@ NO_SIGNALS = "no signals"
 
 
 def lacking_sentence(counts: dict[str, int], noun: str = "outputs") -> str:
-    """ "93 outputs lacked answerable; 4 lacked top_score" from signal -> count (largest
-    first; :data:`NO_SIGNALS` reads "logged no signals"); empty when nothing lacked."""
+    """ "93 outputs lacked the answerable flag; 4 lacked the top score" from signal -> count
+    (largest first; signals in words, :data:`NO_SIGNALS` reads "logged no signals"); empty
+    when nothing lacked."""
     parts: list[str] = []
     for name, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
         if n <= 0:
             continue
-        what = "logged no signals" if name == NO_SIGNALS else f"lacked {name}"
-        parts.append(f"{n:,} {noun} {what}" if not parts else f"{n:,} {what}")
+        what = "logged no signals" if name == NO_SIGNALS else f"lacked {_the(name)}"
+        counted = noun.removesuffix("s") if n == 1 else noun  # "1 output", "3 outputs"
+        parts.append(f"{n:,} {counted} {what}" if not parts else f"{n:,} {what}")
     return "; ".join(parts)
 
 
@@ -199,5 +208,11 @@ def lacked(policy: NoAnswerPolicy, logged: dict[str, Any]) -> list[tuple[str, st
 
 
 def lacked_text(problems: list[tuple[str, str]]) -> str:
-    """ "top_score NaN; answerable not logged" from :func:`lacked`."""
-    return "; ".join(f"{name} {problem}" for name, problem in problems)
+    """ "top score missing (NaN); answerable flag not logged" from :func:`lacked`: what a
+    person reads (the keys stay in :func:`lacked`'s pairs, for programs)."""
+    return "; ".join(f"{signal_label(name)} {problem_words(problem)}" for name, problem in problems)
+
+
+def _the(name: str) -> str:
+    """A gate signal in a sentence ("the top score"); other words as given."""
+    return f"the {signal_label(name)}" if name in SIGNAL_LABELS else name

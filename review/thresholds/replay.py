@@ -15,7 +15,7 @@ from sqlalchemy import Engine
 from review.core import clearance, readable
 from review.core.errors import InputError
 from review.core.identity import Actor
-from review.policy.policy import SIGNAL_MISSING, SIGNALS, NoAnswerPolicy
+from review.policy.policy import SIGNAL_MISSING, SIGNALS, NoAnswerPolicy, signal_label
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,8 @@ def not_replayable_text(replay: Replay) -> str:
     if not replay.not_replayable:
         return "Every trace logged the signals the gate needs."
     parts = ", ".join(
-        f"{name} {n:,}" for name, n in sorted(replay.missing_signals.items(), key=lambda x: -x[1])
+        f"{signal_label(name)} {n:,}"
+        for name, n in sorted(replay.missing_signals.items(), key=lambda x: -x[1])
     )
     return (
         f"{replay.not_replayable:,} not replayable: they did not log a signal the gate needs "
@@ -703,7 +704,7 @@ def reproduction_text(r: Reproduction, policy_name: str) -> str:
     else:
         head += "; none differs" if replayable else ""
     parts = ", ".join(
-        f"{_LACK_WORDS.get(name, name)} {n:,}"
+        f"{_LACK_WORDS.get(name) or signal_label(name)} {n:,}"
         for name, n in sorted(r.missing_signals.items(), key=lambda x: -x[1])
     )
     tail = (

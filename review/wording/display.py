@@ -13,7 +13,7 @@ import pandas as pd
 from review.core import readable
 from review.core.identity import Actor, Permission
 from review.policy import signoff
-from review.policy.display import in_force_caption, version_heading
+from review.policy.display import in_force_caption, signature_line, version_heading
 from review.policy.signoff import signing_roles
 from review.wording.compare import MessageChange
 from review.wording.editing import key_meaning
@@ -148,24 +148,23 @@ def sign_choice(actor: Actor, version: signoff.VersionView) -> SignChoice:
     return "sign" if signing_roles(actor, version) else "not_needed"
 
 
-def history_frame(versions: Sequence[signoff.VersionView]) -> pd.DataFrame:
-    """Every wording version: status, author, dates, changed keys, lint, signatures."""
+def history_frame(
+    versions: Sequence[signoff.VersionView], names: Mapping[str, str] | None = None
+) -> pd.DataFrame:
+    """Every wording version: status, author (by name: ``names`` maps e-mail -> name),
+    dates, changed keys, lint, signatures (signers by name)."""
     return pd.DataFrame(
         [
             {
                 "version": v.number,
                 "status": v.status,
-                "author": v.author,
+                "author": readable.person(v.author, names or {}),
                 "created": v.created_at,
                 "approved": v.approved_on,
                 "changed keys": ", ".join((v.snapshot or {}).get("changed_keys", [])),
                 "lint findings": (v.snapshot or {}).get("lint_total"),
                 "sha256": v.sha256[:16],
-                "signatures": "; ".join(
-                    f"{readable.humanize(s.role)}: {s.meaning} by {s.signer} "
-                    f"at {s.at:%Y-%m-%d %H:%M}" + (f" ({s.note})" if s.note else "")
-                    for s in v.signatures
-                ),
+                "signatures": "; ".join(signature_line(s, names, note=True) for s in v.signatures),
             }
             for v in versions
         ]

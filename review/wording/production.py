@@ -28,9 +28,10 @@ import pandas as pd
 from sqlalchemy import Engine, case, func, select
 from sqlalchemy import text as sql_text
 
-from review.core import clearance
+from review.core import clearance, readable
 from review.core.errors import InputError, PermissionDenied
 from review.core.identity import Actor
+from review.core.taxonomy import Taxonomy
 from review.wording.findings import RULES, Finding, excerpt, rule_title
 from review.wording.lint import lint
 from review.wording.terms import all_restricted_titles, corpus_terms
@@ -295,13 +296,19 @@ class ProductionPage:
     page_size: int
     rows: list[OffendingTrace]
 
-    def frame(self) -> pd.DataFrame:
+    def frame(self, tax: Taxonomy | None = None) -> pd.DataFrame:
+        """The page of offending traces as read: the decision by its taxonomy label (with
+        ``tax``), the rules by their titles."""
         return pd.DataFrame(
             [
                 {
                     "trace": r.trace_id,
                     "time": r.at,
-                    "decision": r.decision or "",
+                    "decision": (
+                        readable.term(tax, "decisions", r.decision)
+                        if tax is not None and r.decision
+                        else r.decision or ""
+                    ),
                     "message key": r.key or "",
                     "restricted": r.restricted,
                     "rules": "; ".join(rule_title(rule) for rule in r.rules),

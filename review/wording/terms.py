@@ -123,8 +123,9 @@ def findings_frame(text: str, findings: Sequence[Finding]) -> pd.DataFrame:
 
 
 def caret_lines(text: str, findings: Sequence[Finding], width: int = 88) -> str:
-    """The text wrapped at ``width`` with a line of ``^`` under each flagged span and the rule
-    ids at the right: plain text for ``st.code`` (no HTML, no markdown)."""
+    """The text wrapped at ``width`` with a line of ``^`` under each flagged span and the rules'
+    titles at the right ("Blames the user", never the id): plain text for ``st.code`` (no
+    HTML, no markdown)."""
     flat = text.replace("\n", " ")
     out: list[str] = []
     pos = 0
@@ -144,7 +145,8 @@ def caret_lines(text: str, findings: Sequence[Finding], width: int = 88) -> str:
                 if f.rule not in rules:
                     rules.append(f.rule)
         if rules:
-            out.append(("".join(marks).rstrip() + "  " + ", ".join(rules)).rstrip())
+            titles = ", ".join(rule_title(r) for r in rules)
+            out.append(("".join(marks).rstrip() + "  " + titles).rstrip())
         if end >= len(flat):
             break
         pos = end

@@ -20,6 +20,7 @@ from review.audits.queue import ItemRow
 from review.audits.verdicts import VerdictView
 from review.audits.vocabulary import HEADLINE, VERDICTS
 from review.core.errors import InputError
+from review.core.taxonomy import taxonomy
 from review.traces.chunks import ChunkView
 
 AT = dt.datetime(2025, 7, 3, 9, 30, tzinfo=dt.UTC)
@@ -236,7 +237,7 @@ def test_the_plans_table_has_one_row_per_plan() -> None:
     assert (first["population"], first["sample"], first["audited"], first["verdicts"]) == (
         100, 30, 11, 14,
     )  # fmt: skip
-    assert first["strata"] == "decision" and frame.iloc[1]["strata"] == "none"
+    assert first["strata"] == "Decision" and frame.iloc[1]["strata"] == "none"
     assert first["population filter"] == "decisions: answer"
     assert frame.iloc[1]["population filter"] == "every trace"
 
@@ -270,10 +271,12 @@ def test_the_sample_table_links_each_item() -> None:
         ItemRow(11, 1, "answer", "tr-1", AT, "answer", None, False, 2, "false_refusal", None),
         ItemRow(12, 2, "abstain", "tr-2", AT, "abstain", "up", True, 0, None, "ines@x.org"),
     ]
-    frame = display.items_frame(rows, lambda i: f"/audit?item={i}")
+    frame = display.items_frame(
+        rows, lambda i: f"/audit?item={i}", names={"ines@x.org": "Ines Duarte"}
+    )
     assert list(frame["open"]) == ["/audit?item=11", "/audit?item=12"]
     assert list(frame["verdict"]) == [VERDICTS["false_refusal"], ""]
-    assert list(frame["held by"]) == ["", "ines@x.org"]
+    assert list(frame["held by"]) == ["", "Ines Duarte"]  # a name, never the e-mail
     assert list(frame["#"]) == [1, 2]
 
 
@@ -293,9 +296,13 @@ def test_the_item_caption_says_where_it_sits_and_what_happened() -> None:
     hidden = item_view(decision="abstain", reason_code="no_evidence", feedback="down",
                        restricted=True)  # fmt: skip
     assert display.item_caption(hidden, None) == (
-        "item 3 of ? · stratum answer · 2025-07-03 09:30 UTC · decision abstain (no_evidence) "
+        "item 3 of ? · stratum answer · 2025-07-03 09:30 UTC · decision abstain (No evidence) "
         "· feedback down · RESTRICTED"
     )
+    tax = taxonomy()  # with the taxonomy: decisions and reason codes by their labels
+    worded = item_view(decision="abstain", reason_code="no_answer_bearing_evidence")
+    assert "decision Abstain (No answer-bearing evidence)" in display.item_caption(worded, 3, tax)
+    assert "stratum not logged" in display.item_caption(item_view(stratum="(none)"), 3, tax)
 
 
 def test_signals_and_chunks_tables() -> None:

@@ -86,6 +86,12 @@ INES = "ines.duarte@brightwave.example"
 PAULA = "paula.kim@brightwave.example"
 
 
+RAVI = "ravi.menon@brightwave.example"
+
+
+CHEN = "chen.li@brightwave.example"
+
+
 _ESCAPED = re.compile(r"\\([\\`*_{}\[\]()#+\-.!|<>~$:])")
 
 

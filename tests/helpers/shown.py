@@ -1,13 +1,16 @@
 """What a page shows in its tables and charts, as people read it: a table's column headers
-(the label its column configuration gives, else the column's name) and its cells, and a
-chart's titles, legend and axis values and tooltips. Used to check that no stored key
-(``product_owner``, ``refuse_below``, ``blames_user``) reaches a screen."""
+(the label its column configuration gives, else the column's name) and its cells, a chart's
+titles, legend and axis values and tooltips, and the notes of a caret view. Used to check
+that no stored key (``product_owner``, ``refuse_below``, ``blames_user``, a decision stored as
+``abstain``), no placeholder ("(none)") and no e-mail address in place of a name reaches a
+screen."""
 
 from __future__ import annotations
 
 import json
 import re
 from collections.abc import Iterator
+from functools import cache
 from typing import Any
 
 import pandas as pd
@@ -18,6 +21,40 @@ from streamlit.testing.v1 import AppTest
 KEY_WORD = re.compile(r"\b[a-z]+_[a-z_]+\b")
 #: A cell that is a stored key and nothing else.
 WHOLE_KEY = re.compile(r"[a-z]+(?:_[a-z]+)+")
+#: An e-mail address (a person must read as their name).
+EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+#: What a value that is not there must never read as.
+PLACEHOLDERS = ("(none)",)
+#: Columns whose cells are e-mail addresses on purpose (the Admin page's users table).
+EMAIL_COLUMNS = frozenset({"email", "e-mail"})
+
+
+@cache
+def single_word_keys() -> frozenset[str]:
+    """Stored keys of one word whose label differs from the key (the decision ``abstain``
+    reads "Abstain"): a cell holding one of them shows the key, not the label."""
+    from review.core.taxonomy import load_taxonomy
+
+    tax = load_taxonomy()
+    found: set[str] = set()
+    for section in ("decisions", "reason_codes", "categories", "evidence_states"):
+        for key, term in getattr(tax, section).items():
+            if "_" not in key and term.label != key:
+                found.add(key)
+    return frozenset(found)
+
+
+@cache
+def _known_keys() -> re.Pattern[str]:
+    """Stored keys with an underscore that a sentence in a cell must not carry (a gate
+    signal, a threshold, a wording rule, a role): "top_score NaN" shows the key."""
+    from review.core.identity import Role
+    from review.policy.policy import SIGNALS
+    from review.wording.findings import RULES
+
+    keys = {k for k in (*SIGNALS, *RULES, *(r.value for r in Role)) if "_" in k}
+    keys |= {"refuse_below", "caveat_below", "min_hits_after_filter"}
+    return re.compile(r"\b(" + "|".join(sorted(map(re.escape, keys))) + r")\b")
 
 
 def column_config(element: Any) -> dict[str, dict[str, Any]]:
@@ -40,14 +77,41 @@ def headers(element: Any) -> list[str]:
 
 
 def key_cells(frame: pd.DataFrame) -> Iterator[tuple[str, str]]:
-    """(column, cell) of every text cell that is a stored key and nothing else."""
+    """(column, cell) of every text cell that is a stored key and nothing else, a one-word
+    key whose label differs, a sentence carrying a known key, a placeholder, or an e-mail
+    address (outside an e-mail column)."""
+    single = single_word_keys()
+    known = _known_keys()
     for name in frame.columns:
         column = frame[name]
         if column.dtype != object and not isinstance(column.dtype, pd.StringDtype):
             continue
         for value in column.dropna().astype(str).unique():
-            if WHOLE_KEY.fullmatch(value):
+            if value.startswith(("{", "[")):  # a stored record shown as it is (JSON)
+                continue
+            if (
+                WHOLE_KEY.fullmatch(value)
+                or value in single
+                or known.search(value)
+                or any(p in value for p in PLACEHOLDERS)
+                or (EMAIL.search(value) and str(name).lower() not in EMAIL_COLUMNS)
+            ):
                 yield str(name), value
+
+
+#: A caret view's line of marks and the notes after them ("^^^^  Blames the user").
+_CARET_NOTE = re.compile(r"^[ ^]*\^ +(\S.*)$")
+
+
+def caret_notes(at: AppTest) -> Iterator[str]:
+    """The notes of every caret view (a code block of plain text) on the page."""
+    for code in at.code:
+        if code.language not in (None, "", "plaintext"):
+            continue
+        for line in str(code.value).splitlines():
+            m = _CARET_NOTE.match(line)
+            if m:
+                yield m.group(1)
 
 
 def _frames(data: bytes) -> pd.DataFrame | None:
@@ -120,6 +184,9 @@ def raw_keys(at: AppTest, where: str) -> list[str]:
         }
         frame = df.value.drop(columns=[c for c in df.value.columns if str(c) in hidden])
         found += [f"{where}: cell {v!r} in {c!r}" for c, v in key_cells(frame)]
+    for note in caret_notes(at):
+        if KEY_WORD.search(note):
+            found.append(f"{where}: caret note {note!r}")
     for chart in at.get("vega_lite_chart"):
         proto = chart.proto
         spec = json.loads(proto.spec)

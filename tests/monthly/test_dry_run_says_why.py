@@ -45,7 +45,7 @@ def test_every_lacking_signal_is_named_with_what_was_wrong() -> None:
     assert nan[0] == ("top_score", "NaN")
     both = redecide.lacked(POLICY, GOOD | {"top_score": math.nan, "answerable": None})
     assert ("top_score", "NaN") in both and ("answerable", "not logged") in both
-    assert redecide.lacked_text(both).startswith("top_score NaN")
+    assert redecide.lacked_text(both).startswith("top score missing (NaN)")
     # a value of the wrong kind is named as given, not as "not logged"
     wrong = redecide.lacked(POLICY, GOOD | {"answerable": "yes"})
     assert wrong == [("answerable", "not usable ('yes')")]
@@ -113,14 +113,14 @@ def test_a_dry_run_that_fails_every_case_says_why_for_each(
     listed = {row["case"]: row["lacked"] for row in r["lacking_outputs"]}
     assert list(listed) == keys[: validation.LACKING_LISTED]
     for i, key in enumerate(keys[: validation.LACKING_LISTED]):
-        want = ["top_score NaN", "top_score not logged", "logged no signals"][i % 3]
+        want = ["top score missing (NaN)", "top score not logged", "logged no signals"][i % 3]
         assert want in listed[key], (key, listed[key])
     by_signal = r["lacking_by_signal"]
     assert by_signal[redecide.NO_SIGNALS] == len(keys[2::3])
     assert by_signal["top_score"] == len(keys[0::3]) + len(keys[1::3])
     assert by_signal["answerable"] >= len(keys[1::3])
     banner = validation.lacking_banner(r)
-    assert "Counting every signal an output lacked: top_score" in banner
+    assert "Counting every signal an output lacked: top score" in banner
     assert f"logged no signals {len(keys[2::3]):,}" in banner
 
 

@@ -11,13 +11,13 @@ from streamlit.testing.v1 import AppTest
 from streamlit.testing.v1.element_tree import Button
 
 from review.admin import users
-from review.audits import estimates, plans, queue
+from review.audits import display, estimates, plans, queue
 from review.audits import verdicts as audit_verdicts
 from review.audits.plans import PlanSpec
 from review.audits.population import PopulationFilter
 from review.core.errors import PermissionDenied
 from review.core.identity import SYSTEM
-from review.core.taxonomy import Taxonomy
+from review.core.taxonomy import Taxonomy, taxonomy
 from review.demo import batches
 from review.wording.findings import rule_title
 from storage.db import make_engine, migrate, read_session
@@ -87,7 +87,8 @@ def test_renders_with_the_demo_batches(audit_url: str, monkeypatch: pytest.Monke
     eng.dispose()
     warned = [w for w in shown(at.warning) if "with one audited trace" in w]
     assert bool(warned) == bool(single)
-    assert all(name in warned[0] for name in single[:5])
+    named = [display.stratum_label(s, done.spec.strata, taxonomy()) for s in single[:5]]
+    assert all(str(name) in warned[0] for name in named)  # each stratum in words
 
 
 @pytest.mark.parametrize("user", [ADA, INES, RAVI])
@@ -187,7 +188,10 @@ def test_plan_form_filters_and_stratifies_by_index_version(
     no_exception(at)
     assert any("3 traces in 2 strata (index versions: idx-new)" in c for c in shown(at.caption))
     table = next(d.value for d in at.dataframe if list(d.value.columns) == ["stratum", "traces"])
-    assert dict(zip(table["stratum"], table["traces"], strict=True)) == {"p-1": 1, "p-2": 2}
+    assert dict(zip(table["stratum"], table["traces"], strict=True)) == {
+        "Prompt version: p-1": 1,
+        "Prompt version: p-2": 2,
+    }
 
 
 def test_a_changed_population_is_shown_on_the_plan(

@@ -173,7 +173,7 @@ def test_closing_a_review_asks_for_confirmation_first(
     button(at, "Run and store the validation check").click().run()  # type: ignore[attr-defined]
     no_exception(at)
     # the dry run refuses those outputs and says so first (issue 30)
-    assert "lacked answerable" in readable(at.warning[0])
+    assert "lacked the answerable flag" in readable(at.warning[0])
     button(at, "Close this review…").click().run()  # type: ignore[attr-defined]
     no_exception(at)
     assert any("cannot be undone" in readable(w) for w in at.warning)

@@ -123,7 +123,7 @@ def test_editing_shows_preview_and_live_lint_with_carets(
     no_exception(at)
     assert any("1 finding in the template" in readable(w) for w in at.warning)
     shown = texts_of(at)
-    assert "^^^^^^^^^^^  universal_negative" in shown
+    assert "^^^^^^^^^^^  Says the answer does not exist" in shown
     assert (
         "There is no such discount for refunds for annual plans. Could you tell me the "
         "contract name?" in shown

@@ -59,7 +59,7 @@ def test_93_outputs_without_answerable_are_never_re_decided_as_answers() -> None
     assert redecide.lacking(frame, again) == {"answerable": 93, "top_score": 4}
     assert (
         redecide.lacking_sentence(redecide.lacking(frame, again))
-        == "93 outputs lacked answerable; 4 lacked top_score"
+        == "93 outputs lacked the answerable flag; 4 lacked the top score"
     )
     assert redecide.declared_not_produced(frame) == {"answerable": 93, "ambiguous": 93}
     # the same outputs with the flags logged are answers: only the missing flag refused them
@@ -71,7 +71,7 @@ def test_the_release_gate_does_not_reproduce_decisions_the_policy_would_not_make
     policy = load_policy(POLICY)
     frame = _frame([dict(LOGGED) for _ in range(93)])
     row = redecide.reproduction_row(policy, frame)
-    assert row == (0, 93, "93 outputs lacked answerable")
+    assert row == (0, 93, "93 outputs lacked the answerable flag")
 
 
 def test_the_dry_run_reports_first_what_the_outputs_lacked(
@@ -89,7 +89,7 @@ def test_the_dry_run_reports_first_what_the_outputs_lacked(
     )
     lacked = result["lacking"]
     assert set(lacked) == {"answerable"} and lacked["answerable"] > 0
-    assert result["lacking_text"] == f"{lacked['answerable']} outputs lacked answerable"
+    assert result["lacking_text"] == f"{lacked['answerable']} outputs lacked the answerable flag"
     assert result["declared_not_produced"]["answerable"] == result["cases"]
     banner = validation.lacking_banner(result)
     assert banner.startswith(f"Refused for a missing signal: {lacked['answerable']} outputs")

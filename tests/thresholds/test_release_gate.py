@@ -182,8 +182,9 @@ def test_a_run_whose_signals_the_policy_decides_otherwise_fails(
     undeclared = correct_output(case) | {
         "signals": declared | {"not_produced": ["answerable", "ambiguous"]}
     }
-    cases = ((ok, True, ""), (low, False, "decided otherwise"), (nan, False, "lacked top_score"))
-    for output, reproduced, why in (*cases, (undeclared, False, "lacked answerable")):
+    lacked = "1 output lacked the top score"
+    cases = ((ok, True, ""), (low, False, "decided otherwise"), (nan, False, lacked))
+    for output, reproduced, why in (*cases, (undeclared, False, "lacked the answerable flag")):
         report = release.release_gate(policy, scored_frame(demo_engine, tax, [output]), "all")
         row = next(r for r in report.rows if r.row == "Decisions reproduce under this policy")
         assert row.passed is reproduced, (output, row)

@@ -200,13 +200,13 @@ def test_who_may_sign_a_proposal() -> None:
 
 def test_history_rollback_choices_and_chain() -> None:
     allv = [version(3), version(2, *APPROVED, tuned_on="validation"), version(1, *APPROVED)]
-    frame = display.history_frame(allv)
+    frame = display.history_frame(allv, {"compliance@example.org": "Chen Li"})
     assert list(frame["version"]) == [3, 2, 1]
     assert list(frame["status"]) == ["pending", "approved", "approved"]
     assert list(frame["tuned on"]) == ["", "validation", ""]
     assert frame["signatures"].iloc[1] == (
-        "Product owner: approve by product_owner@example.org at 2025-06-02 09:30; "
-        "Compliance: approve by compliance@example.org at 2025-06-02 09:30"
+        "Product owner: approve by product_owner at 2025-06-02 09:30; "  # no name: not the e-mail
+        "Compliance: approve by Chen Li at 2025-06-02 09:30"
     )
     assert display.rollback_choices(allv, 2) == [1]
     assert display.rollback_choices(allv, None) == [2, 1]

@@ -355,9 +355,9 @@ def test_caret_lines_put_carets_under_each_span() -> None:
     out = terms.caret_lines(text, findings, width=20)
     assert out.splitlines() == [
         "There is no refund.",
-        "^^^^^^^^^^^  universal_negative",
+        "^^^^^^^^^^^  Says the answer does not exist",
         "Contact Mr Smith",
-        "^^^^^^^^^^^^^^^^  escalation_names_person, unlisted_contact",
+        "^^^^^^^^^^^^^^^^  Escalation names a person, Names an unlisted contact",
         "today.",
     ]
 
