@@ -32,7 +32,11 @@ def _compare(allv: list[signoff.VersionView], pif: PolicyInForce) -> None:
         before, after = change
         a_default, b_default = (before.id if before else None), after.id
         st.caption(
-            ui.plain(policy_display.change_caption(before, after, in_force_id, shipped=shipped))
+            ui.plain(
+                policy_display.change_caption(
+                    before, after, in_force_id, shipped=shipped, versions=allv
+                )
+            )
         )
     else:
         a_default, b_default = None, allv[0].id
@@ -46,6 +50,7 @@ def _compare(allv: list[signoff.VersionView], pif: PolicyInForce) -> None:
             views.get(vid) if vid is not None else None,
             in_force_id,
             shipped=shipped,
+            versions=allv,
         )
 
     c1, c2 = st.columns(2)
@@ -140,7 +145,8 @@ def history_tab(engine: Engine, actor: Actor, pif: PolicyInForce) -> None:
         st.info("No versions yet.")
         _reproduce(engine, actor, pif)
         return
-    st.dataframe(display.history_frame(allv), hide_index=True, width="stretch")
+    in_force_id = pif.version.id if pif.version is not None else None
+    st.dataframe(display.history_frame(allv, in_force_id), hide_index=True, width="stretch")
     _compare(allv, pif)
     in_force_number = pif.version.number if pif.version is not None else None
     earlier = display.rollback_choices(allv, in_force_number)

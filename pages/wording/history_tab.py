@@ -21,7 +21,8 @@ def history_tab(ctx: WordingContext) -> None:
     if not allv:
         st.info("No wording version has been proposed yet.")
         return
-    st.dataframe(display.history_frame(allv), hide_index=True, width="stretch")
+    frame = display.history_frame(allv, ctx.current.version_id)
+    st.dataframe(frame, hide_index=True, width="stretch")
     change = policy_display.in_force_change(allv, ctx.current.version_id)
     if change is not None:
         before, after = change
@@ -29,7 +30,11 @@ def history_tab(ctx: WordingContext) -> None:
         st.caption(
             ui.plain(
                 policy_display.change_caption(
-                    before, after, ctx.current.version_id, shipped=display.SHIPPED
+                    before,
+                    after,
+                    ctx.current.version_id,
+                    shipped=display.SHIPPED,
+                    versions=allv,
                 )
             )
         )

@@ -15,7 +15,7 @@ import pandas as pd
 
 from review.core import readable
 from review.policy import signoff
-from review.policy.display import in_force_caption
+from review.policy.display import in_force_caption, status_text
 from review.policy.policy import ModeThresholds, NoAnswerPolicy
 from review.policy.signoff import signing_roles
 from review.thresholds.headline import METRIC_LABELS
@@ -234,12 +234,12 @@ def _reason(s: signoff.Signature) -> str:
     return f"{readable.humanize(s.role)}: {s.note}{mark}"
 
 
-def history_frame(versions: Sequence[signoff.VersionView]) -> pd.DataFrame:
+def history_frame(versions: Sequence[signoff.VersionView], in_force_id: int | None) -> pd.DataFrame:
     return pd.DataFrame(
         [
             {
                 "version": v.number,
-                "status": v.status,
+                "status": status_text(v, in_force_id, versions),
                 "author": v.author,
                 "created": v.created_at,
                 "approved": v.approved_on,

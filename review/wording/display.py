@@ -13,7 +13,7 @@ import pandas as pd
 from review.core import readable
 from review.core.identity import Actor, Permission
 from review.policy import signoff
-from review.policy.display import in_force_caption, version_heading
+from review.policy.display import in_force_caption, status_text, version_heading
 from review.policy.signoff import signing_roles
 from review.wording.compare import MessageChange
 from review.wording.editing import key_meaning
@@ -77,6 +77,7 @@ def version_label(
         views[version_id] if version_id is not None else None,
         in_force_id,
         shipped=SHIPPED,
+        versions=list(views.values()),
     )
 
 
@@ -148,13 +149,13 @@ def sign_choice(actor: Actor, version: signoff.VersionView) -> SignChoice:
     return "sign" if signing_roles(actor, version) else "not_needed"
 
 
-def history_frame(versions: Sequence[signoff.VersionView]) -> pd.DataFrame:
+def history_frame(versions: Sequence[signoff.VersionView], in_force_id: int | None) -> pd.DataFrame:
     """Every wording version: status, author, dates, changed keys, lint, signatures."""
     return pd.DataFrame(
         [
             {
                 "version": v.number,
-                "status": v.status,
+                "status": status_text(v, in_force_id, versions),
                 "author": v.author,
                 "created": v.created_at,
                 "approved": v.approved_on,

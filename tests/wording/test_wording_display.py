@@ -103,15 +103,15 @@ def test_the_history_table() -> None:
         signature("compliance"),
         snapshot={"changed_keys": ["R2", "R3"], "lint_total": 2},
     )
-    row = display.history_frame([v, version()]).iloc[0]
-    assert row["version"] == 3 and row["status"] == "approved"
+    row = display.history_frame([v, version()], v.id).iloc[0]
+    assert row["version"] == 3 and row["status"] == "in force"
     assert row["changed keys"] == "R2, R3" and row["lint findings"] == 2
     assert row["sha256"] == "0123456789abcdef"
     assert row["signatures"] == (
         "Product owner: approve by product_owner@example.org at 2025-06-02 09:30 (fine); "
         "Compliance: approve by compliance@example.org at 2025-06-02 09:30"
     )
-    blank = display.history_frame([version()]).iloc[0]
+    blank = display.history_frame([version()], None).iloc[0]
     assert blank["changed keys"] == "" and blank["signatures"] == ""
 
 
