@@ -309,3 +309,13 @@ def charts_exported(make: Callable[[], T]) -> T:
 
     with vega_charts._altair_globals_lock:
         return make()
+
+
+#: Less room above the title, for the pages whose controls must fit 1280x720 (Label,
+#: Adjudicate); a literal constant (st.html never shows text built at run time).
+_COMPACT = "<style>.stMainBlockContainer { padding-top: 2.5rem; }</style>"
+
+
+def compact() -> None:
+    """Less room above the page's title (see :data:`_COMPACT`)."""
+    st.html(_COMPACT)
