@@ -1,0 +1,119 @@
+"""Every save or refusal is said right under the control that caused it, never at the top of
+a long page (issue 35 item 4, the sweep after Label, Audit queue and Adjudicate): the
+message is the next element after the button (or its row, or its form) in page order."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import Engine
+
+from review.admin import users
+from review.audits import plans
+from review.audits.plans import PlanSpec
+from review.cases import cases
+from review.core.taxonomy import Taxonomy, taxonomy
+from review.demo import batches
+from storage.db import make_engine
+from tests.helpers.actors import REVIEWER
+from tests.helpers.audits import add_trace, realistic_traces
+from tests.helpers.pages import INES, app, no_exception, page_app
+from tests.helpers.placement import said_under
+from tests.helpers.transact import write
+
+RAVI = "ravi.menon@brightwave.example"
+
+
+@pytest.fixture
+def audit_url(demo_url: str, tax: Taxonomy) -> str:
+    eng = make_engine(demo_url)
+    realistic_traces(eng)
+    batches.build_demo_audits(eng, tax)
+    eng.dispose()
+    return demo_url
+
+
+def test_audit_plans_say_what_create_draw_and_close_did_under_their_buttons(
+    audit_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = page_app(audit_url, monkeypatch, "pages/audit_page.py", RAVI).run()
+    no_exception(at)
+    # what Create did, under the form's buttons; a refusal there too
+    at.text_input(key="aud_name").input("Ad-hoc check")
+    at.number_input(key="aud_total").set_value(5)
+    next(b for b in at.button if b.label == "Create plan").click().run()
+    no_exception(at)
+    assert said_under(at, "Create plan") == [
+        "Plan 'Ad-hoc check' created. Check the allocation, then draw the sample."
+    ]
+    assert [s.value for s in at.success if "created" in s.value] != [] and len(
+        [s for s in at.success if "created" in s.value]
+    ) == 1  # said once, there, not at the top too
+    at.text_input(key="aud_name").input("Ad-hoc check")
+    next(b for b in at.button if b.label == "Create plan").click().run()
+    (refused,) = said_under(at, "Create plan")
+    assert refused.startswith("Nothing was created.") and "already exists" in refused
+    # the plan's buttons: what Draw did under its row (Draw gave way to Close)
+    at.button(key="aud_draw").click().run()
+    no_exception(at)
+    assert said_under(at, "aud_verify") == ["Drew 5 traces into 'Ad-hoc check'; the queue is open."]
+    at.button(key="aud_close").click().run()
+    no_exception(at)
+    (refused,) = said_under(at, "aud_verify")  # refused there too
+    assert "5 items of 'Ad-hoc check' still need verdicts" in refused
+    at.button(key="aud_verify").click().run()
+    (checked,) = said_under(at, "aud_verify")
+    assert "reproduc" in checked.lower() or "sample" in checked.lower()
+
+
+def test_audit_plans_refuse_a_draw_under_the_buttons(
+    audit_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    eng = make_engine(audit_url)
+    pid = write(eng, plans.create_plan, REVIEWER, PlanSpec(name="to draw", total=5))
+    add_trace(eng, "arrived-later")
+    eng.dispose()
+    at = page_app(audit_url, monkeypatch, "pages/audit_page.py", RAVI, plan=str(pid)).run()
+    at.button(key="aud_draw").click().run()
+    (refused,) = said_under(at, "aud_recount")
+    assert "Nothing was drawn" in refused
+    at.button(key="aud_recount").click().run()
+    no_exception(at)
+    assert said_under(at, "aud_recount") == ["Population counted again."]
+
+
+def test_cases_say_a_save_under_the_edit_button_and_a_refusal_under_the_form(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = cases.list_cases(demo_engine, cases.CaseFilter(status="ready"), page_size=1)[0]
+    at = app(demo_url, monkeypatch, INES, case=str(first.id)).run()
+    at.switch_page("pages/cases_page.py").run()
+    at.button(key=f"cases_edit_btn_{first.id}").click().run()
+    next(t for t in at.text_area if t.label == "Notes for labelers").input("Checked.")
+    next(b for b in at.button if b.label == "Save changes").click().run()
+    no_exception(at)
+    assert said_under(at, f"cases_edit_btn_{first.id}") == [f"Saved {first.key} (version 2)."]
+    # a stale save is refused under the form's button
+    at.button(key=f"cases_edit_btn_{first.id}").click().run()
+    view = cases.get_case(demo_engine, case_id=first.id)
+    assert view is not None
+    tom = users.get_by_email(demo_engine, "tom.becker@brightwave.example")
+    assert tom is not None
+    record = cases.CaseIn.model_validate({**view.record, "notes": "Tom's note"})
+    write(demo_engine, cases.update_case, users.to_actor(tom), first.id, 2, record, taxonomy())
+    next(t for t in at.text_area if t.label == "Notes for labelers").input("Again.")
+    next(b for b in at.button if b.label == "Save changes").click().run()
+    (refused,) = said_under(at, "Save changes")
+    assert "was changed by tom.becker" in refused and "Nothing was saved" in refused
+
+
+def test_cases_say_an_applied_split_under_the_split_buttons(
+    demo_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = app(demo_url, monkeypatch, INES).run()
+    at.switch_page("pages/cases_page.py").run()
+    at.toggle(key="cases_split_keep").set_value(False).run()
+    at.button(key="cases_split_preview_btn").click().run()
+    next(b for b in at.button if b.label == "Apply this assignment").click().run()
+    no_exception(at)
+    (applied,) = said_under(at, "cases_split_preview_btn")
+    assert applied.endswith("recorded.") and "moved" in applied
