@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from sqlalchemy import Engine
+from streamlit.testing.v1 import AppTest
 
 from review.admin import users
 from review.audits import plans
@@ -117,3 +118,32 @@ def test_cases_say_an_applied_split_under_the_split_buttons(
     no_exception(at)
     (applied,) = said_under(at, "cases_split_preview_btn")
     assert applied.endswith("recorded.") and "moved" in applied
+
+
+def _open_runs(url: str, monkeypatch: pytest.MonkeyPatch) -> AppTest:
+    at = app(url, monkeypatch, RAVI).run()
+    at.switch_page("pages/runs_page.py").run()
+    no_exception(at)
+    return at
+
+
+def test_runs_say_an_import_and_a_refusal_under_their_forms(
+    demo_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = _open_runs(demo_url, monkeypatch)
+    run_form = next(u for u in at.file_uploader if u.label.startswith("Outputs JSONL"))
+    next(b for b in at.button if b.label == "Import run").click().run()
+    assert said_under(at, "Import run") == ["Nothing was imported. choose a file"]
+    good = b'{"case": "CASE-001", "decision": "answer", "score": 0.9, "text": "Yes."}\n'
+    run_form = next(u for u in at.file_uploader if u.label.startswith("Outputs JSONL"))
+    run_form.set_value([("run.jsonl", good, "application/jsonl")])
+    next(t for t in at.text_input if t.label == "Run name").input("imported")
+    next(b for b in at.button if b.label == "Import run").click().run()
+    no_exception(at)
+    assert said_under(at, "Import run") == ["Run 'imported' imported."]
+    body = b'{"case": "CASE-001", "judge": "judge-a", "decision": "answer"}\n'
+    up = next(u for u in at.file_uploader if u.label == "Judge labels JSONL")
+    up.set_value([("judge.jsonl", body, "application/jsonl")])
+    next(b for b in at.button if b.label == "Import judge labels").click().run()
+    no_exception(at)
+    assert said_under(at, "Import judge labels") == ["1 judge label imported."]
