@@ -8,6 +8,8 @@ from typing import Any
 
 from streamlit.testing.v1 import AppTest
 
+from tests.helpers.pages import readable
+
 MESSAGES = frozenset({"success", "info", "warning", "error"})
 
 
@@ -37,5 +39,5 @@ def said_under(at: AppTest, control: str) -> list[str]:
     for e in shown[at_control[-1] + 1 :]:
         if getattr(e, "type", "") not in MESSAGES:
             break
-        out.append(str(e.value).replace("\\", ""))
+        out.append(readable(e))
     return out

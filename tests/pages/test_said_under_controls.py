@@ -17,7 +17,7 @@ from review.demo import batches
 from storage.db import make_engine
 from tests.helpers.actors import REVIEWER
 from tests.helpers.audits import add_trace, realistic_traces
-from tests.helpers.pages import INES, app, no_exception, page_app
+from tests.helpers.pages import ADA, INES, app, no_exception, page_app
 from tests.helpers.placement import said_under
 from tests.helpers.transact import write
 
@@ -147,3 +147,32 @@ def test_runs_say_an_import_and_a_refusal_under_their_forms(
     next(b for b in at.button if b.label == "Import judge labels").click().run()
     no_exception(at)
     assert said_under(at, "Import judge labels") == ["1 judge label imported."]
+
+
+def test_admin_says_an_added_user_a_refusal_and_a_saved_setting_under_their_forms(
+    demo_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = app(demo_url, monkeypatch, ADA).run()
+    at.switch_page("pages/admin_page.py").run()
+    inputs = [t for t in at.text_input if t.label in ("Email", "Name")]
+    inputs[0].input("new.person@brightwave.example")
+    inputs[1].input("New Person")
+    next(m for m in at.multiselect if m.label == "Roles").set_value(["reviewer"])
+    next(b for b in at.button if b.label == "Add user").click().run()
+    no_exception(at)
+    assert said_under(at, "Add user") == ["Added new.person@brightwave.example."]
+    inputs = [t for t in at.text_input if t.label in ("Email", "Name")]
+    inputs[0].input(ADA)
+    inputs[1].input("Dup")
+    next(m for m in at.multiselect if m.label == "Roles").set_value(["reviewer"])
+    next(b for b in at.button if b.label == "Add user").click().run()
+    (refused,) = said_under(at, "Add user")
+    assert "already exists" in refused
+    next(b for b in at.button if b.label == "Save").click().run()
+    no_exception(at)
+    (saved,) = said_under(at, "Save")
+    assert saved.startswith("Saved ")
+    next(n for n in at.number_input if n.label.startswith("Independent labels")).set_value(3)
+    next(b for b in at.button if b.label == "Save labeling settings").click().run()
+    no_exception(at)
+    assert said_under(at, "Save labeling settings") == ["Labeling settings saved."]
