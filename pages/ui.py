@@ -327,10 +327,12 @@ _SAY = {"success", "info", "warning", "error"}
 
 def said(control: str, message: str, kind: str = "success") -> None:
     """Remember what pressing ``control`` (a button's or form's key) did, to say it right
-    under that control on the next run: call it, then ``st.rerun()``. Every page
+    under that control on the next run (after anything said before): call it, then
+    ``st.rerun()``. Every page
     acknowledges a save, an approval, an import, a creation or a deletion this way, next to
     the control that caused it, never at the top of a long page (issue 35 item 4)."""
-    st.session_state[_SAID + control] = (kind if kind in _SAY else "success", message)
+    said_before = st.session_state.setdefault(_SAID + control, [])
+    said_before.append((kind if kind in _SAY else "success", message))
 
 
 def under(control: str, where: Any = None) -> Any:
@@ -339,9 +341,9 @@ def under(control: str, where: Any = None) -> Any:
     is shown there once; the returned slot takes what this run says about it (a refusal:
     ``ui.transact(..., where=slot)``, ``ui.error(..., where=slot)``)."""
     slot = (where or st).container(key=f"said_{control}")
-    kind, message = st.session_state.pop(_SAID + control, (None, None))
-    if kind == "error":
-        error(message, where=slot)
-    elif kind is not None:
-        getattr(slot, kind)(plain(message))
+    for kind, message in st.session_state.pop(_SAID + control, []):
+        if kind == "error":
+            error(message, where=slot)
+        else:
+            getattr(slot, kind)(plain(message))
     return slot

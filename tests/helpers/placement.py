@@ -25,14 +25,15 @@ def leaves(node: Any) -> Iterator[Any]:
 
 def said_under(at: AppTest, control: str) -> list[str]:
     """The messages shown right after the control whose key or label is ``control`` (a
-    button, a form's submit button), before any other element; fails when the control is not
-    on the page."""
+    button, a form's submit button), or after the element whose text is ``control`` (where
+    a control was), before any other element; fails when there is no such element."""
     shown = list(leaves(at.main))
     at_control = [
         i
         for i, e in enumerate(shown)
         if getattr(e, "key", None) == control
         or (getattr(e, "type", "") == "button" and getattr(e, "label", None) == control)
+        or (getattr(e, "type", "") not in MESSAGES and readable(e) == control)
     ]
     assert at_control, f"no control {control!r} on the page"
     out: list[str] = []

@@ -13,15 +13,19 @@ from review.audits import plans
 from review.audits.plans import PlanSpec
 from review.cases import cases
 from review.core.taxonomy import Taxonomy, taxonomy
-from review.demo import batches
+from review.demo import batches, wording_versions
+from review.policy import inforce, signoff
+from review.wording import versions as wording
 from storage.db import make_engine
 from tests.helpers.actors import REVIEWER
 from tests.helpers.audits import add_trace, realistic_traces
-from tests.helpers.pages import ADA, INES, app, no_exception, page_app
-from tests.helpers.placement import said_under
+from tests.helpers.pages import ADA, INES, app, no_exception, page_app, readable
+from tests.helpers.placement import leaves, said_under
 from tests.helpers.transact import write
 
 RAVI = "ravi.menon@brightwave.example"
+OMAR = "omar.haddad@brightwave.example"
+CHEN = "chen.li@brightwave.example"
 
 
 @pytest.fixture
@@ -176,3 +180,50 @@ def test_admin_says_an_added_user_a_refusal_and_a_saved_setting_under_their_form
     next(b for b in at.button if b.label == "Save labeling settings").click().run()
     no_exception(at)
     assert said_under(at, "Save labeling settings") == ["Labeling settings saved."]
+
+
+def test_thresholds_say_a_refused_and_a_partial_approval_on_the_proposal(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (v,) = [x for x in signoff.versions(demo_engine, inforce.KIND) if x.status == "pending"]
+    at = app(demo_url, monkeypatch, CHEN, tab="signoff").run()
+    at.switch_page("pages/thresholds_page.py").run()
+    next(b for b in at.button if b.label == "Approve").click().run()
+    no_exception(at)
+    (refused,) = said_under(at, "Reject")
+    assert f"Version {v.number} was not approved" in refused
+    at.text_area(key=f"thr_sign_note_{v.id}").input("Compliance accepts it.")
+    at.checkbox(key=f"thr_sign_confirm_{v.id}").check()
+    next(b for b in at.button if b.label == "Approve").click().run()
+    no_exception(at)
+    # the form is gone (compliance has signed): said where it was, at the proposal's end
+    assert said_under(at, "Signatures come from a product owner and compliance.") == [
+        f"Version {v.number} approved as Compliance; it still needs: Product owner."
+    ]
+
+
+def test_wording_says_a_proposal_under_your_draft_and_a_signature_where_its_form_was(
+    demo_url: str, demo_engine: Engine, tax: Taxonomy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wording_versions.build_demo_wording(demo_engine, tax)
+    (r2,) = wording.pending(demo_engine)
+    at = page_app(demo_url, monkeypatch, "pages/wording_page.py", OMAR).run()
+    at.selectbox(key="wd_key").select("F1").run()
+    at.text_area(key="wd_text_F1").input("Which {missing_item} do you mean?").run()
+    at.text_area(key="wd_rationale").input("Shorter follow-up.")
+    at.button(key="wd_submit").click().run()
+    no_exception(at)
+    proposed, warned = said_under(at, "Your draft")
+    assert proposed.startswith("Proposed as version 3.")
+    assert f"proposal {r2.number}" in warned
+    # Omar's approval puts R2 in force: its card is gone, said where the cards start
+    at = page_app(demo_url, monkeypatch, "pages/wording_page.py", OMAR).run()
+    at.button(key=f"wd_approve_{r2.id}").click().run()
+    no_exception(at)
+    tab = next(t for t in at.tabs if t.label == "Sign-off")
+    first = [readable(e) for e in list(leaves(tab))[:2]]
+    assert first == [
+        f"Version {r2.number} approved as Product owner: it is the wording in force now.",
+        f"Pending proposal 3 is stale now, superseded by version {r2.number}: reject it and "
+        f"propose the change again on top of version {r2.number}.",
+    ]
