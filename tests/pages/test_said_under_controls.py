@@ -12,9 +12,11 @@ from review.admin import users
 from review.audits import plans
 from review.audits.plans import PlanSpec
 from review.cases import cases
+from review.core.identity import SYSTEM
 from review.core.taxonomy import Taxonomy, taxonomy
 from review.demo import batches, wording_versions
 from review.policy import inforce, signoff
+from review.traces import retention
 from review.wording import versions as wording
 from storage.db import make_engine
 from tests.helpers.actors import REVIEWER
@@ -227,3 +229,24 @@ def test_wording_says_a_proposal_under_your_draft_and_a_signature_where_its_form
         f"Pending proposal 3 is stale now, superseded by version {r2.number}: reject it and "
         f"propose the change again on top of version {r2.number}.",
     ]
+
+
+def test_traces_say_a_saved_rule_a_refusal_and_a_purge_under_their_buttons(
+    trace_demo_url: str, trace_demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = page_app(trace_demo_url, monkeypatch, "pages/traces_page.py", ADA).run()
+    next(n for n in at.number_input if n.label.startswith("Keep traces for")).set_value(60)
+    next(b for b in at.button if b.label == "Save retention rule").click().run()
+    no_exception(at)
+    assert said_under(at, "Save retention rule") == ["Retention rule saved."]
+    retention.set_retention(trace_demo_engine, SYSTEM, 45, 1)
+    next(n for n in at.number_input if n.label.startswith("Keep traces for")).set_value(30)
+    next(b for b in at.button if b.label == "Save retention rule").click().run()
+    (refused,) = said_under(at, "Save retention rule")
+    assert "was changed by system" in refused
+    at = page_app(trace_demo_url, monkeypatch, "pages/traces_page.py", ADA).run()
+    at.checkbox(key="traces_purge_sure").check().run()
+    next(b for b in at.button if b.label == "Purge now").click().run()
+    no_exception(at)
+    (purged,) = said_under(at, "Purge now")
+    assert "deleted with their chunks" in purged
