@@ -250,3 +250,18 @@ def test_traces_say_a_saved_rule_a_refusal_and_a_purge_under_their_buttons(
     no_exception(at)
     (purged,) = said_under(at, "Purge now")
     assert "deleted with their chunks" in purged
+
+
+def test_the_monthly_review_says_an_opened_month_and_a_refusal_under_its_form(
+    demo_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = app(demo_url, monkeypatch, RAVI).run()
+    at.switch_page("pages/review_page.py").run()
+    next(t for t in at.text_input if t.label.startswith("Open the review")).input("2031-04")
+    next(b for b in at.button if b.label == "Open review").click().run()
+    no_exception(at)
+    assert said_under(at, "Open review") == ["Opened the review of 2031-04."]
+    next(t for t in at.text_input if t.label.startswith("Open the review")).input("April")
+    next(b for b in at.button if b.label == "Open review").click().run()
+    (refused,) = said_under(at, "Open review")
+    assert "April" in refused
