@@ -163,18 +163,29 @@ def evidence(engine: Engine, actor: Actor, view: cases.CaseView, tax: Taxonomy) 
                     ui.document_body(d.body)
 
 
-def side_by_side(engine: Engine, case_id: int, tax: Taxonomy, names: dict[str, str]) -> None:
-    current = labeling.current_labels(engine, case_id)
+def side_by_side(current: list[labeling.LabelView], tax: Taxonomy, names: dict[str, str]) -> None:
+    """Every current label, side by side above the evidence (up to three a row), each
+    compact: the decision and who, then the reasons and the rationale. Above the evidence
+    rather than above the gold form, so the form stays in view at 1280x720."""
     st.caption("Labels side by side")
     if not current:
         st.info("No labels on this case yet.")
         return
-    for lab in current:  # stacked: each reads whole in the narrow column beside the evidence
-        with st.container(border=True):
-            st.text(names.get(lab.annotator, lab.annotator))
-            st.markdown(f"**{ui.plain(readable.term(tax, 'decisions', lab.decision))}**")
-            st.text("reasons: " + reasons_text(lab.reason_codes, tax))
-            st.text("rationale: " + (lab.rationale or "—"))
+    per_row = min(len(current), 3)
+    with st.container(key="adj_labels"):
+        cols = st.columns(per_row)
+        for i, lab in enumerate(current):
+            with cols[i % per_row].container(border=True, gap=None):
+                decision = readable.term(tax, "decisions", lab.decision)
+                who = names.get(lab.annotator, lab.annotator)
+                st.markdown(f"**{ui.plain(decision)}**")
+                st.text(who)
+                st.text(
+                    "reasons: "
+                    + reasons_text(lab.reason_codes, tax)
+                    + "\nrationale: "
+                    + (lab.rationale or "—")
+                )
 
 
 def gold_form(
@@ -277,39 +288,41 @@ def gold_history(gold: list[labeling.GoldView], tax: Taxonomy, names: dict[str, 
     )
 
 
-def labels_and_gold(
+def gold_side(
     engine: Engine,
     actor: Actor,
     view: cases.CaseView,
     tax: Taxonomy,
     queue: adjudication.ReviewerQueue,
+    names: dict[str, str],
 ) -> None:
-    """The labels, then the gold form (or why this reviewer does not set it), the history."""
-    if labeling.still_blind(engine, actor, view.id):
-        show_flash(st.container())
-        st.info(
-            "You may still label this case, so its labels stay hidden from you (blind "
-            "labeling). Label it first, or adjudicate it once it has the labels it needs."
-        )
-        st.link_button("Label this case", ui.link("label", case=view.id))
-        return
-    names = {u.email: u.name for u in users.list_users(engine, include_inactive=True)}
-    side_by_side(engine, view.id, tax, names)
-    gold = labeling.gold_history(engine, view.id)
+    """The gold form (or why this reviewer does not set it), then the gold history."""
     refusal = adjudication.self_adjudication_refusal(engine, actor, view.id)
     if refusal is None:
         gold_form(engine, actor, view, tax, queue)
     else:
         show_flash(st.container())
         st.warning(ui.plain(refusal[:1].upper() + refusal[1:] + "."))
+    gold = labeling.gold_history(engine, view.id)
     if gold:
         gold_history(gold, tax, names)
+
+
+def blind_note(view: cases.CaseView) -> None:
+    """Why a case the reviewer may still label shows no labels and no gold form."""
+    show_flash(st.container())
+    st.info(
+        "You may still label this case, so its labels stay hidden from you (blind "
+        "labeling). Label it first, or adjudicate it once it has the labels it needs."
+    )
+    st.link_button("Label this case", ui.link("label", case=view.id))
 
 
 def main() -> None:
     engine = ui.engine()
     actor = ui.actor()
     tax = ui.tax()
+    ui.compact()
     st.title("Adjudicate")
     if not actor.can(Permission.adjudicate):
         ui.not_for_you("Adjudication", navigation.holders(Permission.adjudicate), actor)
@@ -332,11 +345,18 @@ def main() -> None:
         ui.error(f"Case {picked:d} does not exist.")
         return
     st.subheader(f"Case {ui.plain(view.key)}")
+    blind_to_me = labeling.still_blind(engine, actor, view.id)
+    names = {u.email: u.name for u in users.list_users(engine, include_inactive=True)}
     left, right = st.columns([3, 2], gap="large")
     with left:
+        if not blind_to_me:
+            side_by_side(labeling.current_labels(engine, view.id), tax, names)
         evidence(engine, actor, view, tax)
-    with right:
-        labels_and_gold(engine, actor, view, tax, queue)
+    with right:  # the gold form at the top of its column: in view when the case opens
+        if blind_to_me:
+            blind_note(view)
+        else:
+            gold_side(engine, actor, view, tax, queue, names)
 
 
 if __name__ == "__main__":

@@ -32,10 +32,11 @@ def add_user_form(engine: Engine, actor: Actor) -> None:
         )
         clearance = st.checkbox("Clearance for restricted content")
         add = st.form_submit_button("Add user", type="primary")
+    here = ui.under("admin_add_user")  # what the form did, right under it
     if add:
-        with ui.reported():
+        with ui.reported(where=here):
             u = users.add_user(engine, actor, email, name, roles, clearance)
-            st.session_state["admin_flash"] = f"Added {u.email}."
+            ui.said("admin_add_user", f"Added {u.email}.")
             st.rerun()
 
 
@@ -63,6 +64,7 @@ def change_roles_form(engine: Engine, actor: Actor, people: list[users.UserView]
         new_clear = st.checkbox("Clearance for restricted content", target.clearance)
         new_active = st.checkbox("Active", target.active)
         save = st.form_submit_button("Save")
+    here = ui.under("admin_edit")  # what the form did, right under it
     if not save:
         return
     try:
@@ -77,12 +79,12 @@ def change_roles_form(engine: Engine, actor: Actor, people: list[users.UserView]
             active=new_active,
         )
     except WorkbenchError as exc:
-        ui.show_error(exc)
+        ui.show_error(exc, where=here)
         if isinstance(exc, StaleWriteError):
             st.session_state.pop(f"admin_opened_{pick}", None)
     else:
         st.session_state.pop(f"admin_opened_{pick}", None)
-        st.session_state["admin_flash"] = f"Saved {target.email}."
+        ui.said("admin_edit", f"Saved {target.email}.")
         st.rerun()
 
 
@@ -105,8 +107,9 @@ def settings_tab(engine: Engine, actor: Actor) -> None:
             "Reservation of an opened case (minutes)", 1, 24 * 60, cfg.reservation_minutes
         )
         save_cfg = st.form_submit_button("Save labeling settings")
+    here = ui.under("admin_labeling")
     if save_cfg:
-        with ui.reported():
+        with ui.reported(where=here):
             labeling.set_settings(
                 engine,
                 actor,
@@ -115,7 +118,7 @@ def settings_tab(engine: Engine, actor: Actor) -> None:
                 int(st.session_state["admin_label_opened"]),
             )
             st.session_state.pop("admin_label_opened", None)
-            st.session_state["admin_flash"] = "Labeling settings saved."
+            ui.said("admin_labeling", "Labeling settings saved.")
             st.rerun()
 
 
@@ -130,13 +133,14 @@ def adjudication_form(engine: Engine, actor: Actor) -> None:
             help="Off: a case a reviewer labeled waits for another reviewer's gold label.",
         )
         save = st.form_submit_button("Save adjudication setting")
+    here = ui.under("admin_adjudication")
     if save:
-        with ui.reported():
+        with ui.reported(where=here):
             adjudication.set_settings(
                 engine, actor, bool(allowed), int(st.session_state["admin_adj_opened"])
             )
             st.session_state.pop("admin_adj_opened", None)
-            st.session_state["admin_flash"] = "Adjudication setting saved."
+            ui.said("admin_adjudication", "Adjudication setting saved.")
             st.rerun()
 
 
@@ -190,9 +194,6 @@ def main() -> None:
     if not actor.can(Permission.manage_users):
         ui.not_for_you("Managing users", navigation.holders(Permission.manage_users), actor)
         return
-    flash = st.session_state.pop("admin_flash", None)
-    if flash:
-        st.success(ui.plain(flash))
     tab_users, tab_settings, tab_audit = st.tabs(["Users and roles", "Settings", "Audit log"])
     with tab_users:
         users_tab(engine, actor)

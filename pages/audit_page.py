@@ -65,18 +65,15 @@ def _keep_widget_state(closed: Sequence[str]) -> None:
 
 
 def header() -> DeltaGenerator:
-    """The title, and one fixed slot above the tabs for messages (so the tabs keep their place,
-    and the tab the reviewer is on, whether or not a message is shown); returns the slot."""
+    """The title, and one fixed slot above the tabs for what a deep link could not open (so the
+    tabs keep their place, and the tab the reviewer is on, whether or not a message is shown);
+    returns the slot. What a button did is said under the button (``ui.said``)."""
     st.title("Audit")
     st.caption(
         "Sample production traces reproducibly, judge each one (claim by claim for answers), "
         "and read the failure rates weighted back to the whole population."
     )
-    top = st.container()
-    flash = st.session_state.pop("aud_flash", None)
-    if flash:
-        top.success(ui.plain(flash))
-    return top
+    return st.container()
 
 
 def follow_deep_links(

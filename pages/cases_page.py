@@ -15,7 +15,7 @@ from sqlalchemy import Engine
 from pages import ui
 from pages.cases.case_form import case_form
 from pages.cases.case_list import case_list, filters, seed_filters_from_query
-from pages.cases.case_view import FLASH_KEY, show_case
+from pages.cases.case_view import said_key, show_case
 from pages.cases.splits_panel import splits_panel
 from review.cases import cases, sight
 from review.core import readable, uploads
@@ -78,7 +78,7 @@ def new_case(engine: Engine, actor: Actor, tax: Taxonomy) -> None:
             new_id = ui.transact(lambda s: cases.create_case(s, actor, new, tax), prefix="")
             if new_id is not None:
                 st.query_params["case"] = str(new_id)
-                st.session_state[FLASH_KEY] = "Case created."
+                ui.said(said_key(new_id), "Case created.")
                 st.rerun()
 
 

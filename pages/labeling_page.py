@@ -16,10 +16,8 @@ from review.core.identity import Actor, Permission
 from review.core.taxonomy import Taxonomy
 from review.labels import blind, labeling
 
+
 #: this page only: less space above the title, so the form and evidence fit 1280x720
-COMPACT = "<style>.stMainBlockContainer { padding-top: 2.5rem; }</style>"
-
-
 def idle() -> None:
     """No case open: start (or go on) labeling, bring skipped cases back."""
     st.info("No case is open. Press N (or the button) for the next case from your queue.")
@@ -106,7 +104,7 @@ def main() -> None:
     tax = ui.tax()
     title, bar = st.columns([1, 5], vertical_alignment="center")
     title.title("Label", anchor=False)
-    st.html(COMPACT)
+    ui.compact()
     if not actor.can(Permission.label):
         ui.not_for_you("Labeling", navigation.holders(Permission.label), actor)
         st.caption("The Agreement and Adjudicate pages show the labels.")

@@ -64,10 +64,6 @@ def pick_month(engine: Engine, actor: Actor, can_write: bool) -> str | None:
     today = dt.date.today()
     if st.session_state.get(GOTO_KEY) in months:  # a month just opened: show it
         st.session_state[MONTH_KEY] = st.session_state.pop(GOTO_KEY)
-    slot = st.container()  # always drawn, so the tabs below keep their place (and the tab)
-    flash = st.session_state.pop("rev_flash", None)
-    if flash:
-        slot.success(ui.plain(flash))
     c1, c2 = st.columns([2, 1])
     picked: str | None = c1.selectbox(
         "Review",
@@ -82,17 +78,20 @@ def pick_month(engine: Engine, actor: Actor, can_write: bool) -> str | None:
             new_month = st.text_input(
                 "Open the review of month (YYYY-MM)", f"{today.year:04d}-{today.month:02d}"
             )
-            if st.form_submit_button("Open review"):
-                with ui.reported():
-                    view, created = reviews.open_month(engine, actor, new_month.strip())
-                    # the picker is already drawn in this run: switch to the month in the next
-                    st.session_state[GOTO_KEY] = view.month
-                    st.session_state["rev_flash"] = (
-                        f"Opened the review of {view.month}."
-                        if created
-                        else f"The review of {view.month} already exists: switched to it."
-                    )
-                    st.rerun()
+            go = st.form_submit_button("Open review")
+        here = ui.under("rev_open", where=c2)  # what the form did, right under it
+        if go:
+            with here, ui.reported():
+                view, created = reviews.open_month(engine, actor, new_month.strip())
+                # the picker is already drawn in this run: switch to the month in the next
+                st.session_state[GOTO_KEY] = view.month
+                ui.said(
+                    "rev_open",
+                    f"Opened the review of {view.month}."
+                    if created
+                    else f"The review of {view.month} already exists: switched to it.",
+                )
+                st.rerun()
     return picked
 
 

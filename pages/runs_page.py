@@ -288,9 +288,6 @@ def main() -> None:
         with st.expander("Import a run or run a bundled pipeline"):
             import_run_form(engine, actor, tax)
             execute_form(engine, actor, tax)
-    flash = st.session_state.pop("runs_flash", None)
-    if flash:
-        st.success(ui.plain(flash))
     if not runs:
         st.info(
             "No evaluation runs yet. Import a run's outputs, run a bundled pipeline above, or "

@@ -169,10 +169,8 @@ def _one_trace(engine: Engine, actor: Actor, tax: Taxonomy, pk: int) -> None:
 
 
 def _list(engine: Engine, actor: Actor, tax: Taxonomy) -> None:
-    """The page without ?trace: the last action's message, import, retention, the list."""
-    flash = st.session_state.pop(f"{P}flash", None)
-    if flash:
-        st.success(ui.plain(flash))
+    """The page without ?trace: import, retention (each saying what it did under its
+    button), the list."""
     if actor.can(Permission.import_traces):
         import_panel(engine, actor, tax)
     retention_panel(engine, actor)

@@ -309,3 +309,41 @@ def charts_exported(make: Callable[[], T]) -> T:
 
     with vega_charts._altair_globals_lock:
         return make()
+
+
+#: Less room above the title, for the pages whose controls must fit 1280x720 (Label,
+#: Adjudicate); a literal constant (st.html never shows text built at run time).
+_COMPACT = "<style>.stMainBlockContainer { padding-top: 2.5rem; }</style>"
+
+
+def compact() -> None:
+    """Less room above the page's title (see :data:`_COMPACT`)."""
+    st.html(_COMPACT)
+
+
+_SAID = "said_"  # session-state prefix: what a control's last press did, said once under it
+_SAY = {"success", "info", "warning", "error"}
+
+
+def said(control: str, message: str, kind: str = "success") -> None:
+    """Remember what pressing ``control`` (a button's or form's key) did, to say it right
+    under that control on the next run (after anything said before): call it, then
+    ``st.rerun()``. Every page
+    acknowledges a save, an approval, an import, a creation or a deletion this way, next to
+    the control that caused it, never at the top of a long page (issue 35 item 4)."""
+    said_before = st.session_state.setdefault(_SAID + control, [])
+    said_before.append((kind if kind in _SAY else "success", message))
+
+
+def under(control: str, where: Any = None) -> Any:
+    """The place right under ``control``: call it right after drawing the control (in the
+    same column or container, ``where``). What the control's last press did (:func:`said`)
+    is shown there once; the returned slot takes what this run says about it (a refusal:
+    ``ui.transact(..., where=slot)``, ``ui.error(..., where=slot)``)."""
+    slot = (where or st).container(key=f"said_{control}")
+    for kind, message in st.session_state.pop(_SAID + control, []):
+        if kind == "error":
+            error(message, where=slot)
+        else:
+            getattr(slot, kind)(plain(message))
+    return slot

@@ -11,7 +11,7 @@ import streamlit as st
 from sqlalchemy import Engine
 
 from pages import integrity, ui
-from pages.wording.common import BASE, DRAFT, FLASH, FLASH_WARNING, WordingContext
+from pages.wording.common import BASE, DRAFT, WordingContext
 from pages.wording.compare_tab import compare_tab
 from pages.wording.editor import edit_tab
 from pages.wording.history_tab import history_tab
@@ -61,12 +61,6 @@ def _context(engine: Engine, actor: Actor, current: WordingInForce) -> WordingCo
         )
     else:
         st.caption(ui.plain(display.in_force_caption(current.version)))
-    flash = st.session_state.pop(FLASH, None)
-    if flash:
-        st.success(ui.plain(flash))
-    warned = st.session_state.pop(FLASH_WARNING, None)
-    if warned:
-        st.warning(ui.plain(warned))
     st.session_state.setdefault(DRAFT, {})
     draft: dict[str, dict[str, str]] = st.session_state[DRAFT]
     if not draft:

@@ -159,8 +159,9 @@ def create(engine: Engine, actor: Actor, form: forms.PlanForm) -> None:
         return
     forget_counts()
     st.session_state["aud_want_plan"] = new_id
-    st.session_state["aud_flash"] = (
-        f"Plan {spec.name.strip()!r} created. Check the allocation, then draw the sample."
+    ui.said(
+        "aud_new_plan",
+        f"Plan {spec.name.strip()!r} created. Check the allocation, then draw the sample.",
     )
     st.rerun()
 
@@ -168,18 +169,17 @@ def create(engine: Engine, actor: Actor, form: forms.PlanForm) -> None:
 def new_plan_form(engine: Engine, actor: Actor, tax: Taxonomy, expanded: bool) -> None:
     """The expander with the form; its buttons count the population (shown below the form)
     or create the plan."""
-    with st.expander("New sampling plan", expanded=expanded):
-        with st.form("aud_new_plan"):
-            name = st.text_input(
-                "Plan name", placeholder="July 2025 monthly review", key="aud_name"
-            )
-            form = sample_fields(replace(population_fields(engine, tax), name=name))
-            b1, b2 = st.columns(2)
-            want_preview = b1.form_submit_button("Count the population")
-            want_create = b2.form_submit_button("Create plan", type="primary")
-        if want_preview or want_create:
-            with ui.reported("Nothing was created. "):
-                if want_preview:
-                    preview(engine, form)
-                else:
-                    create(engine, actor, form)
+    with st.expander("New sampling plan", expanded=expanded), st.form("aud_new_plan"):
+        name = st.text_input("Plan name", placeholder="July 2025 monthly review", key="aud_name")
+        form = sample_fields(replace(population_fields(engine, tax), name=name))
+        b1, b2 = st.columns(2)
+        want_preview = b1.form_submit_button("Count the population")
+        want_create = b2.form_submit_button("Create plan", type="primary")
+    # what the buttons did, right under the form (and under the expander once it closes)
+    here = ui.under("aud_new_plan")
+    if want_preview or want_create:
+        with here, ui.reported("Nothing was created. "):
+            if want_preview:
+                preview(engine, form)
+            else:
+                create(engine, actor, form)

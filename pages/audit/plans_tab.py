@@ -21,6 +21,7 @@ from review.core.taxonomy import Taxonomy
 from review.core.terms import PlanStatus
 
 PAGE_SIZE = 25
+ACTIONS = "aud_plan_actions"  # the row of a plan's buttons
 
 
 def render(
@@ -78,41 +79,43 @@ def plan_details(engine: Engine, plan: audit_plans.PlanView) -> None:
 
 
 def plan_actions(engine: Engine, actor: Actor, plan: audit_plans.PlanView) -> None:
-    """Draw or recount a planned batch, close an open one, verify a drawn one."""
+    """Draw or recount a planned batch, close an open one, verify a drawn one; what a button
+    did (or why it did nothing) is said right under the row of buttons."""
     c1, c2, c3 = st.columns(3)
-    if plan.status == PlanStatus.planned:
-        if c1.button("Draw the sample", type="primary", key="aud_draw"):
-            res = ui.transact(lambda s: audit_plans.draw_plan(s, actor, plan.id), prefix="")
-            if res is None:
-                forget_counts()
-            else:
-                st.session_state["aud_flash"] = (
-                    f"Drew {res.items} traces into {plan.name!r}; the queue is open."
-                )
-                st.rerun()
-        if (
-            c2.button("Recount the population", key="aud_recount")
-            and ui.transact(lambda s: audit_plans.recount_plan(s, actor, plan.id), prefix="")
-            is not None
-        ):
+    draw = plan.status == PlanStatus.planned and c1.button(
+        "Draw the sample", type="primary", key="aud_draw"
+    )
+    recount = plan.status == PlanStatus.planned and c2.button(
+        "Recount the population", key="aud_recount"
+    )
+    close = plan.status == PlanStatus.open and c1.button("Close the batch", key="aud_close")
+    verify = plan.status != PlanStatus.planned and c3.button(
+        "Check reproducibility", key="aud_verify"
+    )
+    here = ui.under(ACTIONS)
+    if draw:
+        res = ui.transact(lambda s: audit_plans.draw_plan(s, actor, plan.id), "", here)
+        if res is None:
             forget_counts()
-            st.session_state["aud_flash"] = "Population counted again."
+        else:
+            ui.said(ACTIONS, f"Drew {res.items} traces into {plan.name!r}; the queue is open.")
             st.rerun()
     if (
-        plan.status == PlanStatus.open
-        and c1.button("Close the batch", key="aud_close")
-        and ui.transact(lambda s: _closed(s, actor, plan.id), prefix="")
+        recount
+        and ui.transact(lambda s: audit_plans.recount_plan(s, actor, plan.id), "", here) is not None
     ):
-        st.session_state["aud_flash"] = f"{plan.name!r} is closed."
+        forget_counts()
+        ui.said(ACTIONS, "Population counted again.")
         st.rerun()
-    if plan.status != PlanStatus.planned and c3.button("Check reproducibility", key="aud_verify"):
+    if close and ui.transact(lambda s: _closed(s, actor, plan.id), "", here):
+        ui.said(ACTIONS, f"{plan.name!r} is closed.")
+        st.rerun()
+    if verify:
         kind, message = display.reproducibility(audit_plans.verify_sample(engine, plan.id))
-        if kind == "success":
-            st.success(ui.plain(message))
-        elif kind == "warning":
-            st.warning(ui.plain(message))
+        if kind in ("success", "warning"):
+            getattr(here, kind)(ui.plain(message))
         else:
-            ui.error(message)
+            ui.error(message, where=here)
 
 
 def sample_table(engine: Engine, plan: audit_plans.PlanView) -> None:

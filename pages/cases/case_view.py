@@ -15,7 +15,10 @@ from review.core.identity import Actor, Permission
 from review.core.taxonomy import Taxonomy
 from review.labels import blind
 
-FLASH_KEY = "cases_flash"
+
+def said_key(case_id: int) -> str:
+    """The place under a case's Edit button: what saving or creating the case did."""
+    return f"cases_case_{case_id}"
 
 
 def edit_key(case_id: int) -> str:
@@ -31,6 +34,7 @@ def edit_case(
         "refused and nothing is overwritten."
     )
     result = case_form(tax, f"case_edit_form_{view.id}", view.record, "Save changes")
+    here = ui.under(f"case_edit_form_{view.id}")  # a refused save, under the form
     if st.button("Cancel editing"):
         st.session_state[edit_key(view.id)] = None
         st.rerun()
@@ -38,10 +42,11 @@ def edit_case(
         new_version = ui.transact(
             lambda s: cases.update_case(s, actor, view.id, opened_version, result, tax),
             prefix="",
+            where=here,
         )
         if new_version is not None:
             st.session_state[edit_key(view.id)] = None
-            st.session_state[FLASH_KEY] = f"Saved {view.key} (version {new_version})."
+            ui.said(said_key(view.id), f"Saved {view.key} (version {new_version}).")
             st.rerun()
 
 
@@ -127,9 +132,6 @@ def show_case(engine: Engine, actor: Actor, tax: Taxonomy, case_id: int) -> None
     if opened is not None and not view.blind and clearance.may_see(actor, view.text_restricted):
         edit_case(engine, actor, tax, view, int(opened))
         return
-    flash = st.session_state.pop(FLASH_KEY, None)
-    if flash:
-        st.success(ui.plain(flash))
     ui.text(view.question, label="Question")
     left, right = st.columns([2, 1])
     with left:
@@ -145,6 +147,8 @@ def show_case(engine: Engine, actor: Actor, tax: Taxonomy, case_id: int) -> None
         return
     if not clearance.may_see(actor, view.text_restricted):
         st.caption("Editing this case needs clearance: it relies on a restricted document.")
-    elif actor.can(Permission.edit_cases) and st.button("Edit this case", type="primary"):
-        st.session_state[edit_key(view.id)] = view.version
-        st.rerun()
+    elif actor.can(Permission.edit_cases):
+        if st.button("Edit this case", type="primary", key=f"cases_edit_btn_{view.id}"):
+            st.session_state[edit_key(view.id)] = view.version
+            st.rerun()
+        ui.under(said_key(view.id))  # what the last save (or the creation) did

@@ -13,16 +13,13 @@ from review.core.errors import WorkbenchError
 from review.core.identity import Actor
 
 PREVIEW_KEY = "cases_split_preview"
-FLASH_KEY = "cases_split_flash"
+APPLIED = "cases_split_applied"  # what applying did, said under the Preview button
 
 
 def splits_panel(engine: Engine, actor: Actor) -> None:
     with st.expander("Assign train / validation / test splits"):
         last = splits.last_assignment(engine)
         st.caption(ui.plain(display.split_note(last)))
-        split_flash = st.session_state.pop(FLASH_KEY, None)
-        if split_flash:
-            st.success(ui.plain(split_flash))
         c1, c2 = st.columns(2)
         seed = int(
             c1.number_input(
@@ -38,7 +35,9 @@ def splits_panel(engine: Engine, actor: Actor) -> None:
         )
         # The preview reads every ready case and its slices: computed only when asked for
         # (issue 11), kept for these inputs until they change or the assignment is applied.
-        if st.button("Preview the split", key="cases_split_preview_btn"):
+        asked = st.button("Preview the split", key="cases_split_preview_btn")
+        ui.under(APPLIED)
+        if asked:
             try:
                 sp = splits.plan(engine, seed, keep_existing=keep)
             except WorkbenchError as exc:
@@ -67,9 +66,10 @@ def splits_panel(engine: Engine, actor: Actor) -> None:
                 width="stretch",
                 height=ui.table_height(len(moves), 10),
             )
-        if st.button("Apply this assignment", disabled=moves.empty):
-            with ui.reported():
+        if st.button("Apply this assignment", disabled=moves.empty, key="cases_split_apply"):
+            here = ui.under("cases_split_apply")
+            with ui.reported(where=here):
                 n = splits.apply(engine, actor, seed, keep_existing=keep)
                 st.session_state.pop(PREVIEW_KEY, None)
-                st.session_state[FLASH_KEY] = display.split_applied_message(n, seed, len(moves))
+                ui.said(APPLIED, display.split_applied_message(n, seed, len(moves)))
                 st.rerun()

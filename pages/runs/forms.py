@@ -38,14 +38,15 @@ def import_run_form(engine: Engine, actor: Actor, tax: Taxonomy) -> None:
         name = c1.text_input("Run name")
         version = c2.text_input("System version")
         go = st.form_submit_button("Import run")
+    here = ui.under("runs_import")  # what the import did, right under the form
     if go:
-        with ui.reported("Nothing was imported. "):
+        with ui.reported("Nothing was imported. ", where=here):
             if up is None:
                 raise InputError("choose a file")
             text = uploads.read_text(up.name, up.getvalue(), "run")
             items = list(evalruns.iter_outputs(text.splitlines(), up.name, tax))
             evalruns.import_run(engine, actor, name, version, items, up.name)
-            st.session_state["runs_flash"] = f"Run {name!r} imported."
+            ui.said("runs_import", f"Run {name!r} imported.")
             st.rerun()
 
 
@@ -90,6 +91,7 @@ def execute_form(engine: Engine, actor: Actor, tax: Taxonomy) -> None:
             value=True,
         )
         ex = st.form_submit_button("Run on the chosen cases")
+    here = ui.under("runs_execute")  # what the run did, right under the form
     if ex:
         chosen = {f: (None if v == ALL else v) for f, v in picked.items()}
         subset = execution.CaseSubset(
@@ -97,8 +99,8 @@ def execute_form(engine: Engine, actor: Actor, tax: Taxonomy) -> None:
             mentions=mentions.strip() or None,
             **chosen,
         )
-        with ui.reported():
-            with st.spinner("Running…"):
+        with ui.reported(where=here):
+            with here, st.spinner("Running…"):
                 pipeline, used = configured_pipeline(engine, BUNDLED[which]())
                 execution.execute(
                     engine,
@@ -112,7 +114,7 @@ def execute_form(engine: Engine, actor: Actor, tax: Taxonomy) -> None:
                     perturb=perturb,
                     subset=subset,
                 )
-            st.session_state["runs_flash"] = f"Run {run_name!r} stored."
+            ui.said("runs_execute", f"Run {run_name!r} stored.")
             st.rerun()
 
 
@@ -137,12 +139,13 @@ def judge_section(
     with st.form(f"runs_judge_{run.id}", clear_on_submit=True):
         up = ui.file_upload("Judge labels JSONL", "judge", type=["jsonl"])
         go = st.form_submit_button("Import judge labels")
+    here = ui.under(f"runs_judge_{run.id}")
     if go:
-        with ui.reported("Nothing was imported. "):
+        with ui.reported("Nothing was imported. ", where=here):
             if up is None:
                 raise InputError("choose a file")
             text = uploads.read_text(up.name, up.getvalue(), "judge")
             items = list(judges.iter_judge_labels(text.splitlines(), up.name, tax))
             n = judges.import_judge_labels(engine, actor, run.id, items, up.name)
-            st.session_state["runs_flash"] = f"{readable.count(n, 'judge label')} imported."
+            ui.said(f"runs_judge_{run.id}", f"{readable.count(n, 'judge label')} imported.")
             st.rerun()

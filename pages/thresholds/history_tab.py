@@ -33,7 +33,11 @@ def _compare(engine: Engine, allv: list[signoff.VersionView], pif: PolicyInForce
         before, after = change
         a_default, b_default = (before.id if before else None), after.id
         st.caption(
-            ui.plain(policy_display.change_caption(before, after, in_force_id, shipped=shipped))
+            ui.plain(
+                policy_display.change_caption(
+                    before, after, in_force_id, shipped=shipped, versions=allv
+                )
+            )
         )
     else:
         a_default, b_default = None, allv[0].id
@@ -47,6 +51,7 @@ def _compare(engine: Engine, allv: list[signoff.VersionView], pif: PolicyInForce
             views.get(vid) if vid is not None else None,
             in_force_id,
             shipped=shipped,
+            versions=allv,
         )
 
     c1, c2 = st.columns(2)
@@ -156,8 +161,11 @@ def history_tab(engine: Engine, actor: Actor, pif: PolicyInForce) -> None:
         st.info("No versions yet.")
         _reproduce(engine, actor, pif)
         return
+    in_force_id = pif.version.id if pif.version is not None else None
     ui.table(
-        display.history_frame(allv, users.display_names(engine)), hide_index=True, width="stretch"
+        display.history_frame(allv, in_force_id, users.display_names(engine)),
+        hide_index=True,
+        width="stretch",
     )
     _compare(engine, allv, pif)
     in_force_number = pif.version.number if pif.version is not None else None

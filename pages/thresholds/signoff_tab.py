@@ -83,8 +83,9 @@ def _sign_form(engine: Engine, actor: Actor, tax: Taxonomy, review: ProposalRevi
         c1, c2 = st.columns(2)
         approve = c1.form_submit_button("Approve", type="primary")
         reject = c2.form_submit_button("Reject")
+    here = ui.under(f"thr_sign_{v.id}")  # what a signature did (or why not), under the form
     if approve or reject:
-        with ui.reported():
+        with ui.reported(where=here):
             signing.sign_thresholds(
                 engine,
                 actor,
@@ -103,7 +104,8 @@ def _sign_form(engine: Engine, actor: Actor, tax: Taxonomy, review: ProposalRevi
                 st.rerun(scope="app")
             # one signature of several: only this proposal changes (its signatures and what
             # it still needs), so only its box is drawn again, not the other proposals
-            st.session_state[f"{FLASH}_{v.id}"] = message
+            st.session_state[f"{FLASH}_{v.id}"] = True  # read the proposal again
+            ui.said(f"thr_sign_{v.id}", message)
             ui.rerun_here()
 
 
@@ -138,8 +140,6 @@ def _proposal(
     if signed or ui.in_fragment_run():  # ``v`` is as the page last read it: read it again
         v = signoff.get_version(engine, v.id)
     with st.container(border=True, key=f"thr_proposal_{v.number}"):
-        if signed:
-            st.success(ui.plain(signed))
         names = users.display_names(engine)
         by = readable.person(v.author, names)
         st.subheader(f"Version {v.number:d} · proposed by {ui.plain(by)}")
@@ -180,8 +180,10 @@ def _proposal(
             )
         elif display.signing_roles(actor, v) and actor.can(Permission.approve_policy):
             _sign_form(engine, actor, tax, review)
+            return
         else:
             st.caption("Signatures come from a product owner and compliance.")
+        ui.under(f"thr_sign_{v.id}")  # what my signature did: the form is gone since
 
 
 def _newest_run_id(engine: Engine) -> int | None:

@@ -94,13 +94,15 @@ def unknown_documents_form(engine: Engine, actor: Actor) -> None:
     with st.form("admin_unknown_documents"):
         on = st.checkbox("Traces citing unknown documents are restricted", value=cfg.on)
         save = st.form_submit_button("Save the setting")
+    here = ui.under("admin_unknown_documents")  # what the form did, right under it
     if save:
         # a stale save is refused and the form reopens on the version saved meanwhile
         opened = int(st.session_state.pop("admin_unknown_opened"))
-        with ui.reported("Nothing was saved. "):
+        with ui.reported("Nothing was saved. ", where=here):
             _, flips = restricted.set_unknown_documents(engine, actor, on, opened)
-            st.session_state["admin_flash"] = (
+            ui.said(
+                "admin_unknown_documents",
                 f"Setting saved: {readable.count(flips.restricted, 'trace')} became restricted, "
-                f"{flips.opened} became open."
+                f"{flips.opened} became open.",
             )
             st.rerun()

@@ -21,11 +21,13 @@ def _purge(engine: Engine, actor: Actor, days: int) -> None:
         "(traces in audit samples are kept)",
         key=f"{P}purge_sure",
     )
-    if st.button("Purge now", disabled=not sure):
-        with ui.reported():
+    asked = st.button("Purge now", disabled=not sure, key=f"{P}purge")
+    here = ui.under(f"{P}purge")  # what the purge did, right under its button
+    if asked:
+        with ui.reported(where=here):
             result = retention.apply_retention(engine, actor)
             if result is not None:
-                st.session_state[f"{P}flash"] = result.summary()
+                ui.said(f"{P}purge", result.summary())
             cached.forget_facets()
             st.rerun()
 
@@ -48,15 +50,16 @@ def retention_panel(engine: Engine, actor: Actor) -> None:
                 step=1,
             )
             save = st.form_submit_button("Save retention rule")
+        here = ui.under("traces_retention")  # what the form did, right under it
         if save:
             try:
                 retention.set_retention(engine, actor, int(days) or None, opened)
             except WorkbenchError as exc:
-                ui.show_error(exc)
+                ui.show_error(exc, where=here)
                 st.session_state[f"{P}retention_version"] = r.version  # now showing theirs
             else:
                 st.session_state.pop(f"{P}retention_version", None)
-                st.session_state[f"{P}flash"] = "Retention rule saved."
+                ui.said("traces_retention", "Retention rule saved.")
                 st.rerun()
         if r.days is not None:
             _purge(engine, actor, r.days)

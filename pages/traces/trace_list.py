@@ -20,7 +20,7 @@ from review.traces.model import feedback_label
 
 P = "traces_"  # session-state prefix of the Traces page
 PAGE_SIZE = 25
-KEEP = frozenset({f"{P}report", f"{P}applied", f"{P}flash"})  # kept when the filters reset
+KEEP = frozenset({f"{P}report", f"{P}applied"})  # kept when the filters reset
 
 
 #: Each filter widget's empty value. Clearing sets these rather than deleting the keys: the
@@ -36,7 +36,7 @@ EMPTY: dict[str, Any] = {
 
 
 def reset_filters() -> None:
-    """Forget every filter value (the import report, the applied link and the flash stay):
+    """Forget every filter value (the import report and the applied link stay):
     the widgets are set to their empty values, everything else under :data:`P` goes."""
     for k in list(st.session_state):
         if isinstance(k, str) and k.startswith(P) and k not in KEEP:

@@ -19,8 +19,8 @@ from review.wording.versions import WordingInForce
 
 DRAFT = "wd_draft"  # message key -> {"text": ..., "description": ...}
 BASE = "wd_base"  # id of the version the draft started from (None: the shipped file)
-FLASH = "wd_flash"  # the message shown once after a proposal or a signature
-FLASH_WARNING = "wd_flash_warning"  # what it did to other proposals, shown once beside it
+PROPOSED = "wd_proposed"  # what the last proposal did, said under "Your draft"
+SIGNED = "wd_signed"  # what a signature that ended a proposal did, said atop the Sign-off tab
 CARET_WIDTH = 72  # characters per line of the caret view
 DIFF_LEGEND = "Word diff: [-removed-] {+added+}"
 

@@ -23,7 +23,7 @@ def history_tab(ctx: WordingContext) -> None:
         st.info("No wording version has been proposed yet.")
         return
     ui.table(
-        display.history_frame(allv, users.display_names(ctx.engine)),
+        display.history_frame(allv, ctx.current.version_id, users.display_names(ctx.engine)),
         hide_index=True,
         width="stretch",
     )
@@ -34,7 +34,11 @@ def history_tab(ctx: WordingContext) -> None:
         st.caption(
             ui.plain(
                 policy_display.change_caption(
-                    before, after, ctx.current.version_id, shipped=display.SHIPPED
+                    before,
+                    after,
+                    ctx.current.version_id,
+                    shipped=display.SHIPPED,
+                    versions=allv,
                 )
             )
         )

@@ -7,7 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from pages import ui
-from pages.wording.common import BASE, FLASH, FLASH_WARNING, WordingContext, clear_draft
+from pages.wording.common import BASE, PROPOSED, WordingContext, clear_draft
 from review.core import readable
 from review.core.errors import WorkbenchError
 from review.core.identity import Permission
@@ -52,26 +52,29 @@ def _propose_form(ctx: WordingContext, edits: dict[str, drafts.MessageDraft]) ->
             "Why this change (goes into the change record)", key="wd_rationale"
         )
         go = st.form_submit_button("Submit for approval", type="primary", key="wd_submit")
+    here = ui.under("wd_propose")  # a refused proposal, under the button
     if go:
-        with ui.reported():
+        with ui.reported(where=here):
             vid = signing.propose_edits(
                 ctx.engine, ctx.actor, edits, rationale, based_on=st.session_state.get(BASE)
             )
             v = signoff.get_version(ctx.engine, vid)
             clear_draft()
-            st.session_state[FLASH] = (
+            ui.said(
+                PROPOSED,
                 f"Proposed as version {v.number}. "
-                f"Needs: {', '.join(map(readable.humanize, v.missing_roles))} (not you)."
+                f"Needs: {', '.join(map(readable.humanize, v.missing_roles))} (not you).",
             )
             others = signing.competing_numbers(ctx.engine, vid)
-            st.session_state[FLASH_WARNING] = display.competing_on_propose(
-                v.number, others, _base(ctx)
-            )
+            warned = display.competing_on_propose(v.number, others, _base(ctx))
+            if warned:
+                ui.said(PROPOSED, warned, "warning")
             st.rerun()
 
 
 def draft_section(ctx: WordingContext) -> None:
     st.subheader("Your draft")
+    ui.under(PROPOSED)  # what the last proposal did: the draft (and its button) is gone
     if not ctx.draft:
         st.caption("No edits yet: change a message above. Edits are kept while you switch keys.")
         return

@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from pages import ui
-from pages.wording.common import DIFF_LEGEND, FLASH, FLASH_WARNING, WordingContext, findings_view
+from pages.wording.common import DIFF_LEGEND, SIGNED, WordingContext, findings_view
 from review.admin import users
 from review.core import clearance, readable
 from review.core.identity import Role
@@ -70,8 +70,9 @@ def _sign_form(ctx: WordingContext, r: VersionReview) -> None:
         c1, c2 = st.columns(2)
         approve = c1.form_submit_button("Approve", type="primary", key=f"wd_approve_{v.id}")
         reject = c2.form_submit_button("Reject", key=f"wd_reject_{v.id}")
+    here = ui.under(f"wd_sign_{v.id}")  # what a signature did (or why not), under the form
     if approve or reject:
-        with ui.reported():
+        with ui.reported(where=here):
             signing.sign_wording(
                 ctx.engine,
                 ctx.actor,
@@ -82,15 +83,19 @@ def _sign_form(ctx: WordingContext, r: VersionReview) -> None:
             )
             done = signoff.get_version(ctx.engine, v.id)
             in_force = approve and done.status == VersionStatus.approved
-            st.session_state[FLASH] = (
+            message = (
                 f"Version {v.number} {'approved' if approve else 'rejected'} as "
                 f"{readable.humanize(role)}"
                 + (": it is the wording in force now." if in_force else ".")
             )
+            # still pending: said under its form; in force or rejected, its card is gone:
+            # said where the cards start
+            where = f"wd_sign_{v.id}" if done.status == VersionStatus.pending else SIGNED
+            ui.said(where, message)
             if in_force:
-                st.session_state[FLASH_WARNING] = display.competing_after_approval(
-                    v.number, r.competitors
-                )
+                warned = display.competing_after_approval(v.number, r.competitors)
+                if warned:
+                    ui.said(where, warned, "warning")
             st.rerun()
 
 
@@ -109,6 +114,8 @@ def _signatures(ctx: WordingContext, r: VersionReview) -> None:
         )
     else:
         st.caption("Signatures come from product owners and compliance.")
+    if choice != "sign":
+        ui.under(f"wd_sign_{v.id}")  # what my signature did: the form is gone since
 
 
 def _version(ctx: WordingContext, v: signoff.VersionView) -> None:
@@ -139,6 +146,7 @@ def _version(ctx: WordingContext, v: signoff.VersionView) -> None:
 
 
 def sign_tab(ctx: WordingContext) -> None:
+    ui.under(SIGNED)
     pend = versions.pending(ctx.engine)
     if not pend:
         st.info("No wording change is waiting for sign-off.")

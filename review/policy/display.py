@@ -5,6 +5,7 @@ with the change in force (that version against the one it replaced) as the defau
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
@@ -67,21 +68,57 @@ def signature_line(
     return line + (f" ({s.note})" if note and s.note else "")
 
 
-def status_text(version: signoff.VersionView, in_force_id: int | None) -> str:
-    """Where a version stands, in words: in force; approved earlier and replaced since; a
-    proposal waiting for sign-off; rejected."""
+def status_text(
+    version: signoff.VersionView,
+    in_force_id: int | None,
+    versions: Sequence[signoff.VersionView] = (),
+) -> str:
+    """Where a version stands, in the words every table, picker and header of a history uses:
+    "in force"; "approved, replaced by version 5" (an approval since put another in force);
+    "proposal, waiting for sign-off"; "stale: superseded by version 5" (a proposal whose
+    parent is no longer in force: it can only be rejected); "rejected". Without ``versions``
+    (every version of the kind) the successor is not known: "approved, replaced since",
+    and a proposal reads as waiting."""
     if version.id == in_force_id:
         return "in force"
     status = version.status
     if status == VersionStatus.approved:
-        return "approved, replaced since"
+        later = _replaced_by(version, versions)
+        if later is None:
+            return "approved, replaced since"
+        return f"approved, replaced by version {later.number}"
     if status == VersionStatus.pending:
+        current = next((v for v in versions if v.id == in_force_id), None)
+        if current is not None and version.parent_id != current.id:
+            return f"stale: superseded by version {current.number}"
         return "proposal, waiting for sign-off"
     return str(status)
 
 
+def _approval_order(v: signoff.VersionView) -> tuple[dt.datetime, int]:
+    return (v.approved_on or v.created_at, v.number)
+
+
+def _replaced_by(
+    version: signoff.VersionView, versions: Sequence[signoff.VersionView]
+) -> signoff.VersionView | None:
+    """The version approved next after ``version`` (the one that replaced it), if known."""
+    later = [
+        v
+        for v in versions
+        if v.id != version.id
+        and v.approved_on is not None
+        and _approval_order(v) > _approval_order(version)
+    ]
+    return min(later, key=_approval_order) if later else None
+
+
 def version_heading(
-    version: signoff.VersionView | None, in_force_id: int | None, *, shipped: str = SHIPPED
+    version: signoff.VersionView | None,
+    in_force_id: int | None,
+    *,
+    shipped: str = SHIPPED,
+    versions: Sequence[signoff.VersionView] = (),
 ) -> str:
     """A version in a picker or a diff header, the same words everywhere: "sign-off v4 · file
     version 4 (in force)", "sign-off v3 · file version 4 (proposal, waiting for sign-off)";
@@ -89,7 +126,7 @@ def version_heading(
     if version is None:
         return shipped
     label = readable.version_label(version.number, version.file_version)
-    return f"{label} ({status_text(version, in_force_id)})"
+    return f"{label} ({status_text(version, in_force_id, versions)})"
 
 
 def in_force_change(
@@ -113,9 +150,9 @@ def change_caption(
     in_force_id: int | None,
     *,
     shipped: str = SHIPPED,
+    versions: Sequence[signoff.VersionView] = (),
 ) -> str:
     """What the default diff shows, in one sentence."""
-    return (
-        f"The change in force: {version_heading(after, in_force_id)} against the version it "
-        f"replaced, {version_heading(before, in_force_id, shipped=shipped)}."
-    )
+    now = version_heading(after, in_force_id, versions=versions)
+    was = version_heading(before, in_force_id, shipped=shipped, versions=versions)
+    return f"The change in force: {now} against the version it replaced, {was}."

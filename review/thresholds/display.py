@@ -17,7 +17,7 @@ import yaml
 
 from review.core import readable
 from review.policy import signoff
-from review.policy.display import in_force_caption, signature_line
+from review.policy.display import in_force_caption, signature_line, status_text
 from review.policy.policy import ModeThresholds, NoAnswerPolicy
 from review.policy.signoff import signing_roles
 from review.thresholds.headline import METRIC_LABELS
@@ -238,15 +238,17 @@ def _reason(s: signoff.Signature) -> str:
 
 
 def history_frame(
-    versions: Sequence[signoff.VersionView], names: Mapping[str, str] | None = None
+    versions: Sequence[signoff.VersionView],
+    in_force_id: int | None,
+    names: Mapping[str, str] | None = None,
 ) -> pd.DataFrame:
-    """Every policy version: status, author and signers by name (``names``: e-mail ->
-    name), dates, digest, reasons."""
+    """Every policy version: where it stands (``status_text``), author and signers by name
+    (``names``: e-mail -> name), dates, digest, reasons."""
     return pd.DataFrame(
         [
             {
                 "version": v.number,
-                "status": v.status,
+                "status": status_text(v, in_force_id, versions),
                 "author": readable.person(v.author, names or {}),
                 "created": v.created_at,
                 "approved": v.approved_on,

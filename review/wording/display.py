@@ -13,7 +13,7 @@ import pandas as pd
 from review.core import readable
 from review.core.identity import Actor, Permission
 from review.policy import signoff
-from review.policy.display import in_force_caption, signature_line, version_heading
+from review.policy.display import in_force_caption, signature_line, status_text, version_heading
 from review.policy.signoff import signing_roles
 from review.wording.compare import MessageChange
 from review.wording.editing import key_meaning
@@ -77,6 +77,7 @@ def version_label(
         views[version_id] if version_id is not None else None,
         in_force_id,
         shipped=SHIPPED,
+        versions=list(views.values()),
     )
 
 
@@ -149,15 +150,17 @@ def sign_choice(actor: Actor, version: signoff.VersionView) -> SignChoice:
 
 
 def history_frame(
-    versions: Sequence[signoff.VersionView], names: Mapping[str, str] | None = None
+    versions: Sequence[signoff.VersionView],
+    in_force_id: int | None,
+    names: Mapping[str, str] | None = None,
 ) -> pd.DataFrame:
-    """Every wording version: status, author (by name: ``names`` maps e-mail -> name),
-    dates, changed keys, lint, signatures (signers by name)."""
+    """Every wording version: where it stands (``status_text``), author (by name: ``names``
+    maps e-mail -> name), dates, changed keys, lint, signatures (signers by name)."""
     return pd.DataFrame(
         [
             {
                 "version": v.number,
-                "status": v.status,
+                "status": status_text(v, in_force_id, versions),
                 "author": readable.person(v.author, names or {}),
                 "created": v.created_at,
                 "approved": v.approved_on,

@@ -326,7 +326,7 @@ def test_compare_and_history(wording_url: str, monkeypatch: pytest.MonkeyPatch) 
     }
     assert any("intact" in readable(s) for s in at.success)
     history = next(df.value for df in at.dataframe if "signatures" in df.value)
-    assert history["status"].tolist() == ["pending", "approved"]
+    assert history["status"].tolist() == ["proposal, waiting for sign-off", "in force"]
     assert history["changed keys"].tolist()[0] == "R2"
     # the shipped file against version 1 (which is the shipped file, signed)
     at.selectbox(key="wd_cmp_a").set_value(None).run()

@@ -133,7 +133,8 @@ def test_history_shows_the_change_in_force(
     )
     assert caption == (
         f"The change in force: sign-off v{r2.number} · file version 2 (in force) against the "
-        "version it replaced, sign-off v1 · file version 1 (approved, replaced since)."
+        f"version it replaced, sign-off v1 · file version 1 (approved, replaced by version "
+        f"{r2.number})."
     )
     # the History tab's diff: R2 changed, F1 (the stale proposal's edit) not in it
     diffs = [df.value for df in at.dataframe if "compliance signs" in df.value]

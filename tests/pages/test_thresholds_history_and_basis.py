@@ -78,7 +78,8 @@ def test_history_defaults_to_the_change_in_force(
     assert (a.value, b.value) == (parent.id, q.id)
     now = f"sign-off v{q.number} · file version {q.file_version} (in force)"
     was = (
-        f"sign-off v{parent.number} · file version {parent.file_version} (approved, replaced since)"
+        f"sign-off v{parent.number} · file version {parent.file_version} "
+        f"(approved, replaced by version {q.number})"
     )
     assert any(
         readable(c) == f"The change in force: {now} against the version it replaced, {was}."
@@ -88,7 +89,10 @@ def test_history_defaults_to_the_change_in_force(
     assert diff.splitlines()[:2] == [f"--- {was}", f"+++ {now}"]
     assert "+    refuse_below: 0.56" in diff.splitlines()
     # the proposal never approved reads in the same words, not "proposal: ..."
-    stale = f"sign-off v{p.number} · file version {p.file_version} (proposal, waiting for sign-off)"
+    stale = (
+        f"sign-off v{p.number} · file version {p.file_version} "
+        f"(stale: superseded by version {q.number})"
+    )
     assert stale in a.options and not any(o.startswith("proposal") for o in a.options)
     assert all(o.startswith(("sign-off v", "the shipped file")) for o in a.options)
 

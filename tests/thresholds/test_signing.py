@@ -103,7 +103,10 @@ def test_approving_a_failing_change_needs_a_reason_and_the_confirmation(
     # the history shows the reason, and what it was the reason for
     from review.thresholds import display
 
-    history = display.history_frame(signoff.versions(demo_engine, inforce.KIND))
+    in_force = inforce.in_force(demo_engine).version
+    history = display.history_frame(
+        signoff.versions(demo_engine, inforce.KIND), in_force.id if in_force else None
+    )
     assert history.loc[history["version"] == v.number, "reasons"].iloc[0] == (
         f"Product owner: {why} (approved although it failed release targets)"
     )

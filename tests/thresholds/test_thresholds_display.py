@@ -200,9 +200,13 @@ def test_who_may_sign_a_proposal() -> None:
 
 def test_history_rollback_choices_and_chain() -> None:
     allv = [version(3), version(2, *APPROVED, tuned_on="validation"), version(1, *APPROVED)]
-    frame = display.history_frame(allv, {"compliance@example.org": "Chen Li"})
+    frame = display.history_frame(allv, 2, {"compliance@example.org": "Chen Li"})
     assert list(frame["version"]) == [3, 2, 1]
-    assert list(frame["status"]) == ["pending", "approved", "approved"]
+    assert list(frame["status"]) == [
+        "stale: superseded by version 2",  # proposed on the shipped file, not on version 2
+        "in force",
+        "approved, replaced by version 2",
+    ]
     assert list(frame["tuned on"]) == ["", "validation", ""]
     assert frame["signatures"].iloc[1] == (
         "Product owner: approve by product_owner at 2025-06-02 09:30; "  # no name: not the e-mail

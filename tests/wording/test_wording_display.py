@@ -104,15 +104,15 @@ def test_the_history_table() -> None:
         snapshot={"changed_keys": ["R2", "R3"], "lint_total": 2},
     )
     names = {"product_owner@example.org": "Paula Kim"}
-    row = display.history_frame([v, version()], names).iloc[0]
-    assert row["version"] == 3 and row["status"] == "approved"
+    row = display.history_frame([v, version()], v.id, names).iloc[0]
+    assert row["version"] == 3 and row["status"] == "in force"
     assert row["changed keys"] == "R2, R3" and row["lint findings"] == 2
     assert row["sha256"] == "0123456789abcdef"
     assert row["signatures"] == (
         "Product owner: approve by Paula Kim at 2025-06-02 09:30 (fine); "
         "Compliance: approve by compliance at 2025-06-02 09:30"  # no name known: never the e-mail
     )
-    blank = display.history_frame([version()]).iloc[0]
+    blank = display.history_frame([version()], None).iloc[0]
     assert blank["changed keys"] == "" and blank["signatures"] == ""
 
 
