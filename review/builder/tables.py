@@ -282,7 +282,9 @@ def claims_table(claims: Sequence[ClaimMark]) -> pd.DataFrame:
     """Required claims and whether the variant's evidence still supports each."""
     if not claims:
         return pd.DataFrame(columns=["claim", "support"])
-    return pd.DataFrame([{"claim": c.text, "support": c.status} for c in claims])
+    return pd.DataFrame(
+        [{"claim": c.text, "kind": c.kind or "—", "support": c.status} for c in claims]
+    )
 
 
 def edit_line(e: EditRow, person: Callable[[str], str] = str) -> str:
