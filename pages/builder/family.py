@@ -179,7 +179,7 @@ def variant_detail(
     """A variant's question, required claims (editable) and recorded edits with replay."""
     ui.text(v.question, label="Question")
     st.caption("Required claims (for a partial variant: which claims lose support)")
-    st.dataframe(tables.claims_table(v.claims), hide_index=True, width="stretch")
+    st.dataframe(tables.claims_table(v.claims, tax), hide_index=True, width="stretch")
     if actor.can(Permission.edit_cases):
         with st.form(f"bld_claims_{v.case_id}"):
             text = st.text_area(
@@ -188,8 +188,8 @@ def variant_detail(
                     [c.text for c in v.claims], {c.text: c.kind for c in v.claims}
                 ),
                 height=100,
-                help=case_form.kinds_help(tax),
             )
+            st.caption(ui.plain(case_form.kinds_help(tax)))
             save = st.form_submit_button("Save the claims")
         if save:
             claims, kinds = case_form.parse_claim_lines(text)

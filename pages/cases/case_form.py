@@ -27,8 +27,8 @@ def case_form(
             "Required claims (one per line: each atomic claim the answer must establish)",
             s.claims,
             height=100,
-            help=case_form_data.kinds_help(tax),
         )
+        st.caption(ui.plain(case_form_data.kinds_help(tax)))
         c1, c2 = st.columns(2)
         ident_name = c1.text_input("Test identity", s.identity_name)
         ident_scopes = c2.multiselect(

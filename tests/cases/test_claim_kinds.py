@@ -15,7 +15,8 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import Engine, select
 
-from review.builder import suggestions
+from review.builder import suggestions, tables
+from review.builder.family_view import ClaimMark
 from review.builder.operator import Suggestion
 from review.cases import cases
 from review.cases import form as case_form
@@ -282,3 +283,17 @@ def test_the_builders_stale_note_gives_each_claims_limit_from_its_kind() -> None
     before = suggestions.freshness_note(policy, "policy", STALE, (None, None))
     assert before == suggestions.freshness_note(policy, "policy", STALE)
     assert before is not None and "a claim without a kind: 365 days" in before
+
+
+def test_the_family_views_claims_table_shows_kinds_only_when_a_claim_has_one(
+    tax: Taxonomy,
+) -> None:
+    marks = (ClaimMark(HISTORY, "supported", "historical"), ClaimMark(PRICE, "supported"))
+    assert tables.claims_table(marks).to_dict("records") == [
+        {"claim": HISTORY, "kind": "historical", "support": "supported"},
+        {"claim": PRICE, "kind": "—", "support": "supported"},
+    ]
+    named = tables.claims_table(marks, tax).to_dict("records")
+    assert [r["kind"] for r in named] == ["Historical fact", "—"]
+    plain = (ClaimMark(HISTORY, "supported"),)
+    assert list(tables.claims_table(plain).columns) == ["claim", "support"]
