@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sqlalchemy import Engine, select
 
 from review.builder import suggestions, tables
@@ -297,3 +299,33 @@ def test_the_family_views_claims_table_shows_kinds_only_when_a_claim_has_one(
     assert [r["kind"] for r in named] == ["Historical fact", "—"]
     plain = (ClaimMark(HISTORY, "supported"),)
     assert list(tables.claims_table(plain).columns) == ["claim", "support"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    kind=st.one_of(
+        st.none(),
+        st.sampled_from(["historical", "current_price", " historical ", "", "   "]),
+        st.text(max_size=70),
+        st.integers(),
+        st.floats(allow_nan=True),
+        st.booleans(),
+    )
+)
+def test_any_kind_is_taken_as_a_known_kind_as_none_or_refused_naming_the_field(
+    tax: Taxonomy, kind: object
+) -> None:
+    """Whatever a file gives as a claim's kind, the case either has that known kind, has none
+    (null or blank), or is refused naming claim_kinds; never another kind, never a crash."""
+    try:
+        got = cases.validate_case(case(claim_kinds={HISTORY: kind}), "c.jsonl", 4, tax)
+    except InputError as exc:
+        assert str(exc).startswith("c.jsonl: line 4: field claim_kinds")
+        assert not (isinstance(kind, str) and kind.strip() in tax.claim_kinds)
+        return
+    if isinstance(kind, str) and kind.strip():
+        assert kind.strip() in tax.claim_kinds
+        assert got.kind_of(HISTORY) == kind.strip()
+    else:
+        assert kind is None or (isinstance(kind, str) and not kind.strip())
+        assert got.kind_of(HISTORY) is None and got.claim_kinds == {}
