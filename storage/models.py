@@ -182,6 +182,9 @@ class CaseClaim(Base):
     case_id: Mapped[int] = mapped_column(ForeignKey("cases.id", ondelete="CASCADE"), index=True)
     position: Mapped[int] = mapped_column(Integer)
     text: Mapped[str] = mapped_column(Text)
+    #: the kind of fact the claim states (a taxonomy claim_kinds key, which the policy's
+    #: freshness rules may name); None: not given
+    kind: Mapped[str | None] = mapped_column(String(60), nullable=True, default=None)
 
 
 class CaseDocument(Base):

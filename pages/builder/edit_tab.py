@@ -194,7 +194,7 @@ def _freshness(
         policy = inforce.in_force(engine).policy
     except WorkbenchError:
         return None  # no verified policy: the Thresholds page says why
-    return suggestions.freshness_note(policy, authority, suggestion)
+    return suggestions.freshness_note(policy, authority, suggestion, view.claim_kinds)
 
 
 def save_buttons(

@@ -15,6 +15,7 @@ from pages.builder.nav import leave_message, take_focus
 from review.builder import blinding, replay, suggestions, tables
 from review.builder import family_view as builder_family_view
 from review.builder.family_view import FamilyView, VariantRow
+from review.cases import form as case_form
 from review.core import clearance, readable
 from review.core.identity import Actor, Permission
 from review.core.taxonomy import Taxonomy
@@ -178,19 +179,23 @@ def variant_detail(
     """A variant's question, required claims (editable) and recorded edits with replay."""
     ui.text(v.question, label="Question")
     st.caption("Required claims (for a partial variant: which claims lose support)")
-    st.dataframe(tables.claims_table(v.claims), hide_index=True, width="stretch")
+    st.dataframe(tables.claims_table(v.claims, tax), hide_index=True, width="stretch")
     if actor.can(Permission.edit_cases):
         with st.form(f"bld_claims_{v.case_id}"):
             text = st.text_area(
                 "Required claims, one per line (compound questions have several)",
-                "\n".join(c.text for c in v.claims),
+                case_form.claim_lines(
+                    [c.text for c in v.claims], {c.text: c.kind for c in v.claims}
+                ),
                 height=100,
             )
+            st.caption(ui.plain(case_form.kinds_help(tax)))
             save = st.form_submit_button("Save the claims")
         if save:
+            claims, kinds = case_form.parse_claim_lines(text)
             version = ui.transact(
                 lambda s: suggestions.set_required_claims(
-                    s, actor, tax, v.case_id, v.version, text.splitlines()
+                    s, actor, tax, v.case_id, v.version, claims, kinds
                 )
             )
             if version is not None:

@@ -28,6 +28,7 @@ def case_form(
             s.claims,
             height=100,
         )
+        st.caption(ui.plain(case_form_data.kinds_help(tax)))
         c1, c2 = st.columns(2)
         ident_name = c1.text_input("Test identity", s.identity_name)
         ident_scopes = c2.multiselect(

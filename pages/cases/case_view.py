@@ -54,7 +54,9 @@ def documents_and_claims(actor: Actor, tax: Taxonomy, view: cases.CaseView) -> N
     st.caption("Required claims")
     if view.required_claims:
         for i, claim in enumerate(view.required_claims, 1):
-            st.text(f"{i}. {claim}")
+            kind = view.claim_kinds[i - 1] if i <= len(view.claim_kinds) else None
+            said = f"  · kind: {readable.term(tax, 'claim_kinds', kind)}" if kind else ""
+            st.text(f"{i}. {claim}{said}")
     else:
         st.text("(none)")
     st.caption(

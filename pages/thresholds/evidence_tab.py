@@ -65,11 +65,11 @@ def evidence_tab(engine: Engine, actor: Actor, pif: PolicyInForce) -> None:
         ui.show_error(exc)
         return
     ui.text(inp.question, label="Question")
-    kinds = casegate.claim_kinds(pif.policy)
+    kinds = casegate.claim_kinds(pif.policy, inp)
     st.caption(
-        "Required claims: give a claim its kind and the policy's freshness rule for that "
-        "kind applies; without one, the rule for the passage's category (its document's "
-        "authority) or the policy's max_age_days does. "
+        "Required claims, each with the kind the case gives it: the policy's freshness rule "
+        "for that kind applies (change it here to try another); without one, the rule for "
+        "the passage's category (its document's authority) or the policy's max_age_days does. "
         + ui.plain(casegate.freshness_summary(pif.policy))
     )
     kind_column = (

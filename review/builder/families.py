@@ -382,6 +382,10 @@ def _variant(
         case["question"] = question
     if claims is not None:
         case["required_claims"] = claims
+        kinds = {c: k for c, k in (base.get("claim_kinds") or {}).items() if c in claims}
+        case.pop("claim_kinds", None)
+        if kinds:
+            case["claim_kinds"] = kinds
     return Variant(
         evidence_state=state,
         case=case,

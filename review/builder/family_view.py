@@ -115,6 +115,7 @@ def list_families(engine: Engine, page: int = 1, page_size: int = 25) -> list[Fa
 class ClaimMark:
     text: str
     status: str  # supported | loses support | as in the evidence-present case
+    kind: str | None = None  # the kind of fact the claim states (None: not given)
 
 
 @dataclass(frozen=True)
@@ -491,8 +492,12 @@ def _variant_row(
             for cd in r.documents
         ),
         claims=tuple(
-            dataclasses.replace(m, text=clearance.shown(actor, m.text, secret))
-            for m in _claim_marks(r.evidence_state, [c.text for c in r.claims], base_claims)
+            dataclasses.replace(m, text=clearance.shown(actor, m.text, secret), kind=c.kind)
+            for m, c in zip(
+                _claim_marks(r.evidence_state, [c.text for c in r.claims], base_claims),
+                r.claims,
+                strict=True,
+            )
         ),
         edits=tuple(_edit_row(e, docs, actor) for e in edits[r.id]),
     )

@@ -6,7 +6,7 @@ the freshness rule for the kind of claim it supports and its source (issue 35, i
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import select
@@ -21,7 +21,7 @@ from review.core.errors import InputError
 from review.core.identity import Actor, Permission, require
 from review.core.taxonomy import Taxonomy
 from review.core.terms import CaseStatus
-from review.policy.freshness import limits_for_source
+from review.policy.freshness import freshness_limit, limits_for_source
 from review.policy.policy import NoAnswerPolicy
 from storage import changes
 from storage.models import (
@@ -48,17 +48,33 @@ PASSAGE_ENTITY = "decisive_passage"
 # What the policy's freshness rules say about a suggestion of stale evidence
 
 
-def freshness_note(policy: NoAnswerPolicy, authority: str | None, sug: Suggestion) -> str | None:
+def freshness_note(
+    policy: NoAnswerPolicy,
+    authority: str | None,
+    sug: Suggestion,
+    claim_kinds: Sequence[str | None] = (),
+) -> str | None:
     """For a suggestion that names ``evidence_stale``: the age limits the policy in force sets
-    for a passage of a document of ``authority`` (its source category), per claim kind, so the
-    expert confirming it sees whether the case's claims can go stale at all (a settled
-    historical fact under a rule without a limit does not). None for other suggestions, or a
-    policy without an evidence gate."""
+    for a passage of a document of ``authority`` (its source category), so the expert
+    confirming it sees whether the case's claims can go stale at all (a settled historical
+    fact under a rule without a limit does not). When the case gives its claims a kind
+    (``claim_kinds``, in the claims' order), the limit of each claim; otherwise the limit per
+    kind the rules name. None for other suggestions, or a policy without an evidence gate."""
     gate = policy.evidence_gate
     if gate is None or "evidence_stale" not in sug.reason_codes:
         return None
+    if any(claim_kinds):
+        limits = [
+            (
+                f"claim {i} ({f'kind {k!r}' if k else 'no kind'})",
+                freshness_limit(gate.freshness, gate.max_age_days, k, authority),
+            )
+            for i, k in enumerate(claim_kinds, 1)
+        ]
+    else:
+        limits = limits_for_source(gate.freshness, gate.max_age_days, authority)
     parts = []
-    for who, limit in limits_for_source(gate.freshness, gate.max_age_days, authority):
+    for who, limit in limits:
         days = "no age limit" if limit.max_age_days is None else f"{limit.max_age_days} days"
         parts.append(f"{who}: {days} ({limit.rule})")
     where = f"authority {authority!r}" if authority else "no authority"
@@ -117,9 +133,11 @@ def set_required_claims(
     case_id: int,
     expected_version: int,
     claims: Sequence[str],
+    kinds: Mapping[str, str | None] | None = None,
 ) -> int:
     """Replace the required claims of a case (compound questions) inside the caller's
-    transaction, which it does not commit; returns the new version."""
+    transaction, which it does not commit; returns the new version. ``kinds`` gives claims
+    their kind (None: each claim kept keeps its kind, a new one has none)."""
     require(actor, Permission.edit_cases)
     row = s.scalar(
         case_query()
@@ -131,7 +149,12 @@ def set_required_claims(
     cleaned = [c.strip() for c in claims if c.strip()]
     if len(set(cleaned)) != len(cleaned):
         raise InputError("a required claim is listed twice")
-    data = {**case_service.to_record(row), "required_claims": cleaned}
+    record = case_service.to_record(row)
+    if kinds is None:
+        kinds = record.get("claim_kinds") or {}
+    kept = {c: k for c, k in kinds.items() if c in cleaned and k}
+    record.pop("claim_kinds", None)
+    data = {**record, "required_claims": cleaned, **({"claim_kinds": kept} if kept else {})}
     case_in = validate_case(data, "claims", 1, tax)
     return case_service.update_case(s, actor, case_id, expected_version, case_in, tax)
 

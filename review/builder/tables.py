@@ -278,11 +278,23 @@ def confirm_start(v: VariantRow, tax: Taxonomy) -> tuple[int, list[str]]:
     return index, [r for r in v.suggested_reasons if r in tax.reason_codes]
 
 
-def claims_table(claims: Sequence[ClaimMark]) -> pd.DataFrame:
-    """Required claims and whether the variant's evidence still supports each."""
+def claims_table(claims: Sequence[ClaimMark], tax: Taxonomy | None = None) -> pd.DataFrame:
+    """Required claims and whether the variant's evidence still supports each; with their
+    kinds (as the taxonomy names them) when a claim has one."""
     if not claims:
         return pd.DataFrame(columns=["claim", "support"])
-    return pd.DataFrame([{"claim": c.text, "support": c.status} for c in claims])
+    if not any(c.kind for c in claims):  # no kinds given: the table as it always was
+        return pd.DataFrame([{"claim": c.text, "support": c.status} for c in claims])
+    return pd.DataFrame(
+        [
+            {
+                "claim": c.text,
+                "kind": readable.term(tax, "claim_kinds", c.kind, "—") if tax else c.kind or "—",
+                "support": c.status,
+            }
+            for c in claims
+        ]
+    )
 
 
 def edit_line(e: EditRow, person: Callable[[str], str] = str) -> str:

@@ -87,6 +87,11 @@ class CaseIn(_Strict):
     required_claims: list[Annotated[str, Field(max_length=MAX_CLAIM_CHARS)]] = Field(
         default_factory=list, max_length=MAX_CLAIMS
     )
+    #: the kind of fact a required claim states, by the claim's text (a taxonomy claim_kinds
+    #: key, which the policy's freshness rules may name); a claim left out has none
+    claim_kinds: dict[str, Annotated[str, Field(max_length=60)] | None] = Field(
+        default_factory=dict, max_length=MAX_CLAIMS
+    )
     identity: IdentityIn
     documents: list[CaseDocIn] = Field(default_factory=list, max_length=MAX_LIST)
     expected_decision: _Term
@@ -129,6 +134,16 @@ class CaseIn(_Strict):
         head, *rest = tag.split("-")
         return "-".join([head.lower(), *rest])
 
+    @field_validator("claim_kinds")
+    @classmethod
+    def _kinds(cls, v: dict[str, str | None]) -> dict[str, str | None]:
+        """Claims and kinds trimmed; a claim whose kind is null or blank has none."""
+        out: dict[str, str | None] = {}
+        for claim, kind in v.items():
+            if kind is not None and kind.strip():
+                out[claim.strip()] = kind.strip()
+        return out
+
     @field_validator("required_claims")
     @classmethod
     def _claims(cls, v: list[str]) -> list[str]:
@@ -150,6 +165,7 @@ class CaseIn(_Strict):
         one_of("split", self.split, tax.splits)
         one_of("status", self.status, tax.case_statuses)
         one_of("evidence_state", self.evidence_state, tax.evidence_states)
+        out += self._kind_problems(tax)
         for i, code in enumerate(self.reason_codes):
             one_of(f"reason_codes.{i}", code, tax.case_reason_codes())
         for i, sl in enumerate(self.slices):
@@ -186,6 +202,24 @@ class CaseIn(_Strict):
             out.append(("evidence_state", "an evidence state needs a family"))
         out += self._category_problems(tax)
         return out
+
+    def _kind_problems(self, tax: Taxonomy) -> list[tuple[str, str]]:
+        """A claim kind names a required claim of the case and a kind the taxonomy defines."""
+        out: list[tuple[str, str]] = []
+        index = {c: i for i, c in enumerate(self.required_claims)}
+        for claim, kind in self.claim_kinds.items():
+            i = index.get(claim)
+            if i is None:
+                short = claim if len(claim) <= 60 else claim[:59] + "…"
+                out.append(("claim_kinds", f"{short!r} is not one of the required_claims"))
+            elif kind not in tax.claim_kinds:
+                known = ", ".join(tax.claim_kinds) or "(the taxonomy defines no claim_kinds)"
+                out.append((f"claim_kinds.{i}", f"{kind!r} is not one of: {known}"))
+        return out
+
+    def kind_of(self, claim: str) -> str | None:
+        """The kind given to ``claim`` (None: none)."""
+        return self.claim_kinds.get(claim)
 
     def _category_problems(self, tax: Taxonomy) -> list[tuple[str, str]]:
         """Note 004: a category has one agreed behaviour. Expecting another needs a note, and
@@ -322,12 +356,21 @@ def _apply(s: Session, row: Case, c: CaseIn, actor: Actor, where: str) -> None:
     row.evidence_state = c.evidence_state
     row.language = c.language
     row.notes = c.notes
-    row.claims = [CaseClaim(position=i, text=t) for i, t in enumerate(c.required_claims)]
+    row.claims = [
+        CaseClaim(position=i, text=t, kind=c.kind_of(t)) for i, t in enumerate(c.required_claims)
+    ]
     row.documents = [
         CaseDocument(position=i, document=doc, visibility=d.visibility, role=d.role)
         for i, (d, doc) in enumerate(docs)
     ]
     row.slices = [CaseSlice(slice=sl) for sl in dict.fromkeys(c.slices)]
+
+
+def claim_kinds_field(claims: Sequence[CaseClaim]) -> dict[str, Any]:
+    """``{"claim_kinds": {text: kind}}`` for the claims given a kind; {} when none is (so a
+    record of a case without kinds reads as before)."""
+    kinds = {c.text: c.kind for c in claims if c.kind}
+    return {"claim_kinds": kinds} if kinds else {}
 
 
 def to_record(row: Case) -> dict[str, Any]:
@@ -336,6 +379,7 @@ def to_record(row: Case) -> dict[str, Any]:
         "key": row.key,
         "question": row.question,
         "required_claims": [c.text for c in row.claims],
+        **claim_kinds_field(row.claims),
         "identity": {"name": row.identity_name, "scopes": list(row.identity_scopes)},
         "documents": [
             {
@@ -361,8 +405,11 @@ def to_record(row: Case) -> dict[str, Any]:
 
 
 def normalised_case(c: CaseIn) -> dict[str, Any]:
-    d = c.model_dump(exclude={"agreed"})
+    d = c.model_dump(exclude={"agreed", "claim_kinds"})
     d["slices"] = sorted(dict.fromkeys(d["slices"]))
+    kinds = {t: k for t in c.required_claims if (k := c.kind_of(t))}
+    if kinds:  # as to_record writes it: left out when no claim has a kind
+        d["claim_kinds"] = kinds
     return d
 
 
@@ -703,6 +750,8 @@ class CaseView:
     #: whether the case's text is restricted, worked out from the documents when it was read
     #: (:func:`review.core.clearance.restricted_cases`)
     text_restricted: bool = False
+    #: the kind given to each required claim, in the claims' order (None: none given)
+    claim_kinds: tuple[str | None, ...] = ()
 
 
 def seen_by(view: CaseView, actor: Actor) -> CaseView:
@@ -741,6 +790,7 @@ def get_case(
             key=row.key,
             question=row.question,
             required_claims=tuple(c.text for c in row.claims),
+            claim_kinds=tuple(c.kind for c in row.claims),
             identity_name=row.identity_name,
             identity_scopes=tuple(row.identity_scopes),
             documents=tuple(

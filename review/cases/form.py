@@ -19,12 +19,15 @@ __all__ = [
     "DOCUMENT_COLUMNS",
     "FormStart",
     "FormValues",
+    "claim_lines",
     "document_rows",
     "documents_frame",
     "form_record",
     "form_start",
+    "kinds_help",
     "message_options",
     "option_index",
+    "parse_claim_lines",
     "parse_claims",
     "validate_form",
 ]
@@ -61,6 +64,11 @@ def _strings(value: object) -> list[str]:
     return [str(v) for v in value] if isinstance(value, list | tuple) else []
 
 
+def _kinds(record: Mapping[str, object]) -> Mapping[str, object]:
+    kinds = record.get("claim_kinds")
+    return kinds if isinstance(kinds, Mapping) else {}
+
+
 def form_start(record: Mapping[str, object]) -> FormStart:
     """The form's starting values from a case record (canonical format) or from the few
     values a new case starts with; what is missing starts empty (the identity as a customer
@@ -75,7 +83,7 @@ def form_start(record: Mapping[str, object]) -> FormStart:
     return FormStart(
         key=None if key is None else str(key),
         question=str(record.get("question", "")),
-        claims="\n".join(_strings(record.get("required_claims"))),
+        claims=claim_lines(_strings(record.get("required_claims")), _kinds(record)),
         identity_name=str(ident.get("name", "")),
         identity_scopes=_strings(ident.get("scopes")),
         documents=[dict(d) for d in docs if isinstance(d, Mapping)]
@@ -113,9 +121,57 @@ def message_options(tax: Taxonomy) -> list[str]:
     return ["", *keys]
 
 
+#: How a claim line's kind starts, at its end: ``The final was in Tampa [kind: historical]``
+_KIND_MARK = "[kind:"
+
+
 def parse_claims(text: str) -> list[str]:
-    """Required claims typed one per line; blank lines are left out."""
-    return [c for c in (x.strip() for x in text.splitlines()) if c]
+    """Required claims typed one per line (each without its ``[kind: …]``); blank lines are
+    left out."""
+    return parse_claim_lines(text)[0]
+
+
+def parse_claim_lines(text: str) -> tuple[list[str], dict[str, str | None]]:
+    """Required claims typed one per line, each optionally ending in ``[kind: KIND]`` (the
+    kind of fact it states), as (claims, their kinds by claim). A blank kind is none; whether
+    a kind is known is checked with the case (:meth:`CaseIn.problems`)."""
+    claims: list[str] = []
+    kinds: dict[str, str | None] = {}
+    for raw in text.splitlines():
+        claim, kind = _kind_suffix(raw.strip())
+        if not claim:
+            continue
+        claims.append(claim)
+        if kind:
+            kinds[claim] = kind
+    return claims, kinds
+
+
+def kinds_help(tax: Taxonomy) -> str:
+    """How to give a claim its kind, with the kinds the taxonomy defines."""
+    if not tax.claim_kinds:
+        return "The taxonomy defines no claim kinds."
+    known = "; ".join(f"{k} ({term.label.lower()})" for k, term in tax.claim_kinds.items())
+    return (
+        "End a claim with [kind: KIND] to say what kind of fact it states, so the no-answer "
+        f"policy's freshness rule for that kind applies to its evidence. Kinds: {known}. "
+        "Without one, the rule for the document's authority or the global age limit applies."
+    )
+
+
+def _kind_suffix(line: str) -> tuple[str, str]:
+    """(the claim, its kind) of a line ending in ``[kind: KIND]`` (any case); (line, "")
+    otherwise. Linear in the line's length, whatever was pasted."""
+    start = line.lower().rfind(_KIND_MARK) if line.endswith("]") else -1
+    if start < 0 or "]" in line[start:-1]:
+        return line, ""
+    return line[:start].strip(), line[start + len(_KIND_MARK) : -1].strip()
+
+
+def claim_lines(claims: Sequence[str], kinds: Mapping[str, object] | None) -> str:
+    """Claims as the form's text: one per line, each with ``[kind: KIND]`` when it has one."""
+    kinds = kinds or {}
+    return "\n".join(f"{c} [kind: {kinds[c]}]" if kinds.get(c) else c for c in claims)
 
 
 def _missing(value: object) -> bool:
@@ -185,10 +241,12 @@ class FormValues:
 
 def form_record(v: FormValues) -> dict[str, object]:
     """The form's values as a case record (canonical format), not yet validated."""
+    claims, kinds = parse_claim_lines(v.claims)
     return {
         "key": v.key,
         "question": v.question,
-        "required_claims": parse_claims(v.claims),
+        "required_claims": claims,
+        **({"claim_kinds": kinds} if kinds else {}),
         "identity": {"name": v.identity_name, "scopes": list(v.identity_scopes)},
         "documents": list(v.documents),
         "expected_decision": v.expected_decision,

@@ -106,6 +106,7 @@ def case_record(actor: Actor, record: Mapping[str, Any], restricted: bool) -> di
         return out
     out["question"] = REDACTED
     out["required_claims"] = [REDACTED for _ in record.get("required_claims") or []]
+    out.pop("claim_kinds", None)  # keyed by the claims' text
     if record.get("notes"):
         out["notes"] = REDACTED
     return out

@@ -84,6 +84,9 @@ class Taxonomy(_Strict):
     jurisdictions: dict[str, Term]
     splits: dict[str, Term]
     case_statuses: dict[str, Term]
+    #: the kinds of fact a case's required claim may be given (optional section): the
+    #: no-answer policy's freshness rules name them as claim_kind
+    claim_kinds: dict[str, Term] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _references(self) -> Taxonomy:
@@ -91,7 +94,7 @@ class Taxonomy(_Strict):
         for section in type(self).model_fields:
             value = getattr(self, section)
             if isinstance(value, dict):
-                if not value:
+                if not value and section != "claim_kinds":
                     problems.append(f"{section}: must define at least one entry")
                 for key in value:
                     if not KEY_RE.match(key):

@@ -179,12 +179,24 @@ def build_demo(
     )
 
 
+def demo_first_policy(shipped: str) -> str:
+    """The demo's first signed policy, made from the shipped file: file version 2 (its change
+    record ends there), vector thresholds 0.50/0.60 and no freshness rules (those came with
+    file version 4). The second signed version is the shipped file itself."""
+    import re
+
+    from review.policy.policy import replace_thresholds
+
+    older = replace_thresholds(shipped, "vector", refuse_below=0.50, caveat_below=0.60)
+    older = re.sub(r"(?m)^version: \d+$", "version: 2", older)
+    older = re.sub(r"(?ms)^  - version: [3-9]\n.*?(?=^  - |^\S|\Z)", "", older)
+    return re.sub(r"(?m)^  freshness:\n(?:    .*\n)*", "", older)
+
+
 def build_demo_policies(engine: Engine, tax: Taxonomy) -> int:
     """Policy history: version 1 (vector 0.50/0.60) and version 2 (the shipped file) signed by
     a product owner and compliance, and a pending proposal to raise the vector thresholds."""
-    import re
-
-    from review.policy.policy import default_policy_path, parse_policy, replace_thresholds
+    from review.policy.policy import default_policy_path, parse_policy
 
     if signoff.versions(engine, inforce.KIND):
         return 0
@@ -192,9 +204,7 @@ def build_demo_policies(engine: Engine, tax: Taxonomy) -> int:
     omar = demo_actor("omar.haddad@brightwave.example")
     chen = demo_actor("chen.li@brightwave.example")
     shipped = default_policy_path().read_text(encoding="utf-8")
-    older = replace_thresholds(shipped, "vector", refuse_below=0.50, caveat_below=0.60)
-    older = re.sub(r"(?m)^version: 3$", "version: 2", older)
-    older = re.sub(r"(?ms)^  - version: 3\n.*?(?=^\S|\Z)", "", older)
+    older = demo_first_policy(shipped)
     run = next((r for r in evalruns.list_runs(engine) if r.name.startswith("reference")), None)
     snap: dict[str, object] = {}
     fingerprint = ""
@@ -239,7 +249,9 @@ def build_demo_policies(engine: Engine, tax: Taxonomy) -> int:
         inforce.KIND,
         shipped,
         "Monthly review found unsupported answers on plan questions; raise the "
-        "vector refuse threshold to 0.55 and the caveat to 0.65.",
+        "vector refuse threshold to 0.55 and the caveat to 0.65. With it, freshness that "
+        "fits the fact (file version 4): no age limit for historical claims, 30 days for "
+        "a current price.",
         tuned_on_split="validation",
         snapshot=snap,
     )

@@ -9,10 +9,11 @@ one, ``allowed`` from the document's visibility to the case's identity, ``effect
 from the corpus, ``superseded`` for a superseded role or a version no longer current,
 ``category`` from the document's authority (which the policy's freshness rules may name as a
 ``source_category``), and ``support_score`` left empty: the reviewer fills it in, and until
-then the gate fails closed on it (signal_missing), as it would in production. A case does not
-say what kind of fact each required claim is: the reviewer may give each claim a ``kind``
-(``historical``, ``current_price``) so that the policy's freshness rule for that kind applies;
-without one the source's rule or the global ``max_age_days`` does. The state comes from the same
+then the gate fails closed on it (signal_missing), as it would in production. Each required
+claim starts with the ``kind`` the case gives it (``historical``, ``current_price``: the kind
+of fact it states), so that the policy's freshness rule for that kind applies; the reviewer may
+change it here. Without one the source's rule or the global ``max_age_days`` does. The state
+comes from the same
 :func:`review.policy.evidence.decide_evidence` that ``workbench decide`` runs.
 """
 
@@ -71,8 +72,13 @@ def case_input(
     view = cases.get_case(engine, key=key.strip())
     if view is None:
         raise InputError(f"no case with key {key.strip()!r}")
+    kinds = [*view.claim_kinds, *[None] * len(view.required_claims)]
     claims = [
-        {"id": claim_id(i), "text": clearance.shown(actor, t, view.text_restricted)}
+        {
+            "id": claim_id(i),
+            "text": clearance.shown(actor, t, view.text_restricted),
+            "kind": kinds[i],
+        }
         for i, t in enumerate(view.required_claims)
     ]
     passages = []
@@ -220,12 +226,15 @@ def state_rows(state: EvidenceState) -> list[dict[str, str]]:
     return [{"predicate": k, "result": v} for k, v in state.predicates.items()]
 
 
-def claim_kinds(policy: NoAnswerPolicy) -> list[str]:
-    """The claim kinds the policy's freshness rules name, in name order (what a reviewer may
-    give a claim; any other kind matches no rule)."""
+def claim_kinds(policy: NoAnswerPolicy, inp: EvidenceInput | None = None) -> list[str]:
+    """The claim kinds the policy's freshness rules name, and those ``inp``'s claims have
+    (from the case), in name order: what a reviewer may give a claim (a kind no rule names
+    matches none)."""
     gate = policy.evidence_gate
     rules = gate.freshness if gate is not None else []
-    return sorted({r.claim_kind for r in rules if r.claim_kind is not None})
+    named = {r.claim_kind for r in rules if r.claim_kind is not None}
+    given = {c.kind for c in inp.required_claims if c.kind} if inp is not None else set()
+    return sorted(named | given)
 
 
 def freshness_summary(policy: NoAnswerPolicy) -> str:

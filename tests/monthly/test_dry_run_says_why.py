@@ -11,17 +11,15 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine
 
 from review.core.taxonomy import Taxonomy
-from review.evaluation import evalruns
 from review.monthly import validation
 from review.policy.gate import decide
 from review.policy.policy import SIGNAL_MISSING, default_policy_path, load_policy
 from review.thresholds import redecide
-from storage.db import write_session
-from storage.models import EvalOutput
 from tests.helpers.actors import make_actor
+from tests.helpers.dryrun import break_validation_signals
 from tests.helpers.pages import app, no_exception, readable
 
 RAVI = make_actor("reviewer", "ravi.menon@brightwave.example")
@@ -76,37 +74,10 @@ def test_the_reasons_follow_the_gate_and_fail_closed(changes: dict[str, Any]) ->
         assert {name for name, _ in problems} == set(got.missing)
 
 
-def _break_signals(engine: Engine, tax: Taxonomy) -> tuple[int, list[str]]:
-    """The reference run with every validation output's signals broken: a NaN score, a flag
-    and the score not logged, or no signals at all (with hits, so that no earlier check
-    decides first). Returns the run and the keys of its outputs that are no infrastructure
-    failure."""
-    ref = next(r for r in evalruns.list_runs(engine) if r.name.startswith("reference"))
-    frame = evalruns.outputs_frame(engine, ref.id, tax)
-    ok = (frame["split"] == "validation") & ~frame["infra"].astype(bool)
-    keys = sorted(set(frame.loc[ok, "key"]))
-    base = {"hits_after_filter": 5, "topics": []}
-    with write_session(engine) as s:
-        outs = s.scalars(select(EvalOutput).where(EvalOutput.run_id == ref.id)).all()
-        by_case = {int(cid): k for cid, k in zip(frame["case_id"], frame["key"], strict=True)}
-        for out in outs:
-            key = by_case.get(int(out.case_id))
-            if key not in keys:
-                continue
-            i = keys.index(key)
-            if i % 3 == 0:
-                out.signals = (out.signals or {}) | base | {"top_score": math.nan}
-            elif i % 3 == 1:
-                out.signals = (out.signals or {}) | base | {"answerable": None, "top_score": None}
-            else:
-                out.signals = None
-    return ref.id, keys
-
-
 def test_a_dry_run_that_fails_every_case_says_why_for_each(
     demo_engine: Engine, tax: Taxonomy
 ) -> None:
-    run_id, keys = _break_signals(demo_engine, tax)
+    run_id, keys = break_validation_signals(demo_engine, tax)
     r = validation.run_validation(demo_engine, RAVI, tax, run_id, "validation", TEMPLATES)
     assert r["passed"] is False and r["answered"] == 0
     assert r["lacking_outputs_total"] == len(keys)
@@ -127,7 +98,7 @@ def test_a_dry_run_that_fails_every_case_says_why_for_each(
 def test_the_validation_tab_lists_each_output_and_what_it_lacked(
     demo_url: str, demo_engine: Engine, tax: Taxonomy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _, keys = _break_signals(demo_engine, tax)
+    _, keys = break_validation_signals(demo_engine, tax)
     at = app(demo_url, monkeypatch, RAVI_EMAIL).run()
     at.switch_page("pages/review_page.py").run()
     picker = next(s for s in at.selectbox if s.label == "Run")

@@ -60,3 +60,30 @@ def test_the_evidence_tab_names_the_freshness_rule_of_each_stale_claim(
     no_exception(at)
     assert next(m for m in at.metric if m.label == "Status").value == "answer"
     assert not any("why not current" in d.value.columns for d in at.dataframe)
+
+
+def test_the_evidence_tab_starts_each_claim_with_the_kind_the_case_gives_it(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CASE-001's claim stored as a settled historical fact: the tab starts with that kind,
+    and the gate answers from the passage a year and a half old without the reviewer's edit."""
+    from sqlalchemy import update
+
+    from storage.db import write_session
+    from storage.models import Case, CaseClaim
+
+    with write_session(demo_engine) as s:
+        case_id = s.query(Case.id).filter(Case.key == "CASE-001").scalar_subquery()
+        s.execute(update(CaseClaim).where(CaseClaim.case_id == case_id).values(kind="historical"))
+    at = app(demo_url, monkeypatch, PAULA).run()
+    at.switch_page("pages/thresholds_page.py").run()
+    open_tab(at, "Evidence gate")
+    at.text_input(key="thr_gate_case").input("CASE-001").run()
+    no_exception(at)
+    assert list(at.data_editor(key=CLAIMS_KEY).value["kind"]) == ["historical"]
+    assert any("each with the kind the case gives it" in readable(c) for c in at.caption)
+    at.date_input(key="thr_gate_asof").set_value(dt.date(2026, 12, 1))
+    at.session_state[ROWS_KEY] = _edits({0: {"support_score": 0.9}, 1: {"support_score": 0.1}})
+    at.run()
+    no_exception(at)
+    assert next(m for m in at.metric if m.label == "Status").value == "answer"

@@ -281,8 +281,8 @@ BAD_POLICIES = [
         id="number-as-date",
     ),
     pytest.param(
-        _set("version", 4),
-        ["change_record", "last entry must describe version 4"],
+        _set("version", 5),
+        ["change_record", "last entry must describe version 5"],
         id="version-without-record",
     ),
     pytest.param(
@@ -426,8 +426,8 @@ def test_record_change_bumps_version_appends_record_and_clears_approval() -> Non
         on=dt.date(2025, 7, 8),
     )
     policy = parse_policy(new, "p", SLICES)
-    assert policy.version == 4 and policy.approved_on is None
-    assert policy.change_record[-1].version == 4
+    assert policy.version == 5 and policy.approved_on is None
+    assert policy.change_record[-1].version == 5
     assert policy.change_record[-1].date == dt.date(2025, 7, 8)
     assert policy.change_record[-1].author == "ines.okafor@brightwave.example"
     assert len(_changed_lines(approved, new)) == 8  # version, approved_on, 4 new lines
