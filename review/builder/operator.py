@@ -10,7 +10,7 @@ import typing
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Final, Generic, TypeVar
 
 from review.core import readable
 from review.core.errors import InputError
@@ -118,6 +118,15 @@ def common_ends(a: Sequence[object], b: Sequence[object]) -> tuple[int, int]:
     return p, q
 
 
+# Decisive documents may back each other up (each states the whole answer) or each hold one
+# step of a multi-step question; the workbench cannot tell which, so it says both.
+PART_ONLY: Final = (
+    "That holds when each of them states the whole answer on its own. If each decisive "
+    "document holds only one part of it (one step of a multi-step question), this edit "
+    "already leaves the question unanswerable: choose Abstain or Partial answer yourself."
+)
+
+
 @dataclass(frozen=True)
 class Suggestion:
     """What an operator's edit usually implies; an expert confirms it. Never a label."""
@@ -145,7 +154,7 @@ class Suggestion:
             None,
             f"{names} still {verb} the answer (decisive and visible), so the evidence is not "
             "gone: the base case's decision stays. Edit those documents too for a variant "
-            "without the answer.",
+            f"without the answer. {PART_ONLY}",
         )
 
 

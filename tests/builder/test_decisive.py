@@ -99,6 +99,10 @@ def test_removing_the_answer_from_one_decisive_document_keeps_the_answer() -> No
     assert (v.suggested_decision, v.suggested_reasons) == ("answer", ())
     assert v.evidence_state is None
     assert "POL-REFUND-MONTHLY@2 still carries the answer" in v.case["notes"]
+    # ... only if it states the whole answer: a multi-step question's parts are no backups
+    # (found on the public MuSiQue sample, where each decisive document holds one hop)
+    assert "one step of a multi-step question" in v.case["notes"]
+    assert "choose Abstain or Partial answer yourself" in v.case["notes"]
     roles = {d["doc_id"]: d["role"] for d in v.case["documents"]}
     assert roles["POL-REFUND-MONTHLY"] == "decisive"
     assert roles["SUP-GUIDE-REFUNDS-CF-REMOVE-ANSWER"] == "distractor"  # its answer is gone

@@ -517,6 +517,7 @@ def test_an_edit_of_one_of_two_decisive_documents_keeps_the_answer_and_is_flagge
     suggestion = dict(at.dataframe[1].value.values.tolist())
     assert suggestion["decision"] == "keep the base's"
     assert "POL-REFUND-MONTHLY@2 still carries the answer" in suggestion["why"]
+    assert "one step of a multi-step question" in suggestion["why"]  # when it is no backup
     click(at, "Save as a variant of FAM-AGENT-REFUND")
     assert "Saved AGENT-001-CF-1 (draft; no evidence state; suggested Answer)" in readable(
         at.success[0]
