@@ -110,7 +110,7 @@ def month_tab(ctx: report.MonthContext, sections: dict[str, pd.DataFrame]) -> No
             st.caption(ui.plain(report.gate_basis(ctx)))
         df = sections[title]
         if df.empty:
-            st.caption("(none)")
+            st.caption(ui.plain(report.empty_note(ctx, title)))
         else:
             st.dataframe(_coloured(df), hide_index=True, width="stretch")
     for title, chart in ctx.charts:

@@ -532,6 +532,24 @@ def gate_basis(ctx: MonthContext) -> str:
     return out
 
 
+def empty_note(ctx: MonthContext, title: str) -> str:
+    """Why a section of the month's review has no rows, in words (never "(none)"): the
+    release gate is on the newest run created by the month's end, so a run stored later
+    (a month reviewed after the fact) does not count for it."""
+    if title.startswith("Release gate"):
+        return (
+            f"No evaluation run was stored by the end of {ctx.month}: the release gate is on "
+            "the newest run created by then. A run stored later counts for a later month's "
+            "review."
+        )
+    if title == "Policy and wording changes":
+        return (
+            f"No threshold or wording version was proposed or signed in {ctx.month}, and none "
+            "waits for sign-off."
+        )
+    return f"Nothing for {ctx.month}."
+
+
 def _table_json(df: pd.DataFrame) -> dict[str, Any]:
     data: dict[str, Any] = json.loads(df.to_json(orient="split", date_format="iso", index=False))
     return {"columns": data.get("columns", []), "data": data.get("data", [])}

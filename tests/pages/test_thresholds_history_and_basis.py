@@ -178,3 +178,32 @@ def test_with_no_run_yet_the_calibrate_tab_links_to_runs(
     no_exception(at)
     assert any(readable(i).startswith("Calibration needs outcomes") for i in at.info)
     assert "runs" in [link.proto.page for link in at.get("page_link")]
+
+
+def test_an_empty_month_says_why_its_sections_are_empty(
+    empty_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A month reviewed after the fact (the public data trial opened October's review in
+    December, its only run stored in December): the release gate read "(none)", as if
+    nothing had been gated; each empty section now says why it is empty."""
+    from review.core.identity import SYSTEM
+    from review.monthly import reviews
+    from storage.db import make_engine
+
+    eng = make_engine(empty_url)
+    rev = users.add_user(eng, SYSTEM, "rev@example.org", "Rev", ["reviewer"], False)
+    reviews.open_month(eng, users.to_actor(rev), "2026-10")
+    eng.dispose()
+    at = app(empty_url, monkeypatch, "rev@example.org").run()
+    at.switch_page("pages/review_page.py").run()
+    no_exception(at)
+    shown = [readable(c) for c in at.caption]
+    assert "(none)" not in shown
+    assert (
+        "No evaluation run was stored by the end of 2026-10: the release gate is on the newest "
+        "run created by then. A run stored later counts for a later month's review."
+    ) in shown
+    assert (
+        "No threshold or wording version was proposed or signed in 2026-10, and none waits "
+        "for sign-off."
+    ) in shown
