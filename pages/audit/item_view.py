@@ -190,11 +190,15 @@ def claim_editor(view: items.ItemView) -> list[items.ClaimDraft]:
     if remove is not None:
         st.session_state[key] = [r for r in rows if r["uid"] != remove]
         st.rerun()
-    b1, b2, _ = st.columns([1, 1, 3])
-    if b1.button("Add a claim", key=f"aud_add_{view.id}"):
+    # a row that sizes each button to its label: fixed column fractions cut the labels
+    # ("Add…", "Spli…") when the claims sit in the narrow half of the page at 1280 px
+    with st.container(horizontal=True, gap="small"):
+        add = st.button("Add a claim", key=f"aud_add_{view.id}")
+        resplit = st.button("Split the answer again", key=f"aud_resplit_{view.id}")
+    if add:
         rows.append(forms.claim_row(next_uid()))
         st.rerun()
-    if b2.button("Split the answer again", key=f"aud_resplit_{view.id}"):
+    if resplit:
         start_claims(view, None)
         st.rerun()
     if drafts and all(d.text.strip() for d in drafts):

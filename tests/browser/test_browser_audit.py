@@ -87,3 +87,34 @@ def test_draw_a_sample_and_record_a_verdict(audit_server: str, demo_url: str) ->
     eng.dispose()
     assert items == 6
     assert verdicts == ["false_refusal"]
+
+
+# every label and its descendants show whole: nothing is cut to "Add…" by its column
+_WHOLE = "b => [b, ...b.querySelectorAll('*')].every(e => e.scrollWidth <= e.clientWidth + 1)"
+
+
+def test_the_claim_buttons_read_whole_at_1280(audit_server: str) -> None:
+    """At 1280x720 the claims sit in the narrow half of the page: the buttons under them
+    read "Add…" and "Spli…" in fixed column fractions (found in the public data trial)."""
+    with chromium_page(1280, 720, base=audit_server) as pg:
+        expect(pg.get_by_role("heading", name="Audit")).to_be_visible()
+        if not pg.get_by_label("Plan name").is_visible():
+            pg.get_by_text("New sampling plan").click()
+        pg.get_by_label("Plan name").fill("Claims at 1280")
+        pg.get_by_label("Sample size").fill("3")
+        pg.get_by_role("button", name="Create plan").click()
+        wait_idle(pg)
+        pg.get_by_role("button", name="Draw the sample").click()
+        expect(pg.get_by_text("Drew 3 traces")).to_be_visible()
+        pg.get_by_role("tab", name="My queue").click()
+        pg.get_by_role("button", name="Next trace").click()
+        expect(pg.get_by_role("heading", name="Your verdict")).to_be_visible()
+        claims = pg.get_by_label("Review the answer claim by claim")
+        if not claims.is_checked():
+            claims.check(force=True)
+        for name in ("Add a claim", "Split the answer again"):
+            button = pg.get_by_role("button", name=name, exact=True)
+            expect(button).to_be_visible()
+            wait_idle(pg)
+            assert button.evaluate(_WHOLE), f"{name!r} is cut off"
+        assert pg.errors == []  # type: ignore[attr-defined]
