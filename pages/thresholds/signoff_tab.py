@@ -176,7 +176,7 @@ def _proposal(
         if actor.email == v.author:
             st.info(
                 f"You proposed this change: someone else must sign it (it waits for "
-                f"{ui.plain(', '.join(v.missing_roles))})."
+                f"{ui.plain(policy_display.waiting_roles(v.missing_roles))})."
             )
         elif display.signing_roles(actor, v) and actor.can(Permission.approve_policy):
             _sign_form(engine, actor, tax, review)

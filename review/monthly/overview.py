@@ -256,6 +256,7 @@ def _changes_waiting(engine: Engine, actor: Actor) -> list[Attention]:
     """Policy and wording changes waiting for this person's signature, and their own
     proposals still waiting for someone else's; a threshold change links to its item on the
     Thresholds page's Sign-off tab."""
+    from review.policy import display as policy_display
     from review.policy import signoff
     from review.wording import versions
 
@@ -275,7 +276,7 @@ def _changes_waiting(engine: Engine, actor: Actor) -> list[Attention]:
                 opens = f"version {v.number} on the Sign-off tab"
             if v.author.strip().lower() == me:
                 if actor.can(Permission.propose_policy):
-                    waits = " and ".join(r.replace("_", " ") for r in v.missing_roles)
+                    waits = policy_display.waiting_roles(v.missing_roles)
                     out.append(
                         Attention(
                             f"Your proposal v{v.number} ({title.lower()} change) waits for "

@@ -56,6 +56,12 @@ def signatures_text(version: signoff.VersionView, names: Mapping[str, str] | Non
     )
 
 
+def waiting_roles(roles: Iterable[str]) -> str:
+    """The roles a proposal still waits for, as a sentence reads them ("compliance and
+    product owner"), never the stored keys (``product_owner``)."""
+    return " and ".join(readable.humanize(str(r)).lower() for r in roles) or "no one"
+
+
 def signature_line(
     s: signoff.Signature, names: Mapping[str, str] | None = None, *, note: bool = False
 ) -> str:

@@ -110,7 +110,11 @@ def test_the_author_is_told_their_proposal_waits(
     )
     at = app(demo_url, monkeypatch, PAULA, tab="signoff").run()
     at.switch_page(PAGE).run()
-    assert any("someone else must sign it" in readable(i) for i in at.info)
+    assert any(
+        readable(i) == "You proposed this change: someone else must sign it (it waits for "
+        "compliance and product owner)."  # the roles in words, not product_owner
+        for i in at.info
+    ), [readable(i) for i in at.info]
     assert not [b for b in at.button if b.label == "Approve"]
 
 
