@@ -256,11 +256,13 @@ def _changes_waiting(engine: Engine, actor: Actor) -> list[Attention]:
     """Policy and wording changes waiting for this person's signature, and their own
     proposals still waiting for someone else's; a threshold change links to its item on the
     Thresholds page's Sign-off tab."""
+    from review.admin import users
     from review.policy import display as policy_display
     from review.policy import signoff
     from review.wording import versions
 
     me = actor.email.strip().lower()
+    names = users.display_names(engine)  # the author by name, never the e-mail
     out: list[Attention] = []
     for kind, title, page in (
         (inforce.KIND, "Threshold", "thresholds"),
@@ -292,7 +294,8 @@ def _changes_waiting(engine: Engine, actor: Actor) -> list[Attention]:
             if actor.can(Permission.approve_policy) and mine and me not in signed:
                 out.append(
                     Attention(
-                        f"{title} change version {v.number} by {v.author} waits for sign-off.",
+                        f"{title} change version {v.number} by "
+                        f"{readable.person(v.author, names)} waits for sign-off.",
                         page,
                         params,
                         opens,

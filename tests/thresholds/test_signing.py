@@ -207,6 +207,8 @@ def test_overview_links_the_signers_to_the_item_and_tells_the_author_it_waits(
     v = _pending(demo_engine)
     chen = overview.build_overview(demo_engine, demo_actor(CHEN), tax).attention
     item = next(a for a in chen if a.page == "thresholds")
+    # the author by name: the text read "by product_owner@…" (an e-mail on the Overview)
+    assert item.text == f"Threshold change version {v.number} by Paula Kim waits for sign-off."
     assert item.params == {"tab": "signoff", "version": str(v.number)}
     assert item.opens == f"version {v.number} on the Sign-off tab"
     paula = overview.build_overview(demo_engine, demo_actor(PAULA), tax).attention
