@@ -15,7 +15,7 @@ from pages import ui
 from pages.builder.base_case import builder_view
 from pages.builder.family import family_view
 from pages.builder.landing import landing
-from pages.builder.nav import flash, go
+from pages.builder.nav import go
 
 
 def main() -> None:
@@ -23,7 +23,6 @@ def main() -> None:
     actor = ui.actor()
     tax = ui.tax()
     st.title("Case builder")
-    flash()
     family_param = st.query_params.get("family")
     case_param = ui.query_int("case")
     if (family_param or case_param is not None) and st.button(

@@ -24,6 +24,9 @@ from review.policy import inforce
 PREVIEW_KEY = "bld_preview"
 
 
+SAVED_DOCS = "bld_save_doc"  # the "save the edited documents only" button
+
+
 def pick_span(
     view: cases.CaseView,
     doc: documents.CaseDocText,
@@ -158,6 +161,9 @@ def edit_tab(
     with st.form(form_key):
         values = param_widgets(fields, defaults, form_key)
         go_preview = st.form_submit_button("Preview the edit", type="primary")
+    # "Save the edited documents only" sits under the preview, which the save closes: what
+    # it saved is said here, where the preview and its button were
+    ui.under(SAVED_DOCS)
     if go_preview:
         try:
             params = forms.parse_param_values(fields, values)
@@ -258,5 +264,5 @@ def save_buttons(
         )
         if saved_docs is not None:
             st.session_state.pop(PREVIEW_KEY, None)
-            leave_message(tables.saved_documents_message(saved_docs))
+            ui.said(SAVED_DOCS, tables.saved_documents_message(saved_docs))
             st.rerun()

@@ -11,7 +11,7 @@ import streamlit as st
 from sqlalchemy import Engine
 
 from pages import ui
-from pages.builder.nav import leave_message, take_focus
+from pages.builder.nav import SAVED, take_focus
 from review.builder import blinding, replay, suggestions, tables
 from review.builder import family_view as builder_family_view
 from review.builder.family_view import FamilyView, VariantRow
@@ -20,6 +20,8 @@ from review.core import clearance, readable
 from review.core.identity import Actor, Permission
 from review.core.taxonomy import Taxonomy
 from review.labels import blind
+
+CONFIRM = "bld_confirm"  # the confirm form's control: what it did is said right under it
 
 
 def passage_key(family: str) -> str:
@@ -104,8 +106,10 @@ def confirm(engine: Engine, actor: Actor, tax: Taxonomy, fam: FamilyView, key: s
     """Confirm (or change) the suggested label of a variant."""
     pending = tables.pending_variants(fam)
     st.markdown("**Confirm a suggested label**")
+    ui.under(SAVED)  # a variant just saved is said here, above the form that confirms it
     if not pending:
         st.caption("Every suggestion in this family is confirmed.")
+        ui.under(CONFIRM)
         return
     if not actor.can(Permission.edit_cases):
         st.info("Confirming labels needs a role that may edit cases.")
@@ -150,10 +154,12 @@ def confirm(engine: Engine, actor: Actor, tax: Taxonomy, fam: FamilyView, key: s
         note = st.text_input("Note (why you changed the suggestion, if you did)")
         make_ready = st.checkbox("Mark the case ready (labeling queue and metrics)", True)
         ok = st.form_submit_button("Confirm", type="primary")
+    here = ui.under(CONFIRM)
     if not ok:
         return
     res = ui.transact(
-        lambda s: suggestions.confirm_suggestion(
+        where=here,
+        work=lambda s: suggestions.confirm_suggestion(
             s,
             actor,
             target.case_id,
@@ -163,12 +169,13 @@ def confirm(engine: Engine, actor: Actor, tax: Taxonomy, fam: FamilyView, key: s
             expected_version=target.version,
             note=note,
             make_ready=make_ready,
-        )
+        ),
     )
     if res is not None:
-        leave_message(
+        ui.said(
+            CONFIRM,
             f"{target.key}: {'changed' if res.changed else 'confirmed'} as "
-            f"{tables.decision_label(tax, decision)}; status {res.status}."
+            f"{tables.decision_label(tax, decision)}; status {res.status}.",
         )
         st.rerun()
 
@@ -191,15 +198,17 @@ def variant_detail(
             )
             st.caption(ui.plain(case_form.kinds_help(tax)))
             save = st.form_submit_button("Save the claims")
+        here = ui.under(f"bld_claims_{v.case_id}")
         if save:
             claims, kinds = case_form.parse_claim_lines(text)
             version = ui.transact(
                 lambda s: suggestions.set_required_claims(
                     s, actor, tax, v.case_id, v.version, claims, kinds
-                )
+                ),
+                where=here,
             )
             if version is not None:
-                leave_message(f"Saved the required claims of {v.key}.")
+                ui.said(f"bld_claims_{v.case_id}", f"Saved the required claims of {v.key}.")
                 st.rerun()
     if v.edits:
         st.caption("Recorded edits (provenance)")

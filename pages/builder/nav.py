@@ -9,7 +9,6 @@ import streamlit as st
 
 from pages import ui
 
-FLASH_KEY = "bld_flash"
 FOCUS_KEY = "bld_focus_variant"
 
 
@@ -23,9 +22,15 @@ def go(**params: str) -> NoReturn:
     st.rerun()
 
 
+# A saved variant opens its family's view on the form that confirms its label: the message
+# is said there (ui.under(SAVED) under that form's heading), where the next step is, not at
+# the top of a long page the browser may not show after the switch.
+SAVED = "bld_saved"
+
+
 def leave_message(text: str) -> None:
-    """A success message shown once, at the top of the next run."""
-    st.session_state[FLASH_KEY] = text
+    """Say ``text`` under the family view's "Confirm a suggested label" heading, once."""
+    ui.said(SAVED, text)
 
 
 def focus_variant(case_id: int) -> None:
@@ -37,9 +42,3 @@ def take_focus() -> int | None:
     """The variant a save asked the confirmation form to open on, once."""
     focus = st.session_state.pop(FOCUS_KEY, None)
     return focus if isinstance(focus, int) else None
-
-
-def flash() -> None:
-    msg = st.session_state.pop(FLASH_KEY, None)
-    if msg:
-        st.success(ui.plain(msg))

@@ -22,6 +22,7 @@ from storage.db import make_engine, migrate, read_session
 from storage.models import Case, CaseSuggestion
 from tests.helpers.databases import copy_db
 from tests.helpers.pages import ADA, INES, PAULA, no_exception, page_app, readable
+from tests.helpers.placement import said_under
 from tests.helpers.transact import write
 
 
@@ -97,6 +98,17 @@ def blank_url(tmp_path: Path) -> str:
 # Rendering
 
 
+CONFIRM_HEADING = "**Confirm a suggested label**"
+
+
+def saved_message(at: AppTest) -> str:
+    """What saving a variant said: under the heading of the family view's form that confirms
+    its label (where the next step is), not at the top of the page (issue 35 item 4)."""
+    said = said_under(at, CONFIRM_HEADING)
+    assert len(said) == 1, said
+    return said[0]
+
+
 def test_landing_lists_base_cases_and_families(
     demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -159,9 +171,7 @@ def test_preview_marks_the_change_and_saves_a_variant(
     assert "Evidence removed" in list(at.dataframe[1].value["suggestion"])
     click(at, "Save as a variant of FAM-REFUND-WINDOW")
     assert at.query_params["family"] == FAMILY
-    assert "Saved CASE-001-CF-2 (draft; Evidence removed; suggested Abstain)" in readable(
-        at.success[0]
-    )
+    assert "Saved CASE-001-CF-2 (draft; Evidence removed; suggested Abstain)" in saved_message(at)
     view = cases.get_case(demo_engine, key="CASE-001-CF-2")
     assert view is not None and view.status == "draft"
     assert view.documents[0].ref == "POL-REFUND-MONTHLY-CF-2@1"
@@ -196,7 +206,9 @@ def test_save_the_edited_document_only(
     click(at, "Preview the edit")
     assert not at.error
     click(at, "Save the edited document only")
-    assert readable(at.success[0]).startswith("Saved POL-REFUND-MONTHLY-CF-1@1 with provenance")
+    # said where the preview and its button were (the save closes the preview)
+    (said,) = said_under(at, "Preview the edit")
+    assert said.startswith("Saved POL-REFUND-MONTHLY-CF-1@1 with provenance")
     doc = corpus.find_document(demo_engine, SYSTEM, "POL-REFUND-MONTHLY-CF-1@1")
     assert doc is not None and "1 March 2023" in doc.body
 
@@ -279,9 +291,8 @@ def test_partial_variant_form(
     )
     click(at, "Build and save the variant")
     assert at.query_params["family"] == FAMILY
-    assert "Saved CASE-001-CF-1 (draft; Evidence partial; suggested Partial answer)" in readable(
-        at.success[0]
-    )
+    said = saved_message(at)
+    assert "Saved CASE-001-CF-1 (draft; Evidence partial; suggested Partial answer)" in said
     assert any(readable(m) == "**Evidence state:** Evidence partial" for m in at.markdown)
     detail = next(e for e in at.expander if readable(e.label).startswith("CASE-001-CF-1"))
     claims = detail.dataframe[0].value
@@ -299,9 +310,7 @@ def test_removed_variant_needs_an_exact_passage(
     area = by_label(at.text_area, "Decisive passage (copy it exactly")
     area.input("within **14 days of the charge date**")  # type: ignore[attr-defined]
     click(at, "Build and save the variant")
-    assert "Saved CASE-001-CF-1 (draft; Evidence removed; suggested Abstain)" in readable(
-        at.success[0]
-    )
+    assert "Saved CASE-001-CF-1 (draft; Evidence removed; suggested Abstain)" in saved_message(at)
 
 
 def test_mark_the_decisive_passage(
@@ -345,7 +354,10 @@ def test_family_view_confirms_a_suggestion(
         ["required_claim_not_covered"]
     )
     click(at, "Confirm")
-    assert readable(at.success[0]) == f"{saved.key}: confirmed as Abstain; status ready."
+    # the form is gone with the last suggestion: said where it was
+    assert said_under(at, "Every suggestion in this family is confirmed.") == [
+        f"{saved.key}: confirmed as Abstain; status ready."
+    ]
     with read_session(demo_engine) as s:
         sug = s.get(CaseSuggestion, saved.case_id)
         assert sug is not None and sug.confirmed_by == RAVI
@@ -369,7 +381,7 @@ def test_family_view_claims_editor_and_replay(
     detail.text_area[0].input("First claim.\nSecond claim.")
     detail.button[0].click().run()
     no_exception(at)
-    assert readable(at.success[0]) == f"Saved the required claims of {saved.key}."
+    assert said_under(at, "Save the claims") == [f"Saved the required claims of {saved.key}."]
     view = cases.get_case(demo_engine, case_id=saved.case_id)
     assert view is not None and view.required_claims == ("First claim.", "Second claim.")
     replay = next(b for b in at.button if b.label == "Replay this edit")
@@ -519,9 +531,7 @@ def test_an_edit_of_one_of_two_decisive_documents_keeps_the_answer_and_is_flagge
     assert "POL-REFUND-MONTHLY@2 still carries the answer" in suggestion["why"]
     assert "one step of a multi-step question" in suggestion["why"]  # when it is no backup
     click(at, "Save as a variant of FAM-AGENT-REFUND")
-    assert "Saved AGENT-001-CF-1 (draft; no evidence state; suggested Answer)" in readable(
-        at.success[0]
-    )
+    assert "Saved AGENT-001-CF-1 (draft; no evidence state; suggested Answer)" in saved_message(at)
     assert any("checks fail" in readable(e) for e in at.error)
     checks = at.dataframe[1].value
     flagged = checks[checks["check"] == "Every decisive document accounted for"]
@@ -682,9 +692,7 @@ def test_one_edit_of_both_decisive_documents_previews_each_and_suggests_abstain(
     suggestion = dict(at.dataframe[-1].value.values.tolist())
     assert suggestion["decision"] == "Abstain"
     click(at, "Save as a variant of FAM-AGENT-REFUND")
-    assert "Saved AGENT-001-CF-1 (draft; Evidence removed; suggested Abstain)" in readable(
-        at.success[0]
-    )
+    assert "Saved AGENT-001-CF-1 (draft; Evidence removed; suggested Abstain)" in saved_message(at)
     assert not any("checks fail" in readable(e) for e in at.error)
     checks = at.dataframe[1].value
     row = checks[checks["check"] == "Every decisive document accounted for"].iloc[0]
@@ -727,9 +735,7 @@ def test_evidence_removed_takes_several_decisive_documents(
         "Approve in the billing console when the charge is no more than 14 days old."
     )
     click(at, "Build and save the variant")
-    assert "Saved AGENT-001-CF-1 (draft; Evidence removed; suggested Abstain)" in readable(
-        at.success[0]
-    )
+    assert "Saved AGENT-001-CF-1 (draft; Evidence removed; suggested Abstain)" in saved_message(at)
     assert not any("checks fail" in readable(e) for e in at.error)
 
 
@@ -791,9 +797,8 @@ def test_a_conflict_over_both_decisive_documents_previews_each_and_saves_one_edi
     with read_session(demo_engine) as s:  # a preview saves nothing
         assert s.scalar(select(Case.id).where(Case.key == "AGENT-001-CF-1")) is None
     click(at, "Build and save the variant")
-    assert "Saved AGENT-001-CF-1 (draft; Evidence conflicted; suggested Abstain)" in readable(
-        at.success[0]
-    )
+    said = saved_message(at)
+    assert "Saved AGENT-001-CF-1 (draft; Evidence conflicted; suggested Abstain)" in said
     assert not any("checks fail" in readable(e) for e in at.error)
     checks = at.dataframe[1].value
     row = checks[
@@ -825,7 +830,6 @@ def test_forbidding_both_decisive_documents_previews_each_and_suggests_abstain(
     assert "stays, forbidden (scope 'internal')" in outcomes
     assert dict(at.dataframe[-1].value.values.tolist())["decision"] == "Abstain"
     click(at, "Build and save the variant")
-    assert "Saved AGENT-001-CF-1 (draft; Evidence forbidden; suggested Abstain)" in readable(
-        at.success[0]
-    )
+    said = saved_message(at)
+    assert "Saved AGENT-001-CF-1 (draft; Evidence forbidden; suggested Abstain)" in said
     assert not any("checks fail" in readable(e) for e in at.error)
