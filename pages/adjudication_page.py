@@ -125,7 +125,7 @@ def evidence(engine: Engine, actor: Actor, view: cases.CaseView, tax: Taxonomy) 
         for i, claim in enumerate(view.required_claims, 1):
             st.text(f"{i}. {claim}")
     else:
-        st.text("(none)")
+        st.text("No required claims are written for this case.")
     if view.blind:
         st.info(ui.plain(sight.BLIND_NOTE))
     else:
@@ -141,13 +141,18 @@ def evidence(engine: Engine, actor: Actor, view: cases.CaseView, tax: Taxonomy) 
     if not view.documents:
         st.text("(no documents: empty retrieval)")
         return
-    st.dataframe(
+    # roles and access read as the taxonomy's words; the title gets the room (it was cut to a
+    # few letters beside seven narrow columns) and the link and reference stay in view
+    ui.table(
         display.documents_table(
-            view.documents, actor, lambda doc_id: ui.link("corpus", doc=doc_id)
+            view.documents, actor, lambda doc_id: ui.link("corpus", doc=doc_id), tax
         ),
-        hide_index=True,
-        width="stretch",
-        column_config={"open": st.column_config.LinkColumn("open", display_text="open")},
+        pin=("open", "document"),
+        column_config={
+            "open": st.column_config.LinkColumn("open", display_text="open"),
+            "title": st.column_config.TextColumn("title", width="large"),
+        },
+        key="adj_documents",
     )
     with st.container(height=480, key="adj_docs"):
         for d in adjudication.case_evidence(engine, actor, view):

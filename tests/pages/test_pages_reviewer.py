@@ -48,6 +48,17 @@ def test_adjudicate_shows_the_evidence_beside_the_labels_and_walks_the_list(
     assert "Question" in captions and "Required claims" in captions
     assert any(c.startswith("Documents available to retrieval") for c in captions)
     assert at.expander, "each document opens to its text"
+    # the documents table in words, its title with room and its reference pinned
+    (docs,) = [d for d in at.dataframe if "title" in d.value.columns]
+    roles = set(docs.value["role"])
+    assert "Decisive" in roles and roles <= {
+        "Decisive",
+        "Distractor",
+        "Superseded",
+        "Partial",
+        "Context",
+    }
+    assert set(docs.value["access"]) <= {"Public", "Internal", "Restricted"}
     # the labels side by side, by name
     assert any(readable(c) == "Labels side by side" for c in at.caption)
     assert any(t.value in {"Inés Duarte", "Ines Duarte", "Tom Becker"} for t in at.text)
