@@ -144,7 +144,7 @@ def chosen_documents(
     readable = [d for d in several if d.readable]
     hidden = [d.ref for d in several if not d.readable]
     chosen = st.multiselect(
-        forms.chosen_label(kind),
+        ui.plain(forms.chosen_label(kind)),
         [d.ref for d in readable],
         default=[d.ref for d in readable],
         key=f"bld_{kind}_docs_{view.id}",

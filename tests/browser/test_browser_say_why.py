@@ -96,8 +96,8 @@ def test_a_dry_run_on_outputs_lacking_signals_lists_each_lacking_signal(
         expect(banner).to_be_visible()
         # every signal the outputs lacked is named, with how many lacked it
         for said in (
-            re.compile(r"Counting every signal an output lacked: .*top_score \d"),
-            re.compile(r"answerable \d"),
+            re.compile(r"Counting every signal an output lacked: .*top score \d"),
+            re.compile(r"answerable flag \d"),
             re.compile(rf"logged no signals {len(keys[2::3]):,}"),
         ):
             expect(banner).to_contain_text(said)
@@ -111,8 +111,8 @@ def test_a_dry_run_on_outputs_lacking_signals_lists_each_lacking_signal(
         expect(grid.locator("table")).to_have_attribute("aria-rowcount", str(listed + 1))
         # each output with every signal it lacked
         wants = [
-            "top_score NaN",
-            "top_score not logged; answerable not logged",
+            "top score missing (NaN)",
+            "top score not logged; answerable flag not logged",
             "logged no signals",
         ]
         for key, want in zip(keys[:3], wants, strict=True):

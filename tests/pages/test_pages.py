@@ -758,7 +758,7 @@ def test_thresholds_calibrate_on_audited_traces_and_replay(
     # the demo's two wording traces were logged without topics: the gate cannot decide them
     assert "2 not replayable" in replayed and "topics 2" in replayed
     # and the replay says so first (issue 30)
-    assert any("2 traces lacked topics" in readable(w) for w in at.warning)
+    assert any("2 traces lacked the topics" in readable(w) for w in at.warning)
     # the policy in force reproduces what production logged (History tab)
     open_tab(at, "History")
     next(b for b in at.button if b.label.startswith("Replay the policy in force")).click().run()
