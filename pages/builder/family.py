@@ -158,8 +158,7 @@ def confirm(engine: Engine, actor: Actor, tax: Taxonomy, fam: FamilyView, key: s
     if not ok:
         return
     res = ui.transact(
-        where=here,
-        work=lambda s: suggestions.confirm_suggestion(
+        lambda s: suggestions.confirm_suggestion(
             s,
             actor,
             target.case_id,
@@ -170,6 +169,7 @@ def confirm(engine: Engine, actor: Actor, tax: Taxonomy, fam: FamilyView, key: s
             note=note,
             make_ready=make_ready,
         ),
+        where=here,
     )
     if res is not None:
         ui.said(
