@@ -86,6 +86,10 @@ class PhoenixServer:
     stopped: bool = field(default=False)
 
     @property
+    def port(self) -> int:
+        return int(self.base_url.rsplit(":", 1)[1])
+
+    @property
     def traces_url(self) -> str:
         return self.base_url + "/v1/traces"
 
@@ -124,22 +128,28 @@ def _healthy(base_url: str) -> bool:
 
 
 def start_phoenix(
-    working_dir: Path, *, database_url: str | None = None, timeout: float = START_SECONDS
+    working_dir: Path,
+    *,
+    database_url: str | None = None,
+    port: int | None = None,
+    timeout: float = START_SECONDS,
 ) -> PhoenixServer:
     """Start ``phoenix serve`` on free loopback ports and wait until ``/healthz`` answers.
 
     ``database_url``: a PostgreSQL URL (SQLAlchemy or plain form) for Phoenix's database;
     without one Phoenix keeps a SQLite file in ``working_dir``. A server whose port was taken
-    meanwhile by another test worker exits at once and is started again on other ports."""
+    meanwhile by another test worker exits at once and is started again on other ports.
+    ``port``: listen there (a restart at the same address), no retry elsewhere."""
     exe = require_phoenix()
     working_dir.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + timeout
     for attempt in range(3):
-        port, grpc_port = _free_port(), _free_port()
+        http_port = port if port is not None else _free_port()
+        grpc_port = _free_port()
         env = dict(
             os.environ,
             PHOENIX_HOST="127.0.0.1",
-            PHOENIX_PORT=str(port),
+            PHOENIX_PORT=str(http_port),
             PHOENIX_GRPC_PORT=str(grpc_port),
             PHOENIX_WORKING_DIR=str(working_dir),
             PHOENIX_TELEMETRY_ENABLED="false",
@@ -148,20 +158,20 @@ def start_phoenix(
         env.pop("PHOENIX_SQL_DATABASE_URL", None)
         if database_url is not None:
             env["PHOENIX_SQL_DATABASE_URL"] = phoenix_database_url(database_url)
-        log_path = working_dir / f"phoenix-{port}.log"
+        log_path = working_dir / f"phoenix-{http_port}-{attempt}.log"
         with log_path.open("wb") as log:
             proc = subprocess.Popen(
                 [exe, "serve"], env=env, stdout=log, stderr=subprocess.STDOUT, cwd=working_dir
             )
         server = PhoenixServer(
-            f"http://127.0.0.1:{port}", proc, log_path, working_dir, database_url
+            f"http://127.0.0.1:{http_port}", proc, log_path, working_dir, database_url
         )
         while proc.poll() is None and time.monotonic() < deadline:
             if _healthy(server.base_url):
                 return server
             time.sleep(0.5)
         server.stop()
-        if attempt == 2 or time.monotonic() >= deadline:
+        if attempt == 2 or port is not None or time.monotonic() >= deadline:
             break
     raise RuntimeError(f"Phoenix did not start within {timeout:.0f} s:\n{server.log()}")
 
