@@ -269,14 +269,18 @@ def send_rag_traces(
     *,
     project: str,
     headers: dict[str, str] | None = None,
+    batch: bool = False,
 ) -> list[str]:
     """Send ``traces`` with the OpenTelemetry SDK (OTLP/HTTP protobuf exporter) to ``endpoint``
     (``.../v1/traces``) into Phoenix project ``project``; flush; return the hex trace ids in
-    order. Raises when the exporter could not deliver everything."""
+    order. Raises when the exporter could not deliver everything. ``batch``: the SDK's
+    BatchSpanProcessor (many spans per request, as production exporters run), else one request
+    per span."""
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import (
+        BatchSpanProcessor,
         SimpleSpanProcessor,
         SpanExporter,
         SpanExportResult,
@@ -300,9 +304,14 @@ def send_rag_traces(
             {"service.name": "rag-assistant", "openinference.project.name": project}
         )
     )
-    # one export request per span: simple and deterministic (what the tests check is the
-    # sync, not the exporter's batching)
-    provider.add_span_processor(SimpleSpanProcessor(Counting()))
+    # by default one export request per span: simple and deterministic (what the tests check
+    # is the sync, not the exporter's batching)
+    processor = (
+        BatchSpanProcessor(Counting(), max_queue_size=100_000, max_export_batch_size=512)
+        if batch
+        else SimpleSpanProcessor(Counting())
+    )
+    provider.add_span_processor(processor)
     tracer = provider.get_tracer("workbench-live-tests")
     ids: list[str] = []
     try:
