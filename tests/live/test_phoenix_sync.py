@@ -212,6 +212,24 @@ def test_a_phoenix_stopped_mid_sync_leaves_an_error_and_the_next_sync_completes(
         server.stop()
 
 
+def test_pages_over_the_size_limit_are_asked_for_again_smaller(
+    phoenix: PhoenixServer,  # noqa: F811
+    engine: Engine,
+    admin: Actor,
+) -> None:
+    want = _send(phoenix, "p-big", 4, seed=8)
+    wait_for_spans(phoenix.base_url, "p-big", 12)
+    sid = _source(engine, admin, phoenix, "p-big")
+    tiny = phx.PhoenixClient(phoenix.base_url, max_bytes=300)  # no span is that small
+    r = _sync(engine, admin, sid, page_size=10, client=tiny)
+    assert r.error is not None and "larger than 300 bytes was refused" in r.error
+    assert r.spans_read == 0 and _span_rows(engine) == 0
+    small = phx.PhoenixClient(phoenix.base_url, max_bytes=2500)  # 2 or 3 spans a page
+    r = _sync(engine, admin, sid, page_size=10, client=small)
+    assert r.error is None and r.spans_read == 12 and r.pages > 2
+    assert _stored(engine) == want
+
+
 def test_malformed_answers_from_a_phoenix_path_are_recorded_on_the_source(
     engine: Engine, admin: Actor
 ) -> None:

@@ -44,7 +44,8 @@ The window is :data:`DEFAULT_OVERLAP_SECONDS` (``--overlap``); with one Phoenix 
 span commits in id order and no window is needed, but the cost of one is only re-reading.
 
 Bounds: every request has a timeout (connect and each read) and an overall deadline, a response
-larger than :data:`MAX_RESPONSE_BYTES` is refused, and so is JSON that is malformed, nested too
+larger than :data:`MAX_RESPONSE_BYTES` is refused (the sync asks again for half as many spans,
+down to one: a single span over the limit is an error), and so is JSON that is malformed, nested too
 deep or shaped otherwise than Phoenix's. A page with a span that cannot be mapped (an attribute
 type OTLP has no place for, a bad id) stops the sync before that page with an error naming the
 span: nothing of that page is staged, the resume point stays, and the next sync tries again.
@@ -81,6 +82,7 @@ __all__ = [
     "PageWalk",
     "PhoenixClient",
     "PhoenixError",
+    "ResponseTooLarge",
     "ResumeState",
     "SpanPage",
     "SyncReport",
@@ -117,6 +119,10 @@ _STATE_VERSION = 1
 class PhoenixError(InputError):
     """Phoenix could not be read or answered something the sync cannot use; nothing of the
     page concerned was staged."""
+
+
+class ResponseTooLarge(PhoenixError):
+    """A response over the size limit (the sync asks again for fewer spans)."""
 
 
 # ---------------------------------------------------------------------------------------
@@ -183,9 +189,9 @@ class PhoenixClient:
                         break
                     size += len(chunk)
                     if size > self.max_bytes:
-                        raise PhoenixError(
+                        raise ResponseTooLarge(
                             f"Phoenix at {self.base_url}: a response larger than "
-                            f"{self.max_bytes:,} bytes was refused (ask for smaller pages)"
+                            f"{self.max_bytes:,} bytes was refused"
                         )
                     if time.monotonic() - started > self.deadline:
                         raise PhoenixError(
@@ -194,6 +200,8 @@ class PhoenixClient:
                         )
                     parts.append(chunk)
                 return b"".join(parts)
+        except PhoenixError:
+            raise
         except urllib.error.HTTPError as exc:
             raise PhoenixError(self._http_error(exc)) from exc
         except TimeoutError as exc:
@@ -654,7 +662,7 @@ def sync_phoenix(
     report = SyncReport(source_id)
     try:
         while max_pages is None or report.pages < max_pages:
-            page = client.spans_page(src.project, walk.cursor, page_size)
+            page = _page(client, src.project, walk.cursor, page_size)
             mapped = [otlp_span(s) for s in page.spans]
             res = stage(engine, source_id, [m.staged for m in mapped])
             report.pages += 1
@@ -681,6 +689,18 @@ def sync_phoenix(
         report.waiting_spans = done.waiting_spans
         report.reasons = dict(done.reasons)
     return report
+
+
+def _page(client: PhoenixClient, project: str, cursor: str | None, limit: int) -> SpanPage:
+    """A page of at most ``limit`` spans: fewer when Phoenix's answer is over the size limit
+    (large spans), down to one."""
+    while True:
+        try:
+            return client.spans_page(project, cursor, limit)
+        except ResponseTooLarge:
+            if limit == 1:
+                raise
+            limit //= 2
 
 
 def _store(
