@@ -150,6 +150,7 @@ def test_dotted_and_nested_forms_give_the_same_attributes() -> None:
         ({"a": [{"x": 1}, 2]}, "attribute a: an array mixing objects and values"),
         ({"a": 2**70}, "attribute a: integer out of the 64-bit range"),
         ({"metadata": "{}", "metadata.x": 1}, "given both as a value and as an object"),
+        ({"a.b": 1, "a": {"b": 2}}, "attribute a.b: given twice"),
         ("not an object", "attributes: expected an object, got str"),
         ([1, 2], "attributes: expected an object, got an array"),
     ],

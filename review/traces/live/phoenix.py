@@ -362,6 +362,8 @@ def otlp_attributes(attributes: Any, span_kind: Any) -> list[dict[str, Any]]:
         root = _json_text_root(key)
         if root is not None:
             folded.setdefault(root, []).append((key[len(root) + 1 :], v))
+        elif key in flat:
+            raise PhoenixError(f"attribute {key}: given twice (dotted and nested)")
         elif v is not None:  # OTLP has no null attribute: an absent one
             flat[key] = v
     for root, pairs in folded.items():
