@@ -151,8 +151,15 @@ def main() -> None:
         client = PhoenixClient(base, timeout=120, deadline=600)
 
         def sync() -> int:
+            # one Phoenix on SQLite commits in id order: no overlap window needed
             r = sync_phoenix(
-                engine, SYSTEM, sid, client=client, page_size=a.page_size, grace_seconds=0
+                engine,
+                SYSTEM,
+                sid,
+                client=client,
+                page_size=a.page_size,
+                grace_seconds=0,
+                overlap_seconds=0,
             )
             if r.error:
                 raise SystemExit(f"sync failed: {r.error}")

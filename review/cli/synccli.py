@@ -73,11 +73,12 @@ def _summary(r: phoenix.SyncReport) -> str:
 )
 @click.option(
     "--overlap",
-    type=click.FloatRange(min=0),
+    type=click.FloatRange(0, phoenix.MAX_OVERLAP_SECONDS),
     default=phoenix.DEFAULT_OVERLAP_SECONDS,
     show_default=True,
     help="Seconds of spans read again at every sync: a span Phoenix commits up to this long "
-    "after taking its id (two Phoenix servers on one database) is still read.",
+    "after taking its id (two Phoenix servers on one database) is still read, and a trace "
+    "waits at least this long after its newest span. 0 is safe for one Phoenix on SQLite.",
 )
 @click.option(
     "--grace",

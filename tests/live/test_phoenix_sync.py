@@ -48,7 +48,10 @@ def _source(engine: Engine, admin: Actor, server: PhoenixServer, project: str) -
 
 
 def _sync(engine: Engine, admin: Actor, sid: int, **kw: Any) -> SyncReport:
+    """A sync importing traces as soon as their root arrived: one Phoenix on SQLite commits
+    spans in id order, so no overlap window is needed (the two-servers test sets one)."""
     kw.setdefault("grace_seconds", 0)
+    kw.setdefault("overlap_seconds", 0)
     return sync_phoenix(engine, admin, sid, **kw)
 
 
@@ -94,6 +97,12 @@ def _stored(engine: Engine) -> dict[str, Any]:
 def _span_rows(engine: Engine) -> int:
     with read_session(engine) as s:
         return int(s.scalar(select(func.count()).select_from(SourceSpan)) or 0)
+
+
+def _states(engine: Engine) -> dict[str, int]:
+    with read_session(engine) as s:
+        rows = s.execute(select(SourceSpan.state, func.count()).group_by(SourceSpan.state))
+        return {str(state): int(n) for state, n in rows}
 
 
 def _send(server: PhoenixServer, project: str, n: int, seed: int) -> dict[str, Any]:
@@ -143,17 +152,30 @@ def test_the_resume_point_moves_once_the_overlap_window_has_passed(
     want = _send(phoenix, "p-window", 6, seed=3)
     wait_for_spans(phoenix.base_url, "p-window", 18)
     sid = _source(engine, admin, phoenix, "p-window")
-    now = [1_000_000.0]
-    r1 = _sync(engine, admin, sid, page_size=5, clock=lambda: now[0])
-    assert r1.spans_read == 18
-    now[0] += 10  # within the window: everything is read again
-    assert _sync(engine, admin, sid, page_size=5, clock=lambda: now[0]).spans_read == 18
+    later = [0.0]  # seconds after now that the syncs below run at
+
+    def sync() -> SyncReport:
+        return _sync(
+            engine,
+            admin,
+            sid,
+            page_size=5,
+            overlap_seconds=120,
+            clock=lambda: time.time() + later[0],
+        )
+
+    r1 = sync()
+    # every span read, no trace imported: each waits the window after its newest span
+    assert (r1.spans_read, r1.added, r1.imported) == (18, 18, 0)
+    later[0] = 10  # within the window: everything is read again
+    assert (sync().spans_read, _stored(engine)) == (18, {})
     assert sources.get_source(engine, sid).cursor is None
-    now[0] += 200  # a window after the first read: this sync reads past it once more...
-    assert _sync(engine, admin, sid, page_size=5, clock=lambda: now[0]).spans_read == 18
+    later[0] = 200  # a window after the first read: this sync reads past it once more...
+    r3 = sync()
+    assert (r3.spans_read, r3.imported) == (18, 6)
     assert sources.get_source(engine, sid).cursor is not None
-    now[0] += 1  # ...and the next one resumes at the last span read (the cursor is inclusive)
-    r4 = _sync(engine, admin, sid, page_size=5, clock=lambda: now[0])
+    later[0] = 201  # ...and the next one resumes at the last span read (the cursor is inclusive)
+    r4 = sync()
     assert (r4.spans_read, r4.added) == (1, 0)
     assert _stored(engine) == want
 
@@ -257,6 +279,9 @@ def test_two_phoenix_servers_on_one_postgresql_lose_nothing(
     tmp_path: Path, pg_url: str, engine: Engine, admin: Actor
 ) -> None:
     # one after the other: both migrating the same database at once crashes Phoenix
+    # Phoenix commits a batch within a second of taking its ids: 8 s is a wide window, and
+    # short enough that traces are imported while both servers are still writing
+    window = 8.0
     with (
         phoenix_server(tmp_path / "a", database_url=pg_url) as a,
         phoenix_server(tmp_path / "b", database_url=pg_url) as b,
@@ -264,6 +289,7 @@ def test_two_phoenix_servers_on_one_postgresql_lose_nothing(
         sid = _source(engine, admin, a, "p-two")
         want: dict[str, Any] = {}
         errors: list[BaseException] = []
+        imported_early = 0
 
         def send(server: PhoenixServer, seed: int) -> None:
             try:
@@ -271,7 +297,7 @@ def test_two_phoenix_servers_on_one_postgresql_lose_nothing(
             except BaseException as exc:  # reported below
                 errors.append(exc)
 
-        for round_ in range(3):
+        for round_ in range(5):
             writers = [
                 threading.Thread(target=send, args=(a, 10 * round_ + 1)),
                 threading.Thread(target=send, args=(b, 10 * round_ + 2)),
@@ -280,20 +306,38 @@ def test_two_phoenix_servers_on_one_postgresql_lose_nothing(
                 w.start()
             if round_ == 0:  # Phoenix makes the project with its first span
                 wait_for_spans(a.base_url, "p-two", 1)
-            # sync while both servers write (the read side of the race)
-            while any(w.is_alive() for w in writers):
-                assert _sync(engine, admin, sid, page_size=20).error is None
+            # sync while both servers write (the read side of the race), and at least 3 s a
+            # round, so that traces are imported while later ones are still being written
+            until = time.monotonic() + 3
+            while any(w.is_alive() for w in writers) or time.monotonic() < until:
+                r = _sync(engine, admin, sid, page_size=20, overlap_seconds=window)
+                assert r.error is None
+                imported_early += r.imported
                 time.sleep(0.2)
             for w in writers:
                 w.join()
             assert not errors, errors
         total = len(want) * SPANS_PER_TRACE
-        assert len(want) == 90
+        assert len(want) == 150
+        assert imported_early > 0
         wait_for_spans(b.base_url, "p-two", total)
-        last = _sync(engine, admin, sid, page_size=20)
+        # a sync a window after the last span: every trace is complete and imported
+        last = _sync(
+            engine,
+            admin,
+            sid,
+            page_size=20,
+            overlap_seconds=window,
+            clock=lambda: time.time() + window + 1,
+        )
         assert last.error is None
         assert _span_rows(engine) == total
-        assert _stored(engine) == want
+        # no span came after its trace was imported (with no wait, one did: a child whose
+        # batch committed just after the page that read its root)
+        assert _states(engine) == {"imported": total}
+        got = _stored(engine)
+        wrong = {t: (got.get(t), want[t]) for t in want if got.get(t) != want[t]}
+        assert not wrong, sorted(wrong.items())[:3]
 
 
 def test_the_sync_command_creates_the_source_then_resumes_it(
@@ -306,7 +350,8 @@ def test_the_sync_command_creates_the_source_then_resumes_it(
     url = f"sqlite:///{tmp_path / 'cli.db'}"
     monkeypatch.setenv("WORKBENCH_DATABASE_URL", url)
     monkeypatch.setenv("TEST_PHOENIX_KEY", "not-needed-by-this-phoenix")
-    args = ["sync", "phoenix", "--url", phoenix.base_url, "--project", "p-cli", "--grace", "0"]
+    args = ["sync", "phoenix", "--url", phoenix.base_url, "--project", "p-cli"]
+    args += ["--grace", "0", "--overlap", "0"]
     r = CliRunner().invoke(main, [*args, "--api-key-env", "TEST_PHOENIX_KEY"])
     assert r.exit_code == 0, r.output
     assert "read 9 spans in 1 page (9 new, 0 read before); imported 3 traces" in r.output

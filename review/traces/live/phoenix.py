@@ -40,8 +40,17 @@ down, an exception) moves the resume point only as far as it read contiguously, 
 it staged stay staged. Dropping a checkpoint only keeps the resume point lower (more is read
 again, nothing lost), which is how their number stays bounded.
 
-The window is :data:`DEFAULT_OVERLAP_SECONDS` (``--overlap``); with one Phoenix on SQLite a
-span commits in id order and no window is needed, but the cost of one is only re-reading.
+Whole traces, too: a trace is assembled at the end of a sync only when its newest span was
+received at least ``max(grace, W)`` before that sync *started*. A span of it committed late
+took its id before the trace's newest span was read, so it committed before ``W`` after that,
+before the sync started: the sync read it (the argument above) and staged it before
+assembling. Without this, a root read in one page could be imported while a child that took a
+lower id commits a moment later, behind the cursor (the two-servers test saw exactly that with
+no wait). The price of a window is a trace imported ``W`` after its last span, and the spans of
+the last ``W`` read again at every sync.
+
+The window is :data:`DEFAULT_OVERLAP_SECONDS` (``--overlap``). One Phoenix on SQLite commits in
+id order, and ``--overlap 0`` is safe there.
 
 Bounds: every request has a timeout (connect and each read) and an overall deadline, a response
 larger than :data:`MAX_RESPONSE_BYTES` is refused (the sync asks again for half as many spans,
@@ -94,6 +103,7 @@ __all__ = [
 
 #: the overlap window W (seconds): a span committed within W of taking its id is never missed
 DEFAULT_OVERLAP_SECONDS = 120.0
+MAX_OVERLAP_SECONDS = 3600.0
 #: spans per page (Phoenix allows 1 to 1000)
 DEFAULT_PAGE_SIZE = 500
 #: the largest response body read (bytes)
@@ -656,8 +666,8 @@ def sync_phoenix(
         raise InputError(f"source {src.name!r} is paused; resume it to sync")
     if not 1 <= page_size <= 1000:
         raise InputError("page size: 1 to 1000 spans (Phoenix's limit)")
-    if not (math.isfinite(overlap_seconds) and overlap_seconds >= 0):
-        raise InputError("overlap: a number of seconds, 0 or more")
+    if not (math.isfinite(overlap_seconds) and 0 <= overlap_seconds <= MAX_OVERLAP_SECONDS):
+        raise InputError(f"overlap: 0 to {MAX_OVERLAP_SECONDS:.0f} seconds")
     if client is None:
         client = PhoenixClient(src.url, sources.secret_value(src.secret_name))
     walk = PageWalk(ResumeState.from_json(src.state.get("phoenix")), clock(), overlap_seconds)
@@ -684,7 +694,19 @@ def sync_phoenix(
         report.error = str(exc)
     finally:
         _store(engine, source_id, src.state, walk.state, report.error)
-        done = assemble(engine, actor, source_id, grace_seconds=grace_seconds)
+        # with a window, a trace waits until its newest span was received the window before
+        # this sync started: a span of it committed late within the window was read by now
+        grace = src.grace_seconds if grace_seconds is None else grace_seconds
+        ended = clock()
+        if overlap_seconds > 0:
+            grace = max(grace, overlap_seconds + max(0.0, ended - walk.started_at))
+        done = assemble(
+            engine,
+            actor,
+            source_id,
+            grace_seconds=grace,
+            now=dt.datetime.fromtimestamp(ended, dt.UTC),
+        )
         report.imported = done.imported
         report.skipped = done.skipped
         report.rejected = done.rejected
