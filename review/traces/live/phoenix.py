@@ -40,14 +40,15 @@ down, an exception) moves the resume point only as far as it read contiguously, 
 it staged stay staged. Dropping a checkpoint only keeps the resume point lower (more is read
 again, nothing lost), which is how their number stays bounded.
 
-Whole traces, too: a trace is assembled at the end of a sync only when its newest span was
-received at least ``max(grace, W)`` before that sync *started*. A span of it committed late
-took its id before the trace's newest span was read, so it committed before ``W`` after that,
-before the sync started: the sync read it (the argument above) and staged it before
-assembling. Without this, a root read in one page could be imported while a child that took a
-lower id commits a moment later, behind the cursor (the two-servers test saw exactly that with
-no wait). The price of a window is a trace imported ``W`` after its last span, and the spans of
-the last ``W`` read again at every sync.
+Whole traces, too: with a window, a trace is assembled at the end of a sync only when its
+newest span was received at least ``max(grace, W)`` before that sync *started*. A span of it
+committed late behind the cursor took its id before a span already read, so it committed
+within ``W`` after that span was read, before the sync started: the sync read it (the argument
+above) and staged it before assembling. (A span that ends after its root is the grace period's
+business, as for every source.) Without this wait, a root read in one page could be imported
+while a child that took a lower id commits a moment later, behind the cursor (the two-servers
+test saw exactly that). The price of a window is a trace imported ``W`` after its last span,
+and the spans of the last ``W`` read again at every sync.
 
 The window is :data:`DEFAULT_OVERLAP_SECONDS` (``--overlap``). One Phoenix on SQLite commits in
 id order, and ``--overlap 0`` is safe there.
