@@ -7,55 +7,14 @@ A plain click command; ``review.cli.main`` registers it on the ``workbench`` gro
 from __future__ import annotations
 
 import logging
-import os
-import tomllib
-from pathlib import Path
 
 import click
-from sqlalchemy import Engine
 
 from review.cli.common import WorkbenchCommand, cli_actor, open_engine
-from review.core.errors import InputError
-from review.core.identity import Actor
 from review.traces.live import sources
 from review.traces.live.receiver import Receiver, ReceiverConfig
 
-__all__ = ["read_token", "receive_cmd"]
-
-SECRETS = Path(".streamlit") / "secrets.toml"
-
-
-def read_token(name: str, secrets: Path = SECRETS) -> str:
-    """The bearer token named ``name``: the environment variable, else the top-level key of
-    ``.streamlit/secrets.toml``; InputError when neither holds a non-empty text (the receiver
-    does not start open when a token was asked for). The token itself is never shown."""
-    value = os.environ.get(name)
-    if value is None and secrets.is_file():
-        try:
-            data = tomllib.loads(secrets.read_text(encoding="utf-8"))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise InputError(f"{secrets}: cannot be read as TOML ({exc})") from None
-        found = data.get(name)
-        value = found if isinstance(found, str) else None
-    if value is None or not value.strip():
-        raise InputError(
-            f"no token named {name}: set the environment variable {name} or the key {name} "
-            f"in {secrets}"
-        )
-    return value.strip()
-
-
-def _otlp_source(engine: Engine, actor: Actor, name: str, token_env: str | None) -> int:
-    """The id of the otlp source ``name``, added when missing; a source of that name of
-    another kind is an error."""
-    for src in sources.list_sources(engine):
-        if src.name == name:
-            if src.kind != "otlp":
-                raise InputError(f"the source {name!r} is a {src.kind} source, not otlp")
-            return src.id
-    return sources.add_source(
-        engine, actor, "otlp", name, url=None, project=None, secret_name=token_env
-    ).id
+__all__ = ["receive_cmd"]
 
 
 @click.command("receive", cls=WorkbenchCommand)
@@ -77,9 +36,9 @@ def _otlp_source(engine: Engine, actor: Actor, name: str, token_env: str | None)
 @click.option(
     "--source",
     "source_name",
-    default="otlp",
+    default="OTLP receiver",
     show_default=True,
-    help="The otlp trace source the spans belong to (created when missing).",
+    help="The otlp trace source the spans belong to (added when missing).",
 )
 @click.option(
     "--grace",
@@ -87,7 +46,7 @@ def _otlp_source(engine: Engine, actor: Actor, name: str, token_env: str | None)
     type=click.FloatRange(0, 86_400),
     metavar="SECONDS",
     help="Import a trace once its root arrived and no span came for this long "
-    "(default: the staging default).",
+    "(default: the source's grace period, 30 s for a new one).",
 )
 def receive_cmd(
     host: str, port: int, token_env: str | None, source_name: str, grace: float | None
@@ -99,15 +58,17 @@ def receive_cmd(
     OTEL_EXPORTER_OTLP_TRACES_ENDPOINT). A request is answered 200 only once its spans are
     stored; a trace is imported once its root span arrived and the grace period passed.
     Stop with Ctrl-C."""
-    token = read_token(token_env) if token_env else None
+    token = sources.secret_value(token_env)
     engine = open_engine()
     actor = cli_actor()
-    source_id = _otlp_source(engine, actor, source_name, token_env)
+    source = sources.ensure_source(
+        engine, actor, kind="otlp", name=source_name, secret_name=token_env, grace_seconds=grace
+    )
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     receiver = Receiver(
         engine,
         actor,
-        source_id,
+        source.id,
         ReceiverConfig(host=host, port=port, token=token, grace_seconds=grace),
     )
 

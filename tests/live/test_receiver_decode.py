@@ -19,7 +19,7 @@ from opentelemetry.exporter.otlp.json.common._internal.trace_encoder import (
 )
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans as encode_pb
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
 from review.traces.formats.otlp import iter_otlp_jsonl, otlp_attributes
@@ -157,7 +157,7 @@ def _json_span(**kw: Any) -> dict[str, Any]:
     return span
 
 
-def _json_body(*spans: dict[str, Any]) -> bytes:
+def _json_body(*spans: object) -> bytes:
     return json.dumps(
         {"resourceSpans": [{"resource": {}, "scopeSpans": [{"spans": list(spans)}]}]}
     ).encode()
@@ -272,7 +272,7 @@ scalars = st.one_of(
 values = st.recursive(
     scalars,
     lambda inner: st.builds(
-        lambda xs: AnyValue(array_value={"values": xs}), st.lists(inner, max_size=3)
+        lambda xs: AnyValue(array_value=ArrayValue(values=xs)), st.lists(inner, max_size=3)
     ),
     max_leaves=6,
 )

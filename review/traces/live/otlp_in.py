@@ -151,21 +151,22 @@ def _pb_attrs(kvs: Sequence[KeyValue], bad: list[str], nul: list[bool]) -> list[
     return out
 
 
-def _pb_id(raw: bytes, nbytes: int, what: str) -> str:
+def _pb_id(raw: bytes, nbytes: int, name: str) -> str:
+    what = "trace id" if nbytes == 16 else "span id"
     if len(raw) != nbytes:
-        raise BadField(what, f"has {len(raw)} bytes; a {what} has {nbytes}")
+        raise BadField(name, f"{len(raw)} bytes; a {what} has {nbytes}")
     if not any(raw):
-        raise BadField(what, f"the {what} is all zeros (invalid in OTLP)")
+        raise BadField(name, f"the {what} is all zeros (invalid in OTLP)")
     return raw.hex()
 
 
 def _pb_span(sp: Span, where: str, bad: list[str], nul: list[bool]) -> dict[str, Any]:
     out: dict[str, Any] = {
-        "traceId": _pb_id(sp.trace_id, 16, "trace id"),
-        "spanId": _pb_id(sp.span_id, 8, "span id"),
+        "traceId": _pb_id(sp.trace_id, 16, "traceId"),
+        "spanId": _pb_id(sp.span_id, 8, "spanId"),
     }
     if sp.parent_span_id:
-        out["parentSpanId"] = _pb_id(sp.parent_span_id, 8, "parent span id")
+        out["parentSpanId"] = _pb_id(sp.parent_span_id, 8, "parentSpanId")
     if "\x00" in sp.name:
         nul.append(True)
     out["name"] = sp.name

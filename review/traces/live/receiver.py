@@ -29,6 +29,7 @@ Threads and memory are bounded: the HTTP server (uvicorn, one event loop) admits
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import logging
 import socket
@@ -54,8 +55,9 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from review.core.errors import InputError
 from review.core.identity import Actor
-from review.traces.live import staging
+from review.traces.live import sources, staging
 from review.traces.live.otlp_in import Decoded, PayloadError, decode_json, decode_protobuf
 from storage.db import make_engine
 
@@ -167,7 +169,11 @@ class Receiver:
         self.actor = actor
         self.source_id = source_id
         self.in_flight = 0
-        self.stats = {"requests": 0, "spans": 0, "added": 0, "duplicates": 0, "rejected": 0}
+        #: why spans cannot be stored now (a paused or removed source), else None
+        self.unavailable: str | None = None
+        self.stats = dict.fromkeys(
+            ("requests", "spans", "added", "duplicates", "rejected", "unavailable"), 0
+        )
         self._stats_lock = threading.Lock()
         self._limiter: anyio.CapacityLimiter | None = None
         self._stop = threading.Event()
@@ -256,14 +262,23 @@ class Receiver:
             return self._reply(413, kind, str(exc))
         except PayloadError as exc:
             return self._reply(400, kind, f"malformed OTLP trace export: {exc}")
+        if len(decoded.spans) > staging.MAX_STAGE:
+            return self._reply(413, kind, f"at most {staging.MAX_STAGE:,} spans in one request")
+        if self.unavailable is not None:
+            return self._reply(503, kind, self.unavailable, retry=True)
         if decoded.spans:
+            log.info("staging %d spans (%s)", len(decoded.spans), kind)
             try:
                 result = staging.stage(self.engine, self.source_id, decoded.spans)
             except DBAPIError as exc:
                 log.warning("spans not stored, the database answered: %s", exc.orig or exc)
+                with self._stats_lock:
+                    self.stats["unavailable"] += 1
                 return self._reply(
                     503, kind, "the database is busy or unavailable; nothing was stored", True
                 )
+            except InputError as exc:  # the source was removed meanwhile
+                return self._reply(503, kind, f"nothing was stored: {exc}", retry=True)
         else:
             result = staging.StageResult(added=0, duplicates=0, late=0)
         with self._stats_lock:
@@ -277,14 +292,31 @@ class Receiver:
     # -- assembly ----------------------------------------------------------------------
 
     def assemble_once(self) -> staging.AssembleResult | None:
-        """One assembly pass; an error is logged (the next pass tries again)."""
+        """One assembly pass, recorded on the source (its last sync, or the error, which the
+        next pass retries); a paused or removed source stops the receiver storing spans."""
         try:
-            return staging.assemble(
+            src = sources.get_source(self.engine, self.source_id)
+        except InputError as exc:
+            self.unavailable = f"the trace source is gone ({exc})"
+            return None
+        except DBAPIError:
+            return None  # busy: the next pass
+        if src.status != "active":
+            self.unavailable = f"the trace source {src.name!r} is {src.status}"
+            return None
+        self.unavailable = None
+        try:
+            result = staging.assemble(
                 self.engine, self.actor, self.source_id, grace_seconds=self.config.grace_seconds
             )
-        except Exception:
+        except Exception as exc:
             log.exception("assembling staged spans failed; the next pass retries")
+            with contextlib.suppress(Exception):
+                sources.record_error(self.engine, self.source_id, f"assembling failed: {exc}")
             return None
+        with contextlib.suppress(DBAPIError):
+            sources.record_sync(self.engine, self.source_id)
+        return result
 
     def _assemble_loop(self, every: float) -> None:
         while not self._stop.wait(every):
