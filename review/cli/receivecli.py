@@ -6,6 +6,7 @@ A plain click command; ``review.cli.main`` registers it on the ``workbench`` gro
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 
 import click
@@ -15,6 +16,13 @@ from review.traces.live import sources
 from review.traces.live.receiver import Receiver, ReceiverConfig
 
 __all__ = ["receive_cmd"]
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return host == "localhost"
 
 
 @click.command("receive", cls=WorkbenchCommand)
@@ -59,6 +67,12 @@ def receive_cmd(
     stored; a trace is imported once its root span arrived and the grace period passed.
     Stop with Ctrl-C."""
     token = sources.secret_value(token_env)
+    if token is None and not _loopback(host):
+        click.echo(
+            f"warning: listening on {host} without a token: anyone who reaches this address "
+            "can add traces (use --token-env)",
+            err=True,
+        )
     engine = open_engine()
     actor = cli_actor()
     source = sources.ensure_source(
