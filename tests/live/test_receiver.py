@@ -441,3 +441,58 @@ def test_a_receiver_killed_mid_request_acknowledges_nothing_and_the_retry_stores
             proc.wait(WAIT)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+def test_a_body_trickling_in_past_the_timeout_is_408_and_frees_its_slot(start: Any) -> None:
+    _, port = start(body_timeout_s=0.5, max_in_flight=1)
+    with socket.create_connection(("127.0.0.1", port), timeout=WAIT) as s:
+        s.sendall(
+            b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 100\r\n\r\n{"
+        )
+        reply = s.recv(4096)
+    assert reply.startswith(b"HTTP/1.1 408")
+    assert post(port, b"{}", JS)[0] == 200  # the slot is free again
+
+
+def test_a_receiver_killed_anywhere_in_a_stream_of_exports_loses_and_duplicates_nothing(
+    engine: Engine, sqlite_url: str, tmp_path: Path
+) -> None:
+    """Killed at whatever point the 4th request reached (decoding, inside the transaction,
+    committed but unanswered): every export still succeeds, through the exporter's retry to
+    the restarted receiver, and every span is stored exactly once."""
+    port = _free_port()
+    log1 = tmp_path / "receiver1.log"
+    proc = _receiver_process(sqlite_url, port, log1)
+    try:
+        _wait_for(lambda: _listening(port), "the receiver did not start")
+        spans, expected = make_rag_spans(400)
+        batches = [spans[i : i + 120] for i in range(0, len(spans), 120)]
+        exporter = OTLPSpanExporter(endpoint=url(port), timeout=WAIT)
+        results: list[SpanExportResult] = []
+
+        def export_all() -> None:
+            for b in batches:
+                results.append(exporter.export(b))
+
+        t = threading.Thread(target=export_all)
+        t.start()
+        _wait_for(lambda: log1.read_bytes().count(b"staging ") >= 4, "too few requests")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(WAIT)
+        proc = _receiver_process(sqlite_url, port, tmp_path / "receiver2.log")
+        t.join(WAIT)
+        assert results == [SpanExportResult.SUCCESS] * len(batches)
+        with engine.connect() as conn:
+            stored = list(conn.scalars(select(SourceSpan.span_id)))
+        sent = [format(c.span_id, "016x") for s in spans if (c := s.get_span_context())]
+        assert len(stored) == len(set(stored)) and sorted(stored) == sorted(sent)
+        source_id = next(s.id for s in sources.list_sources(engine) if s.name == "OTLP receiver")
+        assert assemble(engine, int(source_id)).imported == len(expected)
+        check_stored(engine, expected[::40])
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(WAIT)
+        except subprocess.TimeoutExpired:
+            proc.kill()

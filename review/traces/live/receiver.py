@@ -10,7 +10,8 @@ acknowledged is stored:
 2. a content type other than the two above, or a content encoding other than gzip, is 415;
 3. more requests in flight than the receiver holds in memory is 429 with ``Retry-After``;
 4. a body larger than ``max_body_bytes`` on the wire, or larger than ``max_decoded_bytes``
-   once decompressed (a gzip bomb stops at the bound, never inflated whole), is 413;
+   once decompressed (a gzip bomb stops at the bound, never inflated whole), is 413, and one
+   that takes longer than ``body_timeout_s`` to arrive is 408;
 5. the body is decoded (:mod:`review.traces.live.otlp_in`): unreadable is 400 with the reason,
    spans that cannot be staged are rejected alone and reported in ``partial_success``;
 6. the spans are staged in ONE transaction (:func:`review.traces.live.staging.stage`,
@@ -69,7 +70,7 @@ PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 
 # google.rpc.Code values for the Status bodies
-_CODES = {400: 3, 401: 16, 413: 8, 415: 3, 429: 8, 500: 13, 503: 14}
+_CODES = {400: 3, 401: 16, 408: 4, 413: 8, 415: 3, 429: 8, 500: 13, 503: 14}
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +91,8 @@ class ReceiverConfig:
     assemble_every: float | None = 5.0
     #: how long one write waits for a busy SQLite database before the request gets a 503
     busy_timeout_ms: int = 1000
+    #: seconds a client may take to send a body (a trickling client holds a slot no longer)
+    body_timeout_s: float = 60.0
 
 
 class TooLarge(ValueError):
@@ -237,9 +240,12 @@ class Receiver:
         self.in_flight += 1
         try:
             try:
-                body = await self._read_body(request)
+                with anyio.fail_after(self.config.body_timeout_s):
+                    body = await self._read_body(request)
             except TooLarge as exc:
                 return self._reply(413, kind, str(exc))
+            except TimeoutError:
+                return self._reply(408, kind, "the body did not arrive in time")
             except ClientDisconnect:
                 return Response(status_code=400)
             if self._limiter is None:
