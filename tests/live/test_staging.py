@@ -261,3 +261,18 @@ def test_a_secret_comes_from_the_environment_or_secrets_toml_never_the_database(
     assert sources.secret_value(None, (toml,)) is None
     with pytest.raises(InputError, match="set the environment variable MISSING"):
         sources.secret_value("MISSING", (toml,))
+
+
+def test_a_purge_deletes_the_spans_of_the_traces_it_deletes(engine: Engine, admin: Actor) -> None:
+    from review.traces import retention
+
+    sid = _source(engine, admin)
+    old = rag_trace(1, start=T0)
+    staging.stage(engine, sid, old)
+    staging.assemble(engine, admin, sid, now=utcnow() + LATER)
+    staging.stage(engine, sid, rag_trace(2)[:2])  # waiting, no root
+    report = retention.purge_older_than(engine, admin, 1, now=T0 + dt.timedelta(days=3))
+    assert report.deleted == 1
+    with read_session(engine) as s:
+        left = s.execute(select(SourceSpan.trace_id, SourceSpan.state)).all()
+    assert sorted(left) == [(f"{2:032x}", "waiting")] * 2

@@ -20,6 +20,11 @@ carry the audit verdict back. A span that arrives after its trace was imported i
 with the reason; so is a trace whose root span has not arrived one hold period (an hour by
 default) after its newest span.
 
+Waiting spans hold what the source sent, before redaction (redaction applies to the trace the
+spans make): for the grace period, or the hold period for a trace whose root is missing. Once
+their trace is imported or refused their payload is dropped; a purge deletes the span rows of
+the traces it deletes (:mod:`review.traces.retention`).
+
 A crash anywhere leaves nothing half-done: staged spans are committed before a receiver
 acknowledges them, an import writes whole traces, and a trace imported but not yet marked is
 found stored by the next :func:`assemble` and marked then.
