@@ -8,12 +8,14 @@ names, URLs and errors stay text; the Monitoring page says how fresh its data is
 from __future__ import annotations
 
 import datetime as dt
+import os
 
 import pytest
 from sqlalchemy import Engine
 from streamlit.testing.v1 import AppTest
 
 from review.traces.live import display, sources, staging
+from review.traces.live.receiver import Receiver, ReceiverConfig
 from storage.db import make_engine
 from storage.models import utcnow
 from tests.helpers.actors import make_actor
@@ -28,6 +30,7 @@ from tests.helpers.pages import (
     readable,
 )
 from tests.helpers.placement import said_under
+from tests.helpers.ragspans import make_rag_spans
 from tests.helpers.shown import raw_keys
 from tests.live.spanmaker import rag_trace
 
@@ -325,3 +328,59 @@ def test_monitoring_on_an_empty_database_says_nothing_arrived_yet(
     assert _freshness(at) == [
         "Traces arrive by file import (no live source is set up); no import has finished yet.",
     ]
+
+
+def _exported(code: str, name: str) -> str:
+    """The value the panel's commands export for the environment variable ``name``."""
+    line = next(x for x in code.splitlines() if x.startswith(f"export {name}="))
+    return line.split("=", 1)[1].strip('"')
+
+
+def test_the_exporter_settings_the_panel_shows_reach_the_real_receiver(
+    trace_demo_url: str, engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An admin adds a receiver source on the page; the real OpenTelemetry exporter, set up
+    only from the environment variables the panel shows (endpoint, bearer token header), sends
+    three traces to the real receiver; the panel then shows them added, when and the lag."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    at = page_app(trace_demo_url, monkeypatch, TRACES, ADA).run()
+    fill_form(at, kind="otlp", name="Checkout receiver", secret="RECEIVER_TOKEN", grace=0)
+    press(at, "Add source")
+    [src] = sources.list_sources(engine)
+    code = "\n".join(c.value for c in at.code)
+    monkeypatch.setenv("RECEIVER_TOKEN", "a-long-random-token")
+    receiver = Receiver(
+        engine,
+        ADMIN,
+        src.id,
+        ReceiverConfig(port=0, token=sources.secret_value(src.secret_name), assemble_every=None),
+    )
+    port = receiver.start()
+    try:
+        endpoint = _exported(code, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        assert endpoint == "http://HOST:4318/v1/traces"
+        monkeypatch.setenv(
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", endpoint.replace("HOST:4318", f"127.0.0.1:{port}")
+        )
+        headers = _exported(code, "OTEL_EXPORTER_OTLP_TRACES_HEADERS")
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_HEADERS", os.path.expandvars(headers))
+        spans, expected = make_rag_spans(3)
+        exporter = OTLPSpanExporter(timeout=180)
+        assert exporter.export(spans) == SpanExportResult.SUCCESS
+        exporter.shutdown()
+        result = receiver.assemble_once()
+        assert result is not None and result.imported == len(expected) == 3
+    finally:
+        receiver.stop()
+    at.run()
+    no_exception(at)
+    shown = dict(table(at).iloc[0])
+    assert (shown["Traces added"], shown["Spans waiting"], shown["Traces refused"]) == (3, 0, 0)
+    assert shown["Last sync"] != "never" and str(shown["Last sync"]).endswith(")")
+    assert str(shown["Lag"]).startswith("newest span ")
+    assert shown["Last error"] == "none"
+    mon = page_app(trace_demo_url, monkeypatch, MONITORING, RAVI).run()
+    line = next(x for x in _freshness(mon) if x.startswith("OTLP/HTTP receiver"))
+    assert line.startswith("OTLP/HTTP receiver Checkout receiver: last successful receive 20")
