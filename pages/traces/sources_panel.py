@@ -152,7 +152,12 @@ def sources_panel(engine: Engine, actor: Actor) -> None:
     with st.expander(ui.plain(display.panel_label(rows)), key=f"{K}panel"):
         st.caption(ui.plain(display.panel_note(rows)))
         if rows:
-            ui.table(display.sources_frame(rows, now), pin=True)
+            wide = st.column_config.TextColumn(width="large")
+            ui.table(
+                display.sources_frame(rows, now),
+                pin=True,
+                column_config={"Lag": wide, "Last error": wide},
+            )
             _details(engine, actor, rows, now)
         else:
             ui.under(f"{K}remove")  # a removal of the last source is said where it was
