@@ -314,7 +314,7 @@ def test_freshness_names_each_live_source_with_its_last_success_and_lag() -> Non
         "(4 minutes ago); newest span 7 minutes old."
     )
     assert lines[2] == (
-        "OTLP/HTTP receiver Receiver (paused): last successful receive 2026-12-04 11:59 UTC "
+        "OTLP/HTTP receiver Receiver (paused): last ran 2026-12-04 11:59 UTC "
         "(40 seconds ago); no span read yet; last error 2026-12-04 11:59 UTC "
         "(10 seconds ago): database busy."
     )

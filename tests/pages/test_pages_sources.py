@@ -312,7 +312,7 @@ def test_monitoring_names_each_live_source_with_its_last_success_and_lag(
     assert len(lines) == 4, lines
     assert lines[1].startswith("Phoenix project Support bot: last successful sync ")
     assert "newest span 7 minutes old" in lines[1] and "last error" in lines[1]
-    assert lines[2].startswith(f"OTLP/HTTP receiver {HOSTILE}: last successful receive ")
+    assert lines[2].startswith(f"OTLP/HTTP receiver {HOSTILE}: last ran ")
     assert lines[3] == (
         "Phoenix project New one (paused): last successful sync never; no span read yet."
     )
@@ -383,4 +383,4 @@ def test_the_exporter_settings_the_panel_shows_reach_the_real_receiver(
     assert shown["Last error"] == "none"
     mon = page_app(trace_demo_url, monkeypatch, MONITORING, RAVI).run()
     line = next(x for x in _freshness(mon) if x.startswith("OTLP/HTTP receiver"))
-    assert line.startswith("OTLP/HTTP receiver Checkout receiver: last successful receive 20")
+    assert line.startswith("OTLP/HTTP receiver Checkout receiver: last ran 20")

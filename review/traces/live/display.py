@@ -348,9 +348,11 @@ class Freshness:
 
 
 def _source_line(src: SourceView, now: dt.datetime) -> str:
-    verb = "sync" if src.kind == "phoenix" else "receive"
+    # the receiver records a successful pass every few seconds while it runs, spans or not:
+    # it says the receiver ran; how fresh its spans are is the newest span's age
+    what = "last successful sync" if src.kind == "phoenix" else "last ran"
     head = f"{kind_label(src.kind)} {src.name}" + (" (paused)" if src.status == "paused" else "")
-    parts = [f"last successful {verb} {ago(src.last_success_at, now)}"]
+    parts = [f"{what} {ago(src.last_success_at, now)}"]
     if src.newest_span_at is not None:
         behind = _utc(now) - _utc(src.newest_span_at)
         parts.append(
