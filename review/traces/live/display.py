@@ -208,9 +208,9 @@ def panel_note(rows: Sequence[SourceView]) -> str:
     return (
         "Last sync: a Phoenix source's last sync, the receiver's last pass (every few seconds "
         "while it runs). Lag: how old the newest span read is and, for a Phoenix source, how "
-        "long since its last successful sync. A span waits until its trace's root span has arrived and the "
-        "grace period has passed; a span that comes after its trace was imported is late "
-        "(counted, not imported); a trace whose root never came is refused."
+        "long since its last successful sync. A span waits until its trace's root span has "
+        "arrived and the grace period has passed; a span that comes after its trace was "
+        "imported is late (counted, not imported); a trace whose root never came is refused."
     )
 
 
