@@ -80,7 +80,7 @@ from typing import Any
 from sqlalchemy import Engine
 
 from review.core.errors import InputError, WorkbenchError
-from review.core.identity import Actor
+from review.core.identity import Actor, Permission, require
 from review.traces.live import sources
 from review.traces.live.staging import StagedSpan, assemble, stage
 
@@ -660,6 +660,7 @@ def sync_phoenix(
     and assembled; any other exception propagates after the same. ``client`` defaults to one
     for the source's URL with its secret (:func:`sources.secret_value`). ``max_pages`` stops
     early (the next sync goes on). ``after_page`` is called after each stored page."""
+    require(actor, Permission.import_traces)  # before anything is staged
     src = sources.get_source(engine, source_id)
     if src.kind != "phoenix":
         raise InputError(f"source {src.name!r} is a {src.kind} source, not phoenix")
