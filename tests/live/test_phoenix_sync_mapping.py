@@ -193,8 +193,6 @@ def _span(**over: Any) -> dict[str, Any]:
         ({"start_time": "yesterday"}, "is not an ISO 8601 time"),
         ({"start_time": None}, "start_time: expected an ISO 8601 time"),
         ({"context": None}, "field context: expected an object"),
-        ({"attributes": {"x": [[1]]}}, "attribute x: item 0 is an array"),
-        ({"events": "boom"}, "events: expected a list"),
     ],
 )
 def test_malformed_spans_are_refused_with_what_and_where(
@@ -204,10 +202,25 @@ def test_malformed_spans_are_refused_with_what_and_where(
         otlp_span(_span(**over))
 
 
-def test_an_attribute_error_names_the_span() -> None:
-    raw = _span(attributes={"x": [[1]]})
-    with pytest.raises(PhoenixError, match=f"span {raw['context']['span_id']} \\(trace "):
-        otlp_span(raw)
+@pytest.mark.parametrize(
+    ("over", "message"),
+    [
+        ({"attributes": {"x": [[1]]}}, "attribute x: item 0 is an array"),
+        ({"events": "boom"}, "events: expected a list"),
+    ],
+)
+def test_a_span_whose_ids_read_but_not_its_content_is_staged_refused_naming_it(
+    over: dict[str, Any], message: str
+) -> None:
+    """A span Phoenix serves with an attribute OTLP has no place for does not stall the
+    source: it is staged as refused (its trace is refused with the reason), and the sync goes
+    on past it."""
+    raw = _span(**over)
+    mapped = otlp_span(raw)
+    assert mapped.staged.refused is not None
+    assert message in mapped.staged.refused
+    assert f"span {raw['context']['span_id']} (trace " in mapped.staged.refused
+    assert mapped.staged.span_id == raw["context"]["span_id"]
 
 
 @pytest.mark.parametrize(

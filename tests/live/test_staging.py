@@ -276,3 +276,23 @@ def test_a_purge_deletes_the_spans_of_the_traces_it_deletes(engine: Engine, admi
     with read_session(engine) as s:
         left = s.execute(select(SourceSpan.trace_id, SourceSpan.state)).all()
     assert sorted(left) == [(f"{2:032x}", "waiting")] * 2
+
+
+def test_a_span_the_source_could_not_read_refuses_its_trace_with_the_reason(
+    any_engine: Engine, admin: Actor
+) -> None:
+    sid = _source(any_engine, admin)
+    ret, llm, root = rag_trace(4)
+    unread = dataclasses.replace(
+        llm, entry={}, refused="span 0000000000040003: attribute x: item 0 is an array"
+    )
+    staging.stage(any_engine, sid, [ret, unread, root, *rag_trace(5)])
+    res = staging.assemble(any_engine, admin, sid, now=utcnow() + LATER)
+    assert (res.imported, res.rejected) == (1, 1)
+    assert "attribute x: item 0 is an array" in res.reasons[f"{4:032x}"]
+    with read_session(any_engine) as s:
+        assert s.scalars(select(Trace.trace_id)).all() == [f"{5:032x}"]
+        states = set(s.scalars(select(SourceSpan.state).where(SourceSpan.trace_id == f"{4:032x}")))
+    assert states == {"rejected"}
+    with pytest.raises(InputError, match="needs its reason"):
+        staging.stage(any_engine, sid, [dataclasses.replace(unread, refused=" ")])

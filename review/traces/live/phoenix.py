@@ -56,9 +56,12 @@ id order, and ``--overlap 0`` is safe there.
 Bounds: every request has a timeout (connect and each read) and an overall deadline, a response
 larger than :data:`MAX_RESPONSE_BYTES` is refused (the sync asks again for half as many spans,
 down to one: a single span over the limit is an error), and so is JSON that is malformed, nested too
-deep or shaped otherwise than Phoenix's. A page with a span that cannot be mapped (an attribute
-type OTLP has no place for, a bad id) stops the sync before that page with an error naming the
-span: nothing of that page is staged, the resume point stays, and the next sync tries again.
+deep or shaped otherwise than Phoenix's. A span whose place is known (its ids and start time
+read) but whose content cannot be mapped (an attribute type OTLP has no place for, malformed
+events) is staged as refused: its trace is refused with that reason once complete, and the sync
+goes on past it (one odd span must not stall the source). A span whose ids or time cannot be
+read stops the sync before its page with an error naming it: nothing of that page is staged,
+the resume point stays, and the next sync tries again.
 """
 
 from __future__ import annotations
@@ -478,7 +481,10 @@ def otlp_span(obj: Any) -> MappedSpan:
         attrs = otlp_attributes(obj.get("attributes"), obj.get("span_kind"))
         events = _events(obj.get("events"), what)
     except PhoenixError as exc:
-        raise PhoenixError(f"{what}: {exc}") from None
+        # its place is known (ids, time): staged as refused, so its trace is refused with
+        # this reason and the sync goes on past it instead of stalling the source
+        refused = StagedSpan(trace_id, span_id, parent_id, start, {}, refused=f"{what}: {exc}")
+        return MappedSpan(refused, rowid, str(obj["id"]))
     name = obj.get("name")
     body: dict[str, Any] = {
         "traceId": trace_id,

@@ -84,6 +84,9 @@ class StagedSpan:
     parent_id: str | None
     start: dt.datetime
     entry: dict[str, Any]
+    #: why the source could not read this span (its attributes, say): its trace is refused
+    #: with this reason when it is complete, instead of being imported without the span
+    refused: str | None = None
 
 
 @dataclass(slots=True)
@@ -141,7 +144,10 @@ def check_span(sp: StagedSpan, i: int) -> None:
         raise bad(f"parent span id {sp.parent_id[:40]!r} is not 16 lowercase hex digits")
     if sp.start.tzinfo is None:
         raise bad("start time has no time zone")
-    if not isinstance(sp.entry, dict) or not isinstance(sp.entry.get("scopeSpans"), list):
+    if sp.refused is not None:
+        if not sp.refused.strip():
+            raise bad("a refused span needs its reason")
+    elif not isinstance(sp.entry, dict) or not isinstance(sp.entry.get("scopeSpans"), list):
         raise bad("entry is not an OTLP/JSON resourceSpans entry")
 
 
@@ -208,10 +214,10 @@ def stage(engine: Engine, source_id: int, spans: Sequence[StagedSpan]) -> StageR
                     "start_at": sp.start,
                     "received_at": now,
                     "state": "late" if late else "waiting",
-                    "entry": None if late else sp.entry,
+                    "entry": None if late or sp.refused is not None else sp.entry,
                     "reason": "its trace was imported or refused before this span arrived"
                     if late
-                    else None,
+                    else (sp.refused[:2000] if sp.refused is not None else None),
                 }
             )
         _insert(s, rows)
@@ -361,11 +367,25 @@ def assemble(
             ready = _ready(s, source_id, cutoff, batch)
             if not ready:
                 break
-            spans = _waiting_entries(s, source_id, ready)
+            unread: dict[str, str] = {}
+            spans = _waiting_entries(s, source_id, ready, unread)
             stored = _stored(s, ready)
             imported_before = _imported_before(s, source_id, ready)
+        for tid, why in unread.items():
+            _mark(
+                engine,
+                source_id,
+                [pk for pk, _ in spans[tid]],
+                "rejected",
+                why[:2000],
+                {"traces_rejected": 1},
+            )
+            result.rejected += 1
+            if len(result.reasons) < 100:
+                result.reasons[tid] = why
+        todo = [t for t in ready if t not in unread]
         _import_round(
-            engine, actor, source_id, name, kind, voc, ready, spans, stored, imported_before, result
+            engine, actor, source_id, name, kind, voc, todo, spans, stored, imported_before, result
         )
         if len(ready) < batch:
             break
@@ -389,12 +409,14 @@ def _span_pks(s: Session, source_id: int, tids: Sequence[str]) -> list[int]:
 
 
 def _waiting_entries(
-    s: Session, source_id: int, tids: Sequence[str]
+    s: Session, source_id: int, tids: Sequence[str], refused: dict[str, str]
 ) -> dict[str, list[tuple[int, dict[str, Any]]]]:
+    """The waiting spans' entries of each trace; ``refused`` gets the reason of a trace one of
+    whose spans the source could not read."""
     out: dict[str, list[tuple[int, dict[str, Any]]]] = {t: [] for t in tids}
     for part in _chunks(list(tids)):
-        for pk, tid, entry in s.execute(
-            select(SourceSpan.id, SourceSpan.trace_id, SourceSpan.entry)
+        for pk, tid, entry, reason in s.execute(
+            select(SourceSpan.id, SourceSpan.trace_id, SourceSpan.entry, SourceSpan.reason)
             .where(
                 SourceSpan.source_id == source_id,
                 SourceSpan.state == "waiting",
@@ -403,6 +425,8 @@ def _waiting_entries(
             .order_by(SourceSpan.start_at, SourceSpan.id)
         ):
             out[tid].append((int(pk), entry or {}))
+            if reason is not None:
+                refused.setdefault(tid, str(reason))
     return out
 
 
