@@ -15,7 +15,7 @@ from sqlalchemy import Engine
 from pages import ui
 from pages.traces.trace_list import P
 from review.core.identity import Actor, Permission
-from review.traces.live import display, sources
+from review.traces.live import display, phoenix, sources
 from review.traces.live.sources import SourceView
 
 K = f"{P}src_"  # session-state prefix of the panel
@@ -64,8 +64,28 @@ def _details(engine: Engine, actor: Actor, rows: list[SourceView], now: dt.datet
         st.caption(ui.plain(f"Last error, {display.ago(src.last_error_at, now, 'at a time')}"))
         st.code(src.last_error, language=None)
     if actor.can(Permission.manage_sources):
+        if src.kind == "phoenix":
+            _sync_control(engine, actor, src)
         _status_control(engine, actor, src)
         _remove_control(engine, actor, src)
+
+
+def _sync_control(engine: Engine, actor: Actor, src: SourceView) -> None:
+    """Read the Phoenix project now (at most display.SYNC_NOW_PAGES pages) and say what the
+    sync did under the button."""
+    pressed = st.button(
+        "Sync now",
+        key=f"{K}sync",
+        disabled=src.status != "active",
+        help="Reads the new spans of this Phoenix project and imports the complete traces.",
+    )
+    here = ui.under(f"{K}sync")
+    if pressed:
+        with ui.reported("Nothing was read. ", where=here), st.spinner("Reading Phoenix…"):
+            report = phoenix.sync_phoenix(engine, actor, src.id, max_pages=display.SYNC_NOW_PAGES)
+            text, kind = display.synced_text(report)
+            ui.said(f"{K}sync", text, kind)
+            st.rerun()
 
 
 def _status_control(engine: Engine, actor: Actor, src: SourceView) -> None:

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 import pandas as pd
 
 from review.core import readable
+from review.traces.live.phoenix import DEFAULT_OVERLAP_SECONDS, SyncReport
 from review.traces.live.sources import SourceView
 
 __all__ = [
@@ -389,3 +390,41 @@ def freshness_lines(f: Freshness, now: dt.datetime) -> list[str]:
             "Traces arrive by file import (no live source is set up); no import has finished yet."
         )
     return lines
+
+
+#: pages a "Sync now" press reads at most (a page is up to 1,000 spans); a larger backlog is
+#: the command's work (``workbench sync phoenix --every``), so the page answers in seconds
+SYNC_NOW_PAGES = 10
+
+
+def synced_text(report: SyncReport, max_pages: int = SYNC_NOW_PAGES) -> tuple[str, str]:
+    """What a "Sync now" press did, and its kind (success, or warning when it stopped on an
+    error or left pages to read)."""
+    parts = [
+        f"Read {readable.count(report.spans_read, 'span')} "
+        f"({report.added:,} new) in {readable.count(report.pages, 'page')}",
+        f"{readable.count(report.imported, 'trace')} imported",
+    ]
+    if report.rejected:
+        first = next(iter(report.reasons.values()), "")
+        parts.append(
+            f"{readable.count(report.rejected, 'trace')} refused"
+            + (f" (first reason: {first[:300]})" if first else "")
+        )
+    parts.append(f"{readable.count(report.waiting_spans, 'span')} wait for their trace")
+    text = "; ".join(parts) + "."
+    if report.waiting_spans and not report.error:
+        text += (
+            " A trace is imported by the first sync at least the overlap window ("
+            f"{duration(dt.timedelta(seconds=DEFAULT_OVERLAP_SECONDS))}) after its newest span, "
+            "so that no late span is left out of it."
+        )
+    if report.error:
+        return f"{text} The sync stopped: {report.error[:500]}", "warning"
+    if report.pages >= max_pages:
+        return (
+            f"{text} It stopped after {max_pages} pages; more may wait: press again, or run "
+            "workbench sync phoenix --every 60 beside the app.",
+            "warning",
+        )
+    return text, "success"
