@@ -909,3 +909,103 @@ class ReviewAction(Base):
     status: Mapped[str] = mapped_column(String(20), default="open")
     created_by: Mapped[str] = mapped_column(String(320))
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+
+# --- live trace sources (issue 31) --------------------------------------------------------
+
+
+class TraceSource(Base):
+    """A place traces arrive from while the workbench runs: a Phoenix project it syncs from
+    (``kind`` phoenix) or the OTLP/HTTP receiver (``kind`` otlp). The secret (an API key or
+    bearer token) is never stored: ``secret_name`` names the environment variable or the
+    ``.streamlit/secrets.toml`` key that holds it."""
+
+    __tablename__ = "trace_sources"
+    __table_args__ = (UniqueConstraint("kind", "url", "project"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    kind: Mapped[str] = mapped_column(String(20))
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    url: Mapped[str] = mapped_column(String(500), default="")
+    project: Mapped[str] = mapped_column(String(200), default="")
+    secret_name: Mapped[str | None] = mapped_column(String(200))
+    status: Mapped[str] = mapped_column(String(20), default="active")
+    grace_seconds: Mapped[float] = mapped_column(default=30.0)
+    #: where the next sync starts (Phoenix's cursor, opaque) and what it has read so far
+    cursor: Mapped[str | None] = mapped_column(String(500))
+    state: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    last_sync_at: Mapped[dt.datetime | None] = mapped_column()
+    last_success_at: Mapped[dt.datetime | None] = mapped_column()
+    #: the start time of the newest span read: how far behind the source the workbench is
+    newest_span_at: Mapped[dt.datetime | None] = mapped_column()
+    last_error: Mapped[str | None] = mapped_column(Text)
+    last_error_at: Mapped[dt.datetime | None] = mapped_column()
+    spans_read: Mapped[int] = mapped_column(BigInteger, default=0)
+    traces_added: Mapped[int] = mapped_column(BigInteger, default=0)
+    traces_rejected: Mapped[int] = mapped_column(BigInteger, default=0)
+    late_spans: Mapped[int] = mapped_column(BigInteger, default=0)
+    created_by: Mapped[str] = mapped_column(String(320))
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+
+class SourceSpan(Base):
+    """One span received from a source, held until its trace is complete (``waiting``), then
+    ``imported`` (its OTLP entry dropped; the row keeps the span id, so a re-read span is
+    known and a root span can be annotated), ``late`` (arrived after its trace was imported)
+    or ``rejected`` (its trace was refused; ``reason`` says why)."""
+
+    __tablename__ = "source_spans"
+    __table_args__ = (
+        UniqueConstraint("source_id", "span_id"),
+        Index("ix_source_spans_waiting", "source_id", "state", "trace_id"),
+        Index("ix_source_spans_trace", "trace_id", "parent_id"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    source_id: Mapped[int] = mapped_column(ForeignKey("trace_sources.id", ondelete="CASCADE"))
+    trace_id: Mapped[str] = mapped_column(String(32))
+    span_id: Mapped[str] = mapped_column(String(16))
+    parent_id: Mapped[str | None] = mapped_column(String(16))
+    start_at: Mapped[dt.datetime] = mapped_column()
+    received_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    state: Mapped[str] = mapped_column(String(12), default="waiting")
+    entry: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    reason: Mapped[str | None] = mapped_column(Text)
+
+
+# --- verdicts pushed back to a trace store (issue 31 item 3) ------------------------------
+
+
+class VerdictPush(Base):
+    """What the workbench wrote back to a Phoenix source as one span annotation: one row per
+    (source, audit item, reviewer, annotation name), e.g. ``workbench.verdict`` or
+    ``workbench.claim.2`` on the trace's root span. ``pushed_*`` say what Phoenix acknowledged
+    last (its digest: an annotation already there is not sent again; a newer verdict's differs
+    and is sent as the new value); ``error``/``failed_at`` say why the last attempt failed
+    (kept until a later push succeeds). Written only by review.traces.live.push."""
+
+    __tablename__ = "verdict_pushes"
+    __table_args__ = (UniqueConstraint("source_id", "item_id", "reviewer", "name"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    source_id: Mapped[int] = mapped_column(
+        ForeignKey("trace_sources.id", ondelete="CASCADE"), index=True
+    )
+    item_id: Mapped[int] = mapped_column(
+        ForeignKey("audit_items.id", ondelete="CASCADE"), index=True
+    )
+    reviewer: Mapped[str] = mapped_column(String(320))
+    name: Mapped[str] = mapped_column(String(200))
+    span_id: Mapped[str] = mapped_column(String(16))
+    #: the verdict row the value was taken from (the newest of the reviewer when pushed)
+    verdict_id: Mapped[int | None] = mapped_column(
+        ForeignKey("audit_verdicts.id", ondelete="SET NULL")
+    )
+    label: Mapped[str | None] = mapped_column(String(200))
+    pushed_digest: Mapped[str | None] = mapped_column(String(64))
+    pushed_at: Mapped[dt.datetime | None] = mapped_column()
+    #: Phoenix's id of the annotation (its GlobalID)
+    phoenix_id: Mapped[str | None] = mapped_column(String(200))
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    error: Mapped[str | None] = mapped_column(Text)
+    failed_at: Mapped[dt.datetime | None] = mapped_column()
