@@ -31,13 +31,12 @@ def verdict_facts(engine: Engine, plan_ids: Sequence[int]) -> list[push.VerdictF
     """Every reviewer's current verdict on every item of these batches, in queue order."""
     out: list[push.VerdictFacts] = []
     with read_session(engine) as s:
-        names = dict(
-            s.execute(
+        names = {
+            int(i): str(n)
+            for i, n in s.execute(
                 select(SamplingPlan.id, SamplingPlan.name).where(SamplingPlan.id.in_(plan_ids))
             )
-            .tuples()
-            .all()
-        )
+        }
         items = s.execute(
             select(AuditItem.id, AuditItem.plan_id, Trace.trace_id)
             .join(Trace, Trace.id == AuditItem.trace_pk)
@@ -50,7 +49,7 @@ def verdict_facts(engine: Engine, plan_ids: Sequence[int]) -> list[push.VerdictF
             out.append(
                 push.VerdictFacts(
                     plan_id=int(plan_id),
-                    plan_name=str(names.get(plan_id, "")),
+                    plan_name=names.get(int(plan_id), ""),
                     item_id=int(item_id),
                     trace_id=str(trace_id),
                     verdict_id=v.id,

@@ -1,0 +1,123 @@
+"""Closed audit batches and Phoenix sources for the push-back tests (issue 31 item 3).
+
+``closed_batch`` samples every given trace into one plan, judges each item as the reviewers
+would (through ``submit_verdict``) and closes the batch; ``phoenix_source`` and ``root_span``
+write the rows the live core keeps for a source and a trace's root span."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+
+from sqlalchemy import Engine, select
+from sqlalchemy.orm import Session
+
+from review.audits import plans as audit_plans
+from review.audits import verdicts
+from review.audits.items import ClaimDraft
+from review.audits.plans import PlanSpec
+from review.audits.verdicts import VerdictIn
+from review.core import database
+from review.core.identity import Actor
+from storage.db import read_session
+from storage.models import AuditItem, SourceSpan, Trace, TraceSource
+from tests.helpers.transact import write
+
+#: A verdict for each kind of annotation: a note, two failing stages, judged claims.
+UNSUPPORTED = VerdictIn(
+    "unsupported_answer",
+    stages=("retrieval_missed", "generator_ignored_signal"),
+    notes="The 30-day window is for annual plans; <b>monthly</b> has 14 days.",
+    claims=(
+        ClaimDraft("Refunds are possible within 30 days.", ("c1",), "unsupported"),
+        ClaimDraft("Contact support to start one.", ("c1",), "supported"),
+    ),
+)
+CORRECT = VerdictIn("correct_refusal")
+
+
+def closed_batch(
+    engine: Engine,
+    reviewer: Actor,
+    judged: Sequence[VerdictIn],
+    name: str = "pushed batch",
+) -> int:
+    """Sample every trace in the database into plan ``name`` (queue order), give the i-th
+    item verdict ``judged[i % len(judged)]`` as ``reviewer``, close the batch; its id."""
+    with read_session(engine) as s:
+        n = len(s.scalars(select(Trace.id)).all())
+    pid = write(engine, audit_plans.create_plan, reviewer, PlanSpec(name=name, total=n))
+    write(engine, audit_plans.draw_plan, reviewer, pid)
+    for i, item_id in enumerate(items(engine, pid)):
+        write(engine, verdicts.submit_verdict, reviewer, item_id, judged[i % len(judged)], None)
+    write(engine, audit_plans.close_plan, reviewer, pid)
+    return pid
+
+
+def items(engine: Engine, plan_id: int) -> list[int]:
+    with read_session(engine) as s:
+        return list(
+            s.scalars(
+                select(AuditItem.id)
+                .where(AuditItem.plan_id == plan_id)
+                .order_by(AuditItem.position)
+            )
+        )
+
+
+def item_traces(engine: Engine, plan_id: int) -> dict[int, str]:
+    """Item id -> trace id of a batch."""
+    with read_session(engine) as s:
+        return {
+            int(i): str(t)
+            for i, t in s.execute(
+                select(AuditItem.id, Trace.trace_id)
+                .join(Trace, Trace.id == AuditItem.trace_pk)
+                .where(AuditItem.plan_id == plan_id)
+            )
+        }
+
+
+def phoenix_source(
+    engine: Engine, name: str, url: str, project: str = "default", kind: str = "phoenix"
+) -> int:
+    """A trace source row as the live core stores it; its id."""
+
+    def work(s: Session) -> int:
+        row = TraceSource(
+            kind=kind,
+            name=name,
+            url=url,
+            project=project,
+            status="active",
+            grace_seconds=30.0,
+            state={},
+            spans_read=0,
+            traces_added=0,
+            traces_rejected=0,
+            late_spans=0,
+            created_by="test",
+        )
+        s.add(row)
+        s.flush()
+        return row.id
+
+    return database.write(engine, work)
+
+
+def root_span(engine: Engine, source_id: int, trace_id: str, span_id: str) -> None:
+    """The root span of ``trace_id`` as received from source ``source_id`` (imported)."""
+
+    def work(s: Session) -> None:
+        s.add(
+            SourceSpan(
+                source_id=source_id,
+                trace_id=trace_id,
+                span_id=span_id,
+                parent_id=None,
+                start_at=dt.datetime(2025, 6, 1, tzinfo=dt.UTC),
+                state="imported",
+            )
+        )
+
+    database.write(engine, work)
