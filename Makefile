@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 ADDRESS ?= 127.0.0.1
 PORT    ?= 8501
 
-.PHONY: run test soak install lint bench clean
+.PHONY: run test soak install lint bench clean phoenix-env
 # How long the 8-process concurrency tests hammer each database: short in `make test` (it must
 # stay within 10 minutes on a 2-core machine), long in `make soak` (same tests, no deletion).
 CONCURRENCY_SECONDS ?= 15
@@ -21,6 +21,21 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# Arize Phoenix, for the live-sync tests (tests/live) and benchmarks/live_sync.py, in its own
+# virtual environment: its pinned dependencies clash with the workbench's. Installed once (the
+# stamp), again when tools/phoenix/requirements.txt changes. The tests find it at
+# .phoenix-venv/bin/phoenix (or WORKBENCH_PHOENIX).
+PHOENIX_VENV  := .phoenix-venv
+PHOENIX_STAMP := $(PHOENIX_VENV)/.installed
+
+$(PHOENIX_STAMP): tools/phoenix/requirements.txt
+	$(PYTHON) -m venv $(PHOENIX_VENV)
+	$(PHOENIX_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(PHOENIX_VENV)/bin/python -m pip install --quiet -r tools/phoenix/requirements.txt
+	touch $(PHOENIX_STAMP)
+
+phoenix-env: $(PHOENIX_STAMP)
 
 run: install
 	$(BIN)/workbench migrate
@@ -42,7 +57,7 @@ lint: install
 # demo databases.) The 25 slowest tests are listed at the end, to keep the run within 10 minutes.
 TEST_WORKERS ?= 4
 
-test: lint
+test: lint phoenix-env
 	WORKBENCH_CONCURRENCY_SECONDS=$(CONCURRENCY_SECONDS) $(BIN)/pytest \
 		--numprocesses auto --maxprocesses $(TEST_WORKERS) --dist load --maxschedchunk 1 \
 		--durations 25
@@ -55,4 +70,4 @@ bench: install
 	$(BIN)/python benchmarks/run.py
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(PHOENIX_VENV) .mypy_cache .ruff_cache .pytest_cache
