@@ -38,19 +38,23 @@ CORRECT = VerdictIn("correct_refusal")
 
 def closed_batch(
     engine: Engine,
-    reviewer: Actor,
+    reviewers: Sequence[Actor],
     judged: Sequence[VerdictIn],
     name: str = "pushed batch",
 ) -> int:
-    """Sample every trace in the database into plan ``name`` (queue order), give the i-th
-    item verdict ``judged[i % len(judged)]`` as ``reviewer``, close the batch; its id."""
+    """Sample every trace in the database into plan ``name`` (each item judged by every
+    reviewer), give the i-th item verdict ``judged[(i + r) % len(judged)]`` as the r-th
+    reviewer, close the batch; its id."""
     with read_session(engine) as s:
         n = len(s.scalars(select(Trace.id)).all())
-    pid = write(engine, audit_plans.create_plan, reviewer, PlanSpec(name=name, total=n))
-    write(engine, audit_plans.draw_plan, reviewer, pid)
+    spec = PlanSpec(name=name, total=n, overlap=len(reviewers))
+    pid = write(engine, audit_plans.create_plan, reviewers[0], spec)
+    write(engine, audit_plans.draw_plan, reviewers[0], pid)
     for i, item_id in enumerate(items(engine, pid)):
-        write(engine, verdicts.submit_verdict, reviewer, item_id, judged[i % len(judged)], None)
-    write(engine, audit_plans.close_plan, reviewer, pid)
+        for r, who in enumerate(reviewers):
+            verdict = judged[(i + r) % len(judged)]
+            write(engine, verdicts.submit_verdict, who, item_id, verdict, None)
+    write(engine, audit_plans.close_plan, reviewers[0], pid)
     return pid
 
 

@@ -54,7 +54,7 @@ def batch(engine: Engine, url: str) -> tuple[int, int]:
     for i, tid in enumerate(TRACES[:3]):
         root_span(engine, source, tid, f"{i + 1:016x}")
     root_span(engine, otlp, TRACES[0], "00000000000000aa")
-    pid = closed_batch(engine, REVIEWER, [UNSUPPORTED, CORRECT])
+    pid = closed_batch(engine, [REVIEWER], [UNSUPPORTED, CORRECT])
     return pid, source
 
 
