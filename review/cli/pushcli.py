@@ -15,7 +15,12 @@ from review.traces.live import push
 __all__ = ["push_group"]
 
 
-@click.group("push", cls=WorkbenchGroup)
+class _PushGroup(WorkbenchGroup, WorkbenchCommand):
+    """A group of the ``workbench`` group: its commands, and it, report errors meant for the
+    user through the one handler (``error: <message>``, exit status 1)."""
+
+
+@click.group("push", cls=_PushGroup)
 def push_group() -> None:
     """Send audit verdicts back to the trace store the traces came from."""
 
