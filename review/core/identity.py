@@ -39,6 +39,7 @@ class Permission(StrEnum):
     run_evaluations = "run_evaluations"
     manage_users = "manage_users"
     restrict_traces = "restrict_traces"
+    manage_sources = "manage_sources"
 
 
 GRANTS: dict[Role, frozenset[Permission]] = {
@@ -67,6 +68,7 @@ GRANTS: dict[Role, frozenset[Permission]] = {
         {
             Permission.manage_users,
             Permission.restrict_traces,
+            Permission.manage_sources,
             Permission.edit_corpus,
             Permission.edit_cases,
             Permission.import_traces,
@@ -87,6 +89,7 @@ ACTION_TEXT = {
     Permission.run_evaluations: "import or run evaluations",
     Permission.manage_users: "manage users and roles",
     Permission.restrict_traces: "mark traces restricted or clear them",
+    Permission.manage_sources: "add, pause or remove live trace sources",
 }
 
 

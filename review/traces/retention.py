@@ -24,7 +24,7 @@ from review.core.identity import Actor, Permission, require
 from review.traces import rollup
 from storage import changes, runs
 from storage.db import read_session, run_write
-from storage.models import AuditItem, Counter, Setting, TraceChunk, utcnow
+from storage.models import AuditItem, Counter, Setting, SourceSpan, TraceChunk, utcnow
 from storage.models import Trace as TraceRow
 from storage.settings import put_setting
 
@@ -162,12 +162,18 @@ def purge_older_than(
     run_id = run_write(engine, begin)
 
     def work(s: Session) -> int:
-        ids = list(
-            s.scalars(select(TraceRow.id).where(TraceRow.at < cutoff, ~in_audit).limit(batch))
-        )
+        found = s.execute(
+            select(TraceRow.id, TraceRow.trace_id)
+            .where(TraceRow.at < cutoff, ~in_audit)
+            .limit(batch)
+        ).all()
+        ids = [pk for pk, _ in found]
         if ids:
             rollup.subtract_ids(s, ids)
             s.execute(delete(TraceChunk).where(TraceChunk.trace_pk.in_(ids)))
+            # the spans a live source delivered for them (their ids, kept for de-duplication
+            # and to write verdicts back) go with them
+            s.execute(delete(SourceSpan).where(SourceSpan.trace_id.in_([t for _, t in found])))
             s.execute(delete(TraceRow).where(TraceRow.id.in_(ids)))
             runs.progressed(s, actor.email, RUN_ENTITY, run_id, {"deleted": deleted + len(ids)})
         return len(ids)
@@ -191,6 +197,13 @@ def purge_older_than(
         raise
 
     def finish(s: Session) -> int:
+        # spans that never became a stored trace (late, or of a refused trace) older than
+        # the cutoff: only their ids and reason are left, and nothing refers to them
+        s.execute(
+            delete(SourceSpan).where(
+                SourceSpan.state.in_(("late", "rejected")), SourceSpan.received_at < cutoff
+            )
+        )
         kept = int(
             s.scalar(
                 select(func.count()).select_from(TraceRow).where(TraceRow.at < cutoff, in_audit)

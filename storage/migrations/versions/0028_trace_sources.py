@@ -37,7 +37,7 @@ def upgrade() -> None:
         sa.Column("project", sa.String(length=200), nullable=False),
         sa.Column("secret_name", sa.String(length=200), nullable=True),
         sa.Column("status", sa.String(length=20), nullable=False),
-        sa.Column("grace_seconds", sa.Float(), nullable=False),
+        sa.Column("grace_seconds", sa.Double(), nullable=False),
         sa.Column("cursor", sa.String(length=500), nullable=True),
         sa.Column("state", sa.JSON(), nullable=False),
         sa.Column("last_sync_at", storage.models.UTCDateTime(timezone=True), nullable=True),
