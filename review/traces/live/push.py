@@ -47,7 +47,6 @@ import datetime as dt
 import hashlib
 import ipaddress
 import json
-import os
 import re
 import unicodedata
 import urllib.error
@@ -65,6 +64,7 @@ from review.core import database, readable
 from review.core.errors import InputError, PermissionDenied
 from review.core.identity import Actor, Permission, roles_text
 from review.core.terms import CLAIM_VERDICTS, ClaimVerdict
+from review.traces.live import sources
 from storage import changes
 from storage.db import read_session
 from storage.models import SourceSpan, TraceSource, VerdictPush, utcnow
@@ -473,9 +473,13 @@ class _Refused(Exception):
 
 
 def env_secret(name: str) -> str | None:
-    """The secret named ``name`` from the environment (the default lookup)."""
-    value = os.environ.get(name)
-    return value or None
+    """The secret named ``name`` as the sources read it (the environment, else
+    ``.streamlit/secrets.toml``), or None when it is set nowhere (the push then records the
+    failure on every row of the source instead of sending unauthenticated)."""
+    try:
+        return sources.secret_value(name)
+    except InputError:
+        return None
 
 
 def _endpoint(t: Target) -> str:
