@@ -58,6 +58,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import Engine, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from review.core import database, readable
@@ -429,6 +430,10 @@ def _plan_pushes(
 ) -> _Plan:
     plan = _Plan()
     unpushable_traces: dict[str, str] = {}
+    names_pushed: dict[tuple[int, int, str], list[str]] = {}
+    for key, (digest, label) in pushed.items():
+        if digest is not None and label != WITHDRAWN:
+            names_pushed.setdefault(key[:3], []).append(key[3])
     for f in facts:
         mine = [(sid, span) for sid, span in roots.get(f.trace_id, []) if sid in targets]
         if not mine:
@@ -437,17 +442,13 @@ def _plan_pushes(
         for sid, span in mine:
             built = build_annotations(f, span, vocab)
             plan.problems += built.problems
-            names = set()
             wanted = list(built.annotations)
             if built.annotations:  # a verdict not sent at all withdraws nothing
                 names = {a.name for a in built.annotations}
                 wanted += [
-                    withdrawn(f, span, key[3])
-                    for key, (digest, label) in pushed.items()
-                    if key[:3] == (sid, f.item_id, f.reviewer)
-                    and key[3] not in names
-                    and digest is not None
-                    and label != WITHDRAWN
+                    withdrawn(f, span, name)
+                    for name in names_pushed.get((sid, f.item_id, f.reviewer), [])
+                    if name not in names
                 ]
             for a in wanted:
                 key = (sid, f.item_id, f.reviewer, a.name)
@@ -536,7 +537,10 @@ def _post(t: Target, batch: Sequence[Annotation], timeout: float, secret: str | 
         with opener.open(request, timeout=timeout) as answer:
             raw = answer.read(MAX_RESPONSE + 1)
     except urllib.error.HTTPError as exc:
-        detail = _detail(exc.read(4096))
+        try:
+            detail = _detail(exc.read(4096))
+        except OSError:
+            detail = ""
         status = exc.code
         fatal = status >= 500 or status in (401, 403)
         raise _Refused(
@@ -681,7 +685,12 @@ def _recorder(
                     row.error = error
                     row.failed_at = now
 
-        database.write(engine, work)
+        try:
+            database.write(engine, work)
+        except IntegrityError:
+            # another push recorded one of these rows meanwhile (its annotation is the same:
+            # Phoenix keeps one per name, span and reviewer): record over it
+            database.write(engine, work)
         if ids is not None:
             tally["pushed"] += len(batch)
         else:
