@@ -2,12 +2,18 @@
 
 ``closed_batch`` samples every given trace into one plan, judges each item as the reviewers
 would (through ``submit_verdict``) and closes the batch; ``phoenix_source`` and ``root_span``
-write the rows the live core keeps for a source and a trace's root span."""
+write the rows the live core keeps for a source and a trace's root span; ``import_from_phoenix``
+brings a Phoenix project's traces in through the live core (its OTLP span search, staged and
+assembled), and ``phoenix_annotations`` reads back what Phoenix holds on some spans."""
 
 from __future__ import annotations
 
 import datetime as dt
+import json
+import urllib.parse
+import urllib.request
 from collections.abc import Sequence
+from typing import Any
 
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
@@ -19,6 +25,7 @@ from review.audits.plans import PlanSpec
 from review.audits.verdicts import VerdictIn
 from review.core import database
 from review.core.identity import Actor
+from review.traces.live import sources, staging
 from storage.db import read_session
 from storage.models import AuditItem, SourceSpan, Trace, TraceSource
 from tests.helpers.transact import write
@@ -125,3 +132,85 @@ def root_span(engine: Engine, source_id: int, trace_id: str, span_id: str) -> No
         )
 
     database.write(engine, work)
+
+
+# --- reading Phoenix ------------------------------------------------------------------
+
+
+def _get(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=60) as r:
+        return json.loads(r.read())
+
+
+def _camel(key: str) -> str:
+    head, *rest = key.split("_")
+    return head + "".join(p.title() for p in rest)
+
+
+def _otlp_json(value: Any) -> Any:
+    """Phoenix's OTLP answer (snake_case keys) as OTLP/JSON (lowerCamelCase), Nones dropped."""
+    if isinstance(value, dict):
+        return {_camel(k): _otlp_json(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_otlp_json(v) for v in value]
+    return value
+
+
+def phoenix_spans(base_url: str, project: str) -> list[staging.StagedSpan]:
+    """Every span of ``project`` from Phoenix's OTLP span search, as the live core stages
+    them (one OTLP/JSON resourceSpans entry per span)."""
+    out: list[staging.StagedSpan] = []
+    cursor: str | None = None
+    while True:
+        q = {"limit": "1000", **({"cursor": cursor} if cursor else {})}
+        body = _get(f"{base_url}/v1/projects/{project}/spans/otlpv1?{urllib.parse.urlencode(q)}")
+        for raw in body["data"]:
+            span = _otlp_json(raw)
+            out.append(
+                staging.StagedSpan(
+                    trace_id=span["traceId"],
+                    span_id=span["spanId"],
+                    parent_id=span.get("parentSpanId") or None,
+                    start=dt.datetime.fromtimestamp(
+                        int(span["startTimeUnixNano"]) / 1e9, tz=dt.UTC
+                    ),
+                    entry={
+                        "resource": {"attributes": []},
+                        "scopeSpans": [{"scope": {"name": "phoenix"}, "spans": [span]}],
+                    },
+                )
+            )
+        cursor = body.get("next_cursor")
+        if not cursor:
+            return out
+
+
+def phoenix_annotations(base_url: str, project: str, span_ids: list[str]) -> list[dict[str, Any]]:
+    """Every annotation Phoenix holds on these spans (all pages)."""
+    out: list[dict[str, Any]] = []
+    cursor: str | None = None
+    while True:
+        q: list[tuple[str, str]] = [("span_ids", s) for s in span_ids] + [("limit", "1000")]
+        if cursor:
+            q.append(("cursor", cursor))
+        body = _get(
+            f"{base_url}/v1/projects/{project}/span_annotations?{urllib.parse.urlencode(q)}"
+        )
+        out += body["data"]
+        cursor = body.get("next_cursor")
+        if not cursor:
+            return out
+
+
+def import_from_phoenix(
+    engine: Engine, admin: Actor, base_url: str, project: str, name: str
+) -> int:
+    """Add Phoenix source ``name`` and import every trace of ``project`` through the live
+    core (staged, then assembled with no grace period); the source's id."""
+    src = sources.add_source(
+        engine, admin, kind="phoenix", name=name, url=base_url, project=project
+    )
+    staging.stage(engine, src.id, phoenix_spans(base_url, project))
+    done = staging.assemble(engine, admin, src.id, grace_seconds=0)
+    assert not done.rejected, done.reasons
+    return src.id

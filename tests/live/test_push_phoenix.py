@@ -10,10 +10,6 @@ nothing is marked pushed, and once Phoenix is back the next push completes them.
 
 from __future__ import annotations
 
-import datetime as dt
-import json
-import urllib.parse
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,7 +25,14 @@ from storage.db import make_engine, migrate, read_session
 from storage.models import AuditVerdict, VerdictPush
 from tests.helpers.actors import REVIEWER, make_actor
 from tests.helpers.audits import add_trace
-from tests.helpers.pushing import CORRECT, UNSUPPORTED, closed_batch, root_span
+from tests.helpers.pushing import (
+    CORRECT,
+    UNSUPPORTED,
+    closed_batch,
+    phoenix_annotations,
+    phoenix_spans,
+    root_span,
+)
 from tests.live.phoenix_server import (
     SPANS_PER_TRACE,
     PhoenixServer,
@@ -45,71 +48,6 @@ PROJECT = "push-back"
 ADMIN = make_actor("admin", "admin@test.example", clearance=True, uid=31)
 REVIEWER2 = make_actor("reviewer", "rev2@test.example", clearance=True, uid=32)
 N_TRACES = 4
-
-
-def _get(url: str) -> Any:
-    with urllib.request.urlopen(url, timeout=60) as r:
-        return json.loads(r.read())
-
-
-def _camel(key: str) -> str:
-    head, *rest = key.split("_")
-    return head + "".join(p.title() for p in rest)
-
-
-def _otlp_json(value: Any) -> Any:
-    """Phoenix's OTLP answer (snake_case keys) as OTLP/JSON (lowerCamelCase), Nones dropped."""
-    if isinstance(value, dict):
-        return {_camel(k): _otlp_json(v) for k, v in value.items() if v is not None}
-    if isinstance(value, list):
-        return [_otlp_json(v) for v in value]
-    return value
-
-
-def phoenix_spans(base_url: str, project: str) -> list[staging.StagedSpan]:
-    """Every span of ``project`` from Phoenix's OTLP span search, as the live core stages
-    them (one OTLP/JSON resourceSpans entry per span)."""
-    out: list[staging.StagedSpan] = []
-    cursor: str | None = None
-    while True:
-        q = {"limit": "1000", **({"cursor": cursor} if cursor else {})}
-        body = _get(f"{base_url}/v1/projects/{project}/spans/otlpv1?{urllib.parse.urlencode(q)}")
-        for raw in body["data"]:
-            span = _otlp_json(raw)
-            out.append(
-                staging.StagedSpan(
-                    trace_id=span["traceId"],
-                    span_id=span["spanId"],
-                    parent_id=span.get("parentSpanId") or None,
-                    start=dt.datetime.fromtimestamp(
-                        int(span["startTimeUnixNano"]) / 1e9, tz=dt.UTC
-                    ),
-                    entry={
-                        "resource": {"attributes": []},
-                        "scopeSpans": [{"scope": {"name": "phoenix"}, "spans": [span]}],
-                    },
-                )
-            )
-        cursor = body.get("next_cursor")
-        if not cursor:
-            return out
-
-
-def phoenix_annotations(base_url: str, project: str, span_ids: list[str]) -> list[dict[str, Any]]:
-    """Every annotation Phoenix holds on these spans (all pages)."""
-    out: list[dict[str, Any]] = []
-    cursor: str | None = None
-    while True:
-        q: list[tuple[str, str]] = [("span_ids", s) for s in span_ids] + [("limit", "1000")]
-        if cursor:
-            q.append(("cursor", cursor))
-        body = _get(
-            f"{base_url}/v1/projects/{project}/span_annotations?{urllib.parse.urlencode(q)}"
-        )
-        out += body["data"]
-        cursor = body.get("next_cursor")
-        if not cursor:
-            return out
 
 
 @pytest.fixture(scope="module")
