@@ -765,5 +765,5 @@ def _log(
     }
     database.write(
         engine,
-        lambda s: changes.record(s, actor.email, "push", "trace_source", t.id, None, after),
+        lambda s: changes.record(s, actor.email, "push", sources.ENTITY, t.id, None, after),
     )
