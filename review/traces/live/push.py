@@ -76,13 +76,18 @@ __all__ = [
     "TIMEOUT",
     "Annotation",
     "Built",
+    "Key",
+    "Pending",
+    "PushPlan",
     "PushReport",
+    "Target",
     "VerdictFacts",
     "Vocabulary",
     "build_annotations",
     "clean_text",
     "env_secret",
     "may_push",
+    "plan_pushes",
     "push_verdicts",
     "require_push",
     "withdrawn",
@@ -375,12 +380,13 @@ def _roots(s: Session, trace_ids: Sequence[str]) -> dict[str, list[tuple[int, st
     return out
 
 
-_Key = tuple[int, int, str, str]  # source id, item id, reviewer, annotation name
+#: what a ``verdict_pushes`` row is for: source id, item id, reviewer, annotation name
+Key = tuple[int, int, str, str]
 
 
-def _pushed(s: Session, item_ids: Sequence[int]) -> dict[_Key, tuple[str | None, str | None]]:
+def _pushed(s: Session, item_ids: Sequence[int]) -> dict[Key, tuple[str | None, str | None]]:
     """(digest, label) Phoenix acknowledged last, per key, for these items."""
-    out: dict[_Key, tuple[str | None, str | None]] = {}
+    out: dict[Key, tuple[str | None, str | None]] = {}
     ids = sorted(set(item_ids))
     for lo in range(0, len(ids), 500):
         for r in s.execute(
@@ -398,15 +404,20 @@ def _pushed(s: Session, item_ids: Sequence[int]) -> dict[_Key, tuple[str | None,
 
 
 @dataclass(frozen=True, slots=True)
-class _Pending:
-    key: _Key
+class Pending:
+    """An annotation to send, with the row it is recorded in and the verdict it is from."""
+
+    key: Key
     verdict_id: int
     annotation: Annotation
 
 
 @dataclass
-class _Plan:
-    pending: dict[int, list[_Pending]] = field(default_factory=dict)
+class PushPlan:
+    """What a push will send per source id, what is already there (counted), the traces not
+    pushable (by reason) and what could not be built (reasons)."""
+
+    pending: dict[int, list[Pending]] = field(default_factory=dict)
     already: int = 0
     unpushable: Tally[str] = field(default_factory=Tally)
     problems: list[str] = field(default_factory=list)
@@ -420,15 +431,19 @@ def _no_span_reason(roots: list[tuple[int, str]] | None, source: str | None) -> 
     return "imported from a file (no Phoenix span)"
 
 
-def _plan_pushes(
+def plan_pushes(
     facts: Sequence[VerdictFacts],
     vocab: Vocabulary,
     targets: Mapping[int, Target],
     roots: Mapping[str, list[tuple[int, str]]],
-    pushed: Mapping[_Key, tuple[str | None, str | None]],
+    pushed: Mapping[Key, tuple[str | None, str | None]],
     source: str | None,
-) -> _Plan:
-    plan = _Plan()
+) -> PushPlan:
+    """Decide, without touching the network or the database, what to send: each verdict's
+    annotations on each root span of a target source whose digest Phoenix has not
+    acknowledged (``pushed``: key -> (digest, label) acknowledged last), plus a ``withdrawn``
+    annotation for each name acknowledged before that the newest verdict no longer has."""
+    plan = PushPlan()
     unpushable_traces: dict[str, str] = {}
     names_pushed: dict[tuple[int, int, str], list[str]] = {}
     for key, (digest, label) in pushed.items():
@@ -455,7 +470,7 @@ def _plan_pushes(
                 if pushed.get(key, (None, None))[0] == a.digest:
                     plan.already += 1
                 else:
-                    plan.pending.setdefault(sid, []).append(_Pending(key, f.verdict_id, a))
+                    plan.pending.setdefault(sid, []).append(Pending(key, f.verdict_id, a))
     plan.unpushable.update(unpushable_traces.values())
     return plan
 
@@ -580,11 +595,11 @@ def _post(t: Target, batch: Sequence[Annotation], timeout: float, secret: str | 
 
 def _send(
     t: Target,
-    pending: Sequence[_Pending],
+    pending: Sequence[Pending],
     batch_size: int,
     timeout: float,
     secret: str | None,
-    record: Callable[[Sequence[_Pending], list[str] | None, str | None], None],
+    record: Callable[[Sequence[Pending], list[str] | None, str | None], None],
 ) -> None:
     """Send ``pending`` in batches, recording each batch's outcome as soon as it is known;
     a batch refused with 404 (a span Phoenix does not have) is sent again span by span, so
@@ -643,8 +658,8 @@ def require_push(actor: Actor) -> None:
 
 def _recorder(
     engine: Engine, t: Target, tally: Tally[str], failures: Tally[str]
-) -> Callable[[Sequence[_Pending], list[str] | None, str | None], None]:
-    def record(batch: Sequence[_Pending], ids: list[str] | None, error: str | None) -> None:
+) -> Callable[[Sequence[Pending], list[str] | None, str | None], None]:
+    def record(batch: Sequence[Pending], ids: list[str] | None, error: str | None) -> None:
         now = utcnow()
 
         def work(s: Session) -> None:
@@ -725,7 +740,7 @@ def push_verdicts(
         targets = _sources(s, source)
         roots = _roots(s, [f.trace_id for f in facts])
         pushed = _pushed(s, [f.item_id for f in facts])
-    plan = _plan_pushes(facts, vocab, targets, roots, pushed, source)
+    plan = plan_pushes(facts, vocab, targets, roots, pushed, source)
     tally: Tally[str] = Tally()
     failures: Tally[str] = Tally()
     for sid, pending in sorted(plan.pending.items()):
