@@ -198,3 +198,96 @@ def test_the_command_line_says_what_happened_and_fails_on_failures(tmp_path: Pat
     assert res.exit_code == 2 and "give --plan ID or --all" in res.output
     res = runner.invoke(main, ["push", "phoenix", "--plan", str(pid), "--source", "nope"])
     assert res.exit_code == 1 and "error: there is no trace source named 'nope'" in res.stderr
+
+
+class _Answering:
+    """A TCP server that reads a request and answers every connection with ``answer`` (raw
+    bytes), then closes: a Phoenix that misbehaves on the wire."""
+
+    def __init__(self, answer: bytes) -> None:
+        self.answer = answer
+        self.srv = socket.socket()
+        self.srv.bind(("127.0.0.1", 0))
+        self.srv.listen(16)
+        self.srv.settimeout(0.2)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    @property
+    def port(self) -> int:
+        return int(self.srv.getsockname()[1])
+
+    def _serve(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.srv.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.settimeout(5)
+                try:
+                    conn.recv(65536)
+                    conn.sendall(self.answer)
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join()
+        self.srv.close()
+
+
+@pytest.mark.parametrize(
+    ("answer", "reason"),
+    [
+        (
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n{",
+            "not taken as acknowledged",  # cut short: whatever arrived is not the ids
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\nConnection: close\r\n\r\nnot json!",
+            "Phoenix's answer is not the list of annotation ids; not taken as acknowledged",
+        ),
+        (
+            b'HTTP/1.1 200 OK\r\nContent-Length: 11\r\nConnection: close\r\n\r\n{"data":[]}',
+            "annotations (a Phoenix without synchronous annotation writes?)",
+        ),
+        (
+            b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 25\r\nConnection: close\r\n\r\n"
+            b'{"detail":"\x00overloaded"}',
+            'Phoenix answered 503 Service Unavailable: {"detail":"overloaded"}',
+        ),
+        (b"SSH-2.0-OpenSSH_9.6\r\n", "not taken as acknowledged"),
+    ],
+)
+def test_a_misbehaving_answer_is_never_taken_as_acknowledged(
+    engine: Engine, answer: bytes, reason: str
+) -> None:
+    srv = _Answering(answer)
+    try:
+        pid, _ = batch(engine, f"http://127.0.0.1:{srv.port}/")
+        report = pushback.push_to_phoenix(engine, REVIEWER, plan_id=pid, timeout=10)
+    finally:
+        srv.close()
+    assert report.pushed == 0 and report.failed == expected_annotations(engine, pid)
+    assert any(reason in why for why, _ in report.failures), report.failures
+    assert all(r.pushed_digest is None and r.error for r in rows(engine))
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("http://user:s3cret@127.0.0.1:9/", "has a user name or password in its URL"),
+        ("ftp://127.0.0.1/", "has no usable http(s) URL"),
+        ("http://127.0.0.1:port/", "has no usable http(s) URL"),
+    ],
+)
+def test_a_source_url_that_is_not_plain_http_is_refused_without_sending(
+    engine: Engine, url: str, reason: str
+) -> None:
+    pid, _ = batch(engine, url)
+    report = pushback.push_to_phoenix(engine, REVIEWER, plan_id=pid)
+    [(why, n)] = report.failures
+    assert reason in why and n == expected_annotations(engine, pid)
+    assert "s3cret" not in why

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import http.client
 import ipaddress
 import json
 import re
@@ -498,10 +499,33 @@ def env_secret(name: str) -> str | None:
         return None
 
 
+def _shown(url: str) -> str:
+    """``url`` as an error message may show it: without a user name or password."""
+    try:
+        parts = urllib.parse.urlsplit(url.strip())
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return "(an unreadable URL)"
+    host = f"[{host}]" if ":" in host else host
+    return urllib.parse.urlunsplit((parts.scheme, host + port, parts.path, "", ""))
+
+
 def _endpoint(t: Target) -> str:
-    parts = urllib.parse.urlsplit(t.url.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise _Refused(f"source {t.name!r} has no http(s) URL ({t.url!r})", fatal=True)
+    try:
+        parts = urllib.parse.urlsplit(t.url.strip())
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+        _ = parts.port  # a port that is not a number raises here
+    except ValueError:
+        ok = False
+    if not ok:
+        raise _Refused(f"source {t.name!r} has no usable http(s) URL", fatal=True)
+    if parts.username or parts.password:
+        raise _Refused(
+            f"source {t.name!r} has a user name or password in its URL; name the secret "
+            "instead (nothing was sent)",
+            fatal=True,
+        )
     return urllib.parse.urlunsplit(
         (
             parts.scheme,
@@ -567,10 +591,16 @@ def _post(t: Target, batch: Sequence[Annotation], timeout: float, secret: str | 
         why = getattr(exc, "reason", exc)
         if isinstance(why, TimeoutError) or isinstance(exc, TimeoutError):
             raise _Refused(
-                f"Phoenix at {t.url} did not answer within {timeout:g} s", fatal=True
+                f"Phoenix at {_shown(t.url)} did not answer within {timeout:g} s", fatal=True
             ) from None
         raise _Refused(
-            f"Phoenix at {t.url} is unreachable ({clean_text(why, 200)})", fatal=True
+            f"Phoenix at {_shown(t.url)} is unreachable ({clean_text(why, 200)})", fatal=True
+        ) from None
+    except http.client.HTTPException as exc:  # a broken answer (cut short, not HTTP)
+        raise _Refused(
+            f"Phoenix at {_shown(t.url)} broke off its answer ({type(exc).__name__}); "
+            "not taken as acknowledged",
+            fatal=True,
         ) from None
     if len(raw) > MAX_RESPONSE:
         raise _Refused(
@@ -624,7 +654,7 @@ def _send(
                 continue
             reason = (
                 f"span {batch[0].annotation.span_id} is not in Phoenix project {t.project!r} "
-                f"at {t.url} ({exc.reason})"
+                f"at {_shown(t.url)} ({exc.reason})"
                 if exc.status == 404
                 else exc.reason
             )
