@@ -34,14 +34,22 @@ from review.traces.formats.fields import (
 from review.traces.formats.spans import Grouper, SpanNode, rag_attrs
 from review.traces.model import DEFAULT_VOCAB, Chunk, TraceItem, TraceVocabulary
 
-__all__ = ["ANSWER_KEYS", "QUESTION_KEYS", "io_text", "iter_otlp_jsonl"]
+__all__ = [
+    "ANSWER_KEYS",
+    "QUESTION_KEYS",
+    "io_text",
+    "iter_otlp_jsonl",
+    "otlp_attributes",
+    "otlp_id",
+    "unix_nano",
+]
 
 
 # ---------------------------------------------------------------------------------------
 # OTLP/JSON
 
 
-def _otlp_id(v: object, f: str, nbytes: int) -> str:
+def otlp_id(v: object, f: str, nbytes: int) -> str:
     """A trace (16 bytes) or span (8 bytes) id in hex or base64, as lowercase hex."""
     kind = "trace" if nbytes == 16 else "span"
     if is_absent(v):
@@ -77,7 +85,7 @@ _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 MAX_SPAN_ATTRIBUTES = 4 * MAX_CHUNKS + MAX_FACTS
 
 
-def _unix_nano(v: object, f: str) -> dt.datetime:
+def unix_nano(v: object, f: str) -> dt.datetime:
     if v is None:
         raise BadField(f, "required field is missing")
     ns = opt_int(v, f, minimum=1)
@@ -118,13 +126,13 @@ def _any_value(v: object, f: str) -> Any:
         values = kv.get("values", []) if isinstance(kv, dict) else None
         if not isinstance(values, list):
             raise BadField(f, "kvlistValue must hold a values list")
-        return _attr_list(values, f)
+        return otlp_attributes(values, f)
     if "bytesValue" in v:
         return v["bytesValue"]
     raise BadField(f, f"unknown OTLP value type {sorted(v)[0]!r}")
 
 
-def _attr_list(items: object, owner: str) -> dict[str, Any]:
+def otlp_attributes(items: object, owner: str) -> dict[str, Any]:
     """OTLP ``attributes`` of ``owner`` (a span or resource path) as a plain dict."""
     if items is None:
         return {}
@@ -167,7 +175,7 @@ def _otlp_spans(data: Mapping[str, Any], line: int, ids: list[str]) -> list[_Raw
         if not isinstance(r, dict):
             raise BadField(f"resourceSpans.{i}", "expected an object")
         res = r.get("resource") or {}
-        res_attrs = _attr_list(
+        res_attrs = otlp_attributes(
             res.get("attributes") if isinstance(res, dict) else None,
             f"resourceSpans.{i}.resource",
         )
@@ -182,7 +190,7 @@ def _otlp_spans(data: Mapping[str, Any], line: int, ids: list[str]) -> list[_Raw
                 where = f"resourceSpans.{i}.scopeSpans.{j}.spans.{k}"
                 if not isinstance(sp, dict):
                     raise BadField(where, f"expected a span object, got {describe(sp)}")
-                tid = _otlp_id(sp.get("traceId"), f"{where}.traceId", 16)
+                tid = otlp_id(sp.get("traceId"), f"{where}.traceId", 16)
                 ids.append(tid)
                 parent_raw = sp.get("parentSpanId")
                 spans.append(
@@ -190,14 +198,14 @@ def _otlp_spans(data: Mapping[str, Any], line: int, ids: list[str]) -> list[_Raw
                         line=line,
                         where=where,
                         trace_id=tid,
-                        span_id=_otlp_id(sp.get("spanId"), f"{where}.spanId", 8),
+                        span_id=otlp_id(sp.get("spanId"), f"{where}.spanId", 8),
                         parent=None
                         if is_absent(parent_raw)
-                        else _otlp_id(parent_raw, f"{where}.parentSpanId", 8),
-                        start=_unix_nano(sp.get("startTimeUnixNano"), f"{where}.startTimeUnixNano"),
+                        else otlp_id(parent_raw, f"{where}.parentSpanId", 8),
+                        start=unix_nano(sp.get("startTimeUnixNano"), f"{where}.startTimeUnixNano"),
                         attrs={
                             **res_attrs,
-                            **_attr_list(sp.get("attributes"), where),
+                            **otlp_attributes(sp.get("attributes"), where),
                         },
                     )
                 )
