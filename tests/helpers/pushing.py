@@ -137,8 +137,9 @@ def root_span(engine: Engine, source_id: int, trace_id: str, span_id: str) -> No
 # --- reading Phoenix ------------------------------------------------------------------
 
 
-def _get(url: str) -> Any:
-    with urllib.request.urlopen(url, timeout=60) as r:
+def _get(url: str, token: str | None = None) -> Any:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=60) as r:
         return json.loads(r.read())
 
 
@@ -156,14 +157,18 @@ def _otlp_json(value: Any) -> Any:
     return value
 
 
-def phoenix_spans(base_url: str, project: str) -> list[staging.StagedSpan]:
+def phoenix_spans(
+    base_url: str, project: str, token: str | None = None
+) -> list[staging.StagedSpan]:
     """Every span of ``project`` from Phoenix's OTLP span search, as the live core stages
     them (one OTLP/JSON resourceSpans entry per span)."""
     out: list[staging.StagedSpan] = []
     cursor: str | None = None
     while True:
         q = {"limit": "1000", **({"cursor": cursor} if cursor else {})}
-        body = _get(f"{base_url}/v1/projects/{project}/spans/otlpv1?{urllib.parse.urlencode(q)}")
+        body = _get(
+            f"{base_url}/v1/projects/{project}/spans/otlpv1?{urllib.parse.urlencode(q)}", token
+        )
         for raw in body["data"]:
             span = _otlp_json(raw)
             out.append(
@@ -185,7 +190,9 @@ def phoenix_spans(base_url: str, project: str) -> list[staging.StagedSpan]:
             return out
 
 
-def phoenix_annotations(base_url: str, project: str, span_ids: list[str]) -> list[dict[str, Any]]:
+def phoenix_annotations(
+    base_url: str, project: str, span_ids: list[str], token: str | None = None
+) -> list[dict[str, Any]]:
     """Every annotation Phoenix holds on these spans (all pages)."""
     out: list[dict[str, Any]] = []
     cursor: str | None = None
@@ -194,7 +201,8 @@ def phoenix_annotations(base_url: str, project: str, span_ids: list[str]) -> lis
         if cursor:
             q.append(("cursor", cursor))
         body = _get(
-            f"{base_url}/v1/projects/{project}/span_annotations?{urllib.parse.urlencode(q)}"
+            f"{base_url}/v1/projects/{project}/span_annotations?{urllib.parse.urlencode(q)}",
+            token,
         )
         out += body["data"]
         cursor = body.get("next_cursor")
@@ -203,14 +211,27 @@ def phoenix_annotations(base_url: str, project: str, span_ids: list[str]) -> lis
 
 
 def import_from_phoenix(
-    engine: Engine, admin: Actor, base_url: str, project: str, name: str
+    engine: Engine,
+    admin: Actor,
+    base_url: str,
+    project: str,
+    name: str,
+    *,
+    secret_name: str | None = None,
+    token: str | None = None,
 ) -> int:
     """Add Phoenix source ``name`` and import every trace of ``project`` through the live
     core (staged, then assembled with no grace period); the source's id."""
     src = sources.add_source(
-        engine, admin, kind="phoenix", name=name, url=base_url, project=project
+        engine,
+        admin,
+        kind="phoenix",
+        name=name,
+        url=base_url,
+        project=project,
+        secret_name=secret_name,
     )
-    staging.stage(engine, src.id, phoenix_spans(base_url, project))
+    staging.stage(engine, src.id, phoenix_spans(base_url, project, token))
     done = staging.assemble(engine, admin, src.id, grace_seconds=0)
     assert not done.rejected, done.reasons
     return src.id
