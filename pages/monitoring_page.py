@@ -20,6 +20,8 @@ from review.core import readable
 from review.core.errors import WorkbenchError
 from review.core.identity import Actor
 from review.traces import browse, interaction, monitoring, weekly
+from review.traces.live import display as live_display
+from review.traces.live.freshness import read_freshness
 from review.wording import display as wording_display
 from review.wording import production
 from review.wording.findings import RULE_TITLES
@@ -201,6 +203,15 @@ def compare_segments(url: str, stamp: str, weeks: int) -> None:
     )
 
 
+def freshness(engine: Engine, *, no_traces: bool = False) -> None:
+    """How fresh the data is: the newest trace, each live source's last successful sync or
+    receive and lag, or the last file import when there is no live source (``no_traces``:
+    the page said there is no trace, so the first line is left out)."""
+    lines = live_display.freshness_lines(read_freshness(engine), dt.datetime.now(dt.UTC))
+    for line in lines[1:] if no_traces else lines:
+        st.caption(ui.plain(line))
+
+
 def main() -> None:
     engine = ui.engine()
     actor = ui.actor()
@@ -219,7 +230,9 @@ def main() -> None:
         st.info(
             "No production traces yet: import them on the Traces page to see the weekly signals."
         )
+        freshness(engine, no_traces=True)
         return
+    freshness(engine)
     stamp = browse.data_stamp(engine)
     url = str(engine.url)
     weeks, segment = choose_view(url, stamp, policy)

@@ -18,6 +18,7 @@ from sqlalchemy import Engine
 from pages import ui
 from pages.traces import cached
 from pages.traces.retention_panel import retention_panel
+from pages.traces.sources_panel import sources_panel
 from pages.traces.trace_list import P, clear_button, init_from_query, trace_list
 from pages.traces.trace_view import show_trace
 from review.admin import users
@@ -169,10 +170,11 @@ def _one_trace(engine: Engine, actor: Actor, tax: Taxonomy, pk: int) -> None:
 
 
 def _list(engine: Engine, actor: Actor, tax: Taxonomy) -> None:
-    """The page without ?trace: import, retention (each saying what it did under its
-    button), the list."""
+    """The page without ?trace: import, live sources, retention (each saying what it did
+    under its button), the list."""
     if actor.can(Permission.import_traces):
         import_panel(engine, actor, tax)
+    sources_panel(engine, actor)
     retention_panel(engine, actor)
     init_from_query(tax)
     clear_button()

@@ -54,7 +54,7 @@ from review.thresholds import signing as threshold_signing
 from review.thresholds import thresholds
 from review.traces import importer, restricted, retention
 from review.traces.formats.canonical import iter_canonical_jsonl
-from review.traces.live import push
+from review.traces.live import push, sources, staging
 from review.wording import drafts, signing, versions
 from review.wording.messages import wording_path
 from storage.db import make_engine, read_session, write_session
@@ -146,6 +146,11 @@ ALLOWED: dict[str, frozenset[Role]] = {
     # verdicts back to Phoenix (issue 31 item 3): the roles that import traces
     "traces.live.push.push_verdicts": TRACE_IMPORTERS,
     "audits.pushback.push_to_phoenix": TRACE_IMPORTERS,
+    "traces.live.sources.add_source": ADMINS,
+    "traces.live.sources.ensure_source": ADMINS,
+    "traces.live.sources.remove_source": ADMINS,
+    "traces.live.sources.set_status": ADMINS,
+    "traces.live.staging.assemble": TRACE_IMPORTERS,
     "traces.retention.set_retention": ADMINS,
     "traces.restricted.mark_trace": ADMINS,
     "traces.restricted.set_unknown_documents": ADMINS,
@@ -170,6 +175,16 @@ NO_ACTOR: dict[str, str] = {
     "core.database.write": "the unit of work the entry points run a service in; the service "
     "takes the Actor",
     "cli.common.transact": "the command line's entry point; the service it runs takes the Actor",
+    "traces.live.staging.stage": "holds the spans a source delivered (the receiver, behind its "
+    "bearer token, or a sync the command line or an admin runs) until assemble, which takes the "
+    "Actor, imports them",
+    "traces.live.sources.record_sync": "a source's bookkeeping (where its next sync resumes), "
+    "written by the sync and the receiver",
+    "traces.live.sources.record_error": "a source's bookkeeping (its last error), written by the "
+    "sync and the receiver",
+    "traces.live.receiver.Receiver.assemble_once": "the receiver's assembly pass: it calls "
+    "assemble with the command line's Actor",
+    "cli.receivecli.receive_cmd": "the command line, acting as cli_actor",
     "cli.main.seed_demo": "command line: the operator of the machine, acting as the CLI admin",
     "cli.main.import_docs": "command line, acting as the CLI admin",
     "cli.main.import_cases_cmd": "command line, acting as the CLI admin",
@@ -639,6 +654,18 @@ CALLS: dict[str, Callable[[Ctx, Actor], object]] = {
     "traces.importer.import_items": lambda c, a: importer.import_items(
         c.engine, a, _traces(c), source="access"
     ),
+    "traces.live.sources.add_source": lambda c, a: sources.add_source(
+        c.engine, a, kind="otlp", name=f"receiver {next(c.counter)}"
+    ),
+    "traces.live.sources.ensure_source": lambda c, a: sources.ensure_source(
+        c.engine, a, kind="otlp", name=f"receiver {next(c.counter)}"
+    ),
+    # no such source: an allowed role gets past the role check to the data's refusal
+    "traces.live.sources.remove_source": lambda c, a: sources.remove_source(c.engine, a, 999_999),
+    "traces.live.sources.set_status": lambda c, a: sources.set_status(
+        c.engine, a, 999_999, "paused"
+    ),
+    "traces.live.staging.assemble": lambda c, a: staging.assemble(c.engine, a, 999_999),
     "traces.retention.purge_older_than": lambda c, a: retention.purge_older_than(
         c.engine, a, 36500
     ),

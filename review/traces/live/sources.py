@@ -238,6 +238,7 @@ def ensure_source(
 ) -> SourceView:
     """The source of this kind, URL and project (or name), added when there is none: what the
     command-line ``sync`` and ``receive`` use so that a re-run resumes."""
+    require(actor, Permission.manage_sources)
     kind_, _, url_, _, _ = _checked(kind, name or "x", url, project, secret_name, 0)
     with read_session(engine) as s:
         q = select(TraceSource.id)

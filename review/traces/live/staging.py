@@ -45,7 +45,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from review.core.errors import InputError
-from review.core.identity import Actor
+from review.core.identity import Actor, Permission, require
 from review.traces import importer
 from review.traces.formats.otlp import iter_otlp_jsonl
 from review.traces.model import TraceVocabulary
@@ -325,6 +325,7 @@ def assemble(
 ) -> AssembleResult:
     """Import the source's ready traces (module docs); refuse its rootless traces held longer
     than ``hold_seconds``. ``grace_seconds`` defaults to the source's own."""
+    require(actor, Permission.import_traces)  # before a rootless trace is marked refused
     at = now or utcnow()
     with read_session(engine) as s:
         src = s.get(TraceSource, source_id)
