@@ -185,6 +185,7 @@ NO_ACTOR: dict[str, str] = {
     "traces.live.receiver.Receiver.assemble_once": "the receiver's assembly pass: it calls "
     "assemble with the command line's Actor",
     "cli.receivecli.receive_cmd": "the command line, acting as cli_actor",
+    "cli.pushcli.push_phoenix_cmd": "command line, acting as the CLI admin",
     "cli.main.seed_demo": "command line: the operator of the machine, acting as the CLI admin",
     "cli.main.import_docs": "command line, acting as the CLI admin",
     "cli.main.import_cases_cmd": "command line, acting as the CLI admin",
