@@ -54,6 +54,7 @@ from review.thresholds import signing as threshold_signing
 from review.thresholds import thresholds
 from review.traces import importer, restricted, retention
 from review.traces.formats.canonical import iter_canonical_jsonl
+from review.traces.live import phoenix as live_phoenix
 from review.traces.live import push, sources, staging
 from review.wording import drafts, signing, versions
 from review.wording.messages import wording_path
@@ -151,6 +152,7 @@ ALLOWED: dict[str, frozenset[Role]] = {
     "traces.live.sources.remove_source": ADMINS,
     "traces.live.sources.set_status": ADMINS,
     "traces.live.staging.assemble": TRACE_IMPORTERS,
+    "traces.live.phoenix.sync_phoenix": TRACE_IMPORTERS,
     "traces.retention.set_retention": ADMINS,
     "traces.restricted.mark_trace": ADMINS,
     "traces.restricted.set_unknown_documents": ADMINS,
@@ -186,6 +188,7 @@ NO_ACTOR: dict[str, str] = {
     "assemble with the command line's Actor",
     "cli.receivecli.receive_cmd": "the command line, acting as cli_actor",
     "cli.pushcli.push_phoenix_cmd": "command line, acting as the CLI admin",
+    "cli.synccli.sync_phoenix_cmd": "the command line, acting as cli_actor",
     "cli.main.seed_demo": "command line: the operator of the machine, acting as the CLI admin",
     "cli.main.import_docs": "command line, acting as the CLI admin",
     "cli.main.import_cases_cmd": "command line, acting as the CLI admin",
@@ -667,6 +670,9 @@ CALLS: dict[str, Callable[[Ctx, Actor], object]] = {
         c.engine, a, 999_999, "paused"
     ),
     "traces.live.staging.assemble": lambda c, a: staging.assemble(c.engine, a, 999_999),
+    "traces.live.phoenix.sync_phoenix": lambda c, a: live_phoenix.sync_phoenix(
+        c.engine, a, 999_999
+    ),
     "traces.retention.purge_older_than": lambda c, a: retention.purge_older_than(
         c.engine, a, 36500
     ),

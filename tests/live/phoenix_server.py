@@ -86,6 +86,10 @@ class PhoenixServer:
     stopped: bool = field(default=False)
 
     @property
+    def port(self) -> int:
+        return int(self.base_url.rsplit(":", 1)[1])
+
+    @property
     def traces_url(self) -> str:
         return self.base_url + "/v1/traces"
 
@@ -124,22 +128,28 @@ def _healthy(base_url: str) -> bool:
 
 
 def start_phoenix(
-    working_dir: Path, *, database_url: str | None = None, timeout: float = START_SECONDS
+    working_dir: Path,
+    *,
+    database_url: str | None = None,
+    port: int | None = None,
+    timeout: float = START_SECONDS,
 ) -> PhoenixServer:
     """Start ``phoenix serve`` on free loopback ports and wait until ``/healthz`` answers.
 
     ``database_url``: a PostgreSQL URL (SQLAlchemy or plain form) for Phoenix's database;
     without one Phoenix keeps a SQLite file in ``working_dir``. A server whose port was taken
-    meanwhile by another test worker exits at once and is started again on other ports."""
+    meanwhile by another test worker exits at once and is started again on other ports.
+    ``port``: listen there (a restart at the same address), no retry elsewhere."""
     exe = require_phoenix()
     working_dir.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + timeout
     for attempt in range(3):
-        port, grpc_port = _free_port(), _free_port()
+        http_port = port if port is not None else _free_port()
+        grpc_port = _free_port()
         env = dict(
             os.environ,
             PHOENIX_HOST="127.0.0.1",
-            PHOENIX_PORT=str(port),
+            PHOENIX_PORT=str(http_port),
             PHOENIX_GRPC_PORT=str(grpc_port),
             PHOENIX_WORKING_DIR=str(working_dir),
             PHOENIX_TELEMETRY_ENABLED="false",
@@ -148,20 +158,20 @@ def start_phoenix(
         env.pop("PHOENIX_SQL_DATABASE_URL", None)
         if database_url is not None:
             env["PHOENIX_SQL_DATABASE_URL"] = phoenix_database_url(database_url)
-        log_path = working_dir / f"phoenix-{port}.log"
+        log_path = working_dir / f"phoenix-{http_port}-{attempt}.log"
         with log_path.open("wb") as log:
             proc = subprocess.Popen(
                 [exe, "serve"], env=env, stdout=log, stderr=subprocess.STDOUT, cwd=working_dir
             )
         server = PhoenixServer(
-            f"http://127.0.0.1:{port}", proc, log_path, working_dir, database_url
+            f"http://127.0.0.1:{http_port}", proc, log_path, working_dir, database_url
         )
         while proc.poll() is None and time.monotonic() < deadline:
             if _healthy(server.base_url):
                 return server
             time.sleep(0.5)
         server.stop()
-        if attempt == 2 or time.monotonic() >= deadline:
+        if attempt == 2 or port is not None or time.monotonic() >= deadline:
             break
     raise RuntimeError(f"Phoenix did not start within {timeout:.0f} s:\n{server.log()}")
 
@@ -259,14 +269,18 @@ def send_rag_traces(
     *,
     project: str,
     headers: dict[str, str] | None = None,
+    batch: bool = False,
 ) -> list[str]:
     """Send ``traces`` with the OpenTelemetry SDK (OTLP/HTTP protobuf exporter) to ``endpoint``
     (``.../v1/traces``) into Phoenix project ``project``; flush; return the hex trace ids in
-    order. Raises when the exporter could not deliver everything."""
+    order. Raises when the exporter could not deliver everything. ``batch``: the SDK's
+    BatchSpanProcessor (many spans per request, as production exporters run), else one request
+    per span."""
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import (
+        BatchSpanProcessor,
         SimpleSpanProcessor,
         SpanExporter,
         SpanExportResult,
@@ -290,9 +304,14 @@ def send_rag_traces(
             {"service.name": "rag-assistant", "openinference.project.name": project}
         )
     )
-    # one export request per span: simple and deterministic (what the tests check is the
-    # sync, not the exporter's batching)
-    provider.add_span_processor(SimpleSpanProcessor(Counting()))
+    # by default one export request per span: simple and deterministic (what the tests check
+    # is the sync, not the exporter's batching)
+    processor = (
+        BatchSpanProcessor(Counting(), max_queue_size=100_000, max_export_batch_size=512)
+        if batch
+        else SimpleSpanProcessor(Counting())
+    )
+    provider.add_span_processor(processor)
     tracer = provider.get_tracer("workbench-live-tests")
     ids: list[str] = []
     try:
@@ -366,10 +385,12 @@ def wait_for_spans(base_url: str, project: str, expected: int, *, timeout: float
     """Wait until Phoenix has stored ``expected`` spans in ``project`` (it inserts them in a
     background batch after answering the exporter)."""
     deadline = time.monotonic() + timeout
-    got = 0
+    got, pause = 0, 0.25
     while time.monotonic() < deadline:
         got = count_spans(base_url, project)
         if got >= expected:
             return
-        time.sleep(0.5)
+        # counting reads every span: back off, so the poll does not slow Phoenix's inserts
+        time.sleep(pause)
+        pause = min(pause * 1.5, 5.0)
     raise AssertionError(f"Phoenix holds {got} of {expected} spans in {project} after {timeout} s")
