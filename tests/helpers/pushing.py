@@ -2,9 +2,10 @@
 
 ``closed_batch`` samples every given trace into one plan, judges each item as the reviewers
 would (through ``submit_verdict``) and closes the batch; ``phoenix_source`` and ``root_span``
-write the rows the live core keeps for a source and a trace's root span; ``import_from_phoenix``
-brings a Phoenix project's traces in through the live core (its OTLP span search, staged and
-assembled), and ``phoenix_annotations`` reads back what Phoenix holds on some spans."""
+write the rows the live core keeps for a source and a trace's root span.
+``import_from_phoenix`` brings a Phoenix project's traces in with the workbench's Phoenix sync;
+``phoenix_spans`` reads them through Phoenix's OTLP span search as the live core stages them,
+and ``phoenix_annotations`` reads back what Phoenix holds on some spans."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from review.audits.plans import PlanSpec
 from review.audits.verdicts import VerdictIn
 from review.core import database
 from review.core.identity import Actor
-from review.traces.live import sources, staging
+from review.traces.live import phoenix, sources, staging
 from storage.db import read_session
 from storage.models import AuditItem, SourceSpan, Trace, TraceSource
 from tests.helpers.transact import write
@@ -220,8 +221,11 @@ def import_from_phoenix(
     secret_name: str | None = None,
     token: str | None = None,
 ) -> int:
-    """Add Phoenix source ``name`` and import every trace of ``project`` through the live
-    core (staged, then assembled with no grace period); the source's id."""
+    """Add Phoenix source ``name`` and import every trace of ``project`` with the workbench's
+    own sync (``review.traces.live.phoenix``; no grace period or overlap wait, so what Phoenix
+    holds is imported now); the source's id. ``token`` is the secret the source names, as
+    the test's environment holds it."""
+    del token  # the sync reads the secret the source names
     src = sources.add_source(
         engine,
         admin,
@@ -231,7 +235,7 @@ def import_from_phoenix(
         project=project,
         secret_name=secret_name,
     )
-    staging.stage(engine, src.id, phoenix_spans(base_url, project, token))
-    done = staging.assemble(engine, admin, src.id, grace_seconds=0)
-    assert not done.rejected, done.reasons
+    done = phoenix.sync_phoenix(engine, admin, src.id, grace_seconds=0, overlap_seconds=0)
+    assert done.error is None and not done.rejected, (done.error, done.reasons)
+    assert done.imported > 0 and done.waiting_spans == 0, done
     return src.id

@@ -71,10 +71,12 @@ def test_push_to_a_phoenix_that_requires_an_api_key(
             time.sleep(0.5)
         eng = make_engine(f"sqlite:///{tmp_path / 'wb.db'}")
         migrate(eng)
+        monkeypatch.setenv(KEY_NAME, admin_key)  # the sync reads it too
         import_from_phoenix(
             eng, ADMIN, phx.base_url, PROJECT, "phx-auth", secret_name=KEY_NAME, token=admin_key
         )
         pid = closed_batch(eng, [REVIEWER], [UNSUPPORTED, CORRECT])
+        monkeypatch.delenv(KEY_NAME)
 
         # the secret is set nowhere: nothing is sent, every row says which name is missing
         missing = pushback.push_to_phoenix(eng, REVIEWER, plan_id=pid)

@@ -1,12 +1,12 @@
 """Verdicts back to a REAL Phoenix (issue 31 item 3).
 
 Real OpenInference RAG traces are sent to a running ``phoenix serve`` with the OpenTelemetry
-SDK's OTLP exporter, read back through Phoenix's REST API, staged and assembled into workbench
-traces by the live core, sampled into an audit batch that two reviewers judge and close, and
-pushed: the span annotations Phoenix then holds on each root span are compared with the
-verdicts. A second push adds nothing; a newer verdict replaces the values it changes (and
-withdraws a stage it dropped); with Phoenix stopped every annotation fails with its reason and
-nothing is marked pushed, and once Phoenix is back the next push completes them."""
+SDK's OTLP exporter, imported into the workbench by its Phoenix sync, sampled into an audit
+batch that two reviewers judge and close, and pushed: the span annotations Phoenix then
+holds on each root span are compared with the verdicts. A second push adds nothing; a newer
+verdict replaces the values it changes (and withdraws a stage it dropped); with Phoenix
+stopped every annotation fails with its reason and nothing is marked pushed, and once
+Phoenix is back the next push completes them."""
 
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ from sqlalchemy import Engine, select
 
 from review.audits import pushback
 from review.core import database
-from review.traces.live import sources, staging
 from review.traces.live.push import build_annotations
 from storage.db import make_engine, migrate, read_session
 from storage.models import AuditVerdict, VerdictPush
@@ -29,8 +28,8 @@ from tests.helpers.pushing import (
     CORRECT,
     UNSUPPORTED,
     closed_batch,
+    import_from_phoenix,
     phoenix_annotations,
-    phoenix_spans,
     root_span,
 )
 from tests.live.phoenix_server import (
@@ -111,22 +110,16 @@ def test_verdicts_reach_phoenix_once_change_and_survive_an_outage(
     phx: list[PhoenixServer], phoenix_dir: Path, wb: Engine
 ) -> None:
     server = phx[0]
-    # real traces into Phoenix, and from Phoenix into the workbench through the live core
+    # real traces into Phoenix, and from Phoenix into the workbench with its sync
     sent = send_rag_traces(server.traces_url, rag_traces(N_TRACES, seed=7), project=PROJECT)
     wait_for_spans(server.base_url, PROJECT, N_TRACES * SPANS_PER_TRACE)
-    src = sources.add_source(
-        wb, ADMIN, kind="phoenix", name="phoenix-live", url=server.base_url, project=PROJECT
-    )
-    staged = staging.stage(wb, src.id, phoenix_spans(server.base_url, PROJECT))
-    assert staged.added == N_TRACES * SPANS_PER_TRACE
-    assembled = staging.assemble(wb, ADMIN, src.id, grace_seconds=0)
-    assert assembled.imported == N_TRACES, assembled.reasons
+    source_id = import_from_phoenix(wb, ADMIN, server.base_url, PROJECT, "phoenix-live")
     roots = _roots(wb)
     assert set(roots) == set(sent)
     # a trace imported from a file (no Phoenix span), and one whose root span Phoenix lacks
     add_trace(wb, "file-trace-1")
     add_trace(wb, "f" * 32)
-    root_span(wb, src.id, "f" * 32, "0123456789abcdef")
+    root_span(wb, source_id, "f" * 32, "0123456789abcdef")
 
     pid = closed_batch(wb, [REVIEWER, REVIEWER2], [UNSUPPORTED, CORRECT])
     expected = _expected(wb, pid, roots)
@@ -199,7 +192,7 @@ def test_verdicts_reach_phoenix_once_change_and_survive_an_outage(
 
     # restarted (on the same data; it listens on another port, the source follows it)
     phx[0] = start_phoenix(phoenix_dir)
-    _point_source(wb, src.id, phx[0].base_url)
+    _point_source(wb, source_id, phx[0].base_url)
     back = pushback.push_to_phoenix(wb, REVIEWER, plan_id=pid)
     assert back.pushed == 4 and back.failed == 6, back.summary()
     held = _held(phx[0], spans)
