@@ -971,3 +971,41 @@ class SourceSpan(Base):
     state: Mapped[str] = mapped_column(String(12), default="waiting")
     entry: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     reason: Mapped[str | None] = mapped_column(Text)
+
+
+# --- verdicts pushed back to a trace store (issue 31 item 3) ------------------------------
+
+
+class VerdictPush(Base):
+    """What the workbench wrote back to a Phoenix source as one span annotation: one row per
+    (source, audit item, reviewer, annotation name), e.g. ``workbench.verdict`` or
+    ``workbench.claim.2`` on the trace's root span. ``pushed_*`` say what Phoenix acknowledged
+    last (its digest: an annotation already there is not sent again; a newer verdict's differs
+    and is sent as the new value); ``error``/``failed_at`` say why the last attempt failed
+    (kept until a later push succeeds). Written only by review.traces.live.push."""
+
+    __tablename__ = "verdict_pushes"
+    __table_args__ = (UniqueConstraint("source_id", "item_id", "reviewer", "name"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    source_id: Mapped[int] = mapped_column(
+        ForeignKey("trace_sources.id", ondelete="CASCADE"), index=True
+    )
+    item_id: Mapped[int] = mapped_column(
+        ForeignKey("audit_items.id", ondelete="CASCADE"), index=True
+    )
+    reviewer: Mapped[str] = mapped_column(String(320))
+    name: Mapped[str] = mapped_column(String(200))
+    span_id: Mapped[str] = mapped_column(String(16))
+    #: the verdict row the value was taken from (the newest of the reviewer when pushed)
+    verdict_id: Mapped[int | None] = mapped_column(
+        ForeignKey("audit_verdicts.id", ondelete="SET NULL")
+    )
+    label: Mapped[str | None] = mapped_column(String(200))
+    pushed_digest: Mapped[str | None] = mapped_column(String(64))
+    pushed_at: Mapped[dt.datetime | None] = mapped_column()
+    #: Phoenix's id of the annotation (its GlobalID)
+    phoenix_id: Mapped[str | None] = mapped_column(String(200))
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    error: Mapped[str | None] = mapped_column(Text)
+    failed_at: Mapped[dt.datetime | None] = mapped_column()

@@ -38,7 +38,7 @@ from sqlalchemy import Engine, event, func, inspect, select
 
 from review.admin import users
 from review.audits import plans as audit_plans
-from review.audits import promote, queue, verdicts
+from review.audits import promote, pushback, queue, verdicts
 from review.builder import documents, suggestions, variants
 from review.cases import cases, splits
 from review.core.errors import InputError, PermissionDenied, StaleWriteError
@@ -55,7 +55,7 @@ from review.thresholds import thresholds
 from review.traces import importer, restricted, retention
 from review.traces.formats.canonical import iter_canonical_jsonl
 from review.traces.live import phoenix as live_phoenix
-from review.traces.live import sources, staging
+from review.traces.live import push, sources, staging
 from review.wording import drafts, signing, versions
 from review.wording.messages import wording_path
 from storage.db import make_engine, read_session, write_session
@@ -144,6 +144,9 @@ ALLOWED: dict[str, frozenset[Role]] = {
     "traces.importer.import_file": TRACE_IMPORTERS,
     "traces.importer.import_items": TRACE_IMPORTERS,
     "traces.retention.purge_older_than": ADMINS,
+    # verdicts back to Phoenix (issue 31 item 3): the roles that import traces
+    "traces.live.push.push_verdicts": TRACE_IMPORTERS,
+    "audits.pushback.push_to_phoenix": TRACE_IMPORTERS,
     "traces.live.sources.add_source": ADMINS,
     "traces.live.sources.ensure_source": ADMINS,
     "traces.live.sources.remove_source": ADMINS,
@@ -184,6 +187,7 @@ NO_ACTOR: dict[str, str] = {
     "traces.live.receiver.Receiver.assemble_once": "the receiver's assembly pass: it calls "
     "assemble with the command line's Actor",
     "cli.receivecli.receive_cmd": "the command line, acting as cli_actor",
+    "cli.pushcli.push_phoenix_cmd": "command line, acting as the CLI admin",
     "cli.synccli.sync_phoenix_cmd": "the command line, acting as cli_actor",
     "cli.main.seed_demo": "command line: the operator of the machine, acting as the CLI admin",
     "cli.main.import_docs": "command line, acting as the CLI admin",
@@ -671,6 +675,12 @@ CALLS: dict[str, Callable[[Ctx, Actor], object]] = {
     ),
     "traces.retention.purge_older_than": lambda c, a: retention.purge_older_than(
         c.engine, a, 36500
+    ),
+    "traces.live.push.push_verdicts": lambda c, a: push.push_verdicts(
+        c.engine, a, [], pushback.VOCABULARY
+    ),
+    "audits.pushback.push_to_phoenix": lambda c, a: pushback.push_to_phoenix(
+        c.engine, a, all_plans=True
     ),
     "traces.retention.set_retention": lambda c, a: retention.set_retention(
         c.engine, a, None, retention.get_retention(c.engine).version

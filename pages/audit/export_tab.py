@@ -1,6 +1,6 @@
 """The Export tab: the selected batch with its plan, its sample in queue order and the current
 verdicts, prepared on demand as JSONL and CSV downloads (restricted text left out for a user
-without clearance)."""
+without clearance), and, for a closed batch, its verdicts sent back to Phoenix (push_box)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import io
 import streamlit as st
 from sqlalchemy import Engine
 
+from pages.audit import push_box
 from review.audits import display, export
 from review.audits.plans import PlanView
 from review.core import clearance
@@ -36,3 +37,4 @@ def render(engine: Engine, actor: Actor, plan: PlanView | None) -> None:
         c1, c2 = st.columns(2)
         c1.download_button("Download JSONL", files[1], f"audit-{stem}.jsonl", "application/jsonl")
         c2.download_button("Download CSV", files[2], f"audit-{stem}.csv", "text/csv")
+    push_box.render(engine, actor, plan)
