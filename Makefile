@@ -55,12 +55,13 @@ lint: install
 # with its own demo databases and PostgreSQL server. Workers take one test at a time from the
 # front of the list, and tests/conftest.py puts the longest modules first, so the workers
 # finish together. (One more worker than cores was not faster: every worker builds its own
-# demo databases.) The 25 slowest tests are listed at the end, to keep the run within 10 minutes.
+# demo databases.) The tests that start a Phoenix run on one worker (their xdist_group), so
+# each of their modules starts one. The 25 slowest tests are listed at the end.
 TEST_WORKERS ?= 4
 
 test: lint phoenix-env
 	WORKBENCH_CONCURRENCY_SECONDS=$(CONCURRENCY_SECONDS) $(BIN)/pytest \
-		--numprocesses auto --maxprocesses $(TEST_WORKERS) --dist load --maxschedchunk 1 \
+		--numprocesses auto --maxprocesses $(TEST_WORKERS) --dist loadgroup --maxschedchunk 1 \
 		--durations 25
 
 # The concurrency tests alone, each database hammered for SOAK_SECONDS by 8 processes.

@@ -26,11 +26,14 @@ TEST_TRACES = 2_400  # the demo's trace generator at test size (seed-demo makes 
 # The modules whose tests take longest (browser journeys, the clearance sweeps, the 8-process
 # concurrency tests, PostgreSQL backups, every page degraded, large random comparisons), in
 # about the order of their longest test. `make test` runs the tests in parallel workers that
-# take one test at a time from the front of the list (`--dist load --maxschedchunk 1`): with
-# the long ones first, the workers finish together instead of one running a journey while the
-# other is idle. The order of the tests within a module, and of the other modules, is kept.
+# take one test at a time from the front of the list (`--dist loadgroup --maxschedchunk 1`; a
+# group, such as the modules that start a Phoenix, goes to one worker whole): with the long
+# ones first, the workers finish together instead of one running a journey while the other
+# is idle. The order of the tests within a module, and of the other modules, is kept.
 LONG_FIRST = (
     "tests/browser/",
+    "tests/live/test_phoenix_sync.py",
+    "tests/live/test_push_phoenix.py",
     "tests/storage/test_concurrency.py",
     "tests/test_access.py",
     "tests/admin/test_backup.py",

@@ -29,6 +29,7 @@ from tests.helpers.pushing import (
     phoenix_spans,
 )
 from tests.live.phoenix_server import (
+    PHOENIX_GROUP,
     SPANS_PER_TRACE,
     phoenix_server,
     rag_traces,
@@ -36,7 +37,7 @@ from tests.live.phoenix_server import (
     wait_for_spans,
 )
 
-pytestmark = [pytest.mark.browser, pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(1800), PHOENIX_GROUP]
 
 PROJECT = "push-journey"
 ADMIN = make_actor("admin", "admin@test.example", clearance=True, uid=41)

@@ -40,6 +40,12 @@ PHOENIX_VENV_BIN = ROOT / ".phoenix-venv" / "bin" / "phoenix"
 START_SECONDS = float(os.environ.get("WORKBENCH_PHOENIX_START_SECONDS", "600"))
 
 
+#: every module that starts a Phoenix runs on one test worker (``make test`` distributes with
+#: ``--dist loadgroup``): a module-scoped server is then started once per module, not once per
+#: worker that happens to take one of its tests (four on a 2-core machine, each a minute of CPU)
+PHOENIX_GROUP = pytest.mark.xdist_group("phoenix")
+
+
 def phoenix_executable() -> str | None:
     """The ``phoenix`` executable the tests use, or None when it is not installed."""
     named = os.environ.get("WORKBENCH_PHOENIX")

@@ -21,6 +21,7 @@ from review.traces.live.phoenix import SyncReport, sync_phoenix
 from storage.db import get_engine, read_session
 from storage.models import SourceSpan, Trace, TraceChunk, TraceSource
 from tests.live.phoenix_server import (
+    PHOENIX_GROUP,
     SPANS_PER_TRACE,
     PhoenixServer,
     RagTrace,
@@ -32,7 +33,7 @@ from tests.live.phoenix_server import (
     wait_for_spans,
 )
 
-pytestmark = pytest.mark.timeout(1800)
+pytestmark = [pytest.mark.timeout(1800), PHOENIX_GROUP]
 
 
 def _source(engine: Engine, admin: Actor, server: PhoenixServer, project: str) -> int:

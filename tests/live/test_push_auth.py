@@ -26,13 +26,14 @@ from tests.helpers.pushing import (
     phoenix_spans,
 )
 from tests.live.phoenix_server import (
+    PHOENIX_GROUP,
     SPANS_PER_TRACE,
     phoenix_server,
     rag_traces,
     send_rag_traces,
 )
 
-pytestmark = pytest.mark.timeout(1800)
+pytestmark = [pytest.mark.timeout(1800), PHOENIX_GROUP]
 
 PROJECT = "push-auth"
 KEY_NAME = "WB_TEST_PHOENIX_PUSH_KEY"

@@ -33,6 +33,7 @@ from tests.helpers.pushing import (
     root_span,
 )
 from tests.live.phoenix_server import (
+    PHOENIX_GROUP,
     SPANS_PER_TRACE,
     PhoenixServer,
     rag_traces,
@@ -41,7 +42,7 @@ from tests.live.phoenix_server import (
     wait_for_spans,
 )
 
-pytestmark = pytest.mark.timeout(1800)
+pytestmark = [pytest.mark.timeout(1800), PHOENIX_GROUP]
 
 PROJECT = "push-back"
 ADMIN = make_actor("admin", "admin@test.example", clearance=True, uid=31)

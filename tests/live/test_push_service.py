@@ -279,8 +279,8 @@ def test_a_misbehaving_answer_is_never_taken_as_acknowledged(
     ("url", "reason"),
     [
         ("http://user:s3cret@127.0.0.1:9/", "has a user name or password in its URL"),
-        ("ftp://127.0.0.1/", "has no usable http(s) URL"),
-        ("http://127.0.0.1:port/", "has no usable http(s) URL"),
+        ("ftp://127.0.0.1/", "has no usable http or https URL"),
+        ("http://127.0.0.1:port/", "has no usable http or https URL"),
     ],
 )
 def test_a_source_url_that_is_not_plain_http_is_refused_without_sending(

@@ -177,7 +177,7 @@ def test_spans_without_valid_ids_or_times_are_rejected_alone_with_reasons() -> N
     assert [s.span_id for s in out.spans] == ["b7ad6b7169203331"]
     assert out.rejected == len(bad)
     msg = out.message()
-    assert msg.startswith(f"{len(bad)} span(s) rejected: ")
+    assert msg.startswith(f"{len(bad)} spans rejected: ")
     assert "spans.1: field spanId: '01' decodes to 1 bytes; a span id has 8" in msg
     assert "all zeros" in msg and "startTimeUnixNano" in msg
     assert len(out.problems) == MAX_PROBLEMS_SHOWN and "and 1 more" in msg

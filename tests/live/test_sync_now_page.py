@@ -17,12 +17,15 @@ from tests.helpers.actors import make_actor
 from tests.helpers.pages import ADA, RAVI, no_exception, page_app
 from tests.helpers.placement import said_under
 from tests.live.phoenix_server import (
+    PHOENIX_GROUP,
     PhoenixServer,
     phoenix,  # noqa: F401  (the module-scoped fixture)
     rag_traces,
     send_rag_traces,
     wait_for_spans,
 )
+
+pytestmark = [pytest.mark.timeout(1800), PHOENIX_GROUP]
 
 TRACES = "pages/traces_page.py"
 K = "traces_src_"

@@ -40,6 +40,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
+from review.core import readable
 from review.core.records import JsonProblem, describe, parse_json
 from review.core.textcheck import nul_field
 from review.traces.formats.fields import BadField
@@ -86,16 +87,15 @@ class Decoded:
         if self.rejected:
             more = self.rejected - len(self.problems)
             parts.append(
-                f"{self.rejected} span(s) rejected: "
+                f"{readable.count(self.rejected, 'span')} rejected: "
                 + "; ".join(self.problems)
                 + (f"; and {more} more" if more > 0 else "")
             )
         if self.warned:
             more = self.warned - len(self.warnings)
             parts.append(
-                f"{self.warned} span(s) stored whose trace the importer will refuse: "
-                + "; ".join(self.warnings)
-                + (f"; and {more} more" if more > 0 else "")
+                f"{readable.count(self.warned, 'span')} stored whose trace the importer will "
+                "refuse: " + "; ".join(self.warnings) + (f"; and {more} more" if more > 0 else "")
             )
         return ". ".join(parts)
 

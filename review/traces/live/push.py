@@ -519,7 +519,7 @@ def _endpoint(t: Target) -> str:
     except ValueError:
         ok = False
     if not ok:
-        raise _Refused(f"source {t.name!r} has no usable http(s) URL", fatal=True)
+        raise _Refused(f"source {t.name!r} has no usable http or https URL", fatal=True)
     if parts.username or parts.password:
         raise _Refused(
             f"source {t.name!r} has a user name or password in its URL; name the secret "
