@@ -14,7 +14,11 @@ then in one run measures:
   against the faster of the two);
 * ``sync``: ``workbench`` sync of the same spans into an empty workbench database (mapping,
   staging, assembling and importing every trace);
-* ``resync``: the same sync again (every span read within the overlap window, all duplicates).
+* ``resync``: the same sync again (every span read within the overlap window, all duplicates);
+* ``file_import``: the importer's own rate on the same spans, written as an OTLP/JSON file
+  (one line per trace, mapped from Phoenix's pages beforehand, not timed) and imported with
+  ``workbench import-traces``'s code into another empty database: the issue asks for a sync
+  at the importer's rate or better.
 
 For each: wall seconds, this process's CPU seconds, Phoenix's CPU seconds (when this script
 started it), spans per second; then the sync's rate as a share of the plain read's.
@@ -38,8 +42,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from review.core.identity import SYSTEM  # noqa: E402
+from review.traces import importer  # noqa: E402
 from review.traces.live import sources  # noqa: E402
-from review.traces.live.phoenix import PhoenixClient, sync_phoenix  # noqa: E402
+from review.traces.live.phoenix import PhoenixClient, otlp_span, sync_phoenix  # noqa: E402
 from storage.db import make_engine, migrate  # noqa: E402
 from tests.live.phoenix_server import (  # noqa: E402
     SPANS_PER_TRACE,
@@ -101,6 +106,28 @@ def plain_read(base_url: str, project: str, page_size: int) -> int:
         cursor = body.get("next_cursor")
         if not cursor:
             return n
+
+
+def otlp_file(base_url: str, project: str, page_size: int, path: Path) -> int:
+    """Write the project's spans as an OTLP/JSON file, one export line per trace (what a file
+    import of the same traces reads); returns the number of spans."""
+    by_trace: dict[str, list[dict[str, object]]] = {}
+    client = PhoenixClient(base_url, timeout=120, deadline=600)
+    cursor: str | None = None
+    n = 0
+    while True:
+        page = client.spans_page(project, cursor, page_size)
+        for raw in page.spans:
+            st = otlp_span(raw).staged
+            by_trace.setdefault(st.trace_id, []).append(st.entry)
+            n += 1
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    with path.open("w", encoding="utf-8") as fh:
+        for entries in by_trace.values():
+            fh.write(json.dumps({"resourceSpans": entries}) + "\n")
+    return n
 
 
 def main() -> None:
@@ -178,6 +205,20 @@ def main() -> None:
             f"(resync: {again.rate / read.rate:.2f}); "
             f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB"
         )
+        # the importer's rate on the same spans (the file written beforehand, not timed)
+        path = tmp / "same-spans.otlp.jsonl"
+        in_file = otlp_file(base, a.project, a.page_size, path)
+        other = make_engine(f"sqlite:///{tmp / 'wb-file.db'}")
+        migrate(other)
+
+        def file_import() -> int:
+            rep = importer.import_file(other, SYSTEM, path, "otlp")
+            print(f"  ({rep.added:,} traces imported from the file)")
+            return in_file
+
+        imported = measure("file_import", None, file_import)
+        print(imported.line())
+        print(f"sync rate / file import rate: {first.rate / imported.rate:.2f}")
     finally:
         if server is not None:
             server.stop()
