@@ -310,15 +310,15 @@ def test_freshness_names_each_live_source_with_its_last_success_and_lag() -> Non
     never = view(name="New one")
     lines = display.freshness_lines(Freshness(NOW, NOW, (phx, rcv, never)), NOW)
     assert lines[1] == (
-        "Phoenix project Support bot: last successful sync 2026-12-04 11:56 UTC "
+        "Support bot (Phoenix project): last successful sync 2026-12-04 11:56 UTC "
         "(4 minutes ago); newest span 7 minutes old."
     )
     assert lines[2] == (
-        "OTLP/HTTP receiver Receiver (paused): last ran 2026-12-04 11:59 UTC "
+        "Receiver (OTLP/HTTP receiver, paused): last ran 2026-12-04 11:59 UTC "
         "(40 seconds ago); no span read yet; last error 2026-12-04 11:59 UTC "
         "(10 seconds ago): database busy."
     )
-    assert lines[3] == ("Phoenix project New one: last successful sync never; no span read yet.")
+    assert lines[3] == ("New one (Phoenix project): last successful sync never; no span read yet.")
 
 
 def test_freshness_is_read_from_the_database(engine: Engine, admin: Actor) -> None:

@@ -286,8 +286,9 @@ def _freshness(at: AppTest) -> list[str]:
     return [
         readable(c)
         for c in at.caption
-        if readable(c).startswith(("Newest trace", "No trace yet", "Traces arrive", "Phoenix"))
-        or "OTLP/HTTP receiver" in readable(c)
+        if readable(c).startswith(("Newest trace", "No trace yet", "Traces arrive"))
+        or "(OTLP/HTTP receiver" in readable(c)
+        or "(Phoenix project" in readable(c)
     ]
 
 
@@ -310,11 +311,11 @@ def test_monitoring_names_each_live_source_with_its_last_success_and_lag(
     no_exception(at)
     lines = _freshness(at)
     assert len(lines) == 4, lines
-    assert lines[1].startswith("Phoenix project Support bot: last successful sync ")
+    assert lines[1].startswith("Support bot (Phoenix project): last successful sync ")
     assert "newest span 7 minutes old" in lines[1] and "last error" in lines[1]
-    assert lines[2].startswith(f"OTLP/HTTP receiver {HOSTILE}: last ran ")
+    assert lines[2].startswith(f"{HOSTILE} (OTLP/HTTP receiver): last ran ")
     assert lines[3] == (
-        "Phoenix project New one (paused): last successful sync never; no span read yet."
+        "New one (Phoenix project, paused): last successful sync never; no span read yet."
     )
     assert not [m for m in markdown_shown(at) if live_markdown(m)]
 
@@ -382,5 +383,5 @@ def test_the_exporter_settings_the_panel_shows_reach_the_real_receiver(
     assert str(shown["Lag"]).startswith("newest span ")
     assert shown["Last error"] == "none"
     mon = page_app(trace_demo_url, monkeypatch, MONITORING, RAVI).run()
-    line = next(x for x in _freshness(mon) if x.startswith("OTLP/HTTP receiver"))
-    assert line.startswith("OTLP/HTTP receiver Checkout receiver: last ran 20")
+    line = next(x for x in _freshness(mon) if "(OTLP/HTTP receiver" in x)
+    assert line.startswith("Checkout receiver (OTLP/HTTP receiver): last ran 20")

@@ -353,7 +353,8 @@ def _source_line(src: SourceView, now: dt.datetime) -> str:
     # the receiver records a successful pass every few seconds while it runs, spans or not:
     # it says the receiver ran; how fresh its spans are is the newest span's age
     what = "last successful sync" if src.kind == "phoenix" else "last ran"
-    head = f"{kind_label(src.kind)} {src.name}" + (" (paused)" if src.status == "paused" else "")
+    paused = ", paused" if src.status == "paused" else ""
+    head = f"{src.name} ({kind_label(src.kind)}{paused})"
     parts = [f"{what} {ago(src.last_success_at, now)}"]
     if src.newest_span_at is not None:
         behind = _utc(now) - _utc(src.newest_span_at)
