@@ -73,3 +73,9 @@ class WorkbenchGroup(click.Group):
     """The ``workbench`` group: its commands are :class:`WorkbenchCommand`."""
 
     command_class = WorkbenchCommand
+
+
+class WorkbenchSubgroup(WorkbenchGroup, WorkbenchCommand):
+    """A group under ``workbench`` (``sync``, ``push``): its subcommands are
+    :class:`WorkbenchCommand` (errors meant for the user end them with ``error: <message>``),
+    and it is one itself, as every command of ``workbench`` is."""

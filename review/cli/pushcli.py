@@ -9,18 +9,13 @@ from __future__ import annotations
 import click
 
 from review.audits import pushback
-from review.cli.common import WorkbenchCommand, WorkbenchGroup, cli_actor, open_engine
+from review.cli.common import WorkbenchCommand, WorkbenchSubgroup, cli_actor, open_engine
 from review.traces.live import push
 
 __all__ = ["push_group"]
 
 
-class _PushGroup(WorkbenchGroup, WorkbenchCommand):
-    """A group of the ``workbench`` group: its commands, and it, report errors meant for the
-    user through the one handler (``error: <message>``, exit status 1)."""
-
-
-@click.group("push", cls=_PushGroup)
+@click.group("push", cls=WorkbenchSubgroup)
 def push_group() -> None:
     """Send audit verdicts back to the trace store the traces came from."""
 

@@ -12,7 +12,7 @@ import time
 
 import click
 
-from review.cli.common import WorkbenchCommand, WorkbenchGroup, cli_actor, fail, open_engine
+from review.cli.common import WorkbenchSubgroup, cli_actor, fail, open_engine
 from review.core import readable
 from review.core.errors import WorkbenchError
 from review.traces.live import phoenix, sources
@@ -20,13 +20,7 @@ from review.traces.live import phoenix, sources
 __all__ = ["sync_cmd"]
 
 
-class _Subgroup(WorkbenchGroup, WorkbenchCommand):
-    """A group under ``workbench``: its subcommands are :class:`WorkbenchCommand` (errors meant
-    for the user end them with ``error: <message>``), and it is one itself, as every command
-    of ``workbench`` is."""
-
-
-@click.group("sync", cls=_Subgroup)
+@click.group("sync", cls=WorkbenchSubgroup)
 def sync_cmd() -> None:
     """Pull traces from a trace store (a Phoenix project) into the workbench."""
 

@@ -253,29 +253,22 @@ def waiting_spans(engine: Engine, source_id: int) -> int:
         )
 
 
-def _ready(s: Session, source_id: int, cutoff: dt.datetime, limit: int) -> list[str]:
-    """Waiting traces with their root whose newest span was received by ``cutoff``."""
+def _waiting_traces(
+    s: Session, source_id: int, cutoff: dt.datetime, limit: int, *, rooted: bool
+) -> list[str]:
+    """Waiting traces whose newest span was received by ``cutoff``: with their root span
+    (``rooted``, oldest first: ready to import), or without one (held past the hold period)."""
     has_root = func.sum(case((SourceSpan.parent_id.is_(None), 1), else_=0))
     return list(
         s.scalars(
             select(SourceSpan.trace_id)
             .where(SourceSpan.source_id == source_id, SourceSpan.state == "waiting")
             .group_by(SourceSpan.trace_id)
-            .having(has_root > 0, func.max(SourceSpan.received_at) <= cutoff)
+            .having(
+                has_root > 0 if rooted else has_root == 0,
+                func.max(SourceSpan.received_at) <= cutoff,
+            )
             .order_by(func.min(SourceSpan.id))
-            .limit(limit)
-        )
-    )
-
-
-def _rootless(s: Session, source_id: int, cutoff: dt.datetime, limit: int) -> list[str]:
-    has_root = func.sum(case((SourceSpan.parent_id.is_(None), 1), else_=0))
-    return list(
-        s.scalars(
-            select(SourceSpan.trace_id)
-            .where(SourceSpan.source_id == source_id, SourceSpan.state == "waiting")
-            .group_by(SourceSpan.trace_id)
-            .having(has_root == 0, func.max(SourceSpan.received_at) <= cutoff)
             .limit(limit)
         )
     )
@@ -346,7 +339,7 @@ def assemble(
     hold_cutoff = at - dt.timedelta(seconds=hold_seconds)
     while True:
         with read_session(engine) as s:
-            lost = _rootless(s, source_id, hold_cutoff, batch)
+            lost = _waiting_traces(s, source_id, hold_cutoff, batch, rooted=False)
             pks = _span_pks(s, source_id, lost)
         if not lost:
             break
@@ -364,7 +357,7 @@ def assemble(
     cutoff = at - dt.timedelta(seconds=grace)
     while True:
         with read_session(engine) as s:
-            ready = _ready(s, source_id, cutoff, batch)
+            ready = _waiting_traces(s, source_id, cutoff, batch, rooted=True)
             if not ready:
                 break
             unread: dict[str, str] = {}
