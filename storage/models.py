@@ -969,7 +969,8 @@ class SourceSpan(Base):
     start_at: Mapped[dt.datetime] = mapped_column()
     received_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     state: Mapped[str] = mapped_column(String(12), default="waiting")
-    entry: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    #: the span's OTLP/JSON ``resourceSpans`` entry as compact JSON text, while it waits
+    entry: Mapped[str | None] = mapped_column(Text)
     reason: Mapped[str | None] = mapped_column(Text)
 
 

@@ -220,15 +220,16 @@ def test_a_phoenix_stopped_mid_sync_leaves_an_error_and_the_next_sync_completes(
         client = phx.PhoenixClient(server.base_url, timeout=10)
         broken = _sync(engine, admin, sid, page_size=5, after_page=stop, client=client)
         assert broken.error is not None and "is not reachable" in broken.error
-        assert broken.pages == 2
+        # the pages fetched before Phoenix went down (the sync reads a page ahead) are staged
+        assert 2 <= broken.pages < 5
         src = sources.get_source(engine, sid)
         assert src.last_error == broken.error
-        assert _span_rows(engine) == 10
+        assert _span_rows(engine) == 5 * broken.pages
         assert len(_stored(engine)) < 8
 
         server = start_phoenix(work, port=server.port)  # its SQLite file is kept
         done = _sync(engine, admin, sid, page_size=5)
-        assert done.error is None and done.added == 14
+        assert done.error is None and done.added == 24 - 5 * broken.pages
         assert _stored(engine) == want
         assert sources.get_source(engine, sid).last_error is None
     finally:

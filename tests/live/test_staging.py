@@ -296,3 +296,54 @@ def test_a_span_the_source_could_not_read_refuses_its_trace_with_the_reason(
     assert states == {"rejected"}
     with pytest.raises(InputError, match="needs its reason"):
         staging.stage(any_engine, sid, [dataclasses.replace(unread, refused=" ")])
+
+
+def test_spans_waiting_before_the_entry_became_text_import_after_the_upgrade(
+    any_url: str, admin: Actor
+) -> None:
+    """Migration 0030 keeps a waiting span's entry (stored as JSON before) as its JSON text,
+    so the trace it belongs to imports whole after the upgrade."""
+    from alembic import command
+    from sqlalchemy import JSON, Column, Integer, MetaData, String, Table, insert
+
+    from storage.db import alembic_config, make_engine, migrate
+    from storage.models import UTCDateTime
+
+    eng = make_engine(any_url)
+    command.upgrade(alembic_config(eng), "0029")
+    before = Table(  # source_spans as revision 0029 has it
+        "source_spans",
+        MetaData(),
+        Column("id", Integer, primary_key=True),
+        Column("source_id", Integer),
+        Column("trace_id", String),
+        Column("span_id", String),
+        Column("parent_id", String),
+        Column("start_at", UTCDateTime(timezone=True)),
+        Column("received_at", UTCDateTime(timezone=True)),
+        Column("state", String),
+        Column("entry", JSON),
+    )
+    sid = _source(eng, admin)
+    spans = rag_trace(41)
+    with eng.begin() as c:
+        for sp in spans:
+            c.execute(
+                insert(before).values(
+                    source_id=sid,
+                    trace_id=sp.trace_id,
+                    span_id=sp.span_id,
+                    parent_id=sp.parent_id,
+                    start_at=sp.start,
+                    received_at=utcnow() - LATER,
+                    state="waiting",
+                    entry=sp.entry,
+                )
+            )
+    migrate(eng)
+    res = staging.assemble(eng, admin, sid)
+    assert (res.imported, res.rejected, res.waiting_spans) == (1, 0, 0)
+    with read_session(eng) as s:
+        assert s.scalar(select(Trace.trace_id)) == spans[0].trace_id
+        assert s.scalar(select(TraceChunk.id).limit(1)) is not None  # its documents came too
+    eng.dispose()

@@ -71,7 +71,9 @@ import binascii
 import datetime as dt
 import json
 import math
+import queue
 import re
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -680,9 +682,18 @@ def sync_phoenix(
         client = PhoenixClient(src.url, sources.secret_value(src.secret_name))
     walk = PageWalk(ResumeState.from_json(src.state.get("phoenix")), clock(), overlap_seconds)
     report = SyncReport(source_id)
+    grace = src.grace_seconds if grace_seconds is None else grace_seconds
+
+    def cutoff(at: float) -> float:
+        """The newest receive time a trace may have to be imported at ``at`` (module docs:
+        with a window, also the window before the sync started)."""
+        if overlap_seconds > 0:
+            return min(at - grace, walk.started_at - overlap_seconds)
+        return at - grace
+
+    pages = _Prefetch(client, src.project, walk.cursor, page_size, max_pages, clock)
     try:
-        while max_pages is None or report.pages < max_pages:
-            page = _page(client, src.project, walk.cursor, page_size)
+        for page, seen_at in pages:
             mapped = [otlp_span(s) for s in page.spans]
             res = stage(engine, source_id, [m.staged for m in mapped])
             report.pages += 1
@@ -690,7 +701,7 @@ def sync_phoenix(
             report.added += res.added
             report.duplicates += res.duplicates
             report.late += res.late
-            more = walk.page_read([(m.rowid, m.cursor) for m in mapped], page.next_cursor, clock())
+            more = walk.page_read([(m.rowid, m.cursor) for m in mapped], page.next_cursor, seen_at)
             # the pages staged so far are durable: store the checkpoints and the resume
             # point they allow, so an interrupted sync keeps its progress
             _store(engine, source_id, src.state, walk.state, None)
@@ -701,19 +712,18 @@ def sync_phoenix(
     except WorkbenchError as exc:  # Phoenix down, slow, malformed; a span staging refused
         report.error = str(exc)
     finally:
+        pages.close()
         _store(engine, source_id, src.state, walk.state, report.error)
-        # with a window, a trace waits until its newest span was received the window before
-        # this sync started: a span of it committed late within the window was read by now
-        grace = src.grace_seconds if grace_seconds is None else grace_seconds
-        ended = clock()
-        if overlap_seconds > 0:
-            grace = max(grace, overlap_seconds + max(0.0, ended - walk.started_at))
+        # assembled once every page is staged, not page by page: while a project is read
+        # from its start, a trace's spans can lie any number of pages apart (Phoenix numbers
+        # them as its exporters' batches arrive), and only the end of the read shows them all
+        at = clock()
         done = assemble(
             engine,
             actor,
             source_id,
-            grace_seconds=grace,
-            now=dt.datetime.fromtimestamp(ended, dt.UTC),
+            grace_seconds=at - cutoff(at),
+            now=dt.datetime.fromtimestamp(at, dt.UTC),
         )
         report.imported = done.imported
         report.skipped = done.skipped
@@ -721,6 +731,67 @@ def sync_phoenix(
         report.waiting_spans = done.waiting_spans
         report.reasons = dict(done.reasons)
     return report
+
+
+class _Prefetch:
+    """The pages of one sync, each fetched while the one before it is staged: a thread asks
+    Phoenix for the next page as soon as it has the cursor, holding at most one page ahead
+    (memory stays bounded by two pages). Iterating yields ``(page, read_at)``; an error of
+    the fetch is raised where that page would have come."""
+
+    def __init__(
+        self,
+        client: PhoenixClient,
+        project: str,
+        cursor: str | None,
+        limit: int,
+        max_pages: int | None,
+        clock: Callable[[], float],
+    ) -> None:
+        self._q: queue.Queue[tuple[SpanPage, float] | BaseException | None] = queue.Queue(1)
+        self._stop = threading.Event()
+        self._args = (client, project, cursor, limit, max_pages, clock)
+        self._thread = threading.Thread(target=self._run, name="phoenix-prefetch", daemon=True)
+        self._thread.start()
+
+    def _put(self, item: tuple[SpanPage, float] | BaseException | None) -> bool:
+        while not self._stop.is_set():
+            try:
+                self._q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _run(self) -> None:
+        client, project, cursor, limit, max_pages, clock = self._args
+        n = 0
+        try:
+            while max_pages is None or n < max_pages:
+                page = _page(client, project, cursor, limit)
+                n += 1
+                if not self._put((page, clock())) or page.next_cursor is None:
+                    break
+                cursor = page.next_cursor
+        except BaseException as exc:  # handed to the consumer, raised there
+            self._put(exc)
+            return
+        self._put(None)
+
+    def __iter__(self) -> Iterator[tuple[SpanPage, float]]:
+        while True:
+            item = self._q.get()
+            if item is None:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+
+    def close(self) -> None:
+        """Stop fetching: a page in flight is dropped when it arrives (the thread ends then,
+        within the client's deadline; it holds nothing the sync needs)."""
+        self._stop.set()
+        self._thread.join(timeout=1.0)
 
 
 def _page(client: PhoenixClient, project: str, cursor: str | None, limit: int) -> SpanPage:

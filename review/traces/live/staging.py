@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, case, func, insert, select, update
+from sqlalchemy import Engine, Table, case, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -110,19 +110,20 @@ def _insert(s: Session, rows: list[dict[str, Any]]) -> None:
     """Insert span rows, a span id the source holds already (a concurrent writer) ignored."""
     if not rows:
         return
+    # Core inserts on the table (not the ORM's bulk insert, which costs as much again per
+    # row in bookkeeping for objects nobody loads)
+    table: Table = SourceSpan.__table__  # type: ignore[assignment]
     dialect = s.get_bind().dialect.name
     stmt: Any
     if dialect == "postgresql":
-        stmt = postgresql.insert(SourceSpan).on_conflict_do_nothing(
+        stmt = postgresql.insert(table).on_conflict_do_nothing(
             index_elements=["source_id", "span_id"]
         )
     elif dialect == "sqlite":
-        stmt = sqlite.insert(SourceSpan).on_conflict_do_nothing(
-            index_elements=["source_id", "span_id"]
-        )
+        stmt = sqlite.insert(table).on_conflict_do_nothing(index_elements=["source_id", "span_id"])
     else:  # pragma: no cover - the two supported databases
-        stmt = insert(SourceSpan)
-    s.execute(stmt, rows)
+        stmt = insert(table)
+    s.connection().execute(stmt, rows)
 
 
 def _chunks(values: Sequence[str]) -> Iterator[Sequence[str]]:
@@ -151,6 +152,14 @@ def check_span(sp: StagedSpan, i: int) -> None:
         raise bad("entry is not an OTLP/JSON resourceSpans entry")
 
 
+def _entry_text(sp: StagedSpan) -> str:
+    """The span's entry as compact JSON text (joined as it is into its trace's export line)."""
+    try:
+        return json.dumps(sp.entry, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"span {sp.span_id}: its entry is not plain JSON ({exc})") from exc
+
+
 def _is_hex(s: str) -> bool:
     return all(c in "0123456789abcdef" for c in s)
 
@@ -167,6 +176,7 @@ def stage(engine: Engine, source_id: int, spans: Sequence[StagedSpan]) -> StageR
         check_span(sp, i)
         unique.setdefault(sp.span_id, sp)
     result = StageResult(duplicates=len(spans) - len(unique))
+    texts = {sid: _entry_text(sp) for sid, sp in unique.items() if sp.refused is None}
 
     def work(s: Session) -> StageResult:
         res = StageResult(duplicates=result.duplicates)
@@ -214,7 +224,7 @@ def stage(engine: Engine, source_id: int, spans: Sequence[StagedSpan]) -> StageR
                     "start_at": sp.start,
                     "received_at": now,
                     "state": "late" if late else "waiting",
-                    "entry": None if late or sp.refused is not None else sp.entry,
+                    "entry": None if late else texts.get(sp.span_id),
                     "reason": "its trace was imported or refused before this span arrived"
                     if late
                     else (sp.refused[:2000] if sp.refused is not None else None),
@@ -403,10 +413,10 @@ def _span_pks(s: Session, source_id: int, tids: Sequence[str]) -> list[int]:
 
 def _waiting_entries(
     s: Session, source_id: int, tids: Sequence[str], refused: dict[str, str]
-) -> dict[str, list[tuple[int, dict[str, Any]]]]:
-    """The waiting spans' entries of each trace; ``refused`` gets the reason of a trace one of
-    whose spans the source could not read."""
-    out: dict[str, list[tuple[int, dict[str, Any]]]] = {t: [] for t in tids}
+) -> dict[str, list[tuple[int, str]]]:
+    """The waiting spans' entries (JSON text) of each trace; ``refused`` gets the reason of a
+    trace one of whose spans the source could not read."""
+    out: dict[str, list[tuple[int, str]]] = {t: [] for t in tids}
     for part in _chunks(list(tids)):
         for pk, tid, entry, reason in s.execute(
             select(SourceSpan.id, SourceSpan.trace_id, SourceSpan.entry, SourceSpan.reason)
@@ -417,7 +427,7 @@ def _waiting_entries(
             )
             .order_by(SourceSpan.start_at, SourceSpan.id)
         ):
-            out[tid].append((int(pk), entry or {}))
+            out[tid].append((int(pk), entry or "{}"))
             if reason is not None:
                 refused.setdefault(tid, str(reason))
     return out
@@ -455,7 +465,7 @@ def _import_round(
     kind: str,
     vocab: TraceVocabulary,
     ready: list[str],
-    spans: dict[str, list[tuple[int, dict[str, Any]]]],
+    spans: dict[str, list[tuple[int, str]]],
     stored: set[str],
     imported_before: set[str],
     result: AssembleResult,
@@ -474,7 +484,8 @@ def _import_round(
     todo = [t for t in ready if t not in late]
     if not todo:
         return
-    lines = [json.dumps({"resourceSpans": [e for _, e in spans[t]]}) + "\n" for t in todo]
+    # the entries are JSON text already: joined, not parsed and encoded again
+    lines = ['{"resourceSpans":[' + ",".join(e for _, e in spans[t]) + "]}\n" for t in todo]
     label = f"live source {name} ({kind})"
     with tempfile.TemporaryDirectory(prefix="wb-live-") as tmp:
         rejects = Path(tmp) / "rejects.jsonl"
