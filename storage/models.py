@@ -956,7 +956,7 @@ class SourceSpan(Base):
 
     __tablename__ = "source_spans"
     __table_args__ = (
-        UniqueConstraint("source_id", "span_id"),
+        UniqueConstraint("source_id", "trace_id", "span_id"),
         Index("ix_source_spans_waiting", "source_id", "state", "trace_id"),
         Index("ix_source_spans_trace", "trace_id", "parent_id"),
     )
@@ -971,6 +971,9 @@ class SourceSpan(Base):
     state: Mapped[str] = mapped_column(String(12), default="waiting")
     #: the span's OTLP/JSON ``resourceSpans`` entry as compact JSON text, while it waits
     entry: Mapped[str | None] = mapped_column(Text)
+    #: a digest of what the span said (its entry, or why it was refused): sent again, a span
+    #: must say the same
+    digest: Mapped[str | None] = mapped_column(String(32))
     reason: Mapped[str | None] = mapped_column(Text)
 
 

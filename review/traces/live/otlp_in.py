@@ -38,7 +38,7 @@ from google.protobuf import unknown_fields
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
-from opentelemetry.proto.trace.v1.trace_pb2 import Span
+from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 from review.core import readable
 from review.core.records import JsonProblem, describe, parse_json
@@ -55,6 +55,10 @@ MAX_PROBLEMS_SHOWN = 5
 #: Span fields kept from an OTLP/JSON span besides its ids (the rest, such as links and the
 #: dropped-counts, the mapping never reads)
 _KEPT = ("name", "kind", "startTimeUnixNano", "endTimeUnixNano", "attributes", "status", "events")
+
+
+_SPAN_KINDS = {v.name: v.number for v in Span.SpanKind.DESCRIPTOR.values}
+_STATUS_CODES = {v.name: v.number for v in Status.StatusCode.DESCRIPTOR.values}
 
 
 class PayloadError(ValueError):
@@ -276,6 +280,16 @@ def _json_span(sp: Mapping[str, Any], where: str) -> tuple[dict[str, Any], dt.da
     for key in _KEPT:
         if key in sp:
             span[key] = sp[key]
+    # enums by number, as the protobuf decoder gives them: a span sent again in the other
+    # spelling is the same span (staging compares what a span re-sent says)
+    kind = span.get("kind")
+    if isinstance(kind, str) and kind in _SPAN_KINDS:
+        span["kind"] = _SPAN_KINDS[kind]
+    status = span.get("status")
+    if isinstance(status, dict) and isinstance(status.get("code"), str):
+        code = _STATUS_CODES.get(status["code"])
+        if code is not None:
+            span["status"] = {**status, "code": code}
     return span, start
 
 

@@ -25,7 +25,7 @@ highest id it read. It keeps *checkpoints* ``(id M, time e)``: by time ``e`` (ou
 read a span with id ``M``. The resume point moves up to a checkpoint's ``M`` only once a sync
 that **started at least the overlap window W after e** has read, from a resume point at or
 below, contiguously past ``M``. Everything above the resume point is read again at every sync
-(staging drops the duplicates by span id).
+(staging drops the duplicates by trace and span id).
 
 Why no span is lost (assumptions: ids are taken in increasing order over time, as a
 PostgreSQL sequence or SQLite's rowid does; a span's transaction commits within W of taking its

@@ -15,9 +15,10 @@ acknowledged is stored:
 5. the body is decoded (:mod:`review.traces.live.otlp_in`): unreadable is 400 with the reason,
    spans that cannot be staged are rejected alone and reported in ``partial_success``;
 6. the spans are staged in ONE transaction (:func:`review.traces.live.staging.stage`,
-   de-duplicated by span id, so an exporter's retry stores nothing twice), and only after it
-   committed is the 200 with an ``ExportTraceServiceResponse`` sent, in the request's encoding;
-   a busy or unreachable database is 503 with ``Retry-After`` (the exporter retries).
+   de-duplicated by trace and span id, so an exporter's retry stores nothing twice), and only
+   after it committed is the 200 with an ``ExportTraceServiceResponse`` sent, in the
+   request's encoding; a busy or unreachable database is 503 with ``Retry-After`` (the
+   exporter retries).
 
 Errors carry a ``google.rpc.Status`` body in the request's encoding, as OTLP/HTTP asks. A
 background thread assembles the staged spans into traces every few seconds

@@ -3,8 +3,11 @@
 A live source delivers spans one request or page at a time, in no promised order: a root span
 may come before its children (Phoenix stores spans as they end) or after them (an OTLP SDK
 exports a root last). :func:`stage` stores a batch of spans durably in ``source_spans`` (one
-transaction; a span id the source sent before is a duplicate and is dropped, so a re-read or a
-retried export adds nothing). :func:`assemble` then imports every trace that is ready:
+transaction). A span is its trace id and span id (OTLP makes span ids unique within their
+trace only); one the source sent before is a duplicate and is dropped, so a re-read or a
+retried export adds nothing, but it must say the same as before (a digest of it is kept): a
+span sent again with other content leaves its trace refused, naming the span, as nobody can
+tell which of the two the trace had. :func:`assemble` then imports every trace that is ready:
 
 * its root span (no parent) has arrived, and
 * its newest span was received at least the source's grace period ago (children that end after
@@ -33,6 +36,7 @@ found stored by the next :func:`assemble` and marked then.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -117,10 +121,12 @@ def _insert(s: Session, rows: list[dict[str, Any]]) -> None:
     stmt: Any
     if dialect == "postgresql":
         stmt = postgresql.insert(table).on_conflict_do_nothing(
-            index_elements=["source_id", "span_id"]
+            index_elements=["source_id", "trace_id", "span_id"]
         )
     elif dialect == "sqlite":
-        stmt = sqlite.insert(table).on_conflict_do_nothing(index_elements=["source_id", "span_id"])
+        stmt = sqlite.insert(table).on_conflict_do_nothing(
+            index_elements=["source_id", "trace_id", "span_id"]
+        )
     else:  # pragma: no cover - the two supported databases
         stmt = insert(table)
     s.connection().execute(stmt, rows)
@@ -164,36 +170,86 @@ def _is_hex(s: str) -> bool:
     return all(c in "0123456789abcdef" for c in s)
 
 
+def _digest(sp: StagedSpan, text: str | None) -> str:
+    """What a span said, in 32 hex digits: a span sent again must say the same."""
+    said = text if sp.refused is None or text is not None else "refused: " + sp.refused
+    return hashlib.blake2b((said or "").encode("utf-8"), digest_size=16).hexdigest()
+
+
+#: why a trace is refused whose span came twice saying different things
+CONFLICT = "span {span} was sent twice with different content (which one is the trace's?)"
+
+
+def _known(
+    s: Session, source_id: int, digests: dict[tuple[str, str], str], refused: dict[str, str]
+) -> set[tuple[str, str]]:
+    """The spans of ``digests`` the source sent before; ``refused`` gets the traces a waiting
+    one of which said something else then."""
+    known: set[tuple[str, str]] = set()
+    for part in _chunks(sorted({tid for tid, _ in digests})):
+        for tid, sid, state, digest in s.execute(
+            select(
+                SourceSpan.trace_id, SourceSpan.span_id, SourceSpan.state, SourceSpan.digest
+            ).where(SourceSpan.source_id == source_id, SourceSpan.trace_id.in_(part))
+        ):
+            key = (tid, sid)
+            if key not in digests:
+                continue  # another span of the trace
+            known.add(key)
+            if state == "waiting" and digest is not None and digest != digests[key]:
+                refused.setdefault(tid, CONFLICT.format(span=sid))
+    return known
+
+
+def _refuse_waiting(s: Session, source_id: int, refused: dict[str, str]) -> None:
+    """Give the waiting spans of each trace of ``refused`` its reason (and drop their payload):
+    the trace is refused with it once complete."""
+    for tid, why in sorted(refused.items()):
+        s.execute(
+            update(SourceSpan)
+            .where(
+                SourceSpan.source_id == source_id,
+                SourceSpan.trace_id == tid,
+                SourceSpan.state == "waiting",
+            )
+            .values(reason=why, entry=None)
+        )
+
+
 def stage(engine: Engine, source_id: int, spans: Sequence[StagedSpan]) -> StageResult:
     """Store ``spans`` of source ``source_id`` in one transaction (durable when this returns).
 
-    A span id the source sent before, or twice in ``spans``, is a duplicate; a span whose
-    trace was imported (or refused) already is stored as ``late``."""
+    A span is identified by its trace id and span id (OTLP asks span ids to be unique within
+    their trace only). One the source sent before, or twice in ``spans``, is a duplicate; a
+    span whose trace was imported (or refused) already is stored as ``late``. A span sent
+    again with other content while its trace waits makes the trace refused (its spans carry
+    the reason), not the batch: the rest of the source goes on."""
     if len(spans) > MAX_STAGE:
         raise InputError(f"at most {MAX_STAGE:,} spans at once, got {len(spans):,}")
-    unique: dict[str, StagedSpan] = {}
+    unique: dict[tuple[str, str], StagedSpan] = {}
+    texts: dict[tuple[str, str], str | None] = {}
+    digests: dict[tuple[str, str], str] = {}
+    conflicts: dict[str, str] = {}  # trace id -> why it is refused
     for i, sp in enumerate(spans):
         check_span(sp, i)
-        unique.setdefault(sp.span_id, sp)
+        key = (sp.trace_id, sp.span_id)
+        text = _entry_text(sp) if sp.refused is None else None
+        digest = _digest(sp, text)
+        if key in unique:
+            if digests[key] != digest:
+                conflicts.setdefault(sp.trace_id, CONFLICT.format(span=sp.span_id))
+            continue
+        unique[key], texts[key], digests[key] = sp, text, digest
     result = StageResult(duplicates=len(spans) - len(unique))
-    texts = {sid: _entry_text(sp) for sid, sp in unique.items() if sp.refused is None}
 
     def work(s: Session) -> StageResult:
         res = StageResult(duplicates=result.duplicates)
+        refused = dict(conflicts)
         src = s.get(TraceSource, source_id)
         if src is None:
             raise InputError(f"trace source {source_id} does not exist")
-        ids = list(unique)
-        known: set[str] = set()
-        for part in _chunks(ids):
-            known.update(
-                s.scalars(
-                    select(SourceSpan.span_id).where(
-                        SourceSpan.source_id == source_id, SourceSpan.span_id.in_(part)
-                    )
-                )
-            )
-        fresh = [sp for sid, sp in unique.items() if sid not in known]
+        known = _known(s, source_id, digests, refused)
+        fresh = [sp for key, sp in unique.items() if key not in known]
         res.duplicates += len(known)
         tids = sorted({sp.trace_id for sp in fresh})
         done: set[str] = set()
@@ -210,11 +266,15 @@ def stage(engine: Engine, source_id: int, spans: Sequence[StagedSpan]) -> StageR
                 )
             )
             done.update(s.scalars(select(TraceRow.trace_id).where(TraceRow.trace_id.in_(part))))
+        # a trace refused for a conflict: its spans waiting already carry the reason too
+        _refuse_waiting(s, source_id, {t: why for t, why in refused.items() if t not in done})
         now = utcnow()
         rows = []
         for sp in fresh:
+            key = (sp.trace_id, sp.span_id)
             late = sp.trace_id in done
             res.late += late
+            why = refused.get(sp.trace_id) or (sp.refused[:2000] if sp.refused else None)
             rows.append(
                 {
                     "source_id": source_id,
@@ -224,10 +284,11 @@ def stage(engine: Engine, source_id: int, spans: Sequence[StagedSpan]) -> StageR
                     "start_at": sp.start,
                     "received_at": now,
                     "state": "late" if late else "waiting",
-                    "entry": None if late else texts.get(sp.span_id),
+                    "entry": None if late or why else texts[key],
+                    "digest": digests[key],
                     "reason": "its trace was imported or refused before this span arrived"
                     if late
-                    else (sp.refused[:2000] if sp.refused is not None else None),
+                    else why,
                 }
             )
         _insert(s, rows)
