@@ -1,6 +1,6 @@
 """Sync-from-Phoenix benchmark (printed, never asserted):
 
-    .venv/bin/python benchmarks/live_sync.py [--traces 2000] [--page-size 500] [--url URL]
+    .venv/bin/python benchmarks/live_sync.py [--traces 2000] [--page-size 1000] [--url URL]
         [--phoenix-url URL --project NAME]
 
 Starts a real Phoenix (``.phoenix-venv``, SQLite in a temp dir) unless ``--phoenix-url`` names
@@ -135,7 +135,7 @@ def otlp_file(base_url: str, project: str, page_size: int, path: Path) -> int:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--traces", type=int, default=2000)
-    ap.add_argument("--page-size", type=int, default=500)
+    ap.add_argument("--page-size", type=int, default=1000)
     ap.add_argument("--url", default=None, help="workbench database (default: temp SQLite)")
     ap.add_argument("--phoenix-url", default=None)
     ap.add_argument("--project", default="bench")

@@ -125,9 +125,9 @@ def test_the_words_of_a_sync() -> None:
         "minutes) after its newest span, so that no late span is left out of it.",
         "success",
     )
-    r = SyncReport(1, pages=10, spans_read=10_000, added=10_000, imported=3000)
+    r = SyncReport(1, pages=5, spans_read=5_000, added=5_000, imported=1500)
     text, kind = display.synced_text(r)
-    assert kind == "warning" and "stopped after 10 pages; more may wait" in text
+    assert kind == "warning" and "stopped after 5 pages; more may wait" in text
     r = SyncReport(
         1,
         pages=1,

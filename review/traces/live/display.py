@@ -395,7 +395,7 @@ def freshness_lines(f: Freshness, now: dt.datetime) -> list[str]:
 
 #: pages a "Sync now" press reads at most (a page is up to 1,000 spans); a larger backlog is
 #: the command's work (``workbench sync phoenix --every``), so the page answers in seconds
-SYNC_NOW_PAGES = 10
+SYNC_NOW_PAGES = 5
 
 
 def synced_text(report: SyncReport, max_pages: int = SYNC_NOW_PAGES) -> tuple[str, str]:
