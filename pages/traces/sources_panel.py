@@ -60,6 +60,9 @@ def _details(engine: Engine, actor: Actor, rows: list[SourceView], now: dt.datet
             f"after a trace's newest span · added {display.ago(src.created_at, now)}"
         )
     )
+    answered = display.requests_text(src.requests, now)
+    if answered is not None:
+        st.caption(ui.plain(f"Requests: {answered}."))
     if src.last_error:
         st.caption(ui.plain(f"Last error, {display.ago(src.last_error_at, now, 'at a time')}"))
         st.code(src.last_error, language=None)
@@ -176,7 +179,7 @@ def sources_panel(engine: Engine, actor: Actor) -> None:
             ui.table(
                 display.sources_frame(rows, now),
                 pin=True,
-                column_config={"Lag": wide, "Last error": wide},
+                column_config={"Lag": wide, "Last error": wide, "Requests": wide},
             )
             _details(engine, actor, rows, now)
         else:

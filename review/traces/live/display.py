@@ -22,6 +22,7 @@ import pandas as pd
 from review.core import readable
 from review.traces.live.phoenix import DEFAULT_OVERLAP_SECONDS, SyncReport
 from review.traces.live.sources import SourceView
+from review.traces.live.tally import RequestCounts
 
 __all__ = [
     "COLUMNS",
@@ -42,6 +43,7 @@ __all__ = [
     "paused_text",
     "removal_warning",
     "removed_text",
+    "requests_text",
     "source_label",
     "sources_frame",
     "status_text",
@@ -67,6 +69,7 @@ COLUMNS = (
     "Spans waiting",
     "Late spans",
     "Traces refused",
+    "Requests",
     "URL",
     "Project",
 )
@@ -156,6 +159,42 @@ def error_text(src: SourceView, now: dt.datetime) -> str:
     return f"{head}: {src.last_error}"
 
 
+#: Why the receiver answers a request with a status other than 200, in a few words.
+REFUSALS = {
+    400: "malformed",
+    401: "no valid token",
+    408: "too slow",
+    413: "too large",
+    415: "not OTLP protobuf or JSON",
+    429: "too many at once",
+    500: "receiver error",
+    503: "database busy or source paused",
+}
+
+
+def requests_text(counts: RequestCounts | None, now: dt.datetime) -> str | None:
+    """What a receiver answered: "12 requests accepted (36 spans); 3 refused: 2 × 401 no
+    valid token, 1 × 413 too large; last request 2026-12-05 03:30 UTC (5 seconds ago)".
+    None for a source that receives nothing (Phoenix)."""
+    if counts is None:
+        return None
+    if counts.requests == 0:
+        return "no request received yet"
+    parts = [
+        f"{readable.count(counts.accepted, 'request')} accepted "
+        f"({readable.count(counts.spans, 'span')})"
+    ]
+    refused = sum(counts.refused.values())
+    if refused:
+        why = ", ".join(
+            f"{n:,} × {status} {REFUSALS.get(status, 'refused')}"
+            for status, n in sorted(counts.refused.items())
+        )
+        parts.append(f"{refused:,} refused: {why}")
+    parts.append(f"last request {ago(counts.last_at, now)}")
+    return "; ".join(parts)
+
+
 def _count(src: SourceView, value: int) -> int | None:
     return value if _happened(src) else None
 
@@ -176,6 +215,7 @@ def sources_frame(rows: Sequence[SourceView], now: dt.datetime) -> pd.DataFrame:
             "Spans waiting": _count(src, src.spans_waiting),
             "Late spans": _count(src, src.late_spans),
             "Traces refused": _count(src, src.traces_rejected),
+            "Requests": requests_text(src.requests, now),
             "Last error": error_text(src, now),
         }
         for src in rows
@@ -211,7 +251,9 @@ def panel_note(rows: Sequence[SourceView]) -> str:
         "while it runs). Lag: how old the newest span read is and, for a Phoenix source, how "
         "long since its last successful sync. A span waits until its trace's root span has "
         "arrived and the grace period has passed; a span that comes after its trace was "
-        "imported is late (counted, not imported); a trace whose root never came is refused."
+        "imported is late (counted, not imported); a trace whose root never came is refused. "
+        "Requests: what a receiver answered exporters, counted every few seconds while it "
+        "runs: requests accepted with their spans, requests refused by HTTP status."
     )
 
 
