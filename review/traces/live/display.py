@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import shlex
+import signal
 from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -20,6 +21,7 @@ from urllib.parse import urlsplit
 import pandas as pd
 
 from review.core import readable
+from review.traces.live.beside import BesideStatus
 from review.traces.live.phoenix import DEFAULT_OVERLAP_SECONDS, SyncReport
 from review.traces.live.sources import SourceView
 from review.traces.live.tally import RequestCounts
@@ -33,6 +35,7 @@ __all__ = [
     "Freshness",
     "added_text",
     "ago",
+    "beside_text",
     "connect",
     "duration",
     "error_text",
@@ -226,16 +229,73 @@ def sources_frame(rows: Sequence[SourceView], now: dt.datetime) -> pd.DataFrame:
     return frame
 
 
-def panel_label(rows: Sequence[SourceView]) -> str:
+def panel_label(rows: Sequence[SourceView], receiver_down: bool = False) -> str:
     """The sources panel's title, saying at a glance how many there are and what is wrong:
-    "Live sources: 3 (1 paused, 1 failing)"."""
+    "Live sources: 3 (1 paused, 1 failing)", "... (the receiver beside the app stopped)"."""
+    down = ["the receiver beside the app stopped"] if receiver_down else []
     if not rows:
-        return "Live sources: none (traces arrive by file import)"
+        head = "Live sources: none (traces arrive by file import)"
+        return head[:-1] + f"; {down[0]})" if down else head
     paused = sum(s.status == "paused" for s in rows)
     failing = sum(bool(s.last_error) for s in rows)
     notes = [f"{paused} paused"] if paused else []
     notes += [f"{failing} failing"] if failing else []
+    notes += down
     return f"Live sources: {len(rows)}" + (f" ({', '.join(notes)})" if notes else "")
+
+
+def _exit_text(code: int | None) -> str:
+    if code is None:
+        return "for a reason not known"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = "an unknown signal"
+        return f"killed by signal {-code} ({name})"
+    return f"with exit status {code}"
+
+
+def beside_text(status: BesideStatus, now: dt.datetime) -> tuple[str, str]:
+    """What the receiver started beside the app is doing, and how to show it (``info``,
+    ``warning`` or ``error``): listening where, for which source; or stopped, how and when,
+    and when it is started again (its last lines are shown beside)."""
+    src = f"for the source {status.settings.source!r}"
+    before = ""
+    if status.restarts and status.exited_at is not None:
+        before = (
+            f"; it stopped {readable.count(status.restarts, 'time')} so far, the last "
+            f"{_exit_text(status.exit_code)} {ago(status.exited_at, now)}, and was started again"
+        )
+    if status.state == "listening":
+        return (
+            f"The receiver beside the app listens on {status.url} {src} (process "
+            f"{status.pid}){before}.",
+            "warning" if before else "info",
+        )
+    if status.state == "starting":
+        return (
+            f"The receiver beside the app is starting on {status.settings.host}:"
+            f"{status.settings.port} {src} (process {status.pid}){before}.",
+            "warning" if before else "info",
+        )
+    if status.state == "stopped":
+        return ("The receiver beside the app is stopping with the app.", "warning")
+    again = ""
+    if status.restart_at is not None:
+        wait = _utc(status.restart_at) - _utc(now)
+        again = (
+            f"; it is started again in {duration(wait)}"
+            if wait >= dt.timedelta(seconds=1)
+            else "; it is being started again"
+        )
+    return (
+        f"The receiver beside the app stopped {_exit_text(status.exit_code)} "
+        f"{ago(status.exited_at, now, 'at a time not known')}{again}. Exporters sending to "
+        f"{status.settings.host}:{status.settings.port} get no answer meanwhile (they retry). "
+        "Its last lines are below.",
+        "error",
+    )
 
 
 def panel_note(rows: Sequence[SourceView]) -> str:
