@@ -27,6 +27,7 @@ import ctypes
 import datetime as dt
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -62,6 +63,7 @@ FIRST_BACKOFF = 2.0
 MAX_BACKOFF = 60.0
 
 _PR_SET_PDEATHSIG = 1
+_VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,199}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,13 +91,13 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> BesideSettings | 
     raw = env.get(PORT_VAR, "").strip()
     if not raw:
         return None
-    if not raw.isdigit() or not 1 <= int(raw) <= 65535:
+    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= 65535:
         raise InputError(f"{PORT_VAR} must be a port number from 1 to 65535, not {raw[:40]!r}")
     host = env.get(HOST_VAR, "").strip() or "127.0.0.1"
     if len(host) > 255 or any(c.isspace() for c in host):
         raise InputError(f"{HOST_VAR} must be a host name or address")
     token_env = env.get(TOKEN_VAR, "").strip() or None
-    if token_env is not None and (len(token_env) > 200 or not token_env.isidentifier()):
+    if token_env is not None and not _VARIABLE.fullmatch(token_env):
         raise InputError(f"{TOKEN_VAR} must name an environment variable, like OTLP_TOKEN")
     source = env.get(SOURCE_VAR, "").strip() or DEFAULT_SOURCE
     if len(source) > 200:
@@ -147,8 +149,10 @@ class BesideReceiver:
         settings: BesideSettings,
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
+        first_backoff: float = FIRST_BACKOFF,
     ) -> None:
         self.settings = settings
+        self.first_backoff = first_backoff
         self._env = dict(os.environ if env is None else env)
         self._cwd = cwd
         self._lock = threading.Lock()
@@ -203,7 +207,7 @@ class BesideReceiver:
         stream.close()
 
     def _watch(self) -> None:
-        backoff = FIRST_BACKOFF
+        backoff = self.first_backoff
         while True:
             with self._lock:
                 proc = self._proc

@@ -38,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import hmac
 import logging
+import signal
 import socket
 import threading
 import time
@@ -412,18 +413,31 @@ class Receiver:
     def serve(
         self, sock: socket.socket | None = None, ready: Callable[[int], None] | None = None
     ) -> None:
-        """Serve until interrupted (SIGINT/SIGTERM in the main thread), assembling meanwhile."""
+        """Serve until interrupted (SIGINT/SIGTERM in the main thread), assembling meanwhile.
+
+        Either signal ends it cleanly: the request counts are flushed and it returns (uvicorn
+        raises the signal again once it has shut down; the handlers here take it, where the
+        default SIGTERM handler would end the process before the last flush)."""
         sock = sock or self.bind()
         if ready is not None:
             ready(sock.getsockname()[1])
-        self._server = self._make_server()
+        server = self._server = self._make_server()
+
+        def stop(_signum: int, _frame: Any) -> None:
+            server.should_exit = True
+
+        previous: dict[int, Any] = {}
+        if threading.current_thread() is threading.main_thread():
+            previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
         self._start_background()
         try:
-            self._server.run(sockets=[sock])
+            server.run(sockets=[sock])
         finally:
             self._stop.set()
             sock.close()
             self.flush_counts()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
     def start(self, timeout: float = 60.0) -> int:
         """Serve in a background thread (tests, benchmarks); the port it listens on."""
