@@ -252,8 +252,8 @@ def _exit_text(code: int | None) -> str:
             name = signal.Signals(-code).name
         except ValueError:
             name = "an unknown signal"
-        return f"killed by signal {-code} ({name})"
-    return f"with exit status {code}"
+        return f"killed by signal {-code}, {name}"
+    return f"exit status {code}"
 
 
 def beside_text(status: BesideStatus, now: dt.datetime) -> tuple[str, str]:
@@ -264,8 +264,8 @@ def beside_text(status: BesideStatus, now: dt.datetime) -> tuple[str, str]:
     before = ""
     if status.restarts and status.exited_at is not None:
         before = (
-            f"; it stopped {readable.count(status.restarts, 'time')} so far, the last "
-            f"{_exit_text(status.exit_code)} {ago(status.exited_at, now)}, and was started again"
+            f"; it stopped {readable.count(status.restarts, 'time')} so far (the last time "
+            f"{ago(status.exited_at, now)}: {_exit_text(status.exit_code)}) and was started again"
         )
     if status.state == "listening":
         return (
@@ -290,8 +290,9 @@ def beside_text(status: BesideStatus, now: dt.datetime) -> tuple[str, str]:
             else "; it is being started again"
         )
     return (
-        f"The receiver beside the app stopped {_exit_text(status.exit_code)} "
-        f"{ago(status.exited_at, now, 'at a time not known')}{again}. Exporters sending to "
+        f"The receiver beside the app stopped "
+        f"{ago(status.exited_at, now, 'at a time not known')} "
+        f"({_exit_text(status.exit_code)}){again}. Exporters sending to "
         f"{status.settings.host}:{status.settings.port} get no answer meanwhile (they retry). "
         "Its last lines are below.",
         "error",
