@@ -172,9 +172,7 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.fixture
-def started(
-    trace_demo_url: str, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Callable[[float], BesideReceiver]]:
+def started(trace_demo_url: str) -> Iterator[Callable[[float], BesideReceiver]]:
     made: list[BesideReceiver] = []
 
     def go(first_backoff: float) -> BesideReceiver:
@@ -191,11 +189,12 @@ def started(
         )
         r.start()
         made.append(r)
-        monkeypatch.setattr(beside, "_current", r)  # what serve.py's start_from_env sets
+        beside.set_current(r)  # what serve.py's start_from_env does
         _wait(lambda: r.status().state == "listening", "the receiver did not start")
         return r
 
     yield go
+    beside.set_current(None)
     for r in made:
         r.stop()
 

@@ -43,6 +43,7 @@ __all__ = [
     "BesideSettings",
     "BesideStatus",
     "current",
+    "set_current",
     "settings_from_env",
     "start_from_env",
 ]
@@ -286,16 +287,21 @@ def current() -> BesideReceiver | None:
     return _current
 
 
+def set_current(receiver: BesideReceiver | None) -> None:
+    """Make ``receiver`` the one :func:`current` gives (:func:`start_from_env` does; tests)."""
+    global _current
+    _current = receiver
+
+
 def start_from_env(
     env: Mapping[str, str] | None = None, cwd: str | None = None
 ) -> BesideReceiver | None:
     """Start the receiver the environment asks for (None when it asks for none); it is then
     :func:`current`. InputError when the settings are not valid."""
-    global _current
     settings = settings_from_env(env)
     if settings is None:
         return None
     receiver = BesideReceiver(settings, env, cwd)
     receiver.start()
-    _current = receiver
+    set_current(receiver)
     return receiver
