@@ -7,6 +7,7 @@ An hour that has passed, or an import another process made, starts a new entry."
 from __future__ import annotations
 
 import datetime as dt
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -132,3 +133,33 @@ def test_a_new_hour_or_another_process_starts_a_new_entry(
         )
     _passes(r, exporter, [1], seed=2000)
     assert [e.added for e in _entries(engine)] == [2, 3, 1]
+
+
+def test_the_receivers_own_loop_folds_its_passes_too(engine: Engine) -> None:
+    """The background loop (a pass every 0.1 s here, 5 s by default) while an exporter sends
+    traces one by one: however many passes imported them, one entry holds them all."""
+    from review.traces import browse
+
+    src = sources.add_source(engine, SYSTEM, kind="otlp", name="fold test", grace_seconds=0)
+    r = Receiver(engine, SYSTEM, src.id, ReceiverConfig(port=0, assemble_every=0.1))
+    port = r.start()
+    exporter = OTLPSpanExporter(endpoint=f"http://127.0.0.1:{port}/v1/traces", timeout=180)
+    sent: list[str] = []
+    try:
+        for i in range(15):
+            spans, expected = make_rag_spans(1, seed=5000 + i)
+            assert exporter.export(spans) == SpanExportResult.SUCCESS
+            sent.append(expected[0].trace_id)
+            time.sleep(0.05)
+        deadline = time.monotonic() + 180
+        while not all(browse.get_trace(engine, SYSTEM, trace_id=t) for t in sent):
+            assert time.monotonic() < deadline, "the loop did not import every trace"
+            time.sleep(0.1)
+    finally:
+        exporter.shutdown()
+        r.stop()
+    [entry] = _entries(engine)
+    assert (entry.status, entry.added) == ("done", len(sent))
+    closes = [e.after or {} for e in _log(engine, entry.id) if e.action == "import"]
+    assert closes[-1].get("passes", 1) == len(closes)
+    assert sum(a.get("pass_counts", a)["added"] for a in closes) == len(sent)
