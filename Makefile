@@ -7,6 +7,9 @@ STAMP  := $(VENV)/.installed
 # port 8501 unless told otherwise (`make run PORT=8600`).
 ADDRESS ?= 127.0.0.1
 PORT    ?= 8501
+# The OTLP/HTTP trace receiver beside the app, on this port (`make run RECEIVE=4318`): serve.py
+# starts `workbench receive` as its child and stops it with the app (WORKBENCH_RECEIVE_PORT).
+RECEIVE ?=
 
 .PHONY: run test soak install lint bench clean phoenix-env
 # How long the 8-process concurrency tests hammer each database: short in `make test` (it must
@@ -41,7 +44,8 @@ phoenix-env: $(PHOENIX_STAMP)
 run: install
 	$(BIN)/workbench migrate
 	$(BIN)/workbench seed-demo --if-empty
-	$(BIN)/python serve.py --server.address $(ADDRESS) --server.port $(PORT) \
+	$(if $(RECEIVE),WORKBENCH_RECEIVE_PORT=$(RECEIVE) )$(BIN)/python \
+		serve.py --server.address $(ADDRESS) --server.port $(PORT) \
 		--server.headless true \
 		--browser.gatherUsageStats false
 

@@ -11,6 +11,10 @@ Streamlit's "Page not found" dialog before app.py has run at all (app.py then op
 right page underneath the dialog). Every later request of the process is fine, because
 app.py's ``st.navigation`` switches the old router off for good.
 
+With ``WORKBENCH_RECEIVE_PORT`` set (``make run RECEIVE=4318``) it also starts the OTLP/HTTP
+trace receiver beside the app, as a supervised child process (``workbench receive``) that stops
+when the app stops: see :mod:`review.traces.live.beside`.
+
 This launcher switches it off before the server starts, so app.py's ``st.navigation`` (the
 page table in app.py, identity check included) answers every address from the first request
 on. ``make run`` and the browser tests start the app this way.
@@ -39,9 +43,20 @@ def use_router_only() -> None:
 def main(args: list[str]) -> None:
     from streamlit.web import cli
 
+    from review.core.errors import InputError
+    from review.traces.live import beside
+
     use_router_only()
+    try:
+        receiver = beside.start_from_env(cwd=str(APP.parent))
+    except InputError as exc:
+        raise SystemExit(f"error: {exc}") from None
     sys.argv = ["streamlit", "run", str(APP), *args]
-    cli.main(prog_name="streamlit")
+    try:
+        cli.main(prog_name="streamlit")
+    finally:
+        if receiver is not None:
+            receiver.stop()
 
 
 if __name__ == "__main__":

@@ -980,6 +980,23 @@ class SourceSpan(Base):
 # --- verdicts pushed back to a trace store (issue 31 item 3) ------------------------------
 
 
+class ReceiverRequests(Base):
+    """What an OTLP/HTTP receiver answered, per source and HTTP status: requests, the spans
+    of the accepted ones (status 200), and the last request's time. The receiver counts in
+    memory and adds its counts every few seconds (review.traces.live.tally), so a busy
+    receiver writes a few rows, not one per request."""
+
+    __tablename__ = "receiver_requests"
+
+    source_id: Mapped[int] = mapped_column(
+        ForeignKey("trace_sources.id", ondelete="CASCADE"), primary_key=True
+    )
+    status: Mapped[int] = mapped_column(Integer, primary_key=True)
+    requests: Mapped[int] = mapped_column(BigInteger, default=0)
+    spans: Mapped[int] = mapped_column(BigInteger, default=0)
+    last_at: Mapped[dt.datetime | None] = mapped_column()
+
+
 class VerdictPush(Base):
     """What the workbench wrote back to a Phoenix source as one span annotation: one row per
     (source, audit item, reviewer, annotation name), e.g. ``workbench.verdict`` or

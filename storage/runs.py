@@ -10,6 +10,11 @@ The audit log is append-only, so a run is a sequence of entries sharing one ``en
 - one closing entry with the final counts (any other action, e.g. ``import`` or ``purge``;
   ``after["status"] == "failed"`` marks a run that stopped on an error and said so).
 
+A run can be reopened by the process that started it: a ``progress`` entry after its closing
+entry (a live source's import folded into the run of its hour, :mod:`review.traces.importer`),
+then its batches' progress entries and a new closing entry. The newest closing entry, when
+nothing follows it, is the one that counts.
+
 A start without a closing entry is a run that is still going or was killed. It is reported as
 **interrupted** when the process that started it is gone (same host, process id no longer
 running), when it has written nothing for :data:`STALE_AFTER` (another host, or a reused
@@ -139,12 +144,10 @@ def _state(session: Session, start: AuditLog, now: dt.datetime) -> RunState:
         AuditLog.entity_id == start.entity_id,
         AuditLog.id > start.id,
     )
-    closing = session.scalar(
-        select(AuditLog)
-        .where(*same, AuditLog.action.not_in([START, PROGRESS]))
-        .order_by(AuditLog.id)
-        .limit(1)
-    )
+    # the run's newest entry closes it when it is neither a start nor a progress entry; a
+    # progress entry after a closing one reopened the run (an import folded into it)
+    newest = session.scalar(select(AuditLog).where(*same).order_by(AuditLog.id.desc()).limit(1))
+    closing = newest if newest is not None and newest.action not in (START, PROGRESS) else None
     n_progress = int(
         session.scalar(select(func.count(AuditLog.id)).where(*same, AuditLog.action == PROGRESS))
         or 0

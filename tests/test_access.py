@@ -187,6 +187,10 @@ NO_ACTOR: dict[str, str] = {
     "traces.live.receiver.Receiver.assemble_once": "the receiver's assembly pass: it calls "
     "assemble with the command line's Actor",
     "cli.receivecli.receive_cmd": "the command line, acting as cli_actor",
+    "traces.live.tally.add_counts": "a receiver's bookkeeping (the requests it answered, per "
+    "status), written by the receiver",
+    "traces.live.tally.flush": "a receiver's bookkeeping: add_counts of what it counted",
+    "traces.live.receiver.Receiver.flush_counts": "the receiver's bookkeeping: tally.flush",
     "cli.pushcli.push_phoenix_cmd": "command line, acting as the CLI admin",
     "cli.synccli.sync_phoenix_cmd": "the command line, acting as cli_actor",
     "cli.main.seed_demo": "command line: the operator of the machine, acting as the CLI admin",

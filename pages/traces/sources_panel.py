@@ -1,6 +1,7 @@
 """The "Live sources" expander of the Traces page: the sources traces arrive from while the
 workbench runs (a Phoenix project it syncs, the OTLP/HTTP receiver), each with its status,
-last sync, lag, counts and last error, and how to connect it. Everyone who may see traces
+last sync, lag, counts and last error, and how to connect it; and the receiver started beside
+the app (serve.py), listening or stopped with why. Everyone who may see traces
 reads it; admins (``Permission.manage_sources``) add a source, pause or resume one and remove
 one after a confirmation that says how many waiting spans it drops. What a control did is said
 under it. The words are :mod:`review.traces.live.display`'s."""
@@ -15,7 +16,8 @@ from sqlalchemy import Engine
 from pages import ui
 from pages.traces.trace_list import P
 from review.core.identity import Actor, Permission
-from review.traces.live import display, phoenix, sources
+from review.traces.live import beside, display, phoenix, sources
+from review.traces.live.beside import BesideStatus
 from review.traces.live.sources import SourceView
 
 K = f"{P}src_"  # session-state prefix of the panel
@@ -60,6 +62,9 @@ def _details(engine: Engine, actor: Actor, rows: list[SourceView], now: dt.datet
             f"after a trace's newest span · added {display.ago(src.created_at, now)}"
         )
     )
+    answered = display.requests_text(src.requests, now)
+    if answered is not None:
+        st.caption(ui.plain(f"Requests: {answered}."))
     if src.last_error:
         st.caption(ui.plain(f"Last error, {display.ago(src.last_error_at, now, 'at a time')}"))
         st.code(src.last_error, language=None)
@@ -165,18 +170,37 @@ def _add_form(engine: Engine, actor: Actor) -> None:
             st.rerun()
 
 
+def _beside(status: BesideStatus, now: dt.datetime) -> None:
+    """The receiver started beside the app (serve.py): where it listens, or that it stopped,
+    how, and its last lines."""
+    text, kind = display.beside_text(status, now)
+    if kind == "error":
+        ui.error(text)
+        if status.last_lines:
+            st.code("\n".join(status.last_lines), language=None)
+    elif kind == "warning":
+        st.warning(ui.plain(text))
+    else:
+        st.info(ui.plain(text))
+
+
 def sources_panel(engine: Engine, actor: Actor) -> None:
     """Shown to everyone who may see traces; the controls to admins only."""
     rows = sources.list_sources(engine)
     now = dt.datetime.now(dt.UTC)
-    with st.expander(ui.plain(display.panel_label(rows)), key=f"{K}panel"):
+    started = beside.current()
+    status = started.status() if started is not None else None
+    down = status is not None and status.state == "restarting"
+    with st.expander(ui.plain(display.panel_label(rows, down)), key=f"{K}panel"):
         st.caption(ui.plain(display.panel_note(rows)))
+        if status is not None:
+            _beside(status, now)
         if rows:
             wide = st.column_config.TextColumn(width="large")
             ui.table(
                 display.sources_frame(rows, now),
                 pin=True,
-                column_config={"Lag": wide, "Last error": wide},
+                column_config={"Lag": wide, "Last error": wide, "Requests": wide},
             )
             _details(engine, actor, rows, now)
         else:

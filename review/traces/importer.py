@@ -36,6 +36,15 @@ shows as interrupted with the counts of its last committed batch; re-running it 
 interrupted import of the same file (same sha256, or same source when there is no file) in its
 start entry's ``resumes``.
 
+A live source imports every few seconds (:mod:`review.traces.live.staging`), which would make
+thousands of import log entries a day. It imports with ``fold=True``: an import of the same
+source and format that this process completed within the current hour (UTC) is reopened and
+this one's counts are added to it, so the import log keeps one entry per live source and hour.
+The audit log still records every pass: a ``progress`` entry that reopens the run (this pass's
+plan, and its number), the pass's batch entries, and a closing ``import`` entry with the run's
+totals and the pass's own counts (:mod:`storage.runs` reads the newest closing entry). An
+import another process started, or one that did not complete, is never reopened.
+
 Redaction (``policies/redaction.yaml``) is applied to every trace before it is stored; the
 counts per detector are stored on the trace and summed on the import row. Importing without
 redaction needs clearance."""
@@ -43,9 +52,12 @@ redaction needs clearance."""
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import hashlib
 import io
+import os
 import pickle
+import socket
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -58,7 +70,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session
 
-from review.core import clearance
+from review.core import clearance, readable
 from review.core.errors import InputError, PermissionDenied
 from review.core.identity import Actor, Permission, require
 from review.core.taxonomy import Taxonomy
@@ -126,6 +138,7 @@ def import_items(
     progress: ProgressFn | None = None,
     origin: dict[str, Any] | None = None,
     parts: importparts.Parts | None = None,
+    fold: bool = False,
 ) -> ImportReport:
     """Import parsed traces, rejected records (from a parser with ``skip_bad``) or Trace
     objects (numbered 1, 2, ... in messages), read once, in two phases (module docs).
@@ -133,7 +146,8 @@ def import_items(
     ``origin`` (``{"bytes": ..., "sha256": ...}`` of a file or upload) goes into the audit
     log's start entry and identifies the interrupted import a re-run resumes. ``parts``: the
     file ``items`` reads the first part of, whose other parts are checked by other processes
-    meanwhile (:mod:`review.traces.importparts`)."""
+    meanwhile (:mod:`review.traces.importparts`). ``fold``: add this import to the import of
+    the same source this process completed this hour, if any (module docs)."""
     require(actor, Permission.import_traces)
     if not redact and not clearance.cleared(actor):
         raise PermissionDenied(
@@ -188,7 +202,14 @@ def import_items(
             progress("checking", report.traces, report.traces)
 
         # 2. write the spooled batches, one transaction each
+        folded: _Folded | None = None
+
         def start(s: Session) -> int:
+            nonlocal folded
+            plan = _plan(report, origin or {}, skip_bad, batch_size)
+            folded = _reopen(s, actor, report, check.stored, plan) if fold else None
+            if folded is not None:
+                return folded.import_id
             row = TraceImport(
                 source=report.source,
                 format=fmt,
@@ -201,7 +222,6 @@ def import_items(
             )
             s.add(row)
             s.flush()
-            plan = _plan(report, origin or {}, skip_bad, batch_size)
             resumes = [
                 r.entity_id for r in runs.interrupted(s, RUN_ENTITY) if same_work(r.plan, plan)
             ]
@@ -215,15 +235,83 @@ def import_items(
         try:
             ahead = _Ahead(_spooled(spools))
             while (staged := ahead.take()) is not None:
-                _write_batch(engine, actor, import_id, staged, report, ahead.stage_next)
+                _write_batch(engine, actor, import_id, staged, report, ahead.stage_next, folded)
                 if progress is not None:
                     progress("writing", report.added + report.skipped, report.traces)
         except BaseException as exc:
             message = str(exc) or f"stopped by {type(exc).__name__}"
-            _close_import(engine, actor, import_id, report, "failed", message[:2000])
+            _close_import(engine, actor, import_id, report, "failed", message[:2000], folded)
             raise
-    _close_import(engine, actor, import_id, report, "done", report.summary())
+    _close_import(engine, actor, import_id, report, "done", report.summary(), folded)
     return report
+
+
+class _Folded(NamedTuple):
+    """An import reopened to take this one's counts: its id, its counts before this pass
+    and this pass's number."""
+
+    import_id: int
+    added: int
+    skipped: int
+    rejected: int
+    redactions: dict[str, int]
+    number: int
+
+
+def _hour_start(at: dt.datetime) -> dt.datetime:
+    return at.astimezone(dt.UTC).replace(minute=0, second=0, microsecond=0)
+
+
+def _reopen(
+    s: Session, actor: Actor, report: ImportReport, stored: int, plan: dict[str, Any]
+) -> _Folded | None:
+    """Reopen the newest import of ``report``'s source and format if this process completed
+    it within the current hour, in the caller's transaction: its row running again with this
+    pass's rejected and already-stored traces added, and the audit log's progress entry
+    that says so. None when there is no such import (a new one is started)."""
+    row = s.scalar(
+        select(TraceImport)
+        .where(
+            TraceImport.source == report.source,
+            TraceImport.format == report.format,
+            TraceImport.started_at >= _hour_start(utcnow()),
+        )
+        .order_by(TraceImport.id.desc())
+        .limit(1)
+        .with_for_update()
+    )
+    if row is None or row.status != ImportStatus.done or row.actor != actor.email:
+        return None
+    state = runs.state_of(s, RUN_ENTITY, row.id)
+    if (
+        state is None
+        or state.status != "completed"
+        or state.plan.get("host") != socket.gethostname()
+        or state.plan.get("pid") != os.getpid()
+    ):
+        return None
+    number = int(state.counts.get("passes") or 1) + 1
+    folded = _Folded(
+        row.id, row.added, row.skipped, row.rejected, dict(row.redactions or {}), number
+    )
+    row.status = ImportStatus.running
+    row.finished_at = None
+    row.rejected = row.rejected + report.rejected
+    row.skipped = row.skipped + stored
+    runs.progressed(
+        s,
+        actor.email,
+        RUN_ENTITY,
+        row.id,
+        {
+            "reopened": "another import of this source this hour, folded into this one",
+            "pass": number,
+            "plan": plan,
+            "added": row.added,
+            "skipped": row.skipped,
+        },
+    )
+    return folded
 
 
 def _with_parts(
@@ -317,6 +405,7 @@ def _write_batch(
     staged: _Staged,
     report: ImportReport,
     while_copying: Callable[[], object],
+    folded: _Folded | None = None,
 ) -> None:
     """One transaction: the batch's new traces with all their chunks, the import's counts and
     the audit log's progress entry. Trace ids already stored (or repeated in the batch) are
@@ -366,18 +455,20 @@ def _write_batch(
             .where(TraceImport.id == import_id)
             .values(added=TraceImport.added + added, skipped=TraceImport.skipped + skipped)
         )
-        runs.progressed(
-            s,
-            actor.email,
-            RUN_ENTITY,
-            import_id,
-            {
-                "added": report.added + added,
-                "skipped": report.skipped + skipped,
-                "restricted": report.restricted + restricted_n,
-                "of": report.traces,
-            },
-        )
+        so_far: dict[str, Any] = {
+            "added": report.added + added,
+            "skipped": report.skipped + skipped,
+            "restricted": report.restricted + restricted_n,
+            "of": report.traces,
+        }
+        if folded is not None:  # the run's totals, this pass's counts beside them
+            so_far = {
+                "added": folded.added + so_far["added"],
+                "skipped": folded.skipped + so_far["skipped"],
+                "pass": folded.number,
+                "pass_counts": so_far,
+            }
+        runs.progressed(s, actor.email, RUN_ENTITY, import_id, so_far)
         return added, restricted_n, added_counts, why
 
     added, restricted_n, added_counts, why = run_write(engine, work)
@@ -390,7 +481,13 @@ def _write_batch(
 
 
 def _close_import(
-    engine: Engine, actor: Actor, import_id: int, report: ImportReport, status: str, message: str
+    engine: Engine,
+    actor: Actor,
+    import_id: int,
+    report: ImportReport,
+    status: str,
+    message: str,
+    folded: _Folded | None = None,
 ) -> None:
     def work(s: Session) -> None:
         row = s.get(TraceImport, import_id)
@@ -398,18 +495,38 @@ def _close_import(
             return
         row.status = status
         row.finished_at = utcnow()
-        row.message = message
-        row.redactions = dict(report.redactions) if report.redacted else {}
-        after = {
+        text = message
+        redactions = dict(report.redactions) if report.redacted else {}
+        after: dict[str, Any] = {
             "source": report.source,
             "format": report.format,
             "status": status,
             "added": row.added,
             "skipped": row.skipped,
             "rejected": report.rejected,
-            "redactions": row.redactions,
+            "redactions": redactions,
             "redacted": report.redacted,
         }
+        if folded is not None:  # the run's totals; this pass's own counts beside them
+            for k, v in folded.redactions.items():
+                redactions[k] = redactions.get(k, 0) + int(v)
+            after |= {
+                "rejected": row.rejected,
+                "redactions": redactions,
+                "passes": folded.number,
+                "pass_counts": {
+                    "added": report.added,
+                    "skipped": report.skipped,
+                    "rejected": report.rejected,
+                    "redactions": dict(report.redactions),
+                },
+            }
+            text = (
+                f"{readable.count(folded.number, 'import')} of this source this hour, folded "
+                f"into this entry; the last: {message}"
+            )
+        row.message = text
+        row.redactions = redactions
         if status != ImportStatus.done:
             after["message"] = message
         changes.record(s, actor.email, "import", RUN_ENTITY, import_id, None, after)

@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import Engine
 from streamlit.testing.v1 import AppTest
 
-from review.traces.live import display, sources, staging
+from review.traces.live import display, sources, staging, tally
 from review.traces.live.receiver import Receiver, ReceiverConfig
 from storage.db import make_engine
 from storage.models import utcnow
@@ -382,6 +382,46 @@ def test_the_exporter_settings_the_panel_shows_reach_the_real_receiver(
     assert shown["Last sync"] != "never" and str(shown["Last sync"]).endswith(")")
     assert str(shown["Lag"]).startswith("newest span ")
     assert shown["Last error"] == "none"
+    # the exporter's one request, counted by the receiver and written when it stopped
+    assert str(shown["Requests"]).startswith("1 request accepted (9 spans); last request 20")
     mon = page_app(trace_demo_url, monkeypatch, MONITORING, RAVI).run()
     line = next(x for x in _freshness(mon) if "(OTLP/HTTP receiver" in x)
     assert line.startswith("Checkout receiver (OTLP/HTTP receiver): last ran 20")
+
+
+def test_the_panel_shows_what_the_receiver_answered(
+    trace_demo_url: str, engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A receiver's request counts (as its flushes store them) in the table and under the
+    picked source: accepted with their spans, refused by status, the last request's time; a
+    Phoenix source has none, a receiver that got nothing says so."""
+    phx, rcv, _ = _sources_in_every_state(engine, odd="Checkout bot")
+    idle = sources.add_source(
+        engine, ADMIN, kind="otlp", name="Idle receiver", url="http://127.0.0.1:4319"
+    ).id
+    t = tally.Tally()
+    for _ in range(3):
+        t.count(200, 12)
+    t.count(401)
+    t.count(401)
+    t.count(413)
+    t.count(503)
+    tally.flush(engine, rcv, t)
+    at = page_app(trace_demo_url, monkeypatch, TRACES, RAVI).run()
+    no_exception(at)
+    shown = table(at).set_index("Name")["Requests"]
+    got = str(shown["Checkout bot"])
+    assert got.startswith(
+        "3 requests accepted (36 spans); 4 refused: 2 × 401 no valid token, 1 × 413 too large, "
+        "1 × 503 database busy or source paused; last request 20"
+    ), got
+    assert got.endswith("ago)") or got.endswith("just now)")
+    assert shown["Idle receiver"] == "no request received yet"
+    assert shown.isna().tolist() == [True, False, True, False]  # Phoenix sources: none
+    at.selectbox(key=f"{K}pick").set_value(rcv).run()
+    no_exception(at)
+    assert any(
+        readable(c.value).startswith("Requests: 3 requests accepted (36 spans); 4 refused")
+        for c in at.caption
+    )
+    assert phx and idle

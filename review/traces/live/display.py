@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import shlex
+import signal
 from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -20,8 +21,10 @@ from urllib.parse import urlsplit
 import pandas as pd
 
 from review.core import readable
+from review.traces.live.beside import BesideStatus
 from review.traces.live.phoenix import DEFAULT_OVERLAP_SECONDS, SyncReport
 from review.traces.live.sources import SourceView
+from review.traces.live.tally import RequestCounts
 
 __all__ = [
     "COLUMNS",
@@ -32,6 +35,7 @@ __all__ = [
     "Freshness",
     "added_text",
     "ago",
+    "beside_text",
     "connect",
     "duration",
     "error_text",
@@ -42,6 +46,7 @@ __all__ = [
     "paused_text",
     "removal_warning",
     "removed_text",
+    "requests_text",
     "source_label",
     "sources_frame",
     "status_text",
@@ -67,6 +72,7 @@ COLUMNS = (
     "Spans waiting",
     "Late spans",
     "Traces refused",
+    "Requests",
     "URL",
     "Project",
 )
@@ -156,6 +162,42 @@ def error_text(src: SourceView, now: dt.datetime) -> str:
     return f"{head}: {src.last_error}"
 
 
+#: Why the receiver answers a request with a status other than 200, in a few words.
+REFUSALS = {
+    400: "malformed",
+    401: "no valid token",
+    408: "too slow",
+    413: "too large",
+    415: "not OTLP protobuf or JSON",
+    429: "too many at once",
+    500: "receiver error",
+    503: "database busy or source paused",
+}
+
+
+def requests_text(counts: RequestCounts | None, now: dt.datetime) -> str | None:
+    """What a receiver answered: "12 requests accepted (36 spans); 3 refused: 2 × 401 no
+    valid token, 1 × 413 too large; last request 2026-12-05 03:30 UTC (5 seconds ago)".
+    None for a source that receives nothing (Phoenix)."""
+    if counts is None:
+        return None
+    if counts.requests == 0:
+        return "no request received yet"
+    parts = [
+        f"{readable.count(counts.accepted, 'request')} accepted "
+        f"({readable.count(counts.spans, 'span')})"
+    ]
+    refused = sum(counts.refused.values())
+    if refused:
+        why = ", ".join(
+            f"{n:,} × {status} {REFUSALS.get(status, 'refused')}"
+            for status, n in sorted(counts.refused.items())
+        )
+        parts.append(f"{refused:,} refused: {why}")
+    parts.append(f"last request {ago(counts.last_at, now)}")
+    return "; ".join(parts)
+
+
 def _count(src: SourceView, value: int) -> int | None:
     return value if _happened(src) else None
 
@@ -176,6 +218,7 @@ def sources_frame(rows: Sequence[SourceView], now: dt.datetime) -> pd.DataFrame:
             "Spans waiting": _count(src, src.spans_waiting),
             "Late spans": _count(src, src.late_spans),
             "Traces refused": _count(src, src.traces_rejected),
+            "Requests": requests_text(src.requests, now),
             "Last error": error_text(src, now),
         }
         for src in rows
@@ -186,16 +229,74 @@ def sources_frame(rows: Sequence[SourceView], now: dt.datetime) -> pd.DataFrame:
     return frame
 
 
-def panel_label(rows: Sequence[SourceView]) -> str:
+def panel_label(rows: Sequence[SourceView], receiver_down: bool = False) -> str:
     """The sources panel's title, saying at a glance how many there are and what is wrong:
-    "Live sources: 3 (1 paused, 1 failing)"."""
+    "Live sources: 3 (1 paused, 1 failing)", "... (the receiver beside the app stopped)"."""
+    down = ["the receiver beside the app stopped"] if receiver_down else []
     if not rows:
-        return "Live sources: none (traces arrive by file import)"
+        head = "Live sources: none (traces arrive by file import)"
+        return head[:-1] + f"; {down[0]})" if down else head
     paused = sum(s.status == "paused" for s in rows)
     failing = sum(bool(s.last_error) for s in rows)
     notes = [f"{paused} paused"] if paused else []
     notes += [f"{failing} failing"] if failing else []
+    notes += down
     return f"Live sources: {len(rows)}" + (f" ({', '.join(notes)})" if notes else "")
+
+
+def _exit_text(code: int | None) -> str:
+    if code is None:
+        return "for a reason not known"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = "an unknown signal"
+        return f"killed by signal {-code}, {name}"
+    return f"exit status {code}"
+
+
+def beside_text(status: BesideStatus, now: dt.datetime) -> tuple[str, str]:
+    """What the receiver started beside the app is doing, and how to show it (``info``,
+    ``warning`` or ``error``): listening where, for which source; or stopped, how and when,
+    and when it is started again (its last lines are shown beside)."""
+    src = f"for the source {status.settings.source!r}"
+    before = ""
+    if status.restarts and status.exited_at is not None:
+        before = (
+            f"; it stopped {readable.count(status.restarts, 'time')} so far (the last time "
+            f"{ago(status.exited_at, now)}: {_exit_text(status.exit_code)}) and was started again"
+        )
+    if status.state == "listening":
+        return (
+            f"The receiver beside the app listens on {status.url} {src} (process "
+            f"{status.pid}){before}.",
+            "warning" if before else "info",
+        )
+    if status.state == "starting":
+        return (
+            f"The receiver beside the app is starting on {status.settings.host}:"
+            f"{status.settings.port} {src} (process {status.pid}){before}.",
+            "warning" if before else "info",
+        )
+    if status.state == "stopped":
+        return ("The receiver beside the app is stopping with the app.", "warning")
+    again = ""
+    if status.restart_at is not None:
+        wait = _utc(status.restart_at) - _utc(now)
+        again = (
+            f"; it is started again in {duration(wait)}"
+            if wait >= dt.timedelta(seconds=1)
+            else "; it is being started again"
+        )
+    return (
+        f"The receiver beside the app stopped "
+        f"{ago(status.exited_at, now, 'at a time not known')} "
+        f"({_exit_text(status.exit_code)}){again}. Exporters sending to "
+        f"{status.settings.host}:{status.settings.port} get no answer meanwhile (they retry). "
+        "Its last lines are below.",
+        "error",
+    )
 
 
 def panel_note(rows: Sequence[SourceView]) -> str:
@@ -211,7 +312,9 @@ def panel_note(rows: Sequence[SourceView]) -> str:
         "while it runs). Lag: how old the newest span read is and, for a Phoenix source, how "
         "long since its last successful sync. A span waits until its trace's root span has "
         "arrived and the grace period has passed; a span that comes after its trace was "
-        "imported is late (counted, not imported); a trace whose root never came is refused."
+        "imported is late (counted, not imported); a trace whose root never came is refused. "
+        "Requests: what a receiver answered exporters, counted every few seconds while it "
+        "runs: requests accepted with their spans, requests refused by HTTP status."
     )
 
 

@@ -64,6 +64,10 @@ read stops the sync before its page with an error naming it: nothing of that pag
 the resume point stays, and the next sync tries again.
 """
 
+# Long module: the resume proof above speaks of the page walk, the checkpoints and the sync's
+# assembly cutoff together, and the span mapping is what the page walk stages; one file keeps
+# the argument next to the code it is about.
+
 from __future__ import annotations
 
 import base64

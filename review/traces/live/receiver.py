@@ -24,6 +24,11 @@ Errors carry a ``google.rpc.Status`` body in the request's encoding, as OTLP/HTT
 background thread assembles the staged spans into traces every few seconds
 (:func:`review.traces.live.staging.assemble`), importing those whose grace period has passed.
 
+Every request answered is counted per HTTP status (:mod:`review.traces.live.tally`: requests,
+the accepted ones' spans, the last request's time) and the counts are added to the source's
+rows every ``flush_every`` seconds by another background thread, and once more when the
+receiver stops: the Traces page shows them.
+
 Threads and memory are bounded: the HTTP server (uvicorn, one event loop) admits at most
 ``max_in_flight`` requests past the headers, each holding at most ``max_body_bytes`` +
 ``max_decoded_bytes``; decoding and storing run in a pool of ``workers`` threads.
@@ -34,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import hmac
 import logging
+import signal
 import socket
 import threading
 import time
@@ -51,7 +57,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 from sqlalchemy import Engine, event
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
@@ -59,7 +65,7 @@ from starlette.routing import Route
 
 from review.core.errors import InputError
 from review.core.identity import Actor
-from review.traces.live import sources, staging
+from review.traces.live import sources, staging, tally
 from review.traces.live.otlp_in import Decoded, PayloadError, decode_json, decode_protobuf
 from storage.db import make_engine
 
@@ -94,6 +100,8 @@ class ReceiverConfig:
     busy_timeout_ms: int = 1000
     #: seconds a client may take to send a body (a trickling client holds a slot no longer)
     body_timeout_s: float = 60.0
+    #: seconds between two writes of the request counts (None: only when the receiver stops)
+    flush_every: float | None = 2.0
 
 
 class TooLarge(ValueError):
@@ -179,6 +187,8 @@ class Receiver:
             ("requests", "spans", "added", "duplicates", "rejected", "unavailable"), 0
         )
         self._stats_lock = threading.Lock()
+        #: requests answered per status, not yet added to the database
+        self.tally = tally.Tally()
         self._limiter: anyio.CapacityLimiter | None = None
         self._stop = threading.Event()
         self._server: uvicorn.Server | None = None
@@ -186,6 +196,11 @@ class Receiver:
         self.app = Starlette(routes=[Route("/v1/traces", self._traces, methods=["POST"])])
 
     # -- HTTP --------------------------------------------------------------------------
+
+    def _refused(
+        self, status: int, kind: str | None, message: str, retry: bool = False
+    ) -> tuple[Response, int]:
+        return self._reply(status, kind, message, retry), 0
 
     def _reply(self, status: int, kind: str | None, message: str, retry: bool = False) -> Response:
         headers = {"Retry-After": str(self.config.retry_after_s)} if retry else {}
@@ -225,30 +240,40 @@ class Receiver:
         return b"".join(parts)
 
     async def _traces(self, request: Request) -> Response:
+        try:
+            response, spans = await self._answer(request)
+        except Exception:
+            self.tally.count(500)  # Starlette answers 500
+            raise
+        self.tally.count(response.status_code, spans)
+        return response
+
+    async def _answer(self, request: Request) -> tuple[Response, int]:
+        """The response to one request and, when accepted, the number of its spans."""
         kind = _content_kind(request.headers.get("content-type"))
         token = self.config.token
         if token is not None and not _authorized(request.headers.get("authorization"), token):
-            return self._reply(401, kind, "a valid bearer token is required")
+            return self._refused(401, kind, "a valid bearer token is required")
         if kind is None:
-            return self._reply(
+            return self._refused(
                 415, None, f"Content-Type must be {PROTOBUF} or {JSON} (OTLP/HTTP traces)"
             )
         encoding = request.headers.get("content-encoding", "").strip().lower()
         if encoding not in ("", "identity", "gzip"):
-            return self._reply(415, kind, "Content-Encoding must be gzip or none")
+            return self._refused(415, kind, "Content-Encoding must be gzip or none")
         if self.in_flight >= self.config.max_in_flight:
-            return self._reply(429, kind, "too many requests in flight; retry later", retry=True)
+            return self._refused(429, kind, "too many requests in flight; retry later", retry=True)
         self.in_flight += 1
         try:
             try:
                 with anyio.fail_after(self.config.body_timeout_s):
                     body = await self._read_body(request)
             except TooLarge as exc:
-                return self._reply(413, kind, str(exc))
+                return self._refused(413, kind, str(exc))
             except TimeoutError:
-                return self._reply(408, kind, "the body did not arrive in time")
+                return self._refused(408, kind, "the body did not arrive in time")
             except ClientDisconnect:
-                return Response(status_code=400)
+                return Response(status_code=400), 0
             if self._limiter is None:
                 self._limiter = anyio.CapacityLimiter(self.config.workers)
             return await anyio.to_thread.run_sync(
@@ -257,8 +282,9 @@ class Receiver:
         finally:
             self.in_flight -= 1
 
-    def _handle(self, body: bytes, kind: str, gzipped: bool) -> Response:
-        """Decode and stage one request's body (in a worker thread); the response to send."""
+    def _handle(self, body: bytes, kind: str, gzipped: bool) -> tuple[Response, int]:
+        """Decode and stage one request's body (in a worker thread); the response to send and
+        the number of spans it accepted."""
         try:
             if gzipped:
                 body = gunzip_bounded(body, self.config.max_decoded_bytes)
@@ -266,13 +292,13 @@ class Receiver:
                 raise TooLarge(f"the body is larger than {self.config.max_decoded_bytes:,} bytes")
             decoded = decode_protobuf(body) if kind == "protobuf" else decode_json(body)
         except TooLarge as exc:
-            return self._reply(413, kind, str(exc))
+            return self._refused(413, kind, str(exc))
         except PayloadError as exc:
-            return self._reply(400, kind, f"malformed OTLP trace export: {exc}")
+            return self._refused(400, kind, f"malformed OTLP trace export: {exc}")
         if len(decoded.spans) > staging.MAX_STAGE:
-            return self._reply(413, kind, f"at most {staging.MAX_STAGE:,} spans in one request")
+            return self._refused(413, kind, f"at most {staging.MAX_STAGE:,} spans in one request")
         if self.unavailable is not None:
-            return self._reply(503, kind, self.unavailable, retry=True)
+            return self._refused(503, kind, self.unavailable, retry=True)
         if decoded.spans:
             log.info("staging %d spans (%s)", len(decoded.spans), kind)
             try:
@@ -281,11 +307,11 @@ class Receiver:
                 log.warning("spans not stored, the database answered: %s", exc.orig or exc)
                 with self._stats_lock:
                     self.stats["unavailable"] += 1
-                return self._reply(
+                return self._refused(
                     503, kind, "the database is busy or unavailable; nothing was stored", True
                 )
             except InputError as exc:  # the source was removed meanwhile
-                return self._reply(503, kind, f"nothing was stored: {exc}", retry=True)
+                return self._refused(503, kind, f"nothing was stored: {exc}", retry=True)
         else:
             result = staging.StageResult(added=0, duplicates=0, late=0)
         with self._stats_lock:
@@ -294,7 +320,7 @@ class Receiver:
             self.stats["added"] += result.added
             self.stats["duplicates"] += result.duplicates
             self.stats["rejected"] += decoded.rejected
-        return self._success(kind, decoded)
+        return self._success(kind, decoded), len(decoded.spans)
 
     # -- assembly ----------------------------------------------------------------------
 
@@ -329,6 +355,24 @@ class Receiver:
         while not self._stop.wait(every):
             self.assemble_once()
 
+    # -- request counts ----------------------------------------------------------------
+
+    def flush_counts(self) -> bool:
+        """Add the requests counted since the last flush to the source's figures; a database
+        that refuses keeps them for the next flush. Whether anything was written."""
+        try:
+            return tally.flush(self.engine, self.source_id, self.tally)
+        except IntegrityError:  # the source was removed: its counts go with it
+            self.tally.take()
+            return False
+        except DBAPIError as exc:
+            log.warning("request counts kept for the next flush: %s", exc.orig or exc)
+            return False
+
+    def _flush_loop(self, every: float) -> None:
+        while not self._stop.wait(every):
+            self.flush_counts()
+
     # -- running -----------------------------------------------------------------------
 
     def bind(self) -> socket.socket:
@@ -356,29 +400,45 @@ class Receiver:
         )
         return uvicorn.Server(cfg)
 
-    def _start_assembly(self) -> None:
-        every = self.config.assemble_every
-        if every is not None:
-            t = threading.Thread(
-                target=self._assemble_loop, args=(every,), name="otlp-assemble", daemon=True
-            )
-            t.start()
-            self._threads.append(t)
+    def _start_background(self) -> None:
+        loops = (
+            (self._assemble_loop, self.config.assemble_every, "otlp-assemble"),
+            (self._flush_loop, self.config.flush_every, "otlp-counts"),
+        )
+        for target, every, name in loops:
+            if every is not None:
+                t = threading.Thread(target=target, args=(every,), name=name, daemon=True)
+                t.start()
+                self._threads.append(t)
 
     def serve(
         self, sock: socket.socket | None = None, ready: Callable[[int], None] | None = None
     ) -> None:
-        """Serve until interrupted (SIGINT/SIGTERM in the main thread), assembling meanwhile."""
+        """Serve until interrupted (SIGINT/SIGTERM in the main thread), assembling meanwhile.
+
+        Either signal ends it cleanly: the request counts are flushed and it returns (uvicorn
+        raises the signal again once it has shut down; the handlers here take it, where the
+        default SIGTERM handler would end the process before the last flush)."""
         sock = sock or self.bind()
         if ready is not None:
             ready(sock.getsockname()[1])
-        self._server = self._make_server()
-        self._start_assembly()
+        server = self._server = self._make_server()
+
+        def stop(_signum: int, _frame: Any) -> None:
+            server.should_exit = True
+
+        previous: dict[int, Any] = {}
+        if threading.current_thread() is threading.main_thread():
+            previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+        self._start_background()
         try:
-            self._server.run(sockets=[sock])
+            server.run(sockets=[sock])
         finally:
             self._stop.set()
             sock.close()
+            self.flush_counts()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
     def start(self, timeout: float = 60.0) -> int:
         """Serve in a background thread (tests, benchmarks); the port it listens on."""
@@ -396,7 +456,7 @@ class Receiver:
             if not t.is_alive() or time.monotonic() > deadline:
                 raise RuntimeError("the OTLP receiver did not start")
             time.sleep(0.02)
-        self._start_assembly()
+        self._start_background()
         return port
 
     def stop(self) -> None:
@@ -406,4 +466,5 @@ class Receiver:
         for t in self._threads:
             t.join(timeout=30)
         self._threads.clear()
+        self.flush_counts()
         self.engine.dispose()

@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session
 
 from review.core.errors import InputError
 from review.core.identity import Actor, Permission, require
+from review.traces.live.tally import RequestCounts, source_counts
 from storage import changes
 from storage.db import read_session, run_write
 from storage.models import SourceSpan, TraceSource, utcnow
@@ -75,9 +76,11 @@ class SourceView:
     spans_waiting: int
     created_by: str
     created_at: dt.datetime
+    #: a receiver's request counts (None for a Phoenix source)
+    requests: RequestCounts | None = None
 
 
-def _view(row: TraceSource, waiting: int) -> SourceView:
+def _view(row: TraceSource, waiting: int, requests: RequestCounts | None = None) -> SourceView:
     return SourceView(
         id=row.id,
         kind=row.kind,
@@ -101,6 +104,7 @@ def _view(row: TraceSource, waiting: int) -> SourceView:
         spans_waiting=waiting,
         created_by=row.created_by,
         created_at=row.created_at,
+        requests=(requests or RequestCounts()) if row.kind == "otlp" else None,
     )
 
 
@@ -120,7 +124,8 @@ def list_sources(engine: Engine) -> list[SourceView]:
     with read_session(engine) as s:
         rows = list(s.scalars(select(TraceSource).order_by(TraceSource.id)))
         waiting = _waiting(s, [r.id for r in rows])
-    return [_view(r, waiting.get(r.id, 0)) for r in rows]
+        counted = source_counts(s, [r.id for r in rows if r.kind == "otlp"])
+    return [_view(r, waiting.get(r.id, 0), counted.get(r.id)) for r in rows]
 
 
 def get_source(engine: Engine, source_id: int) -> SourceView:

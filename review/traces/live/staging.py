@@ -16,7 +16,9 @@ tell which of the two the trace had. :func:`assemble` then imports every trace t
 A ready trace's spans are joined into one OTLP/JSON export line and go through the OTLP parser
 (:mod:`review.traces.formats.otlp`, the file importer's mapping) and
 :func:`review.traces.importer.import_items` (redaction, restriction, rollup, audit log; the trace
-id is unique, so importing it twice adds nothing). Its spans are then marked ``imported`` and
+id is unique, so importing it twice adds nothing), folded into the import log entry of the
+source's earlier rounds of the hour (one entry per source and hour; every round in the audit
+log). Its spans are then marked ``imported`` and
 their payload dropped; the rows stay so that a span read again is known and the root span can
 carry the audit verdict back. A span that arrives after its trace was imported is ``late``
 (counted on the source, not imported). A trace whose spans the parser refuses is ``rejected``
@@ -558,6 +560,7 @@ def _import_round(
             fmt="otlp",
             skip_bad=True,
             rejects_path=rejects,
+            fold=True,  # one import log entry per source and hour, not one per pass
         )
         refused: dict[str, str] = {}
         if rejects.exists():
