@@ -1,3 +1,6 @@
+# Long module: the resume proof in the docstring speaks of the page walk, the checkpoints and
+# the sync's assembly cutoff together, and the span mapping is what the page walk stages; one
+# file keeps the argument next to the code it is about.
 """Sync from a running Arize Phoenix: its REST API's spans, staged and assembled into traces.
 
 :func:`sync_phoenix` reads a project's spans page by page
@@ -63,10 +66,6 @@ goes on past it (one odd span must not stall the source). A span whose ids or ti
 read stops the sync before its page with an error naming it: nothing of that page is staged,
 the resume point stays, and the next sync tries again.
 """
-
-# Long module: the resume proof above speaks of the page walk, the checkpoints and the sync's
-# assembly cutoff together, and the span mapping is what the page walk stages; one file keeps
-# the argument next to the code it is about.
 
 from __future__ import annotations
 
