@@ -17,6 +17,16 @@ value sent again replaces the old one instead of adding a second):
 * an annotation sent before that the reviewer's newest verdict no longer has (a stage cleared,
   a claim removed) is sent again with label ``withdrawn``.
 
+**Restricted content stays in the workbench.** Phoenix's readers hold no workbench clearance,
+so a verdict whose text is restricted content (``VerdictFacts.restricted``, decided by the
+audit side with ``review.core.clearance``: the trace is restricted, or the note or a claim
+retells a restricted document, a run of its words no other document has) sends its labels
+(verdict, stages, claim verdicts) but in place of the note and each claim's text the
+clearance module's one placeholder, :data:`review.core.clearance.REDACTED`, and no cited
+chunk ids. The labels are what the pipeline's engineers act on; the words are read in the
+workbench by those with clearance. Since the placeholder changes the digest, a push after a
+document became restricted replaces a note Phoenix holds from before.
+
 Every annotation carries metadata naming the workbench, the batch, the item, the verdict row
 and the trace. Text is sent as text, bounded (:data:`MAX_EXPLANATION` characters, cut with a
 marker) and without NUL or other control characters; anything missing or unknown (a verdict or
@@ -62,7 +72,7 @@ from sqlalchemy import Engine, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from review.core import database, readable
+from review.core import clearance, database, readable
 from review.core.errors import InputError, PermissionDenied
 from review.core.identity import Actor, Permission, roles_text
 from review.core.terms import CLAIM_VERDICTS, ClaimVerdict
@@ -142,6 +152,9 @@ class VerdictFacts:
     verdict_id: int
     reviewer: str
     verdict: str
+    #: whether the verdict's text is restricted content (see :func:`build_annotations`);
+    #: no default, so a caller that never asked cannot send a restricted note by omission
+    restricted: bool
     stages: tuple[str, ...] = ()
     notes: str = ""
     claims: tuple[Mapping[str, Any], ...] = ()
@@ -233,7 +246,7 @@ def build_annotations(f: VerdictFacts, span_id: str, vocab: Vocabulary) -> Built
             VERDICT_NAME,
             who,
             f.verdict,
-            clean_text(f.notes, MAX_EXPLANATION),
+            _withheld(f, f.notes),
             _meta(
                 f,
                 verdict_text=vocab.verdicts[f.verdict],
@@ -274,12 +287,22 @@ def _claim(
     cited_raw = claim.get("cited") or ()
     cited = (
         [clean_text(c, MAX_SHORT) for c in list(cited_raw)[:MAX_CITED]]
-        if isinstance(cited_raw, list | tuple)
+        if isinstance(cited_raw, list | tuple) and not f.restricted
         else []
     )
+    text = _withheld(f, text)
     return Annotation(
         span_id, f"{CLAIM_PREFIX}{n}", who, str(verdict), text, _meta(f, claim=n, cited=cited)
     )
+
+
+def _withheld(f: VerdictFacts, text: str) -> str:
+    """``text`` as Phoenix may hold it: the clearance module's placeholder for a restricted
+    verdict's text (Phoenix's readers hold no workbench clearance), itself cleaned and cut
+    otherwise; an empty note stays empty."""
+    if f.restricted and text.strip():
+        return clearance.REDACTED
+    return clean_text(text, MAX_EXPLANATION)
 
 
 def withdrawn(f: VerdictFacts, span_id: str, name: str) -> Annotation:
