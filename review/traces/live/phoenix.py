@@ -84,6 +84,7 @@ from sqlalchemy import Engine
 
 from review.core.errors import InputError, WorkbenchError
 from review.core.identity import Actor, Permission, require
+from review.core.records import describe, quoted
 from review.traces.live import sources
 from review.traces.live.staging import StagedSpan, assemble, stage
 
@@ -393,7 +394,7 @@ def otlp_attributes(attributes: Any, span_kind: Any) -> list[dict[str, Any]]:
 
 def _hex_id(v: Any, length: int, what: str) -> str:
     if not (isinstance(v, str) and len(v) == length and _HEX.fullmatch(v)):
-        raise PhoenixError(f"{what}: expected {length} hex digits, got {str(v)[:80]!r}")
+        raise PhoenixError(f"{what}: expected {length} hex digits, got {describe(v)}")
     if set(v) == {"0"}:
         raise PhoenixError(f"{what}: all zeros is not a valid id")
     return v.lower()
@@ -405,7 +406,7 @@ def _time(v: Any, what: str) -> dt.datetime:
     try:
         t = dt.datetime.fromisoformat(v)
     except ValueError as exc:
-        raise PhoenixError(f"{what}: {v[:64]!r} is not an ISO 8601 time") from exc
+        raise PhoenixError(f"{what}: {quoted(v)} is not an ISO 8601 time") from exc
     if t.tzinfo is None:
         t = t.replace(tzinfo=dt.UTC)
     return t.astimezone(dt.UTC)
@@ -451,14 +452,14 @@ class MappedSpan:
 def phoenix_rowid(global_id: Any) -> int:
     """The row id in Phoenix's span id (a Relay global id, base64 of ``Span:<n>``)."""
     if not isinstance(global_id, str) or not 0 < len(global_id) <= 200:
-        raise PhoenixError(f"span id: expected Phoenix's span id, got {str(global_id)[:80]!r}")
+        raise PhoenixError(f"span id: expected Phoenix's span id, got {describe(global_id)}")
     try:
         text = base64.b64decode(global_id, validate=True).decode("ascii")
     except (binascii.Error, UnicodeDecodeError, ValueError) as exc:
-        raise PhoenixError(f"span id {global_id[:80]!r}: not a Phoenix span id") from exc
+        raise PhoenixError(f"span id {quoted(global_id)}: not a Phoenix span id") from exc
     kind, _, n = text.partition(":")
     if kind != "Span" or not n.isdigit() or len(n) > 19:
-        raise PhoenixError(f"span id {global_id[:80]!r}: not a Phoenix span id ({text[:40]!r})")
+        raise PhoenixError(f"span id {quoted(global_id)}: not a Phoenix span id ({quoted(text)})")
     return int(n)
 
 
