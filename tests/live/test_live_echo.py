@@ -144,3 +144,30 @@ def test_a_trace_the_receiver_refuses_is_refused_without_repeating_its_words(
     for text in [reason, *stored, last_error or ""]:
         assert not _leaks(text, SECRET), text
     assert "The Lisbon severance..." in reason  # still says what was wrong
+
+
+def test_a_database_error_while_assembling_does_not_echo_the_spans_content(
+    engine: Engine, receiver: tuple[int, int], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The receiver records an assembly failure on its source (shown on the Sources panel)
+    and logs it; a database error's text carries its statement's parameters, here the trace
+    being imported: the engine hides them."""
+    source_id, port = receiver
+    _send(port, {"input.value": SECRET, "output.value": "I can't answer that."})
+    with engine.begin() as c:  # the database refuses every trace, as a full disk would
+        c.exec_driver_sql(
+            "CREATE TRIGGER refuse_traces BEFORE INSERT ON traces "
+            "BEGIN SELECT RAISE(ABORT, 'disk full'); END"
+        )
+    # the pass fails (None); the next one retries
+    config = ReceiverConfig(port=0, assemble_every=None, grace_seconds=0)
+    assert Receiver(engine, SYSTEM, source_id, config).assemble_once() is None
+    with engine.connect() as c:
+        last_error = c.scalar(select(TraceSource.last_error).where(TraceSource.id == source_id))
+    assert last_error and "assembling failed" in last_error and "disk full" in last_error
+    assert not _leaks(last_error, SECRET), last_error
+    assert not _leaks(caplog.text, SECRET)
+    with engine.begin() as c:
+        c.exec_driver_sql("DROP TRIGGER refuse_traces")
+    done = staging.assemble(engine, SYSTEM, source_id, grace_seconds=0)
+    assert done.imported == 1  # nothing was lost
