@@ -474,12 +474,22 @@ def otlp_span(obj: Any) -> MappedSpan:
     trace_id = _hex_id(ctx.get("trace_id"), 32, f"span {obj['id']} trace_id")
     span_id = _hex_id(ctx.get("span_id"), 16, f"span {obj['id']} span_id")
     what = f"span {span_id} (trace {trace_id})"
-    parent = obj.get("parent_id")
-    parent_id = None if parent in (None, "") else _hex_id(parent, 16, f"{what} parent_id")
+    # a root's parent_id is null; a span without the field is not one Phoenix sent whole
+    # (read as a root it would let its trace be imported before its real root arrived)
+    if "parent_id" not in obj:
+        raise PhoenixError(f"{what} parent_id: missing (null for a root span)")
+    parent = obj["parent_id"]
+    parent_id = None if parent is None else _hex_id(parent, 16, f"{what} parent_id")
     start = _time(obj.get("start_time"), f"{what} start_time")
-    end = _time(obj["end_time"], f"{what} end_time") if obj.get("end_time") else start
+    end = _time(obj.get("end_time"), f"{what} end_time")  # Phoenix stores ended spans only
     try:
-        attrs = otlp_attributes(obj.get("attributes"), obj.get("span_kind"))
+        if not isinstance(obj.get("attributes"), dict):
+            # missing, not an empty object: the span's content (its retrieved documents, its
+            # answer) would be lost without a word
+            raise PhoenixError(
+                f"attributes: expected an object, got {_type_name(obj.get('attributes'))}"
+            )
+        attrs = otlp_attributes(obj["attributes"], obj.get("span_kind"))
         events = _events(obj.get("events"), what)
     except PhoenixError as exc:
         # its place is known (ids, time): staged as refused, so its trace is refused with
