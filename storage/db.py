@@ -78,7 +78,10 @@ def _configure_sqlite(engine: Engine) -> None:
 
 
 def make_engine(url: str | None = None) -> Engine:
-    """Create a new engine for ``url`` (no caching); SQLite gets its pragmas and BEGIN mode."""
+    """Create a new engine for ``url`` (no caching); SQLite gets its pragmas and BEGIN mode.
+    A database error's text leaves out its statement's parameters: they are the rows being
+    written (a trace's text, restricted or not), and the text reaches logs and error notes
+    that users without clearance read."""
     url = url or database_url()
     if url.startswith("sqlite"):
         path = url.split("///", 1)[-1]
@@ -87,10 +90,11 @@ def make_engine(url: str | None = None) -> Engine:
         engine = create_engine(
             url,
             connect_args={"timeout": BUSY_TIMEOUT_MS / 1000, "check_same_thread": False},
+            hide_parameters=True,
         )
         _configure_sqlite(engine)
     else:
-        engine = create_engine(url, pool_pre_ping=True)
+        engine = create_engine(url, pool_pre_ping=True, hide_parameters=True)
     return engine
 
 

@@ -15,6 +15,7 @@ from sqlalchemy import Engine, select
 from review.audits.plans import plan_row
 from review.audits.verdicts import current_verdicts
 from review.audits.vocabulary import STAGES, VERDICTS
+from review.core import clearance
 from review.core.errors import InputError
 from review.core.identity import Actor
 from review.core.terms import PlanStatus
@@ -28,7 +29,10 @@ VOCABULARY = push.Vocabulary(VERDICTS, STAGES)
 
 
 def verdict_facts(engine: Engine, plan_ids: Sequence[int]) -> list[push.VerdictFacts]:
-    """Every reviewer's current verdict on every item of these batches, in queue order."""
+    """Every reviewer's current verdict on every item of these batches, in queue order. A
+    verdict is restricted (its text stays in the workbench, see ``review.traces.live.push``)
+    when its trace is restricted or its note or a claim retells a restricted document, read
+    from the corpus as it is now."""
     out: list[push.VerdictFacts] = []
     with read_session(engine) as s:
         names = {
@@ -37,15 +41,17 @@ def verdict_facts(engine: Engine, plan_ids: Sequence[int]) -> list[push.VerdictF
                 select(SamplingPlan.id, SamplingPlan.name).where(SamplingPlan.id.in_(plan_ids))
             )
         }
+        runs = clearance.restricted_runs(s)
         items = s.execute(
-            select(AuditItem.id, AuditItem.plan_id, Trace.trace_id)
+            select(AuditItem.id, AuditItem.plan_id, Trace.trace_id, Trace.restricted)
             .join(Trace, Trace.id == AuditItem.trace_pk)
             .where(AuditItem.plan_id.in_(plan_ids))
             .order_by(AuditItem.plan_id, AuditItem.position)
         ).all()
         verdicts = current_verdicts(s, [int(r[0]) for r in items])
-    for item_id, plan_id, trace_id in items:
+    for item_id, plan_id, trace_id, trace_restricted in items:
         for v in verdicts.get(int(item_id), []):
+            texts = [v.notes, *(str(c.get("text") or "") for c in v.claims)]
             out.append(
                 push.VerdictFacts(
                     plan_id=int(plan_id),
@@ -55,6 +61,8 @@ def verdict_facts(engine: Engine, plan_ids: Sequence[int]) -> list[push.VerdictF
                     verdict_id=v.id,
                     reviewer=v.reviewer,
                     verdict=v.verdict,
+                    restricted=bool(trace_restricted)
+                    or any(clearance.retells(t, runs) for t in texts),
                     stages=v.stages,
                     notes=v.notes,
                     claims=v.claims,

@@ -19,7 +19,9 @@ allowed everywhere and a byte-order mark on the first line is ignored.
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
 from collections.abc import Iterable, Iterator
 from typing import Any, TypeVar
 
@@ -35,6 +37,7 @@ __all__ = [
     "json_lines",
     "json_object",
     "parse_json",
+    "quoted",
     "read_record",
     "validate_record",
 ]
@@ -94,6 +97,29 @@ def parse_json(text: str, field: str | None = None) -> Any:
         raise JsonProblem("not valid JSON (a number too long to read)", field) from None
 
 
+#: the most words of a value that a message quotes: two fewer than the run of words by which
+#: a text retells a restricted document (``review.core.clearance.RUN``), so that with the
+#: message's word before and after it the quote still makes no run, and an error message
+#: about an untrusted value never carries a document's words on to a page, a log, a trace
+#: source's last error or the sender of the value
+QUOTED_WORDS = 3
+#: the most characters of a value that a message quotes
+QUOTED_CHARS = 40
+_WORD = re.compile(r"[^\W_]+")
+
+
+def quoted(v: str) -> str:
+    """``v`` as a message may quote it, in quotes (``repr``): at most :data:`QUOTED_WORDS`
+    words and :data:`QUOTED_CHARS` characters, ``...`` where it was cut."""
+    cut = len(v)
+    words = list(itertools.islice(_WORD.finditer(v), QUOTED_WORDS + 1))
+    if len(words) > QUOTED_WORDS:
+        cut = words[QUOTED_WORDS - 1].end()
+    if cut > QUOTED_CHARS:
+        cut = QUOTED_CHARS - 3
+    return repr(v) if cut >= len(v) else repr(v[:cut].rstrip() + "...")
+
+
 def describe(v: object) -> str:
     """A JSON value named for a message ("a list", "number 3", "text 'abc'")."""
     if v is None:
@@ -103,7 +129,7 @@ def describe(v: object) -> str:
     if isinstance(v, int | float):
         return f"number {v!r}"
     if isinstance(v, str):
-        return f"text {v if len(v) <= 40 else v[:37] + '...'!r}"
+        return f"text {quoted(v)}"
     if isinstance(v, list):
         return "a list"
     if isinstance(v, dict):

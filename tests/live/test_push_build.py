@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from review.audits.pushback import VOCABULARY
+from review.core import clearance
 from review.traces.live import push
 from review.traces.live.push import (
     MAX_EXPLANATION,
@@ -36,6 +37,7 @@ def facts(**kw: object) -> VerdictFacts:
         "verdict_id": 41,
         "reviewer": "ravi@brightwave.example",
         "verdict": "unsupported_answer",
+        "restricted": False,
         "stages": ("retrieval_missed", "citation_partial"),
         "notes": "The monthly plan allows 14 days, not 30.",
         "claims": (
@@ -248,3 +250,40 @@ def test_the_report_says_what_happened_in_words() -> None:
     assert "Failed (3): phx: Phoenix at http://127.0.0.1:9 is unreachable (refused)" in lines
     assert "Not pushable (1 trace): imported from a file (no Phoenix span)" in lines
     assert not report.ok and PushReport(pushed=1).ok
+
+
+SECRET = "The Lisbon severance multiplier is four point two months per year of service."
+
+
+def test_a_restricted_verdict_sends_its_labels_and_none_of_its_words() -> None:
+    """Phoenix's readers have no clearance: a restricted verdict's note and claims go as the
+    clearance module's placeholder, its cited chunks not at all; the labels still go."""
+    quoting = facts(
+        restricted=True,
+        notes=f"It said: {SECRET[4:60]}",
+        claims=(
+            {"text": SECRET, "cited": ["HR-7@1#2"], "verdict": "unsupported"},
+            {"text": "Ask support.", "cited": [], "verdict": "supported"},
+        ),
+    )
+    built = build_annotations(quoting, SPAN, VOCABULARY)
+    assert built.problems == ()
+    by_name = {a.name: a for a in built.annotations}
+    assert by_name["workbench.verdict"].label == "unsupported_answer"
+    assert [by_name[f"workbench.claim.{n}"].label for n in (1, 2)] == ["unsupported", "supported"]
+    sent = json.dumps([a.payload() for a in built.annotations])
+    assert not clearance.word_runs(sent) & clearance.word_runs(SECRET)
+    assert "HR-7" not in sent and "Ask support" not in sent
+    assert by_name["workbench.verdict"].explanation == clearance.REDACTED
+    # an empty note stays empty (nothing to withhold)
+    empty = build_annotations(facts(restricted=True, notes="", claims=()), SPAN, VOCABULARY)
+    assert empty.annotations[0].explanation == ""
+
+
+def test_withholding_changes_the_digest_so_phoenix_gets_the_placeholder_over_the_note() -> None:
+    """A document restricted after a push: the next push's annotation differs, so the note
+    Phoenix holds is replaced (the identifier and name stay the same)."""
+    before = build_annotations(facts(), SPAN, VOCABULARY).annotations[0]
+    after = build_annotations(facts(restricted=True), SPAN, VOCABULARY).annotations[0]
+    assert (before.name, before.identifier) == (after.name, after.identifier)
+    assert before.digest != after.digest

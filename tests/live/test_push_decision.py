@@ -49,6 +49,7 @@ def _facts(v: dict[str, Any], vid: int) -> VerdictFacts:
         verdict_id=vid,
         reviewer=v["reviewer"],
         verdict=v["verdict"],
+        restricted=False,
         stages=tuple(v["stages"]),
         notes=v["notes"],
         claims=tuple({"text": f"claim {i}", "verdict": c} for i, c in enumerate(v["claims"])),

@@ -10,6 +10,7 @@ Phoenix is back the next push completes them."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,9 @@ import pytest
 from sqlalchemy import Engine, select
 
 from review.audits import pushback
-from review.core import database
+from review.audits.items import ClaimDraft
+from review.audits.verdicts import VerdictIn
+from review.core import clearance, database
 from review.traces.live.push import build_annotations
 from storage.db import make_engine, migrate, read_session
 from storage.models import AuditVerdict, VerdictPush
@@ -32,10 +35,12 @@ from tests.helpers.pushing import (
     phoenix_annotations,
     root_span,
 )
+from tests.helpers.traces import add_document
 from tests.live.phoenix_server import (
     PHOENIX_GROUP,
     SPANS_PER_TRACE,
     PhoenixServer,
+    RagTrace,
     rag_traces,
     send_rag_traces,
     start_phoenix,
@@ -86,7 +91,7 @@ def _expected(
     return out
 
 
-def _roots(engine: Engine) -> dict[str, str]:
+def _roots(engine: Engine, source: str = "phoenix-live") -> dict[str, str]:
     from storage.models import SourceSpan, TraceSource
 
     with read_session(engine) as s:
@@ -95,7 +100,7 @@ def _roots(engine: Engine) -> dict[str, str]:
             for t, sp in s.execute(
                 select(SourceSpan.trace_id, SourceSpan.span_id)
                 .join(TraceSource, TraceSource.id == SourceSpan.source_id)
-                .where(SourceSpan.parent_id.is_(None), TraceSource.name == "phoenix-live")
+                .where(SourceSpan.parent_id.is_(None), TraceSource.name == source)
             )
         }
 
@@ -114,6 +119,9 @@ def test_verdicts_reach_phoenix_once_change_and_survive_an_outage(
     # real traces into Phoenix, and from Phoenix into the workbench with its sync
     sent = send_rag_traces(server.traces_url, rag_traces(N_TRACES, seed=7), project=PROJECT)
     wait_for_spans(server.base_url, PROJECT, N_TRACES * SPANS_PER_TRACE)
+    # the documents the traces cite, open (a trace citing a document the corpus has never
+    # seen is restricted, and a restricted trace's note never leaves: see the test below)
+    _documents(wb, rag_traces(N_TRACES, seed=7), restricted=set())
     source_id = import_from_phoenix(wb, ADMIN, server.base_url, PROJECT, "phoenix-live")
     roots = _roots(wb)
     assert set(roots) == set(sent)
@@ -203,6 +211,70 @@ def test_verdicts_reach_phoenix_once_change_and_survive_an_outage(
     # nothing new now (the withdrawn stage stays withdrawn, and is not counted again)
     final = pushback.push_to_phoenix(wb, REVIEWER, plan_id=pid)
     assert (final.pushed, final.already, final.failed) == (0, len(expected) - 1, 6)
+
+
+SECRET = (
+    "The Lisbon severance multiplier is four point two months per year of service, "
+    "approved by the board in March."
+)
+#: quotes six words of a restricted document (not a whole sentence), in the note and a claim
+LEAKY = VerdictIn(
+    "unsupported_answer",
+    stages=("retrieval_missed",),
+    notes="It hinted that severance multiplier is four point two months: wrong document.",
+    claims=(ClaimDraft("Approved by the board in March, it said.", ("c1",), "unsupported"),),
+)
+
+
+def _documents(engine: Engine, traces: list[RagTrace], restricted: set[str]) -> None:
+    """Every document the traces cite into the corpus, those named in ``restricted`` restricted
+    (each chunk's text is its document's body)."""
+    for t in traces:
+        for c in t.chunks:
+            scope = "restricted" if c.doc_id in restricted else "public"
+            add_document(engine, c.doc_id, version=c.doc_version, scope=scope, body=c.text)
+
+
+def test_restricted_words_never_reach_phoenix(phx: list[PhoenixServer], wb: Engine) -> None:
+    """What Phoenix holds after a push shares no run of five words with a restricted document:
+    a note or claim quoting one, and anything written on a restricted trace, arrive as the
+    clearance placeholder; the labels arrive; a plain note on an open trace arrives as typed."""
+    server, project = phx[0], "push-leak"
+    traces = rag_traces(4, seed=3, tag="L")
+    sent = send_rag_traces(server.traces_url, traces, project=project)
+    wait_for_spans(server.base_url, project, 4 * SPANS_PER_TRACE)
+    cited = [t for t in traces if t.chunks]
+    assert len(cited) >= 2, "the seed gives traces with documents"
+    secret_docs = {c.doc_id for c in cited[0].chunks}
+    _documents(wb, traces, restricted=secret_docs)
+    add_document(wb, "HR-7", scope="restricted", title="Severance terms", body=SECRET)
+    import_from_phoenix(wb, ADMIN, server.base_url, project, "phoenix-leak")
+    restricted_trace = sent[traces.index(cited[0])]
+
+    pid = closed_batch(wb, [REVIEWER, REVIEWER2], [LEAKY, UNSUPPORTED])
+    report = pushback.push_to_phoenix(wb, REVIEWER, plan_id=pid)
+    assert report.ok and report.pushed > 0, report.summary()
+
+    roots = _roots(wb, "phoenix-leak")
+    held = phoenix_annotations(server.base_url, project, sorted(roots.values()))
+    with read_session(wb) as s:
+        secret_runs = clearance.restricted_runs(s)
+    assert clearance.word_runs(SECRET) <= secret_runs
+    by_span = {sp: tid for tid, sp in roots.items()}
+    notes: dict[tuple[str, str], str] = {}
+    for a in held:
+        shown = json.dumps([a["result"], a["metadata"]])
+        assert not clearance.word_runs(shown) & secret_runs, a
+        if a["name"] == "workbench.verdict":
+            assert a["result"]["label"] == "unsupported_answer"
+            notes[(by_span[a["span_id"]], a["identifier"])] = a["result"]["explanation"]
+    assert len(notes) == 4 * 2
+    for (tid, _), note in notes.items():
+        if tid == restricted_trace:
+            assert note == clearance.REDACTED  # restricted trace: even the plain note
+        else:
+            assert note in (clearance.REDACTED, UNSUPPORTED.notes)
+    assert sorted(notes.values()).count(UNSUPPORTED.notes) == 3  # the open traces' plain notes
 
 
 def _an_unsupported_verdict(

@@ -291,3 +291,58 @@ def test_a_source_url_that_is_not_plain_http_is_refused_without_sending(
     [(why, n)] = report.failures
     assert reason in why and n == expected_annotations(engine, pid)
     assert "s3cret" not in why
+
+
+@pytest.fixture
+def dripping_server() -> Iterator[str]:
+    """A server that answers every request with a 200 whose body arrives a byte at a time,
+    each byte well within a per-read timeout (a slow proxy, a stuck Phoenix worker)."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(16)
+    stop = threading.Event()
+
+    def serve(conn: socket.socket) -> None:
+        with conn:
+            conn.settimeout(5)
+            try:
+                conn.recv(65536)
+                body = b'{"data": []}' + b" " * 48
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body))
+                for i in range(len(body)):
+                    if stop.wait(0.5):
+                        return
+                    conn.sendall(body[i : i + 1])
+            except OSError:
+                return
+
+    def accept() -> None:
+        srv.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                continue
+            threading.Thread(target=serve, args=(conn,), daemon=True).start()
+
+    t = threading.Thread(target=accept, daemon=True)
+    t.start()
+    yield f"http://127.0.0.1:{srv.getsockname()[1]}"
+    stop.set()
+    t.join()
+    srv.close()
+
+
+def test_the_timeout_bounds_the_whole_request_not_each_read(
+    engine: Engine, dripping_server: str
+) -> None:
+    """A Phoenix answering a byte every half second never trips a per-read timeout of 2 s;
+    the push's timeout is a deadline for the whole request, so it fails at it with the
+    reason, and the rest of that source is not tried."""
+    pid, _ = batch(engine, dripping_server)
+    want = expected_annotations(engine, pid)
+    report = pushback.push_to_phoenix(engine, REVIEWER, plan_id=pid, batch_size=2, timeout=2)
+    assert report.pushed == 0 and report.failed == want
+    reasons = dict(report.failures)
+    assert reasons[f"phx: Phoenix at {dripping_server} did not answer within 2 s"] == 2, reasons
+    assert all(r.pushed_digest is None and r.error for r in rows(engine))

@@ -669,7 +669,7 @@ OTLP_BAD = [
     ),
     (
         export(root("not*base64*at*all")),
-        "traceId: 'not*base64*at*all' is neither a 32-digit hex nor a base64 trace id",
+        "traceId: 'not*base64*at...' is neither a 32-digit hex nor a base64 trace id",
     ),
     (export(root("AAAA")), "traceId: 'AAAA' decodes to 3 bytes; a trace id has 16"),
     (export(root("0" * 32)), "the trace id is all zeros"),

@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sized
 from typing import Any
 
-from review.core.records import JsonProblem, describe, parse_json
+from review.core.records import JsonProblem, describe, parse_json, quoted
 from review.core.textcheck import NUL_PROBLEM, nul_field
 from review.traces.model import MAX_TEXT, AttrValue, Chunk, Citation, TraceVocabulary
 
@@ -219,7 +219,7 @@ def _read_date(v: str, f: str) -> dt.date:
         else:
             day = dt.datetime.fromisoformat(text).date()  # a full timestamp: keep its date
     except ValueError:
-        raise BadField(f, f"not a valid date (YYYY-MM-DD): {v!r}") from None
+        raise BadField(f, f"not a valid date (YYYY-MM-DD): {quoted(v)}") from None
     if not EARLIEST_DATE <= day <= LATEST_DATE:
         raise BadField(f, f"{day.isoformat()} is outside {EARLIEST_DATE} to {LATEST_DATE}")
     return day

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from review.core.records import JsonProblem, describe, json_lines, parse_json
+from review.core.records import JsonProblem, describe, json_lines, parse_json, quoted
 from review.traces.formats.canonical import parse_record
 from review.traces.formats.fields import (
     CHUNK_ALIASES,
@@ -61,16 +61,18 @@ def otlp_id(v: object, f: str, nbytes: int) -> str:
         out = s.lower()
     else:
         if not re.fullmatch(r"[A-Za-z0-9+/_-]+={0,2}", s):
-            raise BadField(f, f"{v!r} is neither a {2 * nbytes}-digit hex nor a base64 {kind} id")
+            raise BadField(
+                f, f"{quoted(v)} is neither a {2 * nbytes}-digit hex nor a base64 {kind} id"
+            )
         body = s.rstrip("=").replace("-", "+").replace("_", "/")
         try:
             raw = base64.b64decode(body + "=" * (-len(body) % 4), validate=True)
         except (binascii.Error, ValueError):
-            raise BadField(f, f"{v!r} is not valid base64") from None
+            raise BadField(f, f"{quoted(v)} is not valid base64") from None
         if len(raw) != nbytes:
             raise BadField(
                 f,
-                f"{v!r} decodes to {len(raw)} bytes; a {kind} id has {nbytes} "
+                f"{quoted(v)} decodes to {len(raw)} bytes; a {kind} id has {nbytes} "
                 f"({2 * nbytes} hex digits)",
             )
         out = raw.hex()

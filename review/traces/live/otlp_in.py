@@ -41,7 +41,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 from review.core import readable
-from review.core.records import JsonProblem, describe, parse_json
+from review.core.records import JsonProblem, describe, parse_json, quoted
 from review.core.textcheck import nul_field
 from review.traces.formats.fields import BadField
 from review.traces.formats.otlp import otlp_attributes, otlp_id, unix_nano
@@ -150,7 +150,7 @@ def _pb_attrs(kvs: Sequence[KeyValue], bad: list[str], nul: list[bool]) -> list[
         before = len(bad)
         value = _pb_value(kv.value, bad, nul)
         if len(bad) > before:
-            bad[before:] = [f"attribute {kv.key[:80]!r} holds {bad[before]}"]
+            bad[before:] = [f"attribute {quoted(kv.key)} holds {bad[before]}"]
         out.append({"key": kv.key, "value": value})
     return out
 

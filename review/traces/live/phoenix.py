@@ -89,6 +89,7 @@ from sqlalchemy import Engine
 
 from review.core.errors import InputError, WorkbenchError
 from review.core.identity import Actor, Permission, require
+from review.core.records import describe, quoted
 from review.traces.live import sources
 from review.traces.live.staging import StagedSpan, assemble, stage
 
@@ -399,7 +400,7 @@ def otlp_attributes(attributes: Any, span_kind: Any) -> list[dict[str, Any]]:
 
 def _hex_id(v: Any, length: int, what: str) -> str:
     if not (isinstance(v, str) and len(v) == length and _HEX.fullmatch(v)):
-        raise PhoenixError(f"{what}: expected {length} hex digits, got {str(v)[:80]!r}")
+        raise PhoenixError(f"{what}: expected {length} hex digits, got {describe(v)}")
     if set(v) == {"0"}:
         raise PhoenixError(f"{what}: all zeros is not a valid id")
     return v.lower()
@@ -411,7 +412,7 @@ def _time(v: Any, what: str) -> dt.datetime:
     try:
         t = dt.datetime.fromisoformat(v)
     except ValueError as exc:
-        raise PhoenixError(f"{what}: {v[:64]!r} is not an ISO 8601 time") from exc
+        raise PhoenixError(f"{what}: {quoted(v)} is not an ISO 8601 time") from exc
     if t.tzinfo is None:
         t = t.replace(tzinfo=dt.UTC)
     return t.astimezone(dt.UTC)
@@ -457,14 +458,14 @@ class MappedSpan:
 def phoenix_rowid(global_id: Any) -> int:
     """The row id in Phoenix's span id (a Relay global id, base64 of ``Span:<n>``)."""
     if not isinstance(global_id, str) or not 0 < len(global_id) <= 200:
-        raise PhoenixError(f"span id: expected Phoenix's span id, got {str(global_id)[:80]!r}")
+        raise PhoenixError(f"span id: expected Phoenix's span id, got {describe(global_id)}")
     try:
         text = base64.b64decode(global_id, validate=True).decode("ascii")
     except (binascii.Error, UnicodeDecodeError, ValueError) as exc:
-        raise PhoenixError(f"span id {global_id[:80]!r}: not a Phoenix span id") from exc
+        raise PhoenixError(f"span id {quoted(global_id)}: not a Phoenix span id") from exc
     kind, _, n = text.partition(":")
     if kind != "Span" or not n.isdigit() or len(n) > 19:
-        raise PhoenixError(f"span id {global_id[:80]!r}: not a Phoenix span id ({text[:40]!r})")
+        raise PhoenixError(f"span id {quoted(global_id)}: not a Phoenix span id ({quoted(text)})")
     return int(n)
 
 
@@ -479,12 +480,22 @@ def otlp_span(obj: Any) -> MappedSpan:
     trace_id = _hex_id(ctx.get("trace_id"), 32, f"span {obj['id']} trace_id")
     span_id = _hex_id(ctx.get("span_id"), 16, f"span {obj['id']} span_id")
     what = f"span {span_id} (trace {trace_id})"
-    parent = obj.get("parent_id")
-    parent_id = None if parent in (None, "") else _hex_id(parent, 16, f"{what} parent_id")
+    # a root's parent_id is null; a span without the field is not one Phoenix sent whole
+    # (read as a root it would let its trace be imported before its real root arrived)
+    if "parent_id" not in obj:
+        raise PhoenixError(f"{what} parent_id: missing (null for a root span)")
+    parent = obj["parent_id"]
+    parent_id = None if parent is None else _hex_id(parent, 16, f"{what} parent_id")
     start = _time(obj.get("start_time"), f"{what} start_time")
-    end = _time(obj["end_time"], f"{what} end_time") if obj.get("end_time") else start
+    end = _time(obj.get("end_time"), f"{what} end_time")  # Phoenix stores ended spans only
     try:
-        attrs = otlp_attributes(obj.get("attributes"), obj.get("span_kind"))
+        if not isinstance(obj.get("attributes"), dict):
+            # missing, not an empty object: the span's content (its retrieved documents, its
+            # answer) would be lost without a word
+            raise PhoenixError(
+                f"attributes: expected an object, got {_type_name(obj.get('attributes'))}"
+            )
+        attrs = otlp_attributes(obj["attributes"], obj.get("span_kind"))
         events = _events(obj.get("events"), what)
     except PhoenixError as exc:
         # its place is known (ids, time): staged as refused, so its trace is refused with

@@ -17,6 +17,16 @@ value sent again replaces the old one instead of adding a second):
 * an annotation sent before that the reviewer's newest verdict no longer has (a stage cleared,
   a claim removed) is sent again with label ``withdrawn``.
 
+**Restricted content stays in the workbench.** Phoenix's readers hold no workbench clearance,
+so a verdict whose text is restricted content (``VerdictFacts.restricted``, decided by the
+audit side with ``review.core.clearance``: the trace is restricted, or the note or a claim
+retells a restricted document, a run of its words no other document has) sends its labels
+(verdict, stages, claim verdicts) but in place of the note and each claim's text the
+clearance module's one placeholder, :data:`review.core.clearance.REDACTED`, and no cited
+chunk ids. The labels are what the pipeline's engineers act on; the words are read in the
+workbench by those with clearance. Since the placeholder changes the digest, a push after a
+document became restricted replaces a note Phoenix holds from before.
+
 Every annotation carries metadata naming the workbench, the batch, the item, the verdict row
 and the trace. Text is sent as text, bounded (:data:`MAX_EXPLANATION` characters, cut with a
 marker) and without NUL or other control characters; anything missing or unknown (a verdict or
@@ -43,12 +53,15 @@ verdict per reviewer, the vocabulary) is ``review.audits.pushback``'s.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import http.client
 import ipaddress
 import json
 import re
+import socket
+import threading
 import unicodedata
 import urllib.error
 import urllib.parse
@@ -62,7 +75,7 @@ from sqlalchemy import Engine, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from review.core import database, readable
+from review.core import clearance, database, readable
 from review.core.errors import InputError, PermissionDenied
 from review.core.identity import Actor, Permission, roles_text
 from review.core.terms import CLAIM_VERDICTS, ClaimVerdict
@@ -96,7 +109,7 @@ __all__ = [
 
 #: Annotations per request.
 BATCH = 100
-#: Seconds a request may wait for Phoenix (connect, and each read).
+#: Seconds a request may take, from connecting to the last byte of Phoenix's answer.
 TIMEOUT = 30.0
 #: The longest answer read from Phoenix (its answer to a batch is a list of ids).
 MAX_RESPONSE = 1_000_000
@@ -142,6 +155,9 @@ class VerdictFacts:
     verdict_id: int
     reviewer: str
     verdict: str
+    #: whether the verdict's text is restricted content (see :func:`build_annotations`);
+    #: no default, so a caller that never asked cannot send a restricted note by omission
+    restricted: bool
     stages: tuple[str, ...] = ()
     notes: str = ""
     claims: tuple[Mapping[str, Any], ...] = ()
@@ -233,7 +249,7 @@ def build_annotations(f: VerdictFacts, span_id: str, vocab: Vocabulary) -> Built
             VERDICT_NAME,
             who,
             f.verdict,
-            clean_text(f.notes, MAX_EXPLANATION),
+            _withheld(f, f.notes),
             _meta(
                 f,
                 verdict_text=vocab.verdicts[f.verdict],
@@ -274,12 +290,22 @@ def _claim(
     cited_raw = claim.get("cited") or ()
     cited = (
         [clean_text(c, MAX_SHORT) for c in list(cited_raw)[:MAX_CITED]]
-        if isinstance(cited_raw, list | tuple)
+        if isinstance(cited_raw, list | tuple) and not f.restricted
         else []
     )
+    text = _withheld(f, text)
     return Annotation(
         span_id, f"{CLAIM_PREFIX}{n}", who, str(verdict), text, _meta(f, claim=n, cited=cited)
     )
+
+
+def _withheld(f: VerdictFacts, text: str) -> str:
+    """``text`` as Phoenix may hold it: the clearance module's placeholder for a restricted
+    verdict's text (Phoenix's readers hold no workbench clearance), itself cleaned and cut
+    otherwise; an empty note stays empty."""
+    if f.restricted and text.strip():
+        return clearance.REDACTED
+    return clean_text(text, MAX_EXPLANATION)
 
 
 def withdrawn(f: VerdictFacts, span_id: str, name: str) -> Annotation:
@@ -560,6 +586,78 @@ def _detail(body: bytes) -> str:
     return clean_text(json.dumps(data), 300)
 
 
+class _Deadline:
+    """A whole request's time limit: a socket timeout bounds each read only, so an answer
+    trickling in a byte at a time would never end; when ``seconds`` have passed since the
+    request started, the connection's socket is shut down and the request fails."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.expired = False
+        self._lock = threading.Lock()
+        self._socks: list[socket.socket] = []
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+
+    def __enter__(self) -> _Deadline:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
+
+    def watch(self, sock: socket.socket | None) -> None:
+        if sock is None:
+            return
+        with self._lock:
+            self._socks.append(sock)
+            if self.expired:
+                _shut(sock)
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            for sock in self._socks:
+                _shut(sock)
+
+
+def _shut(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+
+
+class _DeadlineHTTP(urllib.request.HTTPHandler):
+    def __init__(self, clock: _Deadline) -> None:
+        super().__init__()
+        self.clock = clock
+
+    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        clock = self.clock
+
+        class Connection(http.client.HTTPConnection):
+            def connect(self) -> None:
+                super().connect()
+                clock.watch(self.sock)
+
+        return self.do_open(Connection, req)
+
+
+class _DeadlineHTTPS(urllib.request.HTTPSHandler):
+    def __init__(self, clock: _Deadline) -> None:
+        super().__init__()
+        self.clock = clock
+
+    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        clock = self.clock
+
+        class Connection(http.client.HTTPSConnection):
+            def connect(self) -> None:
+                super().connect()
+                clock.watch(self.sock)
+
+        return self.do_open(Connection, req, context=self._context)  # type: ignore[attr-defined]
+
+
 def _post(t: Target, batch: Sequence[Annotation], timeout: float, secret: str | None) -> list[str]:
     """Send one batch; Phoenix's ids of the annotations, in order, or :class:`_Refused`."""
     url = _endpoint(t)
@@ -568,12 +666,16 @@ def _post(t: Target, batch: Sequence[Annotation], timeout: float, secret: str | 
     if secret:
         headers["Authorization"] = f"Bearer {secret}"
     request = urllib.request.Request(url, data=body, headers=headers, method="POST")
-    handlers: list[urllib.request.BaseHandler] = (
-        [urllib.request.ProxyHandler({})] if _is_loopback(url) else []
-    )
+    clock = _Deadline(timeout)
+    handlers: list[urllib.request.BaseHandler] = [
+        _DeadlineHTTP(clock),
+        _DeadlineHTTPS(clock),
+        *([urllib.request.ProxyHandler({})] if _is_loopback(url) else []),
+    ]
     opener = urllib.request.build_opener(*handlers)
+    late = f"Phoenix at {_shown(t.url)} did not answer within {timeout:g} s"
     try:
-        with opener.open(request, timeout=timeout) as answer:
+        with clock, opener.open(request, timeout=timeout) as answer:
             raw = answer.read(MAX_RESPONSE + 1)
     except urllib.error.HTTPError as exc:
         try:
@@ -589,19 +691,26 @@ def _post(t: Target, batch: Sequence[Annotation], timeout: float, secret: str | 
         ) from None
     except (TimeoutError, OSError) as exc:  # URLError is an OSError
         why = getattr(exc, "reason", exc)
-        if isinstance(why, TimeoutError) or isinstance(exc, TimeoutError):
-            raise _Refused(
-                f"Phoenix at {_shown(t.url)} did not answer within {timeout:g} s", fatal=True
-            ) from None
+        if clock.expired or isinstance(why, TimeoutError) or isinstance(exc, TimeoutError):
+            raise _Refused(late, fatal=True) from None
         raise _Refused(
             f"Phoenix at {_shown(t.url)} is unreachable ({clean_text(why, 200)})", fatal=True
         ) from None
     except http.client.HTTPException as exc:  # a broken answer (cut short, not HTTP)
+        if clock.expired:
+            raise _Refused(late, fatal=True) from None
         raise _Refused(
             f"Phoenix at {_shown(t.url)} broke off its answer ({type(exc).__name__}); "
             "not taken as acknowledged",
             fatal=True,
         ) from None
+    if clock.expired:  # cut off at the deadline: what was read is not the whole answer
+        raise _Refused(late, fatal=True)
+    return _acknowledged(raw, len(batch))
+
+
+def _acknowledged(raw: bytes, sent: int) -> list[str]:
+    """Phoenix's ids of the ``sent`` annotations from its answer ``raw``, or :class:`_Refused`."""
     if len(raw) > MAX_RESPONSE:
         raise _Refused(
             "Phoenix's answer is larger than expected; not taken as acknowledged", fatal=True
@@ -614,9 +723,9 @@ def _post(t: Target, batch: Sequence[Annotation], timeout: float, secret: str | 
             "Phoenix's answer is not the list of annotation ids; not taken as acknowledged",
             fatal=True,
         ) from None
-    if len(ids) != len(batch):
+    if len(ids) != sent:
         raise _Refused(
-            f"Phoenix acknowledged {len(ids)} of {len(batch)} annotations "
+            f"Phoenix acknowledged {len(ids)} of {sent} annotations "
             "(a Phoenix without synchronous annotation writes?); not taken as acknowledged",
             fatal=True,
         )
