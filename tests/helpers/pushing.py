@@ -29,6 +29,8 @@ from review.core.identity import Actor
 from review.traces.live import phoenix, sources, staging
 from storage.db import read_session
 from storage.models import AuditItem, SourceSpan, Trace, TraceSource
+from tests.helpers.actors import REVIEWER
+from tests.helpers.audits import REFUND, add_trace
 from tests.helpers.transact import write
 
 #: A verdict for each kind of annotation: a note, two failing stages, judged claims.
@@ -239,3 +241,30 @@ def import_from_phoenix(
     assert done.error is None and not done.rejected, (done.error, done.reasons)
     assert done.imported > 0 and done.waiting_spans == 0, done
     return src.id
+
+
+#: the traces of :func:`batch`
+TRACES = [f"{i:032x}" for i in range(1, 5)]
+
+
+def batch(engine: Engine, url: str) -> tuple[int, int]:
+    """Four traces, three sent by a Phoenix source at ``url`` (one of them also by an OTLP
+    receiver), one imported from a file; a closed batch judging them; (plan id, source id)."""
+    for tid in TRACES:
+        add_trace(engine, tid, chunks=[{**REFUND, "chunk_id": "c1"}])
+    source = phoenix_source(engine, "phx", url, "rag")
+    otlp = phoenix_source(engine, "receiver", "", "", kind="otlp")
+    for i, tid in enumerate(TRACES[:3]):
+        root_span(engine, source, tid, f"{i + 1:016x}")
+    root_span(engine, otlp, TRACES[0], "00000000000000aa")
+    pid = closed_batch(engine, [REVIEWER], [UNSUPPORTED, CORRECT])
+    return pid, source
+
+
+def expected_annotations(engine: Engine, pid: int) -> int:
+    """Annotations the batch's traces from the Phoenix source carry: an unsupported verdict
+    gives 1 + 2 stages + 2 claims, a correct refusal 1."""
+    traces = item_traces(engine, pid)
+    order = items(engine, pid)  # judged in queue order, alternately
+    per = {item: (5 if i % 2 == 0 else 1) for i, item in enumerate(order)}
+    return sum(n for item, n in per.items() if traces[item] in TRACES[:3])

@@ -56,6 +56,20 @@ def test_quoting_keeps_short_values_whole_and_cuts_long_ones_below_a_run() -> No
     assert records.quoted("x" * 80) == repr("x" * 37 + "...")
 
 
+#: a whole Phoenix span (its fields replaced one at a time by the value under test)
+PHOENIX_SPAN: dict[str, Any] = {
+    "id": "U3BhbjoxNTAw",  # Span:1500
+    "name": "rag-request",
+    "context": {"trace_id": "a" * 32, "span_id": "b" * 16},
+    "span_kind": "CHAIN",
+    "parent_id": None,
+    "start_time": "2026-12-05T03:20:35.960829+00:00",
+    "end_time": "2026-12-05T03:20:35.960996+00:00",
+    "status_code": "UNSET",
+    "attributes": {},
+}
+
+
 @settings(max_examples=300, deadline=None)
 @given(words, st.sampled_from([" ", "-", "_", "/", "+", ".", ", "]))
 def test_no_parser_message_repeats_five_words_of_the_value(parts: list[str], sep: str) -> None:
@@ -64,9 +78,11 @@ def test_no_parser_message_repeats_five_words_of_the_value(parts: list[str], sep
     for call in (
         lambda: otlp.otlp_id(value, "traceId", 16),
         lambda: otlp.otlp_id(value, "spanId", 8),
-        lambda: fields._read_date(value, "document.date"),
-        lambda: phoenix._time(value, "start_time"),
-        lambda: phoenix._hex_id(value, 32, "trace_id"),
+        lambda: fields.read_chunk({"chunk_id": "c1", "effective_date": value}, "chunks.0"),
+        lambda: phoenix.otlp_span({**PHOENIX_SPAN, "start_time": value}),
+        lambda: phoenix.otlp_span(
+            {**PHOENIX_SPAN, "context": {"trace_id": value, "span_id": "b" * 16}}
+        ),
         lambda: phoenix.phoenix_rowid(value),
     ):
         try:

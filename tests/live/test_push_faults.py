@@ -26,7 +26,7 @@ from review.audits import pushback
 from storage.db import make_engine, migrate, read_session
 from storage.models import VerdictPush
 from tests.helpers.actors import REVIEWER
-from tests.live.test_push_service import batch, expected_annotations
+from tests.helpers.pushing import batch, expected_annotations
 
 FAULTS = ["ok", "written-malformed", "500", "cut", "short", "hang"]
 

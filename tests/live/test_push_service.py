@@ -22,20 +22,13 @@ from review.core.errors import InputError, PermissionDenied
 from storage.db import make_engine, migrate, read_session
 from storage.models import AuditLog, VerdictPush
 from tests.helpers.actors import REVIEWER, make_actor
-from tests.helpers.audits import REFUND, add_trace
 from tests.helpers.pushing import (
-    CORRECT,
-    UNSUPPORTED,
-    closed_batch,
-    item_traces,
-    items,
-    phoenix_source,
-    root_span,
+    batch,
+    expected_annotations,
 )
 
 ADMIN = make_actor("admin", "admin@test.example", clearance=True, uid=21)
 ANNOTATOR = make_actor("annotator", "ann@test.example", uid=22)
-TRACES = [f"{i:032x}" for i in range(1, 5)]
 
 
 def free_port() -> int:
@@ -44,32 +37,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def batch(engine: Engine, url: str) -> tuple[int, int]:
-    """Four traces, three sent by a Phoenix source at ``url`` (one of them also by an OTLP
-    receiver), one imported from a file; a closed batch judging them; (plan id, source id)."""
-    for tid in TRACES:
-        add_trace(engine, tid, chunks=[{**REFUND, "chunk_id": "c1"}])
-    source = phoenix_source(engine, "phx", url, "rag")
-    otlp = phoenix_source(engine, "receiver", "", "", kind="otlp")
-    for i, tid in enumerate(TRACES[:3]):
-        root_span(engine, source, tid, f"{i + 1:016x}")
-    root_span(engine, otlp, TRACES[0], "00000000000000aa")
-    pid = closed_batch(engine, [REVIEWER], [UNSUPPORTED, CORRECT])
-    return pid, source
-
-
 def rows(engine: Engine) -> list[VerdictPush]:
     with read_session(engine) as s:
         return list(s.scalars(select(VerdictPush).order_by(VerdictPush.id)))
-
-
-def expected_annotations(engine: Engine, pid: int) -> int:
-    """Annotations the batch's traces from the Phoenix source carry: an unsupported verdict
-    gives 1 + 2 stages + 2 claims, a correct refusal 1."""
-    traces = item_traces(engine, pid)
-    order = items(engine, pid)  # judged in queue order, alternately
-    per = {item: (5 if i % 2 == 0 else 1) for i, item in enumerate(order)}
-    return sum(n for item, n in per.items() if traces[item] in TRACES[:3])
 
 
 def test_a_phoenix_that_refuses_connections_fails_every_row_with_its_reason_and_is_retried(
