@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -40,11 +41,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from review.core.identity import SYSTEM
-from review.traces.live import sources, staging
-from review.traces.live.receiver import Receiver, ReceiverConfig
-from storage.db import make_engine, migrate
-from tests.helpers.ragspans import make_rag_spans
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run as a script from anywhere: the helpers live in tests/
+
+from review.core.identity import SYSTEM  # noqa: E402
+from review.traces.live import sources, staging  # noqa: E402
+from review.traces.live.receiver import Receiver, ReceiverConfig  # noqa: E402
+from storage.db import make_engine, migrate  # noqa: E402
+from tests.helpers.ragspans import make_rag_spans  # noqa: E402
 
 
 class NullEndpoint(Receiver):
