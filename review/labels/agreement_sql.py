@@ -66,7 +66,16 @@ from sqlalchemy.orm import aliased
 from review.cases.agreed import current_label_filter
 from review.core import readable
 from review.core.errors import InputError
-from review.labels.agreement import TABLE_COLUMNS, AgreementReport, assemble_table
+from review.labels.agreement import (
+    GROUP_COLUMNS,
+    TABLE_COLUMNS,
+    AgreementReport,
+    FleissSums,
+    assemble_table,
+    fleiss_from_sums,
+    fleiss_table,
+    joined_note,
+)
 from review.labels.agreement_rollup import stamp_columns
 from storage.db import read_session
 from storage.models import (
@@ -80,8 +89,6 @@ from storage.models import (
 
 __all__ = ["agreement_report_sql"]
 
-
-_GROUP_COLUMNS = ["group", "items", "annotators", "raw agreement", "alpha", "note"]
 
 #: (annotator a, annotator b, decision a, decision b, cases) per annotator pair and decisions
 PairRows = list[tuple[str, str, str, str, int]]
@@ -711,7 +718,8 @@ def agreement_report_sql(
         decision=decision,
         decision_pairs=decision_pairs,
         reasons=reasons,
-        groups=pd.DataFrame(rows, columns=_GROUP_COLUMNS),
+        groups=pd.DataFrame(rows, columns=GROUP_COLUMNS),
+        fleiss=_fleiss_tables(units, cats, codes),
     )
 
 
@@ -820,6 +828,7 @@ def _group_rows(
     for name in sorted(by_group):
         o = _decision_overall(by_group[name], cats, values, group_annotators[name])
         n_pairable, raw, alpha, note = _overall_values(o)
+        fl = fleiss_from_sums(_decision_sums(by_group[name], cats))
         rows.append(
             {
                 "group": name,
@@ -827,7 +836,41 @@ def _group_rows(
                 "annotators": o.annotators,
                 "raw agreement": np.nan if raw is None else raw,
                 "alpha": np.nan if alpha is None else alpha,
-                "note": note,
+                "fleiss kappa": np.nan if fl.kappa is None else fl.kappa,
+                "note": joined_note(note, fl.note),
             }
         )
     return rows
+
+
+def _decision_sums(units: Sequence[Any], cats: list[str]) -> list[FleissSums]:
+    """Fleiss' sums of the decision from unit rows ``(m, items, each decision's labels, sum
+    of the squared per-item counts, ...)``."""
+    return [
+        (
+            int(u[0]),
+            int(u[1]),
+            {d: int(u[2 + j] or 0) for j, d in enumerate(cats)},
+            int(u[2 + len(cats)] or 0),
+        )
+        for u in units
+    ]
+
+
+def _fleiss_tables(units: Sequence[Any], cats: list[str], codes: Sequence[str]) -> pd.DataFrame:
+    """Fleiss' kappa of the decision and of each reason code (present or absent) from the
+    unit rows, as ``agreement_report`` gives them. A code's "absent" sums follow from its
+    "present" ones: m * items - labels, and sum (m - c)^2 = m^2 items - 2 m labels + sum c^2."""
+    frames = [fleiss_table("decision", _decision_sums(units, cats))]
+    first = 2 + len(cats) + 1  # the reason codes' sums follow the decisions' in each row
+    for k, code in enumerate(codes):
+        sums: list[FleissSums] = []
+        for u in units:
+            m, n = int(u[0]), int(u[1])
+            got = int(u[first + k] or 0)
+            squares = int(u[first + len(codes) + k] or 0)
+            sums.append(
+                (m, n, {False: m * n - got, True: got}, 2 * squares + m * m * n - 2 * m * got)
+            )
+        frames.append(fleiss_table(str(code), sums))
+    return pd.concat(frames, ignore_index=True)

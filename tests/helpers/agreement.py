@@ -6,7 +6,7 @@ import pandas as pd
 
 from review.labels.agreement import AgreementReport
 
-FRAMES = ("decision", "decision_pairs", "reasons", "groups")
+FRAMES = ("decision", "decision_pairs", "reasons", "groups", "fleiss")
 
 
 def assert_same(got: AgreementReport | None, ref: AgreementReport | None, what: str) -> None:
