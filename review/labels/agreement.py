@@ -60,6 +60,7 @@ __all__ = [
     "AgreementReport",
     "Fleiss",
     "FleissSums",
+    "Scope",
     "agreement_report",
     "agreement_table",
     "assemble_table",
@@ -790,11 +791,26 @@ def reason_code_fleiss(
     return pd.concat(frames, ignore_index=True) if frames else fleiss_table("", []).iloc[:0]
 
 
-def _filtered(labels: pd.DataFrame, slice_: str, category: str) -> pd.DataFrame:
-    if slice_:
-        labels = labels[[slice_ in s for s in labels["slices"]]]
-    if category:
-        labels = labels[labels["case_category"] == category]
+@dataclass(frozen=True)
+class Scope:
+    """Which current labels the Agreement page's figures are over: those on the cases of a
+    slice, a category and/or a case family (its key); an empty value does not filter."""
+
+    slice_: str = ""
+    category: str = ""
+    family: str = ""
+
+    def __bool__(self) -> bool:
+        return any((self.slice_, self.category, self.family))
+
+
+def _filtered(labels: pd.DataFrame, scope: Scope) -> pd.DataFrame:
+    if scope.slice_:
+        labels = labels[[scope.slice_ in s for s in labels["slices"]]]
+    if scope.category:
+        labels = labels[labels["case_category"] == scope.category]
+    if scope.family:
+        labels = labels[labels["family"] == scope.family]
     return labels
 
 
@@ -805,11 +821,12 @@ def agreement_report(
     *,
     slice_: str = "",
     category: str = "",
+    family: str = "",
     group_by: str = "slice",
 ) -> AgreementReport | None:
     """The page's statistics over current labels (``review.labels.labeling.labels_frame``), within
-    a slice and/or category; None when no label is left."""
-    labels = _filtered(labels, slice_, category)
+    a slice, category and/or family; None when no label is left."""
+    labels = _filtered(labels, Scope(slice_, category, family))
     if labels.empty:
         return None
     dec = agreement_table(labels, "decision", item="case_id", value="decision")

@@ -71,6 +71,7 @@ from review.labels.agreement import (
     TABLE_COLUMNS,
     AgreementReport,
     FleissSums,
+    Scope,
     assemble_table,
     fleiss_from_sums,
     fleiss_table,
@@ -83,6 +84,7 @@ from storage.models import (
     AgreementPair,
     AgreementPairCode,
     Case,
+    CaseFamily,
     CaseSlice,
     Label,
 )
@@ -202,14 +204,22 @@ def _holds(dialect: str, text: Any, needle: str) -> Any:
     return text.contains(needle, autoescape=True)
 
 
-def _in_scope(stmt: Any, slice_: str, category: str) -> Any:
-    """Restrict a statement over ``labels`` to the cases of a slice and/or category."""
-    if slice_:
+def _in_scope(stmt: Any, scope: Scope) -> Any:
+    """Restrict a statement over ``labels`` to the labels in ``scope``: the cases of a slice,
+    category and/or family."""
+    if scope.slice_:
         sl = aliased(CaseSlice)
-        stmt = stmt.where(Label.case_id.in_(select(sl.case_id).where(sl.slice == slice_)))
-    if category:
+        stmt = stmt.where(Label.case_id.in_(select(sl.case_id).where(sl.slice == scope.slice_)))
+    if scope.category:
         cs = aliased(Case)
-        stmt = stmt.where(Label.case_id.in_(select(cs.id).where(cs.category == category)))
+        stmt = stmt.where(Label.case_id.in_(select(cs.id).where(cs.category == scope.category)))
+    if scope.family:
+        cf, fam = aliased(Case), aliased(CaseFamily)
+        stmt = stmt.where(
+            Label.case_id.in_(
+                select(cf.id).join(fam, fam.id == cf.family_id).where(fam.key == scope.family)
+            )
+        )
     return stmt
 
 
@@ -291,7 +301,7 @@ def _decision_overall(
     return _Overall(items, same, counts, annotators)
 
 
-def _unknown_codes(conn: Any, rc: Any, codes: list[str], slice_: str, category: str) -> list[str]:
+def _unknown_codes(conn: Any, rc: Any, codes: list[str], scope: Scope) -> list[str]:
     """Reason codes outside ``codes`` in current labels (sorted), read from the distinct
     code lists (a few dozen texts, not a row per label)."""
     known = set(codes)
@@ -305,12 +315,12 @@ def _unknown_codes(conn: Any, rc: Any, codes: list[str], slice_: str, category: 
         return found
 
     # every label first (cheap, no "current" test); only suspects are checked again
-    suspects = odd(conn.scalars(_in_scope(select(rc).distinct(), slice_, category)))
+    suspects = odd(conn.scalars(_in_scope(select(rc).distinct(), scope)))
     if not suspects:
         return []
     current = odd(
         conn.scalars(
-            _in_scope(select(rc).distinct(), slice_, category).where(
+            _in_scope(select(rc).distinct(), scope).where(
                 current_label_filter(), rc.in_(sorted(suspects))
             )
         )
@@ -457,7 +467,7 @@ def _counted_rows(
     codes: list[str],
     annotators: list[str],
     packing: _Packing,
-    scope: tuple[str, str],
+    scope: Scope,
     grouping: tuple[Any, Any, Any],
 ) -> tuple[list[Any], list[Any]]:
     """The report's counts from the current labels in scope, in one statement: the unit rows
@@ -465,7 +475,6 @@ def _counted_rows(
     per-item counts, per reason code the same; part 1: per group and m, the decision figures)
     and the annotator-pair rows (annotator and decision positions, cases, packed reason-code
     sums of both/a/b)."""
-    slice_, category = scope
     key, table, on = grouping
     n_cats, n_codes = len(cats), len(codes)
     decision_order = sorted(cats)
@@ -483,8 +492,7 @@ def _counted_rows(
             _position(dialect, Label.decision, decision_order, exact=True).label("value"),
             *[col.label(f"k{i}") for i, col in enumerate(packing.columns(present))],
         ).where(current_label_filter()),
-        slice_,
-        category,
+        scope,
     ).cte("cur")
     # 1. per case (``item``): label count m, the count of each decision, and each reason
     #    code's count (the packed flags summed, then unpacked); then summed per m,
@@ -568,7 +576,7 @@ def _counted_rows(
 
 
 def _group_annotators(
-    conn: Any, dialect: str, key: Any, group_join: tuple[Any, Any], slice_: str, category: str
+    conn: Any, dialect: str, key: Any, group_join: tuple[Any, Any], scope: Scope
 ) -> dict[str, int]:
     """Per group, the annotators with a label on its cases in scope (every (case, annotator)
     with a label has exactly one current label, so no "current" test). PostgreSQL counts the
@@ -579,7 +587,7 @@ def _group_annotators(
         select(key.label("g"), Label.annotator).select_from(Label).join(table, on == Label.case_id)
     )
     if dialect == "postgresql":
-        pairs = _in_scope(joined.distinct(), slice_, category).subquery()
+        pairs = _in_scope(joined.distinct(), scope).subquery()
         stmt = select(pairs.c.g, func.count()).group_by(pairs.c.g)
     else:
         stmt = _in_scope(
@@ -587,8 +595,7 @@ def _group_annotators(
             .select_from(Label)
             .join(table, on == Label.case_id)
             .group_by(key),
-            slice_,
-            category,
+            scope,
         )
     return {str(name): int(n) for name, n in conn.execute(stmt).all()}
 
@@ -600,6 +607,7 @@ def agreement_report_sql(
     *,
     slice_: str = "",
     category: str = "",
+    family: str = "",
     group_by: str = "slice",
 ) -> AgreementReport | None:
     """``agreement_report`` over the current labels in the database, from SQL aggregates only
@@ -608,6 +616,7 @@ def agreement_report_sql(
     same error. One aggregate statement over the labels (a lighter one and a read of the
     stored rollup for the unfiltered views) and a few small look-ups, in one read transaction
     (one snapshot)."""
+    scope = Scope(slice_, category, family)
     cats = list(dict.fromkeys(decisions))
     codes = list(dict.fromkeys(reason_codes))
     n_cats, n_codes = len(cats), len(codes)
@@ -634,7 +643,7 @@ def agreement_report_sql(
         # The unfiltered views read the stored rollup (agreement_rollup) while it stands for
         # exactly the label rows there are (a label written past the labeling service leaves
         # it behind: then everything is counted here)
-        if slice_ or category:
+        if scope:
             stored, newest = False, conn.scalar(select(func.max(Label.id)))
         else:
             n_rows, newest, stamp_rows, stamp_newest = conn.execute(
@@ -654,7 +663,7 @@ def agreement_report_sql(
                 codes,
                 annotators,
                 packing,
-                (slice_, category),
+                scope,
                 (key, *group_join),
             )
         units = [r[2:] for r in unit_rows if int(r[0]) == 0]
@@ -665,7 +674,7 @@ def agreement_report_sql(
         if sum(int(r[2 + j] or 0) for r in units for j in range(n_cats)) != n_labels:
             used = list(
                 conn.scalars(
-                    _in_scope(select(Label.decision).distinct(), slice_, category).where(
+                    _in_scope(select(Label.decision).distinct(), scope).where(
                         current_label_filter(), Label.decision.not_in(cats)
                     )
                 )
@@ -677,7 +686,7 @@ def agreement_report_sql(
                 f"not among the categories {', '.join(map(repr, cats))}"
             )
         if not stored:
-            unknown = _unknown_codes(conn, rc, codes, slice_, category)
+            unknown = _unknown_codes(conn, rc, codes, scope)
         if unknown:
             raise InputError(
                 "reason codes: not in the list of reason codes: "
@@ -688,15 +697,12 @@ def agreement_report_sql(
         #    exactly one current label, so these counts need no "current" test
         n_annotators = (
             len(annotators)
-            if not slice_ and not category
+            if not scope
             else int(
-                conn.scalar(
-                    _in_scope(select(func.count(distinct(Label.annotator))), slice_, category)
-                )
-                or 0
+                conn.scalar(_in_scope(select(func.count(distinct(Label.annotator))), scope)) or 0
             )
         )
-        group_annotators = _group_annotators(conn, dialect, key, group_join, slice_, category)
+        group_annotators = _group_annotators(conn, dialect, key, group_join, scope)
 
         if not stored:
             decision_rows, code_rows = _counted_pair_rows(

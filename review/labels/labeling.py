@@ -35,6 +35,7 @@ from storage.models import (
     Adjudication,
     Case,
     CaseClaim,
+    CaseFamily,
     CaseSlice,
     Label,
     Reservation,
@@ -565,9 +566,9 @@ def labels_stamp(engine: Engine) -> tuple[int, int]:
 
 
 def labels_frame(engine: Engine) -> pd.DataFrame:
-    """Current labels (latest per case and annotator) with the case's slices and category,
-    for the agreement statistics. One row per (case, annotator); annotator, decision and
-    category are categorical columns.
+    """Current labels (latest per case and annotator) with the case's slices, category and
+    family key (None: in no family), for the agreement statistics. One row per (case,
+    annotator); annotator, decision and category are categorical columns.
 
     Read through the driver's plain rows (reason codes as JSON text): at 200,000 labels the
     ORM's per-row processing costs seconds, the query itself a fraction of one."""
@@ -579,8 +580,10 @@ def labels_frame(engine: Engine) -> pd.DataFrame:
             Label.annotator,
             Label.decision,
             cast(Label.reason_codes, Text),
+            CaseFamily.key,
         )
         .join(Case, Case.id == Label.case_id)
+        .outerjoin(CaseFamily, CaseFamily.id == Case.family_id)
         .where(current_label_filter())
         .order_by(Label.case_id, Label.annotator)
     )
@@ -592,7 +595,15 @@ def labels_frame(engine: Engine) -> pd.DataFrame:
     with read_session(engine) as s:
         rows = plain_rows(s, stmt)
         slice_rows = plain_rows(s, slices_stmt)
-    columns = ["case_id", "key", "case_category", "annotator", "decision", "reason_codes"]
+    columns = [
+        "case_id",
+        "key",
+        "case_category",
+        "annotator",
+        "decision",
+        "reason_codes",
+        "family",
+    ]
     if not rows:
         return pd.DataFrame(columns=[*columns, "slices"])
     df = pd.DataFrame.from_records(rows, columns=columns)

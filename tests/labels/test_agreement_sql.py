@@ -20,7 +20,7 @@ from review.labels import labeling
 from review.labels.agreement import agreement_report
 from review.labels.agreement_sql import agreement_report_sql
 from storage.db import make_engine, migrate, run_write
-from storage.models import Case, CaseSlice, Label
+from storage.models import Case, CaseFamily, CaseSlice, Label
 from tests.helpers.actors import make_actor
 from tests.helpers.agreement import assert_same
 
@@ -31,17 +31,24 @@ def compare(
     engine: Engine,
     decisions: list[str],
     codes: list[str],
-    filters: list[tuple[str, str]],
+    filters: list[tuple[str, ...]],
 ) -> int:
-    """Both reports for every (slice, category) filter and grouping; returns how many were
-    not None."""
+    """Both reports for every (slice, category[, family]) filter and grouping; returns how
+    many were not None."""
     frame = labeling.labels_frame(engine)
     shown = 0
-    for (slice_, category), group_by in itertools.product(filters, GROUPINGS):
-        kw: dict[str, Any] = {"slice_": slice_, "category": category, "group_by": group_by}
+    for scope, group_by in itertools.product(filters, GROUPINGS):
+        slice_, category, family = (*scope, "")[:3]
+        kw: dict[str, Any] = {
+            "slice_": slice_,
+            "category": category,
+            "family": family,
+            "group_by": group_by,
+        }
         ref = agreement_report(frame, decisions, codes, **kw)
         got = agreement_report_sql(engine, decisions, codes, **kw)
-        assert_same(got, ref, f"slice={slice_!r} category={category!r} group_by={group_by}")
+        what = f"slice={slice_!r} category={category!r} family={family!r} group_by={group_by}"
+        assert_same(got, ref, what)
         shown += ref is not None
     return shown
 
@@ -59,13 +66,17 @@ def test_demo_database_gives_the_same_report_for_every_filter(
         for ss, c in zip(frame["slices"], frame["case_category"], strict=True)
         for s in ss
     }
-    filters = sorted(
+    families = sorted({str(f) for f in frame["family"].dropna()})
+    assert families, "the demo labels cases of its families"
+    filters: list[tuple[str, ...]] = sorted(
         {(s, "") for s in slices}
         | {("", c) for c in categories}
         | set(itertools.islice(sorted(crossed), 12))
     )
+    filters += [("", "", f) for f in [*families, "no_such_family"]]
+    filters += [(s, "", families[0]) for s in list(tax.slices)[:3]]
     shown = compare(demo_engine, list(tax.decisions), list(tax.reason_codes), filters)
-    assert shown >= 2 * (len(tax.slices) + 1)
+    assert shown >= 2 * (len(tax.slices) + 1 + len(families))
 
 
 # --- random label sets through the labeling service ----------------------------------------
@@ -86,9 +97,15 @@ SLICES = ["s_alpha", "s_beta", "S_gamma"]
 CATEGORIES = ["in_scope", "near_miss", "out_of_scope", "time_sensitive"]
 
 
+FAMILIES = ["fam-a", "Fam-b"]
+
+
 def add_cases(engine: Engine, rng: random.Random, n: int) -> list[int]:
     def work(s: Any) -> list[int]:
         ids = []
+        families = [CaseFamily(key=k, title=k) for k in FAMILIES]
+        s.add_all(families)
+        s.flush()
         for i in range(n):
             case = Case(
                 key=f"RND-{i:03d}",
@@ -98,6 +115,7 @@ def add_cases(engine: Engine, rng: random.Random, n: int) -> list[int]:
                 category=CATEGORIES[i % len(CATEGORIES)],
                 split="dev",
                 status="ready",
+                family_id=[None, families[0].id, families[1].id][i % 3],
             )
             s.add(case)
             s.flush()
@@ -149,7 +167,10 @@ def test_random_labels_with_revisions_give_the_same_report(
     random_labels(any_engine, tax, seed)
     frame = labeling.labels_frame(any_engine)
     assert frame["reason_codes"].map(len).max() >= 2
-    filters = [(s, c) for s in ["", *SLICES, "nowhere"] for c in ["", *CATEGORIES, "ambiguous"]]
+    filters: list[tuple[str, ...]] = [
+        (s, c) for s in ["", *SLICES, "nowhere"] for c in ["", *CATEGORIES, "ambiguous"]
+    ]
+    filters += [(s, "", f) for s in ["", SLICES[0]] for f in [*FAMILIES, "nowhere"]]
     shown = compare(any_engine, list(tax.decisions), list(tax.reason_codes), filters)
     assert shown >= 20
     # what the random data is there to exercise
