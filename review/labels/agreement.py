@@ -65,6 +65,7 @@ __all__ = [
     "agreement_table",
     "assemble_table",
     "cohen_kappa",
+    "cohen_kappa_counts",
     "confusion_pairs",
     "disagreements",
     "fleiss_from_sums",
@@ -90,6 +91,7 @@ TABLE_COLUMNS = [
     "n_annotators",
     "raw_agreement",
     "cohen_kappa",
+    "cohen_kappa_counts",
     "krippendorff_alpha",
     "note",
 ]
@@ -234,6 +236,26 @@ def cohen_kappa(a: Iterable[Any], b: Iterable[Any]) -> float | None:
     ca, cb = codes[:n], codes[n:]
     agree = int(np.count_nonzero(ca == cb))
     chance = int(np.dot(np.bincount(ca, minlength=k), np.bincount(cb, minlength=k)))
+    denominator = n * n - chance
+    if denominator == 0:
+        return None
+    return (n * agree - chance) / denominator
+
+
+def cohen_kappa_counts(confusion: Mapping[tuple[Any, Any], int]) -> float | None:
+    """Cohen's kappa from a confusion table ``(value of a, value of b) -> items``, as
+    :func:`cohen_kappa` gives it over the items those counts stand for (exact integer sums);
+    ``None`` when undefined (no item, or expected agreement 1)."""
+    n = sum(confusion.values())
+    if n == 0:
+        return None
+    agree = sum(k for (x, y), k in confusion.items() if x == y)
+    rows: dict[Any, int] = {}
+    cols: dict[Any, int] = {}
+    for (x, y), k in confusion.items():
+        rows[x] = rows.get(x, 0) + k
+        cols[y] = cols.get(y, 0) + k
+    chance = sum(k * cols.get(x, 0) for x, k in rows.items())
     denominator = n * n - chance
     if denominator == 0:
         return None

@@ -89,7 +89,7 @@ from storage.models import (
     Label,
 )
 
-__all__ = ["agreement_report_sql"]
+__all__ = ["agreement_report_sql", "in_scope"]
 
 
 #: (annotator a, annotator b, decision a, decision b, cases) per annotator pair and decisions
@@ -204,7 +204,7 @@ def _holds(dialect: str, text: Any, needle: str) -> Any:
     return text.contains(needle, autoescape=True)
 
 
-def _in_scope(stmt: Any, scope: Scope) -> Any:
+def in_scope(stmt: Any, scope: Scope) -> Any:
     """Restrict a statement over ``labels`` to the labels in ``scope``: the cases of a slice,
     category and/or family."""
     if scope.slice_:
@@ -315,12 +315,12 @@ def _unknown_codes(conn: Any, rc: Any, codes: list[str], scope: Scope) -> list[s
         return found
 
     # every label first (cheap, no "current" test); only suspects are checked again
-    suspects = odd(conn.scalars(_in_scope(select(rc).distinct(), scope)))
+    suspects = odd(conn.scalars(in_scope(select(rc).distinct(), scope)))
     if not suspects:
         return []
     current = odd(
         conn.scalars(
-            _in_scope(select(rc).distinct(), scope).where(
+            in_scope(select(rc).distinct(), scope).where(
                 current_label_filter(), rc.in_(sorted(suspects))
             )
         )
@@ -485,7 +485,7 @@ def _counted_rows(
     # One statement over the current labels in scope, found once (``cur``): each label's
     # case, annotator, decision (NULL when not among the categories) and packed reason
     # codes.
-    cur = _in_scope(
+    cur = in_scope(
         select(
             Label.case_id.label("case_id"),
             _position(dialect, Label.annotator, annotators).label("who"),
@@ -587,10 +587,10 @@ def _group_annotators(
         select(key.label("g"), Label.annotator).select_from(Label).join(table, on == Label.case_id)
     )
     if dialect == "postgresql":
-        pairs = _in_scope(joined.distinct(), scope).subquery()
+        pairs = in_scope(joined.distinct(), scope).subquery()
         stmt = select(pairs.c.g, func.count()).group_by(pairs.c.g)
     else:
-        stmt = _in_scope(
+        stmt = in_scope(
             select(key, func.count(distinct(Label.annotator)))
             .select_from(Label)
             .join(table, on == Label.case_id)
@@ -674,7 +674,7 @@ def agreement_report_sql(
         if sum(int(r[2 + j] or 0) for r in units for j in range(n_cats)) != n_labels:
             used = list(
                 conn.scalars(
-                    _in_scope(select(Label.decision).distinct(), scope).where(
+                    in_scope(select(Label.decision).distinct(), scope).where(
                         current_label_filter(), Label.decision.not_in(cats)
                     )
                 )
@@ -699,7 +699,7 @@ def agreement_report_sql(
             len(annotators)
             if not scope
             else int(
-                conn.scalar(_in_scope(select(func.count(distinct(Label.annotator))), scope)) or 0
+                conn.scalar(in_scope(select(func.count(distinct(Label.annotator))), scope)) or 0
             )
         )
         group_annotators = _group_annotators(conn, dialect, key, group_join, scope)
