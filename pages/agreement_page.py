@@ -1,17 +1,20 @@
-"""Agreement: how far annotators agree, per field, pair and group, with the items behind it."""
+"""Agreement: how far annotators agree, per field, pair, group and annotator, with the items
+behind each figure, every table downloadable as CSV (through the safe CSV writer)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import pandas as pd
 import streamlit as st
 
 from pages import ui
 from review.admin import users
+from review.charts import downloads
 from review.charts.pairs import pairs_heatmap
 from review.core import readable
 from review.core.taxonomy import Taxonomy
-from review.labels import agreement, agreement_sql, display, labeling
+from review.labels import agreement, agreement_sql, annotator_figures, counts, display, labeling
 
 COLUMNS: dict[str, Any] = {
     "annotator_a": st.column_config.TextColumn("annotator A"),
@@ -21,28 +24,83 @@ COLUMNS: dict[str, Any] = {
     "raw_agreement": st.column_config.NumberColumn("raw agreement", format="percent"),
     "cohen_kappa": st.column_config.NumberColumn("Cohen's kappa", format="%.3f"),
     "krippendorff_alpha": st.column_config.NumberColumn("Krippendorff's alpha", format="%.3f"),
+    "labels_per_case": st.column_config.TextColumn("labels per case"),
+    "n_left_out": st.column_config.NumberColumn("items left out"),
+    "observed_agreement": st.column_config.NumberColumn("observed agreement (P)", format="%.3f"),
+    "chance_agreement": st.column_config.NumberColumn("chance agreement (Pₑ)", format="%.3f"),
+    "fleiss_kappa": st.column_config.NumberColumn("Fleiss' kappa", format="%.3f"),
 }
+
+ANNOTATOR_COLUMNS: dict[str, Any] = {
+    "cases_labelled": st.column_config.NumberColumn("cases labelled"),
+    "n_compared": st.column_config.NumberColumn("compared with a reference"),
+    "n_adjudicated": st.column_config.NumberColumn("of them adjudicated"),
+    "agreement_with_reference": st.column_config.NumberColumn(
+        "agreement with the reference", format="percent"
+    ),
+    "kappa_vs_reference": st.column_config.NumberColumn(
+        "Cohen's kappa vs the reference", format="%.3f"
+    ),
+    "queue_labelled": st.column_config.NumberColumn("labelled in the queue"),
+    "queue_cases": st.column_config.NumberColumn("cases in the queue"),
+}
+
+#: What the per-annotator reference is, said once under the table.
+REFERENCE_TEXT = (
+    "The reference of an annotator's label is the case's adjudicated decision; without one, "
+    "the decision every other annotator on the case gave (at least one other, all the same). "
+    "Their own label never counts towards it, so this is not the stored agreed label (which "
+    "their vote helps make). Cases without a reference are not compared. The queue is the "
+    "ready cases under the filters above."
+)
+
+FLEISS_TEXT = (
+    "Fleiss' kappa across all annotators, over the cases with two labels or more (cases with "
+    "one label are left out and counted). With the same number of labels on every case it "
+    "is Fleiss (1971) exactly; when the numbers differ, the first row is Gwet's (2014) "
+    "generalisation (each case's agreement and value shares over its own labels, averaged "
+    "over the cases) and each label count follows with its own exact Fleiss figure."
+)
 
 
 @st.cache_data(show_spinner="Computing agreement ...", max_entries=16)
 def _report(
-    url: str, stamp: tuple[int, int], slice_: str, category: str, group_by: str
+    url: str, stamp: tuple[int, int], scope: dict[str, str], group_by: str
 ) -> agreement.AgreementReport | None:
     """Computed in the database from aggregates (never every label in memory); cached on the
     labels' stamp and the filters: a new label recomputes, widget changes reuse it."""
     tax = ui.tax()
     return agreement_sql.agreement_report_sql(
-        ui.engine(),
-        list(tax.decisions),
-        list(tax.reason_codes),
-        slice_=slice_,
-        category=category,
-        group_by=group_by,
+        ui.engine(), list(tax.decisions), list(tax.reason_codes), group_by=group_by, **scope
     )
 
 
-def filters(tax: Taxonomy) -> tuple[str, str, str]:
-    c1, c2 = st.columns(2)
+@st.cache_data(show_spinner="Counting per annotator ...", max_entries=16)
+def _annotators(url: str, stamp: tuple[int, ...], scope: dict[str, str]) -> pd.DataFrame:
+    """Per-annotator figures, cached on a stamp that also moves with adjudications and case
+    edits (the audit log: the reference and the queue depend on them)."""
+    return annotator_figures.annotator_figures(ui.engine(), list(ui.tax().decisions), **scope)
+
+
+@st.cache_data(max_entries=4)
+def _families(url: str, stamp: tuple[int, ...]) -> list[str]:
+    return agreement_sql.family_keys(ui.engine())
+
+
+def csv_button(frame: pd.DataFrame, table: str, scope: dict[str, str]) -> None:
+    """A download of ``frame`` as shown (names, labels), written by the safe CSV writer."""
+    st.download_button(
+        "Download CSV",
+        downloads.csv_text(frame),
+        display.csv_name(table, scope),
+        "text/csv",
+        key=f"agr_csv_{table}",
+        icon=":material/download:",
+    )
+
+
+def filters(tax: Taxonomy, families: list[str]) -> tuple[dict[str, str], str]:
+    c1, c2, c3 = st.columns(3)
     slice_ = c1.selectbox(
         "Slice", ["", *tax.slices], format_func=ui.fmt_option(tax.slices), key="agr_slice"
     )
@@ -52,6 +110,12 @@ def filters(tax: Taxonomy) -> tuple[str, str, str]:
         format_func=ui.fmt_option(tax.categories),
         key="agr_category",
     )
+    family = c3.selectbox(
+        "Case family",
+        ["", *families],
+        format_func=lambda f: f or "(any)",
+        key="agr_family",
+    )
     group_by = st.segmented_control(
         "Group by",
         ["slice", "category"],
@@ -59,23 +123,34 @@ def filters(tax: Taxonomy) -> tuple[str, str, str]:
         format_func=lambda g: ui.plain(readable.humanize(g)),
         key="agr_group",
     )
-    return slice_ or "", category or "", group_by or "slice"
+    scope = {"slice_": slice_ or "", "category": category or "", "family": family or ""}
+    return scope, group_by or "slice"
 
 
 def show_report(
-    report: agreement.AgreementReport, tax: Taxonomy, group_by: str, names: dict[str, str]
+    report: agreement.AgreementReport,
+    tax: Taxonomy,
+    group_by: str,
+    names: dict[str, str],
+    scope: dict[str, str],
 ) -> None:
     st.caption(
         f"{readable.count(report.cases, 'case')}, "
         f"{readable.count(report.annotators, 'annotator')}, "
-        f"{readable.count(report.labels, 'current label')}. Kappa per pair, Krippendorff's alpha "
-        "(nominal) across everyone; raw agreement beside each, with the items behind it. "
-        "A statistic is undefined (blank, with the reason) when one rater is constant or "
-        "nothing is shared."
+        f"{readable.count(report.labels, 'current label')}. Cohen's kappa per pair; "
+        "Krippendorff's alpha (nominal) and Fleiss' kappa across everyone; raw agreement "
+        "beside each, with the items behind it. A statistic is undefined (a dash, with the "
+        "reason in its note) when one rater is constant or nothing is shared."
     )
     st.subheader("Expected decision")
     decision = display.agreement_frame(report.decision, tax, names)
     ui.table(decision, pin=True, column_config=COLUMNS)
+    csv_button(decision, "decision", scope)
+    fleiss = report.fleiss
+    decision_fleiss = display.fleiss_frame(fleiss[fleiss["field"] == "decision"], tax)
+    st.caption(FLEISS_TEXT)
+    ui.table(decision_fleiss, pin=True, column_config=COLUMNS)
+    csv_button(decision_fleiss, "decision-fleiss", scope)
     if not report.decision_pairs.empty:
         st.caption("Decision pairs given by two annotators on the same case")
         labels = {k: t.label for k, t in tax.decisions.items()}
@@ -86,18 +161,36 @@ def show_report(
     rc = display.agreement_frame(report.reasons, tax, names, "reason_codes")
     overall = rc[rc["scope"] == "all"].drop(columns=["annotator_a", "annotator_b"])
     ui.table(overall, pin=True, column_config=COLUMNS)
+    csv_button(overall, "reason-codes", scope)
+    code_fleiss = display.fleiss_frame(fleiss[fleiss["field"] != "decision"], tax, "reason_codes")
+    with st.expander("Fleiss' kappa per reason code"):
+        ui.table(code_fleiss, pin=True, column_config=COLUMNS)
+        csv_button(code_fleiss, "reason-codes-fleiss", scope)
     with st.expander("Per annotator pair, per reason code"):
-        ui.table(rc[rc["scope"] == "pair"], pin=True, column_config=COLUMNS)
+        pairs = rc[rc["scope"] == "pair"]
+        ui.table(pairs, pin=True, column_config=COLUMNS)
+        csv_button(pairs, "reason-code-pairs", scope)
 
     st.subheader(f"By {ui.plain(group_by)}")
+    groups = display.groups_frame(report.groups, tax, group_by)
     ui.table(
-        display.groups_frame(report.groups, tax, group_by),
+        groups,
         pin=True,
         column_config={
             "raw agreement": st.column_config.NumberColumn(format="percent"),
             "alpha": st.column_config.NumberColumn(format="%.3f"),
+            "fleiss kappa": st.column_config.NumberColumn("Fleiss' kappa", format="%.3f"),
         },
     )
+    csv_button(groups, f"by-{group_by}", scope)
+
+
+def show_annotators(figures: pd.DataFrame, names: dict[str, str], scope: dict[str, str]) -> None:
+    st.subheader("Per annotator")
+    st.caption(REFERENCE_TEXT)
+    shown = display.annotators_frame(figures, names)
+    ui.table(shown, pin=True, column_config=ANNOTATOR_COLUMNS)
+    csv_button(shown, "annotators", scope)
 
 
 def main() -> None:
@@ -112,13 +205,16 @@ def main() -> None:
             "cases on the Label page."
         )
         return
-    slice_, category, group_by = filters(tax)
     url = engine.url.render_as_string(hide_password=True)
-    report = _report(url, stamp, slice_, category, group_by)
+    wide_stamp = counts.stamp(engine)
+    scope, group_by = filters(tax, _families(url, wide_stamp))
+    report = _report(url, stamp, scope, group_by)
     if report is None:
         st.info("No labels in this group.")
         return
-    show_report(report, tax, group_by, users.display_names(engine))
+    names = users.display_names(engine)
+    show_report(report, tax, group_by, names, scope)
+    show_annotators(_annotators(url, wide_stamp, scope), names, scope)
 
 
 if __name__ == "__main__":

@@ -91,7 +91,6 @@ TABLE_COLUMNS = [
     "n_annotators",
     "raw_agreement",
     "cohen_kappa",
-    "cohen_kappa_counts",
     "krippendorff_alpha",
     "note",
 ]

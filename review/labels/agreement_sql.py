@@ -89,7 +89,7 @@ from storage.models import (
     Label,
 )
 
-__all__ = ["agreement_report_sql", "in_scope"]
+__all__ = ["agreement_report_sql", "family_keys", "in_scope"]
 
 
 #: (annotator a, annotator b, decision a, decision b, cases) per annotator pair and decisions
@@ -202,6 +202,24 @@ def _holds(dialect: str, text: Any, needle: str) -> Any:
     if dialect == "postgresql":
         return func.strpos(text, needle) > 0
     return text.contains(needle, autoescape=True)
+
+
+def family_keys(engine: Engine) -> list[str]:
+    """The keys of the case families with a labelled case (the page's family filter)."""
+    with read_session(engine) as s:
+        return [
+            str(k)
+            for k in s.scalars(
+                select(CaseFamily.key)
+                .where(
+                    select(Case.id)
+                    .where(Case.family_id == CaseFamily.id)
+                    .where(Case.id.in_(select(Label.case_id)))
+                    .exists()
+                )
+                .order_by(CaseFamily.key)
+            )
+        ]
 
 
 def in_scope(stmt: Any, scope: Scope) -> Any:

@@ -44,12 +44,12 @@ __all__ = ["ANNOTATOR_COLUMNS", "annotator_figures"]
 ANNOTATOR_COLUMNS = [
     "annotator",
     "cases_labelled",
+    "queue_labelled",
+    "queue_cases",
     "n_compared",
     "n_adjudicated",
     "agreement_with_reference",
     "kappa_vs_reference",
-    "queue_labelled",
-    "queue_cases",
     "note",
 ]
 
@@ -176,12 +176,12 @@ def annotator_figures(
             {
                 "annotator": a,
                 "cases_labelled": labelled[a],
+                "queue_labelled": queue_done.get(a, 0),
+                "queue_cases": n_ready,
                 "n_compared": compared,
                 "n_adjudicated": adjudicated.get(a, 0),
                 "agreement_with_reference": agree / compared if compared else np.nan,
                 "kappa_vs_reference": np.nan if kappa is None else kappa,
-                "queue_labelled": queue_done.get(a, 0),
-                "queue_cases": n_ready,
                 "note": joined_note(*notes),
             }
         )

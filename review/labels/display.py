@@ -11,7 +11,7 @@ import pandas as pd
 from review.core import readable
 from review.core.taxonomy import Taxonomy
 
-__all__ = ["agreement_frame", "groups_frame"]
+__all__ = ["agreement_frame", "annotators_frame", "csv_name", "fleiss_frame", "groups_frame"]
 
 #: The "group by" choices of the page and the taxonomy section of their values.
 GROUP_SECTIONS = {"slice": "slices", "category": "categories"}
@@ -40,3 +40,32 @@ def groups_frame(groups: pd.DataFrame, tax: Taxonomy, group_by: str) -> pd.DataF
     if section is None or groups.empty or "group" not in groups:
         return groups
     return groups.assign(group=[readable.term(tax, section, str(g)) for g in groups["group"]])
+
+
+def fleiss_frame(table: pd.DataFrame, tax: Taxonomy, section: str | None = None) -> pd.DataFrame:
+    """A Fleiss table (``agreement.FLEISS_COLUMNS``) with its ``field`` by its label in
+    ``section`` when given."""
+    out = table.copy()
+    if section is not None and "field" in out:
+        out["field"] = [readable.term(tax, section, str(v)) for v in out["field"]]
+    return out
+
+
+def annotators_frame(table: pd.DataFrame, names: Mapping[str, str]) -> pd.DataFrame:
+    """The per-annotator table (``annotator_figures.ANNOTATOR_COLUMNS``) with each annotator
+    by name."""
+    out = table.copy()
+    if "annotator" in out:
+        out["annotator"] = [readable.person(v, names, "") for v in out["annotator"]]
+    return out
+
+
+def csv_name(table: str, scope: Mapping[str, str]) -> str:
+    """The file name of a table's CSV download: the table and the filters in use, in
+    letters, digits, dots and dashes only (a slice or family key cannot make a path)."""
+    parts = [table, *(f"{k}-{v}" for k, v in scope.items() if v)]
+    cleaned = [
+        "".join(ch if ch.isascii() and (ch.isalnum() or ch in ".-") else "-" for ch in p)
+        for p in parts
+    ]
+    return "agreement-" + "_".join(cleaned)[:120] + ".csv"
