@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 import os
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -31,7 +31,7 @@ def compare(
     engine: Engine,
     decisions: list[str],
     codes: list[str],
-    filters: list[tuple[str, ...]],
+    filters: Sequence[tuple[str, ...]],
 ) -> int:
     """Both reports for every (slice, category[, family]) filter and grouping; returns how
     many were not None."""

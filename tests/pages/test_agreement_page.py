@@ -1,0 +1,147 @@
+"""The Agreement page: Fleiss' kappa beside kappa and alpha, the per-annotator table, the
+family filter, and a CSV download of every table, written by the safe CSV writer (hostile
+annotator names and filter values made inert), on the demo data."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from typing import Any
+
+import pandas as pd
+import pytest
+from sqlalchemy import Engine
+from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
+from streamlit.testing.v1 import AppTest
+
+from review.admin import users
+from review.core.taxonomy import Taxonomy
+from review.labels import labeling
+from review.labels.agreement import ALL_PAIRABLE, fleiss_from_sums, fleiss_sums
+from review.labels.annotator_figures import annotator_figures
+from tests.helpers.actors import make_actor
+from tests.helpers.pages import (
+    ADA,
+    RAVI,
+    live_markdown,
+    markdown_shown,
+    no_exception,
+    page_app,
+)
+
+EVIL = "http://evil.example"
+HOSTILE_NAME = f'=HYPERLINK("{EVIL}","x") ![face]({EVIL}/face.png) <b>Mallory</b>'
+HOSTILE_EMAIL = "mallory@brightwave.example"
+
+
+@pytest.fixture
+def downloads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str | None, str, bytes]]:
+    """Every file the page hands to a download button: (file name, media type, bytes)."""
+    files: list[tuple[str | None, str, bytes]] = []
+    original = MemoryMediaFileStorage.load_and_get_id
+
+    def spy(
+        self: MemoryMediaFileStorage,
+        path_or_data: str | bytes,
+        mimetype: str,
+        kind: Any,
+        filename: str | None = None,
+    ) -> str:
+        data = path_or_data.encode() if isinstance(path_or_data, str) else path_or_data
+        files.append((filename, mimetype, data))
+        return original(self, path_or_data, mimetype, kind, filename)
+
+    monkeypatch.setattr(MemoryMediaFileStorage, "load_and_get_id", spy)
+    return files
+
+
+def frames(at: AppTest) -> list[pd.DataFrame]:
+    return [df.value for df in at.dataframe]
+
+
+def test_the_page_shows_fleiss_and_per_annotator_figures_and_offers_every_table(
+    demo_url: str,
+    demo_engine: Engine,
+    tax: Taxonomy,
+    monkeypatch: pytest.MonkeyPatch,
+    downloads: list[tuple[str | None, str, bytes]],
+) -> None:
+    at = page_app(demo_url, monkeypatch, "pages/agreement_page.py", RAVI).run()
+    no_exception(at)
+    shown = frames(at)
+    assert "krippendorff_alpha" in shown[0].columns  # the decision table stays first
+    fleiss = next(f for f in shown if "fleiss_kappa" in f.columns and "method" in f.columns)
+    overall = fleiss[fleiss["labels_per_case"] == ALL_PAIRABLE].iloc[0]
+    want = fleiss_from_sums(
+        fleiss_sums(labeling.labels_frame(demo_engine), item="case_id", value="decision")
+    )
+    assert want.kappa is not None and overall["fleiss_kappa"] == pytest.approx(want.kappa)
+    assert overall["n_items"] == want.items and overall["n_left_out"] == want.left_out
+    groups = next(f for f in shown if "fleiss kappa" in f.columns)
+    assert len(groups) > 3
+    per = next(f for f in shown if "kappa_vs_reference" in f.columns)
+    names = users.display_names(demo_engine)
+    expected = annotator_figures(demo_engine, list(tax.decisions))
+    assert list(per["annotator"]) == [names[e] for e in expected["annotator"]]
+    assert not any("@" in str(a) for a in per["annotator"])  # names, never addresses
+    assert list(per["cases_labelled"]) == list(expected["cases_labelled"])
+    # one CSV per table shown, each as the table reads
+    buttons = at.get("download_button")
+    assert len(buttons) == len(at.dataframe) == len(downloads)
+    assert all(kind == "text/csv" and name and name.endswith(".csv") for name, kind, _ in downloads)
+    by_name = {name: data for name, _, data in downloads}
+    rows = list(csv.DictReader(io.StringIO(by_name["agreement-annotators.csv"].decode())))
+    assert [r["annotator"] for r in rows] == list(per["annotator"])
+    assert [int(r["cases_labelled"]) for r in rows] == list(per["cases_labelled"])
+
+    # one family: fewer cases, the same tables, no error
+    family = at.selectbox(key="agr_family")
+    assert len(family.options) > 1
+    downloads.clear()
+    family.set_value(family.options[1]).run()
+    no_exception(at)
+    counts = next(f for f in frames(at) if "kappa_vs_reference" in f.columns)
+    assert counts["cases_labelled"].sum() < per["cases_labelled"].sum()
+    assert any("family-" in str(name) for name, _, _ in downloads)
+
+
+def test_hostile_annotator_names_are_inert_on_the_page_and_in_every_csv(
+    demo_url: str,
+    demo_engine: Engine,
+    tax: Taxonomy,
+    monkeypatch: pytest.MonkeyPatch,
+    downloads: list[tuple[str | None, str, bytes]],
+) -> None:
+    admin = users.get_by_email(demo_engine, ADA)
+    assert admin is not None
+    users.add_user(demo_engine, users.to_actor(admin), HOSTILE_EMAIL, HOSTILE_NAME, ["annotator"])
+    mallory = make_actor("annotator", HOSTILE_EMAIL, uid=777)
+    frame = labeling.labels_frame(demo_engine)
+    for case_id in sorted(set(frame["case_id"]))[:12]:  # cases others labelled: pairs form
+        labeling.submit(demo_engine, mallory, int(case_id), labeling.LabelIn("answer"), None, tax)
+    at = page_app(demo_url, monkeypatch, "pages/agreement_page.py", ADA).run()
+    no_exception(at)
+    live = {t: found for t in markdown_shown(at) if (found := live_markdown(t))}
+    assert not live, live
+    cells = {str(v) for f in frames(at) for col in f.columns for v in f[col]}
+    assert HOSTILE_NAME in cells  # shown as typed, in table cells (never Markdown)
+    assert downloads
+    seen = 0
+    for name, _, data in downloads:
+        text = data.decode()
+        for row in csv.reader(io.StringIO(text)):
+            for cell in row:
+                assert not cell.startswith(("=", "+", "-", "@")) or _number(cell), (name, cell)
+                if HOSTILE_NAME in cell:
+                    assert cell == "'" + HOSTILE_NAME, (name, cell)
+                    seen += 1
+    assert seen >= 2  # in the pair table and the per-annotator table at least
+
+
+def _number(cell: str) -> bool:
+    """A negative number (a kappa below 0) is a number, not a formula."""
+    try:
+        return not math.isnan(float(cell))
+    except ValueError:
+        return False
