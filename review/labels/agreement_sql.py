@@ -70,14 +70,12 @@ from review.labels.agreement import (
     GROUP_COLUMNS,
     TABLE_COLUMNS,
     AgreementReport,
-    FleissSums,
     Scope,
     assemble_table,
-    fleiss_from_sums,
-    fleiss_table,
     joined_note,
 )
 from review.labels.agreement_rollup import stamp_columns
+from review.labels.fleiss import FleissSums, fleiss_from_sums, fleiss_table
 from storage.db import read_session
 from storage.models import (
     AgreementItemValue,

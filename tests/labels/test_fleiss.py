@@ -16,16 +16,15 @@ from hypothesis import strategies as st
 from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss_kappa
 
 from review.core.errors import InputError
-from review.labels.agreement import (
+from review.labels.agreement import fleiss_sums, reason_code_fleiss
+from review.labels.fleiss import (
     ALL_PAIRABLE,
     FLEISS_COLUMNS,
     FLEISS_EXACT,
     FLEISS_GENERALISED,
     fleiss_from_sums,
     fleiss_kappa_counts,
-    fleiss_sums,
     fleiss_table,
-    reason_code_fleiss,
 )
 
 # Fleiss (1971), Table 1: 30 patients, each diagnosed by 6 psychiatrists (of 43) into one of

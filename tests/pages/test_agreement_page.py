@@ -18,8 +18,9 @@ from streamlit.testing.v1 import AppTest
 from review.admin import users
 from review.core.taxonomy import Taxonomy
 from review.labels import labeling
-from review.labels.agreement import ALL_PAIRABLE, fleiss_from_sums, fleiss_sums
+from review.labels.agreement import fleiss_sums
 from review.labels.annotator_figures import annotator_figures
+from review.labels.fleiss import ALL_PAIRABLE, fleiss_from_sums
 from tests.helpers.actors import make_actor
 from tests.helpers.pages import (
     ADA,
