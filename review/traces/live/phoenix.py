@@ -72,6 +72,7 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime as dt
+import http.client
 import json
 import math
 import queue
@@ -91,6 +92,7 @@ from review.core.errors import InputError, WorkbenchError
 from review.core.identity import Actor, Permission, require
 from review.core.records import describe, quoted
 from review.traces.live import sources
+from review.traces.live.deadline import Deadline, opener
 from review.traces.live.staging import StagedSpan, assemble, stage
 
 __all__ = [
@@ -199,9 +201,12 @@ class PhoenixClient:
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         req = urllib.request.Request(url, headers=headers, method="GET")
-        started = time.monotonic()
+        clock = Deadline(self.deadline)
+        late = f"Phoenix at {self.base_url} did not finish answering within {self.deadline:.0f} s"
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+            # the deadline shuts the socket down when it passes: a read of an answer trickling
+            # in a byte at a time (each byte within the socket timeout) ends there too
+            with clock, opener(clock, url).open(req, timeout=self.timeout) as resp:
                 parts: list[bytes] = []
                 size = 0
                 while True:
@@ -214,22 +219,23 @@ class PhoenixClient:
                             f"Phoenix at {self.base_url}: a response larger than "
                             f"{self.max_bytes:,} bytes was refused"
                         )
-                    if time.monotonic() - started > self.deadline:
-                        raise PhoenixError(
-                            f"Phoenix at {self.base_url} did not finish answering within "
-                            f"{self.deadline:.0f} s"
-                        )
                     parts.append(chunk)
-                return b"".join(parts)
+            if clock.expired:  # cut off at the deadline: what was read is not the whole answer
+                raise PhoenixError(late)
+            return b"".join(parts)
         except PhoenixError:
             raise
         except urllib.error.HTTPError as exc:
             raise PhoenixError(self._http_error(exc)) from exc
         except TimeoutError as exc:
+            if clock.expired:
+                raise PhoenixError(late) from exc
             raise PhoenixError(
                 f"Phoenix at {self.base_url} did not answer within {self.timeout:.0f} s"
             ) from exc
         except urllib.error.URLError as exc:
+            if clock.expired:
+                raise PhoenixError(late) from exc
             if isinstance(exc.reason, TimeoutError):
                 raise PhoenixError(
                     f"Phoenix at {self.base_url} did not answer within {self.timeout:.0f} s"
@@ -237,7 +243,9 @@ class PhoenixClient:
             raise PhoenixError(
                 f"Phoenix at {self.base_url} is not reachable: {exc.reason}"
             ) from exc
-        except (OSError, ValueError) as exc:  # connection reset, bad status line, ...
+        except (OSError, ValueError, http.client.HTTPException) as exc:
+            if clock.expired:
+                raise PhoenixError(late) from exc
             raise PhoenixError(f"Phoenix at {self.base_url}: {exc}") from exc
 
     def _http_error(self, exc: urllib.error.HTTPError) -> str:
