@@ -65,7 +65,7 @@ FLEISS_TEXT = (
 
 @st.cache_data(show_spinner="Computing agreement ...", max_entries=16)
 def _report(
-    url: str, stamp: tuple[int, int], scope: dict[str, str], group_by: str
+    url: str, stamp: tuple[int, int], scope: dict[str, Any], group_by: str
 ) -> agreement.AgreementReport | None:
     """Computed in the database from aggregates (never every label in memory); cached on the
     labels' stamp and the filters: a new label recomputes, widget changes reuse it."""
@@ -76,18 +76,24 @@ def _report(
 
 
 @st.cache_data(show_spinner="Counting per annotator ...", max_entries=16)
-def _annotators(url: str, stamp: tuple[int, ...], scope: dict[str, str]) -> pd.DataFrame:
+def _annotators(url: str, stamp: tuple[int, ...], scope: dict[str, Any]) -> pd.DataFrame:
     """Per-annotator figures, cached on a stamp that also moves with adjudications and case
     edits (the audit log: the reference and the queue depend on them)."""
     return annotator_figures.annotator_figures(ui.engine(), list(ui.tax().decisions), **scope)
 
 
 @st.cache_data(max_entries=4)
-def _families(url: str, stamp: tuple[int, ...]) -> list[str]:
-    return agreement_sql.family_keys(ui.engine())
+def _choices(url: str, stamp: tuple[int, ...]) -> tuple[list[str], list[str], dict[int, str]]:
+    """The values the filters offer: families, sources and import batches with labels."""
+    engine = ui.engine()
+    batches = {
+        i: f"#{i} {tool}: {name} ({at})"
+        for i, tool, name, at in agreement_sql.import_choices(engine)
+    }
+    return agreement_sql.family_keys(engine), agreement_sql.source_choices(engine), batches
 
 
-def csv_button(frame: pd.DataFrame, table: str, scope: dict[str, str]) -> None:
+def csv_button(frame: pd.DataFrame, table: str, scope: dict[str, Any]) -> None:
     """A download of ``frame`` as shown (names, labels), written by the safe CSV writer."""
     st.download_button(
         "Download CSV",
@@ -99,7 +105,13 @@ def csv_button(frame: pd.DataFrame, table: str, scope: dict[str, str]) -> None:
     )
 
 
-def filters(tax: Taxonomy, families: list[str]) -> tuple[dict[str, str], str]:
+SOURCE_NAMES = {"workbench": "made here", "label-studio": "Label Studio", "argilla": "Argilla"}
+
+
+def filters(
+    tax: Taxonomy, choices: tuple[list[str], list[str], dict[int, str]]
+) -> tuple[dict[str, Any], str]:
+    families, sources, batches = choices
     c1, c2, c3 = st.columns(3)
     slice_ = c1.selectbox(
         "Slice", ["", *tax.slices], format_func=ui.fmt_option(tax.slices), key="agr_slice"
@@ -116,6 +128,20 @@ def filters(tax: Taxonomy, families: list[str]) -> tuple[dict[str, str], str]:
         format_func=lambda f: f or "(any)",
         key="agr_family",
     )
+    c4, c5 = st.columns([1, 2])
+    source = c4.selectbox(
+        "Labels made",
+        ["", *sources],
+        format_func=lambda v: SOURCE_NAMES.get(v, v) if v else "(anywhere)",
+        key="agr_source",
+    )
+    batch = c5.selectbox(
+        "Import batch",
+        [0, *batches],
+        format_func=lambda i: batches.get(i, "(any)") if i else "(any)",
+        key="agr_import",
+        disabled=not batches,
+    )
     group_by = st.segmented_control(
         "Group by",
         ["slice", "category"],
@@ -123,7 +149,13 @@ def filters(tax: Taxonomy, families: list[str]) -> tuple[dict[str, str], str]:
         format_func=lambda g: ui.plain(readable.humanize(g)),
         key="agr_group",
     )
-    scope = {"slice_": slice_ or "", "category": category or "", "family": family or ""}
+    scope: dict[str, Any] = {
+        "slice_": slice_ or "",
+        "category": category or "",
+        "family": family or "",
+        "source": source or "",
+        "import_id": int(batch) if batch else None,
+    }
     return scope, group_by or "slice"
 
 
@@ -132,7 +164,7 @@ def show_report(
     tax: Taxonomy,
     group_by: str,
     names: dict[str, str],
-    scope: dict[str, str],
+    scope: dict[str, Any],
 ) -> None:
     st.caption(
         f"{readable.count(report.cases, 'case')}, "
@@ -185,7 +217,7 @@ def show_report(
     csv_button(groups, f"by-{group_by}", scope)
 
 
-def show_annotators(figures: pd.DataFrame, names: dict[str, str], scope: dict[str, str]) -> None:
+def show_annotators(figures: pd.DataFrame, names: dict[str, str], scope: dict[str, Any]) -> None:
     st.subheader("Per annotator")
     st.caption(REFERENCE_TEXT)
     shown = display.annotators_frame(figures, names)
@@ -207,7 +239,7 @@ def main() -> None:
         return
     url = engine.url.render_as_string(hide_password=True)
     wide_stamp = counts.stamp(engine)
-    scope, group_by = filters(tax, _families(url, wide_stamp))
+    scope, group_by = filters(tax, _choices(url, wide_stamp))
     report = _report(url, stamp, scope, group_by)
     if report is None:
         st.info("No labels in this group.")

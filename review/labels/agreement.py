@@ -662,14 +662,21 @@ def reason_code_fleiss(
 @dataclass(frozen=True)
 class Scope:
     """Which current labels the Agreement page's figures are over: those on the cases of a
-    slice, a category and/or a case family (its key); an empty value does not filter."""
+    slice, a category and/or a case family (its key), and those made in one place (``source``:
+    "workbench" or a labeling tool) and/or brought by one import (``import_id``,
+    ``label_imports.id``); an empty value (or None) does not filter. The label filters apply
+    to the current labels: a label replaced since does not count, whatever its source."""
 
     slice_: str = ""
     category: str = ""
     family: str = ""
+    source: str = ""
+    import_id: int | None = None
 
     def __bool__(self) -> bool:
-        return any((self.slice_, self.category, self.family))
+        return any((self.slice_, self.category, self.family, self.source)) or (
+            self.import_id is not None
+        )
 
 
 def _filtered(labels: pd.DataFrame, scope: Scope) -> pd.DataFrame:
@@ -679,6 +686,10 @@ def _filtered(labels: pd.DataFrame, scope: Scope) -> pd.DataFrame:
         labels = labels[labels["case_category"] == scope.category]
     if scope.family:
         labels = labels[labels["family"] == scope.family]
+    if scope.source:
+        labels = labels[labels["source"] == scope.source]
+    if scope.import_id is not None:
+        labels = labels[labels["import_id"] == scope.import_id]
     return labels
 
 
@@ -690,11 +701,14 @@ def agreement_report(
     slice_: str = "",
     category: str = "",
     family: str = "",
+    source: str = "",
+    import_id: int | None = None,
     group_by: str = "slice",
 ) -> AgreementReport | None:
     """The page's statistics over current labels (``review.labels.labeling.labels_frame``), within
-    a slice, category and/or family; None when no label is left."""
-    labels = _filtered(labels, Scope(slice_, category, family))
+    a slice, category, family, source and/or import (:class:`Scope`); None when no label is
+    left."""
+    labels = _filtered(labels, Scope(slice_, category, family, source, import_id))
     if labels.empty:
         return None
     dec = agreement_table(labels, "decision", item="case_id", value="decision")

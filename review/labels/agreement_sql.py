@@ -85,9 +85,10 @@ from storage.models import (
     CaseFamily,
     CaseSlice,
     Label,
+    LabelImport,
 )
 
-__all__ = ["agreement_report_sql", "family_keys", "in_scope"]
+__all__ = ["agreement_report_sql", "family_keys", "import_choices", "in_scope", "source_choices"]
 
 
 #: (annotator a, annotator b, decision a, decision b, cases) per annotator pair and decisions
@@ -220,9 +221,31 @@ def family_keys(engine: Engine) -> list[str]:
         ]
 
 
+def source_choices(engine: Engine) -> list[str]:
+    """Where the labels were made ("workbench", a labeling tool): the source filter's values."""
+    with read_session(engine) as s:
+        return sorted(str(x) for x in s.scalars(select(Label.source).distinct()))
+
+
+def import_choices(engine: Engine, limit: int = 200) -> list[tuple[int, str, str, str]]:
+    """The newest label imports that brought labels (id, tool, file name, when), for the
+    import filter."""
+    with read_session(engine) as s:
+        rows = s.execute(
+            select(LabelImport.id, LabelImport.tool, LabelImport.file_name, LabelImport.imported_at)
+            .where(select(Label.id).where(Label.import_id == LabelImport.id).exists())
+            .order_by(LabelImport.id.desc())
+            .limit(limit)
+        ).all()
+    return [
+        (int(i), str(tool), str(name), at.strftime("%Y-%m-%d %H:%M UTC"))
+        for i, tool, name, at in rows
+    ]
+
+
 def in_scope(stmt: Any, scope: Scope) -> Any:
-    """Restrict a statement over ``labels`` to the labels in ``scope``: the cases of a slice,
-    category and/or family."""
+    """Restrict a statement over ``labels`` to the labels in ``scope``: on the cases of a
+    slice, category and/or family, made in one place and/or brought by one import."""
     if scope.slice_:
         sl = aliased(CaseSlice)
         stmt = stmt.where(Label.case_id.in_(select(sl.case_id).where(sl.slice == scope.slice_)))
@@ -236,6 +259,10 @@ def in_scope(stmt: Any, scope: Scope) -> Any:
                 select(cf.id).join(fam, fam.id == cf.family_id).where(fam.key == scope.family)
             )
         )
+    if scope.source:
+        stmt = stmt.where(Label.source == scope.source)
+    if scope.import_id is not None:
+        stmt = stmt.where(Label.import_id == scope.import_id)
     return stmt
 
 
@@ -624,6 +651,8 @@ def agreement_report_sql(
     slice_: str = "",
     category: str = "",
     family: str = "",
+    source: str = "",
+    import_id: int | None = None,
     group_by: str = "slice",
 ) -> AgreementReport | None:
     """``agreement_report`` over the current labels in the database, from SQL aggregates only
@@ -632,7 +661,7 @@ def agreement_report_sql(
     same error. One aggregate statement over the labels (a lighter one and a read of the
     stored rollup for the unfiltered views) and a few small look-ups, in one read transaction
     (one snapshot)."""
-    scope = Scope(slice_, category, family)
+    scope = Scope(slice_, category, family, source, import_id)
     cats = list(dict.fromkeys(decisions))
     codes = list(dict.fromkeys(reason_codes))
     n_cats, n_codes = len(cats), len(codes)

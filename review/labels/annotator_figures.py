@@ -15,7 +15,11 @@ labelled, has no reference and is not compared (the counts say how many were). T
 compares decisions only (reason codes have their own tables on the page).
 
 **Progress** is A's labels in the current queue: of the ready cases in the page's scope
-(slice, category, family; review.labels.queue), how many A has labelled.
+(slice, category, family; review.labels.queue), how many A has labelled (with a label from
+the scope's source or import, when it names one).
+
+With a source or an import in the scope, everything is over the current labels from there:
+the reference's "other annotators" too (the adjudicated decision stays the case's).
 
 Everything is counted in SQL (one aggregate over the current labels in scope, grouped by
 annotator and decision pair: annotators x decisions x decisions rows, never a row per label);
@@ -111,17 +115,30 @@ def _counts(conn: Any, cats: Sequence[str], scope: Scope) -> list[Any]:
     return list(conn.execute(stmt).all())
 
 
+def _label_filters(stmt: Any, scope: Scope) -> Any:
+    """The scope's filters on the labels themselves (their source and import)."""
+    if scope.source:
+        stmt = stmt.where(Label.source == scope.source)
+    if scope.import_id is not None:
+        stmt = stmt.where(Label.import_id == scope.import_id)
+    return stmt
+
+
 def _queue(conn: Any, scope: Scope) -> tuple[int, dict[str, int]]:
-    """Ready cases in scope, and per annotator how many of them they labelled."""
+    """Ready cases in scope, and per annotator how many of them they labelled (with a label
+    from the scope's source or import, when it names one)."""
     queue = QueueFilter(
         family=scope.family or None, slice=scope.slice_ or None, category=scope.category or None
     )
     ready = select(Case.id).where(Case.status == CaseStatus.ready, *queue.conditions())
     n_ready = int(conn.scalar(select(func.count()).select_from(ready.subquery())) or 0)
     per = conn.execute(
-        select(Label.annotator, func.count(distinct(Label.case_id)))
-        .where(Label.case_id.in_(ready))
-        .group_by(Label.annotator)
+        _label_filters(
+            select(Label.annotator, func.count(distinct(Label.case_id))).where(
+                Label.case_id.in_(ready)
+            ),
+            scope,
+        ).group_by(Label.annotator)
     ).all()
     return n_ready, {str(a): int(n) for a, n in per}
 
@@ -133,6 +150,8 @@ def annotator_figures(
     slice_: str = "",
     category: str = "",
     family: str = "",
+    source: str = "",
+    import_id: int | None = None,
 ) -> pd.DataFrame:
     """One row per annotator with a current label in scope (in code-point order of their
     address), columns ``ANNOTATOR_COLUMNS``: cases labelled; how many of them have a
@@ -140,7 +159,7 @@ def annotator_figures(
     it and Cohen's kappa against it (NaN with the reason in ``note`` when undefined); the
     ready cases in scope and how many of them the annotator labelled."""
     cats = list(dict.fromkeys(decisions))
-    scope = Scope(slice_, category, family)
+    scope = Scope(slice_, category, family, source, import_id)
     with read_session(engine) as s:
         conn = s.connection()
         rows = _counts(conn, cats, scope)

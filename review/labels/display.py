@@ -60,10 +60,10 @@ def annotators_frame(table: pd.DataFrame, names: Mapping[str, str]) -> pd.DataFr
     return out
 
 
-def csv_name(table: str, scope: Mapping[str, str]) -> str:
+def csv_name(table: str, scope: Mapping[str, object]) -> str:
     """The file name of a table's CSV download: the table and the filters in use, in
     letters, digits, dots and dashes only (a slice or family key cannot make a path)."""
-    parts = [table, *(f"{k}-{v}" for k, v in scope.items() if v)]
+    parts = [table, *(f"{k.strip('_')}-{v}" for k, v in scope.items() if v)]
     cleaned = [
         "".join(ch if ch.isascii() and (ch.isalnum() or ch in ".-") else "-" for ch in p)
         for p in parts

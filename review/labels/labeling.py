@@ -567,7 +567,8 @@ def labels_stamp(engine: Engine) -> tuple[int, int]:
 
 def labels_frame(engine: Engine) -> pd.DataFrame:
     """Current labels (latest per case and annotator) with the case's slices, category and
-    family key (None: in no family), for the agreement statistics. One row per (case,
+    family key (None: in no family), and the label's source and import (None: not imported),
+    for the agreement statistics. One row per (case,
     annotator); annotator, decision and category are categorical columns.
 
     Read through the driver's plain rows (reason codes as JSON text): at 200,000 labels the
@@ -581,6 +582,8 @@ def labels_frame(engine: Engine) -> pd.DataFrame:
             Label.decision,
             cast(Label.reason_codes, Text),
             CaseFamily.key,
+            Label.source,
+            Label.import_id,
         )
         .join(Case, Case.id == Label.case_id)
         .outerjoin(CaseFamily, CaseFamily.id == Case.family_id)
@@ -603,6 +606,8 @@ def labels_frame(engine: Engine) -> pd.DataFrame:
         "decision",
         "reason_codes",
         "family",
+        "source",
+        "import_id",
     ]
     if not rows:
         return pd.DataFrame(columns=[*columns, "slices"])

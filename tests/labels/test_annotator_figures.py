@@ -168,7 +168,7 @@ def reference(engine: Engine, tax: Taxonomy, family: str = "", slice_: str = "")
 
 @pytest.mark.parametrize("scope", [{}, {"slice_": "temporal_mismatch"}, {"family": "first"}])
 def test_the_demo_matches_the_definition_label_by_label(
-    demo_engine: Engine, tax: Taxonomy, scope: dict[str, str]
+    demo_engine: Engine, tax: Taxonomy, scope: dict[str, Any]
 ) -> None:
     if "family" in scope:
         families = sorted({str(f) for f in labeling.labels_frame(demo_engine)["family"].dropna()})

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 from typing import Any
 
 import pandas as pd
@@ -22,6 +23,7 @@ from review.labels.agreement import fleiss_sums
 from review.labels.annotator_figures import annotator_figures
 from review.labels.fleiss import ALL_PAIRABLE, fleiss_from_sums
 from tests.helpers.actors import make_actor
+from tests.helpers.label_imports import import_records, records_for
 from tests.helpers.pages import (
     ADA,
     RAVI,
@@ -29,6 +31,7 @@ from tests.helpers.pages import (
     markdown_shown,
     no_exception,
     page_app,
+    readable,
 )
 
 EVIL = "http://evil.example"
@@ -146,3 +149,36 @@ def _number(cell: str) -> bool:
         return not math.isnan(float(cell))
     except ValueError:
         return False
+
+
+def test_figures_for_one_source_tool_and_one_import_batch(
+    demo_url: str,
+    demo_engine: Engine,
+    tax: Taxonomy,
+    monkeypatch: pytest.MonkeyPatch,
+    downloads: list[tuple[str | None, str, bytes]],
+) -> None:
+    frame = labeling.labels_frame(demo_engine)
+    keys = sorted(set(frame["key"].astype(str)))[:10]
+    batch = import_records(
+        demo_engine, tax, "label-studio", "ls.json", records_for("label-studio", keys, 0)
+    )
+    at = page_app(demo_url, monkeypatch, "pages/agreement_page.py", RAVI).run()
+    no_exception(at)
+    source = at.selectbox(key="agr_source")
+    assert source.options == ["(anywhere)", "Label Studio", "made here"]
+    source.set_value("label-studio").run()
+    no_exception(at)
+    per = next(f for f in frames(at) if "kappa_vs_reference" in f.columns)
+    assert list(per["cases_labelled"]) == [10, 10]
+    assert any(re.search(r"\b10 cases, 2 annotators, 20 current labels", readable(c))
+               for c in at.caption)  # fmt: skip
+    at.selectbox(key="agr_source").set_value("")
+    imports_box = at.selectbox(key="agr_import")
+    assert imports_box.options[1].startswith(f"#{batch} label-studio: ls.json")
+    downloads.clear()
+    imports_box.set_value(batch).run()
+    no_exception(at)
+    per = next(f for f in frames(at) if "kappa_vs_reference" in f.columns)
+    assert list(per["cases_labelled"]) == [10, 10]
+    assert any(f"import-id-{batch}" in str(name) for name, _, _ in downloads)
