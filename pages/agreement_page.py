@@ -33,16 +33,20 @@ COLUMNS: dict[str, Any] = {
 
 ANNOTATOR_COLUMNS: dict[str, Any] = {
     "cases_labelled": st.column_config.NumberColumn("cases labelled"),
-    "n_compared": st.column_config.NumberColumn("compared with a reference"),
-    "n_adjudicated": st.column_config.NumberColumn("of them adjudicated"),
+    "n_compared": st.column_config.NumberColumn(
+        "compared", help="Cases with a reference (their label not counted towards it)"
+    ),
+    "n_adjudicated": st.column_config.NumberColumn(
+        "adjudicated", help="Of the cases compared, those whose reference is an adjudication"
+    ),
     "agreement_with_reference": st.column_config.NumberColumn(
-        "agreement with the reference", format="percent"
+        "agreement", format="percent", help="Share of the cases compared that match the reference"
     ),
     "kappa_vs_reference": st.column_config.NumberColumn(
-        "Cohen's kappa vs the reference", format="%.3f"
+        "Cohen's kappa", format="%.3f", help="Cohen's kappa against the reference"
     ),
     "queue_labelled": st.column_config.NumberColumn("labelled in the queue"),
-    "queue_cases": st.column_config.NumberColumn("cases in the queue"),
+    "queue_cases": st.column_config.NumberColumn("queue"),
 }
 
 #: What the per-annotator reference is, said once under the table.
