@@ -250,7 +250,12 @@ def main() -> None:
         return
     names = users.display_names(engine)
     show_report(report, tax, group_by, names, scope)
-    show_annotators(_annotators(url, wide_stamp, scope), names, scope)
+    if stamp[0] <= annotator_figures.EAGER_LABELS or st.toggle(
+        "Per-annotator figures",
+        key="agr_per_annotator",
+        help="Counted on request on a large label set: they take a pass over every label.",
+    ):
+        show_annotators(_annotators(url, wide_stamp, scope), names, scope)
 
 
 if __name__ == "__main__":

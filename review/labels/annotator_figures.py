@@ -42,7 +42,13 @@ from review.labels.queue import QueueFilter
 from storage.db import read_session
 from storage.models import Adjudication, Case, Label
 
-__all__ = ["ANNOTATOR_COLUMNS", "annotator_figures"]
+__all__ = ["ANNOTATOR_COLUMNS", "EAGER_LABELS", "annotator_figures"]
+
+#: Up to this many label rows the Agreement page counts the per-annotator figures with the
+#: page; above it, on request: they take a pass over every current label in scope (about a
+#: second per 150,000 labels on SQLite), which would double the page's first view at team
+#: scale, where the rest of the page reads stored sums (review.labels.agreement_rollup).
+EAGER_LABELS = 50_000
 
 #: The per-annotator table's columns.
 ANNOTATOR_COLUMNS = [

@@ -182,3 +182,17 @@ def test_figures_for_one_source_tool_and_one_import_batch(
     per = next(f for f in frames(at) if "kappa_vs_reference" in f.columns)
     assert list(per["cases_labelled"]) == [10, 10]
     assert any(f"import-id-{batch}" in str(name) for name, _, _ in downloads)
+
+
+def test_on_a_large_label_set_the_per_annotator_figures_wait_for_a_request(
+    demo_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from review.labels import annotator_figures as figures
+
+    monkeypatch.setattr(figures, "EAGER_LABELS", 10)  # the demo's labels count as many
+    at = page_app(demo_url, monkeypatch, "pages/agreement_page.py", RAVI).run()
+    no_exception(at)
+    assert not any("kappa_vs_reference" in f.columns for f in frames(at))
+    at.toggle(key="agr_per_annotator").set_value(True).run()
+    no_exception(at)
+    assert any("kappa_vs_reference" in f.columns for f in frames(at))
