@@ -609,7 +609,8 @@ def disagreements(
 
 @dataclass(frozen=True)
 class AgreementReport:
-    """Everything the Agreement page shows for one slice/category filter."""
+    """Everything the Agreement page shows for one :class:`Scope` (but the per-annotator
+    figures: review.labels.annotator_figures)."""
 
     cases: int
     annotators: int
