@@ -192,6 +192,11 @@ def show_report(
         labels = {k: t.label for k, t in tax.decisions.items()}
         heatmap = pairs_heatmap(report.decision_pairs, list(tax.decisions), labels)
         st.altair_chart(heatmap, width="stretch")
+        grid = report.decision_pairs.assign(
+            value_a=[labels.get(v, v) for v in report.decision_pairs["value_a"]],
+            value_b=[labels.get(v, v) for v in report.decision_pairs["value_b"]],
+        )
+        csv_button(grid, "decision-pairs", scope)
 
     st.subheader("Reason codes (each present or absent)")
     rc = display.agreement_frame(report.reasons, tax, names, "reason_codes")

@@ -90,11 +90,14 @@ def test_the_page_shows_fleiss_and_per_annotator_figures_and_offers_every_table(
     assert list(per["annotator"]) == [names[e] for e in expected["annotator"]]
     assert not any("@" in str(a) for a in per["annotator"])  # names, never addresses
     assert list(per["cases_labelled"]) == list(expected["cases_labelled"])
-    # one CSV per table shown, each as the table reads
+    # one CSV per table shown, each as the table reads, and one of the heat map's pairs
     buttons = at.get("download_button")
-    assert len(buttons) == len(at.dataframe) == len(downloads)
+    assert len(buttons) == len(at.dataframe) + 1 == len(downloads)
     assert all(kind == "text/csv" and name and name.endswith(".csv") for name, kind, _ in downloads)
     by_name = {name: data for name, _, data in downloads}
+    grid = list(csv.DictReader(io.StringIO(by_name["agreement-decision-pairs.csv"].decode())))
+    assert len(grid) == len(tax.decisions) ** 2
+    assert {r["value_a"] for r in grid} == {t.label for t in tax.decisions.values()}
     rows = list(csv.DictReader(io.StringIO(by_name["agreement-annotators.csv"].decode())))
     assert [r["annotator"] for r in rows] == list(per["annotator"])
     assert [int(r["cases_labelled"]) for r in rows] == list(per["cases_labelled"])
