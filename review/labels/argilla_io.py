@@ -225,7 +225,11 @@ def settings_json(tax: Taxonomy, overlap: int) -> dict[str, Any]:
                 "What the assistant should do with only the documents this identity may use "
                 "(the guidelines define each decision).",
                 True,
-                {"type": "label_selection", "options": decisions, "visible_options": None},
+                {
+                    "type": "label_selection",
+                    "options": decisions,
+                    "visible_options": len(decisions),
+                },
             ),
             _question(
                 REASONS,
@@ -239,7 +243,7 @@ def settings_json(tax: Taxonomy, overlap: int) -> dict[str, Any]:
                 {
                     "type": "multi_label_selection",
                     "options": reasons,
-                    "visible_options": None,
+                    "visible_options": len(reasons),
                     "options_order": "natural",
                 },
             ),
@@ -478,6 +482,8 @@ class _Bounded(io.RawIOBase):
         return True
 
     def read(self, size: int = -1) -> bytes:
+        if size == 0:  # ijson asks for nothing first, to tell bytes from text
+            return b""
         if self._pending:
             chunk, self._pending = self._pending, b""
             return chunk
@@ -541,9 +547,9 @@ class _Answer:
 
 
 _MISSING_STATUS = (
-    "has no status. Argilla's records.json (Dataset.to_disk, records.to_json, "
-    "records.to_list(flatten=False)) does not keep whether a response was submitted, a draft "
-    "or discarded, so drafts cannot be told from labels; export the records with their status: "
+    "Argilla's records.json (Dataset.to_disk, records.to_json, records.to_list(flatten=False)) "
+    "does not keep whether a response was submitted, a draft or discarded, so drafts cannot be "
+    "told from labels; export the records with their status: "
     "json.dump(dataset.records.to_list(flatten=True), f), or "
     "dataset.records.to_datasets().to_json(path)"
 )
@@ -568,7 +574,7 @@ def _answers_nested(rec: Mapping[str, Any], where: str) -> tuple[dict[str, _Answ
                 raise InputError(f"{where}, {field}: expected an object, got {_kind(item)}")
             user = _text(item.get("user_id"), where, f"{field}.user_id", MAX_USER)
             if "status" not in item:
-                raise InputError(f"{where}, {field} {_MISSING_STATUS}")
+                raise InputError(f"{where}, {field} has no status. {_MISSING_STATUS}")
             _add(answers, where, field, question, user, item.get("value"), item["status"])
     suggestions = rec.get("suggestions")
     if suggestions is None:
@@ -612,9 +618,20 @@ def _answers_flat(rec: Mapping[str, Any], where: str) -> tuple[dict[str, _Answer
     suggested = [
         m.group("q")
         for key, value in rec.items()
-        if (m := _SUGGESTION_KEY.match(key)) and value is not None
+        if (m := _SUGGESTION_KEY.match(key)) and _suggested(rec, key, value)
     ]
     return answers, suggested
+
+
+def _suggested(rec: Mapping[str, Any], key: str, value: object) -> bool:
+    """Whether a flat record's ``q.suggestion`` holds a suggestion. The Hugging Face export
+    turns a label question's suggestions into class indexes, "none" among them, so an index
+    without a score or an agent is not counted."""
+    if value is None:
+        return False
+    if isinstance(value, int) and not isinstance(value, bool):
+        return rec.get(f"{key}.score") is not None or rec.get(f"{key}.agent") is not None
+    return True
 
 
 _ABSENT = object()
