@@ -216,7 +216,9 @@ def test_the_zip_holds_the_same_files(demo_engine: Engine, tax: Taxonomy, tmp_pa
 
     out = Unseekable()
     flt = argilla_io.ExportFilter(family=FAMILY)
-    report = argilla_io.export_zip(demo_engine, ANNOTATOR, tax, out, flt, name="wb")
+    with io.BufferedWriter(out) as stream:
+        report = argilla_io.export_zip(demo_engine, ANNOTATOR, tax, stream, flt, name="wb")
+        stream.flush()
     argilla_io.export_dir(demo_engine, ANNOTATOR, tax, tmp_path, flt, name="wb")
     with zipfile.ZipFile(io.BytesIO(bytes(out.data))) as zf:
         names = sorted(zf.namelist())
