@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import Engine, select
+from sqlalchemy.orm import Session
 
 from review.core import clearance
 from review.core.errors import InputError
@@ -23,6 +24,7 @@ from storage.models import Case, Document
 from tests.helpers.actors import make_actor
 from tests.helpers.databases import copy_db
 from tests.helpers.paths import ROOT
+from tests.helpers.transact import write
 
 DATA = ROOT / "tests" / "labels" / "data" / "argilla"
 FAMILY = "FAM-EDU-DISCOUNT"
@@ -249,3 +251,40 @@ def test_a_bad_dataset_name_is_refused(
 def test_an_empty_export_is_an_empty_list(engine: Engine, tax: Taxonomy, tmp_path: Path) -> None:
     out = export(engine, tax, tmp_path)
     assert out["records"] == []
+
+
+HOSTILE = (
+    '<script>alert(1)</script> ![x](http://198.51.100.7/x.png) =HYPERLINK("http://x") '
+    "+cmd|' /C calc'!A0 \u202e\x1b[2J\r\n\t end"
+)
+
+
+def test_hostile_text_is_written_as_the_text_it_is(
+    demo_engine: Engine, tax: Taxonomy, tmp_path: Path
+) -> None:
+    """Question, claims, identity, document titles and bodies with markup, formulas and
+    control characters: written as JSON text, read back equal, shown by Argilla as plain text
+    (no field uses markdown)."""
+
+    def plant(s: Session) -> str:
+        case = s.scalars(
+            select(Case).where(Case.status == "ready").order_by(Case.id).limit(1)
+        ).one()
+        case.question = HOSTILE
+        case.identity_name = HOSTILE
+        for claim in case.claims:
+            claim.text = HOSTILE
+        for cd in case.documents:
+            cd.document.title = HOSTILE
+            cd.document.body = HOSTILE
+        return case.key
+
+    key = write(demo_engine, plant)
+    out = export(demo_engine, tax, tmp_path, actor=CLEARED)
+    [rec] = [r for r in out["records"] if r["id"] == key]
+    assert rec["fields"]["question"] == HOSTILE
+    assert rec["fields"]["asked_by"].startswith(HOSTILE)
+    claims = rec["fields"]["required_claims"]
+    assert claims == "\n".join(f"{i}. {HOSTILE}" for i in range(1, claims.count("<script>") + 1))
+    assert rec["fields"]["documents"].count(HOSTILE) >= 2
+    assert all(not f["settings"]["use_markdown"] for f in out["settings"]["fields"])
