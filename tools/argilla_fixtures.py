@@ -3,15 +3,17 @@
 """Check a workbench export with Argilla's own client and make the records-export fixtures the
 tests read, with that client (argilla 2.8.0, pinned in tools/argilla/requirements.txt).
 
-Argilla's client is too heavy for the project's venv, so it lives in its own::
+Argilla's client is too heavy for the project's venv, so it lives in its own (``make
+argilla-env`` makes .argilla-venv from tools/argilla/requirements.txt)::
 
-    python3 -m venv /tmp/argilla-venv
-    /tmp/argilla-venv/bin/pip install -r tools/argilla/requirements.txt
-    /tmp/argilla-venv/bin/python tools/argilla_fixtures.py \\
-        tests/labels/data/argilla/export tests/labels/data/argilla
+    .argilla-venv/bin/python tools/argilla_fixtures.py EXPORT OUT
+
+The committed fixtures were made with ``EXPORT`` = tests/labels/data/argilla/export and
+``OUT`` = tests/labels/data/argilla (remove nested/ and the records_* files first: the client's
+to_disk refuses to overwrite).
 
 ``EXPORT`` is a folder written by ``review.labels.argilla_io.export_dir`` (the committed one is
-the demo's family FAM-EDU-DISCOUNT, see tests/labels/test_argilla_client.py). The script
+the demo's family FAM-EDU-DISCOUNT, see tests/labels/test_argilla_export.py). The script
 
 1. loads it with ``rg.Dataset.from_disk`` (settings validated, dataset created, records logged)
    and checks the fields, questions, metadata and records against the files;
