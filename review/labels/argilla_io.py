@@ -53,6 +53,9 @@ record and the response, with the export that keeps the status: reading it as la
 drafts and discarded responses into labels.
 """
 
+# Long module: the export and the reader share the question names and the file layout, and
+# the notes above on what Argilla's client writes and drops belong to both halves.
+
 from __future__ import annotations
 
 import datetime as dt
@@ -126,6 +129,8 @@ MAX_NOTE = 20_000
 MAX_REASONS = 100
 
 _STATUSES = ("submitted", "draft", "discarded")
+#: the bytes of a UTF-8 byte order mark, skipped before the first value
+_BOM = (b"\xef", b"\xbb", b"\xbf")
 _RESPONSES_KEY = re.compile(r"^(?P<q>.+)\.responses$")
 _SUGGESTION_KEY = re.compile(r"^(?P<q>.+)\.suggestion$")
 
@@ -166,13 +171,15 @@ def _guidelines(tax: Taxonomy) -> str:
     )
 
 
+#: what Argilla's serialize() writes for a property not yet created on a server
+_NEW = {"id": None, "inserted_at": None, "updated_at": None}
+
+
 def _question(
     name: str, title: str, description: str, required: bool, settings: dict[str, Any]
 ) -> dict[str, Any]:
     return {
-        "id": None,
-        "inserted_at": None,
-        "updated_at": None,
+        **_NEW,
         "name": name,
         "settings": settings,
         "title": title,
@@ -185,9 +192,7 @@ def _question(
 
 def _field(name: str, title: str, required: bool, description: str) -> dict[str, Any]:
     return {
-        "id": None,
-        "inserted_at": None,
-        "updated_at": None,
+        **_NEW,
         "name": name,
         "settings": {"type": "text", "use_markdown": False},
         "title": title,
@@ -200,9 +205,7 @@ def _field(name: str, title: str, required: bool, description: str) -> dict[str,
 
 def _terms(name: str, title: str) -> dict[str, Any]:
     return {
-        "id": None,
-        "inserted_at": None,
-        "updated_at": None,
+        **_NEW,
         "name": name,
         "settings": {"visible_for_annotators": True, "type": "terms", "values": None},
         "title": title,
@@ -439,10 +442,18 @@ def export_dir(
         raise InputError(f"{path}: {', '.join(there)} exists already; export into an empty folder")
     dataset, settings = _config(engine, tax, name)
     (path / ".argilla").mkdir(exist_ok=True)
-    targets[0].write_bytes(dataset)
-    targets[1].write_bytes(settings)
-    with targets[2].open("xb") as out:
-        return _write_records(out, engine, actor, flt or ExportFilter())
+    partial = path / f"{RECORDS_PATH}.partial"
+    try:
+        targets[0].write_bytes(dataset)
+        targets[1].write_bytes(settings)
+        with partial.open("wb") as out:
+            report = _write_records(out, engine, actor, flt or ExportFilter())
+        partial.rename(targets[2])
+    except BaseException:
+        for t in (*targets[:2], partial):  # no half export for from_disk to load
+            t.unlink(missing_ok=True)
+        raise
+    return report
 
 
 def export_zip(
@@ -469,14 +480,21 @@ def export_zip(
 # Import
 
 
+def _too_large(limit: int) -> str:
+    return (
+        f"the Argilla export is larger than {limit} bytes, the most read at once; split it "
+        "(for example by records) and import the parts"
+    )
+
+
 class _Bounded(io.RawIOBase):
     """A binary stream that refuses to give more than ``limit`` bytes."""
 
-    def __init__(self, raw: IO[bytes], limit: int, first: bytes) -> None:
+    def __init__(self, raw: IO[bytes], limit: int, first: bytes, count: int) -> None:
         self._raw = raw
         self._limit = limit
         self._pending = first
-        self.count = len(first)
+        self.count = count
 
     def readable(self) -> bool:
         return True
@@ -491,10 +509,7 @@ class _Bounded(io.RawIOBase):
         chunk = self._raw.read(want)
         self.count += len(chunk)
         if self.count > self._limit:
-            raise InputError(
-                f"the Argilla export is larger than {self._limit} bytes, the most read at once; "
-                "split it (for example by records) and import the parts"
-            )
+            raise InputError(_too_large(self._limit))
         return chunk
 
     def readinto(self, b: Any) -> int:
@@ -521,20 +536,14 @@ def _text(value: object, where: str, field: str, limit: int, *, empty: bool = Fa
     return value
 
 
+_KINDS = ((bool, "a boolean"), (int | float, "a number"), (str, "text"), (list, "a list"))
+
+
 def _kind(value: object) -> str:
+    """What a JSON value is, for an error message."""
     if value is None:
         return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "text"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
+    return next((n for t, n in _KINDS if isinstance(value, t)), "an object")
 
 
 @dataclass
@@ -731,16 +740,20 @@ def _is_nested(rec: Mapping[str, Any]) -> bool:
 def _items(stream: IO[bytes], max_bytes: int) -> Iterator[object]:
     """The top-level records: the items of a JSON array, or the values of JSON Lines."""
     first = b""
-    while True:
+    skipped = 0
+    while skipped <= max_bytes:
         chunk = stream.read(1)
+        skipped += 1
         if not chunk:
             break
-        if not chunk.isspace():
+        if not chunk.isspace() and chunk not in _BOM:
             first = chunk
             break
+    if skipped > max_bytes:
+        raise InputError(_too_large(max_bytes))
     if not first:
         raise InputError("the Argilla export is empty")
-    bounded = _Bounded(stream, max_bytes, first)
+    bounded = _Bounded(stream, max_bytes, first, skipped)
     items: Iterator[object]
     if first == b"[":
         items = ijson.items(bounded, "item", use_float=True)

@@ -243,6 +243,22 @@ def test_an_export_never_overwrites(demo_engine: Engine, tax: Taxonomy, tmp_path
     assert not (tmp_path / argilla_io.SETTINGS_PATH).exists()
 
 
+def test_a_failed_export_leaves_no_half_dataset(
+    demo_engine: Engine, tax: Taxonomy, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The database failing while the records are written (here: the clearance check)
+    removes what was written, so from_disk never loads a dataset without all its records."""
+
+    def broken(*args: Any) -> Any:
+        raise RuntimeError("database went away")
+
+    monkeypatch.setattr(clearance, "restricted_cases", broken)
+    out = tmp_path / "out"
+    with pytest.raises(RuntimeError, match="went away"):
+        argilla_io.export_dir(demo_engine, ANNOTATOR, tax, out)
+    assert [p for p in out.rglob("*") if p.is_file()] == []
+
+
 @pytest.mark.parametrize("name", ["", "../x", "a b", "é", "x" * 201, "-x"])
 def test_a_bad_dataset_name_is_refused(
     demo_engine: Engine, tax: Taxonomy, tmp_path: Path, name: str

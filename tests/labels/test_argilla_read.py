@@ -299,6 +299,13 @@ def generated_record(i: int) -> dict[str, Any]:
     }
 
 
+def test_leading_whitespace_and_a_byte_order_mark_are_read_past_within_the_limit() -> None:
+    data = json.dumps([nested(decision=[answer("answer")])]).encode()
+    assert len(read(b"\xef\xbb\xbf \n" + data)) == 1
+    with pytest.raises(InputError, match="larger than 1000 bytes"):
+        read(b" " * 5000 + data, max_bytes=1000)
+
+
 class Generated(io.RawIOBase):
     """A large flat export made on the fly as it is read, never whole in memory."""
 
