@@ -172,7 +172,13 @@ def labeled(dataset: rg.Dataset) -> list[rg.Record]:
     plans = [
         # (ALICE, status, decision, reasons, note), (BOB, ...); suggestion
         (
-            (ALICE, "submitted", "abstain", ["source_not_allowed"], "only the forbidden doc"),
+            (
+                ALICE,
+                "submitted",
+                "abstain",
+                ["source_not_allowed", "no_answer_bearing_evidence"],
+                "only the forbidden doc",
+            ),
             (
                 BOB,
                 "submitted",

@@ -74,7 +74,7 @@ from sqlalchemy import Engine, exists
 from review.cases.cases import CaseFilter, case_query, filter_conditions
 from review.core import clearance
 from review.core.errors import InputError
-from review.core.identity import Actor
+from review.core.identity import Actor, Permission, require
 from review.core.taxonomy import Taxonomy
 from review.core.terms import CaseStatus
 from review.labels import labeling
@@ -434,6 +434,7 @@ def export_dir(
     """Write the ready cases matching ``flt`` into the directory ``path`` as
     ``rg.Dataset.to_disk`` lays a dataset out, as ``actor`` may see them. Refused, writing
     nothing, when one of the three files is there already (as ``to_disk`` refuses)."""
+    require(actor, Permission.exchange_labels)
     name = _dataset_name(name)
     path.mkdir(parents=True, exist_ok=True)
     targets = [path / DATASET_PATH, path / SETTINGS_PATH, path / RECORDS_PATH]
@@ -467,6 +468,7 @@ def export_zip(
 ) -> ExportReport:
     """The same files as :func:`export_dir`, in a zip written to ``out`` (unzip it and
     ``rg.Dataset.from_disk`` the folder). ``out`` need not be seekable."""
+    require(actor, Permission.exchange_labels)
     name = _dataset_name(name)
     dataset, settings = _config(engine, tax, name)
     with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as zf:

@@ -18,7 +18,7 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from review.core import clearance
-from review.core.errors import InputError
+from review.core.errors import InputError, PermissionDenied
 from review.core.taxonomy import Taxonomy
 from review.labels import argilla_io
 from review.labels.external import Skipped
@@ -31,8 +31,10 @@ from tests.helpers.transact import write
 
 DATA = ROOT / "tests" / "labels" / "data" / "argilla"
 FAMILY = "FAM-EDU-DISCOUNT"
-ANNOTATOR = make_actor("annotator")
-CLEARED = make_actor("annotator", "cleared@test.example", clearance=True)
+#: who exports (exchanging labels is a reviewer's or an admin's); the committed export was
+#: made by one without clearance
+ANNOTATOR = make_actor("reviewer")
+CLEARED = make_actor("reviewer", "cleared@test.example", clearance=True)
 
 
 @pytest.fixture
@@ -233,6 +235,17 @@ def test_the_zip_holds_the_same_files(demo_engine: Engine, tax: Taxonomy, tmp_pa
         for name in names:
             assert zf.read(name) == (tmp_path / name).read_bytes(), name
     assert report.written == len(json.loads((tmp_path / argilla_io.RECORDS_PATH).read_text()))
+
+
+def test_exporting_needs_the_exchange_permission(
+    demo_engine: Engine, tax: Taxonomy, tmp_path: Path
+) -> None:
+    out = io.BytesIO()
+    with pytest.raises(PermissionDenied):
+        argilla_io.export_dir(demo_engine, make_actor("annotator"), tax, tmp_path / "out")
+    with pytest.raises(PermissionDenied):
+        argilla_io.export_zip(demo_engine, make_actor("annotator"), tax, out)
+    assert not (tmp_path / "out").exists() and out.getvalue() == b""
 
 
 def test_an_export_never_overwrites(demo_engine: Engine, tax: Taxonomy, tmp_path: Path) -> None:

@@ -50,7 +50,11 @@ def test_the_clients_exports_with_status_give_the_submitted_labels(name: str) ->
         labels = list(argilla_io.read_export(f, skipped))
     got = {(x.case_key, x.user): (x.decision, x.reason_codes, x.note) for x in labels}
     assert got == {
-        ("CASE-009", ALICE): ("abstain", ("source_not_allowed",), "only the forbidden doc"),
+        ("CASE-009", ALICE): (
+            "abstain",
+            ("source_not_allowed", "no_answer_bearing_evidence"),
+            "only the forbidden doc",
+        ),
         ("CASE-009", BOB): (
             "abstain",
             ("source_not_allowed", "no_answer_bearing_evidence"),
