@@ -50,7 +50,7 @@ from review.core.terms import CaseStatus
 from review.labels import agreement_rollup
 from review.labels.external import TOOLS, ExternalLabel, Skipped
 from storage import changes
-from storage.db import read_session, run_write
+from storage.db import read_session
 from storage.models import Case, Label, LabelImport, User, utcnow
 
 __all__ = [
@@ -387,7 +387,7 @@ def _write(
 
 
 def import_labels(
-    engine: Engine,
+    s: Session,
     actor: Actor,
     tool: str,
     records: Callable[[Skipped], Iterable[ExternalLabel]],
@@ -397,9 +397,10 @@ def import_labels(
     file_name: str,
     sha256: str,
 ) -> ImportReport:
-    """Import one tool export whole, or refuse it whole (see the module doc). ``records``
-    opens the file afresh and reads it with the tool's reader, counting what it passes over in
-    the :class:`Skipped` it is given; it is called once per attempt of the write."""
+    """Import one tool export whole, or refuse it whole (see the module doc), in the caller's
+    transaction. ``records`` opens the file afresh and reads it with the tool's reader,
+    counting what it passes over in the :class:`Skipped` it is given; it is called once per
+    attempt of the transaction (a busy database re-runs the whole of it)."""
     require(actor, Permission.exchange_labels)
     if tool not in TOOLS:
         raise InputError(f"unknown labeling tool {tool!r}: one of {', '.join(TOOLS)}")
@@ -408,57 +409,53 @@ def import_labels(
     if len(users) > MAX_USERS:
         raise InputError(f"the user mapping names more than {MAX_USERS:,} users")
     mapping = {str(k): str(v) for k, v in users.items()}
-
-    def work(s: Session) -> ImportReport:
-        _check_users(s, mapping)
-        imp = LabelImport(
-            tool=tool,
-            file_name=file_name[:500],
-            sha256=sha256,
-            imported_by=actor.email,
-            imported_at=utcnow(),
-            users=mapping,
-            added=0,
-            changed=0,
-            unchanged=0,
-            skipped={},
-        )
-        s.add(imp)
+    _check_users(s, mapping)
+    imp = LabelImport(
+        tool=tool,
+        file_name=file_name[:500],
+        sha256=sha256,
+        imported_by=actor.email,
+        imported_at=utcnow(),
+        users=mapping,
+        added=0,
+        changed=0,
+        unchanged=0,
+        skipped={},
+    )
+    s.add(imp)
+    s.flush()
+    tally = _Tally()
+    skipped = Skipped()
+    refs_seen: set[str] = set()
+    for batch in _batches(records(skipped)):
+        found, todo = _plan(s, tool, batch, mapping, tax, refs_seen)
+        _write(s, imp, found, todo, mapping, tax, tally)
+    if not tally.added and not tally.changed:
+        s.delete(imp)  # nothing new: the file was imported before, or held no label
         s.flush()
-        tally = _Tally()
-        skipped = Skipped()
-        refs_seen: set[str] = set()
-        for batch in _batches(records(skipped)):
-            found, todo = _plan(s, tool, batch, mapping, tax, refs_seen)
-            _write(s, imp, found, todo, mapping, tax, tally)
-        if not tally.added and not tally.changed:
-            s.delete(imp)  # nothing new: the file was imported before, or held no label
-            s.flush()
-            return ImportReport(None, 0, 0, tally.unchanged, 0, dict(skipped.counts), 0, ())
-        imp.added, imp.changed, imp.unchanged = tally.added, tally.changed, tally.unchanged
-        imp.skipped = dict(skipped.counts)
-        s.flush()
-        changes.record(
-            s,
-            actor.email,
-            "import labels",
-            "label_import",
-            imp.id,
-            None,
-            changes.snapshot(imp),
-        )
-        return ImportReport(
-            imp.id,
-            tally.added,
-            tally.changed,
-            tally.unchanged,
-            tally.dropped,
-            dict(skipped.counts),
-            len(tally.cases),
-            tuple(sorted(tally.annotators)),
-        )
-
-    return run_write(engine, work)
+        return ImportReport(None, 0, 0, tally.unchanged, 0, dict(skipped.counts), 0, ())
+    imp.added, imp.changed, imp.unchanged = tally.added, tally.changed, tally.unchanged
+    imp.skipped = dict(skipped.counts)
+    s.flush()
+    changes.record(
+        s,
+        actor.email,
+        "import labels",
+        "label_import",
+        imp.id,
+        None,
+        changes.snapshot(imp),
+    )
+    return ImportReport(
+        imp.id,
+        tally.added,
+        tally.changed,
+        tally.unchanged,
+        tally.dropped,
+        dict(skipped.counts),
+        len(tally.cases),
+        tuple(sorted(tally.annotators)),
+    )
 
 
 def imports_list(engine: Engine, limit: int = 50) -> list[dict[str, Any]]:

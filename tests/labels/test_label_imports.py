@@ -15,8 +15,9 @@ from sqlalchemy import Engine, exists, func, select, true
 
 from review.admin import users as user_admin
 from review.cases.agreed import agreed_labels
+from review.core import database
 from review.core.errors import InputError, PermissionDenied
-from review.core.identity import SYSTEM
+from review.core.identity import SYSTEM, Actor
 from review.core.taxonomy import Taxonomy
 from review.labels import agreement_rollup, imports, labeling
 from review.labels.external import ExternalLabel, Skipped
@@ -72,17 +73,24 @@ class Source:
 
 
 def run(
-    engine: Engine, tax: Taxonomy, records: Iterable[ExternalLabel], **kw: object
+    engine: Engine,
+    tax: Taxonomy,
+    records: Iterable[ExternalLabel],
+    users: dict[str, str] = USERS,
+    actor: Actor = RAVI,
 ) -> imports.ImportReport:
-    return imports.import_labels(
+    return database.write(
         engine,
-        RAVI,
-        "label-studio",
-        Source(records),
-        kw.pop("users", USERS),  # type: ignore[arg-type]
-        tax,
-        file_name="export.json",
-        sha256="0" * 64,
+        lambda s: imports.import_labels(
+            s,
+            actor,
+            "label-studio",
+            Source(records),
+            users,
+            tax,
+            file_name="export.json",
+            sha256="0" * 64,
+        ),
     )
 
 
@@ -259,16 +267,7 @@ def test_an_annotation_moved_to_another_case_or_user_is_refused(
 def test_only_those_who_may_exchange_labels_import(demo_engine: Engine, tax: Taxonomy) -> None:
     (k1,) = ready_keys(demo_engine, 1)
     with pytest.raises(PermissionDenied):
-        imports.import_labels(
-            demo_engine,
-            INES_HERE,
-            "label-studio",
-            Source([rec("1", k1)]),
-            USERS,
-            tax,
-            file_name="f",
-            sha256="0" * 64,
-        )
+        run(demo_engine, tax, [rec("1", k1)], actor=INES_HERE)
 
 
 def test_answer_with_reason_codes_keeps_none_and_counts_it(
