@@ -14,6 +14,7 @@ import pytest
 from sqlalchemy import Engine, func, select
 
 from review.cases.agreed import agreed_labels, current_label_filter
+from review.core import database
 from review.core.errors import InputError
 from review.core.taxonomy import Taxonomy
 from review.labels import argilla_io, imports
@@ -49,15 +50,18 @@ def source(path: Path) -> Callable[[Skipped], Iterator[ExternalLabel]]:
 
 
 def run(engine: Engine, tax: Taxonomy, path: Path) -> imports.ImportReport:
-    return imports.import_labels(
+    return database.write(
         engine,
-        RAVI,
-        argilla_io.TOOL,
-        source(path),
-        USERS,
-        tax,
-        file_name=path.name,
-        sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
+        lambda s: imports.import_labels(
+            s,
+            RAVI,
+            argilla_io.TOOL,
+            source(path),
+            USERS,
+            tax,
+            file_name=path.name,
+            sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
+        ),
     )
 
 
