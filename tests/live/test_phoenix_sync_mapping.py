@@ -162,6 +162,19 @@ def test_attributes_otlp_has_no_place_for_are_refused_by_name(
         otlp_attributes(attributes, None)
 
 
+@pytest.mark.parametrize("length", [119, 120, 121, 999])
+def test_an_error_quotes_at_most_120_characters_of_a_key_and_escapes_control_characters(
+    length: int,
+) -> None:
+    key = ("\x1b[31m" + "k" * length)[:length]
+    with pytest.raises(PhoenixError) as err:
+        otlp_attributes({key: 2**70}, None)
+    said = str(err.value)
+    assert "\x1b" not in said and "\\x1b" in said  # the escape character shown, not sent
+    assert len(said) < 120 + 100
+    assert ("more characters" in said) is (length > 120)
+
+
 def test_deeply_nested_attributes_are_refused_not_recursed_forever() -> None:
     deep: dict[str, Any] = {"leaf": 1}
     for _ in range(5000):

@@ -283,11 +283,11 @@ def _any_value(v: Any, key: str) -> dict[str, Any]:
         return {"boolValue": v}
     if isinstance(v, int):
         if not -(2**63) <= v < 2**63:
-            raise PhoenixError(f"attribute {key}: integer out of the 64-bit range")
+            raise PhoenixError(f"attribute {_shown_key(key)}: integer out of the 64-bit range")
         return {"intValue": str(v)}
     if isinstance(v, float):
         if not math.isfinite(v):
-            raise PhoenixError(f"attribute {key}: not a finite number")
+            raise PhoenixError(f"attribute {_shown_key(key)}: not a finite number")
         return {"doubleValue": v}
     if isinstance(v, str):
         return {"stringValue": v}
@@ -296,12 +296,26 @@ def _any_value(v: Any, key: str) -> dict[str, Any]:
         for i, x in enumerate(v):
             if isinstance(x, list | dict) or x is None:
                 raise PhoenixError(
-                    f"attribute {key}: item {i} is {_type_name(x)}; an OTLP array holds "
-                    "only text, numbers and booleans"
+                    f"attribute {_shown_key(key)}: item {i} is {_type_name(x)}; an OTLP array "
+                    "holds only text, numbers and booleans"
                 )
             values.append(_any_value(x, f"{key}.{i}"))
         return {"arrayValue": {"values": values}}
-    raise PhoenixError(f"attribute {key}: unknown attribute type {_type_name(v)}")
+    raise PhoenixError(f"attribute {_shown_key(key)}: unknown attribute type {_type_name(v)}")
+
+
+#: the most of an attribute key an error quotes (keys may be up to _MAX_KEY long)
+_KEY_SHOWN = 120
+
+
+def _shown_key(key: str) -> str:
+    """An attribute key as an error quotes it: control characters escaped, at most
+    :data:`_KEY_SHOWN` characters with how many more were left out (the error lands on the
+    source and its spans, and a key is the span's text, not the workbench's)."""
+    text = "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in key[: _KEY_SHOWN + 1])
+    if len(key) > _KEY_SHOWN:
+        return f"{text[:_KEY_SHOWN]}… ({len(key) - _KEY_SHOWN:,} more characters)"
+    return text
 
 
 def _type_name(v: Any) -> str:
@@ -318,16 +332,18 @@ def _flatten(obj: Mapping[str, Any], prefix: str, depth: int) -> Iterator[tuple[
     """Dotted keys of a nested attribute object; arrays of objects get numeric segments (as
     OpenInference numbers ``retrieval.documents.N``), arrays of scalars stay arrays."""
     if depth > _MAX_DEPTH:
-        raise PhoenixError(f"attribute {prefix[:200]}: nested more than {_MAX_DEPTH} deep")
+        raise PhoenixError(f"attribute {_shown_key(prefix)}: nested more than {_MAX_DEPTH} deep")
     for k, v in obj.items():
         key = f"{prefix}.{k}" if prefix else str(k)
         if len(key) > _MAX_KEY:
-            raise PhoenixError(f"attribute {key[:80]}...: key longer than {_MAX_KEY}")
+            raise PhoenixError(f"attribute {_shown_key(key)}: key longer than {_MAX_KEY}")
         if isinstance(v, dict):
             yield from _flatten(v, key, depth + 1)
         elif isinstance(v, list) and any(isinstance(x, dict) for x in v):
             if not all(isinstance(x, dict) for x in v):
-                raise PhoenixError(f"attribute {key}: an array mixing objects and values")
+                raise PhoenixError(
+                    f"attribute {_shown_key(key)}: an array mixing objects and values"
+                )
             for i, x in enumerate(v):
                 yield from _flatten(x, f"{key}.{i}", depth + 1)
         else:
@@ -392,12 +408,14 @@ def otlp_attributes(attributes: Any, span_kind: Any) -> list[dict[str, Any]]:
         if root is not None:
             folded.setdefault(root, []).append((key[len(root) + 1 :], v))
         elif key in flat:
-            raise PhoenixError(f"attribute {key}: given twice (dotted and nested)")
+            raise PhoenixError(f"attribute {_shown_key(key)}: given twice (dotted and nested)")
         elif v is not None:  # OTLP has no null attribute: an absent one
             flat[key] = v
     for root, pairs in folded.items():
         if root in flat:
-            raise PhoenixError(f"attribute {root}: given both as a value and as an object")
+            raise PhoenixError(
+                f"attribute {_shown_key(root)}: given both as a value and as an object"
+            )
         flat[root] = json.dumps(_nest(pairs), ensure_ascii=False, allow_nan=False)
     if span_kind is not None and "openinference.span.kind" not in flat:
         if not isinstance(span_kind, str) or len(span_kind) > 100:
