@@ -5,20 +5,28 @@ per-annotator figures count only the labels from there."""
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy import Engine, select
 
+from review.core import database
 from review.core.taxonomy import Taxonomy
-from review.labels import labeling
+from review.labels import argilla_io, imports, labeling
 from review.labels.agreement import agreement_report
 from review.labels.agreement_sql import agreement_report_sql, import_choices, source_choices
 from review.labels.annotator_figures import annotator_figures
-from storage.db import read_session
+from review.labels.external import ExternalLabel, Skipped
+from storage.db import make_engine, read_session
 from storage.models import Case, Label
+from tests.helpers.actors import make_actor
 from tests.helpers.agreement import assert_same
+from tests.helpers.databases import copy_db
 from tests.helpers.label_imports import INES, TOM, import_records, records_for
+from tests.helpers.paths import ROOT
 
 
 @pytest.fixture
@@ -86,3 +94,47 @@ def test_per_annotator_figures_count_only_the_labels_from_there(
             )
         )
     assert everything.loc[TOM, "cases_labelled"] <= here + 30
+
+
+def test_labels_from_argillas_own_export_get_their_agreement_figures(
+    tmp_path: Path, demo_base_template: Path, tax: Taxonomy
+) -> None:
+    """The committed export that Argilla's client wrote (tests/labels/data/argilla, made by
+    tools/argilla_fixtures.py), read by the Argilla reader and imported: its labels have the
+    figures the reference computes, by source and by batch."""
+    engine = make_engine(copy_db(demo_base_template, tmp_path))
+    path = ROOT / "tests" / "labels" / "data" / "argilla" / "records_flat.json"
+    users = {
+        "8c576063-82dd-5cd8-89a1-95718d92d3dc": INES,  # the fixtures' "alice"
+        "514460ed-b151-5dbf-8e89-1309c8fadd79": TOM,  # and "bob"
+    }
+
+    def records(skipped: Skipped) -> Iterator[ExternalLabel]:
+        with path.open("rb") as f:
+            yield from argilla_io.read_export(f, skipped)
+
+    report = database.write(
+        engine,
+        lambda s: imports.import_labels(
+            s,
+            make_actor("reviewer", "ravi.menon@brightwave.example"),
+            argilla_io.TOOL,
+            records,
+            users,
+            tax,
+            file_name=path.name,
+            sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
+        ),
+    )
+    assert report.import_id is not None and report.added >= 2
+    decisions, codes = list(tax.decisions), list(tax.reason_codes)
+    frame = labeling.labels_frame(engine)
+    for scope in ({"source": argilla_io.TOOL}, {"import_id": report.import_id}):
+        ref = agreement_report(frame, decisions, codes, **scope)
+        got = agreement_report_sql(engine, decisions, codes, **scope)
+        assert_same(got, ref, str(scope))
+        assert got is not None and got.labels == report.added
+        figures = annotator_figures(engine, decisions, **scope)
+        assert set(figures["annotator"]) <= {INES, TOM}
+        assert figures["cases_labelled"].sum() == report.added
+    engine.dispose()
