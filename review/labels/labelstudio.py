@@ -92,6 +92,8 @@ BATCH = 200
 #: the largest export read (bytes), and the largest single task in it
 MAX_BYTES = 512 * 1024 * 1024
 MAX_TASK_BYTES = 32 * 1024 * 1024
+#: the deepest nesting of arrays and objects in an export (Label Studio's is about 8)
+MAX_DEPTH = 64
 #: the files :func:`write_project` writes
 TASKS_FILE = "tasks.json"
 CONFIG_FILE = "labeling_config.xml"
@@ -450,7 +452,7 @@ def read_export(
     seen: set[str] = set()
     shape: Shape | None = None
     n = 0
-    items = ijson.items(bounded, "item", use_float=True)
+    items = _items(bounded)
     while True:
         try:
             item = next(items)
@@ -476,6 +478,37 @@ def read_export(
             if label is not None:
                 yield label
         bounded.mark(n)
+
+
+def _items(bounded: _Bounded) -> Iterator[Any]:
+    """The items of the top-level array, built one at a time from the parser's events.
+    (ijson's own ``items`` builds each event's path, which grows with the nesting: a
+    megabyte of brackets would take hours and gigabytes; here nesting deeper than
+    :data:`MAX_DEPTH` is refused.)"""
+    depth = 0
+    builder: Any = None
+    for event, value in ijson.basic_parse(bounded, use_float=True):
+        if depth == 0:  # the array itself (the first byte was checked to be "[")
+            depth = 1
+            continue
+        if depth == 1:
+            if event == "end_array":
+                depth = 0
+                continue
+            builder = ijson.ObjectBuilder()
+        if event in ("start_map", "start_array"):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise InputError(
+                    f"item {bounded.item + 1}: nested more than {MAX_DEPTH} levels deep: not "
+                    "a Label Studio export"
+                )
+        elif event in ("end_map", "end_array"):
+            depth -= 1
+        builder.event(event, value)
+        if depth == 1:
+            yield builder.value
+            builder = None
 
 
 def _short(text: str, n: int = 200) -> str:
