@@ -16,6 +16,7 @@ from sqlalchemy import (
     Boolean,
     Date,
     DateTime,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -247,7 +248,10 @@ class Label(Base):
     row it replaces; the current label of (case, annotator) is the newest row."""
 
     __tablename__ = "labels"
-    __table_args__ = (Index("ix_labels_case_annotator", "case_id", "annotator", "id"),)
+    __table_args__ = (
+        Index("ix_labels_case_annotator", "case_id", "annotator", "id"),
+        Index("ix_labels_source_ref", "source", "source_ref", "id"),
+    )
 
     id: Mapped[int] = mapped_column(primary_key=True)
     case_id: Mapped[int] = mapped_column(ForeignKey("cases.id", ondelete="CASCADE"))
@@ -259,6 +263,44 @@ class Label(Base):
     claim_verdicts: Mapped[list[Any]] = mapped_column(default=list)
     replaces_id: Mapped[int | None] = mapped_column(ForeignKey("labels.id", ondelete="SET NULL"))
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    #: where the label was made: "workbench" (the Labeling page), or the labeling tool whose
+    #: export brought it in (review.labels.external.TOOLS)
+    source: Mapped[str] = mapped_column(String(20), default="workbench", server_default="workbench")
+    #: the tool's id of the annotation (review.labels.external.ExternalLabel.ref); None here
+    source_ref: Mapped[str | None] = mapped_column(String(300))
+    #: what the imported annotation said, hashed (ExternalLabel.digest): an annotation exported
+    #: again with the same digest adds nothing; another digest is a new label
+    source_digest: Mapped[str | None] = mapped_column(String(32))
+    import_id: Mapped[int | None] = mapped_column(
+        ForeignKey("label_imports.id", ondelete="RESTRICT"), index=True
+    )
+    #: when the annotator made it in the tool (UTC), if its export says; created_at is when the
+    #: workbench stored it
+    labeled_at: Mapped[dt.datetime | None] = mapped_column()
+    #: seconds the annotator spent on it, if the tool says (Label Studio's lead_time)
+    lead_seconds: Mapped[float | None] = mapped_column(Float)
+
+
+class LabelImport(Base):
+    """One file of labels made in another labeling tool, imported whole (review.labels.imports):
+    who imported which file (its name and sha256), from which tool, with what user mapping,
+    and what it added. Labels it wrote name it (labels.import_id)."""
+
+    __tablename__ = "label_imports"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    tool: Mapped[str] = mapped_column(String(20))
+    file_name: Mapped[str] = mapped_column(String(500))
+    sha256: Mapped[str] = mapped_column(String(64), index=True)
+    imported_by: Mapped[str] = mapped_column(String(320))
+    imported_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    #: tool user -> workbench e-mail, as given for this file
+    users: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    added: Mapped[int] = mapped_column(Integer, default=0)
+    changed: Mapped[int] = mapped_column(Integer, default=0)
+    unchanged: Mapped[int] = mapped_column(Integer, default=0)
+    #: what the reader passed over, by why (cancelled, draft, prediction, ...)
+    skipped: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
 
 
 class Reservation(Base):

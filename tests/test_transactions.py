@@ -32,6 +32,7 @@ CONVERTED = (
     "review/builder/documents.py",
     "review/builder/suggestions.py",
     "review/builder/variants.py",
+    "review/labels/imports.py",
 )
 # What opens, commits or ends a transaction.
 TRANSACTION_NAMES = {"run_write", "write_session", "sessionmaker", "commit", "rollback", "begin"}

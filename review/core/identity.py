@@ -40,6 +40,7 @@ class Permission(StrEnum):
     manage_users = "manage_users"
     restrict_traces = "restrict_traces"
     manage_sources = "manage_sources"
+    exchange_labels = "exchange_labels"
 
 
 GRANTS: dict[Role, frozenset[Permission]] = {
@@ -56,6 +57,7 @@ GRANTS: dict[Role, frozenset[Permission]] = {
             Permission.edit_cases,
             Permission.audit,
             Permission.adjudicate,
+            Permission.exchange_labels,
             Permission.import_traces,
             Permission.run_evaluations,
         }
@@ -69,6 +71,7 @@ GRANTS: dict[Role, frozenset[Permission]] = {
             Permission.manage_users,
             Permission.restrict_traces,
             Permission.manage_sources,
+            Permission.exchange_labels,
             Permission.edit_corpus,
             Permission.edit_cases,
             Permission.import_traces,
@@ -90,6 +93,7 @@ ACTION_TEXT = {
     Permission.manage_users: "manage users and roles",
     Permission.restrict_traces: "mark traces restricted or clear them",
     Permission.manage_sources: "add, pause or remove live trace sources",
+    Permission.exchange_labels: "export cases to Label Studio or Argilla and import their labels",
 }
 
 

@@ -273,3 +273,31 @@ def rebuild_rollup(s: Session) -> int:
         s.add(AgreementRollupStamp(id=1, labels=int(n), newest_label_id=int(newest)))
         s.flush()
     return len(counts.pairs)
+
+
+def refresh_rollup_cases(
+    s: Session, case_ids: Sequence[int], before: RollupCounts, added: int, newest_label_id: int
+) -> None:
+    """After ``added`` labels were written to ``case_ids`` in one transaction (a label import;
+    ``before``: :func:`case_counts` of those cases read before, under their locks), move the
+    stored tables by the cases' change and count the labels in the stamp, as
+    :func:`refresh_rollup` does for one label."""
+    if not added:
+        return
+    after = case_counts(s, case_ids)
+    dialect = s.get_bind().dialect.name
+    maker: Any = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    stamp = maker(AgreementRollupStamp).values(id=1, labels=added, newest_label_id=newest_label_id)
+    stamp = stamp.on_conflict_do_update(
+        index_elements=["id"],
+        set_={
+            "labels": AgreementRollupStamp.labels + added,
+            "newest_label_id": case(
+                (AgreementRollupStamp.newest_label_id < newest_label_id, newest_label_id),
+                else_=AgreementRollupStamp.newest_label_id,
+            ),
+        },
+    )
+    s.execute(stamp)
+    for t in (_PAIRS, _PAIR_CODES, _ITEM_VALUES):
+        _move(s, t, before.table(t), after.table(t))

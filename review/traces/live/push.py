@@ -53,15 +53,11 @@ verdict per reviewer, the vocabulary) is ``review.audits.pushback``'s.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import hashlib
 import http.client
-import ipaddress
 import json
 import re
-import socket
-import threading
 import unicodedata
 import urllib.error
 import urllib.parse
@@ -79,7 +75,7 @@ from review.core import clearance, database, readable
 from review.core.errors import InputError, PermissionDenied
 from review.core.identity import Actor, Permission, roles_text
 from review.core.terms import CLAIM_VERDICTS, ClaimVerdict
-from review.traces.live import sources
+from review.traces.live import deadline, sources
 from storage import changes
 from storage.db import read_session
 from storage.models import SourceSpan, TraceSource, VerdictPush, utcnow
@@ -563,16 +559,6 @@ def _endpoint(t: Target) -> str:
     )
 
 
-def _is_loopback(url: str) -> bool:
-    host = urllib.parse.urlsplit(url).hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def _detail(body: bytes) -> str:
     try:
         data = json.loads(body.decode("utf-8", "replace"))
@@ -586,78 +572,6 @@ def _detail(body: bytes) -> str:
     return clean_text(json.dumps(data), 300)
 
 
-class _Deadline:
-    """A whole request's time limit: a socket timeout bounds each read only, so an answer
-    trickling in a byte at a time would never end; when ``seconds`` have passed since the
-    request started, the connection's socket is shut down and the request fails."""
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        self.expired = False
-        self._lock = threading.Lock()
-        self._socks: list[socket.socket] = []
-        self._timer = threading.Timer(seconds, self._expire)
-        self._timer.daemon = True
-
-    def __enter__(self) -> _Deadline:
-        self._timer.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._timer.cancel()
-
-    def watch(self, sock: socket.socket | None) -> None:
-        if sock is None:
-            return
-        with self._lock:
-            self._socks.append(sock)
-            if self.expired:
-                _shut(sock)
-
-    def _expire(self) -> None:
-        with self._lock:
-            self.expired = True
-            for sock in self._socks:
-                _shut(sock)
-
-
-def _shut(sock: socket.socket) -> None:
-    with contextlib.suppress(OSError):
-        sock.shutdown(socket.SHUT_RDWR)
-
-
-class _DeadlineHTTP(urllib.request.HTTPHandler):
-    def __init__(self, clock: _Deadline) -> None:
-        super().__init__()
-        self.clock = clock
-
-    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-        clock = self.clock
-
-        class Connection(http.client.HTTPConnection):
-            def connect(self) -> None:
-                super().connect()
-                clock.watch(self.sock)
-
-        return self.do_open(Connection, req)
-
-
-class _DeadlineHTTPS(urllib.request.HTTPSHandler):
-    def __init__(self, clock: _Deadline) -> None:
-        super().__init__()
-        self.clock = clock
-
-    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-        clock = self.clock
-
-        class Connection(http.client.HTTPSConnection):
-            def connect(self) -> None:
-                super().connect()
-                clock.watch(self.sock)
-
-        return self.do_open(Connection, req, context=self._context)  # type: ignore[attr-defined]
-
-
 def _post(t: Target, batch: Sequence[Annotation], timeout: float, secret: str | None) -> list[str]:
     """Send one batch; Phoenix's ids of the annotations, in order, or :class:`_Refused`."""
     url = _endpoint(t)
@@ -666,13 +580,8 @@ def _post(t: Target, batch: Sequence[Annotation], timeout: float, secret: str | 
     if secret:
         headers["Authorization"] = f"Bearer {secret}"
     request = urllib.request.Request(url, data=body, headers=headers, method="POST")
-    clock = _Deadline(timeout)
-    handlers: list[urllib.request.BaseHandler] = [
-        _DeadlineHTTP(clock),
-        _DeadlineHTTPS(clock),
-        *([urllib.request.ProxyHandler({})] if _is_loopback(url) else []),
-    ]
-    opener = urllib.request.build_opener(*handlers)
+    clock = deadline.Deadline(timeout)
+    opener = deadline.opener(clock, url)
     late = f"Phoenix at {_shown(t.url)} did not answer within {timeout:g} s"
     try:
         with clock, opener.open(request, timeout=timeout) as answer:
