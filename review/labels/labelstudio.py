@@ -7,9 +7,11 @@ Out (:func:`labeling_config`, :func:`export_tasks`, :func:`write_project`):
   ``Taxonomy.case_reason_codes()``, shown only while a decision that does not answer is picked
   (:func:`review.labels.labeling.needs_reasons`); an optional note. Each choice's value is the
   taxonomy key, so the labels come back as keys; its hint is the key's label and definition.
-  The case is shown with Label Studio's ``Text`` and ``Paragraphs`` tags only, which show their
-  data as text: no tag that renders HTML, so a question or document cannot script the
-  annotator's browser or make it fetch an image. Every value put in the XML goes through
+  The case is shown with Label Studio's ``Text`` tag only, which shows its data as text with
+  its line breaks (a document keeps its headings, lists and tables as lines; each document
+  opens with a ``=== reference ===`` line): no tag that renders HTML or Markdown, so a
+  question or document cannot script the annotator's browser or make it fetch an image (a
+  browser test checks this in Label Studio itself). Every value put in the XML goes through
   ElementTree, which escapes it.
 * a task per ready case (a JSON array, written in batches of :data:`BATCH` cases): the case as a
   blind annotator sees it on the labeling page (:mod:`review.labels.blind`): the question, the
@@ -72,6 +74,7 @@ __all__ = [
     "TASKS_FILE",
     "TOOL",
     "TaskExport",
+    "doc_heading",
     "export_tasks",
     "labeling_config",
     "read_export",
@@ -102,7 +105,6 @@ MAX_CHOICE_CHARS = 120
 MAX_NOTE_CHARS = 10_000
 
 NO_CLAIMS = "(no required claims)"
-NO_DOCUMENTS = "No documents"
 EMPTY_RETRIEVAL = "Retrieval returns nothing for this identity (empty retrieval)."
 FORBIDDEN = "FORBIDDEN to this identity"
 FORBIDDEN_TEXT = "forbidden: the identity must not get this text"
@@ -137,9 +139,7 @@ def labeling_config(tax: Taxonomy) -> str:
     ET.SubElement(view, "Text", name="claims", value="$claims", valueType="text")
     ET.SubElement(view, "Header", value="Evidence")
     ET.SubElement(view, "Text", name="identity", value="$identity", valueType="text")
-    ET.SubElement(
-        view, "Paragraphs", name="documents", value="$documents", nameKey="ref", textKey="text"
-    )
+    ET.SubElement(view, "Text", name="documents", value="$documents", valueType="text")
     ET.SubElement(view, "Header", value="Decision")
     decision = ET.SubElement(
         view,
@@ -222,7 +222,12 @@ def _text(value: str) -> str:
     return value.replace("\x00", "\ufffd")
 
 
-def _document(viewer: Actor, cd: CaseDocument) -> tuple[dict[str, str], bool]:
+def doc_heading(head: str) -> str:
+    """The line that opens a document in a task's ``documents`` text."""
+    return f"=== {head} ==="
+
+
+def _document(viewer: Actor, cd: CaseDocument) -> tuple[str, bool]:
     """One document as the labeling page shows it blind (no role), and whether its text was
     withheld."""
     d = cd.document
@@ -246,7 +251,7 @@ def _document(viewer: Actor, cd: CaseDocument) -> tuple[dict[str, str], bool]:
         lines.append(meta + (f" · {FORBIDDEN_TEXT}" if forbidden else ""))
         lines.append("")
         lines.append(d.body)
-    return {"ref": _text(" · ".join(head)), "text": _text("\n".join(lines))}, withheld
+    return _text("\n".join([doc_heading(" · ".join(head)), *lines])), withheld
 
 
 def task_data(viewer: Actor, row: Case, restricted: bool) -> tuple[dict[str, Any], int]:
@@ -259,20 +264,20 @@ def task_data(viewer: Actor, row: Case, restricted: bool) -> tuple[dict[str, Any
     docs = sorted(
         row.documents, key=lambda cd: (f"{cd.document.doc_key}@{cd.document.version}", cd.id)
     )
-    shown: list[dict[str, str]] = []
+    shown: list[str] = []
     withheld = 0
     for cd in docs:
         doc, w = _document(viewer, cd)
         shown.append(doc)
         withheld += w
     if not shown:
-        shown.append({"ref": NO_DOCUMENTS, "text": EMPTY_RETRIEVAL})
+        shown.append(EMPTY_RETRIEVAL)
     data: dict[str, Any] = {
         "case_key": row.key,
         "question": _text(question),
         "claims": _text("\n".join(f"{i}. {c}" for i, c in enumerate(claims, 1)) or NO_CLAIMS),
         "identity": _text(f"Evidence as “{row.identity_name}” gets it (sees: {scopes})"),
-        "documents": shown,
+        "documents": "\n\n".join(shown),
     }
     return data, withheld
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import tracemalloc
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
@@ -36,7 +37,7 @@ from tests.helpers.labelstudio import (
 DATA = Path(__file__).parent / "data" / "labelstudio"
 ADMIN = make_actor("admin", "admin@test.example", clearance=True, uid=1)
 UNCLEARED = make_actor("admin", "admin2@test.example", clearance=False, uid=2)
-SAFE_TAGS = {"View", "Header", "Text", "Paragraphs", "Choices", "Choice", "TextArea"}
+SAFE_TAGS = {"View", "Header", "Text", "Choices", "Choice", "TextArea"}
 HOSTILE = (
     '<script>alert(1)</script> <img src=x onerror="alert(2)"> ![p](http://evil.example/p.png) '
     '=HYPERLINK("http://evil.example","x") bell\x07 esc\x1b[31m \u202eexe.txt\u202c '
@@ -79,9 +80,7 @@ def test_the_configuration_builds_its_choices_from_the_taxonomy(tax: Taxonomy) -
     notes = [t for t in root.iter("TextArea")]
     assert [n.get("name") for n in notes] == ["note"]
     assert {t.tag for t in root.iter()} <= SAFE_TAGS  # no HyperText, HTML or Markdown tag
-    objects = {
-        t.get("name"): t.get("value") for t in root.iter() if t.tag in {"Text", "Paragraphs"}
-    }
+    objects = {t.get("name"): t.get("value") for t in root.iter() if t.tag == "Text"}
     assert set(objects.values()) == {f"${k}" for k in labelstudio.DATA_KEYS}
     for ctl in root.iter():
         if ctl.tag in {"Choices", "TextArea"}:
@@ -136,6 +135,16 @@ def _tasks(engine: Engine, tax: Taxonomy, viewer: Any, **flt: Any) -> list[dict[
     return tasks
 
 
+def _blocks(text: str) -> list[dict[str, str]]:
+    """The documents of a task's ``documents`` text: reference line, then its text."""
+    parts = re.split(r"^=== (.*) ===$", text, flags=re.M)
+    if len(parts) == 1:
+        assert text == labelstudio.EMPTY_RETRIEVAL
+        return []
+    assert parts[0] == ""
+    return [{"ref": r, "text": t} for r, t in zip(parts[1::2], parts[2::2], strict=True)]
+
+
 def _ready(engine: Engine) -> dict[str, Case]:
     with read_session(engine) as s:
         rows = s.scalars(cases.case_query().where(Case.status == "ready")).all()
@@ -161,11 +170,7 @@ def test_every_ready_case_is_a_task_with_its_key_and_nothing_of_the_judgement(
             assert row.notes not in body
         for key in ("expected_decision", "reason_codes", "category", "evidence_state", "role"):
             assert f'"{key}"' not in body
-        refs = [
-            d["ref"].split(" · ")
-            for d in t["data"]["documents"]
-            if d["ref"] != labelstudio.NO_DOCUMENTS
-        ]
+        refs = [d["ref"].split(" · ") for d in _blocks(t["data"]["documents"])]
         bare = [next(p for p in r if "@" in p) for r in refs]
         assert bare == sorted(bare), "documents are listed by reference, not the author's order"
         assert t["data"]["question"] == row.question  # the exporter has clearance
@@ -195,7 +200,7 @@ def test_forbidden_documents_are_marked_and_restricted_text_needs_clearance(
             assert data["question"] == row.question
         for cd, shown in zip(
             sorted(row.documents, key=lambda d: f"{d.document.doc_key}@{d.document.version}"),
-            [d for d in data["documents"] if d["ref"] != labelstudio.NO_DOCUMENTS],
+            _blocks(data["documents"]),
             strict=True,
         ):
             restricted = cd.document.access_scope == clearance.RESTRICTED_SCOPE
@@ -677,7 +682,9 @@ class _Generated(io.RawIOBase):
         yield b"["
         for i in range(1, n + 1):
             task = _task(i, [_ann(i * 2), _ann(i * 2 + 1, completed_by=5)])
-            task["data"]["documents"] = [{"ref": f"D{j}", "text": "body " * 200} for j in range(4)]
+            task["data"]["documents"] = "\n\n".join(
+                f"=== D{j} ===\n" + "body " * 200 for j in range(4)
+            )
             yield (b"," if i > 1 else b"") + json.dumps(task).encode()
         yield b"]"
 
