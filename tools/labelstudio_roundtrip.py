@@ -444,24 +444,36 @@ def round_trip(
     return RoundTrip(exports, expected)
 
 
-def run(exe: str, tax: Taxonomy, out: Path, workdir: Path) -> RoundTrip:
-    """The whole round trip in ``workdir``; the configuration, tasks, exports and
-    ``expected.json`` written to ``out``."""
+def prepare(tax: Taxonomy, out: Path, workdir: Path) -> tuple[str, list[dict[str, Any]]]:
+    """The workbench side: the database in ``workdir``, the configuration and the family's
+    tasks written to ``out``; (configuration, tasks)."""
     engine = make_engine(f"sqlite:///{workdir / 'workbench.db'}")
     try:
         fixture_database(engine, tax)
         tasks = export_family(engine, tax, out)
     finally:
         engine.dispose()
-    config = (out / labelstudio.CONFIG_FILE).read_text("utf-8")
-    with label_studio(exe, workdir) as server:
-        trip = round_trip(server, tax, config, tasks)
+    return (out / labelstudio.CONFIG_FILE).read_text("utf-8"), tasks
+
+
+def finish(server: Server, tax: Taxonomy, out: Path, workdir: Path) -> RoundTrip:
+    """:func:`prepare`, then the round trip against a running ``server``; its exports and
+    ``expected.json`` written to ``out``."""
+    config, tasks = prepare(tax, out, workdir)
+    trip = round_trip(server, tax, config, tasks)
     for name, body in trip.exports.items():
         (out / name).write_bytes(body)
     (out / "expected.json").write_text(
         json.dumps(trip.expected, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
     )
     return trip
+
+
+def run(exe: str, tax: Taxonomy, out: Path, workdir: Path) -> RoundTrip:
+    """The whole round trip in ``workdir`` with a Label Studio of its own (see
+    :func:`finish`)."""
+    with label_studio(exe, workdir) as server:
+        return finish(server, tax, out, workdir)
 
 
 def main(argv: list[str] | None = None) -> int:

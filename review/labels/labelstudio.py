@@ -39,6 +39,10 @@ choice is for the import (:mod:`review.labels.imports`) to refuse.
 
 from __future__ import annotations
 
+# Long module: the configuration, the tasks and the reader share one contract with Label Studio
+# (the control names the reader expects are the ones the configuration defines, the data keys
+# the tasks carry are the ones its objects show and the reader finds the case key in); split,
+# each half would restate the other's names.
 import dataclasses
 import datetime as dt
 import json
