@@ -106,6 +106,8 @@ TASKS_FILE = "tasks.json"
 CONFIG_FILE = "labeling_config.xml"
 #: the longest choice value and note read
 MAX_CHOICE_CHARS = 120
+#: the longest case key read (the workbench's keys are at most 120 characters)
+MAX_KEY_CHARS = 120
 MAX_NOTE_CHARS = 10_000
 
 NO_CLAIMS = "(no required claims)"
@@ -527,11 +529,18 @@ def _short(text: str, n: int = 200) -> str:
 # --- the full JSON export -----------------------------------------------------------------
 
 
+def _id(value: Any) -> int | None:
+    """Label Studio's id of a task or annotation (a non-negative integer), or None."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**63:
+        return None
+    return value
+
+
 def _task_id(task: Mapping[str, Any], n: int) -> str:
-    tid = task.get("id")
-    if isinstance(tid, bool) or not isinstance(tid, int | str) or tid == "":
-        return f"item {n}"
-    return f"task {tid}"
+    """The task for messages: its id when it has a proper one, else its place in the file
+    (never text from the file, which could be anything)."""
+    tid = _id(task.get("id"))
+    return f"item {n}" if tid is None else f"task {tid}"
 
 
 def _case_key(data: Any, where: str) -> str:
@@ -542,6 +551,10 @@ def _case_key(data: Any, where: str) -> str:
         raise InputError(
             f"{where}: data.case_key is missing or not text: this task was not exported from "
             "the workbench"
+        )
+    if len(key.strip()) > MAX_KEY_CHARS:
+        raise InputError(
+            f"{where}: data.case_key: {len(key):,} characters: not a workbench case key"
         )
     return key.strip()
 
@@ -578,12 +591,13 @@ def _full_task(
 
 
 def _annotation_ref(ann: Mapping[str, Any], where: str, i: int) -> str:
-    aid = ann.get("id")
-    if isinstance(aid, bool) or not isinstance(aid, int | str) or str(aid).strip() == "":
+    aid = _id(ann.get("id"))
+    if aid is None:
         raise InputError(
-            f"{where}, annotation {i}: id is missing (every exported annotation has one)"
+            f"{where}, annotation {i}: id is missing or not a number (Label Studio gives "
+            "every annotation one)"
         )
-    return str(aid).strip()
+    return str(aid)
 
 
 def _annotation(
@@ -757,9 +771,9 @@ def _min_item(
     if aid is None:
         skipped.add("task without annotation")
         return None
-    if isinstance(aid, bool) or not isinstance(aid, int | str) or str(aid).strip() == "":
-        raise InputError(f"{task}: annotation_id: expected the annotation's id")
-    ref = str(aid).strip()
+    if _id(aid) is None:
+        raise InputError(f"{task}: annotation_id: expected the annotation's id (a number)")
+    ref = str(aid)
     where = f"{task}, annotation {ref}"
     if ref in seen:
         raise InputError(

@@ -478,6 +478,13 @@ def test_malformed_files_are_refused(body: bytes, match: str) -> None:
         ({**_task(), "data": {"question": "q"}}, r"task 1: data.case_key is missing"),
         ({**_task(), "data": {"case_key": 12}}, r"task 1: data.case_key is missing"),
         ({**_task(), "data": ["x"]}, r"task 1: data: expected an object"),
+        ({**_task(), "data": {"case_key": "K" * 121}}, r"data.case_key: 121 characters"),
+        (_task(annotations=[_ann("12")]), r"task 1, annotation 1: id is missing or not a number"),
+        (_task(annotations=[_ann(-3)]), r"task 1, annotation 1: id is missing or not a number"),
+        (
+            {**_task(annotations=[_ann("<b>x</b>" * 1000)]), "id": "<script>" * 1000},
+            r"^item 1, annotation 1: id is missing",
+        ),
         (
             _task(
                 annotations=[
@@ -628,6 +635,7 @@ def test_json_min_rows_read_in_each_form_label_studio_writes() -> None:
         (_min_row(1, 2, case_key=None), r"task 1, annotation 2: data.case_key is missing"),
         (_min_row(1, 2, annotator=None), r"annotator: no annotator"),
         (_min_row(1, {"x": 1}), r"task 1: annotation_id: expected"),
+        (_min_row(1, "7"), r"task 1: annotation_id: expected the annotation's id \(a number\)"),
         (_min_row(1, 2, lead_time=float("inf")), r"lead_time"),
     ],
 )
