@@ -61,7 +61,7 @@ from review.cases import cases
 from review.cases.cases import CaseFilter, case_query
 from review.core import clearance, readable
 from review.core.errors import InputError
-from review.core.identity import Actor
+from review.core.identity import Actor, Permission, require
 from review.core.taxonomy import Taxonomy
 from review.core.terms import CaseStatus
 from review.labels.external import ExternalLabel, Skipped
@@ -313,7 +313,9 @@ def export_tasks(
 ) -> TaskExport:
     """Write the ready cases matching ``flt`` (family, slice, split, text; every ready case by
     default) as a Label Studio tasks file (a JSON array), as ``viewer`` may see them, reading
-    and writing :data:`BATCH` cases at a time."""
+    and writing :data:`BATCH` cases at a time. Only a user who may exchange labels with
+    other tools (reviewers, administrators) may export."""
+    require(viewer, Permission.exchange_labels)
     conds = cases.filter_conditions(_blind_filter(flt))
     meta = {"source": "abstention-workbench", "taxonomy_version": tax.version}
     written = redacted = withheld = 0
@@ -354,6 +356,8 @@ def write_project(
 ) -> TaskExport:
     """Write :data:`CONFIG_FILE` (the labeling configuration, to paste into the project's
     Labeling Interface) and :data:`TASKS_FILE` (the tasks, to import) into ``directory``."""
+    require(viewer, Permission.exchange_labels)
+    _blind_filter(flt)  # refused before anything is written
     directory.mkdir(parents=True, exist_ok=True)
     (directory / CONFIG_FILE).write_text(labeling_config(tax), encoding="utf-8")
     with (directory / TASKS_FILE).open("wb") as f:

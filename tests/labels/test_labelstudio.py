@@ -19,7 +19,7 @@ from sqlalchemy import Engine
 
 from review.cases import cases
 from review.core import clearance
-from review.core.errors import InputError
+from review.core.errors import InputError, PermissionDenied
 from review.core.taxonomy import DecisionTerm, ReasonTerm, Taxonomy
 from review.labels import labeling, labelstudio
 from review.labels.external import Skipped
@@ -231,6 +231,14 @@ def test_a_filter_picks_a_family_and_a_judgement_filter_is_refused(
         _tasks(demo_engine, tax, ADMIN, category="out_of_scope")
     with pytest.raises(InputError, match="ready"):
         _tasks(demo_engine, tax, ADMIN, status="draft")
+
+
+def test_only_a_user_who_exchanges_labels_exports(demo_engine: Engine, tax: Taxonomy) -> None:
+    for role in ("annotator", "product_owner", "compliance"):
+        with pytest.raises(PermissionDenied):
+            labelstudio.export_tasks(demo_engine, io.BytesIO(), tax, viewer=make_actor(role))
+    reviewer = make_actor("reviewer")
+    assert labelstudio.export_tasks(demo_engine, io.BytesIO(), tax, viewer=reviewer).written
 
 
 def test_tasks_are_written_in_batches_as_one_array(
