@@ -11,7 +11,7 @@ PORT    ?= 8501
 # starts `workbench receive` as its child and stops it with the app (WORKBENCH_RECEIVE_PORT).
 RECEIVE ?=
 
-.PHONY: run test soak install lint bench clean phoenix-env labelstudio-env
+.PHONY: run test soak install lint bench clean phoenix-env argilla-env labelstudio-env
 # How long the 8-process concurrency tests hammer each database: short in `make test` (it must
 # stay within 10 minutes on a 2-core machine), long in `make soak` (same tests, no deletion).
 CONCURRENCY_SECONDS ?= 15
@@ -40,6 +40,22 @@ $(PHOENIX_STAMP): tools/phoenix/requirements.txt
 	touch $(PHOENIX_STAMP)
 
 phoenix-env: $(PHOENIX_STAMP)
+
+# Argilla's Python client, for the test that loads a fresh export with its from_disk and reads
+# back what it exports (tests/labels/test_argilla_export.py) and for tools/argilla_fixtures.py,
+# in its own virtual environment (datasets, pyarrow and pandas pinned apart from ours): about a
+# minute of pip on a 2-core machine. The test finds it at .argilla-venv/bin/python (or
+# ARGILLA_PYTHON) and is skipped without it.
+ARGILLA_VENV  := .argilla-venv
+ARGILLA_STAMP := $(ARGILLA_VENV)/.installed
+
+$(ARGILLA_STAMP): tools/argilla/requirements.txt
+	$(PYTHON) -m venv $(ARGILLA_VENV)
+	$(ARGILLA_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(ARGILLA_VENV)/bin/python -m pip install --quiet -r tools/argilla/requirements.txt
+	touch $(ARGILLA_STAMP)
+
+argilla-env: $(ARGILLA_STAMP)
 
 # Label Studio, for its round-trip tests (tests/labels/test_labelstudio_live.py) and the script
 # that made the committed exports (tools/labelstudio_roundtrip.py), in its own virtual
@@ -79,7 +95,7 @@ lint: install
 # each of their modules starts one. The 25 slowest tests are listed at the end.
 TEST_WORKERS ?= 4
 
-test: lint phoenix-env labelstudio-env
+test: lint phoenix-env argilla-env labelstudio-env
 	WORKBENCH_CONCURRENCY_SECONDS=$(CONCURRENCY_SECONDS) $(BIN)/pytest \
 		--numprocesses auto --maxprocesses $(TEST_WORKERS) --dist loadgroup --maxschedchunk 1 \
 		--durations 25
@@ -92,4 +108,4 @@ bench: install
 	$(BIN)/python benchmarks/run.py
 
 clean:
-	rm -rf $(VENV) $(PHOENIX_VENV) $(LABELSTUDIO_VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(PHOENIX_VENV) $(ARGILLA_VENV) $(LABELSTUDIO_VENV) .mypy_cache .ruff_cache .pytest_cache

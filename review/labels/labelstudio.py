@@ -54,7 +54,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Literal
 
-import ijson  # type: ignore[import-untyped]
+import ijson
 from sqlalchemy import Engine
 
 from review.cases import cases

@@ -162,6 +162,19 @@ def test_attributes_otlp_has_no_place_for_are_refused_by_name(
         otlp_attributes(attributes, None)
 
 
+@pytest.mark.parametrize("length", [119, 120, 121, 999])
+def test_an_error_quotes_at_most_120_characters_of_a_key_and_escapes_control_characters(
+    length: int,
+) -> None:
+    key = ("\x1b[31m" + "k" * length)[:length]
+    with pytest.raises(PhoenixError) as err:
+        otlp_attributes({key: 2**70}, None)
+    said = str(err.value)
+    assert "\x1b" not in said and "\\x1b" in said  # the escape character shown, not sent
+    assert len(said) < 120 + 100
+    assert ("more characters" in said) is (length > 120)
+
+
 def test_deeply_nested_attributes_are_refused_not_recursed_forever() -> None:
     deep: dict[str, Any] = {"leaf": 1}
     for _ in range(5000):
@@ -387,6 +400,32 @@ def test_a_phoenix_that_drips_its_answer_hits_the_deadline() -> None:
         pytest.raises(PhoenixError, match=r"^Phoenix at \S+ did not finish answering within 0 s$"),
     ):
         PhoenixClient(url, timeout=5, deadline=0.5, max_bytes=10**9).spans_page("p", None, 1)
+
+
+def test_a_phoenix_that_drips_a_byte_at_a_time_hits_the_deadline_inside_one_read() -> None:
+    """Each byte comes within the socket timeout, and one read of 64 KiB waits for all of
+    them: only a deadline that shuts the socket ends the request (it used to be checked
+    between reads, so this held a sync for as long as the server liked)."""
+    stop = threading.Event()
+
+    def drip(h: http.server.BaseHTTPRequestHandler) -> None:
+        h.send_response(200)
+        h.send_header("Content-Length", "1000000")
+        h.end_headers()
+        with contextlib.suppress(OSError):
+            while not stop.is_set():
+                h.wfile.write(b" ")
+                h.wfile.flush()
+                time.sleep(0.2)
+
+    try:  # without the deadline this waits for 1,000,000 bytes (55 hours): pytest-timeout
+        with (
+            http_server(drip) as url,
+            pytest.raises(PhoenixError, match=r"did not finish answering within 2 s$"),
+        ):
+            PhoenixClient(url, timeout=5, deadline=2, max_bytes=10**9).spans_page("p", None, 1)
+    finally:
+        stop.set()
 
 
 @pytest.mark.parametrize(

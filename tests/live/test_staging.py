@@ -237,7 +237,25 @@ def test_sources_are_added_checked_paused_and_removed(engine: Engine, admin: Act
     again = sources.ensure_source(
         engine, admin, kind="phoenix", url="http://127.0.0.1:6006", project="rag-prod"
     )
-    assert again.id == src.id
+    assert again.id == src.id and again.secret_name == "PHOENIX_API_KEY"  # none named: kept
+    renamed = sources.ensure_source(
+        engine,
+        admin,
+        kind="phoenix",
+        url="http://127.0.0.1:6006",
+        project="rag-prod",
+        secret_name="PHOENIX_KEY_2026",
+    )
+    assert (renamed.id, renamed.secret_name) == (src.id, "PHOENIX_KEY_2026")  # the newest named
+    with pytest.raises(InputError, match="not the secret itself"):
+        sources.ensure_source(
+            engine,
+            admin,
+            kind="phoenix",
+            url="http://127.0.0.1:6006",
+            project="rag-prod",
+            secret_name="sk live 123",
+        )
     assert sources.set_status(engine, admin, src.id, "paused").status == "paused"
     staging.stage(engine, src.id, rag_trace(1)[:2])
     assert sources.remove_source(engine, admin, src.id) == 2

@@ -72,6 +72,7 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime as dt
+import http.client
 import json
 import math
 import queue
@@ -91,6 +92,7 @@ from review.core.errors import InputError, WorkbenchError
 from review.core.identity import Actor, Permission, require
 from review.core.records import describe, quoted
 from review.traces.live import sources
+from review.traces.live.deadline import Deadline, opener
 from review.traces.live.staging import StagedSpan, assemble, stage
 
 __all__ = [
@@ -199,9 +201,12 @@ class PhoenixClient:
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         req = urllib.request.Request(url, headers=headers, method="GET")
-        started = time.monotonic()
+        clock = Deadline(self.deadline)
+        late = f"Phoenix at {self.base_url} did not finish answering within {self.deadline:.0f} s"
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+            # the deadline shuts the socket down when it passes: a read of an answer trickling
+            # in a byte at a time (each byte within the socket timeout) ends there too
+            with clock, opener(clock, url).open(req, timeout=self.timeout) as resp:
                 parts: list[bytes] = []
                 size = 0
                 while True:
@@ -214,22 +219,23 @@ class PhoenixClient:
                             f"Phoenix at {self.base_url}: a response larger than "
                             f"{self.max_bytes:,} bytes was refused"
                         )
-                    if time.monotonic() - started > self.deadline:
-                        raise PhoenixError(
-                            f"Phoenix at {self.base_url} did not finish answering within "
-                            f"{self.deadline:.0f} s"
-                        )
                     parts.append(chunk)
-                return b"".join(parts)
+            if clock.expired:  # cut off at the deadline: what was read is not the whole answer
+                raise PhoenixError(late)
+            return b"".join(parts)
         except PhoenixError:
             raise
         except urllib.error.HTTPError as exc:
             raise PhoenixError(self._http_error(exc)) from exc
         except TimeoutError as exc:
+            if clock.expired:
+                raise PhoenixError(late) from exc
             raise PhoenixError(
                 f"Phoenix at {self.base_url} did not answer within {self.timeout:.0f} s"
             ) from exc
         except urllib.error.URLError as exc:
+            if clock.expired:
+                raise PhoenixError(late) from exc
             if isinstance(exc.reason, TimeoutError):
                 raise PhoenixError(
                     f"Phoenix at {self.base_url} did not answer within {self.timeout:.0f} s"
@@ -237,7 +243,9 @@ class PhoenixClient:
             raise PhoenixError(
                 f"Phoenix at {self.base_url} is not reachable: {exc.reason}"
             ) from exc
-        except (OSError, ValueError) as exc:  # connection reset, bad status line, ...
+        except (OSError, ValueError, http.client.HTTPException) as exc:
+            if clock.expired:
+                raise PhoenixError(late) from exc
             raise PhoenixError(f"Phoenix at {self.base_url}: {exc}") from exc
 
     def _http_error(self, exc: urllib.error.HTTPError) -> str:
@@ -275,11 +283,11 @@ def _any_value(v: Any, key: str) -> dict[str, Any]:
         return {"boolValue": v}
     if isinstance(v, int):
         if not -(2**63) <= v < 2**63:
-            raise PhoenixError(f"attribute {key}: integer out of the 64-bit range")
+            raise PhoenixError(f"attribute {_shown_key(key)}: integer out of the 64-bit range")
         return {"intValue": str(v)}
     if isinstance(v, float):
         if not math.isfinite(v):
-            raise PhoenixError(f"attribute {key}: not a finite number")
+            raise PhoenixError(f"attribute {_shown_key(key)}: not a finite number")
         return {"doubleValue": v}
     if isinstance(v, str):
         return {"stringValue": v}
@@ -288,12 +296,26 @@ def _any_value(v: Any, key: str) -> dict[str, Any]:
         for i, x in enumerate(v):
             if isinstance(x, list | dict) or x is None:
                 raise PhoenixError(
-                    f"attribute {key}: item {i} is {_type_name(x)}; an OTLP array holds "
-                    "only text, numbers and booleans"
+                    f"attribute {_shown_key(key)}: item {i} is {_type_name(x)}; an OTLP array "
+                    "holds only text, numbers and booleans"
                 )
             values.append(_any_value(x, f"{key}.{i}"))
         return {"arrayValue": {"values": values}}
-    raise PhoenixError(f"attribute {key}: unknown attribute type {_type_name(v)}")
+    raise PhoenixError(f"attribute {_shown_key(key)}: unknown attribute type {_type_name(v)}")
+
+
+#: the most of an attribute key an error quotes (keys may be up to _MAX_KEY long)
+_KEY_SHOWN = 120
+
+
+def _shown_key(key: str) -> str:
+    """An attribute key as an error quotes it: control characters escaped, at most
+    :data:`_KEY_SHOWN` characters with how many more were left out (the error lands on the
+    source and its spans, and a key is the span's text, not the workbench's)."""
+    text = "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in key[: _KEY_SHOWN + 1])
+    if len(key) > _KEY_SHOWN:
+        return f"{text[:_KEY_SHOWN]}… ({len(key) - _KEY_SHOWN:,} more characters)"
+    return text
 
 
 def _type_name(v: Any) -> str:
@@ -310,16 +332,18 @@ def _flatten(obj: Mapping[str, Any], prefix: str, depth: int) -> Iterator[tuple[
     """Dotted keys of a nested attribute object; arrays of objects get numeric segments (as
     OpenInference numbers ``retrieval.documents.N``), arrays of scalars stay arrays."""
     if depth > _MAX_DEPTH:
-        raise PhoenixError(f"attribute {prefix[:200]}: nested more than {_MAX_DEPTH} deep")
+        raise PhoenixError(f"attribute {_shown_key(prefix)}: nested more than {_MAX_DEPTH} deep")
     for k, v in obj.items():
         key = f"{prefix}.{k}" if prefix else str(k)
         if len(key) > _MAX_KEY:
-            raise PhoenixError(f"attribute {key[:80]}...: key longer than {_MAX_KEY}")
+            raise PhoenixError(f"attribute {_shown_key(key)}: key longer than {_MAX_KEY}")
         if isinstance(v, dict):
             yield from _flatten(v, key, depth + 1)
         elif isinstance(v, list) and any(isinstance(x, dict) for x in v):
             if not all(isinstance(x, dict) for x in v):
-                raise PhoenixError(f"attribute {key}: an array mixing objects and values")
+                raise PhoenixError(
+                    f"attribute {_shown_key(key)}: an array mixing objects and values"
+                )
             for i, x in enumerate(v):
                 yield from _flatten(x, f"{key}.{i}", depth + 1)
         else:
@@ -384,12 +408,14 @@ def otlp_attributes(attributes: Any, span_kind: Any) -> list[dict[str, Any]]:
         if root is not None:
             folded.setdefault(root, []).append((key[len(root) + 1 :], v))
         elif key in flat:
-            raise PhoenixError(f"attribute {key}: given twice (dotted and nested)")
+            raise PhoenixError(f"attribute {_shown_key(key)}: given twice (dotted and nested)")
         elif v is not None:  # OTLP has no null attribute: an absent one
             flat[key] = v
     for root, pairs in folded.items():
         if root in flat:
-            raise PhoenixError(f"attribute {root}: given both as a value and as an object")
+            raise PhoenixError(
+                f"attribute {_shown_key(root)}: given both as a value and as an object"
+            )
         flat[root] = json.dumps(_nest(pairs), ensure_ascii=False, allow_nan=False)
     if span_kind is not None and "openinference.span.kind" not in flat:
         if not isinstance(span_kind, str) or len(span_kind) > 100:

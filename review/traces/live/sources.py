@@ -242,9 +242,11 @@ def ensure_source(
     grace_seconds: float | None = None,
 ) -> SourceView:
     """The source of this kind, URL and project (or name), added when there is none: what the
-    command-line ``sync`` and ``receive`` use so that a re-run resumes."""
+    command-line ``sync`` and ``receive`` use so that a re-run resumes. A ``secret_name`` that
+    differs from the found source's is stored on it (audited), so that the page's "Sync now"
+    and later runs use the key the last command named, not one it replaced."""
     require(actor, Permission.manage_sources)
-    kind_, _, url_, _, _ = _checked(kind, name or "x", url, project, secret_name, 0)
+    kind_, _, url_, secret_, _ = _checked(kind, name or "x", url, project, secret_name, 0)
     with read_session(engine) as s:
         q = select(TraceSource.id)
         if name:
@@ -260,6 +262,9 @@ def ensure_source(
         src = get_source(engine, found)
         if src.kind != kind_:
             raise InputError(f"source {src.name!r} is a {src.kind} source, not {kind_}")
+        if secret_ is not None and secret_ != src.secret_name:
+            _rename_secret(engine, actor, found, secret_)
+            src = get_source(engine, found)
         return src
     default_name = f"{project.strip()} at {url_}" if kind_ == "phoenix" else "OTLP receiver"
     return add_source(
@@ -272,6 +277,20 @@ def ensure_source(
         secret_name=secret_name,
         grace_seconds=DEFAULT_GRACE_SECONDS if grace_seconds is None else grace_seconds,
     )
+
+
+def _rename_secret(engine: Engine, actor: Actor, source_id: int, secret_name: str) -> None:
+    def work(s: Session) -> None:
+        row = s.get(TraceSource, source_id, with_for_update=True)
+        if row is None:
+            raise InputError(f"trace source {source_id} does not exist")
+        before = {"secret_name": row.secret_name}
+        row.secret_name = secret_name
+        changes.record(
+            s, actor.email, "update", ENTITY, row.id, before, {"secret_name": secret_name}
+        )
+
+    run_write(engine, work)
 
 
 def set_status(engine: Engine, actor: Actor, source_id: int, status: str) -> SourceView:

@@ -184,23 +184,27 @@ CONFLICT = "span {span} was sent twice with different content (which one is the 
 
 def _known(
     s: Session, source_id: int, digests: dict[tuple[str, str], str], refused: dict[str, str]
-) -> set[tuple[str, str]]:
-    """The spans of ``digests`` the source sent before; ``refused`` gets the traces a waiting
-    one of which said something else then."""
+) -> tuple[set[tuple[str, str]], set[str]]:
+    """The spans of ``digests`` the source sent before, and the traces of ``digests`` one of
+    whose spans the source imported or refused already (one read of the traces' spans serves
+    both); ``refused`` gets the traces a waiting span of which said something else then."""
     known: set[tuple[str, str]] = set()
+    done: set[str] = set()
     for part in _chunks(sorted({tid for tid, _ in digests})):
         for tid, sid, state, digest in s.execute(
             select(
                 SourceSpan.trace_id, SourceSpan.span_id, SourceSpan.state, SourceSpan.digest
             ).where(SourceSpan.source_id == source_id, SourceSpan.trace_id.in_(part))
         ):
+            if state in ("imported", "rejected"):
+                done.add(tid)
             key = (tid, sid)
             if key not in digests:
                 continue  # another span of the trace
             known.add(key)
             if state == "waiting" and digest is not None and digest != digests[key]:
                 refused.setdefault(tid, CONFLICT.format(span=sid))
-    return known
+    return known, done
 
 
 def _refuse_waiting(s: Session, source_id: int, refused: dict[str, str]) -> None:
@@ -250,23 +254,11 @@ def stage(engine: Engine, source_id: int, spans: Sequence[StagedSpan]) -> StageR
         src = s.get(TraceSource, source_id)
         if src is None:
             raise InputError(f"trace source {source_id} does not exist")
-        known = _known(s, source_id, digests, refused)
+        known, done = _known(s, source_id, digests, refused)
         fresh = [sp for key, sp in unique.items() if key not in known]
         res.duplicates += len(known)
-        tids = sorted({sp.trace_id for sp in fresh})
-        done: set[str] = set()
-        for part in _chunks(tids):
-            done.update(
-                s.scalars(
-                    select(SourceSpan.trace_id)
-                    .where(
-                        SourceSpan.source_id == source_id,
-                        SourceSpan.trace_id.in_(part),
-                        SourceSpan.state.in_(("imported", "rejected")),
-                    )
-                    .distinct()
-                )
-            )
+        tids = sorted({sp.trace_id for sp in fresh} - done)
+        for part in _chunks(tids):  # a trace imported from a file or another source
             done.update(s.scalars(select(TraceRow.trace_id).where(TraceRow.trace_id.in_(part))))
         # a trace refused for a conflict: its spans waiting already carry the reason too
         _refuse_waiting(s, source_id, {t: why for t, why in refused.items() if t not in done})
