@@ -11,7 +11,7 @@ PORT    ?= 8501
 # starts `workbench receive` as its child and stops it with the app (WORKBENCH_RECEIVE_PORT).
 RECEIVE ?=
 
-.PHONY: run test soak install lint bench clean phoenix-env argilla-env
+.PHONY: run test soak install lint bench clean phoenix-env argilla-env labelstudio-env
 # How long the 8-process concurrency tests hammer each database: short in `make test` (it must
 # stay within 10 minutes on a 2-core machine), long in `make soak` (same tests, no deletion).
 CONCURRENCY_SECONDS ?= 15
@@ -57,6 +57,22 @@ $(ARGILLA_STAMP): tools/argilla/requirements.txt
 
 argilla-env: $(ARGILLA_STAMP)
 
+# Label Studio, for its round-trip tests (tests/labels/test_labelstudio_live.py) and the script
+# that made the committed exports (tools/labelstudio_roundtrip.py), in its own virtual
+# environment too (a Django stack the workbench does not need). Installed once (the stamp),
+# again when tools/labelstudio/requirements.txt changes: about 2 minutes of pip on a 2-core
+# machine (115 s beside another install, 145 s beside a Label Studio round trip).
+LABELSTUDIO_VENV  := .labelstudio-venv
+LABELSTUDIO_STAMP := $(LABELSTUDIO_VENV)/.installed
+
+$(LABELSTUDIO_STAMP): tools/labelstudio/requirements.txt
+	$(PYTHON) -m venv $(LABELSTUDIO_VENV)
+	$(LABELSTUDIO_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(LABELSTUDIO_VENV)/bin/python -m pip install --quiet -r tools/labelstudio/requirements.txt
+	touch $(LABELSTUDIO_STAMP)
+
+labelstudio-env: $(LABELSTUDIO_STAMP)
+
 run: install
 	$(BIN)/workbench migrate
 	$(BIN)/workbench seed-demo --if-empty
@@ -79,7 +95,7 @@ lint: install
 # each of their modules starts one. The 25 slowest tests are listed at the end.
 TEST_WORKERS ?= 4
 
-test: lint phoenix-env argilla-env
+test: lint phoenix-env argilla-env labelstudio-env
 	WORKBENCH_CONCURRENCY_SECONDS=$(CONCURRENCY_SECONDS) $(BIN)/pytest \
 		--numprocesses auto --maxprocesses $(TEST_WORKERS) --dist loadgroup --maxschedchunk 1 \
 		--durations 25
@@ -92,4 +108,4 @@ bench: install
 	$(BIN)/python benchmarks/run.py
 
 clean:
-	rm -rf $(VENV) $(PHOENIX_VENV) $(ARGILLA_VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(PHOENIX_VENV) $(ARGILLA_VENV) $(LABELSTUDIO_VENV) .mypy_cache .ruff_cache .pytest_cache

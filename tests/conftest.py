@@ -34,6 +34,7 @@ LONG_FIRST = (
     "tests/browser/",
     "tests/live/test_phoenix_sync.py",
     "tests/live/test_push_phoenix.py",
+    "tests/labels/test_labelstudio_live.py",
     "tests/storage/test_concurrency.py",
     "tests/test_access.py",
     "tests/admin/test_backup.py",
