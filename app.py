@@ -70,6 +70,14 @@ PAGES = (
         open_to=navigation.holders(Permission.adjudicate),
     ),
     PageSpec(
+        "Labels",
+        "exchange_page.py",
+        "Labels in and out",
+        "swap_horiz",
+        "label-exchange",
+        open_to=navigation.holders(Permission.exchange_labels),
+    ),
+    PageSpec(
         "Production",
         "traces_page.py",
         "Traces",

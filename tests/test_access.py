@@ -48,6 +48,7 @@ from review.corpus import corpus
 from review.corpus.docformat import DocumentIn, parse_markdown
 from review.evaluation import evalruns, execution, judges
 from review.labels import adjudication, labeling
+from review.labels import imports as label_imports
 from review.monthly import reviews
 from review.policy import inforce, signoff
 from review.thresholds import signing as threshold_signing
@@ -92,6 +93,7 @@ EVALUATORS = frozenset({A, RV, PO, AD})
 TRACE_IMPORTERS = frozenset({RV, AD})
 ADMINS = frozenset({AD})
 LABELERS = frozenset({A})
+LABEL_EXCHANGERS = frozenset({RV, AD})
 
 ALLOWED: dict[str, frozenset[Role]] = {
     "audits.plans.close_plan": AUDITORS,
@@ -111,6 +113,7 @@ ALLOWED: dict[str, frozenset[Role]] = {
     "builder.suggestions.set_required_claims": CASE_EDITORS,
     "cases.cases.create_case": CASE_EDITORS,
     "cases.cases.import_cases": CASE_EDITORS,
+    "labels.imports.import_labels": LABEL_EXCHANGERS,
     "cases.cases.update_case": CASE_EDITORS,
     "corpus.corpus.add_version": CORPUS_EDITORS,
     "corpus.corpus.import_documents": CORPUS_EDITORS,
@@ -192,6 +195,7 @@ NO_ACTOR: dict[str, str] = {
     "traces.live.tally.flush": "a receiver's bookkeeping: add_counts of what it counted",
     "traces.live.receiver.Receiver.flush_counts": "the receiver's bookkeeping: tally.flush",
     "cli.pushcli.push_phoenix_cmd": "command line, acting as the CLI admin",
+    "cli.labelscli.import_cmd": "command line, acting as the CLI admin",
     "cli.synccli.sync_phoenix_cmd": "the command line, acting as cli_actor",
     "cli.main.seed_demo": "command line: the operator of the machine, acting as the CLI admin",
     "cli.main.import_docs": "command line, acting as the CLI admin",
@@ -558,6 +562,17 @@ CALLS: dict[str, Callable[[Ctx, Actor], object]] = {
     ),
     "cases.cases.create_case": lambda c, a: write(
         c.engine, cases.create_case, a, _case_in(c), c.tax
+    ),
+    "labels.imports.import_labels": lambda c, a: write(
+        c.engine,
+        label_imports.import_labels,
+        a,
+        "label-studio",
+        lambda skipped: iter(()),
+        {"1": "ines.duarte@brightwave.example"},
+        c.tax,
+        file_name="access.json",
+        sha256="0" * 64,
     ),
     "cases.cases.import_cases": lambda c, a: write(
         c.engine, cases.import_cases, a, [(1, _case_in(c))], "access.jsonl"

@@ -37,6 +37,7 @@ COMMANDS = {
     "run": "workbench import-run {file} --name RUN-NAME",
     "judge": "workbench import-judge {file} --run RUN-NAME",
     "traces": "workbench import-traces {file}",
+    "labels": "workbench labels import {file} --tool TOOL --users USER-MAP",
 }
 
 

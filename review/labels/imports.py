@@ -43,6 +43,7 @@ from sqlalchemy import Engine, and_, func, or_, select, tuple_
 from sqlalchemy.orm import Session
 
 from review.cases.agreed import refresh_agreed
+from review.core import readable
 from review.core.errors import InputError
 from review.core.identity import GRANTS, Actor, Permission, Role, require
 from review.core.taxonomy import Taxonomy
@@ -59,9 +60,12 @@ __all__ = [
     "LabelFilePreview",
     "import_labels",
     "imports_list",
+    "labelers",
     "parse_user_map",
+    "passed_over",
     "preview",
     "suggested_users",
+    "summary",
 ]
 
 #: records checked and written per batch
@@ -101,6 +105,44 @@ class ImportReport:
     @property
     def written(self) -> int:
         return self.added + self.changed
+
+
+def passed_over(skipped: Mapping[str, int]) -> str:
+    """What a reader passed over, as a phrase: "cancelled 1, draft 2"."""
+    return ", ".join(f"{why} {n:,}" for why, n in sorted(skipped.items()))
+
+
+def summary(report: ImportReport, tool_name: str) -> str:
+    """What an import did, in a sentence or two, for the page and the command line."""
+    if report.import_id is None:
+        said = (
+            f"Nothing new from {tool_name}: "
+            f"{readable.count(report.unchanged, 'annotation')} imported before, unchanged."
+        )
+    else:
+        said = (
+            f"Import #{report.import_id} from {tool_name}: "
+            f"{readable.count(report.added, 'new label')}"
+        )
+        if report.changed:
+            said += (
+                f", {readable.count(report.changed, 'changed annotation')} as new labels "
+                "(the earlier ones kept in the history)"
+            )
+        if report.unchanged:
+            said += f", {report.unchanged:,} unchanged"
+        said += (
+            f"; on {readable.count(report.cases, 'case')} by "
+            f"{readable.count(len(report.annotators), 'annotator')}."
+        )
+    if report.reasons_dropped:
+        said += (
+            f" {readable.count(report.reasons_dropped, 'label')} gave reason codes with a "
+            "decision that answers; those codes were not kept."
+        )
+    if report.skipped:
+        said += f" Not labels, passed over: {passed_over(report.skipped)}."
+    return said
 
 
 def _batches(items: Iterable[ExternalLabel]) -> Iterator[list[ExternalLabel]]:
@@ -153,6 +195,16 @@ def _can_label(roles: Iterable[Any]) -> bool:
         if Permission.label in GRANTS[role]:
             return True
     return False
+
+
+def labelers(engine: Engine) -> list[str]:
+    """The e-mails of the active workbench users who label cases: whom a tool's user may be
+    mapped to."""
+    with read_session(engine) as s:
+        rows = s.execute(
+            select(User.email, User.roles).where(User.active.is_(True)).order_by(User.email)
+        ).all()
+    return [str(e) for e, roles in rows if _can_label(roles)]
 
 
 def suggested_users(engine: Engine, tool_users: Iterable[str]) -> dict[str, str]:
@@ -474,7 +526,7 @@ def imports_list(engine: Engine, limit: int = 50) -> list[dict[str, Any]]:
                 "added": r.added,
                 "changed": r.changed,
                 "unchanged": r.unchanged,
-                "passed over": ", ".join(f"{n} {k}" for k, n in sorted(r.skipped.items())),
+                "passed over": passed_over(r.skipped),
             }
             for r in rows
         ]

@@ -34,7 +34,7 @@ def test_an_annotator_starts_with_label_and_does_not_see_production_or_review_pa
     menu = _menu(Role.annotator)
     assert _first(menu) == ["overview", "label"]
     hidden = {spec.url_path for spec in menu.hidden}
-    assert hidden == {"admin", "adjudicate", "traces", "monitoring"}
+    assert hidden == {"admin", "adjudicate", "label-exchange", "traces", "monitoring"}
     assert not hidden & set(menu.listed())
 
 
@@ -56,7 +56,12 @@ def test_a_person_with_two_roles_gets_the_work_of_both_first() -> None:
 def test_signers_start_with_thresholds_wording_and_runs(role: Role) -> None:
     menu = _menu(role)
     assert _first(menu) == ["overview", "thresholds", "wording", "runs"]
-    assert {spec.url_path for spec in menu.hidden} == {"admin", "label", "adjudicate"}
+    assert {spec.url_path for spec in menu.hidden} == {
+        "admin",
+        "label",
+        "adjudicate",
+        "label-exchange",
+    }
     assert "traces" in menu.listed()
 
 
@@ -102,6 +107,7 @@ def test_a_page_is_hidden_exactly_when_the_page_itself_would_turn_the_person_awa
     turned_away = {
         "label": not actor.can(Permission.label),
         "adjudicate": not actor.can(Permission.adjudicate),
+        "label-exchange": not actor.can(Permission.exchange_labels),
         "admin": not actor.can(Permission.manage_users),
         "traces": not browse.can_view(actor),
         "monitoring": not browse.can_view(actor),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+import click
 import pytest
 from sqlalchemy import func, select
 
@@ -133,6 +134,8 @@ def test_every_command_named_is_a_command_with_those_options() -> None:
         words = uploads.command(kind).split()
         assert words[0] == "workbench", kind
         cmd = main.commands[words[1]]
+        if isinstance(cmd, click.Group):  # a subcommand: workbench labels import ...
+            cmd = cmd.commands[words[2]]
         options = {o for p in cmd.params for o in getattr(p, "opts", [])}
         assert {w for w in words if w.startswith("--")} <= options, template
 
