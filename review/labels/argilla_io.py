@@ -69,18 +69,16 @@ from pathlib import Path
 from typing import IO, Any
 
 import ijson
-from sqlalchemy import Engine, exists
+from sqlalchemy import Engine
 
-from review.cases.cases import CaseFilter, case_query, filter_conditions
+from review.cases.cases import CaseFilter
 from review.core import clearance
 from review.core.errors import InputError
 from review.core.identity import Actor, Permission, require
 from review.core.taxonomy import Taxonomy
-from review.core.terms import CaseStatus
-from review.labels import labeling
+from review.labels import labeling, outbound
 from review.labels.external import ExternalLabel, Skipped
-from storage.db import read_session
-from storage.models import Case, CaseSlice
+from storage.models import Case
 
 __all__ = [
     "DATASET_PATH",
@@ -367,28 +365,10 @@ def _records(
     engine: Engine, actor: Actor, flt: ExportFilter
 ) -> Iterator[tuple[dict[str, Any], bool]]:
     """(record, text redacted) of each exported case, read 500 at a time in id order."""
-    conds = [
-        Case.status == CaseStatus.ready,
-        *filter_conditions(CaseFilter(family=flt.family)),
-    ]
-    if flt.slice:
-        conds.append(exists().where(CaseSlice.case_id == Case.id, CaseSlice.slice == flt.slice))
-    last_id = 0
-    with read_session(engine) as s:
-        while True:
-            rows = list(
-                s.scalars(
-                    case_query().where(Case.id > last_id, *conds).order_by(Case.id).limit(BATCH)
-                )
-            )
-            if not rows:
-                return
-            secret = clearance.restricted_cases(s, [r.id for r in rows])
-            for r in rows:
-                restricted = r.id in secret
-                yield _record(actor, r, restricted), not clearance.may_see(actor, restricted)
-            last_id = rows[-1].id
-            s.expunge_all()
+    chosen = CaseFilter(family=flt.family, slice=flt.slice)
+    for rows in outbound.ready_batches(engine, chosen, BATCH):
+        for r, restricted in rows:
+            yield _record(actor, r, restricted), not clearance.may_see(actor, restricted)
 
 
 def _write_records(out: IO[bytes], engine: Engine, actor: Actor, flt: ExportFilter) -> ExportReport:

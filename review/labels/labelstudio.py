@@ -43,7 +43,6 @@ from __future__ import annotations
 # (the control names the reader expects are the ones the configuration defines, the data keys
 # the tasks carry are the ones its objects show and the reader finds the case key in); split,
 # each half would restate the other's names.
-import dataclasses
 import datetime as dt
 import json
 import math
@@ -57,15 +56,13 @@ from typing import IO, Any, Literal
 import ijson
 from sqlalchemy import Engine
 
-from review.cases import cases
-from review.cases.cases import CaseFilter, case_query
+from review.cases.cases import CaseFilter
 from review.core import clearance, readable
 from review.core.errors import InputError
 from review.core.identity import Actor, Permission, require
 from review.core.taxonomy import Taxonomy
-from review.core.terms import CaseStatus
+from review.labels import outbound
 from review.labels.external import ExternalLabel, Skipped
-from storage.db import read_session
 from storage.models import Case, CaseDocument
 
 __all__ = [
@@ -288,21 +285,6 @@ def task_data(viewer: Actor, row: Case, restricted: bool) -> tuple[dict[str, Any
     return data, withheld
 
 
-def _blind_filter(flt: CaseFilter | None) -> CaseFilter:
-    """The cases to export: ready ones (drafts are not labeled) matching ``flt``. A filter on
-    the judgement (expected decision, category) is refused: which cases were sent would tell
-    the annotators their expected decision."""
-    flt = flt or CaseFilter()
-    if flt.expected_decision or flt.category:
-        raise InputError(
-            "a labeling export is blind: it cannot be filtered by expected decision or "
-            "category (the choice of cases would give the judgement away)"
-        )
-    if flt.status not in (None, "", CaseStatus.ready):
-        raise InputError("only ready cases are labeled: a draft is still being built")
-    return dataclasses.replace(flt, status=CaseStatus.ready)
-
-
 def export_tasks(
     engine: Engine,
     out: IO[bytes],
@@ -316,32 +298,19 @@ def export_tasks(
     and writing :data:`BATCH` cases at a time. Only a user who may exchange labels with
     other tools (reviewers, administrators) may export."""
     require(viewer, Permission.exchange_labels)
-    conds = cases.filter_conditions(_blind_filter(flt))
+    flt = outbound.blind_filter(flt)  # refused before anything is written
     meta = {"source": "abstention-workbench", "taxonomy_version": tax.version}
     written = redacted = withheld = 0
     out.write(b"[")
-    last_id = 0
-    with read_session(engine) as s:
-        while True:
-            rows = list(
-                s.scalars(
-                    case_query().where(Case.id > last_id, *conds).order_by(Case.id).limit(BATCH)
-                )
-            )
-            if not rows:
-                break
-            secret = clearance.restricted_cases(s, [r.id for r in rows])
-            for row in rows:
-                restricted = row.id in secret
-                data, w = task_data(viewer, row, restricted)
-                task = {"data": data, "meta": {**meta, "case_key": row.key}}
-                out.write(b"\n" if written == 0 else b",\n")
-                out.write(json.dumps(task, ensure_ascii=False).encode("utf-8"))
-                written += 1
-                redacted += restricted and not clearance.may_see(viewer, restricted)
-                withheld += w
-            last_id = rows[-1].id
-            s.expunge_all()
+    for rows in outbound.ready_batches(engine, flt, BATCH):
+        for row, restricted in rows:
+            data, w = task_data(viewer, row, restricted)
+            task = {"data": data, "meta": {**meta, "case_key": row.key}}
+            out.write(b"\n" if written == 0 else b",\n")
+            out.write(json.dumps(task, ensure_ascii=False).encode("utf-8"))
+            written += 1
+            redacted += restricted and not clearance.may_see(viewer, restricted)
+            withheld += w
     out.write(b"\n]\n" if written else b"]\n")
     return TaskExport(written, redacted, withheld)
 
@@ -357,7 +326,7 @@ def write_project(
     """Write :data:`CONFIG_FILE` (the labeling configuration, to paste into the project's
     Labeling Interface) and :data:`TASKS_FILE` (the tasks, to import) into ``directory``."""
     require(viewer, Permission.exchange_labels)
-    _blind_filter(flt)  # refused before anything is written
+    outbound.blind_filter(flt)  # refused before anything is written
     directory.mkdir(parents=True, exist_ok=True)
     (directory / CONFIG_FILE).write_text(labeling_config(tax), encoding="utf-8")
     with (directory / TASKS_FILE).open("wb") as f:
