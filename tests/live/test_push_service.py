@@ -170,6 +170,29 @@ def test_the_command_line_says_what_happened_and_fails_on_failures(tmp_path: Pat
     assert res.exit_code == 1 and "error: there is no trace source named 'nope'" in res.stderr
 
 
+def _read_request(conn: socket.socket) -> None:
+    """Read one whole HTTP request (headers, then Content-Length bytes of body): a server that
+    answers and closes with part of the request unread makes the kernel reset the connection,
+    and the client can then lose the answer before reading it (a flake on a busy machine)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value.strip())
+    while len(body) < length:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return
+        body += chunk
+
+
 class _Answering:
     """A TCP server that reads a request and answers every connection with ``answer`` (raw
     bytes), then closes: a Phoenix that misbehaves on the wire."""
@@ -197,8 +220,12 @@ class _Answering:
             with conn:
                 conn.settimeout(5)
                 try:
-                    conn.recv(65536)
+                    _read_request(conn)
                     conn.sendall(self.answer)
+                    # FIN, not RST: close with nothing unread, or the client may lose the answer
+                    conn.shutdown(socket.SHUT_WR)
+                    while conn.recv(65536):
+                        pass
                 except OSError:
                     pass
 
@@ -276,7 +303,7 @@ def dripping_server() -> Iterator[str]:
         with conn:
             conn.settimeout(5)
             try:
-                conn.recv(65536)
+                _read_request(conn)
                 body = b'{"data": []}' + b" " * 48
                 conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body))
                 for i in range(len(body)):
