@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from playwright.sync_api import expect
 
 from review.core.taxonomy import Taxonomy
 from review.labels import labelstudio
@@ -178,7 +179,7 @@ def test_label_studio_shows_the_case_as_text_and_asks_reasons_only_for_a_non_ans
             return pg.get_by_text(re.compile(f"^{re.escape(value)}(\\W|\\d|$)")).first
 
         reason = choice(rt_reason := _reason_codes()[0])
-        assert not reason.is_visible()
+        expect(reason).to_be_hidden()  # waits: the editor may still be drawing
         choice("abstain").click()
         reason.wait_for(state="visible")
         choice("answer").click()
