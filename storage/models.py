@@ -20,6 +20,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     SmallInteger,
     String,
@@ -1072,3 +1073,71 @@ class VerdictPush(Base):
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     error: Mapped[str | None] = mapped_column(Text)
     failed_at: Mapped[dt.datetime | None] = mapped_column()
+
+
+# --- background jobs (issue 33 item 2) ------------------------------------------------------
+
+
+class Job(Base):
+    """One piece of background work (a trace import, a rebuild, an export, ...), run by a
+    ``workbench worker`` on any machine or, on one machine, in the page that started it
+    (review.jobs). ``status`` moves queued -> running -> done | failed | cancelled; a running
+    job whose lease passed (its worker died) is claimed again by another worker, up to
+    ``max_attempts``. ``attempts`` is also the fencing token: a worker writes progress and the
+    outcome only while the row still carries its attempt and its name."""
+
+    __tablename__ = "jobs"
+    __table_args__ = (
+        Index("ix_jobs_status_run_after", "status", "run_after"),
+        Index("ix_jobs_kind_id", "kind", "id"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    kind: Mapped[str] = mapped_column(String(60))
+    params: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    status: Mapped[str] = mapped_column(String(12), default="queued")
+    created_by: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    #: a queued job is not claimed before this (a retry's back-off)
+    run_after: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    started_at: Mapped[dt.datetime | None] = mapped_column()
+    finished_at: Mapped[dt.datetime | None] = mapped_column()
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    max_attempts: Mapped[int] = mapped_column(Integer, default=3)
+    worker: Mapped[str | None] = mapped_column(String(200))
+    lease_until: Mapped[dt.datetime | None] = mapped_column()
+    done: Mapped[int] = mapped_column(BigInteger, default=0)
+    total: Mapped[int | None] = mapped_column(BigInteger)
+    note: Mapped[str] = mapped_column(String(500), default="")
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    cancelled_by: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
+    result: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    error: Mapped[str | None] = mapped_column(Text)
+
+
+class JobFile(Base):
+    """A file a job reads (``role`` "input": an uploaded trace file) or writes ("output":
+    rejected lines, an export), in chunks of at most 4 MiB, so that every server and worker
+    reads it from the database. Inputs are dropped when the job finishes."""
+
+    __tablename__ = "job_files"
+
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
+    role: Mapped[str] = mapped_column(String(8), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), primary_key=True)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True)
+    mime: Mapped[str] = mapped_column(String(100), default="application/octet-stream")
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class JobWorker(Base):
+    """A ``workbench worker`` process: its name (host:pid), when it started and its last
+    heartbeat, so the pages can say whether a queued job will be picked up."""
+
+    __tablename__ = "job_workers"
+
+    name: Mapped[str] = mapped_column(String(200), primary_key=True)
+    started_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    seen_at: Mapped[dt.datetime] = mapped_column(default=utcnow, index=True)
+    #: the job it runs now, if any
+    job_id: Mapped[int | None] = mapped_column(Integer)

@@ -41,6 +41,12 @@ def to_actor(u: UserView) -> Actor:
     )
 
 
+def view_by_id(s: Session, user_id: int) -> UserView | None:
+    """User ``user_id`` as they are now (a job re-reads its user's roles when it runs)."""
+    u = s.get(User, user_id)
+    return _view(u) if u else None
+
+
 def list_users(engine: Engine, include_inactive: bool = True) -> list[UserView]:
     with read_session(engine) as s:
         stmt = select(User).order_by(User.name)

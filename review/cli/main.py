@@ -592,7 +592,15 @@ def export_audit_cmd(plan_id: int, file: Path, fmt: str) -> None:
 
 
 def _register_trace_commands() -> None:
-    from review.cli import decidecli, labelscli, pushcli, receivecli, synccli, tracecli
+    from review.cli import (
+        decidecli,
+        jobscli,
+        labelscli,
+        pushcli,
+        receivecli,
+        synccli,
+        tracecli,
+    )
 
     main.add_command(decidecli.decide_cmd)
     main.add_command(tracecli.import_traces_cmd)
@@ -604,6 +612,8 @@ def _register_trace_commands() -> None:
     main.add_command(synccli.sync_cmd)
     main.add_command(pushcli.push_group)
     main.add_command(labelscli.labels_group)
+    main.add_command(jobscli.worker_cmd)
+    main.add_command(jobscli.jobs_group)
 
 
 _register_trace_commands()

@@ -1,0 +1,60 @@
+"""The kinds of background work: what a job of each kind runs and who may start it.
+
+A kind's module defines its ``run(ctx) -> dict`` and registers it here at import;
+:mod:`review.jobs.catalog` imports every kind's module, so the worker and the pages see the
+same registry. The kind's permission is needed to start a job of it, to see the job and its
+result, and to cancel it (admins, who manage users, see and cancel every job).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from review.core.errors import InputError
+from review.core.identity import Actor, Permission
+
+
+@dataclass(frozen=True)
+class Kind:
+    name: str
+    #: what people read ("Trace import")
+    title: str
+    permission: Permission
+    #: ``run(ctx)`` with a :class:`review.jobs.context.JobContext` (typed Any here: the
+    #: context module imports this one)
+    run: Callable[[Any], dict[str, Any]]
+    #: attempts before it fails for good: a worker that died or a retryable error counts one
+    max_attempts: int = 3
+
+
+REGISTRY: dict[str, Kind] = {}
+
+
+def register(kind: Kind) -> Kind:
+    """Add ``kind`` to the registry (once per name: a second kind of the same name is a bug)."""
+    known = REGISTRY.get(kind.name)
+    if known is not None and known is not kind:
+        raise ValueError(f"job kind {kind.name!r} is registered twice")
+    if not 1 <= kind.max_attempts <= 20:
+        raise ValueError(f"job kind {kind.name!r}: max_attempts must be 1 to 20")
+    REGISTRY[kind.name] = kind
+    return kind
+
+
+def get_kind(name: str) -> Kind:
+    kind = REGISTRY.get(name)
+    if kind is None:
+        raise InputError(f"unknown kind of job {name!r}")
+    return kind
+
+
+def sees_all(actor: Actor) -> bool:
+    """Admins see and cancel every job."""
+    return actor.can(Permission.manage_users)
+
+
+def visible_kinds(actor: Actor) -> list[str]:
+    """The kinds whose jobs ``actor`` may see."""
+    return sorted(k.name for k in REGISTRY.values() if sees_all(actor) or actor.can(k.permission))
