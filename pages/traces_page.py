@@ -32,8 +32,18 @@ from review.traces.formats import FORMATS
 JOB_KEY = f"{P}job"
 
 
+def _shown_job() -> int | None:
+    """The import job the panel shows: the one the link names (?job=N), else the one this
+    session started."""
+    job_id = ui.query_int("job")
+    return job_id if job_id is not None else st.session_state.get(JOB_KEY)
+
+
 def import_panel(engine: Engine, actor: Actor) -> None:
-    with st.expander("Import traces", expanded=browse.total_traces(engine) == 0):
+    # open while it shows an import (whose end would otherwise fold it away as the first
+    # traces arrive), or while there is no trace yet
+    opened = _shown_job() is not None or browse.total_traces(engine) == 0
+    with st.expander("Import traces", expanded=opened):
         st.caption(
             "Canonical JSONL, OpenTelemetry OTLP/JSON lines (OpenInference or GenAI attributes), "
             "Langfuse observation exports or a flat CSV. A file lands whole or nothing is "
@@ -97,9 +107,7 @@ def run_import(
 def import_job(engine: Engine, actor: Actor) -> None:
     """The import this session started, or the one the link names (?job=N), as it runs and
     when it is finished (on any server: it is read from the database)."""
-    job_id = ui.query_int("job")
-    if job_id is None:
-        job_id = st.session_state.get(JOB_KEY)
+    job_id = _shown_job()
     if job_id is None:
         return
     job = jobs_view.job_status(
