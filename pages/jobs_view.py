@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 from pages import ui
 from review.core import readable
 from review.core.identity import Actor
-from review.jobs import queue, runner
+from review.jobs import kinds, queue, runner
 from review.jobs.queue import JobView
 
 #: seconds between two reads of a job that is not finished
@@ -117,7 +117,8 @@ def _show(engine: Engine, actor: Actor, job: JobView, render_result: Render, err
     )
     if not job.finished:
         _progress(engine, job)
-        if not job.cancel_requested:
+        # who started it, or an admin (queue.cancel refuses anyone else)
+        if not job.cancel_requested and (job.created_by == actor.email or kinds.sees_all(actor)):
             _cancel(actor, job)
         return
     if job.status == "done":
@@ -125,18 +126,19 @@ def _show(engine: Engine, actor: Actor, job: JobView, render_result: Render, err
     elif job.status == "failed":
         err(job)
     else:
-        st.info(ui.plain(f"{job.title} was cancelled. {job.note}".strip()))
+        st.info(ui.plain(f"{job.title}: {job.note or 'cancelled'}."))
 
 
 def _progress(engine: Engine, job: JobView) -> None:
-    words = status_words(job, alive_workers(engine) if job.status == "queued" else 1)
+    alive = alive_workers(engine) if job.status == "queued" else 1
+    words = status_words(job, alive)
     fraction = job.fraction
     if job.status == "running" and fraction is not None:
         st.progress(min(1.0, max(0.0, fraction)), text=ui.plain(job.note or words))
     elif job.status == "running":
         st.progress(0.0, text=ui.plain(job.note or "Working…"))
         st.caption("How much is left is not known yet.")
-    if job.status == "queued" and alive_workers(engine) == 0 and runner.mode(engine) == "workers":
+    if job.status == "queued" and alive == 0 and runner.mode(engine) == "workers":
         st.warning(f"{ui.plain(words)}: start one with `workbench worker`.")
     else:
         st.info(ui.plain(words))

@@ -7,6 +7,7 @@ run time, and the job and its result seen only by people who may import traces."
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
@@ -19,8 +20,8 @@ from review.core.identity import SYSTEM, Actor
 from review.jobs import queue, runner, trace_import
 from review.jobs.queue import JobView
 from review.traces import browse, importer
+from storage.models import Job, TraceChunk
 from storage.models import Trace as TraceRow
-from storage.models import TraceChunk
 from tests.helpers.paths import ROOT
 
 SAMPLE = (ROOT / "tests" / "data" / "traces" / "canonical.jsonl").read_bytes()
@@ -233,3 +234,42 @@ def test_only_people_who_may_import_traces_start_or_see_an_import(
     assert trace_import.may_see_rejected(
         person(any_engine, "chen@jobs.example", ["reviewer"], clearance=True), rev.email
     )
+
+
+def test_cancelled_while_it_runs_it_stops_and_a_new_run_completes_the_import(
+    any_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WORKBENCH_JOBS", "workers")
+    rev = person(any_engine, "rev@jobs.example", ["reviewer"])
+    job_id = runner.start(any_engine, rev, trace_import.NAME, params(), {"traces": SAMPLE})
+
+    def lease_until() -> object:
+        with Session(any_engine) as s:
+            return s.scalar(select(Job.lease_until).where(Job.id == job_id))
+
+    asked: list[bool] = []
+
+    def cancel_at_first_report(done_: int, total: int | None, note: str) -> None:
+        """Someone cancels on another server; the job's heartbeat hears of it before the
+        next report, which stops the import."""
+        if asked:
+            return
+        asked.append(True)
+        with Session(any_engine) as s, s.begin():
+            queue.cancel(s, rev, job_id)
+        before = lease_until()
+        deadline = time.monotonic() + 60
+        while lease_until() == before:  # the heartbeat has answered since
+            assert time.monotonic() < deadline, "no heartbeat within 60 s"
+            time.sleep(0.05)
+
+    assert runner.run_one(any_engine, "w", job_id=job_id, on_progress=cancel_at_first_report)
+    job = get(any_engine, rev, job_id)
+    assert job is not None and job.status == "cancelled", job.status if job else None
+    assert job.note == "cancelled while it ran; what it wrote stays"
+    assert counts(any_engine)[0] <= N  # its batches written before the cancel stay
+    again = runner.start(any_engine, rev, trace_import.NAME, params(), {"traces": SAMPLE})
+    assert runner.run_worker(any_engine, name="w", once=True) == 1
+    done(any_engine, rev, again)
+    traces, distinct, _ = counts(any_engine)
+    assert traces == distinct == N

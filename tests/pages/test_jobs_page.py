@@ -31,6 +31,7 @@ N = len(SAMPLE.splitlines())
 REV = "rev@jobs.example"  # reviewer, no clearance: imports traces
 REV2 = "rev2@jobs.example"  # another reviewer, no clearance
 ANN = "ann@jobs.example"  # annotator: may not import traces
+ADMIN = "solo@example.org"  # the empty database's administrator
 HOSTILE = "![x](http://evil.example/x.png) <img src=x onerror=alert(1)> [y](javascript:z).jsonl"
 
 
@@ -171,6 +172,10 @@ def test_a_failed_import_says_why_as_text_and_a_queued_one_can_be_cancelled(
     at = start_import(url, monkeypatch, skip_bad=True)
     with Session(engine) as s:
         newest = queue.recent(s, SYSTEM, limit=1)[0]
+    peer = page_app(url, monkeypatch, JOBS, REV2, job=str(newest.id)).run()
+    no_exception(peer)
+    assert any("Waiting for a worker" in s for s in said(peer))
+    assert "Cancel" not in [b.label for b in peer.button]  # not theirs: its starter or an admin
     opened = page_app(url, monkeypatch, JOBS, REV, job=str(newest.id)).run()
     button(opened, "Cancel").click().run()
     no_exception(opened)
@@ -178,3 +183,17 @@ def test_a_failed_import_says_why_as_text_and_a_queued_one_can_be_cancelled(
         assert queue.get(s, SYSTEM, newest.id).status == "cancelled"  # type: ignore[union-attr]
     assert any("cancelled" in s for s in said(opened)), said(opened)
     assert runner.run_worker(engine, name="w", once=True) == 0
+
+    # an administrator sees every job and cancels any
+    start_import(url, monkeypatch, skip_bad=True)
+    with Session(engine) as s:
+        third = queue.recent(s, SYSTEM, limit=1)[0]
+    admin = page_app(url, monkeypatch, JOBS, ADMIN).run()
+    no_exception(admin)
+    frame = next(d.value for d in admin.dataframe if "attempts" in d.value.columns)
+    assert list(frame["job"]) == [third.id, newest.id, job.id]
+    admin = page_app(url, monkeypatch, JOBS, ADMIN, job=str(third.id)).run()
+    button(admin, "Cancel").click().run()
+    no_exception(admin)
+    with Session(engine) as s:
+        assert queue.get(s, SYSTEM, third.id).status == "cancelled"  # type: ignore[union-attr]
