@@ -3,6 +3,6 @@ the same kinds (one import per kind's module)."""
 
 from __future__ import annotations
 
-from review.jobs import kinds
+from review.jobs import kinds, maintenance
 
-__all__ = ["kinds"]
+__all__ = ["kinds", "maintenance"]
