@@ -31,6 +31,7 @@ from review.core.errors import WorkbenchError
 from storage import migrating
 from storage.db import alembic_config, make_engine, migrate
 from storage.models import Base
+from tests.helpers.browser import chromium_page, streamlit_server, wait_idle
 from tests.helpers.paths import ROOT
 
 N = 4
@@ -282,6 +283,45 @@ def test_a_waiter_gives_up_at_its_deadline_naming_the_lock_and_its_holder(
     # nothing half-done: still at the old revision, no table of a later migration
     assert revisions(any_url) == [OLD]
     assert tables(any_url) == old_tables
+
+
+# --- two app servers -------------------------------------------------------------------------
+
+
+@pytest.mark.browser
+@pytest.mark.postgres
+def test_two_servers_opened_at_the_same_moment_on_an_empty_database(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """Two ``serve.py`` servers on one empty PostgreSQL database, each opened by a browser at
+    the same moment: a server migrates when its first page runs (``pages/ui.py``'s engine),
+    so both first runs reach the migration together. Both show the first-run page (create the
+    first administrator), neither an error; one server's log says it migrated, the other's
+    that the schema was at head; the schema is at head once."""
+    h = head()
+    with (
+        streamlit_server(ROOT / "app.py", tmp_path, WORKBENCH_DATABASE_URL=pg_url) as one,
+        streamlit_server(ROOT / "app.py", tmp_path, WORKBENCH_DATABASE_URL=pg_url) as two,
+        chromium_page() as first,
+    ):
+        assert revisions(pg_url) == []  # a server does not migrate before a page runs
+        second = first.context.browser.new_context().new_page()  # type: ignore[union-attr]
+        first.goto(one, wait_until="commit")
+        second.goto(two, wait_until="commit")
+        for page in (first, second):
+            wait_idle(page)
+            page.get_by_text("The database has no users yet").wait_for(timeout=120_000)
+            assert not page.locator("[data-testid='stException']").count()
+        logs = [
+            (tmp_path / f"streamlit-{base.rsplit(':', 1)[1]}.log").read_text(encoding="utf-8")
+            for base in (one, two)
+        ]
+    said = "\n".join(logs)
+    assert said.count(f"migrated from an empty database to {h}") == 1, said
+    assert said.count(f"schema at head ({h})") == 1, said
+    assert "Traceback" not in said, said
+    assert revisions(pg_url) == [h]
+    assert set(Base.metadata.tables) <= tables(pg_url)
 
 
 # --- in one process -------------------------------------------------------------------------
