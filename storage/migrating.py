@@ -53,6 +53,7 @@ __all__ = [
     "alembic_config",
     "lock_file",
     "migrate",
+    "migration_lock",
 ]
 
 log = logging.getLogger("workbench.migrate")
@@ -136,7 +137,7 @@ def migrate(engine: Engine) -> MigrationResult:
     if before == heads:
         log.info("schema at head (%s)", _head_name(heads))
         return MigrationResult(_show(before), _head_name(heads), upgraded=False, waited=False)
-    with _migration_lock(engine, wait) as waited:
+    with migration_lock(engine, wait) as waited:
         before = _current(engine)
         if before == heads:
             log.info("schema at head (%s), migrated by another process", _head_name(heads))
@@ -204,8 +205,12 @@ def _current(engine: Engine) -> tuple[str, ...]:
 
 
 @contextmanager
-def _migration_lock(engine: Engine, wait: float) -> Iterator[bool]:
-    """Hold the migration lock for the block; yields whether another process held it first."""
+def migration_lock(engine: Engine, wait: float | None = None) -> Iterator[bool]:
+    """Hold ``engine``'s migration lock for the block (waiting at most ``wait`` seconds, by
+    default ``WORKBENCH_MIGRATE_WAIT``); yields whether another process held it first. While
+    it is held no other process migrates the schema."""
+    if wait is None:
+        wait = wait_seconds()
     if engine.dialect.name == "postgresql":
         with _advisory_lock(engine, wait) as waited:
             yield waited

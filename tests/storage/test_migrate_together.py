@@ -42,6 +42,17 @@ WORKBENCH = Path(sys.executable).parent / "workbench"
 
 # One process of the "started together" tests: import everything, say it is ready, wait for
 # the start file, then run `workbench migrate` (the same entry point as the console script).
+# A process that holds the migration lock (as one migrating does) until it is killed.
+HOLDER = """
+import sys, pathlib, time
+from storage import migrating
+from storage.db import make_engine
+url, ready = sys.argv[1], pathlib.Path(sys.argv[2])
+with migrating.migration_lock(make_engine(url), wait=0):
+    ready.touch()
+    time.sleep(3600)
+"""
+
 TOGETHER = """
 import sys, time, pathlib
 ready, go = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
@@ -81,6 +92,7 @@ def processes(cmds: list[list[str]], tmp_path: Path, **env: str) -> Iterator[lis
     """Start every command (stdout and stderr to files); kill whatever still runs at the end."""
     runs: list[Run] = []
     environ = dict(os.environ, **env)
+    tmp_path.mkdir(parents=True, exist_ok=True)
     try:
         for i, cmd in enumerate(cmds):
             out, err = tmp_path / f"p{i}.out", tmp_path / f"p{i}.err"
@@ -252,6 +264,29 @@ def test_processes_queued_behind_the_lock_wait_and_one_migrates(
     check_once(runs, any_url, before)
     outs = [r.stdout() for r in runs]
     assert sum("after waiting for the migration lock" in o for o in outs) == N, outs
+
+
+@pytest.mark.postgres
+def test_a_holder_that_dies_lets_the_waiter_migrate(any_url: str, tmp_path: Path) -> None:
+    """A process killed while it holds the lock (SIGKILL: no clean-up of its own) frees it:
+    PostgreSQL ends its session, the OS its file lock; the waiting ``workbench migrate``
+    then migrates."""
+    ready = tmp_path / "holding"
+    holder_cmd = [sys.executable, "-c", HOLDER, any_url, str(ready)]
+    with processes([holder_cmd], tmp_path / "holder") as holder:
+        wait_until("the holder holds the lock", ready.exists, holder)
+        with processes(
+            [[str(WORKBENCH), "migrate"]], tmp_path, WORKBENCH_DATABASE_URL=any_url
+        ) as runs:
+            wait_until("the migrate waits", lambda: waiting(runs[0]), runs)
+            assert revisions(any_url) == []
+            holder[0].proc.kill()
+            finish(runs)
+    (run,) = runs
+    assert run.proc.returncode == 0, report(runs)
+    said = f"migrated from an empty database to {head()}, after waiting for the migration lock"
+    assert said in run.stdout(), report(runs)
+    assert revisions(any_url) == [head()]
 
 
 @pytest.mark.postgres
