@@ -285,8 +285,8 @@ def _wait_for_advisory_lock(conn: Connection, wait: float) -> None:
             raise MigrationLockTimeout(
                 f"the schema migration lock (PostgreSQL advisory lock {MIGRATION_LOCK_KEY}) is "
                 f"still held by {_advisory_holder(conn)} after waiting {wait:g} s; nothing was "
-                f"changed. If that process is stuck, stop it (or SELECT pg_terminate_backend(pid) "
-                f"with its pid); to wait longer, set {WAIT_ENV} (seconds)."
+                f"changed. If that process is stuck, stop it (on the database: SELECT "
+                f"pg_terminate_backend(<its pid>)); to wait longer, set {WAIT_ENV} (seconds)."
             )
         step = min(left, NOTICE_EVERY_SECONDS)
         conn.execute(
