@@ -47,6 +47,9 @@ from review.core.taxonomy import Taxonomy
 from review.corpus import corpus
 from review.corpus.docformat import DocumentIn, parse_markdown
 from review.evaluation import evalruns, execution, judges
+from review.jobs import catalog as job_catalog
+from review.jobs import queue as job_queue
+from review.jobs import runner as job_runner
 from review.labels import adjudication, labeling
 from review.labels import imports as label_imports
 from review.monthly import reviews
@@ -73,6 +76,9 @@ from storage.models import (
 from tests.helpers.pages import app, page_files, readable
 from tests.helpers.paths import ROOT
 from tests.helpers.transact import write
+
+#: every kind of job registered (the catalog imports each kind's module)
+JOB_KINDS = job_catalog.kinds.REGISTRY
 
 A, RV, PO, CO, AD = Role.annotator, Role.reviewer, Role.product_owner, Role.compliance, Role.admin
 
@@ -114,6 +120,10 @@ ALLOWED: dict[str, frozenset[Role]] = {
     "cases.cases.create_case": CASE_EDITORS,
     "cases.cases.import_cases": CASE_EDITORS,
     "labels.imports.import_labels": LABEL_EXCHANGERS,
+    # a job of an admin's kind; the access actors are no users, so it is refused for that
+    "jobs.runner.start": ADMINS,
+    # who may see some kind of job may ask to cancel one (job 0 does not exist)
+    "jobs.queue.cancel": ADMINS,
     "cases.cases.update_case": CASE_EDITORS,
     "corpus.corpus.add_version": CORPUS_EDITORS,
     "corpus.corpus.import_documents": CORPUS_EDITORS,
@@ -196,6 +206,13 @@ NO_ACTOR: dict[str, str] = {
     "traces.live.receiver.Receiver.flush_counts": "the receiver's bookkeeping: tally.flush",
     "cli.pushcli.push_phoenix_cmd": "command line, acting as the CLI admin",
     "cli.labelscli.import_cmd": "command line, acting as the CLI admin",
+    "cli.jobscli.cancel_cmd": "command line, acting as the CLI admin",
+    "cli.jobscli.worker_cmd": "the command line: runs jobs, each as the user who started it",
+    "jobs.runner.run_worker": "runs jobs, each as the user who started it (re-read, roles and "
+    "clearance as they are now, refused if they may no longer start its kind)",
+    "jobs.runner.run_one": "runs one job as the user who started it (see run_worker)",
+    "jobs.context.JobContext.beat_once": "a running job's bookkeeping (progress, lease)",
+    "jobs.context.JobContext.output": "a running job's result file, under its claim",
     "cli.synccli.sync_phoenix_cmd": "the command line, acting as cli_actor",
     "cli.main.seed_demo": "command line: the operator of the machine, acting as the CLI admin",
     "cli.main.import_docs": "command line, acting as the CLI admin",
@@ -574,6 +591,8 @@ CALLS: dict[str, Callable[[Ctx, Actor], object]] = {
         file_name="access.json",
         sha256="0" * 64,
     ),
+    "jobs.runner.start": lambda c, a: job_runner.start(c.engine, a, "rollup_rebuild", {}),
+    "jobs.queue.cancel": lambda c, a: write(c.engine, job_queue.cancel, a, 0),
     "cases.cases.import_cases": lambda c, a: write(
         c.engine, cases.import_cases, a, [(1, _case_in(c))], "access.jsonl"
     ),

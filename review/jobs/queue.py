@@ -545,12 +545,21 @@ def write_output(s: Session, claim: Claim, name: str, data: bytes, mime: str) ->
     s.flush()
 
 
-def finish(s: Session, claim: Claim, result: Mapping[str, Any], note: str = "") -> None:
-    """The job did its work: ``done`` with ``result``."""
+def finish(
+    s: Session,
+    claim: Claim,
+    result: Mapping[str, Any],
+    *,
+    done: int = 0,
+    total: int | None = None,
+    note: str = "",
+) -> None:
+    """The job did its work: ``done`` with ``result``; ``total`` is its last progress report's
+    (the whole of it is done)."""
     job = _owned(s, claim)
     job.result = _json_params(result)
-    if job.total is not None:
-        job.done = job.total
+    job.total = total if total is not None else job.total
+    job.done = job.total if job.total is not None else max(done, int(job.done or 0))
     _end(s, job, "done", db_now(s), note=note or "finished")
 
 

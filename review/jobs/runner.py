@@ -111,7 +111,8 @@ def run_one(
     try:
         with ctx:
             result = kind.run(ctx)
-        run_write(engine, lambda s: queue.finish(s, claim, result))
+        done, total, _ = ctx.state
+        run_write(engine, lambda s: queue.finish(s, claim, result, done=done, total=total))
     except Cancelled:
         done, total, _ = ctx.state
         _quiet(engine, lambda s: queue.cancelled(s, claim, done, total))

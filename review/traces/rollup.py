@@ -21,7 +21,7 @@ setting, so it is summed from the decision column when read.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from sqlalchemy import Engine, Table, delete, func, select
@@ -213,8 +213,11 @@ def subtract_ids(s: Session, ids: Sequence[int]) -> None:
         _upsert(s, aggregate(_fetch(s, ids)), -1)
 
 
-def rebuild(engine: Engine, batch: int = 20_000) -> int:
-    """Recompute the rollup from the traces in one transaction; returns the traces counted."""
+def rebuild(
+    engine: Engine, batch: int = 20_000, progress: Callable[[int], None] | None = None
+) -> int:
+    """Recompute the rollup from the traces in one transaction; returns the traces counted.
+    ``progress`` gets the number of traces read so far (after each batch)."""
 
     def work(s: Session) -> int:
         s.execute(delete(TraceRollup))
@@ -232,6 +235,8 @@ def rebuild(engine: Engine, batch: int = 20_000) -> int:
                 break
             last = int(rows[-1]["id"])
             seen += len(rows)
+            if progress is not None:
+                progress(seen)
             for key, ns in aggregate(rows).items():
                 got = total.get(key)
                 if got is None:

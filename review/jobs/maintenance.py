@@ -1,0 +1,63 @@
+"""Two rebuilds an admin starts after a restore, an upgrade or a bulk load, as jobs: every
+trace's restricted flag from the rule and the corpus as they are now
+(:func:`review.traces.restricted.recompute_all`, ``workbench recompute-restricted``), and the
+daily monitoring rollup from the traces (:func:`review.traces.rollup.rebuild`,
+``workbench rebuild-rollup``). On ten million traces each takes minutes, so they run in a
+worker, with their progress on every server, and can be cancelled: the flags keep what the
+batches done so far wrote (each batch is its own transaction and the rule is the same, so
+running it again completes it), the rollup keeps its old rows (one transaction).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from review.core.identity import Permission
+from review.jobs.context import JobContext
+from review.jobs.kinds import Kind, register
+from review.traces import browse, restricted, rollup
+
+__all__ = ["RESTRICTED_REBUILD", "ROLLUP_REBUILD"]
+
+
+def _restricted(ctx: JobContext) -> dict[str, Any]:
+    total = browse.total_traces(ctx.engine)
+    ctx.progress(0, total, "checking every trace's restricted flag")
+
+    def tick(n: int) -> None:
+        ctx.progress(n, max(total, n), f"{n:,} of {max(total, n):,} traces checked")
+
+    flips = restricted.recompute_all(ctx.engine, progress=tick)
+    return {
+        "checked": flips.checked,
+        "restricted": flips.restricted,
+        "opened": flips.opened,
+        "summary": (
+            f"{flips.checked:,} traces checked: {flips.restricted:,} became restricted, "
+            f"{flips.opened:,} became open"
+        ),
+    }
+
+
+def _rollup(ctx: JobContext) -> dict[str, Any]:
+    total = browse.total_traces(ctx.engine)
+    ctx.progress(0, total, "reading the traces")
+
+    def tick(n: int) -> None:
+        ctx.progress(n, max(total, n), f"{n:,} of {max(total, n):,} traces read")
+
+    n = rollup.rebuild(ctx.engine, progress=tick)
+    return {"traces": n, "summary": f"the monitoring rollup was rebuilt from {n:,} traces"}
+
+
+RESTRICTED_REBUILD = register(
+    Kind(
+        "restricted_rebuild",
+        "Rebuild of the restricted flags",
+        Permission.restrict_traces,
+        _restricted,
+    )
+)
+ROLLUP_REBUILD = register(
+    Kind("rollup_rebuild", "Rebuild of the monitoring rollup", Permission.manage_sources, _rollup)
+)
