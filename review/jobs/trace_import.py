@@ -39,7 +39,6 @@ __all__ = [
     "failure",
     "may_see_rejected",
     "params",
-    "run",
     "unknown_info",
 ]
 
@@ -60,7 +59,7 @@ def params(file_name: str, fmt: str = "auto", *, skip_bad: bool, redact: bool) -
     return {"file_name": name[:500], "fmt": fmt, "skip_bad": bool(skip_bad), "redact": bool(redact)}
 
 
-def run(ctx: JobContext) -> dict[str, Any]:
+def _run(ctx: JobContext) -> dict[str, Any]:
     """Import the job's file (module docs); returns what the page shows."""
     p = ctx.params
     name = str(p.get("file_name") or "traces")
@@ -159,6 +158,6 @@ KIND: Final = register(
         name=NAME,
         title="Trace import",
         permission=Permission.import_traces,
-        run=run,
+        run=_run,
     )
 )
