@@ -97,7 +97,11 @@ def run_import(
         job_id = runner.start(
             engine, actor, trace_import.NAME, params, {"traces": data}, on_progress=progress
         )
-    bar.empty()
+    job = jobs_view.read_job(engine, actor, job_id) if job_id is not None else None
+    if job is not None and job.status == "done":
+        bar.progress(1.0, text="Done")  # run during the click (inline): the bar ends full
+    else:
+        bar.empty()  # queued for a worker, or refused: the job's own view says so below
     if job_id is not None:
         st.session_state[JOB_KEY] = job_id
         st.query_params["job"] = str(job_id)
