@@ -58,11 +58,18 @@ def _one(engine: Engine, actor: Actor, job_id: int) -> None:
 
 
 def _workers(engine: Engine) -> None:
-    mode = runner.mode(engine)
     with Session(engine) as s:
         alive = queue.workers_alive(s)
         seen = queue.workers(s)
-    st.caption(ui.plain(f"Mode: {MODES.get(mode, mode)}"))
+    with ui.reported("WORKBENCH_JOBS: "):
+        setting = runner.mode_setting()
+        st.caption(ui.plain(f"Mode (WORKBENCH_JOBS={setting}): {MODES[setting]}"))
+        if setting == "auto":
+            st.caption(
+                "A job started now goes to the workers."
+                if alive
+                else "A job started now runs in the page that starts it."
+            )
     if alive:
         st.caption(f"{readable.count(alive, 'worker')} running.")
     else:

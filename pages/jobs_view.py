@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from pages import ui
 from review.core import readable
+from review.core.errors import WorkbenchError
 from review.core.identity import Actor
 from review.jobs import kinds, queue, runner
 from review.jobs.queue import JobView
@@ -138,10 +139,19 @@ def _progress(engine: Engine, job: JobView) -> None:
     elif job.status == "running":
         st.progress(0.0, text=ui.plain(job.note or "Working…"))
         st.caption("How much is left is not known yet.")
-    if job.status == "queued" and alive == 0 and runner.mode(engine) == "workers":
+    if job.status == "queued" and alive == 0 and _workers_mode(engine):
         st.warning(f"{ui.plain(words)}: start one with `workbench worker`.")
     else:
         st.info(ui.plain(words))
+
+
+def _workers_mode(engine: Engine) -> bool:
+    """Whether jobs wait for workers now (a WORKBENCH_JOBS the runner refuses: said on the
+    Background work page, taken as no here)."""
+    try:
+        return runner.mode(engine) == "workers"
+    except WorkbenchError:
+        return False
 
 
 def _cancel(actor: Actor, job: JobView) -> None:

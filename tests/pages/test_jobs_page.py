@@ -132,7 +132,9 @@ def test_an_import_waits_for_a_worker_and_another_server_shows_its_result(
     assert list(frame["job"]) == [job.id]
     assert list(frame["status"]) == ["Done"]
     assert list(frame["worker"]) == ["page-test-worker"]
-    assert any("No worker is running" in readable(c) for c in listing.caption)
+    captions = [readable(c) for c in listing.caption]
+    assert any(c.startswith("Mode (WORKBENCH_JOBS=workers): Workers:") for c in captions)
+    assert "No worker is running." in captions
     inert(listing)
     opened = page_app(url, monkeypatch, JOBS, REV, job=str(job.id)).run()
     no_exception(opened)
@@ -197,3 +199,12 @@ def test_a_failed_import_says_why_as_text_and_a_queued_one_can_be_cancelled(
     no_exception(admin)
     with Session(engine) as s:
         assert queue.get(s, SYSTEM, third.id).status == "cancelled"  # type: ignore[union-attr]
+
+
+def test_a_mode_the_runner_refuses_is_said_on_the_page(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WORKBENCH_JOBS", "sometimes")
+    at = page_app(url, monkeypatch, JOBS, REV).run()
+    no_exception(at)
+    assert any("WORKBENCH_JOBS='sometimes' must be one of" in s for s in said(at)), said(at)
