@@ -32,7 +32,7 @@ def result_view(engine: Engine, actor: Actor) -> Render:
                 st.caption(ui.plain(unknown["ids_caption"]))
                 st.code(str(unknown["ids"]), language=None)
             st.caption(ui.plain(unknown["way_forward"]))
-        raw = trace_import.may_see_rejected(actor, job.created_by)
+        raw = trace_import.rejected_shown_to(actor, job.created_by)
         if done.get("problems") and raw:
             st.caption("First rejected lines")
             st.code("\n".join(str(p) for p in done["problems"]), language=None)

@@ -73,6 +73,13 @@ def may_see(actor: Actor, restricted: bool) -> bool:
     return cleared(actor) or not restricted
 
 
+def may_see_unredacted_upload(actor: Actor, uploaded_by: str) -> bool:
+    """Whether ``actor`` may see what an upload said before redaction (a trace import's
+    rejected lines quote the file as it came): who uploaded it (who had the file) and people
+    with clearance."""
+    return actor.email.lower() == uploaded_by.lower() or cleared(actor)
+
+
 def document_restricted(access_scope: str | None) -> bool:
     """Whether a document of this access scope is restricted."""
     return access_scope == RESTRICTED_SCOPE

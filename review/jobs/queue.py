@@ -163,7 +163,7 @@ def _view(s: Session, job: Job, email: str, with_files: bool = True) -> JobView:
     )
 
 
-def _may_see(actor: Actor, kind: str) -> bool:
+def _visible(actor: Actor, kind: str) -> bool:
     return kind in visible_kinds(actor)
 
 
@@ -172,7 +172,7 @@ def get(s: Session, actor: Actor, job_id: int) -> JobView | None:
     row = s.execute(
         select(Job, User.email).join(User, User.id == Job.created_by).where(Job.id == job_id)
     ).first()
-    if row is None or not _may_see(actor, row[0].kind):
+    if row is None or not _visible(actor, row[0].kind):
         return None
     return _view(s, row[0], row[1])
 
@@ -212,7 +212,7 @@ def recent(
 def result_file(s: Session, actor: Actor, job_id: int, name: str) -> bytes | None:
     """An output file of a job ``actor`` may see, or None."""
     job = s.get(Job, job_id)
-    if job is None or not _may_see(actor, job.kind):
+    if job is None or not _visible(actor, job.kind):
         return None
     chunks = list(
         s.scalars(
@@ -336,7 +336,7 @@ def cancel(s: Session, actor: Actor, job_id: int) -> str:
     if not visible_kinds(actor):
         raise PermissionDenied("you may not start or cancel background jobs")
     job = s.scalar(select(Job).where(Job.id == job_id).with_for_update())
-    if job is None or not _may_see(actor, job.kind):
+    if job is None or not _visible(actor, job.kind):
         raise InputError(f"there is no job {job_id}")
     if job.created_by != actor.id and not sees_all(actor):
         raise PermissionDenied("only who started a job, or an admin, may cancel it")

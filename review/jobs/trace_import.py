@@ -37,8 +37,8 @@ __all__ = [
     "NAME",
     "REJECTS",
     "failure",
-    "may_see_rejected",
     "params",
+    "rejected_shown_to",
     "unknown_info",
 ]
 
@@ -138,11 +138,11 @@ def unknown_info(report: importer.ImportReport) -> dict[str, str] | None:
     }
 
 
-def may_see_rejected(actor: Actor, created_by: str) -> bool:
-    """Whether ``actor`` may see an import's rejected lines (its first problems and the
-    rejects file): they quote the file as it came, before redaction, so only the person who
-    imported it (who had the file) and people with clearance see them."""
-    return actor.email == created_by or clearance.cleared(actor)
+def rejected_shown_to(actor: Actor, created_by: str) -> bool:
+    """Whether ``actor`` is shown an import's rejected lines (its first problems and the
+    rejects file): they quote the file before redaction (clearance decides:
+    :func:`review.core.clearance.may_see_unredacted_upload`)."""
+    return clearance.may_see_unredacted_upload(actor, created_by)
 
 
 def failure(error: str) -> tuple[str, str]:

@@ -229,9 +229,9 @@ def test_only_people_who_may_import_traces_start_or_see_an_import(
         assert [j.id for j in queue.recent(s, rev)] == [job_id]
     # the rejected lines quote the file before redaction: its starter or clearance only
     other = person(any_engine, "rev2@jobs.example", ["reviewer"])
-    assert trace_import.may_see_rejected(rev, rev.email)
-    assert not trace_import.may_see_rejected(other, rev.email)
-    assert trace_import.may_see_rejected(
+    assert trace_import.rejected_shown_to(rev, rev.email)
+    assert not trace_import.rejected_shown_to(other, rev.email)
+    assert trace_import.rejected_shown_to(
         person(any_engine, "chen@jobs.example", ["reviewer"], clearance=True), rev.email
     )
 
