@@ -156,10 +156,12 @@ def browser(team: Team) -> Iterator[Browser]:
 
 
 @contextlib.contextmanager
-def _person_on(browser: Browser, proxy: Proxy, server: str) -> Iterator[Page]:
+def _person_on(
+    browser: Browser, proxy: Proxy, server: str, *, stays: bool = True
+) -> Iterator[Page]:
     """A browser of one person (its own cookies), held on ``server`` (app1, app2): its
     sticky cookie is set to that server before the first request, as haproxy would have set
-    it on an earlier visit."""
+    it on an earlier visit. ``stays``: checked at the end to still name that server."""
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     try:
         context.add_cookies([{"name": COOKIE, "value": server, "url": proxy.base}])
@@ -171,7 +173,8 @@ def _person_on(browser: Browser, proxy: Proxy, server: str) -> Iterator[Page]:
         assert errors == []
         # haproxy kept the browser on its server: a cookie naming a server that is down or
         # unknown would have been replaced by another server's
-        assert [c["value"] for c in context.cookies() if c["name"] == COOKIE] == [server]
+        if stays:
+            assert [c["value"] for c in context.cookies() if c["name"] == COOKIE] == [server]
     finally:
         context.close()
 
@@ -269,6 +272,10 @@ def test_two_people_on_two_servers_sign_off_one_change(team: Team, browser: Brow
         paula.goto(f"{team.proxy.base}/?as={team.ids[PAULA]}")
         wait_idle(paula)
         _wait_for("the product owner's WebSocket on app1", lambda: _connected(team.proxy, "app1"))
+        # local mode (no [auth]) behind the proxy: every page says anyone can act as anyone
+        expect(
+            paula.get_by_text("open to the network in local mode, through a reverse proxy")
+        ).to_be_visible(timeout=TIMEOUT)
         with _person_on(browser, team.proxy, "app2") as chen:
             chen.goto(f"{team.proxy.base}/?as={team.ids[CHEN]}")
             wait_idle(chen)
@@ -287,3 +294,40 @@ def test_two_people_on_two_servers_sign_off_one_change(team: Team, browser: Brow
         assert signoff.verify_chain(eng) == []
     finally:
         eng.dispose()
+
+
+def test_a_server_taken_out_sends_its_people_to_the_other_as_themselves(
+    team: Team, browser: Browser
+) -> None:
+    """What a rolling restart does to a person (deploy/README.md, Upgrading): app1 is taken
+    out of haproxy's rotation and its connections closed; the browser reconnects through the
+    proxy to app2, which has never seen it, and acts as the same person on the same page (the
+    address's ``?as=`` and the browser's ``wb_acting`` cookie, nothing of app1's memory)."""
+    proxy = team.proxy
+    with _person_on(browser, proxy, "app1", stays=False) as page:
+        page.goto(f"{proxy.base}/thresholds?as={team.ids[CHEN]}")
+        wait_idle(page)
+        expect(page.get_by_role("heading", name="Thresholds", exact=True)).to_be_visible(
+            timeout=TIMEOUT
+        )
+        _wait_for("a WebSocket on app1", lambda: _connected(proxy, "app1"))
+        before = int(proxy.servers()["app2"]["stot"] or 0)
+        try:
+            assert proxy.command("set server workbench_app/app1 state maint").strip() == ""
+            proxy.command("shutdown sessions server workbench_app/app1")
+            _wait_for(
+                "the browser's new connection on app2",
+                lambda: (
+                    int(proxy.servers()["app2"]["stot"] or 0) > before and _connected(proxy, "app2")
+                ),
+            )
+            wait_idle(page)
+            expect(page.get_by_role("heading", name="Thresholds", exact=True)).to_be_visible(
+                timeout=TIMEOUT
+            )
+            expect(page.get_by_role("combobox", name="Acting as")).to_match_aria_snapshot(
+                '- combobox "Acting as": Chen Li · compliance', timeout=TIMEOUT
+            )
+            expect(page.get_by_text("Who is working?")).to_have_count(0)
+        finally:
+            proxy.command("set server workbench_app/app1 state ready")

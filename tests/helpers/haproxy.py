@@ -56,6 +56,19 @@ class Proxy:
     base: str
     stats: str
     log: Path
+    socket: Path
+
+    def command(self, line: str) -> str:
+        """One command on haproxy's admin socket (``set server workbench_app/app1 state
+        drain``, ``shutdown sessions server workbench_app/app1``), as socat would send it."""
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(10)
+            s.connect(str(self.socket))
+            s.sendall(line.encode("utf-8") + b"\n")
+            out = b""
+            while chunk := s.recv(65536):
+                out += chunk
+        return out.decode("utf-8")
 
     def servers(self) -> dict[str, dict[str, str]]:
         """The app servers' rows of haproxy's status table (``/stats;csv``) by server name:
@@ -96,9 +109,8 @@ def haproxy(apps: Sequence[str], tmp_path: Path, *, up_within: float = 90) -> It
     for attempt in range(3):
         port, stats_port = free_port(), free_port()
         log = tmp_path / f"haproxy-{port}.log"
-        env = _environment(
-            f"127.0.0.1:{port}", f"127.0.0.1:{stats_port}", apps, tmp_path / f"haproxy-{port}.sock"
-        )
+        sock = tmp_path / f"haproxy-{port}.sock"
+        env = _environment(f"127.0.0.1:{port}", f"127.0.0.1:{stats_port}", apps, sock)
         check = subprocess.run(
             [exe, "-c", "-f", str(CONFIG)], env=env, capture_output=True, text=True, timeout=60
         )
@@ -111,7 +123,7 @@ def haproxy(apps: Sequence[str], tmp_path: Path, *, up_within: float = 90) -> It
                 stderr=subprocess.STDOUT,
                 cwd=tmp_path,
             )
-        proxy = Proxy(f"http://127.0.0.1:{port}", f"http://127.0.0.1:{stats_port}/stats", log)
+        proxy = Proxy(f"http://127.0.0.1:{port}", f"http://127.0.0.1:{stats_port}/stats", log, sock)
         try:
             if _wait_up(proc, proxy, len(apps), deadline):
                 break
