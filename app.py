@@ -410,7 +410,18 @@ def main() -> None:
 
         _gate("Cannot start", broken)
         return
-    engine = ui.engine()
+    try:
+        engine = ui.engine()
+    except WorkbenchError as exc:  # e.g. the migration lock was held past WORKBENCH_MIGRATE_WAIT
+        reason = str(exc)
+
+        def waiting() -> None:
+            ui.error("The workbench cannot open its database yet.")
+            st.code(reason, language=None)
+            st.caption("Reload this page to try again.")
+
+        _gate("Cannot start", waiting)
+        return
     local = not _auth_configured()
     if local:
         _network_warning()

@@ -38,7 +38,9 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from storage import trace_search
+from storage import migrating, trace_search
+from storage.migrating import MigrationResult
+from storage.migrating import alembic_config as alembic_config  # where callers find it
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_URL = f"sqlite:///{ROOT / 'data' / 'workbench.db'}"
@@ -222,17 +224,8 @@ def plain_rows(session: Session, stmt: Any) -> list[tuple[Any, ...]]:
         cursor.close()
 
 
-def migrate(engine: Engine) -> None:
-    """Bring the schema to the newest Alembic revision (``upgrade head``)."""
-    from alembic import command
-
-    command.upgrade(alembic_config(engine), "head")
-
-
-def alembic_config(engine: Engine) -> Any:
-    from alembic.config import Config
-
-    cfg = Config()
-    cfg.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
-    cfg.attributes["engine"] = engine
-    return cfg
+def migrate(engine: Engine) -> MigrationResult:
+    """Bring the schema to the newest Alembic revision (``upgrade head``), one process at a
+    time: the others wait for it, and a database already at the newest revision costs one
+    read (:mod:`storage.migrating`). Says what it did (from which revision to which)."""
+    return migrating.migrate(engine)

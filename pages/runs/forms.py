@@ -5,8 +5,6 @@ review/evaluation (evalruns, execution, judges), where it is unit-tested."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pandas as pd
 import streamlit as st
 from sqlalchemy import Engine
@@ -20,11 +18,7 @@ from review.core.taxonomy import Taxonomy
 from review.evaluation import evalruns, execution, judges, refpipeline
 from review.thresholds.thresholds import configured_pipeline
 
-BUNDLED: dict[str, Callable[[], execution.Pipeline]] = {
-    "Reference pipeline": lambda: refpipeline.reference,
-    "Naive pipeline (worse)": lambda: refpipeline.naive,
-    "Sampled reference (varies between repeats)": lambda: refpipeline.Sampled(),
-}
+BUNDLED = refpipeline.BUNDLED
 
 
 def import_run_form(engine: Engine, actor: Actor, tax: Taxonomy) -> None:

@@ -8,16 +8,17 @@ import sys
 from pathlib import Path
 
 import click
+from sqlalchemy import make_url
 
 from review.admin import users
 from review.cases import cases, exchange, splits
 from review.cli.common import WorkbenchGroup, cli_actor, open_engine, transact
-from review.core import readable
+from review.core import database, readable
 from review.core.taxonomy import load_taxonomy
 from review.corpus import corpus
 from review.demo import fixtures
 from review.evaluation import evalruns, execution, runmetrics
-from storage.db import database_url
+from storage.db import database_url, get_engine, migrate
 
 
 @click.group(cls=WorkbenchGroup)
@@ -31,9 +32,15 @@ def main() -> None:
 
 @main.command("migrate")
 def migrate_cmd() -> None:
-    """Create or upgrade the database schema to the newest revision."""
-    open_engine()
-    click.echo(f"database is at the newest schema: {database_url()}")
+    """Create or upgrade the database schema to the newest revision.
+
+    Several processes started together on one database: one migrates, the others wait for it
+    (at most WORKBENCH_MIGRATE_WAIT seconds, default 600) and find the schema at head.
+    """
+    database.show_migration_log()
+    result = migrate(get_engine())
+    shown = make_url(database_url()).render_as_string(hide_password=True)
+    click.echo(f"{result.describe()}: {shown}")
 
 
 @main.command("seed-demo")

@@ -308,6 +308,13 @@ def Sampled(seed: int = 2025, jitter: float = 0.08) -> GatedPipeline:
 
 sampled = Sampled()
 
+#: The pipelines a user picks by name on the Runs page (an evaluation job names one).
+BUNDLED: dict[str, Callable[[], GatedPipeline]] = {
+    "Reference pipeline": lambda: reference,
+    "Naive pipeline (worse)": lambda: naive,
+    "Sampled reference (varies between repeats)": lambda: Sampled(),
+}
+
 
 def configure_pipeline(
     pipeline: Any, policy: NoAnswerPolicy, wording: Wording, company_names: Sequence[str] = ()

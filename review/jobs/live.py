@@ -1,0 +1,70 @@
+"""Syncing a Phoenix project and pushing verdicts back to Phoenix, as jobs: each waits on a
+remote server (a sync reads every new span, a push writes an annotation per verdict), so a
+worker runs it and the page that started it shows its progress on every server.
+
+Both are safe to run again: a sync resumes where the last stored page left it and a span read
+twice is staged once; a push sends only what Phoenix has not acknowledged (digest per
+annotation).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from review.audits import pushback
+from review.core.errors import InputError
+from review.core.identity import Permission
+from review.jobs.context import JobContext
+from review.jobs.kinds import Kind, register
+from review.traces.live import display, phoenix
+
+__all__ = ["PHOENIX_PUSH", "PHOENIX_SYNC"]
+
+
+def _int(params: dict[str, Any], name: str) -> int:
+    value = params.get(name)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise InputError(f"the job's {name} must be a positive whole number")
+    return value
+
+
+def _sync(ctx: JobContext) -> dict[str, Any]:
+    source_id = _int(ctx.params, "source_id")
+    max_pages = ctx.params.get("max_pages")
+    if max_pages is not None:
+        max_pages = _int(ctx.params, "max_pages")
+    ctx.progress(0, max_pages, "reading Phoenix")
+
+    def after_page(r: phoenix.SyncReport) -> None:
+        ctx.progress(r.pages, max_pages, f"{r.spans_read:,} spans read in {r.pages:,} pages")
+
+    report = phoenix.sync_phoenix(
+        ctx.engine, ctx.actor, source_id, max_pages=max_pages, after_page=after_page
+    )
+    text, kind = display.synced_text(report, max_pages or display.SYNC_NOW_PAGES)
+    return {
+        "summary": text,
+        "kind": kind,
+        "spans_read": report.spans_read,
+        "imported": report.imported,
+        "error": report.error,
+    }
+
+
+def _push(ctx: JobContext) -> dict[str, Any]:
+    plan_id = _int(ctx.params, "plan_id")
+    ctx.progress(0, None, "sending to Phoenix")
+    report = pushback.push_to_phoenix(ctx.engine, ctx.actor, plan_id=plan_id)
+    clean = report.ok and not report.not_pushable and not report.problems
+    return {
+        "summary": report.summary(),
+        "kind": "success" if clean else "warning",
+        "pushed": report.pushed,
+        "failed": report.failed,
+    }
+
+
+PHOENIX_SYNC = register(Kind("phoenix_sync", "Phoenix sync", Permission.manage_sources, _sync))
+PHOENIX_PUSH = register(
+    Kind("phoenix_push", "Verdicts sent to Phoenix", Permission.import_traces, _push)
+)
