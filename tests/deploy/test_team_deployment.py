@@ -48,6 +48,9 @@ CHEN = "chen.li@brightwave.example"  # compliance
 TIMEOUT = 60_000
 #: the cookie every app server signs with (deploy/workbench.env): the same on all of them
 COOKIE_SECRET = "team-deployment-test-cookie-secret-0123456789"
+#: the sign-off record's key, the same on every server and worker (deploy/workbench.env): a
+#: signature made on one server verifies on the other only so
+SIGNING_KEY = "team-deployment-test-signing-key-0123456789"
 # How many times the journey runs (`make soak` runs it more: WORKBENCH_TEAM_ROUNDS)
 ROUNDS = int(os.environ.get("WORKBENCH_TEAM_ROUNDS", "1"))
 
@@ -88,6 +91,12 @@ def _demo_database(pg_server: str) -> str:
     finally:
         eng.dispose()
     return url
+
+
+def _env_file_names() -> set[str]:
+    """The settings deploy/workbench.env gives every process (set or commented out)."""
+    text = (ROOT / "deploy" / "workbench.env").read_text(encoding="utf-8")
+    return set(re.findall(r"^#? ?([A-Z][A-Z0-9_]+)=", text, re.M))
 
 
 def _ids(url: str) -> dict[str, int]:
@@ -131,11 +140,29 @@ def _worker(env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]
 def team(pg_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Team]:
     tmp = tmp_path_factory.mktemp("team")
     url = _demo_database(pg_server)
+    # the settings deploy/workbench.env says every process shares (test values; no secrets
+    # file, so local mode: the browsers say who acts with ?as=)
     shared = {
         "WORKBENCH_DATABASE_URL": url,
         "WORKBENCH_JOBS": "workers",
+        "WORKBENCH_SIGNING_KEY": SIGNING_KEY,
+        "WORKBENCH_POLICIES_DIR": str(ROOT / "policies"),
         "STREAMLIT_SERVER_COOKIE_SECRET": COOKIE_SECRET,
+        "STREAMLIT_SERVER_ENABLE_XSRF_PROTECTION": "true",
+        "STREAMLIT_SERVER_ENABLE_CORS": "true",
+        "STREAMLIT_SERVER_ALLOWED_HOSTS": "127.0.0.1",
     }
+    assert set(shared) <= _env_file_names()
+    # the deployment takes its key once, before anything runs (README: adopt-signing-key)
+    adopted = subprocess.run(
+        [sys.executable, "-m", "review.cli.main", "adopt-signing-key", "--yes"],
+        cwd=ROOT,
+        env=dict(os.environ, **shared),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert adopted.returncode == 0, adopted.stdout + adopted.stderr
     with contextlib.ExitStack() as stack:
         # every process gets the same shared settings (deploy/workbench.env)
         worker_log = tmp / "worker.log"
@@ -267,7 +294,10 @@ def _withdraw(team: Team, n: int) -> None:
         eng.dispose()
 
 
-def test_two_people_on_two_servers_sign_off_one_change(team: Team, browser: Browser) -> None:
+def test_two_people_on_two_servers_sign_off_one_change(
+    team: Team, browser: Browser, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WORKBENCH_SIGNING_KEY", SIGNING_KEY)  # this process checks and signs too
     with _person_on(browser, team.proxy, "app1") as paula:
         paula.goto(f"{team.proxy.base}/?as={team.ids[PAULA]}")
         wait_idle(paula)
@@ -292,6 +322,9 @@ def test_two_people_on_two_servers_sign_off_one_change(team: Team, browser: Brow
         assert newest.author == PAULA and newest.status == "pending"
         assert [(s.signer, s.role) for s in newest.signatures] == [(CHEN, "compliance")]
         assert signoff.verify_chain(eng) == []
+        # the record is keyed: a process without the deployment's key cannot check it
+        monkeypatch.delenv("WORKBENCH_SIGNING_KEY")
+        assert signoff.verify_chain(eng) != []
     finally:
         eng.dispose()
 
