@@ -50,6 +50,7 @@ PAGES = (
         work=frozenset({Role.admin}),
         open_to=navigation.holders(Permission.manage_users),
     ),
+    PageSpec("Workbench", "jobs_page.py", "Background work", "work_history", "jobs"),
     PageSpec(
         "Labels",
         "labeling_page.py",

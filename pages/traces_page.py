@@ -8,57 +8,42 @@ check every page's file upload goes through.
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import streamlit as st
 from sqlalchemy import Engine
 
-from pages import ui
+from pages import jobs_view, ui
 from pages.traces import cached
+from pages.traces import import_job as import_job_view
 from pages.traces.retention_panel import retention_panel
 from pages.traces.sources_panel import sources_panel
 from pages.traces.trace_list import P, clear_button, init_from_query, trace_list
 from pages.traces.trace_view import show_trace
 from review.admin import users
 from review.core import clearance, uploads
-from review.core.errors import InputError, PermissionDenied, WorkbenchError
 from review.core.identity import Actor, Permission
 from review.core.taxonomy import Taxonomy
-from review.traces import browse, display, importer, unknowndocs
+from review.jobs import runner, trace_import
+from review.traces import browse, display, importer
 from review.traces.formats import FORMATS
 
-
-def _import_report() -> None:
-    """The outcome of the last import (kept in session state across reruns)."""
-    done = st.session_state.get(f"{P}report")
-    if not done:
-        return
-    st.success("Import finished.")
-    st.text(done["summary"])
-    unknown = done.get("unknown")
-    if unknown:
-        # document ids come from the file: shown as text, never as Markdown
-        st.warning(ui.plain(unknown["headline"]))
-        if unknown["ids"]:
-            st.caption(ui.plain(unknown["ids_caption"]))
-            st.code(unknown["ids"], language=None)
-        st.caption(ui.plain(unknown["way_forward"]))
-    if done.get("problems"):
-        st.caption("First rejected lines")
-        st.code("\n".join(done["problems"]), language=None)
-    if done.get("rejects"):
-        st.download_button(
-            "Download the rejected lines (JSONL)",
-            done["rejects"],
-            file_name="rejected-lines.jsonl",
-            mime="application/jsonl",
-        )
+#: the import job this session started (also in the address: ?job=N)
+JOB_KEY = f"{P}job"
 
 
-def import_panel(engine: Engine, actor: Actor, tax: Taxonomy) -> None:
-    with st.expander("Import traces", expanded=browse.total_traces(engine) == 0):
+def _shown_job() -> int | None:
+    """The import job the panel shows: the one the link names (?job=N), else the one this
+    session started."""
+    job_id = ui.query_int("job")
+    return job_id if job_id is not None else st.session_state.get(JOB_KEY)
+
+
+def import_panel(engine: Engine, actor: Actor) -> None:
+    # open while it shows an import (whose end would otherwise fold it away as the first
+    # traces arrive), or while there is no trace yet
+    opened = _shown_job() is not None or browse.total_traces(engine) == 0
+    with st.expander("Import traces", expanded=opened):
         st.caption(
             "Canonical JSONL, OpenTelemetry OTLP/JSON lines (OpenInference or GenAI attributes), "
             "Langfuse observation exports or a flat CSV. A file lands whole or nothing is "
@@ -79,8 +64,8 @@ def import_panel(engine: Engine, actor: Actor, tax: Taxonomy) -> None:
                 c3.caption("Personal data is redacted on import.")
             go = st.form_submit_button("Import traces", type="primary")
         if go:
-            run_import(engine, actor, tax, up, fmt, skip_bad, redact)
-        _import_report()
+            run_import(engine, actor, up, fmt, skip_bad, redact)
+        import_job(engine, actor)
         rows = importer.recent_imports(engine, limit=8)
         if rows:
             st.caption("Recent imports")
@@ -89,76 +74,62 @@ def import_panel(engine: Engine, actor: Actor, tax: Taxonomy) -> None:
 
 
 def run_import(
-    engine: Engine, actor: Actor, tax: Taxonomy, up: Any, fmt: str, skip_bad: bool, redact: bool
-) -> None:
-    st.session_state.pop(f"{P}report", None)
+    engine: Engine, actor: Actor, up: Any, fmt: str, skip_bad: bool, redact: bool
+) -> int | None:
+    """Start the import job of the uploaded file (review/jobs/trace_import.py): run now with
+    the bar moving (inline mode) or queued for a worker; returns the job's id (None when
+    nothing was started: said so)."""
+    st.session_state.pop(JOB_KEY, None)  # the form's new import replaces the one shown
+    st.query_params.pop("job", None)
     if up is None:
         ui.error("Choose a file to import.")
-        return
+        return None
     data = up.getvalue()
-    try:
-        uploads.check_upload(up.name, len(data), "traces")
-    except WorkbenchError as exc:
-        ui.show_error(exc)
-        return
     bar = st.progress(0.0, text="Checking the file…")
 
-    def progress(phase: str, done: int, total: int | None) -> None:
-        shown = display.import_progress(phase, done, total)
-        if shown is not None:
-            bar.progress(shown[0], text=ui.plain(shown[1]))
+    def progress(done: int, total: int | None, note: str) -> None:
+        bar.progress(min(1.0, done / total) if total else 0.0, text=ui.plain(note))
 
-    with tempfile.TemporaryDirectory(prefix="wb-rejects-") as tmp:
-        rejects = Path(tmp) / "rejects.jsonl" if skip_bad else None
-        try:
-            report = importer.import_bytes(
-                engine,
-                actor,
-                data,
-                up.name,
-                fmt,
-                tax=tax,
-                skip_bad=skip_bad,
-                rejects_path=rejects,
-                redact=redact,
-                progress=progress,
-            )
-        except InputError as exc:
-            bar.empty()
-            ui.error("Nothing was imported. The file has a problem:")
-            st.code(str(exc), language=None)
-            return
-        except PermissionDenied as exc:
-            bar.empty()
-            ui.show_error(exc)
-            return
-        bar.progress(1.0, text="Done")
-        saved = rejects.read_bytes() if rejects is not None and rejects.exists() else b""
-    st.session_state[f"{P}report"] = {
-        "summary": report.summary(),
-        "problems": report.problems,
-        "rejects": saved if report.rejected else b"",
-        "unknown": _unknown(report),
-    }
-    cached.forget()
+    job_id: int | None = None
+    with ui.reported():
+        uploads.check_upload(up.name, len(data), "traces")
+        params = trace_import.params(up.name, fmt, skip_bad=skip_bad, redact=redact)
+        job_id = runner.start(
+            engine, actor, trace_import.NAME, params, {"traces": data}, on_progress=progress
+        )
+    job = jobs_view.read_job(engine, actor, job_id) if job_id is not None else None
+    if job is not None and job.status == "done":
+        bar.progress(1.0, text="Done")  # run during the click (inline): the bar ends full
+    else:
+        bar.empty()  # queued for a worker, or refused: the job's own view says so below
+    if job_id is not None:
+        st.session_state[JOB_KEY] = job_id
+        st.query_params["job"] = str(job_id)
+    return job_id
 
 
-def _unknown(report: importer.ImportReport) -> dict[str, str] | None:
-    """What the import says about traces restricted for citing unknown documents."""
-    u = report.unknown
-    if not u.traces:
-        return None
-    first = u.first_ids()
-    return {
-        "headline": u.headline(report.added),
-        "ids_caption": (
-            f"Unknown document ids: the first {len(first)} of {u.total_text()}"
-            if u.more or len(u.ids) > len(first)
-            else f"Unknown document ids ({len(first)})"
-        ),
-        "ids": "\n".join(first),
-        "way_forward": unknowndocs.WAY_FORWARD,
-    }
+def import_job(engine: Engine, actor: Actor) -> None:
+    """The import this session started, or the one the link names (?job=N), as it runs and
+    when it is finished (on any server: it is read from the database)."""
+    job_id = _shown_job()
+    if job_id is None:
+        return
+    job = jobs_view.job_status(
+        engine,
+        actor,
+        job_id,
+        import_job_view.result_view(engine, actor),
+        render_error=import_job_view.error_view,
+        kind=trace_import.NAME,
+    )
+    if job is not None and job.finished:
+        if st.session_state.get(f"{P}job_seen") != job.id:
+            st.session_state[f"{P}job_seen"] = job.id
+            cached.forget()  # what the import added shows in the pickers
+        if st.button("Close", key=f"{P}job_close"):
+            st.session_state.pop(JOB_KEY, None)
+            st.query_params.pop("job", None)
+            st.rerun()
 
 
 def _one_trace(engine: Engine, actor: Actor, tax: Taxonomy, pk: int) -> None:
@@ -173,7 +144,7 @@ def _list(engine: Engine, actor: Actor, tax: Taxonomy) -> None:
     """The page without ?trace: import, live sources, retention (each saying what it did
     under its button), the list."""
     if actor.can(Permission.import_traces):
-        import_panel(engine, actor, tax)
+        import_panel(engine, actor)
     sources_panel(engine, actor)
     retention_panel(engine, actor)
     init_from_query(tax)

@@ -1060,7 +1060,9 @@ RESTRICTED_TEXT = [
 # every query key a page reads as a deep link, and the restricted targets restricted_links
 # gives it; a page that starts reading a new key fails the enumeration test until a restricted
 # target for it is added here
-DEEP_LINK_KEYS = frozenset({"case", "doc", "trace", "item", "plan", "family", "tab", "version"})
+DEEP_LINK_KEYS = frozenset(
+    {"case", "doc", "trace", "item", "plan", "family", "tab", "version", "job"}
+)
 _QUERY_READ = re.compile(r'query_int\(\s*"(\w+)"|query_params(?:\.get\(|\.pop\(|\[)\s*"(\w+)"')
 
 
@@ -1150,6 +1152,23 @@ def everything(at: Any) -> str:
     return "\n".join(parts)
 
 
+def _import_rejecting_restricted_text(engine: Engine) -> int:
+    """A trace-import job (run inline by an admin with clearance) whose one line is rejected
+    quoting a restricted sentence: its rejected lines are unredacted."""
+    from review.jobs import runner, trace_import
+
+    row = users.get_by_email(engine, ADA)
+    assert row is not None
+    line = json.dumps({"trace_id": "leak-1", "query": RESTRICTED_TEXT[1], "top_score": "high"})
+    return runner.start(
+        engine,
+        users.to_actor(row),
+        trace_import.NAME,
+        trace_import.params("leak.jsonl", "canonical", skip_bad=True, redact=True),
+        {"traces": line.encode()},
+    )
+
+
 @pytest.fixture
 def restricted_links(ctx: Ctx) -> list[tuple[str, dict[str, str]]]:
     """Deep links to every view that shows a restricted document, case document or trace."""
@@ -1195,6 +1214,8 @@ def restricted_links(ctx: Ctx) -> list[tuple[str, dict[str, str]]]:
     links.append(("audit_page.py", {"plan": str(ctx.ids["open_plan"])}))
     pending = signoff.get_version(ctx.engine, ctx.ids["pending_policy"])
     links.append(("thresholds_page.py", {"tab": "signoff", "version": str(pending.number)}))
+    job = _import_rejecting_restricted_text(eng)
+    links += [(page, {"job": str(job)}) for page in ("traces_page.py", "jobs_page.py")]
     assert {k for _, q in links for k in q} == DEEP_LINK_KEYS
     return links
 

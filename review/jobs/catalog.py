@@ -3,6 +3,6 @@ the same kinds (one import per kind's module)."""
 
 from __future__ import annotations
 
-from review.jobs import evaluation_run, kinds, live, maintenance
+from review.jobs import evaluation_run, kinds, live, maintenance, trace_import
 
-__all__ = ["evaluation_run", "kinds", "live", "maintenance"]
+__all__ = ["evaluation_run", "kinds", "live", "maintenance", "trace_import"]
