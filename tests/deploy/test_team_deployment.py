@@ -4,8 +4,10 @@ haproxy started on the shipped deploy/haproxy.cfg; two people in two browsers (D
 chromium through Playwright), each held by haproxy's sticky cookie on a different server.
 
 A product owner proposes a threshold change through server 1; compliance, on server 2, finds
-it waiting and signs it; the product owner, still on server 1, sees the signature. Nothing of
-it passes through one server's memory: the proposal and the signature live in the database.
+it waiting and signs it; the product owner, still on server 1, sees the signature. A server
+taken out of haproxy's rotation sends its people to the other server as themselves. A trace
+import started on server 1 is run by the worker and watched to its end on server 2. Nothing
+of it passes through one server's memory: proposals, signatures and jobs live in the database.
 
 Every browser assertion waits (``expect``); every process is stopped in ``finally`` (the
 fixtures' context managers), also when the test fails. The module runs on one test worker
@@ -14,6 +16,7 @@ fixtures' context managers), also when the test fails. The module runs on one te
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import subprocess
@@ -24,15 +27,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Browser, FilePayload, Page, expect
 from sqlalchemy import create_engine, text
 
 from review.admin import users
 from review.core.taxonomy import load_taxonomy
 from review.demo import fixtures
+from review.jobs import catalog, queue
 from review.policy import inforce, signoff
 from review.thresholds import signing
-from storage.db import make_engine, migrate
+from storage.db import make_engine, migrate, read_session
 from tests.helpers.browser import EXPECT_TIMEOUT_MS, chromium_page, streamlit_server, wait_idle
 from tests.helpers.haproxy import COOKIE, Proxy, haproxy
 from tests.helpers.paths import ROOT
@@ -45,6 +49,10 @@ pytestmark = [
 
 PAULA = "paula.kim@brightwave.example"  # product owner
 CHEN = "chen.li@brightwave.example"  # compliance
+RAVI = "ravi.menon@brightwave.example"  # reviewer: imports traces
+ADA = "ada.admin@brightwave.example"  # admin: sees every job
+#: traces in the import a worker runs (a few seconds of work, about 3 MB to upload)
+IMPORTED = 2_000
 TIMEOUT = 60_000
 #: the cookie every app server signs with (deploy/workbench.env): the same on all of them
 COOKIE_SECRET = "team-deployment-test-cookie-secret-0123456789"
@@ -103,7 +111,7 @@ def _ids(url: str) -> dict[str, int]:
     eng = make_engine(url)
     try:
         out = {}
-        for email in (PAULA, CHEN):
+        for email in (PAULA, CHEN, RAVI, ADA):
             row = users.get_by_email(eng, email)
             assert row is not None
             out[email] = row.id
@@ -364,3 +372,67 @@ def test_a_server_taken_out_sends_its_people_to_the_other_as_themselves(
             expect(page.get_by_text("Who is working?")).to_have_count(0)
         finally:
             proxy.command("set server workbench_app/app1 state ready")
+
+
+def _trace_file(count: int) -> bytes:
+    """``count`` canonical traces: the sample's traces again under new ids."""
+    sample = [
+        json.loads(line)
+        for line in (ROOT / "tests" / "data" / "traces" / "canonical.jsonl")
+        .read_text()
+        .splitlines()
+        if line.strip()
+    ]
+    out = []
+    for i in range(count):
+        trace = dict(sample[i % len(sample)], trace_id=f"team-{i:06d}")
+        out.append(json.dumps(trace))
+    return ("\n".join(out) + "\n").encode("utf-8")
+
+
+def test_an_import_started_on_one_server_is_watched_to_its_end_on_the_other(
+    team: Team, browser: Browser
+) -> None:
+    """A reviewer uploads a trace file through server 1 (the upload goes to the server that
+    holds the page: the sticky cookie); with WORKBENCH_JOBS=workers neither server runs it, the
+    worker does; an admin on server 2 opens the job's address and watches it end there."""
+    assert "trace_import" in catalog.kinds.REGISTRY  # what the worker and the pages know
+    proxy = team.proxy
+    with _person_on(browser, proxy, "app1") as ravi, _person_on(browser, proxy, "app2") as ada:
+        ravi.goto(f"{proxy.base}/traces?as={team.ids[RAVI]}")
+        wait_idle(ravi)
+        # the demo has traces: the import form is folded away under its expander
+        ravi.get_by_text("Import traces", exact=True).first.click()
+        ravi.locator("input[type='file']").set_input_files(
+            files=[
+                FilePayload(
+                    name="team.jsonl", mimeType="application/jsonl", buffer=_trace_file(IMPORTED)
+                )
+            ]
+        )
+        expect(ravi.get_by_text("team.jsonl", exact=True)).to_be_visible(timeout=TIMEOUT)
+        ravi.get_by_role("button", name="Import traces").click()
+        expect(ravi).to_have_url(re.compile(r"[?&]job=\d+"), timeout=TIMEOUT)
+        found = re.search(r"[?&]job=(\d+)", ravi.url)
+        assert found is not None
+        job_id = int(found.group(1))
+
+        ada.goto(f"{proxy.base}/jobs?as={team.ids[ADA]}&job={job_id}")
+        wait_idle(ada)
+        expect(ada.get_by_text("Import finished.")).to_be_visible(timeout=TIMEOUT)
+        expect(ada.get_by_text(f"team.jsonl: {IMPORTED:,} traces added")).to_be_visible(
+            timeout=TIMEOUT
+        )
+        # and on server 1, where it started, without a reload
+        expect(ravi.get_by_text("Import finished.")).to_be_visible(timeout=TIMEOUT)
+    eng = make_engine(team.url)
+    try:
+        with read_session(eng) as s:
+            importer = users.to_actor(users.get_by_email(eng, RAVI))  # type: ignore[arg-type]
+            job = queue.get(s, importer, job_id)
+            assert job is not None and job.status == "done"
+            assert job.worker == "w1", job.worker  # the worker ran it, not a page
+            n = s.scalar(text("SELECT count(*) FROM traces WHERE trace_id LIKE 'team-%'"))
+        assert n == IMPORTED
+    finally:
+        eng.dispose()
