@@ -42,7 +42,7 @@ from review.audits import promote, pushback, queue, verdicts
 from review.builder import documents, suggestions, variants
 from review.cases import cases, splits
 from review.core.errors import InputError, PermissionDenied, StaleWriteError
-from review.core.identity import Actor, Role
+from review.core.identity import GRANTS, Actor, Permission, Role
 from review.core.taxonomy import Taxonomy
 from review.corpus import corpus
 from review.corpus.docformat import DocumentIn, parse_markdown
@@ -123,7 +123,12 @@ ALLOWED: dict[str, frozenset[Role]] = {
     # a job of an admin's kind; the access actors are no users, so it is refused for that
     "jobs.runner.start": ADMINS,
     # who may see some kind of job may ask to cancel one (job 0 does not exist)
-    "jobs.queue.cancel": ADMINS,
+    "jobs.queue.cancel": frozenset(
+        r
+        for r in Role
+        if Permission.manage_users in GRANTS[r]
+        or any(k.permission in GRANTS[r] for k in JOB_KINDS.values())
+    ),
     "cases.cases.update_case": CASE_EDITORS,
     "corpus.corpus.add_version": CORPUS_EDITORS,
     "corpus.corpus.import_documents": CORPUS_EDITORS,

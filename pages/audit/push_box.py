@@ -7,8 +7,7 @@ from __future__ import annotations
 import streamlit as st
 from sqlalchemy import Engine
 
-from pages import ui
-from review.audits import pushback
+from pages import job_controls, ui
 from review.audits.plans import PlanView
 from review.core.identity import Actor
 from review.core.terms import PlanStatus
@@ -35,10 +34,10 @@ def render(engine: Engine, actor: Actor, plan: PlanView) -> None:
     )
     pressed = st.button("Send the verdicts to Phoenix", key=KEY)
     here = ui.under(KEY)
-    if not pressed:
-        return
-    with ui.reported("Nothing was sent. ", here), st.spinner("Sending to Phoenix…"):
-        report = pushback.push_to_phoenix(engine, actor, plan_id=plan.id)
-        clean = report.ok and not report.not_pushable and not report.problems
-        ui.said(KEY, report.summary(), "success" if clean else "warning")
-        st.rerun()
+    if pressed:
+        with ui.reported("Nothing was sent. ", here), st.spinner("Sending to Phoenix…"):
+            job_controls.start(
+                engine, actor, KEY, "phoenix_push", {"plan_id": plan.id}, job_controls.result_text
+            )
+            st.rerun()
+    job_controls.watch(engine, actor, KEY, "phoenix_push", job_controls.result_text, where=here)

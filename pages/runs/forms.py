@@ -9,14 +9,14 @@ import pandas as pd
 import streamlit as st
 from sqlalchemy import Engine
 
-from pages import ui
+from pages import job_controls, ui
 from pages.runs import cached
 from review.core import readable, uploads
 from review.core.errors import InputError
 from review.core.identity import Actor, Permission
 from review.core.taxonomy import Taxonomy
 from review.evaluation import evalruns, execution, judges, refpipeline
-from review.thresholds.thresholds import configured_pipeline
+from review.jobs import evaluation_run
 
 BUNDLED = refpipeline.BUNDLED
 
@@ -95,21 +95,19 @@ def execute_form(engine: Engine, actor: Actor, tax: Taxonomy) -> None:
         )
         with ui.reported(where=here):
             with here, st.spinner("Running…"):
-                pipeline, used = configured_pipeline(engine, BUNDLED[which]())
-                execution.execute(
+                params = evaluation_run.params(which, run_name, int(repeats), perturb, subset)
+                job_controls.start(
                     engine,
                     actor,
-                    pipeline,
-                    tax,
-                    name=run_name,
-                    system_version=which,
-                    repeats=int(repeats),
-                    config={"pipeline": which, **used},
-                    perturb=perturb,
-                    subset=subset,
+                    "runs_execute",
+                    "evaluation_run",
+                    params,
+                    job_controls.result_text,
                 )
-            ui.said("runs_execute", f"Run {run_name!r} stored.")
             st.rerun()
+    job_controls.watch(
+        engine, actor, "runs_execute", "evaluation_run", job_controls.result_text, where=here
+    )
 
 
 def judge_section(

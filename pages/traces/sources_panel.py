@@ -13,10 +13,10 @@ import datetime as dt
 import streamlit as st
 from sqlalchemy import Engine
 
-from pages import ui
+from pages import job_controls, ui
 from pages.traces.trace_list import P
 from review.core.identity import Actor, Permission
-from review.traces.live import beside, display, phoenix, sources
+from review.traces.live import beside, display, sources
 from review.traces.live.beside import BesideStatus
 from review.traces.live.sources import SourceView
 
@@ -87,10 +87,14 @@ def _sync_control(engine: Engine, actor: Actor, src: SourceView) -> None:
     here = ui.under(f"{K}sync")
     if pressed:
         with ui.reported("Nothing was read. ", where=here), st.spinner("Reading Phoenix…"):
-            report = phoenix.sync_phoenix(engine, actor, src.id, max_pages=display.SYNC_NOW_PAGES)
-            text, kind = display.synced_text(report)
-            ui.said(f"{K}sync", text, kind)
+            params = {"source_id": src.id, "max_pages": display.SYNC_NOW_PAGES}
+            job_controls.start(
+                engine, actor, f"{K}sync", "phoenix_sync", params, job_controls.result_text
+            )
             st.rerun()
+    job_controls.watch(
+        engine, actor, f"{K}sync", "phoenix_sync", job_controls.result_text, where=here
+    )
 
 
 def _status_control(engine: Engine, actor: Actor, src: SourceView) -> None:

@@ -28,7 +28,7 @@ from sqlalchemy.orm import Session
 from review.admin import users
 from review.core.errors import InputError, WorkbenchError
 from review.core.identity import Actor
-from review.jobs import queue
+from review.jobs import catalog, queue
 from review.jobs.context import Cancelled, JobContext, LeaseLost, Retryable
 from review.jobs.kinds import get_kind
 from storage.db import read_session, run_write
@@ -36,6 +36,9 @@ from storage.db import read_session, run_write
 log = logging.getLogger("workbench.jobs")
 
 MODES: Final = ("auto", "inline", "workers")
+
+#: every kind of job, registered wherever jobs are started or run
+KINDS: Final = catalog.kinds.REGISTRY
 
 
 def mode_setting() -> str:
@@ -65,8 +68,9 @@ def start(
 ) -> int:
     """Submit a job (its own transaction) and, in inline mode, run it now in this process;
     returns its id either way."""
+    where = mode(engine)  # a bad WORKBENCH_JOBS is refused before a job is queued
     job_id = run_write(engine, lambda s: queue.submit(s, actor, kind, params, files))
-    if mode(engine) == "inline":
+    if where == "inline":
         run_one(engine, queue.worker_name("inline"), job_id=job_id, on_progress=on_progress)
     return job_id
 
@@ -87,7 +91,10 @@ def run_one(
 ) -> int | None:
     """Claim one due job (or job ``job_id``) and run it to its end; its id, or None if none
     was due. Never raises for what the job does: its outcome is on its row."""
-    claim = run_write(engine, lambda s: queue.claim(s, worker, job_id=job_id))
+    # only kinds this process knows: a worker of an older release leaves a newer kind's jobs
+    # to a worker that runs it, rather than failing them
+    known = sorted(KINDS)
+    claim = run_write(engine, lambda s: queue.claim(s, worker, job_id=job_id, kinds=known))
     if claim is None:
         return None
     with read_session(engine) as s:

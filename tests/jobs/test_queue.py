@@ -149,8 +149,10 @@ def test_only_who_may_start_a_kind_sees_its_jobs(engine: Engine) -> None:
         assert queue.recent(s, ANNOTATOR) == []
         assert queue.result_file(s, ANNOTATOR, job_id, "sum.txt") is None
         assert [j.id for j in queue.recent(s, ADMIN)] == [job_id]
-    with pytest.raises(PermissionDenied):
+    # an annotator may see other kinds of job (evaluation runs), not this one's
+    with pytest.raises((PermissionDenied, InputError)):
         run_write(engine, lambda s: queue.cancel(s, ANNOTATOR, job_id))
+    assert _job(engine, job_id).status == "queued"
     with pytest.raises(InputError, match="no job"):
         run_write(engine, lambda s: queue.cancel(s, REVIEWER, job_id + 1))
 
@@ -381,6 +383,26 @@ def test_a_bad_lease_setting_is_refused_with_its_name(
     monkeypatch.setenv("WORKBENCH_JOB_LEASE_SECONDS", raw)
     with pytest.raises(InputError, match="WORKBENCH_JOB_LEASE_SECONDS"):
         queue.lease()
+
+
+def test_a_worker_leaves_a_kind_it_does_not_know_to_a_worker_that_does(engine: Engine) -> None:
+    job_id = _submit(engine)
+    kinds.REGISTRY.pop(KIND.name)
+    try:
+        assert runner.run_worker(engine, name="old release", once=True) == 0
+        assert _job(engine, job_id).status == "queued"
+    finally:
+        kinds.register(KIND)
+    assert runner.run_worker(engine, name="new release", once=True) == 1
+    assert _job(engine, job_id).status == "done"
+
+
+def test_a_bad_jobs_setting_queues_nothing(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WORKBENCH_JOBS", "later")
+    with pytest.raises(InputError, match="WORKBENCH_JOBS"):
+        runner.start(engine, REVIEWER, "test_count", {"n": 1})
+    with read_session(engine) as s:
+        assert s.scalar(select(func.count()).select_from(Job)) == 0
 
 
 def test_pages_of_recent_jobs(engine: Engine) -> None:
