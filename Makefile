@@ -16,6 +16,7 @@ RECEIVE ?=
 # stay within 10 minutes on a 2-core machine), long in `make soak` (same tests, no deletion).
 CONCURRENCY_SECONDS ?= 15
 SOAK_SECONDS ?= 120
+SOAK_ROUNDS ?= 10
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -100,9 +101,11 @@ test: lint phoenix-env argilla-env labelstudio-env
 		--numprocesses auto --maxprocesses $(TEST_WORKERS) --dist loadgroup --maxschedchunk 1 \
 		--durations 25
 
-# The concurrency tests alone, each database hammered for SOAK_SECONDS by 8 processes.
+# The concurrency tests alone, each database hammered for SOAK_SECONDS by 8 processes; then
+# the team deployment (two servers and a worker behind haproxy) with its journey SOAK_ROUNDS times.
 soak: install
 	WORKBENCH_CONCURRENCY_SECONDS=$(SOAK_SECONDS) $(BIN)/pytest tests/storage/test_concurrency.py
+	WORKBENCH_TEAM_ROUNDS=$(SOAK_ROUNDS) $(BIN)/pytest tests/deploy
 
 bench: install
 	$(BIN)/python benchmarks/run.py

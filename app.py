@@ -336,8 +336,15 @@ def _who_local(engine: Engine) -> Actor | None:
 
 
 def _network_warning() -> None:
-    """Local mode on an address other machines can reach: said on every page."""
-    if signin.network_open(st.get_option("server.address")):
+    """Local mode on an address other machines can reach, or reached through a reverse
+    proxy (a team deployment, deploy/): said on every page."""
+    if signin.through_proxy(st.context.headers):
+        st.warning(
+            "This workbench is open to the network in local mode, through a reverse proxy: "
+            "anyone who can reach the proxy can act as any user, administrators included. "
+            "Configure login ([auth] in the secrets file every server reads: deploy/README.md)."
+        )
+    elif signin.network_open(st.get_option("server.address")):
         st.warning(
             "This workbench is open to the network in local mode: anyone who can reach this "
             "address can act as any user, administrators included. Configure login in "

@@ -151,3 +151,15 @@ def network_open(address: str | None) -> bool:
         return not ipaddress.ip_address(host).is_loopback
     except ValueError:
         return True  # a host name other than localhost resolves to some interface
+
+
+#: headers a reverse proxy adds to the requests it passes on (haproxy's and nginx's
+#: ``X-Forwarded-For``, RFC 7239's ``Forwarded``)
+PROXY_HEADERS = ("x-forwarded-for", "forwarded")
+
+
+def through_proxy(headers: Mapping[str, str]) -> bool:
+    """Whether the browser's request came through a reverse proxy (deploy/haproxy.cfg adds
+    ``X-Forwarded-For``): a server listening on the loopback address is then reachable by
+    whoever reaches the proxy, so local mode is as open as on a network address."""
+    return any(str(name).lower() in PROXY_HEADERS for name in headers)

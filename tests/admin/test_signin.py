@@ -9,6 +9,7 @@ from review.admin.signin import (
     local_choice,
     network_open,
     remembered_user,
+    through_proxy,
     verified_email,
 )
 from review.core.errors import PermissionDenied
@@ -135,3 +136,12 @@ def test_only_loopback_addresses_count_as_closed_to_the_network(
     address: str | None, is_open: bool
 ) -> None:
     assert network_open(address) is is_open
+
+
+def test_a_request_through_a_reverse_proxy_counts_as_open_to_the_network() -> None:
+    """Behind haproxy (deploy/) the server listens on 127.0.0.1, yet whoever reaches the proxy
+    reaches it: the proxy's forwarding header says so, in any case of its name."""
+    assert through_proxy({"X-Forwarded-For": "10.0.0.7"})
+    assert through_proxy({"forwarded": "for=10.0.0.7"})
+    assert not through_proxy({"Host": "127.0.0.1:8501", "User-Agent": "x"})
+    assert not through_proxy({})
