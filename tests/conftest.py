@@ -32,6 +32,9 @@ TEST_TRACES = 2_400  # the demo's trace generator at test size (seed-demo makes 
 # is idle. The order of the tests within a module, and of the other modules, is kept.
 LONG_FIRST = (
     "tests/browser/",
+    "tests/deploy/",
+    "tests/jobs/test_worker_killed.py",
+    "tests/storage/test_migrate_together.py",
     "tests/live/test_phoenix_sync.py",
     "tests/live/test_push_phoenix.py",
     "tests/labels/test_labelstudio_live.py",
