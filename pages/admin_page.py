@@ -1,12 +1,13 @@
 """Admin: users, roles and clearance (audited), the labeling, adjudication and restricted-trace
-settings, and the audit log."""
+settings, the rebuilds of the restricted flags and the monitoring rollup (background jobs),
+and the audit log."""
 
 from __future__ import annotations
 
 import streamlit as st
 from sqlalchemy import Engine
 
-from pages import ui
+from pages import job_controls, ui
 from pages.traces.restriction_panel import unknown_documents_form
 from review.admin import changelog, navigation, users
 from review.core import readable
@@ -187,6 +188,41 @@ def audit_log_tab(engine: Engine) -> None:
     st.dataframe(changelog.entries_frame(rows, names), hide_index=True, width="stretch")
 
 
+REBUILDS = (
+    (
+        "admin_rebuild_restricted",
+        "restricted_rebuild",
+        "Rebuild the restricted flags",
+        "Checks every trace's restricted flag against the rule and the corpus as they are now. "
+        "Document changes and marks keep the flags in step; run it after a restore, an upgrade "
+        "or a bulk load of traces or documents (workbench recompute-restricted).",
+    ),
+    (
+        "admin_rebuild_rollup",
+        "rollup_rebuild",
+        "Rebuild the monitoring rollup",
+        "Recounts the daily monitoring rollup from the traces. Imports and purges keep it in "
+        "step; run it after writing traces into the database by other means "
+        "(workbench rebuild-rollup).",
+    ),
+)
+
+
+def maintenance_section(engine: Engine, actor: Actor) -> None:
+    """The two rebuilds, each a background job (minutes on millions of traces): its
+    progress, Cancel and outcome are said under its button."""
+    st.subheader("Maintenance")
+    for control, kind, label, caption in REBUILDS:
+        st.caption(caption)
+        pressed = st.button(label, key=control)
+        here = ui.under(control)
+        if pressed:
+            with ui.reported("Nothing was rebuilt. ", where=here), st.spinner("Rebuilding…"):
+                job_controls.start(engine, actor, control, kind, {}, job_controls.result_text)
+                st.rerun()
+        job_controls.watch(engine, actor, control, kind, job_controls.result_text, where=here)
+
+
 def main() -> None:
     engine = ui.engine()
     actor = ui.actor()
@@ -194,13 +230,17 @@ def main() -> None:
     if not actor.can(Permission.manage_users):
         ui.not_for_you("Managing users", navigation.holders(Permission.manage_users), actor)
         return
-    tab_users, tab_settings, tab_audit = st.tabs(["Users and roles", "Settings", "Audit log"])
+    tab_users, tab_settings, tab_upkeep, tab_audit = st.tabs(
+        ["Users and roles", "Settings", "Maintenance", "Audit log"]
+    )
     with tab_users:
         users_tab(engine, actor)
     with tab_settings:
         settings_tab(engine, actor)
         adjudication_form(engine, actor)
         unknown_documents_form(engine, actor)
+    with tab_upkeep:
+        maintenance_section(engine, actor)
     with tab_audit:
         audit_log_tab(engine)
 

@@ -72,7 +72,11 @@ def list_cmd(limit: int, status: str | None) -> None:
     with read_session(engine) as s:
         rows = queue.recent(s, cli_actor(), limit=limit, status=status)
         alive = queue.workers(s)
-    click.echo(f"{readable.count(len(alive), 'worker')} alive: " + ", ".join(w.name for w in alive))
+    if alive:
+        names = ", ".join(w.name for w in alive)
+        click.echo(f"{readable.count(len(alive), 'worker')} alive: {names}")
+    else:
+        click.echo("no worker alive: jobs wait, or run in the page that starts them")
     for j in rows:
         total = "?" if j.total is None else f"{j.total:,}"
         click.echo(

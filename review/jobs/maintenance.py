@@ -34,7 +34,7 @@ def _restricted(ctx: JobContext) -> dict[str, Any]:
         "opened": flips.opened,
         "summary": (
             f"{flips.checked:,} traces checked: {flips.restricted:,} became restricted, "
-            f"{flips.opened:,} became open"
+            f"{flips.opened:,} became open."
         ),
     }
 
@@ -47,7 +47,7 @@ def _rollup(ctx: JobContext) -> dict[str, Any]:
         ctx.progress(n, max(total, n), f"{n:,} of {max(total, n):,} traces read")
 
     n = rollup.rebuild(ctx.engine, progress=tick)
-    return {"traces": n, "summary": f"the monitoring rollup was rebuilt from {n:,} traces"}
+    return {"traces": n, "summary": f"The monitoring rollup was rebuilt from {n:,} traces."}
 
 
 RESTRICTED_REBUILD = register(
