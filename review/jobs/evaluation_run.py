@@ -19,12 +19,15 @@ from review.core.identity import Permission
 from review.core.taxonomy import load_taxonomy
 from review.evaluation import execution, refpipeline
 from review.jobs.context import JobContext
-from review.jobs.kinds import Kind, register
+from review.jobs.kinds import Kind, expect, register
 from review.thresholds.thresholds import configured_pipeline
 from storage.db import read_session
 from storage.models import EvalRun
 
 __all__ = ["EVALUATION_RUN", "SUBSET_FIELDS", "params"]
+
+#: the most repeats of a run (the Runs page offers 1 to 10)
+MAX_REPEATS = 10
 
 SUBSET_FIELDS = (
     "family", "slice", "split", "category", "import_batch", "document", "language", "mentions",
@@ -56,7 +59,14 @@ def params(
 def _subset(raw: Any) -> execution.CaseSubset:
     if not isinstance(raw, dict) or set(raw) - {*SUBSET_FIELDS, "keys"}:
         raise InputError("the run's subset of cases is malformed")
+    for f in SUBSET_FIELDS:
+        if raw.get(f) is not None and not isinstance(raw[f], str):
+            raise InputError(f"the run's subset: {f} must be a text")
     keys = raw.get("keys")
+    if keys is not None and (
+        not isinstance(keys, list) or not all(isinstance(k, str) for k in keys)
+    ):
+        raise InputError("the run's subset: keys must be a list of case keys")
     return execution.CaseSubset(
         **{f: raw.get(f) for f in SUBSET_FIELDS},
         keys=tuple(str(k) for k in keys) if keys else None,
@@ -64,19 +74,31 @@ def _subset(raw: Any) -> execution.CaseSubset:
 
 
 def _run(ctx: JobContext) -> dict[str, Any]:
-    p = ctx.params
-    name = str(p.get("name", ""))
-    which = str(p.get("pipeline", ""))
+    p = expect(
+        ctx.params,
+        {
+            "pipeline": (str,),
+            "name": (str,),
+            "repeats": (int,),
+            "perturb": (bool,),
+            "subset": (dict,),
+        },
+    )
+    name, which = p["name"], p["pipeline"]
     if which not in refpipeline.BUNDLED:
         raise InputError(f"unknown pipeline {which!r}")
+    if not name.strip():
+        raise InputError("the run needs a name")
+    if not 1 <= p["repeats"] <= MAX_REPEATS:
+        raise InputError(f"repeats must be 1 to {MAX_REPEATS}")
     with read_session(ctx.engine) as s:
         earlier = s.execute(select(EvalRun.id, EvalRun.config).where(EvalRun.name == name)).first()
     if earlier is not None and (earlier[1] or {}).get("job") == ctx.job_id:
         # an earlier attempt of this job stored it before its worker stopped
         return {"run_id": int(earlier[0]), "name": name, "summary": f"Run {name!r} stored."}
-    repeats = int(p.get("repeats", 1))
-    subset = _subset(p.get("subset", {}))
-    total = execution.subset_size(ctx.engine, subset) * max(1, repeats)
+    repeats = p["repeats"]
+    subset = _subset(p["subset"])
+    total = execution.subset_size(ctx.engine, subset) * repeats
     ctx.progress(0, total, "answering the cases")
     pipeline, used = configured_pipeline(ctx.engine, refpipeline.BUNDLED[which]())
     run_id = execution.execute(
@@ -88,7 +110,7 @@ def _run(ctx: JobContext) -> dict[str, Any]:
         system_version=which,
         repeats=repeats,
         config={"pipeline": which, **used, "job": ctx.job_id},
-        perturb=bool(p.get("perturb", True)),
+        perturb=p["perturb"],
         subset=subset,
         progress=lambda n: ctx.progress(n, max(total, n), f"{n:,} of {total:,} answers"),
     )

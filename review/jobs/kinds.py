@@ -8,7 +8,7 @@ result, and to cancel it (admins, who manage users, see and cancel every job).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +41,38 @@ def register(kind: Kind) -> Kind:
         raise ValueError(f"job kind {kind.name!r}: max_attempts must be 1 to 20")
     REGISTRY[kind.name] = kind
     return kind
+
+
+_TYPE_WORDS = {
+    bool: "true or false",
+    int: "a whole number",
+    str: "a text",
+    dict: "a mapping",
+    list: "a list",
+    type(None): "empty",
+}
+
+
+def expect(params: Mapping[str, Any], spec: Mapping[str, tuple[type, ...]]) -> dict[str, Any]:
+    """``params`` checked against ``spec`` (each name and the types its value may have): a
+    job runs only on the parameters its kind knows, each of its type; a missing, unknown or
+    mistyped one fails the job with an error naming it (never a guess)."""
+    unknown = sorted(set(params) - set(spec))
+    if unknown:
+        raise InputError(f"the job has an unknown parameter {unknown[0]!r}")
+    out: dict[str, Any] = {}
+    for name, types in spec.items():
+        if name not in params:
+            if type(None) in types:
+                out[name] = None
+                continue
+            raise InputError(f"the job's parameter {name!r} is missing")
+        value = params[name]
+        if type(value) not in types:  # exactly: True is no whole number, 1 no "true"
+            words = " or ".join(_TYPE_WORDS.get(t, t.__name__) for t in types)
+            raise InputError(f"the job's parameter {name!r} must be {words}")
+        out[name] = value
+    return out
 
 
 def get_kind(name: str) -> Kind:

@@ -15,7 +15,7 @@ from review.audits import pushback
 from review.core.errors import InputError
 from review.core.identity import Permission
 from review.jobs.context import JobContext
-from review.jobs.kinds import Kind, register
+from review.jobs.kinds import Kind, expect, register
 from review.traces.live import display, phoenix
 
 __all__ = ["PHOENIX_PUSH", "PHOENIX_SYNC"]
@@ -23,12 +23,13 @@ __all__ = ["PHOENIX_PUSH", "PHOENIX_SYNC"]
 
 def _int(params: dict[str, Any], name: str) -> int:
     value = params.get(name)
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+    if type(value) is not int or value < 1:
         raise InputError(f"the job's {name} must be a positive whole number")
     return value
 
 
 def _sync(ctx: JobContext) -> dict[str, Any]:
+    expect(ctx.params, {"source_id": (int,), "max_pages": (int, type(None))})
     source_id = _int(ctx.params, "source_id")
     max_pages = ctx.params.get("max_pages")
     if max_pages is not None:
@@ -52,6 +53,7 @@ def _sync(ctx: JobContext) -> dict[str, Any]:
 
 
 def _push(ctx: JobContext) -> dict[str, Any]:
+    expect(ctx.params, {"plan_id": (int,)})
     plan_id = _int(ctx.params, "plan_id")
     ctx.progress(0, None, "sending to Phoenix")
     report = pushback.push_to_phoenix(ctx.engine, ctx.actor, plan_id=plan_id)

@@ -14,13 +14,14 @@ from typing import Any
 
 from review.core.identity import Permission
 from review.jobs.context import JobContext
-from review.jobs.kinds import Kind, register
+from review.jobs.kinds import Kind, expect, register
 from review.traces import browse, restricted, rollup
 
 __all__ = ["RESTRICTED_REBUILD", "ROLLUP_REBUILD"]
 
 
 def _restricted(ctx: JobContext) -> dict[str, Any]:
+    expect(ctx.params, {})
     total = browse.total_traces(ctx.engine)
     ctx.progress(0, total, "checking every trace's restricted flag")
 
@@ -40,6 +41,7 @@ def _restricted(ctx: JobContext) -> dict[str, Any]:
 
 
 def _rollup(ctx: JobContext) -> dict[str, Any]:
+    expect(ctx.params, {})
     total = browse.total_traces(ctx.engine)
     ctx.progress(0, total, "reading the traces")
 

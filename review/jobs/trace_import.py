@@ -27,7 +27,7 @@ from review.core.errors import InputError, PermissionDenied
 from review.core.identity import Actor, Permission
 from review.core.taxonomy import taxonomy
 from review.jobs.context import JobContext
-from review.jobs.kinds import Kind, register
+from review.jobs.kinds import Kind, expect, register
 from review.traces import display, importer, unknowndocs
 from review.traces.formats import FORMATS
 
@@ -61,11 +61,12 @@ def params(file_name: str, fmt: str = "auto", *, skip_bad: bool, redact: bool) -
 
 def _run(ctx: JobContext) -> dict[str, Any]:
     """Import the job's file (module docs); returns what the page shows."""
-    p = ctx.params
-    name = str(p.get("file_name") or "traces")
-    fmt = str(p.get("fmt") or "auto")
-    skip_bad = bool(p.get("skip_bad", False))
-    redact = bool(p.get("redact", True))
+    got = expect(
+        ctx.params,
+        {"file_name": (str,), "fmt": (str,), "skip_bad": (bool,), "redact": (bool,)},
+    )
+    p = params(got["file_name"], got["fmt"], skip_bad=got["skip_bad"], redact=got["redact"])
+    name, fmt, skip_bad, redact = p["file_name"], p["fmt"], p["skip_bad"], p["redact"]
     actor = ctx.actor  # as they are now: a clearance taken away since the submit counts
     if not redact and not clearance.cleared(actor):
         raise PermissionDenied(
