@@ -12,6 +12,7 @@ from review.jobs import catalog, evaluation_run, queue, runner
 from storage.db import read_session, run_write
 from storage.models import Case, CaseFamily, EvalRun, Job
 from tests.helpers.actors import make_actor
+from tests.helpers.jobs import job_row
 
 PAULA = make_actor("product_owner", "paula.kim@brightwave.example", uid=5)
 
@@ -26,13 +27,6 @@ def _subset(engine: Engine) -> execution.CaseSubset:
     return execution.CaseSubset(family=family)
 
 
-def _job(engine: Engine, job_id: int) -> Job:
-    with read_session(engine) as s:
-        job = s.get(Job, job_id)
-        assert job is not None
-        return job
-
-
 def test_a_worker_stores_the_run_once(demo_engine: Engine) -> None:
     assert "evaluation_run" in catalog.kinds.REGISTRY
     subset = _subset(demo_engine)
@@ -41,7 +35,7 @@ def test_a_worker_stores_the_run_once(demo_engine: Engine) -> None:
     params = evaluation_run.params("Reference pipeline", "job run", 2, False, subset)
     job_id = run_write(demo_engine, lambda s: queue.submit(s, PAULA, "evaluation_run", params))
     assert runner.run_worker(demo_engine, name="w", once=True) == 1
-    job = _job(demo_engine, job_id)
+    job = job_row(demo_engine, job_id)
     assert job.status == "done", job.error
     assert job.done == job.total == 2 * n
     with read_session(demo_engine) as s:
@@ -58,7 +52,7 @@ def test_a_worker_stores_the_run_once(demo_engine: Engine) -> None:
             .values(status="running", lease_until=job.created_at, worker="gone")
         )
     assert runner.run_worker(demo_engine, name="heir", once=True) == 1
-    again = _job(demo_engine, job_id)
+    again = job_row(demo_engine, job_id)
     assert again.status == "done" and again.attempts == 2
     assert again.result["run_id"] == run.id
     with read_session(demo_engine) as s:
@@ -71,5 +65,5 @@ def test_an_unknown_pipeline_is_refused(demo_engine: Engine) -> None:
     bad = {"pipeline": "Mine", "name": "x", "repeats": 1, "perturb": False, "subset": {}}
     job_id = run_write(demo_engine, lambda s: queue.submit(s, PAULA, "evaluation_run", bad))
     runner.run_worker(demo_engine, name="w", once=True)
-    job = _job(demo_engine, job_id)
+    job = job_row(demo_engine, job_id)
     assert job.status == "failed" and job.error == "unknown pipeline 'Mine'"

@@ -14,8 +14,9 @@ from review.jobs import catalog, queue, runner
 from review.jobs.context import Cancelled
 from review.traces import rollup
 from storage.db import read_session, run_write
-from storage.models import Job, TraceRollup, User
+from storage.models import TraceRollup, User
 from tests.helpers.actors import make_actor
+from tests.helpers.jobs import job_row
 from tests.helpers.traces import import_traces, make_trace
 
 ADMIN = make_actor("admin", "adm@test.example", clearance=True, uid=1)
@@ -35,20 +36,13 @@ def engine(any_engine: Engine) -> Iterator[Engine]:
     yield any_engine
 
 
-def _done(engine: Engine, job_id: int) -> Job:
-    with read_session(engine) as s:
-        job = s.get(Job, job_id)
-        assert job is not None
-        return job
-
-
 def test_the_rollup_is_rebuilt_by_a_worker(engine: Engine) -> None:
     assert "rollup_rebuild" in catalog.kinds.REGISTRY
     run_write(engine, lambda s: s.execute(delete(TraceRollup)))
     assert rollup.stored_total(engine) == 0
     job_id = run_write(engine, lambda s: queue.submit(s, ADMIN, "rollup_rebuild", {}))
     assert runner.run_worker(engine, name="w", once=True) == 1
-    job = _done(engine, job_id)
+    job = job_row(engine, job_id)
     assert job.status == "done", job.error
     assert job.result["traces"] == 7 and job.done == job.total == 7
     assert rollup.stored_total(engine) == 7
@@ -57,7 +51,7 @@ def test_the_rollup_is_rebuilt_by_a_worker(engine: Engine) -> None:
 def test_the_restricted_flags_are_rebuilt_by_a_worker(engine: Engine) -> None:
     job_id = run_write(engine, lambda s: queue.submit(s, ADMIN, "restricted_rebuild", {}))
     runner.run_worker(engine, name="w", once=True)
-    job = _done(engine, job_id)
+    job = job_row(engine, job_id)
     assert job.status == "done", job.error
     assert job.result["checked"] == 7
     assert job.result["summary"].startswith("7 traces checked")
@@ -85,7 +79,7 @@ def test_a_cancelled_rollup_rebuild_keeps_the_old_rollup(
     # the report after the first batch, inside the rebuild's transaction, is where it lands
     monkeypatch.setattr("review.jobs.context.JobContext.progress", cancelled_inside)
     job_id = runner.start(engine, ADMIN, "rollup_rebuild", {})
-    assert _done(engine, job_id).status == "cancelled"
+    assert job_row(engine, job_id).status == "cancelled"
     assert len(calls) == 2
     with read_session(engine) as s:
         assert sorted(map(tuple, s.execute(select(TraceRollup.__table__)).all())) == before

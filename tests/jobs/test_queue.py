@@ -23,6 +23,7 @@ from review.jobs.context import JobContext, Retryable
 from storage.db import read_session, run_write
 from storage.models import Job, JobFile, User
 from tests.helpers.actors import make_actor
+from tests.helpers.jobs import job_row
 
 REVIEWER = make_actor("reviewer", "rev@test.example", uid=1)
 ANNOTATOR = make_actor("annotator", "ann@test.example", uid=2)
@@ -101,13 +102,6 @@ def _submit(engine: Engine, actor: Actor = REVIEWER, n: int = 3, **files: bytes)
     return run_write(engine, lambda s: queue.submit(s, actor, "test_count", params, files))
 
 
-def _job(engine: Engine, job_id: int) -> Job:
-    with read_session(engine) as s:
-        job = s.get(Job, job_id)
-        assert job is not None
-        return job
-
-
 def _marks(engine: Engine, job_id: int) -> list[int]:
     with engine.connect() as c:
         rows = c.execute(
@@ -152,7 +146,7 @@ def test_only_who_may_start_a_kind_sees_its_jobs(engine: Engine) -> None:
     # an annotator may see other kinds of job (evaluation runs), not this one's
     with pytest.raises((PermissionDenied, InputError)):
         run_write(engine, lambda s: queue.cancel(s, ANNOTATOR, job_id))
-    assert _job(engine, job_id).status == "queued"
+    assert job_row(engine, job_id).status == "queued"
     with pytest.raises(InputError, match="no job"):
         run_write(engine, lambda s: queue.cancel(s, REVIEWER, job_id + 1))
 
@@ -178,7 +172,7 @@ def test_big_input_files_are_chunked_and_read_back_whole(engine: Engine) -> None
         assert b"".join(queue.read_input(s, job_id, "numbers")) == big
 
 
-def test_two_workers_never_claim_the_same_job(engine: Engine) -> None:
+def test_two_workers_never_claim_the_samejob_row(engine: Engine) -> None:
     first, second = _submit(engine), _submit(engine)
     with Session(engine) as a, Session(engine) as b:
         with a.begin():
@@ -203,7 +197,7 @@ def test_an_input_error_fails_the_job_with_its_message(engine: Engine) -> None:
     job_id = _submit(engine)
     BEHAVIOUR[job_id] = "fail"
     runner.run_worker(engine, name="w", once=True)
-    job = _job(engine, job_id)
+    job = job_row(engine, job_id)
     assert job.status == "failed" and job.error == "the file has no line 3"
     assert job.attempts == 1
 
@@ -212,7 +206,7 @@ def test_an_unexpected_error_fails_without_showing_its_text(engine: Engine) -> N
     job_id = _submit(engine)
     BEHAVIOUR[job_id] = "crash"
     runner.run_worker(engine, name="w", once=True)
-    job = _job(engine, job_id)
+    job = job_row(engine, job_id)
     assert job.status == "failed" and job.error is not None
     assert job.error.startswith("internal error: KeyError")
 
@@ -221,7 +215,7 @@ def test_a_retryable_error_is_retried_after_a_backoff_then_fails(engine: Engine)
     job_id = _submit(engine)
     BEHAVIOUR[job_id] = "retry"
     runner.run_worker(engine, name="w", once=True)
-    job = _job(engine, job_id)
+    job = job_row(engine, job_id)
     assert job.status == "queued" and job.attempts == 1 and "503" in (job.error or "")
     assert job.run_after > job.created_at
     # not due yet: a worker passes it by
@@ -229,7 +223,7 @@ def test_a_retryable_error_is_retried_after_a_backoff_then_fails(engine: Engine)
     with engine.begin() as c:
         c.execute(update(Job).where(Job.id == job_id).values(run_after=job.created_at))
     runner.run_worker(engine, name="w", once=True)
-    job = _job(engine, job_id)
+    job = job_row(engine, job_id)
     assert job.status == "failed" and job.attempts == 2
     # the items it did are there once, not twice
     assert _marks(engine, job_id) == [0, 1, 2]
@@ -239,7 +233,7 @@ def test_cancelling_a_queued_job_ends_it_at_once(engine: Engine) -> None:
     job_id = _submit(engine, numbers=b"x")
     said = run_write(engine, lambda s: queue.cancel(s, REVIEWER, job_id))
     assert "had not started" in said
-    assert _job(engine, job_id).status == "cancelled"
+    assert job_row(engine, job_id).status == "cancelled"
     assert runner.run_worker(engine, name="w", once=True) == 0
     with pytest.raises(InputError, match="already ended"):
         run_write(engine, lambda s: queue.cancel(s, REVIEWER, job_id))
@@ -253,7 +247,7 @@ def test_only_its_starter_or_an_admin_cancels(engine: Engine) -> None:
     with pytest.raises(PermissionDenied):
         run_write(engine, lambda s: queue.cancel(s, other, job_id))
     run_write(engine, lambda s: queue.cancel(s, ADMIN, job_id))
-    assert _job(engine, job_id).cancelled_by == ADMIN.id
+    assert job_row(engine, job_id).cancelled_by == ADMIN.id
 
 
 def test_cancelling_a_running_job_stops_it_at_its_next_progress(
@@ -267,16 +261,16 @@ def test_cancelling_a_running_job_stops_it_at_its_next_progress(
     )
     t.start()
     try:
-        _wait(lambda: _job(engine, job_id).status == "running")
+        _wait(lambda: job_row(engine, job_id).status == "running")
         said = run_write(engine, lambda s: queue.cancel(s, REVIEWER, job_id))
         assert "next progress report" in said
         # the heartbeat reads the request; the job goes on to its next progress and stops
-        _wait(lambda: _job(engine, job_id).cancel_requested)
+        _wait(lambda: job_row(engine, job_id).cancel_requested)
         _wait_beat()
     finally:
         GATE.set()
         t.join(60)
-    job = _job(engine, job_id)
+    job = job_row(engine, job_id)
     assert job.status == "cancelled", (job.status, job.note, job.error)
     assert _marks(engine, job_id) == [0]
 
@@ -308,7 +302,7 @@ def test_a_job_whose_worker_died_is_taken_over_and_completed_once(
     assert runner.run_worker(engine, name="early", once=True) == 0
     _wait(lambda: _lease_passed(engine, job_id))
     assert runner.run_worker(engine, name="heir", once=True) == 1
-    job = _job(engine, job_id)
+    job = job_row(engine, job_id)
     assert job.status == "done" and job.attempts == 2 and job.worker == "heir"
     assert _marks(engine, job_id) == [0, 1, 2, 3]
     # the dead worker, were it only slow, can no longer write anything
@@ -316,7 +310,7 @@ def test_a_job_whose_worker_died_is_taken_over_and_completed_once(
         run_write(engine, lambda s: queue.finish(s, dead, {"items": 99}))
     with pytest.raises(queue.LeaseLost):
         run_write(engine, lambda s: queue.heartbeat(s, dead, 1, 4, "late"))
-    assert _job(engine, job_id).result["items"] == 4
+    assert job_row(engine, job_id).result["items"] == 4
 
 
 def _lease_passed(engine: Engine, job_id: int) -> bool:
@@ -339,7 +333,7 @@ def test_a_job_whose_workers_keep_dying_fails_with_why(
         assert run_write(engine, take) is not None
         _wait(lambda: _lease_passed(engine, job_id))
     assert runner.run_worker(engine, name="w", once=True) == 0
-    job = _job(engine, job_id)
+    job = job_row(engine, job_id)
     assert job.status == "failed"
     assert job.error == "its worker (dies1) stopped without finishing, 2 of 2 attempts"
 
@@ -349,7 +343,7 @@ def test_a_job_of_a_user_deactivated_meanwhile_does_not_run(engine: Engine) -> N
     with engine.begin() as c:
         c.execute(update(User).where(User.id == REVIEWER.id).values(active=False))
     runner.run_worker(engine, name="w", once=True)
-    job = _job(engine, job_id)
+    job = job_row(engine, job_id)
     assert job.status == "failed" and "may no longer run a test count" in (job.error or "")
     assert _marks(engine, job_id) == []
 
@@ -362,13 +356,13 @@ def test_inline_mode_runs_the_job_in_the_starting_process(
     job_id = runner.start(
         engine, REVIEWER, "test_count", {"n": 2}, on_progress=lambda *a: seen.append(a)
     )
-    assert _job(engine, job_id).status == "done"
+    assert job_row(engine, job_id).status == "done"
     assert seen == [(0, 2, "item 0"), (1, 2, "item 1")]
     # with a worker alive, auto queues it for the worker
     run_write(engine, lambda s: queue.beat(s, "w", None))
     assert runner.mode(engine) == "workers"
     queued = runner.start(engine, REVIEWER, "test_count", {"n": 2})
-    assert _job(engine, queued).status == "queued"
+    assert job_row(engine, queued).status == "queued"
     monkeypatch.setenv("WORKBENCH_JOBS", "inline")
     assert runner.mode(engine) == "inline"
     monkeypatch.setenv("WORKBENCH_JOBS", "sometimes")
@@ -390,11 +384,11 @@ def test_a_worker_leaves_a_kind_it_does_not_know_to_a_worker_that_does(engine: E
     kinds.REGISTRY.pop(KIND.name)
     try:
         assert runner.run_worker(engine, name="old release", once=True) == 0
-        assert _job(engine, job_id).status == "queued"
+        assert job_row(engine, job_id).status == "queued"
     finally:
         kinds.register(KIND)
     assert runner.run_worker(engine, name="new release", once=True) == 1
-    assert _job(engine, job_id).status == "done"
+    assert job_row(engine, job_id).status == "done"
 
 
 def test_a_bad_jobs_setting_queues_nothing(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -18,9 +18,10 @@ from sqlalchemy import Engine, func, insert, select
 
 from review.jobs import catalog, queue
 from storage.db import make_engine, migrate, read_session, run_write
-from storage.models import Job, User
 from storage.models import Trace as TraceRow
+from storage.models import User
 from tests.helpers.actors import make_actor
+from tests.helpers.jobs import job_row
 from tests.helpers.traces import canonical_lines, make_trace
 
 WORKBENCH = str(Path(sys.executable).parent / "workbench")
@@ -65,13 +66,6 @@ def _wait(cond: Callable[[], bool], what: str, seconds: float = 240) -> None:
         time.sleep(0.05)
 
 
-def _job(engine: Engine, job_id: int) -> Job:
-    with read_session(engine) as s:
-        job = s.get(Job, job_id)
-        assert job is not None
-        return job
-
-
 def test_a_killed_worker_is_replaced_and_the_import_lands_once(
     engine: Engine, any_url: str, tmp_path: Path
 ) -> None:
@@ -97,11 +91,11 @@ def test_a_killed_worker_is_replaced_and_the_import_lands_once(
         _wait(partway, "the first traces to be stored")
         first.send_signal(signal.SIGKILL)
         first.wait(30)
-        job = _job(engine, job_id)
+        job = job_row(engine, job_id)
         assert job.status == "running" and job.worker == "first"
         second = _worker(any_url, "second", log)
-        _wait(lambda: _job(engine, job_id).status in queue.FINISHED, "the job to end")
-        job = _job(engine, job_id)
+        _wait(lambda: job_row(engine, job_id).status in queue.FINISHED, "the job to end")
+        job = job_row(engine, job_id)
         assert job.status == "done", (job.status, job.error, log.read_text()[-3000:])
         assert job.attempts == 2 and job.worker == "second"
         with read_session(engine) as s:

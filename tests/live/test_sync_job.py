@@ -5,13 +5,12 @@ new. A source that is paused fails the job with the reason."""
 from __future__ import annotations
 
 import pytest
-from sqlalchemy import Engine
 
 from review.jobs import catalog, queue, runner
 from review.traces.live import sources
-from storage.db import make_engine, read_session, run_write
-from storage.models import Job
+from storage.db import make_engine, run_write
 from tests.helpers.actors import make_actor
+from tests.helpers.jobs import job_row
 from tests.helpers.pages import ADA
 from tests.live.phoenix_server import (
     PHOENIX_GROUP,
@@ -25,13 +24,6 @@ from tests.live.phoenix_server import (
 pytestmark = [pytest.mark.timeout(1800), PHOENIX_GROUP]
 
 ADMIN = make_actor("admin", ADA, clearance=True, uid=1)
-
-
-def _job(engine: Engine, job_id: int) -> Job:
-    with read_session(engine) as s:
-        job = s.get(Job, job_id)
-        assert job is not None
-        return job
 
 
 def test_a_worker_syncs_a_phoenix_source(
@@ -51,7 +43,7 @@ def test_a_worker_syncs_a_phoenix_source(
         engine, lambda s: queue.submit(s, ADMIN, "phoenix_sync", {"source_id": src.id})
     )
     assert runner.run_worker(engine, name="w", once=True) == 1
-    job = _job(engine, first)
+    job = job_row(engine, first)
     assert job.status == "done", job.error
     assert job.result["spans_read"] == 9 and job.result["error"] is None
     assert job.result["summary"].startswith("Read 9 spans (9 new) in 1 page")
@@ -62,13 +54,13 @@ def test_a_worker_syncs_a_phoenix_source(
     )
     runner.run_worker(engine, name="w", once=True)
     # the overlap window reads the newest spans again; none of them is new
-    assert " (0 new) " in _job(engine, again).result["summary"]
+    assert " (0 new) " in job_row(engine, again).result["summary"]
 
     sources.set_status(engine, ADMIN, src.id, "paused")
     paused = run_write(
         engine, lambda s: queue.submit(s, ADMIN, "phoenix_sync", {"source_id": src.id})
     )
     runner.run_worker(engine, name="w", once=True)
-    job = _job(engine, paused)
+    job = job_row(engine, paused)
     assert job.status == "failed" and job.error is not None and "paused" in job.error
     engine.dispose()
