@@ -169,10 +169,24 @@ def run_worker(
     stop = stop or threading.Event()
     ran = 0
     log.info("worker %s started", name)
+    outage = 0.0  # seconds to wait after the database failed, doubling up to a minute
     try:
         while not stop.is_set():
-            run_write(engine, lambda s: queue.beat(s, name, None))
-            job_id = run_one(engine, name)
+            try:
+                run_write(engine, lambda s: queue.beat(s, name, None))
+                job_id = run_one(engine, name)
+            except (OperationalError, DBAPIError) as exc:
+                # the database is down or unreachable: wait and try again, a worker outlives
+                # a restart of PostgreSQL (a job it held is taken over when its lease passed)
+                outage = min(60.0, max(1.0, outage * 2))
+                log.warning(
+                    "worker %s: database error, trying again in %.0f s: %s", name, outage, exc
+                )
+                if once:
+                    raise
+                stop.wait(outage)
+                continue
+            outage = 0.0
             if job_id is not None:
                 ran += 1
                 continue

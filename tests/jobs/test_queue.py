@@ -399,6 +399,34 @@ def test_a_bad_jobs_setting_queues_nothing(engine: Engine, monkeypatch: pytest.M
         assert s.scalar(select(func.count()).select_from(Job)) == 0
 
 
+def test_a_worker_outlives_a_database_outage(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sqlalchemy.exc import OperationalError
+
+    job_id = _submit(engine)
+    real = queue.beat
+    failures = iter([True, True])
+    stop = threading.Event()
+
+    def flaky(s: Session, name: str, job: int | None) -> None:
+        if next(failures, False):
+            raise OperationalError("SELECT 1", {}, Exception("server closed the connection"))
+        real(s, name, job)
+        if job_row(engine, job_id).status == "done":
+            stop.set()
+
+    monkeypatch.setattr(queue, "beat", flaky)
+    t = threading.Thread(
+        target=runner.run_worker,
+        kwargs={"engine": engine, "name": "w", "stop": stop, "poll_seconds": 0.1},
+    )
+    t.start()
+    t.join(120)
+    assert not t.is_alive()
+    assert job_row(engine, job_id).status == "done"
+
+
 def test_pages_of_recent_jobs(engine: Engine) -> None:
     ids = [_submit(engine, n=1) for _ in range(5)]
     with read_session(engine) as s:
