@@ -213,8 +213,8 @@ def maintenance_section(engine: Engine, actor: Actor) -> None:
     progress, Cancel and outcome are said under its button."""
     st.subheader("Maintenance")
     for control, kind, label, caption in REBUILDS:
-        st.caption(caption)
-        pressed = st.button(label, key=control)
+        st.caption(ui.plain(caption))
+        pressed = st.button(ui.plain(label), key=control)
         here = ui.under(control)
         if pressed:
             with ui.reported("Nothing was rebuilt. ", where=here), st.spinner("Rebuilding…"):
