@@ -25,7 +25,7 @@ BASE = "wd_base"  # id of the version the draft started from (None: the shipped 
 PROPOSED = "wd_proposed"  # what the last proposal did, said under "Your draft"
 SAVED = "wd_saved"  # the draft as last saved or loaded ({"base", "messages"}; None: none)
 SAVED_VERSION = "wd_saved_version"  # the version of the saved draft this session works on
-LOADED = "wd_loaded"  # the saved draft was read when the page opened in this session
+LOADED = "wd_loaded"  # whose saved draft was read when the page opened in this session
 DRAFT_KEY = "wording"  # the draft's key in the database (userdrafts)
 SIGNED = "wd_signed"  # what a signature that ended a proposal did, said atop the Sign-off tab
 CARET_WIDTH = 72  # characters per line of the caret view
@@ -103,9 +103,9 @@ def _adopt(saved: userdrafts.SavedDraft | None, in_force_id: int | None) -> None
 def open_draft(engine: Engine, actor: Actor, in_force_id: int | None) -> None:
     """When the page opens in a session (on any server): the draft saved in the database.
     Later runs keep the session's draft (saved at every edit, :func:`keep_draft`)."""
-    if not st.session_state.get(LOADED):
+    if st.session_state.get(LOADED) != actor.id:  # opened, or signed in as someone else
         _adopt(userdrafts.load_draft(engine, actor, DRAFT_KEY), in_force_id)
-        st.session_state[LOADED] = True
+        st.session_state[LOADED] = actor.id
     if not st.session_state.get(DRAFT):
         st.session_state[BASE] = in_force_id
 

@@ -185,3 +185,17 @@ def test_a_saved_draft_on_a_version_no_longer_in_force_says_so(
     third = session(wording_url, monkeypatch, OMAR)
     assert "F1" in edited(third)
     assert not any("changed while you were drafting" in readable(w) for w in third.warning)
+
+
+def test_a_session_signed_in_as_someone_else_shows_their_draft_not_the_last_ones(
+    wording_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = session(wording_url, monkeypatch, OMAR)
+    at.selectbox(key="wd_key").select("R3").run()
+    at.text_area(key="wd_text_R3").input(NEW_R3).run()
+    again(at, monkeypatch, PAULA).run()
+    no_exception(at)
+    assert edited(at) == ""
+    assert userdrafts.load_draft(demo_engine, actor_of(demo_engine, PAULA), "wording") is None
+    again(at, monkeypatch, OMAR).run()
+    assert "R3" in edited(at)
