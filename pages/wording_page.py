@@ -1,8 +1,9 @@
 """Wording: edit refusal messages with live preview and lint, propose, sign off, compare
 versions, history, and the production check of what the assistant actually said.
 
-The tabs live in pages/wording/; this page reads the wording in force and the session's
-draft once per run and hands them to each tab; the Production check tab is drawn only while
+The tabs live in pages/wording/; this page reads the wording in force and the person's draft
+(saved in the database at each edit, so it opens on any server) once per run and hands them
+to each tab; the Production check tab is drawn only while
 it is open (its count reads every trace)."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import streamlit as st
 from sqlalchemy import Engine
 
 from pages import integrity, ui
-from pages.wording.common import BASE, DRAFT, WordingContext
+from pages.wording.common import DRAFT, WordingContext, open_draft
 from pages.wording.compare_tab import compare_tab
 from pages.wording.editor import edit_tab
 from pages.wording.history_tab import history_tab
@@ -52,7 +53,8 @@ def _in_force(engine: Engine) -> WordingInForce | None:
 
 def _context(engine: Engine, actor: Actor, current: WordingInForce) -> WordingContext:
     """Where the wording in force comes from, the last action's message, and the page's
-    context; the session's draft starts from the version in force."""
+    context; the person's saved draft is loaded when the page opens (a new draft starts from
+    the version in force)."""
     terms = wording_terms.corpus_terms(engine)
     if current.version is None:
         st.warning(
@@ -61,10 +63,8 @@ def _context(engine: Engine, actor: Actor, current: WordingInForce) -> WordingCo
         )
     else:
         st.caption(ui.plain(display.in_force_caption(current.version)))
-    st.session_state.setdefault(DRAFT, {})
+    open_draft(engine, actor, current.version_id)
     draft: dict[str, dict[str, str]] = st.session_state[DRAFT]
-    if not draft:
-        st.session_state[BASE] = current.version_id
     live = editing.live_lint(current, terms, clearance.cleared(actor))
     return WordingContext(engine, actor, current, terms, live, draft)
 

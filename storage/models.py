@@ -1141,3 +1141,21 @@ class JobWorker(Base):
     seen_at: Mapped[dt.datetime] = mapped_column(default=utcnow, index=True)
     #: the job it runs now, if any
     job_id: Mapped[int | None] = mapped_column(Integer)
+
+
+class UserDraft(Base):
+    """A person's unsaved work (issue 33): the wording they are editing, the claim rows of an
+    audit verdict, threshold sliders not yet proposed; one row per user and draft key, so any
+    server shows it when the page opens. ``version`` counts the saves: a save based on an
+    older version (a stale tab) is refused, never written over a newer one."""
+
+    __tablename__ = "drafts"
+
+    user_id: Mapped[int] = mapped_column(
+        ForeignKey("users.id", ondelete="CASCADE"), primary_key=True
+    )
+    key: Mapped[str] = mapped_column(String(120), primary_key=True)
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[dt.datetime] = mapped_column(default=utcnow)

@@ -41,6 +41,7 @@ from review.audits import plans as audit_plans
 from review.audits import promote, pushback, queue, verdicts
 from review.builder import documents, suggestions, variants
 from review.cases import cases, splits
+from review.core import userdrafts
 from review.core.errors import InputError, PermissionDenied, StaleWriteError
 from review.core.identity import GRANTS, Actor, Permission, Role
 from review.core.taxonomy import Taxonomy
@@ -119,6 +120,9 @@ ALLOWED: dict[str, frozenset[Role]] = {
     "builder.suggestions.set_required_claims": CASE_EDITORS,
     "cases.cases.create_case": CASE_EDITORS,
     "cases.cases.import_cases": CASE_EDITORS,
+    # a person's own drafts (issue 33): everyone who holds a role keeps theirs
+    "core.userdrafts.save_draft": frozenset(Role),
+    "core.userdrafts.discard_draft": frozenset(Role),
     "labels.imports.import_labels": LABEL_EXCHANGERS,
     # a job of an admin's kind; the access actors are no users, so it is refused for that
     "jobs.runner.start": ADMINS,
@@ -598,6 +602,19 @@ CALLS: dict[str, Callable[[Ctx, Actor], object]] = {
     ),
     "jobs.runner.start": lambda c, a: job_runner.start(c.engine, a, "rollup_rebuild", {}),
     "jobs.queue.cancel": lambda c, a: write(c.engine, job_queue.cancel, a, 0),
+    # the access actors are no users: their drafts are kept as Tom's (a real row), each call
+    # under a key of its own
+    "core.userdrafts.save_draft": lambda c, a: write(
+        c.engine,
+        userdrafts.save_draft,
+        replace(a, id=c.ids["tom"].id),
+        f"access.{c.n()}",
+        {"text": "a draft"},
+        None,
+    ),
+    "core.userdrafts.discard_draft": lambda c, a: write(
+        c.engine, userdrafts.discard_draft, replace(a, id=c.ids["tom"].id), f"access.{c.n()}", None
+    ),
     "cases.cases.import_cases": lambda c, a: write(
         c.engine, cases.import_cases, a, [(1, _case_in(c))], "access.jsonl"
     ),

@@ -33,6 +33,7 @@ CONVERTED = (
     "review/builder/suggestions.py",
     "review/builder/variants.py",
     "review/labels/imports.py",
+    "review/core/userdrafts.py",
 )
 # What opens, commits or ends a transaction.
 TRANSACTION_NAMES = {"run_write", "write_session", "sessionmaker", "commit", "rollback", "begin"}

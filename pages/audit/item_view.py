@@ -1,7 +1,9 @@
 """One audit item on the My queue tab: the trace as the reviewer reads it (query, answer,
 signals), its retrieved chunks in full in a scrolling panel beside the verdict form, the
 wording rules a refusal breaks, and the claim editor that cuts the answer into claims, each
-citing chunks picked from the trace's own (keys 1–4 judge the claim in hand)."""
+citing chunks picked from the trace's own (keys 1–4 judge the claim in hand). Edited claims
+are the reviewer's draft, saved in the database at each edit (another server shows them when
+the trace opens there) until the verdict is saved."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from sqlalchemy import Engine
 
 from pages import ui
 from review.audits import display, forms, items, verdicts
-from review.core import readable
+from review.core import readable, userdrafts
 from review.core.identity import Actor
 from review.wording import production
 from review.wording.findings import RULE_TITLES
@@ -142,9 +144,114 @@ def claim_keys(view: items.ItemView, rows: list[dict[str, Any]]) -> int:
     return at
 
 
+def draft_key(item_id: int) -> str:
+    """The key of the claims being edited in the database (userdrafts)."""
+    return f"audit.claims.{item_id}"
+
+
+def _kept(item_id: int) -> str:
+    """Where the session keeps the claims as last saved: (base verdict, start, saved, version)."""
+    return f"aud_claims_kept_{item_id}"
+
+
+def _payload(base: int | None, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "base": base,
+        "rows": [
+            {"text": str(r["text"]), "cited": str(r["cited"]), "verdict": r["verdict"]}
+            for r in rows
+        ],
+    }
+
+
+def _rows_of(payload: dict[str, Any]) -> list[dict[str, Any]] | None:
+    rows = payload.get("rows")
+    if not isinstance(rows, list):
+        return None
+    out: list[dict[str, Any]] = []
+    for r in rows:
+        if not (
+            isinstance(r, dict)
+            and isinstance(r.get("text"), str)
+            and isinstance(r.get("cited"), str)
+            and (r.get("verdict") is None or isinstance(r.get("verdict"), str))
+        ):
+            return None
+        out.append(
+            {"uid": next_uid(), "text": r["text"], "cited": r["cited"], "verdict": r["verdict"]}
+        )
+    return out
+
+
 def start_claims(view: items.ItemView, mine: verdicts.VerdictView | None) -> None:
-    """Fill the claim editor: the reviewer's saved claims, else the answer split again."""
-    st.session_state[claims_key(view.id)] = forms.claim_rows(view, mine, next_uid)
+    """Fill the claim editor: the reviewer's draft of these claims saved in the database (on
+    any server), else their saved claims, else the answer split into claims."""
+    base = mine.id if mine else None
+    start = forms.claim_rows(view, mine, next_uid)
+    saved = userdrafts.load_draft(ui.engine(), ui.actor(), draft_key(view.id))
+    rows = _rows_of(saved.payload) if saved else None
+    if saved is not None and rows is not None and saved.payload.get("base") != base:
+        st.warning(
+            "Your claim draft on this trace was started before your last saved verdict: "
+            "check it against that verdict before you save."
+        )
+    st.session_state[claims_key(view.id)] = rows if rows is not None else start
+    st.session_state[_kept(view.id)] = (
+        base,
+        _payload(base, start),
+        saved.payload if saved else None,
+        saved.version if saved else None,
+    )
+
+
+def keep_claims(view: items.ItemView, rows: list[dict[str, Any]]) -> None:
+    """Save the claims as the reviewer's draft when they changed (dropped when they are back
+    to where they started); a draft saved meanwhile in another tab is not overwritten."""
+    base, start, saved, version = st.session_state[_kept(view.id)]
+    now = _payload(base, rows)
+    target = None if now == start else now
+    if target == saved:
+        return
+    actor, key = ui.actor(), draft_key(view.id)
+    if target is None:
+        done: object = ui.transact(
+            lambda s: userdrafts.discard_draft(s, actor, key, version),
+            "Your claim draft was not dropped. ",
+        )
+        if done is not None:
+            st.session_state[_kept(view.id)] = (base, start, None, None)
+        return
+    new = ui.transact(
+        lambda s: userdrafts.save_draft(s, actor, key, target, version),
+        "Your last claim edit was not saved as a draft (it is still here). ",
+    )
+    if new is not None:
+        st.session_state[_kept(view.id)] = (base, start, target, new)
+        return
+    newer = userdrafts.load_draft(ui.engine(), actor, key)
+    if (newer.version if newer else None) != version and st.button(
+        "Save these claims over the draft of the other tab", key=f"aud_claims_over_{view.id}"
+    ):
+        st.session_state[_kept(view.id)] = (
+            base,
+            start,
+            newer.payload if newer else None,
+            newer.version if newer else None,
+        )
+        st.rerun()
+
+
+def drop_claims_draft(actor: Actor, item_id: int) -> None:
+    """The verdict was saved: its claims are no draft any more (one saved in another tab
+    since is kept, and said)."""
+    kept = st.session_state.pop(_kept(item_id), None)
+    st.session_state.pop(claims_key(item_id), None)
+    version = kept[3] if kept else None
+    if version is not None:
+        ui.transact(
+            lambda s: userdrafts.discard_draft(s, actor, draft_key(item_id), version),
+            "Your claim draft was kept. ",
+        )
 
 
 def claim_editor(view: items.ItemView) -> list[items.ClaimDraft]:
@@ -199,7 +306,7 @@ def claim_editor(view: items.ItemView) -> list[items.ClaimDraft]:
         rows.append(forms.claim_row(next_uid()))
         st.rerun()
     if resplit:
-        start_claims(view, None)
+        st.session_state[key] = forms.claim_rows(view, None, next_uid)
         st.rerun()
     if drafts and all(d.text.strip() for d in drafts):
         report = items.check_claims(drafts, view.context_ids)
@@ -208,4 +315,5 @@ def claim_editor(view: items.ItemView) -> list[items.ClaimDraft]:
             frame, hide_index=True, width="stretch", height=ui.table_height(len(frame), 10)
         )
         st.caption(ui.plain(display.claims_summary(report)))
+    keep_claims(view, rows)
     return drafts

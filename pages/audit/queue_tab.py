@@ -14,6 +14,7 @@ from pages.audit.item_view import (
     chunks_panel,
     claim_editor,
     claims_key,
+    drop_claims_draft,
     show_item,
     start_claims,
     wording_check,
@@ -241,6 +242,7 @@ def save_verdict(
         where=here,
     )
     if saved is not None:
+        drop_claims_draft(actor, view.id)
         st.session_state[message_key(view.id)] = f"Saved your verdict on {view.trace_id}."
         st.rerun()
 

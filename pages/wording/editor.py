@@ -1,13 +1,14 @@
 """The "Edit and propose" tab, top half: pick a message (or add a custom key), edit its text
-and description with a live preview and lint. Edits are kept in the session's draft while the
-person switches keys; the draft itself is shown and proposed by pages/wording/proposal.py."""
+and description with a live preview and lint. Each edit is kept in the person's draft and saved
+in the database (pages/wording/common.py), so it survives switching keys, a reload and a
+server going down; the draft itself is shown and proposed by pages/wording/proposal.py."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 from pages import ui
-from pages.wording.common import BASE, WordingContext, show_findings
+from pages.wording.common import BASE, WordingContext, keep_draft, show_findings
 from pages.wording.proposal import draft_section
 from review.core import clearance
 from review.core.errors import WorkbenchError
@@ -78,6 +79,7 @@ def _edit_fields(ctx: WordingContext, key: str, base_msg: Message | None) -> str
     )
     description = st.text_input("When it is used (description)", key=dkey)
     editing.record_edit(ctx.draft, key, text, description, base_msg)
+    keep_draft(ctx.engine, ctx.actor, ctx.current.version_id)
     return text
 
 

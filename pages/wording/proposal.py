@@ -7,7 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from pages import ui
-from pages.wording.common import BASE, PROPOSED, WordingContext, clear_draft
+from pages.wording.common import BASE, PROPOSED, WordingContext, clear_draft, drop_saved_draft
 from review.core import readable
 from review.core.errors import WorkbenchError
 from review.core.identity import Permission
@@ -59,6 +59,13 @@ def _propose_form(ctx: WordingContext, edits: dict[str, drafts.MessageDraft]) ->
                 ctx.engine, ctx.actor, edits, rationale, based_on=st.session_state.get(BASE)
             )
             v = signoff.get_version(ctx.engine, vid)
+            if not drop_saved_draft(ctx.actor, here):
+                ui.said(
+                    PROPOSED,
+                    "A newer draft saved in another tab was kept: it opens when you reload "
+                    "the page.",
+                    "warning",
+                )
             clear_draft()
             ui.said(
                 PROPOSED,
@@ -76,11 +83,16 @@ def draft_section(ctx: WordingContext) -> None:
     st.subheader("Your draft")
     ui.under(PROPOSED)  # what the last proposal did: the draft (and its button) is gone
     if not ctx.draft:
-        st.caption("No edits yet: change a message above. Edits are kept while you switch keys.")
+        st.caption(
+            "No edits yet: change a message above. Each edit is saved as your draft (kept "
+            "while you switch keys, and when you come back later)."
+        )
         return
     edits = editing.draft_edits(ctx.draft)
     _summary(ctx, edits)
-    if st.button("Discard my draft", key="wd_discard"):
+    if st.button("Discard my draft", key="wd_discard") and drop_saved_draft(
+        ctx.actor, ui.under("wd_discard")
+    ):
         clear_draft()
         st.rerun()
     if not ctx.actor.can(Permission.propose_policy):
