@@ -59,8 +59,8 @@ def _one(engine: Engine, actor: Actor, job_id: int) -> None:
 
 def _workers(engine: Engine) -> None:
     with Session(engine) as s:
-        alive = queue.workers_alive(s)
-        seen = queue.workers(s)
+        seen = queue.workers(s)  # those with a heartbeat within queue.ALIVE
+    alive = len(seen)
     with ui.reported("WORKBENCH_JOBS: "):
         setting = runner.mode_setting()
         st.caption(ui.plain(f"Mode (WORKBENCH_JOBS={setting}): {MODES[setting]}"))
