@@ -92,8 +92,8 @@ _TRACE_COLS = (
 
 
 _CHUNK_COLS = (
-    "trace_pk", "chunk_id", "doc_id", "doc_version", "rank", "score", "text", "filtered",
-    "effective_date",
+    "trace_pk", "trace_at", "chunk_id", "doc_id", "doc_version", "rank", "score", "text",
+    "filtered", "effective_date",
 )  # fmt: skip
 
 
@@ -116,13 +116,13 @@ def _floor_rows(
         a.get("customer_tier"), a.get("document_type"), False, "{}", import_id, now,
         trace_sample_key(d["trace_id"]),
     )  # fmt: skip
-    crows = [_chunk_row(n, c) for c in d.get("chunks") or []]
+    crows = [_chunk_row(n, at, c) for c in d.get("chunks") or []]
     return trow, crows
 
 
-def _chunk_row(n: int, c: dict[str, Any]) -> tuple[Any, ...]:
+def _chunk_row(n: int, at: Any, c: dict[str, Any]) -> tuple[Any, ...]:
     return (
-        n, c["chunk_id"], c.get("doc_id"), c.get("doc_version"), c.get("rank"),
+        n, at, c["chunk_id"], c.get("doc_id"), c.get("doc_version"), c.get("rank"),
         c.get("score"), c.get("text") or "", bool(c.get("filtered")),
         c.get("effective_date"),
     )  # fmt: skip

@@ -27,11 +27,15 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    event,
+    select,
     text,
 )
 from sqlalchemy.engine import Dialect
 from sqlalchemy.engine.default import DefaultExecutionContext
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
+
+from storage import partitions
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -783,6 +787,9 @@ class TraceChunk(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True)
     trace_pk: Mapped[int] = mapped_column(ForeignKey("traces.id", ondelete="CASCADE"), index=True)
+    # the trace's ``at``: the month key of the chunks' partitions on PostgreSQL (migration
+    # 0036, storage.partitions); every writer sets it
+    trace_at: Mapped[dt.datetime] = mapped_column()
     chunk_id: Mapped[str] = mapped_column(String(300))
     doc_id: Mapped[str | None] = mapped_column(String(120), index=True)
     doc_version: Mapped[int | None] = mapped_column(Integer)
@@ -1159,3 +1166,27 @@ class UserDraft(Base):
     version: Mapped[int] = mapped_column(Integer, default=1)
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+
+# --- monthly partitions (storage.partitions) ---------------------------------------------
+
+
+@event.listens_for(Session, "before_flush")
+def _trace_months(session: Session, flush_context: object, instances: object) -> None:
+    """An ORM flush of new traces makes their months' partitions first (PostgreSQL), and a new
+    chunk without ``trace_at`` gets its stored trace's ``at`` (the bulk writers set both
+    themselves: review.traces.tracerows)."""
+    traces = [o for o in session.new if isinstance(o, Trace)]
+    chunks = [o for o in session.new if isinstance(o, TraceChunk) and o.trace_at is None]
+    if not traces and not chunks:
+        return
+    conn = session.connection()
+    if traces:
+        partitions.ensure_months(conn, [t.at for t in traces])
+    if chunks:
+        pks = {c.trace_pk for c in chunks}
+        found = conn.execute(select(Trace.id, Trace.at).where(Trace.id.in_(pks)))
+        ats = {int(pk): at for pk, at in found}
+        for c in chunks:
+            if c.trace_pk in ats:
+                c.trace_at = ats[c.trace_pk]

@@ -16,13 +16,14 @@ from sqlalchemy import (
     func,
     select,
 )
+from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
 from review.core import readable
 from review.core.errors import InputError
 from review.core.identity import Actor, Permission, require
-from review.traces import rollup
-from storage import changes, runs
+from review.traces import rollup, tracerows
+from storage import changes, partitions, runs
 from storage.db import read_session, run_write
 from storage.models import AuditItem, Counter, Setting, SourceSpan, TraceChunk, utcnow
 from storage.models import Trace as TraceRow
@@ -178,7 +179,26 @@ def purge_older_than(
             runs.progressed(s, actor.email, RUN_ENTITY, run_id, {"deleted": deleted + len(ids)})
         return len(ids)
 
+    def drop(month: dt.date) -> Callable[[Session], int]:
+        def work(s: Session) -> int:
+            n = _drop_month(s, month)
+            runs.progressed(s, actor.email, RUN_ENTITY, run_id, {"deleted": deleted + n})
+            return n
+
+        return work
+
     try:
+        # whole months before the cutoff go with their partitions (PostgreSQL), the rest row
+        # by row: the cutoff's own month, and the default partition's old rows
+        with read_session(engine) as s:
+            whole = [
+                m for m in partitions.months(s.connection()) if partitions.bounds(m)[1] <= cutoff
+            ]
+        for month in whole:
+            n = run_write(engine, drop(month))
+            deleted += n
+            if progress is not None and n:
+                progress(deleted)
         while True:
             n = run_write(engine, work)
             deleted += n
@@ -223,6 +243,94 @@ def purge_older_than(
 
     kept = run_write(engine, finish)
     return PurgeReport(cutoff, deleted, kept)
+
+
+#: how long the purge of a month waits for the readers of the traces before it gives up
+#: (detaching a partition needs the table to itself for a moment)
+DROP_LOCK_TIMEOUT = "30s"
+
+
+def _drop_month(s: Session, month: dt.date) -> int:
+    """Purge every trace of ``month`` but the audited ones by dropping the month's partitions
+    (PostgreSQL, storage.partitions); returns the traces deleted. The audited traces and their
+    chunks are copied aside and written back (into the default partitions), and every count
+    kept in step with the traces is corrected as the triggers would have: the rollup's days
+    of the month are removed and the kept traces counted again, and the signal groups lose
+    the partition's rows (``trace_signal_groups_subtract``) and gain the kept ones back (the
+    insert's trigger). The audit items' foreign key is taken off for the moment the month has
+    no partition and put back (checked) before the transaction ends."""
+    conn = s.connection()
+    conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{DROP_LOCK_TIMEOUT}'")
+    tracerows.lock_trace_inserts(conn)
+    lo, hi = partitions.bounds(month)
+    name = partitions.partition_name("traces", month)
+    chunks_name = partitions.partition_name("trace_chunks", month)
+    has_chunks = month in partitions.months(conn, "trace_chunks")
+    kept = [
+        int(pk)
+        for pk in conn.exec_driver_sql(
+            f"SELECT DISTINCT a.trace_pk FROM audit_items a JOIN {name} t ON t.id = a.trace_pk"
+        ).scalars()
+    ]
+    total = int(conn.exec_driver_sql(f"SELECT count(*) FROM {name}").scalar() or 0)
+    trace_cols = ", ".join(_stored_columns(conn, "traces"))
+    chunk_cols = ", ".join(_stored_columns(conn, "trace_chunks"))
+    params = {"lo": lo, "hi": hi, "kept": kept}
+    conn.exec_driver_sql(
+        f"CREATE TEMP TABLE purge_kept_traces ON COMMIT DROP AS SELECT {trace_cols} "
+        f"FROM {name} WHERE id = ANY(%(kept)s)",
+        params,
+    )
+    conn.exec_driver_sql(
+        f"CREATE TEMP TABLE purge_kept_chunks ON COMMIT DROP AS SELECT {chunk_cols} "
+        "FROM trace_chunks WHERE trace_at >= %(lo)s AND trace_at < %(hi)s "
+        "AND trace_pk = ANY(%(kept)s)",
+        params,
+    )
+    # the spans a live source delivered for the deleted traces go with them
+    conn.exec_driver_sql(
+        f"DELETE FROM source_spans WHERE trace_id IN (SELECT trace_id FROM {name} "
+        "WHERE NOT (id = ANY(%(kept)s)))",
+        params,
+    )
+    rollup.forget_days(s, lo.date(), hi.date())
+    conn.exec_driver_sql("SELECT trace_signal_groups_subtract(%(t)s::regclass)", {"t": name})
+    conn.exec_driver_sql("ALTER TABLE audit_items DROP CONSTRAINT fk_audit_items_trace_pk_traces")
+    # the month's chunks: their partition, and any written to the default partition
+    conn.exec_driver_sql(
+        "DELETE FROM trace_chunks_pdefault WHERE trace_at >= %(lo)s AND trace_at < %(hi)s",
+        params,
+    )
+    if has_chunks:
+        conn.exec_driver_sql(f"ALTER TABLE trace_chunks DETACH PARTITION {chunks_name}")
+        conn.exec_driver_sql(f"DROP TABLE {chunks_name}")
+    conn.exec_driver_sql(f"ALTER TABLE traces DETACH PARTITION {name}")
+    conn.exec_driver_sql(f"DROP TABLE {name}")
+    if kept:
+        conn.exec_driver_sql(
+            f"INSERT INTO traces ({trace_cols}) SELECT {trace_cols} FROM purge_kept_traces"
+        )
+        conn.exec_driver_sql(
+            f"INSERT INTO trace_chunks ({chunk_cols}) SELECT {chunk_cols} FROM purge_kept_chunks"
+        )
+        rollup.add_ids(s, kept)
+    conn.exec_driver_sql(
+        "ALTER TABLE audit_items ADD CONSTRAINT fk_audit_items_trace_pk_traces "
+        "FOREIGN KEY (trace_pk, trace_at) REFERENCES traces (id, at) ON DELETE CASCADE"
+    )
+    return total - len(kept)
+
+
+def _stored_columns(conn: Connection, table: str) -> list[str]:
+    """The columns of ``table`` a row is written with (not the generated ones)."""
+    return [
+        str(c)
+        for c in conn.exec_driver_sql(
+            "SELECT attname FROM pg_attribute WHERE attrelid = %(t)s::regclass AND attnum > 0 "
+            "AND NOT attisdropped AND attgenerated = '' ORDER BY attnum",
+            {"t": table},
+        ).scalars()
+    ]
 
 
 def _covers(plan: dict[str, object], earlier: dict[str, object]) -> bool:

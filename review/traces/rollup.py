@@ -39,7 +39,9 @@ __all__ = [
     "FLAGS",
     "Key",
     "add_counts",
+    "add_ids",
     "aggregate",
+    "forget_days",
     "rebuild",
     "row_flags",
     "segment_values",
@@ -205,6 +207,18 @@ def add_counts(s: Session, counts: Mapping[Key, Sequence[int]]) -> None:
 
 def _fetch(s: Session, ids: Sequence[int]) -> list[dict[str, Any]]:
     return [dict(r._mapping) for r in s.execute(select(*_SOURCE).where(TraceRow.id.in_(ids)))]
+
+
+def add_ids(s: Session, ids: Sequence[int]) -> None:
+    """Count stored traces again (the purge's kept traces of a dropped month)."""
+    if ids:
+        _upsert(s, aggregate(_fetch(s, ids)), +1)
+
+
+def forget_days(s: Session, first: dt.date, end: dt.date) -> None:
+    """Remove the counts of the UTC days ``first <= day < end`` (the purge of whole months,
+    whose traces go with their partition)."""
+    s.execute(delete(TraceRollup).where(TraceRollup.day >= first, TraceRollup.day < end))
 
 
 def subtract_ids(s: Session, ids: Sequence[int]) -> None:

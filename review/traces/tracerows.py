@@ -31,6 +31,7 @@ from sqlalchemy.engine import Connection
 
 from review.traces.formats import fields
 from review.traces.model import Trace
+from storage import partitions
 from storage.models import Trace as TraceRow
 from storage.models import TraceChunk, trace_sample_key
 
@@ -100,8 +101,8 @@ def trace_values(t: Trace, redactions: Mapping[str, int]) -> dict[str, Any]:
 
 
 #: The columns of a chunk row, in the order of :func:`chunk_values`'s tuples (``trace_pk``
-#: first, set when the trace is written).
-CHUNK_COLUMNS: Final = ("trace_pk", *fields.CHUNK_KEYS)
+#: and ``trace_at``, the trace's ``at``, first, set when the trace is written).
+CHUNK_COLUMNS: Final = ("trace_pk", "trace_at", *fields.CHUNK_KEYS)
 
 #: Positions in a chunk tuple that the restricted rule reads.
 CHUNK_DOC_ID: Final = CHUNK_COLUMNS.index("doc_id")
@@ -109,10 +110,12 @@ CHUNK_FILTERED: Final = CHUNK_COLUMNS.index("filtered")
 
 
 def chunk_values(t: Trace) -> list[tuple[Any, ...]]:
-    """The chunk rows of ``t`` as tuples in :data:`CHUNK_COLUMNS` order (``trace_pk`` None)."""
+    """The chunk rows of ``t`` as tuples in :data:`CHUNK_COLUMNS` order (``trace_pk`` None,
+    ``trace_at`` the trace's time)."""
     return [
         (
             None,
+            t.time,
             c.chunk_id,
             c.doc_id,
             c.doc_version,
@@ -234,6 +237,8 @@ def insert_trace_rows(
         return []
     keys = [*rows[0], "import_id", "imported_at"]
     values = [[*r.values(), import_id, imported_at] for r in rows]
+    # the months' partitions on PostgreSQL (their chunks' too), before the rows go in
+    partitions.ensure_months(conn, [r["at"] for r in rows])
     dialect = conn.dialect.name if conn.dialect.name in FAST_DIALECTS else "other"
     if dialect == "sqlite":
         top = conn.exec_driver_sql("SELECT max(id) FROM traces").scalar()

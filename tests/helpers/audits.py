@@ -102,6 +102,7 @@ def add_trace(
             s.add(
                 TraceChunk(
                     trace_pk=row.id,
+                    trace_at=row.at,
                     chunk_id=c["chunk_id"],
                     doc_id=c.get("doc_id"),
                     doc_version=c.get("doc_version"),
