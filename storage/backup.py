@@ -9,9 +9,9 @@ that a file is a workbench backup, refuses to overwrite data and reports to the 
   Restoring copies the backup to a staging file, lets the caller check that copy
   (``PRAGMA integrity_check``, the schema), then runs the same API the other way, as one
   write transaction on the target.
-- PostgreSQL: ``pg_dump --format=custom`` and ``pg_restore --clean --if-exists
-  --single-transaction`` (all or nothing); the archive is read with ``pg_restore --list``
-  first. The password goes through ``PGPASSWORD``, never
+- PostgreSQL: ``pg_dump --format=custom``; a restore replaces the ``public`` schema with the
+  archive's SQL in one ``psql --single-transaction`` (all or nothing; :func:`pg_restore`); the
+  archive is read with ``pg_restore --list`` first. The password goes through ``PGPASSWORD``, never
   the command line.
 """
 
@@ -29,6 +29,7 @@ from pathlib import Path
 from sqlalchemy import Engine, inspect, select, table
 from sqlalchemy.engine import make_url
 
+from storage import partitions
 from storage.db import BUSY_TIMEOUT_MS
 from storage.trace_search import UNMODELLED
 
@@ -159,7 +160,7 @@ def sqlite_file_info(path: Path) -> tuple[str | None, set[str]]:
 
 
 def pg_tool(name: str) -> str:
-    """Path of ``pg_dump``/``pg_restore``: ``WORKBENCH_PG_BIN``, else the newest Debian
+    """Path of ``pg_dump``/``pg_restore``/``psql``: ``WORKBENCH_PG_BIN``, else the newest Debian
     cluster binaries (a newer client reads older servers), else ``PATH``."""
     configured = os.environ.get("WORKBENCH_PG_BIN")
     if configured:
@@ -229,23 +230,56 @@ def pg_backup(url: str, dest: Path) -> None:
 
 
 def pg_restore(url: str, backup: Path) -> None:
-    """Restore a custom-format archive into the database in one transaction (objects the
-    archive holds are dropped first; owners and grants are those of the restoring user)."""
+    """Restore a custom-format archive into the database in one transaction: the ``public``
+    schema is dropped and made again, then the archive's SQL (``pg_restore --file=-``, owners
+    and grants those of the restoring user) runs in the same transaction through ``psql``, so
+    a failure anywhere leaves the database as it was.
+
+    Not ``pg_restore --clean``: it drops the objects of the archive one by one, and a
+    partition's key is not one it may drop alone ("cannot drop inherited constraint"), so it
+    cannot restore over the traces' monthly partitions (storage.partitions)."""
     conninfo, env = pg_connection(url)
-    _run(
-        [
-            pg_tool("pg_restore"),
-            "--clean",
-            "--if-exists",
-            "--no-owner",
-            "--no-privileges",
-            "--single-transaction",
-            "--exit-on-error",
-            f"--dbname={conninfo}",
-            str(backup),
-        ],
-        env,
+    script = subprocess.Popen(
+        [pg_tool("pg_restore"), "--no-owner", "--no-privileges", "--file=-", str(backup)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
     )
+    assert script.stdout is not None and script.stderr is not None
+    try:
+        done = subprocess.run(
+            [
+                pg_tool("psql"),
+                "--no-psqlrc",
+                "--quiet",
+                "--single-transaction",
+                "--set=ON_ERROR_STOP=1",
+                "--command=SET client_min_messages = warning",
+                "--command=DROP SCHEMA IF EXISTS public CASCADE",
+                "--command=CREATE SCHEMA public",
+                "--file=-",
+                f"--dbname={conninfo}",
+            ],
+            stdin=script.stdout,
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+        )
+    finally:
+        script.stdout.close()
+        reading_error = script.stderr.read().decode("utf-8", "replace")
+        script.stderr.close()
+        script.wait()
+    if script.returncode != 0:
+        detail = reading_error.strip().splitlines()
+        raise BackupToolError(f"pg_restore failed: {' / '.join(detail[-5:]) or 'no output'}")
+    if done.returncode != 0:
+        detail = (done.stderr or done.stdout).strip().splitlines()
+        raise BackupToolError(
+            "pg_restore failed: the database refused the archive's SQL, nothing was changed: "
+            f"{' / '.join(detail[-5:]) or 'no output'}"
+        )
 
 
 def pg_archive_info(path: Path) -> tuple[str | None, set[str]]:
@@ -280,9 +314,12 @@ def pg_archive_info(path: Path) -> tuple[str | None, set[str]]:
 def tables_with_rows(engine: Engine) -> list[str]:
     """Tables (except the schema version) that hold at least one row. The traces' search
     table and its shadow tables (storage.trace_search) are left out: they follow the traces
-    (FTS5 keeps a configuration row even when empty)."""
+    (FTS5 keeps a configuration row even when empty), and so are the traces' monthly
+    partitions (their rows are the traces')."""
     names = [
-        n for n in inspect(engine).get_table_names() if n != VERSION_TABLE and n not in UNMODELLED
+        n
+        for n in inspect(engine).get_table_names()
+        if n != VERSION_TABLE and n not in UNMODELLED and not partitions.is_partition(n)
     ]
     out = []
     with engine.connect() as conn:
