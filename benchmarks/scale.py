@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/scale.py [--traces 1000000] [--cases 50000] [--labels 200000]
                                          [--out benchmarks/out] [--workdir DIR] [--keep]
+                                         [--build-only]
                                          [--database-url URL | --pg-server]
                                          [--record [PATH]] [--compare PATH]
     .venv/bin/python benchmarks/scale.py --table RECORD [RECORD ...]
@@ -49,13 +50,16 @@
 
 Figures are printed, never asserted. ``--workdir DIR --keep`` keeps the built SQLite database
 (with ``--pg-server``, the PostgreSQL cluster, in ``DIR/pg``), and a later run with the same
-``--workdir`` and sizes reuses it (skipping the build).
+``--workdir`` and sizes reuses it (skipping the build). ``--build-only`` stops once the database
+is built (or brought to this commit's schema): a 10M PostgreSQL build takes an hour or more, so
+it is made once and measured by later runs.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import dataclasses
 import datetime as dt
 import functools
@@ -70,7 +74,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from pathlib import Path
 from typing import IO, Any, cast
@@ -86,6 +90,7 @@ from review.cases.agreed import rebuild_agreed  # noqa: E402
 from review.core.taxonomy import Taxonomy, load_taxonomy  # noqa: E402
 from review.labels.agreement_rollup import rebuild_rollup  # noqa: E402
 from review.policy import inforce  # noqa: E402
+from storage import partitions  # noqa: E402
 from storage.db import make_engine, migrate, run_write, write_session  # noqa: E402
 from storage.models import (  # noqa: E402
     Adjudication,
@@ -394,6 +399,7 @@ class TraceMaker:
                 chunks.append(
                     {
                         "trace_pk": pk,
+                        "trace_at": at,
                         "chunk_id": src.chunk_id,
                         "doc_id": src.doc_id,
                         "doc_version": src.version,
@@ -513,22 +519,83 @@ def load_traces(engine: Engine, tax: Taxonomy, n: int, weeks: int, seed: int) ->
             ).scalar_one()
         )
     maker = TraceMaker(tax, n, weeks, seed)
-    first = _next_id(engine, Trace)
-    t0 = time.perf_counter()
-    for lo in range(0, n, BATCH_TRACES):
-        hi = min(n, lo + BATCH_TRACES)
-        traces, chunks = maker.rows(first, lo, hi, import_id)
-        w.write([(_table(Trace), traces), (_table(TraceChunk), chunks)])
-        if (hi // BATCH_TRACES) % 10 == 0 or hi == n:
-            rate = hi / (time.perf_counter() - t0)
-            log(f"  traces {hi:,}/{n:,} ({rate:,.0f}/s)")
-    w.fix_sequences([_table(Trace)])
-    # a bulk load bypasses the import, so the monitoring rollup is recomputed once at the end
+    with engine.begin() as conn:  # the months' partitions on PostgreSQL (storage.partitions)
+        day = dt.timedelta(days=1)
+        partitions.ensure_months(conn, [maker.start + day * d for d in range(0, weeks * 7 + 2)])
     from review.traces import rollup
 
+    # a bulk load bypasses the import, so the monitoring rollup counts what it writes, as the
+    # import would (the same aggregate), and adds it once at the end
+    counts: dict[rollup.Key, list[int]] = {}
+    first = _next_id(engine, Trace)
     t0 = time.perf_counter()
-    counted = rollup.rebuild(engine)
-    log(f"  rollup rebuilt from {counted:,} traces in {time.perf_counter() - t0:.1f}s")
+    with indexes_after(engine):
+        for lo in range(0, n, BATCH_TRACES):
+            hi = min(n, lo + BATCH_TRACES)
+            traces, chunks = maker.rows(first, lo, hi, import_id)
+            w.write([(_table(Trace), traces), (_table(TraceChunk), chunks)])
+            for key, ns in rollup.aggregate(traces).items():
+                got = counts.setdefault(key, [0] * len(ns))
+                for k, v in enumerate(ns):
+                    got[k] += v
+            if (hi // BATCH_TRACES) % 10 == 0 or hi == n:
+                rate = hi / (time.perf_counter() - t0)
+                log(f"  traces {hi:,}/{n:,} ({rate:,.0f}/s)")
+    w.fix_sequences([_table(Trace)])
+    run_write(engine, lambda s: rollup.add_counts(s, counts))
+    log(f"  rollup: {len(counts):,} rows counted")
+
+
+@contextlib.contextmanager
+def indexes_after(engine: Engine) -> Iterator[None]:
+    """On PostgreSQL, load the traces and chunks without their secondary indexes, the chunks'
+    foreign key and the trace id's uniqueness trigger, and make them again at the end (one
+    sort per index instead of millions of insertions into each): the same schema after,
+    checked as it would have been (the key validated, a trace id stored twice refused).
+    Elsewhere a plain load."""
+    if engine.dialect.name != "postgresql":
+        yield
+        return
+    made: list[str] = []
+    with engine.begin() as conn:
+        for t in ("traces", "trace_chunks"):
+            found = conn.exec_driver_sql(
+                "SELECT i.relname, pg_get_indexdef(i.oid) FROM pg_index x "
+                "JOIN pg_class i ON i.oid = x.indexrelid WHERE x.indrelid = %(t)s::regclass "
+                "AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = i.oid)",
+                {"t": t},
+            ).all()
+            for name, definition in found:
+                made.append(str(definition))
+                conn.exec_driver_sql(f"DROP INDEX {name}")
+        fk = conn.exec_driver_sql(
+            "SELECT pg_get_constraintdef(oid) FROM pg_constraint "
+            "WHERE conname = 'fk_trace_chunks_trace_pk_traces' AND conparentid = 0"
+        ).scalar_one()
+        conn.exec_driver_sql(
+            "ALTER TABLE trace_chunks DROP CONSTRAINT fk_trace_chunks_trace_pk_traces"
+        )
+        conn.exec_driver_sql("ALTER TABLE traces DISABLE TRIGGER traces_unique_trace_id")
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        log(f"  rows written in {time.perf_counter() - t0:.0f}s; indexes ...")
+        t0 = time.perf_counter()
+        with engine.begin() as conn:
+            conn.exec_driver_sql("SET LOCAL maintenance_work_mem = '1GB'")
+            for definition in made:
+                conn.exec_driver_sql(definition)
+            conn.exec_driver_sql(
+                f"ALTER TABLE trace_chunks ADD CONSTRAINT fk_trace_chunks_trace_pk_traces {fk}"
+            )
+            twice = conn.exec_driver_sql(
+                "SELECT trace_id FROM traces GROUP BY trace_id HAVING count(*) > 1 LIMIT 1"
+            ).scalar()
+            if twice is not None:
+                raise RuntimeError(f"the bulk load stored trace id {twice!r} twice")
+            conn.exec_driver_sql("ALTER TABLE traces ENABLE TRIGGER traces_unique_trace_id")
+        log(f"  {len(made)} indexes and the chunks' key made in {time.perf_counter() - t0:.0f}s")
 
 
 def load_cases_and_labels(
@@ -1800,6 +1867,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     ap.add_argument("--workdir", default=None, help="folder for the database (default: temp)")
     ap.add_argument("--keep", action="store_true", help="keep the workdir and its database")
+    ap.add_argument(
+        "--build-only",
+        action="store_true",
+        help="build (or bring to this commit's schema) the database of --workdir and stop: "
+        "with --keep, a later run measures it (a 10M build takes an hour or more)",
+    )
     ap.add_argument("--pages", default="", help="only pages whose file contains one of these")
     ap.add_argument("--skip", default="", help="comma list of: pages,import,sampling,replay,sweep")
     ap.add_argument("--page-timeout", type=float, default=900.0)
@@ -2014,6 +2087,9 @@ def run_benchmark(args: argparse.Namespace) -> None:
         reused, build_figs = _database(args, workdir, url, tax, marker)
         size = sizes(url)
         log(f"sizes: {size}")
+        if args.build_only:
+            log(f"built: {json.dumps(build_figs)}")
+            return
         common = ["--url", url, "--seed", str(args.seed), "--page-timeout", str(args.page_timeout)]
         log("reference: full reads of the traces table ...")
         ref = run_child(["--child", "reference", *common], 3600)

@@ -310,3 +310,61 @@ def test_the_bulk_load_stores_what_the_maker_made(any_engine: Any, tax: Any) -> 
             assert getattr(t, key) == m[key], (key, m["trace_id"])
         assert t.top_score == (None if m["top_score"] is None else pytest.approx(m["top_score"]))
         assert t.at.tzinfo is not None and abs((t.at - m["at"]).total_seconds()) < 60
+
+
+def test_the_bulk_load_leaves_the_schema_and_the_rollup_as_an_import_would(
+    any_engine: Any, tax: Any
+) -> None:
+    """The build loads without the secondary indexes, the chunks' key and the trace id's
+    trigger on PostgreSQL, and counts the rollup as it writes: afterwards every index, key and
+    trigger is back as it was, and the rollup equals a recount from the traces."""
+    from sqlalchemy import select, text
+
+    from benchmarks import scale
+    from review.traces import rollup
+    from storage.models import TraceRollup
+
+    def schema() -> tuple[set[str], set[str], set[tuple[str, str]]]:
+        if any_engine.dialect.name != "postgresql":
+            return set(), set(), set()
+        with any_engine.connect() as conn:
+            indexes = {
+                str(d)
+                for (d,) in conn.execute(
+                    text(
+                        "SELECT pg_get_indexdef(indexrelid) FROM pg_index WHERE indrelid "
+                        "IN ('traces'::regclass, 'trace_chunks'::regclass)"
+                    )
+                )
+            }
+            keys = {
+                str(d)
+                for (d,) in conn.execute(
+                    text(
+                        "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid "
+                        "IN ('traces'::regclass, 'trace_chunks'::regclass) AND conparentid = 0"
+                    )
+                )
+            }
+            triggers = {
+                (str(n), str(e))
+                for n, e in conn.execute(
+                    text(
+                        "SELECT tgname, tgenabled FROM pg_trigger "
+                        "WHERE tgrelid = 'traces'::regclass AND NOT tgisinternal"
+                    )
+                )
+            }
+        return indexes, keys, triggers
+
+    def counts() -> set[tuple[object, ...]]:
+        with any_engine.connect() as conn:
+            return {tuple(r) for r in conn.execute(select(TraceRollup))}
+
+    before = schema()
+    scale.load_traces(any_engine, tax, 60, 2, seed=3)
+    assert schema() == before
+    loaded = counts()
+    assert loaded
+    rollup.rebuild(any_engine)
+    assert counts() == loaded
