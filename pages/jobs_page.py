@@ -20,7 +20,7 @@ from pages import jobs_view, ui
 from pages.traces import import_job
 from review.core import readable
 from review.core.identity import Actor
-from review.jobs import queue, runner, trace_import
+from review.jobs import kinds, queue, runner, trace_import
 from review.jobs.queue import JobView
 
 PAGE_SIZE = 25
@@ -34,17 +34,19 @@ MODES = {
 
 
 def _views(engine: Engine, actor: Actor) -> dict[str, tuple[jobs_view.Render, jobs_view.Render]]:
-    """How each kind's result and failure are shown (the kinds without their own view show
-    their result as data)."""
+    """How each kind's result and failure are shown (the kinds without a view of their own
+    show their result in the words of the kind's ``summarise``)."""
     return {
         trace_import.NAME: (import_job.result_view(engine, actor), import_job.error_view),
     }
 
 
-def _plain_result(job: JobView) -> None:
+def _summary_result(job: JobView) -> None:
+    """A finished job's result in its kind's words, through the one escaper (the words can
+    quote a file, a name or a remote server's message), never as the stored JSON."""
     st.success(ui.plain(f"{job.title} finished."))
-    if job.result:
-        st.json(job.result, expanded=False)
+    for paragraph in kinds.summary_of(job.kind, job.result).split("\n\n"):
+        st.markdown(ui.plain(paragraph))
 
 
 def _one(engine: Engine, actor: Actor, job_id: int) -> None:
@@ -54,7 +56,7 @@ def _one(engine: Engine, actor: Actor, job_id: int) -> None:
     st.subheader(f"Job {job_id:d}")
     kind = jobs_view.read_job(engine, actor, job_id)
     render, err = _views(engine, actor).get(
-        kind.kind if kind else "", (_plain_result, jobs_view.default_error)
+        kind.kind if kind else "", (_summary_result, jobs_view.default_error)
     )
     jobs_view.job_status(engine, actor, job_id, render, render_error=err)
 
@@ -100,6 +102,7 @@ def _row(job: JobView, alive: int) -> dict[str, Any]:
         "status": jobs_view.status_words(job, alive),
         "progress": job.fraction,
         "note": job.note,
+        "result": kinds.summary_of(job.kind, job.result) if job.status == "done" else "",
         "started by": job.created_by,
         "created": readable.when(job.created_at),
         "finished": readable.when(job.finished_at),
