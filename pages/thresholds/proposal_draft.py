@@ -145,7 +145,7 @@ def _conflict(engine: Engine, actor: Actor, version: int | None) -> None:
             newer.payload if newer else None,
             newer.version if newer else None,
         )
-        st.rerun(scope="fragment")
+        ui.rerun_here()
 
 
 def _body(payload: dict[str, Any]) -> dict[str, Any]:

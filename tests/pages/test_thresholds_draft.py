@@ -116,3 +116,24 @@ def test_a_draft_set_against_a_version_no_longer_in_force_is_dropped(
     assert fresh.slider(key="thr_proposed_vector").value == pytest.approx(start)
     assert _draft(demo_engine, OMAR) is None
     assert signoff.versions(demo_engine, inforce.KIND)  # the policy history is untouched
+
+
+def test_a_tab_behind_another_tab_s_save_is_told_and_may_save_over_it(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = _open(demo_url, monkeypatch, OMAR)
+    second = _open(demo_url, monkeypatch, OMAR)  # both read "no draft"
+    first.slider(key="thr_proposed_vector").set_value(0.75).run()
+    assert _draft(demo_engine, OMAR) is not None
+    second.slider(key="thr_proposed_vector").set_value(0.7).run()
+    no_exception(second)
+    assert any("saved in another tab or session" in readable(e) for e in second.error)
+    saved = _draft(demo_engine, OMAR)
+    assert saved is not None  # the other tab's draft is not written over
+    assert saved.payload["sliders"]["thr_proposed_vector"] == pytest.approx(0.75)
+    over = "Keep these sliders as my draft (replaces the other tab's)"
+    next(b for b in second.button if b.label == over).click().run()
+    no_exception(second)
+    saved = _draft(demo_engine, OMAR)
+    assert saved is not None
+    assert saved.payload["sliders"]["thr_proposed_vector"] == pytest.approx(0.7)
