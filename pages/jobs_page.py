@@ -1,5 +1,6 @@
 """Background work: the recent jobs the person may see (the kinds whose permission they hold;
-an administrator sees every job and can cancel any), how the workbench runs them (inline,
+an administrator sees every job and can cancel any), a page at a time from the newest
+(Older / Newer: keyset pages, ``?before=N`` / ``?after=N``), how the workbench runs them (inline,
 workers, auto) and the workers alive; open one (?job=N) to watch it and see its result.
 
 Everything a job says that can come from a file (its note, its result, its error) is shown
@@ -7,6 +8,7 @@ as text, in dataframe cells or through ``ui.plain``."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -18,7 +20,7 @@ from pages import jobs_view, ui
 from pages.traces import import_job
 from review.core import readable
 from review.core.identity import Actor
-from review.jobs import queue, runner, trace_import
+from review.jobs import kinds, queue, runner, trace_import
 from review.jobs.queue import JobView
 
 PAGE_SIZE = 25
@@ -32,17 +34,19 @@ MODES = {
 
 
 def _views(engine: Engine, actor: Actor) -> dict[str, tuple[jobs_view.Render, jobs_view.Render]]:
-    """How each kind's result and failure are shown (the kinds without their own view show
-    their result as data)."""
+    """How each kind's result and failure are shown (the kinds without a view of their own
+    show their result in the words of the kind's ``summarise``)."""
     return {
         trace_import.NAME: (import_job.result_view(engine, actor), import_job.error_view),
     }
 
 
-def _plain_result(job: JobView) -> None:
+def _summary_result(job: JobView) -> None:
+    """A finished job's result in its kind's words, through the one escaper (the words can
+    quote a file, a name or a remote server's message), never as the stored JSON."""
     st.success(ui.plain(f"{job.title} finished."))
-    if job.result:
-        st.json(job.result, expanded=False)
+    for paragraph in kinds.summary_of(job.kind, job.result).split("\n\n"):
+        st.markdown(ui.plain(paragraph))
 
 
 def _one(engine: Engine, actor: Actor, job_id: int) -> None:
@@ -52,7 +56,7 @@ def _one(engine: Engine, actor: Actor, job_id: int) -> None:
     st.subheader(f"Job {job_id:d}")
     kind = jobs_view.read_job(engine, actor, job_id)
     render, err = _views(engine, actor).get(
-        kind.kind if kind else "", (_plain_result, jobs_view.default_error)
+        kind.kind if kind else "", (_summary_result, jobs_view.default_error)
     )
     jobs_view.job_status(engine, actor, job_id, render, render_error=err)
 
@@ -98,6 +102,7 @@ def _row(job: JobView, alive: int) -> dict[str, Any]:
         "status": jobs_view.status_words(job, alive),
         "progress": job.fraction,
         "note": job.note,
+        "result": kinds.summary_of(job.kind, job.result) if job.status == "done" else "",
         "started by": job.created_by,
         "created": readable.when(job.created_at),
         "finished": readable.when(job.finished_at),
@@ -106,26 +111,89 @@ def _row(job: JobView, alive: int) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class _Page:
+    """One page of the list: its jobs, newest first, and whether newer or older ones exist."""
+
+    rows: list[JobView]
+    newer: bool
+    older: bool
+
+
+def _page(s: Session, actor: Actor) -> _Page:
+    """The page the address asks for: the newest jobs; ``?before=N`` the ones older than job
+    N; ``?after=N`` the ones newer than job N (keyset pages: each costs the same however
+    deep it lies, and a job deleted meanwhile moves no other)."""
+    before, after = ui.query_int("before"), ui.query_int("after")
+    if after is not None and before is None:
+        jobs = queue.recent(s, actor, after=after, limit=PAGE_SIZE + 1)
+        if len(jobs) > PAGE_SIZE:
+            rows = jobs[1:]  # the newest of them is the next page's
+            older = bool(queue.recent(s, actor, before=rows[-1].id, limit=1))
+            return _Page(rows, newer=True, older=older)
+        st.query_params.pop("after", None)  # they reach the newest job: the first page
+        before = None
+    jobs = queue.recent(s, actor, before=before, limit=PAGE_SIZE + 1)
+    rows = jobs[:PAGE_SIZE]
+    newer = before is not None and bool(
+        queue.recent(s, actor, after=rows[0].id if rows else before - 1, limit=1)
+    )
+    return _Page(rows, newer=newer, older=len(jobs) > PAGE_SIZE)
+
+
+def _go(**where: int) -> None:
+    """Open the page of the list ``where`` says (``before`` or ``after`` a job)."""
+    for key in ("before", "after"):
+        st.query_params.pop(key, None)
+    for key, value in where.items():
+        st.query_params[key] = str(value)
+
+
 def _list(engine: Engine, actor: Actor) -> None:
-    # read up to the page after the one asked for (and one more job, to know whether there
-    # are more), so the picker reaches the next page
-    reach = (ui.requested_page("jobs") + 1) * PAGE_SIZE
     with Session(engine) as s:
-        jobs = queue.recent(s, actor, limit=reach + 1)
+        page = _page(s, actor)
         alive = queue.workers_alive(s)
-    page = ui.paginate(min(len(jobs), reach), "jobs", PAGE_SIZE, more=len(jobs) > reach)
-    rows = jobs[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]
-    if not rows:
+    rows = page.rows
+    if not rows and not page.newer:
         st.info("No background work you may see yet.")
         return
-    ui.table(
-        pd.DataFrame([_row(j, alive) for j in rows]),
-        pin=("open", "job"),
-        height=ui.table_height(len(rows)),
-        column_config={
-            "open": st.column_config.LinkColumn("open", display_text="open"),
-            "progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0),
-        },
+    if rows:
+        st.caption(
+            f"Jobs {rows[0].id:,} to {rows[-1].id:,}, newest first"
+            + (" (the newest)" if not page.newer else "")
+            + (" · there are no older ones" if not page.older else "")
+        )
+        ui.table(
+            pd.DataFrame([_row(j, alive) for j in rows]),
+            pin=("open", "job"),
+            height=ui.table_height(len(rows)),
+            column_config={
+                "open": st.column_config.LinkColumn("open", display_text="open"),
+                "progress": st.column_config.ProgressColumn(
+                    "progress", min_value=0.0, max_value=1.0
+                ),
+            },
+        )
+    else:
+        st.info("No older background work you may see.")
+    # the page the person read is where they step from (a callback: the ids as drawn, not
+    # as read again in the run the click starts, when jobs may have come or gone)
+    left, right = st.columns(2)
+    left.button(
+        "← Newer",
+        key="jobs_newer",
+        disabled=not page.newer,
+        width="stretch",
+        on_click=_go,
+        kwargs={"after": rows[0].id} if rows else {},
+    )
+    right.button(
+        "Older →",
+        key="jobs_older",
+        disabled=not page.older,
+        width="stretch",
+        on_click=_go,
+        kwargs={"before": rows[-1].id} if rows else {},
     )
 
 

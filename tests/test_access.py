@@ -1083,7 +1083,7 @@ RESTRICTED_TEXT = [
 # gives it; a page that starts reading a new key fails the enumeration test until a restricted
 # target for it is added here
 DEEP_LINK_KEYS = frozenset(
-    {"case", "doc", "trace", "item", "plan", "family", "tab", "version", "job"}
+    {"case", "doc", "trace", "item", "plan", "family", "tab", "version", "job", "before", "after"}
 )
 _QUERY_READ = re.compile(r'query_int\(\s*"(\w+)"|query_params(?:\.get\(|\.pop\(|\[)\s*"(\w+)"')
 
@@ -1238,6 +1238,8 @@ def restricted_links(ctx: Ctx) -> list[tuple[str, dict[str, str]]]:
     links.append(("thresholds_page.py", {"tab": "signoff", "version": str(pending.number)}))
     job = _import_rejecting_restricted_text(eng)
     links += [(page, {"job": str(job)}) for page in ("traces_page.py", "jobs_page.py")]
+    # the list of jobs, a keyset page each way, with each job's result in words
+    links += [("jobs_page.py", {"before": str(job + 1)}), ("jobs_page.py", {"after": str(job - 1)})]
     assert {k for _, q in links for k in q} == DEEP_LINK_KEYS
     return links
 

@@ -2,7 +2,9 @@
 run and the split to tune on, or the audited production traces) and a ranking mode, slide the
 proposed refuse threshold, and see what it buys and costs: operating points, risk-coverage,
 expected cost, release targets, the decisions that flip, and sweeps per slice. The replay on
-production traces and the proposal form are in pages/thresholds/proposal.py."""
+production traces and the proposal form are in pages/thresholds/proposal.py; the picks and
+sliders are the person's draft in the database (pages/thresholds/proposal_draft.py), so a
+reload or another server finds them where they were left."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import streamlit as st
 from sqlalchemy import Engine
 
 from pages import ui
-from pages.thresholds import cached, headline_view
+from pages.thresholds import cached, headline_view, proposal_draft
 from pages.thresholds.downloads import chart_downloads
 from pages.thresholds.proposal import propose_form, replay_section
 from review.charts import charts
@@ -47,11 +49,19 @@ class Outcomes:
     stamp: tuple[Any, ...] | None = None
 
 
+def _offered(key: str, options: list[str]) -> None:
+    """Forget a pick (restored from a draft, or held from before) that is no option now: the
+    picker starts from its first option."""
+    if key in st.session_state and st.session_state[key] not in options:
+        del st.session_state[key]
+
+
 def _outcomes(
     engine: Engine, tax: Taxonomy, policy: NoAnswerPolicy, runs: list[evalruns.RunRow]
 ) -> Outcomes:
     """The pickers of the outcome source, ranking mode and tuning split."""
     by_name = {r.name: r for r in runs}
+    _offered("thr_run", [*by_name, display.AUDITED])
     c1, c2, c3 = st.columns([2, 1, 1])
     run_name = c1.selectbox(
         "Outcomes from",
@@ -60,7 +70,9 @@ def _outcomes(
         help="Evaluation runs on labeled cases, or audited traces joined to their verdicts.",
     )
     if run_name == display.AUDITED:
-        mode = c2.selectbox("Ranking mode", display.audit_modes(policy), key="thr_mode_audit")
+        modes = display.audit_modes(policy)
+        _offered("thr_mode_audit", modes)
+        mode = c2.selectbox("Ranking mode", modes, key="thr_mode_audit")
         c3.caption(
             "Audited traces form one sample: tuned and reported on it, so a proposal is "
             "flagged and needs an override note to be approved."
@@ -75,7 +87,10 @@ def _outcomes(
         )
     run = by_name[run_name]
     outputs, stamp = cached.outputs(engine, tax, run.id)
-    mode = c2.selectbox("Ranking mode", thresholds.modes_in(outputs), key="thr_mode")
+    modes = thresholds.modes_in(outputs)
+    _offered("thr_mode", modes)
+    _offered("thr_split", list(display.SPLITS))
+    mode = c2.selectbox("Ranking mode", modes, key="thr_mode")
     tuned_on = c3.selectbox(
         "Tune on split",
         list(display.SPLITS),
@@ -291,6 +306,7 @@ def calibrate(engine: Engine, actor: Actor, tax: Taxonomy, pif: PolicyInForce) -
         st.info("Calibration needs outcomes: import or run an evaluation on the Runs page.")
         st.page_link("pages/runs_page.py", label="Open Runs", icon=":material/arrow_forward:")
         return
+    proposal_draft.open_draft(engine, actor, pif, [r.name for r in runs])
     src = _outcomes(engine, tax, policy, runs)
     if src.frame.empty:
         st.info("No scored outcomes here in this ranking mode.")
@@ -340,4 +356,7 @@ def calibrate(engine: Engine, actor: Actor, tax: Taxonomy, pif: PolicyInForce) -
     cal = _caveat_band(src, policy, float(proposed), caveat)
     replay_section(engine, actor, pif, src.mode, proposed, caveat)
     _sweeps(a, src, pif, engine)
+    proposal_draft.keep_draft(
+        engine, actor, pif, display.is_change(th, bounds, float(proposed), caveat)
+    )
     propose_form(engine, actor, src.mode, proposed, caveat, a, cal, src.source)

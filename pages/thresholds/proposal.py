@@ -10,7 +10,7 @@ import streamlit as st
 from sqlalchemy import Engine
 
 from pages import ui
-from pages.thresholds import cached
+from pages.thresholds import cached, proposal_draft
 from review.core import readable
 from review.core.identity import Actor, Permission
 from review.policy import signoff
@@ -115,3 +115,4 @@ def propose_form(
                 f"Proposed as version {signoff.get_version(engine, vid).number:d}."
                 " A product owner and compliance, not you, must approve it."
             )
+            proposal_draft.proposed(actor)  # proposed: no draft any more

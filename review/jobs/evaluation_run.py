@@ -10,6 +10,7 @@ does not store a second one.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import select
@@ -19,7 +20,7 @@ from review.core.identity import Permission
 from review.core.taxonomy import load_taxonomy
 from review.evaluation import execution, refpipeline
 from review.jobs.context import JobContext
-from review.jobs.kinds import Kind, expect, register
+from review.jobs.kinds import Kind, expect, register, stored_count, stored_text
 from review.thresholds.thresholds import configured_pipeline
 from storage.db import read_session
 from storage.models import EvalRun
@@ -117,6 +118,20 @@ def _run(ctx: JobContext) -> dict[str, Any]:
     return {"run_id": run_id, "name": name, "summary": f"Run {name!r} stored."}
 
 
+def _summary(result: Mapping[str, Any]) -> str:
+    name, run_id = stored_text(result, "name"), stored_count(result, "run_id")
+    if name is None or run_id is None:
+        return stored_text(result) or ""
+    return f"Run {name} stored as run {run_id:d}: its figures are on the Runs page."
+
+
 EVALUATION_RUN = register(
-    Kind("evaluation_run", "Evaluation run", Permission.run_evaluations, _run, max_attempts=2)
+    Kind(
+        "evaluation_run",
+        "Evaluation run",
+        Permission.run_evaluations,
+        _run,
+        _summary,
+        max_attempts=2,
+    )
 )

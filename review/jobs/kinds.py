@@ -1,6 +1,7 @@
 """The kinds of background work: what a job of each kind runs and who may start it.
 
-A kind's module defines its ``run(ctx) -> dict`` and registers it here at import;
+A kind's module defines its ``run(ctx) -> dict`` and its ``summarise(result) -> str`` (the
+result in words, for the pages: never the stored JSON) and registers them here at import;
 :mod:`review.jobs.catalog` imports every kind's module, so the worker and the pages see the
 same registry. The kind's permission is needed to start a job of it, to see the job and its
 result, and to cancel it (admins, who manage users, see and cancel every job).
@@ -25,6 +26,9 @@ class Kind:
     #: ``run(ctx)`` with a :class:`review.jobs.context.JobContext` (typed Any here: the
     #: context module imports this one)
     run: Callable[[Any], dict[str, Any]]
+    #: ``summarise(result)``: a finished job's result in a sentence or a few, as people read
+    #: it (plain text: the pages show it through their escaper)
+    summarise: Callable[[Mapping[str, Any]], str]
     #: attempts before it fails for good: a worker that died or a retryable error counts one
     max_attempts: int = 3
 
@@ -73,6 +77,39 @@ def expect(params: Mapping[str, Any], spec: Mapping[str, tuple[type, ...]]) -> d
             raise InputError(f"the job's parameter {name!r} must be {words}")
         out[name] = value
     return out
+
+
+#: what a result reads when its kind cannot read it (a job of an older release, a kind no
+#: longer known): said so, never the stored data
+UNREADABLE = "Its result cannot be read as this kind's result."
+
+
+def stored_text(result: Mapping[str, Any], name: str = "summary") -> str | None:
+    """The text ``result`` holds under ``name`` (a kind's own words, written when it finished),
+    or None when there is none."""
+    value = result.get(name)
+    return value.strip() if isinstance(value, str) and value.strip() else None
+
+
+def stored_count(result: Mapping[str, Any], name: str) -> int | None:
+    """The whole number ``result`` holds under ``name`` (never a true/false), or None."""
+    value = result.get(name)
+    return value if type(value) is int and value >= 0 else None
+
+
+def summary_of(kind: str, result: Mapping[str, Any]) -> str:
+    """A finished job's ``result`` in words, by its kind's ``summarise``; a kind no longer
+    registered, a result that is no mapping or one the kind cannot read says so."""
+    known = REGISTRY.get(kind)
+    if known is None:
+        return f"A job of a kind this workbench no longer knows ({kind!r}). {UNREADABLE}"
+    if not isinstance(result, Mapping):
+        return UNREADABLE
+    try:
+        text = known.summarise(result)
+    except (KeyError, TypeError, ValueError):
+        return UNREADABLE
+    return text or UNREADABLE
 
 
 def get_kind(name: str) -> Kind:

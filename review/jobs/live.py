@@ -9,13 +9,15 @@ annotation).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from review.audits import pushback
+from review.core import readable
 from review.core.errors import InputError
 from review.core.identity import Permission
 from review.jobs.context import JobContext
-from review.jobs.kinds import Kind, expect, register
+from review.jobs.kinds import Kind, expect, register, stored_count, stored_text
 from review.traces.live import display, phoenix
 
 __all__ = ["PHOENIX_PUSH", "PHOENIX_SYNC"]
@@ -66,7 +68,41 @@ def _push(ctx: JobContext) -> dict[str, Any]:
     }
 
 
-PHOENIX_SYNC = register(Kind("phoenix_sync", "Phoenix sync", Permission.manage_sources, _sync))
+def _sync_summary(result: Mapping[str, Any]) -> str:
+    """The sync's own words (what the Live sources tab says after "Sync now"), else its
+    counts."""
+    said = stored_text(result)
+    if said is not None:
+        return said
+    read, imported = stored_count(result, "spans_read"), stored_count(result, "imported")
+    if read is None or imported is None:
+        return ""
+    error = stored_text(result, "error")
+    return f"Read {readable.count(read, 'span')}; {readable.count(imported, 'trace')} imported." + (
+        f" The sync stopped: {error[:500]}" if error else ""
+    )
+
+
+def _push_summary(result: Mapping[str, Any]) -> str:
+    """The push report's own words (what ``workbench push`` prints), else its counts."""
+    said = stored_text(result)
+    if said is not None:
+        return said
+    pushed, failed = stored_count(result, "pushed"), stored_count(result, "failed")
+    if pushed is None or failed is None:
+        return ""
+    return f"{readable.count(pushed, 'annotation')} sent to Phoenix, {failed:,} failed."
+
+
+PHOENIX_SYNC = register(
+    Kind("phoenix_sync", "Phoenix sync", Permission.manage_sources, _sync, _sync_summary)
+)
 PHOENIX_PUSH = register(
-    Kind("phoenix_push", "Verdicts sent to Phoenix", Permission.import_traces, _push)
+    Kind(
+        "phoenix_push",
+        "Verdicts sent to Phoenix",
+        Permission.import_traces,
+        _push,
+        _push_summary,
+    )
 )

@@ -10,11 +10,13 @@ running it again completes it), the rollup keeps its old rows (one transaction).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from review.core import readable
 from review.core.identity import Permission
 from review.jobs.context import JobContext
-from review.jobs.kinds import Kind, expect, register
+from review.jobs.kinds import Kind, expect, register, stored_count, stored_text
 from review.traces import browse, restricted, rollup
 
 __all__ = ["RESTRICTED_REBUILD", "ROLLUP_REBUILD"]
@@ -52,14 +54,38 @@ def _rollup(ctx: JobContext) -> dict[str, Any]:
     return {"traces": n, "summary": f"The monitoring rollup was rebuilt from {n:,} traces."}
 
 
+def _restricted_summary(result: Mapping[str, Any]) -> str:
+    checked, became, opened = (stored_count(result, k) for k in ("checked", "restricted", "opened"))
+    if checked is None or became is None or opened is None:
+        return stored_text(result) or ""
+    return (
+        f"{readable.count(checked, 'trace')} checked: {became:,} became restricted, "
+        f"{opened:,} became open."
+    )
+
+
+def _rollup_summary(result: Mapping[str, Any]) -> str:
+    n = stored_count(result, "traces")
+    if n is None:
+        return stored_text(result) or ""
+    return f"The monitoring rollup was rebuilt from {readable.count(n, 'trace')}."
+
+
 RESTRICTED_REBUILD = register(
     Kind(
         "restricted_rebuild",
         "Rebuild of the restricted flags",
         Permission.restrict_traces,
         _restricted,
+        _restricted_summary,
     )
 )
 ROLLUP_REBUILD = register(
-    Kind("rollup_rebuild", "Rebuild of the monitoring rollup", Permission.manage_sources, _rollup)
+    Kind(
+        "rollup_rebuild",
+        "Rebuild of the monitoring rollup",
+        Permission.manage_sources,
+        _rollup,
+        _rollup_summary,
+    )
 )

@@ -184,10 +184,16 @@ def recent(
     kinds: Sequence[str] | None = None,
     limit: int = 20,
     before: int | None = None,
+    after: int | None = None,
     status: str | None = None,
 ) -> list[JobView]:
-    """The newest jobs ``actor`` may see (of ``kinds``, older than job ``before``: the next
-    page), newest first; an index on (kind, id) serves each page."""
+    """The jobs ``actor`` may see (of ``kinds``), newest first: the newest ``limit``, or
+    with ``before`` the newest older than job ``before`` (the next page), or with ``after``
+    the oldest newer than job ``after`` (the page before), still newest first. Keyset pages:
+    each reads ``limit`` rows down (or up) the jobs' ids from where it starts, so any page
+    of a million jobs costs the same, and a job deleted meanwhile moves nothing."""
+    if before is not None and after is not None:
+        raise InputError("a page of jobs starts before one job or after one, not both")
     allowed = visible_kinds(actor)
     if kinds is not None:
         allowed = [k for k in allowed if k in kinds]
@@ -197,16 +203,19 @@ def recent(
         select(Job, User.email)
         .join(User, User.id == Job.created_by)
         .where(Job.kind.in_(allowed))
-        .order_by(Job.id.desc())
+        .order_by(Job.id.asc() if after is not None else Job.id.desc())
         .limit(max(1, min(limit, 500)))
     )
     if before is not None:
         stmt = stmt.where(Job.id < before)
+    if after is not None:
+        stmt = stmt.where(Job.id > after)
     if status is not None:
         if status not in STATUSES:
             raise InputError(f"unknown job status {status!r}")
         stmt = stmt.where(Job.status == status)
-    return [_view(s, job, email, with_files=False) for job, email in s.execute(stmt)]
+    rows = [_view(s, job, email, with_files=False) for job, email in s.execute(stmt)]
+    return rows[::-1] if after is not None else rows
 
 
 def result_file(s: Session, actor: Actor, job_id: int, name: str) -> bytes | None:

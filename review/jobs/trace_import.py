@@ -19,15 +19,16 @@ the importer's message, nothing written."""
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from review.core import clearance
+from review.core import clearance, readable
 from review.core.errors import InputError, PermissionDenied
 from review.core.identity import Actor, Permission
 from review.core.taxonomy import taxonomy
 from review.jobs.context import JobContext
-from review.jobs.kinds import Kind, expect, register
+from review.jobs.kinds import Kind, expect, register, stored_count, stored_text
 from review.traces import display, importer, unknowndocs
 from review.traces.formats import FORMATS
 
@@ -154,11 +155,24 @@ def failure(error: str) -> tuple[str, str]:
     return "The import failed.", error
 
 
+def summarise(result: Mapping[str, Any]) -> str:
+    """The import report's own words (what ``workbench import-traces`` prints), else its
+    counts."""
+    said = stored_text(result)
+    if said is not None:
+        return said
+    added, rejected = stored_count(result, "added"), stored_count(result, "rejected")
+    if added is None or rejected is None:
+        return ""
+    return f"{readable.count(added, 'trace')} added, {rejected:,} rejected."
+
+
 KIND: Final = register(
     Kind(
         name=NAME,
         title="Trace import",
         permission=Permission.import_traces,
         run=_run,
+        summarise=summarise,
     )
 )

@@ -66,7 +66,14 @@ def _run(ctx: JobContext) -> dict[str, Any]:
     return {"items": n, "actor": ctx.actor.email}
 
 
-KIND = kinds.Kind("test_count", "Test count", Permission.import_traces, _run, max_attempts=2)
+KIND = kinds.Kind(
+    "test_count",
+    "Test count",
+    Permission.import_traces,
+    _run,
+    lambda result: f"{result.get('items')} items counted.",
+    max_attempts=2,
+)
 
 
 @pytest.fixture

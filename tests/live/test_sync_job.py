@@ -1,12 +1,13 @@
 """A Phoenix sync as a job, against a real Phoenix: a worker reads the project and the job
-keeps what the sync did (spans read, the words the page shows); run again, it reads nothing
-new. A source that is paused fails the job with the reason."""
+keeps what the sync did (spans read, the words the page shows, which its kind's summary
+gives); run again, it reads nothing new. A source that is paused fails the job with the
+reason."""
 
 from __future__ import annotations
 
 import pytest
 
-from review.jobs import catalog, queue, runner
+from review.jobs import catalog, kinds, queue, runner
 from review.traces.live import sources
 from storage.db import make_engine, run_write
 from tests.helpers.actors import make_actor
@@ -47,6 +48,8 @@ def test_a_worker_syncs_a_phoenix_source(
     assert job.status == "done", job.error
     assert job.result["spans_read"] == 9 and job.result["error"] is None
     assert job.result["summary"].startswith("Read 9 spans (9 new) in 1 page")
+    # the Background work page says it in the sync's own words
+    assert kinds.summary_of("phoenix_sync", job.result) == job.result["summary"]
     assert sources.get_source(engine, src.id).spans_read == 9
 
     again = run_write(

@@ -5,6 +5,9 @@ a reviewer who also labels."""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
+
 import pandas as pd
 import pytest
 from sqlalchemy import Engine
@@ -173,6 +176,48 @@ def test_a_run_s_outputs_hide_the_gold_of_a_case_waiting_for_my_label(
     # the gold decision now shows, as its label
     gold = readable.term(tax, "decisions", view.expected_decision)
     assert set(outputs.loc[outputs["key"] == view.key, "gold"]) == {gold}
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+@pytest.fixture
+def arrow_log() -> Iterator[list[str]]:
+    """What Streamlit logs while it turns tables into Arrow (it logs a table it could not
+    convert as it was, then converts a copy with its columns forced to text)."""
+    log = logging.getLogger("streamlit.dataframe_util")
+    handler, level = _Records(), log.level
+    log.addHandler(handler)
+    log.setLevel(logging.DEBUG)
+    try:
+        yield handler.messages
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(level)
+
+
+def test_the_runs_page_sends_the_blinded_outputs_as_they_are(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch, arrow_log: list[str]
+) -> None:
+    view = _case(demo_engine)
+    at = page_app(demo_url, monkeypatch, "pages/runs_page.py", INES)
+    _run(at)
+    unconverted = [m for m in arrow_log if "Arrow table was unsuccessful" in m]
+    assert unconverted == []
+    outputs = _table_with(at, "answer_ok")
+    mine = outputs["key"] == view.key
+    assert set(outputs.loc[mine, "answer_ok"]) == {sight.HIDDEN}
+    assert set(outputs.loc[~mine & outputs["gold"].ne(sight.HIDDEN), "answer_ok"].dropna()) <= {
+        "yes",
+        "no",
+    }
+    assert _table_with(at, "effect")["effect"].eq(sight.HIDDEN).any()
 
 
 def test_adjudication_shows_a_reviewer_who_may_still_label_no_expected_decision(
