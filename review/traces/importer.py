@@ -94,7 +94,7 @@ from review.traces.model import (
 )
 from review.traces.redaction import RedactionPolicy, load_redaction_policy
 from review.traces.restricted import Reason, TraceFacts, lock_flags, new_trace_facts, reasons_of
-from storage import changes, runs
+from storage import changes, partitions, runs
 from storage.db import one_of, run_write
 from storage.models import Trace as TraceRow
 from storage.models import TraceImport, utcnow
@@ -417,6 +417,9 @@ def _write_batch(
     def work(s: Session) -> tuple[int, int, dict[str, int], list[tuple[Reason, ...]]]:
         conn = s.connection()
         tracerows.lock_trace_inserts(conn)
+        # a new month's partitions (PostgreSQL) before any other lock of the batch: making one
+        # takes the traces table to itself for a moment
+        partitions.ensure_months(conn, [r["at"] for r in rows])
         ids = [r["trace_id"] for r in rows]
         with tracerows.custom_plans(conn):
             existing = set(
