@@ -1,0 +1,218 @@
+"""A text search walks the newest traces or asks the trigram indexes (review.traces.textsearch,
+PostgreSQL; SQLite keeps its FTS5 table), and either way lists and counts what a plain ILIKE
+over every trace gives: a frequent word, a rare one, one in no trace, words with ``%``, ``_``
+and a backslash, restricted traces (left out for users without clearance), every page, both
+orders, with the date and other filters, and the count exact up to its limit and "more than"
+beyond. The window the walk reads is shrunk so that both paths, and their seam, are taken on
+a table of a few hundred traces; Hypothesis picks the search texts."""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import ColumnElement, Engine, or_, select
+
+from review.traces import browse, textsearch
+from review.traces.model import Trace
+from storage.models import Trace as TraceRow
+from tests.helpers.actors import make_actor
+from tests.helpers.traces import import_traces, make_trace
+
+pytestmark = pytest.mark.postgres
+
+UTC = dt.UTC
+CLEARED = make_actor("reviewer", email="cleared@test.example", clearance=True, uid=12)
+UNCLEARED = make_actor("reviewer", clearance=False, uid=11)
+START = dt.datetime(2025, 5, 1, tzinfo=UTC)
+
+FILLER = ["how", "long", "does", "the", "team", "plan", "keep", "logs", "Straße", "naïve"]
+SPECIAL = ["100%", "50_50", "a\\b", "C:\\Temp\\x", "x%_\\y", "under_score", "%"]
+N = 300
+
+
+def corpus() -> list[Trace]:
+    """``refund`` in about 80% of the traces (any case), ``penalty`` in about 3% (several of
+    them restricted), the special words in about 2% each, ``zebra`` in none; about 15%
+    restricted; some traces share a time (the id breaks the tie)."""
+    rng = random.Random(33)
+    out: list[Trace] = []
+    for i in range(N):
+        words = [rng.choice(FILLER) for _ in range(rng.randint(1, 4))]
+        if rng.random() < 0.8:
+            words.insert(rng.randrange(len(words) + 1), rng.choice(["refund", "Refund", "REFUND"]))
+        if rng.random() < 0.03 or i in (5, 150, 290):
+            words.append(rng.choice(["penalty", "Penalty fee"]))
+        if rng.random() < 0.14:
+            words.append(rng.choice(SPECIAL))
+        answer = [rng.choice(FILLER) for _ in range(rng.randint(0, 3))]
+        if rng.random() < 0.1:
+            answer.append("refunds")  # in the answer alone
+        attrs: dict[str, Any] = {"customer_tier": rng.choice(["team", "enterprise"])}
+        if rng.random() < 0.15 or i in (5, 150):
+            attrs["restricted"] = True
+        if i == 77:  # a question that quotes another trace's id
+            words.append("see t-0123")
+        out.append(
+            make_trace(
+                f"t-{i:04d}",
+                START + dt.timedelta(hours=rng.randrange(N * 2) // 3),
+                query=" ".join(words),
+                answer_text=" ".join(answer),
+                attributes=attrs,
+            )
+        )
+    return out
+
+
+@pytest.fixture
+def engine(any_engine: Engine) -> Engine:
+    assert import_traces(any_engine, corpus(), batch_size=100).added == N
+    return any_engine
+
+
+def reference(engine: Engine, actor: Any, f: browse.TraceFilter, newest: bool) -> list[str]:
+    """Plain ILIKE over every trace (SQLite: lower() LIKE lower()), the filter's other
+    conditions as plain comparisons, restricted traces out for a user without clearance."""
+    t = f.text.strip()
+    conds: list[ColumnElement[bool]] = []
+    if t:
+        like = textsearch.like_pattern(t)
+        conds.append(
+            or_(
+                TraceRow.trace_id == t,
+                TraceRow.query.ilike(like, escape="\\"),
+                TraceRow.answer_text.ilike(like, escape="\\"),
+            )
+        )
+    if not actor.clearance:
+        conds.append(TraceRow.restricted.is_(False))
+    if f.customer_tier:
+        conds.append(TraceRow.customer_tier == f.customer_tier)
+    if f.date_from:
+        conds.append(TraceRow.at >= dt.datetime.combine(f.date_from, dt.time(), UTC))
+    if f.date_to:
+        end = dt.datetime.combine(f.date_to + dt.timedelta(days=1), dt.time(), UTC)
+        conds.append(TraceRow.at < end)
+    order = [TraceRow.at.desc(), TraceRow.id.desc()] if newest else [TraceRow.at, TraceRow.id]
+    with engine.connect() as c:
+        return list(c.scalars(select(TraceRow.trace_id).where(*conds).order_by(*order)))
+
+
+def check(
+    engine: Engine, f: browse.TraceFilter, size: int = 7, limits: tuple[int, ...] = ()
+) -> None:
+    """Every page in both orders (and one past the end), and the count at each limit and at
+    the number of matches, one below and one above it."""
+    for actor in (CLEARED, UNCLEARED):
+        for sort in ("newest", "oldest"):
+            want = reference(engine, actor, f, sort == "newest")
+            for page in range(1, len(want) // size + 3):
+                rows = browse.list_traces(engine, actor, f, page=page, page_size=size, sort=sort)
+                got = [r.trace_id for r in rows]
+                assert got == want[(page - 1) * size : page * size], (f, actor, sort, page)
+                assert all(not r.restricted for r in rows) or actor.clearance
+        n = len(want)
+        for limit in sorted({*limits, max(n - 1, 0), n, n + 1}):  # the edges of exactness
+            expected = browse.MatchCount(limit, True) if n > limit else browse.MatchCount(n)
+            assert browse.count_for_page(engine, actor, f, limit=limit) == expected, (f, limit)
+        assert browse.count_traces(engine, actor, f) == len(want), f
+
+
+NEEDLES = [
+    "refund",  # ~80%
+    "REFUNDS",  # in the answers
+    "penalty",  # ~3%, some restricted
+    "Penalty fee",
+    "zebra",  # none
+    "100%",
+    "50_50",
+    "a\\b",
+    "\\temp\\",
+    "x%_\\y",
+    "_sc",  # '_' is no wildcard: "under_score" holds it, "understand" would not
+    "%%%",
+    "t-0123",  # a trace id, and quoted in another trace's question
+    "t-0042",
+    "straße",
+    "NAÏVE",
+]
+
+
+@pytest.mark.parametrize(("window", "per_match"), [(1, 1), (9, 1), (60, 2), (20_000, 4)])
+def test_lists_and_counts_as_plain_ilike(
+    engine: Engine, window: int, per_match: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a window of 1 sends nearly every search to the indexes; 9 and 60 split the matches
+    # between the walk and the indexes; 20,000 walks the whole table
+    monkeypatch.setattr(textsearch, "WINDOW", window)
+    monkeypatch.setattr(textsearch, "ROWS_PER_MATCH", per_match)
+    for needle in NEEDLES:
+        check(engine, browse.TraceFilter(text=needle), limits=(0, 3, 25, 10_000))
+
+
+@pytest.mark.parametrize("window", [1, 9, 60])
+def test_with_other_filters_and_dates(
+    engine: Engine, window: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(textsearch, "WINDOW", window)
+    day = (START + dt.timedelta(days=2)).date()
+    for needle in ("refund", "penalty", "100%", "zebra"):
+        for f in (
+            browse.TraceFilter(text=needle, customer_tier="enterprise"),
+            browse.TraceFilter(text=needle, date_from=day),
+            browse.TraceFilter(text=needle, date_to=day),
+            browse.TraceFilter(text=needle, date_from=day, date_to=day + dt.timedelta(days=1)),
+        ):
+            check(engine, f, size=5, limits=(4, 1000))
+
+
+def test_restricted_traces_stay_hidden_from_users_without_clearance(engine: Engine) -> None:
+    restricted = [t for t in corpus() if t.attributes.get("restricted")]
+    for t in restricted[:5]:
+        f = browse.TraceFilter(text=t.trace_id)
+        assert browse.list_traces(engine, UNCLEARED, f) == []
+        assert browse.count_for_page(engine, UNCLEARED, f) == browse.MatchCount(0)
+        assert [r.trace_id for r in browse.list_traces(engine, CLEARED, f)] == [t.trace_id]
+    # the rare word's restricted matches are counted for one user and not the other
+    f = browse.TraceFilter(text="penalty")
+    cleared = browse.count_for_page(engine, CLEARED, f)
+    uncleared = browse.count_for_page(engine, UNCLEARED, f)
+    assert uncleared.n < cleared.n and not cleared.more
+
+
+ALPHABET = "refundREFUNDpenalty _%\\-0123t.ßÉé"
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    text=st.one_of(
+        st.text(alphabet=ALPHABET, min_size=0, max_size=8),
+        st.sampled_from(NEEDLES).map(lambda s: s.swapcase()),
+    ),
+    window=st.sampled_from([1, 5, 40]),
+)
+def test_any_text_lists_and_counts_as_plain_ilike(engine: Engine, text: str, window: int) -> None:
+    saved = textsearch.WINDOW
+    textsearch.WINDOW = window  # hypothesis runs many examples in one test: no monkeypatch
+    try:
+        f = browse.TraceFilter(text=text)
+        for actor in (CLEARED, UNCLEARED):
+            want = reference(engine, actor, f, True)
+            for page in (1, 2, 9):
+                rows = browse.list_traces(engine, actor, f, page=page, page_size=5)
+                assert [r.trace_id for r in rows] == want[(page - 1) * 5 : page * 5], text
+            if text.strip():
+                n = len(want)
+                expected = browse.MatchCount(10, True) if n > 10 else browse.MatchCount(n)
+                assert browse.count_for_page(engine, actor, f, limit=10) == expected, text
+    finally:
+        textsearch.WINDOW = saved
