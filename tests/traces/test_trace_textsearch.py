@@ -17,10 +17,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import ColumnElement, Engine, or_, select
 
+from review.admin import users
 from review.traces import browse, textsearch
 from review.traces.model import Trace
 from storage.models import Trace as TraceRow
 from tests.helpers.actors import make_actor
+from tests.helpers.pages import no_exception, page_app, readable
 from tests.helpers.traces import import_traces, make_trace
 
 pytestmark = pytest.mark.postgres
@@ -216,3 +218,34 @@ def test_any_text_lists_and_counts_as_plain_ilike(engine: Engine, text: str, win
                 assert browse.count_for_page(engine, actor, f, limit=10) == expected, text
     finally:
         textsearch.WINDOW = saved
+
+
+def test_the_traces_page_says_more_than_the_limit_never_a_wrong_number(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Traces page on each engine, a reviewer without clearance: a frequent word shows
+    its newest page and "more than" the limit; a rare word its exact count; the indexes'
+    path (a window of one trace) gives the same."""
+    admin = make_actor("admin", clearance=True, uid=1)
+    users.add_user(engine, admin, "rev@test.example", "Rev", ["reviewer"], clearance=False)
+    monkeypatch.setattr(browse, "COUNT_LIMIT", 30)
+    monkeypatch.setattr(textsearch, "WINDOW", 1)
+    at = page_app(str(engine.url.render_as_string(hide_password=False)), monkeypatch,
+                  "pages/traces_page.py", "rev@test.example").run()  # fmt: skip
+    for needle in ("refund", "penalty", "50_50", "zebra"):
+        at.text_input(key="traces_q").input(needle).run()
+        no_exception(at)
+        want = reference(engine, UNCLEARED, browse.TraceFilter(text=needle), True)
+        captions = " ".join(readable(c) for c in at.caption)
+        frames = [d.value for d in at.dataframe if "question" in d.value.columns]
+        if not want:
+            assert not frames and any("No traces match" in readable(i) for i in at.info)
+            continue
+        questions = {t.trace_id: t.query for t in corpus()}
+        assert list(frames[0]["question"]) == [questions[i] for i in want[:25]], needle
+        if len(want) > 30:
+            assert "of more than 30 (counting stopped there)" in captions, needle
+            assert f"of {len(want):,} " not in captions
+        else:
+            assert f"Showing 1–{min(25, len(want))} of {len(want):,} ·" in captions, needle
+            assert "more than" not in captions
