@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sqlalchemy import ColumnElement, Engine, or_, select
+from sqlalchemy import ColumnElement, Engine, func, or_, select
+from sqlalchemy.orm import Session
 
 from review.admin import users
 from review.traces import browse, textsearch
@@ -249,3 +250,46 @@ def test_the_traces_page_says_more_than_the_limit_never_a_wrong_number(
         else:
             assert f"Showing 1–{min(25, len(want))} of {len(want):,} ·" in captions, needle
             assert "more than" not in captions
+
+
+def test_a_frequent_word_is_walked_and_a_rare_one_asked_of_the_indexes(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PostgreSQL: the walk's window holds a page of "refund" (the indexes are not asked, for
+    the list or the count); "penalty" sends both to the indexes. Within each step the
+    planner's switches are as the step needs, and as they were after it."""
+    if engine.dialect.name != "postgresql":
+        pytest.skip("the walk and the indexes are PostgreSQL's (SQLite has its FTS5 table)")
+    monkeypatch.setattr(textsearch, "WINDOW", 60)
+    asked: list[str] = []
+    settings_seen: list[tuple[str, str, str]] = []
+    real = textsearch.indexes_only
+
+    def spy(s: Any) -> Any:
+        asked.append("indexes")
+        return real(s)
+
+    monkeypatch.setattr(textsearch, "indexes_only", spy)
+    for needle, walked in (("refund", True), ("penalty", False)):
+        asked.clear()
+        f = browse.TraceFilter(text=needle)
+        browse.list_traces(engine, CLEARED, f, page_size=5)
+        browse.count_for_page(engine, CLEARED, f, limit=10)
+        assert (asked == []) == walked, needle
+
+    def fetch(s: Any, conds: Any) -> list[str]:
+        row = s.execute(
+            select(
+                func.current_setting("enable_sort"),
+                func.current_setting("enable_seqscan"),
+                func.current_setting("enable_indexscan"),
+            )
+        ).one()
+        settings_seen.append(tuple(row))
+        return []  # never a full page: the indexes are asked next
+
+    with Session(engine) as s:
+        textsearch.page(s, [], "refund", True, 1, 5, lambda conds: fetch(s, conds))
+        after = s.execute(select(func.current_setting("enable_sort"))).scalar_one()
+    assert settings_seen == [("off", "on", "on"), ("on", "off", "off")]
+    assert after == "on"
