@@ -8,25 +8,32 @@ collect every one of them, each read again to check it, before the newest 25 can
 newest first and matching each trace's own text finds a page of a frequent word after a few
 dozen traces, but reads the whole table for a rare one. Left to itself the planner picks
 between the two from its estimate of how many traces hold the text, taken from a sample of
-about a hundred texts (or a fixed guess): right when the texts repeat, as in the synthetic
-scale data, and off by orders of magnitude either way when they do not. So a page is looked
-for in two steps, neither trusting the estimate:
+about a hundred texts when the statistics were last gathered: close when the texts repeat,
+as in the synthetic scale data, but a word that has become common since (a new product's
+name in every trace of the last days: ``ANALYZE`` runs after a tenth of the table has
+changed) is estimated at a handful and collected match by match. So a page is found in two
+steps, and the estimate only chooses how far the first one goes:
 
-1. **The walk** (:func:`each_row`, :func:`within`): the newest :data:`WINDOW` traces (more for
-   a deep page, :func:`window_size`), each matched on its own text. When they hold the page,
-   it is the page (the traces before them in the order are all among them): a word common
-   enough to fill a page there costs at most that many rows, at any size of table.
+1. **The walk** (:func:`each_row`, :func:`within`, :func:`walking`): the newest traces in
+   time order, each matched on its own text, stopping at the page: :data:`WINDOW` of them
+   (more for a deep page, :func:`window_size`) when the planner expects more than
+   :data:`FEW` matches (:func:`estimate`), else :data:`GUARD`, which a word common among the
+   newest traces fills whatever the statistics say. When the walk holds the page it is the
+   page (the traces before them in the order are all among them), at a cost of at most that
+   many traces, at any size of table.
 2. **The indexes** (:func:`indexed`, :func:`indexes_only`): otherwise the word is rare among
-   the newest traces (fewer than a page in :data:`WINDOW`: under 0.5% of them), and the
-   trigram indexes collect its matches and sort them. The planner is held to index bitmaps
-   here: a rare word it estimated common would read the table. Their cost is the word's
-   matches: few for a rare word, but a word in 0.4% of 10M traces has 40,000, and one that
-   is rare among the newest traces and common among older ones has all its old matches
-   collected (the walk cannot find those without reading all the newest traces first).
+   the newest traces, and the trigram indexes collect its matches and sort them. The planner
+   is held to index bitmaps here: a rare word it estimated common would read the table.
+   Their cost is the word's matches: few for a rare word, but a word in 0.4% of 10M traces
+   has 40,000, and one that is rare among the newest traces and common among older ones has
+   all its old matches collected (the walk cannot find those without reading all the newest
+   traces first).
 
-The count the Traces page shows is exact up to a limit (:func:`count_upto`): the matches
-among the same newest traces (a frequent word passes the limit there and stops), then those
-older than them from the indexes, which stop reading traces once the limit is passed. The
+The count the Traces page shows is exact up to a limit (:func:`count_upto`): for a text
+expected common, the matches among the newest :data:`WINDOW` traces (a frequent word passes
+the limit there and stops), then those older than them from the indexes; for a text expected
+rare, the indexes alone. The indexes stop reading traces once the limit is passed (a common
+word the estimate missed costs the reading of its index entries, not of its traces). The
 page says "more than N" beyond it.
 
 Who sees what is not decided here: the callers pass the conditions of the other filters,
@@ -49,12 +56,15 @@ from sqlalchemy.orm import Session
 from storage.models import Trace as TraceRow
 
 __all__ = [
+    "FEW",
+    "GUARD",
     "WINDOW",
     "Edge",
     "beyond",
     "count_upto",
     "each_row",
     "edge_of",
+    "estimate",
     "indexed",
     "indexes_only",
     "like_pattern",
@@ -71,6 +81,13 @@ T = TypeVar("T")
 #: (a trace walked costs about what a match collected from the indexes costs: at 1M traces on
 #: a busy machine, 20,000 traces walked took 0.15 s, the 725,000 matches of "refund" 4.3 s)
 WINDOW = 5_000
+#: a text the planner expects in at most this many traces (with the other filters) skips the
+#: long walk: a short one (:data:`GUARD`), then the indexes
+FEW = 5_000
+#: the short walk of a text expected to be rare: a word common among the newest traces that
+#: the planner's statistics, taken before it became common, do not know (a new product's
+#: name, a trending question) fills a page here instead of having every match collected
+GUARD = 1_000
 #: a deep page walks at least this many traces per match it needs (so a word in a quarter
 #: of the traces or more still finds it by walking)
 ROWS_PER_MATCH = 4
@@ -196,7 +213,8 @@ def page(
     (:func:`walkable`); ``fetch(conditions)`` reads that page of the traces meeting the
     conditions in the order; ``span``: the conditions on the time among ``base``. The walk
     first, then the indexes (see the module docs)."""
-    edge = edge_of(s, newest, window_size(number * size), span)
+    common = estimate(s, [*base, indexed(text)]) > FEW
+    edge = edge_of(s, newest, window_size(number * size) if common else GUARD, span)
     if edge is None:  # the window is the whole table
         return fetch([*base, each_row(text)])
     with walking(s):
@@ -218,6 +236,11 @@ def count_upto(
     ``limit`` + 1: the newest :data:`WINDOW` traces (of ``span``, as in :func:`page`) by
     walking (a frequent word passes the limit there), then the older ones from the indexes
     (see the module docs)."""
+    if estimate(s, [*base, indexed(text)]) <= FEW:
+        # few matches expected: the indexes, which stop reading traces after the limit (a
+        # word the estimate missed costs the reading of its index entries, not its traces)
+        with indexes_only(s):
+            return _upto(s, [*base, indexed(text)], limit)
     edge = edge_of(s, True, window_size(limit + 1), span)
     if edge is None:
         return _upto(s, [*base, each_row(text)], limit)
@@ -226,6 +249,14 @@ def count_upto(
         return n
     with indexes_only(s):
         return n + _upto(s, [*base, indexed(text), beyond(edge, True)], limit - n)
+
+
+def estimate(s: Session, conds: list[ColumnElement[bool]]) -> float:
+    """The planner's estimate of the traces that meet ``conds`` (no trace is read)."""
+    compiled = select(TraceRow.id).where(*conds).compile(dialect=s.get_bind().dialect)
+    explain = "EXPLAIN (FORMAT JSON) " + str(compiled)
+    plan = s.connection().exec_driver_sql(explain, compiled.params).scalar_one()
+    return float(plan[0]["Plan"]["Plan Rows"])
 
 
 def _upto(s: Session, conds: list[ColumnElement[bool]], limit: int) -> int:

@@ -146,23 +146,38 @@ NEEDLES = [
 ]
 
 
-@pytest.mark.parametrize(("window", "per_match"), [(1, 1), (9, 1), (60, 2), (20_000, 4)])
+@pytest.mark.parametrize(
+    ("window", "per_match", "few", "guard"),
+    [(1, 1, -1, 1), (9, 1, -1, 1), (60, 2, -1, 1), (20_000, 4, -1, 1), (60, 2, 10**9, 9),
+     (60, 2, 10**9, 1), (60, 2, 10**9, 20_000)],
+)  # fmt: skip
 def test_lists_and_counts_as_plain_ilike(
-    engine: Engine, window: int, per_match: int, monkeypatch: pytest.MonkeyPatch
+    engine: Engine,
+    window: int,
+    per_match: int,
+    few: int,
+    guard: int,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # a window of 1 sends nearly every search to the indexes; 9 and 60 split the matches
-    # between the walk and the indexes; 20,000 walks the whole table
+    # few=-1: every text is expected common (the long walk first); a window of 1 sends
+    # nearly every search to the indexes, 9 and 60 split the matches between the walk and
+    # the indexes, 20,000 walks the whole table; few=10**9: every text is expected rare (the
+    # short walk of `guard` traces, then the indexes)
     monkeypatch.setattr(textsearch, "WINDOW", window)
     monkeypatch.setattr(textsearch, "ROWS_PER_MATCH", per_match)
+    monkeypatch.setattr(textsearch, "FEW", few)
+    monkeypatch.setattr(textsearch, "GUARD", guard)
     for needle in NEEDLES:
         check(engine, browse.TraceFilter(text=needle), limits=(0, 3, 25, 10_000))
 
 
-@pytest.mark.parametrize("window", [1, 9, 60])
+@pytest.mark.parametrize(("window", "few"), [(1, -1), (9, -1), (60, -1), (9, 10**9)])
 def test_with_other_filters_and_dates(
-    engine: Engine, window: int, monkeypatch: pytest.MonkeyPatch
+    engine: Engine, window: int, few: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(textsearch, "WINDOW", window)
+    monkeypatch.setattr(textsearch, "GUARD", window)
+    monkeypatch.setattr(textsearch, "FEW", few)
     day = (START + dt.timedelta(days=2)).date()
     for needle in ("refund", "penalty", "100%", "zebra"):
         for f in (
@@ -202,10 +217,15 @@ ALPHABET = "refundREFUNDpenalty _%\\-0123t.ßÉé"
         st.sampled_from(NEEDLES).map(lambda s: s.swapcase()),
     ),
     window=st.sampled_from([1, 5, 40]),
+    few=st.sampled_from([-1, 10**9]),
 )
-def test_any_text_lists_and_counts_as_plain_ilike(engine: Engine, text: str, window: int) -> None:
-    saved = textsearch.WINDOW
-    textsearch.WINDOW = window  # hypothesis runs many examples in one test: no monkeypatch
+def test_any_text_lists_and_counts_as_plain_ilike(
+    engine: Engine, text: str, window: int, few: int
+) -> None:
+    saved = textsearch.WINDOW, textsearch.GUARD, textsearch.FEW
+    # hypothesis runs many examples in one test: set and restored here, not by monkeypatch
+    textsearch.WINDOW = textsearch.GUARD = window
+    textsearch.FEW = few
     try:
         f = browse.TraceFilter(text=text)
         for actor in (CLEARED, UNCLEARED):
@@ -218,7 +238,7 @@ def test_any_text_lists_and_counts_as_plain_ilike(engine: Engine, text: str, win
                 expected = browse.MatchCount(10, True) if n > 10 else browse.MatchCount(n)
                 assert browse.count_for_page(engine, actor, f, limit=10) == expected, text
     finally:
-        textsearch.WINDOW = saved
+        textsearch.WINDOW, textsearch.GUARD, textsearch.FEW = saved
 
 
 def test_the_traces_page_says_more_than_the_limit_never_a_wrong_number(
@@ -231,6 +251,7 @@ def test_the_traces_page_says_more_than_the_limit_never_a_wrong_number(
     users.add_user(engine, admin, "rev@test.example", "Rev", ["reviewer"], clearance=False)
     monkeypatch.setattr(browse, "COUNT_LIMIT", 30)
     monkeypatch.setattr(textsearch, "WINDOW", 1)
+    monkeypatch.setattr(textsearch, "GUARD", 1)
     at = page_app(str(engine.url.render_as_string(hide_password=False)), monkeypatch,
                   "pages/traces_page.py", "rev@test.example").run()  # fmt: skip
     for needle in ("refund", "penalty", "50_50", "zebra"):
@@ -261,6 +282,7 @@ def test_a_frequent_word_is_walked_and_a_rare_one_asked_of_the_indexes(
     if engine.dialect.name != "postgresql":
         pytest.skip("the walk and the indexes are PostgreSQL's (SQLite has its FTS5 table)")
     monkeypatch.setattr(textsearch, "WINDOW", 60)
+    monkeypatch.setattr(textsearch, "FEW", -1)  # every text expected common: the long walk
     asked: list[str] = []
     settings_seen: list[tuple[str, str, str]] = []
     real = textsearch.indexes_only
@@ -276,6 +298,16 @@ def test_a_frequent_word_is_walked_and_a_rare_one_asked_of_the_indexes(
         browse.list_traces(engine, CLEARED, f, page_size=5)
         browse.count_for_page(engine, CLEARED, f, limit=10)
         assert (asked == []) == walked, needle
+    # every text expected rare (statistics from before "refund" became common): the short
+    # walk still finds its page, and the count asks the indexes (they stop at the limit)
+    monkeypatch.setattr(textsearch, "FEW", 10**9)
+    monkeypatch.setattr(textsearch, "GUARD", 30)
+    asked.clear()
+    f = browse.TraceFilter(text="refund")
+    assert len(browse.list_traces(engine, CLEARED, f, page_size=5)) == 5
+    assert asked == []
+    assert browse.count_for_page(engine, CLEARED, f, limit=10) == browse.MatchCount(10, True)
+    assert asked == ["indexes"]
 
     def fetch(s: Any, conds: Any) -> list[str]:
         row = s.execute(
