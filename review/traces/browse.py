@@ -390,7 +390,7 @@ def count_for_page(
     stops counting after ``limit`` matches (default :data:`COUNT_LIMIT`). Its matches are
     found by reading each trace (the trigram indexes only narrow them down), so the exact
     count of a common word takes seconds at a million traces; the first pages do not need
-    it."""
+    it. PostgreSQL: review.traces.textsearch.count_upto (three characters or more)."""
     require_view(actor)
     limit = COUNT_LIMIT if limit is None else limit
     if not f.text.strip():
