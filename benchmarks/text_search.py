@@ -1,6 +1,7 @@
 """What the Traces page runs for a text search, timed on a large database (issue 34).
 
     .venv/bin/python benchmarks/text_search.py --url URL [--runs 5] [--save FILE] [--check FILE]
+                                               [--only NAMES] [--case NAME=TEXT ...]
 
 For each kind of search (a frequent word, a word in about 1% of the traces, a word in no
 trace, a phrase of two words, a two-letter string in few traces, a one-letter string, a
@@ -9,8 +10,11 @@ the first page of the list, newest first (``list_traces``), and the count the pa
 (``browse.count_from_listing`` of that page, else ``browse.count_for_page``, when they
 exist; else the exact ``browse.count_traces``),
 each the median wall time of ``--runs`` runs (app and database: on PostgreSQL the
-server's time is in the wall time, not in this process's CPU). A reference measured in the
-same run (a fixed pure-Python loop) is printed beside them: compare runs by the ratio.
+server's time is in the wall time, not in this process's CPU), and on a PostgreSQL server
+on this machine the median CPU time of its processes during the list and the count (the
+database's CPU, read from /proc). ``--case NAME=TEXT`` adds a search (a rare word of your
+data, say). A reference measured in the same run (a fixed pure-Python loop) is printed
+beside them: compare runs by the ratio.
 
 ``--save FILE`` writes every first page (trace ids in order) and count; ``--check FILE``
 compares this run's first pages with a saved run (they must be the same traces in the same
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -51,14 +56,65 @@ def reference() -> float:
     return time.perf_counter() - t0
 
 
-def timed(fn: Callable[[], Any], runs: int) -> tuple[float, Any]:
+def _cpu(pid: int) -> float:
+    """User + system CPU seconds of one process, 0 when it has gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class DatabaseCpu:
+    """The CPU seconds of a PostgreSQL server on this machine: its postmaster's children (the
+    backends doing the queries, and its own workers), read from /proc. None for SQLite (the
+    SQL runs in this process) or a server elsewhere."""
+
+    def __init__(self, engine: Any) -> None:
+        self.postmaster: int | None = None
+        if engine.dialect.name != "postgresql":
+            return
+        with engine.connect() as c:
+            backend = int(c.exec_driver_sql("SELECT pg_backend_pid()").scalar_one())
+        try:
+            stat = Path(f"/proc/{backend}/stat").read_text()
+        except OSError:
+            return
+        self.postmaster = int(stat.rsplit(")", 1)[1].split()[1])
+
+    def read(self) -> float | None:
+        if self.postmaster is None:
+            return None
+        total = 0.0
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            if ppid == self.postmaster:
+                total += _cpu(int(entry.name))
+        return total
+
+
+def timed(
+    fn: Callable[[], Any], runs: int, db: DatabaseCpu | None = None
+) -> tuple[float, float | None, Any]:
+    """The median wall seconds of ``runs`` calls, the median database CPU seconds (None: not
+    measured) and the last result."""
     walls: list[float] = []
+    cpus: list[float] = []
     out: Any = None
     for _ in range(runs):
+        before = db.read() if db else None
         t0 = time.perf_counter()
         out = fn()
         walls.append(time.perf_counter() - t0)
-    return statistics.median(walls), out
+        after = db.read() if db else None
+        if before is not None and after is not None:
+            cpus.append(after - before)
+    return statistics.median(walls), (statistics.median(cpus) if cpus else None), out
 
 
 def count_for_page(engine: Any, actor: Any, f: browse.TraceFilter, listed: int) -> tuple[int, bool]:
@@ -78,6 +134,13 @@ def main() -> None:
     ap.add_argument("--save", type=Path)
     ap.add_argument("--check", type=Path)
     ap.add_argument("--only", default="", help="comma-separated case names")
+    ap.add_argument(
+        "--case",
+        action="append",
+        default=[],
+        metavar="NAME=TEXT",
+        help="another search to time (e.g. rare=ombudsman); may be repeated",
+    )
     args = ap.parse_args()
     engine = make_engine(args.url)
     row = users.get_by_email(engine, REVIEWER)
@@ -98,20 +161,28 @@ def main() -> None:
         "short_none": "qz",
         "trace_id": trace_id,
     }
+    for extra in args.case:
+        name, sep, text = extra.partition("=")
+        if not sep or not name or not text:
+            raise SystemExit(f"--case takes NAME=TEXT, not {extra!r}")
+        cases[name] = text
     if args.only:
         cases = {k: v for k, v in cases.items() if k in args.only.split(",")}
     ref = statistics.median(reference() for _ in range(5))
+    db = DatabaseCpu(engine)
     print(f"{engine.dialect.name}: {n:,} traces; reference {ref:.3f}s")
     saved = json.loads(args.check.read_text()) if args.check else {}
     record: dict[str, Any] = {}
     for who, actor in (("cleared", cleared), ("uncleared", uncleared)):
         for name, text in cases.items():
             f = browse.TraceFilter(text=text)
-            list_s, rows = timed(
-                partial(browse.list_traces, engine, actor, f, page=1, sort="newest"), args.runs
+            list_s, list_db, rows = timed(
+                partial(browse.list_traces, engine, actor, f, page=1, sort="newest"),
+                args.runs,
+                db,
             )
-            count_s, (total, more) = timed(
-                partial(count_for_page, engine, actor, f, len(rows)), args.runs
+            count_s, count_db, (total, more) = timed(
+                partial(count_for_page, engine, actor, f, len(rows)), args.runs, db
             )
             ids = [r.trace_id for r in rows]
             key = f"{who}.{name}"
@@ -124,10 +195,17 @@ def main() -> None:
                 fits = total < was["count"] if more else total == was["count"] and not was["more"]
                 note = "  same first page" if same else "  FIRST PAGE DIFFERS"
                 note += "" if fits or was["more"] else "  COUNT DIFFERS"
+            dbs = (
+                f"  database CPU {list_db + count_db:6.3f}s"
+                if list_db is not None and count_db is not None
+                else ""
+            )
+            record[key] |= {"list_s": list_s, "count_s": count_s}
+            record[key] |= {"list_db_cpu_s": list_db, "count_db_cpu_s": count_db}
             print(
                 f"  {who:9} {name:12} count {count_s:6.3f}s ({count_s / ref:5.1f} ref)"
                 f"  list {list_s:6.3f}s ({list_s / ref:5.1f} ref)"
-                f"  total {count_s + list_s:6.3f}s  {shown} matches{note}",
+                f"  total {count_s + list_s:6.3f}s{dbs}  {shown} matches{note}",
                 flush=True,
             )
     if args.save:

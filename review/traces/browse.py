@@ -22,7 +22,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
@@ -41,7 +41,7 @@ from review.core import clearance
 from review.core.errors import InputError, PermissionDenied
 from review.core.identity import Actor, Role, roles_text
 from review.corpus.restricted_traces import trace_reasons
-from review.traces import rollup
+from review.traces import rollup, textsearch
 from review.traces.chunks import ChunkView, chunk_view
 from review.traces.model import (
     NEGATIVE_FEEDBACK,
@@ -50,10 +50,6 @@ from storage import trace_search
 from storage.db import read_session
 from storage.models import Trace as TraceRow
 from storage.models import TraceChunk, TraceImport
-
-if TYPE_CHECKING:
-    pass
-
 
 __all__ = [
     "CAVEAT_REASON",
@@ -177,11 +173,6 @@ def caveat_condition() -> ColumnElement[bool]:
     return and_(TraceRow.decision == "answer", TraceRow.reason_code == CAVEAT_REASON)
 
 
-def _like(text: str) -> str:
-    esc = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{esc}%"
-
-
 def _conditions(
     actor: Actor,
     f: TraceFilter,
@@ -225,7 +216,7 @@ def _text_condition(
         return false()  # PostgreSQL text holds no NUL, so nothing matches (and none is sent)
     candidates = trace_search.fts_candidates(text) if dialect == "sqlite" and not dense else None
     if candidates is None:
-        like = _like(text)
+        like = textsearch.like_pattern(text)
         return or_(
             TraceRow.trace_id == text,
             TraceRow.query.ilike(like, escape="\\"),
@@ -399,12 +390,16 @@ def count_for_page(
     stops counting after ``limit`` matches (default :data:`COUNT_LIMIT`). Its matches are
     found by reading each trace (the trigram indexes only narrow them down), so the exact
     count of a common word takes seconds at a million traces; the first pages do not need
-    it."""
+    it. PostgreSQL: review.traces.textsearch.count_upto (three characters or more)."""
     require_view(actor)
     limit = COUNT_LIMIT if limit is None else limit
     if not f.text.strip():
         return MatchCount(count_traces(engine, actor, f))
     with read_session(engine) as s:
+        if engine.dialect.name == "postgresql" and textsearch.walkable(f.text.strip()):
+            base = _conditions(actor, replace(f, text=""), "postgresql", for_listing=True)
+            upto = textsearch.count_upto(s, base, f.text.strip(), limit, _date_conditions(f))
+            return MatchCount(limit, True) if upto > limit else MatchCount(upto)
         if engine.dialect.name == "sqlite" and _text_only(f):
             n = _count_text_only_upto(s, actor, f.text.strip(), limit)
             if n is None:
@@ -542,7 +537,16 @@ def list_traces(
     matches = _trigram_matches(engine, text) if sort in ("newest", "oldest") and text else 0
     walk, dense = matches > FEW_MATCHES, matches > DENSE_MATCHES
     conds = _conditions(actor, f, engine.dialect.name, for_listing=True, walk=walk, dense=dense)
+    by_time = sort in ("newest", "oldest")
     with read_session(engine) as s:
+        if engine.dialect.name == "postgresql" and by_time and textsearch.walkable(text):
+            # the walk of the time index, or the trigram indexes (review.traces.textsearch)
+            base = _conditions(actor, replace(f, text=""), "postgresql", for_listing=True)
+            return textsearch.page(
+                s, base, text, sort == "newest", page, page_size,
+                lambda conds: _rows(s, _listing(conds, _order(sort), page, page_size)),
+                span=_date_conditions(f),
+            )  # fmt: skip
         if sort in ("newest", "oldest") and _text_only(f) and trace_search.fts_phrase(text) is None:
             return _list_without_trigrams(s, conds, page, page_size, sort, text)
         return _rows(s, _listing(conds, _order(sort), page, page_size))
