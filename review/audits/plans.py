@@ -44,6 +44,7 @@ import pandas as pd
 from sqlalchemy import ColumnElement, Engine, case, func, insert, literal_column, or_, select
 from sqlalchemy.orm import Session
 
+from review.audits import popcount
 from review.audits.population import NONE, PopulationFilter, stratum_column, stratum_expr
 from review.core import readable
 from review.core.errors import InputError
@@ -61,7 +62,7 @@ from review.core.sampling import (
 from review.core.terms import PlanStatus
 from review.traces import rollup
 from review.traces.retention import RUN_ENTITY as PURGE_COUNTER
-from storage import changes
+from storage import changes, population_groups
 from storage.db import leads_an_index, read_session, seek_distinct
 from storage.models import (
     AuditItem,
@@ -240,6 +241,10 @@ def count_strata(
         return _count_v1(s, flt, strata, *extra)
     if algorithm != 2:
         raise InputError(f"sampling algorithm {algorithm!r} is unknown (known: 1 and 2)")
+    if not extra:  # from the population groups when they hold the filter and strata
+        terms = popcount.stratum_terms(s, flt, strata)
+        if terms is not None:
+            return [StratumCount(*t) for t in terms]
     pop = (
         select(
             Trace.id.label("id"),
@@ -300,8 +305,9 @@ def _count_v1(
 def count_population(
     engine: Engine, flt: PopulationFilter, strata: Sequence[str]
 ) -> list[StratumCount]:
-    """The population per stratum (counted in SQL, as a new plan counts it), to preview a
-    plan before creating it."""
+    """The population per stratum (as a new plan counts it: from the population groups when
+    they hold the filter and strata, else in SQL over the traces), to preview a plan before
+    creating it."""
     for dim in strata:
         stratum_column(dim)
     with read_session(engine) as s:
@@ -329,15 +335,12 @@ def _traces_stamp(s: Session) -> list[int]:
     row (so a reused id still moves the stamp); while the stamp stays the same every
     population is the one counted before. Plans counted before the last two were part of it
     hold the first three."""
-    # each a subquery of its own: SQLite reads one end of the index for a lone max() and the
-    # smallest index for a lone count(), but every row for the two in one select (5x slower
-    # at 1M traces)
-    n, top = s.execute(
-        select(
-            select(func.count()).select_from(Trace).scalar_subquery(),
-            select(func.coalesce(func.max(Trace.id), 0)).scalar_subquery(),
-        )
-    ).one()
+    # the number of traces is the counter the triggers of storage.population_groups keep
+    # (a count of the table grows with it); counted when the counter is missing
+    n: Any = s.scalar(select(Counter.value).where(Counter.name == population_groups.COUNTER))
+    if n is None:
+        n = s.scalar(select(func.count()).select_from(Trace))
+    top: Any = s.scalar(select(func.coalesce(func.max(Trace.id), 0)))
     newest_import = s.scalar(select(func.coalesce(func.max(TraceImport.id), 0)))
     purges = s.scalar(select(Counter.value).where(Counter.name == PURGE_COUNTER))
     return [int(n), int(top), int(newest_import or 0), int(purges or 0), _key_of(s, int(top))]
