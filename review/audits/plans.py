@@ -105,6 +105,7 @@ __all__ = [
     "spec_of",
     "stored_allocation",
     "stored_counts",
+    "traces_stamp",
     "verify_sample",
 ]
 
@@ -329,7 +330,7 @@ def _allocation(counts: Sequence[StratumCount], spec: PlanSpec) -> dict[str, int
     return allocate(sizes, spec.total, "proportional")
 
 
-def _traces_stamp(s: Session) -> list[int]:
+def traces_stamp(s: Session) -> list[int]:
     """(rows, highest id, newest import, purges, the sampling key of the trace with the highest
     id) of the traces: cheap look-ups. Traces are never edited, and every import adds an import
     row (so a reused id still moves the stamp); while the stamp stays the same every
@@ -456,7 +457,7 @@ def create_plan(s: Session, actor: Actor, spec: PlanSpec) -> int:
 
     if s.scalar(select(SamplingPlan.id).where(SamplingPlan.name == spec.name)) is not None:
         raise InputError(f"a plan named {spec.name!r} already exists; choose another name")
-    stamp = _traces_stamp(s)
+    stamp = traces_stamp(s)
     counts = counted_before(s, spec, stamp)
     if counts is None:
         counts = count_strata(s, spec.filter, spec.strata)
@@ -583,7 +584,7 @@ def _recheck(s: Session, plan: SamplingPlan) -> PopulationCheck:
     of every trace: counts, id sums and rank sums add up, smallest and largest ids compare)."""
     stored = stored_counts(plan)
     then = list((plan.population or {}).get("traces_stamp") or [])
-    now = _traces_stamp(s)
+    now = traces_stamp(s)
     if then and then == now[: len(then)] and len(then) >= 3:
         return compare_counts(stored, stored)
     spec = spec_of(plan)
@@ -622,7 +623,7 @@ def recount_plan(s: Session, actor: Actor, plan_id: int) -> PopulationCheck:
     check = compare_counts(stored_counts(plan), counts)
     before = changes.snapshot(plan)
     plan.population = _population_record(
-        counts, _allocation(counts, spec), spec, _traces_stamp(s), algorithm
+        counts, _allocation(counts, spec), spec, traces_stamp(s), algorithm
     )
     plan.fingerprint = _fingerprint(counts)
     s.flush()
