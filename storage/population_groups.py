@@ -33,10 +33,13 @@ and re-creates them).
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from typing import Final
 
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection, bindparam, text
+
+from storage.models import Trace
 
 __all__ = [
     "COLUMNS",
@@ -172,9 +175,13 @@ def _pg_add(source: str, count: bool) -> str:
     return sql
 
 
-def _pg_remove(source: str, count: bool) -> str:
-    """Uncount the rows of ``source`` (the groups, then the counter)."""
+def _pg_remove(source: str, count: bool, select: str = "PERFORM") -> str:
+    """Uncount the rows of ``source``: the groups locked in key order (as the insert's upsert
+    takes them), updated, then the counter. ``select`` is ``PERFORM`` in a trigger function,
+    ``SELECT`` outside one."""
     sql = (
+        f"{select} 1 FROM {TABLE} WHERE k IN (SELECT {_pg_key('r')} FROM {source} r) "
+        "ORDER BY k FOR UPDATE; "
         f"UPDATE {TABLE} g SET n = g.n - d.n, id_sum = g.id_sum - d.ids, "
         "key_sum = g.key_sum - d.keys, unkeyed = g.unkeyed - d.unkeyed, "
         "stale = g.stale OR d.mn <= g.min_id OR d.mx >= g.max_id FROM ("
@@ -304,7 +311,8 @@ def subtract_rows(conn: Connection, relation: str) -> None:
     source = _check_relation(relation)
     dialect = conn.dialect.name
     if dialect == "postgresql":
-        conn.exec_driver_sql(_pg_remove(source, True))
+        for statement in _pg_remove(source, True, "SELECT").split("; "):
+            conn.exec_driver_sql(statement)
         return
     # SQLite has no partitions; the same arithmetic, grouped, for symmetry and the tests
     grouped = (
@@ -345,20 +353,30 @@ def rebuild(conn: Connection) -> int:
 
 
 def refresh_stale(conn: Connection) -> int:
-    """Recompute the smallest and largest id of the stale groups from the traces of their
-    day (in the caller's transaction); returns how many groups were refreshed."""
+    """Recompute the smallest and largest id of the stale groups, one day at a time from the
+    traces of that day (a range of ``at``), in the caller's transaction; returns how many
+    groups were refreshed."""
     dialect = conn.dialect.name
-    same = " AND ".join(
-        f"t.{c} IS NOT DISTINCT FROM g.{c}" if dialect == "postgresql" else f"t.{c} IS g.{c}"
-        for c in DIMENSIONS
+    days = sorted(
+        {
+            dt.date.fromisoformat(str(d)[:10])
+            for d in conn.scalars(text(f"SELECT DISTINCT day FROM {TABLE} WHERE stale"))
+        }
     )
-    if dialect == "postgresql":
-        day = "t.at >= g.day AND t.at < g.day + 1"
-    else:
-        day = "t.at >= g.day AND t.at < date(g.day, '+1 day')"
-    result = conn.exec_driver_sql(
-        f"UPDATE {TABLE} AS g SET min_id = (SELECT min(t.id) FROM traces t WHERE {day} AND "
-        f"{same}), max_id = (SELECT max(t.id) FROM traces t WHERE {day} AND {same}), "
-        "stale = false WHERE g.stale"
-    )
-    return int(result.rowcount or 0)
+    at_type = Trace.__table__.c.at.type
+    refreshed = 0
+    for day in days:
+        start = dt.datetime(day.year, day.month, day.day)
+        grouped = (
+            f"SELECT {_key(dialect, 'r')} AS k, min(r.id) AS mn, max(r.id) AS mx FROM traces r "
+            "WHERE r.at >= :a AND r.at < :b GROUP BY 1"
+        )
+        result = conn.execute(
+            text(
+                f"UPDATE {TABLE} AS g SET min_id = d.mn, max_id = d.mx, stale = false "
+                f"FROM ({grouped}) AS d WHERE g.k = d.k AND g.stale"
+            ).bindparams(bindparam("a", type_=at_type), bindparam("b", type_=at_type)),
+            {"a": start, "b": start + dt.timedelta(days=1)},
+        )
+        refreshed += int(result.rowcount or 0)
+    return refreshed
