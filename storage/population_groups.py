@@ -37,9 +37,10 @@ import datetime as dt
 import re
 from typing import Final
 
-from sqlalchemy import Connection, bindparam, text
+from sqlalchemy import Connection, bindparam, func, select, text
+from sqlalchemy.orm import Session
 
-from storage.models import Trace
+from storage.models import Counter, Trace
 
 __all__ = [
     "COLUMNS",
@@ -53,6 +54,7 @@ __all__ = [
     "rebuild",
     "refresh_stale",
     "subtract_rows",
+    "trace_count",
 ]
 
 TABLE: Final = "trace_population_groups"
@@ -300,6 +302,15 @@ def drop_statements(dialect: str) -> list[str]:
     if dialect == "postgresql":
         out += [f"DROP FUNCTION IF EXISTS trace_population_groups_{f}()" for f in _PG_FUNCTIONS]
     return out
+
+
+def trace_count(s: Session | Connection) -> int:
+    """The number of traces: the counter the triggers keep, a ``count(*)`` of the table when
+    the counter row is missing."""
+    n = s.execute(select(Counter.value).where(Counter.name == COUNTER)).scalar()
+    if n is None:
+        n = s.execute(select(func.count()).select_from(Trace)).scalar()
+    return int(n or 0)
 
 
 def subtract_rows(conn: Connection, relation: str) -> None:

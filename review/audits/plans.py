@@ -336,11 +336,9 @@ def traces_stamp(s: Session) -> list[int]:
     row (so a reused id still moves the stamp); while the stamp stays the same every
     population is the one counted before. Plans counted before the last two were part of it
     hold the first three."""
-    # the number of traces is the counter the triggers of storage.population_groups keep
-    # (a count of the table grows with it); counted when the counter is missing
-    n: Any = s.scalar(select(Counter.value).where(Counter.name == population_groups.COUNTER))
-    if n is None:
-        n = s.scalar(select(func.count()).select_from(Trace))
+    # the number of traces from the counter the triggers of storage.population_groups keep
+    # (a count of the table grows with it)
+    n = population_groups.trace_count(s)
     top: Any = s.scalar(select(func.coalesce(func.max(Trace.id), 0)))
     newest_import = s.scalar(select(func.coalesce(func.max(TraceImport.id), 0)))
     purges = s.scalar(select(Counter.value).where(Counter.name == PURGE_COUNTER))
