@@ -42,7 +42,7 @@ from sqlalchemy import Engine, delete, func, select  # noqa: E402
 from storage.db import make_engine, read_session, run_write  # noqa: E402
 from storage.models import SamplingPlan, Trace  # noqa: E402
 
-REVIEWER = "rahul.mehta@brightwave.example"
+REVIEWER = "ravi.menon@brightwave.example"  # as benchmarks/scale.py
 
 
 def _server_cpu(pg_data: Path | None) -> float:

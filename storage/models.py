@@ -767,7 +767,6 @@ class TracePopulationGroup(Base):
     feedback: Mapped[str | None] = mapped_column(String(60))
     customer_tier: Mapped[str | None] = mapped_column(String(60))
     language: Mapped[str | None] = mapped_column(String(20))
-    document_type: Mapped[str | None] = mapped_column(String(60))
     restricted: Mapped[bool] = mapped_column(Boolean)
     n: Mapped[int] = mapped_column(BigInteger)
     id_sum: Mapped[int] = mapped_column(BigInteger)

@@ -128,7 +128,6 @@ GROUPED_DIMENSIONS = (
     "feedback",
     "customer_tier",
     "language",
-    "document_type",
 )
 
 

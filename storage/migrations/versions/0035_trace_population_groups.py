@@ -5,9 +5,9 @@ An audit plan's population per stratum (counts, smallest and largest id, sums of
 sampling keys: the fingerprint) was counted from every trace of it, 0.4-0.7 s at a million
 traces and ten times that at ten million; the stamp that tells whether the traces changed ran
 a ``count(*)`` of the table. The same figures are now kept per UTC day and group of the audit
-columns (decision, reason code, feedback, customer tier, language, document type, restricted
-flag), and the number of traces in ``counters.traces_rows``, by triggers on ``traces`` on both
-engines (storage.population_groups says how, and holds the SQL). The backfill groups the traces
+columns (decision, reason code, feedback, customer tier, language, restricted flag), and the
+number of traces in ``counters.traces_rows``, by triggers on ``traces`` on both engines
+(storage.population_groups says how, and holds the SQL). The backfill groups the traces
 already stored.
 
 Revision ID: 0035
@@ -41,7 +41,6 @@ def upgrade() -> None:
         sa.Column("feedback", sa.String(length=60), nullable=True),
         sa.Column("customer_tier", sa.String(length=60), nullable=True),
         sa.Column("language", sa.String(length=20), nullable=True),
-        sa.Column("document_type", sa.String(length=60), nullable=True),
         sa.Column("restricted", sa.Boolean(), nullable=False),
         sa.Column("n", sa.BigInteger(), nullable=False),
         sa.Column("id_sum", sa.BigInteger(), nullable=False),
