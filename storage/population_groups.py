@@ -115,24 +115,34 @@ def _pg_day(p: str) -> str:
     return f"({p}.at)::date"
 
 
-def _pg_key(p: str) -> str:
-    values = ", ".join([_pg_day(p), *(f"{p}.{c}" for c in DIMENSIONS)])
+def _pg_key_of(x: str) -> str:
+    """The key of the group row ``x`` (columns ``day`` and DIMENSIONS): computed once per
+    group, not per trace (an MD5 of JSON costs about 20 us a row)."""
+    values = ", ".join([f"{x}.day", *(f"{x}.{c}" for c in DIMENSIONS)])
     return f"md5(json_build_array({values})::text)"
 
 
-def _key(dialect: str, p: str) -> str:
-    return _pg_key(p) if dialect == "postgresql" else _sqlite_key(p)
+def _pg_values(p: str) -> str:
+    """The values that place the row ``p`` in a group."""
+    return ", ".join([_pg_day(p), *(f"{p}.{c}" for c in DIMENSIONS)])
 
 
-def _day(dialect: str, p: str) -> str:
-    return _pg_day(p) if dialect == "postgresql" else _sqlite_day(p)
+def _pg_terms(source: str) -> str:
+    """SELECT of the groups' values and terms of the trace rows of ``source`` (grouped by the
+    plain columns, which a hash aggregate does cheaply)."""
+    dims = ", ".join(f"r.{c}" for c in DIMENSIONS)
+    return (
+        f"SELECT {_pg_day('r')} AS day, {dims}, count(*) AS n, sum(r.id) AS ids, "
+        f"sum({_key_term('postgresql', 'r')}) AS keys, count(*) - count(r.sample_key) AS unkeyed, "
+        f"min(r.id) AS mn, max(r.id) AS mx FROM {source} r GROUP BY 1, {dims}"
+    )
 
 
 def _key_term(dialect: str, p: str) -> str:
     """``sample_key mod KEY_SUM_MOD`` of the row ``p`` (0 without a key); ``mod()`` on
     PostgreSQL, where the driver reads ``%`` as a placeholder, ``%`` on SQLite."""
     if dialect == "postgresql":
-        return f"coalesce(mod({p}.sample_key, {KEY_SUM_MOD}), 0)"
+        return f"coalesce(mod({p}.sample_key, {KEY_SUM_MOD})::integer, 0)"
     return f"coalesce({p}.sample_key % {KEY_SUM_MOD}, 0)"
 
 
@@ -144,14 +154,18 @@ def _check_relation(relation: str) -> str:
 
 def _grouped(dialect: str, source: str) -> str:
     """SELECT of the groups of the trace rows of ``source``, in the table's columns."""
+    if dialect == "postgresql":
+        cols = ", ".join(f"x.{c}" for c in DIMENSIONS)
+        return (
+            f"SELECT {_pg_key_of('x')}, x.day, {cols}, x.n::bigint, x.ids::bigint, "
+            f"x.keys::bigint, x.unkeyed::bigint, x.mn, x.mx, false FROM ({_pg_terms(source)}) x"
+        )
     dims = ", ".join(f"r.{c}" for c in DIMENSIONS)
     cols = ", ".join(DIMENSIONS)
-    big = "::bigint" if dialect == "postgresql" else ""
     return (
-        f"SELECT k, day, {cols}, count(*){big}, sum(id){big}, "
-        f"sum({_key_term(dialect, 'x')}){big}, "
-        f"(count(*) - count(sample_key)){big}, min(id), max(id), false FROM ("
-        f"SELECT {_key(dialect, 'r')} AS k, {_day(dialect, 'r')} AS day, {dims}, r.id, "
+        f"SELECT k, day, {cols}, count(*), sum(id), sum({_key_term(dialect, 'x')}), "
+        "count(*) - count(sample_key), min(id), max(id), false FROM ("
+        f"SELECT {_sqlite_key('r')} AS k, {_sqlite_day('r')} AS day, {dims}, r.id, "
         f"r.sample_key FROM {source} r) x GROUP BY k, day, {cols}"
     )
 
@@ -182,15 +196,14 @@ def _pg_remove(source: str, count: bool, select: str = "PERFORM") -> str:
     """Uncount the rows of ``source``: the groups locked in key order (as the insert's upsert
     takes them), updated, then the counter. ``select`` is ``PERFORM`` in a trigger function,
     ``SELECT`` outside one."""
+    terms = _pg_terms(source)
     sql = (
-        f"{select} 1 FROM {TABLE} WHERE k IN (SELECT {_pg_key('r')} FROM {source} r) "
+        f"{select} 1 FROM {TABLE} WHERE k IN (SELECT {_pg_key_of('x')} FROM ({terms}) x) "
         "ORDER BY k FOR UPDATE; "
         f"UPDATE {TABLE} g SET n = g.n - d.n, id_sum = g.id_sum - d.ids, "
         "key_sum = g.key_sum - d.keys, unkeyed = g.unkeyed - d.unkeyed, "
         "stale = g.stale OR d.mn <= g.min_id OR d.mx >= g.max_id FROM ("
-        f"SELECT k, count(*) AS n, sum(id) AS ids, sum({_key_term('postgresql', 'x')}) "
-        "AS keys, count(*) - count(sample_key) AS unkeyed, min(id) AS mn, max(id) AS mx FROM ("
-        f"SELECT {_pg_key('r')} AS k, r.id, r.sample_key FROM {source} r) x GROUP BY k"
+        f"SELECT {_pg_key_of('x')} AS k, x.* FROM ({terms}) x"
         f") d WHERE g.k = d.k; DELETE FROM {TABLE} WHERE n <= 0;"
     )
     if count:
@@ -258,7 +271,7 @@ def install_statements(dialect: str) -> list[str]:
         raise ValueError(f"no population-group triggers for {dialect!r}")
     moved = (
         "FROM old_rows o JOIN new_rows nw ON nw.id = o.id "
-        f"WHERE {_pg_key('o')} IS DISTINCT FROM {_pg_key('nw')} "
+        f"WHERE ({_pg_values('o')}) IS DISTINCT FROM ({_pg_values('nw')}) "
         "OR o.sample_key IS DISTINCT FROM nw.sample_key"
     )
     # an UPDATE that changes ids: old and new rows do not pair up, so all are moved
@@ -377,12 +390,16 @@ def refresh_stale(conn: Connection) -> int:
     )
     at_type = Trace.__table__.c.at.type
     refreshed = 0
+    day_rows = "(SELECT * FROM traces WHERE at >= :a AND at < :b)"
+    if dialect == "postgresql":
+        grouped = f"SELECT {_pg_key_of('x')} AS k, x.mn, x.mx FROM ({_pg_terms(day_rows)}) x"
+    else:
+        grouped = (
+            f"SELECT {_sqlite_key('r')} AS k, min(r.id) AS mn, max(r.id) AS mx "
+            f"FROM {day_rows} r GROUP BY 1"
+        )
     for day in days:
         start = dt.datetime(day.year, day.month, day.day)
-        grouped = (
-            f"SELECT {_key(dialect, 'r')} AS k, min(r.id) AS mn, max(r.id) AS mx FROM traces r "
-            "WHERE r.at >= :a AND r.at < :b GROUP BY 1"
-        )
         result = conn.execute(
             text(
                 f"UPDATE {TABLE} AS g SET min_id = d.mn, max_id = d.mx, stale = false "
