@@ -24,6 +24,7 @@ from review.audits import plans as audit_plans
 from review.audits import popcount
 from review.audits.plans import PlanSpec
 from review.audits.population import NONE, PopulationFilter
+from review.core.errors import InputError
 from review.core.identity import SYSTEM
 from review.traces import importer, retention
 from storage import population_groups
@@ -235,10 +236,18 @@ def _filters(draw: st.DrawFn) -> PopulationFilter:
 @pytest.fixture
 def populated(any_engine: Engine) -> Engine:
     rng = random.Random(11)
-    _insert(any_engine, [_row(rng, "orm", i) for i in range(400)])
-    # a few deleted one by one (some the smallest or largest of their group: stale groups)
+    rows = [_row(rng, "orm", i) for i in range(300)]
+    # twins of the first 150 (another id, the same day and values): groups of several traces
+    twins = [
+        {**r, "trace_id": f"twin-{i:05d}", "sample_key": trace_sample_key(f"twin-{i:05d}")}
+        for i, r in enumerate(rows[:150])
+    ]
+    _insert(any_engine, rows + twins)
+    # some deleted one by one: the smallest ids of groups that keep their twins (stale groups)
     with write_session(any_engine) as s:
-        s.execute(text("DELETE FROM traces WHERE id IN (1, 5, 17, 399, 400)"))
+        s.execute(text("DELETE FROM traces WHERE id IN (1, 5, 17, 33, 41, 299, 300, 450)"))
+    with read_session(any_engine) as s:
+        assert s.scalar(text("SELECT count(*) FROM trace_population_groups WHERE stale")) > 0
     return any_engine
 
 
@@ -343,3 +352,29 @@ def test_subtract_rows_uncounts_a_detached_copy(any_engine: Engine) -> None:
     _check_fixed(any_engine)
     with pytest.raises(ValueError, match="plain table name"), any_engine.begin() as c:
         population_groups.subtract_rows(c, "traces; DROP TABLE traces")
+
+
+def test_too_many_stale_days_or_unkeyed_traces_count_the_traces(
+    populated: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    flt = PopulationFilter()
+    with read_session(populated) as s:
+        assert s.scalar(text("SELECT count(*) FROM trace_population_groups WHERE stale")) > 0
+    monkeypatch.setattr(popcount, "MAX_STALE_DAYS", 0)
+    assert _fast(populated, flt, ("decision",)) is None
+    _check_counts_alike(populated, flt)
+    monkeypatch.undo()
+    # a trace written past the trace writers, without a sampling key: the count says so
+    with write_session(populated) as s:
+        s.execute(text("UPDATE traces SET sample_key = NULL WHERE id = 7"))
+    assert_in_step(populated)
+    assert _fast(populated, flt, ("decision",)) is None
+    with read_session(populated) as s, pytest.raises(InputError, match="no sampling key"):
+        audit_plans.count_strata(s, flt, ("decision",))
+
+
+def _check_counts_alike(engine: Engine, flt: PopulationFilter) -> None:
+    with read_session(engine) as s:
+        counts = audit_plans.count_strata(s, flt, ("decision",))
+    got = [(c.stratum, c.count, c.min_id, c.max_id, c.id_sum, c.rank_sum) for c in counts]
+    assert got == _reference(engine, flt, ("decision",), None, None)
