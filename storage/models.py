@@ -756,6 +756,31 @@ class TraceSignalGroup(Base):
     n: Mapped[int] = mapped_column(BigInteger)
 
 
+class TracePopulationGroup(Base):
+    """The traces alike in UTC day and the audit columns, with the terms of an audit plan's
+    population count (storage.population_groups, migration 0035): kept in step with
+    ``traces`` by triggers on both engines; ``stale`` when a deleted trace was the group's
+    smallest or largest id (its ``min_id``/``max_id`` may no longer be exact)."""
+
+    __tablename__ = "trace_population_groups"
+
+    k: Mapped[str] = mapped_column(Text, primary_key=True)
+    day: Mapped[dt.date] = mapped_column(Date, index=True)
+    decision: Mapped[str | None] = mapped_column(String(40))
+    reason_code: Mapped[str | None] = mapped_column(String(60))
+    feedback: Mapped[str | None] = mapped_column(String(60))
+    customer_tier: Mapped[str | None] = mapped_column(String(60))
+    language: Mapped[str | None] = mapped_column(String(20))
+    restricted: Mapped[bool] = mapped_column(Boolean)
+    n: Mapped[int] = mapped_column(BigInteger)
+    id_sum: Mapped[int] = mapped_column(BigInteger)
+    key_sum: Mapped[int] = mapped_column(BigInteger)
+    unkeyed: Mapped[int] = mapped_column(BigInteger)
+    min_id: Mapped[int] = mapped_column(BigInteger)
+    max_id: Mapped[int] = mapped_column(BigInteger)
+    stale: Mapped[bool] = mapped_column(Boolean)
+
+
 class TraceRollup(Base):
     """Daily counts of the weekly monitoring signals, kept in step with ``traces`` by the
     import and the purge (review.traces.rollup). One row per (segment, UTC day, decision): ``dim``

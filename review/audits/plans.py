@@ -44,6 +44,7 @@ import pandas as pd
 from sqlalchemy import ColumnElement, Engine, case, func, insert, literal_column, or_, select
 from sqlalchemy.orm import Session
 
+from review.audits import popcount
 from review.audits.population import NONE, PopulationFilter, stratum_column, stratum_expr
 from review.core import readable
 from review.core.errors import InputError
@@ -61,7 +62,7 @@ from review.core.sampling import (
 from review.core.terms import PlanStatus
 from review.traces import rollup
 from review.traces.retention import RUN_ENTITY as PURGE_COUNTER
-from storage import changes
+from storage import changes, population_groups
 from storage.db import leads_an_index, read_session, seek_distinct
 from storage.models import (
     AuditItem,
@@ -104,6 +105,7 @@ __all__ = [
     "spec_of",
     "stored_allocation",
     "stored_counts",
+    "traces_stamp",
     "verify_sample",
 ]
 
@@ -240,6 +242,10 @@ def count_strata(
         return _count_v1(s, flt, strata, *extra)
     if algorithm != 2:
         raise InputError(f"sampling algorithm {algorithm!r} is unknown (known: 1 and 2)")
+    if not extra:  # from the population groups when they hold the filter and strata
+        terms = popcount.stratum_terms(s, flt, strata)
+        if terms is not None:
+            return [StratumCount(*t) for t in terms]
     pop = (
         select(
             Trace.id.label("id"),
@@ -300,8 +306,9 @@ def _count_v1(
 def count_population(
     engine: Engine, flt: PopulationFilter, strata: Sequence[str]
 ) -> list[StratumCount]:
-    """The population per stratum (counted in SQL, as a new plan counts it), to preview a
-    plan before creating it."""
+    """The population per stratum (as a new plan counts it: from the population groups when
+    they hold the filter and strata, else in SQL over the traces), to preview a plan before
+    creating it."""
     for dim in strata:
         stratum_column(dim)
     with read_session(engine) as s:
@@ -323,21 +330,16 @@ def _allocation(counts: Sequence[StratumCount], spec: PlanSpec) -> dict[str, int
     return allocate(sizes, spec.total, "proportional")
 
 
-def _traces_stamp(s: Session) -> list[int]:
+def traces_stamp(s: Session) -> list[int]:
     """(rows, highest id, newest import, purges, the sampling key of the trace with the highest
     id) of the traces: cheap look-ups. Traces are never edited, and every import adds an import
     row (so a reused id still moves the stamp); while the stamp stays the same every
     population is the one counted before. Plans counted before the last two were part of it
     hold the first three."""
-    # each a subquery of its own: SQLite reads one end of the index for a lone max() and the
-    # smallest index for a lone count(), but every row for the two in one select (5x slower
-    # at 1M traces)
-    n, top = s.execute(
-        select(
-            select(func.count()).select_from(Trace).scalar_subquery(),
-            select(func.coalesce(func.max(Trace.id), 0)).scalar_subquery(),
-        )
-    ).one()
+    # the number of traces from the counter the triggers of storage.population_groups keep
+    # (a count of the table grows with it)
+    n = population_groups.trace_count(s)
+    top: Any = s.scalar(select(func.coalesce(func.max(Trace.id), 0)))
     newest_import = s.scalar(select(func.coalesce(func.max(TraceImport.id), 0)))
     purges = s.scalar(select(Counter.value).where(Counter.name == PURGE_COUNTER))
     return [int(n), int(top), int(newest_import or 0), int(purges or 0), _key_of(s, int(top))]
@@ -453,7 +455,7 @@ def create_plan(s: Session, actor: Actor, spec: PlanSpec) -> int:
 
     if s.scalar(select(SamplingPlan.id).where(SamplingPlan.name == spec.name)) is not None:
         raise InputError(f"a plan named {spec.name!r} already exists; choose another name")
-    stamp = _traces_stamp(s)
+    stamp = traces_stamp(s)
     counts = counted_before(s, spec, stamp)
     if counts is None:
         counts = count_strata(s, spec.filter, spec.strata)
@@ -580,7 +582,7 @@ def _recheck(s: Session, plan: SamplingPlan) -> PopulationCheck:
     of every trace: counts, id sums and rank sums add up, smallest and largest ids compare)."""
     stored = stored_counts(plan)
     then = list((plan.population or {}).get("traces_stamp") or [])
-    now = _traces_stamp(s)
+    now = traces_stamp(s)
     if then and then == now[: len(then)] and len(then) >= 3:
         return compare_counts(stored, stored)
     spec = spec_of(plan)
@@ -619,7 +621,7 @@ def recount_plan(s: Session, actor: Actor, plan_id: int) -> PopulationCheck:
     check = compare_counts(stored_counts(plan), counts)
     before = changes.snapshot(plan)
     plan.population = _population_record(
-        counts, _allocation(counts, spec), spec, _traces_stamp(s), algorithm
+        counts, _allocation(counts, spec), spec, traces_stamp(s), algorithm
     )
     plan.fingerprint = _fingerprint(counts)
     s.flush()

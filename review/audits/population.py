@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,11 +17,14 @@ from storage.models import Trace
 
 __all__ = [
     "DIMENSIONS",
+    "GROUPED_DIMENSIONS",
     "NONE",
     "PROMOTED_ATTRIBUTES",
     "PopulationFilter",
+    "grouped_column",
     "stratum_column",
     "stratum_expr",
+    "stratum_of",
 ]
 
 
@@ -94,12 +97,38 @@ def _sql_text(value: str) -> ColumnElement[str]:
 
 
 def stratum_expr(strata: Sequence[str], promoted: bool = False) -> ColumnElement[str]:
-    if not strata:
+    return stratum_of([stratum_column(dim, promoted) for dim in strata])
+
+
+def stratum_of(columns: Sequence[ColumnElement[Any]]) -> ColumnElement[str]:
+    """The stratum name of a row from its values of the strata (in order): ``ALL`` for no
+    strata, else each value (``NONE`` when missing) joined by ``SEP``. The same text, in SQL,
+    whatever table the columns come from."""
+    if not columns:
         return _sql_text(ALL)
-    expr: ColumnElement[str] = func.coalesce(stratum_column(strata[0], promoted), _sql_text(NONE))
-    for dim in strata[1:]:
-        expr = expr + _sql_text(SEP) + func.coalesce(stratum_column(dim, promoted), _sql_text(NONE))
+    expr: ColumnElement[str] = func.coalesce(columns[0], _sql_text(NONE))
+    for col in columns[1:]:
+        expr = expr + _sql_text(SEP) + func.coalesce(col, _sql_text(NONE))
     return expr
+
+
+def grouped_column(dim: str) -> str | None:
+    """The column of ``dim`` (a stratum or filter dimension) in the population groups
+    (storage.population_groups), None when the groups do not keep it. ``attr.<key>`` of a
+    promoted attribute reads its column (as plans of sampling algorithm 2 do)."""
+    m = _ATTR_RE.match(dim)
+    name = m.group(1) if m and m.group(1) in PROMOTED_ATTRIBUTES else dim
+    return name if name in GROUPED_DIMENSIONS else None
+
+
+#: the dimensions the population groups keep (storage.population_groups.DIMENSIONS but the flag)
+GROUPED_DIMENSIONS = (
+    "decision",
+    "reason_code",
+    "feedback",
+    "customer_tier",
+    "language",
+)
 
 
 # --- the population filter ------------------------------------------------------------------
@@ -170,6 +199,40 @@ class PopulationFilter:
                 conds.append(_in_values(Trace.attributes[key].as_string(), values))
         if not self.include_restricted:
             conds.append(Trace.restricted.is_(False))
+        return conds
+
+    def time_range(self) -> tuple[dt.datetime | None, dt.datetime | None]:
+        """The filter's range of ``traces.at`` as [start, end), naive UTC (None: open)."""
+        start = _day_start(self.date_from).replace(tzinfo=None) if self.date_from else None
+        end = (
+            _day_start(self.date_to + dt.timedelta(days=1)).replace(tzinfo=None)
+            if self.date_to
+            else None
+        )
+        return start, end
+
+    def value_conditions(
+        self, column_of: Callable[[str], ColumnElement[Any] | None]
+    ) -> list[ColumnElement[bool]] | None:
+        """The filter's conditions but the date range, over the columns ``column_of`` gives
+        for each dimension filtered (and ``"restricted"`` when restricted traces are left
+        out); None when it gives None for one of them or the filter reads attributes."""
+        self.check()
+        if any(values for _key, values in self.attributes):
+            return None
+        conds: list[ColumnElement[bool]] = []
+        for attr, dim in _FILTER_COLUMNS:
+            values: tuple[str, ...] = getattr(self, attr)
+            if values:
+                col = column_of(dim)
+                if col is None:
+                    return None
+                conds.append(_in_values(col, values))
+        if not self.include_restricted:
+            flag = column_of("restricted")
+            if flag is None:
+                return None
+            conds.append(flag.is_(False))
         return conds
 
     def to_json(self) -> dict[str, Any]:

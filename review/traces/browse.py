@@ -46,7 +46,7 @@ from review.traces.chunks import ChunkView, chunk_view
 from review.traces.model import (
     NEGATIVE_FEEDBACK,
 )
-from storage import trace_search
+from storage import population_groups, trace_search
 from storage.db import read_session
 from storage.models import Trace as TraceRow
 from storage.models import TraceChunk, TraceImport
@@ -488,9 +488,10 @@ def _count_text_only(s: Session, actor: Actor, text: str) -> int | None:
 
 
 def total_traces(engine: Engine) -> int:
-    """All stored traces (a count, no text: for empty-state messages and the overview)."""
+    """All stored traces (no text: for empty-state messages and the overview), from the
+    counter the triggers of ``traces`` keep (storage.population_groups), not a count."""
     with read_session(engine) as s:
-        return int(s.scalar(select(func.count()).select_from(TraceRow)) or 0)
+        return population_groups.trace_count(s)
 
 
 def data_stamp(engine: Engine) -> str:

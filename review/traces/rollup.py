@@ -29,6 +29,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from review.traces.model import NEGATIVE_FEEDBACK
+from storage import population_groups
 from storage.db import read_session, run_write
 from storage.models import Trace as TraceRow
 from storage.models import TraceRollup
@@ -282,7 +283,8 @@ def decision_total(s: Session, decisions: Sequence[str]) -> int | None:
     table (its total is not the table's count), for the caller to count the table."""
     total = func.coalesce(func.sum(TraceRollup.traces), 0)
     stored = int(s.scalar(select(total).where(TraceRollup.dim == ALL)) or 0)
-    if stored != int(s.scalar(select(func.count()).select_from(TraceRow)) or 0):
+    # the number of traces from the counter the triggers keep (storage.population_groups)
+    if stored != population_groups.trace_count(s):
         return None
     picked = TraceRollup.decision.in_(list(decisions))
     return int(s.scalar(select(total).where(TraceRollup.dim == ALL, picked)) or 0)

@@ -25,7 +25,7 @@ again on the new table, and the rows are copied. SQLite gets the column only (fi
 traces); it has no partitions.
 
 Revision ID: 0036
-Revises: 0034
+Revises: 0035
 Create Date: 2026-12-05 13:40:00
 """
 
@@ -40,7 +40,7 @@ from alembic import op
 import storage.models
 
 revision: str = "0036"
-down_revision: str | None = "0034"
+down_revision: str | None = "0035"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
