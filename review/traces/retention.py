@@ -23,7 +23,7 @@ from review.core import readable
 from review.core.errors import InputError
 from review.core.identity import Actor, Permission, require
 from review.traces import rollup, tracerows
-from storage import changes, partitions, runs
+from storage import changes, partitions, population_groups, runs
 from storage.db import read_session, run_write
 from storage.models import AuditItem, Counter, Setting, SourceSpan, TraceChunk, utcnow
 from storage.models import Trace as TraceRow
@@ -217,6 +217,9 @@ def purge_older_than(
         raise
 
     def finish(s: Session) -> int:
+        # the audit population groups whose smallest or largest trace went row by row: their
+        # days are counted from the traces until their bounds are read again
+        population_groups.refresh_stale(s.connection())
         # spans that never became a stored trace (late, or of a refused trace) older than
         # the cutoff: only their ids and reason are left, and nothing refers to them
         s.execute(
@@ -256,8 +259,9 @@ def _drop_month(s: Session, month: dt.date) -> int:
     chunks are copied aside and written back (into the default partitions), and every count
     kept in step with the traces is corrected as the triggers would have: the rollup's days
     of the month are removed and the kept traces counted again, and the signal groups lose
-    the partition's rows (``trace_signal_groups_subtract``) and gain the kept ones back (the
-    insert's trigger). The audit items' foreign key is taken off for the moment the month has
+    the partition's rows (``trace_signal_groups_subtract``), as do the audit population groups
+    and the traces counter (storage.population_groups), and gain the kept ones back (the
+    insert's triggers). The audit items' foreign key is taken off for the moment the month has
     no partition and put back (checked) before the transaction ends."""
     conn = s.connection()
     conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{DROP_LOCK_TIMEOUT}'")
@@ -295,6 +299,7 @@ def _drop_month(s: Session, month: dt.date) -> int:
     )
     rollup.forget_days(s, lo.date(), hi.date())
     conn.exec_driver_sql("SELECT trace_signal_groups_subtract(%(t)s::regclass)", {"t": name})
+    population_groups.subtract_rows(conn, name)
     conn.exec_driver_sql("ALTER TABLE audit_items DROP CONSTRAINT fk_audit_items_trace_pk_traces")
     # the month's chunks: their partition, and any written to the default partition
     conn.exec_driver_sql(

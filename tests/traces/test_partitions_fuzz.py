@@ -1,8 +1,9 @@
 """The purge on monthly partitions against its definition, with generated traces (times at and
 around month edges, some audited, some written straight into the default partition) and
 cutoffs: what is left is exactly the traces at or after the cutoff plus the audited ones, each
-with its chunks, and the rollup and the signal groups equal a recount (PostgreSQL, real
-server; on SQLite the same purge runs row by row and must leave the same)."""
+with its chunks, and the rollup, the signal groups and the audit population groups equal a
+recount (PostgreSQL, real server; on SQLite the same purge runs row by row and must leave the
+same)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from sqlalchemy import Engine, delete, func, insert, select, text
 
 from review.traces import retention
 from review.traces import rollup as trace_rollup
+from storage import population_groups
 from storage.db import read_session, run_write
 from storage.models import (
     SCORE_BIN_SCALE,
@@ -23,6 +25,7 @@ from storage.models import (
     SamplingPlan,
     SourceSpan,
     TraceChunk,
+    TracePopulationGroup,
     TraceRollup,
     TraceSignalGroup,
 )
@@ -82,6 +85,17 @@ def _groups(engine: Engine) -> dict[tuple[Any, ...], int]:
             key = (g.ranking_mode, g.score_kind, g.score_bin, g.customer_tier)
             out[key] = out.get(key, 0) + g.n
     return out
+
+
+def _population(engine: Engine) -> tuple[set[tuple[Any, ...]], int]:
+    """The audit population groups (storage.population_groups) and the traces counter."""
+    g = TracePopulationGroup
+    with read_session(engine) as s:
+        rows = {
+            (r.k, r.n, r.id_sum, r.key_sum, r.unkeyed, r.min_id, r.max_id, bool(r.stale))
+            for r in s.scalars(select(g))
+        }
+        return rows, population_groups.trace_count(s)
 
 
 def _rollup(engine: Engine) -> set[tuple[Any, ...]]:
@@ -173,6 +187,10 @@ def test_the_purge_leaves_the_recent_and_the_audited_traces(
     assert n_chunks == 2 * len([t for t in want if t.startswith("t")])
     assert n_items == len(audited)
     assert _groups(any_engine) == _recount_groups(any_engine)
+    population = _population(any_engine)
+    with any_engine.begin() as c:
+        population_groups.rebuild(c)
+    assert population == _population(any_engine)
     purged = _rollup(any_engine)
     trace_rollup.rebuild(any_engine)
     assert purged == _rollup(any_engine)
