@@ -17,16 +17,18 @@ that a file is a workbench backup, refuses to overwrite data and reports to the 
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import re
 import shutil
 import sqlite3
 import subprocess
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from sqlalchemy import Engine, inspect, select, table
+from sqlalchemy import Engine, column, inspect, select, table
 from sqlalchemy.engine import make_url
 
 from storage import partitions
@@ -229,25 +231,33 @@ def pg_backup(url: str, dest: Path) -> None:
     tmp.replace(dest)
 
 
+#: What is sent to ``psql`` after the archive's SQL when ``pg_restore`` could not read the
+#: archive to its end: it ends any ``COPY`` the SQL stopped in (``\\.``) and raises, so the one
+#: transaction is rolled back whatever state the cut left ``psql`` in (with ``ON_ERROR_STOP``
+#: an invalid line, a broken row and the raise each stop it before its ``COMMIT``).
+_ABORT = b"\n\\.\nDO $$ BEGIN RAISE EXCEPTION 'the archive could not be read to its end'; END $$;\n"
+
+
 def pg_restore(url: str, backup: Path) -> None:
     """Restore a custom-format archive into the database in one transaction: the ``public``
     schema is dropped and made again, then the archive's SQL (``pg_restore --file=-``, owners
     and grants those of the restoring user) runs in the same transaction through ``psql``, so
-    a failure anywhere leaves the database as it was.
+    a failure anywhere leaves the database as it was. The SQL is passed on as it is read; if
+    ``pg_restore`` fails part way, :data:`_ABORT` makes ``psql`` roll back instead of
+    committing what it was given.
 
     Not ``pg_restore --clean``: it drops the objects of the archive one by one, and a
     partition's key is not one it may drop alone ("cannot drop inherited constraint"), so it
     cannot restore over the traces' monthly partitions (storage.partitions)."""
     conninfo, env = pg_connection(url)
-    script = subprocess.Popen(
-        [pg_tool("pg_restore"), "--no-owner", "--no-privileges", "--file=-", str(backup)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-    )
-    assert script.stdout is not None and script.stderr is not None
-    try:
-        done = subprocess.run(
+    with tempfile.TemporaryFile() as read_err, tempfile.TemporaryFile() as sql_err:
+        reader = subprocess.Popen(
+            [pg_tool("pg_restore"), "--no-owner", "--no-privileges", "--file=-", str(backup)],
+            stdout=subprocess.PIPE,
+            stderr=read_err,
+            env=env,
+        )
+        runner = subprocess.Popen(
             [
                 pg_tool("psql"),
                 "--no-psqlrc",
@@ -260,25 +270,41 @@ def pg_restore(url: str, backup: Path) -> None:
                 "--file=-",
                 f"--dbname={conninfo}",
             ],
-            stdin=script.stdout,
-            capture_output=True,
-            text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=sql_err,
             env=env,
-            check=False,
         )
-    finally:
-        script.stdout.close()
-        reading_error = script.stderr.read().decode("utf-8", "replace")
-        script.stderr.close()
-        script.wait()
-    if script.returncode != 0:
-        detail = reading_error.strip().splitlines()
-        raise BackupToolError(f"pg_restore failed: {' / '.join(detail[-5:]) or 'no output'}")
-    if done.returncode != 0:
-        detail = (done.stderr or done.stdout).strip().splitlines()
+        assert reader.stdout is not None and runner.stdin is not None
+        try:
+            try:
+                while block := reader.stdout.read(1 << 20):
+                    runner.stdin.write(block)
+                if reader.wait() != 0:
+                    runner.stdin.write(_ABORT)
+            except BrokenPipeError:  # psql stopped at an error: its own message says which
+                pass
+            finally:
+                with contextlib.suppress(BrokenPipeError):
+                    runner.stdin.close()
+        finally:
+            if reader.poll() is None:
+                reader.kill()
+            reader.wait()
+            reader.stdout.close()
+            runner.wait()
+        read_err.seek(0)
+        sql_err.seek(0)
+        reading = read_err.read().decode("utf-8", "replace").strip().splitlines()
+        running = sql_err.read().decode("utf-8", "replace").strip().splitlines()
+    if reader.returncode != 0:
+        raise BackupToolError(
+            f"pg_restore failed, nothing was changed: {' / '.join(reading[-5:]) or 'no output'}"
+        )
+    if runner.returncode != 0:
         raise BackupToolError(
             "pg_restore failed: the database refused the archive's SQL, nothing was changed: "
-            f"{' / '.join(detail[-5:]) or 'no output'}"
+            f"{' / '.join(running[-5:]) or 'no output'}"
         )
 
 
@@ -324,7 +350,11 @@ def tables_with_rows(engine: Engine) -> list[str]:
     out = []
     with engine.connect() as conn:
         for name in sorted(names):
-            if conn.execute(select(1).select_from(table(name)).limit(1)).first() is not None:
+            query = select(1).select_from(table(name)).limit(1)
+            if name == "counters":  # a counter at zero counts nothing (the traces' counter
+                # of migration 0035 is made with the schema)
+                query = query.where(column("value") != 0)
+            if conn.execute(query).first() is not None:
                 out.append(name)
     return out
 

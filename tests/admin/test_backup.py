@@ -432,3 +432,14 @@ def test_a_damaged_pg_dump_is_refused_and_the_live_database_is_unchanged(
     assert refused.exit_code == 1, refused.output
     assert "pg_restore failed" in refused.output
     assert dump(target) == theirs
+
+    # cut near its end: the listing reads and pg_restore writes most of the SQL (the schema
+    # dropped and made again, most tables' rows) before it fails; psql has been given all that
+    # in one transaction and must roll it back, not commit what it got
+    for keep in (0.6, 0.9, 0.99):
+        late = tmp_path / f"late-{keep}.backup"
+        late.write_bytes(data[: int(len(data) * keep)])
+        refused = cli(target, "restore", "--force", str(late))
+        assert refused.exit_code == 1, (keep, refused.output)
+        assert "pg_restore failed" in refused.output
+        assert dump(target) == theirs
