@@ -328,12 +328,17 @@ def test_the_bulk_load_leaves_the_schema_and_the_rollup_as_an_import_would(
         if any_engine.dialect.name != "postgresql":
             return set(), set(), set()
         with any_engine.connect() as conn:
+            # the tables' indexes, each valid and present on every partition (a partitioned
+            # table's index made "ON ONLY" the table would be a shell without them)
             indexes = {
-                str(d)
-                for (d,) in conn.execute(
+                f"{d} valid={v} on every partition={whole}"
+                for d, v, whole in conn.execute(
                     text(
-                        "SELECT pg_get_indexdef(indexrelid) FROM pg_index WHERE indrelid "
-                        "IN ('traces'::regclass, 'trace_chunks'::regclass)"
+                        "SELECT pg_get_indexdef(x.indexrelid), x.indisvalid, "
+                        "(SELECT count(*) FROM pg_inherits i WHERE i.inhparent = x.indexrelid) "
+                        "= (SELECT count(*) FROM pg_inherits p WHERE p.inhparent = x.indrelid) "
+                        "FROM pg_index x "
+                        "WHERE x.indrelid IN ('traces'::regclass, 'trace_chunks'::regclass)"
                     )
                 )
             }

@@ -59,8 +59,13 @@ def _midnight(day: dt.date) -> dt.datetime:
     return dt.datetime(day.year, day.month, day.day)
 
 
+#: the flag column the groups keep besides the dimensions (a filter on it: who the population
+#: holds, not who may see it, which the clearance module decides)
+_FLAGS = frozenset({TracePopulationGroup.restricted.key})
+
+
 def _group_col(dim: str) -> ColumnElement[Any] | None:
-    name = "restricted" if dim == "restricted" else grouped_column(dim)
+    name = dim if dim in _FLAGS else grouped_column(dim)
     if name is None:
         return None
     col: ColumnElement[Any] = getattr(TracePopulationGroup, name)
