@@ -266,6 +266,10 @@ def _drop_month(s: Session, month: dt.date) -> int:
     conn = s.connection()
     conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{DROP_LOCK_TIMEOUT}'")
     tracerows.lock_trace_inserts(conn)
+    # a purge running at the same moment may have dropped the month while this one waited
+    # for the lock: the months are read again under it
+    if month not in partitions.months(conn):
+        return 0
     lo, hi = partitions.bounds(month)
     name = partitions.partition_name("traces", month)
     chunks_name = partitions.partition_name("trace_chunks", month)

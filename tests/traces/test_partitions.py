@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import threading
+import time
 from typing import Any
 
 import pytest
 from sqlalchemy import Engine, delete, func, insert, select, text
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
-from review.traces import retention
+from review.traces import retention, tracerows
 from review.traces import rollup as trace_rollup
 from storage import partitions
 from storage.db import read_session, run_write
@@ -201,6 +204,48 @@ def test_a_second_purge_and_new_imports_after_a_month_drop(any_engine: Engine) -
     assert (report.deleted, report.kept_in_audits) == (2, 0)  # t1 and late
     assert sorted(_stored(any_engine)) == ["t5", "t6", "t7", "t8"]
     assert _groups(any_engine) == _groups_recount(any_engine)
+
+
+def test_two_purges_at_once_drop_each_month_once(pg_engine: Engine) -> None:
+    """A purge that listed February before another purge dropped it finds the month gone
+    once it holds the lock, and goes on with March: nothing fails, nothing is counted twice."""
+    _spread(pg_engine)
+    feb = dt.date(2026, 2, 1)
+    done: dict[str, Any] = {}
+    with pg_engine.connect() as holder:
+        holder.exec_driver_sql("BEGIN")
+        tracerows.lock_trace_inserts(holder)
+
+        def second() -> None:
+            try:
+                done["report"] = retention.purge_older_than(pg_engine, ADMIN, 60, now=NOW)
+            except BaseException as exc:  # reported by the assertion below
+                done["error"] = exc
+
+        worker = threading.Thread(target=second)
+        worker.start()
+        # wait until the second purge is queued behind the lock, February still listed
+        for _ in range(600):
+            waiting = holder.exec_driver_sql(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+            ).scalar()
+            if waiting:
+                break
+            time.sleep(0.05)
+        assert waiting, "the second purge never waited for the lock"
+        with Session(bind=holder) as s:
+            first = retention._drop_month(s, feb)
+            s.flush()
+        holder.exec_driver_sql("COMMIT")
+    worker.join(60)
+    assert "error" not in done, done.get("error")
+    # February's three went with the first drop, March's two with the second purge
+    assert first == 3 and done["report"].deleted == 2
+    assert sorted(_stored(pg_engine)) == ["t5", "t6", "t7", "t8"]
+    assert _groups(pg_engine) == _groups_recount(pg_engine)
+    after_purge = _rollup_rows(pg_engine)
+    trace_rollup.rebuild(pg_engine)
+    assert after_purge == _rollup_rows(pg_engine)
 
 
 def test_a_trace_id_stays_unique_across_months(pg_engine: Engine) -> None:
