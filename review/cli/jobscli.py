@@ -66,11 +66,23 @@ def jobs_group() -> None:
 @jobs_group.command("list", cls=WorkbenchCommand)
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 500))
 @click.option("--status", type=click.Choice(queue.STATUSES), default=None)
-def list_cmd(limit: int, status: str | None) -> None:
-    """The newest jobs, and the workers alive."""
+@click.option(
+    "--before",
+    type=click.IntRange(1),
+    default=None,
+    help="the jobs older than this job id (the next page)",
+)
+@click.option(
+    "--after",
+    type=click.IntRange(1),
+    default=None,
+    help="the jobs newer than this job id (the page before)",
+)
+def list_cmd(limit: int, status: str | None, before: int | None, after: int | None) -> None:
+    """The newest jobs, and the workers alive; a page at a time with --before or --after."""
     engine = open_engine()
     with read_session(engine) as s:
-        rows = queue.recent(s, cli_actor(), limit=limit, status=status)
+        rows = queue.recent(s, cli_actor(), limit=limit, status=status, before=before, after=after)
         alive = queue.workers(s)
     if alive:
         names = ", ".join(w.name for w in alive)
@@ -84,6 +96,10 @@ def list_cmd(limit: int, status: str | None) -> None:
             f"{j.created_at:%Y-%m-%d %H:%M}\tattempt {j.attempts}/{j.max_attempts}\t"
             + " ".join(repr(x) for x in (j.note, j.error) if x)
         )
+    if not rows:
+        click.echo("no job on this page" if before or after else "no job yet")
+    elif len(rows) == limit:
+        click.echo(f"older jobs: workbench jobs list --before {rows[-1].id}", err=True)
 
 
 @jobs_group.command("cancel", cls=WorkbenchCommand)

@@ -444,3 +444,36 @@ def test_pages_of_recent_jobs(engine: Engine) -> None:
         assert queue.counts(s, REVIEWER) == {"queued": 5, "running": 0}
         with pytest.raises(InputError):
             queue.recent(s, REVIEWER, status="sleeping")
+
+
+def test_the_command_line_lists_jobs_a_page_at_a_time(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``workbench jobs list --limit 2`` shows the two newest and how to see older ones;
+    ``--before`` and ``--after`` walk the pages both ways, each page newest first."""
+    from click.testing import CliRunner
+
+    from review.cli import jobscli
+
+    ids = [_submit(engine) for _ in range(5)]
+    monkeypatch.setenv("WORKBENCH_DATABASE_URL", engine.url.render_as_string(hide_password=False))
+    cli = CliRunner()
+
+    def page(*args: str) -> tuple[list[int], str]:
+        out = cli.invoke(jobscli.list_cmd, ["--limit", "2", *args])
+        assert out.exit_code == 0, out.output
+        shown = [int(line.split("\t")[0]) for line in out.stdout.splitlines() if "\t" in line]
+        return shown, out.stderr
+
+    first, hint = page()
+    assert first == [ids[4], ids[3]] and f"--before {ids[3]}" in hint
+    second, hint = page("--before", str(ids[3]))
+    assert second == [ids[2], ids[1]] and f"--before {ids[1]}" in hint
+    last, hint = page("--before", str(ids[1]))
+    assert last == [ids[0]] and hint == ""
+    back, _ = page("--after", str(ids[2]))
+    assert back == [ids[4], ids[3]]
+    out = cli.invoke(jobscli.list_cmd, ["--before", "3", "--after", "1"])
+    assert out.exit_code != 0 and "not both" in out.output
+    out = cli.invoke(jobscli.list_cmd, ["--before", "0"])
+    assert out.exit_code == 2
