@@ -94,7 +94,7 @@ from review.traces.model import (
 )
 from review.traces.redaction import RedactionPolicy, load_redaction_policy
 from review.traces.restricted import Reason, TraceFacts, lock_flags, new_trace_facts, reasons_of
-from storage import changes, partitions, runs
+from storage import changes, partitions, runs, statistics
 from storage.db import one_of, run_write
 from storage.models import Trace as TraceRow
 from storage.models import TraceImport, utcnow
@@ -243,6 +243,8 @@ def import_items(
             _close_import(engine, actor, import_id, report, "failed", message[:2000], folded)
             raise
     _close_import(engine, actor, import_id, report, "done", report.summary(), folded)
+    if report.added:
+        statistics.refresh_statistics(engine)
     return report
 
 

@@ -23,7 +23,7 @@ from review.core import readable
 from review.core.errors import InputError
 from review.core.identity import Actor, Permission, require
 from review.traces import rollup, tracerows
-from storage import changes, partitions, population_groups, runs
+from storage import changes, partitions, population_groups, runs, statistics
 from storage.db import read_session, run_write
 from storage.models import AuditItem, Counter, Setting, SourceSpan, TraceChunk, utcnow
 from storage.models import Trace as TraceRow
@@ -37,6 +37,7 @@ __all__ = [
     "PurgeReport",
     "Retention",
     "apply_retention",
+    "drop_month",
     "get_retention",
     "purge_older_than",
     "set_retention",
@@ -181,7 +182,7 @@ def purge_older_than(
 
     def drop(month: dt.date) -> Callable[[Session], int]:
         def work(s: Session) -> int:
-            n = _drop_month(s, month)
+            n = drop_month(s, month)
             runs.progressed(s, actor.email, RUN_ENTITY, run_id, {"deleted": deleted + n})
             return n
 
@@ -245,6 +246,7 @@ def purge_older_than(
         return kept
 
     kept = run_write(engine, finish)
+    statistics.refresh_statistics(engine)
     return PurgeReport(cutoff, deleted, kept)
 
 
@@ -253,7 +255,7 @@ def purge_older_than(
 DROP_LOCK_TIMEOUT = "30s"
 
 
-def _drop_month(s: Session, month: dt.date) -> int:
+def drop_month(s: Session, month: dt.date) -> int:
     """Purge every trace of ``month`` but the audited ones by dropping the month's partitions
     (PostgreSQL, storage.partitions); returns the traces deleted. The audited traces and their
     chunks are copied aside and written back (into the default partitions), and every count

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from review.traces import retention, tracerows
 from review.traces import rollup as trace_rollup
-from storage import partitions
+from storage import partitions, statistics
 from storage.db import read_session, run_write
 from storage.models import (
     SCORE_BIN_SCALE,
@@ -234,7 +234,7 @@ def test_two_purges_at_once_drop_each_month_once(pg_engine: Engine) -> None:
             time.sleep(0.05)
         assert waiting, "the second purge never waited for the lock"
         with Session(bind=holder) as s:
-            first = retention._drop_month(s, feb)
+            first = retention.drop_month(s, feb)
             s.flush()
         holder.exec_driver_sql("COMMIT")
     worker.join(60)
@@ -342,3 +342,59 @@ def test_the_readme_states_the_purges_wait_as_the_code_has_it() -> None:
     seconds = int(retention.DROP_LOCK_TIMEOUT.removesuffix("s"))
     readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
     assert f"the purge waits up to {seconds} seconds for open reads to end" in readme
+
+
+def _parent_rows(engine: Engine) -> dict[str, float]:
+    with engine.connect() as c:
+        return {
+            t: float(
+                c.exec_driver_sql(
+                    "SELECT reltuples FROM pg_class WHERE oid = %(t)s::regclass", {"t": t}
+                ).scalar_one()
+            )
+            for t in partitions.PARTITIONED
+        }
+
+
+def test_the_partitioned_tables_statistics_follow_imports_and_purges(pg_engine: Engine) -> None:
+    """Autovacuum never analyzes a partitioned table itself: the import and the purge do it
+    once its partitions' rows have changed by a tenth, so the planner's whole-table figures
+    follow the data (parent reltuples = the rows), and a small change leaves them be."""
+    with pg_engine.begin() as c:
+        c.exec_driver_sql("ANALYZE traces")
+        c.exec_driver_sql("ANALYZE trace_chunks")
+    assert _parent_rows(pg_engine) == {"traces": 0.0, "trace_chunks": 0.0}
+    items = [
+        make_trace(
+            f"s{i}", dt.datetime(2026, 3 + i % 3, 1 + i % 27, tzinfo=UTC), chunks=[chunk(f"k{i}")]
+        )
+        for i in range(120)
+    ]
+    import_traces(pg_engine, items[:60])
+    assert _parent_rows(pg_engine) == {"traces": 60.0, "trace_chunks": 60.0}
+    # 4 more rows: within 50 + a tenth, left be
+    import_traces(pg_engine, items[60:64])
+    assert _parent_rows(pg_engine)["traces"] == 60.0
+    import_traces(pg_engine, items[64:])
+    assert _parent_rows(pg_engine) == {"traces": 120.0, "trace_chunks": 120.0}
+    # a purge of March and April (80 of 120) drops the months; the statistics follow
+    retention.purge_older_than(pg_engine, ADMIN, 0, now=dt.datetime(2026, 5, 1, tzinfo=UTC))
+    assert _parent_rows(pg_engine) == {"traces": 40.0, "trace_chunks": 40.0}
+    # while another process analyzes them, an import skips it and does not fail
+    more = [
+        make_trace(f"j{i}", dt.datetime(2026, 6, 1 + i % 27, tzinfo=UTC), chunks=[chunk(f"m{i}")])
+        for i in range(60)
+    ]
+    with pg_engine.connect() as holder:
+        holder.exec_driver_sql("BEGIN")
+        holder.exec_driver_sql(
+            "SELECT pg_advisory_xact_lock(%(k)s)", {"k": statistics.ANALYZE_LOCK}
+        )
+        assert import_traces(pg_engine, more).added == 60
+        with pg_engine.begin() as c:
+            assert set(statistics.stale_parents(c)) == {"traces", "trace_chunks"}
+            assert statistics.analyze_if_due(c) == []
+        holder.exec_driver_sql("ROLLBACK")
+    assert _parent_rows(pg_engine)["traces"] == 40.0
+    statistics.refresh_statistics(pg_engine)
+    assert _parent_rows(pg_engine) == {"traces": 100.0, "trace_chunks": 100.0}
