@@ -69,6 +69,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import figures  # noqa: E402
+from benchmarks.proccpu import TreeCpu, descendants, postmaster_pid  # noqa: E402
 from tests.helpers.browser import CHROMIUM_ARGS  # noqa: E402  (the browser tests' flags)
 
 __all__ = ["Measure", "Step", "main", "render_engines", "steps"]
@@ -136,61 +137,6 @@ ENDED = """() => {
   return Math.max(runs.length ? runs[runs.length - 1][0] : 0,
                   msgs.length ? msgs[msgs.length - 1] : 0);
 }"""
-
-
-# ---------------------------------------------------------------------------------------
-# CPU of processes, read from /proc
-
-
-def _ticks(pid: int) -> float:
-    """User + system CPU seconds of one process (all its threads), 0 when it has gone."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _children(pid: int) -> list[int]:
-    """Every descendant of ``pid`` (read from /proc/*/stat)."""
-    parents: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        parents.setdefault(ppid, []).append(int(entry.name))
-    out: list[int] = []
-    todo = [pid]
-    while todo:
-        kids = parents.get(todo.pop(), [])
-        out += kids
-        todo += kids
-    return out
-
-
-class CpuOf:
-    """CPU seconds of a process tree (the root and its descendants at each reading). A
-    descendant that ended between two readings takes its CPU with it; the trees measured here
-    (a postmaster with pooled backends, chromium) keep theirs for the run."""
-
-    def __init__(self, root: int | None) -> None:
-        self.root = root
-
-    def read(self) -> float | None:
-        if self.root is None:
-            return None
-        return sum(_ticks(p) for p in [self.root, *_children(self.root)])
-
-
-def _postmaster(data_dir: Path) -> int | None:
-    pid_file = data_dir / "postmaster.pid"
-    try:
-        return int(pid_file.read_text().splitlines()[0])
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 # ---------------------------------------------------------------------------------------
@@ -267,7 +213,7 @@ class Meter:
     """Reads the CPU of the app server, the database server and the browser around an action,
     and the page's own log of script runs for its wall time."""
 
-    def __init__(self, server: CpuOf, db: CpuOf, browser: CpuOf) -> None:
+    def __init__(self, server: TreeCpu, db: TreeCpu, browser: TreeCpu) -> None:
         self.trees = (server, db, browser)
 
     def _cpu(self) -> list[float | None]:
@@ -744,7 +690,7 @@ class Browser:
 
 def _driver_pid() -> int | None:
     """Playwright's driver (a node process started by this one): chromium runs under it."""
-    for pid in _children(os.getpid()):
+    for pid in descendants(os.getpid()):
         with contextlib.suppress(OSError):
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
             if b"playwright" in cmd and b"node" in cmd:
@@ -1099,7 +1045,7 @@ def database(args: argparse.Namespace) -> Iterator[tuple[str, int | None, dict[s
         folder = Path(args.workdir) / "pg"
         server, url = start_pg_server(folder, fresh=False)
         try:
-            yield url, _postmaster(folder / "data"), built
+            yield url, postmaster_pid(folder / "data"), built
         finally:
             server.stop()
     elif args.url:
@@ -1131,12 +1077,12 @@ def measure(
         )
         br = Browser(pw, Context(base, people, trace_id, month))
         stack.callback(br.close)
-        browser_cpu = CpuOf(_driver_pid())
+        browser_cpu = TreeCpu(_driver_pid())
         log("reference ...")
         refs = time_reference(
-            br, Meter(CpuOf(ref_pid), CpuOf(None), browser_cpu), ref_base, args.repeat
+            br, Meter(TreeCpu(ref_pid), TreeCpu(None), browser_cpu), ref_base, args.repeat
         )
-        meter = Meter(CpuOf(pid), CpuOf(postmaster), browser_cpu)
+        meter = Meter(TreeCpu(pid), TreeCpu(postmaster), browser_cpu)
         pages = [p for p in page_table() if not words or any(w in p[1] for w in words)]
         chosen = [j for j in journeys() if not words or any(w in j.name for w in words)]
         log("pages ...")

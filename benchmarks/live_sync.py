@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import sys
 import tempfile
@@ -43,6 +42,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import proccpu  # noqa: E402
 from review.core.identity import SYSTEM  # noqa: E402
 from review.traces import importer  # noqa: E402
 from review.traces.live import sources  # noqa: E402
@@ -78,14 +78,8 @@ class Figure:
 
 
 def _proc_cpu(pid: int | None) -> float | None:
-    """CPU seconds (user + system) of process ``pid`` so far, from /proc; None if unknown."""
-    if pid is None:
-        return None
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return None
+    """CPU seconds (user + system) of process ``pid`` so far; None if unknown."""
+    return None if pid is None else proccpu.cpu_seconds(pid)
 
 
 def measure(name: str, pid: int | None, work: Callable[[], int]) -> Figure:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import os
 import statistics
 import sys
 import time
@@ -39,6 +38,7 @@ if str(ROOT) not in sys.path:
 
 from sqlalchemy import Engine, delete, func, select  # noqa: E402
 
+from benchmarks import proccpu  # noqa: E402
 from storage.db import make_engine, read_session, run_write  # noqa: E402
 from storage.models import SamplingPlan, Trace  # noqa: E402
 
@@ -50,25 +50,7 @@ def _server_cpu(pg_data: Path | None) -> float:
     children included); 0 without ``--pg-data``."""
     if pg_data is None:
         return 0.0
-    tick = os.sysconf("SC_CLK_TCK")
-    master = int((pg_data / "postmaster.pid").read_text().split()[0])
-
-    def stat(pid: int) -> list[str]:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-        return raw[raw.rindex(")") + 2 :].split()
-
-    fields = stat(master)
-    total = sum(int(fields[i]) for i in (11, 12, 13, 14))  # utime stime cutime cstime
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == master:
-            continue
-        try:
-            f = stat(int(entry.name))
-        except (OSError, ValueError):
-            continue
-        if int(f[1]) == master:  # ppid
-            total += int(f[11]) + int(f[12])
-    return total / tick
+    return proccpu.TreeCpu(proccpu.postmaster_pid(pg_data), reaped=True).read() or 0.0
 
 
 def _time(fn: Callable[[], Any], runs: int, pg_data: Path | None) -> tuple[float, float, float]:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import time
 from collections.abc import Callable
@@ -39,6 +38,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 
+from benchmarks import proccpu
 from review.admin import users
 from review.traces import browse
 from storage.db import make_engine
@@ -56,46 +56,16 @@ def reference() -> float:
     return time.perf_counter() - t0
 
 
-def _cpu(pid: int) -> float:
-    """User + system CPU seconds of one process, 0 when it has gone."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 class DatabaseCpu:
-    """The CPU seconds of a PostgreSQL server on this machine: its postmaster's children (the
-    backends doing the queries, and its own workers), read from /proc. None for SQLite (the
-    SQL runs in this process) or a server elsewhere."""
+    """The CPU seconds of a PostgreSQL server on this machine: its postmaster and the backends
+    doing the queries (benchmarks.proccpu). None for SQLite (the SQL runs in this process) or
+    a server elsewhere."""
 
     def __init__(self, engine: Any) -> None:
-        self.postmaster: int | None = None
-        if engine.dialect.name != "postgresql":
-            return
-        with engine.connect() as c:
-            backend = int(c.exec_driver_sql("SELECT pg_backend_pid()").scalar_one())
-        try:
-            stat = Path(f"/proc/{backend}/stat").read_text()
-        except OSError:
-            return
-        self.postmaster = int(stat.rsplit(")", 1)[1].split()[1])
+        self.tree = proccpu.TreeCpu(proccpu.postmaster_of(engine))
 
     def read(self) -> float | None:
-        if self.postmaster is None:
-            return None
-        total = 0.0
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            if ppid == self.postmaster:
-                total += _cpu(int(entry.name))
-        return total
+        return self.tree.read()
 
 
 def timed(

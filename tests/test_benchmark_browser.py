@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from benchmarks import browser, figures
+from benchmarks import browser, figures, proccpu
 from benchmarks.figures import Figure, Reference
 from tests.helpers.browser import chromium_page
 
@@ -103,7 +103,9 @@ def test_every_journey_step_has_a_unique_key_and_keystrokes_have_the_cpu_target(
 @pytest.mark.browser
 def test_the_meter_times_a_rerun_and_refuses_an_action_that_starts_none(tmp_path: Path) -> None:
     with browser.serve(browser.REFERENCE_APP, {}, tmp_path / "ref.log") as (base, pid):
-        meter = browser.Meter(browser.CpuOf(pid), browser.CpuOf(None), browser.CpuOf(os.getpid()))
+        meter = browser.Meter(
+            proccpu.TreeCpu(pid), proccpu.TreeCpu(None), proccpu.TreeCpu(os.getpid())
+        )
         with chromium_page() as pg:
             pg.add_init_script(browser.WATCH_RUNS)
             first = meter.navigation(pg, base)
@@ -121,7 +123,9 @@ def test_the_meter_times_a_rerun_and_refuses_an_action_that_starts_none(tmp_path
 @pytest.mark.browser
 def test_a_page_reached_from_the_sidebar_is_timed_in_the_open_tab(tmp_path: Path) -> None:
     with browser.serve(browser.REFERENCE_APP, {}, tmp_path / "ref.log") as (base, pid):
-        meter = browser.Meter(browser.CpuOf(pid), browser.CpuOf(None), browser.CpuOf(os.getpid()))
+        meter = browser.Meter(
+            proccpu.TreeCpu(pid), proccpu.TreeCpu(None), proccpu.TreeCpu(os.getpid())
+        )
         with chromium_page() as pg:
             pg.add_init_script(browser.WATCH_RUNS)
             meter.navigation(pg, base)
