@@ -9,7 +9,7 @@ is stopped), times as a median of ``--runs`` runs, each way, wall and CPU:
   (``popcount.stratum_terms`` with times), and with restricted traces left out;
 - ``create_plan`` of a plan that counts its population (restricted traces left out, so no
   earlier plan's counts are reused), then deleted again (the database is left as found);
-- the traces stamp (``plans.traces_stamp``) a plan stores and every check reads;
+- the traces stamp (``review.traces.stamp.traces_stamp``) a plan stores and every check reads;
 
 "groups" is this commit's code; "traces" is the count of every trace (the code before it:
 the groups bypassed, ``count(*)`` for the stamp). CPU is this process's (``process_time``)
@@ -87,6 +87,7 @@ def _cases(engine: Engine) -> list[tuple[str, Callable[[], Any]]]:
     from review.admin import users
     from review.audits import plans, popcount
     from review.audits.population import PopulationFilter
+    from review.traces.stamp import traces_stamp
 
     with read_session(engine) as s:
         lo, hi = s.execute(select(func.min(Trace.at), func.max(Trace.at))).one()
@@ -117,7 +118,7 @@ def _cases(engine: Engine) -> list[tuple[str, Callable[[], Any]]]:
 
     def stamp() -> Any:
         with read_session(engine) as s:
-            return plans.traces_stamp(s)
+            return traces_stamp(s)
 
     return [
         (

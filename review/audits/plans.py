@@ -61,16 +61,14 @@ from review.core.sampling import (
 )
 from review.core.terms import PlanStatus
 from review.traces import rollup
-from review.traces.retention import RUN_ENTITY as PURGE_COUNTER
-from storage import changes, population_groups
+from review.traces.stamp import added_since, traces_stamp
+from storage import changes
 from storage.db import leads_an_index, read_session, seek_distinct
 from storage.models import (
     AuditItem,
     AuditVerdict,
-    Counter,
     SamplingPlan,
     Trace,
-    TraceImport,
     TraceRollup,
     utcnow,
 )
@@ -105,7 +103,6 @@ __all__ = [
     "spec_of",
     "stored_allocation",
     "stored_counts",
-    "traces_stamp",
     "verify_sample",
 ]
 
@@ -330,38 +327,6 @@ def _allocation(counts: Sequence[StratumCount], spec: PlanSpec) -> dict[str, int
     return allocate(sizes, spec.total, "proportional")
 
 
-def traces_stamp(s: Session) -> list[int]:
-    """(rows, highest id, newest import, purges, the sampling key of the trace with the highest
-    id) of the traces: cheap look-ups. Traces are never edited, and every import adds an import
-    row (so a reused id still moves the stamp); while the stamp stays the same every
-    population is the one counted before. Plans counted before the last two were part of it
-    hold the first three."""
-    # the number of traces from the counter the triggers of storage.population_groups keep
-    # (a count of the table grows with it)
-    n = population_groups.trace_count(s)
-    top: Any = s.scalar(select(func.coalesce(func.max(Trace.id), 0)))
-    newest_import = s.scalar(select(func.coalesce(func.max(TraceImport.id), 0)))
-    purges = s.scalar(select(Counter.value).where(Counter.name == PURGE_COUNTER))
-    return [int(n), int(top), int(newest_import or 0), int(purges or 0), _key_of(s, int(top))]
-
-
-def _key_of(s: Session, pk: int) -> int:
-    """The sampling key of the trace ``pk`` (0 when there is none): which trace holds an id."""
-    return int(s.scalar(select(Trace.sample_key).where(Trace.id == pk)) or 0)
-
-
-def _added_since(s: Session, then: Sequence[int], now: Sequence[int]) -> bool:
-    """Whether the traces only grew since the stamp ``then``: no purge ran, the trace that
-    held the highest id then still holds it (ids are reused only once the highest is
-    deleted), and the rows added are exactly the traces after it (none was deleted)."""
-    if len(then) != 5 or now[3] != then[3] or now[0] < then[0] or now[1] < then[1]:
-        return False
-    if _key_of(s, then[1]) != then[4]:
-        return False
-    newer = s.scalar(select(func.count()).select_from(Trace).where(Trace.id > then[1]))
-    return int(newer or 0) == now[0] - then[0]
-
-
 def _grown(
     stored: Sequence[StratumCount], added: Sequence[StratumCount]
 ) -> list[StratumCount] | None:
@@ -439,7 +404,7 @@ def counted_before(s: Session, spec: PlanSpec, now: Sequence[int]) -> list[Strat
         stored = [StratumCount(**r) for r in record.get("strata", [])]
         if then == list(now):
             return stored
-        if _added_since(s, then, now):
+        if added_since(s, then, now):
             added = count_strata(s, spec.filter, spec.strata, ALGORITHM, Trace.id > then[1])
             return _grown(stored, added)
         return None
@@ -586,7 +551,7 @@ def _recheck(s: Session, plan: SamplingPlan) -> PopulationCheck:
     if then and then == now[: len(then)] and len(then) >= 3:
         return compare_counts(stored, stored)
     spec = spec_of(plan)
-    if _added_since(s, then, now):
+    if added_since(s, then, now):
         added = count_strata(
             s, spec.filter, spec.strata, sampling_algorithm(plan), Trace.id > then[1]
         )

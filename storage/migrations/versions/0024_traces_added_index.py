@@ -1,7 +1,7 @@
 """A narrow index of the traces in id order, on SQLite (issue 18)
 
 An audit plan's population check after an import counts only the traces added since the plan
-was counted: the rows after the highest id counted (``review.audits.plans._added_since`` and
+was counted: the rows after the highest id counted (``review.traces.stamp.added_since`` and
 the count of their strata). SQLite read those rows from the table, about 2 KB each with their
 texts: 100,000 new traces were 200 MB to read when not cached, and the Audit page's first view
 took 1.2-1.4 s. This index holds the id first, then the columns of ``ix_traces_sampling`` (the
