@@ -23,6 +23,7 @@ from review.core import readable
 from review.core.errors import InputError
 from review.core.identity import Actor, Permission, require
 from review.traces import rollup, tracerows
+from review.traces.stamp import PURGE_COUNTER
 from storage import changes, partitions, population_groups, runs, statistics
 from storage.db import read_session, run_write
 from storage.models import AuditItem, Counter, Setting, SourceSpan, TraceChunk, utcnow
@@ -50,8 +51,9 @@ RETENTION_KEY = "retention"
 MAX_RETENTION_DAYS = 10 * 366
 
 
-#: The audit-log entity of a purge; its ids are numbered by the ``trace_purge`` counter.
-RUN_ENTITY = "trace_purge"
+#: The audit-log entity of a purge; its ids are numbered by the ``trace_purge`` counter,
+#: which the traces stamp reads (review.traces.stamp).
+RUN_ENTITY = PURGE_COUNTER
 
 
 # ---------------------------------------------------------------------------------------

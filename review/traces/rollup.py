@@ -22,13 +22,16 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import partial
 from typing import Any, Final
 
 from sqlalchemy import Engine, Table, delete, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
+from review.traces import tracerows
 from review.traces.model import NEGATIVE_FEEDBACK
+from review.traces.stamp import added_since, traces_stamp
 from storage import population_groups
 from storage.db import read_session, run_write
 from storage.models import Trace as TraceRow
@@ -228,41 +231,105 @@ def subtract_ids(s: Session, ids: Sequence[int]) -> None:
         _upsert(s, aggregate(_fetch(s, ids)), -1)
 
 
+#: reads of the traces a rebuild makes outside the write lock before it reads them under it
+REBUILD_READS: Final = 3
+
+
+def _count_from(
+    s: Session, after: int, batch: int, progress: Callable[[int], None] | None
+) -> tuple[dict[Key, list[int]], int]:
+    """The counts of the traces whose id is above ``after``, read ``batch`` at a time; and
+    how many were read. ``progress`` gets the number read so far after each batch."""
+    total: dict[Key, list[int]] = {}
+    seen = 0
+    last = after
+    while True:
+        rows = [
+            dict(r._mapping)
+            for r in s.execute(
+                select(*_SOURCE).where(TraceRow.id > last).order_by(TraceRow.id).limit(batch)
+            )
+        ]
+        if not rows:
+            return total, seen
+        last = int(rows[-1]["id"])
+        seen += len(rows)
+        if progress is not None:
+            progress(seen)
+        _merge(total, aggregate(rows))
+
+
+def _merge(total: dict[Key, list[int]], more: Mapping[Key, Sequence[int]]) -> None:
+    for key, ns in more.items():
+        got = total.get(key)
+        if got is None:
+            total[key] = list(ns)
+        else:
+            for i, n in enumerate(ns):
+                got[i] += n
+
+
+def _replace(s: Session, total: Mapping[Key, Sequence[int]]) -> None:
+    s.execute(delete(TraceRollup))
+    _upsert(s, total, +1)
+
+
+def _write_counted(
+    counted: Mapping[Key, Sequence[int]],
+    seen: int,
+    then: Sequence[int],
+    batch: int,
+    s: Session,
+) -> int | None:
+    """Replace the rollup with ``counted`` (``seen`` traces, read when the traces stamp was
+    ``then``), plus the traces added since; None, writing nothing, when any was deleted."""
+    tracerows.lock_trace_inserts(s.connection())
+    now = traces_stamp(s)
+    total = {k: list(v) for k, v in counted.items()}
+    added = 0
+    if now != list(then):
+        if not added_since(s, then, now):
+            return None
+        more, added = _count_from(s, then[1], batch, None)
+        _merge(total, more)
+    _replace(s, total)
+    return seen + added
+
+
 def rebuild(
     engine: Engine, batch: int = 20_000, progress: Callable[[int], None] | None = None
 ) -> int:
-    """Recompute the rollup from the traces in one transaction; returns the traces counted.
-    ``progress`` gets the number of traces read so far (after each batch)."""
+    """Recompute the rollup from the traces; returns the traces counted. ``progress`` gets
+    the number of traces read so far (after each batch).
 
-    def work(s: Session) -> int:
-        s.execute(delete(TraceRollup))
-        total: dict[Key, list[int]] = {}
-        seen = 0
-        last = 0
-        while True:
-            rows = [
-                dict(r._mapping)
-                for r in s.execute(
-                    select(*_SOURCE).where(TraceRow.id > last).order_by(TraceRow.id).limit(batch)
-                )
-            ]
-            if not rows:
-                break
-            last = int(rows[-1]["id"])
-            seen += len(rows)
+    The traces are read from one snapshot without holding a write lock (on SQLite the
+    database's only one: a rebuild of a million traces held it for a minute, and the job's
+    own heartbeat, every import and every save waited for it), then the rollup is replaced in
+    one short write transaction that takes the trace writers' lock and reads the traces stamp
+    (review.traces.stamp) again: traces added since the snapshot are counted in it too, and
+    if any was deleted meanwhile (a purge) the traces are read again, :data:`REBUILD_READS`
+    times at most, then under the write lock as a last resort. The old rollup stays whole
+    until the new one is written."""
+
+    for _ in range(REBUILD_READS):
+        with read_session(engine) as s:
+            if engine.dialect.name == "postgresql":  # one snapshot for every batch
+                s.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+            then = traces_stamp(s)
+            counted, seen = _count_from(s, 0, batch, progress)
+        done = run_write(engine, partial(_write_counted, counted, seen, then, batch))
+        if done is not None:
             if progress is not None:
-                progress(seen)
-            for key, ns in aggregate(rows).items():
-                got = total.get(key)
-                if got is None:
-                    total[key] = ns
-                else:
-                    for i, n in enumerate(ns):
-                        got[i] += n
-        _upsert(s, total, +1)
-        return seen
+                progress(done)
+            return done
 
-    return run_write(engine, work)
+    def under_lock(s: Session) -> int:
+        tracerows.lock_trace_inserts(s.connection())
+        total, n = _count_from(s, 0, batch, progress)
+        _replace(s, total)
+        return n
+
+    return run_write(engine, under_lock)
 
 
 def stored_total(engine: Engine) -> int:

@@ -10,12 +10,14 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from review.traces.retention import RUN_ENTITY as PURGE_COUNTER
 from storage import population_groups
 from storage.models import Counter, TraceImport
 from storage.models import Trace as Trace
 
-__all__ = ["added_since", "key_of", "traces_stamp"]
+__all__ = ["PURGE_COUNTER", "added_since", "key_of", "traces_stamp"]
+
+#: the counter every purge increments as it starts (its run number, review.traces.retention)
+PURGE_COUNTER = "trace_purge"
 
 
 def traces_stamp(s: Session) -> list[int]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import random
+import sqlite3
 from typing import Any
 
 import pytest
@@ -194,6 +195,58 @@ def test_purge_and_rebuild_keep_the_rollup_equal_to_the_traces(
     assert shown(
         monitoring.weekly_signals(any_engine, tax, START - dt.timedelta(weeks=1), end)
     ) == reference_weekly(any_engine, tax, None, None)
+
+
+def test_a_rebuild_lets_others_write_while_it_reads_and_counts_what_they_wrote(
+    any_engine: Engine,
+) -> None:
+    """The rebuild reads without the write lock: an import and another write made while it
+    reads (from its progress callback, as a job's heartbeat writes) go through at once, even
+    with no wait allowed, and the new rollup counts the imported traces as an incremental
+    import would. A purge meanwhile makes it read again; either way the rollup equals one
+    rebuilt afterwards from the traces alone."""
+    import_traces(any_engine, varied_traces(250, seed=5))
+    wrote: list[int] = []
+
+    def meanwhile(n: int) -> None:
+        if wrote:
+            return
+        if any_engine.dialect.name == "sqlite":
+            # a connection of its own that does not wait: a held write lock fails it at once
+            own = sqlite3.connect(str(any_engine.url.database), timeout=0, isolation_level=None)
+            try:
+                own.execute("BEGIN IMMEDIATE")
+                own.execute("UPDATE trace_rollup SET traces = traces WHERE 1 = 0")
+                own.execute("COMMIT")
+            finally:
+                own.close()
+        else:
+            with any_engine.begin() as c:
+                c.exec_driver_sql("SET LOCAL lock_timeout = '100ms'")
+                c.exec_driver_sql("UPDATE trace_rollup SET traces = traces + 0")
+        wrote.append(import_traces(any_engine, varied_traces(40, seed=6)).added)
+
+    assert rollup.rebuild(any_engine, batch=50, progress=meanwhile) == 290
+    assert wrote == [40]
+    built = rollup_rows(any_engine)
+    assert sum(v[0] for (dim, _, _, _), v in built.items() if dim == "") == 290
+    rollup.rebuild(any_engine)
+    assert rollup_rows(any_engine) == built
+
+    # a purge while it reads: the traces are read again, and the purged ones are not counted
+    purged: list[int] = []
+
+    def purge_once(n: int) -> None:
+        if not purged:
+            now = dt.datetime.combine(START + dt.timedelta(days=14), dt.time(), tzinfo=UTC)
+            purged.append(retention.purge_older_than(any_engine, SYSTEM, 0, now=now).deleted)
+
+    left = rollup.rebuild(any_engine, batch=50, progress=purge_once)
+    assert purged and purged[0] > 0 and left == 290 - purged[0]
+    assert rollup.stored_total(any_engine) == browse.total_traces(any_engine) == left
+    after = rollup_rows(any_engine)
+    rollup.rebuild(any_engine)
+    assert rollup_rows(any_engine) == after
 
 
 def test_the_migration_fills_the_rollup_as_the_import_does(any_url: str) -> None:
