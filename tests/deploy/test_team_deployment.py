@@ -21,25 +21,24 @@ import os
 import re
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, FilePayload, Page, expect
-from sqlalchemy import create_engine, text
+from sqlalchemy import text
 
 from review.admin import users
 from review.core.taxonomy import load_taxonomy
-from review.demo import fixtures
 from review.jobs import catalog, queue
 from review.policy import inforce, signoff
 from review.thresholds import signing
-from storage.db import make_engine, migrate, read_session
-from tests.helpers.browser import EXPECT_TIMEOUT_MS, chromium_page, streamlit_server, wait_idle
-from tests.helpers.haproxy import COOKIE, Proxy, haproxy
+from storage.db import make_engine, read_session
+from tests.helpers.browser import chromium_page, streamlit_server, wait_idle
+from tests.helpers.haproxy import Proxy, haproxy
 from tests.helpers.paths import ROOT
+from tests.helpers.team import ADA, CHEN, PAULA, RAVI, demo_database, person_on, wait_for
 
 pytestmark = [
     pytest.mark.browser,
@@ -47,10 +46,6 @@ pytestmark = [
     pytest.mark.timeout(1800),
 ]
 
-PAULA = "paula.kim@brightwave.example"  # product owner
-CHEN = "chen.li@brightwave.example"  # compliance
-RAVI = "ravi.menon@brightwave.example"  # reviewer: imports traces
-ADA = "ada.admin@brightwave.example"  # admin: sees every job
 #: traces in the import a worker runs (a few seconds of work, about 3 MB to upload)
 IMPORTED = 2_000
 TIMEOUT = 60_000
@@ -71,34 +66,6 @@ class Team:
     proxy: Proxy
     ids: dict[str, int]
     worker_log: Path
-
-
-def _demo_database(pg_server: str) -> str:
-    """A fresh PostgreSQL database, migrated, with the demo company (a few traces) and the
-    demo's pending proposal rejected, so the journey's proposal is the one waiting."""
-    name = f"wb_team_{os.getpid()}"
-    admin = create_engine(pg_server, isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as c:
-            c.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
-            c.execute(text(f'CREATE DATABASE "{name}"'))
-    finally:
-        admin.dispose()
-    url = pg_server.rsplit("/", 1)[0] + f"/{name}"
-    eng = make_engine(url)
-    try:
-        migrate(eng)
-        tax = load_taxonomy()
-        fixtures.build_demo(eng, tax, trace_count=300, variants=False)
-        chen = users.to_actor(users.get_by_email(eng, CHEN))  # type: ignore[arg-type]
-        for v in signoff.versions(eng, inforce.KIND):
-            if v.status == "pending":
-                signing.sign_thresholds(
-                    eng, chen, tax, v.id, "reject", note="Cleared for the journey."
-                )
-    finally:
-        eng.dispose()
-    return url
 
 
 def _env_file_names() -> set[str]:
@@ -147,7 +114,7 @@ def _worker(env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]
 @pytest.fixture(scope="module")
 def team(pg_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Team]:
     tmp = tmp_path_factory.mktemp("team")
-    url = _demo_database(pg_server)
+    url = demo_database(pg_server)
     # the settings deploy/workbench.env says every process shares (test values; no secrets
     # file, so local mode: the browsers say who acts with ?as=)
     shared = {
@@ -188,38 +155,6 @@ def browser(team: Team) -> Iterator[Browser]:
         browser = page.context.browser
         assert browser is not None
         yield browser
-
-
-@contextlib.contextmanager
-def _person_on(
-    browser: Browser, proxy: Proxy, server: str, *, stays: bool = True
-) -> Iterator[Page]:
-    """A browser of one person (its own cookies), held on ``server`` (app1, app2): its
-    sticky cookie is set to that server before the first request, as haproxy would have set
-    it on an earlier visit. ``stays``: checked at the end to still name that server."""
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    try:
-        context.add_cookies([{"name": COOKIE, "value": server, "url": proxy.base}])
-        page = context.new_page()
-        page.set_default_timeout(EXPECT_TIMEOUT_MS)
-        errors: list[str] = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        yield page
-        assert errors == []
-        # haproxy kept the browser on its server: a cookie naming a server that is down or
-        # unknown would have been replaced by another server's
-        if stays:
-            assert [c["value"] for c in context.cookies() if c["name"] == COOKIE] == [server]
-    finally:
-        context.close()
-
-
-def _wait_for(what: str, check: Callable[[], bool], seconds: float = 60) -> None:
-    deadline = time.monotonic() + seconds
-    while not check():
-        if time.monotonic() > deadline:
-            pytest.fail(f"gave up waiting: {what}")
-        time.sleep(0.3)
 
 
 def _connected(proxy: Proxy, server: str) -> bool:
@@ -306,18 +241,18 @@ def test_two_people_on_two_servers_sign_off_one_change(
     team: Team, browser: Browser, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("WORKBENCH_SIGNING_KEY", SIGNING_KEY)  # this process checks and signs too
-    with _person_on(browser, team.proxy, "app1") as paula:
+    with person_on(browser, team.proxy, "app1") as paula:
         paula.goto(f"{team.proxy.base}/?as={team.ids[PAULA]}")
         wait_idle(paula)
-        _wait_for("the product owner's WebSocket on app1", lambda: _connected(team.proxy, "app1"))
+        wait_for("the product owner's WebSocket on app1", lambda: _connected(team.proxy, "app1"))
         # local mode (no [auth]) behind the proxy: every page says anyone can act as anyone
         expect(
             paula.get_by_text("open to the network in local mode, through a reverse proxy")
         ).to_be_visible(timeout=TIMEOUT)
-        with _person_on(browser, team.proxy, "app2") as chen:
+        with person_on(browser, team.proxy, "app2") as chen:
             chen.goto(f"{team.proxy.base}/?as={team.ids[CHEN]}")
             wait_idle(chen)
-            _wait_for("compliance's WebSocket on app2", lambda: _connected(team.proxy, "app2"))
+            wait_for("compliance's WebSocket on app2", lambda: _connected(team.proxy, "app2"))
             for round_no in range(ROUNDS):
                 n = _propose(paula, team)
                 _sign(chen, team, n)
@@ -345,18 +280,18 @@ def test_a_server_taken_out_sends_its_people_to_the_other_as_themselves(
     proxy to app2, which has never seen it, and acts as the same person on the same page (the
     address's ``?as=`` and the browser's ``wb_acting`` cookie, nothing of app1's memory)."""
     proxy = team.proxy
-    with _person_on(browser, proxy, "app1", stays=False) as page:
+    with person_on(browser, proxy, "app1", stays=False) as page:
         page.goto(f"{proxy.base}/thresholds?as={team.ids[CHEN]}")
         wait_idle(page)
         expect(page.get_by_role("heading", name="Thresholds", exact=True)).to_be_visible(
             timeout=TIMEOUT
         )
-        _wait_for("a WebSocket on app1", lambda: _connected(proxy, "app1"))
+        wait_for("a WebSocket on app1", lambda: _connected(proxy, "app1"))
         before = int(proxy.servers()["app2"]["stot"] or 0)
         try:
             assert proxy.command("set server workbench_app/app1 state maint").strip() == ""
             proxy.command("shutdown sessions server workbench_app/app1")
-            _wait_for(
+            wait_for(
                 "the browser's new connection on app2",
                 lambda: (
                     int(proxy.servers()["app2"]["stot"] or 0) > before and _connected(proxy, "app2")
@@ -398,7 +333,7 @@ def test_an_import_started_on_one_server_is_watched_to_its_end_on_the_other(
     worker does; an admin on server 2 opens the job's address and watches it end there."""
     assert "trace_import" in catalog.kinds.REGISTRY  # what the worker and the pages know
     proxy = team.proxy
-    with _person_on(browser, proxy, "app1") as ravi, _person_on(browser, proxy, "app2") as ada:
+    with person_on(browser, proxy, "app1") as ravi, person_on(browser, proxy, "app2") as ada:
         ravi.goto(f"{proxy.base}/traces?as={team.ids[RAVI]}")
         wait_idle(ravi)
         # the demo has traces: the import form is folded away under its expander
