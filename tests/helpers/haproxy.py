@@ -101,13 +101,19 @@ def _environment(bind: str, stats: str, apps: Sequence[str], socket_path: Path) 
 
 
 @contextlib.contextmanager
-def haproxy(apps: Sequence[str], tmp_path: Path, *, up_within: float = 90) -> Iterator[Proxy]:
+def haproxy(
+    apps: Sequence[str], tmp_path: Path, *, up_within: float = 90, port: int | None = None
+) -> Iterator[Proxy]:
     """haproxy on deploy/haproxy.cfg in front of ``apps`` (``host:port`` of app1, app2, ...),
-    on free ports; yields once every app server passed its health check. Stopped after."""
+    on free ports (or on ``port``, chosen before the app servers started because their
+    settings name the proxy's address); yields once every app server passed its health
+    check. Stopped after."""
     exe = require_haproxy()
     deadline = time.monotonic() + up_within
-    for attempt in range(3):
-        port, stats_port = free_port(), free_port()
+    wanted = port
+    attempts = 1 if wanted is not None else 3
+    for attempt in range(attempts):
+        port, stats_port = wanted or free_port(), free_port()
         log = tmp_path / f"haproxy-{port}.log"
         sock = tmp_path / f"haproxy-{port}.sock"
         env = _environment(f"127.0.0.1:{port}", f"127.0.0.1:{stats_port}", apps, sock)
@@ -127,7 +133,7 @@ def haproxy(apps: Sequence[str], tmp_path: Path, *, up_within: float = 90) -> It
         try:
             if _wait_up(proc, proxy, len(apps), deadline):
                 break
-            if proc.poll() is None or attempt == 2 or time.monotonic() > deadline:
+            if proc.poll() is None or attempt == attempts - 1 or time.monotonic() > deadline:
                 pytest.fail(f"haproxy did not come up: {log.read_text()}")
         except BaseException:
             _stop(proc)
