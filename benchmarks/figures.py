@@ -36,6 +36,7 @@ __all__ = [
     "render_comparison",
     "render_engines",
     "render_figures",
+    "run_labels",
     "save_record",
     "side_by_side_rows",
     "target_s",
@@ -193,6 +194,25 @@ def engine_label(record: dict[str, Any]) -> str:
     return {"sqlite": "SQLite", "postgresql": "PostgreSQL"}.get(
         record["engine"], str(record["engine"])
     )
+
+
+def _millions(n: int) -> str:
+    return f"{n / 1e6:.1f}M" if n >= 100_000 else f"{n:,}"
+
+
+def run_labels(records: Sequence[dict[str, Any]]) -> list[str]:
+    """The column label of each run: its engine, and where two runs share an engine, its
+    number of traces too (``PostgreSQL, 1.6M traces``), so every label is distinct."""
+    engines = [engine_label(r) for r in records]
+    labels = [
+        f"{e}, {_millions(int(r.get('sizes', {}).get('traces', 0)))} traces"
+        if engines.count(e) > 1
+        else e
+        for e, r in zip(engines, records, strict=True)
+    ]
+    if len(set(labels)) < len(labels):
+        labels = [f"{lab} ({i + 1})" for i, lab in enumerate(labels)]
+    return labels
 
 
 # ---------------------------------------------------------------------------------------
@@ -402,7 +422,7 @@ def render_engines(records: Sequence[dict[str, Any]], sources: Sequence[str]) ->
     of each run and its references."""
     if not records:
         raise ValueError("no records to render")
-    labels = [engine_label(r) for r in records]
+    labels = run_labels(records)
     lines = ["# Scale benchmark: " + " and ".join(labels), ""]
     for label, rec, src in zip(labels, records, sources, strict=True):
         m = rec.get("machine", {})

@@ -158,6 +158,41 @@ def test_two_engine_table() -> None:
     assert len({ln.count(" | ") for ln in rows if not ln.startswith("|---")}) == 1
 
 
+def test_two_runs_of_one_engine_are_told_apart_by_their_size() -> None:
+    """The 10M PostgreSQL run beside the 1M runs: each column says its engine and, where two
+    share an engine, its number of traces."""
+    small = record("postgresql", 4.0, 10.0, [page("a", 0.4)], code="aaa1111")
+    big = record(
+        "postgresql",
+        40.0,
+        10.0,
+        [page("a", 0.9)],
+        code="bbb2222",
+        requested={"traces": 10_000_000, "cases": 500_000},
+    )
+    big["sizes"] = dict(big["sizes"], traces=10_100_002)
+    small["sizes"] = dict(small["sizes"], traces=1_620_002)
+    sq = record("sqlite", 2.0, 10.0, [page("a", 0.5)])
+    assert figures.run_labels([sq, small, big]) == [
+        "SQLite",
+        "PostgreSQL, 1.6M traces",
+        "PostgreSQL, 10.1M traces",
+    ]
+    table = figures.render_engines([sq, small, big], ["s.json", "p.json", "p10.json"])
+    lines = table.splitlines()
+    assert (
+        "| Area | What | Target | SQLite | Met | PostgreSQL, 1.6M traces | Met | "
+        "PostgreSQL, 10.1M traces | Met |"
+    ) in lines
+    assert any(ln.startswith("- **PostgreSQL, 10.1M traces** (p10.json") for ln in lines)
+    assert any("different sizes" in ln for ln in lines)
+    # same engine, same size: numbered rather than confused
+    assert figures.run_labels([small, small]) == [
+        "PostgreSQL, 1.6M traces (1)",
+        "PostgreSQL, 1.6M traces (2)",
+    ]
+
+
 def test_one_engine_table_names_each_reference() -> None:
     refs = {"scan": Reference("scan", "one full read of the traces table", 2.0, 1.8)}
     lines = figures.render_figures([page("a", 0.5), page("b", None, error="timed out")], refs)
