@@ -8,6 +8,7 @@ from sqlalchemy import Engine, text
 from review.cases import cases, splits
 from review.core.errors import PermissionDenied
 from review.policy import signoff
+from storage.db import make_engine, migrate
 from tests.helpers.actors import make_actor
 
 INES = make_actor("annotator", "ines@example.org")
@@ -51,3 +52,39 @@ def test_locked_cases_never_move_and_the_seed_is_recorded(demo_engine: Engine) -
         assert after[m.case_id] == m.proposed
     with pytest.raises(PermissionDenied):
         splits.apply(demo_engine, make_actor("compliance"), seed=1)
+
+
+def test_the_cases_in_scope_of_a_split_larger_than_a_statements_parameters(pg_url: str) -> None:
+    """70,000 ready test cases (PostgreSQL takes at most 65,535 parameters in a statement):
+    every one is in scope with its slices, as the release gate and the monthly review need
+    (the Monthly review page failed on a database of 500,000 cases)."""
+    pg_engine = make_engine(pg_url)
+    migrate(pg_engine)
+    n = 70_000
+    with pg_engine.begin() as c:
+        c.execute(
+            text(
+                "INSERT INTO cases (key, question, identity_name, identity_scopes, "
+                "expected_decision, reason_codes, category, split, status, notes, version, "
+                "created_at, updated_at) "
+                "SELECT 'K' || lpad(g::text, 6, '0'), 'q', 'i', '[]', 'abstain', '[]', 'c', "
+                "CASE WHEN g % 10 = 0 THEN 'train' ELSE 'test' END, 'ready', '', 1, now(), "
+                "now() "
+                "FROM generate_series(1, :n) g"
+            ),
+            {"n": n},
+        )
+        c.execute(
+            text(
+                "INSERT INTO case_slices (case_id, slice) SELECT id, 'every' FROM cases "
+                "UNION ALL SELECT id, 'third' FROM cases WHERE id % 3 = 0"
+            )
+        )
+        ids = dict(c.execute(text("SELECT key, id FROM cases")).all())
+    scope = splits.cases_in_scope(pg_engine, "test")
+    assert len(scope) == n - n // 10
+    assert list(scope["key"]) == sorted(scope["key"])
+    for key, sl in zip(scope["key"], scope["slices"], strict=True):
+        assert sl == (["every", "third"] if ids[key] % 3 == 0 else ["every"]), key
+    assert len(splits.cases_in_scope(pg_engine, "all")) == n
+    pg_engine.dispose()
