@@ -80,7 +80,7 @@ def test_the_cases_in_scope_of_a_split_larger_than_a_statements_parameters(pg_ur
                 "UNION ALL SELECT id, 'third' FROM cases WHERE id % 3 = 0"
             )
         )
-        ids = dict(c.execute(text("SELECT key, id FROM cases")).all())
+        ids: dict[str, int] = dict(c.execute(text("SELECT key, id FROM cases")).all())
     scope = splits.cases_in_scope(pg_engine, "test")
     assert len(scope) == n - n // 10
     assert list(scope["key"]) == sorted(scope["key"])
