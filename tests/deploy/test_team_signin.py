@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from tests.helpers.browser import chromium_page, streamlit_server, wait_idle
+from tests.helpers.browser import chromium_page, stop_process, streamlit_server, wait_idle
 from tests.helpers.haproxy import COOKIE, Proxy, free_port, haproxy
 from tests.helpers.paths import ROOT
 from tests.helpers.team import CHEN, PAULA, demo_database, person_on
@@ -76,12 +76,7 @@ def _provider(log: Path) -> Iterator[str]:
             time.sleep(0.2)
         yield base
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
 
 
 @dataclass(frozen=True)

@@ -102,15 +102,18 @@ def streamlit_server(script: Path, tmp_path: Path, **env_vars: str) -> Iterator[
         if _wait_healthy(proc, base, deadline):
             break
         if proc.poll() is None or attempt == 2 or time.monotonic() > deadline:
-            _stop(proc)
+            stop_process(proc)
             pytest.fail(f"streamlit did not start: {log_path.read_text()}")
     try:
         yield base
     finally:
-        _stop(proc)
+        stop_process(proc)
 
 
-def _stop(proc: Any) -> None:
+def stop_process(proc: Any) -> None:
+    """Stop a server process the tests started: SIGTERM, then SIGKILL after 10 s."""
+    if proc.poll() is not None:
+        return
     proc.terminate()
     try:
         proc.wait(timeout=10)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.browser import stop_process
 from tests.helpers.paths import ROOT
 
 CONFIG = ROOT / "deploy" / "haproxy.cfg"
@@ -136,13 +137,13 @@ def haproxy(
             if proc.poll() is None or attempt == attempts - 1 or time.monotonic() > deadline:
                 pytest.fail(f"haproxy did not come up: {log.read_text()}")
         except BaseException:
-            _stop(proc)
+            stop_process(proc)
             raise
-        _stop(proc)  # exited at once: a port taken meanwhile by another test worker
+        stop_process(proc)  # exited at once: a port taken meanwhile by another test worker
     try:
         yield proxy
     finally:
-        _stop(proc)
+        stop_process(proc)
 
 
 def _wait_up(proc: subprocess.Popen[bytes], proxy: Proxy, count: int, deadline: float) -> bool:
@@ -160,14 +161,3 @@ def _wait_up(proc: subprocess.Popen[bytes], proxy: Proxy, count: int, deadline: 
         if time.monotonic() > deadline:
             return False
         time.sleep(0.3)
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is not None:
-        return
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
