@@ -207,3 +207,40 @@ def test_on_sqlite_the_added_traces_are_read_from_the_narrow_index(
 def test_the_narrow_index_is_made_on_sqlite_only(any_engine: Engine) -> None:
     names = {ix["name"] for ix in inspect(any_engine).get_indexes("traces")}
     assert ("ix_traces_added" in names) == (any_engine.dialect.name == "sqlite")
+
+
+def test_after_a_bulk_load_the_groups_count_the_population_not_the_added_traces(
+    any_engine: Engine, counted: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plan counted before millions of traces were loaded: reading every added trace would
+    cost as much as counting them all, so the population groups count the whole population
+    when they hold its filter and strata (the Audit page's check took 2.4 s at ten million
+    traces); the same check as a count of every trace."""
+    monkeypatch.setattr(audit_plans, "GROUPS_OVER_ADDED", 100)
+    _traces(any_engine, 300, "a")
+    pids = _plans(any_engine, counted)
+    specs = []
+    with read_session(any_engine) as s:
+        for pid in pids:
+            plan = s.get(SamplingPlan, pid)
+            assert plan is not None
+            specs.append(audit_plans.spec_of(plan))
+    answered = [audit_plans.popcount.groups_answer(p.filter, p.strata) for p in specs]
+    assert any(answered)
+    _traces(any_engine, 101, "few", START + dt.timedelta(hours=30))
+    for pid in pids:  # 101 added: more than the bound, the groups count when they can
+        assert audit_plans.check_population(any_engine, pid) == _full(any_engine, pid)
+    assert counted == [x for ok in answered for x in ([0, 0] if ok else [1, 0])]
+    # a new plan like a counted one takes its counts from the groups too, the same figures
+    counted.clear()
+    again = write(
+        any_engine,
+        audit_plans.create_plan,
+        REVIEWER,
+        PlanSpec(name="by decision again", total=20, seed=5, strata=("decision",)),
+    )
+    assert counted == [0]
+    with read_session(any_engine) as s:
+        new = s.get(SamplingPlan, again)
+        assert new is not None
+        assert new.fingerprint == _full(any_engine, pids[0]).current_fingerprint
