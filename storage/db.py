@@ -177,20 +177,23 @@ def leads_an_index(column: Any) -> bool:
     )
 
 
-def seek_distinct(session: Session, column: Any, limit: int) -> tuple[list[Any], bool]:
+def seek_distinct(session: Session, column: Any, limit: int, *where: Any) -> tuple[list[Any], bool]:
     """The first ``limit`` distinct non-null values of ``column`` in the database's order, and
     whether it holds a null: what ``SELECT DISTINCT ... ORDER BY ... LIMIT`` gives, found by
     one index seek per value (``min(column) WHERE column > last``) instead of reading the whole
-    index. For a column that leads an index (:func:`leads_an_index`); on another column every
-    seek would read the table."""
+    index. For a column that leads an index (:func:`leads_an_index`), or follows the columns
+    that ``where`` fixes by equality in one; on another column every seek would read the
+    table."""
     values: list[Any] = []
     while len(values) < limit:
         cond = column.is_not(None) if not values else column > values[-1]
-        value = session.scalar(select(func.min(column)).where(cond))
+        value = session.scalar(select(func.min(column)).where(cond, *where))
         if value is None:
             break
         values.append(value)
-    has_null = session.scalar(select(literal(1)).where(column.is_(None)).limit(1)) is not None
+    has_null = (
+        session.scalar(select(literal(1)).where(column.is_(None), *where).limit(1)) is not None
+    )
     return values, has_null
 
 

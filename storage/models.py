@@ -142,6 +142,9 @@ class Case(Base):
         Index("ix_cases_status_language", "status", "language"),
         Index("ix_cases_status_import_batch", "status", "import_batch"),
         Index("ix_cases_status_family", "status", "family_id"),
+        # and the Label queue's filters (review.cases.choices; migration 0037)
+        Index("ix_cases_status_category", "status", "category"),
+        Index("ix_cases_status_split", "status", "split"),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)

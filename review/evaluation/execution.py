@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import ValidationError
 from sqlalchemy import ColumnElement, Engine, func, or_, select
 
+from review.cases import choices
 from review.core.errors import InputError
 from review.core.identity import Actor, Permission, require
 from review.core.taxonomy import MESSAGE_KEY_PATTERN, Taxonomy
@@ -159,28 +160,14 @@ class CaseSubset:
 def subset_choices(engine: Engine, status: str = CaseStatus.ready) -> dict[str, list[str]]:
     """The values each subset field takes among the cases of ``status`` (for pickers)."""
     with read_session(engine) as s:
-        live = select(Case.id).where(Case.status == status)
-
-        def values(column: Any, *where: ColumnElement[bool]) -> list[str]:
-            stmt = select(column).distinct().where(*where).order_by(column)
-            return [str(v) for (v,) in s.execute(stmt) if v is not None]
-
         return {
-            "family": values(
-                CaseFamily.key,
-                CaseFamily.id.in_(select(Case.family_id).where(Case.status == status)),
-            ),
-            "slice": values(CaseSlice.slice, CaseSlice.case_id.in_(live)),
-            "split": values(Case.split, Case.status == status),
-            "category": values(Case.category, Case.status == status),
-            "import_batch": values(Case.import_batch, Case.status == status),
-            "language": values(Case.language, Case.status == status),
-            "document": values(
-                Document.doc_key,
-                Document.id.in_(
-                    select(CaseDocument.document_id).where(CaseDocument.case_id.in_(live))
-                ),
-            ),
+            "family": choices.family_keys(s, status),
+            "slice": choices.slice_names(s, status),
+            "split": choices.case_values(s, Case.split, status),
+            "category": choices.case_values(s, Case.category, status),
+            "import_batch": choices.case_values(s, Case.import_batch, status),
+            "language": choices.case_values(s, Case.language, status),
+            "document": choices.document_keys(s, status),
         }
 
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Engine, exists, func, select
-from sqlalchemy.orm import Session
 
+from review.cases import choices
 from review.core.identity import Actor
 from review.core.terms import CaseStatus
 from storage.db import read_session
@@ -62,34 +62,16 @@ class QueueFacets:
     splits: tuple[str, ...]
 
 
-def _ready_values(s: Session, column: Any) -> list[str]:
-    """The distinct values of a column of the cases table among the ready cases, sorted."""
-    return list(
-        s.scalars(
-            select(column).where(Case.status == CaseStatus.ready).distinct().order_by(column)
-        ).all()
-    )
-
-
 def queue_facets(engine: Engine) -> QueueFacets:
-    ready = select(Case.id).where(Case.status == CaseStatus.ready)
+    """The values the queue's filters offer, among the ready cases (review.cases.choices)."""
+    ready = CaseStatus.ready
     with read_session(engine) as s:
-        families = s.scalars(
-            select(CaseFamily.key)
-            .join(Case, Case.family_id == CaseFamily.id)
-            .where(Case.status == CaseStatus.ready)
-            .distinct()
-            .order_by(CaseFamily.key)
-        ).all()
-        slices = s.scalars(
-            select(CaseSlice.slice)
-            .where(CaseSlice.case_id.in_(ready))
-            .distinct()
-            .order_by(CaseSlice.slice)
-        ).all()
-        cats = _ready_values(s, Case.category)
-        splits = _ready_values(s, Case.split)
-        return QueueFacets(tuple(families), tuple(slices), tuple(cats), tuple(splits))
+        return QueueFacets(
+            tuple(choices.family_keys(s, ready)),
+            tuple(choices.slice_names(s, ready)),
+            tuple(choices.case_values(s, Case.category, ready)),
+            tuple(choices.case_values(s, Case.split, ready)),
+        )
 
 
 def my_labeled_cases(engine: Engine, actor: Actor, limit: int = 200) -> list[int]:

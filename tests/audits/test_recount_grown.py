@@ -13,6 +13,7 @@ from sqlalchemy import Engine, event, insert, inspect, text, update
 from sqlalchemy.orm import Session
 
 from review.audits import plans as audit_plans
+from review.audits import popcount
 from review.audits.plans import PlanSpec
 from review.audits.population import PopulationFilter
 from review.traces import retention
@@ -225,7 +226,7 @@ def test_after_a_bulk_load_the_groups_count_the_population_not_the_added_traces(
             plan = s.get(SamplingPlan, pid)
             assert plan is not None
             specs.append(audit_plans.spec_of(plan))
-    answered = [audit_plans.popcount.groups_answer(p.filter, p.strata) for p in specs]
+    answered = [popcount.groups_answer(p.filter, p.strata) for p in specs]
     assert any(answered)
     _traces(any_engine, 101, "few", START + dt.timedelta(hours=30))
     for pid in pids:  # 101 added: more than the bound, the groups count when they can
