@@ -79,7 +79,7 @@ def _fill(engine: Engine, seed: int, n: int) -> None:
         if docs:
             s.execute(insert(Document), docs)
         doc_ids = list(s.scalars(select(Document.id)))
-        rows = [
+        rows: list[dict[str, Any]] = [
             {
                 "key": f"C-{seed}-{i}",
                 "question": "q",
