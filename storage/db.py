@@ -209,6 +209,14 @@ def one_of(session: Session, column: Any, values: Sequence[Any]) -> Any:
     return column.in_(values)
 
 
+def count_upto(session: Session, stmt: Any, limit: int) -> tuple[int, bool]:
+    """How many rows the SELECT ``stmt`` gives, counted as far as ``limit``: ``(n, False)``
+    exactly, or ``(limit, True)`` when there are more (the database stops at the
+    ``limit`` + 1st row instead of reading every match)."""
+    n = int(session.scalar(select(func.count()).select_from(stmt.limit(limit + 1).subquery())) or 0)
+    return (limit, True) if n > limit else (n, False)
+
+
 def plain_rows(session: Session, stmt: Any) -> list[tuple[Any, ...]]:
     """Rows of a SELECT as the driver returns them (plain tuples), bypassing SQLAlchemy's
     per-row processing: for reads of hundreds of thousands of rows, where building Row

@@ -19,8 +19,8 @@ PAGE_SIZE = 25
 def base_cases(engine: Engine, actor: Actor) -> None:
     text = st.text_input("Search base cases (question or key)", key="bld_q")
     seen = blind.sight(engine, ui.actor())
-    total = blinding.count_base_cases(engine, seen, text)
-    page = ui.paginate(total, "bld_base", page_size=PAGE_SIZE)
+    total, more = blinding.count_base_cases(engine, seen, text)
+    page = ui.paginate(total, "bld_base", page_size=PAGE_SIZE, more=more)
     base = blinding.base_cases(engine, seen, text, page=page, page_size=PAGE_SIZE, viewer=actor)
     if not base:
         st.info(

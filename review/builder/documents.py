@@ -24,7 +24,7 @@ from review.core.taxonomy import Taxonomy
 from review.corpus.corpus import insert_version
 from review.corpus.docformat import DocumentIn
 from storage import changes
-from storage.db import read_session
+from storage.db import count_upto, read_session
 from storage.models import (
     Case,
     CaseDocument,
@@ -42,6 +42,7 @@ __all__ = [
     "case_documents",
     "copy_ids",
     "count_base_cases",
+    "count_base_cases_upto",
     "doc_dict",
     "get_document",
     "insert_document",
@@ -132,6 +133,14 @@ def _base_conditions(text: str) -> list[Any]:
 def count_base_cases(engine: Engine, text: str = "", also: Sequence[Any] = ()) -> int:
     with read_session(engine) as s:
         return int(s.scalar(select(func.count(Case.id)).where(*_base_conditions(text), *also)) or 0)
+
+
+def count_base_cases_upto(
+    engine: Engine, text: str, limit: int, also: Sequence[Any] = ()
+) -> tuple[int, bool]:
+    """:func:`count_base_cases` counted as far as ``limit`` (storage.db.count_upto)."""
+    with read_session(engine) as s:
+        return count_upto(s, select(Case.id).where(*_base_conditions(text), *also), limit)
 
 
 def list_base_cases(

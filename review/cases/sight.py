@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import IO, Any
 
-from sqlalchemy import ColumnElement, Engine, and_, exists, false, func, or_, select
+from sqlalchemy import ColumnElement, Engine, and_, case, exists, false, func, or_, select
 
 from review.cases import cases
 from review.cases.cases import CaseDocView, CaseFilter, CaseRow, CaseView
@@ -85,8 +85,13 @@ class Sight:
         """SQL over ``Case``: the case is blind to this user."""
         if not self.may_label or self.overlap < 1:
             return false()
+        # "no label of mine and fewer than overlap annotators" as one look at the case's
+        # labels: the annotators, plus overlap for any label of mine. A separate NOT EXISTS
+        # for my labels made PostgreSQL hash every label of the user first (167,000 rows,
+        # half a GB of pages read cold, at 2,000,000 labels) to list 25 cases.
+        mine = func.count(case((Label.annotator == self.email, 1)))
         n_labels = (
-            select(func.count(func.distinct(Label.annotator)))
+            select(func.count(func.distinct(Label.annotator)) + self.overlap * mine)
             .where(Label.case_id == Case.id)
             .correlate(Case)
             .scalar_subquery()
@@ -97,7 +102,6 @@ class Sight:
             ~exists().where(
                 CaseSuggestion.case_id == Case.id, CaseSuggestion.confirmed_by == self.email
             ),
-            ~exists().where(Label.case_id == Case.id, Label.annotator == self.email),
             n_labels < self.overlap,
         )
 

@@ -3,12 +3,16 @@ and what of it they see."""
 
 from __future__ import annotations
 
-from sqlalchemy import Engine
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import Engine, select, text
+from sqlalchemy.orm import Session
 
 from review.cases import cases, sight
 from review.core.identity import Actor
 from review.core.taxonomy import Taxonomy
 from review.labels import blind, labeling
+from storage.models import Case, CaseSuggestion, Label
 from tests.helpers.actors import make_actor
 
 INES = make_actor("annotator", "ines.duarte@brightwave.example")
@@ -75,3 +79,72 @@ def test_a_blind_case_reads_without_its_judgement_and_filters_do_not_find_it(
     cleared = make_actor("admin", "ada@example.org", clearance=True)
     whole = cases.get_case(demo_engine, case_id=view.id, viewer=cleared)
     assert sight.get_case(demo_engine, sight.OPEN, view.id, viewer=cleared) == whole
+
+
+ME = "me@example.org"
+OTHERS = ("a@example.org", "b@example.org", "c@example.org")
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    cases_=st.lists(
+        st.tuples(
+            st.sampled_from(["ready", "draft", "retired"]),
+            st.sampled_from([None, ME, OTHERS[0]]),
+            st.booleans(),  # a suggestion I confirmed
+            st.lists(st.sampled_from([ME, *OTHERS]), max_size=5),  # labels, repeats = relabels
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+    overlap=st.integers(1, 4),
+)
+def test_the_blind_clause_is_the_rule_in_words(
+    engine: Engine, cases_: list[tuple[str, str | None, bool, list[str]]], overlap: int
+) -> None:
+    """Blind: ready, not mine, no suggestion of it I confirmed, no label of mine (however many
+    times anyone relabelled), and fewer than ``overlap`` annotators; the SQL (one look at the
+    case's labels) against those words case by case."""
+    with engine.begin() as c:
+        for table in ("labels", "case_suggestions", "cases"):
+            c.execute(text(f"DELETE FROM {table}"))
+    expected: dict[int, bool] = {}
+    with Session(engine) as s, s.begin():
+        for i, (status, author, confirmed, labelled) in enumerate(cases_):
+            row = Case(
+                key=f"K{i}",
+                question="q",
+                identity_name="i",
+                identity_scopes=[],
+                expected_decision="abstain",
+                reason_codes=[],
+                category="c",
+                split="test",
+                status=status,
+                notes="",
+                version=1,
+                created_by=author,
+            )
+            s.add(row)
+            s.flush()
+            if confirmed:
+                s.add(
+                    CaseSuggestion(case_id=row.id, decision="answer", source="t", confirmed_by=ME)
+                )
+            for who in labelled:
+                s.add(Label(case_id=row.id, annotator=who, decision="answer"))
+            expected[row.id] = (
+                status == "ready"
+                and author != ME
+                and not confirmed
+                and ME not in labelled
+                and len(set(labelled)) < overlap
+            )
+    seen = sight.Sight(ME, True, overlap)
+    with Session(engine) as s:
+        got = {int(k): v for k, v in s.execute(select(Case.id, seen.blind_clause()))}
+    assert {k: bool(v) for k, v in got.items()} == expected

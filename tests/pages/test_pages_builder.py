@@ -7,17 +7,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, select, text
 from streamlit.testing.v1 import AppTest
 
 from review.admin import users
-from review.builder import variants
+from review.builder import blinding, variants
 from review.cases import cases
 from review.core.identity import SYSTEM
 from review.core.taxonomy import Taxonomy
 from review.corpus import corpus
 from review.corpus.docformat import parse_markdown
 from review.demo import case_families
+from review.labels import blind
 from storage.db import make_engine, migrate, read_session
 from storage.models import Case, CaseSuggestion
 from tests.helpers.databases import copy_db
@@ -117,6 +118,47 @@ def test_landing_lists_base_cases_and_families(
     base, fams = at.dataframe[0].value, at.dataframe[1].value
     assert list(base["case"])[:2] == ["CASE-001", "CASE-005"] and len(base) == 15
     assert FAMILY in list(fams["family"]) and len(fams) == 15
+
+
+def test_the_landing_stops_counting_base_cases_at_its_limit(
+    demo_url: str, demo_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the limit the caption says "more than" and the pages reach the counted cases
+    (each case is tested for blindness: an exact count read all 500,000 in 1.3 s)."""
+    monkeypatch.setattr(blinding, "BASE_COUNT_LIMIT", 10)
+    at = open_page(demo_url, monkeypatch, ADA)
+    assert not at.error
+    shown = [readable(c) for c in at.caption]
+    assert "Showing 1–10 of more than 10 (counting stopped there) · page 1 of more than 1" in shown
+    monkeypatch.setattr(blinding, "BASE_COUNT_LIMIT", 15)  # exactly the 15 there are
+    at = open_page(demo_url, monkeypatch, ADA)
+    assert "Showing 1–15 of 15 · page 1 of 1" in [readable(c) for c in at.caption]
+
+
+def test_the_base_case_count_equals_the_listing_up_to_any_limit(demo_engine: Engine) -> None:
+    """As each role sees them: the blind cases are neither listed nor counted."""
+    with demo_engine.begin() as c:  # CASE-005 waits for its labels: blind to the annotators
+        c.execute(
+            text("DELETE FROM labels WHERE case_id = :c"), {"c": cid(demo_engine, "CASE-005")}
+        )
+        c.execute(text("UPDATE cases SET created_by = 'someone@else' WHERE key = 'CASE-005'"))
+    blinded = 0
+    for who in (ADA, INES, PAULA, RAVI):
+        person = users.get_by_email(demo_engine, who)
+        assert person is not None, who
+        actor = users.to_actor(person)
+        seen = blind.sight(demo_engine, actor)
+        listed = blinding.base_cases(demo_engine, seen, page_size=500, viewer=actor)
+        n = len(listed)
+        blinded += 15 - n  # the demo's 15 base cases, less those blind to this user
+        assert blinding.count_base_cases(demo_engine, seen, limit=10_000) == (n, False)
+        assert blinding.count_base_cases(demo_engine, seen, limit=n) == (n, False)
+        if n:
+            assert blinding.count_base_cases(demo_engine, seen, limit=n - 1) == (n - 1, True)
+        assert blinding.count_base_cases(demo_engine, seen, "refund", limit=10_000)[0] == len(
+            blinding.base_cases(demo_engine, seen, "refund", page_size=500, viewer=actor)
+        )
+    assert blinded == 2  # Ines and Ravi label; Ada and Paula do not
 
 
 def test_landing_on_an_empty_database(blank_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
