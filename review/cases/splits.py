@@ -19,7 +19,7 @@ from review.core.identity import Actor, Permission, require
 from review.core.sampling import assign_splits
 from review.core.terms import CaseStatus
 from storage import changes
-from storage.db import read_session, run_write
+from storage.db import plain_rows, read_session, run_write
 from storage.models import Case, CaseSlice, Setting, SplitLock, utcnow
 from storage.settings import put_setting
 
@@ -147,6 +147,24 @@ def last_assignment(engine: Engine) -> dict[str, Any] | None:
     with read_session(engine) as s:
         row = s.get(Setting, SETTINGS_KEY)
         return dict(row.value) if row else None
+
+
+def scope_pairs(engine: Engine, split: str = "test") -> pd.DataFrame:
+    """The cases of :func:`cases_in_scope` in long form, for the release gate at any size:
+    ``key`` and ``slice``, a row per case and slice, and one with slice None for a case in
+    no slice (in no order). One read of plain rows: the gate of a split of 380,000 cases
+    took 2 s through :func:`cases_in_scope`'s lists."""
+    scope = [Case.status == CaseStatus.ready]
+    if split != "all":
+        scope.append(Case.split == split)
+    with read_session(engine) as s:
+        rows = plain_rows(
+            s,
+            select(Case.key, CaseSlice.slice)
+            .outerjoin(CaseSlice, CaseSlice.case_id == Case.id)
+            .where(*scope),
+        )
+    return pd.DataFrame(rows, columns=["key", "slice"], dtype=object)
 
 
 def cases_in_scope(engine: Engine, split: str = "test") -> pd.DataFrame:

@@ -384,7 +384,7 @@ def gate_cmd(policy_file: Path, run_file: Path, baseline_file: Path | None, spli
 
     frame = scored(run_file)
     baseline = scored(baseline_file) if baseline_file is not None else None
-    in_scope = splits.cases_in_scope(engine, split)
+    in_scope = splits.scope_pairs(engine, split)
     report = release.release_gate(policy, frame, split, baseline=baseline, in_scope=in_scope)
     with pd.option_context("display.width", 250, "display.max_colwidth", 90):
         click.echo(release.gate_table(report).to_string(index=False))

@@ -197,7 +197,7 @@ def gate_part(engine: Engine, tax: Taxonomy, run: evalruns.RunRow) -> GatePart:
     pif: inforce.PolicyInForce | None = None
     try:
         pif = inforce.in_force(engine)
-        in_scope = splits.cases_in_scope(engine, "test")
+        in_scope = splits.scope_pairs(engine, "test")
         gate = release.release_gate(pif.policy, frame, "test", in_scope=in_scope).rows
         gate_run = run.name
     except InputError:

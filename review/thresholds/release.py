@@ -35,7 +35,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from review.core import readable
@@ -238,9 +240,8 @@ def _shown(keys: list[str], at_most: int = 5) -> str:
     return ", ".join(keys[:at_most]) + more
 
 
-def _outputs_row(scope: str, expected: list[str], missing: list[str]) -> GateRow:
-    """Every case in scope has an output; ``missing``: the keys with none."""
-    n = len(expected)
+def _outputs_row(scope: str, n: int, missing: list[str]) -> GateRow:
+    """Every case in scope has an output: ``n`` cases, ``missing`` the keys with none."""
     k = n - len(missing)
     why = f"no output for {len(missing)} cases ({_shown(missing)})" if missing else ""
     return GateRow(
@@ -301,10 +302,10 @@ def release_gate(
     rows: list[GateRow] = []
     not_measured: list[str] = []
     missing_in: dict[str, list[str]] = {}
-    expected_in: dict[str, set[str]] = {}
+    expected_in: dict[str, int] = {}
     if in_scope is not None:
         rows.append(
-            _scope_coverage(in_scope, set(part["key"].astype(str)), missing_in, expected_in)
+            _scope_coverage(in_scope, part["key"].astype(str).unique(), missing_in, expected_in)
         )
     else:
         not_measured.append("Every case in scope has an output: the cases in scope were not given")
@@ -325,7 +326,7 @@ def release_gate(
     for key, gates in policy.targets.slice_gates.items():
         absent = sorted(missing_in.get(key, []))
         if absent:
-            rows.append(_outputs_row(f"slice:{key}", sorted(expected_in[key]), absent))
+            rows.append(_outputs_row(f"slice:{key}", expected_in[key], absent))
         mine = exploded[exploded["slice"] == key]
         if mine.empty:
             rows += _empty_slice_rows(key, gates, absent, split)
@@ -375,21 +376,45 @@ def gate_table(report: GateReport) -> pd.DataFrame:
     )
 
 
+def _scope_pairs(in_scope: pd.DataFrame) -> pd.DataFrame:
+    """``in_scope`` in long form (``key``, ``slice``: review.cases.splits.scope_pairs), from
+    the list form (``key``, ``slices``) of ``cases_in_scope`` when given that."""
+    if "slice" in in_scope.columns:
+        return in_scope[["key", "slice"]]
+    long = in_scope[["key", "slices"]].assign(
+        slices=[list(s) if s is not None and len(s) else [None] for s in in_scope["slices"]]
+    )
+    return long.explode("slices").rename(columns={"slices": "slice"})
+
+
 def _scope_coverage(
     in_scope: pd.DataFrame,
-    answered_keys: set[str],
+    answered_keys: Any,
     missing_in: dict[str, list[str]],
-    expected_in: dict[str, set[str]],
+    expected_in: dict[str, int],
 ) -> GateRow:
-    """The row that fails on every case in scope without an output; notes, per slice, the
-    cases expected (``expected_in``) and those without an output (``missing_in``)."""
-    expected = sorted(set(in_scope["key"].astype(str)))
-    for key, slices in zip(in_scope["key"].astype(str), in_scope["slices"], strict=True):
-        for sl in slices or ():
-            expected_in.setdefault(str(sl), set()).add(key)
-            if key not in answered_keys:
-                missing_in.setdefault(str(sl), []).append(key)
-    return _outputs_row("overall", expected, [k for k in expected if k not in answered_keys])
+    """The row that fails on every case in scope without an output; notes, per slice, how
+    many cases are expected (``expected_in``) and the keys without an output, sorted
+    (``missing_in``). Vectorised: a split of 380,000 cases counted row by row took 0.9 s."""
+    pairs = _scope_pairs(in_scope)
+    keys = pairs["key"].astype(str)
+    answered = keys.isin(pd.Index(np.asarray(answered_keys, dtype=object)))
+    unique = keys.drop_duplicates()
+    missing_keys = sorted(set(keys[~answered]))
+    sliced = pairs["slice"].notna().to_numpy()
+    if sliced.any():
+        per = pd.DataFrame(
+            {
+                "slice": pairs["slice"][sliced].astype(str),
+                "key": keys[sliced],
+                "ok": answered[sliced],
+            }
+        ).drop_duplicates(["slice", "key"])
+        for sl, n in per.groupby("slice")["key"].size().items():
+            expected_in[str(sl)] = int(n)
+        for sl, group in per[~per["ok"]].groupby("slice")["key"]:
+            missing_in[str(sl)] = sorted(group.tolist())
+    return _outputs_row("overall", len(unique), missing_keys)
 
 
 def _empty_slice_rows(

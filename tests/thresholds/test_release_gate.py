@@ -7,9 +7,11 @@ reproduce."""
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 from sqlalchemy import Engine
@@ -262,3 +264,67 @@ def test_one_non_answer_without_a_reason_code_fails_the_gate(
     assert reasons.why == "1 of 16 non-answers have no reason code (CASE-085)"
     assert [r.row for r in report.failed] == ["Every non-answer has a reason code"]
     assert not report.passed
+
+
+def _coverage_reference(
+    scope: pd.DataFrame, answered: set[str]
+) -> tuple[tuple[int, int, str], dict[str, tuple[int, int, str]]]:
+    """The coverage rows counted case by case (the gate's rule in words): overall and per
+    slice, (k, n, why) with the missing keys sorted."""
+
+    def why(missing: list[str]) -> str:
+        shown = ", ".join(missing[:5]) + (
+            f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+        )
+        return f"no output for {len(missing)} cases ({shown})" if missing else ""
+
+    keys = sorted(set(scope["key"]))
+    missing = [k for k in keys if k not in answered]
+    per: dict[str, set[str]] = {}
+    for key, slices in zip(scope["key"], scope["slices"], strict=True):
+        for sl in slices:
+            per.setdefault(sl, set()).add(key)
+    slices = {
+        sl: (len(ks) - len(gone), len(ks), why(gone))
+        for sl, ks in per.items()
+        for gone in [sorted(k for k in ks if k not in answered)]
+    }
+    return (len(keys) - len(missing), len(keys), why(missing)), slices
+
+
+def test_the_coverage_rows_of_both_scope_forms_equal_the_rule_case_by_case(
+    demo_engine: Engine, tax: Taxonomy
+) -> None:
+    """The list form (cases_in_scope) and the long form (scope_pairs, which the monthly
+    review and `workbench gate` read at any size) give the same rows, equal to a count case
+    by case, for every way of leaving outputs out."""
+    policy = load_policy(POLICY)
+    listed = splits.cases_in_scope(demo_engine, "test")
+    pairs = splits.scope_pairs(demo_engine, "test")
+    assert sorted(pairs["key"].unique()) == list(listed["key"])
+    full = scored_frame(demo_engine, tax, [correct_output(c) for c in ready_cases(demo_engine)])
+    rng = random.Random(5)
+    keys = list(listed["key"])
+    for drop in (0, 1, 6, len(keys) // 2, len(keys)):
+        gone = set(rng.sample(keys, drop))
+        frame = full[~full["key"].isin(gone)]
+        if frame[frame["split"] == "test"].empty:
+            continue
+        answered = set(frame[frame["split"] == "test"]["key"])
+        overall, per_slice = _coverage_reference(listed, answered)
+        for scope in (listed, pairs):
+            report = release.release_gate(policy, frame, in_scope=scope)
+            rows = [r for r in report.rows if r.row == "Every case in scope has an output"]
+            top = next(r for r in rows if r.scope == "overall")
+            assert (top.k, top.n, top.why) == overall
+            for r in rows:
+                if r.scope.startswith("slice:"):
+                    k, n, why = per_slice[r.scope.removeprefix("slice:")]
+                    assert (r.k, r.n, r.why) == (k, n, why)
+                    assert k < n  # a slice's row is shown when outputs are missing there
+            gated_missing = {
+                sl for sl in policy.targets.slice_gates if per_slice.get(sl, (0, 0, ""))[2]
+            }
+            assert {r.scope.removeprefix("slice:") for r in rows if r.scope != "overall"} == (
+                gated_missing
+            )
