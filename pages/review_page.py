@@ -37,8 +37,10 @@ def _gate_part(
 def _live_context(
     _engine: Engine, _tax: Taxonomy, url: str, stamp: tuple[Any, ...]
 ) -> report.MonthContext:
+    known = report.live_outputs_stamp(stamp)  # read once per script run
+
     def gate_of(run: evalruns.RunRow) -> report.GatePart:
-        return _gate_part(_engine, _tax, run, url, report.gate_stamp(_engine, run))
+        return _gate_part(_engine, _tax, run, url, report.gate_stamp(_engine, run, known))
 
     return report.live_context(_engine, _tax, str(stamp[0]), gate_of=gate_of)
 
