@@ -76,7 +76,7 @@ from review.labels.agreement import (
 )
 from review.labels.agreement_rollup import stamp_columns
 from review.labels.fleiss import FleissSums, fleiss_from_sums, fleiss_table
-from storage.db import read_session
+from storage.db import distinct_values, read_session
 from storage.models import (
     AgreementItemValue,
     AgreementPair,
@@ -224,7 +224,7 @@ def family_keys(engine: Engine) -> list[str]:
 def source_choices(engine: Engine) -> list[str]:
     """Where the labels were made ("workbench", a labeling tool): the source filter's values."""
     with read_session(engine) as s:
-        return sorted(str(x) for x in s.scalars(select(Label.source).distinct()))
+        return sorted(str(x) for x in distinct_values(s, Label.source))
 
 
 def import_choices(engine: Engine, limit: int = 200) -> list[tuple[int, str, str, str]]:
@@ -683,7 +683,7 @@ def agreement_report_sql(
         # keys, and "a < b" as agreement_table orders them). Label ids are distinct positive
         # integers, so the newest id bounds every count below (labels, cases, pairs): the
         # width of the packed reason-code counts.
-        annotators = sorted(str(x) for x in conn.scalars(select(Label.annotator).distinct()))
+        annotators = sorted(str(x) for x in distinct_values(s, Label.annotator))
         decision_order = sorted(cats)
         # The unfiltered views read the stored rollup (agreement_rollup) while it stands for
         # exactly the label rows there are (a label written past the labeling service leaves

@@ -12,7 +12,7 @@ from sqlalchemy import Engine, select
 from review.audits import plans
 from review.audits.population import NONE, stratum_column
 from review.traces import facets as trace_facets
-from storage.db import leads_an_index, read_session, seek_distinct
+from storage.db import distinct_values, leads_an_index, read_session, seek_distinct
 from storage.models import Trace
 from tests.helpers.traces import import_traces, make_trace
 
@@ -74,3 +74,24 @@ def test_pickers_offer_what_a_distinct_read_offers(any_engine: Engine) -> None:
         expected = ([NONE] if has_null else []) + [str(v) for v in want]
         assert plans.dimension_values(any_engine, dim) == expected[:100]
         assert plans.dimension_values(any_engine, dim, limit=2) == expected[:2]
+
+
+def test_distinct_values_by_seeks_or_by_one_scan_past_the_cap(any_engine: Engine) -> None:
+    """Both ways (seeks within the cap, one DISTINCT past it) give the distinct non-null
+    values, and a condition fixed by equality narrows the seeks as it would the DISTINCT."""
+    _load(any_engine, 3)
+    for column in (Trace.feedback, Trace.policy_version, Trace.ranking_mode):
+        want, _null = _distinct(any_engine, column, 1000)
+        for cap in (0, 1, 2, len(want) - 1, len(want), 1000):
+            with read_session(any_engine) as s:
+                got = distinct_values(s, column, cap=max(cap, 0))
+            assert sorted(got) == sorted(want), (column, cap)
+    with read_session(any_engine) as s:
+        within, _null = seek_distinct(s, Trace.feedback, 100, Trace.ranking_mode == "bm25")
+        reference = s.scalars(
+            select(Trace.feedback)
+            .where(Trace.ranking_mode == "bm25", Trace.feedback.is_not(None))
+            .distinct()
+            .order_by(Trace.feedback)
+        ).all()
+    assert within == list(reference)
