@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import math
 import random
+import re
 from typing import Any
 
 import pandas as pd
 import pytest
-from sqlalchemy import Engine, func, select, text
+from sqlalchemy import Engine, event, func, select, text
 
 from review.core.errors import InputError
 from review.policy import inforce
@@ -329,3 +330,29 @@ def test_the_replay_stamp_moves_with_the_traces(any_engine: Engine) -> None:
     with write_session(any_engine) as s:
         s.execute(text("DELETE FROM traces WHERE id = (SELECT max(id) FROM traces)"))
     assert replay.replay_stamp(any_engine) != stamp
+
+
+def test_the_replay_and_its_stamp_never_count_the_traces_table(any_engine: Engine) -> None:
+    """The number of traces comes from the counter the triggers keep with the groups (a
+    count(*) took 1-2 s at ten million traces): no statement of the replay or its stamp
+    counts the table, and the figures are those of the traces (30 here, one deleted later)."""
+    _import(any_engine, 30, 24)
+    current = parse_policy(TEXT, "in force")
+    seen: list[str] = []
+
+    def listen(_c: Any, _cur: Any, statement: str, *_a: Any) -> None:
+        seen.append(" ".join(statement.split()).lower())
+
+    event.listen(any_engine, "before_cursor_execute", listen)
+    try:
+        got = replay.replay_traces(any_engine, CLEARED, current, PROPOSALS[0])
+        stamp = replay.replay_stamp(any_engine)
+    finally:
+        event.remove(any_engine, "before_cursor_execute", listen)
+    assert got.traces == 30 and stamp[0] == 30
+    counted = [q for q in seen if re.search(r"count\([^()]*\)( as \w+)? from traces\b", q)]
+    assert counted == []
+    with write_session(any_engine) as s:
+        s.execute(text("DELETE FROM traces WHERE id = (SELECT min(id) FROM traces)"))
+    assert replay.replay_stamp(any_engine)[0] == 29
+    assert replay.replay_traces(any_engine, CLEARED, current, PROPOSALS[0]).traces == 29
