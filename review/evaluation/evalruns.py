@@ -442,32 +442,39 @@ def score_outputs(
 
 def outputs_stamp(engine: Engine, run_id: int) -> tuple[Any, ...]:
     """A cache key for :func:`outputs_frame` of ``run_id``: it changes whenever what the frame
-    reads changes. Cheap (aggregates over indexed columns). Outputs, labels, adjudications,
-    document versions and families are only ever added or deleted (count and newest id move);
-    a case edit bumps its version and replaces its documents and slices (the sum of versions
-    and the newest id move)."""
+    reads changes. Outputs, labels, adjudications, document versions and families are only
+    ever added or deleted (count and newest id move); a case edit bumps its version and
+    replaces its documents and slices (the sum of versions and the newest id move). Only the
+    run's cases are aggregated, by index look-ups per case (the frame reads nothing of the
+    other cases; deleting a case deletes its outputs): every case and label counted took
+    0.47 s at 500,000 cases and 2,000,000 labels, for a run of a few dozen."""
+    of_run = EvalOutput.run_id == run_id
+    mine = select(EvalOutput.case_id).where(of_run)
 
-    def count_max(model: Any) -> tuple[Any, Any]:
+    def count_max(model: Any, *where: Any) -> tuple[Any, Any]:
         # count(*): SQLite counts rows unread only so (count(id) walked 200k labels, 40 ms)
         return (
-            select(func.count()).select_from(model).scalar_subquery(),
-            select(func.coalesce(func.max(model.id), 0)).scalar_subquery(),
+            select(func.count()).select_from(model).where(*where).scalar_subquery(),
+            select(func.coalesce(func.max(model.id), 0)).where(*where).scalar_subquery(),
         )
 
-    mine = EvalOutput.run_id == run_id
     with read_session(engine) as s:
         row = s.execute(
             select(
-                select(func.count(EvalOutput.id)).where(mine).scalar_subquery(),
-                select(func.coalesce(func.max(EvalOutput.id), 0)).where(mine).scalar_subquery(),
-                *count_max(Case),
-                select(func.coalesce(func.sum(Case.version), 0)).scalar_subquery(),
-                *count_max(CaseDocument),
-                select(func.count()).select_from(CaseSlice).scalar_subquery(),
+                *count_max(EvalOutput, of_run),
+                *count_max(Case, Case.id.in_(mine)),
+                select(func.coalesce(func.sum(Case.version), 0))
+                .where(Case.id.in_(mine))
+                .scalar_subquery(),
+                *count_max(CaseDocument, CaseDocument.case_id.in_(mine)),
+                select(func.count())
+                .select_from(CaseSlice)
+                .where(CaseSlice.case_id.in_(mine))
+                .scalar_subquery(),
                 *count_max(Document),
                 *count_max(CaseFamily),
-                *count_max(Label),
-                *count_max(Adjudication),
+                *count_max(Label, Label.case_id.in_(mine)),
+                *count_max(Adjudication, Adjudication.case_id.in_(mine)),
             )
         ).one()
     return (run_id, *(int(v or 0) for v in row))

@@ -482,3 +482,29 @@ def test_the_outputs_cache_key_moves_with_a_case_edit(demo_engine: Engine, tax: 
         tax,
     )
     assert evalruns.outputs_stamp(demo_engine, run.id) != before
+
+
+def test_the_outputs_cache_key_stays_when_only_other_cases_change(
+    demo_engine: Engine, tax: Taxonomy
+) -> None:
+    """The key aggregates the run's cases only: a label on a case without an output in the
+    run leaves the key (and the frame) as they were; a label on one of its cases moves it."""
+    from sqlalchemy import select
+
+    from review.labels import labeling
+    from storage.db import read_session
+    from storage.models import Case, EvalOutput
+
+    run = evalruns.list_runs(demo_engine)[0]
+    with read_session(demo_engine) as s:
+        inside = set(s.scalars(select(EvalOutput.case_id).where(EvalOutput.run_id == run.id)))
+        outside = s.scalar(select(Case.id).where(Case.id.not_in(inside)).order_by(Case.id))
+    assert outside is not None and inside
+    before = evalruns.outputs_stamp(demo_engine, run.id)
+    frame = evalruns.outputs_frame(demo_engine, run.id, tax)
+    who = make_actor("annotator", "new.annotator@example.org")
+    labeling.submit(demo_engine, who, int(outside), labeling.LabelIn("answer"), None, tax)
+    assert evalruns.outputs_stamp(demo_engine, run.id) == before
+    assert evalruns.outputs_frame(demo_engine, run.id, tax).equals(frame)
+    labeling.submit(demo_engine, who, min(inside), labeling.LabelIn("answer"), None, tax)
+    assert evalruns.outputs_stamp(demo_engine, run.id) != before
