@@ -10,12 +10,13 @@ with "database is locked".
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -24,6 +25,7 @@ from sqlalchemy import (
     BigInteger,
     Engine,
     Integer,
+    String,
     Table,
     any_,
     bindparam,
@@ -194,16 +196,52 @@ def seek_distinct(session: Session, column: Any, limit: int) -> tuple[list[Any],
     return values, has_null
 
 
-def one_of(session: Session, column: Any, values: Sequence[Any]) -> Any:
-    """``column IN (values)`` for a list of hundreds or thousands of values. On PostgreSQL it
-    is written ``column = ANY(:array)``, one parameter: psycopg converts a statement too long
-    for its cache again on every call, and an ``IN`` of a thousand parameters is one."""
-    if session.get_bind().dialect.name == "postgresql":
+# Above this many values ``one_of`` on SQLite sends the list as one JSON parameter instead of
+# one parameter per value: SQLite builds are limited to 32,766 (older ones to 999) parameters
+# a statement. A shorter list stays a plain IN, whose plans are known.
+SQLITE_IN_LIMIT = 10_000
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+def _checked(values: Iterable[Any]) -> list[Any]:
+    """The values that can match, after refusing any but integers and strings: a bool would
+    reach SQLite's ``json_each`` as true/false and a date as text that compares unlike the
+    stored value, so neither has one meaning on both engines. An integer past 64 bits matches
+    nothing (no column of either engine holds it) and is left out."""
+    values = list(values)
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, int | str):
+            raise TypeError(
+                f"one_of takes integers or strings, not {type(v).__name__} ({v!r}): "
+                "use column.in_() for a short list of other values"
+            )
+    # an integer no SQLite column can hold matches nothing (JSON would make it a real)
+    return [v for v in values if not isinstance(v, int) or _INT64[0] <= v <= _INT64[1]]
+
+
+def one_of(session: Session | Connection, column: Any, values: Iterable[Any]) -> Any:
+    """``column IN (values)`` for a list of any length, of integers or strings: the one way to
+    filter by a list whose length grows with the data (every case of a run, every key of an
+    import file), since PostgreSQL refuses a statement of more than 65,535 parameters and
+    SQLite one of more than 32,766.
+
+    On PostgreSQL it is written ``column = ANY(:array)``, one parameter (psycopg also converts a
+    statement too long for its cache again on every call, and an ``IN`` of a thousand
+    parameters is one). On SQLite a list of more than :data:`SQLITE_IN_LIMIT` values is
+    written ``column IN (SELECT value FROM json_each(:json))``, one parameter; the column's
+    index is still used. A value other than an integer or a string raises TypeError."""
+    values = _checked(values)
+    bind = session.get_bind() if isinstance(session, Session) else session
+    if bind.dialect.name == "postgresql":
         # integers as bigint, as IN would bind them: a value past the column's range matches
         # nothing instead of failing
         item = BigInteger() if isinstance(column.type, Integer) else column.type
-        return column == any_(bindparam(None, list(values), type_=ARRAY(item)))
-    return column.in_(values)
+        return column == any_(bindparam(None, values, type_=ARRAY(item)))
+    if len(values) <= SQLITE_IN_LIMIT:
+        return column.in_(values)
+    as_json = json.dumps(values, ensure_ascii=False)
+    listed = func.json_each(bindparam(None, as_json, type_=String())).table_valued("value")
+    return column.in_(select(listed.c.value))
 
 
 def plain_rows(session: Session, stmt: Any) -> list[tuple[Any, ...]]:
