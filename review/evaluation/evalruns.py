@@ -48,7 +48,7 @@ from review.evaluation.claimcheck import contradicts
 from review.policy.policy import OPTIONAL_SIGNALS
 from review.wording.lint import lint
 from storage import changes
-from storage.db import read_session, run_write
+from storage.db import one_of, read_session, run_write
 from storage.models import (
     Adjudication,
     Case,
@@ -204,7 +204,7 @@ def import_run(
         if s.scalar(select(EvalRun.id).where(EvalRun.name == name)) is not None:
             raise InputError(f"a run named {name!r} already exists; choose another name")
         keys = {it.case for _, it in items}
-        ids = dict(s.execute(select(Case.key, Case.id).where(Case.key.in_(keys))).all())
+        ids = dict(s.execute(select(Case.key, Case.id).where(one_of(s, Case.key, keys))).all())
         run = EvalRun(
             name=name,
             system_version=system_version.strip() or "unspecified",
@@ -412,7 +412,7 @@ def score_outputs(
                 select(Case.id.label("case_id"), *_case_columns(gold))
                 .outerjoin(CaseFamily, CaseFamily.id == Case.family_id)
                 .outerjoin(gold, gold.c.case_id == Case.id)
-                .where(Case.key.in_(keys))
+                .where(one_of(s, Case.key, keys))
             )
         }
         rows = []
@@ -543,7 +543,7 @@ def _frame(s: Session, rows: list[dict[str, Any]], tax: Taxonomy) -> pd.DataFram
     ids = sorted({r["case_id"] for r in rows})
     slices: dict[int, list[str]] = {}
     for cid, sl in s.execute(
-        select(CaseSlice.case_id, CaseSlice.slice).where(CaseSlice.case_id.in_(ids))
+        select(CaseSlice.case_id, CaseSlice.slice).where(one_of(s, CaseSlice.case_id, ids))
     ):
         slices.setdefault(cid, []).append(sl)
     visible: dict[int, set[str]] = {}
@@ -565,7 +565,7 @@ def _frame(s: Session, rows: list[dict[str, Any]], tax: Taxonomy) -> pd.DataFram
             Document.effective_date,
         )
         .join(Document, Document.id == CaseDocument.document_id)
-        .where(CaseDocument.case_id.in_(ids))
+        .where(one_of(s, CaseDocument.case_id, ids))
     ):
         refs = {f"{key}@{ver}", key}
         if vis == "visible":
@@ -586,7 +586,7 @@ def _frame(s: Session, rows: list[dict[str, Any]], tax: Taxonomy) -> pd.DataFram
     for cid, vis, body in s.execute(
         select(CaseDocument.case_id, CaseDocument.visibility, Document.body)
         .join(Document, Document.id == CaseDocument.document_id)
-        .where(CaseDocument.case_id.in_(sorted(forbidden)))
+        .where(one_of(s, CaseDocument.case_id, sorted(forbidden)))
     ):
         shown, hidden = bodies.setdefault(cid, ([], []))
         (shown if vis == "visible" else hidden).append(body)
@@ -635,7 +635,7 @@ def _frame(s: Session, rows: list[dict[str, Any]], tax: Taxonomy) -> pd.DataFram
     claims: dict[int, list[str]] = {}
     for cid, text in s.execute(
         select(CaseClaim.case_id, CaseClaim.text)
-        .where(CaseClaim.case_id.in_(ids))
+        .where(one_of(s, CaseClaim.case_id, ids))
         .order_by(CaseClaim.case_id, CaseClaim.position)
     ):
         claims.setdefault(cid, []).append(text)
@@ -785,9 +785,9 @@ def family_history(
         .outerjoin(gold, gold.c.case_id == Case.id)
         .order_by(EvalRun.created_at, EvalRun.id, Case.key, EvalOutput.repeat)
     )
-    if run_ids is not None:
-        q = q.where(EvalRun.id.in_(list(run_ids)))
     with read_session(engine) as s:
+        if run_ids is not None:
+            q = q.where(one_of(s, EvalRun.id, run_ids))
         rows = s.execute(q).all()
     cols = ["run_id", "run", "created_at", "family", "key", "repeat", "gold", "decision"]
     if not rows:
