@@ -23,7 +23,7 @@ from review.cases import cases as case_service
 from review.cases.cases import case_query
 from review.core import clearance
 from review.core.identity import Actor
-from storage.db import read_session
+from storage.db import one_of, read_session
 from storage.models import (
     AuditLog,
     Case,
@@ -78,7 +78,7 @@ def list_families(engine: Engine, page: int = 1, page_size: int = 25) -> list[Fa
         counts = dict(
             s.execute(
                 select(Case.family_id, func.count(Case.id))
-                .where(Case.family_id.in_(ids))
+                .where(one_of(s, Case.family_id, ids))
                 .group_by(Case.family_id)
             ).all()
         )
@@ -86,14 +86,14 @@ def list_families(engine: Engine, page: int = 1, page_size: int = 25) -> list[Fa
             s.execute(
                 select(Case.family_id, func.count(Case.id))
                 .join(CaseSuggestion, CaseSuggestion.case_id == Case.id)
-                .where(Case.family_id.in_(ids), CaseSuggestion.confirmed_by.is_(None))
+                .where(one_of(s, Case.family_id, ids), CaseSuggestion.confirmed_by.is_(None))
                 .group_by(Case.family_id)
             ).all()
         )
         states: dict[int, list[str | None]] = {i: [] for i in ids}
         for fid, state in s.execute(
             select(Case.family_id, Case.evidence_state)
-            .where(Case.family_id.in_(ids))
+            .where(one_of(s, Case.family_id, ids))
             .distinct()
             .order_by(Case.evidence_state)
         ):
@@ -243,10 +243,12 @@ def family_view(
         ids = [r.id for r in rows]
         sugs = {
             g.case_id: g
-            for g in s.scalars(select(CaseSuggestion).where(CaseSuggestion.case_id.in_(ids)))
+            for g in s.scalars(select(CaseSuggestion).where(one_of(s, CaseSuggestion.case_id, ids)))
         }
         edits: dict[int, list[CaseEdit]] = {i: [] for i in ids}
-        for e in s.scalars(select(CaseEdit).where(CaseEdit.case_id.in_(ids)).order_by(CaseEdit.id)):
+        for e in s.scalars(
+            select(CaseEdit).where(one_of(s, CaseEdit.case_id, ids)).order_by(CaseEdit.id)
+        ):
             if e.case_id is not None:
                 edits[e.case_id].append(e)
         recorded = _logged(s, VARIANT_ENTITY, "derive", ids, _derived_passage)
@@ -283,7 +285,7 @@ def family_view(
         people = {
             email: name
             for email, name in s.execute(
-                select(User.email, User.name).where(User.email.in_(emails))
+                select(User.email, User.name).where(one_of(s, User.email, emails))
             )
         }
         if hide:
@@ -382,7 +384,7 @@ def _logged(
         .where(
             AuditLog.entity == entity,
             AuditLog.action == action,
-            AuditLog.entity_id.in_([str(i) for i in ids]),
+            one_of(s, AuditLog.entity_id, [str(i) for i in ids]),
         )
         .order_by(AuditLog.id)
     ):
