@@ -25,6 +25,7 @@ from sqlalchemy import (
     BigInteger,
     Engine,
     Integer,
+    SmallInteger,
     String,
     Table,
     any_,
@@ -219,6 +220,17 @@ def _checked(values: Iterable[Any]) -> list[Any]:
     return [v for v in values if not isinstance(v, int) or _INT64[0] <= v <= _INT64[1]]
 
 
+def _int_range(type_: Any) -> tuple[int, int | None]:
+    """The values an integer column holds on PostgreSQL; (0, None) for any other type."""
+    if isinstance(type_, BigInteger):
+        return _INT64[0], _INT64[1]
+    if isinstance(type_, SmallInteger):
+        return -(2**15), 2**15 - 1
+    if isinstance(type_, Integer):
+        return -(2**31), 2**31 - 1
+    return 0, None
+
+
 def one_of(session: Session | Connection, column: Any, values: Iterable[Any]) -> Any:
     """``column IN (values)`` for a list of any length, of integers or strings: the one way to
     filter by a list whose length grows with the data (every case of a run, every key of an
@@ -233,10 +245,13 @@ def one_of(session: Session | Connection, column: Any, values: Iterable[Any]) ->
     values = _checked(values)
     bind = session.get_bind() if isinstance(session, Session) else session
     if bind.dialect.name == "postgresql":
-        # integers as bigint, as IN would bind them: a value past the column's range matches
-        # nothing instead of failing
-        item = BigInteger() if isinstance(column.type, Integer) else column.type
-        return column == any_(bindparam(None, values, type_=ARRAY(item)))
+        # The array has the column's own type: with another (int4 = ANY(int8[])) PostgreSQL
+        # cannot hash the list and compares each row with every value, seconds at 70,000.
+        # A value past the column's range can match nothing and is left out, as IN would.
+        lo, hi = _int_range(column.type)
+        if hi is not None:
+            values = [v for v in values if not isinstance(v, int) or lo <= v <= hi]
+        return column == any_(bindparam(None, values, type_=ARRAY(column.type)))
     if len(values) <= SQLITE_IN_LIMIT:
         return column.in_(values)
     as_json = json.dumps(values, ensure_ascii=False)
