@@ -36,6 +36,15 @@ BOUNDED: dict[tuple[str, str, str], str] = {
     ("review/cases/agreed.py", "agreed_reference_subquery", "case_ids"): (
         "its one caller with ids, _fill, passes refresh_agreed's parts of _CHUNK (500)"
     ),
+    ("review/builder/family_view.py", "family_view", "ids"): (
+        "the family's cases, _family_cases reads at most MAX_FAMILY_VARIANTS (200)"
+    ),
+    ("review/builder/family_view.py", "family_view", "emails"): (
+        "the confirmers and edit authors of at most MAX_FAMILY_VARIANTS (200) cases"
+    ),
+    ("review/builder/family_view.py", "_logged", "[str(i) for i in ids]"): (
+        "family_view's cases, at most MAX_FAMILY_VARIANTS (200)"
+    ),
     ("review/cases/exchange.py", "_batches", "ids"): "one batch of BATCH (500) cases",
     ("review/cases/sight.py", "_blind_of", "chunk"): "500 values a query",
     ("review/core/clearance.py", "restricted_cases", "chunk"): "900 case ids a query",

@@ -243,12 +243,10 @@ def family_view(
         ids = [r.id for r in rows]
         sugs = {
             g.case_id: g
-            for g in s.scalars(select(CaseSuggestion).where(one_of(s, CaseSuggestion.case_id, ids)))
+            for g in s.scalars(select(CaseSuggestion).where(CaseSuggestion.case_id.in_(ids)))
         }
         edits: dict[int, list[CaseEdit]] = {i: [] for i in ids}
-        for e in s.scalars(
-            select(CaseEdit).where(one_of(s, CaseEdit.case_id, ids)).order_by(CaseEdit.id)
-        ):
+        for e in s.scalars(select(CaseEdit).where(CaseEdit.case_id.in_(ids)).order_by(CaseEdit.id)):
             if e.case_id is not None:
                 edits[e.case_id].append(e)
         recorded = _logged(s, VARIANT_ENTITY, "derive", ids, _derived_passage)
@@ -285,7 +283,7 @@ def family_view(
         people = {
             email: name
             for email, name in s.execute(
-                select(User.email, User.name).where(one_of(s, User.email, emails))
+                select(User.email, User.name).where(User.email.in_(emails))
             )
         }
         if hide:
@@ -384,7 +382,7 @@ def _logged(
         .where(
             AuditLog.entity == entity,
             AuditLog.action == action,
-            one_of(s, AuditLog.entity_id, [str(i) for i in ids]),
+            AuditLog.entity_id.in_([str(i) for i in ids]),
         )
         .order_by(AuditLog.id)
     ):
