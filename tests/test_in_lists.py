@@ -57,6 +57,12 @@ BOUNDED: dict[tuple[str, str, str], str] = {
     ),
     ("review/evaluation/execution.py", "pipeline_inputs", "ids"): "one batch of 200 cases",
     ("review/labels/agreement_rollup.py", "case_counts", "part"): "_CHUNK case ids a query",
+    ("review/labels/imports.py", "suggested_users", "[u.lower() for u in wanted]"): (
+        "the users of one file: more than MAX_USERS (10,000) is refused"
+    ),
+    ("review/labels/imports.py", "_check_users", "emails"): (
+        "a user mapping: more than MAX_USERS (10,000) is refused"
+    ),
     ("review/labels/imports.py", "_current", "part"): "400 (case, annotator) pairs a query",
     ("review/labels/imports.py", "_before", "refs"): "one batch of BATCH (1,000) records",
     ("review/labels/imports.py", "_cases", "keys"): "one batch of BATCH (1,000) records",

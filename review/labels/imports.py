@@ -51,7 +51,7 @@ from review.core.terms import CaseStatus
 from review.labels import agreement_rollup
 from review.labels.external import TOOLS, ExternalLabel, Skipped
 from storage import changes
-from storage.db import one_of, read_session
+from storage.db import read_session
 from storage.models import Case, Label, LabelImport, User, utcnow
 
 __all__ = [
@@ -216,8 +216,7 @@ def suggested_users(engine: Engine, tool_users: Iterable[str]) -> dict[str, str]
     with read_session(engine) as s:
         rows = s.execute(
             select(User.email, User.roles).where(
-                one_of(s, func.lower(User.email), [u.lower() for u in wanted]),
-                User.active.is_(True),
+                func.lower(User.email).in_([u.lower() for u in wanted]), User.active.is_(True)
             )
         ).all()
     by_lower = {e.lower(): e for e, roles in rows if _can_label(roles)}
@@ -229,7 +228,7 @@ def _check_users(s: Session, users: Mapping[str, str]) -> None:
     found = {
         e: (active, roles)
         for e, active, roles in s.execute(
-            select(User.email, User.active, User.roles).where(one_of(s, User.email, emails))
+            select(User.email, User.active, User.roles).where(User.email.in_(emails))
         ).all()
     }
     for tool_user, email in users.items():
