@@ -11,6 +11,7 @@ with "database is locked".
 from __future__ import annotations
 
 import json
+import numbers
 import os
 import random
 import sqlite3
@@ -209,15 +210,20 @@ def _checked(values: Iterable[Any]) -> list[Any]:
     reach SQLite's ``json_each`` as true/false and a date as text that compares unlike the
     stored value, so neither has one meaning on both engines. An integer past 64 bits matches
     nothing (no column of either engine holds it) and is left out."""
-    values = list(values)
+    out: list[Any] = []
     for v in values:
-        if isinstance(v, bool) or not isinstance(v, int | str):
+        if isinstance(v, str):
+            out.append(v)
+        elif isinstance(v, numbers.Integral) and not isinstance(v, bool):
+            # (a NumPy integer too) an integer no column holds matches nothing: left out
+            if _INT64[0] <= int(v) <= _INT64[1]:
+                out.append(int(v))
+        else:
             raise TypeError(
                 f"one_of takes integers or strings, not {type(v).__name__} ({v!r}): "
                 "use column.in_() for a short list of other values"
             )
-    # an integer no SQLite column can hold matches nothing (JSON would make it a real)
-    return [v for v in values if not isinstance(v, int) or _INT64[0] <= v <= _INT64[1]]
+    return out
 
 
 def _int_range(type_: Any) -> tuple[int, int | None]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+import numpy as np
 import pytest
 from sqlalchemy import Engine, func, select
 
@@ -57,14 +58,15 @@ def test_reimport_skips_stored_traces_found_with_one_of(any_engine: Engine) -> N
 def test_one_of_takes_a_list_longer_than_a_statements_parameters(any_engine: Engine) -> None:
     """70,000 values (PostgreSQL takes 65,535 parameters a statement, common SQLite builds
     32,766): one parameter on either engine, the same rows as the values name; with
-    duplicates, strings, values that match nothing and integers past 32 and 64 bits."""
+    duplicates, strings, values that match nothing, integers past 32 and 64 bits and a NumPy
+    integer."""
     ids = add_cases(any_engine, BIG)
     keys = [f"K{i:06d}" for i in range(1, BIG + 1)]
-    wanted_ids = ids[::2] + ids[:10] + [0, -5, 2**31 + 7, 2**63 + 1]
+    wanted_ids = [*ids[::2], *ids[:10], 0, -5, 2**31 + 7, 2**63 + 1, np.int64(ids[1])]
     wanted_keys = [*keys[1::2], *keys[:5], "missing", "K'1", "Ä"]
     with read_session(any_engine) as s:
         got = set(s.scalars(select(Case.id).where(one_of(s, Case.id, wanted_ids))))
-        assert got == set(ids[::2]) | set(ids[:10])
+        assert got == set(ids[::2]) | set(ids[:10]) | {ids[1]}
         got_keys = list(s.scalars(select(Case.key).where(one_of(s, Case.key, wanted_keys))))
         assert sorted(got_keys) == sorted(set(keys[1::2]) | set(keys[:5]))
         assert list(s.scalars(select(Case.id).where(one_of(s, Case.id, [])))) == []
@@ -83,7 +85,7 @@ def test_one_of_takes_a_list_longer_than_a_statements_parameters(any_engine: Eng
 
 def test_one_of_refuses_values_with_no_one_meaning_on_both_engines(any_engine: Engine) -> None:
     with read_session(any_engine) as s:
-        for bad in (True, dt.date(2026, 1, 1), 1.5, None, b"x"):
+        for bad in (True, np.bool_(False), dt.date(2026, 1, 1), 1.5, None, b"x"):
             with pytest.raises(TypeError, match="one_of takes integers or strings"):
                 one_of(s, Case.id, [1, bad])
 
