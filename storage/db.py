@@ -10,39 +10,32 @@ with "database is locked".
 
 from __future__ import annotations
 
-import json
-import numbers
 import os
 import random
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
 from sqlalchemy import (
-    BigInteger,
     Engine,
-    Integer,
-    SmallInteger,
-    String,
     Table,
-    any_,
-    bindparam,
     create_engine,
     event,
     func,
     literal,
     select,
 )
-from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from storage import migrating, trace_search
+from storage.inlists import SQLITE_IN_LIMIT as SQLITE_IN_LIMIT
+from storage.inlists import one_of as one_of  # where callers find it
 from storage.migrating import MigrationResult
 from storage.migrating import alembic_config as alembic_config  # where callers find it
 
@@ -196,73 +189,6 @@ def seek_distinct(session: Session, column: Any, limit: int) -> tuple[list[Any],
         values.append(value)
     has_null = session.scalar(select(literal(1)).where(column.is_(None)).limit(1)) is not None
     return values, has_null
-
-
-# Above this many values ``one_of`` on SQLite sends the list as one JSON parameter instead of
-# one parameter per value: SQLite builds are limited to 32,766 (older ones to 999) parameters
-# a statement. A shorter list stays a plain IN, whose plans are known.
-SQLITE_IN_LIMIT = 10_000
-_INT64 = (-(2**63), 2**63 - 1)
-
-
-def _checked(values: Iterable[Any]) -> list[Any]:
-    """The values that can match, after refusing any but integers and strings: a bool would
-    reach SQLite's ``json_each`` as true/false and a date as text that compares unlike the
-    stored value, so neither has one meaning on both engines. An integer past 64 bits matches
-    nothing (no column of either engine holds it) and is left out."""
-    out: list[Any] = []
-    for v in values:
-        if isinstance(v, str):
-            out.append(v)
-        elif isinstance(v, numbers.Integral) and not isinstance(v, bool):
-            # (a NumPy integer too) an integer no column holds matches nothing: left out
-            if _INT64[0] <= int(v) <= _INT64[1]:
-                out.append(int(v))
-        else:
-            raise TypeError(
-                f"one_of takes integers or strings, not {type(v).__name__} ({v!r}): "
-                "use column.in_() for a short list of other values"
-            )
-    return out
-
-
-def _int_range(type_: Any) -> tuple[int, int | None]:
-    """The values an integer column holds on PostgreSQL; (0, None) for any other type."""
-    if isinstance(type_, BigInteger):
-        return _INT64[0], _INT64[1]
-    if isinstance(type_, SmallInteger):
-        return -(2**15), 2**15 - 1
-    if isinstance(type_, Integer):
-        return -(2**31), 2**31 - 1
-    return 0, None
-
-
-def one_of(session: Session | Connection, column: Any, values: Iterable[Any]) -> Any:
-    """``column IN (values)`` for a list of any length, of integers or strings: the one way to
-    filter by a list whose length grows with the data (every case of a run, every key of an
-    import file), since PostgreSQL refuses a statement of more than 65,535 parameters and
-    SQLite one of more than 32,766.
-
-    On PostgreSQL it is written ``column = ANY(:array)``, one parameter (psycopg also converts a
-    statement too long for its cache again on every call, and an ``IN`` of a thousand
-    parameters is one). On SQLite a list of more than :data:`SQLITE_IN_LIMIT` values is
-    written ``column IN (SELECT value FROM json_each(:json))``, one parameter; the column's
-    index is still used. A value other than an integer or a string raises TypeError."""
-    values = _checked(values)
-    bind = session.get_bind() if isinstance(session, Session) else session
-    if bind.dialect.name == "postgresql":
-        # The array has the column's own type: with another (int4 = ANY(int8[])) PostgreSQL
-        # cannot hash the list and compares each row with every value, seconds at 70,000.
-        # A value past the column's range can match nothing and is left out, as IN would.
-        lo, hi = _int_range(column.type)
-        if hi is not None:
-            values = [v for v in values if not isinstance(v, int) or lo <= v <= hi]
-        return column == any_(bindparam(None, values, type_=ARRAY(column.type)))
-    if len(values) <= SQLITE_IN_LIMIT:
-        return column.in_(values)
-    as_json = json.dumps(values, ensure_ascii=False)
-    listed = func.json_each(bindparam(None, as_json, type_=String())).table_valued("value")
-    return column.in_(select(listed.c.value))
 
 
 def plain_rows(session: Session, stmt: Any) -> list[tuple[Any, ...]]:

@@ -36,7 +36,7 @@ from sqlalchemy.engine.default import DefaultExecutionContext
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
 
 from storage import partitions
-from storage.db import one_of
+from storage.inlists import one_of
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",

@@ -86,7 +86,7 @@ BOUNDED: dict[tuple[str, str, str], str] = {
     ("review/traces/live/staging.py", "_imported_before", "part"): "_chunks of _CHUNK (500)",
     ("review/traces/retention.py", "work", "ids"): "one delete batch (batch, 2,000)",
     ("review/traces/retention.py", "work", "[t for _, t in found]"): "one delete batch",
-    ("storage/db.py", "one_of", "values"): "one_of itself: at most SQLITE_IN_LIMIT on SQLite",
+    ("storage/inlists.py", "one_of", "values"): "one_of itself: at most SQLITE_IN_LIMIT on SQLite",
     # --- values of the taxonomy, the configuration or a person's choice, not of the data
     ("review/audits/plans.py", "key_rows", "list(windows)"): "the strata of one plan",
     ("review/audits/plans.py", "_draw_query", "list(wanted)"): "the strata of one plan",
