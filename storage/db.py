@@ -15,30 +15,27 @@ import random
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
 from sqlalchemy import (
-    BigInteger,
     Engine,
-    Integer,
     Table,
-    any_,
-    bindparam,
     create_engine,
     event,
     func,
     literal,
     select,
 )
-from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from storage import migrating, trace_search
+from storage.inlists import SQLITE_IN_LIMIT as SQLITE_IN_LIMIT
+from storage.inlists import one_of as one_of  # where callers find it
 from storage.migrating import MigrationResult
 from storage.migrating import alembic_config as alembic_config  # where callers find it
 
@@ -211,18 +208,6 @@ def distinct_values(session: Session, column: Any, cap: int = 1000) -> list[Any]
     if len(values) <= cap:
         return values
     return [v for v in session.scalars(select(column).distinct()) if v is not None]
-
-
-def one_of(session: Session, column: Any, values: Sequence[Any]) -> Any:
-    """``column IN (values)`` for a list of hundreds or thousands of values. On PostgreSQL it
-    is written ``column = ANY(:array)``, one parameter: psycopg converts a statement too long
-    for its cache again on every call, and an ``IN`` of a thousand parameters is one."""
-    if session.get_bind().dialect.name == "postgresql":
-        # integers as bigint, as IN would bind them: a value past the column's range matches
-        # nothing instead of failing
-        item = BigInteger() if isinstance(column.type, Integer) else column.type
-        return column == any_(bindparam(None, list(values), type_=ARRAY(item)))
-    return column.in_(values)
 
 
 def count_upto(session: Session, stmt: Any, limit: int) -> tuple[int, bool]:

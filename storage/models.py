@@ -36,6 +36,7 @@ from sqlalchemy.engine.default import DefaultExecutionContext
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
 
 from storage import partitions
+from storage.inlists import one_of
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -1213,7 +1214,7 @@ def _trace_months(session: Session, flush_context: object, instances: object) ->
         partitions.ensure_months(conn, [t.at for t in traces])
     if chunks:
         pks = {c.trace_pk for c in chunks}
-        found = conn.execute(select(Trace.id, Trace.at).where(Trace.id.in_(pks)))
+        found = conn.execute(select(Trace.id, Trace.at).where(one_of(conn, Trace.id, pks)))
         ats = {int(pk): at for pk, at in found}
         for c in chunks:
             if c.trace_pk in ats:

@@ -26,7 +26,7 @@ from review.audits.vocabulary import HEADLINE, VERDICTS, outcome
 from review.core import readable
 from review.core.errors import InputError
 from review.core.sampling import StratifiedEstimate, estimate_from_counts, wilson_interval
-from storage.db import read_session
+from storage.db import one_of, read_session
 from storage.models import AuditItem, AuditVerdict, SamplingPlan, Trace
 
 __all__ = [
@@ -193,18 +193,20 @@ def tallies(engine: Engine, plan_ids: Sequence[int]) -> dict[int, PlanTally]:
     if not ids:
         return {}
     with read_session(engine) as s:
-        stored = {p.id: p for p in s.scalars(select(SamplingPlan).where(SamplingPlan.id.in_(ids)))}
+        stored = {
+            p.id: p for p in s.scalars(select(SamplingPlan).where(one_of(s, SamplingPlan.id, ids)))
+        }
         drawn: dict[int, int] = dict(
             s.execute(
                 select(AuditItem.plan_id, func.count())
-                .where(AuditItem.plan_id.in_(ids))
+                .where(one_of(s, AuditItem.plan_id, ids))
                 .group_by(AuditItem.plan_id)
             ).all()
         )
         current = (
             select(func.max(AuditVerdict.id))
             .join(AuditItem, AuditItem.id == AuditVerdict.item_id)
-            .where(AuditItem.plan_id.in_(ids))
+            .where(one_of(s, AuditItem.plan_id, ids))
             .group_by(AuditVerdict.item_id, AuditVerdict.reviewer)
         )
         rows = s.execute(

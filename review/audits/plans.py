@@ -63,7 +63,7 @@ from review.core.terms import PlanStatus
 from review.traces import rollup
 from review.traces.stamp import added_since, traces_stamp
 from storage import changes
-from storage.db import leads_an_index, read_session, seek_distinct
+from storage.db import leads_an_index, one_of, read_session, seek_distinct
 from storage.models import (
     AuditItem,
     AuditVerdict,
@@ -956,7 +956,7 @@ def plan_stats(s: Session, plan_ids: Sequence[int]) -> dict[int, tuple[int, int,
             func.count(func.distinct(AuditVerdict.reviewer)).label("n"),
         )
         .outerjoin(AuditVerdict, AuditVerdict.item_id == AuditItem.id)
-        .where(AuditItem.plan_id.in_(plan_ids))
+        .where(one_of(s, AuditItem.plan_id, plan_ids))
         .group_by(AuditItem.plan_id, AuditItem.id)
         .subquery()
     )

@@ -20,7 +20,7 @@ from review.core.errors import InputError
 from review.core.identity import Actor
 from review.core.terms import PlanStatus
 from review.traces.live import push
-from storage.db import read_session
+from storage.db import one_of, read_session
 from storage.models import AuditItem, SamplingPlan, Trace
 
 __all__ = ["VOCABULARY", "push_to_phoenix", "verdict_facts"]
@@ -38,14 +38,16 @@ def verdict_facts(engine: Engine, plan_ids: Sequence[int]) -> list[push.VerdictF
         names = {
             int(i): str(n)
             for i, n in s.execute(
-                select(SamplingPlan.id, SamplingPlan.name).where(SamplingPlan.id.in_(plan_ids))
+                select(SamplingPlan.id, SamplingPlan.name).where(
+                    one_of(s, SamplingPlan.id, plan_ids)
+                )
             )
         }
         runs = clearance.restricted_runs(s)
         items = s.execute(
             select(AuditItem.id, AuditItem.plan_id, Trace.trace_id, Trace.restricted)
             .join(Trace, Trace.id == AuditItem.trace_pk)
-            .where(AuditItem.plan_id.in_(plan_ids))
+            .where(one_of(s, AuditItem.plan_id, plan_ids))
             .order_by(AuditItem.plan_id, AuditItem.position)
         ).all()
         verdicts = current_verdicts(s, [int(r[0]) for r in items])

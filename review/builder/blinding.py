@@ -20,7 +20,7 @@ from review.builder.documents import BaseCaseRow
 from review.builder.family_view import ClaimMark, FamilyRow, FamilyView, VariantRow, list_families
 from review.cases.sight import HIDDEN, Sight
 from review.core.identity import Actor
-from storage.db import read_session
+from storage.db import one_of, read_session
 from storage.models import Case, CaseFamily
 
 __all__ = ["base_cases", "count_base_cases", "families", "family"]
@@ -74,7 +74,7 @@ def families(engine: Engine, seen: Sight, page: int = 1, page_size: int = 25) ->
         for key, state, blind in s.execute(
             select(CaseFamily.key, Case.evidence_state, seen.blind_clause())
             .join(Case, Case.family_id == CaseFamily.id)
-            .where(CaseFamily.key.in_(keys))
+            .where(one_of(s, CaseFamily.key, keys))
         ):
             states[key].add(HIDDEN if blind else state)
     return [

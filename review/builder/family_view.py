@@ -23,7 +23,7 @@ from review.cases import cases as case_service
 from review.cases.cases import case_query
 from review.core import clearance
 from review.core.identity import Actor
-from storage.db import read_session
+from storage.db import one_of, read_session
 from storage.models import (
     AuditLog,
     Case,
@@ -78,7 +78,7 @@ def list_families(engine: Engine, page: int = 1, page_size: int = 25) -> list[Fa
         counts = dict(
             s.execute(
                 select(Case.family_id, func.count(Case.id))
-                .where(Case.family_id.in_(ids))
+                .where(one_of(s, Case.family_id, ids))
                 .group_by(Case.family_id)
             ).all()
         )
@@ -86,14 +86,14 @@ def list_families(engine: Engine, page: int = 1, page_size: int = 25) -> list[Fa
             s.execute(
                 select(Case.family_id, func.count(Case.id))
                 .join(CaseSuggestion, CaseSuggestion.case_id == Case.id)
-                .where(Case.family_id.in_(ids), CaseSuggestion.confirmed_by.is_(None))
+                .where(one_of(s, Case.family_id, ids), CaseSuggestion.confirmed_by.is_(None))
                 .group_by(Case.family_id)
             ).all()
         )
         states: dict[int, list[str | None]] = {i: [] for i in ids}
         for fid, state in s.execute(
             select(Case.family_id, Case.evidence_state)
-            .where(Case.family_id.in_(ids))
+            .where(one_of(s, Case.family_id, ids))
             .distinct()
             .order_by(Case.evidence_state)
         ):

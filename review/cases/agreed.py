@@ -33,6 +33,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session, aliased
 
+from storage.db import one_of
 from storage.models import Adjudication, CaseAgreed, Label
 
 __all__ = [
@@ -182,7 +183,7 @@ def agreed_labels(s: Session, case_ids: Iterable[int]) -> dict[int, Agreed]:
     gold = agreed_subquery()
     rows = s.execute(
         select(gold.c.case_id, gold.c.gold_decision, gold.c.gold_reasons, gold.c.agreed_by).where(
-            gold.c.case_id.in_(ids)
+            one_of(s, gold.c.case_id, ids)
         )
     )
     return {

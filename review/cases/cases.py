@@ -30,7 +30,7 @@ from review.core.records import JsonProblem, json_lines, parse_json, validate_re
 from review.core.taxonomy import Taxonomy
 from review.core.terms import CaseStatus
 from storage import changes
-from storage.db import read_session
+from storage.db import one_of, read_session
 from storage.models import (
     Case,
     CaseClaim,
@@ -671,13 +671,13 @@ def list_cases(
         ids = [r.id for r in rows]
         slices: dict[int, list[str]] = {i: [] for i in ids}
         for cid, sl in s.execute(
-            select(CaseSlice.case_id, CaseSlice.slice).where(CaseSlice.case_id.in_(ids))
+            select(CaseSlice.case_id, CaseSlice.slice).where(one_of(s, CaseSlice.case_id, ids))
         ):
             slices[cid].append(sl)
         ndocs = dict(
             s.execute(
                 select(CaseDocument.case_id, func.count())
-                .where(CaseDocument.case_id.in_(ids))
+                .where(one_of(s, CaseDocument.case_id, ids))
                 .group_by(CaseDocument.case_id)
             ).all()
         )

@@ -19,7 +19,7 @@ from review.core.taxonomy import Taxonomy
 from review.corpus import restricted_traces
 from review.corpus.docformat import DocumentIn, iter_jsonl, parse_markdown
 from storage import changes
-from storage.db import read_session, run_write
+from storage.db import one_of, read_session, run_write
 from storage.models import Document
 
 DOC_SUFFIXES = (".md", ".markdown", ".txt", ".jsonl")
@@ -92,7 +92,10 @@ def _require_clearance_for(s: Session, actor: Actor, keys: Iterable[str]) -> Non
         return
     hidden = s.scalars(
         select(Document.doc_key)
-        .where(Document.doc_key.in_(wanted), Document.access_scope == clearance.RESTRICTED_SCOPE)
+        .where(
+            one_of(s, Document.doc_key, wanted),
+            Document.access_scope == clearance.RESTRICTED_SCOPE,
+        )
         .distinct()
         .order_by(Document.doc_key)
     ).all()

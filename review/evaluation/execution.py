@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 from sqlalchemy import ColumnElement, Engine, func, or_, select
+from sqlalchemy.orm import Session
 
 from review.cases import choices
 from review.core.errors import InputError
@@ -25,7 +26,7 @@ from review.core.identity import Actor, Permission, require
 from review.core.taxonomy import MESSAGE_KEY_PATTERN, Taxonomy
 from review.core.terms import CaseStatus
 from review.evaluation.evalruns import OutputIn, PerturbedIn, SignalsIn, import_run
-from storage.db import read_session
+from storage.db import one_of, read_session
 from storage.models import (
     AuditLog,
     Case,
@@ -114,7 +115,8 @@ class CaseSubset:
             out["keys"] = list(self.keys)
         return out
 
-    def where(self) -> list[ColumnElement[bool]]:
+    def where(self, s: Session) -> list[ColumnElement[bool]]:
+        """The conditions on ``Case`` (for a statement run in ``s``)."""
         conds: list[ColumnElement[bool]] = []
         if self.family:
             conds.append(
@@ -153,7 +155,7 @@ class CaseSubset:
                 )
             )
         if self.keys:
-            conds.append(Case.key.in_(list(self.keys)))
+            conds.append(one_of(s, Case.key, self.keys))
         return conds
 
 
@@ -191,7 +193,9 @@ def subset_size(engine: Engine, subset: CaseSubset, status: str = CaseStatus.rea
     with read_session(engine) as s:
         return int(
             s.scalar(
-                select(func.count()).select_from(Case).where(Case.status == status, *subset.where())
+                select(func.count())
+                .select_from(Case)
+                .where(Case.status == status, *subset.where(s))
             )
             or 0
         )
@@ -204,9 +208,10 @@ def pipeline_inputs(
     to the identity (the forbidden ones ride along separately so a deliberately broken pipeline
     can misuse them)."""
     last = 0
-    conds = (subset or CaseSubset()).where()
+    subset = subset or CaseSubset()
     while True:
         with read_session(engine) as s:
+            conds = subset.where(s)
             batch = s.execute(
                 select(Case.id, Case.key, Case.question, Case.identity_name, Case.identity_scopes)
                 .where(Case.status == status, Case.id > last, *conds)

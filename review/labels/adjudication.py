@@ -24,7 +24,7 @@ from review.core.errors import InputError
 from review.core.identity import Actor, Permission, require
 from review.corpus import corpus
 from storage import changes
-from storage.db import read_session, run_write
+from storage.db import one_of, read_session, run_write
 from storage.models import Label, Setting
 from storage.settings import put_setting
 
@@ -86,7 +86,7 @@ def labeled_by(engine: Engine, email: str, case_ids: Iterable[int]) -> set[int]:
             int(c)
             for c in s.scalars(
                 select(Label.case_id)
-                .where(Label.annotator == email, Label.case_id.in_(ids))
+                .where(Label.annotator == email, one_of(s, Label.case_id, ids))
                 .distinct()
             )
         }

@@ -24,13 +24,13 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Engine, case, func, select
+from sqlalchemy import ColumnElement, Engine, case, func, select
 
 from review.core.identity import Actor
 from review.core.terms import CaseStatus
 from review.labels.labeling import Progress
 from review.labels.queue import NO_FILTER, QueueFilter
-from storage.db import read_session
+from storage.db import one_of, read_session
 from storage.models import AuditLog, Case, Label, Reservation, utcnow
 
 __all__ = [
@@ -81,9 +81,9 @@ def stamp(engine: Engine) -> tuple[int, ...]:
     return tuple(int(v or 0) for v in row)
 
 
-def _per_case(email: str, case_ids: Any, upto: int | None = None) -> Any:
-    """Per case of ``case_ids`` (a select of ids or a list) with labels (of ids up to
-    ``upto``): its annotators and whether ``email`` is one of them."""
+def _per_case(email: str, of_cases: ColumnElement[bool], upto: int | None = None) -> Any:
+    """Per case whose labels meet ``of_cases`` (a condition on ``Label.case_id``) with labels
+    (of ids up to ``upto``): its annotators and whether ``email`` is one of them."""
     bound = [Label.id <= upto] if upto is not None else []
     return (
         select(
@@ -91,7 +91,7 @@ def _per_case(email: str, case_ids: Any, upto: int | None = None) -> Any:
             func.count(func.distinct(Label.annotator)).label("n"),
             func.max(case((Label.annotator == email, 1), else_=0)).label("mine"),
         )
-        .where(Label.case_id.in_(case_ids), *bound)
+        .where(of_cases, *bound)
         .group_by(Label.case_id)
     )
 
@@ -106,7 +106,7 @@ def label_counts(
     """The label counts of the ready cases ``queue`` names, for the annotator ``email``, in
     one pass over their labels (those of ids up to ``upto``, the newest of a stamp)."""
     ready_ids = select(Case.id).where(Case.status == CaseStatus.ready, *queue.conditions())
-    per = _per_case(email, ready_ids, upto).subquery()
+    per = _per_case(email, Label.case_id.in_(ready_ids), upto).subquery()
     full = per.c.n >= overlap
     with read_session(engine) as s:
         ready = int(s.scalar(select(func.count()).select_from(ready_ids.subquery())) or 0)
@@ -184,10 +184,13 @@ def advance(
         )
         if not touched:
             return kept.counts
+        of_touched = one_of(s, Label.case_id, touched)
         before = {
-            int(c): (int(n), int(m)) for c, n, m in s.execute(_per_case(email, touched, top0))
+            int(c): (int(n), int(m)) for c, n, m in s.execute(_per_case(email, of_touched, top0))
         }
-        after = {int(c): (int(n), int(m)) for c, n, m in s.execute(_per_case(email, touched, top1))}
+        after = {
+            int(c): (int(n), int(m)) for c, n, m in s.execute(_per_case(email, of_touched, top1))
+        }
     c = kept.counts
     labels, complete, mine, without_me = c.labels, c.complete, c.mine, c.complete_without_me
     for case_id in touched:
@@ -229,14 +232,18 @@ def queue_progress(
                 int(c)
                 for c in s.scalars(
                     select(Case.id).where(
-                        Case.id.in_(reserved), Case.status == CaseStatus.ready, *queue.conditions()
+                        one_of(s, Case.id, reserved),
+                        Case.status == CaseStatus.ready,
+                        *queue.conditions(),
                     )
                 )
             }
         if in_queue:
             per = {
                 int(c): (int(n), bool(m))
-                for c, n, m in s.execute(_per_case(actor.email, sorted(in_queue))).all()
+                for c, n, m in s.execute(
+                    _per_case(actor.email, one_of(s, Label.case_id, sorted(in_queue)))
+                ).all()
             }
     left = counts.ready - counts.mine - counts.complete_without_me
     for c in in_queue:

@@ -47,7 +47,7 @@ from review.core.terms import VersionStatus
 from review.policy import chain
 from review.policy.chain import GENESIS, ChainStatus
 from storage import changes
-from storage.db import read_session, run_write
+from storage.db import one_of, read_session, run_write
 from storage.models import AuditLog, PolicyVersion, Setting, SignOff, SplitLock, utcnow
 
 # Long module: versions, signing and what is put in force share the kinds registry, the text
@@ -217,7 +217,7 @@ def _texts_with_parents(s: Session, rows: Sequence[Any]) -> dict[int, str]:
             (vid, text)
             for vid, text in s.execute(
                 select(PolicyVersion.id, PolicyVersion.yaml_text).where(
-                    PolicyVersion.id.in_(missing)
+                    one_of(s, PolicyVersion.id, missing)
                 )
             )
         )
@@ -229,7 +229,7 @@ def _views(s: Session, rows: Iterable[PolicyVersion]) -> list[VersionView]:
     ids = [r.id for r in rows]
     sigs: dict[int, list[Signature]] = {}
     for sg in s.scalars(
-        select(SignOff).where(SignOff.policy_version_id.in_(ids)).order_by(SignOff.id)
+        select(SignOff).where(one_of(s, SignOff.policy_version_id, ids)).order_by(SignOff.id)
     ):
         sigs.setdefault(sg.policy_version_id, []).append(
             Signature(
@@ -1132,7 +1132,7 @@ def adopt_signing_key(
 def locked_case_ids(engine: Engine, case_ids: Iterable[int]) -> set[int]:
     ids = list(case_ids)
     with read_session(engine) as s:
-        return set(s.scalars(select(SplitLock.case_id).where(SplitLock.case_id.in_(ids))))
+        return set(s.scalars(select(SplitLock.case_id).where(one_of(s, SplitLock.case_id, ids))))
 
 
 def signing_roles(actor: Actor, version: VersionView) -> list[Role]:

@@ -401,7 +401,7 @@ def audited_trace_outcomes(
     items = pd.concat(frames, ignore_index=True).drop_duplicates("trace_id")
     from sqlalchemy import select
 
-    from storage.db import read_session
+    from storage.db import one_of, read_session
     from storage.models import Trace
 
     with read_session(engine) as s:
@@ -415,7 +415,7 @@ def audited_trace_outcomes(
                     Trace.ranking_mode,
                     Trace.customer_tier,
                     Trace.decision,
-                ).where(Trace.trace_id.in_(list(items["trace_id"])))
+                ).where(one_of(s, Trace.trace_id, [str(t) for t in items["trace_id"]]))
             )
         )
     out = []

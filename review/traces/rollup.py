@@ -33,7 +33,7 @@ from review.traces import tracerows
 from review.traces.model import NEGATIVE_FEEDBACK
 from review.traces.stamp import added_since, traces_stamp
 from storage import population_groups
-from storage.db import read_session, run_write
+from storage.db import one_of, read_session, run_write
 from storage.models import Trace as TraceRow
 from storage.models import TraceRollup
 
@@ -210,7 +210,8 @@ def add_counts(s: Session, counts: Mapping[Key, Sequence[int]]) -> None:
 
 
 def _fetch(s: Session, ids: Sequence[int]) -> list[dict[str, Any]]:
-    return [dict(r._mapping) for r in s.execute(select(*_SOURCE).where(TraceRow.id.in_(ids)))]
+    rows = s.execute(select(*_SOURCE).where(one_of(s, TraceRow.id, ids)))
+    return [dict(r._mapping) for r in rows]
 
 
 def add_ids(s: Session, ids: Sequence[int]) -> None:

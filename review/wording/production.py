@@ -36,7 +36,7 @@ from review.wording.findings import RULES, Finding, excerpt, rule_title
 from review.wording.lint import lint
 from review.wording.terms import all_restricted_titles, corpus_terms
 from review.wording.versions import in_force
-from storage.db import read_session
+from storage.db import one_of, read_session
 from storage.models import REFUSAL_TEXTS_WHERE, Trace
 
 __all__ = [
@@ -485,10 +485,10 @@ def production_findings(
     chosen = [int(i) for i in ids[order][(page - 1) * page_size : page * page_size]]
     rows: list[OffendingTrace] = []
     if chosen:
-        stmt = select(Trace).where(Trace.id.in_(chosen))
-        if not clearance.cleared(actor):
-            stmt = stmt.where(Trace.restricted.is_(False))
         with read_session(engine) as s:
+            stmt = select(Trace).where(one_of(s, Trace.id, chosen))
+            if not clearance.cleared(actor):
+                stmt = stmt.where(Trace.restricted.is_(False))
             by_id = {t.id: t for t in s.scalars(stmt)}
             for pk in chosen:
                 t = by_id.get(pk)
