@@ -596,10 +596,16 @@ class TraceImport(Base):
 #: Traces whose final text is a refusal, follow-up, escalation, partial or caveat: the rows
 #: the wording check lints (review.wording.production), kept in a small partial index. Queries
 #: must use this exact text (inline constants) for the database to use the index.
-REFUSAL_TEXTS_WHERE = (
-    "answer_text != '' AND ((decision IS NOT NULL AND decision != 'answer') OR "
+#: the decisions whose final text is a refusal, follow-up, escalation, partial or caveat
+#: (also a condition on ``trace_population_groups``, which has both columns)
+REFUSAL_DECISIONS_WHERE = (
+    "((decision IS NOT NULL AND decision != 'answer') OR "
     "(decision = 'answer' AND reason_code IS NOT NULL AND reason_code != 'false_premise'))"
 )
+#: ... with a text to lint (review.wording.production; the partial ``ix_traces_refusal_texts``)
+REFUSAL_TEXTS_WHERE = "answer_text != '' AND " + REFUSAL_DECISIONS_WHERE
+#: ... without one (the partial ``ix_traces_empty_refusals``, migration 0038): few traces
+EMPTY_REFUSALS_WHERE = "answer_text = '' AND " + REFUSAL_DECISIONS_WHERE
 
 
 #: bits of a trace's sampling key: keys lie in [0, 2**62), so a key plus any offset below
@@ -655,6 +661,15 @@ class Trace(Base):
             "restricted",
             sqlite_where=text(REFUSAL_TEXTS_WHERE),
             postgresql_where=text(REFUSAL_TEXTS_WHERE),
+        ),
+        # the production check counts its candidates as the groups of refusal decisions
+        # less these (review.wording.production.candidate_population)
+        Index(
+            "ix_traces_empty_refusals",
+            "id",
+            "restricted",
+            sqlite_where=text(EMPTY_REFUSALS_WHERE),
+            postgresql_where=text(EMPTY_REFUSALS_WHERE),
         ),
         Index(
             "ix_traces_signals",

@@ -349,11 +349,8 @@ def count_traces(engine: Engine, actor: Actor, f: TraceFilter) -> int:
     text = f.text.strip()
     only_text = _text_only(f)
     with read_session(engine) as s:
-        if f == TraceFilter():  # every trace: the counter the triggers keep, not count(*)
-            n = population_groups.trace_count(s)  # (count(*) took 1.3-2.2 s at ten million)
-            if not clearance.cleared(actor):  # less the restricted ones, a few index entries
-                n -= int(s.scalar(select(func.count()).where(TraceRow.restricted.is_(True))) or 0)
-            return n
+        if f == TraceFilter():  # the triggers' counter, not count(*) (1.3-2.2 s at 10M traces)
+            return rollup.visible_total(s, clearance.cleared(actor))
         if only_text and engine.dialect.name == "sqlite":
             counted = _count_text_only(s, actor, text)
             if counted is not None:

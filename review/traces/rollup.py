@@ -45,6 +45,7 @@ __all__ = [
     "add_counts",
     "add_ids",
     "aggregate",
+    "decision_total",
     "forget_days",
     "rebuild",
     "row_flags",
@@ -52,6 +53,7 @@ __all__ = [
     "stored_total",
     "subtract_ids",
     "utc_day",
+    "visible_total",
 ]
 
 #: The reason code of an answer given with a caveat (kept equal to review.traces.browse).
@@ -342,6 +344,17 @@ def stored_total(engine: Engine) -> int:
             )
             or 0
         )
+
+
+def visible_total(s: Session, cleared: bool) -> int:
+    """How many traces there are, from the counter the triggers keep
+    (storage.population_groups), less the restricted ones (a few index entries) for a user
+    without clearance (``cleared`` False): no read of every trace."""
+    total = population_groups.trace_count(s)
+    if cleared:
+        return total
+    hidden = s.scalar(select(func.count()).where(TraceRow.restricted.is_(True)))
+    return total - int(hidden or 0)
 
 
 def decision_total(s: Session, decisions: Sequence[str]) -> int | None:
