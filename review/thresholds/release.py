@@ -290,9 +290,10 @@ def release_gate(
 ) -> GateReport:
     """Every row (see the module docstring) on a run's outputs (``frame`` as from
     :func:`review.evaluation.evalruns.outputs_frame` or ``score_outputs``). ``in_scope``
-    (``key`` and ``slices`` of the cases the run must answer, as from
-    :func:`review.evaluation.splits.cases_in_scope`) adds the row that fails on every case
-    without an output."""
+    (the cases the run must answer: ``key`` and ``slice`` as from
+    :func:`review.cases.splits.scope_pairs`, or ``key`` and ``slices`` as from
+    :func:`review.cases.splits.cases_in_scope`) adds the row that fails on every case without
+    an output."""
     part = frame if split == "all" else frame[frame["split"] == split]
     if part.empty:
         raise InputError(f"the run has no outputs on the {split} split")
