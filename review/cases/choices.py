@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import ColumnElement, Table, exists, literal, select, union_all
+from sqlalchemy import ColumnElement, Select, Table, exists, literal, select, union_all
 from sqlalchemy.orm import Session
 
-from storage.db import seek_distinct
+from storage.db import distinct_values, seek_distinct
 from storage.models import Case, CaseDocument, CaseFamily, CaseSlice, Document
 
 __all__ = ["SEEK_LIMIT", "case_values", "document_keys", "family_keys", "slice_names"]
@@ -42,21 +42,21 @@ def _kept(
     return [v for i, v in enumerate(candidates) if i in found]
 
 
-def _by_seeks(
-    s: Session,
-    column: Any,
-    holds: Callable[[Any], ColumnElement[bool]] | None,
-    whole: Callable[[], list[Any]],
-    *where: ColumnElement[bool],
-) -> list[str]:
-    """The values of ``column`` found by seeks (within ``where``) for which ``holds`` is true
-    (all of them: None), sorted; ``whole()`` reads them all when there are too many."""
-    values, _null = seek_distinct(s, column, SEEK_LIMIT + 1, *where)
+def _linked(s: Session, link: Any, status: str) -> tuple[list[Any] | None, Select[Any]]:
+    """The values of ``link`` (a column of a table with ``case_id``: the slices, the quoted
+    documents) that at least one case of ``status`` carries: found by seeks and kept by one
+    EXISTS each, as a list; None when there are more than :data:`SEEK_LIMIT` (then read the
+    select of every carried value, the second item, instead)."""
+    carried = (
+        select(link)
+        .select_from(link.table)
+        .join(Case, Case.id == link.table.c.case_id)
+        .where(Case.status == status)
+    )
+    values, _null = seek_distinct(s, link, SEEK_LIMIT + 1)
     if len(values) > SEEK_LIMIT:
-        return sorted(str(v) for v in whole())
-    if holds is not None:
-        values = _kept(s, values, holds)
-    return sorted(str(v) for v in values)
+        return None, carried
+    return _kept(s, values, lambda value: exists(carried.where(link == value))), carried
 
 
 def _after_status(column: Any) -> bool:
@@ -71,62 +71,27 @@ def case_values(s: Session, column: Any, status: str) -> list[str]:
     sorted: by seeks within the status when an index starts with (status, column), else with
     one DISTINCT (a seek without such an index would read the table each time)."""
     of_status = Case.status == status
-
-    def whole() -> list[Any]:
-        stmt = select(column).where(of_status, column.is_not(None)).distinct()
-        return list(s.scalars(stmt))
-
     if not _after_status(column):
-        return sorted(str(v) for v in whole())
-    return _by_seeks(s, column, None, whole, of_status)
+        stmt = select(column).where(of_status, column.is_not(None)).distinct()
+        return sorted(str(v) for v in s.scalars(stmt))
+    return sorted(str(v) for v in distinct_values(s, column, SEEK_LIMIT, of_status))
 
 
 def slice_names(s: Session, status: str) -> list[str]:
     """The slices of at least one case of ``status``, sorted."""
-
-    def holds(value: Any) -> ColumnElement[bool]:
-        return exists(
-            select(literal(1))
-            .select_from(CaseSlice)
-            .join(Case, Case.id == CaseSlice.case_id)
-            .where(CaseSlice.slice == value, Case.status == status)
-        )
-
-    def whole() -> list[Any]:
-        stmt = (
-            select(CaseSlice.slice)
-            .join(Case, Case.id == CaseSlice.case_id)
-            .where(Case.status == status)
-            .distinct()
-        )
-        return list(s.scalars(stmt))
-
-    return _by_seeks(s, CaseSlice.slice, holds, whole)
+    kept, carried = _linked(s, CaseSlice.slice, status)
+    names = kept if kept is not None else s.scalars(carried.distinct())
+    return sorted(str(v) for v in names if v is not None)
 
 
 def document_keys(s: Session, status: str) -> list[str]:
     """The keys of the documents at least one case of ``status`` quotes (any version), sorted."""
-
-    def holds(value: Any) -> ColumnElement[bool]:
-        return exists(
-            select(literal(1))
-            .select_from(CaseDocument)
-            .join(Case, Case.id == CaseDocument.case_id)
-            .where(CaseDocument.document_id == value, Case.status == status)
-        )
-
-    ids, _null = seek_distinct(s, CaseDocument.document_id, SEEK_LIMIT + 1)
-    if len(ids) > SEEK_LIMIT:
-        quoted = (
-            select(CaseDocument.document_id)
-            .join(Case, Case.id == CaseDocument.case_id)
-            .where(Case.status == status)
-        )
+    kept, quoted = _linked(s, CaseDocument.document_id, status)
+    if kept is None:
         stmt = select(Document.doc_key).where(Document.id.in_(quoted)).distinct()
+    elif not kept:
+        return []
     else:
-        kept = _kept(s, ids, holds)
-        if not kept:
-            return []
         stmt = select(Document.doc_key).where(Document.id.in_(kept)).distinct()
     return sorted(str(k) for k in s.scalars(stmt) if k is not None)
 
