@@ -398,24 +398,24 @@ def _scope_coverage(
     many cases are expected (``expected_in``) and the keys without an output, sorted
     (``missing_in``). Vectorised: a split of 380,000 cases counted row by row took 0.9 s."""
     pairs = _scope_pairs(in_scope)
-    keys = pairs["key"].astype(str)
-    answered = keys.isin(pd.Index(np.asarray(answered_keys, dtype=object)))
-    unique = keys.drop_duplicates()
-    missing_keys = sorted(set(keys[~answered]))
+    # every key and slice as a small integer (its position among the distinct ones)
+    key_of, keys = pd.factorize(pairs["key"].astype(str).to_numpy(dtype=object))
+    # (as object arrays: an index of strings inferred as Arrow strings looks each key up in
+    # Python, 1.3 s for 140,000 keys)
+    ok = pd.Index(keys, dtype=object).isin(np.asarray(answered_keys, dtype=object))
+    missing_keys = sorted(keys[~ok].tolist())  # (str already)
     sliced = pairs["slice"].notna().to_numpy()
     if sliced.any():
-        per = pd.DataFrame(
-            {
-                "slice": pairs["slice"][sliced].astype(str),
-                "key": keys[sliced],
-                "ok": answered[sliced],
-            }
-        ).drop_duplicates(["slice", "key"])
-        for sl, n in per.groupby("slice")["key"].size().items():
-            expected_in[str(sl)] = int(n)
-        for sl, group in per[~per["ok"]].groupby("slice")["key"]:
-            missing_in[str(sl)] = sorted(group.tolist())
-    return _outputs_row("overall", len(unique), missing_keys)
+        slice_of, names = pd.factorize(pairs["slice"][sliced].astype(str).to_numpy(dtype=object))
+        # the distinct (slice, key) pairs, as one integer each
+        both = np.unique(slice_of.astype(np.int64) * len(keys) + key_of[sliced])
+        in_slice, key = np.divmod(both, len(keys))
+        for i, n in enumerate(np.bincount(in_slice, minlength=len(names))):
+            expected_in[str(names[i])] = int(n)
+        gone = ~ok[key]
+        for i in np.unique(in_slice[gone]):
+            missing_in[str(names[i])] = sorted(keys[key[gone & (in_slice == i)]].tolist())
+    return _outputs_row("overall", len(keys), missing_keys)
 
 
 def _empty_slice_rows(
