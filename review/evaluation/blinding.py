@@ -16,6 +16,7 @@ from sqlalchemy import Engine
 
 from review.cases.sight import HIDDEN, Sight
 from review.core import readable
+from review.core.frames import isin_text
 
 __all__ = ["JUDGED_COLUMNS", "outputs_table"]
 
@@ -42,7 +43,7 @@ def outputs_table(engine: Engine, seen: Sight, frame: pd.DataFrame) -> pd.DataFr
     elif "key" in frame or "case" in frame:
         keys = frame["key" if "key" in frame else "case"].astype(str)
         blind_keys = seen.blind_keys(engine, keys.unique().tolist())
-        mask = keys.isin(sorted(blind_keys))
+        mask = pd.Series(isin_text(keys, blind_keys), index=keys.index)
     else:
         return frame
     if not mask.any():

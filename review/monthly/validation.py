@@ -19,6 +19,7 @@ from sqlalchemy import Engine
 from review.admin import users
 from review.core import readable
 from review.core.errors import InputError, PermissionDenied
+from review.core.frames import isin_text
 from review.core.identity import Actor
 from review.core.taxonomy import Taxonomy
 from review.evaluation import evalruns
@@ -326,7 +327,7 @@ def _validation_frame(
                 f"not in the run: {', '.join(unknown[:10])}"
                 + (f" and {len(unknown) - 10} more" if len(unknown) > 10 else "")
             )
-        frame = frame[frame["key"].isin(wanted)]
+        frame = frame[isin_text(frame["key"], wanted)]
     elif split != "all":
         frame = frame[frame["split"] == split]
     return frame[frame["repeat"] == frame["repeat"].min()] if not frame.empty else frame
