@@ -524,10 +524,15 @@ def judge_perturbed(pf: pd.DataFrame) -> pd.DataFrame:
     return pf.assign(passed=passed, why=why)
 
 
-def _variance(decisions: pd.Series) -> float:
-    """1 - share of the most frequent decision (0 when every repeat agrees)."""
-    counts = decisions.value_counts()
-    return float(1 - counts.iloc[0] / counts.sum()) if counts.sum() else float("nan")
+def _mean_variance(g: pd.DataFrame) -> float:
+    """The mean over cases (``key``) of 1 - the share of the case's most frequent decision
+    over its repeats (0 when every repeat agrees; a case without a decision is left out),
+    for all cases at once (a Python call per case took 0.14 s for 200 cases)."""
+    sizes = g.groupby(["key", "decision"]).size()  # (decisions that are missing: not counted)
+    if sizes.empty:
+        return float("nan")
+    per_case = sizes.groupby(level=0)
+    return float((1 - per_case.max() / per_case.sum()).mean())
 
 
 def _check_row(check: str, kind: str, g: pd.DataFrame, infra: int) -> dict[str, object]:
@@ -540,7 +545,7 @@ def _check_row(check: str, kind: str, g: pd.DataFrame, infra: int) -> dict[str, 
         "passed": int(g["passed"].astype(bool).sum()),
         "pass_rate": float(g["passed"].astype(bool).mean()) if len(g) else float("nan"),
         "varying": int(by_case.nunique().gt(1).sum()),
-        "decision_variance": float(by_case.agg(_variance).mean()) if len(g) else float("nan"),
+        "decision_variance": _mean_variance(g) if len(g) else float("nan"),
         "infrastructure failures": infra,
     }
 

@@ -7,6 +7,8 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from review.evaluation import runmetrics
 
@@ -428,3 +430,50 @@ def test_groups_by_retrieval_depth_and_freshness(demo_engine: Any, tax: Any) -> 
     for column in ("retrieval_depth", "freshness", "language"):
         g = runmetrics.by_group(df, column)
         assert int(g["cases"].sum()) == int((~df["infra"]).sum())
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from(["present", "removed", "forbidden", "partial", "conflicted"]),
+        st.lists(
+            st.lists(
+                st.sampled_from(["answer", "abstain", "clarify", None]), min_size=1, max_size=4
+            ),
+            min_size=1,
+            max_size=3,
+        ),
+        min_size=1,
+    )
+)
+def test_decision_variance_is_the_mean_over_cases_of_one_less_the_top_share(
+    cases: dict[str, list[list[str | None]]],
+) -> None:
+    """Per check, the mean over its cases of 1 - (the most frequent decision's repeats / the
+    repeats with a decision), a case without any decision left out ("undefined" when none
+    has one), counted case by case here."""
+    rows = [
+        {
+            "key": f"F-{state}-{i}",
+            "evidence_state": state,
+            "decision": d,
+            "gold": "answer" if state in ("present", "conflicted") else "abstain",
+            "infra": False,
+            "repeat": rep,
+        }
+        for state, per_case in cases.items()
+        for i, ds in enumerate(per_case)
+        for rep, d in enumerate(ds)
+    ]
+    table = runmetrics.metamorphic_checks(pd.DataFrame(rows)).set_index("check")
+    for state, per_case in cases.items():
+        shares = []
+        for ds in per_case:
+            said = [d for d in ds if d is not None]
+            if said:
+                shares.append(1 - max(said.count(d) for d in said) / len(said))
+        got = table.loc[runmetrics.METAMORPHIC[state][0], "decision_variance"]
+        if shares:
+            assert math.isclose(got, sum(shares) / len(shares), abs_tol=1e-12)
+        else:
+            assert math.isnan(got)
