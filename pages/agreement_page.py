@@ -10,6 +10,7 @@ import streamlit as st
 
 from pages import ui
 from review.admin import users
+from review.cases.cases import family_exists
 from review.charts import downloads
 from review.charts.pairs import pairs_heatmap
 from review.core import readable
@@ -94,7 +95,8 @@ def _choices(url: str, stamp: tuple[int, ...]) -> tuple[list[str], list[str], di
         i: f"#{i} {tool}: {name} ({at})"
         for i, tool, name, at in agreement_sql.import_choices(engine)
     }
-    return agreement_sql.family_keys(engine), agreement_sql.source_choices(engine), batches
+    families = agreement_sql.family_keys(engine, ui.PICKER_LIMIT)
+    return families, agreement_sql.source_choices(engine), batches
 
 
 def csv_button(frame: pd.DataFrame, table: str, scope: dict[str, Any]) -> None:
@@ -126,11 +128,8 @@ def filters(
         format_func=ui.fmt_option(tax.categories),
         key="agr_category",
     )
-    family = c3.selectbox(
-        "Case family",
-        ["", *families],
-        format_func=lambda f: f or "(any)",
-        key="agr_family",
+    family = ui.many_choice(
+        c3, "Case family", families, "agr_family", known=lambda k: family_exists(ui.engine(), k)
     )
     c4, c5 = st.columns([1, 2])
     source = c4.selectbox(

@@ -49,9 +49,9 @@ def export_section(engine: Engine, actor: Actor, tax: Taxonomy) -> None:
     )
     tool = _tool("exch_out_tool")
     c1, c2 = st.columns(2)
-    families = cases.family_keys(engine)
-    family = c1.selectbox(
-        "Family", ["", *families], format_func=lambda f: f or "(any)", key="exch_family"
+    families = cases.family_keys(engine, ui.PICKER_LIMIT)
+    family = ui.many_choice(
+        c1, "Family", families, "exch_family", known=lambda k: cases.family_exists(engine, k)
     )
     slice_ = c2.selectbox(
         "Slice", ["", *tax.slices], format_func=ui.fmt_option(tax.slices), key="exch_slice"

@@ -20,6 +20,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from review.admin import navigation, users
+from review.cases.choices import PICKER_LIMIT as PICKER_LIMIT  # (re-exported for the pages)
 from review.core import database, readable, uploads
 from review.core.database import database_url, open_database
 from review.core.errors import WorkbenchError
@@ -104,6 +105,39 @@ def fmt_option(labels: dict[str, Any]) -> Any:
         return getattr(term, "label", v) if term is not None else v
 
     return f
+
+
+def many_choice(
+    where: Any,
+    label: str,
+    values: Sequence[str],
+    key: str,
+    *,
+    empty: str = "",
+    limit: int | None = None,
+    format_func: Callable[[str], str] | None = None,
+    known: Callable[[str], bool] | None = None,
+) -> str:
+    """A selectbox of ``values`` (as a service gave them: at most ``limit`` + 1, default
+    :data:`PICKER_LIMIT`) with ``empty`` first for "any"; past ``limit`` values, a text field
+    for the value instead (empty: any): tens of thousands of options cost the browser seconds
+    to receive and draw. ``known(value)`` says whether a typed value exists; one that does
+    not is said under the field."""
+    limit = PICKER_LIMIT if limit is None else limit
+    if len(values) <= limit:
+        fmt = format_func or (lambda v: "(any)" if v == empty else v)
+        return str(where.selectbox(plain(label), [empty, *values], key=key, format_func=fmt))
+    typed = str(
+        where.text_input(
+            plain(label),
+            key=key,
+            placeholder=f"(any; more than {limit:,}: type a key)",
+            help=f"There are more than {limit:,}, too many to list: type the key of one.",
+        )
+    ).strip()
+    if typed and typed != empty and known is not None and not known(typed):
+        where.caption(f"No {plain(label.lower())} has the key {plain(typed)}.")
+    return typed or empty
 
 
 _ID_MAX = 2**31 - 1  # the database's integer ids hold no more

@@ -56,9 +56,9 @@ def filters(engine: Engine, tax: Taxonomy) -> cases.CaseFilter:
             key="cases_status",
             format_func=ui.fmt_option(tax.case_statuses),
         )
-        fams = cases.family_keys(engine)
-        family = c6.selectbox(
-            "Family", ["", *fams], key="cases_family", format_func=lambda v: v or "(any)"
+        fams = cases.family_keys(engine, ui.PICKER_LIMIT)
+        family = ui.many_choice(
+            c6, "Family", fams, "cases_family", known=lambda k: cases.family_exists(engine, k)
         )
     return display.case_filter(text, decision, category, slice_, split, status, family)
 

@@ -9,6 +9,7 @@ import streamlit as st
 
 from pages import keyboard, ui
 from pages.labeling import cached
+from review.cases.cases import family_exists
 from review.core import readable
 from review.core.database import database_url
 from review.core.taxonomy import Taxonomy
@@ -143,6 +144,16 @@ def filters(tax: Taxonomy) -> None:
         "split": facets.splits,
     }
     for name in FILTERS:
+        if name == "family":  # tens of thousands: a field to type the key in
+            ui.many_choice(
+                st,
+                FILTER_LABELS[name],
+                values[name],
+                f"lab_f_{name}",
+                format_func=_facet_label(name, tax),
+                known=lambda k: family_exists(ui.engine(), k),
+            )
+            continue
         st.selectbox(
             ui.plain(FILTER_LABELS[name]),
             [ANY, *values[name]],

@@ -11,6 +11,7 @@ from sqlalchemy import Engine
 
 from pages import job_controls, ui
 from pages.runs import cached
+from review.cases.cases import family_exists
 from review.core import readable, uploads
 from review.core.errors import InputError
 from review.core.identity import Actor, Permission
@@ -66,8 +67,20 @@ def execute_form(engine: Engine, actor: Actor, tax: Taxonomy) -> None:
         st.caption("On which cases (every ready case unless narrowed; all choices apply)")
         cols = st.columns(len(SUBSET_LABELS))
         picked = {
-            field: col.selectbox(
-                ui.plain(label), [ALL, *choices[field]], key=f"runs_subset_{field}"
+            field: (
+                ui.many_choice(  # tens of thousands: a field to type the key in
+                    col,
+                    label,
+                    choices[field],
+                    f"runs_subset_{field}",
+                    empty=ALL,
+                    format_func=str,
+                    known=lambda k: family_exists(engine, k),
+                )
+                if field == "family"
+                else col.selectbox(
+                    ui.plain(label), [ALL, *choices[field]], key=f"runs_subset_{field}"
+                )
             )
             for col, (field, label) in zip(cols, SUBSET_LABELS.items(), strict=True)
         }

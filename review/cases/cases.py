@@ -829,9 +829,19 @@ def get_case(
     return view if viewer is None else seen_by(view, viewer)
 
 
-def family_keys(engine: Engine) -> list[str]:
+def family_exists(engine: Engine, key: str) -> bool:
+    """Whether a family has the key ``key`` (a key typed where the families are too many to
+    list)."""
     with read_session(engine) as s:
-        return list(s.scalars(select(CaseFamily.key).order_by(CaseFamily.key)))
+        return s.scalar(select(CaseFamily.id).where(CaseFamily.key == key).limit(1)) is not None
+
+
+def family_keys(engine: Engine, limit: int | None = None) -> list[str]:
+    """Every family's key, sorted; the first ``limit`` + 1 only, when given (a picker shows
+    ``limit`` and learns that there are more)."""
+    stmt = select(CaseFamily.key).order_by(CaseFamily.key)
+    with read_session(engine) as s:
+        return list(s.scalars(stmt if limit is None else stmt.limit(limit + 1)))
 
 
 def export_cases(

@@ -19,12 +19,23 @@ from sqlalchemy.orm import Session
 from storage.db import distinct_values, seek_distinct
 from storage.models import Case, CaseDocument, CaseFamily, CaseSlice, Document
 
-__all__ = ["SEEK_LIMIT", "case_values", "document_keys", "family_keys", "slice_names"]
+__all__ = [
+    "PICKER_LIMIT",
+    "SEEK_LIMIT",
+    "case_values",
+    "document_keys",
+    "family_keys",
+    "slice_names",
+]
 
 _CASES: Table = Case.__table__  # type: ignore[assignment]
 
 #: values found by index seeks at most; a column with more is read with one DISTINCT
 SEEK_LIMIT = 200
+
+#: the families a picker lists at most (in key order; any other is typed): tens of thousands
+#: of options cost the browser seconds to receive and draw
+PICKER_LIMIT = 1000
 
 
 def _kept(
@@ -96,9 +107,10 @@ def document_keys(s: Session, status: str) -> list[str]:
     return sorted(str(k) for k in s.scalars(stmt) if k is not None)
 
 
-def family_keys(s: Session, status: str) -> list[str]:
+def family_keys(s: Session, status: str, limit: int | None = None) -> list[str]:
     """The keys of the families with at least one case of ``status``, sorted (one semi-join:
-    a family per few cases is too many for seeks)."""
+    a family per few cases is too many for seeks); the first ``limit`` + 1 only, when given
+    (a picker shows ``limit`` and learns that there are more)."""
     stmt = (
         select(CaseFamily.key)
         .where(
@@ -110,4 +122,6 @@ def family_keys(s: Session, status: str) -> list[str]:
         )
         .order_by(CaseFamily.key)
     )
+    if limit is not None:
+        stmt = stmt.limit(limit + 1)
     return [str(k) for k in s.scalars(stmt)]

@@ -160,10 +160,11 @@ class CaseSubset:
 
 
 def subset_choices(engine: Engine, status: str = CaseStatus.ready) -> dict[str, list[str]]:
-    """The values each subset field takes among the cases of ``status`` (for pickers)."""
+    """The values each subset field takes among the cases of ``status`` (for pickers; the
+    families: the first :data:`review.cases.choices.PICKER_LIMIT` + 1)."""
     with read_session(engine) as s:
         return {
-            "family": choices.family_keys(s, status),
+            "family": choices.family_keys(s, status, choices.PICKER_LIMIT),
             "slice": choices.slice_names(s, status),
             "split": choices.case_values(s, Case.split, status),
             "category": choices.case_values(s, Case.category, status),

@@ -203,22 +203,21 @@ def _holds(dialect: str, text: Any, needle: str) -> Any:
     return text.contains(needle, autoescape=True)
 
 
-def family_keys(engine: Engine) -> list[str]:
-    """The keys of the case families with a labelled case (the page's family filter)."""
+def family_keys(engine: Engine, limit: int | None = None) -> list[str]:
+    """The keys of the case families with a labelled case (the page's family filter), sorted;
+    the first ``limit`` + 1 only, when given (the picker shows ``limit``)."""
+    stmt = (
+        select(CaseFamily.key)
+        .where(
+            select(Case.id)
+            .where(Case.family_id == CaseFamily.id)
+            .where(Case.id.in_(select(Label.case_id)))
+            .exists()
+        )
+        .order_by(CaseFamily.key)
+    )
     with read_session(engine) as s:
-        return [
-            str(k)
-            for k in s.scalars(
-                select(CaseFamily.key)
-                .where(
-                    select(Case.id)
-                    .where(Case.family_id == CaseFamily.id)
-                    .where(Case.id.in_(select(Label.case_id)))
-                    .exists()
-                )
-                .order_by(CaseFamily.key)
-            )
-        ]
+        return [str(k) for k in s.scalars(stmt if limit is None else stmt.limit(limit + 1))]
 
 
 def source_choices(engine: Engine) -> list[str]:

@@ -54,7 +54,8 @@ NO_FILTER = QueueFilter()
 
 @dataclass(frozen=True)
 class QueueFacets:
-    """The values the queue filters offer: those the ready cases have."""
+    """The values the queue filters offer: those the ready cases have (the families: the first
+    :data:`review.cases.choices.PICKER_LIMIT` + 1, so a picker knows there are more)."""
 
     families: tuple[str, ...]
     slices: tuple[str, ...]
@@ -67,7 +68,7 @@ def queue_facets(engine: Engine) -> QueueFacets:
     ready = CaseStatus.ready
     with read_session(engine) as s:
         return QueueFacets(
-            tuple(choices.family_keys(s, ready)),
+            tuple(choices.family_keys(s, ready, choices.PICKER_LIMIT)),
             tuple(choices.slice_names(s, ready)),
             tuple(choices.case_values(s, Case.category, ready)),
             tuple(choices.case_values(s, Case.split, ready)),
