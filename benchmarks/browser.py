@@ -532,7 +532,7 @@ def _sign() -> Journey:
             Step(
                 "thresholds.sign", "Thresholds", "sign a proposal (compliance approves)",
                 _approve,
-                check=_shows(re.compile(r"approved as compliance")),
+                check=_shows(re.compile(r"approved as compliance", re.IGNORECASE)),
             ),
         ),
         prepare=_sign_prepare,

@@ -13,6 +13,7 @@ from sqlalchemy import Engine
 from pages import ui
 from pages.traces import cached
 from review.core import clearance
+from review.core.errors import InputError
 from review.core.identity import Actor
 from review.core.taxonomy import Taxonomy
 from review.traces import browse, display, listing
@@ -190,11 +191,15 @@ def trace_list(engine: Engine, actor: Actor, tax: Taxonomy) -> None:
     # the page first: when it is the last one it gives the count (a search with few matches
     # is then counted without reading the traces again)
     asked = ui.requested_page("traces")
-    rows = browse.list_traces(engine, actor, flt, asked, PAGE_SIZE, sort)
-    count = browse.count_from_listing(asked, PAGE_SIZE, len(rows)) or _count(engine, actor, flt)
-    page = ui.paginate(count.n, "traces", PAGE_SIZE, more=count.more)
-    if page != asked:
-        rows = browse.list_traces(engine, actor, flt, page, PAGE_SIZE, sort)
+    try:  # a search too short for the indexes is stopped past its time bound, and says so
+        rows = browse.list_traces(engine, actor, flt, asked, PAGE_SIZE, sort)
+        count = browse.count_from_listing(asked, PAGE_SIZE, len(rows)) or _count(engine, actor, flt)
+        page = ui.paginate(count.n, "traces", PAGE_SIZE, more=count.more)
+        if page != asked:
+            rows = browse.list_traces(engine, actor, flt, page, PAGE_SIZE, sort)
+    except InputError as exc:
+        ui.show_error(exc)
+        return
     if not rows:
         if browse.total_traces(engine) == 0:
             st.info("No production traces yet: import a file above.")

@@ -348,7 +348,7 @@ def count_traces(engine: Engine, actor: Actor, f: TraceFilter) -> int:
     require_view(actor)
     text = f.text.strip()
     only_text = _text_only(f)
-    with read_session(engine) as s:
+    with read_session(engine) as s, textsearch.bounded(s, text):
         if f == TraceFilter():  # the triggers' counter, not count(*) (1.3-2.2 s at 10M traces)
             return rollup.visible_total(s, clearance.cleared(actor))
         if only_text and engine.dialect.name == "sqlite":
@@ -397,7 +397,7 @@ def count_for_page(
     limit = COUNT_LIMIT if limit is None else limit
     if not f.text.strip():
         return MatchCount(count_traces(engine, actor, f))
-    with read_session(engine) as s:
+    with read_session(engine) as s, textsearch.bounded(s, f.text):
         if engine.dialect.name == "postgresql" and textsearch.walkable(f.text.strip()):
             base = _conditions(actor, replace(f, text=""), "postgresql", for_listing=True)
             upto = textsearch.count_upto(s, base, f.text.strip(), limit, _date_conditions(f))
@@ -541,7 +541,7 @@ def list_traces(
     walk, dense = matches > FEW_MATCHES, matches > DENSE_MATCHES
     conds = _conditions(actor, f, engine.dialect.name, for_listing=True, walk=walk, dense=dense)
     by_time = sort in ("newest", "oldest")
-    with read_session(engine) as s:
+    with read_session(engine) as s, textsearch.bounded(s, text):
         if engine.dialect.name == "postgresql" and by_time and textsearch.walkable(text):
             # the walk of the time index, or the trigram indexes (review.traces.textsearch)
             base = _conditions(actor, replace(f, text=""), "postgresql", for_listing=True)

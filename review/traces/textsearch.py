@@ -51,17 +51,22 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from sqlalchemy import ColumnElement, and_, func, or_, select
+from sqlalchemy import text as sql_text
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
+from review.core.errors import InputError
 from storage.models import Trace as TraceRow
 
 __all__ = [
     "FEW",
     "GUARD",
     "GUARD_MATCHES",
+    "SHORT_SEARCH_SECONDS",
     "WINDOW",
     "Edge",
     "beyond",
+    "bounded",
     "count_upto",
     "each_row",
     "edge_of",
@@ -109,6 +114,38 @@ def walkable(text: str) -> bool:
     """Whether this module serves ``text`` (stripped): 3 characters or more, no NUL (which
     PostgreSQL text cannot hold: nothing matches it)."""
     return len(text) >= MIN_CHARS and "\x00" not in text
+
+
+#: a search these indexes cannot serve (fewer than :data:`MIN_CHARS` characters) reads each
+#: trace it looks at; on PostgreSQL each of its statements is cancelled after this many
+#: seconds and the search says so (a pair of letters in no trace read all ten million traces
+#: for minutes; cancelled, it gave up after 11 s there: a scan stops at its next check)
+SHORT_SEARCH_SECONDS = 5
+
+
+@contextmanager
+def bounded(s: Session, text: str) -> Iterator[None]:
+    """The statements of a search of ``text`` in ``s``'s transaction: on PostgreSQL, when
+    ``text`` is too short for the indexes (not :func:`walkable`, not empty), each may run
+    :data:`SHORT_SEARCH_SECONDS` at most; one that runs longer is an InputError saying what
+    to do. Anything else runs as it is."""
+    text = text.strip()
+    if not text or walkable(text) or s.get_bind().dialect.name != "postgresql":
+        yield
+        return
+    bound_ms = max(1, int(SHORT_SEARCH_SECONDS * 1000))
+    s.execute(sql_text(f"SET LOCAL statement_timeout = {bound_ms}"))
+    try:
+        yield
+    except OperationalError as exc:
+        if getattr(exc.orig, "sqlstate", None) != "57014":  # query_canceled
+            raise
+        raise InputError(
+            f"text search: a text of fewer than {MIN_CHARS} characters is matched by "
+            f"reading every trace, which took more than {SHORT_SEARCH_SECONDS} s here and "
+            f"was stopped; type {MIN_CHARS} characters or more, or narrow the dates or the "
+            "other filters"
+        ) from None
 
 
 def indexed(text: str) -> ColumnElement[bool]:

@@ -8,6 +8,7 @@ a table of a few hundred traces; Hypothesis picks the search texts."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import random
 from typing import Any
@@ -19,6 +20,7 @@ from sqlalchemy import ColumnElement, Engine, func, or_, select
 from sqlalchemy.orm import Session
 
 from review.admin import users
+from review.core.errors import InputError
 from review.traces import browse, textsearch
 from review.traces.model import Trace
 from storage.models import Trace as TraceRow
@@ -335,3 +337,67 @@ def test_a_frequent_word_is_walked_and_a_rare_one_asked_of_the_indexes(
         after = s.execute(select(func.current_setting("enable_sort"))).scalar_one()
     assert settings_seen == [("off", "on", "on"), ("on", "off", "off")]
     assert after == "on"
+
+
+def test_a_search_too_short_for_the_indexes_is_stopped_and_says_so(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On PostgreSQL a text of one or two characters is matched by reading the traces (no
+    trigram of its own): each statement of its listing and counts may run
+    textsearch.SHORT_SEARCH_SECONDS at most, then the search stops with an error that says
+    what to do (a pair of letters in no trace read ten million traces for minutes). Made
+    certain here by another transaction holding the traces table: the statements wait for
+    it and are stopped. Longer texts and other engines run unbounded, and a short search
+    that finishes lists as plain ILIKE."""
+    monkeypatch.setattr(textsearch, "SHORT_SEARCH_SECONDS", 0.2)
+    short = browse.TraceFilter(text="qz")
+    if engine.dialect.name != "postgresql":
+        assert browse.list_traces(engine, CLEARED, short) == []
+        return
+    assert browse.list_traces(engine, CLEARED, short) == []  # it finishes: nothing matches
+    assert [r.trace_id for r in browse.list_traces(engine, CLEARED, browse.TraceFilter(text="50"))]
+    with engine.connect() as holder:
+        # (released by the server after 10 s, should a statement wait unbounded)
+        holder.exec_driver_sql("SET idle_in_transaction_session_timeout = '10s'")
+        holder.exec_driver_sql("LOCK TABLE traces IN ACCESS EXCLUSIVE MODE")
+        calls = [
+            lambda: browse.list_traces(engine, CLEARED, short),
+            lambda: browse.count_for_page(engine, CLEARED, short),
+            lambda: browse.count_traces(engine, CLEARED, short),
+        ]
+        for call in calls:
+            with pytest.raises(InputError, match=r"fewer than 3 characters .* type 3 characters"):
+                call()
+        with contextlib.suppress(Exception):  # (the server may have closed it)
+            holder.rollback()
+    # after the stop the next search runs as usual (the bound was the transaction's own)
+    assert browse.count_for_page(engine, CLEARED, browse.TraceFilter(text="refund")).n > 0
+
+
+def test_the_traces_page_shows_a_stopped_search_as_an_error(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Traces page shows the stopped search's message, not a crash."""
+    if engine.dialect.name != "postgresql":
+        return
+    monkeypatch.setattr(textsearch, "SHORT_SEARCH_SECONDS", 0.2)
+    with engine.connect() as holder:
+        # (released by the server after 10 s, should a statement wait unbounded)
+        holder.exec_driver_sql("SET idle_in_transaction_session_timeout = '10s'")
+        holder.exec_driver_sql("LOCK TABLE traces IN ACCESS EXCLUSIVE MODE")
+        with pytest.raises(InputError) as stopped:
+            browse.list_traces(engine, CLEARED, browse.TraceFilter(text="qz"))
+        with contextlib.suppress(Exception):  # (the server may have closed it)
+            holder.rollback()
+
+    def stop(*_a: Any, **_k: Any) -> Any:
+        raise stopped.value
+
+    admin = make_actor("admin", clearance=True, uid=1)
+    users.add_user(engine, admin, "rev@test.example", "Rev", ["reviewer"], clearance=False)
+    at = page_app(str(engine.url.render_as_string(hide_password=False)), monkeypatch,
+                  "pages/traces_page.py", "rev@test.example").run()  # fmt: skip
+    monkeypatch.setattr(browse, "list_traces", stop)
+    at.text_input(key="traces_q").input("qz").run()
+    no_exception(at)
+    assert any("fewer than 3 characters" in readable(e) for e in at.error)
