@@ -3,6 +3,9 @@ files and for the front matter of uploaded documents alike."""
 
 from __future__ import annotations
 
+import datetime as dt
+from typing import Any
+
 import pytest
 
 from review.core.errors import InputError, PolicyFileError
@@ -82,3 +85,28 @@ def test_hostile_front_matter_is_refused_with_its_line(
     text = GOOD.replace("jurisdiction: EU\n", f"jurisdiction: EU\n{meta}\n")
     with pytest.raises(InputError, match=rf"doc\.md: {message}"):
         corpus.parse_upload("doc.md", text, tax)
+
+
+def test_the_fast_loader_reads_every_shipped_file_as_the_python_one_does() -> None:
+    """With libyaml's scanner and parser (when PyYAML has them) every shipped YAML file reads
+    to the same values as with PyYAML's own, and malformed text is still a PolicyFileError
+    naming the file and the line (the wording of a syntax problem is libyaml's)."""
+    import yaml
+
+    from review.core.yamlstrict import load_yaml_text
+    from tests.helpers.paths import ROOT
+
+    def dates_as_text(value: Any) -> Any:  # the strict loader keeps dates as written
+        if isinstance(value, dict):
+            return {k: dates_as_text(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [dates_as_text(v) for v in value]
+        return value.isoformat() if isinstance(value, dt.date) else value
+
+    for path in sorted((ROOT / "policies").glob("*.yaml")):
+        text = path.read_text(encoding="utf-8")
+        expected = dates_as_text(yaml.safe_load(text))
+        assert load_yaml_text(text, path.name) == expected, path.name
+    for bad, line in (("a: [1, 2\n", 2), ("a: b: c\n", 1), ("a:\n\t- 1\n", 2), ("- a\nb: 1\n", 2)):
+        with pytest.raises(PolicyFileError, match=rf"^f\.yaml: line {line}, column \d+: "):
+            load_yaml_text(bad, "f.yaml")
