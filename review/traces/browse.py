@@ -47,7 +47,7 @@ from review.traces.model import (
     NEGATIVE_FEEDBACK,
 )
 from storage import population_groups, trace_search
-from storage.db import read_session
+from storage.db import count_upto, read_session
 from storage.models import Trace as TraceRow
 from storage.models import TraceChunk, TraceImport
 
@@ -410,9 +410,8 @@ def count_for_page(
                 return MatchCount(limit, True) if n > limit else MatchCount(n)
         dense = _trigram_matches(engine, f.text.strip()) > DENSE_MATCHES
         conds = _conditions(actor, f, engine.dialect.name, dense=dense)
-        matches = select(TraceRow.id).where(*conds).limit(limit + 1)
-        n = int(s.scalar(select(func.count()).select_from(matches.subquery())) or 0)
-    return MatchCount(limit, True) if n > limit else MatchCount(n)
+        n, more = count_upto(s, select(TraceRow.id).where(*conds), limit)
+    return MatchCount(n, more)
 
 
 def _text_only(f: TraceFilter) -> bool:
@@ -448,14 +447,11 @@ def _count_two_characters(s: Session, actor: Actor, f: TraceFilter, limit: int) 
     window = _window(s, "newest")
     if window is not None:
         probe = select(TraceRow.id).where(*_conditions(actor, f, "sqlite"), window)
-        if _count_upto(s, probe, limit) > limit:
+        if count_upto(s, probe, limit)[1]:
             return limit + 1
     visible = _conditions(actor, replace(f, text=""), "sqlite")
-    return _count_upto(s, select(TraceRow.id).where(*visible, _two_characters(s, text)), limit)
-
-
-def _count_upto(s: Session, matches: Select[Any], limit: int) -> int:
-    return int(s.scalar(select(func.count()).select_from(matches.limit(limit + 1).subquery())) or 0)
+    n, more = count_upto(s, select(TraceRow.id).where(*visible, _two_characters(s, text)), limit)
+    return limit + 1 if more else n
 
 
 def _two_characters(s: Session, text: str) -> ColumnElement[bool]:
