@@ -421,10 +421,11 @@ def test_a_damaged_pg_dump_is_refused_and_the_live_database_is_unchanged(
     assert "is not a readable workbench backup: pg_restore failed" in refused.output
     assert dump(target) == theirs
 
-    # bytes flipped in the middle (the table data): the listing reads, the one-transaction
-    # restore fails on the data and rolls back
+    # bytes flipped in the middle third (the table data): the listing reads, the
+    # one-transaction restore fails on the data and rolls back (64 bytes at the very middle
+    # sometimes fell where a restore reads them without noticing, as the demo's rows vary)
     flipped = bytearray(data)
-    for i in range(len(data) // 2, len(data) // 2 + 64):
+    for i in range(len(data) // 3, 2 * len(data) // 3):
         flipped[i] ^= 0xFF
     bad = tmp_path / "flipped.backup"
     bad.write_bytes(bytes(flipped))
