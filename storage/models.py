@@ -404,6 +404,34 @@ class AgreementItemValue(Base):
     squares: Mapped[int] = mapped_column(BigInteger)
 
 
+class AgreementGroupValue(Base):
+    """Per group of cases (``kind`` "slice" with a slice's name, or "category" with a
+    category), label count m and decision, over the group's cases with m current labels: the
+    labels with that decision and the sum of the squares of the per-case counts (the Agreement
+    page's table by slice or by category; review.cases.agreement_groups). No row: both are 0."""
+
+    __tablename__ = "agreement_group_values"
+
+    kind: Mapped[str] = mapped_column(String(20), primary_key=True)
+    grp: Mapped[str] = mapped_column(String(60), primary_key=True)
+    m: Mapped[int] = mapped_column(Integer, primary_key=True)
+    decision: Mapped[str] = mapped_column(String(40), primary_key=True)
+    labels: Mapped[int] = mapped_column(BigInteger)
+    squares: Mapped[int] = mapped_column(BigInteger)
+
+
+class AgreementGroupAnnotator(Base):
+    """Per group of cases (as ``agreement_group_values``) and annotator: on how many of the
+    group's cases the annotator has a current label. No row: none."""
+
+    __tablename__ = "agreement_group_annotators"
+
+    kind: Mapped[str] = mapped_column(String(20), primary_key=True)
+    grp: Mapped[str] = mapped_column(String(60), primary_key=True)
+    annotator: Mapped[str] = mapped_column(String(320), primary_key=True)
+    cases: Mapped[int] = mapped_column(BigInteger)
+
+
 class AgreementRollupStamp(Base):
     """The label rows the agreement rollup (the three tables above) stands for (one row, id
     1): their number and the newest id. A reader uses the rollup only while these equal the

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sqlalchemy import ColumnElement, Engine, Select, exists, func, select
 from sqlalchemy.orm import Session, selectinload
 
+from review.cases import agreement_groups
 from review.cases.agreed import Agreed, agreed_labels
 from review.core import clearance, readable
 from review.core.errors import InputError, PermissionDenied
@@ -430,9 +431,11 @@ def insert_case(s: Session, actor: Actor, c: CaseIn, where: str = "") -> Case:
     next free CASE-NNNN), its documents, claims, slices and family, and the change-log entry.
     ``where`` prefixes errors (``"file: line 3: "``)."""
     row = Case(key=c.key or _next_key(s), created_by=actor.email, updated_by=actor.email, version=1)
+    held = agreement_groups.hold(s)
     _apply(s, row, c, actor, where)
     s.add(row)
     s.flush()
+    agreement_groups.settle(s, held)  # a new case has no label: no figure moves
     changes.record(s, actor.email, "create", "case", row.id, None, to_record(row))
     return row
 
@@ -540,7 +543,11 @@ def update_case(
             f"the split of {row.key} is frozen: a threshold sign-off relied on it being in "
             f"{row.split!r}. Create a new case instead of moving this one."
         )
+    held = agreement_groups.hold(s)
+    groups_before = agreement_groups.case_counts(s, [row.id])
     _apply(s, row, c.model_copy(update={"key": row.key}), actor, "")
+    agreement_groups.move(s, groups_before, agreement_groups.case_counts(s, [row.id]))
+    agreement_groups.settle(s, held)
     after = to_record(row)
     if before == after:
         raise InputError("nothing changed")

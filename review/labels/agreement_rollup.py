@@ -35,7 +35,9 @@ from sqlalchemy import bindparam, case, delete, func, insert, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
+from review.cases import agreement_groups
 from review.cases.agreed import current_label_filter
+from review.cases.agreement_groups import GroupCounts
 from storage.db import plain_rows
 from storage.models import (
     AgreementItemValue,
@@ -91,6 +93,8 @@ class RollupCounts:
     pairs: Counts = field(default_factory=dict)
     pair_codes: Counts = field(default_factory=dict)
     item_values: Counts = field(default_factory=dict)
+    #: the same cases' figures per slice and category (review.cases.agreement_groups)
+    groups: GroupCounts = field(default_factory=GroupCounts)
 
     def add_case(self, labels: Sequence[tuple[str, str, frozenset[str]]]) -> None:
         """Count one case's current labels (annotator, decision, codes)."""
@@ -114,8 +118,10 @@ class RollupCounts:
 
     def nonzero(self) -> RollupCounts:
         """The same counts without the keys whose counts are all 0 (as stored)."""
-        keep = [{k: v for k, v in t.items() if any(v)} for t in self._all()]
-        return RollupCounts(*keep)
+        pairs, pair_codes, item_values = (
+            {k: v for k, v in t.items() if any(v)} for t in self._all()
+        )
+        return RollupCounts(pairs, pair_codes, item_values, self.groups.nonzero())
 
     def _all(self) -> tuple[Counts, Counts, Counts]:
         return self.pairs, self.pair_codes, self.item_values
@@ -154,13 +160,17 @@ def case_counts(s: Session, case_ids: Iterable[int]) -> RollupCounts:
     for lo in range(0, len(ids), _CHUNK):
         part = ids[lo : lo + _CHUNK]
         rows.extend(s.execute(_current_labels().where(Label.case_id.in_(part))).all())
-    return _count(rows)
+    out = _count(rows)
+    out.groups = agreement_groups.case_counts(s, ids)
+    return out
 
 
 def reference_counts(s: Session) -> RollupCounts:
     """The rule over every current label: what the stored tables must hold."""
     s.flush()
-    return _count(plain_rows(s, _current_labels()))
+    out = _count(plain_rows(s, _current_labels()))
+    out.groups = agreement_groups.reference_counts(s)
+    return out
 
 
 def stored_counts(s: Session) -> RollupCounts:
@@ -177,6 +187,7 @@ def stored_counts(s: Session) -> RollupCounts:
                 for r in s.execute(select(*columns))
             }
         )
+    out.groups = agreement_groups.stored_counts(s)
     return out
 
 
@@ -253,6 +264,7 @@ def refresh_rollup(s: Session, case_id: int, before: RollupCounts, new_label_id:
     s.execute(stamp)
     for t in (_PAIRS, _PAIR_CODES, _ITEM_VALUES):
         _move(s, t, before.table(t), after.table(t))
+    agreement_groups.move(s, before.groups, after.groups)
 
 
 def rebuild_rollup(s: Session) -> int:
@@ -268,6 +280,7 @@ def rebuild_rollup(s: Session) -> int:
         ]
         if rows:
             s.execute(insert(t.model), rows)
+    agreement_groups.rebuild(s)
     n, newest = s.execute(select(func.count(Label.id), func.coalesce(func.max(Label.id), 0))).one()
     if n:  # no row stands for no label (an empty database holds no row at all)
         s.add(AgreementRollupStamp(id=1, labels=int(n), newest_label_id=int(newest)))
@@ -301,3 +314,4 @@ def refresh_rollup_cases(
     s.execute(stamp)
     for t in (_PAIRS, _PAIR_CODES, _ITEM_VALUES):
         _move(s, t, before.table(t), after.table(t))
+    agreement_groups.move(s, before.groups, after.groups)

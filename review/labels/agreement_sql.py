@@ -19,10 +19,13 @@ flags) and read by both of its parts:
 
 The unfiltered views (every label, by slice or by category: the page's default) read the
 overall rows and the pair rows from the stored rollup instead (review.labels.agreement_rollup:
-the same sums, kept in step by the labeling service), and count from the labels only the
-per-group rows, whose cases change as cases are edited; the rollup is read only while its stamp
-says it stands for exactly the label rows there are (a label written past the service, as a
-bulk load writes them, makes the report count everything from the labels again).
+the same sums, kept in step by the labeling service), and the per-group rows and annotators
+from the figures stored per slice and category (review.cases.agreement_groups, kept in step by
+the labeling and the case services). The rollup is read only while its stamp says it stands for
+exactly the label rows there are (a label written past the service, as a bulk load writes them,
+makes the report count everything from the labels again); the per-group figures only while,
+besides, their stamp says they stand for the cases' slices and categories as they are (else
+those rows are counted from the labels).
 
 A reason code is present when the label's JSON list holds the code's JSON string (codes are
 identifiers, stored by json.dumps). Codes outside the list are looked for in the distinct
@@ -63,6 +66,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import aliased
 
+from review.cases import agreement_groups
 from review.cases.agreed import current_label_filter
 from review.core import readable
 from review.core.errors import InputError
@@ -78,6 +82,8 @@ from review.labels.agreement_rollup import stamp_columns
 from review.labels.fleiss import FleissSums, fleiss_from_sums, fleiss_table
 from storage.db import distinct_values, read_session
 from storage.models import (
+    AgreementGroupAnnotator,
+    AgreementGroupValue,
     AgreementItemValue,
     AgreementPair,
     AgreementPairCode,
@@ -407,16 +413,10 @@ def _counted_pair_rows(
     return decision_rows, code_rows
 
 
-def _stored_rows(
-    conn: Any, cats: list[str], codes: list[str], key: Any, group_join: tuple[Any, Any]
-) -> tuple[list[Any], PairRows, CodeRows, list[str]]:
-    """The unit rows and the annotator pairs of the unfiltered report from the stored rollup
-    (review.labels.agreement_rollup), and the per-group unit rows from the current labels (a
-    group's cases change as cases are edited): two statements. The unit rows are shaped as
-    ``_counted_rows`` shapes them (part 0 from ``agreement_item_values``: per m, its items,
-    per decision the labels and the sum of the squared per-item counts, per reason code the
-    same; part 1 per group and m). Last, the reason codes outside ``codes`` that current
-    labels have (sorted), as ``_unknown_codes`` finds them."""
+def _counted_group_rows(
+    conn: Any, cats: list[str], key: Any, group_join: tuple[Any, Any]
+) -> list[Any]:
+    """The per-group unit rows (part 1) counted from the current labels."""
     n_cats = len(cats)
     # per case: label count m and the count of each decision (no reason code: the groups
     # show decisions only), in one pass over the labels in case order
@@ -432,18 +432,69 @@ def _stored_rows(
     )
     c = item.c
     table, on = group_join
-    group_rows = conn.execute(
-        select(
-            literal(1),
-            key,
-            c.m,
-            func.count(),
-            *[func.sum(c[f"d{j}"]) for j in range(n_cats)],
-            func.sum(sum((c[f"d{j}"] * c[f"d{j}"] for j in range(n_cats)), literal(0))),
+    return list(
+        conn.execute(
+            select(
+                literal(1),
+                key,
+                c.m,
+                func.count(),
+                *[func.sum(c[f"d{j}"]) for j in range(n_cats)],
+                func.sum(sum((c[f"d{j}"] * c[f"d{j}"] for j in range(n_cats)), literal(0))),
+            )
+            .select_from(item.join(table, on == c.case_id))
+            .group_by(key, c.m)
         )
-        .select_from(item.join(table, on == c.case_id))
-        .group_by(key, c.m)
-    ).all()
+    )
+
+
+def _stored_group_rows(conn: Any, cats: list[str], kind: str) -> list[Any]:
+    """The per-group unit rows (part 1, as ``_counted_rows`` shapes them) from the stored
+    figures per slice or category (review.cases.agreement_groups)."""
+    v = AgreementGroupValue
+    per: dict[tuple[str, int], dict[str, tuple[int, int]]] = {}
+    for grp, m, decision, labels, squares in conn.execute(
+        select(v.grp, v.m, v.decision, v.labels, v.squares).where(v.kind == kind)
+    ):
+        per.setdefault((str(grp), int(m)), {})[str(decision)] = (int(labels), int(squares))
+    rows: list[Any] = []
+    for (grp, m), values in sorted(per.items()):
+        known = [values.get(d, (0, 0)) for d in cats]
+        rows.append(
+            (
+                1,
+                grp,
+                m,
+                sum(n for n, _ in values.values()) // m,  # every item with m labels: m decisions
+                *[n for n, _ in known],
+                sum(sq for _, sq in known),
+            )
+        )
+    return rows
+
+
+def _stored_rows(
+    conn: Any,
+    cats: list[str],
+    codes: list[str],
+    key: Any,
+    group_join: tuple[Any, Any],
+    stored_groups: str | None,
+) -> tuple[list[Any], PairRows, CodeRows, list[str]]:
+    """The unit rows and the annotator pairs of the unfiltered report from the stored rollup
+    (review.labels.agreement_rollup), and the per-group unit rows from the current labels (a
+    group's cases change as cases are edited; one more statement). The unit rows are shaped as
+    ``_counted_rows`` shapes them (part 0 from ``agreement_item_values``: per m, its items,
+    per decision the labels and the sum of the squared per-item counts, per reason code the
+    same; part 1 per group and m). Last, the reason codes outside ``codes`` that current
+    labels have (sorted), as ``_unknown_codes`` finds them. With ``stored_groups`` (the kind
+    of group: "slice" or "category") the per-group rows are read from the stored figures
+    too (review.cases.agreement_groups)."""
+    group_rows = (
+        _stored_group_rows(conn, cats, stored_groups)
+        if stored_groups
+        else _counted_group_rows(conn, cats, key, group_join)
+    )
     p, k, v = AgreementPair, AgreementPairCode, AgreementItemValue
     rows = conn.execute(
         union_all(
@@ -642,6 +693,13 @@ def _group_annotators(
     return {str(name): int(n) for name, n in conn.execute(stmt).all()}
 
 
+def _stored_group_annotators(conn: Any, kind: str) -> dict[str, int]:
+    """Per group, the annotators with a label on its cases, from the stored figures."""
+    a = AgreementGroupAnnotator
+    stmt = select(a.grp, func.count()).where(a.kind == kind, a.cases > 0).group_by(a.grp)
+    return {str(name): int(n) for name, n in conn.execute(stmt).all()}
+
+
 def agreement_report_sql(
     engine: Engine,
     decisions: Sequence[str],
@@ -687,17 +745,26 @@ def agreement_report_sql(
         # The unfiltered views read the stored rollup (agreement_rollup) while it stands for
         # exactly the label rows there are (a label written past the labeling service leaves
         # it behind: then everything is counted here)
+        stored_groups: str | None = None
         if scope:
             stored, newest = False, conn.scalar(select(func.max(Label.id)))
         else:
-            n_rows, newest, stamp_rows, stamp_newest = conn.execute(
-                select(func.count(Label.id), func.coalesce(func.max(Label.id), 0), *stamp_columns())
+            n_rows, newest, stamp_rows, stamp_newest, groups_stamp, groups_now = conn.execute(
+                select(
+                    func.count(Label.id),
+                    func.coalesce(func.max(Label.id), 0),
+                    *stamp_columns(),
+                    *agreement_groups.stamp_columns(),
+                )
             ).one()
             stored = (stamp_rows, stamp_newest) == (n_rows, newest)
+            # the figures per group also stand for the cases' slices and categories as they are
+            if stored and groups_stamp == groups_now:
+                stored_groups = "category" if group_by == "category" else "slice"
         packing = _Packing.for_counts(n_codes, int(newest or 0))
         if stored:
             unit_rows, decision_rows, code_rows, unknown = _stored_rows(
-                conn, cats, codes, key, group_join
+                conn, cats, codes, key, group_join, stored_groups
             )
         else:
             unit_rows, pair_rows = _counted_rows(
@@ -746,7 +813,11 @@ def agreement_report_sql(
                 conn.scalar(in_scope(select(func.count(distinct(Label.annotator))), scope)) or 0
             )
         )
-        group_annotators = _group_annotators(conn, dialect, key, group_join, scope)
+        group_annotators = (
+            _stored_group_annotators(conn, stored_groups)
+            if stored_groups
+            else _group_annotators(conn, dialect, key, group_join, scope)
+        )
 
         if not stored:
             decision_rows, code_rows = _counted_pair_rows(
