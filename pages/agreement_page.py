@@ -15,7 +15,7 @@ from review.charts import downloads
 from review.charts.pairs import pairs_heatmap
 from review.core import readable
 from review.core.taxonomy import Taxonomy
-from review.labels import agreement, agreement_sql, annotator_figures, counts, display, labeling
+from review.labels import agreement, agreement_sql, annotator_figures, counts, display
 
 COLUMNS: dict[str, Any] = {
     "annotator_a": st.column_config.TextColumn("annotator A"),
@@ -70,10 +70,11 @@ FLEISS_TEXT = (
 
 @st.cache_data(show_spinner="Computing agreement ...", max_entries=16)
 def _report(
-    url: str, stamp: tuple[int, int], scope: dict[str, Any], group_by: str
+    url: str, stamp: tuple[int, ...], scope: dict[str, Any], group_by: str
 ) -> agreement.AgreementReport | None:
-    """Computed in the database from aggregates (never every label in memory); cached on the
-    labels' stamp and the filters: a new label recomputes, widget changes reuse it."""
+    """Computed in the database from aggregates (never every label in memory); cached on a
+    stamp of the labels and the cases' edits (a case moved to another slice or category
+    moves the group table) and the filters: widget changes reuse it."""
     tax = ui.tax()
     return agreement_sql.agreement_report_sql(
         ui.engine(), list(tax.decisions), list(tax.reason_codes), group_by=group_by, **scope
@@ -238,7 +239,7 @@ def main() -> None:
     ui.actor()
     tax = ui.tax()
     st.title("Agreement")
-    stamp = labeling.labels_stamp(engine)
+    stamp = counts.stamp(engine)  # label rows first
     if stamp[0] == 0:
         st.info(
             "No labels yet: agreement appears once at least two annotators label the same "
@@ -246,8 +247,7 @@ def main() -> None:
         )
         return
     url = engine.url.render_as_string(hide_password=True)
-    wide_stamp = counts.stamp(engine)
-    scope, group_by = filters(tax, _choices(url, wide_stamp))
+    scope, group_by = filters(tax, _choices(url, stamp))
     report = _report(url, stamp, scope, group_by)
     if report is None:
         st.info("No labels in this group.")
@@ -259,7 +259,7 @@ def main() -> None:
         key="agr_per_annotator",
         help="Counted on request on a large label set: they take a pass over every label.",
     ):
-        show_annotators(_annotators(url, wide_stamp, scope), names, scope)
+        show_annotators(_annotators(url, stamp, scope), names, scope)
 
 
 if __name__ == "__main__":

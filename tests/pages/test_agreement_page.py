@@ -17,11 +17,14 @@ from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import AppTest
 
 from review.admin import users
+from review.cases import cases
 from review.core.taxonomy import Taxonomy
 from review.labels import labeling
-from review.labels.agreement import fleiss_sums
+from review.labels.agreement import agreement_report, fleiss_sums
 from review.labels.annotator_figures import annotator_figures
 from review.labels.fleiss import ALL_PAIRABLE, fleiss_from_sums
+from storage.db import read_session
+from storage.models import Case
 from tests.helpers.actors import make_actor
 from tests.helpers.label_imports import import_records, records_for
 from tests.helpers.pages import (
@@ -33,6 +36,7 @@ from tests.helpers.pages import (
     page_app,
     readable,
 )
+from tests.helpers.transact import write
 
 EVIL = "http://evil.example"
 HOSTILE_NAME = f'=HYPERLINK("{EVIL}","x") ![face]({EVIL}/face.png) <b>Mallory</b>'
@@ -199,3 +203,46 @@ def test_on_a_large_label_set_the_per_annotator_figures_wait_for_a_request(
     at.toggle(key="agr_per_annotator").set_value(True).run()
     no_exception(at)
     assert any("kappa_vs_reference" in f.columns for f in frames(at))
+
+
+def test_a_case_moved_to_another_slice_moves_the_group_table_on_the_next_run(
+    demo_url: str, demo_engine: Engine, tax: Taxonomy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = page_app(demo_url, monkeypatch, "pages/agreement_page.py", RAVI).run()
+    no_exception(at)
+    before = next(f for f in frames(at) if "fleiss kappa" in f.columns).set_index("group")
+    # a case labelled by two annotators, in a slice, leaves it for a slice it was not in
+    labelled = labeling.labels_frame(demo_engine)
+    per_case = labelled.groupby("case_id")["annotator"].nunique()
+    with read_session(demo_engine) as s:
+        row = next(
+            r
+            for r in s.scalars(
+                cases.case_query().where(
+                    Case.id.in_([int(c) for c in per_case[per_case >= 2].index])
+                )
+            )
+            if r.slices
+        )
+        case_id, version, record = row.id, row.version, cases.to_record(row)
+    left = record["slices"][0]
+    joined = sorted(set(tax.slices) - set(record["slices"]))[0]
+    edit = cases.CaseIn.model_validate({**record, "slices": [joined], "notes": "moved"})
+    admin = make_actor("admin", "admin@brightwave.example", clearance=True, uid=1)
+    write(demo_engine, cases.update_case, admin, case_id, version, edit, tax)
+    at.run()
+    no_exception(at)
+    after = next(f for f in frames(at) if "fleiss kappa" in f.columns).set_index("group")
+    report = agreement_report(
+        labeling.labels_frame(demo_engine), list(tax.decisions), list(tax.reason_codes)
+    )
+    assert report is not None
+    want = report.groups
+    want["group"] = [tax.slices[g].label for g in want["group"]]  # the page shows labels
+    want = want.set_index("group")
+    left, joined = tax.slices[left].label, tax.slices[joined].label
+    assert after.loc[left, "items"] == before.loc[left, "items"] - 1
+    assert after.loc[joined, "items"] == before.loc[joined, "items"] + 1
+    assert list(after.index) == list(want.index)
+    assert list(after["items"]) == list(want["items"])
+    assert list(after["annotators"]) == list(want["annotators"])
