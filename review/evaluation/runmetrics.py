@@ -47,6 +47,7 @@ never 0 or 1. :func:`state_recall` gives the recall of each exact decision state
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import altair as alt
 import numpy as np
@@ -141,7 +142,12 @@ def contributions(df: pd.DataFrame, *, partial_allowed: bool = False) -> pd.Data
         np.array(
             [
                 rc is not None and rc == rc and rc in (g or [])
-                for rc, g in zip(df["reason_code"], df["gold_reasons"], strict=True)
+                for rc, g in zip(
+                    # object arrays: iterating an Arrow string column makes a scalar per value
+                    df["reason_code"].to_numpy(dtype=object, na_value=None),
+                    df["gold_reasons"].to_numpy(dtype=object),
+                    strict=True,
+                )
             ],
             dtype=bool,
         )
@@ -151,39 +157,40 @@ def contributions(df: pd.DataFrame, *, partial_allowed: bool = False) -> pd.Data
     not_refused = decision == "answer"
     if partial_allowed:
         not_refused = not_refused | (decision == "partial")
-    out = pd.DataFrame(index=df.index)
-    out["abstention_recall_k"] = ok & (gold == "abstain") & (decision == "abstain")
-    out["abstention_recall_n"] = ok & (gold == "abstain")
-    out["non_answer_recall_k"] = gold_non_answer & non_answer
-    out["non_answer_recall_n"] = gold_non_answer
-    out["false_refusal_rate_k"] = gold_answer & ~not_refused
-    out["false_refusal_rate_n"] = gold_answer
-    out["decision_accuracy_k"] = ok & (decision == gold)
-    out["decision_accuracy_n"] = ok
-    out["unsupported_answer_rate_k"] = needs_abstention & beyond
-    out["unsupported_answer_rate_n"] = needs_abstention
-    out["supported_answer_rate_k"] = gold_answer & answer_ok
-    out["supported_answer_rate_n"] = gold_answer
-    out["reason_code_accuracy_k"] = non_answer & reason_ok
-    out["reason_code_accuracy_n"] = non_answer
-    out["citation_validity_k"] = answered & _column(df, "citations_support", False).astype(bool)
-    out["citation_validity_n"] = answered
+    # one frame from a dict of columns: a column set at a time costs ~4 ms each
+    cols: dict[str, Any] = {}
+    cols["abstention_recall_k"] = ok & (gold == "abstain") & (decision == "abstain")
+    cols["abstention_recall_n"] = ok & (gold == "abstain")
+    cols["non_answer_recall_k"] = gold_non_answer & non_answer
+    cols["non_answer_recall_n"] = gold_non_answer
+    cols["false_refusal_rate_k"] = gold_answer & ~not_refused
+    cols["false_refusal_rate_n"] = gold_answer
+    cols["decision_accuracy_k"] = ok & (decision == gold)
+    cols["decision_accuracy_n"] = ok
+    cols["unsupported_answer_rate_k"] = needs_abstention & beyond
+    cols["unsupported_answer_rate_n"] = needs_abstention
+    cols["supported_answer_rate_k"] = gold_answer & answer_ok
+    cols["supported_answer_rate_n"] = gold_answer
+    cols["reason_code_accuracy_k"] = non_answer & reason_ok
+    cols["reason_code_accuracy_n"] = non_answer
+    cols["citation_validity_k"] = answered & _column(df, "citations_support", False).astype(bool)
+    cols["citation_validity_n"] = answered
     expected_key = _column(df, "expected_message", None)
     used_key = _column(df, "message_key", None)
     worded = non_answer & (decision == gold) & expected_key.notna()
-    out["wording_key_match_k"] = worded & (used_key == expected_key)
-    out["wording_key_match_n"] = worded
-    out["refusals_citing_distractor_k"] = non_answer & _column(
+    cols["wording_key_match_k"] = worded & (used_key == expected_key)
+    cols["wording_key_match_n"] = worded
+    cols["refusals_citing_distractor_k"] = non_answer & _column(
         df, "refusal_cites_distractor", False
     ).astype(bool)
-    out["refusals_citing_distractor_n"] = non_answer
-    out["answers_contradicting_claim_k"] = answered & _column(
+    cols["refusals_citing_distractor_n"] = non_answer
+    cols["answers_contradicting_claim_k"] = answered & _column(
         df, "contradicts_claim", False
     ).astype(bool)
-    out["answers_contradicting_claim_n"] = answered
-    out["crag"] = np.where(answered, np.where(answer_ok, 1.0, -1.0), np.where(claimed, -1.0, 0.0))
-    out["crag_n"] = ok
-    return out
+    cols["answers_contradicting_claim_n"] = answered
+    cols["crag"] = np.where(answered, np.where(answer_ok, 1.0, -1.0), np.where(claimed, -1.0, 0.0))
+    cols["crag_n"] = ok
+    return pd.DataFrame(cols, index=df.index)
 
 
 def state_recall(df: pd.DataFrame, decisions: list[str]) -> pd.DataFrame:
