@@ -145,7 +145,9 @@ class Case(Base):
         Index("ix_cases_status_family", "status", "family_id"),
         # and the Label queue's filters (review.cases.choices; migration 0037)
         Index("ix_cases_status_category", "status", "category"),
-        Index("ix_cases_status_split", "status", "split"),
+        # with the id and key: the release gate's scope (splits.scope_pairs) is read from it
+        # alone (migration 0040)
+        Index("ix_cases_status_split", "status", "split", "id", "key"),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
