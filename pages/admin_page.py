@@ -205,11 +205,20 @@ REBUILDS = (
         "step; run it after writing traces into the database by other means "
         "(workbench rebuild-rollup).",
     ),
+    (
+        "admin_rebuild_agreement",
+        "agreement_rebuild",
+        "Rebuild the agreement figures",
+        "Recounts the Agreement page's stored figures from the labels and the cases. Labeling "
+        "and case edits keep them in step; run it after writing labels, slices or categories "
+        "into the database by other means, or the page counts from every label "
+        "(workbench labels rebuild-agreement).",
+    ),
 )
 
 
 def maintenance_section(engine: Engine, actor: Actor) -> None:
-    """The two rebuilds, each a background job (minutes on millions of traces): its
+    """The three rebuilds, each a background job (minutes on millions of traces): its
     progress, Cancel and outcome are said under its button."""
     st.subheader("Maintenance")
     for control, kind, label, caption in REBUILDS:

@@ -235,6 +235,9 @@ NO_ACTOR: dict[str, str] = {
     "cli.tracecli.purge_cmd": "command line, acting as the CLI admin",
     "cli.tracecli.rebuild_rollup_cmd": "command line, acting as the CLI admin",
     "traces.rollup.rebuild": "recomputes the monitoring rollup from stored traces (derived data)",
+    "cli.labelscli.rebuild_agreement_cmd": "command line, acting as the CLI admin",
+    "labels.agreement_rollup.rebuild_everything": "recomputes the Agreement page's stored "
+    "figures from the stored labels and cases (derived data)",
     "cli.tracecli.recompute_restricted_cmd": "command line, acting as the CLI admin",
     "traces.restricted.recompute_all": "recomputes the restricted flags from the stored traces "
     "and the corpus with the one rule (derived data; it never changes a person's mark)",

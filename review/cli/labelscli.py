@@ -1,5 +1,6 @@
 """The ``workbench labels`` group: cases out to Label Studio or Argilla for labeling, and their
-labels back (``labels export``, ``labels import``, ``labels imports``).
+labels back (``labels export``, ``labels import``, ``labels imports``); and the recount of the
+Agreement page's stored figures (``labels rebuild-agreement``).
 
 ``review.cli.main`` registers the group with ``main.add_command(...)``. Like the other commands
 it works on ``WORKBENCH_DATABASE_URL`` as the command-line user (an administrator with
@@ -19,7 +20,7 @@ from review.cli.common import WorkbenchCommand, WorkbenchSubgroup, cli_actor, op
 from review.core import readable
 from review.core.errors import InputError
 from review.core.taxonomy import load_taxonomy
-from review.labels import imports, tools
+from review.labels import agreement_rollup, imports, tools
 from review.labels.external import TOOLS, ExternalLabel, Skipped
 
 __all__ = ["labels_group"]
@@ -123,6 +124,18 @@ def import_cmd(file: Path, tool: str, pairs: tuple[str, ...], users_file: Path |
         ),
     )
     click.echo(imports.summary(report, tools.NAMES[tool]))
+
+
+@labels_group.command("rebuild-agreement", cls=WorkbenchCommand)
+def rebuild_agreement_cmd() -> None:
+    """Recount the Agreement page's stored figures from the labels and the cases.
+
+    The labeling and case services keep them in step; until this runs after labels, slices
+    or categories were written into the database by other means (a bulk SQL load, a restore
+    of a partial dump), the page counts from the labels (slower at millions of labels).
+    """
+    n = agreement_rollup.rebuild_everything(open_engine())
+    click.echo(f"agreement figures rebuilt from {readable.count(n, 'label')}")
 
 
 @labels_group.command("imports", cls=WorkbenchCommand)

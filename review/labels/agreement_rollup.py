@@ -31,14 +31,14 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
 
-from sqlalchemy import bindparam, case, delete, func, insert, select
+from sqlalchemy import Engine, bindparam, case, delete, func, insert, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from review.cases import agreement_groups
 from review.cases.agreed import current_label_filter
 from review.cases.agreement_groups import GroupCounts
-from storage.db import plain_rows
+from storage.db import plain_rows, run_write
 from storage.models import (
     AgreementItemValue,
     AgreementPair,
@@ -50,6 +50,7 @@ from storage.models import (
 __all__ = [
     "RollupCounts",
     "case_counts",
+    "rebuild_everything",
     "rebuild_rollup",
     "reference_counts",
     "refresh_rollup",
@@ -286,6 +287,19 @@ def rebuild_rollup(s: Session) -> int:
         s.add(AgreementRollupStamp(id=1, labels=int(n), newest_label_id=int(newest)))
         s.flush()
     return len(counts.pairs)
+
+
+def rebuild_everything(engine: Engine) -> int:
+    """:func:`rebuild_rollup` in a write transaction of its own (the rollup and the figures per
+    slice and category together): what an admin runs after labels or cases were written past
+    the services (a bulk load, a restore of a partial dump). Returns the label rows the
+    figures now stand for."""
+
+    def work(s: Session) -> int:
+        rebuild_rollup(s)
+        return int(s.scalar(select(func.count(Label.id))) or 0)
+
+    return run_write(engine, work)
 
 
 def refresh_rollup_cases(
