@@ -389,6 +389,16 @@ def _scope_pairs(in_scope: pd.DataFrame) -> pd.DataFrame:
     return long.explode("slices").rename(columns={"slices": "slice"})
 
 
+def _texts(column: pd.Series) -> Any:
+    """``column`` as an object array of str: as it is when it already holds only str (the
+    scope's keys and slices do; converting them to pandas' text type and back cost 0.05 s at
+    177,000 rows), else each value made a str."""
+    raw = column.to_numpy(dtype=object)
+    if pd.api.types.infer_dtype(raw, skipna=False) == "string":
+        return raw
+    return column.astype(str).to_numpy(dtype=object)
+
+
 def _scope_coverage(
     in_scope: pd.DataFrame,
     answered_keys: Any,
@@ -400,12 +410,12 @@ def _scope_coverage(
     (``missing_in``). Vectorised: a split of 380,000 cases counted row by row took 0.9 s."""
     pairs = _scope_pairs(in_scope)
     # every key and slice as a small integer (its position among the distinct ones)
-    key_of, keys = pd.factorize(pairs["key"].astype(str).to_numpy(dtype=object))
+    key_of, keys = pd.factorize(_texts(pairs["key"]))
     ok = isin_text(keys, answered_keys)
     missing_keys = sorted(keys[~ok].tolist())  # (str already)
     sliced = pairs["slice"].notna().to_numpy()
     if sliced.any():
-        slice_of, names = pd.factorize(pairs["slice"][sliced].astype(str).to_numpy(dtype=object))
+        slice_of, names = pd.factorize(_texts(pairs["slice"][sliced]))
         # the distinct (slice, key) pairs, as one integer each
         both = np.unique(slice_of.astype(np.int64) * len(keys) + key_of[sliced])
         in_slice, key = np.divmod(both, len(keys))
