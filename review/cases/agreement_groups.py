@@ -35,11 +35,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from sqlalchemy import bindparam, delete, func, insert, literal, select, union_all, update
+from sqlalchemy import delete, func, insert, literal, select, union_all, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from review.cases.agreed import current_label_filter
+from storage.counted import move_counts
 from storage.db import plain_rows
 from storage.inlists import one_of
 from storage.models import (
@@ -194,42 +195,15 @@ _TABLES: Final = (
 
 
 def move(s: Session, before: GroupCounts, after: GroupCounts) -> None:
-    """Add ``after - before`` to the stored rows (keys in order, so that two writers lock shared
-    rows in the same order), then drop the touched rows that fell to 0."""
-    dialect = s.get_bind().dialect.name
-    maker: Any = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    for (model, keys, counts), old_counts, new_counts in zip(
+    """Add ``after - before`` to the stored rows (storage.counted: in key order, so that two
+    writers lock shared rows in the same order; rows that fell to 0 dropped)."""
+    for (model, keys, counts), old, new in zip(
         _TABLES,
         (before.values, before.annotators),
         (after.values, after.annotators),
         strict=True,
     ):
-        rows = []
-        for key in sorted(set(old_counts) | set(new_counts)):
-            old = old_counts.get(key, (0,) * len(counts))
-            new = new_counts.get(key, (0,) * len(counts))
-            if old != new:
-                rows.append((key, tuple(n - o for n, o in zip(new, old, strict=True))))
-        if not rows:
-            continue
-        stmt = maker(model)
-        stmt = stmt.on_conflict_do_update(
-            index_elements=list(keys),
-            set_={c: getattr(model, c) + stmt.excluded[c] for c in counts},
-        )
-        s.execute(
-            stmt,
-            [
-                {**dict(zip(keys, key, strict=True)), **dict(zip(counts, deltas, strict=True))}
-                for key, deltas in rows
-            ],
-        )
-        gone = delete(model).where(
-            *[getattr(model, c) == bindparam(f"key_{c}") for c in keys],
-            *[getattr(model, c) == 0 for c in counts],
-        )
-        params = [{f"key_{c}": x for c, x in zip(keys, key, strict=True)} for key, _ in rows]
-        s.connection().execute(gone, params)  # executemany (the ORM has no bulk DELETE)
+        move_counts(s, model, keys, counts, old, new)
 
 
 def hold(s: Session) -> int:

@@ -31,13 +31,14 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
 
-from sqlalchemy import Engine, bindparam, case, delete, func, insert, select
+from sqlalchemy import Engine, case, delete, func, insert, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from review.cases import agreement_groups
 from review.cases.agreed import current_label_filter
 from review.cases.agreement_groups import GroupCounts
+from storage.counted import move_counts
 from storage.db import plain_rows, run_write
 from storage.models import (
     AgreementItemValue,
@@ -204,43 +205,10 @@ def stamp_columns() -> tuple[Any, Any]:
     )
 
 
-def _upsert(s: Session, t: _Table, rows: list[tuple[Key, tuple[int, ...]]]) -> None:
-    """Add each row's deltas to the counts of its key (inserted when missing): one statement,
-    executed for every row."""
-    dialect = s.get_bind().dialect.name
-    maker: Any = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    stmt = maker(t.model)
-    stmt = stmt.on_conflict_do_update(
-        index_elements=list(t.keys),
-        set_={c: getattr(t.model, c) + stmt.excluded[c] for c in t.counts},
-    )
-    s.execute(
-        stmt,
-        [
-            {**dict(zip(t.keys, key, strict=True)), **dict(zip(t.counts, deltas, strict=True))}
-            for key, deltas in rows
-        ],
-    )
-
-
 def _move(s: Session, t: _Table, before: Counts, after: Counts) -> None:
-    """Add ``after - before`` to the stored rows of ``t`` (keys in order, so that two writers
-    lock shared rows in the same order), then drop the touched rows that fell to 0."""
-    rows = []
-    for key in sorted(set(before) | set(after)):
-        old = before.get(key, (0,) * len(t.counts))
-        new = after.get(key, (0,) * len(t.counts))
-        if old != new:
-            rows.append((key, tuple(n - o for n, o in zip(new, old, strict=True))))
-    if not rows:
-        return
-    _upsert(s, t, rows)
-    gone = delete(t.model).where(
-        *[getattr(t.model, c) == bindparam(f"key_{c}") for c in t.keys],
-        *[getattr(t.model, c) == 0 for c in t.counts],
-    )
-    keys = [{f"key_{c}": v for c, v in zip(t.keys, key, strict=True)} for key, _ in rows]
-    s.connection().execute(gone, keys)  # executemany (the ORM has no bulk DELETE)
+    """Add ``after - before`` to the stored rows of ``t`` (storage.counted: keys in order, so
+    that two writers lock shared rows in the same order; rows that fell to 0 dropped)."""
+    move_counts(s, t.model, t.keys, t.counts, before, after)
 
 
 def refresh_rollup(s: Session, case_id: int, before: RollupCounts, new_label_id: int) -> None:

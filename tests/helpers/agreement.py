@@ -1,8 +1,14 @@
-"""Comparing two agreement reports (the SQL one and the pandas reference)."""
+"""Comparing two agreement reports (the SQL one and the pandas reference), and the SQL
+statements a report sends."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
 import pandas as pd
+from sqlalchemy import Engine, event
 
 from review.labels.agreement import AgreementReport
 
@@ -26,3 +32,18 @@ def assert_same(got: AgreementReport | None, ref: AgreementReport | None, what: 
             atol=1e-14,
             obj=f"{what}: {name}",
         )
+
+
+@contextmanager
+def sent_statements(engine: Engine) -> Iterator[list[str]]:
+    """Every SQL statement sent on ``engine`` while open, in order."""
+    seen: list[str] = []
+
+    def record(*args: Any) -> None:
+        seen.append(args[2])
+
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        event.remove(engine, "before_cursor_execute", record)

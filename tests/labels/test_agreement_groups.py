@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from alembic import command
-from sqlalchemy import Engine, delete, event, insert, select, update
+from sqlalchemy import Engine, delete, insert, select, update
 
 from review.cases import agreement_groups, cases
 from review.cases.agreement_groups import GroupCounts
@@ -32,7 +32,7 @@ from review.labels.agreement_sql import agreement_report_sql
 from storage.db import alembic_config, make_engine, migrate, read_session, write_session
 from storage.models import Case, CaseSlice, Counter
 from tests.helpers.actors import make_actor
-from tests.helpers.agreement import assert_same
+from tests.helpers.agreement import assert_same, sent_statements
 from tests.helpers.corpus import GOOD
 from tests.helpers.transact import write
 
@@ -84,14 +84,8 @@ def assert_in_step(engine: Engine) -> GroupCounts:
 
 @pytest.fixture
 def statements(any_engine: Engine) -> Iterator[list[str]]:
-    seen: list[str] = []
-
-    def record(*args: Any) -> None:
-        seen.append(args[2])
-
-    event.listen(any_engine, "before_cursor_execute", record)
-    yield seen
-    event.remove(any_engine, "before_cursor_execute", record)
+    with sent_statements(any_engine) as seen:
+        yield seen
 
 
 def read_groups(seen: list[str]) -> bool:

@@ -11,11 +11,10 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from alembic import command
-from sqlalchemy import Engine, event
+from sqlalchemy import Engine
 
 from review.core.taxonomy import Taxonomy
 from review.labels import labeling
@@ -30,7 +29,7 @@ from review.labels.agreement_sql import agreement_report_sql
 from storage.db import alembic_config, read_session, write_session
 from storage.models import AgreementRollupStamp
 from tests.helpers.actors import make_actor
-from tests.helpers.agreement import assert_same
+from tests.helpers.agreement import assert_same, sent_statements
 from tests.helpers.labeling import add_cases, insert_labels_past_service
 
 ANNOTATORS = [
@@ -95,14 +94,8 @@ def random_history(
 
 @pytest.fixture
 def statements(any_engine: Engine) -> Iterator[list[str]]:
-    seen: list[str] = []
-
-    def record(*args: Any) -> None:
-        seen.append(args[2])
-
-    event.listen(any_engine, "before_cursor_execute", record)
-    yield seen
-    event.remove(any_engine, "before_cursor_execute", record)
+    with sent_statements(any_engine) as seen:
+        yield seen
 
 
 def read_rollup(seen: list[str]) -> bool:
