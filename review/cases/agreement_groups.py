@@ -133,11 +133,17 @@ def _current_labels() -> Any:
     return select(Label.case_id, Label.annotator, Label.decision).where(current_label_filter())
 
 
+def _group_selects() -> tuple[tuple[Any, Any], ...]:
+    """The groups of the cases, (case id, kind, name) rows, as (select, its case id column):
+    one row per slice of a case and one for its category."""
+    return (
+        (select(CaseSlice.case_id, literal("slice"), CaseSlice.slice), CaseSlice.case_id),
+        (select(Case.id, literal("category"), Case.category), Case.id),
+    )
+
+
 def _groups() -> Any:
-    return union_all(
-        select(CaseSlice.case_id, literal("slice"), CaseSlice.slice),
-        select(Case.id, literal("category"), Case.category),
-    ).subquery()
+    return union_all(*(stmt for stmt, _ in _group_selects())).subquery()
 
 
 def case_counts(s: Session, case_ids: Iterable[int]) -> GroupCounts:
@@ -150,18 +156,8 @@ def case_counts(s: Session, case_ids: Iterable[int]) -> GroupCounts:
     for lo in range(0, len(ids), _CHUNK):
         part = ids[lo : lo + _CHUNK]
         label_rows.extend(s.execute(_current_labels().where(one_of(s, Label.case_id, part))))
-        group_rows.extend(
-            s.execute(
-                select(CaseSlice.case_id, literal("slice"), CaseSlice.slice).where(
-                    one_of(s, CaseSlice.case_id, part)
-                )
-            )
-        )
-        group_rows.extend(
-            s.execute(
-                select(Case.id, literal("category"), Case.category).where(one_of(s, Case.id, part))
-            )
-        )
+        for stmt, case_id in _group_selects():  # each filtered by its own indexed column
+            group_rows.extend(s.execute(stmt.where(one_of(s, case_id, part))))
     return _count(label_rows, group_rows)
 
 

@@ -20,7 +20,10 @@ written, :func:`refresh_rollup` after): the case's counts after minus its counts
 added to the stored rows. ``agreement_rollup_stamp`` holds the number of label rows and the
 newest label id the tables stand for; a reader uses them only while these equal the labels
 table's (:func:`stamp_columns`), so a label written past the service (a bulk load) makes
-readers count from the labels until :func:`rebuild_rollup` runs."""
+readers count from the labels until :func:`rebuild_rollup` runs.
+
+The same cases' figures per slice and per category (review.cases.agreement_groups) move with
+these tables in the same transaction, and :func:`rebuild_rollup` recomputes them too."""
 
 from __future__ import annotations
 
