@@ -2,19 +2,11 @@
 read a few thousand rows instead of grouping every current label by case and joining it to the
 other current labels of its case (issue 18).
 
-The rule (:func:`reference_counts`), over the current labels (the newest row of each case and
-annotator), case by case; for a case with m current labels:
+The rule, over the current labels case by case, is review.cases.agreement_counts' (there,
+below the case service, because an edit of a case's slices or category moves counts too; its
+``case_counts``, ``reference_counts`` and ``stored_counts`` are used from here).
 
-* ``agreement_pairs``: for every two annotators a < b (code-point order, as Python sorts
-  strings) on the case, one case for (a, b, a's decision, b's decision);
-* ``agreement_pair_codes``: for those two and every reason code on either label (a label has a
-  code when its list holds it), one case in ``both`` when both labels have it, in ``in_a`` when
-  a's has it, in ``in_b`` when b's has it;
-* ``agreement_item_values``: for every decision and every reason code on the case's labels,
-  with n the number of its labels with that value, n added to ``labels`` and n * n to
-  ``squares`` of (m, "decision" or "code", value).
-
-Rows whose counts are all 0 are not stored. The labeling service keeps the tables in step in
+The labeling service keeps the tables in step in
 the transaction that adds a label, under the case lock (:func:`case_counts` before the label is
 written, :func:`refresh_rollup` after): the case's counts after minus its counts before are
 added to the stored rows. ``agreement_rollup_stamp`` holds the number of label rows and the
@@ -27,29 +19,23 @@ these tables in the same transaction, and :func:`rebuild_rollup` recomputes them
 
 from __future__ import annotations
 
-import json
-from collections import Counter
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from itertools import combinations
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import Engine, case, delete, func, insert, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from review.cases import agreement_groups
-from review.cases.agreed import current_label_filter
-from review.cases.agreement_groups import GroupCounts
-from storage.counted import move_counts
-from storage.db import plain_rows, run_write
-from storage.models import (
-    AgreementItemValue,
-    AgreementPair,
-    AgreementPairCode,
-    AgreementRollupStamp,
-    Label,
+from review.cases import agreement_counts, agreement_groups
+from review.cases.agreement_counts import (
+    TABLES,
+    RollupCounts,
+    case_counts,
+    reference_counts,
+    stored_counts,
 )
+from storage.db import run_write
+from storage.models import AgreementRollupStamp, Label
 
 __all__ = [
     "RollupCounts",
@@ -62,139 +48,6 @@ __all__ = [
     "stored_counts",
 ]
 
-#: case ids per statement when reading the labels of a set of cases
-_CHUNK = 500
-
-Key = tuple[Any, ...]
-Counts = dict[Key, tuple[int, ...]]
-
-
-@dataclass(frozen=True)
-class _Table:
-    model: Any
-    keys: tuple[str, ...]
-    counts: tuple[str, ...]
-
-
-_PAIRS = _Table(
-    AgreementPair, ("annotator_a", "annotator_b", "decision_a", "decision_b"), ("cases",)
-)
-_PAIR_CODES = _Table(
-    AgreementPairCode, ("annotator_a", "annotator_b", "code"), ("both", "in_a", "in_b")
-)
-_ITEM_VALUES = _Table(AgreementItemValue, ("m", "field", "value"), ("labels", "squares"))
-
-
-def _add(counts: Counts, key: Key, values: tuple[int, ...]) -> None:
-    old = counts.get(key)
-    counts[key] = values if old is None else tuple(x + y for x, y in zip(old, values, strict=True))
-
-
-@dataclass
-class RollupCounts:
-    """The three tables' counts of some cases, per table a dict key -> counts (in the
-    tables' column order)."""
-
-    pairs: Counts = field(default_factory=dict)
-    pair_codes: Counts = field(default_factory=dict)
-    item_values: Counts = field(default_factory=dict)
-    #: the same cases' figures per slice and category (review.cases.agreement_groups)
-    groups: GroupCounts = field(default_factory=GroupCounts)
-
-    def add_case(self, labels: Sequence[tuple[str, str, frozenset[str]]]) -> None:
-        """Count one case's current labels (annotator, decision, codes)."""
-        for (a, da, ca), (b, db, cb) in combinations(sorted(labels), 2):
-            _add(self.pairs, (a, b, da, db), (1,))
-            for code in ca | cb:
-                _add(
-                    self.pair_codes,
-                    (a, b, code),
-                    (int(code in ca and code in cb), int(code in ca), int(code in cb)),
-                )
-        m = len(labels)
-        decisions = Counter(d for _, d, _ in labels)
-        codes = Counter(code for _, _, cs in labels for code in cs)
-        for kind, per_value in (("decision", decisions), ("code", codes)):
-            for value, n in per_value.items():
-                _add(self.item_values, (m, kind, value), (n, n * n))
-
-    def table(self, t: _Table) -> Counts:
-        return {_PAIRS: self.pairs, _PAIR_CODES: self.pair_codes, _ITEM_VALUES: self.item_values}[t]
-
-    def nonzero(self) -> RollupCounts:
-        """The same counts without the keys whose counts are all 0 (as stored)."""
-        pairs, pair_codes, item_values = (
-            {k: v for k, v in t.items() if any(v)} for t in self._all()
-        )
-        return RollupCounts(pairs, pair_codes, item_values, self.groups.nonzero())
-
-    def _all(self) -> tuple[Counts, Counts, Counts]:
-        return self.pairs, self.pair_codes, self.item_values
-
-
-def _codes(value: Any) -> frozenset[str]:
-    """A label's reason codes as a set of strings, from the JSON column (a list, or its text
-    where the driver hands JSON back raw)."""
-    if isinstance(value, str):
-        value = json.loads(value)
-    return frozenset(str(x) for x in (value or []))
-
-
-def _count(rows: Iterable[Sequence[Any]]) -> RollupCounts:
-    """The counts from current-label rows (case_id, annotator, decision, reason codes)."""
-    by_case: dict[int, list[tuple[str, str, frozenset[str]]]] = {}
-    for case_id, annotator, decision, codes in rows:
-        by_case.setdefault(int(case_id), []).append((str(annotator), str(decision), _codes(codes)))
-    out = RollupCounts()
-    for labels in by_case.values():
-        out.add_case(labels)
-    return out
-
-
-def _current_labels() -> Any:
-    return select(Label.case_id, Label.annotator, Label.decision, Label.reason_codes).where(
-        current_label_filter()
-    )
-
-
-def case_counts(s: Session, case_ids: Iterable[int]) -> RollupCounts:
-    """The rule over the current labels of ``case_ids`` (read in the caller's transaction)."""
-    ids = sorted(set(case_ids))
-    s.flush()
-    rows: list[Sequence[Any]] = []
-    for lo in range(0, len(ids), _CHUNK):
-        part = ids[lo : lo + _CHUNK]
-        rows.extend(s.execute(_current_labels().where(Label.case_id.in_(part))).all())
-    out = _count(rows)
-    out.groups = agreement_groups.case_counts(s, ids)
-    return out
-
-
-def reference_counts(s: Session) -> RollupCounts:
-    """The rule over every current label: what the stored tables must hold."""
-    s.flush()
-    out = _count(plain_rows(s, _current_labels()))
-    out.groups = agreement_groups.reference_counts(s)
-    return out
-
-
-def stored_counts(s: Session) -> RollupCounts:
-    """The stored tables, as counts."""
-    out = RollupCounts()
-    for t in (_PAIRS, _PAIR_CODES, _ITEM_VALUES):
-        columns = [getattr(t.model, c) for c in (*t.keys, *t.counts)]
-        k = len(t.keys)
-        out.table(t).update(
-            {
-                tuple(int(x) if c == "m" else str(x) for c, x in zip(t.keys, r[:k], strict=True)): (
-                    tuple(int(x) for x in r[k:])
-                )
-                for r in s.execute(select(*columns))
-            }
-        )
-    out.groups = agreement_groups.stored_counts(s)
-    return out
-
 
 def stamp_columns() -> tuple[Any, Any]:
     """SQL: the label rows the rollup stands for and their newest id (0 and 0 without a stamp
@@ -206,12 +59,6 @@ def stamp_columns() -> tuple[Any, Any]:
         func.coalesce(select(AgreementRollupStamp.labels).where(one).scalar_subquery(), 0),
         func.coalesce(select(AgreementRollupStamp.newest_label_id).where(one).scalar_subquery(), 0),
     )
-
-
-def _move(s: Session, t: _Table, before: Counts, after: Counts) -> None:
-    """Add ``after - before`` to the stored rows of ``t`` (storage.counted: keys in order, so
-    that two writers lock shared rows in the same order; rows that fell to 0 dropped)."""
-    move_counts(s, t.model, t.keys, t.counts, before, after)
 
 
 def refresh_rollup(s: Session, case_id: int, before: RollupCounts, new_label_id: int) -> None:
@@ -234,9 +81,7 @@ def refresh_rollup(s: Session, case_id: int, before: RollupCounts, new_label_id:
         },
     )
     s.execute(stamp)
-    for t in (_PAIRS, _PAIR_CODES, _ITEM_VALUES):
-        _move(s, t, before.table(t), after.table(t))
-    agreement_groups.move(s, before.groups, after.groups)
+    agreement_counts.move(s, before, after)
 
 
 def rebuild_rollup(s: Session) -> int:
@@ -244,7 +89,7 @@ def rebuild_rollup(s: Session) -> int:
     load of labels that did not go through the labeling service); returns the pair rows."""
     counts = reference_counts(s).nonzero()
     s.execute(delete(AgreementRollupStamp))
-    for t in (_PAIRS, _PAIR_CODES, _ITEM_VALUES):
+    for t in TABLES:
         s.execute(delete(t.model))
         rows = [
             {**dict(zip(t.keys, k, strict=True)), **dict(zip(t.counts, v, strict=True))}
@@ -297,6 +142,4 @@ def refresh_rollup_cases(
         },
     )
     s.execute(stamp)
-    for t in (_PAIRS, _PAIR_CODES, _ITEM_VALUES):
-        _move(s, t, before.table(t), after.table(t))
-    agreement_groups.move(s, before.groups, after.groups)
+    agreement_counts.move(s, before, after)
