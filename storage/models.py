@@ -361,14 +361,17 @@ class CaseAgreed(Base):
 
 
 class AgreementPair(Base):
-    """The annotator-pair rollup of the Agreement page (review.labels.agreement_rollup): on how
-    many cases both annotators have a current label, annotator_a's saying ``decision_a`` and
-    annotator_b's ``decision_b`` (annotator_a < annotator_b in code-point order). Kept in step
+    """The annotator-pair rollup of the Agreement page (review.labels.agreement_rollup), per
+    scope (``""``: every current label; a filter's, review.cases.agreement_counts): on how
+    many cases both annotators have a current label in it, annotator_a's saying
+    ``decision_a`` and annotator_b's ``decision_b`` (annotator_a < annotator_b in code-point
+    order). Kept in step
     with ``labels`` by the labeling service in the transaction that adds a label; bulk loaders
     rebuild it. No row: no such case."""
 
     __tablename__ = "agreement_pairs"
 
+    scope: Mapped[str] = mapped_column(String(200), primary_key=True, server_default="")
     annotator_a: Mapped[str] = mapped_column(String(320), primary_key=True)
     annotator_b: Mapped[str] = mapped_column(String(320), primary_key=True)
     decision_a: Mapped[str] = mapped_column(String(40), primary_key=True)
@@ -383,6 +386,7 @@ class AgreementPairCode(Base):
 
     __tablename__ = "agreement_pair_codes"
 
+    scope: Mapped[str] = mapped_column(String(200), primary_key=True, server_default="")
     annotator_a: Mapped[str] = mapped_column(String(320), primary_key=True)
     annotator_b: Mapped[str] = mapped_column(String(320), primary_key=True)
     code: Mapped[str] = mapped_column(Text, primary_key=True)
@@ -399,6 +403,7 @@ class AgreementItemValue(Base):
 
     __tablename__ = "agreement_item_values"
 
+    scope: Mapped[str] = mapped_column(String(200), primary_key=True, server_default="")
     m: Mapped[int] = mapped_column(Integer, primary_key=True)
     field: Mapped[str] = mapped_column(String(20), primary_key=True)
     value: Mapped[str] = mapped_column(Text, primary_key=True)
@@ -414,6 +419,7 @@ class AgreementGroupValue(Base):
 
     __tablename__ = "agreement_group_values"
 
+    scope: Mapped[str] = mapped_column(String(200), primary_key=True, server_default="")
     kind: Mapped[str] = mapped_column(String(20), primary_key=True)
     grp: Mapped[str] = mapped_column(String(60), primary_key=True)
     m: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -428,6 +434,7 @@ class AgreementGroupAnnotator(Base):
 
     __tablename__ = "agreement_group_annotators"
 
+    scope: Mapped[str] = mapped_column(String(200), primary_key=True, server_default="")
     kind: Mapped[str] = mapped_column(String(20), primary_key=True)
     grp: Mapped[str] = mapped_column(String(60), primary_key=True)
     annotator: Mapped[str] = mapped_column(String(320), primary_key=True)

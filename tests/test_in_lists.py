@@ -57,7 +57,6 @@ BOUNDED: dict[tuple[str, str, str], str] = {
         "the flipped ones of one part of _BATCH (500) traces"
     ),
     ("review/evaluation/execution.py", "pipeline_inputs", "ids"): "one batch of 200 cases",
-    ("review/cases/agreement_counts.py", "case_counts", "part"): "_CHUNK case ids a query",
     ("review/labels/imports.py", "suggested_users", "[u.lower() for u in wanted]"): (
         "the users of one file: more than MAX_USERS (10,000) is refused"
     ),

@@ -13,6 +13,18 @@ current labels:
   with n the number of its labels with that value, n added to ``labels`` and n * n to
   ``squares`` of (m, "decision" or "code", value).
 
+The same rule is kept per scope (the ``scope`` column of each table, and of the figures per
+slice and category, review.cases.agreement_groups), so that the Agreement page's filtered
+views read a few thousand rows as its default view does. A scope is at most one filter of
+each kind (:func:`scope_key`): ``""`` is every current label, ``"slice:NAME"`` and
+``"category:NAME"`` the current labels on the cases of a slice or a category,
+``"source:NAME"`` and ``"import:ID"`` the current labels made in one place or brought by one
+import (a label replaced since counts in none: the newest label of a case and annotator is
+found first, then the filter applies, as the page's Scope says), and their combinations
+(``"slice:NAME|category:NAME|source:NAME"``) the labels in all of them. For each scope the
+rule counts a case's labels in it as above, m being the number of them. (A family's views are
+counted from the labels by the report: a family is a handful of cases.)
+
 Rows whose counts are all 0 are not stored. Here, below the labels and the case services,
 because both move the counts: the labeling service when a label is added, the case service
 when an edit moves a labelled case between slices and categories."""
@@ -26,7 +38,7 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import delete, insert, select
 from sqlalchemy.orm import Session
 
 from review.cases import agreement_groups
@@ -34,6 +46,7 @@ from review.cases.agreed import current_label_filter
 from review.cases.agreement_groups import GroupCounts
 from storage.counted import move_counts
 from storage.db import plain_rows
+from storage.inlists import one_of
 from storage.models import AgreementItemValue, AgreementPair, AgreementPairCode, Label
 
 __all__ = [
@@ -42,7 +55,9 @@ __all__ = [
     "Table",
     "case_counts",
     "move",
+    "rebuild",
     "reference_counts",
+    "scope_key",
     "stored_counts",
 ]
 
@@ -60,11 +75,38 @@ class Table:
     counts: tuple[str, ...]
 
 
-PAIRS = Table(AgreementPair, ("annotator_a", "annotator_b", "decision_a", "decision_b"), ("cases",))
-PAIR_CODES = Table(
-    AgreementPairCode, ("annotator_a", "annotator_b", "code"), ("both", "in_a", "in_b")
+PAIRS = Table(
+    AgreementPair,
+    ("scope", "annotator_a", "annotator_b", "decision_a", "decision_b"),
+    ("cases",),
 )
-ITEM_VALUES = Table(AgreementItemValue, ("m", "field", "value"), ("labels", "squares"))
+PAIR_CODES = Table(
+    AgreementPairCode, ("scope", "annotator_a", "annotator_b", "code"), ("both", "in_a", "in_b")
+)
+ITEM_VALUES = Table(AgreementItemValue, ("scope", "m", "field", "value"), ("labels", "squares"))
+
+#: a filter: (kind, value), kind "slice" or "category" (on the cases: one of their groups),
+#: "source" or "import" (on the labels themselves)
+Filter = tuple[str, object]
+#: the kinds of filter, in the order a scope names them
+KINDS = ("slice", "category", "source", "import")
+
+
+def scope_key(*filters: Filter) -> str:
+    """The ``scope`` of the stored rows of some filters, at most one of each kind: ``""``,
+    ``"slice:NAME"``, ``"import:7"``, ``"slice:NAME|category:NAME|source:NAME"`` (named in
+    the order of :data:`KINDS`)."""
+    ordered = sorted(filters, key=lambda f: KINDS.index(f[0]))
+    return "|".join(f"{kind}:{value}" for kind, value in ordered)
+
+
+@dataclass(frozen=True)
+class _Label:
+    annotator: str
+    decision: str
+    codes: frozenset[str]
+    source: str
+    import_id: int | None
 
 
 def _add(counts: Counts, key: Key, values: tuple[int, ...]) -> None:
@@ -83,22 +125,51 @@ class RollupCounts:
     #: the same cases' figures per slice and category (review.cases.agreement_groups)
     groups: GroupCounts = field(default_factory=GroupCounts)
 
-    def add_case(self, labels: Sequence[tuple[str, str, frozenset[str]]]) -> None:
-        """Count one case's current labels (annotator, decision, codes)."""
-        for (a, da, ca), (b, db, cb) in combinations(sorted(labels), 2):
-            _add(self.pairs, (a, b, da, db), (1,))
+    def add_case(self, groups: Sequence[tuple[str, str]], labels: Sequence[_Label]) -> None:
+        """Count one case's current labels in each scope they are in (``groups``: the case's
+        (kind, name) groups): on the cases, no filter, one of its slices, its category, or
+        both; on the labels, no filter, the labels of one source, of one import, or both."""
+        slices = [g for g in groups if g[0] == "slice"]
+        categories = [g for g in groups if g[0] == "category"]
+        on_cases: list[tuple[Filter, ...]] = [(), *((g,) for g in groups)]
+        on_cases += [(sl, cat) for sl in slices for cat in categories]
+        on_labels: list[tuple[tuple[Filter, ...], Sequence[_Label]]] = [((), labels)]
+        for source in sorted({x.source for x in labels}):
+            on_labels.append(((("source", source),), [x for x in labels if x.source == source]))
+        brought = sorted({(x.source, x.import_id) for x in labels if x.import_id is not None})
+        for imp in sorted({imp for _, imp in brought}):
+            on_labels.append(((("import", imp),), [x for x in labels if x.import_id == imp]))
+        for source, imp in brought:
+            on_labels.append(
+                (
+                    (("source", source), ("import", imp)),
+                    [x for x in labels if (x.source, x.import_id) == (source, imp)],
+                )
+            )
+        for case_filters in on_cases:
+            for label_filters, some in on_labels:
+                scope = scope_key(*case_filters, *label_filters)
+                self._add_scope(scope, some)
+                self.groups.add_case(scope, groups, [(x.annotator, x.decision) for x in some])
+
+    def _add_scope(self, scope: str, labels: Sequence[_Label]) -> None:
+        """The rule over one case's current labels in ``scope``."""
+        ordered = sorted(labels, key=lambda x: x.annotator)
+        for x, y in combinations(ordered, 2):
+            a, b, ca, cb = x.annotator, y.annotator, x.codes, y.codes
+            _add(self.pairs, (scope, a, b, x.decision, y.decision), (1,))
             for code in ca | cb:
                 _add(
                     self.pair_codes,
-                    (a, b, code),
+                    (scope, a, b, code),
                     (int(code in ca and code in cb), int(code in ca), int(code in cb)),
                 )
         m = len(labels)
-        decisions = Counter(d for _, d, _ in labels)
-        codes = Counter(code for _, _, cs in labels for code in cs)
+        decisions = Counter(x.decision for x in labels)
+        codes = Counter(code for x in labels for code in x.codes)
         for kind, per_value in (("decision", decisions), ("code", codes)):
             for value, n in per_value.items():
-                _add(self.item_values, (m, kind, value), (n, n * n))
+                _add(self.item_values, (scope, m, kind, value), (n, n * n))
 
     def table(self, t: Table) -> Counts:
         return {PAIRS: self.pairs, PAIR_CODES: self.pair_codes, ITEM_VALUES: self.item_values}[t]
@@ -122,42 +193,64 @@ def _codes(value: Any) -> frozenset[str]:
     return frozenset(str(x) for x in (value or []))
 
 
-def _count(rows: Iterable[Sequence[Any]]) -> RollupCounts:
-    """The counts from current-label rows (case_id, annotator, decision, reason codes)."""
-    by_case: dict[int, list[tuple[str, str, frozenset[str]]]] = {}
-    for case_id, annotator, decision, codes in rows:
-        by_case.setdefault(int(case_id), []).append((str(annotator), str(decision), _codes(codes)))
+def _count(
+    label_rows: Iterable[Sequence[Any]], group_rows: Iterable[Sequence[Any]]
+) -> RollupCounts:
+    """The counts from current-label rows (case_id, annotator, decision, reason codes,
+    source, import id) and group rows (case_id, kind, name)."""
+    groups: dict[int, list[tuple[str, str]]] = {}
+    for case_id, kind, name in group_rows:
+        groups.setdefault(int(case_id), []).append((str(kind), str(name)))
+    by_case: dict[int, list[_Label]] = {}
+    for case_id, annotator, decision, codes, source, import_id in label_rows:
+        by_case.setdefault(int(case_id), []).append(
+            _Label(
+                str(annotator),
+                str(decision),
+                _codes(codes),
+                str(source),
+                None if import_id is None else int(import_id),
+            )
+        )
     out = RollupCounts()
-    for labels in by_case.values():
-        out.add_case(labels)
+    for case_id, labels in by_case.items():
+        out.add_case(sorted(set(groups.get(case_id, []))), labels)
     return out
 
 
 def _current_labels() -> Any:
-    return select(Label.case_id, Label.annotator, Label.decision, Label.reason_codes).where(
-        current_label_filter()
-    )
+    return select(
+        Label.case_id,
+        Label.annotator,
+        Label.decision,
+        Label.reason_codes,
+        Label.source,
+        Label.import_id,
+    ).where(current_label_filter())
 
 
 def case_counts(s: Session, case_ids: Iterable[int]) -> RollupCounts:
-    """The rule over the current labels of ``case_ids`` (read in the caller's transaction)."""
+    """The rule over the current labels and the groups of ``case_ids`` (read in the caller's
+    transaction)."""
     ids = sorted(set(case_ids))
     s.flush()
-    rows: list[Sequence[Any]] = []
+    label_rows: list[Sequence[Any]] = []
+    group_rows: list[Sequence[Any]] = []
     for lo in range(0, len(ids), _CHUNK):
         part = ids[lo : lo + _CHUNK]
-        rows.extend(s.execute(_current_labels().where(Label.case_id.in_(part))).all())
-    out = _count(rows)
-    out.groups = agreement_groups.case_counts(s, ids)
-    return out
+        label_rows.extend(s.execute(_current_labels().where(one_of(s, Label.case_id, part))))
+        for stmt, case_id in agreement_groups.group_selects():  # each by its indexed column
+            group_rows.extend(s.execute(stmt.where(one_of(s, case_id, part))))
+    return _count(label_rows, group_rows)
 
 
 def reference_counts(s: Session) -> RollupCounts:
-    """The rule over every current label: what the stored tables must hold."""
+    """The rule over every current label and every case's groups: what the stored tables must
+    hold."""
     s.flush()
-    out = _count(plain_rows(s, _current_labels()))
-    out.groups = agreement_groups.reference_counts(s)
-    return out
+    return _count(
+        plain_rows(s, _current_labels()), plain_rows(s, select(agreement_groups.group_rows()))
+    )
 
 
 def stored_counts(s: Session) -> RollupCounts:
@@ -188,3 +281,28 @@ def move(s: Session, before: RollupCounts, after: RollupCounts) -> None:
     for t in TABLES:
         move_counts(s, t.model, t.keys, t.counts, before.table(t), after.table(t))
     agreement_groups.move(s, before.groups, after.groups)
+
+
+def rebuild(s: Session) -> RollupCounts:
+    """Recompute every stored row (the three tables and the figures per slice and category,
+    in every scope) from every current label and every case's groups; returns the counts now
+    stored. The caller stamps them."""
+    counts = reference_counts(s).nonzero()
+    groups = agreement_groups.TABLES
+    for model, keys, names, data in (
+        *((t.model, t.keys, t.counts, counts.table(t)) for t in TABLES),
+        *(
+            (model, keys, names, data)
+            for (model, keys, names), data in zip(
+                groups, (counts.groups.values, counts.groups.annotators), strict=True
+            )
+        ),
+    ):
+        s.execute(delete(model))
+        rows = [
+            {**dict(zip(keys, k, strict=True)), **dict(zip(names, v, strict=True))}
+            for k, v in sorted(data.items())
+        ]
+        for lo in range(0, len(rows), 5000):
+            s.execute(insert(model), rows[lo : lo + 5000])
+    return counts

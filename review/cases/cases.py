@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sqlalchemy import ColumnElement, Engine, Select, exists, func, select
 from sqlalchemy.orm import Session, selectinload
 
-from review.cases import agreement_groups
+from review.cases import agreement_counts, agreement_groups
 from review.cases.agreed import Agreed, agreed_labels
 from review.core import clearance, readable
 from review.core.errors import InputError, PermissionDenied
@@ -544,9 +544,10 @@ def update_case(
             f"{row.split!r}. Create a new case instead of moving this one."
         )
     held = agreement_groups.hold(s)
-    groups_before = agreement_groups.case_counts(s, [row.id])
+    counts_before = agreement_counts.case_counts(s, [row.id])
     _apply(s, row, c.model_copy(update={"key": row.key}), actor, "")
-    agreement_groups.move(s, groups_before, agreement_groups.case_counts(s, [row.id]))
+    # the figures of the case's groups, and the views filtered by slice or category, move
+    agreement_counts.move(s, counts_before, agreement_counts.case_counts(s, [row.id]))
     agreement_groups.settle(s, held)
     after = to_record(row)
     if before == after:

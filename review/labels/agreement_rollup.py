@@ -22,13 +22,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Engine, case, delete, func, insert, select
+from sqlalchemy import Engine, case, delete, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from review.cases import agreement_counts, agreement_groups
 from review.cases.agreement_counts import (
-    TABLES,
     RollupCounts,
     case_counts,
     reference_counts,
@@ -85,19 +84,12 @@ def refresh_rollup(s: Session, case_id: int, before: RollupCounts, new_label_id:
 
 
 def rebuild_rollup(s: Session) -> int:
-    """Recompute the stored tables from every current label and stamp them (after a bulk
-    load of labels that did not go through the labeling service); returns the pair rows."""
-    counts = reference_counts(s).nonzero()
+    """Recompute the stored tables, in every scope, from every current label and every
+    case's groups and stamp them (after a bulk load of labels or cases that did not go
+    through the services); returns the annotator-pair rows (every scope's)."""
     s.execute(delete(AgreementRollupStamp))
-    for t in TABLES:
-        s.execute(delete(t.model))
-        rows = [
-            {**dict(zip(t.keys, k, strict=True)), **dict(zip(t.counts, v, strict=True))}
-            for k, v in sorted(counts.table(t).items())
-        ]
-        if rows:
-            s.execute(insert(t.model), rows)
-    agreement_groups.rebuild(s)
+    counts = agreement_counts.rebuild(s)
+    agreement_groups.stamp(s)
     n, newest = s.execute(select(func.count(Label.id), func.coalesce(func.max(Label.id), 0))).one()
     if n:  # no row stands for no label (an empty database holds no row at all)
         s.add(AgreementRollupStamp(id=1, labels=int(n), newest_label_id=int(newest)))

@@ -68,6 +68,7 @@ from sqlalchemy.orm import aliased
 
 from review.cases import agreement_groups
 from review.cases.agreed import current_label_filter
+from review.cases.agreement_counts import scope_key
 from review.core import readable
 from review.core.errors import InputError
 from review.labels.agreement import (
@@ -94,7 +95,14 @@ from storage.models import (
     LabelImport,
 )
 
-__all__ = ["agreement_report_sql", "family_keys", "import_choices", "in_scope", "source_choices"]
+__all__ = [
+    "agreement_report_sql",
+    "family_keys",
+    "import_choices",
+    "in_scope",
+    "source_choices",
+    "stored_scope",
+]
 
 
 #: (annotator a, annotator b, decision a, decision b, cases) per annotator pair and decisions
@@ -414,19 +422,21 @@ def _counted_pair_rows(
 
 
 def _counted_group_rows(
-    conn: Any, cats: list[str], key: Any, group_join: tuple[Any, Any]
+    conn: Any, cats: list[str], key: Any, group_join: tuple[Any, Any], scope: Scope
 ) -> list[Any]:
-    """The per-group unit rows (part 1) counted from the current labels."""
+    """The per-group unit rows (part 1) counted from the current labels in scope."""
     n_cats = len(cats)
     # per case: label count m and the count of each decision (no reason code: the groups
     # show decisions only), in one pass over the labels in case order
     item = (
-        select(
-            Label.case_id.label("case_id"),
-            func.count().label("m"),
-            *[func.sum(_one(Label.decision == d)).label(f"d{j}") for j, d in enumerate(cats)],
+        in_scope(
+            select(
+                Label.case_id.label("case_id"),
+                func.count().label("m"),
+                *[func.sum(_one(Label.decision == d)).label(f"d{j}") for j, d in enumerate(cats)],
+            ).where(current_label_filter()),
+            scope,
         )
-        .where(current_label_filter())
         .group_by(Label.case_id)
         .cte("item")
     )
@@ -448,13 +458,13 @@ def _counted_group_rows(
     )
 
 
-def _stored_group_rows(conn: Any, cats: list[str], kind: str) -> list[Any]:
+def _stored_group_rows(conn: Any, cats: list[str], kind: str, stored: str) -> list[Any]:
     """The per-group unit rows (part 1, as ``_counted_rows`` shapes them) from the stored
-    figures per slice or category (review.cases.agreement_groups)."""
+    figures per slice or category (review.cases.agreement_groups) of the scope ``stored``."""
     v = AgreementGroupValue
     per: dict[tuple[str, int], dict[str, tuple[int, int]]] = {}
     for grp, m, decision, labels, squares in conn.execute(
-        select(v.grp, v.m, v.decision, v.labels, v.squares).where(v.kind == kind)
+        select(v.grp, v.m, v.decision, v.labels, v.squares).where(v.scope == stored, v.kind == kind)
     ):
         per.setdefault((str(grp), int(m)), {})[str(decision)] = (int(labels), int(squares))
     rows: list[Any] = []
@@ -480,9 +490,12 @@ def _stored_rows(
     key: Any,
     group_join: tuple[Any, Any],
     stored_groups: str | None,
+    stored: str,
+    scope: Scope,
 ) -> tuple[list[Any], PairRows, CodeRows, list[str]]:
-    """The unit rows and the annotator pairs of the unfiltered report from the stored rollup
-    (review.labels.agreement_rollup), and the per-group unit rows from the current labels (a
+    """The unit rows and the annotator pairs of the report from the stored rollup
+    (review.labels.agreement_rollup) of the scope ``stored`` (review.cases.agreement_counts:
+    the view of ``scope``), and the per-group unit rows from the current labels in scope (a
     group's cases change as cases are edited; one more statement). The unit rows are shaped as
     ``_counted_rows`` shapes them (part 0 from ``agreement_item_values``: per m, its items,
     per decision the labels and the sum of the squared per-item counts, per reason code the
@@ -491,9 +504,9 @@ def _stored_rows(
     of group: "slice" or "category") the per-group rows are read from the stored figures
     too (review.cases.agreement_groups)."""
     group_rows = (
-        _stored_group_rows(conn, cats, stored_groups)
+        _stored_group_rows(conn, cats, stored_groups, stored)
         if stored_groups
-        else _counted_group_rows(conn, cats, key, group_join)
+        else _counted_group_rows(conn, cats, key, group_join, scope)
     )
     p, k, v = AgreementPair, AgreementPairCode, AgreementItemValue
     rows = conn.execute(
@@ -507,11 +520,13 @@ def _stored_rows(
                 p.cases,
                 null(),
                 null(),
-            ),
+            ).where(p.scope == stored),
             select(
                 literal(1), k.annotator_a, k.annotator_b, k.code, null(), k.both, k.in_a, k.in_b
-            ).where(k.code.in_(codes)),
-            select(literal(2), v.field, v.value, null(), null(), v.m, v.labels, v.squares),
+            ).where(k.scope == stored, k.code.in_(codes)),
+            select(literal(2), v.field, v.value, null(), null(), v.m, v.labels, v.squares).where(
+                v.scope == stored
+            ),
         )
     ).all()
     position = {code: i for i, code in enumerate(codes)}
@@ -679,6 +694,8 @@ def _group_annotators(
     joined = (
         select(key.label("g"), Label.annotator).select_from(Label).join(table, on == Label.case_id)
     )
+    if _label_filter(scope):
+        joined = joined.where(current_label_filter())
     if dialect == "postgresql":
         pairs = in_scope(joined.distinct(), scope).subquery()
         stmt = select(pairs.c.g, func.count()).group_by(pairs.c.g)
@@ -690,14 +707,58 @@ def _group_annotators(
             .group_by(key),
             scope,
         )
+        if _label_filter(scope):
+            stmt = stmt.where(current_label_filter())
     return {str(name): int(n) for name, n in conn.execute(stmt).all()}
 
 
-def _stored_group_annotators(conn: Any, kind: str) -> dict[str, int]:
-    """Per group, the annotators with a label on its cases, from the stored figures."""
+def _stored_group_annotators(conn: Any, kind: str, stored: str) -> dict[str, int]:
+    """Per group, the annotators with a label on its cases, from the stored figures of the
+    scope ``stored``."""
     a = AgreementGroupAnnotator
-    stmt = select(a.grp, func.count()).where(a.kind == kind, a.cases > 0).group_by(a.grp)
+    stmt = (
+        select(a.grp, func.count())
+        .where(a.scope == stored, a.kind == kind, a.cases > 0)
+        .group_by(a.grp)
+    )
     return {str(name): int(n) for name, n in conn.execute(stmt).all()}
+
+
+def _stored_annotators(conn: Any, stored: str) -> int:
+    """The annotators with a label in the scope ``stored``, from its stored figures per
+    category (every case has one category: each such annotator has a row there)."""
+    a = AgreementGroupAnnotator
+    who = select(func.count(distinct(a.annotator))).where(
+        a.scope == stored, a.kind == "category", a.cases > 0
+    )
+    return int(conn.scalar(who) or 0)
+
+
+def _label_filter(scope: Scope) -> bool:
+    """Whether ``scope`` filters the labels themselves (their source or import): then a label
+    in it may have been replaced since by one outside it, so "has a label in scope" needs the
+    current-label test (a filter on the cases does not: a case's current label is on it)."""
+    return bool(scope.source) or scope.import_id is not None
+
+
+def stored_scope(scope: Scope) -> tuple[str, bool] | None:
+    """The scope of the stored rows that hold the view of ``scope``
+    (review.cases.agreement_counts) and whether it filters the cases (then the rows stand
+    for the cases' groups only while their stamp is right). None for a family's views (a
+    handful of cases: counted from the labels)."""
+    if scope.family:
+        return None
+    given = [
+        (kind, value)
+        for kind, value in (
+            ("slice", scope.slice_),
+            ("category", scope.category),
+            ("source", scope.source),
+            ("import", scope.import_id),
+        )
+        if value not in ("", None)
+    ]
+    return scope_key(*given), bool(scope.slice_ or scope.category)
 
 
 def agreement_report_sql(
@@ -746,7 +807,9 @@ def agreement_report_sql(
         # exactly the label rows there are (a label written past the labeling service leaves
         # it behind: then everything is counted here)
         stored_groups: str | None = None
-        if scope:
+        found = stored_scope(scope)
+        view, on_cases = found if found is not None else (None, False)
+        if view is None:
             stored, newest = False, conn.scalar(select(func.max(Label.id)))
         else:
             n_rows, newest, stamp_rows, stamp_newest, groups_stamp, groups_now = conn.execute(
@@ -758,13 +821,18 @@ def agreement_report_sql(
                 )
             ).one()
             stored = (stamp_rows, stamp_newest) == (n_rows, newest)
-            # the figures per group also stand for the cases' slices and categories as they are
-            if stored and groups_stamp == groups_now:
+            # the figures per group, and the views of a slice or category, also stand for the
+            # cases' slices and categories as they are
+            groups_right = stored and groups_stamp == groups_now
+            if groups_right:
                 stored_groups = "category" if group_by == "category" else "slice"
+            if on_cases:
+                stored = groups_right
         packing = _Packing.for_counts(n_codes, int(newest or 0))
         if stored:
+            assert view is not None
             unit_rows, decision_rows, code_rows, unknown = _stored_rows(
-                conn, cats, codes, key, group_join, stored_groups
+                conn, cats, codes, key, group_join, stored_groups, view, scope
             )
         else:
             unit_rows, pair_rows = _counted_rows(
@@ -806,16 +874,18 @@ def agreement_report_sql(
 
         # 3. annotators, overall and per group: every (case, annotator) with a label has
         #    exactly one current label, so these counts need no "current" test
-        n_annotators = (
-            len(annotators)
-            if not scope
-            else int(
-                conn.scalar(in_scope(select(func.count(distinct(Label.annotator))), scope)) or 0
-            )
-        )
+        if not scope:
+            n_annotators = len(annotators)
+        elif stored_groups and view is not None:
+            n_annotators = _stored_annotators(conn, view)
+        else:
+            who = in_scope(select(func.count(distinct(Label.annotator))), scope)
+            if _label_filter(scope):
+                who = who.where(current_label_filter())
+            n_annotators = int(conn.scalar(who) or 0)
         group_annotators = (
-            _stored_group_annotators(conn, stored_groups)
-            if stored_groups
+            _stored_group_annotators(conn, stored_groups, view)
+            if stored_groups and view is not None
             else _group_annotators(conn, dialect, key, group_join, scope)
         )
 
