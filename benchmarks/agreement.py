@@ -3,13 +3,16 @@
     .venv/bin/python benchmarks/agreement.py --url sqlite:////tmp/copy-of-scale.db [--repeat 3]
 
 Times ``agreement_report_sql`` for the Agreement page's default view (every label, grouped by
-slice), for each slice alone (the "agreement by slice" interaction), grouped by category, and
-``labeling.disagreements`` (the Adjudicate page's queue, 200 cases). Printed per figure: the
+slice), for each slice alone (the "agreement by slice" interaction), grouped by category, for
+each category and each source alone, for a slice with a source, a slice with a category and
+one family (the filters' interactions), and ``labeling.disagreements`` (the Adjudicate page's
+queue, 200 cases). Printed per figure: the
 median wall time and the median CPU time of the process over ``--repeat`` runs, after one
 untimed run. Run it on a copy of the database ``benchmarks/scale.py --keep`` built (it only
-reads). Issue 18 asks for every interaction within 1 s at 200,000 labels. The unfiltered views
-read the stored sums (review.labels.agreement_rollup) only while they are in step with the
-labels (the first line says whether they are): migrate the copy first.
+reads). Issue 18 asks for every interaction within 1 s at 200,000 labels, issue 33 at
+2,000,000. The views but a family's read the stored sums (review.labels.agreement_rollup, per
+scope: review.cases.agreement_counts) only while they are in step with the labels (the first
+line says whether they are): migrate the copy first.
 """
 
 from __future__ import annotations
@@ -28,7 +31,11 @@ sys.path.insert(0, str(ROOT))
 
 from review.core.taxonomy import load_taxonomy  # noqa: E402
 from review.labels import agreement_rollup, labeling  # noqa: E402
-from review.labels.agreement_sql import agreement_report_sql  # noqa: E402
+from review.labels.agreement_sql import (  # noqa: E402
+    agreement_report_sql,
+    family_keys,
+    source_choices,
+)
 from storage.db import make_engine, read_session  # noqa: E402
 
 
@@ -45,10 +52,25 @@ def _time(name: str, work: Callable[[], object], repeat: int) -> None:
     )
 
 
-def _by_slice(
-    engine: Engine, decisions: list[str], codes: list[str], slice_: str
+def _view(
+    engine: Engine,
+    decisions: list[str],
+    codes: list[str],
+    *,
+    slice_: str = "",
+    category: str = "",
+    source: str = "",
+    family: str = "",
 ) -> Callable[[], object]:
-    return lambda: agreement_report_sql(engine, decisions, codes, slice_=slice_)
+    return lambda: agreement_report_sql(
+        engine,
+        decisions,
+        codes,
+        slice_=slice_,
+        category=category,
+        source=source,
+        family=family,
+    )
 
 
 def main() -> None:
@@ -75,7 +97,32 @@ def main() -> None:
         args.repeat,
     )
     for sl in tax.slices:
-        _time(f"agreement, slice {sl}", _by_slice(engine, decisions, codes, sl), args.repeat)
+        _time(f"agreement, slice {sl}", _view(engine, decisions, codes, slice_=sl), args.repeat)
+    for cat in tax.categories:
+        _time(
+            f"agreement, category {cat}", _view(engine, decisions, codes, category=cat), args.repeat
+        )
+    sources = source_choices(engine)
+    for src in sources:
+        _time(f"agreement, source {src}", _view(engine, decisions, codes, source=src), args.repeat)
+    first_slice, first_category = sorted(tax.slices)[0], sorted(tax.categories)[0]
+    _time(
+        f"agreement, slice {first_slice} and source {sources[0]}",
+        _view(engine, decisions, codes, slice_=first_slice, source=sources[0]),
+        args.repeat,
+    )
+    _time(
+        f"agreement, slice {first_slice} and category {first_category}",
+        _view(engine, decisions, codes, slice_=first_slice, category=first_category),
+        args.repeat,
+    )
+    families = family_keys(engine, 1)
+    if families:
+        _time(
+            f"agreement, family {families[0]}",
+            _view(engine, decisions, codes, family=families[0]),
+            args.repeat,
+        )
     _time(
         "disagreements (Adjudicate queue, 200)", lambda: labeling.disagreements(engine), args.repeat
     )
