@@ -125,52 +125,6 @@ class RollupCounts:
     #: the same cases' figures per slice and category (review.cases.agreement_groups)
     groups: GroupCounts = field(default_factory=GroupCounts)
 
-    def add_case(self, groups: Sequence[tuple[str, str]], labels: Sequence[_Label]) -> None:
-        """Count one case's current labels in each scope they are in (``groups``: the case's
-        (kind, name) groups): on the cases, no filter, one of its slices, its category, or
-        both; on the labels, no filter, the labels of one source, of one import, or both."""
-        slices = [g for g in groups if g[0] == "slice"]
-        categories = [g for g in groups if g[0] == "category"]
-        on_cases: list[tuple[Filter, ...]] = [(), *((g,) for g in groups)]
-        on_cases += [(sl, cat) for sl in slices for cat in categories]
-        on_labels: list[tuple[tuple[Filter, ...], Sequence[_Label]]] = [((), labels)]
-        for source in sorted({x.source for x in labels}):
-            on_labels.append(((("source", source),), [x for x in labels if x.source == source]))
-        brought = sorted({(x.source, x.import_id) for x in labels if x.import_id is not None})
-        for imp in sorted({imp for _, imp in brought}):
-            on_labels.append(((("import", imp),), [x for x in labels if x.import_id == imp]))
-        for source, imp in brought:
-            on_labels.append(
-                (
-                    (("source", source), ("import", imp)),
-                    [x for x in labels if (x.source, x.import_id) == (source, imp)],
-                )
-            )
-        for case_filters in on_cases:
-            for label_filters, some in on_labels:
-                scope = scope_key(*case_filters, *label_filters)
-                self._add_scope(scope, some)
-                self.groups.add_case(scope, groups, [(x.annotator, x.decision) for x in some])
-
-    def _add_scope(self, scope: str, labels: Sequence[_Label]) -> None:
-        """The rule over one case's current labels in ``scope``."""
-        ordered = sorted(labels, key=lambda x: x.annotator)
-        for x, y in combinations(ordered, 2):
-            a, b, ca, cb = x.annotator, y.annotator, x.codes, y.codes
-            _add(self.pairs, (scope, a, b, x.decision, y.decision), (1,))
-            for code in ca | cb:
-                _add(
-                    self.pair_codes,
-                    (scope, a, b, code),
-                    (int(code in ca and code in cb), int(code in ca), int(code in cb)),
-                )
-        m = len(labels)
-        decisions = Counter(x.decision for x in labels)
-        codes = Counter(code for x in labels for code in x.codes)
-        for kind, per_value in (("decision", decisions), ("code", codes)):
-            for value, n in per_value.items():
-                _add(self.item_values, (scope, m, kind, value), (n, n * n))
-
     def table(self, t: Table) -> Counts:
         return {PAIRS: self.pairs, PAIR_CODES: self.pair_codes, ITEM_VALUES: self.item_values}[t]
 
@@ -183,6 +137,94 @@ class RollupCounts:
 
     def _all(self) -> tuple[Counts, Counts, Counts]:
         return self.pairs, self.pair_codes, self.item_values
+
+
+LabelFilters = tuple[Filter, ...]
+
+
+def _label_filters(labels: Sequence[_Label]) -> list[tuple[LabelFilters, Sequence[_Label]]]:
+    """The filters on the labels one case's labels are in, each with its labels: none, the
+    labels of one source, of one import, and of one source and one import."""
+    out: list[tuple[LabelFilters, Sequence[_Label]]] = [((), labels)]
+    for source in sorted({x.source for x in labels}):
+        out.append(((("source", source),), [x for x in labels if x.source == source]))
+    brought = sorted({(x.source, x.import_id) for x in labels if x.import_id is not None})
+    for imp in sorted({imp for _, imp in brought}):
+        out.append(((("import", imp),), [x for x in labels if x.import_id == imp]))
+    for source, imp in brought:
+        out.append(
+            (
+                (("source", source), ("import", imp)),
+                [x for x in labels if (x.source, x.import_id) == (source, imp)],
+            )
+        )
+    return out
+
+
+def _case_filters(groups: Sequence[tuple[str, str]]) -> list[tuple[Filter, ...]]:
+    """The filters on the cases a case with ``groups`` is in: none, one of its slices, its
+    category, and one of its slices with its category."""
+    slices = [g for g in groups if g[0] == "slice"]
+    categories = [g for g in groups if g[0] == "category"]
+    out: list[tuple[Filter, ...]] = [(), *((g,) for g in groups)]
+    return out + [(sl, cat) for sl in slices for cat in categories]
+
+
+@dataclass
+class _Partial:
+    """The counts of the cases that have one same set of groups, keyed by the filters on the
+    labels first (instead of a scope): those cases are in the same filters on the cases, so
+    their labels are counted once per filter on the labels and the sums spread to every
+    scope at the end (:meth:`spread`), not counted once per scope. ``annotators``: per
+    filter on the labels and annotator, the cases with a label of theirs in it."""
+
+    pairs: Counts = field(default_factory=dict)
+    pair_codes: Counts = field(default_factory=dict)
+    item_values: Counts = field(default_factory=dict)
+    annotators: Counts = field(default_factory=dict)
+
+    def add_case(self, labels: Sequence[_Label]) -> None:
+        """The rule over one case's current labels, for each filter on the labels."""
+        for on_labels, some in _label_filters(labels):
+            ordered = sorted(some, key=lambda x: x.annotator)
+            for x, y in combinations(ordered, 2):
+                a, b, ca, cb = x.annotator, y.annotator, x.codes, y.codes
+                _add(self.pairs, (on_labels, a, b, x.decision, y.decision), (1,))
+                for code in ca | cb:
+                    _add(
+                        self.pair_codes,
+                        (on_labels, a, b, code),
+                        (int(code in ca and code in cb), int(code in ca), int(code in cb)),
+                    )
+            m = len(some)
+            decisions = Counter(x.decision for x in some)
+            codes = Counter(code for x in some for code in x.codes)
+            for kind, per_value in (("decision", decisions), ("code", codes)):
+                for value, n in per_value.items():
+                    _add(self.item_values, (on_labels, m, kind, value), (n, n * n))
+            for x in ordered:
+                _add(self.annotators, (on_labels, x.annotator), (1,))
+
+    def spread(self, groups: Sequence[tuple[str, str]], out: RollupCounts) -> None:
+        """Add the sums to ``out`` in every scope of the cases (``groups``: their groups),
+        and to the figures of each of their groups: a group's values are the decisions' item
+        values, its annotators the annotators' cases."""
+        every = {key[0] for key in self.item_values}  # each filter with a label has values
+        for on_cases in _case_filters(groups):
+            scopes = {on_labels: scope_key(*on_cases, *on_labels) for on_labels in every}
+            for (on_labels, *rest), v in self.pairs.items():
+                _add(out.pairs, (scopes[on_labels], *rest), v)
+            for (on_labels, *rest), v in self.pair_codes.items():
+                _add(out.pair_codes, (scopes[on_labels], *rest), v)
+            for (on_labels, m, kind, value), v in self.item_values.items():
+                scope = scopes[on_labels]
+                _add(out.item_values, (scope, m, kind, value), v)
+                if kind == "decision":
+                    for grouping, name in groups:
+                        _add(out.groups.values, (scope, grouping, name, m, value), v)
+            for (on_labels, annotator), v in self.annotators.items():
+                for grouping, name in groups:
+                    _add(out.groups.annotators, (scopes[on_labels], grouping, name, annotator), v)
 
 
 def _codes(value: Any) -> frozenset[str]:
@@ -212,9 +254,14 @@ def _count(
                 None if import_id is None else int(import_id),
             )
         )
-    out = RollupCounts()
+    # the cases by their set of groups (a few hundred sets, however many cases)
+    partials: dict[tuple[tuple[str, str], ...], _Partial] = {}
     for case_id, labels in by_case.items():
-        out.add_case(sorted(set(groups.get(case_id, []))), labels)
+        mine = tuple(sorted(set(groups.get(case_id, []))))
+        partials.setdefault(mine, _Partial()).add_case(labels)
+    out = RollupCounts()
+    for mine, partial in partials.items():
+        partial.spread(mine, out)
     return out
 
 
