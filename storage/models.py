@@ -371,7 +371,7 @@ class AgreementPair(Base):
 
     __tablename__ = "agreement_pairs"
 
-    scope: Mapped[str] = mapped_column(String(200), primary_key=True, server_default="")
+    scope: Mapped[str] = mapped_column(Text, primary_key=True, server_default="")
     annotator_a: Mapped[str] = mapped_column(String(320), primary_key=True)
     annotator_b: Mapped[str] = mapped_column(String(320), primary_key=True)
     decision_a: Mapped[str] = mapped_column(String(40), primary_key=True)
@@ -386,7 +386,7 @@ class AgreementPairCode(Base):
 
     __tablename__ = "agreement_pair_codes"
 
-    scope: Mapped[str] = mapped_column(String(200), primary_key=True, server_default="")
+    scope: Mapped[str] = mapped_column(Text, primary_key=True, server_default="")
     annotator_a: Mapped[str] = mapped_column(String(320), primary_key=True)
     annotator_b: Mapped[str] = mapped_column(String(320), primary_key=True)
     code: Mapped[str] = mapped_column(Text, primary_key=True)
@@ -403,7 +403,7 @@ class AgreementItemValue(Base):
 
     __tablename__ = "agreement_item_values"
 
-    scope: Mapped[str] = mapped_column(String(200), primary_key=True, server_default="")
+    scope: Mapped[str] = mapped_column(Text, primary_key=True, server_default="")
     m: Mapped[int] = mapped_column(Integer, primary_key=True)
     field: Mapped[str] = mapped_column(String(20), primary_key=True)
     value: Mapped[str] = mapped_column(Text, primary_key=True)
@@ -419,7 +419,7 @@ class AgreementGroupValue(Base):
 
     __tablename__ = "agreement_group_values"
 
-    scope: Mapped[str] = mapped_column(String(200), primary_key=True, server_default="")
+    scope: Mapped[str] = mapped_column(Text, primary_key=True, server_default="")
     kind: Mapped[str] = mapped_column(String(20), primary_key=True)
     grp: Mapped[str] = mapped_column(String(60), primary_key=True)
     m: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -434,7 +434,7 @@ class AgreementGroupAnnotator(Base):
 
     __tablename__ = "agreement_group_annotators"
 
-    scope: Mapped[str] = mapped_column(String(200), primary_key=True, server_default="")
+    scope: Mapped[str] = mapped_column(Text, primary_key=True, server_default="")
     kind: Mapped[str] = mapped_column(String(20), primary_key=True)
     grp: Mapped[str] = mapped_column(String(60), primary_key=True)
     annotator: Mapped[str] = mapped_column(String(320), primary_key=True)

@@ -95,9 +95,15 @@ KINDS = ("slice", "category", "source", "import")
 def scope_key(*filters: Filter) -> str:
     """The ``scope`` of the stored rows of some filters, at most one of each kind: ``""``,
     ``"slice:NAME"``, ``"import:7"``, ``"slice:NAME|category:NAME|source:NAME"`` (named in
-    the order of :data:`KINDS`)."""
+    the order of :data:`KINDS`; a "|" or "%" in a value escaped)."""
     ordered = sorted(filters, key=lambda f: KINDS.index(f[0]))
-    return "|".join(f"{kind}:{value}" for kind, value in ordered)
+    return "|".join(f"{kind}:{_escaped(value)}" for kind, value in ordered)
+
+
+def _escaped(value: object) -> str:
+    """A filter's value in a scope, with "%" and "|" written %25 and %7C, so that no value
+    (a slice written past the case service may hold any text) reads as two filters."""
+    return str(value).replace("%", "%25").replace("|", "%7C")
 
 
 @dataclass(frozen=True)

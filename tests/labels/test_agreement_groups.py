@@ -396,3 +396,28 @@ def test_concurrent_labels_and_case_edits_on_postgresql_stay_in_step(
         assert assert_in_step(engine).groups.values
     finally:
         engine.dispose()
+
+
+def test_a_slice_name_that_reads_like_two_filters_keeps_its_own_figures(
+    any_engine: Engine, tax: Taxonomy, admin: Actor, statements: list[str]
+) -> None:
+    """Slices written past the case service may hold any text: one named like a slice with a
+    source ("S|source:workbench") and one with a "%" are their own scopes after a rebuild;
+    the view of the slice S with the source workbench is not mixed with the first."""
+    ids = history(any_engine, tax, admin, seed=8, steps=24)
+    with read_session(any_engine) as s:
+        real = s.scalars(select(CaseSlice.slice).where(CaseSlice.case_id == ids[1])).first()
+        assert real is not None
+        have = set(s.scalars(select(CaseSlice.slice).where(CaseSlice.case_id == ids[0])))
+    odd = f"{real}|source:workbench"
+    assert real not in have
+    with write_session(any_engine) as s:
+        s.execute(insert(CaseSlice).values(case_id=ids[0], slice=odd))
+        s.execute(insert(CaseSlice).values(case_id=ids[2], slice="100%|x"))
+        rebuild_rollup(s)
+    got = assert_in_step(any_engine)
+    scopes = {scope for scope, *_ in got.item_values}
+    assert f"slice:{real}|source:workbench" in scopes
+    assert f"slice:{real}%7Csource:workbench" in scopes
+    assert "slice:100%25%7Cx|source:workbench" in scopes
+    assert_reports_equal(any_engine, tax, statements, stored=True)

@@ -9,8 +9,8 @@ rows there were (every current label), ``"slice:NAME"``, ``"category:NAME"``,
 ``"source:NAME"`` and ``"import:ID"`` for the current labels on the cases of a slice or a
 category, made in one place or brought by one import (the newest label of a case and
 annotator first, then the filter), and their combinations, at most one filter of each kind
-named in this order (``"slice:NAME|category:NAME|source:NAME|import:ID"``), for the labels in
-all of them.
+named in this order (``"slice:NAME|category:NAME|source:NAME|import:ID"``; a "%" or "|" in a
+name written %25 and %7C), for the labels in all of them.
 
 Filled here from the labels and cases already stored, by the rule of
 review.cases.agreement_counts as it was when this revision was written: for each scope of a
@@ -61,6 +61,11 @@ UNION ALL SELECT id, 'category', category FROM cases
 """
 
 Label = tuple[str, str, frozenset[str], str, Any]
+
+
+def _escaped(value: str) -> str:
+    """A value in a scope, "%" and "|" written %25 and %7C (no value reads as two filters)."""
+    return value.replace("%", "%25").replace("|", "%7C")
 
 
 def _codes(value: Any) -> frozenset[str]:
@@ -115,12 +120,12 @@ def _backfill(bind: Any) -> None:
     out: dict[str, dict[Any, list[int]]] = {name: {} for name in TABLES}
     for case_id, labels in by_case.items():
         mine = sorted(groups.get(case_id, set()))
-        slices = [f"slice:{n}" for k, n in mine if k == "slice"]
-        categories = [f"category:{n}" for k, n in mine if k == "category"]
+        slices = [f"slice:{_escaped(n)}" for k, n in mine if k == "slice"]
+        categories = [f"category:{_escaped(n)}" for k, n in mine if k == "category"]
         on_cases = ["", *slices, *categories, *(f"{a}|{b}" for a in slices for b in categories)]
         on_labels: list[tuple[str, list[Label]]] = [("", labels)]
         for source in sorted({x[3] for x in labels}):
-            on_labels.append((f"source:{source}", [x for x in labels if x[3] == source]))
+            on_labels.append((f"source:{_escaped(source)}", [x for x in labels if x[3] == source]))
         brought = sorted({(x[3], int(x[4])) for x in labels if x[4] is not None})
         for imp in sorted({imp for _, imp in brought}):
             on_labels.append(
@@ -129,7 +134,7 @@ def _backfill(bind: Any) -> None:
         for source, imp in brought:
             on_labels.append(
                 (
-                    f"source:{source}|import:{imp}",
+                    f"source:{_escaped(source)}|import:{imp}",
                     [x for x in labels if x[4] is not None and (x[3], int(x[4])) == (source, imp)],
                 )
             )
@@ -153,9 +158,7 @@ def _backfill(bind: Any) -> None:
 def upgrade() -> None:
     for name, (keys, _) in TABLES.items():
         with op.batch_alter_table(name, recreate="always") as b:
-            b.add_column(
-                sa.Column("scope", sa.String(length=200), nullable=False, server_default="")
-            )
+            b.add_column(sa.Column("scope", sa.Text(), nullable=False, server_default=""))
             b.drop_constraint(f"pk_{name}", type_="primary")
             b.create_primary_key(f"pk_{name}", ["scope", *keys])
     _backfill(op.get_bind())
