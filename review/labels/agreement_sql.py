@@ -17,15 +17,16 @@ flags) and read by both of its parts:
   counts summed alongside (packed several codes to an integer);
 * the decision heatmap is the pair counts summed over the annotator pairs.
 
-The unfiltered views (every label, by slice or by category: the page's default) read the
-overall rows and the pair rows from the stored rollup instead (review.labels.agreement_rollup:
-the same sums, kept in step by the labeling service), and the per-group rows and annotators
-from the figures stored per slice and category (review.cases.agreement_groups, kept in step by
-the labeling and the case services). The rollup is read only while its stamp says it stands for
-exactly the label rows there are (a label written past the service, as a bulk load writes them,
-makes the report count everything from the labels again); the per-group figures only while,
-besides, their stamp says they stand for the cases' slices and categories as they are (else
-those rows are counted from the labels).
+Every view but a family's (unfiltered, or any combination of one slice, one category, one
+source and one import: :func:`stored_scope`) reads the overall rows and the pair rows from the
+stored rollup of its scope instead (review.labels.agreement_rollup, the rule in
+review.cases.agreement_counts: the same sums, kept in step by the labeling and the case
+services), and the per-group rows and annotators from the figures stored per slice and
+category (review.cases.agreement_groups). The rollup is read only while its stamp says it
+stands for exactly the label rows there are (a label written past the service, as a bulk load
+writes them, makes the report count everything from the labels again); the per-group figures,
+and a view filtered by slice or category, only while, besides, their stamp says they stand for
+the cases' slices and categories as they are (else those rows are counted from the labels).
 
 A reason code is present when the label's JSON list holds the code's JSON string (codes are
 identifiers, stored by json.dumps). Codes outside the list are looked for in the distinct
@@ -829,8 +830,7 @@ def agreement_report_sql(
             if on_cases:
                 stored = groups_right
         packing = _Packing.for_counts(n_codes, int(newest or 0))
-        if stored:
-            assert view is not None
+        if stored and view is not None:
             unit_rows, decision_rows, code_rows, unknown = _stored_rows(
                 conn, cats, codes, key, group_join, stored_groups, view, scope
             )
@@ -873,7 +873,8 @@ def agreement_report_sql(
             )
 
         # 3. annotators, overall and per group: every (case, annotator) with a label has
-        #    exactly one current label, so these counts need no "current" test
+        #    exactly one current label, so these counts need no "current" test, but for a
+        #    filter on the labels themselves (the current label may be outside it)
         if not scope:
             n_annotators = len(annotators)
         elif stored_groups and view is not None:
