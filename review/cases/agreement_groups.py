@@ -33,8 +33,6 @@ written past the service), which readers check as well."""
 
 from __future__ import annotations
 
-from collections import Counter as Tally
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -70,34 +68,14 @@ Key = tuple[Any, ...]
 Counts = dict[Key, tuple[int, ...]]
 
 
-def _add(counts: Counts, key: Key, values: tuple[int, ...]) -> None:
-    old = counts.get(key)
-    counts[key] = values if old is None else tuple(x + y for x, y in zip(old, values, strict=True))
-
-
 @dataclass
 class GroupCounts:
     """The two tables' counts: (scope, kind, group, m, decision) -> (labels, squares) and
-    (scope, kind, group, annotator) -> (cases,)."""
+    (scope, kind, group, annotator) -> (cases,), as review.cases.agreement_counts counts
+    them."""
 
     values: Counts = field(default_factory=dict)
     annotators: Counts = field(default_factory=dict)
-
-    def add_case(
-        self, scope: str, groups: Iterable[tuple[str, str]], labels: Sequence[tuple[str, str]]
-    ) -> None:
-        """Count one case's current labels in ``scope`` ((annotator, decision)) in each of its
-        groups."""
-        m = len(labels)
-        if not m:
-            return
-        decisions = Tally(d for _, d in labels)
-        who = sorted({a for a, _ in labels})
-        for grouping, name in groups:
-            for decision, n in decisions.items():
-                _add(self.values, (scope, grouping, name, m, decision), (n, n * n))
-            for annotator in who:
-                _add(self.annotators, (scope, grouping, name, annotator), (1,))
 
     def nonzero(self) -> GroupCounts:
         """The same counts without the keys whose counts are all 0 (as stored)."""

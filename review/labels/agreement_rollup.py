@@ -63,24 +63,9 @@ def stamp_columns() -> tuple[Any, Any]:
 def refresh_rollup(s: Session, case_id: int, before: RollupCounts, new_label_id: int) -> None:
     """After one label was added to ``case_id`` (``before``: :func:`case_counts` of the case
     read before it was written, under the same case lock), move the stored tables by the
-    case's change and count the label in the stamp. The stamp row is updated first, so every
-    writer locks the shared rows in the same order."""
-    after = case_counts(s, [case_id])
-    dialect = s.get_bind().dialect.name
-    maker: Any = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    stamp = maker(AgreementRollupStamp).values(id=1, labels=1, newest_label_id=new_label_id)
-    stamp = stamp.on_conflict_do_update(
-        index_elements=["id"],
-        set_={
-            "labels": AgreementRollupStamp.labels + 1,
-            "newest_label_id": case(
-                (AgreementRollupStamp.newest_label_id < new_label_id, new_label_id),
-                else_=AgreementRollupStamp.newest_label_id,
-            ),
-        },
-    )
-    s.execute(stamp)
-    agreement_counts.move(s, before, after)
+    case's change and count the label in the stamp (:func:`refresh_rollup_cases` of one
+    label)."""
+    refresh_rollup_cases(s, [case_id], before, 1, new_label_id)
 
 
 def rebuild_rollup(s: Session) -> int:
@@ -116,7 +101,8 @@ def refresh_rollup_cases(
     """After ``added`` labels were written to ``case_ids`` in one transaction (a label import;
     ``before``: :func:`case_counts` of those cases read before, under their locks), move the
     stored tables by the cases' change and count the labels in the stamp, as
-    :func:`refresh_rollup` does for one label."""
+    :func:`refresh_rollup` does for one label. The stamp row is updated first, so every
+    writer locks the shared rows in the same order."""
     if not added:
         return
     after = case_counts(s, case_ids)
