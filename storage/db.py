@@ -160,6 +160,20 @@ def run_write(engine: Engine, work: Callable[[Session], T], attempts: int = 6) -
     raise AssertionError("unreachable")
 
 
+@contextmanager
+def planner_off(s: Session, *switches: str) -> Iterator[None]:
+    """Within the block the planner's ``switches`` (``enable_...`` settings) are off (for
+    the transaction at most; as they were after the block)."""
+    was = s.execute(select(*(func.current_setting(name) for name in switches))).one()
+    s.execute(select(*(func.set_config(name, "off", True) for name in switches)))
+    try:
+        yield
+    finally:
+        s.execute(
+            select(*(func.set_config(n, v, True) for n, v in zip(switches, was, strict=True)))
+        )
+
+
 def leads_an_index(column: Any) -> bool:
     """Whether ``column`` (a mapped attribute or a table column) is a column of a table that
     some index of that table starts with; False for any other expression."""

@@ -56,6 +56,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from review.core.errors import InputError
+from storage.db import planner_off
 from storage.models import Trace as TraceRow
 
 __all__ = [
@@ -209,24 +210,10 @@ def beyond(edge: Edge, newest: bool) -> ColumnElement[bool]:
     return or_(TraceRow.at > edge.at, and_(TraceRow.at == edge.at, TraceRow.id > edge.id))
 
 
-@contextmanager
-def _planner(s: Session, *switches: str) -> Iterator[None]:
-    """Within the block the planner's ``switches`` (``enable_...`` settings) are off (for
-    the transaction at most; as they were after the block)."""
-    was = s.execute(select(*(func.current_setting(name) for name in switches))).one()
-    s.execute(select(*(func.set_config(name, "off", True) for name in switches)))
-    try:
-        yield
-    finally:
-        s.execute(
-            select(*(func.set_config(n, v, True) for n, v in zip(switches, was, strict=True)))
-        )
-
-
 def indexes_only(s: Session) -> Any:
     """Within the block the planner reads the table only through index bitmaps (no scan
     of the table, no walk of an index in order), for a search already known to be rare."""
-    return _planner(s, "enable_seqscan", "enable_indexscan")
+    return planner_off(s, "enable_seqscan", "enable_indexscan")
 
 
 def walking(s: Session) -> Any:
@@ -235,7 +222,7 @@ def walking(s: Session) -> Any:
     (``each_row``, estimated at a handful), and would otherwise read the whole window and
     sort it instead of stopping at the page (150 ms instead of 0.4 ms for a frequent word
     at 1M traces)."""
-    return _planner(s, "enable_sort")
+    return planner_off(s, "enable_sort")
 
 
 def page(
