@@ -1128,8 +1128,11 @@ def child_sampling(url: str, total: int) -> dict[str, Any]:
         strata=("decision",),
         allocation="proportional",
         total=total,
-        seed=424242,
+        # a new seed each run, as each plan a user draws: the same seed again would find
+        # last run's 400 traces in memory and time a draw no user waits for
+        seed=random.SystemRandom().randrange(1, 2**31),
     )
+    out["seed"] = spec.seed
     with Clock() as c:
         plan_id = run_write(engine, partial(plans.create_plan, actor=actor, spec=spec))
     c.put(out, "create_plan")

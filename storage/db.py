@@ -161,17 +161,21 @@ def run_write(engine: Engine, work: Callable[[Session], T], attempts: int = 6) -
 
 
 @contextmanager
-def planner_off(s: Session, *switches: str) -> Iterator[None]:
-    """Within the block the planner's ``switches`` (``enable_...`` settings) are off (for
-    the transaction at most; as they were after the block)."""
-    was = s.execute(select(*(func.current_setting(name) for name in switches))).one()
-    s.execute(select(*(func.set_config(name, "off", True) for name in switches)))
+def planner(s: Session, **settings: str) -> Iterator[None]:
+    """Within the block PostgreSQL's ``settings`` (planner and I/O settings a session may
+    change) have the given values (for the transaction at most; as they were after it)."""
+    names = list(settings)
+    was = s.execute(select(*(func.current_setting(name) for name in names))).one()
+    s.execute(select(*(func.set_config(n, v, True) for n, v in settings.items())))
     try:
         yield
     finally:
-        s.execute(
-            select(*(func.set_config(n, v, True) for n, v in zip(switches, was, strict=True)))
-        )
+        s.execute(select(*(func.set_config(n, v, True) for n, v in zip(names, was, strict=True))))
+
+
+def planner_off(s: Session, *switches: str) -> Any:
+    """Within the block the planner's ``switches`` (``enable_...`` settings) are off."""
+    return planner(s, **dict.fromkeys(switches, "off"))
 
 
 def leads_an_index(column: Any) -> bool:

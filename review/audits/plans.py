@@ -63,7 +63,7 @@ from review.core.terms import PlanStatus
 from review.traces import rollup
 from review.traces.stamp import added_since, traces_stamp
 from storage import changes
-from storage.db import leads_an_index, one_of, read_session, seek_distinct
+from storage.db import leads_an_index, one_of, planner, read_session, seek_distinct
 from storage.models import (
     AuditItem,
     AuditVerdict,
@@ -792,10 +792,32 @@ def preview_sample(engine: Engine, plan_id: int) -> list[tuple[int, str]]:
         return _drawn(s, plan_row(s, plan_id))
 
 
+# pages the draw's lock of its traces asks the disk for at once (see _lock_drawn)
+DRAW_PREFETCH = 64
+
+
 @dataclass(frozen=True)
 class DrawResult:
     items: int
     by_stratum: dict[str, int]
+
+
+def _lock_drawn(s: Session, trace_pks: list[int]) -> None:
+    """PostgreSQL: the drawn traces locked as the items' foreign key locks them, in one
+    statement whose bitmap scan reads their pages from disk side by side. Each item's key
+    check would otherwise wait for its own page, one after the other: 400 random pages of a
+    15 GB table at ten million traces, 0.3-2.5 s when they are not in memory. A server whose
+    ``effective_io_concurrency`` is 0 (turned off, or a platform without prefetching, which
+    refuses any other value) keeps it."""
+    if s.get_bind().dialect.name != "postgresql":
+        return
+    settings = {"enable_indexscan": "off", "enable_indexonlyscan": "off"}
+    if s.execute(select(func.current_setting("effective_io_concurrency"))).scalar_one() != "0":
+        settings["effective_io_concurrency"] = str(DRAW_PREFETCH)
+    with planner(s, **settings):
+        s.execute(
+            select(Trace.id).where(one_of(s, Trace.id, trace_pks)).with_for_update(key_share=True)
+        ).all()
 
 
 def draw_plan(s: Session, actor: Actor, plan_id: int) -> DrawResult:
@@ -815,6 +837,7 @@ def draw_plan(s: Session, actor: Actor, plan_id: int) -> DrawResult:
     drawn = _drawn(s, plan)
     if not drawn:
         raise InputError("the allocation selects no trace; nothing was drawn")
+    _lock_drawn(s, [tid for tid, _stratum in drawn])
     s.execute(
         insert(AuditItem),
         [

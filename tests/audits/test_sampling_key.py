@@ -14,7 +14,8 @@ from typing import Any, cast
 import numpy as np
 import pytest
 from alembic import command
-from sqlalchemy import Engine, insert, select, text, update
+from sqlalchemy import Engine, delete, func, insert, select, text, update
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from review.audits import plans as audit_plans
@@ -383,3 +384,28 @@ def test_an_unknown_algorithm_is_refused(engine: Engine) -> None:
     run_write(engine, bump)
     with pytest.raises(InputError, match="sampling algorithm 9 is unknown"):
         audit_plans.preview_sample(engine, pid)
+
+
+@pytest.mark.parametrize("prefetch", ["0", "8"])
+def test_a_postgresql_draw_locks_its_traces_and_leaves_the_settings_as_they_were(
+    pg_engine: Engine, prefetch: str
+) -> None:
+    """The draw locks its traces in one statement with the planner set for it (see
+    plans._lock_drawn); the rest of the transaction runs with the settings it had, and a
+    server that turned prefetching off (or cannot prefetch) keeps it off."""
+    tiered(pg_engine, 300)
+    pid = plan(pg_engine, strata=("decision",), total=40, seed=11)
+    names = ("effective_io_concurrency", "enable_indexscan", "enable_indexonlyscan")
+    with Session(pg_engine) as s, s.begin():
+        s.execute(text(f"SET LOCAL effective_io_concurrency = {prefetch}"))
+        result = audit_plans.draw_plan(s, REVIEWER, pid)
+        after = tuple(s.execute(select(*(func.current_setting(n) for n in names))).one())
+        first = s.execute(
+            select(AuditItem.trace_pk).where(AuditItem.plan_id == pid).limit(1)
+        ).scalar_one()
+        with pg_engine.connect() as other:
+            other.execute(text("SET lock_timeout = '200ms'"))
+            with pytest.raises(OperationalError, match="lock timeout"):
+                other.execute(delete(Trace).where(Trace.id == first))
+    assert result.items == 40
+    assert after == (prefetch, "on", "on")
