@@ -676,6 +676,21 @@ SAMPLING_INDEX_COLUMNS = (
 )
 
 
+#: the columns ``ix_traces_top_score`` holds beside the score on PostgreSQL: what the replay
+#: reads of each trace of a score bin (review.thresholds.replay._SIGNAL_COLUMNS)
+REPLAY_INCLUDE = (
+    "id",
+    "topics",
+    "ranking_mode",
+    "hits_after_filter",
+    "answerable",
+    "ambiguous",
+    "ungrounded",
+    "customer_tier",
+    "restricted",
+)
+
+
 def _sample_key_default(context: DefaultExecutionContext) -> int | None:
     params: dict[str, Any] = context.get_current_parameters()  # type: ignore[no-untyped-call]
     trace_id = params.get("trace_id")
@@ -690,8 +705,10 @@ class Trace(Base):
         Index("ix_traces_at_decision", "at", "decision"),
         Index("ix_traces_decision_reason", "decision", "reason_code"),
         Index("ix_traces_restricted_at", "restricted", "at"),
-        # the replay's reads of single score bins (trace_signal_groups, migration 0022)
-        Index("ix_traces_top_score", "top_score"),
+        # the replay's reads of single score bins (trace_signal_groups, migration 0022); on
+        # PostgreSQL it holds every column the replay reads, so a bin is read from the index
+        # alone (migration 0042)
+        Index("ix_traces_top_score", "top_score", postgresql_include=list(REPLAY_INCLUDE)),
         Index(
             "ix_traces_refusal_texts",
             "id",
