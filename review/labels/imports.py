@@ -400,42 +400,55 @@ def _write(
     current = _current(s, {(found[r.case_key][0], users[r.user]) for r, _ in fresh})
     now = utcnow()
     rows: list[Label] = []
-    for r, old in fresh:
-        case_id = found[r.case_key][0]
-        annotator = users[r.user]
-        answers = tax.decisions[r.decision].answers
-        if answers and r.reason_codes:
-            tally.dropped += 1
-        row = Label(
-            case_id=case_id,
-            annotator=annotator,
-            decision=r.decision,
-            reason_codes=[] if answers else list(r.reason_codes),
-            category=None,
-            rationale=r.note.strip(),
-            claim_verdicts=[],
-            replaces_id=current.get((case_id, annotator)),
-            created_at=now,
-            source=r.tool,
-            source_ref=r.ref,
-            source_digest=r.digest(),
-            import_id=imp.id,
-            labeled_at=r.labeled_at,
-            lead_seconds=r.lead_seconds,
-        )
-        s.add(row)
-        s.flush()  # its id, so the next label of the same case and annotator replaces it
-        current[(case_id, annotator)] = row.id
-        rows.append(row)
-        if old is None:
-            tally.added += 1
-        else:
-            tally.changed += 1
-        tally.cases.add(case_id)
-        tally.annotators.add(annotator)
-    tally.newest = max(tally.newest, rows[-1].id)
+    # in rounds, each written with one flush: a round holds at most one label per case and
+    # annotator (a later one of the same pair waits for the next round, as it replaces the
+    # label written before it and needs its id)
+    pending = fresh
+    while pending:
+        later: list[tuple[ExternalLabel, Label | None]] = []
+        written: dict[tuple[int, str], tuple[Label, bool]] = {}
+        for r, old in pending:
+            pair = (found[r.case_key][0], users[r.user])
+            if pair in written:
+                later.append((r, old))
+                continue
+            answers = tax.decisions[r.decision].answers
+            if answers and r.reason_codes:
+                tally.dropped += 1
+            row = Label(
+                case_id=pair[0],
+                annotator=pair[1],
+                decision=r.decision,
+                reason_codes=[] if answers else list(r.reason_codes),
+                category=None,
+                rationale=r.note.strip(),
+                claim_verdicts=[],
+                replaces_id=current.get(pair),
+                created_at=now,
+                source=r.tool,
+                source_ref=r.ref,
+                source_digest=r.digest(),
+                import_id=imp.id,
+                labeled_at=r.labeled_at,
+                lead_seconds=r.lead_seconds,
+            )
+            s.add(row)
+            written[pair] = (row, old is None)
+        s.flush()
+        for pair, (row, added) in written.items():
+            current[pair] = row.id
+            rows.append(row)
+            if added:
+                tally.added += 1
+            else:
+                tally.changed += 1
+            tally.cases.add(pair[0])
+            tally.annotators.add(pair[1])
+        pending = later
+    newest = max(row.id for row in rows)
+    tally.newest = max(tally.newest, newest)
     refresh_agreed(s, case_ids)
-    agreement_rollup.refresh_rollup_cases(s, case_ids, counts_before, len(rows), rows[-1].id)
+    agreement_rollup.refresh_rollup_cases(s, case_ids, counts_before, len(rows), newest)
 
 
 def import_labels(

@@ -165,6 +165,45 @@ def test_the_same_file_again_adds_nothing_and_a_changed_annotation_is_a_new_labe
     assert rollup_matches(demo_engine)
 
 
+def test_one_annotator_labelling_a_case_three_times_in_one_file_is_a_chain_in_file_order(
+    demo_engine: Engine, tax: Taxonomy
+) -> None:
+    """A tool can hold several annotations of one task by one person: each replaces the one
+    before it in the file, the last is the current label, and the labels of other cases
+    and people in between are written once each (the import writes a batch in rounds)."""
+    k1, k2 = ready_keys(demo_engine, 2)
+    codes = ("no_answer_bearing_evidence",)
+    report = run(
+        demo_engine,
+        tax,
+        [
+            rec("a", k1, "17", "answer"),
+            rec("b", k2, "17", "answer"),
+            rec("c", k1, "17", "abstain", reason_codes=codes),
+            rec("d", k1, "tom@ls.example", "answer"),
+            rec("e", k1, "17", "clarify", reason_codes=codes),
+        ],
+    )
+    assert (report.added, report.changed, report.cases) == (5, 0, 2)
+    with read_session(demo_engine) as s:
+        rows = {
+            r.source_ref: r
+            for r in s.scalars(select(Label).where(Label.import_id == report.import_id))
+        }
+        case_id = s.scalar(select(Case.id).where(Case.key == k1))
+        assert case_id is not None
+        agreed = agreed_labels(s, [case_id])
+    assert rows["a"].replaces_id is None and rows["b"].replaces_id is None
+    assert rows["c"].replaces_id == rows["a"].id
+    assert rows["e"].replaces_id == rows["c"].id
+    assert rows["d"].replaces_id is None
+    assert rows["a"].id < rows["c"].id < rows["e"].id
+    # ines's current label is "clarify" (not the "abstain" she replaced), tom's "answer":
+    # the two disagree, so the case has no agreed label
+    assert case_id not in agreed
+    assert rollup_matches(demo_engine)
+
+
 def test_an_imported_label_replaces_the_annotators_label_made_here(
     demo_engine: Engine, tax: Taxonomy
 ) -> None:
