@@ -5,13 +5,21 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 import streamlit as st
+from sqlalchemy import Engine
 
 from pages import ui
 from pages.labeling import cached
 from review.core import clearance
 from review.core.identity import Permission
 from review.core.taxonomy import Taxonomy
-from review.monthly.overview import Attention, Overview, build_overview
+from review.evaluation import execution
+from review.monthly.overview import (
+    Attention,
+    CaseFigures,
+    Overview,
+    build_overview,
+    case_figures,
+)
 
 
 def counts(ov: Overview) -> None:
@@ -103,12 +111,23 @@ def ready_cases(ov: Overview, tax: Taxonomy) -> None:
     )
 
 
+@st.cache_data(ttl=600, show_spinner=False, max_entries=4)
+def _case_figures(_engine: Engine, url: str, stamp: tuple[int, int, int]) -> CaseFigures:
+    return case_figures(_engine)
+
+
+def cases_now(engine: Engine) -> CaseFigures:
+    """The cases' counts (0.4 s at 500,000 cases), kept until a case is added or edited
+    (execution.choices_stamp, index look-ups)."""
+    return _case_figures(engine, str(engine.url), execution.choices_stamp(engine))
+
+
 def main() -> None:
     actor = ui.actor()
     tax = ui.tax()
     engine = ui.engine()
     left = cached.queue_progress(engine, actor)[1] if actor.can(Permission.label) else None
-    ov = build_overview(engine, actor, tax, labels_left=left)
+    ov = build_overview(engine, actor, tax, labels_left=left, cases=cases_now(engine))
     st.title("Overview")
     st.caption(
         f"Signed in as {ui.plain(actor.name)} "
