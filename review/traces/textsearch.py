@@ -122,7 +122,7 @@ def walkable(text: str) -> bool:
 #: seconds and the search says so, within the second a person waits for an answer (a pair
 #: of letters in no trace read all ten million traces for minutes). A pair of letters that
 #: many traces hold finds its page among the newest traces at once (0.01 s at 10M)
-SHORT_SEARCH_SECONDS = 0.6
+SHORT_SEARCH_SECONDS = 0.5
 
 
 @contextmanager
