@@ -803,12 +803,15 @@ class DrawResult:
 
 
 def _lock_drawn(s: Session, trace_pks: list[int]) -> None:
-    """PostgreSQL: the drawn traces locked as the items' foreign key locks them, in one
-    statement whose bitmap scan reads their pages from disk side by side. Each item's key
-    check would otherwise wait for its own page, one after the other: 400 random pages of a
-    15 GB table at ten million traces, 0.3-2.5 s when they are not in memory. A server whose
-    ``effective_io_concurrency`` is 0 (turned off, or a platform without prefetching, which
-    refuses any other value) keeps it."""
+    """PostgreSQL: the drawn traces locked as the items' foreign key locks them (``FOR KEY
+    SHARE``: a trace can still be updated, not deleted), in one statement whose bitmap scan
+    reads their pages from disk side by side. Each item's key check would otherwise wait for
+    its own page, one after the other: 400 random pages of a 15 GB table at ten million
+    traces, 0.3-2.5 s when they are not in memory. The key checks then find the primary key's
+    leaves and the rows in memory (they look a trace up by its primary key: see
+    storage.partitions.COLUMN_OPTIONS). A server whose ``effective_io_concurrency`` is 0
+    (turned off, or a platform without prefetching, which refuses any other value) keeps
+    it."""
     if s.get_bind().dialect.name != "postgresql":
         return
     settings = {"enable_indexscan": "off", "enable_indexonlyscan": "off"}
@@ -816,7 +819,9 @@ def _lock_drawn(s: Session, trace_pks: list[int]) -> None:
         settings["effective_io_concurrency"] = str(DRAW_PREFETCH)
     with planner(s, **settings):
         s.execute(
-            select(Trace.id).where(one_of(s, Trace.id, trace_pks)).with_for_update(key_share=True)
+            select(Trace.id)
+            .where(one_of(s, Trace.id, trace_pks))
+            .with_for_update(read=True, key_share=True)
         ).all()
 
 

@@ -7,6 +7,7 @@ PostgreSQL, and plans drawn by algorithm 1 before the key existed still verify."
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from typing import Any, cast
@@ -31,6 +32,7 @@ from review.core.sampling import (
     population_fingerprint,
 )
 from review.traces import importer
+from storage import partitions
 from storage.db import alembic_config, make_engine, migrate, read_session, run_write
 from storage.models import SAMPLE_KEY_BITS, AuditItem, SamplingPlan, Trace, trace_sample_key
 from tests.helpers.actors import REVIEWER
@@ -405,7 +407,72 @@ def test_a_postgresql_draw_locks_its_traces_and_leaves_the_settings_as_they_were
         ).scalar_one()
         with pg_engine.connect() as other:
             other.execute(text("SET lock_timeout = '200ms'"))
+            # the lock is the key check's: a trace's flags can still change (a restricted-flag
+            # rebuild does not wait for the draw), the trace cannot go
+            other.execute(update(Trace).where(Trace.id == first).values(feedback="reviewed"))
             with pytest.raises(OperationalError, match="lock timeout"):
                 other.execute(delete(Trace).where(Trace.id == first))
     assert result.items == 40
     assert after == (prefetch, "on", "on")
+
+
+def _key_check_indexes(engine: Engine, plan_id: int) -> list[str]:
+    """The indexes the foreign-key checks of a draw's items read in the traces, from the
+    server's own plans of them (auto_explain, nested statements)."""
+    notices: list[str] = []
+    with Session(engine) as s, s.begin():
+        conn = s.connection().connection.driver_connection
+        assert conn is not None
+        conn.add_notice_handler(lambda d: notices.append(str(d.message_primary)))
+        for sql in (
+            "LOAD 'auto_explain'",
+            "SET LOCAL auto_explain.log_min_duration = 0",
+            "SET LOCAL auto_explain.log_nested_statements = on",
+            "SET LOCAL auto_explain.log_format = json",
+            "SET LOCAL auto_explain.log_level = notice",
+            "SET LOCAL client_min_messages = notice",
+        ):
+            s.execute(text(sql))
+        audit_plans.draw_plan(s, REVIEWER, plan_id)
+        s.rollback()
+
+    def walk(node: dict[str, Any]) -> Iterator[str]:
+        if "Index Name" in node:
+            yield str(node["Index Name"])
+        for child in node.get("Plans", []):
+            yield from walk(child)
+
+    found: list[str] = []
+    for message in notices:
+        body = message[message.find("{") :]
+        if '"SELECT 1 FROM \\"public\\".\\"traces\\"' not in body:
+            continue
+        found.extend(walk(json.loads(body)["Plan"]))
+    return found
+
+
+def test_a_postgresql_key_check_of_a_drawn_trace_reads_the_primary_key(pg_engine: Engine) -> None:
+    """The items' key checks look each trace up by ``id = $1 AND at = $2``; they read the
+    primary key, whose leaves the draw's lock has just read, and not one of the indexes that
+    begin with ``at`` (storage.partitions.COLUMN_OPTIONS, migration 0043). Without the
+    setting they read the newest of those (asserted, so the test can tell). The traces'
+    month is a partition made as the import makes one (partitions.create_month)."""
+    june = dt.date(2025, 6, 1)
+    with pg_engine.begin() as c:
+        assert partitions.ensure_months(c, [dt.datetime(2025, 6, 2, tzinfo=dt.UTC)]) == [june]
+    tiered(pg_engine, 600)
+    pid = plan(pg_engine, strata=("decision",), total=30, seed=5)
+    with pg_engine.begin() as c:
+        c.execute(text("ANALYZE traces"))
+    used = _key_check_indexes(pg_engine, pid)
+    assert len(used) == 30
+    assert all(name.endswith("_pkey") for name in used), Counter(used)
+
+    with pg_engine.begin() as c:
+        month = partitions.partition_name("traces", june)
+        c.execute(text(f"ALTER TABLE {month} ALTER COLUMN at RESET (n_distinct)"))
+        c.execute(text("ANALYZE traces"))
+    pg_engine.dispose()  # the checks' plans are kept by each connection
+    without = _key_check_indexes(pg_engine, pid)
+    assert len(without) == 30
+    assert not any(name.endswith("_pkey") for name in without), Counter(without)
