@@ -76,7 +76,7 @@ def one_run(
             "The CRAG score counts +1 per acceptable answer (the case calls for it, it has "
             "text, cites a decisive document and states no figure a required claim "
             "contradicts), 0 per non-answer and -1 per other answer. "
-            "README's Metrics section defines each figure."
+            "The documentation's Metrics page (docs/metrics.md) defines each figure."
         )
     with c2:
         st.altair_chart(intervals, width="stretch")

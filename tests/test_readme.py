@@ -1,4 +1,5 @@
-"""The README stays honest: its examples parse, and every command and page is documented."""
+"""The README and the docs stay honest: their examples parse, and every command and page is
+documented."""
 
 from __future__ import annotations
 
@@ -11,31 +12,26 @@ from review.cli.main import main
 from review.core.taxonomy import Taxonomy
 from review.corpus.docformat import parse_markdown
 from review.demo.people import DEMO_ACTOR
+from tests.helpers import docs
 from tests.helpers.paths import ROOT
 
-README = (ROOT / "README.md").read_text(encoding="utf-8")
-
-
-def _block(lang: str, after: str) -> str:
-    start = README.index(after)
-    m = re.compile(rf"```{lang}\n(.*?)\n```", re.S).search(README, start)
-    assert m is not None
-    return m.group(1)
+README = docs.text("README")
 
 
 def test_readme_document_example_imports(tax: Taxonomy) -> None:
-    doc = parse_markdown(_block("markdown", "### Documents"), "README", tax)
+    doc = parse_markdown(docs.block("import", "markdown", "## Documents"), "docs/import.md", tax)
     assert doc.doc_id == "POL-REFUND" and doc.version == 2
 
 
 def test_readme_case_example_is_valid_canonical_jsonl(tax: Taxonomy) -> None:
-    [(_, case)] = list(cases.iter_cases_jsonl([_block("json", "### Cases")], "README", tax))
+    example = docs.block("import", "json", "## Cases")
+    [(_, case)] = list(cases.iter_cases_jsonl([example], "docs/import.md", tax))
     assert case.key == "CASE-001"
 
 
 def test_every_cli_command_is_in_the_readme() -> None:
     for name in main.commands:
-        assert f"workbench {name}" in README, name
+        assert f"workbench {name}" in docs.text("commands"), name
 
 
 def test_every_page_is_in_the_readme() -> None:
@@ -44,6 +40,7 @@ def test_every_page_is_in_the_readme() -> None:
     assert len(titles) >= 15
     for title in titles:
         assert f"**{title}**" in README, title
+        assert f"**{title}**" in docs.text("pages"), title
 
 
 def test_the_two_commands_come_first() -> None:
@@ -56,7 +53,8 @@ def test_readme_trace_example_is_a_valid_canonical_trace() -> None:
 
     from review.traces.formats.canonical import trace_from_dict
 
-    trace = trace_from_dict(json.loads(_block("json", "### Production traces")), "README")
+    example = docs.block("import", "json", "## Production traces")
+    trace = trace_from_dict(json.loads(example), "docs/import.md")
     assert trace.trace_id and trace.chunks
 
 
@@ -70,7 +68,7 @@ def test_readme_trace_example_logs_every_signal_the_shipped_policy_needs() -> No
     from review.policy.policy import load_policy
     from review.thresholds.redecide import lacked, signals_of
 
-    logged = json.loads(_block("json", "### Production traces"))
+    logged = json.loads(docs.block("import", "json", "## Production traces"))
     policy = load_policy()
     assert lacked(policy, logged) == []
     assert decide(policy, signals_of(logged)).decision == logged["decision"]
@@ -79,7 +77,7 @@ def test_readme_trace_example_logs_every_signal_the_shipped_policy_needs() -> No
 def test_the_demo_section_states_the_sizes_the_fixtures_build() -> None:
     from review.demo import files, fixtures, people
 
-    section = README[README.index("## The demo company") : README.index("## Importing")]
+    section = README[README.index("## The demo company") : README.index("## Documentation")]
     text = " ".join(section.split())
     traces = fixtures.DEMO_TRACES + fixtures.EXTRA_DEMO_TRACES
     assert f"{traces:,} production traces" in text
@@ -102,7 +100,7 @@ def test_the_demo_figures_are_the_ones_the_overview_shows(
     from review.demo import fixtures
     from review.monthly.overview import build_overview
 
-    section = README[README.index("## The demo company") : README.index("## Importing")]
+    section = README[README.index("## The demo company") : README.index("## Documentation")]
     text = " ".join(section.split())
     ov = build_overview(demo_engine, DEMO_ACTOR, tax)
     assert ov.unanswerable_share is not None
@@ -121,7 +119,7 @@ def test_the_architecture_table_matches_the_areas() -> None:
     (which tests/test_architecture.py checks against the imports)."""
     import ast
 
-    section = README[README.index("## Architecture") : README.index("## Development")]
+    section = docs.text("architecture")
     rows = re.findall(r"^\| `(\w+)` \| [^|]+ \| ([^|]+) \|$", section, re.M)
     review = ROOT / "review"
     areas = sorted(p.name for p in review.iterdir() if (p / "__init__.py").exists())
@@ -152,7 +150,7 @@ def test_security_md_names_only_files_commands_and_settings_that_exist() -> None
 
 
 def test_the_performance_table_is_the_recorded_runs_of_both_engines() -> None:
-    """README's Performance table is what `benchmarks/scale.py --table` prints for the three
+    """The Performance page's table is what `benchmarks/scale.py --table` prints for the three
     recorded runs (SQLite and PostgreSQL at 1.6M traces, PostgreSQL at 10M), so its figures
     are the recorded ones."""
     from benchmarks import figures
@@ -164,7 +162,9 @@ def test_the_performance_table_is_the_recorded_runs_of_both_engines() -> None:
     ]
     table = figures.render_engines([figures.load_record(ROOT / p) for p in sources], sources)
     body = table.split("\n", 2)[2]  # without its title
-    assert body in README, "run `benchmarks/scale.py --table` and paste its table into README"
+    assert body in docs.text("performance"), (
+        "run `benchmarks/scale.py --table` and paste its table into docs/performance.md"
+    )
 
 
 def test_the_parallel_check_figures_are_the_code_s() -> None:
@@ -173,13 +173,13 @@ def test_the_parallel_check_figures_are_the_code_s() -> None:
     mib = importparts.PARALLEL_MIN_BYTES // 2**20
     assert (
         f"a canonical JSONL file of {mib} MiB or\nmore is checked in parts, one process per "
-        f"core (up to {importparts.MAX_PARTS})" in README
+        f"core (up to {importparts.MAX_PARTS})" in docs.text("import")
     )
 
 
 def test_the_browser_table_is_the_recorded_runs_of_both_engines() -> None:
-    """README's table of what a person waits for is what `benchmarks/browser.py --table`
-    prints for the two recorded runs (SQLite and PostgreSQL)."""
+    """The Performance page's table of what a person waits for is what
+    `benchmarks/browser.py --table` prints for the two recorded runs (SQLite and PostgreSQL)."""
     from benchmarks import browser, figures
 
     sources = [
@@ -188,7 +188,9 @@ def test_the_browser_table_is_the_recorded_runs_of_both_engines() -> None:
     ]
     table = browser.render_engines([figures.load_record(ROOT / p) for p in sources], sources)
     body = table.split("\n", 2)[2]  # without its title
-    assert body in README, "run `benchmarks/browser.py --table` and paste its table into README"
+    assert body in docs.text("performance"), (
+        "run `benchmarks/browser.py --table` and paste its table into docs/performance.md"
+    )
 
 
 def test_make_run_listens_where_port_and_address_say() -> None:

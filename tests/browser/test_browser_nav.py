@@ -14,6 +14,7 @@ from playwright.sync_api import FilePayload, Page, expect
 from review.admin import users
 from review.cases import cases
 from storage.db import make_engine
+from tests.helpers import docs
 from tests.helpers.browser import chromium_page, open_as, streamlit_server, wait_idle
 from tests.helpers.pages import page_table
 from tests.helpers.paths import ROOT
@@ -232,11 +233,7 @@ def test_an_import_shows_progress_and_two_downloads_in_a_row_both_work(
     import json
 
     ada = _user_id(demo_url, "ada.admin@brightwave.example")
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    start = readme.index("### Production traces")
-    block = re.compile(r"```json\n(.*?)\n```", re.S).search(readme, start)
-    assert block is not None
-    example = json.loads(block.group(1))
+    example = json.loads(docs.block("import", "json", "## Production traces"))
     good = dict(example, trace_id="nav-download-1")
     bad = dict(example, trace_id="nav-download-2", chunks="not a list")
     payload = (json.dumps(good) + "\n" + json.dumps(bad) + "\n").encode()

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from review.evaluation import claimcheck, runmetrics
 from tests.evaluation.figure_answers import ALL, CONTRADICTING, CORRECT, FigureAnswer
-from tests.helpers.paths import ROOT
+from tests.helpers import docs
 
 CLAIM = "A refund of a monthly plan charge must be requested within 14 days of the charge date."
 
@@ -213,7 +213,7 @@ def test_precision_and_recall_of_the_contradiction_flag(capsys: pytest.CaptureFi
             f"\nfigure check on {len(ALL)} written answers: precision {tp}/{len(flagged)} = "
             f"{precision:.3f}, recall {tp}/{len(CONTRADICTING)} = {recall:.3f}"
         )
-    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    readme = docs.flat("metrics")
     assert f"On {len(ALL)} answers written for the test" in readme
     assert f"{tp} of {len(CONTRADICTING)} contradictions are found" in readme
     assert false_flags == []

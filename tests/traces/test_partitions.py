@@ -337,10 +337,10 @@ def pg_engine(pg_url: str) -> Any:
 
 
 def test_the_readme_states_the_purges_wait_as_the_code_has_it() -> None:
-    from tests.helpers.paths import ROOT
+    from tests.helpers import docs
 
     seconds = int(retention.DROP_LOCK_TIMEOUT.removesuffix("s"))
-    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    readme = docs.flat("import")
     assert f"the purge waits up to {seconds} seconds for open reads to end" in readme
 
 
