@@ -11,7 +11,7 @@ PORT    ?= 8501
 # starts `workbench receive` as its child and stops it with the app (WORKBENCH_RECEIVE_PORT).
 RECEIVE ?=
 
-.PHONY: run test soak install lint bench clean phoenix-env argilla-env labelstudio-env
+.PHONY: run test soak install lint bench docs clean phoenix-env argilla-env labelstudio-env
 # How long the 8-process concurrency tests hammer each database: short in `make test` (it must
 # stay within 10 minutes on a 2-core machine), long in `make soak` (same tests, no deletion).
 CONCURRENCY_SECONDS ?= 15
@@ -109,6 +109,12 @@ soak: install
 
 bench: install
 	$(BIN)/python benchmarks/run.py
+
+# The documentation site from docs/ (Sphinx with MyST Markdown), on http://127.0.0.1:8000,
+# built again as a page is saved. `make test` builds it strictly (tests/test_docs.py).
+DOCS_PORT ?= 8000
+docs: install
+	$(BIN)/sphinx-autobuild docs build/docs --host 127.0.0.1 --port $(DOCS_PORT)
 
 clean:
 	rm -rf $(VENV) $(PHOENIX_VENV) $(ARGILLA_VENV) $(LABELSTUDIO_VENV) .mypy_cache .ruff_cache .pytest_cache

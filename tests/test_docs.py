@@ -1,0 +1,68 @@
+"""The documentation site builds with every warning an error (a broken link or anchor, a page
+in no table of contents, an include that is missing), and the README stays a short start
+whose links lead somewhere."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.helpers import docs
+from tests.helpers.paths import ROOT
+
+#: about 150 lines (issue 37): what it is, two screenshots, the two commands, the demo users
+#: and a link per role, and links into docs/
+README_MOST_LINES = 160
+
+
+def test_the_site_builds_strictly(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html",
+         str(docs.DOCS), str(tmp_path / "html")],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert (tmp_path / "html" / "index.html").is_file()
+    assert (tmp_path / "html" / "metrics.html").is_file()
+
+
+def _slug(heading: str) -> str:
+    """A heading's anchor as GitHub (and MyST) make it."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def _anchors(path: Path) -> set[str]:
+    text = re.sub(r"```.*?```", "", path.read_text(encoding="utf-8"), flags=re.S)
+    return {_slug(h) for h in re.findall(r"^#{1,6} (.+)$", text, re.M)}
+
+
+def test_every_link_of_the_readme_leads_to_a_file_and_heading_that_exist() -> None:
+    links = re.findall(r"\]\(([^)\s]+)\)", docs.text("README"))
+    local = [link for link in links if not re.match(r"https?://", link)]
+    assert len(local) >= 10
+    for link in local:
+        target, _, anchor = link.partition("#")
+        path = ROOT / target
+        assert path.exists(), link
+        if anchor:
+            assert anchor in _anchors(path), link
+
+
+def test_the_readme_is_short() -> None:
+    lines = docs.text("README").splitlines()
+    assert len(lines) <= README_MOST_LINES, len(lines)
+
+
+def test_every_docs_page_is_in_a_table_of_contents_and_the_readme_links_to_it() -> None:
+    """The strict build refuses a page in no table of contents; here: the README names every
+    page too, so a reader of the repository finds it without the site."""
+    readme = docs.text("README")
+    pages = sorted(p.stem for p in docs.DOCS.glob("*.md") if p.stem != "index")
+    assert len(pages) >= 10
+    for page in pages:
+        if page in ("security", "deployment"):  # included from SECURITY.md, deploy/README.md
+            continue
+        assert f"(docs/{page}.md" in readme, page
