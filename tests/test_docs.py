@@ -66,3 +66,41 @@ def test_every_docs_page_is_in_a_table_of_contents_and_the_readme_links_to_it() 
         if page in ("security", "deployment"):  # included from SECURITY.md, deploy/README.md
             continue
         assert f"(docs/{page}.md" in readme, page
+
+
+def test_the_command_reference_is_the_commands_own_help() -> None:
+    from review.cli import reference
+
+    assert docs.text("cli-reference") == reference.render(), (
+        "run `python -m review.cli.reference > docs/cli-reference.md`"
+    )
+
+
+def _usage_rows() -> list[str]:
+    """The command cells of the Command line page's table: "workbench sync phoenix --url URL"."""
+    cells = re.findall(r"^\| `(workbench [^`]+)` \|", docs.text("commands"), re.M)
+    return [cell.replace("\\|", "|") for cell in cells]
+
+
+def test_every_command_is_on_the_command_line_page_with_only_the_options_it_has() -> None:
+    """Each row names a command (or subcommand) and options it has; every command that is not
+    a group of others has its row. A renamed or removed option fails here."""
+    import click
+
+    from review.cli import reference
+
+    found = dict(reference.commands())
+    rows = _usage_rows()
+    assert len(rows) >= 30
+    seen = set()
+    for row in rows:
+        words = tuple(row.split()[1:])
+        path = max((p for p in found if words[: len(p)] == p), key=len, default=None)
+        assert path is not None, row
+        seen.add(path)
+        cmd = found[path]
+        names = {n for p in cmd.params for n in (*p.opts, *p.secondary_opts)}
+        for flag in re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", row):
+            assert flag in names, f"{row}: {flag} is not an option of workbench {' '.join(path)}"
+    leaves = {p for p, c in found.items() if not isinstance(c, click.Group)}
+    assert leaves <= seen, sorted(" ".join(p) for p in leaves - seen)
