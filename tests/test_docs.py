@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from tests.helpers import docs
 from tests.helpers.paths import ROOT
@@ -104,3 +105,71 @@ def test_every_command_is_on_the_command_line_page_with_only_the_options_it_has(
             assert flag in names, f"{row}: {flag} is not an option of workbench {' '.join(path)}"
     leaves = {p for p, c in found.items() if not isinstance(c, click.Group)}
     assert leaves <= seen, sorted(" ".join(p) for p in leaves - seen)
+
+
+def _table(page: str, after: str) -> list[list[str]]:
+    """The rows (cells, stripped) of the first Markdown table after ``after`` on ``page``."""
+    text = docs.text(page)
+    lines = text[text.index(after) :].splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip().strip("|").split("|")])
+    return rows
+
+
+def _metrics_example_frame() -> Any:
+    """The worked example of docs/metrics.md as the frame a run's outputs make."""
+    import pandas as pd
+
+    from review.core.taxonomy import load_taxonomy
+
+    answering = load_taxonomy().answering_decisions()
+    rows = []
+    for case, gold, reasons, output, reason, ok, cites, message, also in _table(
+        "metrics", "## A worked example"
+    ):
+        expected_key, _, used_key = message.partition(" / ")
+        flags = {f.strip() for f in also.split(",") if f.strip()}
+        assert flags <= {"contradicts a claim", "cites a distractor", "claim after refusal"}
+        rows.append(
+            {
+                "key": case,
+                "gold": gold,
+                "gold_reasons": [r.strip() for r in reasons.split(",") if r.strip()],
+                "decision": output,
+                "reason_code": reason or None,
+                "infra": False,
+                "answerable": gold in answering,
+                "answered": output in answering,
+                "answer_ok": ok == "yes",
+                "citations_support": cites == "yes",
+                "expected_message": expected_key or None,
+                "message_key": used_key or None,
+                "contradicts_claim": "contradicts a claim" in flags,
+                "refusal_cites_distractor": "cites a distractor" in flags,
+                "claim_after_refusal": "claim after refusal" in flags,
+                "slices": (),
+                "split": "test",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def test_the_metrics_worked_example_is_what_the_code_computes() -> None:
+    from review.evaluation import runmetrics
+
+    frame = _metrics_example_frame()
+    assert len(frame) == 8
+    computed = [
+        [
+            runmetrics.LABELS[m.name],
+            f"{m.k} / {m.n}",
+            f"{m.value:.3f}" if m.name == "crag_score" else f"{m.value:.1%}",
+        ]
+        for m in runmetrics.summarize(frame).values()
+    ]
+    stated = [row[:3] for row in _table("metrics", "What each figure counts here")]
+    assert stated == computed

@@ -350,7 +350,7 @@ def evaluate_cmd(
     "--baseline",
     "baseline_file",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="The previous run's outputs JSONL, for note 002's drift row (neither boundary may "
+    help="The previous run's outputs JSONL, for the release gate's drift row (neither boundary may "
     "move by more than the policy's release.max_boundary_drift).",
 )
 @click.option(
@@ -360,7 +360,7 @@ def evaluate_cmd(
     type=click.Choice(["test", "validation", "train", "all"]),
 )
 def gate_cmd(policy_file: Path, run_file: Path, baseline_file: Path | None, split: str) -> None:
-    """Release gate for CI: every row of note 000's gate and note 002's release table, overall
+    """Release gate for CI: every row of the release gate (docs/release-gate.md), overall
     and per gated slice, with the count behind each; exit 1 if any fails, naming it.
 
     The run is scored against the gold labels in the database without being stored.
