@@ -125,7 +125,7 @@ def weekly_signals(result: monitoring.MonitorResult) -> None:
     logged = interaction.logged_interactions(result.weeks)
     if logged:
         st.caption(
-            "User interaction after the response (note 000), each a share of the traces that "
+            "User interaction after the response, each a share of the traces that "
             "log it: a rise in reformulation or a fall in citation interaction is a reason to "
             "segment and look at the traces."
         )

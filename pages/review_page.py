@@ -214,7 +214,7 @@ def validation_tab(
     engine: Engine, actor: Actor, tax: Taxonomy, view: records.SessionView, writable: bool
 ) -> None:
     st.caption(
-        "Note 004's dry run, by someone other than the author of the policy version it "
+        "A dry run, by someone other than the author of the policy version it "
         "applies: each chosen case is re-decided from the gate signals its output logged, "
         "with that version, then checked: the share of answerable cases answered (with or "
         "without caveat) and of unanswerable cases given their expected behaviour, against "

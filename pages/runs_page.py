@@ -33,14 +33,14 @@ OUTPUT_COLUMNS = [
 
 def _partial_allowed(engine: Engine) -> bool:
     """Whether the policy in force allows partial answers; when it cannot be read (edited in
-    the database), the page says so and counts them as refusals, note 000's definition."""
+    the database), the page says so and counts them as refusals (docs/metrics.md)."""
     try:
         return in_force(engine).policy.allows_partial_answers
     except WorkbenchError as exc:
         ui.show_error(
             exc,
             "The no-answer policy in force cannot be read, so partial answers count as "
-            "refusals in these figures (note 000's definition): ",
+            "refusals in these figures, as the false-refusal rate defines them: ",
         )
         return False
 
@@ -70,7 +70,7 @@ def one_run(
         ui.table(display.summary_rows(summary), hide_index=True, width="stretch")
         st.caption(
             "Rates with 95% Wilson intervals; k of n, where n counts what *over* says (the "
-            "denominators of notes 000 and 002). Infrastructure failures are excluded. A "
+            "denominators docs/metrics.md defines). Infrastructure failures are excluded. A "
             "partial answer to a question expecting an answer counts as a refusal unless "
             f"the policy allows partial answers (it {'does' if partial else 'does not'}). "
             "The CRAG score counts +1 per acceptable answer (the case calls for it, it has "

@@ -775,7 +775,7 @@ class Trace(Base):
     answer_text: Mapped[str] = mapped_column(Text, default="")
     citations: Mapped[list[Any]] = mapped_column(default=list)
     feedback: Mapped[str | None] = mapped_column(String(60), index=True)
-    # interaction after the response (note 000): NULL when the client does not log it
+    # interaction after the response: NULL when the client does not log it
     reformulated: Mapped[bool | None] = mapped_column(Boolean)
     citation_opened: Mapped[bool | None] = mapped_column(Boolean)
     versions: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
@@ -872,7 +872,7 @@ class TraceRollup(Base):
     ungrounded: Mapped[int] = mapped_column(Integer, default=0)
     negative_feedback: Mapped[int] = mapped_column(Integer, default=0)
     missing_reason: Mapped[int] = mapped_column(Integer, default=0)
-    #: traces that log whether the user reformulated, and those that did (note 000)
+    #: traces that log whether the user reformulated, and those that did
     reformulation_logged: Mapped[int] = mapped_column(Integer, default=0)
     reformulated: Mapped[int] = mapped_column(Integer, default=0)
     #: traces that log whether a cited source was opened, and those where one was

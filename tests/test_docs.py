@@ -173,3 +173,10 @@ def test_the_metrics_worked_example_is_what_the_code_computes() -> None:
     ]
     stated = [row[:3] for row in _table("metrics", "What each figure counts here")]
     assert stated == computed
+
+
+def test_the_release_gate_page_explains_every_source_of_a_row() -> None:
+    from review.thresholds import release
+
+    rows = {row[0]: row[1] for row in _table("release-gate", "## Where each row comes from")}
+    assert rows == release.SOURCES

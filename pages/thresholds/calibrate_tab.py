@@ -246,7 +246,7 @@ def _caveat_slider(
 def _caveat_band(
     src: Outcomes, policy: NoAnswerPolicy, proposed: float, caveat: float
 ) -> caveat_cal.CaveatCalibration | None:
-    """Where the caveat falls (note 004 step 4 calibrates both thresholds)."""
+    """Where the caveat falls (both thresholds are calibrated together)."""
     st.subheader(f"Where the caveat falls ({ui.plain(src.tuned_on)})")
     try:
         cal = caveat_cal.calibrate_caveat(

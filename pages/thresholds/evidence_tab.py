@@ -1,5 +1,5 @@
-"""The "Evidence gate" tab of the Thresholds page: what the evidence gate of note 002 decides
-on a case with the policy in force. The input is built from the case (review.thresholds.
+"""The "Evidence gate" tab of the Thresholds page: what the evidence gate (docs/evidence-gate.md)
+decides on a case with the policy in force. The input is built from the case (review.thresholds.
 casegate) and completed here; the state comes from the same code as ``workbench decide``."""
 
 from __future__ import annotations
@@ -47,11 +47,11 @@ def _state(inp: EvidenceInput, state: EvidenceState) -> None:
 
 def evidence_tab(engine: Engine, actor: Actor, pif: PolicyInForce) -> None:
     st.caption(
-        "What the evidence gate (note 002: answer-bearing evidence, claim coverage, support "
-        "strength, source policy, freshness, agreement) decides on a case with the policy in "
-        "force. The passages come from the case's documents; fill in each one's support "
-        "score (0 to 1) from your retriever or judge: an empty score is a signal the gate "
-        "did not get, and it fails closed on it."
+        "What the evidence gate (docs/evidence-gate.md: answer-bearing evidence, claim "
+        "coverage, support strength, source policy, freshness, agreement) decides on a case "
+        "with the policy in force. The passages come from the case's documents; fill in "
+        "each one's support score (0 to 1) from your retriever or judge: an empty score is a "
+        "signal the gate did not get, and it fails closed on it."
     )
     c1, c2 = st.columns([2, 1])
     key = c1.text_input("Case key", key="thr_gate_case", placeholder="CASE-001")

@@ -223,7 +223,7 @@ class CaseIn(_Strict):
         return self.claim_kinds.get(claim)
 
     def _category_problems(self, tax: Taxonomy) -> list[tuple[str, str]]:
-        """Note 004: a category has one agreed behaviour. Expecting another needs a note, and
+        """A category has one agreed behaviour. Expecting another needs a note, and
         a case expecting a non-answer names the wording it expects."""
         out: list[tuple[str, str]] = []
         cat = tax.categories.get(self.category)

@@ -120,7 +120,7 @@ def decision_label(tax: Taxonomy, key: str) -> str:
 
 
 def category_defaults_help(tax: Taxonomy) -> str:
-    """The help of the expected-decision select: each category's agreed behaviour (note 004)."""
+    """The help of the expected-decision select: each category's agreed behaviour."""
     md = markdown_text  # the taxonomy is edited by people: its text shows as typed
     lines = [
         f"- **{md(c.label)}**: {md(tax.label('decisions', c.default_decision))}"
@@ -150,7 +150,7 @@ def agreed_text(view: CaseView, tax: Taxonomy) -> str | None:
 
 def category_mismatch(view: CaseView, tax: Taxonomy) -> str | None:
     """One sentence when the case expects another decision than its category's default
-    (note 004), else None; the case's notes say why."""
+    else None; the case's notes say why."""
     cat = tax.categories.get(view.category)
     if cat is None or cat.default_decision == view.expected_decision:
         return None

@@ -72,7 +72,7 @@ def _kinds(record: Mapping[str, object]) -> Mapping[str, object]:
 def form_start(record: Mapping[str, object]) -> FormStart:
     """The form's starting values from a case record (canonical format) or from the few
     values a new case starts with; what is missing starts empty (the identity as a customer
-    who may see public documents, the decision as the category's default (note 004: a
+    who may see public documents, the decision as the category's default (a
     category has one agreed behaviour), the wording key as the suggested one, the status as
     draft)."""
     ident = record.get("identity")

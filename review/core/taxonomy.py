@@ -131,7 +131,7 @@ class Taxonomy(_Strict):
     def expected_message(
         self, decision: str, category: str | None, reason_codes: list[str] | tuple[str, ...]
     ) -> str | None:
-        """The wording key a case expecting ``decision`` is suggested (note 004): its
+        """The wording key a case expecting ``decision`` is suggested: its
         category's default message when the case expects the category's default decision,
         else the first of its reasons' messages that the decision allows, else the decision's
         message when it has only one. None: no suggestion (the author names it)."""

@@ -1,8 +1,8 @@
 """Does an answer contradict a required claim? A conservative check on stated figures.
 
-Note 000 (issue 15, item 3): an answer whose text contradicts a required claim is not an
+An answer whose text contradicts a required claim is not an
 acceptable answer, whatever it cites. Deciding entailment in general needs a model; the
-failure the notes name most often does not: a near-neighbour passage leaks *its* figure
+failure seen most often does not: a near-neighbour passage leaks *its* figure
 ("30 days" from the annual policy where the monthly policy says "14 days"). So this module
 compares figures, and only figures.
 

@@ -482,7 +482,7 @@ def outputs_frame(engine: Engine, run_id: int, tax: Taxonomy) -> pd.DataFrame:
     ``cites_superseded`` one that cites a document the case marks as superseded;
     ``citations_support`` an output citing at least one document, every one of them visible to
     the case (in the context sent) and one of its supporting (decisive or partial) documents;
-    ``answer_ok`` an answer that is acceptable (note 000, CRAG +1): the case calls for this
+    ``answer_ok`` an answer that is acceptable (CRAG +1): the case calls for this
     answer (a full answer on a partial case is not), it has text, and it cites one of the
     case's decisive documents when the case names any. An answer with no text is an
     infrastructure failure (``infra``); ``contradicts_claim`` marks an answer that states a
@@ -650,7 +650,7 @@ def _frame(s: Session, rows: list[dict[str, Any]], tax: Taxonomy) -> pd.DataFram
         & np.array(cites_decisive, dtype=bool)
         & ~df["contradicts_claim"].astype(bool)
     )
-    # note 000: a refusal that still makes a substantive claim ("I cannot confirm this, but
+    # a refusal that still makes a substantive claim ("I cannot confirm this, but
     # ... 60 days") is an unsupported answer: the wording rule that finds them decides
     refused = df["decision"].notna() & ~df["decision"].isin(answering) & ~df["infra"]
     df["claim_after_refusal"] = [
@@ -658,7 +658,7 @@ def _frame(s: Session, rows: list[dict[str, Any]], tax: Taxonomy) -> pd.DataFram
         for r, t in zip(refused, df["text"], strict=True)
     ]
 
-    # note 000: a refusal never cites a near-neighbour source (a distractor) as support
+    # a refusal never cites a near-neighbour source (a distractor) as support
     df["refusal_cites_distractor"] = [
         bool(r) and any(c in distractors.get(cid, set()) for c in cited)
         for r, cid, cited in zip(refused, df["case_id"], df["cited_doc_ids"], strict=True)
@@ -668,7 +668,7 @@ def _frame(s: Session, rows: list[dict[str, Any]], tax: Taxonomy) -> pd.DataFram
     df["retrieval_depth"] = [_depth_bucket(depth.get(cid, 0)) for cid in df["case_id"]]
     today = dt.date.today()
     df["freshness"] = [_freshness_bucket(today, decisive_dates.get(cid)) for cid in df["case_id"]]
-    # note 000's slice by language: the question's language as the case states it
+    # the slice by language: the question's language as the case states it
     df["language"] = df["language"].where(df["language"].notna(), "language not stated")
 
     def leaked(cid: int, cited: list[str] | None, text: str | None) -> bool:

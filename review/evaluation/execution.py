@@ -87,9 +87,9 @@ Pipeline = Callable[[str, Sequence[PipelineDocument], dict[str, Any]], Mapping[s
 class CaseSubset:
     """The cases a run is made on (each field None: no restriction): a question family, a
     slice, a split, a category, an import batch, the cases that use a document (any version:
-    the targeted regression of note 000 after that document changed), a question language,
+    a targeted regression after that document changed), a question language,
     the cases whose question or a required claim mentions a text (an entity or product name
-    that changed: note 000's targeted regression), or named case keys. All given ones apply."""
+    that changed: a targeted regression), or named case keys. All given ones apply."""
 
     family: str | None = None
     slice: str | None = None

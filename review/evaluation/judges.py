@@ -1,4 +1,4 @@
-"""LLM-judge labels of a run, and how far the judge agrees with the experts (note 000).
+"""LLM-judge labels of a run, and how far the judge agrees with the experts.
 
 Judge labels JSONL (one object per line, for outputs of one run)::
 

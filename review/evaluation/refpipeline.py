@@ -5,8 +5,8 @@ identity may see by the share of the question's content words it contains, repor
 cosine-like scale (0.33 + 0.67 x share, as the policy's vector mode expects). A keyword topic
 classifier (:data:`TOPIC_PHRASES`) names the question's topics. Then the threshold gate of
 :mod:`review.policy.gate` decides with the policy in force: its thresholds, restricted
-topics, gate order and missing-signal rules (note 004: "Load the thresholds from
-configuration, not code"). The pipeline decides with the signed policy exactly as it is: it
+topics, gate order and missing-signal rules (thresholds come from configuration, not
+code). The pipeline decides with the signed policy exactly as it is: it
 logs every signal the gate reads and never declares one "not produced" on its own (only the
 signed policy says which signals may be missing), so a dry run or the release gate re-decides
 its outputs to the same decisions. Every non-answer and caveat is worded with

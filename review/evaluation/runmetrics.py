@@ -4,30 +4,30 @@ Input is the frame from :func:`review.evaluation.evalruns.outputs_frame` (one ro
 repeat). Infrastructure failures (the pipeline raised, timed out, answered malformed or gave
 an answer with no text) are counted apart and excluded from every rate.
 
-Each figure is named after its definition in the notes (000 ``score_decision``, 002's release
-table); a broader variant has its own name. As k / n, with "gold" the agreed expected decision:
+Each figure is exactly the definition its name has (docs/metrics.md, with a worked example);
+a broader variant has its own name. As k / n, with "gold" the agreed expected decision:
 
-- abstention recall (note 000): gold ``abstain`` and output ``abstain`` / gold ``abstain``;
+- abstention recall: gold ``abstain`` and output ``abstain`` / gold ``abstain``;
 - non-answer recall (broader, not the note's): gold a non-answer (abstain, clarify, escalate)
   and output any non-answer / gold a non-answer;
-- false-refusal rate (note 000): gold ``answer`` and output anything but ``answer`` / gold
+- false-refusal rate: gold ``answer`` and output anything but ``answer`` / gold
   ``answer``; a ``partial`` output is a refusal unless the policy allows partial answers;
-- decision accuracy (note 000): output equal to gold / cases;
-- unsupported-answer rate (note 002): cases that require abstention (gold anything but
+- decision accuracy: output equal to gold / cases;
+- unsupported-answer rate: cases that require abstention (gold anything but
   ``answer``: no-answer, partial, conflict, stale, unauthorized) given an answer beyond what
   the evidence holds (any answer where gold is a non-answer, a full ``answer`` where gold is
   ``partial``, or a refusal that still makes a substantive claim, found by the wording rule
-  ``claim_after_refusal``: note 000) / cases that require abstention;
-- supported-answer rate (note 002): gold ``answer`` cases (complete, allowed, current,
+  ``claim_after_refusal``) / cases that require abstention;
+- supported-answer rate: gold ``answer`` cases (complete, allowed, current,
   consistent) given an acceptable answer (``answer_ok``) / gold ``answer`` cases;
-- reason-code accuracy (note 002): non-answer outputs whose reason code is one of the gold
+- reason-code accuracy: non-answer outputs whose reason code is one of the gold
   reason codes / all non-answer outputs (a missing code is wrong);
-- citation validity (note 002): answers citing at least one passage, every one in the context
+- citation validity: answers citing at least one passage, every one in the context
   sent and among the case's supporting documents / all answers;
 - wording-key match: outputs that gave the expected non-answer worded with the message the
   case expects (R1, R2, R3, F1, E1; an output that names no key counts as not matching) /
   outputs that gave the expected non-answer of a case that names its wording key;
-- refusals citing a distractor (note 000: a refusal never cites a near-neighbour source as
+- refusals citing a distractor (a refusal never cites a near-neighbour source as
   support): non-answer outputs citing a document the case marks as a distractor / all
   non-answer outputs (it should be 0);
 - answers contradicting a required claim: answers stating a figure (days, hours, percent,
@@ -136,7 +136,7 @@ def contributions(df: pd.DataFrame, *, partial_allowed: bool = False) -> pd.Data
     needs_abstention = ok & gold.notna() & (gold != "answer")
     claimed = _column(df, "claim_after_refusal", False).astype(bool) & non_answer
     beyond = answered & (~expects_answer | ((gold == "partial") & (decision == "answer")))
-    # note 000: a refusal that still makes a substantive claim is an unsupported answer
+    # a refusal that still makes a substantive claim is an unsupported answer
     beyond = beyond | claimed
     reason_ok = (
         np.array(

@@ -1,4 +1,4 @@
-"""The validation check of a monthly review: note 004's dry run. A person other than the
+"""The validation check of a monthly review: a dry run of the policy. A person other than the
 author of the policy version being validated applies it to chosen cases: each case is
 re-decided from the gate signals its output logged, with that version (the gate code of
 :mod:`review.thresholds.redecide`), and checked against the policy's dry-run rules (answerable
@@ -414,21 +414,21 @@ def run_validation(
     calibration_run_id: int | None = None,
     tolerance: int = 1,
 ) -> dict[str, Any]:
-    """The dry run (note 004) of policy version ``policy_version`` (None: the policy in force)
+    """The dry run of policy version ``policy_version`` (None: the policy in force)
     on the chosen cases (``case_keys``; else a split of the run): each case re-decided with
     that version from its logged signals, then the checks of ``validation_check``; with
     ``calibration_run_id`` (the author's calibration run), whether each count (answerable
     answered, unanswerable given their expected behaviour) is within ``tolerance`` case(s) of
     that run's on the same cases, re-decided the same way.
 
-    Note 004: the dry run is done "by someone other than the author": ``actor`` may not be
+    The dry run is done by someone other than the author: ``actor`` may not be
     the author of the version it validates (PermissionDenied). The result records who ran it,
     on which version and when."""
     target = policy_under_validation(engine, policy_version)
     if target.author is not None and target.author.lower() == actor.email.lower():
         raise PermissionDenied(
-            f"{actor.email} wrote version {target.number} of the policy; note 004 asks for a "
-            "dry run by someone other than the author"
+            f"{actor.email} wrote version {target.number} of the policy; a dry run "
+            "is made by someone other than the author"
         )
     frame = _validation_frame(engine, tax, run_id, split, case_keys)
     if frame.empty:

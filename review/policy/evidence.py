@@ -1,4 +1,4 @@
-"""The evidence gate of note 002: may an answer leave the system?
+"""The evidence gate (docs/evidence-gate.md): may an answer leave the system?
 
 Six predicates over the evidence for one question, each evaluated on its own and never blended
 into one number:
@@ -210,7 +210,7 @@ class EvidenceInput(_Strict):
 
 @dataclass(frozen=True)
 class EvidenceState:
-    """The gate's output (note 002), plus which rule decided and how each predicate came out."""
+    """The gate's output, plus which rule decided and how each predicate came out."""
 
     id: str
     status: Literal["answer", "abstain", "escalate"]

@@ -19,10 +19,9 @@ Fail closed: ``missing_signal`` names the non-answer (abstain or escalate) the g
 a check needs a signal the request did not log, or logged as NaN, infinite or out of range.
 Optional signals the assistant does not produce at all are listed under ``not_produced``: their
 absence does not block (a value that is logged still counts). Without the section every signal
-is required and a missing one abstains. ``evidence_gate``
-holds the thresholds of the evidence gate of note 002 (see :mod:`review.policy.evidence`),
-with its optional age limits per claim kind or source category (``freshness``, see
-:mod:`review.policy.freshness`).
+is required and a missing one abstains. ``evidence_gate`` holds the thresholds of the evidence
+gate (docs/evidence-gate.md; see :mod:`review.policy.evidence`), with its optional age limits
+per claim kind or source category (``freshness``, see :mod:`review.policy.freshness`).
 
 Hybrid (RRF) fused scores are built from ranks, are tiny and shift with the number of fused
 queries, so the file refuses thresholds on them: the hybrid mode may name another mode's score
@@ -116,7 +115,7 @@ def problem_words(problem: str) -> str:
     return f"missing ({problem})" if problem in ("NaN", "infinite") else problem
 
 
-#: Signals an assistant may declare it does not produce (note 004: the ``ambiguous`` flag is
+#: Signals an assistant may declare it does not produce (the ``ambiguous`` flag is
 #: not in the default answer schema, the groundedness check is an option, and a retrieval-only
 #: gate has no ``answerable`` flag); their checks are then off.
 OPTIONAL_SIGNALS: Final = ("answerable", "ambiguous", "ungrounded")
@@ -195,7 +194,7 @@ class MissingSignalPolicy(_Strict):
 
 
 class EvidenceGatePolicy(_Strict):
-    """Thresholds of the evidence gate (note 002); every key is required, none has a default
+    """Thresholds of the evidence gate; every key is required, none has a default
     in code, except ``freshness``: the optional age limits per claim kind or source category
     (:mod:`review.policy.freshness`), without which ``max_age_days`` applies to every claim."""
 
@@ -231,8 +230,8 @@ class Targets(_Strict):
 
 
 class ReleasePolicy(_Strict):
-    """Bounds of the release-table rows of note 002 that ``targets`` does not name; checked by
-    the release gate overall and on every slice that has a slice gate."""
+    """Bounds of the release-table rows (docs/release-gate.md) that ``targets`` does not name;
+    checked by the release gate overall and on every slice that has a slice gate."""
 
     min_supported_answer_rate: Rate = Field(
         default=0.9, description="acceptable answers on cases expecting answer"
@@ -315,10 +314,11 @@ class NoAnswerPolicy(_Strict):
     change_record: list[ChangeEntry] = Field(min_length=1)
     missing_signal: MissingSignalPolicy | None = None
     evidence_gate: EvidenceGatePolicy | None = None
-    #: note 000: "Decide whether partial answers are allowed". Not allowed (the default): a
-    #: partial answer to an answerable question counts as a refusal in the decision metrics.
+    #: whether partial answers are allowed (a decision each team makes). Not allowed (the
+    #: default): a partial answer to an answerable question counts as a refusal in the
+    #: decision metrics.
     partial_answers: Literal["allowed", "not_allowed"] = "not_allowed"
-    #: the other rows of note 002's release table (defaults when the file does not set them)
+    #: the other rows of the release table (defaults when the file does not set them)
     release: ReleasePolicy = Field(default_factory=ReleasePolicy)
 
     @property

@@ -20,10 +20,10 @@ Rates and their denominators (the same in the sweep, the operating points and th
 - selective_risk = unacceptable answered / answered (Wilson interval in *_lo / *_hi)
 - answer_rate_answerable = answerable answered / answerable items
 - false_refusal_rate = answerable refused / answerable items
-- abstention_recall (note 000) = refused items expecting abstain / items expecting abstain
+- abstention_recall = refused items expecting abstain / items expecting abstain
   (``expects_abstain``; when the outcomes do not say, every unanswerable item). A threshold
   refusal is an abstention, so an item expecting clarify or escalate is in neither count.
-- unsupported_answer_rate (note 002) = unanswerable items answered / unanswerable items (the
+- unsupported_answer_rate = unanswerable items answered / unanswerable items (the
   cases that require abstention), not over all items.
 - unacceptable_answer_share = unacceptable answered / ALL items (the share of questions that
   got an answer that was not acceptable; what the expected cost counts).

@@ -1,4 +1,4 @@
-"""What the evidence gate decides on a case (note 002), with the policy in force.
+"""What the evidence gate decides on a case (docs/evidence-gate.md), with the policy in force.
 
 A case says which documents a question meets and what role each plays; it does not say how
 strongly a retriever or judge scores each passage. So the gate's input is built from the case
@@ -222,7 +222,7 @@ def parse_pairs(text: str) -> list[list[str]]:
 
 
 def state_rows(state: EvidenceState) -> list[dict[str, str]]:
-    """Each predicate of note 002 and how it came out, in the gate's order."""
+    """Each predicate of the evidence gate and how it came out, in the gate's order."""
     return [{"predicate": k, "result": v} for k, v in state.predicates.items()]
 
 

@@ -1,10 +1,10 @@
-"""Calibrating ``caveat_below`` beside ``refuse_below`` (note 004, step 4).
+"""Calibrating ``caveat_below`` beside ``refuse_below``.
 
 Between the two thresholds the assistant answers with the caveat (C1); above ``caveat_below``
 it answers plainly. Calibration shows, on the tuning outcomes, what share of items falls in
 each band and how often the answers in each band were unacceptable, so the caveat lands where
 the risk is, and a table of candidate ``caveat_below`` values against the plain-answer, caveat
-and refusal rates (note 004: "a table of threshold against answer rate and refusal rate"),
+and refusal rates (a table of threshold against answer rate and refusal rate),
 which is stored with the proposal's snapshot.
 """
 

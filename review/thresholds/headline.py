@@ -3,12 +3,12 @@ and unsupported-answer rate of the policy in force and of the proposal, on the s
 proposal is reported on, each with its count, its Wilson interval and the policy's target,
 and which release targets the proposal fails.
 
-The rates are the ones the analysis computes (:mod:`review.policy.selective`, notes 000 and
-002), with the same denominators:
+The rates are the ones the analysis computes (:mod:`review.policy.selective`, docs/metrics.md),
+with the same denominators:
 
-- coverage (note 000) = answered cases / all cases;
-- false-refusal rate (note 000) = answerable cases refused / answerable cases;
-- unsupported-answer rate (note 002) = cases requiring abstention that got an answer / cases
+- coverage = answered cases / all cases;
+- false-refusal rate = answerable cases refused / answerable cases;
+- unsupported-answer rate = cases requiring abstention that got an answer / cases
   requiring abstention (the unanswerable ones), not over all cases.
 
 A rate whose denominator is empty reads "undefined" with the reason. The pass/fail of a rate

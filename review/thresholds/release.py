@@ -1,14 +1,14 @@
-"""The release gate (CLI ``workbench gate``, the monthly review): every row of note 000's
-release gate and of note 002's release table, overall and on every high-harm slice (the slices
-the policy gates), each with the count behind it.
+"""The release gate (CLI ``workbench gate``, the monthly review; docs/release-gate.md): every
+row of both sides of the boundary and of the release table, overall and on every high-harm
+slice (the slices the policy gates), each with the count behind it.
 
-Rows and their bounds:
+Rows and their bounds (each row's ``source`` is one of :data:`SOURCES`):
 
-- note 000, both sides of the boundary: answer coverage on cases expecting ``answer``
+- both sides of the boundary: answer coverage on cases expecting ``answer``
   (``targets.min_answer_rate_answerable``), false-refusal rate (``max_false_refusal_rate``),
   abstention recall (``min_abstention_recall``), unsupported-answer rate over the cases that
   require abstention (``max_unsupported_answer_rate``);
-- note 002's release table: supported-answer rate, reason-code accuracy over all non-answers,
+- the release table: supported-answer rate, reason-code accuracy over all non-answers,
   citation validity over all answers (``release.*``), and drift against a baseline run when
   one is given (``release.max_boundary_drift``: neither the false-refusal nor the
   unsupported-answer rate may move by more);
@@ -22,12 +22,13 @@ Rows and their bounds:
 - every non-answer carries a reason code: the count of those without one, failing above 0,
   whatever reason-code accuracy says.
 
-Figures are those of :mod:`review.evaluation.runmetrics` (the notes' definitions), except that
+Figures are those of :mod:`review.evaluation.runmetrics` (docs/metrics.md), except that
 an infrastructure failure counts here as a wrong decision on both sides (a build that cannot
 answer fails the gate; it never passes as a refusal). A row whose denominator is empty fails
 with the reason (a gated slice with no cases fails), never "n/a". On a slice, a row of the
-notes that the policy does not gate there is checked with the overall bound when the slice
-has cases it applies to, and listed as not measured (with the reason) otherwise.
+boundary or the release table that the policy does not gate there is checked with the
+overall bound when the slice has cases it applies to, and listed as not measured (with the
+reason) otherwise.
 """
 
 from __future__ import annotations
@@ -50,11 +51,22 @@ from review.thresholds import redecide
 
 TOLERANCE = 1e-9
 
+#: where a row's rule comes from: the "source" column of the gate's table, each explained in
+#: docs/release-gate.md
+SOURCES: dict[str, str] = {
+    "boundary": "both sides of the boundary: the no-answer policy's targets",
+    "release": "the release table: the policy's release bounds",
+    "slice gate": "a high-harm slice's own bound in the policy",
+    "policy": "a bound the policy sets on the selective analysis",
+    "complete": "nothing missing: an output for every case, a reason for every refusal",
+    "one gate": "the logged decisions reproduce under the gated policy",
+}
+
 
 @dataclass(frozen=True)
 class GateRow:
     row: str  # what is checked, in words
-    source: str  # "note 000", "note 002", "policy slice gate", "issue 14: one gate"
+    source: str  # a key of SOURCES
     scope: str  # "overall" or "slice:<key>"
     rule: str  # e.g. "abstention_recall >= 0.9"
     value: float  # NaN: undefined (the row fails, ``why`` says why)
@@ -85,15 +97,15 @@ class GateReport:
         return [r for r in self.rows if not r.passed]
 
 
-#: metric -> (the row in words, the note it comes from)
+#: metric -> (the row in words, its source)
 _ROWS: dict[str, tuple[str, str]] = {
-    "answer_rate_answerable": ("Answer coverage on answerable cases", "note 000"),
-    "false_refusal_rate": ("False-refusal rate", "note 000"),
-    "abstention_recall": ("Abstention recall", "note 000"),
-    "unsupported_answer_rate": ("Unsupported-answer rate", "note 000, note 002"),
-    "supported_answer_rate": ("Supported-answer rate", "note 002"),
-    "reason_code_accuracy": ("Reason-code accuracy", "note 002"),
-    "citation_validity": ("Citation validity", "note 002"),
+    "answer_rate_answerable": ("Answer coverage on answerable cases", "boundary"),
+    "false_refusal_rate": ("False-refusal rate", "boundary"),
+    "abstention_recall": ("Abstention recall", "boundary"),
+    "unsupported_answer_rate": ("Unsupported-answer rate", "boundary"),
+    "supported_answer_rate": ("Supported-answer rate", "release"),
+    "reason_code_accuracy": ("Reason-code accuracy", "release"),
+    "citation_validity": ("Citation validity", "release"),
     "coverage": ("Coverage", "policy"),
     "selective_risk": ("Selective risk", "policy"),
 }
@@ -195,15 +207,15 @@ def _bounds(policy: NoAnswerPolicy) -> dict[str, float]:
 def _drift(
     policy: NoAnswerPolicy, part: pd.DataFrame, baseline: pd.DataFrame, partial: bool
 ) -> GateRow:
-    """Note 002's drift row: on the cases both runs answered, neither boundary (false-refusal
-    and unsupported-answer rate) moves by more than the policy allows."""
+    """The release table's drift row: on the cases both runs answered, neither boundary
+    (false-refusal and unsupported-answer rate) moves by more than the policy allows."""
     shared = sorted(set(part["key"]) & set(baseline["key"]))
     bound = policy.release.max_boundary_drift
     rule = f"boundary_drift <= {bound:g}"
 
     def row(value: float, k: int, n: int, passed: bool, why: str) -> GateRow:
         return GateRow(
-            "Drift against the baseline run", "note 002", "overall", rule, value, k, n, passed, why
+            "Drift against the baseline run", "release", "overall", rule, value, k, n, passed, why
         )
 
     if not shared:
@@ -247,7 +259,7 @@ def _outputs_row(scope: str, n: int, missing: list[str]) -> GateRow:
     why = f"no output for {len(missing)} cases ({_shown(missing)})" if missing else ""
     return GateRow(
         "Every case in scope has an output",
-        "issue 30",
+        "complete",
         scope,
         "cases without output == 0",
         k / n if n else math.nan,
@@ -259,7 +271,7 @@ def _outputs_row(scope: str, n: int, missing: list[str]) -> GateRow:
 
 
 def _reasons_row(scored: pd.DataFrame) -> GateRow:
-    """Every non-answer carries a reason code (note 002's gate, note 004's monitoring): the
+    """Every non-answer carries a reason code (a refusal without one cannot be audited): the
     count without one, which must be 0."""
     ok = ~scored["infra"].astype(bool)
     non_answer = ok & scored["decision"].notna() & ~scored["answered"].astype(bool)
@@ -270,7 +282,7 @@ def _reasons_row(scored: pd.DataFrame) -> GateRow:
     keys = sorted(set(scored.loc[without, "key"].astype(str)))
     return GateRow(
         "Every non-answer has a reason code",
-        "note 002, note 004",
+        "complete",
         "overall",
         "non-answers without a reason code == 0",
         float(m),
@@ -322,7 +334,7 @@ def release_gate(
         rows.append(_drift(policy, part, _failures_count(base), partial))
     else:
         not_measured.append(
-            "Drift (note 002): no baseline run given (workbench gate --baseline FILE)"
+            "Drift (release table): no baseline run given (workbench gate --baseline FILE)"
         )
     exploded = scored.assign(slice=[list(s) for s in scored["slices"]]).explode("slice")
     for key, gates in policy.targets.slice_gates.items():
@@ -344,7 +356,7 @@ def release_gate(
         rows.append(
             GateRow(
                 "Decisions reproduce under this policy",
-                "issue 14: one gate",
+                "one gate",
                 "overall",
                 "reproduced == outputs",
                 k / n if n else math.nan,
@@ -442,7 +454,7 @@ def _empty_slice_rows(
         rows.append(
             GateRow(
                 _ROWS[metric][0],
-                "policy slice gate",
+                "slice gate",
                 f"slice:{key}",
                 f"{metric} {'>=' if kind == 'min' else '<='} {bound:g}",
                 math.nan,
@@ -470,7 +482,7 @@ def _slice_rows(
     for name, bound in gates.items():
         metric, kind = TARGET_METRICS[name]
         gated.add(metric)
-        rows.append(_row(metric, kind, bound, scope, "policy slice gate", counts[metric]))
+        rows.append(_row(metric, kind, bound, scope, "slice gate", counts[metric]))
     for metric, bound in bounds.items():
         if metric in gated:
             continue

@@ -48,7 +48,7 @@ from review.policy.selective import (
 
 def configured_pipeline(engine: Engine, pipeline: Any) -> tuple[Any, dict[str, str]]:
     """A bundled pipeline set up to decide with the policy in force and word its non-answers
-    with the wording in force (note 004: thresholds come from configuration, not code), and
+    with the wording in force (thresholds come from configuration, not code), and
     what it was set up with, for the run's configuration. An outside pipeline (no
     ``configure`` method) is returned as it is, with nothing recorded."""
     from review.evaluation.refpipeline import configure_pipeline
@@ -102,7 +102,7 @@ def outcomes_of(
     df["score"] = confidence(policy, used_mode, df["raw_score"].to_numpy())
     df["slice"] = [list(s) for s in df["slices"]]
     df["mode"] = used_mode
-    # note 000: abstention recall is over the cases expecting abstain (a threshold refusal is
+    # abstention recall is over the cases expecting abstain (a threshold refusal is
     # an abstention; cases expecting clarify or escalate are in neither count)
     df["expects_abstain"] = df["gold"] == "abstain"
     return df.reset_index(drop=True)

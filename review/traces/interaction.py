@@ -1,6 +1,6 @@
-"""Note 000's interaction signals: what users do right after a response.
+"""The interaction signals: what users do right after a response.
 
-Production monitoring should track "user reformulation" and "citation interaction" (note 000).
+Production monitoring should track "user reformulation" and "citation interaction".
 A trace logs them as ``reformulated`` (the user asked again in other words right after the
 response) and ``citation_opened`` (the user opened a source the response cited); either is
 NULL when the client does not log it. The daily rollup counts, per day and segment, the traces
@@ -28,7 +28,7 @@ __all__ = [
     "logged_interactions",
 ]
 
-#: Note 000's interaction signals, each a share of the traces that log it (not of all
+#: The interaction signals, each a share of the traces that log it (not of all
 #: traces): rate column -> (label, count column, denominator column). Shown only for the
 #: weeks and segments whose traces carry the field (``reformulated``, ``citation_opened``).
 INTERACTION_SIGNALS: Final[dict[str, tuple[str, str, str]]] = {

@@ -1,4 +1,4 @@
-"""Monitoring of production traces: the signals of note 004's table (section 9), and alerts.
+"""Monitoring of production traces: the weekly signals, and alerts (docs/pages.md, Monitoring).
 
 Signals (per week, Monday to Sunday UTC, for the charts; every rate is a share of all traces):
 
@@ -9,15 +9,15 @@ Signals (per week, Monday to Sunday UTC, for the charts; every rate is a share o
 * **empty-retrieval rate**: ``hits_after_filter`` is 0;
 * **ungrounded rate**: the groundedness check said ungrounded (whatever the decision);
 * **negative feedback**: feedback ``negative``, ``expected_answer`` or ``answer_wrong``; the
-  alert counts it on refusals only (note 004: "negative feedback on refusals");
+  alert counts it on refusals only ("negative feedback on refusals");
 * **decisions with no logged reason**: no decision, or a decision other than answer without a
   reason code (a count; it should be zero);
-* note 000's user reformulation and citation interaction (review.traces.interaction).
+* the user's reformulation and citation interaction (review.traces.interaction).
 
 Everything is read from the daily rollup (``trace_rollup``, kept in step with the traces by
 the import and the purge, see review.traces.rollup): a few hundred rows per year and segment,
 never by loading traces. Alert thresholds come from ``policies/monitoring.yaml``
-(:class:`MonitoringPolicy`), as note 004 states them; "more than" and "above" are strict:
+(:class:`MonitoringPolicy`); "more than" and "above" are strict:
 
 * ``no_answer_move`` (weekly, :func:`evaluate_alerts`): the no-answer rate moves by more than
   ``max_change_points`` points from the week before (critical at twice that);
@@ -427,7 +427,7 @@ class Alert:
     baseline: float | None
     message: str
     filters: tuple[tuple[str, str], ...]  # Traces page query parameters behind the alert
-    action: str = ""  # what to do (note 004's table, from the policy)
+    action: str = ""  # what to do (from the policy)
     first_day: dt.date | None = None  # the window it was measured on (windowed rules)
     last_day: dt.date | None = None
 
@@ -532,7 +532,7 @@ def evaluate_window_alerts(
     no_answer: Sequence[str] = ("abstain", "clarify", "escalate"),
     segment: tuple[str, str] | None = None,
 ) -> list[Alert]:
-    """The windowed rules of note 004 (caveat over 7 days against 4 weeks, ungrounded over 24
+    """The windowed rules (caveat over 7 days against 4 weeks, ungrounded over 24
     hours against 14 days, negative feedback on refusals over 7 days against 14 days) on a
     daily frame (as :func:`daily_signals` returns: consecutive days, DAILY_COLUMNS). Pure.
     Each window ending on a day with the full window and baseline before it is checked;

@@ -55,7 +55,7 @@ def alerts_frame(
 
 
 def alert_rules(policy: monitoring.MonitoringPolicy) -> list[str]:
-    """The policy's alert rules in words (note 004's table), one line each."""
+    """The policy's alert rules in words , one line each."""
     a = policy.alerts
     cav, ung, neg = a.caveat_above_average, a.ungrounded_rise, a.negative_feedback_rise
 

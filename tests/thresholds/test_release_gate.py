@@ -159,6 +159,9 @@ def test_drift_against_a_baseline_and_reproduction_under_the_policy(
     assert not drift.passed and "moved by" in drift.why
     # no signals logged: the reproduction row is listed as not measured
     assert any("logs no gate signals" in line for line in same.not_measured)
+    # every row says where its rule comes from, in the words docs/release-gate.md explains
+    sources = {r.source for r in (*same.rows, *moved.rows)}
+    assert {"boundary", "release", "complete", "slice gate"} <= sources <= set(release.SOURCES)
 
 
 def test_a_run_whose_signals_the_policy_decides_otherwise_fails(

@@ -51,7 +51,7 @@ null ``topics`` means not classified: the gate's restricted-topic check then fai
 ``negative``, ``expected_answer`` ("I expected an answer") and ``answer_wrong`` ("this answer is
 wrong"). ``reformulated`` (the user asked again in other words right after this response) and
 ``citation_opened`` (the user opened a source this response cited) are what the user did next,
-note 000's reformulation and citation-interaction signals: true, false, or null when the client
+the reformulation and citation-interaction signals: true, false, or null when the client
 does not log it (``citation_opened`` is null for a response that cited nothing).
 ``versions`` conventionally holds model, embedding, reranker, prompt, index and policy
 (values are text); ``attributes`` holds flat facts used to slice and stratify (language,

@@ -1,4 +1,4 @@
-"""Interaction after a response (note 000's monitoring signals): traces.reformulated and
+"""Interaction after a response (monitoring signals): traces.reformulated and
 traces.citation_opened, and their daily counts in trace_rollup
 
 Revision ID: 0014

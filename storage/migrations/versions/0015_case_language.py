@@ -1,4 +1,4 @@
-"""The question's language on a case (cases.language), for run metrics by language (note 000)
+"""The question's language on a case (cases.language), for run metrics by language
 
 Revision ID: 0015
 Revises: 0014
