@@ -19,14 +19,14 @@ README = docs.text("README")
 
 
 def test_readme_document_example_imports(tax: Taxonomy) -> None:
-    doc = parse_markdown(docs.block("import", "markdown", "## Documents"), "docs/import.md", tax)
-    assert doc.doc_id == "POL-REFUND" and doc.version == 2
+    doc = parse_markdown(docs.example("documents/refund-monthly.md"), "refund-monthly.md", tax)
+    assert doc.doc_id == "POL-REFUND-MONTHLY" and doc.version == 2
 
 
 def test_readme_case_example_is_valid_canonical_jsonl(tax: Taxonomy) -> None:
-    example = docs.block("import", "json", "## Cases")
-    [(_, case)] = list(cases.iter_cases_jsonl([example], "docs/import.md", tax))
-    assert case.key == "CASE-001"
+    lines = docs.example("cases.jsonl").splitlines()
+    parsed = list(cases.iter_cases_jsonl(lines, "cases.jsonl", tax))
+    assert [case.key for _, case in parsed] == ["CASE-001", "CASE-002"]
 
 
 def test_every_cli_command_is_in_the_readme() -> None:
@@ -53,7 +53,7 @@ def test_readme_trace_example_is_a_valid_canonical_trace() -> None:
 
     from review.traces.formats.canonical import trace_from_dict
 
-    example = docs.block("import", "json", "## Production traces")
+    example = docs.example("traces.jsonl")
     trace = trace_from_dict(json.loads(example), "docs/import.md")
     assert trace.trace_id and trace.chunks
 
@@ -68,7 +68,7 @@ def test_readme_trace_example_logs_every_signal_the_shipped_policy_needs() -> No
     from review.policy.policy import load_policy
     from review.thresholds.redecide import lacked, signals_of
 
-    logged = json.loads(docs.block("import", "json", "## Production traces"))
+    logged = json.loads(docs.example("traces.jsonl"))
     policy = load_policy()
     assert lacked(policy, logged) == []
     assert decide(policy, signals_of(logged)).decision == logged["decision"]

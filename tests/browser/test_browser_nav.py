@@ -233,7 +233,7 @@ def test_an_import_shows_progress_and_two_downloads_in_a_row_both_work(
     import json
 
     ada = _user_id(demo_url, "ada.admin@brightwave.example")
-    example = json.loads(docs.block("import", "json", "## Production traces"))
+    example = json.loads(docs.example("traces.jsonl"))
     good = dict(example, trace_id="nav-download-1")
     bad = dict(example, trace_id="nav-download-2", chunks="not a list")
     payload = (json.dumps(good) + "\n" + json.dumps(bad) + "\n").encode()

@@ -9,6 +9,13 @@ from functools import cache
 from tests.helpers.paths import ROOT
 
 DOCS = ROOT / "docs"
+#: the example files the docs include (docs/import.md)
+EXAMPLES = ROOT / "examples" / "formats"
+
+
+def example(name: str) -> str:
+    """The text of an example file of the docs (``"cases.jsonl"``)."""
+    return (EXAMPLES / name).read_text(encoding="utf-8")
 
 
 @cache
