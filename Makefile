@@ -11,7 +11,7 @@ PORT    ?= 8501
 # starts `workbench receive` as its child and stops it with the app (WORKBENCH_RECEIVE_PORT).
 RECEIVE ?=
 
-.PHONY: run test soak install lint bench docs clean phoenix-env argilla-env labelstudio-env
+.PHONY: run test soak install lint bench docs guide-shots clean phoenix-env argilla-env labelstudio-env
 # How long the 8-process concurrency tests hammer each database: short in `make test` (it must
 # stay within 10 minutes on a 2-core machine), long in `make soak` (same tests, no deletion).
 CONCURRENCY_SECONDS ?= 15
@@ -115,6 +115,14 @@ bench: install
 DOCS_PORT ?= 8000
 docs: install
 	$(BIN)/sphinx-autobuild docs build/docs --host 127.0.0.1 --port $(DOCS_PORT)
+
+# The role guides' pictures (docs/guides/img), taken by the browser journeys at the steps the
+# guides show (tests/helpers/guideshots.py): run after a page changes, look, commit them.
+guide-shots: install
+	WORKBENCH_GUIDE_SHOTS=docs/guides/img $(BIN)/pytest tests/browser -k "\
+		test_label_by_keyboard_and_mouse or test_a_reviewer_adjudicates or \
+		test_draw_a_sample_and_record or test_threshold_proposal_to_approval or \
+		test_build_a_variant_and_confirm" -p no:randomly
 
 clean:
 	rm -rf $(VENV) $(PHOENIX_VENV) $(ARGILLA_VENV) $(LABELSTUDIO_VENV) .mypy_cache .ruff_cache .pytest_cache

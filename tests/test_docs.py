@@ -61,12 +61,33 @@ def test_every_docs_page_is_in_a_table_of_contents_and_the_readme_links_to_it() 
     """The strict build refuses a page in no table of contents; here: the README names every
     page too, so a reader of the repository finds it without the site."""
     readme = docs.text("README")
-    pages = sorted(p.stem for p in docs.DOCS.glob("*.md") if p.stem != "index")
-    assert len(pages) >= 10
+    pages = sorted(
+        p.relative_to(docs.DOCS).with_suffix("").as_posix()
+        for p in docs.DOCS.rglob("*.md")
+        if p.stem != "index"
+    )
+    assert len(pages) >= 14
     for page in pages:
         if page in ("security", "deployment"):  # included from SECURITY.md, deploy/README.md
             continue
         assert f"(docs/{page}.md" in readme, page
+
+
+def test_every_picture_of_a_guide_is_taken_by_a_browser_test() -> None:
+    """A guide's pictures are what the browser journeys show (tests/helpers/guideshots.py,
+    `make guide-shots`): each is a name a browser test takes and a file in docs/guides/img,
+    and no file there is left unused."""
+    guides = docs.DOCS / "guides"
+    shown = set()
+    for page in guides.glob("*.md"):
+        shown |= set(re.findall(r"!\[[^\]]*\]\(img/([\w-]+)\.png\)", page.read_text("utf-8")))
+    taken = set()
+    for test in (ROOT / "tests" / "browser").glob("*.py"):
+        taken |= set(re.findall(r'guide_shot\(\s*\w+,\s*"([\w-]+)"\)', test.read_text("utf-8")))
+    files = {p.stem for p in (guides / "img").glob("*.png")}
+    assert len(shown) >= 10
+    assert shown <= taken, sorted(shown - taken)
+    assert shown == files, (sorted(shown - files), sorted(files - shown))
 
 
 def test_the_command_reference_is_the_commands_own_help() -> None:

@@ -11,6 +11,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.helpers.browser import chromium_page, open_as, streamlit_server, wait_idle
+from tests.helpers.guideshots import guide_shot
 from tests.helpers.paths import ROOT
 
 pytestmark = pytest.mark.browser
@@ -161,6 +162,7 @@ def test_threshold_proposal_to_approval(page, demo_url: str) -> None:
     pg.get_by_role("button", name="Propose for sign-off").click()
     wait_idle(pg)
     pg.get_by_text("Proposed as version").wait_for(state="visible", timeout=30_000)
+    guide_shot(pg, "owner-proposed")
     eng = make_engine(demo_url)
     newest = signoff.versions(eng, inforce.KIND)[0]
     assert newest.author == "omar.haddad@brightwave.example" and newest.status == "pending"
@@ -173,6 +175,9 @@ def test_threshold_proposal_to_approval(page, demo_url: str) -> None:
         item = pg.locator(f".st-key-thr_proposal_{newest.number}")
         item.get_by_label(re.compile(r"^Reason")).fill("Browser journey: accepted as it is.")
         item.get_by_text("I approve this change although it fails these targets").click()
+        if email.startswith("chen"):
+            wait_idle(pg)
+            guide_shot(pg, "owner-sign")
         item.get_by_role("button", name="Approve").click()
         wait_idle(pg)
         # the message appears when the rerun after the click ends (slow on a loaded machine)

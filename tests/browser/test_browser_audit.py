@@ -17,6 +17,7 @@ from storage.db import make_engine, read_session
 from storage.models import AuditItem, AuditVerdict
 from tests.helpers.audits import realistic_traces
 from tests.helpers.browser import chromium_page, streamlit_server, wait_idle
+from tests.helpers.guideshots import guide_shot
 from tests.helpers.paths import ROOT
 
 
@@ -59,6 +60,7 @@ def test_draw_a_sample_and_record_a_verdict(audit_server: str, demo_url: str) ->
         pg.get_by_role("button", name="Draw the sample").click()
         wait_idle(pg)
         expect(pg.get_by_text("Drew 6 traces")).to_be_visible()
+        guide_shot(pg, "reviewer-audit-drawn")
 
         pg.get_by_role("tab", name="My queue").click()
         pg.get_by_role("button", name="Next trace").click()
@@ -75,6 +77,7 @@ def test_draw_a_sample_and_record_a_verdict(audit_server: str, demo_url: str) ->
             pg.get_by_role("button", name="Answer policy too strict", pressed=True)
         ).to_be_visible()
         wait_idle(pg)
+        guide_shot(pg, "reviewer-audit-verdict")
         pg.get_by_role("button", name="Save verdict").click()
         wait_idle(pg)
         expect(pg.get_by_text("Saved your verdict")).to_be_visible()

@@ -15,6 +15,7 @@ from playwright.sync_api import expect
 
 from tests.helpers.browser import chromium_page, streamlit_server, wait_idle
 from tests.helpers.databases import copy_db
+from tests.helpers.guideshots import guide_shot
 from tests.helpers.paths import ROOT
 from tests.helpers.transact import write
 
@@ -95,6 +96,8 @@ def test_build_a_variant_and_confirm_it_in_its_family(builder_server: str, demo_
         pg.get_by_role("button", name="Preview the edit").click()
         wait_idle(pg)
         expect(pg.get_by_text("{+weeks+}").first).to_be_visible()
+        pg.get_by_text("{+weeks+}").first.scroll_into_view_if_needed()
+        guide_shot(pg, "expert-preview")
         pg.get_by_role("button", name="Save as a variant of FAM-REFUND-WINDOW").click()
         wait_idle(pg)
         expect(
@@ -106,6 +109,7 @@ def test_build_a_variant_and_confirm_it_in_its_family(builder_server: str, demo_
         expect(picker).to_have_value("CASE-001-CF-2 · Evidence removed")
         expect(pg.get_by_text("Evidence state: Evidence removed")).to_be_visible()
         expect(pg.get_by_text("Suggested by the operator Change the unit")).to_be_visible()
+        guide_shot(pg, "expert-confirm")
         pg.get_by_role("button", name="Confirm", exact=True).click()
         wait_idle(pg)
         expect(pg.get_by_text("CASE-001-CF-2: confirmed as Abstain; status ready.")).to_be_visible()

@@ -24,6 +24,7 @@ from review.admin import users
 from review.labels import labeling
 from storage.db import make_engine
 from tests.helpers.browser import chromium_page, open_as, streamlit_server
+from tests.helpers.guideshots import guide_shot
 from tests.helpers.labeling import unlabeled_case_with_roles
 from tests.helpers.paths import ROOT
 
@@ -95,6 +96,7 @@ def test_label_by_keyboard_and_mouse_go_back_and_change_it(
     for role in ("Decisive", "Distractor", "Superseded"):
         expect(docs.get_by_text(role, exact=False)).to_have_count(0)
     expect(pg.get_by_text(target.notes[:40], exact=False)).to_have_count(0)
+    guide_shot(pg, "annotator-blind-form")
     # a key nothing on the page takes is refused where it can be seen
     _press(pg, "7")
     expect(pg.get_by_role("alert").filter(has_text="The key 7 was not applied")).to_be_visible(
@@ -105,6 +107,7 @@ def test_label_by_keyboard_and_mouse_go_back_and_change_it(
     pg.keyboard.press("Control+Enter")
     refused = pg.get_by_text("Say why: Abstain needs at least one reason; nothing was saved.")
     expect(refused).to_be_in_viewport(timeout=WAIT)
+    guide_shot(pg, "annotator-say-why")
     assert labeling.my_label(eng, ines, target.id) is None
     pg.get_by_role("button", name="No answer-bearing evidence").click()
     expect(_picked(pg, "No answer-bearing evidence")).to_be_visible(timeout=WAIT)
@@ -128,6 +131,7 @@ def test_label_by_keyboard_and_mouse_go_back_and_change_it(
     expect(pg.get_by_text("author's judgement", exact=False)).to_be_visible()
     expect(docs.get_by_text("Decisive", exact=False).first).to_be_visible()
     expect(_picked(pg, "No answer-bearing evidence")).to_be_visible()
+    guide_shot(pg, "annotator-after-submit")
     _press(pg, "3")
     expect(pg.get_by_text("Why Clarify? (one or more reasons)")).to_be_visible(timeout=WAIT)
     pg.get_by_role("button", name="No answer-bearing evidence").click()  # unpick
@@ -170,4 +174,5 @@ def test_label_by_keyboard_and_mouse_go_back_and_change_it(
     expect(dialog.get_by_text("Keys of the Label page")).to_be_visible()
     # the caption names it (the keys table is a canvas grid whose cells also match "Ctrl+Enter")
     expect(dialog.get_by_text("Ctrl+Enter works everywhere")).to_be_visible()
+    guide_shot(pg, "annotator-keys")
     eng.dispose()

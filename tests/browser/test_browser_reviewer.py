@@ -18,6 +18,7 @@ from review.labels import adjudication, labeling
 from review.monthly import reviews
 from storage.db import make_engine
 from tests.helpers.browser import chromium_page, open_as, streamlit_server, wait_idle
+from tests.helpers.guideshots import guide_shot
 from tests.helpers.paths import ROOT
 
 pytestmark = pytest.mark.browser
@@ -68,6 +69,7 @@ def test_a_reviewer_adjudicates_a_disagreement_beside_its_evidence(page, demo_ur
     expect(main.get_by_text("Tom Becker", exact=True).first).to_be_visible()
     expect(main.get_by_text("you labeled yourself wait for another reviewer")).to_be_visible()
     expect(main.get_by_text(f"Case 1 of {len(queue.entries)} in your list.")).to_be_visible()
+    guide_shot(pg, "reviewer-adjudicate")
     # next by key, previous by mouse
     wait_idle(pg)
     heading.click()  # focus on the page, not in a field
