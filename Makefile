@@ -122,7 +122,8 @@ guide-shots: install
 	WORKBENCH_GUIDE_SHOTS=docs/guides/img $(BIN)/pytest tests/browser -k "\
 		test_label_by_keyboard_and_mouse or test_a_reviewer_adjudicates or \
 		test_draw_a_sample_and_record or test_threshold_proposal_to_approval or \
-		test_build_a_variant_and_confirm" -p no:randomly
+		test_build_a_variant_and_confirm or test_a_new_month_opens or \
+		test_a_closed_review_reads or test_an_admin_adds_a_user" -p no:randomly
 
 clean:
 	rm -rf $(VENV) $(PHOENIX_VENV) $(ARGILLA_VENV) $(LABELSTUDIO_VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -16,6 +16,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.helpers.browser import chromium_page, streamlit_server, wait_idle
+from tests.helpers.guideshots import guide_shot
 from tests.helpers.paths import ROOT
 
 pytestmark = pytest.mark.browser
@@ -43,6 +44,7 @@ def test_a_closed_review_reads_in_words_people_and_percentages(review_server: st
         expect(pg.get_by_text(re.compile(r"Closed by Ravi Menon on"))).to_be_visible()
         pg.get_by_role("tab", name="Findings and actions").click()
         expect(pg.get_by_text(re.compile(r"Attendees: .*Ravi Menon"))).to_be_visible()
+        guide_shot(pg, "monthly-findings")
         pg.get_by_role("tab", name="Validation check").click()
         wait_idle(pg)
         badge = pg.locator("[data-testid='stMarkdownContainer']", has_text="Result:")

@@ -106,6 +106,7 @@ def test_a_new_month_opens_without_an_error_and_closing_needs_confirmation(
     expect(pg.locator("[data-testid='stException']")).to_have_count(0)
     expect(main.locator("[data-testid='stAlertContentError']")).to_have_count(0)
     expect(pg.get_by_role("combobox", name="Review")).to_have_value(f"{month} · open")
+    guide_shot(pg, "monthly-opened")
     # closing asks first, and says it cannot be undone
     wait_idle(pg)
     pg.get_by_role("tab", name="Validation check").click()
@@ -116,9 +117,12 @@ def test_a_new_month_opens_without_an_error_and_closing_needs_confirmation(
     stored = reviews.get_session(eng, month)
     assert stored is not None and stored.validation is not None
     expect(close).to_be_visible()
+    guide_shot(pg, "monthly-validation")
     close.click()
     warning = main.get_by_text("This cannot be undone")
     expect(warning).to_be_visible()
+    warning.scroll_into_view_if_needed()
+    guide_shot(pg, "monthly-close")
     wait_idle(pg)  # a click while the page still runs may be lost (issue 17, item 3)
     pg.get_by_role("button", name="Cancel").click()
     expect(warning).to_have_count(0)
