@@ -201,3 +201,26 @@ def test_the_release_gate_page_explains_every_source_of_a_row() -> None:
 
     rows = {row[0]: row[1] for row in _table("release-gate", "## Where each row comes from")}
     assert rows == release.SOURCES
+
+
+def test_the_audit_estimate_example_is_what_the_code_computes() -> None:
+    from review.core.sampling import estimate_from_counts
+
+    counts = [
+        (stratum, int(population), int(audited), int(found))
+        for stratum, population, audited, found in _table("audit-estimates", "## A worked example")
+    ]
+    est = estimate_from_counts(counts)
+    assert est.estimate is not None and est.lo is not None and est.hi is not None
+    assert est.std_error is not None
+    raw = est.raw
+    computed = {
+        "Estimate": f"{est.estimate:.1%}",
+        "95% interval": f"{est.lo:.1%} to {est.hi:.1%}",
+        "Standard error": f"{est.std_error * 100:.1f} points",
+        "Raw rate of the sample": f"{raw.rate:.1%} ({raw.successes} of {raw.n}), "
+        f"{raw.lo:.1%} to {raw.hi:.1%}",
+        "Strata with one audited trace": ", ".join(est.single_item_strata),
+    }
+    stated = dict(_table("audit-estimates", "What the estimate says"))
+    assert stated == computed
