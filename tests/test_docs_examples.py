@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -95,3 +96,26 @@ def test_every_example_file_is_on_a_page() -> None:
     for path in files:
         rel = path.relative_to(ROOT).as_posix()
         assert rel in pages or f"{path.parent.relative_to(ROOT).as_posix()}/" in pages, rel
+
+
+def test_every_policy_file_is_on_its_page_and_loads_as_shown() -> None:
+    from review.core.taxonomy import load_taxonomy
+    from review.policy.policy import load_policy
+    from review.traces.monitoring import load_monitoring_policy
+    from review.traces.redaction import load_redaction_policy
+    from review.wording.messages import load_wording
+
+    loaders: dict[str, Callable[[Path], object]] = {
+        "no-answer-policy.yaml": load_policy,
+        "refusal-wording.yaml": load_wording,
+        "taxonomy.yaml": load_taxonomy,
+        "monitoring.yaml": load_monitoring_policy,
+        "redaction.yaml": load_redaction_policy,
+    }
+    policies = ROOT / "policies"
+    assert sorted(p.name for p in policies.glob("*.yaml")) == sorted(loaders)
+    page = docs.text("policy-files")
+    for name, load in loaders.items():
+        assert f"```{{literalinclude}} ../policies/{name}" in page, name
+        assert f"| `{name}` |" in page, name
+        assert load(policies / name) is not None
