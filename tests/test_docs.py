@@ -224,3 +224,13 @@ def test_the_audit_estimate_example_is_what_the_code_computes() -> None:
     }
     stated = dict(_table("audit-estimates", "What the estimate says"))
     assert stated == computed
+
+
+def test_the_trace_formats_page_is_the_formats_docstring() -> None:
+    from review.cli import reference
+
+    assert docs.text("trace-formats") == reference.trace_formats(), (
+        "run `python -m review.cli.reference traces > docs/trace-formats.md`"
+    )
+    for name in ("canonical.jsonl", "otlp_openinference.jsonl", "langfuse.jsonl", "flat.csv"):
+        assert (ROOT / "tests" / "data" / "traces" / name).is_file(), name
