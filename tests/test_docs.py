@@ -234,3 +234,11 @@ def test_the_trace_formats_page_is_the_formats_docstring() -> None:
     )
     for name in ("canonical.jsonl", "otlp_openinference.jsonl", "langfuse.jsonl", "flat.csv"):
         assert (ROOT / "tests" / "data" / "traces" / name).is_file(), name
+
+
+def test_the_signoff_page_is_the_signoff_and_chain_docstrings() -> None:
+    from review.cli import reference
+
+    assert docs.text("signoff") == reference.signoff_page(), (
+        "run `python -m review.cli.reference signoff > docs/signoff.md`"
+    )

@@ -1,8 +1,10 @@
 """Pages of the documentation made from the code, so what the docs say is what the code does:
-the command reference (docs/cli-reference.md) from the commands' own help, and the trace
-formats (docs/trace-formats.md) from the docstring of :mod:`review.traces.formats`, which the
-parsers beside it follow. Written by ``python -m review.cli.reference [commands|traces] >
-FILE``; tests/test_docs.py holds each file equal to what this makes.
+the command reference (docs/cli-reference.md) from the commands' own help, the trace formats
+(docs/trace-formats.md) from the docstring of :mod:`review.traces.formats`, which the parsers
+beside it follow, and sign-off (docs/signoff.md) from those of :mod:`review.policy.signoff`
+and :mod:`review.policy.chain`. Written by ``python -m review.cli.reference PAGE > FILE``
+(PAGE: commands, traces or signoff); tests/test_docs.py holds each file equal to what this
+makes.
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ from collections.abc import Iterator
 
 import click
 
+import review.policy.chain
+import review.policy.signoff
 import review.traces.formats
 from review.cli.main import main
 
-__all__ = ["WIDTH", "commands", "render", "trace_formats"]
+__all__ = ["WIDTH", "commands", "render", "signoff_page", "trace_formats"]
 
 #: the help's width, fixed so the page does not follow the terminal it was made in
 WIDTH = 92
@@ -59,14 +63,11 @@ def render() -> str:
     return "\n".join(out) + "\n"
 
 
-_ROLE = re.compile(r":\w+:`~?(?:[\w.]+\.)?(\w+)`")
+_ROLE = re.compile(r":(\w+):`~?([\w.]+)`")
 
 
 def trace_formats() -> str:
-    """The trace formats page: the docstring of :mod:`review.traces.formats` in Markdown (its
-    sections as headings, its ``literal`` as `code`, its example line as a code block)."""
-    doc = review.traces.formats.__doc__ or ""
-    lines = doc.strip("\n").splitlines()
+    """The trace formats page: the docstring of :mod:`review.traces.formats` in Markdown."""
     out = [
         "# Trace formats",
         "",
@@ -75,8 +76,47 @@ def trace_formats() -> str:
         "it equal). [Importing your own data](import.md#production-traces) has a complete",
         "example file.",
         "",
+        *_markdown(review.traces.formats.__doc__ or "", skip=2),
+        "",
+        "## Files of every format",
+        "",
+        "The tests import a file of each format, with the cases each rule above is about:",
+        "`tests/data/traces/canonical.jsonl`, `otlp_openinference.jsonl`, `otlp_genai.jsonl`,",
+        "`langfuse.jsonl` and `flat.csv`.",
     ]
-    i = 2  # the docstring's first line is the page's title, the second blank
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def signoff_page() -> str:
+    """The sign-off page: the docstrings of :mod:`review.policy.signoff` (what is signed and
+    what is served) and :mod:`review.policy.chain` (what each row hash covers) in Markdown."""
+    out = [
+        "# Sign-off and the chain",
+        "",
+        "A change of the no-answer policy or of the refusal wording is in force only once the",
+        "roles it needs have approved it ([the product owner guide](guides/product-owner.md)),",
+        "and every signature is kept for good in a hash chain that `workbench verify-signoffs`",
+        "checks. This page is the docstrings of `review/policy/signoff.py` and",
+        "`review/policy/chain.py`, the code that does it (a test holds it equal).",
+        "",
+        "## What is signed, and what is in force",
+        "",
+        *_markdown(review.policy.signoff.__doc__ or "", skip=0),
+        "",
+        "## The chain",
+        "",
+        *_markdown(review.policy.chain.__doc__ or "", skip=0),
+    ]
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def _markdown(doc: str, skip: int) -> list[str]:
+    """A docstring in Markdown, without its first ``skip`` lines: its sections (a line
+    underlined with dashes) as headings, its ``literal`` as `code`, a block after ``::`` as a
+    code block."""
+    lines = doc.strip("\n").splitlines()
+    out: list[str] = []
+    i = skip
     while i < len(lines):
         line = lines[i]
         if i + 1 < len(lines) and lines[i + 1] and set(lines[i + 1]) == {"-"}:
@@ -95,21 +135,21 @@ def trace_formats() -> str:
             continue
         out.append(_inline(line))
         i += 1
-    out += [
-        "",
-        "## Files of every format",
-        "",
-        "The tests import a file of each format, with the cases each rule above is about:",
-        "`tests/data/traces/canonical.jsonl`, `otlp_openinference.jsonl`, `otlp_genai.jsonl`,",
-        "`langfuse.jsonl` and `flat.csv`.",
-    ]
-    return "\n".join(out).rstrip("\n") + "\n"
+    return out
 
 
 def _inline(line: str) -> str:
-    return _ROLE.sub(r"`\1`", line).replace("``", "`")
+    """A docstring line's Sphinx roles and ``literals`` as Markdown code: a module by its
+    full name, a function or class by its own."""
+
+    def role(m: re.Match[str]) -> str:
+        name = m.group(2)
+        return f"`{name if m.group(1) == 'mod' else name.rsplit('.', 1)[-1]}`"
+
+    return _ROLE.sub(role, line).replace("``", "`")
 
 
 if __name__ == "__main__":
     page = sys.argv[1] if len(sys.argv) > 1 else "commands"
-    print(trace_formats() if page == "traces" else render(), end="")
+    pages = {"commands": render, "traces": trace_formats, "signoff": signoff_page}
+    print(pages[page](), end="")
