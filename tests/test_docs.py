@@ -242,3 +242,57 @@ def test_the_signoff_page_is_the_signoff_and_chain_docstrings() -> None:
     assert docs.text("signoff") == reference.signoff_page(), (
         "run `python -m review.cli.reference signoff > docs/signoff.md`"
     )
+
+
+def _signal(cell: str, kind: type) -> Any:
+    if cell == "(not logged)":
+        return None
+    return kind(cell)
+
+
+def test_the_threshold_gate_checks_are_what_the_gate_returns() -> None:
+    from review.policy import gate
+    from review.policy.policy import load_policy
+
+    rows = _table("threshold-gate", "## The checks")
+    order = [row[0] for row in rows]
+    assert order == [*load_policy().gate_order, gate.SIGNAL_MISSING]
+    for check, _, decision, reason, message in rows[:-1]:
+        expected = "answer" if check == "low_score_caveat" else gate.RULE_DECISION[check]
+        assert decision.split(" with ")[0] == expected, check
+        assert (reason if reason != "(none)" else None) == gate.RULE_REASON_CODE[check], check
+        assert (message if message != "(none)" else None) == gate.RULE_MESSAGE_KEY[check], check
+
+
+def test_the_threshold_gate_worked_example_is_what_the_gate_decides() -> None:
+    from review.policy import gate
+    from review.policy.policy import load_policy
+
+    policy = load_policy()
+    rows = _table("threshold-gate", "## A worked example")
+    assert len(rows) == 14
+    for number, mode, hits, score, otherwise, decision, check, reason, message in rows:
+        signals: dict[str, Any] = {
+            "answerable": True,
+            "ambiguous": False,
+            "ungrounded": False,
+            "topics": ("billing",),
+        }
+        if otherwise:
+            name, _, value = (part.strip() for part in otherwise.partition("="))
+            if value == "(not logged)":
+                signals[name] = None
+            elif name == "topics":
+                signals[name] = tuple(v.strip() for v in value.split(","))
+            else:
+                signals[name] = value == "true"
+        result = gate.decide(
+            policy,
+            gate.Signals(mode, _signal(hits, int), _signal(score, float), **signals),
+        )
+        shown = f"{result.decision} with caveat" if result.caveat else result.decision
+        assert shown == decision, number
+        rule = f"{result.rule} ({result.detail})" if result.detail else result.rule
+        assert rule == check, number
+        assert (result.reason_code or "") == reason, number
+        assert (result.message_key or "") == message, number

@@ -1,4 +1,5 @@
-"""The decision gate: ordered checks over a request's signals, first match wins.
+"""The decision gate (docs/threshold-gate.md): ordered checks over a request's signals, first
+match wins.
 
 ``decide`` handles one request (a live call, a form in the workbench); ``decide_frame`` replays
 the policy over a table of logged traces with numpy, one ``np.select`` in the policy's gate
