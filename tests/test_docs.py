@@ -296,3 +296,51 @@ def test_the_threshold_gate_worked_example_is_what_the_gate_decides() -> None:
         assert rule == check, number
         assert (result.reason_code or "") == reason, number
         assert (result.message_key or "") == message, number
+
+
+def test_the_monitoring_rules_table_states_the_bundled_settings() -> None:
+    from review.traces import monitoring
+
+    policy = monitoring.load_monitoring_policy()
+    rows = _table("monitoring-alerts", "## The rules")
+    assert [row[0] for row in rows] == list(monitoring.RULE_ORDER)
+    for rule, _, fires, severity in rows:
+        settings = getattr(policy.alerts, rule)
+        stated = re.findall(r"`(\w+)` (\d+(?:\.\d+)?)", f"{fires} {severity}")
+        assert stated, rule
+        for name, value in stated:
+            assert float(getattr(settings, name)) == float(value), (rule, name)
+    assert f"`min_traces_per_week` ({policy.min_traces_per_week})" in docs.flat("monitoring-alerts")
+
+
+def test_the_monitoring_worked_example_raises_the_alerts_it_lists() -> None:
+    import datetime as dt
+
+    import pandas as pd
+
+    from review.traces import monitoring
+
+    columns = ("traces", "no_answer", "caveat", "ungrounded", "negative_on_refusals")
+    days = []
+    for span, *counts, missing in _table("monitoring-alerts", "## A worked example"):
+        first, _, last = span.partition(" to ")
+        day, end = dt.date.fromisoformat(first), dt.date.fromisoformat(last or first)
+        while day <= end:
+            # a span's decisions without a reason fall on its last day
+            days.append(
+                {"day": day, **dict(zip(columns, map(int, counts), strict=True)),
+                 "missing_reason": int(missing) if day == end else 0}
+            )  # fmt: skip
+            day += dt.timedelta(days=1)
+    daily = pd.DataFrame(days)
+    daily["week"] = [d - dt.timedelta(days=d.weekday()) for d in daily["day"]]
+    weekly = daily.groupby("week", as_index=False)[["traces", "no_answer", "missing_reason"]].sum()
+    weekly["no_answer_rate"] = weekly["no_answer"] / weekly["traces"]
+    policy = monitoring.load_monitoring_policy()
+    alerts = [
+        *monitoring.evaluate_alerts(weekly, policy),
+        *monitoring.evaluate_window_alerts(daily[["day", *monitoring.DAILY_COLUMNS]], policy),
+    ]
+    assert {a.week for a in alerts} == {dt.date(2026, 3, 9)}
+    raised = [[a.rule, a.severity, a.message] for a in alerts]
+    assert raised == _table("monitoring-alerts", "raises four alerts")

@@ -8,8 +8,8 @@ Each figure is exactly the definition its name has (docs/metrics.md, with a work
 a broader variant has its own name. As k / n, with "gold" the agreed expected decision:
 
 - abstention recall: gold ``abstain`` and output ``abstain`` / gold ``abstain``;
-- non-answer recall (broader, not the note's): gold a non-answer (abstain, clarify, escalate)
-  and output any non-answer / gold a non-answer;
+- non-answer recall (broader than abstention recall): gold a non-answer (abstain, clarify,
+  escalate) and output any non-answer / gold a non-answer;
 - false-refusal rate: gold ``answer`` and output anything but ``answer`` / gold
   ``answer``; a ``partial`` output is a refusal unless the policy allows partial answers;
 - decision accuracy: output equal to gold / cases;

@@ -1,4 +1,4 @@
-"""Monitoring of production traces: the weekly signals, and alerts (docs/pages.md, Monitoring).
+"""Monitoring of production traces: the weekly signals, and alerts (docs/monitoring-alerts.md).
 
 Signals (per week, Monday to Sunday UTC, for the charts; every rate is a share of all traces):
 
@@ -33,7 +33,7 @@ never by loading traces. Alert thresholds come from ``policies/monitoring.yaml``
 
 Rate alerts need ``min_traces_per_week`` traces (scaled to the window's length) in the window
 and in its baseline. A windowed rule raises at most one alert per week (its worst window). Each
-alert carries the note's action and the filters that list the traces behind it.
+alert carries the action its rule names and the filters that list the traces behind it.
 """
 
 # Long module: the weekly signals, the alert rules that read them and the charts that show

@@ -36,7 +36,7 @@ def test_shipped_policy_has_the_domain_thresholds(policy: monitoring.MonitoringP
     """Note 004's table: no-answer week on week by more than 5 points; caveat more than 5
     points above the 4-week average for 7 days; ungrounded above 2x the 14-day baseline for
     24 hours; negative feedback on refusals above 1.5x the 14-day baseline for 7 days; any
-    decision without a reason; each with the note's action."""
+    decision without a reason; each with the action its rule names."""
     a = policy.alerts
     assert a.no_answer_move.max_change_points == 5
     cav = a.caveat_above_average
