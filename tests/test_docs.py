@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.helpers import docs
 from tests.helpers.paths import ROOT
 
@@ -239,9 +241,118 @@ def test_the_trace_formats_page_is_the_formats_docstring() -> None:
 def test_the_signoff_page_is_the_signoff_and_chain_docstrings() -> None:
     from review.cli import reference
 
-    assert docs.text("signoff") == reference.signoff_page(), (
-        "run `python -m review.cli.reference signoff > docs/signoff.md`"
+    made, _, example = docs.text("signoff").partition("\n## A worked example\n")
+    assert made.rstrip("\n") + "\n" == reference.signoff_page(), (
+        "run `python -m review.cli.reference signoff` and put its output before the page's "
+        "'## A worked example'"
     )
+    assert example
+
+
+_HASH = re.compile(r"\b[0-9a-f]{64}\b")
+_DAY = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
+
+
+def _same(output: str) -> str:
+    """An output with the hashes and dates a demo built today has in their place."""
+    return _DAY.sub("DAY", _HASH.sub("HASH", output.strip()))
+
+
+def test_the_signoff_worked_example_is_what_the_commands_print(
+    demo_template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    from click.testing import CliRunner
+    from sqlalchemy import text
+
+    from review.cli.main import main
+    from review.policy import chain, inforce, signoff
+    from storage.db import make_engine
+
+    monkeypatch.delenv(chain.ENV_KEY, raising=False)
+    chain.set_signing_key(None)
+    after = "## A worked example"
+
+    def fresh(name: str) -> Any:
+        path = tmp_path / f"{name}.db"
+        shutil.copy(demo_template, path)
+        monkeypatch.setenv("WORKBENCH_DATABASE_URL", f"sqlite:///{path}")
+        signoff.clear_chain_cache()
+        return make_engine(f"sqlite:///{path}")
+
+    def verify(*args: str) -> tuple[int, str]:
+        signoff.clear_chain_cache()
+        r = CliRunner().invoke(main, ["verify-signoffs", *args])
+        return r.exit_code, r.output
+
+    engine = fresh("intact")
+    with engine.connect() as c:
+        stored = c.execute(
+            text(
+                "select s.id, v.kind, v.number, s.signer, s.role from signoffs s "
+                "join policy_versions v on v.id = s.policy_version_id order by s.id"
+            )
+        ).all()
+    kinds = {"no_answer_policy": "no-answer policy", "refusal_wording": "refusal wording"}
+    assert [
+        [str(i), f"{kinds[kind]} version {number}", signer, role]
+        for i, kind, number, signer, role in stored
+    ] == _table("signoff", after)
+    code, printed = verify()
+    assert code == 0
+    assert _same(printed) == _same(docs.block("signoff", "text", "**The record verifies.**"))
+    out = tmp_path / "approved.yaml"
+    assert CliRunner().invoke(main, ["export-policy", str(out)]).exit_code == 0
+    first = out.read_text(encoding="utf-8").splitlines()[0]
+    assert _same(first) == _same(docs.block("signoff", "text", "workbench export-policy"))
+    head = _HASH.findall(first)[0]
+
+    with engine.begin() as c:
+        c.execute(text(docs.block("signoff", "sql", "**Someone rewrites a signature.**")))
+    code, printed = verify()
+    assert code == 1
+    assert _same(printed) == _same(docs.block("signoff", "text", "now exits 1"))
+    signoff.clear_chain_cache()
+    assert _same(signoff.integrity_banner(engine) or "") == _same(
+        docs.block("signoff", "text", "every page shows")
+    )
+    version = inforce.in_force(engine).version
+    assert version is not None and version.number == 2
+    refused = CliRunner().invoke(main, ["export-policy", str(tmp_path / "again.yaml")])
+    assert refused.exit_code == 1 and "nothing is exported" in refused.output
+    engine.dispose()
+
+    engine = fresh("cut")
+    with engine.begin() as c:
+        c.execute(text(docs.block("signoff", "sql", "**Someone deletes signatures.**")))
+    code, printed = verify()
+    assert code == 1
+    assert _same(printed) == _same(docs.block("signoff", "text", "the chain of the four rows"))
+    # the writer also rewrites the head and the audit log: only the exported head catches it
+    with engine.begin() as c:
+        last, last_hash = c.execute(
+            text("select id, row_hash from signoffs order by id desc limit 1")
+        ).one()
+        c.execute(
+            text("update settings set value = :v where key = :k"),
+            {"v": f'{{"count": {last}, "head": "{last_hash}"}}', "k": signoff.CHAIN_KEY},
+        )
+        c.execute(
+            text(
+                "delete from audit_log where id in (select id from audit_log "
+                "where entity = 'policy_version' and action in ('approve', 'reject') "
+                "order by id desc limit 2)"
+            )
+        )
+    code, printed = verify()
+    assert code == 0, printed
+    code, printed = verify("--head", head)
+    assert code == 1
+    assert f"HEAD MISMATCH: no stored signature has the recorded head {head}" in printed
+    assert "the record was rewritten or cut back since it was recorded" in printed
+    engine.dispose()
+    signoff.clear_chain_cache()
 
 
 def _signal(cell: str, kind: type) -> Any:
@@ -252,11 +363,11 @@ def _signal(cell: str, kind: type) -> Any:
 
 def test_the_threshold_gate_checks_are_what_the_gate_returns() -> None:
     from review.policy import gate
-    from review.policy.policy import load_policy
+    from review.policy.policy import SIGNAL_MISSING, load_policy
 
     rows = _table("threshold-gate", "## The checks")
     order = [row[0] for row in rows]
-    assert order == [*load_policy().gate_order, gate.SIGNAL_MISSING]
+    assert order == [*load_policy().gate_order, SIGNAL_MISSING]
     for check, _, decision, reason, message in rows[:-1]:
         expected = "answer" if check == "low_score_caveat" else gate.RULE_DECISION[check]
         assert decision.split(" with ")[0] == expected, check

@@ -4,7 +4,7 @@ the command reference (docs/cli-reference.md) from the commands' own help, the t
 beside it follow, and sign-off (docs/signoff.md) from those of :mod:`review.policy.signoff`
 and :mod:`review.policy.chain`. Written by ``python -m review.cli.reference PAGE > FILE``
 (PAGE: commands, traces or signoff); tests/test_docs.py holds each file equal to what this
-makes.
+makes (for sign-off, the part before its worked example).
 """
 
 from __future__ import annotations
@@ -96,8 +96,9 @@ def signoff_page() -> str:
         "A change of the no-answer policy or of the refusal wording is in force only once the",
         "roles it needs have approved it ([the product owner guide](guides/product-owner.md)),",
         "and every signature is kept for good in a hash chain that `workbench verify-signoffs`",
-        "checks. This page is the docstrings of `review/policy/signoff.py` and",
-        "`review/policy/chain.py`, the code that does it (a test holds it equal).",
+        "checks. Its first two sections are the docstrings of `review/policy/signoff.py` and",
+        "`review/policy/chain.py`, the code that does it (a test holds them equal); the worked",
+        "example after them is run by a test too.",
         "",
         "## What is signed, and what is in force",
         "",
