@@ -112,6 +112,12 @@ def test_the_demo_figures_are_the_ones_the_overview_shows(
     seeded = inspect.signature(fixtures.build_demo).parameters["trace_count"].default
     assert seeded == fixtures.DEMO_TRACES
     assert f"{seeded + fixtures.EXTRA_DEMO_TRACES:,} production traces" in text
+    # seed-demo prints the totals the database holds, the ones README states
+    held = fixtures.held(demo_engine)
+    assert held.cases == ov.cases_total
+    assert f"{held.documents} in the corpus" in text
+    assert f"{held.labels} labels by three annotators" in text
+    assert held.users == 7 and "and seven users" in text
 
 
 def test_the_architecture_table_matches_the_areas() -> None:

@@ -52,10 +52,15 @@ def seed_demo(if_empty: bool) -> None:
         click.echo("database already has data; demo not loaded")
         return
     report = fixtures.build_demo(engine, load_taxonomy())
+    held = fixtures.held(engine)
+    # what the pages count (the case builder's variants and their document versions, and the
+    # case promoted from an audit, are in the totals), then what this load added
     click.echo(
-        f"demo loaded: {report.users} users, {report.documents} document versions, "
-        f"{report.cases} cases, {report.runs} evaluation runs, {report.labels} labels, "
-        f"{report.variants} case-builder variants, {report.traces} production traces"
+        f"demo loaded: {held.users} users, {held.documents:,} document versions, "
+        f"{held.cases:,} cases, {report.runs} evaluation runs, {held.labels:,} labels, "
+        f"{held.traces:,} production traces (imported: {report.documents} document "
+        f"versions, {report.cases} cases, {report.traces:,} traces; "
+        f"{report.variants} case-builder variants)"
     )
 
 

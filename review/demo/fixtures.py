@@ -31,7 +31,7 @@ from review.thresholds import thresholds
 from review.thresholds.thresholds import configured_pipeline
 from review.traces import importer
 from storage.db import read_session, run_write
-from storage.models import Case, Document, Label, User
+from storage.models import Case, Document, Label, Trace, User
 
 # Twelve weeks of production traffic for the demo; the test suite builds a smaller sample
 # (the same generator) to stay fast.
@@ -89,6 +89,26 @@ class DemoReport:
     policies: int = 0
     variants: int = 0
     traces: int = 0
+
+
+@dataclass(frozen=True)
+class Held:
+    """What the database holds: the totals the pages count."""
+
+    users: int
+    documents: int  # document versions
+    cases: int
+    labels: int
+    traces: int
+
+
+def held(engine: Engine) -> Held:
+    with read_session(engine) as s:
+        n = [
+            int(s.scalar(select(func.count()).select_from(m)) or 0)
+            for m in (User, Document, Case, Label, Trace)
+        ]
+    return Held(*n)
 
 
 def is_empty(engine: Engine) -> bool:
