@@ -268,9 +268,7 @@ def keys_dialog(tax: Taxonomy) -> None:
         keyboard.Shown("P / N", "Previous / next case of the list"),
         keyboard.Shown("?", "Show these keys"),
     ]
-    keyboard.key_list(
-        lines, "Keys work when no text field has the focus (Ctrl+Enter works everywhere)."
-    )
+    keyboard.key_list(lines)
 
 
 def gold_history(gold: list[labeling.GoldView], tax: Taxonomy, names: dict[str, str]) -> None:

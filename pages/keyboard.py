@@ -231,11 +231,18 @@ def help_button(page: str, shortcut: str | None = None) -> bool:
 KEY_LIST_HEIGHT = 420
 
 
-def key_list(lines: Sequence[Shown], note: str) -> None:
+#: what every key list says above its keys
+KEYS_NOTE = (
+    "Keys work when no text field has the focus (Ctrl+Enter works everywhere). "
+    "Esc closes this list."
+)
+
+
+def key_list(lines: Sequence[Shown]) -> None:
     """Every key of a page, each line readable whole: shown at full height in a wide dialog
     (the grid scrolls no line away) inside a frame that scrolls, so the dialog fits a
     1280x720 window."""
-    st.caption(ui.plain(note))
+    st.caption(ui.plain(KEYS_NOTE))
     with st.container(height=KEY_LIST_HEIGHT if len(lines) > 10 else "content"):
         st.dataframe(
             {"key": [k.key for k in lines], "does": [k.does for k in lines]},

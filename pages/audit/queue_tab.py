@@ -207,10 +207,7 @@ def message_key(item_id: int) -> str:
 
 @st.dialog("Keys of the audit queue", width="large")
 def keys_dialog() -> None:
-    keyboard.key_list(
-        [keyboard.Shown(k, d) for k, d in forms.audit_key_lines()],
-        "Keys work when no text field has the focus (Ctrl+Enter works everywhere).",
-    )
+    keyboard.key_list([keyboard.Shown(k, d) for k, d in forms.audit_key_lines()])
 
 
 def save_verdict(

@@ -115,8 +115,7 @@ def buttons(case_id: int | None, *, labeled: bool) -> None:
 def keys_dialog(tax: Taxonomy) -> None:
     keyboard.key_list(
         [keyboard.Shown(k.shows, k.does) for k in keys.label_keys(tax)]
-        + [keyboard.Shown(k, d) for k, d in keys.reason_lines(tax)],
-        "Keys work when no text field has the focus (Ctrl+Enter works everywhere).",
+        + [keyboard.Shown(k, d) for k, d in keys.reason_lines(tax)]
     )
 
 
