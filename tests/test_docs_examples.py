@@ -119,3 +119,33 @@ def test_every_policy_file_is_on_its_page_and_loads_as_shown() -> None:
         assert f"```{{literalinclude}} ../policies/{name}" in page, name
         assert f"| `{name}` |" in page, name
         assert load(policies / name) is not None
+
+
+def test_the_ragas_and_deepeval_examples_are_what_the_export_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WORKBENCH_DATABASE_URL", f"sqlite:///{tmp_path / 'export.db'}")
+    monkeypatch.chdir(ROOT)
+    for command in docs.block("import", "sh", "## The examples, end to end").splitlines()[:3]:
+        done = CliRunner().invoke(main, shlex.split(command)[1:])
+        assert done.exit_code == 0, f"{command}\n{done.output}"
+    commands = docs.block("integrations", "sh", "## Exporting cases to Ragas or DeepEval")
+    written = {}
+    for command in commands.splitlines():
+        words = shlex.split(command)
+        out = tmp_path / words[2]
+        done = CliRunner().invoke(main, [words[1], str(out), *words[3:]])
+        assert done.exit_code == 0 and "2 cases exported" in done.output, done.output
+        written[words[-1]] = out.read_text(encoding="utf-8")
+    exported = EXAMPLES / "exported"
+    assert written["ragas"] == (exported / "ragas.jsonl").read_text(encoding="utf-8")
+    assert written["deepeval"] == (exported / "deepeval.json").read_text(encoding="utf-8")
+    samples = [json.loads(line) for line in written["ragas"].splitlines()]
+    goldens = json.loads(written["deepeval"])
+    assert [s["expected_decision"] for s in samples] == ["answer", "abstain"]
+    # the fields the page names are the fields written, and nothing else
+    page = docs.flat("integrations")
+    for key in {k for s in samples for k in s} | {k for g in goldens for k in g}:
+        assert f"`{key}`" in page, key
+    for key in goldens[0]["additional_metadata"]:
+        assert f"`{key}`" in page or key in samples[0], key
