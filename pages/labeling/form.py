@@ -206,5 +206,7 @@ def message() -> None:
         kind, text = msg
         if kind == "success":
             st.success(ui.plain(text))
+        elif kind == "info":
+            st.info(ui.plain(text))
         else:
             ui.error(text)

@@ -47,12 +47,12 @@ def load_next(*, exclude_current: bool) -> None:
     skipped = list(st.session_state.setdefault("lab_skipped", []))
     if exclude_current and current is not None:
         skipped.append(current)
-    nxt = labeling.next_case(ui.engine(), ui.actor(), exclude=skipped, queue=queue_filter())
+    engine, actor, part = ui.engine(), ui.actor(), queue_filter()
+    nxt = labeling.next_case(engine, actor, exclude=skipped, queue=part)
     open_case(nxt)
     if nxt is None:
-        st.session_state["lab_msg"] = (
-            "success",
-            "Your queue is empty: nothing left to label here.",
+        st.session_state["lab_msg"] = labeling.empty_queue_message(
+            engine, actor, part, skipped=skipped
         )
 
 

@@ -15,6 +15,7 @@ from functools import partial
 from sqlalchemy import Engine, func, select
 
 from review.cases import cases
+from review.core import clearance
 from review.core.identity import Role
 from review.core.taxonomy import Taxonomy
 from review.core.terms import CaseStatus
@@ -334,16 +335,20 @@ DEMO_LABELED_CASES = 70
 
 
 def build_demo_labels(engine: Engine, tax: Taxonomy) -> int:
-    """Labels by the demo annotators on the first ready cases, plus a few adjudications."""
+    """Labels by the demo annotators on the first ready cases they may read, plus a few
+    adjudications. Inés and Tom have no clearance, so a case whose text is restricted is not
+    theirs to label (the queue never gives it to them): those wait for annotators with
+    clearance, as in a real team."""
     with read_session(engine) as s:
         if s.scalar(select(func.count()).select_from(Label)):
             return 0
-        rows = s.execute(
+        ready = s.execute(
             select(Case.id, Case.key, Case.expected_decision, Case.reason_codes, Case.category)
             .where(Case.status == CaseStatus.ready)
             .order_by(Case.id)
-            .limit(DEMO_LABELED_CASES)
         ).all()
+        hidden = clearance.restricted_cases(s, [r.id for r in ready])
+    rows = [r for r in ready if r.id not in hidden][:DEMO_LABELED_CASES]
     people = {u.email: u for u in DEMO_USERS}
     actors = {
         email: replace(

@@ -23,6 +23,7 @@ from sqlalchemy import Engine, Text, cast, delete, distinct, exists, func, or_, 
 from sqlalchemy.orm import Session
 
 from review.cases.agreed import current_label_filter, refresh_agreed
+from review.core import clearance, readable
 from review.core.errors import InputError, PermissionDenied, StaleWriteError
 from review.core.identity import Actor, Permission, require
 from review.core.taxonomy import Taxonomy
@@ -105,7 +106,10 @@ def next_case(
     within the part of the queue ``queue`` names.
 
     A case I already hold a live reservation on comes first; otherwise the oldest case whose
-    labels plus other people's live reservations are below the overlap.
+    labels plus other people's live reservations are below the overlap. Without clearance, a
+    case whose text is restricted (:func:`review.core.clearance.restricted_cases`) is not in
+    my queue: its question and claims would be hidden from me, so it waits for an annotator
+    with clearance.
 
     The case row is locked before it is reserved and the conditions are checked again after
     the lock, so on PostgreSQL (where the search reads a snapshot) a label or reservation
@@ -151,14 +155,17 @@ def next_case(
                 case_id = int(found)
             # re-read under the case lock: every label and reservation of this case is
             # written under the same lock, so this answer cannot change until we commit
-            if (
-                s.scalar(
-                    _open_cases(actor, t, cfg.overlap, held_by_me_counts=True).where(
-                        Case.id == case_id
+            if s.scalar(
+                _open_cases(actor, t, cfg.overlap, held_by_me_counts=True).where(Case.id == case_id)
+            ) is None or _unreadable(s, actor, case_id):
+                if mine_held is not None:
+                    # a case I held that I may no longer take (one of its documents became
+                    # restricted meanwhile, and I have no clearance): let go of it
+                    s.execute(
+                        delete(Reservation).where(
+                            Reservation.case_id == case_id, Reservation.annotator == actor.email
+                        )
                     )
-                )
-                is None
-            ):
                 tried.add(case_id)
                 continue
             _reserve(s, actor, case_id, t, cfg)
@@ -174,8 +181,11 @@ def queue_size(
     now: dt.datetime | None = None,
 ) -> int:
     """How many ready cases my queue (the part ``queue`` names) still holds (not labeled by
-    me, below the overlap counting other people's live reservations, or held by me); at
-    ``now`` (default: the present), for the reservations live then."""
+    me, below the overlap counting other people's live reservations, or held by me; without
+    clearance, none that lists a restricted document); at ``now`` (default: the present), for
+    the reservations live then. A case that retells a restricted document without listing it
+    is counted here but not given to me by :func:`next_case` (telling it apart reads its
+    text), so when that returns None while this is not 0, those are what is left."""
     cfg = get_settings(engine)
     t = now or utcnow()
     with read_session(engine) as s:
@@ -185,6 +195,48 @@ def queue_size(
             .subquery()
         )
         return int(s.scalar(select(func.count()).select_from(ids)) or 0)
+
+
+#: how many of the cases left in a queue :func:`empty_queue_message` reads to say what they are
+LEFT_READ_LIMIT = 5_000
+
+
+def empty_queue_message(
+    engine: Engine, actor: Actor, queue: QueueFilter = NO_FILTER, *, skipped: Iterable[int] = ()
+) -> tuple[str, str]:
+    """(kind, text) to show when :func:`next_case` found nothing: the queue is empty, or what
+    the cases still in it are (skipped this session, or hidden from me without clearance)."""
+    cfg = get_settings(engine)
+    with read_session(engine) as s:
+        ids = list(
+            s.scalars(
+                _open_cases(actor, utcnow(), cfg.overlap, held_by_me_counts=True)
+                .where(*queue.conditions())
+                .order_by(Case.id)
+                .limit(LEFT_READ_LIMIT + 1)
+            )
+        )
+        hidden = (
+            set()
+            if clearance.cleared(actor)
+            else set(clearance.restricted_cases(s, ids[:LEFT_READ_LIMIT]))
+        )
+    mine_skipped = len(set(ids) & set(skipped) - hidden)
+    parts = []
+    if mine_skipped:
+        parts.append(
+            f"{readable.count(mine_skipped, 'case')} you skipped this session (bring them back "
+            "below)"
+        )
+    if hidden:
+        parts.append(
+            f"{readable.count(len(hidden), 'case')} whose question retells a restricted "
+            "document, which wait for an annotator with clearance"
+        )
+    if not parts:
+        return "success", "Your queue is empty: nothing left to label here."
+    more = f" (more than {LEFT_READ_LIMIT:,})" if len(ids) > LEFT_READ_LIMIT else ""
+    return "info", f"Nothing more to open here. Left in your queue{more}: {'; '.join(parts)}."
 
 
 def _open_cases(actor: Actor, t: dt.datetime, overlap: int, held_by_me_counts: bool = False) -> Any:
@@ -216,11 +268,28 @@ def _open_cases(actor: Actor, t: dt.datetime, overlap: int, held_by_me_counts: b
                 Reservation.expires_at > t,
             ),
         )
+    readable = () if clearance.cleared(actor) else (~clearance.lists_restricted_document(),)
     return select(Case.id).where(
         Case.status == CaseStatus.ready,
         ~exists().where(Label.case_id == Case.id, Label.annotator == actor.email),
         room,
+        *readable,
     )
+
+
+def _unreadable(s: Session, actor: Actor, case_id: int) -> bool:
+    """Whether the case's text is restricted and I have no clearance: I would label a
+    question I cannot read (a case that retells a restricted document without listing it
+    is found here, as :func:`_open_cases` only sees the documents a case lists)."""
+    return not clearance.may_see(actor, bool(clearance.restricted_cases(s, [case_id])))
+
+
+def _refuse_unreadable(s: Session, actor: Actor, case: Case) -> None:
+    if _unreadable(s, actor, case.id):
+        raise PermissionDenied(
+            f"{case.key} relies on a restricted document, so its question and claims are "
+            "hidden from you: only annotators with clearance may label it; nothing was saved"
+        )
 
 
 def _lock_case(s: Session, case_id: int) -> Case | None:
@@ -263,6 +332,7 @@ def reserve(engine: Engine, actor: Actor, case_id: int) -> dt.datetime:
         )
         if mine:
             return t
+        _refuse_unreadable(s, actor, case)
         held = s.execute(
             select(Reservation.annotator, Reservation.expires_at)
             .where(
@@ -414,6 +484,7 @@ def submit(
         case = _lock_case(s, case_id)
         if case is None:
             raise InputError(f"case {case_id} does not exist")
+        _refuse_unreadable(s, actor, case)
         n_claims = int(
             s.scalar(select(func.count(CaseClaim.id)).where(CaseClaim.case_id == case_id)) or 0
         )
