@@ -41,7 +41,7 @@ def current_case(queue: adjudication.ReviewerQueue) -> int | None:
     on screen, else the first of the list."""
     if GOTO_KEY in st.session_state:
         _go(st.session_state.pop(GOTO_KEY))
-    deep = ui.query_int("case")
+    deep = ui.query_case()
     if CASE_KEY not in st.session_state:
         _go(deep if deep is not None else (queue.ids()[0] if queue.entries else None))
     elif deep is not None and deep != st.session_state.get(DEEP_KEY):

@@ -24,7 +24,7 @@ def main() -> None:
     tax = ui.tax()
     st.title("Case builder")
     family_param = st.query_params.get("family")
-    case_param = ui.query_int("case")
+    case_param = ui.query_case()
     if (family_param or case_param is not None) and st.button(
         "← All base cases and families", key="bld_back"
     ):

@@ -87,7 +87,7 @@ def main() -> None:
     actor = ui.actor()
     tax = ui.tax()
     st.title("Cases")
-    case_param = ui.query_int("case")
+    case_param = ui.query_case()
     if case_param is not None:
         if st.button("← All cases"):
             del st.query_params["case"]

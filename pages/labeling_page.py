@@ -91,7 +91,7 @@ def label_case(engine: Engine, actor: Actor, tax: Taxonomy, view: cases.CaseView
 
 
 def open_deep_link(engine: Engine, actor: Actor) -> None:
-    deep = ui.query_int("case")
+    deep = ui.query_case()
     if deep is not None and st.session_state["lab_case"] != deep:
         with ui.reported():
             labeling.reserve(engine, actor, deep)

@@ -20,6 +20,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from review.admin import navigation, users
+from review.cases import cases
 from review.cases.choices import PICKER_LIMIT as PICKER_LIMIT  # (re-exported for the pages)
 from review.core import database, readable, uploads
 from review.core.database import database_url, open_database
@@ -205,6 +206,22 @@ def query_int(name: str) -> int | None:
     except ValueError:
         return None
     return value if 0 <= value <= _ID_MAX else None
+
+
+def query_case(name: str = "case") -> int | None:
+    """The case a deep link names (``?case=5`` or ``?case=CASE-005``), None when absent; a
+    name no case has is said on the page (a link that quietly shows the list instead would
+    look like a fault of the list)."""
+    raw = st.query_params.get(name)
+    if raw is None:
+        return None
+    as_id = query_int(name)
+    if as_id is not None:
+        return as_id
+    found = cases.case_id_for_key(engine(), raw.strip())
+    if found is None:
+        error(f"There is no case {raw!r}: the link names a case id (a number) or key.")
+    return found
 
 
 def table_height(rows: int, max_rows: int = 25) -> int:

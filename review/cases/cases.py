@@ -777,6 +777,16 @@ def seen_by(view: CaseView, actor: Actor) -> CaseView:
     )
 
 
+def case_id_for_key(engine: Engine, key: str) -> int | None:
+    """The id of the case ``key`` names (``CASE-005``), None when there is none. A key says
+    nothing restricted: it is what every list shows."""
+    if not key or len(key) > 200:
+        return None
+    with read_session(engine) as s:
+        found = s.scalar(select(Case.id).where(Case.key == key))
+    return None if found is None else int(found)
+
+
 def get_case(
     engine: Engine,
     case_id: int | None = None,

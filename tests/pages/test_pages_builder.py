@@ -185,6 +185,14 @@ def test_unknown_case_or_family_is_an_error(
     assert readable(at.error[0]) == "Case 9999 does not exist."
     at = open_page(demo_url, monkeypatch, ADA, family="FAM-NOPE")
     assert readable(at.error[0]) == "Family FAM-NOPE does not exist."
+    # the guide's ?case= takes a case key too, the name every list shows; an unknown key is said
+    at = open_page(demo_url, monkeypatch, ADA, case="CASE-005")
+    assert not at.error
+    assert any(readable(h) == "Base case CASE-005" for h in at.subheader)
+    at = open_page(demo_url, monkeypatch, ADA, case="CASE-NOPE")
+    assert [readable(e) for e in at.error] == [
+        "There is no case 'CASE-NOPE': the link names a case id (a number) or key."
+    ]
 
 
 # ------------------------------------------------------------------------------------------
