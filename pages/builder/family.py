@@ -172,8 +172,10 @@ def confirm(engine: Engine, actor: Actor, tax: Taxonomy, fam: FamilyView, key: s
         where=here,
     )
     if res is not None:
+        # when other drafts wait, the form moves on to one of them: say it above the form,
+        # not under a Confirm button that now confirms another variant
         ui.said(
-            CONFIRM,
+            SAVED if len(pending) > 1 else CONFIRM,
             f"{target.key}: {'changed' if res.changed else 'confirmed'} as "
             f"{tables.decision_label(tax, decision)}; status {res.status}.",
         )
