@@ -238,6 +238,7 @@ def _caveat_slider(
             min_value=lo,
             max_value=hi,
             step=0.005,
+            format="%.3f",
             key=key,
         )
     )
@@ -328,6 +329,7 @@ def calibrate(engine: Engine, actor: Actor, tax: Taxonomy, pif: PolicyInForce) -
         min_value=bounds.min_value,
         max_value=bounds.max_value,
         step=0.005,
+        format="%.3f",
         key=key,
     )
     caveat = _caveat_slider(src, th, bounds, float(proposed))

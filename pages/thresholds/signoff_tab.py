@@ -162,6 +162,12 @@ def _proposal(
         review = signing.review_proposal(
             engine, tax, v, pif=pif, outputs=lambda run_id: cached.outputs(engine, tax, run_id)[0]
         )
+        changed = policy_display.changed_values(pif.text, v.yaml_text)
+        if changed is not None:
+            ui.text(
+                "\n".join(changed) or "(no value changes)",
+                label="The values it changes, against the policy in force",
+            )
         st.markdown("**What the change does**")
         if review.headline is not None:
             source = (v.snapshot or {}).get("source")

@@ -10,12 +10,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
 from review.core import readable
+from review.core.errors import WorkbenchError
 from review.core.terms import VersionStatus
+from review.core.yamlstrict import load_yaml_text
 from review.policy import signoff
 
 __all__ = [
     "SHIPPED",
     "change_caption",
+    "changed_values",
     "in_force_caption",
     "in_force_change",
     "roles_text",
@@ -162,3 +165,61 @@ def change_caption(
     now = version_heading(after, in_force_id, versions=versions)
     was = version_heading(before, in_force_id, shipped=shipped, versions=versions)
     return f"The change in force: {now} against the version it replaced, {was}."
+
+
+#: what a version's bookkeeping changes on every proposal, not a decision anyone signs for
+_BOOKKEEPING: Final = frozenset({"version", "approved_on", "change_record"})
+
+
+def _leaves(value: object, path: str = "") -> dict[str, object]:
+    if isinstance(value, dict):
+        out: dict[str, object] = {}
+        for k, v in value.items():
+            if not path and k in _BOOKKEEPING:
+                continue
+            out.update(_leaves(v, f"{path}.{k}" if path else str(k)))
+        return out
+    return {path: value}
+
+
+def changed_values(before: str, after: str) -> list[str] | None:
+    """The values ``after`` sets differently from ``before`` (policy or wording YAML), one
+    line each ("ranking_modes.vector.refuse_below: 0.55 → 0.6"; a list counts as one value),
+    leaving out the file's version, approval date and change record; None when either text
+    does not parse (the diff beside it still shows the change)."""
+    try:
+        old, new = load_yaml_text(before, "in force"), load_yaml_text(after, "proposed")
+    except WorkbenchError:
+        return None
+    a, b = _leaves(old), _leaves(new)
+    lines = []
+    for key in sorted(a.keys() | b.keys()):
+        was, now = a.get(key, _ABSENT), b.get(key, _ABSENT)
+        if was == now:
+            continue
+        if isinstance(was, list) and isinstance(now, list):
+            lines.append(f"{key}: {_list_change(was, now)}")
+        else:
+            lines.append(f"{key}: {_shown(was)} → {_shown(now)}")
+    return lines
+
+
+def _list_change(was: list[object], now: list[object]) -> str:
+    """A list's change as what it gains and loses ("removed security_incident")."""
+    added = [_shown(x) for x in now if x not in was]
+    removed = [_shown(x) for x in was if x not in now]
+    said = [f"added {', '.join(added)}"] if added else []
+    said += [f"removed {', '.join(removed)}"] if removed else []
+    return "; ".join(said) or "the same items in another order"
+
+
+_ABSENT: Final = object()
+
+
+def _shown(value: object) -> str:
+    if value is _ABSENT:
+        return "(not set)"
+    if value is None:
+        return "null"
+    text = str(value)
+    return text if len(text) <= 80 else text[:77] + "..."

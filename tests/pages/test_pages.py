@@ -685,6 +685,12 @@ def test_thresholds_propose_then_two_other_people_approve(
         open_tab(at, "Sign-off")
         no_exception(at)
         assert any("fails target" in m.value for m in at.markdown)
+        # the signer sees the values they sign, not only their effect
+        assert any(
+            x.value == "ranking_modes.vector.caveat_below: 0.65 → 0.7\n"
+            "ranking_modes.vector.refuse_below: 0.55 → 0.6"
+            for x in at.text
+        ), [x.value for x in at.text]
         next(b for b in at.button if b.label == "Approve").click().run()
         assert any("was not approved" in readable(e) for e in at.error)
         assert signoff.get_version(demo_engine, newest.id).signatures == tuple(

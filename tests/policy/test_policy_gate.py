@@ -1000,3 +1000,20 @@ def test_a_broken_signal_never_answers_under_any_policy(
         assert result.decision != "answer", (signals, broken, result)
         if result.rule == "signal_missing":
             assert result.missing[0] in broken, (signals, broken, result)
+
+
+def test_the_values_a_proposal_changes_are_listed_leaf_by_leaf() -> None:
+    from review.policy.display import changed_values
+
+    shipped = (ROOT / "policies" / "no-answer-policy.yaml").read_text(encoding="utf-8")
+    proposed = (
+        shipped.replace("refuse_below: 0.55", "refuse_below: 0.6")
+        .replace("version: 4", "version: 5")
+        .replace("  - security_incident\n", "")
+    )
+    assert changed_values(shipped, proposed) == [
+        "ranking_modes.vector.refuse_below: 0.55 → 0.6",
+        "restricted_topics: removed security_incident",
+    ]
+    assert changed_values(shipped, shipped) == []
+    assert changed_values(shipped, "ranking_modes: [") is None
