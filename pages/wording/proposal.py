@@ -11,8 +11,9 @@ from pages.wording.common import BASE, PROPOSED, WordingContext, clear_draft, dr
 from review.core import readable
 from review.core.errors import WorkbenchError
 from review.core.identity import Permission
+from review.policy import display as policy_display
 from review.policy import signoff
-from review.wording import display, drafts, editing, signing, versions
+from review.wording import drafts, editing, signing, versions
 
 
 def _summary(ctx: WordingContext, edits: dict[str, drafts.MessageDraft]) -> None:
@@ -46,7 +47,7 @@ def _propose_form(ctx: WordingContext, edits: dict[str, drafts.MessageDraft]) ->
         v.number for v in versions.pending(ctx.engine) if v.parent_id == ctx.current.version_id
     ]
     if waiting:
-        st.warning(ui.plain(display.competing_draft(waiting, _base(ctx))))
+        st.warning(ui.plain(policy_display.competing_draft(waiting, _base(ctx))))
     with st.form("wd_propose"):
         rationale = st.text_area(
             "Why this change (goes into the change record)", key="wd_rationale"
@@ -73,7 +74,7 @@ def _propose_form(ctx: WordingContext, edits: dict[str, drafts.MessageDraft]) ->
                 f"Needs: {', '.join(map(readable.humanize, v.missing_roles))} (not you).",
             )
             others = signing.competing_numbers(ctx.engine, vid)
-            warned = display.competing_on_propose(v.number, others, _base(ctx))
+            warned = policy_display.competing_on_propose(v.number, others, _base(ctx))
             if warned:
                 ui.said(PROPOSED, warned, "warning")
             st.rerun()

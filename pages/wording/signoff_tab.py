@@ -93,7 +93,7 @@ def _sign_form(ctx: WordingContext, r: VersionReview) -> None:
             where = f"wd_sign_{v.id}" if done.status == VersionStatus.pending else SIGNED
             ui.said(where, message)
             if in_force:
-                warned = display.competing_after_approval(v.number, r.competitors)
+                warned = policy_display.competing_after_approval(v.number, r.competitors)
                 if warned:
                     ui.said(where, warned, "warning")
             st.rerun()
@@ -141,7 +141,7 @@ def _version(ctx: WordingContext, v: signoff.VersionView) -> None:
         _changes(r)
         _lint(r)
         if r.competitors:
-            st.warning(ui.plain(display.competing_before_approval(v.number, r.competitors)))
+            st.warning(ui.plain(policy_display.competing_before_approval(v.number, r.competitors)))
         _signatures(ctx, r)
 
 

@@ -26,10 +26,6 @@ __all__ = [
     "SignChoice",
     "chain_message",
     "change_caption",
-    "competing_after_approval",
-    "competing_before_approval",
-    "competing_draft",
-    "competing_on_propose",
     "finding_rows_frame",
     "history_frame",
     "in_force_caption",
@@ -78,65 +74,6 @@ def version_label(
         in_force_id,
         shipped=SHIPPED,
         versions=list(views.values()),
-    )
-
-
-def _versions(numbers: Sequence[int]) -> str:
-    """ "proposal 3", "proposals 3 and 4", "proposals 3, 4 and 5"."""
-    named = [str(n) for n in numbers]
-    if len(named) == 1:
-        return f"proposal {named[0]}"
-    return "proposals " + ", ".join(named[:-1]) + f" and {named[-1]}"
-
-
-def competing_on_propose(number: int, others: Sequence[int], base: str) -> str:
-    """The warning after proposing version ``number`` while ``others`` wait on the same
-    ``base`` ("version 1", "the shipped file"); empty when none does."""
-    if not others:
-        return ""
-    verb = "waits" if len(others) == 1 else "wait"
-    return (
-        f"Version {number} competes with pending {_versions(others)}, which also {verb} to "
-        f"change {base}. Only one can be approved: approving one puts it in force and makes "
-        "the other stale (it can then only be rejected, and its change must be proposed again "
-        "on top of the approved version)."
-    )
-
-
-def competing_draft(others: Sequence[int], base: str) -> str:
-    """The warning beside the proposal form while ``others`` wait on the same ``base``."""
-    if not others:
-        return ""
-    verb, them = ("waits", "it") if len(others) == 1 else ("wait", "them")
-    return (
-        f"Pending {_versions(others)} also {verb} to change {base}: your proposal would compete "
-        f"with {them}. Only one can be approved; approving one makes the other stale (only "
-        "rejected, then proposed again on top of the approved version)."
-    )
-
-
-def competing_before_approval(number: int, others: Sequence[int]) -> str:
-    """What approving version ``number`` does to the other pending versions on its base
-    (shown beside the Approve button); empty when there are none."""
-    if not others:
-        return ""
-    they = "it" if len(others) == 1 else "they"
-    return (
-        f"Approving version {number} (once it has every signature it needs) puts it in force "
-        f"and makes pending {_versions(others)} stale: {they} can then no longer be approved, "
-        f"only rejected, and must be proposed again on top of version {number}."
-    )
-
-
-def competing_after_approval(number: int, others: Sequence[int]) -> str:
-    """What an approval that put version ``number`` in force did to the others."""
-    if not others:
-        return ""
-    verb = "is" if len(others) == 1 else "are"
-    return (
-        f"Pending {_versions(others)} {verb} stale now, superseded by version {number}: "
-        f"reject {'it' if len(others) == 1 else 'them'} and propose the change again on top "
-        f"of version {number}."
     )
 
 

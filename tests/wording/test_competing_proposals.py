@@ -11,8 +11,9 @@ from sqlalchemy import Engine
 from review.core.identity import Role
 from review.core.taxonomy import Taxonomy
 from review.demo import wording_versions
+from review.policy import display as policy_display
 from review.policy import signoff
-from review.wording import display, drafts, signing, versions
+from review.wording import drafts, signing, versions
 from tests.helpers.actors import make_actor
 
 AT = dt.datetime(2025, 6, 2, 9, 30, tzinfo=dt.UTC)
@@ -63,27 +64,29 @@ def test_competitors_share_the_parent_and_wait() -> None:
 
 
 def test_the_three_messages() -> None:
-    assert display.competing_on_propose(3, [], "version 1") == ""
-    assert display.competing_on_propose(3, [2], "version 1") == (
+    assert policy_display.competing_on_propose(3, [], "version 1") == ""
+    assert policy_display.competing_on_propose(3, [2], "version 1") == (
         "Version 3 competes with pending proposal 2, which also waits to change version 1. "
         "Only one can be approved: approving one puts it in force and makes the other stale "
         "(it can then only be rejected, and its change must be proposed again on top of the "
         "approved version)."
     )
-    assert "pending proposals 2 and 3, which also wait" in display.competing_on_propose(
+    assert "pending proposals 2 and 3, which also wait" in policy_display.competing_on_propose(
         4, [2, 3], "version 1"
     )
-    assert display.competing_before_approval(2, [3, 4, 5]) == (
+    assert policy_display.competing_before_approval(2, [3, 4, 5]) == (
         "Approving version 2 (once it has every signature it needs) puts it in force and makes "
         "pending proposals 3, 4 and 5 stale: they can then no longer be approved, only "
         "rejected, and must be proposed again on top of version 2."
     )
-    assert display.competing_after_approval(2, [3]) == (
+    assert policy_display.competing_after_approval(2, [3]) == (
         "Pending proposal 3 is stale now, superseded by version 2: reject it and propose the "
         "change again on top of version 2."
     )
-    assert display.competing_after_approval(2, []) == ""
-    assert "your proposal would compete with them" in display.competing_draft([2, 3], "version 1")
+    assert policy_display.competing_after_approval(2, []) == ""
+    assert "your proposal would compete with them" in policy_display.competing_draft(
+        [2, 3], "version 1"
+    )
 
 
 def test_the_review_of_each_version_says_what_competes_and_what_superseded_it(
