@@ -13,7 +13,9 @@ from pages import ui
 from pages.thresholds import cached, proposal_draft
 from review.core import readable
 from review.core.identity import Actor, Permission
-from review.policy import signoff
+from review.core.terms import VersionStatus
+from review.policy import display as policy_display
+from review.policy import inforce, signoff
 from review.policy.inforce import PolicyInForce
 from review.policy.policy import replace_thresholds
 from review.thresholds import display, thresholds
@@ -76,6 +78,16 @@ def propose_form(
         st.caption("Proposals are made by product owners and compliance.")
         return
     st.subheader("Propose this change")
+    everything = signoff.versions(engine, inforce.KIND)
+    current = signoff.current_approved(engine, inforce.KIND)
+    base = "the shipped file" if current is None else f"version {current.number}"
+    waiting = [
+        v.number
+        for v in everything
+        if v.status == VersionStatus.pending and v.parent_id == (current.id if current else None)
+    ]
+    if waiting:
+        st.warning(ui.plain(policy_display.competing_draft(waiting, base)))
     with st.form("thr_propose"):
         st.markdown(
             ui.plain(f"{mode}: Refuse below {proposed:g}, Caveat below {caveat:g}")
@@ -111,8 +123,12 @@ def propose_form(
             # pending proposals, and the Sign-off and History tabs, which list them, are
             # drawn afresh when opened (lazy tabs); a rerun of the whole page drew the
             # figures above a second time
+            v = signoff.get_version(engine, vid)
             st.success(
-                f"Proposed as version {signoff.get_version(engine, vid).number:d}."
+                f"Proposed as version {v.number:d}."
                 " A product owner and compliance, not you, must approve it."
             )
+            others = [x.number for x in signoff.competing(signoff.versions(engine, v.kind), v)]
+            if others:
+                st.warning(ui.plain(policy_display.competing_on_propose(v.number, others, base)))
             proposal_draft.proposed(actor)  # proposed: no draft any more

@@ -62,12 +62,16 @@ def _figures(evidence: SignoffEvidence) -> None:
         st.dataframe(display.figures_table(a.targets), hide_index=True, width="stretch")
 
 
-def _sign_form(engine: Engine, actor: Actor, tax: Taxonomy, review: ProposalReview) -> None:
+def _sign_form(
+    engine: Engine, actor: Actor, tax: Taxonomy, review: ProposalReview, *, stale: bool
+) -> None:
+    """Approve or reject; a stale proposal (its parent is no longer in force) can only be
+    rejected, so it is offered no Approve button."""
     v = review.version
     roles = display.signing_roles(actor, v)
     with st.form(f"thr_sign_{v.id}"):
         role = st.selectbox("Sign as", [r.value for r in roles], format_func=readable.humanize)
-        if review.confirmation:
+        if review.confirmation and not stale:
             st.warning(ui.plain(f"Version {v.number:d}: {review.confirmation}"))
             note = st.text_area(
                 "Reason (required to approve a change that fails a target, and to reject)",
@@ -81,8 +85,8 @@ def _sign_form(engine: Engine, actor: Actor, tax: Taxonomy, review: ProposalRevi
             note = st.text_area("Note (required to reject)", key=f"thr_sign_note_{v.id}")
             confirmed = False
         c1, c2 = st.columns(2)
-        approve = c1.form_submit_button("Approve", type="primary")
-        reject = c2.form_submit_button("Reject")
+        approve = False if stale else c1.form_submit_button("Approve", type="primary")
+        reject = c2.form_submit_button("Reject", type="primary" if stale else "secondary")
     here = ui.under(f"thr_sign_{v.id}")  # what a signature did (or why not), under the form
     if approve or reject:
         with ui.reported(where=here):
@@ -142,13 +146,21 @@ def _proposal(
     with st.container(border=True, key=f"thr_proposal_{v.number}"):
         names = users.display_names(engine)
         by = readable.person(v.author, names)
-        st.subheader(f"Version {v.number:d} · proposed by {ui.plain(by)}")
+        stale = signoff.stale_parent(engine, v)
+        current = signoff.current_approved(engine, inforce.KIND) if stale else None
+        st.subheader(
+            f"Version {v.number:d} · proposed by {ui.plain(by)}"
+            + (f" · stale: superseded by version {current.number:d}" if current else "")
+        )
         if focused:
             st.caption("Opened from a link to this proposal.")
         ui.text(v.rationale, label="Rationale")
-        stale = signoff.stale_parent(engine, v)
         if stale:
             ui.error(stale)
+        else:
+            others = [x.number for x in signoff.competing(signoff.versions(engine, v.kind), v)]
+            if others:
+                st.warning(ui.plain(policy_display.competing_before_approval(v.number, others)))
         if signoff.needs_override(v.tuned_on_split):
             ui.error(display.override_message(v))
             if v.override_note:
@@ -185,7 +197,7 @@ def _proposal(
                 f"{ui.plain(policy_display.waiting_roles(v.missing_roles))})."
             )
         elif display.signing_roles(actor, v) and actor.can(Permission.approve_policy):
-            _sign_form(engine, actor, tax, review)
+            _sign_form(engine, actor, tax, review, stale=stale is not None)
             return
         else:
             st.caption("Signatures come from a product owner and compliance.")

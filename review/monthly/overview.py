@@ -295,18 +295,19 @@ def _changes_waiting(engine: Engine, actor: Actor) -> list[Attention]:
             if page == "thresholds":
                 params = {"tab": "signoff", "version": str(v.number)}
                 opens = f"version {v.number} on the Sign-off tab"
+            stale = signoff.stale_parent(engine, v) is not None
             if v.author.strip().lower() == me:
                 if actor.can(Permission.propose_policy):
                     waits = policy_display.waiting_roles(v.missing_roles)
-                    out.append(
-                        Attention(
-                            f"Your proposal v{v.number} ({title.lower()} change) waits for "
-                            f"{waits}.",
-                            page,
-                            params,
-                            opens,
-                        )
+                    said = (
+                        f"Your proposal v{v.number} ({title.lower()} change) is stale: another "
+                        "version was approved since, so it can only be rejected; propose the "
+                        "change again on top of the version in force."
+                        if stale
+                        else f"Your proposal v{v.number} ({title.lower()} change) waits for "
+                        f"{waits}."
                     )
+                    out.append(Attention(said, page, params, opens))
                 continue
             signed = {sg.signer.strip().lower() for sg in v.signatures}
             mine = {r.value for r in actor.roles} & set(v.missing_roles)
@@ -314,7 +315,12 @@ def _changes_waiting(engine: Engine, actor: Actor) -> list[Attention]:
                 out.append(
                     Attention(
                         f"{title} change version {v.number} by "
-                        f"{readable.person(v.author, names)} waits for sign-off.",
+                        f"{readable.person(v.author, names)} "
+                        + (
+                            "is stale (another version was approved since): reject it."
+                            if stale
+                            else "waits for sign-off."
+                        ),
                         page,
                         params,
                         opens,

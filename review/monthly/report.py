@@ -9,7 +9,7 @@ import io
 import json
 import re
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -68,6 +68,9 @@ class MonthContext:
     #: the gated run's outputs have scores, so the Thresholds page also shows its targets,
     #: on decisions re-made from them (:func:`gate_basis` names it)
     gate_rescored: bool = False
+    #: pending versions that can no longer be approved: version id -> the number of the
+    #: version approved since (their status reads "stale", not "pending")
+    stale: dict[int, int] = field(default_factory=dict)
 
 
 ContextHook = Callable[
@@ -261,12 +264,16 @@ def live_context(
     if runs:
         part = gate_of(runs[0]) if gate_of is not None else gate_part(engine, tax, runs[0])
     changed = []
+    stale: dict[int, int] = {}
     for kind_name in ("no_answer_policy", "refusal_wording"):
         try:
+            current = signoff.current_approved(engine, kind_name)
             for v in signoff.versions(engine, kind_name):
                 touched = [v.created_at.date(), *(sg.at.date() for sg in v.signatures)]
                 if v.status == VersionStatus.pending or any(first <= d <= last for d in touched):
                     changed.append(v)
+                if current is not None and signoff.stale_parent(engine, v) is not None:
+                    stale[v.id] = current.number
         except InputError:
             continue
     sections: list[tuple[str, pd.DataFrame]] = []
@@ -285,6 +292,7 @@ def live_context(
         names=users.display_names(engine),
         tax=tax,
         gate_rescored=part.rescored,
+        stale=stale,
     )
 
 
@@ -339,10 +347,21 @@ def gate_frame(rows: list[release.GateRow], tax: Taxonomy | None) -> pd.DataFram
     return pd.DataFrame(out, columns=columns)
 
 
-def changes_frame(changes: list[signoff.VersionView], names: dict[str, str]) -> pd.DataFrame:
+def changes_frame(
+    changes: list[signoff.VersionView],
+    names: dict[str, str],
+    stale: Mapping[int, int] | None = None,
+) -> pd.DataFrame:
     """Policy and wording versions of the month: the sign-off version number (the one in
     force, pending or approved) labelled as such, so it is not read as the ``version:`` field
-    inside the policy file."""
+    inside the policy file. A pending version in ``stale`` (id -> the version approved since)
+    reads as stale: it can only be rejected."""
+    stale = stale or {}
+
+    def status(v: signoff.VersionView) -> str:
+        if v.id in stale:
+            return f"Stale: superseded by version {stale[v.id]}"
+        return readable.humanize(str(v.status))
 
     def who(email: str | None) -> str:
         return readable.person(email, names)
@@ -352,7 +371,7 @@ def changes_frame(changes: list[signoff.VersionView], names: dict[str, str]) -> 
             {
                 "kind": KIND_LABELS.get(str(v.kind), readable.humanize(str(v.kind))),
                 "version": readable.version_label(v.number, v.file_version),
-                "status": readable.humanize(str(v.status)),
+                "status": status(v),
                 "author": who(v.author),
                 "rationale": v.rationale,
                 "signatures": "; ".join(
@@ -522,7 +541,7 @@ def context_tables(ctx: MonthContext) -> list[tuple[str, pd.DataFrame]]:
             gate_frame(ctx.gate, ctx.tax),
         ),
         *((t, readable_cells(df)) for t, df in ctx.extra_sections),
-        ("Policy and wording changes", changes_frame(ctx.policy_changes, ctx.names)),
+        ("Policy and wording changes", changes_frame(ctx.policy_changes, ctx.names, ctx.stale)),
     ]
 
 

@@ -8,10 +8,11 @@ import re
 from typing import Any
 
 import pytest
-from sqlalchemy import inspect
+from sqlalchemy import Engine, inspect
 from streamlit.testing.v1 import AppTest
 
 from review.admin import users
+from review.core.identity import Actor
 from storage.db import make_engine
 from tests.helpers.paths import ROOT
 
@@ -166,3 +167,10 @@ def live_markdown(markdown: str) -> list[str]:
     as_read = _UNESCAPED.sub(r"\1", markdown)  # what the autolink pass sees
     live += re.findall(r"(?i)\b[a-z][a-z0-9+.-]*://|\bwww\.|[\w.+-]@[\w-]+\.\w", as_read)
     return live
+
+
+def actor_of(engine: Engine, email: str) -> Actor:
+    """The demo user ``email`` as the pages would act for them."""
+    row = users.get_by_email(engine, email)
+    assert row is not None
+    return users.to_actor(row)
