@@ -40,7 +40,7 @@ def test_every_page_is_in_the_readme() -> None:
     assert len(titles) >= 15
     for title in titles:
         assert f"**{title}**" in README, title
-        assert f"**{title}**" in docs.text("pages"), title
+        assert f"\n## {title}\n" in docs.text("pages"), title
 
 
 def test_the_two_commands_come_first() -> None:
