@@ -15,14 +15,23 @@ from sqlalchemy.orm import Session
 from streamlit.testing.v1 import AppTest
 
 from review.admin import users
-from review.core.identity import SYSTEM, Actor
+from review.core.identity import SYSTEM
 from review.core.taxonomy import Taxonomy
 from review.demo import wording_versions
 from review.policy import signoff
 from review.wording import drafts, production, signing, versions
 from storage.db import make_engine, migrate, run_write
 from storage.models import Trace
-from tests.helpers.pages import ADA, INES, PAULA, no_exception, open_tab, page_app, readable
+from tests.helpers.pages import (
+    ADA,
+    INES,
+    PAULA,
+    actor_of,
+    no_exception,
+    open_tab,
+    page_app,
+    readable,
+)
 
 PAGE = "pages/wording_page.py"
 OMAR = "omar.haddad@brightwave.example"
@@ -72,12 +81,6 @@ def texts_of(at: AppTest) -> str:
 
 def button(at: AppTest, key: str) -> Any:
     return next(b for b in at.button if b.key == key)
-
-
-def actor_of(engine: Engine, email: str) -> Actor:
-    row = users.get_by_email(engine, email)
-    assert row is not None
-    return users.to_actor(row)
 
 
 # --- rendering -------------------------------------------------------------------------------

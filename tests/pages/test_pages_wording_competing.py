@@ -11,13 +11,11 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
-from review.admin import users
-from review.core.identity import Actor
 from review.core.taxonomy import Taxonomy
 from review.demo import wording_versions
 from review.policy import signoff
 from review.wording import drafts, signing, versions
-from tests.helpers.pages import PAULA, no_exception, page_app, readable
+from tests.helpers.pages import PAULA, actor_of, no_exception, page_app, readable
 
 PAGE = "pages/wording_page.py"
 OMAR = "omar.haddad@brightwave.example"
@@ -29,12 +27,6 @@ def wording_url(demo_url: str, demo_engine: Engine, tax: Taxonomy) -> str:
     """The demo with its wording history: version 1 in force, Paula's R2 edit pending (2)."""
     wording_versions.build_demo_wording(demo_engine, tax)
     return demo_url
-
-
-def actor_of(engine: Engine, email: str) -> Actor:
-    row = users.get_by_email(engine, email)
-    assert row is not None
-    return users.to_actor(row)
 
 
 def button(at: Any, key: str) -> Any:

@@ -11,13 +11,11 @@ import pytest
 from sqlalchemy import Engine
 from streamlit.testing.v1 import AppTest
 
-from review.admin import users
 from review.core import userdrafts
-from review.core.identity import Actor
 from review.core.taxonomy import Taxonomy
 from review.demo import wording_versions
 from review.wording import signing, versions
-from tests.helpers.pages import INES, PAULA, no_exception, page_app, readable
+from tests.helpers.pages import INES, PAULA, actor_of, no_exception, page_app, readable
 
 PAGE = "pages/wording_page.py"
 OMAR = "omar.haddad@brightwave.example"
@@ -46,12 +44,6 @@ def again(at: AppTest, monkeypatch: pytest.MonkeyPatch, user: str) -> AppTest:
     environment)."""
     monkeypatch.setenv("WB_TEST_USER", user)
     return at
-
-
-def actor_of(engine: Engine, email: str) -> Actor:
-    row = users.get_by_email(engine, email)
-    assert row is not None
-    return users.to_actor(row)
 
 
 def button(at: AppTest, key: str) -> Any:
