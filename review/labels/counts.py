@@ -26,6 +26,7 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Engine, case, func, select
 
+from review.core import clearance
 from review.core.identity import Actor
 from review.core.terms import CaseStatus
 from review.labels.labeling import Progress
@@ -216,9 +217,29 @@ def queue_progress(
 
     The counts say which ready cases are in my queue by their labels alone (not labeled by
     me, below the overlap); a live reservation moves only the case it holds: out of my queue
-    when other people's reservations fill its overlap, back in when I hold it."""
+    when other people's reservations fill its overlap, back in when I hold it. Without
+    clearance, a case listing a restricted document is not in my queue (as in the rule): those
+    are few, so they are read each time, with their labels."""
     t = now or utcnow()
+    hidden_left = 0
+    hidden_held: set[int] = set()
     with read_session(engine) as s:
+        if not clearance.cleared(actor):
+            hidden = select(Case.id).where(
+                Case.status == CaseStatus.ready,
+                *queue.conditions(),
+                clearance.lists_restricted_document(),
+            )
+            per_hidden = _per_case(actor.email, Label.case_id.in_(hidden)).subquery()
+            full = per_hidden.c.n >= counts.overlap
+            n_hidden = int(s.scalar(select(func.count()).select_from(hidden.subquery())) or 0)
+            mine_h, without_me_h = s.execute(
+                select(
+                    func.coalesce(func.sum(per_hidden.c.mine), 0),
+                    func.coalesce(func.sum(case((full & (per_hidden.c.mine == 0), 1), else_=0)), 0),
+                )
+            ).one()
+            hidden_left = n_hidden - int(mine_h) - int(without_me_h)
         live = s.execute(
             select(Reservation.case_id, Reservation.annotator).where(Reservation.expires_at > t)
         ).all()
@@ -238,6 +259,16 @@ def queue_progress(
                     )
                 )
             }
+        if in_queue and not clearance.cleared(actor):
+            hidden_held = {
+                int(c)
+                for c in s.scalars(
+                    select(Case.id).where(
+                        one_of(s, Case.id, sorted(in_queue)),
+                        clearance.lists_restricted_document(),
+                    )
+                )
+            }
         if in_queue:
             per = {
                 int(c): (int(n), bool(m))
@@ -245,10 +276,10 @@ def queue_progress(
                     _per_case(actor.email, one_of(s, Label.case_id, sorted(in_queue)))
                 ).all()
             }
-    left = counts.ready - counts.mine - counts.complete_without_me
+    left = counts.ready - counts.mine - counts.complete_without_me - hidden_left
     for c in in_queue:
         n, mine = per.get(c, (0, False))
-        if mine:
+        if mine or c in hidden_held:  # a hidden case is never in my queue, held or not
             continue
         by_labels = n < counts.overlap
         now_in = n + others[c] < counts.overlap or c in held

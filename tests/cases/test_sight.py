@@ -36,7 +36,7 @@ def _blind(engine: Engine, actor: Actor, case_id: int) -> bool:
 def test_a_ready_case_waiting_for_labels_is_blind_to_annotators_only(
     demo_engine: Engine, tax: Taxonomy
 ) -> None:
-    view = _view(demo_engine, "CASE-080")  # ready, unlabeled, written by the demo
+    view = _view(demo_engine, "CASE-086")  # ready, unlabeled, written by the demo
     assert view.status == "ready" and not labeling.current_labels(demo_engine, view.id)
     assert _blind(demo_engine, INES, view.id) and _blind(demo_engine, TOM, view.id)
     for who in (REVIEWER, OWNER, ADMIN):
@@ -60,7 +60,7 @@ def test_its_author_and_drafts_are_not_blind(demo_engine: Engine) -> None:
 def test_a_blind_case_reads_without_its_judgement_and_filters_do_not_find_it(
     demo_engine: Engine,
 ) -> None:
-    view = _view(demo_engine, "CASE-080")
+    view = _view(demo_engine, "CASE-086")
     seen = blind.sight(demo_engine, TOM)
     shown = sight.get_case(demo_engine, seen, view.id, viewer=TOM)
     assert shown is not None and shown.blind

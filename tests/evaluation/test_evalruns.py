@@ -425,7 +425,8 @@ def test_metrics_use_the_agreed_label_then_the_adjudication(
 
     assert evalruns.outputs_stamp(demo_engine, run.id) == stamps[0]  # nothing changed
 
-    a, b = make_actor("annotator", "a@example.org"), make_actor("annotator", "b@example.org")
+    a = make_actor("annotator", "a@example.org", clearance=True)
+    b = make_actor("annotator", "b@example.org", clearance=True)
     esc = labeling.LabelIn("escalate", ("restricted_topic",))
     first = labeling.submit(demo_engine, a, case, esc, None, tax)
     assert gold()[0] == expected  # one label is not an agreement

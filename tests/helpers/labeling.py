@@ -16,12 +16,15 @@ from storage.models import Case, CaseSlice, Label, utcnow
 
 def unlabeled_case_with_roles(engine: Engine) -> cases.CaseView:
     """A ready demo case nobody labeled yet whose documents include a decisive and a
-    distractor passage and that has notes for labelers (the author's judgement to hide)."""
+    distractor passage and that has notes for labelers (the author's judgement to hide), and
+    whose text an annotator without clearance may read (one who may not is never given it)."""
     for row in cases.list_cases(engine, cases.CaseFilter(status="ready"), page_size=200):
         if labeling.current_labels(engine, row.id):
             continue
         view = cases.get_case(engine, case_id=row.id)
         assert view is not None
+        if view.text_restricted:
+            continue
         roles = {d.role for d in view.documents}
         if {"decisive", "distractor"} <= roles and view.notes:
             return view

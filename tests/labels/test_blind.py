@@ -24,12 +24,15 @@ RAVI_BOTH = Actor(
 
 def _case_with_roles(engine: Engine) -> cases.CaseView:
     """A ready, unlabeled demo case whose first document is decisive (the order an author
-    uses) and whose references are not already in that order."""
+    uses) and whose references are not already in that order, and whose text an annotator
+    without clearance may read."""
     for row in cases.list_cases(engine, cases.CaseFilter(status="ready"), page_size=200):
         if labeling.current_labels(engine, row.id):
             continue
         view = cases.get_case(engine, case_id=row.id)
         assert view is not None
+        if view.text_restricted:
+            continue
         refs = [d.ref for d in view.documents]
         if len(refs) > 1 and view.documents[0].role == "decisive" and refs != sorted(refs):
             return view

@@ -17,6 +17,8 @@ from tests.helpers.actors import make_actor
 INES = make_actor("annotator", "ines@example.org")
 TOM = make_actor("annotator", "tom@example.org")
 SAM = make_actor("annotator", "sam@example.org")
+#: with clearance: cases relying on a restricted document are in her queue, not in theirs
+LEA = make_actor("annotator", "lea@example.org", clearance=True)
 ANSWER = labeling.LabelIn("answer")
 ABSTAIN = labeling.LabelIn("abstain", ("no_answer_bearing_evidence",))
 
@@ -33,7 +35,7 @@ def _check(
     """The counts against the rules, for each annotator; with ``kept_by``, also the counts
     brought up to date from those kept at the last check equal the counts made afresh."""
     overlap = labeling.get_settings(engine).overlap
-    for who in (INES, TOM, SAM):
+    for who in (INES, TOM, SAM, LEA):
         kept = counts.label_counts(engine, who.email, overlap, q)
         if kept_by is not None:
             key = (who.email, q, overlap)

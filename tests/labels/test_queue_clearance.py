@@ -19,7 +19,7 @@ from review.core import clearance
 from review.core.errors import PermissionDenied
 from review.core.identity import Actor
 from review.core.taxonomy import Taxonomy
-from review.labels import labeling
+from review.labels import counts, labeling
 from storage.db import read_session
 from storage.models import Case, CaseDocument, Label, Reservation
 from tests.helpers.actors import make_actor
@@ -158,6 +158,12 @@ def test_a_case_restricted_while_held_is_let_go(demo_engine: Engine) -> None:
         c.execute(
             text("update documents set access_scope = 'restricted' where id = :d"), {"d": doc}
         )
+    # the page's kept counts agree with the rule while the hidden case is still held
+    overlap = labeling.get_settings(demo_engine).overlap
+    kept = counts.label_counts(demo_engine, UNCLEARED.email, overlap)
+    assert counts.queue_progress(demo_engine, UNCLEARED, kept)[1] == labeling.queue_size(
+        demo_engine, UNCLEARED
+    )
     assert labeling.next_case(demo_engine, UNCLEARED) != case_id
     with read_session(demo_engine) as s:
         held = s.scalar(
