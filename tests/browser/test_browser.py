@@ -18,12 +18,6 @@ pytestmark = pytest.mark.browser
 
 
 @pytest.fixture
-def server(demo_url: str, tmp_path: Path) -> Iterator[str]:
-    with streamlit_server(ROOT / "app.py", tmp_path, WORKBENCH_DATABASE_URL=demo_url) as base:
-        yield base
-
-
-@pytest.fixture
 def page(server: str, request: pytest.FixtureRequest) -> Iterator[object]:
     # a `cold` test opens the server itself (see the first-request test)
     cold = request.node.get_closest_marker("cold") is not None

@@ -9,8 +9,6 @@ Every assertion waits (Playwright's expect): a loaded machine makes them slower,
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page, expect
@@ -19,26 +17,12 @@ from review.admin import users
 from review.core.taxonomy import Taxonomy
 from review.labels import adjudication, labeling
 from storage.db import make_engine
-from tests.helpers.browser import chromium_page, open_as, streamlit_server, wait_idle
-from tests.helpers.paths import ROOT
+from tests.helpers.browser import open_as, wait_idle
 
 pytestmark = pytest.mark.browser
 
 RAVI = "ravi.menon@brightwave.example"
 WAIT = 60_000  # ms an assertion may wait for a rerun on a loaded machine
-
-
-@pytest.fixture
-def server(demo_url: str, tmp_path: Path) -> Iterator[str]:
-    with streamlit_server(ROOT / "app.py", tmp_path, WORKBENCH_DATABASE_URL=demo_url) as base:
-        yield base
-
-
-@pytest.fixture
-def page(server: str) -> Iterator[Page]:
-    with chromium_page(1280, 720, base=server) as pg:
-        yield pg
-    assert pg.errors == []  # type: ignore[attr-defined]
 
 
 def test_the_gold_decision_is_in_view_when_a_case_opens(

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page, expect
@@ -16,21 +15,14 @@ from review.admin import users
 from review.labels import labeling
 from review.traces import retention
 from storage.db import make_engine
-from tests.helpers.browser import chromium_page, open_as, streamlit_server, wait_idle
+from tests.helpers.browser import chromium_page, open_as, wait_idle
 from tests.helpers.guideshots import guide_shot
-from tests.helpers.paths import ROOT
 
 pytestmark = pytest.mark.browser
 
 ADA = "ada.admin@brightwave.example"
 NEW = "lena.wolf@brightwave.example"
 WAIT = 60_000
-
-
-@pytest.fixture
-def server(demo_url: str, tmp_path: Path) -> Iterator[str]:
-    with streamlit_server(ROOT / "app.py", tmp_path, WORKBENCH_DATABASE_URL=demo_url) as base:
-        yield base
 
 
 @pytest.fixture

@@ -15,8 +15,6 @@ Every assertion waits (Playwright's expect): a loaded machine makes them slower,
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page, expect
@@ -29,9 +27,8 @@ from review.core.taxonomy import Taxonomy
 from review.labels import adjudication, keys, labeling
 from storage.db import make_engine, read_session, run_write
 from storage.models import AuditItem, AuditVerdict
-from tests.helpers.browser import chromium_page, open_as, streamlit_server
+from tests.helpers.browser import open_as
 from tests.helpers.labeling import unlabeled_case_with_roles
-from tests.helpers.paths import ROOT
 
 pytestmark = pytest.mark.browser
 
@@ -40,19 +37,6 @@ RAVI = "ravi.menon@brightwave.example"
 WAIT = 60_000  # ms an assertion may wait for a rerun on a loaded machine
 TRACES = 10
 PICKED = "button[aria-pressed='true'], button[aria-checked='true']"  # a picked pill
-
-
-@pytest.fixture
-def server(demo_url: str, tmp_path: Path) -> Iterator[str]:
-    with streamlit_server(ROOT / "app.py", tmp_path, WORKBENCH_DATABASE_URL=demo_url) as base:
-        yield base
-
-
-@pytest.fixture
-def page(server: str) -> Iterator[Page]:
-    with chromium_page(1280, 720, base=server) as pg:
-        yield pg
-    assert pg.errors == []  # type: ignore[attr-defined]
 
 
 def _user_id(url: str, email: str) -> int:

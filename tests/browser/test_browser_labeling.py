@@ -14,8 +14,6 @@ red.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page, expect
@@ -23,28 +21,14 @@ from playwright.sync_api import Page, expect
 from review.admin import users
 from review.labels import labeling
 from storage.db import make_engine
-from tests.helpers.browser import chromium_page, open_as, streamlit_server
+from tests.helpers.browser import open_as
 from tests.helpers.guideshots import guide_shot
 from tests.helpers.labeling import unlabeled_case_with_roles
-from tests.helpers.paths import ROOT
 
 pytestmark = pytest.mark.browser
 
 INES = "ines.duarte@brightwave.example"
 WAIT = 60_000  # ms an assertion may wait for a rerun on a loaded machine
-
-
-@pytest.fixture
-def server(demo_url: str, tmp_path: Path) -> Iterator[str]:
-    with streamlit_server(ROOT / "app.py", tmp_path, WORKBENCH_DATABASE_URL=demo_url) as base:
-        yield base
-
-
-@pytest.fixture
-def page(server: str) -> Iterator[Page]:
-    with chromium_page(1280, 720, base=server) as pg:
-        yield pg
-    assert pg.errors == []  # type: ignore[attr-defined]
 
 
 def _press(pg: Page, key: str) -> None:

@@ -23,12 +23,6 @@ pytestmark = pytest.mark.browser
 
 
 @pytest.fixture
-def server(demo_url: str, tmp_path: Path) -> Iterator[str]:
-    with streamlit_server(ROOT / "app.py", tmp_path, WORKBENCH_DATABASE_URL=demo_url) as base:
-        yield base
-
-
-@pytest.fixture
 def page(server: str) -> Iterator[Page]:
     """A browser page; nothing has been opened on the server yet (a cold server)."""
     with chromium_page() as pg:
