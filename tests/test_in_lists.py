@@ -28,6 +28,7 @@ BOUNDED: dict[tuple[str, str, str], str] = {
     ("review/evaluation/runview.py", "stamp", "mine"): "a select of the run's case ids",
     ("review/labels/annotator_figures.py", "_queue", "ready"): "a select of ready case ids",
     ("review/labels/counts.py", "label_counts", "ready_ids"): "a select of ready case ids",
+    ("review/labels/counts.py", "queue_progress", "hidden"): "a select of restricted case ids",
     ("review/labels/imports.py", "_before", "newest"): "a select of label ids",
     ("review/labels/labeling.py", "progress", "ready_ids"): "a select of ready case ids",
     ("review/traces/browse.py", "_count_text_only", "candidates"): "a select of trigram hits",

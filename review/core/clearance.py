@@ -152,13 +152,16 @@ def lists_restricted_document() -> ColumnElement[bool]:
     )
 
 
-def restricted_cases(s: Session, case_ids: Collection[int]) -> frozenset[int]:
+def restricted_cases(
+    s: Session, case_ids: Collection[int], runs: frozenset[str] | None = None
+) -> frozenset[int]:
     """Which of ``case_ids`` have restricted text, read from the documents as they are now: the
     case lists a restricted document (any version), or its question, a claim or its notes
-    retell one."""
+    retell one (``runs``: :func:`restricted_runs` of this session, when the caller asks
+    about one case after another)."""
     ids = sorted({int(c) for c in case_ids})
     found: set[int] = set()
-    runs = restricted_runs(s)
+    runs = restricted_runs(s) if runs is None else runs
     for start in range(0, len(ids), 900):
         chunk = ids[start : start + 900]
         found.update(

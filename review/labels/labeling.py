@@ -9,6 +9,10 @@
 - Cases whose current labels disagree go to adjudication; the newest adjudication is gold.
 """
 
+# Long module: the queue (the next case, holds, its size and what is left in it), labels and
+# their changes, and the blind rule's reads all go through _open_cases, the case lock and the
+# one-case clearance check; split apart, each part would reach into the others' private code.
+
 from __future__ import annotations
 
 import datetime as dt
@@ -122,6 +126,8 @@ def next_case(
     def work(s: Session) -> int | None:
         t = now or utcnow()
         tried = set(skip)
+        # the restricted documents' word runs, read once for every case this call looks at
+        runs = None if clearance.cleared(actor) else clearance.restricted_runs(s)
         while True:
             mine_held = s.scalar(
                 select(Reservation.case_id)
@@ -157,7 +163,7 @@ def next_case(
             # written under the same lock, so this answer cannot change until we commit
             if s.scalar(
                 _open_cases(actor, t, cfg.overlap, held_by_me_counts=True).where(Case.id == case_id)
-            ) is None or _unreadable(s, actor, case_id):
+            ) is None or _unreadable(s, actor, case_id, runs):
                 if mine_held is not None:
                     # a case I held that I may no longer take (one of its documents became
                     # restricted meanwhile, and I have no clearance): let go of it
@@ -277,11 +283,13 @@ def _open_cases(actor: Actor, t: dt.datetime, overlap: int, held_by_me_counts: b
     )
 
 
-def _unreadable(s: Session, actor: Actor, case_id: int) -> bool:
+def _unreadable(s: Session, actor: Actor, case_id: int, runs: frozenset[str] | None = None) -> bool:
     """Whether the case's text is restricted and I have no clearance: I would label a
     question I cannot read (a case that retells a restricted document without listing it
     is found here, as :func:`_open_cases` only sees the documents a case lists)."""
-    return not clearance.may_see(actor, bool(clearance.restricted_cases(s, [case_id])))
+    if clearance.cleared(actor):
+        return False
+    return bool(clearance.restricted_cases(s, [case_id], runs))
 
 
 def _refuse_unreadable(s: Session, actor: Actor, case: Case) -> None:

@@ -1,6 +1,9 @@
 """What the month's record gathers (signals, alerts, audit estimates, validation, charts), frozen
 into the record when the review closes, and the report exported as HTML or Markdown."""
 
+# Long module: the page's tables, the frozen record and both exports are made from one
+# MonthContext by the same formatting, so what is exported is what the page showed.
+
 from __future__ import annotations
 
 import datetime as dt

@@ -51,6 +51,9 @@ def test_an_admin_adds_a_user_sets_the_overlap_and_keeps_traces_for_a_year(
     pg.get_by_role("option", name="Annotator", exact=True).click()
     pg.keyboard.press("Escape")
     form.get_by_text("Clearance for restricted content").click()
+    # the roles list has closed and is gone from the page, its closing animation over (no
+    # option fading out over the form in the guide's picture)
+    expect(pg.locator("[data-baseweb='popover']")).to_have_count(0, timeout=WAIT)
     guide_shot(pg, "admin-add-user")
     form.get_by_role("button", name="Add user").click()
     # the address is shown broken, so that no mail link is made (ui.plain)

@@ -353,16 +353,20 @@ def test_an_adjudicator_who_may_still_label_a_case_does_not_see_its_labels(
     both = type(both)(**{**both.__dict__, "roles": frozenset({Role.reviewer, Role.annotator})})
     from sqlalchemy import exists, select
 
+    from review.core import clearance
     from storage.db import read_session
     from storage.models import Case, Label
 
-    with read_session(demo_engine) as s:  # a ready case nobody has labeled yet
-        case = s.scalar(
-            select(Case.id)
-            .where(Case.status == "ready", ~exists().where(Label.case_id == Case.id))
-            .order_by(Case.id)
-            .limit(1)
+    with read_session(demo_engine) as s:  # a ready case nobody has labeled yet, readable
+        unlabeled = list(
+            s.scalars(
+                select(Case.id)
+                .where(Case.status == "ready", ~exists().where(Label.case_id == Case.id))
+                .order_by(Case.id)
+            )
         )
+        hidden = clearance.restricted_cases(s, unlabeled)
+    case = next((c for c in unlabeled if c not in hidden), None)
     assert case is not None
     labeling.submit(demo_engine, INES, case, ANSWER, None, tax)
     labeling.submit(demo_engine, TOM, case, ABSTAIN, None, tax)

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import pandas as pd
 import pytest
 from sqlalchemy import Engine
+from sqlalchemy import text as sql
 from streamlit.testing.v1 import AppTest
 
 from review.admin import users
@@ -22,7 +23,7 @@ from review.labels import blind, labeling
 from tests.helpers.blind import Judgement, all_text, judgement
 from tests.helpers.pages import INES, no_exception, page_app
 
-BLIND_KEY = "CASE-080"  # ready, nobody labeled it, by the demo's author: an answer, in scope
+BLIND_KEY = "CASE-087"  # ready, nobody labeled it, by the demo's author: an answer
 
 
 def _actor(engine: Engine, email: str) -> Actor:
@@ -131,6 +132,9 @@ def test_the_builder_withholds_the_judgement_of_a_variant_waiting_for_my_label(
     view = cases.get_case(demo_engine, key=BLIND_VARIANT)
     assert view is not None and view.family and view.evidence_state == "forbidden"
     assert not labeling.current_labels(demo_engine, view.id)
+    # its forbidden document is restricted: only an annotator with clearance labels it
+    with demo_engine.begin() as c:
+        c.execute(sql("update users set clearance = true where email = :e"), {"e": TOM})
     state = tax.label("evidence_states", view.evidence_state)
     at = page_app(demo_url, monkeypatch, "pages/builder_page.py", TOM, family=view.family)
     text = _run(at)
@@ -231,7 +235,7 @@ def test_adjudication_shows_a_reviewer_who_may_still_label_no_expected_decision(
     assert "Expected decision on the case" not in text
     assert seen.shown_in(text) == []
     roles = {d.role for d in view.documents}
-    assert roles == {"decisive", "distractor"}
+    assert roles == {"decisive"}
     assert not [r for r in roles if r in text.lower()]  # the page shows roles by their keys
     assert sight.BLIND_NOTE in text
     _label(demo_engine, RAVI, view, tax)
