@@ -464,6 +464,19 @@ def test_a_phoenix_that_is_down_is_said_to_be_unreachable() -> None:
         PhoenixClient(url, timeout=5).spans_page("p", None, 10)
 
 
+def test_a_phoenix_that_goes_away_under_a_request_is_said_to_be_unreachable() -> None:
+    """Stopped while a request is open, Phoenix closes or resets the connection instead of
+    refusing it; that too is "not reachable", whatever the timing of the stop (a sync test
+    stopping a real Phoenix mid-sync saw either, and once failed on the reset)."""
+
+    def hang_up(h: http.server.BaseHTTPRequestHandler) -> None:
+        h.close_connection = True  # no answer at all: the connection just closes
+
+    with http_server(hang_up) as url, pytest.raises(PhoenixError) as err:
+        PhoenixClient(url, timeout=5).spans_page("p", None, 10)
+    assert str(err.value).startswith(f"Phoenix at {url} is not reachable: "), str(err.value)
+
+
 # ---------------------------------------------------------------------------------------
 # the resume overlap, against a simulated Phoenix database with out-of-order commits
 

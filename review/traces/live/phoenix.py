@@ -246,7 +246,10 @@ class PhoenixClient:
         except (OSError, ValueError, http.client.HTTPException) as exc:
             if clock.expired:
                 raise PhoenixError(late) from exc
-            raise PhoenixError(f"Phoenix at {self.base_url}: {exc}") from exc
+            # a connection reset or closed under a request (Phoenix stopped mid-sync) is the
+            # same as a refused one, whichever the timing of the stop made it
+            said = " is not reachable:" if isinstance(exc, ConnectionError) else ":"
+            raise PhoenixError(f"Phoenix at {self.base_url}{said} {exc}") from exc
 
     def _http_error(self, exc: urllib.error.HTTPError) -> str:
         try:
